@@ -1,0 +1,152 @@
+// The interfaces through which the engine asks for durations, and the value types they take.
+//
+// Contract (DESIGN.md "Cost models"): implementations are pure functions of their value-type
+// arguments and of parameters fixed at construction. They never see the engine, the task graph
+// or the fabric, they are deterministic, and they are const (safe to share between engines).
+// Implementations live in calibration/ (kernel, CPU, collective cost models) and topology/
+// (fabric-aware network models); tools/ picks them by name from the scenario.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/time.h"
+#include "sim/units.h"
+
+namespace upsim {
+
+using RankId = uint32_t;
+
+/// Element type of a kernel's arithmetic.
+enum class DType : uint8_t { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8 };
+inline constexpr size_t kDTypeCount = 6;
+std::string_view dtype_name(DType dtype);
+
+/// Facts about one GPU model that cost models read. Filled from configs/hardware/*.yaml by
+/// calibration/; every field is a datasheet or measured value cited in that file.
+struct DeviceProfile {
+  std::string name;
+  /// Dense peak arithmetic rate per DType (indexed by static_cast<size_t>(DType)); zero where
+  /// the device has no such unit.
+  std::array<FlopRate, kDTypeCount> peak_flops{};
+  Bandwidth hbm_bandwidth;
+  int64_t hbm_bytes = 0;
+  Bandwidth l2_bandwidth;
+  int64_t l2_bytes = 0;
+  int32_t sm_count = 0;
+  /// Host link (PCIe) bandwidth per direction, for host<->device copies.
+  Bandwidth host_link_bandwidth;
+
+  FlopRate peak(DType dtype) const { return peak_flops[static_cast<size_t>(dtype)]; }
+};
+
+/// What a GPU kernel computes, in terms a cost model can price.
+enum class KernelClass : uint8_t {
+  kGemm,               ///< batch x (m x k) * (k x n) matrix multiply
+  kMemoryBound,        ///< elementwise / reduction / copy: bytes moved and flops given
+  kEmbeddingForward,   ///< table-batched embedding-bag lookup (pooled)
+  kEmbeddingBackward,  ///< embedding-bag backward with fused optimizer update
+};
+std::string_view kernel_class_name(KernelClass cls);
+
+/// Table-batched embedding-bag shape: `tables` tables looked up for `batch` samples each, with
+/// `pooling` rows per bag on average, rows of `dim` elements, `rows` rows per table on average.
+struct EmbeddingShape {
+  int64_t batch = 0;
+  int64_t tables = 0;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  double pooling = 0.0;
+};
+
+struct KernelDesc {
+  KernelClass cls = KernelClass::kMemoryBound;
+  DType dtype = DType::kFp32;
+  // kGemm: batch x (m x k) * (k x n).
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  // kMemoryBound: total bytes read and written from device memory, and arithmetic operations.
+  double bytes_read = 0.0;
+  double bytes_written = 0.0;
+  double flops = 0.0;
+  // kEmbeddingForward / kEmbeddingBackward.
+  EmbeddingShape embedding;
+};
+
+class KernelCostModel {
+ public:
+  virtual ~KernelCostModel() = default;
+  /// Predicted execution time of one kernel on `device`. Must be >= 0.
+  virtual Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const = 0;
+};
+
+/// Which part of a host-side PyTorch op a CPU task stands for (seed-method.md section 1.3).
+enum class HostPhase : uint8_t {
+  kOpBegin,  ///< gap since the previous op (T1) + op start to its first launch (T2)
+  kLaunch,   ///< one runtime launch call (T4), plus the gap since the previous launch (T5)
+             ///< when it is not the op's first launch
+  kOpEnd,    ///< end of the last launch to op end (T3)
+  kOpBody,   ///< an op that launches nothing: T1 + its whole host time (T5 in the seed)
+  kMarker,   ///< zero-cost bookkeeping (iteration marks)
+};
+std::string_view host_phase_name(HostPhase phase);
+
+struct HostOpDesc {
+  std::string_view op_name;  ///< PyTorch op the work belongs to, e.g. "aten::addmm"
+  HostPhase phase = HostPhase::kOpBody;
+  uint32_t launch_index = 0;  ///< for kLaunch: 0 for the op's first launch
+};
+
+class CpuCostModel {
+ public:
+  virtual ~CpuCostModel() = default;
+  virtual Duration host_duration(const HostOpDesc& op) const = 0;
+};
+
+enum class CollectiveKind : uint8_t {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kSendRecv,
+};
+std::string_view collective_kind_name(CollectiveKind kind);
+
+/// One collective call across a group of ranks.
+struct CollectiveDesc {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  /// Ranks of the group, in group order.
+  std::vector<RankId> members;
+  /// Bytes of each member's input buffer (all-reduce, all-gather input, reduce-scatter input,
+  /// broadcast payload). For kAllToAll see `send_bytes`.
+  int64_t bytes = 0;
+  /// kAllToAll only: send_bytes[i * n + j] is what member i sends to member j (row-major n x n,
+  /// n = members.size()); uneven splits (all-to-allv) are the general case.
+  std::vector<int64_t> send_bytes;
+};
+
+enum class TransferKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+std::string_view transfer_kind_name(TransferKind kind);
+
+/// A copy on one rank (cudaMemcpy family).
+struct TransferDesc {
+  TransferKind kind = TransferKind::kHostToDevice;
+  RankId rank = 0;
+  int64_t bytes = 0;
+};
+
+/// Pure timing of collectives and copies, for network models that do not track link state.
+class CollectiveCostModel {
+ public:
+  virtual ~CollectiveCostModel() = default;
+  virtual Duration collective_duration(const CollectiveDesc& collective) const = 0;
+  virtual Duration transfer_duration(const TransferDesc& transfer) const = 0;
+};
+
+}  // namespace upsim

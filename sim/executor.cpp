@@ -1,0 +1,371 @@
+#include "sim/executor.h"
+
+#include <algorithm>
+#include <string>
+
+namespace upsim {
+
+namespace {
+
+enum class TaskState : uint8_t { kWaiting, kRunning, kDone };
+
+/// A CPU thread runs its program (the tasks bound to it, in graph order) one task at a time.
+struct CpuThread {
+  std::vector<TaskId> program;
+  size_t cursor = 0;
+  bool busy = false;
+};
+
+/// A host sync waiting until `stream` has completed `target` tasks.
+struct SyncWaiter {
+  TaskId sync;
+  uint64_t target;
+};
+
+/// A GPU stream runs the tasks that entered it, in entry order, one at a time.
+struct GpuStream {
+  std::vector<TaskId> queue;
+  size_t head = 0;
+  bool busy = false;
+  uint64_t entered = 0;
+  uint64_t completed = 0;
+  std::vector<SyncWaiter> waiters;
+};
+
+/// Rendezvous state of one collective group.
+struct Rendezvous {
+  std::vector<TaskId> arrived;  // member tasks that reached the head of their stream
+};
+
+std::string join_ranks(const std::vector<RankId>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+class GraphExecutor::Impl {
+ public:
+  Impl(Engine& engine, const TaskGraph& graph, const ModelSet& models)
+      : engine_(engine), graph_(graph), models_(models) {}
+
+  void add_observer(Observer* o) { observers_.push_back(o); }
+
+  RunStats run() {
+    validate();
+    build_resources();
+    for (Observer* o : observers_) o->on_run_begin(graph_);
+    const uint64_t events_before = engine_.executed();
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      for (TaskId t : streams_[s].queue) {
+        for (Observer* o : observers_) o->on_gpu_enqueue(t, engine_.now());
+      }
+    }
+    for (size_t t = 0; t < threads_.size(); ++t) try_start_thread(t);
+    for (size_t s = 0; s < streams_.size(); ++s) try_start_stream(s);
+    engine_.run();
+    if (done_ != graph_.task_count()) throw SimulationError(diagnose());
+    for (Observer* o : observers_) o->on_run_end(last_completion_);
+    return RunStats{last_completion_, engine_.executed() - events_before, done_};
+  }
+
+ private:
+  void validate() const {
+    if (!graph_.sealed()) throw std::logic_error("GraphExecutor: the task graph is not sealed");
+    if (models_.devices.size() < graph_.rank_count()) {
+      throw std::invalid_argument("GraphExecutor: " + std::to_string(graph_.rank_count()) +
+                                  " ranks but " + std::to_string(models_.devices.size()) +
+                                  " device profiles");
+    }
+    if (!models_.kernels || !models_.cpu || !models_.network) {
+      throw std::invalid_argument("GraphExecutor: a cost model is missing");
+    }
+  }
+
+  void build_resources() {
+    const size_t n = graph_.task_count();
+    pending_.resize(n);
+    state_.assign(n, TaskState::kWaiting);
+    sync_pending_.assign(n, 0);
+    thread_base_.resize(graph_.rank_count() + 1, 0);
+    stream_base_.resize(graph_.rank_count() + 1, 0);
+    for (RankId r = 0; r < graph_.rank_count(); ++r) {
+      thread_base_[r + 1] = thread_base_[r] + graph_.rank(r).cpu_threads;
+      stream_base_[r + 1] =
+          stream_base_[r] + static_cast<uint32_t>(graph_.rank(r).stream_names.size());
+    }
+    threads_.resize(thread_base_.back());
+    streams_.resize(stream_base_.back());
+    rendezvous_.resize(graph_.collective_count());
+    for (TaskId t = 0; t < n; ++t) {
+      pending_[t] = graph_.predecessor_count(t);
+      const Task& task = graph_.task(t);
+      if (!is_gpu_task(task.kind)) {
+        threads_[thread_base_[task.rank] + task.resource].program.push_back(t);
+      } else if (graph_.launcher_of(t) == kNoTask) {
+        GpuStream& s = streams_[stream_base_[task.rank] + task.resource];
+        s.queue.push_back(t);
+        ++s.entered;
+      }
+    }
+  }
+
+  size_t thread_of(const Task& t) const { return thread_base_[t.rank] + t.resource; }
+  size_t stream_of(const Task& t) const { return stream_base_[t.rank] + t.resource; }
+
+  void try_start_thread(size_t index) {
+    CpuThread& th = threads_[index];
+    if (th.busy || th.cursor == th.program.size()) return;
+    const TaskId t = th.program[th.cursor];
+    if (pending_[t] != 0) return;
+    th.busy = true;
+    start_cpu(t);
+  }
+
+  void try_start_stream(size_t index) {
+    GpuStream& s = streams_[index];
+    if (s.busy || s.head == s.queue.size()) return;
+    const TaskId t = s.queue[s.head];
+    if (pending_[t] != 0) {
+      // A stream wait occupies its stream from the moment it reaches the head: that interval is
+      // the cross-stream wait the timeline shows. It completes when its record does.
+      if (graph_.task(t).kind != TaskKind::kStreamWait) return;
+      s.busy = true;
+      begin(t);
+      return;
+    }
+    s.busy = true;
+    start_gpu(t);
+  }
+
+  void begin(TaskId t) {
+    state_[t] = TaskState::kRunning;
+    for (Observer* o : observers_) o->on_task_begin(t, engine_.now());
+  }
+
+  void schedule_completion(TaskId t, Duration after) {
+    engine_.schedule_in(after, EventPriority::kCompletion, [this, t] { complete(t); });
+  }
+
+  void start_cpu(TaskId t) {
+    begin(t);
+    const Task& task = graph_.task(t);
+    switch (task.kind) {
+      case TaskKind::kHostSync: {
+        const RankId r = task.rank;
+        const uint16_t target = graph_.sync_target(t);
+        uint32_t waiting = 0;
+        for (uint32_t s = stream_base_[r]; s < stream_base_[r + 1]; ++s) {
+          if (target != kAllStreams && s != stream_base_[r] + target) continue;
+          GpuStream& stream = streams_[s];
+          if (stream.completed < stream.entered) {
+            stream.waiters.push_back(SyncWaiter{t, stream.entered});
+            ++waiting;
+          }
+        }
+        sync_pending_[t] = waiting;
+        if (waiting == 0) schedule_completion(t, Duration::zero());
+        return;
+      }
+      case TaskKind::kIterationMark:
+        schedule_completion(t, Duration::zero());
+        return;
+      default:
+        schedule_completion(t, task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
+                                                  : models_.cpu->host_duration(HostOpDesc{
+                                                        graph_.name(task.op_name), task.phase,
+                                                        task.launch_index}));
+        return;
+    }
+  }
+
+  void start_gpu(TaskId t) {
+    begin(t);
+    const Task& task = graph_.task(t);
+    switch (task.kind) {
+      case TaskKind::kKernel: {
+        const Duration d =
+            task.fixed_ps >= 0
+                ? Duration::from_ps(task.fixed_ps)
+                : models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[task.rank]);
+        schedule_completion(t, d);
+        return;
+      }
+      case TaskKind::kMemcpy:
+        if (task.fixed_ps >= 0) {
+          schedule_completion(t, Duration::from_ps(task.fixed_ps));
+        } else {
+          models_.network->start_transfer(engine_, graph_.transfer(t), [this, t] { complete(t); });
+        }
+        return;
+      case TaskKind::kCollective:
+        arrive(t);
+        return;
+      default:  // EventRecord, StreamWait: their dependencies are met, they take no time.
+        schedule_completion(t, Duration::zero());
+        return;
+    }
+  }
+
+  void arrive(TaskId t) {
+    const CollectiveId c = graph_.collective_of(t);
+    Rendezvous& rv = rendezvous_[c];
+    rv.arrived.push_back(t);
+    const CollectiveDesc& desc = graph_.collective(c);
+    if (rv.arrived.size() < desc.members.size()) return;
+    for (Observer* o : observers_) o->on_collective_begin(c, engine_.now());
+    // Replay: a collective whose member tasks carry measured durations takes the longest one.
+    int64_t fixed_ps = -1;
+    for (TaskId m : rv.arrived) fixed_ps = std::max(fixed_ps, graph_.task(m).fixed_ps);
+    auto finish = [this, c] {
+      for (TaskId m : rendezvous_[c].arrived) complete(m);
+    };
+    if (fixed_ps >= 0) {
+      engine_.schedule_in(Duration::from_ps(fixed_ps), EventPriority::kCompletion, finish);
+    } else {
+      models_.network->start_collective(engine_, desc, finish);
+    }
+  }
+
+  void complete(TaskId t) {
+    const Task& task = graph_.task(t);
+    state_[t] = TaskState::kDone;
+    ++done_;
+    last_completion_ = engine_.now();
+    for (Observer* o : observers_) o->on_task_end(t, engine_.now());
+    if (is_gpu_task(task.kind)) {
+      const size_t si = stream_of(task);
+      GpuStream& s = streams_[si];
+      s.busy = false;
+      ++s.head;
+      ++s.completed;
+      release_sync_waiters(s);
+      release_successors(t);
+      try_start_stream(si);
+    } else {
+      const size_t ti = thread_of(task);
+      CpuThread& th = threads_[ti];
+      th.busy = false;
+      ++th.cursor;
+      if (task.kind == TaskKind::kLaunch) enqueue(graph_.launched_task(t));
+      release_successors(t);
+      try_start_thread(ti);
+    }
+  }
+
+  void enqueue(TaskId gpu_task) {
+    const size_t si = stream_of(graph_.task(gpu_task));
+    GpuStream& s = streams_[si];
+    s.queue.push_back(gpu_task);
+    ++s.entered;
+    for (Observer* o : observers_) o->on_gpu_enqueue(gpu_task, engine_.now());
+    try_start_stream(si);
+  }
+
+  void release_sync_waiters(GpuStream& s) {
+    if (s.waiters.empty()) return;
+    auto keep = s.waiters.begin();
+    for (auto it = s.waiters.begin(); it != s.waiters.end(); ++it) {
+      if (s.completed >= it->target) {
+        if (--sync_pending_[it->sync] == 0) schedule_completion(it->sync, Duration::zero());
+      } else {
+        *keep++ = *it;
+      }
+    }
+    s.waiters.erase(keep, s.waiters.end());
+  }
+
+  void release_successors(TaskId t) {
+    for (const TaskId* it = graph_.successors_begin(t); it != graph_.successors_end(t); ++it) {
+      const TaskId next = *it;
+      if (--pending_[next] != 0) continue;
+      const Task& nt = graph_.task(next);
+      if (state_[next] == TaskState::kRunning) {  // a stream wait that was holding its stream
+        schedule_completion(next, Duration::zero());
+        continue;
+      }
+      if (is_gpu_task(nt.kind)) {
+        try_start_stream(stream_of(nt));
+      } else {
+        try_start_thread(thread_of(nt));
+      }
+    }
+  }
+
+  std::string describe(TaskId t) const {
+    const Task& task = graph_.task(t);
+    const RankInfo& r = graph_.rank(task.rank);
+    std::string where = is_gpu_task(task.kind)
+                            ? "stream `" + r.stream_names[task.resource] + "`"
+                            : "CPU thread " + std::to_string(task.resource);
+    return std::string(task_kind_name(task.kind)) + " `" + std::string(graph_.name(task.name)) +
+           "` (task " + std::to_string(t) + ") on " + where + " of rank " +
+           std::to_string(task.rank);
+  }
+
+  std::string diagnose() const {
+    std::string msg = "the simulation cannot finish: " +
+                      std::to_string(graph_.task_count() - done_) + " of " +
+                      std::to_string(graph_.task_count()) + " tasks never completed";
+    bool named_collective = false;
+    for (CollectiveId c = 0; c < rendezvous_.size(); ++c) {
+      const Rendezvous& rv = rendezvous_[c];
+      const CollectiveDesc& desc = graph_.collective(c);
+      if (rv.arrived.empty() || rv.arrived.size() == desc.members.size()) continue;
+      std::vector<RankId> arrived;
+      std::vector<RankId> missing;
+      for (TaskId t : rv.arrived) arrived.push_back(graph_.task(t).rank);
+      for (RankId m : desc.members) {
+        if (std::find(arrived.begin(), arrived.end(), m) == arrived.end()) missing.push_back(m);
+      }
+      msg += "\n  collective `" + std::string(graph_.collective_name(c)) + "` (" +
+             std::string(collective_kind_name(desc.kind)) + " over " +
+             std::to_string(desc.members.size()) + " ranks): ranks " + join_ranks(arrived) +
+             " arrived; never arrived: rank" + (missing.size() > 1 ? "s " : " ") +
+             join_ranks(missing);
+      named_collective = true;
+    }
+    msg += named_collective ? "\n  where each rank is stuck:" : "\n  blocked tasks:";
+    int listed = 0;
+    for (const CpuThread& th : threads_) {
+      if (th.cursor < th.program.size() && listed < 16) {
+        msg += "\n    " + describe(th.program[th.cursor]);
+        ++listed;
+      }
+    }
+    for (const GpuStream& s : streams_) {
+      if (s.head < s.queue.size() && listed < 16) {
+        msg += "\n    " + describe(s.queue[s.head]);
+        ++listed;
+      }
+    }
+    return msg;
+  }
+
+  Engine& engine_;
+  const TaskGraph& graph_;
+  const ModelSet& models_;
+  std::vector<Observer*> observers_;
+  std::vector<uint32_t> pending_;
+  std::vector<TaskState> state_;
+  std::vector<uint32_t> sync_pending_;
+  std::vector<uint32_t> thread_base_;
+  std::vector<uint32_t> stream_base_;
+  std::vector<CpuThread> threads_;
+  std::vector<GpuStream> streams_;
+  std::vector<Rendezvous> rendezvous_;
+  uint64_t done_ = 0;
+  Time last_completion_ = Time::zero();
+};
+
+GraphExecutor::GraphExecutor(Engine& engine, const TaskGraph& graph, const ModelSet& models)
+    : impl_(std::make_unique<Impl>(engine, graph, models)) {}
+GraphExecutor::~GraphExecutor() = default;
+void GraphExecutor::add_observer(Observer* observer) { impl_->add_observer(observer); }
+RunStats GraphExecutor::run() { return impl_->run(); }
+
+}  // namespace upsim

@@ -1,0 +1,61 @@
+// Runs a sealed TaskGraph on an Engine: CPU threads and GPU streams as resources, durations
+// from the cost models, bytes moved by the network model, everything reported to observers.
+//
+// Contract:
+//  - Resources only schedule; every duration comes from a model (or a task's fixed duration).
+//  - A run ends when the event queue is empty. If tasks remain unfinished then, the run failed:
+//    `run()` throws SimulationError naming each collective group whose members did not all
+//    arrive (and which ranks never did), or else the first blocked task of each resource.
+//  - The executor does not own the graph, models or observers; they must outlive `run()`.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/cost_models.h"
+#include "sim/engine.h"
+#include "sim/network_model.h"
+#include "sim/observer.h"
+#include "sim/task_graph.h"
+
+namespace upsim {
+
+/// The run could not finish (deadlock, collective group that never completes).
+class SimulationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The models one run uses. `devices[r]` is the GPU rank r runs on.
+struct ModelSet {
+  const KernelCostModel* kernels = nullptr;
+  const CpuCostModel* cpu = nullptr;
+  NetworkModel* network = nullptr;
+  std::vector<DeviceProfile> devices;
+};
+
+struct RunStats {
+  Time end;                  ///< time of the last completion
+  uint64_t events = 0;       ///< engine events executed
+  uint64_t tasks_done = 0;
+};
+
+class GraphExecutor {
+ public:
+  GraphExecutor(Engine& engine, const TaskGraph& graph, const ModelSet& models);
+  ~GraphExecutor();
+  GraphExecutor(const GraphExecutor&) = delete;
+  GraphExecutor& operator=(const GraphExecutor&) = delete;
+
+  void add_observer(Observer* observer);
+  /// Runs the graph to completion. Throws SimulationError if it cannot complete.
+  RunStats run();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace upsim

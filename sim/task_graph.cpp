@@ -1,0 +1,199 @@
+#include "sim/task_graph.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace upsim {
+
+namespace {
+std::string task_label(const TaskGraph& g, TaskId id) {
+  const Task& t = g.task(id);
+  return "task " + std::to_string(id) + " (" + std::string(task_kind_name(t.kind)) + " `" +
+         std::string(g.name(t.name)) + "` on rank " + std::to_string(t.rank) + ")";
+}
+}  // namespace
+
+RankId TaskGraph::add_rank(RankInfo info) {
+  if (sealed_) throw std::logic_error("TaskGraph::add_rank on a sealed graph");
+  if (info.cpu_threads == 0) throw std::invalid_argument("rank `" + info.name + "` has no CPU thread");
+  ranks_.push_back(std::move(info));
+  return static_cast<RankId>(ranks_.size() - 1);
+}
+
+NameId TaskGraph::intern(std::string_view name) {
+  auto it = name_index_.find(name);
+  if (it != name_index_.end()) return it->second;
+  names_.emplace_back(name);
+  const auto id = static_cast<NameId>(names_.size() - 1);
+  name_index_.emplace(names_.back(), id);
+  return id;
+}
+
+void TaskGraph::check_rank_resource(RankId rank, uint16_t resource, bool gpu) const {
+  if (rank >= ranks_.size()) {
+    throw std::invalid_argument("task on rank " + std::to_string(rank) + ", but the graph has " +
+                                std::to_string(ranks_.size()) + " ranks");
+  }
+  const RankInfo& r = ranks_[rank];
+  const size_t limit = gpu ? r.stream_names.size() : r.cpu_threads;
+  if (resource >= limit) {
+    throw std::invalid_argument(std::string(gpu ? "stream " : "CPU thread ") +
+                                std::to_string(resource) + " does not exist on rank `" + r.name +
+                                "` (it has " + std::to_string(limit) + ")");
+  }
+}
+
+TaskId TaskGraph::add_task(Task task) {
+  if (sealed_) throw std::logic_error("TaskGraph: adding a task to a sealed graph");
+  check_rank_resource(task.rank, task.resource, is_gpu_task(task.kind));
+  if (tasks_.size() >= kNoTask - 1) throw std::length_error("TaskGraph: too many tasks");
+  tasks_.push_back(task);
+  launcher_.push_back(kNoTask);
+  return static_cast<TaskId>(tasks_.size() - 1);
+}
+
+TaskId TaskGraph::add_cpu_op(RankId rank, uint16_t thread, std::string_view op_name,
+                             HostPhase phase) {
+  const NameId op = intern(op_name);
+  return add_task(Task{TaskKind::kCpuOp, phase, thread, rank, op, op, 0, 0, -1});
+}
+
+TaskId TaskGraph::add_launch(RankId rank, uint16_t thread, std::string_view api,
+                             std::string_view op_name, uint32_t launch_index, TaskId gpu_task) {
+  if (gpu_task >= tasks_.size() || !is_gpu_task(tasks_[gpu_task].kind)) {
+    throw std::invalid_argument("launch `" + std::string(api) + "` of `" + std::string(op_name) +
+                                "` names task " + std::to_string(gpu_task) +
+                                ", which is not a GPU task");
+  }
+  if (tasks_[gpu_task].rank != rank) {
+    throw std::invalid_argument("launch on rank " + std::to_string(rank) + " names " +
+                                task_label(*this, gpu_task) + " of another rank");
+  }
+  if (launcher_[gpu_task] != kNoTask) {
+    throw std::invalid_argument(task_label(*this, gpu_task) + " is launched twice");
+  }
+  const TaskId id = add_task(Task{TaskKind::kLaunch, HostPhase::kLaunch, thread, rank,
+                                  intern(api), intern(op_name), gpu_task, launch_index, -1});
+  launcher_[gpu_task] = id;
+  return id;
+}
+
+TaskId TaskGraph::add_host_sync(RankId rank, uint16_t thread, uint16_t stream_or_all,
+                                std::string_view op_name) {
+  if (stream_or_all != kAllStreams) check_rank_resource(rank, stream_or_all, true);
+  const NameId op = intern(op_name);
+  return add_task(
+      Task{TaskKind::kHostSync, HostPhase::kOpBody, thread, rank, op, op, stream_or_all, 0, -1});
+}
+
+TaskId TaskGraph::add_iteration_mark(RankId rank, uint16_t thread, uint32_t iteration) {
+  const NameId n = intern("iteration");
+  return add_task(
+      Task{TaskKind::kIterationMark, HostPhase::kMarker, thread, rank, n, n, iteration, 0, -1});
+}
+
+TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name,
+                             std::string_view op_name, const KernelDesc& kernel) {
+  const TaskId id = add_task(Task{TaskKind::kKernel, HostPhase::kMarker, stream, rank,
+                                  intern(name), intern(op_name),
+                                  static_cast<uint32_t>(kernels_.size()), 0, -1});
+  kernels_.push_back(kernel);
+  return id;
+}
+
+TaskId TaskGraph::add_memcpy(RankId rank, uint16_t stream, std::string_view name,
+                             std::string_view op_name, const TransferDesc& transfer) {
+  TransferDesc t = transfer;
+  t.rank = rank;
+  const TaskId id = add_task(Task{TaskKind::kMemcpy, HostPhase::kMarker, stream, rank,
+                                  intern(name), intern(op_name),
+                                  static_cast<uint32_t>(transfers_.size()), 0, -1});
+  transfers_.push_back(t);
+  return id;
+}
+
+CollectiveId TaskGraph::add_collective_group(CollectiveDesc collective, std::string_view name) {
+  if (sealed_) throw std::logic_error("TaskGraph: adding a collective to a sealed graph");
+  const size_t n = collective.members.size();
+  if (n == 0) throw std::invalid_argument("collective `" + std::string(name) + "` has no member");
+  if (collective.kind == CollectiveKind::kAllToAll && collective.send_bytes.size() != n * n) {
+    throw std::invalid_argument("all-to-all `" + std::string(name) + "` needs " +
+                                std::to_string(n * n) + " send sizes, got " +
+                                std::to_string(collective.send_bytes.size()));
+  }
+  collectives_.push_back(std::move(collective));
+  collective_names_.push_back(intern(name));
+  return static_cast<CollectiveId>(collectives_.size() - 1);
+}
+
+TaskId TaskGraph::add_collective(RankId rank, uint16_t stream, CollectiveId group,
+                                 std::string_view op_name) {
+  if (group >= collectives_.size()) {
+    throw std::invalid_argument("collective group " + std::to_string(group) + " does not exist");
+  }
+  bool member = false;
+  for (RankId m : collectives_[group].members) member = member || m == rank;
+  if (!member) {
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is not a member of collective `" +
+                                std::string(collective_name(group)) + "`");
+  }
+  return add_task(Task{TaskKind::kCollective, HostPhase::kMarker, stream, rank,
+                       collective_names_[group], intern(op_name), group, 0, -1});
+}
+
+TaskId TaskGraph::add_event_record(RankId rank, uint16_t stream) {
+  const NameId n = intern("cudaEventRecord");
+  return add_task(Task{TaskKind::kEventRecord, HostPhase::kMarker, stream, rank, n, n, 0, 0, -1});
+}
+
+TaskId TaskGraph::add_stream_wait(RankId rank, uint16_t stream, TaskId record) {
+  if (record >= tasks_.size() || tasks_[record].kind != TaskKind::kEventRecord ||
+      tasks_[record].rank != rank) {
+    throw std::invalid_argument("stream wait on rank " + std::to_string(rank) + " must name an " +
+                                "event record of the same rank, got task " +
+                                std::to_string(record));
+  }
+  const NameId n = intern("cudaStreamWaitEvent");
+  const TaskId id =
+      add_task(Task{TaskKind::kStreamWait, HostPhase::kMarker, stream, rank, n, n, record, 0, -1});
+  edges_.emplace_back(record, id);
+  return id;
+}
+
+void TaskGraph::add_dependency(TaskId before, TaskId after) {
+  if (sealed_) throw std::logic_error("TaskGraph: adding a dependency to a sealed graph");
+  if (before >= tasks_.size() || after >= tasks_.size() || before == after) {
+    throw std::invalid_argument("dependency " + std::to_string(before) + " -> " +
+                                std::to_string(after) + " names a missing task or a self-loop");
+  }
+  edges_.emplace_back(before, after);
+}
+
+void TaskGraph::set_fixed_duration(TaskId task, Duration duration) {
+  if (task >= tasks_.size()) throw std::invalid_argument("set_fixed_duration: no such task");
+  if (duration < Duration::zero()) {
+    throw std::invalid_argument("set_fixed_duration: negative duration for " +
+                                task_label(*this, task));
+  }
+  tasks_[task].fixed_ps = duration.ps();
+}
+
+void TaskGraph::seal() {
+  if (sealed_) return;
+  const size_t n = tasks_.size();
+  succ_offset_.assign(n + 1, 0);
+  pred_count_.assign(n, 0);
+  for (const auto& [from, to] : edges_) {
+    ++succ_offset_[from + 1];
+    ++pred_count_[to];
+  }
+  for (size_t i = 0; i < n; ++i) succ_offset_[i + 1] += succ_offset_[i];
+  succ_.assign(edges_.size(), 0);
+  std::vector<uint32_t> fill(succ_offset_.begin(), succ_offset_.end() - 1);
+  for (const auto& [from, to] : edges_) succ_[fill[from]++] = to;
+  edges_.clear();
+  edges_.shrink_to_fit();
+  sealed_ = true;
+}
+
+}  // namespace upsim

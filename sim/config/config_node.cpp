@@ -1,0 +1,1002 @@
+#include "sim/config/config_node.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <system_error>
+
+#include "sim/config/units.h"
+
+namespace upsim {
+namespace config_detail {
+
+/// One YAML file of a document (the main file or a loaded reference).
+struct SourceFile {
+  std::filesystem::path path;          // as displayed and opened
+  std::filesystem::path canonical;     // for reference-cycle detection
+  const SourceFile* parent = nullptr;  // the file whose reference loaded this one
+};
+
+enum class Kind { kNull, kScalar, kSequence, kMap };
+
+struct Node;
+
+struct Entry {
+  std::string key;
+  const SourceFile* key_source = nullptr;  // nullptr: the key was added by --set
+  int key_line = 0;
+  std::unique_ptr<Node> value;
+};
+
+/// One step of a --set path: a map key, or a sequence index (bracketed = written as `[i]`).
+struct PathSegment {
+  std::string text;
+  bool bracketed = false;
+};
+
+/// A --set whose path runs through a scalar (a file reference not loaded yet).
+struct PendingOverride {
+  std::string path_text;
+  std::vector<PathSegment> rest;
+  std::unique_ptr<Node> value;
+};
+
+struct Node {
+  Kind kind = Kind::kNull;
+  std::string scalar;
+  bool quoted = false;  // written as a quoted string (or !!str): never a number or boolean
+  bool flow = false;    // written in flow style ([1, 2] / {a: 1}); kept when emitting
+  std::vector<Entry> entries;
+  std::vector<std::unique_ptr<Node>> items;
+  const SourceFile* source = nullptr;  // nullptr: the value came from --set
+  int line = 0;
+  std::vector<std::string> asked;                  // keys a reader asked for, in the order asked
+  std::optional<std::filesystem::path> reference;  // set once a file was inlined here
+  std::vector<PendingOverride> pending;
+};
+
+struct DocumentState {
+  std::vector<std::unique_ptr<SourceFile>> files;
+  std::unique_ptr<Node> root;
+  std::filesystem::path override_file{std::string(kOverrideSource)};
+};
+
+struct NodeAccess {
+  static ConfigNode make(DocumentState* doc, Node* node, std::string key_path) {
+    return ConfigNode(doc, node, std::move(key_path));
+  }
+  static Node& node(const ConfigNode& n) { return *n.node_; }
+  static DocumentState& doc(const ConfigNode& n) { return *n.doc_; }
+};
+
+}  // namespace config_detail
+
+namespace {
+
+using config_detail::DocumentState;
+using config_detail::Entry;
+using config_detail::Kind;
+using config_detail::Node;
+using config_detail::NodeAccess;
+using config_detail::PathSegment;
+using config_detail::PendingOverride;
+using config_detail::SourceFile;
+
+std::string join_key(std::string_view parent, std::string_view key) {
+  if (parent.empty()) return std::string(key);
+  return fmt::format("{}.{}", parent, key);
+}
+
+std::string index_key(std::string_view parent, size_t index) {
+  return fmt::format("{}[{}]", parent, index);
+}
+
+std::string source_name(const SourceFile* source) {
+  return source == nullptr ? std::string(kOverrideSource) : source->path.string();
+}
+
+ConfigError error_at(const SourceFile* source, int line, std::string key_path,
+                     std::string message) {
+  return ConfigError(source_name(source), source == nullptr ? 0 : line, std::move(key_path),
+                     std::move(message));
+}
+
+ConfigError override_error(const std::string& path_text, std::string message) {
+  return ConfigError(std::string(kOverrideSource), 0, path_text, std::move(message));
+}
+
+// ---- Names and suggestions -------------------------------------------------------------------
+
+// Optimal string alignment distance (Damerau-Levenshtein with adjacent transpositions).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The candidate nearest to `word` within max(2, |word| / 3) edits (first wins ties), if any.
+template <typename Range>
+std::optional<std::string> nearest(std::string_view word, const Range& candidates) {
+  const size_t limit = std::max<size_t>(2, word.size() / 3);
+  std::optional<std::string> best;
+  size_t best_distance = limit + 1;
+  for (const auto& candidate : candidates) {
+    const std::string_view c(candidate);
+    const size_t distance = edit_distance(word, c);
+    if (distance < best_distance && distance < std::max(word.size(), c.size())) {
+      best = std::string(c);
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+template <typename Range>
+std::string join_names(const Range& names) {
+  std::string out;
+  for (const auto& name : names) {
+    if (!out.empty()) out += ", ";
+    out += std::string_view(name);
+  }
+  return out;
+}
+
+// ---- Scalars ---------------------------------------------------------------------------------
+
+enum class IntParse { kOk, kNotInteger, kOutOfRange };
+
+// YAML 1.2 core-schema integers: [-+]?[0-9]+, 0x[0-9a-fA-F]+, 0o[0-7]+.
+IntParse parse_yaml_int(std::string_view s, int64_t& out) {
+  bool negative = false;
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'o')) {
+    if (negative) return IntParse::kNotInteger;
+    base = s[1] == 'x' ? 16 : 8;
+    s.remove_prefix(2);
+  }
+  if (s.empty() || s[0] == '+' || s[0] == '-') return IntParse::kNotInteger;
+  uint64_t magnitude = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), magnitude, base);
+  if (ptr != s.data() + s.size()) return IntParse::kNotInteger;
+  if (ec == std::errc::result_out_of_range) return IntParse::kOutOfRange;
+  if (ec != std::errc()) return IntParse::kNotInteger;
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  if (magnitude > kMax + (negative ? 1 : 0)) return IntParse::kOutOfRange;
+  if (negative) {
+    out = magnitude == kMax + 1 ? std::numeric_limits<int64_t>::min()
+                                : -static_cast<int64_t>(magnitude);
+  } else {
+    out = static_cast<int64_t>(magnitude);
+  }
+  return IntParse::kOk;
+}
+
+// YAML 1.2 core-schema floats (integers included), .inf, -.inf, .nan.
+std::optional<double> parse_yaml_double(std::string_view s) {
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "+.Inf" || s == "+.INF") {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF") return -std::numeric_limits<double>::infinity();
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::numeric_limits<double>::quiet_NaN();
+  if (!s.empty() && s[0] == '+') s.remove_prefix(1);
+  if (s.empty()) return std::nullopt;
+  // from_chars also takes "inf" / "nan" / hex digits; YAML does not.
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
+      return std::nullopt;
+    }
+  }
+  double v = 0.0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<bool> parse_yaml_bool(std::string_view s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+bool is_yaml_null(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+// Whether a plain scalar `s` would be read back as something other than a string.
+bool needs_quotes(std::string_view s) {
+  int64_t unused = 0;
+  return is_yaml_null(s) || parse_yaml_bool(s) || parse_yaml_double(s) ||
+         parse_yaml_int(s, unused) != IntParse::kNotInteger;
+}
+
+std::string describe(const Node& n) {
+  switch (n.kind) {
+    case Kind::kNull:
+      return "nothing (null)";
+    case Kind::kMap:
+      return "a map";
+    case Kind::kSequence:
+      return "a sequence";
+    case Kind::kScalar:
+      break;
+  }
+  if (n.quoted) return fmt::format("the quoted string \"{}\"", n.scalar);
+  return fmt::format("\"{}\"", n.scalar);
+}
+
+std::string format_yaml_double(double v) {
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v < 0 ? "-.inf" : ".inf";
+  return fmt::format("{}", v);
+}
+
+// ---- Building the tree -----------------------------------------------------------------------
+
+int mark_line(const YAML::Mark& mark) {
+  return mark.is_null() ? 0 : mark.line + 1;
+}
+
+std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int key_line,
+                              const std::string& key_path) {
+  auto n = std::make_unique<Node>();
+  n->source = source;
+  if (source != nullptr) {
+    // An empty value's mark points past it; report the line of its key.
+    n->line = y.IsNull() || mark_line(y.Mark()) == 0 ? key_line : mark_line(y.Mark());
+  }
+  const std::string& tag = y.Tag();
+  const bool standard_tag =
+      tag.empty() || tag == "?" || tag == "!" || tag.starts_with("tag:yaml.org,2002:");
+  if (!standard_tag) {
+    throw error_at(source, n->line, key_path,
+                   fmt::format("unsupported YAML tag `{}` (tags are not interpreted)", tag));
+  }
+  switch (y.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      n->kind = Kind::kNull;
+      break;
+    case YAML::NodeType::Scalar:
+      n->kind = Kind::kScalar;
+      n->scalar = y.Scalar();
+      n->quoted = tag == "!" || tag == "tag:yaml.org,2002:str";
+      break;
+    case YAML::NodeType::Sequence: {
+      n->kind = Kind::kSequence;
+      n->flow = y.Style() == YAML::EmitterStyle::Flow;
+      size_t i = 0;
+      for (const YAML::Node& item : y) {
+        n->items.push_back(convert(item, source, n->line, index_key(key_path, i)));
+        ++i;
+      }
+      break;
+    }
+    case YAML::NodeType::Map:
+      n->kind = Kind::kMap;
+      n->flow = y.Style() == YAML::EmitterStyle::Flow;
+      for (const auto& kv : y) {
+        const int line = mark_line(kv.first.Mark());
+        if (!kv.first.IsScalar()) {
+          throw error_at(source, line, key_path, "map keys must be plain strings");
+        }
+        const std::string& key = kv.first.Scalar();
+        const std::string child_path = join_key(key_path, key);
+        for (const Entry& e : n->entries) {
+          if (e.key == key) {
+            throw error_at(source, line, child_path,
+                           fmt::format("duplicate key `{}` (first at line {})", key, e.key_line));
+          }
+        }
+        n->entries.push_back(
+            Entry{key, source, line, convert(kv.second, source, line, child_path)});
+      }
+      break;
+  }
+  return n;
+}
+
+std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* source,
+                                 const std::string& key_path) {
+  YAML::Node y;
+  try {
+    y = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(source->path.string(), mark_line(e.mark), key_path,
+                      fmt::format("malformed YAML: {}", e.msg));
+  }
+  return convert(y, source, 1, key_path);
+}
+
+// Reads a whole file; nullopt (and `why`) when it is missing or unreadable.
+std::optional<std::string> read_text(const std::filesystem::path& path, std::string& why) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    why = "file not found";
+    return std::nullopt;
+  }
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    why = "not a regular file";
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "cannot open file";
+    return std::nullopt;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    why = "read error";
+    return std::nullopt;
+  }
+  return text.str();
+}
+
+const SourceFile* add_file(DocumentState& doc, const std::filesystem::path& path,
+                           const SourceFile* parent) {
+  auto file = std::make_unique<SourceFile>();
+  file->path = path;
+  std::error_code ec;
+  file->canonical = std::filesystem::weakly_canonical(path, ec);
+  if (ec) file->canonical = std::filesystem::absolute(path, ec).lexically_normal();
+  file->parent = parent;
+  doc.files.push_back(std::move(file));
+  return doc.files.back().get();
+}
+
+std::unique_ptr<Node> make_override_node() {
+  return std::make_unique<Node>();
+}
+
+// ---- Overrides -------------------------------------------------------------------------------
+
+std::optional<size_t> as_index(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  size_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// "a.b[2].c" / "a.b.2.c" -> {a}, {b}, {[2]}, {c}.
+std::vector<PathSegment> parse_override_path(const std::string& path_text) {
+  std::vector<PathSegment> segments;
+  size_t i = 0;
+  bool expect_name = true;
+  while (i < path_text.size()) {
+    if (path_text[i] == '[') {
+      const size_t close = path_text.find(']', i);
+      if (close == std::string::npos) throw override_error(path_text, "missing `]`");
+      std::string index = path_text.substr(i + 1, close - i - 1);
+      if (!as_index(index)) {
+        throw override_error(path_text, fmt::format("`[{}]` is not a sequence index", index));
+      }
+      if (segments.empty()) throw override_error(path_text, "the path must start with a key");
+      segments.push_back(PathSegment{std::move(index), true});
+      i = close + 1;
+      expect_name = false;
+      continue;
+    }
+    if (path_text[i] == '.') {
+      if (expect_name) throw override_error(path_text, "empty key in path");
+      ++i;
+      expect_name = true;
+      continue;
+    }
+    if (!expect_name) throw override_error(path_text, "expected `.` or `[` after `]`");
+    const size_t end = path_text.find_first_of(".[", i);
+    const size_t stop = end == std::string::npos ? path_text.size() : end;
+    segments.push_back(PathSegment{path_text.substr(i, stop - i), false});
+    i = stop;
+    expect_name = false;
+  }
+  if (expect_name) throw override_error(path_text, "empty key in path");
+  return segments;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
+  return s;
+}
+
+Entry* find_entry(Node& n, std::string_view key) {
+  for (Entry& e : n.entries) {
+    if (e.key == key) return &e;
+  }
+  return nullptr;
+}
+
+// Writes `value` at `rest` below `cur` (whose key path is `cur_path`).
+void apply_at(Node* cur, std::string cur_path, std::span<const PathSegment> rest,
+              std::unique_ptr<Node> value, const std::string& path_text) {
+  while (true) {
+    const PathSegment& seg = rest.front();
+    const bool last = rest.size() == 1;
+    const std::string where =
+        cur_path.empty() ? std::string("the document root") : fmt::format("`{}`", cur_path);
+    if (cur->kind == Kind::kScalar) {
+      // Possibly a file reference: applied when the reader loads it.
+      cur->pending.push_back(
+          PendingOverride{path_text, {rest.begin(), rest.end()}, std::move(value)});
+      return;
+    }
+    if (cur->kind == Kind::kNull) {
+      if (seg.bracketed)
+        throw override_error(path_text, fmt::format("{} is not a sequence", where));
+      cur->kind = Kind::kMap;
+    }
+    Node* next = nullptr;
+    std::string next_path;
+    if (cur->kind == Kind::kMap) {
+      if (seg.bracketed) {
+        throw override_error(path_text, fmt::format("{} is a map, not a sequence", where));
+      }
+      Entry* e = find_entry(*cur, seg.text);
+      if (last) {
+        if (e != nullptr) {
+          *e->value = std::move(*value);
+        } else {
+          cur->entries.push_back(Entry{seg.text, nullptr, 0, std::move(value)});
+        }
+        return;
+      }
+      if (e == nullptr) {
+        cur->entries.push_back(Entry{seg.text, nullptr, 0, make_override_node()});
+        e = &cur->entries.back();
+      }
+      next = e->value.get();
+      next_path = join_key(cur_path, seg.text);
+    } else {
+      const std::optional<size_t> index = as_index(seg.text);
+      if (!index) {
+        throw override_error(path_text, fmt::format("{} is a sequence: use an index such as {}",
+                                                    where, index_key(cur_path, 0)));
+      }
+      if (*index > cur->items.size()) {
+        throw override_error(path_text, fmt::format("index {} is out of range: {} has {} elements",
+                                                    *index, where, cur->items.size()));
+      }
+      if (*index == cur->items.size()) cur->items.push_back(make_override_node());
+      if (last) {
+        *cur->items[*index] = std::move(*value);
+        return;
+      }
+      next = cur->items[*index].get();
+      next_path = index_key(cur_path, *index);
+    }
+    cur = next;
+    cur_path = std::move(next_path);
+    rest = rest.subspan(1);
+  }
+}
+
+// ---- Checking and emitting -------------------------------------------------------------------
+
+void check_node(const Node& n, const std::string& path) {
+  if (n.kind == Kind::kMap) {
+    for (const Entry& e : n.entries) {
+      const std::string child_path = join_key(path, e.key);
+      if (std::find(n.asked.begin(), n.asked.end(), e.key) == n.asked.end()) {
+        std::string message = fmt::format("unknown key `{}`", e.key);
+        if (n.asked.empty()) {
+          message += path.empty() ? "; no key is read at the top level"
+                                  : fmt::format("; no key under `{}` is read", path);
+        } else if (auto suggestion = nearest(e.key, n.asked)) {
+          message += fmt::format("; did you mean `{}`?", *suggestion);
+        } else {
+          message += fmt::format("; valid keys: {}", join_names(n.asked));
+        }
+        throw error_at(e.key_source, e.key_line, child_path, std::move(message));
+      }
+      check_node(*e.value, child_path);
+    }
+  } else if (n.kind == Kind::kSequence) {
+    for (size_t i = 0; i < n.items.size(); ++i)
+      check_node(*n.items[i], index_key(path, i));
+  } else if (!n.pending.empty()) {
+    throw override_error(
+        n.pending.front().path_text,
+        fmt::format("`{}` holds {}, not a map or a loaded file reference", path, describe(n)));
+  }
+}
+
+void emit(YAML::Emitter& out, const Node& n) {
+  switch (n.kind) {
+    case Kind::kNull:
+      out << YAML::Null;
+      break;
+    case Kind::kScalar:
+      if (n.quoted) out << YAML::DoubleQuoted;
+      out << n.scalar;
+      break;
+    case Kind::kSequence:
+      if (n.flow) out << YAML::Flow;
+      out << YAML::BeginSeq;
+      for (const auto& item : n.items)
+        emit(out, *item);
+      out << YAML::EndSeq;
+      break;
+    case Kind::kMap:
+      if (n.flow) out << YAML::Flow;
+      out << YAML::BeginMap;
+      for (const Entry& e : n.entries) {
+        out << YAML::Key << e.key << YAML::Value;
+        emit(out, *e.value);
+      }
+      out << YAML::EndMap;
+      break;
+  }
+}
+
+// ---- Reader helpers --------------------------------------------------------------------------
+
+void require_map(const ConfigNode& self) {
+  const Node& n = NodeAccess::node(self);
+  if (n.kind != Kind::kMap && n.kind != Kind::kNull) {
+    self.fail(fmt::format("expected a map, got {}", describe(n)));
+  }
+}
+
+void note_asked(Node& n, std::string_view key) {
+  if (std::find(n.asked.begin(), n.asked.end(), key) == n.asked.end()) n.asked.emplace_back(key);
+}
+
+// Looks `key` up, marking it asked; nullptr when absent.
+Node* lookup(const ConfigNode& self, std::string_view key) {
+  require_map(self);
+  Node& n = NodeAccess::node(self);
+  note_asked(n, key);
+  Entry* e = find_entry(n, key);
+  return e == nullptr ? nullptr : e->value.get();
+}
+
+enum class DefaultKind { kValue, kString };
+
+// The child at `key`, inserting a scalar default (written as `text`) when absent. A kString
+// default is quoted when YAML would otherwise read it as a number, boolean or null.
+ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::string text,
+                            DefaultKind kind = DefaultKind::kValue) {
+  if (Node* found = lookup(self, key)) {
+    return NodeAccess::make(&NodeAccess::doc(self), found, join_key(self.key_path(), key));
+  }
+  Node& n = NodeAccess::node(self);
+  n.kind = Kind::kMap;
+  auto value = std::make_unique<Node>();
+  value->kind = Kind::kScalar;
+  value->quoted = kind == DefaultKind::kString && needs_quotes(text);
+  value->scalar = std::move(text);
+  value->source = n.source;
+  Node* raw = value.get();
+  n.entries.push_back(Entry{std::string(key), n.source, 0, std::move(value)});
+  return NodeAccess::make(&NodeAccess::doc(self), raw, join_key(self.key_path(), key));
+}
+
+const std::string& scalar_text(const ConfigNode& self, std::string_view expected) {
+  const Node& n = NodeAccess::node(self);
+  if (n.kind != Kind::kScalar) self.fail(fmt::format("expected {}, got {}", expected, describe(n)));
+  return n.scalar;
+}
+
+std::string check_choice(const ConfigNode& value, std::string_view key,
+                         std::span<const std::string_view> choices) {
+  std::string text = value.as_string();
+  if (std::find(choices.begin(), choices.end(), text) != choices.end()) return text;
+  std::string message = fmt::format("unknown {} `{}`", key, text);
+  if (auto suggestion = nearest(text, choices)) {
+    message += fmt::format("; did you mean `{}`?", *suggestion);
+  }
+  message += fmt::format(" valid: {}", join_names(choices));
+  value.fail(std::move(message));
+}
+
+template <typename Parse>
+auto parse_quantity(const ConfigNode& self, std::string_view expected, Parse parse) {
+  const std::string& text = scalar_text(self, expected);
+  try {
+    return parse(text);
+  } catch (const UnitError& e) {
+    self.fail(e.what());
+  }
+}
+
+}  // namespace
+
+// ---- ConfigNode --------------------------------------------------------------------------------
+
+int ConfigNode::line() const {
+  return node_->line;
+}
+
+const std::filesystem::path& ConfigNode::file() const {
+  return node_->source == nullptr ? doc_->override_file : node_->source->path;
+}
+
+void ConfigNode::fail(std::string message) const {
+  throw error_at(node_->source, node_->line, key_path_, std::move(message));
+}
+
+bool ConfigNode::is_map() const {
+  return node_->kind == Kind::kMap;
+}
+bool ConfigNode::is_sequence() const {
+  return node_->kind == Kind::kSequence;
+}
+bool ConfigNode::is_scalar() const {
+  return node_->kind == Kind::kScalar;
+}
+bool ConfigNode::is_null() const {
+  return node_->kind == Kind::kNull;
+}
+
+size_t ConfigNode::size() const {
+  switch (node_->kind) {
+    case Kind::kNull:
+      return 0;
+    case Kind::kMap:
+      return node_->entries.size();
+    case Kind::kSequence:
+      return node_->items.size();
+    case Kind::kScalar:
+      break;
+  }
+  fail(fmt::format("expected a sequence or a map, got {}", describe(*node_)));
+}
+
+std::vector<ConfigNode> ConfigNode::items() const {
+  if (node_->kind != Kind::kSequence && node_->kind != Kind::kNull) {
+    fail(fmt::format("expected a sequence, got {}", describe(*node_)));
+  }
+  std::vector<ConfigNode> out;
+  out.reserve(node_->items.size());
+  for (size_t i = 0; i < node_->items.size(); ++i) {
+    out.push_back(ConfigNode(doc_, node_->items[i].get(), index_key(key_path_, i)));
+  }
+  return out;
+}
+
+std::vector<std::string> ConfigNode::map_keys() const {
+  require_map(*this);
+  std::vector<std::string> out;
+  out.reserve(node_->entries.size());
+  for (const Entry& e : node_->entries)
+    out.push_back(e.key);
+  return out;
+}
+
+std::vector<std::pair<std::string, ConfigNode>> ConfigNode::map_entries() const {
+  require_map(*this);
+  std::vector<std::pair<std::string, ConfigNode>> out;
+  out.reserve(node_->entries.size());
+  for (Entry& e : node_->entries) {
+    note_asked(*node_, e.key);
+    out.emplace_back(e.key, ConfigNode(doc_, e.value.get(), join_key(key_path_, e.key)));
+  }
+  return out;
+}
+
+bool ConfigNode::has(std::string_view key) const {
+  return lookup(*this, key) != nullptr;
+}
+
+ConfigNode ConfigNode::child(std::string_view key) const {
+  Node* found = lookup(*this, key);
+  if (found == nullptr) fail(fmt::format("missing required key `{}`", key));
+  return ConfigNode(doc_, found, join_key(key_path_, key));
+}
+
+std::optional<ConfigNode> ConfigNode::optional_child(std::string_view key) const {
+  Node* found = lookup(*this, key);
+  if (found == nullptr) return std::nullopt;
+  return ConfigNode(doc_, found, join_key(key_path_, key));
+}
+
+int64_t ConfigNode::as_int() const {
+  constexpr std::string_view kExpected = "an integer";
+  const std::string& text = scalar_text(*this, kExpected);
+  int64_t v = 0;
+  const IntParse result = node_->quoted ? IntParse::kNotInteger : parse_yaml_int(text, v);
+  if (result == IntParse::kOutOfRange) {
+    fail(fmt::format("integer {} is out of range (64-bit signed)", text));
+  }
+  if (result != IntParse::kOk)
+    fail(fmt::format("expected {}, got {}", kExpected, describe(*node_)));
+  return v;
+}
+
+double ConfigNode::as_double() const {
+  constexpr std::string_view kExpected = "a number";
+  scalar_text(*this, kExpected);
+  std::optional<double> v;
+  if (!node_->quoted) v = parse_yaml_double(node_->scalar);
+  if (!v) fail(fmt::format("expected {}, got {}", kExpected, describe(*node_)));
+  return *v;
+}
+
+bool ConfigNode::as_bool() const {
+  constexpr std::string_view kExpected = "a boolean (true or false)";
+  scalar_text(*this, kExpected);
+  std::optional<bool> v;
+  if (!node_->quoted) v = parse_yaml_bool(node_->scalar);
+  if (!v) fail(fmt::format("expected {}, got {}", kExpected, describe(*node_)));
+  return *v;
+}
+
+std::string ConfigNode::as_string() const {
+  return scalar_text(*this, "a string");
+}
+
+Duration ConfigNode::as_duration() const {
+  return parse_quantity(*this, "a duration with a unit (e.g. 1.5us)",
+                        [](const std::string& s) { return parse_duration(s); });
+}
+
+Bandwidth ConfigNode::as_bandwidth() const {
+  return parse_quantity(*this, "a bandwidth with a unit (e.g. 25GB/s)",
+                        [](const std::string& s) { return parse_bandwidth(s); });
+}
+
+FlopRate ConfigNode::as_flop_rate() const {
+  return parse_quantity(*this, "a flop rate with a unit (e.g. 312TFLOP/s)",
+                        [](const std::string& s) { return parse_flop_rate(s); });
+}
+
+int64_t ConfigNode::as_bytes() const {
+  return parse_quantity(*this, "a size in bytes (e.g. 4096 or 4KiB)",
+                        [](const std::string& s) { return parse_bytes(s); });
+}
+
+std::vector<int64_t> ConfigNode::as_int_list() const {
+  if (node_->kind != Kind::kSequence) {
+    fail(fmt::format("expected a sequence of integers, got {}", describe(*node_)));
+  }
+  std::vector<int64_t> out;
+  for (const ConfigNode& item : items())
+    out.push_back(item.as_int());
+  return out;
+}
+
+std::vector<std::string> ConfigNode::as_string_list() const {
+  if (node_->kind != Kind::kSequence) {
+    fail(fmt::format("expected a sequence of strings, got {}", describe(*node_)));
+  }
+  std::vector<std::string> out;
+  for (const ConfigNode& item : items())
+    out.push_back(item.as_string());
+  return out;
+}
+
+int64_t ConfigNode::get_int(std::string_view key) const {
+  return child(key).as_int();
+}
+int64_t ConfigNode::get_int_or(std::string_view key, int64_t default_value) const {
+  return child_or_default(*this, key, std::to_string(default_value)).as_int();
+}
+double ConfigNode::get_double(std::string_view key) const {
+  return child(key).as_double();
+}
+double ConfigNode::get_double_or(std::string_view key, double default_value) const {
+  return child_or_default(*this, key, format_yaml_double(default_value)).as_double();
+}
+bool ConfigNode::get_bool(std::string_view key) const {
+  return child(key).as_bool();
+}
+bool ConfigNode::get_bool_or(std::string_view key, bool default_value) const {
+  return child_or_default(*this, key, default_value ? "true" : "false").as_bool();
+}
+std::string ConfigNode::get_string(std::string_view key) const {
+  return child(key).as_string();
+}
+std::string ConfigNode::get_string_or(std::string_view key, std::string_view default_value) const {
+  return child_or_default(*this, key, std::string(default_value), DefaultKind::kString).as_string();
+}
+Duration ConfigNode::get_duration(std::string_view key) const {
+  return child(key).as_duration();
+}
+Duration ConfigNode::get_duration_or(std::string_view key, Duration default_value) const {
+  return child_or_default(*this, key, format_duration_exact(default_value)).as_duration();
+}
+Bandwidth ConfigNode::get_bandwidth(std::string_view key) const {
+  return child(key).as_bandwidth();
+}
+Bandwidth ConfigNode::get_bandwidth_or(std::string_view key, Bandwidth default_value) const {
+  return child_or_default(*this, key, format_bandwidth_exact(default_value)).as_bandwidth();
+}
+FlopRate ConfigNode::get_flop_rate(std::string_view key) const {
+  return child(key).as_flop_rate();
+}
+FlopRate ConfigNode::get_flop_rate_or(std::string_view key, FlopRate default_value) const {
+  return child_or_default(*this, key, format_flop_rate_exact(default_value)).as_flop_rate();
+}
+int64_t ConfigNode::get_bytes(std::string_view key) const {
+  return child(key).as_bytes();
+}
+int64_t ConfigNode::get_bytes_or(std::string_view key, int64_t default_value) const {
+  return child_or_default(*this, key, format_bytes_exact(default_value)).as_bytes();
+}
+std::vector<int64_t> ConfigNode::get_int_list(std::string_view key) const {
+  return child(key).as_int_list();
+}
+std::vector<std::string> ConfigNode::get_string_list(std::string_view key) const {
+  return child(key).as_string_list();
+}
+
+int64_t ConfigNode::get_positive_int(std::string_view key) const {
+  const ConfigNode value = child(key);
+  const int64_t v = value.as_int();
+  if (v <= 0) value.fail(fmt::format("must be a positive integer, got {}", v));
+  return v;
+}
+
+int64_t ConfigNode::get_positive_int_or(std::string_view key, int64_t default_value) const {
+  const ConfigNode value = child_or_default(*this, key, std::to_string(default_value));
+  const int64_t v = value.as_int();
+  if (v <= 0) value.fail(fmt::format("must be a positive integer, got {}", v));
+  return v;
+}
+
+std::string ConfigNode::get_choice(std::string_view key,
+                                   std::span<const std::string_view> choices) const {
+  return check_choice(child(key), key, choices);
+}
+
+std::string ConfigNode::get_choice(std::string_view key,
+                                   std::initializer_list<std::string_view> choices) const {
+  return get_choice(key, std::span<const std::string_view>(choices.begin(), choices.size()));
+}
+
+std::string ConfigNode::get_choice_or(std::string_view key,
+                                      std::span<const std::string_view> choices,
+                                      std::string_view default_value) const {
+  return check_choice(
+      child_or_default(*this, key, std::string(default_value), DefaultKind::kString), key, choices);
+}
+
+std::string ConfigNode::get_choice_or(std::string_view key,
+                                      std::initializer_list<std::string_view> choices,
+                                      std::string_view default_value) const {
+  return get_choice_or(key, std::span<const std::string_view>(choices.begin(), choices.size()),
+                       default_value);
+}
+
+std::filesystem::path ConfigNode::get_path(std::string_view key) const {
+  const ConfigNode value = child(key);
+  const Node& n = *value.node_;
+  if (n.reference) return *n.reference;
+  const std::filesystem::path written(scalar_text(value, "a file path"));
+  if (written.empty()) value.fail("expected a file path, got an empty string");
+  if (written.is_absolute() || n.source == nullptr) return written.lexically_normal();
+  return (n.source->path.parent_path() / written).lexically_normal();
+}
+
+ConfigNode ConfigNode::load_reference(std::string_view key) const {
+  const ConfigNode value = child(key);
+  Node& n = *value.node_;
+  if (n.reference) return value;
+  const std::filesystem::path target = get_path(key);
+
+  const SourceFile* referencing = n.source;
+  std::vector<const SourceFile*> chain;
+  for (const SourceFile* f = referencing; f != nullptr; f = f->parent)
+    chain.push_back(f);
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::weakly_canonical(target, ec);
+  if (ec) canonical = std::filesystem::absolute(target, ec).lexically_normal();
+  for (const SourceFile* f : chain) {
+    if (f->canonical != canonical) continue;
+    std::string cycle;
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it)
+      cycle += (*it)->path.string() + " -> ";
+    value.fail(fmt::format("reference cycle: {}{}", cycle, target.string()));
+  }
+
+  std::string why;
+  const std::optional<std::string> text = read_text(target, why);
+  if (!text) value.fail(fmt::format("cannot load referenced file `{}`: {}", target.string(), why));
+  const SourceFile* file = add_file(*doc_, target, referencing);
+  std::unique_ptr<Node> loaded = parse_yaml(*text, file, value.key_path_);
+
+  std::vector<PendingOverride> pending = std::move(n.pending);
+  n = std::move(*loaded);
+  n.reference = target;
+  for (PendingOverride& p : pending) {
+    apply_at(&n, value.key_path_, p.rest, std::move(p.value), p.path_text);
+  }
+  return value;
+}
+
+// ---- ConfigDocument ----------------------------------------------------------------------------
+
+ConfigDocument::ConfigDocument(std::unique_ptr<DocumentState> state) : state_(std::move(state)) {}
+ConfigDocument::ConfigDocument(ConfigDocument&&) noexcept = default;
+ConfigDocument& ConfigDocument::operator=(ConfigDocument&&) noexcept = default;
+ConfigDocument::~ConfigDocument() = default;
+
+ConfigDocument ConfigDocument::load_file(const std::filesystem::path& path) {
+  std::string why;
+  const std::optional<std::string> text = read_text(path, why);
+  if (!text) {
+    throw ConfigError(path.string(), 0, "", fmt::format("cannot load configuration file: {}", why));
+  }
+  auto state = std::make_unique<DocumentState>();
+  const SourceFile* file = add_file(*state, path, nullptr);
+  state->root = parse_yaml(*text, file, "");
+  return ConfigDocument(std::move(state));
+}
+
+ConfigDocument ConfigDocument::parse_string(std::string_view yaml, std::string display_name) {
+  auto state = std::make_unique<DocumentState>();
+  const SourceFile* file =
+      add_file(*state, std::filesystem::path(std::move(display_name)), nullptr);
+  state->root = parse_yaml(std::string(yaml), file, "");
+  return ConfigDocument(std::move(state));
+}
+
+void ConfigDocument::apply_override(std::string_view assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos) {
+    throw ConfigError(
+        std::string(kOverrideSource), 0, "",
+        fmt::format("malformed override `{}`: expected path.to.key=value", assignment));
+  }
+  const std::string path_text(trim(assignment.substr(0, eq)));
+  if (path_text.empty()) {
+    throw ConfigError(std::string(kOverrideSource), 0, "",
+                      fmt::format("malformed override `{}`: empty key", assignment));
+  }
+  const std::vector<PathSegment> segments = parse_override_path(path_text);
+  const std::string value_text(assignment.substr(eq + 1));
+  YAML::Node y;
+  try {
+    y = YAML::Load(value_text);
+  } catch (const YAML::Exception& e) {
+    throw override_error(path_text, fmt::format("malformed value `{}`: {}", value_text, e.msg));
+  }
+  apply_at(state_->root.get(), "", segments, convert(y, nullptr, 0, path_text), path_text);
+}
+
+ConfigNode ConfigDocument::root() {
+  return ConfigNode(state_.get(), state_->root.get(), "");
+}
+
+const std::filesystem::path& ConfigDocument::file() const {
+  return state_->files.front()->path;
+}
+
+void ConfigDocument::check_all_keys_used() const {
+  check_node(*state_->root, "");
+}
+
+std::string ConfigDocument::resolved_yaml() const {
+  YAML::Emitter out;
+  emit(out, *state_->root);
+  if (!out.good()) throw std::logic_error("resolved_yaml: " + out.GetLastError());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace upsim

@@ -1,0 +1,193 @@
+// Strict configuration reading: a ConfigDocument owns a parsed YAML tree, ConfigNode is a view
+// into it that remembers which keys a reader asked for.
+//
+// Contract:
+//  - Every error throws upsim::ConfigError with the file, 1-based line and key path of the value
+//    ("workload.embeddings.rows", "links[3].bandwidth"). Values given with --set report
+//    `--set <key path>` instead of a file and line.
+//  - Strict types: a value of the wrong type is an error, never a silent default. Integers,
+//    numbers and booleans must be plain (unquoted) YAML scalars; 1.5 is not an integer; booleans
+//    are true/false (True/TRUE/False/FALSE); a map or sequence where a scalar is expected is an
+//    error. Quantities need units ("1.5us", "25GB/s", "312TFLOP/s", "4KiB"; see units.h).
+//  - Strict keys: has / child / optional_child / get_* / get_*_or / load_reference record the key
+//    as asked for in that map (even when it is absent). check_all_keys_used() then reports the
+//    first key, in document order, that is present but was never asked for, with the nearest
+//    asked-for key as a suggestion. Duplicate keys in one map are an error when loading.
+//  - An empty value (`key:` / `~`) behaves as an empty map for lookups, so `embeddings:` with
+//    nothing under it takes every default.
+//  - get_*_or writes the default into the tree when the key is absent, so resolved_yaml() states
+//    every value the run used. Defaults are appended to their map in the order they were read.
+//  - File references: get_path() resolves a path relative to the directory of the file holding
+//    the key (never the working directory; a path given with --set is taken as written).
+//    load_reference() loads that YAML file, inlines it in place of the path string and returns
+//    its root; key paths continue from the referencing key, file and line name the loaded file.
+//  - Lifetime: a ConfigNode is valid while its ConfigDocument lives. apply_override() may replace
+//    nodes, so apply all overrides before reading.
+//  - No global state: documents are independent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/time.h"
+#include "sim/units.h"
+
+namespace upsim {
+
+namespace config_detail {
+struct Node;
+struct DocumentState;
+struct NodeAccess;
+}  // namespace config_detail
+
+class ConfigNode {
+ public:
+  // --- Location -----------------------------------------------------------------------------
+  /// "workload.embeddings.rows", "links[3].bandwidth"; empty for the document root.
+  const std::string& key_path() const { return key_path_; }
+  /// 1-based line of this value in file(); 0 for values from --set and defaults.
+  int line() const;
+  /// The file this value was read from; "--set" for command-line overrides.
+  const std::filesystem::path& file() const;
+  /// Throws a ConfigError at this node's location (for semantic errors found by a reader).
+  [[noreturn]] void fail(std::string message) const;
+
+  // --- Shape --------------------------------------------------------------------------------
+  bool is_map() const;
+  bool is_sequence() const;
+  bool is_scalar() const;
+  /// An empty value: `key:`, `key: ~`, `key: null`.
+  bool is_null() const;
+  /// Elements of a sequence or entries of a map; 0 for null; a scalar is an error.
+  size_t size() const;
+  /// Elements of a sequence (key paths `key[i]`); empty for null; anything else is an error.
+  std::vector<ConfigNode> items() const;
+  /// Keys of a map in file order (defaults and --set additions last); does not mark them asked.
+  std::vector<std::string> map_keys() const;
+  /// Every entry of a map in file order; marks every key asked (for maps keyed by user names).
+  std::vector<std::pair<std::string, ConfigNode>> map_entries() const;
+
+  // --- Keyed access (this node must be a map or null) ---------------------------------------
+  /// Keys are single map keys: "rows", never "a.b".
+  bool has(std::string_view key) const;
+  /// Missing key -> ConfigError "missing required key `key`".
+  ConfigNode child(std::string_view key) const;
+  std::optional<ConfigNode> optional_child(std::string_view key) const;
+
+  // --- Value of this node -------------------------------------------------------------------
+  int64_t as_int() const;
+  double as_double() const;
+  bool as_bool() const;
+  /// Any scalar (plain or quoted) as written.
+  std::string as_string() const;
+  Duration as_duration() const;
+  Bandwidth as_bandwidth() const;
+  FlopRate as_flop_rate() const;
+  /// Whole bytes: "4KiB", "25GB", or a plain integer.
+  int64_t as_bytes() const;
+  std::vector<int64_t> as_int_list() const;
+  std::vector<std::string> as_string_list() const;
+
+  // --- Keyed getters: required, and with a default written into the tree when absent --------
+  int64_t get_int(std::string_view key) const;
+  int64_t get_int_or(std::string_view key, int64_t default_value) const;
+  double get_double(std::string_view key) const;
+  double get_double_or(std::string_view key, double default_value) const;
+  bool get_bool(std::string_view key) const;
+  bool get_bool_or(std::string_view key, bool default_value) const;
+  std::string get_string(std::string_view key) const;
+  std::string get_string_or(std::string_view key, std::string_view default_value) const;
+  Duration get_duration(std::string_view key) const;
+  Duration get_duration_or(std::string_view key, Duration default_value) const;
+  Bandwidth get_bandwidth(std::string_view key) const;
+  Bandwidth get_bandwidth_or(std::string_view key, Bandwidth default_value) const;
+  FlopRate get_flop_rate(std::string_view key) const;
+  FlopRate get_flop_rate_or(std::string_view key, FlopRate default_value) const;
+  int64_t get_bytes(std::string_view key) const;
+  int64_t get_bytes_or(std::string_view key, int64_t default_value) const;
+  std::vector<int64_t> get_int_list(std::string_view key) const;
+  std::vector<std::string> get_string_list(std::string_view key) const;
+
+  // --- Validation helpers -------------------------------------------------------------------
+  /// Zero or negative -> "must be a positive integer, got 0".
+  int64_t get_positive_int(std::string_view key) const;
+  int64_t get_positive_int_or(std::string_view key, int64_t default_value) const;
+  /// The value must be one of `choices`; the error names the key, suggests the nearest choice
+  /// and lists all: "unknown sharder `x`; did you mean `y`? valid: a, b".
+  std::string get_choice(std::string_view key, std::span<const std::string_view> choices) const;
+  std::string get_choice(std::string_view key,
+                         std::initializer_list<std::string_view> choices) const;
+  std::string get_choice_or(std::string_view key, std::span<const std::string_view> choices,
+                            std::string_view default_value) const;
+  std::string get_choice_or(std::string_view key, std::initializer_list<std::string_view> choices,
+                            std::string_view default_value) const;
+
+  // --- File references ----------------------------------------------------------------------
+  /// The path stored at `key`, resolved against the directory of the file that holds the key.
+  /// After load_reference(key) it returns the loaded file's path.
+  std::filesystem::path get_path(std::string_view key) const;
+  /// Loads the YAML file named at `key` (see get_path), inlines it at `key` and returns its
+  /// root. A missing file, a malformed file or a reference cycle throws ConfigError. Calling it
+  /// again for the same key returns the already loaded content.
+  ConfigNode load_reference(std::string_view key) const;
+
+ private:
+  friend class ConfigDocument;
+  friend struct config_detail::NodeAccess;
+
+  ConfigNode(config_detail::DocumentState* doc, config_detail::Node* node, std::string key_path)
+      : doc_(doc), node_(node), key_path_(std::move(key_path)) {}
+
+  config_detail::DocumentState* doc_;
+  config_detail::Node* node_;
+  std::string key_path_;
+};
+
+class ConfigDocument {
+ public:
+  /// Missing or unreadable file, malformed YAML (with its line) -> ConfigError.
+  static ConfigDocument load_file(const std::filesystem::path& path);
+  /// Parses `yaml` as if read from `display_name`; references resolve against its directory.
+  static ConfigDocument parse_string(std::string_view yaml, std::string display_name);
+
+  ConfigDocument(ConfigDocument&&) noexcept;
+  ConfigDocument& operator=(ConfigDocument&&) noexcept;
+  ConfigDocument(const ConfigDocument&) = delete;
+  ConfigDocument& operator=(const ConfigDocument&) = delete;
+  ~ConfigDocument();
+
+  /// Applies `path.to.key=value` (also `list.2.key=value` / `list[2].key=value`). The value is
+  /// parsed as YAML. Missing maps on the way are created; a sequence index may equal the size
+  /// (append). A path running through a file reference that is not loaded yet is applied when
+  /// the reader loads it. Malformed assignments throw ConfigError with file "--set".
+  void apply_override(std::string_view assignment);
+
+  ConfigNode root();
+  /// The file the document was loaded from (or its display name).
+  const std::filesystem::path& file() const;
+
+  /// Throws ConfigError for the first present key, in document order, that no reader asked for,
+  /// and for --set paths that ran into a value that was never loaded as a reference.
+  void check_all_keys_used() const;
+
+  /// The effective configuration as YAML: overrides applied, defaults written, references
+  /// inlined. Deterministic: the same input and reads give byte-identical output.
+  std::string resolved_yaml() const;
+
+ private:
+  explicit ConfigDocument(std::unique_ptr<config_detail::DocumentState> state);
+
+  std::unique_ptr<config_detail::DocumentState> state_;
+};
+
+}  // namespace upsim

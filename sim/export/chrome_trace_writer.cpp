@@ -1,0 +1,596 @@
+#include "sim/export/chrome_trace_writer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace upsim {
+
+namespace {
+
+/// Buffered output is written to the .tmp file once it reaches this size.
+constexpr size_t kFlushBytes = size_t{4} << 20;
+/// begin_ps_ value of a task that is not running.
+constexpr int64_t kNotRunning = -1;
+constexpr int64_t kPsPerUs = 1'000'000;
+/// Version of this file's event layout; bump it when names, args or tracks change.
+constexpr int kFormatVersion = 1;
+/// Smallest tid stride: a rank's tids are pid * stride + track index.
+constexpr uint64_t kMinTidStride = 1000;
+
+/// Appends `ps` picoseconds as microseconds with exactly six decimals ("-" for negative).
+void append_us(std::string& out, int64_t ps) {
+  const uint64_t magnitude =
+      ps < 0 ? uint64_t{0} - static_cast<uint64_t>(ps) : static_cast<uint64_t>(ps);
+  if (ps < 0) out.push_back('-');
+  const auto per_us = static_cast<uint64_t>(kPsPerUs);
+  fmt::format_to(std::back_inserter(out), "{}.{:06}", magnitude / per_us, magnitude % per_us);
+}
+
+/// Appends the JSON-escaped body of `s`, without quotes. Bytes >= 0x80 pass through (names are
+/// UTF-8); control characters, including DEL which Perfetto rejects unescaped, become escapes.
+void append_escaped(std::string& out, std::string_view s) {
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20 || u == 0x7f) {
+          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(u));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  append_escaped(out, s);
+  out.push_back('"');
+}
+
+/// Writes the members of one JSON object: `"key":value` pairs separated by commas. The caller
+/// writes the braces.
+class Members {
+ public:
+  explicit Members(std::string& out) : out_(out) {}
+
+  Members& str(std::string_view key, std::string_view value) {
+    this->key(key);
+    append_json_string(out_, value);
+    return *this;
+  }
+  /// A string value that is `prefix` followed by `value`.
+  Members& str(std::string_view key, std::string_view prefix, std::string_view value) {
+    this->key(key);
+    out_.push_back('"');
+    append_escaped(out_, prefix);
+    append_escaped(out_, value);
+    out_.push_back('"');
+    return *this;
+  }
+  Members& integer(std::string_view key, int64_t value) {
+    this->key(key);
+    fmt::format_to(std::back_inserter(out_), "{}", value);
+    return *this;
+  }
+  Members& uinteger(std::string_view key, uint64_t value) {
+    this->key(key);
+    fmt::format_to(std::back_inserter(out_), "{}", value);
+    return *this;
+  }
+  /// Shortest round-trip decimal (locale-free); null when not finite, which JSON cannot hold.
+  Members& real(std::string_view key, double value) {
+    this->key(key);
+    if (std::isfinite(value)) {
+      fmt::format_to(std::back_inserter(out_), "{}", value);
+    } else {
+      out_ += "null";
+    }
+    return *this;
+  }
+  Members& boolean(std::string_view key, bool value) {
+    this->key(key);
+    out_ += value ? "true" : "false";
+    return *this;
+  }
+  Members& us(std::string_view key, int64_t ps) {
+    this->key(key);
+    append_us(out_, ps);
+    return *this;
+  }
+  /// Starts a nested object value; close it with `out += '}'`.
+  std::string& object(std::string_view key) {
+    this->key(key);
+    out_.push_back('{');
+    return out_;
+  }
+
+ private:
+  void key(std::string_view k) {
+    if (!first_) out_.push_back(',');
+    first_ = false;
+    append_json_string(out_, k);
+    out_.push_back(':');
+  }
+
+  std::string& out_;
+  bool first_ = true;
+};
+
+std::string error_text(int err) {
+  return std::generic_category().message(err);
+}
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+}  // namespace
+
+class ChromeTraceWriter::Impl {
+ public:
+  explicit Impl(std::filesystem::path path) : path_(std::move(path)) {
+    tmp_path_ = path_;
+    tmp_path_ += ".tmp";
+  }
+
+  ~Impl() { discard_tmp(); }
+
+  const std::filesystem::path& path() const { return path_; }
+  bool finished() const { return finished_; }
+
+  void add_metadata(std::string key, std::string value) {
+    metadata_.emplace_back(std::move(key), std::move(value));
+  }
+
+  void run_begin(const TaskGraph& graph) {
+    discard_tmp();
+    graph_ = &graph;
+    finished_ = false;
+    first_event_ = true;
+    last_ps_ = 0;
+    buf_.clear();
+    begin_ps_.assign(graph.task_count(), kNotRunning);
+    collective_begin_ps_.assign(graph.collective_count(), kNotRunning);
+
+    uint64_t widest = 0;
+    for (RankId r = 0; r < graph.rank_count(); ++r) {
+      const RankInfo& info = graph.rank(r);
+      widest = std::max<uint64_t>(widest, info.cpu_threads + info.stream_names.size());
+    }
+    tid_stride_ = kMinTidStride;
+    while (widest >= tid_stride_)
+      tid_stride_ *= 10;
+
+    std::FILE* f = std::fopen(tmp_path_.c_str(), "wb");
+    if (f == nullptr) fail(errno);
+    file_.reset(f);
+    tmp_exists_ = true;
+
+    buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+    write_metadata();
+    flush_if_full();
+  }
+
+  void task_begin(TaskId task, Time at) {
+    note_time(at);
+    begin_ps_.at(task) = at.ps();
+  }
+
+  void task_end(TaskId task, Time at) {
+    note_time(at);
+    int64_t& begin = begin_ps_.at(task);
+    // An end without a begin (an observer attached mid-run) is drawn as an instant slice.
+    const int64_t begin_ps = begin == kNotRunning ? at.ps() : begin;
+    begin = kNotRunning;
+    emit_task(task, begin_ps, at.ps(), /*unfinished=*/false);
+    flush_if_full();
+  }
+
+  void collective_begin(CollectiveId collective, Time at) {
+    note_time(at);
+    collective_begin_ps_.at(collective) = at.ps();
+  }
+
+  void run_end(Time at) {
+    note_time(at);
+    finish();
+  }
+
+  void finish() {
+    if (graph_ == nullptr) {
+      throw std::logic_error("ChromeTraceWriter::finish called before on_run_begin");
+    }
+    if (finished_) return;
+    if (!file_) {
+      // A previous finish() failed after closing the file; the run cannot be written again.
+      fail(EIO);
+    }
+    for (TaskId t = 0; t < begin_ps_.size(); ++t) {
+      if (begin_ps_[t] == kNotRunning) continue;
+      emit_task(t, begin_ps_[t], last_ps_, /*unfinished=*/true);
+      flush_if_full();
+    }
+    buf_ += "\n],\"otherData\":{";
+    Members other(buf_);
+    other.str("generator", "upsim").integer("format_version", kFormatVersion);
+    for (const auto& [key, value] : metadata_)
+      other.str(key, value);
+    buf_ += "}}\n";
+    write_buffer();
+
+    std::FILE* f = file_.release();
+    if (std::fclose(f) != 0) {
+      const int err = errno;
+      discard_tmp();
+      fail(err);
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp_path_, path_, ec);
+    if (ec) {
+      discard_tmp();
+      throw std::runtime_error(
+          fmt::format("cannot write Chrome trace '{}': {}", path_.string(), ec.message()));
+    }
+    tmp_exists_ = false;
+    finished_ = true;
+    begin_ps_ = {};
+    collective_begin_ps_ = {};
+  }
+
+ private:
+  // ---- tracks ------------------------------------------------------------------------------
+  static uint64_t pid(RankId rank) { return uint64_t{rank} + 1; }
+  uint64_t cpu_tid(RankId rank, uint16_t thread) const { return pid(rank) * tid_stride_ + thread; }
+  uint64_t stream_tid(RankId rank, uint16_t stream) const {
+    return pid(rank) * tid_stride_ + graph_->rank(rank).cpu_threads + stream;
+  }
+  uint64_t tid_of(const Task& t) const {
+    return is_gpu_task(t.kind) ? stream_tid(t.rank, t.resource) : cpu_tid(t.rank, t.resource);
+  }
+  std::string stream_label(RankId rank, uint16_t stream) const {
+    const std::string& name = graph_->rank(rank).stream_names[stream];
+    return name.empty() ? fmt::format("stream {}", stream)
+                        : fmt::format("stream {}: {}", stream, name);
+  }
+
+  void write_metadata() {
+    for (RankId r = 0; r < graph_->rank_count(); ++r) {
+      const RankInfo& info = graph_->rank(r);
+      metadata_event("process_name", pid(r), std::nullopt).str("name", info.name);
+      buf_ += "}}";
+      metadata_event("process_sort_index", pid(r), std::nullopt).integer("sort_index", r);
+      buf_ += "}}";
+      for (uint16_t t = 0; t < info.cpu_threads; ++t) {
+        metadata_event("thread_name", pid(r), cpu_tid(r, t))
+            .str("name", fmt::format("CPU thread {}", t));
+        buf_ += "}}";
+        metadata_event("thread_sort_index", pid(r), cpu_tid(r, t)).integer("sort_index", t);
+        buf_ += "}}";
+      }
+      for (size_t s = 0; s < info.stream_names.size(); ++s) {
+        const auto stream = static_cast<uint16_t>(s);
+        metadata_event("thread_name", pid(r), stream_tid(r, stream))
+            .str("name", stream_label(r, stream));
+        buf_ += "}}";
+        metadata_event("thread_sort_index", pid(r), stream_tid(r, stream))
+            .integer("sort_index", int64_t{info.cpu_threads} + stream);
+        buf_ += "}}";
+      }
+    }
+  }
+
+  /// Opens `{"name":...,"ph":"M","pid":...[,"tid":...],"args":{` and returns the args writer;
+  /// the caller closes with "}}".
+  Members metadata_event(std::string_view name, uint64_t pid, std::optional<uint64_t> tid) {
+    start_event();
+    Members event(buf_);
+    event.str("name", name).str("ph", "M").uinteger("pid", pid);
+    if (tid) event.uinteger("tid", *tid);
+    return Members(event.object("args"));
+  }
+
+  // ---- events ------------------------------------------------------------------------------
+  void start_event() {
+    buf_ += first_event_ ? "\n{" : ",\n{";
+    first_event_ = false;
+  }
+
+  /// Opens an "X" event and returns its args writer; the caller closes with "}}".
+  Members slice(std::string_view prefix, std::string_view name, std::string_view cat, const Task& t,
+                int64_t begin_ps, int64_t end_ps) {
+    start_event();
+    Members event(buf_);
+    event.str("name", prefix, name)
+        .str("cat", cat)
+        .str("ph", "X")
+        .uinteger("pid", pid(t.rank))
+        .uinteger("tid", tid_of(t))
+        .us("ts", begin_ps)
+        .us("dur", end_ps - begin_ps);
+    return Members(event.object("args"));
+  }
+
+  void emit_task(TaskId id, int64_t begin_ps, int64_t end_ps, bool unfinished) {
+    const Task& t = graph_->task(id);
+    const std::string_view name = graph_->name(t.name);
+    const std::string_view cat = task_kind_name(t.kind);
+    switch (t.kind) {
+      case TaskKind::kIterationMark: {
+        start_event();
+        Members event(buf_);
+        event.str("name", fmt::format("iteration {}", graph_->iteration_of(id)))
+            .str("cat", cat)
+            .str("ph", "i")
+            .str("s", "p")
+            .uinteger("pid", pid(t.rank))
+            .uinteger("tid", tid_of(t))
+            .us("ts", begin_ps);
+        Members(event.object("args"))
+            .uinteger("task", id)
+            .integer("iteration", graph_->iteration_of(id));
+        buf_ += "}}";
+        return;
+      }
+      case TaskKind::kCollective:
+        emit_collective(id, t, begin_ps, end_ps, unfinished);
+        break;
+      default: {
+        Members args = slice("", name, cat, t, begin_ps, end_ps);
+        args.uinteger("task", id).str("op", graph_->name(t.op_name));
+        task_args(args, id, t);
+        if (unfinished) args.boolean("unfinished", true);
+        buf_ += "}}";
+        break;
+      }
+    }
+    if (t.kind == TaskKind::kLaunch && !unfinished) {
+      flow('s', graph_->launched_task(id), t, begin_ps + (end_ps - begin_ps) / 2);
+    }
+    if (is_gpu_task(t.kind) && graph_->launcher_of(id) != kNoTask) flow('f', id, t, begin_ps);
+  }
+
+  void emit_collective(TaskId id, const Task& t, int64_t begin_ps, int64_t end_ps,
+                       bool unfinished) {
+    const CollectiveId group = graph_->collective_of(id);
+    const std::string_view name = graph_->collective_name(group);
+    const int64_t group_ps = collective_begin_ps_[group];
+    // Transfer start: when the last member arrived. A finished task without that callback is
+    // all transfer; an unfinished one whose group never began is all waiting.
+    const bool began = group_ps != kNotRunning && group_ps >= begin_ps;
+    const bool has_transfer = began || !unfinished;
+    int64_t transfer_ps = begin_ps;
+    if (began) {
+      transfer_ps = std::min(group_ps, end_ps);
+    } else if (unfinished) {
+      transfer_ps = end_ps;
+    }
+    if (transfer_ps > begin_ps || !has_transfer) {
+      Members args = slice("wait: ", name, "rendezvous", t, begin_ps, transfer_ps);
+      args.uinteger("task", id).str("op", graph_->name(t.op_name)).uinteger("group", group);
+      if (unfinished && !has_transfer) args.boolean("unfinished", true);
+      buf_ += "}}";
+    }
+    if (has_transfer) {
+      Members args = slice("", name, task_kind_name(t.kind), t, transfer_ps, end_ps);
+      args.uinteger("task", id).str("op", graph_->name(t.op_name));
+      task_args(args, id, t);
+      if (unfinished) args.boolean("unfinished", true);
+      buf_ += "}}";
+    }
+  }
+
+  /// Kind-specific args after "task" and "op".
+  void task_args(Members& args, TaskId id, const Task& t) const {
+    switch (t.kind) {
+      case TaskKind::kCpuOp:
+        args.str("phase", host_phase_name(t.phase));
+        break;
+      case TaskKind::kLaunch: {
+        const TaskId gpu = graph_->launched_task(id);
+        const Task& g = graph_->task(gpu);
+        args.integer("launch_index", t.launch_index)
+            .uinteger("gpu_task", gpu)
+            .str("stream", stream_label(g.rank, g.resource));
+        break;
+      }
+      case TaskKind::kHostSync: {
+        const uint16_t target = graph_->sync_target(id);
+        args.str("target",
+                 target == kAllStreams ? std::string("all streams") : stream_label(t.rank, target));
+        break;
+      }
+      case TaskKind::kKernel:
+        kernel_args(args, graph_->kernel(id));
+        break;
+      case TaskKind::kMemcpy: {
+        const TransferDesc& x = graph_->transfer(id);
+        args.str("kind", transfer_kind_name(x.kind)).integer("bytes", x.bytes);
+        break;
+      }
+      case TaskKind::kCollective:
+        collective_args(args, t.rank, graph_->collective(graph_->collective_of(id)));
+        break;
+      case TaskKind::kIterationMark:
+      case TaskKind::kEventRecord:
+      case TaskKind::kStreamWait:
+        break;
+    }
+    if (t.fixed_ps >= 0) args.boolean("fixed_duration", true);
+  }
+
+  static void kernel_args(Members& args, const KernelDesc& k) {
+    args.str("class", kernel_class_name(k.cls)).str("dtype", dtype_name(k.dtype));
+    switch (k.cls) {
+      case KernelClass::kGemm:
+        args.integer("batch", k.batch).integer("m", k.m).integer("n", k.n).integer("k", k.k);
+        break;
+      case KernelClass::kMemoryBound:
+        args.real("bytes_read", k.bytes_read)
+            .real("bytes_written", k.bytes_written)
+            .real("flops", k.flops);
+        break;
+      case KernelClass::kEmbeddingForward:
+      case KernelClass::kEmbeddingBackward:
+        args.integer("batch", k.embedding.batch)
+            .integer("tables", k.embedding.tables)
+            .integer("rows", k.embedding.rows)
+            .integer("dim", k.embedding.dim)
+            .real("pooling", k.embedding.pooling);
+        break;
+    }
+  }
+
+  static void collective_args(Members& args, RankId rank, const CollectiveDesc& c) {
+    const size_t n = c.members.size();
+    args.str("kind", collective_kind_name(c.kind)).integer("bytes", c.bytes).uinteger("members", n);
+    if (c.kind != CollectiveKind::kAllToAll || c.send_bytes.size() != n * n) return;
+    // This rank's row (what it sends) and column (what it receives) of the n x n matrix.
+    for (size_t i = 0; i < n; ++i) {
+      if (c.members[i] != rank) continue;
+      int64_t send = 0;
+      int64_t recv = 0;
+      for (size_t j = 0; j < n; ++j) {
+        send += c.send_bytes[i * n + j];
+        recv += c.send_bytes[j * n + i];
+      }
+      args.integer("send_bytes", send).integer("recv_bytes", recv);
+      return;
+    }
+  }
+
+  /// A flow event `phase` ('s' or 'f') with id `flow_id` on the track of `t` at `at_ps`.
+  void flow(char phase, TaskId flow_id, const Task& t, int64_t at_ps) {
+    start_event();
+    Members event(buf_);
+    event.str("name", "launch")
+        .str("cat", "launch")
+        .str("ph", std::string_view(&phase, 1))
+        .uinteger("id", flow_id)
+        .uinteger("pid", pid(t.rank))
+        .uinteger("tid", tid_of(t))
+        .us("ts", at_ps);
+    if (phase == 'f') event.str("bp", "e");
+    buf_ += '}';
+  }
+
+  // ---- files -------------------------------------------------------------------------------
+  void note_time(Time at) { last_ps_ = std::max(last_ps_, at.ps()); }
+
+  void flush_if_full() {
+    if (buf_.size() >= kFlushBytes) write_buffer();
+  }
+
+  void write_buffer() {
+    if (buf_.empty()) return;
+    // The file is gone after an earlier write failure aborted the run.
+    if (!file_) fail(EBADF);
+    if (std::fwrite(buf_.data(), 1, buf_.size(), file_.get()) != buf_.size()) {
+      const int err = errno;
+      discard_tmp();
+      fail(err);
+    }
+    buf_.clear();
+  }
+
+  /// Closes and removes the .tmp file of an unfinished run, if any. Never throws.
+  void discard_tmp() noexcept {
+    file_.reset();
+    if (!tmp_exists_) return;
+    tmp_exists_ = false;
+    std::error_code ignored;
+    std::filesystem::remove(tmp_path_, ignored);
+  }
+
+  [[noreturn]] void fail(int err) const {
+    throw std::runtime_error(
+        fmt::format("cannot write Chrome trace '{}': {}", path_.string(), error_text(err)));
+  }
+
+  std::filesystem::path path_;
+  std::filesystem::path tmp_path_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
+  const TaskGraph* graph_ = nullptr;
+  std::unique_ptr<std::FILE, FileCloser> file_;
+  std::string buf_;
+  /// Per task: start time in ps while it runs, else kNotRunning.
+  std::vector<int64_t> begin_ps_;
+  /// Per collective group: the on_collective_begin time in ps, or kNotRunning.
+  std::vector<int64_t> collective_begin_ps_;
+  int64_t last_ps_ = 0;
+  uint64_t tid_stride_ = kMinTidStride;
+  bool first_event_ = true;
+  /// The .tmp file exists and is this writer's to remove.
+  bool tmp_exists_ = false;
+  bool finished_ = false;
+};
+
+ChromeTraceWriter::ChromeTraceWriter(std::filesystem::path path)
+    : impl_(std::make_unique<Impl>(std::move(path))) {}
+
+ChromeTraceWriter::~ChromeTraceWriter() = default;
+
+const std::filesystem::path& ChromeTraceWriter::path() const {
+  return impl_->path();
+}
+
+void ChromeTraceWriter::add_metadata(std::string key, std::string value) {
+  impl_->add_metadata(std::move(key), std::move(value));
+}
+
+void ChromeTraceWriter::on_run_begin(const TaskGraph& graph) {
+  impl_->run_begin(graph);
+}
+
+void ChromeTraceWriter::on_task_begin(TaskId task, Time at) {
+  impl_->task_begin(task, at);
+}
+
+void ChromeTraceWriter::on_task_end(TaskId task, Time at) {
+  impl_->task_end(task, at);
+}
+
+void ChromeTraceWriter::on_collective_begin(CollectiveId collective, Time at) {
+  impl_->collective_begin(collective, at);
+}
+
+void ChromeTraceWriter::on_run_end(Time at) {
+  impl_->run_end(at);
+}
+
+void ChromeTraceWriter::finish() {
+  impl_->finish();
+}
+
+bool ChromeTraceWriter::finished() const {
+  return impl_->finished();
+}
+
+}  // namespace upsim

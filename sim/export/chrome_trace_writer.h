@@ -1,0 +1,74 @@
+// ChromeTraceWriter: the predicted timeline as Chrome Trace Event Format JSON, for Perfetto
+// (ui.perfetto.dev) and chrome://tracing.
+//
+// Contract:
+//  - Layout: one process per rank (pid = rank + 1, named by RankInfo::name, sorted by rank). In
+//    it one thread track per CPU thread ("CPU thread N") and then one per stream
+//    ("stream N: <RankInfo::stream_names[N]>"), sorted in that order. tids are unique across the
+//    whole file (tid = pid * stride + track index, stride a power of ten >= 1000), because
+//    trace viewers key threads by tid.
+//  - Every task becomes one "X" slice on its track, "cat" = task_kind_name(kind), "args" holding
+//    the task id, its op and kind-specific details, except:
+//      IterationMark -> a process-scoped instant ("ph":"i","s":"p") named "iteration N";
+//      Collective    -> "wait: <group name>" (cat "rendezvous") from the rank's arrival to
+//                       on_collective_begin, then "<group name>" from there to its end.
+//  - Each Launch gets a flow arrow to the GPU task it enqueues: "ph":"s" at the midpoint of the
+//    launch slice, "ph":"f","bp":"e" at the GPU task's start, both with "id" = the GPU task id,
+//    "cat" and "name" "launch". The midpoint (not the start) keeps the binding unambiguous when
+//    slices on a CPU thread touch.
+//  - Times are microseconds printed with exactly six decimals from the integer picosecond count
+//    (1'500'000 ps -> 1.500000): no floating point, no locale.
+//  - Event order: metadata, then events as their callbacks arrive (a slice when its task ends).
+//    The output is a function of the callback sequence only: the same sequence gives the same
+//    bytes.
+//  - Files: events stream to "<path>.tmp" in chunks, so memory is 8 bytes per task plus one
+//    chunk; finish() (called by on_run_end) closes the JSON and renames the file to `path`. A
+//    writer destroyed before finish() removes the .tmp file. Any I/O failure throws
+//    std::runtime_error naming `path` (from on_run_begin, any callback, or finish()).
+//  - A run that failed (no on_run_end) can still be written by calling finish(): tasks that
+//    began and never ended are drawn up to the latest time seen, with "args":{"unfinished":true}.
+//  - One writer records one run at a time; on_run_begin starts over. No shared state: writers
+//    for different runs are independent.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "sim/observer.h"
+
+namespace upsim {
+
+class ChromeTraceWriter final : public Observer {
+ public:
+  /// Writes to `path` (created or replaced by finish()). Nothing is opened until on_run_begin.
+  explicit ChromeTraceWriter(std::filesystem::path path);
+  ~ChromeTraceWriter() override;
+  ChromeTraceWriter(const ChromeTraceWriter&) = delete;
+  ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
+
+  const std::filesystem::path& path() const;
+
+  /// Adds `"key":"value"` to the file's "otherData" object (after "generator" and
+  /// "format_version", in call order), e.g. the scenario name. Call before finish().
+  void add_metadata(std::string key, std::string value);
+
+  void on_run_begin(const TaskGraph& graph) override;
+  void on_task_begin(TaskId task, Time at) override;
+  void on_task_end(TaskId task, Time at) override;
+  void on_collective_begin(CollectiveId collective, Time at) override;
+  /// Calls finish().
+  void on_run_end(Time at) override;
+
+  /// Completes the JSON and moves it to path(). Idempotent once it has succeeded.
+  /// Throws std::logic_error before on_run_begin, std::runtime_error on I/O failure.
+  void finish();
+  /// True once finish() has written path() for the current run.
+  bool finished() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace upsim

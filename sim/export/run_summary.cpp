@@ -1,0 +1,202 @@
+#include "sim/export/run_summary.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace upsim {
+
+namespace {
+
+struct Span {
+  Time begin;
+  Time end;
+};
+using Spans = std::vector<Span>;
+
+/// Sorts, clips to [lo, hi] and merges overlapping spans.
+template <typename Interval>
+Spans normalize(const std::vector<Interval>& in, Time lo, Time hi) {
+  Spans spans;
+  spans.reserve(in.size());
+  for (const auto& i : in) {
+    const Time b = max(i.begin, lo);
+    const Time e = min(i.end, hi);
+    if (b < e) spans.push_back(Span{b, e});
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  Spans merged;
+  for (const Span& s : spans) {
+    if (!merged.empty() && s.begin <= merged.back().end) {
+      merged.back().end = max(merged.back().end, s.end);
+    } else {
+      merged.push_back(s);
+    }
+  }
+  return merged;
+}
+
+Spans unite(const Spans& a, const Spans& b) {
+  Spans all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  return normalize(all, Time::zero(), Time::max());
+}
+
+Duration measure(const Spans& spans) {
+  Duration d = Duration::zero();
+  for (const Span& s : spans)
+    d += s.end - s.begin;
+  return d;
+}
+
+/// |a \ b| for normalized span lists.
+Duration minus(const Spans& a, const Spans& b) {
+  return measure(unite(a, b)) - measure(b);
+}
+
+std::string ms(Duration d) {
+  return fmt::format("{:.4f}", d.ms());
+}
+std::string pct(Duration part, Duration whole) {
+  if (whole <= Duration::zero()) return "-";
+  return fmt::format("{:.1f}%",
+                     100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()));
+}
+
+}  // namespace
+
+void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
+  graph_ = &graph;
+  ranks_.assign(graph.rank_count(), RankLog{});
+  begin_.assign(graph.task_count(), Time::zero());
+  collective_begin_.assign(graph.collective_count(), Time::zero());
+  ended_ = false;
+}
+
+void RunSummaryObserver::on_task_begin(TaskId task, Time at) {
+  begin_[task] = at;
+  const Task& t = graph_->task(task);
+  if (t.kind == TaskKind::kIterationMark) ranks_[t.rank].marks.push_back(at);
+}
+
+void RunSummaryObserver::on_gpu_enqueue(TaskId task, Time at) {
+  RankLog& r = ranks_[graph_->task(task).rank];
+  if (r.outstanding == 0 && r.starved_since < at) r.starved.push_back({r.starved_since, at});
+  ++r.outstanding;
+}
+
+void RunSummaryObserver::on_collective_begin(CollectiveId collective, Time at) {
+  collective_begin_[collective] = at;
+}
+
+void RunSummaryObserver::on_task_end(TaskId task, Time at) {
+  const Task& t = graph_->task(task);
+  RankLog& r = ranks_[t.rank];
+  r.last_end = max(r.last_end, at);
+  if (!is_gpu_task(t.kind)) return;
+  switch (t.kind) {
+    case TaskKind::kKernel:
+      ++r.kernels;
+      r.compute.push_back({begin_[task], at});
+      break;
+    case TaskKind::kMemcpy:
+      r.compute.push_back({begin_[task], at});
+      break;
+    case TaskKind::kCollective: {
+      ++r.collectives;
+      const Time network_begin = collective_begin_[graph_->collective_of(task)];
+      r.rendezvous.push_back({begin_[task], network_begin});
+      r.communication.push_back({network_begin, at});
+      break;
+    }
+    default:
+      break;
+  }
+  if (--r.outstanding == 0) r.starved_since = at;
+}
+
+void RunSummaryObserver::on_run_end(Time at) {
+  end_ = at;
+  ended_ = true;
+}
+
+RunSummary RunSummaryObserver::summary() const {
+  if (!ended_) throw std::logic_error("RunSummaryObserver::summary before the run ended");
+  RunSummary out;
+  out.end = end_;
+  out.tasks = graph_->task_count();
+  out.warmup_iterations = warmup_;
+  for (RankId rank = 0; rank < ranks_.size(); ++rank) {
+    const RankLog& r = ranks_[rank];
+    out.iterations = std::max(out.iterations, static_cast<uint32_t>(r.marks.size()));
+    if (r.marks.size() <= warmup_) {
+      throw std::runtime_error(fmt::format(
+          "rank `{}` has {} iteration marks; at least {} are needed to measure an iteration after "
+          "{} warm-up iteration(s)",
+          graph_->rank(rank).name, r.marks.size(), warmup_ + 1, warmup_));
+    }
+    const Time lo = r.marks[warmup_];
+    const Time hi = r.last_end;
+    RankBreakdown b;
+    b.name = graph_->rank(rank).name;
+    b.measured_iterations = static_cast<uint32_t>(r.marks.size() - warmup_);
+    b.window = hi - lo;
+    b.iteration_time = b.window / b.measured_iterations;
+    const Spans compute = normalize(r.compute, lo, hi);
+    const Spans comm = normalize(r.communication, lo, hi);
+    const Spans rendezvous = normalize(r.rendezvous, lo, hi);
+    std::vector<Span> starved_in;
+    for (const auto& s : r.starved)
+      starved_in.push_back({s.begin, s.end});
+    if (r.outstanding == 0) starved_in.push_back({r.starved_since, hi});
+    const Spans starved = normalize(starved_in, lo, hi);
+    const Spans busy = unite(compute, comm);
+    const Spans busy_or_waiting = unite(busy, rendezvous);
+    const Spans accounted = unite(busy_or_waiting, starved);
+    b.compute_busy = measure(compute);
+    b.communication = measure(comm);
+    b.exposed_communication = minus(comm, compute);
+    b.rendezvous_wait = minus(rendezvous, busy);
+    b.cpu_bound_idle = minus(starved, busy_or_waiting);
+    b.other_idle = b.window - measure(accounted);
+    b.kernels = r.kernels;
+    b.collectives = r.collectives;
+    out.predicted_iteration_time = max(out.predicted_iteration_time, b.iteration_time);
+    out.ranks.push_back(std::move(b));
+  }
+  return out;
+}
+
+std::string format_run_summary(const RunSummary& s) {
+  std::string slowest;
+  for (const RankBreakdown& r : s.ranks) {
+    if (r.iteration_time == s.predicted_iteration_time) {
+      slowest = r.name;
+      break;
+    }
+  }
+  std::string out = fmt::format(
+      "predicted iteration time: {} ms  (mean over iterations {}..{} of {}; slowest: {})\n",
+      ms(s.predicted_iteration_time), s.warmup_iterations + 1, s.iterations, s.iterations, slowest);
+  out += fmt::format("{:<10} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", "rank",
+                     "iter (ms)", "compute", "comm", "exposed comm", "rendezvous wait",
+                     "CPU-bound idle", "other idle");
+  for (const RankBreakdown& r : s.ranks) {
+    // Each cell: per-iteration mean, and its share of the rank's window.
+    auto cell = [&](Duration total) {
+      return fmt::format("{} {:>6}", ms(total / r.measured_iterations), pct(total, r.window));
+    };
+    out += fmt::format("{:<10} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", r.name,
+                       ms(r.iteration_time), cell(r.compute_busy), cell(r.communication),
+                       cell(r.exposed_communication), cell(r.rendezvous_wait),
+                       cell(r.cpu_bound_idle), cell(r.other_idle));
+  }
+  out +=
+      "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
+      "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration)\n";
+  return out;
+}
+
+}  // namespace upsim

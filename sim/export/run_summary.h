@@ -1,0 +1,98 @@
+// The run summary: predicted iteration time and, per rank, where the GPU's time went.
+//
+// Definitions (all over the measured window of a rank, from the start of its first measured
+// iteration to the end of its last task; iterations start at IterationMark tasks):
+//  - iteration time: window / measured iterations; the run's predicted iteration time is the
+//    maximum over ranks (the slowest rank sets the step, as in seed-method.md 1.4).
+//  - compute busy: union of kernel and memcpy intervals on any stream of the rank.
+//  - communication: union of the network phases of the rank's collectives (last arrival to end).
+//  - exposed communication: communication time with no compute running (not hidden by overlap).
+//  - rendezvous wait: time a collective had arrived and waited for other ranks, with no compute
+//    or communication running.
+//  - CPU-bound idle: time the rank's streams had nothing enqueued — the GPU waited for the host
+//    to launch work.
+//  - other idle: the rest (streams blocked on cross-stream waits, host syncs, ...).
+// compute busy + exposed communication + rendezvous wait + CPU-bound idle + other idle = window.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/observer.h"
+#include "sim/task_graph.h"
+#include "sim/time.h"
+
+namespace upsim {
+
+struct RankBreakdown {
+  std::string name;
+  uint32_t measured_iterations = 0;
+  Duration window;
+  Duration iteration_time;
+  Duration compute_busy;
+  Duration communication;
+  Duration exposed_communication;
+  Duration rendezvous_wait;
+  Duration cpu_bound_idle;
+  Duration other_idle;
+  uint64_t kernels = 0;
+  uint64_t collectives = 0;
+};
+
+struct RunSummary {
+  uint32_t iterations = 0;
+  uint32_t warmup_iterations = 0;
+  Duration predicted_iteration_time;
+  Time end;
+  uint64_t tasks = 0;
+  std::vector<RankBreakdown> ranks;
+};
+
+/// Observer that collects the intervals the summary needs. Call `summary()` after the run.
+class RunSummaryObserver final : public Observer {
+ public:
+  /// The first `warmup_iterations` iteration marks of each rank are excluded from the window.
+  explicit RunSummaryObserver(uint32_t warmup_iterations) : warmup_(warmup_iterations) {}
+
+  void on_run_begin(const TaskGraph& graph) override;
+  void on_task_begin(TaskId task, Time at) override;
+  void on_task_end(TaskId task, Time at) override;
+  void on_gpu_enqueue(TaskId task, Time at) override;
+  void on_collective_begin(CollectiveId collective, Time at) override;
+  void on_run_end(Time at) override;
+
+  /// Throws std::logic_error before the run has ended, and std::runtime_error when a rank has
+  /// no measured iteration (e.g. fewer iteration marks than warm-up iterations + 1).
+  RunSummary summary() const;
+
+ private:
+  struct Interval {
+    Time begin;
+    Time end;
+  };
+  struct RankLog {
+    std::vector<Time> marks;
+    std::vector<Interval> compute;
+    std::vector<Interval> communication;
+    std::vector<Interval> rendezvous;
+    std::vector<Interval> starved;  // nothing enqueued on any stream
+    uint64_t outstanding = 0;       // GPU tasks entered but not completed
+    Time starved_since = Time::zero();
+    Time last_end = Time::zero();
+    uint64_t kernels = 0;
+    uint64_t collectives = 0;
+  };
+
+  const TaskGraph* graph_ = nullptr;
+  uint32_t warmup_;
+  std::vector<RankLog> ranks_;
+  std::vector<Time> begin_;             // per task: when it began
+  std::vector<Time> collective_begin_;  // per collective group: network phase start
+  bool ended_ = false;
+  Time end_;
+};
+
+/// Human-readable summary table (what `upsim run` prints; golden tests compare it exactly).
+std::string format_run_summary(const RunSummary& summary);
+
+}  // namespace upsim

@@ -1,0 +1,780 @@
+// ChromeTraceWriter: the file is strict JSON, lays out one process per rank with a track per CPU
+// thread and stream, prints exact picosecond times, links launches to kernels, splits collective
+// waits, is byte-for-byte deterministic and reports unwritable paths.
+//
+// The writer is driven by calling its Observer callbacks directly, as the executor would.
+#include "sim/export/chrome_trace_writer.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/task_graph.h"
+
+namespace upsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- a strict JSON reader (RFC 8259), enough to validate the writer's output -----------------
+
+struct Json {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool boolean = false;
+  std::string text;               ///< string value, or a number's literal text
+  std::vector<Json> items;        ///< array elements, or object values
+  std::vector<std::string> keys;  ///< object keys, in file order (items[i] is keys[i]'s)
+
+  const Json* find(std::string_view key) const {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return &items[i];
+    }
+    return nullptr;
+  }
+  const Json& at(std::string_view key) const {
+    const Json* v = find(key);
+    if (v == nullptr) throw std::out_of_range("no key " + std::string(key));
+    return *v;
+  }
+  /// The string value, or a number's literal text.
+  const std::string& str(std::string_view key) const { return at(key).text; }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view s) : s_(s) {}
+
+  Json document() {
+    Json v = value();
+    skip_ws();
+    if (pos_ != s_.size()) error("trailing content");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    throw std::runtime_error("JSON error at byte " + std::to_string(pos_) + ": " + what);
+  }
+  void skip_ws() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\r' || s_[pos_] == '\t')) {
+      ++pos_;
+    }
+  }
+  char peek() {
+    if (pos_ >= s_.size()) error("unexpected end");
+    return s_[pos_];
+  }
+  void expect(char c) {
+    if (peek() != c) error(std::string("expected '") + c + "'");
+    ++pos_;
+  }
+  void literal(std::string_view word) {
+    if (s_.substr(pos_, word.size()) != word) error("bad literal");
+    pos_ += word.size();
+  }
+
+  Json value() {
+    skip_ws();
+    Json v;
+    switch (peek()) {
+      case '{':
+        v.type = Json::Type::kObject;
+        ++pos_;
+        skip_ws();
+        if (peek() == '}') {
+          ++pos_;
+          return v;
+        }
+        for (;;) {
+          skip_ws();
+          std::string key = string();
+          if (v.find(key) != nullptr) error("duplicate key " + key);
+          skip_ws();
+          expect(':');
+          v.keys.push_back(std::move(key));
+          v.items.push_back(value());
+          skip_ws();
+          if (peek() == ',') {
+            ++pos_;
+            continue;
+          }
+          expect('}');
+          return v;
+        }
+      case '[':
+        v.type = Json::Type::kArray;
+        ++pos_;
+        skip_ws();
+        if (peek() == ']') {
+          ++pos_;
+          return v;
+        }
+        for (;;) {
+          v.items.push_back(value());
+          skip_ws();
+          if (peek() == ',') {
+            ++pos_;
+            continue;
+          }
+          expect(']');
+          return v;
+        }
+      case '"':
+        v.type = Json::Type::kString;
+        v.text = string();
+        return v;
+      case 't':
+        literal("true");
+        v.type = Json::Type::kBool;
+        v.boolean = true;
+        return v;
+      case 'f':
+        literal("false");
+        v.type = Json::Type::kBool;
+        return v;
+      case 'n':
+        literal("null");
+        return v;
+      default:
+        v.type = Json::Type::kNumber;
+        v.text = number();
+        return v;
+    }
+  }
+
+  std::string number() {
+    const size_t start = pos_;
+    auto digits = [this] {
+      const size_t from = pos_;
+      while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9')
+        ++pos_;
+      if (pos_ == from) error("expected a digit");
+    };
+    if (peek() == '-') ++pos_;
+    if (peek() == '0') {
+      ++pos_;
+    } else {
+      digits();
+    }
+    if (pos_ < s_.size() && s_[pos_] == '.') {
+      ++pos_;
+      digits();
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      ++pos_;
+      if (peek() == '+' || peek() == '-') ++pos_;
+      digits();
+    }
+    return std::string(s_.substr(start, pos_ - start));
+  }
+
+  std::string string() {
+    expect('"');
+    std::string out;
+    for (;;) {
+      const auto c = static_cast<unsigned char>(peek());
+      ++pos_;
+      if (c == '"') return out;
+      // DEL is legal JSON but Perfetto's tokenizer rejects it, so the writer must escape it.
+      if (c < 0x20 || c == 0x7f) error("unescaped control character");
+      if (c != '\\') {
+        out.push_back(static_cast<char>(c));
+        continue;
+      }
+      const char e = peek();
+      ++pos_;
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out.push_back(e);
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) error("short \\u escape");
+          const unsigned long cp = std::stoul(std::string(s_.substr(pos_, 4)), nullptr, 16);
+          pos_ += 4;
+          if (cp >= 0x80) error("test reader only decodes ASCII \\u escapes");
+          out.push_back(static_cast<char>(cp));
+          break;
+        }
+        default:
+          error("bad escape");
+      }
+    }
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+Json parse_json(const std::string& text) {
+  return JsonReader(text).document();
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::string text(fs::file_size(path), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  return text;
+}
+
+/// A fresh directory per test, removed at the end.
+class ChromeTraceWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) /
+           ("upsim_chrome_trace_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  fs::path file(const std::string& name) const { return dir_ / name; }
+
+  fs::path dir_;
+};
+
+Time us(double v) {
+  return Time::zero() + Duration::from_us_f(v);
+}
+
+/// Two ranks, one CPU thread and two streams each. Rank 0 marks iteration 0, runs an op that
+/// launches a GEMM, and joins an all-reduce that rank 1 reaches later; rank 1 copies to host.
+struct Scenario {
+  TaskGraph graph;
+  TaskId mark = 0;
+  TaskId op_begin = 0;
+  TaskId launch = 0;
+  TaskId kernel = 0;
+  TaskId coll0 = 0;
+  TaskId coll1 = 0;
+  TaskId copy = 0;
+  CollectiveId group = 0;
+
+  Scenario() {
+    graph.add_rank(RankInfo{"rank 0 (A100-SXM4-40GB)", 1, {"compute", "comm"}});
+    graph.add_rank(RankInfo{"rank 1 (A100-SXM4-40GB)", 1, {"compute", "comm"}});
+    mark = graph.add_iteration_mark(0, 0, 0);
+    KernelDesc gemm;
+    gemm.cls = KernelClass::kGemm;
+    gemm.dtype = DType::kFp16;
+    gemm.batch = 1;
+    gemm.m = 4096;
+    gemm.n = 1024;
+    gemm.k = 512;
+    kernel = graph.add_kernel(0, 0, "sm80_xmma_gemm", "aten::addmm", gemm);
+    op_begin = graph.add_cpu_op(0, 0, "aten::addmm", HostPhase::kOpBegin);
+    launch = graph.add_launch(0, 0, "cudaLaunchKernel", "aten::addmm", 0, kernel);
+    CollectiveDesc allreduce;
+    allreduce.kind = CollectiveKind::kAllReduce;
+    allreduce.members = {0, 1};
+    allreduce.bytes = 1 << 20;
+    group = graph.add_collective_group(allreduce, "allreduce_grad");
+    coll0 = graph.add_collective(0, 1, group, "c10d::allreduce_");
+    coll1 = graph.add_collective(1, 1, group, "c10d::allreduce_");
+    copy = graph.add_memcpy(1, 0, "Memcpy DtoH", "aten::copy_",
+                            TransferDesc{TransferKind::kDeviceToHost, 1, 4096});
+    graph.seal();
+  }
+
+  /// The callbacks of one run, in engine order.
+  void drive(Observer& o) const {
+    o.on_run_begin(graph);
+    o.on_task_begin(mark, us(0));
+    o.on_task_end(mark, us(0));
+    o.on_task_begin(op_begin, us(0));
+    o.on_task_begin(copy, us(0));
+    o.on_task_end(op_begin, us(0.5));
+    o.on_task_begin(launch, us(0.5));
+    o.on_task_end(launch, us(1.5));
+    o.on_task_begin(kernel, us(1.5));
+    o.on_task_begin(coll0, us(2));
+    o.on_task_end(copy, us(3));
+    o.on_task_begin(coll1, us(5));
+    o.on_collective_begin(group, us(5));
+    o.on_task_end(kernel, us(11.5));
+    o.on_task_end(coll0, us(20));
+    o.on_task_end(coll1, us(20));
+    o.on_run_end(us(20));
+  }
+};
+
+std::vector<const Json*> events_where(const Json& doc,
+                                      const std::function<bool(const Json&)>& pred) {
+  std::vector<const Json*> out;
+  for (const Json& e : doc.at("traceEvents").items) {
+    if (pred(e)) out.push_back(&e);
+  }
+  return out;
+}
+
+const Json& only_event(const Json& doc, std::string_view ph, std::string_view name) {
+  auto found =
+      events_where(doc, [&](const Json& e) { return e.str("ph") == ph && e.str("name") == name; });
+  if (found.size() != 1) {
+    throw std::runtime_error(std::to_string(found.size()) + " events ph=" + std::string(ph) +
+                             " name=" + std::string(name));
+  }
+  return *found.front();
+}
+
+std::string write_scenario(const fs::path& path) {
+  Scenario s;
+  ChromeTraceWriter writer(path);
+  s.drive(writer);
+  return read_file(path);
+}
+
+// ---- tests -----------------------------------------------------------------------------------
+
+TEST_F(ChromeTraceWriterTest, OutputIsStrictJsonWithTraceEventsAndOtherData) {
+  Scenario s;
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.add_metadata("scenario", "configs/dlrm_4gpu.yaml");
+  s.drive(writer);
+  ASSERT_TRUE(writer.finished());
+
+  const Json doc = parse_json(read_file(file("trace.json")));
+  ASSERT_EQ(doc.type, Json::Type::kObject);
+  ASSERT_EQ(doc.keys, (std::vector<std::string>{"displayTimeUnit", "traceEvents", "otherData"}));
+  EXPECT_EQ(doc.str("displayTimeUnit"), "ns");
+  EXPECT_EQ(doc.at("traceEvents").type, Json::Type::kArray);
+  const Json& other = doc.at("otherData");
+  EXPECT_EQ(other.str("generator"), "upsim");
+  EXPECT_EQ(other.str("format_version"), "1");
+  EXPECT_EQ(other.str("scenario"), "configs/dlrm_4gpu.yaml");
+  for (const Json& e : doc.at("traceEvents").items) {
+    ASSERT_NE(e.find("ph"), nullptr);
+    ASSERT_NE(e.find("pid"), nullptr);
+    if (e.str("ph") != "M") {
+      ASSERT_NE(e.find("ts"), nullptr);
+    }
+  }
+}
+
+TEST_F(ChromeTraceWriterTest, MetadataNamesAndOrdersEveryRankThreadAndStream) {
+  const Json doc = parse_json(write_scenario(file("trace.json")));
+  const auto& events = doc.at("traceEvents").items;
+
+  // Metadata comes first.
+  bool seen_other = false;
+  for (const Json& e : events) {
+    if (e.str("ph") != "M") seen_other = true;
+    EXPECT_FALSE(seen_other && e.str("ph") == "M") << "metadata after events";
+  }
+
+  std::map<std::string, std::string> process_names;
+  std::map<std::string, std::string> process_sort;
+  std::map<std::pair<std::string, std::string>, std::string> thread_names;
+  std::map<std::pair<std::string, std::string>, std::string> thread_sort;
+  for (const Json& e : events) {
+    if (e.str("ph") != "M") continue;
+    const std::string& kind = e.str("name");
+    if (kind == "process_name") process_names[e.str("pid")] = e.at("args").str("name");
+    if (kind == "process_sort_index") process_sort[e.str("pid")] = e.at("args").str("sort_index");
+    if (kind == "thread_name") {
+      thread_names[{e.str("pid"), e.str("tid")}] = e.at("args").str("name");
+    }
+    if (kind == "thread_sort_index") {
+      thread_sort[{e.str("pid"), e.str("tid")}] = e.at("args").str("sort_index");
+    }
+  }
+  EXPECT_EQ(process_names, (std::map<std::string, std::string>{{"1", "rank 0 (A100-SXM4-40GB)"},
+                                                               {"2", "rank 1 (A100-SXM4-40GB)"}}));
+  EXPECT_EQ(process_sort, (std::map<std::string, std::string>{{"1", "0"}, {"2", "1"}}));
+
+  // Each rank: CPU thread 0, then its streams in order; tids unique across the file.
+  std::set<std::string> tids;
+  for (const std::string pid : {"1", "2"}) {
+    std::map<std::string, std::string> by_sort;  // sort index -> name
+    for (const auto& [key, name] : thread_names) {
+      if (key.first != pid) continue;
+      EXPECT_TRUE(tids.insert(key.second).second) << "duplicate tid " << key.second;
+      ASSERT_TRUE(thread_sort.count(key)) << name;
+      by_sort[thread_sort.at(key)] = name;
+    }
+    EXPECT_EQ(by_sort,
+              (std::map<std::string, std::string>{
+                  {"0", "CPU thread 0"}, {"1", "stream 0: compute"}, {"2", "stream 1: comm"}}));
+  }
+}
+
+TEST_F(ChromeTraceWriterTest, KernelSliceHasExactTimesAndDescribesItsShape) {
+  const std::string text = write_scenario(file("trace.json"));
+  const TaskId kernel_id = Scenario().kernel;
+  // The exact text: 1.5 us -> 11.5 us, six decimals.
+  EXPECT_NE(text.find(R"("name":"sm80_xmma_gemm","cat":"kernel","ph":"X","pid":1,)"),
+            std::string::npos);
+  EXPECT_NE(text.find(R"("ts":1.500000,"dur":10.000000)"), std::string::npos);
+
+  const Json doc = parse_json(text);
+  const Json& k = only_event(doc, "X", "sm80_xmma_gemm");
+  EXPECT_EQ(k.str("cat"), "kernel");
+  EXPECT_EQ(k.str("ts"), "1.500000");
+  EXPECT_EQ(k.str("dur"), "10.000000");
+  const Json& args = k.at("args");
+  EXPECT_EQ(args.str("op"), "aten::addmm");
+  EXPECT_EQ(args.str("class"), "gemm");
+  EXPECT_EQ(args.str("dtype"), "fp16");
+  EXPECT_EQ(args.str("m"), "4096");
+  EXPECT_EQ(args.str("n"), "1024");
+  EXPECT_EQ(args.str("k"), "512");
+  EXPECT_EQ(args.str("batch"), "1");
+
+  // On rank 0's first stream track, not its CPU thread.
+  const Json& launch = only_event(doc, "X", "cudaLaunchKernel");
+  EXPECT_EQ(k.str("pid"), launch.str("pid"));
+  EXPECT_NE(k.str("tid"), launch.str("tid"));
+  EXPECT_EQ(launch.str("cat"), "launch");
+  EXPECT_EQ(launch.str("ts"), "0.500000");
+  EXPECT_EQ(launch.str("dur"), "1.000000");
+  EXPECT_EQ(launch.at("args").str("gpu_task"), std::to_string(kernel_id));
+  EXPECT_EQ(launch.at("args").str("stream"), "stream 0: compute");
+}
+
+TEST_F(ChromeTraceWriterTest, LaunchFlowStartsInsideTheLaunchAndEndsAtTheKernelStart) {
+  Scenario s;
+  ChromeTraceWriter writer(file("trace.json"));
+  s.drive(writer);
+  const Json doc = parse_json(read_file(file("trace.json")));
+
+  const Json& launch = only_event(doc, "X", "cudaLaunchKernel");
+  const Json& kernel = only_event(doc, "X", "sm80_xmma_gemm");
+  const Json& start = only_event(doc, "s", "launch");
+  const Json& end = only_event(doc, "f", "launch");
+  const std::string id = std::to_string(s.kernel);
+  EXPECT_EQ(start.str("id"), id);
+  EXPECT_EQ(end.str("id"), id);
+  EXPECT_EQ(start.str("cat"), "launch");
+  EXPECT_EQ(end.str("cat"), "launch");
+  EXPECT_EQ(end.str("bp"), "e");
+  // The start lies strictly inside the launch slice [0.5, 1.5] on its track.
+  EXPECT_EQ(start.str("pid"), launch.str("pid"));
+  EXPECT_EQ(start.str("tid"), launch.str("tid"));
+  EXPECT_EQ(start.str("ts"), "1.000000");
+  // The end is at the kernel's start on the kernel's track.
+  EXPECT_EQ(end.str("pid"), kernel.str("pid"));
+  EXPECT_EQ(end.str("tid"), kernel.str("tid"));
+  EXPECT_EQ(end.str("ts"), kernel.str("ts"));
+
+  // Both flow events follow the slice they bind to in the file.
+  const auto& items = doc.at("traceEvents").items;
+  auto index_of = [&](const Json& e) { return &e - items.data(); };
+  EXPECT_LT(index_of(launch), index_of(start));
+  EXPECT_LT(index_of(kernel), index_of(end));
+}
+
+TEST_F(ChromeTraceWriterTest, IterationMarkIsAProcessScopedInstant) {
+  const Json doc = parse_json(write_scenario(file("trace.json")));
+  const Json& mark = only_event(doc, "i", "iteration 0");
+  EXPECT_EQ(mark.str("s"), "p");
+  EXPECT_EQ(mark.str("pid"), "1");
+  EXPECT_EQ(mark.str("ts"), "0.000000");
+  EXPECT_EQ(mark.find("dur"), nullptr);
+  EXPECT_TRUE(events_where(doc, [](const Json& e) {
+                return e.str("ph") == "X" && e.str("cat") == "iteration";
+              }).empty());
+}
+
+TEST_F(ChromeTraceWriterTest, CollectiveSplitsRendezvousWaitFromTransfer) {
+  Scenario s;
+  ChromeTraceWriter writer(file("trace.json"));
+  s.drive(writer);
+  const Json doc = parse_json(read_file(file("trace.json")));
+
+  // Rank 0 arrived at 2 us, the group began at 5 us when rank 1 arrived; both end at 20 us.
+  const Json& wait = only_event(doc, "X", "wait: allreduce_grad");
+  EXPECT_EQ(wait.str("cat"), "rendezvous");
+  EXPECT_EQ(wait.str("pid"), "1");
+  EXPECT_EQ(wait.str("ts"), "2.000000");
+  EXPECT_EQ(wait.str("dur"), "3.000000");
+  EXPECT_EQ(wait.at("args").str("task"), std::to_string(s.coll0));
+
+  auto transfers = events_where(
+      doc, [](const Json& e) { return e.str("ph") == "X" && e.str("name") == "allreduce_grad"; });
+  ASSERT_EQ(transfers.size(), 2u);
+  for (const Json* t : transfers) {
+    EXPECT_EQ(t->str("cat"), "collective");
+    EXPECT_EQ(t->str("ts"), "5.000000");
+    EXPECT_EQ(t->str("dur"), "15.000000");
+    EXPECT_EQ(t->at("args").str("kind"), "all_reduce");
+    EXPECT_EQ(t->at("args").str("bytes"), "1048576");
+    EXPECT_EQ(t->at("args").str("members"), "2");
+    EXPECT_EQ(t->at("args").str("op"), "c10d::allreduce_");
+  }
+  // The same track carries the wait and the transfer.
+  EXPECT_EQ(transfers[0]->str("tid"), wait.str("tid"));
+}
+
+TEST_F(ChromeTraceWriterTest, ArgsDescribeCopiesCpuOpsSyncsAndAllToAll) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  g.add_rank(RankInfo{"rank 1", 1, {"compute"}});
+  const TaskId op = g.add_cpu_op(0, 0, "aten::relu", HostPhase::kOpBody);
+  const TaskId sync = g.add_host_sync(0, 0, kAllStreams, "aten::item");
+  const TaskId copy = g.add_memcpy(0, 0, "Memcpy HtoD", "aten::to",
+                                   TransferDesc{TransferKind::kHostToDevice, 0, 8192});
+  CollectiveDesc a2a;
+  a2a.kind = CollectiveKind::kAllToAll;
+  a2a.members = {0, 1};
+  a2a.send_bytes = {0, 100, 30, 0};  // rank 0 sends 100 to rank 1, receives 30
+  const CollectiveId group = g.add_collective_group(a2a, "a2a_fwd");
+  const TaskId c0 = g.add_collective(0, 0, group, "alltoall");
+  const TaskId c1 = g.add_collective(1, 0, group, "alltoall");
+  g.seal();
+
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(g);
+  writer.on_task_begin(op, us(0));
+  writer.on_task_begin(copy, us(0));
+  writer.on_task_begin(c1, us(0));
+  writer.on_task_end(op, us(1));
+  writer.on_task_begin(sync, us(1));
+  writer.on_task_end(copy, us(2));
+  writer.on_task_begin(c0, us(2));
+  writer.on_collective_begin(group, us(2));
+  writer.on_task_end(c0, us(3));
+  writer.on_task_end(c1, us(3));
+  writer.on_task_end(sync, us(3));
+  writer.on_run_end(us(3));
+  const Json doc = parse_json(read_file(file("trace.json")));
+
+  const Json& relu = only_event(doc, "X", "aten::relu");
+  EXPECT_EQ(relu.str("cat"), "cpu_op");
+  EXPECT_EQ(relu.at("args").str("phase"), "op_body");
+  const Json& item = only_event(doc, "X", "aten::item");
+  EXPECT_EQ(item.str("cat"), "host_sync");
+  EXPECT_EQ(item.at("args").str("target"), "all streams");
+  const Json& h2d = only_event(doc, "X", "Memcpy HtoD");
+  EXPECT_EQ(h2d.str("cat"), "memcpy");
+  EXPECT_EQ(h2d.at("args").str("kind"), "h2d");
+  EXPECT_EQ(h2d.at("args").str("bytes"), "8192");
+  auto a2a_events = events_where(doc, [](const Json& e) { return e.str("name") == "a2a_fwd"; });
+  ASSERT_EQ(a2a_events.size(), 2u);
+  const Json& rank0 = a2a_events[0]->str("pid") == "1" ? *a2a_events[0] : *a2a_events[1];
+  EXPECT_EQ(rank0.at("args").str("kind"), "all_to_all");
+  EXPECT_EQ(rank0.at("args").str("send_bytes"), "100");
+  EXPECT_EQ(rank0.at("args").str("recv_bytes"), "30");
+  // Rank 1 waited from 0 to 2 us, rank 0 arrived last: one wait slice.
+  const Json& wait = only_event(doc, "X", "wait: a2a_fwd");
+  EXPECT_EQ(wait.str("pid"), "2");
+  EXPECT_EQ(wait.str("dur"), "2.000000");
+}
+
+TEST_F(ChromeTraceWriterTest, TimesPrintIntegerPicosecondsWithSixDecimals) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  const TaskId a = g.add_kernel(0, 0, "a", "op", KernelDesc{});
+  const TaskId b = g.add_kernel(0, 0, "b", "op", KernelDesc{});
+  g.seal();
+
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(g);
+  writer.on_task_begin(a, Time::from_ps(1));
+  writer.on_task_end(a, Time::from_ps(1));
+  writer.on_task_begin(b, Time::from_ps(999'999));
+  writer.on_task_end(b, Time::from_ps(123'456'789'012'345));
+  writer.on_run_end(Time::from_ps(123'456'789'012'345));
+  const Json doc = parse_json(read_file(file("trace.json")));
+  EXPECT_EQ(only_event(doc, "X", "a").str("ts"), "0.000001");
+  EXPECT_EQ(only_event(doc, "X", "a").str("dur"), "0.000000");
+  EXPECT_EQ(only_event(doc, "X", "b").str("ts"), "0.999999");
+  EXPECT_EQ(only_event(doc, "X", "b").str("dur"), "123456788.012346");
+}
+
+TEST_F(ChromeTraceWriterTest, StreamWaitThatWaitsIsASlice) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute", "copy"}});
+  const TaskId record = g.add_event_record(0, 1);
+  const TaskId wait = g.add_stream_wait(0, 0, record);
+  g.seal();
+
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(g);
+  writer.on_task_begin(wait, us(1));
+  writer.on_task_begin(record, us(4));
+  writer.on_task_end(record, us(4));
+  writer.on_task_end(wait, us(4));
+  writer.on_run_end(us(4));
+  const Json doc = parse_json(read_file(file("trace.json")));
+  const Json& w = only_event(doc, "X", "cudaStreamWaitEvent");
+  EXPECT_EQ(w.str("cat"), "stream_wait");
+  EXPECT_EQ(w.str("ts"), "1.000000");
+  EXPECT_EQ(w.str("dur"), "3.000000");
+  const Json& r = only_event(doc, "X", "cudaEventRecord");
+  EXPECT_EQ(r.str("dur"), "0.000000");
+  EXPECT_NE(r.str("tid"), w.str("tid"));
+}
+
+TEST_F(ChromeTraceWriterTest, NamesAreEscapedIntoValidJson) {
+  const std::string nasty = "void f<\"q\">(a\\b)\n\t\x01\x7f end";
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank \"0\"", 1, {"s\\0"}});
+  const TaskId k = g.add_kernel(0, 0, nasty, "op", KernelDesc{});
+  g.seal();
+
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(g);
+  writer.on_task_begin(k, us(0));
+  writer.on_task_end(k, us(1));
+  writer.on_run_end(us(1));
+  const Json doc = parse_json(read_file(file("trace.json")));
+  EXPECT_EQ(only_event(doc, "X", nasty).str("dur"), "1.000000");
+  EXPECT_EQ(only_event(doc, "M", "process_name").at("args").str("name"), "rank \"0\"");
+}
+
+TEST_F(ChromeTraceWriterTest, IdenticalCallbackSequencesGiveIdenticalBytes) {
+  const std::string first = write_scenario(file("a.json"));
+  const std::string second = write_scenario(file("b.json"));
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first, second);
+}
+
+TEST_F(ChromeTraceWriterTest, FileAppearsOnlyWhenFinishedThroughATmpFile) {
+  Scenario s;
+  const fs::path path = file("trace.json");
+  const fs::path tmp = file("trace.json.tmp");
+  ChromeTraceWriter writer(path);
+  writer.on_run_begin(s.graph);
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(fs::exists(tmp));
+  writer.on_run_end(us(0));
+  EXPECT_TRUE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(tmp));
+  // finish() is idempotent.
+  writer.finish();
+  EXPECT_NO_THROW(parse_json(read_file(path)));
+}
+
+TEST_F(ChromeTraceWriterTest, AbandonedRunLeavesNoFiles) {
+  Scenario s;
+  {
+    ChromeTraceWriter writer(file("trace.json"));
+    writer.on_run_begin(s.graph);
+    writer.on_task_begin(s.mark, us(0));
+  }
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(ChromeTraceWriterTest, UnwritablePathThrowsNamingIt) {
+  Scenario s;
+  const fs::path missing = dir_ / "no_such_dir" / "trace.json";
+  ChromeTraceWriter writer(missing);
+  try {
+    writer.on_run_begin(s.graph);
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(missing.string()), std::string::npos) << e.what();
+  }
+
+  // A directory in the way of the final rename: the error names the path, the .tmp is removed.
+  const fs::path blocked = file("blocked");
+  fs::create_directories(blocked / "child");
+  ChromeTraceWriter blocked_writer(blocked);
+  blocked_writer.on_run_begin(s.graph);
+  try {
+    blocked_writer.finish();
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(blocked.string()), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(file("blocked.tmp")));
+}
+
+TEST_F(ChromeTraceWriterTest, FinishBeforeRunBeginIsALogicError) {
+  ChromeTraceWriter writer(file("trace.json"));
+  EXPECT_THROW(writer.finish(), std::logic_error);
+}
+
+TEST_F(ChromeTraceWriterTest, FinishAfterAFailedRunDrawsUnfinishedTasks) {
+  Scenario s;
+  ChromeTraceWriter writer(file("trace.json"));
+  // Rank 1 never reaches the all-reduce; the executor throws instead of calling on_run_end.
+  writer.on_run_begin(s.graph);
+  writer.on_task_begin(s.coll0, us(2));
+  writer.on_task_begin(s.copy, us(0));
+  writer.on_task_end(s.copy, us(7));
+  writer.finish();
+  const Json doc = parse_json(read_file(file("trace.json")));
+  const Json& wait = only_event(doc, "X", "wait: allreduce_grad");
+  EXPECT_EQ(wait.str("ts"), "2.000000");
+  EXPECT_EQ(wait.str("dur"), "5.000000");
+  EXPECT_TRUE(wait.at("args").at("unfinished").boolean);
+  EXPECT_TRUE(
+      events_where(doc, [](const Json& e) { return e.str("name") == "allreduce_grad"; }).empty());
+}
+
+TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
+  constexpr int kKernels = 40'000;
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  std::vector<std::pair<TaskId, TaskId>> pairs;
+  for (int i = 0; i < kKernels; ++i) {
+    const TaskId k = g.add_kernel(0, 0, "elementwise_kernel_with_a_long_templated_name<float>",
+                                  "aten::add", KernelDesc{});
+    pairs.emplace_back(g.add_launch(0, 0, "cudaLaunchKernel", "aten::add", 0, k), k);
+  }
+  g.seal();
+
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(g);
+  int64_t ps = 0;
+  for (const auto& [launch, kernel] : pairs) {
+    writer.on_task_begin(launch, Time::from_ps(ps));
+    writer.on_task_end(launch, Time::from_ps(ps + 4'000'000));
+    writer.on_task_begin(kernel, Time::from_ps(ps + 4'000'000));
+    writer.on_task_end(kernel, Time::from_ps(ps + 9'000'001));
+    ps += 10'000'000;
+  }
+  writer.on_run_end(Time::from_ps(ps));
+  const std::string text = read_file(file("trace.json"));
+  EXPECT_GT(text.size(), size_t{8} << 20);  // more than one 4 MiB chunk
+  const Json doc = parse_json(text);
+  size_t slices = 0;
+  size_t flow_starts = 0;
+  size_t flow_ends = 0;
+  for (const Json& e : doc.at("traceEvents").items) {
+    const std::string& ph = e.str("ph");
+    slices += ph == "X";
+    flow_starts += ph == "s";
+    flow_ends += ph == "f";
+  }
+  EXPECT_EQ(slices, 2u * kKernels);
+  EXPECT_EQ(flow_starts, size_t{kKernels});
+  EXPECT_EQ(flow_ends, size_t{kKernels});
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,114 @@
+// The run summary's breakdown on hand-timed graphs: every category checked to the picosecond.
+#include "sim/export/run_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/executor.h"
+
+namespace upsim {
+namespace {
+
+constexpr Duration us(int64_t v) {
+  return Duration::from_us(v);
+}
+
+class PhaseCpuCost final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc& op) const override {
+    return op.phase == HostPhase::kLaunch ? us(4) : us(10);
+  }
+};
+class FlopsAsMicroseconds final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc& k, const DeviceProfile&) const override {
+    return Duration::from_us_f(k.flops);
+  }
+};
+class SevenMicroseconds final : public CollectiveCostModel {
+ public:
+  Duration collective_duration(const CollectiveDesc&) const override { return us(7); }
+  Duration transfer_duration(const TransferDesc&) const override { return us(1); }
+};
+
+KernelDesc lasting(double microseconds) {
+  KernelDesc k;
+  k.flops = microseconds;
+  return k;
+}
+
+RunSummary run(TaskGraph& g, uint32_t warmup) {
+  g.seal();
+  PhaseCpuCost cpu;
+  FlopsAsMicroseconds kernels;
+  SevenMicroseconds collectives;
+  AnalyticalNetwork network(collectives);
+  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count())};
+  Engine engine;
+  GraphExecutor exec(engine, g, models);
+  RunSummaryObserver summary(warmup);
+  exec.add_observer(&summary);
+  exec.run();
+  return summary.summary();
+}
+
+TEST(RunSummary, HostGapShowsAsCpuBoundIdleAfterTheWarmupIteration) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  g.add_iteration_mark(0, 0, 0);
+  const TaskId k0 = g.add_kernel(0, 0, "k0", "op", lasting(2));
+  g.add_launch(0, 0, "cudaLaunchKernel", "op", 0, k0);     // 0..4, k0 4..6
+  g.add_iteration_mark(0, 0, 1);                           // at 4
+  g.add_cpu_op(0, 0, "slow_host_op", HostPhase::kOpBody);  // 4..14
+  const TaskId k1 = g.add_kernel(0, 0, "k1", "op", lasting(2));
+  g.add_launch(0, 0, "cudaLaunchKernel", "op", 0, k1);  // 14..18, k1 18..20
+  const RunSummary s = run(g, 1);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  const RankBreakdown& r = s.ranks[0];
+  EXPECT_EQ(r.measured_iterations, 1u);
+  EXPECT_EQ(r.window, us(16));
+  EXPECT_EQ(s.predicted_iteration_time, us(16));
+  EXPECT_EQ(r.compute_busy, us(4));
+  EXPECT_EQ(r.cpu_bound_idle, us(12));
+  EXPECT_EQ(r.other_idle, us(0));
+  EXPECT_EQ(r.kernels, 2u);
+}
+
+TEST(RunSummary, RendezvousWaitAndExposedCommunication) {
+  TaskGraph h;
+  for (int r = 0; r < 2; ++r)
+    h.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"comm"}});
+  const CollectiveId ar =
+      h.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "ar");
+  for (RankId r = 0; r < 2; ++r) {
+    h.add_iteration_mark(r, 0, 0);
+    h.add_kernel(r, 0, "k", "op", lasting(r == 0 ? 10 : 30));
+    h.add_collective(r, 0, ar, "nccl:all_reduce");
+  }
+  const RunSummary s = run(h, 0);
+  const RankBreakdown& fast = s.ranks[0];
+  EXPECT_EQ(fast.window, us(37));
+  EXPECT_EQ(fast.compute_busy, us(10));
+  EXPECT_EQ(fast.rendezvous_wait, us(20));
+  EXPECT_EQ(fast.communication, us(7));
+  EXPECT_EQ(fast.exposed_communication, us(7));
+  EXPECT_EQ(fast.cpu_bound_idle, us(0));
+  EXPECT_EQ(fast.other_idle, us(0));
+  const RankBreakdown& slow = s.ranks[1];
+  EXPECT_EQ(slow.rendezvous_wait, us(0));
+  EXPECT_EQ(slow.compute_busy, us(30));
+  EXPECT_EQ(s.predicted_iteration_time, us(37));
+  const std::string text = format_run_summary(s);
+  EXPECT_NE(text.find("predicted iteration time: 0.0370 ms"), std::string::npos) << text;
+}
+
+TEST(RunSummary, TooFewIterationsForTheWarmupIsAnError) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  g.add_iteration_mark(0, 0, 0);
+  EXPECT_THROW(run(g, 1), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace upsim

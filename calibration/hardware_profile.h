@@ -1,0 +1,55 @@
+// Hardware profiles: configs/hardware/*.yaml -> the DeviceProfile the engine hands to kernel cost
+// models, plus the measured achievable fractions of the datasheet peaks.
+//
+// Contract:
+//  - Every quantity in a profile file carries its unit ("19.5TFLOP/s", "1555GB/s", "40MiB") and a
+//    comment naming its source (datasheet, /work/shared/data file, or seed-method.md section).
+//  - Zero or negative values are ConfigErrors at the offending key. A dtype without a dedicated
+//    unit on the device is omitted from `peak_flops` and reads as a zero FlopRate.
+//  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet
+//    facts only): they describe what a real software stack reaches on that device, and they are
+//    parameters of one kernel model (the roofline). They live in the same file as the peaks they
+//    divide, so HardwareProfile carries both and tools/ passes `achievable` to the roofline.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "sim/config/config_node.h"
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+/// Fractions of the datasheet peaks that real kernels reach, each in (0, 1].
+struct AchievableFractions {
+  /// Achieved / datasheet arithmetic rate (best measured GEMM over the datasheet peak).
+  double compute = 1.0;
+  /// Achieved / datasheet HBM bandwidth (best measured streaming kernel over the datasheet).
+  double memory = 1.0;
+};
+
+struct HardwareProfile {
+  DeviceProfile device;
+  AchievableFractions achievable;
+};
+
+/// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
+///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, hbm.{bandwidth,size},
+///   l2.{size, bandwidth (optional)}, sm_count, pcie_generation, achievable.{compute_fraction,
+///   memory_fraction}. Throws ConfigError (via node.fail) for missing keys, unknown dtypes,
+///   non-positive quantities and fractions outside (0, 1].
+HardwareProfile load_hardware_profile(const ConfigNode& node);
+
+/// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate
+/// (8, 16, 32 GT/s per lane, PCI-SIG base specifications 3.0 / 4.0 / 5.0) x 16 lanes x 128/130
+/// line coding / 8 bits = 15.754, 31.508, 63.015 GB/s. nullopt for any other generation.
+std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation);
+
+/// Bytes per element of `dtype` in device memory (tf32 is stored as fp32).
+int64_t dtype_bytes(DType dtype);
+
+/// The DType whose dtype_name() is `name`, or nullopt.
+std::optional<DType> parse_dtype(std::string_view name);
+
+}  // namespace upsim

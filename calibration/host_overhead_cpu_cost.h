@@ -1,0 +1,75 @@
+// HostOverheadCpuCost: the seed method's host overheads T1-T5 (seed-method.md section 1.3) as a
+// CpuCostModel.
+//
+//   T1  gap between two consecutive ops (global)
+//   T2  op start -> its first launch (per op name)
+//   T3  end of its last launch -> op end (per op name)
+//   T4  one launch call (global)
+//   T5  gap between two launches of one op; for an op that launches nothing, its whole host
+//       time (per op name; the seed stores both meanings under T5)
+//
+// Phases (HostPhase, sim/cost_models.h):
+//   kOpBegin = T1 + T2[op]
+//   kLaunch  = T4, + T5[op] when launch_index > 0
+//   kOpEnd   = T3[op]
+//   kOpBody  = T1 + T5[op]
+//   kMarker  = 0
+//
+// Contract: an op missing from the table, or an entry without the value asked for, takes the
+// defaults: default.t2 / default.t3, default.t5 for the gap between launches, and default.body
+// for the T5 of an op without launches (the two T5 meanings have different measured means, so
+// they get separate defaults). Pure and const; all values are >= 0.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "sim/config/config_node.h"
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+/// Per-op-name overheads; an absent value falls back to the defaults.
+struct OpHostOverheads {
+  std::optional<Duration> t2;
+  std::optional<Duration> t3;
+  std::optional<Duration> t5;
+};
+
+/// Parameters of HostOverheadCpuCost. configs/host/v100_pytorch_kineto.yaml gives measured values
+/// and their source; the zero defaults here only make a partially filled struct well defined.
+struct HostOverheadParams {
+  Duration t1;
+  Duration t4;
+  Duration default_t2;
+  Duration default_t3;
+  /// T5 between two launches of an op missing from `ops`.
+  Duration default_t5;
+  /// T5 (whole host time) of an op without launches missing from `ops`.
+  Duration default_body;
+  std::map<std::string, OpHostOverheads, std::less<>> ops;
+};
+
+class HostOverheadCpuCost final : public CpuCostModel {
+ public:
+  /// Throws std::invalid_argument when any value is negative.
+  explicit HostOverheadCpuCost(HostOverheadParams params);
+
+  Duration host_duration(const HostOpDesc& op) const override;
+
+  const HostOverheadParams& params() const { return params_; }
+
+ private:
+  const OpHostOverheads* find(std::string_view op_name) const;
+
+  HostOverheadParams params_;
+};
+
+/// Reads a host-overhead document (schema in configs/host/v100_pytorch_kineto.yaml):
+///   t1, t4, default.{t2, t3, t5, body}, ops: {"<op name>": {t2, t3, t5 (each optional)}}.
+/// Every value is a duration with a unit; negative values are ConfigErrors.
+HostOverheadCpuCost load_host_overheads(const ConfigNode& node);
+
+}  // namespace upsim

@@ -1,0 +1,36 @@
+// Building calibration models by name from a scenario's model sections. tools/ (the composition
+// root) calls these; there is no static self-registration (style-anchors.md section 9, rule 7).
+//
+// Contract: each section is a map with a `model` key naming the model; an unknown name is a
+// ConfigError at `model` that lists the valid names. The remaining keys belong to the chosen
+// model's loader. Adding a model = adding its name to the list below and one branch here.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string_view>
+
+#include "calibration/hardware_profile.h"
+#include "sim/config/config_node.h"
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+inline constexpr std::array<std::string_view, 1> kKernelModelNames{"roofline"};
+inline constexpr std::array<std::string_view, 1> kCpuModelNames{"host_overheads"};
+inline constexpr std::array<std::string_view, 1> kCollectiveModelNames{"alpha_beta"};
+
+/// `{model: roofline, ...}` (see load_roofline); fractions default to `hardware.achievable`.
+std::unique_ptr<KernelCostModel> make_kernel_cost_model(const ConfigNode& node,
+                                                        const HardwareProfile& hardware);
+
+/// `{model: host_overheads, overheads: host/v100_pytorch_kineto.yaml}`: `overheads` is a path
+/// relative to the file holding it (loaded with load_reference) or an inline map with the
+/// schema of load_host_overheads.
+std::unique_ptr<CpuCostModel> make_cpu_cost_model(const ConfigNode& node);
+
+/// `{model: alpha_beta, link: nvlink3, ...}` (see load_alpha_beta).
+std::unique_ptr<CollectiveCostModel> make_collective_cost_model(const ConfigNode& node,
+                                                                const HardwareProfile& hardware);
+
+}  // namespace upsim

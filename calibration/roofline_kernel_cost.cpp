@@ -1,0 +1,127 @@
+#include "calibration/roofline_kernel_cost.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace upsim {
+namespace {
+
+double as_double(int64_t v) {
+  return static_cast<double>(v);
+}
+
+void check_params(const RooflineParams& p) {
+  if (!(p.compute_fraction > 0.0 && p.compute_fraction <= 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("roofline: compute_fraction must be in (0, 1], got {}", p.compute_fraction));
+  }
+  if (!(p.memory_fraction > 0.0 && p.memory_fraction <= 1.0)) {
+    throw std::invalid_argument(
+        fmt::format("roofline: memory_fraction must be in (0, 1], got {}", p.memory_fraction));
+  }
+  if (p.kernel_overhead < Duration::zero()) {
+    throw std::invalid_argument("roofline: kernel_overhead must not be negative");
+  }
+  if (p.embedding_index_bytes != 4 && p.embedding_index_bytes != 8) {
+    throw std::invalid_argument(fmt::format(
+        "roofline: embedding_index_bytes must be 4 or 8, got {}", p.embedding_index_bytes));
+  }
+}
+
+/// Arithmetic rate for `kernel` on `device`; see the header contract for the fp32 fallback.
+FlopRate arithmetic_peak(const KernelDesc& kernel, const DeviceProfile& device) {
+  const FlopRate own = device.peak(kernel.dtype);
+  if (own.flops_per_second() > 0.0) return own;
+  if (kernel.cls == KernelClass::kGemm) {
+    throw std::invalid_argument(
+        fmt::format("roofline: a {} GEMM needs a {} peak, but device `{}` "
+                    "has none",
+                    dtype_name(kernel.dtype), dtype_name(kernel.dtype), device.name));
+  }
+  const FlopRate fp32 = device.peak(DType::kFp32);
+  if (fp32.flops_per_second() <= 0.0) {
+    throw std::invalid_argument(
+        fmt::format("roofline: device `{}` has neither a {} nor an fp32 peak", device.name,
+                    dtype_name(kernel.dtype)));
+  }
+  return fp32;
+}
+
+}  // namespace
+
+KernelWork roofline_work(const KernelDesc& kernel, int64_t index_bytes) {
+  const double elem = as_double(dtype_bytes(kernel.dtype));
+  switch (kernel.cls) {
+    case KernelClass::kGemm: {
+      const double batch = as_double(kernel.batch);
+      const double m = as_double(kernel.m);
+      const double n = as_double(kernel.n);
+      const double k = as_double(kernel.k);
+      return {2.0 * batch * m * n * k, elem * batch * (m * k + k * n + m * n)};
+    }
+    case KernelClass::kMemoryBound:
+      return {kernel.flops, kernel.bytes_read + kernel.bytes_written};
+    case KernelClass::kEmbeddingForward:
+    case KernelClass::kEmbeddingBackward: {
+      const EmbeddingShape& e = kernel.embedding;
+      const double bags = as_double(e.batch) * as_double(e.tables);
+      const double lookups = bags * e.pooling;
+      const double row_bytes = as_double(e.dim) * elem;
+      const double index_traffic = lookups * as_double(index_bytes);
+      const double elements = lookups * as_double(e.dim);
+      if (kernel.cls == KernelClass::kEmbeddingForward) {
+        return {elements, lookups * row_bytes + index_traffic + bags * row_bytes};
+      }
+      return {2.0 * elements, bags * row_bytes + 2.0 * lookups * row_bytes + index_traffic};
+    }
+  }
+  return {};
+}
+
+RooflineKernelCost::RooflineKernelCost(RooflineParams params) : params_(params) {
+  check_params(params_);
+}
+
+Duration RooflineKernelCost::kernel_duration(const KernelDesc& kernel,
+                                             const DeviceProfile& device) const {
+  const KernelWork work = roofline_work(kernel, params_.embedding_index_bytes);
+  if (work.flops < 0.0 || work.bytes < 0.0) {
+    throw std::invalid_argument(
+        fmt::format("roofline: negative work for a {} kernel ({} flops, "
+                    "{} bytes)",
+                    kernel_class_name(kernel.cls), work.flops, work.bytes));
+  }
+  double seconds = 0.0;
+  if (work.flops > 0.0 || kernel.cls == KernelClass::kGemm) {
+    const double rate = arithmetic_peak(kernel, device).flops_per_second();
+    seconds = std::max(seconds, work.flops / (rate * params_.compute_fraction));
+  }
+  if (work.bytes > 0.0) {
+    const double bandwidth = device.hbm_bandwidth.bytes_per_second();
+    if (bandwidth <= 0.0) {
+      throw std::invalid_argument(
+          fmt::format("roofline: device `{}` has no HBM bandwidth", device.name));
+    }
+    seconds = std::max(seconds, work.bytes / (bandwidth * params_.memory_fraction));
+  }
+  return Duration::from_seconds_f(seconds) + params_.kernel_overhead;
+}
+
+RooflineKernelCost load_roofline(const ConfigNode& node, const AchievableFractions& achievable) {
+  node.get_choice_or("model", {"roofline"}, "roofline");
+  RooflineParams params;
+  params.compute_fraction = node.get_double_or("compute_fraction", achievable.compute);
+  params.memory_fraction = node.get_double_or("memory_fraction", achievable.memory);
+  params.kernel_overhead = node.get_duration_or("kernel_overhead", params.kernel_overhead);
+  params.embedding_index_bytes =
+      node.get_int_or("embedding_index_bytes", params.embedding_index_bytes);
+  try {
+    return RooflineKernelCost(params);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+}
+
+}  // namespace upsim

@@ -1,0 +1,153 @@
+#include "calibration/hardware_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+std::vector<std::filesystem::path> hardware_files() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs / "hardware")) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(HardwareProfile, EveryShippedProfileLoadsAndUsesEveryKey) {
+  const std::vector<std::filesystem::path> files = hardware_files();
+  EXPECT_GE(files.size(), 4u);
+  for (const auto& path : files) {
+    SCOPED_TRACE(path.string());
+    ConfigDocument doc = ConfigDocument::load_file(path);
+    const HardwareProfile hw = load_hardware_profile(doc.root());
+    doc.check_all_keys_used();
+    EXPECT_FALSE(hw.device.name.empty());
+    EXPECT_GT(hw.device.peak(DType::kFp32).flops_per_second(), 0.0);
+    EXPECT_GT(hw.device.hbm_bandwidth.bytes_per_second(), 0.0);
+    EXPECT_GT(hw.device.hbm_bytes, 0);
+    EXPECT_GT(hw.device.l2_bytes, 0);
+    EXPECT_GT(hw.device.sm_count, 0);
+    EXPECT_GT(hw.device.host_link_bandwidth.bytes_per_second(), 0.0);
+    EXPECT_GT(hw.achievable.compute, 0.0);
+    EXPECT_LE(hw.achievable.compute, 1.0);
+    EXPECT_GT(hw.achievable.memory, 0.0);
+    EXPECT_LE(hw.achievable.memory, 1.0);
+  }
+}
+
+TEST(HardwareProfile, A100Sxm4With40GbMatchesDatasheet) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "hardware" / "a100_sxm4_40gb.yaml");
+  const HardwareProfile hw = load_hardware_profile(doc.root());
+  const DeviceProfile& d = hw.device;
+  EXPECT_EQ(d.name, "A100-SXM4-40GB");
+  EXPECT_DOUBLE_EQ(d.peak(DType::kFp32).teraflops(), 19.5);
+  EXPECT_DOUBLE_EQ(d.peak(DType::kTf32).teraflops(), 156.0);
+  EXPECT_DOUBLE_EQ(d.peak(DType::kFp16).teraflops(), 312.0);
+  EXPECT_DOUBLE_EQ(d.peak(DType::kBf16).teraflops(), 312.0);
+  EXPECT_DOUBLE_EQ(d.peak(DType::kFp8).flops_per_second(), 0.0);
+  EXPECT_DOUBLE_EQ(d.hbm_bandwidth.gigabytes_per_second(), 1555.0);
+  EXPECT_EQ(d.hbm_bytes, int64_t{40} << 30);
+  EXPECT_EQ(d.l2_bytes, int64_t{40} << 20);
+  EXPECT_EQ(d.sm_count, 108);
+  EXPECT_EQ(d.host_link_bandwidth, *pcie_x16_bandwidth(4));
+  EXPECT_DOUBLE_EQ(hw.achievable.compute, 0.869);
+  EXPECT_DOUBLE_EQ(hw.achievable.memory, 0.8946);
+}
+
+TEST(HardwareProfile, PcieGenerationsGiveX16PerDirectionRates) {
+  EXPECT_NEAR(pcie_x16_bandwidth(3)->gigabytes_per_second(), 15.754, 1e-3);
+  EXPECT_NEAR(pcie_x16_bandwidth(4)->gigabytes_per_second(), 31.508, 1e-3);
+  EXPECT_NEAR(pcie_x16_bandwidth(5)->gigabytes_per_second(), 63.015, 1e-3);
+  EXPECT_FALSE(pcie_x16_bandwidth(2));
+}
+
+constexpr std::string_view kValidProfile = R"(name: test
+peak_flops: {fp32: 10TFLOP/s, fp16: 100TFLOP/s}
+hbm: {bandwidth: 1000GB/s, size: 16GiB}
+l2: {size: 6MiB}
+sm_count: 80
+pcie_generation: 3
+achievable: {compute_fraction: 0.9, memory_fraction: 0.9}
+)";
+
+std::string replaced(std::string_view from, std::string_view to) {
+  std::string text(kValidProfile);
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// Loads `yaml` and returns the ConfigError's what(); fails the test when nothing is thrown.
+std::string load_error(const std::string& yaml) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "profile.yaml");
+  try {
+    load_hardware_profile(doc.root());
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << yaml;
+  return "";
+}
+
+TEST(HardwareProfile, ValidMinimalProfileLoads) {
+  ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");
+  const HardwareProfile hw = load_hardware_profile(doc.root());
+  doc.check_all_keys_used();
+  EXPECT_DOUBLE_EQ(hw.device.l2_bandwidth.bytes_per_second(), 0.0);
+  EXPECT_DOUBLE_EQ(hw.device.peak(DType::kFp16).teraflops(), 100.0);
+}
+
+TEST(HardwareProfile, ZeroOrNegativeValuesAreErrorsAtTheirKey) {
+  EXPECT_NE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: 0GB/s")).find("hbm.bandwidth"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("size: 16GiB", "size: 0")).find("hbm.size"), std::string::npos);
+  EXPECT_NE(load_error(replaced("fp16: 100TFLOP/s", "fp16: 0TFLOP/s")).find("peak_flops.fp16"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("sm_count: 80", "sm_count: 0")).find("sm_count"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("sm_count: 80", "sm_count: -4")).find("sm_count"),
+            std::string::npos);
+  EXPECT_FALSE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: -5GB/s")).empty());
+}
+
+TEST(HardwareProfile, UnknownDtypeListsValidOnes) {
+  const std::string what = load_error(replaced("fp16: 100TFLOP/s", "fp64: 9.7TFLOP/s"));
+  EXPECT_NE(what.find("fp64"), std::string::npos) << what;
+  EXPECT_NE(what.find("bf16"), std::string::npos) << what;
+}
+
+TEST(HardwareProfile, FractionsAndPcieGenerationAreChecked) {
+  EXPECT_NE(load_error(replaced("compute_fraction: 0.9", "compute_fraction: 1.2"))
+                .find("achievable.compute_fraction"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("memory_fraction: 0.9", "memory_fraction: 0"))
+                .find("achievable.memory_fraction"),
+            std::string::npos);
+  EXPECT_NE(
+      load_error(replaced("pcie_generation: 3", "pcie_generation: 6")).find("pcie_generation"),
+      std::string::npos);
+  EXPECT_FALSE(load_error(replaced("peak_flops: {fp32: 10TFLOP/s, fp16: 100TFLOP/s}",
+                                   "peak_flops: {fp16: 100TFLOP/s}"))
+                   .empty());
+}
+
+TEST(HardwareProfile, DtypeNamesRoundTrip) {
+  for (DType dtype :
+       {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16, DType::kFp8, DType::kInt8}) {
+    EXPECT_EQ(parse_dtype(dtype_name(dtype)), dtype);
+  }
+  EXPECT_EQ(dtype_bytes(DType::kBf16), 2);
+  EXPECT_EQ(dtype_bytes(DType::kTf32), 4);
+  EXPECT_FALSE(parse_dtype("fp64"));
+}
+
+}  // namespace
+}  // namespace upsim

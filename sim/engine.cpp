@@ -65,13 +65,15 @@ bool Engine::pop_and_run() {
 
 uint64_t Engine::run() {
   const uint64_t before = executed_;
-  while (!heap_.empty()) pop_and_run();
+  while (!heap_.empty())
+    pop_and_run();
   return executed_ - before;
 }
 
 uint64_t Engine::run_until(Time until) {
   const uint64_t before = executed_;
-  while (!heap_.empty() && heap_.top().time_ps <= until.ps()) pop_and_run();
+  while (!heap_.empty() && heap_.top().time_ps <= until.ps())
+    pop_and_run();
   return executed_ - before;
 }
 

@@ -58,18 +58,23 @@ class GraphExecutor::Impl {
   RunStats run() {
     validate();
     build_resources();
-    for (Observer* o : observers_) o->on_run_begin(graph_);
+    for (Observer* o : observers_)
+      o->on_run_begin(graph_);
     const uint64_t events_before = engine_.executed();
     for (size_t s = 0; s < streams_.size(); ++s) {
       for (TaskId t : streams_[s].queue) {
-        for (Observer* o : observers_) o->on_gpu_enqueue(t, engine_.now());
+        for (Observer* o : observers_)
+          o->on_gpu_enqueue(t, engine_.now());
       }
     }
-    for (size_t t = 0; t < threads_.size(); ++t) try_start_thread(t);
-    for (size_t s = 0; s < streams_.size(); ++s) try_start_stream(s);
+    for (size_t t = 0; t < threads_.size(); ++t)
+      try_start_thread(t);
+    for (size_t s = 0; s < streams_.size(); ++s)
+      try_start_stream(s);
     engine_.run();
     if (done_ != graph_.task_count()) throw SimulationError(diagnose());
-    for (Observer* o : observers_) o->on_run_end(last_completion_);
+    for (Observer* o : observers_)
+      o->on_run_end(last_completion_);
     return RunStats{last_completion_, engine_.executed() - events_before, done_};
   }
 
@@ -144,7 +149,8 @@ class GraphExecutor::Impl {
 
   void begin(TaskId t) {
     state_[t] = TaskState::kRunning;
-    for (Observer* o : observers_) o->on_task_begin(t, engine_.now());
+    for (Observer* o : observers_)
+      o->on_task_begin(t, engine_.now());
   }
 
   void schedule_completion(TaskId t, Duration after) {
@@ -175,10 +181,10 @@ class GraphExecutor::Impl {
         schedule_completion(t, Duration::zero());
         return;
       default:
-        schedule_completion(t, task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
-                                                  : models_.cpu->host_duration(HostOpDesc{
-                                                        graph_.name(task.op_name), task.phase,
-                                                        task.launch_index}));
+        schedule_completion(
+            t, task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
+                                  : models_.cpu->host_duration(HostOpDesc{
+                                        graph_.name(task.op_name), task.phase, task.launch_index}));
         return;
     }
   }
@@ -188,10 +194,9 @@ class GraphExecutor::Impl {
     const Task& task = graph_.task(t);
     switch (task.kind) {
       case TaskKind::kKernel: {
-        const Duration d =
-            task.fixed_ps >= 0
-                ? Duration::from_ps(task.fixed_ps)
-                : models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[task.rank]);
+        const Duration d = task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
+                                              : models_.kernels->kernel_duration(
+                                                    graph_.kernel(t), models_.devices[task.rank]);
         schedule_completion(t, d);
         return;
       }
@@ -217,12 +222,15 @@ class GraphExecutor::Impl {
     rv.arrived.push_back(t);
     const CollectiveDesc& desc = graph_.collective(c);
     if (rv.arrived.size() < desc.members.size()) return;
-    for (Observer* o : observers_) o->on_collective_begin(c, engine_.now());
+    for (Observer* o : observers_)
+      o->on_collective_begin(c, engine_.now());
     // Replay: a collective whose member tasks carry measured durations takes the longest one.
     int64_t fixed_ps = -1;
-    for (TaskId m : rv.arrived) fixed_ps = std::max(fixed_ps, graph_.task(m).fixed_ps);
+    for (TaskId m : rv.arrived)
+      fixed_ps = std::max(fixed_ps, graph_.task(m).fixed_ps);
     auto finish = [this, c] {
-      for (TaskId m : rendezvous_[c].arrived) complete(m);
+      for (TaskId m : rendezvous_[c].arrived)
+        complete(m);
     };
     if (fixed_ps >= 0) {
       engine_.schedule_in(Duration::from_ps(fixed_ps), EventPriority::kCompletion, finish);
@@ -236,7 +244,8 @@ class GraphExecutor::Impl {
     state_[t] = TaskState::kDone;
     ++done_;
     last_completion_ = engine_.now();
-    for (Observer* o : observers_) o->on_task_end(t, engine_.now());
+    for (Observer* o : observers_)
+      o->on_task_end(t, engine_.now());
     if (is_gpu_task(task.kind)) {
       const size_t si = stream_of(task);
       GpuStream& s = streams_[si];
@@ -262,7 +271,8 @@ class GraphExecutor::Impl {
     GpuStream& s = streams_[si];
     s.queue.push_back(gpu_task);
     ++s.entered;
-    for (Observer* o : observers_) o->on_gpu_enqueue(gpu_task, engine_.now());
+    for (Observer* o : observers_)
+      o->on_gpu_enqueue(gpu_task, engine_.now());
     try_start_stream(si);
   }
 
@@ -299,18 +309,17 @@ class GraphExecutor::Impl {
   std::string describe(TaskId t) const {
     const Task& task = graph_.task(t);
     const RankInfo& r = graph_.rank(task.rank);
-    std::string where = is_gpu_task(task.kind)
-                            ? "stream `" + r.stream_names[task.resource] + "`"
-                            : "CPU thread " + std::to_string(task.resource);
+    std::string where = is_gpu_task(task.kind) ? "stream `" + r.stream_names[task.resource] + "`"
+                                               : "CPU thread " + std::to_string(task.resource);
     return std::string(task_kind_name(task.kind)) + " `" + std::string(graph_.name(task.name)) +
            "` (task " + std::to_string(t) + ") on " + where + " of rank " +
            std::to_string(task.rank);
   }
 
   std::string diagnose() const {
-    std::string msg = "the simulation cannot finish: " +
-                      std::to_string(graph_.task_count() - done_) + " of " +
-                      std::to_string(graph_.task_count()) + " tasks never completed";
+    std::string msg =
+        "the simulation cannot finish: " + std::to_string(graph_.task_count() - done_) + " of " +
+        std::to_string(graph_.task_count()) + " tasks never completed";
     bool named_collective = false;
     for (CollectiveId c = 0; c < rendezvous_.size(); ++c) {
       const Rendezvous& rv = rendezvous_[c];
@@ -318,7 +327,8 @@ class GraphExecutor::Impl {
       if (rv.arrived.empty() || rv.arrived.size() == desc.members.size()) continue;
       std::vector<RankId> arrived;
       std::vector<RankId> missing;
-      for (TaskId t : rv.arrived) arrived.push_back(graph_.task(t).rank);
+      for (TaskId t : rv.arrived)
+        arrived.push_back(graph_.task(t).rank);
       for (RankId m : desc.members) {
         if (std::find(arrived.begin(), arrived.end(), m) == arrived.end()) missing.push_back(m);
       }
@@ -365,7 +375,11 @@ class GraphExecutor::Impl {
 GraphExecutor::GraphExecutor(Engine& engine, const TaskGraph& graph, const ModelSet& models)
     : impl_(std::make_unique<Impl>(engine, graph, models)) {}
 GraphExecutor::~GraphExecutor() = default;
-void GraphExecutor::add_observer(Observer* observer) { impl_->add_observer(observer); }
-RunStats GraphExecutor::run() { return impl_->run(); }
+void GraphExecutor::add_observer(Observer* observer) {
+  impl_->add_observer(observer);
+}
+RunStats GraphExecutor::run() {
+  return impl_->run();
+}
 
 }  // namespace upsim

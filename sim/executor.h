@@ -37,8 +37,8 @@ struct ModelSet {
 };
 
 struct RunStats {
-  Time end;                  ///< time of the last completion
-  uint64_t events = 0;       ///< engine events executed
+  Time end;             ///< time of the last completion
+  uint64_t events = 0;  ///< engine events executed
   uint64_t tasks_done = 0;
 };
 

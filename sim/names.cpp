@@ -6,69 +6,102 @@ namespace upsim {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kFp32: return "fp32";
-    case DType::kTf32: return "tf32";
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp8: return "fp8";
-    case DType::kInt8: return "int8";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kTf32:
+      return "tf32";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp8:
+      return "fp8";
+    case DType::kInt8:
+      return "int8";
   }
   return "?";
 }
 
 std::string_view kernel_class_name(KernelClass cls) {
   switch (cls) {
-    case KernelClass::kGemm: return "gemm";
-    case KernelClass::kMemoryBound: return "memory_bound";
-    case KernelClass::kEmbeddingForward: return "embedding_forward";
-    case KernelClass::kEmbeddingBackward: return "embedding_backward";
+    case KernelClass::kGemm:
+      return "gemm";
+    case KernelClass::kMemoryBound:
+      return "memory_bound";
+    case KernelClass::kEmbeddingForward:
+      return "embedding_forward";
+    case KernelClass::kEmbeddingBackward:
+      return "embedding_backward";
   }
   return "?";
 }
 
 std::string_view host_phase_name(HostPhase phase) {
   switch (phase) {
-    case HostPhase::kOpBegin: return "op_begin";
-    case HostPhase::kLaunch: return "launch";
-    case HostPhase::kOpEnd: return "op_end";
-    case HostPhase::kOpBody: return "op_body";
-    case HostPhase::kMarker: return "marker";
+    case HostPhase::kOpBegin:
+      return "op_begin";
+    case HostPhase::kLaunch:
+      return "launch";
+    case HostPhase::kOpEnd:
+      return "op_end";
+    case HostPhase::kOpBody:
+      return "op_body";
+    case HostPhase::kMarker:
+      return "marker";
   }
   return "?";
 }
 
 std::string_view collective_kind_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllToAll: return "all_to_all";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kSendRecv: return "send_recv";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
   }
   return "?";
 }
 
 std::string_view transfer_kind_name(TransferKind kind) {
   switch (kind) {
-    case TransferKind::kHostToDevice: return "h2d";
-    case TransferKind::kDeviceToHost: return "d2h";
-    case TransferKind::kDeviceToDevice: return "d2d";
+    case TransferKind::kHostToDevice:
+      return "h2d";
+    case TransferKind::kDeviceToHost:
+      return "d2h";
+    case TransferKind::kDeviceToDevice:
+      return "d2d";
   }
   return "?";
 }
 
 std::string_view task_kind_name(TaskKind kind) {
   switch (kind) {
-    case TaskKind::kCpuOp: return "cpu_op";
-    case TaskKind::kLaunch: return "launch";
-    case TaskKind::kHostSync: return "host_sync";
-    case TaskKind::kIterationMark: return "iteration";
-    case TaskKind::kKernel: return "kernel";
-    case TaskKind::kMemcpy: return "memcpy";
-    case TaskKind::kCollective: return "collective";
-    case TaskKind::kEventRecord: return "event_record";
-    case TaskKind::kStreamWait: return "stream_wait";
+    case TaskKind::kCpuOp:
+      return "cpu_op";
+    case TaskKind::kLaunch:
+      return "launch";
+    case TaskKind::kHostSync:
+      return "host_sync";
+    case TaskKind::kIterationMark:
+      return "iteration";
+    case TaskKind::kKernel:
+      return "kernel";
+    case TaskKind::kMemcpy:
+      return "memcpy";
+    case TaskKind::kCollective:
+      return "collective";
+    case TaskKind::kEventRecord:
+      return "event_record";
+    case TaskKind::kStreamWait:
+      return "stream_wait";
   }
   return "?";
 }

@@ -19,8 +19,7 @@ class NetworkModel {
   virtual ~NetworkModel() = default;
   virtual void start_collective(Engine& engine, const CollectiveDesc& collective,
                                 Completion on_done) = 0;
-  virtual void start_transfer(Engine& engine, const TransferDesc& transfer,
-                              Completion on_done) = 0;
+  virtual void start_transfer(Engine& engine, const TransferDesc& transfer, Completion on_done) = 0;
 };
 
 /// A network without link state: each operation takes its cost model's duration, independent of

@@ -15,7 +15,8 @@ std::string task_label(const TaskGraph& g, TaskId id) {
 
 RankId TaskGraph::add_rank(RankInfo info) {
   if (sealed_) throw std::logic_error("TaskGraph::add_rank on a sealed graph");
-  if (info.cpu_threads == 0) throw std::invalid_argument("rank `" + info.name + "` has no CPU thread");
+  if (info.cpu_threads == 0)
+    throw std::invalid_argument("rank `" + info.name + "` has no CPU thread");
   ranks_.push_back(std::move(info));
   return static_cast<RankId>(ranks_.size() - 1);
 }
@@ -72,8 +73,8 @@ TaskId TaskGraph::add_launch(RankId rank, uint16_t thread, std::string_view api,
   if (launcher_[gpu_task] != kNoTask) {
     throw std::invalid_argument(task_label(*this, gpu_task) + " is launched twice");
   }
-  const TaskId id = add_task(Task{TaskKind::kLaunch, HostPhase::kLaunch, thread, rank,
-                                  intern(api), intern(op_name), gpu_task, launch_index, -1});
+  const TaskId id = add_task(Task{TaskKind::kLaunch, HostPhase::kLaunch, thread, rank, intern(api),
+                                  intern(op_name), gpu_task, launch_index, -1});
   launcher_[gpu_task] = id;
   return id;
 }
@@ -94,9 +95,8 @@ TaskId TaskGraph::add_iteration_mark(RankId rank, uint16_t thread, uint32_t iter
 
 TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name,
                              std::string_view op_name, const KernelDesc& kernel) {
-  const TaskId id = add_task(Task{TaskKind::kKernel, HostPhase::kMarker, stream, rank,
-                                  intern(name), intern(op_name),
-                                  static_cast<uint32_t>(kernels_.size()), 0, -1});
+  const TaskId id = add_task(Task{TaskKind::kKernel, HostPhase::kMarker, stream, rank, intern(name),
+                                  intern(op_name), static_cast<uint32_t>(kernels_.size()), 0, -1});
   kernels_.push_back(kernel);
   return id;
 }
@@ -105,9 +105,9 @@ TaskId TaskGraph::add_memcpy(RankId rank, uint16_t stream, std::string_view name
                              std::string_view op_name, const TransferDesc& transfer) {
   TransferDesc t = transfer;
   t.rank = rank;
-  const TaskId id = add_task(Task{TaskKind::kMemcpy, HostPhase::kMarker, stream, rank,
-                                  intern(name), intern(op_name),
-                                  static_cast<uint32_t>(transfers_.size()), 0, -1});
+  const TaskId id =
+      add_task(Task{TaskKind::kMemcpy, HostPhase::kMarker, stream, rank, intern(name),
+                    intern(op_name), static_cast<uint32_t>(transfers_.size()), 0, -1});
   transfers_.push_back(t);
   return id;
 }
@@ -132,9 +132,11 @@ TaskId TaskGraph::add_collective(RankId rank, uint16_t stream, CollectiveId grou
     throw std::invalid_argument("collective group " + std::to_string(group) + " does not exist");
   }
   bool member = false;
-  for (RankId m : collectives_[group].members) member = member || m == rank;
+  for (RankId m : collectives_[group].members)
+    member = member || m == rank;
   if (!member) {
-    throw std::invalid_argument("rank " + std::to_string(rank) + " is not a member of collective `" +
+    throw std::invalid_argument("rank " + std::to_string(rank) +
+                                " is not a member of collective `" +
                                 std::string(collective_name(group)) + "`");
   }
   return add_task(Task{TaskKind::kCollective, HostPhase::kMarker, stream, rank,
@@ -187,10 +189,12 @@ void TaskGraph::seal() {
     ++succ_offset_[from + 1];
     ++pred_count_[to];
   }
-  for (size_t i = 0; i < n; ++i) succ_offset_[i + 1] += succ_offset_[i];
+  for (size_t i = 0; i < n; ++i)
+    succ_offset_[i + 1] += succ_offset_[i];
   succ_.assign(edges_.size(), 0);
   std::vector<uint32_t> fill(succ_offset_.begin(), succ_offset_.end() - 1);
-  for (const auto& [from, to] : edges_) succ_[fill[from]++] = to;
+  for (const auto& [from, to] : edges_)
+    succ_[fill[from]++] = to;
   edges_.clear();
   edges_.shrink_to_fit();
   sealed_ = true;

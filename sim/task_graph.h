@@ -49,21 +49,23 @@ enum class TaskKind : uint8_t {
   kStreamWait,     ///< GPU; holds its stream until its EventRecord has completed
 };
 std::string_view task_kind_name(TaskKind kind);
-constexpr bool is_gpu_task(TaskKind kind) { return kind >= TaskKind::kKernel; }
+constexpr bool is_gpu_task(TaskKind kind) {
+  return kind >= TaskKind::kKernel;
+}
 
 /// What a HostSync waits for.
 inline constexpr uint16_t kAllStreams = UINT16_MAX;
 
 struct Task {
   TaskKind kind;
-  HostPhase phase;     ///< CPU tasks: which part of an op (cost lookup)
-  uint16_t resource;   ///< CPU thread index or stream index within the rank
+  HostPhase phase;    ///< CPU tasks: which part of an op (cost lookup)
+  uint16_t resource;  ///< CPU thread index or stream index within the rank
   RankId rank;
-  NameId name;         ///< display name (kernel name, runtime call, op name)
-  NameId op_name;      ///< PyTorch op this task belongs to (CPU cost lookup, trace args)
-  uint32_t payload;    ///< kind-specific: see TaskGraph accessors
+  NameId name;       ///< display name (kernel name, runtime call, op name)
+  NameId op_name;    ///< PyTorch op this task belongs to (CPU cost lookup, trace args)
+  uint32_t payload;  ///< kind-specific: see TaskGraph accessors
   uint32_t launch_index;
-  int64_t fixed_ps;    ///< measured duration in ps overriding the model; -1 = use the model
+  int64_t fixed_ps;  ///< measured duration in ps overriding the model; -1 = use the model
 };
 
 struct RankInfo {
@@ -96,8 +98,7 @@ class TaskGraph {
                     const TransferDesc& transfer);
   /// Declares a collective group; each member rank then adds one task with add_collective.
   CollectiveId add_collective_group(CollectiveDesc collective, std::string_view name);
-  TaskId add_collective(RankId rank, uint16_t stream, CollectiveId group,
-                        std::string_view op_name);
+  TaskId add_collective(RankId rank, uint16_t stream, CollectiveId group, std::string_view op_name);
   TaskId add_event_record(RankId rank, uint16_t stream);
   /// `record` must be an EventRecord task of the same rank.
   TaskId add_stream_wait(RankId rank, uint16_t stream, TaskId record);
@@ -124,9 +125,7 @@ class TaskGraph {
   CollectiveId collective_of(TaskId id) const { return tasks_[id].payload; }
   size_t collective_count() const { return collectives_.size(); }
   const CollectiveDesc& collective(CollectiveId id) const { return collectives_[id]; }
-  std::string_view collective_name(CollectiveId id) const {
-    return names_[collective_names_[id]];
-  }
+  std::string_view collective_name(CollectiveId id) const { return names_[collective_names_[id]]; }
   /// Launch: the GPU task it enqueues. GPU task: the launch that enqueues it, or kNoTask.
   TaskId launched_task(TaskId launch) const { return tasks_[launch].payload; }
   TaskId launcher_of(TaskId gpu_task) const { return launcher_[gpu_task]; }

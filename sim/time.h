@@ -81,9 +81,17 @@ class Time {
   int64_t ps_ = 0;
 };
 
-constexpr Time max(Time a, Time b) { return a < b ? b : a; }
-constexpr Time min(Time a, Time b) { return a < b ? a : b; }
-constexpr Duration max(Duration a, Duration b) { return a < b ? b : a; }
-constexpr Duration min(Duration a, Duration b) { return a < b ? a : b; }
+constexpr Time max(Time a, Time b) {
+  return a < b ? b : a;
+}
+constexpr Time min(Time a, Time b) {
+  return a < b ? a : b;
+}
+constexpr Duration max(Duration a, Duration b) {
+  return a < b ? b : a;
+}
+constexpr Duration min(Duration a, Duration b) {
+  return a < b ? a : b;
+}
 
 }  // namespace upsim

@@ -2,7 +2,7 @@
 //
 // Contract: `Bandwidth` is bytes per second, `FlopRate` floating-point operations per second,
 // both stored as double (rates are model inputs, not event times). Sizes in bytes are plain
-// int64_t named `*_bytes`. Parsing "25GB/s" / "312TFLOP/s" / "4KiB" lives in sim/config/units.h.
+// int64_t named `*_bytes`. Parsing "25GB/s" / "312TFLOP/s" / "4KiB" lives in sim/config/quantity_parse.h.
 #pragma once
 
 #include <compare>
@@ -20,7 +20,9 @@ class Bandwidth {
   constexpr double bytes_per_second() const { return bytes_per_s_; }
   constexpr double gigabytes_per_second() const { return bytes_per_s_ * 1e-9; }
   /// Time to move `bytes` at this rate. Precondition: rate > 0.
-  Duration transfer_time(double bytes) const { return Duration::from_seconds_f(bytes / bytes_per_s_); }
+  Duration transfer_time(double bytes) const {
+    return Duration::from_seconds_f(bytes / bytes_per_s_);
+  }
   constexpr Bandwidth operator*(double k) const { return Bandwidth(bytes_per_s_ * k); }
   constexpr auto operator<=>(const Bandwidth&) const = default;
 
@@ -37,7 +39,9 @@ class FlopRate {
   constexpr double flops_per_second() const { return flops_per_s_; }
   constexpr double teraflops() const { return flops_per_s_ * 1e-12; }
   /// Time to execute `flops` at this rate. Precondition: rate > 0.
-  Duration compute_time(double flops) const { return Duration::from_seconds_f(flops / flops_per_s_); }
+  Duration compute_time(double flops) const {
+    return Duration::from_seconds_f(flops / flops_per_s_);
+  }
   constexpr FlopRate operator*(double k) const { return FlopRate(flops_per_s_ * k); }
   constexpr auto operator<=>(const FlopRate&) const = default;
 

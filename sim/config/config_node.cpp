@@ -12,7 +12,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "sim/config/units.h"
+#include "sim/config/quantity_parse.h"
 
 namespace upsim {
 namespace config_detail {

@@ -1,4 +1,4 @@
-#include "sim/config/units.h"
+#include "sim/config/quantity_parse.h"
 
 #include <gtest/gtest.h>
 

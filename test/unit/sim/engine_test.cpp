@@ -18,7 +18,8 @@ TEST(Engine, EqualTimesRunByPriorityThenSchedulingOrder) {
   engine.schedule_at(t, EventPriority::kStart, [&] { order.push_back("start-b"); });
   engine.schedule_at(t, EventPriority::kNetwork, [&] { order.push_back("network"); });
   engine.schedule_at(t, EventPriority::kCompletion, [&] { order.push_back("completion-b"); });
-  engine.schedule_at(Time::from_ps(999), EventPriority::kStart, [&] { order.push_back("earlier"); });
+  engine.schedule_at(Time::from_ps(999), EventPriority::kStart,
+                     [&] { order.push_back("earlier"); });
   EXPECT_EQ(engine.run(), 6u);
   EXPECT_EQ(order, (std::vector<std::string>{"earlier", "completion-a", "completion-b", "network",
                                              "start-a", "start-b"}));

@@ -11,8 +11,12 @@
 namespace upsim {
 namespace {
 
-constexpr Duration us(int64_t v) { return Duration::from_us(v); }
-constexpr Time at_us(int64_t v) { return Time::zero() + Duration::from_us(v); }
+constexpr Duration us(int64_t v) {
+  return Duration::from_us(v);
+}
+constexpr Time at_us(int64_t v) {
+  return Time::zero() + Duration::from_us(v);
+}
 
 /// Every host phase takes `launch` for launches and `op` for everything else.
 class ConstantCpuCost final : public CpuCostModel {
@@ -214,7 +218,8 @@ TEST(Collective, CompletesAtTheLastArrivalPlusItsCost) {
   EXPECT_EQ(h.rec.spans[tasks[0]].begin, at_us(10)) << "rank 0 arrives first and waits";
   EXPECT_EQ(h.rec.spans[tasks[2]].begin, at_us(30));
   EXPECT_EQ(h.rec.collective_begin[c], at_us(30));
-  for (TaskId t : tasks) EXPECT_EQ(h.rec.spans[t].end, at_us(37));
+  for (TaskId t : tasks)
+    EXPECT_EQ(h.rec.spans[t].end, at_us(37));
 }
 
 TEST(Collective, MissingRankIsAnErrorNamingIt) {
@@ -237,10 +242,10 @@ TEST(Collective, MissingRankIsAnErrorNamingIt) {
 
 TEST(Collective, MismatchedOrderAcrossRanksIsReportedNotHung) {
   Harness h(2);
-  const CollectiveId a = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "A");
-  const CollectiveId b = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "B");
+  const CollectiveId a =
+      h.graph.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "A");
+  const CollectiveId b =
+      h.graph.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "B");
   h.graph.add_collective(0, 1, a, "nccl:all_reduce");
   h.graph.add_collective(0, 1, b, "nccl:all_reduce");
   h.graph.add_collective(1, 1, b, "nccl:all_reduce");

@@ -1,0 +1,176 @@
+#include "workloads/dlrm/dlrm_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/config/config_error.h"
+
+namespace upsim {
+namespace {
+
+/// The example of the header comment, with `extra` appended to the workload map.
+std::string scenario(const std::string& extra = "") {
+  return R"(workload:
+  model: dlrm
+  global_batch: 4096
+  dtype: fp32
+  bottom_mlp: [512, 1024, 256, 128]
+  top_mlp: [1024, 512, 256, 1]
+  interaction: dot
+  embeddings:
+    dim: 128
+    index_bytes: 8
+    tables:
+      - {count: 16, rows: 4000000, pooling: 30}
+      - {count: 16, rows: 500000, pooling: 10}
+      - {count: 16, rows: 40000, pooling: 2}
+  sharding: size_lookup_greedy
+  sharding_seed: 0
+  ddp_bucket: 25MiB
+  optimizer: sgd
+)" + extra;
+}
+
+DlrmConfig parse(const std::string& yaml, uint32_t ranks = 4) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), ranks);
+  doc.check_all_keys_used();
+  return config;
+}
+
+/// Parses and returns the ConfigError message (what()), or "" if parsing succeeded.
+std::string error_of(const std::string& yaml, uint32_t ranks = 4) {
+  try {
+    parse(yaml, ranks);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(DlrmConfig, ParsesTheDocumentedExampleAndEveryKeyIsRead) {
+  const DlrmConfig c = parse(scenario());
+  EXPECT_EQ(c.global_batch, 4096);
+  EXPECT_EQ(c.dtype, DType::kFp32);
+  EXPECT_EQ(c.bottom_mlp, (std::vector<int64_t>{512, 1024, 256, 128}));
+  EXPECT_EQ(c.top_mlp, (std::vector<int64_t>{1024, 512, 256, 1}));
+  EXPECT_EQ(c.embedding_dim, 128);
+  EXPECT_EQ(c.index_bytes, 8);
+  ASSERT_EQ(c.tables.size(), 48U);
+  EXPECT_EQ(c.tables[0].rows, 4000000);
+  EXPECT_EQ(c.tables[16].rows, 500000);
+  EXPECT_DOUBLE_EQ(c.tables[47].pooling, 2.0);
+  EXPECT_EQ(c.sharding, ShardingStrategy::kSizeLookupGreedy);
+  EXPECT_EQ(c.ddp_bucket_bytes, 25 * 1024 * 1024);
+  EXPECT_EQ(c.ddp_first_bucket_bytes, 1024 * 1024);
+  EXPECT_EQ(c.interaction_pairs(), 48 * 49 / 2);
+  EXPECT_EQ(c.top_mlp_input(), 128 + 1176);
+}
+
+TEST(DlrmConfig, DefaultsAreWrittenIntoTheResolvedConfig) {
+  ConfigDocument doc = ConfigDocument::parse_string(R"(workload:
+  model: dlrm
+  global_batch: 8
+  bottom_mlp: [4, 2]
+  top_mlp: [1]
+  embeddings:
+    dim: 2
+    tables: [{rows: 10, pooling: 1.5}]
+)",
+                                                    "s.yaml");
+  const DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), 2);
+  doc.check_all_keys_used();
+  EXPECT_EQ(c.tables.size(), 1U);
+  EXPECT_DOUBLE_EQ(c.tables[0].pooling, 1.5);
+  EXPECT_EQ(c.sharding, ShardingStrategy::kSizeLookupGreedy);
+  const std::string resolved = doc.resolved_yaml();
+  for (const char* key : {"dtype", "sharding", "sharding_seed", "ddp_bucket", "ddp_first_bucket",
+                          "optimizer", "interaction", "index_bytes", "count"}) {
+    EXPECT_NE(resolved.find(key), std::string::npos) << key << " missing in\n" << resolved;
+  }
+}
+
+TEST(DlrmConfig, ReadsOtherDtypesAndSharders) {
+  const DlrmConfig c = parse(replace(replace(scenario(), "dtype: fp32", "dtype: bf16"),
+                                     "sharding: size_lookup_greedy", "sharding: random"));
+  EXPECT_EQ(c.dtype, DType::kBf16);
+  EXPECT_EQ(c.sharding, ShardingStrategy::kRandom);
+}
+
+TEST(DlrmConfig, ZeroBatchIsAnErrorAtItsKey) {
+  const std::string e = error_of(replace(scenario(), "global_batch: 4096", "global_batch: 0"));
+  EXPECT_NE(e.find("scenario.yaml:3: workload.global_batch"), std::string::npos) << e;
+  EXPECT_NE(e.find("positive"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, BatchNotDivisibleByRanksIsAnError) {
+  const std::string e = error_of(scenario(), 3);
+  EXPECT_NE(e.find("workload.global_batch"), std::string::npos) << e;
+  EXPECT_NE(e.find("4096 samples do not divide evenly among 3 ranks"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, UnknownSharderSuggestsTheNearest) {
+  const std::string e =
+      error_of(replace(scenario(), "sharding: size_lookup_greedy", "sharding: size_lookup_gredy"));
+  EXPECT_NE(e.find("workload.sharding"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean `size_lookup_greedy`"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, UnknownDtypeIsAnError) {
+  const std::string e = error_of(replace(scenario(), "dtype: fp32", "dtype: fp64"));
+  EXPECT_NE(e.find("workload.dtype"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp32"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, BottomMlpMustEndInTheEmbeddingDim) {
+  const std::string e = error_of(
+      replace(scenario(), "bottom_mlp: [512, 1024, 256, 128]", "bottom_mlp: [512, 1024, 64]"));
+  EXPECT_NE(e.find("workload.bottom_mlp"), std::string::npos) << e;
+  EXPECT_NE(e.find("ends with 64"), std::string::npos) << e;
+  EXPECT_NE(e.find("embeddings.dim = 128"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, EmptyMlpsAreErrors) {
+  EXPECT_NE(error_of(replace(scenario(), "bottom_mlp: [512, 1024, 256, 128]", "bottom_mlp: []"))
+                .find("workload.bottom_mlp: needs at least 2 entries"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(scenario(), "top_mlp: [1024, 512, 256, 1]", "top_mlp: []"))
+                .find("workload.top_mlp: needs at least 1 entries"),
+            std::string::npos);
+}
+
+TEST(DlrmConfig, TopMlpMustEndInOneLogit) {
+  const std::string e =
+      error_of(replace(scenario(), "top_mlp: [1024, 512, 256, 1]", "top_mlp: [1024, 2]"));
+  EXPECT_NE(e.find("workload.top_mlp"), std::string::npos) << e;
+}
+
+TEST(DlrmConfig, TableGroupsAreChecked) {
+  EXPECT_NE(error_of(replace(scenario(), "{count: 16, rows: 40000, pooling: 2}",
+                             "{count: 16, rows: 0, pooling: 2}"))
+                .find("workload.embeddings.tables[2].rows"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(scenario(), "{count: 16, rows: 40000, pooling: 2}",
+                             "{count: 16, rows: 40000, pooling: -1}"))
+                .find("workload.embeddings.tables[2].pooling"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(scenario(), "    index_bytes: 8", "    index_bytes: 2"))
+                .find("workload.embeddings.index_bytes"),
+            std::string::npos);
+}
+
+TEST(DlrmConfig, UnknownKeyIsReportedByTheDocument) {
+  const std::string e = error_of(scenario("  ddp_buckets: 4MiB\n"));
+  EXPECT_NE(e.find("ddp_buckets"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace upsim

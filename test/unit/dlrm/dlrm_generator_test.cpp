@@ -1,0 +1,494 @@
+#include "workloads/dlrm/dlrm_generator.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/executor.h"
+#include "sim/network_model.h"
+
+namespace upsim {
+namespace {
+
+// Two ranks, three tables, dim 2. size_lookup_greedy costs: t0 = 2 x 10 x log10(100) = 40,
+// t1 = 2 x 5 x log10(50) = 17.0, t2 = 2 x 1 x log10(10) = 2 -> t0 on rank 0, t1 and t2 on
+// rank 1. Local batch 4. Interaction: T = 3, 6 pairs, top MLP input 2 + 6 = 8.
+// DDP, fp32, ready order: top [8, 4, 1] = b1 4 B, W1 16 B, b0 16 B, W0 128 B -> first bucket
+// (limit 16) {b1, W1} = 20 B, then {b0, W0} = 144 B; bottom [4, 2] = b0 8 B, W0 32 B -> 40 B.
+constexpr const char* kTiny = R"(workload:
+  model: dlrm
+  global_batch: 8
+  bottom_mlp: [4, 2]
+  top_mlp: [4, 1]
+  embeddings:
+    dim: 2
+    tables:
+      - {rows: 100, pooling: 10}
+      - {rows: 50, pooling: 5}
+      - {rows: 10, pooling: 1}
+  ddp_first_bucket: 16
+  ddp_bucket: 64
+)";
+
+constexpr const char* kFourGpu = R"(workload:
+  model: dlrm
+  global_batch: 4096
+  dtype: fp32
+  bottom_mlp: [512, 1024, 256, 128]
+  top_mlp: [1024, 512, 256, 1]
+  interaction: dot
+  embeddings:
+    dim: 128
+    index_bytes: 8
+    tables:
+      - {count: 16, rows: 4000000, pooling: 30}
+      - {count: 16, rows: 500000, pooling: 10}
+      - {count: 16, rows: 40000, pooling: 2}
+  sharding: size_lookup_greedy
+  ddp_bucket: 25MiB
+)";
+
+DlrmConfig config_of(const char* yaml, uint32_t ranks) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "test.yaml");
+  DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), ranks);
+  doc.check_all_keys_used();
+  return c;
+}
+
+DlrmPlacementInputs inputs_of(uint32_t ranks, uint32_t iterations,
+                              int64_t capacity = 40'000'000'000) {
+  return DlrmPlacementInputs{ranks, std::vector<int64_t>(ranks, capacity), iterations};
+}
+
+struct Counts {
+  int kernels = 0, memcpys = 0, collectives = 0, records = 0, waits = 0, launches = 0;
+  int host_syncs = 0, marks = 0, op_begins = 0, op_ends = 0, op_bodies = 0;
+};
+
+Counts count(const TaskGraph& g, RankId rank) {
+  Counts c;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank != rank) continue;
+    switch (t.kind) {
+      case TaskKind::kKernel:
+        ++c.kernels;
+        break;
+      case TaskKind::kMemcpy:
+        ++c.memcpys;
+        break;
+      case TaskKind::kCollective:
+        ++c.collectives;
+        break;
+      case TaskKind::kEventRecord:
+        ++c.records;
+        break;
+      case TaskKind::kStreamWait:
+        ++c.waits;
+        break;
+      case TaskKind::kLaunch:
+        ++c.launches;
+        break;
+      case TaskKind::kHostSync:
+        ++c.host_syncs;
+        break;
+      case TaskKind::kIterationMark:
+        ++c.marks;
+        break;
+      case TaskKind::kCpuOp:
+        if (t.phase == HostPhase::kOpBegin) ++c.op_begins;
+        if (t.phase == HostPhase::kOpEnd) ++c.op_ends;
+        if (t.phase == HostPhase::kOpBody) ++c.op_bodies;
+        break;
+    }
+  }
+  return c;
+}
+
+/// Collective groups in the order rank `rank` issues them.
+std::vector<CollectiveId> collective_order(const TaskGraph& g, RankId rank) {
+  std::vector<CollectiveId> order;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank == rank && t.kind == TaskKind::kLaunch &&
+        g.task(g.launched_task(id)).kind == TaskKind::kCollective) {
+      order.push_back(g.collective_of(g.launched_task(id)));
+    }
+  }
+  return order;
+}
+
+/// Kernels of `rank` named `op_name` (the leaf aten op), in issue order.
+std::vector<KernelDesc> kernels_of(const TaskGraph& g, RankId rank, std::string_view op_name) {
+  std::vector<KernelDesc> out;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank == rank && t.kind == TaskKind::kKernel && g.name(t.op_name) == op_name) {
+      out.push_back(g.kernel(id));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> copies_of(const TaskGraph& g, RankId rank) {
+  std::vector<int64_t> out;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    if (g.task(id).rank == rank && g.task(id).kind == TaskKind::kMemcpy) {
+      out.push_back(g.transfer(id).bytes);
+    }
+  }
+  return out;
+}
+
+TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);
+  ASSERT_EQ(built.ranks.size(), 2U);
+  EXPECT_EQ(g.rank(built.ranks[1]).name, "rank 1");
+  EXPECT_EQ(g.rank(built.ranks[1]).stream_names, (std::vector<std::string>{"compute", "comm"}));
+  EXPECT_EQ(built.local_batch, 4);
+  EXPECT_EQ(built.placement.tables_of_rank[0], (std::vector<uint32_t>{0}));
+  EXPECT_EQ(built.placement.tables_of_rank[1], (std::vector<uint32_t>{1, 2}));
+  ASSERT_EQ(built.top_buckets.size(), 2U);
+  EXPECT_EQ(built.top_buckets[0].bytes, 20);
+  EXPECT_EQ(built.top_buckets[1].bytes, 144);
+  ASSERT_EQ(built.bottom_buckets.size(), 1U);
+  EXPECT_EQ(built.bottom_buckets[0].bytes, 40);
+
+  // Groups in comm-stream order: a2a fwd, top buckets, a2a bwd, bottom bucket.
+  ASSERT_EQ(g.collective_count(), 5U);
+  const CollectiveDesc& fwd = g.collective(0);
+  EXPECT_EQ(fwd.kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(fwd.members, (std::vector<RankId>{0, 1}));
+  // Rank i sends 4 samples x T_i tables x dim 2 x 4 B to each rank: T_0 = 1, T_1 = 2.
+  EXPECT_EQ(fwd.send_bytes, (std::vector<int64_t>{32, 32, 64, 64}));
+  EXPECT_EQ(g.collective(1).kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(g.collective(1).bytes, 20);
+  EXPECT_EQ(g.collective(2).bytes, 144);
+  const CollectiveDesc& bwd = g.collective(3);
+  EXPECT_EQ(bwd.kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(bwd.send_bytes, (std::vector<int64_t>{32, 64, 32, 64}));
+  EXPECT_EQ(g.collective(4).bytes, 40);
+  EXPECT_EQ(collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
+}
+
+TEST(DlrmGenerator, TinyTwoRankTaskCountsPerRank) {
+  TaskGraph g;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);
+  for (RankId r : {0U, 1U}) {
+    const Counts c = count(g, r);
+    // Forward 13 kernels: lookup, a2a pack cat, linear + relu, interaction cat/bmm/index/cat,
+    // 2 x linear, relu, sigmoid, BCE. Backward 21: ones_like, BCE bwd, sigmoid bwd,
+    // 2 x AddmmBackward0 (3 each), relu bwd, IndexBackward0 (2), BmmBackward0 (2), 2 adds,
+    // a2a pack cat, relu bwd, first-layer AddmmBackward0 (2, no grad input), embedding bwd.
+    // Then 3 bucket pre-scale muls and the SGD step: 13 + 21 + 3 + 1 = 38.
+    EXPECT_EQ(c.kernels, 38) << "rank " << r;
+    // dense, offsets, indices, targets, loss.
+    EXPECT_EQ(c.memcpys, 5);
+    // 2 all-to-all + 3 all-reduce.
+    EXPECT_EQ(c.collectives, 5);
+    // Each collective: a record on compute before and on comm after.
+    EXPECT_EQ(c.records, 10);
+    // Each collective: comm waits for compute; compute waits for its end (2 a2a waits, one
+    // finalize wait per bucket).
+    EXPECT_EQ(c.waits, 10);
+    EXPECT_EQ(c.launches, c.kernels + c.memcpys + c.collectives + c.records + c.waits);
+    // 5 blocking aten::to + end-of-iteration device sync.
+    EXPECT_EQ(c.host_syncs, 6);
+    EXPECT_EQ(c.marks, 1);
+    EXPECT_EQ(c.op_begins, c.op_ends);
+  }
+}
+
+TEST(DlrmGenerator, TinyTwoRankShapes) {
+  TaskGraph g;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);
+  // Dense 4 x 4 x 4 B; offsets (T_r x 8 + 1) x 8 B; indices (sum of round(8 L)) x 8 B;
+  // targets 4 x 4 B; loss 4 B.
+  EXPECT_EQ(copies_of(g, 0), (std::vector<int64_t>{64, 72, 640, 16, 4}));
+  EXPECT_EQ(copies_of(g, 1), (std::vector<int64_t>{64, 136, 384, 16, 4}));
+
+  const auto lookup = kernels_of(g, 1, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+  ASSERT_EQ(lookup.size(), 1U);
+  EXPECT_EQ(lookup[0].cls, KernelClass::kEmbeddingForward);
+  EXPECT_EQ(lookup[0].embedding.batch, 8);
+  EXPECT_EQ(lookup[0].embedding.tables, 2);
+  EXPECT_EQ(lookup[0].embedding.rows, 30);
+  EXPECT_EQ(lookup[0].embedding.dim, 2);
+  EXPECT_DOUBLE_EQ(lookup[0].embedding.pooling, 3.0);
+
+  const auto addmm = kernels_of(g, 0, "aten::addmm");
+  ASSERT_EQ(addmm.size(), 3U);  // bottom 4->2, top 8->4, top 4->1
+  EXPECT_EQ(addmm[0].m, 4);
+  EXPECT_EQ(addmm[0].k, 4);
+  EXPECT_EQ(addmm[0].n, 2);
+  EXPECT_EQ(addmm[1].k, 8);
+  EXPECT_EQ(addmm[1].n, 4);
+
+  const auto bmm = kernels_of(g, 0, "aten::bmm");
+  ASSERT_EQ(bmm.size(), 3U);  // forward, two backward
+  EXPECT_EQ(bmm[0].batch, 4);
+  EXPECT_EQ(bmm[0].m, 4);
+  EXPECT_EQ(bmm[0].n, 4);
+  EXPECT_EQ(bmm[0].k, 2);
+
+  // Backward GEMMs of the last top layer (4 -> 1): grad input m = 4, n = 4, k = 1; grad weight
+  // m = 1, n = 4, k = 4. The first bottom layer computes only grad weight (m = 2, n = 4, k = 4).
+  const auto mm = kernels_of(g, 0, "aten::mm");
+  ASSERT_EQ(mm.size(), 5U);
+  EXPECT_EQ(mm[0].m, 4);
+  EXPECT_EQ(mm[0].n, 4);
+  EXPECT_EQ(mm[0].k, 1);
+  EXPECT_EQ(mm[1].m, 1);
+  EXPECT_EQ(mm[1].n, 4);
+  EXPECT_EQ(mm[1].k, 4);
+  EXPECT_EQ(mm[4].m, 2);
+  EXPECT_EQ(mm[4].n, 4);
+  EXPECT_EQ(mm[4].k, 4);
+
+  // Pre-scale mul over each bucket: elements = bucket bytes / 4, 3 accesses per element.
+  const auto mul = kernels_of(g, 0, "aten::mul");
+  ASSERT_EQ(mul.size(), 3U);
+  EXPECT_DOUBLE_EQ(mul[0].bytes_read + mul[0].bytes_written, 3 * 20.0);
+  EXPECT_DOUBLE_EQ(mul[0].flops, 5.0);
+}
+
+TEST(DlrmGenerator, EveryGpuTaskHasExactlyOneLauncherInsideAnOp) {
+  TaskGraph g;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 2), g);
+  size_t gpu_tasks = 0;
+  size_t launches = 0;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (is_gpu_task(t.kind)) {
+      ++gpu_tasks;
+      ASSERT_NE(g.launcher_of(id), kNoTask) << "GPU task " << id << " " << g.name(t.name);
+      EXPECT_EQ(g.launched_task(g.launcher_of(id)), id);
+    }
+    if (t.kind == TaskKind::kLaunch) ++launches;
+  }
+  EXPECT_EQ(gpu_tasks, launches);
+
+  // Per rank: ops do not nest, launches sit inside an op of the same name and count from 0.
+  for (RankId r = 0; r < g.rank_count(); ++r) {
+    bool open = false;
+    NameId op = 0;
+    uint32_t next_launch = 0;
+    for (TaskId id = 0; id < g.task_count(); ++id) {
+      const Task& t = g.task(id);
+      if (t.rank != r || is_gpu_task(t.kind)) continue;
+      if (t.kind == TaskKind::kCpuOp && t.phase == HostPhase::kOpBegin) {
+        ASSERT_FALSE(open) << "nested op at task " << id;
+        open = true;
+        op = t.op_name;
+        next_launch = 0;
+      } else if (t.kind == TaskKind::kCpuOp && t.phase == HostPhase::kOpEnd) {
+        ASSERT_TRUE(open);
+        EXPECT_EQ(t.op_name, op);
+        EXPECT_GT(next_launch, 0U) << "op " << g.name(op) << " launches nothing";
+        open = false;
+      } else if (t.kind == TaskKind::kLaunch) {
+        ASSERT_TRUE(open) << "launch outside an op at task " << id;
+        EXPECT_EQ(t.op_name, op);
+        EXPECT_EQ(t.launch_index, next_launch++);
+      } else {
+        EXPECT_FALSE(open) << g.name(t.name) << " inside op " << g.name(op);
+      }
+    }
+    EXPECT_FALSE(open);
+  }
+}
+
+TEST(DlrmGenerator, SameInputsGiveAnIdenticalGraph) {
+  TaskGraph a;
+  TaskGraph b;
+  DlrmConfig c = config_of(kTiny, 2);
+  c.sharding = ShardingStrategy::kRandom;
+  generate_dlrm(c, inputs_of(2, 2), a);
+  generate_dlrm(c, inputs_of(2, 2), b);
+  ASSERT_EQ(a.task_count(), b.task_count());
+  ASSERT_EQ(a.collective_count(), b.collective_count());
+  for (TaskId id = 0; id < a.task_count(); ++id) {
+    const Task& x = a.task(id);
+    const Task& y = b.task(id);
+    ASSERT_EQ(x.kind, y.kind) << id;
+    ASSERT_EQ(x.phase, y.phase) << id;
+    ASSERT_EQ(x.resource, y.resource) << id;
+    ASSERT_EQ(x.rank, y.rank) << id;
+    ASSERT_EQ(a.name(x.name), b.name(y.name)) << id;
+    ASSERT_EQ(a.name(x.op_name), b.name(y.op_name)) << id;
+    ASSERT_EQ(x.payload, y.payload) << id;
+    ASSERT_EQ(x.launch_index, y.launch_index) << id;
+    if (x.kind == TaskKind::kKernel) {
+      const KernelDesc& p = a.kernel(id);
+      const KernelDesc& q = b.kernel(id);
+      ASSERT_EQ(p.m, q.m);
+      ASSERT_EQ(p.n, q.n);
+      ASSERT_EQ(p.k, q.k);
+      ASSERT_EQ(p.batch, q.batch);
+      ASSERT_EQ(p.bytes_read, q.bytes_read);
+      ASSERT_EQ(p.flops, q.flops);
+      ASSERT_EQ(p.embedding.tables, q.embedding.tables);
+    }
+  }
+  for (CollectiveId c2 = 0; c2 < a.collective_count(); ++c2) {
+    EXPECT_EQ(a.collective(c2).send_bytes, b.collective(c2).send_bytes);
+    EXPECT_EQ(a.collective(c2).bytes, b.collective(c2).bytes);
+  }
+}
+
+TEST(DlrmGenerator, IterationsRepeatTheStep) {
+  TaskGraph one;
+  TaskGraph three;
+  const DlrmConfig c = config_of(kTiny, 2);
+  generate_dlrm(c, inputs_of(2, 1), one);
+  generate_dlrm(c, inputs_of(2, 3), three);
+  EXPECT_EQ(three.task_count(), 3 * one.task_count());
+  EXPECT_EQ(three.collective_count(), 3 * one.collective_count());
+  EXPECT_EQ(count(three, 1).marks, 3);
+  // The last task of every rank is the device-wide sync.
+  for (RankId r = 0; r < 2; ++r) {
+    TaskId last = kNoTask;
+    for (TaskId id = 0; id < three.task_count(); ++id) {
+      if (three.task(id).rank == r && !is_gpu_task(three.task(id).kind)) last = id;
+    }
+    ASSERT_NE(last, kNoTask);
+    EXPECT_EQ(three.task(last).kind, TaskKind::kHostSync);
+    EXPECT_EQ(three.sync_target(last), kAllStreams);
+  }
+}
+
+TEST(DlrmGenerator, SingleRankHasNoCollectives) {
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(kTiny, 1), inputs_of(1, 1), g);
+  EXPECT_EQ(g.collective_count(), 0U);
+  const Counts c = count(g, built.ranks[0]);
+  EXPECT_EQ(c.collectives, 0);
+  EXPECT_EQ(c.records, 0);
+  EXPECT_EQ(c.waits, 0);
+  // 38 - 2 pack cats - 3 muls.
+  EXPECT_EQ(c.kernels, 33);
+}
+
+TEST(DlrmGenerator, RankWithoutTablesSkipsLookupsButJoinsCollectives) {
+  DlrmConfig c = config_of(kTiny, 4);
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(c, inputs_of(4, 1), g);
+  // Three tables on four ranks: one rank holds none.
+  RankId empty = 4;
+  for (RankId r = 0; r < 4; ++r) {
+    if (built.placement.tables_of_rank[r].empty()) empty = r;
+  }
+  ASSERT_LT(empty, 4U);
+  const Counts e = count(g, empty);
+  EXPECT_EQ(e.memcpys, 3);       // no offsets, no indices
+  EXPECT_EQ(e.kernels, 38 - 3);  // no lookup, no forward pack cat, no embedding backward
+  EXPECT_EQ(e.collectives, 5);
+  EXPECT_EQ(collective_order(g, empty), collective_order(g, 0));
+  const CollectiveDesc& fwd = g.collective(0);
+  for (RankId j = 0; j < 4; ++j)
+    EXPECT_EQ(fwd.send_bytes[empty * 4 + j], 0);
+}
+
+TEST(DlrmGenerator, FourGpuConfigCounts) {
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(kFourGpu, 4), inputs_of(4, 1), g);
+  ASSERT_EQ(built.top_buckets.size(), 2U);
+  ASSERT_EQ(built.bottom_buckets.size(), 2U);
+  EXPECT_EQ(g.collective_count(), 6U);
+  for (RankId r = 0; r < 4; ++r) {
+    EXPECT_FALSE(built.placement.tables_of_rank[r].empty());
+    const Counts c = count(g, r);
+    // 6 x 3 bottom + 6 x 4 top + 17 + 4 buckets.
+    EXPECT_EQ(c.kernels, 63);
+    EXPECT_EQ(c.memcpys, 5);
+    EXPECT_EQ(c.collectives, 6);
+    EXPECT_EQ(c.records, 12);
+    EXPECT_EQ(c.waits, 12);
+    EXPECT_EQ(c.launches, 98);
+    EXPECT_EQ(c.host_syncs, 6);
+  }
+  // Forward all-to-all: 1024 samples x T_i x 128 x 4 B from rank i to every rank.
+  const CollectiveDesc& fwd = g.collective(0);
+  for (RankId i = 0; i < 4; ++i) {
+    const auto t_i = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
+    for (RankId j = 0; j < 4; ++j)
+      EXPECT_EQ(fwd.send_bytes[i * 4 + j], 1024 * t_i * 128 * 4);
+  }
+}
+
+TEST(DlrmGenerator, TablesThatDoNotFitAreReported) {
+  TaskGraph g;
+  EXPECT_THROW(generate_dlrm(config_of(kFourGpu, 4), inputs_of(4, 1, 1'000'000'000), g),
+               ShardingError);
+}
+
+TEST(DlrmGenerator, InputsMustAgree) {
+  TaskGraph g;
+  const DlrmConfig c = config_of(kTiny, 2);
+  EXPECT_THROW(generate_dlrm(c, DlrmPlacementInputs{2, {1'000'000}, 1}, g), std::invalid_argument);
+  EXPECT_THROW(generate_dlrm(c, inputs_of(3, 1), g), std::invalid_argument);
+  EXPECT_THROW(generate_dlrm(c, inputs_of(2, 0), g), std::invalid_argument);
+}
+
+// ---- the generated graph runs to completion -----------------------------------------------
+
+class UnitCpuCost final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc& op) const override {
+    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
+  }
+};
+
+class UnitKernelCost final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc&, const DeviceProfile&) const override {
+    return Duration::from_us(5);
+  }
+};
+
+class UnitCollectiveCost final : public CollectiveCostModel {
+ public:
+  Duration collective_duration(const CollectiveDesc&) const override {
+    return Duration::from_us(20);
+  }
+  Duration transfer_duration(const TransferDesc&) const override { return Duration::from_us(3); }
+};
+
+class MarkCounter final : public Observer {
+ public:
+  void on_task_end(TaskId, Time) override { ++ended; }
+  int ended = 0;
+};
+
+TEST(DlrmGenerator, GraphRunsToCompletionOnTheExecutor) {
+  for (uint32_t ranks : {1U, 2U, 4U}) {
+    TaskGraph g;
+    generate_dlrm(config_of(kTiny, ranks), inputs_of(ranks, 2), g);
+    g.seal();
+    UnitCpuCost cpu;
+    UnitKernelCost kernels;
+    UnitCollectiveCost collectives;
+    AnalyticalNetwork network(collectives);
+    ModelSet models;
+    models.kernels = &kernels;
+    models.cpu = &cpu;
+    models.network = &network;
+    models.devices.resize(ranks);
+    Engine engine;
+    GraphExecutor executor(engine, g, models);
+    MarkCounter counter;
+    executor.add_observer(&counter);
+    const RunStats stats = executor.run();
+    EXPECT_EQ(stats.tasks_done, g.task_count()) << ranks << " ranks";
+    EXPECT_EQ(static_cast<size_t>(counter.ended), g.task_count());
+    EXPECT_GT(stats.end, Time::zero());
+  }
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,146 @@
+#include "workloads/dlrm/dlrm_config.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <string_view>
+
+namespace upsim {
+
+namespace {
+
+/// Bounds the expanded table list (and the T x T interaction) to sizes a run can hold; real
+/// DLRMs have at most a few thousand tables (the seed's tasks: 36 to 66).
+constexpr int64_t kMaxTables = 65536;
+
+std::vector<int64_t> read_widths(const ConfigNode& workload, std::string_view key,
+                                 size_t min_entries, std::string_view what) {
+  const ConfigNode node = workload.child(key);
+  std::vector<int64_t> widths = workload.get_int_list(key);
+  if (widths.size() < min_entries) {
+    node.fail(
+        fmt::format("needs at least {} entries ({}), got {}", min_entries, what, widths.size()));
+  }
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (widths[i] <= 0) {
+      node.fail(fmt::format("entry {} is {}; layer widths must be positive", i, widths[i]));
+    }
+  }
+  return widths;
+}
+
+DType read_dtype(const ConfigNode& workload) {
+  constexpr std::array<std::string_view, 4> kNames = {"fp32", "tf32", "fp16", "bf16"};
+  constexpr std::array<DType, 4> kTypes = {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16};
+  const std::string name = workload.get_choice_or("dtype", kNames, "fp32");
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (name == kNames[i]) return kTypes[i];
+  }
+  workload.child("dtype").fail(fmt::format("unknown dtype `{}`", name));
+}
+
+ShardingStrategy read_sharding(const ConfigNode& workload) {
+  constexpr std::array<ShardingStrategy, 5> kAll = {
+      ShardingStrategy::kNaive, ShardingStrategy::kRandom, ShardingStrategy::kSizeGreedy,
+      ShardingStrategy::kLookupGreedy, ShardingStrategy::kSizeLookupGreedy};
+  std::array<std::string_view, kAll.size()> names{};
+  for (size_t i = 0; i < kAll.size(); ++i)
+    names[i] = sharding_strategy_name(kAll[i]);
+  const std::string name = workload.get_choice_or(
+      "sharding", names, sharding_strategy_name(ShardingStrategy::kSizeLookupGreedy));
+  for (size_t i = 0; i < kAll.size(); ++i) {
+    if (name == names[i]) return kAll[i];
+  }
+  workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
+}
+
+void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
+  const ConfigNode emb = workload.child("embeddings");
+  config.embedding_dim = emb.get_positive_int("dim");
+  config.index_bytes = emb.get_int_or("index_bytes", 8);
+  if (config.index_bytes != 4 && config.index_bytes != 8) {
+    emb.child("index_bytes")
+        .fail(fmt::format("must be 8 (int64 indices) or 4 (int32), got {}", config.index_bytes));
+  }
+  const ConfigNode tables = emb.child("tables");
+  const std::vector<ConfigNode> groups = tables.items();
+  if (!tables.is_sequence() || groups.empty()) {
+    tables.fail(
+        "needs at least one group of tables, e.g. - {count: 8, rows: 1000000, pooling: 20}");
+  }
+  int64_t total = 0;
+  for (const ConfigNode& group : groups) {
+    const int64_t count = group.get_positive_int_or("count", 1);
+    const int64_t rows = group.get_positive_int("rows");
+    const double pooling = group.get_double("pooling");
+    if (!std::isfinite(pooling) || pooling < 0.0) {
+      group.child("pooling").fail(
+          fmt::format("must be a finite number >= 0 (mean indices per bag), got {}", pooling));
+    }
+    total += count;
+    if (total > kMaxTables) {
+      group.child("count").fail(
+          fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
+    }
+    config.tables.insert(config.tables.end(), static_cast<size_t>(count),
+                         EmbeddingTable{rows, pooling});
+  }
+}
+
+}  // namespace
+
+int64_t DlrmConfig::interaction_pairs() const {
+  const auto t = static_cast<int64_t>(tables.size());
+  return t * (t + 1) / 2;
+}
+
+DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
+  if (ranks == 0) workload.fail("a DLRM run needs at least one rank");
+  DlrmConfig config;
+  workload.get_choice("model", {"dlrm"});
+
+  config.global_batch = workload.get_positive_int("global_batch");
+  if (config.global_batch % ranks != 0) {
+    workload.child("global_batch")
+        .fail(fmt::format("{} samples do not divide evenly among {} ranks (each rank trains on "
+                          "global_batch / ranks samples)",
+                          config.global_batch, ranks));
+  }
+  config.dtype = read_dtype(workload);
+  read_embeddings(workload, config);
+
+  config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
+  if (config.bottom_mlp.back() != config.embedding_dim) {
+    workload.child("bottom_mlp")
+        .fail(fmt::format("ends with {}, but the dot interaction needs the bottom MLP output to "
+                          "equal embeddings.dim = {}",
+                          config.bottom_mlp.back(), config.embedding_dim));
+  }
+  config.top_mlp = read_widths(workload, "top_mlp", 1, "layer widths");
+  if (config.top_mlp.back() != 1) {
+    workload.child("top_mlp").fail(fmt::format(
+        "ends with {}, but binary_cross_entropy needs one output (1)", config.top_mlp.back()));
+  }
+  workload.get_choice_or("interaction", {"dot"}, "dot");
+
+  config.sharding = read_sharding(workload);
+  const int64_t seed = workload.get_int_or("sharding_seed", 0);
+  if (seed < 0) {
+    workload.child("sharding_seed").fail(fmt::format("must be >= 0, got {}", seed));
+  }
+  config.sharding_seed = static_cast<uint64_t>(seed);
+
+  config.ddp_bucket_bytes = workload.get_bytes_or("ddp_bucket", kDefaultDdpBucketBytes);
+  if (config.ddp_bucket_bytes <= 0) workload.child("ddp_bucket").fail("must be positive");
+  config.ddp_first_bucket_bytes =
+      workload.get_bytes_or("ddp_first_bucket", kDefaultDdpFirstBucketBytes);
+  if (config.ddp_first_bucket_bytes <= 0) {
+    workload.child("ddp_first_bucket").fail("must be positive");
+  }
+  workload.get_choice_or("optimizer", {"sgd"}, "sgd");
+  config.optimizer = EmbeddingOptimizer::kSgd;
+  return config;
+}
+
+}  // namespace upsim

@@ -1,0 +1,75 @@
+// DLRM workload description, read from a scenario's `workload:` section.
+//
+// Schema (parse_dlrm_config asks for every key below, so ConfigDocument::check_all_keys_used()
+// reports any other key; absent optional keys are written back with their default):
+//
+//   workload:
+//     model: dlrm                  # required; must be `dlrm` (the caller dispatches on it)
+//     global_batch: 4096           # required; positive; divisible by the number of ranks
+//     dtype: fp32                  # fp32 | tf32 | fp16 | bf16 (default fp32): element type of the
+//                                  #   MLP parameters, activations and gradients (tf32 stores
+//                                  #   fp32 and multiplies in TF32)
+//     bottom_mlp: [512, 1024, 256, 128]  # required; dense input features, then layer widths
+//                                  #   (>= 2 positive entries); the last must equal embeddings.dim
+//     top_mlp: [1024, 512, 256, 1] # required; layer widths (>= 1 positive entries); the input
+//                                  #   width is dim + T(T+1)/2 for T tables; the last must be 1
+//                                  #   (the logit that binary_cross_entropy reads)
+//     interaction: dot             # dot (default; the only one)
+//     embeddings:                  # required
+//       dim: 128                   # required; positive
+//       index_bytes: 8             # 8 (int64 indices, default) or 4 (int32)
+//       tables:                    # required, non-empty: groups of identical tables whose ids
+//         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
+//                                  #   (default 1), rows >= 1, pooling >= 0 = mean indices per bag
+//     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
+//                                  #   size_lookup_greedy (default; the seed's, seed-method.md 4)
+//     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
+//     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
+//     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
+//     optimizer: sgd               # sgd (default; the only one): dense SGD step, and SGD fused
+//                                  #   into the embedding backward
+//
+// Units: byte sizes accept "25MiB", "25MB" (10^6) or a plain integer (sim/config/quantity_parse.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/cost_models.h"
+#include "workloads/dlrm/ddp_buckets.h"
+#include "workloads/dlrm/sharders.h"
+
+namespace upsim {
+
+struct DlrmConfig {
+  int64_t global_batch = 0;
+  DType dtype = DType::kFp32;
+  /// Dense input features, then the width of each bottom layer.
+  std::vector<int64_t> bottom_mlp;
+  /// Width of each top layer.
+  std::vector<int64_t> top_mlp;
+  int64_t embedding_dim = 0;
+  /// Bytes per sparse index and per offset (int64 or int32).
+  int64_t index_bytes = 8;
+  /// Every table, in table-id order (groups expanded).
+  std::vector<EmbeddingTable> tables;
+  ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
+  uint64_t sharding_seed = 0;
+  int64_t ddp_bucket_bytes = kDefaultDdpBucketBytes;
+  int64_t ddp_first_bucket_bytes = kDefaultDdpFirstBucketBytes;
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+
+  /// Number of pairwise dot products the interaction keeps: the strictly lower triangle of
+  /// the (T+1) x (T+1) matrix of T pooled embeddings plus the bottom MLP output, T(T+1)/2
+  /// (dlrm_s_pytorch.py `interact_features`, arch_interaction_itself = False).
+  int64_t interaction_pairs() const;
+  /// Input width of the top MLP: the bottom MLP output (dim) concatenated with the pairs.
+  int64_t top_mlp_input() const { return embedding_dim + interaction_pairs(); }
+};
+
+/// Reads `workload` (the scenario's `workload:` map) for a run on `ranks` ranks (>= 1).
+/// Every invalid value throws ConfigError at its key (see the schema above).
+DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
+
+}  // namespace upsim

@@ -1,0 +1,585 @@
+#include "workloads/dlrm/dlrm_generator.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace upsim {
+
+namespace {
+
+constexpr uint16_t kCpuThread = 0;
+constexpr uint16_t kComputeStream = 0;
+constexpr uint16_t kCommStream = 1;
+/// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
+/// loss are fp32 in the DLRM script.
+constexpr int64_t kFp32Bytes = 4;
+
+// Runtime calls, as Kineto names them. NCCL launches its kernels with cudaLaunchKernelExC.
+constexpr std::string_view kLaunchKernel = "cudaLaunchKernel";
+constexpr std::string_view kLaunchMemcpy = "cudaMemcpyAsync";
+constexpr std::string_view kLaunchNccl = "cudaLaunchKernelExC";
+constexpr std::string_view kLaunchRecord = "cudaEventRecord";
+constexpr std::string_view kLaunchWait = "cudaStreamWaitEvent";
+
+int64_t element_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+    case DType::kTf32:
+      return 4;
+    case DType::kFp16:
+    case DType::kBf16:
+      return 2;
+    case DType::kFp8:
+    case DType::kInt8:
+      return 1;
+  }
+  return 4;
+}
+
+/// cuBLAS-style kernel family name for the GEMMs of an MLP in `dtype`.
+std::string gemm_name(DType dtype, std::string_view op) {
+  std::string_view family = "sgemm";
+  switch (dtype) {
+    case DType::kTf32:
+      family = "tf32gemm";
+      break;
+    case DType::kFp16:
+      family = "hgemm";
+      break;
+    case DType::kBf16:
+      family = "bf16gemm";
+      break;
+    default:
+      break;
+  }
+  return fmt::format("{}/{}", family, op);
+}
+
+KernelDesc gemm(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  KernelDesc d;
+  d.cls = KernelClass::kGemm;
+  d.dtype = dtype;
+  d.batch = batch;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  return d;
+}
+
+/// Memory-bound kernel over `elements` elements of `dtype`: per element `flops` operations,
+/// `reads` elements read and `writes` written (seed-method.md 2.5 and 2.6 give F and A = reads
+/// + writes per op).
+KernelDesc pointwise(DType dtype, double elements, double flops, double reads, double writes) {
+  const auto e = static_cast<double>(element_bytes(dtype));
+  KernelDesc d;
+  d.cls = KernelClass::kMemoryBound;
+  d.dtype = dtype;
+  d.flops = flops * elements;
+  d.bytes_read = reads * elements * e;
+  d.bytes_written = writes * elements * e;
+  return d;
+}
+
+double as_double(int64_t v) {
+  return static_cast<double>(v);
+}
+
+/// One host op being emitted on a rank's CPU thread: kOpBegin, then one Launch per GPU task
+/// (launch_index 0, 1, ...), then kOpEnd from end().
+class HostOp {
+ public:
+  /// The op name is interned, so callers may pass a temporary.
+  HostOp(TaskGraph& graph, RankId rank, std::string_view name)
+      : graph_(graph), rank_(rank), name_(graph.name(graph.intern(name))) {
+    graph_.add_cpu_op(rank_, kCpuThread, name_, HostPhase::kOpBegin);
+  }
+
+  /// A kernel on the compute stream.
+  TaskId kernel(std::string_view kernel_name, std::string_view aten_op, const KernelDesc& desc) {
+    return launch(kLaunchKernel,
+                  graph_.add_kernel(rank_, kComputeStream, kernel_name, aten_op, desc));
+  }
+  /// A copy on the compute stream (the stream PyTorch's aten::to uses).
+  TaskId copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
+    return launch(kLaunchMemcpy, graph_.add_memcpy(rank_, kComputeStream, copy_name, "aten::copy_",
+                                                   TransferDesc{kind, rank_, bytes}));
+  }
+  TaskId record(uint16_t stream) {
+    return launch(kLaunchRecord, graph_.add_event_record(rank_, stream));
+  }
+  TaskId wait(uint16_t stream, TaskId event) {
+    return launch(kLaunchWait, graph_.add_stream_wait(rank_, stream, event));
+  }
+  /// A collective on the comm stream.
+  TaskId collective(CollectiveId group, std::string_view aten_op) {
+    return launch(kLaunchNccl, graph_.add_collective(rank_, kCommStream, group, aten_op));
+  }
+  void end() { graph_.add_cpu_op(rank_, kCpuThread, name_, HostPhase::kOpEnd); }
+
+ private:
+  TaskId launch(std::string_view api, TaskId gpu_task) {
+    graph_.add_launch(rank_, kCpuThread, api, name_, launches_++, gpu_task);
+    return gpu_task;
+  }
+
+  TaskGraph& graph_;
+  RankId rank_;
+  /// Points into the graph's name table, which never moves its strings.
+  std::string_view name_;
+  uint32_t launches_ = 0;
+};
+
+/// Collective groups of one iteration, in the order every rank's comm stream runs them.
+struct IterationGroups {
+  CollectiveId a2a_forward = 0;
+  std::vector<CollectiveId> top;
+  CollectiveId a2a_backward = 0;
+  std::vector<CollectiveId> bottom;
+};
+
+/// A data-parallel MLP under its own DDP wrapper, during one iteration's backward.
+struct DdpModule {
+  /// Input width, then the layer widths.
+  const std::vector<int64_t>& widths;
+  const std::vector<DdpBucket>& buckets;
+  const std::vector<CollectiveId>& groups;
+  /// Comm-stream events marking the end of this module's all-reduces so far.
+  std::vector<TaskId> done_events;
+  size_t next_bucket = 0;
+};
+
+/// Emits one rank's iterations.
+class RankEmitter {
+ public:
+  RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
+              const std::vector<int64_t>& top_widths, uint32_t index, TaskGraph& graph)
+      : cfg_(config),
+        built_(built),
+        top_widths_(top_widths),
+        graph_(graph),
+        rank_(built.ranks[index]),
+        distributed_(built.ranks.size() > 1),
+        local_tables_(built.placement.tables_of_rank[index]),
+        b_(built.local_batch),
+        t_(static_cast<int64_t>(config.tables.size())),
+        d_(config.embedding_dim),
+        dt_(config.dtype) {}
+
+  void iteration(uint32_t it, const IterationGroups& groups) {
+    graph_.add_iteration_mark(rank_, kCpuThread, it);
+    DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
+    DdpModule bottom{cfg_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
+    load_batch();
+    forward(groups);
+    backward(groups, top, bottom);
+    optimizer_step();
+    graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
+  }
+
+ private:
+  // ---- ops ---------------------------------------------------------------------------------
+  void body(std::string_view op) { graph_.add_cpu_op(rank_, kCpuThread, op, HostPhase::kOpBody); }
+
+  void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
+                     const KernelDesc& desc) {
+    HostOp h(graph_, rank_, op);
+    h.kernel(kernel_name, aten_op, desc);
+    h.end();
+  }
+
+  /// A blocking aten::to: the copy, then the host waits for the compute stream.
+  void blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
+    HostOp h(graph_, rank_, "aten::to");
+    h.copy(copy_name, kind, bytes);
+    h.end();
+    graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::to");
+  }
+
+  // ---- phases ------------------------------------------------------------------------------
+  void load_batch() {
+    blocking_copy("Memcpy HtoD (dense)", TransferKind::kHostToDevice,
+                  b_ * cfg_.bottom_mlp.front() * kFp32Bytes);
+    if (local_tables_.empty()) return;
+    const auto local = static_cast<int64_t>(local_tables_.size());
+    blocking_copy("Memcpy HtoD (offsets)", TransferKind::kHostToDevice,
+                  (local * cfg_.global_batch + 1) * cfg_.index_bytes);
+    int64_t indices = 0;
+    for (uint32_t t : local_tables_) {
+      indices += std::llround(as_double(cfg_.global_batch) * cfg_.tables[t].pooling);
+    }
+    blocking_copy("Memcpy HtoD (indices)", TransferKind::kHostToDevice, indices * cfg_.index_bytes);
+  }
+
+  EmbeddingShape local_embedding_shape() const {
+    const auto local = static_cast<int64_t>(local_tables_.size());
+    int64_t rows = 0;
+    double pooling = 0.0;
+    for (uint32_t t : local_tables_) {
+      rows += cfg_.tables[t].rows;
+      pooling += cfg_.tables[t].pooling;
+    }
+    return EmbeddingShape{cfg_.global_batch, local, (rows + local / 2) / local, d_,
+                          pooling / as_double(local)};
+  }
+
+  KernelDesc embedding_kernel(KernelClass cls) const {
+    KernelDesc k;
+    k.cls = cls;
+    k.dtype = DType::kFp32;
+    k.embedding = local_embedding_shape();
+    return k;
+  }
+
+  /// The all-to-all send buffer is packed by a cat (seed-method.md 3.3: the all-to-all parent op
+  /// gets a concat kernel on the compute stream); `elements` fp32 values are read and written.
+  void pack_send_buffer(int64_t elements) {
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(DType::kFp32, as_double(elements), 0, 1, 1));
+  }
+
+  /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
+  /// event that marks its end.
+  TaskId all_to_all(CollectiveId group) {
+    HostOp h(graph_, rank_, "nccl:all_to_all");
+    const TaskId ready = h.record(kComputeStream);
+    h.wait(kCommStream, ready);
+    h.collective(group, "nccl:all_to_all");
+    const TaskId done = h.record(kCommStream);
+    h.end();
+    return done;
+  }
+
+  void wait_for(std::string_view op, TaskId comm_event) {
+    HostOp h(graph_, rank_, op);
+    h.wait(kComputeStream, comm_event);
+    h.end();
+  }
+
+  void linear_forward(int64_t in, int64_t out) {
+    single_kernel("aten::linear", gemm_name(dt_, "addmm"), "aten::addmm",
+                  gemm(dt_, 1, b_, out, in));
+  }
+
+  /// seed-method.md 2.6: relu F = 1, A = 2; sigmoid F = 4, A = 2.
+  void relu_forward(int64_t width) {
+    single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
+                  pointwise(dt_, as_double(b_ * width), 1, 1, 1));
+  }
+
+  void forward(const IterationGroups& groups) {
+    TaskId a2a_done = kNoTask;
+    if (!local_tables_.empty()) {
+      single_kernel("fbgemm::split_embedding_codegen_lookup_sgd_function",
+                    "split_embedding_codegen_forward_unweighted_kernel",
+                    "fbgemm::split_embedding_codegen_lookup_sgd_function",
+                    embedding_kernel(KernelClass::kEmbeddingForward));
+    }
+    if (distributed_) {
+      if (!local_tables_.empty()) {
+        pack_send_buffer(cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
+      }
+      a2a_done = all_to_all(groups.a2a_forward);
+    }
+
+    const auto& bot = cfg_.bottom_mlp;
+    for (size_t l = 0; l + 1 < bot.size(); ++l) {
+      linear_forward(bot[l], bot[l + 1]);
+      relu_forward(bot[l + 1]);
+    }
+    if (distributed_) wait_for("All2All_Pooled_Wait", a2a_done);
+
+    // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
+    // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
+    const int64_t f = t_ + 1;
+    const int64_t pairs = cfg_.interaction_pairs();
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(dt_, as_double(b_ * f * d_), 0, 1, 1));
+    body("aten::view");
+    body("aten::transpose");
+    single_kernel("aten::bmm", gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, f, f, d_));
+    KernelDesc gather = pointwise(dt_, as_double(b_ * pairs), 0, 1, 1);
+    gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
+    single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
+
+    const auto& top = cfg_.top_mlp;
+    int64_t in = cfg_.top_mlp_input();
+    for (size_t l = 0; l < top.size(); ++l) {
+      linear_forward(in, top[l]);
+      if (l + 1 < top.size()) {
+        relu_forward(top[l]);
+      } else {
+        single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
+                      pointwise(dt_, as_double(b_ * top[l]), 4, 1, 1));
+      }
+      in = top[l];
+    }
+
+    // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
+    blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);
+    single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
+                  "aten::binary_cross_entropy", pointwise(dt_, as_double(b_), 7, 2, 1));
+    // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
+    blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+  }
+
+  /// AddmmBackward0 of a layer in -> out (seed-method.md 2.3): grad input = grad_out W
+  /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
+  /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).
+  void linear_backward(const DdpModule& module, size_t layer, bool input_grad) {
+    const int64_t in = module.widths[layer];
+    const int64_t out = module.widths[layer + 1];
+    {
+      HostOp h(graph_, rank_, "AddmmBackward0");
+      if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, b_, in, out));
+      h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, out, in, b_));
+      KernelDesc sum = pointwise(dt_, as_double(b_ * out), 1, 1, 0);
+      sum.bytes_written = as_double(out * element_bytes(dt_));
+      h.kernel("reduce_kernel/sum", "aten::sum", sum);
+      h.end();
+    }
+    body("TBackward0");
+    body("AccumulateGrad");
+    body("AccumulateGrad");
+  }
+
+  /// All-reduces every bucket of `module` whose gradients are all ready once `ready_params`
+  /// parameters (in ready order) have their gradients.
+  void reduce_ready_buckets(DdpModule& module, size_t ready_params) {
+    const auto& buckets = module.buckets;
+    while (module.next_bucket < buckets.size() &&
+           buckets[module.next_bucket].params.back() < ready_params) {
+      const DdpBucket& bucket = buckets[module.next_bucket];
+      HostOp h(graph_, rank_, "nccl:all_reduce");
+      // Gradient pre-scale by 1 / world size (seed-method.md 3.4: mul, F = 1, A = 3).
+      h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
+               pointwise(dt_, as_double(bucket.bytes / element_bytes(dt_)), 1, 2, 1));
+      const TaskId ready = h.record(kComputeStream);
+      h.wait(kCommStream, ready);
+      h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
+      module.done_events.push_back(h.record(kCommStream));
+      h.end();
+      ++module.next_bucket;
+    }
+  }
+
+  void relu_backward(int64_t width) {
+    single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
+                  "aten::threshold_backward", pointwise(dt_, as_double(b_ * width), 1, 1, 1));
+  }
+
+  void add_gradients(int64_t elements) {
+    single_kernel("aten::add", "vectorized_elementwise_kernel/add", "aten::add",
+                  pointwise(dt_, as_double(elements), 1, 2, 1));
+  }
+
+  void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
+    body("Optimizer.zero_grad#SGD.zero_grad");
+    single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
+                  pointwise(DType::kFp32, 1, 0, 0, 1));
+    single_kernel("BinaryCrossEntropyBackward0",
+                  "vectorized_elementwise_kernel/binary_cross_entropy_backward",
+                  "aten::binary_cross_entropy_backward", pointwise(dt_, as_double(b_), 4, 2, 1));
+    const size_t top_layers = top_widths_.size() - 1;
+    single_kernel("SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
+                  "aten::sigmoid_backward",
+                  pointwise(dt_, as_double(b_ * top_widths_.back()), 2, 1, 1));
+    // The top MLP's input (the interaction output) needs its gradient, so every layer computes
+    // grad input.
+    for (size_t l = top_layers; l-- > 0;) {
+      linear_backward(top, l, true);
+      if (distributed_) reduce_ready_buckets(top, 2 * (top_layers - l));
+      if (l > 0) relu_backward(top_widths_[l]);
+    }
+
+    const int64_t f = t_ + 1;
+    const int64_t pairs = cfg_.interaction_pairs();
+    body("CatBackward0");
+    {
+      HostOp h(graph_, rank_, "IndexBackward0");
+      h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
+               pointwise(dt_, as_double(b_ * f * f), 0, 0, 1));
+      KernelDesc put = pointwise(dt_, as_double(b_ * pairs), 1, 2, 1);
+      put.bytes_read += as_double(2 * pairs * 8);
+      h.kernel("indexing_backward_kernel", "aten::index_put_", put);
+      h.end();
+    }
+    {
+      // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
+      // grad S^T = S^T grad_Z (m = D, n = f, k = f) (seed-method.md 2.3 BmmBackward).
+      HostOp h(graph_, rank_, "BmmBackward0");
+      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, f, d_, f));
+      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, d_, f, f));
+      h.end();
+    }
+    body("TransposeBackward0");
+    add_gradients(b_ * f * d_);
+    body("ViewBackward0");
+    body("CatBackward0");
+    add_gradients(b_ * d_);
+
+    TaskId a2a_done = kNoTask;
+    if (distributed_) {
+      pack_send_buffer(b_ * t_ * d_);
+      a2a_done = all_to_all(groups.a2a_backward);
+    }
+
+    // The dense input needs no gradient: the first bottom layer computes no grad input.
+    const auto& bot = cfg_.bottom_mlp;
+    const size_t layers = bot.size() - 1;
+    for (size_t l = layers; l-- > 0;) {
+      relu_backward(bot[l + 1]);
+      linear_backward(bottom, l, l > 0);
+      if (distributed_) reduce_ready_buckets(bottom, 2 * (layers - l));
+    }
+
+    if (distributed_) wait_for("All2All_ReqBackward", a2a_done);
+    if (!local_tables_.empty()) {
+      single_kernel("CppNode<SplitLookupFunction_sgd_Op>",
+                    "split_embedding_backward_codegen_sgd_unweighted_kernel",
+                    "fbgemm::split_embedding_backward_codegen_sgd",
+                    embedding_kernel(KernelClass::kEmbeddingBackward));
+    }
+    if (distributed_) {
+      // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward.
+      for (const DdpModule* module : {&top, &bottom}) {
+        HostOp h(graph_, rank_, "ddp.reducer::finalize_backward");
+        for (TaskId done : module->done_events)
+          h.wait(kComputeStream, done);
+        h.end();
+      }
+    }
+  }
+
+  /// torch._foreach_add_(params, grads, alpha=-lr): one multi-tensor kernel reading each
+  /// parameter and gradient and writing the parameter (2 flops per element: scale and add).
+  void optimizer_step() {
+    int64_t bytes = 0;
+    for (const DdpBucket& bucket : built_.top_buckets)
+      bytes += bucket.bytes;
+    for (const DdpBucket& bucket : built_.bottom_buckets)
+      bytes += bucket.bytes;
+    single_kernel("Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
+                  pointwise(dt_, as_double(bytes / element_bytes(dt_)), 2, 2, 1));
+  }
+
+  const DlrmConfig& cfg_;
+  const DlrmGraph& built_;
+  const std::vector<int64_t>& top_widths_;
+  TaskGraph& graph_;
+  RankId rank_;
+  bool distributed_;
+  const std::vector<uint32_t>& local_tables_;
+  int64_t b_;
+  int64_t t_;
+  int64_t d_;
+  DType dt_;
+};
+
+void check_inputs(const DlrmConfig& c, const DlrmPlacementInputs& in) {
+  if (in.ranks == 0) throw std::invalid_argument("DLRM: at least one rank is needed");
+  if (in.memory_capacity_bytes.size() != in.ranks) {
+    throw std::invalid_argument(fmt::format("DLRM: {} ranks but {} memory capacities", in.ranks,
+                                            in.memory_capacity_bytes.size()));
+  }
+  if (in.iterations == 0) throw std::invalid_argument("DLRM: at least one iteration is needed");
+  if (c.global_batch <= 0 || c.global_batch % in.ranks != 0) {
+    throw std::invalid_argument(fmt::format(
+        "DLRM: global batch {} is not a positive multiple of {} ranks", c.global_batch, in.ranks));
+  }
+  if (c.bottom_mlp.size() < 2 || c.top_mlp.empty() || c.tables.empty() || c.embedding_dim <= 0 ||
+      c.bottom_mlp.back() != c.embedding_dim) {
+    throw std::invalid_argument(
+        "DLRM: the config needs a bottom MLP ending in the embedding dim, a top MLP and tables");
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> mlp_param_bytes_ready_order(const std::vector<int64_t>& widths, DType dtype) {
+  std::vector<int64_t> bytes;
+  const int64_t e = element_bytes(dtype);
+  for (size_t l = widths.size() - 1; l-- > 0;) {
+    bytes.push_back(widths[l + 1] * e);              // bias
+    bytes.push_back(widths[l + 1] * widths[l] * e);  // weight
+  }
+  return bytes;
+}
+
+DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inputs,
+                        TaskGraph& graph) {
+  check_inputs(config, inputs);
+  DlrmGraph built;
+  built.local_batch = config.global_batch / inputs.ranks;
+  built.placement = shard_tables(ShardingInput{config.tables, config.embedding_dim,
+                                               config.optimizer, inputs.memory_capacity_bytes},
+                                 config.sharding, config.sharding_seed);
+
+  std::vector<int64_t> top_widths{config.top_mlp_input()};
+  top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
+  built.top_buckets = assign_ddp_buckets(mlp_param_bytes_ready_order(top_widths, config.dtype),
+                                         config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+  built.bottom_buckets =
+      assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
+                         config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+
+  for (uint32_t r = 0; r < inputs.ranks; ++r) {
+    built.ranks.push_back(
+        graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
+  }
+
+  // All-to-all sizes (seed-method.md 3.3): rank i sends b x T_i x D fp32 values to every rank j
+  // (itself included); the backward sends the gradients back, the transpose.
+  const size_t n = inputs.ranks;
+  std::vector<int64_t> forward_bytes(n * n);
+  std::vector<int64_t> backward_bytes(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t bytes = built.local_batch * tables * config.embedding_dim * kFp32Bytes;
+      forward_bytes[i * n + j] = bytes;
+      backward_bytes[j * n + i] = bytes;
+    }
+  }
+
+  std::vector<RankEmitter> emitters;
+  emitters.reserve(n);
+  for (uint32_t r = 0; r < inputs.ranks; ++r) {
+    emitters.emplace_back(config, built, top_widths, r, graph);
+  }
+
+  for (uint32_t it = 0; it < inputs.iterations; ++it) {
+    IterationGroups groups;
+    if (n > 1) {
+      const auto all_reduce = [&](const DdpBucket& bucket) {
+        return CollectiveDesc{CollectiveKind::kAllReduce, built.ranks, bucket.bytes, {}};
+      };
+      groups.a2a_forward = graph.add_collective_group(
+          CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, forward_bytes},
+          "ncclKernel_AllToAll fwd");
+      for (size_t k = 0; k < built.top_buckets.size(); ++k) {
+        groups.top.push_back(
+            graph.add_collective_group(all_reduce(built.top_buckets[k]),
+                                       fmt::format("ncclKernel_AllReduce top bucket {}", k)));
+      }
+      groups.a2a_backward = graph.add_collective_group(
+          CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, backward_bytes},
+          "ncclKernel_AllToAll bwd");
+      for (size_t k = 0; k < built.bottom_buckets.size(); ++k) {
+        groups.bottom.push_back(
+            graph.add_collective_group(all_reduce(built.bottom_buckets[k]),
+                                       fmt::format("ncclKernel_AllReduce bottom bucket {}", k)));
+      }
+    }
+    for (RankEmitter& e : emitters)
+      e.iteration(it, groups);
+  }
+  return built;
+}
+
+}  // namespace upsim

@@ -1,0 +1,88 @@
+// Table-wise placement of DLRM embedding tables on ranks (seed-method.md section 4).
+//
+// Contract:
+//  - Pure functions: the same tables, capacities, strategy and seed give the same placement on
+//    every platform (the random sharder draws from std::mt19937_64, whose output the C++
+//    standard fixes, through upsim's own bounded mapping, never a std:: distribution).
+//  - Every table goes to exactly one rank; a rank may hold no table.
+//  - A rank never holds more table bytes (table_memory_bytes) than its capacity. A table that
+//    cannot be placed throws ShardingError naming the table, its bytes and the capacity.
+//  - Table ids are indices into the table list; ranks are indices 0..n-1 into the capacity list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+namespace upsim {
+
+/// The sharders of the seed paper's experiments (seed-method.md section 4; the `naive_chunk`,
+/// `norm_lookup_greedy` and `dim_greedy` variants are not implemented: their definitions are
+/// unknown or, with one embedding dim for every table, degenerate).
+enum class ShardingStrategy : uint8_t {
+  kNaive,             ///< contiguous table ids, near-equal counts, first ranks get one more
+  kRandom,            ///< each table on a uniformly drawn rank among those with room for it
+  kSizeGreedy,        ///< greedy on cost = table bytes
+  kLookupGreedy,      ///< greedy on cost = dim x mean pooling
+  kSizeLookupGreedy,  ///< greedy on cost = dim x mean pooling x log10(rows); the seed's default
+};
+std::string_view sharding_strategy_name(ShardingStrategy strategy);
+
+/// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
+enum class EmbeddingOptimizer : uint8_t {
+  kSgd,  ///< plain SGD: no optimizer state
+};
+
+/// One embedding table. Every table of a DLRM has the model's embedding dim.
+struct EmbeddingTable {
+  int64_t rows = 0;
+  /// Mean number of indices per bag (the seed's pooling factor L).
+  double pooling = 0.0;
+};
+
+/// Bytes a table occupies in GPU memory: rows x dim fp32 weights (FBGEMM TBE keeps fp32
+/// weights, 4 bytes per element) plus the optimizer state (none for SGD).
+int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer);
+
+/// Cost a greedy sharder balances (seed-method.md section 4, NeuroShard `sharders.py`):
+/// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
+/// dim x pooling x log10(rows). Zero for kNaive and kRandom, which use no cost.
+double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
+                     EmbeddingOptimizer optimizer);
+
+/// A table that cannot be placed, or an invalid sharding request.
+class ShardingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ShardingInput {
+  std::span<const EmbeddingTable> tables;
+  int64_t dim = 0;
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  /// Bytes of table memory each rank may use; its size is the number of ranks (>= 1).
+  std::span<const int64_t> rank_capacity_bytes;
+};
+
+struct TablePlacement {
+  /// rank_of_table[t] is the rank holding table t.
+  std::vector<uint32_t> rank_of_table;
+  /// tables_of_rank[r] lists the tables on rank r in ascending id order.
+  std::vector<std::vector<uint32_t>> tables_of_rank;
+  /// Table bytes placed on each rank (table_memory_bytes summed).
+  std::vector<int64_t> memory_bytes;
+};
+
+/// Places every table. `seed` is used by kRandom only.
+///
+/// Greedy strategies: tables in decreasing cost (ties: lower table id first); each goes to the
+/// rank with the smallest cumulative cost among ranks with room for it, ties broken by smaller
+/// cumulative bytes, then by lower rank. kRandom visits tables in id order and draws among the
+/// ranks with room, in rank order. kNaive ignores costs and fails if its fixed split overflows
+/// a rank.
+TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy,
+                            uint64_t seed = 0);
+
+}  // namespace upsim

@@ -3,7 +3,7 @@ add_library(upsim_warnings INTERFACE)
 add_library(upsim::warnings ALIAS upsim_warnings)
 target_compile_options(upsim_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wsuggest-override
-  -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual -Wnull-dereference
+  -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual
   -Wdouble-promotion -Wformat=2 -Wimplicit-fallthrough)
 if(UPSIM_WARNINGS_AS_ERRORS)
   target_compile_options(upsim_warnings INTERFACE -Werror)

@@ -2,7 +2,8 @@
 //
 // Contract: `Bandwidth` is bytes per second, `FlopRate` floating-point operations per second,
 // both stored as double (rates are model inputs, not event times). Sizes in bytes are plain
-// int64_t named `*_bytes`. Parsing "25GB/s" / "312TFLOP/s" / "4KiB" lives in sim/config/quantity_parse.h.
+// int64_t named `*_bytes`. Parsing "25GB/s" / "312TFLOP/s" / "4KiB" lives in
+// sim/config/quantity_parse.h.
 #pragma once
 
 #include <compare>

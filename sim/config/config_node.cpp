@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -706,7 +707,20 @@ bool ConfigNode::has(std::string_view key) const {
 
 ConfigNode ConfigNode::child(std::string_view key) const {
   Node* found = lookup(*this, key);
-  if (found == nullptr) fail(fmt::format("missing required key `{}`", key));
+  if (found == nullptr) {
+    // A present key one typo away from the required one is the likelier mistake: name it.
+    if (node_->kind == Kind::kMap) {
+      const std::array<std::string_view, 1> wanted{key};
+      for (const Entry& e : node_->entries) {
+        if (nearest(e.key, wanted)) {
+          throw error_at(e.key_source, e.key_line, join_key(key_path_, e.key),
+                         fmt::format("unknown key `{}`; did you mean `{}`? (`{}` is required)",
+                                     e.key, key, key));
+        }
+      }
+    }
+    fail(fmt::format("missing required key `{}`", key));
+  }
   return ConfigNode(doc_, found, join_key(key_path_, key));
 }
 
@@ -897,7 +911,8 @@ std::filesystem::path ConfigNode::get_path(std::string_view key) const {
 ConfigNode ConfigNode::load_reference(std::string_view key) const {
   const ConfigNode value = child(key);
   Node& n = *value.node_;
-  if (n.reference) return value;
+  // Already loaded, or given inline (as in a resolved scenario, where references are inlined).
+  if (n.reference || n.kind == Kind::kMap) return value;
   const std::filesystem::path target = get_path(key);
 
   const SourceFile* referencing = n.source;

@@ -1,0 +1,204 @@
+// The upsim executable as a user runs it: every bad input gives a clear message and a non-zero
+// exit, outputs are written and never overwritten unasked, and runs are byte-for-byte repeatable.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  return "'" + s + "'";
+}
+
+/// Runs `upsim <args>` with `cwd` as working directory.
+Result upsim(const std::string& args, const fs::path& cwd) {
+  const std::string cmd =
+      "cd " + quote(cwd.string()) + " && " + quote(UPSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const std::string kData = UPSIM_CLI_TEST_DATA;
+const std::string kTiny = quote(kData + "/tiny.yaml");
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("upsim-cli-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  Result run(const std::string& args) { return upsim(args, dir_); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, HelpExplainsCommandsAndEveryRunOption) {
+  const Result top = run("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.output.find("run SCENARIO"), std::string::npos) << top.output;
+  const Result r = run("run --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* option : {"--set", "--out", "--trace", "--no-trace", "--force", "--quiet"}) {
+    EXPECT_NE(r.output.find(option), std::string::npos) << option << " missing in\n" << r.output;
+  }
+}
+
+TEST_F(Cli, NoCommandOrUnknownCommandIsAUsageError) {
+  EXPECT_EQ(run("").exit_code, 2);
+  const Result r = run("simulate x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown command `simulate`"), std::string::npos) << r.output;
+  EXPECT_EQ(run("run").exit_code, 2);
+  EXPECT_EQ(run("run --bogus " + kTiny).exit_code, 2);
+}
+
+TEST_F(Cli, UnknownKeyNamesFileLineAndSuggestsTheValidKey) {
+  const Result r = run("run " + quote(kData + "/typo_key.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("typo_key.yaml:14"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("tabels"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did you mean `tables`"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, WrongTypeNamesFileLineAndKey) {
+  const Result r = run("run " + quote(kData + "/wrong_type.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("wrong_type.yaml:2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("platform.gpus"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BadUnitInAnOverrideNamesTheOverride) {
+  const Result r = run("run " + kTiny + " --set workload.ddp_bucket=25furlongs");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--set workload.ddp_bucket"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("furlongs"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, MissingFileIsNamed) {
+  const Result r = run("run does_not_exist.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("does_not_exist.yaml"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, MalformedYamlNamesFileAndLine) {
+  const Result r = run("run " + quote(kData + "/malformed.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("malformed.yaml:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Segmentation"), std::string::npos);
+}
+
+TEST_F(Cli, UnknownModelAndSharderListTheValidNames) {
+  Result r = run("run " + kTiny + " --set workload.model=bert");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("dlrm"), std::string::npos) << r.output;
+  r = run("run " + kTiny + " --set workload.sharding=size_lookp_greedy");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("did you mean `size_lookup_greedy`"), std::string::npos) << r.output;
+  r = run("run " + kTiny + " --set platform.kernels.model=magic");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("roofline"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, ZeroOrNegativeBatchIsRejected) {
+  for (const char* batch : {"0", "-4096"}) {
+    const Result r = run("run " + kTiny + " --set workload.global_batch=" + batch);
+    EXPECT_EQ(r.exit_code, 2) << batch;
+    EXPECT_NE(r.output.find("workload.global_batch"), std::string::npos) << r.output;
+  }
+}
+
+TEST_F(Cli, MoreTablesThanMemoryAllowsIsRejected) {
+  const Result r =
+      run("run " + kTiny + " --set 'workload.embeddings.tables=[{count: 4, rows: 100000000000}]'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("workload.embeddings.tables"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, RunWritesTraceSummaryAndResolvedScenario) {
+  const Result r = run("run " + kTiny + " --out out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("predicted iteration time:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  for (const char* f : {"trace.json", "summary.txt", "scenario.yaml"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
+  }
+  const std::string trace = read_file(dir_ / "out" / "trace.json");
+  EXPECT_NE(trace.find("\"rank 0\""), std::string::npos);
+  EXPECT_NE(trace.find("cudaLaunchKernel"), std::string::npos);
+  EXPECT_NE(trace.find("\"ph\":\"s\""), std::string::npos);
+  EXPECT_NE(trace.find("iteration 1"), std::string::npos);
+}
+
+TEST_F(Cli, ExistingOutputsAreNotOverwrittenWithoutForce) {
+  ASSERT_EQ(run("run " + kTiny + " --out out").exit_code, 0);
+  const Result again = run("run " + kTiny + " --out out");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  EXPECT_EQ(run("run " + kTiny + " --out out --force").exit_code, 0);
+}
+
+TEST_F(Cli, DefaultOutputFolderNeverReusesAnExistingOne) {
+  ASSERT_EQ(run("run " + kTiny + " --quiet").exit_code, 0);
+  ASSERT_EQ(run("run " + kTiny + " --quiet").exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "upsim-out" / "tiny" / "summary.txt"));
+  EXPECT_TRUE(fs::exists(dir_ / "upsim-out" / "tiny-2" / "summary.txt"));
+}
+
+TEST_F(Cli, SameScenarioTwiceGivesByteIdenticalOutputs) {
+  ASSERT_EQ(run("run " + kTiny + " --out a").exit_code, 0);
+  ASSERT_EQ(run("run " + kTiny + " --out b").exit_code, 0);
+  for (const char* f : {"trace.json", "summary.txt", "scenario.yaml"}) {
+    EXPECT_EQ(read_file(dir_ / "a" / f), read_file(dir_ / "b" / f)) << f << " differs";
+  }
+}
+
+TEST_F(Cli, ResolvedScenarioReproducesTheRun) {
+  ASSERT_EQ(run("run " + kTiny + " --out a --no-trace").exit_code, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "a" / "trace.json"));
+  const Result again = run("run a/scenario.yaml --out b --no-trace");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(dir_ / "a" / "summary.txt"), read_file(dir_ / "b" / "summary.txt"));
+}
+
+TEST_F(Cli, OverrideChangesThePrediction) {
+  const Result base = run("run " + kTiny + " --quiet --no-trace --out a");
+  const Result slow = run(
+      "run " + kTiny + " --quiet --no-trace --out b --set platform.interconnect.bandwidth=1MB/s");
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  EXPECT_LT(std::stod(base.output), std::stod(slow.output));
+}
+
+}  // namespace

@@ -1,0 +1,125 @@
+// upsim: the command-line front end. The only place that turns errors into exit codes:
+//   0 success, 1 the simulation could not complete, 2 bad input (config, files, options).
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/executor.h"
+#include "tools/run_command.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitSimulationFailed = 1;
+constexpr int kExitBadInput = 2;
+
+constexpr const char* kVersion = "0.1.0";
+
+const char* kTopUsage =
+    "upsim — predicts the per-iteration training time of ML workloads on multi-GPU platforms\n"
+    "and explains it, by discrete-event simulation of CPU launch threads, CUDA streams and\n"
+    "collectives.\n"
+    "\n"
+    "usage: upsim <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
+    "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
+    "                  resolved scenario. `upsim run --help` lists its options.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help      this help\n"
+    "  --version       print the version\n";
+
+int run_main(const std::vector<std::string>& args) {
+  upsim::cli::RunOptions options;
+  std::vector<std::string> overrides;
+  po::options_description desc(
+      "usage: upsim run SCENARIO [options]\n\n"
+      "Simulates SCENARIO (a YAML file, e.g. configs/dlrm_4gpu.yaml) and prints the predicted\n"
+      "per-iteration time with a per-rank breakdown: GPU compute busy, communication, exposed\n"
+      "communication, rendezvous wait, CPU-bound idle. Writes into the output folder:\n"
+      "  trace.json      Chrome trace: open it in ui.perfetto.dev or chrome://tracing\n"
+      "  summary.txt     the printed summary\n"
+      "  scenario.yaml   the fully resolved scenario (overrides applied, defaults written,\n"
+      "                  referenced files inlined); `upsim run` on it reproduces the run\n\n"
+      "options");
+  desc.add_options()           //
+      ("help,h", "this help")  //
+      ("set,s", po::value<std::vector<std::string>>(&overrides)->composing(),
+       "override a scenario value, e.g. --set workload.global_batch=2048 or "
+       "--set platform.interconnect.bandwidth=600GB/s (repeatable; applied in order)")  //
+      ("out,o", po::value<std::string>(&options.out_dir),
+       "output folder (default: upsim-out/<scenario name>, or -2, -3, ... if that exists); "
+       "existing files in it are not overwritten without --force")  //
+      ("trace", po::value<std::string>(&options.trace_file),
+       "write the Chrome trace to this file instead of <out>/trace.json")              //
+      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")  //
+      ("force", po::bool_switch(&options.force), "overwrite existing output files")    //
+      ("quiet,q", po::bool_switch(&options.quiet),
+       "print only the predicted iteration time in milliseconds");
+  po::options_description hidden;
+  hidden.add_options()("scenario", po::value<std::string>(&options.scenario));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return kExitOk;
+  }
+  po::notify(vm);
+  if (options.scenario.empty()) {
+    std::cerr << "upsim run: missing SCENARIO (a YAML file, e.g. configs/dlrm_4gpu.yaml); see "
+                 "`upsim run --help`\n";
+    return kExitBadInput;
+  }
+  options.overrides = overrides;
+  upsim::cli::run_scenario(options, std::cout);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+      std::cout << kTopUsage;
+      return args.empty() ? kExitBadInput : kExitOk;
+    }
+    if (args[0] == "--version") {
+      std::cout << "upsim " << kVersion << "\n";
+      return kExitOk;
+    }
+    const std::string command = args[0];
+    args.erase(args.begin());
+    if (command == "run") return run_main(args);
+    std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",
+                             command);
+    return kExitBadInput;
+  } catch (const upsim::ConfigError& e) {
+    std::cerr << "upsim: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const po::error& e) {
+    std::cerr << "upsim: " << e.what() << " (see `upsim --help`)\n";
+    return kExitBadInput;
+  } catch (const upsim::SimulationError& e) {
+    std::cerr << "upsim: simulation failed: " << e.what() << "\n";
+    return kExitSimulationFailed;
+  } catch (const std::exception& e) {
+    std::cerr << "upsim: error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+}

@@ -201,4 +201,16 @@ TEST_F(Cli, OverrideChangesThePrediction) {
   EXPECT_LT(std::stod(base.output), std::stod(slow.output));
 }
 
+TEST_F(Cli, EveryShippedScenarioRunsAndEveryModelNameResolves) {
+  int scenarios = 0;
+  for (const auto& entry : fs::directory_iterator(UPSIM_CONFIGS_DIR)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++scenarios;
+    const Result r = run("run " + quote(entry.path().string()) + " --quiet --no-trace --out " +
+                         quote(entry.path().stem().string()));
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.output;
+  }
+  EXPECT_GE(scenarios, 2);
+}
+
 }  // namespace

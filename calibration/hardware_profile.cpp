@@ -42,28 +42,6 @@ double fraction(const ConfigNode& node, std::string_view key) {
 
 }  // namespace
 
-int64_t dtype_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kFp32:
-    case DType::kTf32:
-      return 4;
-    case DType::kFp16:
-    case DType::kBf16:
-      return 2;
-    case DType::kFp8:
-    case DType::kInt8:
-      return 1;
-  }
-  return 4;
-}
-
-std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType dtype : kAllDTypes) {
-    if (dtype_name(dtype) == name) return dtype;
-  }
-  return std::nullopt;
-}
-
 std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation) {
   // GT/s per lane x 16 lanes x 128/130 coding / 8 bits per byte.
   constexpr double kLanes = 16.0;

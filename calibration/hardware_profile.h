@@ -46,10 +46,5 @@ HardwareProfile load_hardware_profile(const ConfigNode& node);
 /// line coding / 8 bits = 15.754, 31.508, 63.015 GB/s. nullopt for any other generation.
 std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation);
 
-/// Bytes per element of `dtype` in device memory (tf32 is stored as fp32).
-int64_t dtype_bytes(DType dtype);
-
-/// The DType whose dtype_name() is `name`, or nullopt.
-std::optional<DType> parse_dtype(std::string_view name);
 
 }  // namespace upsim

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,10 @@ using RankId = uint32_t;
 enum class DType : uint8_t { kFp32, kTf32, kFp16, kBf16, kFp8, kInt8 };
 inline constexpr size_t kDTypeCount = 6;
 std::string_view dtype_name(DType dtype);
+/// Bytes per element in device memory (tf32 is stored as fp32).
+int64_t dtype_bytes(DType dtype);
+/// The DType whose dtype_name() is `name`, or nullopt.
+std::optional<DType> parse_dtype(std::string_view name);
 
 /// Facts about one GPU model that cost models read. Filled from configs/hardware/*.yaml by
 /// calibration/; every field is a datasheet or measured value cited in that file.

@@ -22,6 +22,29 @@ std::string_view dtype_name(DType dtype) {
   return "?";
 }
 
+int64_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+    case DType::kTf32:
+      return 4;
+    case DType::kFp16:
+    case DType::kBf16:
+      return 2;
+    case DType::kFp8:
+    case DType::kInt8:
+      return 1;
+  }
+  return 4;
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (size_t i = 0; i < kDTypeCount; ++i) {
+    const auto dtype = static_cast<DType>(i);
+    if (dtype_name(dtype) == name) return dtype;
+  }
+  return std::nullopt;
+}
+
 std::string_view kernel_class_name(KernelClass cls) {
   switch (cls) {
     case KernelClass::kGemm:

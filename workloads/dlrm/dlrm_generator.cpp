@@ -25,21 +25,6 @@ constexpr std::string_view kLaunchNccl = "cudaLaunchKernelExC";
 constexpr std::string_view kLaunchRecord = "cudaEventRecord";
 constexpr std::string_view kLaunchWait = "cudaStreamWaitEvent";
 
-int64_t element_bytes(DType dtype) {
-  switch (dtype) {
-    case DType::kFp32:
-    case DType::kTf32:
-      return 4;
-    case DType::kFp16:
-    case DType::kBf16:
-      return 2;
-    case DType::kFp8:
-    case DType::kInt8:
-      return 1;
-  }
-  return 4;
-}
-
 /// cuBLAS-style kernel family name for the GEMMs of an MLP in `dtype`.
 std::string gemm_name(DType dtype, std::string_view op) {
   std::string_view family = "sgemm";
@@ -74,7 +59,7 @@ KernelDesc gemm(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
 /// `reads` elements read and `writes` written (seed-method.md 2.5 and 2.6 give F and A = reads
 /// + writes per op).
 KernelDesc pointwise(DType dtype, double elements, double flops, double reads, double writes) {
-  const auto e = static_cast<double>(element_bytes(dtype));
+  const auto e = static_cast<double>(dtype_bytes(dtype));
   KernelDesc d;
   d.cls = KernelClass::kMemoryBound;
   d.dtype = dtype;
@@ -339,7 +324,7 @@ class RankEmitter {
       if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, b_, in, out));
       h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, out, in, b_));
       KernelDesc sum = pointwise(dt_, as_double(b_ * out), 1, 1, 0);
-      sum.bytes_written = as_double(out * element_bytes(dt_));
+      sum.bytes_written = as_double(out * dtype_bytes(dt_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
       h.end();
     }
@@ -358,7 +343,7 @@ class RankEmitter {
       HostOp h(graph_, rank_, "nccl:all_reduce");
       // Gradient pre-scale by 1 / world size (seed-method.md 3.4: mul, F = 1, A = 3).
       h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-               pointwise(dt_, as_double(bucket.bytes / element_bytes(dt_)), 1, 2, 1));
+               pointwise(dt_, as_double(bucket.bytes / dtype_bytes(dt_)), 1, 2, 1));
       const TaskId ready = h.record(kComputeStream);
       h.wait(kCommStream, ready);
       h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
@@ -465,7 +450,7 @@ class RankEmitter {
     for (const DdpBucket& bucket : built_.bottom_buckets)
       bytes += bucket.bytes;
     single_kernel("Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
-                  pointwise(dt_, as_double(bytes / element_bytes(dt_)), 2, 2, 1));
+                  pointwise(dt_, as_double(bytes / dtype_bytes(dt_)), 2, 2, 1));
   }
 
   const DlrmConfig& cfg_;
@@ -503,7 +488,7 @@ void check_inputs(const DlrmConfig& c, const DlrmPlacementInputs& in) {
 
 std::vector<int64_t> mlp_param_bytes_ready_order(const std::vector<int64_t>& widths, DType dtype) {
   std::vector<int64_t> bytes;
-  const int64_t e = element_bytes(dtype);
+  const int64_t e = dtype_bytes(dtype);
   for (size_t l = widths.size() - 1; l-- > 0;) {
     bytes.push_back(widths[l + 1] * e);              // bias
     bytes.push_back(widths[l + 1] * widths[l] * e);  // weight

@@ -46,5 +46,4 @@ HardwareProfile load_hardware_profile(const ConfigNode& node);
 /// line coding / 8 bits = 15.754, 31.508, 63.015 GB/s. nullopt for any other generation.
 std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation);
 
-
 }  // namespace upsim

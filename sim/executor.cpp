@@ -53,13 +53,21 @@ class GraphExecutor::Impl {
   Impl(Engine& engine, const TaskGraph& graph, const ModelSet& models)
       : engine_(engine), graph_(graph), models_(models) {}
 
-  void add_observer(Observer* o) { observers_.push_back(o); }
+  void add_observer(Observer* o) {
+    observers_.push_back(o);
+    if (models_.network) models_.network->add_observer(o);
+  }
 
   RunStats run() {
     validate();
     build_resources();
     for (Observer* o : observers_)
       o->on_run_begin(graph_);
+    const std::span<const LinkInfo> links = models_.network->links();
+    if (!links.empty()) {
+      for (Observer* o : observers_)
+        o->on_links_declared(links);
+    }
     const uint64_t events_before = engine_.executed();
     for (size_t s = 0; s < streams_.size(); ++s) {
       for (TaskId t : streams_[s].queue) {

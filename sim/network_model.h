@@ -7,9 +7,12 @@
 #pragma once
 
 #include <functional>
+#include <span>
+#include <vector>
 
 #include "sim/cost_models.h"
 #include "sim/engine.h"
+#include "sim/observer.h"
 
 namespace upsim {
 
@@ -20,6 +23,22 @@ class NetworkModel {
   virtual void start_collective(Engine& engine, const CollectiveDesc& collective,
                                 Completion on_done) = 0;
   virtual void start_transfer(Engine& engine, const TransferDesc& transfer, Completion on_done) = 0;
+
+  /// The links whose use the model reports through Observer::on_link_rate (index = link id);
+  /// empty for models without link state.
+  virtual std::span<const LinkInfo> links() const { return {}; }
+  /// Observers of link use; the executor registers its observers here. Not owned.
+  void add_observer(Observer* observer) { observers_.push_back(observer); }
+
+ protected:
+  /// Tells observers that `link` now carries `rate` in total over `flows` flows.
+  void notify_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) const {
+    for (Observer* o : observers_)
+      o->on_link_rate(link, at, rate, flows);
+  }
+
+ private:
+  std::vector<Observer*> observers_;
 };
 
 /// A network without link state: each operation takes its cost model's duration, independent of

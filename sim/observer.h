@@ -5,10 +5,20 @@
 // Observers must not throw out of callbacks except for I/O failure, which aborts the run.
 #pragma once
 
+#include <span>
+#include <string>
+
 #include "sim/task_graph.h"
 #include "sim/time.h"
+#include "sim/units.h"
 
 namespace upsim {
+
+/// A link of the fabric as observers see it: a name for display and its capacity.
+struct LinkInfo {
+  std::string name;
+  Bandwidth capacity;
+};
 
 class Observer {
  public:
@@ -34,6 +44,16 @@ class Observer {
   virtual void on_collective_begin(CollectiveId collective, Time at) {
     (void)collective;
     (void)at;
+  }
+  /// Before the first event, when the network model tracks links: link i is `links[i]`.
+  virtual void on_links_declared(std::span<const LinkInfo> links) { (void)links; }
+  /// From `at` on, `link` carries `rate` (bytes per second, all flows together) over `flows`
+  /// flows; a rate of zero means the link went idle.
+  virtual void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) {
+    (void)link;
+    (void)at;
+    (void)rate;
+    (void)flows;
   }
   /// After the last event.
   virtual void on_run_end(Time at) { (void)at; }

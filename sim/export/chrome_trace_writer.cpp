@@ -219,6 +219,42 @@ class ChromeTraceWriter::Impl {
     collective_begin_ps_.at(collective) = at.ps();
   }
 
+  void links_declared(std::span<const LinkInfo> links) {
+    links_.assign(links.begin(), links.end());
+    link_seen_.assign(links.size(), false);
+    start_event();
+    Members name(buf_);
+    name.str("name", "process_name").str("ph", "M").uinteger("pid", links_pid());
+    Members(name.object("args")).str("name", "fabric links");
+    buf_ += "}}";
+    start_event();
+    Members sort(buf_);
+    sort.str("name", "process_sort_index").str("ph", "M").uinteger("pid", links_pid());
+    Members(sort.object("args")).integer("sort_index", links_pid());
+    buf_ += "}}";
+  }
+
+  /// One counter track per link that is ever used, in the "fabric links" process: the link's
+  /// total rate in GB/s and its utilisation in percent of capacity.
+  void link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) {
+    note_time(at);
+    if (link >= links_.size()) return;
+    if (!link_seen_[link] && rate.bytes_per_second() <= 0.0) return;
+    link_seen_[link] = true;
+    const LinkInfo& info = links_[link];
+    start_event();
+    Members event(buf_);
+    event.str("name", info.name).str("cat", "link").str("ph", "C").uinteger("pid", links_pid());
+    event.us("ts", at.ps());
+    Members args(event.object("args"));
+    args.real("GB/s", rate.gigabytes_per_second());
+    const double capacity = info.capacity.bytes_per_second();
+    args.real("utilization_%", capacity > 0 ? 100.0 * rate.bytes_per_second() / capacity : 0.0);
+    args.uinteger("flows", flows);
+    buf_ += "}}";
+    flush_if_full();
+  }
+
   void run_end(Time at) {
     note_time(at);
     finish();
@@ -268,6 +304,8 @@ class ChromeTraceWriter::Impl {
  private:
   // ---- tracks ------------------------------------------------------------------------------
   static uint64_t pid(RankId rank) { return uint64_t{rank} + 1; }
+  /// The "fabric links" process sorts after every rank.
+  uint64_t links_pid() const { return pid(static_cast<RankId>(graph_->rank_count())); }
   uint64_t cpu_tid(RankId rank, uint16_t thread) const { return pid(rank) * tid_stride_ + thread; }
   uint64_t stream_tid(RankId rank, uint16_t stream) const {
     return pid(rank) * tid_stride_ + graph_->rank(rank).cpu_threads + stream;
@@ -534,6 +572,8 @@ class ChromeTraceWriter::Impl {
         fmt::format("cannot write Chrome trace '{}': {}", path_.string(), error_text(err)));
   }
 
+  std::vector<LinkInfo> links_;
+  std::vector<bool> link_seen_;
   std::filesystem::path path_;
   std::filesystem::path tmp_path_;
   std::vector<std::pair<std::string, std::string>> metadata_;
@@ -579,6 +619,14 @@ void ChromeTraceWriter::on_task_end(TaskId task, Time at) {
 
 void ChromeTraceWriter::on_collective_begin(CollectiveId collective, Time at) {
   impl_->collective_begin(collective, at);
+}
+
+void ChromeTraceWriter::on_links_declared(std::span<const LinkInfo> links) {
+  impl_->links_declared(links);
+}
+
+void ChromeTraceWriter::on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) {
+  impl_->link_rate(link, at, rate, flows);
 }
 
 void ChromeTraceWriter::on_run_end(Time at) {

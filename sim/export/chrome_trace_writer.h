@@ -57,6 +57,8 @@ class ChromeTraceWriter final : public Observer {
   void on_task_begin(TaskId task, Time at) override;
   void on_task_end(TaskId task, Time at) override;
   void on_collective_begin(CollectiveId collective, Time at) override;
+  void on_links_declared(std::span<const LinkInfo> links) override;
+  void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override;
   /// Calls finish().
   void on_run_end(Time at) override;
 

@@ -117,7 +117,26 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
   if (--r.outstanding == 0) r.starved_since = at;
 }
 
+void RunSummaryObserver::on_links_declared(std::span<const LinkInfo> links) {
+  links_.clear();
+  for (const LinkInfo& l : links)
+    links_.push_back(LinkLog{LinkUsage{l.name, l.capacity, 0.0, {}}, 0.0, Time::zero()});
+}
+
+void RunSummaryObserver::on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t) {
+  if (link >= links_.size()) return;
+  LinkLog& l = links_[link];
+  const Duration elapsed = at - l.since;
+  l.usage.bytes += l.rate * elapsed.seconds();
+  if (l.rate > 0.0) l.usage.busy += elapsed;
+  l.rate = rate.bytes_per_second();
+  l.since = at;
+}
+
 void RunSummaryObserver::on_run_end(Time at) {
+  for (uint32_t i = 0; i < links_.size(); ++i) {
+    if (links_[i].rate > 0.0) on_link_rate(i, at, Bandwidth{}, 0);
+  }
   end_ = at;
   ended_ = true;
 }
@@ -166,6 +185,14 @@ RunSummary RunSummaryObserver::summary() const {
     out.predicted_iteration_time = max(out.predicted_iteration_time, b.iteration_time);
     out.ranks.push_back(std::move(b));
   }
+  for (const LinkLog& l : links_) {
+    if (l.usage.bytes > 0.0) out.links.push_back(l.usage);
+  }
+  std::sort(out.links.begin(), out.links.end(), [](const LinkUsage& a, const LinkUsage& b) {
+    if (a.busy != b.busy) return a.busy > b.busy;
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.name < b.name;
+  });
   return out;
 }
 
@@ -196,6 +223,19 @@ std::string format_run_summary(const RunSummary& s) {
   out +=
       "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
       "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration)\n";
+  if (!s.links.empty()) {
+    constexpr size_t kShown = 8;
+    const int64_t iterations = std::max<int64_t>(1, s.iterations);
+    out +=
+        fmt::format("busiest links ({} of {} used; per-iteration means over all {} iterations):\n",
+                    std::min(kShown, s.links.size()), s.links.size(), s.iterations);
+    for (size_t i = 0; i < s.links.size() && i < kShown; ++i) {
+      const LinkUsage& l = s.links[i];
+      out += fmt::format("  {:<44} {:>10.3f} MB {:>9} ms busy  (capacity {:.1f} GB/s)\n", l.name,
+                         l.bytes / static_cast<double>(iterations) * 1e-6, ms(l.busy / iterations),
+                         l.capacity.gigabytes_per_second());
+    }
+  }
   return out;
 }
 

@@ -39,6 +39,14 @@ struct RankBreakdown {
   uint64_t collectives = 0;
 };
 
+/// Use of one fabric link over the whole run (all iterations, warm-up included).
+struct LinkUsage {
+  std::string name;
+  Bandwidth capacity;
+  double bytes = 0.0;
+  Duration busy;  ///< time with at least one flow on the link
+};
+
 struct RunSummary {
   uint32_t iterations = 0;
   uint32_t warmup_iterations = 0;
@@ -46,6 +54,9 @@ struct RunSummary {
   Time end;
   uint64_t tasks = 0;
   std::vector<RankBreakdown> ranks;
+  /// Links that carried traffic, busiest (by busy time, then bytes, then name) first; empty
+  /// when the network model has no link state.
+  std::vector<LinkUsage> links;
 };
 
 /// Observer that collects the intervals the summary needs. Call `summary()` after the run.
@@ -59,6 +70,8 @@ class RunSummaryObserver final : public Observer {
   void on_task_end(TaskId task, Time at) override;
   void on_gpu_enqueue(TaskId task, Time at) override;
   void on_collective_begin(CollectiveId collective, Time at) override;
+  void on_links_declared(std::span<const LinkInfo> links) override;
+  void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override;
   void on_run_end(Time at) override;
 
   /// Throws std::logic_error before the run has ended, and std::runtime_error when a rank has
@@ -88,6 +101,12 @@ class RunSummaryObserver final : public Observer {
   std::vector<RankLog> ranks_;
   std::vector<Time> begin_;             // per task: when it began
   std::vector<Time> collective_begin_;  // per collective group: network phase start
+  struct LinkLog {
+    LinkUsage usage;
+    double rate = 0.0;  // bytes per second since `since`
+    Time since;
+  };
+  std::vector<LinkLog> links_;
   bool ended_ = false;
   Time end_;
 };

@@ -778,3 +778,36 @@ TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+TEST_F(ChromeTraceWriterTest, LinkRatesBecomeCounterTracksInAFabricProcess) {
+  Scenario s;
+  ChromeTraceWriter writer(file("trace.json"));
+  writer.on_run_begin(s.graph);
+  const std::vector<LinkInfo> links{
+      {"gpu0 -> nvswitch0 (nvlink4)", Bandwidth::gigabytes_per_second(450)},
+      {"never used", Bandwidth::gigabytes_per_second(1)}};
+  writer.on_links_declared(links);
+  writer.on_link_rate(0, us(2), Bandwidth::gigabytes_per_second(225), 1);
+  writer.on_link_rate(1, us(2), Bandwidth{}, 0);
+  writer.on_link_rate(0, us(4), Bandwidth{}, 0);
+  writer.on_run_end(us(4));
+  const Json doc = parse_json(read_file(file("trace.json")));
+  const auto counters = events_where(doc, [](const Json& e) { return e.str("ph") == "C"; });
+  ASSERT_EQ(counters.size(), 2u) << "an idle link gets no track";
+  EXPECT_EQ(counters[0]->str("name"), "gpu0 -> nvswitch0 (nvlink4)");
+  EXPECT_EQ(counters[0]->str("ts"), "2.000000");
+  EXPECT_EQ(counters[0]->at("args").str("utilization_%"), "50");
+  EXPECT_EQ(counters[1]->at("args").str("GB/s"), "0");
+  const auto fabric = events_where(doc, [](const Json& e) {
+    return e.str("ph") == "M" && e.str("name") == "process_name" &&
+           e.at("args").str("name") == "fabric links";
+  });
+  ASSERT_EQ(fabric.size(), 1u);
+  EXPECT_EQ(fabric[0]->str("pid"), counters[0]->str("pid"));
+}
+
+}  // namespace
+}  // namespace upsim

@@ -112,3 +112,42 @@ TEST(RunSummary, TooFewIterationsForTheWarmupIsAnError) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+TEST(RunSummary, LinkBytesAndBusyTimeIntegrateTheReportedRates) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  g.add_iteration_mark(0, 0, 0);
+  g.seal();
+  RunSummaryObserver obs(0);
+  obs.on_run_begin(g);
+  const std::vector<LinkInfo> links{{"a -> b (nvlink3)", Bandwidth::gigabytes_per_second(100)},
+                                    {"b -> a (nvlink3)", Bandwidth::gigabytes_per_second(100)},
+                                    {"idle", Bandwidth::gigabytes_per_second(1)}};
+  obs.on_links_declared(links);
+  obs.on_task_begin(0, Time::zero());
+  obs.on_task_end(0, Time::zero());
+  // Link 0: 50 GB/s for 10 us, idle 10 us, 100 GB/s for 5 us -> 1 MB over 15 us busy.
+  obs.on_link_rate(0, Time::zero(), Bandwidth::gigabytes_per_second(50), 1);
+  obs.on_link_rate(0, Time::zero() + Duration::from_us(10), Bandwidth{}, 0);
+  obs.on_link_rate(0, Time::zero() + Duration::from_us(20), Bandwidth::gigabytes_per_second(100),
+                   2);
+  // Link 1 runs until the end of the run (30 us) at 10 GB/s from 25 us: 50 KB over 5 us.
+  obs.on_link_rate(1, Time::zero() + Duration::from_us(25), Bandwidth::gigabytes_per_second(10), 1);
+  obs.on_link_rate(0, Time::zero() + Duration::from_us(25), Bandwidth{}, 0);
+  obs.on_run_end(Time::zero() + Duration::from_us(30));
+  const RunSummary s = obs.summary();
+  ASSERT_EQ(s.links.size(), 2u) << "the idle link is not listed";
+  EXPECT_EQ(s.links[0].name, "a -> b (nvlink3)");
+  EXPECT_NEAR(s.links[0].bytes, 1.0e6, 1e-3);
+  EXPECT_EQ(s.links[0].busy, Duration::from_us(15));
+  EXPECT_NEAR(s.links[1].bytes, 5.0e4, 1e-3);
+  EXPECT_EQ(s.links[1].busy, Duration::from_us(5));
+  EXPECT_NE(format_run_summary(s).find("busiest links (2 of 2 used"), std::string::npos)
+      << format_run_summary(s);
+}
+
+}  // namespace
+}  // namespace upsim

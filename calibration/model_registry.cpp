@@ -3,6 +3,7 @@
 #include "calibration/alpha_beta_collective_cost.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/roofline_kernel_cost.h"
+#include "calibration/seed_curve_collective_cost.h"
 
 namespace upsim {
 
@@ -33,6 +34,9 @@ std::unique_ptr<CollectiveCostModel> make_collective_cost_model(const ConfigNode
   const std::string name = node.get_choice("model", kCollectiveModelNames);
   if (name == "alpha_beta") {
     return std::make_unique<AlphaBetaCollectiveCost>(load_alpha_beta(node, hardware));
+  }
+  if (name == "seed_curve") {
+    return std::make_unique<SeedCurveCollectiveCost>(load_seed_curve(node, hardware));
   }
   node.child("model").fail("collective model `" + name + "` has no builder");
 }

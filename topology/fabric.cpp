@@ -58,13 +58,21 @@ struct Fabric::State {
   std::vector<DeviceIndex> host;  // per GPU position in `gpus`
   // Routing cache, filled lazily per destination. Mutable: route() is logically const.
   mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to;
+  mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to_without_cpus;
 
-  const RoutesTo& routes_toward(DeviceIndex dst) const;
+  /// Routes toward `dst`; with `avoid_cpus`, CPUs other than `dst` are not transit devices.
+  const RoutesTo& routes_toward(DeviceIndex dst, bool avoid_cpus = false) const;
 };
 
-const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst) const {
-  auto it = routes_to.find(dst);
-  if (it != routes_to.end()) return it->second;
+const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst, bool avoid_cpus) const {
+  auto& cache = avoid_cpus ? routes_to_without_cpus : routes_to;
+  auto it = cache.find(dst);
+  if (it != cache.end()) return it->second;
+  auto transit_forbidden = [&](DeviceIndex v) {
+    if (v == dst) return false;
+    const DeviceKind kind = devices[v].kind;
+    return kind == DeviceKind::kGpu || (avoid_cpus && kind == DeviceKind::kCpu);
+  };
   // Dijkstra from the destination over reversed links gives every device's cost to reach it.
   // GPUs other than the endpoints must not forward traffic: their incoming links get no
   // relaxation as transit (handled by skipping GPU vertices below when expanding candidates,
@@ -76,7 +84,7 @@ const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst) const {
     // the reversed search from dst it would let paths pass through the GPU. Keep it: the
     // search below is from dst backwards, so a GPU's out-links connect the GPU as a *source*.
     // Links *into* a GPU other than dst would make it transit; drop them.
-    if (devices[link.to].kind == DeviceKind::kGpu && link.to != dst) continue;
+    if (transit_forbidden(link.to)) continue;
     boost::add_edge(link.from, link.to, EdgeProps{l, routing_cost_ps(link)}, g);
   }
   auto reversed = boost::make_reverse_graph(g);
@@ -96,13 +104,13 @@ const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst) const {
     if (v == dst || cost[v] >= kUnreachable) continue;
     for (LinkId l : out_links[v]) {
       const FabricLink& link = links[l];
-      if (devices[link.to].kind == DeviceKind::kGpu && link.to != dst) continue;
+      if (transit_forbidden(link.to)) continue;
       if (cost[link.to] >= kUnreachable) continue;
       if (cost[link.to] + routing_cost_ps(link) == cost[v]) r.next.push_back(l);
     }
   }
   r.first[devices.size()] = static_cast<uint32_t>(r.next.size());
-  return routes_to.emplace(dst, std::move(r)).first->second;
+  return cache.emplace(dst, std::move(r)).first->second;
 }
 
 std::string_view device_kind_name(DeviceKind kind) {
@@ -169,7 +177,15 @@ std::optional<DeviceIndex> Fabric::find(std::string_view id) const {
 std::vector<LinkId> Fabric::route(DeviceIndex from, DeviceIndex to) const {
   std::vector<LinkId> path;
   if (from == to) return path;
-  const RoutesTo& r = state_->routes_toward(to);
+  // Between nodes, traffic goes NIC to NIC through the network: a route that would cross a
+  // node's CPUs (e.g. from the wrong rail's NIC to the destination GPU) is used only when no
+  // other exists.
+  const FabricDevice& src = state_->devices[from];
+  const FabricDevice& dst = state_->devices[to];
+  const bool between_nodes = src.node != dst.node;
+  const RoutesTo* routes = &state_->routes_toward(to, between_nodes);
+  if (between_nodes && routes->cost[from] >= kUnreachable) routes = &state_->routes_toward(to);
+  const RoutesTo& r = *routes;
   if (r.cost[from] >= kUnreachable) {
     throw FabricError(fmt::format("fabric `{}`: no route from `{}` to `{}`", state_->name,
                                   state_->devices[from].id, state_->devices[to].id));

@@ -9,11 +9,14 @@
 //    to unknown devices, self-links, non-positive bandwidth, negative latency, no GPU, GPUs that
 //    cannot reach each other or a CPU) and throws FabricError naming what is wrong.
 //  - Routes are sequences of directed LinkIds. A route never passes *through* a GPU (GPUs only
-//    start and end routes). Among routes, the one with the least cost wins, cost of a link =
-//    latency + the time to move kRouteReferenceBytes at its bandwidth (so NVLink beats PCIe and
-//    fewer hops beat more); ties between equal-cost next hops (ECMP, e.g. the spines of a
-//    fat-tree) are broken by a hash of (source, destination), so different pairs spread over
-//    equal paths and the same pair always takes the same one.
+//    start and end routes). A route between devices of different nodes avoids passing through
+//    CPUs when any other route exists (inter-node traffic goes NIC to NIC over the network, as
+//    RDMA does; within a node, PCIe peer traffic may cross the CPUs' root complexes). Among routes,
+//    the one with the least cost wins, cost of a link = latency + the time to move
+//    kRouteReferenceBytes at its bandwidth (so NVLink beats PCIe and fewer hops beat more); ties
+//    between equal-cost next hops (ECMP, e.g. the spines of a fat-tree) are broken by a hash of
+//    (source, destination), so different pairs spread over equal paths and the same pair always
+//    takes the same one.
 //  - Boost.Graph is an implementation detail of fabric.cpp; it never appears in a header.
 //  - The engine sees only LinkIds and routes (through topology/flow_network.h).
 #pragma once

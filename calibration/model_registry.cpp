@@ -1,6 +1,7 @@
 #include "calibration/model_registry.h"
 
 #include "calibration/alpha_beta_collective_cost.h"
+#include "calibration/calibrated_kernel_cost.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/roofline_kernel_cost.h"
 #include "calibration/seed_curve_collective_cost.h"
@@ -12,6 +13,9 @@ std::unique_ptr<KernelCostModel> make_kernel_cost_model(const ConfigNode& node,
   const std::string name = node.get_choice("model", kKernelModelNames);
   if (name == "roofline") {
     return std::make_unique<RooflineKernelCost>(load_roofline(node, hardware.achievable));
+  }
+  if (name == "calibrated") {
+    return std::make_unique<CalibratedKernelCost>(load_calibrated(node, hardware));
   }
   node.child("model").fail("kernel model `" + name + "` has no builder");
 }

@@ -16,11 +16,12 @@
 
 namespace upsim {
 
-inline constexpr std::array<std::string_view, 1> kKernelModelNames{"roofline"};
+inline constexpr std::array<std::string_view, 2> kKernelModelNames{"roofline", "calibrated"};
 inline constexpr std::array<std::string_view, 1> kCpuModelNames{"host_overheads"};
 inline constexpr std::array<std::string_view, 2> kCollectiveModelNames{"alpha_beta", "seed_curve"};
 
 /// `{model: roofline, ...}` (see load_roofline); fractions default to `hardware.achievable`.
+/// `{model: calibrated, calibration: calibration/a100_llmcompass.yaml}` (see load_calibrated).
 std::unique_ptr<KernelCostModel> make_kernel_cost_model(const ConfigNode& node,
                                                         const HardwareProfile& hardware);
 

@@ -57,14 +57,82 @@ enum class KernelClass : uint8_t {
 };
 std::string_view kernel_class_name(KernelClass cls);
 
+/// What a kMemoryBound kernel computes. Kernel models that price every memory-bound kernel
+/// alike ignore it; the calibrated model (calibration/calibrated_kernel_cost.h) picks the
+/// achieved-bandwidth curve of the op's family by it. kUnspecified = a generic elementwise kernel.
+enum class MemoryOp : uint8_t {
+  kUnspecified,
+  kRelu,       ///< relu, threshold_backward
+  kGelu,       ///< gelu and its backward
+  kSigmoid,    ///< sigmoid and its backward
+  kTanh,       ///< tanh and its backward
+  kSoftmax,    ///< row-wise softmax and its backward
+  kLayerNorm,  ///< row-wise layer norm and its backward
+  kDropout,    ///< dropout and its backward
+  kBinary,     ///< add / sub / mul / div and other two-input elementwise ops (losses included)
+  kSum,        ///< reductions (sum, mean)
+  kCopy,       ///< copy_, contiguous, fill_, zero_
+  kCat,        ///< cat and split copies
+  kTranspose,  ///< transpose copies
+  kIndex,      ///< index / index_put_ gathers and scatters (the DLRM tril gather)
+  kOptimizer,  ///< optimizer updates (SGD, Adagrad, Adam; fused and foreach)
+};
+inline constexpr size_t kMemoryOpCount = 15;
+inline constexpr std::array<std::string_view, kMemoryOpCount> kMemoryOpNames{
+    "unspecified", "relu", "gelu", "sigmoid", "tanh",      "softmax", "layernorm", "dropout",
+    "binary",      "sum",  "copy", "cat",     "transpose", "index",   "optimizer"};
+inline std::string_view memory_op_name(MemoryOp op) {
+  return kMemoryOpNames[static_cast<size_t>(op)];
+}
+/// The MemoryOp whose memory_op_name() is `name`, or nullopt.
+inline std::optional<MemoryOp> parse_memory_op(std::string_view name) {
+  for (size_t i = 0; i < kMemoryOpCount; ++i) {
+    if (kMemoryOpNames[i] == name) return static_cast<MemoryOp>(i);
+  }
+  return std::nullopt;
+}
+
+/// Optimizer fused into the embedding-bag backward (FBGEMM `split_embedding_backward_codegen_*`).
+enum class EmbeddingOptimizer : uint8_t {
+  kSgd,             ///< w -= lr g
+  kAdagrad,         ///< element-wise momentum: one fp32 state per weight element
+  kRowWiseAdagrad,  ///< one fp32 state per row
+};
+
+/// Bins of the reuse-factor histogram (seed-method.md 2.4(b)): bin 0 holds distinct rows
+/// accessed once, (0, 1]; bin i in 1..15 holds (2^(i-1), 2^i]; bin 16 holds (2^15, inf).
+inline constexpr size_t kReuseHistogramBins = 17;
+
+/// One table of a table-batched embedding-bag op, when the tables differ.
+struct EmbeddingTableShape {
+  int64_t rows = 0;
+  int64_t dim = 0;
+  /// Mean rows per bag in this batch.
+  double pooling = 0.0;
+  /// Reuse-factor histogram of this table's indices in one batch: fraction of the distinct rows
+  /// whose access count falls in each bin (sums to 1). Empty = unknown: models that use it then
+  /// assume uniformly random indices over `rows`.
+  std::vector<double> reuse_histogram{};
+};
+
 /// Table-batched embedding-bag shape: `tables` tables looked up for `batch` samples each, with
 /// `pooling` rows per bag on average, rows of `dim` elements, `rows` rows per table on average.
+/// When `per_table` is non-empty it describes each table and takes precedence over `tables`,
+/// `rows`, `dim`, `pooling` and `reuse_histogram` for the models that read it (the calibrated
+/// embedding model does; the roofline reads the averages only).
 struct EmbeddingShape {
   int64_t batch = 0;
   int64_t tables = 0;
   int64_t rows = 0;
   int64_t dim = 0;
   double pooling = 0.0;
+  /// Reuse-factor histogram shared by all tables (see EmbeddingTableShape); empty = unknown.
+  std::vector<double> reuse_histogram{};
+  std::vector<EmbeddingTableShape> per_table{};
+  /// Bytes of one index (FBGEMM takes int32 or int64 indices).
+  int64_t index_bytes = 4;
+  /// kEmbeddingBackward: the optimizer fused into the backward.
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
 };
 
 struct KernelDesc {
@@ -79,6 +147,10 @@ struct KernelDesc {
   double bytes_read = 0.0;
   double bytes_written = 0.0;
   double flops = 0.0;
+  // kMemoryBound: the op, and for row-wise ops (softmax, layernorm, sum over the last dim) the
+  // elements per row (0 = not row-wise or unknown).
+  MemoryOp memory_op = MemoryOp::kUnspecified;
+  int64_t row_elements = 0;
   // kEmbeddingForward / kEmbeddingBackward.
   EmbeddingShape embedding;
 };

@@ -93,7 +93,7 @@ inline std::optional<MemoryOp> parse_memory_op(std::string_view name) {
 }
 
 /// Optimizer fused into the embedding-bag backward (FBGEMM `split_embedding_backward_codegen_*`).
-enum class EmbeddingOptimizer : uint8_t {
+enum class FusedEmbeddingOptimizer : uint8_t {
   kSgd,             ///< w -= lr g
   kAdagrad,         ///< element-wise momentum: one fp32 state per weight element
   kRowWiseAdagrad,  ///< one fp32 state per row
@@ -132,7 +132,7 @@ struct EmbeddingShape {
   /// Bytes of one index (FBGEMM takes int32 or int64 indices).
   int64_t index_bytes = 4;
   /// kEmbeddingBackward: the optimizer fused into the backward.
-  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  FusedEmbeddingOptimizer optimizer = FusedEmbeddingOptimizer::kSgd;
 };
 
 struct KernelDesc {

@@ -1,0 +1,334 @@
+#include "calibration/fit_kernel_calibration.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "calibration/calibrated_kernel_cost.h"
+
+namespace upsim {
+namespace {
+
+constexpr double kMicro = 1e-6;
+/// Tile candidates: {64, 128, 256}^2 without 256 x 256, the threadblock shapes CUTLASS
+/// instantiates for sm80 tensor-op GEMMs (cutlass/library generator, GenerateSM80_TensorOp_16816).
+constexpr std::array<std::pair<int64_t, int64_t>, 8> kTiles{
+    {{64, 64}, {64, 128}, {128, 64}, {128, 128}, {64, 256}, {256, 64}, {128, 256}, {256, 128}}};
+/// long_row_bytes candidates: 1 KiB .. 128 KiB.
+constexpr int kLongRowMinLog2 = 10;
+constexpr int kLongRowMaxLog2 = 17;
+constexpr double kStopRelativeStep = 1e-7;
+constexpr int kMaxEvaluations = 200000;
+/// Starting points of the compass search: k_overhead (K-elements) and the harness offset as a
+/// fraction of the smallest measured time. The objective has several local minima (a floor
+/// and an offset can trade places for the smallest shapes), hence a grid of starts.
+constexpr std::array<double, 3> kStartKOverheads{0.0, 128.0, 512.0};
+constexpr std::array<double, 2> kStartOffsets{0.5, 0.9};
+/// Significant digits kept of a fitted scale in the calibration file.
+constexpr int kDigits = 4;
+constexpr std::string_view kSplitRule =
+    "within each source file and op, rows in file order alternate train, held out (0-based even "
+    "index = train)";
+
+struct Box {
+  double lo;
+  double hi;
+};
+
+using Objective = std::function<double(const std::vector<double>&)>;
+
+/// Deterministic compass search (see the header); returns the best point and its value.
+std::pair<std::vector<double>, double> compass_search(const Objective& f, std::vector<double> x,
+                                                      std::vector<double> step,
+                                                      const std::vector<Box>& box) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::clamp(x[i], box[i].lo, box[i].hi);
+  }
+  double best = f(x);
+  const std::vector<double> initial = step;
+  int evaluations = 1;
+  while (evaluations < kMaxEvaluations) {
+    bool improved = false;
+    for (size_t i = 0; i < x.size() && !improved; ++i) {
+      for (double sign : {1.0, -1.0}) {
+        std::vector<double> y = x;
+        y[i] = std::clamp(x[i] + sign * step[i], box[i].lo, box[i].hi);
+        if (step[i] == 0.0 || y[i] == x[i]) continue;
+        const double value = f(y);
+        ++evaluations;
+        if (value < best) {
+          best = value;
+          x = std::move(y);
+          improved = true;
+          break;
+        }
+      }
+    }
+    if (improved) continue;
+    bool small = true;
+    for (size_t i = 0; i < step.size(); ++i) {
+      step[i] /= 2.0;
+      small = small && (initial[i] == 0.0 || step[i] < kStopRelativeStep * initial[i]);
+    }
+    if (small) break;
+  }
+  return {x, best};
+}
+
+/// `x` rounded to `digits` significant decimal digits, so that the file states exactly the
+/// values that were validated and stays readable.
+double round_significant(double x, int digits) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const double scale =
+      std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(x)))));
+  return std::round(x * scale) / scale;
+}
+
+/// A harness time in whole nanoseconds.
+Duration round_to_ns(double us) {
+  return Duration::from_us_f(std::round(us * 1e3) / 1e3);
+}
+
+double squared_log_error(double predicted, double measured) {
+  const double r = std::log(predicted / measured);
+  return r * r;
+}
+
+double harness_predict(double floor_us, double offset_us, double core_seconds) {
+  // Mirrors predicted_measurement_seconds (kernel_validation.cpp).
+  return std::max(floor_us * kMicro, offset_us * kMicro + core_seconds);
+}
+
+double min_seconds(const std::vector<const KernelMeasurement*>& rows) {
+  double out = std::numeric_limits<double>::infinity();
+  for (const KernelMeasurement* r : rows) {
+    out = std::min(out, r->seconds);
+  }
+  return out;
+}
+
+/// GEMM: grid over tiles, compass search over the continuous parameters from a grid of starts.
+void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
+              KernelCalibration& out) {
+  const double floor_us = min_seconds(rows) / kMicro;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [tile_m, tile_n] : kTiles) {
+    // x = [ln compute_speedup, ln memory_scale, k_overhead, floor us, offset us]
+    const auto params_of = [&](const std::vector<double>& x) {
+      GemmParams p;
+      p.tile_m = tile_m;
+      p.tile_n = tile_n;
+      p.memory_scale = std::exp(x[1]);
+      p.k_overhead = x[2];
+      return p;
+    };
+    const Objective objective = [&](const std::vector<double>& x) {
+      const GemmParams p = params_of(x);
+      double sum = 0.0;
+      for (const KernelMeasurement* r : rows) {
+        const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
+        const double core = std::max(est.compute_seconds / std::exp(x[0]), est.memory_seconds);
+        sum += squared_log_error(harness_predict(x[3], x[4], core), r->seconds);
+      }
+      return sum;
+    };
+    const std::vector<Box> box{{std::log(0.5), std::log(2.0)},
+                               {std::log(0.2), std::log(2.0)},
+                               {0.0, 4096.0},
+                               {0.0, 1e4},
+                               {0.0, 1e4}};
+    for (double k0 : kStartKOverheads) {
+      for (double offset : kStartOffsets) {
+        const auto [x, value] =
+            compass_search(objective, {0.0, 0.0, k0, floor_us, offset * floor_us},
+                           {0.1, 0.1, 32.0, 2.0, 2.0}, box);
+        if (value < best) {
+          best = value;
+          GemmParams p = params_of(x);
+          p.memory_scale = round_significant(p.memory_scale, kDigits);
+          p.k_overhead = std::round(p.k_overhead);
+          out.gemm = p;
+          out.measurement["gemm"] = HarnessOverhead{round_to_ns(x[3]), round_to_ns(x[4]),
+                                                    round_significant(std::exp(x[0]), kDigits)};
+        }
+      }
+    }
+  }
+}
+
+/// One memory-bound curve and the harness of each op measured on it.
+void fit_curve(const std::string& curve_name, const std::vector<const KernelMeasurement*>& rows,
+               const HardwareProfile& hw, KernelCalibration& out) {
+  std::vector<std::string> ops;
+  for (const KernelMeasurement* r : rows) {
+    if (std::find(ops.begin(), ops.end(), r->op) == ops.end()) ops.push_back(r->op);
+  }
+  std::vector<size_t> op_index;
+  for (const KernelMeasurement* r : rows) {
+    op_index.push_back(static_cast<size_t>(std::find(ops.begin(), ops.end(), r->op) - ops.begin()));
+  }
+  // Row bytes present in the training data decide which thresholds are identifiable.
+  std::set<int64_t> row_bytes;
+  for (const KernelMeasurement* r : rows) {
+    if (r->kernel.row_elements > 0) {
+      row_bytes.insert(r->kernel.row_elements * dtype_bytes(r->kernel.dtype));
+    }
+  }
+  std::vector<int64_t> thresholds{0};
+  for (int e = kLongRowMinLog2; e <= kLongRowMaxLog2; ++e) {
+    const int64_t t = int64_t{1} << e;
+    if (!row_bytes.empty() && *row_bytes.begin() <= t && *row_bytes.rbegin() > t) {
+      thresholds.push_back(t);
+    }
+  }
+
+  const double floor_us = min_seconds(rows) / kMicro;
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t threshold : thresholds) {
+    // x = [ln bandwidth_scale, ln passes, (floor us, offset us) per op]
+    const auto curve_of = [&](const std::vector<double>& x) {
+      MemoryCurve c;
+      c.bandwidth_scale = std::exp(x[0]);
+      c.long_row_bytes = threshold;
+      c.long_row_read_passes = threshold > 0 ? std::exp(x[1]) : 1.0;
+      return c;
+    };
+    const Objective objective = [&](const std::vector<double>& x) {
+      const MemoryCurve c = curve_of(x);
+      double sum = 0.0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const double core = memory_bound_seconds(rows[i]->kernel, hw.device, hw.achievable, c);
+        const size_t o = op_index[i];
+        sum +=
+            squared_log_error(harness_predict(x[2 + 2 * o], x[3 + 2 * o], core), rows[i]->seconds);
+      }
+      return sum;
+    };
+    std::vector<double> x0{0.0, 0.0};
+    std::vector<double> step{0.1, threshold > 0 ? 0.1 : 0.0};
+    std::vector<Box> box{{std::log(0.1), std::log(4.0)}, {0.0, std::log(8.0)}};
+    for (size_t o = 0; o < ops.size(); ++o) {
+      x0.insert(x0.end(), {floor_us, 0.5 * floor_us});
+      step.insert(step.end(), {2.0, 2.0});
+      box.insert(box.end(), {{0.0, 1e4}, {0.0, 1e4}});
+    }
+    const auto [x, value] = compass_search(objective, x0, step, box);
+    // Strict improvement only: the smallest of equally good thresholds (or none) wins.
+    if (value < best * (1.0 - 1e-9)) {
+      best = value;
+      MemoryCurve curve = curve_of(x);
+      curve.bandwidth_scale = round_significant(curve.bandwidth_scale, kDigits);
+      curve.long_row_read_passes = round_significant(curve.long_row_read_passes, kDigits);
+      out.curves[curve_name] = curve;
+      for (size_t o = 0; o < ops.size(); ++o) {
+        out.measurement[ops[o]] =
+            HarnessOverhead{round_to_ns(x[2 + 2 * o]), round_to_ns(x[3 + 2 * o])};
+      }
+    }
+  }
+}
+
+}  // namespace
+
+CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& measurements,
+                                         const HardwareProfile& hardware, std::string source) {
+  KernelCalibration c;
+  c.fitted_on = hardware.device.name;
+  c.source = std::move(source);
+  c.curve_of_op = default_curve_of_op();
+  c.split = std::string(kSplitRule);
+
+  std::vector<const KernelMeasurement*> gemm_rows;
+  std::map<std::string, std::vector<const KernelMeasurement*>> curve_rows;
+  for (const KernelMeasurement& m : measurements) {
+    if (m.held_out) continue;
+    if (m.kernel.cls == KernelClass::kGemm) {
+      gemm_rows.push_back(&m);
+    } else if (m.kernel.cls == KernelClass::kMemoryBound) {
+      curve_rows[c.curve_of_op[static_cast<size_t>(m.kernel.memory_op)]].push_back(&m);
+    } else {
+      throw CalibrationDataError(fmt::format("{}: op `{}`: no fit for {} kernels yet", m.origin,
+                                             m.op, kernel_class_name(m.kernel.cls)));
+    }
+  }
+  if (gemm_rows.empty() && curve_rows.empty()) {
+    throw CalibrationDataError("calibrate: no training measurements");
+  }
+  if (!gemm_rows.empty()) {
+    fit_gemm(gemm_rows, hardware, c);
+    // The fit holds for the measured dtypes; fp16 and bf16 share the tensor-core path and rate,
+    // so each stands in for the other. Other dtypes (fp32 SIMT, tf32, fp8) keep the tile and
+    // memory_scale but no k_overhead: the prologue/epilogue was measured in fp16 K-steps, which
+    // take a different time at another dtype's rate.
+    std::set<DType> measured;
+    for (const KernelMeasurement* r : gemm_rows) {
+      measured.insert(r->kernel.dtype);
+    }
+    if (measured.contains(DType::kFp16)) measured.insert(DType::kBf16);
+    if (measured.contains(DType::kBf16)) measured.insert(DType::kFp16);
+    for (DType dtype : measured) {
+      c.gemm_by_dtype[static_cast<size_t>(dtype)] = c.gemm;
+    }
+    c.gemm.k_overhead = 0.0;
+  }
+  // Curves without measurements keep the default (bandwidth_scale 1: the profile's achievable
+  // memory fraction); every curve the op map names must exist.
+  for (const std::string& name : c.curve_of_op) {
+    c.curves.emplace(name, MemoryCurve{});
+  }
+  for (const auto& [name, rows] : curve_rows) {
+    fit_curve(name, rows, hardware, c);
+  }
+
+  CalibrationResult result;
+  const CalibratedKernelCost model(c, hardware.achievable);
+  result.validation = validate_kernels(measurements, model, hardware.device);
+  for (const KernelValidationRow& row : result.validation) {
+    c.fit_errors.push_back(FitError{row.op, row.train_points, row.held_out_points,
+                                    row.train_geomean, row.held_out_geomean});
+  }
+  result.calibration = std::move(c);
+  return result;
+}
+
+std::string calibration_header(const CalibrationResult& result) {
+  const KernelCalibration& c = result.calibration;
+  std::string out = fmt::format(
+      "# Kernel calibration written by `upsim calibrate` (calibration/fit_kernel_calibration.h);\n"
+      "# schema: calibration/kernel_calibration.h. Fitted on {} from: {}.\n"
+      "# Split: {}.\n"
+      "# Scales are relative to the hardware profile's achievable fractions, so this file prices\n"
+      "# other GPUs too. `measurement` describes the sweep's timing harness (validation only).\n"
+      "# Fit error, geomean |predicted / measured - 1|:\n",
+      c.fitted_on, c.source, c.split);
+  for (const std::string& line : [&] {
+         std::vector<std::string> lines;
+         std::string table = format_kernel_validation(result.validation);
+         size_t start = 0;
+         while (start < table.size()) {
+           const size_t end = table.find('\n', start);
+           lines.push_back(table.substr(start, end - start));
+           start = end + 1;
+         }
+         return lines;
+       }()) {
+    out += "#   " + line + "\n";
+  }
+  return out;
+}
+
+void write_calibration_file(const std::filesystem::path& path, const CalibrationResult& result) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) throw CalibrationDataError(fmt::format("{}: cannot write file", path.string()));
+  file << kernel_calibration_yaml(result.calibration, calibration_header(result));
+  if (!file) throw CalibrationDataError(fmt::format("{}: write failed", path.string()));
+}
+
+}  // namespace upsim

@@ -1,0 +1,54 @@
+// `upsim calibrate` for kernels: fits the calibrated kernel model's parameters to measured
+// kernels (kernel_measurements.h) by deterministic least squares on log time.
+//
+// What is fitted (training points only; held-out points are never seen):
+//  - GEMM (op `gemm`): tile_m x tile_n in {64, 128, 256}^2 but 256 x 256 by grid search; for
+//    each, memory_scale, k_overhead and the sweep's harness (floor, offset, compute_speedup) by
+//    compass search. compute_scale stays 1: the asymptotic rate is the profile's sustained
+//    achievable fraction (mamf), and a wall-clock sweep that runs faster than that is described
+//    by its harness's compute_speedup (kernel_calibration.h, HarnessOverhead). The result is the
+//    GEMM entry of each measured dtype (fp16 and bf16 stand in for each other: same tensor
+//    cores, same peak); `default` (every other dtype) keeps the tile and memory_scale with
+//    k_overhead 0, since the prologue/epilogue was measured in K-steps of the measured dtype.
+//  - Memory-bound curves: each curve named in default_curve_of_op() that has measured ops gets
+//    bandwidth_scale, and, where its ops are row-wise, long_row_bytes (grid over 1 KiB .. 128 KiB
+//    in powers of two, or none; the smallest of equally good thresholds wins) and
+//    long_row_read_passes; each measured op gets its harness (floor, offset).
+//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them).
+// Objective: sum over training points of ln(predicted / measured)^2, predicted as in
+// kernel_validation.h. Compass search: from fixed starting points, try +-step along each
+// parameter, take the first improvement, halve the steps when none improves, stop below a
+// relative step of 1e-7. No randomness: the same measurements give the same file, byte for byte.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "calibration/hardware_profile.h"
+#include "calibration/kernel_calibration.h"
+#include "calibration/kernel_measurements.h"
+#include "calibration/kernel_validation.h"
+
+namespace upsim {
+
+struct CalibrationResult {
+  KernelCalibration calibration;
+  /// validate_kernels of the fitted model on the same measurements (train and held out).
+  std::vector<KernelValidationRow> validation;
+};
+
+/// Fits on the training rows of `measurements`, taken on `hardware` (its profile's achievable
+/// fractions anchor the scales). `source` is recorded in the file. Throws CalibrationDataError
+/// when there are no training rows, or an op has training rows but no model family.
+CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& measurements,
+                                         const HardwareProfile& hardware, std::string source);
+
+/// The comment block written above a fitted calibration: provenance, split, fit errors.
+std::string calibration_header(const CalibrationResult& result);
+
+/// Writes kernel_calibration_yaml(result.calibration, calibration_header(result)) to `path`;
+/// throws CalibrationDataError when the file cannot be written.
+void write_calibration_file(const std::filesystem::path& path, const CalibrationResult& result);
+
+}  // namespace upsim

@@ -1,0 +1,81 @@
+// GEMM / bmm / linear kernels: wave and tile quantisation over a roofline, with an efficiency
+// calibrated from measured sweeps (calibration/fit_kernel_calibration.h).
+//
+// Model (all quantities per kernel; b = batch, e = dtype_bytes(dtype)):
+//   tm, tn     = min(tile_m, max(16, bit_ceil(m))), same for n: skinny problems get narrow tiles
+//                (cuBLAS picks narrow tiles and GEMV kernels for them; 16 is the smallest MMA
+//                dimension, m16n8k16 on Ampere and Hopper tensor cores)
+//   tiles      = b x ceil(m / tm) x ceil(n / tn)               output tiles
+//   split      = 1 if tiles >= sm_count, else min(floor(sm_count / tiles), max(1, k / 64)):
+//                split-K spreads a GEMM with fewer tiles than SMs over the idle SMs, each split
+//                at least one 64-deep K block (CUTLASS's default threadblock shape for sm80
+//                half-precision tensor ops is 128 x 256 x 64, cutlass/gemm/device/
+//                default_gemm_configuration.h)
+//   waves      = ceil(tiles x split / sm_count)                tiles an SM computes in turn
+//   rate       = peak(dtype) x achievable.compute x compute_scale            [FLOP/s]
+//   compute    = waves x 2 x tm x tn x (k / split + k_overhead) / (rate / sm_count)
+//   bytes      = e b (m k + k n + m n)   (split-K partial sums, split x m n x 4 bytes, are
+//                left out: split-K serves m n << k (m + n), where they stay in L2)
+//   memory     = bytes / (hbm_bandwidth x achievable.memory x memory_scale)
+//   core time  = max(compute, memory)
+// CTAs sharing an SM share its rate, so the waves that count are per SM: an SM with one tile
+// in the last wave finishes it as fast as a full SM finishes its share.
+// A partial last wave, a partial edge tile and the per-tile prologue/epilogue (k_overhead, in
+// K-elements) all cost time as on the GPU; large shapes approach rate.
+//
+// Contract:
+//  - Pure: a function of (kernel, device, achievable fractions, parameters).
+//  - `achievable` are the hardware profile's measured fractions (mamf best matmul / datasheet
+//    peak, best streaming kernel / datasheet HBM). compute_scale and memory_scale are fitted on
+//    one device relative to that device's fractions and transfer to other devices as ratios:
+//    a device is assumed to stand to its own mamf best as the fitted device stands to its own.
+//  - A GEMM whose dtype has no peak on the device throws std::invalid_argument; so do
+//    non-positive dimensions.
+#pragma once
+
+#include <cstdint>
+
+#include "calibration/hardware_profile.h"
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+/// Parameters of the GEMM model (name, unit, default, source).
+struct GemmParams {
+  /// tile_m, tile_n (elements, default 128 x 128): output tile of one CTA. Fitted by grid search
+  /// over {64, 128, 256}^2 (fit_kernel_calibration.cpp).
+  int64_t tile_m = 128;
+  int64_t tile_n = 128;
+  /// k_overhead (K-elements, default 0): per-tile prologue and epilogue, as extra K. Fitted.
+  double k_overhead = 0.0;
+  /// compute_scale (dimensionless, default 1): asymptotic GEMM rate / (peak x achievable.compute).
+  double compute_scale = 1.0;
+  /// memory_scale (dimensionless, default 1): GEMM operand streaming rate / (hbm x
+  /// achievable.memory).
+  double memory_scale = 1.0;
+};
+
+/// The terms of one GEMM estimate, for explanations and tests.
+struct GemmEstimate {
+  int64_t tiles = 0;
+  int64_t split_k = 1;
+  int64_t waves = 0;
+  /// tiles / (waves x sm_count): the fraction of the SMs busy, over all waves.
+  double wave_efficiency = 0.0;
+  /// m n / (padded m x padded n): useful fraction of the computed tiles.
+  double tile_efficiency = 0.0;
+  double compute_seconds = 0.0;
+  double memory_seconds = 0.0;
+  /// max(compute_seconds, memory_seconds), without any per-kernel fixed time.
+  double seconds = 0.0;
+};
+
+/// Throws std::invalid_argument for non-positive tiles, negative k_overhead or non-positive
+/// scales.
+void check_gemm_params(const GemmParams& params);
+
+/// See the header comment. `kernel.cls` must be kGemm.
+GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device,
+                           const AchievableFractions& achievable, const GemmParams& params);
+
+}  // namespace upsim

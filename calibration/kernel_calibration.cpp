@@ -1,0 +1,240 @@
+#include "calibration/kernel_calibration.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "sim/config/quantity_parse.h"
+
+namespace upsim {
+namespace {
+
+constexpr std::string_view kElementwiseCurve = "elementwise";
+
+GemmParams read_gemm(const ConfigNode& node) {
+  GemmParams p;
+  p.tile_m = node.get_positive_int("tile_m");
+  p.tile_n = node.get_positive_int("tile_n");
+  p.k_overhead = node.get_double("k_overhead");
+  p.compute_scale = node.get_double("compute_scale");
+  p.memory_scale = node.get_double("memory_scale");
+  try {
+    check_gemm_params(p);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+  return p;
+}
+
+MemoryCurve read_curve(const ConfigNode& node) {
+  MemoryCurve c;
+  c.bandwidth_scale = node.get_double("bandwidth_scale");
+  c.long_row_bytes = node.get_int("long_row_bytes");
+  c.long_row_read_passes = node.get_double("long_row_read_passes");
+  try {
+    check_memory_curve(c);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+  return c;
+}
+
+EmbeddingParams read_embedding(const ConfigNode& node) {
+  EmbeddingParams p;
+  p.l2_usable_fraction = node.get_double("l2_usable_fraction");
+  p.warps_per_sm = node.get_positive_int("warps_per_sm");
+  p.dram_scale = node.get_double("dram_scale");
+  p.l2_scale = node.get_double("l2_scale");
+  p.dim_factor_32 = node.get_double("dim_factor_32");
+  p.dim_factor_64 = node.get_double("dim_factor_64");
+  p.sort_radix_bits = node.get_positive_int("sort_radix_bits");
+  try {
+    check_embedding_params(p);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+  return p;
+}
+
+HarnessOverhead read_harness(const ConfigNode& node) {
+  HarnessOverhead h{node.get_duration("floor"), node.get_duration("offset")};
+  h.compute_speedup = node.get_double_or("compute_speedup", 1.0);
+  if (!(h.compute_speedup > 0.0)) {
+    node.child("compute_speedup").fail("must be positive");
+  }
+  return h;
+}
+
+std::string valid_ops() {
+  std::string out;
+  for (std::string_view name : kMemoryOpNames) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+std::string gemm_yaml(const GemmParams& p) {
+  return fmt::format(
+      "{{tile_m: {}, tile_n: {}, k_overhead: {}, compute_scale: {}, memory_scale: {}}}", p.tile_m,
+      p.tile_n, p.k_overhead, p.compute_scale, p.memory_scale);
+}
+
+/// A YAML double-quoted scalar.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+const GemmParams& KernelCalibration::gemm_for(DType dtype) const {
+  const std::optional<GemmParams>& own = gemm_by_dtype[static_cast<size_t>(dtype)];
+  return own ? *own : gemm;
+}
+
+const MemoryCurve& KernelCalibration::curve_for(MemoryOp op) const {
+  const std::string& name = curve_of_op[static_cast<size_t>(op)];
+  const auto it = curves.find(name);
+  if (it == curves.end()) {
+    throw std::invalid_argument(fmt::format(
+        "calibration: op `{}` maps to curve `{}`, which is not defined", memory_op_name(op), name));
+  }
+  return it->second;
+}
+
+std::array<std::string, kMemoryOpCount> default_curve_of_op() {
+  std::array<std::string, kMemoryOpCount> out;
+  out.fill(std::string(kElementwiseCurve));
+  out[static_cast<size_t>(MemoryOp::kSoftmax)] = "softmax";
+  out[static_cast<size_t>(MemoryOp::kLayerNorm)] = "layernorm";
+  return out;
+}
+
+KernelCalibration load_kernel_calibration(const ConfigNode& node) {
+  KernelCalibration c;
+  c.fitted_on = node.get_string("fitted_on");
+  c.source = node.get_string("source");
+  c.kernel_overhead = node.get_duration("kernel_overhead");
+
+  const ConfigNode gemm = node.child("gemm");
+  if (!gemm.is_map()) gemm.fail("must be a map from `default` or a dtype to GEMM parameters");
+  bool has_default = false;
+  for (const auto& [key, value] : gemm.map_entries()) {
+    if (key == "default") {
+      c.gemm = read_gemm(value);
+      has_default = true;
+      continue;
+    }
+    const std::optional<DType> dtype = parse_dtype(key);
+    if (!dtype) value.fail(fmt::format("unknown dtype `{}` (or `default`)", key));
+    c.gemm_by_dtype[static_cast<size_t>(*dtype)] = read_gemm(value);
+  }
+  if (!has_default) gemm.fail("missing required key `default`");
+
+  const ConfigNode memory = node.child("memory_bound");
+  const ConfigNode curves = memory.child("curves");
+  if (!curves.is_map() || curves.size() == 0) curves.fail("must be a non-empty map of curves");
+  for (const auto& [name, value] : curves.map_entries()) {
+    c.curves.emplace(name, read_curve(value));
+  }
+  const ConfigNode ops = memory.child("ops");
+  if (!ops.is_map()) ops.fail("must be a map from op name to curve name");
+  std::array<bool, kMemoryOpCount> seen{};
+  for (const auto& [name, value] : ops.map_entries()) {
+    const std::optional<MemoryOp> op = parse_memory_op(name);
+    if (!op) value.fail(fmt::format("unknown op `{}`; valid: {}", name, valid_ops()));
+    const std::string curve = value.as_string();
+    if (!c.curves.contains(curve)) {
+      value.fail(fmt::format("curve `{}` is not defined under memory_bound.curves", curve));
+    }
+    c.curve_of_op[static_cast<size_t>(*op)] = curve;
+    seen[static_cast<size_t>(*op)] = true;
+  }
+  for (size_t i = 0; i < kMemoryOpCount; ++i) {
+    if (!seen[i]) ops.fail(fmt::format("missing op `{}`", kMemoryOpNames[i]));
+  }
+
+  c.embedding = read_embedding(node.child("embedding"));
+
+  if (const auto measurement = node.optional_child("measurement")) {
+    for (const auto& [name, value] : measurement->map_entries()) {
+      if (name != "gemm" && !parse_memory_op(name)) {
+        value.fail(fmt::format("unknown op `{}`; valid: gemm, {}", name, valid_ops()));
+      }
+      c.measurement.emplace(name, read_harness(value));
+    }
+  }
+  if (const auto fit = node.optional_child("fit")) {
+    c.split = fit->get_string("split");
+    for (const ConfigNode& row : fit->child("errors").items()) {
+      FitError e;
+      e.op = row.get_string("op");
+      e.train_points = static_cast<size_t>(row.get_int("train_points"));
+      e.held_out_points = static_cast<size_t>(row.get_int("held_out_points"));
+      e.train_geomean = row.get_double("train_geomean");
+      e.held_out_geomean = row.get_double("held_out_geomean");
+      c.fit_errors.push_back(e);
+    }
+  }
+  return c;
+}
+
+std::string kernel_calibration_yaml(const KernelCalibration& c, const std::string& header) {
+  std::string out = header;
+  if (!out.empty() && out.back() != '\n') out += '\n';
+  out += fmt::format("fitted_on: {}\n", quoted(c.fitted_on));
+  out += fmt::format("source: {}\n", quoted(c.source));
+  out += fmt::format("kernel_overhead: {}\n", format_duration_exact(c.kernel_overhead));
+  out += "gemm:\n";
+  out += fmt::format("  default: {}\n", gemm_yaml(c.gemm));
+  for (size_t i = 0; i < kDTypeCount; ++i) {
+    if (c.gemm_by_dtype[i]) {
+      out += fmt::format("  {}: {}\n", dtype_name(static_cast<DType>(i)),
+                         gemm_yaml(*c.gemm_by_dtype[i]));
+    }
+  }
+  out += "memory_bound:\n  curves:\n";
+  for (const auto& [name, curve] : c.curves) {
+    out += fmt::format(
+        "    {}: {{bandwidth_scale: {}, long_row_bytes: {}, long_row_read_passes: {}}}\n", name,
+        curve.bandwidth_scale, curve.long_row_bytes, curve.long_row_read_passes);
+  }
+  out += "  ops:\n";
+  for (size_t i = 0; i < kMemoryOpCount; ++i) {
+    out += fmt::format("    {}: {}\n", kMemoryOpNames[i], c.curve_of_op[i]);
+  }
+  const EmbeddingParams& e = c.embedding;
+  out += fmt::format(
+      "embedding: {{l2_usable_fraction: {}, warps_per_sm: {}, dram_scale: {}, l2_scale: {}, "
+      "dim_factor_32: {}, dim_factor_64: {}, sort_radix_bits: {}}}\n",
+      e.l2_usable_fraction, e.warps_per_sm, e.dram_scale, e.l2_scale, e.dim_factor_32,
+      e.dim_factor_64, e.sort_radix_bits);
+  if (!c.measurement.empty()) {
+    out += "measurement:\n";
+    for (const auto& [name, h] : c.measurement) {
+      out += fmt::format("  {}: {{floor: {}, offset: {}", name, format_duration_exact(h.floor),
+                         format_duration_exact(h.offset));
+      if (h.compute_speedup != 1.0) out += fmt::format(", compute_speedup: {}", h.compute_speedup);
+      out += "}\n";
+    }
+  }
+  if (!c.split.empty() || !c.fit_errors.empty()) {
+    out += "fit:\n";
+    out += fmt::format("  split: {}\n", quoted(c.split));
+    out += "  errors:\n";
+    for (const FitError& f : c.fit_errors) {
+      out += fmt::format(
+          "    - {{op: {}, train_points: {}, held_out_points: {}, train_geomean: {:.4f}, "
+          "held_out_geomean: {:.4f}}}\n",
+          f.op, f.train_points, f.held_out_points, f.train_geomean, f.held_out_geomean);
+    }
+  }
+  return out;
+}
+
+}  // namespace upsim

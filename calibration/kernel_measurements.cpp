@@ -1,0 +1,401 @@
+#include "calibration/kernel_measurements.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <utility>
+
+namespace upsim {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::vector<std::string_view> split_fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    out.push_back(
+        trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+/// One non-blank, non-comment line of a file.
+struct Line {
+  int number = 0;
+  std::string text;
+};
+
+std::vector<Line> read_lines(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
+  std::vector<Line> out;
+  std::string text;
+  int number = 0;
+  while (std::getline(in, text)) {
+    ++number;
+    const std::string_view t = trim(text);
+    if (t.empty() || t.front() == '#') continue;
+    out.push_back({number, std::string(t)});
+  }
+  return out;
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, int line, std::string_view message) {
+  throw CalibrationDataError(fmt::format("{}:{}: {}", path.string(), line, message));
+}
+
+double parse_number(const std::filesystem::path& path, int line, std::string_view field,
+                    std::string_view what) {
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (ec != std::errc() || end != field.data() + field.size()) {
+    fail(path, line, fmt::format("{} `{}` is not a number", what, field));
+  }
+  return value;
+}
+
+/// A positive whole number (a dimension).
+int64_t parse_dim(const std::filesystem::path& path, int line, std::string_view field,
+                  std::string_view what) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (ec != std::errc() || end != field.data() + field.size()) {
+    fail(path, line, fmt::format("{} `{}` is not a whole number", what, field));
+  }
+  if (value <= 0) fail(path, line, fmt::format("{} must be positive, got {}", what, value));
+  return value;
+}
+
+double positive(const std::filesystem::path& path, int line, double value, std::string_view what) {
+  if (!(value > 0.0)) fail(path, line, fmt::format("{} must be positive, got {}", what, value));
+  return value;
+}
+
+/// `field` with the unit suffix `unit` removed ("0.19ms" -> 0.19).
+double parse_with_unit(const std::filesystem::path& path, int line, std::string_view field,
+                       std::string_view unit, std::string_view what) {
+  if (!field.ends_with(unit)) {
+    fail(path, line, fmt::format("{} `{}` must end in `{}`", what, field, unit));
+  }
+  field.remove_suffix(unit.size());
+  return parse_number(path, line, trim(field), what);
+}
+
+void expect_fields(const std::filesystem::path& path, const Line& line,
+                   const std::vector<std::string_view>& fields, size_t count,
+                   std::string_view columns) {
+  if (fields.size() != count) {
+    fail(path, line.number,
+         fmt::format("expected {} fields ({}), got {}", count, columns, fields.size()));
+  }
+}
+
+std::string origin(const std::filesystem::path& path, int line) {
+  return fmt::format("{}:{}", path.string(), line);
+}
+
+std::string valid_ops() {
+  std::string out = "gemm";
+  for (std::string_view name : kMemoryOpNames) {
+    if (name != "unspecified") out += fmt::format(", {}", name);
+  }
+  return out;
+}
+
+using ColumnIndex = std::map<std::string, size_t, std::less<>>;
+
+/// The header's columns; every name in `required` must be there (`usage` lists the columns).
+ColumnIndex read_header(const std::filesystem::path& path, const std::vector<Line>& lines,
+                        std::initializer_list<std::string_view> required, std::string_view usage) {
+  if (lines.empty()) throw CalibrationDataError(fmt::format("{}: no header line", path.string()));
+  const std::vector<std::string_view> header = split_fields(lines.front().text);
+  ColumnIndex column;
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (!column.emplace(std::string(header[i]), i).second) {
+      fail(path, lines.front().number, fmt::format("duplicate column `{}`", header[i]));
+    }
+  }
+  for (std::string_view name : required) {
+    if (!column.contains(name)) {
+      fail(path, lines.front().number, fmt::format("missing column `{}` ({})", name, usage));
+    }
+  }
+  return column;
+}
+
+DType parse_dtype_field(const std::filesystem::path& path, int line, std::string_view text) {
+  const std::optional<DType> dtype = parse_dtype(text);
+  if (!dtype) {
+    fail(path, line,
+         fmt::format("unknown dtype `{}`; valid: fp32, tf32, fp16, bf16, fp8, int8", text));
+  }
+  return *dtype;
+}
+
+bool parse_split(const std::filesystem::path& path, int line, std::string_view split) {
+  if (split != "train" && split != "held_out") {
+    fail(path, line, fmt::format("split must be `train` or `held_out`, got `{}`", split));
+  }
+  return split == "held_out";
+}
+
+}  // namespace
+
+KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
+  const double e = static_cast<double>(dtype_bytes(dtype));
+  const double elements = static_cast<double>(m) * static_cast<double>(n);
+  KernelDesc d;
+  d.cls = KernelClass::kMemoryBound;
+  d.dtype = dtype;
+  d.memory_op = op;
+  d.bytes_read = elements * e;
+  d.bytes_written = elements * e;
+  if (op == MemoryOp::kLayerNorm) d.bytes_read += 2.0 * static_cast<double>(n) * e;
+  if (op == MemoryOp::kSoftmax || op == MemoryOp::kLayerNorm || op == MemoryOp::kSum) {
+    d.row_elements = n;
+  }
+  return d;
+}
+
+KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  KernelDesc d;
+  d.cls = KernelClass::kGemm;
+  d.dtype = dtype;
+  d.batch = batch;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  return d;
+}
+
+std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path) {
+  const std::vector<Line> lines = read_lines(path);
+  const ColumnIndex column =
+      read_header(path, lines, {"op", "dtype", "m", "n", "time_us"},
+                  "required: op, dtype, m, n, time_us; optional: k, batch, split");
+  const size_t columns = split_fields(lines.front().text).size();
+  const auto optional_column = [&column](std::string_view name) -> std::optional<size_t> {
+    const auto it = column.find(name);
+    if (it == column.end()) return std::nullopt;
+    return it->second;
+  };
+  const std::optional<size_t> k_col = optional_column("k");
+  const std::optional<size_t> batch_col = optional_column("batch");
+  const std::optional<size_t> split_col = optional_column("split");
+
+  std::vector<KernelMeasurement> rows;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const Line& line = lines[i];
+    const std::vector<std::string_view> f = split_fields(line.text);
+    if (f.size() != columns) {
+      fail(path, line.number,
+           fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
+    }
+    KernelMeasurement row;
+    row.op = std::string(f[column.at("op")]);
+    const DType dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
+    const int64_t m = parse_dim(path, line.number, f[column.at("m")], "m");
+    const int64_t n = parse_dim(path, line.number, f[column.at("n")], "n");
+    if (row.op == "gemm") {
+      if (!k_col) fail(path, line.number, "a gemm row needs the column `k`");
+      const int64_t k = parse_dim(path, line.number, f[*k_col], "k");
+      const int64_t batch = batch_col ? parse_dim(path, line.number, f[*batch_col], "batch") : 1;
+      row.kernel = gemm_kernel(dtype, batch, m, n, k);
+    } else {
+      const std::optional<MemoryOp> op = parse_memory_op(row.op);
+      if (!op || *op == MemoryOp::kUnspecified) {
+        fail(path, line.number, fmt::format("unknown op `{}`; valid: {}", row.op, valid_ops()));
+      }
+      row.kernel = memory_op_kernel(*op, dtype, m, n);
+    }
+    const double us = parse_number(path, line.number, f[column.at("time_us")], "time_us");
+    row.seconds = positive(path, line.number, us, "time_us") * 1e-6;
+    if (split_col) {
+      const std::string_view split = f[*split_col];
+      if (split != "train" && split != "held_out") {
+        fail(path, line.number,
+             fmt::format("split must be `train` or `held_out`, got `{}`", split));
+      }
+      row.held_out = split == "held_out";
+    }
+    row.origin = origin(path, line.number);
+    rows.push_back(std::move(row));
+  }
+  if (!split_col) assign_alternating_split(rows);
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path) {
+  const std::vector<Line> lines = read_lines(path);
+  const ColumnIndex column = read_header(
+      path, lines, {"op", "dtype", "batch", "tables", "rows", "dim", "lookups", "time_us"},
+      "required: op, dtype, batch, tables, rows, dim, lookups, time_us; optional: "
+      "index_bytes, optimizer, split");
+  const size_t columns = split_fields(lines.front().text).size();
+  const auto optional_column = [&column](std::string_view name) -> std::optional<size_t> {
+    const auto it = column.find(name);
+    if (it == column.end()) return std::nullopt;
+    return it->second;
+  };
+  const std::optional<size_t> index_col = optional_column("index_bytes");
+  const std::optional<size_t> optimizer_col = optional_column("optimizer");
+  const std::optional<size_t> split_col = optional_column("split");
+
+  std::vector<KernelMeasurement> rows;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const Line& line = lines[i];
+    const std::vector<std::string_view> f = split_fields(line.text);
+    if (f.size() != columns) {
+      fail(path, line.number,
+           fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
+    }
+    KernelMeasurement row;
+    row.op = std::string(f[column.at("op")]);
+    KernelDesc& k = row.kernel;
+    if (row.op == "embedding_forward") {
+      k.cls = KernelClass::kEmbeddingForward;
+    } else if (row.op == "embedding_backward") {
+      k.cls = KernelClass::kEmbeddingBackward;
+    } else {
+      fail(path, line.number,
+           fmt::format("unknown op `{}`; valid: embedding_forward, embedding_backward", row.op));
+    }
+    k.dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
+    EmbeddingShape& e = k.embedding;
+    e.batch = parse_dim(path, line.number, f[column.at("batch")], "batch");
+    e.tables = parse_dim(path, line.number, f[column.at("tables")], "tables");
+    e.rows = parse_dim(path, line.number, f[column.at("rows")], "rows");
+    e.dim = parse_dim(path, line.number, f[column.at("dim")], "dim");
+    const int64_t lookups = parse_dim(path, line.number, f[column.at("lookups")], "lookups");
+    e.pooling = static_cast<double>(lookups) / static_cast<double>(e.batch * e.tables);
+    if (index_col) {
+      e.index_bytes = parse_dim(path, line.number, f[*index_col], "index_bytes");
+      if (e.index_bytes != 4 && e.index_bytes != 8) {
+        fail(path, line.number, fmt::format("index_bytes must be 4 or 8, got {}", e.index_bytes));
+      }
+    }
+    if (optimizer_col) {
+      const std::string_view name = f[*optimizer_col];
+      if (name == "sgd") {
+        e.optimizer = FusedEmbeddingOptimizer::kSgd;
+      } else if (name == "adagrad") {
+        e.optimizer = FusedEmbeddingOptimizer::kAdagrad;
+      } else if (name == "rowwise_adagrad") {
+        e.optimizer = FusedEmbeddingOptimizer::kRowWiseAdagrad;
+      } else {
+        fail(path, line.number,
+             fmt::format("unknown optimizer `{}`; valid: sgd, adagrad, rowwise_adagrad", name));
+      }
+    }
+    const double us = parse_number(path, line.number, f[column.at("time_us")], "time_us");
+    row.seconds = positive(path, line.number, us, "time_us") * 1e-6;
+    row.held_out = split_col ? parse_split(path, line.number, f[*split_col]) : true;
+    row.origin = origin(path, line.number);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::path& path) {
+  std::vector<KernelMeasurement> rows;
+  for (const Line& line : read_lines(path)) {
+    const std::vector<std::string_view> f = split_fields(line.text);
+    expect_fields(path, line, f, 5, "M, N, K, time ms, TFLOP/s");
+    const int64_t m = parse_dim(path, line.number, f[0], "M");
+    const int64_t n = parse_dim(path, line.number, f[1], "N");
+    const int64_t k = parse_dim(path, line.number, f[2], "K");
+    const double ms = parse_with_unit(path, line.number, f[3], "ms", "time");
+    positive(path, line.number, parse_with_unit(path, line.number, f[4], "Tflops", "throughput"),
+             "throughput");
+    KernelMeasurement row;
+    row.op = "gemm";
+    row.kernel = gemm_kernel(DType::kFp16, 1, m, n, k);
+    row.seconds = positive(path, line.number, ms, "time") * 1e-3;
+    row.origin = origin(path, line.number);
+    rows.push_back(std::move(row));
+  }
+  assign_alternating_split(rows);
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::path& path,
+                                                       MemoryOp op) {
+  std::vector<KernelMeasurement> rows;
+  for (const Line& line : read_lines(path)) {
+    const std::vector<std::string_view> f = split_fields(line.text);
+    expect_fields(path, line, f, 3, "M, N, G elements/s");
+    const int64_t m = parse_dim(path, line.number, f[0], "M");
+    const int64_t n = parse_dim(path, line.number, f[1], "N");
+    const double rate = positive(path, line.number,
+                                 parse_number(path, line.number, f[2], "throughput"), "throughput");
+    KernelMeasurement row;
+    row.op = std::string(memory_op_name(op));
+    row.kernel = memory_op_kernel(op, DType::kFp16, m, n);
+    row.seconds = static_cast<double>(m) * static_cast<double>(n) / (rate * 1e9);
+    row.origin = origin(path, line.number);
+    rows.push_back(std::move(row));
+  }
+  assign_alternating_split(rows);
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_llmcompass_elementwise(const std::filesystem::path& path,
+                                                           MemoryOp op) {
+  std::vector<KernelMeasurement> rows;
+  for (const Line& line : read_lines(path)) {
+    const std::vector<std::string_view> f = split_fields(line.text);
+    expect_fields(path, line, f, 2, "elements, G elements/s");
+    const int64_t n = parse_dim(path, line.number, f[0], "elements");
+    const double rate = positive(path, line.number,
+                                 parse_number(path, line.number, f[1], "throughput"), "throughput");
+    KernelMeasurement row;
+    row.op = std::string(memory_op_name(op));
+    row.kernel = memory_op_kernel(op, DType::kFp16, 1, n);
+    row.seconds = static_cast<double>(n) / (rate * 1e9);
+    row.origin = origin(path, line.number);
+    rows.push_back(std::move(row));
+  }
+  assign_alternating_split(rows);
+  return rows;
+}
+
+std::vector<KernelMeasurement> read_llmcompass_dir(const std::filesystem::path& dir,
+                                                   std::string_view gpu) {
+  const auto file = [&](std::string_view stem) {
+    return dir / fmt::format("{}_{}.csv", stem, gpu);
+  };
+  std::vector<KernelMeasurement> all = read_llmcompass_matmul(file("matmul"));
+  for (auto&& part : {read_llmcompass_rowwise(file("softmax"), MemoryOp::kSoftmax),
+                      read_llmcompass_rowwise(file("layernorm"), MemoryOp::kLayerNorm),
+                      read_llmcompass_elementwise(file("gelu"), MemoryOp::kGelu)}) {
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  return all;
+}
+
+void assign_alternating_split(std::vector<KernelMeasurement>& rows) {
+  std::map<std::pair<std::string, std::string>, size_t> seen;
+  for (KernelMeasurement& row : rows) {
+    const std::string file = row.origin.substr(0, row.origin.rfind(':'));
+    const size_t index = seen[{file, row.op}]++;
+    row.held_out = index % 2 == 1;
+  }
+}
+
+}  // namespace upsim

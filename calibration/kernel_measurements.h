@@ -1,0 +1,94 @@
+// Kernel measurement tables for `upsim calibrate` and `upsim validate kernels`: the importers
+// that turn measured sweeps into KernelMeasurement rows, and the train / held-out split.
+//
+// Formats:
+//  - upsim measurement CSV (read_measurement_csv), one kernel per line, a header naming the
+//    columns in any order:
+//      op        required  `gemm` or a memory_op_name() (gelu, softmax, layernorm, relu, ...)
+//      dtype     required  dtype_name() (fp32, tf32, fp16, bf16, fp8, int8)
+//      m, n      required  gemm: m x n output; memory op: m rows of n elements (n elements: m 1)
+//      k         gemm only the reduction dimension
+//      batch     optional  gemm batch (default 1)
+//      time_us   required  measured time of one call, > 0
+//      split     optional  `train` or `held_out`; without the column, the alternating split
+//    Lines starting with '#' and blank lines are skipped.
+//  - upsim embedding-op CSV (read_embedding_op_csv), one table-batched embedding op per line,
+//    a header naming the columns in any order; columns not listed here are ignored:
+//      op        required  embedding_forward or embedding_backward
+//      dtype     required  weight dtype
+//      batch, tables, rows, dim   required  bags per table, tables, rows per table (mean), dim
+//      lookups   required  indices of the op over all tables (pooling = lookups / (batch tables))
+//      time_us   required  measured time of the op (e.g. the sum of its kernels), > 0
+//      index_bytes optional 4 or 8 (default 4); optimizer optional sgd, adagrad,
+//                rowwise_adagrad (default sgd); split optional train / held_out (default
+//                held_out: the embedding model has no fitted parameters yet)
+//  - LLMCompass real-hardware sweeps (../shared/data/llmcompass, ae/figure5/*/real_hardware/ of
+//    PrincetonUniversity/LLMCompass): headerless, fp16, timed as the median wall-clock time of
+//    one PyTorch call plus torch.cuda.synchronize():
+//      matmul_<gpu>.csv     M, N, K, "<t>ms", "<x>Tflops"     (the code prints M, N, K)
+//      softmax_<gpu>.csv, layernorm_<gpu>.csv   M, N, G elements/s
+//      gelu_<gpu>.csv       elements, G elements/s
+//
+// Traffic of a memory op of m rows x n elements in dtype e (memory_op_kernel): every op reads and
+// writes m n e bytes; layernorm also reads its weight and bias, 2 n e. row_elements = n for the
+// row-wise ops (softmax, layernorm, sum).
+//
+// Split (assign_alternating_split): within each source file and op, rows in file order alternate
+// train, held out, train, ... (0-based even index = train). The LLMCompass sweeps are powers of
+// two, so every held-out point lies between two training points of its sweep.
+//
+// Errors: CalibrationDataError naming the file and line: unreadable file, missing column, wrong
+// field count, a non-number, unknown op or dtype, non-positive time, size or throughput.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+class CalibrationDataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct KernelMeasurement {
+  /// "gemm" or a memory_op_name().
+  std::string op;
+  KernelDesc kernel;
+  /// Measured time of one call, seconds (> 0).
+  double seconds = 0.0;
+  bool held_out = false;
+  /// "file:line" the row came from.
+  std::string origin;
+};
+
+/// The kMemoryBound descriptor of `op` over m rows of n elements (traffic rule above).
+KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n);
+
+/// A kGemm descriptor.
+KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k);
+
+std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path);
+
+std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path);
+
+std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::path& path);
+/// softmax / layernorm files: `op` is MemoryOp::kSoftmax or kLayerNorm.
+std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::path& path,
+                                                       MemoryOp op);
+std::vector<KernelMeasurement> read_llmcompass_elementwise(const std::filesystem::path& path,
+                                                           MemoryOp op);
+/// matmul, softmax, layernorm and gelu `_<gpu>.csv` from `dir`, each split alternately.
+std::vector<KernelMeasurement> read_llmcompass_dir(const std::filesystem::path& dir,
+                                                   std::string_view gpu);
+
+/// Marks the rows of each (origin file, op) alternately train / held out (see above).
+void assign_alternating_split(std::vector<KernelMeasurement>& rows);
+
+}  // namespace upsim

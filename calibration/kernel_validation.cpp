@@ -1,0 +1,110 @@
+#include "calibration/kernel_validation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace upsim {
+namespace {
+
+constexpr double kErrorFloor = 1e-6;
+
+std::string shape_text(const KernelDesc& k) {
+  if (k.cls == KernelClass::kGemm) {
+    return fmt::format("{} b{} {}x{}x{}", dtype_name(k.dtype), k.batch, k.m, k.n, k.k);
+  }
+  if (k.cls == KernelClass::kEmbeddingForward || k.cls == KernelClass::kEmbeddingBackward) {
+    const EmbeddingShape& e = k.embedding;
+    return fmt::format("{} B{} T{} E{} D{} L{:.1f}", dtype_name(k.dtype), e.batch, e.tables, e.rows,
+                       e.dim, e.pooling);
+  }
+  return fmt::format("{} {:.0f} B", dtype_name(k.dtype), k.bytes_read + k.bytes_written);
+}
+
+}  // namespace
+
+double predicted_measurement_seconds(const CalibratedKernelCost& model,
+                                     const KernelMeasurement& measurement,
+                                     const DeviceProfile& device) {
+  const auto& harness = model.calibration().measurement;
+  const auto it = harness.find(measurement.op);
+  if (it == harness.end()) {
+    return model.core_seconds(measurement.kernel, device) +
+           model.calibration().kernel_overhead.seconds();
+  }
+  const HarnessOverhead& h = it->second;
+  double core = 0.0;
+  if (measurement.kernel.cls == KernelClass::kGemm) {
+    const GemmEstimate est = estimate_gemm(measurement.kernel, device, model.achievable(),
+                                           model.calibration().gemm_for(measurement.kernel.dtype));
+    core = std::max(est.compute_seconds / h.compute_speedup, est.memory_seconds);
+  } else {
+    core = model.core_seconds(measurement.kernel, device);
+  }
+  return std::max(h.floor.seconds(), h.offset.seconds() + core);
+}
+
+double geomean_abs_error(const std::vector<double>& errors) {
+  if (errors.empty()) return 0.0;
+  double sum = 0.0;
+  for (double e : errors) {
+    sum += std::log(std::max(std::abs(e), kErrorFloor));
+  }
+  return std::exp(sum / static_cast<double>(errors.size()));
+}
+
+std::vector<KernelValidationRow> validate_kernels(
+    const std::vector<KernelMeasurement>& measurements, const CalibratedKernelCost& model,
+    const DeviceProfile& device) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errors;
+  for (const KernelMeasurement& m : measurements) {
+    if (!errors.contains(m.op)) order.push_back(m.op);
+    const double e = predicted_measurement_seconds(model, m, device) / m.seconds - 1.0;
+    auto& [train, held_out] = errors[m.op];
+    (m.held_out ? held_out : train).push_back(e);
+  }
+  std::vector<KernelValidationRow> rows;
+  for (const std::string& op : order) {
+    const auto& [train, held_out] = errors.at(op);
+    KernelValidationRow row;
+    row.op = op;
+    row.train_points = train.size();
+    row.held_out_points = held_out.size();
+    row.train_geomean = geomean_abs_error(train);
+    row.held_out_geomean = geomean_abs_error(held_out);
+    for (double e : held_out) {
+      row.held_out_max = std::max(row.held_out_max, std::abs(e));
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string format_kernel_validation(const std::vector<KernelValidationRow>& rows) {
+  std::string out = fmt::format("{:<18} {:>7} {:>9} {:>14} {:>17} {:>15}\n", "op", "train",
+                                "held-out", "geomean train", "geomean held-out", "max held-out");
+  for (const KernelValidationRow& r : rows) {
+    out += fmt::format("{:<18} {:>7} {:>9} {:>13.2f}% {:>16.2f}% {:>14.2f}%\n", r.op,
+                       r.train_points, r.held_out_points, 100.0 * r.train_geomean,
+                       100.0 * r.held_out_geomean, 100.0 * r.held_out_max);
+  }
+  return out;
+}
+
+std::string format_kernel_points(const std::vector<KernelMeasurement>& measurements,
+                                 const CalibratedKernelCost& model, const DeviceProfile& device) {
+  std::string out = fmt::format("{:<18} {:<9} {:<34} {:>12} {:>12} {:>8}\n", "op", "split", "shape",
+                                "measured us", "predicted us", "e");
+  for (const KernelMeasurement& m : measurements) {
+    const double predicted = predicted_measurement_seconds(model, m, device);
+    out += fmt::format("{:<18} {:<9} {:<34} {:>12.3f} {:>12.3f} {:>7.2f}%\n", m.op,
+                       m.held_out ? "held-out" : "train", shape_text(m.kernel), m.seconds * 1e6,
+                       predicted * 1e6, 100.0 * (predicted / m.seconds - 1.0));
+  }
+  return out;
+}
+
+}  // namespace upsim

@@ -1,0 +1,169 @@
+// Hand-computed cases of the embedding-bag model (calibration/embedding_bag_model.h): all
+// indices distinct, one hot row, uniformly random indices, a cache too small for the distinct
+// rows, and the backward's traffic per optimizer.
+#include "calibration/embedding_bag_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace upsim {
+namespace {
+
+// 10 SMs, L2 10 MiB at 2000 GB/s, HBM 1000 GB/s; achievable fractions 1.
+DeviceProfile test_device() {
+  DeviceProfile d;
+  d.name = "test-gpu";
+  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
+  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
+  d.l2_bandwidth = Bandwidth::gigabytes_per_second(2000.0);
+  d.l2_bytes = 10 * 1024 * 1024;
+  d.sm_count = 10;
+  return d;
+}
+
+const AchievableFractions kFull{1.0, 1.0};
+
+std::vector<double> histogram_with(size_t bin) {
+  std::vector<double> h(kReuseHistogramBins, 0.0);
+  h[bin] = 1.0;
+  return h;
+}
+
+// B = 100 bags of L = 10 lookups (N = 1000) into a fp32 table of D = 64 (256-byte rows).
+EmbeddingTableTraffic forward(int64_t rows, std::vector<double> histogram = {},
+                              const DeviceProfile& device = test_device()) {
+  return embedding_table_traffic(KernelClass::kEmbeddingForward, DType::kFp32, 100,
+                                 EmbeddingTableShape{rows, 64, 10.0, std::move(histogram)}, 4,
+                                 FusedEmbeddingOptimizer::kSgd, device, kFull, EmbeddingParams{});
+}
+
+// Per-bag DRAM bytes besides the rows: indices ceil32(10 x 4) = 64, table offset 32, bag offsets
+// 64; pooled output 256.
+constexpr double kBagBytes = 100 * (64 + 32 + 64);
+constexpr double kOutputBytes = 100 * 256;
+
+TEST(EmbeddingBagModel, ReuseBinMeanCounts) {
+  EXPECT_DOUBLE_EQ(reuse_bin_mean_count(0), 1.0);     // (0, 1]
+  EXPECT_DOUBLE_EQ(reuse_bin_mean_count(1), 2.0);     // (1, 2] = {2}
+  EXPECT_DOUBLE_EQ(reuse_bin_mean_count(2), 3.5);     // (2, 4] = {3, 4}
+  EXPECT_DOUBLE_EQ(reuse_bin_mean_count(10), 768.5);  // (512, 1024]
+  EXPECT_DOUBLE_EQ(reuse_bin_mean_count(16), 65536.0);
+}
+
+TEST(EmbeddingBagModel, AllIndicesDistinctNeverHit) {
+  // Every distinct row accessed once: U = N = 1000. tables_concurrent = ceil(10 x 45 / 100) = 5,
+  // X = min(floor(0.9 x 10 MiB / 5 / 256), E, N) = min(7372, 1e6, 1000) = 1000 >= U.
+  const EmbeddingTableTraffic t = forward(1000000, histogram_with(0));
+  EXPECT_DOUBLE_EQ(t.distinct_rows, 1000.0);
+  EXPECT_DOUBLE_EQ(t.resident_rows, 1000.0);
+  EXPECT_DOUBLE_EQ(t.hit_rate, 0.0);
+  EXPECT_DOUBLE_EQ(t.dram_bytes, kBagBytes + 1000 * 256 + kOutputBytes);  // 297600
+  EXPECT_DOUBLE_EQ(t.l2_bytes, 0.0);
+  // 297600 B / 1e12 B/s x dim_factor(64) = 1.1.
+  EXPECT_NEAR(t.seconds, 297600e-12 * 1.1, 1e-18);
+}
+
+TEST(EmbeddingBagModel, OneHotRowHitsAfterTheFirstAccess) {
+  // A one-row table: U = E (1 - 0^N) = 1, so 1 miss and 999 hits.
+  const EmbeddingTableTraffic t = forward(1);
+  EXPECT_DOUBLE_EQ(t.distinct_rows, 1.0);
+  EXPECT_DOUBLE_EQ(t.hit_rate, 0.999);
+  EXPECT_DOUBLE_EQ(t.dram_bytes, kBagBytes + 256 + kOutputBytes);  // 41856
+  EXPECT_DOUBLE_EQ(t.l2_bytes, 999 * 256);                         // 255744
+  // L2 bound: 255744 B / 2e12 B/s = 127.872 ns > 41.856 ns of DRAM; x 1.1.
+  EXPECT_NEAR(t.seconds, 127.872e-9 * 1.1, 1e-18);
+
+  // The same access pattern in a large table, told by its histogram: one distinct row with
+  // 1000 accesses falls in bin (512, 1024], mean count 768.5, so U = 1000 / 768.5.
+  const EmbeddingTableTraffic h = forward(1000000, histogram_with(10));
+  EXPECT_DOUBLE_EQ(h.distinct_rows, 1000.0 / 768.5);
+  EXPECT_DOUBLE_EQ(h.hit_rate, 1.0 - (1000.0 / 768.5) / 1000.0);
+}
+
+TEST(EmbeddingBagModel, UniformRandomIndicesHitOnRepeats) {
+  // E = N = 1000: U = 1000 (1 - 0.999^1000) = 632.3046; all fit (X = 1000), so only the
+  // compulsory misses: hit rate 1 - U / N = 0.3676954.
+  const EmbeddingTableTraffic t = forward(1000);
+  EXPECT_NEAR(t.distinct_rows, 632.3046, 1e-4);
+  EXPECT_NEAR(t.hit_rate, 0.3676954, 1e-7);
+  EXPECT_NEAR(t.dram_bytes, kBagBytes + t.distinct_rows * 256 + kOutputBytes, 1e-6);
+  EXPECT_NEAR(t.l2_bytes, (1000 - t.distinct_rows) * 256, 1e-6);
+  EXPECT_NEAR(expected_distinct_rows_uniform(1000, 1000), 1000 * (1 - std::pow(0.999, 1000)), 1e-9);
+}
+
+TEST(EmbeddingBagModel, CacheTooSmallForTheDistinctRows) {
+  // L2 of 256000 B: X = floor(0.9 x 256000 / 5 / 256) = 180 rows. E = N = 1000 uniform:
+  // U = 632.3046 > X, so misses = U + (N - U)(1 - X / U).
+  DeviceProfile small = test_device();
+  small.l2_bytes = 256000;
+  const EmbeddingTableTraffic t = forward(1000, {}, small);
+  const double u = 1000 * (1 - std::pow(0.999, 1000));
+  EXPECT_DOUBLE_EQ(t.resident_rows, 180.0);
+  EXPECT_NEAR(t.hit_rate, 1.0 - (u + (1000 - u) * (1 - 180 / u)) / 1000, 1e-12);
+  EXPECT_NEAR(embedding_hit_rate(1000, u, 180), t.hit_rate, 1e-15);
+}
+
+TEST(EmbeddingBagModel, BackwardTrafficPerOptimizer) {
+  // All distinct (U = N = 1000), E = 1e6: ceil(log2 1e6) = 20 key bits, 3 radix passes of 8.
+  // DRAM = bags 16000 + pooled gradient 25600 + sort 3 x 2 x 1000 x (4 + 4) = 48000
+  //        + rows read and written 2 x 1000 x 256 = 512000 -> 601600; L2 = N x 256 = 256000.
+  const auto backward = [](FusedEmbeddingOptimizer opt) {
+    return embedding_table_traffic(KernelClass::kEmbeddingBackward, DType::kFp32, 100,
+                                   EmbeddingTableShape{1000000, 64, 10.0, histogram_with(0)}, 4,
+                                   opt, test_device(), kFull, EmbeddingParams{});
+  };
+  const EmbeddingTableTraffic sgd = backward(FusedEmbeddingOptimizer::kSgd);
+  EXPECT_DOUBLE_EQ(sgd.dram_bytes, 601600.0);
+  EXPECT_DOUBLE_EQ(sgd.l2_bytes, 256000.0);
+  EXPECT_NEAR(sgd.seconds, 601600e-12 * 1.1, 1e-18);
+  // Adagrad: + 2 x 1000 x ceil32(4 x 64) = 512000; row-wise Adagrad: + 2 x 1000 x 32 = 64000.
+  EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kAdagrad).dram_bytes, 601600.0 + 512000.0);
+  EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kRowWiseAdagrad).dram_bytes,
+                   601600.0 + 64000.0);
+}
+
+TEST(EmbeddingBagModel, OpTimeSumsItsTables) {
+  KernelDesc k;
+  k.cls = KernelClass::kEmbeddingForward;
+  k.dtype = DType::kFp32;
+  k.embedding.batch = 100;
+  k.embedding.per_table = {EmbeddingTableShape{1000, 64, 10.0, {}},
+                           EmbeddingTableShape{1, 64, 10.0, {}}};
+  const double sum = forward(1000).seconds + forward(1).seconds;
+  EXPECT_NEAR(embedding_seconds(k, test_device(), kFull, EmbeddingParams{}), sum, 1e-18);
+  // Without per_table: `tables` copies of the average table.
+  KernelDesc avg;
+  avg.cls = KernelClass::kEmbeddingForward;
+  avg.embedding = EmbeddingShape{.batch = 100, .tables = 3, .rows = 1000, .dim = 64, .pooling = 10};
+  EXPECT_NEAR(embedding_seconds(avg, test_device(), kFull, EmbeddingParams{}),
+              3 * forward(1000).seconds, 1e-18);
+}
+
+TEST(EmbeddingBagModel, SmallDimsPayTheSeedDivergenceFactor) {
+  const auto time = [](int64_t dim) {
+    return embedding_table_traffic(KernelClass::kEmbeddingForward, DType::kFp32, 100,
+                                   EmbeddingTableShape{1000000, dim, 10.0, histogram_with(0)}, 4,
+                                   FusedEmbeddingOptimizer::kSgd, test_device(), kFull,
+                                   EmbeddingParams{});
+  };
+  // D = 32: 128-byte rows; DRAM = 16000 + 1000 x 128 + 100 x 128 = 156800, x 1.55.
+  EXPECT_NEAR(time(32).seconds, 156800e-12 * 1.55, 1e-18);
+  // D = 128: 512-byte rows, factor 1.
+  EXPECT_NEAR(time(128).seconds, (16000 + 512000 + 51200) * 1e-12, 1e-18);
+}
+
+TEST(EmbeddingBagModel, RejectsBadHistograms) {
+  EXPECT_THROW(distinct_rows_from_histogram(std::vector<double>(3, 1.0), 10, 10),
+               std::invalid_argument);
+  EXPECT_THROW(distinct_rows_from_histogram(std::vector<double>(kReuseHistogramBins, 0.0), 10, 10),
+               std::invalid_argument);
+  std::vector<double> negative = histogram_with(0);
+  negative[1] = -0.5;
+  EXPECT_THROW(distinct_rows_from_histogram(negative, 10, 10), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace upsim

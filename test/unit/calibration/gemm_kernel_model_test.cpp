@@ -1,0 +1,111 @@
+#include "calibration/gemm_kernel_model.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace upsim {
+namespace {
+
+// Round numbers so that every expected value is exact: 10 SMs, fp16 100 TFLOP/s (1e13 FLOP/s
+// per SM), HBM 1000 GB/s, achievable fractions 1.
+DeviceProfile test_device() {
+  DeviceProfile d;
+  d.name = "test-gpu";
+  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
+  d.peak_flops[static_cast<size_t>(DType::kFp16)] = FlopRate::teraflops(100.0);
+  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
+  d.sm_count = 10;
+  return d;
+}
+
+const AchievableFractions kFull{1.0, 1.0};
+
+KernelDesc gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) {
+  KernelDesc kd;
+  kd.cls = KernelClass::kGemm;
+  kd.dtype = DType::kFp16;
+  kd.batch = batch;
+  kd.m = m;
+  kd.n = n;
+  kd.k = k;
+  return kd;
+}
+
+TEST(GemmKernelModel, FullWaveRunsAtTheAchievableRate) {
+  // 256 x 640 / (128 x 128) = 2 x 5 = 10 tiles on 10 SMs: one full wave.
+  // compute = 2 x 256 x 640 x 1000 / 1e14 = 3.2768 us;
+  // memory = 2 x (256 x 1000 + 1000 x 640 + 256 x 640) / 1e12 = 2.11968 us.
+  const GemmEstimate e = estimate_gemm(gemm(256, 640, 1000), test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 10);
+  EXPECT_EQ(e.waves, 1);
+  EXPECT_EQ(e.split_k, 1);
+  EXPECT_DOUBLE_EQ(e.wave_efficiency, 1.0);
+  EXPECT_DOUBLE_EQ(e.tile_efficiency, 1.0);
+  EXPECT_NEAR(e.compute_seconds, 3.2768e-6, 1e-15);
+  EXPECT_NEAR(e.memory_seconds, 2.11968e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(e.seconds, e.compute_seconds);
+}
+
+TEST(GemmKernelModel, OneRowMoreCostsAPartialTileAndASecondWave) {
+  // m 257 -> 3 x 5 = 15 tiles -> 2 waves: twice the time of the full wave above.
+  const GemmEstimate e = estimate_gemm(gemm(257, 640, 1000), test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 15);
+  EXPECT_EQ(e.waves, 2);
+  EXPECT_DOUBLE_EQ(e.wave_efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(e.tile_efficiency, 257.0 * 640.0 / (384.0 * 640.0));
+  EXPECT_NEAR(e.compute_seconds, 2 * 3.2768e-6, 1e-15);
+}
+
+TEST(GemmKernelModel, KOverheadAndScalesEnterAsDocumented) {
+  GemmParams p;
+  p.k_overhead = 24.0;
+  p.compute_scale = 0.5;
+  // (1000 + 24) / 1000 x 3.2768 us / 0.5.
+  const GemmEstimate e = estimate_gemm(gemm(256, 640, 1000), test_device(), kFull, p);
+  EXPECT_NEAR(e.compute_seconds, 3.2768e-6 * 1.024 / 0.5, 1e-15);
+  // The achievable fraction multiplies the scale.
+  const GemmEstimate half = estimate_gemm(gemm(256, 640, 1000), test_device(), {0.5, 1.0}, p);
+  EXPECT_NEAR(half.compute_seconds, 2 * e.compute_seconds, 1e-15);
+}
+
+TEST(GemmKernelModel, SkinnyGemvUsesNarrowTilesAndIsMemoryBound) {
+  // n = 1 -> tile_n = 16 (smallest MMA edge): 64 tiles, 7 waves x 2 x 128 x 16 x 8192 x 10 SMs
+  // / 1e14 = 23.49 us; bytes 2 x (8192^2 + 2 x 8192) / 1e12 = 134.25 us.
+  const GemmEstimate e = estimate_gemm(gemm(8192, 1, 8192), test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 64);
+  EXPECT_EQ(e.waves, 7);
+  EXPECT_NEAR(e.compute_seconds, 7 * 2.0 * 128 * 16 * 8192 * 10 / 1e14, 1e-15);
+  EXPECT_NEAR(e.seconds, 2.0 * (8192.0 * 8192 + 2 * 8192) / 1e12, 1e-15);
+}
+
+TEST(GemmKernelModel, FewTilesSplitKOverIdleSms) {
+  // 128 x 128 x 4096: one tile, split = min(10 / 1, 4096 / 64) = 10 parts of K 409.6 in one wave.
+  const GemmEstimate e = estimate_gemm(gemm(128, 128, 4096), test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 1);
+  EXPECT_EQ(e.split_k, 10);
+  EXPECT_EQ(e.waves, 1);
+  EXPECT_NEAR(e.compute_seconds, 2.0 * 128 * 128 * 409.6 * 10 / 1e14, 1e-15);
+  // K 64 cannot be split below one 64-deep block.
+  EXPECT_EQ(estimate_gemm(gemm(128, 128, 64), test_device(), kFull, GemmParams{}).split_k, 1);
+}
+
+TEST(GemmKernelModel, BatchMultipliesTiles) {
+  const GemmEstimate e = estimate_gemm(gemm(128, 128, 64, 30), test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 30);
+  EXPECT_EQ(e.waves, 3);
+}
+
+TEST(GemmKernelModel, RejectsMissingUnitsAndBadShapes) {
+  KernelDesc bf16 = gemm(128, 128, 128);
+  bf16.dtype = DType::kBf16;
+  EXPECT_THROW(estimate_gemm(bf16, test_device(), kFull, GemmParams{}), std::invalid_argument);
+  EXPECT_THROW(estimate_gemm(gemm(0, 128, 128), test_device(), kFull, GemmParams{}),
+               std::invalid_argument);
+  GemmParams bad;
+  bad.tile_m = 0;
+  EXPECT_THROW(check_gemm_params(bad), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace upsim

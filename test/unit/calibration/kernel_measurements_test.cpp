@@ -1,0 +1,132 @@
+// Importers of kernel measurement tables and their errors (calibration/kernel_measurements.h).
+#include "calibration/kernel_measurements.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "calibration/fit_kernel_calibration.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
+
+/// Writes `text` to a file in the test's temporary directory and returns its path.
+std::filesystem::path write_temp(const std::string& name, const std::string& text) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "upsim_kernels";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path path = dir / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string csv_error(const std::string& text) {
+  try {
+    read_measurement_csv(write_temp("table.csv", text));
+  } catch (const CalibrationDataError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(KernelMeasurements, ReadsTheUpsimTable) {
+  const auto rows = read_measurement_csv(write_temp("ok.csv",
+                                                    "# a comment\n"
+                                                    "op,dtype,m,n,k,batch,time_us\n"
+                                                    "gemm,fp16,128,256,64,2,10.5\n"
+                                                    "gelu,fp16,1,1000,,,3\n"
+                                                    "gemm,bf16,64,64,64,1,2\n"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].op, "gemm");
+  EXPECT_EQ(rows[0].kernel.batch, 2);
+  EXPECT_EQ(rows[0].kernel.k, 64);
+  EXPECT_DOUBLE_EQ(rows[0].seconds, 10.5e-6);
+  EXPECT_EQ(rows[1].kernel.memory_op, MemoryOp::kGelu);
+  EXPECT_DOUBLE_EQ(rows[1].kernel.bytes_read, 2000.0);
+  // Alternating split per op in file order: gemm train, gemm held out; gelu train.
+  EXPECT_FALSE(rows[0].held_out);
+  EXPECT_FALSE(rows[1].held_out);
+  EXPECT_TRUE(rows[2].held_out);
+  EXPECT_NE(rows[0].origin.find("ok.csv:3"), std::string::npos);
+}
+
+TEST(KernelMeasurements, SplitColumnOverridesTheAlternation) {
+  const auto rows = read_measurement_csv(
+      write_temp("split.csv", "op,dtype,m,n,time_us,split\nrelu,fp32,4,4,1,held_out\n"));
+  EXPECT_TRUE(rows.at(0).held_out);
+}
+
+TEST(KernelMeasurements, BadTablesGiveClearErrors) {
+  EXPECT_NE(csv_error("op,dtype,m,n\ngemm,fp16,1,1\n").find("missing column `time_us`"),
+            std::string::npos);
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\nrelu,fp16,1,1,0\n").find("time_us must be positive"),
+            std::string::npos);
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\nrelu,fp16,1,1,-3\n").find("time_us must be positive"),
+            std::string::npos);
+  const std::string unknown = csv_error("op,dtype,m,n,time_us\nswish,fp16,1,1,1\n");
+  EXPECT_NE(unknown.find("table.csv:2: unknown op `swish`; valid: gemm, relu"), std::string::npos)
+      << unknown;
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\nrelu,fp64,1,1,1\n").find("unknown dtype `fp64`"),
+            std::string::npos);
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\ngemm,fp16,1,1,1\n").find("needs the column `k`"),
+            std::string::npos);
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\nrelu,fp16,1,1\n").find("expected 5 fields"),
+            std::string::npos);
+  EXPECT_NE(csv_error("op,dtype,m,n,time_us\nrelu,fp16,x,1,1\n").find("m `x` is not a whole"),
+            std::string::npos);
+  EXPECT_NE(csv_error("").find("no header"), std::string::npos);
+  EXPECT_THROW(read_measurement_csv(kData / "does_not_exist.csv"), CalibrationDataError);
+}
+
+TEST(KernelMeasurements, ReadsTheLlmcompassSweeps) {
+  const auto all = read_llmcompass_dir(kData / "llmcompass", "A100");
+  ASSERT_EQ(all.size(), 20u + 22u + 22u + 20u);
+  // matmul_A100.csv line 1: M 64, N = K = 12288, 0.1900 ms.
+  EXPECT_EQ(all[0].op, "gemm");
+  EXPECT_EQ(all[0].kernel.m, 64);
+  EXPECT_DOUBLE_EQ(all[0].seconds, 0.19e-3);
+  EXPECT_FALSE(all[0].held_out);
+  EXPECT_TRUE(all[1].held_out);
+  // gelu_A100.csv line 1: 1024 elements at 0.021262214336633663 G elements/s.
+  const KernelMeasurement& gelu = all[20 + 22 + 22];
+  EXPECT_EQ(gelu.op, "gelu");
+  EXPECT_DOUBLE_EQ(gelu.seconds, 1024 / 0.021262214336633663e9);
+}
+
+TEST(KernelMeasurements, BadLlmcompassRowsGiveClearErrors) {
+  const auto error = [](const std::string& text, auto reader) {
+    try {
+      reader(write_temp("sweep.csv", text));
+    } catch (const CalibrationDataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto matmul = [](const std::filesystem::path& p) { return read_llmcompass_matmul(p); };
+  const auto softmax = [](const std::filesystem::path& p) {
+    return read_llmcompass_rowwise(p, MemoryOp::kSoftmax);
+  };
+  EXPECT_NE(error("64, 128, 128, 0.0ms, 1Tflops\n", matmul).find("time must be positive"),
+            std::string::npos);
+  EXPECT_NE(error("64, 128, 128, 0.1s, 1Tflops\n", matmul).find("must end in `ms`"),
+            std::string::npos);
+  EXPECT_NE(error("64, 128, 128\n", matmul).find("expected 5 fields"), std::string::npos);
+  EXPECT_NE(error("4096, 32, -1\n", softmax).find("throughput must be positive"),
+            std::string::npos);
+}
+
+TEST(KernelMeasurements, FitRefusesAnEmptyTrainingSet) {
+  HardwareProfile hw;
+  std::vector<KernelMeasurement> rows(1);
+  rows[0].op = "relu";
+  rows[0].kernel = memory_op_kernel(MemoryOp::kRelu, DType::kFp16, 1, 10);
+  rows[0].seconds = 1e-6;
+  rows[0].held_out = true;
+  EXPECT_THROW(fit_kernel_calibration(rows, hw, "x"), CalibrationDataError);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -55,14 +55,16 @@ KernelDesc gemm(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
   return d;
 }
 
-/// Memory-bound kernel over `elements` elements of `dtype`: per element `flops` operations,
+/// Memory-bound kernel `op` over `elements` elements of `dtype`: per element `flops` operations,
 /// `reads` elements read and `writes` written (seed-method.md 2.5 and 2.6 give F and A = reads
 /// + writes per op).
-KernelDesc pointwise(DType dtype, double elements, double flops, double reads, double writes) {
+KernelDesc pointwise(MemoryOp op, DType dtype, double elements, double flops, double reads,
+                     double writes) {
   const auto e = static_cast<double>(dtype_bytes(dtype));
   KernelDesc d;
   d.cls = KernelClass::kMemoryBound;
   d.dtype = dtype;
+  d.memory_op = op;
   d.flops = flops * elements;
   d.bytes_read = reads * elements * e;
   d.bytes_written = writes * elements * e;
@@ -216,6 +218,11 @@ class RankEmitter {
     k.cls = cls;
     k.dtype = DType::kFp32;
     k.embedding = local_embedding_shape();
+    k.embedding.index_bytes = cfg_.index_bytes;
+    for (uint32_t t : local_tables_) {
+      k.embedding.per_table.push_back(
+          EmbeddingTableShape{cfg_.tables[t].rows, d_, cfg_.tables[t].pooling, {}});
+    }
     return k;
   }
 
@@ -223,7 +230,7 @@ class RankEmitter {
   /// gets a concat kernel on the compute stream); `elements` fp32 values are read and written.
   void pack_send_buffer(int64_t elements) {
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(DType::kFp32, as_double(elements), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, DType::kFp32, as_double(elements), 0, 1, 1));
   }
 
   /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
@@ -252,7 +259,7 @@ class RankEmitter {
   /// seed-method.md 2.6: relu F = 1, A = 2; sigmoid F = 4, A = 2.
   void relu_forward(int64_t width) {
     single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
-                  pointwise(dt_, as_double(b_ * width), 1, 1, 1));
+                  pointwise(MemoryOp::kRelu, dt_, as_double(b_ * width), 1, 1, 1));
   }
 
   void forward(const IterationGroups& groups) {
@@ -282,15 +289,15 @@ class RankEmitter {
     const int64_t f = t_ + 1;
     const int64_t pairs = cfg_.interaction_pairs();
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(dt_, as_double(b_ * f * d_), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
     body("aten::view");
     body("aten::transpose");
     single_kernel("aten::bmm", gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, f, f, d_));
-    KernelDesc gather = pointwise(dt_, as_double(b_ * pairs), 0, 1, 1);
+    KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
     gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
     single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
 
     const auto& top = cfg_.top_mlp;
     int64_t in = cfg_.top_mlp_input();
@@ -300,7 +307,7 @@ class RankEmitter {
         relu_forward(top[l]);
       } else {
         single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
-                      pointwise(dt_, as_double(b_ * top[l]), 4, 1, 1));
+                      pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top[l]), 4, 1, 1));
       }
       in = top[l];
     }
@@ -308,7 +315,8 @@ class RankEmitter {
     // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
     blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);
     single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
-                  "aten::binary_cross_entropy", pointwise(dt_, as_double(b_), 7, 2, 1));
+                  "aten::binary_cross_entropy",
+                  pointwise(MemoryOp::kBinary, dt_, as_double(b_), 7, 2, 1));
     // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
     blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
   }
@@ -323,7 +331,7 @@ class RankEmitter {
       HostOp h(graph_, rank_, "AddmmBackward0");
       if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, b_, in, out));
       h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, out, in, b_));
-      KernelDesc sum = pointwise(dt_, as_double(b_ * out), 1, 1, 0);
+      KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(b_ * out), 1, 1, 0);
       sum.bytes_written = as_double(out * dtype_bytes(dt_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
       h.end();
@@ -342,8 +350,9 @@ class RankEmitter {
       const DdpBucket& bucket = buckets[module.next_bucket];
       HostOp h(graph_, rank_, "nccl:all_reduce");
       // Gradient pre-scale by 1 / world size (seed-method.md 3.4: mul, F = 1, A = 3).
-      h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-               pointwise(dt_, as_double(bucket.bytes / dtype_bytes(dt_)), 1, 2, 1));
+      h.kernel(
+          "vectorized_elementwise_kernel/mul", "aten::mul",
+          pointwise(MemoryOp::kBinary, dt_, as_double(bucket.bytes / dtype_bytes(dt_)), 1, 2, 1));
       const TaskId ready = h.record(kComputeStream);
       h.wait(kCommStream, ready);
       h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
@@ -355,25 +364,27 @@ class RankEmitter {
 
   void relu_backward(int64_t width) {
     single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
-                  "aten::threshold_backward", pointwise(dt_, as_double(b_ * width), 1, 1, 1));
+                  "aten::threshold_backward",
+                  pointwise(MemoryOp::kRelu, dt_, as_double(b_ * width), 1, 1, 1));
   }
 
   void add_gradients(int64_t elements) {
     single_kernel("aten::add", "vectorized_elementwise_kernel/add", "aten::add",
-                  pointwise(dt_, as_double(elements), 1, 2, 1));
+                  pointwise(MemoryOp::kBinary, dt_, as_double(elements), 1, 2, 1));
   }
 
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
     body("Optimizer.zero_grad#SGD.zero_grad");
     single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
-                  pointwise(DType::kFp32, 1, 0, 0, 1));
+                  pointwise(MemoryOp::kCopy, DType::kFp32, 1, 0, 0, 1));
     single_kernel("BinaryCrossEntropyBackward0",
                   "vectorized_elementwise_kernel/binary_cross_entropy_backward",
-                  "aten::binary_cross_entropy_backward", pointwise(dt_, as_double(b_), 4, 2, 1));
+                  "aten::binary_cross_entropy_backward",
+                  pointwise(MemoryOp::kBinary, dt_, as_double(b_), 4, 2, 1));
     const size_t top_layers = top_widths_.size() - 1;
     single_kernel("SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
                   "aten::sigmoid_backward",
-                  pointwise(dt_, as_double(b_ * top_widths_.back()), 2, 1, 1));
+                  pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top_widths_.back()), 2, 1, 1));
     // The top MLP's input (the interaction output) needs its gradient, so every layer computes
     // grad input.
     for (size_t l = top_layers; l-- > 0;) {
@@ -388,8 +399,8 @@ class RankEmitter {
     {
       HostOp h(graph_, rank_, "IndexBackward0");
       h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-               pointwise(dt_, as_double(b_ * f * f), 0, 0, 1));
-      KernelDesc put = pointwise(dt_, as_double(b_ * pairs), 1, 2, 1);
+               pointwise(MemoryOp::kCopy, dt_, as_double(b_ * f * f), 0, 0, 1));
+      KernelDesc put = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 1, 2, 1);
       put.bytes_read += as_double(2 * pairs * 8);
       h.kernel("indexing_backward_kernel", "aten::index_put_", put);
       h.end();
@@ -449,8 +460,9 @@ class RankEmitter {
       bytes += bucket.bytes;
     for (const DdpBucket& bucket : built_.bottom_buckets)
       bytes += bucket.bytes;
-    single_kernel("Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
-                  pointwise(dt_, as_double(bytes / dtype_bytes(dt_)), 2, 2, 1));
+    single_kernel(
+        "Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
+        pointwise(MemoryOp::kOptimizer, dt_, as_double(bytes / dtype_bytes(dt_)), 2, 2, 1));
   }
 
   const DlrmConfig& cfg_;

@@ -9,8 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "calibration/kernel_measurements.h"
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
+#include "tools/kernel_commands.h"
 #include "tools/run_command.h"
 
 namespace po = boost::program_options;
@@ -34,6 +36,11 @@ const char* kTopUsage =
     "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
     "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
     "                  resolved scenario. `upsim run --help` lists its options.\n"
+    "  validate kernels\n"
+    "                  compare the kernel models with measured kernel times (held-out error)\n"
+    "  calibrate kernels --out FILE\n"
+    "                  fit the calibrated kernel model on measured sweeps\n"
+    "  (each command takes --help)\n"
     "\n"
     "options:\n"
     "  -h, --help      this help\n"
@@ -106,10 +113,26 @@ int main(int argc, char** argv) {
     const std::string command = args[0];
     args.erase(args.begin());
     if (command == "run") return run_main(args);
+    if (command == "calibrate" || command == "validate") {
+      const std::string what = args.empty() ? "" : args[0];
+      if (!args.empty()) args.erase(args.begin());
+      if (command == "calibrate" && what == "kernels") {
+        return upsim::cli::calibrate_kernels_main(args, std::cout);
+      }
+      if (command == "validate" && what == "kernels") {
+        return upsim::cli::validate_kernels_main(args, std::cout);
+      }
+      std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
+                               what, command == "calibrate" ? "kernels" : "kernels");
+      return kExitBadInput;
+    }
     std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",
                              command);
     return kExitBadInput;
   } catch (const upsim::ConfigError& e) {
+    std::cerr << "upsim: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const upsim::CalibrationDataError& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";
     return kExitBadInput;
   } catch (const po::error& e) {

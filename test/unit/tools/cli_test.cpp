@@ -213,4 +213,39 @@ TEST_F(Cli, EveryShippedScenarioRunsAndEveryModelNameResolves) {
   EXPECT_GE(scenarios, 2);
 }
 
+TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
+  const Result r = run(
+      "validate kernels --llmcompass " +
+      quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/llmcompass") + " --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* op : {"gemm", "softmax", "layernorm", "gelu", "held-out"}) {
+    EXPECT_NE(r.output.find(op), std::string::npos) << op << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, CalibrateKernelsWritesAFileAndNeverOverwritesUnasked) {
+  const std::string args =
+      "calibrate kernels --llmcompass " +
+      quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/llmcompass") + " --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --out fit.yaml";
+  const Result first = run(args);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_TRUE(fs::exists(dir_ / "fit.yaml"));
+  const Result second = run(args);
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_NE(second.output.find("already exists"), std::string::npos) << second.output;
+}
+
+TEST_F(Cli, BadMeasurementTableNamesFileAndLine) {
+  const Result r =
+      run("validate kernels --llmcompass '' --csv " + quote(kData + "/bad_measurements.csv") +
+          " --hardware " + quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") +
+          " --calibration " +
+          quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("bad_measurements.csv:3"), std::string::npos) << r.output;
+}
+
 }  // namespace

@@ -1,0 +1,136 @@
+#include "tools/kernel_commands.h"
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include <filesystem>
+#include <ostream>
+
+#include "calibration/calibrated_kernel_cost.h"
+#include "calibration/fit_kernel_calibration.h"
+#include "calibration/hardware_profile.h"
+#include "calibration/kernel_calibration.h"
+#include "calibration/kernel_measurements.h"
+#include "calibration/kernel_validation.h"
+#include "sim/config/config_node.h"
+
+namespace upsim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct MeasurementOptions {
+  std::string llmcompass_dir = "test/data/llmcompass";
+  std::string gpu = "A100";
+  std::vector<std::string> csv_files;
+  std::string hardware = "configs/hardware/a100_sxm4_80gb.yaml";
+};
+
+void add_measurement_options(po::options_description& desc, MeasurementOptions& m) {
+  desc.add_options()  //
+      ("llmcompass", po::value<std::string>(&m.llmcompass_dir)->default_value(m.llmcompass_dir),
+       "folder with LLMCompass sweeps {matmul,softmax,layernorm,gelu}_<GPU>.csv; \"\" for none")  //
+      ("gpu-name", po::value<std::string>(&m.gpu)->default_value(m.gpu),
+       "the <GPU> suffix of the LLMCompass files")  //
+      ("csv", po::value<std::vector<std::string>>(&m.csv_files)->composing(),
+       "a measurement table in upsim's CSV format (calibration/kernel_measurements.h); "
+       "repeatable")  //
+      ("hardware", po::value<std::string>(&m.hardware)->default_value(m.hardware),
+       "hardware profile of the GPU the measurements were taken on");
+}
+
+std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
+  std::vector<KernelMeasurement> rows;
+  if (!m.llmcompass_dir.empty()) rows = read_llmcompass_dir(m.llmcompass_dir, m.gpu);
+  for (const std::string& f : m.csv_files) {
+    std::vector<KernelMeasurement> more = read_measurement_csv(f);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  if (rows.empty()) throw std::runtime_error("no measurements: give --llmcompass or --csv");
+  return rows;
+}
+
+HardwareProfile read_hardware(const std::string& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  HardwareProfile hw = load_hardware_profile(doc.root());
+  doc.check_all_keys_used();
+  return hw;
+}
+
+/// Parses `args`; returns false (after printing help) when --help was given.
+bool parse(const std::vector<std::string>& args, const po::options_description& desc,
+           std::ostream& out) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+}  // namespace
+
+int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& out) {
+  MeasurementOptions m;
+  std::string output;
+  bool force = false;
+  po::options_description desc(
+      "usage: upsim calibrate kernels --out FILE [options]\n\n"
+      "Fits the calibrated kernel model (GEMM tiles and efficiency, memory-bound bandwidth "
+      "curves)\non the training half of measured sweeps and writes a calibration file that "
+      "scenarios use\nas `kernels: {model: calibrated, calibration: FILE}`. Prints the fit "
+      "error on training and\nheld-out points. Deterministic.\n\noptions");
+  desc.add_options()("help,h", "this help")                                                //
+      ("out,o", po::value<std::string>(&output)->required(), "calibration file to write")  //
+      ("force", po::bool_switch(&force), "overwrite an existing --out file");
+  add_measurement_options(desc, m);
+  if (!parse(args, desc, out)) return 0;
+  if (fs::exists(output) && !force) {
+    throw std::runtime_error(fmt::format(
+        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
+  }
+  const HardwareProfile hw = read_hardware(m.hardware);
+  const std::vector<KernelMeasurement> rows = read_measurements(m);
+  const std::string source = m.llmcompass_dir.empty()
+                                 ? "upsim CSV measurements"
+                                 : fmt::format("LLMCompass sweeps in {}", m.llmcompass_dir);
+  const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
+  write_calibration_file(output, result);
+  out << format_kernel_validation(result.validation);
+  out << fmt::format("wrote {}\n", output);
+  return 0;
+}
+
+int validate_kernels_main(const std::vector<std::string>& args, std::ostream& out) {
+  MeasurementOptions m;
+  std::string calibration = "configs/calibration/a100_llmcompass.yaml";
+  bool points = false;
+  po::options_description desc(
+      "usage: upsim validate kernels [options]\n\n"
+      "Compares the calibrated kernel model with measured kernel times and prints, per op, the "
+      "geomean\n|predicted / measured - 1| on the training and the held-out points (the split "
+      "is in\ncalibration/kernel_measurements.h). Run from the repository root for the "
+      "defaults.\n\noptions");
+  desc.add_options()("help,h", "this help")  //
+      ("calibration", po::value<std::string>(&calibration)->default_value(calibration),
+       "calibration file (from `upsim calibrate kernels`)")  //
+      ("points", po::bool_switch(&points), "also print every point");
+  add_measurement_options(desc, m);
+  if (!parse(args, desc, out)) return 0;
+  const HardwareProfile hw = read_hardware(m.hardware);
+  ConfigDocument doc = ConfigDocument::load_file(calibration);
+  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), hw.achievable);
+  doc.check_all_keys_used();
+  const std::vector<KernelMeasurement> rows = read_measurements(m);
+  out << fmt::format("kernel model `calibrated` ({}) on {} vs measurements\n", calibration,
+                     hw.device.name);
+  if (points) out << format_kernel_points(rows, model, hw.device);
+  out << format_kernel_validation(validate_kernels(rows, model, hw.device));
+  return 0;
+}
+
+}  // namespace upsim::cli

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build pkg-config clang-format
-          libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev
+          libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
           googletest libgtest-dev libbenchmark-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,175 @@
+#include "workloads/trace/trace_replay.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "test/unit/trace/synthetic_trace.h"
+#include "workloads/trace/trace_error.h"
+
+namespace upsim {
+namespace {
+
+using namespace upsim::test;
+namespace fs = std::filesystem;
+
+const fs::path kData = UPSIM_TRACE_TEST_DATA;
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Copies the DLRM traces into `dir`, except the files whose names contain `skip`.
+void copy_dlrm(const TempDir& dir, const std::string& skip = "") {
+  for (const auto& e : fs::directory_iterator(kData / "dlrm")) {
+    const std::string name = e.path().filename().string();
+    if (!skip.empty() && name.find(skip) != std::string::npos) continue;
+    fs::copy_file(e.path(), dir.path() / name);
+  }
+}
+
+/// The TraceError of validating `dir`, or "" if it validated.
+TraceError validation_error(const fs::path& dir, const TraceSetOptions& options = {}) {
+  try {
+    validate_trace_directory(dir, options);
+  } catch (const TraceError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "validating " << dir << " succeeded";
+  return TraceError("", "");
+}
+
+TEST(TraceReplay, dlrm_eight_ranks_replay_within_three_percent) {
+  const TraceReplayResult r = validate_trace_directory(kData / "dlrm");
+  std::cout << format_trace_validation(r.ranks);
+  EXPECT_TRUE(r.warnings.empty());
+  ASSERT_EQ(r.ranks.size(), 8u);
+  EXPECT_EQ(r.graph.collective_groups, 8u);  // 5 all-to-all + 3 all-reduce, across all ranks
+  // Measured ProfilerStep#10 per rank (us), from the traces (test/data/.../SOURCES.md).
+  const int64_t measured[8] = {14455, 19901, 13017, 19313, 17979, 17797, 13091, 12509};
+  for (size_t i = 0; i < 8; ++i) {
+    const RankValidation& v = r.ranks[i];
+    EXPECT_EQ(v.rank, i);
+    EXPECT_EQ(v.iteration, "ProfilerStep#10");
+    EXPECT_EQ(v.measured, Duration::from_us(measured[i]));
+    EXPECT_LT(std::fabs(v.error), 0.03) << "rank " << i;
+  }
+  for (const TraceRankSummary& s : r.graph.ranks) {
+    EXPECT_EQ(s.collectives, 8u);
+    EXPECT_EQ(s.cpu_threads >= 2, true);  // main + autograd (+ untraced launches)
+    EXPECT_EQ(s.streams, 4u);
+    EXPECT_GT(s.stream_waits, 0u);
+    EXPECT_GT(s.host_syncs, 0u);
+  }
+}
+
+TEST(TraceReplay, single_gpu_pairs_replay_within_five_percent) {
+  TraceSetOptions options;
+  options.graph.iteration_marker = "Optimizer.zero_grad";
+  const TraceReplayResult linear = validate_trace_directory(kData / "linear", options);
+  std::cout << format_trace_validation(linear.ranks);
+  ASSERT_EQ(linear.ranks.size(), 1u);
+  EXPECT_TRUE(linear.warnings.empty());
+  EXPECT_EQ(linear.ranks[0].iterations, 39u);
+  EXPECT_LT(std::fabs(linear.ranks[0].error), 0.05);
+
+  // The resnet ET is from another program (test/data/.../SOURCES.md): strict validation refuses
+  // it, lenient validation replays the Kineto trace alone and says why.
+  options.strict_et = false;
+  const TraceReplayResult resnet = validate_trace_directory(kData / "resnet", options);
+  std::cout << format_trace_validation(resnet.ranks);
+  ASSERT_EQ(resnet.ranks.size(), 1u);
+  ASSERT_EQ(resnet.warnings.size(), 1u);
+  EXPECT_NE(resnet.warnings[0].find("resnet_et.json.gz"), std::string::npos);
+  EXPECT_EQ(resnet.ranks[0].iterations, 29u);
+  EXPECT_LT(std::fabs(resnet.ranks[0].error), 0.05);
+}
+
+TEST(TraceReplay, an_et_from_another_run_is_an_error_naming_it) {
+  TraceSetOptions options;
+  options.graph.iteration_marker = "Optimizer.zero_grad";
+  const TraceError e = validation_error(kData / "resnet", options);
+  EXPECT_EQ(fs::path(e.file()).filename(), "resnet_et.json.gz");
+  EXPECT_NE(std::string(e.what()).find("does not belong to resnet_kineto.json.gz"),
+            std::string::npos);
+
+  // Another program's ET in place of rank 0's.
+  TempDir dir;
+  copy_dlrm(dir, "dlrm_eg_0");
+  fs::copy_file(kData / "linear" / "linear_et.json.gz", dir.path() / "dlrm_eg_0.json.gz");
+  const TraceError e2 = validation_error(dir.path());
+  EXPECT_EQ(fs::path(e2.file()).filename(), "dlrm_eg_0.json.gz");
+}
+
+TEST(TraceReplay, a_missing_rank_is_an_error_naming_it) {
+  TempDir dir;
+  copy_dlrm(dir, "worker3");
+  const TraceError e = validation_error(dir.path());
+  EXPECT_EQ(e.file(), dir.path().string());
+  EXPECT_NE(std::string(e.what()).find("no trace for rank 3 of world size 8"), std::string::npos);
+}
+
+TEST(TraceReplay, a_truncated_rank_trace_is_an_error_naming_it) {
+  TempDir dir;
+  copy_dlrm(dir, "worker5");
+  const fs::path src = kData / "dlrm" / "worker5_step_12.1694128201549.pt.trace.json.gz";
+  const std::string bytes = read_bytes(src);
+  const fs::path cut = dir.write(src.filename().string(), bytes.substr(0, bytes.size() - 1000));
+  const TraceError e = validation_error(dir.path());
+  EXPECT_EQ(e.file(), cut.string());
+  EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos);
+}
+
+TEST(TraceReplay, a_malformed_rank_trace_is_an_error_naming_it) {
+  TempDir dir;
+  copy_dlrm(dir, "worker2");
+  const fs::path bad =
+      dir.write("worker2.json", "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1 \"dur\": 2}]}");
+  const TraceError e = validation_error(dir.path());
+  EXPECT_EQ(e.file(), bad.string());
+  EXPECT_EQ(e.line(), 1);
+}
+
+TEST(TraceReplay, a_trace_without_profiler_steps_is_an_error_naming_it) {
+  const TraceError e = validation_error(kData / "linear");
+  EXPECT_EQ(fs::path(e.file()).filename(), "linear_kineto.json.gz");
+  EXPECT_NE(std::string(e.what()).find("no `ProfilerStep#` annotation"), std::string::npos);
+}
+
+TEST(TraceReplay, a_duplicate_rank_is_an_error_naming_it) {
+  TempDir dir;
+  copy_dlrm(dir);
+  fs::copy_file(dir.path() / "worker1_step_12.1694128201556.pt.trace.json.gz",
+                dir.path() / "worker1_copy.json.gz");
+  const TraceError e = validation_error(dir.path());
+  EXPECT_NE(std::string(e.what()).find("rank 1 again"), std::string::npos);
+}
+
+TEST(TraceReplay, the_validation_table_lists_every_rank_and_the_geomean) {
+  RankValidation a;
+  a.rank = 0;
+  a.file = "dir/worker0.json";
+  a.iteration = "ProfilerStep#10";
+  a.measured = Duration::from_us(100);
+  a.predicted = Duration::from_us(102);
+  a.error = 0.02;
+  RankValidation b = a;
+  b.rank = 1;
+  b.predicted = Duration::from_us(99);
+  b.error = -0.01;
+  const std::string table = format_trace_validation({a, b});
+  EXPECT_NE(table.find("worker0.json"), std::string::npos);
+  EXPECT_NE(table.find("+2.00%"), std::string::npos);
+  EXPECT_NE(table.find("-1.00%"), std::string::npos);
+  EXPECT_NEAR(geomean_abs_error({a, b}), std::sqrt(0.0204 * 0.0104), 1e-12);
+}
+
+}  // namespace
+}  // namespace upsim

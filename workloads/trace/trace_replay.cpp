@@ -1,0 +1,405 @@
+#include "workloads/trace/trace_replay.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "sim/engine.h"
+#include "sim/network_model.h"
+#include "sim/observer.h"
+#include "workloads/trace/chakra_trace.h"
+#include "workloads/trace/trace_error.h"
+#include "workloads/trace/trace_file.h"
+
+namespace upsim {
+
+namespace {
+
+/// Models for a replay: every task carries its measured duration, so asking a model is a bug.
+class MeasuredOnlyKernels final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc&, const DeviceProfile&) const override {
+    throw std::logic_error("trace replay: a kernel without a measured duration");
+  }
+};
+
+class MeasuredOnlyCpu final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc& op) const override {
+    throw std::logic_error("trace replay: host work `" + std::string(op.op_name) +
+                           "` without a measured duration");
+  }
+};
+
+class MeasuredOnlyNetwork final : public NetworkModel {
+ public:
+  void start_collective(Engine&, const CollectiveDesc&, Completion) override {
+    throw std::logic_error("trace replay: a collective without a measured duration");
+  }
+  void start_transfer(Engine&, const TransferDesc&, Completion) override {
+    throw std::logic_error("trace replay: a copy without a measured duration");
+  }
+};
+
+/// Records when each rank passes each IterationMark.
+class IterationMarkObserver final : public Observer {
+ public:
+  void on_run_begin(const TaskGraph& graph) override {
+    graph_ = &graph;
+    marks_.assign(graph.rank_count(), {});
+  }
+  void on_task_begin(TaskId task, Time at) override {
+    const Task& t = graph_->task(task);
+    if (t.kind == TaskKind::kIterationMark) marks_[t.rank].emplace(graph_->iteration_of(task), at);
+  }
+  const std::map<uint32_t, Time>& marks(RankId rank) const { return marks_[rank]; }
+
+ private:
+  const TaskGraph* graph_ = nullptr;
+  std::vector<std::map<uint32_t, Time>> marks_;
+};
+
+std::string name_of(const std::filesystem::path& p) {
+  return p.filename().string();
+}
+
+/// The first run of digits in a file name ("worker3_step_12..." -> 3), or -1.
+int64_t first_number(const std::string& name) {
+  int64_t v = -1;
+  for (char c : name) {
+    if (c >= '0' && c <= '9') {
+      v = (v < 0 ? 0 : v * 10) + (c - '0');
+      if (v > 1'000'000) return -1;
+    } else if (v >= 0) {
+      return v;
+    }
+  }
+  return v;
+}
+
+bool is_json_name(const std::string& n) {
+  return n.ends_with(".json") || n.ends_with(".json.gz");
+}
+
+int64_t process_id(const KinetoTrace& k) {
+  std::map<int64_t, size_t> counts;
+  for (const KinetoEvent& e : k.events) {
+    if (e.category == KinetoCategory::kCpuOp) ++counts[e.pid];
+  }
+  int64_t best = -1;
+  size_t n = 0;
+  for (const auto& [pid, c] : counts) {
+    if (c > n) {
+      best = pid;
+      n = c;
+    }
+  }
+  return best;
+}
+
+void attach_et(RankTrace& rank, ExecutionTrace et, const TraceSetOptions& options,
+               std::vector<std::string>& warnings) {
+  EtLink link = link_execution_trace(rank.kineto, et);
+  if (const auto problem = et_link_problem(link, rank.kineto, et)) {
+    if (options.strict_et) throw TraceError(et.file, *problem);
+    warnings.push_back(et.file + ": " + *problem + "; replaying " + name_of(rank.kineto.file) +
+                       " without it");
+    return;
+  }
+  rank.link = std::move(link);
+  rank.et = std::move(et);
+}
+
+}  // namespace
+
+RankTrace load_rank_trace(const std::filesystem::path& kineto,
+                          const std::optional<std::filesystem::path>& et,
+                          const TraceSetOptions& options, std::vector<std::string>& warnings) {
+  RankTrace r;
+  r.kineto = read_kineto_trace(kineto);
+  if (et) attach_et(r, read_execution_trace(*et), options, warnings);
+  return r;
+}
+
+LoadedTraces load_trace_directory(const std::filesystem::path& dir,
+                                  const TraceSetOptions& options) {
+  const std::string dname = dir.string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw TraceError(dname, "not a directory");
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && is_json_name(entry.path().filename().string())) {
+      files.push_back(entry.path());
+    }
+  }
+  if (ec) throw TraceError(dname, "cannot list the directory: " + ec.message());
+  std::sort(files.begin(), files.end());
+  LoadedTraces out;
+  std::vector<RankTrace> kinetos;
+  std::vector<ExecutionTrace> ets;
+  for (const auto& f : files) {
+    const std::string text = read_trace_file(f);
+    // A Kineto trace has `traceEvents`, an execution trace `nodes` (both near the top).
+    const std::string_view head = std::string_view(text).substr(0, 1 << 16);
+    const bool kineto = head.find("\"traceEvents\"") != std::string_view::npos ||
+                        (head.find("\"nodes\"") == std::string_view::npos &&
+                         text.find("\"traceEvents\"") != std::string::npos);
+    if (kineto) {
+      RankTrace r;
+      r.kineto = parse_kineto_trace(text, f.string());
+      kinetos.push_back(std::move(r));
+    } else if (text.find("\"nodes\"") != std::string::npos) {
+      ets.push_back(parse_execution_trace(text, f.string()));
+    } else {
+      out.warnings.push_back(f.string() +
+                             ": neither a Kineto trace nor an execution trace; ignored");
+    }
+  }
+  if (kinetos.empty()) throw TraceError(dname, "no Kineto trace (a JSON file with traceEvents)");
+
+  // Ranks.
+  std::vector<int64_t> rank_of(kinetos.size());
+  int32_t world = -1;
+  for (size_t i = 0; i < kinetos.size(); ++i) {
+    const KinetoTrace& k = kinetos[i].kineto;
+    rank_of[i] = k.distributed.rank >= 0 ? k.distributed.rank : first_number(name_of(k.file));
+    if (rank_of[i] < 0) rank_of[i] = static_cast<int64_t>(i);
+    if (k.distributed.world_size > 0) {
+      if (world > 0 && k.distributed.world_size != world) {
+        throw TraceError(k.file, "world size " + std::to_string(k.distributed.world_size) +
+                                     " differs from the other traces' " + std::to_string(world) +
+                                     ": traces of different runs");
+      }
+      world = k.distributed.world_size;
+    }
+  }
+  std::map<int64_t, size_t> by_rank;
+  for (size_t i = 0; i < kinetos.size(); ++i) {
+    const auto [it, inserted] = by_rank.emplace(rank_of[i], i);
+    if (!inserted) {
+      throw TraceError(kinetos[i].kineto.file, "rank " + std::to_string(rank_of[i]) +
+                                                   " again (also in " +
+                                                   name_of(kinetos[it->second].kineto.file) + ")");
+    }
+  }
+  if (world > 1 && kinetos.size() > 1) {
+    std::string missing;
+    for (int64_t r = 0; r < world; ++r) {
+      if (!by_rank.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (!missing.empty()) {
+      throw TraceError(dname, "no trace for rank " + missing + " of world size " +
+                                  std::to_string(world) + " (found " +
+                                  std::to_string(kinetos.size()) + " Kineto traces)");
+    }
+  }
+
+  // Execution traces: by process id, else by the number in the file name.
+  std::vector<bool> et_used(ets.size(), false);
+  std::vector<int64_t> et_of(kinetos.size(), -1);
+  for (size_t i = 0; i < kinetos.size(); ++i) {
+    const int64_t pid = process_id(kinetos[i].kineto);
+    for (size_t e = 0; e < ets.size(); ++e) {
+      if (!et_used[e] && ets[e].pid >= 0 && ets[e].pid == pid) {
+        et_of[i] = static_cast<int64_t>(e);
+        et_used[e] = true;
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < kinetos.size(); ++i) {
+    if (et_of[i] >= 0) continue;
+    for (size_t e = 0; e < ets.size(); ++e) {
+      if (et_used[e]) continue;
+      const bool single = kinetos.size() == 1 && ets.size() == 1;
+      if (single || first_number(name_of(ets[e].file)) == rank_of[i]) {
+        et_of[i] = static_cast<int64_t>(e);
+        et_used[e] = true;
+        break;
+      }
+    }
+  }
+  for (size_t e = 0; e < ets.size(); ++e) {
+    if (!et_used[e]) {
+      const std::string msg = "execution trace matches no Kineto trace in " + dname + " (process " +
+                              std::to_string(ets[e].pid) + ")";
+      if (options.strict_et) throw TraceError(ets[e].file, msg);
+      out.warnings.push_back(ets[e].file + ": " + msg + "; ignored");
+    }
+  }
+  for (const auto& [rank, i] : by_rank) {
+    RankTrace r = std::move(kinetos[i]);
+    if (et_of[i] >= 0)
+      attach_et(r, std::move(ets[static_cast<size_t>(et_of[i])]), options, out.warnings);
+    out.ranks.push_back(std::move(r));
+  }
+  return out;
+}
+
+TraceReplayResult replay_traces(const std::vector<RankTrace>& traces,
+                                const TraceSetOptions& options) {
+  TaskGraph graph;
+  const TraceGraphInfo info = build_replay_graph(traces, graph, options.graph);
+  graph.seal();
+  return run_replay_graph(graph, info, options);
+}
+
+TraceReplayResult run_replay_graph(const TaskGraph& graph, const TraceGraphInfo& info,
+                                   const TraceSetOptions& options) {
+  MeasuredOnlyKernels kernels;
+  MeasuredOnlyCpu cpu;
+  MeasuredOnlyNetwork network;
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &network;
+  for (const TraceRankSummary& r : info.ranks) {
+    DeviceProfile d;
+    d.name = r.device;
+    models.devices.push_back(d);
+  }
+  return run_trace_graph(graph, info, models, options);
+}
+
+TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& info,
+                                  const ModelSet& models, const TraceSetOptions& options,
+                                  const std::vector<Observer*>& observers) {
+  TraceReplayResult result;
+  result.graph = info;
+  Engine engine;
+  GraphExecutor executor(engine, graph, models);
+  IterationMarkObserver marks;
+  executor.add_observer(&marks);
+  for (Observer* o : observers)
+    executor.add_observer(o);
+  result.stats = executor.run();
+
+  for (const TraceRankSummary& rs : result.graph.ranks) {
+    RankValidation v;
+    v.rank = rs.rank;
+    v.file = rs.file;
+    const auto& m = marks.marks(rs.rank);
+    int64_t measured = 0;
+    int64_t predicted = 0;
+    for (const TraceIteration& it : rs.iterations) {
+      if (options.iteration && it.start_mark != *options.iteration) continue;
+      const auto b = m.find(it.start_mark);
+      const auto e = m.find(it.end_mark);
+      if (b == m.end() || e == m.end()) continue;
+      measured += it.measured.ps();
+      predicted += (e->second - b->second).ps();
+      ++v.iterations;
+      v.iteration = it.label;
+    }
+    if (v.iterations == 0) {
+      throw TraceError(rs.file, options.iteration
+                                    ? "no complete iteration " + std::to_string(*options.iteration)
+                                    : std::string("no complete iteration"));
+    }
+    if (v.iterations > 1) v.iteration = "mean of " + std::to_string(v.iterations) + " iterations";
+    v.measured = Duration::from_ps(measured / v.iterations);
+    v.predicted = Duration::from_ps(predicted / v.iterations);
+    v.error =
+        v.measured.ps() > 0
+            ? static_cast<double>(v.predicted.ps()) / static_cast<double>(v.measured.ps()) - 1.0
+            : 0.0;
+    result.ranks.push_back(std::move(v));
+  }
+  return result;
+}
+
+namespace {
+
+/// The last run of digits in a file name ("dlrm.3.et" -> 3), or -1.
+int64_t last_number(const std::string& name) {
+  int64_t v = -1;
+  int64_t cur = -1;
+  for (char c : name) {
+    if (c >= '0' && c <= '9') {
+      cur = (cur < 0 ? 0 : cur * 10) + (c - '0');
+      if (cur > 1'000'000) cur = -1;
+    } else if (cur >= 0) {
+      v = cur;
+      cur = -1;
+    }
+  }
+  return cur >= 0 ? cur : v;
+}
+
+/// Chakra files of `dir` (*.et, *.et.gz), in rank order (the number before ".et"), or empty.
+std::vector<std::filesystem::path> chakra_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = entry.path().filename().string();
+    if (entry.is_regular_file() && (n.ends_with(".et") || n.ends_with(".et.gz"))) {
+      out.push_back(entry.path());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    const int64_t ra = last_number(a.filename().string());
+    const int64_t rb = last_number(b.filename().string());
+    return ra != rb ? ra < rb : a < b;
+  });
+  return out;
+}
+
+}  // namespace
+
+TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir) {
+  const std::vector<std::filesystem::path> files = chakra_files(dir);
+  if (files.empty()) throw TraceError(dir.string(), "no Chakra trace (*.et)");
+  std::vector<ChakraTrace> traces;
+  for (const auto& f : files)
+    traces.push_back(read_chakra_trace(f));
+  TaskGraph graph;
+  const TraceGraphInfo info = build_chakra_graph(traces, graph);
+  graph.seal();
+  return run_replay_graph(graph, info);
+}
+
+TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
+                                           const TraceSetOptions& options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec) && !chakra_files(dir).empty()) {
+    bool any_json = false;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      any_json |= is_json_name(entry.path().filename().string());
+    if (!any_json) return validate_chakra_directory(dir);
+  }
+  LoadedTraces loaded = load_trace_directory(dir, options);
+  TraceReplayResult result = replay_traces(loaded.ranks, options);
+  result.warnings.insert(result.warnings.begin(), loaded.warnings.begin(), loaded.warnings.end());
+  return result;
+}
+
+double geomean_abs_error(const std::vector<RankValidation>& ranks) {
+  if (ranks.empty()) return 0.0;
+  // seed-method.md 1.4: GMAE = exp(mean(ln(|e| + 4e-4))).
+  double sum = 0.0;
+  for (const RankValidation& r : ranks)
+    sum += std::log(std::fabs(r.error) + 4e-4);
+  return std::exp(sum / static_cast<double>(ranks.size()));
+}
+
+std::string format_trace_validation(const std::vector<RankValidation>& ranks) {
+  std::string out = fmt::format("{:<5} {:<46} {:<24} {:>14} {:>15} {:>8}\n", "rank", "trace",
+                                "iteration", "measured (us)", "predicted (us)", "error");
+  for (const RankValidation& r : ranks) {
+    std::string file = std::filesystem::path(r.file).filename().string();
+    if (file.size() > 46) file = file.substr(0, 43) + "...";
+    out += fmt::format("{:<5} {:<46} {:<24} {:>14.3f} {:>15.3f} {:>+7.2f}%\n", r.rank, file,
+                       r.iteration, r.measured.us(), r.predicted.us(), r.error * 100.0);
+  }
+  double max_abs = 0.0;
+  for (const RankValidation& r : ranks)
+    max_abs = std::max(max_abs, std::fabs(r.error));
+  out += fmt::format("geomean |error| {:.2f}% (exp mean ln(|e| + 4e-4)), max |error| {:.2f}%\n",
+                     geomean_abs_error(ranks) * 100.0, max_abs * 100.0);
+  return out;
+}
+
+}  // namespace upsim

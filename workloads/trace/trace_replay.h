@@ -1,0 +1,103 @@
+// Replaying measured traces, and validating the replay against the measured iteration times.
+//
+// `upsim validate traces DIR` (tools/) calls validate_trace_directory and prints
+// format_trace_validation; `upsim run` on a trace scenario uses load_trace_directory +
+// build_replay_graph with its own models and observers.
+//
+// Contract:
+//  - A directory holds one Kineto trace per rank (*.json, *.json.gz; recognised by their
+//    `traceEvents`) and optionally the matching execution traces (recognised by their `nodes`),
+//    or only Chakra traces (*.et).
+//    Ranks come from distributedInfo.rank (else the first number in the file name); execution
+//    traces pair with Kineto traces by process id, else by the first number in their file names.
+//  - Missing ranks (fewer traces than distributedInfo.world_size), duplicate ranks, traces of
+//    different world sizes, an execution trace that belongs to another process or run, and
+//    unreadable, truncated or malformed files throw TraceError naming the file (or directory).
+//    With `strict_et = false`, a mismatched execution trace is reported as a warning and the
+//    rank is replayed from its Kineto trace alone.
+//  - Replay runs every task with its measured duration; the error of a rank is
+//    predicted / measured - 1 over its complete iterations (TraceIteration).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/executor.h"
+#include "sim/time.h"
+#include "workloads/trace/trace_graph.h"
+
+namespace upsim {
+
+struct TraceSetOptions {
+  TraceGraphOptions graph;
+  /// A mismatched execution trace is an error (true) or a warning (false).
+  bool strict_et = true;
+  /// Measure only the iteration that starts at this IterationMark (e.g. 10 for ProfilerStep#10);
+  /// nullopt: the mean of every complete iteration.
+  std::optional<uint32_t> iteration;
+};
+
+struct LoadedTraces {
+  std::vector<RankTrace> ranks;  ///< in rank order
+  std::vector<std::string> warnings;
+};
+
+/// Reads one rank: a Kineto trace and optionally its execution trace (linked and checked).
+RankTrace load_rank_trace(const std::filesystem::path& kineto,
+                          const std::optional<std::filesystem::path>& et,
+                          const TraceSetOptions& options, std::vector<std::string>& warnings);
+
+/// Reads every rank's traces in `dir`.
+LoadedTraces load_trace_directory(const std::filesystem::path& dir,
+                                  const TraceSetOptions& options = {});
+
+/// Measured and predicted iteration time of one rank.
+struct RankValidation {
+  RankId rank = 0;
+  std::string file;
+  std::string iteration;    ///< "ProfilerStep#10", or "mean of 29 iterations"
+  uint32_t iterations = 0;  ///< iterations averaged
+  Duration measured;
+  Duration predicted;
+  double error = 0.0;  ///< predicted / measured - 1
+};
+
+struct TraceReplayResult {
+  TraceGraphInfo graph;
+  std::vector<RankValidation> ranks;
+  RunStats stats;
+  std::vector<std::string> warnings;
+};
+
+/// Builds the replay graph of `traces` and runs it with measured durations.
+TraceReplayResult replay_traces(const std::vector<RankTrace>& traces,
+                                const TraceSetOptions& options = {});
+
+/// Runs a sealed graph that build_replay_graph made (`info` is what it returned), every task with
+/// its fixed duration, and measures the iterations (what-if edits of fixed durations included).
+TraceReplayResult run_replay_graph(const TaskGraph& graph, const TraceGraphInfo& info,
+                                   const TraceSetOptions& options = {});
+
+/// Runs a sealed trace graph with the given models (model mode and what-if: tools/ builds them
+/// from calibration/ and topology/; `models.devices` has one profile per rank) and measures the
+/// iterations. `observers` (Chrome trace, run summary, ...) are attached to the run.
+TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& info,
+                                  const ModelSet& models, const TraceSetOptions& options = {},
+                                  const std::vector<Observer*>& observers = {});
+
+/// load_trace_directory + replay_traces; a directory of Chakra traces only (*.et, rank = the
+/// last number in the file name, e.g. dlrm.3.et) goes to validate_chakra_directory.
+TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
+                                           const TraceSetOptions& options = {});
+
+/// Replays the Chakra traces of `dir` (chakra_trace.h); measured = each trace's own time span.
+TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir);
+
+/// The table `upsim validate traces` prints: rank, trace, iteration, measured, predicted, error,
+/// and the geometric mean of |error| (seed-method.md 1.4: exp(mean(ln(|e| + 4e-4)))).
+std::string format_trace_validation(const std::vector<RankValidation>& ranks);
+double geomean_abs_error(const std::vector<RankValidation>& ranks);
+
+}  // namespace upsim

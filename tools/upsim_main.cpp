@@ -14,6 +14,8 @@
 #include "sim/executor.h"
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
+#include "tools/trace_commands.h"
+#include "workloads/trace/trace_error.h"
 
 namespace po = boost::program_options;
 
@@ -38,6 +40,8 @@ const char* kTopUsage =
     "                  resolved scenario. `upsim run --help` lists its options.\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
+    "  validate traces DIR\n"
+    "                  replay per-rank PyTorch traces; measured vs predicted iteration time\n"
     "  calibrate kernels --out FILE\n"
     "                  fit the calibrated kernel model on measured sweeps\n"
     "  (each command takes --help)\n"
@@ -122,14 +126,20 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "kernels") {
         return upsim::cli::validate_kernels_main(args, std::cout);
       }
+      if (command == "validate" && what == "traces") {
+        return upsim::cli::validate_traces_main(args, std::cout);
+      }
       std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
-                               what, command == "calibrate" ? "kernels" : "kernels");
+                               what, command == "calibrate" ? "kernels" : "kernels, traces");
       return kExitBadInput;
     }
     std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",
                              command);
     return kExitBadInput;
   } catch (const upsim::ConfigError& e) {
+    std::cerr << "upsim: error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const upsim::TraceError& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";
     return kExitBadInput;
   } catch (const upsim::CalibrationDataError& e) {

@@ -248,4 +248,18 @@ TEST_F(Cli, BadMeasurementTableNamesFileAndLine) {
   EXPECT_NE(r.output.find("bad_measurements.csv:3"), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, ValidateTracesReplaysTheEightRankDlrmWithinThreePercent) {
+  const Result r =
+      run("validate traces " +
+          quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/dlrm") + " --step 10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ProfilerStep#10"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("19901.000"), std::string::npos) << "rank 1's measured step\n"
+                                                           << r.output;
+  EXPECT_NE(r.output.find("geomean |error|"), std::string::npos) << r.output;
+  const Result missing = run("validate traces does-not-exist");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("does-not-exist"), std::string::npos) << missing.output;
+}
+
 }  // namespace

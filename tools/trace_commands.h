@@ -11,4 +11,8 @@ namespace upsim::cli {
 /// Returns the exit code; bad input throws (TraceError names the file) for main to report.
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out);
 
+/// `upsim calibrate host-overheads TRACE... --out FILE`: the seed's T1-T5 host overheads
+/// extracted from Kineto traces into a host-overhead file (configs/host/ schema).
+int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ostream& out);
+
 }  // namespace upsim::cli

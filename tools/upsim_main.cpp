@@ -44,6 +44,8 @@ const char* kTopUsage =
     "                  replay per-rank PyTorch traces; measured vs predicted iteration time\n"
     "  calibrate kernels --out FILE\n"
     "                  fit the calibrated kernel model on measured sweeps\n"
+    "  calibrate host-overheads TRACE... --out FILE\n"
+    "                  extract host overheads T1-T5 from PyTorch Kineto traces\n"
     "  (each command takes --help)\n"
     "\n"
     "options:\n"
@@ -126,11 +128,15 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "kernels") {
         return upsim::cli::validate_kernels_main(args, std::cout);
       }
+      if (command == "calibrate" && what == "host-overheads") {
+        return upsim::cli::calibrate_host_overheads_main(args, std::cout);
+      }
       if (command == "validate" && what == "traces") {
         return upsim::cli::validate_traces_main(args, std::cout);
       }
-      std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
-                               what, command == "calibrate" ? "kernels" : "kernels, traces");
+      std::cerr << fmt::format(
+          "upsim {}: unknown or missing subject `{}`; valid: {}\n", command, what,
+          command == "calibrate" ? "kernels, host-overheads" : "kernels, traces");
       return kExitBadInput;
     }
     std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",

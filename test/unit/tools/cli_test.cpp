@@ -262,4 +262,27 @@ TEST_F(Cli, ValidateTracesReplaysTheEightRankDlrmWithinThreePercent) {
   EXPECT_NE(missing.output.find("does-not-exist"), std::string::npos) << missing.output;
 }
 
+TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedV100File) {
+  const std::string dlrm = std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/dlrm/";
+  std::string args = "calibrate host-overheads --out host.yaml";
+  for (const auto& entry : fs::directory_iterator(dlrm)) {
+    if (entry.path().string().find("trace.json") != std::string::npos) {
+      args += " " + quote(entry.path().string());
+    }
+  }
+  const Result r = run(args);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto body = [](const std::string& text) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] != '#') out += line + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(body(read_file(dir_ / "host.yaml")),
+            body(read_file(std::string(UPSIM_CONFIGS_DIR) + "/host/v100_pytorch_kineto.yaml")));
+  EXPECT_EQ(run(args).exit_code, 2) << "no overwrite without --force";
+}
+
 }  // namespace

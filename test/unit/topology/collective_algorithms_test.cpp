@@ -1,0 +1,342 @@
+// CollectivePlanner and FlowNetwork collectives: every kind runs, ring orders follow NVLink,
+// contention on a cube-mesh, uneven all-to-allv to the picosecond, choice by size, errors, and
+// the shipped tuning file.
+#include "topology/collective_algorithms.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/engine.h"
+#include "topology/fabric_loader.h"
+#include "topology/flow_network.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+Bandwidth gbps(double v) {
+  return Bandwidth::gigabytes_per_second(v);
+}
+
+Fabric load(const std::string& name) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "topologies" / (name + ".yaml"));
+  return load_fabric(doc.root());
+}
+
+std::vector<RankId> all_ranks(const Fabric& f) {
+  std::vector<RankId> r;
+  for (RankId i = 0; i < f.gpus().size(); ++i)
+    r.push_back(i);
+  return r;
+}
+
+/// Runs one collective alone and returns its duration.
+Duration run(FlowNetwork& net, const CollectiveDesc& c) {
+  Engine engine;
+  Time done = Time::max();
+  net.start_collective(engine, c, [&] { done = engine.now(); });
+  engine.run();
+  EXPECT_NE(done, Time::max()) << collective_kind_name(c.kind) << " did not complete";
+  return done.since_start();
+}
+
+/// Runs a forced plan alone and returns its duration.
+Duration run_plan(FlowNetwork& net, CollectivePlan plan) {
+  Engine engine;
+  Time done = Time::max();
+  net.start_flows(engine, plan.choice.latency, std::move(plan.flows), [&] { done = engine.now(); });
+  engine.run();
+  return done.since_start();
+}
+
+/// `gpus` GPUs on one NVSwitch, each with `per_gpu` GB/s of NVLink of `kind`.
+Fabric nvswitch_node(int gpus, double per_gpu, const std::string& kind) {
+  FabricBuilder b("nvswitch");
+  const DeviceIndex sw = b.add_device("nvswitch", DeviceKind::kNvSwitch, 0);
+  for (int g = 0; g < gpus; ++g) {
+    const DeviceIndex gpu = b.add_device("gpu" + std::to_string(g), DeviceKind::kGpu, 0);
+    b.add_link(gpu, sw, kind, gbps(per_gpu), Duration::from_ns(350));
+  }
+  return std::move(b).seal();
+}
+
+TEST(CollectiveAlgorithms, EveryKindCompletesOnOneAndTwoNodes) {
+  for (const std::string name : {"dgx_h100", "dgx_h100_cluster_2", "dgx1_v100"}) {
+    const Fabric fabric = load(name);
+    FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+    const std::vector<RankId> ranks = all_ranks(fabric);
+    for (CollectiveKind kind :
+         {CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+          CollectiveKind::kAllToAll, CollectiveKind::kBroadcast, CollectiveKind::kSendRecv}) {
+      CollectiveDesc c;
+      c.kind = kind;
+      c.members = kind == CollectiveKind::kSendRecv ? std::vector<RankId>{0, ranks.back()} : ranks;
+      c.bytes = 64 << 20;
+      const CollectiveChoice predicted = net.planner().plan(c).choice;
+      const Duration took = run(net, c);
+      EXPECT_GT(took, Duration::zero()) << name << " " << collective_kind_name(kind);
+      // Alone on the fabric the simulation takes what the tuner predicts (within 1%).
+      EXPECT_NEAR(took.us() / predicted.predicted.us(), 1.0, 0.01)
+          << name << " " << collective_kind_name(kind) << " "
+          << collective_algorithm_name(predicted.algorithm) << "/"
+          << collective_protocol_name(predicted.protocol);
+    }
+  }
+}
+
+TEST(CollectiveAlgorithms, EveryAllReduceAlgorithmRunsWhenForced) {
+  const Fabric fabric = load("dgx_h100_cluster_2");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  const CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(fabric), 256 << 20, {}};
+  for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
+                                CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kHierarchical}) {
+    CollectivePlan plan = net.planner().plan(c, a, CollectiveProtocol::kSimple);
+    EXPECT_EQ(plan.choice.algorithm, a);
+    const Duration predicted = plan.choice.predicted;
+    EXPECT_NEAR(run_plan(net, std::move(plan)).us() / predicted.us(), 1.0, 0.01)
+        << collective_algorithm_name(a);
+  }
+  EXPECT_THROW(net.planner().plan(c, CollectiveAlgorithm::kNvls, CollectiveProtocol::kLl),
+               std::invalid_argument);
+  EXPECT_THROW(net.planner().plan(c, CollectiveAlgorithm::kDirect, CollectiveProtocol::kSimple),
+               std::invalid_argument);
+}
+
+TEST(CollectiveAlgorithms, RingOnFullMeshUsesEveryNvlink) {
+  // 4x A100 fully connected: all six directed Hamiltonian cycles, so each GPU drives its three
+  // 100 GB/s links: bus bandwidth = 300 GB/s x NVLink efficiency at large sizes.
+  const Fabric fabric = load("a100x4_nvlink");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  const std::vector<RankId> ranks = all_ranks(fabric);
+  EXPECT_EQ(net.planner().ring_cycles(ranks).size(), 6u);
+  const CollectiveDesc c{CollectiveKind::kAllReduce, ranks, int64_t{16} << 30, {}};
+  CollectivePlan plan =
+      net.planner().plan(c, CollectiveAlgorithm::kRing, CollectiveProtocol::kSimple);
+  const double seconds = run_plan(net, std::move(plan)).seconds();
+  const double busbw = static_cast<double>(c.bytes) / seconds * 1.5;
+  const double nvlink = nccl_like_tuning().family_of("nvlink3").efficiency;
+  EXPECT_NEAR(busbw / (300e9 * nvlink), 1.0, 0.01);
+}
+
+TEST(CollectiveAlgorithms, RingFollowsNvlinkNeighboursOnDgx1) {
+  const Fabric fabric = load("dgx1_v100");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  const auto cycles = net.planner().ring_cycles(all_ranks(fabric));
+  ASSERT_FALSE(cycles.empty());
+  for (const auto& cycle : cycles) {
+    ASSERT_EQ(cycle.size(), 8u);
+    EXPECT_EQ(std::set<uint32_t>(cycle.begin(), cycle.end()).size(), 8u);
+    for (size_t j = 0; j < cycle.size(); ++j) {
+      const auto route =
+          fabric.route(fabric.gpus()[cycle[j]], fabric.gpus()[cycle[(j + 1) % cycle.size()]]);
+      ASSERT_EQ(route.size(), 1u) << "ring step " << cycle[j] << " -> "
+                                  << cycle[(j + 1) % cycle.size()] << " is not a direct NVLink";
+      EXPECT_EQ(fabric.link(route[0]).kind, "nvlink2");
+    }
+  }
+}
+
+TEST(CollectiveAlgorithms, CubeMeshRingIsSlowerThanNvswitchWithTheSamePerLinkBandwidth) {
+  // DGX-1: 6 NVLink2 links of 25 GB/s per GPU in the hybrid cube-mesh; the NVSwitch node gives
+  // every GPU the same 6 x 25 GB/s to a switch, so any ring order uses all of it.
+  const Fabric cube = load("dgx1_v100");
+  const Fabric nvswitch = nvswitch_node(8, 6 * 25.0, "nvlink2");
+  FlowNetwork cube_net(cube, nccl_like_tuning(), gbps(2000));
+  FlowNetwork switch_net(nvswitch, nccl_like_tuning(), gbps(2000));
+  const CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(cube), 1 << 30, {}};
+  const Duration on_cube = run_plan(cube_net, cube_net.planner().plan(c, CollectiveAlgorithm::kRing,
+                                                                      CollectiveProtocol::kSimple));
+  const Duration on_switch = run_plan(
+      switch_net,
+      switch_net.planner().plan(c, CollectiveAlgorithm::kRing, CollectiveProtocol::kSimple));
+  EXPECT_GT(on_cube, on_switch);
+  EXPECT_GT(on_cube.seconds() / on_switch.seconds(), 1.05);
+}
+
+TEST(CollectiveAlgorithms, UnevenAllToAllvToThePicosecond) {
+  // 4 GPUs on one NVSwitch at 100 GB/s each, efficiency 1, Simple only.
+  const Fabric fabric = nvswitch_node(4, 100.0, "nvlink3");
+  CollectiveTuning t = nccl_like_tuning();
+  for (LinkFamily& f : t.families)
+    f.efficiency = 1.0;
+  t.enabled_protocols = {CollectiveProtocol::kSimple};
+  FlowNetwork net(fabric, t, gbps(2000));
+  CollectiveDesc c;
+  c.kind = CollectiveKind::kAllToAll;
+  c.members = {0, 1, 2, 3};
+  // Member 0 sends 3 GB to 1 and 1 GB to 2; member 2 sends 1 GB to 1.
+  c.send_bytes = {0,
+                  3'000'000'000,
+                  1'000'000'000,
+                  0,  //
+                  0,
+                  0,
+                  0,
+                  0,  //
+                  0,
+                  1'000'000'000,
+                  0,
+                  0,  //
+                  0,
+                  0,
+                  0,
+                  0};
+  const CollectiveChoice choice = net.planner().plan(c).choice;
+  EXPECT_EQ(choice.algorithm, CollectiveAlgorithm::kDirect);
+  // Latency: launch + NCCL ring base (Simple) + one NVLink ring hop.
+  const Duration latency =
+      t.launch_overhead + t.protocol(CollectiveProtocol::kSimple).base_latency[1] +
+      t.hop_latency(CollectiveProtocol::kSimple, LinkClass::kNvlink, LatencyColumn::kRing);
+  EXPECT_EQ(choice.latency, latency);
+  // Max-min: 0->1, 0->2 share gpu0's uplink, 0->1 and 2->1 share gpu1's downlink: all three
+  // at 50 GB/s. The 1 GB flows end after 20 ms; then 0->1 has 2 GB left at 100 GB/s: 20 ms.
+  EXPECT_EQ(run(net, c), latency + Duration::from_ms(40));
+}
+
+TEST(CollectiveAlgorithms, ProtocolAndAlgorithmFollowMessageSize) {
+  const Fabric fabric = load("oci_bm_gpu4_a100_1node");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(fabric), 1024, {}};
+  const CollectiveChoice small = net.planner().plan(c).choice;
+  EXPECT_EQ(small.protocol, CollectiveProtocol::kLl);
+  c.bytes = int64_t{1} << 30;
+  const CollectiveChoice large = net.planner().plan(c).choice;
+  EXPECT_EQ(large.protocol, CollectiveProtocol::kSimple);
+  EXPECT_EQ(large.algorithm, CollectiveAlgorithm::kRing);
+
+  // Across two nodes small all-reduces go up and down trees (fewer network hops).
+  const Fabric two = load("oci_bm_gpu4_a100_2node");
+  FlowNetwork net2(two, nccl_like_tuning(), gbps(2000));
+  CollectiveDesc c2{CollectiveKind::kAllReduce, all_ranks(two), 1024, {}};
+  const CollectiveChoice small2 = net2.planner().plan(c2).choice;
+  EXPECT_EQ(small2.protocol, CollectiveProtocol::kLl);
+  EXPECT_EQ(small2.algorithm, CollectiveAlgorithm::kTree);
+
+  // H100 with NVLink SHARP: large all-reduces use NVLS.
+  const Fabric h100 = load("dgx_h100");
+  FlowNetwork net3(h100, nccl_like_tuning(), gbps(2000));
+  CollectiveDesc c3{CollectiveKind::kAllReduce, all_ranks(h100), int64_t{1} << 30, {}};
+  EXPECT_EQ(net3.planner().plan(c3).choice.algorithm, CollectiveAlgorithm::kNvls);
+
+  // The tuner picks the candidate with the smallest prediction.
+  for (int64_t bytes : {int64_t{8}, int64_t{1} << 20, int64_t{1} << 30}) {
+    c.bytes = bytes;
+    const auto all = net.planner().candidates(c);
+    const CollectiveChoice chosen = net.planner().plan(c).choice;
+    for (const CollectiveChoice& other : all)
+      EXPECT_LE(chosen.predicted, other.predicted);
+  }
+}
+
+TEST(CollectiveAlgorithms, ContentionBetweenCollectivesIsReal) {
+  // Two all-gathers over the same 4 GPUs at once take about twice as long as one.
+  const Fabric fabric = nvswitch_node(4, 100.0, "nvlink3");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  const CollectiveDesc c{CollectiveKind::kAllGather, {0, 1, 2, 3}, 256 << 20, {}};
+  const Duration alone = run(net, c);
+  Engine engine;
+  int done = 0;
+  net.start_collective(engine, c, [&] { ++done; });
+  net.start_collective(engine, c, [&] { ++done; });
+  engine.run();
+  EXPECT_EQ(done, 2);
+  const Duration latency = net.planner().plan(c).choice.latency;
+  EXPECT_NEAR((engine.now() - Time::zero() - latency).us() / (alone - latency).us(), 2.0, 0.01);
+}
+
+TEST(CollectiveAlgorithms, RejectsMembersOutsideTheFabric) {
+  const Fabric fabric = nvswitch_node(4, 100.0, "nvlink3");
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  Engine engine;
+  try {
+    net.start_collective(engine, CollectiveDesc{CollectiveKind::kAllReduce, {0, 4}, 1, {}}, [] {});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("member rank 4 is not a GPU of fabric `nvswitch`"), std::string::npos)
+        << what;
+  }
+  EXPECT_THROW(net.start_collective(
+                   engine, CollectiveDesc{CollectiveKind::kAllReduce, {1, 1}, 1, {}}, [] {}),
+               std::invalid_argument);
+  EXPECT_THROW(net.start_collective(
+                   engine, CollectiveDesc{CollectiveKind::kAllToAll, {0, 1}, 0, {1, 2, 3}}, [] {}),
+               std::invalid_argument);
+  EXPECT_THROW(net.start_collective(
+                   engine, CollectiveDesc{CollectiveKind::kSendRecv, {0, 1, 2}, 1, {}}, [] {}),
+               std::invalid_argument);
+  EXPECT_THROW(net.start_collective(
+                   engine, CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, -1, {}}, [] {}),
+               std::invalid_argument);
+}
+
+void expect_same_tuning(const CollectiveTuning& a, const CollectiveTuning& b) {
+  EXPECT_EQ(a.launch_overhead, b.launch_overhead);
+  EXPECT_EQ(a.net_overhead, b.net_overhead);
+  EXPECT_NEAR(a.tree_efficiency, b.tree_efficiency, 1e-12);
+  EXPECT_DOUBLE_EQ(a.nvls_efficiency, b.nvls_efficiency);
+  EXPECT_EQ(a.nvls_link_prefixes, b.nvls_link_prefixes);
+  EXPECT_EQ(a.all_reduce_algorithms, b.all_reduce_algorithms);
+  EXPECT_EQ(a.enabled_protocols, b.enabled_protocols);
+  for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
+    const ProtocolTuning& x = a.protocols[p];
+    const ProtocolTuning& y = b.protocols[p];
+    EXPECT_DOUBLE_EQ(x.wire_factor, y.wire_factor) << p;
+    EXPECT_DOUBLE_EQ(x.injection_cap.bytes_per_second(), y.injection_cap.bytes_per_second()) << p;
+    EXPECT_EQ(x.base_latency, y.base_latency) << p;
+    EXPECT_EQ(x.hop_latency, y.hop_latency) << p;
+  }
+  ASSERT_EQ(a.families.size(), b.families.size());
+  for (size_t i = 0; i < a.families.size(); ++i) {
+    EXPECT_EQ(a.families[i].name, b.families[i].name);
+    EXPECT_EQ(a.families[i].kind_prefixes, b.families[i].kind_prefixes);
+    EXPECT_EQ(a.families[i].link_class, b.families[i].link_class);
+    EXPECT_DOUBLE_EQ(a.families[i].efficiency, b.families[i].efficiency);
+    EXPECT_EQ(a.families[i].extra_hop_latency, b.families[i].extra_hop_latency);
+  }
+}
+
+TEST(CollectiveTuning, ShippedFileRestatesTheDefaults) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "collectives" / "nccl_like.yaml");
+  const CollectiveTuning loaded = load_collective_tuning(doc.root());
+  doc.check_all_keys_used();
+  expect_same_tuning(loaded, nccl_like_tuning());
+}
+
+TEST(CollectiveTuning, LinkKindsMapToFamiliesByLongestPrefix) {
+  const CollectiveTuning t = nccl_like_tuning();
+  EXPECT_EQ(t.family_of("nvlink4").name, "nvlink");
+  EXPECT_EQ(t.family_of("pcie5").name, "pcie");
+  EXPECT_EQ(t.family_of("roce").name, "rdma");
+  EXPECT_EQ(t.family_of("ib_ndr").name, "rdma");
+  EXPECT_EQ(t.family_of("tcpxo").name, "tcpxo");
+  EXPECT_EQ(t.family_of("upi").name, "other");
+}
+
+TEST(CollectiveTuning, BadValuesAreConfigErrorsAtTheKey) {
+  const std::string yaml =
+      "link_families:\n  - {name: x, kinds: [\"\"], class: net, efficiency: 1.5}\n";
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "bad.yaml");
+  EXPECT_THROW(load_collective_tuning(doc.root()), ConfigError);
+  ConfigDocument no_fallback = ConfigDocument::parse_string(
+      "link_families:\n  - {name: x, kinds: [nvlink], class: nvlink}\n", "bad.yaml");
+  EXPECT_THROW(load_collective_tuning(no_fallback.root()), ConfigError);
+  ConfigDocument algo =
+      ConfigDocument::parse_string("all_reduce_algorithms: [ring, butterfly]\n", "bad.yaml");
+  EXPECT_THROW(load_collective_tuning(algo.root()), ConfigError);
+  ConfigDocument override_one = ConfigDocument::parse_string(
+      "enabled_protocols: [LL, Simple]\nprotocols: {LL: {injection_cap: 20GB/s}}\n", "ok.yaml");
+  const CollectiveTuning t = load_collective_tuning(override_one.root());
+  EXPECT_EQ(t.enabled_protocols.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.protocol(CollectiveProtocol::kLl).injection_cap.bytes_per_second(), 20e9);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,210 @@
+#include "topology/collective_validation.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include "sim/engine.h"
+#include "topology/collective_algorithms.h"
+#include "topology/flow_network.h"
+
+namespace upsim {
+namespace {
+
+/// Splits one CSV line into fields; double quotes group fields that contain commas.
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (char ch : line) {
+    if (ch == '"') {
+      quoted = !quoted;
+    } else if (ch == ',' && !quoted) {
+      fields.emplace_back();
+    } else if (ch != '\r') {
+      fields.back() += ch;
+    }
+  }
+  return fields;
+}
+
+int64_t parse_int(const std::string& text, const std::filesystem::path& file, int line) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error(
+      fmt::format("{}:{}: expected an integer, got `{}`", file.string(), line, text));
+}
+
+double parse_number(const std::string& text, const std::filesystem::path& file, int line) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw std::runtime_error(
+      fmt::format("{}:{}: expected a number, got `{}`", file.string(), line, text));
+}
+
+double bus_factor(uint32_t ranks) {
+  const double n = static_cast<double>(ranks);
+  return 2.0 * (n - 1.0) / n;
+}
+
+}  // namespace
+
+std::vector<CollectiveValidationCase> collective_validation_cases() {
+  const std::string nccl = "nccl-tests/nccl_tests_allreduce_published.csv";
+  return {
+      {"4x A100 NVLink3 (LLMCompass)", "topologies/a100x4_nvlink.yaml",
+       "llmcompass/allreduce_A100x4_nvlink_measured.csv", ""},
+      {"GCP A3 Mega 2x8 H100 TCPXO", "topologies/gcp_a3mega_h100_2node.yaml", nccl,
+       "gcp_a3mega_2x8_h100_tcpxo"},
+      {"OCI BM.GPU.H100.8 2x8 RoCEv2", "topologies/oci_bm_gpu_h100_2node.yaml", nccl,
+       "oci_bm.gpu.h100.8_2x8_rocev2"},
+      {"OCI BM.GPU4.8 1x8 A100", "topologies/oci_bm_gpu4_a100_1node.yaml", nccl,
+       "oci_bm.gpu4.8_1x8_a100_40gb"},
+      {"OCI BM.GPU4.8 2x8 A100 RoCEv2", "topologies/oci_bm_gpu4_a100_2node.yaml", nccl,
+       "oci_bm.gpu4.8_2x8_a100_40gb_rocev2"},
+  };
+}
+
+std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem::path& csv,
+                                                          std::string_view run_id) {
+  std::ifstream in(csv);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<MeasuredCollective> out;
+  int number = 0;
+  size_t run_col = 0;
+  size_t size_col = 0;
+  size_t time_col = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields = split_csv(line);
+    if (header.empty()) {
+      header = fields;
+      auto col = [&](std::string_view name) {
+        for (size_t i = 0; i < header.size(); ++i) {
+          if (header[i] == name) return i;
+        }
+        throw std::runtime_error(fmt::format("{}:{}: no column `{}`", csv.string(), number, name));
+      };
+      run_col = col("run_id");
+      size_col = col("size_bytes");
+      time_col = col("oop_time_us");
+      continue;
+    }
+    if (fields.size() != header.size()) {
+      throw std::runtime_error(fmt::format("{}:{}: {} fields, the header has {}", csv.string(),
+                                           number, fields.size(), header.size()));
+    }
+    if (fields[run_col] != run_id) continue;
+    out.push_back(MeasuredCollective{parse_int(fields[size_col], csv, number),
+                                     parse_number(fields[time_col], csv, number)});
+  }
+  if (out.empty()) {
+    throw std::runtime_error(fmt::format("{}: no rows of run `{}`", csv.string(), run_id));
+  }
+  return out;
+}
+
+std::vector<MeasuredCollective> read_llmcompass_allreduce(const std::filesystem::path& csv) {
+  std::ifstream in(csv);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
+  std::string line;
+  std::vector<MeasuredCollective> out;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty() || line[0] < '0' || line[0] > '9') continue;
+    const std::vector<std::string> fields = split_csv(line);
+    if (fields.size() < 2) {
+      throw std::runtime_error(fmt::format("{}:{}: expected size,latency", csv.string(), number));
+    }
+    out.push_back(MeasuredCollective{parse_int(fields[0], csv, number),
+                                     parse_number(fields[1], csv, number)});
+  }
+  if (out.empty()) throw std::runtime_error(fmt::format("{}: no rows", csv.string()));
+  return out;
+}
+
+std::vector<MeasuredCollective> read_case(const CollectiveValidationCase& c,
+                                          const std::filesystem::path& data_dir) {
+  return c.run_id.empty() ? read_llmcompass_allreduce(data_dir / c.data_file)
+                          : read_nccl_tests_allreduce(data_dir / c.data_file, c.run_id);
+}
+
+CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
+                                         std::span<const MeasuredCollective> measured,
+                                         std::string system) {
+  CollectiveValidation v;
+  v.system = std::move(system);
+  v.ranks = static_cast<uint32_t>(fabric.gpus().size());
+  // Device copies play no part here; any positive bandwidth will do.
+  FlowNetwork network(fabric, tuning, Bandwidth::gigabytes_per_second(1000.0));
+  CollectiveDesc desc;
+  desc.kind = CollectiveKind::kAllReduce;
+  for (RankId r = 0; r < v.ranks; ++r)
+    desc.members.push_back(r);
+  const double factor = bus_factor(v.ranks);
+  double log_sum = 0.0;
+  for (const MeasuredCollective& m : measured) {
+    desc.bytes = m.bytes;
+    const CollectiveChoice choice = network.planner().plan(desc).choice;
+    Engine engine;
+    Time done = Time::zero();
+    network.start_collective(engine, desc, [&] { done = engine.now(); });
+    engine.run();
+    CollectivePoint p;
+    p.bytes = m.bytes;
+    p.measured_us = m.time_us;
+    p.predicted_us = done.us();
+    p.error = p.predicted_us / p.measured_us - 1.0;
+    const auto bytes = static_cast<double>(m.bytes);
+    p.measured_busbw_gbps = bytes / (p.measured_us * 1e3) * factor;
+    p.predicted_busbw_gbps = bytes / (p.predicted_us * 1e3) * factor;
+    p.algorithm = choice.algorithm;
+    p.protocol = choice.protocol;
+    // A perfect point would make the log undefined; 1e-9 keeps the mean finite.
+    log_sum += std::log(std::max(std::abs(p.error), 1e-9));
+    v.max_abs_error = std::max(v.max_abs_error, std::abs(p.error));
+    v.points.push_back(p);
+  }
+  if (!v.points.empty()) {
+    v.geomean_abs_error = std::exp(log_sum / static_cast<double>(v.points.size()));
+    const CollectivePoint* largest = &v.points.front();
+    for (const CollectivePoint& p : v.points) {
+      if (p.bytes > largest->bytes) largest = &p;
+    }
+    v.plateau_error = largest->predicted_busbw_gbps / largest->measured_busbw_gbps - 1.0;
+  }
+  return v;
+}
+
+std::string format_validation(const CollectiveValidation& v) {
+  std::string out = fmt::format("{} ({} ranks)\n", v.system, v.ranks);
+  out += fmt::format("{:>12} {:>12} {:>12} {:>8} {:>11} {:>11}  {}\n", "bytes", "measured_us",
+                     "predicted_us", "error%", "busbw_meas", "busbw_pred", "algorithm/protocol");
+  for (const CollectivePoint& p : v.points) {
+    out += fmt::format("{:>12} {:>12.2f} {:>12.2f} {:>+8.2f} {:>11.2f} {:>11.2f}  {}/{}\n", p.bytes,
+                       p.measured_us, p.predicted_us, 100.0 * p.error, p.measured_busbw_gbps,
+                       p.predicted_busbw_gbps, collective_algorithm_name(p.algorithm),
+                       collective_protocol_name(p.protocol));
+  }
+  out += fmt::format(
+      "geomean |error| {:.2f}%, plateau (largest size) busbw error {:+.2f}%, max |error| "
+      "{:.2f}% over {} points\n",
+      100.0 * v.geomean_abs_error, 100.0 * v.plateau_error, 100.0 * v.max_abs_error,
+      v.points.size());
+  return out;
+}
+
+}  // namespace upsim

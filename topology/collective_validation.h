@@ -1,0 +1,85 @@
+// Validation of the flow network's collectives against measured all-reduce times: the core of
+// `upsim validate collectives` and of test/unit/topology/collective_accuracy_test.cpp.
+//
+// Contract:
+//  - Error is e = predicted / measured - 1 (DESIGN.md); a sweep is summarised by the geometric
+//    mean of |e| and by the plateau error, the relative error of bus bandwidth at the largest
+//    measured size (predicted busbw / measured busbw - 1).
+//  - nccl-tests conventions: `bytes` is each rank's buffer, algbw = bytes / time, all-reduce
+//    busbw = algbw x 2(n-1)/n (n ranks); measured times are per-call averages.
+//  - Each point is simulated alone (a fresh Engine, no other traffic) on one FlowNetwork over
+//    `fabric` with every GPU of the fabric as a member, in rank order.
+//  - Readers throw std::runtime_error naming the file and line of malformed input.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/fabric.h"
+#include "topology/nccl_tuning.h"
+
+namespace upsim {
+
+struct MeasuredCollective {
+  int64_t bytes = 0;
+  double time_us = 0.0;
+};
+
+struct CollectivePoint {
+  int64_t bytes = 0;
+  double measured_us = 0.0;
+  double predicted_us = 0.0;
+  double error = 0.0;  ///< predicted / measured - 1
+  double measured_busbw_gbps = 0.0;
+  double predicted_busbw_gbps = 0.0;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  CollectiveProtocol protocol = CollectiveProtocol::kSimple;
+};
+
+struct CollectiveValidation {
+  std::string system;
+  uint32_t ranks = 0;
+  std::vector<CollectivePoint> points;
+  double geomean_abs_error = 0.0;
+  double plateau_error = 0.0;  ///< busbw error at the largest size
+  double max_abs_error = 0.0;
+};
+
+/// One measured system: the fabric file (relative to configs/), the measured data file
+/// (relative to test/data/) and, for the nccl-tests table, the run id.
+struct CollectiveValidationCase {
+  std::string system;
+  std::string topology;
+  std::string data_file;
+  std::string run_id;  ///< empty for the LLMCompass sweep
+};
+
+/// The five measured all-reduce systems (4x A100 NVLink3, GCP A3 Mega 2x8 H100 TCPXO, OCI 2x8
+/// H100 RoCE, OCI 1x8 and 2x8 A100).
+std::vector<CollectiveValidationCase> collective_validation_cases();
+
+/// Rows of one run of test/data/nccl-tests/nccl_tests_allreduce_published.csv (out-of-place
+/// time), in file order. Throws std::runtime_error when the file is unreadable or has no row of
+/// `run_id`.
+std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem::path& csv,
+                                                          std::string_view run_id);
+/// Rows "size_bytes,latency_us,..." of the LLMCompass sweep (comment / header lines skipped).
+std::vector<MeasuredCollective> read_llmcompass_allreduce(const std::filesystem::path& csv);
+/// The measured rows of a case, with test/data/ at `data_dir`.
+std::vector<MeasuredCollective> read_case(const CollectiveValidationCase& c,
+                                          const std::filesystem::path& data_dir);
+
+/// Simulates an all-reduce of each measured size over all GPUs of `fabric` and compares.
+CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
+                                         std::span<const MeasuredCollective> measured,
+                                         std::string system);
+
+/// The table of a validation: size, measured / predicted us, error %, busbw, choice; then the
+/// summary line.
+std::string format_validation(const CollectiveValidation& v);
+
+}  // namespace upsim

@@ -1,0 +1,579 @@
+#include "topology/flow_network.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <stdexcept>
+
+#include "topology/collective_algorithms.h"
+
+namespace upsim {
+namespace {
+
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+// Two rates closer than this (relative) are the same rate: recomputation reorders floating-point
+// sums, and a flow whose rate did not really change must keep its projected finish.
+constexpr double kRateTolerance = 1e-12;
+
+bool same_rate(double a, double b) {
+  return std::abs(a - b) <= kRateTolerance * std::max(std::abs(a), std::abs(b));
+}
+
+}  // namespace
+
+// The max-min fair sharing engine behind FlowNetwork. Links are indexed [0, L) for the fabric,
+// then per-GPU device-memory links, then virtual links of batches (recycled through a free list).
+class FlowNetwork::Core {
+ public:
+  Core(FlowNetwork& owner, std::vector<double> fabric_capacity, Bandwidth device_copy_bandwidth)
+      : owner_(owner), fabric_links_(static_cast<uint32_t>(fabric_capacity.size())) {
+    links_.resize(fabric_capacity.size());
+    for (size_t l = 0; l < fabric_capacity.size(); ++l)
+      links_[l].capacity = fabric_capacity[l];
+    const size_t gpus = owner_.fabric_.gpus().size();
+    memory_link_base_ = static_cast<uint32_t>(links_.size());
+    for (size_t g = 0; g < gpus; ++g) {
+      links_.emplace_back();
+      links_.back().capacity = device_copy_bandwidth.bytes_per_second();
+    }
+  }
+
+  uint32_t fabric_links() const { return fabric_links_; }
+  uint32_t memory_link(size_t gpu_position) const {
+    return memory_link_base_ + static_cast<uint32_t>(gpu_position);
+  }
+  double rate(uint32_t link) const { return links_[link].reported_rate; }
+  uint32_t flow_count(uint32_t link) const {
+    return static_cast<uint32_t>(links_[link].flows.size());
+  }
+  double capacity(uint32_t link) const { return links_[link].capacity; }
+  size_t active_flows() const { return active_flows_; }
+  const FlowNetworkStats& stats() const { return stats_; }
+
+  /// With `external`, `batch` names fabric links and its own virtual links (FlowBatch); without,
+  /// it names global link ids (the network's own device-memory links) and has no virtual links.
+  void submit(Engine& engine, Duration delay, FlowBatch batch, bool external, Completion on_done) {
+    bind(engine);
+    if (delay < Duration::zero()) throw std::invalid_argument("flow network: negative delay");
+    if (batch.offsets.size() != batch.bytes.size() + 1 || batch.offsets.front() != 0 ||
+        batch.offsets.back() != batch.links.size()) {
+      throw std::invalid_argument("flow network: malformed flow batch (offsets)");
+    }
+    for (double b : batch.bytes) {
+      if (!(b >= 0.0) || !std::isfinite(b)) {
+        throw std::invalid_argument("flow network: flow bytes must be finite and >= 0");
+      }
+    }
+    for (Bandwidth c : batch.virtual_capacities) {
+      if (!(c.bytes_per_second() > 0.0)) {
+        throw std::invalid_argument("flow network: virtual link capacity must be positive");
+      }
+    }
+    const auto virtual_count = static_cast<uint32_t>(batch.virtual_capacities.size());
+    const uint32_t virtual_base = external ? fabric_links_ : static_cast<uint32_t>(links_.size());
+    for (uint32_t l : batch.links) {
+      if (l >= virtual_base + virtual_count) {
+        throw std::invalid_argument(fmt::format("flow network: flow names unknown link {}", l));
+      }
+    }
+    const uint32_t id = new_group();
+    Group& g = groups_[id];
+    g.virtual_links.reserve(virtual_count);
+    for (Bandwidth c : batch.virtual_capacities)
+      g.virtual_links.push_back(new_virtual_link(c.bytes_per_second()));
+    for (uint32_t& l : batch.links) {
+      if (l >= virtual_base) l = g.virtual_links[l - virtual_base];
+    }
+    g.links = std::move(batch.links);
+    g.offsets = std::move(batch.offsets);
+    g.bytes = std::move(batch.bytes);
+    g.on_done = std::move(on_done);
+    const Time start = engine.now() + delay;
+    add_pending(start, id);
+  }
+
+ private:
+  struct Entry {
+    uint32_t flow;
+    uint32_t hop;
+  };
+  struct Link {
+    double capacity = 0.0;
+    std::vector<Entry> flows;
+    double reported_rate = 0.0;
+    uint32_t reported_flows = 0;
+    // Scratch of one recomputation.
+    double residual = 0.0;
+    uint32_t unfrozen = 0;
+    uint32_t mark = 0;
+  };
+  struct Flow {
+    uint32_t group = kNone;
+    uint32_t index = 0;  // flow index in its group
+    double remaining = 0.0;
+    double rate = 0.0;
+    double new_rate = 0.0;
+    int64_t updated_ps = 0;
+    int64_t finish_ps = 0;
+    uint32_t version = 0;
+    uint32_t mark = 0;
+  };
+  struct Group {
+    std::vector<uint32_t> links;
+    std::vector<uint32_t> offsets;
+    std::vector<double> bytes;
+    std::vector<uint32_t> hop_pos;  // position of (flow, hop) in its link's flow list
+    std::vector<uint32_t> flow_ids;
+    std::vector<uint32_t> virtual_links;
+    uint32_t unfinished = 0;
+    Completion on_done;
+  };
+  struct Finish {
+    int64_t finish_ps;
+    uint32_t flow;
+    uint32_t version;
+  };
+  struct LaterFinish {
+    bool operator()(const Finish& a, const Finish& b) const {
+      if (a.finish_ps != b.finish_ps) return a.finish_ps > b.finish_ps;
+      return a.flow > b.flow;
+    }
+  };
+  struct LargerShare {
+    bool operator()(const std::pair<double, uint32_t>& a,
+                    const std::pair<double, uint32_t>& b) const {
+      if (a.first != b.first) return a.first > b.first;
+      return a.second > b.second;
+    }
+  };
+
+  void bind(Engine& engine) {
+    if (engine_ == &engine) return;
+    if (engine_ != nullptr && (active_flows_ > 0 || !pending_.empty())) {
+      throw std::logic_error(
+          "flow network: operations in flight on another engine; one network serves one engine "
+          "at a time");
+    }
+    engine_ = &engine;
+    completion_event_ = EventHandle{};
+    completion_at_ = kNoTime;
+  }
+
+  uint32_t new_group() {
+    if (!free_groups_.empty()) {
+      const uint32_t id = free_groups_.back();
+      free_groups_.pop_back();
+      return id;
+    }
+    groups_.emplace_back();
+    return static_cast<uint32_t>(groups_.size() - 1);
+  }
+
+  uint32_t new_virtual_link(double capacity) {
+    uint32_t id;
+    if (!free_virtual_.empty()) {
+      id = free_virtual_.back();
+      free_virtual_.pop_back();
+    } else {
+      id = static_cast<uint32_t>(links_.size());
+      links_.emplace_back();
+    }
+    links_[id].capacity = capacity;
+    return id;
+  }
+
+  uint32_t new_flow() {
+    if (!free_flows_.empty()) {
+      const uint32_t id = free_flows_.back();
+      free_flows_.pop_back();
+      return id;
+    }
+    flows_.emplace_back();
+    return static_cast<uint32_t>(flows_.size() - 1);
+  }
+
+  /// Makes sure a recomputation event runs at `at` and queues `group` (kNone: none) for it.
+  void add_pending(Time at, uint32_t group) {
+    auto [it, inserted] = pending_.try_emplace(at.ps());
+    if (group != kNone) it->second.push_back(group);
+    if (inserted) {
+      engine_->schedule_at(at, EventPriority::kNetwork, [this, at] { on_rebalance(at); });
+    }
+  }
+
+  void on_rebalance(Time at) {
+    std::vector<uint32_t> starting;
+    auto it = pending_.find(at.ps());
+    if (it != pending_.end()) {
+      starting = std::move(it->second);
+      pending_.erase(it);
+    }
+    std::vector<uint32_t> done_groups;
+    for (uint32_t gid : starting)
+      activate(gid, at, done_groups);
+    if (!seeds_.empty()) recompute(at);
+    schedule_next_completion();
+    finish_groups(done_groups);
+  }
+
+  void activate(uint32_t gid, Time at, std::vector<uint32_t>& done_groups) {
+    Group& g = groups_[gid];
+    const size_t n = g.bytes.size();
+    g.hop_pos.assign(g.links.size(), kNone);
+    g.flow_ids.assign(n, kNone);
+    g.unfinished = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t begin = g.offsets[i];
+      const uint32_t end = g.offsets[i + 1];
+      // Nothing to move, or nothing that limits the rate: delivered at once.
+      if (g.bytes[i] <= kDoneBytes || begin == end) continue;
+      const uint32_t fid = new_flow();
+      Flow& f = flows_[fid];
+      f.group = gid;
+      f.index = static_cast<uint32_t>(i);
+      f.remaining = g.bytes[i];
+      f.rate = 0.0;
+      f.updated_ps = at.ps();
+      f.finish_ps = std::numeric_limits<int64_t>::max();
+      ++f.version;
+      g.flow_ids[i] = fid;
+      for (uint32_t h = begin; h < end; ++h) {
+        Link& link = links_[g.links[h]];
+        g.hop_pos[h] = static_cast<uint32_t>(link.flows.size());
+        link.flows.push_back(Entry{fid, h - begin});
+        seeds_.push_back(g.links[h]);
+      }
+      ++g.unfinished;
+      ++active_flows_;
+      ++stats_.flows_started;
+    }
+    if (g.unfinished == 0) done_groups.push_back(gid);
+  }
+
+  void on_completion(Time at) {
+    completion_event_ = EventHandle{};
+    completion_at_ = kNoTime;
+    std::vector<uint32_t> done_groups;
+    while (!finish_heap_.empty() && finish_heap_.top().finish_ps <= at.ps()) {
+      const Finish top = finish_heap_.top();
+      finish_heap_.pop();
+      Flow& f = flows_[top.flow];
+      if (f.group == kNone || f.version != top.version) continue;
+      retire(top.flow, done_groups);
+    }
+    // Rates of the survivors change at this instant; recompute after every completion of it.
+    add_pending(at, kNone);
+    finish_groups(done_groups);
+  }
+
+  void retire(uint32_t fid, std::vector<uint32_t>& done_groups) {
+    Flow& f = flows_[fid];
+    Group& g = groups_[f.group];
+    const uint32_t begin = g.offsets[f.index];
+    const uint32_t end = g.offsets[f.index + 1];
+    for (uint32_t h = begin; h < end; ++h) {
+      const uint32_t lid = g.links[h];
+      Link& link = links_[lid];
+      const uint32_t pos = g.hop_pos[h];
+      const Entry moved = link.flows.back();
+      link.flows[pos] = moved;
+      link.flows.pop_back();
+      if (moved.flow != fid) {
+        const Flow& m = flows_[moved.flow];
+        const Group& mg = groups_[m.group];
+        // hop_pos of the moved entry lives in its own group.
+        groups_[m.group].hop_pos[mg.offsets[m.index] + moved.hop] = pos;
+      }
+      seeds_.push_back(lid);
+    }
+    const uint32_t gid = f.group;
+    f.group = kNone;
+    f.rate = 0.0;
+    ++f.version;
+    free_flows_.push_back(fid);
+    --active_flows_;
+    ++stats_.flows_finished;
+    if (--g.unfinished == 0) done_groups.push_back(gid);
+  }
+
+  void finish_groups(const std::vector<uint32_t>& done_groups) {
+    if (done_groups.empty()) return;
+    std::vector<Completion> callbacks;
+    callbacks.reserve(done_groups.size());
+    for (uint32_t gid : done_groups) {
+      Group& g = groups_[gid];
+      callbacks.push_back(std::move(g.on_done));
+      for (uint32_t v : g.virtual_links) {
+        links_[v].capacity = 0.0;
+        free_virtual_.push_back(v);
+      }
+      g = Group{};
+      free_groups_.push_back(gid);
+    }
+    // State is consistent here; callbacks may start new operations.
+    for (Completion& cb : callbacks) {
+      if (cb) cb();
+    }
+  }
+
+  /// Max-min fair rates by progressive filling over the flows connected to `seeds_`.
+  void recompute(Time at) {
+    ++stats_.recomputations;
+    ++epoch_;
+    comp_links_.clear();
+    comp_flows_.clear();
+    // Connected component of the changed links: links -> their flows -> those flows' links.
+    std::vector<uint32_t>& stack = seeds_;
+    while (!stack.empty()) {
+      const uint32_t lid = stack.back();
+      stack.pop_back();
+      Link& link = links_[lid];
+      if (link.mark == epoch_) continue;
+      link.mark = epoch_;
+      comp_links_.push_back(lid);
+      for (const Entry& e : link.flows) {
+        Flow& f = flows_[e.flow];
+        if (f.mark == epoch_) continue;
+        f.mark = epoch_;
+        comp_flows_.push_back(e.flow);
+        const Group& g = groups_[f.group];
+        for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
+          if (links_[g.links[h]].mark != epoch_) stack.push_back(g.links[h]);
+        }
+      }
+    }
+    stats_.flows_repriced += comp_flows_.size();
+
+    // Progressive filling. A link's fair share residual / unfrozen never decreases while flows
+    // are frozen at the current minimum share, so heap entries are lower bounds: a popped entry
+    // whose share has grown is pushed back with its current value (lazy update).
+    std::vector<std::pair<double, uint32_t>> heap_storage;
+    heap_storage.reserve(comp_links_.size());
+    for (uint32_t lid : comp_links_) {
+      Link& link = links_[lid];
+      link.residual = link.capacity;
+      link.unfrozen = static_cast<uint32_t>(link.flows.size());
+      if (link.unfrozen > 0) heap_storage.emplace_back(link.residual / link.unfrozen, lid);
+    }
+    for (uint32_t fid : comp_flows_)
+      flows_[fid].new_rate = -1.0;
+    std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
+                        LargerShare>
+        shares(LargerShare{}, std::move(heap_storage));
+    while (!shares.empty()) {
+      const auto [share, lid] = shares.top();
+      shares.pop();
+      Link& link = links_[lid];
+      if (link.unfrozen == 0) continue;
+      double current = std::max(link.residual, 0.0) / link.unfrozen;
+      if (current > share * (1.0 + 1e-9)) {
+        shares.emplace(current, lid);
+        continue;
+      }
+      // Rounding can leave a saturated link's residual at or below zero; its flows still get
+      // the share they were popped with (exactly zero would never finish).
+      if (!(current > 0.0)) current = share > 0.0 ? share : link.capacity / link.flows.size();
+      for (const Entry& e : link.flows) {
+        Flow& f = flows_[e.flow];
+        if (f.new_rate >= 0.0) continue;
+        f.new_rate = current;
+        const Group& g = groups_[f.group];
+        for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
+          Link& m = links_[g.links[h]];
+          m.residual -= current;
+          --m.unfrozen;
+        }
+      }
+    }
+
+    // Apply: advance remaining bytes at the old rate up to now, then take the new rate.
+    const int64_t now = at.ps();
+    for (uint32_t fid : comp_flows_) {
+      Flow& f = flows_[fid];
+      if (f.rate > 0.0 && same_rate(f.rate, f.new_rate)) continue;
+      advance(f, now);
+      f.rate = f.new_rate;
+      f.finish_ps = projected_finish(f);
+      ++f.version;
+      finish_heap_.push(Finish{f.finish_ps, fid, f.version});
+    }
+    if (finish_heap_.size() > 4 * active_flows_ + 1024) rebuild_finish_heap();
+
+    // Report links whose total rate or flow count changed.
+    for (uint32_t lid : comp_links_) {
+      if (lid >= fabric_links_) continue;
+      Link& link = links_[lid];
+      double total = 0.0;
+      for (const Entry& e : link.flows)
+        total += flows_[e.flow].rate;
+      const auto count = static_cast<uint32_t>(link.flows.size());
+      if (count == link.reported_flows && same_rate(total, link.reported_rate)) continue;
+      if (count == 0) total = 0.0;
+      link.reported_rate = total;
+      link.reported_flows = count;
+      owner_.notify_link_rate(lid, at, Bandwidth::bytes_per_second(total), count);
+    }
+  }
+
+  static void advance(Flow& f, int64_t now_ps) {
+    if (now_ps > f.updated_ps && f.rate > 0.0) {
+      f.remaining -= f.rate * static_cast<double>(now_ps - f.updated_ps) / 1e12;
+      if (f.remaining < kDoneBytes) f.remaining = 0.0;
+    }
+    f.updated_ps = now_ps;
+  }
+
+  static int64_t projected_finish(const Flow& f) {
+    if (f.remaining <= kDoneBytes) return f.updated_ps;
+    const double ps = f.remaining * 1e12 / f.rate;
+    if (ps >= 9e18) return std::numeric_limits<int64_t>::max() / 2;
+    return f.updated_ps + std::llround(ps);
+  }
+
+  void rebuild_finish_heap() {
+    std::vector<Finish> live;
+    live.reserve(active_flows_);
+    for (uint32_t fid = 0; fid < flows_.size(); ++fid) {
+      const Flow& f = flows_[fid];
+      if (f.group != kNone && f.rate > 0.0) live.push_back(Finish{f.finish_ps, fid, f.version});
+    }
+    finish_heap_ = decltype(finish_heap_)(LaterFinish{}, std::move(live));
+  }
+
+  void schedule_next_completion() {
+    while (!finish_heap_.empty()) {
+      const Finish& top = finish_heap_.top();
+      const Flow& f = flows_[top.flow];
+      if (f.group != kNone && f.version == top.version) break;
+      finish_heap_.pop();
+    }
+    if (finish_heap_.empty()) {
+      if (completion_at_ != kNoTime) engine_->cancel(completion_event_);
+      completion_at_ = kNoTime;
+      return;
+    }
+    const int64_t next = finish_heap_.top().finish_ps;
+    if (next == completion_at_) return;
+    if (completion_at_ != kNoTime) engine_->cancel(completion_event_);
+    const Time at = Time::from_ps(next);
+    completion_at_ = next;
+    completion_event_ =
+        engine_->schedule_at(at, EventPriority::kCompletion, [this, at] { on_completion(at); });
+  }
+
+  static constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+
+  FlowNetwork& owner_;
+  const uint32_t fabric_links_;
+  uint32_t memory_link_base_ = 0;
+  Engine* engine_ = nullptr;
+  std::vector<Link> links_;
+  std::vector<uint32_t> free_virtual_;
+  std::vector<Flow> flows_;
+  std::vector<uint32_t> free_flows_;
+  std::vector<Group> groups_;
+  std::vector<uint32_t> free_groups_;
+  size_t active_flows_ = 0;
+  // Groups waiting to start, by start time (ps); each key has one scheduled rebalance event.
+  std::map<int64_t, std::vector<uint32_t>> pending_;
+  // Links whose flow set changed since the last recomputation.
+  std::vector<uint32_t> seeds_;
+  std::vector<uint32_t> comp_links_;
+  std::vector<uint32_t> comp_flows_;
+  uint32_t epoch_ = 0;
+  std::priority_queue<Finish, std::vector<Finish>, LaterFinish> finish_heap_;
+  EventHandle completion_event_;
+  int64_t completion_at_ = kNoTime;
+  FlowNetworkStats stats_;
+};
+
+FlowNetwork::FlowNetwork(const Fabric& fabric, CollectiveTuning tuning,
+                         Bandwidth device_copy_bandwidth)
+    : fabric_(fabric), planner_(std::make_unique<CollectivePlanner>(fabric, std::move(tuning))) {
+  if (!(device_copy_bandwidth.bytes_per_second() > 0.0)) {
+    throw std::invalid_argument("flow network: device copy bandwidth must be positive");
+  }
+  const auto links = fabric.links();
+  std::vector<double> capacity(links.size());
+  link_info_.reserve(links.size());
+  for (LinkId l = 0; l < links.size(); ++l) {
+    capacity[l] = links[l].bandwidth.bytes_per_second() * planner_->link_efficiency(l);
+    link_info_.push_back(LinkInfo{fabric.link_name(l), links[l].bandwidth});
+  }
+  core_ = std::make_unique<Core>(*this, std::move(capacity), device_copy_bandwidth);
+}
+
+FlowNetwork::~FlowNetwork() = default;
+
+void FlowNetwork::start_collective(Engine& engine, const CollectiveDesc& collective,
+                                   Completion on_done) {
+  CollectivePlan plan = planner_->plan(collective);
+  core_->submit(engine, plan.choice.latency, std::move(plan.flows), true, std::move(on_done));
+}
+
+void FlowNetwork::start_transfer(Engine& engine, const TransferDesc& transfer, Completion on_done) {
+  const auto gpus = fabric_.gpus();
+  if (transfer.rank >= gpus.size()) {
+    throw std::invalid_argument(
+        fmt::format("flow network: {} on rank {}, but fabric `{}` has {} GPUs (ranks 0..{})",
+                    transfer_kind_name(transfer.kind), transfer.rank, fabric_.name(), gpus.size(),
+                    gpus.size() - 1));
+  }
+  if (transfer.bytes < 0) {
+    throw std::invalid_argument(fmt::format("flow network: {} of negative size {}",
+                                            transfer_kind_name(transfer.kind), transfer.bytes));
+  }
+  const DeviceIndex gpu = gpus[transfer.rank];
+  FlowBatch batch;
+  Duration delay = Duration::zero();
+  const auto bytes = static_cast<double>(transfer.bytes);
+  if (transfer.kind == TransferKind::kDeviceToDevice) {
+    const uint32_t memory = core_->memory_link(transfer.rank);
+    batch.add_flow(std::span<const uint32_t>(&memory, 1), 2.0 * bytes);
+  } else {
+    const DeviceIndex host = fabric_.host_of(gpu);
+    if (host == gpu) {
+      throw std::invalid_argument(
+          fmt::format("flow network: {} on rank {} needs a CPU, but fabric `{}` has none",
+                      transfer_kind_name(transfer.kind), transfer.rank, fabric_.name()));
+    }
+    const bool to_device = transfer.kind == TransferKind::kHostToDevice;
+    const std::vector<LinkId> route =
+        to_device ? fabric_.route(host, gpu) : fabric_.route(gpu, host);
+    for (LinkId l : route)
+      delay += fabric_.link(l).latency;
+    batch.add_flow(route, bytes);
+  }
+  // Memory links are the network's own links above the fabric's.
+  core_->submit(engine, delay, std::move(batch), false, std::move(on_done));
+}
+
+void FlowNetwork::start_flows(Engine& engine, Duration delay, FlowBatch batch, Completion on_done) {
+  core_->submit(engine, delay, std::move(batch), true, std::move(on_done));
+}
+
+Bandwidth FlowNetwork::link_rate(LinkId link) const {
+  return Bandwidth::bytes_per_second(core_->rate(link));
+}
+
+uint32_t FlowNetwork::link_flow_count(LinkId link) const {
+  return core_->flow_count(link);
+}
+
+Bandwidth FlowNetwork::link_capacity(LinkId link) const {
+  return Bandwidth::bytes_per_second(core_->capacity(link));
+}
+
+size_t FlowNetwork::active_flow_count() const {
+  return core_->active_flows();
+}
+
+const FlowNetworkStats& FlowNetwork::stats() const {
+  return core_->stats();
+}
+
+}  // namespace upsim

@@ -1,0 +1,343 @@
+#include "topology/nccl_tuning.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace upsim {
+namespace {
+
+constexpr std::array<std::string_view, kCollectiveAlgorithmCount> kAlgorithmNames{
+    "ring", "tree", "nvls", "hierarchical", "direct"};
+constexpr std::array<std::string_view, kCollectiveProtocolCount> kProtocolNames{"LL", "LL128",
+                                                                                "Simple"};
+constexpr std::array<std::string_view, kLinkClassCount> kLinkClassNames{"nvlink", "pci", "net"};
+constexpr std::array<std::string_view, kLatencyColumnCount> kColumnNames{"tree", "ring", "nvls"};
+
+Duration us(double v) {
+  return Duration::from_us_f(v);
+}
+
+// ---- NCCL's tables ----------------------------------------------------------------------------
+// Source: NVIDIA/nccl src/graph/tuning.cc at commit 5067397c2676d5aed50042fc39e5c8ee96eb0027
+// (ncclTunerConstantsDefaults): baseLatencies and hwLatencies in microseconds, indexed
+// [algorithm][protocol] with protocols (LL, LL128, Simple). Columns used here: Tree, Ring, and
+// for NVLS the NVLS row on NVLink (25 us) and the NVLSTree row on the network (20.9 us), since
+// upsim's NVLS spans nodes with trees. NCCL has no LL / LL128 for NVLS (zero here).
+struct NcclRow {
+  double ll;
+  double ll128;
+  double simple;
+};
+// baseLatencies: Tree {6.8, 14.0, 8.4}, Ring {6.6, 14.0, 8.4}, NVLS / NVLSTree {0, 0, 0}.
+constexpr NcclRow kBaseTree{6.8, 14.0, 8.4};
+constexpr NcclRow kBaseRing{6.6, 14.0, 8.4};
+constexpr NcclRow kBaseNvls{0.0, 0.0, 0.0};
+// hwLatencies, NVLINK: Tree {0.6, 1.25, 4.0}, Ring {0.6, 1.9, 3.4}, NVLS {0, 0, 25}.
+constexpr NcclRow kNvlinkTree{0.6, 1.25, 4.0};
+constexpr NcclRow kNvlinkRing{0.6, 1.9, 3.4};
+constexpr NcclRow kNvlinkNvls{0.0, 0.0, 25.0};
+// hwLatencies, PCI: Tree {1.0, 1.9, 4.0}, Ring {1.0, 2.5, 5.7}, NVLS {0, 0, 0}.
+constexpr NcclRow kPciTree{1.0, 1.9, 4.0};
+constexpr NcclRow kPciRing{1.0, 2.5, 5.7};
+constexpr NcclRow kPciNvls{0.0, 0.0, 0.0};
+// hwLatencies, NET: Tree {5.0, 8.5, 14}, Ring {2.7, 4.0, 14.0}, NVLSTree {0, 0, 20.9}.
+constexpr NcclRow kNetTree{5.0, 8.5, 14.0};
+constexpr NcclRow kNetRing{2.7, 4.0, 14.0};
+constexpr NcclRow kNetNvls{0.0, 0.0, 20.9};
+
+double pick(const NcclRow& row, CollectiveProtocol p) {
+  switch (p) {
+    case CollectiveProtocol::kLl:
+      return row.ll;
+    case CollectiveProtocol::kLl128:
+      return row.ll128;
+    case CollectiveProtocol::kSimple:
+      return row.simple;
+  }
+  return 0.0;
+}
+
+std::array<Duration, kLatencyColumnCount> columns(const NcclRow& tree, const NcclRow& ring,
+                                                  const NcclRow& nvls, CollectiveProtocol p) {
+  return {us(pick(tree, p)), us(pick(ring, p)), us(pick(nvls, p))};
+}
+
+// ---- Wire factors -----------------------------------------------------------------------------
+// NVIDIA/nccl src/include/device.h (same commit): an LL line (union ncclLLFifoLine) is 16 bytes
+// holding 8 data bytes and two 4-byte flags -> 2 wire bytes per payload byte. An LL128 line is
+// NCCL_LL128_LINEELEMS = 16 eight-byte elements of which NCCL_LL128_DATAELEMS = 15 carry data
+// -> 16/15. Simple moves payload only.
+constexpr double kLlWireFactor = 2.0;
+constexpr double kLl128WireFactor = 16.0 / 15.0;
+
+// ---- Calibrated on measured data (test/data/nccl-tests/, see its SOURCES.md) -------------------
+// Eleven parameters fitted together (Nelder-Mead) on the 70 measured all-reduce points of the
+// five systems of topology/collective_validation.h, minimising the sum over systems of the mean
+// squared log error of time (each system weighted equally), with every other number fixed at
+// the NCCL, protocol and datasheet values here and in the fabric files. The fit runs the flow
+// network itself; test/unit/topology/collective_accuracy_test.cpp prints the resulting tables.
+// Which points determine which parameter:
+//  - launch overhead, LL / LL128 injection caps, NVLink Simple ring hop latency: the LLMCompass
+//    4x A100 sweep (32 points, 8 B - 16 GiB; small and mid sizes) and the GCP sweep (LL128);
+//  - NVLink efficiency (NVLink 3 and 4 alike): the plateaus of 4x A100 (16 GiB) and 8x A100
+//    NVSwitch (OCI, 10 GiB);
+//  - TCPXO efficiency and LL / LL128 / Simple extra hop latencies: the GCP A3 Mega 2x8 H100
+//    sweep (31 points, 8 B - 8 GiB);
+//  - RDMA (RoCE, InfiniBand, Ethernet) efficiency: the OCI 2x8 A100 point (10 GiB) alone;
+//  - NVLS efficiency: the OCI 2x8 H100 RoCE points (5 points, 1 - 16 GiB).
+// Held out: refitting on the even-indexed sizes of the two sweeps (and all other points) gives
+// geomean |e| 3.6% (4x A100) and 1.3% (GCP) on the 16 + 15 odd-indexed sizes left out.
+constexpr double kLaunchOverheadUs = 3.162;
+constexpr double kLlInjectionCapGBps = 8.109;
+constexpr double kLl128InjectionCapGBps = 41.58;
+constexpr double kNvlinkSimpleRingHopUs = 11.54;
+constexpr double kNvlinkEfficiency = 0.7674;
+constexpr double kRdmaEfficiency = 0.9457;
+constexpr double kTcpxoEfficiency = 0.9148;
+constexpr double kTcpxoExtraHopLlUs = 50.70;
+constexpr double kTcpxoExtraHopLl128Us = 48.03;
+constexpr double kTcpxoExtraHopSimpleUs = 410.5;
+constexpr double kNvlsEfficiency = 0.8016;
+
+// NCCL tuning.cc (same commit): tree all-reduce bandwidth is refined by busBw * .92 and, for the
+// plain TREE pattern, * .85.
+constexpr double kTreeEfficiency = 0.92 * 0.85;
+// NCCL getNetOverhead(): 1 us on x86 (Intel); NCCL triples it for Simple.
+constexpr double kNetOverheadUs = 1.0;
+
+template <size_t N>
+std::string join(const std::array<std::string_view, N>& names) {
+  std::string out;
+  for (std::string_view n : names) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm) {
+  return kAlgorithmNames[static_cast<size_t>(algorithm)];
+}
+
+std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view name) {
+  for (size_t i = 0; i < kAlgorithmNames.size(); ++i) {
+    if (kAlgorithmNames[i] == name) return static_cast<CollectiveAlgorithm>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view collective_protocol_name(CollectiveProtocol protocol) {
+  return kProtocolNames[static_cast<size_t>(protocol)];
+}
+
+std::optional<CollectiveProtocol> parse_collective_protocol(std::string_view name) {
+  for (size_t i = 0; i < kProtocolNames.size(); ++i) {
+    if (kProtocolNames[i] == name) return static_cast<CollectiveProtocol>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view link_class_name(LinkClass link_class) {
+  return kLinkClassNames[static_cast<size_t>(link_class)];
+}
+
+const LinkFamily& CollectiveTuning::family_of(std::string_view link_kind) const {
+  const LinkFamily* best = nullptr;
+  size_t best_length = 0;
+  for (const LinkFamily& f : families) {
+    for (const std::string& prefix : f.kind_prefixes) {
+      if (link_kind.substr(0, prefix.size()) != prefix) continue;
+      if (best == nullptr || prefix.size() > best_length) {
+        best = &f;
+        best_length = prefix.size();
+      }
+    }
+  }
+  if (best == nullptr) {
+    throw std::invalid_argument(
+        fmt::format("collective tuning: no link family matches link kind `{}`", link_kind));
+  }
+  return *best;
+}
+
+CollectiveTuning nccl_like_tuning() {
+  CollectiveTuning t;
+  t.launch_overhead = us(kLaunchOverheadUs);
+  t.net_overhead = us(kNetOverheadUs);
+  t.tree_efficiency = kTreeEfficiency;
+  t.nvls_efficiency = kNvlsEfficiency;
+  // NVLink SHARP (in-switch reduction) arrived with the third-generation NVSwitch of H100
+  // systems (NVLink 4); NCCL enables NVLS from compute capability 9.0.
+  t.nvls_link_prefixes = {"nvlink4", "nvlink5"};
+  t.all_reduce_algorithms = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
+                             CollectiveAlgorithm::kNvls};
+  t.enabled_protocols = {CollectiveProtocol::kLl, CollectiveProtocol::kLl128,
+                         CollectiveProtocol::kSimple};
+  for (CollectiveProtocol p :
+       {CollectiveProtocol::kLl, CollectiveProtocol::kLl128, CollectiveProtocol::kSimple}) {
+    ProtocolTuning& pt = t.protocols[static_cast<size_t>(p)];
+    pt.base_latency = columns(kBaseTree, kBaseRing, kBaseNvls, p);
+    pt.hop_latency[static_cast<size_t>(LinkClass::kNvlink)] =
+        columns(kNvlinkTree, kNvlinkRing, kNvlinkNvls, p);
+    pt.hop_latency[static_cast<size_t>(LinkClass::kPci)] = columns(kPciTree, kPciRing, kPciNvls, p);
+    pt.hop_latency[static_cast<size_t>(LinkClass::kNet)] = columns(kNetTree, kNetRing, kNetNvls, p);
+  }
+  ProtocolTuning& ll = t.protocols[static_cast<size_t>(CollectiveProtocol::kLl)];
+  ll.wire_factor = kLlWireFactor;
+  ll.injection_cap = Bandwidth::gigabytes_per_second(kLlInjectionCapGBps);
+  ProtocolTuning& ll128 = t.protocols[static_cast<size_t>(CollectiveProtocol::kLl128)];
+  ll128.wire_factor = kLl128WireFactor;
+  ll128.injection_cap = Bandwidth::gigabytes_per_second(kLl128InjectionCapGBps);
+  ProtocolTuning& simple = t.protocols[static_cast<size_t>(CollectiveProtocol::kSimple)];
+  simple.wire_factor = 1.0;
+  simple.hop_latency[static_cast<size_t>(LinkClass::kNvlink)]
+                    [static_cast<size_t>(LatencyColumn::kRing)] = us(kNvlinkSimpleRingHopUs);
+
+  // PCIe efficiency is not calibrated (no measured PCIe sweep in ../shared/data): 1.0.
+  t.families = {
+      LinkFamily{"nvlink", {"nvlink"}, LinkClass::kNvlink, kNvlinkEfficiency, {}},
+      LinkFamily{"pcie", {"pcie"}, LinkClass::kPci, 1.0, {}},
+      LinkFamily{"rdma", {"ib", "roce", "ethernet", "eth"}, LinkClass::kNet, kRdmaEfficiency, {}},
+      LinkFamily{"tcpxo",
+                 {"tcpxo"},
+                 LinkClass::kNet,
+                 kTcpxoEfficiency,
+                 {us(kTcpxoExtraHopLlUs), us(kTcpxoExtraHopLl128Us), us(kTcpxoExtraHopSimpleUs)}},
+      LinkFamily{"other", {""}, LinkClass::kPci, 1.0, {}},
+  };
+  return t;
+}
+
+void validate_tuning(const CollectiveTuning& t) {
+  auto fail = [](const std::string& what) {
+    throw std::invalid_argument("collective tuning: " + what);
+  };
+  if (t.launch_overhead < Duration::zero()) fail("launch_overhead must not be negative");
+  if (t.net_overhead < Duration::zero()) fail("net_overhead must not be negative");
+  if (!(t.tree_efficiency > 0.0 && t.tree_efficiency <= 1.0)) {
+    fail(fmt::format("tree_efficiency must be in (0, 1], got {}", t.tree_efficiency));
+  }
+  if (!(t.nvls_efficiency > 0.0 && t.nvls_efficiency <= 1.0)) {
+    fail(fmt::format("nvls_efficiency must be in (0, 1], got {}", t.nvls_efficiency));
+  }
+  for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
+    const ProtocolTuning& pt = t.protocols[p];
+    const std::string_view name = kProtocolNames[p];
+    if (!(pt.wire_factor >= 1.0)) {
+      fail(fmt::format("protocol {}: wire_factor must be >= 1, got {}", name, pt.wire_factor));
+    }
+    if (pt.injection_cap.bytes_per_second() < 0.0) {
+      fail(fmt::format("protocol {}: injection_cap must not be negative", name));
+    }
+    for (size_t c = 0; c < kLatencyColumnCount; ++c) {
+      if (pt.base_latency[c] < Duration::zero()) {
+        fail(fmt::format("protocol {}: base latency must not be negative", name));
+      }
+      for (size_t k = 0; k < kLinkClassCount; ++k) {
+        if (pt.hop_latency[k][c] < Duration::zero()) {
+          fail(fmt::format("protocol {}: hop latency must not be negative", name));
+        }
+      }
+    }
+  }
+  bool fallback = false;
+  for (const LinkFamily& f : t.families) {
+    if (!(f.efficiency > 0.0 && f.efficiency <= 1.0)) {
+      fail(fmt::format("link family `{}`: efficiency must be in (0, 1], got {}", f.name,
+                       f.efficiency));
+    }
+    for (Duration d : f.extra_hop_latency) {
+      if (d < Duration::zero()) {
+        fail(fmt::format("link family `{}`: extra hop latency must not be negative", f.name));
+      }
+    }
+    for (const std::string& prefix : f.kind_prefixes)
+      fallback = fallback || prefix.empty();
+  }
+  if (!fallback) fail("no fallback link family (one with the kind prefix \"\")");
+  if (t.all_reduce_algorithms.empty()) fail("all_reduce_algorithms is empty");
+  if (t.enabled_protocols.empty()) fail("enabled_protocols is empty");
+}
+
+CollectiveTuning load_collective_tuning(const ConfigNode& root) {
+  CollectiveTuning t = nccl_like_tuning();
+  t.launch_overhead = root.get_duration_or("launch_overhead", t.launch_overhead);
+  t.net_overhead = root.get_duration_or("net_overhead", t.net_overhead);
+  t.tree_efficiency = root.get_double_or("tree_efficiency", t.tree_efficiency);
+  t.nvls_efficiency = root.get_double_or("nvls_efficiency", t.nvls_efficiency);
+  if (root.has("nvls_link_kinds")) t.nvls_link_prefixes = root.get_string_list("nvls_link_kinds");
+  if (auto list = root.optional_child("all_reduce_algorithms")) {
+    t.all_reduce_algorithms.clear();
+    for (const ConfigNode& item : list->items()) {
+      const auto a = parse_collective_algorithm(item.as_string());
+      if (!a || *a == CollectiveAlgorithm::kDirect) {
+        item.fail(
+            fmt::format("unknown all-reduce algorithm `{}`; valid: ring, tree, nvls, "
+                        "hierarchical",
+                        item.as_string()));
+      }
+      t.all_reduce_algorithms.push_back(*a);
+    }
+  }
+  if (auto list = root.optional_child("enabled_protocols")) {
+    t.enabled_protocols.clear();
+    for (const ConfigNode& item : list->items()) {
+      const auto p = parse_collective_protocol(item.as_string());
+      if (!p) {
+        item.fail(fmt::format("unknown protocol `{}`; valid: {}", item.as_string(),
+                              join(kProtocolNames)));
+      }
+      t.enabled_protocols.push_back(*p);
+    }
+  }
+  if (auto protocols = root.optional_child("protocols")) {
+    for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
+      const auto node = protocols->optional_child(kProtocolNames[p]);
+      if (!node) continue;
+      ProtocolTuning& pt = t.protocols[p];
+      pt.wire_factor = node->get_double_or("wire_factor", pt.wire_factor);
+      pt.injection_cap = node->get_bandwidth_or("injection_cap", pt.injection_cap);
+      if (auto base = node->optional_child("base_latency")) {
+        for (size_t c = 0; c < kLatencyColumnCount; ++c)
+          pt.base_latency[c] = base->get_duration_or(kColumnNames[c], pt.base_latency[c]);
+      }
+      if (auto hop = node->optional_child("hop_latency")) {
+        for (size_t k = 0; k < kLinkClassCount; ++k) {
+          const auto cls = hop->optional_child(kLinkClassNames[k]);
+          if (!cls) continue;
+          for (size_t c = 0; c < kLatencyColumnCount; ++c)
+            pt.hop_latency[k][c] = cls->get_duration_or(kColumnNames[c], pt.hop_latency[k][c]);
+        }
+      }
+    }
+  }
+  if (auto list = root.optional_child("link_families")) {
+    t.families.clear();
+    for (const ConfigNode& item : list->items()) {
+      LinkFamily f;
+      f.name = item.get_string("name");
+      f.kind_prefixes = item.get_string_list("kinds");
+      const std::string cls = item.get_choice("class", kLinkClassNames);
+      for (size_t k = 0; k < kLinkClassCount; ++k) {
+        if (kLinkClassNames[k] == cls) f.link_class = static_cast<LinkClass>(k);
+      }
+      f.efficiency = item.get_double_or("efficiency", 1.0);
+      if (auto extra = item.optional_child("extra_hop_latency")) {
+        for (size_t p = 0; p < kCollectiveProtocolCount; ++p)
+          f.extra_hop_latency[p] = extra->get_duration_or(kProtocolNames[p], Duration::zero());
+      }
+      t.families.push_back(std::move(f));
+    }
+  }
+  try {
+    validate_tuning(t);
+  } catch (const std::invalid_argument& e) {
+    root.fail(e.what());
+  }
+  return t;
+}
+
+}  // namespace upsim

@@ -1,0 +1,132 @@
+// NCCL-like collective tuning: the algorithms and protocols a collective can run with, the
+// latency and bandwidth parameters of each, and the efficiencies of link families. The flow
+// network (topology/flow_network.h) prices every candidate (algorithm, protocol) with these
+// numbers, picks the fastest as NCCL's tuner does, and simulates that one on the fabric.
+//
+// Contract:
+//  - Every number has a source: NCCL's own tuning tables (NVIDIA/nccl src/graph/tuning.cc),
+//    NCCL's protocol definitions, or a fit on measured nccl-tests data; nccl_like_tuning()
+//    states which for each (see nccl_tuning.cpp). configs/collectives/nccl_like.yaml restates
+//    the same values and test/unit/topology/collective_algorithms_test.cpp checks that they agree.
+//  - Latencies are Durations, caps Bandwidths (payload bytes per second), efficiencies are
+//    fractions in (0, 1], wire factors are >= 1.
+//  - A link belongs to the family with the longest `kind_prefixes` entry that prefixes its
+//    FabricLink::kind; the empty prefix matches every kind, so a family with it is the fallback.
+//  - validate_tuning() throws std::invalid_argument naming the first bad value;
+//    load_collective_tuning() throws ConfigError at the key.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/time.h"
+#include "sim/units.h"
+
+namespace upsim {
+
+/// How a collective moves its bytes (NCCL's algorithms, plus the direct exchange of all-to-all).
+enum class CollectiveAlgorithm : uint8_t {
+  kRing,          ///< rings over all members (NCCL Ring); all-reduce = reduce-scatter + all-gather
+  kTree,          ///< chains inside nodes, double binary tree across nodes (NCCL Tree)
+  kNvls,          ///< NVLink SHARP: reduction inside the NVSwitch, trees across nodes (NVLS/Tree)
+  kHierarchical,  ///< ring reduce-scatter inside nodes, trees across nodes, ring all-gather
+  kDirect,        ///< every pair exchanges directly (all-to-all, send/recv)
+};
+inline constexpr size_t kCollectiveAlgorithmCount = 5;
+std::string_view collective_algorithm_name(CollectiveAlgorithm algorithm);
+std::optional<CollectiveAlgorithm> parse_collective_algorithm(std::string_view name);
+
+/// NCCL's wire protocols: LL (8-byte lines of 4 data + 4 flag bytes), LL128 (128-byte lines of
+/// 120 data bytes + an 8-byte flag), Simple (bulk copies with a fence per chunk).
+enum class CollectiveProtocol : uint8_t { kLl, kLl128, kSimple };
+inline constexpr size_t kCollectiveProtocolCount = 3;
+std::string_view collective_protocol_name(CollectiveProtocol protocol);
+std::optional<CollectiveProtocol> parse_collective_protocol(std::string_view name);
+
+/// NCCL's hardware classes for hop latencies (NCCL_HW_NVLINK, NCCL_HW_PCI, NCCL_HW_NET).
+enum class LinkClass : uint8_t { kNvlink, kPci, kNet };
+inline constexpr size_t kLinkClassCount = 3;
+std::string_view link_class_name(LinkClass link_class);
+
+/// The latency columns of NCCL's tables that upsim's algorithms use: Tree, Ring and NVLS
+/// (NVLSTree on several nodes). Hierarchical and direct use the Ring column.
+enum class LatencyColumn : uint8_t { kTree, kRing, kNvls };
+inline constexpr size_t kLatencyColumnCount = 3;
+
+/// A family of link technologies that share an efficiency and a latency class.
+struct LinkFamily {
+  std::string name;
+  /// A link whose kind starts with one of these belongs to the family ("" matches every kind).
+  std::vector<std::string> kind_prefixes;
+  LinkClass link_class = LinkClass::kPci;
+  /// Achieved / nominal bandwidth of a long transfer, in (0, 1]: the flow network shares
+  /// bandwidth x efficiency among the flows on a link of this family.
+  double efficiency = 1.0;
+  /// Added to NCCL's per-hop latency of each protocol for hops over this family (NCCL's
+  /// `latencyInter` of a network plugin plays this role); zero for the defaults.
+  std::array<Duration, kCollectiveProtocolCount> extra_hop_latency{};
+};
+
+struct ProtocolTuning {
+  /// Bytes on the wire per payload byte (>= 1).
+  double wire_factor = 1.0;
+  /// NCCL baseLat per LatencyColumn.
+  std::array<Duration, kLatencyColumnCount> base_latency{};
+  /// NCCL hwLat per [LinkClass][LatencyColumn].
+  std::array<std::array<Duration, kLatencyColumnCount>, kLinkClassCount> hop_latency{};
+  /// The most payload bytes per second a GPU's NCCL kernel pushes out with this protocol, all
+  /// its flows of one collective together (NCCL's llMaxBw / per-channel caps play this role);
+  /// zero means no cap.
+  Bandwidth injection_cap;
+};
+
+struct CollectiveTuning {
+  /// Added to every collective: kernel launch and the benchmark's host-side overhead.
+  Duration launch_overhead;
+  std::array<ProtocolTuning, kCollectiveProtocolCount> protocols;
+  /// Families of link kinds; must include a fallback (a family with the prefix "").
+  std::vector<LinkFamily> families;
+  /// Bandwidth factor of the tree algorithm (NCCL's tree model refinements), in (0, 1].
+  double tree_efficiency = 1.0;
+  /// Bandwidth factor of GPU <-> NVSwitch flows under NVLS, in (0, 1].
+  double nvls_efficiency = 1.0;
+  /// NVLS needs an NVSwitch whose GPU links have one of these kind prefixes (NVLink SHARP).
+  std::vector<std::string> nvls_link_prefixes;
+  /// Per-step floor of intra-node hop latency in rings spanning several nodes (NCCL
+  /// getNetOverhead), tripled for Simple as NCCL does.
+  Duration net_overhead;
+  /// Algorithms the tuner may choose for all-reduce, and protocols for every collective.
+  std::vector<CollectiveAlgorithm> all_reduce_algorithms;
+  std::vector<CollectiveProtocol> enabled_protocols;
+
+  const ProtocolTuning& protocol(CollectiveProtocol p) const {
+    return protocols[static_cast<size_t>(p)];
+  }
+  /// The family of a link kind (longest matching prefix). Throws std::invalid_argument when no
+  /// family matches (validate_tuning requires a fallback).
+  const LinkFamily& family_of(std::string_view link_kind) const;
+  /// NCCL hop latency of `protocol` on `link_class` in `column`.
+  Duration hop_latency(CollectiveProtocol p, LinkClass link_class, LatencyColumn column) const {
+    return protocol(p).hop_latency[static_cast<size_t>(link_class)][static_cast<size_t>(column)];
+  }
+};
+
+/// The calibrated defaults (values and sources in nccl_tuning.cpp).
+CollectiveTuning nccl_like_tuning();
+
+/// Throws std::invalid_argument for a negative latency, an efficiency outside (0, 1], a wire
+/// factor below 1, a negative cap, no fallback family, or an empty algorithm / protocol list.
+void validate_tuning(const CollectiveTuning& tuning);
+
+/// Reads a tuning file (configs/collectives/nccl_like.yaml). Every key is optional and
+/// overrides the default of nccl_like_tuning(); `link_families`, when present, replaces the
+/// whole list. Throws ConfigError at the offending key.
+CollectiveTuning load_collective_tuning(const ConfigNode& root);
+
+}  // namespace upsim

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <ostream>
@@ -26,6 +28,33 @@ namespace {
 constexpr const char* kTraceFile = "trace.json";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
+
+/// Trace workloads: the measured iteration time of each rank next to the prediction.
+std::string format_measured_comparison(const Scenario& scenario, const RunSummary& summary) {
+  size_t name_width = 10;
+  for (const RankBreakdown& r : summary.ranks)
+    name_width = std::max(name_width, r.name.size());
+  std::string out = fmt::format("{:<{}} {:>14} {:>14} {:>9}\n", "rank", name_width, "measured (ms)",
+                                "predicted (ms)", "error");
+  double log_sum = 0.0;
+  size_t n = 0;
+  for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_iteration.size(); ++r) {
+    const Duration measured = scenario.measured_iteration[r];
+    const Duration predicted = summary.ranks[r].iteration_time;
+    if (measured <= Duration::zero()) continue;
+    const double e = predicted.seconds() / measured.seconds() - 1.0;
+    // seed-method.md 1.4: geomean of |e| with EPSILON = 4e-4.
+    log_sum += std::log(std::abs(e) + 4e-4);
+    ++n;
+    out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}%\n", summary.ranks[r].name, name_width,
+                       measured.ms(), predicted.ms(), 100.0 * e);
+  }
+  if (n > 0) {
+    out += fmt::format("geomean |error| {:.2f}% over {} ranks\n",
+                       100.0 * std::exp(log_sum / static_cast<double>(n)), n);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -52,7 +81,7 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
 
   Engine engine;
   GraphExecutor executor(engine, scenario.graph, scenario.models.set);
-  RunSummaryObserver summary_observer(scenario.warmup_iterations);
+  RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
   executor.add_observer(&summary_observer);
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!trace_path.empty()) {
@@ -69,6 +98,7 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
   const RunSummary summary = summary_observer.summary();
   std::string text = scenario.description;
   text += format_run_summary(summary);
+  if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
   write_file_atomically(out_dir / kSummaryFile, text);
   write_file_atomically(out_dir / kResolvedFile, doc.resolved_yaml());
 

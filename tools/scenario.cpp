@@ -2,22 +2,32 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <filesystem>
 #include <optional>
 #include <string_view>
 
 #include "calibration/hardware_profile.h"
 #include "calibration/model_registry.h"
 #include "sim/config/quantity_parse.h"
+#include "topology/fabric_loader.h"
+#include "topology/flow_network.h"
+#include "topology/nccl_tuning.h"
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/trace/trace_error.h"
+#include "workloads/trace/trace_graph.h"
+#include "workloads/trace/trace_replay.h"
 
 namespace upsim::cli {
 
 namespace {
 
-constexpr std::array<std::string_view, 1> kWorkloadModels{"dlrm"};
+constexpr std::array<std::string_view, 2> kWorkloadModels{"dlrm", "trace"};
+/// Analytical collective models (calibration/model_registry.h) and the fabric-aware flow network.
+constexpr std::array<std::string_view, 3> kInterconnectModels{"alpha_beta", "seed_curve", "flow"};
 
 /// Seed-method.md 5.2: the seed's task generator rejects table sets above 0.8 x GPU memory.
 constexpr double kDefaultTableMemoryFraction = 0.8;
@@ -44,19 +54,83 @@ SimulationSection read_simulation(const ConfigNode& root) {
 
 }  // namespace
 
+namespace {
+
+/// What `workload: {model: trace, ...}` asks for (workloads/trace/trace_replay.h).
+struct TraceWorkload {
+  LoadedTraces traces;
+  TraceSetOptions options;
+  std::filesystem::path dir;
+};
+
+TraceWorkload read_trace_workload(const ConfigNode& workload) {
+  TraceWorkload t;
+  t.dir = workload.get_path("traces");
+  const std::string mode = workload.get_choice_or("mode", {"replay", "model"}, "replay");
+  t.options.graph.mode = mode == "model" ? TraceMode::kModel : TraceMode::kReplay;
+  t.options.graph.iteration_marker = workload.get_string_or("iteration_marker", "ProfilerStep#");
+  t.options.strict_et = !workload.get_bool_or("lenient_et", false);
+  if (workload.has("iteration")) {
+    const int64_t it = workload.get_int("iteration");
+    if (it < 0) workload.child("iteration").fail("must not be negative");
+    t.options.iteration = static_cast<uint32_t>(it);
+  }
+  try {
+    t.traces = load_trace_directory(t.dir, t.options);
+  } catch (const TraceError& e) {
+    workload.child("traces").fail(e.what());
+  }
+  return t;
+}
+
+/// Rank 0's iteration marks, in order: the summary measures from the chosen one to the next.
+std::vector<uint32_t> iteration_marks_of_rank0(const TaskGraph& g) {
+  std::vector<uint32_t> marks;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind == TaskKind::kIterationMark && g.task(t).rank == 0) {
+      marks.push_back(g.iteration_of(t));
+    }
+  }
+  return marks;
+}
+
+}  // namespace
+
 Scenario build_scenario(ConfigDocument& doc) {
   Scenario s;
   const ConfigNode root = doc.root();
   s.name = root.get_string_or("name", doc.file().stem().string());
   const std::string description = root.get_string_or("description", "");
+  const ConfigNode workload = root.child("workload");
+  const std::string workload_model = workload.get_choice("model", kWorkloadModels);
+  std::optional<TraceWorkload> trace;
+  if (workload_model == "trace") trace = read_trace_workload(workload);
 
   // Platform: the GPUs and the models that price work on them.
   const ConfigNode platform = root.child("platform");
-  const int64_t gpus = platform.get_positive_int("gpus");
+  if (platform.has("topology")) {
+    const ConfigNode topology = platform.load_reference("topology");
+    s.models.fabric = std::make_unique<Fabric>(load_fabric(topology));
+  }
+  const int64_t fabric_gpus =
+      s.models.fabric ? static_cast<int64_t>(s.models.fabric->gpus().size()) : 0;
+  const int64_t implied_gpus =
+      trace ? static_cast<int64_t>(trace->traces.ranks.size()) : fabric_gpus;
+  const int64_t gpus = implied_gpus > 0 ? platform.get_positive_int_or("gpus", implied_gpus)
+                                        : platform.get_positive_int("gpus");
   if (gpus > 65536) platform.child("gpus").fail("must be at most 65536");
+  if (s.models.fabric && gpus > fabric_gpus) {
+    platform.child("gpus").fail(
+        fmt::format("the topology `{}` has only {} GPUs", s.models.fabric->name(), fabric_gpus));
+  }
+  if (trace && gpus != implied_gpus) {
+    platform.child("gpus").fail(fmt::format("the traces in {} have {} ranks, one per GPU",
+                                            trace->dir.string(), implied_gpus));
+  }
   const HardwareProfile hardware = load_hardware_profile(platform.load_reference("gpu"));
   const double table_fraction =
-      platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction);
+      trace ? kDefaultTableMemoryFraction
+            : platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction);
   if (!(table_fraction > 0.0 && table_fraction <= 1.0)) {
     platform.child("table_memory_fraction")
         .fail(fmt::format("must be in (0, 1], got {}", table_fraction));
@@ -66,20 +140,90 @@ Scenario build_scenario(ConfigDocument& doc) {
   const ConfigNode interconnect = platform.child("interconnect");
   s.models.kernels = make_kernel_cost_model(kernels, hardware);
   s.models.cpu = make_cpu_cost_model(host);
-  s.models.collectives = make_collective_cost_model(interconnect, hardware);
-  s.models.network = std::make_unique<AnalyticalNetwork>(*s.models.collectives);
+  const std::string interconnect_model = interconnect.get_choice("model", kInterconnectModels);
+  std::string interconnect_text = interconnect_model;
+  if (interconnect_model == "flow") {
+    if (!s.models.fabric) {
+      interconnect.child("model").fail(
+          "the flow network needs a fabric: add `platform.topology: topologies/<file>.yaml`");
+    }
+    CollectiveTuning tuning = nccl_like_tuning();
+    if (interconnect.has("tuning")) {
+      const ConfigNode t = interconnect.load_reference("tuning");
+      tuning = load_collective_tuning(t);
+    }
+    s.models.network =
+        std::make_unique<FlowNetwork>(*s.models.fabric, std::move(tuning),
+                                      hardware.device.hbm_bandwidth * hardware.achievable.memory);
+    interconnect_text = fmt::format("flow over `{}`", s.models.fabric->name());
+  } else {
+    s.models.collectives = make_collective_cost_model(interconnect, hardware);
+    s.models.network = std::make_unique<AnalyticalNetwork>(*s.models.collectives);
+  }
   s.models.set.kernels = s.models.kernels.get();
   s.models.set.cpu = s.models.cpu.get();
   s.models.set.network = s.models.network.get();
   s.models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
 
+  std::string text =
+      fmt::format("scenario: {}{}{}\n", s.name, description.empty() ? "" : " — ", description);
+  text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
+                      hardware.device.name, kernels.get_string("model"), host.get_string("model"),
+                      interconnect_text);
+
+  if (trace) {
+    doc.check_all_keys_used();
+    TraceGraphInfo info;
+    try {
+      info = build_replay_graph(trace->traces.ranks, s.graph, trace->options.graph);
+    } catch (const TraceError& e) {
+      workload.child("traces").fail(e.what());
+    }
+    s.graph.seal();
+    // Measure the chosen iteration (or every complete one): from its mark to the next.
+    const std::vector<uint32_t> marks = iteration_marks_of_rank0(s.graph);
+    if (marks.size() < 2) workload.child("traces").fail("the traces hold no complete iteration");
+    uint32_t first = 0;
+    uint32_t count = static_cast<uint32_t>(marks.size() - 1);
+    if (trace->options.iteration) {
+      const auto it = std::find(marks.begin(), marks.end(), *trace->options.iteration);
+      if (it == marks.end() || it + 1 == marks.end()) {
+        workload.child("iteration")
+            .fail(
+                fmt::format("the traces have no complete iteration {}", *trace->options.iteration));
+      }
+      first = static_cast<uint32_t>(it - marks.begin());
+      count = 1;
+    }
+    s.iterations = first + count;
+    s.warmup_iterations = first;
+    s.measured_iterations = count;
+    for (const TraceRankSummary& r : info.ranks) {
+      Duration measured = Duration::zero();
+      uint32_t n = 0;
+      for (const TraceIteration& it : r.iterations) {
+        if (it.start_mark >= marks[first] && it.end_mark <= marks[first + count]) {
+          measured += it.measured;
+          ++n;
+        }
+      }
+      s.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
+    }
+    text += fmt::format("workload: trace ({} mode) of {} ranks from {}; {}\n",
+                        trace->options.graph.mode == TraceMode::kModel ? "model" : "replay",
+                        info.ranks.size(), workload.get_string("traces"),
+                        trace->options.iteration
+                            ? fmt::format("iteration {}", *trace->options.iteration)
+                            : fmt::format("{} iterations", count));
+    for (const std::string& w : trace->traces.warnings)
+      text += "warning: " + w + "\n";
+    s.description = std::move(text);
+    return s;
+  }
+
   const SimulationSection sim = read_simulation(root);
   s.iterations = sim.iterations;
   s.warmup_iterations = sim.warmup;
-
-  // Workload.
-  const ConfigNode workload = root.child("workload");
-  workload.get_choice("model", kWorkloadModels);
   const DlrmConfig dlrm = parse_dlrm_config(workload, static_cast<uint32_t>(gpus));
   doc.check_all_keys_used();
 
@@ -98,11 +242,6 @@ Scenario build_scenario(ConfigDocument& doc) {
   s.graph.seal();
 
   // What was simulated, for the summary.
-  std::string text =
-      fmt::format("scenario: {}{}{}\n", s.name, description.empty() ? "" : " — ", description);
-  text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
-                      hardware.device.name, kernels.get_string("model"), host.get_string("model"),
-                      interconnect.get_string("model"));
   text += fmt::format(
       "workload: dlrm, global batch {} ({} per rank), {} tables of dim {}, sharding {}, "
       "{} iterations ({} warm-up)\n",

@@ -12,6 +12,7 @@
 #include "calibration/kernel_measurements.h"
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
+#include "tools/collective_commands.h"
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
 #include "tools/trace_commands.h"
@@ -40,6 +41,8 @@ const char* kTopUsage =
     "                  resolved scenario. `upsim run --help` lists its options.\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
+    "  validate collectives\n"
+    "                  compare the fabric + collective model with measured nccl-tests sweeps\n"
     "  validate traces DIR\n"
     "                  replay per-rank PyTorch traces; measured vs predicted iteration time\n"
     "  calibrate kernels --out FILE\n"
@@ -131,12 +134,15 @@ int main(int argc, char** argv) {
       if (command == "calibrate" && what == "host-overheads") {
         return upsim::cli::calibrate_host_overheads_main(args, std::cout);
       }
+      if (command == "validate" && what == "collectives") {
+        return upsim::cli::validate_collectives_main(args, std::cout);
+      }
       if (command == "validate" && what == "traces") {
         return upsim::cli::validate_traces_main(args, std::cout);
       }
       std::cerr << fmt::format(
           "upsim {}: unknown or missing subject `{}`; valid: {}\n", command, what,
-          command == "calibrate" ? "kernels, host-overheads" : "kernels, traces");
+          command == "calibrate" ? "kernels, host-overheads" : "collectives, kernels, traces");
       return kExitBadInput;
     }
     std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",

@@ -157,10 +157,11 @@ RunSummary RunSummaryObserver::summary() const {
           graph_->rank(rank).name, r.marks.size(), warmup_ + 1, warmup_));
     }
     const Time lo = r.marks[warmup_];
-    const Time hi = r.last_end;
+    const size_t end_mark = measured_ ? warmup_ + *measured_ : r.marks.size();
+    const Time hi = end_mark < r.marks.size() ? r.marks[end_mark] : r.last_end;
     RankBreakdown b;
     b.name = graph_->rank(rank).name;
-    b.measured_iterations = static_cast<uint32_t>(r.marks.size() - warmup_);
+    b.measured_iterations = static_cast<uint32_t>(std::min(end_mark, r.marks.size()) - warmup_);
     b.window = hi - lo;
     b.iteration_time = b.window / b.measured_iterations;
     const Spans compute = normalize(r.compute, lo, hi);
@@ -204,21 +205,28 @@ std::string format_run_summary(const RunSummary& s) {
       break;
     }
   }
-  std::string out = fmt::format(
-      "predicted iteration time: {} ms  (mean over iterations {}..{} of {}; slowest: {})\n",
-      ms(s.predicted_iteration_time), s.warmup_iterations + 1, s.iterations, s.iterations, slowest);
-  out += fmt::format("{:<10} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", "rank",
-                     "iter (ms)", "compute", "comm", "exposed comm", "rendezvous wait",
+  const uint32_t measured = s.ranks.empty() ? 0 : s.ranks.front().measured_iterations;
+  const std::string which =
+      measured == 1 ? fmt::format("iteration {}", s.warmup_iterations + 1)
+                    : fmt::format("mean over iterations {}..{}", s.warmup_iterations + 1,
+                                  s.warmup_iterations + measured);
+  std::string out = fmt::format("predicted iteration time: {} ms  ({} of {}; slowest: {})\n",
+                                ms(s.predicted_iteration_time), which, s.iterations, slowest);
+  size_t name_width = 10;
+  for (const RankBreakdown& r : s.ranks)
+    name_width = std::max(name_width, r.name.size());
+  out += fmt::format("{:<{}} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", "rank",
+                     name_width, "iter (ms)", "compute", "comm", "exposed comm", "rendezvous wait",
                      "CPU-bound idle", "other idle");
   for (const RankBreakdown& r : s.ranks) {
     // Each cell: per-iteration mean, and its share of the rank's window.
     auto cell = [&](Duration total) {
       return fmt::format("{} {:>6}", ms(total / r.measured_iterations), pct(total, r.window));
     };
-    out += fmt::format("{:<10} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", r.name,
-                       ms(r.iteration_time), cell(r.compute_busy), cell(r.communication),
-                       cell(r.exposed_communication), cell(r.rendezvous_wait),
-                       cell(r.cpu_bound_idle), cell(r.other_idle));
+    out += fmt::format("{:<{}} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", r.name,
+                       name_width, ms(r.iteration_time), cell(r.compute_busy),
+                       cell(r.communication), cell(r.exposed_communication),
+                       cell(r.rendezvous_wait), cell(r.cpu_bound_idle), cell(r.other_idle));
   }
   out +=
       "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "

@@ -15,6 +15,7 @@
 // compute busy + exposed communication + rendezvous wait + CPU-bound idle + other idle = window.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,12 @@ struct RunSummary {
 class RunSummaryObserver final : public Observer {
  public:
   /// The first `warmup_iterations` iteration marks of each rank are excluded from the window.
-  explicit RunSummaryObserver(uint32_t warmup_iterations) : warmup_(warmup_iterations) {}
+  /// With `measured_iterations`, the window ends at the iteration mark that follows the last
+  /// measured iteration when the rank has one (a replayed trace marks where its step ended);
+  /// otherwise it runs to the rank's last task.
+  explicit RunSummaryObserver(uint32_t warmup_iterations,
+                              std::optional<uint32_t> measured_iterations = std::nullopt)
+      : warmup_(warmup_iterations), measured_(measured_iterations) {}
 
   void on_run_begin(const TaskGraph& graph) override;
   void on_task_begin(TaskId task, Time at) override;
@@ -98,6 +104,7 @@ class RunSummaryObserver final : public Observer {
 
   const TaskGraph* graph_ = nullptr;
   uint32_t warmup_;
+  std::optional<uint32_t> measured_;
   std::vector<RankLog> ranks_;
   std::vector<Time> begin_;             // per task: when it began
   std::vector<Time> collective_begin_;  // per collective group: network phase start

@@ -285,4 +285,27 @@ TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedV100File) {
   EXPECT_EQ(run(args).exit_code, 2) << "no overwrite without --force";
 }
 
+TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
+  const Result r = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) + " --data " +
+                       quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* system : {"A100", "H100", "geomean |error|", "all systems within bounds"}) {
+    EXPECT_NE(r.output.find(system), std::string::npos) << system << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, FabricScenarioReportsBusiestLinksAndNvlinkWhatIfChangesTheRun) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result base = run("run " + scenario + " --no-trace --out a");
+  ASSERT_EQ(base.exit_code, 0) << base.output;
+  EXPECT_NE(base.output.find("busiest links"), std::string::npos) << base.output;
+  EXPECT_NE(base.output.find("(nvlink3)"), std::string::npos) << base.output;
+  const Result slow = run("run " + scenario +
+                          " --quiet --no-trace --out b --set "
+                          "platform.topology.node.link_kinds.nvlink3.bandwidth=1GB/s");
+  ASSERT_EQ(slow.exit_code, 0) << slow.output;
+  const Result fast = run("run " + scenario + " --quiet --no-trace --out c");
+  EXPECT_GT(std::stod(slow.output), std::stod(fast.output));
+}
+
 }  // namespace

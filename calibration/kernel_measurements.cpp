@@ -173,17 +173,6 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
   return d;
 }
 
-KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  KernelDesc d;
-  d.cls = KernelClass::kGemm;
-  d.dtype = dtype;
-  d.batch = batch;
-  d.m = m;
-  d.n = n;
-  d.k = k;
-  return d;
-}
-
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path) {
   const std::vector<Line> lines = read_lines(path);
   const ColumnIndex column =

@@ -71,9 +71,6 @@ struct KernelMeasurement {
 /// The kMemoryBound descriptor of `op` over m rows of n elements (traffic rule above).
 KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n);
 
-/// A kGemm descriptor.
-KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k);
-
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path);
 
 std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path);

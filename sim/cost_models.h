@@ -155,6 +155,9 @@ struct KernelDesc {
   EmbeddingShape embedding;
 };
 
+/// A kGemm descriptor: batch x (m x k) * (k x n) in `dtype`.
+KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k);
+
 class KernelCostModel {
  public:
   virtual ~KernelCostModel() = default;

@@ -45,6 +45,17 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+KernelDesc gemm_kernel(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  KernelDesc d;
+  d.cls = KernelClass::kGemm;
+  d.dtype = dtype;
+  d.batch = batch;
+  d.m = m;
+  d.n = n;
+  d.k = k;
+  return d;
+}
+
 std::string_view kernel_class_name(KernelClass cls) {
   switch (cls) {
     case KernelClass::kGemm:

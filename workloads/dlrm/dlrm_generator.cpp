@@ -44,17 +44,6 @@ std::string gemm_name(DType dtype, std::string_view op) {
   return fmt::format("{}/{}", family, op);
 }
 
-KernelDesc gemm(DType dtype, int64_t batch, int64_t m, int64_t n, int64_t k) {
-  KernelDesc d;
-  d.cls = KernelClass::kGemm;
-  d.dtype = dtype;
-  d.batch = batch;
-  d.m = m;
-  d.n = n;
-  d.k = k;
-  return d;
-}
-
 /// Memory-bound kernel `op` over `elements` elements of `dtype`: per element `flops` operations,
 /// `reads` elements read and `writes` written (seed-method.md 2.5 and 2.6 give F and A = reads
 /// + writes per op).
@@ -253,7 +242,7 @@ class RankEmitter {
 
   void linear_forward(int64_t in, int64_t out) {
     single_kernel("aten::linear", gemm_name(dt_, "addmm"), "aten::addmm",
-                  gemm(dt_, 1, b_, out, in));
+                  gemm_kernel(dt_, 1, b_, out, in));
   }
 
   /// seed-method.md 2.6: relu F = 1, A = 2; sigmoid F = 4, A = 2.
@@ -292,7 +281,7 @@ class RankEmitter {
                   pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
     body("aten::view");
     body("aten::transpose");
-    single_kernel("aten::bmm", gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, f, f, d_));
+    single_kernel("aten::bmm", gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, f, d_));
     KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
     gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
     single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
@@ -329,8 +318,8 @@ class RankEmitter {
     const int64_t out = module.widths[layer + 1];
     {
       HostOp h(graph_, rank_, "AddmmBackward0");
-      if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, b_, in, out));
-      h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm(dt_, 1, out, in, b_));
+      if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, b_, in, out));
+      h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, out, in, b_));
       KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(b_ * out), 1, 1, 0);
       sum.bytes_written = as_double(out * dtype_bytes(dt_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
@@ -409,8 +398,8 @@ class RankEmitter {
       // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
       // grad S^T = S^T grad_Z (m = D, n = f, k = f) (seed-method.md 2.3 BmmBackward).
       HostOp h(graph_, rank_, "BmmBackward0");
-      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, f, d_, f));
-      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm(dt_, b_, d_, f, f));
+      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
+      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
       h.end();
     }
     body("TransposeBackward0");

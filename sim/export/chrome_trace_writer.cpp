@@ -247,9 +247,12 @@ class ChromeTraceWriter::Impl {
     event.str("name", info.name).str("cat", "link").str("ph", "C").uinteger("pid", links_pid());
     event.us("ts", at.ps());
     Members args(event.object("args"));
-    args.real("GB/s", rate.gigabytes_per_second());
+    // Rounded to 1e-6 so that floating-point noise of the rate computation stays out of the file.
+    auto rounded = [](double v) { return std::round(v * 1e6) / 1e6; };
+    args.real("GB/s", rounded(rate.gigabytes_per_second()));
     const double capacity = info.capacity.bytes_per_second();
-    args.real("utilization_%", capacity > 0 ? 100.0 * rate.bytes_per_second() / capacity : 0.0);
+    args.real("utilization_%",
+              rounded(capacity > 0 ? 100.0 * rate.bytes_per_second() / capacity : 0.0));
     args.uinteger("flows", flows);
     buf_ += "}}";
     flush_if_full();

@@ -1,6 +1,7 @@
 #include "tools/kernel_commands.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/program_options.hpp>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fit_kernel_calibration.h"
 #include "calibration/hardware_profile.h"
+#include "calibration/hdf5_measurements.h"
 #include "calibration/kernel_calibration.h"
 #include "calibration/kernel_measurements.h"
 #include "calibration/kernel_validation.h"
@@ -25,6 +27,7 @@ struct MeasurementOptions {
   std::string llmcompass_dir = "test/data/llmcompass";
   std::string gpu = "A100";
   std::vector<std::string> csv_files;
+  std::vector<std::string> hdf5_files;
   std::string hardware = "configs/hardware/a100_sxm4_80gb.yaml";
 };
 
@@ -37,6 +40,9 @@ void add_measurement_options(po::options_description& desc, MeasurementOptions& 
       ("csv", po::value<std::vector<std::string>>(&m.csv_files)->composing(),
        "a measurement table in upsim's CSV format (calibration/kernel_measurements.h); "
        "repeatable")  //
+      ("hdf5", po::value<std::vector<std::string>>(&m.hdf5_files)->composing(),
+       "a measurement table in upsim's HDF5 layout (calibration/hdf5_measurements.h); "
+       "repeatable")  //
       ("hardware", po::value<std::string>(&m.hardware)->default_value(m.hardware),
        "hardware profile of the GPU the measurements were taken on");
 }
@@ -48,7 +54,13 @@ std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
     std::vector<KernelMeasurement> more = read_measurement_csv(f);
     rows.insert(rows.end(), more.begin(), more.end());
   }
-  if (rows.empty()) throw std::runtime_error("no measurements: give --llmcompass or --csv");
+  for (const std::string& f : m.hdf5_files) {
+    std::vector<KernelMeasurement> more = read_measurement_hdf5(f);
+    rows.insert(rows.end(), more.begin(), more.end());
+  }
+  if (rows.empty()) {
+    throw std::runtime_error("no measurements: give --llmcompass, --csv or --hdf5");
+  }
   return rows;
 }
 
@@ -95,9 +107,13 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   }
   const HardwareProfile hw = read_hardware(m.hardware);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
-  const std::string source = m.llmcompass_dir.empty()
-                                 ? "upsim CSV measurements"
-                                 : fmt::format("LLMCompass sweeps in {}", m.llmcompass_dir);
+  std::vector<std::string> inputs;
+  if (!m.llmcompass_dir.empty()) {
+    inputs.push_back(fmt::format("LLMCompass sweeps in {}", m.llmcompass_dir));
+  }
+  inputs.insert(inputs.end(), m.csv_files.begin(), m.csv_files.end());
+  inputs.insert(inputs.end(), m.hdf5_files.begin(), m.hdf5_files.end());
+  const std::string source = fmt::format("{}", fmt::join(inputs, "; "));
   const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
   write_calibration_file(output, result);
   out << format_kernel_validation(result.validation);

@@ -1,0 +1,511 @@
+#include "calibration/hdf5_measurements.h"
+
+#include <fmt/format.h>
+#include <hdf5.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace upsim {
+namespace {
+
+/// Silences HDF5's automatic error printing for the guard's lifetime (failures become
+/// CalibrationDataError instead), then restores whatever handler was installed.
+class ErrorPrintingOff {
+ public:
+  ErrorPrintingOff() {
+    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~ErrorPrintingOff() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  ErrorPrintingOff(const ErrorPrintingOff&) = delete;
+  ErrorPrintingOff& operator=(const ErrorPrintingOff&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+/// An HDF5 identifier closed by `Close` on destruction (negative = none).
+template <herr_t (*Close)(hid_t)>
+class Handle {
+ public:
+  explicit Handle(hid_t id = -1) : id_(id) {}
+  ~Handle() {
+    if (id_ >= 0) Close(id_);
+  }
+  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, -1)) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      if (id_ >= 0) Close(id_);
+      id_ = std::exchange(other.id_, -1);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  /// Closes now; false when closing failed (e.g. a file's final flush).
+  bool close() {
+    const herr_t status = id_ >= 0 ? Close(id_) : 0;
+    id_ = -1;
+    return status >= 0;
+  }
+
+ private:
+  hid_t id_;
+};
+
+using File = Handle<H5Fclose>;
+using Group = Handle<H5Gclose>;
+using Object = Handle<H5Oclose>;
+using Dataset = Handle<H5Dclose>;
+using Dataspace = Handle<H5Sclose>;
+using Datatype = Handle<H5Tclose>;
+using Attribute = Handle<H5Aclose>;
+using PropertyList = Handle<H5Pclose>;
+
+std::string valid_ops() {
+  std::string out = "gemm";
+  for (std::string_view name : kMemoryOpNames) {
+    if (name != "unspecified") out += fmt::format(", {}", name);
+  }
+  return out;
+}
+
+/// Reads the datasets of one op group of one file; every error names file, group and dataset.
+class GroupReader {
+ public:
+  GroupReader(const std::filesystem::path& file, hid_t group, std::string name)
+      : file_(file.string()), group_(group), name_(std::move(name)) {}
+
+  [[noreturn]] void fail(std::string_view dataset, std::string_view message) const {
+    throw CalibrationDataError(fmt::format("{}:/{}/{}: {}", file_, name_, dataset, message));
+  }
+  [[noreturn]] void fail_group(std::string_view message) const {
+    throw CalibrationDataError(fmt::format("{}:/{}: {}", file_, name_, message));
+  }
+
+  /// The names of the group's members, sorted.
+  std::set<std::string> members() const {
+    H5G_info_t info;
+    if (H5Gget_info(group_, &info) < 0) fail_group("cannot list the group's members");
+    std::set<std::string> out;
+    for (hsize_t i = 0; i < info.nlinks; ++i) {
+      const ssize_t size =
+          H5Lget_name_by_idx(group_, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+      if (size < 0) fail_group("cannot list the group's members");
+      std::string member(static_cast<size_t>(size) + 1, '\0');
+      H5Lget_name_by_idx(group_, ".", H5_INDEX_NAME, H5_ITER_INC, i, member.data(), member.size(),
+                         H5P_DEFAULT);
+      member.resize(static_cast<size_t>(size));
+      out.insert(std::move(member));
+    }
+    return out;
+  }
+
+  /// Opens the 1-D dataset `name`; its length in `length`.
+  Dataset open(std::string_view dataset, hsize_t& length) const {
+    const std::string name(dataset);
+    Object object(H5Oopen(group_, name.c_str(), H5P_DEFAULT));
+    if (!object.valid()) fail(dataset, "cannot open the dataset");
+    if (H5Iget_type(object.get()) != H5I_DATASET) fail(dataset, "not a dataset");
+    Dataset d(H5Dopen2(group_, name.c_str(), H5P_DEFAULT));
+    if (!d.valid()) fail(dataset, "cannot open the dataset");
+    const Dataspace space(H5Dget_space(d.get()));
+    if (!space.valid() || H5Sget_simple_extent_type(space.get()) != H5S_SIMPLE ||
+        H5Sget_simple_extent_ndims(space.get()) != 1) {
+      fail(dataset, "must be a 1-D dataset");
+    }
+    H5Sget_simple_extent_dims(space.get(), &length, nullptr);
+    return d;
+  }
+
+  H5T_class_t type_class(std::string_view dataset, const Dataset& d) const {
+    const Datatype type(H5Dget_type(d.get()));
+    if (!type.valid()) fail(dataset, "cannot read the element type");
+    return H5Tget_class(type.get());
+  }
+
+  std::vector<int64_t> integers(std::string_view dataset, hsize_t& length) const {
+    const Dataset d = open(dataset, length);
+    if (type_class(dataset, d) != H5T_INTEGER) fail(dataset, "must hold integers");
+    std::vector<int64_t> out(length);
+    if (length > 0 &&
+        H5Dread(d.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) {
+      fail(dataset, "cannot read the dataset");
+    }
+    return out;
+  }
+
+  std::vector<double> numbers(std::string_view dataset, hsize_t& length) const {
+    const Dataset d = open(dataset, length);
+    const H5T_class_t cls = type_class(dataset, d);
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail(dataset, "must hold numbers");
+    std::vector<double> out(length);
+    if (length > 0 &&
+        H5Dread(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) {
+      fail(dataset, "cannot read the dataset");
+    }
+    return out;
+  }
+
+  std::vector<std::string> strings(std::string_view dataset, hsize_t& length) const {
+    const Dataset d = open(dataset, length);
+    const Datatype file_type(H5Dget_type(d.get()));
+    if (!file_type.valid() || H5Tget_class(file_type.get()) != H5T_STRING) {
+      fail(dataset, "must hold strings");
+    }
+    std::vector<std::string> out;
+    if (length == 0) return out;
+    const Datatype memory_type(H5Tcopy(H5T_C_S1));
+    H5Tset_cset(memory_type.get(), H5Tget_cset(file_type.get()));
+    if (H5Tis_variable_str(file_type.get()) > 0) {
+      H5Tset_size(memory_type.get(), H5T_VARIABLE);
+      std::vector<char*> buffer(length, nullptr);
+      if (H5Dread(d.get(), memory_type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0) {
+        fail(dataset, "cannot read the dataset");
+      }
+      for (const char* s : buffer)
+        out.emplace_back(s != nullptr ? s : "");
+      const Dataspace space(H5Dget_space(d.get()));
+#if H5_VERSION_GE(1, 12, 0)
+      H5Treclaim(memory_type.get(), space.get(), H5P_DEFAULT, buffer.data());
+#else
+      H5Dvlen_reclaim(memory_type.get(), space.get(), H5P_DEFAULT, buffer.data());
+#endif
+    } else {
+      // One byte more than the file's size so that NULLTERM keeps every stored character.
+      const size_t size = H5Tget_size(file_type.get()) + 1;
+      H5Tset_size(memory_type.get(), size);
+      H5Tset_strpad(memory_type.get(), H5T_STR_NULLTERM);
+      std::vector<char> buffer(length * size, '\0');
+      if (H5Dread(d.get(), memory_type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()) < 0) {
+        fail(dataset, "cannot read the dataset");
+      }
+      for (hsize_t i = 0; i < length; ++i) {
+        const char* s = buffer.data() + i * size;
+        out.emplace_back(s, strnlen(s, size));
+      }
+    }
+    return out;
+  }
+
+ private:
+  std::string file_;
+  hid_t group_;
+  std::string name_;
+};
+
+/// The rows of op group `name` (already opened as `group`).
+std::vector<KernelMeasurement> read_group(const std::filesystem::path& path, hid_t group,
+                                          const std::string& name) {
+  const GroupReader reader(path, group, name);
+  const bool gemm = name == "gemm";
+  std::optional<MemoryOp> op;
+  if (!gemm) {
+    op = parse_memory_op(name);
+    if (!op || *op == MemoryOp::kUnspecified) {
+      reader.fail_group(fmt::format("unknown op group `{}`; valid: {}", name, valid_ops()));
+    }
+  }
+  const std::string usage = gemm ? "dtype, m, n, k, time_s or time_us; optional: batch, split"
+                                 : "dtype, m, n, time_s or time_us; optional: split";
+  const std::set<std::string> members = reader.members();
+  for (const std::string& member : members) {
+    const bool known = member == "dtype" || member == "m" || member == "n" || member == "time_s" ||
+                       member == "time_us" || member == "split" ||
+                       (gemm && (member == "k" || member == "batch"));
+    if (!known) {
+      reader.fail(member,
+                  fmt::format("unknown dataset in a `{}` group (required: {})", name, usage));
+    }
+  }
+  const auto require = [&](std::string_view dataset) {
+    if (!members.contains(std::string(dataset))) {
+      reader.fail(dataset, fmt::format("missing dataset (required: {})", usage));
+    }
+  };
+  require("dtype");
+  require("m");
+  require("n");
+  if (gemm) require("k");
+  const bool in_seconds = members.contains("time_s");
+  if (in_seconds && members.contains("time_us")) {
+    reader.fail("time_us", "give one of the datasets time_s and time_us, not both");
+  }
+  if (!in_seconds) require("time_us");
+
+  hsize_t length = 0;
+  const std::vector<std::string> dtypes = reader.strings("dtype", length);
+  const auto check_length = [&](std::string_view dataset, hsize_t other) {
+    if (other != length) {
+      reader.fail(dataset,
+                  fmt::format("has {} elements but `dtype` has {}; all datasets of a group "
+                              "must have the same length",
+                              other, length));
+    }
+  };
+  const auto dims = [&](std::string_view dataset) {
+    hsize_t n = 0;
+    std::vector<int64_t> values = reader.integers(dataset, n);
+    check_length(dataset, n);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] <= 0) {
+        reader.fail(fmt::format("{}[{}]", dataset, i),
+                    fmt::format("{} must be positive, got {}", dataset, values[i]));
+      }
+    }
+    return values;
+  };
+  const std::vector<int64_t> m = dims("m");
+  const std::vector<int64_t> n = dims("n");
+  const std::vector<int64_t> k = gemm ? dims("k") : std::vector<int64_t>();
+  const std::vector<int64_t> batch =
+      gemm && members.contains("batch") ? dims("batch") : std::vector<int64_t>(length, 1);
+  const std::string time_name = in_seconds ? "time_s" : "time_us";
+  hsize_t time_length = 0;
+  const std::vector<double> times = reader.numbers(time_name, time_length);
+  check_length(time_name, time_length);
+  std::vector<int64_t> split;
+  if (members.contains("split")) {
+    hsize_t split_length = 0;
+    split = reader.integers("split", split_length);
+    check_length("split", split_length);
+  }
+
+  std::vector<KernelMeasurement> rows;
+  rows.reserve(length);
+  for (size_t i = 0; i < length; ++i) {
+    const std::optional<DType> dtype = parse_dtype(dtypes[i]);
+    if (!dtype) {
+      reader.fail(
+          fmt::format("dtype[{}]", i),
+          fmt::format("unknown dtype `{}`; valid: fp32, tf32, fp16, bf16, fp8, int8", dtypes[i]));
+    }
+    KernelMeasurement row;
+    row.op = name;
+    row.kernel = gemm ? gemm_kernel(*dtype, batch[i], m[i], n[i], k[i])
+                      : memory_op_kernel(*op, *dtype, m[i], n[i]);
+    if (!(times[i] > 0.0) || !std::isfinite(times[i])) {
+      reader.fail(fmt::format("{}[{}]", time_name, i),
+                  fmt::format("{} must be positive, got {}", time_name, times[i]));
+    }
+    row.seconds = in_seconds ? times[i] : times[i] * 1e-6;
+    if (!split.empty()) {
+      if (split[i] != 0 && split[i] != 1) {
+        reader.fail(fmt::format("split[{}]", i),
+                    fmt::format("split must be 0 (train) or 1 (held out), got {}", split[i]));
+      }
+      row.held_out = split[i] == 1;
+    } else {
+      row.held_out = i % 2 == 1;  // assign_alternating_split within one file and op
+    }
+    row.origin = fmt::format("{}:/{}[{}]", path.string(), name, i);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+/// One row in the layout's columns.
+struct Columns {
+  std::string dtype;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+Columns columns_of(const KernelMeasurement& row, const std::filesystem::path& path) {
+  const auto fail = [&](std::string_view why) {
+    throw CalibrationDataError(fmt::format("{}: cannot store the measurement from {} (op `{}`): {}",
+                                           path.string(), row.origin, row.op, why));
+  };
+  const KernelDesc& d = row.kernel;
+  Columns c;
+  c.dtype = std::string(dtype_name(d.dtype));
+  if (row.op == "gemm") {
+    if (d.cls != KernelClass::kGemm) fail("not a gemm kernel");
+    c.m = d.m;
+    c.n = d.n;
+    c.k = d.k;
+    c.batch = d.batch;
+    return c;
+  }
+  const std::optional<MemoryOp> op = parse_memory_op(row.op);
+  if (!op || *op == MemoryOp::kUnspecified || d.cls != KernelClass::kMemoryBound) {
+    fail("only gemm and memory-bound ops have an HDF5 layout");
+  }
+  const double e = static_cast<double>(dtype_bytes(d.dtype));
+  const double elements = std::round(d.bytes_written / e);
+  c.n = d.row_elements > 0 ? d.row_elements : static_cast<int64_t>(elements);
+  c.m = d.row_elements > 0 ? static_cast<int64_t>(std::round(elements / static_cast<double>(c.n)))
+                           : 1;
+  if (c.m <= 0 || c.n <= 0) fail("no elements");
+  const KernelDesc back = memory_op_kernel(*op, d.dtype, c.m, c.n);
+  if (back.bytes_read != d.bytes_read || back.bytes_written != d.bytes_written ||
+      back.row_elements != d.row_elements || back.flops != d.flops) {
+    fail("the kernel is not the memory_op_kernel() of m rows of n elements");
+  }
+  return c;
+}
+
+class Writer {
+ public:
+  explicit Writer(std::filesystem::path path) : path_(std::move(path)) {}
+
+  [[noreturn]] void fail(std::string_view what) const {
+    throw CalibrationDataError(
+        fmt::format("{}: cannot write the HDF5 measurement file: {}", path_.string(), what));
+  }
+
+  void string_attribute(hid_t file, const char* name, std::string_view value) const {
+    const Datatype type(H5Tcopy(H5T_C_S1));
+    H5Tset_size(type.get(), H5T_VARIABLE);
+    H5Tset_cset(type.get(), H5T_CSET_UTF8);
+    const Dataspace space(H5Screate(H5S_SCALAR));
+    const Attribute attr(H5Acreate2(file, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    const std::string text(value);
+    const char* data = text.c_str();
+    if (!attr.valid() || H5Awrite(attr.get(), type.get(), &data) < 0) {
+      fail(fmt::format("attribute `{}`", name));
+    }
+  }
+
+  void dataset(hid_t group, std::string_view group_name, const char* name, hid_t file_type,
+               hid_t memory_type, size_t length, const void* data) const {
+    const hsize_t dims = length;
+    const Dataspace space(H5Screate_simple(1, &dims, nullptr));
+    const Dataset d(
+        H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    if (!d.valid() || H5Dwrite(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+      fail(fmt::format("dataset /{}/{}", group_name, name));
+    }
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path& path) {
+  const ErrorPrintingOff quiet;
+  const std::string file_name = path.string();
+  if (!std::filesystem::is_regular_file(path)) {
+    throw CalibrationDataError(fmt::format("{}: cannot open file", file_name));
+  }
+  if (H5Fis_hdf5(file_name.c_str()) <= 0) {
+    throw CalibrationDataError(fmt::format("{}: not an HDF5 file", file_name));
+  }
+  const File file(H5Fopen(file_name.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw CalibrationDataError(fmt::format("{}: cannot open file", file_name));
+  const Group root(H5Gopen2(file.get(), "/", H5P_DEFAULT));
+  H5G_info_t info;
+  if (!root.valid() || H5Gget_info(root.get(), &info) < 0) {
+    throw CalibrationDataError(fmt::format("{}: cannot list the root group", file_name));
+  }
+  // Creation order where the file tracks it (upsim's writer), else name order.
+  H5_index_t order = H5_INDEX_NAME;
+  {
+    const PropertyList create(H5Gget_create_plist(root.get()));
+    unsigned flags = 0;
+    if (create.valid() && H5Pget_link_creation_order(create.get(), &flags) >= 0 &&
+        (flags & H5P_CRT_ORDER_TRACKED) != 0) {
+      order = H5_INDEX_CRT_ORDER;
+    }
+  }
+  std::vector<KernelMeasurement> rows;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size =
+        H5Lget_name_by_idx(root.get(), ".", order, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (size < 0) throw CalibrationDataError(fmt::format("{}: cannot list the root", file_name));
+    std::string name(static_cast<size_t>(size) + 1, '\0');
+    H5Lget_name_by_idx(root.get(), ".", order, H5_ITER_INC, i, name.data(), name.size(),
+                       H5P_DEFAULT);
+    name.resize(static_cast<size_t>(size));
+    const Object object(H5Oopen(root.get(), name.c_str(), H5P_DEFAULT));
+    if (!object.valid() || H5Iget_type(object.get()) != H5I_GROUP) {
+      throw CalibrationDataError(
+          fmt::format("{}:/{}: not a group; the root holds one group per op ({})", file_name, name,
+                      valid_ops()));
+    }
+    std::vector<KernelMeasurement> part = read_group(path, object.get(), name);
+    rows.insert(rows.end(), std::make_move_iterator(part.begin()),
+                std::make_move_iterator(part.end()));
+  }
+  return rows;
+}
+
+void write_measurement_hdf5(const std::filesystem::path& path,
+                            const std::vector<KernelMeasurement>& rows, std::string_view gpu,
+                            std::string_view source) {
+  const ErrorPrintingOff quiet;
+  // Columns per op, ops in order of their first rows.
+  struct OpColumns {
+    std::string op;
+    std::vector<Columns> columns;
+    std::vector<double> seconds;
+    std::vector<uint8_t> split;
+  };
+  std::vector<OpColumns> ops;
+  std::map<std::string, size_t, std::less<>> index;
+  for (const KernelMeasurement& row : rows) {
+    const auto [it, added] = index.emplace(row.op, ops.size());
+    if (added) ops.push_back({row.op, {}, {}, {}});
+    OpColumns& op = ops[it->second];
+    op.columns.push_back(columns_of(row, path));
+    if (!(row.seconds > 0.0)) {
+      throw CalibrationDataError(fmt::format("{}: measurement from {} has time {} s; must be > 0",
+                                             path.string(), row.origin, row.seconds));
+    }
+    op.seconds.push_back(row.seconds);
+    op.split.push_back(row.held_out ? 1 : 0);
+  }
+
+  const Writer writer(path);
+  const std::string file_name = path.string();
+  const PropertyList create(H5Pcreate(H5P_FILE_CREATE));
+  H5Pset_link_creation_order(create.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  File file(H5Fcreate(file_name.c_str(), H5F_ACC_TRUNC, create.get(), H5P_DEFAULT));
+  if (!file.valid()) writer.fail("cannot create the file");
+  writer.string_attribute(file.get(), "gpu", gpu);
+  writer.string_attribute(file.get(), "source", source);
+
+  const Datatype string_type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(string_type.get(), H5T_VARIABLE);
+  H5Tset_cset(string_type.get(), H5T_CSET_UTF8);
+  for (const OpColumns& op : ops) {
+    const Group group(H5Gcreate2(file.get(), op.op.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    if (!group.valid()) writer.fail(fmt::format("group /{}", op.op));
+    const size_t length = op.columns.size();
+    std::vector<const char*> dtypes;
+    std::vector<int64_t> m, n, k, batch;
+    for (const Columns& c : op.columns) {
+      dtypes.push_back(c.dtype.c_str());
+      m.push_back(c.m);
+      n.push_back(c.n);
+      k.push_back(c.k);
+      batch.push_back(c.batch);
+    }
+    const auto write = [&](const char* name, hid_t file_type, hid_t memory_type, const void* data) {
+      writer.dataset(group.get(), op.op, name, file_type, memory_type, length, data);
+    };
+    write("dtype", string_type.get(), string_type.get(), dtypes.data());
+    write("m", H5T_STD_I64LE, H5T_NATIVE_INT64, m.data());
+    write("n", H5T_STD_I64LE, H5T_NATIVE_INT64, n.data());
+    if (op.op == "gemm") {
+      write("k", H5T_STD_I64LE, H5T_NATIVE_INT64, k.data());
+      write("batch", H5T_STD_I64LE, H5T_NATIVE_INT64, batch.data());
+    }
+    write("time_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, op.seconds.data());
+    write("split", H5T_STD_U8LE, H5T_NATIVE_UINT8, op.split.data());
+  }
+  if (!file.close()) writer.fail("cannot close the file");
+}
+
+}  // namespace upsim

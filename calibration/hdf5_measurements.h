@@ -1,0 +1,51 @@
+// Kernel measurement tables in HDF5 for `upsim calibrate kernels` / `upsim validate kernels`
+// (--hdf5 FILE): the same rows as upsim's measurement CSV (kernel_measurements.h), stored
+// column-wise, one group per op.
+//
+// Layout (HDF5 1.10 or later; h5py writes it with plain `create_group` / `create_dataset`):
+//   /                  file attributes, both optional strings (written by upsim, not read):
+//                        gpu      the GPU the kernels ran on, e.g. "A100"
+//                        source   where the numbers come from (tool, sweep, paper)
+//   /<op>/             one group per op: `gemm` or a memory_op_name() (gelu, softmax, layernorm,
+//                      relu, ...). Every object at the root must be such a group. In each group,
+//                      1-D datasets of one common length (one element per measured kernel):
+//     dtype    required  string (fixed or variable length): dtype_name() (fp32, tf32, fp16,
+//                        bf16, fp8, int8)
+//     m, n     required  integer, > 0: gemm m x n output; memory op m rows of n elements
+//     k        gemm only required, integer, > 0: the reduction dimension
+//     batch    gemm only optional, integer, > 0 (default 1)
+//     time_s or time_us  required, exactly one of them: float or integer, > 0: measured time
+//                        of one call in seconds (time_s, what upsim writes: exact round trip)
+//                        or microseconds (time_us, as in the CSV)
+//     split    optional  integer: 0 train, 1 held out; without it, the rows of the group
+//                        alternate train, held out, ... in dataset order, the CSV rule
+//                        (assign_alternating_split: per file and op)
+//   Any other dataset or object in a group is an error. Groups are read in creation order when
+//   the file tracks it (write_measurement_hdf5 does), else in name order; rows within a group in
+//   dataset order. A row's origin is "<file>:/<op>[<index>]".
+//
+// Errors: CalibrationDataError naming the file and, where there is one, the group and dataset:
+// unreadable file, unknown op group, missing or unknown dataset, not 1-D, lengths differ, wrong
+// element class, unknown dtype, non-positive dimension or time, split not 0 / 1.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include "calibration/kernel_measurements.h"
+
+namespace upsim {
+
+/// The rows of an HDF5 measurement file (layout above).
+std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path& path);
+
+/// Writes `rows` in the layout above (creating or truncating `path`), with `split` from
+/// held_out, groups in order of the ops' first rows. Rows of ops other than gemm and memory ops
+/// (embedding ops), and memory-op rows that are not a memory_op_kernel() of some m x n, throw
+/// CalibrationDataError; so does a file that cannot be written.
+void write_measurement_hdf5(const std::filesystem::path& path,
+                            const std::vector<KernelMeasurement>& rows, std::string_view gpu,
+                            std::string_view source);
+
+}  // namespace upsim

@@ -1,0 +1,273 @@
+// HDF5 measurement tables (calibration/hdf5_measurements.h): round trip and errors.
+#include "calibration/hdf5_measurements.h"
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "calibration/fit_kernel_calibration.h"
+#include "calibration/hardware_profile.h"
+#include "calibration/kernel_calibration.h"
+#include "sim/config/config_node.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+std::filesystem::path temp_path(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "upsim_hdf5";
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+HardwareProfile a100() {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "hardware" / "a100_sxm4_80gb.yaml");
+  return load_hardware_profile(doc.root());
+}
+
+std::string calibration_text(const std::vector<KernelMeasurement>& rows) {
+  const CalibrationResult result = fit_kernel_calibration(rows, a100(), "test");
+  return kernel_calibration_yaml(result.calibration, calibration_header(result));
+}
+
+/// Builds broken files with the HDF5 C API: one group per op, datasets added one by one.
+class Fixture {
+ public:
+  explicit Fixture(const std::filesystem::path& path)
+      : path_(path),
+        file_(H5Fcreate(path.string().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)) {}
+  ~Fixture() {
+    for (hid_t g : groups_)
+      H5Gclose(g);
+    H5Fclose(file_);
+  }
+  Fixture(const Fixture&) = delete;
+  Fixture& operator=(const Fixture&) = delete;
+
+  hid_t group(const std::string& name) {
+    groups_.push_back(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    return groups_.back();
+  }
+  void ints(hid_t g, const char* name, const std::vector<int64_t>& v) {
+    write(g, name, H5T_STD_I64LE, H5T_NATIVE_INT64, v.size(), v.data());
+  }
+  void doubles(hid_t g, const char* name, const std::vector<double>& v) {
+    write(g, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, v.size(), v.data());
+  }
+  /// Fixed-length strings (what numpy `S` arrays give).
+  void strings(hid_t g, const char* name, const std::vector<std::string>& v) {
+    const size_t size = 8;
+    std::vector<char> buffer(v.size() * size, '\0');
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i].copy(buffer.data() + i * size, size);
+    const hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, size);
+    H5Tset_strpad(type, H5T_STR_NULLPAD);
+    write(g, name, type, type, v.size(), buffer.data());
+    H5Tclose(type);
+  }
+  /// A valid relu group of `length` rows.
+  hid_t relu(size_t length) {
+    const hid_t g = group("relu");
+    strings(g, "dtype", std::vector<std::string>(length, "fp16"));
+    ints(g, "m", std::vector<int64_t>(length, 4));
+    ints(g, "n", std::vector<int64_t>(length, 1024));
+    doubles(g, "time_us", std::vector<double>(length, 3.0));
+    return g;
+  }
+  std::string error() {
+    H5Fflush(file_, H5F_SCOPE_GLOBAL);
+    try {
+      read_measurement_hdf5(path_);
+    } catch (const CalibrationDataError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+
+ private:
+  static void write(hid_t g, const char* name, hid_t file_type, hid_t memory_type, size_t length,
+                    const void* data) {
+    const hsize_t dims = length;
+    const hid_t space = H5Screate_simple(1, &dims, nullptr);
+    const hid_t d = H5Dcreate2(g, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(d, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    H5Dclose(d);
+    H5Sclose(space);
+  }
+
+  std::filesystem::path path_;
+  hid_t file_;
+  std::vector<hid_t> groups_;
+};
+
+TEST(Hdf5Measurements, RoundTripsTheLlmcompassSweeps) {
+  const auto csv = read_llmcompass_dir(kData / "llmcompass", "A100");
+  const std::filesystem::path path = temp_path("a100.h5");
+  write_measurement_hdf5(path, csv, "A100", "LLMCompass");
+  const auto h5 = read_measurement_hdf5(path);
+  ASSERT_EQ(h5.size(), csv.size());
+  for (size_t i = 0; i < csv.size(); ++i) {
+    SCOPED_TRACE(csv[i].origin);
+    EXPECT_EQ(h5[i].op, csv[i].op);
+    const KernelDesc& a = h5[i].kernel;
+    const KernelDesc& b = csv[i].kernel;
+    EXPECT_EQ(a.cls, b.cls);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_EQ(a.memory_op, b.memory_op);
+    EXPECT_EQ(std::tie(a.batch, a.m, a.n, a.k, a.row_elements),
+              std::tie(b.batch, b.m, b.n, b.k, b.row_elements));
+    EXPECT_EQ(a.bytes_read, b.bytes_read);
+    EXPECT_EQ(a.bytes_written, b.bytes_written);
+    EXPECT_EQ(a.flops, b.flops);
+    EXPECT_EQ(h5[i].seconds, csv[i].seconds);
+    EXPECT_EQ(h5[i].held_out, csv[i].held_out);
+  }
+  EXPECT_NE(h5[0].origin.find("a100.h5:/gemm[0]"), std::string::npos) << h5[0].origin;
+  EXPECT_EQ(calibration_text(h5), calibration_text(csv));
+}
+
+TEST(Hdf5Measurements, ReadsFilesOfOtherWriters) {
+  // No creation order (groups by name), fixed-length strings, time_us, no split, no batch.
+  const std::filesystem::path path = temp_path("other.h5");
+  {
+    Fixture f(path);
+    const hid_t gemm = f.group("gemm");
+    f.strings(gemm, "dtype", {"bf16", "fp16", "fp16"});
+    f.ints(gemm, "m", {64, 128, 256});
+    f.ints(gemm, "n", {64, 64, 64});
+    f.ints(gemm, "k", {32, 32, 32});
+    f.doubles(gemm, "time_us", {1.5, 2.0, 4.0});
+    f.relu(1);
+  }
+  const auto rows = read_measurement_hdf5(path);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].op, "gemm");
+  EXPECT_EQ(rows[0].kernel.dtype, DType::kBf16);
+  EXPECT_EQ(rows[1].kernel.m, 128);
+  EXPECT_EQ(rows[1].kernel.batch, 1);
+  EXPECT_DOUBLE_EQ(rows[2].seconds, 4e-6);
+  // The CSV rule: alternate per op in dataset order.
+  EXPECT_FALSE(rows[0].held_out);
+  EXPECT_TRUE(rows[1].held_out);
+  EXPECT_FALSE(rows[2].held_out);
+  EXPECT_EQ(rows[3].op, "relu");
+  EXPECT_FALSE(rows[3].held_out);
+  EXPECT_DOUBLE_EQ(rows[3].kernel.bytes_read, 4 * 1024 * 2);
+}
+
+TEST(Hdf5Measurements, BadFilesGiveClearErrors) {
+  const auto contains = [](const std::string& error, const std::string& part) {
+    EXPECT_NE(error.find(part), std::string::npos) << error;
+  };
+  {
+    Fixture f(temp_path("missing.h5"));
+    const hid_t g = f.group("gemm");
+    f.strings(g, "dtype", {"fp16"});
+    f.ints(g, "m", {1});
+    f.ints(g, "n", {1});
+    f.doubles(g, "time_us", {1.0});
+    contains(f.error(), "missing.h5:/gemm/k: missing dataset");
+  }
+  {
+    Fixture f(temp_path("length.h5"));
+    const hid_t g = f.relu(2);
+    f.ints(g, "split", {0, 1, 0});
+    contains(f.error(), "length.h5:/relu/split: has 3 elements but `dtype` has 2");
+  }
+  {
+    Fixture f(temp_path("time.h5"));
+    const hid_t g = f.group("gelu");
+    f.strings(g, "dtype", {"fp16", "fp16"});
+    f.ints(g, "m", {1, 1});
+    f.ints(g, "n", {8, 16});
+    f.doubles(g, "time_us", {1.0, 0.0});
+    contains(f.error(), "time.h5:/gelu/time_us[1]: time_us must be positive, got 0");
+  }
+  {
+    Fixture f(temp_path("negative.h5"));
+    const hid_t g = f.group("gelu");
+    f.strings(g, "dtype", {"fp16"});
+    f.ints(g, "m", {1});
+    f.ints(g, "n", {8});
+    f.doubles(g, "time_s", {-1.0});
+    contains(f.error(), "negative.h5:/gelu/time_s[0]: time_s must be positive");
+  }
+  {
+    Fixture f(temp_path("op.h5"));
+    f.group("swish");
+    contains(f.error(), "op.h5:/swish: unknown op group `swish`; valid: gemm, relu");
+  }
+  {
+    Fixture f(temp_path("dtype.h5"));
+    const hid_t g = f.group("relu");
+    f.strings(g, "dtype", {"fp16", "fp64"});
+    f.ints(g, "m", {1, 1});
+    f.ints(g, "n", {1, 1});
+    f.doubles(g, "time_us", {1.0, 1.0});
+    contains(f.error(), "dtype.h5:/relu/dtype[1]: unknown dtype `fp64`");
+  }
+  {
+    Fixture f(temp_path("unknown.h5"));
+    const hid_t g = f.relu(1);
+    f.ints(g, "k", {1});
+    contains(f.error(), "unknown.h5:/relu/k: unknown dataset in a `relu` group");
+  }
+  {
+    Fixture f(temp_path("class.h5"));
+    const hid_t g = f.group("relu");
+    f.strings(g, "dtype", {"fp16"});
+    f.doubles(g, "m", {1.0});
+    f.ints(g, "n", {1});
+    f.doubles(g, "time_us", {1.0});
+    contains(f.error(), "class.h5:/relu/m: must hold integers");
+  }
+  {
+    Fixture f(temp_path("dims.h5"));
+    const hid_t g = f.relu(1);
+    f.ints(g, "split", {2});
+    contains(f.error(), "dims.h5:/relu/split[0]: split must be 0 (train) or 1 (held out), got 2");
+  }
+  {
+    Fixture f(temp_path("both.h5"));
+    const hid_t g = f.relu(1);
+    f.doubles(g, "time_s", {1.0});
+    contains(f.error(), "give one of the datasets time_s and time_us");
+  }
+  {
+    Fixture f(temp_path("root.h5"));
+    f.ints(f.group("relu"), "m", {1});
+    contains(f.error(), "root.h5:/relu/dtype: missing dataset");
+  }
+  std::ofstream(temp_path("text.h5")) << "op,dtype\n";
+  contains(
+      [] {
+        try {
+          read_measurement_hdf5(temp_path("text.h5"));
+        } catch (const CalibrationDataError& e) {
+          return std::string(e.what());
+        }
+        return std::string("no error");
+      }(),
+      "text.h5: not an HDF5 file");
+  EXPECT_THROW(read_measurement_hdf5(kData / "does_not_exist.h5"), CalibrationDataError);
+}
+
+TEST(Hdf5Measurements, WriterRejectsRowsWithoutALayout) {
+  KernelMeasurement row;
+  row.op = "embedding_forward";
+  row.kernel.cls = KernelClass::kEmbeddingForward;
+  row.seconds = 1e-6;
+  row.origin = "x.csv:2";
+  EXPECT_THROW(write_measurement_hdf5(temp_path("embedding.h5"), {row}, "A100", "test"),
+               CalibrationDataError);
+}
+
+}  // namespace
+}  // namespace upsim

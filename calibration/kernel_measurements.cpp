@@ -120,6 +120,13 @@ std::string valid_ops() {
 
 using ColumnIndex = std::map<std::string, size_t, std::less<>>;
 
+/// The index of an optional column, if the header has it.
+std::optional<size_t> optional_column(const ColumnIndex& column, std::string_view name) {
+  const auto it = column.find(name);
+  if (it == column.end()) return std::nullopt;
+  return it->second;
+}
+
 /// The header's columns; every name in `required` must be there (`usage` lists the columns).
 ColumnIndex read_header(const std::filesystem::path& path, const std::vector<Line>& lines,
                         std::initializer_list<std::string_view> required, std::string_view usage) {
@@ -179,14 +186,9 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
       read_header(path, lines, {"op", "dtype", "m", "n", "time_us"},
                   "required: op, dtype, m, n, time_us; optional: k, batch, split");
   const size_t columns = split_fields(lines.front().text).size();
-  const auto optional_column = [&column](std::string_view name) -> std::optional<size_t> {
-    const auto it = column.find(name);
-    if (it == column.end()) return std::nullopt;
-    return it->second;
-  };
-  const std::optional<size_t> k_col = optional_column("k");
-  const std::optional<size_t> batch_col = optional_column("batch");
-  const std::optional<size_t> split_col = optional_column("split");
+  const std::optional<size_t> k_col = optional_column(column, "k");
+  const std::optional<size_t> batch_col = optional_column(column, "batch");
+  const std::optional<size_t> split_col = optional_column(column, "split");
 
   std::vector<KernelMeasurement> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -237,14 +239,9 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
       "required: op, dtype, batch, tables, rows, dim, lookups, time_us; optional: "
       "index_bytes, optimizer, split");
   const size_t columns = split_fields(lines.front().text).size();
-  const auto optional_column = [&column](std::string_view name) -> std::optional<size_t> {
-    const auto it = column.find(name);
-    if (it == column.end()) return std::nullopt;
-    return it->second;
-  };
-  const std::optional<size_t> index_col = optional_column("index_bytes");
-  const std::optional<size_t> optimizer_col = optional_column("optimizer");
-  const std::optional<size_t> split_col = optional_column("split");
+  const std::optional<size_t> index_col = optional_column(column, "index_bytes");
+  const std::optional<size_t> optimizer_col = optional_column(column, "optimizer");
+  const std::optional<size_t> split_col = optional_column(column, "split");
 
   std::vector<KernelMeasurement> rows;
   for (size_t i = 1; i < lines.size(); ++i) {

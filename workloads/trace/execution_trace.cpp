@@ -405,22 +405,6 @@ Alignment best_alignment(const std::vector<std::string_view>& et_names,
   return best;
 }
 
-int64_t kineto_process_id(const KinetoTrace& kineto) {
-  std::map<int64_t, size_t> counts;
-  for (const KinetoEvent& e : kineto.events) {
-    if (e.category == KinetoCategory::kCpuOp) ++counts[e.pid];
-  }
-  int64_t best = -1;
-  size_t n = 0;
-  for (const auto& [pid, c] : counts) {
-    if (c > n) {
-      best = pid;
-      n = c;
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 EtLink link_execution_trace(const KinetoTrace& kineto, const ExecutionTrace& et) {

@@ -1,5 +1,6 @@
 #include "workloads/trace/kineto_trace.h"
 
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -382,6 +383,22 @@ KinetoOpInputs kineto_op_inputs(const KinetoTrace& trace, const KinetoEvent& eve
     }
   }
   return out;
+}
+
+int64_t kineto_process_id(const KinetoTrace& kineto) {
+  std::map<int64_t, size_t> counts;
+  for (const KinetoEvent& e : kineto.events) {
+    if (e.category == KinetoCategory::kCpuOp) ++counts[e.pid];
+  }
+  int64_t best = -1;
+  size_t n = 0;
+  for (const auto& [pid, c] : counts) {
+    if (c > n) {
+      best = pid;
+      n = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace upsim

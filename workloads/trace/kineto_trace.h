@@ -128,6 +128,9 @@ KinetoTrace parse_kineto_trace(std::string_view text, const std::string& file);
 /// Reads `path` (.json or .json.gz).
 KinetoTrace read_kineto_trace(const std::filesystem::path& path);
 
+/// The process that recorded most cpu_op events (the training process); -1 if there is none.
+int64_t kineto_process_id(const KinetoTrace& kineto);
+
 /// The dimensions and element type names of a cpu op's inputs ("Input Dims", "Input type"), read
 /// from its raw args; empty when the trace was recorded without record_shapes.
 struct KinetoOpInputs {

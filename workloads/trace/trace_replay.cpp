@@ -84,22 +84,6 @@ bool is_json_name(const std::string& n) {
   return n.ends_with(".json") || n.ends_with(".json.gz");
 }
 
-int64_t process_id(const KinetoTrace& k) {
-  std::map<int64_t, size_t> counts;
-  for (const KinetoEvent& e : k.events) {
-    if (e.category == KinetoCategory::kCpuOp) ++counts[e.pid];
-  }
-  int64_t best = -1;
-  size_t n = 0;
-  for (const auto& [pid, c] : counts) {
-    if (c > n) {
-      best = pid;
-      n = c;
-    }
-  }
-  return best;
-}
-
 void attach_et(RankTrace& rank, ExecutionTrace et, const TraceSetOptions& options,
                std::vector<std::string>& warnings) {
   EtLink link = link_execution_trace(rank.kineto, et);
@@ -201,7 +185,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
   std::vector<bool> et_used(ets.size(), false);
   std::vector<int64_t> et_of(kinetos.size(), -1);
   for (size_t i = 0; i < kinetos.size(); ++i) {
-    const int64_t pid = process_id(kinetos[i].kineto);
+    const int64_t pid = kineto_process_id(kinetos[i].kineto);
     for (size_t e = 0; e < ets.size(); ++e) {
       if (!et_used[e] && ets[e].pid >= 0 && ets[e].pid == pid) {
         et_of[i] = static_cast<int64_t>(e);

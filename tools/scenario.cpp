@@ -26,8 +26,13 @@ namespace upsim::cli {
 namespace {
 
 constexpr std::array<std::string_view, 2> kWorkloadModels{"dlrm", "trace"};
-/// Analytical collective models (calibration/model_registry.h) and the fabric-aware flow network.
-constexpr std::array<std::string_view, 3> kInterconnectModels{"alpha_beta", "seed_curve", "flow"};
+/// The interconnect models a scenario may name: the registry's analytical collective models
+/// (calibration/model_registry.h) and the fabric-aware flow network, which only tools/ can build.
+std::vector<std::string_view> interconnect_models() {
+  std::vector<std::string_view> names(kCollectiveModelNames.begin(), kCollectiveModelNames.end());
+  names.push_back("flow");
+  return names;
+}
 
 /// Seed-method.md 5.2: the seed's task generator rejects table sets above 0.8 x GPU memory.
 constexpr double kDefaultTableMemoryFraction = 0.8;
@@ -140,7 +145,7 @@ Scenario build_scenario(ConfigDocument& doc) {
   const ConfigNode interconnect = platform.child("interconnect");
   s.models.kernels = make_kernel_cost_model(kernels, hardware);
   s.models.cpu = make_cpu_cost_model(host);
-  const std::string interconnect_model = interconnect.get_choice("model", kInterconnectModels);
+  const std::string interconnect_model = interconnect.get_choice("model", interconnect_models());
   std::string interconnect_text = interconnect_model;
   if (interconnect_model == "flow") {
     if (!s.models.fabric) {

@@ -120,6 +120,17 @@ std::string valid_ops() {
 
 using ColumnIndex = std::map<std::string, size_t, std::less<>>;
 
+/// The fields of a data line; a line with another field count than the header fails.
+std::vector<std::string_view> row_fields(const std::filesystem::path& path, const Line& line,
+                                         size_t columns) {
+  std::vector<std::string_view> f = split_fields(line.text);
+  if (f.size() != columns) {
+    fail(path, line.number,
+         fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
+  }
+  return f;
+}
+
 /// The index of an optional column, if the header has it.
 std::optional<size_t> optional_column(const ColumnIndex& column, std::string_view name) {
   const auto it = column.find(name);
@@ -193,11 +204,7 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
   std::vector<KernelMeasurement> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
     const Line& line = lines[i];
-    const std::vector<std::string_view> f = split_fields(line.text);
-    if (f.size() != columns) {
-      fail(path, line.number,
-           fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
-    }
+    const std::vector<std::string_view> f = row_fields(path, line, columns);
     KernelMeasurement row;
     row.op = std::string(f[column.at("op")]);
     const DType dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
@@ -246,11 +253,7 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
   std::vector<KernelMeasurement> rows;
   for (size_t i = 1; i < lines.size(); ++i) {
     const Line& line = lines[i];
-    const std::vector<std::string_view> f = split_fields(line.text);
-    if (f.size() != columns) {
-      fail(path, line.number,
-           fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
-    }
+    const std::vector<std::string_view> f = row_fields(path, line, columns);
     KernelMeasurement row;
     row.op = std::string(f[column.at("op")]);
     KernelDesc& k = row.kernel;

@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 #include <boost/program_options.hpp>
 
+#include <array>
 #include <filesystem>
+#include <map>
 #include <ostream>
 
 #include "calibration/calibrated_kernel_cost.h"
@@ -64,6 +66,17 @@ std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
   return rows;
 }
 
+/// The inputs of `m` in reading order, for a file's provenance line.
+std::vector<std::string> input_names(const MeasurementOptions& m) {
+  std::vector<std::string> inputs;
+  if (!m.llmcompass_dir.empty()) {
+    inputs.push_back(fmt::format("LLMCompass sweeps in {}", m.llmcompass_dir));
+  }
+  inputs.insert(inputs.end(), m.csv_files.begin(), m.csv_files.end());
+  inputs.insert(inputs.end(), m.hdf5_files.begin(), m.hdf5_files.end());
+  return inputs;
+}
+
 HardwareProfile read_hardware(const std::string& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);
   HardwareProfile hw = load_hardware_profile(doc.root());
@@ -107,17 +120,55 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   }
   const HardwareProfile hw = read_hardware(m.hardware);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
-  std::vector<std::string> inputs;
-  if (!m.llmcompass_dir.empty()) {
-    inputs.push_back(fmt::format("LLMCompass sweeps in {}", m.llmcompass_dir));
-  }
-  inputs.insert(inputs.end(), m.csv_files.begin(), m.csv_files.end());
-  inputs.insert(inputs.end(), m.hdf5_files.begin(), m.hdf5_files.end());
-  const std::string source = fmt::format("{}", fmt::join(inputs, "; "));
+  const std::string source = fmt::format("{}", fmt::join(input_names(m), "; "));
   const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
   write_calibration_file(output, result);
   out << format_kernel_validation(result.validation);
   out << fmt::format("wrote {}\n", output);
+  return 0;
+}
+
+int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out) {
+  MeasurementOptions m;
+  m.llmcompass_dir.clear();
+  std::string output;
+  std::string source;
+  bool force = false;
+  po::options_description desc(
+      "usage: upsim convert kernels --out FILE.h5 (--csv FILE | --llmcompass DIR)... [options]\n\n"
+      "Writes kernel measurements given as CSV (upsim's format, calibration/"
+      "kernel_measurements.h, or\nLLMCompass sweeps) into upsim's HDF5 layout "
+      "(calibration/hdf5_measurements.h), keeping\neach row's train / held-out split. "
+      "Embedding rows have no HDF5 layout and are refused.\n\noptions");
+  desc.add_options()("help,h", "this help")                                         //
+      ("out,o", po::value<std::string>(&output)->required(), "HDF5 file to write")  //
+      ("force", po::bool_switch(&force), "overwrite an existing --out file")        //
+      ("llmcompass", po::value<std::string>(&m.llmcompass_dir),
+       "folder with LLMCompass sweeps {matmul,softmax,layernorm,gelu}_<GPU>.csv")  //
+      ("gpu-name", po::value<std::string>(&m.gpu)->default_value(m.gpu),
+       "the GPU the rows were measured on (the <GPU> suffix of LLMCompass files; stored as the "
+       "file's `gpu` attribute)")  //
+      ("csv", po::value<std::vector<std::string>>(&m.csv_files)->composing(),
+       "a measurement table in upsim's CSV format; repeatable")  //
+      ("hdf5", po::value<std::vector<std::string>>(&m.hdf5_files)->composing(),
+       "an HDF5 measurement table to merge in; repeatable")  //
+      ("source", po::value<std::string>(&source),
+       "the file's `source` attribute (default: the input files)");
+  if (!parse(args, desc, out)) return 0;
+  if (fs::exists(output) && !force) {
+    throw std::runtime_error(fmt::format(
+        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
+  }
+  const std::vector<KernelMeasurement> rows = read_measurements(m);
+  if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
+  write_measurement_hdf5(output, rows, m.gpu, source);
+  std::map<std::string, std::array<size_t, 2>> per_op;  // op -> {train, held out}
+  for (const KernelMeasurement& row : rows)
+    ++per_op[row.op][row.held_out ? 1 : 0];
+  for (const auto& [op, n] : per_op) {
+    out << fmt::format("{:<12} {:>5} rows ({} train, {} held out)\n", op, n[0] + n[1], n[0], n[1]);
+  }
+  out << fmt::format("wrote {} ({} rows)\n", output, rows.size());
   return 0;
 }
 

@@ -1,5 +1,6 @@
-// `upsim calibrate kernels` and `upsim validate kernels`: fit the calibrated kernel model on
-// measured sweeps, and compare a calibration with measurements (held-out points).
+// `upsim calibrate kernels`, `upsim validate kernels` and `upsim convert kernels`: fit the
+// calibrated kernel model on measured sweeps, compare a calibration with measurements (held-out
+// points), and convert measurement tables from CSV to HDF5.
 #pragma once
 
 #include <iosfwd>
@@ -12,5 +13,7 @@ namespace upsim::cli {
 /// CalibrationDataError, std::runtime_error) for main to report.
 int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& out);
 int validate_kernels_main(const std::vector<std::string>& args, std::ostream& out);
+/// `upsim convert kernels`: CSV measurement tables to the HDF5 layout.
+int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace upsim::cli

@@ -49,6 +49,8 @@ const char* kTopUsage =
     "                  fit the calibrated kernel model on measured sweeps\n"
     "  calibrate host-overheads TRACE... --out FILE\n"
     "                  extract host overheads T1-T5 from PyTorch Kineto traces\n"
+    "  convert kernels --out FILE.h5 --csv FILE...\n"
+    "                  write kernel measurement CSVs in upsim's HDF5 layout\n"
     "  (each command takes --help)\n"
     "\n"
     "options:\n"
@@ -122,6 +124,15 @@ int main(int argc, char** argv) {
     const std::string command = args[0];
     args.erase(args.begin());
     if (command == "run") return run_main(args);
+    if (command == "convert") {
+      if (!args.empty() && args[0] == "kernels") {
+        args.erase(args.begin());
+        return upsim::cli::convert_kernels_main(args, std::cout);
+      }
+      std::cerr << fmt::format("upsim convert: unknown or missing subject `{}`; valid: kernels\n",
+                               args.empty() ? "" : args[0]);
+      return kExitBadInput;
+    }
     if (command == "calibrate" || command == "validate") {
       const std::string what = args.empty() ? "" : args[0];
       if (!args.empty()) args.erase(args.begin());
@@ -145,8 +156,10 @@ int main(int argc, char** argv) {
           command == "calibrate" ? "kernels, host-overheads" : "collectives, kernels, traces");
       return kExitBadInput;
     }
-    std::cerr << fmt::format("upsim: unknown command `{}`; valid: run (see `upsim --help`)\n",
-                             command);
+    std::cerr << fmt::format(
+        "upsim: unknown command `{}`; valid: run, validate, calibrate, convert (see `upsim "
+        "--help`)\n",
+        command);
     return kExitBadInput;
   } catch (const upsim::ConfigError& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";

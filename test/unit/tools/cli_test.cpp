@@ -238,6 +238,30 @@ TEST_F(Cli, CalibrateKernelsWritesAFileAndNeverOverwritesUnasked) {
   EXPECT_NE(second.output.find("already exists"), std::string::npos) << second.output;
 }
 
+TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {
+  const std::string llmcompass = quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/llmcompass");
+  const std::string model =
+      " --hardware " + quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") +
+      " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml");
+  const Result convert = run("convert kernels --llmcompass " + llmcompass + " --out sweeps.h5");
+  ASSERT_EQ(convert.exit_code, 0) << convert.output;
+  EXPECT_NE(convert.output.find("wrote sweeps.h5 (84 rows)"), std::string::npos) << convert.output;
+  // Same rows, same split: the validation tables from the CSVs and from the HDF5 file agree.
+  const Result from_csv = run("validate kernels --llmcompass " + llmcompass + model);
+  const Result from_hdf5 = run("validate kernels --llmcompass '' --hdf5 sweeps.h5" + model);
+  ASSERT_EQ(from_csv.exit_code, 0) << from_csv.output;
+  ASSERT_EQ(from_hdf5.exit_code, 0) << from_hdf5.output;
+  EXPECT_EQ(from_csv.output, from_hdf5.output);
+  const Result again = run("convert kernels --llmcompass " + llmcompass + " --out sweeps.h5");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  const Result nothing = run("convert kernels --out empty.h5");
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_NE(nothing.output.find("no measurements"), std::string::npos) << nothing.output;
+  EXPECT_FALSE(fs::exists(dir_ / "empty.h5"));
+}
+
 TEST_F(Cli, BadMeasurementTableNamesFileAndLine) {
   const Result r =
       run("validate kernels --llmcompass '' --csv " + quote(kData + "/bad_measurements.csv") +

@@ -114,9 +114,17 @@ double min_seconds(const std::vector<const KernelMeasurement*>& rows) {
   return out;
 }
 
-/// GEMM: grid over tiles, compass search over the continuous parameters from a grid of starts.
-void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
-              KernelCalibration& out) {
+/// Rate class of a GEMM dtype: fp16 and bf16 share the tensor-core path and peak, so their
+/// rows are fitted together; every other dtype (fp32 SIMT, tf32, fp8, int8) is its own class.
+DType rate_class(DType dtype) {
+  return dtype == DType::kBf16 ? DType::kFp16 : dtype;
+}
+
+/// GEMM rows of the primary rate class: grid over tiles, compass search over the GEMM
+/// parameters and the harness (floor, offset, compute_speedup) from a grid of starts.
+/// compute_scale stays 1: the harness speedup absorbs the sweep's clock / harness difference.
+void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
+                      GemmParams& params, HarnessOverhead& harness) {
   const double floor_us = min_seconds(rows) / kMicro;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [tile_m, tile_n] : kTiles) {
@@ -151,16 +159,96 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
                            {0.1, 0.1, 32.0, 2.0, 2.0}, box);
         if (value < best) {
           best = value;
-          GemmParams p = params_of(x);
-          p.memory_scale = round_significant(p.memory_scale, kDigits);
-          p.k_overhead = std::round(p.k_overhead);
-          out.gemm = p;
-          out.measurement["gemm"] = HarnessOverhead{round_to_ns(x[3]), round_to_ns(x[4]),
-                                                    round_significant(std::exp(x[0]), kDigits)};
+          params = params_of(x);
+          params.memory_scale = round_significant(params.memory_scale, kDigits);
+          params.k_overhead = std::round(params.k_overhead);
+          harness = HarnessOverhead{round_to_ns(x[3]), round_to_ns(x[4]),
+                                    round_significant(std::exp(x[0]), kDigits)};
         }
       }
     }
   }
+}
+
+/// GEMM rows of another rate class, measured by the same harness (fixed, from the primary
+/// fit): grid over tiles, compass search over compute_scale (this dtype's asymptotic rate
+/// relative to peak x achievable.compute, which was measured in bf16), memory_scale and
+/// k_overhead.
+GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
+                              const HardwareProfile& hw, const HarnessOverhead& harness) {
+  GemmParams out;
+  double best = std::numeric_limits<double>::infinity();
+  const double floor_us = harness.floor.seconds() / kMicro;
+  const double offset_us = harness.offset.seconds() / kMicro;
+  for (const auto& [tile_m, tile_n] : kTiles) {
+    // x = [ln compute_scale, ln memory_scale, k_overhead]
+    const auto params_of = [&](const std::vector<double>& x) {
+      GemmParams p;
+      p.tile_m = tile_m;
+      p.tile_n = tile_n;
+      p.compute_scale = std::exp(x[0]);
+      p.memory_scale = std::exp(x[1]);
+      p.k_overhead = x[2];
+      return p;
+    };
+    const Objective objective = [&](const std::vector<double>& x) {
+      const GemmParams p = params_of(x);
+      double sum = 0.0;
+      for (const KernelMeasurement* r : rows) {
+        const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
+        const double core =
+            std::max(est.compute_seconds / harness.compute_speedup, est.memory_seconds);
+        sum += squared_log_error(harness_predict(floor_us, offset_us, core), r->seconds);
+      }
+      return sum;
+    };
+    const std::vector<Box> box{
+        {std::log(0.1), std::log(2.0)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};
+    for (double k0 : kStartKOverheads) {
+      const auto [x, value] = compass_search(objective, {0.0, 0.0, k0}, {0.1, 0.1, 32.0}, box);
+      if (value < best) {
+        best = value;
+        out = params_of(x);
+        out.compute_scale = round_significant(out.compute_scale, kDigits);
+        out.memory_scale = round_significant(out.memory_scale, kDigits);
+        out.k_overhead = std::round(out.k_overhead);
+      }
+    }
+  }
+  return out;
+}
+
+/// All GEMM rows: the rate class with the most training rows (fp16/bf16 first on a tie) fits
+/// the harness and its parameters; each other class fits its own parameters under that harness.
+/// Fills gemm_by_dtype for every measured dtype (fp16 and bf16 stand in for each other) and
+/// the default entry (the primary's, without k_overhead, which was measured in the primary's
+/// K-steps and takes another time at another dtype's rate).
+void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
+              KernelCalibration& out) {
+  std::map<DType, std::vector<const KernelMeasurement*>> by_class;
+  for (const KernelMeasurement* r : rows) {
+    by_class[rate_class(r->kernel.dtype)].push_back(r);
+  }
+  DType primary = by_class.begin()->first;
+  for (const auto& [dtype, class_rows] : by_class) {
+    const size_t n = class_rows.size();
+    const size_t best_n = by_class.at(primary).size();
+    if (n > best_n || (n == best_n && dtype == DType::kFp16)) primary = dtype;
+  }
+  HarnessOverhead harness;
+  GemmParams primary_params;
+  fit_gemm_primary(by_class.at(primary), hw, primary_params, harness);
+  out.measurement["gemm"] = harness;
+  const auto assign = [&](DType rate, const GemmParams& p) {
+    out.gemm_by_dtype[static_cast<size_t>(rate)] = p;
+    if (rate == DType::kFp16) out.gemm_by_dtype[static_cast<size_t>(DType::kBf16)] = p;
+  };
+  assign(primary, primary_params);
+  for (const auto& [dtype, class_rows] : by_class) {
+    if (dtype != primary) assign(dtype, fit_gemm_secondary(class_rows, hw, harness));
+  }
+  out.gemm = primary_params;
+  out.gemm.k_overhead = 0.0;
 }
 
 /// One memory-bound curve and the harness of each op measured on it.
@@ -263,20 +351,6 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   }
   if (!gemm_rows.empty()) {
     fit_gemm(gemm_rows, hardware, c);
-    // The fit holds for the measured dtypes; fp16 and bf16 share the tensor-core path and rate,
-    // so each stands in for the other. Other dtypes (fp32 SIMT, tf32, fp8) keep the tile and
-    // memory_scale but no k_overhead: the prologue/epilogue was measured in fp16 K-steps, which
-    // take a different time at another dtype's rate.
-    std::set<DType> measured;
-    for (const KernelMeasurement* r : gemm_rows) {
-      measured.insert(r->kernel.dtype);
-    }
-    if (measured.contains(DType::kFp16)) measured.insert(DType::kBf16);
-    if (measured.contains(DType::kBf16)) measured.insert(DType::kFp16);
-    for (DType dtype : measured) {
-      c.gemm_by_dtype[static_cast<size_t>(dtype)] = c.gemm;
-    }
-    c.gemm.k_overhead = 0.0;
   }
   // Curves without measurements keep the default (bandwidth_scale 1: the profile's achievable
   // memory fraction); every curve the op map names must exist.

@@ -2,14 +2,19 @@
 // kernels (kernel_measurements.h) by deterministic least squares on log time.
 //
 // What is fitted (training points only; held-out points are never seen):
-//  - GEMM (op `gemm`): tile_m x tile_n in {64, 128, 256}^2 but 256 x 256 by grid search; for
-//    each, memory_scale, k_overhead and the sweep's harness (floor, offset, compute_speedup) by
-//    compass search. compute_scale stays 1: the asymptotic rate is the profile's sustained
-//    achievable fraction (mamf), and a wall-clock sweep that runs faster than that is described
-//    by its harness's compute_speedup (kernel_calibration.h, HarnessOverhead). The result is the
-//    GEMM entry of each measured dtype (fp16 and bf16 stand in for each other: same tensor
-//    cores, same peak); `default` (every other dtype) keeps the tile and memory_scale with
-//    k_overhead 0, since the prologue/epilogue was measured in K-steps of the measured dtype.
+//  - GEMM (op `gemm`), per rate class (fp16 and bf16 together: same tensor cores, same peak;
+//    every other dtype alone). The class with the most training rows is primary: tile_m x
+//    tile_n in {64, 128, 256}^2 but 256 x 256 by grid search; for each, memory_scale,
+//    k_overhead and the sweep's harness (floor, offset, compute_speedup) by compass search.
+//    Its compute_scale stays 1: the asymptotic rate is the profile's sustained achievable
+//    fraction (mamf, measured in bf16), and a wall-clock sweep that runs faster than that is
+//    described by its harness's compute_speedup (kernel_calibration.h, HarnessOverhead). Every
+//    other class is measured by the same harness, which stays fixed, and fits its own tile
+//    (grid), compute_scale (its rate relative to peak x achievable.compute), memory_scale and
+//    k_overhead. The result is the GEMM entry of each measured dtype (fp16 and bf16 stand in
+//    for each other); `default` (every unmeasured dtype) is the primary's tile and
+//    memory_scale with k_overhead 0, since the prologue/epilogue was measured in K-steps of
+//    the primary dtype.
 //  - Memory-bound curves: each curve named in default_curve_of_op() that has measured ops gets
 //    bandwidth_scale, and, where its ops are row-wise, long_row_bytes (grid over 1 KiB .. 128 KiB
 //    in powers of two, or none; the smallest of equally good thresholds wins) and

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 namespace upsim {
 namespace {
@@ -31,8 +32,7 @@ double predicted_measurement_seconds(const CalibratedKernelCost& model,
   const auto& harness = model.calibration().measurement;
   const auto it = harness.find(measurement.op);
   if (it == harness.end()) {
-    return model.core_seconds(measurement.kernel, device) +
-           model.calibration().kernel_overhead.seconds();
+    return model.kernel_duration(measurement.kernel, device).seconds();
   }
   const HarnessOverhead& h = it->second;
   double core = 0.0;
@@ -58,12 +58,21 @@ double geomean_abs_error(const std::vector<double>& errors) {
 std::vector<KernelValidationRow> validate_kernels(
     const std::vector<KernelMeasurement>& measurements, const CalibratedKernelCost& model,
     const DeviceProfile& device) {
+  // An op measured in several dtypes gets a row per dtype ("gemm/tf32"): each dtype has its
+  // own fitted parameters, and one pooled number would hide a bad one.
+  std::map<std::string, std::set<DType>> dtypes_of_op;
+  for (const KernelMeasurement& m : measurements) {
+    dtypes_of_op[m.op].insert(m.kernel.dtype);
+  }
   std::vector<std::string> order;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errors;
   for (const KernelMeasurement& m : measurements) {
-    if (!errors.contains(m.op)) order.push_back(m.op);
+    const std::string label = dtypes_of_op.at(m.op).size() > 1
+                                  ? fmt::format("{}/{}", m.op, dtype_name(m.kernel.dtype))
+                                  : m.op;
+    if (!errors.contains(label)) order.push_back(label);
     const double e = predicted_measurement_seconds(model, m, device) / m.seconds - 1.0;
-    auto& [train, held_out] = errors[m.op];
+    auto& [train, held_out] = errors[label];
     (m.held_out ? held_out : train).push_back(e);
   }
   std::vector<KernelValidationRow> rows;

@@ -6,8 +6,8 @@
 // What is compared: a measurement whose op has a `measurement` entry in the calibration (the
 // sweep's harness, kernel_calibration.h) is predicted as max(floor, offset + core time), a
 // GEMM's compute term divided by the harness's compute_speedup; any
-// other as the model's kernel_duration (core time + kernel_overhead), e.g. kernel durations
-// from a Kineto trace.
+// other as the model's kernel_duration (core time + kernel_overhead; an embedding op's whole
+// time), e.g. kernel durations from a Kineto trace.
 #pragma once
 
 #include <string>
@@ -20,7 +20,7 @@
 namespace upsim {
 
 struct KernelValidationRow {
-  std::string op;
+  std::string op;  ///< the op, or "<op>/<dtype>" (see validate_kernels)
   size_t train_points = 0;
   size_t held_out_points = 0;
   /// Geometric means of |e|; 0 when there are no points of that kind.
@@ -35,7 +35,8 @@ double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const KernelMeasurement& measurement,
                                      const DeviceProfile& device);
 
-/// One row per op, in order of first appearance in `measurements`.
+/// One row per op, in order of first appearance in `measurements`; an op measured in several
+/// dtypes gets one row per dtype, labelled "<op>/<dtype>" (e.g. gemm/tf32).
 std::vector<KernelValidationRow> validate_kernels(
     const std::vector<KernelMeasurement>& measurements, const CalibratedKernelCost& model,
     const DeviceProfile& device);

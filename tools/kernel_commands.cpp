@@ -102,6 +102,7 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
 int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& out) {
   MeasurementOptions m;
   std::string output;
+  std::string source;
   bool force = false;
   po::options_description desc(
       "usage: upsim calibrate kernels --out FILE [options]\n\n"
@@ -111,7 +112,9 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
       "error on training and\nheld-out points. Deterministic.\n\noptions");
   desc.add_options()("help,h", "this help")                                                //
       ("out,o", po::value<std::string>(&output)->required(), "calibration file to write")  //
-      ("force", po::bool_switch(&force), "overwrite an existing --out file");
+      ("force", po::bool_switch(&force), "overwrite an existing --out file")               //
+      ("source", po::value<std::string>(&source),
+       "provenance recorded in the file (default: the input files)");
   add_measurement_options(desc, m);
   if (!parse(args, desc, out)) return 0;
   if (fs::exists(output) && !force) {
@@ -120,7 +123,7 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   }
   const HardwareProfile hw = read_hardware(m.hardware);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
-  const std::string source = fmt::format("{}", fmt::join(input_names(m), "; "));
+  if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
   const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
   write_calibration_file(output, result);
   out << format_kernel_validation(result.validation);

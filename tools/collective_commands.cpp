@@ -8,8 +8,11 @@
 #include <ostream>
 
 #include "sim/config/config_node.h"
+#include "tools/output_folder.h"
+#include "topology/collective_fit.h"
 #include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
+#include "topology/nccl_tests_output.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim::cli {
@@ -23,6 +26,37 @@ namespace {
 // HGX H100 all-reduce).
 constexpr double kPlateauBound = 0.05;
 constexpr double kGeomeanBound = 0.15;
+
+Fabric read_fabric(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  Fabric fabric = load_fabric(doc.root());
+  doc.check_all_keys_used();
+  return fabric;
+}
+
+CollectiveTuning read_tuning(const std::string& path) {
+  if (path.empty()) return nccl_like_tuning();
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  CollectiveTuning tuning = load_collective_tuning(doc.root());
+  doc.check_all_keys_used();
+  return tuning;
+}
+
+/// "a,b" "c" -> a, b, c (empty items dropped).
+std::vector<std::string> split_commas(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t end = v.find(',', start);
+      if (end == std::string::npos) end = v.size();
+      if (end > start) out.push_back(v.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int validate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {
@@ -53,17 +87,10 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   }
   po::notify(vm);
 
-  CollectiveTuning tuning = nccl_like_tuning();
-  if (!tuning_file.empty()) {
-    ConfigDocument doc = ConfigDocument::load_file(tuning_file);
-    tuning = load_collective_tuning(doc.root());
-    doc.check_all_keys_used();
-  }
+  const CollectiveTuning tuning = read_tuning(tuning_file);
   bool within = true;
   for (const CollectiveValidationCase& c : collective_validation_cases()) {
-    ConfigDocument doc = ConfigDocument::load_file(fs::path(configs) / c.topology);
-    const Fabric fabric = load_fabric(doc.root());
-    doc.check_all_keys_used();
+    const Fabric fabric = read_fabric(fs::path(configs) / c.topology);
     const std::vector<MeasuredCollective> measured = read_case(c, data);
     const CollectiveValidation v = validate_all_reduce(fabric, tuning, measured, c.system);
     out << format_validation(v) << "\n";
@@ -74,6 +101,144 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   out << (within ? "all systems within bounds (plateau <= 5%, sweep geomean <= 15%)\n"
                  : "SOME SYSTEMS EXCEED THE BOUNDS (plateau <= 5%, sweep geomean <= 15%)\n");
   return within ? 0 : 1;
+}
+
+int calibrate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {
+  std::string output;
+  bool force = false;
+  std::vector<std::string> logs;
+  std::vector<std::string> topologies;
+  std::string collective;
+  bool validation_systems = false;
+  std::string configs = "configs";
+  std::string data = "test/data";
+  std::vector<std::string> fit;
+  std::string tuning_file;
+  int max_evaluations = CollectiveFitOptions{}.max_evaluations;
+  bool points = false;
+  po::options_description desc(
+      "usage: upsim calibrate collectives --topology FABRIC.yaml --nccl-tests LOG --out FILE "
+      "[options]\n\n"
+      "Fits NCCL-like collective tuning parameters to measured collective times and writes a "
+      "tuning file\nfor `upsim validate collectives --tuning FILE` and scenarios. Every measured "
+      "point is simulated\nwith the flow network as `upsim validate collectives` does; the fit "
+      "minimises the sum over\nsystems of the mean squared log error (each system weighs the "
+      "same) by Nelder-Mead from the\nstart tuning. Prints, per system, the points, geomean "
+      "|error|, plateau busbw error and max |error|\nbefore and after. Deterministic.\n\n"
+      "Measured systems: each --nccl-tests LOG (the stdout of all_reduce_perf, all_gather_perf,\n"
+      "reduce_scatter_perf, alltoall_perf or broadcast_perf) runs on a --topology fabric: one "
+      "--topology\nfor every log, or one per log in the same order. Every GPU of the fabric is a "
+      "rank.\n\n"
+      "Parameters (--fit) are key paths of the tuning YAML: launch_overhead, net_overhead,\n"
+      "tree_efficiency, nvls_efficiency, protocols.<LL|LL128|Simple>.injection_cap,\n"
+      "protocols.<P>.base_latency.<tree|ring|nvls>,\n"
+      "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>,\n"
+      "link_families.<name>.efficiency, link_families.<name>.extra_hop_latency.<P>.\n"
+      "Small sizes determine latencies, mid sizes the LL / LL128 caps, the largest sizes the\n"
+      "efficiency of their bottleneck links (method: topology/collective_fit.h)\n\noptions");
+  desc.add_options()("help,h", "this help")                                           //
+      ("out,o", po::value<std::string>(&output)->required(), "tuning file to write")  //
+      ("force", po::bool_switch(&force), "overwrite an existing --out file")          //
+      ("nccl-tests", po::value<std::vector<std::string>>(&logs)->composing(),
+       "raw nccl-tests output of one run (repeatable)")  //
+      ("topology", po::value<std::vector<std::string>>(&topologies)->composing(),
+       "fabric YAML the logs were measured on: once for all logs, or once per log in "
+       "order")  //
+      ("collective", po::value<std::string>(&collective),
+       "collective of logs without a `# Collective test starting:` line (nccl-tests before "
+       "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
+      ("validation-systems", po::bool_switch(&validation_systems),
+       "also fit on the five measured all-reduce systems of `upsim validate collectives` "
+       "(read from --configs and --data)")  //
+      ("configs", po::value<std::string>(&configs)->default_value(configs),
+       "folder holding topologies/, for --validation-systems")  //
+      ("data", po::value<std::string>(&data)->default_value(data),
+       "folder holding nccl-tests/ and llmcompass/, for --validation-systems")  //
+      ("fit", po::value<std::vector<std::string>>(&fit)->composing(),
+       "parameters to fit, comma-separated or repeated (default: launch_overhead when a point "
+       "is <= 64 KiB, and the efficiency of each link family with a bottleneck link at a "
+       "system's largest size)")  //
+      ("tuning", po::value<std::string>(&tuning_file),
+       "start tuning file (default: the built-in NCCL-like tuning, as in "
+       "configs/collectives/nccl_like.yaml); the values not fitted are copied from it")  //
+      ("max-evaluations", po::value<int>(&max_evaluations)->default_value(max_evaluations),
+       "bound on objective evaluations (each simulates every point once)")  //
+      ("points", po::bool_switch(&points), "also print every point after the fit");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  if (vm.count("help")) {
+    out << desc << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  if (fs::exists(output) && !force) {
+    throw std::runtime_error(fmt::format(
+        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
+  }
+  if (logs.empty() && !validation_systems) {
+    throw std::runtime_error(
+        "no measurements: give --nccl-tests LOG with --topology FABRIC, or --validation-systems");
+  }
+  if (!logs.empty() && topologies.size() != 1 && topologies.size() != logs.size()) {
+    throw std::runtime_error(fmt::format(
+        "{} --nccl-tests logs but {} --topology files: give one --topology for all logs or one "
+        "per log",
+        logs.size(), topologies.size()));
+  }
+  if (logs.empty() && !topologies.empty()) {
+    throw std::runtime_error("--topology without --nccl-tests: which log was measured on it?");
+  }
+  NcclTestsReadOptions read_options;
+  if (!collective.empty()) {
+    read_options.kind = nccl_tests_collective(collective);
+    if (!read_options.kind) {
+      throw std::runtime_error(fmt::format("--collective `{}`: expected one of {}", collective,
+                                           nccl_tests_collective_names()));
+    }
+  }
+  const CollectiveTuning start = read_tuning(tuning_file);
+
+  std::vector<CollectiveFitSystem> systems;
+  for (size_t i = 0; i < logs.size(); ++i) {
+    const fs::path topology = topologies.size() == 1 ? topologies[0] : topologies[i];
+    const NcclTestsLog log = read_nccl_tests_output(logs[i], read_options);
+    Fabric fabric = read_fabric(topology);
+    const auto gpus = static_cast<uint32_t>(fabric.gpus().size());
+    if (log.ranks != 0 && log.ranks != gpus) {
+      throw std::runtime_error(fmt::format("{}: the log lists {} ranks, but {} has {} GPUs",
+                                           logs[i], log.ranks, topology.string(), gpus));
+    }
+    systems.push_back(
+        CollectiveFitSystem{fmt::format("{} on {}", fs::path(logs[i]).filename().string(),
+                                        topology.filename().string()),
+                            std::move(fabric), log.kind, measured_points(log)});
+  }
+  if (validation_systems) {
+    for (const CollectiveValidationCase& c : collective_validation_cases()) {
+      systems.push_back(CollectiveFitSystem{c.system, read_fabric(fs::path(configs) / c.topology),
+                                            CollectiveKind::kAllReduce, read_case(c, data)});
+    }
+  }
+  CollectiveFitOptions options;
+  options.parameters = split_commas(fit);
+  if (options.parameters.empty()) options.parameters = default_fit_parameters(systems, start);
+  if (options.parameters.empty()) {
+    throw std::runtime_error("nothing to fit: name parameters with --fit");
+  }
+  options.max_evaluations = max_evaluations;
+  const CollectiveFitResult result = fit_collective_tuning(systems, start, options);
+  if (points) {
+    for (const CollectiveValidation& v : result.after)
+      out << format_validation(v) << "\n";
+  }
+  out << format_fit_report(result);
+  const std::string start_name =
+      tuning_file.empty() ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml)"
+                          : tuning_file;
+  write_file_atomically(
+      output, format_collective_tuning(result.tuning, fit_file_header(result, start_name)));
+  out << fmt::format("wrote {}\n", output);
+  return 0;
 }
 
 }  // namespace upsim::cli

@@ -49,6 +49,8 @@ const char* kTopUsage =
     "                  fit the calibrated kernel model on measured sweeps\n"
     "  calibrate host-overheads TRACE... --out FILE\n"
     "                  extract host overheads T1-T5 from PyTorch Kineto traces\n"
+    "  calibrate collectives --topology FABRIC --nccl-tests LOG --out FILE\n"
+    "                  fit the collective tuning on measured nccl-tests output\n"
     "  convert kernels --out FILE.h5 --csv FILE...\n"
     "                  write kernel measurement CSVs in upsim's HDF5 layout\n"
     "  (each command takes --help)\n"
@@ -145,15 +147,19 @@ int main(int argc, char** argv) {
       if (command == "calibrate" && what == "host-overheads") {
         return upsim::cli::calibrate_host_overheads_main(args, std::cout);
       }
+      if (command == "calibrate" && what == "collectives") {
+        return upsim::cli::calibrate_collectives_main(args, std::cout);
+      }
       if (command == "validate" && what == "collectives") {
         return upsim::cli::validate_collectives_main(args, std::cout);
       }
       if (command == "validate" && what == "traces") {
         return upsim::cli::validate_traces_main(args, std::cout);
       }
-      std::cerr << fmt::format(
-          "upsim {}: unknown or missing subject `{}`; valid: {}\n", command, what,
-          command == "calibrate" ? "kernels, host-overheads" : "collectives, kernels, traces");
+      std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
+                               what,
+                               command == "calibrate" ? "collectives, host-overheads, kernels"
+                                                      : "collectives, kernels, traces");
       return kExitBadInput;
     }
     std::cerr << fmt::format(

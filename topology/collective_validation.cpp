@@ -51,12 +51,34 @@ double parse_number(const std::string& text, const std::filesystem::path& file, 
       fmt::format("{}:{}: expected a number, got `{}`", file.string(), line, text));
 }
 
-double bus_factor(uint32_t ranks) {
+}  // namespace
+
+double nccl_tests_bus_factor(CollectiveKind kind, uint32_t ranks) {
   const double n = static_cast<double>(ranks);
-  return 2.0 * (n - 1.0) / n;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (n - 1.0) / n;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return (n - 1.0) / n;
+    case CollectiveKind::kBroadcast:
+      return 1.0;
+    case CollectiveKind::kSendRecv:
+      break;
+  }
+  throw std::invalid_argument(
+      fmt::format("nccl-tests has no bus bandwidth convention for {}", collective_kind_name(kind)));
 }
 
-}  // namespace
+CollectiveDesc nccl_tests_collective_desc(CollectiveKind kind, uint32_t ranks, int64_t size) {
+  CollectiveDesc desc;
+  desc.kind = kind;
+  for (RankId r = 0; r < ranks; ++r)
+    desc.members.push_back(r);
+  desc.bytes = kind == CollectiveKind::kAllGather ? size / ranks : size;
+  return desc;
+}
 
 std::vector<CollectiveValidationCase> collective_validation_cases() {
   const std::string nccl = "nccl-tests/nccl_tests_allreduce_published.csv";
@@ -142,22 +164,20 @@ std::vector<MeasuredCollective> read_case(const CollectiveValidationCase& c,
                           : read_nccl_tests_allreduce(data_dir / c.data_file, c.run_id);
 }
 
-CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
+CollectiveValidation validate_collective(const Fabric& fabric, const CollectiveTuning& tuning,
+                                         CollectiveKind kind,
                                          std::span<const MeasuredCollective> measured,
                                          std::string system) {
   CollectiveValidation v;
   v.system = std::move(system);
+  v.kind = kind;
   v.ranks = static_cast<uint32_t>(fabric.gpus().size());
+  const double factor = nccl_tests_bus_factor(kind, v.ranks);
   // Device copies play no part here; any positive bandwidth will do.
   FlowNetwork network(fabric, tuning, Bandwidth::gigabytes_per_second(1000.0));
-  CollectiveDesc desc;
-  desc.kind = CollectiveKind::kAllReduce;
-  for (RankId r = 0; r < v.ranks; ++r)
-    desc.members.push_back(r);
-  const double factor = bus_factor(v.ranks);
   double log_sum = 0.0;
   for (const MeasuredCollective& m : measured) {
-    desc.bytes = m.bytes;
+    const CollectiveDesc desc = nccl_tests_collective_desc(kind, v.ranks, m.bytes);
     const CollectiveChoice choice = network.planner().plan(desc).choice;
     Engine engine;
     Time done = Time::zero();
@@ -189,8 +209,16 @@ CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveT
   return v;
 }
 
+CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
+                                         std::span<const MeasuredCollective> measured,
+                                         std::string system) {
+  return validate_collective(fabric, tuning, CollectiveKind::kAllReduce, measured,
+                             std::move(system));
+}
+
 std::string format_validation(const CollectiveValidation& v) {
-  std::string out = fmt::format("{} ({} ranks)\n", v.system, v.ranks);
+  std::string out =
+      fmt::format("{} ({}, {} ranks)\n", v.system, collective_kind_name(v.kind), v.ranks);
   out += fmt::format("{:>12} {:>12} {:>12} {:>8} {:>11} {:>11}  {}\n", "bytes", "measured_us",
                      "predicted_us", "error%", "busbw_meas", "busbw_pred", "algorithm/protocol");
   for (const CollectivePoint& p : v.points) {

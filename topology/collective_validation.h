@@ -1,14 +1,20 @@
-// Validation of the flow network's collectives against measured all-reduce times: the core of
-// `upsim validate collectives` and of test/unit/topology/collective_accuracy_test.cpp.
+// Validation of the flow network's collectives against measured times: the core of
+// `upsim validate collectives`, of `upsim calibrate collectives` (topology/collective_fit.h) and
+// of test/unit/topology/collective_accuracy_test.cpp.
 //
 // Contract:
 //  - Error is e = predicted / measured - 1 (DESIGN.md); a sweep is summarised by the geometric
 //    mean of |e| and by the plateau error, the relative error of bus bandwidth at the largest
 //    measured size (predicted busbw / measured busbw - 1).
-//  - nccl-tests conventions: `bytes` is each rank's buffer, algbw = bytes / time, all-reduce
-//    busbw = algbw x 2(n-1)/n (n ranks); measured times are per-call averages.
+//  - nccl-tests conventions: `bytes` is nccl-tests' `size`, max(send, receive) bytes of one rank
+//    (each rank's buffer for all-reduce, its input for reduce-scatter, all-to-all and
+//    broadcast, its output for all-gather); algbw = bytes / time; busbw = algbw x
+//    2(n-1)/n (all-reduce), (n-1)/n (all-gather, reduce-scatter, all-to-all) or 1 (broadcast),
+//    n ranks; measured times are per-call averages.
 //  - Each point is simulated alone (a fresh Engine, no other traffic) on one FlowNetwork over
-//    `fabric` with every GPU of the fabric as a member, in rank order.
+//    `fabric` with every GPU of the fabric as a member, in rank order, as one CollectiveDesc of
+//    the kind with bytes = size (size / n for all-gather, whose CollectiveDesc::bytes is the
+//    input) and, for all-to-all, size / n to every member.
 //  - Readers throw std::runtime_error naming the file and line of malformed input.
 #pragma once
 
@@ -19,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/cost_models.h"
 #include "topology/fabric.h"
 #include "topology/nccl_tuning.h"
 
@@ -42,6 +49,7 @@ struct CollectivePoint {
 
 struct CollectiveValidation {
   std::string system;
+  CollectiveKind kind = CollectiveKind::kAllReduce;
   uint32_t ranks = 0;
   std::vector<CollectivePoint> points;
   double geomean_abs_error = 0.0;
@@ -73,7 +81,23 @@ std::vector<MeasuredCollective> read_llmcompass_allreduce(const std::filesystem:
 std::vector<MeasuredCollective> read_case(const CollectiveValidationCase& c,
                                           const std::filesystem::path& data_dir);
 
-/// Simulates an all-reduce of each measured size over all GPUs of `fabric` and compares.
+/// nccl-tests' busbw / algbw (NVIDIA/nccl-tests src/*.cu GetBw): all-reduce 2(n-1)/n;
+/// all-gather, reduce-scatter, all-to-all (n-1)/n; broadcast 1. Throws std::invalid_argument
+/// for kSendRecv.
+double nccl_tests_bus_factor(CollectiveKind kind, uint32_t ranks);
+
+/// The collective nccl-tests runs for a row of `size` bytes on `ranks` ranks (members 0..n-1),
+/// as the contract above describes.
+CollectiveDesc nccl_tests_collective_desc(CollectiveKind kind, uint32_t ranks, int64_t size);
+
+/// Simulates a collective of `kind` at each measured size over all GPUs of `fabric` and
+/// compares. Throws std::invalid_argument for kSendRecv (nccl-tests' sendrecv_perf is a ring of
+/// pairs, not upsim's one-pair send/recv).
+CollectiveValidation validate_collective(const Fabric& fabric, const CollectiveTuning& tuning,
+                                         CollectiveKind kind,
+                                         std::span<const MeasuredCollective> measured,
+                                         std::string system);
+/// validate_collective for all-reduce.
 CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
                                          std::span<const MeasuredCollective> measured,
                                          std::string system);

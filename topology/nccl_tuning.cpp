@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "sim/config/quantity_parse.h"
+
 namespace upsim {
 namespace {
 
@@ -84,8 +86,16 @@ constexpr double kLl128WireFactor = 16.0 / 15.0;
 //    NVSwitch (OCI, 10 GiB);
 //  - TCPXO efficiency and LL / LL128 / Simple extra hop latencies: the GCP A3 Mega 2x8 H100
 //    sweep (31 points, 8 B - 8 GiB);
-//  - RDMA (RoCE, InfiniBand, Ethernet) efficiency: the OCI 2x8 A100 point (10 GiB) alone;
+//  - RDMA (RoCE, InfiniBand, Ethernet) efficiency: not determined by these points. The only
+//    RDMA-bound candidate, the OCI 2x8 A100 point (10 GiB), runs a tree that is NVLink-bound in
+//    this model, so any value from about 0.65 to 1 gives the same error there; 0.9457 is the
+//    value the original fit stopped at, kept until a RoCE or InfiniBand sweep constrains it;
 //  - NVLS efficiency: the OCI 2x8 H100 RoCE points (5 points, 1 - 16 GiB).
+// Reproduce: `upsim calibrate collectives --validation-systems --fit NAME,...` with the eleven
+// names (launch_overhead, protocols.LL.injection_cap, protocols.LL128.injection_cap,
+// protocols.Simple.hop_latency.nvlink.ring, link_families.<nvlink|rdma|tcpxo>.efficiency,
+// link_families.tcpxo.extra_hop_latency.<LL|LL128|Simple>, nvls_efficiency); from a start
+// with every one off by 30-400% it returns to these values (rdma excepted, see above).
 // Held out: refitting on the even-indexed sizes of the two sweeps (and all other points) gives
 // geomean |e| 3.6% (4x A100) and 1.3% (GCP) on the 16 + 15 odd-indexed sizes left out.
 constexpr double kLaunchOverheadUs = 3.162;
@@ -114,6 +124,35 @@ std::string join(const std::array<std::string_view, N>& names) {
     out += n;
   }
   return out;
+}
+
+/// A YAML double-quoted scalar.
+std::string yaml_quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+template <typename T, typename Name>
+std::string flow_list(const std::vector<T>& items, Name name) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += name(items[i]);
+  }
+  return out + "]";
+}
+
+std::string latency_map(const std::array<Duration, kLatencyColumnCount>& row) {
+  std::string out = "{";
+  for (size_t c = 0; c < kLatencyColumnCount; ++c) {
+    if (c > 0) out += ", ";
+    out += fmt::format("{}: {}", kColumnNames[c], format_duration_exact(row[c]));
+  }
+  return out + "}";
 }
 
 }  // namespace
@@ -338,6 +377,61 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
     root.fail(e.what());
   }
   return t;
+}
+
+std::string format_collective_tuning(const CollectiveTuning& t, std::string_view header) {
+  std::string out;
+  size_t start = 0;
+  while (start < header.size()) {
+    size_t end = header.find('\n', start);
+    if (end == std::string_view::npos) end = header.size();
+    const std::string_view line = header.substr(start, end - start);
+    out += line.empty() ? "#\n" : fmt::format("# {}\n", line);
+    start = end + 1;
+  }
+  out += fmt::format("launch_overhead: {}\n", format_duration_exact(t.launch_overhead));
+  out += fmt::format("net_overhead: {}\n", format_duration_exact(t.net_overhead));
+  out += fmt::format("tree_efficiency: {}\n", t.tree_efficiency);
+  out += fmt::format("nvls_efficiency: {}\n", t.nvls_efficiency);
+  out += fmt::format(
+      "nvls_link_kinds: {}\n",
+      flow_list(t.nvls_link_prefixes, [](const std::string& k) { return yaml_quoted(k); }));
+  out += fmt::format("all_reduce_algorithms: {}\n",
+                     flow_list(t.all_reduce_algorithms, [](CollectiveAlgorithm a) {
+                       return std::string(collective_algorithm_name(a));
+                     }));
+  out += fmt::format("enabled_protocols: {}\n",
+                     flow_list(t.enabled_protocols, [](CollectiveProtocol p) {
+                       return std::string(collective_protocol_name(p));
+                     }));
+  out += "protocols:\n";
+  for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
+    const ProtocolTuning& pt = t.protocols[p];
+    out += fmt::format("  {}:\n", kProtocolNames[p]);
+    out += fmt::format("    wire_factor: {}\n", pt.wire_factor);
+    out += fmt::format("    injection_cap: {}\n", format_bandwidth_exact(pt.injection_cap));
+    out += fmt::format("    base_latency: {}\n", latency_map(pt.base_latency));
+    out += "    hop_latency:\n";
+    for (size_t k = 0; k < kLinkClassCount; ++k)
+      out += fmt::format("      {}: {}\n", kLinkClassNames[k], latency_map(pt.hop_latency[k]));
+  }
+  out += "link_families:\n";
+  for (const LinkFamily& f : t.families) {
+    out += fmt::format("  - name: {}\n", yaml_quoted(f.name));
+    out += fmt::format("    kinds: {}\n", flow_list(f.kind_prefixes, [](const std::string& k) {
+                         return yaml_quoted(k);
+                       }));
+    out += fmt::format("    class: {}\n", link_class_name(f.link_class));
+    out += fmt::format("    efficiency: {}\n", f.efficiency);
+    std::string extra = "{";
+    for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
+      if (p > 0) extra += ", ";
+      extra +=
+          fmt::format("{}: {}", kProtocolNames[p], format_duration_exact(f.extra_hop_latency[p]));
+    }
+    out += fmt::format("    extra_hop_latency: {}}}\n", extra);
+  }
+  return out;
 }
 
 }  // namespace upsim

@@ -129,4 +129,10 @@ void validate_tuning(const CollectiveTuning& tuning);
 /// whole list. Throws ConfigError at the offending key.
 CollectiveTuning load_collective_tuning(const ConfigNode& root);
 
+/// The whole tuning as a YAML file in the schema load_collective_tuning() reads, every key
+/// written (durations and bandwidths in exact forms, doubles shortest round-trip), so that
+/// loading the text gives back `tuning` exactly. `header` is written first, each of its lines
+/// as a `# ` comment.
+std::string format_collective_tuning(const CollectiveTuning& tuning, std::string_view header = {});
+
 }  // namespace upsim

@@ -318,6 +318,67 @@ TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
   }
 }
 
+TEST_F(Cli, CalibrateCollectivesWritesARepeatableTuningThatValidateReads) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const std::string args =
+      "calibrate collectives --topology " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/gcp_a3mega_h100_2node.yaml") +
+      " --nccl-tests " + quote(root + "/test/data/nccl-tests/gcp_a3mega_2x8_h100_tcpxo.log") +
+      " --collective all_reduce --fit launch_overhead,link_families.tcpxo.efficiency"
+      " --max-evaluations 40 --out ";
+  const Result first = run(args + "a.yaml");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  for (const char* text : {"geomean |e|", "plateau busbw e", "launch_overhead",
+                           "link_families.tcpxo.efficiency", "wrote a.yaml"}) {
+    EXPECT_NE(first.output.find(text), std::string::npos) << text << "\n" << first.output;
+  }
+  const Result again = run(args + "a.yaml");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  ASSERT_EQ(run(args + "b.yaml").exit_code, 0);
+  EXPECT_EQ(read_file(dir_ / "a.yaml"), read_file(dir_ / "b.yaml"));
+  const Result validate = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) +
+                              " --data " + quote(root + "/test/data") + " --tuning a.yaml");
+  EXPECT_EQ(validate.exit_code, 0) << validate.output;
+  const Result help = run("calibrate collectives --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* option : {"--topology", "--nccl-tests", "--collective", "--fit", "--tuning",
+                             "--out", "--force", "--max-evaluations", "--validation-systems"}) {
+    EXPECT_NE(help.output.find(option), std::string::npos) << option << "\n" << help.output;
+  }
+}
+
+TEST_F(Cli, CalibrateCollectivesNamesTheLineOfABadLog) {
+  const std::string topology =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml");
+  {
+    std::ofstream log(dir_ / "broken.log");
+    log << "# Collective test starting: all_reduce_perf\n"
+           "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+           "        1024           256     float     sum      -1    12.00    0.09    0.09      0\n"
+           "        2048           512     float     sum      -1    12.50\n";
+  }
+  const Result bad =
+      run("calibrate collectives --topology " + topology + " --nccl-tests broken.log --out t.yaml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("broken.log:4:"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "t.yaml"));
+  const Result wrong_fabric =
+      run("calibrate collectives --topology " + topology + " --nccl-tests " +
+          quote(std::string(UPSIM_SOURCE_ROOT) +
+                "/test/data/nccl-tests/oci_bm.gpu4.8_1x8_a100_40gb.log") +
+          " --out t.yaml");
+  EXPECT_EQ(wrong_fabric.exit_code, 2);
+  EXPECT_NE(wrong_fabric.output.find("the log lists 8 ranks"), std::string::npos)
+      << wrong_fabric.output;
+  const Result pairs =
+      run("calibrate collectives --topology a.yaml --topology b.yaml "
+          "--nccl-tests x.log --out t.yaml");
+  EXPECT_EQ(pairs.exit_code, 2);
+  EXPECT_NE(pairs.output.find("one --topology for all logs or one per log"), std::string::npos)
+      << pairs.output;
+}
+
 TEST_F(Cli, FabricScenarioReportsBusiestLinksAndNvlinkWhatIfChangesTheRun) {
   const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
   const Result base = run("run " + scenario + " --no-trace --out a");

@@ -1,7 +1,11 @@
 #include "calibration/calibrated_kernel_cost.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <utility>
+
+#include "calibration/optimizer_kernel_model.h"
 
 namespace upsim {
 
@@ -35,6 +39,14 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
       return estimate_gemm(kernel, device, achievable_, calibration_.gemm_for(kernel.dtype))
           .seconds;
     case KernelClass::kMemoryBound:
+      if (kernel.memory_op == MemoryOp::kOptimizer &&
+          kernel.optimizer.kind != OptimizerKind::kUnspecified) {
+        const int64_t launches = optimizer_traffic(kernel.optimizer, kernel.dtype).launches;
+        return optimizer_seconds(kernel, device, achievable_,
+                                 calibration_.curve_for(kernel.memory_op)) +
+               static_cast<double>(std::max<int64_t>(launches - 1, 0)) *
+                   calibration_.kernel_overhead.seconds();
+      }
       return memory_bound_seconds(kernel, device, achievable_,
                                   calibration_.curve_for(kernel.memory_op));
     case KernelClass::kEmbeddingForward:
@@ -46,7 +58,12 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
 
 Duration CalibratedKernelCost::kernel_duration(const KernelDesc& kernel,
                                                const DeviceProfile& device) const {
-  return Duration::from_seconds_f(core_seconds(kernel, device)) + calibration_.kernel_overhead;
+  const Duration core = Duration::from_seconds_f(core_seconds(kernel, device));
+  if (kernel.cls == KernelClass::kEmbeddingForward ||
+      kernel.cls == KernelClass::kEmbeddingBackward) {
+    return core;
+  }
+  return core + calibration_.kernel_overhead;
 }
 
 CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfile& hardware) {

@@ -1,10 +1,15 @@
 // CalibratedKernelCost: the calibrated kernel model. It dispatches on KernelClass to the GEMM
-// model (gemm_kernel_model.h), the per-family memory-bound model (memory_bound_kernel_model.h)
-// and the data-distribution-aware embedding-bag model (embedding_bag_model.h), with parameters
+// model (gemm_kernel_model.h), the per-family memory-bound model (memory_bound_kernel_model.h;
+// an optimizer update with a known OptimizerShape goes to optimizer_kernel_model.h on the
+// `optimizer` op's curve, and a descriptor of L launches gets L kernel_overheads) and the
+// data-distribution-aware embedding-bag model (embedding_bag_model.h), with parameters
 // from a calibration file (kernel_calibration.h) and the device's achievable fractions from its
 // hardware profile:
 //
-//   duration = core_seconds(kernel, device) + calibration.kernel_overhead
+//   duration = core_seconds(kernel, device) + calibration.kernel_overhead   GEMM, memory-bound
+//              core_seconds(kernel, device)                                embedding ops: the
+//              model's time is the op's whole GPU time, one kernel_floor per FBGEMM kernel
+//              (embedding_bag_model.h), so the fixed per-kernel time is not added again
 //
 // Contract:
 //  - Pure and const; parameters fixed at construction (DESIGN.md "Cost models").
@@ -28,7 +33,8 @@ class CalibratedKernelCost final : public KernelCostModel {
 
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
 
-  /// The kernel's time in seconds without kernel_overhead (what a sweep's harness adds to).
+  /// The kernel's time in seconds without kernel_overhead (what a sweep's harness adds to); for
+  /// an embedding op, its whole time (= kernel_duration).
   double core_seconds(const KernelDesc& kernel, const DeviceProfile& device) const;
 
   const KernelCalibration& calibration() const { return calibration_; }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include "sim/config/quantity_parse.h"
 
@@ -48,6 +50,18 @@ EmbeddingParams read_embedding(const ConfigNode& node) {
   p.dim_factor_32 = node.get_double("dim_factor_32");
   p.dim_factor_64 = node.get_double("dim_factor_64");
   p.sort_radix_bits = node.get_positive_int("sort_radix_bits");
+  // The latency terms are optional so that files written before them keep loading; a missing
+  // key keeps the EmbeddingParams default (the V100 trace fit).
+  p.sort_single_tile_items = node.get_int_or("sort_single_tile_items", p.sort_single_tile_items);
+  p.kernel_floor = node.get_duration_or("kernel_floor", p.kernel_floor);
+  p.forward_latency = node.get_duration_or("forward_latency", p.forward_latency);
+  p.forward_row_latency = node.get_duration_or("forward_row_latency", p.forward_row_latency);
+  p.index_step_latency = node.get_duration_or("index_step_latency", p.index_step_latency);
+  p.sort_tile_latency = node.get_duration_or("sort_tile_latency", p.sort_tile_latency);
+  p.sort_upsweep_latency = node.get_duration_or("sort_upsweep_latency", p.sort_upsweep_latency);
+  p.sort_pass_latency = node.get_duration_or("sort_pass_latency", p.sort_pass_latency);
+  p.encode_latency = node.get_duration_or("encode_latency", p.encode_latency);
+  p.update_latency = node.get_duration_or("update_latency", p.update_latency);
   try {
     check_embedding_params(p);
   } catch (const std::invalid_argument& e) {
@@ -210,10 +224,23 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
   }
   const EmbeddingParams& e = c.embedding;
   out += fmt::format(
-      "embedding: {{l2_usable_fraction: {}, warps_per_sm: {}, dram_scale: {}, l2_scale: {}, "
-      "dim_factor_32: {}, dim_factor_64: {}, sort_radix_bits: {}}}\n",
+      "embedding:\n  l2_usable_fraction: {}\n  warps_per_sm: {}\n  dram_scale: {}\n"
+      "  l2_scale: {}\n  dim_factor_32: {}\n  dim_factor_64: {}\n  sort_radix_bits: {}\n"
+      "  sort_single_tile_items: {}\n",
       e.l2_usable_fraction, e.warps_per_sm, e.dram_scale, e.l2_scale, e.dim_factor_32,
-      e.dim_factor_64, e.sort_radix_bits);
+      e.dim_factor_64, e.sort_radix_bits, e.sort_single_tile_items);
+  for (const auto& [key, value] :
+       {std::pair<std::string_view, Duration>{"kernel_floor", e.kernel_floor},
+        {"forward_latency", e.forward_latency},
+        {"forward_row_latency", e.forward_row_latency},
+        {"index_step_latency", e.index_step_latency},
+        {"sort_tile_latency", e.sort_tile_latency},
+        {"sort_upsweep_latency", e.sort_upsweep_latency},
+        {"sort_pass_latency", e.sort_pass_latency},
+        {"encode_latency", e.encode_latency},
+        {"update_latency", e.update_latency}}) {
+    out += fmt::format("  {}: {}\n", key, format_duration_exact(value));
+  }
   if (!c.measurement.empty()) {
     out += "measurement:\n";
     for (const auto& [name, h] : c.measurement) {

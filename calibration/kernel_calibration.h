@@ -13,7 +13,11 @@
 //     curves: {NAME: {bandwidth_scale, long_row_bytes, long_row_read_passes}, ...}
 //     ops: {OP: CURVE, ...}          every memory_op_name() -> a curve name
 //   embedding: {l2_usable_fraction, warps_per_sm, dram_scale, l2_scale, dim_factor_32,
-//               dim_factor_64, sort_radix_bits}
+//               dim_factor_64, sort_radix_bits, and optional (default: EmbeddingParams, the
+//               V100 trace fit) sort_single_tile_items, kernel_floor: 2.032us, forward_latency,
+//               forward_row_latency, index_step_latency, sort_tile_latency,
+//               sort_upsweep_latency, sort_pass_latency, encode_latency, update_latency}
+//                                    see embedding_bag_model.h for each one's meaning and source
 //   measurement:                     optional: how the measuring harness adds to kernel time,
 //     OP: {floor: 48us, offset: 38us, compute_speedup: 1.08}   see HarnessOverhead
 //                                    (compute_speedup optional, default 1); read only by
@@ -69,8 +73,10 @@ struct FitError {
 struct KernelCalibration {
   std::string fitted_on;
   std::string source;
-  /// Added to every kernel the calibrated model prices. Default 5 us: seed-method.md 1.3,
-  /// GPU_KERNEL_OVERHEAD "added to every predicted kernel time".
+  /// Added to every GEMM and memory-bound kernel the calibrated model prices. Default 5 us:
+  /// seed-method.md 1.3, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
+  /// to embedding ops: their model prices each of the op's kernels with its own floor
+  /// (EmbeddingParams::kernel_floor).
   Duration kernel_overhead = Duration::from_us(5);
   GemmParams gemm;
   std::array<std::optional<GemmParams>, kDTypeCount> gemm_by_dtype{};

@@ -1,5 +1,7 @@
 // Memory-bound kernels (elementwise, row-wise reductions, copies, optimizer updates): the bytes
-// a kernel moves over an achieved HBM bandwidth that is calibrated per op family.
+// a kernel moves over an achieved HBM bandwidth that is calibrated per op family. An optimizer
+// update whose descriptor names its OptimizerShape is priced by optimizer_kernel_model.h (its
+// own traffic and launch count) on the `optimizer` op's curve.
 //
 // Model (b_r = bytes_read, b_w = bytes_written, e = dtype_bytes(dtype)):
 //   passes     = long_row_read_passes  if long_row_bytes > 0 and row_elements x e > long_row_bytes

@@ -99,6 +99,38 @@ enum class FusedEmbeddingOptimizer : uint8_t {
   kRowWiseAdagrad,  ///< one fp32 state per row
 };
 
+/// The update rule of a MemoryOp::kOptimizer kernel (PyTorch torch.optim, default options:
+/// no weight decay except AdamW's decoupled one, no amsgrad, no nesterov, steps on the host).
+/// kUnspecified = a generic memory-bound kernel priced by bytes_read / bytes_written.
+enum class OptimizerKind : uint8_t {
+  kUnspecified,
+  kSgd,          ///< w -= lr g
+  kSgdMomentum,  ///< + one momentum buffer
+  kAdagrad,      ///< + one state sum
+  kAdam,         ///< + exp_avg, exp_avg_sq
+  kAdamW,        ///< Adam with decoupled weight decay (one more pass over w when foreach)
+};
+inline constexpr size_t kOptimizerKindCount = 6;
+std::string_view optimizer_kind_name(OptimizerKind kind);
+
+/// How the update is launched: kForeach = the torch._foreach_* sequence (foreach=True), one
+/// multi_tensor_apply per op; kFused = one fused multi_tensor_apply op (fused=True).
+enum class OptimizerImpl : uint8_t { kForeach, kFused };
+std::string_view optimizer_impl_name(OptimizerImpl impl);
+
+/// A kOptimizer kernel's update: the rule, the implementation and the parameter tensors it
+/// updates. Plain data; the optimizer model (calibration/) derives traffic and launches.
+struct OptimizerShape {
+  OptimizerKind kind = OptimizerKind::kUnspecified;
+  OptimizerImpl impl = OptimizerImpl::kForeach;
+  /// Elements of each parameter tensor, in parameter order (zero-sized tensors are skipped, as
+  /// multi_tensor_apply does).
+  std::vector<int64_t> tensor_elements{};
+  /// The CUDA build passes 32 KB kernel arguments (CUDA >= 12.1, driver >= 530), which raises
+  /// multi_tensor_apply's tensors and blocks per launch.
+  bool large_kernel_args = false;
+};
+
 /// Bins of the reuse-factor histogram (seed-method.md 2.4(b)): bin 0 holds distinct rows
 /// accessed once, (0, 1]; bin i in 1..15 holds (2^(i-1), 2^i]; bin 16 holds (2^15, inf).
 inline constexpr size_t kReuseHistogramBins = 17;
@@ -151,6 +183,9 @@ struct KernelDesc {
   // elements per row (0 = not row-wise or unknown).
   MemoryOp memory_op = MemoryOp::kUnspecified;
   int64_t row_elements = 0;
+  // kMemoryBound with memory_op kOptimizer: the update, when known (models that do not read it
+  // use bytes_read / bytes_written, which the emitter fills consistently).
+  OptimizerShape optimizer;
   // kEmbeddingForward / kEmbeddingBackward.
   EmbeddingShape embedding;
 };

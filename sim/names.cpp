@@ -70,6 +70,34 @@ std::string_view kernel_class_name(KernelClass cls) {
   return "?";
 }
 
+std::string_view optimizer_kind_name(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kUnspecified:
+      return "unspecified";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kSgdMomentum:
+      return "sgd_momentum";
+    case OptimizerKind::kAdagrad:
+      return "adagrad";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
+  }
+  return "?";
+}
+
+std::string_view optimizer_impl_name(OptimizerImpl impl) {
+  switch (impl) {
+    case OptimizerImpl::kForeach:
+      return "foreach";
+    case OptimizerImpl::kFused:
+      return "fused";
+  }
+  return "?";
+}
+
 std::string_view host_phase_name(HostPhase phase) {
   switch (phase) {
     case HostPhase::kOpBegin:

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace upsim {
 
@@ -441,17 +443,27 @@ class RankEmitter {
     }
   }
 
-  /// torch._foreach_add_(params, grads, alpha=-lr): one multi-tensor kernel reading each
-  /// parameter and gradient and writing the parameter (2 flops per element: scale and add).
+  /// SGD.step with foreach (PyTorch's default on CUDA): torch._foreach_add_(params, grads,
+  /// alpha=-lr) over the dense parameters, bottom MLP then top MLP, each layer's weight
+  /// (out x in) then bias (out); it reads each parameter and gradient and writes the parameter
+  /// (2 flops per element: scale and add). The descriptor names the update and its tensors, so
+  /// the optimizer model counts multi_tensor_apply's launches.
   void optimizer_step() {
-    int64_t bytes = 0;
-    for (const DdpBucket& bucket : built_.top_buckets)
-      bytes += bucket.bytes;
-    for (const DdpBucket& bucket : built_.bottom_buckets)
-      bytes += bucket.bytes;
-    single_kernel(
-        "Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
-        pointwise(MemoryOp::kOptimizer, dt_, as_double(bytes / dtype_bytes(dt_)), 2, 2, 1));
+    OptimizerShape sgd{OptimizerKind::kSgd, OptimizerImpl::kForeach};
+    int64_t elements = 0;
+    for (const std::vector<int64_t>* widths : {&cfg_.bottom_mlp, &top_widths_}) {
+      for (size_t l = 0; l + 1 < widths->size(); ++l) {
+        const int64_t in = (*widths)[l];
+        const int64_t out = (*widths)[l + 1];
+        sgd.tensor_elements.push_back(out * in);
+        sgd.tensor_elements.push_back(out);
+        elements += out * in + out;
+      }
+    }
+    KernelDesc update = pointwise(MemoryOp::kOptimizer, dt_, as_double(elements), 2, 2, 1);
+    update.optimizer = std::move(sgd);
+    single_kernel("Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
+                  update);
   }
 
   const DlrmConfig& cfg_;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "calibration/kernel_measurements.h"
 #include "calibration/model_registry.h"
@@ -65,6 +66,18 @@ TEST(CalibratedKernelCost, DispatchesByClassAndAddsTheOverhead) {
   embedding.embedding =
       EmbeddingShape{.batch = 100, .tables = 1, .rows = 1000000, .dim = 64, .pooling = 10};
   EXPECT_GT(model.core_seconds(embedding, test_device()), 0.0);
+  // An embedding op carries its own kernel floors: no kernel_overhead on top.
+  EXPECT_EQ(model.kernel_duration(embedding, test_device()),
+            Duration::from_seconds_f(model.core_seconds(embedding, test_device())));
+  // SGD foreach over 400 tensors of 1000 fp32 elements: 7 launches (64 tensors each at depth
+  // 2); 400000 x (8 + 4) B / 1000 GB/s = 4.8 us + 6 extra launches x 5 us in the core time,
+  // + 5 us kernel_overhead.
+  KernelDesc sgd;
+  sgd.memory_op = MemoryOp::kOptimizer;
+  sgd.optimizer =
+      OptimizerShape{OptimizerKind::kSgd, OptimizerImpl::kForeach, std::vector<int64_t>(400, 1000)};
+  EXPECT_NEAR(model.core_seconds(sgd, test_device()), 4.8e-6 + 30e-6, 1e-15);
+  EXPECT_EQ(model.kernel_duration(sgd, test_device()), Duration::from_ns(39800));
 }
 
 TEST(CalibratedKernelCost, YamlRoundTripsExactly) {

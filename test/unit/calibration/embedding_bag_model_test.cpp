@@ -1,12 +1,14 @@
 // Hand-computed cases of the embedding-bag model (calibration/embedding_bag_model.h): all
 // indices distinct, one hot row, uniformly random indices, a cache too small for the distinct
-// rows, and the backward's traffic per optimizer.
+// rows, the backward's traffic per optimizer, the op's kernels and latency, and the fit of the
+// latency terms on synthetic kernels.
 #include "calibration/embedding_bag_model.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace upsim {
@@ -125,21 +127,111 @@ TEST(EmbeddingBagModel, BackwardTrafficPerOptimizer) {
                    601600.0 + 64000.0);
 }
 
-TEST(EmbeddingBagModel, OpTimeSumsItsTables) {
+// Part 2 with the default (V100 trace fit) latencies: floor 2.032 us, forward 2.362 + 1.415 Lm,
+// index step 0.554, sort tile 10.635, upsweep 14.269, pass 7.635, encode 10.154, update 34.686.
+TEST(EmbeddingBagModel, ForwardIsFloorPlusMaxOfLatencyAndSummedTableBandwidth) {
   KernelDesc k;
   k.cls = KernelClass::kEmbeddingForward;
   k.dtype = DType::kFp32;
   k.embedding.batch = 100;
   k.embedding.per_table = {EmbeddingTableShape{1000, 64, 10.0, {}},
                            EmbeddingTableShape{1, 64, 10.0, {}}};
-  const double sum = forward(1000).seconds + forward(1).seconds;
-  EXPECT_NEAR(embedding_seconds(k, test_device(), kFull, EmbeddingParams{}), sum, 1e-18);
+  const EmbeddingOpTime t = embedding_op_time(k, test_device(), kFull, EmbeddingParams{});
+  EXPECT_EQ(t.kernels, 1);
+  EXPECT_NEAR(t.bandwidth_seconds, forward(1000).seconds + forward(1).seconds, 1e-18);
+  EXPECT_NEAR(t.latency_seconds, (2.362 + 1.415 * 10) * 1e-6, 1e-15);  // Lm = 2000 / 200
+  EXPECT_NEAR(t.seconds, (2.032 + 16.512) * 1e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(embedding_seconds(k, test_device(), kFull, EmbeddingParams{}), t.seconds);
   // Without per_table: `tables` copies of the average table.
   KernelDesc avg;
   avg.cls = KernelClass::kEmbeddingForward;
   avg.embedding = EmbeddingShape{.batch = 100, .tables = 3, .rows = 1000, .dim = 64, .pooling = 10};
-  EXPECT_NEAR(embedding_seconds(avg, test_device(), kFull, EmbeddingParams{}),
-              3 * forward(1000).seconds, 1e-18);
+  const EmbeddingOpTime a = embedding_op_time(avg, test_device(), kFull, EmbeddingParams{});
+  EXPECT_NEAR(a.bandwidth_seconds, 3 * forward(1000).seconds, 1e-18);
+  EXPECT_NEAR(a.seconds, (2.032 + 16.512) * 1e-6, 1e-15);
+  // 100000 bags of 10 distinct rows of 1e6: DRAM 1e5 x 160 + 1e6 x 256 + 1e5 x 256 = 297.6 MB
+  // at 1000 GB/s x 1.1 (D = 64) = 327.36 us, over the 16.512 us latency.
+  avg.embedding = EmbeddingShape{.batch = 100000,
+                                 .tables = 1,
+                                 .rows = 1000000,
+                                 .dim = 64,
+                                 .pooling = 10,
+                                 .reuse_histogram = histogram_with(0)};
+  const EmbeddingOpTime big = embedding_op_time(avg, test_device(), kFull, EmbeddingParams{});
+  EXPECT_NEAR(big.seconds, (2.032 + 327.36) * 1e-6, 1e-12);
+}
+
+TEST(EmbeddingBagModel, BackwardKernelsAndLatencyFollowFbgemm) {
+  const auto op = [](double pooling, int64_t rows) {
+    KernelDesc k;
+    k.cls = KernelClass::kEmbeddingBackward;
+    k.embedding =
+        EmbeddingShape{.batch = 100, .tables = 2, .rows = rows, .dim = 64, .pooling = pooling};
+    return embedding_op_time(k, test_device(), kFull, EmbeddingParams{});
+  };
+  // N = 2000 <= 2304: one single-tile sort; N >= 1024 adds the temp_grad_accum zeros:
+  // 1 + 1 + 4 + 3 + 3 + 1 + 2 = 15 kernels. Latency 0.554 x 32 + 10.635 + 10.154 + 34.686.
+  const EmbeddingOpTime small = op(10.0, 1000000);
+  EXPECT_EQ(small.kernels, 15);
+  EXPECT_NEAR(small.latency_seconds, 73.203e-6, 1e-12);
+  EXPECT_NEAR(small.seconds, (15 * 2.032 + 73.203) * 1e-6, 1e-12);
+  // N = 6000: onesweep over floor(log2 6e6) + 1 = 23 bits, 3 passes of 8: 5 sort kernels, 19 in
+  // all; sort 14.269 + 3 x 7.635 = 37.174; index steps 32 ceil(30 / 32) = 32.
+  const EmbeddingOpTime large = op(30.0, 3000000);
+  EXPECT_EQ(large.kernels, 19);
+  EXPECT_NEAR(large.latency_seconds, (17.728 + 37.174 + 10.154 + 34.686) * 1e-6, 1e-12);
+  EXPECT_NEAR(large.seconds, (19 * 2.032 + 99.742) * 1e-6, 1e-12);
+  // Pooling 40 > 32: each bag takes two index steps.
+  EXPECT_NEAR(op(40.0, 3000000).latency_seconds - large.latency_seconds, 0.554e-6 * 32, 1e-12);
+  // N = 400 < 1024: no temp_grad_accum zeros.
+  EXPECT_EQ(op(2.0, 1000000).kernels, 14);
+}
+
+TEST(EmbeddingBagModel, TotalHashSizeBits) {
+  EXPECT_EQ(total_hash_size_bits(1), 1);
+  EXPECT_EQ(total_hash_size_bits(4), 3);
+  EXPECT_EQ(total_hash_size_bits(3 * 13346867), 26);  // the V100 trace's rank 0: 4 passes
+}
+
+TEST(EmbeddingBagModel, FitRecoversLatenciesOfSyntheticKernels) {
+  // Kernels generated from known latencies: floor 2 us, forward 3 + 1.5 Lm, index step 0.5,
+  // tile 10, pass 8, upsweep 12, encode 9, update 30.
+  using R = EmbeddingKernelRole;
+  std::vector<EmbeddingKernelSample> s;
+  const auto add = [&](const std::string& op, R role, double lookups, double us) {
+    s.push_back(EmbeddingKernelSample{op, role, lookups, 100.0, us * 1e-6});
+  };
+  add("f1", R::kForward, 200, 2 + 3 + 1.5 * 2);
+  add("f2", R::kForward, 800, 2 + 3 + 1.5 * 8);
+  add("b1", R::kLinearize, 200, 2 + 0.5 * 32);
+  add("b1", R::kSortSingleTile, 200, 12);
+  add("b1", R::kFill, 200, 2);
+  add("b1", R::kEncode, 200, 6);
+  add("b1", R::kEncode, 200, 9);
+  add("b1", R::kUpdate, 200, 32);
+  add("b1", R::kUpdate, 200, 2);
+  add("b2", R::kLinearize, 4000, 2 + 0.5 * 64);  // Lm 40: two steps per bag
+  add("b2", R::kSortHistogram, 4000, 7);
+  add("b2", R::kSortExclusiveSum, 4000, 3);
+  add("b2", R::kSortPass, 4000, 2 + 8 + 4);
+  add("b2", R::kSortPass, 4000, 2 + 8);
+  add("b2", R::kSortPass, 4000, 2 + 8);
+  add("b2", R::kEncode, 4000, 13);
+  add("b2", R::kUpdate, 4000, 34);
+  const EmbeddingParams p = fit_embedding_latencies(s, EmbeddingParams{});
+  EXPECT_EQ(p.kernel_floor, Duration::from_us(2));
+  EXPECT_EQ(p.forward_latency, Duration::from_us(3));
+  EXPECT_EQ(p.forward_row_latency, Duration::from_ns(1500));
+  EXPECT_EQ(p.index_step_latency, Duration::from_ns(500));
+  EXPECT_EQ(p.sort_tile_latency, Duration::from_us(10));
+  EXPECT_EQ(p.sort_pass_latency, Duration::from_us(8));
+  EXPECT_EQ(p.sort_upsweep_latency, Duration::from_us(5 + 1 + 4));
+  EXPECT_EQ(p.encode_latency, Duration::from_us(11));  // b1: 4 + 7, b2: 11
+  EXPECT_EQ(p.update_latency, Duration::from_us(31));
+  s.erase(s.begin() + 2);  // no linearize kernel left for b1, still one for b2
+  EXPECT_NO_THROW(fit_embedding_latencies(s, EmbeddingParams{}));
+  std::erase_if(s, [](const EmbeddingKernelSample& k) { return k.role == R::kUpdate; });
+  EXPECT_THROW(fit_embedding_latencies(s, EmbeddingParams{}), std::invalid_argument);
 }
 
 TEST(EmbeddingBagModel, SmallDimsPayTheSeedDivergenceFactor) {

@@ -176,6 +176,22 @@ TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
   EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
 }
 
+TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
+  TaskGraph g;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);
+  const std::vector<KernelDesc> steps = kernels_of(g, 0, "aten::_foreach_add_");
+  ASSERT_EQ(steps.size(), 1U);
+  const KernelDesc& k = steps[0];
+  EXPECT_EQ(k.memory_op, MemoryOp::kOptimizer);
+  EXPECT_EQ(k.optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_EQ(k.optimizer.impl, OptimizerImpl::kForeach);
+  // Bottom [4, 2]: weight 8, bias 2; top [8 = dim 2 + 6 pairs, 4, 1]: 32, 4, 4, 1. The sum (51)
+  // is the DDP buckets' 204 bytes / 4; SGD reads w and g and writes w.
+  EXPECT_EQ(k.optimizer.tensor_elements, (std::vector<int64_t>{8, 2, 32, 4, 4, 1}));
+  EXPECT_DOUBLE_EQ(k.bytes_read, 2 * 51 * 4);
+  EXPECT_DOUBLE_EQ(k.bytes_written, 51 * 4);
+}
+
 TEST(DlrmGenerator, TinyTwoRankTaskCountsPerRank) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);

@@ -11,6 +11,7 @@
 #include "calibration/hardware_profile.h"
 #include "calibration/model_registry.h"
 #include "sim/config/quantity_parse.h"
+#include "tools/trace_commands.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
@@ -66,6 +67,8 @@ struct TraceWorkload {
   LoadedTraces traces;
   TraceSetOptions options;
   std::filesystem::path dir;
+  /// `host`: measured, modelled (T1-T5 of the traces) or platform (platform.host's model).
+  std::string host;
 };
 
 TraceWorkload read_trace_workload(const ConfigNode& workload) {
@@ -73,6 +76,8 @@ TraceWorkload read_trace_workload(const ConfigNode& workload) {
   t.dir = workload.get_path("traces");
   const std::string mode = workload.get_choice_or("mode", {"replay", "model"}, "replay");
   t.options.graph.mode = mode == "model" ? TraceMode::kModel : TraceMode::kReplay;
+  t.host = workload.get_choice_or("host", {"measured", "modelled", "platform"}, "measured");
+  t.options.graph.host = t.host == "measured" ? TraceHost::kMeasured : TraceHost::kModelled;
   t.options.graph.iteration_marker = workload.get_string_or("iteration_marker", "ProfilerStep#");
   t.options.strict_et = !workload.get_bool_or("lenient_et", false);
   if (workload.has("iteration")) {
@@ -145,6 +150,9 @@ Scenario build_scenario(ConfigDocument& doc) {
   const ConfigNode interconnect = platform.child("interconnect");
   s.models.kernels = make_kernel_cost_model(kernels, hardware);
   s.models.cpu = make_cpu_cost_model(host);
+  if (trace && trace->host == "modelled") {
+    s.models.cpu = std::make_unique<HostOverheadCpuCost>(trace_host_cost(trace->traces.ranks));
+  }
   const std::string interconnect_model = interconnect.get_choice("model", interconnect_models());
   std::string interconnect_text = interconnect_model;
   if (interconnect_model == "flow") {
@@ -214,9 +222,13 @@ Scenario build_scenario(ConfigDocument& doc) {
       }
       s.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
     }
-    text += fmt::format("workload: trace ({} mode) of {} ranks from {}; {}\n",
+    const std::string host_text = trace->host == "measured" ? ""
+                                  : trace->host == "modelled"
+                                      ? ", host time T1-T5 of the traces"
+                                      : ", host time by the platform's host model";
+    text += fmt::format("workload: trace ({} mode{}) of {} ranks from {}; {}\n",
                         trace->options.graph.mode == TraceMode::kModel ? "model" : "replay",
-                        info.ranks.size(), workload.get_string("traces"),
+                        host_text, info.ranks.size(), workload.get_string("traces"),
                         trace->options.iteration
                             ? fmt::format("iteration {}", *trace->options.iteration)
                             : fmt::format("{} iterations", count));

@@ -22,6 +22,9 @@
 //     traces: ../test/data/param-et-replay/dlrm   # folder of per-rank Kineto (+ ET) traces
 //     mode: replay                  # replay: measured durations; model: kernels, copies and
 //                                   #   collectives re-priced by the platform's models
+//     host: measured                # host time: measured (the traced timeline), modelled (the
+//                                   #   seed's T1-T5 extracted from these traces) or platform
+//                                   #   (platform.host's model, e.g. another host's T1-T5 file)
 //     iteration: 10                 # optional: measure this step only (else every complete one)
 //     iteration_marker: "ProfilerStep#"
 //     lenient_et: false             # a mismatched execution trace: error (false) or warning

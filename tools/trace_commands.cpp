@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 
+#include "sim/config/config_node.h"
 #include "tools/output_folder.h"
 #include "workloads/trace/kineto_trace.h"
 #include "workloads/trace/trace_host_overheads.h"
@@ -16,9 +17,31 @@ namespace upsim::cli {
 
 namespace po = boost::program_options;
 
+HostOverheadCpuCost trace_host_cost(const std::vector<RankTrace>& traces) {
+  std::vector<const KinetoTrace*> kinetos;
+  for (const RankTrace& t : traces)
+    kinetos.push_back(&t.kineto);
+  const HostOverheadMeans m = host_overhead_means(extract_host_overheads(kinetos, 0.0));
+  HostOverheadParams p;
+  p.t1 = Duration::from_us_f(m.t1);
+  p.t4 = Duration::from_us_f(m.t4);
+  p.default_t2 = Duration::from_us_f(m.default_t2);
+  p.default_t3 = Duration::from_us_f(m.default_t3);
+  p.default_t5 = Duration::from_us_f(m.default_t5);
+  p.default_body = Duration::from_us_f(m.default_body);
+  auto duration = [](const std::optional<double>& us) {
+    return us ? std::optional<Duration>(Duration::from_us_f(*us)) : std::nullopt;
+  };
+  for (const auto& [name, op] : m.ops)
+    p.ops.emplace(name, OpHostOverheads{duration(op.t2), duration(op.t3), duration(op.t5)});
+  return HostOverheadCpuCost(std::move(p));
+}
+
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out) {
   std::string dir;
   std::string marker = "ProfilerStep#";
+  std::string host = "measured";
+  std::string host_file;
   int64_t step = -1;
   bool lenient = false;
   po::options_description desc(
@@ -27,13 +50,21 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
       "matching\nexecution traces if present; or Chakra *.et files), rebuilds the task graph "
       "(CPU threads,\nlaunches, streams, event waits, syncs, cross-rank collectives), replays it "
       "with the measured\ndurations in one multi-rank simulation, and prints per rank the "
-      "measured and predicted\niteration time and the error.\n\noptions");
+      "measured and predicted\niteration time and the error. With --host modelled the host "
+      "time is not replayed but priced by\nthe seed's T1-T5 overheads (extracted from the "
+      "traces themselves, or read from --host-overheads):\nthe check of the host model alone, "
+      "GPU work keeping its measured durations.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("step", po::value<int64_t>(&step),
        "measure this iteration only (e.g. 10 for ProfilerStep#10); default: the mean of every "
        "complete iteration")  //
       ("iteration-marker", po::value<std::string>(&marker)->default_value(marker),
        "name prefix of the annotations that start an iteration")  //
+      ("host", po::value<std::string>(&host)->default_value(host),
+       "host time: measured (replayed) or modelled (T1-T5)")  //
+      ("host-overheads", po::value<std::string>(&host_file),
+       "with --host modelled: T1-T5 from this host-overhead file (configs/host/ schema) instead "
+       "of the traces' own")  //
       ("lenient-et", po::bool_switch(&lenient),
        "replay a rank from its Kineto trace alone when its execution trace belongs to another "
        "run (default: an error)");
@@ -51,12 +82,35 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
   }
   po::notify(vm);
   if (dir.empty()) throw po::error("upsim validate traces: missing DIR");
+  if (host != "measured" && host != "modelled") {
+    throw po::error("upsim validate traces: --host must be measured or modelled, not `" + host +
+                    "`");
+  }
+  if (!host_file.empty() && host != "modelled") {
+    throw po::error("upsim validate traces: --host-overheads needs --host modelled");
+  }
 
   TraceSetOptions options;
   options.graph.iteration_marker = marker;
   options.strict_et = !lenient;
   if (step >= 0) options.iteration = static_cast<uint32_t>(step);
-  const TraceReplayResult result = validate_trace_directory(dir, options);
+  TraceReplayResult result;
+  if (host == "measured") {
+    result = validate_trace_directory(dir, options);
+  } else {
+    options.graph.host = TraceHost::kModelled;
+    LoadedTraces loaded = load_trace_directory(dir, options);
+    std::optional<HostOverheadCpuCost> cost;
+    if (host_file.empty()) {
+      cost.emplace(trace_host_cost(loaded.ranks));
+    } else {
+      ConfigDocument doc = ConfigDocument::load_file(host_file);
+      cost.emplace(load_host_overheads(doc.root()));
+      doc.check_all_keys_used();
+    }
+    result = replay_traces(loaded.ranks, options, &*cost);
+    result.warnings.insert(result.warnings.begin(), loaded.warnings.begin(), loaded.warnings.end());
+  }
   for (const std::string& w : result.warnings)
     out << "warning: " << w << "\n";
   out << format_trace_validation(result.ranks);

@@ -1,10 +1,13 @@
 #include "workloads/trace/chakra_trace.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include "workloads/trace/trace_error.h"
@@ -302,11 +305,84 @@ ChakraTrace read_chakra_trace(const std::filesystem::path& path) {
 
 namespace {
 
-std::optional<CollectiveKind> chakra_collective_kind(int64_t comm_type) {
+constexpr uint32_t kTypeMemLoad = static_cast<uint32_t>(ChakraNodeType::kMemLoad);
+constexpr uint32_t kTypeMemStore = static_cast<uint32_t>(ChakraNodeType::kMemStore);
+constexpr uint32_t kTypeComp = static_cast<uint32_t>(ChakraNodeType::kComp);
+constexpr uint32_t kTypeSend = static_cast<uint32_t>(ChakraNodeType::kCommSend);
+constexpr uint32_t kTypeRecv = static_cast<uint32_t>(ChakraNodeType::kCommRecv);
+constexpr uint32_t kTypeColl = static_cast<uint32_t>(ChakraNodeType::kCommColl);
+
+/// Stream key of communication nodes that name no stream (a stream of their own, as ASTRA-sim
+/// keeps GPU compute and communication apart).
+constexpr int64_t kCommStream = INT64_MIN;
+
+std::string node_label(const ChakraNode& n) {
+  return "node " + std::to_string(n.id) + " (" + std::string(chakra_node_type_name(n.type)) + " `" +
+         n.name + "`)";
+}
+
+/// An integer-valued attribute (int, bool or double kinds), or nullopt.
+std::optional<int64_t> int_attr(const ChakraNode& n, std::string_view key) {
+  const ChakraAttr* a = n.attr(key);
+  if (!a) return std::nullopt;
+  switch (a->kind) {
+    case ChakraAttr::Kind::kInt:
+    case ChakraAttr::Kind::kBool:
+      return a->i;
+    case ChakraAttr::Kind::kDouble:
+      return static_cast<int64_t>(a->d);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string string_attr(const ChakraNode& n, std::string_view key) {
+  const ChakraAttr* a = n.attr(key);
+  return a && a->kind == ChakraAttr::Kind::kString ? a->s : std::string();
+}
+
+const ChakraAttr* metadata_attr(const ChakraTrace& t, std::string_view key) {
+  for (const ChakraAttr& a : t.metadata) {
+    if (a.name == key) return &a;
+  }
+  return nullptr;
+}
+
+bool is_cpu_node(const ChakraNode& n) {
+  return int_attr(n, "is_cpu_op").value_or(0) != 0;
+}
+
+bool has_task(const ChakraNode& n) {
+  return n.type >= kTypeMemLoad && n.type <= kTypeColl;
+}
+
+bool is_comm(const ChakraNode& n) {
+  return n.type == kTypeSend || n.type == kTypeRecv || n.type == kTypeColl;
+}
+
+/// GPU stream of a GPU node: attr `stream`; else attr `tid` (converters before `stream` existed
+/// copied the Kineto tid, which for GPU events is the stream); else the communication stream for
+/// communication nodes and stream 0 for the rest.
+int64_t stream_key(const ChakraNode& n) {
+  if (const auto s = int_attr(n, "stream")) return *s;
+  if (const auto t = int_attr(n, "tid")) return *t;
+  return is_comm(n) ? kCommStream : 0;
+}
+
+/// Bytes of a send or receive: comm_size (PyTorch converter), else tensor_size (et_generator).
+int64_t p2p_bytes(const ChakraNode& n) {
+  if (const auto s = int_attr(n, "comm_size")) return *s;
+  return int_attr(n, "tensor_size").value_or(0);
+}
+
+/// CollectiveCommType -> the engine's kind. REDUCE, GATHER, SCATTER and BARRIER have no kind of
+/// their own: they take the kind with the same traffic pattern (BARRIER: an all-reduce of
+/// comm_size, usually 0, bytes).
+std::optional<CollectiveKind> collective_kind_of(int64_t comm_type) {
   switch (comm_type) {
     case 0:  // ALL_REDUCE
     case 1:  // REDUCE
-    case 9:  // BARRIER (no bytes)
+    case 9:  // BARRIER
       return CollectiveKind::kAllReduce;
     case 2:  // ALL_GATHER
     case 3:  // GATHER
@@ -314,7 +390,7 @@ std::optional<CollectiveKind> chakra_collective_kind(int64_t comm_type) {
     case 4:  // SCATTER
     case 5:  // BROADCAST
       return CollectiveKind::kBroadcast;
-    case 6:
+    case 6:  // ALL_TO_ALL
       return CollectiveKind::kAllToAll;
     case 7:  // REDUCE_SCATTER
     case 8:  // REDUCE_SCATTER_BLOCK
@@ -324,118 +400,300 @@ std::optional<CollectiveKind> chakra_collective_kind(int64_t comm_type) {
   }
 }
 
-int64_t attr_int(const ChakraNode& n, std::string_view key, int64_t fallback) {
-  const ChakraAttr* a = n.attr(key);
-  return a ? a->i : fallback;
+/// The kind of a collective node: attr comm_type, else the name as the PyTorch converter reads it
+/// (lower case without '_' and '-': allreduce, alltoall, allgather, reducescatter, broadcast).
+CollectiveKind collective_kind(const ChakraNode& n, const std::string& file) {
+  if (const auto t = int_attr(n, "comm_type")) {
+    if (const auto k = collective_kind_of(*t)) return *k;
+    throw TraceError(file, node_label(n) + ": comm_type " + std::to_string(*t) +
+                               " is not a CollectiveCommType (0..9)");
+  }
+  std::string name;
+  for (char c : n.name) {
+    if (c != '_' && c != '-')
+      name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (name.find("allreduce") != std::string::npos) return CollectiveKind::kAllReduce;
+  if (name.find("alltoall") != std::string::npos) return CollectiveKind::kAllToAll;
+  if (name.find("allgather") != std::string::npos) return CollectiveKind::kAllGather;
+  if (name.find("reducescatter") != std::string::npos) return CollectiveKind::kReduceScatter;
+  if (name.find("broadcast") != std::string::npos) return CollectiveKind::kBroadcast;
+  throw TraceError(file, node_label(n) +
+                             ": no comm_type attribute, and the name does not say which "
+                             "collective it is");
 }
 
-struct ChakraCollective {
-  size_t node = 0;
-  std::string key;
+std::string file_name(const ChakraTrace& t) {
+  return std::filesystem::path(t.file).filename().string();
+}
+
+/// A GPU communication task's group and fixed duration.
+struct CommTask {
+  CollectiveId group = 0;
+  int64_t ps = 0;
 };
+
+using RankNode = std::pair<size_t, size_t>;  // (rank, node index)
+
+/// Groups the GPU COMM_COLL_NODEs of all ranks (see the header) and declares their groups.
+void group_collectives(const std::vector<ChakraTrace>& traces,
+                       const std::vector<std::vector<size_t>>& order, TaskGraph& graph,
+                       std::vector<std::unordered_map<size_t, CommTask>>& comm,
+                       TraceGraphInfo& info) {
+  const size_t nranks = traces.size();
+  std::map<std::string, std::vector<std::vector<size_t>>> by_pg;  // pg -> per rank, node indices
+  for (size_t r = 0; r < nranks; ++r) {
+    for (size_t i : order[r]) {
+      const ChakraNode& n = traces[r].nodes[i];
+      if (n.type != kTypeColl || is_cpu_node(n)) continue;
+      auto& per_rank = by_pg[string_attr(n, "pg_name")];
+      per_rank.resize(nranks);
+      per_rank[r].push_back(i);
+    }
+  }
+  for (const auto& [pg, per_rank] : by_pg) {
+    const std::string pg_text = pg.empty() ? "without pg_name" : "of process group `" + pg + "`";
+    std::vector<size_t> members;
+    size_t most = 0;
+    for (size_t r = 0; r < nranks; ++r) {
+      if (per_rank[r].empty()) continue;
+      members.push_back(r);
+      if (per_rank[r].size() > per_rank[most].size()) most = r;
+    }
+    if (pg.empty() && members.size() != nranks) {
+      size_t absent = 0;
+      while (!per_rank[absent].empty())
+        ++absent;
+      throw TraceError(traces[absent].file,
+                       "no collective " + pg_text + ", but " + file_name(traces[most]) + " has " +
+                           std::to_string(per_rank[most].size()) +
+                           " (first: " + node_label(traces[most].nodes[per_rank[most].front()]) +
+                           "); a collective without a process group spans every rank: the "
+                           "traces do not belong to one run");
+    }
+    for (size_t r : members) {
+      if (per_rank[r].size() == per_rank[most].size()) continue;
+      const ChakraNode& extra = traces[most].nodes[per_rank[most][per_rank[r].size()]];
+      throw TraceError(traces[most].file, node_label(extra) + " is collective " +
+                                              std::to_string(per_rank[r].size() + 1) + " " +
+                                              pg_text + ", but " + file_name(traces[r]) +
+                                              " has only " + std::to_string(per_rank[r].size()) +
+                                              ": the traces do not belong to one run");
+    }
+    for (size_t k = 0; k < per_rank[most].size(); ++k) {
+      const size_t r0 = members.front();
+      const ChakraNode& first = traces[r0].nodes[per_rank[r0][k]];
+      CollectiveDesc desc;
+      desc.kind = collective_kind(first, traces[r0].file);
+      int64_t ps = INT64_MAX;
+      for (size_t r : members) {
+        const ChakraNode& n = traces[r].nodes[per_rank[r][k]];
+        if (const CollectiveKind kind = collective_kind(n, traces[r].file); kind != desc.kind) {
+          throw TraceError(traces[r].file,
+                           node_label(n) + " is " + std::string(collective_kind_name(kind)) +
+                               ", but the collective it meets in " + file_name(traces[r0]) + ", " +
+                               node_label(first) + ", is " +
+                               std::string(collective_kind_name(desc.kind)) +
+                               ": the traces do not belong to one run");
+        }
+        desc.members.push_back(static_cast<RankId>(r));
+        desc.bytes = std::max(desc.bytes, int_attr(n, "comm_size").value_or(0));
+        ps = std::min(ps, static_cast<int64_t>(n.duration_micros) * 1'000'000);
+      }
+      if (desc.kind == CollectiveKind::kAllToAll) {
+        const auto m = static_cast<int64_t>(members.size());
+        desc.send_bytes.assign(static_cast<size_t>(m * m), desc.bytes / m);
+      }
+      const std::string name =
+          first.name + (pg.empty() ? "" : " pg " + pg) + " #" + std::to_string(k);
+      const CollectiveId id = graph.add_collective_group(std::move(desc), name);
+      ++info.collective_groups;
+      for (size_t r : members)
+        comm[r][per_rank[r][k]] = CommTask{id, ps};
+    }
+  }
+}
+
+/// Matches the GPU COMM_SEND_NODEs and COMM_RECV_NODEs of all ranks (see the header), declares a
+/// send/recv group per pair, and returns per rank the nodes that name no peer.
+std::vector<std::vector<size_t>> match_point_to_point(
+    const std::vector<ChakraTrace>& traces, const std::vector<std::vector<size_t>>& order,
+    TaskGraph& graph, std::vector<std::unordered_map<size_t, CommTask>>& comm,
+    TraceGraphInfo& info) {
+  const size_t nranks = traces.size();
+  // (src, dst, tag) -> sends and receives in node-id order.
+  std::map<std::tuple<int64_t, int64_t, int64_t>,
+           std::pair<std::vector<RankNode>, std::vector<RankNode>>>
+      p2p;
+  std::vector<std::vector<size_t>> peerless(nranks);
+  for (size_t r = 0; r < nranks; ++r) {
+    const ChakraTrace& t = traces[r];
+    const auto self = static_cast<int64_t>(r);
+    for (size_t i : order[r]) {
+      const ChakraNode& n = t.nodes[i];
+      if ((n.type != kTypeSend && n.type != kTypeRecv) || is_cpu_node(n)) continue;
+      const bool send = n.type == kTypeSend;
+      const char* peer_key = send ? "comm_dst" : "comm_src";
+      const char* self_key = send ? "comm_src" : "comm_dst";
+      const auto peer = int_attr(n, peer_key);
+      if (!peer) {
+        peerless[r].push_back(i);
+        continue;
+      }
+      if (const auto own = int_attr(n, self_key); own && *own != self) {
+        throw TraceError(t.file, node_label(n) + " has " + self_key + " " + std::to_string(*own) +
+                                     ", but it is in the trace of rank " + std::to_string(r));
+      }
+      if (*peer < 0 || *peer >= static_cast<int64_t>(nranks)) {
+        throw TraceError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
+                                     ", but the traces are ranks 0.." + std::to_string(nranks - 1));
+      }
+      if (*peer == self) {
+        throw TraceError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
+                                     ", its own rank");
+      }
+      const int64_t tag = int_attr(n, "comm_tag").value_or(0);
+      if (send) {
+        p2p[{self, *peer, tag}].first.emplace_back(r, i);
+      } else {
+        p2p[{*peer, self, tag}].second.emplace_back(r, i);
+      }
+    }
+  }
+  for (const auto& [key, ends] : p2p) {
+    const auto& [src, dst, tag] = key;
+    const auto& [sends, recvs] = ends;
+    const std::string what = "rank " + std::to_string(src) + " -> rank " + std::to_string(dst) +
+                             ", comm_tag " + std::to_string(tag);
+    const std::string counts = std::to_string(sends.size()) + " COMM_SEND_NODE and " +
+                               std::to_string(recvs.size()) + " COMM_RECV_NODE of " + what;
+    if (sends.size() > recvs.size()) {
+      const auto [r, i] = sends[recvs.size()];
+      throw TraceError(traces[r].file,
+                       node_label(traces[r].nodes[i]) + " has no matching receive in " +
+                           file_name(traces[static_cast<size_t>(dst)]) + " (" + counts + ")");
+    }
+    if (recvs.size() > sends.size()) {
+      const auto [r, i] = recvs[sends.size()];
+      throw TraceError(traces[r].file,
+                       node_label(traces[r].nodes[i]) + " has no matching send in " +
+                           file_name(traces[static_cast<size_t>(src)]) + " (" + counts + ")");
+    }
+    for (size_t k = 0; k < sends.size(); ++k) {
+      const ChakraTrace& ts = traces[sends[k].first];
+      const ChakraTrace& tr = traces[recvs[k].first];
+      const ChakraNode& s = ts.nodes[sends[k].second];
+      const ChakraNode& v = tr.nodes[recvs[k].second];
+      const int64_t sb = p2p_bytes(s);
+      const int64_t rb = p2p_bytes(v);
+      if (sb > 0 && rb > 0 && sb != rb) {
+        throw TraceError(ts.file, node_label(s) + " sends " + std::to_string(sb) +
+                                      " bytes, but the matching " + node_label(v) + " in " +
+                                      file_name(tr) + " receives " + std::to_string(rb));
+      }
+      CollectiveDesc desc;
+      desc.kind = CollectiveKind::kSendRecv;
+      desc.members = {static_cast<RankId>(src), static_cast<RankId>(dst)};
+      desc.bytes = std::max(sb, rb);
+      const CollectiveId id = graph.add_collective_group(
+          std::move(desc), s.name + " " + what + " #" + std::to_string(k));
+      ++info.collective_groups;
+      const int64_t ps =
+          static_cast<int64_t>(std::min(s.duration_micros, v.duration_micros)) * 1'000'000;
+      comm[sends[k].first][sends[k].second] = CommTask{id, ps};
+      comm[recvs[k].first][recvs[k].second] = CommTask{id, ps};
+    }
+  }
+  return peerless;
+}
 
 }  // namespace
 
+std::string_view chakra_node_type_name(uint32_t type) {
+  switch (type) {
+    case 0:
+      return "INVALID_NODE";
+    case 1:
+      return "METADATA_NODE";
+    case 2:
+      return "MEM_LOAD_NODE";
+    case 3:
+      return "MEM_STORE_NODE";
+    case 4:
+      return "COMP_NODE";
+    case 5:
+      return "COMM_SEND_NODE";
+    case 6:
+      return "COMM_RECV_NODE";
+    case 7:
+      return "COMM_COLL_NODE";
+    default:
+      return "unknown node type";
+  }
+}
+
 TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGraph& graph,
-                                  const ChakraGraphOptions& options) {
+                                  const ChakraGraphOptions& options,
+                                  std::vector<std::string>* warnings) {
   if (traces.empty()) throw TraceError("(no file)", "no Chakra trace to build a graph from");
-  // Per rank: node order by id, and the collectives in that order.
-  std::vector<std::vector<size_t>> order(traces.size());
-  std::vector<std::vector<ChakraCollective>> colls(traces.size());
-  for (size_t r = 0; r < traces.size(); ++r) {
+  if (graph.rank_count() != 0) {
+    throw std::invalid_argument("build_chakra_graph: the graph already has ranks");
+  }
+  const size_t nranks = traces.size();
+  // Per rank: node order by id, and node index by id.
+  std::vector<std::vector<size_t>> order(nranks);
+  std::vector<std::unordered_map<uint64_t, size_t>> node_of_id(nranks);
+  for (size_t r = 0; r < nranks; ++r) {
     const auto& nodes = traces[r].nodes;
     order[r].resize(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i)
+    for (size_t i = 0; i < nodes.size(); ++i) {
       order[r][i] = i;
-    std::stable_sort(order[r].begin(), order[r].end(),
-                     [&](size_t a, size_t b) { return nodes[a].id < nodes[b].id; });
-    std::map<std::string, size_t> per_pg;
-    for (size_t i : order[r]) {
-      if (nodes[i].type != static_cast<uint32_t>(ChakraNodeType::kCommColl)) continue;
-      const ChakraAttr* pg = nodes[i].attr("pg_name");
-      const std::string pg_name = pg && pg->kind == ChakraAttr::Kind::kString ? pg->s : "";
-      colls[r].push_back(ChakraCollective{i, pg_name + "/" + std::to_string(per_pg[pg_name]++)});
+      if (!node_of_id[r].emplace(nodes[i].id, i).second) {
+        throw TraceError(traces[r].file, "node id " + std::to_string(nodes[i].id) +
+                                             " appears twice (" + node_label(nodes[i]) + ")");
+      }
     }
+    std::sort(order[r].begin(), order[r].end(),
+              [&](size_t a, size_t b) { return nodes[a].id < nodes[b].id; });
   }
-  // Groups across ranks.
-  std::map<std::string, std::vector<std::pair<size_t, size_t>>> members;  // key -> (rank, node)
-  std::vector<std::string> keys;
-  for (size_t r = 0; r < traces.size(); ++r) {
-    for (const ChakraCollective& c : colls[r]) {
-      auto [it, inserted] = members.try_emplace(c.key);
-      if (inserted) keys.push_back(c.key);
-      it->second.emplace_back(r, c.node);
-    }
-  }
-  std::vector<std::unordered_map<size_t, CollectiveId>> group_of(traces.size());
-  std::vector<std::unordered_map<size_t, int64_t>> group_ps(traces.size());
   TraceGraphInfo info;
-  for (const std::string& key : keys) {
-    const auto& m = members.at(key);
-    if (traces.size() > 1 && m.size() != traces.size()) {
-      std::string present;
-      for (const auto& [r, n] : m)
-        present += (present.empty() ? "" : ", ") + std::to_string(r);
-      throw TraceError(traces[m.front().first].file,
-                       "collective " + key +
-                           " (process group/position) is in the traces of "
-                           "ranks " +
-                           present + " only: the traces do not belong to one run");
-    }
-    const ChakraNode& first = traces[m.front().first].nodes[m.front().second];
-    CollectiveDesc desc;
-    desc.kind = chakra_collective_kind(attr_int(first, "comm_type", 0))
-                    .value_or(CollectiveKind::kAllReduce);
-    int64_t ps = INT64_MAX;
-    for (const auto& [r, n] : m) {
-      desc.members.push_back(static_cast<RankId>(r));
-      const ChakraNode& node = traces[r].nodes[n];
-      desc.bytes = std::max(desc.bytes, attr_int(node, "comm_size", 0));
-      ps = std::min(ps, static_cast<int64_t>(node.duration_micros) * 1'000'000);
-    }
-    if (desc.kind == CollectiveKind::kAllToAll) {
-      const auto n = static_cast<int64_t>(m.size());
-      desc.send_bytes.assign(static_cast<size_t>(n * n), desc.bytes / n);
-    }
-    const CollectiveId id = graph.add_collective_group(desc, first.name + " " + key);
-    ++info.collective_groups;
-    for (const auto& [r, n] : m) {
-      group_of[r][n] = id;
-      group_ps[r][n] = ps;
-    }
-  }
+  std::vector<std::unordered_map<size_t, CommTask>> comm(nranks);
+  group_collectives(traces, order, graph, comm, info);
+  const std::vector<std::vector<size_t>> peerless =
+      match_point_to_point(traces, order, graph, comm, info);
 
-  for (size_t r = 0; r < traces.size(); ++r) {
+  for (size_t r = 0; r < nranks; ++r) {
     const ChakraTrace& t = traces[r];
     const auto& nodes = t.nodes;
     TraceRankSummary s;
     s.file = t.file;
     s.device = "GPU";
-    // Streams: attr `stream` of GPU nodes; collectives default to their own stream.
+    // CPU threads by attr `tid` and streams by stream_key, each numbered in key order.
+    std::map<int64_t, uint16_t> thread_index;
     std::map<int64_t, uint16_t> stream_index;
-    constexpr int64_t kCommStream = -1;
-    auto stream_of = [&](const ChakraNode& n) {
-      if (const ChakraAttr* a = n.attr("stream")) return a->i;
-      return n.type == static_cast<uint32_t>(ChakraNodeType::kCommColl) ? kCommStream : 0;
-    };
-    auto is_cpu = [](const ChakraNode& n) {
-      const ChakraAttr* a = n.attr("is_cpu_op");
-      return a && a->i != 0;
-    };
-    auto has_task = [&](const ChakraNode& n) {
-      const auto type = static_cast<ChakraNodeType>(n.type);
-      return type == ChakraNodeType::kComp || type == ChakraNodeType::kCommColl ||
-             type == ChakraNodeType::kMemLoad || type == ChakraNodeType::kMemStore ||
-             type == ChakraNodeType::kCommSend || type == ChakraNodeType::kCommRecv;
-    };
     for (size_t i : order[r]) {
-      if (has_task(nodes[i]) && !is_cpu(nodes[i])) stream_index.emplace(stream_of(nodes[i]), 0);
+      const ChakraNode& n = nodes[i];
+      if (!has_task(n)) continue;
+      if (is_cpu_node(n)) {
+        thread_index.emplace(int_attr(n, "tid").value_or(0), 0);
+      } else {
+        stream_index.emplace(stream_key(n), 0);
+      }
+    }
+    if (thread_index.empty()) thread_index.emplace(0, 0);
+    if (thread_index.size() > UINT16_MAX || stream_index.size() > UINT16_MAX) {
+      throw TraceError(t.file, std::to_string(thread_index.size()) +
+                                   " host threads (attr tid) and " +
+                                   std::to_string(stream_index.size()) +
+                                   " streams: more than 65535 of one kind");
     }
     RankInfo rank_info;
-    rank_info.name = "rank " + std::to_string(graph.rank_count()) + " (" +
-                     std::filesystem::path(t.file).filename().string() + ")";
-    rank_info.cpu_threads = 1;
+    rank_info.name = "rank " + std::to_string(graph.rank_count()) + " (" + file_name(t) + ")";
     uint16_t next = 0;
+    for (auto& [tid, index] : thread_index)
+      index = next++;
+    rank_info.cpu_threads = next;
+    next = 0;
     for (auto& [stream, index] : stream_index) {
       index = next++;
       rank_info.stream_names.push_back(stream == kCommStream ? "comm"
@@ -443,55 +701,67 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     }
     const RankId rank = graph.add_rank(rank_info);
     s.rank = rank;
-    s.cpu_threads = 1;
+    s.cpu_threads = rank_info.cpu_threads;
     s.streams = next;
 
-    std::unordered_map<uint64_t, size_t> node_of_id;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      node_of_id.emplace(nodes[i].id, i);
     std::vector<TaskId> task(nodes.size(), kNoTask);
+    std::vector<TaskId> last_on_thread(rank_info.cpu_threads, kNoTask);
     graph.add_iteration_mark(rank, 0, 0);
     uint64_t first_us = UINT64_MAX;
     uint64_t last_us = 0;
+    bool timed = false;  // some node has start_time_micros (proto3 cannot tell 0 from absent)
     for (size_t i : order[r]) {
       const ChakraNode& n = nodes[i];
       if (!has_task(n)) continue;
+      timed |= n.start_time_micros > 0;
       first_us = std::min(first_us, n.start_time_micros);
       last_us = std::max(last_us, n.start_time_micros + n.duration_micros);
       const Duration d = Duration::from_us(static_cast<int64_t>(n.duration_micros));
-      const auto type = static_cast<ChakraNodeType>(n.type);
-      if (is_cpu(n)) {
-        task[i] = graph.add_cpu_op(rank, 0, n.name, HostPhase::kOpBody);
+      if (is_cpu_node(n)) {
+        const uint16_t thread = thread_index.at(int_attr(n, "tid").value_or(0));
+        task[i] = graph.add_cpu_op(rank, thread, n.name, HostPhase::kOpBody);
         graph.set_fixed_duration(task[i], d);
+        last_on_thread[thread] = task[i];
         continue;
       }
-      const uint16_t stream = stream_index.at(stream_of(n));
-      if (type == ChakraNodeType::kCommColl) {
-        task[i] = graph.add_collective(rank, stream, group_of[r].at(i), n.name);
-        graph.set_fixed_duration(task[i], Duration::from_ps(group_ps[r].at(i)));
+      const uint16_t stream = stream_index.at(stream_key(n));
+      if (const auto c = comm[r].find(i); c != comm[r].end()) {
+        task[i] = graph.add_collective(rank, stream, c->second.group, n.name);
+        graph.set_fixed_duration(task[i], Duration::from_ps(c->second.ps));
         ++s.collectives;
-      } else if (type == ChakraNodeType::kMemLoad || type == ChakraNodeType::kMemStore) {
+      } else if (n.type == kTypeMemLoad || n.type == kTypeMemStore) {
         TransferDesc td;
         td.rank = rank;
-        td.bytes = attr_int(n, "tensor_size", 0);
-        td.kind = type == ChakraNodeType::kMemLoad ? TransferKind::kHostToDevice
-                                                   : TransferKind::kDeviceToHost;
+        td.bytes = int_attr(n, "tensor_size").value_or(0);
+        td.kind =
+            n.type == kTypeMemLoad ? TransferKind::kHostToDevice : TransferKind::kDeviceToHost;
         task[i] = graph.add_memcpy(rank, stream, n.name, n.name, td);
         graph.set_fixed_duration(task[i], d);
         ++s.copies;
       } else {
-        // COMP_NODE on the GPU; point-to-point send/recv keep their measured time (their peer is
-        // not matched across ranks).
+        // COMP_NODE, and sends / receives that name no peer (measured time, no rendezvous).
         KernelDesc kd;
-        kd.flops = static_cast<double>(attr_int(n, "num_ops", 0));
-        kd.bytes_read = static_cast<double>(attr_int(n, "tensor_size", 0));
+        if (n.type == kTypeComp) {
+          kd.flops = static_cast<double>(int_attr(n, "num_ops").value_or(0));
+          kd.bytes_read = static_cast<double>(int_attr(n, "tensor_size").value_or(0));
+          ++s.kernels;
+        }
         task[i] = graph.add_kernel(rank, stream, n.name, n.name, kd);
         graph.set_fixed_duration(task[i], d);
-        ++s.kernels;
       }
     }
-    graph.add_host_sync(rank, 0, kAllStreams, "end of trace");
+    const TaskId end_sync = graph.add_host_sync(rank, 0, kAllStreams, "end of trace");
+    for (TaskId last : last_on_thread) {
+      if (last != kNoTask) graph.add_dependency(last, end_sync);
+    }
     graph.add_iteration_mark(rank, 0, 1);
+    if (warnings && !peerless[r].empty()) {
+      warnings->push_back(t.file + ": " + std::to_string(peerless[r].size()) +
+                          " COMM_SEND_NODE / COMM_RECV_NODE without comm_dst / comm_src (first: " +
+                          node_label(nodes[peerless[r].front()]) +
+                          ") replayed with their measured time, not matched across ranks");
+    }
+
     // Dependencies; nodes without a task pass their own dependencies through.
     std::vector<std::vector<TaskId>> through(nodes.size());
     std::vector<uint8_t> state(nodes.size(), 0);  // 0 new, 1 visiting, 2 done
@@ -506,15 +776,15 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
         [&](size_t i) -> const std::vector<TaskId>& {
       if (state[i] == 2) return through[i];
       if (state[i] == 1) {
-        throw TraceError(t.file, "dependency cycle through node " + std::to_string(nodes[i].id));
+        throw TraceError(t.file, "dependency cycle through " + node_label(nodes[i]));
       }
       state[i] = 1;
       if (task[i] != kNoTask) {
         through[i] = {task[i]};
       } else {
         for (uint64_t d : deps_of(i)) {
-          const auto it = node_of_id.find(d);
-          if (it == node_of_id.end()) continue;
+          const auto it = node_of_id[r].find(d);
+          if (it == node_of_id[r].end()) continue;
           const auto& up = resolve(it->second);
           through[i].insert(through[i].end(), up.begin(), up.end());
         }
@@ -524,24 +794,49 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     };
     for (size_t i : order[r]) {
       if (task[i] == kNoTask) continue;
-      for (uint64_t d : deps_of(i)) {
-        const auto it = node_of_id.find(d);
-        if (it == node_of_id.end()) {
-          throw TraceError(t.file, "node " + std::to_string(nodes[i].id) + " depends on node " +
-                                       std::to_string(d) + ", which the trace does not have");
+      const ChakraNode& n = nodes[i];
+      for (uint64_t d : n.data_deps) {
+        if (!node_of_id[r].count(d)) {
+          throw TraceError(t.file, node_label(n) + " has data dependency " + std::to_string(d) +
+                                       ", a node the trace does not have");
         }
+      }
+      for (uint64_t d : deps_of(i)) {
+        const auto it = node_of_id[r].find(d);
+        if (it == node_of_id[r].end()) continue;  // a ctrl_dep on a dropped parent
         for (TaskId before : resolve(it->second)) {
           if (before != task[i]) graph.add_dependency(before, task[i]);
         }
       }
     }
+
     TraceIteration it;
     it.start_mark = 0;
     it.end_mark = 1;
-    it.label = "trace span";
-    it.measured = first_us == UINT64_MAX
-                      ? Duration::zero()
-                      : Duration::from_us(static_cast<int64_t>(last_us - first_us));
+    const ChakraAttr* start_ts = metadata_attr(t, "start_ts");
+    const ChakraAttr* finish_ts = metadata_attr(t, "finish_ts");
+    if (timed) {
+      it.label = "trace span";
+      it.measured = Duration::from_us(static_cast<int64_t>(last_us - first_us));
+    } else if (start_ts && finish_ts && finish_ts->i > start_ts->i) {
+      it.label = "ET observer window";
+      it.measured = Duration::from_ms(finish_ts->i - start_ts->i);
+      if (warnings) {
+        warnings->push_back(
+            t.file +
+            ": no node has start_time_micros; measured = the execution-trace observer's "
+            "lifetime (GlobalMetadata finish_ts - start_ts, whole milliseconds), which also "
+            "holds untraced host time: an upper bound on the traced work");
+      }
+    } else {
+      it.label = "no timestamps";
+      it.measured = Duration::zero();
+      if (warnings) {
+        warnings->push_back(t.file +
+                            ": no node has start_time_micros and the metadata has no "
+                            "start_ts / finish_ts: nothing measured to compare with");
+      }
+    }
     s.iterations.push_back(it);
     info.ranks.push_back(std::move(s));
   }

@@ -9,18 +9,45 @@
 // read. A truncated or corrupt file throws TraceError naming the file and the byte offset.
 //
 // Graph (build_chakra_graph), following ASTRA-sim's reading of the format:
-//  - COMP_NODE with attr is_cpu_op = true -> CpuOp on the rank's CPU thread; other COMP_NODEs ->
-//    Kernel on stream attr `stream` (default 0); MEM_LOAD_NODE / MEM_STORE_NODE -> a host to
-//    device / device to host copy of attr tensor_size bytes; COMM_COLL_NODE -> Collective of kind
-//    comm_type and comm_size bytes; METADATA_NODE and node types without a timing meaning ->
-//    nothing. Durations: duration_micros (Chakra keeps only whole microseconds).
-//  - data_deps become explicit edges (ctrl_deps too with `use_ctrl_deps`); tasks of one
-//    resource run in node-id order (the converter numbers nodes in execution order), so
-//    same-stream order holds even where the converter lost it (chakra#215).
-//  - The k-th collective of process group attr pg_name (else the k-th collective) on every rank
-//    forms one group; its fixed duration is the shortest measured member (the last arrival).
-//  - One trace is one iteration: IterationMark 0 before the first CPU task, IterationMark 1 after
-//    a device-wide HostSync at the end.
+//  - Nodes with attr is_cpu_op = true (absent = false, as in Chakra's feeder) -> CpuOp on the
+//    CPU thread of attr `tid` (threads numbered in tid order; no tid counts as tid 0), whatever
+//    their type (the converter that wrote test/data/chakra typed host-side c10d::allreduce_
+//    calls COMM_COLL_NODE). The other nodes run on a GPU stream: attr `stream`, else attr `tid`
+//    (converters before `stream` existed wrote the Kineto tid, which for GPU events is the
+//    stream), else a `comm` stream for communication nodes and stream 0 for the rest. COMP_NODE ->
+//    Kernel (num_ops, tensor_size); MEM_LOAD_NODE / MEM_STORE_NODE -> a host to device / device to
+//    host copy of tensor_size bytes; COMM_COLL_NODE -> Collective; COMM_SEND_NODE / COMM_RECV_NODE
+//    -> a send/recv Collective of the matched pair; METADATA_NODE and unknown types -> no task
+//    (their dependencies pass through).
+//  - Durations: duration_micros (whole microseconds; the PyTorch converter writes Kineto's
+//    exclusive time truncated, so GPU ops under 1 us, stored without the field, take zero).
+//  - data_deps become explicit edges (ctrl_deps too with `use_ctrl_deps`; a ctrl_dep on a node the
+//    converter did not emit, such as the thread root, is ignored; a missing data_dep is an error).
+//    Tasks of one thread or stream run in node-id order (the PyTorch host trace numbers ops as they
+//    start; in test/data/chakra the GPU node ids of a stream follow their launching ops), so
+//    same-stream order holds where the converter wrote no edge for it (chakra#215).
+//  - Collectives: the k-th GPU COMM_COLL_NODE of process group attr pg_name on each rank that uses
+//    that group forms one group (without pg_name: the k-th on every rank). Kind from comm_type
+//    (CollectiveCommType; REDUCE, GATHER, SCATTER, BARRIER take the kind with their traffic
+//    pattern), else from the name as the converter reads it; bytes = comm_size. Different counts
+//    or kinds across ranks are an error naming the file and node.
+//  - Point-to-point: a COMM_SEND_NODE on rank s with comm_dst d and comm_tag t (default 0) matches
+//    the COMM_RECV_NODE on rank d with comm_src s and the same tag, the k-th send with the k-th
+//    receive (rank = position in `traces`); bytes = comm_size, else tensor_size. A send or receive
+//    without its partner, a peer outside the ranks or equal to the own rank, a comm_src of a send
+//    (comm_dst of a receive) other than the own rank, or differing byte counts are errors naming
+//    the file and node. Sends / receives that name no peer (the PyTorch converter writes none) run
+//    with their measured time, unmatched, and are reported in `warnings`.
+//  - A group's fixed duration is its shortest measured member (the last arrival's, which did not
+//    wait for the others).
+//  - One trace is one iteration: IterationMark 0 before the first task of thread 0,
+//    IterationMark 1 after a device-wide HostSync on thread 0 that also waits for the other
+//    threads. Measured: the span of the task nodes' start_time_micros + duration_micros if any
+//    node has a nonzero start_time_micros; else (the PyTorch converter writes none) the PyTorch
+//    execution-trace observer's lifetime, GlobalMetadata attrs finish_ts - start_ts (steady-clock
+//    milliseconds, written by torch/csrc/profiler/standalone/execution_trace_observer.cpp at
+//    observer registration and removal; an upper bound that includes untraced host time), with a
+//    warning.
 #pragma once
 
 #include <cstdint>
@@ -79,6 +106,9 @@ struct ChakraTrace {
   std::vector<ChakraNode> nodes;  ///< in file order
 };
 
+/// "COMP_NODE", "COMM_SEND_NODE", ... (NodeType names of et_def.proto).
+std::string_view chakra_node_type_name(uint32_t type);
+
 ChakraTrace parse_chakra_trace(std::string_view bytes, const std::string& file);
 /// Reads `path` (raw, or gzip-compressed).
 ChakraTrace read_chakra_trace(const std::filesystem::path& path);
@@ -87,9 +117,14 @@ struct ChakraGraphOptions {
   bool use_ctrl_deps = false;
 };
 
-/// Adds one rank per trace to `graph` (unsealed). Throws TraceError naming the file on
-/// dependencies on unknown nodes, or collectives that do not match across ranks.
+/// Adds one rank per trace to `graph` (unsealed and without ranks; std::invalid_argument
+/// otherwise), rank r = traces[r]. Throws TraceError naming the file and node on duplicate node
+/// ids, data dependencies on unknown nodes, dependency cycles through nodes without a task, and
+/// collectives or sends / receives that do not match across ranks. Appends to `warnings` (if given)
+/// what the replay cannot honour: unmatched peerless sends and receives, and a measured time that
+/// is not the nodes' own span.
 TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGraph& graph,
-                                  const ChakraGraphOptions& options = {});
+                                  const ChakraGraphOptions& options = {},
+                                  std::vector<std::string>* warnings = nullptr);
 
 }  // namespace upsim

@@ -9,12 +9,19 @@
 
 #include "workloads/trace/json_reader.h"
 #include "workloads/trace/trace_error.h"
+#include "workloads/trace/trace_host_overheads.h"
 
 namespace upsim {
 
 namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
+/// Inferred stream waits: tasks looked at per stream, back from the call, for one consistent with
+/// the waiter's start.
+constexpr int kMaxWaitLookBack = 64;
+/// A waiter that starts this much later than its launch and stream predecessor allowed was held
+/// by its wait (GPU launch latency is a few microseconds).
+constexpr Duration kWaitBindSlack = Duration::from_us(10);
 
 std::string file_name(const std::string& path) {
   return std::filesystem::path(path).filename().string();
@@ -129,6 +136,7 @@ enum class PointKind : uint8_t {
   kSplit,         // another thread's hand-off trigger ends here: cut the host work
   kResume,        // the thread resumes after waiting for another thread
   kMark,          // an iteration marker starts (or the last ProfilerStep ends)
+  kOpStart,       // TraceHost::kModelled: a top-level op starts
   kLaunch,        // a runtime call that enqueues GPU work
   kBlockingCopy,  // a memcpy call that returns after its copy
   kSync,          // stream / event / device synchronize
@@ -206,6 +214,7 @@ class RankBuilder {
   void plan() {
     plan_points();
     plan_handoffs();
+    if (options_.host == TraceHost::kModelled) plan_ops();
     for (ThreadData& t : threads_) {
       std::stable_sort(t.points.begin(), t.points.end(), [](const Point& a, const Point& b) {
         if (a.ts != b.ts) return a.ts < b.ts;
@@ -307,9 +316,21 @@ class RankBuilder {
     s.stream_waits_exact = static_cast<uint64_t>(std::count_if(
         waits_.begin(), waits_.end(), [](const StreamWaitInfo& w) { return w.exact; }));
     s.stream_waits_dropped = waits_dropped_;
+    std::vector<int64_t> cuda_stream(stream_index_.size());
+    for (const auto& [key, index] : stream_index_)
+      cuda_stream[index] = key.second;
+    for (const StreamWaitInfo& w : waits_) {
+      s.stream_wait_edges.push_back(
+          TraceStreamWaitEdge{ev_[w.call].correlation, ev_[w.producer].correlation,
+                              cuda_stream[w.stream], cuda_stream[stream_of_[w.producer]], w.exact});
+    }
 
-    for (uint32_t t = 0; t < threads_.size(); ++t)
-      emit_thread(t, s);
+    for (uint32_t t = 0; t < threads_.size(); ++t) {
+      if (options_.host == TraceHost::kModelled)
+        emit_thread_modelled(t, s);
+      else
+        emit_thread(t, s);
+    }
     if (orphan_thread) emit_orphans(static_cast<uint16_t>(threads_.size()), s);
     for (Handoff& h : handoffs_) {
       if (h.wait_task == kNoTask) continue;
@@ -835,13 +856,44 @@ class RankBuilder {
     const uint16_t wait_stream = stream_of_[launched_.at(*next).front()];
     const uint32_t waiter = first_enqueued_after(wait_stream, c.ts_ps);
     if (waiter == kNone) return std::nullopt;
-    uint32_t best = kNone;
+    // Candidates: per other stream, the last task enqueued before the call that ended before
+    // the waiter started (a later-ending one contradicts the measured start).
+    const int64_t start = ev_[waiter].ts_ps;
+    std::vector<uint32_t> candidates;
     for (uint16_t st = 0; st < stream_queue_.size(); ++st) {
       if (st == wait_stream) continue;
-      const uint32_t p = last_enqueued_before(st, c.ts_ps);
-      if (p == kNone) continue;
-      if (ev_[p].end_ps() > ev_[waiter].ts_ps + kClockTolerance.ps()) continue;  // contradicts
-      if (best == kNone || ev_[p].end_ps() > ev_[best].end_ps()) best = p;
+      const auto& q = stream_queue_[st];
+      auto it = std::lower_bound(q.begin(), q.end(), c.ts_ps,
+                                 [&](uint32_t g, int64_t x) { return launch_ts_[g] < x; });
+      for (int look = 0; it != q.begin() && look < kMaxWaitLookBack; ++look) {
+        --it;
+        if (ev_[*it].end_ps() <= start + kClockTolerance.ps()) {
+          candidates.push_back(*it);
+          break;
+        }
+      }
+    }
+    if (candidates.empty()) return std::nullopt;
+    // The waiter started later than its launch and its stream predecessor allowed: the wait held
+    // it, and the event is the candidate that ended last (just before the start). Otherwise the
+    // timeline cannot tell; the event was recorded after the work the thread enqueued last.
+    int64_t free_at = launcher_[waiter] != kNone ? ev_[launcher_[waiter]].end_ps() : start;
+    const auto& wq = stream_queue_[wait_stream];
+    const auto pos = std::upper_bound(wq.begin(), wq.end(), c.ts_ps, [&](int64_t x, uint32_t g) {
+      return x < launch_ts_[g];
+    });  // the waiter (first_enqueued_after)
+    if (pos != wq.begin()) free_at = std::max(free_at, ev_[*(pos - 1)].end_ps());
+    uint32_t best = kNone;
+    if (start > free_at + kWaitBindSlack.ps()) {
+      for (uint32_t p : candidates) {
+        if (best == kNone || ev_[p].end_ps() > ev_[best].end_ps()) best = p;
+      }
+      if (ev_[best].end_ps() < start - kWaitBindSlack.ps()) best = kNone;
+    }
+    if (best == kNone) {
+      for (uint32_t p : candidates) {
+        if (best == kNone || launch_ts_[p] > launch_ts_[best]) best = p;
+      }
     }
     if (best == kNone) return std::nullopt;
     StreamWaitInfo w;
@@ -947,6 +999,40 @@ class RankBuilder {
       threads_[thread].points.push_back(Point{resume, PointKind::kResume, kNone, index});
       return;
     }
+  }
+
+  /// TraceHost::kModelled: the top-level op of every host event (the outermost cpu_op that is
+  /// not a label, trace_host_overheads.h), an kOpStart point per top-level op, and which of them
+  /// launch (a launch-type call of the extraction under them).
+  void plan_ops() {
+    top_op_.assign(ev_.size(), kNone);
+    for (ThreadData& t : threads_) {
+      for (uint32_t i : t.host) {
+        for (uint32_t p = i; p != kNone; p = parent_[p]) {
+          const KinetoEvent& e = ev_[p];
+          if (e.category == KinetoCategory::kCpuOp &&
+              !is_host_overhead_label(e.category, k_.name_of(e))) {
+            top_op_[i] = p;
+          }
+        }
+      }
+      std::vector<Point> starts;
+      for (uint32_t i : t.host) {
+        if (top_op_[i] == i) starts.push_back(Point{ev_[i].ts_ps, PointKind::kOpStart, i, 0});
+      }
+      for (const Point& p : t.points) {
+        const bool call = p.kind == PointKind::kLaunch || p.kind == PointKind::kBlockingCopy ||
+                          p.kind == PointKind::kSync;
+        if (call && top_op_[p.event] != kNone && counts_as_launch(p.event)) {
+          op_launches_.insert(top_op_[p.event]);
+        }
+      }
+      t.points.insert(t.points.end(), starts.begin(), starts.end());
+    }
+  }
+
+  bool counts_as_launch(uint32_t call) const {
+    return is_host_overhead_launch(ev_[call].category, k_.name_of(ev_[call]));
   }
 
   // ---- model mode: kernel descriptors from op shapes -------------------------------------
@@ -1173,86 +1259,225 @@ class RankBuilder {
     Cursor c;
     c.thread = static_cast<uint16_t>(ti);
     c.at = origin_;
+    for (const Point& p : t.points)
+      emit_measured(c, t, p, s);
+  }
+
+  /// Point `p` of thread `t` on the measured timeline: the host time since the cursor keeps its
+  /// measured duration.
+  void emit_measured(Cursor& c, const ThreadData& t, const Point& p, TraceRankSummary& s) {
+    switch (p.kind) {
+      case PointKind::kSplit: {
+        host_work(c, p.ts, op_at(t, p.ts - 1));
+        handoffs_[p.aux].trigger_task = c.last;
+        break;
+      }
+      case PointKind::kResume: {
+        Handoff& h = handoffs_[p.aux];
+        host_work(c, h.idle_begin, op_at(t, h.idle_begin - 1));
+        if (h.trigger_ts < c.at) break;  // the gap was already spent: no hand-off
+        const TaskId w = g_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
+        fixed(w, 0);
+        h.wait_task = w;
+        h.wait_fallback_ps = h.trigger_ts - c.at;
+        c.last = w;
+        c.at = h.trigger_ts;
+        host_work(c, h.resume_ts, op_at(t, h.resume_ts));
+        break;
+      }
+      case PointKind::kMark: {
+        host_work(c, p.ts, op_at(t, p.ts));
+        c.last = g_->add_iteration_mark(rank_, c.thread, p.aux);
+        break;
+      }
+      case PointKind::kOpStart:  // TraceHost::kModelled only
+        break;
+      case PointKind::kLaunch: {
+        const KinetoEvent& e = ev_[p.event];
+        host_work(c, e.ts_ps, op_at(t, e.ts_ps));
+        emit_launches(c, p.event, e.dur_ps);
+        c.at = std::max(c.at, e.end_ps());
+        break;
+      }
+      case PointKind::kBlockingCopy: {
+        const KinetoEvent& e = ev_[p.event];
+        host_work(c, e.ts_ps, op_at(t, e.ts_ps));
+        const uint32_t gi = launched_.at(p.event).front();
+        const KinetoEvent& g = ev_[gi];
+        const int64_t launch_ps =
+            std::min(median_launch_ps_, std::max<int64_t>(0, g.ts_ps - e.ts_ps));
+        emit_launches(c, p.event, launch_ps);
+        const std::string_view op = op_name_of(p.event);
+        c.last = g_->add_host_sync(rank_, c.thread, stream_of_[gi], op);
+        ++s.host_syncs;
+        ++s.blocking_copies;
+        const int64_t back = e.end_ps() - std::max(g.end_ps(), e.ts_ps + launch_ps);
+        if (back > 0) {
+          c.last = g_->add_cpu_op(rank_, c.thread, op, HostPhase::kOpBody);
+          fixed(c.last, back);
+        }
+        c.at = std::max(c.at, e.end_ps());
+        break;
+      }
+      case PointKind::kSync: {
+        const KinetoEvent& e = ev_[p.event];
+        host_work(c, e.ts_ps, op_at(t, e.ts_ps));
+        const SyncInfo& si = syncs_.at(p.event);
+        const std::string_view op = op_name_of(p.event);
+        c.last = g_->add_host_sync(rank_, c.thread, si.target, op);
+        ++s.host_syncs;
+        const int64_t back =
+            std::clamp<int64_t>(e.end_ps() - std::max(e.ts_ps, si.done_ts), 0, e.dur_ps);
+        if (back > 0) {
+          c.last = g_->add_cpu_op(rank_, c.thread, k_.name_of(e), HostPhase::kOpBody);
+          fixed(c.last, back);
+        }
+        c.at = std::max(c.at, e.end_ps());
+        break;
+      }
+      case PointKind::kStreamWait: {
+        const KinetoEvent& e = ev_[p.event];
+        host_work(c, e.ts_ps, op_at(t, e.ts_ps));
+        const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(e), op_name_of(p.event),
+                                        next_launch_index(c, p.event), waits_[p.aux].task);
+        fixed(l, e.dur_ps);
+        c.last = l;
+        c.at = std::max(c.at, e.end_ps());
+        break;
+      }
+    }
+  }
+
+  /// TraceHost::kModelled: the thread's host work as T1-T5 phases priced by the CpuCostModel
+  /// (the contract is TraceHost's); only the calls, waits and marks of the measured timeline
+  /// remain, in their measured order. Before the rank's first iteration mark the timeline stays
+  /// measured: each thread starts the first iteration at its measured instant, so the ranks keep
+  /// their measured skew and the GPU work queued before it.
+  void emit_thread_modelled(uint32_t ti, TraceRankSummary& s) {
+    const ThreadData& t = threads_[ti];
+    Cursor c;
+    c.thread = static_cast<uint16_t>(ti);
+    c.at = origin_;
+    const int64_t modelled_from = ev_[markers_.front().event].ts_ps;
+    bool modelled = false;
+    int64_t busy_until = modelled_from;  // measured end of the thread's host work so far
+    uint32_t previous_op = kNone;        // the last top-level op that started
+    const auto long_gap = Duration::from_us_f(kSeedT1MaxGapUs).ps();
+    uint32_t op = kNone;    // the open top-level op
+    uint32_t launches = 0;  // its launch calls so far
+    auto close_op = [&] {
+      if (op != kNone && op_launches_.count(op)) {
+        c.last = g_->add_cpu_op(rank_, c.thread, k_.name_of(ev_[op]), HostPhase::kOpEnd);
+      }
+      op = kNone;
+    };
+    // A point outside the open op closes it: a call by nesting, an instant by time.
+    auto reach = [&](const Point& p) {
+      if (op == kNone) return;
+      if (p.event != kNone && p.kind != PointKind::kMark ? top_op_[p.event] != op
+                                                         : p.ts >= ev_[op].end_ps()) {
+        close_op();
+      }
+    };
+    auto op_name = [&](uint32_t call) {
+      return op != kNone ? k_.name_of(ev_[op]) : op_name_of(call);
+    };
+    // The launches of `call`: the first priced (T4, + T5 after the op's first launch) when the
+    // extraction counts the call as a launch, the rest of its GPU work at no host cost.
+    auto launch = [&](uint32_t call) {
+      const bool priced = counts_as_launch(call);
+      const uint32_t index = priced && op != kNone ? launches++ : 0;
+      bool first = true;
+      for (uint32_t gi : launched_.at(call)) {
+        const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(ev_[call]), op_name(call),
+                                        index, gpu_task_[gi]);
+        if (!priced || !first) fixed(l, 0);
+        first = false;
+        c.last = l;
+        emit_record(c, gi, op_name(call));
+      }
+    };
     for (const Point& p : t.points) {
+      if (!modelled) {
+        const bool first_mark = p.kind == PointKind::kMark && p.event == markers_.front().event;
+        if (p.ts < modelled_from || first_mark) {
+          emit_measured(c, t, p, s);
+          continue;
+        }
+        host_work(c, modelled_from, op_at(t, modelled_from));
+        modelled = true;
+      }
+      reach(p);
+      if (p.kind == PointKind::kOpStart || p.kind == PointKind::kLaunch ||
+          p.kind == PointKind::kBlockingCopy || p.kind == PointKind::kSync ||
+          p.kind == PointKind::kStreamWait) {
+        // Gaps T1 does not describe keep their measured duration: idle longer than T1's range
+        // and not explained by a hand-off, and the gap between ops of different parents (module
+        // boundaries: T1 samples only gaps between ops of one parent).
+        const bool boundary = p.kind == PointKind::kOpStart && previous_op != kNone &&
+                              parent_[p.event] != parent_[previous_op];
+        if (p.ts - busy_until >= long_gap || (boundary && p.ts > busy_until)) {
+          const TaskId w =
+              g_->add_cpu_op(rank_, c.thread, op_at(t, busy_until), HostPhase::kOpBody);
+          fixed(w, p.ts - busy_until);
+          c.last = w;
+        }
+        busy_until = std::max(busy_until, ev_[p.event].end_ps());
+      } else if (p.kind == PointKind::kResume || p.kind == PointKind::kMark) {
+        busy_until = std::max(busy_until, p.ts);
+      }
       switch (p.kind) {
-        case PointKind::kSplit: {
-          host_work(c, p.ts, op_at(t, p.ts - 1));
+        case PointKind::kSplit:
           handoffs_[p.aux].trigger_task = c.last;
           break;
-        }
         case PointKind::kResume: {
           Handoff& h = handoffs_[p.aux];
-          host_work(c, h.idle_begin, op_at(t, h.idle_begin - 1));
-          if (h.trigger_ts < c.at) break;  // the gap was already spent: no hand-off
           const TaskId w = g_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
           fixed(w, 0);
           h.wait_task = w;
-          h.wait_fallback_ps = h.trigger_ts - c.at;
+          h.wait_fallback_ps = h.trigger_ts - h.idle_begin;
           c.last = w;
-          c.at = h.trigger_ts;
-          host_work(c, h.resume_ts, op_at(t, h.resume_ts));
           break;
         }
-        case PointKind::kMark: {
-          host_work(c, p.ts, op_at(t, p.ts));
+        case PointKind::kMark:
           c.last = g_->add_iteration_mark(rank_, c.thread, p.aux);
           break;
-        }
-        case PointKind::kLaunch: {
-          const KinetoEvent& e = ev_[p.event];
-          host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-          emit_launches(c, p.event, e.dur_ps);
-          c.at = std::max(c.at, e.end_ps());
+        case PointKind::kOpStart:
+          close_op();
+          op = p.event;
+          previous_op = p.event;
+          launches = 0;
+          c.last =
+              g_->add_cpu_op(rank_, c.thread, k_.name_of(ev_[op]),
+                             op_launches_.count(op) ? HostPhase::kOpBegin : HostPhase::kOpBody);
           break;
-        }
+        case PointKind::kLaunch:
+          launch(p.event);
+          break;
         case PointKind::kBlockingCopy: {
-          const KinetoEvent& e = ev_[p.event];
-          host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-          const uint32_t gi = launched_.at(p.event).front();
-          const KinetoEvent& g = ev_[gi];
-          const int64_t launch_ps =
-              std::min(median_launch_ps_, std::max<int64_t>(0, g.ts_ps - e.ts_ps));
-          emit_launches(c, p.event, launch_ps);
-          const std::string_view op = op_name_of(p.event);
-          c.last = g_->add_host_sync(rank_, c.thread, stream_of_[gi], op);
+          launch(p.event);
+          c.last = g_->add_host_sync(rank_, c.thread, stream_of_[launched_.at(p.event).front()],
+                                     op_name(p.event));
           ++s.host_syncs;
           ++s.blocking_copies;
-          const int64_t back = e.end_ps() - std::max(g.end_ps(), e.ts_ps + launch_ps);
-          if (back > 0) {
-            c.last = g_->add_cpu_op(rank_, c.thread, op, HostPhase::kOpBody);
-            fixed(c.last, back);
-          }
-          c.at = std::max(c.at, e.end_ps());
           break;
         }
         case PointKind::kSync: {
-          const KinetoEvent& e = ev_[p.event];
-          host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-          const SyncInfo& si = syncs_.at(p.event);
-          const std::string_view op = op_name_of(p.event);
-          c.last = g_->add_host_sync(rank_, c.thread, si.target, op);
+          if (op != kNone && counts_as_launch(p.event)) ++launches;
+          c.last = g_->add_host_sync(rank_, c.thread, syncs_.at(p.event).target, op_name(p.event));
           ++s.host_syncs;
-          const int64_t back =
-              std::clamp<int64_t>(e.end_ps() - std::max(e.ts_ps, si.done_ts), 0, e.dur_ps);
-          if (back > 0) {
-            c.last = g_->add_cpu_op(rank_, c.thread, k_.name_of(e), HostPhase::kOpBody);
-            fixed(c.last, back);
-          }
-          c.at = std::max(c.at, e.end_ps());
           break;
         }
         case PointKind::kStreamWait: {
-          const KinetoEvent& e = ev_[p.event];
-          host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-          const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(e), op_name_of(p.event),
-                                          next_launch_index(c, p.event), waits_[p.aux].task);
-          fixed(l, e.dur_ps);
+          const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(ev_[p.event]),
+                                          op_name(p.event), 0, waits_[p.aux].task);
+          fixed(l, 0);
           c.last = l;
-          c.at = std::max(c.at, e.end_ps());
           break;
         }
       }
     }
+    close_op();
   }
 
   /// GPU work whose launch is not in the trace: launched at its measured start by a thread of
@@ -1305,6 +1530,8 @@ class RankBuilder {
   std::vector<StreamWaitInfo> waits_;
   uint64_t waits_dropped_ = 0;
   std::vector<Handoff> handoffs_;
+  std::vector<uint32_t> top_op_;              // TraceHost::kModelled: host event -> its op
+  std::unordered_set<uint32_t> op_launches_;  // TraceHost::kModelled: top-level ops that launch
 
   TaskGraph* g_ = nullptr;
   RankId rank_ = 0;

@@ -8,7 +8,8 @@
 // Dependencies recovered (the rules; each is applied to the measured timeline):
 //  - CPU thread order: a thread's tasks are its trace in time order. Host time between the
 //    recognised runtime calls is kept as CpuOp tasks with the measured gap as fixed duration
-//    (named after the innermost cpu op around it), so the CPU timeline is reproduced.
+//    (named after the innermost cpu op around it), so the CPU timeline is reproduced
+//    (TraceHost::kModelled prices it instead: see TraceHost).
 //  - Launch -> GPU work: a runtime/driver call and the kernel, memcpy or memset with its
 //    correlation id (ac2g flows when args carry none) become a Launch (fixed: the call's
 //    duration) and its GPU task (fixed: the measured duration). Same-stream order is the stream's.
@@ -26,12 +27,15 @@
 //    the stream a synchronize call waited for. Otherwise (older Kineto versions record neither
 //    the event nor the stream of these calls) the waiting stream is the stream of the calling
 //    thread's next launch;
-//    the event is the last GPU task enqueued on another stream before the call whose end is
-//    consistent with the measured start of the first task after the wait on the waiting stream
-//    (ends no later than it, within kClockTolerance), the latest-ending such task. It becomes an
-//    EventRecord after that task (launched right after it by a zero-time "cudaEventRecord") and
-//    a StreamWait enqueued by the cudaStreamWaitEvent call. When no candidate is consistent the
-//    call is host time only.
+//    the candidates are, per other stream, the last GPU task enqueued before the call whose end
+//    is consistent with the measured start of the waiter (the first task after the wait on the
+//    waiting stream): it ends no later than that start, within kClockTolerance. When the waiter
+//    started more than 10 us after its launch returned and its stream predecessor ended, the
+//    wait held it: the event is the latest-ending candidate (if it ended within 10 us of that
+//    start); otherwise it is the candidate enqueued last. It becomes an EventRecord after that
+//    task (launched right after it by a zero-time "cudaEventRecord") and a StreamWait enqueued
+//    by the cudaStreamWaitEvent call. When no candidate is consistent the call is host time
+//    only. (Checked against exact waits: test/unit/trace/trace_stream_wait_test.cpp.)
 //  - Thread hand-offs (autograd engine, DataLoader): when a thread resumes after at least
 //    kIdleGap without activity, and another thread of the rank finished an event during that
 //    gap no more than kMaxHandoffLatency before the resumption, the resumption waits for that
@@ -78,14 +82,37 @@ struct RankTrace {
   EtLink link;
 };
 
-/// Replay: every task takes its measured duration. Model: GPU kernels whose op shapes are known
-/// (Kineto input dims or the execution trace), copies and collectives are priced by the run's
-/// models (what-if on another GPU or fabric); host time, unclassified kernels (embedding
-/// lookups, ops without shapes) and all dependencies stay as measured.
+/// Replay: every GPU task takes its measured duration. Model: GPU kernels whose op shapes are
+/// known (Kineto input dims or the execution trace), copies and collectives are priced by the
+/// run's models (what-if on another GPU or fabric); unclassified kernels (embedding lookups, ops
+/// without shapes) and all dependencies stay as measured. Host time is chosen by TraceHost.
 enum class TraceMode : uint8_t { kReplay, kModel };
+
+/// How host (CPU) time is costed.
+///  - kMeasured: the measured timeline: every host interval between the cut points (runtime
+///    calls, marks, hand-offs) keeps its measured duration, and so does every call.
+///  - kModelled: the seed method's T1-T5 (seed-method.md 1.3) price the host work through the
+///    run's CpuCostModel (HostPhase). Per top-level op of a thread (the extraction's ops:
+///    trace_host_overheads.h; op_name = that op's name): an op with launches (cudaLaunchKernel,
+///    cudaMemcpyAsync, cudaStreamSynchronize anywhere under it) is a kOpBegin task (T1 + T2) at
+///    its start, one kLaunch task per launch call (T4, + T5 from the second launch on;
+///    launch_index counts them), and a kOpEnd task (T3) after its last launch; an op without
+///    launches is one kOpBody task (T1 + T5 body). A cudaStreamSynchronize counts as a launch
+///    but costs no host time besides its wait (the seed gives it no T4). Every other runtime
+///    call (cudaStreamWaitEvent, cudaMemsetAsync, synchronous copies and other syncs) costs no
+///    host time of its own: the extraction counts it inside the T2/T5/T3 gap around it. Host
+///    time between ops is T1, as in the seed, except the gaps T1 does not describe, which keep
+///    their measured duration: a gap between ops of different parents (a module boundary: T1
+///    samples only gaps between ops of one parent; the next op's T1 is added to it) and idle
+///    time of at least kSeedT1MaxGapUs not ended by a thread hand-off. Before the rank's first
+///    iteration mark the timeline is the measured one (each thread starts the first iteration
+///    at its measured instant). Waits (syncs, blocking copies, thread hand-offs) and GPU work
+///    are unchanged.
+enum class TraceHost : uint8_t { kMeasured, kModelled };
 
 struct TraceGraphOptions {
   TraceMode mode = TraceMode::kReplay;
+  TraceHost host = TraceHost::kMeasured;
   /// Name prefix of the annotations (user_annotation or cpu_op) that start an iteration.
   /// "ProfilerStep#" markers span their iteration; any other marker starts one, and the next
   /// marker starts the next.
@@ -99,6 +126,16 @@ struct TraceIteration {
   uint32_t end_mark = 0;
   std::string label;  ///< "ProfilerStep#10", "Optimizer.zero_grad#SGD.zero_grad[3]"
   Duration measured;
+};
+
+/// A cudaStreamWaitEvent call turned into a StreamWait: Kineto correlation ids of the call and
+/// of the GPU task the awaited event follows, and the CUDA stream ids.
+struct TraceStreamWaitEdge {
+  int64_t call_correlation = -1;
+  int64_t producer_correlation = -1;
+  int64_t waiting_stream = -1;
+  int64_t producer_stream = -1;
+  bool exact = false;  ///< from a cuda_sync record, not inferred
 };
 
 struct TraceRankSummary {
@@ -118,6 +155,7 @@ struct TraceRankSummary {
   uint64_t stream_waits = 0;          ///< cudaStreamWaitEvent calls turned into StreamWaits
   uint64_t stream_waits_exact = 0;    ///< of which Kineto recorded both ends (cuda_sync events)
   uint64_t stream_waits_dropped = 0;  ///< calls with no consistent event (host time only)
+  std::vector<TraceStreamWaitEdge> stream_wait_edges;  ///< one per StreamWait, in call order
   uint64_t handoffs = 0;
   uint64_t untraced_launches = 0;
   std::vector<TraceIteration> iterations;

@@ -13,9 +13,7 @@ namespace upsim {
 
 namespace {
 
-constexpr double kCpuEventOverheadUs = 2.0;  // seed: CPU_EVENT_OVERHEAD (analysis/utils.py)
 constexpr double kT1MinGapUs = 2.0;
-constexpr double kT1MaxGapUs = 200.0;
 constexpr double kDataLoaderMinUs = 100.0;
 constexpr std::string_view kLaunchNames[] = {"cudaLaunchKernel", "cudaMemcpyAsync",
                                              "cudaStreamSynchronize"};
@@ -40,14 +38,9 @@ struct Node {
   Node* parent = nullptr;
   std::vector<Node*> children;
 
-  bool is_label() const {
-    if (cat == KinetoCategory::kUserAnnotation) return true;
-    if (cat != KinetoCategory::kCpuOp) return false;
-    return std::any_of(std::begin(kModuleMarkers), std::end(kModuleMarkers),
-                       [&](std::string_view m) { return name.starts_with(m); });
-  }
+  bool is_label() const { return is_host_overhead_label(cat, name); }
   bool is_op() const { return cat == KinetoCategory::kCpuOp && !is_label(); }
-  bool is_launch() const { return cat == KinetoCategory::kCudaRuntime && in(name, kLaunchNames); }
+  bool is_launch() const { return is_host_overhead_launch(cat, name); }
 };
 
 double us(int64_t ps) {
@@ -172,7 +165,7 @@ struct RawOp {
   std::vector<double> t5;
 };
 
-void op_samples(const Node* op, std::map<std::string, RawOp>& samples) {
+void op_samples(const Node* op, double event_overhead_us, std::map<std::string, RawOp>& samples) {
   std::vector<Node*> subs;
   descendants(op, subs);
   std::stable_sort(subs.begin(), subs.end(), [](const Node* a, const Node* b) {
@@ -186,7 +179,7 @@ void op_samples(const Node* op, std::map<std::string, RawOp>& samples) {
   RawOp& per_op = samples[std::string(op->name)];
   if (launches.empty()) {
     if (op->name == "aten::to" && subs.empty()) return;
-    per_op.t5.push_back(op->dur - kCpuEventOverheadUs * static_cast<double>(subs.size()));
+    per_op.t5.push_back(op->dur - event_overhead_us * static_cast<double>(subs.size()));
     return;
   }
   double boundary = op->start;
@@ -196,8 +189,7 @@ void op_samples(const Node* op, std::map<std::string, RawOp>& samples) {
     for (const Node* n : subs) {
       if (boundary <= n->start && n->start < launch->start && n != launch) ++n_before;
     }
-    const double gap =
-        launch->start - boundary - kCpuEventOverheadUs * static_cast<double>(n_before);
+    const double gap = launch->start - boundary - event_overhead_us * static_cast<double>(n_before);
     (i == 0 ? per_op.t2 : per_op.t5).push_back(gap);
     boundary = launch->end;
   }
@@ -207,10 +199,10 @@ void op_samples(const Node* op, std::map<std::string, RawOp>& samples) {
     if (n->start >= boundary) ++trailing;
   }
   per_op.t3.push_back(
-      std::max(0.0, op->end - boundary - kCpuEventOverheadUs * static_cast<double>(trailing)));
+      std::max(0.0, op->end - boundary - event_overhead_us * static_cast<double>(trailing)));
 }
 
-void t1_samples(const std::vector<Node*>& ops, std::vector<double>& out) {
+void t1_samples(const std::vector<Node*>& ops, double event_overhead_us, std::vector<double>& out) {
   std::map<int64_t, std::vector<Node*>> by_thread;
   for (Node* op : ops)
     by_thread[op->tid].push_back(op);
@@ -220,7 +212,7 @@ void t1_samples(const std::vector<Node*>& ops, std::vector<double>& out) {
     for (size_t i = 1; i < thread_ops.size(); ++i) {
       if (thread_ops[i - 1]->parent != thread_ops[i]->parent) continue;
       const double gap = thread_ops[i]->start - thread_ops[i - 1]->end;
-      if (kT1MinGapUs < gap && gap < kT1MaxGapUs) out.push_back(gap - kCpuEventOverheadUs);
+      if (kT1MinGapUs < gap && gap < kSeedT1MaxGapUs) out.push_back(gap - event_overhead_us);
     }
   }
 }
@@ -274,7 +266,37 @@ std::string yaml_quoted(std::string_view s) {
 
 }  // namespace
 
-ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrace*>& traces) {
+bool is_host_overhead_label(KinetoCategory category, std::string_view name) {
+  if (category == KinetoCategory::kUserAnnotation) return true;
+  if (category != KinetoCategory::kCpuOp) return false;
+  return std::any_of(std::begin(kModuleMarkers), std::end(kModuleMarkers),
+                     [&](std::string_view m) { return name.starts_with(m); });
+}
+
+bool is_host_overhead_launch(KinetoCategory category, std::string_view name) {
+  return category == KinetoCategory::kCudaRuntime && in(name, kLaunchNames);
+}
+
+HostOverheadMeans host_overhead_means(const ExtractedHostOverheads& o) {
+  auto or_zero = [](const std::vector<double>& v) { return v.empty() ? 0.0 : mean(v); };
+  auto optional_mean = [](const std::vector<double>& v) {
+    return v.empty() ? std::nullopt : std::optional<double>(mean(v));
+  };
+  HostOverheadMeans m;
+  m.t1 = or_zero(o.t1);
+  m.t4 = or_zero(o.launch_kernel_us);
+  m.default_t2 = or_zero(o.default_t2);
+  m.default_t3 = or_zero(o.default_t3);
+  m.default_t5 = or_zero(o.default_t5);
+  m.default_body = or_zero(o.default_body);
+  for (const auto& [name, c] : o.ops)
+    m.ops[name] =
+        HostOverheadMeans::Op{optional_mean(c.t2), optional_mean(c.t3), optional_mean(c.t5)};
+  return m;
+}
+
+ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrace*>& traces,
+                                              double cpu_event_overhead_us) {
   ExtractedHostOverheads out;
   std::map<std::string, RawOp> samples;
   for (const KinetoTrace* t : traces) {
@@ -288,8 +310,8 @@ ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrac
     std::vector<Node*> ops;
     collect_ops(roots, ops);
     for (const Node* op : ops)
-      op_samples(op, samples);
-    t1_samples(ops, out.t1_raw);
+      op_samples(op, cpu_event_overhead_us, samples);
+    t1_samples(ops, cpu_event_overhead_us, out.t1_raw);
   }
   out.t1 = tukey(out.t1_raw);
   for (const auto& [name, raw] : samples) {

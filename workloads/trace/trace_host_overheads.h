@@ -11,7 +11,8 @@
 //    that contains it; ops are cpu ops with no op ancestor;
 //  - events from a DataLoader event longer than 100 us to the next "## forward ##" are dropped;
 //  - launches are cudaLaunchKernel, cudaMemcpyAsync and cudaStreamSynchronize under the op;
-//    2 us of profiler overhead is taken off per traced sub-event counted before a launch;
+//    2 us of profiler overhead (kSeedCpuEventOverheadUs) is taken off per traced sub-event
+//    counted before a launch;
 //  - T2 = first launch start - op start - 2 n_before; T3 = max(0, op end - last launch end -
 //    2 n_after); T5 = the gaps between launches (0 for single-launch ops), or the whole body
 //    minus 2 per sub-event for ops without launches (aten::to without sub-events skipped);
@@ -22,7 +23,9 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "workloads/trace/kineto_trace.h"
@@ -50,7 +53,44 @@ struct ExtractedHostOverheads {
   std::vector<double> default_body;  ///< pooled over ops without launches
 };
 
-ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrace*>& traces);
+/// The seed's profiler overhead per traced CPU event (analysis/utils.py CPU_EVENT_OVERHEAD),
+/// taken off the samples so that they describe the run without the profiler.
+inline constexpr double kSeedCpuEventOverheadUs = 2.0;
+/// T1 samples only gaps shorter than this (analysis/trace_utils.py get_overheads).
+inline constexpr double kSeedT1MaxGapUs = 200.0;
+
+/// `cpu_event_overhead_us` is taken off per traced sub-event (and off every T1 gap): the seed's
+/// 2 us describes the untraced run; 0 keeps the profiler's cost, to predict the traced run
+/// itself (what `upsim validate traces` compares with).
+ExtractedHostOverheads extract_host_overheads(
+    const std::vector<const KinetoTrace*>& traces,
+    double cpu_event_overhead_us = kSeedCpuEventOverheadUs);
+
+/// A label of the extraction's event tree (user_annotation, or a cpu_op named like a module
+/// marker: "##", "__", "module::", "DLRM ", "DistributedDataParallel"): not an op; ops under it
+/// are top-level.
+bool is_host_overhead_label(KinetoCategory category, std::string_view name);
+/// A runtime call that the extraction counts as a launch (cudaLaunchKernel, cudaMemcpyAsync,
+/// cudaStreamSynchronize): the boundaries of T2, T5 and T3.
+bool is_host_overhead_launch(KinetoCategory category, std::string_view name);
+
+/// Means of the cleaned samples, in microseconds: what the calibration file holds (before its
+/// rounding to 3 decimals). A value without samples is nullopt (global ones: 0).
+struct HostOverheadMeans {
+  struct Op {
+    std::optional<double> t2;
+    std::optional<double> t3;
+    std::optional<double> t5;
+  };
+  double t1 = 0.0;
+  double t4 = 0.0;
+  double default_t2 = 0.0;
+  double default_t3 = 0.0;
+  double default_t5 = 0.0;
+  double default_body = 0.0;
+  std::map<std::string, Op> ops;
+};
+HostOverheadMeans host_overhead_means(const ExtractedHostOverheads& overheads);
 
 /// The calibration file (YAML, values in microseconds with units, sample counts in comments).
 std::string format_host_overheads_yaml(const ExtractedHostOverheads& overheads);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "sim/engine.h"
 #include "sim/network_model.h"
@@ -224,21 +225,24 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
 }
 
 TraceReplayResult replay_traces(const std::vector<RankTrace>& traces,
-                                const TraceSetOptions& options) {
+                                const TraceSetOptions& options, const CpuCostModel* host) {
+  if (options.graph.host == TraceHost::kModelled && host == nullptr) {
+    throw std::invalid_argument("replay_traces: modelled host time needs a host cost model");
+  }
   TaskGraph graph;
   const TraceGraphInfo info = build_replay_graph(traces, graph, options.graph);
   graph.seal();
-  return run_replay_graph(graph, info, options);
+  return run_replay_graph(graph, info, options, host);
 }
 
 TraceReplayResult run_replay_graph(const TaskGraph& graph, const TraceGraphInfo& info,
-                                   const TraceSetOptions& options) {
+                                   const TraceSetOptions& options, const CpuCostModel* host) {
   MeasuredOnlyKernels kernels;
   MeasuredOnlyCpu cpu;
   MeasuredOnlyNetwork network;
   ModelSet models;
   models.kernels = &kernels;
-  models.cpu = &cpu;
+  models.cpu = host != nullptr ? host : &cpu;
   models.network = &network;
   for (const TraceRankSummary& r : info.ranks) {
     DeviceProfile d;
@@ -335,14 +339,17 @@ std::vector<std::filesystem::path> chakra_files(const std::filesystem::path& dir
 
 TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir) {
   const std::vector<std::filesystem::path> files = chakra_files(dir);
-  if (files.empty()) throw TraceError(dir.string(), "no Chakra trace (*.et)");
+  if (files.empty()) throw TraceError(dir.string(), "no Chakra trace (*.et, *.et.gz)");
   std::vector<ChakraTrace> traces;
   for (const auto& f : files)
     traces.push_back(read_chakra_trace(f));
   TaskGraph graph;
-  const TraceGraphInfo info = build_chakra_graph(traces, graph);
+  std::vector<std::string> warnings;
+  const TraceGraphInfo info = build_chakra_graph(traces, graph, {}, &warnings);
   graph.seal();
-  return run_replay_graph(graph, info);
+  TraceReplayResult result = run_replay_graph(graph, info);
+  result.warnings.insert(result.warnings.end(), warnings.begin(), warnings.end());
+  return result;
 }
 
 TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,

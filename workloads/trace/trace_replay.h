@@ -7,7 +7,7 @@
 // Contract:
 //  - A directory holds one Kineto trace per rank (*.json, *.json.gz; recognised by their
 //    `traceEvents`) and optionally the matching execution traces (recognised by their `nodes`),
-//    or only Chakra traces (*.et).
+//    or only Chakra traces (*.et, *.et.gz).
 //    Ranks come from distributedInfo.rank (else the first number in the file name); execution
 //    traces pair with Kineto traces by process id, else by the first number in their file names.
 //  - Missing ranks (fewer traces than distributedInfo.world_size), duplicate ranks, traces of
@@ -71,14 +71,19 @@ struct TraceReplayResult {
   std::vector<std::string> warnings;
 };
 
-/// Builds the replay graph of `traces` and runs it with measured durations.
+/// Builds the replay graph of `traces` and runs it with measured GPU durations. `host` prices the
+/// host work when options.graph.host is TraceHost::kModelled (then it must be given; e.g. the
+/// T1-T5 that extract_host_overheads finds in `traces`), and is not asked otherwise.
 TraceReplayResult replay_traces(const std::vector<RankTrace>& traces,
-                                const TraceSetOptions& options = {});
+                                const TraceSetOptions& options = {},
+                                const CpuCostModel* host = nullptr);
 
 /// Runs a sealed graph that build_replay_graph made (`info` is what it returned), every task with
-/// its fixed duration, and measures the iterations (what-if edits of fixed durations included).
+/// its fixed duration, host work without one priced by `host` (nullptr: every task must have
+/// one), and measures the iterations (what-if edits of fixed durations included).
 TraceReplayResult run_replay_graph(const TaskGraph& graph, const TraceGraphInfo& info,
-                                   const TraceSetOptions& options = {});
+                                   const TraceSetOptions& options = {},
+                                   const CpuCostModel* host = nullptr);
 
 /// Runs a sealed trace graph with the given models (model mode and what-if: tools/ builds them
 /// from calibration/ and topology/; `models.devices` has one profile per rank) and measures the
@@ -92,7 +97,9 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
 TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
                                            const TraceSetOptions& options = {});
 
-/// Replays the Chakra traces of `dir` (chakra_trace.h); measured = each trace's own time span.
+/// Replays the Chakra traces of `dir` (*.et, *.et.gz; chakra_trace.h); measured = each trace's
+/// own time span (or, without node start times, its execution-trace observer window, with a
+/// warning).
 TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir);
 
 /// The table `upsim validate traces` prints: rank, trace, iteration, measured, predicted, error,

@@ -66,6 +66,14 @@ TEST(HostOverheads, t2_t3_t5_follow_the_seed_definitions) {
   EXPECT_EQ(o.ops.at("aten::view").t5, std::vector<double>{4.0});
   EXPECT_EQ(o.t1, std::vector<double>{50.0 - 40.0 - 2.0});
   EXPECT_EQ(o.launch_kernel_us, (std::vector<double>{5.0, 5.0}));
+  // Without the seed's profiler-overhead correction (the traced run itself).
+  const ExtractedHostOverheads traced = extract_host_overheads({&t}, 0.0);
+  EXPECT_EQ(traced.ops.at("aten::mm").t2, std::vector<double>{10.0});
+  EXPECT_EQ(traced.t1, std::vector<double>{50.0 - 40.0});
+  const HostOverheadMeans m = host_overhead_means(traced);
+  EXPECT_DOUBLE_EQ(m.t4, 5.0);
+  EXPECT_DOUBLE_EQ(*m.ops.at("aten::mm").t5, 10.0);
+  EXPECT_FALSE(m.ops.at("aten::view").t2.has_value());
 }
 
 }  // namespace

@@ -121,6 +121,44 @@ TEST(TraceModelMode, kernels_get_descriptors_from_op_shapes) {
     EXPECT_GE(g.task(t).fixed_ps, 0);
 }
 
+TEST(TraceModelMode, modelled_host_time_follows_the_seed_phases_of_each_top_level_op) {
+  TraceGraphOptions options;
+  options.mode = TraceMode::kModel;
+  options.host = TraceHost::kModelled;
+  TaskGraph g;
+  build_replay_graph(one(kTrace), g, options);
+  // Host tasks after the first iteration mark, in program order, with what the cost model sees.
+  std::vector<std::string> seen;
+  bool marked = false;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kIterationMark) marked = true;
+    if (!marked || (task.kind != TaskKind::kCpuOp && task.kind != TaskKind::kLaunch)) continue;
+    std::string line = std::string(g.name(task.op_name)) + " " +
+                       std::string(host_phase_name(task.phase)) + " " +
+                       std::to_string(task.launch_index);
+    if (task.fixed_ps >= 0) line += " fixed " + std::to_string(task.fixed_ps);
+    seen.push_back(line);
+  }
+  const std::string launch(host_phase_name(HostPhase::kLaunch));
+  const std::string begin(host_phase_name(HostPhase::kOpBegin));
+  const std::string end(host_phase_name(HostPhase::kOpEnd));
+  const std::vector<std::string> expected = {
+      "aten::addmm " + begin + " 0",   // T1 + T2
+      "aten::addmm " + launch + " 0",  // T4
+      "aten::addmm " + launch + " 1",  // T4 + T5
+      "aten::addmm " + end + " 0",     // T3
+      "aten::add " + begin + " 0",
+      "aten::add " + launch + " 0",
+      "aten::add " + end + " 0",
+      "fbgemm::split_embedding_codegen_lookup_sgd_function " + begin + " 0",
+      "fbgemm::split_embedding_codegen_lookup_sgd_function " + launch + " 0",
+      "fbgemm::split_embedding_codegen_lookup_sgd_function " + end + " 0",
+      "ProfilerStep#1 " + launch + " 0",  // cudaMemcpyAsync outside any op: T4 only
+  };
+  EXPECT_EQ(seen, expected);
+}
+
 TEST(TraceModelMode, a_faster_gpu_shortens_a_gpu_bound_step) {
   TraceSetOptions options;
   options.graph.mode = TraceMode::kModel;

@@ -120,6 +120,7 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
 int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<std::string> traces;
   std::string output;
+  std::string t4 = "mean";
   bool force = false;
   po::options_description desc(
       "usage: upsim calibrate host-overheads TRACE... --out FILE\n\n"
@@ -130,7 +131,11 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
       "options");
   desc.add_options()("help,h", "this help")                                                  //
       ("out,o", po::value<std::string>(&output)->required(), "host-overhead file to write")  //
-      ("force", po::bool_switch(&force), "overwrite an existing --out file");
+      ("force", po::bool_switch(&force), "overwrite an existing --out file")                 //
+      ("t4", po::value<std::string>(&t4)->default_value(t4),
+       "T4 (launch call) statistic: `mean` of every cudaLaunchKernel (the seed's extraction "
+       "script), or `cleaned`: the mean after Tukey's rule, for GPU-bound runs whose launches "
+       "block on a full launch queue");
   po::options_description hidden;
   hidden.add_options()("trace", po::value<std::vector<std::string>>(&traces));
   po::options_description all;
@@ -145,6 +150,10 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
   }
   po::notify(vm);
   if (traces.empty()) throw po::error("upsim calibrate host-overheads: give at least one TRACE");
+  if (t4 != "mean" && t4 != "cleaned") {
+    throw po::error(
+        fmt::format("upsim calibrate host-overheads: --t4 `{}`; valid: mean, cleaned", t4));
+  }
   if (std::filesystem::exists(output) && !force) {
     throw std::runtime_error(fmt::format(
         "{} already exists; upsim does not overwrite files unasked: pass --force", output));
@@ -157,7 +166,9 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
   for (const KinetoTrace& t : loaded)
     pointers.push_back(&t);
   const ExtractedHostOverheads overheads = extract_host_overheads(pointers);
-  write_file_atomically(output, format_host_overheads_yaml(overheads));
+  write_file_atomically(
+      output, format_host_overheads_yaml(overheads, t4 == "mean" ? LaunchStatistic::kMean
+                                                                 : LaunchStatistic::kCleanedMean));
   out << fmt::format("T1 samples {}, cudaLaunchKernel samples {}, {} ops; wrote {}\n",
                      overheads.t1.size(), overheads.launch_kernel_us.size(), overheads.ops.size(),
                      output);

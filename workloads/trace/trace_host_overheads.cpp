@@ -331,7 +331,7 @@ ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrac
   return out;
 }
 
-std::string format_host_overheads_yaml(const ExtractedHostOverheads& o) {
+std::string format_host_overheads_yaml(const ExtractedHostOverheads& o, LaunchStatistic t4) {
   std::string s = "# Host overheads T1-T5 (seed-method.md section 1.3), measured by\n";
   s += fmt::format("# upsim (workloads/trace/trace_host_overheads.h) on {} traces:\n",
                    o.sources.size());
@@ -340,8 +340,16 @@ std::string format_host_overheads_yaml(const ExtractedHostOverheads& o) {
   s += "# Every value below is a mean in microseconds from that run; n = samples after cleaning.\n";
   s +=
       fmt::format("t1: {:.3f}us  # gap between consecutive ops, n = {}\n", mean(o.t1), o.t1.size());
-  s += fmt::format("t4: {:.3f}us  # mean cudaLaunchKernel duration, n = {}\n",
-                   mean(o.launch_kernel_us), o.launch_kernel_us.size());
+  if (t4 == LaunchStatistic::kMean) {
+    s += fmt::format("t4: {:.3f}us  # mean cudaLaunchKernel duration, n = {}\n",
+                     mean(o.launch_kernel_us), o.launch_kernel_us.size());
+  } else {
+    const std::vector<double> cleaned = tukey(o.launch_kernel_us);
+    s += fmt::format(
+        "t4: {:.3f}us  # mean cudaLaunchKernel duration after Tukey's rule, n = {} of {} (mean "
+        "of all: {:.3f}us)\n",
+        mean(cleaned), cleaned.size(), o.launch_kernel_us.size(), mean(o.launch_kernel_us));
+  }
   s += "default:  # all ops pooled; used for ops missing from `ops`\n";
   const std::pair<const char*, const std::vector<double>*> defaults[] = {{"t2", &o.default_t2},
                                                                          {"t3", &o.default_t3},

@@ -22,6 +22,7 @@
 //    cleaned sample (T5 between launches and the bodies of launch-free ops separately).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -92,7 +93,15 @@ struct HostOverheadMeans {
 };
 HostOverheadMeans host_overhead_means(const ExtractedHostOverheads& overheads);
 
+/// How T4 is summarised. kMean: the mean of every cudaLaunchKernel duration (the definition
+/// of scripts/extract_host_overheads.py and of configs/host/v100_pytorch_kineto.yaml).
+/// kCleanedMean: the mean after Tukey's rule, as for T1-T3 and T5: for GPU-bound runs, where
+/// a launch blocks while the launch queue is full and a few blocked calls (up to milliseconds)
+/// would dominate the mean of a call that otherwise takes microseconds.
+enum class LaunchStatistic : uint8_t { kMean, kCleanedMean };
+
 /// The calibration file (YAML, values in microseconds with units, sample counts in comments).
-std::string format_host_overheads_yaml(const ExtractedHostOverheads& overheads);
+std::string format_host_overheads_yaml(const ExtractedHostOverheads& overheads,
+                                       LaunchStatistic t4 = LaunchStatistic::kMean);
 
 }  // namespace upsim

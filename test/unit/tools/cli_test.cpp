@@ -309,6 +309,29 @@ TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedV100File) {
   EXPECT_EQ(run(args).exit_code, 2) << "no overwrite without --force";
 }
 
+TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedRtx2080TiFileWithCleanedT4) {
+  const std::string data = std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/";
+  const std::string traces = quote(data + "resnet/resnet_kineto.json.gz") + " " +
+                             quote(data + "linear/linear_kineto.json.gz");
+  const Result r = run("calibrate host-overheads " + traces + " --t4 cleaned --out host.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto body = [](const std::string& text) {
+    std::string out;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] != '#') out += line + "\n";
+    }
+    return out;
+  };
+  const std::string written = read_file(dir_ / "host.yaml");
+  EXPECT_EQ(body(written), body(read_file(std::string(UPSIM_CONFIGS_DIR) +
+                                          "/host/rtx2080ti_pytorch_kineto.yaml")));
+  EXPECT_NE(written.find("after Tukey's rule"), std::string::npos) << written;
+  const Result bad = run("calibrate host-overheads " + traces + " --t4 median --out other.yaml");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("valid: mean, cleaned"), std::string::npos) << bad.output;
+}
+
 TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
   const Result r = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) + " --data " +
                        quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));

@@ -120,6 +120,20 @@ DType rate_class(DType dtype) {
   return dtype == DType::kBf16 ? DType::kFp16 : dtype;
 }
 
+/// Sum over `rows` of the squared log error of the GEMM model with `p`, measured through a
+/// harness (floor, offset in us; compute_speedup divides the compute time).
+double gemm_objective(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
+                      const GemmParams& p, double compute_speedup, double floor_us,
+                      double offset_us) {
+  double sum = 0.0;
+  for (const KernelMeasurement* r : rows) {
+    const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
+    const double core = std::max(est.compute_seconds / compute_speedup, est.memory_seconds);
+    sum += squared_log_error(harness_predict(floor_us, offset_us, core), r->seconds);
+  }
+  return sum;
+}
+
 /// GEMM rows of the primary rate class: grid over tiles, compass search over the GEMM
 /// parameters and the harness (floor, offset, compute_speedup) from a grid of starts.
 /// compute_scale stays 1: the harness speedup absorbs the sweep's clock / harness difference.
@@ -138,14 +152,7 @@ void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const H
       return p;
     };
     const Objective objective = [&](const std::vector<double>& x) {
-      const GemmParams p = params_of(x);
-      double sum = 0.0;
-      for (const KernelMeasurement* r : rows) {
-        const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
-        const double core = std::max(est.compute_seconds / std::exp(x[0]), est.memory_seconds);
-        sum += squared_log_error(harness_predict(x[3], x[4], core), r->seconds);
-      }
-      return sum;
+      return gemm_objective(rows, hw, params_of(x), std::exp(x[0]), x[3], x[4]);
     };
     const std::vector<Box> box{{std::log(0.5), std::log(2.0)},
                                {std::log(0.2), std::log(2.0)},
@@ -192,15 +199,7 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
       return p;
     };
     const Objective objective = [&](const std::vector<double>& x) {
-      const GemmParams p = params_of(x);
-      double sum = 0.0;
-      for (const KernelMeasurement* r : rows) {
-        const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
-        const double core =
-            std::max(est.compute_seconds / harness.compute_speedup, est.memory_seconds);
-        sum += squared_log_error(harness_predict(floor_us, offset_us, core), r->seconds);
-      }
-      return sum;
+      return gemm_objective(rows, hw, params_of(x), harness.compute_speedup, floor_us, offset_us);
     };
     const std::vector<Box> box{
         {std::log(0.1), std::log(2.0)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};

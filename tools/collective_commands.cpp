@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "sim/config/config_node.h"
+#include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "topology/collective_fit.h"
 #include "topology/collective_validation.h"
@@ -80,12 +81,7 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
        "collective tuning file (default: the built-in NCCL-like tuning, as in "
        "configs/collectives/nccl_like.yaml)");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(desc).run(), vm);
-  if (vm.count("help")) {
-    out << desc << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, desc, out, vm)) return 0;
 
   const CollectiveTuning tuning = read_tuning(tuning_file);
   bool within = true;
@@ -165,16 +161,8 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
        "bound on objective evaluations (each simulates every point once)")  //
       ("points", po::bool_switch(&points), "also print every point after the fit");
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(desc).run(), vm);
-  if (vm.count("help")) {
-    out << desc << "\n";
-    return 0;
-  }
-  po::notify(vm);
-  if (fs::exists(output) && !force) {
-    throw std::runtime_error(fmt::format(
-        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
-  }
+  if (!parse_command_line(args, desc, out, vm)) return 0;
+  refuse_to_overwrite(output, force);
   if (logs.empty() && !validation_systems) {
     throw std::runtime_error(
         "no measurements: give --nccl-tests LOG with --topology FABRIC, or --validation-systems");

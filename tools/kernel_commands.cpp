@@ -17,6 +17,7 @@
 #include "calibration/kernel_measurements.h"
 #include "calibration/kernel_validation.h"
 #include "sim/config/config_node.h"
+#include "tools/command_line.h"
 
 namespace upsim::cli {
 
@@ -88,13 +89,7 @@ HardwareProfile read_hardware(const std::string& path) {
 bool parse(const std::vector<std::string>& args, const po::options_description& desc,
            std::ostream& out) {
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(desc).run(), vm);
-  if (vm.count("help")) {
-    out << desc << "\n";
-    return false;
-  }
-  po::notify(vm);
-  return true;
+  return parse_command_line(args, desc, out, vm);
 }
 
 }  // namespace
@@ -117,10 +112,7 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
        "provenance recorded in the file (default: the input files)");
   add_measurement_options(desc, m);
   if (!parse(args, desc, out)) return 0;
-  if (fs::exists(output) && !force) {
-    throw std::runtime_error(fmt::format(
-        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
-  }
+  refuse_to_overwrite(output, force);
   const HardwareProfile hw = read_hardware(m.hardware);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
@@ -158,10 +150,7 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
       ("source", po::value<std::string>(&source),
        "the file's `source` attribute (default: the input files)");
   if (!parse(args, desc, out)) return 0;
-  if (fs::exists(output) && !force) {
-    throw std::runtime_error(fmt::format(
-        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
-  }
+  refuse_to_overwrite(output, force);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
   write_measurement_hdf5(output, rows, m.gpu, source);

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "sim/config/config_node.h"
+#include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "workloads/trace/kineto_trace.h"
 #include "workloads/trace/trace_host_overheads.h"
@@ -143,21 +144,13 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
   po::positional_options_description positional;
   positional.add("trace", -1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    out << desc << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
   if (traces.empty()) throw po::error("upsim calibrate host-overheads: give at least one TRACE");
   if (t4 != "mean" && t4 != "cleaned") {
     throw po::error(
         fmt::format("upsim calibrate host-overheads: --t4 `{}`; valid: mean, cleaned", t4));
   }
-  if (std::filesystem::exists(output) && !force) {
-    throw std::runtime_error(fmt::format(
-        "{} already exists; upsim does not overwrite files unasked: pass --force", output));
-  }
+  refuse_to_overwrite(output, force);
   std::vector<KinetoTrace> loaded;
   loaded.reserve(traces.size());
   for (const std::string& t : traces)

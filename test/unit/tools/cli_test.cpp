@@ -47,6 +47,16 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
+/// The lines of a YAML file that are not whole-line comments (provenance headers differ).
+std::string body(const std::string& text) {
+  std::string out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  }
+  return out;
+}
+
 const std::string kData = UPSIM_CLI_TEST_DATA;
 const std::string kTiny = quote(kData + "/tiny.yaml");
 
@@ -296,14 +306,6 @@ TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedV100File) {
   }
   const Result r = run(args);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto body = [](const std::string& text) {
-    std::string out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line[0] != '#') out += line + "\n";
-    }
-    return out;
-  };
   EXPECT_EQ(body(read_file(dir_ / "host.yaml")),
             body(read_file(std::string(UPSIM_CONFIGS_DIR) + "/host/v100_pytorch_kineto.yaml")));
   EXPECT_EQ(run(args).exit_code, 2) << "no overwrite without --force";
@@ -315,14 +317,6 @@ TEST_F(Cli, CalibrateHostOverheadsWritesTheShippedRtx2080TiFileWithCleanedT4) {
                              quote(data + "linear/linear_kineto.json.gz");
   const Result r = run("calibrate host-overheads " + traces + " --t4 cleaned --out host.yaml");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  auto body = [](const std::string& text) {
-    std::string out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line[0] != '#') out += line + "\n";
-    }
-    return out;
-  };
   const std::string written = read_file(dir_ / "host.yaml");
   EXPECT_EQ(body(written), body(read_file(std::string(UPSIM_CONFIGS_DIR) +
                                           "/host/rtx2080ti_pytorch_kineto.yaml")));

@@ -1,0 +1,35 @@
+#include "tools/command_line.h"
+
+#include <fmt/format.h>
+
+#include <ostream>
+#include <stdexcept>
+
+namespace upsim::cli {
+
+namespace po = boost::program_options;
+
+bool parse_command_line(const std::vector<std::string>& args, const po::options_description& desc,
+                        std::ostream& out, po::variables_map& vm,
+                        const po::positional_options_description* positional,
+                        const po::options_description* shown) {
+  po::command_line_parser parser(args);
+  parser.options(desc);
+  if (positional) parser.positional(*positional);
+  po::store(parser.run(), vm);
+  if (vm.count("help")) {
+    out << (shown ? *shown : desc) << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+void refuse_to_overwrite(const std::filesystem::path& path, bool force) {
+  if (!force && std::filesystem::exists(path)) {
+    throw std::runtime_error(fmt::format(
+        "{} already exists; upsim does not overwrite files unasked: pass --force", path.string()));
+  }
+}
+
+}  // namespace upsim::cli

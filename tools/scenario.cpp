@@ -18,6 +18,7 @@
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/trace/chakra_trace.h"
 #include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_graph.h"
 #include "workloads/trace/trace_replay.h"
@@ -64,20 +65,52 @@ namespace {
 
 /// What `workload: {model: trace, ...}` asks for (workloads/trace/trace_replay.h).
 struct TraceWorkload {
-  LoadedTraces traces;
+  /// "kineto" (Kineto + execution traces) or "chakra" (Chakra ETs).
+  std::string format;
+  LoadedTraces traces;              ///< kineto
+  std::vector<ChakraTrace> chakra;  ///< chakra, in rank order
   TraceSetOptions options;
   std::filesystem::path dir;
   /// `host`: measured, modelled (T1-T5 of the traces) or platform (platform.host's model).
   std::string host;
+
+  size_t ranks() const { return format == "chakra" ? chakra.size() : traces.ranks.size(); }
 };
 
 TraceWorkload read_trace_workload(const ConfigNode& workload) {
   TraceWorkload t;
   t.dir = workload.get_path("traces");
+  const bool explicit_format = workload.has("format");
+  t.format = explicit_format ? workload.get_choice("format", {"kineto", "chakra"})
+                             : (is_chakra_directory(t.dir) ? "chakra" : "kineto");
   const std::string mode = workload.get_choice_or("mode", {"replay", "model"}, "replay");
   t.options.graph.mode = mode == "model" ? TraceMode::kModel : TraceMode::kReplay;
   t.host = workload.get_choice_or("host", {"measured", "modelled", "platform"}, "measured");
   t.options.graph.host = t.host == "measured" ? TraceHost::kMeasured : TraceHost::kModelled;
+  // A failure to read the traces is reported at `format` when the scenario chose the format.
+  const std::string_view read_key = explicit_format ? "format" : "traces";
+  if (t.format == "chakra") {
+    // A Chakra ET holds one iteration per rank, CPU ops without the runtime calls T1-T5 are
+    // placed by, and no execution-trace pairing.
+    for (const char* key : {"iteration", "iteration_marker", "lenient_et"}) {
+      if (workload.has(key)) {
+        workload.child(key).fail(
+            "not for Chakra traces (format: chakra): each trace is one iteration of one rank");
+      }
+    }
+    if (t.host != "measured") {
+      workload.child("host").fail(
+          "Chakra traces hold no CUDA runtime calls to place T1-T5 host overheads by: host must be "
+          "measured (format: chakra)");
+    }
+    try {
+      t.chakra = load_chakra_directory(t.dir);
+    } catch (const TraceError& e) {
+      workload.child(read_key).fail(explicit_format ? fmt::format("format: chakra: {}", e.what())
+                                                    : std::string(e.what()));
+    }
+    return t;
+  }
   t.options.graph.iteration_marker = workload.get_string_or("iteration_marker", "ProfilerStep#");
   t.options.strict_et = !workload.get_bool_or("lenient_et", false);
   if (workload.has("iteration")) {
@@ -88,7 +121,8 @@ TraceWorkload read_trace_workload(const ConfigNode& workload) {
   try {
     t.traces = load_trace_directory(t.dir, t.options);
   } catch (const TraceError& e) {
-    workload.child("traces").fail(e.what());
+    workload.child(read_key).fail(explicit_format ? fmt::format("format: kineto: {}", e.what())
+                                                  : std::string(e.what()));
   }
   return t;
 }
@@ -124,8 +158,7 @@ Scenario build_scenario(ConfigDocument& doc) {
   }
   const int64_t fabric_gpus =
       s.models.fabric ? static_cast<int64_t>(s.models.fabric->gpus().size()) : 0;
-  const int64_t implied_gpus =
-      trace ? static_cast<int64_t>(trace->traces.ranks.size()) : fabric_gpus;
+  const int64_t implied_gpus = trace ? static_cast<int64_t>(trace->ranks()) : fabric_gpus;
   const int64_t gpus = implied_gpus > 0 ? platform.get_positive_int_or("gpus", implied_gpus)
                                         : platform.get_positive_int("gpus");
   if (gpus > 65536) platform.child("gpus").fail("must be at most 65536");
@@ -186,9 +219,17 @@ Scenario build_scenario(ConfigDocument& doc) {
 
   if (trace) {
     doc.check_all_keys_used();
+    const bool chakra = trace->format == "chakra";
     TraceGraphInfo info;
+    std::vector<std::string> warnings = trace->traces.warnings;
     try {
-      info = build_replay_graph(trace->traces.ranks, s.graph, trace->options.graph);
+      if (chakra) {
+        ChakraGraphOptions options;
+        options.mode = trace->options.graph.mode;
+        info = build_chakra_graph(trace->chakra, s.graph, options, &warnings);
+      } else {
+        info = build_replay_graph(trace->traces.ranks, s.graph, trace->options.graph);
+      }
     } catch (const TraceError& e) {
       workload.child("traces").fail(e.what());
     }
@@ -222,18 +263,40 @@ Scenario build_scenario(ConfigDocument& doc) {
       }
       s.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
     }
+    const bool model = trace->options.graph.mode == TraceMode::kModel;
     const std::string host_text = trace->host == "measured" ? ""
                                   : trace->host == "modelled"
                                       ? ", host time T1-T5 of the traces"
                                       : ", host time by the platform's host model";
-    text += fmt::format("workload: trace ({} mode{}) of {} ranks from {}; {}\n",
-                        trace->options.graph.mode == TraceMode::kModel ? "model" : "replay",
-                        host_text, info.ranks.size(), workload.get_string("traces"),
-                        trace->options.iteration
-                            ? fmt::format("iteration {}", *trace->options.iteration)
-                            : fmt::format("{} iterations", count));
-    for (const std::string& w : trace->traces.warnings)
+    text += fmt::format(
+        "workload: trace ({}{} mode{}) of {} ranks from {}; {}\n", chakra ? "Chakra ET, " : "",
+        model ? "model" : "replay", host_text, info.ranks.size(), workload.get_string("traces"),
+        trace->options.iteration ? fmt::format("iteration {}", *trace->options.iteration)
+                                 : fmt::format("{} iteration{}", count, count == 1 ? "" : "s"));
+    if (model) {
+      uint64_t kernel_count = 0;
+      uint64_t kernels_kept = 0;
+      uint64_t collectives = 0;
+      uint64_t collectives_kept = 0;
+      for (const TraceRankSummary& r : info.ranks) {
+        kernel_count += r.kernels;
+        kernels_kept += r.kernels_kept_measured;
+        collectives += r.collectives;
+        collectives_kept += r.collectives_kept_measured;
+      }
+      text += fmt::format(
+          "model mode: kept measured {} of {} kernels (no shapes, or no kernel model for the op), "
+          "{} of {} collectives (no peer rank in the traces); the rest priced by the platform\n",
+          kernels_kept, kernel_count, collectives_kept, collectives);
+    }
+    // Files named as the scenario names their folder, so the summary does not depend on where
+    // the scenario is run from.
+    const std::string dir_text = trace->dir.string();
+    const std::string traces_text = workload.get_string("traces");
+    for (std::string w : warnings) {
+      if (w.starts_with(dir_text)) w = traces_text + w.substr(dir_text.size());
       text += "warning: " + w + "\n";
+    }
     s.description = std::move(text);
     return s;
   }

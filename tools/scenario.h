@@ -19,16 +19,21 @@
 //   # or replay / re-cost measured PyTorch traces (workloads/trace/trace_replay.h):
 //   workload:
 //     model: trace
-//     traces: ../test/data/param-et-replay/dlrm   # folder of per-rank Kineto (+ ET) traces
+//     traces: ../test/data/param-et-replay/dlrm   # folder of per-rank Kineto (+ ET) traces,
+//                                   #   or of per-rank Chakra ETs (*.et, *.et.gz)
+//     format: kineto                # optional: kineto or chakra; default: chakra when the
+//                                   #   folder holds *.et / *.et.gz and no *.json / *.json.gz
 //     mode: replay                  # replay: measured durations; model: kernels, copies and
 //                                   #   collectives re-priced by the platform's models
+//                                   #   (Chakra: ChakraGraphOptions::mode in chakra_trace.h)
 //     host: measured                # host time: measured (the traced timeline), modelled (the
 //                                   #   seed's T1-T5 extracted from these traces) or platform
 //                                   #   (platform.host's model, e.g. another host's T1-T5 file)
 //     iteration: 10                 # optional: measure this step only (else every complete one)
 //     iteration_marker: "ProfilerStep#"
 //     lenient_et: false             # a mismatched execution trace: error (false) or warning
-//   A trace workload has as many GPUs as traces and no `simulation` section.
+//   A trace workload has as many GPUs as traces and no `simulation` section. Chakra traces are
+//   one iteration per rank with host: measured (no iteration, iteration_marker, lenient_et).
 //   simulation:
 //     iterations: 3                 # training steps simulated
 //     warmup_iterations: 1          # leading steps left out of the reported mean

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_file.h"
@@ -256,6 +257,21 @@ ChakraNode read_node(WireReader r) {
       case 7:
         n.duration_micros = wt == 0 ? r.varint() : (r.skip(wt), 0);
         break;
+      case 8: {  // inputs: IOInfo {values = 1, shapes = 2, types = 3}
+        if (wt != 2) r.fail("node inputs are not a message");
+        WireReader io = r.sub();
+        while (!io.done()) {
+          const uint64_t k = io.varint();
+          const auto f = static_cast<uint32_t>(k >> 3);
+          const auto w = static_cast<uint32_t>(k & 7);
+          if ((f == 2 || f == 3) && w == 2) {
+            (f == 2 ? n.input_shapes : n.input_types) = std::string(io.length_delimited());
+          } else {
+            io.skip(w);
+          }
+        }
+        break;
+      }
       case 10:
         if (wt != 2) r.fail("node attribute is not a message");
         n.attrs.push_back(read_attr(r.sub()));
@@ -369,6 +385,185 @@ int64_t stream_key(const ChakraNode& n) {
   return is_comm(n) ? kCommStream : 0;
 }
 
+/// One value of a Python-literal integer list (IOInfo shapes): an integer or a list.
+struct Literal {
+  bool list = false;
+  int64_t value = 0;
+  std::vector<Literal> items;
+};
+
+/// Parses `text` from `pos`: nested lists of integers ("[[64], [2, 3], []]"); nullopt on anything
+/// else (strings, floats, nesting deeper than 8).
+std::optional<Literal> parse_literal(std::string_view text, size_t& pos, int depth = 0) {
+  auto skip_space = [&] {
+    while (pos < text.size() && text[pos] == ' ')
+      ++pos;
+  };
+  skip_space();
+  if (pos >= text.size() || depth > 8) return std::nullopt;
+  Literal out;
+  if (text[pos] == '[') {
+    out.list = true;
+    ++pos;
+    skip_space();
+    if (pos < text.size() && text[pos] == ']') {
+      ++pos;
+      return out;
+    }
+    while (true) {
+      auto item = parse_literal(text, pos, depth + 1);
+      if (!item) return std::nullopt;
+      out.items.push_back(std::move(*item));
+      skip_space();
+      if (pos >= text.size()) return std::nullopt;
+      if (text[pos] == ']') {
+        ++pos;
+        return out;
+      }
+      if (text[pos] != ',') return std::nullopt;
+      ++pos;
+    }
+  }
+  const size_t begin = pos;
+  if (text[pos] == '-') ++pos;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9')
+    ++pos;
+  if (pos == begin || (pos == begin + 1 && text[begin] == '-')) return std::nullopt;
+  out.value = std::stoll(std::string(text.substr(begin, pos - begin)));
+  return out;
+}
+
+bool all_integers(const Literal& l) {
+  return std::all_of(l.items.begin(), l.items.end(), [](const Literal& i) { return !i.list; });
+}
+
+/// The element types of IOInfo types ("['Tensor(float)', 'GenericList[Tensor(float),Int]']"),
+/// one per argument, a GenericList expanded into its elements, "Tensor(T)" read as T.
+std::vector<std::string> parse_types(std::string_view text) {
+  std::vector<std::string> out;
+  auto element = [&](std::string_view t) {
+    if (t.starts_with("Tensor(") && t.ends_with(")")) t = t.substr(7, t.size() - 8);
+    out.emplace_back(t);
+  };
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    const char quote = text[pos];
+    if (quote != '\'' && quote != '"') continue;
+    const size_t end = text.find(quote, pos + 1);
+    if (end == std::string_view::npos) break;
+    const std::string_view item = text.substr(pos + 1, end - pos - 1);
+    pos = end;
+    if (!(item.starts_with("GenericList[") && item.ends_with("]"))) {
+      element(item);
+      continue;
+    }
+    const std::string_view inner = item.substr(12, item.size() - 13);
+    int depth = 0;
+    size_t from = 0;
+    for (size_t i = 0; i <= inner.size(); ++i) {
+      if (i == inner.size() || (inner[i] == ',' && depth == 0)) {
+        if (i > from) element(inner.substr(from, i - from));
+        from = i + 1;
+      } else if (inner[i] == '(' || inner[i] == '[') {
+        ++depth;
+      } else if (inner[i] == ')' || inner[i] == ']') {
+        --depth;
+      }
+    }
+  }
+  return out;
+}
+
+/// A node's input shapes and element types in op_kernel_desc's form: one entry per tensor (the
+/// tensors of a Tensor[] argument each), non-tensor arguments with empty dims. Empty when the
+/// node has no shapes or they do not parse; types left out when they do not pair with the shapes.
+KinetoOpInputs chakra_inputs(const ChakraNode& n) {
+  KinetoOpInputs in;
+  size_t pos = 0;
+  const auto shapes = parse_literal(n.input_shapes, pos);
+  if (!shapes || !shapes->list) return in;
+  for (const Literal& arg : shapes->items) {
+    if (!arg.list) {
+      in.dims.emplace_back();
+    } else if (all_integers(arg)) {
+      in.dims.emplace_back();
+      for (const Literal& d : arg.items)
+        in.dims.back().push_back(d.value);
+    } else {
+      for (const Literal& tensor : arg.items) {
+        in.dims.emplace_back();
+        if (!tensor.list || !all_integers(tensor)) continue;
+        for (const Literal& d : tensor.items)
+          in.dims.back().push_back(d.value);
+      }
+    }
+  }
+  in.types = parse_types(n.input_types);
+  if (in.types.size() != in.dims.size()) in.types.clear();
+  return in;
+}
+
+/// The op name without the PyTorch converter's "(N)" suffix: "aten::mm(0)" -> "aten::mm".
+std::string_view op_name(const ChakraNode& n) {
+  std::string_view name = n.name;
+  if (name.ends_with(")")) {
+    const size_t open = name.rfind('(');
+    if (open != std::string_view::npos && open + 2 < name.size() &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(open) + 1, name.end() - 1,
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      name = name.substr(0, open);
+    }
+  }
+  return name;
+}
+
+/// Model mode: the descriptor of GPU COMP_NODE `i` (ChakraGraphOptions::mode), or nullopt (kept
+/// measured). `gemm_taken`: the ops whose GEMM an earlier kernel took.
+std::optional<KernelDesc> chakra_kernel_desc(const std::vector<ChakraNode>& nodes,
+                                             const std::unordered_map<uint64_t, size_t>& node_of_id,
+                                             size_t i, std::unordered_set<size_t>& gemm_taken) {
+  const ChakraNode& n = nodes[i];
+  auto cpu_node = [&](uint64_t id) -> std::optional<size_t> {
+    const auto it = node_of_id.find(id);
+    if (it == node_of_id.end() || !is_cpu_node(nodes[it->second])) return std::nullopt;
+    return it->second;
+  };
+  // The launching op: the CPU node among ctrl_deps, then data_deps, whose inputs are the node's
+  // (the converter copies the op's inputs onto its kernels; in test/data/chakra a kernel's
+  // ctrl_dep is often another op), else the first CPU node among data_deps.
+  std::optional<size_t> op;
+  std::optional<size_t> first_data_op;
+  auto consider = [&](uint64_t id, bool data) {
+    const auto c = cpu_node(id);
+    if (!c) return;
+    if (data && !first_data_op) first_data_op = c;
+    const ChakraNode& o = nodes[*c];
+    if (!op && !n.input_shapes.empty() && o.input_shapes == n.input_shapes &&
+        o.input_types == n.input_types) {
+      op = c;
+    }
+  };
+  for (uint64_t d : n.ctrl_deps)
+    consider(d, false);
+  for (uint64_t d : n.data_deps)
+    consider(d, true);
+  if (!op) op = first_data_op;
+  if (op) {
+    KinetoOpInputs in = chakra_inputs(n);
+    if (in.dims.empty()) in = chakra_inputs(nodes[*op]);
+    if (auto kd = op_kernel_desc(op_name(nodes[*op]), n.name, in, gemm_taken.count(*op) > 0)) {
+      if (kd->cls == KernelClass::kGemm) gemm_taken.insert(*op);
+      return kd;
+    }
+  }
+  const int64_t num_ops = int_attr(n, "num_ops").value_or(0);
+  if (num_ops <= 0) return std::nullopt;
+  KernelDesc kd;
+  kd.cls = KernelClass::kMemoryBound;
+  kd.flops = static_cast<double>(num_ops);
+  kd.bytes_read = static_cast<double>(std::max<int64_t>(0, int_attr(n, "tensor_size").value_or(0)));
+  return kd;
+}
+
 /// Bytes of a send or receive: comm_size (PyTorch converter), else tensor_size (et_generator).
 int64_t p2p_bytes(const ChakraNode& n) {
   if (const auto s = int_attr(n, "comm_size")) return *s;
@@ -431,6 +626,7 @@ std::string file_name(const ChakraTrace& t) {
 struct CommTask {
   CollectiveId group = 0;
   int64_t ps = 0;
+  bool peers = true;  ///< the group has two or more ranks (model mode prices it)
 };
 
 using RankNode = std::pair<size_t, size_t>;  // (rank, node index)
@@ -509,7 +705,7 @@ void group_collectives(const std::vector<ChakraTrace>& traces,
       const CollectiveId id = graph.add_collective_group(std::move(desc), name);
       ++info.collective_groups;
       for (size_t r : members)
-        comm[r][per_rank[r][k]] = CommTask{id, ps};
+        comm[r][per_rank[r][k]] = CommTask{id, ps, members.size() > 1};
     }
   }
 }
@@ -600,8 +796,8 @@ std::vector<std::vector<size_t>> match_point_to_point(
       ++info.collective_groups;
       const int64_t ps =
           static_cast<int64_t>(std::min(s.duration_micros, v.duration_micros)) * 1'000'000;
-      comm[sends[k].first][sends[k].second] = CommTask{id, ps};
-      comm[recvs[k].first][recvs[k].second] = CommTask{id, ps};
+      comm[sends[k].first][sends[k].second] = CommTask{id, ps, true};
+      comm[recvs[k].first][recvs[k].second] = CommTask{id, ps, true};
     }
   }
   return peerless;
@@ -640,6 +836,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     throw std::invalid_argument("build_chakra_graph: the graph already has ranks");
   }
   const size_t nranks = traces.size();
+  const bool model = options.mode == TraceMode::kModel;
   // Per rank: node order by id, and node index by id.
   std::vector<std::vector<size_t>> order(nranks);
   std::vector<std::unordered_map<uint64_t, size_t>> node_of_id(nranks);
@@ -706,6 +903,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
 
     std::vector<TaskId> task(nodes.size(), kNoTask);
     std::vector<TaskId> last_on_thread(rank_info.cpu_threads, kNoTask);
+    std::unordered_set<size_t> gemm_taken;  // model mode: ops whose GEMM a kernel took
     graph.add_iteration_mark(rank, 0, 0);
     uint64_t first_us = UINT64_MAX;
     uint64_t last_us = 0;
@@ -727,27 +925,38 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
       const uint16_t stream = stream_index.at(stream_key(n));
       if (const auto c = comm[r].find(i); c != comm[r].end()) {
         task[i] = graph.add_collective(rank, stream, c->second.group, n.name);
-        graph.set_fixed_duration(task[i], Duration::from_ps(c->second.ps));
+        if (!model || !c->second.peers) {
+          graph.set_fixed_duration(task[i], Duration::from_ps(c->second.ps));
+          if (model) ++s.collectives_kept_measured;
+        }
         ++s.collectives;
       } else if (n.type == kTypeMemLoad || n.type == kTypeMemStore) {
         TransferDesc td;
         td.rank = rank;
-        td.bytes = int_attr(n, "tensor_size").value_or(0);
+        td.bytes = std::max<int64_t>(0, int_attr(n, "tensor_size").value_or(0));
         td.kind =
             n.type == kTypeMemLoad ? TransferKind::kHostToDevice : TransferKind::kDeviceToHost;
         task[i] = graph.add_memcpy(rank, stream, n.name, n.name, td);
-        graph.set_fixed_duration(task[i], d);
+        if (!model || td.bytes == 0) graph.set_fixed_duration(task[i], d);
         ++s.copies;
       } else {
         // COMP_NODE, and sends / receives that name no peer (measured time, no rendezvous).
-        KernelDesc kd;
+        std::optional<KernelDesc> kd;
         if (n.type == kTypeComp) {
-          kd.flops = static_cast<double>(int_attr(n, "num_ops").value_or(0));
-          kd.bytes_read = static_cast<double>(int_attr(n, "tensor_size").value_or(0));
           ++s.kernels;
+          if (model) {
+            kd = chakra_kernel_desc(nodes, node_of_id[r], i, gemm_taken);
+            if (!kd) ++s.kernels_kept_measured;
+          }
         }
-        task[i] = graph.add_kernel(rank, stream, n.name, n.name, kd);
-        graph.set_fixed_duration(task[i], d);
+        const bool priced = kd.has_value();
+        if (!kd) {
+          kd = KernelDesc{};
+          kd->flops = static_cast<double>(int_attr(n, "num_ops").value_or(0));
+          kd->bytes_read = static_cast<double>(int_attr(n, "tensor_size").value_or(0));
+        }
+        task[i] = graph.add_kernel(rank, stream, n.name, n.name, *kd);
+        if (!priced) graph.set_fixed_duration(task[i], d);
       }
     }
     const TaskId end_sync = graph.add_host_sync(rank, 0, kAllStreams, "end of trace");

@@ -19,6 +19,8 @@
 //    host copy of tensor_size bytes; COMM_COLL_NODE -> Collective; COMM_SEND_NODE / COMM_RECV_NODE
 //    -> a send/recv Collective of the matched pair; METADATA_NODE and unknown types -> no task
 //    (their dependencies pass through).
+//  - Model mode (ChakraGraphOptions::mode) re-prices communication, copies and, where the node
+//    has shapes, kernels with the run's models.
 //  - Durations: duration_micros (whole microseconds; the PyTorch converter writes Kineto's
 //    exclusive time truncated, so GPU ops under 1 us, stored without the field, take zero).
 //  - data_deps become explicit edges (ctrl_deps too with `use_ctrl_deps`; a ctrl_dep on a node the
@@ -94,6 +96,11 @@ struct ChakraNode {
   std::vector<uint64_t> data_deps;
   uint64_t start_time_micros = 0;
   uint64_t duration_micros = 0;
+  /// inputs (IOInfo, field 8): `shapes` (2) and `types` (3) as the PyTorch converter writes them,
+  /// Python-literal lists: "[[64], [64], []]", "['Tensor(float)', 'Tensor(float)', 'Bool']";
+  /// a Tensor[] argument is one nested list, "GenericList[Tensor(float),...]".
+  std::string input_shapes;
+  std::string input_types;
   std::vector<ChakraAttr> attrs;
 
   const ChakraAttr* attr(std::string_view name) const;
@@ -115,6 +122,22 @@ ChakraTrace read_chakra_trace(const std::filesystem::path& path);
 
 struct ChakraGraphOptions {
   bool use_ctrl_deps = false;
+  /// kReplay: every task takes its measured duration. kModel (what-if on another fabric or GPU):
+  ///  - COMM_COLL_NODE groups of two or more ranks and matched sends / receives have no fixed
+  ///    duration: the run's NetworkModel prices them (comm_size bytes). A group with one rank in
+  ///    the trace set keeps its measured time (collectives_kept_measured).
+  ///  - MEM_LOAD_NODE / MEM_STORE_NODE with tensor_size > 0: priced by the NetworkModel as
+  ///    host-device copies.
+  ///  - GPU COMP_NODEs: op_kernel_desc (trace_graph.h) over the node's input shapes and types,
+  ///    the op being the CPU node it depends on with the same inputs (ctrl_deps first, then
+  ///    data_deps), else its first CPU data_dep (the converter's "(N)" suffix dropped; the
+  ///    converter copies an op's inputs onto its kernels, while a kernel's ctrl_dep in
+  ///    test/data/chakra is often another op); without shapes or op, attrs num_ops and
+  ///    tensor_size (et_generator / ASTRA-sim's roofline inputs) as a memory-bound kernel of
+  ///    num_ops operations over tensor_size bytes. Otherwise (no shapes and no num_ops, or an op
+  ///    no kernel model describes) the measured time, counted in kernels_kept_measured.
+  ///  - CPU nodes, peerless sends / receives and dependencies stay as measured.
+  TraceMode mode = TraceMode::kReplay;
 };
 
 /// Adds one rank per trace to `graph` (unsealed and without ranks; std::invalid_argument

@@ -188,6 +188,63 @@ struct Marker {
   uint32_t id = 0;
 };
 
+/// aten::convolution, cudnn_convolution, conv2d, _conv_depthwise2d, convolution_backward, ...:
+/// ops no kernel model prices (not "convert", "conversion").
+bool is_convolution_op(std::string_view op) {
+  for (size_t at = op.find("conv"); at != std::string_view::npos; at = op.find("conv", at + 4)) {
+    const std::string_view rest = op.substr(at + 4);
+    if (rest.starts_with("olution") || rest.starts_with("_") ||
+        (!rest.empty() && rest.front() >= '1' && rest.front() <= '3')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+struct GemmShape {
+  int64_t batch = 1;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+std::optional<GemmShape> gemm_shape(std::string_view op, const KinetoOpInputs& in) {
+  auto dims = [&](size_t i) -> const std::vector<int64_t>& { return in.dims[i]; };
+  const size_t n_in = in.dims.size();
+  GemmShape g;
+  if ((op == "aten::mm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 2 &&
+      dims(1).size() == 2) {
+    g.m = dims(0)[0];
+    g.k = dims(0)[1];
+    g.n = dims(1)[1];
+  } else if (op == "aten::addmm" && n_in >= 3 && dims(1).size() == 2 && dims(2).size() == 2) {
+    g.m = dims(1)[0];
+    g.k = dims(1)[1];
+    g.n = dims(2)[1];
+  } else if ((op == "aten::bmm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 3 &&
+             dims(1).size() == 3) {
+    g.batch = dims(0)[0];
+    g.m = dims(0)[1];
+    g.k = dims(0)[2];
+    g.n = dims(1)[2];
+  } else if (op == "aten::baddbmm" && n_in >= 3 && dims(1).size() == 3 && dims(2).size() == 3) {
+    g.batch = dims(1)[0];
+    g.m = dims(1)[1];
+    g.k = dims(1)[2];
+    g.n = dims(2)[2];
+  } else if (op == "aten::linear" && n_in >= 2 && !dims(0).empty() && dims(1).size() == 2) {
+    g.m = 1;
+    for (size_t i = 0; i + 1 < dims(0).size(); ++i)
+      g.m *= dims(0)[i];
+    g.k = dims(0).back();
+    g.n = dims(1)[0];
+  } else {
+    return std::nullopt;
+  }
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return std::nullopt;
+  return g;
+}
+
 /// Builds one rank. Use: analyse() (threads, streams, launches, nesting, iterations, NCCL
 /// kernels), then the caller groups the NCCL kernels of all ranks, then plan() (the cut points of
 /// every thread: calls, inferred waits and hand-offs), then emit() (the tasks).
@@ -1060,10 +1117,7 @@ class RankBuilder {
     return in;
   }
 
-  /// What kernel `gi` computes, from the innermost cpu op that launched it: the first GEMM-named
-  /// kernel of aten::mm / addmm / bmm / baddbmm / linear / matmul is that op's GEMM; every other
-  /// kernel is memory-bound over the op's tensor inputs (read all inputs, write the largest).
-  /// nullopt when the shapes are unknown or the op is an embedding lookup (kept measured).
+  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it.
   std::optional<KernelDesc> kernel_desc(uint32_t gi) {
     const uint32_t call = launcher_[gi];
     if (call == kNone) return std::nullopt;
@@ -1075,95 +1129,11 @@ class RankBuilder {
       }
     }
     if (op == kNone) return std::nullopt;
-    const std::string_view name = k_.name_of(ev_[op]);
-    if (name.find("embedding") != std::string_view::npos) return std::nullopt;
-    const KinetoOpInputs in = op_inputs(op);
-    if (in.dims.empty()) return std::nullopt;
-    auto elem_bytes = [&](size_t i) {
-      const int64_t b = i < in.types.size() ? kineto_type_bytes(in.types[i]) : -1;
-      return b > 0 ? b : 4;
-    };
-    auto elems = [&](size_t i) {
-      int64_t n = 1;
-      for (int64_t d : in.dims[i])
-        n *= std::max<int64_t>(d, 0);
-      return n;
-    };
-    KernelDesc kd;
-    const std::string_view type = in.types.empty() ? std::string_view("float") : in.types.front();
-    kd.dtype = type == "c10::Half"       ? DType::kFp16
-               : type == "c10::BFloat16" ? DType::kBf16
-                                         : DType::kFp32;
-    const bool gemm_kernel = contains_nocase(k_.name_of(ev_[gi]), "gemm") ||
-                             contains_nocase(k_.name_of(ev_[gi]), "gemv");
-    if (gemm_kernel && !gemm_done_.count(op)) {
-      if (const auto g = gemm_shape(name, in)) {
-        gemm_done_.insert(op);
-        kd.cls = KernelClass::kGemm;
-        kd.batch = g->batch;
-        kd.m = g->m;
-        kd.n = g->n;
-        kd.k = g->k;
-        return kd;
-      }
-    }
-    kd.cls = KernelClass::kMemoryBound;
-    double largest = 0.0;
-    double max_elems = 0.0;
-    for (size_t i = 0; i < in.dims.size(); ++i) {
-      if (in.dims[i].empty()) continue;  // a scalar or a non-tensor argument
-      const auto bytes = static_cast<double>(elems(i) * elem_bytes(i));
-      kd.bytes_read += bytes;
-      largest = std::max(largest, bytes);
-      max_elems = std::max(max_elems, static_cast<double>(elems(i)));
-    }
-    kd.bytes_written = largest;
-    kd.flops = max_elems;
+    const bool gemm_taken = gemm_done_.count(op) > 0;
+    std::optional<KernelDesc> kd =
+        op_kernel_desc(k_.name_of(ev_[op]), k_.name_of(ev_[gi]), op_inputs(op), gemm_taken);
+    if (kd && kd->cls == KernelClass::kGemm) gemm_done_.insert(op);
     return kd;
-  }
-
-  struct GemmShape {
-    int64_t batch = 1;
-    int64_t m = 0;
-    int64_t n = 0;
-    int64_t k = 0;
-  };
-
-  static std::optional<GemmShape> gemm_shape(std::string_view op, const KinetoOpInputs& in) {
-    auto dims = [&](size_t i) -> const std::vector<int64_t>& { return in.dims[i]; };
-    const size_t n_in = in.dims.size();
-    GemmShape g;
-    if ((op == "aten::mm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 2 &&
-        dims(1).size() == 2) {
-      g.m = dims(0)[0];
-      g.k = dims(0)[1];
-      g.n = dims(1)[1];
-    } else if (op == "aten::addmm" && n_in >= 3 && dims(1).size() == 2 && dims(2).size() == 2) {
-      g.m = dims(1)[0];
-      g.k = dims(1)[1];
-      g.n = dims(2)[1];
-    } else if ((op == "aten::bmm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 3 &&
-               dims(1).size() == 3) {
-      g.batch = dims(0)[0];
-      g.m = dims(0)[1];
-      g.k = dims(0)[2];
-      g.n = dims(1)[2];
-    } else if (op == "aten::baddbmm" && n_in >= 3 && dims(1).size() == 3 && dims(2).size() == 3) {
-      g.batch = dims(1)[0];
-      g.m = dims(1)[1];
-      g.k = dims(1)[2];
-      g.n = dims(2)[2];
-    } else if (op == "aten::linear" && n_in >= 2 && !dims(0).empty() && dims(1).size() == 2) {
-      g.m = 1;
-      for (size_t i = 0; i + 1 < dims(0).size(); ++i)
-        g.m *= dims(0)[i];
-      g.k = dims(0).back();
-      g.n = dims(1)[0];
-    } else {
-      return std::nullopt;
-    }
-    if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return std::nullopt;
-    return g;
   }
 
   // ---- emission ----------------------------------------------------------------------------
@@ -1550,6 +1520,52 @@ std::string join(const std::vector<size_t>& v) {
 }
 
 }  // namespace
+
+std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
+                                         const KinetoOpInputs& in, bool gemm_taken) {
+  if (op.find("embedding") != std::string_view::npos) return std::nullopt;
+  if (is_convolution_op(op)) return std::nullopt;
+  if (in.dims.empty()) return std::nullopt;
+  auto elem_bytes = [&](size_t i) {
+    const int64_t b = i < in.types.size() ? kineto_type_bytes(in.types[i]) : -1;
+    return b > 0 ? b : 4;
+  };
+  auto elems = [&](size_t i) {
+    int64_t n = 1;
+    for (int64_t d : in.dims[i])
+      n *= std::max<int64_t>(d, 0);
+    return n;
+  };
+  KernelDesc kd;
+  const std::string_view type = in.types.empty() ? std::string_view("float") : in.types.front();
+  kd.dtype = type == "c10::Half"       ? DType::kFp16
+             : type == "c10::BFloat16" ? DType::kBf16
+                                       : DType::kFp32;
+  const bool gemm_kernel = contains_nocase(kernel, "gemm") || contains_nocase(kernel, "gemv");
+  if (gemm_kernel && !gemm_taken) {
+    if (const auto g = gemm_shape(op, in)) {
+      kd.cls = KernelClass::kGemm;
+      kd.batch = g->batch;
+      kd.m = g->m;
+      kd.n = g->n;
+      kd.k = g->k;
+      return kd;
+    }
+  }
+  kd.cls = KernelClass::kMemoryBound;
+  double largest = 0.0;
+  double max_elems = 0.0;
+  for (size_t i = 0; i < in.dims.size(); ++i) {
+    if (in.dims[i].empty()) continue;  // a scalar or a non-tensor argument
+    const auto bytes = static_cast<double>(elems(i) * elem_bytes(i));
+    kd.bytes_read += bytes;
+    largest = std::max(largest, bytes);
+    max_elems = std::max(max_elems, static_cast<double>(elems(i)));
+  }
+  kd.bytes_written = largest;
+  kd.flops = max_elems;
+  return kd;
+}
 
 TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
                                   const TraceGraphOptions& options) {

@@ -58,6 +58,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/task_graph.h"
@@ -147,6 +148,9 @@ struct TraceRankSummary {
   uint16_t streams = 0;
   uint64_t kernels = 0;
   uint64_t kernels_kept_measured = 0;  ///< model mode: kernels without a descriptor
+  /// Model mode: collectives whose group has one rank in the trace set (its peers' traces are
+  /// absent, so there is nothing for the network to move), kept at their measured duration.
+  uint64_t collectives_kept_measured = 0;
   uint64_t copies = 0;
   uint64_t memsets = 0;
   uint64_t collectives = 0;
@@ -171,5 +175,15 @@ struct TraceGraphInfo {
 /// match, or when the ranks' time spans do not overlap (traces of different runs).
 TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
                                   const TraceGraphOptions& options = {});
+
+/// Model mode (TraceMode::kModel): what GPU kernel `kernel` computes, from the cpu op `op` that
+/// launched it and that op's input shapes and element types (Kineto "Input Dims" / "Input type"
+/// names: "float", "c10::Half", ...). The first GEMM-named kernel of aten::mm / addmm / bmm /
+/// baddbmm / linear / matmul is that op's GEMM (`gemm_taken`: an earlier kernel of the op was);
+/// every other kernel is memory-bound over the op's tensor inputs (read all inputs, write the
+/// largest). nullopt when no shape is known, or the op is an embedding lookup or a convolution
+/// (no kernel model describes them): the caller keeps the measured duration.
+std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
+                                         const KinetoOpInputs& in, bool gemm_taken);
 
 }  // namespace upsim

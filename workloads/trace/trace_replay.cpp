@@ -337,12 +337,28 @@ std::vector<std::filesystem::path> chakra_files(const std::filesystem::path& dir
 
 }  // namespace
 
-TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir) {
+bool is_chakra_directory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || chakra_files(dir).empty()) return false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (is_json_name(entry.path().filename().string())) return false;
+  }
+  return true;
+}
+
+std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw TraceError(dir.string(), "not a directory");
   const std::vector<std::filesystem::path> files = chakra_files(dir);
   if (files.empty()) throw TraceError(dir.string(), "no Chakra trace (*.et, *.et.gz)");
   std::vector<ChakraTrace> traces;
   for (const auto& f : files)
     traces.push_back(read_chakra_trace(f));
+  return traces;
+}
+
+TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir) {
+  const std::vector<ChakraTrace> traces = load_chakra_directory(dir);
   TaskGraph graph;
   std::vector<std::string> warnings;
   const TraceGraphInfo info = build_chakra_graph(traces, graph, {}, &warnings);
@@ -354,13 +370,7 @@ TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir) {
 
 TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
                                            const TraceSetOptions& options) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec) && !chakra_files(dir).empty()) {
-    bool any_json = false;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-      any_json |= is_json_name(entry.path().filename().string());
-    if (!any_json) return validate_chakra_directory(dir);
-  }
+  if (is_chakra_directory(dir)) return validate_chakra_directory(dir);
   LoadedTraces loaded = load_trace_directory(dir, options);
   TraceReplayResult result = replay_traces(loaded.ranks, options);
   result.warnings.insert(result.warnings.begin(), loaded.warnings.begin(), loaded.warnings.end());

@@ -2,7 +2,8 @@
 //
 // `upsim validate traces DIR` (tools/) calls validate_trace_directory and prints
 // format_trace_validation; `upsim run` on a trace scenario uses load_trace_directory +
-// build_replay_graph with its own models and observers.
+// build_replay_graph (Kineto) or load_chakra_directory + build_chakra_graph (Chakra) with its
+// own models and observers.
 //
 // Contract:
 //  - A directory holds one Kineto trace per rank (*.json, *.json.gz; recognised by their
@@ -26,6 +27,7 @@
 
 #include "sim/executor.h"
 #include "sim/time.h"
+#include "workloads/trace/chakra_trace.h"
 #include "workloads/trace/trace_graph.h"
 
 namespace upsim {
@@ -96,6 +98,14 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
 /// last number in the file name, e.g. dlrm.3.et) goes to validate_chakra_directory.
 TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
                                            const TraceSetOptions& options = {});
+
+/// Whether `dir` holds Chakra traces and no Kineto / execution traces: some *.et or *.et.gz and no
+/// *.json or *.json.gz (the format validate_trace_directory and trace scenarios detect).
+bool is_chakra_directory(const std::filesystem::path& dir);
+
+/// Reads every Chakra trace of `dir` (*.et, *.et.gz), in rank order (the last number in the file
+/// name). Throws TraceError naming the directory when it has none, or the file that is unreadable.
+std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir);
 
 /// Replays the Chakra traces of `dir` (*.et, *.et.gz; chakra_trace.h); measured = each trace's
 /// own time span (or, without node start times, its execution-trace observer window, with a

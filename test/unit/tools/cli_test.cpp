@@ -10,6 +10,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "../trace/chakra_writer.h"
 
 namespace {
 
@@ -408,6 +412,95 @@ TEST_F(Cli, FabricScenarioReportsBusiestLinksAndNvlinkWhatIfChangesTheRun) {
   ASSERT_EQ(slow.exit_code, 0) << slow.output;
   const Result fast = run("run " + scenario + " --quiet --no-trace --out c");
   EXPECT_GT(std::stod(slow.output), std::stod(fast.output));
+}
+
+/// Writes `ranks` Chakra traces of a data-parallel step (a 2 ms kernel, an all-reduce of 256 MiB,
+/// a 2 ms kernel; measured all-reduce 20 ms) to `dir`/rank<r>.et and a model-mode scenario over
+/// them on a DGX-1 (V100) fabric with the flow network to `dir`/chakra.yaml.
+void write_chakra_scenario(const fs::path& dir, int ranks) {
+  namespace chakra = upsim::test::chakra;
+  fs::create_directories(dir / "dp");
+  for (int r = 0; r < ranks; ++r) {
+    std::ofstream(dir / "dp" / ("rank" + std::to_string(r) + ".et"), std::ios::binary)
+        << chakra::data_parallel_rank(2000, int64_t{256} << 20, 20000);
+  }
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  std::ofstream(dir / "chakra.yaml") << "platform:\n"
+                                     << "  gpu: " << configs << "/hardware/v100_sxm2_32gb.yaml\n"
+                                     << "  kernels: {model: roofline}\n"
+                                     << "  host: {model: host_overheads, overheads: " << configs
+                                     << "/host/v100_pytorch_kineto.yaml}\n"
+                                     << "  topology: " << configs << "/topologies/dgx1_v100.yaml\n"
+                                     << "  interconnect: {model: flow}\n"
+                                     << "workload: {model: trace, traces: dp, mode: model}\n";
+}
+
+TEST_F(Cli, ChakraScenarioRunsAndAnNvlinkWhatIfChangesOnlyTheModelPrediction) {
+  write_chakra_scenario(dir_, 8);
+  const Result full = run("run chakra.yaml --out full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  for (const char* text :
+       {"trace (Chakra ET, model mode) of 8 ranks", "kept measured 16 of 16 kernels",
+        "0 of 8 collectives", "measured (ms)", "geomean |error|"}) {
+    EXPECT_NE(full.output.find(text), std::string::npos) << text << "\n" << full.output;
+  }
+  for (const char* f : {"trace.json", "summary.txt", "scenario.yaml"})
+    EXPECT_TRUE(fs::exists(dir_ / "full" / f)) << f;
+
+  const std::string halved = " --set platform.topology.node.link_kinds.nvlink2.bandwidth=12.5GB/s";
+  auto predicted_ms = [&](const std::string& out, const std::string& sets) {
+    const Result r = run("run chakra.yaml --quiet --no-trace --out " + out + sets);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.exit_code == 0 ? std::stod(r.output) : 0.0;
+  };
+  const double base = predicted_ms("a", "");
+  const double slow = predicted_ms("b", halved);
+  // The kernels keep their measured 2 + 2 ms; NVLink at half its bandwidth stretches the 256 MiB
+  // ring all-reduce, which then takes most of the rest, by more than half.
+  EXPECT_GT(base, 4.0);
+  EXPECT_GT(slow - 4.0, 1.5 * (base - 4.0)) << base << " " << slow;
+  const double alpha_beta = predicted_ms("c",
+                                         " --set platform.interconnect.model=alpha_beta"
+                                         " --set platform.interconnect.link=nvlink2");
+  EXPECT_NE(alpha_beta, base);
+  // Replay: the measured 2 + 20 + 2 ms whatever the fabric.
+  EXPECT_DOUBLE_EQ(predicted_ms("d", " --set workload.mode=replay"), 24.0);
+  EXPECT_DOUBLE_EQ(predicted_ms("e", " --set workload.mode=replay" + halved), 24.0);
+}
+
+TEST_F(Cli, ChakraScenarioKeysWithBadValuesNameTheKey) {
+  write_chakra_scenario(dir_, 2);
+  const std::string kineto = std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/dlrm";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"workload.format=protobuf", {"workload.format", "chakra", "kineto"}},
+      {"workload.format=kineto", {"workload.format", "no Kineto trace"}},
+      {"workload.host=modelled", {"workload.host", "must be measured"}},
+      {"workload.iteration=3", {"workload.iteration", "not for Chakra traces"}},
+      {"workload.mode=modle", {"workload.mode", "model"}},
+      {"workload.traces=" + kineto + " --set workload.format=chakra",
+       {"workload.format", "no Chakra trace"}},
+  };
+  for (const auto& [set, expected] : cases) {
+    const Result r = run("run chakra.yaml --no-trace --out x --set " + set);
+    EXPECT_EQ(r.exit_code, 2) << set << "\n" << r.output;
+    for (const std::string& text : expected)
+      EXPECT_NE(r.output.find(text), std::string::npos) << set << ": " << text << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, ShippedChakraExampleReplaysTheTraceAndCallsItsMeasuredTimeAnUpperBound) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/trace_chakra_example.yaml");
+  const Result replay = run("run " + scenario + " --no-trace --out a");
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  // The list-scheduling replay of the trace's JSON dump (test/data/chakra/SOURCES.md): 297046 us.
+  EXPECT_NE(replay.output.find("predicted iteration time: 297.0460 ms"), std::string::npos)
+      << replay.output;
+  EXPECT_NE(replay.output.find("an upper bound"), std::string::npos) << replay.output;
+  EXPECT_NE(replay.output.find("27356.0000"), std::string::npos) << replay.output;  // the window
+  const Result model =
+      run("run " + scenario + " --quiet --no-trace --out b --set workload.mode=model");
+  ASSERT_EQ(model.exit_code, 0) << model.output;
+  EXPECT_NE(std::stod(model.output), 297.046);
 }
 
 }  // namespace

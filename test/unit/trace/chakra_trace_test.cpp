@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <tuple>
 
 #include "sim/executor.h"
+#include "sim/network_model.h"
+#include "test/unit/trace/chakra_writer.h"
 #include "test/unit/trace/synthetic_trace.h"
 #include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_replay.h"
@@ -13,54 +17,7 @@
 namespace upsim {
 namespace {
 
-/// A minimal protobuf writer for building Chakra traces in tests.
-class Pb {
- public:
-  Pb& varint(uint64_t v) {
-    while (v >= 0x80) {
-      out_ += static_cast<char>((v & 0x7F) | 0x80);
-      v >>= 7;
-    }
-    out_ += static_cast<char>(v);
-    return *this;
-  }
-  Pb& field(uint32_t f, uint64_t v) { return varint(uint64_t{f} << 3).varint(v); }
-  Pb& field(uint32_t f, const std::string& bytes) {
-    varint((uint64_t{f} << 3) | 2).varint(bytes.size());
-    out_ += bytes;
-    return *this;
-  }
-  Pb& packed(uint32_t f, const std::vector<uint64_t>& values) {
-    Pb inner;
-    for (uint64_t v : values)
-      inner.varint(v);
-    return field(f, inner.str());
-  }
-  const std::string& str() const { return out_; }
-
- private:
-  std::string out_;
-};
-
-std::string attr_int(const std::string& name, int64_t v) {
-  return Pb().field(1, name).field(9, static_cast<uint64_t>(v)).str();  // int64_val
-}
-/// int32_val: how ASTRA-sim's feeder reads comm_src, comm_dst and comm_tag.
-std::string attr_i32(const std::string& name, int32_t v) {
-  return Pb().field(1, name).field(7, static_cast<uint64_t>(static_cast<int64_t>(v))).str();
-}
-std::string attr_bool(const std::string& name, bool v) {
-  return Pb().field(1, name).field(27, v ? 1 : 0).str();
-}
-std::string attr_string(const std::string& name, const std::string& v) {
-  return Pb().field(1, name).field(29, v).str();
-}
-
-/// Appends one length-delimited message.
-void message(std::string& file, const std::string& msg) {
-  file += Pb().varint(msg.size()).str();
-  file += msg;
-}
+using namespace upsim::test::chakra;
 
 /// A rank: CPU op (1) -> GPU kernel (2) -> metadata (3) -> all-reduce (4); CPU op (5) after 1.
 std::string chakra_rank(uint64_t coll_us) {
@@ -177,34 +134,14 @@ TEST(ChakraTrace, a_directory_of_chakra_traces_validates) {
   EXPECT_EQ(r.ranks[0].predicted, Duration::from_us(80));
 }
 
-/// One node message: `attrs` are encoded AttributeProto messages.
 std::string node(uint64_t id, const std::string& name, ChakraNodeType type,
                  const std::vector<uint64_t>& data_deps, uint64_t duration_us,
-                 const std::vector<std::string>& attrs) {
-  Pb pb;
-  pb.field(1, id).field(2, name).field(3, static_cast<uint64_t>(type));
-  if (!data_deps.empty()) pb.packed(5, data_deps);
-  if (duration_us > 0) pb.field(7, duration_us);
-  for (const std::string& a : attrs)
-    pb.field(10, a);
-  return pb.str();
+                 const std::vector<std::string>& attrs, const std::string& shapes = "",
+                 const std::string& types = "") {
+  return test::chakra::node(id, name, static_cast<uint32_t>(type), data_deps, duration_us, attrs,
+                            shapes, types);
 }
 
-/// A trace file: GlobalMetadata, then `nodes`.
-std::string et_file(const std::vector<std::string>& nodes) {
-  std::string file;
-  message(file, Pb().field(1, std::string("0.0.4")).str());
-  for (const std::string& n : nodes)
-    message(file, n);
-  return file;
-}
-
-std::string gpu() {
-  return attr_bool("is_cpu_op", false);
-}
-std::string cpu() {
-  return attr_bool("is_cpu_op", true);
-}
 std::string send(uint64_t id, int32_t dst, int32_t tag, int64_t bytes, uint64_t us,
                  const std::vector<uint64_t>& deps = {}) {
   return node(
@@ -408,6 +345,155 @@ TEST(ChakraTrace, process_groups_form_collectives_among_the_ranks_that_use_them)
             "(0..9)");
 }
 
+/// Toy models for the model-mode tests (not calibrated): GEMMs at 1 TFLOP/s, other kernels at
+/// 100 GB/s; collectives 10 us + bytes / `bandwidth`; copies 2 us + bytes / 10 GB/s.
+class ToyKernels final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc& k, const DeviceProfile&) const override {
+    if (k.cls == KernelClass::kGemm) {
+      return Duration::from_seconds_f(2.0 * static_cast<double>(k.batch * k.m * k.n * k.k) / 1e12);
+    }
+    return Duration::from_seconds_f((k.bytes_read + k.bytes_written) / 100e9);
+  }
+};
+
+class ToyCollectives final : public CollectiveCostModel {
+ public:
+  explicit ToyCollectives(double bandwidth) : bandwidth_(bandwidth) {}
+  Duration collective_duration(const CollectiveDesc& c) const override {
+    return Duration::from_us(10) +
+           Duration::from_seconds_f(static_cast<double>(c.bytes) / bandwidth_);
+  }
+  Duration transfer_duration(const TransferDesc& t) const override {
+    return Duration::from_us(2) + Duration::from_seconds_f(static_cast<double>(t.bytes) / 10e9);
+  }
+
+ private:
+  double bandwidth_;
+};
+
+class NoHostModel final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc&) const override {
+    ADD_FAILURE() << "Chakra model mode keeps the measured host time";
+    return Duration::zero();
+  }
+};
+
+/// Runs a sealed Chakra graph with the toy models, collectives at `bandwidth` bytes/s.
+TraceReplayResult run_toy(const TaskGraph& g, const TraceGraphInfo& info, double bandwidth) {
+  ToyKernels kernels;
+  NoHostModel cpu;
+  ToyCollectives collectives(bandwidth);
+  AnalyticalNetwork network(collectives);
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &network;
+  models.devices.assign(info.ranks.size(), DeviceProfile{});
+  return run_trace_graph(g, info, models);
+}
+
+/// A rank whose step is serial on one stream: GEMM (aten::mm with shapes) -> convolution kernel
+/// (shapes, but no kernel model) -> kernel with only num_ops / tensor_size -> all-reduce of
+/// `bytes` -> kernel without shapes; and a 1 MB host-to-device copy on another stream.
+std::string model_rank(int64_t bytes) {
+  const std::string mm_shapes = "[[64, 32], [32, 16]]";
+  const std::string conv_shapes = "[[8, 3, 32, 32], [16, 3, 3, 3], [], [[1, 1]], 1]";
+  const std::string two_floats = "['Tensor(float)', 'Tensor(float)']";
+  const std::string conv_types =
+      "['Tensor(float)', 'Tensor(float)', 'None', 'GenericList[Int,Int]', 'Int']";
+  return et_file({
+      node(1, "aten::mm(0)", ChakraNodeType::kComp, {}, 5, {cpu(), attr_int("tid", 1)}, mm_shapes,
+           two_floats),
+      node(2, "volta_sgemm_128x64_nn", ChakraNodeType::kComp, {1}, 40,
+           {gpu(), attr_int("stream", 7)}, mm_shapes, two_floats),
+      node(3, "aten::conv2d(0)", ChakraNodeType::kComp, {1}, 5, {cpu(), attr_int("tid", 1)},
+           conv_shapes, conv_types),
+      node(4, "implicit_convolve_sgemm", ChakraNodeType::kComp, {2, 3}, 70,
+           {gpu(), attr_int("stream", 7)}, conv_shapes, conv_types),
+      node(5, "roofline_node", ChakraNodeType::kComp, {4}, 30,
+           {gpu(), attr_int("stream", 7), attr_int("num_ops", 1000),
+            attr_int("tensor_size", 1'000'000)}),
+      node(6, "ncclDevKernel_AllReduce", ChakraNodeType::kCommColl, {5}, 500,
+           {gpu(), attr_int("stream", 7), attr_int("comm_type", 0), attr_int("comm_size", bytes)}),
+      node(7, "optimizer_step", ChakraNodeType::kComp, {6}, 20, {gpu(), attr_int("stream", 7)}),
+      node(8, "h2d", ChakraNodeType::kMemLoad, {}, 99,
+           {gpu(), attr_int("stream", 3), attr_int("tensor_size", 1'000'000)}),
+  });
+}
+
+TEST(ChakraTrace, model_mode_prices_communication_copies_and_kernels_with_shapes) {
+  const int64_t bytes = 100'000'000;
+  ChakraGraphOptions options;
+  options.mode = TraceMode::kModel;
+  TaskGraph g;
+  const TraceGraphInfo info =
+      build_chakra_graph(parse_all({model_rank(bytes), model_rank(bytes)}), g, options);
+  ASSERT_EQ(info.ranks.size(), 2u);
+  EXPECT_EQ(info.ranks[0].kernels, 4u);
+  // The convolution (no kernel model) and the kernel without shapes or num_ops.
+  EXPECT_EQ(info.ranks[0].kernels_kept_measured, 2u);
+  EXPECT_EQ(info.ranks[0].collectives_kept_measured, 0u);
+  std::map<std::string, TaskId> by_name;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).rank == 0) by_name[std::string(g.name(g.task(t).op_name))] = t;
+  }
+  const KernelDesc& gemm = g.kernel(by_name.at("volta_sgemm_128x64_nn"));
+  EXPECT_EQ(gemm.cls, KernelClass::kGemm);
+  EXPECT_EQ(std::make_tuple(gemm.m, gemm.n, gemm.k), std::make_tuple(64, 16, 32));
+  EXPECT_EQ(g.task(by_name.at("volta_sgemm_128x64_nn")).fixed_ps, -1);
+  EXPECT_EQ(g.task(by_name.at("implicit_convolve_sgemm")).fixed_ps, Duration::from_us(70).ps());
+  EXPECT_EQ(g.kernel(by_name.at("roofline_node")).bytes_read, 1e6);
+  EXPECT_EQ(g.task(by_name.at("roofline_node")).fixed_ps, -1);
+  EXPECT_EQ(g.task(by_name.at("ncclDevKernel_AllReduce")).fixed_ps, -1);
+  EXPECT_EQ(g.task(by_name.at("h2d")).fixed_ps, -1);
+  EXPECT_EQ(g.task(by_name.at("optimizer_step")).fixed_ps, Duration::from_us(20).ps());
+  EXPECT_EQ(g.task(by_name.at("aten::mm(0)")).fixed_ps, Duration::from_us(5).ps());
+  g.seal();
+
+  // Host: mm op 0..5, conv op 5..10. Stream: GEMM 2*64*16*32 / 1e12 = 65.536 ns from 5 us, the
+  // convolution after its op (10..80, measured), roofline node 1 MB / 100 GB/s = 10 us, all-reduce
+  // 10 us + 100 MB / bandwidth, optimizer 20 us (measured); the copy (102 us) runs alongside.
+  const Duration fixed = Duration::from_us(10 + 70 + 10 + 10 + 20);
+  const TraceReplayResult fast = run_toy(g, info, 50e9);
+  const TraceReplayResult slow = run_toy(g, info, 25e9);  // the link at half its bandwidth
+  ASSERT_EQ(fast.ranks.size(), 2u);
+  EXPECT_EQ(fast.ranks[0].predicted, fixed + Duration::from_us(2000));
+  EXPECT_EQ(slow.ranks[0].predicted, fixed + Duration::from_us(4000));
+  EXPECT_EQ(slow.ranks[1].predicted, slow.ranks[0].predicted);
+  // Replay: GEMM 5..45, convolution 45..115, then 30 + 500 + 20 us, whatever the network.
+  TaskGraph replay;
+  const TraceGraphInfo replay_info =
+      build_chakra_graph(parse_all({model_rank(bytes), model_rank(bytes)}), replay);
+  replay.seal();
+  EXPECT_EQ(run_toy(replay, replay_info, 25e9).ranks[0].predicted, Duration::from_us(665));
+}
+
+TEST(ChakraTrace, model_mode_keeps_collectives_without_peer_traces_measured) {
+  // One rank of a multi-rank job (as test/data/chakra): nothing for the network to move.
+  ChakraGraphOptions options;
+  options.mode = TraceMode::kModel;
+  TaskGraph g;
+  const TraceGraphInfo info = build_chakra_graph(parse_all({model_rank(1 << 20)}), g, options);
+  EXPECT_EQ(info.ranks[0].collectives, 1u);
+  EXPECT_EQ(info.ranks[0].collectives_kept_measured, 1u);
+  g.seal();
+  EXPECT_EQ(run_toy(g, info, 1e9).ranks[0].predicted, Duration::from_us(10 + 70 + 10 + 500 + 20));
+}
+
+TEST(ChakraTrace, matched_sends_and_receives_are_priced_in_model_mode) {
+  ChakraGraphOptions options;
+  options.mode = TraceMode::kModel;
+  const std::string rank0 = et_file({send(1, 1, 0, 50'000'000, 900)});
+  const std::string rank1 = et_file({recv(1, 0, 0, 50'000'000, 900)});
+  TaskGraph g;
+  const TraceGraphInfo info = build_chakra_graph(parse_all({rank0, rank1}), g, options);
+  g.seal();
+  // 10 us + 50 MB / 10 GB/s = 5010 us, not the measured 900 us.
+  EXPECT_EQ(run_toy(g, info, 10e9).ranks[1].predicted, Duration::from_us(5010));
+}
+
 /// test/data/chakra/chakra.0.et.gz: numbers from SOURCES.md (counted by a separate decoder and
 /// the repository's JSON dump of the same trace).
 TEST(ChakraTrace, the_real_chakra_feeder_trace_reads_and_replays) {
@@ -482,6 +568,33 @@ TEST(ChakraTrace, the_real_chakra_feeder_trace_reads_and_replays) {
   EXPECT_EQ(r.ranks[0].predicted, Duration::from_us(297046));
   EXPECT_EQ(r.ranks[0].measured, Duration::from_ms(216433101 - 216405745));
   EXPECT_EQ(r.ranks[0].iteration, "ET observer window");
+}
+
+/// Model mode on test/data/chakra: the kernels' inputs name their op; 413 of the 1209 GPU
+/// kernels belong to convolutions (counted by a separate Python decoder with the rule of
+/// ChakraGraphOptions::mode), which no kernel model prices; every other kernel gets a descriptor.
+/// The 7 all-reduces and broadcasts have no peer trace here and keep their measured time.
+TEST(ChakraTrace, the_real_chakra_feeder_trace_in_model_mode_keeps_convolutions_measured) {
+  std::vector<ChakraTrace> ranks;
+  ranks.push_back(
+      read_chakra_trace(std::filesystem::path(UPSIM_CHAKRA_TEST_DATA) / "chakra.0.et.gz"));
+  ChakraGraphOptions options;
+  options.mode = TraceMode::kModel;
+  TaskGraph g;
+  const TraceGraphInfo info = build_chakra_graph(ranks, g, options);
+  EXPECT_EQ(info.ranks[0].kernels, 1209u);
+  EXPECT_EQ(info.ranks[0].kernels_kept_measured, 413u);
+  EXPECT_EQ(info.ranks[0].collectives_kept_measured, 7u);
+  size_t gemms = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind != TaskKind::kKernel || task.fixed_ps >= 0) continue;
+    if (g.kernel(t).cls == KernelClass::kGemm) {
+      ++gemms;
+      EXPECT_GT(g.kernel(t).m * g.kernel(t).n * g.kernel(t).k, 0);
+    }
+  }
+  EXPECT_GT(gemms, 0u);  // the classifier: aten::linear forward, aten::mm backward
 }
 
 TEST(ChakraTrace, a_directory_with_a_gzipped_chakra_trace_validates) {

@@ -50,7 +50,7 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
                        measured.ms(), predicted.ms(), 100.0 * e);
   }
   if (n > 0) {
-    out += fmt::format("geomean |error| {:.2f}% over {} ranks\n",
+    out += fmt::format("geomean |error| {:.2f}% over {} ranks (exp mean ln(|e| + 4e-4))\n",
                        100.0 * std::exp(log_sum / static_cast<double>(n)), n);
   }
   return out;

@@ -48,7 +48,8 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
   po::options_description desc(
       "usage: upsim validate traces DIR [options]\n\n"
       "Reads one PyTorch Kineto trace per rank from DIR (*.json or *.json.gz, with the "
-      "matching\nexecution traces if present; or Chakra *.et files), rebuilds the task graph "
+      "matching\nexecution traces if present; or Chakra *.et[.gz] files), rebuilds the task "
+      "graph "
       "(CPU threads,\nlaunches, streams, event waits, syncs, cross-rank collectives), replays it "
       "with the measured\ndurations in one multi-rank simulation, and prints per rank the "
       "measured and predicted\niteration time and the error. With --host modelled the host "
@@ -76,12 +77,7 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
   po::positional_options_description positional;
   positional.add("dir", 1);
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    out << desc << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
   if (dir.empty()) throw po::error("upsim validate traces: missing DIR");
   if (host != "measured" && host != "modelled") {
     throw po::error("upsim validate traces: --host must be measured or modelled, not `" + host +

@@ -91,6 +91,7 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
   if (l2.has("bandwidth")) device.l2_bandwidth = positive_bandwidth(l2, "bandwidth");
 
   device.sm_count = static_cast<int32_t>(node.get_positive_int("sm_count"));
+  device.sm_boost_clock_mhz = static_cast<int32_t>(node.get_positive_int("sm_boost_clock_mhz"));
 
   const int64_t generation = node.get_int("pcie_generation");
   const std::optional<Bandwidth> host_link = pcie_x16_bandwidth(generation);

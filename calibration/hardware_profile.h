@@ -36,9 +36,9 @@ struct HardwareProfile {
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
 ///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, hbm.{bandwidth,size},
-///   l2.{size, bandwidth (optional)}, sm_count, pcie_generation, achievable.{compute_fraction,
-///   memory_fraction}. Throws ConfigError (via node.fail) for missing keys, unknown dtypes,
-///   non-positive quantities and fractions outside (0, 1].
+///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
+///   achievable.{compute_fraction, memory_fraction}. Throws ConfigError (via node.fail) for missing
+///   keys, unknown dtypes, non-positive quantities and fractions outside (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 
 /// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate

@@ -42,6 +42,9 @@ struct DeviceProfile {
   Bandwidth l2_bandwidth;
   int64_t l2_bytes = 0;
   int32_t sm_count = 0;
+  /// SM boost clock (datasheet or whitepaper), MHz. With sm_count it ties the fp32 peak to the
+  /// FP32 lanes per SM (peak = 2 x lanes x SMs x clock); the profiles are checked against it.
+  int32_t sm_boost_clock_mhz = 0;
   /// Host link (PCIe) bandwidth per direction, for host<->device copies.
   Bandwidth host_link_bandwidth;
 

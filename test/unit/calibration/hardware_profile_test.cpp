@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,11 +36,28 @@ TEST(HardwareProfile, EveryShippedProfileLoadsAndUsesEveryKey) {
     EXPECT_GT(hw.device.hbm_bytes, 0);
     EXPECT_GT(hw.device.l2_bytes, 0);
     EXPECT_GT(hw.device.sm_count, 0);
+    EXPECT_GT(hw.device.sm_boost_clock_mhz, 0);
     EXPECT_GT(hw.device.host_link_bandwidth.bytes_per_second(), 0.0);
     EXPECT_GT(hw.achievable.compute, 0.0);
     EXPECT_LE(hw.achievable.compute, 1.0);
     EXPECT_GT(hw.achievable.memory, 0.0);
     EXPECT_LE(hw.achievable.memory, 1.0);
+  }
+}
+
+// The cited fp32 peak, SM count and boost clock of each profile agree: peak = 2 (FMA) x FP32
+// lanes per SM x SMs x clock, with 64 lanes per SM (Volta, Turing, GA100) or 128 (Hopper,
+// Blackwell), within 1%. A typo in any of the three numbers breaks this.
+TEST(HardwareProfile, Fp32PeakIsLanesTimesSmsTimesClock) {
+  for (const auto& path : hardware_files()) {
+    SCOPED_TRACE(path.string());
+    ConfigDocument doc = ConfigDocument::load_file(path);
+    const DeviceProfile d = load_hardware_profile(doc.root()).device;
+    const double lanes =
+        d.peak(DType::kFp32).flops_per_second() / (2.0 * d.sm_count * d.sm_boost_clock_mhz * 1e6);
+    const bool volta_to_ampere = std::abs(lanes / 64.0 - 1.0) < 0.01;
+    const bool hopper_on = std::abs(lanes / 128.0 - 1.0) < 0.01;
+    EXPECT_TRUE(volta_to_ampere || hopper_on) << "fp32 lanes per SM = " << lanes;
   }
 }
 
@@ -73,6 +92,7 @@ peak_flops: {fp32: 10TFLOP/s, fp16: 100TFLOP/s}
 hbm: {bandwidth: 1000GB/s, size: 16GiB}
 l2: {size: 6MiB}
 sm_count: 80
+sm_boost_clock_mhz: 1530
 pcie_generation: 3
 achievable: {compute_fraction: 0.9, memory_fraction: 0.9}
 )";
@@ -116,6 +136,11 @@ TEST(HardwareProfile, ZeroOrNegativeValuesAreErrorsAtTheirKey) {
   EXPECT_NE(load_error(replaced("sm_count: 80", "sm_count: -4")).find("sm_count"),
             std::string::npos);
   EXPECT_FALSE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: -5GB/s")).empty());
+  EXPECT_NE(load_error(replaced("sm_boost_clock_mhz: 1530", "sm_boost_clock_mhz: 0"))
+                .find("sm_boost_clock_mhz"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("sm_boost_clock_mhz: 1530\n", "")).find("sm_boost_clock_mhz"),
+            std::string::npos);
 }
 
 TEST(HardwareProfile, UnknownDtypeListsValidOnes) {

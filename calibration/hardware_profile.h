@@ -10,6 +10,10 @@
 //    facts only): they describe what a real software stack reaches on that device, and they are
 //    parameters of one kernel model (the roofline). They live in the same file as the peaks they
 //    divide, so HardwareProfile carries both and tools/ passes `achievable` to the roofline.
+//  - Kernel launch latency is not a profile key: no per-GPU measurement of it is at hand, so the
+//    fixed time per kernel is a kernel-model parameter in the calibration file (kernel_overhead,
+//    the seed's GPU_KERNEL_OVERHEAD of 5 us; the embedding model's kernel_floor, 2.032 us,
+//    measured on V100), and the launch call itself is the host overhead T4 (configs/host/).
 #pragma once
 
 #include <cstdint>

@@ -9,18 +9,10 @@
 #include <optional>
 #include <utility>
 
+#include "sim/config/text.h"
+
 namespace upsim {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 std::vector<std::string_view> split_fields(std::string_view line) {
   std::vector<std::string_view> out;
@@ -28,7 +20,7 @@ std::vector<std::string_view> split_fields(std::string_view line) {
   while (true) {
     const size_t comma = line.find(',', start);
     out.push_back(
-        trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+        trim_blanks(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -49,7 +41,7 @@ std::vector<Line> read_lines(const std::filesystem::path& path) {
   int number = 0;
   while (std::getline(in, text)) {
     ++number;
-    const std::string_view t = trim(text);
+    const std::string_view t = trim_blanks(text);
     if (t.empty() || t.front() == '#') continue;
     out.push_back({number, std::string(t)});
   }
@@ -94,7 +86,7 @@ double parse_with_unit(const std::filesystem::path& path, int line, std::string_
     fail(path, line, fmt::format("{} `{}` must end in `{}`", what, field, unit));
   }
   field.remove_suffix(unit.size());
-  return parse_number(path, line, trim(field), what);
+  return parse_number(path, line, trim_blanks(field), what);
 }
 
 void expect_fields(const std::filesystem::path& path, const Line& line,
@@ -301,6 +293,25 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
   return rows;
 }
 
+namespace {
+
+/// One fp16 memory-bound row of an LLMCompass sweep: `m` x `n` elements processed at
+/// `rate_text` G elements/s.
+KernelMeasurement llmcompass_memory_row(const std::filesystem::path& path, const Line& line,
+                                        MemoryOp op, int64_t m, int64_t n,
+                                        std::string_view rate_text) {
+  const double rate = positive(
+      path, line.number, parse_number(path, line.number, rate_text, "throughput"), "throughput");
+  KernelMeasurement row;
+  row.op = std::string(memory_op_name(op));
+  row.kernel = memory_op_kernel(op, DType::kFp16, m, n);
+  row.seconds = static_cast<double>(m) * static_cast<double>(n) / (rate * 1e9);
+  row.origin = origin(path, line.number);
+  return row;
+}
+
+}  // namespace
+
 std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::path& path) {
   std::vector<KernelMeasurement> rows;
   for (const Line& line : read_lines(path)) {
@@ -331,14 +342,7 @@ std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::pa
     expect_fields(path, line, f, 3, "M, N, G elements/s");
     const int64_t m = parse_dim(path, line.number, f[0], "M");
     const int64_t n = parse_dim(path, line.number, f[1], "N");
-    const double rate = positive(path, line.number,
-                                 parse_number(path, line.number, f[2], "throughput"), "throughput");
-    KernelMeasurement row;
-    row.op = std::string(memory_op_name(op));
-    row.kernel = memory_op_kernel(op, DType::kFp16, m, n);
-    row.seconds = static_cast<double>(m) * static_cast<double>(n) / (rate * 1e9);
-    row.origin = origin(path, line.number);
-    rows.push_back(std::move(row));
+    rows.push_back(llmcompass_memory_row(path, line, op, m, n, f[2]));
   }
   assign_alternating_split(rows);
   return rows;
@@ -351,14 +355,7 @@ std::vector<KernelMeasurement> read_llmcompass_elementwise(const std::filesystem
     const std::vector<std::string_view> f = split_fields(line.text);
     expect_fields(path, line, f, 2, "elements, G elements/s");
     const int64_t n = parse_dim(path, line.number, f[0], "elements");
-    const double rate = positive(path, line.number,
-                                 parse_number(path, line.number, f[1], "throughput"), "throughput");
-    KernelMeasurement row;
-    row.op = std::string(memory_op_name(op));
-    row.kernel = memory_op_kernel(op, DType::kFp16, 1, n);
-    row.seconds = static_cast<double>(n) / (rate * 1e9);
-    row.origin = origin(path, line.number);
-    rows.push_back(std::move(row));
+    rows.push_back(llmcompass_memory_row(path, line, op, 1, n, f[1]));
   }
   assign_alternating_split(rows);
   return rows;

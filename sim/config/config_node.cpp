@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "sim/config/quantity_parse.h"
+#include "sim/config/text.h"
 
 namespace upsim {
 namespace config_detail {
@@ -416,14 +417,6 @@ std::vector<PathSegment> parse_override_path(const std::string& path_text) {
   }
   if (expect_name) throw override_error(path_text, "empty key in path");
   return segments;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
 }
 
 Entry* find_entry(Node& n, std::string_view key) {
@@ -979,7 +972,7 @@ void ConfigDocument::apply_override(std::string_view assignment) {
         std::string(kOverrideSource), 0, "",
         fmt::format("malformed override `{}`: expected path.to.key=value", assignment));
   }
-  const std::string path_text(trim(assignment.substr(0, eq)));
+  const std::string path_text(trim_blanks(assignment.substr(0, eq)));
   if (path_text.empty()) {
     throw ConfigError(std::string(kOverrideSource), 0, "",
                       fmt::format("malformed override `{}`: empty key", assignment));

@@ -9,6 +9,8 @@
 #include <system_error>
 #include <utility>
 
+#include "sim/config/text.h"
+
 namespace upsim {
 namespace {
 
@@ -102,14 +104,6 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-    s.remove_suffix(1);
-  return s;
-}
-
 struct Quantity {
   std::string_view number;  // sign stripped; digits, optional '.', optional exponent
   std::string_view unit;    // trimmed; empty when absent
@@ -117,7 +111,7 @@ struct Quantity {
 
 // Splits "1.5 us" into "1.5" and "us". Throws on a missing number or a negative sign.
 Quantity split_quantity(std::string_view text, const Kind& kind) {
-  const std::string_view s = trim(text);
+  const std::string_view s = trim_blanks(text);
   size_t i = 0;
   bool negative = false;
   if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
@@ -149,7 +143,7 @@ Quantity split_quantity(std::string_view text, const Kind& kind) {
   if (negative) {
     throw UnitError(fmt::format("negative {} \"{}\": must be zero or positive", kind.noun, text));
   }
-  return Quantity{s.substr(start, i - start), trim(s.substr(i))};
+  return Quantity{s.substr(start, i - start), trim_blanks(s.substr(i))};
 }
 
 [[noreturn]] void throw_missing_unit(std::string_view text, const Kind& kind) {

@@ -11,23 +11,14 @@
 #include "calibration/kernel_measurements.h"
 #include "calibration/model_registry.h"
 #include "sim/config/config_error.h"
+#include "test/unit/calibration/test_device.h"
 
 namespace upsim {
 namespace {
 
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
-DeviceProfile test_device() {
-  DeviceProfile d;
-  d.name = "test-gpu";
-  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
-  d.peak_flops[static_cast<size_t>(DType::kFp16)] = FlopRate::teraflops(100.0);
-  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
-  d.l2_bandwidth = Bandwidth::gigabytes_per_second(2000.0);
-  d.l2_bytes = 10 * 1024 * 1024;
-  d.sm_count = 10;
-  return d;
-}
+using test::test_device;
 
 KernelCalibration test_calibration() {
   KernelCalibration c;

@@ -3,6 +3,7 @@
 // rows, the backward's traffic per optimizer, the op's kernels and latency, and the fit of the
 // latency terms on synthetic kernels.
 #include "calibration/embedding_bag_model.h"
+#include "test/unit/calibration/test_device.h"
 
 #include <gtest/gtest.h>
 
@@ -15,16 +16,7 @@ namespace upsim {
 namespace {
 
 // 10 SMs, L2 10 MiB at 2000 GB/s, HBM 1000 GB/s; achievable fractions 1.
-DeviceProfile test_device() {
-  DeviceProfile d;
-  d.name = "test-gpu";
-  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
-  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
-  d.l2_bandwidth = Bandwidth::gigabytes_per_second(2000.0);
-  d.l2_bytes = 10 * 1024 * 1024;
-  d.sm_count = 10;
-  return d;
-}
+using test::test_device;
 
 const AchievableFractions kFull{1.0, 1.0};
 

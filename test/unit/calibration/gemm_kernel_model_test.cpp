@@ -1,4 +1,5 @@
 #include "calibration/gemm_kernel_model.h"
+#include "test/unit/calibration/test_device.h"
 
 #include <gtest/gtest.h>
 
@@ -9,15 +10,7 @@ namespace {
 
 // Round numbers so that every expected value is exact: 10 SMs, fp16 100 TFLOP/s (1e13 FLOP/s
 // per SM), HBM 1000 GB/s, achievable fractions 1.
-DeviceProfile test_device() {
-  DeviceProfile d;
-  d.name = "test-gpu";
-  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
-  d.peak_flops[static_cast<size_t>(DType::kFp16)] = FlopRate::teraflops(100.0);
-  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
-  d.sm_count = 10;
-  return d;
-}
+using test::test_device;
 
 const AchievableFractions kFull{1.0, 1.0};
 

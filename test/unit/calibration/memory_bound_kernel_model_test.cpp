@@ -5,17 +5,12 @@
 #include <stdexcept>
 
 #include "calibration/kernel_measurements.h"
+#include "test/unit/calibration/test_device.h"
 
 namespace upsim {
 namespace {
 
-DeviceProfile test_device() {
-  DeviceProfile d;
-  d.name = "test-gpu";
-  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
-  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
-  return d;
-}
+using test::test_device;
 
 TEST(MemoryBoundKernelModel, BytesOverScaledAchievableBandwidth) {
   // fp16 gelu over 1e6 elements: 2e6 B read + 2e6 B written at 1000 GB/s x 0.8 x 1.25 = 4 us.

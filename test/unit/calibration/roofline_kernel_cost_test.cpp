@@ -1,4 +1,5 @@
 #include "calibration/roofline_kernel_cost.h"
+#include "test/unit/calibration/test_device.h"
 
 #include <gtest/gtest.h>
 
@@ -10,14 +11,7 @@ namespace {
 
 // A made-up device with round numbers so that every expected value below is exact:
 // fp32 10 TFLOP/s, fp16 100 TFLOP/s, no tf32 / bf16 / fp8 / int8 unit, HBM 1000 GB/s.
-DeviceProfile test_device() {
-  DeviceProfile d;
-  d.name = "test-gpu";
-  d.peak_flops[static_cast<size_t>(DType::kFp32)] = FlopRate::teraflops(10.0);
-  d.peak_flops[static_cast<size_t>(DType::kFp16)] = FlopRate::teraflops(100.0);
-  d.hbm_bandwidth = Bandwidth::gigabytes_per_second(1000.0);
-  return d;
-}
+using test::test_device;
 
 // compute_fraction 0.5 and memory_fraction 0.8: fp32 runs at 5e12 FLOP/s, fp16 at 5e13 FLOP/s,
 // memory at 8e11 B/s; every kernel pays 5 us.

@@ -335,6 +335,7 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   std::vector<const KernelMeasurement*> gemm_rows;
   std::map<std::string, std::vector<const KernelMeasurement*>> curve_rows;
   for (const KernelMeasurement& m : measurements) {
+    require_priceable(m, hardware.device);
     if (m.held_out) continue;
     if (m.kernel.cls == KernelClass::kGemm) {
       gemm_rows.push_back(&m);

@@ -26,6 +26,15 @@ std::string shape_text(const KernelDesc& k) {
 
 }  // namespace
 
+void require_priceable(const KernelMeasurement& m, const DeviceProfile& device) {
+  if (m.kernel.cls == KernelClass::kGemm && device.peak(m.kernel.dtype).flops_per_second() <= 0.0) {
+    throw CalibrationDataError(fmt::format(
+        "{}: a {} {} kernel, but the hardware profile `{}` has no {} peak (was it measured on "
+        "another GPU? see --hardware)",
+        m.origin, dtype_name(m.kernel.dtype), m.op, device.name, dtype_name(m.kernel.dtype)));
+  }
+}
+
 double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const KernelMeasurement& measurement,
                                      const DeviceProfile& device) {
@@ -71,6 +80,7 @@ std::vector<KernelValidationRow> validate_kernels(
                                   ? fmt::format("{}/{}", m.op, dtype_name(m.kernel.dtype))
                                   : m.op;
     if (!errors.contains(label)) order.push_back(label);
+    require_priceable(m, device);
     const double e = predicted_measurement_seconds(model, m, device) / m.seconds - 1.0;
     auto& [train, held_out] = errors[label];
     (m.held_out ? held_out : train).push_back(e);

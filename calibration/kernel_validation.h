@@ -30,6 +30,10 @@ struct KernelValidationRow {
   double held_out_max = 0.0;
 };
 
+/// Throws CalibrationDataError naming the row's origin when `device` cannot price it: a GEMM
+/// whose dtype has no peak on the device (measurements of another GPU, or a wrong --hardware).
+void require_priceable(const KernelMeasurement& measurement, const DeviceProfile& device);
+
 /// Predicted value of `measurement` in seconds (see the header comment).
 double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const KernelMeasurement& measurement,

@@ -206,6 +206,19 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
       << kH100Source << "' --out configs/calibration/h100_xla.yaml --force`";
 }
 
+TEST(GemmDtypeFit, RowsTheProfileCannotPriceNameTheirFileAndLine) {
+  // bf16 rows against a V100 profile (no bf16 unit): the first data row is line 11.
+  const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
+  try {
+    fit_kernel_calibration(h100_rows(), v100, "wrong GPU");
+    ADD_FAILURE() << "expected a CalibrationDataError";
+  } catch (const CalibrationDataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("h100_xla_matmul.csv:11"), std::string::npos) << what;
+    EXPECT_NE(what.find("no bf16 peak"), std::string::npos) << what;
+  }
+}
+
 TEST(GemmDtypeFit, A100CalibrationPricesLargeH100Kernels) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");

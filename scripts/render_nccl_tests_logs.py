@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-renders the runs of nccl_tests_allreduce_published.csv in nccl-tests' own stdout layout.
 
-Writes <run_id>.log next to this script, one per run. The figures (size, count, type, redop,
+Writes test/data/nccl-tests/<run_id>.log, one per run, from the CSV in that folder. The figures (size, count, type, redop,
 out-of-place and in-place time / algbw / busbw) are the transcribed CSV fields, printed with the
 formats of NVIDIA/nccl-tests src/common.cu at tag v2.16.7:
   row preamble  "%12li  %12li  %8s  %6s  %6s"  (size, count, type, redop, root)
@@ -14,12 +14,12 @@ layout of its source file (no "# Collective test starting:" line, as before nccl
 the OCI runs get the 2.16.7 layout, which has that line. Deterministic: rerunning it rewrites
 the same bytes.
 
-Usage: python3 render_nccl_tests_logs.py   (from any folder)
+Usage: scripts/render_nccl_tests_logs.py   (from any folder)
 """
 import csv
 import os
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "data", "nccl-tests")
 
 # run_id -> (minBytes, maxBytes, step text, warmup, iters, with "Collective test starting")
 RUNS = {
@@ -88,12 +88,12 @@ def render(run_id, rows):
 
 def main():
     runs = {}
-    with open(os.path.join(HERE, "nccl_tests_allreduce_published.csv"), newline="") as f:
+    with open(os.path.join(DATA_DIR, "nccl_tests_allreduce_published.csv"), newline="") as f:
         lines = [line for line in f if not line.startswith("#")]
     for row in csv.DictReader(lines):
         runs.setdefault(row["run_id"], []).append(row)
     for run_id, rows in runs.items():
-        with open(os.path.join(HERE, run_id + ".log"), "w", newline="\n") as f:
+        with open(os.path.join(DATA_DIR, run_id + ".log"), "w", newline="\n") as f:
             f.write(render(run_id, rows))
 
 

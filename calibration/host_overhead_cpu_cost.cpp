@@ -21,7 +21,7 @@ Duration op_value(const std::optional<Duration>& value, Duration fallback) {
 
 }  // namespace
 
-HostOverheadCpuCost::HostOverheadCpuCost(HostOverheadParams params) : params_(std::move(params)) {
+HostOverheadCpuCost::HostOverheadCpuCost(HostOverheads params) : params_(std::move(params)) {
   check_non_negative(params_.t1, "t1");
   check_non_negative(params_.t4, "t4");
   check_non_negative(params_.default_t2, "default.t2");
@@ -76,7 +76,7 @@ std::optional<Duration> optional_duration(const ConfigNode& node, std::string_vi
 }  // namespace
 
 HostOverheadCpuCost load_host_overheads(const ConfigNode& node) {
-  HostOverheadParams params;
+  HostOverheads params;
   params.t1 = non_negative_duration(node, "t1");
   params.t4 = non_negative_duration(node, "t4");
   const ConfigNode defaults = node.child("default");

@@ -31,40 +31,21 @@
 
 namespace upsim {
 
-/// Per-op-name overheads; an absent value falls back to the defaults.
-struct OpHostOverheads {
-  std::optional<Duration> t2;
-  std::optional<Duration> t3;
-  std::optional<Duration> t5;
-};
-
-/// Parameters of HostOverheadCpuCost. configs/host/v100_pytorch_kineto.yaml gives measured values
-/// and their source; the zero defaults here only make a partially filled struct well defined.
-struct HostOverheadParams {
-  Duration t1;
-  Duration t4;
-  Duration default_t2;
-  Duration default_t3;
-  /// T5 between two launches of an op missing from `ops`.
-  Duration default_t5;
-  /// T5 (whole host time) of an op without launches missing from `ops`.
-  Duration default_body;
-  std::map<std::string, OpHostOverheads, std::less<>> ops;
-};
-
+/// Parameters of HostOverheadCpuCost: HostOverheads (sim/cost_models.h).
+/// configs/host/v100_pytorch_kineto.yaml gives measured values and their source.
 class HostOverheadCpuCost final : public CpuCostModel {
  public:
   /// Throws std::invalid_argument when any value is negative.
-  explicit HostOverheadCpuCost(HostOverheadParams params);
+  explicit HostOverheadCpuCost(HostOverheads params);
 
   Duration host_duration(const HostOpDesc& op) const override;
 
-  const HostOverheadParams& params() const { return params_; }
+  const HostOverheads& params() const { return params_; }
 
  private:
   const OpHostOverheads* find(std::string_view op_name) const;
 
-  HostOverheadParams params_;
+  HostOverheads params_;
 };
 
 /// Reads a host-overhead document (schema in configs/host/v100_pytorch_kineto.yaml):

@@ -9,6 +9,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -218,6 +220,27 @@ struct HostOpDesc {
   std::string_view op_name;  ///< PyTorch op the work belongs to, e.g. "aten::addmm"
   HostPhase phase = HostPhase::kOpBody;
   uint32_t launch_index = 0;  ///< for kLaunch: 0 for the op's first launch
+};
+
+/// The seed's host overheads T1-T5 (seed-method.md 1.3) of one host: the parameters of the
+/// host-overhead CPU model (calibration/host_overhead_cpu_cost.h), which workloads that measure
+/// them (workloads/trace/trace_host_overheads.h) also produce. Plain data.
+struct OpHostOverheads {
+  std::optional<Duration> t2;
+  std::optional<Duration> t3;
+  std::optional<Duration> t5;
+};
+struct HostOverheads {
+  Duration t1;  ///< gap between two consecutive ops
+  Duration t4;  ///< one launch call
+  Duration default_t2;
+  Duration default_t3;
+  /// T5 between two launches of an op missing from `ops`.
+  Duration default_t5;
+  /// T5 (whole host time) of an op without launches missing from `ops`.
+  Duration default_body;
+  /// Per op name; an absent value falls back to the defaults.
+  std::map<std::string, OpHostOverheads, std::less<>> ops;
 };
 
 class CpuCostModel {

@@ -22,20 +22,7 @@ HostOverheadCpuCost trace_host_cost(const std::vector<RankTrace>& traces) {
   std::vector<const KinetoTrace*> kinetos;
   for (const RankTrace& t : traces)
     kinetos.push_back(&t.kineto);
-  const HostOverheadMeans m = host_overhead_means(extract_host_overheads(kinetos, 0.0));
-  HostOverheadParams p;
-  p.t1 = Duration::from_us_f(m.t1);
-  p.t4 = Duration::from_us_f(m.t4);
-  p.default_t2 = Duration::from_us_f(m.default_t2);
-  p.default_t3 = Duration::from_us_f(m.default_t3);
-  p.default_t5 = Duration::from_us_f(m.default_t5);
-  p.default_body = Duration::from_us_f(m.default_body);
-  auto duration = [](const std::optional<double>& us) {
-    return us ? std::optional<Duration>(Duration::from_us_f(*us)) : std::nullopt;
-  };
-  for (const auto& [name, op] : m.ops)
-    p.ops.emplace(name, OpHostOverheads{duration(op.t2), duration(op.t3), duration(op.t5)});
-  return HostOverheadCpuCost(std::move(p));
+  return HostOverheadCpuCost(host_overheads_of(extract_host_overheads(kinetos, 0.0)));
 }
 
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out) {

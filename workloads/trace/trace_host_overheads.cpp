@@ -277,22 +277,23 @@ bool is_host_overhead_launch(KinetoCategory category, std::string_view name) {
   return category == KinetoCategory::kCudaRuntime && in(name, kLaunchNames);
 }
 
-HostOverheadMeans host_overhead_means(const ExtractedHostOverheads& o) {
-  auto or_zero = [](const std::vector<double>& v) { return v.empty() ? 0.0 : mean(v); };
-  auto optional_mean = [](const std::vector<double>& v) {
-    return v.empty() ? std::nullopt : std::optional<double>(mean(v));
+HostOverheads host_overheads_of(const ExtractedHostOverheads& o) {
+  auto or_zero = [](const std::vector<double>& v) {
+    return Duration::from_us_f(v.empty() ? 0.0 : mean(v));
   };
-  HostOverheadMeans m;
-  m.t1 = or_zero(o.t1);
-  m.t4 = or_zero(o.launch_kernel_us);
-  m.default_t2 = or_zero(o.default_t2);
-  m.default_t3 = or_zero(o.default_t3);
-  m.default_t5 = or_zero(o.default_t5);
-  m.default_body = or_zero(o.default_body);
+  auto optional_mean = [](const std::vector<double>& v) {
+    return v.empty() ? std::nullopt : std::optional<Duration>(Duration::from_us_f(mean(v)));
+  };
+  HostOverheads h;
+  h.t1 = or_zero(o.t1);
+  h.t4 = or_zero(o.launch_kernel_us);
+  h.default_t2 = or_zero(o.default_t2);
+  h.default_t3 = or_zero(o.default_t3);
+  h.default_t5 = or_zero(o.default_t5);
+  h.default_body = or_zero(o.default_body);
   for (const auto& [name, c] : o.ops)
-    m.ops[name] =
-        HostOverheadMeans::Op{optional_mean(c.t2), optional_mean(c.t3), optional_mean(c.t5)};
-  return m;
+    h.ops[name] = OpHostOverheads{optional_mean(c.t2), optional_mean(c.t3), optional_mean(c.t5)};
+  return h;
 }
 
 ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrace*>& traces,

@@ -29,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/cost_models.h"
 #include "workloads/trace/kineto_trace.h"
 
 namespace upsim {
@@ -75,23 +76,10 @@ bool is_host_overhead_label(KinetoCategory category, std::string_view name);
 /// cudaStreamSynchronize): the boundaries of T2, T5 and T3.
 bool is_host_overhead_launch(KinetoCategory category, std::string_view name);
 
-/// Means of the cleaned samples, in microseconds: what the calibration file holds (before its
-/// rounding to 3 decimals). A value without samples is nullopt (global ones: 0).
-struct HostOverheadMeans {
-  struct Op {
-    std::optional<double> t2;
-    std::optional<double> t3;
-    std::optional<double> t5;
-  };
-  double t1 = 0.0;
-  double t4 = 0.0;
-  double default_t2 = 0.0;
-  double default_t3 = 0.0;
-  double default_t5 = 0.0;
-  double default_body = 0.0;
-  std::map<std::string, Op> ops;
-};
-HostOverheadMeans host_overhead_means(const ExtractedHostOverheads& overheads);
+/// Means of the cleaned samples: the parameters of the host-overhead CPU model, what the
+/// calibration file holds (before its rounding to 3 decimals). An op's value without samples is
+/// absent; a global value without samples is 0.
+HostOverheads host_overheads_of(const ExtractedHostOverheads& overheads);
 
 /// How T4 is summarised. kMean: the mean of every cudaLaunchKernel duration (the definition
 /// of scripts/extract_host_overheads.py and of configs/host/v100_pytorch_kineto.yaml).

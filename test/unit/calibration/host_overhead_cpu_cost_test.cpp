@@ -17,8 +17,8 @@ Duration us(double v) {
 
 // t1 3, t4 5, defaults t2 11, t3 6, t5 4, body 1.5; aten::linear has every value, aten::view
 // only a T5 (an op without launches).
-HostOverheadParams test_params() {
-  HostOverheadParams p;
+HostOverheads test_params() {
+  HostOverheads p;
   p.t1 = us(3);
   p.t4 = us(5);
   p.default_t2 = us(11);
@@ -70,7 +70,7 @@ TEST(HostOverheadCpuCost, MissingValueOfKnownOpFallsBackToDefault) {
 }
 
 TEST(HostOverheadCpuCost, RejectsNegativeValues) {
-  HostOverheadParams p = test_params();
+  HostOverheads p = test_params();
   p.t4 = us(-1);
   EXPECT_THROW(HostOverheadCpuCost{p}, std::invalid_argument);
   p = test_params();

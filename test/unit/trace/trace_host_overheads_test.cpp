@@ -70,9 +70,9 @@ TEST(HostOverheads, t2_t3_t5_follow_the_seed_definitions) {
   const ExtractedHostOverheads traced = extract_host_overheads({&t}, 0.0);
   EXPECT_EQ(traced.ops.at("aten::mm").t2, std::vector<double>{10.0});
   EXPECT_EQ(traced.t1, std::vector<double>{50.0 - 40.0});
-  const HostOverheadMeans m = host_overhead_means(traced);
-  EXPECT_DOUBLE_EQ(m.t4, 5.0);
-  EXPECT_DOUBLE_EQ(*m.ops.at("aten::mm").t5, 10.0);
+  const HostOverheads m = host_overheads_of(traced);
+  EXPECT_EQ(m.t4, Duration::from_us(5));
+  EXPECT_EQ(*m.ops.at("aten::mm").t5, Duration::from_us(10));
   EXPECT_FALSE(m.ops.at("aten::view").t2.has_value());
 }
 

@@ -158,6 +158,11 @@ DType parse_dtype_field(const std::filesystem::path& path, int line, std::string
   return *dtype;
 }
 
+/// A `time_us` field: a positive number of microseconds, returned in seconds.
+double parse_time_us(const std::filesystem::path& path, int line, std::string_view field) {
+  return positive(path, line, parse_number(path, line, field, "time_us"), "time_us") * 1e-6;
+}
+
 bool parse_split(const std::filesystem::path& path, int line, std::string_view split) {
   if (split != "train" && split != "held_out") {
     fail(path, line, fmt::format("split must be `train` or `held_out`, got `{}`", split));
@@ -214,16 +219,8 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
       }
       row.kernel = memory_op_kernel(*op, dtype, m, n);
     }
-    const double us = parse_number(path, line.number, f[column.at("time_us")], "time_us");
-    row.seconds = positive(path, line.number, us, "time_us") * 1e-6;
-    if (split_col) {
-      const std::string_view split = f[*split_col];
-      if (split != "train" && split != "held_out") {
-        fail(path, line.number,
-             fmt::format("split must be `train` or `held_out`, got `{}`", split));
-      }
-      row.held_out = split == "held_out";
-    }
+    row.seconds = parse_time_us(path, line.number, f[column.at("time_us")]);
+    if (split_col) row.held_out = parse_split(path, line.number, f[*split_col]);
     row.origin = origin(path, line.number);
     rows.push_back(std::move(row));
   }
@@ -284,8 +281,7 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
              fmt::format("unknown optimizer `{}`; valid: sgd, adagrad, rowwise_adagrad", name));
       }
     }
-    const double us = parse_number(path, line.number, f[column.at("time_us")], "time_us");
-    row.seconds = positive(path, line.number, us, "time_us") * 1e-6;
+    row.seconds = parse_time_us(path, line.number, f[column.at("time_us")]);
     row.held_out = split_col ? parse_split(path, line.number, f[*split_col]) : true;
     row.origin = origin(path, line.number);
     rows.push_back(std::move(row));

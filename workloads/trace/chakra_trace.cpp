@@ -50,6 +50,17 @@ class WireReader {
     fail("varint longer than 10 bytes");
   }
 
+  /// A field's tag: its number and wire type (0 varint, 1 fixed64, 2 length-delimited, 5
+  /// fixed32).
+  struct Tag {
+    uint32_t field;
+    uint32_t wire_type;
+  };
+  Tag tag() {
+    const uint64_t key = varint();
+    return Tag{static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
+  }
+
   std::string_view bytes(size_t n) {
     if (n > bytes_.size() - pos_)
       fail("field of " + std::to_string(n) + " bytes runs past the end");
@@ -154,9 +165,8 @@ void read_list(WireReader r, uint32_t field, ChakraAttr& a) {
     }
   };
   while (!r.done()) {
-    const uint64_t key = r.varint();
-    const auto wt = static_cast<uint32_t>(key & 7);
-    if ((key >> 3) != 1) {
+    const auto [element_field, wt] = r.tag();
+    if (element_field != 1) {
       r.skip(wt);
       continue;
     }
@@ -180,9 +190,7 @@ void read_list(WireReader r, uint32_t field, ChakraAttr& a) {
 ChakraAttr read_attr(WireReader r) {
   ChakraAttr a;
   while (!r.done()) {
-    const uint64_t key = r.varint();
-    const auto field = static_cast<uint32_t>(key >> 3);
-    const auto wt = static_cast<uint32_t>(key & 7);
+    const auto [field, wt] = r.tag();
     if (field == 1 && wt == 2) {
       a.name = std::string(r.length_delimited());
     } else if (field >= 4 && field <= 32 && field % 2 == 0 && wt == 2) {
@@ -231,9 +239,7 @@ void read_ids(WireReader& r, uint32_t wt, std::vector<uint64_t>& out) {
 ChakraNode read_node(WireReader r) {
   ChakraNode n;
   while (!r.done()) {
-    const uint64_t key = r.varint();
-    const auto field = static_cast<uint32_t>(key >> 3);
-    const auto wt = static_cast<uint32_t>(key & 7);
+    const auto [field, wt] = r.tag();
     switch (field) {
       case 1:
         n.id = wt == 0 ? r.varint() : (r.skip(wt), 0);
@@ -296,9 +302,7 @@ ChakraTrace parse_chakra_trace(std::string_view bytes, const std::string& file) 
     if (first) {
       first = false;
       while (!msg.done()) {
-        const uint64_t key = msg.varint();
-        const auto field = static_cast<uint32_t>(key >> 3);
-        const auto wt = static_cast<uint32_t>(key & 7);
+        const auto [field, wt] = msg.tag();
         if (field == 1 && wt == 2) {
           t.version = std::string(msg.length_delimited());
         } else if (field == 2 && wt == 2) {

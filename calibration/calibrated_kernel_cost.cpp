@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "calibration/optimizer_kernel_model.h"
+#include "calibration/roofline_kernel_cost.h"
 
 namespace upsim {
 
@@ -52,6 +53,15 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
       return embedding_seconds(kernel, device, achievable_, calibration_.embedding);
+    case KernelClass::kAttention: {
+      // Placeholder until the attention model lands: the roofline at the achievable fractions.
+      const KernelWork w = attention_work(kernel);
+      const double compute =
+          w.flops / (device.peak(kernel.dtype).flops_per_second() * achievable_.compute);
+      const double memory =
+          w.bytes / (device.hbm_bandwidth.bytes_per_second() * achievable_.memory);
+      return std::max(compute, memory);
+    }
   }
   throw std::invalid_argument("calibrated: unknown kernel class");
 }

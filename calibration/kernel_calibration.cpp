@@ -126,6 +126,10 @@ std::array<std::string, kMemoryOpCount> default_curve_of_op() {
   out.fill(std::string(kElementwiseCurve));
   out[static_cast<size_t>(MemoryOp::kSoftmax)] = "softmax";
   out[static_cast<size_t>(MemoryOp::kLayerNorm)] = "layernorm";
+  // No measured sweep of their own: the row-wise ops take the curve of the closest measured op
+  // (one read and one write pass per row, as layer norm and softmax).
+  out[static_cast<size_t>(MemoryOp::kRmsNorm)] = "layernorm";
+  out[static_cast<size_t>(MemoryOp::kCrossEntropy)] = "softmax";
   return out;
 }
 

@@ -59,6 +59,8 @@ struct KernelWork {
 ///    B T L i; flops = 2 B T L D (seed: B T L D multiply-adds).
 /// B = batch, T = tables, L = pooling, D = dim, e = dtype_bytes(dtype), i = index_bytes.
 KernelWork roofline_work(const KernelDesc& kernel, int64_t index_bytes);
+/// Flops and device-memory bytes of a kAttention kernel (fused, FlashAttention-2 style).
+KernelWork attention_work(const KernelDesc& kernel);
 
 class RooflineKernelCost final : public KernelCostModel {
  public:

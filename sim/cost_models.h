@@ -59,6 +59,7 @@ enum class KernelClass : uint8_t {
   kMemoryBound,        ///< elementwise / reduction / copy: bytes moved and flops given
   kEmbeddingForward,   ///< table-batched embedding-bag lookup (pooled)
   kEmbeddingBackward,  ///< embedding-bag backward with fused optimizer update
+  kAttention,          ///< scaled dot-product attention core (KernelDesc::attention)
 };
 std::string_view kernel_class_name(KernelClass cls);
 
@@ -67,25 +68,30 @@ std::string_view kernel_class_name(KernelClass cls);
 /// achieved-bandwidth curve of the op's family by it. kUnspecified = a generic elementwise kernel.
 enum class MemoryOp : uint8_t {
   kUnspecified,
-  kRelu,       ///< relu, threshold_backward
-  kGelu,       ///< gelu and its backward
-  kSigmoid,    ///< sigmoid and its backward
-  kTanh,       ///< tanh and its backward
-  kSoftmax,    ///< row-wise softmax and its backward
-  kLayerNorm,  ///< row-wise layer norm and its backward
-  kDropout,    ///< dropout and its backward
-  kBinary,     ///< add / sub / mul / div and other two-input elementwise ops (losses included)
-  kSum,        ///< reductions (sum, mean)
-  kCopy,       ///< copy_, contiguous, fill_, zero_
-  kCat,        ///< cat and split copies
-  kTranspose,  ///< transpose copies
-  kIndex,      ///< index / index_put_ gathers and scatters (the DLRM tril gather)
-  kOptimizer,  ///< optimizer updates (SGD, Adagrad, Adam; fused and foreach)
+  kRelu,          ///< relu, threshold_backward
+  kGelu,          ///< gelu and its backward
+  kSigmoid,       ///< sigmoid and its backward
+  kTanh,          ///< tanh and its backward
+  kSoftmax,       ///< row-wise softmax and its backward
+  kLayerNorm,     ///< row-wise layer norm and its backward
+  kDropout,       ///< dropout and its backward
+  kBinary,        ///< add / sub / mul / div and other two-input elementwise ops (losses included)
+  kSum,           ///< reductions (sum, mean)
+  kCopy,          ///< copy_, contiguous, fill_, zero_
+  kCat,           ///< cat and split copies
+  kTranspose,     ///< transpose copies
+  kIndex,         ///< index / index_put_ gathers and scatters (the DLRM tril gather)
+  kOptimizer,     ///< optimizer updates (SGD, Adagrad, Adam; fused and foreach)
+  kRmsNorm,       ///< row-wise RMS norm and its backward (Llama)
+  kRotary,        ///< rotary position embedding applied to q and k, and its backward
+  kSwiglu,        ///< gated activation silu(a) * b and its backward (Llama's SwiGLU MLP)
+  kCrossEntropy,  ///< softmax cross-entropy over the vocabulary (row-wise) and its backward
 };
-inline constexpr size_t kMemoryOpCount = 15;
+inline constexpr size_t kMemoryOpCount = 19;
 inline constexpr std::array<std::string_view, kMemoryOpCount> kMemoryOpNames{
-    "unspecified", "relu", "gelu", "sigmoid", "tanh",      "softmax", "layernorm", "dropout",
-    "binary",      "sum",  "copy", "cat",     "transpose", "index",   "optimizer"};
+    "unspecified", "relu",     "gelu",   "sigmoid", "tanh",         "softmax",   "layernorm",
+    "dropout",     "binary",   "sum",    "copy",    "cat",          "transpose", "index",
+    "optimizer",   "rms_norm", "rotary", "swiglu",  "cross_entropy"};
 inline std::string_view memory_op_name(MemoryOp op) {
   return kMemoryOpNames[static_cast<size_t>(op)];
 }
@@ -172,6 +178,28 @@ struct EmbeddingShape {
   FusedEmbeddingOptimizer optimizer = FusedEmbeddingOptimizer::kSgd;
 };
 
+/// The core of scaled dot-product attention, softmax(q k^T / sqrt(d)) v, for `batch` sequences
+/// of `heads` query heads (grouped-query attention: `kv_heads` key/value heads, each shared by
+/// heads / kv_heads query heads). Projections, rotary and dropout outside the core are separate
+/// kernels.
+struct AttentionShape {
+  int64_t batch = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t seq_q = 0;   ///< query positions per sequence
+  int64_t seq_kv = 0;  ///< key/value positions per sequence
+  int64_t head_dim = 0;
+  /// Causal mask: each query attends to the keys at or before its position (decoder models);
+  /// a fused kernel then skips the masked half of the score blocks.
+  bool causal = false;
+  /// true: the backward (dq, dk, dv); false: the forward.
+  bool backward = false;
+  /// true: one fused kernel (FlashAttention-2 style: scores never reach device memory);
+  /// false: the unfused path's batched GEMMs and softmax are separate kernels, and a kAttention
+  /// descriptor does not occur (the workload emits them as kGemm and kMemoryBound kernels).
+  bool fused = true;
+};
+
 struct KernelDesc {
   KernelClass cls = KernelClass::kMemoryBound;
   DType dtype = DType::kFp32;
@@ -193,6 +221,8 @@ struct KernelDesc {
   OptimizerShape optimizer;
   // kEmbeddingForward / kEmbeddingBackward.
   EmbeddingShape embedding;
+  // kAttention (dtype = the q/k/v element type).
+  AttentionShape attention;
 };
 
 /// A kGemm descriptor: batch x (m x k) * (k x n) in `dtype`.
@@ -203,6 +233,17 @@ class KernelCostModel {
   virtual ~KernelCostModel() = default;
   /// Predicted execution time of one kernel on `device`. Must be >= 0.
   virtual Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const = 0;
+  /// When the model prices `kernel` on `device` with parameters measured for something else (a
+  /// dtype without its own fit, another GPU, an op without a measured curve), one line saying
+  /// what was borrowed from what, e.g. "gemm fp8: no fp8 fit, priced with the bf16 fit scaled by
+  /// the peak ratio". nullopt when the kernel is priced from its own calibration. Scenarios
+  /// print each distinct line once as a warning. Deterministic, like kernel_duration.
+  virtual std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
+                                                          const DeviceProfile& device) const {
+    (void)kernel;
+    (void)device;
+    return std::nullopt;
+  }
 };
 
 /// Which part of a host-side PyTorch op a CPU task stands for (seed-method.md section 1.3).
@@ -262,7 +303,9 @@ std::string_view collective_kind_name(CollectiveKind kind);
 /// One collective call across a group of ranks.
 struct CollectiveDesc {
   CollectiveKind kind = CollectiveKind::kAllReduce;
-  /// Ranks of the group, in group order.
+  /// Ranks of the group, in group order. A member is a GPU index (the `device` of the graph rank
+  /// that runs on it, see RankInfo), which equals the graph rank id unless the workload
+  /// simulates only some ranks.
   std::vector<RankId> members;
   /// Bytes of each member's input buffer (all-reduce, all-gather input, reduce-scatter input,
   /// broadcast payload). For kAllToAll see `send_bytes`.
@@ -270,6 +313,11 @@ struct CollectiveDesc {
   /// kAllToAll only: send_bytes[i * n + j] is what member i sends to member j (row-major n x n,
   /// n = members.size()); uneven splits (all-to-allv) are the general case.
   std::vector<int64_t> send_bytes;
+  /// Rank symmetry: how many members are simulated (have a task in the task graph); the others
+  /// are mirrored by a simulated rank doing the same work at the same time, so the rendezvous
+  /// waits for the simulated ones only, while the network still moves every member's bytes.
+  /// 0 = every member is simulated.
+  uint32_t simulated_members = 0;
 };
 
 enum class TransferKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };

@@ -114,6 +114,10 @@ class GraphExecutor::Impl {
     threads_.resize(thread_base_.back());
     streams_.resize(stream_base_.back());
     rendezvous_.resize(graph_.collective_count());
+    uniform_devices_ = true;
+    for (RankId r = 1; r < graph_.rank_count(); ++r)
+      uniform_devices_ = uniform_devices_ && same_device(models_.devices[r], models_.devices[0]);
+    kernel_ps_.assign(graph_.kernel_desc_count(), -1);
     for (TaskId t = 0; t < n; ++t) {
       pending_[t] = graph_.predecessor_count(t);
       const Task& task = graph_.task(t);
@@ -128,6 +132,29 @@ class GraphExecutor::Impl {
   }
 
   size_t thread_of(const Task& t) const { return thread_base_[t.rank] + t.resource; }
+
+  static size_t arrivals_needed(const CollectiveDesc& desc) {
+    return desc.simulated_members > 0 ? desc.simulated_members : desc.members.size();
+  }
+
+  /// The kernel model's duration, asked once per shared description when every rank has the
+  /// same device (models are pure, so the answer cannot change).
+  Duration kernel_duration(TaskId t, RankId rank) {
+    if (!uniform_devices_)
+      return models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]);
+    const KernelDescId id = graph_.kernel_desc_of(t);
+    int64_t& ps = kernel_ps_[id];
+    if (ps < 0) ps = models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]).ps();
+    return Duration::from_ps(ps);
+  }
+
+  static bool same_device(const DeviceProfile& a, const DeviceProfile& b) {
+    return a.name == b.name && a.peak_flops == b.peak_flops && a.hbm_bandwidth == b.hbm_bandwidth &&
+           a.hbm_bytes == b.hbm_bytes && a.l2_bandwidth == b.l2_bandwidth &&
+           a.l2_bytes == b.l2_bytes && a.sm_count == b.sm_count &&
+           a.sm_boost_clock_mhz == b.sm_boost_clock_mhz &&
+           a.host_link_bandwidth == b.host_link_bandwidth;
+  }
   size_t stream_of(const Task& t) const { return stream_base_[t.rank] + t.resource; }
 
   void try_start_thread(size_t index) {
@@ -202,10 +229,8 @@ class GraphExecutor::Impl {
     const Task& task = graph_.task(t);
     switch (task.kind) {
       case TaskKind::kKernel: {
-        const Duration d = task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
-                                              : models_.kernels->kernel_duration(
-                                                    graph_.kernel(t), models_.devices[task.rank]);
-        schedule_completion(t, d);
+        schedule_completion(t, task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
+                                                  : kernel_duration(t, task.rank));
         return;
       }
       case TaskKind::kMemcpy:
@@ -229,7 +254,7 @@ class GraphExecutor::Impl {
     Rendezvous& rv = rendezvous_[c];
     rv.arrived.push_back(t);
     const CollectiveDesc& desc = graph_.collective(c);
-    if (rv.arrived.size() < desc.members.size()) return;
+    if (rv.arrived.size() < arrivals_needed(desc)) return;
     for (Observer* o : observers_)
       o->on_collective_begin(c, engine_.now());
     // Replay: a collective whose member tasks carry measured durations takes the longest one.
@@ -332,11 +357,11 @@ class GraphExecutor::Impl {
     for (CollectiveId c = 0; c < rendezvous_.size(); ++c) {
       const Rendezvous& rv = rendezvous_[c];
       const CollectiveDesc& desc = graph_.collective(c);
-      if (rv.arrived.empty() || rv.arrived.size() == desc.members.size()) continue;
+      if (rv.arrived.empty() || rv.arrived.size() == arrivals_needed(desc)) continue;
       std::vector<RankId> arrived;
       std::vector<RankId> missing;
       for (TaskId t : rv.arrived)
-        arrived.push_back(graph_.task(t).rank);
+        arrived.push_back(graph_.device_of(graph_.task(t).rank));
       for (RankId m : desc.members) {
         if (std::find(arrived.begin(), arrived.end(), m) == arrived.end()) missing.push_back(m);
       }
@@ -376,6 +401,9 @@ class GraphExecutor::Impl {
   std::vector<CpuThread> threads_;
   std::vector<GpuStream> streams_;
   std::vector<Rendezvous> rendezvous_;
+  bool uniform_devices_ = true;
+  /// Per kernel description: its duration in ps once asked, else -1 (uniform devices only).
+  std::vector<int64_t> kernel_ps_;
   uint64_t done_ = 0;
   Time last_completion_ = Time::zero();
 };

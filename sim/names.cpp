@@ -66,6 +66,8 @@ std::string_view kernel_class_name(KernelClass cls) {
       return "embedding_forward";
     case KernelClass::kEmbeddingBackward:
       return "embedding_backward";
+    case KernelClass::kAttention:
+      return "attention";
   }
   return "?";
 }

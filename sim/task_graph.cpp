@@ -101,10 +101,27 @@ TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name
   return id;
 }
 
+KernelDescId TaskGraph::add_kernel_desc(const KernelDesc& kernel) {
+  if (sealed_) throw std::logic_error("TaskGraph: adding a kernel description to a sealed graph");
+  kernels_.push_back(kernel);
+  return static_cast<KernelDescId>(kernels_.size() - 1);
+}
+
+TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name,
+                             std::string_view op_name, KernelDescId kernel) {
+  if (kernel >= kernels_.size()) {
+    throw std::invalid_argument("kernel task names description " + std::to_string(kernel) +
+                                ", but the graph has " + std::to_string(kernels_.size()));
+  }
+  return add_task(Task{TaskKind::kKernel, HostPhase::kMarker, stream, rank, intern(name),
+                       intern(op_name), kernel, 0, -1});
+}
+
 TaskId TaskGraph::add_memcpy(RankId rank, uint16_t stream, std::string_view name,
                              std::string_view op_name, const TransferDesc& transfer) {
   TransferDesc t = transfer;
-  t.rank = rank;
+  check_rank_resource(rank, stream, true);
+  t.rank = device_of(rank);
   const TaskId id =
       add_task(Task{TaskKind::kMemcpy, HostPhase::kMarker, stream, rank, intern(name),
                     intern(op_name), static_cast<uint32_t>(transfers_.size()), 0, -1});

@@ -35,7 +35,11 @@ namespace upsim {
 using TaskId = uint32_t;
 using CollectiveId = uint32_t;
 using NameId = uint32_t;
+/// A kernel description stored once in the graph and shared by every kernel task that names it
+/// (workloads that repeat a layer add its descriptions once: memory, and one model call each).
+using KernelDescId = uint32_t;
 inline constexpr TaskId kNoTask = UINT32_MAX;
+inline constexpr uint32_t kNoDevice = UINT32_MAX;
 
 enum class TaskKind : uint8_t {
   kCpuOp,          ///< host work; duration from CpuCostModel
@@ -72,6 +76,10 @@ struct RankInfo {
   std::string name;
   uint16_t cpu_threads = 1;
   std::vector<std::string> stream_names;
+  /// The GPU this rank runs on, as collective members and transfers name it (the fabric's GPU
+  /// index); kNoDevice = the rank id. Differs from the rank id only when a workload simulates a
+  /// subset of the GPUs (rank symmetry, CollectiveDesc::simulated_members).
+  uint32_t device = kNoDevice;
 };
 
 class TaskGraph {
@@ -94,6 +102,10 @@ class TaskGraph {
 
   TaskId add_kernel(RankId rank, uint16_t stream, std::string_view name, std::string_view op_name,
                     const KernelDesc& kernel);
+  /// Stores `kernel` for kernel tasks to share (add_kernel with a KernelDescId).
+  KernelDescId add_kernel_desc(const KernelDesc& kernel);
+  TaskId add_kernel(RankId rank, uint16_t stream, std::string_view name, std::string_view op_name,
+                    KernelDescId kernel);
   TaskId add_memcpy(RankId rank, uint16_t stream, std::string_view name, std::string_view op_name,
                     const TransferDesc& transfer);
   /// Declares a collective group; each member rank then adds one task with add_collective.
@@ -121,6 +133,13 @@ class TaskGraph {
   std::string_view name(NameId id) const { return names_[id]; }
 
   const KernelDesc& kernel(TaskId id) const { return kernels_[tasks_[id].payload]; }
+  /// The stored description a kernel task names (shared between tasks added with its id).
+  KernelDescId kernel_desc_of(TaskId id) const { return tasks_[id].payload; }
+  size_t kernel_desc_count() const { return kernels_.size(); }
+  /// The GPU rank `id` runs on (RankInfo::device, or the rank id).
+  uint32_t device_of(RankId id) const {
+    return ranks_[id].device == kNoDevice ? id : ranks_[id].device;
+  }
   const TransferDesc& transfer(TaskId id) const { return transfers_[tasks_[id].payload]; }
   CollectiveId collective_of(TaskId id) const { return tasks_[id].payload; }
   size_t collective_count() const { return collectives_.size(); }

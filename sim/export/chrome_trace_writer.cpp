@@ -477,7 +477,8 @@ class ChromeTraceWriter::Impl {
         break;
       }
       case TaskKind::kCollective:
-        collective_args(args, t.rank, graph_->collective(graph_->collective_of(id)));
+        collective_args(args, graph_->device_of(t.rank),
+                        graph_->collective(graph_->collective_of(id)));
         break;
       case TaskKind::kIterationMark:
       case TaskKind::kEventRecord:
@@ -505,6 +506,16 @@ class ChromeTraceWriter::Impl {
             .integer("rows", k.embedding.rows)
             .integer("dim", k.embedding.dim)
             .real("pooling", k.embedding.pooling);
+        break;
+      case KernelClass::kAttention:
+        args.integer("batch", k.attention.batch)
+            .integer("heads", k.attention.heads)
+            .integer("kv_heads", k.attention.kv_heads)
+            .integer("seq_q", k.attention.seq_q)
+            .integer("seq_kv", k.attention.seq_kv)
+            .integer("head_dim", k.attention.head_dim)
+            .boolean("causal", k.attention.causal)
+            .boolean("backward", k.attention.backward);
         break;
     }
   }

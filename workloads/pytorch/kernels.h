@@ -1,0 +1,43 @@
+// Kernel descriptions of PyTorch ops (DESIGN.md "workloads/pytorch/"): the one producer of
+// KernelDesc values for every workload family and the trace model mode, so an op is priced the
+// same way wherever it comes from. Pure functions.
+//
+// Conventions: `tokens` = rows of the activation matrix (micro-batch x sequence positions);
+// element counts are of the op's output unless stated; `reads` / `writes` are elements moved per
+// output element, `flops` arithmetic operations per output element (seed-method.md 2.5, 2.6).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "sim/cost_models.h"
+
+namespace upsim::pytorch {
+
+/// cuBLAS-style kernel family name for a GEMM in `dtype`: "sgemm/<op>", "tf32gemm/<op>",
+/// "hgemm/<op>", "bf16gemm/<op>", "fp8gemm/<op>".
+std::string gemm_kernel_name(DType dtype, std::string_view op);
+
+/// Elementwise kernel `op` over `elements` output elements of `dtype`.
+KernelDesc pointwise(MemoryOp op, DType dtype, double elements, double flops, double reads,
+                     double writes);
+
+/// Row-wise kernel (softmax, norms, cross-entropy) over `rows` rows of `row_elements` elements.
+KernelDesc rowwise(MemoryOp op, DType dtype, int64_t rows, int64_t row_elements, double flops,
+                   double reads, double writes);
+
+/// The three GEMMs of nn.Linear y = x W^T for x [tokens, in], W [out, in] (torch.nn.functional
+/// linear and its autograd backward): forward [tokens x in] * [in x out]; grad input
+/// [tokens x out] * [out x in]; grad weight [out x tokens] * [tokens x in].
+struct LinearGemms {
+  KernelDesc forward;
+  KernelDesc grad_input;
+  KernelDesc grad_weight;
+};
+LinearGemms linear_gemms(DType dtype, int64_t tokens, int64_t in, int64_t out);
+
+/// A fused scaled-dot-product attention kernel (forward or backward).
+KernelDesc attention_kernel(DType dtype, const AttentionShape& shape);
+
+}  // namespace upsim::pytorch

@@ -1,0 +1,161 @@
+// Transformer training workload description: the model, its parallel layout and the training
+// recipe, as read from `workload: {model: transformer, ...}`.
+//
+// Schema (every key but the model shape has a default; configs/gpt3_175b_1024gpu.yaml is the
+// reference example):
+//   model: transformer
+//   architecture: gpt          # gpt | llama | bert | mpt: sets the defaults below (table in
+//                              #   transformer_config.cpp); any key given overrides them
+//   layers: 96                 # transformer blocks
+//   hidden: 12288
+//   heads: 96
+//   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads
+//   ffn: 49152                 # MLP inner width; default 4 x hidden (gelu), Llama's
+//                              #   round(8/3 x hidden) to a multiple of 256 (swiglu)
+//   vocab: 51200
+//   seq: 2048
+//   micro_batch: 1             # sequences per micro-batch per data-parallel rank
+//   global_batch: 1536         # sequences per iteration; micro-batches per iteration =
+//                              #   global_batch / (micro_batch x data)
+//   dtype: fp16                # fp32 | tf32 | fp16 | bf16 | fp8 (fp8: GEMMs in fp8, the rest bf16)
+//   causal: true               # decoder (true) or encoder (false) attention mask
+//   norm: layernorm            # layernorm | rms_norm
+//   activation: gelu           # gelu | swiglu
+//   position: learned          # learned | rotary | alibi | none
+//   attention: flash           # flash (fused kernel) | unfused (bmm + softmax + dropout + bmm)
+//   bias: true                 # linear layers carry biases
+//   tied_embeddings: true      # output layer shares the input embedding's weights
+//   dropout: 0.1               # > 0 adds dropout kernels
+//   moe:                       # optional: every `every`-th layer's MLP becomes a mixture of
+//   experts
+//     experts: 8
+//     top_k: 2
+//     capacity_factor: 1.25    # tokens per expert = capacity_factor x tokens x top_k / experts;
+//                              #   0 = dropless (the router's uneven counts, below)
+//     shared_experts: 0        # DeepSeek-style always-on experts
+//     expert_ffn: 14336        # default: ffn
+//     every: 1
+//     imbalance: 0.0           # dropless: the busiest expert gets (1 + imbalance) x the mean
+//   parallelism:
+//     tensor: 8                # Megatron column/row split inside a layer
+//     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
+//     pipeline: 8
+//     virtual_stages: 1        # interleaved 1F1B when > 1 (layers / (pipeline x this) per chunk)
+//     schedule: 1f1b           # gpipe | 1f1b (interleaved when virtual_stages > 1)
+//     data: 16                 # default: gpus / (tensor x pipeline x context)
+//     context: 1               # ring attention over the sequence
+//     expert: 1                # expert parallel, carved out of data x context (Megatron)
+//     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
+//     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero)
+//     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
+//     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
+//   recompute: none            # none | selective (attention core) | full (whole layer)
+//   optimizer: adam            # adam | adamw | sgd
+//   optimizer_impl: fused      # fused | foreach
+//   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision)
+//   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
+//                              #   (identical work; their traffic still crosses the fabric);
+//                              #   false = simulate every GPU
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/config/config_node.h"
+#include "sim/cost_models.h"
+
+namespace upsim {
+
+enum class TransformerNorm : uint8_t { kLayerNorm, kRmsNorm };
+enum class TransformerActivation : uint8_t { kGelu, kSwiglu };
+enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
+enum class AttentionImpl : uint8_t { kFlash, kUnfused };
+enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };
+enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
+enum class Recompute : uint8_t { kNone, kSelective, kFull };
+enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
+
+/// The parallel dimensions, as Megatron names them.
+enum class ParallelDim : uint8_t { kTensor, kContext, kExpert, kData, kPipeline };
+inline constexpr size_t kParallelDimCount = 5;
+
+struct MoeConfig {
+  int64_t experts = 0;  ///< 0 = dense model
+  int64_t top_k = 2;
+  double capacity_factor = 1.25;
+  int64_t shared_experts = 0;
+  int64_t expert_ffn = 0;
+  int64_t every = 1;
+  double imbalance = 0.0;
+};
+
+struct ParallelismConfig {
+  int64_t tensor = 1;
+  bool sequence = false;
+  int64_t pipeline = 1;
+  int64_t virtual_stages = 1;
+  PipelineSchedule schedule = PipelineSchedule::k1F1B;
+  int64_t data = 1;
+  int64_t context = 1;
+  int64_t expert = 1;
+  int zero = 0;
+  FsdpMode fsdp = FsdpMode::kNone;
+  /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
+  /// of the data x context ranks, so `order` lists tensor, context, data, pipeline (+ expert
+  /// where it sits between them, which places the EP groups).
+  std::array<ParallelDim, kParallelDimCount> order{ParallelDim::kTensor, ParallelDim::kContext,
+                                                   ParallelDim::kExpert, ParallelDim::kData,
+                                                   ParallelDim::kPipeline};
+  int64_t ddp_bucket_bytes = 25LL << 20;
+
+  int64_t model_parallel() const { return tensor * pipeline * context; }
+  int64_t gpus() const { return tensor * pipeline * context * data; }
+};
+
+struct TransformerConfig {
+  std::string architecture = "gpt";
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t ffn = 0;
+  int64_t vocab = 0;
+  int64_t seq = 0;
+  int64_t micro_batch = 1;
+  int64_t global_batch = 0;
+  /// GEMM dtype; everything else runs in `activation_dtype()` (bf16 for fp8 training).
+  DType dtype = DType::kBf16;
+  bool causal = true;
+  TransformerNorm norm = TransformerNorm::kLayerNorm;
+  TransformerActivation activation = TransformerActivation::kGelu;
+  TransformerPosition position = TransformerPosition::kLearned;
+  AttentionImpl attention = AttentionImpl::kFlash;
+  bool bias = true;
+  bool tied_embeddings = true;
+  double dropout = 0.0;
+  MoeConfig moe;
+  ParallelismConfig parallelism;
+  Recompute recompute = Recompute::kNone;
+  TransformerOptimizer optimizer = TransformerOptimizer::kAdam;
+  OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
+  bool master_weights = true;
+  bool mirror_data_parallel = true;
+
+  int64_t head_dim() const { return hidden / heads; }
+  DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
+  /// Micro-batches per iteration on each pipeline (gradient accumulation steps).
+  int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data * 1); }
+  bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
+};
+
+/// Reads `workload:` (model: transformer) for a platform of `gpus` GPUs (0 = unknown: `data`
+/// must then be given or defaults to 1). Every inconsistency is a ConfigError naming the key:
+/// heads not divisible by tensor, kv_heads not dividing heads, layers not divisible by
+/// pipeline x virtual_stages, global_batch not divisible by micro_batch x data, an unknown
+/// dtype, tensor x pipeline x context x data != gpus, experts not divisible by expert, ...
+TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);
+
+/// Parameters of the whole model (embeddings included, tied ones once).
+int64_t transformer_parameters(const TransformerConfig& config);
+
+}  // namespace upsim

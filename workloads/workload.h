@@ -1,0 +1,98 @@
+// The workload seam (DESIGN.md "Workloads"): one interface every model family implements, and
+// the value types it hands back to the composition root. tools/ looks a workload up by the
+// scenario's `workload.model` in the registry (workloads/workload_registry.h) and never branches
+// on which family it got.
+//
+// Life of a workload in `upsim run`:
+//  1. the registry's factory parses and validates the `workload:` section (ConfigError naming
+//     the key for any bad value; a trace workload also reads its files here);
+//  2. tools/ reads the platform: GPU count (platform.gpus, else implied_gpus(), else the
+//     fabric's), hardware profile, models; `simulation:` when simulates_iterations();
+//  3. build() adds the ranks and tasks of the whole run to the graph (not sealed) and reports
+//     what it built: the summary's description lines, the iterations the summary measures, the
+//     per-GPU memory footprint, warnings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/cost_models.h"
+#include "sim/task_graph.h"
+#include "sim/time.h"
+
+namespace upsim {
+
+/// What the scenario decided about the platform, as a workload needs it.
+struct WorkloadPlatform {
+  /// GPUs of the run (platform.gpus, implied_gpus() or the fabric's count).
+  uint32_t gpus = 1;
+  /// The GPU every rank runs on.
+  DeviceProfile device;
+  /// Share of each GPU's memory that a workload may plan embedding tables into
+  /// (platform.table_memory_fraction; seed-method.md 5.2).
+  double table_memory_fraction = 0.8;
+  /// `simulation:` (only for workloads that simulates_iterations()).
+  uint32_t iterations = 3;
+  uint32_t warmup_iterations = 1;
+};
+
+/// Per-GPU memory of one rank, by part, in bytes (the summary prints it; tools/ checks it
+/// against the GPU's capacity).
+struct MemoryFootprint {
+  struct Part {
+    std::string name;  ///< "weights", "gradients", "optimizer state", "activations", "buffers", ...
+    int64_t bytes = 0;
+  };
+  /// The graph rank (or GPU) the footprint is of: the most loaded one.
+  std::string owner;
+  std::vector<Part> parts;
+
+  int64_t total_bytes() const {
+    int64_t t = 0;
+    for (const Part& p : parts)
+      t += p.bytes;
+    return t;
+  }
+};
+
+/// What a workload built, for the summary and the run.
+struct WorkloadBuild {
+  /// Summary lines after the platform line ("workload: ..."), without trailing newlines.
+  std::vector<std::string> description;
+  /// Shown as "warning: ..." lines (e.g. a trace's mismatched execution trace).
+  std::vector<std::string> warnings;
+  /// Iterations in the graph, the leading ones left out of the reported mean, and how many are
+  /// measured after them (nullopt: all that follow).
+  uint32_t iterations = 1;
+  uint32_t warmup_iterations = 0;
+  std::optional<uint32_t> measured_iterations;
+  /// Workloads read from measurements: each graph rank's measured time of the measured
+  /// iterations (mean); empty for generated workloads.
+  std::vector<Duration> measured_iteration;
+  /// The largest per-GPU footprint; nullopt when the workload does not model memory.
+  std::optional<MemoryFootprint> memory;
+  /// GPUs the graph stands for: more than its ranks when symmetric ranks are mirrored rather
+  /// than simulated (CollectiveDesc::simulated_members). 0 = the graph's rank count.
+  uint32_t represented_gpus = 0;
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  /// The GPU count the workload itself fixes (a trace set: one per rank), or nullopt: the
+  /// platform decides (platform.gpus, else the fabric's GPU count).
+  virtual std::optional<uint32_t> implied_gpus() const { return std::nullopt; }
+
+  /// Whether the scenario's `simulation:` section (iterations, warmup_iterations) applies;
+  /// workloads that replay recorded iterations choose their own and refuse the section.
+  virtual bool simulates_iterations() const { return true; }
+
+  /// Adds the whole run to `graph` (ranks, tasks; not sealed). Throws ConfigError at the
+  /// workload's keys when the platform cannot run it (too few GPUs, tables that do not fit).
+  virtual WorkloadBuild build(const WorkloadPlatform& platform, TaskGraph& graph) = 0;
+};
+
+}  // namespace upsim

@@ -9,15 +9,18 @@
 //   layers: 96                 # transformer blocks
 //   hidden: 12288
 //   heads: 96
-//   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads
+//   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads.
+//                              #   Fewer than tensor: each is replicated tensor / kv_heads times
 //   ffn: 49152                 # MLP inner width; default 4 x hidden (gelu), Llama's
 //                              #   round(8/3 x hidden) to a multiple of 256 (swiglu)
-//   vocab: 51200
+//   vocab: 51200               # padded as Megatron does: padded_vocab()
 //   seq: 2048
 //   micro_batch: 1             # sequences per micro-batch per data-parallel rank
 //   global_batch: 1536         # sequences per iteration; micro-batches per iteration =
-//                              #   global_batch / (micro_batch x data)
-//   dtype: fp16                # fp32 | tf32 | fp16 | bf16 | fp8 (fp8: GEMMs in fp8, the rest bf16)
+//                              #   global_batch / (micro_batch x data); default
+//                              #   micro_batch x data x pipeline (one micro-batch per stage)
+//   dtype: fp16                # fp32 | tf32 | fp16 | bf16 | fp8 (fp8: GEMMs in fp8, the rest
+//                              #   bf16); default bf16
 //   causal: true               # decoder (true) or encoder (false) attention mask
 //   norm: layernorm            # layernorm | rms_norm
 //   activation: gelu           # gelu | swiglu
@@ -25,7 +28,7 @@
 //   attention: flash           # flash (fused kernel) | unfused (bmm + softmax + dropout + bmm)
 //   bias: true                 # linear layers carry biases
 //   tied_embeddings: true      # output layer shares the input embedding's weights
-//   dropout: 0.1               # > 0 adds dropout kernels
+//   dropout: 0.1               # > 0 adds dropout kernels; default 0.1 (gpt, bert), 0 (llama, mpt)
 //   moe:                       # optional: every `every`-th layer's MLP becomes a mixture of
 //   experts
 //     experts: 8
@@ -52,12 +55,15 @@
 //   recompute: none            # none | selective (attention core) | full (whole layer)
 //   optimizer: adam            # adam | adamw | sgd
 //   optimizer_impl: fused      # fused | foreach
-//   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision)
+//   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision);
+//                              #   default true for fp16 / bf16 / fp8, false for fp32 / tf32
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
 //                              #   (identical work; their traffic still crosses the fabric);
 //                              #   false = simulate every GPU
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -112,6 +118,9 @@ struct ParallelismConfig {
   int64_t gpus() const { return tensor * pipeline * context * data; }
 };
 
+/// Megatron-LM's default --make-vocab-size-divisible-by.
+inline constexpr int64_t kVocabPadMultiple = 128;
+
 struct TransformerConfig {
   std::string architecture = "gpt";
   int64_t layers = 0;
@@ -142,20 +151,44 @@ struct TransformerConfig {
   bool mirror_data_parallel = true;
 
   int64_t head_dim() const { return hidden / heads; }
+  /// The vocabulary as Megatron allocates it: rounded up to a multiple of
+  /// kVocabPadMultiple x tensor so every tensor-parallel rank holds an equal slice
+  /// (Megatron-LM `_vocab_size_with_padding`, --make-vocab-size-divisible-by 128).
+  int64_t padded_vocab() const {
+    const int64_t multiple = kVocabPadMultiple * parallelism.tensor;
+    return (vocab + multiple - 1) / multiple * multiple;
+  }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
   /// Micro-batches per iteration on each pipeline (gradient accumulation steps).
-  int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data * 1); }
+  /// (Context-parallel ranks share a micro-batch: `data` excludes them, as in Megatron.)
+  int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data); }
   bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
 };
 
 /// Reads `workload:` (model: transformer) for a platform of `gpus` GPUs (0 = unknown: `data`
 /// must then be given or defaults to 1). Every inconsistency is a ConfigError naming the key:
-/// heads not divisible by tensor, kv_heads not dividing heads, layers not divisible by
-/// pipeline x virtual_stages, global_batch not divisible by micro_batch x data, an unknown
-/// dtype, tensor x pipeline x context x data != gpus, experts not divisible by expert, ...
+///   heads % tensor, ffn % tensor                      -> workload.heads / workload.ffn
+///   hidden % heads                                    -> workload.hidden
+///   kv_heads not dividing heads; kv_heads >= tensor but not a multiple of it; kv_heads <
+///     tensor but not dividing it                      -> workload.kv_heads
+///   layers % (pipeline x virtual_stages)              -> workload.layers
+///   global_batch % (micro_batch x data); interleaved 1F1B with micro-batches % pipeline
+///                                                     -> workload.global_batch
+///   seq % (2 x context) when context > 1              -> workload.seq
+///   unknown dtype / architecture / norm / ...         -> that key (lists the valid values)
+///   tensor x pipeline x context x data != gpus        -> workload.parallelism.data, or
+///     workload.parallelism when data is defaulted and gpus % (tensor x pipeline x context)
+///   sequence without tensor > 1; virtual_stages > 1 without pipeline > 1 (or with gpipe);
+///   zero outside 0..3; zero and fsdp both set; bad order -> that parallelism key
+///   experts % expert; expert not dividing data x context; expert > 1 without moe
+///                                                     -> workload.parallelism.expert
+///   top_k > experts                                   -> workload.moe.top_k
+/// A vocabulary not divisible by tensor is padded (padded_vocab()), not rejected.
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);
 
-/// Parameters of the whole model (embeddings included, tied ones once).
+/// Parameters of the whole model (embeddings included, tied ones once; the word embedding and
+/// an untied output layer counted at padded_vocab(); BERT's pooler / MLM head transform not
+/// counted).
 int64_t transformer_parameters(const TransformerConfig& config);
 
 }  // namespace upsim

@@ -1,0 +1,431 @@
+#include "workloads/transformer/transformer_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/config/config_error.h"
+
+namespace upsim {
+namespace {
+
+/// GPT-3 175B as Megatron trained it (Narayanan et al. SC21, arXiv 2104.04473, Table 1's 175B
+/// row: 96 layers, hidden 12288, 96 heads; TP 8, PP 8 on 1024 GPUs, batch 1536), with
+/// `extra` appended to the workload map and `parallel_extra` to its parallelism map.
+std::string gpt3(const std::string& extra = "", const std::string& parallel_extra = "") {
+  return R"(workload:
+  model: transformer
+  architecture: gpt
+  layers: 96
+  hidden: 12288
+  heads: 96
+  vocab: 51200
+  seq: 2048
+  micro_batch: 1
+  global_batch: 1536
+  dtype: fp16
+  parallelism:
+    tensor: 8
+    sequence: true
+    pipeline: 8
+)" + parallel_extra +
+         extra;
+}
+
+std::string llama2_70b(const std::string& extra = "") {
+  // Llama 2 70B (Touvron et al. 2023, arXiv 2307.09288; the released config.json): 80 layers,
+  // hidden 8192, 64 heads, 8 key/value heads, ffn 28672, vocab 32000.
+  return R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 80
+  hidden: 8192
+  heads: 64
+  kv_heads: 8
+  ffn: 28672
+  vocab: 32000
+  seq: 4096
+  global_batch: 1024
+  dtype: bf16
+  parallelism:
+    tensor: 8
+    pipeline: 4
+)" + extra;
+}
+
+TransformerConfig parse(const std::string& yaml, uint32_t gpus) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  TransformerConfig config = parse_transformer_config(doc.root().child("workload"), gpus);
+  doc.check_all_keys_used();
+  return config;
+}
+
+/// Parses and returns the ConfigError message (what()), or "" if parsing succeeded.
+std::string error_of(const std::string& yaml, uint32_t gpus) {
+  try {
+    parse(yaml, gpus);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(TransformerConfig, GptPresetAndGpt3Shape) {
+  const TransformerConfig c = parse(gpt3(), 1024);
+  EXPECT_EQ(c.architecture, "gpt");
+  EXPECT_EQ(c.layers, 96);
+  EXPECT_EQ(c.kv_heads, 96);
+  EXPECT_EQ(c.ffn, 4 * 12288);
+  EXPECT_EQ(c.head_dim(), 128);
+  EXPECT_EQ(c.dtype, DType::kFp16);
+  EXPECT_TRUE(c.causal);
+  EXPECT_EQ(c.norm, TransformerNorm::kLayerNorm);
+  EXPECT_EQ(c.activation, TransformerActivation::kGelu);
+  EXPECT_EQ(c.position, TransformerPosition::kLearned);
+  EXPECT_EQ(c.attention, AttentionImpl::kFlash);
+  EXPECT_TRUE(c.bias);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_DOUBLE_EQ(c.dropout, 0.1);
+  EXPECT_EQ(c.parallelism.tensor, 8);
+  EXPECT_TRUE(c.parallelism.sequence);
+  EXPECT_EQ(c.parallelism.pipeline, 8);
+  EXPECT_EQ(c.parallelism.data, 16);  // 1024 / (8 x 8)
+  EXPECT_EQ(c.parallelism.schedule, PipelineSchedule::k1F1B);
+  EXPECT_EQ(c.parallelism.ddp_bucket_bytes, 25LL << 20);
+  EXPECT_EQ(c.micro_batches(), 96);  // 1536 / (1 x 16)
+  EXPECT_EQ(c.recompute, Recompute::kNone);
+  EXPECT_EQ(c.optimizer, TransformerOptimizer::kAdam);
+  EXPECT_TRUE(c.master_weights);
+  EXPECT_TRUE(c.mirror_data_parallel);
+  EXPECT_EQ(c.padded_vocab(), 51200);
+  // GPT-3 175B: 12 L h^2 (1 + 13 / (12 h) + ...) ~ 174.6e9 with these shapes and a 51200 vocab.
+  const int64_t params = transformer_parameters(c);
+  std::printf("GPT-3 175B parameters: %.2fe9\n", static_cast<double>(params) / 1e9);
+  EXPECT_NEAR(static_cast<double>(params), 174.6e9, 0.2e9);
+}
+
+TEST(TransformerConfig, LlamaPresetWithGroupedQueryAttention) {
+  const TransformerConfig c = parse(llama2_70b(), 256);
+  EXPECT_EQ(c.norm, TransformerNorm::kRmsNorm);
+  EXPECT_EQ(c.activation, TransformerActivation::kSwiglu);
+  EXPECT_EQ(c.position, TransformerPosition::kRotary);
+  EXPECT_FALSE(c.bias);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_DOUBLE_EQ(c.dropout, 0.0);
+  EXPECT_EQ(c.kv_heads, 8);
+  EXPECT_EQ(c.ffn, 28672);
+  EXPECT_EQ(c.parallelism.data, 8);
+  EXPECT_EQ(c.micro_batches(), 128);
+  EXPECT_EQ(c.dtype, DType::kBf16);
+  // 32000 is a multiple of 128 but not of 128 x 8 = 1024: Megatron pads to 32768.
+  EXPECT_EQ(c.padded_vocab(), 32768);
+  const int64_t params = transformer_parameters(c);
+  std::printf("Llama 2 70B parameters (padded vocab): %.3fe9\n", static_cast<double>(params) / 1e9);
+  // The released model has 68.98e9 parameters with vocab 32000; padding adds 2 x 768 x 8192.
+  EXPECT_NEAR(static_cast<double>(params), 68.977e9 + 2 * 768 * 8192, 0.01e9);
+}
+
+TEST(TransformerConfig, LlamaFfnDefaultsToTwoThirdsOfFourHRoundedTo256) {
+  const std::string yaml = replace(llama2_70b(), "  ffn: 28672\n", "");
+  // Llama 7B's rule on hidden 8192: 2 x 32768 / 3 = 21845 -> 22016.
+  EXPECT_EQ(parse(yaml, 256).ffn, 22016);
+  const std::string small =
+      replace(replace(yaml, "hidden: 8192", "hidden: 4096"), "heads: 64\n", "heads: 32\n");
+  EXPECT_EQ(parse(small, 256).ffn, 11008);  // Llama 7B
+}
+
+TEST(TransformerConfig, BertAndMptPresets) {
+  const TransformerConfig bert =
+      parse(replace(gpt3(), "architecture: gpt", "architecture: bert"), 1024);
+  EXPECT_FALSE(bert.causal);
+  EXPECT_TRUE(bert.bias);
+  EXPECT_TRUE(bert.tied_embeddings);
+  const TransformerConfig mpt =
+      parse(replace(gpt3(), "architecture: gpt", "architecture: mpt"), 1024);
+  EXPECT_TRUE(mpt.causal);
+  EXPECT_EQ(mpt.position, TransformerPosition::kAlibi);
+  EXPECT_EQ(mpt.norm, TransformerNorm::kLayerNorm);
+  EXPECT_FALSE(mpt.bias);
+  EXPECT_TRUE(mpt.tied_embeddings);
+  EXPECT_EQ(mpt.ffn, 4 * 12288);
+}
+
+TEST(TransformerConfig, ExplicitKeysOverrideThePreset) {
+  const TransformerConfig c =
+      parse(gpt3("  norm: rms_norm\n  position: rotary\n  bias: false\n  tied_embeddings: "
+                 "false\n  causal: false\n  attention: unfused\n  dropout: 0.0\n  "
+                 "master_weights: false\n  mirror_data_parallel: false\n  recompute: selective\n "
+                 " optimizer: adamw\n  optimizer_impl: foreach\n"),
+            1024);
+  EXPECT_EQ(c.norm, TransformerNorm::kRmsNorm);
+  EXPECT_EQ(c.position, TransformerPosition::kRotary);
+  EXPECT_FALSE(c.bias);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_FALSE(c.causal);
+  EXPECT_EQ(c.attention, AttentionImpl::kUnfused);
+  EXPECT_FALSE(c.master_weights);
+  EXPECT_FALSE(c.mirror_data_parallel);
+  EXPECT_EQ(c.recompute, Recompute::kSelective);
+  EXPECT_EQ(c.optimizer, TransformerOptimizer::kAdamW);
+  EXPECT_EQ(c.optimizer_impl, OptimizerImpl::kForeach);
+}
+
+TEST(TransformerConfig, EveryParallelismKeyAndMoe) {
+  const std::string yaml = R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 32
+  hidden: 4096
+  heads: 32
+  kv_heads: 8
+  ffn: 14336
+  vocab: 32000
+  seq: 4096
+  global_batch: 256
+  moe:
+    experts: 8
+    top_k: 2
+    capacity_factor: 0
+    shared_experts: 1
+    expert_ffn: 14336
+    every: 2
+    imbalance: 0.3
+  parallelism:
+    tensor: 2
+    sequence: true
+    pipeline: 4
+    virtual_stages: 2
+    schedule: 1f1b
+    context: 2
+    expert: 4
+    zero: 1
+    fsdp: none
+    order: tp-cp-ep-dp-pp
+    ddp_bucket: 40MiB
+)";
+  const TransformerConfig c = parse(yaml, 64);
+  EXPECT_EQ(c.parallelism.data, 4);  // 64 / (2 x 4 x 2)
+  EXPECT_EQ(c.parallelism.schedule, PipelineSchedule::kInterleaved1F1B);
+  EXPECT_EQ(c.parallelism.ddp_bucket_bytes, 40LL << 20);
+  EXPECT_EQ(c.moe.experts, 8);
+  EXPECT_EQ(c.moe.shared_experts, 1);
+  EXPECT_DOUBLE_EQ(c.moe.capacity_factor, 0.0);
+  EXPECT_FALSE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_EQ(c.micro_batches(), 64);
+}
+
+TEST(TransformerConfig, OrderIsReadAsAPermutation) {
+  const TransformerConfig c = parse(gpt3("", "    order: tp-dp-cp-ep-pp\n"), 1024);
+  EXPECT_EQ(c.parallelism.order[1], ParallelDim::kData);
+  EXPECT_EQ(c.parallelism.order[4], ParallelDim::kPipeline);
+  const std::string e = error_of(gpt3("", "    order: tp-dp-pp\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.order: `tp-dp-pp` is not a permutation of tp, cp, ep, "
+                   "dp, pp"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of(gpt3("", "    order: tp-cp-ep-dp-dp\n"), 1024).find("order"),
+            std::string::npos);
+}
+
+TEST(TransformerConfig, HeadsNotDivisibleByTensor) {
+  const std::string e = error_of(replace(gpt3(), "tensor: 8", "tensor: 5"), 320);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(
+      e.find("scenario.yaml:6: workload.heads: 96 heads are not divisible by tensor parallel 5"),
+      std::string::npos)
+      << e;
+}
+
+TEST(TransformerConfig, KvHeadsRules) {
+  std::string e = error_of(replace(llama2_70b(), "kv_heads: 8", "kv_heads: 7"), 256);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.kv_heads: 7 kv_heads do not divide heads 64"), std::string::npos) << e;
+  e = error_of(replace(llama2_70b(), "kv_heads: 8", "kv_heads: 16") + "    data: 8\n", 256);
+  EXPECT_EQ(e, "");  // 16 kv heads over tensor 8: two per rank
+  e = error_of(
+      replace(replace(llama2_70b(), "kv_heads: 8", "kv_heads: 32"), "tensor: 8", "tensor: 64"),
+      1024);
+  EXPECT_EQ(e, "");  // fewer key/value heads than ... (32 < 64): replicated twice
+  e = error_of(replace(replace(replace(llama2_70b(), "heads: 64", "heads: 48"), "kv_heads: 8",
+                               "kv_heads: 12"),
+                       "hidden: 8192", "hidden: 6144"),
+               256);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.kv_heads: 12 kv_heads are not divisible by tensor parallel 8"),
+            std::string::npos)
+      << e;
+  // Two key/value heads replicated over tensor 8: allowed (Megatron replicates them).
+  EXPECT_EQ(error_of(replace(llama2_70b(), "kv_heads: 8", "kv_heads: 2"), 256), "");
+}
+
+TEST(TransformerConfig, HiddenNotDivisibleByHeads) {
+  const std::string e = error_of(replace(gpt3(), "hidden: 12288", "hidden: 12300"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.hidden: 12300 is not divisible by heads 96"), std::string::npos) << e;
+}
+
+TEST(TransformerConfig, LayersNotDivisibleByPipelineTimesVirtualStages) {
+  std::string e = error_of(replace(gpt3(), "layers: 96", "layers: 100"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.layers: 100 layers are not divisible by pipeline 8 x "
+                   "virtual_stages 1 = 8"),
+            std::string::npos)
+      << e;
+  e = error_of(gpt3("", "    virtual_stages: 5\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.layers: 96 layers are not divisible by pipeline 8 x "
+                   "virtual_stages 5 = 40"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TransformerConfig, GlobalBatchNotDivisibleByMicroBatchTimesData) {
+  const std::string e = error_of(replace(gpt3(), "global_batch: 1536", "global_batch: 1000"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.global_batch: 1000 sequences are not divisible by micro_batch 1 x "
+                   "data 16 = 16"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TransformerConfig, InterleavedNeedsMicroBatchesMultipleOfPipeline) {
+  // 16 x 12 = 192 sequences: 12 micro-batches, not a multiple of pipeline 8.
+  const std::string e = error_of(
+      replace(gpt3("", "    virtual_stages: 2\n"), "global_batch: 1536", "global_batch: 192"),
+      1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.global_batch: gives 12 micro-batches per iteration, but "
+                   "interleaved 1F1B"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(error_of(gpt3("", "    virtual_stages: 2\n"), 1024), "");
+}
+
+TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
+  const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.dtype: unknown dtype `fp64`"), std::string::npos) << e;
+  EXPECT_NE(e.find("valid: fp32, tf32, fp16, bf16, fp8"), std::string::npos) << e;
+}
+
+TEST(TransformerConfig, GpuCountMismatch) {
+  std::string e = error_of(gpt3("", "    data: 8\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.data: tensor 8 x pipeline 8 x context 1 x data 8 = "
+                   "512 GPUs, but the platform has 1024 GPUs"),
+            std::string::npos)
+      << e;
+  e = error_of(gpt3(), 1000);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism: the platform's 1000 GPUs are not divisible by tensor "
+                   "8 x pipeline 8 x context 1 = 64"),
+            std::string::npos)
+      << e;
+  // Unknown GPU count: data defaults to 1.
+  EXPECT_EQ(parse(replace(gpt3(), "global_batch: 1536", "global_batch: 96"), 0).parallelism.data,
+            1);
+}
+
+TEST(TransformerConfig, SequenceAndVirtualStagesNeedTheirParallelism) {
+  std::string e = error_of(replace(gpt3(), "tensor: 8", "tensor: 1"), 128);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.sequence: sequence parallel"), std::string::npos) << e;
+  e = error_of(replace(gpt3("", "    virtual_stages: 2\n"), "pipeline: 8", "pipeline: 1"), 128);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.virtual_stages: 2 virtual stages (interleaved 1F1B) "
+                   "need parallelism.pipeline > 1"),
+            std::string::npos)
+      << e;
+}
+
+TEST(TransformerConfig, ZeroAndFsdpExcludeEachOther) {
+  const std::string e = error_of(gpt3("", "    zero: 1\n    fsdp: full_shard\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.fsdp: PyTorch FSDP and ZeRO"), std::string::npos) << e;
+  EXPECT_NE(error_of(gpt3("", "    zero: 4\n"), 1024).find("workload.parallelism.zero"),
+            std::string::npos);
+}
+
+TEST(TransformerConfig, MoeErrors) {
+  const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
+  std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.expert: moe.experts 8 are not divisible by expert "
+                   "parallel 3"),
+            std::string::npos)
+      << e;
+  // data 16 x context 1 = 16 is not a multiple of expert 32 (64 experts).
+  e = error_of(gpt3("  moe:\n    experts: 64\n", "    expert: 32\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.expert: expert parallel 32 does not divide data 16 x "
+                   "context 1 = 16"),
+            std::string::npos)
+      << e;
+  e = error_of(gpt3("  moe:\n    experts: 2\n    top_k: 3\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.moe.top_k: each token is routed to top_k 3 experts, but "
+                   "moe.experts is 2"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of(gpt3("", "    expert: 2\n"), 1024).find("workload.parallelism.expert"),
+            std::string::npos);
+  EXPECT_EQ(error_of(gpt3(moe, "    expert: 8\n"), 1024), "");
+}
+
+TEST(TransformerConfig, SeqNotDivisibleByTwiceContext) {
+  const std::string e = error_of(
+      replace(gpt3("", "    context: 4\n"), "global_batch: 1536", "global_batch: 384"), 1024);
+  EXPECT_EQ(e, "");  // 2048 % 8 == 0
+  const std::string bad = error_of(
+      replace(replace(gpt3("", "    context: 4\n"), "global_batch: 1536", "global_batch: 384"),
+              "seq: 2048", "seq: 2044"),
+      1024);
+  std::printf("%s\n", bad.c_str());
+  EXPECT_NE(bad.find("workload.seq: 2044 is not divisible by 2 x context parallel 4 = 8"),
+            std::string::npos)
+      << bad;
+}
+
+TEST(TransformerConfig, VocabIsPaddedNotRejected) {
+  // GPT-2's 50257 tokens: Megatron pads to 50688 at tensor 4 (multiple of 512).
+  const TransformerConfig c = parse(
+      replace(replace(gpt3(), "vocab: 51200", "vocab: 50257"), "tensor: 8", "tensor: 4"), 1024);
+  EXPECT_EQ(c.padded_vocab(), 50688);
+}
+
+TEST(TransformerConfig, MissingShapeKeyAndUnknownKey) {
+  EXPECT_NE(error_of(replace(gpt3(), "  layers: 96\n", ""), 1024).find("layers"),
+            std::string::npos);
+  EXPECT_NE(error_of(gpt3("  layer: 3\n"), 1024).find("unknown key `layer`"), std::string::npos);
+  EXPECT_NE(error_of(replace(gpt3(), "architecture: gpt", "architecture: gpt4"), 1024)
+                .find("unknown architecture `gpt4`"),
+            std::string::npos);
+}
+
+TEST(TransformerConfig, AbsentParallelismTakesEveryDefault) {
+  const std::string yaml = R"(workload:
+  model: transformer
+  layers: 2
+  hidden: 256
+  heads: 4
+  vocab: 1000
+  seq: 128
+)";
+  const TransformerConfig c = parse(yaml, 4);
+  EXPECT_EQ(c.parallelism.data, 4);
+  EXPECT_EQ(c.parallelism.tensor, 1);
+  EXPECT_EQ(c.global_batch, 4);  // micro_batch x data x pipeline
+  EXPECT_EQ(c.padded_vocab(), 1024);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,459 @@
+#include "workloads/transformer/transformer_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace upsim {
+
+namespace {
+
+/// What `architecture:` sets before explicit keys override it.
+struct ArchitecturePreset {
+  std::string_view name;
+  TransformerNorm norm;
+  TransformerActivation activation;
+  TransformerPosition position;
+  bool bias;
+  bool tied_embeddings;
+  bool causal;
+  double dropout;
+};
+
+// gpt: GPT-2 / GPT-3 as Megatron-LM trains them (Radford et al. 2019; Brown et al. 2020,
+//   arXiv 2005.14165): pre-LayerNorm with bias, GELU MLP of 4h, learned positions, biased
+//   linears, output layer tied to the input embedding, causal mask; Megatron's default
+//   hidden/attention dropout 0.1.
+// llama: Touvron et al. 2023 (arXiv 2302.13971, 2307.09288): RMSNorm, SwiGLU, rotary positions,
+//   no biases, untied output layer, causal, no dropout.
+// bert: Devlin et al. 2018 (arXiv 1810.04805): encoder (bidirectional mask), LayerNorm, GELU,
+//   learned positions, biases, tied output layer, dropout 0.1.
+// mpt: MosaicML MPT-7B/30B (llm-foundry configs): low_precision_layernorm with no_bias: true
+//   (LayerNorm without bias, linears without bias), GELU MLP of 4h (expansion_ratio 4), ALiBi
+//   positions (Press et al. 2021, arXiv 2108.12409), tied embeddings, causal, no dropout.
+constexpr std::array<ArchitecturePreset, 4> kPresets = {{
+    {"gpt", TransformerNorm::kLayerNorm, TransformerActivation::kGelu,
+     TransformerPosition::kLearned, true, true, true, 0.1},
+    {"llama", TransformerNorm::kRmsNorm, TransformerActivation::kSwiglu,
+     TransformerPosition::kRotary, false, false, true, 0.0},
+    {"bert", TransformerNorm::kLayerNorm, TransformerActivation::kGelu,
+     TransformerPosition::kLearned, true, true, false, 0.1},
+    {"mpt", TransformerNorm::kLayerNorm, TransformerActivation::kGelu, TransformerPosition::kAlibi,
+     false, true, true, 0.0},
+}};
+
+/// Maps a choice read with get_choice_or back to its enum value.
+template <typename Enum, size_t N>
+Enum read_enum(const ConfigNode& node, std::string_view key,
+               const std::array<std::string_view, N>& names, const std::array<Enum, N>& values,
+               Enum default_value) {
+  std::string_view default_name;
+  for (size_t i = 0; i < N; ++i) {
+    if (values[i] == default_value) default_name = names[i];
+  }
+  const std::string name = node.get_choice_or(key, names, default_name);
+  for (size_t i = 0; i < N; ++i) {
+    if (name == names[i]) return values[i];
+  }
+  node.child(key).fail(fmt::format("unknown {} `{}`", key, name));
+}
+
+/// Llama's MLP width: 2/3 of 4 x hidden, rounded up to a multiple of 256 (the reference
+/// implementation's FeedForward, multiple_of = 256; 4096 -> 11008 for Llama 7B).
+int64_t llama_ffn(int64_t hidden) {
+  constexpr int64_t kMultipleOf = 256;
+  const int64_t width = 2 * (4 * hidden) / 3;
+  return (width + kMultipleOf - 1) / kMultipleOf * kMultipleOf;
+}
+
+int64_t read_non_negative_int(const ConfigNode& node, std::string_view key, int64_t default_value) {
+  const int64_t v = node.get_int_or(key, default_value);
+  if (v < 0) node.child(key).fail(fmt::format("must be >= 0, got {}", v));
+  return v;
+}
+
+double read_fraction(const ConfigNode& node, std::string_view key, double default_value,
+                     double upper_exclusive, std::string_view what) {
+  const double v = node.get_double_or(key, default_value);
+  if (!std::isfinite(v) || v < 0.0 || v >= upper_exclusive) {
+    node.child(key).fail(fmt::format("must be in [0, {}) ({}), got {}", upper_exclusive, what, v));
+  }
+  return v;
+}
+
+DType read_dtype(const ConfigNode& workload) {
+  constexpr std::array<std::string_view, 5> kNames = {"fp32", "tf32", "fp16", "bf16", "fp8"};
+  constexpr std::array<DType, 5> kTypes = {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16,
+                                           DType::kFp8};
+  return read_enum(workload, "dtype", kNames, kTypes, DType::kBf16);
+}
+
+std::string_view dim_short_name(ParallelDim dim) {
+  switch (dim) {
+    case ParallelDim::kTensor:
+      return "tp";
+    case ParallelDim::kContext:
+      return "cp";
+    case ParallelDim::kExpert:
+      return "ep";
+    case ParallelDim::kData:
+      return "dp";
+    case ParallelDim::kPipeline:
+      return "pp";
+  }
+  return "?";
+}
+
+std::array<ParallelDim, kParallelDimCount> read_order(const ConfigNode& par) {
+  constexpr std::array<ParallelDim, kParallelDimCount> kAll = {
+      ParallelDim::kTensor, ParallelDim::kContext, ParallelDim::kExpert, ParallelDim::kData,
+      ParallelDim::kPipeline};
+  const std::string text = par.get_string_or("order", "tp-cp-ep-dp-pp");
+  const auto bad = [&]() {
+    par.child("order").fail(fmt::format(
+        "`{}` is not a permutation of tp, cp, ep, dp, pp (rank order, innermost first, joined "
+        "by '-', e.g. tp-cp-ep-dp-pp)",
+        text));
+  };
+  std::array<ParallelDim, kParallelDimCount> order{};
+  std::array<bool, kParallelDimCount> seen{};
+  size_t count = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('-', start), text.size());
+    const std::string_view name = std::string_view(text).substr(start, end - start);
+    const auto it = std::find_if(kAll.begin(), kAll.end(),
+                                 [&](ParallelDim d) { return dim_short_name(d) == name; });
+    if (it == kAll.end() || count == kParallelDimCount) bad();
+    const auto index = static_cast<size_t>(it - kAll.begin());
+    if (seen[index]) bad();
+    seen[index] = true;
+    order[count++] = *it;
+    start = end + 1;
+  }
+  if (count != kParallelDimCount) bad();
+  return order;
+}
+
+/// Reads `parallelism:` (every key has a default; an absent section takes them all). Checks
+/// that need the model shape happen in validate().
+ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uint32_t gpus) {
+  ParallelismConfig p;
+  if (!section) {
+    p.data = gpus > 0 ? gpus : 1;
+    return p;
+  }
+  const ConfigNode& par = *section;
+  p.tensor = par.get_positive_int_or("tensor", 1);
+  p.sequence = par.get_bool_or("sequence", false);
+  if (p.sequence && p.tensor == 1) {
+    par.child("sequence")
+        .fail(
+            "sequence parallel splits norms and dropout over the tensor-parallel ranks and needs "
+            "parallelism.tensor > 1, got tensor 1");
+  }
+  p.pipeline = par.get_positive_int_or("pipeline", 1);
+  p.virtual_stages = par.get_positive_int_or("virtual_stages", 1);
+  if (p.virtual_stages > 1 && p.pipeline == 1) {
+    par.child("virtual_stages")
+        .fail(fmt::format("{} virtual stages (interleaved 1F1B) need parallelism.pipeline > 1, "
+                          "got pipeline 1",
+                          p.virtual_stages));
+  }
+  const std::string schedule = par.get_choice_or("schedule", {"gpipe", "1f1b"}, "1f1b");
+  if (schedule == "gpipe") {
+    p.schedule = PipelineSchedule::kGpipe;
+    if (p.virtual_stages > 1) {
+      par.child("schedule")
+          .fail("gpipe has no interleaved form; virtual_stages > 1 needs schedule 1f1b");
+    }
+  } else {
+    p.schedule =
+        p.virtual_stages > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+  }
+  p.context = par.get_positive_int_or("context", 1);
+  p.expert = par.get_positive_int_or("expert", 1);
+
+  const int64_t model_parallel = p.model_parallel();
+  if (par.has("data")) {
+    p.data = par.get_positive_int("data");
+    if (gpus > 0 && p.gpus() != static_cast<int64_t>(gpus)) {
+      par.child("data").fail(fmt::format(
+          "tensor {} x pipeline {} x context {} x data {} = {} GPUs, but the platform has {} "
+          "GPUs",
+          p.tensor, p.pipeline, p.context, p.data, p.gpus(), gpus));
+    }
+  } else if (gpus > 0) {
+    if (gpus % model_parallel != 0) {
+      par.fail(fmt::format(
+          "the platform's {} GPUs are not divisible by tensor {} x pipeline {} x context {} = {} "
+          "(parallelism.data defaults to GPUs / (tensor x pipeline x context))",
+          gpus, p.tensor, p.pipeline, p.context, model_parallel));
+    }
+    p.data = static_cast<int64_t>(gpus) / model_parallel;
+  } else {
+    p.data = 1;
+  }
+
+  const int64_t zero = par.get_int_or("zero", 0);
+  if (zero < 0 || zero > 3) {
+    par.child("zero").fail(
+        fmt::format("must be 0 (DDP), 1 (optimizer state sharded), 2 (+ gradients) or 3 (+ "
+                    "weights), got {}",
+                    zero));
+  }
+  p.zero = static_cast<int>(zero);
+  constexpr std::array<std::string_view, 3> kFsdpNames = {"none", "full_shard", "shard_grad_op"};
+  constexpr std::array<FsdpMode, 3> kFsdpModes = {FsdpMode::kNone, FsdpMode::kFullShard,
+                                                  FsdpMode::kShardGradOp};
+  p.fsdp = read_enum(par, "fsdp", kFsdpNames, kFsdpModes, FsdpMode::kNone);
+  if (p.fsdp != FsdpMode::kNone && p.zero != 0) {
+    par.child("fsdp").fail(fmt::format(
+        "PyTorch FSDP and ZeRO (parallelism.zero {}) both shard the same state; set one of them",
+        p.zero));
+  }
+  p.order = read_order(par);
+  p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
+  if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");
+  return p;
+}
+
+MoeConfig read_moe(const ConfigNode& moe, int64_t ffn) {
+  MoeConfig m;
+  m.experts = moe.get_positive_int("experts");
+  m.top_k = moe.get_positive_int_or("top_k", 2);
+  if (m.top_k > m.experts) {
+    moe.child("top_k").fail(fmt::format(
+        "each token is routed to top_k {} experts, but moe.experts is {}", m.top_k, m.experts));
+  }
+  m.capacity_factor = moe.get_double_or("capacity_factor", 1.25);
+  if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0) {
+    moe.child("capacity_factor")
+        .fail(fmt::format("must be >= 0 (0 = dropless), got {}", m.capacity_factor));
+  }
+  m.shared_experts = read_non_negative_int(moe, "shared_experts", 0);
+  m.expert_ffn = moe.get_positive_int_or("expert_ffn", ffn);
+  m.every = moe.get_positive_int_or("every", 1);
+  m.imbalance = moe.get_double_or("imbalance", 0.0);
+  if (!std::isfinite(m.imbalance) || m.imbalance < 0.0) {
+    moe.child("imbalance").fail(fmt::format("must be >= 0, got {}", m.imbalance));
+  }
+  return m;
+}
+
+/// The checks that tie the model shape to the parallel layout.
+void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_node,
+              const std::optional<ConfigNode>& moe_node, const TransformerConfig& c) {
+  const ParallelismConfig& p = c.parallelism;
+  if (c.heads % p.tensor != 0) {
+    workload.child("heads").fail(
+        fmt::format("{} heads are not divisible by tensor parallel {} (parallelism.tensor; each "
+                    "tensor-parallel rank computes whole heads)",
+                    c.heads, p.tensor));
+  }
+  if (c.hidden % c.heads != 0) {
+    workload.child("hidden").fail(fmt::format(
+        "{} is not divisible by heads {} (head dimension = hidden / heads)", c.hidden, c.heads));
+  }
+  if (c.heads % c.kv_heads != 0) {
+    workload.child("kv_heads")
+        .fail(fmt::format("{} kv_heads do not divide heads {} (each key/value head serves "
+                          "heads / kv_heads query heads)",
+                          c.kv_heads, c.heads));
+  }
+  if (c.kv_heads >= p.tensor && c.kv_heads % p.tensor != 0) {
+    workload.child("kv_heads")
+        .fail(fmt::format("{} kv_heads are not divisible by tensor parallel {} (Megatron splits "
+                          "key/value heads over tensor ranks, replicating them only when "
+                          "kv_heads < tensor)",
+                          c.kv_heads, p.tensor));
+  }
+  if (c.kv_heads < p.tensor && p.tensor % c.kv_heads != 0) {
+    workload.child("kv_heads")
+        .fail(fmt::format("{} kv_heads do not divide tensor parallel {} (with fewer key/value "
+                          "heads than tensor ranks each head is replicated tensor / kv_heads "
+                          "times)",
+                          c.kv_heads, p.tensor));
+  }
+  if (c.ffn % p.tensor != 0) {
+    workload.child("ffn").fail(
+        fmt::format("{} is not divisible by tensor parallel {} (the MLP is split column-wise)",
+                    c.ffn, p.tensor));
+  }
+  const int64_t chunks = p.pipeline * p.virtual_stages;
+  if (c.layers % chunks != 0) {
+    workload.child("layers").fail(
+        fmt::format("{} layers are not divisible by pipeline {} x virtual_stages {} = {} "
+                    "(every model chunk holds the same number of layers)",
+                    c.layers, p.pipeline, p.virtual_stages, chunks));
+  }
+  const int64_t per_step = c.micro_batch * p.data;
+  if (c.global_batch % per_step != 0) {
+    workload.child("global_batch")
+        .fail(fmt::format("{} sequences are not divisible by micro_batch {} x data {} = {} "
+                          "(micro-batches per iteration = global_batch / (micro_batch x data))",
+                          c.global_batch, c.micro_batch, p.data, per_step));
+  }
+  if (p.schedule == PipelineSchedule::kInterleaved1F1B && c.micro_batches() % p.pipeline != 0) {
+    // Megatron-LM (schedules.py, forward_backward_pipelining_with_interleaving) requires the
+    // number of micro-batches to be a multiple of the pipeline size.
+    workload.child("global_batch")
+        .fail(fmt::format("gives {} micro-batches per iteration, but interleaved 1F1B "
+                          "(parallelism.virtual_stages {}) needs a multiple of pipeline {}",
+                          c.micro_batches(), p.virtual_stages, p.pipeline));
+  }
+  if (p.context > 1 && c.seq % (2 * p.context) != 0) {
+    // Ring attention splits the sequence into 2 x context chunks and gives rank i chunks i and
+    // 2 x context - 1 - i, balancing the causal mask's work (Megatron-LM context parallel).
+    workload.child("seq").fail(fmt::format(
+        "{} is not divisible by 2 x context parallel {} = {} (load-balanced ring attention)", c.seq,
+        p.context, 2 * p.context));
+  }
+  if (c.moe.experts == 0) {
+    if (p.expert > 1) {
+      par_node->child("expert").fail(
+          fmt::format("expert parallel {} needs a mixture of experts (workload.moe)", p.expert));
+    }
+    return;
+  }
+  if (c.moe.experts % p.expert != 0) {
+    par_node->child("expert").fail(fmt::format(
+        "moe.experts {} are not divisible by expert parallel {}", c.moe.experts, p.expert));
+  }
+  if ((p.data * p.context) % p.expert != 0) {
+    par_node->child("expert").fail(
+        fmt::format("expert parallel {} does not divide data {} x context {} = {} (expert "
+                    "parallel ranks are carved out of the data x context ranks)",
+                    p.expert, p.data, p.context, p.data * p.context));
+  }
+  if (c.moe.expert_ffn % p.tensor != 0) {
+    moe_node->child("expert_ffn")
+        .fail(fmt::format("{} is not divisible by tensor parallel {}", c.moe.expert_ffn, p.tensor));
+  }
+}
+
+}  // namespace
+
+TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus) {
+  TransformerConfig c;
+  workload.get_choice("model", {"transformer"});
+  std::array<std::string_view, kPresets.size()> preset_names{};
+  for (size_t i = 0; i < kPresets.size(); ++i)
+    preset_names[i] = kPresets[i].name;
+  c.architecture = workload.get_choice_or("architecture", preset_names, "gpt");
+  const ArchitecturePreset& preset = *std::find_if(
+      kPresets.begin(), kPresets.end(), [&](const auto& p) { return p.name == c.architecture; });
+
+  c.layers = workload.get_positive_int("layers");
+  c.hidden = workload.get_positive_int("hidden");
+  c.heads = workload.get_positive_int("heads");
+  c.kv_heads = workload.get_positive_int_or("kv_heads", c.heads);
+
+  constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
+  constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,
+                                                     TransformerNorm::kRmsNorm};
+  constexpr std::array<std::string_view, 2> kActNames = {"gelu", "swiglu"};
+  constexpr std::array<TransformerActivation, 2> kActs = {TransformerActivation::kGelu,
+                                                          TransformerActivation::kSwiglu};
+  constexpr std::array<std::string_view, 4> kPosNames = {"learned", "rotary", "alibi", "none"};
+  constexpr std::array<TransformerPosition, 4> kPositions = {
+      TransformerPosition::kLearned, TransformerPosition::kRotary, TransformerPosition::kAlibi,
+      TransformerPosition::kNone};
+  c.activation = read_enum(workload, "activation", kActNames, kActs, preset.activation);
+  c.ffn = workload.get_positive_int_or(
+      "ffn", c.activation == TransformerActivation::kSwiglu ? llama_ffn(c.hidden) : 4 * c.hidden);
+  c.vocab = workload.get_positive_int("vocab");
+  c.seq = workload.get_positive_int("seq");
+  c.micro_batch = workload.get_positive_int_or("micro_batch", 1);
+  c.dtype = read_dtype(workload);
+  c.causal = workload.get_bool_or("causal", preset.causal);
+  c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
+  c.position = read_enum(workload, "position", kPosNames, kPositions, preset.position);
+  constexpr std::array<std::string_view, 2> kAttnNames = {"flash", "unfused"};
+  constexpr std::array<AttentionImpl, 2> kAttns = {AttentionImpl::kFlash, AttentionImpl::kUnfused};
+  c.attention = read_enum(workload, "attention", kAttnNames, kAttns, AttentionImpl::kFlash);
+  c.bias = workload.get_bool_or("bias", preset.bias);
+  c.tied_embeddings = workload.get_bool_or("tied_embeddings", preset.tied_embeddings);
+  c.dropout = read_fraction(workload, "dropout", preset.dropout, 1.0, "a probability");
+
+  const std::optional<ConfigNode> moe_node = workload.optional_child("moe");
+  if (moe_node) c.moe = read_moe(*moe_node, c.ffn);
+
+  const std::optional<ConfigNode> par_node = workload.optional_child("parallelism");
+  c.parallelism = read_parallelism(par_node, gpus);
+
+  // Default: one micro-batch per pipeline stage per data-parallel rank (the fewest that fill
+  // the pipeline).
+  c.global_batch = workload.get_positive_int_or(
+      "global_batch", c.micro_batch * c.parallelism.data * c.parallelism.pipeline);
+
+  constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
+  constexpr std::array<Recompute, 3> kRecomputes = {Recompute::kNone, Recompute::kSelective,
+                                                    Recompute::kFull};
+  c.recompute = read_enum(workload, "recompute", kRecomputeNames, kRecomputes, Recompute::kNone);
+  constexpr std::array<std::string_view, 3> kOptNames = {"adam", "adamw", "sgd"};
+  constexpr std::array<TransformerOptimizer, 3> kOpts = {
+      TransformerOptimizer::kAdam, TransformerOptimizer::kAdamW, TransformerOptimizer::kSgd};
+  c.optimizer = read_enum(workload, "optimizer", kOptNames, kOpts, TransformerOptimizer::kAdam);
+  constexpr std::array<std::string_view, 2> kImplNames = {"fused", "foreach"};
+  constexpr std::array<OptimizerImpl, 2> kImpls = {OptimizerImpl::kFused, OptimizerImpl::kForeach};
+  c.optimizer_impl =
+      read_enum(workload, "optimizer_impl", kImplNames, kImpls, OptimizerImpl::kFused);
+  const bool low_precision = dtype_bytes(c.activation_dtype()) < 4;
+  c.master_weights = workload.get_bool_or("master_weights", low_precision);
+  c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
+
+  validate(workload, par_node, moe_node, c);
+  return c;
+}
+
+namespace {
+
+int64_t norm_parameters(const TransformerConfig& c) {
+  // LayerNorm: gain and bias (MPT's no_bias LayerNorm: gain only); RMSNorm: gain only.
+  return c.norm == TransformerNorm::kLayerNorm && c.bias ? 2 * c.hidden : c.hidden;
+}
+
+int64_t mlp_parameters(const TransformerConfig& c, int64_t ffn) {
+  // gelu: fc1 h x ffn, fc2 ffn x h; swiglu: gate and up h x ffn each, down ffn x h.
+  const int64_t in_projections = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  int64_t params = (in_projections + 1) * c.hidden * ffn;
+  if (c.bias) params += in_projections * ffn + c.hidden;
+  return params;
+}
+
+}  // namespace
+
+int64_t transformer_parameters(const TransformerConfig& c) {
+  const int64_t h = c.hidden;
+  const int64_t kv_width = c.kv_heads * c.head_dim();
+  // Attention: fused QKV projection h x (h + 2 kv_width), output projection h x h.
+  int64_t attention = h * (h + 2 * kv_width) + h * h;
+  if (c.bias) attention += (h + 2 * kv_width) + h;
+  const int64_t norms = 2 * norm_parameters(c);
+  const int64_t dense_mlp = mlp_parameters(c, c.ffn);
+  int64_t moe_mlp = 0;
+  if (c.moe.experts > 0) {
+    // Router h x experts (no bias, Megatron's TopKRouter), routed and shared experts.
+    moe_mlp = h * c.moe.experts +
+              (c.moe.experts + c.moe.shared_experts) * mlp_parameters(c, c.moe.expert_ffn);
+  }
+  int64_t total = 0;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    total += attention + norms + (c.is_moe_layer(layer) ? moe_mlp : dense_mlp);
+  }
+  // Word embedding as allocated (padded vocabulary), learned positions, final norm, and the
+  // output layer when not tied (Megatron's output layer has no bias). BERT's pooler and
+  // masked-LM head transform are not counted.
+  total += c.padded_vocab() * h + norm_parameters(c);
+  if (c.position == TransformerPosition::kLearned) total += c.seq * h;
+  if (!c.tied_embeddings) total += c.padded_vocab() * h;
+  return total;
+}
+
+}  // namespace upsim

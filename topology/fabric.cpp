@@ -3,24 +3,19 @@
 #include <fmt/format.h>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
-#include <boost/graph/dijkstra_shortest_paths.hpp>
-#include <boost/graph/reverse_graph.hpp>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <queue>
+#include <tuple>
 #include <unordered_map>
 
 namespace upsim {
 
 namespace {
 
-// Directed graph over device indices; each edge carries its LinkId and its integer routing cost.
-struct EdgeProps {
-  LinkId link = 0;
-  int64_t cost_ps = 0;
-};
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
-                                    boost::no_property, EdgeProps>;
+constexpr uint32_t kNotAGpu = std::numeric_limits<uint32_t>::max();
 
 constexpr int64_t kUnreachable = std::numeric_limits<int64_t>::max() / 4;
 
@@ -55,14 +50,80 @@ struct Fabric::State {
   std::unordered_map<std::string, DeviceIndex> index;
   std::vector<std::vector<LinkId>> out_links;  // per device, in link-id order
   uint32_t nodes = 0;
-  std::vector<DeviceIndex> host;  // per GPU position in `gpus`
+  std::vector<DeviceIndex> host;       // per GPU position in `gpus`
+  std::vector<uint32_t> gpu_position;  // per device: its position in `gpus`, or kNotAGpu
+  // Links into each device (CSR, filled by seal): in_links[in_first[v] .. in_first[v + 1]).
+  std::vector<uint32_t> in_first;
+  std::vector<LinkId> in_links;
+  std::vector<int64_t> link_cost;  // routing_cost_ps per directed link
   // Routing cache, filled lazily per destination. Mutable: route() is logically const.
   mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to;
   mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to_without_cpus;
 
   /// Routes toward `dst`; with `avoid_cpus`, CPUs other than `dst` are not transit devices.
   const RoutesTo& routes_toward(DeviceIndex dst, bool avoid_cpus = false) const;
+  /// Builds the routing indexes (in_first, in_links, link_cost, gpu_position).
+  void index_links();
+  /// Per GPU (position in `gpus`): the CPU with the cheapest route to it, the lowest device
+  /// index among equals; the GPU itself when no CPU reaches it.
+  std::vector<DeviceIndex> nearest_cpus(const std::vector<DeviceIndex>& cpus) const;
 };
+
+void Fabric::State::index_links() {
+  const size_t n = devices.size();
+  in_first.assign(n + 1, 0);
+  for (const FabricLink& l : links)
+    ++in_first[l.to + 1];
+  for (size_t v = 0; v < n; ++v)
+    in_first[v + 1] += in_first[v];
+  in_links.assign(links.size(), 0);
+  std::vector<uint32_t> fill(in_first.begin(), in_first.end() - 1);
+  for (LinkId l = 0; l < links.size(); ++l)
+    in_links[fill[links[l].to]++] = l;  // in link-id order within a device
+  link_cost.resize(links.size());
+  for (LinkId l = 0; l < links.size(); ++l)
+    link_cost[l] = routing_cost_ps(links[l]);
+  gpu_position.assign(n, kNotAGpu);
+  for (size_t i = 0; i < gpus.size(); ++i)
+    gpu_position[gpus[i]] = static_cast<uint32_t>(i);
+}
+
+std::vector<DeviceIndex> Fabric::State::nearest_cpus(const std::vector<DeviceIndex>& cpus) const {
+  // One Dijkstra from all CPUs at once over reversed links, with labels (cost, CPU) compared
+  // lexicographically: every device ends with the least (cost of its route to a CPU, that
+  // CPU), which is what a search per CPU followed by a minimum over CPUs in index order gives,
+  // at the price of one search. GPUs are never transit devices.
+  const size_t n = devices.size();
+  std::vector<int64_t> cost(n, kUnreachable);
+  std::vector<DeviceIndex> via(n, std::numeric_limits<DeviceIndex>::max());
+  using Entry = std::tuple<int64_t, DeviceIndex, DeviceIndex>;  // cost, CPU, device
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  for (DeviceIndex cpu : cpus) {
+    cost[cpu] = 0;
+    via[cpu] = cpu;
+    queue.emplace(0, cpu, cpu);
+  }
+  while (!queue.empty()) {
+    const auto [c, cpu, v] = queue.top();
+    queue.pop();
+    if (c != cost[v] || cpu != via[v]) continue;
+    if (devices[v].kind == DeviceKind::kGpu) continue;
+    for (uint32_t i = in_first[v]; i < in_first[v + 1]; ++i) {
+      const LinkId l = in_links[i];
+      const DeviceIndex u = links[l].from;
+      const int64_t next = c + link_cost[l];
+      if (next < cost[u] || (next == cost[u] && cpu < via[u])) {
+        cost[u] = next;
+        via[u] = cpu;
+        queue.emplace(next, cpu, u);
+      }
+    }
+  }
+  std::vector<DeviceIndex> out(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i)
+    out[i] = cost[gpus[i]] >= kUnreachable ? gpus[i] : via[gpus[i]];
+  return out;
+}
 
 const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst, bool avoid_cpus) const {
   auto& cache = avoid_cpus ? routes_to_without_cpus : routes_to;
@@ -74,39 +135,40 @@ const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst, bool avoid_cpus) c
     return kind == DeviceKind::kGpu || (avoid_cpus && kind == DeviceKind::kCpu);
   };
   // Dijkstra from the destination over reversed links gives every device's cost to reach it.
-  // GPUs other than the endpoints must not forward traffic: their incoming links get no
-  // relaxation as transit (handled by skipping GPU vertices below when expanding candidates,
-  // and by excluding links *into* a transit GPU from the graph search).
-  Graph g(devices.size());
-  for (LinkId l = 0; l < links.size(); ++l) {
-    const FabricLink& link = links[l];
-    // A link that leaves a GPU can only be the first hop of a route starting at that GPU; in
-    // the reversed search from dst it would let paths pass through the GPU. Keep it: the
-    // search below is from dst backwards, so a GPU's out-links connect the GPU as a *source*.
-    // Links *into* a GPU other than dst would make it transit; drop them.
-    if (transit_forbidden(link.to)) continue;
-    boost::add_edge(link.from, link.to, EdgeProps{l, routing_cost_ps(link)}, g);
-  }
-  auto reversed = boost::make_reverse_graph(g);
+  // A device that must not forward traffic (a GPU other than dst; with avoid_cpus a CPU other
+  // than dst) gets a cost, as the first hop of its own routes, but is never expanded: no route
+  // passes through it.
   std::vector<int64_t> cost(devices.size(), kUnreachable);
-  boost::dijkstra_shortest_paths(
-      reversed, dst,
-      boost::distance_map(boost::make_iterator_property_map(
-                              cost.begin(), boost::get(boost::vertex_index, reversed)))
-          .weight_map(boost::get(&EdgeProps::cost_ps, reversed))
-          .distance_inf(kUnreachable)
-          .distance_zero(int64_t{0}));
+  using Entry = std::pair<int64_t, DeviceIndex>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  cost[dst] = 0;
+  queue.emplace(0, dst);
+  while (!queue.empty()) {
+    const auto [c, v] = queue.top();
+    queue.pop();
+    if (c != cost[v] || transit_forbidden(v)) continue;
+    for (uint32_t i = in_first[v]; i < in_first[v + 1]; ++i) {
+      const LinkId l = in_links[i];
+      const DeviceIndex u = links[l].from;
+      const int64_t next = c + link_cost[l];
+      if (next < cost[u]) {
+        cost[u] = next;
+        queue.emplace(next, u);
+      }
+    }
+  }
   RoutesTo r;
-  r.cost = cost;
+  r.cost = std::move(cost);
+  const std::vector<int64_t>& cost_to = r.cost;
   r.first.assign(devices.size() + 1, 0);
   for (DeviceIndex v = 0; v < devices.size(); ++v) {
     r.first[v] = static_cast<uint32_t>(r.next.size());
-    if (v == dst || cost[v] >= kUnreachable) continue;
+    if (v == dst || cost_to[v] >= kUnreachable) continue;
     for (LinkId l : out_links[v]) {
-      const FabricLink& link = links[l];
-      if (transit_forbidden(link.to)) continue;
-      if (cost[link.to] >= kUnreachable) continue;
-      if (cost[link.to] + routing_cost_ps(link) == cost[v]) r.next.push_back(l);
+      const DeviceIndex to = links[l].to;
+      if (transit_forbidden(to)) continue;
+      if (cost_to[to] >= kUnreachable) continue;
+      if (cost_to[to] + link_cost[l] == cost_to[v]) r.next.push_back(l);
     }
   }
   r.first[devices.size()] = static_cast<uint32_t>(r.next.size());
@@ -210,8 +272,8 @@ Duration Fabric::route_latency(DeviceIndex from, DeviceIndex to) const {
 }
 
 DeviceIndex Fabric::host_of(DeviceIndex gpu) const {
-  for (size_t i = 0; i < state_->gpus.size(); ++i) {
-    if (state_->gpus[i] == gpu) return state_->host[i];
+  if (gpu < state_->gpu_position.size() && state_->gpu_position[gpu] != kNotAGpu) {
+    return state_->host[state_->gpu_position[gpu]];
   }
   throw FabricError(
       fmt::format("fabric `{}`: `{}` is not a GPU", state_->name, state_->devices[gpu].id));
@@ -297,6 +359,7 @@ Fabric FabricBuilder::seal() && {
   }
   Fabric fabric(std::move(state_));
   Fabric::State& f = *fabric.state_;
+  f.index_links();
   // Every GPU must reach GPU 0 and be reachable from it without passing through another GPU.
   const DeviceIndex g0 = f.gpus.front();
   for (DeviceIndex gpu : f.gpus) {
@@ -311,22 +374,12 @@ Fabric FabricBuilder::seal() && {
   // Host memory of each GPU: the CPU with the cheapest route to it; CPUs are optional only for
   // fabrics that never copy to the host, so a GPU with no reachable CPU is an error only when
   // the fabric has CPUs at all.
-  f.host.assign(f.gpus.size(), 0);
+  f.host = f.nearest_cpus(cpus);
   for (size_t i = 0; i < f.gpus.size(); ++i) {
-    int64_t best = kUnreachable;
-    DeviceIndex best_cpu = f.gpus[i];
-    for (DeviceIndex cpu : cpus) {
-      const int64_t c = f.routes_toward(cpu).cost[f.gpus[i]];
-      if (c < best) {
-        best = c;
-        best_cpu = cpu;
-      }
-    }
-    if (!cpus.empty() && best >= kUnreachable) {
+    if (!cpus.empty() && f.host[i] == f.gpus[i]) {
       throw FabricError(
           fmt::format("fabric `{}`: `{}` cannot reach any CPU", f.name, f.devices[f.gpus[i]].id));
     }
-    f.host[i] = best_cpu;
   }
   return fabric;
 }

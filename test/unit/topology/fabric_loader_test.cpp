@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <set>
@@ -92,7 +93,11 @@ struct Expected {
 const std::map<std::string, Expected, std::less<>> kShipped = {
     {"a100x4_nvlink.yaml", {4, 1, 6 + 4}},
     {"dgx1_v100.yaml", {8, 1, 16 + 1 + 4 + 8 + 4}},
+    {"a100_roce_cluster.yaml", {64, 8, 232 + 64 + 64}},  // 8 rail leaves x 8 spines
     {"dgx_a100.yaml", {8, 1, 29}},
+    // 128 x 29 + 1024 NIC links + 7 SUs x 8 rail leaves: 48 full leaves x 20 spines, 8 leaves
+    // of the last SU (8 nodes, 8 uplink cables) x 8 spines.
+    {"dgx_a100_cluster.yaml", {1024, 128, 3712 + 1024 + 960 + 64}},
     {"dgx_h100.yaml", {8, 1, 29}},
     // 2 x 29 + 16 NIC links + 8 rail leaves x 2 spines (2 NICs each = 2 uplink cables).
     {"dgx_h100_cluster_2.yaml", {16, 2, 58 + 16 + 16}},
@@ -236,6 +241,92 @@ TEST(ShippedFabrics, Cluster128LoadsAndSealsQuickly) {
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(seconds, 2.0);
 #endif
+}
+
+/// Loads a fabric file with `--set`-style overrides (as `--set platform.topology.KEY=VALUE`
+/// reaches a scenario's referenced fabric), and times it.
+Fabric load_file_with(const std::filesystem::path& path,
+                      std::initializer_list<std::string_view> sets, double& seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  for (std::string_view s : sets)
+    doc.apply_override(s);
+  Fabric fabric = load_fabric(doc.root());
+  doc.check_all_keys_used();
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return fabric;
+}
+
+TEST(ShippedFabrics, DgxA100ClusterNodeCountIsOverridable) {
+  double seconds = 0;
+  const Fabric f = load_file_with(kTopologies / "dgx_a100_cluster.yaml", {"nodes=4"}, seconds);
+  EXPECT_EQ(f.gpus().size(), 32u);
+  EXPECT_EQ(f.node_count(), 4u);
+  EXPECT_EQ(f.device(f.gpus()[31]).id, "node3/gpu7");
+  // One SU: one leaf per rail, joined by spines; GPU i of every node on rail i.
+  EXPECT_TRUE(f.find("leaf7").has_value());
+  EXPECT_FALSE(f.find("leaf8").has_value());
+}
+
+// A Megatron-LM SC21 size (3072 GPUs) and a larger one load, seal and route quickly: seal
+// finds every GPU's host in one search, routes are computed per destination on first use.
+TEST(ShippedFabrics, DgxA100ClusterAtSeleneScaleLoadsAndRoutesQuickly) {
+  for (const int64_t nodes : {384, 1024}) {
+    double seconds = 0;
+    const Fabric f = load_file_with(kTopologies / "dgx_a100_cluster.yaml",
+                                    {fmt::format("nodes={}", nodes)}, seconds);
+    ASSERT_EQ(f.gpus().size(), static_cast<size_t>(nodes * 8));
+    EXPECT_EQ(f.node_count(), static_cast<uint32_t>(nodes));
+    // Cross-node: GPU -> its PCIe switch -> a NIC -> that rail's leaves (and a spine between
+    // scalable units) -> the same rail's NIC -> GPU, over 200 Gb/s HDR links.
+    const std::string last = fmt::format("node{}/gpu3", nodes - 1);
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<LinkId> r = f.route(dev(f, "node0/gpu3"), dev(f, last));
+    const double route_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(kinds_text(route_kinds(f, "node0/gpu3", last)),
+              "gpu -> pcie_switch -> nic -> network_switch -> network_switch -> network_switch -> "
+              "nic -> pcie_switch -> gpu");
+    int hdr = 0;
+    for (LinkId l : r) {
+      const FabricLink& link = f.link(l);
+      if (link.kind != "ib_hdr") continue;
+      ++hdr;
+      EXPECT_DOUBLE_EQ(link.bandwidth.gigabytes_per_second(), 25.0) << f.link_name(l);
+    }
+    EXPECT_EQ(hdr, 4);
+    // gpu3 shares its PCIe switch with nic2 and nic3 (equal cost, ECMP picks one): the route
+    // leaves on that NIC's rail and arrives on the same rail's NIC of the last node.
+    const std::string& nic_out = f.device(f.link(r[2]).from).id;
+    EXPECT_TRUE(nic_out == "node0/nic2" || nic_out == "node0/nic3") << nic_out;
+    const std::string rail = nic_out.substr(nic_out.size() - 1);
+    EXPECT_EQ(f.device(f.link(r[2]).to).id, "leaf" + rail);  // rail `rail` of SU 0
+    EXPECT_EQ(f.device(f.link(r[5]).to).id, fmt::format("node{}/nic{}", nodes - 1, rail));
+    EXPECT_EQ(f.device(f.host_of(dev(f, last))).id, fmt::format("node{}/cpu0", nodes - 1));
+    std::printf(
+        "dgx_a100_cluster.yaml nodes=%lld: %zu GPUs, %zu devices, %zu links, loaded and sealed "
+        "in %.3f s, first cross-node route in %.4f s\n",
+        static_cast<long long>(nodes), f.gpus().size(), f.devices().size(), f.links().size() / 2,
+        seconds, route_seconds);
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+    EXPECT_LT(seconds, 5.0);
+    EXPECT_LT(route_seconds, 0.5);
+#endif
+  }
+}
+
+TEST(ShippedFabrics, A100RoceClusterRunsRailsOf200GbEthernet) {
+  double seconds = 0;
+  const Fabric f = load_file_with(kTopologies / "a100_roce_cluster.yaml", {"nodes=16"}, seconds);
+  EXPECT_EQ(f.gpus().size(), 128u);  // llm-foundry's largest A100 40GB runs
+  const auto r = f.route(dev(f, "node0/gpu5"), dev(f, "node15/gpu5"));
+  double network_gbps = 0;
+  for (LinkId l : r) {
+    if (f.link(l).kind == "roce_200g") network_gbps = f.link(l).bandwidth.gigabytes_per_second();
+  }
+  EXPECT_DOUBLE_EQ(network_gbps, 25.0);
+  EXPECT_EQ(kinds_text(route_kinds(f, "node0/gpu5", "node15/gpu5")),
+            "gpu -> pcie_switch -> nic -> network_switch -> nic -> pcie_switch -> gpu");
 }
 
 TEST(ShippedFabrics, ClusterFilesDifferOnlyInNodeCount) {

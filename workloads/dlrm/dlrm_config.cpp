@@ -131,10 +131,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   }
   config.sharding_seed = static_cast<uint64_t>(seed);
 
-  config.ddp_bucket_bytes = workload.get_bytes_or("ddp_bucket", kDefaultDdpBucketBytes);
+  config.ddp_bucket_bytes = workload.get_bytes_or("ddp_bucket", pytorch::kDefaultDdpBucketBytes);
   if (config.ddp_bucket_bytes <= 0) workload.child("ddp_bucket").fail("must be positive");
   config.ddp_first_bucket_bytes =
-      workload.get_bytes_or("ddp_first_bucket", kDefaultDdpFirstBucketBytes);
+      workload.get_bytes_or("ddp_first_bucket", pytorch::kDefaultDdpFirstBucketBytes);
   if (config.ddp_first_bucket_bytes <= 0) {
     workload.child("ddp_first_bucket").fail("must be positive");
   }

@@ -37,8 +37,8 @@
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
-#include "workloads/dlrm/ddp_buckets.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/pytorch/ddp_buckets.h"
 
 namespace upsim {
 
@@ -56,8 +56,8 @@ struct DlrmConfig {
   std::vector<EmbeddingTable> tables;
   ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
   uint64_t sharding_seed = 0;
-  int64_t ddp_bucket_bytes = kDefaultDdpBucketBytes;
-  int64_t ddp_first_bucket_bytes = kDefaultDdpFirstBucketBytes;
+  int64_t ddp_bucket_bytes = pytorch::kDefaultDdpBucketBytes;
+  int64_t ddp_first_bucket_bytes = pytorch::kDefaultDdpFirstBucketBytes;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
 
   /// Number of pairwise dot products the interaction keeps: the strictly lower triangle of

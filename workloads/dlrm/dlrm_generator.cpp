@@ -9,9 +9,16 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/pytorch/host_op.h"
+#include "workloads/pytorch/kernels.h"
+
 namespace upsim {
 
 namespace {
+
+using pytorch::DdpBucket;
+using pytorch::HostOp;
+using pytorch::pointwise;
 
 constexpr uint16_t kCpuThread = 0;
 constexpr uint16_t kComputeStream = 0;
@@ -20,96 +27,9 @@ constexpr uint16_t kCommStream = 1;
 /// loss are fp32 in the DLRM script.
 constexpr int64_t kFp32Bytes = 4;
 
-// Runtime calls, as Kineto names them. NCCL launches its kernels with cudaLaunchKernelExC.
-constexpr std::string_view kLaunchKernel = "cudaLaunchKernel";
-constexpr std::string_view kLaunchMemcpy = "cudaMemcpyAsync";
-constexpr std::string_view kLaunchNccl = "cudaLaunchKernelExC";
-constexpr std::string_view kLaunchRecord = "cudaEventRecord";
-constexpr std::string_view kLaunchWait = "cudaStreamWaitEvent";
-
-/// cuBLAS-style kernel family name for the GEMMs of an MLP in `dtype`.
-std::string gemm_name(DType dtype, std::string_view op) {
-  std::string_view family = "sgemm";
-  switch (dtype) {
-    case DType::kTf32:
-      family = "tf32gemm";
-      break;
-    case DType::kFp16:
-      family = "hgemm";
-      break;
-    case DType::kBf16:
-      family = "bf16gemm";
-      break;
-    default:
-      break;
-  }
-  return fmt::format("{}/{}", family, op);
-}
-
-/// Memory-bound kernel `op` over `elements` elements of `dtype`: per element `flops` operations,
-/// `reads` elements read and `writes` written (seed-method.md 2.5 and 2.6 give F and A = reads
-/// + writes per op).
-KernelDesc pointwise(MemoryOp op, DType dtype, double elements, double flops, double reads,
-                     double writes) {
-  const auto e = static_cast<double>(dtype_bytes(dtype));
-  KernelDesc d;
-  d.cls = KernelClass::kMemoryBound;
-  d.dtype = dtype;
-  d.memory_op = op;
-  d.flops = flops * elements;
-  d.bytes_read = reads * elements * e;
-  d.bytes_written = writes * elements * e;
-  return d;
-}
-
 double as_double(int64_t v) {
   return static_cast<double>(v);
 }
-
-/// One host op being emitted on a rank's CPU thread: kOpBegin, then one Launch per GPU task
-/// (launch_index 0, 1, ...), then kOpEnd from end().
-class HostOp {
- public:
-  /// The op name is interned, so callers may pass a temporary.
-  HostOp(TaskGraph& graph, RankId rank, std::string_view name)
-      : graph_(graph), rank_(rank), name_(graph.name(graph.intern(name))) {
-    graph_.add_cpu_op(rank_, kCpuThread, name_, HostPhase::kOpBegin);
-  }
-
-  /// A kernel on the compute stream.
-  TaskId kernel(std::string_view kernel_name, std::string_view aten_op, const KernelDesc& desc) {
-    return launch(kLaunchKernel,
-                  graph_.add_kernel(rank_, kComputeStream, kernel_name, aten_op, desc));
-  }
-  /// A copy on the compute stream (the stream PyTorch's aten::to uses).
-  TaskId copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-    return launch(kLaunchMemcpy, graph_.add_memcpy(rank_, kComputeStream, copy_name, "aten::copy_",
-                                                   TransferDesc{kind, rank_, bytes}));
-  }
-  TaskId record(uint16_t stream) {
-    return launch(kLaunchRecord, graph_.add_event_record(rank_, stream));
-  }
-  TaskId wait(uint16_t stream, TaskId event) {
-    return launch(kLaunchWait, graph_.add_stream_wait(rank_, stream, event));
-  }
-  /// A collective on the comm stream.
-  TaskId collective(CollectiveId group, std::string_view aten_op) {
-    return launch(kLaunchNccl, graph_.add_collective(rank_, kCommStream, group, aten_op));
-  }
-  void end() { graph_.add_cpu_op(rank_, kCpuThread, name_, HostPhase::kOpEnd); }
-
- private:
-  TaskId launch(std::string_view api, TaskId gpu_task) {
-    graph_.add_launch(rank_, kCpuThread, api, name_, launches_++, gpu_task);
-    return gpu_task;
-  }
-
-  TaskGraph& graph_;
-  RankId rank_;
-  /// Points into the graph's name table, which never moves its strings.
-  std::string_view name_;
-  uint32_t launches_ = 0;
-};
 
 /// Collective groups of one iteration, in the order every rank's comm stream runs them.
 struct IterationGroups {
@@ -140,6 +60,7 @@ class RankEmitter {
         top_widths_(top_widths),
         graph_(graph),
         rank_(built.ranks[index]),
+        at_{rank_, kCpuThread, kComputeStream, kCommStream},
         distributed_(built.ranks.size() > 1),
         local_tables_(built.placement.tables_of_rank[index]),
         b_(built.local_batch),
@@ -160,18 +81,18 @@ class RankEmitter {
 
  private:
   // ---- ops ---------------------------------------------------------------------------------
-  void body(std::string_view op) { graph_.add_cpu_op(rank_, kCpuThread, op, HostPhase::kOpBody); }
+  void body(std::string_view op) { pytorch::body(graph_, at_, op); }
 
   void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
                      const KernelDesc& desc) {
-    HostOp h(graph_, rank_, op);
+    HostOp h(graph_, at_, op);
     h.kernel(kernel_name, aten_op, desc);
     h.end();
   }
 
   /// A blocking aten::to: the copy, then the host waits for the compute stream.
   void blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-    HostOp h(graph_, rank_, "aten::to");
+    HostOp h(graph_, at_, "aten::to");
     h.copy(copy_name, kind, bytes);
     h.end();
     graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::to");
@@ -227,7 +148,7 @@ class RankEmitter {
   /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
   /// event that marks its end.
   TaskId all_to_all(CollectiveId group) {
-    HostOp h(graph_, rank_, "nccl:all_to_all");
+    HostOp h(graph_, at_, "nccl:all_to_all");
     const TaskId ready = h.record(kComputeStream);
     h.wait(kCommStream, ready);
     h.collective(group, "nccl:all_to_all");
@@ -237,13 +158,13 @@ class RankEmitter {
   }
 
   void wait_for(std::string_view op, TaskId comm_event) {
-    HostOp h(graph_, rank_, op);
+    HostOp h(graph_, at_, op);
     h.wait(kComputeStream, comm_event);
     h.end();
   }
 
   void linear_forward(int64_t in, int64_t out) {
-    single_kernel("aten::linear", gemm_name(dt_, "addmm"), "aten::addmm",
+    single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
                   gemm_kernel(dt_, 1, b_, out, in));
   }
 
@@ -283,7 +204,8 @@ class RankEmitter {
                   pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
     body("aten::view");
     body("aten::transpose");
-    single_kernel("aten::bmm", gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, f, d_));
+    single_kernel("aten::bmm", pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm",
+                  gemm_kernel(dt_, b_, f, f, d_));
     KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
     gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
     single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
@@ -319,9 +241,11 @@ class RankEmitter {
     const int64_t in = module.widths[layer];
     const int64_t out = module.widths[layer + 1];
     {
-      HostOp h(graph_, rank_, "AddmmBackward0");
-      if (input_grad) h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, b_, in, out));
-      h.kernel(gemm_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, out, in, b_));
+      HostOp h(graph_, at_, "AddmmBackward0");
+      if (input_grad)
+        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+                 gemm_kernel(dt_, 1, b_, in, out));
+      h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, out, in, b_));
       KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(b_ * out), 1, 1, 0);
       sum.bytes_written = as_double(out * dtype_bytes(dt_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
@@ -339,7 +263,7 @@ class RankEmitter {
     while (module.next_bucket < buckets.size() &&
            buckets[module.next_bucket].params.back() < ready_params) {
       const DdpBucket& bucket = buckets[module.next_bucket];
-      HostOp h(graph_, rank_, "nccl:all_reduce");
+      HostOp h(graph_, at_, "nccl:all_reduce");
       // Gradient pre-scale by 1 / world size (seed-method.md 3.4: mul, F = 1, A = 3).
       h.kernel(
           "vectorized_elementwise_kernel/mul", "aten::mul",
@@ -388,7 +312,7 @@ class RankEmitter {
     const int64_t pairs = cfg_.interaction_pairs();
     body("CatBackward0");
     {
-      HostOp h(graph_, rank_, "IndexBackward0");
+      HostOp h(graph_, at_, "IndexBackward0");
       h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
                pointwise(MemoryOp::kCopy, dt_, as_double(b_ * f * f), 0, 0, 1));
       KernelDesc put = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 1, 2, 1);
@@ -399,9 +323,9 @@ class RankEmitter {
     {
       // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
       // grad S^T = S^T grad_Z (m = D, n = f, k = f) (seed-method.md 2.3 BmmBackward).
-      HostOp h(graph_, rank_, "BmmBackward0");
-      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
-      h.kernel(gemm_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
+      HostOp h(graph_, at_, "BmmBackward0");
+      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
+      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
       h.end();
     }
     body("TransposeBackward0");
@@ -435,7 +359,7 @@ class RankEmitter {
     if (distributed_) {
       // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward.
       for (const DdpModule* module : {&top, &bottom}) {
-        HostOp h(graph_, rank_, "ddp.reducer::finalize_backward");
+        HostOp h(graph_, at_, "ddp.reducer::finalize_backward");
         for (TaskId done : module->done_events)
           h.wait(kComputeStream, done);
         h.end();
@@ -471,6 +395,7 @@ class RankEmitter {
   const std::vector<int64_t>& top_widths_;
   TaskGraph& graph_;
   RankId rank_;
+  pytorch::RankThreads at_;
   bool distributed_;
   const std::vector<uint32_t>& local_tables_;
   int64_t b_;
@@ -520,11 +445,12 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
-  built.top_buckets = assign_ddp_buckets(mlp_param_bytes_ready_order(top_widths, config.dtype),
-                                         config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+  built.top_buckets =
+      pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(top_widths, config.dtype),
+                                  config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
   built.bottom_buckets =
-      assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
-                         config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+      pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
+                                  config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
 
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     built.ranks.push_back(

@@ -57,9 +57,9 @@
 #include <vector>
 
 #include "sim/task_graph.h"
-#include "workloads/dlrm/ddp_buckets.h"
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/pytorch/ddp_buckets.h"
 
 namespace upsim {
 
@@ -78,8 +78,8 @@ struct DlrmGraph {
   TablePlacement placement;
   /// DDP buckets of the top and bottom MLP modules; their `params` index the module's
   /// parameters in gradient-ready order (last layer's bias, last layer's weight, ...).
-  std::vector<DdpBucket> top_buckets;
-  std::vector<DdpBucket> bottom_buckets;
+  std::vector<pytorch::DdpBucket> top_buckets;
+  std::vector<pytorch::DdpBucket> bottom_buckets;
   int64_t local_batch = 0;
 };
 

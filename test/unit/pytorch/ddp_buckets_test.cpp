@@ -1,11 +1,11 @@
-#include "workloads/dlrm/ddp_buckets.h"
+#include "workloads/pytorch/ddp_buckets.h"
 
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <vector>
 
-namespace upsim {
+namespace upsim::pytorch {
 namespace {
 
 TEST(DdpBuckets, FirstBucketUsesItsOwnLimitAndClosesWhenReached) {
@@ -51,4 +51,4 @@ TEST(DdpBuckets, EmptyParameterListHasNoBucketAndLimitsMustBePositive) {
 }
 
 }  // namespace
-}  // namespace upsim
+}  // namespace upsim::pytorch

@@ -17,7 +17,7 @@
 #include <span>
 #include <vector>
 
-namespace upsim {
+namespace upsim::pytorch {
 
 struct DdpBucket {
   /// Indices into the parameter list given to assign_ddp_buckets, in ready order.
@@ -36,4 +36,4 @@ inline constexpr int64_t kDefaultDdpFirstBucketBytes = 1024 * 1024;
 std::vector<DdpBucket> assign_ddp_buckets(std::span<const int64_t> param_bytes,
                                           int64_t first_bucket_bytes, int64_t bucket_bytes);
 
-}  // namespace upsim
+}  // namespace upsim::pytorch

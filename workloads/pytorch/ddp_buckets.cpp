@@ -1,8 +1,8 @@
-#include "workloads/dlrm/ddp_buckets.h"
+#include "workloads/pytorch/ddp_buckets.h"
 
 #include <stdexcept>
 
-namespace upsim {
+namespace upsim::pytorch {
 
 std::vector<DdpBucket> assign_ddp_buckets(std::span<const int64_t> param_bytes,
                                           int64_t first_bucket_bytes, int64_t bucket_bytes) {
@@ -25,4 +25,4 @@ std::vector<DdpBucket> assign_ddp_buckets(std::span<const int64_t> param_bytes,
   return buckets;
 }
 
-}  // namespace upsim
+}  // namespace upsim::pytorch

@@ -8,6 +8,9 @@
 //     gpus: 4                       # ranks, one per GPU
 //     gpu: hardware/a100_sxm4_40gb.yaml   # hardware profile (path relative to this file)
 //     table_memory_fraction: 0.8    # share of HBM embedding tables may use (seed-method.md 5.2)
+//     memory_check: error           # a per-GPU memory footprint above the GPU's memory: error
+//                                   #   (default) or warn (a warning line). These two keys are
+//                                   #   for workloads that simulate iterations only.
 //     kernels: {model: roofline}                    # calibration/model_registry.h
 //     host: {model: host_overheads, overheads: host/v100_pytorch_kineto.yaml}
 //     interconnect: {model: alpha_beta, link: nvlink3}
@@ -15,26 +18,12 @@
 //     topology: topologies/a100x4_nvlink.yaml     # topology/fabric_loader.h; rank r -> GPU r
 //     interconnect: {model: flow, tuning: collectives/nccl_like.yaml}   # tuning optional
 //   With a topology, `gpus` defaults to the fabric's GPU count and may not exceed it.
-//   workload: {model: dlrm, ...}    # workloads/dlrm/dlrm_config.h
-//   # or replay / re-cost measured PyTorch traces (workloads/trace/trace_replay.h):
-//   workload:
-//     model: trace
-//     traces: ../test/data/param-et-replay/dlrm   # folder of per-rank Kineto (+ ET) traces,
-//                                   #   or of per-rank Chakra ETs (*.et, *.et.gz)
-//     format: kineto                # optional: kineto or chakra; default: chakra when the
-//                                   #   folder holds *.et / *.et.gz and no *.json / *.json.gz
-//     mode: replay                  # replay: measured durations; model: kernels, copies and
-//                                   #   collectives re-priced by the platform's models
-//                                   #   (Chakra: ChakraGraphOptions::mode in chakra_trace.h)
-//     host: measured                # host time: measured (the traced timeline), modelled (the
-//                                   #   seed's T1-T5 extracted from these traces) or platform
-//                                   #   (platform.host's model, e.g. another host's T1-T5 file)
-//     iteration: 10                 # optional: measure this step only (else every complete one)
-//     iteration_marker: "ProfilerStep#"
-//     lenient_et: false             # a mismatched execution trace: error (false) or warning
-//   A trace workload has as many GPUs as traces and no `simulation` section. Chakra traces are
-//   one iteration per rank with host: measured (no iteration, iteration_marker, lenient_et).
-//   simulation:
+//   workload:                       # `model` names a family in workloads/workload_registry.h;
+//     model: dlrm                   #   its other keys are the family's schema, in its header:
+//     ...                           #   dlrm: workloads/dlrm/dlrm_config.h; trace (replay or
+//                                   #   re-cost measured PyTorch traces; gpus = their ranks):
+//                                   #   workloads/trace/trace_workload.h
+//   simulation:                     # only for workloads that simulate iterations (not trace)
 //     iterations: 3                 # training steps simulated
 //     warmup_iterations: 1          # leading steps left out of the reported mean
 #pragma once
@@ -49,6 +38,7 @@
 #include "sim/network_model.h"
 #include "sim/task_graph.h"
 #include "topology/fabric.h"
+#include "workloads/workload_registry.h"
 
 namespace upsim::cli {
 
@@ -76,10 +66,16 @@ struct Scenario {
   /// Trace workloads: each rank's measured time of the measured iterations (mean); empty
   /// for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// GPUs the graph stands for (WorkloadBuild::represented_gpus; never 0 here).
+  uint32_t represented_gpus = 0;
+  /// The workload's warnings and the memory check's (also in `description`, as "warning: ...").
+  std::vector<std::string> warnings;
 };
 
 /// Reads the whole document (overrides must already be applied), checks that every key was
-/// understood, and builds the graph and models. Throws ConfigError for any bad value.
+/// understood, and builds the graph and models. The workload is looked up in `workloads`
+/// (default_workload_registry() for the first form). Throws ConfigError for any bad value.
 Scenario build_scenario(ConfigDocument& doc);
+Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads);
 
 }  // namespace upsim::cli

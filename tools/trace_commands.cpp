@@ -7,23 +7,18 @@
 #include <optional>
 #include <ostream>
 
+#include "calibration/host_overhead_cpu_cost.h"
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "workloads/trace/kineto_trace.h"
 #include "workloads/trace/trace_host_overheads.h"
 #include "workloads/trace/trace_replay.h"
+#include "workloads/trace/trace_workload.h"
 
 namespace upsim::cli {
 
 namespace po = boost::program_options;
-
-HostOverheadCpuCost trace_host_cost(const std::vector<RankTrace>& traces) {
-  std::vector<const KinetoTrace*> kinetos;
-  for (const RankTrace& t : traces)
-    kinetos.push_back(&t.kineto);
-  return HostOverheadCpuCost(host_overheads_of(extract_host_overheads(kinetos, 0.0)));
-}
 
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out) {
   std::string dir;
@@ -86,7 +81,7 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
     LoadedTraces loaded = load_trace_directory(dir, options);
     std::optional<HostOverheadCpuCost> cost;
     if (host_file.empty()) {
-      cost.emplace(trace_host_cost(loaded.ranks));
+      cost.emplace(trace_host_overheads(loaded.ranks));
     } else {
       ConfigDocument doc = ConfigDocument::load_file(host_file);
       cost.emplace(load_host_overheads(doc.root()));

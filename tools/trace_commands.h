@@ -6,17 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "calibration/host_overhead_cpu_cost.h"
-#include "workloads/trace/trace_graph.h"
-
 namespace upsim::cli {
-
-/// The seed's host overheads T1-T5 of the trace set itself (extract_host_overheads over every
-/// rank's Kineto trace, means of the cleaned samples, unrounded) as the CpuCostModel of
-/// TraceHost::kModelled. Unlike `upsim calibrate host-overheads` (the seed's 2 us per traced
-/// event taken off, to describe the run without the profiler), nothing is taken off: the
-/// iterations it predicts are the traced ones.
-HostOverheadCpuCost trace_host_cost(const std::vector<RankTrace>& traces);
 
 /// Returns the exit code; bad input throws (TraceError names the file) for main to report.
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out);

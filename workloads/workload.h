@@ -7,10 +7,15 @@
 //  1. the registry's factory parses and validates the `workload:` section (ConfigError naming
 //     the key for any bad value; a trace workload also reads its files here);
 //  2. tools/ reads the platform: GPU count (platform.gpus, else implied_gpus(), else the
-//     fabric's), hardware profile, models; `simulation:` when simulates_iterations();
-//  3. build() adds the ranks and tasks of the whole run to the graph (not sealed) and reports
+//     fabric's), hardware profile, models (the host model from host_overheads() when the
+//     workload measured its own); `simulation:` when simulates_iterations();
+//  3. prepare() reads the workload keys whose check needs the platform (DLRM: the global batch
+//     against the GPU count); then tools/ rejects any key nobody asked for;
+//  4. build() adds the ranks and tasks of the whole run to the graph (not sealed) and reports
 //     what it built: the summary's description lines, the iterations the summary measures, the
-//     per-GPU memory footprint, warnings.
+//     per-GPU memory footprint, warnings;
+//  5. tools/ checks the footprint against the GPU's memory (platform.memory_check), seals the
+//     graph and prints the description.
 #pragma once
 
 #include <cstdint>
@@ -86,9 +91,24 @@ class Workload {
   /// platform decides (platform.gpus, else the fabric's GPU count).
   virtual std::optional<uint32_t> implied_gpus() const { return std::nullopt; }
 
+  /// Why implied_gpus() fixes the count, for the error when platform.gpus disagrees ("the
+  /// traces in DIR have 8 ranks, one per GPU").
+  virtual std::string implied_gpus_reason() const { return "the workload fixes the GPU count"; }
+
   /// Whether the scenario's `simulation:` section (iterations, warmup_iterations) applies;
   /// workloads that replay recorded iterations choose their own and refuse the section.
+  /// Generated workloads (true) also plan memory: platform.table_memory_fraction and
+  /// platform.memory_check are read for them only.
   virtual bool simulates_iterations() const { return true; }
+
+  /// The host overheads T1-T5 the workload measured itself (a trace set with `host: modelled`),
+  /// which tools/ then prices host work with instead of platform.host's model; nullopt: the
+  /// platform's host model.
+  virtual std::optional<HostOverheads> host_overheads() const { return std::nullopt; }
+
+  /// Reads the workload keys whose check needs the platform (ConfigError at the key). Called
+  /// once, before the scenario is checked for unknown keys and before build(). Default: nothing.
+  virtual void prepare(const WorkloadPlatform& platform) { (void)platform; }
 
   /// Adds the whole run to `graph` (ranks, tasks; not sealed). Throws ConfigError at the
   /// workload's keys when the platform cannot run it (too few GPUs, tables that do not fit).

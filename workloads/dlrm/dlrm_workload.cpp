@@ -1,0 +1,84 @@
+#include "workloads/dlrm/dlrm_workload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "sim/config/quantity_parse.h"
+#include "workloads/dlrm/dlrm_generator.h"
+#include "workloads/dlrm/sharders.h"
+
+namespace upsim {
+
+namespace {
+
+/// Bytes of an MLP's parameters (weights and biases) in the config's dtype.
+int64_t mlp_bytes(const std::vector<int64_t>& widths, DType dtype) {
+  const std::vector<int64_t> bytes = mlp_param_bytes_ready_order(widths, dtype);
+  return std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
+}
+
+}  // namespace
+
+DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
+
+void DlrmWorkload::prepare(const WorkloadPlatform& platform) {
+  config_ = parse_dlrm_config(node_, platform.gpus);
+}
+
+WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
+  if (!config_) prepare(platform);
+  const DlrmConfig& dlrm = *config_;
+  DlrmPlacementInputs inputs;
+  inputs.ranks = platform.gpus;
+  inputs.iterations = platform.iterations;
+  inputs.memory_capacity_bytes.assign(
+      platform.gpus, static_cast<int64_t>(static_cast<double>(platform.device.hbm_bytes) *
+                                          platform.table_memory_fraction));
+  DlrmGraph built;
+  try {
+    built = generate_dlrm(dlrm, inputs, graph);
+  } catch (const ShardingError& e) {
+    node_.child("embeddings").child("tables").fail(e.what());
+  }
+
+  WorkloadBuild out;
+  out.iterations = platform.iterations;
+  out.warmup_iterations = platform.warmup_iterations;
+  out.description.push_back(fmt::format(
+      "workload: dlrm, global batch {} ({} per rank), {} tables of dim {}, sharding {}, "
+      "{} iterations ({} warm-up)",
+      dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
+      sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
+  std::string tables = "embedding tables:";
+  for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
+    tables += fmt::format("{} rank {} {} ({})", r == 0 ? "" : ",", r,
+                          built.placement.tables_of_rank[r].size(),
+                          format_bytes(built.placement.memory_bytes[r]));
+  }
+  out.description.push_back(std::move(tables));
+
+  // The rank holding the most table bytes (the first of equals); every rank holds the dense MLPs.
+  const auto most =
+      std::max_element(built.placement.memory_bytes.begin(), built.placement.memory_bytes.end());
+  const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
+  std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
+  top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
+  const int64_t dense = mlp_bytes(dlrm.bottom_mlp, dlrm.dtype) + mlp_bytes(top_widths, dlrm.dtype);
+  MemoryFootprint memory;
+  memory.owner = graph.rank(built.ranks[rank]).name;
+  memory.parts.push_back({"embedding tables", *most});
+  memory.parts.push_back({"dense weights", dense});
+  memory.parts.push_back({"dense gradients", dense});
+  out.memory = std::move(memory);
+  return out;
+}
+
+std::unique_ptr<Workload> make_dlrm_workload(const ConfigNode& workload) {
+  return std::make_unique<DlrmWorkload>(workload);
+}
+
+}  // namespace upsim

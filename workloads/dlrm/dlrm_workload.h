@@ -1,0 +1,40 @@
+// `workload: {model: dlrm, ...}` as a Workload (workloads/workload.h): the schema is
+// parse_dlrm_config's (workloads/dlrm/dlrm_config.h), the graph generate_dlrm's
+// (workloads/dlrm/dlrm_generator.h).
+//
+// Contract:
+//  - the factory keeps the `workload:` node; prepare() parses it for the platform's GPU count
+//    (every bad value a ConfigError at its key); build() generates `platform.iterations`
+//    training steps on `platform.gpus` ranks, each rank planning tables into
+//    table_memory_fraction x the GPU's memory. Tables that do not fit are a ConfigError at
+//    `workload.embeddings.tables`.
+//  - The description is two lines: "workload: dlrm, global batch ..." and "embedding tables:
+//    rank 0 N (bytes), ...".
+//  - The memory footprint is that of the rank holding the most table bytes: its embedding
+//    tables, and the dense MLP weights and their gradients (every rank holds all of them, DDP).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "sim/config/config_node.h"
+#include "workloads/dlrm/dlrm_config.h"
+#include "workloads/workload.h"
+
+namespace upsim {
+
+class DlrmWorkload final : public Workload {
+ public:
+  explicit DlrmWorkload(const ConfigNode& workload);
+
+  void prepare(const WorkloadPlatform& platform) override;
+  WorkloadBuild build(const WorkloadPlatform& platform, TaskGraph& graph) override;
+
+ private:
+  ConfigNode node_;
+  std::optional<DlrmConfig> config_;
+};
+
+std::unique_ptr<Workload> make_dlrm_workload(const ConfigNode& workload);
+
+}  // namespace upsim

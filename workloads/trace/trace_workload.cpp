@@ -1,0 +1,183 @@
+#include "workloads/trace/trace_workload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "workloads/trace/trace_error.h"
+#include "workloads/trace/trace_graph.h"
+#include "workloads/trace/trace_host_overheads.h"
+
+namespace upsim {
+
+namespace {
+
+/// Rank 0's iteration marks, in order: the summary measures from the chosen one to the next.
+std::vector<uint32_t> iteration_marks_of_rank0(const TaskGraph& g) {
+  std::vector<uint32_t> marks;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind == TaskKind::kIterationMark && g.task(t).rank == 0) {
+      marks.push_back(g.iteration_of(t));
+    }
+  }
+  return marks;
+}
+
+}  // namespace
+
+HostOverheads trace_host_overheads(const std::vector<RankTrace>& traces) {
+  std::vector<const KinetoTrace*> kinetos;
+  for (const RankTrace& t : traces)
+    kinetos.push_back(&t.kineto);
+  return host_overheads_of(extract_host_overheads(kinetos, 0.0));
+}
+
+TraceWorkload::TraceWorkload(const ConfigNode& workload) : node_(workload) {
+  dir_ = workload.get_path("traces");
+  traces_text_ = workload.get_string("traces");
+  const bool explicit_format = workload.has("format");
+  const std::string format = explicit_format ? workload.get_choice("format", {"kineto", "chakra"})
+                                             : (is_chakra_directory(dir_) ? "chakra" : "kineto");
+  chakra_format_ = format == "chakra";
+  const std::string mode = workload.get_choice_or("mode", {"replay", "model"}, "replay");
+  options_.graph.mode = mode == "model" ? TraceMode::kModel : TraceMode::kReplay;
+  host_ = workload.get_choice_or("host", {"measured", "modelled", "platform"}, "measured");
+  options_.graph.host = host_ == "measured" ? TraceHost::kMeasured : TraceHost::kModelled;
+  // A failure to read the traces is reported at `format` when the scenario chose the format.
+  const std::string_view read_key = explicit_format ? "format" : "traces";
+  if (chakra_format_) {
+    // A Chakra ET holds one iteration per rank, CPU ops without the runtime calls T1-T5 are
+    // placed by, and no execution-trace pairing.
+    for (const char* key : {"iteration", "iteration_marker", "lenient_et"}) {
+      if (workload.has(key)) {
+        workload.child(key).fail(
+            "not for Chakra traces (format: chakra): each trace is one iteration of one rank");
+      }
+    }
+    if (host_ != "measured") {
+      workload.child("host").fail(
+          "Chakra traces hold no CUDA runtime calls to place T1-T5 host overheads by: host must be "
+          "measured (format: chakra)");
+    }
+    try {
+      chakra_ = load_chakra_directory(dir_);
+    } catch (const TraceError& e) {
+      workload.child(read_key).fail(explicit_format ? fmt::format("format: chakra: {}", e.what())
+                                                    : std::string(e.what()));
+    }
+    return;
+  }
+  options_.graph.iteration_marker = workload.get_string_or("iteration_marker", "ProfilerStep#");
+  options_.strict_et = !workload.get_bool_or("lenient_et", false);
+  if (workload.has("iteration")) {
+    const int64_t it = workload.get_int("iteration");
+    if (it < 0) workload.child("iteration").fail("must not be negative");
+    options_.iteration = static_cast<uint32_t>(it);
+  }
+  try {
+    traces_ = load_trace_directory(dir_, options_);
+  } catch (const TraceError& e) {
+    workload.child(read_key).fail(explicit_format ? fmt::format("format: kineto: {}", e.what())
+                                                  : std::string(e.what()));
+  }
+}
+
+std::optional<uint32_t> TraceWorkload::implied_gpus() const {
+  return static_cast<uint32_t>(ranks());
+}
+
+std::string TraceWorkload::implied_gpus_reason() const {
+  return fmt::format("the traces in {} have {} ranks, one per GPU", dir_.string(), ranks());
+}
+
+std::optional<HostOverheads> TraceWorkload::host_overheads() const {
+  if (host_ != "modelled") return std::nullopt;
+  return trace_host_overheads(traces_.ranks);
+}
+
+WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
+  (void)platform;  // the traces fix the GPUs and the iterations
+  TraceGraphInfo info;
+  std::vector<std::string> warnings = traces_.warnings;
+  try {
+    if (chakra_format_) {
+      ChakraGraphOptions options;
+      options.mode = options_.graph.mode;
+      info = build_chakra_graph(chakra_, graph, options, &warnings);
+    } else {
+      info = build_replay_graph(traces_.ranks, graph, options_.graph);
+    }
+  } catch (const TraceError& e) {
+    node_.child("traces").fail(e.what());
+  }
+
+  WorkloadBuild out;
+  // Measure the chosen iteration (or every complete one): from its mark to the next.
+  const std::vector<uint32_t> marks = iteration_marks_of_rank0(graph);
+  if (marks.size() < 2) node_.child("traces").fail("the traces hold no complete iteration");
+  uint32_t first = 0;
+  uint32_t count = static_cast<uint32_t>(marks.size() - 1);
+  if (options_.iteration) {
+    const auto it = std::find(marks.begin(), marks.end(), *options_.iteration);
+    if (it == marks.end() || it + 1 == marks.end()) {
+      node_.child("iteration")
+          .fail(fmt::format("the traces have no complete iteration {}", *options_.iteration));
+    }
+    first = static_cast<uint32_t>(it - marks.begin());
+    count = 1;
+  }
+  out.iterations = first + count;
+  out.warmup_iterations = first;
+  out.measured_iterations = count;
+  for (const TraceRankSummary& r : info.ranks) {
+    Duration measured = Duration::zero();
+    uint32_t n = 0;
+    for (const TraceIteration& it : r.iterations) {
+      if (it.start_mark >= marks[first] && it.end_mark <= marks[first + count]) {
+        measured += it.measured;
+        ++n;
+      }
+    }
+    out.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
+  }
+
+  const bool model = options_.graph.mode == TraceMode::kModel;
+  const std::string host_text = host_ == "measured"   ? ""
+                                : host_ == "modelled" ? ", host time T1-T5 of the traces"
+                                                      : ", host time by the platform's host model";
+  out.description.push_back(fmt::format(
+      "workload: trace ({}{} mode{}) of {} ranks from {}; {}", chakra_format_ ? "Chakra ET, " : "",
+      model ? "model" : "replay", host_text, info.ranks.size(), traces_text_,
+      options_.iteration ? fmt::format("iteration {}", *options_.iteration)
+                         : fmt::format("{} iteration{}", count, count == 1 ? "" : "s")));
+  if (model) {
+    uint64_t kernel_count = 0;
+    uint64_t kernels_kept = 0;
+    uint64_t collectives = 0;
+    uint64_t collectives_kept = 0;
+    for (const TraceRankSummary& r : info.ranks) {
+      kernel_count += r.kernels;
+      kernels_kept += r.kernels_kept_measured;
+      collectives += r.collectives;
+      collectives_kept += r.collectives_kept_measured;
+    }
+    out.description.push_back(fmt::format(
+        "model mode: kept measured {} of {} kernels (no shapes, or no kernel model for the op), "
+        "{} of {} collectives (no peer rank in the traces); the rest priced by the platform",
+        kernels_kept, kernel_count, collectives_kept, collectives));
+  }
+  // Files named as the scenario names their folder.
+  const std::string dir_text = dir_.string();
+  for (std::string w : warnings) {
+    if (w.starts_with(dir_text)) w = traces_text_ + w.substr(dir_text.size());
+    out.warnings.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::unique_ptr<Workload> make_trace_workload(const ConfigNode& workload) {
+  return std::make_unique<TraceWorkload>(workload);
+}
+
+}  // namespace upsim

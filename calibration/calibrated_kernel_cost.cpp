@@ -1,14 +1,45 @@
 #include "calibration/calibrated_kernel_cost.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
+#include <vector>
 
+#include "calibration/attention_kernel_model.h"
 #include "calibration/optimizer_kernel_model.h"
-#include "calibration/roofline_kernel_cost.h"
 
 namespace upsim {
+namespace {
+
+const std::optional<GemmParams>& own_gemm(const KernelCalibration& c, DType dtype) {
+  return c.gemm_by_dtype[static_cast<size_t>(dtype)];
+}
+
+/// The fit an fp8 GEMM without its own borrows: bf16, else fp16, else `default` (nullopt).
+std::optional<DType> fp8_donor(const KernelCalibration& c) {
+  for (DType d : {DType::kBf16, DType::kFp16}) {
+    if (own_gemm(c, d)) return d;
+  }
+  return std::nullopt;
+}
+
+/// Ops measured by the sweeps this calibration was fitted on: its harness entries and the ops
+/// of its fit errors ("gemm/bf16" counts as gemm).
+std::set<std::string, std::less<>> measured_ops(const KernelCalibration& c) {
+  std::set<std::string, std::less<>> out;
+  for (const auto& [name, harness] : c.measurement)
+    out.insert(name);
+  for (const FitError& f : c.fit_errors)
+    out.insert(f.op.substr(0, f.op.find('/')));
+  return out;
+}
+
+}  // namespace
 
 CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
                                            AchievableFractions achievable)
@@ -31,14 +62,17 @@ CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
     (void)calibration_.curve_for(static_cast<MemoryOp>(i));
   }
   check_embedding_params(calibration_.embedding);
+  if (calibration_.attention) check_attention_params(*calibration_.attention);
+  if (!(achievable_.fp8_compute >= 0.0 && achievable_.fp8_compute <= 1.0)) {
+    throw std::invalid_argument("calibrated: the fp8 achievable fraction must be in [0, 1]");
+  }
 }
 
 double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
                                           const DeviceProfile& device) const {
   switch (kernel.cls) {
     case KernelClass::kGemm:
-      return estimate_gemm(kernel, device, achievable_, calibration_.gemm_for(kernel.dtype))
-          .seconds;
+      return gemm_estimate(kernel, device).seconds;
     case KernelClass::kMemoryBound:
       if (kernel.memory_op == MemoryOp::kOptimizer &&
           kernel.optimizer.kind != OptimizerKind::kUnspecified) {
@@ -53,17 +87,104 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
       return embedding_seconds(kernel, device, achievable_, calibration_.embedding);
-    case KernelClass::kAttention: {
-      // Placeholder until the attention model lands: the roofline at the achievable fractions.
-      const KernelWork w = attention_work(kernel);
-      const double compute =
-          w.flops / (device.peak(kernel.dtype).flops_per_second() * achievable_.compute);
-      const double memory =
-          w.bytes / (device.hbm_bandwidth.bytes_per_second() * achievable_.memory);
-      return std::max(compute, memory);
-    }
+    case KernelClass::kAttention:
+      return attention_seconds(kernel, device, achievable_,
+                               calibration_.attention.value_or(AttentionParams{}),
+                               calibration_.kernel_overhead);
   }
   throw std::invalid_argument("calibrated: unknown kernel class");
+}
+
+GemmEstimate CalibratedKernelCost::gemm_estimate(const KernelDesc& kernel,
+                                                 const DeviceProfile& device) const {
+  if (kernel.dtype != DType::kFp8 || own_gemm(calibration_, DType::kFp8)) {
+    return estimate_gemm(kernel, device, achievable_, calibration_.gemm_for(kernel.dtype));
+  }
+  const std::optional<DType> donor = fp8_donor(calibration_);
+  AchievableFractions fp8 = achievable_;
+  if (achievable_.fp8_compute > 0.0) fp8.compute = achievable_.fp8_compute;
+  return estimate_gemm(kernel, device, fp8,
+                       donor ? *own_gemm(calibration_, *donor) : calibration_.gemm);
+}
+
+std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
+    const KernelDesc& kernel, const DeviceProfile& device) const {
+  std::vector<std::string> notes;
+  const KernelCalibration& c = calibration_;
+  if (c.fitted_on != device.name) {
+    notes.push_back(fmt::format("calibration fitted on {}, used for {}", c.fitted_on, device.name));
+  }
+  switch (kernel.cls) {
+    case KernelClass::kGemm: {
+      if (own_gemm(c, kernel.dtype)) break;
+      const std::string_view dtype = dtype_name(kernel.dtype);
+      if (kernel.dtype != DType::kFp8) {
+        notes.push_back(fmt::format(
+            "gemm {}: no {} fit in the calibration fitted on {}, priced with its default GEMM "
+            "parameters at the {} peak",
+            dtype, dtype, c.fitted_on, dtype));
+        break;
+      }
+      const std::optional<DType> donor = fp8_donor(c);
+      const std::string donor_name = donor ? std::string(dtype_name(*donor)) : "default";
+      const double fp8_peak = device.peak(DType::kFp8).flops_per_second();
+      const double donor_peak = device.peak(donor.value_or(DType::kBf16)).flops_per_second();
+      if (fp8_peak <= 0.0 || donor_peak <= 0.0) {
+        notes.push_back(
+            fmt::format("gemm fp8: device `{}` has no fp8 peak (cannot be priced)", device.name));
+      } else if (achievable_.fp8_compute > 0.0) {
+        const double ratio =
+            fp8_peak * achievable_.fp8_compute / (donor_peak * achievable_.compute);
+        notes.push_back(fmt::format(
+            "gemm fp8: no fp8 fit in the calibration fitted on {}, {} fit x measured fp8/{} "
+            "MAMF ratio {:.3f}",
+            c.fitted_on, donor_name, donor ? donor_name : "bf16", ratio));
+      } else {
+        notes.push_back(fmt::format(
+            "gemm fp8: no fp8 fit in the calibration fitted on {} and no measured fp8 rate for "
+            "{}, {} fit x datasheet fp8/{} peak ratio {:.3f}",
+            c.fitted_on, device.name, donor_name, donor ? donor_name : "bf16",
+            fp8_peak / donor_peak));
+      }
+      break;
+    }
+    case KernelClass::kMemoryBound: {
+      if (kernel.memory_op == MemoryOp::kUnspecified) break;
+      const std::set<std::string, std::less<>> measured = measured_ops(c);
+      const std::string_view op = memory_op_name(kernel.memory_op);
+      if (measured.contains(op)) break;
+      const std::string& curve = c.curve_of_op[static_cast<size_t>(kernel.memory_op)];
+      bool fitted = false;
+      for (size_t i = 0; i < kMemoryOpCount; ++i) {
+        if (c.curve_of_op[i] == curve && measured.contains(kMemoryOpNames[i])) fitted = true;
+      }
+      if (fitted) {
+        notes.push_back(fmt::format("{}: no measured curve, priced with the {} curve", op, curve));
+      } else {
+        notes.push_back(fmt::format(
+            "{}: no measured curve, priced with the {} curve, which the calibration fitted on "
+            "{} does not fit either (its parameters are defaults)",
+            op, curve, c.fitted_on));
+      }
+      break;
+    }
+    case KernelClass::kAttention:
+      if (!c.attention) {
+        notes.push_back(fmt::format(
+            "attention: no attention section in the calibration fitted on {}, "
+            "FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv 2307.08691)",
+            c.fitted_on));
+      }
+      break;
+    case KernelClass::kEmbeddingForward:
+    case KernelClass::kEmbeddingBackward:
+      break;
+  }
+  if (notes.empty()) return std::nullopt;
+  std::string out = notes.front();
+  for (size_t i = 1; i < notes.size(); ++i)
+    out += "; " + notes[i];
+  return out;
 }
 
 Duration CalibratedKernelCost::kernel_duration(const KernelDesc& kernel,

@@ -4,9 +4,11 @@
 // `optimizer` op's curve, and a descriptor of L launches gets L kernel_overheads) and the
 // data-distribution-aware embedding-bag model (embedding_bag_model.h), with parameters
 // from a calibration file (kernel_calibration.h) and the device's achievable fractions from its
-// hardware profile:
+// hardware profile. Fused attention is attention_kernel_model.h with the file's `attention:`
+// parameters (the FlashAttention-2 A100 defaults when it has none).
 //
-//   duration = core_seconds(kernel, device) + calibration.kernel_overhead   GEMM, memory-bound
+//   duration = core_seconds(kernel, device) + calibration.kernel_overhead   GEMM, memory-bound,
+//                                                                          attention
 //              core_seconds(kernel, device)                                embedding ops: the
 //              model's time is the op's whole GPU time, one kernel_floor per FBGEMM kernel
 //              (embedding_bag_model.h), so the fixed per-kernel time is not added again
@@ -16,9 +18,20 @@
 //  - Built for one hardware profile: `achievable` are that profile's fractions, and the fitted
 //    scales are relative to them (so a calibration fitted on one GPU prices another; see
 //    gemm_kernel_model.h).
+//  - A GEMM dtype without its own fit takes `default`, except fp8: without an fp8 fit it takes
+//    the bf16 fit (else fp16, else default) at the device's measured fp8 rate, peak(fp8) x
+//    achievable.fp8_compute, i.e. the bf16 fit's rate x the measured fp8 / bf16 MAMF ratio;
+//    a profile without a measured fp8 fraction uses achievable.compute (the datasheet peak
+//    ratio). A device without an fp8 peak (A100) cannot price fp8: std::invalid_argument.
+//  - borrowed_calibration names every parameter borrowed for a kernel, joined by "; ": the
+//    calibration fitted on another GPU than `device`, a GEMM dtype without its own fit, a
+//    memory op without a measured curve, attention without an `attention:` section.
 //  - Errors of the sub-models (a GEMM dtype the device has no unit for, negative work, a bad
 //    histogram) are std::invalid_argument naming the kernel class and the reason.
 #pragma once
+
+#include <optional>
+#include <string>
 
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
@@ -32,10 +45,16 @@ class CalibratedKernelCost final : public KernelCostModel {
   CalibratedKernelCost(KernelCalibration calibration, AchievableFractions achievable);
 
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
+  std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
+                                                  const DeviceProfile& device) const override;
 
   /// The kernel's time in seconds without kernel_overhead (what a sweep's harness adds to); for
   /// an embedding op, its whole time (= kernel_duration).
   double core_seconds(const KernelDesc& kernel, const DeviceProfile& device) const;
+
+  /// The GEMM estimate with the parameters and fractions the model uses for kernel.dtype (see
+  /// the contract for fp8). `kernel.cls` must be kGemm.
+  GemmEstimate gemm_estimate(const KernelDesc& kernel, const DeviceProfile& device) const;
 
   const KernelCalibration& calibration() const { return calibration_; }
   const AchievableFractions& achievable() const { return achievable_; }

@@ -103,6 +103,12 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
   const ConfigNode achievable = node.child("achievable");
   profile.achievable.compute = fraction(achievable, "compute_fraction");
   profile.achievable.memory = fraction(achievable, "memory_fraction");
+  if (achievable.has("fp8_compute_fraction")) {
+    if (device.peak(DType::kFp8).flops_per_second() <= 0.0) {
+      achievable.child("fp8_compute_fraction").fail("given, but the profile has no fp8 peak");
+    }
+    profile.achievable.fp8_compute = fraction(achievable, "fp8_compute_fraction");
+  }
   return profile;
 }
 

@@ -31,6 +31,10 @@ struct AchievableFractions {
   double compute = 1.0;
   /// Achieved / datasheet HBM bandwidth (best measured streaming kernel over the datasheet).
   double memory = 1.0;
+  /// Achieved / datasheet fp8 arithmetic rate (best measured fp8 matmul over the fp8 peak);
+  /// 0 = not measured. The calibrated model prices an fp8 GEMM without an fp8 fit at this rate
+  /// (calibrated_kernel_cost.h).
+  double fp8_compute = 0.0;
 };
 
 struct HardwareProfile {
@@ -41,7 +45,8 @@ struct HardwareProfile {
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
 ///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, hbm.{bandwidth,size},
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
-///   achievable.{compute_fraction, memory_fraction}. Throws ConfigError (via node.fail) for missing
+///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
+///   fp8 peak)}. Throws ConfigError (via node.fail) for missing
 ///   keys, unknown dtypes, non-positive quantities and fractions outside (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 

@@ -70,6 +70,24 @@ EmbeddingParams read_embedding(const ConfigNode& node) {
   return p;
 }
 
+AttentionParams read_attention(const ConfigNode& node) {
+  AttentionParams p;
+  p.block_m = node.get_int_or("block_m", p.block_m);
+  p.forward_efficiency_64 = node.get_double_or("forward_efficiency_64", p.forward_efficiency_64);
+  p.forward_efficiency_128 = node.get_double_or("forward_efficiency_128", p.forward_efficiency_128);
+  p.backward_efficiency_64 = node.get_double_or("backward_efficiency_64", p.backward_efficiency_64);
+  p.backward_efficiency_128 =
+      node.get_double_or("backward_efficiency_128", p.backward_efficiency_128);
+  p.half_efficiency_span = node.get_double_or("half_efficiency_span", p.half_efficiency_span);
+  p.backward_launches = node.get_int_or("backward_launches", p.backward_launches);
+  try {
+    check_attention_params(p);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+  return p;
+}
+
 HarnessOverhead read_harness(const ConfigNode& node) {
   HarnessOverhead h{node.get_duration("floor"), node.get_duration("offset")};
   h.compute_speedup = node.get_double_or("compute_speedup", 1.0);
@@ -178,6 +196,9 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
   }
 
   c.embedding = read_embedding(node.child("embedding"));
+  if (const auto attention = node.optional_child("attention")) {
+    c.attention = read_attention(*attention);
+  }
 
   if (const auto measurement = node.optional_child("measurement")) {
     for (const auto& [name, value] : measurement->map_entries()) {
@@ -244,6 +265,15 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
         {"encode_latency", e.encode_latency},
         {"update_latency", e.update_latency}}) {
     out += fmt::format("  {}: {}\n", key, format_duration_exact(value));
+  }
+  if (c.attention) {
+    const AttentionParams& a = *c.attention;
+    out += fmt::format(
+        "attention:\n  block_m: {}\n  forward_efficiency_64: {}\n  forward_efficiency_128: {}\n"
+        "  backward_efficiency_64: {}\n  backward_efficiency_128: {}\n"
+        "  half_efficiency_span: {}\n  backward_launches: {}\n",
+        a.block_m, a.forward_efficiency_64, a.forward_efficiency_128, a.backward_efficiency_64,
+        a.backward_efficiency_128, a.half_efficiency_span, a.backward_launches);
   }
   if (!c.measurement.empty()) {
     out += "measurement:\n";

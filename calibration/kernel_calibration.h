@@ -18,6 +18,14 @@
 //               forward_row_latency, index_step_latency, sort_tile_latency,
 //               sort_upsweep_latency, sort_pass_latency, encode_latency, update_latency}
 //                                    see embedding_bag_model.h for each one's meaning and source
+//   attention:                       optional: the fused-attention model's parameters (see
+//     block_m: 128                   attention_kernel_model.h for each one's meaning and
+//     forward_efficiency_64: 0.6     source); every key optional, a missing one keeps the
+//     forward_efficiency_128: 0.73   AttentionParams default (FlashAttention-2 on A100). No
+//     backward_efficiency_64: 0.5    sweep measures attention, so `upsim calibrate` leaves the
+//     backward_efficiency_128: 0.63  section out; absent, the defaults apply and
+//     half_efficiency_span: 256      CalibratedKernelCost::borrowed_calibration says so.
+//     backward_launches: 3
 //   measurement:                     optional: how the measuring harness adds to kernel time,
 //     OP: {floor: 48us, offset: 38us, compute_speedup: 1.08}   see HarnessOverhead
 //                                    (compute_speedup optional, default 1); read only by
@@ -36,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "calibration/attention_kernel_model.h"
 #include "calibration/embedding_bag_model.h"
 #include "calibration/gemm_kernel_model.h"
 #include "calibration/memory_bound_kernel_model.h"
@@ -84,6 +93,8 @@ struct KernelCalibration {
   /// curve_of_op[static_cast<size_t>(op)] names the curve in `curves` for that MemoryOp.
   std::array<std::string, kMemoryOpCount> curve_of_op{};
   EmbeddingParams embedding;
+  /// The file's `attention:` section; nullopt = absent (the model uses AttentionParams{}).
+  std::optional<AttentionParams> attention;
   /// Keyed by measured op name ("gemm" or a memory_op_name()).
   std::map<std::string, HarnessOverhead> measurement;
   std::string split;

@@ -46,8 +46,7 @@ double predicted_measurement_seconds(const CalibratedKernelCost& model,
   const HarnessOverhead& h = it->second;
   double core = 0.0;
   if (measurement.kernel.cls == KernelClass::kGemm) {
-    const GemmEstimate est = estimate_gemm(measurement.kernel, device, model.achievable(),
-                                           model.calibration().gemm_for(measurement.kernel.dtype));
+    const GemmEstimate est = model.gemm_estimate(measurement.kernel, device);
     core = std::max(est.compute_seconds / h.compute_speedup, est.memory_seconds);
   } else {
     core = model.core_seconds(measurement.kernel, device);

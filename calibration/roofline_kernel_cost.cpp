@@ -127,6 +127,16 @@ Duration RooflineKernelCost::kernel_duration(const KernelDesc& kernel,
   return Duration::from_seconds_f(seconds) + params_.kernel_overhead;
 }
 
+std::optional<std::string> RooflineKernelCost::borrowed_calibration(
+    const KernelDesc& kernel, const DeviceProfile& device) const {
+  if (kernel.cls == KernelClass::kGemm) return std::nullopt;
+  if (device.peak(kernel.dtype).flops_per_second() > 0.0) return std::nullopt;
+  if (!(roofline_work(kernel, params_.embedding_index_bytes).flops > 0.0)) return std::nullopt;
+  return fmt::format("{} {}: no {} peak on {}, arithmetic priced at the fp32 peak",
+                     kernel_class_name(kernel.cls), dtype_name(kernel.dtype),
+                     dtype_name(kernel.dtype), device.name);
+}
+
 RooflineKernelCost load_roofline(const ConfigNode& node, const AchievableFractions& achievable) {
   node.get_choice_or("model", {"roofline"}, "roofline");
   RooflineParams params;

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "calibration/hardware_profile.h"
 #include "sim/config/config_node.h"
@@ -69,6 +71,10 @@ class RooflineKernelCost final : public KernelCostModel {
   explicit RooflineKernelCost(RooflineParams params);
 
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
+  /// nullopt, except for a non-GEMM kernel with arithmetic whose dtype has no peak on the device:
+  /// "<class> <dtype>: no <dtype> peak on <device>, arithmetic priced at the fp32 peak".
+  std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
+                                                  const DeviceProfile& device) const override;
 
   const RooflineParams& params() const { return params_; }
 

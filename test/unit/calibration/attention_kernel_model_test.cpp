@@ -1,0 +1,199 @@
+#include "calibration/attention_kernel_model.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include "calibration/calibrated_kernel_cost.h"
+#include "calibration/hardware_profile.h"
+#include "calibration/kernel_calibration.h"
+#include "sim/config/config_node.h"
+#include "test/unit/calibration/test_device.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+const AchievableFractions kFull{1.0, 1.0};
+
+KernelDesc attention(int64_t batch, int64_t heads, int64_t seq, int64_t head_dim,
+                     bool causal = false, bool backward = false) {
+  KernelDesc k;
+  k.cls = KernelClass::kAttention;
+  k.dtype = DType::kFp16;
+  k.attention = AttentionShape{batch, heads, heads, seq, seq, head_dim, causal, backward, true};
+  return k;
+}
+
+HardwareProfile profile(const std::string& file) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "hardware" / file);
+  return load_hardware_profile(doc.root());
+}
+
+TEST(AttentionKernelModel, ForwardByHand) {
+  // 1 x 10 heads x 4096 x 4096, head_dim 128: flops 4 x 10 x 4096^2 x 128 = 8.590e10;
+  // blocks 10 x 4096 / 128 = 320 = 32 full waves of 10 SMs; efficiency 0.73 x 4096 / (4096 +
+  // 256) = 0.68706; compute 8.590e10 / (100e12 x 0.68706) = 1.2503 ms. Bytes: q, k, v, o
+  // = 4 x 10 x 4096 x 128 x 2 B = 41.9 MB -> 41.9 us at 1000 GB/s: compute-bound.
+  const AttentionEstimate est =
+      estimate_attention(attention(1, 10, 4096, 128), test::test_device(), kFull, {});
+  EXPECT_DOUBLE_EQ(est.flops, 4.0 * 10 * 4096.0 * 4096.0 * 128);
+  EXPECT_DOUBLE_EQ(est.bytes, 4.0 * 10 * 4096 * 128 * 2);
+  EXPECT_EQ(est.blocks, 320);
+  EXPECT_EQ(est.waves, 32);
+  EXPECT_DOUBLE_EQ(est.wave_efficiency, 1.0);
+  EXPECT_NEAR(est.efficiency, 0.73 * 4096.0 / 4352.0, 1e-12);
+  EXPECT_NEAR(est.seconds, 1.2503e-3, 1e-6);
+  EXPECT_EQ(est.launches, 1);
+}
+
+TEST(AttentionKernelModel, CausalHalvesTheWorkOverAHalfSpan) {
+  const DeviceProfile d = test::test_device();
+  const double full = estimate_attention(attention(1, 10, 4096, 128), d, kFull, {}).seconds;
+  const double causal = estimate_attention(attention(1, 10, 4096, 128, true), d, kFull, {}).seconds;
+  // 0.5 x eff(4096) / eff(2048) = 0.5 x (4096 / 4352) / (2048 / 2304) = 0.529412.
+  EXPECT_NEAR(causal / full, 0.529412, 1e-6);
+}
+
+TEST(AttentionKernelModel, BackwardIsTwoAndAHalfForwardsAtTheBackwardEfficiency) {
+  const DeviceProfile d = test::test_device();
+  const AttentionEstimate fwd = estimate_attention(attention(1, 10, 4096, 128), d, kFull, {});
+  const AttentionEstimate bwd =
+      estimate_attention(attention(1, 10, 4096, 128, false, true), d, kFull, {});
+  EXPECT_DOUBLE_EQ(bwd.flops, 2.5 * fwd.flops);
+  EXPECT_NEAR(bwd.seconds / fwd.seconds, 2.5 * 0.73 / 0.63, 1e-9);
+  EXPECT_EQ(bwd.launches, 3);
+  // Two more launches than the forward, one kernel_overhead each.
+  const Duration overhead = Duration::from_us(5);
+  EXPECT_NEAR(attention_seconds(attention(1, 10, 4096, 128, false, true), d, kFull, {}, overhead),
+              bwd.seconds + 10e-6, 1e-12);
+}
+
+TEST(AttentionKernelModel, PartialLastWaveCostsAFullWave) {
+  const DeviceProfile d = test::test_device();
+  // 11 blocks of 128 query rows on 10 SMs: 2 waves, 55% busy.
+  KernelDesc k = attention(1, 11, 128, 128);
+  const AttentionEstimate est = estimate_attention(k, d, kFull, {});
+  EXPECT_EQ(est.blocks, 11);
+  EXPECT_EQ(est.waves, 2);
+  EXPECT_DOUBLE_EQ(est.wave_efficiency, 0.55);
+  // The backward splits over key blocks: 300 query rows, 128 key rows -> 11 x 1 blocks still,
+  // but 11 x 3 forward.
+  k.attention.seq_q = 300;
+  EXPECT_EQ(estimate_attention(k, d, kFull, {}).blocks, 33);
+  k.attention.backward = true;
+  EXPECT_EQ(estimate_attention(k, d, kFull, {}).blocks, 11);
+}
+
+TEST(AttentionKernelModel, HeadDimInterpolatesBetween64And128) {
+  const DeviceProfile d = test::test_device();
+  auto eff = [&](int64_t hd) {
+    return estimate_attention(attention(1, 10, 4096, hd), d, kFull, {}).efficiency /
+           (4096.0 / 4352.0);
+  };
+  EXPECT_NEAR(eff(32), 0.60, 1e-12);
+  EXPECT_NEAR(eff(64), 0.60, 1e-12);
+  EXPECT_NEAR(eff(96), 0.60 + std::log2(1.5) * 0.13, 1e-12);
+  EXPECT_NEAR(eff(128), 0.73, 1e-12);
+  EXPECT_NEAR(eff(256), 0.73, 1e-12);
+}
+
+TEST(AttentionKernelModel, GroupedQueryAttentionReadsFewerKeysAndValues) {
+  const DeviceProfile d = test::test_device();
+  KernelDesc mha = attention(1, 32, 1024, 128);
+  KernelDesc gqa = mha;
+  gqa.attention.kv_heads = 8;
+  const AttentionEstimate a = estimate_attention(mha, d, kFull, {});
+  const AttentionEstimate b = estimate_attention(gqa, d, kFull, {});
+  EXPECT_DOUBLE_EQ(a.flops, b.flops);
+  // q, o: 2 x 32 heads; k, v: 2 x 8 heads instead of 2 x 32.
+  EXPECT_DOUBLE_EQ(b.bytes / a.bytes, (64.0 + 16.0) / 128.0);
+  gqa.attention.kv_heads = 5;
+  EXPECT_THROW(estimate_attention(gqa, d, kFull, {}), std::invalid_argument);
+}
+
+TEST(AttentionKernelModel, ErrorsNameTheReason) {
+  const DeviceProfile d = test::test_device();
+  KernelDesc k = attention(1, 8, 1024, 64);
+  k.dtype = DType::kFp8;
+  try {
+    (void)estimate_attention(k, d, kFull, {});
+    FAIL() << "fp8 on a device without an fp8 peak";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("test-gpu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+  }
+  k = attention(1, 8, 1024, 64);
+  k.attention.fused = false;
+  EXPECT_THROW(estimate_attention(k, d, kFull, {}), std::invalid_argument);
+  k = attention(1, 8, 0, 64);
+  EXPECT_THROW(estimate_attention(k, d, kFull, {}), std::invalid_argument);
+  AttentionParams bad;
+  bad.forward_efficiency_128 = 1.5;
+  EXPECT_THROW(check_attention_params(bad), std::invalid_argument);
+}
+
+// The defaults reproduce the FlashAttention-2 paper's A100 numbers they were taken from (Dao
+// 2023, Fig. 5: 16k tokens per batch, hidden 2048 -> 16 heads of 128, forward without mask,
+// "up to 73%"), and the sequence-length curve: 2k at 0.89 of the 16k rate.
+TEST(AttentionKernelModel, A100DefaultsMatchTheFlashAttention2Paper) {
+  const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
+  auto tflops = [&](int64_t batch, int64_t seq) {
+    const AttentionEstimate est =
+        estimate_attention(attention(batch, 16, seq, 128), a100.device, a100.achievable, {});
+    return est.flops / est.seconds / 1e12;
+  };
+  EXPECT_NEAR(tflops(1, 16384), 0.73 * 312 * 16384 / (16384 + 256.0), 0.5);
+  EXPECT_GT(tflops(1, 16384), 0.70 * 312);
+  EXPECT_NEAR(tflops(8, 2048) / tflops(1, 16384), 0.897, 0.01);
+}
+
+TEST(AttentionKernelModel, CalibratedModelPricesAttentionWithTheFileSection) {
+  const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
+  KernelCalibration c = load_kernel_calibration(doc.root());
+  ASSERT_FALSE(c.attention) << "the fit writes no attention section";
+  const KernelDesc k = attention(4, 32, 2048, 128, true, true);
+  const CalibratedKernelCost defaults(c, a100.achievable);
+  EXPECT_NEAR(defaults.kernel_duration(k, a100.device).seconds(),
+              attention_seconds(k, a100.device, a100.achievable, {}, c.kernel_overhead) +
+                  c.kernel_overhead.seconds(),
+              1e-9);
+  // A section in the file replaces the defaults, and round-trips through the writer.
+  AttentionParams p;
+  p.backward_efficiency_128 = 0.40;
+  c.attention = p;
+  const std::string text = kernel_calibration_yaml(c, "");
+  EXPECT_NE(text.find("attention:\n  block_m: 128\n"), std::string::npos) << text;
+  ConfigDocument again = ConfigDocument::parse_string(text, "calibration.yaml");
+  const KernelCalibration reread = load_kernel_calibration(again.root());
+  ASSERT_TRUE(reread.attention);
+  EXPECT_EQ(reread.attention->backward_efficiency_128, 0.40);
+  EXPECT_EQ(kernel_calibration_yaml(reread, ""), text);
+  const CalibratedKernelCost own(reread, a100.achievable);
+  EXPECT_NEAR(own.core_seconds(k, a100.device) / defaults.core_seconds(k, a100.device), 0.63 / 0.40,
+              0.01);
+  EXPECT_FALSE(own.borrowed_calibration(k, a100.device));
+  EXPECT_TRUE(defaults.borrowed_calibration(k, a100.device));
+}
+
+TEST(AttentionKernelModel, FileSectionKeysAreOptionalAndChecked) {
+  const std::string base = kernel_calibration_yaml(
+      load_kernel_calibration(
+          ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml").root()),
+      "");
+  ConfigDocument partial =
+      ConfigDocument::parse_string(base + "attention:\n  forward_efficiency_64: 0.5\n", "c.yaml");
+  const KernelCalibration c = load_kernel_calibration(partial.root());
+  ASSERT_TRUE(c.attention);
+  EXPECT_EQ(c.attention->forward_efficiency_64, 0.5);
+  EXPECT_EQ(c.attention->forward_efficiency_128, AttentionParams{}.forward_efficiency_128);
+  ConfigDocument bad =
+      ConfigDocument::parse_string(base + "attention:\n  backward_launches: 0\n", "c.yaml");
+  EXPECT_THROW(load_kernel_calibration(bad.root()), ConfigError);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,7 @@ namespace upsim {
 namespace {
 
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
 
 std::vector<std::filesystem::path> hardware_files() {
   std::vector<std::filesystem::path> files;
@@ -162,6 +167,46 @@ TEST(HardwareProfile, FractionsAndPcieGenerationAreChecked) {
   EXPECT_FALSE(load_error(replaced("peak_flops: {fp32: 10TFLOP/s, fp16: 100TFLOP/s}",
                                    "peak_flops: {fp16: 100TFLOP/s}"))
                    .empty());
+}
+
+// achievable.fp8_compute_fraction is the measured best fp8 matmul over the fp8 peak
+// (test/data/hardware-specs/mamf_max_achievable_matmul_tflops_fp8.csv), to the profile's three
+// decimals; every profile that has one names an accelerator of that table.
+TEST(HardwareProfile, Fp8FractionIsTheMeasuredFp8MamfOverThePeak) {
+  std::map<std::string, double> mamf;
+  std::ifstream in(kData / "hardware-specs" / "mamf_max_achievable_matmul_tflops_fp8.csv");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::stringstream fields(line);
+    std::string name;
+    std::string tflops;
+    std::getline(fields, name, ',');
+    std::getline(fields, tflops, ',');
+    if (!tflops.empty() && std::isdigit(static_cast<unsigned char>(tflops.front()))) {
+      mamf[name] = std::stod(tflops);
+    }
+  }
+  const std::map<std::string, std::string> row_of{{"H100-SXM5-80GB", "NVIDIA H100 SXM"},
+                                                  {"H200-SXM-141GB", "NVIDIA H200 SXM"},
+                                                  {"B200-SXM-180GB", "NVIDIA B200 SXM"}};
+  size_t with_fraction = 0;
+  for (const auto& path : hardware_files()) {
+    ConfigDocument doc = ConfigDocument::load_file(path);
+    const HardwareProfile hw = load_hardware_profile(doc.root());
+    if (hw.achievable.fp8_compute == 0.0) continue;
+    ++with_fraction;
+    SCOPED_TRACE(hw.device.name);
+    ASSERT_TRUE(row_of.contains(hw.device.name));
+    ASSERT_TRUE(mamf.contains(row_of.at(hw.device.name)));
+    EXPECT_NEAR(hw.achievable.fp8_compute,
+                mamf.at(row_of.at(hw.device.name)) / hw.device.peak(DType::kFp8).teraflops(),
+                0.0005);
+  }
+  EXPECT_EQ(with_fraction, 3u);
+  EXPECT_NE(load_error(replaced("memory_fraction: 0.9}",
+                                "memory_fraction: 0.9, fp8_compute_fraction: 0.7}"))
+                .find("achievable.fp8_compute_fraction"),
+            std::string::npos);
 }
 
 TEST(HardwareProfile, DtypeNamesRoundTrip) {

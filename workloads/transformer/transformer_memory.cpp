@@ -1,0 +1,394 @@
+#include "workloads/transformer/transformer_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <stdexcept>
+#include <vector>
+
+namespace upsim {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/// Key/value heads one tensor-parallel rank holds: kv_heads / tensor, or one replicated head
+/// when kv_heads < tensor (Megatron-LM replicates the query groups then).
+int64_t local_kv_heads(const TransformerConfig& c) {
+  return std::max<int64_t>(1, c.kv_heads / c.parallelism.tensor);
+}
+
+int64_t norm_parameters(const TransformerConfig& c) {
+  return c.norm == TransformerNorm::kLayerNorm && c.bias ? 2 * c.hidden : c.hidden;
+}
+
+/// One MLP of inner width `ffn` on one tensor rank: column-parallel input projection(s) (two
+/// for SwiGLU: gate and up), row-parallel output projection whose bias is replicated.
+int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn) {
+  const int64_t local = ffn / c.parallelism.tensor;
+  const int64_t in_projections = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  int64_t params = (in_projections + 1) * c.hidden * local;
+  if (c.bias) params += in_projections * local + c.hidden;
+  return params;
+}
+
+/// Attention and norms of one layer on one tensor rank: fused QKV (column parallel), output
+/// projection (row parallel, bias replicated), the two norms (replicated).
+int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
+  const int64_t d = c.head_dim();
+  const int64_t qkv_width = (c.heads / c.parallelism.tensor + 2 * local_kv_heads(c)) * d;
+  const int64_t out_in = c.heads / c.parallelism.tensor * d;
+  int64_t params = c.hidden * qkv_width + out_in * c.hidden + 2 * norm_parameters(c);
+  if (c.bias) params += qkv_width + c.hidden;
+  return params;
+}
+
+/// The layers of `stage`: model chunk k x pipeline + stage for each virtual stage k, each of
+/// layers / (pipeline x virtual_stages) consecutive layers (Megatron's interleaved placement;
+/// one chunk without interleaving).
+std::vector<int64_t> stage_layers(const TransformerConfig& c, int64_t stage) {
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t per_chunk = c.layers / (p.pipeline * p.virtual_stages);
+  std::vector<int64_t> layers;
+  for (int64_t k = 0; k < p.virtual_stages; ++k) {
+    const int64_t chunk = k * p.pipeline + stage;
+    for (int64_t i = 0; i < per_chunk; ++i)
+      layers.push_back(chunk * per_chunk + i);
+  }
+  return layers;
+}
+
+void check_stage(const TransformerConfig& c, int64_t stage) {
+  if (stage < 0 || stage >= c.parallelism.pipeline) {
+    throw std::invalid_argument(
+        fmt::format("pipeline stage {} is outside 0..{}", stage, c.parallelism.pipeline - 1));
+  }
+}
+
+/// Bytes per element of what the step keeps, following the Megatron-LM distributed-optimizer
+/// table (docs "Distributed Optimizer": bytes per parameter, non-distributed / distributed over
+/// d ranks: fp16 params + fp16 grads 20 / 4 + 16/d; bf16 params + fp32 grads 18 / 6 + 12/d; fp32
+/// params + fp32 grads 16 / 8 + 8/d).
+struct StateBytes {
+  int64_t param = 0;
+  int64_t grad = 0;
+  int64_t optimizer = 0;
+};
+
+StateBytes state_bytes(const TransformerConfig& c) {
+  StateBytes b;
+  // fp8 training (Transformer Engine) keeps bf16 weights and casts them to fp8 per GEMM.
+  b.param = dtype_bytes(c.activation_dtype());
+  const bool sixteen_bit = b.param < 4;
+  // Megatron-LM accumulates main_grad in fp32 for bf16 (arguments.py forces
+  // accumulate_allreduce_grads_in_fp32), in the param dtype for fp16.
+  const bool fp32_grads =
+      !sixteen_bit || (c.master_weights && c.activation_dtype() == DType::kBf16);
+  b.grad = fp32_grads ? 4 : b.param;
+  // Moments: Adam(W) keeps m and v, SGD with momentum one buffer; fp32 with master weights.
+  const int64_t moments = c.optimizer == TransformerOptimizer::kSgd ? 1 : 2;
+  if (c.master_weights && sixteen_bit) {
+    b.optimizer =
+        4 /* fp32 master weights */ + (fp32_grads ? 0 : 4) /* fp32 grad copy */ + 4 * moments;
+  } else {
+    b.optimizer = b.param * moments;
+  }
+  return b;
+}
+
+/// Ranks that share (and, sharded, split) one dense / one expert parameter: Megatron-LM's
+/// distributed optimizer shards over the data-parallel group including context parallel;
+/// experts replicate over data x context / expert (the expert data-parallel group).
+int64_t dense_replicas(const ParallelismConfig& p) {
+  return p.data * p.context;
+}
+int64_t expert_replicas(const ParallelismConfig& p) {
+  return p.data * p.context / p.expert;
+}
+
+bool shards_optimizer(const ParallelismConfig& p) {
+  return p.zero >= 1 || p.fsdp != FsdpMode::kNone;
+}
+bool shards_gradients(const ParallelismConfig& p) {
+  return p.zero >= 2 || p.fsdp != FsdpMode::kNone;
+}
+bool shards_weights(const ParallelismConfig& p) {
+  return p.zero >= 3 || p.fsdp == FsdpMode::kFullShard;
+}
+
+/// Bytes of `params` (dense and expert) at `bytes_per` each, split over the replicas if
+/// `sharded`.
+int64_t state_of(const StageParameters& params, int64_t bytes_per, bool sharded,
+                 const ParallelismConfig& p) {
+  if (!sharded) return params.total() * bytes_per;
+  return ceil_div(params.dense, dense_replicas(p)) * bytes_per +
+         ceil_div(params.expert, expert_replicas(p)) * bytes_per;
+}
+
+/// NCCL keeps a buffer of NCCL_BUFFSIZE (4 MiB default, NCCL environment-variable docs) per
+/// channel and peer connection; assumed: 8 channels x 2 connections (ring send / receive) per
+/// communicator this GPU uses. An estimate; real counts depend on the topology NCCL detects.
+constexpr int64_t kNcclBytesPerCommunicator = 8 * 2 * (4LL << 20);
+
+}  // namespace
+
+StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t pipeline_stage) {
+  check_stage(c, pipeline_stage);
+  const ParallelismConfig& p = c.parallelism;
+  StageParameters params;
+  for (const int64_t layer : stage_layers(c, pipeline_stage)) {
+    params.dense += local_attention_and_norm_parameters(c);
+    if (c.is_moe_layer(layer)) {
+      // Router h x experts (replicated), shared experts (dense, tensor split), routed experts
+      // (experts / expert per rank, each tensor split: expert tensor parallel = tensor).
+      params.dense += c.hidden * c.moe.experts +
+                      c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
+      params.expert += c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
+    } else {
+      params.dense += local_mlp_parameters(c, c.ffn);
+    }
+  }
+  // Vocabulary-parallel word embedding (padded vocabulary / tensor rows), learned positions.
+  const int64_t word_embedding = c.padded_vocab() / p.tensor * c.hidden;
+  if (pipeline_stage == 0) {
+    params.dense += word_embedding;
+    if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
+  }
+  if (pipeline_stage == p.pipeline - 1) {
+    params.dense += norm_parameters(c);
+    // Untied: the output layer. Tied with pipeline > 1: Megatron-LM keeps a copy of the word
+    // embedding on the last stage and all-reduces their gradients (the "embedding group").
+    if (!c.tied_embeddings || p.pipeline > 1) params.dense += word_embedding;
+  }
+  return params;
+}
+
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+// (arXiv 2205.05198), section 4.1 counts the bytes one layer stores for its backward with
+// 16-bit activations and 1-byte dropout masks, per micro-batch (s tokens per sequence, b
+// sequences, h hidden, a heads):
+//   attention block 11 s b h + 5 a s^2 b: QKV input 2sbh, Q and K 4sbh, softmax output 2as^2b,
+//     its dropout mask as^2b, dropout output 2as^2b, V 2sbh, output-projection input 2sbh,
+//     output dropout mask sbh;
+//   MLP 19 s b h: fc1 input 2sbh, GeLU input 8sbh, fc2 input 8sbh, dropout mask sbh;
+//   two layer norms 4 s b h;
+// total s b h (34 + 5 a s / h) (Table 2, no parallelism). Tensor parallelism divides the parts
+// inside the column/row-parallel pair by t (24 sbh and the 5 a s^2 b core) and leaves the
+// norm, dropout and GEMM inputs (10 sbh) replicated: sbh (10 + 24/t + 5as/(ht)); sequence
+// parallelism splits those over t as well: sbh/t (34 + 5as/h). Selective recomputation drops
+// the 5as^2b core (recomputed in backward); full recomputation keeps only the layer input,
+// 2 sbh (/ t with sequence parallel).
+// Generalised here term by term: activation bytes e (2 for fp16/bf16/fp8, 4 for fp32), mask
+// bytes only when dropout > 0, Q/K/V widths from heads and kv_heads (grouped-query
+// attention), the MLP width ffn (SwiGLU stores gate and up: 2 ffn at the activation), context
+// parallelism dividing the tokens by cp (its queries meet the whole sequence's keys), and
+// flash attention (Dao et al. 2022, arXiv 2205.14135) never storing the s x s scores: it keeps
+// an fp32 log-sum-exp per query and head instead and regenerates dropout from the RNG state.
+int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_layer) {
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t e = dtype_bytes(c.activation_dtype());
+  const int64_t mask = c.dropout > 0.0 ? 1 : 0;
+  const int64_t t = p.tensor;
+  const int64_t split = p.sequence ? t : 1;  // divisor of the TP-replicated parts
+  const int64_t s_local = c.seq / p.context;
+  const int64_t tokens = s_local * c.micro_batch;
+  const int64_t h = c.hidden;
+  const int64_t d = c.head_dim();
+  const int64_t q_local = c.heads / t;
+  const int64_t kv_local = local_kv_heads(c);
+
+  if (c.recompute == Recompute::kFull) return ceil_div(e * tokens * h, split);
+
+  int64_t bytes = 0;
+  bytes += ceil_div(2 * e * tokens * h, split);        // two norm inputs
+  bytes += ceil_div(e * tokens * h, split);            // QKV GEMM input
+  bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
+  if (c.recompute == Recompute::kNone) {
+    if (c.attention == AttentionImpl::kUnfused) {
+      // softmax output, dropout mask and dropout output over the local queries x all keys
+      const int64_t scores = q_local * c.micro_batch * s_local * c.seq;
+      bytes += scores * (e + mask * (1 + e));
+    } else {
+      bytes += 4 * q_local * tokens;  // flash attention's fp32 log-sum-exp
+    }
+  }
+  bytes += e * tokens * q_local * d;            // output-projection input
+  bytes += ceil_div(mask * tokens * h, split);  // attention dropout mask
+
+  // MLP (or MoE) after the second norm.
+  const int64_t act_factor = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  const auto mlp_inner = [&](int64_t rows, int64_t ffn) {
+    const int64_t local = ffn / t;
+    return e * rows * local * act_factor /* activation input */ + e * rows * local /* fc2 in */;
+  };
+  bytes += ceil_div(e * tokens * h, split);     // fc1 / router input
+  bytes += ceil_div(mask * tokens * h, split);  // MLP dropout mask
+  if (!moe_layer) {
+    bytes += mlp_inner(tokens, c.ffn);
+    return bytes;
+  }
+  // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): tokens are
+  // gathered over the tensor ranks before routing; the router's fp32 probabilities; each
+  // token reaches top_k experts, the local experts of an expert-parallel rank receive on
+  // average tokens x top_k (balanced routing) times the capacity factor, or (dropless) times
+  // 1 + imbalance for the busiest rank; each stores its permuted input, activation input and
+  // fc2 input. Shared experts run on every token like a dense MLP of their total width.
+  bytes += 4 * tokens * c.moe.experts;
+  const double factor = c.moe.capacity_factor > 0.0 ? c.moe.capacity_factor : 1.0 + c.moe.imbalance;
+  const auto routed =
+      static_cast<int64_t>(std::ceil(static_cast<double>(tokens * c.moe.top_k) * factor));
+  bytes += e * routed * h + mlp_inner(routed, c.moe.expert_ffn);
+  if (c.moe.shared_experts > 0) {
+    bytes += mlp_inner(tokens, c.moe.shared_experts * c.moe.expert_ffn);
+  }
+  return bytes;
+}
+
+// Micro-batches in flight at a stage's peak (counting its whole layer set as one):
+//  - no pipeline: one (gradient accumulation runs each micro-batch's backward before the next
+//    forward);
+//  - GPipe (Huang et al. 2019, arXiv 1811.06965): every micro-batch's forward runs before any
+//    backward: all M;
+//  - 1F1B (PipeDream-Flush, Narayanan et al. SC21, arXiv 2104.04473 section 2.2.1): stage p of P
+//    runs P - p warm-up forwards before its first backward: min(M, P - p);
+//  - interleaved 1F1B with v model chunks per stage (same paper, section 2.2.2; Megatron-LM
+//    schedules.py forward_backward_pipelining_with_interleaving): rank p runs
+//    2 (P - p - 1) + (v - 1) P warm-up chunk forwards, then one more before the first
+//    backward: min(v M, 2 (P - p - 1) + (v - 1) P + 1) chunks of L / (P v) layers, i.e. that
+//    count / v stage-sets. For p = 0 this is P (1 + (P - 1) / (P v)), the first stage's
+//    figure in Korthikanti et al. 2022, section 4.2.3.
+double transformer_micro_batches_in_flight(const TransformerConfig& c, int64_t pipeline_stage) {
+  check_stage(c, pipeline_stage);
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t m = c.micro_batches();
+  if (p.pipeline == 1) return 1.0;
+  switch (p.schedule) {
+    case PipelineSchedule::kGpipe:
+      return static_cast<double>(m);
+    case PipelineSchedule::k1F1B:
+      return static_cast<double>(std::min(m, p.pipeline - pipeline_stage));
+    case PipelineSchedule::kInterleaved1F1B: {
+      const int64_t v = p.virtual_stages;
+      const int64_t chunks =
+          std::min(v * m, 2 * (p.pipeline - pipeline_stage - 1) + (v - 1) * p.pipeline + 1);
+      return static_cast<double>(chunks) / static_cast<double>(v);
+    }
+  }
+  return 1.0;
+}
+
+MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_stage) {
+  check_stage(c, pipeline_stage);
+  const ParallelismConfig& p = c.parallelism;
+  const StageParameters params = transformer_stage_parameters(c, pipeline_stage);
+  const StateBytes bytes = state_bytes(c);
+  const bool first = pipeline_stage == 0;
+  const bool last = pipeline_stage == p.pipeline - 1;
+
+  MemoryFootprint f;
+  f.owner = fmt::format("pipeline stage {}", pipeline_stage);
+  // ZeRO (Rajbhandari et al. SC20, arXiv 1910.02054): stage 1 shards the optimizer state over
+  // the data-parallel ranks, stage 2 also the gradients, stage 3 also the weights; PyTorch FSDP
+  // (Zhao et al. VLDB 2023, arXiv 2304.11277) SHARD_GRAD_OP ~ stage 2, FULL_SHARD ~ stage 3.
+  f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(p), p)});
+  f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(p), p)});
+  f.parts.push_back({"optimizer state", state_of(params, bytes.optimizer, shards_optimizer(p), p)});
+
+  // Activations: per layer per micro-batch, summed over the stage's layers, times the
+  // micro-batches in flight.
+  const std::vector<int64_t> layers = stage_layers(c, pipeline_stage);
+  int64_t per_micro_batch = 0;
+  int64_t largest_layer = 0;
+  for (const int64_t layer : layers) {
+    per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
+    if (c.recompute == Recompute::kFull) {
+      TransformerConfig stored = c;
+      stored.recompute = Recompute::kNone;
+      largest_layer = std::max(largest_layer,
+                               transformer_layer_activation_bytes(stored, c.is_moe_layer(layer)));
+    }
+  }
+  const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
+  const int64_t e = dtype_bytes(c.activation_dtype());
+  const int64_t split = p.sequence ? p.tensor : 1;
+  const int64_t tokens = c.seq / p.context * c.micro_batch;
+  auto activations =
+      static_cast<int64_t>(std::llround(static_cast<double>(per_micro_batch) * in_flight));
+  // Full recomputation rematerialises one layer's activations (one micro-batch) during its
+  // backward, on top of the stored layer inputs.
+  activations += largest_layer;
+  if (first && c.dropout > 0.0) {
+    // Korthikanti et al. 2022 (section 4.3): the embedding's dropout mask, s b h p / t bytes for
+    // the p micro-batches the first stage holds (/ t with sequence parallel).
+    activations += static_cast<int64_t>(
+        std::ceil(static_cast<double>(ceil_div(tokens * c.hidden, split)) * in_flight));
+  }
+  if (last) {
+    // The final norm's input and the output layer's input (Megatron-LM keeps the
+    // sequence-parallel shard and gathers it again in backward).
+    activations += 2 * ceil_div(e * tokens * c.hidden, split);
+  }
+  f.parts.push_back({"activations", activations});
+
+  if (last) {
+    // Megatron-LM's vocabulary-parallel cross entropy works on fp32 logits and keeps the
+    // softmax for its backward: 4 s b V / t bytes (Korthikanti et al. 2022, section 4.3) per
+    // micro-batch whose backward has not run: all of them under GPipe, one under 1F1B (the last
+    // stage runs each micro-batch's backward right after its forward).
+    const int64_t held =
+        p.pipeline > 1 && p.schedule == PipelineSchedule::kGpipe ? c.micro_batches() : 1;
+    f.parts.push_back({"output logits", 4 * tokens * (c.padded_vocab() / p.tensor) * held});
+  }
+
+  // Buffers.
+  int64_t buffers = 0;
+  if (shards_gradients(p)) {
+    // ZeRO-2/3 and FSDP reduce-scatter gradients out of a bucket (DeepSpeed reduce_bucket_size;
+    // here parallelism.ddp_bucket) before sharding them. DDP and ZeRO-1 (Megatron-LM's
+    // contiguous grad buffer) reduce in place: their buckets are views of the gradients.
+    buffers += p.ddp_bucket_bytes;
+  }
+  if (shards_weights(p)) {
+    // ZeRO-3 / FULL_SHARD gather each unit (a transformer layer, the usual wrapping policy)
+    // before use: the unit in use plus the prefetched next one (FSDP's rate limiter allows two
+    // all-gathers in flight, Zhao et al. 2023 section 4.4), and the unit's unsharded gradients
+    // before their reduce-scatter.
+    int64_t unit = 0;
+    for (const int64_t layer : layers) {
+      StageParameters one;
+      one.dense = local_attention_and_norm_parameters(c);
+      if (c.is_moe_layer(layer)) {
+        one.dense += c.hidden * c.moe.experts +
+                     c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
+        one.expert = c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
+      } else {
+        one.dense += local_mlp_parameters(c, c.ffn);
+      }
+      unit = std::max(unit, one.total());
+    }
+    if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
+    buffers += 2 * unit * bytes.param + unit * bytes.grad;
+  }
+  int64_t communicators = 0;
+  for (const int64_t size : {p.tensor, p.context, p.expert, p.data * p.context, p.pipeline}) {
+    if (size > 1) ++communicators;
+  }
+  buffers += communicators * kNcclBytesPerCommunicator;
+  f.parts.push_back({"buffers", buffers});
+  return f;
+}
+
+MemoryFootprint transformer_peak_memory(const TransformerConfig& c) {
+  MemoryFootprint peak = transformer_memory(c, 0);
+  for (int64_t stage = 1; stage < c.parallelism.pipeline; ++stage) {
+    MemoryFootprint f = transformer_memory(c, stage);
+    if (f.total_bytes() > peak.total_bytes()) peak = std::move(f);
+  }
+  return peak;
+}
+
+}  // namespace upsim

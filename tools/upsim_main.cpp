@@ -16,6 +16,7 @@
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
 #include "tools/trace_commands.h"
+#include "tools/workload_commands.h"
 #include "workloads/trace/trace_error.h"
 
 namespace po = boost::program_options;
@@ -45,6 +46,9 @@ const char* kTopUsage =
     "                  compare the fabric + collective model with measured nccl-tests sweeps\n"
     "  validate traces DIR\n"
     "                  replay per-rank PyTorch traces; measured vs predicted iteration time\n"
+    "  validate workloads\n"
+    "                  published Megatron-LM and llm-foundry (MPT) training steps, measured vs\n"
+    "                  predicted step time\n"
     "  calibrate kernels --out FILE\n"
     "                  fit the calibrated kernel model on measured sweeps\n"
     "  calibrate host-overheads TRACE... --out FILE\n"
@@ -156,10 +160,13 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "traces") {
         return upsim::cli::validate_traces_main(args, std::cout);
       }
+      if (command == "validate" && what == "workloads") {
+        return upsim::cli::validate_workloads_main(args, std::cout);
+      }
       std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
                                what,
                                command == "calibrate" ? "collectives, host-overheads, kernels"
-                                                      : "collectives, kernels, traces");
+                                                      : "collectives, kernels, traces, workloads");
       return kExitBadInput;
     }
     std::cerr << fmt::format(

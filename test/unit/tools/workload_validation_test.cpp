@@ -1,0 +1,334 @@
+// `upsim validate workloads`: the measurement readers on the shipped copies and on malformed
+// files, and the row -> scenario override mapping (pure, without the transformer workload).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/workload_commands.h"
+
+namespace upsim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kMegatronCsv = fs::path(UPSIM_SOURCE_ROOT) / "test/data/megatron-lm-paper" /
+                              "megatron_sc21_table1_weak_scaling.csv";
+const fs::path kFoundryCsv =
+    fs::path(UPSIM_SOURCE_ROOT) / "test/data/llm-foundry" / "mpt_training_throughput.csv";
+const fs::path kMptModels = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "mpt_models.yaml";
+
+/// A file in a fresh temporary folder, removed with the fixture.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& content)
+      : dir_(fs::temp_directory_path() / ("upsim_workload_validation_" +
+                                          std::to_string(reinterpret_cast<std::uintptr_t>(this)))),
+        path_(dir_ / name) {
+    fs::create_directories(dir_);
+    std::ofstream(path_) << content;
+  }
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path dir_;
+  fs::path path_;
+};
+
+/// The message of the WorkloadTableError `f` throws ("" when it throws none).
+template <typename F>
+std::string table_error(F&& f) {
+  try {
+    f();
+  } catch (const WorkloadTableError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::map<std::string, std::string> as_map(const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> out;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    EXPECT_NE(eq, std::string::npos) << o;
+    EXPECT_TRUE(out.emplace(o.substr(0, eq), o.substr(eq + 1)).second) << "repeated: " << o;
+  }
+  return out;
+}
+
+TEST(WorkloadTables, MegatronShippedCopyHasTheTenTableOneRows) {
+  const std::vector<MegatronRow> rows = read_megatron_table(kMegatronCsv);
+  ASSERT_EQ(rows.size(), 10u);
+  const MegatronRow& first = rows.front();
+  EXPECT_DOUBLE_EQ(first.params_billion, 1.7);
+  EXPECT_EQ(first.heads, 24);
+  EXPECT_EQ(first.hidden, 2304);
+  EXPECT_EQ(first.layers, 24);
+  EXPECT_EQ(first.tensor, 1);
+  EXPECT_EQ(first.pipeline, 1);
+  EXPECT_EQ(first.gpus, 32);
+  EXPECT_EQ(first.global_batch, 512);
+  EXPECT_DOUBLE_EQ(first.achieved_tflops_per_gpu, 137.0);
+  EXPECT_DOUBLE_EQ(first.iteration_time_s, 3.528);
+  EXPECT_EQ(first.line, 4);  // two '#' lines, then the header
+  const MegatronRow& last = rows.back();
+  EXPECT_DOUBLE_EQ(last.params_billion, 1008.0);
+  EXPECT_EQ(last.pipeline, 64);
+  EXPECT_EQ(last.gpus, 3072);
+  EXPECT_DOUBLE_EQ(last.iteration_time_s, 102.63);
+}
+
+TEST(WorkloadTables, FoundryShippedCopyHasEveryRowWithQuotedSections) {
+  const std::vector<FoundryRow> rows = read_foundry_table(kFoundryCsv);
+  ASSERT_EQ(rows.size(), 216u);
+  const FoundryRow& first = rows.front();
+  EXPECT_EQ(first.section, "H100 80GB BF16 (Large Scale, >= 128 GPUs)");  // quoted, comma kept
+  EXPECT_EQ(first.model, "70b");
+  EXPECT_EQ(first.seq, 2048);
+  EXPECT_EQ(first.gpus, 512);
+  EXPECT_EQ(first.gpu, "h100_80gb");
+  EXPECT_EQ(first.micro_batch, 8);
+  EXPECT_EQ(first.grad_accum, 1);
+  EXPECT_EQ(first.global_batch, 4096);
+  EXPECT_EQ(first.precision, "amp_bf16");
+  EXPECT_EQ(first.mp_mode, "DEFAULT");
+  EXPECT_EQ(first.sharding, "FULL_SHARD");
+  EXPECT_TRUE(first.activation_checkpointing);
+  EXPECT_FALSE(first.activation_cpu_offload);
+  EXPECT_EQ(first.num_params, 64862437376);
+  EXPECT_DOUBLE_EQ(first.step_time_s, 16.2685);
+  const auto count = [&](const std::string& gpu) {
+    return std::count_if(rows.begin(), rows.end(),
+                         [&](const FoundryRow& r) { return r.gpu == gpu; });
+  };
+  EXPECT_EQ(count("h100_80gb"), 18 + 52 + 7);
+  EXPECT_EQ(count("a100_80gb"), 61);
+  EXPECT_EQ(count("a100_40gb"), 78);
+}
+
+TEST(WorkloadTables, MptModelTableHasEveryBenchmarkedSize) {
+  const auto models = read_mpt_models(kMptModels);
+  for (const FoundryRow& r : read_foundry_table(kFoundryCsv))
+    EXPECT_TRUE(models.count(r.model)) << r.model;
+  const MptModel& m = models.at("7b");
+  EXPECT_EQ(m.hidden, 4096);
+  EXPECT_EQ(m.heads, 32);
+  EXPECT_EQ(m.layers, 32);
+  EXPECT_EQ(m.vocab, 50368);
+  EXPECT_EQ(m.expansion_ratio, 4);
+}
+
+const char* kMegatronHeader =
+    "# a comment\n"
+    "params_billion,attention_heads,hidden_size,num_layers,tensor_parallel,pipeline_parallel,"
+    "num_gpus,global_batch_size,achieved_tflops_per_gpu,derived_iter_time_s\n";
+
+TEST(WorkloadTables, MegatronMissingColumnNamesFileLineAndColumn) {
+  const TempFile f("m.csv",
+                   "params_billion,attention_heads,hidden_size,num_layers,tensor_parallel,"
+                   "pipeline_parallel,num_gpus,global_batch_size,achieved_tflops_per_gpu\n"
+                   "1.7,24,2304,24,1,1,32,512,137\n");
+  const std::string e = table_error([&] { read_megatron_table(f.path()); });
+  EXPECT_NE(e.find(f.path().string() + ":1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("column `derived_iter_time_s`"), std::string::npos) << e;
+}
+
+TEST(WorkloadTables, MegatronUnparsableNumberNamesFileLineAndColumn) {
+  const TempFile f("m.csv", std::string(kMegatronHeader) +
+                                "1.7,24,2304,24,1,1,32,512,137,3.528\n"
+                                "3.6,32,3072,thirty,2,1,64,512,138,3.697\n");
+  const std::string e = table_error([&] { read_megatron_table(f.path()); });
+  EXPECT_NE(e.find(f.path().string() + ":4:"), std::string::npos) << e;
+  EXPECT_NE(e.find("column `num_layers`"), std::string::npos) << e;
+  EXPECT_NE(e.find("`thirty`"), std::string::npos) << e;
+}
+
+TEST(WorkloadTables, MegatronDerivedTimeMustMatchEquationThree) {
+  const TempFile f("m.csv", std::string(kMegatronHeader) + "1.7,24,2304,24,1,1,32,512,137,4.0\n");
+  const std::string e = table_error([&] { read_megatron_table(f.path()); });
+  EXPECT_NE(e.find(":3: column `derived_iter_time_s`"), std::string::npos) << e;
+}
+
+TEST(WorkloadTables, FoundryBadBooleanAndShortRowAndUnterminatedQuote) {
+  std::ifstream in(kFoundryCsv);
+  std::string comment, header, row;
+  std::getline(in, comment);
+  std::getline(in, header);
+  std::getline(in, row);
+  std::string bad = row;
+  const size_t pos = bad.find(",True,False,");
+  ASSERT_NE(pos, std::string::npos);
+  bad.replace(pos, 5, ",yes");
+  {
+    const TempFile f("f.csv", header + "\n" + row + "\n" + bad + "\n");
+    const std::string e = table_error([&] { read_foundry_table(f.path()); });
+    EXPECT_NE(e.find(f.path().string() + ":3:"), std::string::npos) << e;
+    EXPECT_NE(e.find("column `Activation Checkpointing`"), std::string::npos) << e;
+  }
+  {
+    const TempFile f("f.csv", header + "\n\"H100 80GB BF16\",7b,2048,8\n");
+    const std::string e = table_error([&] { read_foundry_table(f.path()); });
+    EXPECT_NE(e.find(f.path().string() + ":2:"), std::string::npos) << e;
+    EXPECT_NE(e.find("column `GPU`"), std::string::npos) << e;
+  }
+  {
+    const TempFile f("f.csv", header + "\n\"H100 80GB BF16,7b,2048,8\n");
+    const std::string e = table_error([&] { read_foundry_table(f.path()); });
+    EXPECT_NE(e.find(f.path().string() + ":2:"), std::string::npos) << e;
+    EXPECT_NE(e.find("unterminated"), std::string::npos) << e;
+  }
+  EXPECT_NE(table_error([&] { read_foundry_table("no/such/file.csv"); }).find("cannot open"),
+            std::string::npos);
+}
+
+TEST(WorkloadPlans, MegatronRowMapsToTheTemplateOverrides) {
+  const std::vector<MegatronRow> rows = read_megatron_table(kMegatronCsv);
+  const MegatronRow& row = rows[5];  // 76.1B: TP 8, PP 4, 1024 GPUs, batch 1792, 60 layers
+  ASSERT_EQ(row.gpus, 1024);
+  const RowPlan plan = megatron_plan(row, MegatronMapping{});
+  EXPECT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.source, "megatron");
+  EXPECT_EQ(plan.template_file, "validation/megatron_gpt.yaml");
+  EXPECT_EQ(plan.gpus, 1024);
+  EXPECT_DOUBLE_EQ(plan.measured_s, 16.058);
+  EXPECT_EQ(plan.label, "gpt-76.1b 1024gpu tp8 pp4 dp32 v3 B1792 mb1");
+  const std::map<std::string, std::string> expected{
+      {"platform.topology.nodes", "128"},
+      {"workload.layers", "60"},
+      {"workload.hidden", "10240"},
+      {"workload.heads", "80"},
+      {"workload.seq", "2048"},
+      {"workload.vocab", "51200"},
+      {"workload.micro_batch", "1"},
+      {"workload.global_batch", "1792"},
+      {"workload.parallelism.tensor", "8"},
+      {"workload.parallelism.pipeline", "4"},
+      {"workload.parallelism.data", "32"},
+      {"workload.parallelism.virtual_stages", "3"},
+  };
+  EXPECT_EQ(as_map(plan.overrides), expected);
+
+  MegatronMapping plain;
+  plain.interleaved = false;
+  plain.micro_batch = 2;
+  const auto one_f_one_b = as_map(megatron_plan(row, plain).overrides);
+  EXPECT_EQ(one_f_one_b.at("workload.parallelism.virtual_stages"), "1");
+  EXPECT_EQ(one_f_one_b.at("workload.micro_batch"), "2");
+  // 1792 sequences are not a multiple of micro-batch 3 x DP 32.
+  plain.micro_batch = 3;
+  EXPECT_NE(megatron_plan(row, plain).skip_reason, "");
+}
+
+TEST(WorkloadPlans, MegatronVirtualStagesAreTheSmallestDivisorOfTheStageLayers) {
+  EXPECT_EQ(megatron_virtual_stages(24, 1), 1);    // no pipeline
+  EXPECT_EQ(megatron_virtual_stages(48, 2), 2);    // 24 per stage
+  EXPECT_EQ(megatron_virtual_stages(60, 4), 3);    // 15 per stage
+  EXPECT_EQ(megatron_virtual_stages(105, 35), 3);  // 3 per stage
+  EXPECT_EQ(megatron_virtual_stages(128, 64), 2);  // 2 per stage
+  EXPECT_EQ(megatron_virtual_stages(35, 35), 1);   // 1 per stage
+  // Every Table 1 row: the interleaved schedule needs micro-batches divisible by PP.
+  for (const MegatronRow& r : read_megatron_table(kMegatronCsv)) {
+    const RowPlan p = megatron_plan(r, MegatronMapping{});
+    EXPECT_EQ(p.skip_reason, "") << p.label;
+    const auto o = as_map(p.overrides);
+    const int64_t v = std::stoll(o.at("workload.parallelism.virtual_stages"));
+    const int64_t micro_batches = r.global_batch / std::stoll(o.at("workload.parallelism.data"));
+    EXPECT_EQ(r.layers % (r.pipeline * v), 0) << p.label;
+    if (v > 1) {
+      EXPECT_EQ(micro_batches % r.pipeline, 0) << p.label;
+    }
+  }
+}
+
+TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
+  const auto models = read_mpt_models(kMptModels);
+  const std::vector<FoundryRow> rows = read_foundry_table(kFoundryCsv);
+  // H100 80GB BF16, 7b, seq 2048, 512 GPUs, FULL_SHARD, no checkpointing, mb 6, ga 1, B 3072.
+  const FoundryRow& h100 = rows[9];
+  ASSERT_EQ(h100.model, "7b");
+  ASSERT_EQ(h100.gpus, 512);
+  const RowPlan plan = foundry_plan(h100, models);
+  EXPECT_EQ(plan.skip_reason, "");
+  EXPECT_EQ(plan.source, "llm-foundry");
+  EXPECT_EQ(plan.template_file, "validation/mpt_fsdp_h100.yaml");
+  EXPECT_DOUBLE_EQ(plan.measured_s, 1.2706);
+  EXPECT_EQ(plan.label, "mpt-7b h100_80gb 512gpu s2048 full_shard mb6 ga1 B3072");
+  const std::map<std::string, std::string> expected{
+      {"platform.topology.nodes", "64"},
+      {"workload.layers", "32"},
+      {"workload.hidden", "4096"},
+      {"workload.heads", "32"},
+      {"workload.ffn", "16384"},
+      {"workload.vocab", "50368"},
+      {"workload.seq", "2048"},
+      {"workload.micro_batch", "6"},
+      {"workload.global_batch", "3072"},
+      {"workload.parallelism.data", "512"},
+      {"workload.parallelism.fsdp", "full_shard"},
+      {"workload.recompute", "none"},
+  };
+  EXPECT_EQ(as_map(plan.overrides), expected);
+
+  // A100 80GB rows go to the RoCE template; checkpointing -> full recompute; SHARD_GRAD_OP.
+  FoundryRow a100 = h100;
+  a100.gpu = "a100_80gb";
+  a100.sharding = "SHARD_GRAD_OP";
+  a100.activation_checkpointing = true;
+  const RowPlan p2 = foundry_plan(a100, models);
+  EXPECT_EQ(p2.template_file, "validation/mpt_fsdp.yaml");
+  const auto o2 = as_map(p2.overrides);
+  EXPECT_EQ(o2.at("workload.parallelism.fsdp"), "shard_grad_op");
+  EXPECT_EQ(o2.at("workload.recompute"), "full");
+
+  // Skipped rows say why.
+  FoundryRow fp8 = h100;
+  fp8.precision = "amp_fp8";
+  EXPECT_NE(foundry_plan(fp8, models).skip_reason.find("FP8"), std::string::npos);
+  FoundryRow a100_40 = h100;
+  a100_40.gpu = "a100_40gb";
+  EXPECT_NE(foundry_plan(a100_40, models).skip_reason.find("a100_40gb"), std::string::npos);
+  FoundryRow unknown = h100;
+  unknown.model = "9b";
+  EXPECT_NE(foundry_plan(unknown, models).skip_reason.find("9b"), std::string::npos);
+  EXPECT_TRUE(foundry_plan(unknown, models).overrides.empty());
+}
+
+TEST(WorkloadPlans, FoundryRowsThatRunAreTheBf16RowsOnShippedFabrics) {
+  const auto models = read_mpt_models(kMptModels);
+  int run = 0;
+  for (const FoundryRow& r : read_foundry_table(kFoundryCsv)) {
+    const RowPlan p = foundry_plan(r, models);
+    if (p.skip_reason.empty()) ++run;
+  }
+  EXPECT_EQ(run, 18 + 52 + 61);  // H100 BF16 (both tables) + A100 80GB
+}
+
+// End to end: one small row of each source through `upsim validate workloads`' code path.
+// DISABLED_ until the transformer workload is registered as `model: transformer` in
+// tools/scenario.cpp; the lead enables it by removing the prefix. It fails when a row errors
+// or its prediction is off by more than 50%.
+TEST(WorkloadValidation, DISABLED_EndToEndSmallRowsRunAndPredictWithinFiftyPercent) {
+  std::ostringstream out;
+  const int rc = validate_workloads_main(
+      {"--megatron", kMegatronCsv.string(), "--llm-foundry", kFoundryCsv.string(), "--configs",
+       UPSIM_CONFIGS_DIR, "--rows", "gpt-1.7b,mpt-125m a100_80gb 8gpu s2048 full_shard mb40",
+       "--bound", "0.5"},
+      out);
+  EXPECT_EQ(rc, 0) << out.str();
+  EXPECT_EQ(out.str().find("ERROR"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("megatron: geomean"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("llm-foundry: geomean"), std::string::npos) << out.str();
+}
+
+}  // namespace
+}  // namespace upsim::cli

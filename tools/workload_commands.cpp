@@ -1,0 +1,645 @@
+#include "tools/workload_commands.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <thread>
+#include <unordered_map>
+
+#include "sim/config/config_node.h"
+#include "sim/engine.h"
+#include "sim/executor.h"
+#include "sim/export/run_summary.h"
+#include "tools/command_line.h"
+#include "tools/scenario.h"
+
+namespace upsim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- CSV ------------------------------------------------------------------------------------
+
+/// One CSV record split into fields; double-quoted fields may hold commas ("" is a quote).
+std::vector<std::string> split_csv(const std::string& line, const std::string& where) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(std::move(field));
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  if (quoted) throw WorkloadTableError(fmt::format("{}: unterminated quoted field", where));
+  fields.push_back(std::move(field));
+  return fields;
+}
+
+/// A CSV table with a header row; '#' lines and blank lines are skipped.
+class CsvTable {
+ public:
+  explicit CsvTable(const fs::path& path) : file_(path.string()) {
+    std::ifstream in(path);
+    if (!in) throw WorkloadTableError(fmt::format("{}: cannot open the file", file_));
+    std::string line;
+    int number = 0;
+    bool header = true;
+    while (std::getline(in, line)) {
+      ++number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> fields = split_csv(line, fmt::format("{}:{}", file_, number));
+      if (header) {
+        for (size_t i = 0; i < fields.size(); ++i)
+          columns_.emplace(fields[i], i);
+        header_line_ = number;
+        header = false;
+        continue;
+      }
+      rows_.push_back({number, std::move(fields)});
+    }
+    if (header) throw WorkloadTableError(fmt::format("{}: no header row", file_));
+  }
+
+  size_t size() const { return rows_.size(); }
+  int line(size_t row) const { return rows_[row].line; }
+
+  /// The field of `column` in `row`; a missing column or a short row names file:line.
+  const std::string& field(size_t row, const std::string& column) const {
+    const auto it = columns_.find(column);
+    if (it == columns_.end()) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: column `{}`: missing from the header", file_, header_line_, column));
+    }
+    const Row& r = rows_[row];
+    if (it->second >= r.fields.size()) {
+      throw WorkloadTableError(fmt::format("{}:{}: column `{}`: the row has only {} fields", file_,
+                                           r.line, column, r.fields.size()));
+    }
+    return r.fields[it->second];
+  }
+
+  int64_t integer(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+      throw bad_value(row, column, text, "an integer");
+    }
+    return value;
+  }
+
+  double number(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
+        !std::isfinite(value)) {
+      throw bad_value(row, column, text, "a number");
+    }
+    return value;
+  }
+
+  bool boolean(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    if (text == "True" || text == "true") return true;
+    if (text == "False" || text == "false") return false;
+    throw bad_value(row, column, text, "True or False");
+  }
+
+  WorkloadTableError bad_value(size_t row, const std::string& column, const std::string& text,
+                               const char* expected) const {
+    return WorkloadTableError(fmt::format("{}:{}: column `{}`: `{}` is not {}", file_,
+                                          rows_[row].line, column, text, expected));
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  struct Row {
+    int line;
+    std::vector<std::string> fields;
+  };
+  std::string file_;
+  int header_line_ = 0;
+  std::unordered_map<std::string, size_t> columns_;
+  std::vector<Row> rows_;
+};
+
+// Megatron SC'21 facts shared by every Table 1 row (paper §5.1).
+constexpr int64_t kMegatronSeq = 2048;
+constexpr int64_t kMegatronVocab = 51200;
+
+/// Paper Eq. 3: FLOPs per iteration with activation recomputation.
+double megatron_flops(const MegatronRow& r) {
+  const double b = static_cast<double>(r.global_batch);
+  const double s = kMegatronSeq;
+  const double l = static_cast<double>(r.layers);
+  const double h = static_cast<double>(r.hidden);
+  const double v = kMegatronVocab;
+  return 96.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+}
+
+// ---- Running -------------------------------------------------------------------------------
+
+enum class RowStatus { kRan, kSkipped, kFailed };
+
+struct RowResult {
+  RowStatus status = RowStatus::kSkipped;
+  double predicted_s = 0.0;
+  double wall_s = 0.0;
+  std::string message;  ///< skip reason or error
+};
+
+RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
+  RowResult result;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    ConfigDocument doc = ConfigDocument::load_file(configs / plan.template_file);
+    for (const std::string& assignment : plan.overrides)
+      doc.apply_override(assignment);
+    const Scenario scenario = build_scenario(doc);
+    Engine engine;
+    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
+    RunSummaryObserver summary(scenario.warmup_iterations, scenario.measured_iterations);
+    executor.add_observer(&summary);
+    executor.run();
+    result.predicted_s = summary.summary().predicted_iteration_time.seconds();
+    result.status = RowStatus::kRan;
+  } catch (const std::exception& e) {
+    result.status = RowStatus::kFailed;
+    result.message = e.what();
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+/// "a,b" "c" -> a, b, c (empty items dropped).
+std::vector<std::string> split_filters(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t end = v.find(',', start);
+      if (end == std::string::npos) end = v.size();
+      if (end > start) out.push_back(v.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
+std::string row_name(const RowPlan& plan) {
+  return plan.source + ": " + plan.label;
+}
+
+// seed-method.md 1.4: geomean of |e| with EPSILON = 4e-4, as the other validate commands.
+constexpr double kGeomeanEpsilon = 4e-4;
+constexpr double kDefaultBound = 0.15;
+
+}  // namespace
+
+// ---- Readers --------------------------------------------------------------------------------
+
+std::vector<MegatronRow> read_megatron_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<MegatronRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    MegatronRow r;
+    r.line = t.line(i);
+    r.params_billion = t.number(i, "params_billion");
+    r.heads = t.integer(i, "attention_heads");
+    r.hidden = t.integer(i, "hidden_size");
+    r.layers = t.integer(i, "num_layers");
+    r.tensor = t.integer(i, "tensor_parallel");
+    r.pipeline = t.integer(i, "pipeline_parallel");
+    r.gpus = t.integer(i, "num_gpus");
+    r.global_batch = t.integer(i, "global_batch_size");
+    r.achieved_tflops_per_gpu = t.number(i, "achieved_tflops_per_gpu");
+    r.iteration_time_s = t.number(i, "derived_iter_time_s");
+    for (const auto& [value, column] : {std::pair{r.heads, "attention_heads"},
+                                        {r.hidden, "hidden_size"},
+                                        {r.layers, "num_layers"},
+                                        {r.tensor, "tensor_parallel"},
+                                        {r.pipeline, "pipeline_parallel"},
+                                        {r.gpus, "num_gpus"},
+                                        {r.global_batch, "global_batch_size"}}) {
+      if (value <= 0) {
+        throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}",
+                                             t.file(), r.line, column, value));
+      }
+    }
+    if (r.achieved_tflops_per_gpu <= 0.0 || r.iteration_time_s <= 0.0) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `achieved_tflops_per_gpu` / `derived_iter_time_s`: must be positive",
+          t.file(), r.line));
+    }
+    // The derived column must be what SOURCES.md says it is: Eq. 3 / achieved FLOP/s.
+    const double eq3 =
+        megatron_flops(r) / (r.achieved_tflops_per_gpu * 1e12 * static_cast<double>(r.gpus));
+    if (std::abs(eq3 / r.iteration_time_s - 1.0) > 5e-3) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `derived_iter_time_s`: {} s disagrees with the paper's Eq. 3 / "
+          "achieved TFLOP/s = {:.4f} s",
+          t.file(), r.line, r.iteration_time_s, eq3));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<FoundryRow> read_foundry_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<FoundryRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    FoundryRow r;
+    r.line = t.line(i);
+    r.section = t.field(i, "section");
+    r.model = t.field(i, "Model");
+    r.seq = t.integer(i, "SeqLen (T)");
+    r.gpus = t.integer(i, "# GPUs");
+    r.gpu = t.field(i, "GPU");
+    r.micro_batch = t.integer(i, "MicroBatchSize");
+    r.grad_accum = t.integer(i, "GradAccum");
+    r.global_batch = t.integer(i, "GlobalBatchSize");
+    r.precision = t.field(i, "Precision");
+    r.mp_mode = t.field(i, "MP Mode");
+    r.sharding = t.field(i, "Sharding Strategy");
+    r.activation_checkpointing = t.boolean(i, "Activation Checkpointing");
+    r.activation_cpu_offload = t.boolean(i, "Activation CPUOffload");
+    r.num_params = t.integer(i, "NumParams");
+    r.step_time_s = t.number(i, "derived_step_time_s");
+    for (const auto& [value, column] : {std::pair{r.seq, "SeqLen (T)"},
+                                        {r.gpus, "# GPUs"},
+                                        {r.micro_batch, "MicroBatchSize"},
+                                        {r.grad_accum, "GradAccum"},
+                                        {r.global_batch, "GlobalBatchSize"}}) {
+      if (value <= 0) {
+        throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}",
+                                             t.file(), r.line, column, value));
+      }
+    }
+    if (r.step_time_s <= 0.0) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: column `derived_step_time_s`: must be positive", t.file(), r.line));
+    }
+    if (r.micro_batch * r.grad_accum * r.gpus != r.global_batch) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `GlobalBatchSize`: {} != MicroBatchSize x GradAccum x # GPUs = {}",
+          t.file(), r.line, r.global_batch, r.micro_batch * r.grad_accum * r.gpus));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  const ConfigNode root = doc.root();
+  const ConfigNode source = root.child("source");
+  source.get_string("repository");
+  source.get_string("commit");
+  source.get_string("files");
+  std::map<std::string, MptModel> models;
+  for (const auto& [name, node] : root.child("models").map_entries()) {
+    MptModel m;
+    m.hidden = node.get_positive_int("d_model");
+    m.heads = node.get_positive_int("n_heads");
+    m.layers = node.get_positive_int("n_layers");
+    m.expansion_ratio = node.get_positive_int("expansion_ratio");
+    m.vocab = node.get_positive_int("vocab_size");
+    if (m.hidden % m.heads != 0) node.child("n_heads").fail("must divide d_model");
+    models.emplace(name, m);
+  }
+  doc.check_all_keys_used();
+  return models;
+}
+
+// ---- Row -> scenario -------------------------------------------------------------------------
+
+int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline) {
+  if (pipeline <= 1 || layers % pipeline != 0) return 1;
+  const int64_t per_stage = layers / pipeline;
+  for (int64_t v = 2; v <= per_stage; ++v) {
+    if (per_stage % v == 0) return v;
+  }
+  return 1;
+}
+
+RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
+  RowPlan plan;
+  plan.source = "megatron";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.iteration_time_s;
+  plan.template_file = "validation/megatron_gpt.yaml";
+  const int64_t model_parallel = row.tensor * row.pipeline;
+  const int64_t data = model_parallel > 0 ? row.gpus / model_parallel : 0;
+  const int64_t virtual_stages =
+      mapping.interleaved ? megatron_virtual_stages(row.layers, row.pipeline) : 1;
+  plan.label = fmt::format("gpt-{}b {}gpu tp{} pp{} dp{}{} B{} mb{}", row.params_billion, row.gpus,
+                           row.tensor, row.pipeline, data,
+                           virtual_stages > 1 ? fmt::format(" v{}", virtual_stages) : "",
+                           row.global_batch, mapping.micro_batch);
+  if (row.gpus % kGpusPerNode != 0) {
+    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
+    return plan;
+  }
+  if (data <= 0 || data * model_parallel != row.gpus) {
+    plan.skip_reason =
+        fmt::format("{} GPUs is not a multiple of TP x PP = {}", row.gpus, model_parallel);
+    return plan;
+  }
+  if (row.global_batch % (mapping.micro_batch * data) != 0) {
+    plan.skip_reason = fmt::format("batch {} is not a multiple of micro-batch {} x DP {}",
+                                   row.global_batch, mapping.micro_batch, data);
+    return plan;
+  }
+  plan.overrides = {
+      fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode),
+      fmt::format("workload.layers={}", row.layers),
+      fmt::format("workload.hidden={}", row.hidden),
+      fmt::format("workload.heads={}", row.heads),
+      fmt::format("workload.seq={}", kMegatronSeq),
+      fmt::format("workload.vocab={}", kMegatronVocab),
+      fmt::format("workload.micro_batch={}", mapping.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.tensor={}", row.tensor),
+      fmt::format("workload.parallelism.pipeline={}", row.pipeline),
+      fmt::format("workload.parallelism.data={}", data),
+      fmt::format("workload.parallelism.virtual_stages={}", virtual_stages),
+  };
+  return plan;
+}
+
+RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models) {
+  RowPlan plan;
+  plan.source = "llm-foundry";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.step_time_s;
+  const bool h100 = row.gpu == "h100_80gb";
+  plan.template_file = h100 ? "validation/mpt_fsdp_h100.yaml" : "validation/mpt_fsdp.yaml";
+  std::string sharding = row.sharding;
+  std::transform(sharding.begin(), sharding.end(), sharding.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  plan.label = fmt::format("mpt-{} {} {}gpu s{} {} mb{} ga{} B{}{}", row.model, row.gpu, row.gpus,
+                           row.seq, sharding, row.micro_batch, row.grad_accum, row.global_batch,
+                           row.activation_checkpointing ? " ckpt" : "");
+  if (row.precision == "amp_fp8") {
+    plan.skip_reason = "FP8 rows are not validated (the kernel models are fitted on BF16/FP16)";
+    return plan;
+  }
+  if (row.gpu != "h100_80gb" && row.gpu != "a100_80gb") {
+    plan.skip_reason =
+        fmt::format("GPU `{}`: only A100 80GB (RoCE cluster) and H100 80GB rows", row.gpu);
+    return plan;
+  }
+  if (row.precision != "amp_bf16" && row.precision != "bf16") {
+    plan.skip_reason = fmt::format("precision `{}` is not BF16", row.precision);
+    return plan;
+  }
+  if (row.activation_cpu_offload) {
+    plan.skip_reason = "activation CPU offload is not modelled";
+    return plan;
+  }
+  if (sharding != "full_shard" && sharding != "shard_grad_op") {
+    plan.skip_reason = fmt::format("sharding strategy `{}` is not modelled", row.sharding);
+    return plan;
+  }
+  const auto model = models.find(row.model);
+  if (model == models.end()) {
+    plan.skip_reason = fmt::format("MPT size `{}` is not in validation/mpt_models.yaml", row.model);
+    return plan;
+  }
+  if (row.gpus % kGpusPerNode != 0) {
+    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
+    return plan;
+  }
+  const MptModel& m = model->second;
+  plan.overrides = {
+      fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode),
+      fmt::format("workload.layers={}", m.layers),
+      fmt::format("workload.hidden={}", m.hidden),
+      fmt::format("workload.heads={}", m.heads),
+      fmt::format("workload.ffn={}", m.expansion_ratio * m.hidden),
+      fmt::format("workload.vocab={}", m.vocab),
+      fmt::format("workload.seq={}", row.seq),
+      fmt::format("workload.micro_batch={}", row.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.data={}", row.gpus),
+      fmt::format("workload.parallelism.fsdp={}", sharding),
+      fmt::format("workload.recompute={}", row.activation_checkpointing ? "full" : "none"),
+  };
+  return plan;
+}
+
+// ---- The command -----------------------------------------------------------------------------
+
+int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out) {
+  std::string megatron_file = "test/data/megatron-lm-paper/megatron_sc21_table1_weak_scaling.csv";
+  std::string foundry_file = "test/data/llm-foundry/mpt_training_throughput.csv";
+  std::string configs = "configs";
+  std::vector<std::string> row_filters;
+  int jobs = 1;
+  int64_t max_gpus = 0;
+  double bound = kDefaultBound;
+  MegatronMapping mapping;
+  std::string schedule = "interleaved";
+  po::options_description desc(
+      "usage: upsim validate workloads [options]\n\n"
+      "Simulates whole training steps of published runs and compares them with the measured\n"
+      "step time: Megatron-LM SC'21 Table 1 (GPT 1.7B-1T, TP/PP/DP on DGX A100 80GB nodes,\n"
+      "topologies/dgx_a100_cluster.yaml) and llm-foundry's MPT benchmarks (FSDP; A100 80GB rows\n"
+      "on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster). Each row\n"
+      "is a template (validation/megatron_gpt.yaml, mpt_fsdp.yaml, mpt_fsdp_h100.yaml) with the\n"
+      "row's values as --set overrides. Prints per row the measured and predicted step time,\n"
+      "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"
+      "|error| and the rows skipped and why. Exits 0 when every geomean is within --bound and\n"
+      "no row failed, 1 otherwise, 2 for bad input. Run from the repository root for the\n"
+      "defaults.\n\noptions");
+  desc.add_options()("help,h", "this help")  //
+      ("megatron", po::value<std::string>(&megatron_file)->default_value(megatron_file),
+       "Megatron-LM Table 1 CSV ('' to leave the source out)")  //
+      ("llm-foundry", po::value<std::string>(&foundry_file)->default_value(foundry_file),
+       "llm-foundry MPT benchmark CSV ('' to leave the source out)")  //
+      ("configs", po::value<std::string>(&configs)->default_value(configs),
+       "folder holding validation/ (templates, mpt_models.yaml) and what they reference")  //
+      ("rows", po::value<std::vector<std::string>>(&row_filters)->composing(),
+       "run only rows whose `source: label` contains one of these comma-separated substrings, "
+       "e.g. --rows 'mpt-7b,gpt-1.7b' (repeatable)")  //
+      ("max-gpus", po::value<int64_t>(&max_gpus)->default_value(0),
+       "skip rows of more GPUs than this (0: no limit); large rows take long")           //
+      ("jobs,j", po::value<int>(&jobs)->default_value(1), "rows simulated in parallel")  //
+      ("bound", po::value<double>(&bound)->default_value(kDefaultBound, "0.15"),
+       "largest acceptable geomean |error| per source (fraction)")  //
+      ("megatron-micro-batch", po::value<int64_t>(&mapping.micro_batch)->default_value(1),
+       "Megatron micro-batch size (Table 1 does not state it; Table 2's PTD-P runs use 1)")  //
+      ("megatron-schedule", po::value<std::string>(&schedule)->default_value(schedule),
+       "interleaved (paper §5.1; model chunks per stage: the smallest divisor >= 2 of the "
+       "layers per stage, an ASSUMPTION) or 1f1b");
+  po::variables_map vm;
+  if (!parse_command_line(args, desc, out, vm)) return 0;
+  if (jobs < 1) throw po::error("--jobs must be at least 1");
+  if (max_gpus < 0) throw po::error("--max-gpus must not be negative");
+  if (!(bound > 0.0)) throw po::error("--bound must be positive");
+  if (mapping.micro_batch < 1) throw po::error("--megatron-micro-batch must be at least 1");
+  if (schedule != "interleaved" && schedule != "1f1b") {
+    throw po::error(fmt::format("--megatron-schedule: `{}`; valid: interleaved, 1f1b", schedule));
+  }
+  mapping.interleaved = schedule == "interleaved";
+  if (megatron_file.empty() && foundry_file.empty()) {
+    throw po::error("both sources left out (--megatron '' --llm-foundry '')");
+  }
+
+  std::vector<RowPlan> plans;
+  if (!megatron_file.empty()) {
+    for (const MegatronRow& r : read_megatron_table(megatron_file))
+      plans.push_back(megatron_plan(r, mapping));
+  }
+  if (!foundry_file.empty()) {
+    const auto models = read_mpt_models(fs::path(configs) / "validation" / "mpt_models.yaml");
+    for (const FoundryRow& r : read_foundry_table(foundry_file))
+      plans.push_back(foundry_plan(r, models));
+  }
+  const std::vector<std::string> filters = split_filters(row_filters);
+  if (!filters.empty()) {
+    std::erase_if(plans, [&](const RowPlan& p) {
+      const std::string name = row_name(p);
+      return std::none_of(filters.begin(), filters.end(),
+                          [&](const std::string& f) { return name.find(f) != std::string::npos; });
+    });
+    if (plans.empty()) {
+      throw po::error(fmt::format("--rows: no row matches `{}`", fmt::join(filters, ",")));
+    }
+  }
+  for (RowPlan& p : plans) {
+    if (p.skip_reason.empty() && max_gpus > 0 && p.gpus > max_gpus) {
+      p.skip_reason = fmt::format("{} GPUs > --max-gpus {}", p.gpus, max_gpus);
+    }
+  }
+
+  // Simulate on `jobs` threads; print in row order as results arrive.
+  std::vector<RowResult> results(plans.size());
+  std::vector<char> done(plans.size(), 0);
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < plans.size(); i = next++) {
+      RowResult r;
+      if (plans[i].skip_reason.empty()) {
+        r = run_plan(plans[i], configs);
+      } else {
+        r.message = plans[i].skip_reason;
+      }
+      const std::lock_guard lock(mutex);
+      results[i] = std::move(r);
+      done[i] = 1;
+      ready.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < jobs; ++j)
+    threads.emplace_back(worker);
+
+  size_t name_width = 24;
+  for (const RowPlan& p : plans)
+    if (p.skip_reason.empty()) name_width = std::max(name_width, row_name(p).size());
+  out << fmt::format("{:<{}} {:>5} {:>13} {:>13} {:>9} {:>9}\n", "row", name_width, "GPUs",
+                     "measured (s)", "predicted (s)", "error", "wall (s)");
+  struct SourceStats {
+    double log_sum = 0.0;
+    size_t ran = 0;
+    size_t failed = 0;
+    size_t skipped = 0;
+  };
+  std::map<std::string, SourceStats> stats;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    {
+      std::unique_lock lock(mutex);
+      ready.wait(lock, [&] { return done[i] != 0; });
+    }
+    const RowPlan& p = plans[i];
+    const RowResult& r = results[i];
+    SourceStats& s = stats[p.source];
+    if (r.status == RowStatus::kSkipped) {
+      ++s.skipped;
+      continue;
+    }
+    if (r.status == RowStatus::kFailed) {
+      ++s.failed;
+      out << fmt::format("{:<{}} {:>5} {:>13.4f} {:>13} {:>9} {:>9.1f}  ERROR: {}\n", row_name(p),
+                         name_width, p.gpus, p.measured_s, "-", "-", r.wall_s, r.message);
+    } else {
+      const double e = r.predicted_s / p.measured_s - 1.0;
+      s.log_sum += std::log(std::abs(e) + kGeomeanEpsilon);
+      ++s.ran;
+      out << fmt::format("{:<{}} {:>5} {:>13.4f} {:>13.4f} {:>8.2f}% {:>9.1f}\n", row_name(p),
+                         name_width, p.gpus, p.measured_s, r.predicted_s, 100.0 * e, r.wall_s);
+    }
+    out.flush();
+  }
+  for (std::thread& t : threads)
+    t.join();
+
+  bool within = true;
+  size_t ran_total = 0;
+  out << "\n";
+  for (const auto& [source, s] : stats) {
+    ran_total += s.ran;
+    if (s.ran > 0) {
+      const double geomean = std::exp(s.log_sum / static_cast<double>(s.ran));
+      within = within && geomean <= bound;
+      out << fmt::format(
+          "{}: geomean |error| {:.2f}% over {} rows (bound {:.0f}%); {} failed, {} skipped\n",
+          source, 100.0 * geomean, s.ran, 100.0 * bound, s.failed, s.skipped);
+    } else {
+      out << fmt::format("{}: no row ran; {} failed, {} skipped\n", source, s.failed, s.skipped);
+    }
+    within = within && s.failed == 0;
+  }
+  bool any_skipped = false;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (results[i].status != RowStatus::kSkipped) continue;
+    if (!any_skipped) out << "\nskipped:\n";
+    any_skipped = true;
+    out << fmt::format("  {}: {}\n", row_name(plans[i]), results[i].message);
+  }
+  if (ran_total == 0) {
+    out << "NO ROW WAS SIMULATED\n";
+    return 1;
+  }
+  out << (within ? fmt::format("all sources within the bound ({:.0f}%)\n", 100.0 * bound)
+                 : fmt::format("SOME SOURCES EXCEED THE BOUND ({:.0f}%) OR ROWS FAILED\n",
+                               100.0 * bound));
+  return within ? 0 : 1;
+}
+
+}  // namespace upsim::cli

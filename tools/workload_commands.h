@@ -1,0 +1,117 @@
+// `upsim validate workloads`: whole training steps of published large-model runs, measured vs
+// predicted. Two sources (test/data/*/SOURCES.md):
+//   Megatron-LM SC'21 Table 1 (GPT 1.7B-1T on Selene, DGX A100 80GB, 8x HDR IB per node): the
+//     iteration time derived from the achieved TFLOP/s with the paper's Eq. 3;
+//   llm-foundry's MPT benchmarks (FSDP on A100 80GB over RoCE and on DGX H100): the step time
+//     GlobalBatchSize(T) / Throughput(T/s).
+// Each measured row becomes a scenario: a template (configs/validation/megatron_gpt.yaml,
+// mpt_fsdp.yaml, mpt_fsdp_h100.yaml) with the row's values applied as `--set` overrides
+// in-process, run like `upsim run` without outputs.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace upsim::cli {
+
+/// A measurement table that cannot be read: the message names file:line and the column.
+class WorkloadTableError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One row of Megatron-LM SC'21 Table 1 (megatron_sc21_table1_weak_scaling.csv).
+struct MegatronRow {
+  int line = 0;  ///< 1-based line in the file
+  double params_billion = 0.0;
+  int64_t heads = 0;
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t tensor = 0;
+  int64_t pipeline = 0;
+  int64_t gpus = 0;
+  int64_t global_batch = 0;
+  double achieved_tflops_per_gpu = 0.0;
+  double iteration_time_s = 0.0;  ///< derived_iter_time_s (paper Eq. 3 / achieved FLOP/s)
+};
+
+/// One row of llm-foundry's MPT benchmark tables (mpt_training_throughput.csv).
+struct FoundryRow {
+  int line = 0;
+  std::string section;  ///< e.g. "H100 80GB BF16"
+  std::string model;    ///< size tag: 125m ... 70b
+  int64_t seq = 0;
+  int64_t gpus = 0;
+  std::string gpu;  ///< h100_80gb | a100_80gb | a100_40gb
+  int64_t micro_batch = 0;
+  int64_t grad_accum = 0;
+  int64_t global_batch = 0;  ///< sequences
+  std::string precision;     ///< amp_bf16 | bf16 | amp_fp8
+  std::string mp_mode;       ///< FSDP mixed precision: DEFAULT | PURE
+  std::string sharding;      ///< FULL_SHARD | SHARD_GRAD_OP
+  bool activation_checkpointing = false;
+  bool activation_cpu_offload = false;
+  int64_t num_params = 0;
+  double step_time_s = 0.0;  ///< derived_step_time_s
+};
+
+/// Strict readers: header-named columns (any order, extra columns ignored), '#' comment lines,
+/// double-quoted fields (commas inside; "" is a quote). A missing column, a short row or an
+/// unparsable number throws WorkloadTableError "FILE:LINE: column `NAME`: ...".
+std::vector<MegatronRow> read_megatron_table(const std::filesystem::path& path);
+std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
+
+/// An MPT size from configs/validation/mpt_models.yaml (llm-foundry's yamls).
+struct MptModel {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t vocab = 0;
+  int64_t expansion_ratio = 4;
+};
+/// Reads `models: {125m: {d_model, n_heads, n_layers, expansion_ratio, vocab_size}, ...}`;
+/// throws ConfigError for a bad file.
+std::map<std::string, MptModel> read_mpt_models(const std::filesystem::path& path);
+
+inline constexpr int64_t kGpusPerNode = 8;
+
+/// Megatron rows: how the paper's unstated choices are filled in.
+struct MegatronMapping {
+  int64_t micro_batch = 1;  ///< not stated for Table 1; Table 2's PTD-P rows use 1
+  bool interleaved = true;  ///< §5.1: "we use the interleaved pipeline schedule"
+};
+
+/// What one measured row becomes: a template and the overrides that make it the measured run,
+/// or the reason it is not simulated.
+struct RowPlan {
+  std::string source;  ///< "megatron" | "llm-foundry"
+  std::string label;   ///< the row's identity, matched by --rows
+  int64_t gpus = 0;
+  double measured_s = 0.0;
+  std::string template_file;  ///< relative to the configs folder, e.g. validation/mpt_fsdp.yaml
+  std::vector<std::string> overrides;  ///< "key=value", applied in order
+  std::string skip_reason;             ///< non-empty: not simulated
+};
+
+/// Interleaved schedule: the number of model chunks per pipeline rank that the paper does not
+/// state. ASSUMPTION: the smallest divisor >= 2 of layers / pipeline (1 when pipeline == 1 or
+/// each stage holds one layer).
+int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline);
+
+/// Pure: a Megatron Table 1 row -> overrides of configs/validation/megatron_gpt.yaml.
+RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
+/// Pure: an llm-foundry row -> overrides of configs/validation/mpt_fsdp.yaml (A100 80GB, RoCE)
+/// or mpt_fsdp_h100.yaml (DGX H100), or a skip reason (FP8, A100 40GB, CPU offload, unknown
+/// size).
+RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
+
+/// Returns the exit code: 0 every source's geomean |error| within --bound and no row failed,
+/// 1 otherwise; bad input throws (WorkloadTableError, ConfigError) for main to report (2).
+int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out);
+
+}  // namespace upsim::cli

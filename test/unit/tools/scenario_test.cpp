@@ -1,0 +1,157 @@
+// build_scenario with a test registry: any Workload runs through the composition root, which
+// never names a family, and the per-GPU memory check (platform.memory_check).
+#include "tools/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_error.h"
+
+namespace upsim::cli {
+namespace {
+
+/// A made-up family: `ranks` GPUs run one op per iteration; its footprint is `memory` bytes of
+/// weights (the key `memory`, a byte size) on rank 0.
+class FakeWorkload final : public Workload {
+ public:
+  explicit FakeWorkload(const ConfigNode& node)
+      : memory_(node.get_bytes_or("memory", 0)), replays_(node.get_bool_or("replays", false)) {}
+
+  bool simulates_iterations() const override { return !replays_; }
+
+  WorkloadBuild build(const WorkloadPlatform& platform, TaskGraph& graph) override {
+    WorkloadBuild b;
+    const uint32_t iterations = replays_ ? 2 : platform.iterations;
+    for (uint32_t r = 0; r < platform.gpus; ++r) {
+      const RankId rank = graph.add_rank(RankInfo{"fake " + std::to_string(r), 1, {"compute"}});
+      for (uint32_t it = 0; it < iterations; ++it) {
+        graph.add_iteration_mark(rank, 0, it);
+        graph.add_cpu_op(rank, 0, "fake::op", HostPhase::kOpBody);
+      }
+    }
+    b.iterations = iterations;
+    b.warmup_iterations = replays_ ? 1 : platform.warmup_iterations;
+    b.description.push_back(fmt_line(platform));
+    b.warnings.push_back("a fake workload");
+    b.represented_gpus = 2 * platform.gpus;
+    if (memory_ > 0) {
+      MemoryFootprint m;
+      m.owner = "fake 0";
+      m.parts.push_back({"weights", memory_});
+      m.parts.push_back({"gradients", memory_ / 2});
+      b.memory = std::move(m);
+    }
+    return b;
+  }
+
+ private:
+  static std::string fmt_line(const WorkloadPlatform& p) {
+    return "workload: fake on " + std::to_string(p.gpus) + " GPUs, " +
+           std::to_string(p.iterations) + " iterations";
+  }
+
+  int64_t memory_;
+  bool replays_;
+};
+
+WorkloadRegistry fake_registry() {
+  WorkloadRegistry r;
+  r.add("fake", [](const ConfigNode& node) { return std::make_unique<FakeWorkload>(node); });
+  return r;
+}
+
+std::string scenario_yaml(const std::string& workload, const std::string& platform_extra = "",
+                          const std::string& tail = "") {
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  return "platform:\n"
+         "  gpus: 2\n"
+         "  gpu: " +
+         configs + "/hardware/a100_sxm4_40gb.yaml\n" + platform_extra +
+         "  kernels: {model: roofline}\n"
+         "  host: {model: host_overheads, overheads: " +
+         configs + "/host/v100_pytorch_kineto.yaml}\n" +
+         "  interconnect: {model: alpha_beta, link: nvlink3}\n"
+         "workload: " +
+         workload + "\n" + tail;
+}
+
+Scenario build(const std::string& yaml) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  return build_scenario(doc, fake_registry());
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    build(yaml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Scenario, AnyRegisteredWorkloadRunsThroughTheCompositionRoot) {
+  const Scenario s = build(scenario_yaml("{model: fake}", "", "simulation: {iterations: 4}\n"));
+  EXPECT_TRUE(s.graph.sealed());
+  EXPECT_EQ(s.graph.rank_count(), 2U);
+  EXPECT_EQ(s.iterations, 4U);
+  EXPECT_EQ(s.warmup_iterations, 1U);
+  EXPECT_EQ(s.represented_gpus, 4U);
+  EXPECT_EQ(s.warnings, (std::vector<std::string>{"a fake workload"}));
+  EXPECT_NE(s.description.find("\nworkload: fake on 2 GPUs, 4 iterations\n"), std::string::npos)
+      << s.description;
+  EXPECT_NE(s.description.find("\nwarning: a fake workload\n"), std::string::npos) << s.description;
+  // No footprint, no memory line.
+  EXPECT_EQ(s.description.find("memory per GPU"), std::string::npos) << s.description;
+}
+
+TEST(Scenario, UnknownWorkloadListsTheRegistrysNames) {
+  const std::string e = error_of(scenario_yaml("{model: dlrm}"));
+  EXPECT_NE(e.find("workload.model"), std::string::npos) << e;
+  EXPECT_NE(e.find("fake"), std::string::npos) << e;
+}
+
+TEST(Scenario, ReplayingWorkloadsRefuseTheSimulationAndMemoryKeys) {
+  EXPECT_NO_THROW(build(scenario_yaml("{model: fake, replays: true}")));
+  for (const std::string& extra : {std::string("simulation: {iterations: 4}\n"), std::string()}) {
+    const std::string platform = extra.empty() ? "  memory_check: warn\n" : "";
+    const std::string e = error_of(scenario_yaml("{model: fake, replays: true}", platform, extra));
+    EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+  }
+}
+
+TEST(Scenario, FootprintIsPrintedPerGpu) {
+  const Scenario s = build(scenario_yaml("{model: fake, memory: 2GiB}"));
+  EXPECT_NE(s.description.find("\nmemory per GPU (fake 0): weights 2 GiB, gradients 1 GiB, "
+                               "total 3 GiB of 40 GiB (A100-SXM4-40GB)\n"),
+            std::string::npos)
+      << s.description;
+}
+
+TEST(Scenario, FootprintAboveTheGpusMemoryIsAnErrorNamingGpuNeedAndCapacity) {
+  const std::string e = error_of(scenario_yaml("{model: fake, memory: 40GiB}"));
+  EXPECT_NE(e.find("workload"), std::string::npos) << e;
+  EXPECT_NE(e.find("A100-SXM4-40GB"), std::string::npos) << e;
+  EXPECT_NE(e.find("60 GiB"), std::string::npos) << e;  // the need
+  EXPECT_NE(e.find("40 GiB"), std::string::npos) << e;  // the capacity
+  EXPECT_NE(e.find("fake 0"), std::string::npos) << e;  // whose
+  EXPECT_NE(e.find("memory_check: warn"), std::string::npos) << e;
+  const std::string bad = error_of(scenario_yaml("{model: fake}", "  memory_check: maybe\n"));
+  EXPECT_NE(bad.find("platform.memory_check"), std::string::npos) << bad;
+}
+
+TEST(Scenario, MemoryCheckWarnRunsAnywayWithAWarning) {
+  const Scenario s = build(scenario_yaml("{model: fake, memory: 40GiB}", "  memory_check: warn\n"));
+  EXPECT_TRUE(s.graph.sealed());
+  ASSERT_EQ(s.warnings.size(), 2U);
+  EXPECT_NE(s.warnings[0].find("60 GiB"), std::string::npos) << s.warnings[0];
+  EXPECT_NE(s.description.find("total 60 GiB of 40 GiB (A100-SXM4-40GB)\n"), std::string::npos)
+      << s.description;
+  EXPECT_NE(s.description.find("\nwarning: the workload needs 60 GiB"), std::string::npos)
+      << s.description;
+}
+
+}  // namespace
+}  // namespace upsim::cli

@@ -148,9 +148,11 @@ TaskId TaskGraph::add_collective(RankId rank, uint16_t stream, CollectiveId grou
   if (group >= collectives_.size()) {
     throw std::invalid_argument("collective group " + std::to_string(group) + " does not exist");
   }
+  check_rank_resource(rank, stream, true);
   bool member = false;
+  const uint32_t device = device_of(rank);
   for (RankId m : collectives_[group].members)
-    member = member || m == rank;
+    member = member || m == device;
   if (!member) {
     throw std::invalid_argument("rank " + std::to_string(rank) +
                                 " is not a member of collective `" +

@@ -93,26 +93,26 @@ DType read_dtype(const ConfigNode& workload) {
   return read_enum(workload, "dtype", kNames, kTypes, DType::kBf16);
 }
 
-std::string_view dim_short_name(ParallelDim dim) {
+std::string_view dim_short_name(ParallelAxis dim) {
   switch (dim) {
-    case ParallelDim::kTensor:
+    case ParallelAxis::kTensor:
       return "tp";
-    case ParallelDim::kContext:
+    case ParallelAxis::kContext:
       return "cp";
-    case ParallelDim::kExpert:
+    case ParallelAxis::kExpert:
       return "ep";
-    case ParallelDim::kData:
+    case ParallelAxis::kData:
       return "dp";
-    case ParallelDim::kPipeline:
+    case ParallelAxis::kPipeline:
       return "pp";
   }
   return "?";
 }
 
-std::array<ParallelDim, kParallelDimCount> read_order(const ConfigNode& par) {
-  constexpr std::array<ParallelDim, kParallelDimCount> kAll = {
-      ParallelDim::kTensor, ParallelDim::kContext, ParallelDim::kExpert, ParallelDim::kData,
-      ParallelDim::kPipeline};
+std::array<ParallelAxis, kParallelAxisCount> read_order(const ConfigNode& par) {
+  constexpr std::array<ParallelAxis, kParallelAxisCount> kAll = {
+      ParallelAxis::kTensor, ParallelAxis::kContext, ParallelAxis::kExpert, ParallelAxis::kData,
+      ParallelAxis::kPipeline};
   const std::string text = par.get_string_or("order", "tp-cp-ep-dp-pp");
   const auto bad = [&]() {
     par.child("order").fail(fmt::format(
@@ -120,23 +120,23 @@ std::array<ParallelDim, kParallelDimCount> read_order(const ConfigNode& par) {
         "by '-', e.g. tp-cp-ep-dp-pp)",
         text));
   };
-  std::array<ParallelDim, kParallelDimCount> order{};
-  std::array<bool, kParallelDimCount> seen{};
+  std::array<ParallelAxis, kParallelAxisCount> order{};
+  std::array<bool, kParallelAxisCount> seen{};
   size_t count = 0;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find('-', start), text.size());
     const std::string_view name = std::string_view(text).substr(start, end - start);
     const auto it = std::find_if(kAll.begin(), kAll.end(),
-                                 [&](ParallelDim d) { return dim_short_name(d) == name; });
-    if (it == kAll.end() || count == kParallelDimCount) bad();
+                                 [&](ParallelAxis d) { return dim_short_name(d) == name; });
+    if (it == kAll.end() || count == kParallelAxisCount) bad();
     const auto index = static_cast<size_t>(it - kAll.begin());
     if (seen[index]) bad();
     seen[index] = true;
     order[count++] = *it;
     start = end + 1;
   }
-  if (count != kParallelDimCount) bad();
+  if (count != kParallelAxisCount) bad();
   return order;
 }
 
@@ -220,6 +220,7 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   p.order = read_order(par);
   p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
   if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");
+  p.overlap_grad_reduce = par.get_bool_or("overlap_grad_reduce", true);
   return p;
 }
 

@@ -52,6 +52,7 @@
 //     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero)
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
 //     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
+//     overlap_grad_reduce: true  # buckets reduced during the last backward (false: after it)
 //   recompute: none            # none | selective (attention core) | full (whole layer)
 //   optimizer: adam            # adam | adamw | sgd
 //   optimizer_impl: fused      # fused | foreach
@@ -82,8 +83,8 @@ enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
 
 /// The parallel dimensions, as Megatron names them.
-enum class ParallelDim : uint8_t { kTensor, kContext, kExpert, kData, kPipeline };
-inline constexpr size_t kParallelDimCount = 5;
+enum class ParallelAxis : uint8_t { kTensor, kContext, kExpert, kData, kPipeline };
+inline constexpr size_t kParallelAxisCount = 5;
 
 struct MoeConfig {
   int64_t experts = 0;  ///< 0 = dense model
@@ -109,10 +110,13 @@ struct ParallelismConfig {
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
   /// of the data x context ranks, so `order` lists tensor, context, data, pipeline (+ expert
   /// where it sits between them, which places the EP groups).
-  std::array<ParallelDim, kParallelDimCount> order{ParallelDim::kTensor, ParallelDim::kContext,
-                                                   ParallelDim::kExpert, ParallelDim::kData,
-                                                   ParallelDim::kPipeline};
+  std::array<ParallelAxis, kParallelAxisCount> order{ParallelAxis::kTensor, ParallelAxis::kContext,
+                                                     ParallelAxis::kExpert, ParallelAxis::kData,
+                                                     ParallelAxis::kPipeline};
   int64_t ddp_bucket_bytes = 25LL << 20;
+  /// Reduce gradient buckets while the last micro-batch's backward runs (PyTorch DDP,
+  /// Megatron-Core --overlap-grad-reduce); false: after the whole backward (Megatron-LM SC21).
+  bool overlap_grad_reduce = true;
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }

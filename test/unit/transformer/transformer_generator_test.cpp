@@ -1,0 +1,347 @@
+#include "workloads/transformer/transformer_generator.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calibration/hardware_profile.h"
+#include "calibration/roofline_kernel_cost.h"
+#include "sim/config/config_node.h"
+#include "sim/executor.h"
+#include "sim/export/run_summary.h"
+#include "topology/fabric_loader.h"
+#include "topology/flow_network.h"
+#include "topology/nccl_tuning.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+/// A small GPT: 8 layers, hidden 1024, 16 heads, seq 512.
+TransformerConfig small_gpt() {
+  TransformerConfig c;
+  c.architecture = "gpt";
+  c.layers = 8;
+  c.hidden = 1024;
+  c.heads = 16;
+  c.kv_heads = 16;
+  c.ffn = 4096;
+  c.vocab = 32000;
+  c.seq = 512;
+  c.micro_batch = 2;
+  c.global_batch = 16;
+  c.dtype = DType::kBf16;
+  c.dropout = 0.1;
+  return c;
+}
+
+/// One host op costs 2 us; markers nothing.
+class FixedCpuCost final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc& op) const override {
+    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
+  }
+};
+
+struct Platform {
+  Fabric fabric;
+  HardwareProfile hardware;
+};
+
+Platform platform(const std::string& topology, const std::string& gpu) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "topologies" / (topology + ".yaml"));
+  ConfigDocument hw = ConfigDocument::load_file(kConfigs / "hardware" / (gpu + ".yaml"));
+  return Platform{load_fabric(doc.root()), load_hardware_profile(hw.root())};
+}
+
+struct SimRun {
+  RunSummary summary;
+  size_t ranks = 0;
+  int64_t collective_bytes = 0;  ///< bytes of every collective's input, over all groups
+};
+
+SimRun simulate(const TransformerConfig& c, const Fabric& fabric, const HardwareProfile& hw,
+                uint32_t iterations = 2) {
+  TaskGraph g;
+  const TransformerGraph built = generate_transformer(c, {iterations}, g);
+  g.seal();
+  RooflineParams params;
+  params.compute_fraction = hw.achievable.compute;
+  params.memory_fraction = hw.achievable.memory;
+  const RooflineKernelCost kernels(params);
+  const FixedCpuCost cpu;
+  FlowNetwork network(fabric, nccl_like_tuning(), hw.device.hbm_bandwidth * hw.achievable.memory);
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &network;
+  models.devices.assign(g.rank_count(), hw.device);
+  Engine engine;
+  GraphExecutor executor(engine, g, models);
+  RunSummaryObserver summary(iterations > 1 ? 1 : 0);
+  executor.add_observer(&summary);
+  executor.run();
+  SimRun out;
+  out.summary = summary.summary();
+  out.ranks = built.simulated.size();
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    const CollectiveDesc& d = g.collective(id);
+    int64_t bytes = d.bytes;
+    for (int64_t b : d.send_bytes)
+      bytes += b;
+    out.collective_bytes += bytes;
+  }
+  return out;
+}
+
+double ms(Duration d) {
+  return d.seconds() * 1e3;
+}
+
+TEST(ParallelLayout, MegatronOrderPutsTensorGroupsInsideANode) {
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.pipeline = 2;
+  p.data = 2;
+  const ParallelLayout layout(p);
+  EXPECT_EQ(layout.gpus(), 8);
+  EXPECT_EQ(layout.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(layout.group(ParallelAxis::kData, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.group(ParallelAxis::kPipeline, 5), (std::vector<int64_t>{1, 5}));
+  // Data innermost instead.
+  p.order = {ParallelAxis::kData, ParallelAxis::kTensor, ParallelAxis::kContext,
+             ParallelAxis::kExpert, ParallelAxis::kPipeline};
+  const ParallelLayout dp_first(p);
+  EXPECT_EQ(dp_first.group(ParallelAxis::kData, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(dp_first.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{5, 7}));
+}
+
+TEST(PipelineSchedule, EveryMicroBatchRunsForwardAndBackwardOnceAndInterleavedMatchesMegatron) {
+  for (PipelineSchedule s :
+       {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {
+    const int64_t chunks = s == PipelineSchedule::kInterleaved1F1B ? 2 : 1;
+    for (int64_t stage = 0; stage < 4; ++stage) {
+      const std::vector<PipelineStep> steps = pipeline_schedule(s, 4, chunks, 8, stage);
+      ASSERT_EQ(steps.size(), static_cast<size_t>(2 * 8 * chunks));
+      std::set<std::tuple<bool, int64_t, int64_t>> seen;
+      for (const PipelineStep& st : steps)
+        seen.insert({st.forward, st.micro_batch, st.chunk});
+      EXPECT_EQ(seen.size(), steps.size());
+    }
+  }
+  // 1F1B on the first of 4 stages: 3 warm-up forwards, then alternating.
+  const std::vector<PipelineStep> f = pipeline_schedule(PipelineSchedule::k1F1B, 4, 1, 8, 0);
+  EXPECT_TRUE(f[0].forward && f[1].forward && f[2].forward && f[3].forward);
+  EXPECT_FALSE(f[4].forward);
+  EXPECT_EQ(f[4].micro_batch, 0);
+  // Interleaved, stage 0 of 4 with 2 chunks: warm-up (4-0-1)*2 + (2-1)*4 = 10 forwards; the
+  // first four run chunk 0 (micro-batches 0..3), the next four chunk 1.
+  const std::vector<PipelineStep> v =
+      pipeline_schedule(PipelineSchedule::kInterleaved1F1B, 4, 2, 8, 0);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_TRUE(v[static_cast<size_t>(i)].forward) << i;
+  EXPECT_FALSE(v[11].forward);
+  EXPECT_EQ(v[4].chunk, 1);
+  EXPECT_EQ(v[4].micro_batch, 0);
+  EXPECT_EQ(v[8].chunk, 0);
+  EXPECT_EQ(v[8].micro_batch, 4);
+  EXPECT_EQ(v[11].chunk, 1);  // the first backward runs the last chunk
+}
+
+TEST(TransformerGenerator, EveryParallelismRunsToCompletion) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  struct Case {
+    std::string name;
+    int64_t tp, pp, dp, cp, vp;
+    bool sp;
+    PipelineSchedule schedule;
+    int zero;
+    FsdpMode fsdp;
+    Recompute recompute;
+    AttentionImpl attention;
+  };
+  const std::vector<Case> cases{
+      {"dp8", 1, 1, 8, 1, 1, false, PipelineSchedule::k1F1B, 0, FsdpMode::kNone, Recompute::kNone,
+       AttentionImpl::kFlash},
+      {"tp8 sp", 8, 1, 1, 1, 1, true, PipelineSchedule::k1F1B, 0, FsdpMode::kNone, Recompute::kNone,
+       AttentionImpl::kFlash},
+      {"tp2 pp2 dp2 1f1b full recompute", 2, 2, 2, 1, 1, false, PipelineSchedule::k1F1B, 0,
+       FsdpMode::kNone, Recompute::kFull, AttentionImpl::kUnfused},
+      {"pp4 gpipe", 1, 4, 2, 1, 1, false, PipelineSchedule::kGpipe, 0, FsdpMode::kNone,
+       Recompute::kSelective, AttentionImpl::kUnfused},
+      {"pp4 interleaved", 2, 4, 1, 1, 2, true, PipelineSchedule::kInterleaved1F1B, 0,
+       FsdpMode::kNone, Recompute::kNone, AttentionImpl::kFlash},
+      {"zero1", 1, 1, 8, 1, 1, false, PipelineSchedule::k1F1B, 1, FsdpMode::kNone, Recompute::kNone,
+       AttentionImpl::kFlash},
+      {"zero3", 1, 1, 8, 1, 1, false, PipelineSchedule::k1F1B, 3, FsdpMode::kNone, Recompute::kNone,
+       AttentionImpl::kFlash},
+      {"fsdp shard_grad_op", 1, 1, 8, 1, 1, false, PipelineSchedule::k1F1B, 0,
+       FsdpMode::kShardGradOp, Recompute::kFull, AttentionImpl::kFlash},
+      {"cp4 tp2", 2, 1, 1, 4, 1, true, PipelineSchedule::k1F1B, 0, FsdpMode::kNone,
+       Recompute::kNone, AttentionImpl::kFlash},
+  };
+  for (const Case& k : cases) {
+    for (bool mirror : {true, false}) {
+      TransformerConfig c = small_gpt();
+      c.parallelism.tensor = k.tp;
+      c.parallelism.pipeline = k.pp;
+      c.parallelism.data = k.dp;
+      c.parallelism.context = k.cp;
+      c.parallelism.virtual_stages = k.vp;
+      c.parallelism.sequence = k.sp;
+      c.parallelism.schedule = k.schedule;
+      c.parallelism.zero = k.zero;
+      c.parallelism.fsdp = k.fsdp;
+      c.recompute = k.recompute;
+      c.attention = k.attention;
+      c.global_batch = c.micro_batch * k.dp * 4;
+      c.mirror_data_parallel = mirror;
+      const SimRun r = simulate(c, dgx.fabric, dgx.hardware);
+      EXPECT_GT(ms(r.summary.predicted_iteration_time), 0.0) << k.name;
+      EXPECT_EQ(r.ranks, static_cast<size_t>(mirror ? k.tp * k.pp * k.cp : 8)) << k.name;
+      std::printf("%-34s mirror=%d %9.3f ms\n", k.name.c_str(), mirror ? 1 : 0,
+                  ms(r.summary.predicted_iteration_time));
+    }
+  }
+}
+
+TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 0.0;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8 * 2;
+  const SimRun balanced = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 1.0;
+  const SimRun skewed = simulate(c, dgx.fabric, dgx.hardware);
+  std::printf("MoE EP8: balanced %.3f ms, busiest expert x2 %.3f ms\n",
+              ms(balanced.summary.predicted_iteration_time),
+              ms(skewed.summary.predicted_iteration_time));
+  EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
+}
+
+TEST(TransformerGenerator, MirroredDataParallelEqualsTheFullSimulation) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  for (int zero : {0, 1, 3}) {
+    for (int64_t tp : {1, 2}) {
+      TransformerConfig c = small_gpt();
+      c.parallelism.tensor = tp;
+      c.parallelism.pipeline = 2;
+      c.parallelism.data = 8 / (2 * tp);
+      c.parallelism.zero = zero;
+      c.global_batch = c.micro_batch * c.parallelism.data * 4;
+      c.mirror_data_parallel = true;
+      const SimRun mirrored = simulate(c, dgx.fabric, dgx.hardware);
+      c.mirror_data_parallel = false;
+      const SimRun full = simulate(c, dgx.fabric, dgx.hardware);
+      std::printf("zero %d tp %ld: mirrored %.6f ms (%zu ranks), full %.6f ms (%zu ranks)\n", zero,
+                  static_cast<long>(tp), ms(mirrored.summary.predicted_iteration_time),
+                  mirrored.ranks, ms(full.summary.predicted_iteration_time), full.ranks);
+      EXPECT_LT(mirrored.ranks, full.ranks);
+      EXPECT_EQ(mirrored.summary.predicted_iteration_time, full.summary.predicted_iteration_time)
+          << "zero " << zero << " tp " << tp;
+    }
+  }
+}
+
+TEST(TransformerGenerator, MoreMicroBatchesShrinkTheBubbleShare) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  double previous = 1.0;
+  for (int64_t micro_batches : {4, 8, 16, 32}) {
+    // Balanced stages (a small vocabulary: the output layer does not dominate the last stage).
+    TransformerConfig c = small_gpt();
+    c.layers = 16;
+    c.vocab = 1024;
+    c.parallelism.pipeline = 8;
+    c.parallelism.data = 1;
+    c.global_batch = c.micro_batch * micro_batches;
+    const SimRun r = simulate(c, dgx.fabric, dgx.hardware);
+    double bubble = 0;
+    double window = 0;
+    for (const RankBreakdown& rank : r.summary.ranks) {
+      bubble += rank.bubble.seconds();
+      window += rank.window.seconds();
+    }
+    const double share = bubble / window;
+    std::printf("PP8, %2ld micro-batches: bubble %.1f%% of the stages' time (1F1B ideal %.1f%%)\n",
+                static_cast<long>(micro_batches), share * 100,
+                100.0 * 7.0 / static_cast<double>(micro_batches + 7));
+    EXPECT_GT(share, 0.0);
+    EXPECT_LT(share, previous) << micro_batches;
+    previous = share;
+  }
+}
+
+TEST(TransformerGenerator, PlainDataParallelOnlyAddsItsGradientAllReduce) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.parallelism.data = 8;
+  c.global_batch = c.micro_batch * 8 * 2;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  std::set<std::string> names;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id)
+    names.insert(std::string(g.collective_name(id)));
+  // No model parallelism: the gradient norm is local, so the DP all-reduce is the only one.
+  EXPECT_EQ(names, (std::set<std::string>{"dp:all_reduce"}));
+  // One GPU with the same per-GPU work: the data-parallel run is slower only by the exposed
+  // all-reduce of its last buckets.
+  const SimRun dp = simulate(c, dgx.fabric, dgx.hardware);
+  c.parallelism.data = 1;
+  c.global_batch = c.micro_batch * 2;
+  const SimRun single = simulate(c, dgx.fabric, dgx.hardware);
+  const Duration extra =
+      dp.summary.predicted_iteration_time - single.summary.predicted_iteration_time;
+  std::printf("DP8 %.3f ms, 1 GPU %.3f ms, exposed DP %.3f ms\n",
+              ms(dp.summary.predicted_iteration_time), ms(single.summary.predicted_iteration_time),
+              ms(dp.summary.ranks.front().exposed_communication));
+  EXPECT_GE(extra, Duration::zero());
+  EXPECT_LE(extra, dp.summary.ranks.front().communication);
+}
+
+TEST(TransformerGenerator, Zero3UsesLessMemoryThanZero1AndMovesMoreBytes) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.parallelism.data = 8;
+  c.global_batch = c.micro_batch * 8;
+  c.parallelism.zero = 1;
+  const SimRun z1 = simulate(c, dgx.fabric, dgx.hardware, 1);
+  const int64_t m1 = transformer_peak_memory(c).total_bytes();
+  c.parallelism.zero = 3;
+  const SimRun z3 = simulate(c, dgx.fabric, dgx.hardware, 1);
+  const int64_t m3 = transformer_peak_memory(c).total_bytes();
+  std::printf("ZeRO-1 %.1f MB, %.1f MB moved; ZeRO-3 %.1f MB, %.1f MB moved\n", m1 * 1e-6,
+              z1.collective_bytes * 1e-6, m3 * 1e-6, z3.collective_bytes * 1e-6);
+  EXPECT_LT(m3, m1);
+  EXPECT_GT(z3.collective_bytes, z1.collective_bytes);
+}
+
+TEST(TransformerGenerator, IsDeterministic) {
+  TransformerConfig c = small_gpt();
+  c.parallelism.tensor = 2;
+  c.parallelism.pipeline = 2;
+  c.parallelism.data = 2;
+  TaskGraph a;
+  TaskGraph b;
+  generate_transformer(c, {2}, a);
+  generate_transformer(c, {2}, b);
+  ASSERT_EQ(a.task_count(), b.task_count());
+  ASSERT_EQ(a.collective_count(), b.collective_count());
+  for (TaskId t = 0; t < a.task_count(); ++t) {
+    ASSERT_EQ(a.task(t).kind, b.task(t).kind);
+    ASSERT_EQ(a.name(a.task(t).name), b.name(b.task(t).name));
+  }
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,1319 @@
+#include "workloads/transformer/transformer_generator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "workloads/pytorch/host_op.h"
+#include "workloads/pytorch/kernels.h"
+
+namespace upsim {
+
+namespace {
+
+using pytorch::HostOp;
+using pytorch::RankThreads;
+
+constexpr uint16_t kCpuThread = 0;
+constexpr uint16_t kCompute = 0;
+constexpr uint16_t kDpComm = 1;
+constexpr uint16_t kTpComm = 2;
+constexpr uint16_t kActIn = 3;
+constexpr uint16_t kActOut = 4;
+constexpr uint16_t kGradIn = 5;
+constexpr uint16_t kGradOut = 6;
+constexpr int64_t kFp32Bytes = 4;
+
+double as_double(int64_t v) {
+  return static_cast<double>(v);
+}
+
+size_t dim_index(ParallelAxis d) {
+  return static_cast<size_t>(d);
+}
+
+}  // namespace
+
+// ---- layout ---------------------------------------------------------------------------------
+
+ParallelLayout::ParallelLayout(const ParallelismConfig& p) : p_(p) {
+  int64_t stride = 1;
+  for (ParallelAxis d : p_.order) {
+    if (d == ParallelAxis::kExpert) continue;  // carved out of data: no rank dimension of its own
+    stride_[dim_index(d)] = stride;
+    stride *= size(d);
+  }
+  gpus_ = stride;
+}
+
+int64_t ParallelLayout::size(ParallelAxis dim) const {
+  switch (dim) {
+    case ParallelAxis::kTensor:
+      return p_.tensor;
+    case ParallelAxis::kContext:
+      return p_.context;
+    case ParallelAxis::kExpert:
+      return p_.expert;
+    case ParallelAxis::kData:
+      return p_.data;
+    case ParallelAxis::kPipeline:
+      return p_.pipeline;
+  }
+  return 1;
+}
+
+ParallelCoords ParallelLayout::coords(int64_t rank) const {
+  auto at = [&](ParallelAxis d) { return rank / stride_[dim_index(d)] % size(d); };
+  return {at(ParallelAxis::kTensor), at(ParallelAxis::kContext), at(ParallelAxis::kData),
+          at(ParallelAxis::kPipeline)};
+}
+
+int64_t ParallelLayout::rank(const ParallelCoords& c) const {
+  return c.tp * stride_[dim_index(ParallelAxis::kTensor)] +
+         c.cp * stride_[dim_index(ParallelAxis::kContext)] +
+         c.dp * stride_[dim_index(ParallelAxis::kData)] +
+         c.pp * stride_[dim_index(ParallelAxis::kPipeline)];
+}
+
+std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
+  const ParallelCoords base = coords(of);
+  std::vector<int64_t> members;
+  if (dim == ParallelAxis::kExpert) {
+    const int64_t first = base.dp / p_.expert * p_.expert;
+    for (int64_t i = 0; i < p_.expert; ++i) {
+      ParallelCoords c = base;
+      c.dp = first + i;
+      members.push_back(rank(c));
+    }
+    return members;
+  }
+  for (int64_t i = 0; i < size(dim); ++i) {
+    ParallelCoords c = base;
+    switch (dim) {
+      case ParallelAxis::kTensor:
+        c.tp = i;
+        break;
+      case ParallelAxis::kContext:
+        c.cp = i;
+        break;
+      case ParallelAxis::kData:
+        c.dp = i;
+        break;
+      case ParallelAxis::kPipeline:
+        c.pp = i;
+        break;
+      case ParallelAxis::kExpert:
+        break;
+    }
+    members.push_back(rank(c));
+  }
+  return members;
+}
+
+// ---- pipeline schedules -----------------------------------------------------------------------
+
+std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
+                                            int64_t chunks, int64_t micro_batches, int64_t stage) {
+  std::vector<PipelineStep> steps;
+  if (schedule == PipelineSchedule::kGpipe) {
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t m = 0; m < micro_batches; ++m)
+        steps.push_back({true, m, c});
+    for (int64_t c = chunks - 1; c >= 0; --c)
+      for (int64_t m = 0; m < micro_batches; ++m)
+        steps.push_back({false, m, c});
+    return steps;
+  }
+  if (schedule == PipelineSchedule::k1F1B || chunks == 1) {
+    const int64_t warmup = std::min(stages - stage - 1, micro_batches);
+    const int64_t remaining = micro_batches - warmup;
+    for (int64_t m = 0; m < warmup; ++m)
+      steps.push_back({true, m, 0});
+    for (int64_t i = 0; i < remaining; ++i) {
+      steps.push_back({true, warmup + i, 0});
+      steps.push_back({false, i, 0});
+    }
+    for (int64_t m = remaining; m < micro_batches; ++m)
+      steps.push_back({false, m, 0});
+    return steps;
+  }
+  // Interleaved 1F1B (Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving).
+  const int64_t total = micro_batches * chunks;
+  const int64_t group = stages * chunks;
+  auto chunk_of = [&](int64_t k, bool forward) {
+    const int64_t c = k % group / stages;
+    return forward ? c : chunks - 1 - c;
+  };
+  auto micro_batch_of = [&](int64_t k) { return k / group * stages + k % stages; };
+  const int64_t warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  const int64_t remaining = total - warmup;
+  for (int64_t k = 0; k < warmup; ++k)
+    steps.push_back({true, micro_batch_of(k), chunk_of(k, true)});
+  for (int64_t k = 0; k < remaining; ++k) {
+    steps.push_back({true, micro_batch_of(k + warmup), chunk_of(k + warmup, true)});
+    steps.push_back({false, micro_batch_of(k), chunk_of(k, false)});
+  }
+  for (int64_t k = remaining; k < total; ++k)
+    steps.push_back({false, micro_batch_of(k), chunk_of(k, false)});
+  return steps;
+}
+
+namespace {
+
+/// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
+/// rank (seq / context), h hidden, t tensor parallel).
+struct Sizes {
+  int64_t b = 0;
+  int64_t s = 0;
+  int64_t h = 0;
+  int64_t t = 1;
+  int64_t tokens = 0;     ///< b x s: rows of the GEMMs
+  int64_t sp_tokens = 0;  ///< tokens held between TP regions (tokens / t with SP)
+  int64_t heads = 0;      ///< query heads on this rank
+  int64_t kv_heads = 0;   ///< key/value heads on this rank (replicated when kv_heads < t)
+  int64_t head_dim = 0;
+  int64_t qkv_out = 0;
+  int64_t ffn = 0;         ///< MLP inner width on this rank
+  int64_t fc1_out = 0;     ///< ffn, doubled for SwiGLU's gate
+  int64_t vocab = 0;       ///< padded vocabulary on this rank
+  int64_t moe_tokens = 0;  ///< tokens routed by this rank's router
+};
+
+/// Kernel descriptions of one layer, shared by every layer, micro-batch and rank.
+struct LayerDescs {
+  KernelDescId norm_fwd, norm_bwd;
+  KernelDescId qkv_fwd, qkv_dgrad, qkv_wgrad;
+  KernelDescId rotary_fwd, rotary_bwd;
+  KernelDescId attn_fwd, attn_bwd;
+  std::vector<KernelDescId> attn_ring_fwd, attn_ring_bwd;  ///< CP steps 1.. (non-diagonal)
+  KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;    ///< unfused q k^T
+  KernelDescId softmax_fwd, softmax_bwd, attn_dropout_fwd, attn_dropout_bwd;
+  KernelDescId av_fwd, av_dgrad_p, av_dgrad_v;  ///< unfused p v
+  KernelDescId proj_fwd, proj_dgrad, proj_wgrad;
+  KernelDescId residual_fwd, residual_bwd;
+  KernelDescId fc1_fwd, fc1_dgrad, fc1_wgrad;
+  KernelDescId act_fwd, act_bwd;
+  KernelDescId fc2_fwd, fc2_dgrad, fc2_wgrad;
+  KernelDescId grad_add;
+  // MoE
+  KernelDescId router_fwd, router_dgrad, router_wgrad, topk, topk_bwd, permute, unpermute;
+  KernelDescId expert_fc1_fwd, expert_fc1_dgrad, expert_fc1_wgrad;
+  KernelDescId expert_act_fwd, expert_act_bwd;
+  KernelDescId expert_fc2_fwd, expert_fc2_dgrad, expert_fc2_wgrad;
+  KernelDescId shared_fc1_fwd, shared_fc1_dgrad, shared_fc1_wgrad;
+  KernelDescId shared_act_fwd, shared_act_bwd;
+  KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
+  // Embedding and output layer.
+  KernelDescId embed_fwd, embed_bwd, pos_add;
+  KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
+};
+
+struct ProcessGroup {
+  std::string dim;
+  std::vector<RankId> members;
+  uint32_t simulated = 0;
+  std::vector<CollectiveId> calls;
+};
+
+/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor).
+struct LayerParams {
+  std::vector<int64_t> tensors;
+  int64_t elements = 0;
+  void add(int64_t n) {
+    if (n <= 0) return;
+    tensors.push_back(n);
+    elements += n;
+  }
+};
+
+class Generator {
+ public:
+  Generator(const TransformerConfig& c, const TransformerGraphInputs& in, TaskGraph& g)
+      : c_(c), in_(in), g_(g), layout_(c.parallelism) {
+    const ParallelismConfig& p = c_.parallelism;
+    z_.b = c_.micro_batch;
+    z_.s = c_.seq / p.context;
+    z_.h = c_.hidden;
+    z_.t = p.tensor;
+    z_.tokens = z_.b * z_.s;
+    z_.sp_tokens = p.sequence ? z_.tokens / z_.t : z_.tokens;
+    z_.heads = c_.heads / z_.t;
+    z_.kv_heads = std::max<int64_t>(1, c_.kv_heads / z_.t);
+    z_.head_dim = c_.head_dim();
+    z_.qkv_out = (z_.heads + 2 * z_.kv_heads) * z_.head_dim;
+    z_.ffn = c_.ffn / z_.t;
+    z_.fc1_out = c_.activation == TransformerActivation::kSwiglu ? 2 * z_.ffn : z_.ffn;
+    const int64_t vocab_multiple = 128 * z_.t;
+    z_.vocab = (c_.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / z_.t;
+    z_.moe_tokens = z_.t > 1 ? z_.tokens / z_.t : z_.tokens;
+    gemm_dt_ = c_.dtype;
+    act_dt_ = c_.activation_dtype();
+    e_ = dtype_bytes(act_dt_);
+    micro_batches_ = c_.micro_batches();
+    chunks_ = p.virtual_stages;
+    layers_per_chunk_ = c_.layers / (p.pipeline * chunks_);
+    mirror_ = c_.mirror_data_parallel && p.data > 1;
+    overlap_grad_reduce_ = p.overlap_grad_reduce;
+    build_descs();
+  }
+
+  TransformerGraph run() {
+    TransformerGraph out;
+    out.gpus = layout_.gpus();
+    out.micro_batches = micro_batches_;
+    for (int64_t g = 0; g < layout_.gpus(); ++g) {
+      if (mirror_ && layout_.coords(g).dp != 0) continue;
+      out.simulated.push_back(g);
+    }
+    std::vector<RankId> graph_rank;
+    for (int64_t g : out.simulated) {
+      RankInfo info;
+      info.name = fmt::format("rank {} (stage {})", g, layout_.coords(g).pp);
+      info.cpu_threads = 1;
+      info.stream_names = {"compute",     "dp comm",     "tp comm",    "pp recv fwd",
+                           "pp send fwd", "pp recv bwd", "pp send bwd"};
+      info.device = static_cast<uint32_t>(g);
+      graph_rank.push_back(g_.add_rank(std::move(info)));
+    }
+    for (size_t i = 0; i < out.simulated.size(); ++i) {
+      begin_rank(out.simulated[i], graph_rank[i]);
+      for (uint32_t it = 0; it < in_.iterations; ++it)
+        iteration(it);
+    }
+    out.collectives = g_.collective_count();
+    check_p2p_order();
+    return out;
+  }
+
+ private:
+  // ---- kernel descriptions ----------------------------------------------------------------
+  KernelDescId add(const KernelDesc& d) { return g_.add_kernel_desc(d); }
+  KernelDescId gemm(DType dt, int64_t batch, int64_t m, int64_t n, int64_t k) {
+    return add(gemm_kernel(dt, batch, m, n, k));
+  }
+  KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
+    return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
+  }
+  KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, double flops, double reads,
+                   double writes, DType dt) {
+    return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
+  }
+  AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
+    return AttentionShape{z_.b,        z_.heads, z_.kv_heads, seq_q, z_.s,
+                          z_.head_dim, causal,   backward,    true};
+  }
+
+  void build_descs() {
+    LayerDescs& d = d_;
+    const Sizes& z = z_;
+    const double sp_elems = as_double(z.sp_tokens * z.h);
+    const MemoryOp norm =
+        c_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+    // Norms: one read and one write per element forward (seed-method.md 2.6); the backward reads
+    // the input, the output gradient and the saved statistics, writes the input gradient.
+    d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
+    d.norm_bwd = row(norm, z.sp_tokens, z.h, 12, 2, 1, act_dt_);
+    const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);
+    d.qkv_fwd = add(qkv.forward);
+    d.qkv_dgrad = add(qkv.grad_input);
+    d.qkv_wgrad = add(qkv.grad_weight);
+    const double rotary_elems = as_double(z.tokens * (z.heads + z.kv_heads) * z.head_dim);
+    d.rotary_fwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
+    d.rotary_bwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
+    const int64_t cp = c_.parallelism.context;
+    d.attn_fwd = add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, c_.causal, false)));
+    d.attn_bwd = add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, c_.causal, true)));
+    // Ring attention (Liu et al., arXiv 2310.01889; Megatron-LM's load-balanced context
+    // parallel): step 0 is the local, diagonal block; with a causal mask every later step
+    // computes half a block (the sequence is split into 2 cp chunks, zig-zag).
+    for (int64_t step = 1; step < cp; ++step) {
+      const int64_t seq_q = c_.causal ? z.s / 2 : z.s;
+      d.attn_ring_fwd.push_back(
+          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, false))));
+      d.attn_ring_bwd.push_back(
+          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, true))));
+    }
+    // Unfused attention: baddbmm q k^T, masked softmax, dropout, bmm p v (Megatron's
+    // CoreAttention), per head; grouped kv heads are expanded to the query heads first.
+    const int64_t bh = z.b * z.heads;
+    const int64_t s = z.s;
+    d.score_fwd = gemm(act_dt_, bh, s, s, z.head_dim);
+    d.score_dgrad_q = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.score_dgrad_k = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.softmax_fwd = row(MemoryOp::kSoftmax, bh * s, s, 5, 1, 1, act_dt_);
+    d.softmax_bwd = row(MemoryOp::kSoftmax, bh * s, s, 3, 2, 1, act_dt_);
+    d.attn_dropout_fwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 2, 1, 2);
+    d.attn_dropout_bwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 1, 2, 1);
+    d.av_fwd = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
+    d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
+    const pytorch::LinearGemms proj =
+        pytorch::linear_gemms(gemm_dt_, z.tokens, z.heads * z.head_dim, z.h);
+    d.proj_fwd = add(proj.forward);
+    d.proj_dgrad = add(proj.grad_input);
+    d.proj_wgrad = add(proj.grad_weight);
+    // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
+    d.residual_fwd = c_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
+                                    : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    d.residual_bwd = c_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
+                                    : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
+    d.grad_add = pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
+    const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
+    d.fc1_fwd = add(fc1.forward);
+    d.fc1_dgrad = add(fc1.grad_input);
+    d.fc1_wgrad = add(fc1.grad_weight);
+    d.fc2_fwd = add(fc2.forward);
+    d.fc2_dgrad = add(fc2.grad_input);
+    d.fc2_wgrad = add(fc2.grad_weight);
+    d.act_fwd = activation(z.tokens * z.ffn, false);
+    d.act_bwd = activation(z.tokens * z.ffn, true);
+    if (c_.moe.experts > 0) build_moe_descs();
+    // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
+    // gradients into the table (embedding_dense_backward: sort + index_add).
+    d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);
+    d.embed_bwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 1, 2, 1);
+    d.pos_add = pw(MemoryOp::kBinary, as_double(z.tokens * z.h), 1, 2, 1);
+    const pytorch::LinearGemms head = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.vocab);
+    d.head_fwd = add(head.forward);
+    d.head_dgrad = add(head.grad_input);
+    d.head_wgrad = add(head.grad_weight);
+    // Vocab-parallel cross-entropy on fp32 logits (Megatron casts them): max, exp-sum, loss; the
+    // backward writes softmax - one-hot.
+    d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
+    d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
+  }
+
+  KernelDescId activation(int64_t elements, bool backward) {
+    if (c_.activation == TransformerActivation::kSwiglu) {
+      // silu(a) * b: reads a and b, writes one; the backward reads a, b and the output gradient
+      // and writes both input gradients.
+      return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
+                      : pw(MemoryOp::kSwiglu, as_double(elements), 5, 2, 1);
+    }
+    return backward ? pw(MemoryOp::kGelu, as_double(elements), 10, 2, 1)
+                    : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
+  }
+
+  /// Tokens each expert on the simulated EP rank processes per micro-batch.
+  int64_t tokens_per_local_expert() const {
+    const MoeConfig& m = c_.moe;
+    const int64_t ep = c_.parallelism.expert;
+    const int64_t local_experts = m.experts / ep;
+    const double routed = as_double(z_.moe_tokens * m.top_k * ep);  // over the EP group
+    double share = 1.0 / as_double(ep);
+    if (m.capacity_factor <= 0.0) {
+      share = std::min(1.0, (1.0 + m.imbalance) / as_double(ep));
+    }
+    double received = routed * share;
+    if (m.capacity_factor > 0.0) {
+      const double capacity = m.capacity_factor * routed / as_double(m.experts);
+      received = std::min(received, capacity * as_double(local_experts));
+    }
+    return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
+  }
+
+  void build_moe_descs() {
+    LayerDescs& d = d_;
+    const MoeConfig& m = c_.moe;
+    const int64_t tk = z_.moe_tokens;
+    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, z_.h, m.experts);
+    d.router_fwd = add(router.forward);
+    d.router_dgrad = add(router.grad_input);
+    d.router_wgrad = add(router.grad_weight);
+    d.topk = row(MemoryOp::kSoftmax, tk, m.experts, 6, 1, 1, DType::kFp32);
+    d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
+    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * z_.h), 0, 1, 1);
+    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * z_.h), 2, 2, 1);
+    const int64_t per_expert = tokens_per_local_expert();
+    const int64_t local = m.experts / c_.parallelism.expert;
+    const int64_t e_ffn = m.expert_ffn;
+    const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    // Grouped GEMM over the local experts: one batched GEMM per expert count, m = tokens per
+    // expert (Megatron-Core's GroupedMLP with equal counts on this rank).
+    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, z_.h);
+    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, z_.h, e_fc1);
+    d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, z_.h, per_expert);
+    d.expert_act_fwd = activation(local * per_expert * e_ffn, false);
+    d.expert_act_bwd = activation(local * per_expert * e_ffn, true);
+    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, z_.h, e_ffn);
+    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, z_.h);
+    d.expert_fc2_wgrad = gemm(gemm_dt_, local, z_.h, e_ffn, per_expert);
+    if (m.shared_experts > 0) {
+      const int64_t s_ffn = m.shared_experts * e_ffn;
+      const int64_t s_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, z_.h, s_fc1);
+      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, z_.h);
+      d.shared_fc1_fwd = add(f1.forward);
+      d.shared_fc1_dgrad = add(f1.grad_input);
+      d.shared_fc1_wgrad = add(f1.grad_weight);
+      d.shared_fc2_fwd = add(f2.forward);
+      d.shared_fc2_dgrad = add(f2.grad_input);
+      d.shared_fc2_wgrad = add(f2.grad_weight);
+      d.shared_act_fwd = activation(tk * s_ffn, false);
+      d.shared_act_bwd = activation(tk * s_ffn, true);
+    }
+  }
+
+  // ---- parameters ---------------------------------------------------------------------------
+  LayerParams layer_params(int64_t layer) const {
+    LayerParams p;
+    const bool bias = c_.bias;
+    const bool norm_bias = c_.norm == TransformerNorm::kLayerNorm && c_.architecture != "mpt";
+    p.add(z_.h);
+    if (norm_bias) p.add(z_.h);
+    p.add(z_.qkv_out * z_.h);
+    if (bias) p.add(z_.qkv_out);
+    p.add(z_.h * z_.heads * z_.head_dim);
+    if (bias) p.add(z_.h);
+    p.add(z_.h);
+    if (norm_bias) p.add(z_.h);
+    if (c_.is_moe_layer(layer)) {
+      const MoeConfig& m = c_.moe;
+      const int64_t local = m.experts / c_.parallelism.expert;
+      const int64_t e_fc1 =
+          c_.activation == TransformerActivation::kSwiglu ? 2 * m.expert_ffn : m.expert_ffn;
+      p.add(m.experts * z_.h);
+      for (int64_t e = 0; e < local + m.shared_experts; ++e) {
+        p.add(e_fc1 * z_.h);
+        p.add(z_.h * m.expert_ffn);
+      }
+    } else {
+      p.add(z_.fc1_out * z_.h);
+      if (bias) p.add(z_.fc1_out);
+      p.add(z_.h * z_.ffn);
+      if (bias) p.add(z_.h);
+    }
+    return p;
+  }
+
+  LayerParams embedding_params() const {
+    LayerParams p;
+    p.add(z_.vocab * z_.h);
+    if (c_.position == TransformerPosition::kLearned) p.add(c_.seq * z_.h);
+    return p;
+  }
+
+  LayerParams head_params() const {
+    LayerParams p;
+    p.add(z_.h);  // final norm
+    if (c_.norm == TransformerNorm::kLayerNorm && c_.architecture != "mpt") p.add(z_.h);
+    if (!c_.tied_embeddings || c_.parallelism.pipeline > 1) p.add(z_.vocab * z_.h);
+    return p;
+  }
+
+  // ---- process groups -----------------------------------------------------------------------
+  /// The process group of `members` for collectives named `dim`; `channel` tells apart groups
+  /// of the same members that order their calls independently (the two directions of pipeline
+  /// p2p between two stages).
+  uint32_t process_group(std::string_view dim, const std::vector<int64_t>& members,
+                         std::string_view channel = {}) {
+    std::vector<RankId> m(members.begin(), members.end());
+    auto key = std::make_pair(fmt::format("{}/{}", dim, channel), m);
+    auto found = pg_index_.find(key);
+    if (found != pg_index_.end()) return found->second;
+    ProcessGroup pg{std::string(dim), m, 0, {}};
+    for (int64_t r : members) {
+      if (!mirror_ || layout_.coords(r).dp == 0) ++pg.simulated;
+    }
+    groups_.push_back(std::move(pg));
+    const auto id = static_cast<uint32_t>(groups_.size() - 1);
+    pg_index_.emplace(std::move(key), id);
+    return id;
+  }
+
+  /// This rank's next call on process group `pg`: the k-th call of every member is one
+  /// collective (NCCL matches collectives by order on a communicator).
+  CollectiveId call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                    std::vector<int64_t> send_bytes = {}) {
+    if (calls_made_.size() < groups_.size()) calls_made_.resize(groups_.size(), 0);
+    ProcessGroup& group = groups_[pg];
+    const uint32_t k = calls_made_[pg]++;
+    if (k < group.calls.size()) {
+      const CollectiveDesc& existing = g_.collective(group.calls[k]);
+      if (existing.kind != kind || existing.bytes != bytes) {
+        throw std::logic_error(fmt::format(
+            "transformer generator: call {} on {} group is {} of {} B on one rank and {} of {} B "
+            "on another",
+            k, group.dim, collective_kind_name(existing.kind), existing.bytes,
+            collective_kind_name(kind), bytes));
+      }
+      return group.calls[k];
+    }
+    CollectiveDesc desc{kind, group.members, bytes, std::move(send_bytes)};
+    desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
+    const CollectiveId id =
+        g_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
+    group.calls.push_back(id);
+    return id;
+  }
+
+  // ---- per rank -----------------------------------------------------------------------------
+  void begin_rank(int64_t global, RankId graph_rank) {
+    rank_ = global;
+    at_ = RankThreads{graph_rank, kCpuThread, kCompute, kDpComm};
+    co_ = layout_.coords(global);
+    const ParallelismConfig& p = c_.parallelism;
+    calls_made_.assign(groups_.size(), 0);
+    tp_pg_ = process_group("tp", layout_.group(ParallelAxis::kTensor, global));
+    cp_pg_ = process_group("cp", layout_.group(ParallelAxis::kContext, global));
+    dp_pg_ = process_group("dp", layout_.group(ParallelAxis::kData, global));
+    ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
+    // Model-parallel group of the gradient norm: every rank holding a different part of the
+    // model (all ranks when the optimizer state is sharded over data parallel too).
+    std::vector<int64_t> mp;
+    for (int64_t r = 0; r < layout_.gpus(); ++r) {
+      const ParallelCoords c = layout_.coords(r);
+      if (sharded_optimizer() || c.dp == co_.dp) mp.push_back(r);
+    }
+    mp_pg_ = process_group("mp", mp);
+    const int64_t stages = p.pipeline;
+    if (stages > 1) {
+      ParallelCoords prev = co_;
+      ParallelCoords next = co_;
+      prev.pp = (co_.pp + stages - 1) % stages;
+      next.pp = (co_.pp + 1) % stages;
+      prev_ = layout_.rank(prev);
+      next_ = layout_.rank(next);
+      to_next_ = process_group("pp", {rank_, next_}, "activations");
+      from_prev_ = process_group("pp", {prev_, rank_}, "activations");
+      to_prev_ = process_group("pp", {rank_, prev_}, "gradients");
+      from_next_ = process_group("pp", {next_, rank_}, "gradients");
+      ParallelCoords first = co_;
+      ParallelCoords last = co_;
+      first.pp = 0;
+      last.pp = stages - 1;
+      emb_pg_ = process_group("pp", {layout_.rank(first), layout_.rank(last)});
+    }
+  }
+
+  bool sharded_optimizer() const {
+    return c_.parallelism.zero >= 1 || c_.parallelism.fsdp != FsdpMode::kNone;
+  }
+  bool sharded_params() const {
+    return c_.parallelism.zero >= 3 || c_.parallelism.fsdp != FsdpMode::kNone;
+  }
+  int64_t virtual_stage(int64_t chunk) const { return chunk * c_.parallelism.pipeline + co_.pp; }
+  int64_t virtual_stages() const { return c_.parallelism.pipeline * chunks_; }
+  int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
+
+  // ---- emission helpers ---------------------------------------------------------------------
+  void marker(std::string_view name) {
+    g_.add_cpu_op(at_.rank, kCpuThread, name, HostPhase::kMarker);
+  }
+  void op(std::string_view name, std::string_view kernel_name, KernelDescId k) {
+    HostOp h(g_, at_, name);
+    h.kernel(kernel_name, name, k);
+    h.end();
+  }
+  void op2(std::string_view name, std::string_view k1, KernelDescId d1, std::string_view k2,
+           KernelDescId d2) {
+    HostOp h(g_, at_, name);
+    h.kernel(k1, name, d1);
+    h.kernel(k2, name, d2);
+    h.end();
+  }
+  /// A collective that blocks the compute stream (torch.distributed on the current stream).
+  void blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                std::string_view op_name, std::vector<int64_t> send_bytes = {}) {
+    if (groups_[pg].members.size() < 2) return;
+    const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
+    HostOp h(g_, at_, op_name);
+    h.collective_on(kCompute, c, op_name);
+    h.end();
+  }
+  void tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
+    blocking(tp_pg_, kind, bytes, collective_kind_name(kind), op_name);
+  }
+
+  /// Column-parallel linear backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication):
+  /// with SP the input is all-gathered again while the input gradient is computed, and the input
+  /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
+  /// gradient is all-reduced while the weight gradient is computed.
+  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad) {
+    HostOp h(g_, at_, name);
+    const bool tp = z_.t > 1;
+    const bool sp = c_.parallelism.sequence;
+    const int64_t full = z_.tokens * z_.h * e_;
+    TaskId gathered = kNoTask;
+    if (tp && sp) {
+      const TaskId ready = h.record(kCompute);
+      h.wait(kTpComm, ready);
+      h.collective_on(kTpComm, call(tp_pg_, CollectiveKind::kAllGather, full / z_.t, "all_gather"),
+                      "c10d::_allgather_base");
+      gathered = h.record(kTpComm);
+    }
+    h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), name, dgrad);
+    TaskId reduced = kNoTask;
+    if (tp) {
+      if (gathered != kNoTask) h.wait(kCompute, gathered);
+      const TaskId ready = h.record(kCompute);
+      h.wait(kTpComm, ready);
+      const CollectiveId c =
+          sp ? call(tp_pg_, CollectiveKind::kReduceScatter, full, "reduce_scatter")
+             : call(tp_pg_, CollectiveKind::kAllReduce, full, "all_reduce");
+      h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
+      reduced = h.record(kTpComm);
+    }
+    h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), name, wgrad);
+    if (reduced != kNoTask) h.wait(kCompute, reduced);
+    h.end();
+  }
+
+  /// Entering a tensor-parallel region (before a column-parallel linear): SP all-gather.
+  void tp_enter_forward() {
+    if (z_.t > 1 && c_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kAllGather, z_.sp_tokens * z_.h * e_, "c10d::_allgather_base");
+    }
+  }
+  /// Leaving it (after a row-parallel linear): SP reduce-scatter or all-reduce.
+  void tp_exit_forward() {
+    if (z_.t == 1) return;
+    const int64_t full = z_.tokens * z_.h * e_;
+    if (c_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
+    } else {
+      tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
+    }
+  }
+  /// The backward of tp_exit_forward: SP all-gathers the output gradient; an all-reduce's
+  /// backward is the identity.
+  void tp_exit_backward() {
+    if (z_.t > 1 && c_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kAllGather, z_.sp_tokens * z_.h * e_, "c10d::_allgather_base");
+    }
+  }
+
+  std::string_view norm_op(bool backward) const {
+    if (c_.norm == TransformerNorm::kRmsNorm) {
+      return backward ? "RmsNormBackward" : "aten::rms_norm";
+    }
+    return backward ? "NativeLayerNormBackward0" : "aten::layer_norm";
+  }
+  std::string_view act_op(bool backward) const {
+    if (c_.activation == TransformerActivation::kSwiglu) {
+      return backward ? "SwiGLUBackward" : "swiglu";
+    }
+    return backward ? "GeluBackward0" : "aten::gelu";
+  }
+
+  // ---- layer forward / backward -------------------------------------------------------------
+  void attention_forward(bool recompute_core_only) {
+    const LayerDescs& d = d_;
+    if (!recompute_core_only) {
+      op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+      tp_enter_forward();
+      op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
+      if (c_.position == TransformerPosition::kRotary) {
+        op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
+      }
+    }
+    if (c_.attention == AttentionImpl::kFlash) {
+      if (!recompute_core_only) core_attention_flash(false);
+    } else {
+      op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
+      op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
+      if (c_.dropout > 0) op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
+      op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
+    }
+    if (recompute_core_only) return;
+    op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
+    tp_exit_forward();
+    op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+  }
+
+  /// Flash attention over the local sequence, with ring attention steps over context parallel:
+  /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
+  /// attention on the TP-comm stream.
+  void core_attention_flash(bool backward) {
+    const LayerDescs& d = d_;
+    const int64_t cp = c_.parallelism.context;
+    const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
+                                           : "aten::_scaled_dot_product_flash_attention";
+    HostOp h(g_, at_, name);
+    const int64_t kv_bytes = 2 * z_.b * z_.s * z_.kv_heads * z_.head_dim * e_;
+    TaskId exchanged = kNoTask;
+    auto exchange = [&](int64_t bytes) {
+      const size_t n = static_cast<size_t>(cp);
+      std::vector<int64_t> send(n * n, 0);
+      for (size_t i = 0; i < n; ++i)
+        send[i * n + (i + 1) % n] = bytes;
+      const TaskId ready = h.record(kCompute);
+      h.wait(kTpComm, ready);
+      h.collective_on(kTpComm, call(cp_pg_, CollectiveKind::kAllToAll, 0, "ring_exchange", send),
+                      "c10d::batch_isend_irecv");
+      exchanged = h.record(kTpComm);
+    };
+    if (cp > 1) exchange(kv_bytes);
+    h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
+             backward ? d.attn_bwd : d.attn_fwd);
+    for (int64_t step = 1; step < cp; ++step) {
+      h.wait(kCompute, exchanged);
+      if (step + 1 < cp) exchange(kv_bytes);
+      h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
+               backward ? d.attn_ring_bwd[static_cast<size_t>(step - 1)]
+                        : d.attn_ring_fwd[static_cast<size_t>(step - 1)]);
+    }
+    // The backward sends dK / dV around the ring once more to their owners.
+    if (backward && cp > 1) {
+      exchange(kv_bytes);
+      h.wait(kCompute, exchanged);
+    }
+    h.end();
+  }
+
+  void attention_backward() {
+    const LayerDescs& d = d_;
+    op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+    tp_exit_backward();
+    op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
+        pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
+    if (c_.attention == AttentionImpl::kFlash) {
+      core_attention_flash(true);
+    } else {
+      op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.av_dgrad_p,
+          pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.av_dgrad_v);
+      if (c_.dropout > 0) op("NativeDropoutBackward0", "dropout_bwd", d.attn_dropout_bwd);
+      op("ScaledMaskedSoftmaxBackward", "softmax_bwd", d.softmax_bwd);
+      op2("BaddbmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.score_dgrad_q,
+          pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.score_dgrad_k);
+    }
+    if (c_.position == TransformerPosition::kRotary) {
+      op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
+    }
+    column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
+    op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+    op("aten::add", "residual_grad_add", d.grad_add);
+  }
+
+  void mlp_forward(int64_t layer) {
+    const LayerDescs& d = d_;
+    op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    if (c_.is_moe_layer(layer)) {
+      moe_forward();
+    } else {
+      tp_enter_forward();
+      op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
+      op(act_op(false), "activation_fwd", d.act_fwd);
+      op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
+      tp_exit_forward();
+    }
+    op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+  }
+
+  void mlp_backward(int64_t layer) {
+    const LayerDescs& d = d_;
+    op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+    if (c_.is_moe_layer(layer)) {
+      moe_backward();
+    } else {
+      tp_exit_backward();
+      op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
+          pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
+      op(act_op(true), "activation_bwd", d.act_bwd);
+      column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
+    }
+    op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+    op("aten::add", "residual_grad_add", d.grad_add);
+  }
+
+  /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
+  /// to j's experts. Rank 0 of each group (the simulated one under mirroring) holds the busiest
+  /// experts when the router is imbalanced.
+  std::vector<int64_t> dispatch_matrix(bool combine) const {
+    const int64_t ep = c_.parallelism.expert;
+    const auto n = static_cast<size_t>(ep);
+    const double tokens = as_double(z_.moe_tokens * c_.moe.top_k);
+    std::vector<double> share(n, 1.0 / as_double(ep));
+    if (c_.moe.capacity_factor <= 0.0 && ep > 1) {
+      share[0] = std::min(1.0, (1.0 + c_.moe.imbalance) / as_double(ep));
+      for (size_t j = 1; j < n; ++j)
+        share[j] = (1.0 - share[0]) / as_double(ep - 1);
+    }
+    std::vector<int64_t> send(n * n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) {
+        const auto bytes = static_cast<int64_t>(tokens * share[j] * as_double(z_.h * e_) + 0.5);
+        send[combine ? j * n + i : i * n + j] = bytes;
+      }
+    }
+    return send;
+  }
+
+  void moe_forward() {
+    const LayerDescs& d = d_;
+    op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
+    op("aten::topk", "router_topk", d.topk);
+    op("moe_permute", "permute", d.permute);
+    if (c_.parallelism.expert > 1) {
+      blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
+               dispatch_matrix(false));
+    }
+    op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
+    op(act_op(false), "activation_fwd", d.expert_act_fwd);
+    op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+    if (c_.parallelism.expert > 1) {
+      blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
+               dispatch_matrix(true));
+    }
+    op("moe_unpermute", "unpermute", d.unpermute);
+    if (c_.moe.shared_experts > 0) {
+      op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
+      op(act_op(false), "activation_fwd", d.shared_act_fwd);
+      op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
+    }
+  }
+
+  void moe_backward() {
+    const LayerDescs& d = d_;
+    if (c_.moe.shared_experts > 0) {
+      op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
+          pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
+      op(act_op(true), "activation_bwd", d.shared_act_bwd);
+      op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc1_dgrad,
+          pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
+    }
+    op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
+    if (c_.parallelism.expert > 1) {
+      blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
+               dispatch_matrix(false));
+    }
+    op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
+        pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
+    op(act_op(true), "activation_bwd", d.expert_act_bwd);
+    op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
+        pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
+    if (c_.parallelism.expert > 1) {
+      blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
+               dispatch_matrix(true));
+    }
+    op("MoePermuteBackward", "permute_bwd", d.unpermute);
+    op("TopkBackward", "router_topk_bwd", d.topk_bwd);
+    op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.router_dgrad,
+        pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.router_wgrad);
+  }
+
+  void embedding_forward() {
+    const LayerDescs& d = d_;
+    op("aten::embedding", "embedding_fwd", d.embed_fwd);
+    // Vocab-parallel embedding: each TP rank looks up its vocabulary slice, then all-reduce
+    // (reduce-scatter into the sequence-parallel region).
+    if (z_.t > 1) {
+      const int64_t full = z_.tokens * z_.h * e_;
+      if (c_.parallelism.sequence) {
+        tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
+      } else {
+        tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
+      }
+    }
+    if (c_.position == TransformerPosition::kLearned) op("aten::add", "position_add", d.pos_add);
+  }
+
+  void embedding_backward() {
+    tp_exit_backward();
+    op("EmbeddingBackward0", "embedding_dense_backward", d_.embed_bwd);
+  }
+
+  void head_forward() {
+    const LayerDescs& d = d_;
+    op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    tp_enter_forward();
+    op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
+    // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
+    // row maxima, of the target logits and of the exp sums over TP (fp32, one value per token).
+    HostOp h(g_, at_, "vocab_parallel_cross_entropy");
+    h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
+    h.end();
+    if (z_.t > 1) {
+      for (int i = 0; i < 3; ++i)
+        tp_collective(CollectiveKind::kAllReduce, z_.tokens * kFp32Bytes, "c10d::all_reduce");
+    }
+  }
+
+  void head_backward() {
+    const LayerDescs& d = d_;
+    op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
+    column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
+    op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  }
+
+  // ---- data-parallel gradient and parameter traffic -------------------------------------------
+  /// Bytes per gradient element in the data-parallel reduction: Megatron and DDP with mixed
+  /// precision reduce fp32 main gradients; FSDP reduces in the parameter dtype.
+  int64_t grad_bytes() const {
+    if (c_.parallelism.fsdp != FsdpMode::kNone) return e_;
+    return c_.master_weights && act_dt_ != DType::kFp32 ? kFp32Bytes : e_;
+  }
+
+  /// Issues a data-parallel collective on the DP stream after the compute stream's work so far.
+  TaskId dp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
+    HostOp h(g_, at_, op_name);
+    const TaskId ready = h.record(kCompute);
+    h.wait(kDpComm, ready);
+    h.collective_on(kDpComm, call(dp_pg_, kind, bytes, collective_kind_name(kind)), op_name);
+    const TaskId done = h.record(kDpComm);
+    h.end();
+    return done;
+  }
+
+  void wait_compute(TaskId event, std::string_view op_name) {
+    if (event == kNoTask) return;
+    HostOp h(g_, at_, op_name);
+    h.wait(kCompute, event);
+    h.end();
+  }
+
+  /// Gradients of `elements` parameters became ready (DDP / ZeRO-1/2 bucketing).
+  void grads_ready(int64_t elements) {
+    if (c_.parallelism.data == 1 || sharded_params()) return;
+    bucket_bytes_ += elements * grad_bytes();
+    if (overlap_grad_reduce_ && bucket_bytes_ >= c_.parallelism.ddp_bucket_bytes) flush_bucket();
+  }
+
+  void flush_bucket() {
+    if (bucket_bytes_ == 0) return;
+    const bool scatter = c_.parallelism.zero >= 1;
+    last_dp_event_ =
+        dp_collective(scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+                      bucket_bytes_, scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
+    pending_buckets_.push_back(bucket_bytes_);
+    bucket_bytes_ = 0;
+  }
+
+  /// FSDP / ZeRO-3: the all-gather of one unit's parameters (a layer, or the embedding / output
+  /// layer) on the DP stream. It depends on nothing the compute stream does.
+  TaskId issue_gather(int64_t elements, std::string_view op_name) {
+    HostOp h(g_, at_, op_name);
+    h.collective_on(
+        kDpComm,
+        call(dp_pg_, CollectiveKind::kAllGather, elements * e_ / c_.parallelism.data, "all_gather"),
+        op_name);
+    const TaskId done = h.record(kDpComm);
+    h.end();
+    return done;
+  }
+
+  /// Gathers unit `unit` (prefetched when the previous unit was used) and the unit after it
+  /// (FSDP's forward / backward prefetch of one unit), then makes compute wait for `unit`.
+  void gather_unit(int64_t unit, int64_t elements, std::optional<std::pair<int64_t, int64_t>> next,
+                   std::string_view op_name) {
+    if (!sharded_params() || c_.parallelism.data == 1) return;
+    TaskId ready = kNoTask;
+    if (prefetched_ && prefetched_->first == unit) {
+      ready = prefetched_->second;
+    } else {
+      ready = issue_gather(elements, op_name);
+    }
+    prefetched_.reset();
+    if (next) prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
+    wait_compute(ready, op_name);
+  }
+
+  void scatter_unit_grads(int64_t elements) {
+    if (!sharded_params() || c_.parallelism.data == 1) return;
+    last_dp_event_ = dp_collective(CollectiveKind::kReduceScatter, elements * grad_bytes(),
+                                   "nccl:reduce_scatter");
+  }
+
+  // ---- one iteration --------------------------------------------------------------------------
+  void forward_layer(int64_t layer, int64_t last_layer) {
+    std::optional<std::pair<int64_t, int64_t>> next;
+    if (layer < last_layer) next = std::make_pair(layer + 1, layer_params(layer + 1).elements);
+    gather_unit(layer, layer_params(layer).elements, next,
+                "FullyShardedDataParallel._pre_forward_unshard");
+    attention_forward(false);
+    mlp_forward(layer);
+  }
+
+  void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch) {
+    const bool full_shard = c_.parallelism.fsdp == FsdpMode::kFullShard ||
+                            (c_.parallelism.zero >= 3 && c_.parallelism.fsdp == FsdpMode::kNone);
+    const LayerParams params = layer_params(layer);
+    if (full_shard) {
+      std::optional<std::pair<int64_t, int64_t>> next;
+      if (layer > first_layer_of_chunk) {
+        next = std::make_pair(layer - 1, layer_params(layer - 1).elements);
+      }
+      gather_unit(layer, params.elements, next, "FullyShardedDataParallel._pre_backward_unshard");
+    }
+    if (c_.recompute == Recompute::kFull) {
+      attention_forward(false);
+      mlp_forward(layer);
+    } else if (c_.recompute == Recompute::kSelective && c_.attention == AttentionImpl::kUnfused) {
+      attention_forward(true);
+    }
+    mlp_backward(layer);
+    attention_backward();
+    scatter_unit_grads(params.elements);
+    if (last_micro_batch) grads_ready(params.elements);
+  }
+
+  /// Pipeline p2p: posts the receive of this step's input on its stream and makes the compute
+  /// stream wait for it.
+  void receive(bool forward, int64_t micro_batch, int64_t chunk) {
+    const int64_t vs = virtual_stage(chunk);
+    if (forward ? vs == 0 : vs == virtual_stages() - 1) return;
+    const int64_t bytes = z_.sp_tokens * z_.h * e_;
+    const uint32_t pg = forward ? from_prev_ : from_next_;
+    HostOp h(g_, at_, forward ? "recv_forward" : "recv_backward");
+    const uint16_t stream = forward ? kActIn : kGradIn;
+    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
+                    "c10d::batch_isend_irecv");
+    const TaskId done = h.record(stream);
+    h.wait(kCompute, done);
+    h.end();
+    received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, vs});
+  }
+
+  void send(bool forward, int64_t micro_batch, int64_t chunk) {
+    const int64_t vs = virtual_stage(chunk);
+    if (forward ? vs == virtual_stages() - 1 : vs == 0) return;
+    const int64_t bytes = z_.sp_tokens * z_.h * e_;
+    const uint32_t pg = forward ? to_next_ : to_prev_;
+    HostOp h(g_, at_, forward ? "send_forward" : "send_backward");
+    const uint16_t stream = forward ? kActOut : kGradOut;
+    const TaskId ready = h.record(kCompute);
+    h.wait(stream, ready);
+    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
+                    "c10d::batch_isend_irecv");
+    h.end();
+    sent_.push_back(
+        {rank_, forward ? next_ : prev_, forward, micro_batch, forward ? vs + 1 : vs - 1});
+  }
+
+  void iteration(uint32_t it) {
+    g_.add_iteration_mark(at_.rank, kCpuThread, it);
+    pytorch::body(g_, at_, "Optimizer.zero_grad#Adam.zero_grad");
+    bucket_bytes_ = 0;
+    last_dp_event_ = kNoTask;
+    pending_buckets_.clear();
+    const ParallelismConfig& p = c_.parallelism;
+    const std::vector<PipelineStep> steps =
+        pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
+    const int64_t last_vs = virtual_stages() - 1;
+    for (const PipelineStep& step : steps) {
+      const int64_t vs = virtual_stage(step.chunk);
+      const int64_t first = first_layer(step.chunk);
+      marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
+                         step.micro_batch, step.chunk));
+      receive(step.forward, step.micro_batch, step.chunk);
+      if (step.forward) {
+        if (vs == 0) {
+          gather_unit(-1, embedding_params().elements, std::nullopt,
+                      "FullyShardedDataParallel._pre_forward_unshard");
+          embedding_forward();
+        }
+        for (int64_t l = 0; l < layers_per_chunk_; ++l)
+          forward_layer(first + l, first + layers_per_chunk_ - 1);
+        if (vs == last_vs) {
+          gather_unit(-2, head_params().elements, std::nullopt,
+                      "FullyShardedDataParallel._pre_forward_unshard");
+          head_forward();
+        }
+      } else {
+        const bool last_mb = step.micro_batch == micro_batches_ - 1;
+        if (vs == last_vs) {
+          head_backward();
+          scatter_unit_grads(head_params().elements);
+          if (last_mb) grads_ready(head_params().elements);
+        }
+        for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
+          backward_layer(first + l, first, last_mb);
+        if (vs == 0) {
+          embedding_backward();
+          scatter_unit_grads(embedding_params().elements);
+          if (last_mb) grads_ready(embedding_params().elements);
+        }
+      }
+      send(step.forward, step.micro_batch, step.chunk);
+    }
+    finish_gradients();
+    optimizer_step();
+    g_.add_host_sync(at_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
+  }
+
+  int64_t local_parameters() const {
+    int64_t n = 0;
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+      for (int64_t l = 0; l < layers_per_chunk_; ++l)
+        n += layer_params(first_layer(chunk) + l).elements;
+      if (virtual_stage(chunk) == 0) n += embedding_params().elements;
+      if (virtual_stage(chunk) == virtual_stages() - 1) n += head_params().elements;
+    }
+    return n;
+  }
+
+  void finish_gradients() {
+    const ParallelismConfig& p = c_.parallelism;
+    if (p.data > 1 && !sharded_params()) {
+      if (!overlap_grad_reduce_) {
+        // Without overlap every bucket is reduced after the pipeline flush.
+        const int64_t total = local_parameters() * grad_bytes();
+        for (int64_t left = total; left > 0; left -= p.ddp_bucket_bytes) {
+          bucket_bytes_ = std::min(left, p.ddp_bucket_bytes);
+          flush_bucket();
+        }
+      } else {
+        flush_bucket();
+      }
+    }
+    wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
+    // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
+    if (p.pipeline > 1 && c_.tied_embeddings && (co_.pp == 0 || co_.pp == p.pipeline - 1)) {
+      blocking(emb_pg_, CollectiveKind::kAllReduce, z_.vocab * z_.h * grad_bytes(), "all_reduce",
+               "_allreduce_word_embedding_grads");
+    }
+  }
+
+  void optimizer_step() {
+    const ParallelismConfig& p = c_.parallelism;
+    const int64_t shard = sharded_optimizer() ? p.data : 1;
+    OptimizerShape shape;
+    shape.kind = c_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
+                 : c_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
+                                                                : OptimizerKind::kAdam;
+    shape.impl = c_.optimizer_impl;
+    shape.large_kernel_args = true;
+    int64_t elements = 0;
+    auto add_tensors = [&](const LayerParams& lp) {
+      for (int64_t n : lp.tensors) {
+        const int64_t local = (n + shard - 1) / shard;
+        shape.tensor_elements.push_back(local);
+        elements += local;
+      }
+    };
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+      if (virtual_stage(chunk) == 0) add_tensors(embedding_params());
+      for (int64_t l = 0; l < layers_per_chunk_; ++l)
+        add_tensors(layer_params(first_layer(chunk) + l));
+      if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(head_params());
+    }
+    const DType opt_dt = c_.master_weights ? DType::kFp32 : act_dt_;
+    const auto n = as_double(elements);
+    // Gradient clipping (Megatron's clip_grad_norm_fp32): multi_tensor_l2norm over the local
+    // gradients, an all-reduce of the norm over the model-parallel group, then scaling. Stages
+    // differ in their parameters (embedding, output layer), so the descriptions are per count.
+    auto found = step_descs_.find(elements);
+    if (found == step_descs_.end()) {
+      StepDescs sd;
+      sd.norm = add(pytorch::pointwise(MemoryOp::kSum, opt_dt, n, 2, 1, 0));
+      sd.scale = add(pytorch::pointwise(MemoryOp::kBinary, opt_dt, n, 1, 1, 1));
+      KernelDesc update = pytorch::pointwise(MemoryOp::kOptimizer, opt_dt, n, 10, 4, 3);
+      update.optimizer = shape;
+      sd.update = add(update);
+      sd.copy = add(pytorch::pointwise(MemoryOp::kCopy, act_dt_, n, 0, 2, 1));
+      found = step_descs_.emplace(elements, sd).first;
+    }
+    const StepDescs& sd = found->second;
+    if (act_dt_ == DType::kFp16) {
+      op("_unscale_main_grads_and_check_for_nan", "multi_tensor_scale", sd.scale);
+      blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
+    }
+    op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
+    blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
+    op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
+    op(c_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
+                                                  : "Optimizer.step#Adam.step",
+       "multi_tensor_apply_kernel", sd.update);
+    if (c_.master_weights && act_dt_ != DType::kFp32) {
+      op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
+    }
+    // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
+    if (p.data > 1 && sharded_optimizer() && !sharded_params()) {
+      const int64_t total = local_parameters() * e_;
+      TaskId done = kNoTask;
+      for (int64_t left = total; left > 0; left -= p.ddp_bucket_bytes) {
+        done = dp_collective(CollectiveKind::kAllGather,
+                             std::min(left, p.ddp_bucket_bytes) / p.data, "nccl:all_gather");
+      }
+      wait_compute(done, "DistributedOptimizer._finish_param_sync");
+    }
+  }
+
+  // ---- checks ---------------------------------------------------------------------------------
+  struct Message {
+    int64_t from = 0;
+    int64_t to = 0;
+    bool forward = true;
+    int64_t micro_batch = 0;
+    int64_t virtual_stage = 0;  ///< the receiver's
+    bool operator<(const Message& o) const {
+      return std::tie(from, to, forward) < std::tie(o.from, o.to, o.forward);
+    }
+  };
+
+  /// Every pipeline message must be received in the order it was sent (messages on a directed
+  /// pair are matched by order); a schedule that breaks this would pair the wrong messages.
+  void check_p2p_order() const {
+    std::map<std::tuple<int64_t, int64_t, bool>, std::vector<std::pair<int64_t, int64_t>>> sent;
+    std::map<std::tuple<int64_t, int64_t, bool>, std::vector<std::pair<int64_t, int64_t>>> recv;
+    for (const Message& m : sent_)
+      sent[{m.from, m.to, m.forward}].emplace_back(m.micro_batch, m.virtual_stage);
+    for (const Message& m : received_)
+      recv[{m.from, m.to, m.forward}].emplace_back(m.micro_batch, m.virtual_stage);
+    for (const auto& [key, order] : sent) {
+      auto it = recv.find(key);
+      if (it != recv.end() && it->second != order) {
+        throw std::logic_error(fmt::format(
+            "transformer generator: pipeline messages from rank {} to rank {} are received in "
+            "another order than sent",
+            std::get<0>(key), std::get<1>(key)));
+      }
+    }
+  }
+
+  const TransformerConfig& c_;
+  TransformerGraphInputs in_;
+  TaskGraph& g_;
+  ParallelLayout layout_;
+  Sizes z_;
+  LayerDescs d_{};
+  DType gemm_dt_ = DType::kBf16;
+  DType act_dt_ = DType::kBf16;
+  int64_t e_ = 2;
+  int64_t micro_batches_ = 1;
+  int64_t chunks_ = 1;
+  int64_t layers_per_chunk_ = 1;
+  bool mirror_ = false;
+  bool overlap_grad_reduce_ = true;
+
+  std::vector<ProcessGroup> groups_;
+  std::map<std::pair<std::string, std::vector<RankId>>, uint32_t> pg_index_;
+  std::vector<uint32_t> calls_made_;
+
+  // The rank being emitted.
+  int64_t rank_ = 0;
+  RankThreads at_;
+  ParallelCoords co_;
+  uint32_t tp_pg_ = 0, cp_pg_ = 0, dp_pg_ = 0, ep_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
+  uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
+  int64_t prev_ = 0, next_ = 0;
+  int64_t bucket_bytes_ = 0;
+  TaskId last_dp_event_ = kNoTask;
+  std::vector<int64_t> pending_buckets_;
+  /// FSDP: the unit whose all-gather was issued ahead of use, and its completion event.
+  std::optional<std::pair<int64_t, TaskId>> prefetched_;
+  struct StepDescs {
+    KernelDescId norm = 0, scale = 0, update = 0, copy = 0;
+  };
+  /// Optimizer-step kernels by the number of local parameter elements.
+  std::map<int64_t, StepDescs> step_descs_;
+  std::vector<Message> sent_;
+  std::vector<Message> received_;
+};
+
+}  // namespace
+
+TransformerGraph generate_transformer(const TransformerConfig& config,
+                                      const TransformerGraphInputs& inputs, TaskGraph& graph) {
+  Generator generator(config, inputs, graph);
+  return generator.run();
+}
+
+}  // namespace upsim

@@ -1,0 +1,99 @@
+// Transformer training step -> task graph: the host ops, launches, kernels and collectives that a
+// Megatron-LM / PyTorch FSDP training iteration issues on every GPU, for any composition of
+// tensor (TP), sequence (SP), pipeline (PP, GPipe / 1F1B / interleaved 1F1B), context (CP, ring
+// attention), expert (EP) and data parallelism (DDP buckets, ZeRO-1/2/3, FSDP full / grad-op
+// sharding), with activation recompute and gradient accumulation.
+//
+// Contract:
+//  - Global rank g has coordinates (tp, cp, dp, pp) in the order of `parallelism.order`
+//    (innermost first; Megatron's default tp-cp-ep-dp-pp puts a TP group inside a node). Expert
+//    parallel groups are blocks of `expert` consecutive data-parallel indices. Global rank g runs
+//    on GPU g (RankInfo::device = g), so collective members are global ranks.
+//  - With mirror_data_parallel (and data > 1) only the ranks of data-parallel replica 0 are in
+//    the graph; collectives that span replicas (DP, EP) list every member and set
+//    CollectiveDesc::simulated_members, so the network still moves every replica's bytes. The
+//    replicas do identical work, so the predicted time equals the full simulation's where the
+//    replicas do not share links (tested on a switched fabric: transformer_generator_test).
+//  - Streams per rank: 0 compute (kernels; TP, CP and EP collectives, which block compute as
+//    torch.distributed calls on the current stream do), 1 data-parallel communication (DDP /
+//    ZeRO / FSDP collectives, overlapped through events), 2 tensor-parallel backward overlap
+//    (Megatron's async input-gradient all-reduce / reduce-scatter and SP all-gather), 3-6
+//    pipeline p2p: activations from the previous stage, to the next, gradients from the next, to
+//    the previous. Each p2p message is a two-member send/recv group (sender, receiver) matched
+//    by order per direction; the compute stream waits on a received message's event, so a stage
+//    waiting for its neighbour is a rendezvous wait on a "pp:" collective (the bubble).
+//  - Collective groups are named "<dim>:<kind>" with dim tp, cp, ep, dp, pp or mp (the
+//    model-parallel gradient-norm all-reduce); the summary groups exposed communication by it.
+//  - Micro-batches are marked by zero-cost CPU markers "forward mb <i> chunk <c>" /
+//    "backward mb <i> chunk <c>".
+//  - Each iteration ends with a device-wide HostSync (the loss is read on the host).
+//  - The graph is a pure function of its inputs; it is not sealed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim {
+
+/// Coordinates of a global rank.
+struct ParallelCoords {
+  int64_t tp = 0;
+  int64_t cp = 0;
+  int64_t dp = 0;
+  int64_t pp = 0;
+};
+
+/// Global rank <-> coordinates under `parallelism.order`.
+class ParallelLayout {
+ public:
+  explicit ParallelLayout(const ParallelismConfig& p);
+  int64_t size(ParallelAxis dim) const;
+  int64_t gpus() const { return gpus_; }
+  ParallelCoords coords(int64_t rank) const;
+  int64_t rank(const ParallelCoords& c) const;
+  /// The members of `rank`'s group along `dim` (kExpert: the EP block of data-parallel indices),
+  /// in group order.
+  std::vector<int64_t> group(ParallelAxis dim, int64_t rank) const;
+
+ private:
+  ParallelismConfig p_;
+  int64_t gpus_ = 1;
+  /// stride[dim] in the global rank.
+  std::array<int64_t, kParallelAxisCount> stride_{};
+};
+
+/// One compute step of a pipeline stage's schedule.
+struct PipelineStep {
+  bool forward = true;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;  ///< model chunk (virtual stage index on this stage)
+};
+
+/// The order in which stage `stage` of `stages` runs forward and backward passes of `micro_batches`
+/// micro-batches over `chunks` model chunks: GPipe (all forwards, then all backwards), 1F1B
+/// (Narayanan et al., SC21, Fig. 4 top: warm-up of stages - stage - 1 forwards), or interleaved
+/// 1F1B (Fig. 4 bottom; Megatron-LM's forward_backward_pipelining_with_interleaving: warm-up
+/// (stages - stage - 1) x 2 + (chunks - 1) x stages).
+std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
+                                            int64_t chunks, int64_t micro_batches, int64_t stage);
+
+struct TransformerGraphInputs {
+  uint32_t iterations = 1;
+};
+
+/// What generate_transformer built.
+struct TransformerGraph {
+  /// Global rank of each graph rank.
+  std::vector<int64_t> simulated;
+  int64_t gpus = 0;
+  int64_t micro_batches = 0;
+  uint64_t collectives = 0;
+};
+
+TransformerGraph generate_transformer(const TransformerConfig& config,
+                                      const TransformerGraphInputs& inputs, TaskGraph& graph);
+
+}  // namespace upsim

@@ -1,0 +1,138 @@
+#include "workloads/transformer/transformer_workload.h"
+
+#include <fmt/format.h>
+
+#include <string>
+
+#include "sim/config/quantity_parse.h"
+#include "workloads/transformer/transformer_generator.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+
+namespace {
+
+std::string_view schedule_name(const ParallelismConfig& p) {
+  if (p.pipeline == 1) return "no pipeline";
+  switch (p.schedule) {
+    case PipelineSchedule::kGpipe:
+      return "GPipe";
+    case PipelineSchedule::k1F1B:
+      return "1F1B";
+    case PipelineSchedule::kInterleaved1F1B:
+      return "interleaved 1F1B";
+  }
+  return "?";
+}
+
+std::string data_parallel_text(const ParallelismConfig& p) {
+  if (p.fsdp == FsdpMode::kFullShard) return fmt::format("FSDP full_shard {}", p.data);
+  if (p.fsdp == FsdpMode::kShardGradOp) return fmt::format("FSDP shard_grad_op {}", p.data);
+  if (p.zero > 0) return fmt::format("ZeRO-{} {}", p.zero, p.data);
+  return fmt::format("DP {}", p.data);
+}
+
+std::string_view recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+  }
+  return "?";
+}
+
+std::string parallel_order_text(const ParallelismConfig& p) {
+  std::string text;
+  for (ParallelAxis d : p.order) {
+    if (!text.empty()) text += "-";
+    switch (d) {
+      case ParallelAxis::kTensor:
+        text += "tp";
+        break;
+      case ParallelAxis::kContext:
+        text += "cp";
+        break;
+      case ParallelAxis::kExpert:
+        text += "ep";
+        break;
+      case ParallelAxis::kData:
+        text += "dp";
+        break;
+      case ParallelAxis::kPipeline:
+        text += "pp";
+        break;
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+TransformerWorkload::TransformerWorkload(const ConfigNode& workload) : node_(workload) {}
+
+std::optional<uint32_t> TransformerWorkload::implied_gpus() const {
+  if (!node_.has("parallelism") || !node_.child("parallelism").has("data")) return std::nullopt;
+  const ConfigNode p = node_.child("parallelism");
+  const int64_t product = p.get_positive_int_or("tensor", 1) *
+                          p.get_positive_int_or("pipeline", 1) *
+                          p.get_positive_int_or("context", 1) * p.get_positive_int("data");
+  if (product > 1'000'000) p.child("data").fail("implies more than 1000000 GPUs");
+  return static_cast<uint32_t>(product);
+}
+
+std::string TransformerWorkload::implied_gpus_reason() const {
+  return "workload.parallelism gives tensor x pipeline x context x data GPUs";
+}
+
+void TransformerWorkload::prepare(const WorkloadPlatform& platform) {
+  config_ = parse_transformer_config(node_, platform.gpus);
+}
+
+WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
+  if (!config_) prepare(platform);
+  const TransformerConfig& c = *config_;
+  const ParallelismConfig& p = c.parallelism;
+  TransformerGraphInputs inputs;
+  inputs.iterations = platform.iterations;
+  const TransformerGraph built = generate_transformer(c, inputs, graph);
+
+  WorkloadBuild out;
+  out.iterations = platform.iterations;
+  out.warmup_iterations = platform.warmup_iterations;
+  out.represented_gpus = static_cast<uint32_t>(built.gpus);
+  const double params_b = static_cast<double>(transformer_parameters(c)) * 1e-9;
+  out.description.push_back(fmt::format(
+      "workload: transformer ({}), {:.2f}B parameters: {} layers, hidden {}, {} heads ({} kv), "
+      "ffn {}, vocab {}, seq {}, {}{}",
+      c.architecture, params_b, c.layers, c.hidden, c.heads, c.kv_heads, c.ffn, c.vocab, c.seq,
+      dtype_name(c.dtype),
+      c.moe.experts > 0 ? fmt::format(", MoE {} experts top-{} every {} layer(s)", c.moe.experts,
+                                      c.moe.top_k, c.moe.every)
+                        : std::string()));
+  out.description.push_back(fmt::format(
+      "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "
+      "{} micro-batches of {} per replica; recompute {}; {} iterations ({} warm-up)",
+      p.tensor, p.sequence ? " (SP)" : "", p.pipeline, schedule_name(p),
+      p.virtual_stages > 1 ? fmt::format(", {} virtual stages", p.virtual_stages) : "", p.context,
+      data_parallel_text(p), p.expert > 1 ? fmt::format(", EP {}", p.expert) : "",
+      parallel_order_text(p), c.global_batch, built.micro_batches, c.micro_batch,
+      recompute_name(c.recompute), platform.iterations, platform.warmup_iterations));
+  if (built.simulated.size() < static_cast<size_t>(built.gpus)) {
+    out.description.push_back(fmt::format(
+        "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it, "
+        "their collective traffic still crosses the fabric; mirror_data_parallel: false "
+        "simulates all)",
+        built.simulated.size(), built.gpus, p.data - 1));
+  }
+  out.memory = transformer_peak_memory(c);
+  return out;
+}
+
+std::unique_ptr<Workload> make_transformer_workload(const ConfigNode& workload) {
+  return std::make_unique<TransformerWorkload>(workload);
+}
+
+}  // namespace upsim

@@ -146,6 +146,19 @@ struct CollectivePlanner::Candidate {
 
 namespace {
 
+/// Sharer j of m of the equally near `nics` (GPUs under one PCIe switch): its slice in order,
+/// at least one NIC, so GPU i of a DGX H100 gets NIC i and GPU i of an OCI BM.GPU4.8 gets NICs
+/// 2i and 2i+1 -- the rail of its own PCIe switch, as NCCL's channels use them.
+std::vector<DeviceIndex> share_of(const std::vector<DeviceIndex>& nics, size_t j, size_t m) {
+  std::vector<DeviceIndex> mine;
+  const size_t k = nics.size();
+  const size_t begin = j * k / m;
+  const size_t end = std::max(begin + 1, (j + 1) * k / m);
+  for (size_t x = begin; x < end && x < k; ++x)
+    mine.push_back(nics[x]);
+  return mine;
+}
+
 /// Collects the flows of a structure and routes them; flows with the same path description
 /// are merged (their bytes add up), in order of first appearance.
 class FlowCollector {
@@ -173,7 +186,9 @@ class FlowCollector {
   FlowStructure route(const Fabric& fabric, std::span<const std::vector<LinkId>> in_links,
                       std::span<const double> capacity, size_t members, PathFn&& path) {
     FlowStructure s;
-    std::vector<double> link_load(capacity.size(), 0.0);
+    // Load of each link the structure uses (sparse: a structure touches few of a large
+    // fabric's links).
+    std::unordered_map<LinkId, double> link_load;
     std::vector<double> source_load(members, 0.0);
     std::vector<LinkId> r;
     auto append = [&r](const std::vector<LinkId>& part) {
@@ -200,9 +215,8 @@ class FlowCollector {
         link_load[l] += item.unit_bytes;
       if (item.source != kNone) source_load[item.source] += item.unit_bytes;
     }
-    for (size_t l = 0; l < capacity.size(); ++l) {
-      if (link_load[l] > 0.0)
-        s.unit_link_seconds = std::max(s.unit_link_seconds, link_load[l] / capacity[l]);
+    for (const auto& [l, load] : link_load) {
+      if (load > 0.0) s.unit_link_seconds = std::max(s.unit_link_seconds, load / capacity[l]);
     }
     for (double b : source_load)
       s.unit_source_bytes = std::max(s.unit_source_bytes, b);
@@ -433,6 +447,43 @@ std::vector<LinkId> CollectivePlanner::path(DeviceIndex from, DeviceIndex to) {
   return fabric_.route(from, to);
 }
 
+std::vector<DeviceIndex> CollectivePlanner::nearest_nics(DeviceIndex gpu) {
+  std::vector<DeviceIndex> nearest;
+  // The node's NICs from its own device list (not a scan of the whole fabric: layouts of many
+  // small groups, e.g. pipeline send/recv pairs, stay cheap on large clusters).
+  const auto devices = node_devices_.find(fabric_.device(gpu).node);
+  if (devices == node_devices_.end()) return nearest;
+  std::pair<size_t, int64_t> best{std::numeric_limits<size_t>::max(), 0};
+  for (DeviceIndex nic : devices->second) {
+    if (fabric_.device(nic).kind != DeviceKind::kNic) continue;
+    const std::vector<LinkId> r = path(gpu, nic);
+    int64_t latency = 0;
+    for (LinkId l : r)
+      latency += fabric_.link(l).latency.ps();
+    const std::pair<size_t, int64_t> cost{r.size(), latency};
+    if (cost < best) {
+      best = cost;
+      nearest.clear();
+    }
+    if (cost == best) nearest.push_back(nic);
+  }
+  return nearest;
+}
+
+const std::vector<DeviceIndex>& CollectivePlanner::own_nics(DeviceIndex gpu) {
+  auto found = own_nics_.find(gpu);
+  if (found != own_nics_.end()) return found->second;
+  std::map<std::vector<DeviceIndex>, std::vector<DeviceIndex>> sharing;  // nearest NICs -> GPUs
+  for (DeviceIndex d : node_devices_.at(fabric_.device(gpu).node)) {
+    if (fabric_.device(d).kind == DeviceKind::kGpu) sharing[nearest_nics(d)].push_back(d);
+  }
+  for (const auto& [nics, sharers] : sharing) {
+    for (size_t j = 0; j < sharers.size(); ++j)
+      own_nics_[sharers[j]] = share_of(nics, j, sharers.size());
+  }
+  return own_nics_[gpu];
+}
+
 CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& members) {
   auto found = layouts_.find(members);
   if (found != layouts_.end()) return *found->second;
@@ -470,10 +521,11 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
   std::vector<uint32_t> member_of_device(fabric_.devices().size(), kNone);
   for (uint32_t i = 0; i < n; ++i)
     member_of_device[lay.gpu[i]] = i;
+  // A member's links out are the reverses of its links in (in link-id order, as pairs are).
   std::vector<std::vector<LinkId>> out_links(n);
-  for (LinkId l = 0; l < links.size(); ++l) {
-    const uint32_t i = member_of_device[links[l].from];
-    if (i != kNone) out_links[i].push_back(l);
+  for (uint32_t i = 0; i < n; ++i) {
+    for (LinkId in : in_links_[lay.gpu[i]])
+      out_links[i].push_back(links[in].reverse);
   }
 
   // Ring cycles per node.
@@ -580,42 +632,15 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
   // and 2i+1 -- the rail of its own PCIe switch, as NCCL's channels use them.
   lay.nics_of.assign(n, {});
   if (lay.nodes.size() > 1) {
-    std::map<int32_t, std::vector<DeviceIndex>> node_nics;
-    for (DeviceIndex d = 0; d < fabric_.devices().size(); ++d) {
-      const FabricDevice& dev = fabric_.device(d);
-      if (dev.kind == DeviceKind::kNic) node_nics[dev.node].push_back(d);
-    }
     for (const auto& node : lay.nodes) {
-      const auto it = node_nics.find(fabric_.device(lay.gpu[node.front()]).node);
-      if (it == node_nics.end()) continue;
       std::map<std::vector<DeviceIndex>, std::vector<uint32_t>> sharing;  // nearest NICs -> members
       for (uint32_t i : node) {
-        std::vector<DeviceIndex> nearest;
-        std::pair<size_t, int64_t> best{std::numeric_limits<size_t>::max(), 0};
-        for (DeviceIndex nic : it->second) {
-          const std::vector<LinkId> r = path(lay.gpu[i], nic);
-          int64_t latency = 0;
-          for (LinkId l : r)
-            latency += links[l].latency.ps();
-          const std::pair<size_t, int64_t> cost{r.size(), latency};
-          if (cost < best) {
-            best = cost;
-            nearest.clear();
-          }
-          if (cost == best) nearest.push_back(nic);
-        }
-        sharing[nearest].push_back(i);
+        std::vector<DeviceIndex> nearest = nearest_nics(lay.gpu[i]);
+        if (!nearest.empty()) sharing[std::move(nearest)].push_back(i);
       }
       for (const auto& [nics, sharers] : sharing) {
-        const size_t k = nics.size();
-        const size_t m = sharers.size();
-        for (size_t j = 0; j < m; ++j) {
-          auto& mine = lay.nics_of[sharers[j]];
-          const size_t begin = j * k / m;
-          const size_t end = std::max(begin + 1, (j + 1) * k / m);
-          for (size_t x = begin; x < end && x < k; ++x)
-            mine.push_back(nics[x]);
-        }
+        for (size_t j = 0; j < sharers.size(); ++j)
+          lay.nics_of[sharers[j]] = share_of(nics, j, sharers.size());
       }
     }
     for (const auto& mine : lay.nics_of)
@@ -898,7 +923,17 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       }
       case CollectiveAlgorithm::kDirect: {
         if (c.kind == CollectiveKind::kSendRecv) {
-          fc.add(gpu[0], gpu[1], 1.0, 0);
+          // Across nodes NCCL's p2p leaves through the sender's NIC and enters through the
+          // receiver's (the same rail when both have the same local rank): the planner's
+          // leaf [-> spine] -> leaf path, with no whole-fabric search per receiver, which
+          // would dominate pipeline-parallel runs on thousands of GPUs.
+          const std::vector<DeviceIndex>& out = own_nics(gpu[0]);
+          const std::vector<DeviceIndex>& in = own_nics(gpu[1]);
+          if (nodes > 1 && !out.empty() && !in.empty()) {
+            fc.add_via(gpu[0], gpu[1], out.front(), in.front(), 1.0, 0);
+          } else {
+            fc.add(gpu[0], gpu[1], 1.0, 0);
+          }
         } else {
           // All-to-all: bytes are set per call through pair_flows. Within a node each pair is
           // one flow. Across nodes NCCL's PXN forwards over NVLink to the sender-node GPU with

@@ -122,6 +122,13 @@ class CollectivePlanner {
   /// Links from one device to another: inside a node (one end a GPU) the cheapest node-local
   /// path by the fabric's cost, computed here; otherwise Fabric::route.
   std::vector<LinkId> path(DeviceIndex from, DeviceIndex to);
+  /// The NICs of `gpu`'s node nearest to it (fewest hops, then least latency), in device
+  /// order; empty when its node has none.
+  std::vector<DeviceIndex> nearest_nics(DeviceIndex gpu);
+  /// The NICs `gpu` sends through when every GPU of its node uses the network: GPUs with the
+  /// same nearest NICs split them in order (GPU i of a DGX gets NIC i), whatever the group, as
+  /// NCCL's point-to-point does. Empty when its node has no NIC.
+  const std::vector<DeviceIndex>& own_nics(DeviceIndex gpu);
   Layout& layout(const std::vector<RankId>& members);
   std::vector<Candidate> build(const CollectiveDesc& collective, Layout& layout,
                                std::optional<CollectiveAlgorithm> only);
@@ -139,6 +146,7 @@ class CollectivePlanner {
   std::map<int32_t, std::vector<DeviceIndex>> node_devices_;  // devices of each node id
   std::vector<uint32_t> node_position_;  // position of a device in its node's list
   std::map<DeviceIndex, LocalTree> local_trees_;
+  std::map<DeviceIndex, std::vector<DeviceIndex>> own_nics_;  // per GPU, see own_nics()
   // Per member set: node grouping, ring cycles, NVLS switches, latency classes. Member sets of a
   // training job are few; their analysis is reused by every call.
   std::map<std::vector<RankId>, std::unique_ptr<Layout>> layouts_;

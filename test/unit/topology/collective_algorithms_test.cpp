@@ -3,9 +3,13 @@
 // the shipped tuning file.
 #include "topology/collective_algorithms.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -336,6 +340,54 @@ TEST(CollectiveTuning, BadValuesAreConfigErrorsAtTheKey) {
   const CollectiveTuning t = load_collective_tuning(override_one.root());
   EXPECT_EQ(t.enabled_protocols.size(), 2u);
   EXPECT_DOUBLE_EQ(t.protocol(CollectiveProtocol::kLl).injection_cap.bytes_per_second(), 20e9);
+}
+
+}  // namespace
+}  // namespace upsim
+
+namespace upsim {
+namespace {
+
+/// The fabric devices the first flow of a plan passes through, endpoints included.
+std::vector<std::string> flow_devices(const Fabric& f, const FlowBatch& b) {
+  std::vector<std::string> ids;
+  for (uint32_t k = b.offsets[0]; k < b.offsets[1]; ++k) {
+    if (b.links[k] >= f.links().size()) continue;  // the batch's own virtual links
+    const FabricLink& l = f.link(b.links[k]);
+    if (ids.empty()) ids.push_back(f.device(l.from).id);
+    ids.push_back(f.device(l.to).id);
+  }
+  return ids;
+}
+
+// Pipeline send/recv between nodes goes out through the sender's NIC and in through the
+// receiver's, rail-matched for equal local ranks, and planning thousands of such pairs on a
+// 1024-node fabric takes well under a second (no whole-fabric search per receiver).
+TEST(CollectivePlanner, SendRecvAcrossNodesUsesTheRailsAndScales) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_a100_cluster.yaml");
+  doc.apply_override("nodes=1024");
+  const Fabric f = load_fabric(doc.root());
+  CollectivePlanner planner(f, nccl_like_tuning());
+  const CollectivePlan same_rail =
+      planner.plan(CollectiveDesc{CollectiveKind::kSendRecv, {5, 8 * 1000 + 5}, 1 << 20, {}});
+  ASSERT_EQ(same_rail.flows.size(), 1u);
+  const std::vector<std::string> ids = flow_devices(f, same_rail.flows);
+  ASSERT_EQ(ids.size(), 9u) << fmt::format("{}", fmt::join(ids, " -> "));
+  EXPECT_EQ(ids.front(), "node0/gpu5");
+  EXPECT_EQ(ids[2], "node0/nic5");
+  EXPECT_EQ(ids[3], "leaf5");  // rail 5 of the first scalable unit
+  EXPECT_EQ(ids[6], "node1000/nic5");
+  EXPECT_EQ(ids.back(), "node1000/gpu5");
+  const auto start = std::chrono::steady_clock::now();
+  const auto gpus = static_cast<RankId>(f.gpus().size());
+  for (RankId r = 0; r + 8 < gpus; ++r)
+    planner.plan(CollectiveDesc{CollectiveKind::kSendRecv, {r, r + 8}, 1 << 20, {}});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%u cross-node send/recv plans on 8192 GPUs: %.3f s\n", gpus - 8, seconds);
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(seconds, 2.0);
+#endif
 }
 
 }  // namespace

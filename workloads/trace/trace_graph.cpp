@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "workloads/pytorch/kernels.h"
 #include "workloads/trace/json_reader.h"
 #include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_host_overheads.h"
@@ -1541,16 +1542,9 @@ std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view k
   kd.dtype = type == "c10::Half"       ? DType::kFp16
              : type == "c10::BFloat16" ? DType::kBf16
                                        : DType::kFp32;
-  const bool gemm_kernel = contains_nocase(kernel, "gemm") || contains_nocase(kernel, "gemv");
-  if (gemm_kernel && !gemm_taken) {
-    if (const auto g = gemm_shape(op, in)) {
-      kd.cls = KernelClass::kGemm;
-      kd.batch = g->batch;
-      kd.m = g->m;
-      kd.n = g->n;
-      kd.k = g->k;
-      return kd;
-    }
+  const bool gemm_named = contains_nocase(kernel, "gemm") || contains_nocase(kernel, "gemv");
+  if (gemm_named && !gemm_taken) {
+    if (const auto g = gemm_shape(op, in)) return gemm_kernel(kd.dtype, g->batch, g->m, g->n, g->k);
   }
   kd.cls = KernelClass::kMemoryBound;
   double largest = 0.0;
@@ -1564,6 +1558,13 @@ std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view k
   }
   kd.bytes_written = largest;
   kd.flops = max_elems;
+  // The op's family, as the generators name it (workloads/pytorch/kernels.h), so a traced op is
+  // priced on the same curve as a generated one; row-wise ops work on rows of the first input's
+  // last dimension.
+  kd.memory_op = pytorch::memory_op_of_aten(op);
+  if (pytorch::is_rowwise(kd.memory_op) && !in.dims.front().empty()) {
+    kd.row_elements = std::max<int64_t>(in.dims.front().back(), 0);
+  }
   return kd;
 }
 

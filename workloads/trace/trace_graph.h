@@ -181,8 +181,10 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
 /// names: "float", "c10::Half", ...). The first GEMM-named kernel of aten::mm / addmm / bmm /
 /// baddbmm / linear / matmul is that op's GEMM (`gemm_taken`: an earlier kernel of the op was);
 /// every other kernel is memory-bound over the op's tensor inputs (read all inputs, write the
-/// largest). nullopt when no shape is known, or the op is an embedding lookup or a convolution
-/// (no kernel model describes them): the caller keeps the measured duration.
+/// largest), of the op's family (pytorch::memory_op_of_aten; row-wise families take the first
+/// input's last dimension as the row). nullopt when no shape is known, or the op is an embedding
+/// lookup or a convolution (no kernel model describes them): the caller keeps the measured
+/// duration.
 std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
                                          const KinetoOpInputs& in, bool gemm_taken);
 

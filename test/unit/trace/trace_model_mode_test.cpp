@@ -110,7 +110,9 @@ TEST(TraceModelMode, kernels_get_descriptors_from_op_shapes) {
   EXPECT_EQ(add.cls, KernelClass::kMemoryBound);
   EXPECT_DOUBLE_EQ(add.bytes_read, 8192.0);
   EXPECT_DOUBLE_EQ(add.bytes_written, 4096.0);
-  EXPECT_EQ(g.task(kernels[3]).fixed_ps, 40'000'000);  // embedding: kept measured
+  EXPECT_EQ(add.memory_op, MemoryOp::kBinary);  // the op's family, as the generators name it
+  EXPECT_EQ(g.kernel(kernels[1]).memory_op, MemoryOp::kUnspecified);  // addmm's reduction
+  EXPECT_EQ(g.task(kernels[3]).fixed_ps, 40'000'000);                 // embedding: kept measured
   const auto copies = tasks_of(g, TaskKind::kMemcpy);
   ASSERT_EQ(copies.size(), 1u);
   EXPECT_EQ(g.task(copies[0]).fixed_ps, -1);
@@ -119,6 +121,23 @@ TEST(TraceModelMode, kernels_get_descriptors_from_op_shapes) {
     EXPECT_GE(g.task(t).fixed_ps, 0);
   for (TaskId t : tasks_of(g, TaskKind::kLaunch))
     EXPECT_GE(g.task(t).fixed_ps, 0);
+}
+
+TEST(TraceModelMode, memory_bound_kernels_carry_the_ops_family_and_rows) {
+  KinetoOpInputs in;
+  in.dims = {{32, 128, 1024}, {}};
+  in.types = {"c10::Half", "Scalar"};
+  const std::optional<KernelDesc> softmax =
+      op_kernel_desc("aten::_softmax", "softmax_warp_forward", in, false);
+  ASSERT_TRUE(softmax);
+  EXPECT_EQ(softmax->memory_op, MemoryOp::kSoftmax);
+  EXPECT_EQ(softmax->row_elements, 1024);
+  EXPECT_EQ(softmax->dtype, DType::kFp16);
+  const std::optional<KernelDesc> relu =
+      op_kernel_desc("aten::threshold_backward", "vectorized_elementwise_kernel", in, false);
+  ASSERT_TRUE(relu);
+  EXPECT_EQ(relu->memory_op, MemoryOp::kRelu);
+  EXPECT_EQ(relu->row_elements, 0);
 }
 
 TEST(TraceModelMode, modelled_host_time_follows_the_seed_phases_of_each_top_level_op) {

@@ -20,6 +20,10 @@
 //    in powers of two, or none; the smallest of equally good thresholds wins) and
 //    long_row_read_passes; each measured op gets its harness (floor, offset).
 //  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them).
+//  - Fused attention is not fitted (no sweep measures it): the file gets no `attention:`
+//    section, and the model uses the FlashAttention-2 defaults (attention_kernel_model.h).
+//  - No sweep measures fp8 either: the file has no fp8 entry, and the model prices fp8 GEMMs
+//    with the bf16 fit at the profile's measured fp8 rate (calibrated_kernel_cost.h).
 // Objective: sum over training points of ln(predicted / measured)^2, predicted as in
 // kernel_validation.h. Compass search: from fixed starting points, try +-step along each
 // parameter, take the first improvement, halve the steps when none improves, stop below a

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/export/parallel_dim.h"
+
 namespace upsim {
 
 namespace {
@@ -25,7 +27,7 @@ constexpr size_t kFlushBytes = size_t{4} << 20;
 constexpr int64_t kNotRunning = -1;
 constexpr int64_t kPsPerUs = 1'000'000;
 /// Version of this file's event layout; bump it when names, args or tracks change.
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 /// Smallest tid stride: a rank's tids are pid * stride + track index.
 constexpr uint64_t kMinTidStride = 1000;
 
@@ -383,6 +385,22 @@ class ChromeTraceWriter::Impl {
     const Task& t = graph_->task(id);
     const std::string_view name = graph_->name(t.name);
     const std::string_view cat = task_kind_name(t.kind);
+    if (t.kind == TaskKind::kCpuOp && t.phase == HostPhase::kMarker && begin_ps == end_ps &&
+        !unfinished) {
+      // A zero-duration marker ("forward mb 3"): an instant on its CPU thread.
+      start_event();
+      Members event(buf_);
+      event.str("name", name)
+          .str("cat", "marker")
+          .str("ph", "i")
+          .str("s", "t")
+          .uinteger("pid", pid(t.rank))
+          .uinteger("tid", tid_of(t))
+          .us("ts", begin_ps);
+      Members(event.object("args")).uinteger("task", id).str("op", graph_->name(t.op_name));
+      buf_ += "}}";
+      return;
+    }
     switch (t.kind) {
       case TaskKind::kIterationMark: {
         start_event();
@@ -433,9 +451,14 @@ class ChromeTraceWriter::Impl {
     } else if (unfinished) {
       transfer_ps = end_ps;
     }
+    // A pipeline stage waiting for its neighbour is the pipeline bubble.
+    const ParallelDim dim = parallel_dim_of(name);
+    const bool bubble = dim == ParallelDim::kPipeline;
     if (transfer_ps > begin_ps || !has_transfer) {
-      Members args = slice("wait: ", name, "rendezvous", t, begin_ps, transfer_ps);
+      Members args = slice(bubble ? "bubble: " : "wait: ", name, bubble ? "bubble" : "rendezvous",
+                           t, begin_ps, transfer_ps);
       args.uinteger("task", id).str("op", graph_->name(t.op_name)).uinteger("group", group);
+      if (dim != ParallelDim::kOther) args.str("parallel_dim", parallel_dim_name(dim));
       if (unfinished && !has_transfer) args.boolean("unfinished", true);
       buf_ += "}}";
     }
@@ -443,6 +466,7 @@ class ChromeTraceWriter::Impl {
       Members args = slice("", name, task_kind_name(t.kind), t, transfer_ps, end_ps);
       args.uinteger("task", id).str("op", graph_->name(t.op_name));
       task_args(args, id, t);
+      if (dim != ParallelDim::kOther) args.str("parallel_dim", parallel_dim_name(dim));
       if (unfinished) args.boolean("unfinished", true);
       buf_ += "}}";
     }

@@ -10,8 +10,15 @@
 //  - Every task becomes one "X" slice on its track, "cat" = task_kind_name(kind), "args" holding
 //    the task id, its op and kind-specific details, except:
 //      IterationMark -> a process-scoped instant ("ph":"i","s":"p") named "iteration N";
+//      CpuOp of phase kMarker that took no time (micro-batch marks such as "forward mb 3")
+//                    -> a thread-scoped instant ("ph":"i","s":"t", cat "marker") named by the
+//                       task, on its CPU thread;
 //      Collective    -> "wait: <group name>" (cat "rendezvous") from the rank's arrival to
-//                       on_collective_begin, then "<group name>" from there to its end.
+//                       on_collective_begin, then "<group name>" from there to its end. For a
+//                       pipeline collective (group name "pp:...", sim/export/parallel_dim.h) the
+//                       wait is the pipeline bubble: "bubble: <group name>", cat "bubble".
+//                       Collectives of a named parallel dimension carry "parallel_dim" ("tp",
+//                       "cp", "ep", "pp", "dp") in their args.
 //  - Each Launch gets a flow arrow to the GPU task it enqueues: "ph":"s" at the midpoint of the
 //    launch slice, "ph":"f","bp":"e" at the GPU task's start, both with "id" = the GPU task id,
 //    "cat" and "name" "launch". The midpoint (not the start) keeps the binding unambiguous when

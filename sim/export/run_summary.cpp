@@ -65,6 +65,15 @@ std::string pct(Duration part, Duration whole) {
                      100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()));
 }
 
+size_t index_of(ParallelDim dim) {
+  return static_cast<size_t>(dim);
+}
+
+/// True when the summary has collectives of a named dimension (not only kOther).
+bool has_named_dims(uint32_t dims) {
+  return (dims & ~(1u << index_of(ParallelDim::kOther))) != 0;
+}
+
 }  // namespace
 
 void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
@@ -72,6 +81,12 @@ void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
   ranks_.assign(graph.rank_count(), RankLog{});
   begin_.assign(graph.task_count(), Time::zero());
   collective_begin_.assign(graph.collective_count(), Time::zero());
+  collective_dim_.assign(graph.collective_count(), ParallelDim::kOther);
+  parallel_dims_ = 0;
+  for (CollectiveId c = 0; c < graph.collective_count(); ++c) {
+    collective_dim_[c] = parallel_dim_of(graph.collective_name(c));
+    parallel_dims_ |= 1u << index_of(collective_dim_[c]);
+  }
   ended_ = false;
 }
 
@@ -106,9 +121,15 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
       break;
     case TaskKind::kCollective: {
       ++r.collectives;
-      const Time network_begin = collective_begin_[graph_->collective_of(task)];
+      const CollectiveId group = graph_->collective_of(task);
+      const Time network_begin = collective_begin_[group];
+      const ParallelDim dim = collective_dim_[group];
       r.rendezvous.push_back({begin_[task], network_begin});
+      if (dim == ParallelDim::kPipeline) {
+        r.pipeline_rendezvous.push_back({begin_[task], network_begin});
+      }
       r.communication.push_back({network_begin, at});
+      r.communication_by_dim[index_of(dim)].push_back({network_begin, at});
       break;
     }
     default:
@@ -147,6 +168,7 @@ RunSummary RunSummaryObserver::summary() const {
   out.end = end_;
   out.tasks = graph_->task_count();
   out.warmup_iterations = warmup_;
+  out.parallel_dims = parallel_dims_;
   for (RankId rank = 0; rank < ranks_.size(); ++rank) {
     const RankLog& r = ranks_[rank];
     out.iterations = std::max(out.iterations, static_cast<uint32_t>(r.marks.size()));
@@ -178,7 +200,17 @@ RunSummary RunSummaryObserver::summary() const {
     b.compute_busy = measure(compute);
     b.communication = measure(comm);
     b.exposed_communication = minus(comm, compute);
-    b.rendezvous_wait = minus(rendezvous, busy);
+    // Each dimension's exposed share: outside compute and the earlier dimensions' transfers.
+    Spans covered = compute;
+    for (ParallelDim d : kParallelDims) {
+      const Spans spans = normalize(r.communication_by_dim[index_of(d)], lo, hi);
+      if (spans.empty()) continue;
+      b.exposed_by_dim[index_of(d)] = minus(spans, covered);
+      covered = unite(covered, spans);
+    }
+    const Spans bubble = normalize(r.pipeline_rendezvous, lo, hi);
+    b.bubble = minus(bubble, busy);
+    b.rendezvous_wait = minus(rendezvous, unite(busy, bubble));
     b.cpu_bound_idle = minus(starved, busy_or_waiting);
     b.other_idle = b.window - measure(accounted);
     b.kernels = r.kernels;
@@ -215,22 +247,52 @@ std::string format_run_summary(const RunSummary& s) {
   size_t name_width = 10;
   for (const RankBreakdown& r : s.ranks)
     name_width = std::max(name_width, r.name.size());
-  out += fmt::format("{:<{}} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", "rank",
-                     name_width, "iter (ms)", "compute", "comm", "exposed comm", "rendezvous wait",
-                     "CPU-bound idle", "other idle");
-  for (const RankBreakdown& r : s.ranks) {
-    // Each cell: per-iteration mean, and its share of the rank's window.
-    auto cell = [&](Duration total) {
-      return fmt::format("{} {:>6}", ms(total / r.measured_iterations), pct(total, r.window));
-    };
-    out += fmt::format("{:<{}} {:>10} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}\n", r.name,
-                       name_width, ms(r.iteration_time), cell(r.compute_busy),
-                       cell(r.communication), cell(r.exposed_communication),
-                       cell(r.rendezvous_wait), cell(r.cpu_bound_idle), cell(r.other_idle));
+  // Columns after the rank's name and iteration time: a header and the rank's total.
+  struct Column {
+    std::string header;
+    Duration RankBreakdown::*total = nullptr;
+    int dim = -1;  // >= 0: exposed_by_dim[dim] instead of `total`
+  };
+  std::vector<Column> columns{{"compute", &RankBreakdown::compute_busy},
+                              {"comm", &RankBreakdown::communication},
+                              {"exposed comm", &RankBreakdown::exposed_communication}};
+  const bool by_dim = has_named_dims(s.parallel_dims);
+  if (by_dim) {
+    for (ParallelDim d : kParallelDims) {
+      if ((s.parallel_dims & (1u << index_of(d))) == 0) continue;
+      columns.push_back(Column{fmt::format("exposed {}", parallel_dim_name(d)), nullptr,
+                               static_cast<int>(index_of(d))});
+    }
+    columns.push_back(Column{"bubble", &RankBreakdown::bubble});
   }
-  out +=
-      "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
-      "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration)\n";
+  columns.push_back(Column{"rendezvous wait", &RankBreakdown::rendezvous_wait});
+  columns.push_back(Column{"CPU-bound idle", &RankBreakdown::cpu_bound_idle});
+  columns.push_back(Column{"other idle", &RankBreakdown::other_idle});
+  out += fmt::format("{:<{}} {:>10}", "rank", name_width, "iter (ms)");
+  for (const Column& c : columns)
+    out += fmt::format(" {:>16}", c.header);
+  out += '\n';
+  for (const RankBreakdown& r : s.ranks) {
+    out += fmt::format("{:<{}} {:>10}", r.name, name_width, ms(r.iteration_time));
+    // Each cell: per-iteration mean, and its share of the rank's window.
+    for (const Column& c : columns) {
+      const Duration total = c.dim >= 0 ? r.exposed_by_dim[static_cast<size_t>(c.dim)] : r.*c.total;
+      out += fmt::format(" {:>16}", fmt::format("{} {:>6}", ms(total / r.measured_iterations),
+                                                pct(total, r.window)));
+    }
+    out += '\n';
+  }
+  if (by_dim) {
+    out +=
+        "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
+        "compute + exposed comm + bubble + rendezvous wait + CPU-bound idle + other idle = "
+        "iteration; exposed comm splits by the collectives' parallel dimension, tp before cp, "
+        "ep, pp, dp, other where they overlap; bubble = rendezvous wait on pp collectives)\n";
+  } else {
+    out +=
+        "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
+        "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration)\n";
+  }
   if (!s.links.empty()) {
     constexpr size_t kShown = 8;
     const int64_t iterations = std::max<int64_t>(1, s.iterations);

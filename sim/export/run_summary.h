@@ -13,12 +13,29 @@
 //    to launch work.
 //  - other idle: the rest (streams blocked on cross-stream waits, host syncs, ...).
 // compute busy + exposed communication + rendezvous wait + CPU-bound idle + other idle = window.
+//
+// Parallel dimensions: a collective whose group name (TaskGraph::collective_name) starts with
+// "tp:", "cp:", "ep:", "pp:" or "dp:" belongs to that dimension of a transformer's parallelism
+// (tensor, context, expert, pipeline, data); any other collective is "other". Then:
+//  - exposed communication splits into one share per dimension: exposed_by_dim[d] is the time
+//    a collective of dimension d moved data with no compute running and no collective of an
+//    earlier dimension (in ParallelDim order: tp, cp, ep, pp, dp, other) doing so; the shares
+//    add up to exposed communication exactly.
+//  - bubble: rendezvous wait on "pp:" collectives (a pipeline stage waiting for its neighbour's
+//    send or receive), with no compute or communication running; rendezvous wait is then the
+//    wait on every other collective outside compute, communication and bubble.
+// compute busy + exposed communication + bubble + rendezvous wait + CPU-bound idle + other idle
+// = window. Without "pp:" collectives bubble is zero and the split is all "other", so summaries
+// of graphs without such names are what they were.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "sim/export/parallel_dim.h"
 #include "sim/observer.h"
 #include "sim/task_graph.h"
 #include "sim/time.h"
@@ -33,6 +50,9 @@ struct RankBreakdown {
   Duration compute_busy;
   Duration communication;
   Duration exposed_communication;
+  /// exposed_communication split by ParallelDim (indexed by its value); sums to it.
+  std::array<Duration, kParallelDimCount> exposed_by_dim{};
+  Duration bubble;  ///< rendezvous wait on "pp:" collectives
   Duration rendezvous_wait;
   Duration cpu_bound_idle;
   Duration other_idle;
@@ -55,6 +75,10 @@ struct RunSummary {
   Time end;
   uint64_t tasks = 0;
   std::vector<RankBreakdown> ranks;
+  /// Bit (1 << ParallelDim) set for every dimension some collective of the graph belongs to.
+  /// format_run_summary prints the per-dimension columns only when a dimension other than
+  /// kOther is present.
+  uint32_t parallel_dims = 0;
   /// Links that carried traffic, busiest (by busy time, then bytes, then name) first; empty
   /// when the network model has no link state.
   std::vector<LinkUsage> links;
@@ -93,9 +117,11 @@ class RunSummaryObserver final : public Observer {
     std::vector<Time> marks;
     std::vector<Interval> compute;
     std::vector<Interval> communication;
+    std::array<std::vector<Interval>, kParallelDimCount> communication_by_dim;
     std::vector<Interval> rendezvous;
-    std::vector<Interval> starved;  // nothing enqueued on any stream
-    uint64_t outstanding = 0;       // GPU tasks entered but not completed
+    std::vector<Interval> pipeline_rendezvous;  // rendezvous on "pp:" collectives
+    std::vector<Interval> starved;              // nothing enqueued on any stream
+    uint64_t outstanding = 0;                   // GPU tasks entered but not completed
     Time starved_since = Time::zero();
     Time last_end = Time::zero();
     uint64_t kernels = 0;
@@ -106,8 +132,10 @@ class RunSummaryObserver final : public Observer {
   uint32_t warmup_;
   std::optional<uint32_t> measured_;
   std::vector<RankLog> ranks_;
-  std::vector<Time> begin_;             // per task: when it began
-  std::vector<Time> collective_begin_;  // per collective group: network phase start
+  std::vector<Time> begin_;                  // per task: when it began
+  std::vector<Time> collective_begin_;       // per collective group: network phase start
+  std::vector<ParallelDim> collective_dim_;  // per collective group
+  uint32_t parallel_dims_ = 0;
   struct LinkLog {
     LinkUsage usage;
     double rate = 0.0;  // bytes per second since `since`

@@ -373,7 +373,7 @@ TEST_F(ChromeTraceWriterTest, OutputIsStrictJsonWithTraceEventsAndOtherData) {
   EXPECT_EQ(doc.at("traceEvents").type, Json::Type::kArray);
   const Json& other = doc.at("otherData");
   EXPECT_EQ(other.str("generator"), "upsim");
-  EXPECT_EQ(other.str("format_version"), "1");
+  EXPECT_EQ(other.str("format_version"), "2");
   EXPECT_EQ(other.str("scenario"), "configs/dlrm_4gpu.yaml");
   for (const Json& e : doc.at("traceEvents").items) {
     ASSERT_NE(e.find("ph"), nullptr);
@@ -807,6 +807,91 @@ TEST_F(ChromeTraceWriterTest, LinkRatesBecomeCounterTracksInAFabricProcess) {
   });
   ASSERT_EQ(fabric.size(), 1u);
   EXPECT_EQ(fabric[0]->str("pid"), counters[0]->str("pid"));
+}
+
+}  // namespace
+}  // namespace upsim
+
+namespace upsim {
+namespace {
+
+// Two pipeline stages: micro-batch markers are named instants on the CPU thread, stage 1's wait
+// in the pp send/recv is a "bubble" slice, and a tp all-reduce carries its dimension.
+TEST_F(ChromeTraceWriterTest, PipelineMarkersAndBubblesAreVisible) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0 (stage 0)", 1, {"compute"}});
+  g.add_rank(RankInfo{"rank 1 (stage 1)", 1, {"compute"}});
+  const TaskId marker = g.add_cpu_op(0, 0, "forward mb 3", HostPhase::kMarker);
+  const CollectiveId p2p = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kSendRecv, {0, 1}, 4096, {}}, "pp:send_recv");
+  const CollectiveId tp = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 4096, {}}, "tp:all_reduce");
+  const TaskId send = g.add_collective(0, 0, p2p, "pp:send_recv");
+  const TaskId recv = g.add_collective(1, 0, p2p, "pp:send_recv");
+  const TaskId ar0 = g.add_collective(0, 0, tp, "tp:all_reduce");
+  const TaskId ar1 = g.add_collective(1, 0, tp, "tp:all_reduce");
+  g.seal();
+  {
+    ChromeTraceWriter w(file("trace.json"));
+    w.on_run_begin(g);
+    w.on_task_begin(marker, us(1));
+    w.on_task_end(marker, us(1));
+    w.on_task_begin(recv, us(0));  // stage 1 waits for stage 0 from 0 to 4 us
+    w.on_task_begin(send, us(4));
+    w.on_collective_begin(p2p, us(4));
+    w.on_task_end(send, us(6));
+    w.on_task_end(recv, us(6));
+    w.on_task_begin(ar0, us(6));
+    w.on_task_begin(ar1, us(7));
+    w.on_collective_begin(tp, us(7));
+    w.on_task_end(ar0, us(9));
+    w.on_task_end(ar1, us(9));
+    w.on_run_end(us(9));
+  }
+  const Json doc = parse_json(read_file(file("trace.json")));
+
+  const Json& mark = only_event(doc, "i", "forward mb 3");
+  EXPECT_EQ(mark.str("s"), "t");
+  EXPECT_EQ(mark.str("cat"), "marker");
+  EXPECT_EQ(mark.str("pid"), "1");
+  EXPECT_EQ(mark.str("ts"), "1.000000");
+  EXPECT_EQ(mark.at("args").str("task"), std::to_string(marker));
+  EXPECT_TRUE(events_where(doc, [](const Json& e) {
+                return e.str("ph") == "X" && e.str("name") == "forward mb 3";
+              }).empty());
+
+  const Json& bubble = only_event(doc, "X", "bubble: pp:send_recv");
+  EXPECT_EQ(bubble.str("cat"), "bubble");
+  EXPECT_EQ(bubble.str("pid"), "2");
+  EXPECT_EQ(bubble.str("ts"), "0.000000");
+  EXPECT_EQ(bubble.str("dur"), "4.000000");
+  EXPECT_EQ(bubble.at("args").str("parallel_dim"), "pp");
+  auto transfers = events_where(
+      doc, [](const Json& e) { return e.str("ph") == "X" && e.str("name") == "pp:send_recv"; });
+  ASSERT_EQ(transfers.size(), 2u);
+  for (const Json* t : transfers)
+    EXPECT_EQ(t->at("args").str("parallel_dim"), "pp");
+
+  // Other collectives keep "wait: ", with their dimension in args.
+  const Json& wait = only_event(doc, "X", "wait: tp:all_reduce");
+  EXPECT_EQ(wait.str("cat"), "rendezvous");
+  EXPECT_EQ(wait.at("args").str("parallel_dim"), "tp");
+
+  std::map<std::string, std::string> process_names;
+  for (const Json& e : doc.at("traceEvents").items) {
+    if (e.str("ph") == "M" && e.str("name") == "process_name") {
+      process_names[e.str("pid")] = e.at("args").str("name");
+    }
+  }
+  EXPECT_EQ(process_names, (std::map<std::string, std::string>{{"1", "rank 0 (stage 0)"},
+                                                               {"2", "rank 1 (stage 1)"}}));
+}
+
+// Collectives without a dimension prefix carry no "parallel_dim".
+TEST_F(ChromeTraceWriterTest, UnprefixedCollectivesHaveNoParallelDim) {
+  const Json doc = parse_json(write_scenario(file("trace.json")));
+  for (const Json* e : events_where(doc, [](const Json& ev) { return ev.str("ph") == "X"; }))
+    EXPECT_EQ(e->at("args").find("parallel_dim"), nullptr) << e->str("name");
 }
 
 }  // namespace

@@ -151,3 +151,128 @@ TEST(RunSummary, LinkBytesAndBusyTimeIntegrateTheReportedRates) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+/// compute + exposed comm + bubble + rendezvous wait + CPU-bound idle + other idle = window, and
+/// the per-dimension shares add up to the exposed communication, to the picosecond.
+void expect_accounted(const RankBreakdown& r) {
+  Duration by_dim = Duration::zero();
+  for (Duration d : r.exposed_by_dim)
+    by_dim += d;
+  EXPECT_EQ(by_dim, r.exposed_communication) << r.name;
+  EXPECT_EQ(r.compute_busy + r.exposed_communication + r.bubble + r.rendezvous_wait +
+                r.cpu_bound_idle + r.other_idle,
+            r.window)
+      << r.name;
+}
+
+size_t dim(ParallelDim d) {
+  return static_cast<size_t>(d);
+}
+
+TEST(RunSummaryParallelDims, CollectiveNamePrefixesNameTheDimension) {
+  EXPECT_EQ(parallel_dim_of("tp:all_reduce"), ParallelDim::kTensor);
+  EXPECT_EQ(parallel_dim_of("cp:all_gather"), ParallelDim::kContext);
+  EXPECT_EQ(parallel_dim_of("ep:all_to_all"), ParallelDim::kExpert);
+  EXPECT_EQ(parallel_dim_of("pp:send_recv"), ParallelDim::kPipeline);
+  EXPECT_EQ(parallel_dim_of("dp:reduce_scatter"), ParallelDim::kData);
+  EXPECT_EQ(parallel_dim_of("ar"), ParallelDim::kOther);
+  EXPECT_EQ(parallel_dim_of("tp"), ParallelDim::kOther);
+  EXPECT_EQ(parallel_dim_of("tp:"), ParallelDim::kTensor);
+  EXPECT_EQ(parallel_dim_of("tpx:all_reduce"), ParallelDim::kOther);
+  EXPECT_EQ(parallel_dim_name(ParallelDim::kData), "dp");
+}
+
+// Two pipeline stages: stage 1 waits 20 us in a pp send/recv for stage 0's slower forward.
+TEST(RunSummaryParallelDims, PipelineRendezvousWaitIsTheBubble) {
+  TaskGraph g;
+  for (int r = 0; r < 2; ++r)
+    g.add_rank(RankInfo{
+        "rank " + std::to_string(r) + " (stage " + std::to_string(r) + ")", 1, {"compute"}});
+  const CollectiveId p2p = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kSendRecv, {0, 1}, 64, {}}, "pp:send_recv");
+  for (RankId r = 0; r < 2; ++r) {
+    g.add_iteration_mark(r, 0, 0);
+    g.add_kernel(r, 0, "forward", "op", lasting(r == 0 ? 30 : 10));
+    g.add_collective(r, 0, p2p, "pp:send_recv");
+  }
+  const RunSummary s = run(g, 0);
+  EXPECT_EQ(s.parallel_dims, 1u << dim(ParallelDim::kPipeline));
+  const RankBreakdown& waiting = s.ranks[1];
+  EXPECT_EQ(waiting.window, us(37));
+  EXPECT_EQ(waiting.bubble, us(20));
+  EXPECT_EQ(waiting.rendezvous_wait, us(0));
+  EXPECT_EQ(waiting.exposed_by_dim[dim(ParallelDim::kPipeline)], us(7));
+  EXPECT_EQ(s.ranks[0].bubble, us(0));
+  for (const RankBreakdown& r : s.ranks)
+    expect_accounted(r);
+  const std::string text = format_run_summary(s);
+  EXPECT_NE(text.find("exposed pp"), std::string::npos) << text;
+  EXPECT_NE(text.find("bubble"), std::string::npos) << text;
+  EXPECT_EQ(text.find("exposed tp"), std::string::npos) << text;
+  EXPECT_NE(text.find("0.0200  54.1%"), std::string::npos) << text;  // stage 1's bubble
+}
+
+// A tensor-parallel all-reduce nobody overlaps is exposed tp; a data-parallel one on a second
+// stream is exposed dp only where the tp one is not running; a plain wait on an unnamed
+// collective stays rendezvous wait.
+TEST(RunSummaryParallelDims, ExposedCommunicationSplitsByDimension) {
+  TaskGraph g;
+  for (int r = 0; r < 2; ++r)
+    g.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "dp"}});
+  const CollectiveId tp = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "tp:all_reduce");
+  const CollectiveId dp = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "dp:all_reduce");
+  const CollectiveId other =
+      g.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "barrier");
+  for (RankId r = 0; r < 2; ++r) {
+    g.add_iteration_mark(r, 0, 0);
+    g.add_collective(r, 0, tp, "tp:all_reduce");  // 0..7
+    g.add_kernel(r, 1, "k", "op", lasting(3));    // 0..3
+    g.add_collective(r, 1, dp, "dp:all_reduce");  // 3..10
+    g.add_kernel(r, 0, "k", "op", lasting(r == 0 ? 10 : 20));
+    g.add_collective(r, 0, other, "barrier");  // 17..27 on rank 0 (waits until 27), 27..34
+  }
+  const RunSummary s = run(g, 0);
+  const RankBreakdown& r0 = s.ranks[0];
+  EXPECT_EQ(r0.window, us(34));
+  EXPECT_EQ(r0.compute_busy, us(3 + 10));
+  EXPECT_EQ(r0.exposed_by_dim[dim(ParallelDim::kTensor)], us(4));  // 3..7
+  EXPECT_EQ(r0.exposed_by_dim[dim(ParallelDim::kData)], us(0));    // under compute from 7 on
+  EXPECT_EQ(r0.exposed_by_dim[dim(ParallelDim::kOther)], us(7));
+  EXPECT_EQ(r0.bubble, us(0));
+  EXPECT_EQ(r0.rendezvous_wait, us(10));
+  for (const RankBreakdown& r : s.ranks)
+    expect_accounted(r);
+  const std::string text = format_run_summary(s);
+  for (const char* header : {"exposed tp", "exposed dp", "exposed other", "bubble"})
+    EXPECT_NE(text.find(header), std::string::npos) << header << "\n" << text;
+  EXPECT_EQ(text.find("exposed pp"), std::string::npos) << text;
+}
+
+TEST(RunSummaryParallelDims, UnnamedCollectivesKeepTheClassicTable) {
+  TaskGraph g;
+  for (int r = 0; r < 2; ++r)
+    g.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"comm"}});
+  const CollectiveId ar =
+      g.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "ar");
+  for (RankId r = 0; r < 2; ++r) {
+    g.add_iteration_mark(r, 0, 0);
+    g.add_kernel(r, 0, "k", "op", lasting(r == 0 ? 10 : 30));
+    g.add_collective(r, 0, ar, "nccl:all_reduce");
+  }
+  const RunSummary s = run(g, 0);
+  EXPECT_EQ(s.parallel_dims, 1u << dim(ParallelDim::kOther));
+  EXPECT_EQ(s.ranks[0].exposed_by_dim[dim(ParallelDim::kOther)], us(7));
+  for (const RankBreakdown& r : s.ranks)
+    expect_accounted(r);
+  const std::string text = format_run_summary(s);
+  EXPECT_EQ(text.find("bubble"), std::string::npos) << text;
+  EXPECT_EQ(text.find("exposed other"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace upsim

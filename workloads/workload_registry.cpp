@@ -7,6 +7,7 @@
 
 #include "workloads/dlrm/dlrm_workload.h"
 #include "workloads/trace/trace_workload.h"
+#include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
 
@@ -48,6 +49,7 @@ WorkloadRegistry default_workload_registry() {
   WorkloadRegistry r;
   r.add("dlrm", make_dlrm_workload);
   r.add("trace", make_trace_workload);
+  r.add("transformer", make_transformer_workload);
   // One line per family; the transformer family (workloads/transformer/) goes here.
   return r;
 }

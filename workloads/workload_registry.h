@@ -44,7 +44,7 @@ class WorkloadRegistry {
 };
 
 /// Every shipped family: dlrm (workloads/dlrm/dlrm_workload.h), trace
-/// (workloads/trace/trace_workload.h).
+/// (workloads/trace/trace_workload.h), transformer (workloads/transformer/transformer_workload.h).
 WorkloadRegistry default_workload_registry();
 
 }  // namespace upsim

@@ -159,7 +159,12 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
         if (c.curve_of_op[i] == curve && measured.contains(kMemoryOpNames[i])) fitted = true;
       }
       if (fitted) {
-        notes.push_back(fmt::format("{}: no measured curve, priced with the {} curve", op, curve));
+        // The elementwise curve is the family of every streaming op (one pass over its
+        // operands); only a row-wise op priced on another op's row-wise curve is borrowed.
+        if (curve != "elementwise") {
+          notes.push_back(
+              fmt::format("{}: no measured curve, priced with the {} curve", op, curve));
+        }
       } else {
         notes.push_back(fmt::format(
             "{}: no measured curve, priced with the {} curve, which the calibration fitted on "

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "calibration/borrowed_calibration.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/model_registry.h"
@@ -183,6 +184,11 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
       }
       s.warnings.insert(s.warnings.begin(), "the workload " + need);
     }
+  }
+  // Kernels priced with parameters measured for something else say so (never silently).
+  for (const std::string& note :
+       borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
+    s.warnings.push_back("kernel model: " + note);
   }
   for (const std::string& w : s.warnings)
     text += "warning: " + w + "\n";

@@ -209,6 +209,9 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   KernelCalibration calibration = load_kernel_calibration(file);
   calibration.kernel_overhead =
       node.get_duration_or("kernel_overhead", calibration.kernel_overhead);
+  // A scenario may state the attention kernels its software runs (e.g. a FlashAttention
+  // generation other than the calibration's).
+  if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));
   try {
     return CalibratedKernelCost(std::move(calibration), hardware.achievable);
   } catch (const std::invalid_argument& e) {

@@ -67,7 +67,8 @@ class CalibratedKernelCost final : public KernelCostModel {
 /// Builds the model from a section `{model: calibrated, calibration: calibration/x.yaml}`:
 /// `calibration` is a path relative to the file holding it (inlined with load_reference) or an
 /// inline map in the schema of load_kernel_calibration; optional `kernel_overhead` overrides
-/// the file's. The fractions come from `hardware.achievable`.
+/// the file's, and an optional `attention:` map (read_attention_params) the file's attention
+/// section. The fractions come from `hardware.achievable`.
 CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfile& hardware);
 
 }  // namespace upsim

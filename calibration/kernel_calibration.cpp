@@ -70,24 +70,6 @@ EmbeddingParams read_embedding(const ConfigNode& node) {
   return p;
 }
 
-AttentionParams read_attention(const ConfigNode& node) {
-  AttentionParams p;
-  p.block_m = node.get_int_or("block_m", p.block_m);
-  p.forward_efficiency_64 = node.get_double_or("forward_efficiency_64", p.forward_efficiency_64);
-  p.forward_efficiency_128 = node.get_double_or("forward_efficiency_128", p.forward_efficiency_128);
-  p.backward_efficiency_64 = node.get_double_or("backward_efficiency_64", p.backward_efficiency_64);
-  p.backward_efficiency_128 =
-      node.get_double_or("backward_efficiency_128", p.backward_efficiency_128);
-  p.half_efficiency_span = node.get_double_or("half_efficiency_span", p.half_efficiency_span);
-  p.backward_launches = node.get_int_or("backward_launches", p.backward_launches);
-  try {
-    check_attention_params(p);
-  } catch (const std::invalid_argument& e) {
-    node.fail(e.what());
-  }
-  return p;
-}
-
 HarnessOverhead read_harness(const ConfigNode& node) {
   HarnessOverhead h{node.get_duration("floor"), node.get_duration("offset")};
   h.compute_speedup = node.get_double_or("compute_speedup", 1.0);
@@ -123,6 +105,24 @@ std::string quoted(const std::string& text) {
 }
 
 }  // namespace
+
+AttentionParams read_attention_params(const ConfigNode& node) {
+  AttentionParams p;
+  p.block_m = node.get_int_or("block_m", p.block_m);
+  p.forward_efficiency_64 = node.get_double_or("forward_efficiency_64", p.forward_efficiency_64);
+  p.forward_efficiency_128 = node.get_double_or("forward_efficiency_128", p.forward_efficiency_128);
+  p.backward_efficiency_64 = node.get_double_or("backward_efficiency_64", p.backward_efficiency_64);
+  p.backward_efficiency_128 =
+      node.get_double_or("backward_efficiency_128", p.backward_efficiency_128);
+  p.half_efficiency_span = node.get_double_or("half_efficiency_span", p.half_efficiency_span);
+  p.backward_launches = node.get_int_or("backward_launches", p.backward_launches);
+  try {
+    check_attention_params(p);
+  } catch (const std::invalid_argument& e) {
+    node.fail(e.what());
+  }
+  return p;
+}
 
 const GemmParams& KernelCalibration::gemm_for(DType dtype) const {
   const std::optional<GemmParams>& own = gemm_by_dtype[static_cast<size_t>(dtype)];
@@ -197,7 +197,7 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
 
   c.embedding = read_embedding(node.child("embedding"));
   if (const auto attention = node.optional_child("attention")) {
-    c.attention = read_attention(*attention);
+    c.attention = read_attention_params(*attention);
   }
 
   if (const auto measurement = node.optional_child("measurement")) {

@@ -113,6 +113,10 @@ std::array<std::string, kMemoryOpCount> default_curve_of_op();
 /// Reads a calibration document (schema above); throws ConfigError.
 KernelCalibration load_kernel_calibration(const ConfigNode& node);
 
+/// An `attention:` map (the keys of AttentionParams; absent keys keep their defaults), in a
+/// calibration file or as a scenario's override (load_calibrated).
+AttentionParams read_attention_params(const ConfigNode& node);
+
 /// The calibration as a YAML document in the schema above, preceded by `header` (comment lines,
 /// each starting with "# "). Deterministic; numbers in shortest round-trip form, so loading the
 /// text gives back the same values.

@@ -215,10 +215,20 @@ TEST_F(Cli, OverrideChangesThePrediction) {
   EXPECT_LT(std::stod(base.output), std::stod(slow.output));
 }
 
+/// A scenario whose header has a line starting `# slow scenario:` takes seconds in a Release
+/// build; its golden test is opt-in (test/golden/CMakeLists.txt) and the suite does not run it.
+bool is_slow_scenario(const fs::path& file) {
+  std::istringstream in(read_file(file));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# slow scenario:", 0) == 0) return true;
+  }
+  return false;
+}
+
 TEST_F(Cli, EveryShippedScenarioRunsAndEveryModelNameResolves) {
   int scenarios = 0;
   for (const auto& entry : fs::directory_iterator(UPSIM_CONFIGS_DIR)) {
-    if (entry.path().extension() != ".yaml") continue;
+    if (entry.path().extension() != ".yaml" || is_slow_scenario(entry.path())) continue;
     ++scenarios;
     const Result r = run("run " + quote(entry.path().string()) + " --quiet --no-trace --out " +
                          quote(entry.path().stem().string()));
@@ -501,6 +511,93 @@ TEST_F(Cli, ShippedChakraExampleReplaysTheTraceAndCallsItsMeasuredTimeAnUpperBou
       run("run " + scenario + " --quiet --no-trace --out b --set workload.mode=model");
   ASSERT_EQ(model.exit_code, 0) << model.output;
   EXPECT_NE(std::stod(model.output), 297.046);
+}
+
+/// Writes `dir`/gpt.yaml: a 4-layer GPT (hidden 1024, 16 heads, seq 512, fp16, 8 sequences) on
+/// one DGX A100 with the flow network, TP 4 x PP 2 unless overridden.
+void write_small_transformer_scenario(const fs::path& dir) {
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  std::ofstream(dir / "gpt.yaml") << "platform:\n"
+                                  << "  gpu: " << configs << "/hardware/a100_sxm4_80gb.yaml\n"
+                                  << "  kernels: {model: calibrated, calibration: " << configs
+                                  << "/calibration/a100_llmcompass.yaml}\n"
+                                  << "  host: {model: host_overheads, overheads: " << configs
+                                  << "/host/v100_pytorch_kineto.yaml}\n"
+                                  << "  topology: " << configs << "/topologies/dgx_a100.yaml\n"
+                                  << "  interconnect: {model: flow}\n"
+                                  << "workload:\n"
+                                  << "  model: transformer\n"
+                                  << "  layers: 4\n"
+                                  << "  hidden: 1024\n"
+                                  << "  heads: 16\n"
+                                  << "  vocab: 32000\n"
+                                  << "  seq: 512\n"
+                                  << "  global_batch: 8\n"
+                                  << "  dtype: fp16\n"
+                                  << "  parallelism: {tensor: 4, pipeline: 2, data: 1}\n"
+                                  << "simulation: {iterations: 2, warmup_iterations: 1}\n";
+}
+
+TEST_F(Cli, DoublingNvlinkBandwidthNeverSlowsATransformerIteration) {
+  write_small_transformer_scenario(dir_);
+  // DGX A100: 12 NVLink3 links of 25 GB/s per GPU to the NVSwitches (nodes/dgx_a100.yaml).
+  const std::string doubled = " --set platform.topology.node.link_kinds.nvlink3.bandwidth=50GB/s";
+  const std::vector<std::string> layouts = {
+      "",  // TP 4 x PP 2
+      " --set workload.parallelism.tensor=8 --set workload.parallelism.pipeline=1",
+      " --set workload.parallelism.tensor=2 --set workload.parallelism.data=2 "
+      "--set workload.parallelism.sequence=true --set workload.parallelism.zero=1",
+      " --set workload.parallelism.tensor=1 --set workload.parallelism.pipeline=1 "
+      "--set workload.parallelism.data=8",
+  };
+  int n = 0;
+  for (const std::string& layout : layouts) {
+    const std::string out = " --out r" + std::to_string(n++);
+    const Result base = run("run gpt.yaml --quiet --no-trace" + out + "a" + layout);
+    const Result fast = run("run gpt.yaml --quiet --no-trace" + out + "b" + layout + doubled);
+    ASSERT_EQ(base.exit_code, 0) << layout << "\n" << base.output;
+    ASSERT_EQ(fast.exit_code, 0) << layout << "\n" << fast.output;
+    EXPECT_LE(std::stod(fast.output), std::stod(base.output)) << layout;
+  }
+}
+
+TEST_F(Cli, InconsistentTransformerLayoutsExitTwoNamingTheKey) {
+  write_small_transformer_scenario(dir_);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      // 6 heads over tensor parallel 4
+      {"--set workload.heads=6", {"workload.heads", "not divisible by tensor parallel 4"}},
+      // 4 layers over pipeline 2 x 4 model chunks
+      {"--set workload.parallelism.virtual_stages=4",
+       {"workload.layers", "pipeline 2 x virtual_stages 4 = 8"}},
+      // 8 sequences in micro-batches of 3 on data parallel 1
+      {"--set workload.micro_batch=3", {"workload.global_batch", "micro_batch 3 x data 1"}},
+      {"--set workload.dtype=fp4", {"workload.dtype", "fp4", "bf16"}},
+  };
+  for (const auto& [set, expected] : cases) {
+    const Result r = run("run gpt.yaml --quiet --no-trace --out o " + set);
+    EXPECT_EQ(r.exit_code, 2) << set << "\n" << r.output;
+    for (const std::string& text : expected)
+      EXPECT_NE(r.output.find(text), std::string::npos) << set << ": " << text << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, ATransformerThatDoesNotFitTheGpuIsAnErrorOrWithMemoryCheckWarnAWarning) {
+  write_small_transformer_scenario(dir_);
+  // 52B parameters on 8 GPUs: weights, gradients and Adam state alone exceed 80 GiB per GPU.
+  const std::string big =
+      " --set workload.layers=16 --set workload.hidden=16384 --set workload.heads=128";
+  const Result error = run("run gpt.yaml --no-trace --out a" + big);
+  EXPECT_EQ(error.exit_code, 2) << error.output;
+  for (const char* text : {"workload", "needs ", "GiB of GPU memory", "more than the 80 GiB",
+                           "A100-SXM4-80GB", "platform.memory_check"}) {
+    EXPECT_NE(error.output.find(text), std::string::npos) << text << "\n" << error.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "a" / "summary.txt"));
+  const Result warn =
+      run("run gpt.yaml --no-trace --out b" + big + " --set platform.memory_check=warn");
+  ASSERT_EQ(warn.exit_code, 0) << warn.output;
+  EXPECT_NE(warn.output.find("warning: the workload needs "), std::string::npos) << warn.output;
+  EXPECT_NE(warn.output.find("predicted iteration time"), std::string::npos) << warn.output;
 }
 
 }  // namespace

@@ -221,6 +221,8 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
   if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");
   p.overlap_grad_reduce = par.get_bool_or("overlap_grad_reduce", true);
+  p.p2p_scatter_gather = par.get_bool_or("p2p_scatter_gather", true);
+  p.p2p_synchronous = par.get_bool_or("p2p_synchronous", false);
   return p;
 }
 

@@ -53,6 +53,10 @@
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
 //     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
 //     overlap_grad_reduce: true  # buckets reduced during the last backward (false: after it)
+//     p2p_scatter_gather: true # pipeline sends split over TP ranks, all-gathered on arrival
+//                              #   (Megatron; only with tensor > 1 and no sequence parallel)
+//     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
+//                              #   launches more (Megatron-LM before overlap_p2p_comm)
 //   recompute: none            # none | selective (attention core) | full (whole layer)
 //   optimizer: adam            # adam | adamw | sgd
 //   optimizer_impl: fused      # fused | foreach
@@ -117,6 +121,14 @@ struct ParallelismConfig {
   /// Reduce gradient buckets while the last micro-batch's backward runs (PyTorch DDP,
   /// Megatron-Core --overlap-grad-reduce); false: after the whole backward (Megatron-LM SC21).
   bool overlap_grad_reduce = true;
+  /// Narayanan et al. SC21 section 4.1: each TP rank sends 1/tensor of a pipeline message
+  /// over the network and the receivers all-gather it over NVLink (Megatron's
+  /// scatter_gather_tensors_in_pipeline, default on). Applies with tensor > 1 without SP.
+  bool p2p_scatter_gather = true;
+  /// Megatron-LM's _communicate() of 2021 waits for every batch_isend_irecv and calls
+  /// torch.cuda.synchronize() ("to protect against race condition"): the host waits for each
+  /// receive before launching more work. false: only the receiver's compute stream waits.
+  bool p2p_synchronous = false;
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }

@@ -1056,31 +1056,50 @@ class Generator {
 
   /// Pipeline p2p: posts the receive of this step's input on its stream and makes the compute
   /// stream wait for it.
+  /// Bytes of one pipeline message on the network: the activation (or its gradient) of one
+  /// micro-batch, split over the TP ranks with the scatter/gather optimisation.
+  int64_t p2p_bytes() const {
+    const int64_t full = z_.sp_tokens * z_.h * e_;
+    return scatter_gather() ? full / z_.t : full;
+  }
+  bool scatter_gather() const {
+    return c_.parallelism.p2p_scatter_gather && z_.t > 1 && !c_.parallelism.sequence;
+  }
+
   void receive(bool forward, int64_t micro_batch, int64_t chunk) {
     const int64_t vs = virtual_stage(chunk);
     if (forward ? vs == 0 : vs == virtual_stages() - 1) return;
-    const int64_t bytes = z_.sp_tokens * z_.h * e_;
     const uint32_t pg = forward ? from_prev_ : from_next_;
     HostOp h(g_, at_, forward ? "recv_forward" : "recv_backward");
     const uint16_t stream = forward ? kActIn : kGradIn;
-    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
+    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, p2p_bytes(), "send_recv"),
                     "c10d::batch_isend_irecv");
     const TaskId done = h.record(stream);
     h.wait(kCompute, done);
     h.end();
+    // Synchronous p2p: the host blocks until the message is in (req.wait() and
+    // torch.cuda.synchronize()), so it cannot run ahead launching the next kernels. Sends stay
+    // asynchronous here: Megatron posts them in the same batch as the next receive, which this
+    // per-direction stream model has no single call for.
+    if (c_.parallelism.p2p_synchronous) {
+      g_.add_host_sync(at_.rank, kCpuThread, stream, "torch.cuda.synchronize");
+    }
+    // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
+    if (scatter_gather()) {
+      tp_collective(CollectiveKind::kAllGather, p2p_bytes(), "gather_split_1d_tensor");
+    }
     received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, vs});
   }
 
   void send(bool forward, int64_t micro_batch, int64_t chunk) {
     const int64_t vs = virtual_stage(chunk);
     if (forward ? vs == virtual_stages() - 1 : vs == 0) return;
-    const int64_t bytes = z_.sp_tokens * z_.h * e_;
     const uint32_t pg = forward ? to_next_ : to_prev_;
     HostOp h(g_, at_, forward ? "send_forward" : "send_backward");
     const uint16_t stream = forward ? kActOut : kGradOut;
     const TaskId ready = h.record(kCompute);
     h.wait(stream, ready);
-    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
+    h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, p2p_bytes(), "send_recv"),
                     "c10d::batch_isend_irecv");
     h.end();
     sent_.push_back(

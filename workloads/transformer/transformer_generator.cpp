@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
 
@@ -969,21 +970,44 @@ class Generator {
     h.end();
   }
 
-  /// Gradients of `elements` parameters became ready (DDP / ZeRO-1/2 bucketing).
-  void grads_ready(int64_t elements) {
-    if (c_.parallelism.data == 1 || sharded_params()) return;
-    bucket_bytes_ += elements * grad_bytes();
-    if (overlap_grad_reduce_ && bucket_bytes_ >= c_.parallelism.ddp_bucket_bytes) flush_bucket();
+  /// The parameter tensors of this rank in the order their gradients become ready: the
+  /// backward visits the virtual stages' last micro-batch from the output layer down to the
+  /// embedding, each layer's tensors last-first (PyTorch DDP's rebuilt bucket order).
+  std::vector<int64_t> gradient_ready_bytes(const std::vector<PipelineStep>& steps) const {
+    std::vector<int64_t> bytes;
+    auto add = [&](const LayerParams& lp) {
+      for (auto t = lp.tensors.rbegin(); t != lp.tensors.rend(); ++t)
+        bytes.push_back(*t * grad_bytes());
+    };
+    for (const PipelineStep& step : steps) {
+      if (step.forward || step.micro_batch != micro_batches_ - 1) continue;
+      const int64_t vs = virtual_stage(step.chunk);
+      const int64_t first = first_layer(step.chunk);
+      if (vs == virtual_stages() - 1) add(head_params());
+      for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
+        add(layer_params(first + l));
+      if (vs == 0) add(embedding_params());
+    }
+    return bytes;
   }
 
-  void flush_bucket() {
-    if (bucket_bytes_ == 0) return;
+  /// Gradients of `params` became ready: DDP / ZeRO-1/2 reduce every bucket whose last tensor
+  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush).
+  void grads_ready(const LayerParams& params) {
+    if (c_.parallelism.data == 1 || sharded_params()) return;
+    tensors_ready_ += params.tensors.size();
+    if (!overlap_grad_reduce_) return;
+    while (next_bucket_ < buckets_.size() && tensors_ready_ >= bucket_end_[next_bucket_]) {
+      reduce_bucket(buckets_[next_bucket_].bytes);
+      ++next_bucket_;
+    }
+  }
+
+  void reduce_bucket(int64_t bytes) {
     const bool scatter = c_.parallelism.zero >= 1;
     last_dp_event_ =
-        dp_collective(scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
-                      bucket_bytes_, scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
-    pending_buckets_.push_back(bucket_bytes_);
-    bucket_bytes_ = 0;
+        dp_collective(scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
+                      scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
   }
 
   /// FSDP / ZeRO-3: the all-gather of one unit's parameters (a layer, or the embedding / output
@@ -1051,7 +1075,7 @@ class Generator {
     mlp_backward(layer);
     attention_backward();
     scatter_unit_grads(params.elements);
-    if (last_micro_batch) grads_ready(params.elements);
+    if (last_micro_batch) grads_ready(params);
   }
 
   /// Pipeline p2p: posts the receive of this step's input on its stream and makes the compute
@@ -1109,12 +1133,22 @@ class Generator {
   void iteration(uint32_t it) {
     g_.add_iteration_mark(at_.rank, kCpuThread, it);
     pytorch::body(g_, at_, "Optimizer.zero_grad#Adam.zero_grad");
-    bucket_bytes_ = 0;
     last_dp_event_ = kNoTask;
-    pending_buckets_.clear();
     const ParallelismConfig& p = c_.parallelism;
     const std::vector<PipelineStep> steps =
         pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
+    // PyTorch DDP's buckets over the gradients in ready order (workloads/pytorch/ddp_buckets.h):
+    // 1 MiB first, then ddp_bucket each.
+    buckets_ = pytorch::assign_ddp_buckets(
+        gradient_ready_bytes(steps), pytorch::kDefaultDdpFirstBucketBytes, p.ddp_bucket_bytes);
+    bucket_end_.clear();
+    size_t end = 0;
+    for (const pytorch::DdpBucket& bucket : buckets_) {
+      end += bucket.params.size();
+      bucket_end_.push_back(end);
+    }
+    next_bucket_ = 0;
+    tensors_ready_ = 0;
     const int64_t last_vs = virtual_stages() - 1;
     for (const PipelineStep& step : steps) {
       const int64_t vs = virtual_stage(step.chunk);
@@ -1140,14 +1174,14 @@ class Generator {
         if (vs == last_vs) {
           head_backward();
           scatter_unit_grads(head_params().elements);
-          if (last_mb) grads_ready(head_params().elements);
+          if (last_mb) grads_ready(head_params());
         }
         for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
           backward_layer(first + l, first, last_mb);
         if (vs == 0) {
           embedding_backward();
           scatter_unit_grads(embedding_params().elements);
-          if (last_mb) grads_ready(embedding_params().elements);
+          if (last_mb) grads_ready(embedding_params());
         }
       }
       send(step.forward, step.micro_batch, step.chunk);
@@ -1157,30 +1191,12 @@ class Generator {
     g_.add_host_sync(at_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
   }
 
-  int64_t local_parameters() const {
-    int64_t n = 0;
-    for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
-      for (int64_t l = 0; l < layers_per_chunk_; ++l)
-        n += layer_params(first_layer(chunk) + l).elements;
-      if (virtual_stage(chunk) == 0) n += embedding_params().elements;
-      if (virtual_stage(chunk) == virtual_stages() - 1) n += head_params().elements;
-    }
-    return n;
-  }
-
   void finish_gradients() {
     const ParallelismConfig& p = c_.parallelism;
+    // Without overlap every bucket is reduced after the pipeline flush.
     if (p.data > 1 && !sharded_params()) {
-      if (!overlap_grad_reduce_) {
-        // Without overlap every bucket is reduced after the pipeline flush.
-        const int64_t total = local_parameters() * grad_bytes();
-        for (int64_t left = total; left > 0; left -= p.ddp_bucket_bytes) {
-          bucket_bytes_ = std::min(left, p.ddp_bucket_bytes);
-          flush_bucket();
-        }
-      } else {
-        flush_bucket();
-      }
+      for (; next_bucket_ < buckets_.size(); ++next_bucket_)
+        reduce_bucket(buckets_[next_bucket_].bytes);
     }
     wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
     // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
@@ -1245,11 +1261,11 @@ class Generator {
     }
     // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
     if (p.data > 1 && sharded_optimizer() && !sharded_params()) {
-      const int64_t total = local_parameters() * e_;
+      // The same buckets, in parameter bytes: each rank contributes its 1/data shard.
       TaskId done = kNoTask;
-      for (int64_t left = total; left > 0; left -= p.ddp_bucket_bytes) {
-        done = dp_collective(CollectiveKind::kAllGather,
-                             std::min(left, p.ddp_bucket_bytes) / p.data, "nccl:all_gather");
+      for (const pytorch::DdpBucket& bucket : buckets_) {
+        const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
+        done = dp_collective(CollectiveKind::kAllGather, param_bytes / p.data, "nccl:all_gather");
       }
       wait_compute(done, "DistributedOptimizer._finish_param_sync");
     }
@@ -1313,9 +1329,12 @@ class Generator {
   uint32_t tp_pg_ = 0, cp_pg_ = 0, dp_pg_ = 0, ep_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   int64_t prev_ = 0, next_ = 0;
-  int64_t bucket_bytes_ = 0;
+  std::vector<pytorch::DdpBucket> buckets_;
+  /// Tensors in ready order up to the end of each bucket.
+  std::vector<size_t> bucket_end_;
+  size_t next_bucket_ = 0;
+  size_t tensors_ready_ = 0;
   TaskId last_dp_event_ = kNoTask;
-  std::vector<int64_t> pending_buckets_;
   /// FSDP: the unit whose all-gather was issued ahead of use, and its completion event.
   std::optional<std::pair<int64_t, TaskId>> prefetched_;
   struct StepDescs {

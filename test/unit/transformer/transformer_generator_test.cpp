@@ -16,6 +16,7 @@
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
+#include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/transformer/transformer_memory.h"
 
 namespace upsim {
@@ -307,6 +308,43 @@ TEST(TransformerGenerator, PlainDataParallelOnlyAddsItsGradientAllReduce) {
               ms(dp.summary.ranks.front().exposed_communication));
   EXPECT_GE(extra, Duration::zero());
   EXPECT_LE(extra, dp.summary.ranks.front().communication);
+}
+
+// With TP = PP = 1 the data-parallel traffic is plain PyTorch DDP: its all-reduces are the
+// buckets of assign_ddp_buckets (1 MiB first, then 25 MiB) over the fp32 main gradients in
+// the order the backward produces them (output layer, layers last to first, embedding; each
+// module's tensors last-first).
+TEST(TransformerGenerator, TensorAndPipelineOneIsPlainDdp) {
+  TransformerConfig c = small_gpt();
+  c.parallelism.data = 4;
+  c.global_batch = c.micro_batch * 4 * 2;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  std::vector<int64_t> reduced;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    ASSERT_EQ(g.collective_name(id), "dp:all_reduce");
+    reduced.push_back(g.collective(id).bytes);
+  }
+  const int64_t h = c.hidden;
+  const int64_t f = c.ffn;
+  std::vector<int64_t> module;
+  std::vector<int64_t> ready;
+  auto backward_of = [&](std::vector<int64_t> tensors) {
+    for (auto t = tensors.rbegin(); t != tensors.rend(); ++t)
+      ready.push_back(*t * 4);  // fp32 main gradients (master weights)
+  };
+  backward_of({h, h});  // final layer norm (the output layer is tied to the embedding)
+  for (int64_t l = 0; l < c.layers; ++l) {
+    backward_of({h, h, 3 * h * h, 3 * h, h * h, h, h, h, f * h, f, h * f, h});
+  }
+  backward_of({32000 * h, c.seq * h});  // word (32000 = 250 x 128) and position embeddings
+  std::vector<int64_t> expected;
+  for (const pytorch::DdpBucket& b :
+       pytorch::assign_ddp_buckets(ready, pytorch::kDefaultDdpFirstBucketBytes, 25 << 20)) {
+    expected.push_back(b.bytes);
+  }
+  EXPECT_EQ(reduced, expected);
+  EXPECT_GT(expected.size(), 3U);
 }
 
 TEST(TransformerGenerator, Zero3UsesLessMemoryThanZero1AndMovesMoreBytes) {

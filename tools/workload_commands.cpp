@@ -456,6 +456,8 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
       fmt::format("workload.parallelism.data={}", row.gpus),
       fmt::format("workload.parallelism.fsdp={}", sharding),
       fmt::format("workload.recompute={}", row.activation_checkpointing ? "full" : "none"),
+      // Composer's FSDP mixed precision: DEFAULT reduces gradients in fp32, PURE in bf16.
+      fmt::format("workload.grad_reduce_dtype={}", row.mp_mode == "PURE" ? "bf16" : "fp32"),
   };
   return plan;
 }

@@ -60,6 +60,8 @@
 //   recompute: none            # none | selective (attention core) | full (whole layer)
 //   optimizer: adam            # adam | adamw | sgd
 //   optimizer_impl: fused      # fused | foreach
+//   grad_reduce_dtype: fp32    # fp32 | bf16 | fp16: gradients accumulated and reduced over data
+//                              #   parallel; default: TransformerConfig::gradient_dtype()'s rule
 //   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision);
 //                              #   default true for fp16 / bf16 / fp8, false for fp32 / tf32
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
@@ -70,6 +72,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/config/config_node.h"
@@ -164,6 +167,9 @@ struct TransformerConfig {
   TransformerOptimizer optimizer = TransformerOptimizer::kAdam;
   OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
   bool master_weights = true;
+  /// Element type of the gradients that are accumulated and reduced over data parallel;
+  /// nullopt = gradient_dtype()'s rule.
+  std::optional<DType> grad_reduce_dtype;
   bool mirror_data_parallel = true;
 
   int64_t head_dim() const { return hidden / heads; }
@@ -175,6 +181,16 @@ struct TransformerConfig {
     return (vocab + multiple - 1) / multiple * multiple;
   }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
+  /// The gradients' element type: grad_reduce_dtype when given, else Megatron-LM's rule
+  /// (arguments.py: bf16 training forces accumulate_allreduce_grads_in_fp32; fp16 training
+  /// keeps fp16 gradients; fp32 / tf32 training has fp32 ones), which is also PyTorch FSDP's
+  /// mixed precision with reduce_dtype fp32 for bf16 (Composer's DEFAULT).
+  DType gradient_dtype() const {
+    if (grad_reduce_dtype) return *grad_reduce_dtype;
+    const DType a = activation_dtype();
+    if (dtype_bytes(a) == 4) return DType::kFp32;
+    return master_weights && a == DType::kBf16 ? DType::kFp32 : a;
+  }
   /// Micro-batches per iteration on each pipeline (gradient accumulation steps).
   /// (Context-parallel ranks share a micro-batch: `data` excludes them, as in Megatron.)
   int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data); }

@@ -945,12 +945,9 @@ class Generator {
   }
 
   // ---- data-parallel gradient and parameter traffic -------------------------------------------
-  /// Bytes per gradient element in the data-parallel reduction: Megatron and DDP with mixed
-  /// precision reduce fp32 main gradients; FSDP reduces in the parameter dtype.
-  int64_t grad_bytes() const {
-    if (c_.parallelism.fsdp != FsdpMode::kNone) return e_;
-    return c_.master_weights && act_dt_ != DType::kFp32 ? kFp32Bytes : e_;
-  }
+  /// Bytes per gradient element in the data-parallel reduction (TransformerConfig::
+  /// gradient_dtype()).
+  int64_t grad_bytes() const { return dtype_bytes(c_.gradient_dtype()); }
 
   /// Issues a data-parallel collective on the DP stream after the compute stream's work so far.
   TaskId dp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {

@@ -84,11 +84,10 @@ StateBytes state_bytes(const TransformerConfig& c) {
   // fp8 training (Transformer Engine) keeps bf16 weights and casts them to fp8 per GEMM.
   b.param = dtype_bytes(c.activation_dtype());
   const bool sixteen_bit = b.param < 4;
-  // Megatron-LM accumulates main_grad in fp32 for bf16 (arguments.py forces
-  // accumulate_allreduce_grads_in_fp32), in the param dtype for fp16.
-  const bool fp32_grads =
-      !sixteen_bit || (c.master_weights && c.activation_dtype() == DType::kBf16);
-  b.grad = fp32_grads ? 4 : b.param;
+  // TransformerConfig::gradient_dtype(): Megatron-LM accumulates main_grad in fp32 for bf16
+  // (arguments.py forces accumulate_allreduce_grads_in_fp32), in the param dtype for fp16.
+  b.grad = dtype_bytes(c.gradient_dtype());
+  const bool fp32_grads = b.grad == 4;
   // Moments: Adam(W) keeps m and v, SGD with momentum one buffer; fp32 with master weights.
   const int64_t moments = c.optimizer == TransformerOptimizer::kSgd ? 1 : 2;
   if (c.master_weights && sixteen_bit) {

@@ -277,6 +277,7 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
       {"workload.parallelism.data", "512"},
       {"workload.parallelism.fsdp", "full_shard"},
       {"workload.recompute", "none"},
+      {"workload.grad_reduce_dtype", "fp32"},  // MP Mode DEFAULT
   };
   EXPECT_EQ(as_map(plan.overrides), expected);
 
@@ -290,6 +291,8 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
   const auto o2 = as_map(p2.overrides);
   EXPECT_EQ(o2.at("workload.parallelism.fsdp"), "shard_grad_op");
   EXPECT_EQ(o2.at("workload.recompute"), "full");
+  a100.mp_mode = "PURE";
+  EXPECT_EQ(as_map(foundry_plan(a100, models).overrides).at("workload.grad_reduce_dtype"), "bf16");
 
   // Skipped rows say why.
   FoundryRow fp8 = h100;

@@ -79,7 +79,12 @@ bool has_named_dims(uint32_t dims) {
 void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
   graph_ = &graph;
   ranks_.assign(graph.rank_count(), RankLog{});
-  begin_.assign(graph.task_count(), Time::zero());
+  stream_base_.assign(graph.rank_count() + 1, 0);
+  for (RankId r = 0; r < graph.rank_count(); ++r) {
+    stream_base_[r + 1] =
+        stream_base_[r] + static_cast<uint32_t>(graph.rank(r).stream_names.size());
+  }
+  stream_begin_.assign(stream_base_.back(), Time::zero());
   collective_begin_.assign(graph.collective_count(), Time::zero());
   collective_dim_.assign(graph.collective_count(), ParallelDim::kOther);
   parallel_dims_ = 0;
@@ -91,9 +96,24 @@ void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
 }
 
 void RunSummaryObserver::on_task_begin(TaskId task, Time at) {
-  begin_[task] = at;
   const Task& t = graph_->task(task);
-  if (t.kind == TaskKind::kIterationMark) ranks_[t.rank].marks.push_back(at);
+  if (is_gpu_task(t.kind)) {
+    stream_begin_[stream_base_[t.rank] + t.resource] = at;
+  } else if (t.kind == TaskKind::kIterationMark) {
+    ranks_[t.rank].marks.push_back(at);
+  }
+}
+
+void RunSummaryObserver::add_compute(RankLog& r, Time begin, Time end) {
+  // Intervals end in time order, so one that touches or overlaps the last stored one joins it:
+  // the union, which is all that normalize() keeps of them, is the same.
+  if (!r.compute.empty() && begin <= r.compute.back().end) {
+    Interval& last = r.compute.back();
+    last.begin = min(last.begin, begin);
+    last.end = max(last.end, end);
+    return;
+  }
+  r.compute.push_back({begin, end});
 }
 
 void RunSummaryObserver::on_gpu_enqueue(TaskId task, Time at) {
@@ -111,22 +131,23 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
   RankLog& r = ranks_[t.rank];
   r.last_end = max(r.last_end, at);
   if (!is_gpu_task(t.kind)) return;
+  const Time begin = stream_begin_[stream_base_[t.rank] + t.resource];
   switch (t.kind) {
     case TaskKind::kKernel:
       ++r.kernels;
-      r.compute.push_back({begin_[task], at});
+      add_compute(r, begin, at);
       break;
     case TaskKind::kMemcpy:
-      r.compute.push_back({begin_[task], at});
+      add_compute(r, begin, at);
       break;
     case TaskKind::kCollective: {
       ++r.collectives;
       const CollectiveId group = graph_->collective_of(task);
       const Time network_begin = collective_begin_[group];
       const ParallelDim dim = collective_dim_[group];
-      r.rendezvous.push_back({begin_[task], network_begin});
+      r.rendezvous.push_back({begin, network_begin});
       if (dim == ParallelDim::kPipeline) {
-        r.pipeline_rendezvous.push_back({begin_[task], network_begin});
+        r.pipeline_rendezvous.push_back({begin, network_begin});
       }
       r.communication.push_back({network_begin, at});
       r.communication_by_dim[index_of(dim)].push_back({network_begin, at});

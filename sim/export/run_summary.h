@@ -128,11 +128,17 @@ class RunSummaryObserver final : public Observer {
     uint64_t collectives = 0;
   };
 
+  /// Adds [begin, end] to r.compute, joining the last interval when they touch.
+  static void add_compute(RankLog& r, Time begin, Time end);
+
   const TaskGraph* graph_ = nullptr;
   uint32_t warmup_;
   std::optional<uint32_t> measured_;
   std::vector<RankLog> ranks_;
-  std::vector<Time> begin_;                  // per task: when it began
+  /// Stream s of rank r is stream_base_[r] + s; a stream runs one task at a time, so the begin
+  /// time of its running task is all that on_task_end needs.
+  std::vector<uint32_t> stream_base_;
+  std::vector<Time> stream_begin_;
   std::vector<Time> collective_begin_;       // per collective group: network phase start
   std::vector<ParallelDim> collective_dim_;  // per collective group
   uint32_t parallel_dims_ = 0;

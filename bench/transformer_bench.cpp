@@ -1,0 +1,125 @@
+// Transformer training-step speed at scale (GPT-3 175B issue): what `upsim run` does for one
+// iteration of GPT-3 175B (96 layers, hidden 12288, 96 heads, sequence 2048, micro-batch 1) with
+// Megatron's TP 8 x PP 8 (1F1B) on the Selene-like DGX A100 cluster, minus writing the Chrome
+// trace: load the scenario (configs/validation/megatron_gpt.yaml with the overrides below), build
+// the models and the task graph, run it with the run summary observer, format the summary.
+// Targets on one core: 1024 GPUs (DP 16, global batch 1536) under 10 s, 8192 GPUs (DP 128,
+// 1024 nodes, global batch 12288) under 60 s.
+//
+// The workload mirrors data-parallel replicas by default (workload.mirror_data_parallel: only
+// replica 0's 64 ranks are in the graph; the DP collectives still move every replica's bytes).
+// BM_Gpt3_175B_1024Gpus_NoMirror would simulate all 1024 ranks: 16 x the 15.9 million tasks of
+// the mirrored graph, about 17 GB; it is registered only when UPSIM_BENCH_NO_MIRROR is set in
+// the environment, so that the default run fits a workstation.
+//
+// Counters: tasks and events simulated, events per second of the simulation proper (run_s),
+// build_s (load + graph + models) and predicted_ms (the predicted iteration time).
+//
+// Run: build/bench/transformer_bench --benchmark_filter=Gpt3
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/executor.h"
+#include "sim/export/run_summary.h"
+#include "tools/scenario.h"
+
+namespace upsim {
+namespace {
+
+std::vector<std::string> gpt3_overrides(int nodes, int data, int global_batch, bool mirror) {
+  std::vector<std::string> o = {
+      "platform.topology.nodes=" + std::to_string(nodes),
+      "workload.layers=96",
+      "workload.hidden=12288",
+      "workload.heads=96",
+      "workload.global_batch=" + std::to_string(global_batch),
+      "workload.parallelism.tensor=8",
+      "workload.parallelism.pipeline=8",
+      "workload.parallelism.data=" + std::to_string(data),
+      "workload.parallelism.virtual_stages=1",
+      "simulation.iterations=1",
+      "simulation.warmup_iterations=0",
+  };
+  if (!mirror) o.push_back("workload.mirror_data_parallel=false");
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void run_gpt3(benchmark::State& state, int nodes, int data, int global_batch, bool mirror) {
+  const std::filesystem::path scenario_file =
+      std::filesystem::path(UPSIM_CONFIGS_DIR) / "validation" / "megatron_gpt.yaml";
+  uint64_t tasks = 0;
+  uint64_t events = 0;
+  double build_s = 0.0;
+  double run_s = 0.0;
+  double predicted_ms = 0.0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    ConfigDocument doc = ConfigDocument::load_file(scenario_file);
+    for (const std::string& assignment : gpt3_overrides(nodes, data, global_batch, mirror))
+      doc.apply_override(assignment);
+    const cli::Scenario scenario = cli::build_scenario(doc);
+    build_s += seconds_since(start);
+
+    const auto run_start = std::chrono::steady_clock::now();
+    Engine engine;
+    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
+    RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
+    executor.add_observer(&summary_observer);
+    const RunStats stats = executor.run();
+    run_s += seconds_since(run_start);
+    const RunSummary summary = summary_observer.summary();
+    const std::string text = scenario.description + format_run_summary(summary);
+    benchmark::DoNotOptimize(text.data());
+    tasks = stats.tasks_done;
+    events += stats.events;
+    predicted_ms = summary.predicted_iteration_time.ms();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["tasks"] = static_cast<double>(tasks);
+  state.counters["events"] = static_cast<double>(events) / n;
+  state.counters["events_per_s"] = run_s > 0 ? static_cast<double>(events) / run_s : 0.0;
+  state.counters["build_s"] = build_s / n;
+  state.counters["run_s"] = run_s / n;
+  state.counters["predicted_ms"] = predicted_ms;
+}
+
+void BM_Gpt3_175B_1024Gpus(benchmark::State& state) {
+  run_gpt3(state, 128, 16, 1536, true);
+}
+void BM_Gpt3_175B_8192Gpus(benchmark::State& state) {
+  run_gpt3(state, 1024, 128, 12288, true);
+}
+void BM_Gpt3_175B_1024Gpus_NoMirror(benchmark::State& state) {
+  run_gpt3(state, 128, 16, 1536, false);
+}
+
+BENCHMARK(BM_Gpt3_175B_1024Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_Gpt3_175B_8192Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+}  // namespace
+}  // namespace upsim
+
+int main(int argc, char** argv) {
+  if (std::getenv("UPSIM_BENCH_NO_MIRROR") != nullptr) {
+    benchmark::RegisterBenchmark("BM_Gpt3_175B_1024Gpus_NoMirror",
+                                 upsim::BM_Gpt3_175B_1024Gpus_NoMirror)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -156,9 +156,29 @@ struct FileCloser {
 
 }  // namespace
 
+std::string format_rank_list(std::vector<RankId> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    if (!out.empty()) out.push_back(',');
+    if (j == i) {
+      fmt::format_to(std::back_inserter(out), "{}", ranks[i]);
+    } else {
+      fmt::format_to(std::back_inserter(out), "{}-{}", ranks[i], ranks[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
 class ChromeTraceWriter::Impl {
  public:
-  explicit Impl(std::filesystem::path path) : path_(std::move(path)) {
+  Impl(std::filesystem::path path, ChromeTraceOptions options)
+      : path_(std::move(path)), options_(std::move(options)) {
     tmp_path_ = path_;
     tmp_path_ += ".tmp";
   }
@@ -174,6 +194,20 @@ class ChromeTraceWriter::Impl {
 
   void run_begin(const TaskGraph& graph) {
     discard_tmp();
+    if (options_.ranks) {
+      for (const RankId r : *options_.ranks) {
+        if (r >= graph.rank_count()) {
+          throw std::invalid_argument(
+              fmt::format("Chrome trace rank filter: rank {} is not in the graph (ranks 0-{})", r,
+                          graph.rank_count() == 0 ? 0 : graph.rank_count() - 1));
+        }
+      }
+    }
+    drawn_.assign(graph.rank_count(), options_.ranks ? 0 : 1);
+    if (options_.ranks) {
+      for (const RankId r : *options_.ranks)
+        drawn_[r] = 1;
+    }
     graph_ = &graph;
     finished_ = false;
     first_event_ = true;
@@ -203,11 +237,13 @@ class ChromeTraceWriter::Impl {
 
   void task_begin(TaskId task, Time at) {
     note_time(at);
+    if (!drawn(graph_->task(task).rank)) return;
     begin_ps_.at(task) = at.ps();
   }
 
   void task_end(TaskId task, Time at) {
     note_time(at);
+    if (!drawn(graph_->task(task).rank)) return;
     int64_t& begin = begin_ps_.at(task);
     // An end without a begin (an observer attached mid-run) is drawn as an instant slice.
     const int64_t begin_ps = begin == kNotRunning ? at.ps() : begin;
@@ -282,6 +318,10 @@ class ChromeTraceWriter::Impl {
     buf_ += "\n],\"otherData\":{";
     Members other(buf_);
     other.str("generator", "upsim").integer("format_version", kFormatVersion);
+    if (options_.ranks) {
+      other.str("ranks_drawn",
+                fmt::format("{} of {}", format_rank_list(*options_.ranks), graph_->rank_count()));
+    }
     for (const auto& [key, value] : metadata_)
       other.str(key, value);
     buf_ += "}}\n";
@@ -308,6 +348,7 @@ class ChromeTraceWriter::Impl {
 
  private:
   // ---- tracks ------------------------------------------------------------------------------
+  bool drawn(RankId rank) const { return drawn_[rank] != 0; }
   static uint64_t pid(RankId rank) { return uint64_t{rank} + 1; }
   /// The "fabric links" process sorts after every rank.
   uint64_t links_pid() const { return pid(static_cast<RankId>(graph_->rank_count())); }
@@ -326,6 +367,7 @@ class ChromeTraceWriter::Impl {
 
   void write_metadata() {
     for (RankId r = 0; r < graph_->rank_count(); ++r) {
+      if (!drawn(r)) continue;
       const RankInfo& info = graph_->rank(r);
       metadata_event("process_name", pid(r), std::nullopt).str("name", info.name);
       buf_ += "}}";
@@ -430,10 +472,18 @@ class ChromeTraceWriter::Impl {
         break;
       }
     }
+    // A flow needs both ends drawn (launch and GPU task are on the same rank in every shipped
+    // workload, but the graph does not promise it).
     if (t.kind == TaskKind::kLaunch && !unfinished) {
-      flow('s', graph_->launched_task(id), t, begin_ps + (end_ps - begin_ps) / 2);
+      const TaskId gpu = graph_->launched_task(id);
+      if (drawn(graph_->task(gpu).rank)) {
+        flow('s', gpu, t, begin_ps + (end_ps - begin_ps) / 2);
+      }
     }
-    if (is_gpu_task(t.kind) && graph_->launcher_of(id) != kNoTask) flow('f', id, t, begin_ps);
+    if (is_gpu_task(t.kind)) {
+      const TaskId launcher = graph_->launcher_of(id);
+      if (launcher != kNoTask && drawn(graph_->task(launcher).rank)) flow('f', id, t, begin_ps);
+    }
   }
 
   void emit_collective(TaskId id, const Task& t, int64_t begin_ps, int64_t end_ps,
@@ -613,6 +663,9 @@ class ChromeTraceWriter::Impl {
   std::vector<LinkInfo> links_;
   std::vector<bool> link_seen_;
   std::filesystem::path path_;
+  ChromeTraceOptions options_;
+  /// Per graph rank: 1 when its process is written.
+  std::vector<uint8_t> drawn_;
   std::filesystem::path tmp_path_;
   std::vector<std::pair<std::string, std::string>> metadata_;
   const TaskGraph* graph_ = nullptr;
@@ -630,8 +683,8 @@ class ChromeTraceWriter::Impl {
   bool finished_ = false;
 };
 
-ChromeTraceWriter::ChromeTraceWriter(std::filesystem::path path)
-    : impl_(std::make_unique<Impl>(std::move(path))) {}
+ChromeTraceWriter::ChromeTraceWriter(std::filesystem::path path, ChromeTraceOptions options)
+    : impl_(std::make_unique<Impl>(std::move(path), std::move(options))) {}
 
 ChromeTraceWriter::~ChromeTraceWriter() = default;
 

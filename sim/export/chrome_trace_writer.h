@@ -36,20 +36,37 @@
 //    began and never ended are drawn up to the latest time seen, with "args":{"unfinished":true}.
 //  - One writer records one run at a time; on_run_begin starts over. No shared state: writers
 //    for different runs are independent.
+//  - Rank filter (ChromeTraceOptions::ranks): only the chosen ranks' processes are written
+//    (metadata, slices, instants); the events of other ranks are dropped at their callback, before
+//    any formatting. A launch flow is written only when both its launch and its GPU task are on
+//    drawn ranks. pids and tids stay those of the full trace (pid = rank + 1), the "fabric links"
+//    process is unchanged, and "otherData" gains "ranks_drawn" ("0-3,8 of 64"). Without a filter
+//    the file is exactly as before.
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/observer.h"
 
 namespace upsim {
 
+struct ChromeTraceOptions {
+  /// Graph ranks whose processes are drawn (any order, duplicates allowed); nullopt: every rank.
+  /// on_run_begin throws std::invalid_argument for a rank the graph does not have.
+  std::optional<std::vector<RankId>> ranks;
+};
+
+/// "0-3,8,10-11": sorted, distinct ranks with consecutive runs as ranges.
+std::string format_rank_list(std::vector<RankId> ranks);
+
 class ChromeTraceWriter final : public Observer {
  public:
   /// Writes to `path` (created or replaced by finish()). Nothing is opened until on_run_begin.
-  explicit ChromeTraceWriter(std::filesystem::path path);
+  explicit ChromeTraceWriter(std::filesystem::path path, ChromeTraceOptions options = {});
   ~ChromeTraceWriter() override;
   ChromeTraceWriter(const ChromeTraceWriter&) = delete;
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;

@@ -896,3 +896,153 @@ TEST_F(ChromeTraceWriterTest, UnprefixedCollectivesHaveNoParallelDim) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+// ---- rank filter -----------------------------------------------------------------------------
+
+/// Four ranks, each with an op that launches a kernel and a member of one all-reduce over all.
+struct FourRanks {
+  TaskGraph graph;
+  std::vector<TaskId> launches;
+  std::vector<TaskId> kernels;
+  std::vector<TaskId> collectives;
+  CollectiveId group = 0;
+
+  FourRanks() {
+    for (RankId r = 0; r < 4; ++r)
+      graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute"}});
+    group = graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllReduce, {0, 1, 2, 3}, 4096, {}}, "dp:all_reduce");
+    for (RankId r = 0; r < 4; ++r) {
+      KernelDesc k;
+      k.cls = KernelClass::kMemoryBound;
+      k.bytes_read = 1024;
+      kernels.push_back(graph.add_kernel(r, 0, "vectorized_elementwise", "aten::add", k));
+      launches.push_back(
+          graph.add_launch(r, 0, "cudaLaunchKernel", "aten::add", 0, kernels.back()));
+      collectives.push_back(graph.add_collective(r, 0, group, "c10d::allreduce_"));
+    }
+    graph.seal();
+  }
+
+  void drive(Observer& o) const {
+    o.on_run_begin(graph);
+    const std::vector<LinkInfo> links{{"gpu0 -> gpu1", Bandwidth::gigabytes_per_second(100)}};
+    o.on_links_declared(links);
+    for (RankId r = 0; r < 4; ++r) {
+      o.on_task_begin(launches[r], us(r));
+      o.on_task_end(launches[r], us(r + 1));
+      o.on_task_begin(kernels[r], us(r + 1));
+      o.on_task_end(kernels[r], us(r + 2));
+      o.on_task_begin(collectives[r], us(r + 2));
+    }
+    o.on_collective_begin(group, us(5));
+    o.on_link_rate(0, us(5), Bandwidth::gigabytes_per_second(50), 1);
+    for (RankId r = 0; r < 4; ++r)
+      o.on_task_end(collectives[r], us(9));
+    o.on_link_rate(0, us(9), Bandwidth{}, 0);
+    o.on_run_end(us(9));
+  }
+};
+
+ChromeTraceOptions only(std::vector<RankId> ranks) {
+  ChromeTraceOptions options;
+  options.ranks = std::move(ranks);
+  return options;
+}
+
+std::string write_four_ranks(const fs::path& path, ChromeTraceOptions options) {
+  FourRanks s;
+  ChromeTraceWriter writer(path, std::move(options));
+  s.drive(writer);
+  return read_file(path);
+}
+
+TEST_F(ChromeTraceWriterTest, RankFilterDrawsOnlyTheChosenProcessesWithWholeFlows) {
+  const Json doc = parse_json(write_four_ranks(file("trace.json"), only({3, 1, 3})));
+  const Json full = parse_json(write_four_ranks(file("full.json"), ChromeTraceOptions{}));
+
+  std::set<std::string> names;
+  for (const Json* e : events_where(doc, [](const Json& x) {
+         return x.str("ph") == "M" && x.str("name") == "process_name";
+       })) {
+    names.insert(e->at("args").str("name"));
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"rank 1", "rank 3", "fabric links"}));
+
+  // Every event is on a drawn rank (pids 2 and 4) or the fabric process (pid 5, as unfiltered).
+  std::map<std::string, int> per_pid;
+  for (const Json& e : doc.at("traceEvents").items)
+    ++per_pid[e.str("pid")];
+  EXPECT_EQ(per_pid.size(), 3u);
+  EXPECT_TRUE(per_pid.count("2") && per_pid.count("4") && per_pid.count("5"));
+  EXPECT_EQ(events_where(doc, [](const Json& e) { return e.str("ph") == "C"; }).size(), 2u);
+
+  // The drawn ranks' events are exactly the full trace's events of those pids.
+  const auto slices = [](const Json& d, const std::string& pid) {
+    std::vector<std::string> out;
+    for (const Json& e : d.at("traceEvents").items) {
+      if (e.str("pid") == pid && e.str("ph") != "M") {
+        out.push_back(e.str("ph") + e.str("name") + e.str("ts") + e.str("tid"));
+      }
+    }
+    return out;
+  };
+  EXPECT_FALSE(slices(doc, "2").empty());
+  EXPECT_EQ(slices(doc, "2"), slices(full, "2"));
+  EXPECT_EQ(slices(doc, "4"), slices(full, "4"));
+
+  // Each flow id has its start and its end, both on a drawn rank.
+  std::map<std::string, std::string> flow_phases;
+  for (const Json* e :
+       events_where(doc, [](const Json& x) { return x.str("ph") == "s" || x.str("ph") == "f"; })) {
+    flow_phases[e->str("id")] += e->str("ph");
+  }
+  FourRanks s;
+  EXPECT_EQ(flow_phases,
+            (std::map<std::string, std::string>{{std::to_string(s.kernels[1]), "sf"},
+                                                {std::to_string(s.kernels[3]), "sf"}}));
+
+  EXPECT_EQ(doc.at("otherData").str("ranks_drawn"), "1,3 of 4");
+  EXPECT_EQ(full.at("otherData").find("ranks_drawn"), nullptr);
+}
+
+TEST_F(ChromeTraceWriterTest, AFilterOfEveryRankDrawsTheUnfilteredEvents) {
+  const std::string unfiltered = write_four_ranks(file("a.json"), ChromeTraceOptions{});
+  // Only otherData says that the ranks were chosen.
+  const std::string every = write_four_ranks(file("b.json"), only({0, 1, 2, 3}));
+  const size_t other = unfiltered.find("\n],\"otherData\"");
+  ASSERT_NE(other, std::string::npos);
+  EXPECT_EQ(every.substr(0, other), unfiltered.substr(0, other));
+  EXPECT_NE(every.find("\"ranks_drawn\":\"0-3 of 4\""), std::string::npos);
+}
+
+TEST_F(ChromeTraceWriterTest, RankFilterOutsideTheGraphIsRejectedAndLeavesNoFile) {
+  FourRanks s;
+  ChromeTraceWriter writer(file("trace.json"), only({2, 4}));
+  try {
+    writer.on_run_begin(s.graph);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("0-3"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+TEST_F(ChromeTraceWriterTest, EmptyRankFilterKeepsOnlyTheFabricAndValidJson) {
+  const Json doc = parse_json(write_four_ranks(file("trace.json"), only({})));
+  for (const Json& e : doc.at("traceEvents").items)
+    EXPECT_EQ(e.str("pid"), "5");
+}
+
+TEST(FormatRankList, SortsDeduplicatesAndJoinsRuns) {
+  EXPECT_EQ(format_rank_list({}), "");
+  EXPECT_EQ(format_rank_list({7}), "7");
+  EXPECT_EQ(format_rank_list({56, 3, 0, 1, 2, 3, 9, 10}), "0-3,9-10,56");
+}
+
+}  // namespace
+}  // namespace upsim

@@ -62,6 +62,13 @@ struct MemoryFootprint {
   }
 };
 
+/// Graph ranks that make a representative Chrome trace of a large run, and why ("one rank per
+/// pipeline stage ..."). tools/ draws only these when the graph is too large to open whole.
+struct TraceRankSuggestion {
+  std::vector<RankId> ranks;  ///< graph rank ids, ascending
+  std::string reason;         ///< one line, no trailing newline
+};
+
 /// What a workload built, for the summary and the run.
 struct WorkloadBuild {
   /// Summary lines after the platform line ("workload: ..."), without trailing newlines.
@@ -81,6 +88,8 @@ struct WorkloadBuild {
   /// GPUs the graph stands for: more than its ranks when symmetric ranks are mirrored rather
   /// than simulated (CollectiveDesc::simulated_members). 0 = the graph's rank count.
   uint32_t represented_gpus = 0;
+  /// The ranks a trace of a large run should show; nullopt: no suggestion (every rank is drawn).
+  std::optional<TraceRankSuggestion> trace_ranks;
 };
 
 class Workload {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/config/quantity_parse.h"
 #include "workloads/transformer/transformer_generator.h"
@@ -128,6 +130,20 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
         built.simulated.size(), built.gpus, p.data - 1));
   }
   out.memory = transformer_peak_memory(c);
+  // A trace of one rank per pipeline stage shows the schedule, its micro-batches and the bubble;
+  // tensor-, context- and data-parallel peers of a stage run the same program.
+  const ParallelLayout layout(p);
+  std::vector<RankId> stage_ranks;
+  for (size_t r = 0; r < built.simulated.size(); ++r) {
+    const ParallelCoords x = layout.coords(built.simulated[r]);
+    if (x.tp == 0 && x.cp == 0 && x.dp == 0) stage_ranks.push_back(static_cast<RankId>(r));
+  }
+  if (stage_ranks.size() < built.simulated.size()) {
+    out.trace_ranks = TraceRankSuggestion{
+        std::move(stage_ranks),
+        "one rank per pipeline stage (tensor, context and data-parallel index 0: the pipeline, "
+        "its micro-batches and the bubble)"};
+  }
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "topology/nccl_tuning.h"
 #include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/transformer/transformer_memory.h"
+#include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
 namespace {
@@ -379,6 +381,58 @@ TEST(TransformerGenerator, IsDeterministic) {
     ASSERT_EQ(a.task(t).kind, b.task(t).kind);
     ASSERT_EQ(a.name(a.task(t).name), b.name(b.task(t).name));
   }
+}
+
+/// The workload's trace suggestion for a small GPT on `gpus` GPUs with `parallelism` (YAML flow
+/// map body) and `extra` workload keys.
+std::optional<TraceRankSuggestion> suggested_trace_ranks(const std::string& parallelism,
+                                                         uint32_t gpus, TaskGraph& graph,
+                                                         const std::string& extra = "") {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      "workload:\n  model: transformer\n  layers: 4\n  hidden: 256\n  heads: 8\n  vocab: "
+      "1024\n  seq: 128\n  global_batch: 8\n  dtype: bf16\n  parallelism: {" +
+          parallelism + "}\n" + extra,
+      "scenario.yaml");
+  TransformerWorkload workload(doc.root().child("workload"));
+  WorkloadPlatform platform;
+  platform.gpus = gpus;
+  platform.iterations = 1;
+  platform.warmup_iterations = 0;
+  workload.prepare(platform);
+  doc.check_all_keys_used();
+  return workload.build(platform, graph).trace_ranks;
+}
+
+TEST(TransformerWorkload, SuggestsOneTraceRankPerPipelineStage) {
+  // TP2 PP2 DP2, mirrored: graph ranks are global ranks 0, 1 (stage 0) and 4, 5 (stage 1).
+  TaskGraph mirrored;
+  const auto tp2pp2dp2 = suggested_trace_ranks("tensor: 2, pipeline: 2, data: 2", 8, mirrored);
+  ASSERT_EQ(mirrored.rank_count(), 4u);
+  ASSERT_TRUE(tp2pp2dp2.has_value());
+  EXPECT_EQ(tp2pp2dp2->ranks, (std::vector<RankId>{0, 2}));
+  EXPECT_EQ(mirrored.rank(0).name, "rank 0 (stage 0)");
+  EXPECT_EQ(mirrored.rank(2).name, "rank 4 (stage 1)");
+  EXPECT_NE(tp2pp2dp2->reason.find("one rank per pipeline stage"), std::string::npos)
+      << tp2pp2dp2->reason;
+
+  // Every replica simulated: still tensor 0 of replica 0, one per stage.
+  TaskGraph full;
+  const auto unmirrored = suggested_trace_ranks("tensor: 2, pipeline: 2, data: 2", 8, full,
+                                                "  mirror_data_parallel: false\n");
+  ASSERT_EQ(full.rank_count(), 8u);
+  ASSERT_TRUE(unmirrored.has_value());
+  EXPECT_EQ(unmirrored->ranks, (std::vector<RankId>{0, 4}));
+
+  // Context parallelism, pipeline last in the order: global rank = tp + 2 cp + 4 pp.
+  TaskGraph cp;
+  const auto with_cp = suggested_trace_ranks("tensor: 2, context: 2, pipeline: 2, data: 1", 8, cp);
+  ASSERT_TRUE(with_cp.has_value());
+  EXPECT_EQ(with_cp->ranks, (std::vector<RankId>{0, 4}));
+
+  // A graph that is one rank per stage already needs no suggestion.
+  TaskGraph pipeline_only;
+  EXPECT_FALSE(suggested_trace_ranks("pipeline: 2, data: 4", 8, pipeline_only).has_value());
+  EXPECT_EQ(pipeline_only.rank_count(), 2u);
 }
 
 }  // namespace

@@ -3,12 +3,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <ostream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -28,6 +33,73 @@ namespace {
 constexpr const char* kTraceFile = "trace.json";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
+/// Largest rank --trace-ranks accepts before the graph is known (scenarios allow 65536 GPUs).
+constexpr uint64_t kMaxTraceRank = 1'000'000;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ')
+    s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ')
+    s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void bad_trace_ranks(std::string_view item) {
+  throw std::invalid_argument(fmt::format(
+      "--trace-ranks: `{}` is not a rank or a range of ranks; give `all` or graph ranks and "
+      "ranges such as 0-7,56",
+      item));
+}
+
+uint32_t parse_rank(std::string_view digits, std::string_view item) {
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+    bad_trace_ranks(item);
+  }
+  if (value > kMaxTraceRank) {
+    throw std::invalid_argument(
+        fmt::format("--trace-ranks: rank {} is too large (at most {})", value, kMaxTraceRank));
+  }
+  return static_cast<uint32_t>(value);
+}
+
+/// The Chrome trace's rank filter and the console line that says so; nullopt filter: every rank.
+struct TraceSelection {
+  std::optional<std::vector<RankId>> ranks;
+  std::string note;  ///< empty when every rank is drawn
+};
+
+TraceSelection select_trace_ranks(const RunOptions& options, const Scenario& scenario) {
+  const size_t rank_count = scenario.graph.rank_count();
+  TraceSelection out;
+  if (options.trace_ranks) {
+    out.ranks = parse_trace_ranks(*options.trace_ranks);
+    if (!out.ranks) return out;
+    for (const RankId r : *out.ranks) {
+      if (r >= rank_count) {
+        throw std::invalid_argument(fmt::format(
+            "--trace-ranks: rank {} is not in the graph, whose ranks are 0-{} ({} simulated)", r,
+            rank_count - 1, rank_count));
+      }
+    }
+    out.note = fmt::format("trace: ranks {} of {} drawn (--trace-ranks)",
+                           format_rank_list(*out.ranks), rank_count);
+    return out;
+  }
+  const uint64_t tasks = scenario.graph.task_count();
+  if (tasks <= kLargeTraceTasks || !scenario.trace_ranks || scenario.trace_ranks->ranks.empty() ||
+      scenario.trace_ranks->ranks.size() >= rank_count) {
+    return out;
+  }
+  out.ranks = scenario.trace_ranks->ranks;
+  out.note = fmt::format(
+      "trace: ranks {} of {} drawn, {}, as the run has {:.1f} M tasks; `--trace-ranks all` draws "
+      "every rank",
+      format_rank_list(*out.ranks), rank_count, scenario.trace_ranks->reason,
+      static_cast<double>(tasks) * 1e-6);
+  return out;
+}
 
 /// Trace workloads: the measured iteration time of each rank next to the prediction.
 std::string format_measured_comparison(const Scenario& scenario, const RunSummary& summary) {
@@ -58,11 +130,50 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
 
 }  // namespace
 
+std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text) {
+  text = trim(text);
+  if (text == "all") return std::nullopt;
+  if (text.empty()) bad_trace_ranks(text);
+  std::vector<uint32_t> ranks;
+  for (;;) {
+    const size_t comma = text.find(',');
+    const std::string_view item = trim(text.substr(0, comma));
+    const size_t dash = item.find('-');
+    if (dash == std::string_view::npos) {
+      ranks.push_back(parse_rank(item, item));
+    } else {
+      const uint32_t first = parse_rank(trim(item.substr(0, dash)), item);
+      const uint32_t last = parse_rank(trim(item.substr(dash + 1)), item);
+      if (last < first) {
+        throw std::invalid_argument(fmt::format(
+            "--trace-ranks: the range `{}` runs backwards (write {}-{})", item, last, first));
+      }
+      for (uint32_t r = first; r <= last; ++r)
+        ranks.push_back(r);
+    }
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
 void run_scenario(const RunOptions& options, std::ostream& out) {
+  if (options.trace_ranks) {
+    if (options.no_trace) {
+      throw std::invalid_argument(
+          "--trace-ranks chooses the ranks of the Chrome trace, which "
+          "--no-trace turns off; give one or the other");
+    }
+    (void)parse_trace_ranks(*options.trace_ranks);  // a typo fails before the simulation
+  }
   ConfigDocument doc = ConfigDocument::load_file(options.scenario);
   for (const std::string& assignment : options.overrides)
     doc.apply_override(assignment);
   const Scenario scenario = build_scenario(doc);
+  const TraceSelection trace_selection =
+      options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
 
   std::vector<std::string> planned{kSummaryFile, kResolvedFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
@@ -85,7 +196,8 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
   executor.add_observer(&summary_observer);
   std::unique_ptr<ChromeTraceWriter> trace;
   if (!trace_path.empty()) {
-    trace = std::make_unique<ChromeTraceWriter>(trace_path);
+    trace =
+        std::make_unique<ChromeTraceWriter>(trace_path, ChromeTraceOptions{trace_selection.ranks});
     trace->add_metadata("scenario", scenario.name);
     executor.add_observer(trace.get());
   }
@@ -112,6 +224,7 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
                      wall_s > 0 ? static_cast<double>(stats.events) / wall_s * 1e-6 : 0.0);
   out << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
                      trace_in_folder ? "trace.json, " : "", kSummaryFile, kResolvedFile);
+  if (!trace_selection.note.empty()) out << trace_selection.note << "\n";
   if (!trace_path.empty()) {
     out << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
                        trace_path.string());

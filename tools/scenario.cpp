@@ -166,6 +166,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
   s.measured_iterations = built.measured_iterations;
   s.measured_iteration = std::move(built.measured_iteration);
   s.warnings = std::move(built.warnings);
+  s.trace_ranks = std::move(built.trace_ranks);
   for (const std::string& line : built.description)
     text += line + "\n";
   if (built.memory) {

@@ -70,6 +70,8 @@ struct Scenario {
   uint32_t represented_gpus = 0;
   /// The workload's warnings and the memory check's (also in `description`, as "warning: ...").
   std::vector<std::string> warnings;
+  /// The ranks the workload suggests for the Chrome trace of a large run (WorkloadBuild).
+  std::optional<TraceRankSuggestion> trace_ranks;
 };
 
 /// Reads the whole document (overrides must already be applied), checks that every key was

@@ -66,12 +66,15 @@ const char* kTopUsage =
 int run_main(const std::vector<std::string>& args) {
   upsim::cli::RunOptions options;
   std::vector<std::string> overrides;
+  std::string trace_ranks;
   po::options_description desc(
       "usage: upsim run SCENARIO [options]\n\n"
       "Simulates SCENARIO (a YAML file, e.g. configs/dlrm_4gpu.yaml) and prints the predicted\n"
       "per-iteration time with a per-rank breakdown: GPU compute busy, communication, exposed\n"
       "communication, rendezvous wait, CPU-bound idle. Writes into the output folder:\n"
-      "  trace.json      Chrome trace: open it in ui.perfetto.dev or chrome://tracing\n"
+      "  trace.json      Chrome trace: open it in ui.perfetto.dev or chrome://tracing; a run\n"
+      "                  of more than 1 M tasks draws only the ranks its workload suggests\n"
+      "                  (transformers: one per pipeline stage), --trace-ranks all draws all\n"
       "  summary.txt     the printed summary\n"
       "  scenario.yaml   the fully resolved scenario (overrides applied, defaults written,\n"
       "                  referenced files inlined); `upsim run` on it reproduces the run\n\n"
@@ -85,9 +88,12 @@ int run_main(const std::vector<std::string>& args) {
        "output folder (default: upsim-out/<scenario name>, or -2, -3, ... if that exists); "
        "existing files in it are not overwritten without --force")  //
       ("trace", po::value<std::string>(&options.trace_file),
-       "write the Chrome trace to this file instead of <out>/trace.json")              //
-      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")  //
-      ("force", po::bool_switch(&options.force), "overwrite existing output files")    //
+       "write the Chrome trace to this file instead of <out>/trace.json")  //
+      ("trace-ranks", po::value<std::string>(&trace_ranks),
+       "graph ranks the Chrome trace draws: `all`, or ranks and ranges such as 0-7,56 (default: "
+       "all, except that a run of more than 1 M tasks draws the ranks its workload suggests)")  //
+      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")           //
+      ("force", po::bool_switch(&options.force), "overwrite existing output files")             //
       ("quiet,q", po::bool_switch(&options.quiet),
        "print only the predicted iteration time in milliseconds");
   po::options_description hidden;
@@ -110,6 +116,7 @@ int run_main(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   options.overrides = overrides;
+  if (vm.count("trace-ranks")) options.trace_ranks = trace_ranks;
   upsim::cli::run_scenario(options, std::cout);
   return kExitOk;
 }

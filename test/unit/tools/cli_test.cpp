@@ -84,7 +84,8 @@ TEST_F(Cli, HelpExplainsCommandsAndEveryRunOption) {
   EXPECT_NE(top.output.find("run SCENARIO"), std::string::npos) << top.output;
   const Result r = run("run --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option : {"--set", "--out", "--trace", "--no-trace", "--force", "--quiet"}) {
+  for (const char* option :
+       {"--set", "--out", "--trace", "--trace-ranks", "--no-trace", "--force", "--quiet"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option << " missing in\n" << r.output;
   }
 }
@@ -173,6 +174,51 @@ TEST_F(Cli, RunWritesTraceSummaryAndResolvedScenario) {
   EXPECT_NE(trace.find("cudaLaunchKernel"), std::string::npos);
   EXPECT_NE(trace.find("\"ph\":\"s\""), std::string::npos);
   EXPECT_NE(trace.find("iteration 1"), std::string::npos);
+}
+
+TEST_F(Cli, TraceRanksDrawsOnlyThoseRanksAndAllDrawsEveryRank) {
+  const Result one = run("run " + kTiny + " --out one --trace-ranks 1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.output.find("trace: ranks 1 of 2 drawn (--trace-ranks)"), std::string::npos)
+      << one.output;
+  const std::string trace = read_file(dir_ / "one" / "trace.json");
+  EXPECT_EQ(trace.find("\"pid\":1,"), std::string::npos) << "rank 0 is drawn";
+  EXPECT_NE(trace.find("\"pid\":2,"), std::string::npos);
+  EXPECT_NE(trace.find("\"ranks_drawn\":\"1 of 2\""), std::string::npos);
+
+  // A small run draws every rank by default: the same bytes as --trace-ranks all, and no note.
+  const Result plain = run("run " + kTiny + " --out plain");
+  const Result all = run("run " + kTiny + " --out all --trace-ranks ' all '");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_EQ(plain.output.find("trace: "), std::string::npos) << plain.output;
+  EXPECT_EQ(read_file(dir_ / "plain" / "trace.json"), read_file(dir_ / "all" / "trace.json"));
+  EXPECT_EQ(run("run " + kTiny + " --out both --trace-ranks 0-1,0").exit_code, 0);
+}
+
+TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},
+      {"''", {"--trace-ranks", "is not a rank"}},
+      {"0-", {"--trace-ranks", "`0-`"}},
+      {"1,,0", {"--trace-ranks", "``"}},
+      {"-1", {"--trace-ranks", "`-1`"}},
+      {"1.5", {"--trace-ranks", "`1.5`"}},
+      {"1-0", {"--trace-ranks", "runs backwards", "0-1"}},
+      {"99999999999", {"--trace-ranks", "too large"}},
+      {"2", {"--trace-ranks", "rank 2 is not in the graph", "0-1"}},
+      {"0,1-5", {"--trace-ranks", "rank 2 is not in the graph", "0-1"}},
+  };
+  for (const auto& [list, expected] : cases) {
+    const Result r = run("run " + kTiny + " --out o --trace-ranks " + list);
+    EXPECT_EQ(r.exit_code, 2) << list << "\n" << r.output;
+    for (const std::string& text : expected)
+      EXPECT_NE(r.output.find(text), std::string::npos) << list << ": " << text << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "o")) << list << ": outputs written";
+  }
+  const Result no_trace = run("run " + kTiny + " --out o --no-trace --trace-ranks 0");
+  EXPECT_EQ(no_trace.exit_code, 2) << no_trace.output;
+  EXPECT_NE(no_trace.output.find("--no-trace"), std::string::npos) << no_trace.output;
 }
 
 TEST_F(Cli, ExistingOutputsAreNotOverwrittenWithoutForce) {

@@ -30,6 +30,11 @@ NameId TaskGraph::intern(std::string_view name) {
   return id;
 }
 
+void TaskGraph::reserve_tasks(size_t tasks) {
+  tasks_.reserve(tasks);
+  launcher_.reserve(tasks);
+}
+
 void TaskGraph::check_rank_resource(RankId rank, uint16_t resource, bool gpu) const {
   if (rank >= ranks_.size()) {
     throw std::invalid_argument("task on rank " + std::to_string(rank) + ", but the graph has " +
@@ -211,9 +216,13 @@ void TaskGraph::seal() {
   for (size_t i = 0; i < n; ++i)
     succ_offset_[i + 1] += succ_offset_[i];
   succ_.assign(edges_.size(), 0);
-  std::vector<uint32_t> fill(succ_offset_.begin(), succ_offset_.end() - 1);
+  // Fill each task's successors in edge order, advancing succ_offset_[from] as the cursor; the
+  // cursors end where the next task's list begins, so shifting them by one restores the offsets.
   for (const auto& [from, to] : edges_)
-    succ_[fill[from]++] = to;
+    succ_[succ_offset_[from]++] = to;
+  for (size_t i = n; i > 0; --i)
+    succ_offset_[i] = succ_offset_[i - 1];
+  succ_offset_[0] = 0;
   edges_.clear();
   edges_.shrink_to_fit();
   sealed_ = true;

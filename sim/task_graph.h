@@ -89,6 +89,9 @@ class TaskGraph {
   // ---- building --------------------------------------------------------------------------
   RankId add_rank(RankInfo info);
   NameId intern(std::string_view name);
+  /// Capacity hint: room for `tasks` tasks in all, so that a large graph is not copied as it
+  /// grows. Changes nothing else.
+  void reserve_tasks(size_t tasks);
 
   /// Host work of `op_name` on `thread` (phase kOpBegin, kOpEnd or kOpBody).
   TaskId add_cpu_op(RankId rank, uint16_t thread, std::string_view op_name, HostPhase phase);

@@ -286,6 +286,10 @@ class Generator {
       begin_rank(out.simulated[i], graph_rank[i]);
       for (uint32_t it = 0; it < in_.iterations; ++it)
         iteration(it);
+      // Ranks differ little in size (the first and last stages hold embedding and head): room
+      // for all of them and an eighth more, so a graph of millions of tasks is not copied as it
+      // grows (untouched room costs no memory).
+      if (i == 0) g_.reserve_tasks(g_.task_count() * out.simulated.size() * 9 / 8);
     }
     out.collectives = g_.collective_count();
     check_p2p_order();

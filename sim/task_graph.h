@@ -19,8 +19,11 @@
 //  - The graph is immutable once `seal()` returns; only sealed graphs run.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +74,21 @@ struct Task {
   uint32_t launch_index;
   int64_t fixed_ps;  ///< measured duration in ps overriding the model; -1 = use the model
 };
+
+/// Allocates on 64-byte boundaries, so that no 32-byte Task straddles two cache lines (the
+/// executor reads every task once or twice, from a graph far larger than the cache).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlignment); }
+  friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
+};
+static_assert(64 % sizeof(Task) == 0, "a Task must not straddle cache lines");
 
 struct RankInfo {
   std::string name;
@@ -165,13 +183,19 @@ class TaskGraph {
 
   bool sealed_ = false;
   std::vector<RankInfo> ranks_;
-  std::vector<Task> tasks_;
+  std::vector<Task, CacheLineAllocator<Task>> tasks_;
   std::vector<KernelDesc> kernels_;
   std::vector<TransferDesc> transfers_;
   std::vector<CollectiveDesc> collectives_;
   std::vector<NameId> collective_names_;
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, NameId> name_index_;
+  /// intern()'s memory of recent answers (kNoName: none yet).
+  static constexpr NameId kNoName = UINT32_MAX;
+  struct RecentName {
+    NameId id = kNoName;
+  };
+  std::array<RecentName, 64> recent_names_{};
   std::vector<std::pair<TaskId, TaskId>> edges_;
   std::vector<TaskId> launcher_;
   // Sealed dependency index (CSR).

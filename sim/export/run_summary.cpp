@@ -25,8 +25,10 @@ Spans normalize(const std::vector<Interval>& in, Time lo, Time hi) {
     const Time e = min(i.end, hi);
     if (b < e) spans.push_back(Span{b, e});
   }
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  const auto by_begin = [](const Span& a, const Span& b) { return a.begin < b.begin; };
+  // Mostly recorded in order already; spans with equal begins merge the same in any order.
+  if (!std::is_sorted(spans.begin(), spans.end(), by_begin))
+    std::sort(spans.begin(), spans.end(), by_begin);
   Spans merged;
   for (const Span& s : spans) {
     if (!merged.empty() && s.begin <= merged.back().end) {

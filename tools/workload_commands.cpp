@@ -186,6 +186,9 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
     ConfigDocument doc = ConfigDocument::load_file(configs / plan.template_file);
     for (const std::string& assignment : plan.overrides)
       doc.apply_override(assignment);
+    if (!plan.gpu_profile.empty()) {
+      doc.apply_override("platform.gpu=" + (configs / plan.gpu_profile).string());
+    }
     const Scenario scenario = build_scenario(doc);
     Engine engine;
     GraphExecutor executor(engine, scenario.graph, scenario.models.set);
@@ -416,11 +419,13 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
     plan.skip_reason = "FP8 rows are not validated (the kernel models are fitted on BF16/FP16)";
     return plan;
   }
-  if (row.gpu != "h100_80gb" && row.gpu != "a100_80gb") {
+  if (row.gpu != "h100_80gb" && row.gpu != "a100_80gb" && row.gpu != "a100_40gb") {
     plan.skip_reason =
-        fmt::format("GPU `{}`: only A100 80GB (RoCE cluster) and H100 80GB rows", row.gpu);
+        fmt::format("GPU `{}`: only A100 40/80GB (RoCE cluster) and H100 80GB rows", row.gpu);
     return plan;
   }
+  // The 40GB rows ran on the same RoCE cluster design (the README's section title).
+  if (row.gpu == "a100_40gb") plan.gpu_profile = "hardware/a100_sxm4_40gb.yaml";
   if (row.precision != "amp_bf16" && row.precision != "bf16") {
     plan.skip_reason = fmt::format("precision `{}` is not BF16", row.precision);
     return plan;
@@ -478,8 +483,9 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       "usage: upsim validate workloads [options]\n\n"
       "Simulates whole training steps of published runs and compares them with the measured\n"
       "step time: Megatron-LM SC'21 Table 1 (GPT 1.7B-1T, TP/PP/DP on DGX A100 80GB nodes,\n"
-      "topologies/dgx_a100_cluster.yaml) and llm-foundry's MPT benchmarks (FSDP; A100 80GB rows\n"
-      "on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster). Each row\n"
+      "topologies/dgx_a100_cluster.yaml) and llm-foundry's MPT benchmarks (FSDP; A100 40/80GB\n"
+      "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster). Each "
+      "row\n"
       "is a template (validation/megatron_gpt.yaml, mpt_fsdp.yaml, mpt_fsdp_h100.yaml) with the\n"
       "row's values as --set overrides. Prints per row the measured and predicted step time,\n"
       "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"

@@ -95,7 +95,10 @@ struct RowPlan {
   double measured_s = 0.0;
   std::string template_file;  ///< relative to the configs folder, e.g. validation/mpt_fsdp.yaml
   std::vector<std::string> overrides;  ///< "key=value", applied in order
-  std::string skip_reason;             ///< non-empty: not simulated
+  /// Non-empty: the hardware profile (relative to the configs folder) that replaces the
+  /// template's platform.gpu.
+  std::string gpu_profile;
+  std::string skip_reason;  ///< non-empty: not simulated
 };
 
 /// Interleaved schedule: the number of model chunks per pipeline rank that the paper does not
@@ -105,9 +108,9 @@ int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline);
 
 /// Pure: a Megatron Table 1 row -> overrides of configs/validation/megatron_gpt.yaml.
 RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
-/// Pure: an llm-foundry row -> overrides of configs/validation/mpt_fsdp.yaml (A100 80GB, RoCE)
-/// or mpt_fsdp_h100.yaml (DGX H100), or a skip reason (FP8, A100 40GB, CPU offload, unknown
-/// size).
+/// Pure: an llm-foundry row -> overrides of configs/validation/mpt_fsdp.yaml (A100 80GB and,
+/// with the 40GB profile, A100 40GB; RoCE) or mpt_fsdp_h100.yaml (DGX H100), or a skip reason
+/// (FP8, CPU offload, unknown size).
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
 
 /// Returns the exit code: 0 every source's geomean |error| within --bound and no row failed,

@@ -299,9 +299,16 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
   FoundryRow fp8 = h100;
   fp8.precision = "amp_fp8";
   EXPECT_NE(foundry_plan(fp8, models).skip_reason.find("FP8"), std::string::npos);
+  // A100 40GB rows: the A100 template with the 40GB profile.
   FoundryRow a100_40 = h100;
   a100_40.gpu = "a100_40gb";
-  EXPECT_NE(foundry_plan(a100_40, models).skip_reason.find("a100_40gb"), std::string::npos);
+  const RowPlan p40 = foundry_plan(a100_40, models);
+  EXPECT_EQ(p40.skip_reason, "");
+  EXPECT_EQ(p40.template_file, "validation/mpt_fsdp.yaml");
+  EXPECT_EQ(p40.gpu_profile, "hardware/a100_sxm4_40gb.yaml");
+  FoundryRow v100 = h100;
+  v100.gpu = "v100_32gb";
+  EXPECT_NE(foundry_plan(v100, models).skip_reason.find("v100_32gb"), std::string::npos);
   FoundryRow unknown = h100;
   unknown.model = "9b";
   EXPECT_NE(foundry_plan(unknown, models).skip_reason.find("9b"), std::string::npos);
@@ -315,11 +322,11 @@ TEST(WorkloadPlans, FoundryRowsThatRunAreTheBf16RowsOnShippedFabrics) {
     const RowPlan p = foundry_plan(r, models);
     if (p.skip_reason.empty()) ++run;
   }
-  EXPECT_EQ(run, 18 + 52 + 61);  // H100 BF16 (both tables) + A100 80GB
+  EXPECT_EQ(run, 18 + 52 + 61 + 78);  // H100 BF16 (both tables) + A100 80GB + A100 40GB
 }
 
-// The acceptance bounds, pinned: every llm-foundry row on a shipped fabric (A100 80GB and H100
-// 80GB bf16) and the Megatron-LM Table 1 rows up to 512 GPUs (the larger ones take minutes:
+// The acceptance bounds, pinned: every llm-foundry row on a shipped fabric (A100 40/80GB and
+// H100 80GB bf16) and the Megatron-LM Table 1 rows up to 512 GPUs (the larger ones take minutes:
 // OptInFullMegatronTableWithinBound) within the command's 15% geomean |error|, printed row by
 // row. Sanitizer builds (Debug, 10-30x slower) run a few rows of each through the same path.
 #ifdef UPSIM_SANITIZED

@@ -207,7 +207,7 @@ class GraphExecutor::Impl {
   /// Asks the CPU to fetch what starting `t` will read: the graph is far larger than the cache,
   /// and a resource's next task is known long before it starts.
   void prefetch(TaskId t) const {
-    __builtin_prefetch(&graph_.task(t));
+    graph_.prefetch(t);
     __builtin_prefetch(&pending_[t]);
   }
 

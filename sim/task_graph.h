@@ -176,6 +176,12 @@ class TaskGraph {
   const TaskId* successors_begin(TaskId id) const { return succ_.data() + succ_offset_[id]; }
   const TaskId* successors_end(TaskId id) const { return succ_.data() + succ_offset_[id + 1]; }
   uint32_t predecessor_count(TaskId id) const { return pred_count_[id]; }
+  /// Hint that `id` will run soon: asks the CPU to fetch its record and successor offsets
+  /// (sealed graphs only). Changes nothing.
+  void prefetch(TaskId id) const {
+    __builtin_prefetch(&tasks_[id]);
+    __builtin_prefetch(&succ_offset_[id]);
+  }
 
  private:
   TaskId add_task(Task task);

@@ -18,6 +18,11 @@ namespace upsim {
 struct LinkInfo {
   std::string name;
   Bandwidth capacity;
+  /// The node (server) the link lies in: that of its ends (of the end inside a node when the
+  /// other is a network switch); -1 for links between network switches or without nodes.
+  int32_t node = -1;
+  /// The GPU at one end (the index collective members and transfers use), or -1.
+  int64_t gpu = -1;
 };
 
 class Observer {

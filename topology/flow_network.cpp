@@ -499,10 +499,18 @@ FlowNetwork::FlowNetwork(const Fabric& fabric, CollectiveTuning tuning,
   }
   const auto links = fabric.links();
   std::vector<double> capacity(links.size());
+  std::vector<int64_t> gpu_of_device(fabric.devices().size(), -1);
+  for (size_t g = 0; g < fabric.gpus().size(); ++g)
+    gpu_of_device[fabric.gpus()[g]] = static_cast<int64_t>(g);
   link_info_.reserve(links.size());
   for (LinkId l = 0; l < links.size(); ++l) {
     capacity[l] = links[l].bandwidth.bytes_per_second() * planner_->link_efficiency(l);
-    link_info_.push_back(LinkInfo{fabric.link_name(l), links[l].bandwidth});
+    const int32_t from_node = fabric.device(links[l].from).node;
+    const int32_t to_node = fabric.device(links[l].to).node;
+    const int64_t from_gpu = gpu_of_device[links[l].from];
+    link_info_.push_back(LinkInfo{fabric.link_name(l), links[l].bandwidth,
+                                  from_node >= 0 ? from_node : to_node,
+                                  from_gpu >= 0 ? from_gpu : gpu_of_device[links[l].to]});
   }
   core_ = std::make_unique<Core>(*this, std::move(capacity), device_copy_bandwidth);
 }

@@ -260,6 +260,24 @@ class ChromeTraceWriter::Impl {
   void links_declared(std::span<const LinkInfo> links) {
     links_.assign(links.begin(), links.end());
     link_seen_.assign(links.size(), false);
+    // A trace of some ranks draws the links of their nodes and the links between nodes.
+    link_drawn_.assign(links.size(), 1);
+    if (options_.ranks) {
+      std::vector<int64_t> devices;
+      for (const RankId r : *options_.ranks)
+        devices.push_back(graph_->device_of(r));
+      std::vector<int32_t> nodes;
+      for (const LinkInfo& l : links_) {
+        if (l.gpu >= 0 && l.node >= 0 &&
+            std::find(devices.begin(), devices.end(), l.gpu) != devices.end()) {
+          nodes.push_back(l.node);
+        }
+      }
+      for (size_t i = 0; i < links_.size(); ++i) {
+        const int32_t node = links_[i].node;
+        link_drawn_[i] = node < 0 || std::find(nodes.begin(), nodes.end(), node) != nodes.end();
+      }
+    }
     start_event();
     Members name(buf_);
     name.str("name", "process_name").str("ph", "M").uinteger("pid", links_pid());
@@ -276,7 +294,7 @@ class ChromeTraceWriter::Impl {
   /// total rate in GB/s and its utilisation in percent of capacity.
   void link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) {
     note_time(at);
-    if (link >= links_.size()) return;
+    if (link >= links_.size() || !link_drawn_[link]) return;
     if (!link_seen_[link] && rate.bytes_per_second() <= 0.0) return;
     link_seen_[link] = true;
     const LinkInfo& info = links_[link];
@@ -661,6 +679,7 @@ class ChromeTraceWriter::Impl {
   }
 
   std::vector<LinkInfo> links_;
+  std::vector<uint8_t> link_drawn_;
   std::vector<bool> link_seen_;
   std::filesystem::path path_;
   ChromeTraceOptions options_;

@@ -56,6 +56,8 @@ namespace upsim {
 
 struct ChromeTraceOptions {
   /// Graph ranks whose processes are drawn (any order, duplicates allowed); nullopt: every rank.
+  /// With ranks, the link counters are those of the drawn ranks' nodes (LinkInfo::node) and of
+  /// the links between nodes.
   /// on_run_begin throws std::invalid_argument for a rank the graph does not have.
   std::optional<std::vector<RankId>> ranks;
 };

@@ -960,6 +960,33 @@ std::string write_four_ranks(const fs::path& path, ChromeTraceOptions options) {
   return read_file(path);
 }
 
+// A trace of some ranks draws the link counters of their nodes and of the links between nodes,
+// not those inside other nodes.
+TEST_F(ChromeTraceWriterTest, RankFilterDrawsTheLinksOfTheDrawnRanksNodes) {
+  FourRanks s;  // ranks 0..3 on GPUs 0..3; GPUs 0, 1 in node 0, GPUs 2, 3 in node 1
+  const std::vector<LinkInfo> links{
+      {"node0/gpu0 -> node0/nvswitch", Bandwidth::gigabytes_per_second(300), 0, 0},
+      {"node1/gpu2 -> node1/nvswitch", Bandwidth::gigabytes_per_second(300), 1, 2},
+      {"leaf0 -> spine0", Bandwidth::gigabytes_per_second(50), -1, -1}};
+  auto counters = [&](const fs::path& path, ChromeTraceOptions options) {
+    ChromeTraceWriter w(path, std::move(options));
+    w.on_run_begin(s.graph);
+    w.on_links_declared(links);
+    for (uint32_t l = 0; l < 3; ++l)
+      w.on_link_rate(l, us(1), Bandwidth::gigabytes_per_second(10), 1);
+    w.on_run_end(us(2));
+    std::set<std::string> names;
+    const Json doc = parse_json(read_file(path));
+    for (const Json* e : events_where(doc, [](const Json& x) { return x.str("ph") == "C"; })) {
+      names.insert(e->str("name"));
+    }
+    return names;
+  };
+  EXPECT_EQ(counters(file("rank0.json"), only({0})),
+            (std::set<std::string>{"node0/gpu0 -> node0/nvswitch", "leaf0 -> spine0"}));
+  EXPECT_EQ(counters(file("all.json"), ChromeTraceOptions{}).size(), 3u);
+}
+
 TEST_F(ChromeTraceWriterTest, RankFilterDrawsOnlyTheChosenProcessesWithWholeFlows) {
   const Json doc = parse_json(write_four_ranks(file("trace.json"), only({3, 1, 3})));
   const Json full = parse_json(write_four_ranks(file("full.json"), ChromeTraceOptions{}));

@@ -124,9 +124,9 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       recompute_name(c.recompute), platform.iterations, platform.warmup_iterations));
   if (built.simulated.size() < static_cast<size_t>(built.gpus)) {
     out.description.push_back(fmt::format(
-        "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it, "
-        "their collective traffic still crosses the fabric; mirror_data_parallel: false "
-        "simulates all)",
+        "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it: "
+        "their DP and EP traffic crosses the fabric, their TP, CP and PP traffic does not; "
+        "mirror_data_parallel: false simulates all)",
         built.simulated.size(), built.gpus, p.data - 1));
   }
   out.memory = transformer_peak_memory(c);

@@ -43,21 +43,6 @@ CollectiveTuning read_tuning(const std::string& path) {
   return tuning;
 }
 
-/// "a,b" "c" -> a, b, c (empty items dropped).
-std::vector<std::string> split_commas(const std::vector<std::string>& values) {
-  std::vector<std::string> out;
-  for (const std::string& v : values) {
-    size_t start = 0;
-    while (start <= v.size()) {
-      size_t end = v.find(',', start);
-      if (end == std::string::npos) end = v.size();
-      if (end > start) out.push_back(v.substr(start, end - start));
-      start = end + 1;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int validate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {

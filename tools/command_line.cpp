@@ -32,4 +32,18 @@ void refuse_to_overwrite(const std::filesystem::path& path, bool force) {
   }
 }
 
+std::vector<std::string> split_commas(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const std::string& v : values) {
+    size_t start = 0;
+    while (start <= v.size()) {
+      size_t end = v.find(',', start);
+      if (end == std::string::npos) end = v.size();
+      if (end > start) out.push_back(v.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  return out;
+}
+
 }  // namespace upsim::cli

@@ -19,6 +19,9 @@ bool parse_command_line(
     const boost::program_options::positional_options_description* positional = nullptr,
     const boost::program_options::options_description* shown = nullptr);
 
+/// Values of a repeatable, comma-separated option: {"a,b", "c"} -> a, b, c (empty items dropped).
+std::vector<std::string> split_commas(const std::vector<std::string>& values);
+
 /// Throws std::runtime_error naming `path` when it exists and `force` is false: upsim never
 /// overwrites a file unasked.
 void refuse_to_overwrite(const std::filesystem::path& path, bool force);

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -154,6 +155,18 @@ class CsvTable {
   std::vector<Row> rows_;
 };
 
+/// Throws WorkloadTableError naming the file, line and column of the first value that is not
+/// positive.
+void require_positive(const CsvTable& t, int line,
+                      std::initializer_list<std::pair<int64_t, const char*>> values) {
+  for (const auto& [value, column] : values) {
+    if (value <= 0) {
+      throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}", t.file(),
+                                           line, column, value));
+    }
+  }
+}
+
 // Megatron SC'21 facts shared by every Table 1 row (paper §5.1).
 constexpr int64_t kMegatronSeq = 2048;
 constexpr int64_t kMegatronVocab = 51200;
@@ -205,21 +218,6 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
   return result;
 }
 
-/// "a,b" "c" -> a, b, c (empty items dropped).
-std::vector<std::string> split_filters(const std::vector<std::string>& values) {
-  std::vector<std::string> out;
-  for (const std::string& v : values) {
-    size_t start = 0;
-    while (start <= v.size()) {
-      size_t end = v.find(',', start);
-      if (end == std::string::npos) end = v.size();
-      if (end > start) out.push_back(v.substr(start, end - start));
-      start = end + 1;
-    }
-  }
-  return out;
-}
-
 std::string row_name(const RowPlan& plan) {
   return plan.source + ": " + plan.label;
 }
@@ -248,18 +246,14 @@ std::vector<MegatronRow> read_megatron_table(const fs::path& path) {
     r.global_batch = t.integer(i, "global_batch_size");
     r.achieved_tflops_per_gpu = t.number(i, "achieved_tflops_per_gpu");
     r.iteration_time_s = t.number(i, "derived_iter_time_s");
-    for (const auto& [value, column] : {std::pair{r.heads, "attention_heads"},
-                                        {r.hidden, "hidden_size"},
-                                        {r.layers, "num_layers"},
-                                        {r.tensor, "tensor_parallel"},
-                                        {r.pipeline, "pipeline_parallel"},
-                                        {r.gpus, "num_gpus"},
-                                        {r.global_batch, "global_batch_size"}}) {
-      if (value <= 0) {
-        throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}",
-                                             t.file(), r.line, column, value));
-      }
-    }
+    require_positive(t, r.line,
+                     {{r.heads, "attention_heads"},
+                      {r.hidden, "hidden_size"},
+                      {r.layers, "num_layers"},
+                      {r.tensor, "tensor_parallel"},
+                      {r.pipeline, "pipeline_parallel"},
+                      {r.gpus, "num_gpus"},
+                      {r.global_batch, "global_batch_size"}});
     if (r.achieved_tflops_per_gpu <= 0.0 || r.iteration_time_s <= 0.0) {
       throw WorkloadTableError(fmt::format(
           "{}:{}: column `achieved_tflops_per_gpu` / `derived_iter_time_s`: must be positive",
@@ -300,16 +294,12 @@ std::vector<FoundryRow> read_foundry_table(const fs::path& path) {
     r.activation_cpu_offload = t.boolean(i, "Activation CPUOffload");
     r.num_params = t.integer(i, "NumParams");
     r.step_time_s = t.number(i, "derived_step_time_s");
-    for (const auto& [value, column] : {std::pair{r.seq, "SeqLen (T)"},
-                                        {r.gpus, "# GPUs"},
-                                        {r.micro_batch, "MicroBatchSize"},
-                                        {r.grad_accum, "GradAccum"},
-                                        {r.global_batch, "GlobalBatchSize"}}) {
-      if (value <= 0) {
-        throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}",
-                                             t.file(), r.line, column, value));
-      }
-    }
+    require_positive(t, r.line,
+                     {{r.seq, "SeqLen (T)"},
+                      {r.gpus, "# GPUs"},
+                      {r.micro_batch, "MicroBatchSize"},
+                      {r.grad_accum, "GradAccum"},
+                      {r.global_batch, "GlobalBatchSize"}});
     if (r.step_time_s <= 0.0) {
       throw WorkloadTableError(
           fmt::format("{}:{}: column `derived_step_time_s`: must be positive", t.file(), r.line));
@@ -536,7 +526,7 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     for (const FoundryRow& r : read_foundry_table(foundry_file))
       plans.push_back(foundry_plan(r, models));
   }
-  const std::vector<std::string> filters = split_filters(row_filters);
+  const std::vector<std::string> filters = split_commas(row_filters);
   if (!filters.empty()) {
     std::erase_if(plans, [&](const RowPlan& p) {
       const std::string name = row_name(p);

@@ -113,7 +113,23 @@ const std::map<std::string, Expected, std::less<>> kShipped = {
     // One leaf (single switch): 2 x 37 + 32 NIC links.
     {"oci_bm_gpu4_a100_2node.yaml", {16, 2, 74 + 32}},
     {"oci_bm_gpu_h100_2node.yaml", {16, 2, 74 + 32}},
+    // SuperPODs: 29 links per node, one NIC link per GPU, one leaf per SU and rail with 32
+    // uplink cables dealt one to each of 32 spines.
+    {"superpod_h100_1k.yaml", {1024, 128, 3712 + 1024 + 32 * 32}},
+    {"superpod_h100_8k.yaml", {8192, 1024, 29696 + 8192 + 256 * 32}},
+    {"superpod_h100_32k.yaml", {32768, 4096, 118784 + 32768 + 1024 * 32}},
+    // 390 full SUs and one of 20 nodes, whose 8 leaves have 20 NICs and so 20 uplink cables.
+    {"superpod_h100_100k.yaml", {100000, 12500, 362500 + 100000 + 3120 * 32 + 8 * 20}},
+    {"superpod_b200_8k.yaml", {8192, 1024, 29696 + 8192 + 256 * 32}},
 };
+
+/// Fabrics above 8,192 GPUs (superpod_h100_32k/100k.yaml) take 0.1 - 0.5 s to load in a Release
+/// build; unoptimised and sanitizer builds skip them to keep the suite fast.
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+constexpr size_t kMaxGpusLoaded = 1'000'000;
+#else
+constexpr size_t kMaxGpusLoaded = 8192;
+#endif
 
 std::vector<std::filesystem::path> yaml_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> out;
@@ -134,6 +150,7 @@ TEST(ShippedFabrics, EveryFileLoadsWithItsExpectedShape) {
     seen.insert(file);
     const auto expected = kShipped.find(file);
     ASSERT_NE(expected, kShipped.end()) << "add " << file << " to kShipped";
+    if (expected->second.gpus > kMaxGpusLoaded) continue;
     const Fabric f = load_file(path);
     EXPECT_FALSE(f.name().empty());
     EXPECT_EQ(f.gpus().size(), expected->second.gpus);
@@ -340,6 +357,79 @@ TEST(ShippedFabrics, ClusterFilesDifferOnlyInNodeCount) {
   };
   EXPECT_EQ(read("dgx_h100_cluster_16.yaml"), read("dgx_h100_cluster_128.yaml"));
   EXPECT_EQ(read("dgx_h100_cluster_2.yaml"), read("dgx_h100_cluster_16.yaml"));
+  for (const char* file :
+       {"superpod_h100_8k.yaml", "superpod_h100_32k.yaml", "superpod_h100_100k.yaml"})
+    EXPECT_EQ(read("superpod_h100_1k.yaml"), read(file)) << file;
+}
+
+// 32 SUs of DGX H100 / B200: ranks go node by node, GPUs of different SUs meet at a spine,
+// GPUs of one SU and rail at their leaf, and the B200 node's NVLink 5 gives 900 GB/s per
+// direction.
+TEST(ShippedFabrics, SuperPodsCrossScalableUnitsThroughASpine) {
+  for (const char* file : {"superpod_h100_8k.yaml", "superpod_b200_8k.yaml"}) {
+    SCOPED_TRACE(file);
+    double seconds = 0;
+    const Fabric f = load_file_with(kTopologies / file, {}, seconds);
+    ASSERT_EQ(f.gpus().size(), 8192u);
+    EXPECT_EQ(f.device(f.gpus()[8191]).id, "node1023/gpu7");
+    EXPECT_TRUE(f.find("leaf255").has_value());  // 32 SUs x 8 rails
+    EXPECT_FALSE(f.find("leaf256").has_value());
+    EXPECT_TRUE(f.find("spine31").has_value());
+    EXPECT_FALSE(f.find("spine32").has_value());
+    // node0 (SU 0) and node1023 (SU 31): gpu5 shares its PCIe switch with nic4 and nic5 (equal
+    // cost, ECMP picks one) at both ends. The route leaves on rail a's leaf, crosses a spine
+    // (every leaf reaches every spine, so the spine may also switch rails) and arrives through
+    // rail b's leaf of SU 31 and rail b's NIC, with a and b in {4, 5}.
+    const std::vector<LinkId> r = f.route(dev(f, "node0/gpu5"), dev(f, "node1023/gpu5"));
+    EXPECT_EQ(kinds_text(route_kinds(f, "node0/gpu5", "node1023/gpu5")),
+              "gpu -> pcie_switch -> nic -> network_switch -> network_switch -> network_switch -> "
+              "nic -> pcie_switch -> gpu");
+    ASSERT_EQ(r.size(), 8u);
+    const std::string& nic_out = f.device(f.link(r[2]).from).id;
+    ASSERT_TRUE(nic_out == "node0/nic4" || nic_out == "node0/nic5") << nic_out;
+    EXPECT_EQ(f.device(f.link(r[2]).to).id, fmt::format("leaf{}", nic_out.back()));
+    EXPECT_EQ(f.device(f.link(r[3]).to).id.rfind("spine", 0), 0u) << f.link_name(r[3]);
+    const std::string& leaf_in = f.device(f.link(r[4]).to).id;
+    ASSERT_TRUE(leaf_in == "leaf252" || leaf_in == "leaf253") << leaf_in;  // 31 * 8 + 4, + 5
+    EXPECT_EQ(f.device(f.link(r[5]).to).id,
+              fmt::format("node1023/nic{}", leaf_in == "leaf252" ? 4 : 5));
+    for (LinkId l : r) {
+      if (f.link(l).kind == "ib_ndr") {
+        EXPECT_DOUBLE_EQ(f.link(l).bandwidth.gigabytes_per_second(), 50.0) << f.link_name(l);
+      }
+    }
+    // Within an SU, the same rail meets at its leaf without a spine.
+    EXPECT_EQ(kinds_text(route_kinds(f, "node0/gpu5", "node31/gpu5")),
+              "gpu -> pcie_switch -> nic -> network_switch -> nic -> pcie_switch -> gpu");
+    const auto nvlink = f.route(dev(f, "node7/gpu0"), dev(f, "node7/gpu6"));
+    ASSERT_EQ(nvlink.size(), 2u);
+    EXPECT_DOUBLE_EQ(f.link(nvlink[0]).bandwidth.gigabytes_per_second(),
+                     std::string_view(file) == "superpod_b200_8k.yaml" ? 900.0 : 450.0);
+  }
+}
+
+// The benchmark's 100,000-GPU fabric loads and seals in well under a second (Release builds
+// without sanitizers only; see kMaxGpusLoaded).
+TEST(ShippedFabrics, SuperPod100kLoadsAndSealsInUnderASecond) {
+  if (kMaxGpusLoaded < 100000) GTEST_SKIP() << "100,000-GPU fabric: Release builds only";
+  double seconds = 0;
+  const Fabric f = load_file_with(kTopologies / "superpod_h100_100k.yaml", {}, seconds);
+  const auto start = std::chrono::steady_clock::now();
+  const auto kinds = route_kinds(f, "node0/gpu0", "node12499/gpu0");
+  const double route_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "superpod_h100_100k.yaml: %zu GPUs, %zu devices, %zu links, loaded and sealed in %.3f s, "
+      "first cross-SU route in %.4f s\n",
+      f.gpus().size(), f.devices().size(), f.links().size() / 2, seconds, route_seconds);
+  EXPECT_EQ(f.gpus().size(), 100000u);
+  EXPECT_EQ(kinds_text(kinds),
+            "gpu -> pcie_switch -> nic -> network_switch -> network_switch -> network_switch -> "
+            "nic -> pcie_switch -> gpu");
+#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(route_seconds, 0.5);
+#endif
 }
 
 // ---- Schema and generator details -------------------------------------------------------

@@ -80,6 +80,13 @@ int64_t multi_tensor_apply_launches(std::span<const int64_t> tensor_elements, in
   if (max_tensors <= 0 || max_blocks <= 0) {
     throw std::invalid_argument("optimizer model: per-launch limits must be positive");
   }
+  // Closed form of MultiTensorApply.cuh's per-chunk loop, one step per tensor: a tensor of c
+  // chunks joining a launch that holds b < max_blocks blocks fills floor((b + c) / max_blocks)
+  // launches by blocks and leaves (b + c) mod max_blocks blocks; a launch closed by blocks on
+  // a chunk that is not the tensor's last carries the tensor (one tensor) into the next launch;
+  // if the last chunk closes none, the tensor limit is checked with the tensor's last chunk.
+  // Equal, launch for launch, to the loop it replaces (optimizer_kernel_model_test.cpp keeps
+  // the loop as the reference).
   int64_t launches = 0;
   int64_t blocks = 0;
   int64_t tensors = 0;
@@ -88,16 +95,19 @@ int64_t multi_tensor_apply_launches(std::span<const int64_t> tensor_elements, in
       throw std::invalid_argument(fmt::format("optimizer model: a tensor of {} elements", numel));
     }
     if (numel == 0) continue;
-    ++tensors;
     const int64_t chunks = (numel + kChunkSize - 1) / kChunkSize;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      ++blocks;
-      const bool last = chunk == chunks - 1;
-      if ((tensors == max_tensors && last) || blocks == max_blocks) {
-        ++launches;
-        blocks = 0;
-        tensors = last ? 0 : 1;  // an unfinished tensor is carried into the next launch
-      }
+    const int64_t filled = (blocks + chunks) / max_blocks;
+    launches += filled;
+    blocks = (blocks + chunks) % max_blocks;
+    if (blocks == 0) {  // the tensor's last chunk closed a launch
+      tensors = 0;
+      continue;
+    }
+    tensors = filled > 0 ? 1 : tensors + 1;
+    if (tensors == max_tensors) {
+      ++launches;
+      blocks = 0;
+      tensors = 0;
     }
   }
   return launches + (blocks > 0 ? 1 : 0);

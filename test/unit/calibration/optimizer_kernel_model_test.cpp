@@ -1,12 +1,17 @@
 // Hand-computed bytes and launch counts of the optimizer model
 // (calibration/optimizer_kernel_model.h): bytes per element of every optimizer and
 // implementation, multi_tensor_apply's chunking (tensor and block limits, a tensor carried
-// across launches, scalar-list limits, 32 KB kernel arguments) and the time.
+// across launches, scalar-list limits, 32 KB kernel arguments) and the time; the closed-form
+// launch count against the per-chunk loop it replaced, over random tensor lists.
 #include "calibration/optimizer_kernel_model.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
+#include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace upsim {
@@ -90,6 +95,100 @@ TEST(OptimizerKernelModel, ScalarListAndLargeKernelArgumentLimits) {
       7);
   // Fused Adam (depth 4: 36 tensors) over the same: 3 launches.
   EXPECT_EQ(traffic(OptimizerKind::kAdam, OptimizerImpl::kFused, small).launches, 3);
+}
+
+// The per-chunk loop of MultiTensorApply.cuh that multi_tensor_apply_launches replaced with a
+// closed form (one step per tensor): the reference the closed form must equal.
+int64_t launches_chunk_by_chunk(const std::vector<int64_t>& tensor_elements, int64_t max_tensors,
+                                int64_t max_blocks) {
+  constexpr int64_t kChunkSize = 65536;
+  int64_t launches = 0;
+  int64_t blocks = 0;
+  int64_t tensors = 0;
+  for (const int64_t numel : tensor_elements) {
+    if (numel == 0) continue;
+    ++tensors;
+    const int64_t chunks = (numel + kChunkSize - 1) / kChunkSize;
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      ++blocks;
+      const bool last = chunk == chunks - 1;
+      if ((tensors == max_tensors && last) || blocks == max_blocks) {
+        ++launches;
+        blocks = 0;
+        tensors = last ? 0 : 1;
+      }
+    }
+  }
+  return launches + (blocks > 0 ? 1 : 0);
+}
+
+TEST(OptimizerKernelModel, ClosedFormChunkingEqualsTheChunkLoop) {
+  constexpr int64_t kChunk = 65536;
+  // Every limit pair of the model, plus small limits that make the boundaries frequent.
+  const std::vector<std::pair<int64_t, int64_t>> limits{
+      {110, 320},  {96, 320},   {64, 320},   {48, 320},   {36, 320},   {30, 320}, {770, 2240},
+      {672, 2240}, {448, 2240}, {336, 2240}, {252, 2240}, {210, 2240}, {1, 1},    {1, 3},
+      {2, 1},      {2, 2},      {3, 5},      {5, 3},      {7, 16},     {64, 2}};
+  std::mt19937_64 rng(20261201);  // deterministic
+  // Sizes at chunk boundaries (k chunks, +-1 element) and at launch boundaries (multiples of
+  // the block limits in chunks, +-1 chunk and +-1 element), zeros and tiny tensors.
+  const std::array<int64_t, 9> chunk_counts{1, 2, 3, 5, 319, 320, 321, 2240, 2241};
+  auto draw = [&]() -> int64_t {
+    switch (rng() % 6) {
+      case 0:
+        return 0;
+      case 1:
+        return static_cast<int64_t>(rng() % 1000) + 1;
+      case 2: {
+        const int64_t k = chunk_counts[rng() % chunk_counts.size()];
+        return k * kChunk + static_cast<int64_t>(rng() % 3) - 1;
+      }
+      case 3: {
+        const int64_t k = static_cast<int64_t>(rng() % 8) + 1;
+        const int64_t blocks = (rng() % 2 == 0 ? 320 : 2240) * k;
+        return (blocks + static_cast<int64_t>(rng() % 3) - 1) * kChunk +
+               static_cast<int64_t>(rng() % 3) - 1;
+      }
+      case 4:
+        return static_cast<int64_t>(rng() % (10 * kChunk)) + 1;
+      default:
+        return static_cast<int64_t>(rng() % (3000 * kChunk)) + 1;
+    }
+  };
+  int checked = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<int64_t> tensors(static_cast<size_t>(rng() % 120));
+    for (int64_t& numel : tensors)
+      numel = draw();
+    for (const auto& [max_tensors, max_blocks] : limits) {
+      ASSERT_EQ(multi_tensor_apply_launches(tensors, max_tensors, max_blocks),
+                launches_chunk_by_chunk(tensors, max_tensors, max_blocks))
+          << "trial " << trial << ", limits " << max_tensors << " tensors, " << max_blocks
+          << " blocks";
+      ++checked;
+    }
+    // The optimizer's launches are the sum over its passes with the model's limits (depth and
+    // scalar-list tables of optimizer_kernel_model.cpp); its bytes are elements x bytes per
+    // element, independent of chunking.
+    const OptimizerTraffic t = traffic(OptimizerKind::kAdam, OptimizerImpl::kForeach, tensors);
+    const int64_t adam = launches_chunk_by_chunk(tensors, 64, 320) +   // lerp_
+                         launches_chunk_by_chunk(tensors, 110, 320) +  // mul_
+                         launches_chunk_by_chunk(tensors, 48, 320) +   // addcmul_
+                         launches_chunk_by_chunk(tensors, 64, 320) +   // sqrt
+                         launches_chunk_by_chunk(tensors, 96, 320) +   // div_ (scalar list)
+                         launches_chunk_by_chunk(tensors, 110, 320) +  // add_
+                         launches_chunk_by_chunk(tensors, 48, 320);    // addcdiv_ (scalar list)
+    EXPECT_EQ(t.launches, adam) << "trial " << trial;
+    double elements = 0.0;
+    for (const int64_t numel : tensors)
+      elements += static_cast<double>(numel);
+    EXPECT_EQ(t.bytes_read, elements * 48.0) << "trial " << trial;
+    EXPECT_EQ(t.bytes_written, elements * 28.0) << "trial " << trial;
+    const OptimizerTraffic fused = traffic(OptimizerKind::kAdamW, OptimizerImpl::kFused, tensors,
+                                           DType::kBf16, /*large=*/true);
+    EXPECT_EQ(fused.launches, launches_chunk_by_chunk(tensors, 252, 2240)) << "trial " << trial;
+  }
+  EXPECT_EQ(checked, 200 * static_cast<int>(limits.size()));
 }
 
 TEST(OptimizerKernelModel, TimeIsBytesOverTheCurve) {

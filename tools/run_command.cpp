@@ -33,7 +33,7 @@ namespace {
 constexpr const char* kTraceFile = "trace.json";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
-/// Largest rank --trace-ranks accepts before the graph is known (scenarios allow 65536 GPUs).
+/// Largest rank --trace-ranks accepts before the graph is known (scenarios allow 131072 GPUs).
 constexpr uint64_t kMaxTraceRank = 1'000'000;
 
 std::string_view trim(std::string_view s) {

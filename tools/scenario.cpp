@@ -91,7 +91,9 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
   const int64_t implied_gpus = workload_gpus ? static_cast<int64_t>(*workload_gpus) : fabric_gpus;
   const int64_t gpus = implied_gpus > 0 ? platform.get_positive_int_or("gpus", implied_gpus)
                                         : platform.get_positive_int("gpus");
-  if (gpus > 65536) platform.child("gpus").fail("must be at most 65536");
+  // The largest fabric the loader builds: kMaxNodes (16384) nodes of 8 GPUs.
+  constexpr int64_t kMaxGpus = 131072;
+  if (gpus > kMaxGpus) platform.child("gpus").fail(fmt::format("must be at most {}", kMaxGpus));
   if (s.models.fabric && gpus > fabric_gpus) {
     platform.child("gpus").fail(
         fmt::format("the topology `{}` has only {} GPUs", s.models.fabric->name(), fabric_gpus));

@@ -1,0 +1,140 @@
+// DLRM weak scaling (issue 10, "Scale"): what `upsim run` does for configs/dlrm_8gpu.yaml on
+// DGX H100 nodes (h100_sxm5_80gb, dgx_h100_cluster_128 with `nodes` = GPUs / 8), minus writing
+// the Chrome trace: load the scenario, build the models and the task graph, run it with the run
+// summary observer, format the summary. Weak scaling: global batch 1024 x GPUs (the scenario's
+// 8192 on 8 GPUs), the same 96 tables sharded over more ranks. One simulated iteration
+// (simulation.iterations=1, no warm-up), so wall time is wall time per simulated iteration.
+// Acceptance (issue 10): exponent of wall time per iteration <= 1.2 from 128 to 8192 GPUs,
+// 1024 GPUs under 0.5 s, 8192 GPUs under 5 s.
+//
+// Counters: tasks and events simulated, events per second of the simulation proper (run_s),
+// build_s (load + graph + models), run_s, predicted_ms, peak_rss_mb (getrusage ru_maxrss of the
+// process so far: a high-water mark, so run one size per process to read it per size).
+//
+// BM_Dlrm_8192Gpus (about a minute and 6.7 GB) is registered only when UPSIM_BENCH_DLRM_8192 is
+// set in the environment.
+//
+// Run: build/bench/dlrm_scale_bench --benchmark_filter=Dlrm_128Gpus/ (one size per process).
+// Measured (Release, GCC 12, one core of a shared 2-core VM), wall / build_s / run_s / events/s
+// / peak RSS: 8 GPUs 0.003 s, 2.7 k events, 6.5 MB; 128 GPUs 0.027 s / 0.011 / 0.011 / 3.7 M/s
+// / 14 MB; 1024 GPUs 0.57 s / 0.12 / 0.44 / 0.75 M/s / 153 MB; 8192 GPUs 50 s / 4.0 / 46 /
+// 0.057 M/s / 6.7 GB (2.6 M events). Exponent of wall time per iteration: 1.46 (128 -> 1024),
+// 2.15 (1024 -> 8192), 1.81 (128 -> 8192). The closed-form optimizer chunking changed none of
+// this (0.04% of samples before it): Fabric::State::routes_toward (one Dijkstra and one routing
+// table over every device per destination GPU, cached: O(GPUs^2) time and memory) is 47% of
+// the 8192-GPU run and FlowCollector::add_via 19%.
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "sim/executor.h"
+#include "sim/export/run_summary.h"
+#include "tools/scenario.h"
+
+namespace upsim {
+namespace {
+
+std::vector<std::string> dlrm_overrides(int gpus) {
+  const std::filesystem::path configs(UPSIM_CONFIGS_DIR);
+  const int nodes = gpus < 8 ? 1 : gpus / 8;
+  return {
+      "platform.gpu=" + (configs / "hardware" / "h100_sxm5_80gb.yaml").string(),
+      "platform.topology=" + (configs / "topologies" / "dgx_h100_cluster_128.yaml").string(),
+      "platform.topology.nodes=" + std::to_string(nodes),
+      "platform.gpus=" + std::to_string(gpus),
+      "workload.global_batch=" + std::to_string(1024 * static_cast<int64_t>(gpus)),
+      "simulation.iterations=1",
+      "simulation.warmup_iterations=0",
+  };
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+void run_dlrm(benchmark::State& state, int gpus) {
+  const std::filesystem::path scenario_file =
+      std::filesystem::path(UPSIM_CONFIGS_DIR) / "dlrm_8gpu.yaml";
+  uint64_t tasks = 0;
+  uint64_t events = 0;
+  double build_s = 0.0;
+  double run_s = 0.0;
+  double predicted_ms = 0.0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    ConfigDocument doc = ConfigDocument::load_file(scenario_file);
+    for (const std::string& assignment : dlrm_overrides(gpus))
+      doc.apply_override(assignment);
+    const cli::Scenario scenario = cli::build_scenario(doc);
+    build_s += seconds_since(start);
+
+    const auto run_start = std::chrono::steady_clock::now();
+    Engine engine;
+    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
+    RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
+    executor.add_observer(&summary_observer);
+    const RunStats stats = executor.run();
+    run_s += seconds_since(run_start);
+    const RunSummary summary = summary_observer.summary();
+    const std::string text = scenario.description + format_run_summary(summary);
+    benchmark::DoNotOptimize(text.data());
+    tasks = stats.tasks_done;
+    events += stats.events;
+    predicted_ms = summary.predicted_iteration_time.ms();
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["gpus"] = gpus;
+  state.counters["tasks"] = static_cast<double>(tasks);
+  state.counters["events"] = static_cast<double>(events) / n;
+  state.counters["events_per_s"] = run_s > 0 ? static_cast<double>(events) / run_s : 0.0;
+  state.counters["build_s"] = build_s / n;
+  state.counters["run_s"] = run_s / n;
+  state.counters["predicted_ms"] = predicted_ms;
+  state.counters["peak_rss_mb"] = peak_rss_mb();
+}
+
+void BM_Dlrm_8Gpus(benchmark::State& state) {
+  run_dlrm(state, 8);
+}
+void BM_Dlrm_128Gpus(benchmark::State& state) {
+  run_dlrm(state, 128);
+}
+void BM_Dlrm_1024Gpus(benchmark::State& state) {
+  run_dlrm(state, 1024);
+}
+void BM_Dlrm_8192Gpus(benchmark::State& state) {
+  run_dlrm(state, 8192);
+}
+
+BENCHMARK(BM_Dlrm_8Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_Dlrm_128Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+BENCHMARK(BM_Dlrm_1024Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+}  // namespace
+}  // namespace upsim
+
+int main(int argc, char** argv) {
+  if (std::getenv("UPSIM_BENCH_DLRM_8192") != nullptr) {
+    benchmark::RegisterBenchmark("BM_Dlrm_8192Gpus", upsim::BM_Dlrm_8192Gpus)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

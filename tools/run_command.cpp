@@ -218,7 +218,14 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
     out << fmt::format("{:.4f}\n", summary.predicted_iteration_time.ms());
     return;
   }
-  out << text;
+  // The console shows the slowest ranks of a large run; summary.txt keeps every rank.
+  constexpr size_t kConsoleRankRows = 16;
+  if (summary.ranks.size() > kConsoleRankRows) {
+    out << scenario.description << format_run_summary(summary, kConsoleRankRows);
+    if (!scenario.measured_iteration.empty()) out << format_measured_comparison(scenario, summary);
+  } else {
+    out << text;
+  }
   out << fmt::format("simulated {} tasks, {} events in {:.3f} s ({:.2f} M events/s)\n",
                      stats.tasks_done, stats.events, wall_s,
                      wall_s > 0 ? static_cast<double>(stats.events) / wall_s * 1e-6 : 0.0);

@@ -252,7 +252,7 @@ RunSummary RunSummaryObserver::summary() const {
   return out;
 }
 
-std::string format_run_summary(const RunSummary& s) {
+std::string format_run_summary(const RunSummary& s, size_t max_rank_rows) {
   std::string slowest;
   for (const RankBreakdown& r : s.ranks) {
     if (r.iteration_time == s.predicted_iteration_time) {
@@ -295,7 +295,19 @@ std::string format_run_summary(const RunSummary& s) {
   for (const Column& c : columns)
     out += fmt::format(" {:>16}", c.header);
   out += '\n';
-  for (const RankBreakdown& r : s.ranks) {
+  // The rows shown: every rank, or the slowest max_rank_rows of them (ties: the lower rank).
+  std::vector<size_t> shown(s.ranks.size());
+  for (size_t i = 0; i < shown.size(); ++i)
+    shown[i] = i;
+  if (shown.size() > max_rank_rows) {
+    std::stable_sort(shown.begin(), shown.end(), [&](size_t a, size_t b) {
+      return s.ranks[a].iteration_time > s.ranks[b].iteration_time;
+    });
+    shown.resize(max_rank_rows);
+    std::sort(shown.begin(), shown.end());
+  }
+  for (const size_t index : shown) {
+    const RankBreakdown& r = s.ranks[index];
     out += fmt::format("{:<{}} {:>10}", r.name, name_width, ms(r.iteration_time));
     // Each cell: per-iteration mean, and its share of the rank's window.
     for (const Column& c : columns) {
@@ -304,6 +316,19 @@ std::string format_run_summary(const RunSummary& s) {
                                                 pct(total, r.window)));
     }
     out += '\n';
+  }
+  if (shown.size() < s.ranks.size()) {
+    Duration fastest = s.ranks.front().iteration_time;
+    Duration slowest_hidden = Duration::zero();
+    std::vector<bool> is_shown(s.ranks.size(), false);
+    for (const size_t index : shown)
+      is_shown[index] = true;
+    for (size_t i = 0; i < s.ranks.size(); ++i) {
+      fastest = std::min(fastest, s.ranks[i].iteration_time);
+      if (!is_shown[i]) slowest_hidden = std::max(slowest_hidden, s.ranks[i].iteration_time);
+    }
+    out += fmt::format("... {} more ranks, iteration {} to {} ms (summary.txt lists every rank)\n",
+                       s.ranks.size() - shown.size(), ms(fastest), ms(slowest_hidden));
   }
   if (by_dim) {
     out +=

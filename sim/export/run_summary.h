@@ -30,6 +30,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -152,7 +153,9 @@ class RunSummaryObserver final : public Observer {
   Time end_;
 };
 
-/// Human-readable summary table (what `upsim run` prints; golden tests compare it exactly).
-std::string format_run_summary(const RunSummary& summary);
+/// Human-readable summary table (what `upsim run` writes to summary.txt; golden tests compare it
+/// exactly). With more ranks than `max_rank_rows`, the table shows the `max_rank_rows` slowest
+/// ranks (in rank order) and one line on the others' iteration times.
+std::string format_run_summary(const RunSummary& summary, size_t max_rank_rows = SIZE_MAX);
 
 }  // namespace upsim

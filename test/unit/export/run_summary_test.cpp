@@ -103,6 +103,37 @@ TEST(RunSummary, RendezvousWaitAndExposedCommunication) {
   EXPECT_NE(text.find("predicted iteration time: 0.0370 ms"), std::string::npos) << text;
 }
 
+// A large run's table shows its slowest ranks (in rank order) and one line on the others.
+TEST(RunSummary, TableOfManyRanksShowsTheSlowestAndSummarisesTheRest) {
+  RunSummary s;
+  s.iterations = 1;
+  for (int r = 0; r < 6; ++r) {
+    RankBreakdown b;
+    b.name = "rank " + std::to_string(r);
+    b.measured_iterations = 1;
+    b.iteration_time = Duration::from_us(100 + 10 * ((r * 5) % 6));  // 100, 150, 140, ..., 110
+    b.window = b.iteration_time;
+    b.compute_busy = b.iteration_time;
+    s.ranks.push_back(b);
+  }
+  s.predicted_iteration_time = Duration::from_us(150);
+  const std::string all = format_run_summary(s);
+  const std::string some = format_run_summary(s, 2);
+  for (int r = 0; r < 6; ++r)
+    EXPECT_NE(all.find("rank " + std::to_string(r) + " "), std::string::npos) << all;
+  // The two slowest: rank 1 (150 us) and rank 2 (140 us); the others run 100 to 130 us.
+  std::vector<std::string> shown;
+  for (int r = 0; r < 6; ++r) {
+    if (some.find("rank " + std::to_string(r) + " ") != std::string::npos) {
+      shown.push_back("rank " + std::to_string(r));
+    }
+  }
+  EXPECT_EQ(shown, (std::vector<std::string>{"rank 1", "rank 2"})) << some;
+  EXPECT_NE(some.find("... 4 more ranks, iteration 0.1000 to 0.1300 ms"), std::string::npos)
+      << some;
+  EXPECT_EQ(all.find("more ranks"), std::string::npos);
+}
+
 TEST(RunSummary, TooFewIterationsForTheWarmupIsAnError) {
   TaskGraph g;
   g.add_rank(RankInfo{"rank 0", 1, {"compute"}});

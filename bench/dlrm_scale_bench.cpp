@@ -1,10 +1,10 @@
-// DLRM weak scaling (issue 10, "Scale"): what `upsim run` does for configs/dlrm_8gpu.yaml on
+// DLRM weak scaling: what `upsim run` does for configs/dlrm_8gpu.yaml on
 // DGX H100 nodes (h100_sxm5_80gb, dgx_h100_cluster_128 with `nodes` = GPUs / 8), minus writing
 // the Chrome trace: load the scenario, build the models and the task graph, run it with the run
 // summary observer, format the summary. Weak scaling: global batch 1024 x GPUs (the scenario's
 // 8192 on 8 GPUs), the same 96 tables sharded over more ranks. One simulated iteration
 // (simulation.iterations=1, no warm-up), so wall time is wall time per simulated iteration.
-// Acceptance (issue 10): exponent of wall time per iteration <= 1.2 from 128 to 8192 GPUs,
+// Targets: exponent of wall time per iteration <= 1.2 from 128 to 8192 GPUs,
 // 1024 GPUs under 0.5 s, 8192 GPUs under 5 s.
 //
 // Counters: tasks and events simulated, events per second of the simulation proper (run_s),

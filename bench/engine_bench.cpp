@@ -1,4 +1,4 @@
-// Engine throughput on a synthetic multi-rank graph (issue 2: >= 1 million tasks over 8 ranks,
+// Engine throughput on a synthetic multi-rank graph (>= 1 million tasks over 8 ranks,
 // target >= 5 million events per second on one core).
 //
 // Each rank runs a CPU thread that launches kernels alternately on two streams, with an event

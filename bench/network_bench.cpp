@@ -1,4 +1,4 @@
-// Flow-network speed at scale (issue 3): collectives over all 1024 GPUs of the 128-node DGX H100
+// Flow-network speed at scale: collectives over all 1024 GPUs of the 128-node DGX H100
 // cluster (configs/topologies/dgx_h100_cluster_128.yaml: 8 H100 per node on one NVSwitch, 8 NDR
 // NICs per node, rail-optimised leaves in 4 units of 32 nodes, 16 spines).
 // Targets on one core: ring all-reduce under 1 s, all-to-all under 10 s.

@@ -1,4 +1,4 @@
-// Trace ingestion throughput (issue 5: >= 50 MB/s on a synthetic 200 MB Kineto trace).
+// Trace ingestion throughput (>= 50 MB/s on a synthetic 200 MB Kineto trace).
 //
 // The trace is generated here, shaped like torch.profiler output (pretty-printed, one event per
 // line, epoch microsecond timestamps with sub-microsecond digits): per op a cpu_op with input

@@ -14,15 +14,15 @@ constexpr std::array<std::string_view, 8> kLinkKindNames{"nvlink2", "nvlink3", "
                                                          "pcie4",   "pcie5",   "ib_hdr",  "ib_ndr"};
 
 // --- NVLink3, fitted on measured data ---------------------------------------------------------
-// Source: ../shared/data/llmcompass/allreduce_A100x4_nvlink_measured.csv (LLMCompass,
+// Source: test/data/llmcompass/allreduce_A100x4_nvlink_measured.csv (LLMCompass,
 // PrincetonUniversity, measured all-reduce on 4x A100 NVLink v3 fully connected; copy and
 // attribution in test/data/llmcompass/). Ring all-reduce with n = 4: T = 6 alpha + 1.5 S / bw_eff.
 //  - alpha: the 8 smallest sizes (8 B .. 1 KiB) are latency-bound; their mean latency is
 //    12.875 us = 2(n-1) alpha = 6 alpha -> alpha = 2.146 us.
 //  - efficiency: bus bandwidth at the largest size, 16 GiB in 110277 us: algbw 155.79 GB/s x
 //    2(n-1)/n = 233.68 GB/s, over the 300 GB/s nominal -> 0.779. Cross-check: 8x A100-SXM4-40GB
-//    over NVSwitch reach busbw 232.20 GB/s at 10 GiB (../shared/data/nccl-tests-published,
-//    run oci_bm.gpu4.8_1x8_a100_40gb) = 0.774 of 300 GB/s.
+//    over NVSwitch reach busbw 232.20 GB/s at 10 GiB (published nccl-tests results,
+//    test/data/nccl-tests, run oci_bm.gpu4.8_1x8_a100_40gb) = 0.774 of 300 GB/s.
 // Accuracy over the whole sweep (test/unit/calibration/alpha_beta_accuracy_test.cpp): geomean
 // |e| 8.3% over all 32 points, 16.4% over the 23 not used in the fit; bus bandwidth within 5% of
 // the measured plateau from 1 GiB up; worst point 1 MiB, predicted 68% too fast.
@@ -40,14 +40,14 @@ constexpr double kNcclRingLlPciUs = 1.0;
 constexpr double kNcclRingLlNetUs = 2.7;
 
 // --- PCIe efficiency ----------------------------------------------------------------------------
-// seed-method.md section 2.1: the seed measured peak_PCIe_BW = 8.1 GB/s on V100 (PCIe 3.0 x16,
+// Lin et al., TPDS 2024: the seed measured peak_PCIe_BW = 8.1 GB/s on V100 (PCIe 3.0 x16,
 // 15.754 GB/s per direction) -> 0.514. Borrowed for PCIe 4.0 and 5.0 (no measurement there).
 constexpr double kSeedPcieGBps = 8.1;
 
 // --- Network efficiency -------------------------------------------------------------------------
-// ../shared/data/nccl-tests-published, run oci_bm.gpu4.8_2x8_a100_40gb_rocev2: 2 nodes x 8
-// A100, 16 x 100 Gb/s RoCEv2 per node (200 GB/s per node), all-reduce busbw 191.76 GB/s at
-// 10 GiB. A two-node ring pushes 2(n-1)/n x S through each node's NICs, so busbw is bounded by
+// the published nccl-tests results in test/data/nccl-tests, run oci_bm.gpu4.8_2x8_a100_40gb_rocev2:
+// 2 nodes x 8 A100, 16 x 100 Gb/s RoCEv2 per node (200 GB/s per node), all-reduce busbw 191.76 GB/s
+// at 10 GiB. A two-node ring pushes 2(n-1)/n x S through each node's NICs, so busbw is bounded by
 // the node's NIC bandwidth: 191.76 / 200 = 0.959. Measured on RoCE, borrowed for IB HDR / NDR.
 constexpr double kNetworkEfficiency = 191.76 / 200.0;
 

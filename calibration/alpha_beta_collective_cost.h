@@ -9,14 +9,14 @@
 //   all-to-all       (n-1) alpha + max_r max(sent_r, received_r) / bw_eff
 //                    sent_r = sum_{j != r} send_bytes[r n + j], received_r = sum_{i != r}
 //                    send_bytes[i n + r]: the busiest rank's larger direction, the seed's
-//                    "max-of-max" (seed-method.md section 3.3); without send_bytes each member
+//                    "max-of-max" (Lin et al., TPDS 2024); without send_bytes each member
 //                    sends S/n to every member.
 //   broadcast        (n-1) alpha + S / bw_eff                            (pipelined chain)
 //   send/recv              alpha + S / bw_eff
 // A group of one member, or a collective that moves no bytes, takes zero time (NCCL returns
 // at once for an empty buffer).
 // Transfers: H2D / D2H = host_link.alpha + bytes / host_link bw_eff; D2D reads and writes every
-// byte in device memory: 2 bytes / device_copy_bandwidth (seed-method.md section 2.5, copies).
+// byte in device memory: 2 bytes / device_copy_bandwidth (Lin et al., TPDS 2024, copies).
 //
 // Contract: pure and const; every parameter is fixed at construction and cited in
 // alpha_beta_collective_cost.cpp (default_link_cost).

@@ -12,9 +12,9 @@
 namespace upsim {
 namespace {
 
-constexpr double kSectorBytes = 32.0;       // DRAM/L2 access granularity (seed-method.md 2.4(a))
-constexpr double kTableOffsetBytes = 32.0;  // per bag, seed-method.md 2.4(a)
-constexpr double kBagOffsetBytes = 64.0;    // per bag, seed-method.md 2.4(a)
+constexpr double kSectorBytes = 32.0;       // DRAM/L2 access granularity (Lin et al., TPDS 2024)
+constexpr double kTableOffsetBytes = 32.0;  // per bag, Lin et al., TPDS 2024
+constexpr double kBagOffsetBytes = 64.0;    // per bag, Lin et al., TPDS 2024
 constexpr double kSortValueBytes = 4.0;     // int32 position carried with each sorted index
 // FBGEMM's backward (header, part 2): kWarpSize and kMaxThreads of fbgemm_gpu, and the kernel
 // counts of the run-length encode (zeros_like, zeros, compact init, reduce-by-key), the complete

@@ -2,9 +2,9 @@
 // (forward, and backward with a fused SGD / Adagrad / row-wise Adagrad update). Two parts:
 //
 // 1. Traffic (embedding_table_traffic, per table). From each table's rows E, dim D, pooling L,
-// the batch B and the reuse-factor histogram of its indices (seed-method.md 2.4(b)) it derives
+// the batch B and the reuse-factor histogram of its indices (Lin et al., TPDS 2024) it derives
 // the distinct rows touched, the L2 hit rate and the DRAM and L2 traffic, then a bandwidth time
-// (seed-method.md 2.4(a), with the histogram replacing the uniform-index assumption when known).
+// (Lin et al., TPDS 2024, with the histogram replacing the uniform-index assumption when known).
 // Per table (N = B L lookups, row = ceil32(D e) bytes: rows are read in 32-byte sectors;
 // e = dtype_bytes, i = index bytes):
 //   distinct rows U  uniform indices (no histogram):  E (1 - (1 - 1/E)^N)            [seed 2.4(a)]
@@ -83,17 +83,17 @@ namespace upsim {
 /// Parameters of the embedding-bag model (name, unit, default, source).
 struct EmbeddingParams {
   /// l2_usable_fraction (dimensionless, default 0.9): share of L2 that holds table rows.
-  /// Source: seed-method.md 2.4(a), X = 0.9 L2_size / tables_simul / 4 / D.
+  /// Source: Lin et al., TPDS 2024, X = 0.9 L2_size / tables_simul / 4 / D.
   double l2_usable_fraction = 0.9;
   /// warps_per_sm (count, default 45): resident lookup warps per SM, one bag each. Source:
-  /// seed-method.md 2.4(a), FBGEMM "64 x 0.71 achieved occupancy" = 45.
+  /// Lin et al., TPDS 2024, FBGEMM "64 x 0.71 achieved occupancy" = 45.
   int64_t warps_per_sm = 45;
   /// dram_scale (dimensionless, default 1): achieved / (hbm x achievable.memory).
   double dram_scale = 1.0;
   /// l2_scale (dimensionless, default 1): achieved / profile L2 bandwidth (itself measured).
   double l2_scale = 1.0;
   /// dim_factor_32 / dim_factor_64 (dimensionless, defaults 1.55 / 1.1): time factor for
-  /// D <= 32 and 32 < D <= 64. Source: seed-method.md 2.4(a), f(D) ("empirical, probably
+  /// D <= 32 and 32 < D <= 64. Source: Lin et al., TPDS 2024, f(D) ("empirical, probably
   /// divergence").
   double dim_factor_32 = 1.55;
   double dim_factor_64 = 1.1;

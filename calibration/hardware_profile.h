@@ -3,7 +3,7 @@
 //
 // Contract:
 //  - Every quantity in a profile file carries its unit ("19.5TFLOP/s", "1555GB/s", "40MiB") and a
-//    comment naming its source (datasheet, ../shared/data file, or seed-method.md section).
+//    comment naming its source (datasheet, a file under test/data, or a paper).
 //  - Zero or negative values are ConfigErrors at the offending key. A dtype without a dedicated
 //    unit on the device is omitted from `peak_flops` and reads as a zero FlopRate.
 //  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet

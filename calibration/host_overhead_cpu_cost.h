@@ -1,4 +1,4 @@
-// HostOverheadCpuCost: the seed method's host overheads T1-T5 (seed-method.md section 1.3) as a
+// HostOverheadCpuCost: the seed method's host overheads T1-T5 (Lin et al., TPDS 2024) as a
 // CpuCostModel.
 //
 //   T1  gap between two consecutive ops (global)

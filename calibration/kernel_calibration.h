@@ -83,7 +83,7 @@ struct KernelCalibration {
   std::string fitted_on;
   std::string source;
   /// Added to every GEMM and memory-bound kernel the calibrated model prices. Default 5 us:
-  /// seed-method.md 1.3, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
+  /// Lin et al., TPDS 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
   /// to embedding ops: their model prices each of the op's kernels with its own floor
   /// (EmbeddingParams::kernel_floor).
   Duration kernel_overhead = Duration::from_us(5);

@@ -22,7 +22,7 @@
 //      index_bytes optional 4 or 8 (default 4); optimizer optional sgd, adagrad,
 //                rowwise_adagrad (default sgd); split optional train / held_out (default
 //                held_out: the embedding model has no fitted parameters yet)
-//  - LLMCompass real-hardware sweeps (../shared/data/llmcompass, ae/figure5/*/real_hardware/ of
+//  - LLMCompass real-hardware sweeps (test/data/llmcompass, ae/figure5/*/real_hardware/ of
 //    PrincetonUniversity/LLMCompass): headerless, fp16, timed as the median wall-clock time of
 //    one PyTorch call plus torch.cuda.synchronize():
 //      matmul_<gpu>.csv     M, N, K, "<t>ms", "<x>Tflops"     (the code prints M, N, K)

@@ -9,7 +9,7 @@
 //   bandwidth  = hbm_bandwidth x achievable.memory x bandwidth_scale
 //   core time  = (b_r x passes + b_w) / bandwidth
 // `flops` is ignored: a family's fitted bandwidth already includes its arithmetic, and the
-// per-element counts of seed-method.md 2.6 would be wrong here (gelu at 175 flops/element would
+// per-element counts of Lin et al., TPDS 2024 would be wrong here (gelu at 175 flops/element would
 // need 390.3 G elements/s x 175 = 68 TFLOP/s on the A100 gelu sweep, 3.5x the fp32 peak).
 // The calibrated model adds its fixed per-kernel time (kernel_overhead) on top, so the achieved
 // bandwidth of a kernel of S bytes is S / (kernel_overhead + S / bandwidth): a size-dependent
@@ -18,7 +18,7 @@
 // `passes` is the one shape effect the A100 sweeps show clearly: PyTorch's row-wise kernels keep
 // a row on chip while it fits and read it again for each pass once it does not (layernorm
 // 4096 x 16384 fp16 takes 1.6x the time of 16384 x 4096, the same bytes;
-// ../shared/data/llmcompass/layernorm_A100.csv).
+// test/data/llmcompass/layernorm_A100.csv).
 //
 // Contract: pure; bandwidth_scale is relative to the hardware profile's achievable memory
 // fraction, so a curve fitted on one device transfers to another as a ratio.

@@ -1,5 +1,5 @@
 // Building calibration models by name from a scenario's model sections. tools/ (the composition
-// root) calls these; there is no static self-registration (style-anchors.md section 9, rule 7).
+// root) calls these; there is no static self-registration.
 //
 // Contract: each section is a map with a `model` key naming the model; an unknown name is a
 // ConfigError at `model` that lists the valid names. The remaining keys belong to the chosen

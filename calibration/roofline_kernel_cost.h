@@ -35,12 +35,12 @@ struct RooflineParams {
   /// memory_fraction (dimensionless, default 1): achieved / datasheet HBM bandwidth. Taken from
   /// the hardware profile's `achievable.memory_fraction`.
   double memory_fraction = 1.0;
-  /// kernel_overhead (time, default 5 us): added to every kernel. Source: seed-method.md
+  /// kernel_overhead (time, default 5 us): added to every kernel. Source: Lin et al., TPDS 2024
   /// section 1.3, GPU_KERNEL_OVERHEAD = 5 us "added to every predicted kernel time" (TPDS'24
   /// code; the HiPC'22 code used 4 us).
   Duration kernel_overhead = Duration::from_us(5);
   /// embedding_index_bytes (bytes, default 4, 4 or 8): size of one embedding index. Source:
-  /// seed-method.md section 2.4(a), which counts 4 bytes per index (int32 indices).
+  /// Lin et al., TPDS 2024, which counts 4 bytes per index (int32 indices).
   int64_t embedding_index_bytes = 4;
 };
 
@@ -53,10 +53,10 @@ struct KernelWork {
 /// The work the roofline charges for `kernel`:
 ///  - kGemm: flops = 2 batch m n k; bytes = dtype_bytes x batch x (m k + k n + m n).
 ///  - kMemoryBound: flops = kernel.flops; bytes = bytes_read + bytes_written.
-///  - kEmbeddingForward (seed-method.md 2.4(a), without sector rounding and per-bag offsets):
+///  - kEmbeddingForward (Lin et al., TPDS 2024, without sector rounding and per-bag offsets):
 ///    gathered rows B T L D e + indices B T L i + pooled outputs B T D e;
 ///    flops = B T L D (one add per gathered element).
-///  - kEmbeddingBackward with a fused SGD update (seed-method.md 2.4(a) "Backward"): output
+///  - kEmbeddingBackward with a fused SGD update (Lin et al., TPDS 2024 "Backward"): output
 ///    gradients read B T D e + read-modify-write of every touched row 2 B T L D e + indices
 ///    B T L i; flops = 2 B T L D (seed: B T L D multiply-adds).
 /// B = batch, T = tables, L = pooling, D = dim, e = dtype_bytes(dtype), i = index_bytes.

@@ -25,7 +25,7 @@ Duration SeedCurve::time(double bytes, double mf) const {
   return Duration::from_us_f(us);
 }
 
-// seed-method.md 3.2, "Reference values": the 4x V100 DGX-1 fit of the seed's HiPC-era code
+// Lin et al., TPDS 2024, "Reference values": the 4x V100 DGX-1 fit of the seed's HiPC-era code
 // (owensgroup/ml_perf_model commit eb77e3a).
 SeedCurve seed_dgx1_v100_all_to_all() {
   return SeedCurve{13, 27, 56.7134, 85.6, 5.97878216, 13.33976161, 0.22551425, -3.99731681};

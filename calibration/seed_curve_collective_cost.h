@@ -1,16 +1,16 @@
-// The seed paper's collective model (Lin et al., TPDS 2024; seed-method.md sections 2.2 and 3):
+// The seed paper's collective model (Lin et al., TPDS 2024):
 // one fitted size -> time curve per collective kind and platform, with no topology. Kept as a
 // selectable model so that scenarios can compare it with the fabric-aware network.
 //
-// Curve (seed-method.md 2.2), with x = log2(size in bytes) and mf the bus-to-algorithm
-// bandwidth factor of the kind (seed-method.md 3.2):
+// Curve (Lin et al., TPDS 2024), with x = log2(size in bytes) and mf the bus-to-algorithm
+// bandwidth factor of the kind (Lin et al., TPDS 2024):
 //   x <= ln_p:          time = overhead                                  (latency floor)
 //   x >  sats_p:        time = size / max_bw * mf + overhead             (saturated)
 //   otherwise:          time = size / BW(x) * mf,  BW(x) = 10^(L / (1 + e^(-k (x - x0))) + b) GB/s
 // The curve is neither continuous nor monotone at ln_p and sats_p; it is reproduced as fitted.
-// All-to-all sizes use the seed's max-of-max (seed-method.md 3.3): the larger of bytes sent and
+// All-to-all sizes use the seed's max-of-max (Lin et al., TPDS 2024): the larger of bytes sent and
 // received at the busiest rank. Host<->device copies take bytes / host-link bandwidth
-// (the seed's memcpy model, seed-method.md 2.5); device copies 2 x bytes at HBM speed.
+// (the seed's memcpy model, Lin et al., TPDS 2024); device copies 2 x bytes at HBM speed.
 #pragma once
 
 #include <optional>
@@ -35,7 +35,7 @@ struct SeedCurve {
   Duration time(double bytes, double mf) const;
 };
 
-/// The 4x V100 DGX-1 fits hard-coded in the seed's HiPC-era code (seed-method.md 3.2 table).
+/// The 4x V100 DGX-1 fits hard-coded in the seed's HiPC-era code (Lin et al., TPDS 2024 table).
 SeedCurve seed_dgx1_v100_all_to_all();
 SeedCurve seed_dgx1_v100_all_reduce();
 

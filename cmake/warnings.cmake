@@ -1,4 +1,4 @@
-# upsim::warnings — the warning set every upsim target compiles with (style-anchors.md rule 15).
+# upsim::warnings — the warning set every upsim target compiles with.
 add_library(upsim_warnings INTERFACE)
 add_library(upsim::warnings ALIAS upsim_warnings)
 target_compile_options(upsim_warnings INTERFACE

@@ -7,7 +7,7 @@ Prints the global T1, T4 (mean duration of cudaLaunchKernel and of cudaMemcpyAsy
 (pooled over all ops) and the per-op mean T2 / T3 / T5 with sample counts, all in microseconds.
 With --yaml it prints the per-op table as YAML for configs/host/.
 
-Definitions (seed-method.md section 1.3, Lin et al. TPDS'24, restated here; standard library only):
+Definitions (Lin et al., TPDS 2024, restated here; standard library only):
   * Events with a duration on the host process are nested by interval containment per thread
     (sorted by start ascending, duration descending). A root event of a secondary thread (the
     autograd thread) nests under the deepest label on the main thread that contains it.
@@ -195,7 +195,7 @@ def mean(values):
 
 def print_yaml(paths, t1, t4, pooled, cleaned):
     """Prints a configs/host/ overhead file (the schema read by calibration/host_overhead_cpu_cost)."""
-    print("# Host overheads T1-T5 (seed-method.md section 1.3), measured by")
+    print("# Host overheads T1-T5 (Lin et al., TPDS 2024), measured by")
     print(f"# scripts/extract_host_overheads.py --yaml on {len(paths)} traces:")
     for path in paths:
         print(f"#   {path.rsplit('/', 1)[-1]}")

@@ -142,7 +142,7 @@ struct OptimizerShape {
   bool large_kernel_args = false;
 };
 
-/// Bins of the reuse-factor histogram (seed-method.md 2.4(b)): bin 0 holds distinct rows
+/// Bins of the reuse-factor histogram (Lin et al., TPDS 2024): bin 0 holds distinct rows
 /// accessed once, (0, 1]; bin i in 1..15 holds (2^(i-1), 2^i]; bin 16 holds (2^15, inf).
 inline constexpr size_t kReuseHistogramBins = 17;
 
@@ -246,7 +246,7 @@ class KernelCostModel {
   }
 };
 
-/// Which part of a host-side PyTorch op a CPU task stands for (seed-method.md section 1.3).
+/// Which part of a host-side PyTorch op a CPU task stands for (Lin et al., TPDS 2024).
 enum class HostPhase : uint8_t {
   kOpBegin,  ///< gap since the previous op (T1) + op start to its first launch (T2)
   kLaunch,   ///< one runtime launch call (T4), plus the gap since the previous launch (T5)
@@ -263,7 +263,7 @@ struct HostOpDesc {
   uint32_t launch_index = 0;  ///< for kLaunch: 0 for the op's first launch
 };
 
-/// The seed's host overheads T1-T5 (seed-method.md 1.3) of one host: the parameters of the
+/// The seed's host overheads T1-T5 (Lin et al., TPDS 2024) of one host: the parameters of the
 /// host-overhead CPU model (calibration/host_overhead_cpu_cost.h), which workloads that measure
 /// them (workloads/trace/trace_host_overheads.h) also produce. Plain data.
 struct OpHostOverheads {

@@ -2,7 +2,7 @@
 //
 // Contract: `start_*` is called at engine.now(); the model calls `on_done` exactly once, from an
 // engine event at or after now(), when the last byte has arrived. A model that tracks link state
-// (topology/, issue 3) schedules its own rate-change events on the same engine; a stateless one
+// (topology/) schedules its own rate-change events on the same engine; a stateless one
 // (AnalyticalNetwork below) just schedules the completion after a CollectiveCostModel's duration.
 #pragma once
 

@@ -22,9 +22,9 @@ namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
 namespace {
-// Acceptance bounds of issue 3: plateau bus bandwidth within 5% of the measured one, and a
-// geomean |error| of at most 15% over every full size sweep (ASTRA-sim publishes 9.7-20.6% for
-// HGX H100 all-reduce).
+// Accuracy bounds of the collective models: plateau bus bandwidth within 5% of the measured one,
+// and a geomean |error| of at most 15% over every full size sweep (ASTRA-sim publishes 9.7-20.6%
+// for HGX H100 all-reduce).
 constexpr double kPlateauBound = 0.05;
 constexpr double kGeomeanBound = 0.15;
 

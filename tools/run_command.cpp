@@ -115,7 +115,7 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
     const Duration predicted = summary.ranks[r].iteration_time;
     if (measured <= Duration::zero()) continue;
     const double e = predicted.seconds() / measured.seconds() - 1.0;
-    // seed-method.md 1.4: geomean of |e| with EPSILON = 4e-4.
+    // Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4.
     log_sum += std::log(std::abs(e) + 4e-4);
     ++n;
     out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}%\n", summary.ranks[r].name, name_width,

@@ -7,7 +7,7 @@
 //   platform:
 //     gpus: 4                       # ranks, one per GPU
 //     gpu: hardware/a100_sxm4_40gb.yaml   # hardware profile (path relative to this file)
-//     table_memory_fraction: 0.8    # share of HBM embedding tables may use (seed-method.md 5.2)
+//     table_memory_fraction: 0.8    # share of HBM embedding tables may use (Lin et al., TPDS 2024)
 //     memory_check: error           # a per-GPU memory footprint above the GPU's memory: error
 //                                   #   (default) or warn (a warning line). These two keys are
 //                                   #   for workloads that simulate iterations only.

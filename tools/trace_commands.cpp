@@ -103,7 +103,7 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
   bool force = false;
   po::options_description desc(
       "usage: upsim calibrate host-overheads TRACE... --out FILE\n\n"
-      "Extracts the host-side overheads T1-T5 of the seed method (seed-method.md 1.3: gap "
+      "Extracts the host-side overheads T1-T5 of the seed method (Lin et al., TPDS 2024: gap "
       "between ops,\nop start to first launch, after the last launch, launch call, between "
       "launches) from PyTorch\nKineto traces (.json or .json.gz) and writes them as a "
       "host-overhead file for scenarios:\n`host: {model: host_overheads, overheads: FILE}`.\n\n"

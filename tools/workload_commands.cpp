@@ -222,7 +222,7 @@ std::string row_name(const RowPlan& plan) {
   return plan.source + ": " + plan.label;
 }
 
-// seed-method.md 1.4: geomean of |e| with EPSILON = 4e-4, as the other validate commands.
+// Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4, as the other validate commands.
 constexpr double kGeomeanEpsilon = 4e-4;
 constexpr double kDefaultBound = 0.15;
 

@@ -235,7 +235,7 @@ CollectiveTuning nccl_like_tuning() {
   simple.hop_latency[static_cast<size_t>(LinkClass::kNvlink)]
                     [static_cast<size_t>(LatencyColumn::kRing)] = us(kNvlinkSimpleRingHopUs);
 
-  // PCIe efficiency is not calibrated (no measured PCIe sweep in ../shared/data): 1.0.
+  // PCIe efficiency is not calibrated (no measured PCIe sweep in test/data): 1.0.
   t.families = {
       LinkFamily{"nvlink", {"nvlink"}, LinkClass::kNvlink, kNvlinkEfficiency, {}},
       LinkFamily{"pcie", {"pcie"}, LinkClass::kPci, 1.0, {}},

@@ -36,7 +36,7 @@ struct WorkloadPlatform {
   /// The GPU every rank runs on.
   DeviceProfile device;
   /// Share of each GPU's memory that a workload may plan embedding tables into
-  /// (platform.table_memory_fraction; seed-method.md 5.2).
+  /// (platform.table_memory_fraction; Lin et al., TPDS 2024).
   double table_memory_fraction = 0.8;
   /// `simulation:` (only for workloads that simulates_iterations()).
   uint32_t iterations = 3;

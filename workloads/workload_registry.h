@@ -1,7 +1,6 @@
 // Workload families by name (DESIGN.md "Workloads"): the scenario's `workload.model` picks one.
 // tools/ (the composition root) builds the registry with default_workload_registry() and never
-// branches on a family's name; there is no static self-registration (style-anchors.md section 9,
-// rule 7).
+// branches on a family's name; there is no static self-registration.
 //
 // Contract: make() reads `model` from the `workload:` map; an unknown name is a ConfigError at
 // `workload.model` that lists the registered names. The remaining keys belong to the family's

@@ -3,7 +3,7 @@
 // Definitions (all over the measured window of a rank, from the start of its first measured
 // iteration to the end of its last task; iterations start at IterationMark tasks):
 //  - iteration time: window / measured iterations; the run's predicted iteration time is the
-//    maximum over ranks (the slowest rank sets the step, as in seed-method.md 1.4).
+//    maximum over ranks (the slowest rank sets the step, as in Lin et al., TPDS 2024).
 //  - compute busy: union of kernel and memcpy intervals on any stream of the rank.
 //  - communication: union of the network phases of the rank's collectives (last arrival to end).
 //  - exposed communication: communication time with no compute running (not hidden by overlap).

@@ -22,7 +22,8 @@
 //         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
 //                                  #   (default 1), rows >= 1, pooling >= 0 = mean indices per bag
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
-//                                  #   size_lookup_greedy (default; the seed's, seed-method.md 4)
+//                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
+//                                  2024)
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)

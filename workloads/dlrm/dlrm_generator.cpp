@@ -138,7 +138,7 @@ class RankEmitter {
     return k;
   }
 
-  /// The all-to-all send buffer is packed by a cat (seed-method.md 3.3: the all-to-all parent op
+  /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
   /// gets a concat kernel on the compute stream); `elements` fp32 values are read and written.
   void pack_send_buffer(int64_t elements) {
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
@@ -168,7 +168,7 @@ class RankEmitter {
                   gemm_kernel(dt_, 1, b_, out, in));
   }
 
-  /// seed-method.md 2.6: relu F = 1, A = 2; sigmoid F = 4, A = 2.
+  /// Lin et al., TPDS 2024: relu F = 1, A = 2; sigmoid F = 4, A = 2.
   void relu_forward(int64_t width) {
     single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
                   pointwise(MemoryOp::kRelu, dt_, as_double(b_ * width), 1, 1, 1));
@@ -234,7 +234,7 @@ class RankEmitter {
     blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
   }
 
-  /// AddmmBackward0 of a layer in -> out (seed-method.md 2.3): grad input = grad_out W
+  /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
   /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
   /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).
   void linear_backward(const DdpModule& module, size_t layer, bool input_grad) {
@@ -264,7 +264,7 @@ class RankEmitter {
            buckets[module.next_bucket].params.back() < ready_params) {
       const DdpBucket& bucket = buckets[module.next_bucket];
       HostOp h(graph_, at_, "nccl:all_reduce");
-      // Gradient pre-scale by 1 / world size (seed-method.md 3.4: mul, F = 1, A = 3).
+      // Gradient pre-scale by 1 / world size (Lin et al., TPDS 2024: mul, F = 1, A = 3).
       h.kernel(
           "vectorized_elementwise_kernel/mul", "aten::mul",
           pointwise(MemoryOp::kBinary, dt_, as_double(bucket.bytes / dtype_bytes(dt_)), 1, 2, 1));
@@ -322,7 +322,7 @@ class RankEmitter {
     }
     {
       // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
-      // grad S^T = S^T grad_Z (m = D, n = f, k = f) (seed-method.md 2.3 BmmBackward).
+      // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
       HostOp h(graph_, at_, "BmmBackward0");
       h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
       h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
@@ -457,7 +457,7 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
         graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
   }
 
-  // All-to-all sizes (seed-method.md 3.3): rank i sends b x T_i x D fp32 values to every rank j
+  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D fp32 values to every rank j
   // (itself included); the backward sends the gradients back, the transpose.
   const size_t n = inputs.ranks;
   std::vector<int64_t> forward_bytes(n * n);

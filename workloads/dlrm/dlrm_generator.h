@@ -1,6 +1,6 @@
 // DLRM training step -> task graph: the CPU ops, launches and GPU work that the seed paper's
-// DLRM_open_source training script issues on each rank (seed-method.md sections 1.4, 3.3, 3.4, 4
-// and 5.2): table-wise model-parallel embeddings (FBGEMM table-batched embedding with fused SGD)
+// DLRM_open_source training script issues on each rank (Lin et al., TPDS 2024): table-wise
+// model-parallel embeddings (FBGEMM table-batched embedding with fused SGD)
 // exchanged by all-to-all forward and backward, data-parallel bottom and top MLPs under two
 // DistributedDataParallel wrappers (dlrm_s_pytorch.py wraps bot_l and top_l separately) with
 // bucketed all-reduce overlapping the backward, dot interaction, BCE loss, dense SGD step.
@@ -23,7 +23,7 @@
 // batch, b = B / ranks, D = dim; activations in `dtype`, embeddings and all-to-all in fp32):
 //   data      aten::to x3 (dense b x in x 4 B; offsets (T_r B + 1) x index_bytes; indices
 //             sum over local tables of round(B L) x index_bytes), each followed by a HostSync on
-//             the compute stream (seed-method.md 1.4 step 5: aten::to is blocking); no sparse
+//             the compute stream (Lin et al., TPDS 2024 step 5: aten::to is blocking); no sparse
 //             copies on a rank without tables
 //   forward   embedding lookup (T_r tables, batch B); aten::cat packing the send buffer; all-to-all
 //             (send_bytes[i][j] = b T_i D 4); bottom MLP (aten::linear, aten::relu) overlapping
@@ -45,7 +45,7 @@
 //             (torch._foreach_add_, the PyTorch 2.x default for CUDA parameters)
 //   end       HostSync on all streams
 // A DDP bucket's all-reduce is one `nccl:all_reduce` op after the backward op that completed
-// it: the gradient pre-scale `mul` over the bucket on compute (seed-method.md 3.4), an
+// it: the gradient pre-scale `mul` over the bucket on compute (Lin et al., TPDS 2024), an
 // EventRecord on compute, a StreamWait on comm, the all-reduce on comm, an EventRecord on comm.
 // Simplifications (documented, not hidden): PyTorch's per-parameter `mul_out` into the bucket is
 // emitted as one mul per bucket; AccumulateGrad steals the gradient (no kernel) and no

@@ -1,4 +1,4 @@
-// Table-wise placement of DLRM embedding tables on ranks (seed-method.md section 4).
+// Table-wise placement of DLRM embedding tables on ranks (Lin et al., TPDS 2024).
 //
 // Contract:
 //  - Pure functions: the same tables, capacities, strategy and seed give the same placement on
@@ -18,7 +18,7 @@
 
 namespace upsim {
 
-/// The sharders of the seed paper's experiments (seed-method.md section 4; the `naive_chunk`,
+/// The sharders of the seed paper's experiments (Lin et al., TPDS 2024; the `naive_chunk`,
 /// `norm_lookup_greedy` and `dim_greedy` variants are not implemented: their definitions are
 /// unknown or, with one embedding dim for every table, degenerate).
 enum class ShardingStrategy : uint8_t {
@@ -46,7 +46,7 @@ struct EmbeddingTable {
 /// weights, 4 bytes per element) plus the optimizer state (none for SGD).
 int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer);
 
-/// Cost a greedy sharder balances (seed-method.md section 4, NeuroShard `sharders.py`):
+/// Cost a greedy sharder balances (Lin et al., TPDS 2024, NeuroShard `sharders.py`):
 /// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
 /// dim x pooling x log10(rows). Zero for kNaive and kRandom, which use no cost.
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,

@@ -1,5 +1,5 @@
 // PyTorch-shaped host work (DESIGN.md "workloads/pytorch/"): one host op on a rank's CPU thread
-// with its runtime calls, in the seed method's phases (seed-method.md 1.3): kOpBegin (T1 + T2),
+// with its runtime calls, in the seed method's phases (Lin et al., TPDS 2024): kOpBegin (T1 + T2),
 // one Launch per GPU task (T4, + T5 from the second), kOpEnd (T3). Every workload family emits
 // its launches through this class, so host overheads are priced alike everywhere.
 //

@@ -4,7 +4,7 @@
 //
 // Conventions: `tokens` = rows of the activation matrix (micro-batch x sequence positions);
 // element counts are of the op's output unless stated; `reads` / `writes` are elements moved per
-// output element, `flops` arithmetic operations per output element (seed-method.md 2.5, 2.6).
+// output element, `flops` arithmetic operations per output element (Lin et al., TPDS 2024).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Chakra execution traces (mlcommons/chakra schema/protobuf/et_def.proto, package
-// ChakraProtoMsg; peers.md section 4.2) as a second input format, and their task graph.
+// ChakraProtoMsg) as a second input format, and their task graph.
 //
 // File layout: one file per rank, a stream of length-delimited protobuf messages (each preceded
 // by its size as a varint): first GlobalMetadata {version = 1, attr = 2}, then Node messages

@@ -92,7 +92,7 @@ enum class TraceMode : uint8_t { kReplay, kModel };
 /// How host (CPU) time is costed.
 ///  - kMeasured: the measured timeline: every host interval between the cut points (runtime
 ///    calls, marks, hand-offs) keeps its measured duration, and so does every call.
-///  - kModelled: the seed method's T1-T5 (seed-method.md 1.3) price the host work through the
+///  - kModelled: the seed method's T1-T5 (Lin et al., TPDS 2024) price the host work through the
 ///    run's CpuCostModel (HostPhase). Per top-level op of a thread (the extraction's ops:
 ///    trace_host_overheads.h; op_name = that op's name): an op with launches (cudaLaunchKernel,
 ///    cudaMemcpyAsync, cudaStreamSynchronize anywhere under it) is a kOpBegin task (T1 + T2) at

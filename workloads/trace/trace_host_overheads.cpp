@@ -333,7 +333,7 @@ ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrac
 }
 
 std::string format_host_overheads_yaml(const ExtractedHostOverheads& o, LaunchStatistic t4) {
-  std::string s = "# Host overheads T1-T5 (seed-method.md section 1.3), measured by\n";
+  std::string s = "# Host overheads T1-T5 (Lin et al., TPDS 2024), measured by\n";
   s += fmt::format("# upsim (workloads/trace/trace_host_overheads.h) on {} traces:\n",
                    o.sources.size());
   for (const std::string& src : o.sources)

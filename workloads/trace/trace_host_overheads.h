@@ -1,4 +1,4 @@
-// The seed method's host overheads T1-T5 (seed-method.md section 1.3) extracted from Kineto
+// The seed method's host overheads T1-T5 (Lin et al., TPDS 2024) extracted from Kineto
 // traces, written as a host-overhead calibration file (the schema of configs/host/*.yaml that
 // calibration/host_overhead_cpu_cost.h reads, so workload generators can use them).
 //

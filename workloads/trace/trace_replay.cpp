@@ -379,7 +379,7 @@ TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
 
 double geomean_abs_error(const std::vector<RankValidation>& ranks) {
   if (ranks.empty()) return 0.0;
-  // seed-method.md 1.4: GMAE = exp(mean(ln(|e| + 4e-4))).
+  // Lin et al., TPDS 2024: GMAE = exp(mean(ln(|e| + 4e-4))).
   double sum = 0.0;
   for (const RankValidation& r : ranks)
     sum += std::log(std::fabs(r.error) + 4e-4);

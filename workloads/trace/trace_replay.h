@@ -113,7 +113,7 @@ std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir)
 TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir);
 
 /// The table `upsim validate traces` prints: rank, trace, iteration, measured, predicted, error,
-/// and the geometric mean of |error| (seed-method.md 1.4: exp(mean(ln(|e| + 4e-4)))).
+/// and the geometric mean of |error| (Lin et al., TPDS 2024: exp(mean(ln(|e| + 4e-4)))).
 std::string format_trace_validation(const std::vector<RankValidation>& ranks);
 double geomean_abs_error(const std::vector<RankValidation>& ranks);
 

@@ -320,7 +320,7 @@ class Generator {
     const double sp_elems = as_double(z.sp_tokens * z.h);
     const MemoryOp norm =
         c_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
-    // Norms: one read and one write per element forward (seed-method.md 2.6); the backward reads
+    // Norms: one read and one write per element forward (Lin et al., TPDS 2024); the backward reads
     // the input, the output gradient and the saved statistics, writes the input gradient.
     d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
     d.norm_bwd = row(norm, z.sp_tokens, z.h, 12, 2, 1, act_dt_);

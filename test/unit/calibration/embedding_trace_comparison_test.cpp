@@ -1,6 +1,6 @@
 // The embedding-bag model (calibration/embedding_bag_model.h) against the FBGEMM embedding ops
 // of the 8x V100 TorchRec DLRM traces (test/data/dlrm_v100_embedding, derived from
-// ../shared/data/param-et-replay: shapes from the execution trace, durations from the Kineto
+// test/data/param-et-replay: shapes from the execution trace, durations from the Kineto
 // trace), on the V100-SXM2-32GB profile.
 //
 // Split: ranks 0, 2, 4, 6 train, ranks 1, 3, 5, 7 held out (the `split` column of

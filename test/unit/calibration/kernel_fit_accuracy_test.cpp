@@ -1,18 +1,18 @@
-// Acceptance of the calibrated kernel model (issue 4):
+// Accuracy bounds of the calibrated kernel model:
 //  - fitted on the training half of the LLMCompass A100 sweeps (test/data/llmcompass, copies of
-//    ../shared/data/llmcompass; split rule in calibration/kernel_measurements.h), every op stays
+//    test/data/llmcompass; split rule in calibration/kernel_measurements.h), every op stays
 //    within 10% geomean |e| on the held-out half (the table is printed);
 //  - the shipped configs/calibration/a100_llmcompass.yaml is exactly what that fit writes;
 //  - the GEMM model's throughput at the mamf best shapes (test/data/hardware-specs, copy of
-//    ../shared/data/hardware-specs) is within 5% of the measured best achievable TFLOP/s on A100
+//    test/data/hardware-specs) is within 5% of the measured best achievable TFLOP/s on A100
 //    and H100. The asymptote is the profile's achievable fraction, itself mamf / peak, so this
 //    checks the fitted shape terms (tiles, waves, k_overhead) at those shapes; on H100 the
 //    tile and k_overhead fitted on A100 data are used as they are.
 //
 // The GEMM model on a second GPU and a second dtype: XLA's measured matmul table for H100
 // (test/data/xla-matmul: kernel-only times of 375 batched shapes in bf16 and in tf32; see its
-// SOURCES.md). Issue 4 asks for GEMM models per dtype and for models that generalise to GPUs
-// they were not fitted on:
+// SOURCES.md). The model is meant to give GEMM models per dtype and for models that generalise to
+// GPUs they were not fitted on:
 //  - fitted on the training half of the H100 table, bf16 and tf32 each stay within the bound
 //    on their held-out half (a row per dtype, printed), tf32 with its own compute_scale;
 //  - configs/calibration/h100_xla.yaml is exactly what that fit writes;
@@ -45,7 +45,7 @@ const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 // The source line the shipped file records (it cites the shared data, not the test copy).
 constexpr const char* kSource =
-    "LLMCompass A100 sweeps ../shared/data/llmcompass/{matmul,softmax,layernorm,gelu}_A100.csv "
+    "LLMCompass A100 sweeps test/data/llmcompass/{matmul,softmax,layernorm,gelu}_A100.csv "
     "(BSD-3-Clause; copies in test/data/llmcompass)";
 
 // The source line the shipped H100 file records.
@@ -53,12 +53,12 @@ constexpr const char* kH100Source =
     "XLA matmul perf table for sm_90, test/data/xla-matmul/h100_xla_matmul.csv (see its "
     "SOURCES.md)";
 
-// Issue 4's bound for held-out GEMM error (measured: bf16 2.64%, tf32 9.12%).
+// Bound for held-out GEMM error (measured: bf16 2.64%, tf32 9.12%).
 constexpr double kH100HeldOutBound = 0.10;
 // The A100 calibration on H100 kernels longer than kMinSeconds. bf16 measured 2.19% (bound:
-// issue 4's 10%). tf32 measured 24.2%: the A100 sweeps are fp16 only, so tf32 borrows the fp16
-// rate (compute_scale 1), while H100's own tf32 rows fit compute_scale 0.774; the loose bound
-// pins that known gap until a tf32 sweep on A100 exists.
+// the same-GPU bound of 10%). tf32 measured 24.2%: the A100 sweeps are fp16 only, so tf32 borrows
+// the fp16 rate (compute_scale 1), while H100's own tf32 rows fit compute_scale 0.774; the loose
+// bound pins that known gap until a tf32 sweep on A100 exists.
 constexpr double kCrossGpuBf16Bound = 0.10;
 constexpr double kCrossGpuTf32Bound = 0.30;
 constexpr double kMinSeconds = 50e-6;
@@ -229,7 +229,7 @@ TEST(GemmDtypeFit, A100CalibrationPricesLargeH100Kernels) {
     for (const KernelMeasurement& m : h100_rows()) {
       if (m.kernel.dtype != dtype || m.seconds < kMinSeconds) continue;
       // Core time: XLA's times are kernel-only, without the per-kernel overhead the simulator
-      // adds (kernel_overhead, seed-method.md 1.3).
+      // adds (kernel_overhead, Lin et al., TPDS 2024).
       const double e = a100_fit.core_seconds(m.kernel, h100.device) / m.seconds - 1.0;
       sum_log += std::log(std::max(std::abs(e), 1e-6));
       ++n;

@@ -1,4 +1,4 @@
-// The seed's three-piece collective curve reproduces the values of seed-method.md 3.2
+// The seed's three-piece collective curve reproduces the values of Lin et al., TPDS 2024
 // ("Test values computed by us", 4 GPUs, µs) from the DGX-1 V100 fits.
 #include "calibration/seed_curve_collective_cost.h"
 
@@ -19,7 +19,7 @@ struct Point {
 };
 
 TEST(SeedCurve, ReproducesTheSeedReferenceTable) {
-  // seed-method.md 3.2: sizes 1 KiB ... 256 MiB; values printed to 3-4 significant digits.
+  // Lin et al., TPDS 2024: sizes 1 KiB ... 256 MiB; values printed to 3-4 significant digits.
   const Point table[] = {{1 * kKiB, 85.6, 84.2},   {16 * kKiB, 75.0, 74.7},
                          {256 * kKiB, 72.6, 80.1}, {4 * kMiB, 181.5, 231.0},
                          {64 * kMiB, 1111, 1551},  {256 * kMiB, 3635, 5405}};

@@ -27,7 +27,7 @@ namespace {
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
 
-// Acceptance bounds of issue 3.
+// Accuracy bounds of the collective models.
 constexpr double kPlateauBound = 0.05;
 constexpr double kGeomeanBound = 0.15;
 constexpr double kSinglePointBound = 0.05;

@@ -55,7 +55,7 @@ std::string out_dir(const std::string& name) {
 }
 
 TEST(TraceAccuracy, dlrm_model_mode_with_modelled_host_is_within_ten_percent) {
-  // Issue 5's acceptance bound for model mode: kernels re-costed by the platform's models and
+  // Bound for model mode: kernels re-costed by the platform's models and
   // host time from the traces' own T1-T5, 8 ranks of the measured V100 DLRM step.
   const std::string out =
       upsim("run '" + kSource +

@@ -7,9 +7,7 @@
 // Targets: exponent of wall time per iteration <= 1.2 from 128 to 8192 GPUs,
 // 1024 GPUs under 0.5 s, 8192 GPUs under 5 s.
 //
-// Counters: tasks and events simulated, events per second of the simulation proper (run_s),
-// build_s (load + graph + models), run_s, predicted_ms, peak_rss_mb (getrusage ru_maxrss of the
-// process so far: a high-water mark, so run one size per process to read it per size).
+// Counters: those of bench/scenario_benchmark.h, and gpus.
 //
 // BM_Dlrm_8192Gpus (about a minute and 6.7 GB) is registered only when UPSIM_BENCH_DLRM_8192 is
 // set in the environment.
@@ -24,18 +22,13 @@
 // table over every device per destination GPU, cached: O(GPUs^2) time and memory) is 47% of
 // the 8192-GPU run and FlowCollector::add_via 19%.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "sim/config/config_node.h"
-#include "sim/executor.h"
-#include "sim/export/run_summary.h"
-#include "tools/scenario.h"
+#include "bench/scenario_benchmark.h"
 
 namespace upsim {
 namespace {
@@ -54,55 +47,10 @@ std::vector<std::string> dlrm_overrides(int gpus) {
   };
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
 void run_dlrm(benchmark::State& state, int gpus) {
-  const std::filesystem::path scenario_file =
-      std::filesystem::path(UPSIM_CONFIGS_DIR) / "dlrm_8gpu.yaml";
-  uint64_t tasks = 0;
-  uint64_t events = 0;
-  double build_s = 0.0;
-  double run_s = 0.0;
-  double predicted_ms = 0.0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    ConfigDocument doc = ConfigDocument::load_file(scenario_file);
-    for (const std::string& assignment : dlrm_overrides(gpus))
-      doc.apply_override(assignment);
-    const cli::Scenario scenario = cli::build_scenario(doc);
-    build_s += seconds_since(start);
-
-    const auto run_start = std::chrono::steady_clock::now();
-    Engine engine;
-    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
-    RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
-    executor.add_observer(&summary_observer);
-    const RunStats stats = executor.run();
-    run_s += seconds_since(run_start);
-    const RunSummary summary = summary_observer.summary();
-    const std::string text = scenario.description + format_run_summary(summary);
-    benchmark::DoNotOptimize(text.data());
-    tasks = stats.tasks_done;
-    events += stats.events;
-    predicted_ms = summary.predicted_iteration_time.ms();
-  }
-  const auto n = static_cast<double>(state.iterations());
+  bench::run_scenario(state, std::filesystem::path(UPSIM_CONFIGS_DIR) / "dlrm_8gpu.yaml",
+                      dlrm_overrides(gpus));
   state.counters["gpus"] = gpus;
-  state.counters["tasks"] = static_cast<double>(tasks);
-  state.counters["events"] = static_cast<double>(events) / n;
-  state.counters["events_per_s"] = run_s > 0 ? static_cast<double>(events) / run_s : 0.0;
-  state.counters["build_s"] = build_s / n;
-  state.counters["run_s"] = run_s / n;
-  state.counters["predicted_ms"] = predicted_ms;
-  state.counters["peak_rss_mb"] = peak_rss_mb();
 }
 
 void BM_Dlrm_8Gpus(benchmark::State& state) {

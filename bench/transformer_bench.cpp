@@ -1,4 +1,4 @@
-// Transformer training-step speed at scale (GPT-3 175B issue): what `upsim run` does for one
+// Transformer training-step speed at scale: what `upsim run` does for one
 // iteration of GPT-3 175B (96 layers, hidden 12288, 96 heads, sequence 2048, micro-batch 1) with
 // Megatron's TP 8 x PP 8 (1F1B) on the Selene-like DGX A100 cluster, minus writing the Chrome
 // trace: load the scenario (configs/validation/megatron_gpt.yaml with the overrides below), build
@@ -15,8 +15,7 @@
 // written): the mirror is exact only where replicas share no links (transformer_generator.h),
 // and on this fabric they share leaf and spine links.
 //
-// Counters: tasks and events simulated, events per second of the simulation proper (run_s),
-// build_s (load + graph + models) and predicted_ms (the predicted iteration time).
+// Counters: those of bench/scenario_benchmark.h.
 //
 // Run: build/bench/transformer_bench --benchmark_filter=Gpt3
 // Measured (Release, GCC 12, one core of a shared 2-core VM): 1024 GPUs 2.5 s (build 0.8 s,
@@ -24,16 +23,12 @@
 // no-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB.
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "sim/config/config_node.h"
-#include "sim/executor.h"
-#include "sim/export/run_summary.h"
-#include "tools/scenario.h"
+#include "bench/scenario_benchmark.h"
 
 namespace upsim {
 namespace {
@@ -56,47 +51,10 @@ std::vector<std::string> gpt3_overrides(int nodes, int data, int global_batch, b
   return o;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 void run_gpt3(benchmark::State& state, int nodes, int data, int global_batch, bool mirror) {
-  const std::filesystem::path scenario_file =
-      std::filesystem::path(UPSIM_CONFIGS_DIR) / "validation" / "megatron_gpt.yaml";
-  uint64_t tasks = 0;
-  uint64_t events = 0;
-  double build_s = 0.0;
-  double run_s = 0.0;
-  double predicted_ms = 0.0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    ConfigDocument doc = ConfigDocument::load_file(scenario_file);
-    for (const std::string& assignment : gpt3_overrides(nodes, data, global_batch, mirror))
-      doc.apply_override(assignment);
-    const cli::Scenario scenario = cli::build_scenario(doc);
-    build_s += seconds_since(start);
-
-    const auto run_start = std::chrono::steady_clock::now();
-    Engine engine;
-    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
-    RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
-    executor.add_observer(&summary_observer);
-    const RunStats stats = executor.run();
-    run_s += seconds_since(run_start);
-    const RunSummary summary = summary_observer.summary();
-    const std::string text = scenario.description + format_run_summary(summary);
-    benchmark::DoNotOptimize(text.data());
-    tasks = stats.tasks_done;
-    events += stats.events;
-    predicted_ms = summary.predicted_iteration_time.ms();
-  }
-  const auto n = static_cast<double>(state.iterations());
-  state.counters["tasks"] = static_cast<double>(tasks);
-  state.counters["events"] = static_cast<double>(events) / n;
-  state.counters["events_per_s"] = run_s > 0 ? static_cast<double>(events) / run_s : 0.0;
-  state.counters["build_s"] = build_s / n;
-  state.counters["run_s"] = run_s / n;
-  state.counters["predicted_ms"] = predicted_ms;
+  bench::run_scenario(state,
+                      std::filesystem::path(UPSIM_CONFIGS_DIR) / "validation" / "megatron_gpt.yaml",
+                      gpt3_overrides(nodes, data, global_batch, mirror));
 }
 
 void BM_Gpt3_175B_1024Gpus(benchmark::State& state) {

@@ -423,11 +423,6 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
 
 namespace {
 
-int64_t norm_parameters(const TransformerConfig& c) {
-  // LayerNorm: gain and bias (MPT's no_bias LayerNorm: gain only); RMSNorm: gain only.
-  return c.norm == TransformerNorm::kLayerNorm && c.bias ? 2 * c.hidden : c.hidden;
-}
-
 int64_t mlp_parameters(const TransformerConfig& c, int64_t ffn) {
   // gelu: fc1 h x ffn, fc2 ffn x h; swiglu: gate and up h x ffn each, down ffn x h.
   const int64_t in_projections = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
@@ -438,13 +433,18 @@ int64_t mlp_parameters(const TransformerConfig& c, int64_t ffn) {
 
 }  // namespace
 
+int64_t transformer_norm_parameters(const TransformerConfig& c) {
+  // LayerNorm: gain and bias (MPT's no_bias LayerNorm: gain only); RMSNorm: gain only.
+  return c.norm == TransformerNorm::kLayerNorm && c.bias ? 2 * c.hidden : c.hidden;
+}
+
 int64_t transformer_parameters(const TransformerConfig& c) {
   const int64_t h = c.hidden;
   const int64_t kv_width = c.kv_heads * c.head_dim();
   // Attention: fused QKV projection h x (h + 2 kv_width), output projection h x h.
   int64_t attention = h * (h + 2 * kv_width) + h * h;
   if (c.bias) attention += (h + 2 * kv_width) + h;
-  const int64_t norms = 2 * norm_parameters(c);
+  const int64_t norms = 2 * transformer_norm_parameters(c);
   const int64_t dense_mlp = mlp_parameters(c, c.ffn);
   int64_t moe_mlp = 0;
   if (c.moe.experts > 0) {
@@ -459,7 +459,7 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   // Word embedding as allocated (padded vocabulary), learned positions, final norm, and the
   // output layer when not tied (Megatron's output layer has no bias). BERT's pooler and
   // masked-LM head transform are not counted.
-  total += c.padded_vocab() * h + norm_parameters(c);
+  total += c.padded_vocab() * h + transformer_norm_parameters(c);
   if (c.position == TransformerPosition::kLearned) total += c.seq * h;
   if (!c.tied_embeddings) total += c.padded_vocab() * h;
   return total;

@@ -223,4 +223,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
 /// counted).
 int64_t transformer_parameters(const TransformerConfig& config);
 
+/// Parameters of one norm: gain and bias for a LayerNorm with biases, else the gain only.
+int64_t transformer_norm_parameters(const TransformerConfig& config);
+
 }  // namespace upsim

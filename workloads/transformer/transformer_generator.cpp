@@ -467,27 +467,37 @@ class Generator {
   }
 
   // ---- parameters ---------------------------------------------------------------------------
+  /// A norm's tensors: the gain, and the bias of a LayerNorm with biases
+  /// (transformer_norm_parameters()).
+  void add_norm(LayerParams& p) const {
+    p.add(z_.h);
+    if (transformer_norm_parameters(c_) > z_.h) p.add(z_.h);
+  }
+
+  /// The parameter tensors of `layer` on one GPU, as transformer_memory.h counts them: column-
+  /// and row-parallel weights split over tensor (row-parallel biases and norms replicated),
+  /// routed experts split over expert and tensor parallel (Megatron's expert tensor parallel =
+  /// tensor). The expert GEMMs run unsplit on tokens / tensor instead: the same flops.
   LayerParams layer_params(int64_t layer) const {
     LayerParams p;
     const bool bias = c_.bias;
-    const bool norm_bias = c_.norm == TransformerNorm::kLayerNorm && c_.architecture != "mpt";
-    p.add(z_.h);
-    if (norm_bias) p.add(z_.h);
+    add_norm(p);
     p.add(z_.qkv_out * z_.h);
     if (bias) p.add(z_.qkv_out);
     p.add(z_.h * z_.heads * z_.head_dim);
     if (bias) p.add(z_.h);
-    p.add(z_.h);
-    if (norm_bias) p.add(z_.h);
+    add_norm(p);
     if (c_.is_moe_layer(layer)) {
       const MoeConfig& m = c_.moe;
       const int64_t local = m.experts / c_.parallelism.expert;
-      const int64_t e_fc1 =
-          c_.activation == TransformerActivation::kSwiglu ? 2 * m.expert_ffn : m.expert_ffn;
+      const int64_t e_ffn = m.expert_ffn / z_.t;
+      const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
       p.add(m.experts * z_.h);
       for (int64_t e = 0; e < local + m.shared_experts; ++e) {
         p.add(e_fc1 * z_.h);
-        p.add(z_.h * m.expert_ffn);
+        if (bias) p.add(e_fc1);
+        p.add(z_.h * e_ffn);
+        if (bias) p.add(z_.h);
       }
     } else {
       p.add(z_.fc1_out * z_.h);
@@ -507,8 +517,7 @@ class Generator {
 
   LayerParams head_params() const {
     LayerParams p;
-    p.add(z_.h);  // final norm
-    if (c_.norm == TransformerNorm::kLayerNorm && c_.architecture != "mpt") p.add(z_.h);
+    add_norm(p);  // final norm
     if (!c_.tied_embeddings || c_.parallelism.pipeline > 1) p.add(z_.vocab * z_.h);
     return p;
   }
@@ -1279,9 +1288,6 @@ class Generator {
     bool forward = true;
     int64_t micro_batch = 0;
     int64_t virtual_stage = 0;  ///< the receiver's
-    bool operator<(const Message& o) const {
-      return std::tie(from, to, forward) < std::tie(o.from, o.to, o.forward);
-    }
   };
 
   /// Every pipeline message must be received in the order it was sent (messages on a directed

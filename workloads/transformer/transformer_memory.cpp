@@ -22,10 +22,6 @@ int64_t local_kv_heads(const TransformerConfig& c) {
   return std::max<int64_t>(1, c.kv_heads / c.parallelism.tensor);
 }
 
-int64_t norm_parameters(const TransformerConfig& c) {
-  return c.norm == TransformerNorm::kLayerNorm && c.bias ? 2 * c.hidden : c.hidden;
-}
-
 /// One MLP of inner width `ffn` on one tensor rank: column-parallel input projection(s) (two
 /// for SwiGLU: gate and up), row-parallel output projection whose bias is replicated.
 int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn) {
@@ -42,7 +38,7 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
   const int64_t d = c.head_dim();
   const int64_t qkv_width = (c.heads / c.parallelism.tensor + 2 * local_kv_heads(c)) * d;
   const int64_t out_in = c.heads / c.parallelism.tensor * d;
-  int64_t params = c.hidden * qkv_width + out_in * c.hidden + 2 * norm_parameters(c);
+  int64_t params = c.hidden * qkv_width + out_in * c.hidden + 2 * transformer_norm_parameters(c);
   if (c.bias) params += qkv_width + c.hidden;
   return params;
 }
@@ -158,7 +154,7 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
   }
   if (pipeline_stage == p.pipeline - 1) {
-    params.dense += norm_parameters(c);
+    params.dense += transformer_norm_parameters(c);
     // Untied: the output layer. Tied with pipeline > 1: Megatron-LM keeps a copy of the word
     // embedding on the last stage and all-reduces their gradients (the "embedding group").
     if (!c.tied_embeddings || p.pipeline > 1) params.dense += word_embedding;

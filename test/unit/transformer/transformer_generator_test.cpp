@@ -366,6 +366,39 @@ TEST(TransformerGenerator, Zero3UsesLessMemoryThanZero1AndMovesMoreBytes) {
   EXPECT_GT(z3.collective_bytes, z1.collective_bytes);
 }
 
+// The optimizer steps over exactly the parameters the memory model counts for each stage.
+TEST(TransformerGenerator, OptimizerUpdatesTheParametersTheMemoryModelCounts) {
+  for (bool moe : {false, true}) {
+    TransformerConfig c = small_gpt();
+    c.parallelism.tensor = 2;
+    c.parallelism.pipeline = 2;
+    c.global_batch = c.micro_batch * 2;
+    if (moe) {
+      c.moe.experts = 4;
+      c.moe.top_k = 2;
+      c.moe.expert_ffn = 2048;
+      c.moe.shared_experts = 1;
+      c.parallelism.data = 2;
+      c.parallelism.expert = 2;
+      c.global_batch = c.micro_batch * 2 * 2;
+    }
+    TaskGraph g;
+    const TransformerGraph built = generate_transformer(c, {1}, g);
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      if (g.task(t).kind != TaskKind::kKernel) continue;
+      const KernelDesc& k = g.kernel(t);
+      if (k.memory_op != MemoryOp::kOptimizer) continue;
+      int64_t elements = 0;
+      for (int64_t n : k.optimizer.tensor_elements)
+        elements += n;
+      const int64_t global = built.simulated[g.task(t).rank];
+      const int64_t stage = ParallelLayout(c.parallelism).coords(global).pp;
+      EXPECT_EQ(elements, transformer_stage_parameters(c, stage).total())
+          << (moe ? "moe" : "dense") << " stage " << stage;
+    }
+  }
+}
+
 TEST(TransformerGenerator, IsDeterministic) {
   TransformerConfig c = small_gpt();
   c.parallelism.tensor = 2;

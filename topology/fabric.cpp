@@ -4,6 +4,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/connected_components.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -16,13 +17,9 @@ namespace upsim {
 namespace {
 
 constexpr uint32_t kNotAGpu = std::numeric_limits<uint32_t>::max();
+constexpr DeviceIndex kNotADevice = std::numeric_limits<DeviceIndex>::max();
 
 constexpr int64_t kUnreachable = std::numeric_limits<int64_t>::max() / 4;
-
-int64_t routing_cost_ps(const FabricLink& l) {
-  return l.latency.ps() +
-         std::llround(kRouteReferenceBytes / l.bandwidth.bytes_per_second() * 1e12);
-}
 
 /// splitmix64: a fixed, platform-independent hash for ECMP choices.
 uint64_t mix(uint64_t x) {
@@ -33,14 +30,6 @@ uint64_t mix(uint64_t x) {
 }
 
 }  // namespace
-
-/// Shortest-path data toward one destination: for every device, the cost to reach the
-/// destination and the equal-cost next links (ECMP candidates) in link-id order.
-struct RoutesTo {
-  std::vector<int64_t> cost;
-  std::vector<uint32_t> first;  // candidates of device v: next[first[v] .. first[v + 1])
-  std::vector<LinkId> next;
-};
 
 struct Fabric::State {
   std::string name;
@@ -55,13 +44,32 @@ struct Fabric::State {
   // Links into each device (CSR, filled by seal): in_links[in_first[v] .. in_first[v + 1]).
   std::vector<uint32_t> in_first;
   std::vector<LinkId> in_links;
-  std::vector<int64_t> link_cost;  // routing_cost_ps per directed link
-  // Routing cache, filled lazily per destination. Mutable: route() is logically const.
-  mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to;
-  mutable std::unordered_map<DeviceIndex, RoutesTo> routes_to_without_cpus;
+  std::vector<int64_t> link_cost;  // route_cost_ps per directed link
+  // Scratch of the bounded route search (route() is logically const): per device the best cost
+  // found so far toward the current destination (kUnreachable when untouched), the devices
+  // touched (reset after each search) and the search queue.
+  mutable std::vector<int64_t> search_cost;
+  mutable std::vector<DeviceIndex> search_touched;
+  mutable std::vector<std::pair<int64_t, DeviceIndex>> search_queue;
+  // Routes computed so far, per (from << 32 | to).
+  mutable std::unordered_map<uint64_t, std::vector<LinkId>> route_cache;
 
-  /// Routes toward `dst`; with `avoid_cpus`, CPUs other than `dst` are not transit devices.
-  const RoutesTo& routes_toward(DeviceIndex dst, bool avoid_cpus = false) const;
+  /// Whether `v` may not forward traffic toward `dst`: a GPU other than `dst`; with
+  /// `avoid_cpus` also a CPU other than `dst`.
+  bool transit_forbidden(DeviceIndex v, DeviceIndex dst, bool avoid_cpus) const {
+    if (v == dst) return false;
+    const DeviceKind kind = devices[v].kind;
+    return kind == DeviceKind::kGpu || (avoid_cpus && kind == DeviceKind::kCpu);
+  }
+  /// Dijkstra from `dst` over reversed links (transit rules of transit_forbidden), leaving in
+  /// search_cost the exact cost to reach `dst` of every device whose cost is <= that of
+  /// `from` (every device, when `from` is kNotADevice or unreachable). Returns whether `from`
+  /// was reached. search_cost must be clean (all kUnreachable) on entry; reset_search()
+  /// cleans it.
+  bool search_toward(DeviceIndex dst, DeviceIndex from, bool avoid_cpus) const;
+  void reset_search() const;
+  /// The route from `from` to `dst` after search_toward(dst, from, avoid_cpus) reached `from`.
+  std::vector<LinkId> walk(DeviceIndex from, DeviceIndex dst, bool avoid_cpus) const;
   /// Builds the routing indexes (in_first, in_links, link_cost, gpu_position).
   void index_links();
   /// Per GPU (position in `gpus`): the CPU with the cheapest route to it, the lowest device
@@ -82,7 +90,8 @@ void Fabric::State::index_links() {
     in_links[fill[links[l].to]++] = l;  // in link-id order within a device
   link_cost.resize(links.size());
   for (LinkId l = 0; l < links.size(); ++l)
-    link_cost[l] = routing_cost_ps(links[l]);
+    link_cost[l] = route_cost_ps(links[l]);
+  search_cost.assign(n, kUnreachable);
   gpu_position.assign(n, kNotAGpu);
   for (size_t i = 0; i < gpus.size(); ++i)
     gpu_position[gpus[i]] = static_cast<uint32_t>(i);
@@ -125,54 +134,80 @@ std::vector<DeviceIndex> Fabric::State::nearest_cpus(const std::vector<DeviceInd
   return out;
 }
 
-const RoutesTo& Fabric::State::routes_toward(DeviceIndex dst, bool avoid_cpus) const {
-  auto& cache = avoid_cpus ? routes_to_without_cpus : routes_to;
-  auto it = cache.find(dst);
-  if (it != cache.end()) return it->second;
-  auto transit_forbidden = [&](DeviceIndex v) {
-    if (v == dst) return false;
-    const DeviceKind kind = devices[v].kind;
-    return kind == DeviceKind::kGpu || (avoid_cpus && kind == DeviceKind::kCpu);
-  };
+bool Fabric::State::search_toward(DeviceIndex dst, DeviceIndex from, bool avoid_cpus) const {
   // Dijkstra from the destination over reversed links gives every device's cost to reach it.
-  // A device that must not forward traffic (a GPU other than dst; with avoid_cpus a CPU other
-  // than dst) gets a cost, as the first hop of its own routes, but is never expanded: no route
-  // passes through it.
-  std::vector<int64_t> cost(devices.size(), kUnreachable);
-  using Entry = std::pair<int64_t, DeviceIndex>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
-  cost[dst] = 0;
-  queue.emplace(0, dst);
+  // A device that must not forward traffic gets a cost, as the first hop of its own routes,
+  // but is never expanded: no route passes through it.
+  //
+  // Bounded: once every device of cost <= cost(from) is settled, the search stops. That is
+  // exact for route(): the walk from `from` visits devices v of cost <= cost(from), and an
+  // equal-cost next hop w of v has cost(w) = cost(v) - cost(link) <= cost(from), so it is
+  // settled; a device not settled has a true cost > cost(from) >= cost(v), and its tentative
+  // cost is no lower, so it fails the equal-cost test as it would with the whole table. Routes
+  // inside a node hence cost what the node costs, not what the fabric costs.
+  auto& cost = search_cost;
+  auto& queue = search_queue;
+  const auto later = std::greater<>();
+  auto label = [&](DeviceIndex v, int64_t c) {
+    if (cost[v] == kUnreachable) search_touched.push_back(v);
+    cost[v] = c;
+    queue.emplace_back(c, v);
+    std::push_heap(queue.begin(), queue.end(), later);
+  };
+  queue.clear();
+  label(dst, 0);
+  int64_t bound = kUnreachable;
   while (!queue.empty()) {
-    const auto [c, v] = queue.top();
-    queue.pop();
-    if (c != cost[v] || transit_forbidden(v)) continue;
+    const auto [c, v] = queue.front();
+    if (c > bound) break;
+    std::pop_heap(queue.begin(), queue.end(), later);
+    queue.pop_back();
+    if (c != cost[v]) continue;
+    if (v == from) bound = c;  // settle the devices of equal cost too (zero-cost links)
+    if (transit_forbidden(v, dst, avoid_cpus)) continue;
     for (uint32_t i = in_first[v]; i < in_first[v + 1]; ++i) {
       const LinkId l = in_links[i];
       const DeviceIndex u = links[l].from;
       const int64_t next = c + link_cost[l];
-      if (next < cost[u]) {
-        cost[u] = next;
-        queue.emplace(next, u);
-      }
+      if (next < cost[u]) label(u, next);
     }
   }
-  RoutesTo r;
-  r.cost = std::move(cost);
-  const std::vector<int64_t>& cost_to = r.cost;
-  r.first.assign(devices.size() + 1, 0);
-  for (DeviceIndex v = 0; v < devices.size(); ++v) {
-    r.first[v] = static_cast<uint32_t>(r.next.size());
-    if (v == dst || cost_to[v] >= kUnreachable) continue;
+  return from < devices.size() && cost[from] < kUnreachable && cost[from] <= bound;
+}
+
+void Fabric::State::reset_search() const {
+  for (DeviceIndex v : search_touched)
+    search_cost[v] = kUnreachable;
+  search_touched.clear();
+}
+
+std::vector<LinkId> Fabric::State::walk(DeviceIndex from, DeviceIndex dst, bool avoid_cpus) const {
+  // Equal-cost next links (ECMP candidates) of each device in link-id order; a hash of
+  // (source, destination) picks one, per device on the way.
+  std::vector<LinkId> path;
+  std::vector<LinkId> candidates;
+  const uint64_t pair_hash = mix((uint64_t{from} << 32) | dst);
+  DeviceIndex v = from;
+  while (v != dst) {
+    candidates.clear();
     for (LinkId l : out_links[v]) {
       const DeviceIndex to = links[l].to;
-      if (transit_forbidden(to)) continue;
-      if (cost_to[to] >= kUnreachable) continue;
-      if (cost_to[to] + link_cost[l] == cost_to[v]) r.next.push_back(l);
+      if (transit_forbidden(to, dst, avoid_cpus)) continue;
+      if (search_cost[to] >= kUnreachable) continue;
+      if (search_cost[to] + link_cost[l] == search_cost[v]) candidates.push_back(l);
     }
+    const size_t count = candidates.size();
+    const LinkId l = candidates[count == 1 ? 0 : mix(pair_hash ^ v) % count];
+    path.push_back(l);
+    v = links[l].to;
   }
-  r.first[devices.size()] = static_cast<uint32_t>(r.next.size());
-  return cache.emplace(dst, std::move(r)).first->second;
+  return path;
+}
+
+int64_t route_cost_ps(const FabricLink& link) {
+  const int64_t cost = link.latency.ps() + std::llround(kRouteReferenceBytes /
+                                                        link.bandwidth.bytes_per_second() * 1e12);
+  return std::max<int64_t>(cost, 1);
 }
 
 std::string_view device_kind_name(DeviceKind kind) {
@@ -237,31 +272,29 @@ std::optional<DeviceIndex> Fabric::find(std::string_view id) const {
 }
 
 std::vector<LinkId> Fabric::route(DeviceIndex from, DeviceIndex to) const {
-  std::vector<LinkId> path;
-  if (from == to) return path;
+  if (from == to) return {};
+  State& s = *state_;
+  const uint64_t key = (uint64_t{from} << 32) | to;
+  if (auto it = s.route_cache.find(key); it != s.route_cache.end()) return it->second;
   // Between nodes, traffic goes NIC to NIC through the network: a route that would cross a
   // node's CPUs (e.g. from the wrong rail's NIC to the destination GPU) is used only when no
   // other exists.
-  const FabricDevice& src = state_->devices[from];
-  const FabricDevice& dst = state_->devices[to];
-  const bool between_nodes = src.node != dst.node;
-  const RoutesTo* routes = &state_->routes_toward(to, between_nodes);
-  if (between_nodes && routes->cost[from] >= kUnreachable) routes = &state_->routes_toward(to);
-  const RoutesTo& r = *routes;
-  if (r.cost[from] >= kUnreachable) {
-    throw FabricError(fmt::format("fabric `{}`: no route from `{}` to `{}`", state_->name,
-                                  state_->devices[from].id, state_->devices[to].id));
+  const bool between_nodes = s.devices[from].node != s.devices[to].node;
+  bool avoid_cpus = between_nodes;
+  bool reached = s.search_toward(to, from, avoid_cpus);
+  if (!reached && avoid_cpus) {
+    s.reset_search();
+    avoid_cpus = false;
+    reached = s.search_toward(to, from, avoid_cpus);
   }
-  const uint64_t pair_hash = mix((uint64_t{from} << 32) | to);
-  DeviceIndex v = from;
-  while (v != to) {
-    const uint32_t begin = r.first[v];
-    const uint32_t count = r.first[v + 1] - begin;
-    const LinkId l = r.next[begin + (count == 1 ? 0 : mix(pair_hash ^ v) % count)];
-    path.push_back(l);
-    v = state_->links[l].to;
+  if (!reached) {
+    s.reset_search();
+    throw FabricError(fmt::format("fabric `{}`: no route from `{}` to `{}`", s.name,
+                                  s.devices[from].id, s.devices[to].id));
   }
-  return path;
+  std::vector<LinkId> path = s.walk(from, to, avoid_cpus);
+  s.reset_search();
+  return s.route_cache.emplace(key, std::move(path)).first->second;
 }
 
 Duration Fabric::route_latency(DeviceIndex from, DeviceIndex to) const {
@@ -362,15 +395,18 @@ Fabric FabricBuilder::seal() && {
   f.index_links();
   // Every GPU must reach GPU 0 and be reachable from it without passing through another GPU.
   const DeviceIndex g0 = f.gpus.front();
+  f.search_toward(g0, kNotADevice, false);  // the whole table toward g0
   for (DeviceIndex gpu : f.gpus) {
     if (gpu == g0) continue;
     // Links are full duplex with equal costs, so a route gpu -> g0 reversed is a route back.
-    if (f.routes_toward(g0).cost[gpu] >= kUnreachable) {
+    if (f.search_cost[gpu] >= kUnreachable) {
+      f.reset_search();
       throw FabricError(fmt::format(
           "fabric `{}`: no route between `{}` and `{}` that avoids passing through other GPUs",
           f.name, f.devices[gpu].id, f.devices[g0].id));
     }
   }
+  f.reset_search();
   // Host memory of each GPU: the CPU with the cheapest route to it; CPUs are optional only for
   // fabrics that never copy to the host, so a GPU with no reachable CPU is an error only when
   // the fabric has CPUs at all.

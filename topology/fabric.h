@@ -12,8 +12,8 @@
 //    start and end routes). A route between devices of different nodes avoids passing through
 //    CPUs when any other route exists (inter-node traffic goes NIC to NIC over the network, as
 //    RDMA does; within a node, PCIe peer traffic may cross the CPUs' root complexes). Among routes,
-//    the one with the least cost wins, cost of a link = latency + the time to move
-//    kRouteReferenceBytes at its bandwidth (so NVLink beats PCIe and fewer hops beat more); ties
+//    the one with the least cost wins, cost of a link = route_cost_ps (latency + the time to move
+//    kRouteReferenceBytes at its bandwidth: NVLink beats PCIe and fewer hops beat more); ties
 //    between equal-cost next hops (ECMP, e.g. the spines of a fat-tree) are broken by a hash of
 //    (source, destination), so different pairs spread over equal paths and the same pair always
 //    takes the same one.
@@ -69,6 +69,11 @@ struct FabricLink {
 /// bandwidth decides between technologies, small enough that hop latency still counts).
 inline constexpr double kRouteReferenceBytes = 1024.0 * 1024.0;
 
+/// A link's routing cost in picoseconds: its latency + the time to move kRouteReferenceBytes at
+/// its bandwidth, and at least 1 ps, so that equal-cost next hops always lead closer to the
+/// destination (a free link would let a route loop between two devices of equal cost).
+int64_t route_cost_ps(const FabricLink& link);
+
 class Fabric {
  public:
   Fabric(Fabric&&) noexcept;
@@ -91,7 +96,9 @@ class Fabric {
 
   /// The directed links from `from` to `to`, in order. Empty when from == to. Throws
   /// FabricError if `to` is unreachable from `from` (sealing guarantees GPU-GPU and GPU-CPU
-  /// routes). Routes to a destination are computed on first use and cached.
+  /// routes). Each route is computed on first use by a search from `to` that stops once every
+  /// device as near as `from` is settled (a route inside a node costs what the node costs),
+  /// and cached per (from, to).
   std::vector<LinkId> route(DeviceIndex from, DeviceIndex to) const;
   /// Sum of latencies along route(from, to).
   Duration route_latency(DeviceIndex from, DeviceIndex to) const;

@@ -148,26 +148,17 @@ AlphaBetaCollectiveCost::AlphaBetaCollectiveCost(LinkKind kind, const HardwarePr
     : AlphaBetaCollectiveCost(default_link_cost(kind), profile_host_link(hardware.device),
                               hardware.device.hbm_bandwidth * hardware.achievable.memory) {}
 
-double all_to_all_max_of_max(std::span<const int64_t> send_bytes, size_t n) {
-  if (send_bytes.size() != n * n) {
+double all_to_all_max_of_max(const AllToAllSizes& send_bytes, size_t n) {
+  if (send_bytes.members() != n) {
     throw std::invalid_argument(
-        fmt::format("alpha_beta: all-to-all send_bytes has {} entries, expected n x n = {}",
-                    send_bytes.size(), n * n));
+        fmt::format("alpha_beta: all-to-all send_bytes are over {} members, expected n = {}",
+                    send_bytes.members(), n));
   }
   double busiest = 0.0;
   for (size_t r = 0; r < n; ++r) {
-    double sent = 0.0;
-    double received = 0.0;
-    for (size_t q = 0; q < n; ++q) {
-      const int64_t out = send_bytes[r * n + q];
-      const int64_t in = send_bytes[q * n + r];
-      if (out < 0 || in < 0) {
-        throw std::invalid_argument("alpha_beta: all-to-all send_bytes must not be negative");
-      }
-      if (q == r) continue;
-      sent += as_double(out);
-      received += as_double(in);
-    }
+    const int64_t self = send_bytes.at(r, r);
+    const double sent = as_double(send_bytes.sent_by(r) - self);
+    const double received = as_double(send_bytes.received_by(r) - self);
     busiest = std::max(busiest, std::max(sent, received));
   }
   return busiest;

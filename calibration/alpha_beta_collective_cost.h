@@ -7,8 +7,8 @@
 //   reduce-scatter   (n-1) alpha +  (n-1)/n x S / bw_eff                 (S = full input buffer)
 //   all-gather       (n-1) alpha +  (n-1)/n x (n S) / bw_eff             (n S = gathered output)
 //   all-to-all       (n-1) alpha + max_r max(sent_r, received_r) / bw_eff
-//                    sent_r = sum_{j != r} send_bytes[r n + j], received_r = sum_{i != r}
-//                    send_bytes[i n + r]: the busiest rank's larger direction, the seed's
+//                    sent_r = sum_{j != r} send_bytes(r, j), received_r = sum_{i != r}
+//                    send_bytes(i, r): the busiest rank's larger direction, the seed's
 //                    "max-of-max" (Lin et al., TPDS 2024); without send_bytes each member
 //                    sends S/n to every member.
 //   broadcast        (n-1) alpha + S / bw_eff                            (pipelined chain)
@@ -88,9 +88,9 @@ class AlphaBetaCollectiveCost final : public CollectiveCostModel {
 };
 
 /// The all-to-all volume of the busiest rank: max over r of max(sent_r, received_r), with the
-/// self-chunk excluded (see the header comment). Throws std::invalid_argument when
-/// send_bytes.size() != n * n or a size is negative.
-double all_to_all_max_of_max(std::span<const int64_t> send_bytes, size_t n);
+/// self-chunk excluded (see the header comment). O(n). Throws std::invalid_argument unless
+/// send_bytes.members() == n (empty sizes included).
+double all_to_all_max_of_max(const AllToAllSizes& send_bytes, size_t n);
 
 /// Reads `{model: alpha_beta, link: nvlink3, bandwidth: 300GB/s, latency: 2us, efficiency: 0.78,
 /// host_link: pcie4}`: `link` is required; `bandwidth`, `latency` (alpha per step) and

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/all_to_all_sizes.h"
 #include "sim/time.h"
 #include "sim/units.h"
 
@@ -310,9 +311,10 @@ struct CollectiveDesc {
   /// Bytes of each member's input buffer (all-reduce, all-gather input, reduce-scatter input,
   /// broadcast payload). For kAllToAll see `send_bytes`.
   int64_t bytes = 0;
-  /// kAllToAll only: send_bytes[i * n + j] is what member i sends to member j (row-major n x n,
-  /// n = members.size()); uneven splits (all-to-allv) are the general case.
-  std::vector<int64_t> send_bytes;
+  /// kAllToAll only: send_bytes.at(i, j) is what member i sends to member j (n = members.size();
+  /// dense or outer-product, see AllToAllSizes); uneven splits (all-to-allv) are the general
+  /// case. Empty: bytes / n to every pair.
+  AllToAllSizes send_bytes;
   /// Rank symmetry: how many members are simulated (have a task in the task graph); the others
   /// are mirrored by a simulated rank doing the same work at the same time, so the rendezvous
   /// waits for the simulated ones only, while the network still moves every member's bytes.

@@ -148,10 +148,10 @@ CollectiveId TaskGraph::add_collective_group(CollectiveDesc collective, std::str
   if (sealed_) throw std::logic_error("TaskGraph: adding a collective to a sealed graph");
   const size_t n = collective.members.size();
   if (n == 0) throw std::invalid_argument("collective `" + std::string(name) + "` has no member");
-  if (collective.kind == CollectiveKind::kAllToAll && collective.send_bytes.size() != n * n) {
-    throw std::invalid_argument("all-to-all `" + std::string(name) + "` needs " +
-                                std::to_string(n * n) + " send sizes, got " +
-                                std::to_string(collective.send_bytes.size()));
+  if (collective.kind == CollectiveKind::kAllToAll && collective.send_bytes.members() != n) {
+    throw std::invalid_argument("all-to-all `" + std::string(name) + "` needs send sizes over " +
+                                std::to_string(n) + " members, got " +
+                                std::to_string(collective.send_bytes.members()));
   }
   collectives_.push_back(std::move(collective));
   collective_names_.push_back(intern(name));

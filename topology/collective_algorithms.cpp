@@ -359,13 +359,11 @@ void CollectivePlanner::check(const CollectiveDesc& c) const {
     throw std::invalid_argument(fmt::format("{}: negative size {}", kind, c.bytes));
   }
   if (c.kind == CollectiveKind::kAllToAll) {
+    // AllToAllSizes rejects negative sizes when it is built.
     const size_t n = c.members.size();
-    if (!c.send_bytes.empty() && c.send_bytes.size() != n * n) {
-      throw std::invalid_argument(fmt::format("{}: send_bytes has {} entries, expected n x n = {}",
-                                              kind, c.send_bytes.size(), n * n));
-    }
-    for (int64_t b : c.send_bytes) {
-      if (b < 0) throw std::invalid_argument(fmt::format("{}: negative send_bytes", kind));
+    if (!c.send_bytes.empty() && c.send_bytes.members() != n) {
+      throw std::invalid_argument(fmt::format("{}: send_bytes are over {} members, expected n = {}",
+                                              kind, c.send_bytes.members(), n));
     }
   }
   if (c.kind == CollectiveKind::kSendRecv && c.members.size() != 2) {
@@ -1043,7 +1041,7 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
           if (i == j) continue;
           const size_t pair = static_cast<size_t>(i) * n + j;
           const double b = c.send_bytes.empty() ? static_cast<double>(c.bytes) / nd
-                                                : static_cast<double>(c.send_bytes[pair]);
+                                                : static_cast<double>(c.send_bytes.at(i, j));
           for (uint32_t k = 0; k < 2; ++k) {
             const uint32_t f = s->pair_flows[2 * pair + k];
             if (f != kNone) direct_bytes[f] += b;
@@ -1167,14 +1165,8 @@ CollectivePlan CollectivePlanner::plan_impl(const CollectiveDesc& collective,
   check(collective);
   CollectivePlan plan;
   bool moves = collective.bytes > 0;
-  if (collective.kind == CollectiveKind::kAllToAll && !collective.send_bytes.empty()) {
-    const size_t n = collective.members.size();
-    moves = false;
-    for (size_t i = 0; i < n && !moves; ++i) {
-      for (size_t j = 0; j < n && !moves; ++j)
-        moves = i != j && collective.send_bytes[i * n + j] > 0;
-    }
-  }
+  if (collective.kind == CollectiveKind::kAllToAll && !collective.send_bytes.empty())
+    moves = collective.send_bytes.moves_bytes();
   // NCCL returns at once for a group of one or an empty buffer.
   if (collective.members.size() < 2 || !moves) {
     plan.choice.algorithm =

@@ -24,7 +24,7 @@
 //    sends 2(p-1)/p x S to its successor), trees across nodes among same-local-rank GPUs for the
 //    S/p shards. Not among NCCL's default candidates (NCCL has no such algorithm without SHARP);
 //    enable it with CollectiveTuning::all_reduce_algorithms or force it with plan(..., kind).
-//  - direct all-to-all: member i sends send_bytes[i n + j] to member j (S/n to each when
+//  - direct all-to-all: member i sends send_bytes.at(i, j) to member j (S/n to each when
 //    send_bytes is empty); send/recv: members[0] sends S to members[1]. Across nodes NCCL's PXN
 //    is modelled: i's bytes cross NVLink to the GPU of i's node with j's local rank (the proxy)
 //    and leave through the proxy's NIC, so the proxy's flow to j carries every sender of its node.
@@ -101,8 +101,8 @@ class CollectivePlanner {
                       CollectiveProtocol protocol);
 
   /// Throws std::invalid_argument (with a message naming the problem) unless every member is a
-  /// GPU of the fabric, members are distinct, sizes are non-negative and send_bytes is n x n or
-  /// empty (all-to-all) and send/recv has two members.
+  /// GPU of the fabric, members are distinct, sizes are non-negative and send_bytes is over n
+  /// members or empty (all-to-all) and send/recv has two members.
   void check(const CollectiveDesc& collective) const;
 
   /// The ring cycles (member indices) of the first node of a member set; on one node, one per

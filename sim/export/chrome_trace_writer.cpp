@@ -615,17 +615,13 @@ class ChromeTraceWriter::Impl {
   static void collective_args(Members& args, RankId rank, const CollectiveDesc& c) {
     const size_t n = c.members.size();
     args.str("kind", collective_kind_name(c.kind)).integer("bytes", c.bytes).uinteger("members", n);
-    if (c.kind != CollectiveKind::kAllToAll || c.send_bytes.size() != n * n) return;
-    // This rank's row (what it sends) and column (what it receives) of the n x n matrix.
+    if (c.kind != CollectiveKind::kAllToAll || c.send_bytes.members() != n) return;
+    // This rank's row sum (what it sends) and column sum (what it receives), its own chunk
+    // included: its send and receive buffer sizes.
     for (size_t i = 0; i < n; ++i) {
       if (c.members[i] != rank) continue;
-      int64_t send = 0;
-      int64_t recv = 0;
-      for (size_t j = 0; j < n; ++j) {
-        send += c.send_bytes[i * n + j];
-        recv += c.send_bytes[j * n + i];
-      }
-      args.integer("send_bytes", send).integer("recv_bytes", recv);
+      args.integer("send_bytes", c.send_bytes.sent_by(i))
+          .integer("recv_bytes", c.send_bytes.received_by(i));
       return;
     }
   }

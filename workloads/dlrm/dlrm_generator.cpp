@@ -458,18 +458,17 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   }
 
   // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D fp32 values to every rank j
-  // (itself included); the backward sends the gradients back, the transpose.
+  // (itself included); the backward sends the gradients back, the transpose. Both are outer
+  // products (O(n) memory, shared by every iteration's collective).
   const size_t n = inputs.ranks;
-  std::vector<int64_t> forward_bytes(n * n);
-  std::vector<int64_t> backward_bytes(n * n);
+  std::vector<int64_t> per_rank(n);
   for (size_t i = 0; i < n; ++i) {
     const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
-    for (size_t j = 0; j < n; ++j) {
-      const int64_t bytes = built.local_batch * tables * config.embedding_dim * kFp32Bytes;
-      forward_bytes[i * n + j] = bytes;
-      backward_bytes[j * n + i] = bytes;
-    }
+    per_rank[i] = built.local_batch * tables * config.embedding_dim * kFp32Bytes;
   }
+  const std::vector<int64_t> ones(n, 1);
+  const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);
+  const AllToAllSizes backward_bytes = AllToAllSizes::outer(ones, per_rank);
 
   std::vector<RankEmitter> emitters;
   emitters.reserve(n);

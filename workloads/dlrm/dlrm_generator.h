@@ -26,7 +26,7 @@
 //             the compute stream (Lin et al., TPDS 2024 step 5: aten::to is blocking); no sparse
 //             copies on a rank without tables
 //   forward   embedding lookup (T_r tables, batch B); aten::cat packing the send buffer; all-to-all
-//             (send_bytes[i][j] = b T_i D 4); bottom MLP (aten::linear, aten::relu) overlapping
+//             (send_bytes(i, j) = b T_i D 4); bottom MLP (aten::linear, aten::relu) overlapping
 //             it; All2All_Pooled_Wait; interaction (aten::cat, aten::bmm, aten::index, aten::cat);
 //             top MLP (aten::linear, aten::relu, last aten::sigmoid); aten::to for the targets
 //             (b x 4 B), aten::binary_cross_entropy, aten::to copying the loss to the host

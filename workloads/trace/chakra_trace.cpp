@@ -702,7 +702,8 @@ void group_collectives(const std::vector<ChakraTrace>& traces,
       }
       if (desc.kind == CollectiveKind::kAllToAll) {
         const auto m = static_cast<int64_t>(members.size());
-        desc.send_bytes.assign(static_cast<size_t>(m * m), desc.bytes / m);
+        desc.send_bytes = AllToAllSizes::dense(
+            members.size(), std::vector<int64_t>(static_cast<size_t>(m * m), desc.bytes / m));
       }
       const std::string name =
           first.name + (pg.empty() ? "" : " pg " + pg) + " #" + std::to_string(k);

@@ -1677,15 +1677,16 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
     }
     if (desc.kind == CollectiveKind::kAllToAll) {
       const size_t n = members.size();
-      desc.send_bytes.assign(n * n, 0);
+      std::vector<int64_t> sizes(n * n, 0);
       for (size_t i = 0; i < n; ++i) {
         const NcclKernel& k = builders[members[i].rank].nccl()[members[i].index];
         for (size_t j = 0; j < n; ++j) {
-          desc.send_bytes[i * n + j] =
-              k.send_bytes.size() == n ? k.send_bytes[j]
-                                       : std::max<int64_t>(0, k.bytes) / static_cast<int64_t>(n);
+          sizes[i * n + j] = k.send_bytes.size() == n
+                                 ? k.send_bytes[j]
+                                 : std::max<int64_t>(0, k.bytes) / static_cast<int64_t>(n);
         }
       }
+      desc.send_bytes = AllToAllSizes::dense(n, std::move(sizes));
     }
     const CollectiveId id = graph.add_collective_group(desc, first.op_name + " " + key);
     ++info.collective_groups;

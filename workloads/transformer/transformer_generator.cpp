@@ -560,7 +560,11 @@ class Generator {
       }
       return group.calls[k];
     }
-    CollectiveDesc desc{kind, group.members, bytes, std::move(send_bytes)};
+    // All-to-all sizes over the group (n x n row-major); small EP and CP groups, so dense.
+    CollectiveDesc desc{kind, group.members, bytes,
+                        send_bytes.empty()
+                            ? AllToAllSizes{}
+                            : AllToAllSizes::dense(group.members.size(), std::move(send_bytes))};
     desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
     const CollectiveId id =
         g_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));

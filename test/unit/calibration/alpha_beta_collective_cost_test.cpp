@@ -55,12 +55,14 @@ TEST(AlphaBetaCollectiveCost, UnevenAllToAllUsesMaxOfMax) {
   // Max of max = 80 MB (member 2 sending); max of sum would be 105 MB, the mean 40 MB.
   CollectiveDesc c = collective(CollectiveKind::kAllToAll, 3, 0);
   const int64_t mb = 1'000'000;
-  c.send_bytes = {0, 10 * mb, 20 * mb, 5 * mb, 0, 5 * mb, 40 * mb, 40 * mb, 0};
+  std::vector<int64_t> sizes{0, 10 * mb, 20 * mb, 5 * mb, 0, 5 * mb, 40 * mb, 40 * mb, 0};
+  c.send_bytes = AllToAllSizes::dense(3, sizes);
   EXPECT_DOUBLE_EQ(all_to_all_max_of_max(c.send_bytes, 3), 80.0 * mb);
   // (n-1) alpha = 4 us; 8e7 / 5e10 = 1600 us.
   EXPECT_EQ(test_model().collective_duration(c), Duration::from_us(1604));
   // What a member keeps for itself crosses no link.
-  c.send_bytes[8] = 1000 * mb;
+  sizes[8] = 1000 * mb;
+  c.send_bytes = AllToAllSizes::dense(3, sizes);
   EXPECT_EQ(test_model().collective_duration(c), Duration::from_us(1604));
 }
 
@@ -68,7 +70,11 @@ TEST(AlphaBetaCollectiveCost, MaxOfMaxTakesTheReceivingSideWhenItIsBusier) {
   // Everyone sends 10 MB to member 0: member 0 receives 30 MB, nobody sends more than 10 MB.
   const int64_t mb = 1'000'000;
   const std::vector<int64_t> send{0, 0, 0, 0, 10 * mb, 0, 0, 0, 10 * mb, 0, 0, 0, 10 * mb, 0, 0, 0};
-  EXPECT_DOUBLE_EQ(all_to_all_max_of_max(send, 4), 30.0 * mb);
+  EXPECT_DOUBLE_EQ(all_to_all_max_of_max(AllToAllSizes::dense(4, send), 4), 30.0 * mb);
+  // The same matrix as an outer product (every member sends 10 MB to member 0 only): the
+  // diagonal (member 0 to itself) is left out.
+  EXPECT_DOUBLE_EQ(all_to_all_max_of_max(AllToAllSizes::outer({10, 10, 10, 10}, {mb, 0, 0, 0}), 4),
+                   30.0 * mb);
 }
 
 TEST(AlphaBetaCollectiveCost, EvenAllToAllWithoutSplitsSendsAnNthToEachPeer) {
@@ -79,7 +85,7 @@ TEST(AlphaBetaCollectiveCost, EvenAllToAllWithoutSplitsSendsAnNthToEachPeer) {
 
 TEST(AlphaBetaCollectiveCost, AllToAllRejectsMisshapedSplits) {
   CollectiveDesc c = collective(CollectiveKind::kAllToAll, 3, 0);
-  c.send_bytes = {1, 2, 3};
+  c.send_bytes = AllToAllSizes::dense(2, {1, 2, 3, 4});  // two members' sizes for three
   EXPECT_THROW(test_model().collective_duration(c), std::invalid_argument);
 }
 

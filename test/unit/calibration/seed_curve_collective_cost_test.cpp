@@ -41,8 +41,10 @@ TEST(SeedCurve, AllToAllUsesTheBusiestRanksMaxOfMax) {
   const auto big = static_cast<int64_t>(64 * kMiB);
   const auto small = static_cast<int64_t>(1 * kMiB);
   CollectiveDesc c{CollectiveKind::kAllToAll, {0, 1, 2, 3}, 0, {}};
-  c.send_bytes = {0,     big,   big, big,   small, 0,     small, small,
-                  small, small, 0,   small, small, small, small, 0};
+  c.send_bytes = AllToAllSizes::dense(4, {0, big, big, big,        //
+                                          small, 0, small, small,  //
+                                          small, small, 0, small,  //
+                                          small, small, small, 0});
   EXPECT_EQ(model.collective_duration(c),
             seed_dgx1_v100_all_to_all().time(3 * 64 * kMiB, 3.0 / 4.0));
 }

@@ -164,13 +164,16 @@ TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
   EXPECT_EQ(fwd.kind, CollectiveKind::kAllToAll);
   EXPECT_EQ(fwd.members, (std::vector<RankId>{0, 1}));
   // Rank i sends 4 samples x T_i tables x dim 2 x 4 B to each rank: T_0 = 1, T_1 = 2.
-  EXPECT_EQ(fwd.send_bytes, (std::vector<int64_t>{32, 32, 64, 64}));
+  EXPECT_EQ(fwd.send_bytes, AllToAllSizes::dense(2, {32, 32, 64, 64}));
+  // Outer products (O(n) memory at any scale), not dense matrices.
+  EXPECT_TRUE(fwd.send_bytes.is_outer());
   EXPECT_EQ(g.collective(1).kind, CollectiveKind::kAllReduce);
   EXPECT_EQ(g.collective(1).bytes, 20);
   EXPECT_EQ(g.collective(2).bytes, 144);
   const CollectiveDesc& bwd = g.collective(3);
   EXPECT_EQ(bwd.kind, CollectiveKind::kAllToAll);
-  EXPECT_EQ(bwd.send_bytes, (std::vector<int64_t>{32, 64, 32, 64}));
+  EXPECT_EQ(bwd.send_bytes, AllToAllSizes::dense(2, {32, 64, 32, 64}));
+  EXPECT_TRUE(bwd.send_bytes.is_outer());
   EXPECT_EQ(g.collective(4).bytes, 40);
   EXPECT_EQ(collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4}));
   EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
@@ -407,7 +410,7 @@ TEST(DlrmGenerator, RankWithoutTablesSkipsLookupsButJoinsCollectives) {
   EXPECT_EQ(collective_order(g, empty), collective_order(g, 0));
   const CollectiveDesc& fwd = g.collective(0);
   for (RankId j = 0; j < 4; ++j)
-    EXPECT_EQ(fwd.send_bytes[empty * 4 + j], 0);
+    EXPECT_EQ(fwd.send_bytes.at(empty, j), 0);
 }
 
 TEST(DlrmGenerator, FourGpuConfigCounts) {
@@ -433,7 +436,7 @@ TEST(DlrmGenerator, FourGpuConfigCounts) {
   for (RankId i = 0; i < 4; ++i) {
     const auto t_i = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
     for (RankId j = 0; j < 4; ++j)
-      EXPECT_EQ(fwd.send_bytes[i * 4 + j], 1024 * t_i * 128 * 4);
+      EXPECT_EQ(fwd.send_bytes.at(i, j), 1024 * t_i * 128 * 4);
   }
 }
 

@@ -549,7 +549,7 @@ TEST_F(ChromeTraceWriterTest, ArgsDescribeCopiesCpuOpsSyncsAndAllToAll) {
   CollectiveDesc a2a;
   a2a.kind = CollectiveKind::kAllToAll;
   a2a.members = {0, 1};
-  a2a.send_bytes = {0, 100, 30, 0};  // rank 0 sends 100 to rank 1, receives 30
+  a2a.send_bytes = AllToAllSizes::dense(2, {0, 100, 30, 0});  // rank 0 sends 100, receives 30
   const CollectiveId group = g.add_collective_group(a2a, "a2a_fwd");
   const TaskId c0 = g.add_collective(0, 0, group, "alltoall");
   const TaskId c1 = g.add_collective(1, 0, group, "alltoall");

@@ -225,7 +225,10 @@ TEST(Collective, CompletesAtTheLastArrivalPlusItsCost) {
 TEST(Collective, MissingRankIsAnErrorNamingIt) {
   Harness h(3);
   const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllToAll, {0, 1, 2}, 0, std::vector<int64_t>(9, 8)},
+      CollectiveDesc{CollectiveKind::kAllToAll,
+                     {0, 1, 2},
+                     0,
+                     AllToAllSizes::dense(3, std::vector<int64_t>(9, 8))},
       "all_to_all fwd");
   h.graph.add_collective(0, 1, c, "nccl:all_to_all");
   h.graph.add_collective(1, 1, c, "nccl:all_to_all");

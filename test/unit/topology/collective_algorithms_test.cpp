@@ -176,22 +176,10 @@ TEST(CollectiveAlgorithms, UnevenAllToAllvToThePicosecond) {
   c.kind = CollectiveKind::kAllToAll;
   c.members = {0, 1, 2, 3};
   // Member 0 sends 3 GB to 1 and 1 GB to 2; member 2 sends 1 GB to 1.
-  c.send_bytes = {0,
-                  3'000'000'000,
-                  1'000'000'000,
-                  0,  //
-                  0,
-                  0,
-                  0,
-                  0,  //
-                  0,
-                  1'000'000'000,
-                  0,
-                  0,  //
-                  0,
-                  0,
-                  0,
-                  0};
+  c.send_bytes = AllToAllSizes::dense(4, {0, 3'000'000'000, 1'000'000'000, 0,  //
+                                          0, 0, 0, 0,                          //
+                                          0, 1'000'000'000, 0, 0,              //
+                                          0, 0, 0, 0});
   const CollectiveChoice choice = net.planner().plan(c).choice;
   EXPECT_EQ(choice.algorithm, CollectiveAlgorithm::kDirect);
   // Latency: launch + NCCL ring base (Simple) + one NVLink ring hop.
@@ -270,9 +258,14 @@ TEST(CollectiveAlgorithms, RejectsMembersOutsideTheFabric) {
   EXPECT_THROW(net.start_collective(
                    engine, CollectiveDesc{CollectiveKind::kAllReduce, {1, 1}, 1, {}}, [] {}),
                std::invalid_argument);
-  EXPECT_THROW(net.start_collective(
-                   engine, CollectiveDesc{CollectiveKind::kAllToAll, {0, 1}, 0, {1, 2, 3}}, [] {}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      net.start_collective(engine,
+                           CollectiveDesc{CollectiveKind::kAllToAll,
+                                          {0, 1},
+                                          0,
+                                          AllToAllSizes::dense(3, std::vector<int64_t>(9, 1))},
+                           [] {}),
+      std::invalid_argument);
   EXPECT_THROW(net.start_collective(
                    engine, CollectiveDesc{CollectiveKind::kSendRecv, {0, 1, 2}, 1, {}}, [] {}),
                std::invalid_argument);

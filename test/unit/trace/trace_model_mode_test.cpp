@@ -38,8 +38,11 @@ class ToyCollectives final : public CollectiveCostModel {
  public:
   Duration collective_duration(const CollectiveDesc& c) const override {
     int64_t bytes = c.bytes;
-    for (int64_t b : c.send_bytes)
-      bytes = std::max(bytes, b);
+    const size_t n = c.send_bytes.members();
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j)
+        bytes = std::max(bytes, c.send_bytes.at(i, j));
+    }
     return Duration::from_us(10) + Duration::from_seconds_f(static_cast<double>(bytes) / 50e9);
   }
   Duration transfer_duration(const TransferDesc& t) const override {

@@ -96,8 +96,8 @@ SimRun simulate(const TransformerConfig& c, const Fabric& fabric, const Hardware
   for (CollectiveId id = 0; id < g.collective_count(); ++id) {
     const CollectiveDesc& d = g.collective(id);
     int64_t bytes = d.bytes;
-    for (int64_t b : d.send_bytes)
-      bytes += b;
+    for (size_t i = 0; i < d.send_bytes.members(); ++i)
+      bytes += d.send_bytes.sent_by(i);
     out.collective_bytes += bytes;
   }
   return out;

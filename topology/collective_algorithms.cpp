@@ -91,20 +91,35 @@ std::array<std::vector<uint32_t>, 2> double_binary_tree(uint32_t n) {
 /// The flows of one (kind, algorithm) for a member set, per byte of CollectiveDesc::bytes:
 /// flow i carries unit_bytes[i] x S wire-free payload bytes (already divided by the algorithm
 /// efficiency) from member source[i] (kNone for a switch) over links[offsets[i]..offsets[i+1]).
+/// All-to-all structures are built for one set of sizes and carry bytes, not bytes per byte of
+/// S (scale 1).
 struct FlowStructure {
   std::vector<uint32_t> links;
   std::vector<uint32_t> offsets{0};
   std::vector<double> unit_bytes;
   std::vector<uint32_t> source;
-  /// All-to-all only: the flows that carry member i's bytes to member j, pair_flows[2 (i n + j)]
-  /// and [2 (i n + j) + 1] (kNone where unused): the direct flow, or the NVLink segment to the
-  /// PXN proxy and the proxy's flow across nodes.
-  std::vector<uint32_t> pair_flows;
   /// Seconds per byte of S on the busiest link (sum of unit_bytes / capacity).
   double unit_link_seconds = 0.0;
   /// Unit bytes sent by the busiest member (for injection caps).
   double unit_source_bytes = 0.0;
 };
+
+/// What an all-to-all structure is built for: its sizes, or without them the collective's size
+/// (bytes / n to every pair).
+struct AllToAllKey {
+  AllToAllSizes sizes;
+  int64_t uniform_bytes = 0;  // CollectiveDesc::bytes when `sizes` is empty, else 0
+  bool operator==(const AllToAllKey&) const = default;
+};
+struct AllToAllKeyHash {
+  size_t operator()(const AllToAllKey& k) const {
+    return k.sizes.hash() ^ (static_cast<size_t>(k.uniform_bytes) * 0x9e3779b97f4a7c15ULL);
+  }
+};
+// All-to-all structures kept per member set; past this many distinct sizes (a trace replay's
+// one-off all-to-allv calls) the cache starts over. Training steps repeat a few: DLRM's forward
+// and backward, an MoE layer's dispatch and combine.
+constexpr size_t kMaxCachedAllToAlls = 16;
 
 }  // namespace
 
@@ -133,6 +148,8 @@ struct CollectivePlanner::Layout {
   // Cached flow structures per (kind, algorithm); see FlowStructure.
   std::map<std::pair<CollectiveKind, CollectiveAlgorithm>, std::unique_ptr<FlowStructure>>
       structures;
+  // Cached all-to-all structures per sizes (at most kMaxCachedAllToAlls).
+  std::unordered_map<AllToAllKey, std::unique_ptr<FlowStructure>, AllToAllKeyHash> all_to_alls;
 
   uint32_t node_count() const { return static_cast<uint32_t>(nodes.size()); }
   size_t size() const { return gpu.size(); }
@@ -140,8 +157,8 @@ struct CollectivePlanner::Layout {
 
 struct CollectivePlanner::Candidate {
   CollectiveChoice choice;
-  const FlowStructure* structure = nullptr;  // flows per byte of S, or
-  std::vector<double> direct_bytes;          // all-to-all: bytes of each pair flow of `structure`
+  const FlowStructure* structure = nullptr;
+  double scale = 0.0;  // payload bytes of flow f = structure->unit_bytes[f] x scale
 };
 
 namespace {
@@ -160,24 +177,37 @@ std::vector<DeviceIndex> share_of(const std::vector<DeviceIndex>& nics, size_t j
 }
 
 /// Collects the flows of a structure and routes them; flows with the same path description
-/// are merged (their bytes add up), in order of first appearance.
+/// are merged (their bytes add up, in the order added), in order of first appearance or, after
+/// sort_by_order(), by the order key given with each flow's first addition.
 class FlowCollector {
  public:
   /// A flow over the fabric's route from src to dst (one of them may be a switch). Returns the
   /// index of the (merged) flow.
-  uint32_t add(DeviceIndex src, DeviceIndex dst, double unit_bytes, uint32_t source) {
-    return add_via(src, dst, kNone, kNone, unit_bytes, source);
+  uint32_t add(DeviceIndex src, DeviceIndex dst, double unit_bytes, uint32_t source,
+               uint64_t order = 0) {
+    return add_via(src, dst, kNone, kNone, unit_bytes, source, order);
   }
   /// A flow from GPU src to GPU dst that leaves its node through `nic` and enters the
   /// destination node through `nic_dst` (kNone: the fabric's own choice).
   uint32_t add_via(DeviceIndex src, DeviceIndex dst, DeviceIndex nic, DeviceIndex nic_dst,
-                   double unit_bytes, uint32_t source) {
+                   double unit_bytes, uint32_t source, uint64_t order = 0) {
     if (src == dst) return kNone;
     const Key key{src, dst, nic, nic_dst};
     auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(items_.size()));
-    if (inserted) items_.push_back(Item{key, source, 0.0});
+    if (inserted) items_.push_back(Item{key, source, 0.0, order});
     items_[it->second].unit_bytes += unit_bytes;
     return it->second;
+  }
+  void reserve(size_t flows) {
+    items_.reserve(flows);
+    index_.reserve(flows);
+  }
+  /// Puts the flows in ascending order of their order keys (distinct keys: the order is then
+  /// unique). Flow indices returned before are void, and nothing may be added afterwards.
+  void sort_by_order() {
+    index_.clear();
+    std::sort(items_.begin(), items_.end(),
+              [](const Item& a, const Item& b) { return a.order < b.order; });
   }
 
   /// `path(from, to)` returns the links from one device to another (see
@@ -298,6 +328,7 @@ class FlowCollector {
     Key key;
     uint32_t source;
     double unit_bytes;
+    uint64_t order;
   };
   std::vector<Item> items_;
   std::unordered_map<Key, uint32_t, KeyHash> index_;
@@ -777,7 +808,6 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
     auto it = lay.structures.find(key);
     if (it != lay.structures.end()) return it->second.get();
     FlowCollector fc;
-    std::vector<uint32_t> pair_map;
     const uint32_t channels = lay.channels;
     const double per_channel = 1.0 / channels;
     // NIC of member i in channel ch (channels cycle over a member's NICs every p channels).
@@ -933,30 +963,7 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
             fc.add(gpu[0], gpu[1], 1.0, 0);
           }
         } else {
-          // All-to-all: bytes are set per call through pair_flows. Within a node each pair is
-          // one flow. Across nodes NCCL's PXN forwards over NVLink to the sender-node GPU with
-          // the receiver's local rank (the proxy), which sends through its own NIC, so
-          // inter-node traffic stays rail-matched; the proxy's flow to a receiver carries the
-          // bytes of every sender of its node.
-          const bool pxn = nodes > 1 && lay.uniform && lay.max_nics > 0;
-          pair_map.assign(2 * static_cast<size_t>(n) * n, kNone);
-          for (uint32_t i = 0; i < n; ++i) {
-            for (uint32_t j = 0; j < n; ++j) {
-              if (i == j) continue;
-              const size_t at = 2 * (static_cast<size_t>(i) * n + j);
-              const uint32_t proxy = pxn ? lay.nodes[lay.node_of[i]][lay.local_of[j]] : kNone;
-              if (!pxn || lay.node_of[i] == lay.node_of[j] || lay.nics_of[proxy].empty()) {
-                pair_map[at] = fc.add(gpu[i], gpu[j], 0.0, i);
-                continue;
-              }
-              const auto& nics = lay.nics_of[proxy];
-              if (proxy != i) pair_map[at] = fc.add(gpu[i], gpu[proxy], 0.0, i);
-              const auto& entry = lay.nics_of[j];
-              pair_map[at + 1] = fc.add_via(
-                  gpu[proxy], gpu[j], nics[lay.node_of[j] % nics.size()],
-                  entry.empty() ? kNone : entry[lay.node_of[i] % entry.size()], 0.0, proxy);
-            }
-          }
+          throw std::logic_error("collective planner: all-to-all structures are built per sizes");
         }
         break;
       }
@@ -964,8 +971,97 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
     auto s = std::make_unique<FlowStructure>(
         fc.route(fabric_, in_links_, link_capacity_, n,
                  [this](DeviceIndex from, DeviceIndex to) { return path(from, to); }));
-    s->pair_flows = std::move(pair_map);
     return lay.structures.emplace(key, std::move(s)).first->second.get();
+  };
+
+  // The direct all-to-all for the collective's sizes: flows with payload bytes (scale 1), only
+  // those that carry bytes. Within a node each pair is one flow. Across nodes NCCL's PXN
+  // forwards over NVLink to the sender-node GPU with the receiver's local rank (the proxy),
+  // which sends through its own NIC, so inter-node traffic stays rail-matched; the proxy's flow
+  // to a receiver carries the bytes of every sender of its node. Flows with the same path
+  // description merge, their bytes adding up in row-major pair order.
+  //
+  // Flow order: as if every pair (i, j), i != j, were visited row-major, each adding its direct
+  // or forwarding flow (slot 0) and then its proxy flow (slot 1), zero-byte pairs included:
+  // every flow is sorted by its first appearance (i n + j, slot), computed in O(1) per flow, so
+  // the plan does not depend on which pairs carry bytes. Only the spines may differ from such a
+  // visit: FlowCollector::network_path spreads the flows between two different leaves over
+  // their spines in routing order, and only flows that carry bytes are routed here, so where
+  // flows cross leaves (fabrics with several leaf groups, or members not in rank order, whose
+  // proxies sit on another rail than the receiver) a flow may take another spine than it would
+  // if zero-byte pairs took their turns. Adaptive routing spreads the traffic that exists, so
+  // this is the more physical choice.
+  auto all_to_all_structure = [&]() -> const FlowStructure* {
+    AllToAllKey key{c.send_bytes, c.send_bytes.empty() ? c.bytes : 0};
+    auto found = lay.all_to_alls.find(key);
+    if (found != lay.all_to_alls.end()) return found->second.get();
+    if (lay.all_to_alls.size() >= kMaxCachedAllToAlls) lay.all_to_alls.clear();
+
+    const bool pxn = nodes > 1 && lay.uniform && lay.max_nics > 0;
+    // Per local rank k: the lowest member index with local rank k, and the lowest with local
+    // rank k on another node than that one. first_elsewhere(v, k) is then the lowest member
+    // index with local rank k outside node v.
+    std::vector<uint32_t> lowest(pxn ? p : 0, kNone);
+    std::vector<uint32_t> second(pxn ? p : 0, kNone);
+    for (uint32_t m = 0; pxn && m < n; ++m) {
+      const uint32_t k = lay.local_of[m];
+      if (lowest[k] == kNone) {
+        lowest[k] = m;
+      } else if (second[k] == kNone && lay.node_of[m] != lay.node_of[lowest[k]]) {
+        second[k] = m;
+      }
+    }
+    auto first_elsewhere = [&](uint32_t v, uint32_t k) {
+      return lay.node_of[lowest[k]] != v ? lowest[k] : second[k];
+    };
+    // First appearance of pair (i, j), slot s.
+    auto order = [n](uint64_t i, uint64_t j, uint64_t slot) { return (i * n + j) * 2 + slot; };
+
+    FlowCollector fc;
+    auto add_pair = [&](uint32_t i, uint32_t j, double b) {
+      const uint32_t v = lay.node_of[i];
+      const uint32_t proxy = pxn ? lay.nodes[v][lay.local_of[j]] : kNone;
+      if (!pxn || v == lay.node_of[j] || lay.nics_of[proxy].empty()) {
+        uint64_t first = order(i, j, 0);
+        // On one node, i -> j is also the NVLink segment of i's PXN pairs to j's local rank on
+        // other nodes, which j forwards; the first of those is (i, first_elsewhere).
+        if (pxn && v == lay.node_of[j] && !lay.nics_of[j].empty()) {
+          const uint32_t other = first_elsewhere(v, lay.local_of[j]);
+          if (other != kNone) first = std::min(first, order(i, other, 0));
+        }
+        fc.add(gpu[i], gpu[j], b, i, first);
+        return;
+      }
+      if (proxy != i) {
+        // The segment i -> proxy is also the direct pair (i, proxy) on i's node.
+        fc.add(gpu[i], gpu[proxy], b, i,
+               std::min(order(i, proxy, 0), order(i, first_elsewhere(v, lay.local_of[j]), 0)));
+      }
+      // Every sender of node v reaches j through this proxy; the lowest member of v first.
+      const auto& nics = lay.nics_of[proxy];
+      const auto& entry = lay.nics_of[j];
+      fc.add_via(gpu[proxy], gpu[j], nics[lay.node_of[j] % nics.size()],
+                 entry.empty() ? kNone : entry[v % entry.size()], b, proxy,
+                 order(lay.nodes[v].front(), j, 1));
+    };
+    if (c.send_bytes.empty()) {
+      const double b = static_cast<double>(c.bytes) / nd;
+      fc.reserve(pxn ? static_cast<size_t>(n) * (p + nodes) : static_cast<size_t>(n) * n);
+      for (uint32_t i = 0; i < n; ++i) {
+        for (uint32_t j = 0; j < n; ++j) {
+          if (i != j) add_pair(i, j, b);
+        }
+      }
+    } else {
+      c.send_bytes.for_each_nonzero([&](size_t i, size_t j, int64_t bytes) {
+        add_pair(static_cast<uint32_t>(i), static_cast<uint32_t>(j), static_cast<double>(bytes));
+      });
+    }
+    fc.sort_by_order();
+    auto s = std::make_unique<FlowStructure>(
+        fc.route(fabric_, in_links_, link_capacity_, n,
+                 [this](DeviceIndex from, DeviceIndex to) { return path(from, to); }));
+    return lay.all_to_alls.emplace(std::move(key), std::move(s)).first->second.get();
   };
 
   // Applicable algorithms for the kind.
@@ -1025,42 +1121,13 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       }
       continue;
     }
-    const FlowStructure* s = structure(a);
-    std::vector<double> direct_bytes;
-    double unit_link_seconds = s->unit_link_seconds;
-    double unit_source_bytes = s->unit_source_bytes;
-    double scale = static_cast<double>(c.bytes);
-    if (a == CollectiveAlgorithm::kDirect && c.kind == CollectiveKind::kAllToAll) {
-      // Bytes of each flow from send_bytes (S/n per pair without it) through pair_flows.
-      const size_t flows = s->unit_bytes.size();
-      direct_bytes.assign(flows, 0.0);
-      std::vector<double> link_load(link_capacity_.size(), 0.0);
-      std::vector<double> source_load(n, 0.0);
-      for (uint32_t i = 0; i < n; ++i) {
-        for (uint32_t j = 0; j < n; ++j) {
-          if (i == j) continue;
-          const size_t pair = static_cast<size_t>(i) * n + j;
-          const double b = c.send_bytes.empty() ? static_cast<double>(c.bytes) / nd
-                                                : static_cast<double>(c.send_bytes.at(i, j));
-          for (uint32_t k = 0; k < 2; ++k) {
-            const uint32_t f = s->pair_flows[2 * pair + k];
-            if (f != kNone) direct_bytes[f] += b;
-          }
-        }
-      }
-      for (size_t f = 0; f < flows; ++f) {
-        for (uint32_t h = s->offsets[f]; h < s->offsets[f + 1]; ++h)
-          link_load[s->links[h]] += direct_bytes[f];
-        if (s->source[f] != kNone) source_load[s->source[f]] += direct_bytes[f];
-      }
-      unit_link_seconds = 0.0;
-      for (size_t l = 0; l < link_load.size(); ++l) {
-        if (link_load[l] > 0.0)
-          unit_link_seconds = std::max(unit_link_seconds, link_load[l] / link_capacity_[l]);
-      }
-      unit_source_bytes = *std::max_element(source_load.begin(), source_load.end());
-      scale = 1.0;
-    }
+    const bool all_to_all =
+        a == CollectiveAlgorithm::kDirect && c.kind == CollectiveKind::kAllToAll;
+    const FlowStructure* s = all_to_all ? all_to_all_structure() : structure(a);
+    // All-to-all structures carry bytes already.
+    const double scale = all_to_all ? 1.0 : static_cast<double>(c.bytes);
+    const double unit_link_seconds = s->unit_link_seconds;
+    const double unit_source_bytes = s->unit_source_bytes;
 
     for (CollectiveProtocol proto : tuning_.enabled_protocols) {
       if (a == CollectiveAlgorithm::kNvls && proto != CollectiveProtocol::kSimple) continue;
@@ -1134,7 +1201,7 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       cand.choice.latency = launch + lat;
       cand.choice.predicted = cand.choice.latency + Duration::from_seconds_f(seconds);
       cand.structure = s;
-      cand.direct_bytes = direct_bytes;
+      cand.scale = scale;
       out.push_back(std::move(cand));
     }
   }
@@ -1199,14 +1266,13 @@ CollectivePlan CollectivePlanner::plan_impl(const CollectiveDesc& collective,
   const bool capped = pt.injection_cap.bytes_per_second() > 0.0;
   const auto fabric_links = static_cast<uint32_t>(link_capacity_.size());
   std::vector<uint32_t> cap_link(collective.members.size(), kNone);
-  const double scale = static_cast<double>(collective.bytes);
+  const double scale = best->scale;
   FlowBatch& batch = plan.flows;
   batch.links.reserve(s.links.size() + (capped ? s.unit_bytes.size() : 0));
   batch.bytes.reserve(s.unit_bytes.size());
   batch.offsets.reserve(s.unit_bytes.size() + 1);
   for (size_t f = 0; f < s.unit_bytes.size(); ++f) {
-    const double payload =
-        best->direct_bytes.empty() ? s.unit_bytes[f] * scale : best->direct_bytes[f];
+    const double payload = s.unit_bytes[f] * scale;
     if (payload <= 0.0) continue;
     batch.links.insert(batch.links.end(), s.links.begin() + s.offsets[f],
                        s.links.begin() + s.offsets[f + 1]);

@@ -28,6 +28,8 @@
 //    send_bytes is empty); send/recv: members[0] sends S to members[1]. Across nodes NCCL's PXN
 //    is modelled: i's bytes cross NVLink to the GPU of i's node with j's local rank (the proxy)
 //    and leave through the proxy's NIC, so the proxy's flow to j carries every sender of its node.
+//    Only pairs with bytes make flows (O(non-zero pairs), e.g. DLRM's outer-product sizes), and
+//    the flows of one member set and one set of sizes are built once and reused.
 // Member value r runs on fabric.gpus()[r].
 //
 // Paths (NCCL's channels pin NICs; the fabric's route picks one path per device pair):

@@ -7,12 +7,15 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -381,6 +384,227 @@ TEST(CollectivePlanner, SendRecvAcrossNodesUsesTheRailsAndScales) {
 #if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
   EXPECT_LT(seconds, 2.0);
 #endif
+}
+
+void expect_same_plan(const CollectivePlan& a, const CollectivePlan& b, const std::string& what) {
+  EXPECT_EQ(a.choice.algorithm, b.choice.algorithm) << what;
+  EXPECT_EQ(a.choice.protocol, b.choice.protocol) << what;
+  EXPECT_EQ(a.choice.latency, b.choice.latency) << what;
+  EXPECT_EQ(a.choice.predicted, b.choice.predicted) << what;
+  EXPECT_EQ(a.flows.links, b.flows.links) << what;
+  EXPECT_EQ(a.flows.offsets, b.flows.offsets) << what;
+  EXPECT_EQ(a.flows.bytes, b.flows.bytes) << what;
+  EXPECT_EQ(a.flows.virtual_capacities, b.flows.virtual_capacities) << what;
+}
+
+/// The plans of `c` a planner makes: tuned and with each protocol forced.
+std::vector<CollectivePlan> all_to_all_plans(CollectivePlanner& planner, const CollectiveDesc& c) {
+  std::vector<CollectivePlan> plans{planner.plan(c)};
+  for (CollectiveProtocol p :
+       {CollectiveProtocol::kLl, CollectiveProtocol::kLl128, CollectiveProtocol::kSimple})
+    plans.push_back(planner.plan(c, CollectiveAlgorithm::kDirect, p));
+  return plans;
+}
+
+CollectiveDesc all_to_all(std::vector<RankId> members, AllToAllSizes sizes, int64_t bytes = 0) {
+  return CollectiveDesc{CollectiveKind::kAllToAll, std::move(members), bytes, std::move(sizes)};
+}
+
+/// DLRM-like per-sender sizes over n members: `senders` members spread over the group send 1, 2
+/// or 3 x `per_peer` bytes to every member, the others nothing.
+std::vector<int64_t> sparse_senders(size_t n, size_t senders, int64_t per_peer) {
+  std::vector<int64_t> per_sender(n, 0);
+  for (size_t k = 0; k < senders; ++k)
+    per_sender[(k * 37 + 5) % n] = per_peer * static_cast<int64_t>(1 + k % 3);
+  return per_sender;
+}
+
+// The planner's all-to-all depends on the bytes, not on their form: an outer product and the
+// equal dense matrix give the same plans (choice, latency, flows, links, bytes), with zero rows
+// (forward: ranks without tables send nothing) and zero columns (backward), and so do uniform
+// sizes and the equal constant matrix. Separate planners, so that no plan comes from the
+// other's cache.
+TEST(CollectivePlanner, OuterProductAllToAllPlansLikeTheEqualDenseMatrix) {
+  const Fabric fabric = load("dgx_h100_cluster_16");
+  const std::vector<RankId> ranks = all_ranks(fabric);
+  const size_t n = ranks.size();
+  const std::vector<int64_t> per_sender = sparse_senders(n, 12, 4096);
+  const std::vector<int64_t> ones(n, 1);
+  std::vector<int64_t> forward(n * n);
+  std::vector<int64_t> backward(n * n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      forward[i * n + j] = per_sender[i];
+      backward[j * n + i] = per_sender[i];
+    }
+  }
+  struct Case {
+    std::string name;
+    CollectiveDesc outer;
+    CollectiveDesc dense;
+  };
+  const std::vector<Case> cases{
+      {"forward", all_to_all(ranks, AllToAllSizes::outer(per_sender, ones)),
+       all_to_all(ranks, AllToAllSizes::dense(n, forward))},
+      {"backward", all_to_all(ranks, AllToAllSizes::outer(ones, per_sender)),
+       all_to_all(ranks, AllToAllSizes::dense(n, backward))},
+      {"uniform", all_to_all(ranks, {}, static_cast<int64_t>(n) * 1024),
+       all_to_all(ranks, AllToAllSizes::dense(n, std::vector<int64_t>(n * n, 1024)))},
+  };
+  CollectivePlanner a(fabric, nccl_like_tuning());
+  CollectivePlanner b(fabric, nccl_like_tuning());
+  for (const Case& c : cases) {
+    const std::vector<CollectivePlan> from_outer = all_to_all_plans(a, c.outer);
+    const std::vector<CollectivePlan> from_dense = all_to_all_plans(b, c.dense);
+    ASSERT_EQ(from_outer.size(), from_dense.size());
+    for (size_t k = 0; k < from_outer.size(); ++k) {
+      EXPECT_GT(from_outer[k].flows.size(), 0u) << c.name;
+      expect_same_plan(from_outer[k], from_dense[k], c.name + " plan " + std::to_string(k));
+    }
+  }
+  // A rank without tables sends nothing of its own: the only flows that start at its GPU are
+  // the PXN flows it forwards to other nodes for the senders of its node.
+  const CollectivePlan fwd = a.plan(cases[0].outer);
+  for (size_t i = 0; i < n; ++i) {
+    if (per_sender[i] != 0) continue;
+    const DeviceIndex gpu = fabric.gpus()[ranks[i]];
+    for (size_t f = 0; f < fwd.flows.size(); ++f) {
+      const FabricLink& first = fabric.link(fwd.flows.links[fwd.flows.offsets[f]]);
+      if (first.from != gpu) continue;
+      const FabricLink& last = fabric.link(fwd.flows.links[fwd.flows.offsets[f + 1] - 1]);
+      EXPECT_NE(fabric.device(last.to).node, fabric.device(gpu).node) << "rank " << i;
+    }
+  }
+}
+
+// A repeated all-to-all is planned once per sizes: the second call gives the identical plan,
+// and so does a call after the planner's all-to-all cache was refilled with other sizes.
+TEST(CollectivePlanner, RepeatedAllToAllGivesTheIdenticalPlan) {
+  const Fabric fabric = load("dgx_h100_cluster_2");
+  const std::vector<RankId> ranks = all_ranks(fabric);
+  const size_t n = ranks.size();
+  const std::vector<int64_t> ones(n, 1);
+  CollectivePlanner planner(fabric, nccl_like_tuning());
+  const CollectiveDesc c =
+      all_to_all(ranks, AllToAllSizes::outer(sparse_senders(n, 5, 1 << 20), ones));
+  const std::vector<CollectivePlan> first = all_to_all_plans(planner, c);
+  const std::vector<CollectivePlan> again = all_to_all_plans(planner, c);
+  for (size_t k = 0; k < first.size(); ++k)
+    expect_same_plan(first[k], again[k], "repeated, plan " + std::to_string(k));
+  for (int64_t other = 1; other <= 40; ++other)
+    planner.plan(all_to_all(ranks, AllToAllSizes::outer(sparse_senders(n, 3, other), ones)));
+  const std::vector<CollectivePlan> later = all_to_all_plans(planner, c);
+  for (size_t k = 0; k < first.size(); ++k)
+    expect_same_plan(first[k], later[k], "after other sizes, plan " + std::to_string(k));
+}
+
+/// The flows of NCCL's direct all-to-all with PXN, by definition, for members on DGX-like
+/// nodes (the same number of members on every node, NICs for all of them): each pair (i, j)
+/// in row-major order adds i -> j on one node, or i -> proxy over NVLink (the member of i's
+/// node with j's local rank, unless that is i) and proxy -> j across nodes; flows between the
+/// same two GPUs merge, bytes adding in pair order; flows keep the order of their first
+/// appearance over all pairs, and those without bytes are left out. (from GPU, to GPU, bytes)
+/// per flow.
+std::vector<std::tuple<DeviceIndex, DeviceIndex, double>> reference_pxn_flows(
+    const Fabric& fabric, const std::vector<RankId>& members, const AllToAllSizes& sizes) {
+  const size_t n = members.size();
+  std::map<int32_t, std::vector<size_t>> by_node;  // node id -> member indices in member order
+  std::vector<DeviceIndex> gpu(n);
+  for (size_t m = 0; m < n; ++m) {
+    gpu[m] = fabric.gpus()[members[m]];
+    by_node[fabric.device(gpu[m]).node].push_back(m);
+  }
+  std::vector<const std::vector<size_t>*> node_of(n);
+  std::vector<size_t> local_of(n);
+  for (const auto& [id, list] : by_node) {
+    for (size_t k = 0; k < list.size(); ++k) {
+      node_of[list[k]] = &list;
+      local_of[list[k]] = k;
+    }
+  }
+  std::vector<std::tuple<DeviceIndex, DeviceIndex, double>> flows;
+  std::map<std::pair<DeviceIndex, DeviceIndex>, size_t> index;
+  auto add = [&](DeviceIndex from, DeviceIndex to, double b) {
+    auto [it, inserted] = index.try_emplace({from, to}, flows.size());
+    if (inserted) flows.emplace_back(from, to, 0.0);
+    std::get<2>(flows[it->second]) += b;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      if (i == j) continue;
+      const auto b = static_cast<double>(sizes.at(i, j));
+      if (node_of[i] == node_of[j]) {
+        add(gpu[i], gpu[j], b);
+        continue;
+      }
+      const size_t proxy = (*node_of[i])[local_of[j]];
+      if (proxy != i) add(gpu[i], gpu[proxy], b);
+      add(gpu[proxy], gpu[j], b);
+    }
+  }
+  std::erase_if(flows, [](const auto& f) { return std::get<2>(f) <= 0.0; });
+  return flows;
+}
+
+// The planner's all-to-all flows, their order and their bytes follow the definition above
+// (the order in which PXN would first use each path over all pairs, whichever pairs carry
+// bytes) for sizes that skip most pairs, member orders other than rank order, on two and
+// sixteen nodes; flows between nodes pass through a NIC.
+TEST(CollectivePlanner, AllToAllFlowsFollowPxnInFirstAppearanceOrder) {
+  for (const std::string name : {"dgx_h100_cluster_2", "dgx_h100_cluster_16"}) {
+    const Fabric fabric = load(name);
+    const std::vector<RankId> in_order = all_ranks(fabric);
+    const std::vector<RankId> reversed(in_order.rbegin(), in_order.rend());
+    // Neighbours swapped (1, 0, 3, 2, ...), starting from the second node.
+    std::vector<RankId> swapped;
+    for (size_t k = 0; k < in_order.size(); ++k)
+      swapped.push_back(in_order[k % 2 == 0 ? k + 1 : k - 1]);
+    std::rotate(swapped.begin(), swapped.begin() + 8, swapped.end());
+    CollectivePlanner planner(fabric, nccl_like_tuning());
+    for (const auto& members : {in_order, reversed, swapped}) {
+      const size_t n = members.size();
+      std::vector<int64_t> random(n * n, 0);
+      uint64_t state = 12345;
+      for (int64_t& b : random) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        b = (state >> 33) % 5 == 0 ? static_cast<int64_t>((state >> 40) % 100'000) : 0;
+      }
+      const std::vector<int64_t> senders = sparse_senders(n, n / 8, 1000);
+      const std::vector<int64_t> ones(n, 1);
+      const std::vector<AllToAllSizes> sizes{
+          AllToAllSizes::dense(n, random),
+          AllToAllSizes::outer(senders, ones),
+          AllToAllSizes::outer(ones, senders),
+          AllToAllSizes::outer(senders, senders),
+      };
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const std::string what =
+            fmt::format("{}, first member {}, sizes {}", name, members.front(), k);
+        const auto expected = reference_pxn_flows(fabric, members, sizes[k]);
+        // Simple: wire factor 1, no injection-cap links.
+        const CollectivePlan plan =
+            planner.plan(all_to_all(members, sizes[k]), CollectiveAlgorithm::kDirect,
+                         CollectiveProtocol::kSimple);
+        ASSERT_EQ(plan.flows.size(), expected.size()) << what;
+        for (size_t f = 0; f < expected.size(); ++f) {
+          const uint32_t begin = plan.flows.offsets[f];
+          const uint32_t end = plan.flows.offsets[f + 1];
+          const DeviceIndex from = fabric.link(plan.flows.links[begin]).from;
+          const DeviceIndex to = fabric.link(plan.flows.links[end - 1]).to;
+          ASSERT_EQ(std::make_tuple(from, to, plan.flows.bytes[f]), expected[f])
+              << what << ", flow " << f << ": " << fabric.device(from).id << " -> "
+              << fabric.device(to).id;
+          if (fabric.device(from).node == fabric.device(to).node) continue;
+          bool through_nic = false;
+          for (uint32_t h = begin; h < end; ++h) {
+            const DeviceIndex d = fabric.link(plan.flows.links[h]).to;
+            through_nic = through_nic || fabric.device(d).kind == DeviceKind::kNic;
+          }
+          EXPECT_TRUE(through_nic) << what << ", flow " << f;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,10 @@
 //  - AllToAll1024: 1 MiB from every rank to every other (1023 MiB sent per rank, 1,047,552
 //    pairs), direct with PXN: 137,216 flows (NVLink segments to rail proxies and rail-matched
 //    proxy -> receiver flows).
+//  - EmbeddingAllToAll1024: DLRM's forward embedding all-to-all under weak scaling (96 tables on
+//    1024 ranks): every tenth rank below 960 sends 512 KiB (1024 samples x 128 fp32 values of its
+//    one table) to every rank, the others nothing; sizes an outer product, so only those 96 rows
+//    are planned.
 // "Cold" variants build a new FlowNetwork per iteration, so each one pays for planning (ring
 // search, NIC affinity, routes); "Warm" ones reuse it, as repeated calls of one job do.
 // Counters: flows simulated, flows per wall second, simulated collective time.
@@ -16,6 +20,8 @@
 
 #include <filesystem>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/engine.h"
@@ -32,13 +38,23 @@ Fabric load_cluster() {
   return load_fabric(doc.root());
 }
 
-CollectiveDesc over_all(const Fabric& fabric, CollectiveKind kind, int64_t bytes) {
+CollectiveDesc over_all(const Fabric& fabric, CollectiveKind kind, int64_t bytes,
+                        AllToAllSizes sizes) {
   CollectiveDesc c;
   c.kind = kind;
   c.bytes = bytes;
+  c.send_bytes = std::move(sizes);
   for (RankId r = 0; r < fabric.gpus().size(); ++r)
     c.members.push_back(r);
   return c;
+}
+
+/// DLRM forward embedding all-to-all sizes on n ranks (see EmbeddingAllToAll1024 above).
+AllToAllSizes embedding_sizes(size_t n) {
+  std::vector<int64_t> per_sender(n, 0);
+  for (size_t r = 0; r < 960 && r < n; r += 10)
+    per_sender[r] = 1024 * 128 * 4;
+  return AllToAllSizes::outer(std::move(per_sender), std::vector<int64_t>(n, 1));
 }
 
 /// Runs `c` once on `net` (forced algorithm / protocol when given); returns the simulated time.
@@ -58,9 +74,12 @@ Duration run_once(FlowNetwork& net, const CollectiveDesc& c,
 }
 
 void run_benchmark(benchmark::State& state, CollectiveKind kind, int64_t bytes,
-                   std::optional<CollectiveAlgorithm> algorithm, bool cold) {
+                   std::optional<CollectiveAlgorithm> algorithm, bool cold,
+                   bool embedding_sizes_of_dlrm = false) {
   const Fabric fabric = load_cluster();
-  const CollectiveDesc c = over_all(fabric, kind, bytes);
+  const CollectiveDesc c =
+      over_all(fabric, kind, bytes,
+               embedding_sizes_of_dlrm ? embedding_sizes(fabric.gpus().size()) : AllToAllSizes{});
   const Bandwidth hbm = Bandwidth::gigabytes_per_second(3350.0);  // H100 SXM5 datasheet
   std::optional<FlowNetwork> warm;
   if (!cold) {
@@ -105,12 +124,20 @@ void BM_AllToAll1024Cold(benchmark::State& state) {
 void BM_AllToAll1024Warm(benchmark::State& state) {
   run_benchmark(state, CollectiveKind::kAllToAll, int64_t{1024} << 20, std::nullopt, false);
 }
+void BM_EmbeddingAllToAll1024Cold(benchmark::State& state) {
+  run_benchmark(state, CollectiveKind::kAllToAll, 0, std::nullopt, true, true);
+}
+void BM_EmbeddingAllToAll1024Warm(benchmark::State& state) {
+  run_benchmark(state, CollectiveKind::kAllToAll, 0, std::nullopt, false, true);
+}
 
 BENCHMARK(BM_RingAllReduce1024Cold)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RingAllReduce1024Warm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TunedAllReduce1024Cold)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AllToAll1024Cold)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AllToAll1024Warm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingAllToAll1024Cold)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingAllToAll1024Warm)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace upsim

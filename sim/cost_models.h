@@ -141,6 +141,7 @@ struct OptimizerShape {
   /// The CUDA build passes 32 KB kernel arguments (CUDA >= 12.1, driver >= 530), which raises
   /// multi_tensor_apply's tensors and blocks per launch.
   bool large_kernel_args = false;
+  bool operator==(const OptimizerShape&) const = default;
 };
 
 /// Bins of the reuse-factor histogram (Lin et al., TPDS 2024): bin 0 holds distinct rows
@@ -157,6 +158,7 @@ struct EmbeddingTableShape {
   /// whose access count falls in each bin (sums to 1). Empty = unknown: models that use it then
   /// assume uniformly random indices over `rows`.
   std::vector<double> reuse_histogram{};
+  bool operator==(const EmbeddingTableShape&) const = default;
 };
 
 /// Table-batched embedding-bag shape: `tables` tables looked up for `batch` samples each, with
@@ -177,6 +179,7 @@ struct EmbeddingShape {
   int64_t index_bytes = 4;
   /// kEmbeddingBackward: the optimizer fused into the backward.
   FusedEmbeddingOptimizer optimizer = FusedEmbeddingOptimizer::kSgd;
+  bool operator==(const EmbeddingShape&) const = default;
 };
 
 /// The core of scaled dot-product attention, softmax(q k^T / sqrt(d)) v, for `batch` sequences
@@ -199,8 +202,11 @@ struct AttentionShape {
   /// false: the unfused path's batched GEMMs and softmax are separate kernels, and a kAttention
   /// descriptor does not occur (the workload emits them as kGemm and kMemoryBound kernels).
   bool fused = true;
+  bool operator==(const AttentionShape&) const = default;
 };
 
+/// What a kernel does, as the kernel cost models read it. Equal descriptions (operator==, field
+/// by field) cost the same: TaskGraph stores each distinct one once.
 struct KernelDesc {
   KernelClass cls = KernelClass::kMemoryBound;
   DType dtype = DType::kFp32;
@@ -224,6 +230,7 @@ struct KernelDesc {
   EmbeddingShape embedding;
   // kAttention (dtype = the q/k/v element type).
   AttentionShape attention;
+  bool operator==(const KernelDesc&) const = default;
 };
 
 /// A kGemm descriptor: batch x (m x k) * (k x n) in `dtype`.

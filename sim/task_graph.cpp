@@ -1,7 +1,10 @@
 #include "sim/task_graph.h"
 
+#include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace upsim {
 
@@ -10,6 +13,76 @@ std::string task_label(const TaskGraph& g, TaskId id) {
   const Task& t = g.task(id);
   return "task " + std::to_string(id) + " (" + std::string(task_kind_name(t.kind)) + " `" +
          std::string(g.name(t.name)) + "` on rank " + std::to_string(t.rank) + ")";
+}
+
+/// FNV-1a style mixing of 64-bit words; only needs to spread equal-looking descriptions.
+class Hasher {
+ public:
+  void add(uint64_t word) { h_ = (h_ ^ word) * 0x100000001b3ULL; }
+  void add(int64_t v) { add(static_cast<uint64_t>(v)); }
+  void add(double v) { add(std::bit_cast<uint64_t>(v)); }
+  void add(bool v) { add(uint64_t{v}); }
+  template <typename E>
+  requires std::is_enum_v<E>
+  void add(E v) { add(static_cast<uint64_t>(v)); }
+  template <typename T>
+  void add(const std::vector<T>& v) {
+    add(static_cast<uint64_t>(v.size()));
+    for (const T& x : v)
+      add(x);
+  }
+  void add(const EmbeddingTableShape& t) {
+    add(t.rows);
+    add(t.dim);
+    add(t.pooling);
+    add(t.reuse_histogram);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+/// A hash consistent with KernelDesc::operator== (equal descriptions hash alike, except that
+/// 0.0 and -0.0 may not: such a pair is merely stored twice).
+uint64_t kernel_desc_hash(const KernelDesc& k) {
+  Hasher h;
+  h.add(k.cls);
+  h.add(k.dtype);
+  h.add(k.batch);
+  h.add(k.m);
+  h.add(k.n);
+  h.add(k.k);
+  h.add(k.bytes_read);
+  h.add(k.bytes_written);
+  h.add(k.flops);
+  h.add(k.memory_op);
+  h.add(k.row_elements);
+  h.add(k.optimizer.kind);
+  h.add(k.optimizer.impl);
+  h.add(k.optimizer.tensor_elements);
+  h.add(k.optimizer.large_kernel_args);
+  const EmbeddingShape& e = k.embedding;
+  h.add(e.batch);
+  h.add(e.tables);
+  h.add(e.rows);
+  h.add(e.dim);
+  h.add(e.pooling);
+  h.add(e.reuse_histogram);
+  h.add(e.per_table);
+  h.add(e.index_bytes);
+  h.add(e.optimizer);
+  const AttentionShape& a = k.attention;
+  h.add(a.batch);
+  h.add(a.heads);
+  h.add(a.kv_heads);
+  h.add(a.seq_q);
+  h.add(a.seq_kv);
+  h.add(a.head_dim);
+  h.add(a.causal);
+  h.add(a.backward);
+  h.add(a.fused);
+  return h.value();
 }
 }  // namespace
 
@@ -110,16 +183,20 @@ TaskId TaskGraph::add_iteration_mark(RankId rank, uint16_t thread, uint32_t iter
 
 TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name,
                              std::string_view op_name, const KernelDesc& kernel) {
-  const TaskId id = add_task(Task{TaskKind::kKernel, HostPhase::kMarker, stream, rank, intern(name),
-                                  intern(op_name), static_cast<uint32_t>(kernels_.size()), 0, -1});
-  kernels_.push_back(kernel);
-  return id;
+  return add_kernel(rank, stream, name, op_name, add_kernel_desc(kernel));
 }
 
 KernelDescId TaskGraph::add_kernel_desc(const KernelDesc& kernel) {
   if (sealed_) throw std::logic_error("TaskGraph: adding a kernel description to a sealed graph");
+  const uint64_t hash = kernel_desc_hash(kernel);
+  const auto [begin, end] = kernel_index_.equal_range(hash);
+  for (auto it = begin; it != end; ++it) {
+    if (kernels_[it->second] == kernel) return it->second;
+  }
+  const auto id = static_cast<KernelDescId>(kernels_.size());
   kernels_.push_back(kernel);
-  return static_cast<KernelDescId>(kernels_.size() - 1);
+  kernel_index_.emplace(hash, id);
+  return id;
 }
 
 TaskId TaskGraph::add_kernel(RankId rank, uint16_t stream, std::string_view name,
@@ -164,11 +241,13 @@ TaskId TaskGraph::add_collective(RankId rank, uint16_t stream, CollectiveId grou
     throw std::invalid_argument("collective group " + std::to_string(group) + " does not exist");
   }
   check_rank_resource(rank, stream, true);
-  bool member = false;
-  const uint32_t device = device_of(rank);
-  for (RankId m : collectives_[group].members)
-    member = member || m == device;
-  if (!member) {
+  if (sorted_members_.size() < collectives_.size()) sorted_members_.resize(collectives_.size());
+  std::vector<RankId>& sorted = sorted_members_[group];
+  if (sorted.empty()) {
+    sorted = collectives_[group].members;
+    std::sort(sorted.begin(), sorted.end());
+  }
+  if (!std::binary_search(sorted.begin(), sorted.end(), device_of(rank))) {
     throw std::invalid_argument("rank " + std::to_string(rank) +
                                 " is not a member of collective `" +
                                 std::string(collective_name(group)) + "`");
@@ -216,6 +295,8 @@ void TaskGraph::set_fixed_duration(TaskId task, Duration duration) {
 
 void TaskGraph::seal() {
   if (sealed_) return;
+  kernel_index_ = {};
+  sorted_members_ = {};
   const size_t n = tasks_.size();
   succ_offset_.assign(n + 1, 0);
   pred_count_.assign(n, 0);

@@ -121,9 +121,12 @@ class TaskGraph {
                        std::string_view op_name);
   TaskId add_iteration_mark(RankId rank, uint16_t thread, uint32_t iteration);
 
+  /// A kernel task; its description is stored once per distinct value (add_kernel_desc).
   TaskId add_kernel(RankId rank, uint16_t stream, std::string_view name, std::string_view op_name,
                     const KernelDesc& kernel);
-  /// Stores `kernel` for kernel tasks to share (add_kernel with a KernelDescId).
+  /// Stores `kernel` for kernel tasks to share (add_kernel with a KernelDescId): a description
+  /// equal to one stored before gets that one's id, so that the executor asks the kernel model
+  /// once per distinct shape and a graph of many ranks running the same shapes stays small.
   KernelDescId add_kernel_desc(const KernelDesc& kernel);
   TaskId add_kernel(RankId rank, uint16_t stream, std::string_view name, std::string_view op_name,
                     KernelDescId kernel);
@@ -191,9 +194,15 @@ class TaskGraph {
   std::vector<RankInfo> ranks_;
   std::vector<Task, CacheLineAllocator<Task>> tasks_;
   std::vector<KernelDesc> kernels_;
+  /// Hash of each stored description -> its id (add_kernel_desc's deduplication); released by
+  /// seal().
+  std::unordered_multimap<uint64_t, KernelDescId> kernel_index_;
   std::vector<TransferDesc> transfers_;
   std::vector<CollectiveDesc> collectives_;
   std::vector<NameId> collective_names_;
+  /// Per collective group, its members sorted, built on the first add_collective of the group
+  /// (membership checks in O(log n), not O(n) per member); released by seal().
+  std::vector<std::vector<RankId>> sorted_members_;
   std::deque<std::string> names_;
   std::unordered_map<std::string_view, NameId> name_index_;
   /// intern()'s memory of recent answers (kNoName: none yet).

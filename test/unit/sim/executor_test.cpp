@@ -296,6 +296,46 @@ TEST(TaskGraph, RejectsMalformedConstruction) {
   EXPECT_THROW(g.add_dependency(k, k), std::invalid_argument);
 }
 
+TEST(TaskGraph, StoresEachDistinctKernelDescriptionOnce) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"r0", 1, {"compute"}});
+  g.add_rank(RankInfo{"r1", 1, {"compute"}});
+  KernelDesc gemm = gemm_kernel(DType::kBf16, 1, 128, 256, 512);
+  KernelDesc embedding;
+  embedding.cls = KernelClass::kEmbeddingForward;
+  embedding.embedding.per_table = {EmbeddingTableShape{1000, 64, 20.0, {0.5, 0.5}}};
+  const TaskId a = g.add_kernel(0, 0, "gemm", "aten::mm", gemm);
+  const TaskId b = g.add_kernel(1, 0, "gemm", "aten::mm", gemm);
+  const TaskId e0 = g.add_kernel(0, 0, "emb", "fbgemm", embedding);
+  const TaskId e1 = g.add_kernel(1, 0, "emb", "fbgemm", embedding);
+  EXPECT_EQ(g.kernel_desc_of(a), g.kernel_desc_of(b));
+  EXPECT_EQ(g.kernel_desc_of(e0), g.kernel_desc_of(e1));
+  EXPECT_EQ(g.add_kernel_desc(gemm), g.kernel_desc_of(a));
+  // Any field that differs, nested ones included, makes a new description.
+  KernelDesc other_gemm = gemm;
+  other_gemm.k = 513;
+  KernelDesc other_table = embedding;
+  other_table.embedding.per_table[0].reuse_histogram[1] = 0.25;
+  const TaskId c = g.add_kernel(0, 0, "gemm", "aten::mm", other_gemm);
+  const TaskId e2 = g.add_kernel(0, 0, "emb", "fbgemm", other_table);
+  EXPECT_NE(g.kernel_desc_of(c), g.kernel_desc_of(a));
+  EXPECT_NE(g.kernel_desc_of(e2), g.kernel_desc_of(e0));
+  EXPECT_EQ(g.kernel_desc_count(), 4u);
+  EXPECT_EQ(g.kernel(c).k, 513);
+  EXPECT_EQ(g.kernel(e2).embedding.per_table[0].reuse_histogram[1], 0.25);
+}
+
+TEST(TaskGraph, CollectiveTaskOnlyForAMember) {
+  TaskGraph g;
+  for (int r = 0; r < 3; ++r)
+    g.add_rank(RankInfo{"r" + std::to_string(r), 1, {"comm"}});
+  const CollectiveId c = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {2, 0}, 1024, {}}, "all_reduce");
+  g.add_collective(2, 0, c, "nccl:all_reduce");
+  g.add_collective(0, 0, c, "nccl:all_reduce");
+  EXPECT_THROW(g.add_collective(1, 0, c, "nccl:all_reduce"), std::invalid_argument);
+}
+
 TEST(Executor, UnsealedGraphOrMissingModelIsALogicError) {
   TaskGraph g;
   g.add_rank(RankInfo{"r0", 1, {"compute"}});

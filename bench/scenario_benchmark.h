@@ -1,9 +1,10 @@
 // One simulated scenario as a benchmark body: what `upsim run` does minus writing outputs (load
 // the scenario with its overrides, build models and task graph, run with the run summary
 // observer, format the summary), with the counters every scenario benchmark reports: tasks,
-// events, events per second of the simulation proper, build_s (load + graph + models), run_s,
-// predicted_ms and peak_rss_mb (getrusage ru_maxrss of the process so far: a high-water mark,
-// so run one size per process to read it per size).
+// events, events per task (hardware-independent, comparable with engine_bench's), events per second
+// of the simulation proper, build_s (load + graph + models), run_s, predicted_ms and peak_rss_mb
+// (getrusage ru_maxrss of the process so far: a high-water mark, so run one size per process to
+// read it per size).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -63,6 +64,8 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
   const auto n = static_cast<double>(state.iterations());
   state.counters["tasks"] = static_cast<double>(tasks);
   state.counters["events"] = static_cast<double>(events) / n;
+  state.counters["events_per_task"] =
+      tasks > 0 ? static_cast<double>(events) / n / static_cast<double>(tasks) : 0.0;
   state.counters["events_per_s"] = run_s > 0 ? static_cast<double>(events) / run_s : 0.0;
   state.counters["build_s"] = build_s / n;
   state.counters["run_s"] = run_s / n;

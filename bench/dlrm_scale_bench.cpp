@@ -9,18 +9,21 @@
 //
 // Counters: those of bench/scenario_benchmark.h, and gpus.
 //
-// BM_Dlrm_8192Gpus (about a minute and 6.7 GB) is registered only when UPSIM_BENCH_DLRM_8192 is
-// set in the environment.
+// BM_Dlrm_8192Gpus and BM_Dlrm_32768Gpus (the latter about 10 s and 1.1 GB) are registered only
+// when UPSIM_BENCH_LARGE is set in the environment.
 //
-// Run: build/bench/dlrm_scale_bench --benchmark_filter=Dlrm_128Gpus/ (one size per process).
+// Run: build/bench/dlrm_scale_bench --benchmark_filter=Dlrm_128Gpus/ (one size per process, so
+// that peak_rss_mb is that size's).
 // Measured (Release, GCC 12, one core of a shared 2-core VM), wall / build_s / run_s / events/s
-// / peak RSS: 8 GPUs 0.003 s, 2.7 k events, 6.5 MB; 128 GPUs 0.027 s / 0.011 / 0.011 / 3.7 M/s
-// / 14 MB; 1024 GPUs 0.57 s / 0.12 / 0.44 / 0.75 M/s / 153 MB; 8192 GPUs 50 s / 4.0 / 46 /
-// 0.057 M/s / 6.7 GB (2.6 M events). Exponent of wall time per iteration: 1.46 (128 -> 1024),
-// 2.15 (1024 -> 8192), 1.81 (128 -> 8192). The closed-form optimizer chunking changed none of
-// this (0.04% of samples before it): Fabric::State::routes_toward (one Dijkstra and one routing
-// table over every device per destination GPU, cached: O(GPUs^2) time and memory) is 47% of
-// the 8192-GPU run and FlowCollector::add_via 19%.
+// / peak RSS: 8 GPUs 0.004 s / 2.7 k events / 6.4 MB; 128 GPUs 0.017 s / 0.006 / 0.010 /
+// 4.4 M/s / 10 MB; 1024 GPUs 0.14 s / 0.036 / 0.095 / 3.4 M/s / 41 MB; 8192 GPUs 1.8 s / 0.27
+// / 1.4 / 1.8 M/s / 284 MB (2.6 M events); 32768 GPUs 8.6 s / 1.1 / 7.1 / 1.5 M/s / 1.1 GB
+// (10.4 M events). Events per task 0.97 at every size. Exponent of wall time per iteration:
+// 1.02 (128 -> 1024), 1.22 (1024 -> 8192), 1.13 (8192 -> 32768), 1.12 (128 -> 8192); what is
+// left above 1 is the events' cost (0.29 us each at 1024 GPUs, 0.68 us at 32768: per-rank state
+// that no longer fits in cache), not more events. Before the bounded routing, the all-to-all
+// from non-zero pairs only, shared kernel descriptions and the sorted collective membership:
+// 1024 GPUs 0.59 s, 8192 GPUs 50 s / 6.7 GB.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -65,6 +68,9 @@ void BM_Dlrm_1024Gpus(benchmark::State& state) {
 void BM_Dlrm_8192Gpus(benchmark::State& state) {
   run_dlrm(state, 8192);
 }
+void BM_Dlrm_32768Gpus(benchmark::State& state) {
+  run_dlrm(state, 32768);
+}
 
 BENCHMARK(BM_Dlrm_8Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_Dlrm_128Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
@@ -74,8 +80,12 @@ BENCHMARK(BM_Dlrm_1024Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTim
 }  // namespace upsim
 
 int main(int argc, char** argv) {
-  if (std::getenv("UPSIM_BENCH_DLRM_8192") != nullptr) {
+  if (std::getenv("UPSIM_BENCH_LARGE") != nullptr) {
     benchmark::RegisterBenchmark("BM_Dlrm_8192Gpus", upsim::BM_Dlrm_8192Gpus)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_Dlrm_32768Gpus", upsim::BM_Dlrm_32768Gpus)
         ->Iterations(1)
         ->Unit(benchmark::kSecond)
         ->UseRealTime();

@@ -4,7 +4,8 @@
 // events, events per task (hardware-independent, comparable with engine_bench's), events per second
 // of the simulation proper, build_s (load + graph + models), run_s, predicted_ms and peak_rss_mb
 // (getrusage ru_maxrss of the process so far: a high-water mark, so run one size per process to
-// read it per size).
+// read it per size); over a fabric also the flow network's flows, max-min recomputations and
+// flows repriced by them (of the last iteration).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -19,6 +20,7 @@
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
 #include "tools/scenario.h"
+#include "topology/flow_network.h"
 
 namespace upsim::bench {
 
@@ -39,6 +41,7 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
   double build_s = 0.0;
   double run_s = 0.0;
   double predicted_ms = 0.0;
+  FlowNetworkStats network;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
     ConfigDocument doc = ConfigDocument::load_file(scenario_file);
@@ -58,6 +61,9 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
     const std::string text = scenario.description + format_run_summary(summary);
     benchmark::DoNotOptimize(text.data());
     tasks = stats.tasks_done;
+    if (const auto* flows = dynamic_cast<const FlowNetwork*>(scenario.models.set.network)) {
+      network = flows->stats();
+    }
     events += stats.events;
     predicted_ms = summary.predicted_iteration_time.ms();
   }
@@ -71,6 +77,11 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
   state.counters["run_s"] = run_s / n;
   state.counters["predicted_ms"] = predicted_ms;
   state.counters["peak_rss_mb"] = peak_rss_mb();
+  if (network.flows_started > 0) {
+    state.counters["flows"] = static_cast<double>(network.flows_started);
+    state.counters["rate_recomputations"] = static_cast<double>(network.recomputations);
+    state.counters["flows_repriced"] = static_cast<double>(network.flows_repriced);
+  }
 }
 
 }  // namespace upsim::bench

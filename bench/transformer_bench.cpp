@@ -3,8 +3,10 @@
 // Megatron's TP 8 x PP 8 (1F1B) on the Selene-like DGX A100 cluster, minus writing the Chrome
 // trace: load the scenario (configs/validation/megatron_gpt.yaml with the overrides below), build
 // the models and the task graph, run it with the run summary observer, format the summary.
-// Targets on one core: 1024 GPUs (DP 16, global batch 1536) under 10 s, 8192 GPUs (DP 128,
-// 1024 nodes, global batch 12288) under 60 s.
+// Sizes: 128 GPUs (DP 2, 16 nodes, global batch 192), 1024 GPUs (DP 16, global batch 1536),
+// 8192 GPUs (DP 128, 1024 nodes, global batch 12288) and, when UPSIM_BENCH_LARGE is set in the
+// environment, 32768 GPUs (DP 512, 4096 nodes, global batch 49152). Fewer than 64 GPUs cannot
+// hold one TP 8 x PP 8 replica. Targets on one core: 1024 GPUs under 10 s, 8192 under 60 s.
 //
 // The workload mirrors data-parallel replicas by default (workload.mirror_data_parallel: only
 // replica 0's 64 ranks are in the graph; the DP collectives still move every replica's bytes).
@@ -18,9 +20,14 @@
 // Counters: those of bench/scenario_benchmark.h.
 //
 // Run: build/bench/transformer_bench --benchmark_filter=Gpt3
-// Measured (Release, GCC 12, one core of a shared 2-core VM): 1024 GPUs 2.5 s (build 0.8 s,
-// run 1.6 s, 9.6 M events/s), 8192 GPUs 3.2 s (build 0.8 s, run 2.2 s, 7.1 M events/s);
-// no-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB.
+// Measured (Release, GCC 12, one core of a shared 2-core VM), wall / run / events/s / flows /
+// flows repriced / peak RSS: 128 GPUs 2.5 s / 1.6 s / 9.8 M/s / 0.48 M / 0.48 M / 865 MB;
+// 1024 GPUs 2.5 s / 1.6 s / 9.6 M/s / 0.57 M / 0.60 M / 880 MB; 8192 GPUs 3.1 s / 2.2 s /
+// 7.3 M/s / 1.3 M / 1.4 M / 950 MB; 32768 GPUs 34 s / 33 s / 0.47 M/s / 7.8 M / 96 M / 1.2 GB
+// (15.6 M events at every size). At 32768 GPUs max-min repricing dominates: the 512-member data-
+// parallel collectives of all 64 (tensor, pipeline) positions share NIC, leaf and spine links,
+// so they form one component of flows that every pipeline send/recv's start or end reprices
+// (122 k recomputations). No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -63,10 +70,17 @@ void BM_Gpt3_175B_1024Gpus(benchmark::State& state) {
 void BM_Gpt3_175B_8192Gpus(benchmark::State& state) {
   run_gpt3(state, 1024, 128, 12288, true);
 }
+void BM_Gpt3_175B_128Gpus(benchmark::State& state) {
+  run_gpt3(state, 16, 2, 192, true);
+}
+void BM_Gpt3_175B_32768Gpus(benchmark::State& state) {
+  run_gpt3(state, 4096, 512, 49152, true);
+}
 void BM_Gpt3_175B_1024Gpus_NoMirror(benchmark::State& state) {
   run_gpt3(state, 128, 16, 1536, false);
 }
 
+BENCHMARK(BM_Gpt3_175B_128Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_Gpt3_175B_1024Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 BENCHMARK(BM_Gpt3_175B_8192Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
@@ -74,6 +88,12 @@ BENCHMARK(BM_Gpt3_175B_8192Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRe
 }  // namespace upsim
 
 int main(int argc, char** argv) {
+  if (std::getenv("UPSIM_BENCH_LARGE") != nullptr) {
+    benchmark::RegisterBenchmark("BM_Gpt3_175B_32768Gpus", upsim::BM_Gpt3_175B_32768Gpus)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+  }
   if (std::getenv("UPSIM_BENCH_NO_MIRROR") != nullptr) {
     benchmark::RegisterBenchmark("BM_Gpt3_175B_1024Gpus_NoMirror",
                                  upsim::BM_Gpt3_175B_1024Gpus_NoMirror)

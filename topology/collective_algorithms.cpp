@@ -353,10 +353,7 @@ CollectivePlanner::CollectivePlanner(const Fabric& fabric, CollectiveTuning tuni
   route_cost_ps_.resize(links.size());
   for (LinkId l = 0; l < links.size(); ++l) {
     in_links_[links[l].to].push_back(l);
-    // The fabric's routing cost (fabric.h): latency + time to move kRouteReferenceBytes.
-    route_cost_ps_[l] =
-        links[l].latency.ps() +
-        std::llround(kRouteReferenceBytes / links[l].bandwidth.bytes_per_second() * 1e12);
+    route_cost_ps_[l] = route_cost_ps(links[l]);  // the fabric's own routing cost
   }
   node_position_.resize(fabric_.devices().size(), kNone);
   for (DeviceIndex d = 0; d < fabric_.devices().size(); ++d) {

@@ -234,6 +234,17 @@ bool needs_quotes(std::string_view s) {
          parse_yaml_int(s, unused) != IntParse::kNotInteger;
 }
 
+/// At most the first line and kMaxQuotedChars characters of a value, for error messages: an
+/// error quotes what is wrong, never a whole file that was read as one scalar by mistake.
+constexpr size_t kMaxQuotedChars = 80;
+std::string excerpt(std::string_view text) {
+  const size_t line_end = text.find_first_of("\r\n");
+  std::string_view head = text.substr(0, line_end);
+  if (head.size() > kMaxQuotedChars) head = head.substr(0, kMaxQuotedChars);
+  if (head.size() == text.size()) return std::string(text);
+  return fmt::format("{}... ({} characters in all)", head, text.size());
+}
+
 std::string describe(const Node& n) {
   switch (n.kind) {
     case Kind::kNull:
@@ -245,8 +256,8 @@ std::string describe(const Node& n) {
     case Kind::kScalar:
       break;
   }
-  if (n.quoted) return fmt::format("the quoted string \"{}\"", n.scalar);
-  return fmt::format("\"{}\"", n.scalar);
+  if (n.quoted) return fmt::format("the quoted string \"{}\"", excerpt(n.scalar));
+  return fmt::format("\"{}\"", excerpt(n.scalar));
 }
 
 std::string format_yaml_double(double v) {
@@ -729,7 +740,7 @@ int64_t ConfigNode::as_int() const {
   int64_t v = 0;
   const IntParse result = node_->quoted ? IntParse::kNotInteger : parse_yaml_int(text, v);
   if (result == IntParse::kOutOfRange) {
-    fail(fmt::format("integer {} is out of range (64-bit signed)", text));
+    fail(fmt::format("integer {} is out of range (64-bit signed)", excerpt(text)));
   }
   if (result != IntParse::kOk)
     fail(fmt::format("expected {}, got {}", kExpected, describe(*node_)));

@@ -132,6 +132,29 @@ TEST(ConfigTypes, WrongTypesAreErrorsWithLocation) {
             "expected a map, got \"abc\"");
 }
 
+TEST(ConfigTypes, ErrorsQuoteAtMostTheFirstLineOfAValue) {
+  // A file read as one scalar by mistake (e.g. --set platform.gpu=/etc/passwd): the error quotes
+  // its first line, cut at 80 characters, and says how long the value is.
+  std::string passwd_like;
+  for (int i = 0; i < 40; ++i)
+    passwd_like += "user" + std::to_string(i) + ":x:1000:1000::/home/user:/bin/bash\n";
+  ConfigDocument doc =
+      ConfigDocument::parse_string("gpu: |\n  " + std::string(200, 'a') +
+                                       "\n  second line\nname: \"" + std::string(300, 'b') + "\"\n",
+                                   "t.yaml");
+  const ConfigError long_line = config_error([&] { doc.root().child("gpu").child("x"); });
+  EXPECT_EQ(long_line.message(), "expected a map, got the quoted string \"" + std::string(80, 'a') +
+                                     "... (213 characters in all)\"");
+  const ConfigError quoted = config_error([&] { doc.root().get_int("name"); });
+  EXPECT_TRUE(contains(quoted.message(), "(300 characters in all)")) << quoted.what();
+  EXPECT_LT(quoted.message().size(), 160u);
+  ConfigDocument file = ConfigDocument::parse_string(passwd_like, "passwd");
+  const ConfigError whole = config_error([&] { file.root().child("x"); });
+  // YAML folds the plain multi-line scalar into one line; the cut still keeps 80 characters.
+  EXPECT_FALSE(contains(whole.message(), "user2:")) << whole.what();
+  EXPECT_LT(whole.message().size(), 200u);
+}
+
 TEST(ConfigTypes, QuantityErrorsCarryLocation) {
   ConfigDocument doc = ConfigDocument::parse_string(
       "network:\n"

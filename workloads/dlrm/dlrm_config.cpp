@@ -14,6 +14,27 @@ namespace {
 /// DLRMs have at most a few thousand tables (the seed's tasks: 36 to 66).
 constexpr int64_t kMaxTables = 65536;
 
+// Input bounds, so that every size derived from them fits in 64 bits (table bytes <= 2^40 rows
+// x 2^16 x 4 B = 2^58; activations <= 2^31 samples x 2^20 x 4 B = 2^53; weights <= 2^42) and the
+// two totals that can still overflow (all tables' bytes, the embedding all-to-all's bytes) are
+// checked below. Real models are far inside: production tables reach ~10^10 rows, dims 512.
+constexpr int64_t kMaxRows = int64_t{1} << 40;
+constexpr int64_t kMaxDim = int64_t{1} << 16;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
+/// Bytes a total may reach (2^62: a quarter of int64, leaving room for sums of a few totals);
+/// totals are checked in double precision, ample for a bound.
+constexpr double kMaxTotalBytes = 4.611686018427387904e18;
+constexpr int64_t kFp32Bytes = 4;
+
+/// `node`'s integer value, or an error naming it when above `bound`.
+int64_t at_most(const ConfigNode& node, int64_t value, int64_t bound, std::string_view what) {
+  if (value > bound) {
+    node.fail(fmt::format("{} is above the supported {} ({})", value, bound, what));
+  }
+  return value;
+}
+
 std::vector<int64_t> read_widths(const ConfigNode& workload, std::string_view key,
                                  size_t min_entries, std::string_view what) {
   const ConfigNode node = workload.child(key);
@@ -25,6 +46,10 @@ std::vector<int64_t> read_widths(const ConfigNode& workload, std::string_view ke
   for (size_t i = 0; i < widths.size(); ++i) {
     if (widths[i] <= 0) {
       node.fail(fmt::format("entry {} is {}; layer widths must be positive", i, widths[i]));
+    }
+    if (widths[i] > kMaxWidth) {
+      node.fail(fmt::format("entry {} is {}; layer widths are at most {} (2^20)", i, widths[i],
+                            kMaxWidth));
     }
   }
   return widths;
@@ -57,7 +82,8 @@ ShardingStrategy read_sharding(const ConfigNode& workload) {
 
 void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   const ConfigNode emb = workload.child("embeddings");
-  config.embedding_dim = emb.get_positive_int("dim");
+  config.embedding_dim =
+      at_most(emb.child("dim"), emb.get_positive_int("dim"), kMaxDim, "2^16 elements per row");
   config.index_bytes = emb.get_int_or("index_bytes", 8);
   if (config.index_bytes != 4 && config.index_bytes != 8) {
     emb.child("index_bytes")
@@ -70,9 +96,11 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
         "needs at least one group of tables, e.g. - {count: 8, rows: 1000000, pooling: 20}");
   }
   int64_t total = 0;
+  double total_bytes = 0.0;
   for (const ConfigNode& group : groups) {
     const int64_t count = group.get_positive_int_or("count", 1);
-    const int64_t rows = group.get_positive_int("rows");
+    const int64_t rows = at_most(group.child("rows"), group.get_positive_int("rows"), kMaxRows,
+                                 "2^40 rows per table");
     const double pooling = group.get_double("pooling");
     if (!std::isfinite(pooling) || pooling < 0.0) {
       group.child("pooling").fail(
@@ -82,6 +110,13 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     if (total > kMaxTables) {
       group.child("count").fail(
           fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
+    }
+    total_bytes += static_cast<double>(count) * static_cast<double>(rows) *
+                   static_cast<double>(config.embedding_dim * kFp32Bytes);
+    if (total_bytes > kMaxTotalBytes) {
+      group.child("rows").fail(fmt::format(
+          "makes the tables hold over 2^62 bytes of fp32 weights ({} tables of {} rows x {})",
+          total, rows, config.embedding_dim));
     }
     config.tables.insert(config.tables.end(), static_cast<size_t>(count),
                          EmbeddingTable{rows, pooling});
@@ -100,7 +135,9 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   DlrmConfig config;
   workload.get_choice("model", {"dlrm"});
 
-  config.global_batch = workload.get_positive_int("global_batch");
+  config.global_batch =
+      at_most(workload.child("global_batch"), workload.get_positive_int("global_batch"),
+              kMaxGlobalBatch, "2^31 samples per iteration");
   if (config.global_batch % ranks != 0) {
     workload.child("global_batch")
         .fail(fmt::format("{} samples do not divide evenly among {} ranks (each rank trains on "
@@ -109,6 +146,16 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   }
   config.dtype = read_dtype(workload);
   read_embeddings(workload, config);
+  // The embedding all-to-all moves global_batch x tables x dim fp32 values per iteration.
+  const double exchanged = static_cast<double>(config.global_batch) *
+                           static_cast<double>(config.tables.size()) *
+                           static_cast<double>(config.embedding_dim * kFp32Bytes);
+  if (exchanged > kMaxTotalBytes) {
+    workload.child("global_batch")
+        .fail(fmt::format("{} samples x {} tables x {} values x 4 B is over 2^62 bytes per "
+                          "embedding all-to-all",
+                          config.global_batch, config.tables.size(), config.embedding_dim));
+  }
 
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (config.bottom_mlp.back() != config.embedding_dim) {

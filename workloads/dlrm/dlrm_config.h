@@ -5,22 +5,26 @@
 //
 //   workload:
 //     model: dlrm                  # required; must be `dlrm` (the caller dispatches on it)
-//     global_batch: 4096           # required; positive; divisible by the number of ranks
+//     global_batch: 4096           # required; 1 .. 2^31; divisible by the number of ranks;
+//                                  #   global_batch x tables x dim x 4 B (the embedding
+//                                  #   all-to-all) at most 2^62
 //     dtype: fp32                  # fp32 | tf32 | fp16 | bf16 (default fp32): element type of the
 //                                  #   MLP parameters, activations and gradients (tf32 stores
 //                                  #   fp32 and multiplies in TF32)
 //     bottom_mlp: [512, 1024, 256, 128]  # required; dense input features, then layer widths
-//                                  #   (>= 2 positive entries); the last must equal embeddings.dim
-//     top_mlp: [1024, 512, 256, 1] # required; layer widths (>= 1 positive entries); the input
+//                                  #   (>= 2 entries of 1 .. 2^20); the last must equal
+//                                  #   embeddings.dim
+//     top_mlp: [1024, 512, 256, 1] # required; layer widths (>= 1 entries of 1 .. 2^20); the input
 //                                  #   width is dim + T(T+1)/2 for T tables; the last must be 1
 //                                  #   (the logit that binary_cross_entropy reads)
 //     interaction: dot             # dot (default; the only one)
 //     embeddings:                  # required
-//       dim: 128                   # required; positive
+//       dim: 128                   # required; 1 .. 2^16
 //       index_bytes: 8             # 8 (int64 indices, default) or 4 (int32)
 //       tables:                    # required, non-empty: groups of identical tables whose ids
 //         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
-//                                  #   (default 1), rows >= 1, pooling >= 0 = mean indices per bag
+//                                  #   (default 1), rows 1 .. 2^40, pooling >= 0 = mean indices per
+//                                  #   bag; at most 65536 tables holding at most 2^62 bytes
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
 //                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
 //                                  2024)

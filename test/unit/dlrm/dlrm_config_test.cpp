@@ -167,6 +167,48 @@ TEST(DlrmConfig, TableGroupsAreChecked) {
             std::string::npos);
 }
 
+TEST(DlrmConfig, SizesThatWouldOverflowAreErrorsAtTheirKey) {
+  // 2^63 - 1 rows once gave a table of -512 B and a run that exited 0.
+  const std::string huge_rows =
+      error_of(replace(scenario(), "rows: 40000,", "rows: 9223372036854775807,"));
+  EXPECT_NE(huge_rows.find("workload.embeddings.tables[2].rows: 9223372036854775807 is above the "
+                           "supported 1099511627776"),
+            std::string::npos)
+      << huge_rows;
+  // Each table within bounds, their total over 2^62 bytes.
+  const std::string total = error_of(replace(scenario(), "{count: 16, rows: 40000, pooling: 2}",
+                                             "{count: 60000, rows: 1099511627776, pooling: 2}"));
+  EXPECT_NE(total.find("workload.embeddings.tables[2].rows: makes the tables hold over 2^62"),
+            std::string::npos)
+      << total;
+  EXPECT_NE(error_of(replace(scenario(), "global_batch: 4096", "global_batch: 4294967296"))
+                .find("workload.global_batch: 4294967296 is above the supported 2147483648"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(scenario(), "    dim: 128", "    dim: 131072"))
+                .find("workload.embeddings.dim: 131072 is above the supported 65536"),
+            std::string::npos);
+  EXPECT_NE(error_of(replace(scenario(), "top_mlp: [1024, 512", "top_mlp: [2097152, 512"))
+                .find("workload.top_mlp: entry 0 is 2097152; layer widths are at most 1048576"),
+            std::string::npos);
+  // Every value within its bound, the all-to-all over 2^62 bytes: 2^31 samples x 65032 tables x
+  // 2^16 values x 4 B.
+  const std::string exchange = error_of(
+      replace(replace(replace(replace(scenario(), "global_batch: 4096", "global_batch: 2147483648"),
+                              "    dim: 128", "    dim: 65536"),
+                      "bottom_mlp: [512, 1024, 256, 128]", "bottom_mlp: [512, 65536]"),
+              "{count: 16, rows: 40000, pooling: 2}", "{count: 65000, rows: 40000, pooling: 2}"));
+  EXPECT_NE(
+      exchange.find("workload.global_batch: 2147483648 samples x 65032 tables x 65536 values"),
+      std::string::npos)
+      << exchange;
+  // At the bounds the sizes still parse.
+  const DlrmConfig at_bounds = parse(replace(
+      replace(scenario(), "global_batch: 4096", "global_batch: 2147483648"),
+      "{count: 16, rows: 40000, pooling: 2}", "{count: 1, rows: 1099511627776, pooling: 2}"));
+  EXPECT_EQ(at_bounds.global_batch, int64_t{1} << 31);
+  EXPECT_EQ(at_bounds.tables.back().rows, int64_t{1} << 40);
+}
+
 TEST(DlrmConfig, UnknownKeyIsReportedByTheDocument) {
   const std::string e = error_of(scenario("  ddp_buckets: 4MiB\n"));
   EXPECT_NE(e.find("ddp_buckets"), std::string::npos) << e;

@@ -101,6 +101,16 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
   if (workload_gpus && gpus != implied_gpus) {
     platform.child("gpus").fail(workload->implied_gpus_reason());
   }
+  // A run on part of a fabric changes what the collectives cross (e.g. 8 of 16 GPUs never touch
+  // the network), so it must be asked for, not fall out of a stale gpus value.
+  const bool partial_fabric = s.models.fabric && platform.get_bool_or("partial_fabric", false);
+  if (s.models.fabric && gpus < fabric_gpus && !partial_fabric) {
+    const ConfigNode at = platform.has("gpus") ? platform.child("gpus") : platform;
+    at.fail(fmt::format(
+        "{} GPUs, but the topology `{}` has {}: set `gpus: {}` (or the topology's `nodes`), or "
+        "`platform.partial_fabric: true` to run on its first {} GPUs",
+        gpus, s.models.fabric->name(), fabric_gpus, fabric_gpus, gpus));
+  }
   const HardwareProfile hardware = load_hardware_profile(platform.load_reference("gpu"));
   const double table_fraction =
       generated ? platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction)
@@ -135,6 +145,9 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
         std::make_unique<FlowNetwork>(*s.models.fabric, std::move(tuning),
                                       hardware.device.hbm_bandwidth * hardware.achievable.memory);
     interconnect_text = fmt::format("flow over `{}`", s.models.fabric->name());
+    if (gpus < fabric_gpus) {
+      interconnect_text += fmt::format(" (its first {} of {} GPUs)", gpus, fabric_gpus);
+    }
   } else {
     s.models.collectives = make_collective_cost_model(interconnect, hardware);
     s.models.network = std::make_unique<AnalyticalNetwork>(*s.models.collectives);

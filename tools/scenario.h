@@ -17,7 +17,10 @@
 //     # or, over a fabric: the flow-level network with NCCL-like collective algorithms
 //     topology: topologies/a100x4_nvlink.yaml     # topology/fabric_loader.h; rank r -> GPU r
 //     interconnect: {model: flow, tuning: collectives/nccl_like.yaml}   # tuning optional
-//   With a topology, `gpus` defaults to the fabric's GPU count and may not exceed it.
+//     partial_fabric: false         # with a topology: true runs on its first `gpus` GPUs
+//   With a topology, `gpus` defaults to the fabric's GPU count and may not exceed it; fewer
+//   GPUs than the fabric has is an error unless partial_fabric is true (a run on part of a
+//   fabric crosses fewer links; the summary's platform line then says so).
 //   workload:                       # `model` names a family in workloads/workload_registry.h;
 //     model: dlrm                   #   its other keys are the family's schema, in its header:
 //     ...                           #   dlrm: workloads/dlrm/dlrm_config.h; trace (replay or

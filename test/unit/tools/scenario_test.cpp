@@ -153,5 +153,21 @@ TEST(Scenario, MemoryCheckWarnRunsAnywayWithAWarning) {
       << s.description;
 }
 
+TEST(Scenario, FewerGpusThanTheFabricIsAnErrorUnlessAskedFor) {
+  // gpus: 2 on an 8-GPU DGX A100 once ran on its first two GPUs without a word.
+  const std::string topology =
+      "  topology: " + std::string(UPSIM_CONFIGS_DIR) + "/topologies/dgx_a100.yaml\n";
+  const std::string e = error_of(scenario_yaml("{model: fake}", topology));
+  EXPECT_NE(e.find("platform.gpus: 2 GPUs, but the topology `"), std::string::npos) << e;
+  EXPECT_NE(e.find("has 8: set `gpus: 8`"), std::string::npos) << e;
+  EXPECT_NE(e.find("partial_fabric: true"), std::string::npos) << e;
+  const Scenario partial =
+      build(scenario_yaml("{model: fake}", topology + "  partial_fabric: true\n"));
+  EXPECT_EQ(partial.models.set.devices.size(), 2U);
+  const std::string bad =
+      error_of(scenario_yaml("{model: fake}", topology + "  partial_fabric: 2\n"));
+  EXPECT_NE(bad.find("platform.partial_fabric"), std::string::npos) << bad;
+}
+
 }  // namespace
 }  // namespace upsim::cli

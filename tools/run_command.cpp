@@ -159,7 +159,7 @@ std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text) {
   return ranks;
 }
 
-void run_scenario(const RunOptions& options, std::ostream& out) {
+void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (options.trace_ranks) {
     if (options.no_trace) {
       throw std::invalid_argument(
@@ -214,26 +214,25 @@ void run_scenario(const RunOptions& options, std::ostream& out) {
   write_file_atomically(out_dir / kSummaryFile, text);
   write_file_atomically(out_dir / kResolvedFile, doc.resolved_yaml());
 
+  for (const std::string& w : scenario.warnings)
+    err << "upsim: warning: " << w << "\n";
   if (options.quiet) {
     out << fmt::format("{:.4f}\n", summary.predicted_iteration_time.ms());
     return;
   }
   // The console shows the slowest ranks of a large run; summary.txt keeps every rank.
   constexpr size_t kConsoleRankRows = 16;
-  if (summary.ranks.size() > kConsoleRankRows) {
-    out << scenario.description << format_run_summary(summary, kConsoleRankRows);
-    if (!scenario.measured_iteration.empty()) out << format_measured_comparison(scenario, summary);
-  } else {
-    out << text;
-  }
-  out << fmt::format("simulated {} tasks, {} events in {:.3f} s ({:.2f} M events/s)\n",
+  out << scenario.header << format_run_summary(summary, kConsoleRankRows);
+  if (!scenario.measured_iteration.empty()) out << format_measured_comparison(scenario, summary);
+  out.flush();
+  err << fmt::format("simulated {} tasks, {} events in {:.3f} s ({:.2f} M events/s)\n",
                      stats.tasks_done, stats.events, wall_s,
                      wall_s > 0 ? static_cast<double>(stats.events) / wall_s * 1e-6 : 0.0);
-  out << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
+  err << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
                      trace_in_folder ? "trace.json, " : "", kSummaryFile, kResolvedFile);
-  if (!trace_selection.note.empty()) out << trace_selection.note << "\n";
+  if (!trace_selection.note.empty()) err << trace_selection.note << "\n";
   if (!trace_path.empty()) {
-    out << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
+    err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
                        trace_path.string());
   }
 }

@@ -39,8 +39,11 @@ inline constexpr uint64_t kLargeTraceTasks = 1'000'000;
 /// naming --trace-ranks for anything else.
 std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text);
 
-/// Runs one scenario and prints its summary to `out`. Throws ConfigError for bad input,
+/// Runs one scenario: the results (the summary; with --quiet the predicted iteration time
+/// alone) go to `out`, warnings ("upsim: warning: ...") and progress (events simulated, the
+/// output files) to `err`, so that `upsim run ... > result.txt` captures results only.
+/// summary.txt holds the summary with its warnings. Throws ConfigError for bad input,
 /// SimulationError when the run cannot complete, std::runtime_error for I/O problems.
-void run_scenario(const RunOptions& options, std::ostream& out);
+void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace upsim::cli

@@ -206,6 +206,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
        borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
     s.warnings.push_back("kernel model: " + note);
   }
+  s.header = text;
   for (const std::string& w : s.warnings)
     text += "warning: " + w + "\n";
   s.graph.seal();

@@ -58,8 +58,11 @@ struct ScenarioModels {
 
 struct Scenario {
   std::string name;
-  /// What is simulated, in a few lines for the summary (platform, workload, placement).
+  /// What is simulated, in a few lines for the summary (platform, workload, placement), then
+  /// one "warning: ..." line per warning (summary.txt keeps both).
   std::string description;
+  /// The description without its warning lines (the console prints warnings on stderr).
+  std::string header;
   TaskGraph graph;  ///< sealed
   ScenarioModels models;
   uint32_t iterations = 0;

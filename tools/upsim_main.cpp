@@ -117,7 +117,7 @@ int run_main(const std::vector<std::string>& args) {
   }
   options.overrides = overrides;
   if (vm.count("trace-ranks")) options.trace_ranks = trace_ranks;
-  upsim::cli::run_scenario(options, std::cout);
+  upsim::cli::run_scenario(options, std::cout, std::cerr);
   return kExitOk;
 }
 

@@ -21,26 +21,35 @@ namespace fs = std::filesystem;
 
 struct Result {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output;  // stdout, then stderr
+  std::string out;     // stdout alone (results; warnings and progress go to stderr)
+  std::string err;     // stderr alone
 };
 
 std::string quote(const std::string& s) {
   return "'" + s + "'";
 }
 
+std::string read_file(const fs::path& p);
+
 /// Runs `upsim <args>` with `cwd` as working directory.
 Result upsim(const std::string& args, const fs::path& cwd) {
-  const std::string cmd =
-      "cd " + quote(cwd.string()) + " && " + quote(UPSIM_BINARY) + " " + args + " 2>&1";
+  const fs::path err_file =
+      fs::temp_directory_path() / ("upsim_cli_test_stderr_" + std::to_string(::getpid()));
+  const std::string cmd = "cd " + quote(cwd.string()) + " && " + quote(UPSIM_BINARY) + " " + args +
+                          " 2>" + quote(err_file.string());
   Result r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
   std::array<char, 4096> buf{};
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    r.output.append(buf.data(), n);
+    r.out.append(buf.data(), n);
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = read_file(err_file);
+  fs::remove(err_file);
+  r.output = r.out + r.err;
   return r;
 }
 
@@ -252,13 +261,36 @@ TEST_F(Cli, ResolvedScenarioReproducesTheRun) {
   EXPECT_EQ(read_file(dir_ / "a" / "summary.txt"), read_file(dir_ / "b" / "summary.txt"));
 }
 
+TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
+  // dlrm_4gpu borrows an A100-80GB calibration for an A100-40GB: a warning.
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + scenario + " --out a --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.out.rfind("scenario: dlrm_4gpu", 0), 0U) << r.out;
+  EXPECT_NE(r.out.find("predicted iteration time:"), std::string::npos) << r.out;
+  for (const char* progress : {"warning", "simulated ", "outputs: "})
+    EXPECT_EQ(r.out.find(progress), std::string::npos) << progress << " on stdout:\n" << r.out;
+  EXPECT_NE(r.err.find("upsim: warning: kernel model: calibration fitted on A100-SXM4-80GB"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("simulated "), std::string::npos) << r.err;
+  // summary.txt keeps the warnings with the results.
+  EXPECT_NE(read_file(dir_ / "a" / "summary.txt").find("\nwarning: kernel model: calibration"),
+            std::string::npos);
+  const Result quiet = run("run " + scenario + " --out b --no-trace --quiet");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.out.find('\n'), quiet.out.size() - 1) << quiet.out;
+  EXPECT_GT(std::stod(quiet.out), 0.0);
+  EXPECT_NE(quiet.err.find("upsim: warning:"), std::string::npos) << quiet.err;
+}
+
 TEST_F(Cli, OverrideChangesThePrediction) {
   const Result base = run("run " + kTiny + " --quiet --no-trace --out a");
   const Result slow = run(
       "run " + kTiny + " --quiet --no-trace --out b --set platform.interconnect.bandwidth=1MB/s");
   ASSERT_EQ(base.exit_code, 0) << base.output;
   ASSERT_EQ(slow.exit_code, 0) << slow.output;
-  EXPECT_LT(std::stod(base.output), std::stod(slow.output));
+  EXPECT_LT(std::stod(base.out), std::stod(slow.out));
 }
 
 /// A scenario whose header has a line starting `# slow scenario:` takes seconds in a Release
@@ -467,7 +499,7 @@ TEST_F(Cli, FabricScenarioReportsBusiestLinksAndNvlinkWhatIfChangesTheRun) {
                           "platform.topology.node.link_kinds.nvlink3.bandwidth=1GB/s");
   ASSERT_EQ(slow.exit_code, 0) << slow.output;
   const Result fast = run("run " + scenario + " --quiet --no-trace --out c");
-  EXPECT_GT(std::stod(slow.output), std::stod(fast.output));
+  EXPECT_GT(std::stod(slow.out), std::stod(fast.out));
 }
 
 /// Writes `ranks` Chakra traces of a data-parallel step (a 2 ms kernel, an all-reduce of 256 MiB,
@@ -507,7 +539,7 @@ TEST_F(Cli, ChakraScenarioRunsAndAnNvlinkWhatIfChangesOnlyTheModelPrediction) {
   auto predicted_ms = [&](const std::string& out, const std::string& sets) {
     const Result r = run("run chakra.yaml --quiet --no-trace --out " + out + sets);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return r.exit_code == 0 ? std::stod(r.output) : 0.0;
+    return r.exit_code == 0 ? std::stod(r.out) : 0.0;
   };
   const double base = predicted_ms("a", "");
   const double slow = predicted_ms("b", halved);
@@ -556,7 +588,7 @@ TEST_F(Cli, ShippedChakraExampleReplaysTheTraceAndCallsItsMeasuredTimeAnUpperBou
   const Result model =
       run("run " + scenario + " --quiet --no-trace --out b --set workload.mode=model");
   ASSERT_EQ(model.exit_code, 0) << model.output;
-  EXPECT_NE(std::stod(model.output), 297.046);
+  EXPECT_NE(std::stod(model.out), 297.046);
 }
 
 /// Writes `dir`/gpt.yaml: a 4-layer GPT (hidden 1024, 16 heads, seq 512, fp16, 8 sequences) on
@@ -603,7 +635,7 @@ TEST_F(Cli, DoublingNvlinkBandwidthNeverSlowsATransformerIteration) {
     const Result fast = run("run gpt.yaml --quiet --no-trace" + out + "b" + layout + doubled);
     ASSERT_EQ(base.exit_code, 0) << layout << "\n" << base.output;
     ASSERT_EQ(fast.exit_code, 0) << layout << "\n" << fast.output;
-    EXPECT_LE(std::stod(fast.output), std::stod(base.output)) << layout;
+    EXPECT_LE(std::stod(fast.out), std::stod(base.out)) << layout;
   }
 }
 

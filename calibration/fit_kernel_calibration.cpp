@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -398,11 +397,8 @@ std::string calibration_header(const CalibrationResult& result) {
   return out;
 }
 
-void write_calibration_file(const std::filesystem::path& path, const CalibrationResult& result) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) throw CalibrationDataError(fmt::format("{}: cannot write file", path.string()));
-  file << kernel_calibration_yaml(result.calibration, calibration_header(result));
-  if (!file) throw CalibrationDataError(fmt::format("{}: write failed", path.string()));
+std::string calibration_file_text(const CalibrationResult& result) {
+  return kernel_calibration_yaml(result.calibration, calibration_header(result));
 }
 
 }  // namespace upsim

@@ -56,8 +56,8 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
 /// The comment block written above a fitted calibration: provenance, split, fit errors.
 std::string calibration_header(const CalibrationResult& result);
 
-/// Writes kernel_calibration_yaml(result.calibration, calibration_header(result)) to `path`;
-/// throws CalibrationDataError when the file cannot be written.
-void write_calibration_file(const std::filesystem::path& path, const CalibrationResult& result);
+/// The calibration file's text: kernel_calibration_yaml(result.calibration,
+/// calibration_header(result)). The caller writes it (tools/: atomically, regular files only).
+std::string calibration_file_text(const CalibrationResult& result);
 
 }  // namespace upsim

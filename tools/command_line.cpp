@@ -5,6 +5,8 @@
 #include <ostream>
 #include <stdexcept>
 
+#include "tools/output_folder.h"
+
 namespace upsim::cli {
 
 namespace po = boost::program_options;
@@ -26,7 +28,8 @@ bool parse_command_line(const std::vector<std::string>& args, const po::options_
 }
 
 void refuse_to_overwrite(const std::filesystem::path& path, bool force) {
-  if (!force && std::filesystem::exists(path)) {
+  check_replaceable(path);  // regular files only, --force or not
+  if (!force && std::filesystem::exists(std::filesystem::symlink_status(path))) {
     throw std::runtime_error(fmt::format(
         "{} already exists; upsim does not overwrite files unasked: pass --force", path.string()));
   }

@@ -18,6 +18,8 @@
 #include "calibration/kernel_validation.h"
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
+#include "tools/interrupt_cleanup.h"
+#include "tools/output_folder.h"
 
 namespace upsim::cli {
 
@@ -117,7 +119,7 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
   const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
-  write_calibration_file(output, result);
+  write_file_atomically(output, calibration_file_text(result));
   out << format_kernel_validation(result.validation);
   out << fmt::format("wrote {}\n", output);
   return 0;
@@ -153,7 +155,19 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
   refuse_to_overwrite(output, force);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
-  write_measurement_hdf5(output, rows, m.gpu, source);
+  {
+    // Through a temporary file, as every output: a failed or interrupted write leaves nothing.
+    const std::filesystem::path tmp = output + ".tmp";
+    check_replaceable(output);
+    const TempFileGuard guard(tmp);
+    try {
+      write_measurement_hdf5(tmp, rows, m.gpu, source);
+    } catch (...) {
+      std::filesystem::remove(tmp);
+      throw;
+    }
+    std::filesystem::rename(tmp, output);
+  }
   std::map<std::string, std::array<size_t, 2>> per_op;  // op -> {train, held out}
   for (const KernelMeasurement& row : rows)
     ++per_op[row.op][row.held_out ? 1 : 0];

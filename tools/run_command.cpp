@@ -21,6 +21,7 @@
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
 #include "sim/export/run_summary.h"
+#include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
 #include "tools/scenario.h"
 
@@ -178,7 +179,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   std::vector<std::string> planned{kSummaryFile, kResolvedFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
   if (trace_in_folder) planned.push_back(kTraceFile);
-  if (!options.trace_file.empty() && !options.force && fs::exists(options.trace_file)) {
+  if (!options.trace_file.empty()) check_replaceable(options.trace_file);
+  if (!options.trace_file.empty() && !options.force &&
+      fs::exists(fs::symlink_status(options.trace_file))) {
     throw std::runtime_error(fmt::format(
         "{} already exists; upsim does not overwrite files unasked: choose another --trace "
         "file, or pass --force to overwrite",
@@ -202,6 +205,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     executor.add_observer(trace.get());
   }
 
+  // An interrupted run leaves no half-written trace behind.
+  std::optional<TempFileGuard> trace_tmp;
+  if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
   const auto wall_start = std::chrono::steady_clock::now();
   const RunStats stats = executor.run();
   const double wall_s =

@@ -13,6 +13,7 @@
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
 #include "tools/collective_commands.h"
+#include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
 #include "tools/trace_commands.h"
@@ -124,6 +125,7 @@ int run_main(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  upsim::cli::install_interrupt_cleanup();
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {

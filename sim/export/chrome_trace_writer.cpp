@@ -15,6 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "sim/export/parallel_dim.h"
 
 namespace upsim {
@@ -225,8 +229,21 @@ class ChromeTraceWriter::Impl {
     while (widest >= tid_stride_)
       tid_stride_ *= 10;
 
-    std::FILE* f = std::fopen(tmp_path_.c_str(), "wb");
-    if (f == nullptr) fail(errno);
+    // Never through a symbolic link planted at the temporary name, and only onto a regular file.
+    const int fd =
+        ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) fail(errno);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(EINVAL);
+    }
+    std::FILE* f = ::fdopen(fd, "wb");
+    if (f == nullptr) {
+      const int err = errno;
+      ::close(fd);
+      fail(err);
+    }
     file_.reset(f);
     tmp_exists_ = true;
 

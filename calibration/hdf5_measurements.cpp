@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "sim/input_file.h"
+
 namespace upsim {
 namespace {
 
@@ -396,8 +398,8 @@ class Writer {
 std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path& path) {
   const ErrorPrintingOff quiet;
   const std::string file_name = path.string();
-  if (!std::filesystem::is_regular_file(path)) {
-    throw CalibrationDataError(fmt::format("{}: cannot open file", file_name));
+  if (const auto why = input_file_problem(path, 16 * kGiB)) {
+    throw CalibrationDataError(fmt::format("{}: {}", file_name, *why));
   }
   if (H5Fis_hdf5(file_name.c_str()) <= 0) {
     throw CalibrationDataError(fmt::format("{}: not an HDF5 file", file_name));

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "sim/config/text.h"
+#include "sim/input_file.h"
 
 namespace upsim {
 namespace {
@@ -34,6 +35,10 @@ struct Line {
 };
 
 std::vector<Line> read_lines(const std::filesystem::path& path) {
+  // Measurement CSVs are megabytes; a gigabyte is not one.
+  if (const auto why = input_file_problem(path, kGiB)) {
+    throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
+  }
   std::ifstream in(path);
   if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
   std::vector<Line> out;

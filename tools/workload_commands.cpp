@@ -23,6 +23,7 @@
 #include "sim/engine.h"
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
+#include "sim/input_file.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
 
@@ -69,6 +70,9 @@ std::vector<std::string> split_csv(const std::string& line, const std::string& w
 class CsvTable {
  public:
   explicit CsvTable(const fs::path& path) : file_(path.string()) {
+    if (const auto why = input_file_problem(path, kGiB)) {
+      throw WorkloadTableError(fmt::format("{}: {}", file_, *why));
+    }
     std::ifstream in(path);
     if (!in) throw WorkloadTableError(fmt::format("{}: cannot open the file", file_));
     std::string line;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "sim/engine.h"
+#include "sim/input_file.h"
 #include "topology/collective_algorithms.h"
 #include "topology/flow_network.h"
 
@@ -98,6 +99,9 @@ std::vector<CollectiveValidationCase> collective_validation_cases() {
 
 std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem::path& csv,
                                                           std::string_view run_id) {
+  if (const auto why = input_file_problem(csv, kGiB)) {
+    throw std::runtime_error(fmt::format("cannot read {}: {}", csv.string(), *why));
+  }
   std::ifstream in(csv);
   if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
   std::string line;
@@ -139,6 +143,9 @@ std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem:
 }
 
 std::vector<MeasuredCollective> read_llmcompass_allreduce(const std::filesystem::path& csv) {
+  if (const auto why = input_file_problem(csv, kGiB)) {
+    throw std::runtime_error(fmt::format("cannot read {}: {}", csv.string(), *why));
+  }
   std::ifstream in(csv);
   if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
   std::string line;

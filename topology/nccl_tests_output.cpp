@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sim/input_file.h"
+
 namespace upsim {
 namespace {
 
@@ -283,6 +285,10 @@ NcclTestsLog parse_nccl_tests_output(std::string_view text, std::string file,
 
 NcclTestsLog read_nccl_tests_output(const std::filesystem::path& path,
                                     const NcclTestsReadOptions& options) {
+  // nccl-tests logs are kilobytes; a sweep of every size and operation is under a megabyte.
+  if (const auto why = input_file_problem(path, 256 * kMiB)) {
+    throw std::runtime_error(fmt::format("cannot read {}: {}", path.string(), *why));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(fmt::format("cannot read {}", path.string()));
   std::ostringstream text;

@@ -11,7 +11,10 @@
 #include <iterator>
 #include <limits>
 #include <sstream>
+#include <string>
 #include <system_error>
+#include <unordered_map>
+#include <vector>
 
 #include "sim/config/quantity_parse.h"
 #include "sim/config/text.h"
@@ -272,8 +275,20 @@ int mark_line(const YAML::Mark& mark) {
   return mark.is_null() ? 0 : mark.line + 1;
 }
 
+/// Values one document may expand to. YAML aliases share nodes, so seven levels of
+/// `[*a, *a, *a, *a, *a, *a, *a, *a, *a]` are a few lines that expand to millions of values (an
+/// "alias bomb"); real scenarios hold a few thousand.
+constexpr size_t kMaxDocumentValues = 1'000'000;
+
 std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int key_line,
-                              const std::string& key_path) {
+                              const std::string& key_path, size_t& values_left) {
+  if (values_left == 0) {
+    throw error_at(source, key_line, key_path,
+                   fmt::format("the document expands to more than {} values (YAML aliases "
+                               "repeating other aliases?); at most {} are read",
+                               kMaxDocumentValues, kMaxDocumentValues));
+  }
+  --values_left;
   auto n = std::make_unique<Node>();
   n->source = source;
   if (source != nullptr) {
@@ -302,7 +317,7 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
       n->flow = y.Style() == YAML::EmitterStyle::Flow;
       size_t i = 0;
       for (const YAML::Node& item : y) {
-        n->items.push_back(convert(item, source, n->line, index_key(key_path, i)));
+        n->items.push_back(convert(item, source, n->line, index_key(key_path, i), values_left));
         ++i;
       }
       break;
@@ -310,6 +325,7 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
     case YAML::NodeType::Map:
       n->kind = Kind::kMap;
       n->flow = y.Style() == YAML::EmitterStyle::Flow;
+      std::unordered_map<std::string, int> first_line;  // key -> line (duplicates are errors)
       for (const auto& kv : y) {
         const int line = mark_line(kv.first.Mark());
         if (!kv.first.IsScalar()) {
@@ -317,14 +333,13 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
         }
         const std::string& key = kv.first.Scalar();
         const std::string child_path = join_key(key_path, key);
-        for (const Entry& e : n->entries) {
-          if (e.key == key) {
-            throw error_at(source, line, child_path,
-                           fmt::format("duplicate key `{}` (first at line {})", key, e.key_line));
-          }
+        const auto [seen, inserted] = first_line.try_emplace(key, line);
+        if (!inserted) {
+          throw error_at(source, line, child_path,
+                         fmt::format("duplicate key `{}` (first at line {})", key, seen->second));
         }
         n->entries.push_back(
-            Entry{key, source, line, convert(kv.second, source, line, child_path)});
+            Entry{key, source, line, convert(kv.second, source, line, child_path, values_left)});
       }
       break;
   }
@@ -333,14 +348,23 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
 
 std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* source,
                                  const std::string& key_path) {
-  YAML::Node y;
+  std::vector<YAML::Node> documents;
   try {
-    y = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source->path.string(), mark_line(e.mark), key_path,
                       fmt::format("malformed YAML: {}", e.msg));
   }
-  return convert(y, source, 1, key_path);
+  // A second document (after `---`) would otherwise be ignored without a word.
+  if (documents.size() > 1) {
+    throw ConfigError(source->path.string(), mark_line(documents[1].Mark()), key_path,
+                      fmt::format("the file holds {} YAML documents (separated by `---`); a "
+                                  "scenario or profile is one document",
+                                  documents.size()));
+  }
+  size_t values_left = kMaxDocumentValues;
+  return convert(documents.empty() ? YAML::Node() : documents.front(), source, 1, key_path,
+                 values_left);
 }
 
 // Reads a whole file; nullopt (and `why`) when it is missing or unreadable.
@@ -352,6 +376,14 @@ std::optional<std::string> read_text(const std::filesystem::path& path, std::str
   }
   if (!std::filesystem::is_regular_file(path, ec)) {
     why = "not a regular file";
+    return std::nullopt;
+  }
+  // Scenarios, profiles and calibrations are kilobytes; a larger file is not one of them.
+  constexpr std::uintmax_t kMaxConfigFileBytes = std::uintmax_t{64} << 20;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxConfigFileBytes) {
+    why = fmt::format("{} bytes, more than the {} MiB a configuration file may have", size,
+                      kMaxConfigFileBytes >> 20);
     return std::nullopt;
   }
   std::ifstream in(path, std::ios::binary);
@@ -996,7 +1028,9 @@ void ConfigDocument::apply_override(std::string_view assignment) {
   } catch (const YAML::Exception& e) {
     throw override_error(path_text, fmt::format("malformed value `{}`: {}", value_text, e.msg));
   }
-  apply_at(state_->root.get(), "", segments, convert(y, nullptr, 0, path_text), path_text);
+  size_t values_left = kMaxDocumentValues;
+  apply_at(state_->root.get(), "", segments, convert(y, nullptr, 0, path_text, values_left),
+           path_text);
 }
 
 ConfigNode ConfigDocument::root() {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "sim/input_file.h"
 #include "workloads/trace/trace_error.h"
 
 namespace upsim {
@@ -18,6 +19,9 @@ bool is_gzip(const std::string& bytes) {
 }
 
 }  // namespace
+
+/// Traces (Kineto / ET JSON, gzipped or not) of real runs are megabytes to a few gigabytes.
+constexpr std::uintmax_t kMaxTraceBytes = 16 * kGiB;
 
 std::string gunzip(const std::string& compressed, const std::string& file) {
   std::string out;
@@ -44,6 +48,11 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
       remaining -= n;
     }
     const size_t before = out.size();
+    if (before >= kMaxTraceBytes) {
+      inflateEnd(&zs);
+      throw TraceError(file, "expands to more than " + std::to_string(kMaxTraceBytes >> 30) +
+                                 " GiB when decompressed; a trace may have at most that");
+    }
     out.resize(before + kChunk);
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + before);
     zs.avail_out = static_cast<uInt>(std::min<size_t>(out.size() - before, UINT32_MAX));
@@ -73,6 +82,7 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
 
 std::string read_trace_file(const std::filesystem::path& path) {
   const std::string name = path.string();
+  if (const auto why = input_file_problem(path, kMaxTraceBytes)) throw TraceError(name, *why);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceError(name, "cannot open the file");
   in.seekg(0, std::ios::end);

@@ -155,6 +155,44 @@ TEST(ConfigTypes, ErrorsQuoteAtMostTheFirstLineOfAValue) {
   EXPECT_LT(whole.message().size(), 200u);
 }
 
+TEST(ConfigDocument, AliasBombsAndExtraDocumentsAreErrors) {
+  // Seven levels of nine aliases: 9^7 = 4.8 million values from eight short lines (once 38 s and
+  // 2.9 GB); at most a million values are read.
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level < 8; ++level) {
+    const std::string name = std::to_string(level);
+    bomb.append("a").append(name).append(": &a").append(name).append(" [");
+    const std::string alias = std::string("*a").append(std::to_string(level - 1));
+    for (int k = 0; k < 9; ++k) {
+      if (k > 0) bomb += ", ";
+      bomb += alias;
+    }
+    bomb += "]\n";
+  }
+  const ConfigError e = config_error([&] { ConfigDocument::parse_string(bomb, "bomb.yaml"); });
+  EXPECT_TRUE(contains(e.message(), "expands to more than 1000000 values")) << e.what();
+  // A few aliases are fine.
+  ConfigDocument ok = ConfigDocument::parse_string("a: &x {b: 1}\nc: *x\n", "alias.yaml");
+  EXPECT_EQ(ok.root().child("c").get_int("b"), 1);
+  // A second document after `---` was silently ignored.
+  const ConfigError two =
+      config_error([] { ConfigDocument::parse_string("a: 1\n---\nb: 2\n", "two.yaml"); });
+  EXPECT_EQ(two.line(), 3);
+  EXPECT_TRUE(contains(two.message(), "holds 2 YAML documents")) << two.what();
+  // Many keys in one map: duplicate detection does not grow quadratically.
+  std::string wide;
+  for (int k = 0; k < 50000; ++k) {
+    wide += 'k';
+    wide += std::to_string(k);
+    wide += ": 1\n";
+  }
+  wide += "k7: 2\n";
+  const ConfigError duplicate =
+      config_error([&] { ConfigDocument::parse_string(wide, "wide.yaml"); });
+  EXPECT_TRUE(contains(duplicate.message(), "duplicate key `k7` (first at line 8)"))
+      << duplicate.what();
+}
+
 TEST(ConfigTypes, QuantityErrorsCarryLocation) {
   ConfigDocument doc = ConfigDocument::parse_string(
       "network:\n"

@@ -457,6 +457,26 @@ TEST_F(Cli, CalibrateCollectivesWritesARepeatableTuningThatValidateReads) {
   }
 }
 
+TEST_F(Cli, DevicesAsInputsAreRefusedNotReadForever) {
+  // --nccl-tests /dev/zero and --csv /dev/urandom once never finished (memory kept growing).
+  const std::string topology =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml");
+  const Result zero =
+      run("calibrate collectives --topology " + topology + " --nccl-tests /dev/zero --out t.yaml");
+  EXPECT_EQ(zero.exit_code, 2) << zero.output;
+  EXPECT_NE(zero.output.find("/dev/zero: a device, not a regular file"), std::string::npos)
+      << zero.output;
+  const Result random = run(
+      "validate kernels --llmcompass '' --csv /dev/urandom --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  EXPECT_EQ(random.exit_code, 2) << random.output;
+  EXPECT_NE(random.output.find("/dev/urandom: a device, not a regular file"), std::string::npos)
+      << random.output;
+  const Result trace = run("validate traces /dev");
+  EXPECT_NE(trace.exit_code, 0) << trace.output;
+}
+
 TEST_F(Cli, CalibrateCollectivesNamesTheLineOfABadLog) {
   const std::string topology =
       quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml");

@@ -140,7 +140,9 @@ void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const H
                       GemmParams& params, HarnessOverhead& harness) {
   const double floor_us = min_seconds(rows) / kMicro;
   double best = std::numeric_limits<double>::infinity();
-  for (const auto& [tile_m, tile_n] : kTiles) {
+  for (const auto& tile : kTiles) {
+    const auto tile_m = tile.first;  // named copies: lambdas may not capture bindings (clang 14)
+    const auto tile_n = tile.second;
     // x = [ln compute_speedup, ln memory_scale, k_overhead, floor us, offset us]
     const auto params_of = [&](const std::vector<double>& x) {
       GemmParams p;
@@ -186,7 +188,9 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
   double best = std::numeric_limits<double>::infinity();
   const double floor_us = harness.floor.seconds() / kMicro;
   const double offset_us = harness.offset.seconds() / kMicro;
-  for (const auto& [tile_m, tile_n] : kTiles) {
+  for (const auto& tile : kTiles) {
+    const auto tile_m = tile.first;  // named copies: lambdas may not capture bindings (clang 14)
+    const auto tile_n = tile.second;
     // x = [ln compute_scale, ln memory_scale, k_overhead]
     const auto params_of = [&](const std::vector<double>& x) {
       GemmParams p;

@@ -465,7 +465,7 @@ JsonValue read_value(JsonCursor& cursor, int depth) {
       std::string_view key;
       while (cursor.next_member(key)) {
         std::string k(key);
-        v.members.emplace_back(std::move(k), read_value(cursor, depth + 1));
+        v.members.push_back(JsonMember{std::move(k), read_value(cursor, depth + 1)});
       }
       break;
     }

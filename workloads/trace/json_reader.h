@@ -81,6 +81,8 @@ class JsonCursor {
   std::string scratch_;
 };
 
+struct JsonMember;
+
 /// An owned JSON value.
 struct JsonValue {
   JsonType type = JsonType::kNull;
@@ -89,8 +91,8 @@ struct JsonValue {
   int64_t integer = 0;
   double number = 0.0;
   std::string string;
-  std::vector<JsonValue> items;                            ///< kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  ///< kObject, in file order
+  std::vector<JsonValue> items;     ///< kArray
+  std::vector<JsonMember> members;  ///< kObject, in file order
 
   bool is_string() const { return type == JsonType::kString; }
   bool is_array() const { return type == JsonType::kArray; }
@@ -98,6 +100,13 @@ struct JsonValue {
   bool is_number() const { return type == JsonType::kNumber; }
   /// kObject: the member named `key`, or nullptr.
   const JsonValue* find(std::string_view key) const;
+};
+
+/// One member of a JSON object. (A named struct, not std::pair<std::string, JsonValue>: a pair
+/// of a type still being defined is ill-formed, which clang rejects.)
+struct JsonMember {
+  std::string key;
+  JsonValue value;
 };
 
 /// Reads one value at the cursor into an owned tree.

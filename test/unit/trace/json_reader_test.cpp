@@ -76,7 +76,7 @@ TEST(JsonCursor, value_tree_keeps_integers_and_members_in_order) {
   const JsonValue v = read_json_value(cur);
   ASSERT_TRUE(v.is_object());
   ASSERT_EQ(v.members.size(), 3u);
-  EXPECT_EQ(v.members[0].first, "z");
+  EXPECT_EQ(v.members[0].key, "z");
   EXPECT_TRUE(v.find("z")->is_integer);
   EXPECT_EQ(v.find("z")->integer, 94594108284448);
   EXPECT_DOUBLE_EQ(v.find("a")->items[0].number, 1.5);

@@ -17,6 +17,10 @@
 namespace upsim {
 namespace {
 
+/// Bounds checked before reading (dtype names are a few characters; sweeps thousands of rows).
+constexpr hsize_t kMaxRowsPerDataset = 10'000'000;
+constexpr size_t kMaxStringBytes = 256;
+
 /// Silences HDF5's automatic error printing for the guard's lifetime (failures become
 /// CalibrationDataError instead), then restores whatever handler was installed.
 class ErrorPrintingOff {
@@ -127,6 +131,11 @@ class GroupReader {
       fail(dataset, "must be a 1-D dataset");
     }
     H5Sget_simple_extent_dims(space.get(), &length, nullptr);
+    // Shapes are checked before anything is read: a corrupt or hostile header may claim billions
+    // of rows (kernel sweeps hold thousands).
+    if (length > kMaxRowsPerDataset) {
+      fail(dataset, fmt::format("claims {} rows; at most {} are read", length, kMaxRowsPerDataset));
+    }
     return d;
   }
 
@@ -185,7 +194,12 @@ class GroupReader {
 #endif
     } else {
       // One byte more than the file's size so that NULLTERM keeps every stored character.
-      const size_t size = H5Tget_size(file_type.get()) + 1;
+      const size_t stored = H5Tget_size(file_type.get());
+      if (stored == 0 || stored > kMaxStringBytes) {
+        fail(dataset, fmt::format("fixed-length strings of {} bytes; expected 1 to {}", stored,
+                                  kMaxStringBytes));
+      }
+      const size_t size = stored + 1;
       H5Tset_size(memory_type.get(), size);
       H5Tset_strpad(memory_type.get(), H5T_STR_NULLTERM);
       std::vector<char> buffer(length * size, '\0');
@@ -478,17 +492,23 @@ void write_measurement_hdf5(const std::filesystem::path& path,
   writer.string_attribute(file.get(), "gpu", gpu);
   writer.string_attribute(file.get(), "source", source);
 
+  // dtype names as fixed-length strings (null-padded to kDtypeChars): a reader then never asks
+  // libhdf5 to follow variable-length heap references, the part of a file a corruption makes
+  // crash the library.
+  constexpr size_t kDtypeChars = 8;
   const Datatype string_type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(string_type.get(), H5T_VARIABLE);
+  H5Tset_size(string_type.get(), kDtypeChars);
+  H5Tset_strpad(string_type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(string_type.get(), H5T_CSET_UTF8);
   for (const OpColumns& op : ops) {
     const Group group(H5Gcreate2(file.get(), op.op.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     if (!group.valid()) writer.fail(fmt::format("group /{}", op.op));
     const size_t length = op.columns.size();
-    std::vector<const char*> dtypes;
+    std::vector<char> dtypes(length * kDtypeChars, '\0');
     std::vector<int64_t> m, n, k, batch;
-    for (const Columns& c : op.columns) {
-      dtypes.push_back(c.dtype.c_str());
+    for (size_t i = 0; i < length; ++i) {
+      const Columns& c = op.columns[i];
+      c.dtype.copy(dtypes.data() + i * kDtypeChars, std::min(c.dtype.size(), kDtypeChars));
       m.push_back(c.m);
       n.push_back(c.n);
       k.push_back(c.k);

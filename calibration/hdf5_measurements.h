@@ -9,8 +9,8 @@
 //   /<op>/             one group per op: `gemm` or a memory_op_name() (gelu, softmax, layernorm,
 //                      relu, ...). Every object at the root must be such a group. In each group,
 //                      1-D datasets of one common length (one element per measured kernel):
-//     dtype    required  string (fixed or variable length): dtype_name() (fp32, tf32, fp16,
-//                        bf16, fp8, int8)
+//     dtype    required  string (fixed or variable length; upsim writes fixed, 8 bytes):
+//                        dtype_name() (fp32, tf32, fp16, bf16, fp8, int8)
 //     m, n     required  integer, > 0: gemm m x n output; memory op m rows of n elements
 //     k        gemm only required, integer, > 0: the reduction dimension
 //     batch    gemm only optional, integer, > 0 (default 1)
@@ -24,6 +24,8 @@
 //   the file tracks it (write_measurement_hdf5 does), else in name order; rows within a group in
 //   dataset order. A row's origin is "<file>:/<op>[<index>]".
 //
+// Bounds, checked before any data is read: at most 10,000,000 rows per dataset, fixed-length
+// strings of 1 to 256 bytes.
 // Errors: CalibrationDataError naming the file and, where there is one, the group and dataset:
 // unreadable file, unknown op group, missing or unknown dataset, not 1-D, lengths differ, wrong
 // element class, unknown dtype, non-positive dimension or time, split not 0 / 1.

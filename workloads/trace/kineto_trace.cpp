@@ -132,12 +132,28 @@ class KinetoParser {
     return holder;
   }
 
-  int64_t relative_ps(const DecimalMicros& t) {
+  /// whole_us x 10^6 + sub_us_ps, or an error at `offset` naming `what` when that leaves the
+  /// int64 picosecond range (about +-106 days: a trace's span, not its epoch, must fit).
+  int64_t checked_ps(int64_t whole_us, int64_t sub_us_ps, size_t offset, std::string_view what) {
+    int64_t ps = 0;
+    if (__builtin_mul_overflow(whole_us, int64_t{1'000'000}, &ps) ||
+        __builtin_add_overflow(ps, sub_us_ps, &ps)) {
+      cur_.fail_at(offset, "`" + std::string(what) +
+                               "` is out of range: over 106 days (the int64 picosecond range)");
+    }
+    return ps;
+  }
+
+  int64_t relative_ps(const DecimalMicros& t, size_t offset) {
     if (!have_base_) {
       trace_.base_us = t.whole_us;
       have_base_ = true;
     }
-    return (t.whole_us - trace_.base_us) * 1'000'000 + t.sub_us_ps;
+    int64_t us = 0;
+    if (__builtin_sub_overflow(t.whole_us, trace_.base_us, &us)) {
+      cur_.fail_at(offset, "`ts` is out of range of the trace's first event");
+    }
+    return checked_ps(us, t.sub_us_ps, offset, "ts");
   }
 
   void read_events() {
@@ -237,8 +253,8 @@ class KinetoParser {
       if (pid < 0 || tid < 0) return;  // profiler spans, not program activity
       e.pid = pid;
       e.tid = tid;
-      e.ts_ps = relative_ps(ts);
-      e.dur_ps = std::max<int64_t>(0, dur.whole_us * 1'000'000 + dur.sub_us_ps);
+      e.ts_ps = relative_ps(ts, event_offset);
+      e.dur_ps = std::max<int64_t>(0, checked_ps(dur.whole_us, dur.sub_us_ps, event_offset, "dur"));
       e.name = intern(name);
       if ((e.category == KinetoCategory::kCpuOp || e.category == KinetoCategory::kUserAnnotation ||
            e.category == KinetoCategory::kCudaSync) &&
@@ -250,7 +266,8 @@ class KinetoParser {
       }
       trace_.events.push_back(e);
     } else if ((ph == "s" || ph == "f") && cat == "ac2g" && have_ts && flow_id >= 0) {
-      trace_.flows.push_back(KinetoFlow{flow_id, relative_ps(ts), pid, tid, ph == "s"});
+      trace_.flows.push_back(
+          KinetoFlow{flow_id, relative_ps(ts, event_offset), pid, tid, ph == "s"});
     }
   }
 

@@ -81,6 +81,18 @@ class Fixture {
     doubles(g, "time_us", std::vector<double>(length, 3.0));
     return g;
   }
+  /// A dataset that claims `length` rows without storing them (chunked, never written): the
+  /// header of a corrupt or hostile file.
+  void claimed(hid_t g, const char* name, hsize_t length) {
+    const hid_t space = H5Screate_simple(1, &length, nullptr);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    const hsize_t chunk = 1024;
+    H5Pset_chunk(plist, 1, &chunk);
+    const hid_t d = H5Dcreate2(g, name, H5T_STD_I64LE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    H5Dclose(d);
+    H5Pclose(plist);
+    H5Sclose(space);
+  }
   std::string error() {
     H5Fflush(file_, H5F_SCOPE_GLOBAL);
     try {
@@ -166,6 +178,16 @@ TEST(Hdf5Measurements, BadFilesGiveClearErrors) {
   const auto contains = [](const std::string& error, const std::string& part) {
     EXPECT_NE(error.find(part), std::string::npos) << error;
   };
+  {
+    // Found by fuzzing: a header claiming 2.2 billion rows made the reader allocate 17 GB.
+    Fixture f(temp_path("claims.h5"));
+    const hid_t g = f.group("relu");
+    f.strings(g, "dtype", {"fp16"});
+    f.claimed(g, "m", 2'231'369'748);
+    f.ints(g, "n", {1024});
+    f.doubles(g, "time_us", {3.0});
+    contains(f.error(), "claims.h5:/relu/m: claims 2231369748 rows; at most 10000000 are read");
+  }
   {
     Fixture f(temp_path("missing.h5"));
     const hid_t g = f.group("gemm");

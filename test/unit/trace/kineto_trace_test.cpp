@@ -106,6 +106,28 @@ TEST(KinetoTrace, malformed_json_names_the_file_and_position) {
   }
 }
 
+TEST(KinetoTrace, timestamps_beyond_the_picosecond_range_are_errors) {
+  // Found by fuzzing: ts of -10^15 us (x 10^6 ps/us) overflowed int64 (undefined behaviour).
+  const auto error = [](const std::string& events) {
+    try {
+      parse_kineto_trace("{\"traceEvents\": [" + events + "]}", "t.json");
+    } catch (const TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string first = R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, )";
+  EXPECT_NE(
+      error(first + R"("ts": 1, "dur": 1}, )" + first + R"("ts": -1000000000004474, "dur": 1})")
+          .find("`ts` is out of range"),
+      std::string::npos);
+  EXPECT_NE(error(first + R"("ts": 1, "dur": 99999999999999999})").find("`dur` is out of range"),
+            std::string::npos);
+  // Within range: ten days after the first event.
+  EXPECT_EQ(error(first + R"("ts": 1, "dur": 1}, )" + first + R"("ts": 864000000001, "dur": 1})"),
+            "no error");
+}
+
 TEST(KinetoTrace, a_document_without_trace_events_is_rejected) {
   EXPECT_THROW(
       {

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build pkg-config clang-format
+# clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz harnesses.
+packages=(g++ cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
           libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
           googletest libgtest-dev libbenchmark-dev libhdf5-dev)
 missing=()

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of test/fuzz/ with clang (into build-fuzz/: every library
+# instrumented, ASan + UBSan), seeds a corpus per harness from configs/ and test/data, and runs
+# each harness. Findings (crashing, leaking, slow or memory-hungry inputs) are written to
+# build-fuzz/fuzz-findings/<harness>/; a run that finds any exits non-zero. Per harness it prints
+# executions and findings.
+#
+# Usage: scripts/fuzz.sh [SECONDS]          each harness for SECONDS (default 60)
+#        UPSIM_FUZZ_RUNS=N scripts/fuzz.sh  each harness for N inputs instead (the CI smoke run)
+#        UPSIM_FUZZ_HARNESSES="fuzz_traces fuzz_hdf5" scripts/fuzz.sh 600   only these
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+build=${UPSIM_FUZZ_BUILD_DIR:-build-fuzz}
+harnesses=${UPSIM_FUZZ_HARNESSES:-fuzz_yaml_configs fuzz_scenario fuzz_traces fuzz_measurements fuzz_hdf5}
+
+CXX=${UPSIM_FUZZ_CXX:-clang++} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DUPSIM_FUZZ=ON -DUPSIM_BUILD_TESTS=OFF -DUPSIM_BUILD_BENCHMARKS=OFF >/dev/null
+# shellcheck disable=SC2086
+cmake --build "$build" --target upsim $harnesses
+
+# Seeds: the shipped inputs of each format (gzipped traces unpacked: the parsers read bytes),
+# named after their path so that equal names in different folders do not collide.
+seeds=$build/fuzz-seeds
+rm -rf "$seeds"
+mkdir -p "$seeds"/{fuzz_yaml_configs,fuzz_scenario,fuzz_traces,fuzz_measurements,fuzz_hdf5}
+seed() { cp "$2" "$seeds/$1/${2//\//_}"; }
+while IFS= read -r f; do seed fuzz_yaml_configs "$f"; done < <(find configs -name '*.yaml' | sort)
+# Shipped scenarios, but not the two that build 16 M-task graphs (slow under ASan by design).
+while IFS= read -r f; do seed fuzz_scenario "$f"; done < <(
+  find configs -maxdepth 1 -name '*.yaml' ! -name 'gpt3_175b_1024gpu.yaml' \
+    ! -name 'llama3_70b_64gpu.yaml' | sort)
+while IFS= read -r f; do
+  { gunzip -c "$f" || true; } | head -c 2000000 >"$seeds/fuzz_traces/$(basename "${f//\//_}" .gz)"
+done < <(find test/data -name '*.gz' -size -600k | sort)
+while IFS= read -r f; do seed fuzz_measurements "$f"; done < <(
+  find test/data test/unit -type f \( -name '*.log' -o -name '*.csv' \) -size -1M | sort)
+"$build/upsim" convert kernels --llmcompass test/data/llmcompass \
+  --out "$seeds/fuzz_hdf5/llmcompass.h5" >/dev/null
+
+export LSAN_OPTIONS=suppressions=$PWD/test/fuzz/lsan_suppressions.txt
+status=0
+for h in $harnesses; do
+  corpus=$build/fuzz-corpus/$h
+  findings=$build/fuzz-findings/$h
+  mkdir -p "$corpus" "$findings"
+  # The smoke run is deterministic (fixed seed), so that CI fails only for a real finding.
+  if [[ -n "${UPSIM_FUZZ_RUNS:-}" ]]; then
+    limit=(-runs="$UPSIM_FUZZ_RUNS" -seed=1)
+  else
+    limit=(-max_total_time="$seconds")
+  fi
+  log=$build/fuzz-$h.log
+  set +e
+  "$build/test/fuzz/$h" "${limit[@]}" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=20 \
+    -max_len=2000000 -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" "$seeds/$h" \
+    >"$log" 2>&1
+  rc=$?
+  set -e
+  execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+  found=$(find "$findings" -type f | wc -l)
+  echo "$h: ${execs:-0} executions, $found findings (exit $rc; log $log)"
+  if [[ $rc -ne 0 || $found -ne 0 ]]; then status=1; fi
+done
+exit $status

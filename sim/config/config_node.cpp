@@ -278,7 +278,7 @@ int mark_line(const YAML::Mark& mark) {
 /// Values one document may expand to. YAML aliases share nodes, so seven levels of
 /// `[*a, *a, *a, *a, *a, *a, *a, *a, *a]` are a few lines that expand to millions of values (an
 /// "alias bomb"); real scenarios hold a few thousand.
-constexpr size_t kMaxDocumentValues = 1'000'000;
+constexpr size_t kMaxDocumentValues = 200'000;
 
 std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int key_line,
                               const std::string& key_path, size_t& values_left) {
@@ -346,25 +346,58 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
   return n;
 }
 
+/// The line (1-based) where a second YAML document starts (a `---` line after content, or
+/// content after a `...` line), or 0 when the text holds one document. Textual, because
+/// YAML::LoadAll loops forever on some malformed input (yaml-cpp 0.7, jbeder/yaml-cpp#1319).
+int second_document_line(std::string_view text) {
+  bool content = false;
+  bool ended = false;
+  int line = 0;
+  while (!text.empty()) {
+    ++line;
+    const size_t end = text.find('\n');
+    std::string_view l = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    if (!l.empty() && l.back() == '\r') l.remove_suffix(1);
+    const auto marker = [&](std::string_view m) {
+      return l.starts_with(m) &&
+             (l.size() == m.size() || l[m.size()] == ' ' || l[m.size()] == '\t');
+    };
+    if (marker("---")) {
+      if (content || ended) return line;
+      const std::string_view rest = trim_blanks(l.substr(3));
+      content = !rest.empty() && rest.front() != '#';
+      continue;
+    }
+    if (marker("...")) {
+      ended = true;
+      continue;
+    }
+    const std::string_view t = trim_blanks(l);
+    if (t.empty() || t.front() == '#' || (!content && t.front() == '%')) continue;
+    if (ended) return line;
+    content = true;
+  }
+  return 0;
+}
+
 std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* source,
                                  const std::string& key_path) {
-  std::vector<YAML::Node> documents;
+  // A second document (after `---`) would otherwise be ignored without a word.
+  if (const int second = second_document_line(text); second > 0) {
+    throw ConfigError(source->path.string(), second, key_path,
+                      "a second YAML document starts here (after `---` or `...`); a scenario or "
+                      "profile is one document");
+  }
+  YAML::Node y;
   try {
-    documents = YAML::LoadAll(text);
+    y = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source->path.string(), mark_line(e.mark), key_path,
                       fmt::format("malformed YAML: {}", e.msg));
   }
-  // A second document (after `---`) would otherwise be ignored without a word.
-  if (documents.size() > 1) {
-    throw ConfigError(source->path.string(), mark_line(documents[1].Mark()), key_path,
-                      fmt::format("the file holds {} YAML documents (separated by `---`); a "
-                                  "scenario or profile is one document",
-                                  documents.size()));
-  }
   size_t values_left = kMaxDocumentValues;
-  return convert(documents.empty() ? YAML::Node() : documents.front(), source, 1, key_path,
-                 values_left);
+  return convert(y, source, 1, key_path, values_left);
 }
 
 // Reads a whole file; nullopt (and `why`) when it is missing or unreadable.

@@ -157,7 +157,7 @@ TEST(ConfigTypes, ErrorsQuoteAtMostTheFirstLineOfAValue) {
 
 TEST(ConfigDocument, AliasBombsAndExtraDocumentsAreErrors) {
   // Seven levels of nine aliases: 9^7 = 4.8 million values from eight short lines (once 38 s and
-  // 2.9 GB); at most a million values are read.
+  // 2.9 GB); at most 200,000 values are read.
   std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
   for (int level = 1; level < 8; ++level) {
     const std::string name = std::to_string(level);
@@ -170,18 +170,32 @@ TEST(ConfigDocument, AliasBombsAndExtraDocumentsAreErrors) {
     bomb += "]\n";
   }
   const ConfigError e = config_error([&] { ConfigDocument::parse_string(bomb, "bomb.yaml"); });
-  EXPECT_TRUE(contains(e.message(), "expands to more than 1000000 values")) << e.what();
+  EXPECT_TRUE(contains(e.message(), "expands to more than 200000 values")) << e.what();
   // A few aliases are fine.
   ConfigDocument ok = ConfigDocument::parse_string("a: &x {b: 1}\nc: *x\n", "alias.yaml");
   EXPECT_EQ(ok.root().child("c").get_int("b"), 1);
   // A second document after `---` was silently ignored.
   const ConfigError two =
       config_error([] { ConfigDocument::parse_string("a: 1\n---\nb: 2\n", "two.yaml"); });
-  EXPECT_EQ(two.line(), 3);
-  EXPECT_TRUE(contains(two.message(), "holds 2 YAML documents")) << two.what();
+  EXPECT_EQ(two.line(), 2);
+  EXPECT_TRUE(contains(two.message(), "a second YAML document starts here")) << two.what();
+  EXPECT_EQ(
+      config_error([] { ConfigDocument::parse_string("a: 1\n...\nb: 2\n", "end.yaml"); }).line(),
+      3);
+  // A leading `---`, comments and a final `...` are one document.
+  ConfigDocument one =
+      ConfigDocument::parse_string("# c\n---\na: 1 # x\n\nb: \"---\"\n...\n# end\n", "one.yaml");
+  EXPECT_EQ(one.root().get_int("a"), 1);
+  // Found by fuzzing: flow sequences separated by commas made YAML::LoadAll loop forever
+  // (jbeder/yaml-cpp#1319); one document is now read with YAML::Load, which returns (a hang
+  // here would time the test out).
+  try {
+    (void)ConfigDocument::parse_string("    [gpu0, pcie0], [gpu1, pcie0],\n", "loop.yaml");
+  } catch (const ConfigError&) {
+  }
   // Many keys in one map: duplicate detection does not grow quadratically.
   std::string wide;
-  for (int k = 0; k < 50000; ++k) {
+  for (int k = 0; k < 20000; ++k) {
     wide += 'k';
     wide += std::to_string(k);
     wide += ": 1\n";

@@ -281,6 +281,20 @@ TEST(Hdf5Measurements, BadFilesGiveClearErrors) {
   EXPECT_THROW(read_measurement_hdf5(kData / "does_not_exist.h5"), CalibrationDataError);
 }
 
+TEST(Hdf5Measurements, AFileThatCrashesLibhdf5IsAnError) {
+  // Found by fuzzing (data/libhdf5_crash.h5, a mutation of a file upsim wrote): libhdf5 1.10
+  // frees an invalid pointer while listing the file's links (AddressSanitizer stops there; a
+  // plain build may get through to an error). The reader runs in a child process, so either way
+  // the result is an error naming the file, never a crash of upsim.
+  const std::string path = std::string(UPSIM_CALIBRATION_TEST_DATA) + "/libhdf5_crash.h5";
+  try {
+    read_measurement_hdf5(path);
+    FAIL() << "no error";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0U) << e.what();
+  }
+}
+
 TEST(Hdf5Measurements, WriterRejectsRowsWithoutALayout) {
   KernelMeasurement row;
   row.op = "embedding_forward";

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "sim/input_file.h"
 #include "tools/interrupt_cleanup.h"
 
 namespace upsim::cli {
@@ -24,21 +25,7 @@ std::string not_regular(const fs::path& p) {
   std::error_code ec;
   const fs::file_status st = fs::symlink_status(p, ec);
   if (ec || !fs::exists(st) || fs::is_regular_file(st)) return "";
-  switch (st.type()) {
-    case fs::file_type::symlink:
-      return "a symbolic link";
-    case fs::file_type::directory:
-      return "a folder";
-    case fs::file_type::block:
-    case fs::file_type::character:
-      return "a device";
-    case fs::file_type::fifo:
-      return "a named pipe";
-    case fs::file_type::socket:
-      return "a socket";
-    default:
-      return "not a regular file";
-  }
+  return std::string(file_type_name(st.type()));
 }
 
 }  // namespace

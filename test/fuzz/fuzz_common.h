@@ -15,7 +15,15 @@
 #include <string>
 #include <string_view>
 
+#include "sim/config/config_node.h"
+
 namespace upsim::fuzz {
+
+/// `text` as a YAML document in configs/, so that its relative references resolve against the
+/// shipped configs as a scenario's would.
+inline ConfigDocument parse_in_configs(std::string_view text) {
+  return ConfigDocument::parse_string(text, std::string(UPSIM_CONFIGS_DIR) + "/fuzz.yaml");
+}
 
 inline std::string_view as_text(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};

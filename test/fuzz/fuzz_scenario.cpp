@@ -10,10 +10,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace upsim;
-  const std::string text(fuzz::as_text(data, size));
-  const std::string name = std::string(UPSIM_CONFIGS_DIR) + "/fuzz.yaml";
   fuzz::expect_clean([&] {
-    ConfigDocument doc = ConfigDocument::parse_string(text, name);
+    ConfigDocument doc = fuzz::parse_in_configs(fuzz::as_text(data, size));
     (void)cli::build_scenario(doc);
   });
   return 0;

@@ -13,11 +13,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace upsim;
-  const std::string text(fuzz::as_text(data, size));
-  // Relative references resolve against the shipped configs, as a scenario's would.
-  const std::string name = std::string(UPSIM_CONFIGS_DIR) + "/fuzz.yaml";
   fuzz::expect_clean([&] {
-    ConfigDocument doc = ConfigDocument::parse_string(text, name);
+    ConfigDocument doc = fuzz::parse_in_configs(fuzz::as_text(data, size));
     fuzz::expect_clean([&] { (void)load_fabric(doc.root()); });
     fuzz::expect_clean([&] { (void)load_hardware_profile(doc.root()); });
     fuzz::expect_clean([&] { (void)load_kernel_calibration(doc.root()); });

@@ -139,12 +139,30 @@ class GraphExecutor::Impl {
   /// The kernel model's duration, asked once per shared description when every rank has the
   /// same device (models are pure, so the answer cannot change).
   Duration kernel_duration(TaskId t, RankId rank) {
-    if (!uniform_devices_)
-      return models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]);
+    if (!uniform_devices_) return ask_kernel_model(t, rank);
     const KernelDescId id = graph_.kernel_desc_of(t);
     int64_t& ps = kernel_ps_[id];
-    if (ps < 0) ps = models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]).ps();
+    if (ps < 0) ps = ask_kernel_model(t, rank).ps();
     return Duration::from_ps(ps);
+  }
+
+  /// The kernel model's answer for task t, which must be a duration >= 0; a model that cannot
+  /// give one (e.g. 1 FLOP/s makes a GEMM last longer than the simulator's +-106 days) is an
+  /// error naming the kernel, not a time travelling event.
+  Duration ask_kernel_model(TaskId t, RankId rank) {
+    Duration d;
+    try {
+      d = models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]);
+    } catch (const std::range_error& e) {
+      throw SimulationError(describe(t) + ": " + e.what() +
+                            "; check the hardware profile (peak_flops, memory bandwidth) and the "
+                            "workload's sizes");
+    }
+    if (d < Duration::zero()) {
+      throw SimulationError(describe(t) + ": the kernel model returned a negative duration (" +
+                            std::to_string(d.ps()) + " ps)");
+    }
+    return d;
   }
 
   /// The CPU model's duration, asked once per (op name, phase, launch index) for the first

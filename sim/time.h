@@ -13,6 +13,8 @@
 #include <compare>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace upsim {
 
@@ -24,10 +26,12 @@ class Duration {
   static constexpr Duration from_ns(int64_t ns) { return Duration(ns * 1'000); }
   static constexpr Duration from_us(int64_t us) { return Duration(us * 1'000'000); }
   static constexpr Duration from_ms(int64_t ms) { return Duration(ms * 1'000'000'000); }
-  /// Rounds a floating-point microsecond count to the nearest picosecond.
-  static Duration from_us_f(double us) { return Duration(std::llround(us * 1e6)); }
-  /// Rounds a floating-point second count to the nearest picosecond.
-  static Duration from_seconds_f(double s) { return Duration(std::llround(s * 1e12)); }
+  /// Rounds a floating-point microsecond count to the nearest picosecond. Throws
+  /// std::range_error for a value outside the range (about +-106 days) or not a number.
+  static Duration from_us_f(double us) { return from_ps_f(us * 1e6); }
+  /// Rounds a floating-point second count to the nearest picosecond. Throws std::range_error
+  /// for a value outside the range (about +-106 days) or not a number.
+  static Duration from_seconds_f(double s) { return from_ps_f(s * 1e12); }
   static constexpr Duration zero() { return Duration(0); }
   static constexpr Duration max() { return Duration(std::numeric_limits<int64_t>::max()); }
 
@@ -52,6 +56,14 @@ class Duration {
 
  private:
   constexpr explicit Duration(int64_t ps) : ps_(ps) {}
+  static Duration from_ps_f(double ps) {
+    // 9.2e18 ps: the largest double below 2^63, so that llround cannot overflow.
+    if (!(std::abs(ps) < 9.2e18)) {
+      throw std::range_error("a duration of " + std::to_string(ps * 1e-12) +
+                             " s is outside the simulator's range (+-106 days)");
+    }
+    return Duration(std::llround(ps));
+  }
   int64_t ps_ = 0;
 };
 

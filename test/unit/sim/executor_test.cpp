@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -280,6 +281,27 @@ TEST(FixedDuration, OverridesTheModel) {
   h.graph.set_fixed_duration(k, Duration::from_ps(1234));
   h.run();
   EXPECT_EQ(h.rec.spans[k].end, Time::from_ps(1234));
+}
+
+TEST(KernelModel, ADurationBeyondTheSimulatorsRangeIsAnErrorNamingTheKernel) {
+  // 1 FLOP/s made a GEMM last 2e9 s: llround overflowed and the engine reported an event "before
+  // now". Conversions now throw, and the executor names the kernel.
+  EXPECT_THROW(Duration::from_seconds_f(1e7), std::range_error);  // 116 days
+  EXPECT_THROW(Duration::from_us_f(std::nan("")), std::range_error);
+  EXPECT_EQ(Duration::from_seconds_f(9e6).ps(), 9'000'000'000'000'000'000);  // 104 days: fine
+  Harness h(1);
+  h.graph.add_kernel(0, 0, "slow_gemm", "aten::mm", kernel_of(1e14));  // 10^14 us
+  try {
+    h.run();
+    FAIL() << "no error";
+  } catch (const SimulationError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("kernel `slow_gemm`"), std::string::npos) << what;
+    EXPECT_NE(what.find("outside the simulator's range"), std::string::npos) << what;
+  }
+  Harness negative(1);
+  negative.graph.add_kernel(0, 0, "backwards", "aten::mm", kernel_of(-5));
+  EXPECT_THROW(negative.run(), SimulationError);
 }
 
 TEST(TaskGraph, RejectsMalformedConstruction) {

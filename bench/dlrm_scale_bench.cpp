@@ -26,7 +26,6 @@
 // 1024 GPUs 0.59 s, 8192 GPUs 50 s / 6.7 GB.
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -80,19 +79,7 @@ BENCHMARK(BM_Dlrm_1024Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTim
 }  // namespace upsim
 
 int main(int argc, char** argv) {
-  if (std::getenv("UPSIM_BENCH_LARGE") != nullptr) {
-    benchmark::RegisterBenchmark("BM_Dlrm_8192Gpus", upsim::BM_Dlrm_8192Gpus)
-        ->Iterations(1)
-        ->Unit(benchmark::kSecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_Dlrm_32768Gpus", upsim::BM_Dlrm_32768Gpus)
-        ->Iterations(1)
-        ->Unit(benchmark::kSecond)
-        ->UseRealTime();
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  upsim::bench::register_opt_in("UPSIM_BENCH_LARGE", "BM_Dlrm_8192Gpus", upsim::BM_Dlrm_8192Gpus);
+  upsim::bench::register_opt_in("UPSIM_BENCH_LARGE", "BM_Dlrm_32768Gpus", upsim::BM_Dlrm_32768Gpus);
+  return upsim::bench::run_benchmarks(argc, argv);
 }

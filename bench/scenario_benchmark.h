@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -82,6 +83,22 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
     state.counters["rate_recomputations"] = static_cast<double>(network.recomputations);
     state.counters["flows_repriced"] = static_cast<double>(network.flows_repriced);
   }
+}
+
+/// Registers `fn` as a one-iteration, real-time scenario benchmark named `name` when the
+/// environment variable `env` is set (opt-in sizes too slow or large for a default run).
+inline void register_opt_in(const char* env, const char* name, void (*fn)(benchmark::State&)) {
+  if (std::getenv(env) == nullptr) return;
+  benchmark::RegisterBenchmark(name, fn)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+}
+
+/// The body of a scenario benchmark program's main(), after its opt-in registrations.
+inline int run_benchmarks(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace upsim::bench

@@ -30,7 +30,6 @@
 // (122 k recomputations). No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB.
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -88,22 +87,9 @@ BENCHMARK(BM_Gpt3_175B_8192Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRe
 }  // namespace upsim
 
 int main(int argc, char** argv) {
-  if (std::getenv("UPSIM_BENCH_LARGE") != nullptr) {
-    benchmark::RegisterBenchmark("BM_Gpt3_175B_32768Gpus", upsim::BM_Gpt3_175B_32768Gpus)
-        ->Iterations(1)
-        ->Unit(benchmark::kSecond)
-        ->UseRealTime();
-  }
-  if (std::getenv("UPSIM_BENCH_NO_MIRROR") != nullptr) {
-    benchmark::RegisterBenchmark("BM_Gpt3_175B_1024Gpus_NoMirror",
-                                 upsim::BM_Gpt3_175B_1024Gpus_NoMirror)
-        ->Iterations(1)
-        ->Unit(benchmark::kSecond)
-        ->UseRealTime();
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  upsim::bench::register_opt_in("UPSIM_BENCH_LARGE", "BM_Gpt3_175B_32768Gpus",
+                                upsim::BM_Gpt3_175B_32768Gpus);
+  upsim::bench::register_opt_in("UPSIM_BENCH_NO_MIRROR", "BM_Gpt3_175B_1024Gpus_NoMirror",
+                                upsim::BM_Gpt3_175B_1024Gpus_NoMirror);
+  return upsim::bench::run_benchmarks(argc, argv);
 }

@@ -14,7 +14,7 @@
 //              (embedding_bag_model.h), so the fixed per-kernel time is not added again
 //
 // Contract:
-//  - Pure and const; parameters fixed at construction (DESIGN.md "Cost models").
+//  - Pure and const; parameters fixed at construction (ARCHITECTURE.md "Cost models").
 //  - Built for one hardware profile: `achievable` are that profile's fractions, and the fitted
 //    scales are relative to them (so a calibration fitted on one GPU prices another; see
 //    gemm_kernel_model.h).

@@ -1,5 +1,5 @@
 // `upsim validate kernels`: the calibrated kernel model against measured kernels, per op, as the
-// seed paper reports error (DESIGN.md "Accuracy is measured"): e = predicted / measured - 1,
+// seed paper reports error (ARCHITECTURE.md "Accuracy is measured"): e = predicted / measured - 1,
 // summarised as the geometric mean of |e| (each |e| floored at 1e-6 so that an exact match
 // does not send the mean to zero), separately on the training and the held-out points.
 //

@@ -6,7 +6,7 @@
 //                  bytes / (hbm_bandwidth x memory_fraction)) + kernel_overhead
 //
 // Contract:
-//  - Pure and const; parameters are fixed at construction (DESIGN.md "Cost models").
+//  - Pure and const; parameters are fixed at construction (ARCHITECTURE.md "Cost models").
 //  - The fractions describe one device (they come from its hardware profile): build one instance
 //    per device profile.
 //  - GEMM arithmetic needs a unit for its dtype: a GEMM whose dtype has a zero peak on the device

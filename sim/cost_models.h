@@ -1,6 +1,6 @@
 // The interfaces through which the engine asks for durations, and the value types they take.
 //
-// Contract (DESIGN.md "Cost models"): implementations are pure functions of their value-type
+// Contract (ARCHITECTURE.md "Cost models"): implementations are pure functions of their value-type
 // arguments and of parameters fixed at construction. They never see the engine, the task graph
 // or the fabric, they are deterministic, and they are const (safe to share between engines).
 // Implementations live in calibration/ (kernel, CPU, collective cost models) and topology/

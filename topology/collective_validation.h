@@ -3,7 +3,8 @@
 // of test/unit/topology/collective_accuracy_test.cpp.
 //
 // Contract:
-//  - Error is e = predicted / measured - 1 (DESIGN.md); a sweep is summarised by the geometric
+//  - Error is e = predicted / measured - 1 (ARCHITECTURE.md); a sweep is summarised by the
+//  geometric
 //    mean of |e| and by the plateau error, the relative error of bus bandwidth at the largest
 //    measured size (predicted busbw / measured busbw - 1).
 //  - nccl-tests conventions: `bytes` is nccl-tests' `size`, max(send, receive) bytes of one rank

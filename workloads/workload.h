@@ -1,4 +1,4 @@
-// The workload seam (DESIGN.md "Workloads"): one interface every model family implements, and
+// The workload seam (ARCHITECTURE.md "Workloads"): one interface every model family implements, and
 // the value types it hands back to the composition root. tools/ looks a workload up by the
 // scenario's `workload.model` in the registry (workloads/workload_registry.h) and never branches
 // on which family it got.

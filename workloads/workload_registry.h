@@ -1,5 +1,5 @@
-// Workload families by name (DESIGN.md "Workloads"): the scenario's `workload.model` picks one.
-// tools/ (the composition root) builds the registry with default_workload_registry() and never
+// Workload families by name (ARCHITECTURE.md "Workloads"): the scenario's `workload.model` picks
+// one. tools/ (the composition root) builds the registry with default_workload_registry() and never
 // branches on a family's name; there is no static self-registration.
 //
 // Contract: make() reads `model` from the `workload:` map; an unknown name is a ConfigError at

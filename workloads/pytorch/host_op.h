@@ -1,7 +1,7 @@
-// PyTorch-shaped host work (DESIGN.md "workloads/pytorch/"): one host op on a rank's CPU thread
-// with its runtime calls, in the seed method's phases (Lin et al., TPDS 2024): kOpBegin (T1 + T2),
-// one Launch per GPU task (T4, + T5 from the second), kOpEnd (T3). Every workload family emits
-// its launches through this class, so host overheads are priced alike everywhere.
+// PyTorch-shaped host work (ARCHITECTURE.md "workloads/pytorch/"): one host op on a rank's CPU
+// thread with its runtime calls, in the seed method's phases (Lin et al., TPDS 2024): kOpBegin (T1
+// + T2), one Launch per GPU task (T4, + T5 from the second), kOpEnd (T3). Every workload family
+// emits its launches through this class, so host overheads are priced alike everywhere.
 //
 // Contract: construction adds the kOpBegin task, each kernel()/copy()/collective()/record()/
 // wait() adds the GPU task and the Launch that enqueues it (launch_index 0, 1, ...), end() adds

@@ -1,4 +1,4 @@
-// Kernel descriptions of PyTorch ops (DESIGN.md "workloads/pytorch/"): the one producer of
+// Kernel descriptions of PyTorch ops (ARCHITECTURE.md "workloads/pytorch/"): the one producer of
 // KernelDesc values for every workload family and the trace model mode, so an op is priced the
 // same way wherever it comes from. Pure functions.
 //

@@ -1,6 +1,6 @@
 // Accuracy of the NVLink3 alpha-beta all-reduce against every point of the measured LLMCompass
 // sweep on 4x A100 (test/data/llmcompass/, see its SOURCES.md). Error as the seed reports it:
-// e = predicted / measured - 1, summarised as the geometric mean of |e| (DESIGN.md).
+// e = predicted / measured - 1, summarised as the geometric mean of |e| (ARCHITECTURE.md).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Accuracy of the flow network's all-reduce against every measured point of five systems
 // (test/data/nccl-tests/ and test/data/llmcompass/, see their SOURCES.md), on the shipped
-// fabrics of configs/topologies/. Error as DESIGN.md defines it: e = predicted / measured - 1,
-// summarised by the geometric mean of |e|; plateau error = bus bandwidth error at the largest
+// fabrics of configs/topologies/. Error as ARCHITECTURE.md defines it: e = predicted / measured -
+// 1, summarised by the geometric mean of |e|; plateau error = bus bandwidth error at the largest
 // measured size.
 //
 // What was fitted (topology/nccl_tuning.cpp): 11 parameters on all 70 points shown here -- so

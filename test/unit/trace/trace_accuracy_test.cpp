@@ -1,6 +1,6 @@
 // Accuracy of the trace workload as a user measures it, through the upsim executable: each test
 // runs the command, prints its per-rank table and bounds the geometric mean of |error| it reports
-// (DESIGN.md: e = predicted / measured - 1 per rank).
+// (ARCHITECTURE.md: e = predicted / measured - 1 per rank).
 #include <gtest/gtest.h>
 
 #include <array>

@@ -850,7 +850,7 @@ FlopRate ConfigNode::as_flop_rate() const {
 }
 
 int64_t ConfigNode::as_bytes() const {
-  return parse_quantity(*this, "a size in bytes (e.g. 4096 or 4KiB)",
+  return parse_quantity(*this, "a size with a unit (e.g. 4096B or 4KiB)",
                         [](const std::string& s) { return parse_bytes(s); });
 }
 

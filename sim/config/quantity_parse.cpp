@@ -28,9 +28,9 @@ constexpr Kind kBandwidthKind{
 constexpr Kind kFlopRateKind{"flop rate", "312TFLOP/s",
                              "FLOP/s, KFLOP/s, MFLOP/s, GFLOP/s, TFLOP/s, PFLOP/s, EFLOP/s "
                              "(also TFLOPS, Tflop/s)"};
-constexpr Kind kBytesKind{"size", "4KiB",
-                          "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB, or a bare number of "
-                          "bytes"};
+constexpr Kind kBytesKind{"size", "25MiB or 4096B",
+                          "B, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB, PiB; a bare number only for "
+                          "0"};
 
 struct DoubleUnit {
   std::string_view name;
@@ -327,7 +327,13 @@ int64_t parse_bytes(std::string_view text) {
     }
     return s->value;
   };
-  if (q.unit.empty()) return whole(scale_pow10(d, 0));
+  if (q.unit.empty()) {
+    // A bare number is ambiguous (PyTorch's DDP bucket_cap_mb counts MB, a buffer size may be
+    // meant in KiB): only zero needs no unit.
+    const int64_t bytes = whole(scale_pow10(d, 0));
+    if (bytes != 0) throw_missing_unit(text, kBytesKind);
+    return 0;
+  }
   for (const Pow10Unit& u : kDecimalByteUnits) {
     if (q.unit == u.name) return whole(scale_pow10(d, u.pow10));
   }
@@ -445,7 +451,7 @@ std::string format_bytes_exact(int64_t bytes) {
       best_count = bytes / unit;
     }
   }
-  return fmt::format("{}{}", best_count, best_name);
+  return fmt::format("{}{}", best_count, best_name.empty() ? std::string_view("B") : best_name);
 }
 
 }  // namespace upsim

@@ -3,9 +3,9 @@
 // Contract:
 //  - Parsers take "<number>[ ]<unit>", e.g. "1.5us", "10 ms", "25GB/s", "312TFLOP/s", "4KiB".
 //    The number is decimal with an optional fraction and exponent ("1.5e3ns"). Negative values,
-//    missing numbers, missing units (except for byte counts) and unknown units throw UnitError,
-//    whose what() names the text and the reason. Unit symbols are case-sensitive where case
-//    carries meaning (B = byte, b = bit).
+//    missing numbers, missing units (a byte count may omit it only when it is 0) and unknown units
+//    throw UnitError, whose what() names the text and the reason. Unit symbols are case-sensitive
+//    where case carries meaning (B = byte, b = bit).
 //  - Durations and byte counts are exact: the decimal text is scaled with integer arithmetic.
 //    Durations round to the nearest picosecond (ties away from zero); byte counts must be whole.
 //  - Bandwidths and flop rates are doubles (number * unit factor).
@@ -38,7 +38,8 @@ Bandwidth parse_bandwidth(std::string_view text);
 /// FLOP/s with prefixes K, M, G, T, P, E; "FLOPS" and "flop/s" spellings too.
 FlopRate parse_flop_rate(std::string_view text);
 /// Bytes: B, KB, MB, GB, TB, PB (powers of 1000; "kB" too), KiB, MiB, GiB, TiB, PiB (powers of
-/// 1024), or a bare number meaning bytes. The result must be a whole number of bytes.
+/// 1024); a bare number only for 0 ("4096" is an error: write "4096B" or "4KiB"). The result
+/// must be a whole number of bytes.
 int64_t parse_bytes(std::string_view text);
 
 /// Picks ps / ns / us / ms / s so that the number is at least 1: "12.345 ms", "1.5 us".

@@ -99,7 +99,8 @@ TEST(ParseFlopRate, PrefixesAndSpellings) {
 }
 
 TEST(ParseBytes, EverySuffixIsExact) {
-  EXPECT_EQ(parse_bytes("4096"), 4096);
+  EXPECT_EQ(parse_bytes("4096B"), 4096);
+  EXPECT_EQ(parse_bytes("0"), 0);
   EXPECT_EQ(parse_bytes("12B"), 12);
   EXPECT_EQ(parse_bytes("4KB"), 4'000);
   EXPECT_EQ(parse_bytes("4kB"), 4'000);
@@ -111,12 +112,20 @@ TEST(ParseBytes, EverySuffixIsExact) {
   EXPECT_EQ(parse_bytes("3MiB"), 3 * 1024 * 1024);
   EXPECT_EQ(parse_bytes("80GiB"), int64_t{80} << 30);
   EXPECT_EQ(parse_bytes("1TiB"), int64_t{1} << 40);
-  EXPECT_EQ(parse_bytes("1e3"), 1000);
+  EXPECT_EQ(parse_bytes("1e3B"), 1000);
   EXPECT_EQ(parse_bytes("0.5 KiB"), 512);
 }
 
+TEST(ParseBytes, ABareNumberOtherThanZeroIsMissingItsUnit) {
+  // "ddp_bucket: 25" meant as PyTorch's bucket_cap_mb must not become 25 bytes.
+  const std::string error = unit_error([] { parse_bytes("25"); });
+  EXPECT_NE(error.find("missing unit in size \"25\""), std::string::npos) << error;
+  EXPECT_NE(error.find("25MiB"), std::string::npos) << error;
+  EXPECT_NE(unit_error([] { parse_bytes("4096"); }).find("missing unit"), std::string::npos);
+}
+
 TEST(ParseBytes, RejectsFractionsNegativeUnknownAndOverflow) {
-  EXPECT_NE(unit_error([] { parse_bytes("1.5"); }).find("whole number of bytes"),
+  EXPECT_NE(unit_error([] { parse_bytes("1.5B"); }).find("whole number of bytes"),
             std::string::npos);
   EXPECT_NE(unit_error([] { parse_bytes("1.0001KB"); }).find("whole number"), std::string::npos);
   EXPECT_NE(unit_error([] { parse_bytes("0.1KiB"); }).find("whole number"), std::string::npos);
@@ -164,7 +173,7 @@ TEST(FormatExact, RoundTripsThroughTheParsers) {
   }
   EXPECT_EQ(format_bytes_exact(4096), "4KiB");
   EXPECT_EQ(format_bytes_exact(1'000'000'000'000), "1TB");
-  EXPECT_EQ(format_bytes_exact(1'500), "1500");
+  EXPECT_EQ(format_bytes_exact(1'500), "1500B");
   EXPECT_EQ(format_bytes_exact(0), "0");
   for (int64_t b :
        {int64_t{1}, int64_t{1'500}, int64_t{4'096}, int64_t{80} << 30, int64_t{2'000'000}}) {

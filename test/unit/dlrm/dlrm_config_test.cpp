@@ -209,6 +209,14 @@ TEST(DlrmConfig, SizesThatWouldOverflowAreErrorsAtTheirKey) {
   EXPECT_EQ(at_bounds.tables.back().rows, int64_t{1} << 40);
 }
 
+TEST(DlrmConfig, BucketSizeNeedsAUnit) {
+  // PyTorch's bucket_cap_mb=25 written as "ddp_bucket: 25" would be a 25-byte bucket.
+  const std::string e = error_of(replace(scenario(), "ddp_bucket: 25MiB", "ddp_bucket: 25"));
+  EXPECT_NE(e.find("scenario.yaml:17: workload.ddp_bucket: missing unit in size \"25\""),
+            std::string::npos)
+      << e;
+}
+
 TEST(DlrmConfig, UnknownKeyIsReportedByTheDocument) {
   const std::string e = error_of(scenario("  ddp_buckets: 4MiB\n"));
   EXPECT_NE(e.find("ddp_buckets"), std::string::npos) << e;

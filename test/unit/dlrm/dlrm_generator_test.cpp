@@ -29,8 +29,8 @@ constexpr const char* kTiny = R"(workload:
       - {rows: 100, pooling: 10}
       - {rows: 50, pooling: 5}
       - {rows: 10, pooling: 1}
-  ddp_first_bucket: 16
-  ddp_bucket: 64
+  ddp_first_bucket: 16B
+  ddp_bucket: 64B
 )";
 
 constexpr const char* kFourGpu = R"(workload:

@@ -232,9 +232,12 @@ AlphaBetaCollectiveCost load_alpha_beta(const ConfigNode& node, const HardwarePr
   node.get_choice_or("model", {"alpha_beta"}, "alpha_beta");
   const LinkKind kind = *parse_link_kind(node.get_choice("link", link_kind_names()));
   LinkCost link = default_link_cost(kind);
-  link.bandwidth = node.get_bandwidth_or("bandwidth", link.bandwidth);
-  link.alpha = node.get_duration_or("latency", link.alpha);
-  link.efficiency = node.get_double_or("efficiency", link.efficiency);
+  // Ranges as the fabric's links (topology/fabric_loader.h): 1 MB/s .. 1 PB/s, 0 .. 1 s.
+  link.bandwidth = node.get_bandwidth_in_or("bandwidth", Bandwidth::bytes_per_second(1e6),
+                                            Bandwidth::bytes_per_second(1e15), link.bandwidth);
+  link.alpha =
+      node.get_duration_in_or("latency", Duration::zero(), Duration::from_ms(1000), link.alpha);
+  link.efficiency = node.get_double_in_or("efficiency", 1e-6, 1.0, link.efficiency);
 
   LinkCost host = profile_host_link(hardware.device);
   if (node.has("host_link")) {

@@ -207,8 +207,9 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   const ConfigNode file = node.child("calibration").is_map() ? node.child("calibration")
                                                              : node.load_reference("calibration");
   KernelCalibration calibration = load_kernel_calibration(file);
-  calibration.kernel_overhead =
-      node.get_duration_or("kernel_overhead", calibration.kernel_overhead);
+  // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
+  calibration.kernel_overhead = node.get_duration_in_or(
+      "kernel_overhead", Duration::zero(), Duration::from_ms(1), calibration.kernel_overhead);
   // A scenario may state the attention kernels its software runs (e.g. a FlashAttention
   // generation other than the calibration's).
   if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));

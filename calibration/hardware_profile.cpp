@@ -20,16 +20,9 @@ std::string valid_dtype_list() {
   return out;
 }
 
-Bandwidth positive_bandwidth(const ConfigNode& node, std::string_view key) {
-  const Bandwidth value = node.get_bandwidth(key);
-  if (value.bytes_per_second() <= 0.0) node.child(key).fail("must be a positive bandwidth");
-  return value;
-}
-
-int64_t positive_bytes(const ConfigNode& node, std::string_view key) {
-  const int64_t value = node.get_bytes(key);
-  if (value <= 0) node.child(key).fail("must be a positive size");
-  return value;
+Bandwidth memory_bandwidth(const ConfigNode& node, std::string_view key) {
+  return node.get_bandwidth_in(key, kHardwareRanges.min_memory_bandwidth,
+                               kHardwareRanges.max_memory_bandwidth);
 }
 
 double fraction(const ConfigNode& node, std::string_view key) {
@@ -71,10 +64,10 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
     if (!dtype) {
       value.fail(fmt::format("unknown dtype `{}`; valid: {}", key, valid_dtype_list()));
     }
-    const FlopRate rate = value.as_flop_rate();
-    if (rate.flops_per_second() <= 0.0) {
+    if (value.as_flop_rate().flops_per_second() <= 0.0) {
       value.fail("must be a positive FLOP/s (omit a dtype the device has no unit for)");
     }
+    const FlopRate rate = value.as_flop_rate_in(kHardwareRanges.min_peak, kHardwareRanges.max_peak);
     device.peak_flops[static_cast<size_t>(*dtype)] = rate;
   }
   if (device.peak(DType::kFp32).flops_per_second() <= 0.0) {
@@ -82,16 +75,20 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
   }
 
   const ConfigNode hbm = node.child("hbm");
-  device.hbm_bandwidth = positive_bandwidth(hbm, "bandwidth");
-  device.hbm_bytes = positive_bytes(hbm, "size");
+  device.hbm_bandwidth = memory_bandwidth(hbm, "bandwidth");
+  device.hbm_bytes =
+      hbm.get_bytes_in("size", kHardwareRanges.min_memory_bytes, kHardwareRanges.max_memory_bytes);
 
   const ConfigNode l2 = node.child("l2");
-  device.l2_bytes = positive_bytes(l2, "size");
+  device.l2_bytes =
+      l2.get_bytes_in("size", kHardwareRanges.min_l2_bytes, kHardwareRanges.max_l2_bytes);
   // L2 bandwidth is not on the datasheets; profiles give it only where it was measured.
-  if (l2.has("bandwidth")) device.l2_bandwidth = positive_bandwidth(l2, "bandwidth");
+  if (l2.has("bandwidth")) device.l2_bandwidth = memory_bandwidth(l2, "bandwidth");
 
-  device.sm_count = static_cast<int32_t>(node.get_positive_int("sm_count"));
-  device.sm_boost_clock_mhz = static_cast<int32_t>(node.get_positive_int("sm_boost_clock_mhz"));
+  device.sm_count =
+      static_cast<int32_t>(node.get_int_in("sm_count", 1, kHardwareRanges.max_sm_count));
+  device.sm_boost_clock_mhz = static_cast<int32_t>(
+      node.get_int_in("sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz));
 
   const int64_t generation = node.get_int("pcie_generation");
   const std::optional<Bandwidth> host_link = pcie_x16_bandwidth(generation);

@@ -6,6 +6,11 @@
 //    comment naming its source (datasheet, a file under test/data, or a paper).
 //  - Zero or negative values are ConfigErrors at the offending key. A dtype without a dedicated
 //    unit on the device is omitted from `peak_flops` and reads as a zero FlopRate.
+//  - Every value lies in a documented range (kHardwareRanges below), or the file is a ConfigError
+//    naming the key and the range. The ranges reach far beyond today's GPUs (a B200 peaks at
+//    4.5 PFLOP/s dense fp8, 8 TB/s HBM, 192 GB, 148 SMs, ~2 GHz), so a what-if ("10x the HBM
+//    bandwidth") stays inside, while a typo or a unit slip (sm_count: 1e9, a clock in Hz,
+//    "19.5FLOP/s") that would overflow an int or price kernels for days is stopped.
 //  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet
 //    facts only): they describe what a real software stack reaches on that device, and they are
 //    parameters of one kernel model (the roofline). They live in the same file as the peaks they
@@ -37,6 +42,21 @@ struct AchievableFractions {
   double fp8_compute = 0.0;
 };
 
+/// The documented ranges of a profile's values (inclusive).
+struct HardwareRanges {
+  FlopRate min_peak = FlopRate::flops_per_second(1e9);                 ///< 1 GFLOP/s
+  FlopRate max_peak = FlopRate::flops_per_second(1e18);                ///< 1 EFLOP/s per GPU
+  Bandwidth min_memory_bandwidth = Bandwidth::bytes_per_second(1e9);   ///< 1 GB/s
+  Bandwidth max_memory_bandwidth = Bandwidth::bytes_per_second(1e15);  ///< 1 PB/s
+  int64_t min_memory_bytes = int64_t{1} << 20;                         ///< HBM: 1 MiB
+  int64_t max_memory_bytes = int64_t{1} << 50;                         ///< HBM: 1 PiB
+  int64_t min_l2_bytes = int64_t{1} << 10;                             ///< 1 KiB
+  int64_t max_l2_bytes = int64_t{1} << 36;                             ///< 64 GiB
+  int64_t max_sm_count = 65'536;
+  int64_t max_sm_clock_mhz = 100'000;  ///< 100 GHz
+};
+inline constexpr HardwareRanges kHardwareRanges{};
+
 struct HardwareProfile {
   DeviceProfile device;
   AchievableFractions achievable;
@@ -47,7 +67,7 @@ struct HardwareProfile {
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
 ///   fp8 peak)}. Throws ConfigError (via node.fail) for missing
-///   keys, unknown dtypes, non-positive quantities and fractions outside (0, 1].
+///   keys, unknown dtypes, values outside kHardwareRanges and fractions outside (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 
 /// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate

@@ -13,13 +13,29 @@ namespace {
 
 constexpr std::string_view kElementwiseCurve = "elementwise";
 
+// The documented ranges of a calibration file's values (kernel_calibration.h). Scales multiply a
+// roofline time and fits land near 1 (0.62 .. 1.28 in the shipped files), tiles are CUTLASS /
+// cuBLAS thread-block tiles (64 .. 256), latencies are microseconds.
+constexpr double kMinScale = 0.01;
+constexpr double kMaxScale = 100.0;
+constexpr int64_t kMaxTile = 4096;
+constexpr double kMaxKOverhead = 1e6;
+constexpr Duration kMaxLatency = Duration::from_ms(1000);
+
+double scale(const ConfigNode& node, std::string_view key) {
+  return node.get_double_in(key, kMinScale, kMaxScale);
+}
+Duration latency_or(const ConfigNode& node, std::string_view key, Duration default_value) {
+  return node.get_duration_in_or(key, Duration::zero(), kMaxLatency, default_value);
+}
+
 GemmParams read_gemm(const ConfigNode& node) {
   GemmParams p;
-  p.tile_m = node.get_positive_int("tile_m");
-  p.tile_n = node.get_positive_int("tile_n");
-  p.k_overhead = node.get_double("k_overhead");
-  p.compute_scale = node.get_double("compute_scale");
-  p.memory_scale = node.get_double("memory_scale");
+  p.tile_m = node.get_int_in("tile_m", 1, kMaxTile);
+  p.tile_n = node.get_int_in("tile_n", 1, kMaxTile);
+  p.k_overhead = node.get_double_in("k_overhead", 0.0, kMaxKOverhead);
+  p.compute_scale = scale(node, "compute_scale");
+  p.memory_scale = scale(node, "memory_scale");
   try {
     check_gemm_params(p);
   } catch (const std::invalid_argument& e) {
@@ -30,9 +46,9 @@ GemmParams read_gemm(const ConfigNode& node) {
 
 MemoryCurve read_curve(const ConfigNode& node) {
   MemoryCurve c;
-  c.bandwidth_scale = node.get_double("bandwidth_scale");
-  c.long_row_bytes = node.get_int("long_row_bytes");
-  c.long_row_read_passes = node.get_double("long_row_read_passes");
+  c.bandwidth_scale = scale(node, "bandwidth_scale");
+  c.long_row_bytes = node.get_int_in("long_row_bytes", 0, int64_t{1} << 40);
+  c.long_row_read_passes = node.get_double_in("long_row_read_passes", 1.0, 64.0);
   try {
     check_memory_curve(c);
   } catch (const std::invalid_argument& e) {
@@ -44,24 +60,25 @@ MemoryCurve read_curve(const ConfigNode& node) {
 EmbeddingParams read_embedding(const ConfigNode& node) {
   EmbeddingParams p;
   p.l2_usable_fraction = node.get_double("l2_usable_fraction");
-  p.warps_per_sm = node.get_positive_int("warps_per_sm");
-  p.dram_scale = node.get_double("dram_scale");
-  p.l2_scale = node.get_double("l2_scale");
-  p.dim_factor_32 = node.get_double("dim_factor_32");
-  p.dim_factor_64 = node.get_double("dim_factor_64");
-  p.sort_radix_bits = node.get_positive_int("sort_radix_bits");
+  p.warps_per_sm = node.get_int_in("warps_per_sm", 1, 1024);
+  p.dram_scale = scale(node, "dram_scale");
+  p.l2_scale = scale(node, "l2_scale");
+  p.dim_factor_32 = scale(node, "dim_factor_32");
+  p.dim_factor_64 = scale(node, "dim_factor_64");
+  p.sort_radix_bits = node.get_int_in("sort_radix_bits", 1, 32);
   // The latency terms are optional so that files written before them keep loading; a missing
   // key keeps the EmbeddingParams default (the V100 trace fit).
-  p.sort_single_tile_items = node.get_int_or("sort_single_tile_items", p.sort_single_tile_items);
-  p.kernel_floor = node.get_duration_or("kernel_floor", p.kernel_floor);
-  p.forward_latency = node.get_duration_or("forward_latency", p.forward_latency);
-  p.forward_row_latency = node.get_duration_or("forward_row_latency", p.forward_row_latency);
-  p.index_step_latency = node.get_duration_or("index_step_latency", p.index_step_latency);
-  p.sort_tile_latency = node.get_duration_or("sort_tile_latency", p.sort_tile_latency);
-  p.sort_upsweep_latency = node.get_duration_or("sort_upsweep_latency", p.sort_upsweep_latency);
-  p.sort_pass_latency = node.get_duration_or("sort_pass_latency", p.sort_pass_latency);
-  p.encode_latency = node.get_duration_or("encode_latency", p.encode_latency);
-  p.update_latency = node.get_duration_or("update_latency", p.update_latency);
+  p.sort_single_tile_items =
+      node.get_int_in_or("sort_single_tile_items", 0, int64_t{1} << 30, p.sort_single_tile_items);
+  p.kernel_floor = latency_or(node, "kernel_floor", p.kernel_floor);
+  p.forward_latency = latency_or(node, "forward_latency", p.forward_latency);
+  p.forward_row_latency = latency_or(node, "forward_row_latency", p.forward_row_latency);
+  p.index_step_latency = latency_or(node, "index_step_latency", p.index_step_latency);
+  p.sort_tile_latency = latency_or(node, "sort_tile_latency", p.sort_tile_latency);
+  p.sort_upsweep_latency = latency_or(node, "sort_upsweep_latency", p.sort_upsweep_latency);
+  p.sort_pass_latency = latency_or(node, "sort_pass_latency", p.sort_pass_latency);
+  p.encode_latency = latency_or(node, "encode_latency", p.encode_latency);
+  p.update_latency = latency_or(node, "update_latency", p.update_latency);
   try {
     check_embedding_params(p);
   } catch (const std::invalid_argument& e) {
@@ -71,11 +88,9 @@ EmbeddingParams read_embedding(const ConfigNode& node) {
 }
 
 HarnessOverhead read_harness(const ConfigNode& node) {
-  HarnessOverhead h{node.get_duration("floor"), node.get_duration("offset")};
-  h.compute_speedup = node.get_double_or("compute_speedup", 1.0);
-  if (!(h.compute_speedup > 0.0)) {
-    node.child("compute_speedup").fail("must be positive");
-  }
+  HarnessOverhead h{node.get_duration_in("floor", Duration::zero(), kMaxLatency),
+                    node.get_duration_in("offset", Duration::zero(), kMaxLatency)};
+  h.compute_speedup = node.get_double_in_or("compute_speedup", kMinScale, kMaxScale, 1.0);
   return h;
 }
 
@@ -108,14 +123,15 @@ std::string quoted(const std::string& text) {
 
 AttentionParams read_attention_params(const ConfigNode& node) {
   AttentionParams p;
-  p.block_m = node.get_int_or("block_m", p.block_m);
+  p.block_m = node.get_int_in_or("block_m", 1, kMaxTile, p.block_m);
   p.forward_efficiency_64 = node.get_double_or("forward_efficiency_64", p.forward_efficiency_64);
   p.forward_efficiency_128 = node.get_double_or("forward_efficiency_128", p.forward_efficiency_128);
   p.backward_efficiency_64 = node.get_double_or("backward_efficiency_64", p.backward_efficiency_64);
   p.backward_efficiency_128 =
       node.get_double_or("backward_efficiency_128", p.backward_efficiency_128);
-  p.half_efficiency_span = node.get_double_or("half_efficiency_span", p.half_efficiency_span);
-  p.backward_launches = node.get_int_or("backward_launches", p.backward_launches);
+  p.half_efficiency_span =
+      node.get_double_in_or("half_efficiency_span", 0.0, 1e9, p.half_efficiency_span);
+  p.backward_launches = node.get_int_in_or("backward_launches", 1, 64, p.backward_launches);
   try {
     check_attention_params(p);
   } catch (const std::invalid_argument& e) {
@@ -155,7 +171,9 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
   KernelCalibration c;
   c.fitted_on = node.get_string("fitted_on");
   c.source = node.get_string("source");
-  c.kernel_overhead = node.get_duration("kernel_overhead");
+  // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
+  c.kernel_overhead =
+      node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
 
   const ConfigNode gemm = node.child("gemm");
   if (!gemm.is_map()) gemm.fail("must be a map from `default` or a dtype to GEMM parameters");

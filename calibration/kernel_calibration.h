@@ -34,7 +34,12 @@
 //     split: "..."
 //     errors: [{op, train_points, held_out_points, train_geomean, held_out_geomean}, ...]
 // Errors are ConfigErrors at the offending key (unknown dtype, unknown op, an op mapped to a
-// curve that is not defined, out-of-range parameters).
+// curve that is not defined, out-of-range parameters). Documented ranges (a fit or a what-if
+// stays inside; a typo or a unit slip does not): every *_scale, dim factor and compute_speedup
+// in [0.01, 100] (fits land near 1), tiles and block_m in [1, 4096], k_overhead in [0, 1e6],
+// kernel_overhead in [0, 1 ms], other latencies, floors and offsets in [0, 1 s],
+// long_row_read_passes in [1, 64], warps_per_sm in [1, 1024], sort_radix_bits in [1, 32],
+// backward_launches in [1, 64].
 #pragma once
 
 #include <array>

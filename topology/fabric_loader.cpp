@@ -24,6 +24,8 @@ namespace {
 /// Below 1 MB/s a link's routing cost (latency + 1 MiB / bandwidth, fabric.h) could add up to
 /// more than the route search can represent; no real interconnect is that slow.
 constexpr double kMinBandwidthBytesPerSecond = 1e6;
+// 1 PB/s: a thousand times an NVLink5 GPU's 1.8 TB/s, so any what-if fits.
+constexpr double kMaxBandwidthBytesPerSecond = 1e15;
 constexpr Duration kMaxLatency = Duration::from_ms(1000);
 
 constexpr std::array<std::string_view, 6> kDeviceKindNames = {"gpu",      "cpu", "pcie_switch",
@@ -111,6 +113,9 @@ Bandwidth read_bandwidth(const ConfigNode& n, std::string_view key) {
   if (v < kMinBandwidthBytesPerSecond) {
     n.child(key).fail(
         fmt::format("bandwidth must be at least 1 MB/s, got {}", format_bandwidth(b)));
+  }
+  if (v > kMaxBandwidthBytesPerSecond) {
+    n.child(key).fail(fmt::format("bandwidth must be at most 1 PB/s, got {}", format_bandwidth(b)));
   }
   return b;
 }
@@ -386,11 +391,8 @@ void build_network(Assembly& fabric, const ConfigNode& net, const NodeTemplate& 
   std::optional<LinkSpec> uplink;
   if (auto value = net.optional_child("switch_link")) uplink = read_link_spec(*value, nullptr);
   const int64_t per_leaf = net.get_positive_int_or("nodes_per_leaf", nodes);
-  const double oversubscription = net.get_double_or("oversubscription", 1.0);
-  if (!std::isfinite(oversubscription) || oversubscription <= 0.0) {
-    net.child("oversubscription")
-        .fail(fmt::format("must be a positive number, got {}", oversubscription));
-  }
+  const double oversubscription =
+      net.get_double_in_or("oversubscription", kMinOversubscription, kMaxOversubscription, 1.0);
   const auto rails = static_cast<int64_t>(t.nics.size());
   if (rails == 0) net.fail("the node template declares no NIC for the network to connect");
 

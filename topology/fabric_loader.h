@@ -30,7 +30,8 @@
 //     nic_link: {kind: ib_ndr, bandwidth: 400Gbit/s, latency: 500ns}      # all three required
 //     switch_link: {kind: ib_ndr, bandwidth: 400Gbit/s, latency: 300ns}   # needed with > 1 leaf
 //     nodes_per_leaf: 32             # default: all nodes
-//     oversubscription: 1.0          # leaf downlink / uplink bandwidth; default 1.0
+//     oversubscription: 1.0          # leaf downlink / uplink bandwidth; default 1.0; from
+//                                    #   kMinOversubscription to kMaxOversubscription
 //     spines: 16                     # default: the most uplink cables of any leaf
 //
 // Devices: `kind` is gpu | cpu | pcie_switch | nvswitch | nic | network_switch. Without `count`
@@ -97,7 +98,11 @@ namespace upsim {
 
 /// Limits on what a fabric file may ask for (each exceeded limit is a ConfigError).
 inline constexpr int64_t kMaxNodes = 16384;
-inline constexpr int64_t kMaxDeviceCount = 4096;    ///< `count` of one devices entry
+inline constexpr int64_t kMaxDeviceCount = 4096;  ///< `count` of one devices entry
+/// network.oversubscription: deployed fat trees run 1:1 to 1:8 (tapered); the range leaves room
+/// for what-ifs either way (uplinks 64x the downlinks, or 1/1024 of them).
+inline constexpr double kMinOversubscription = 1.0 / 64.0;
+inline constexpr double kMaxOversubscription = 1024.0;
 inline constexpr int64_t kMaxParallelLinks = 4096;  ///< `count` of one links entry
 inline constexpr int64_t kMaxSpines = 4096;
 inline constexpr int64_t kMaxFabricDevices = 1'000'000;

@@ -303,10 +303,14 @@ void validate_tuning(const CollectiveTuning& t) {
 
 CollectiveTuning load_collective_tuning(const ConfigNode& root) {
   CollectiveTuning t = nccl_like_tuning();
-  t.launch_overhead = root.get_duration_or("launch_overhead", t.launch_overhead);
-  t.net_overhead = root.get_duration_or("net_overhead", t.net_overhead);
-  t.tree_efficiency = root.get_double_or("tree_efficiency", t.tree_efficiency);
-  t.nvls_efficiency = root.get_double_or("nvls_efficiency", t.nvls_efficiency);
+  t.launch_overhead = root.get_duration_in_or("launch_overhead", Duration::zero(),
+                                              kMaxTuningLatency, t.launch_overhead);
+  t.net_overhead =
+      root.get_duration_in_or("net_overhead", Duration::zero(), kMaxTuningLatency, t.net_overhead);
+  t.tree_efficiency =
+      root.get_double_in_or("tree_efficiency", kMinEfficiency, 1.0, t.tree_efficiency);
+  t.nvls_efficiency =
+      root.get_double_in_or("nvls_efficiency", kMinEfficiency, 1.0, t.nvls_efficiency);
   if (root.has("nvls_link_kinds")) t.nvls_link_prefixes = root.get_string_list("nvls_link_kinds");
   if (auto list = root.optional_child("all_reduce_algorithms")) {
     t.all_reduce_algorithms.clear();
@@ -337,18 +341,21 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
       const auto node = protocols->optional_child(kProtocolNames[p]);
       if (!node) continue;
       ProtocolTuning& pt = t.protocols[p];
-      pt.wire_factor = node->get_double_or("wire_factor", pt.wire_factor);
-      pt.injection_cap = node->get_bandwidth_or("injection_cap", pt.injection_cap);
+      pt.wire_factor = node->get_double_in_or("wire_factor", 1.0, kMaxWireFactor, pt.wire_factor);
+      pt.injection_cap = node->get_bandwidth_in_or(
+          "injection_cap", Bandwidth::bytes_per_second(0.0), kMaxInjectionCap, pt.injection_cap);
       if (auto base = node->optional_child("base_latency")) {
         for (size_t c = 0; c < kLatencyColumnCount; ++c)
-          pt.base_latency[c] = base->get_duration_or(kColumnNames[c], pt.base_latency[c]);
+          pt.base_latency[c] = base->get_duration_in_or(kColumnNames[c], Duration::zero(),
+                                                        kMaxTuningLatency, pt.base_latency[c]);
       }
       if (auto hop = node->optional_child("hop_latency")) {
         for (size_t k = 0; k < kLinkClassCount; ++k) {
           const auto cls = hop->optional_child(kLinkClassNames[k]);
           if (!cls) continue;
           for (size_t c = 0; c < kLatencyColumnCount; ++c)
-            pt.hop_latency[k][c] = cls->get_duration_or(kColumnNames[c], pt.hop_latency[k][c]);
+            pt.hop_latency[k][c] = cls->get_duration_in_or(kColumnNames[c], Duration::zero(),
+                                                           kMaxTuningLatency, pt.hop_latency[k][c]);
         }
       }
     }
@@ -363,10 +370,11 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
       for (size_t k = 0; k < kLinkClassCount; ++k) {
         if (kLinkClassNames[k] == cls) f.link_class = static_cast<LinkClass>(k);
       }
-      f.efficiency = item.get_double_or("efficiency", 1.0);
+      f.efficiency = item.get_double_in_or("efficiency", kMinEfficiency, 1.0, 1.0);
       if (auto extra = item.optional_child("extra_hop_latency")) {
         for (size_t p = 0; p < kCollectiveProtocolCount; ++p)
-          f.extra_hop_latency[p] = extra->get_duration_or(kProtocolNames[p], Duration::zero());
+          f.extra_hop_latency[p] = extra->get_duration_in_or(kProtocolNames[p], Duration::zero(),
+                                                             kMaxTuningLatency, Duration::zero());
       }
       t.families.push_back(std::move(f));
     }

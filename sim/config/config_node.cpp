@@ -943,6 +943,83 @@ int64_t ConfigNode::get_positive_int_or(std::string_view key, int64_t default_va
   return v;
 }
 
+namespace {
+
+/// `value` when it lies in [lo, hi]; else fails at `node` naming the range in `print`'s units.
+template <typename T, typename Print>
+T within(const ConfigNode& node, T value, T lo, T hi, Print print) {
+  if (!(lo <= value && value <= hi)) {
+    node.fail(fmt::format("must be between {} and {}, got {}", print(lo), print(hi), print(value)));
+  }
+  return value;
+}
+
+std::string print_int(int64_t v) {
+  return std::to_string(v);
+}
+std::string print_double(double v) {
+  return fmt::format("{:g}", v);
+}
+
+}  // namespace
+
+int64_t ConfigNode::as_int_in(int64_t lo, int64_t hi) const {
+  return within(*this, as_int(), lo, hi, print_int);
+}
+double ConfigNode::as_double_in(double lo, double hi) const {
+  return within(*this, as_double(), lo, hi, print_double);
+}
+Duration ConfigNode::as_duration_in(Duration lo, Duration hi) const {
+  return within(*this, as_duration(), lo, hi, format_duration);
+}
+Bandwidth ConfigNode::as_bandwidth_in(Bandwidth lo, Bandwidth hi) const {
+  const Bandwidth b = as_bandwidth();
+  within(*this, b.bytes_per_second(), lo.bytes_per_second(), hi.bytes_per_second(),
+         [](double v) { return format_bandwidth(Bandwidth::bytes_per_second(v)); });
+  return b;
+}
+FlopRate ConfigNode::as_flop_rate_in(FlopRate lo, FlopRate hi) const {
+  const FlopRate f = as_flop_rate();
+  within(*this, f.flops_per_second(), lo.flops_per_second(), hi.flops_per_second(),
+         [](double v) { return format_flop_rate(FlopRate::flops_per_second(v)); });
+  return f;
+}
+int64_t ConfigNode::as_bytes_in(int64_t lo, int64_t hi) const {
+  return within(*this, as_bytes(), lo, hi, format_bytes);
+}
+int64_t ConfigNode::get_int_in(std::string_view key, int64_t lo, int64_t hi) const {
+  return child(key).as_int_in(lo, hi);
+}
+int64_t ConfigNode::get_int_in_or(std::string_view key, int64_t lo, int64_t hi,
+                                  int64_t default_value) const {
+  return child_or_default(*this, key, std::to_string(default_value)).as_int_in(lo, hi);
+}
+double ConfigNode::get_double_in(std::string_view key, double lo, double hi) const {
+  return child(key).as_double_in(lo, hi);
+}
+double ConfigNode::get_double_in_or(std::string_view key, double lo, double hi,
+                                    double default_value) const {
+  return child_or_default(*this, key, format_yaml_double(default_value)).as_double_in(lo, hi);
+}
+Duration ConfigNode::get_duration_in(std::string_view key, Duration lo, Duration hi) const {
+  return child(key).as_duration_in(lo, hi);
+}
+Duration ConfigNode::get_duration_in_or(std::string_view key, Duration lo, Duration hi,
+                                        Duration default_value) const {
+  return child_or_default(*this, key, format_duration_exact(default_value)).as_duration_in(lo, hi);
+}
+Bandwidth ConfigNode::get_bandwidth_in(std::string_view key, Bandwidth lo, Bandwidth hi) const {
+  return child(key).as_bandwidth_in(lo, hi);
+}
+Bandwidth ConfigNode::get_bandwidth_in_or(std::string_view key, Bandwidth lo, Bandwidth hi,
+                                          Bandwidth default_value) const {
+  return child_or_default(*this, key, format_bandwidth_exact(default_value))
+      .as_bandwidth_in(lo, hi);
+}
+int64_t ConfigNode::get_bytes_in(std::string_view key, int64_t lo, int64_t hi) const {
+  return child(key).as_bytes_in(lo, hi);
+}
+
 std::string ConfigNode::get_choice(std::string_view key,
                                    std::span<const std::string_view> choices) const {
   return check_choice(child(key), key, choices);

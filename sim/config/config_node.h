@@ -134,6 +134,27 @@ class ConfigNode {
   std::string get_choice_or(std::string_view key, std::initializer_list<std::string_view> choices,
                             std::string_view default_value) const;
 
+  /// Documented ranges (a reader states each range and why beside the key's schema): a value
+  /// outside [lo, hi], or a NaN / infinite number, -> "must be between LO and HI, got V", the
+  /// bounds printed in the value's units. The _or forms write the default as get_*_or does.
+  int64_t as_int_in(int64_t lo, int64_t hi) const;
+  double as_double_in(double lo, double hi) const;
+  Duration as_duration_in(Duration lo, Duration hi) const;
+  Bandwidth as_bandwidth_in(Bandwidth lo, Bandwidth hi) const;
+  FlopRate as_flop_rate_in(FlopRate lo, FlopRate hi) const;
+  int64_t as_bytes_in(int64_t lo, int64_t hi) const;
+  int64_t get_int_in(std::string_view key, int64_t lo, int64_t hi) const;
+  int64_t get_int_in_or(std::string_view key, int64_t lo, int64_t hi, int64_t default_value) const;
+  double get_double_in(std::string_view key, double lo, double hi) const;
+  double get_double_in_or(std::string_view key, double lo, double hi, double default_value) const;
+  Duration get_duration_in(std::string_view key, Duration lo, Duration hi) const;
+  Duration get_duration_in_or(std::string_view key, Duration lo, Duration hi,
+                              Duration default_value) const;
+  Bandwidth get_bandwidth_in(std::string_view key, Bandwidth lo, Bandwidth hi) const;
+  Bandwidth get_bandwidth_in_or(std::string_view key, Bandwidth lo, Bandwidth hi,
+                                Bandwidth default_value) const;
+  int64_t get_bytes_in(std::string_view key, int64_t lo, int64_t hi) const;
+
   // --- File references ----------------------------------------------------------------------
   /// The path stored at `key`, resolved against the directory of the file that holds the key.
   /// After load_reference(key) it returns the loaded file's path.

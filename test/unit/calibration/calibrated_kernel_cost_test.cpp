@@ -113,10 +113,20 @@ TEST(CalibratedKernelCost, BadFilesGiveClearErrors) {
             std::string::npos);
   EXPECT_NE(load_error(replaced(good, "  fp32: {", "  fp64: {")).find("unknown dtype `fp64`"),
             std::string::npos);
-  EXPECT_NE(load_error(replaced(good, "tile_m: 128", "tile_m: 0")).find("positive"),
+  EXPECT_NE(load_error(replaced(good, "tile_m: 128", "tile_m: 0"))
+                .find("tile_m: must be between 1 and 4096, got 0"),
             std::string::npos);
   EXPECT_NE(load_error(replaced(good, "long_row_read_passes: 2", "long_row_read_passes: 0.5"))
-                .find("long_row_read_passes must be >= 1"),
+                .find("long_row_read_passes: must be between 1 and 64, got 0.5"),
+            std::string::npos);
+  // Outside the documented ranges: a scale that prices every GEMM at 1e-300 of its roofline
+  // time, a launch floor of a day.
+  const std::string scale = load_error(replaced(good, "compute_scale: 1", "compute_scale: 1e-300"));
+  EXPECT_NE(scale.find("compute_scale: must be between 0.01 and 100, got 1e-300"),
+            std::string::npos)
+      << scale;
+  EXPECT_NE(load_error(replaced(good, "kernel_overhead: 5us", "kernel_overhead: 86400s"))
+                .find("kernel_overhead: must be between 0 ps and 1 ms"),
             std::string::npos);
   EXPECT_NE(load_error(replaced(good, "kernel_overhead: 5us\n", "")).find("kernel_overhead"),
             std::string::npos);

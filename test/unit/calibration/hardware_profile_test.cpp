@@ -148,6 +148,34 @@ TEST(HardwareProfile, ZeroOrNegativeValuesAreErrorsAtTheirKey) {
             std::string::npos);
 }
 
+TEST(HardwareProfile, ValuesOutsideTheDocumentedRangesAreErrorsNamingTheRange) {
+  // Each would have been accepted: 1e9 SMs and a clock in Hz overflowed the int32 fields (the
+  // latter to 0 MHz), a peak of 1 FLOP/s prices a GEMM for years.
+  const std::string sms = load_error(replaced("sm_count: 80", "sm_count: 1000000000"));
+  EXPECT_NE(sms.find("sm_count: must be between 1 and 65536, got 1000000000"), std::string::npos)
+      << sms;
+  const std::string clock =
+      load_error(replaced("sm_boost_clock_mhz: 1530", "sm_boost_clock_mhz: 4294967296"));
+  EXPECT_NE(clock.find("sm_boost_clock_mhz: must be between 1 and 100000, got 4294967296"),
+            std::string::npos)
+      << clock;
+  const std::string peak = load_error(replaced("fp16: 100TFLOP/s", "fp16: 19.5FLOP/s"));
+  EXPECT_NE(peak.find("peak_flops.fp16: must be between 1 GFLOP/s and 1 EFLOP/s, got 19.5 FLOP/s"),
+            std::string::npos)
+      << peak;
+  EXPECT_NE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: 100MB/s"))
+                .find("hbm.bandwidth: must be between 1 GB/s and"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced("size: 16GiB", "size: 16B")).find("hbm.size: must be between"),
+            std::string::npos);
+  // A what-if far beyond today's parts stays inside: 100x an A100's fp16 peak and HBM.
+  std::string what_if = replaced("fp16: 100TFLOP/s", "fp16: 10000TFLOP/s");
+  what_if.replace(what_if.find("bandwidth: 1000GB/s"), 19, "bandwidth: 100TB/s");
+  ConfigDocument doc = ConfigDocument::parse_string(what_if, "profile.yaml");
+  EXPECT_DOUBLE_EQ(load_hardware_profile(doc.root()).device.hbm_bandwidth.bytes_per_second(),
+                   100e12);
+}
+
 TEST(HardwareProfile, UnknownDtypeListsValidOnes) {
   const std::string what = load_error(replaced("fp16: 100TFLOP/s", "fp64: 9.7TFLOP/s"));
   EXPECT_NE(what.find("fp64"), std::string::npos) << what;

@@ -338,6 +338,29 @@ TEST(CollectiveTuning, BadValuesAreConfigErrorsAtTheKey) {
   EXPECT_DOUBLE_EQ(t.protocol(CollectiveProtocol::kLl).injection_cap.bytes_per_second(), 20e9);
 }
 
+TEST(CollectiveTuning, ValuesOutsideTheDocumentedRangesNameTheKey) {
+  const auto error = [](const std::string& yaml) -> std::string {
+    ConfigDocument doc = ConfigDocument::parse_string(yaml, "tuning.yaml");
+    try {
+      load_collective_tuning(doc.root());
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(error("launch_overhead: 86400s\n")
+                .find("tuning.yaml:1: launch_overhead: must be between 0 ps and 1 s, got"),
+            std::string::npos);
+  EXPECT_NE(error("protocols: {LL: {wire_factor: 1e9}}\n")
+                .find("protocols.LL.wire_factor: must be between 1 and 16, got 1e+09"),
+            std::string::npos);
+  EXPECT_NE(error("protocols: {Simple: {hop_latency: {nvlink: {ring: 1e6s}}}}\n")
+                .find("hop_latency.nvlink.ring: must be between 0 ps and 1 s"),
+            std::string::npos);
+  EXPECT_NE(error("tree_efficiency: 0\n").find("tree_efficiency: must be between 1e-06 and 1"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace upsim
 

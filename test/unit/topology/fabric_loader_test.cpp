@@ -733,17 +733,31 @@ network:
   config_error([&] {
     load_text(base + "  switch_link: {kind: x, bandwidth: 1MB/s, latency: 1ns}\n  spines: 5000\n");
   });
+  // 800 Gbit/s NICs with uplinks 64 times their bandwidth in 1 MB/s cables: 6.4 M cables.
+  std::string fast_nics = base;
+  fast_nics.replace(fast_nics.find("400Gbit/s"), 9, "800Gbit/s");
   const ConfigError e = config_error([&] {
-    load_text(base +
+    load_text(fast_nics +
               "  switch_link: {kind: x, bandwidth: 1MB/s, latency: 1ns}\n"
-              "  oversubscription: 1e-9\n");
+              "  oversubscription: 0.015625\n");
   });
   EXPECT_TRUE(contains(e.what(), "uplink cables")) << e.what();
-  config_error([&] {
-    load_text(base +
-              "  switch_link: {kind: x, bandwidth: 1GB/s, latency: 1ns}\n"
-              "  oversubscription: 0\n");
-  });
+  // Outside the documented range (a 1e23 taper would leave the uplinks at 0 bytes per second).
+  for (const char* value : {"0", "1e-9", "1e23", "-2", ".nan"}) {
+    const ConfigError range = config_error([&] {
+      load_text(base + "  switch_link: {kind: x, bandwidth: 1GB/s, latency: 1ns}\n" +
+                "  oversubscription: " + value + "\n");
+    });
+    EXPECT_TRUE(contains(range.what(),
+                         "network.oversubscription: must be between 0.015625 and 1024, got"))
+        << range.what();
+  }
+  // Link bandwidths stop at 1 PB/s.
+  EXPECT_TRUE(contains(config_error([&] {
+                         load_text(base + "  switch_link: {kind: x, bandwidth: 1e23GB/s, "
+                                          "latency: 1ns}\n");
+                       }).what(),
+                       "bandwidth must be at most 1 PB/s"));
 }
 
 }  // namespace

@@ -79,20 +79,26 @@ SeedCurve read_curve(const ConfigNode& parent, std::string_view key, const SeedC
   const std::optional<ConfigNode> node = parent.optional_child(key);
   if (!node) return fallback;
   SeedCurve c;
-  c.ln_p = node->get_double_or("ln_p", fallback.ln_p);
-  c.sats_p = node->get_double_or("sats_p", fallback.sats_p);
-  c.max_bw_gbps =
-      node->get_bandwidth_or("max_bw", Bandwidth::gigabytes_per_second(fallback.max_bw_gbps))
-          .gigabytes_per_second();
-  c.overhead_us = node->get_duration_or("overhead", Duration::from_us_f(fallback.overhead_us)).us();
+  // Ranges: ln_p / sats_p are log2 of message sizes in bytes (at most 2^62 bytes); the
+  // bandwidth and overhead ranges are the fabric's links' (topology/fabric_loader.h).
+  c.ln_p = node->get_double_in_or("ln_p", 0.0, 64.0, fallback.ln_p);
+  c.sats_p = node->get_double_in_or("sats_p", 0.0, 64.0, fallback.sats_p);
+  c.max_bw_gbps = node->get_bandwidth_in_or("max_bw", Bandwidth::bytes_per_second(1e6),
+                                            Bandwidth::bytes_per_second(1e15),
+                                            Bandwidth::gigabytes_per_second(fallback.max_bw_gbps))
+                      .gigabytes_per_second();
+  c.overhead_us = node->get_duration_in_or("overhead", Duration::zero(), Duration::from_ms(1000),
+                                           Duration::from_us_f(fallback.overhead_us))
+                      .us();
   if (node->has("sigmoid")) {
     const ConfigNode s = node->child("sigmoid");
     const std::vector<ConfigNode> items = s.items();
     if (items.size() != 4) s.fail("expected [L, x0, k, b]: four numbers");
-    c.sigmoid_l = items[0].as_double();
-    c.sigmoid_x0 = items[1].as_double();
-    c.sigmoid_k = items[2].as_double();
-    c.sigmoid_b = items[3].as_double();
+    // Finite and of a size a fit can have (the seed's are within +-100).
+    c.sigmoid_l = items[0].as_double_in(-1e6, 1e6);
+    c.sigmoid_x0 = items[1].as_double_in(-1e6, 1e6);
+    c.sigmoid_k = items[2].as_double_in(-1e6, 1e6);
+    c.sigmoid_b = items[3].as_double_in(-1e6, 1e6);
   } else {
     c.sigmoid_l = fallback.sigmoid_l;
     c.sigmoid_x0 = fallback.sigmoid_x0;

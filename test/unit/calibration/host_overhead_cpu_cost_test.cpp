@@ -105,6 +105,20 @@ TEST(HostOverheadCpuCost, LoaderRejectsMissingDefaultsAndBadEntries) {
   EXPECT_THROW(load_host_overheads(unitless.root()), ConfigError);
 }
 
+TEST(HostOverheadCpuCost, AnOverheadAboveOneSecondIsARangeError) {
+  // "t4: 5s" for 5 us would make every launch take five seconds.
+  ConfigDocument slip = ConfigDocument::parse_string(
+      "t1: 3us\nt4: 5s\ndefault: {t2: 1us, t3: 1us, t5: 1us, body: 1us}\n", "host.yaml");
+  try {
+    load_host_overheads(slip.root());
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("host.yaml:2: t4: must be between 0 ps and 1 s, got 5 s"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // The shipped file: the values printed by scripts/extract_host_overheads.py on the 8 DLRM
 // Kineto traces (configs/host/v100_pytorch_kineto.yaml).
 TEST(HostOverheadCpuCost, ShippedV100FileLoadsWithMeasuredValues) {

@@ -113,6 +113,10 @@ NameId TaskGraph::intern(std::string_view name) {
   return id;
 }
 
+void TaskGraph::set_task_limit(size_t max_tasks) {
+  task_limit_ = std::min<size_t>(max_tasks, kNoTask - 1);
+}
+
 void TaskGraph::reserve_tasks(size_t tasks) {
   tasks_.reserve(tasks);
   launcher_.reserve(tasks);
@@ -135,7 +139,10 @@ void TaskGraph::check_rank_resource(RankId rank, uint16_t resource, bool gpu) co
 TaskId TaskGraph::add_task(Task task) {
   if (sealed_) throw std::logic_error("TaskGraph: adding a task to a sealed graph");
   check_rank_resource(task.rank, task.resource, is_gpu_task(task.kind));
-  if (tasks_.size() >= kNoTask - 1) throw std::length_error("TaskGraph: too many tasks");
+  if (tasks_.size() >= task_limit_) {
+    throw TaskLimitError("the task graph is full: it holds at most " + std::to_string(task_limit_) +
+                         " tasks");
+  }
   tasks_.push_back(task);
   launcher_.push_back(kNoTask);
   return static_cast<TaskId>(tasks_.size() - 1);

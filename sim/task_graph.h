@@ -25,6 +25,7 @@
 #include <deque>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -100,6 +101,12 @@ struct RankInfo {
   uint32_t device = kNoDevice;
 };
 
+/// Thrown by TaskGraph::add_* once the graph holds task_limit() tasks.
+class TaskLimitError : public std::length_error {
+ public:
+  using std::length_error::length_error;
+};
+
 class TaskGraph {
  public:
   TaskGraph() = default;
@@ -110,6 +117,11 @@ class TaskGraph {
   /// Capacity hint: room for `tasks` tasks in all, so that a large graph is not copied as it
   /// grows. Changes nothing else.
   void reserve_tasks(size_t tasks);
+  /// The most tasks the graph accepts; adding one more throws TaskLimitError. Default: what a
+  /// TaskId can number. The composition root lowers it to what the machine's memory holds, so
+  /// that a workload too large for it stops with an error rather than being killed.
+  void set_task_limit(size_t max_tasks);
+  size_t task_limit() const { return task_limit_; }
 
   /// Host work of `op_name` on `thread` (phase kOpBegin, kOpEnd or kOpBody).
   TaskId add_cpu_op(RankId rank, uint16_t thread, std::string_view op_name, HostPhase phase);
@@ -191,6 +203,7 @@ class TaskGraph {
   void check_rank_resource(RankId rank, uint16_t resource, bool gpu) const;
 
   bool sealed_ = false;
+  size_t task_limit_ = kNoTask - 1;
   std::vector<RankInfo> ranks_;
   std::vector<Task, CacheLineAllocator<Task>> tasks_;
   std::vector<KernelDesc> kernels_;

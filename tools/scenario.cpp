@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <optional>
 #include <string_view>
 
@@ -69,8 +71,17 @@ Scenario build_scenario(ConfigDocument& doc) {
   return build_scenario(doc, default_workload_registry());
 }
 
-Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) {
+size_t machine_task_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return TaskGraph().task_limit();
+  return static_cast<size_t>(pages) / kBytesPerTask * static_cast<size_t>(page_bytes);
+}
+
+Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
+                        const ScenarioLimits& limits) {
   Scenario s;
+  s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
   const ConfigNode root = doc.root();
   s.name = root.get_string_or("name", doc.file().stem().string());
   const std::string description = root.get_string_or("description", "");
@@ -175,7 +186,20 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads) 
   workload->prepare(on);
   doc.check_all_keys_used();
 
-  WorkloadBuild built = workload->build(on, s.graph);
+  WorkloadBuild built = [&] {
+    try {
+      return workload->build(on, s.graph);
+    } catch (const TaskLimitError&) {
+      workload_node.fail(fmt::format(
+          "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
+          "simulate fewer GPUs, layers or iterations",
+          s.graph.task_limit(),
+          format_bytes(static_cast<int64_t>(s.graph.task_limit()) *
+                       static_cast<int64_t>(kBytesPerTask)),
+          kBytesPerTask,
+          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds"));
+    }
+  }();
   s.iterations = built.iterations;
   s.warmup_iterations = built.warmup_iterations;
   s.measured_iterations = built.measured_iterations;

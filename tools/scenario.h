@@ -80,10 +80,25 @@ struct Scenario {
   std::optional<TraceRankSuggestion> trace_ranks;
 };
 
+/// What one run may use of the machine.
+struct ScenarioLimits {
+  /// The most tasks the graph may hold; 0: machine_task_limit().
+  size_t max_tasks = 0;
+};
+
+/// Bytes of memory a simulation needs per task, graph and executor state together: twice the
+/// 65 B measured on GPT-3 175B at 1024 GPUs (16.2 M tasks, 1.05 GB peak RSS).
+inline constexpr size_t kBytesPerTask = 128;
+
+/// The tasks this machine's physical memory holds at kBytesPerTask.
+size_t machine_task_limit();
+
 /// Reads the whole document (overrides must already be applied), checks that every key was
 /// understood, and builds the graph and models. The workload is looked up in `workloads`
-/// (default_workload_registry() for the first form). Throws ConfigError for any bad value.
+/// (default_workload_registry() for the first form). Throws ConfigError for any bad value, and
+/// at `workload` when its graph would exceed limits.max_tasks.
 Scenario build_scenario(ConfigDocument& doc);
-Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads);
+Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
+                        const ScenarioLimits& limits = {});
 
 }  // namespace upsim::cli

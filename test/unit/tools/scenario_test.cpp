@@ -107,6 +107,22 @@ TEST(Scenario, AnyRegisteredWorkloadRunsThroughTheCompositionRoot) {
   EXPECT_EQ(s.description.find("memory per GPU"), std::string::npos) << s.description;
 }
 
+TEST(Scenario, AGraphAboveTheTaskLimitIsAnErrorAtTheWorkload) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      scenario_yaml("{model: fake}", "", "simulation: {iterations: 4}\n"), "scenario.yaml");
+  try {
+    build_scenario(doc, fake_registry(), {.max_tasks = 3});
+    ADD_FAILURE() << "a graph above 3 tasks was built";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("scenario.yaml:7: workload: the run needs more than 3 "
+                                         "tasks (about 384 B of memory at 128 B a task)"),
+              std::string::npos)
+        << e.what();
+  }
+  // The default limit is the machine's memory: far above what a test machine's tests build.
+  EXPECT_GE(machine_task_limit(), size_t{1} << 20);
+}
+
 TEST(Scenario, UnknownWorkloadListsTheRegistrysNames) {
   const std::string e = error_of(scenario_yaml("{model: dlrm}"));
   EXPECT_NE(e.find("workload.model"), std::string::npos) << e;

@@ -254,7 +254,18 @@ class KinetoParser {
       e.pid = pid;
       e.tid = tid;
       e.ts_ps = relative_ps(ts, event_offset);
-      e.dur_ps = std::max<int64_t>(0, checked_ps(dur.whole_us, dur.sub_us_ps, event_offset, "dur"));
+      e.dur_ps = checked_ps(dur.whole_us, dur.sub_us_ps, event_offset, "dur");
+      if (e.dur_ps < 0) {
+        cur_.fail_at(event_offset, "negative `dur` (" + std::to_string(e.dur_ps) + " ps) of " +
+                                       std::string(kineto_category_name(e.category)) + " `" +
+                                       std::string(name) + "`: a duration cannot be negative");
+      }
+      int64_t end_ps = 0;
+      if (__builtin_add_overflow(e.ts_ps, e.dur_ps, &end_ps)) {
+        cur_.fail_at(event_offset,
+                     "`ts` + `dur` is out of range: over 106 days (the int64 picosecond range)");
+      }
+      if (e.dur_ps == 0) ++trace_.zero_duration[static_cast<size_t>(e.category)];
       e.name = intern(name);
       if ((e.category == KinetoCategory::kCpuOp || e.category == KinetoCategory::kUserAnnotation ||
            e.category == KinetoCategory::kCudaSync) &&

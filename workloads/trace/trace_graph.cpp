@@ -1,5 +1,7 @@
 #include "workloads/trace/trace_graph.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -643,6 +645,15 @@ class RankBuilder {
         end_mark_ = Marker{markers_[i].event, it.end_mark};
       } else {
         continue;
+      }
+      // A step measured as taking no time (a ProfilerStep with dur 0, two markers at one
+      // instant, or the next marker earlier) has no iteration time to compare a prediction with.
+      if (it.measured <= Duration::zero()) {
+        throw TraceError(k_.file,
+                         fmt::format("iteration `{}` (at {:.3f} us into the trace) lasts "
+                                     "{:.3f} us: a measured step must take a positive "
+                                     "time",
+                                     it.label, Duration::from_ps(e.ts_ps).us(), it.measured.us()));
       }
       iterations_.push_back(it);
     }

@@ -48,7 +48,9 @@
 //    group's fixed duration is the shortest measured kernel among its members: the rank that
 //    arrived last waited least, so its kernel time is the transfer time after the rendezvous.
 //  - Iterations: IterationMark tasks where the marker annotations start (by default
-//    ProfilerStep#N, iteration N, plus a mark N+1 where the last step ends).
+//    ProfilerStep#N, iteration N, plus a mark N+1 where the last step ends). An iteration's
+//    measured time is from its marker to the next (the last ProfilerStep: its own dur); one that
+//    is not positive is a TraceError naming the file and the step.
 //
 // Time: each rank's events are placed on one clock: Kineto timestamps of the ranks of one job
 // share the host clock (checked: the ranks' spans must overlap), and the run's time zero is the

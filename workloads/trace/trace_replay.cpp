@@ -85,6 +85,32 @@ bool is_json_name(const std::string& n) {
   return n.ends_with(".json") || n.ends_with(".json.gz");
 }
 
+/// "12 kernels, 2 copies with zero duration ..." for the GPU work of `k` whose `dur` is 0, or "".
+/// Only GPU work is counted: replay gives each such task its measured duration, so it runs in no
+/// time. Host events with dur 0 (cpu ops, runtime calls, annotations: a whole-microsecond clock
+/// writes hundreds per rank) are not: host time is replayed from the gaps between the cut points'
+/// timestamps, which such an event does not shorten.
+std::string zero_duration_counts(const KinetoTrace& k) {
+  std::string out;
+  const auto add = [&](KinetoCategory c, const char* one, const char* many) {
+    const uint64_t n = k.zero_duration[static_cast<size_t>(c)];
+    if (n == 0) return;
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + (n == 1 ? one : many);
+  };
+  add(KinetoCategory::kKernel, "kernel", "kernels");
+  add(KinetoCategory::kGpuMemcpy, "copy", "copies");
+  add(KinetoCategory::kGpuMemset, "memset", "memsets");
+  return out;
+}
+
+void warn_zero_durations(const KinetoTrace& k, int64_t rank, std::vector<std::string>& warnings) {
+  const std::string counts = zero_duration_counts(k);
+  if (counts.empty()) return;
+  warnings.push_back(k.file + " (rank " + std::to_string(rank) + "): " + counts +
+                     " with zero duration (shorter than the trace's clock resolution, or not "
+                     "timed): each takes no time wherever its measured duration is kept");
+}
+
 void attach_et(RankTrace& rank, ExecutionTrace et, const TraceSetOptions& options,
                std::vector<std::string>& warnings) {
   EtLink link = link_execution_trace(rank.kineto, et);
@@ -105,6 +131,8 @@ RankTrace load_rank_trace(const std::filesystem::path& kineto,
                           const TraceSetOptions& options, std::vector<std::string>& warnings) {
   RankTrace r;
   r.kineto = read_kineto_trace(kineto);
+  warn_zero_durations(r.kineto, r.kineto.distributed.rank >= 0 ? r.kineto.distributed.rank : 0,
+                      warnings);
   if (et) attach_et(r, read_execution_trace(*et), options, warnings);
   return r;
 }
@@ -217,6 +245,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
   }
   for (const auto& [rank, i] : by_rank) {
     RankTrace r = std::move(kinetos[i]);
+    warn_zero_durations(r.kineto, rank, out.warnings);
     if (et_of[i] >= 0)
       attach_et(r, std::move(ets[static_cast<size_t>(et_of[i])]), options, out.warnings);
     out.ranks.push_back(std::move(r));

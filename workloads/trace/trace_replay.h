@@ -16,6 +16,11 @@
 //    unreadable, truncated or malformed files throw TraceError naming the file (or directory).
 //    With `strict_et = false`, a mismatched execution trace is reported as a warning and the
 //    rank is replayed from its Kineto trace alone.
+//  - Warnings (LoadedTraces::warnings, one line each, naming the files):
+//    per rank, the GPU work (kernels, copies, memsets) whose measured duration is 0 ("FILE (rank
+//    3): 12 kernels with zero duration ..."; host events of dur 0 are not counted: see
+//    kineto_trace.h). Negative durations and steps of no measured time are errors (TraceError,
+//    kineto_trace.h and trace_graph.h).
 //  - Replay runs every task with its measured duration; the error of a rank is
 //    predicted / measured - 1 over its complete iterations (TraceIteration).
 #pragma once

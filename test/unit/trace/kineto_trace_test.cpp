@@ -128,6 +128,52 @@ TEST(KinetoTrace, timestamps_beyond_the_picosecond_range_are_errors) {
             "no error");
 }
 
+TEST(KinetoTrace, a_negative_duration_is_an_error_naming_the_file_line_and_event) {
+  // Was clamped to 0: the event then replayed as taking no time, without a word.
+  const auto error = [](const std::string& event) {
+    try {
+      parse_kineto_trace("{\"traceEvents\": [\n" + event + "]}", "t.json");
+    } catch (const TraceError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(R"({"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, )"
+                  R"("ts": 5, "dur": -3})"),
+            "t.json:2:1: negative `dur` (-3000000 ps) of kernel `sgemm`: a duration cannot be "
+            "negative");
+  for (const char* cat : {"cpu_op", "gpu_memcpy", "user_annotation", "cuda_runtime"}) {
+    const std::string e = error(std::string(R"({"ph": "X", "cat": ")") + cat +
+                                R"(", "name": "x", "pid": 1, "tid": 1, "ts": 5, "dur": -0.001})");
+    EXPECT_NE(e.find("negative `dur` (-1000 ps) of " + std::string(cat) + " `x`"),
+              std::string::npos)
+        << e;
+  }
+  // ts + dur beyond the picosecond range: an error, not an overflowed end.
+  const std::string first = R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, )";
+  EXPECT_NE(error(first + R"("ts": 1, "dur": 1}, )" + first +
+                  R"("ts": 9000000000000, "dur": 9000000000000})")
+                .find("`ts` + `dur` is out of range"),
+            std::string::npos);
+}
+
+TEST(KinetoTrace, zero_durations_are_read_and_counted_per_category) {
+  const KinetoTrace t = parse_kineto_trace(
+      R"({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 0},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 0},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 3, "dur": 1},
+        {"ph": "X", "cat": "gpu_memset", "name": "m", "pid": 0, "tid": 7, "ts": 4, "dur": 0},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::view", "pid": 1, "tid": 1, "ts": 4}]})",
+      "t.json");
+  ASSERT_EQ(t.events.size(), 5u);
+  EXPECT_EQ(t.events[0].dur_ps, 0);
+  EXPECT_EQ(t.zero_duration[static_cast<size_t>(KinetoCategory::kKernel)], 2u);
+  EXPECT_EQ(t.zero_duration[static_cast<size_t>(KinetoCategory::kGpuMemset)], 1u);
+  EXPECT_EQ(t.zero_duration[static_cast<size_t>(KinetoCategory::kCpuOp)], 1u);  // no `dur`: 0
+  EXPECT_EQ(t.zero_duration[static_cast<size_t>(KinetoCategory::kGpuMemcpy)], 0u);
+}
+
 TEST(KinetoTrace, a_document_without_trace_events_is_rejected) {
   EXPECT_THROW(
       {

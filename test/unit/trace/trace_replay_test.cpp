@@ -86,8 +86,13 @@ TEST(TraceReplay, single_gpu_pairs_replay_within_five_percent) {
   const TraceReplayResult resnet = validate_trace_directory(kData / "resnet", options);
   std::cout << format_trace_validation(resnet.ranks);
   ASSERT_EQ(resnet.ranks.size(), 1u);
-  ASSERT_EQ(resnet.warnings.size(), 1u);
-  EXPECT_NE(resnet.warnings[0].find("resnet_et.json.gz"), std::string::npos);
+  // The ET's warning, and the trace's GPU work of zero duration (whole-microsecond clock).
+  ASSERT_EQ(resnet.warnings.size(), 2u);
+  EXPECT_NE(resnet.warnings[0].find("resnet_kineto.json.gz (rank 0): 22 copies, 89 memsets with "
+                                    "zero duration"),
+            std::string::npos)
+      << resnet.warnings[0];
+  EXPECT_NE(resnet.warnings[1].find("resnet_et.json.gz"), std::string::npos);
   EXPECT_EQ(resnet.ranks[0].iterations, 29u);
   EXPECT_LT(std::fabs(resnet.ranks[0].error), 0.05);
 }
@@ -150,6 +155,52 @@ TEST(TraceReplay, a_duplicate_rank_is_an_error_naming_it) {
                 dir.path() / "worker1_copy.json.gz");
   const TraceError e = validation_error(dir.path());
   EXPECT_NE(std::string(e.what()).find("rank 1 again"), std::string::npos);
+}
+
+/// One rank of two ProfilerSteps; the second lasts `last_step_dur` us, and the kernel
+/// `kernel_dur` us.
+std::string two_step_trace(const std::string& last_step_dur, const std::string& kernel_dur) {
+  return kineto_json({
+      annotation("ProfilerStep#1", kMainTid, "0", "50"),
+      runtime("cudaLaunchKernel", kMainTid, "10", "5", 1),
+      gpu("kernel", "sgemm", 7, "20", kernel_dur, 1),
+      annotation("ProfilerStep#2", kMainTid, "50", last_step_dur),
+      runtime("cudaLaunchKernel", kMainTid, "60", "5", 2),
+      gpu("kernel", "sgemm", 7, "70", kernel_dur, 2),
+  });
+}
+
+TEST(TraceReplay, a_step_of_zero_measured_time_is_an_error_naming_the_file_and_step) {
+  // ProfilerStep#2 with dur 0: it measured 0 us and validated at "0.00%" error.
+  TempDir dir;
+  const fs::path file = dir.write("worker0.json", two_step_trace("0", "10"));
+  const TraceError e = validation_error(dir.path());
+  EXPECT_EQ(e.file(), file.string());
+  EXPECT_NE(std::string(e.what()).find("iteration `ProfilerStep#2` (at 50.000 us into the trace) "
+                                       "lasts 0.000 us: a measured step must take a positive time"),
+            std::string::npos)
+      << e.what();
+  // Two markers at one instant: a step lasts 0 us.
+  TempDir same;
+  same.write("worker0.json", kineto_json({annotation("ProfilerStep#1", kMainTid, "0", "0"),
+                                          annotation("ProfilerStep#2", kMainTid, "0", "50")}));
+  const std::string what = validation_error(same.path()).what();
+  EXPECT_NE(what.find("lasts 0.000 us"), std::string::npos) << what;
+}
+
+TEST(TraceReplay, gpu_work_of_zero_duration_is_a_warning_with_counts) {
+  TempDir dir;
+  const fs::path file = dir.write("worker0.json", two_step_trace("50", "0"));
+  const TraceReplayResult r = validate_trace_directory(dir.path());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0], file.string() +
+                               " (rank 0): 2 kernels with zero duration (shorter than the "
+                               "trace's clock resolution, or not timed): each takes no time "
+                               "wherever its measured duration is kept");
+  // The same trace with timed kernels: no warning (host events of dur 0 are not counted).
+  TempDir timed;
+  timed.write("worker0.json", two_step_trace("50", "10"));
+  EXPECT_TRUE(validate_trace_directory(timed.path()).warnings.empty());
 }
 
 TEST(TraceReplay, the_validation_table_lists_every_rank_and_the_geomean) {

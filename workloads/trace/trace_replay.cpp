@@ -111,6 +111,24 @@ void warn_zero_durations(const KinetoTrace& k, int64_t rank, std::vector<std::st
                      "timed): each takes no time wherever its measured duration is kept");
 }
 
+/// What a rank without its execution trace loses (trace_graph.h): the process group and sequence
+/// number of its collectives (unless Kineto's record_param_comms args carry them; when a rank
+/// has neither, every rank's collectives are matched by launch order) and, in model mode, the
+/// input shapes of ops that Kineto recorded without "Input Dims" (their kernels keep their
+/// measured time). No mode needs the execution trace to run, so this is a warning, not an error.
+std::string et_missing_consequence(const TraceGraphOptions& graph) {
+  std::string out =
+      "those ranks replay from Kineto alone: their collectives take process group and sequence "
+      "number from Kineto's record_param_comms args where recorded, else every rank's "
+      "collectives are matched by launch order";
+  if (graph.mode == TraceMode::kModel) {
+    out +=
+        ", and their kernels take shapes from Kineto's Input Dims only (kernels of ops "
+        "without them keep their measured time)";
+  }
+  return out;
+}
+
 void attach_et(RankTrace& rank, ExecutionTrace et, const TraceSetOptions& options,
                std::vector<std::string>& warnings) {
   EtLink link = link_execution_trace(rank.kineto, et);
@@ -242,6 +260,28 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
       if (options.strict_et) throw TraceError(ets[e].file, msg);
       out.warnings.push_back(ets[e].file + ": " + msg + "; ignored");
     }
+  }
+  // Some ranks have an execution trace and others none: the latter replay from Kineto alone
+  // (see et_missing_consequence), which the run says rather than leaving the mix unnoticed.
+  std::vector<std::string> without_et;
+  if (!ets.empty()) {
+    for (const auto& [rank, i] : by_rank) {
+      if (et_of[i] < 0) {
+        without_et.push_back("rank " + std::to_string(rank) + ": " +
+                             name_of(kinetos[i].kineto.file));
+      }
+    }
+  }
+  if (!without_et.empty()) {
+    std::string list;
+    constexpr size_t kListed = 8;
+    for (size_t j = 0; j < without_et.size() && j < kListed; ++j)
+      list += (j == 0 ? "" : ", ") + without_et[j];
+    if (without_et.size() > kListed)
+      list += fmt::format(", ... {} more", without_et.size() - kListed);
+    out.warnings.push_back(fmt::format(
+        "{}: execution trace missing for {} of {} ranks ({}), while the others have one: {}", dname,
+        without_et.size(), by_rank.size(), list, et_missing_consequence(options.graph)));
   }
   for (const auto& [rank, i] : by_rank) {
     RankTrace r = std::move(kinetos[i]);

@@ -16,7 +16,9 @@
 //    unreadable, truncated or malformed files throw TraceError naming the file (or directory).
 //    With `strict_et = false`, a mismatched execution trace is reported as a warning and the
 //    rank is replayed from its Kineto trace alone.
-//  - Warnings (LoadedTraces::warnings, one line each, naming the files):
+//  - Warnings (LoadedTraces::warnings, one line each, naming the files): ranks without an
+//    execution trace while other ranks have one ("execution trace missing for 1 of 8 ranks (rank
+//    5: FILE)": they replay from Kineto alone, which no mode forbids, so it is never an error);
 //    per rank, the GPU work (kernels, copies, memsets) whose measured duration is 0 ("FILE (rank
 //    3): 12 kernels with zero duration ..."; host events of dur 0 are not counted: see
 //    kineto_trace.h). Negative durations and steps of no measured time are errors (TraceError,

@@ -157,6 +157,38 @@ TEST(TraceReplay, a_duplicate_rank_is_an_error_naming_it) {
   EXPECT_NE(std::string(e.what()).find("rank 1 again"), std::string::npos);
 }
 
+TEST(TraceReplay, a_rank_without_its_execution_trace_is_a_warning_with_counts) {
+  // Seven ranks with their ET, rank 5 without: it was replayed without a word.
+  TempDir dir;
+  copy_dlrm(dir, "dlrm_eg_5");
+  const TraceReplayResult r = validate_trace_directory(dir.path());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  const std::string& w = r.warnings[0];
+  EXPECT_EQ(w.rfind(dir.path().string() + ": execution trace missing for 1 of 8 ranks (rank 5: "
+                                          "worker5_step_12.1694128201549.pt.trace.json.gz)",
+                    0),
+            0u)
+      << w;
+  EXPECT_NE(w.find("replay from Kineto alone"), std::string::npos) << w;
+  EXPECT_EQ(w.find("Input Dims"), std::string::npos) << "replay mode prices no kernel: " << w;
+  ASSERT_EQ(r.ranks.size(), 8u);
+  EXPECT_LT(std::fabs(r.ranks[5].error), 0.03);
+
+  // Model mode also loses the ET's op shapes: the warning says so.
+  TraceSetOptions model;
+  model.graph.mode = TraceMode::kModel;
+  const LoadedTraces loaded = load_trace_directory(dir.path(), model);
+  ASSERT_EQ(loaded.warnings.size(), 1u);
+  EXPECT_NE(loaded.warnings[0].find("Input Dims"), std::string::npos) << loaded.warnings[0];
+  EXPECT_FALSE(loaded.ranks[5].et.has_value());
+  EXPECT_TRUE(loaded.ranks[4].et.has_value());
+
+  // No ET at all is the plain Kineto replay: nothing to warn about.
+  TempDir kineto_only;
+  copy_dlrm(kineto_only, "dlrm_eg_");
+  EXPECT_TRUE(load_trace_directory(kineto_only.path()).warnings.empty());
+}
+
 /// One rank of two ProfilerSteps; the second lasts `last_step_dur` us, and the kernel
 /// `kernel_dur` us.
 std::string two_step_trace(const std::string& last_step_dur, const std::string& kernel_dur) {

@@ -1035,6 +1035,10 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     } else if (start_ts && finish_ts && finish_ts->i > start_ts->i) {
       it.label = "ET observer window";
       it.measured = Duration::from_ms(finish_ts->i - start_ts->i);
+      it.not_an_iteration =
+          "no node has a start time, so the measured time is the execution-trace observer's "
+          "window, everything from its registration to its removal (whole milliseconds), not "
+          "the traced step's length";
       if (warnings) {
         warnings->push_back(
             t.file +
@@ -1045,6 +1049,8 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     } else {
       it.label = "no timestamps";
       it.measured = Duration::zero();
+      it.not_an_iteration =
+          "no node has a start time and the metadata has no observer window: nothing was measured";
       if (warnings) {
         warnings->push_back(t.file +
                             ": no node has start_time_micros and the metadata has no "

@@ -49,7 +49,7 @@
 //    execution-trace observer's lifetime, GlobalMetadata attrs finish_ts - start_ts (steady-clock
 //    milliseconds, written by torch/csrc/profiler/standalone/execution_trace_observer.cpp at
 //    observer registration and removal; an upper bound that includes untraced host time), with a
-//    warning.
+//    warning and TraceIteration::not_an_iteration set (the summary prints no error against it).
 #pragma once
 
 #include <cstdint>

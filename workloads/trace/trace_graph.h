@@ -129,6 +129,9 @@ struct TraceIteration {
   uint32_t end_mark = 0;
   std::string label;  ///< "ProfilerStep#10", "Optimizer.zero_grad#SGD.zero_grad[3]"
   Duration measured;
+  /// Why `measured` is not the iteration's length (one clause), or "" when it is. Kineto steps
+  /// always are; a Chakra trace without node start times is not (chakra_trace.h).
+  std::string not_an_iteration;
 };
 
 /// A cudaStreamWaitEvent call turned into a StreamWait: Kineto correlation ids of the call and

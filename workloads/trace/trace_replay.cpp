@@ -350,6 +350,7 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
       predicted += (e->second - b->second).ps();
       ++v.iterations;
       v.iteration = it.label;
+      if (v.not_an_iteration.empty()) v.not_an_iteration = it.not_an_iteration;
     }
     if (v.iterations == 0) {
       throw TraceError(rs.file, options.iteration
@@ -360,7 +361,7 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
     v.measured = Duration::from_ps(measured / v.iterations);
     v.predicted = Duration::from_ps(predicted / v.iterations);
     v.error =
-        v.measured.ps() > 0
+        v.measured.ps() > 0 && v.not_an_iteration.empty()
             ? static_cast<double>(v.predicted.ps()) / static_cast<double>(v.measured.ps()) - 1.0
             : 0.0;
     result.ranks.push_back(std::move(v));
@@ -447,28 +448,43 @@ TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
 }
 
 double geomean_abs_error(const std::vector<RankValidation>& ranks) {
-  if (ranks.empty()) return 0.0;
   // Lin et al., TPDS 2024: GMAE = exp(mean(ln(|e| + 4e-4))).
   double sum = 0.0;
-  for (const RankValidation& r : ranks)
+  size_t n = 0;
+  for (const RankValidation& r : ranks) {
+    if (!r.not_an_iteration.empty()) continue;
     sum += std::log(std::fabs(r.error) + 4e-4);
-  return std::exp(sum / static_cast<double>(ranks.size()));
+    ++n;
+  }
+  return n == 0 ? 0.0 : std::exp(sum / static_cast<double>(n));
 }
 
 std::string format_trace_validation(const std::vector<RankValidation>& ranks) {
   std::string out = fmt::format("{:<5} {:<46} {:<24} {:>14} {:>15} {:>8}\n", "rank", "trace",
                                 "iteration", "measured (us)", "predicted (us)", "error");
+  std::string reasons;
+  double max_abs = 0.0;
+  size_t compared = 0;
   for (const RankValidation& r : ranks) {
-    std::string file = std::filesystem::path(r.file).filename().string();
+    const std::string name = std::filesystem::path(r.file).filename().string();
+    std::string file = name;
     if (file.size() > 46) file = file.substr(0, 43) + "...";
+    if (!r.not_an_iteration.empty()) {
+      out += fmt::format("{:<5} {:<46} {:<24} {:>14.3f} {:>15.3f} {:>8}\n", r.rank, file,
+                         r.iteration, r.measured.us(), r.predicted.us(), "n/a");
+      reasons += fmt::format("n/a: {}: {}\n", name, r.not_an_iteration);
+      continue;
+    }
     out += fmt::format("{:<5} {:<46} {:<24} {:>14.3f} {:>15.3f} {:>+7.2f}%\n", r.rank, file,
                        r.iteration, r.measured.us(), r.predicted.us(), r.error * 100.0);
-  }
-  double max_abs = 0.0;
-  for (const RankValidation& r : ranks)
     max_abs = std::max(max_abs, std::fabs(r.error));
-  out += fmt::format("geomean |error| {:.2f}% (exp mean ln(|e| + 4e-4)), max |error| {:.2f}%\n",
-                     geomean_abs_error(ranks) * 100.0, max_abs * 100.0);
+    ++compared;
+  }
+  out += reasons;
+  if (compared > 0) {
+    out += fmt::format("geomean |error| {:.2f}% (exp mean ln(|e| + 4e-4)), max |error| {:.2f}%\n",
+                       geomean_abs_error(ranks) * 100.0, max_abs * 100.0);
+  }
   return out;
 }
 

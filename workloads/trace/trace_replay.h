@@ -70,7 +70,10 @@ struct RankValidation {
   uint32_t iterations = 0;  ///< iterations averaged
   Duration measured;
   Duration predicted;
-  double error = 0.0;  ///< predicted / measured - 1
+  double error = 0.0;  ///< predicted / measured - 1; 0 when not_an_iteration is set
+  /// Why `measured` is not an iteration time (TraceIteration::not_an_iteration), or "": then no
+  /// error is printed for the rank and the geomean leaves it out.
+  std::string not_an_iteration;
 };
 
 struct TraceReplayResult {
@@ -120,7 +123,8 @@ std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir)
 TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir);
 
 /// The table `upsim validate traces` prints: rank, trace, iteration, measured, predicted, error,
-/// and the geometric mean of |error| (Lin et al., TPDS 2024: exp(mean(ln(|e| + 4e-4)))).
+/// and the geometric mean of |error| (Lin et al., TPDS 2024: exp(mean(ln(|e| + 4e-4)))). Ranks
+/// whose measured time is not an iteration's print "n/a" and the reason, outside the geomean.
 std::string format_trace_validation(const std::vector<RankValidation>& ranks);
 double geomean_abs_error(const std::vector<RankValidation>& ranks);
 

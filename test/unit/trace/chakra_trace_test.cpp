@@ -604,6 +604,16 @@ TEST(ChakraTrace, a_directory_with_a_gzipped_chakra_trace_validates) {
   EXPECT_EQ(r.ranks[0].predicted, Duration::from_us(297046));
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_NE(r.warnings[0].find("chakra.0.et.gz: no node has start_time_micros"), std::string::npos);
+  // The observer's window is not an iteration: no error against it (it printed -98.91%).
+  EXPECT_NE(r.ranks[0].not_an_iteration.find("the execution-trace observer's window"),
+            std::string::npos);
+  EXPECT_EQ(r.ranks[0].error, 0.0);
+  const std::string table = format_trace_validation(r.ranks);
+  EXPECT_NE(table.find("297046.000      n/a\nn/a: chakra.0.et.gz: no node has a start time"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("geomean |error|"), std::string::npos) << table;
+  EXPECT_EQ(table.find("%"), std::string::npos) << table;
 }
 
 }  // namespace

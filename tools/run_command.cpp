@@ -102,19 +102,46 @@ TraceSelection select_trace_ranks(const RunOptions& options, const Scenario& sce
   return out;
 }
 
-/// Trace workloads: the measured iteration time of each rank next to the prediction.
+/// Trace workloads: the measured iteration time of each rank next to the prediction, as an error
+/// only when the platform is the measured one (MeasuredComparison in tools/scenario.h): a
+/// what-if prints the same ratio as a change under a "what-if:" line, and a measured time that
+/// is not an iteration's gets no ratio, with the reason.
 std::string format_measured_comparison(const Scenario& scenario, const RunSummary& summary) {
+  using Kind = MeasuredComparison::Kind;
+  const Kind kind = scenario.comparison.kind;
   size_t name_width = 10;
   for (const RankBreakdown& r : summary.ranks)
     name_width = std::max(name_width, r.name.size());
-  std::string out = fmt::format("{:<{}} {:>14} {:>14} {:>9}\n", "rank", name_width, "measured (ms)",
-                                "predicted (ms)", "error");
+  std::string out;
+  if (kind == Kind::kWhatIf) {
+    out += fmt::format(
+        "what-if: {}; measured is the traced run, so the last column is the predicted change, "
+        "not an error\n",
+        scenario.comparison.reason);
+  }
+  out += fmt::format("{:<{}} {:>14} {:>14}", "rank", name_width, "measured (ms)", "predicted (ms)");
+  out += kind == Kind::kError    ? fmt::format(" {:>9}\n", "error")
+         : kind == Kind::kWhatIf ? fmt::format(" {:>9}\n", "change")
+                                 : "\n";
   double log_sum = 0.0;
   size_t n = 0;
   for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_iteration.size(); ++r) {
     const Duration measured = scenario.measured_iteration[r];
     const Duration predicted = summary.ranks[r].iteration_time;
-    if (measured <= Duration::zero()) continue;
+    if (kind == Kind::kNone) {
+      const std::string measured_text =
+          measured > Duration::zero() ? fmt::format("{:.4f}", measured.ms()) : "-";
+      out += fmt::format("{:<{}} {:>14} {:>14.4f}\n", summary.ranks[r].name, name_width,
+                         measured_text, predicted.ms());
+      continue;
+    }
+    // build_scenario only compares positive measured times (an iteration of no measured time is
+    // an error where the workload reads it); a rank without one is said, not skipped.
+    if (measured <= Duration::zero()) {
+      out += fmt::format("{:<{}} {:>14} {:>14.4f}   no measured iteration\n", summary.ranks[r].name,
+                         name_width, "-", predicted.ms());
+      continue;
+    }
     const double e = predicted.seconds() / measured.seconds() - 1.0;
     // Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4.
     log_sum += std::log(std::abs(e) + 4e-4);
@@ -122,7 +149,9 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
     out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}%\n", summary.ranks[r].name, name_width,
                        measured.ms(), predicted.ms(), 100.0 * e);
   }
-  if (n > 0) {
+  if (kind == Kind::kNone) {
+    out += fmt::format("no error: {}\n", scenario.comparison.reason);
+  } else if (n > 0 && kind == Kind::kError) {
     out += fmt::format("geomean |error| {:.2f}% over {} ranks (exp mean ln(|e| + 4e-4))\n",
                        100.0 * std::exp(log_sum / static_cast<double>(n)), n);
   }

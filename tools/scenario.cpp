@@ -4,7 +4,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "calibration/borrowed_calibration.h"
@@ -65,7 +68,87 @@ std::string memory_line(const MemoryFootprint& memory, const DeviceProfile& devi
   return text;
 }
 
+/// Words of a GPU name for gpu_names_match: lower case, split at non-alphanumerics, brand words
+/// dropped.
+std::set<std::string> gpu_name_words(std::string_view name) {
+  std::set<std::string> words;
+  std::string word;
+  const auto flush = [&] {
+    if (!word.empty() && word != "nvidia" && word != "tesla" && word != "geforce" &&
+        word != "quadro") {
+      words.insert(word);
+    }
+    word.clear();
+  };
+  for (const char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0) {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else {
+      flush();
+    }
+  }
+  flush();
+  return words;
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : std::string(separator)) + parts[i];
+  return out;
+}
+
+/// The rule of MeasuredComparison (scenario.h). `overrides`: the document's --set key paths;
+/// `host_model`: platform.host's model name. Appends a warning when the platform differs but
+/// prices nothing (the prediction is then the measured platform's, whatever the platform says).
+MeasuredComparison compare_with_measured(const MeasuredRun& measured, const DeviceProfile& device,
+                                         const std::vector<std::string>& overrides,
+                                         std::string_view host_model,
+                                         std::vector<std::string>& warnings) {
+  if (!measured.not_an_iteration.empty()) {
+    return {MeasuredComparison::Kind::kNone, measured.not_an_iteration};
+  }
+  std::vector<std::string> differences;
+  std::vector<std::string> other_gpus;
+  for (const std::string& gpu : measured.gpus) {
+    if (!gpu_names_match(gpu, device.name)) other_gpus.push_back(gpu);
+  }
+  if (!other_gpus.empty()) {
+    differences.push_back(fmt::format("platform.gpu is {}, the traces ran on {}", device.name,
+                                      join(other_gpus, ", ")));
+  }
+  std::vector<std::string> platform_overrides;
+  for (const std::string& key : overrides) {
+    if (key == "platform" || key.starts_with("platform.") || key.starts_with("platform[")) {
+      platform_overrides.push_back("--set " + key);
+    }
+  }
+  if (!platform_overrides.empty()) differences.push_back(join(platform_overrides, ", "));
+  if (measured.prices_host) {
+    differences.push_back(
+        fmt::format("host time priced by platform.host ({}), not the traced host", host_model));
+  }
+  if (differences.empty()) return {MeasuredComparison::Kind::kError, ""};
+  const std::string reason = join(differences, "; ");
+  if (!measured.prices_gpu_work && !measured.prices_host) {
+    warnings.push_back(fmt::format(
+        "the platform is not the measured one ({}), but the workload prices no work with the "
+        "platform's models (every duration is the measured one), so the prediction is the "
+        "measured platform's",
+        reason));
+  }
+  return {MeasuredComparison::Kind::kWhatIf, reason};
+}
+
 }  // namespace
+
+bool gpu_names_match(std::string_view recorded, std::string_view profile_name) {
+  const std::set<std::string> a = gpu_name_words(recorded);
+  const std::set<std::string> b = gpu_name_words(profile_name);
+  if (a.empty() || b.empty()) return false;
+  return std::includes(a.begin(), a.end(), b.begin(), b.end()) ||
+         std::includes(b.begin(), b.end(), a.begin(), a.end());
+}
 
 Scenario build_scenario(ConfigDocument& doc) {
   return build_scenario(doc, default_workload_registry());
@@ -205,6 +288,10 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   s.measured_iterations = built.measured_iterations;
   s.measured_iteration = std::move(built.measured_iteration);
   s.warnings = std::move(built.warnings);
+  if (!s.measured_iteration.empty()) {
+    s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),
+                                         host.get_string("model"), s.warnings);
+  }
   s.trace_ranks = std::move(built.trace_ranks);
   for (const std::string& line : built.description)
     text += line + "\n";

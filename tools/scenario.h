@@ -31,9 +31,11 @@
 //     warmup_iterations: 1          # leading steps left out of the reported mean
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -56,6 +58,30 @@ struct ScenarioModels {
   ModelSet set;
 };
 
+/// How the summary sets a trace workload's measured times against the prediction.
+///  - kError: the platform is the measured one: "error" = predicted / measured - 1, an accuracy.
+///  - kWhatIf: the platform differs from the measured one (`reason` says how): the same ratio is
+///    printed as a "change" under a "what-if:" line, never as an error.
+///  - kNone: the measured times are not iteration times (`reason` says why): no ratio printed.
+/// The measured platform: the GPU the traces recorded (Kineto deviceProperties; a match is
+/// gpu_names_match), else, when they record none, platform.gpu as the scenario file declares
+/// it; every other platform key as the scenario file declares it (so any `--set platform...`
+/// is a what-if); host time measured or from the traces' own T1-T5 (host: platform prices it
+/// with another host's model: a what-if).
+struct MeasuredComparison {
+  enum class Kind : uint8_t { kError, kWhatIf, kNone };
+  Kind kind = Kind::kError;
+  std::string reason;  ///< one clause, no trailing period; empty for kError
+};
+
+/// Whether the GPU name a trace recorded (CUDA's device name: "Tesla V100-SXM2-32GB", "NVIDIA
+/// GeForce RTX 2080 Ti") names the GPU of the hardware profile `profile_name` ("V100-SXM2-32GB",
+/// "RTX-2080-Ti"): lower-cased, split at every character that is not a letter or digit, the
+/// brand words nvidia, tesla, geforce and quadro dropped, one set of words holds the other.
+/// Conservative: an unrecognised spelling ("NVIDIA H100 80GB HBM3" vs "H100-SXM5-80GB") does not
+/// match, which makes the comparison a what-if rather than a claimed accuracy.
+bool gpu_names_match(std::string_view recorded, std::string_view profile_name);
+
 struct Scenario {
   std::string name;
   /// What is simulated, in a few lines for the summary (platform, workload, placement), then
@@ -72,6 +98,8 @@ struct Scenario {
   /// Trace workloads: each rank's measured time of the measured iterations (mean); empty
   /// for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// Trace workloads: whether and how measured_iteration may be compared with the prediction.
+  MeasuredComparison comparison;
   /// GPUs the graph stands for (WorkloadBuild::represented_gpus; never 0 here).
   uint32_t represented_gpus = 0;
   /// The workload's warnings and the memory check's (also in `description`, as "warning: ...").

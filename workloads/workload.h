@@ -69,6 +69,24 @@ struct TraceRankSuggestion {
   std::string reason;         ///< one line, no trailing newline
 };
 
+/// What a workload read from measurements says about them, so that tools/ can tell whether the
+/// prediction may be compared with them as an error (the platform is the measured one), only as
+/// a what-if change, or not at all (ScenarioComparison in tools/scenario.h).
+struct MeasuredRun {
+  /// The GPU names the measurements recorded (Kineto deviceProperties), distinct, in rank order;
+  /// empty when they record none (Chakra traces).
+  std::vector<std::string> gpus;
+  /// Whether the platform's GPU, kernel or interconnect models price any work (trace mode:
+  /// model); false: every GPU task keeps its measured duration.
+  bool prices_gpu_work = false;
+  /// Whether platform.host's model prices host work (trace host: platform); false: host time is
+  /// the measured timeline or the measurements' own T1-T5.
+  bool prices_host = false;
+  /// Non-empty: why the measured times are not iteration times (one clause, no trailing period);
+  /// then no error or change is printed.
+  std::string not_an_iteration;
+};
+
 /// What a workload built, for the summary and the run.
 struct WorkloadBuild {
   /// Summary lines after the platform line ("workload: ..."), without trailing newlines.
@@ -83,6 +101,8 @@ struct WorkloadBuild {
   /// Workloads read from measurements: each graph rank's measured time of the measured
   /// iterations (mean); empty for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// With measured_iteration: what was measured, and on what.
+  MeasuredRun measured_run;
   /// The largest per-GPU footprint; nullopt when the workload does not model memory.
   std::optional<MemoryFootprint> memory;
   /// GPUs the graph stands for: more than its ranks when symmetric ranks are mirrored rather

@@ -71,6 +71,7 @@ struct DocumentState {
   std::vector<std::unique_ptr<SourceFile>> files;
   std::unique_ptr<Node> root;
   std::filesystem::path override_file{std::string(kOverrideSource)};
+  std::vector<std::string> overrides;  // key paths of the applied --set assignments
 };
 
 struct NodeAccess {
@@ -1141,6 +1142,11 @@ void ConfigDocument::apply_override(std::string_view assignment) {
   size_t values_left = kMaxDocumentValues;
   apply_at(state_->root.get(), "", segments, convert(y, nullptr, 0, path_text, values_left),
            path_text);
+  state_->overrides.push_back(path_text);
+}
+
+const std::vector<std::string>& ConfigDocument::overrides() const {
+  return state_->overrides;
 }
 
 ConfigNode ConfigDocument::root() {

@@ -194,6 +194,8 @@ class ConfigDocument {
   /// (append). A path running through a file reference that is not loaded yet is applied when
   /// the reader loads it. Malformed assignments throw ConfigError with file "--set".
   void apply_override(std::string_view assignment);
+  /// The key paths of the applied overrides, as written before `=` ("platform.gpu"), in order.
+  const std::vector<std::string>& overrides() const;
 
   ConfigNode root();
   /// The file the document was loaded from (or its display name).

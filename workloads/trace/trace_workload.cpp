@@ -13,6 +13,10 @@ namespace upsim {
 
 namespace {
 
+std::string file_name(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
 /// Rank 0's iteration marks, in order: the summary measures from the chosen one to the next.
 std::vector<uint32_t> iteration_marks_of_rank0(const TaskGraph& g) {
   std::vector<uint32_t> marks;
@@ -137,10 +141,25 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
       if (it.start_mark >= marks[first] && it.end_mark <= marks[first + count]) {
         measured += it.measured;
         ++n;
+        if (out.measured_run.not_an_iteration.empty() && !it.not_an_iteration.empty()) {
+          out.measured_run.not_an_iteration =
+              fmt::format("{}: {}", file_name(r.file), it.not_an_iteration);
+        }
       }
     }
     out.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
   }
+  // What the measurement ran on, and what the platform prices (tools/ compares accordingly).
+  // The rank's GPU as the trace names it (TraceRankSummary::device: "GPU" when it does not).
+  for (const TraceRankSummary& r : info.ranks) {
+    std::vector<std::string>& gpus = out.measured_run.gpus;
+    if (!r.device.empty() && r.device != "GPU" &&
+        std::find(gpus.begin(), gpus.end(), r.device) == gpus.end()) {
+      gpus.push_back(r.device);
+    }
+  }
+  out.measured_run.prices_gpu_work = options_.graph.mode == TraceMode::kModel;
+  out.measured_run.prices_host = host_ == "platform";
 
   const bool model = options_.graph.mode == TraceMode::kModel;
   const std::string host_text = host_ == "measured"   ? ""

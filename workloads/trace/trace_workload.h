@@ -30,6 +30,20 @@
 //    say which, measured_iteration holds each rank's measured mean. No memory footprint.
 //  - Warnings and files are named as the scenario names the folder, so the summary does not
 //    depend on where the scenario is run from.
+//  - Measured vs predicted (WorkloadBuild::measured_run; tools/ prints it, MeasuredComparison in
+//    tools/scenario.h): the summary prints an "error" only when the run's platform is the one the
+//    traces were measured on; otherwise "what-if: <how it differs>" and the same ratio as a
+//    "change". The measured platform is: the GPU the Kineto traces name (deviceProperties of each
+//    rank's device, e.g. "Tesla V100-SXM2-32GB", against platform.gpu's profile name), or, when
+//    the traces name none (Chakra), platform.gpu as the scenario file declares it; every other
+//    platform key as the scenario file declares it, so any `--set platform...` makes a what-if;
+//    and host time as measured or modelled from these traces (host: platform prices it with
+//    platform.host's model: a what-if). measured_run.prices_gpu_work is mode: model,
+//    prices_host is host: platform; with neither, the platform prices nothing and a differing
+//    platform also gets a warning (the prediction stays the measured platform's). A Chakra
+//    trace whose measured time is the execution-trace observer's window (no node start times)
+//    sets measured_run.not_an_iteration: no error and no change is printed, and the summary
+//    says why.
 #pragma once
 
 #include <filesystem>

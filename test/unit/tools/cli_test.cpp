@@ -605,10 +605,88 @@ TEST_F(Cli, ShippedChakraExampleReplaysTheTraceAndCallsItsMeasuredTimeAnUpperBou
       << replay.output;
   EXPECT_NE(replay.output.find("an upper bound"), std::string::npos) << replay.output;
   EXPECT_NE(replay.output.find("27356.0000"), std::string::npos) << replay.output;  // the window
+  // The window is not an iteration: no error column (it printed -98.91% error), and the reason.
+  EXPECT_NE(replay.out.find("measured (ms) predicted (ms)\n"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("no error: chakra.0.et.gz: no node has a start time, so the measured "
+                            "time is the execution-trace observer's window"),
+            std::string::npos)
+      << replay.out;
+  EXPECT_NE(replay.out.find("27356.0000       297.0460\nno error:"), std::string::npos)
+      << replay.out;
+  for (const char* text : {"geomean |error|", "what-if"})
+    EXPECT_EQ(replay.out.find(text), std::string::npos) << text << "\n" << replay.out;
   const Result model =
       run("run " + scenario + " --quiet --no-trace --out b --set workload.mode=model");
   ASSERT_EQ(model.exit_code, 0) << model.output;
   EXPECT_NE(std::stod(model.out), 297.046);
+}
+
+TEST_F(Cli, ATraceOnAnotherPlatformPrintsAWhatIfChangeNotAnError) {
+  // The summary compared every run with the traced one as an "error", whatever the platform.
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  const std::string scenario = quote(configs + "/trace_dlrm_v100.yaml");
+  const std::string a100 =
+      " --set platform.gpu=" + quote(configs + "/hardware/a100_sxm4_40gb.yaml");
+  const std::string model = " --set workload.mode=model";
+  const auto is_error_table = [](const Result& r) {
+    return r.out.find("predicted (ms)     error\n") != std::string::npos &&
+           r.out.find("geomean |error|") != std::string::npos &&
+           r.out.find("what-if") == std::string::npos;
+  };
+  const auto is_what_if = [](const Result& r, const std::string& reason) {
+    return r.out.find("what-if: " + reason) != std::string::npos &&
+           r.out.find("predicted (ms)    change\n") != std::string::npos &&
+           r.out.find("geomean |error|") == std::string::npos &&
+           r.out.find("predicted (ms)     error\n") == std::string::npos;
+  };
+  // The traces' GPU (deviceProperties "Tesla V100-SXM2-32GB") is platform.gpu: an accuracy, in
+  // replay and in model mode (kernels re-priced on the measured GPU).
+  const Result replay = run("run " + scenario + " --no-trace --out a");
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  EXPECT_TRUE(is_error_table(replay)) << replay.out;
+  const Result same = run("run " + scenario + " --no-trace --out b" + model);
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_TRUE(is_error_table(same)) << same.out;
+  // Re-priced on an A100: a change, not an error.
+  const Result other = run("run " + scenario + " --no-trace --out c" + model + a100);
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_TRUE(is_what_if(other,
+                         "platform.gpu is A100-SXM4-40GB, the traces ran on Tesla V100-SXM2-32GB; "
+                         "--set platform.gpu; measured is the traced run"))
+      << other.out;
+  // Host time by another host's model, or any other platform override: a what-if too.
+  const Result host = run("run " + scenario + " --no-trace --out d --set workload.host=platform");
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  EXPECT_TRUE(is_what_if(host,
+                         "host time priced by platform.host (host_overheads), not the "
+                         "traced host"))
+      << host.out;
+  const Result link = run("run " + scenario + " --no-trace --out e" + model +
+                          " --set platform.interconnect.link=nvlink3");
+  ASSERT_EQ(link.exit_code, 0) << link.output;
+  EXPECT_TRUE(is_what_if(link, "--set platform.interconnect.link;")) << link.out;
+  // Replay prices nothing with the platform: another GPU is a what-if with a warning that the
+  // prediction is still the measured platform's.
+  const Result replayed = run("run " + scenario + " --no-trace --out f" + a100);
+  ASSERT_EQ(replayed.exit_code, 0) << replayed.output;
+  EXPECT_TRUE(is_what_if(replayed, "platform.gpu is A100-SXM4-40GB")) << replayed.out;
+  EXPECT_NE(replayed.err.find("upsim: warning: the platform is not the measured one (platform.gpu "
+                              "is A100-SXM4-40GB"),
+            std::string::npos)
+      << replayed.err;
+  EXPECT_NE(replayed.err.find("so the prediction is the measured platform's"), std::string::npos)
+      << replayed.err;
+
+  // Chakra traces record no GPU: the scenario's platform as written is the measured one, and a
+  // --set on it is a what-if.
+  write_chakra_scenario(dir_, 8);
+  const Result chakra = run("run chakra.yaml --no-trace --out g");
+  ASSERT_EQ(chakra.exit_code, 0) << chakra.output;
+  EXPECT_TRUE(is_error_table(chakra)) << chakra.out;
+  const Result chakra_a100 = run("run chakra.yaml --no-trace --out h" + a100);
+  ASSERT_EQ(chakra_a100.exit_code, 0) << chakra_a100.output;
+  EXPECT_TRUE(is_what_if(chakra_a100, "--set platform.gpu; measured is the traced run"))
+      << chakra_a100.out;
 }
 
 /// Writes `dir`/gpt.yaml: a 4-layer GPT (hidden 1024, 16 heads, seq 512, fp16, 8 sequences) on

@@ -138,6 +138,23 @@ TEST(Scenario, ReplayingWorkloadsRefuseTheSimulationAndMemoryKeys) {
   }
 }
 
+TEST(Scenario, TraceGpuNamesMatchTheirHardwareProfilesOnly) {
+  // CUDA's device names (Kineto deviceProperties) against the shipped profiles' names.
+  EXPECT_TRUE(gpu_names_match("Tesla V100-SXM2-32GB", "V100-SXM2-32GB"));
+  EXPECT_TRUE(gpu_names_match("NVIDIA GeForce RTX 2080 Ti", "RTX-2080-Ti"));
+  EXPECT_TRUE(gpu_names_match("NVIDIA A100-SXM4-40GB", "A100-SXM4-40GB"));
+  EXPECT_TRUE(gpu_names_match("NVIDIA A100 80GB PCIe", "A100-PCIE-80GB"));
+  EXPECT_TRUE(gpu_names_match("Quadro GV100", "Quadro-GV100"));
+  EXPECT_TRUE(gpu_names_match("NVIDIA H200", "H200-SXM-141GB"));
+  EXPECT_FALSE(gpu_names_match("Tesla V100-SXM2-32GB", "V100-SXM2-16GB"));
+  EXPECT_FALSE(gpu_names_match("Tesla V100-SXM2-32GB", "A100-SXM4-40GB"));
+  EXPECT_FALSE(gpu_names_match("NVIDIA A100-SXM4-80GB", "A100-SXM4-40GB"));
+  // Spellings the rule does not recognise do not match: a what-if, never a claimed accuracy.
+  EXPECT_FALSE(gpu_names_match("NVIDIA H100 80GB HBM3", "H100-SXM5-80GB"));
+  EXPECT_FALSE(gpu_names_match("", "V100-SXM2-32GB"));
+  EXPECT_FALSE(gpu_names_match("NVIDIA", "V100-SXM2-32GB"));
+}
+
 TEST(Scenario, FootprintIsPrintedPerGpu) {
   const Scenario s = build(scenario_yaml("{model: fake, memory: 2GiB}"));
   EXPECT_NE(s.description.find("\nmemory per GPU (fake 0): weights 2 GiB, gradients 1 GiB, "

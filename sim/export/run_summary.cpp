@@ -147,9 +147,10 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
       const CollectiveId group = graph_->collective_of(task);
       const Time network_begin = collective_begin_[group];
       const ParallelDim dim = collective_dim_[group];
-      r.rendezvous.push_back({begin, network_begin});
       if (dim == ParallelDim::kPipeline) {
         r.pipeline_rendezvous.push_back({begin, network_begin});
+      } else {
+        r.rendezvous.push_back({begin, network_begin});
       }
       r.communication.push_back({network_begin, at});
       r.communication_by_dim[index_of(dim)].push_back({network_begin, at});
@@ -211,7 +212,9 @@ RunSummary RunSummaryObserver::summary() const {
     b.iteration_time = b.window / b.measured_iterations;
     const Spans compute = normalize(r.compute, lo, hi);
     const Spans comm = normalize(r.communication, lo, hi);
-    const Spans rendezvous = normalize(r.rendezvous, lo, hi);
+    const Spans bubble = normalize(r.pipeline_rendezvous, lo, hi);
+    const Spans collective_wait = normalize(r.rendezvous, lo, hi);
+    const Spans rendezvous = unite(collective_wait, bubble);
     std::vector<Span> starved_in;
     for (const auto& s : r.starved)
       starved_in.push_back({s.begin, s.end});
@@ -231,11 +234,16 @@ RunSummary RunSummaryObserver::summary() const {
       b.exposed_by_dim[index_of(d)] = minus(spans, covered);
       covered = unite(covered, spans);
     }
-    const Spans bubble = normalize(r.pipeline_rendezvous, lo, hi);
     b.bubble = minus(bubble, busy);
     b.rendezvous_wait = minus(rendezvous, unite(busy, bubble));
     b.cpu_bound_idle = minus(starved, busy_or_waiting);
     b.other_idle = b.window - measure(accounted);
+    b.collective_wait = measure(collective_wait);
+    b.iteration_times.reserve(r.marks.size());
+    for (size_t k = 0; k < r.marks.size(); ++k) {
+      const Time next = k + 1 < r.marks.size() ? r.marks[k + 1] : max(r.last_end, r.marks[k]);
+      b.iteration_times.push_back(next - r.marks[k]);
+    }
     b.kernels = r.kernels;
     b.collectives = r.collectives;
     out.predicted_iteration_time = max(out.predicted_iteration_time, b.iteration_time);
@@ -291,6 +299,7 @@ std::string format_run_summary(const RunSummary& s, size_t max_rank_rows) {
   columns.push_back(Column{"rendezvous wait", &RankBreakdown::rendezvous_wait});
   columns.push_back(Column{"CPU-bound idle", &RankBreakdown::cpu_bound_idle});
   columns.push_back(Column{"other idle", &RankBreakdown::other_idle});
+  columns.push_back(Column{"collective wait", &RankBreakdown::collective_wait});
   out += fmt::format("{:<{}} {:>10}", "rank", name_width, "iter (ms)");
   for (const Column& c : columns)
     out += fmt::format(" {:>16}", c.header);
@@ -335,11 +344,17 @@ std::string format_run_summary(const RunSummary& s, size_t max_rank_rows) {
         "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
         "compute + exposed comm + bubble + rendezvous wait + CPU-bound idle + other idle = "
         "iteration; exposed comm splits by the collectives' parallel dimension, tp before cp, "
-        "ep, pp, dp, other where they overlap; bubble = rendezvous wait on pp collectives)\n";
+        "ep, pp, dp, other where they overlap; bubble = rendezvous wait on pp collectives; "
+        "collective wait = all time a collective other than pp had arrived and waited for its "
+        "peers, also while other work ran (the trace's wait: slices), of which rendezvous wait "
+        "is the part with nothing else running)\n";
   } else {
     out +=
         "(per-iteration means in ms; % of the rank's iteration time; comm overlaps compute, so "
-        "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration)\n";
+        "compute + exposed comm + rendezvous wait + CPU-bound idle + other idle = iteration; "
+        "collective wait = all time a collective had arrived and waited for its peers, also "
+        "while other work ran (the trace's wait: slices), of which rendezvous wait is the part "
+        "with nothing else running)\n";
   }
   if (!s.links.empty()) {
     constexpr size_t kShown = 8;

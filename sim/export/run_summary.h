@@ -13,6 +13,16 @@
 //    to launch work.
 //  - other idle: the rest (streams blocked on cross-stream waits, host syncs, ...).
 // compute busy + exposed communication + rendezvous wait + CPU-bound idle + other idle = window.
+//  - collective wait: all the time some collective of the rank had arrived and waited for the
+//    other members, whatever else ran meanwhile: the union of the Chrome trace's "wait:" slices
+//    of the rank (sim/export/chrome_trace_writer.h) clipped to the window. Only its part with no
+//    compute or communication running is rendezvous wait; the rest is hidden behind work on
+//    other streams (e.g. a comm stream waiting for a slower rank while the compute stream keeps
+//    going). Not part of the sum above. Pipeline ("pp:") waits are left out: their trace slices
+//    are "bubble:", and a stage posts its receives early, so they span most of the run; their
+//    part with nothing else running is the bubble.
+//  - iteration times: iteration k of a rank lasts from its k-th iteration mark to the next one,
+//    the last to the rank's last task end, so that the measured ones add up to the window.
 //
 // Parallel dimensions: a collective whose group name (TaskGraph::collective_name) starts with
 // "tp:", "cp:", "ep:", "pp:" or "dp:" belongs to that dimension of a transformer's parallelism
@@ -57,6 +67,12 @@ struct RankBreakdown {
   Duration rendezvous_wait;
   Duration cpu_bound_idle;
   Duration other_idle;
+  /// Arrived at a collective (not "pp:") and waiting for its other members, overlapped or not
+  /// (the trace's "wait:" slices); rendezvous_wait is its part with nothing else running.
+  Duration collective_wait;
+  /// Every iteration of the rank, warm-up included: iteration_times[k] is iteration k + 1's
+  /// time (mark to next mark; the last: to the rank's last task end).
+  std::vector<Duration> iteration_times;
   uint64_t kernels = 0;
   uint64_t collectives = 0;
 };
@@ -119,7 +135,7 @@ class RunSummaryObserver final : public Observer {
     std::vector<Interval> compute;
     std::vector<Interval> communication;
     std::array<std::vector<Interval>, kParallelDimCount> communication_by_dim;
-    std::vector<Interval> rendezvous;
+    std::vector<Interval> rendezvous;           // rendezvous on every other collective
     std::vector<Interval> pipeline_rendezvous;  // rendezvous on "pp:" collectives
     std::vector<Interval> starved;              // nothing enqueued on any stream
     uint64_t outstanding = 0;                   // GPU tasks entered but not completed

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+#include "sim/executor.h"
+#include "sim/export/run_summary.h"
+#include "sim/network_model.h"
 #include "sim/task_graph.h"
 
 namespace upsim {
@@ -1063,6 +1067,115 @@ TEST_F(ChromeTraceWriterTest, EmptyRankFilterKeepsOnlyTheFabricAndValidJson) {
   const Json doc = parse_json(write_four_ranks(file("trace.json"), only({})));
   for (const Json& e : doc.at("traceEvents").items)
     EXPECT_EQ(e.str("pid"), "5");
+}
+
+// ---- the summary and the trace agree on collective waits ------------------------------------
+
+class OneMicrosecondHostOps final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc&) const override { return Duration::from_us(1); }
+};
+class FlopsAsMicroseconds final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc& k, const DeviceProfile&) const override {
+    return Duration::from_us_f(k.flops);
+  }
+};
+class FiveMicrosecondCollectives final : public CollectiveCostModel {
+ public:
+  Duration collective_duration(const CollectiveDesc&) const override {
+    return Duration::from_us(5);
+  }
+  Duration transfer_duration(const TransferDesc&) const override { return Duration::from_us(1); }
+};
+
+/// A trace time ("12.345678", microseconds with six decimals) in picoseconds, exactly.
+int64_t trace_ps(const std::string& text) {
+  const size_t dot = text.find('.');
+  EXPECT_NE(dot, std::string::npos) << text;
+  return std::stoll(text.substr(0, dot)) * 1'000'000 + std::stoll(text.substr(dot + 1));
+}
+
+/// Rank 0's comm stream reaches each iteration's all-reduce at once and waits for rank 1, whose
+/// comm stream first runs a 30 us kernel, while rank 0's compute stream runs a 40 us kernel: the
+/// wait is hidden behind compute, so rendezvous wait is 0 while the trace draws a "wait:" slice.
+/// The summary's collective wait is what the trace draws, over the measured iterations.
+TEST_F(ChromeTraceWriterTest, SummaryCollectiveWaitIsTheTracesWaitSlicesInTheWindow) {
+  TaskGraph g;
+  for (int r = 0; r < 2; ++r)
+    g.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "comm"}});
+  constexpr uint32_t kIterations = 3;
+  constexpr uint32_t kWarmup = 1;
+  for (uint32_t it = 0; it < kIterations; ++it) {
+    const CollectiveId ar = g.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1 << 20, {}}, "allreduce_grad");
+    for (RankId r = 0; r < 2; ++r) {
+      g.add_iteration_mark(r, 0, it);
+      KernelDesc work;
+      work.flops = r == 0 ? 40 : 30;
+      const TaskId k = g.add_kernel(r, r == 0 ? 0 : 1, "work", "op", work);
+      g.add_launch(r, 0, "cudaLaunchKernel", "op", 0, k);
+      const TaskId c = g.add_collective(r, 1, ar, "nccl:all_reduce");
+      g.add_launch(r, 0, "ncclAllReduce", "nccl:all_reduce", 0, c);
+      g.add_host_sync(r, 0, kAllStreams, "torch.cuda.synchronize");
+    }
+  }
+  g.seal();
+  OneMicrosecondHostOps cpu;
+  FlopsAsMicroseconds kernels;
+  FiveMicrosecondCollectives collectives;
+  AnalyticalNetwork network(collectives);
+  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count())};
+  Engine engine;
+  GraphExecutor exec(engine, g, models);
+  RunSummaryObserver summary_observer(kWarmup);
+  ChromeTraceWriter writer(file("trace.json"));
+  exec.add_observer(&summary_observer);
+  exec.add_observer(&writer);
+  exec.run();
+  const RunSummary summary = summary_observer.summary();
+  const Json doc = parse_json(read_file(file("trace.json")));
+
+  for (RankId r = 0; r < 2; ++r) {
+    const std::string pid = std::to_string(r + 1);
+    // The window: from the first measured iteration's mark to the rank's last slice end.
+    std::vector<int64_t> marks;
+    int64_t last_end = 0;
+    std::vector<std::pair<int64_t, int64_t>> waits;
+    for (const Json& e : doc.at("traceEvents").items) {
+      if (e.find("pid") == nullptr || e.str("pid") != pid) continue;
+      if (e.str("ph") == "i" && e.str("name").starts_with("iteration ")) {
+        marks.push_back(trace_ps(e.str("ts")));
+      }
+      if (e.str("ph") != "X") continue;
+      const int64_t begin = trace_ps(e.str("ts"));
+      const int64_t end = begin + trace_ps(e.str("dur"));
+      last_end = std::max(last_end, end);
+      if (e.str("cat") == "rendezvous") waits.emplace_back(begin, end);
+    }
+    ASSERT_EQ(marks.size(), kIterations);
+    const int64_t lo = marks[kWarmup];
+    // Union of the wait slices clipped to [lo, last_end].
+    std::sort(waits.begin(), waits.end());
+    int64_t union_ps = 0;
+    int64_t covered_to = lo;
+    for (const auto& [b, e] : waits) {
+      const int64_t from = std::max(b, covered_to);
+      const int64_t to = std::min(e, last_end);
+      if (to > from) union_ps += to - from;
+      covered_to = std::max(covered_to, std::min(e, last_end));
+    }
+    const RankBreakdown& rank = summary.ranks[r];
+    EXPECT_EQ(rank.window.ps(), last_end - lo) << rank.name;
+    EXPECT_EQ(rank.collective_wait.ps(), union_ps) << rank.name;
+  }
+  // Rank 0 waited about 25 us per iteration behind its compute kernel: none of it is exposed.
+  EXPECT_EQ(summary.ranks[0].rendezvous_wait, Duration::zero());
+  EXPECT_GT(summary.ranks[0].collective_wait, Duration::from_us(40));
+  EXPECT_EQ(summary.ranks[1].collective_wait, Duration::zero());
+  // The table prints it, per iteration.
+  const std::string text = format_run_summary(summary);
+  EXPECT_NE(text.find("collective wait"), std::string::npos) << text;
 }
 
 TEST(FormatRankList, SortsDeduplicatesAndJoinsRuns) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
 #include "tools/scenario.h"
+#include "tools/steady_state.h"
 
 namespace upsim::cli {
 
@@ -201,9 +201,6 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   ConfigDocument doc = ConfigDocument::load_file(options.scenario);
   for (const std::string& assignment : options.overrides)
     doc.apply_override(assignment);
-  const Scenario scenario = build_scenario(doc);
-  const TraceSelection trace_selection =
-      options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
 
   std::vector<std::string> planned{kSummaryFile, kResolvedFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
@@ -216,33 +213,37 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         "file, or pass --force to overwrite",
         options.trace_file));
   }
-  const fs::path out_dir =
-      prepare_output_folder(options.scenario, options.out_dir, planned, options.force);
-  const fs::path trace_path = options.no_trace             ? fs::path()
-                              : options.trace_file.empty() ? out_dir / kTraceFile
-                                                           : fs::path(options.trace_file);
-
-  Engine engine;
-  GraphExecutor executor(engine, scenario.graph, scenario.models.set);
-  RunSummaryObserver summary_observer(scenario.warmup_iterations, scenario.measured_iterations);
-  executor.add_observer(&summary_observer);
+  // Each attempt of the steady-state search draws its run; the last one's trace stays. The
+  // output folder is made once the first scenario is built and the trace ranks are checked
+  // against it (a bad scenario or --trace-ranks leaves no folder), before any run.
+  fs::path out_dir;
+  fs::path trace_path;
+  TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
-  if (!trace_path.empty()) {
+  // An interrupted run leaves no half-written trace behind.
+  std::optional<TempFileGuard> trace_tmp;
+  const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
+    trace_selection = options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
+    if (out_dir.empty()) {
+      out_dir = prepare_output_folder(options.scenario, options.out_dir, planned, options.force);
+      trace_path = options.no_trace             ? fs::path()
+                   : options.trace_file.empty() ? out_dir / kTraceFile
+                                                : fs::path(options.trace_file);
+      if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
+    }
+    trace.reset();
+    if (trace_path.empty()) return;
     trace =
         std::make_unique<ChromeTraceWriter>(trace_path, ChromeTraceOptions{trace_selection.ranks});
     trace->add_metadata("scenario", scenario.name);
     executor.add_observer(trace.get());
-  }
+  };
+  const SteadyRun run = run_to_steady_state(doc, attach);
+  const Scenario& scenario = run.scenario;
+  const RunStats& stats = run.stats;
+  const double wall_s = run.wall_s;
 
-  // An interrupted run leaves no half-written trace behind.
-  std::optional<TempFileGuard> trace_tmp;
-  if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
-  const auto wall_start = std::chrono::steady_clock::now();
-  const RunStats stats = executor.run();
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-
-  const RunSummary summary = summary_observer.summary();
+  const RunSummary& summary = run.summary;
   std::string text = scenario.description;
   text += format_run_summary(summary);
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
@@ -260,9 +261,18 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   out << scenario.header << format_run_summary(summary, kConsoleRankRows);
   if (!scenario.measured_iteration.empty()) out << format_measured_comparison(scenario, summary);
   out.flush();
-  err << fmt::format("simulated {} tasks, {} events in {:.3f} s ({:.2f} M events/s)\n",
-                     stats.tasks_done, stats.events, wall_s,
-                     wall_s > 0 ? static_cast<double>(stats.events) / wall_s * 1e-6 : 0.0);
+  if (run.attempts.size() == 1) {
+    err << fmt::format("simulated {} tasks, {} events in {:.3f} s\n", stats.tasks_done,
+                       stats.events, wall_s);
+  } else {
+    std::string counts;
+    for (const uint32_t n : run.attempts)
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    err << fmt::format(
+        "simulated {} tasks, {} events in the last of {} runs ({} iterations: the steady-state "
+        "search), {:.3f} s in all\n",
+        stats.tasks_done, stats.events, run.attempts.size(), counts, wall_s);
+  }
   err << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
                      trace_in_folder ? "trace.json, " : "", kSummaryFile, kResolvedFile);
   if (!trace_selection.note.empty()) err << trace_selection.note << "\n";

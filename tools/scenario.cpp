@@ -8,6 +8,7 @@
 #include <cctype>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 
 #include "calibration/borrowed_calibration.h"
@@ -37,13 +38,27 @@ constexpr double kDefaultTableMemoryFraction = 0.8;
 struct SimulationSection {
   uint32_t iterations;
   uint32_t warmup;
+  bool given;  ///< `iterations` was set; otherwise the steady-state search chooses
+               ///< (tools/steady_state.h)
 };
 
-SimulationSection read_simulation(const ConfigNode& root) {
+/// `simulation:` of a workload that simulates iterations. Without `iterations`, the run has
+/// `chosen_iterations` of which all but the last two are warm-up (run_to_steady_state grows it).
+SimulationSection read_simulation(const ConfigNode& root, uint32_t chosen_iterations) {
+  const SimulationSection chosen{chosen_iterations, chosen_iterations - 2, false};
   const std::optional<ConfigNode> section = root.optional_child("simulation");
-  if (!section) return {3, 1};  // the defaults below
+  if (!section) return chosen;
   const ConfigNode& sim = *section;
-  const int64_t iterations = sim.get_positive_int_or("iterations", 3);
+  if (!sim.has("iterations")) {
+    if (sim.has("warmup_iterations")) {
+      sim.child("warmup_iterations")
+          .fail(
+              "needs `iterations`: without it upsim simulates until the iteration time converges "
+              "and leaves out every iteration before the last two");
+    }
+    return chosen;
+  }
+  const int64_t iterations = sim.get_positive_int("iterations");
   if (iterations > 1'000'000) sim.child("iterations").fail("must be at most 1000000");
   const int64_t warmup = sim.get_int_or("warmup_iterations", iterations > 1 ? 1 : 0);
   if (warmup < 0 || warmup >= iterations) {
@@ -51,7 +66,7 @@ SimulationSection read_simulation(const ConfigNode& root) {
         .fail(fmt::format("must be between 0 and iterations - 1 = {}, got {}", iterations - 1,
                           warmup));
   }
-  return {static_cast<uint32_t>(iterations), static_cast<uint32_t>(warmup)};
+  return {static_cast<uint32_t>(iterations), static_cast<uint32_t>(warmup), true};
 }
 
 /// `memory per GPU (rank 0): weights 1.2 GiB, gradients 1.2 GiB, total 2.4 GiB of 40 GiB
@@ -150,10 +165,6 @@ bool gpu_names_match(std::string_view recorded, std::string_view profile_name) {
          std::includes(b.begin(), b.end(), a.begin(), a.end());
 }
 
-Scenario build_scenario(ConfigDocument& doc) {
-  return build_scenario(doc, default_workload_registry());
-}
-
 size_t machine_task_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
@@ -161,8 +172,15 @@ size_t machine_task_limit() {
   return static_cast<size_t>(pages) / kBytesPerTask * static_cast<size_t>(page_bytes);
 }
 
+Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations) {
+  return build_scenario(doc, default_workload_registry(), chosen_iterations);
+}
+
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
-                        const ScenarioLimits& limits) {
+                        uint32_t chosen_iterations, const ScenarioLimits& limits) {
+  if (chosen_iterations < 2) {
+    throw std::invalid_argument("build_scenario: the chosen iteration count must be at least 2");
+  }
   Scenario s;
   s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
   const ConfigNode root = doc.root();
@@ -261,10 +279,12 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   on.gpus = static_cast<uint32_t>(gpus);
   on.device = hardware.device;
   on.table_memory_fraction = table_fraction;
+  s.simulates_iterations = generated;
   if (generated) {
-    const SimulationSection sim = read_simulation(root);
+    const SimulationSection sim = read_simulation(root, chosen_iterations);
     on.iterations = sim.iterations;
     on.warmup_iterations = sim.warmup;
+    s.iterations_chosen = !sim.given;
   }
   workload->prepare(on);
   doc.check_all_keys_used();

@@ -27,8 +27,16 @@
 //                                   #   re-cost measured PyTorch traces; gpus = their ranks):
 //                                   #   workloads/trace/trace_workload.h
 //   simulation:                     # only for workloads that simulate iterations (not trace)
-//     iterations: 3                 # training steps simulated
-//     warmup_iterations: 1          # leading steps left out of the reported mean
+//     iterations: 3                 # optional: training steps simulated, exactly
+//     warmup_iterations: 1          # leading steps left out of the reported mean (only with
+//                                   #   iterations; default 1, 0 when iterations is 1)
+//   Default (no `iterations`): steady state. upsim simulates 2 iterations, then 4, 8, 16, 32
+//   (each a fresh run of a graph with that many iterations) until the last two agree within
+//   0.1% on every rank and the ranks that share collectives agree within 0.1%
+//   (tools/steady_state.h); all iterations before the last two are warm-up, and the summary
+//   says "steady state after N iterations (warm-up N - 2)". At 32 without convergence it
+//   reports the last two and warns with the difference seen. With `iterations` the run is
+//   that long, and a warning says so when its measured iterations are not in steady state.
 #pragma once
 
 #include <cstdint>
@@ -93,6 +101,11 @@ struct Scenario {
   ScenarioModels models;
   uint32_t iterations = 0;
   uint32_t warmup_iterations = 0;
+  /// The workload simulates iterations (Workload::simulates_iterations; not a measured trace).
+  bool simulates_iterations = false;
+  /// `simulation.iterations` was not given: `iterations` is the chosen count of this attempt of
+  /// the steady-state search (tools/steady_state.h), which may build the scenario again.
+  bool iterations_chosen = false;
   /// Iterations the summary measures after the warm-up (nullopt: all that follow).
   std::optional<uint32_t> measured_iterations;
   /// Trace workloads: each rank's measured time of the measured iterations (mean); empty
@@ -121,12 +134,19 @@ inline constexpr size_t kBytesPerTask = 128;
 /// The tasks this machine's physical memory holds at kBytesPerTask.
 size_t machine_task_limit();
 
+/// Iterations of the first attempt of the steady-state search (tools/steady_state.h).
+inline constexpr uint32_t kFirstChosenIterations = 2;
+
 /// Reads the whole document (overrides must already be applied), checks that every key was
 /// understood, and builds the graph and models. The workload is looked up in `workloads`
-/// (default_workload_registry() for the first form). Throws ConfigError for any bad value, and
-/// at `workload` when its graph would exceed limits.max_tasks.
-Scenario build_scenario(ConfigDocument& doc);
+/// (default_workload_registry() for the first form). A workload that simulates iterations
+/// without `simulation.iterations` gets `chosen_iterations` (at least 2; the last two
+/// measured). Throws ConfigError for any bad value, and at `workload` when its graph would
+/// exceed limits.max_tasks. Building again from the same document gives the same scenario
+/// (run_to_steady_state does so with more iterations).
+Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations = kFirstChosenIterations);
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
+                        uint32_t chosen_iterations = kFirstChosenIterations,
                         const ScenarioLimits& limits = {});
 
 }  // namespace upsim::cli

@@ -26,6 +26,7 @@
 #include "sim/input_file.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
+#include "tools/steady_state.h"
 
 namespace upsim::cli {
 
@@ -206,13 +207,8 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
     if (!plan.gpu_profile.empty()) {
       doc.apply_override("platform.gpu=" + (configs / plan.gpu_profile).string());
     }
-    const Scenario scenario = build_scenario(doc);
-    Engine engine;
-    GraphExecutor executor(engine, scenario.graph, scenario.models.set);
-    RunSummaryObserver summary(scenario.warmup_iterations, scenario.measured_iterations);
-    executor.add_observer(&summary);
-    executor.run();
-    result.predicted_s = summary.summary().predicted_iteration_time.seconds();
+    const SteadyRun run = run_to_steady_state(doc);
+    result.predicted_s = run.summary.predicted_iteration_time.seconds();
     result.status = RowStatus::kRan;
   } catch (const std::exception& e) {
     result.status = RowStatus::kFailed;

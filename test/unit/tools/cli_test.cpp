@@ -293,6 +293,58 @@ TEST_F(Cli, OverrideChangesThePrediction) {
   EXPECT_LT(std::stod(base.out), std::stod(slow.out));
 }
 
+/// Each rank's iteration time (ms, as printed) from a summary's table, in rank order.
+std::vector<std::string> rank_iteration_times(const std::string& summary) {
+  std::vector<std::string> times;
+  std::istringstream in(summary);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("rank ", 0) != 0 || line.rfind("rank  ", 0) == 0) continue;
+    std::istringstream row(line.substr(5));
+    std::string rank;
+    std::string time;
+    row >> rank >> time;
+    times.push_back(time);
+  }
+  return times;
+}
+
+// dlrm_4gpu: ranks 0 and 1 have less work than ranks 2 and 3, so for a few iterations they run
+// ahead and their wait at the collectives grows. Three iterations (one warm-up) reported 3.3328
+// ms for them; the default simulates until steady state and reports what a long run does.
+TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result steady = run("run " + scenario + " --no-trace --out steady");
+  const Result longer = run("run " + scenario +
+                            " --no-trace --out long --set simulation.iterations=24 "
+                            "--set simulation.warmup_iterations=20");
+  ASSERT_EQ(steady.exit_code, 0) << steady.output;
+  ASSERT_EQ(longer.exit_code, 0) << longer.output;
+  const std::string summary = read_file(dir_ / "steady" / "summary.txt");
+  EXPECT_NE(summary.find("steady state after 8 iterations (warm-up 6)"), std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("warning: no steady state"), std::string::npos) << summary;
+  const std::vector<std::string> times = rank_iteration_times(summary);
+  ASSERT_EQ(times.size(), 4u) << summary;
+  EXPECT_EQ(times, rank_iteration_times(read_file(dir_ / "long" / "summary.txt")));
+  for (const std::string& t : times)
+    EXPECT_EQ(t, "3.3562") << summary;
+  EXPECT_NE(steady.err.find("steady-state search"), std::string::npos) << steady.err;
+}
+
+// An explicit `iterations` is honoured, but a transient is never reported silently.
+TEST_F(Cli, ExplicitIterationsThatAreNotInSteadyStateWarn) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + scenario +
+                       " --no-trace --out out --set simulation.iterations=3 "
+                       "--set simulation.warmup_iterations=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.err.find("upsim: warning: iterations 2..3 are not in steady state"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(read_file(dir_ / "out" / "summary.txt").find("warning: iterations 2..3 are not in"),
+            std::string::npos);
+}
+
 /// A scenario whose header has a line starting `# slow scenario:` takes seconds in a Release
 /// build; its golden test is opt-in (test/golden/CMakeLists.txt) and the suite does not run it.
 bool is_slow_scenario(const fs::path& file) {

@@ -111,7 +111,7 @@ TEST(Scenario, AGraphAboveTheTaskLimitIsAnErrorAtTheWorkload) {
   ConfigDocument doc = ConfigDocument::parse_string(
       scenario_yaml("{model: fake}", "", "simulation: {iterations: 4}\n"), "scenario.yaml");
   try {
-    build_scenario(doc, fake_registry(), {.max_tasks = 3});
+    build_scenario(doc, fake_registry(), kFirstChosenIterations, {.max_tasks = 3});
     ADD_FAILURE() << "a graph above 3 tasks was built";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("scenario.yaml:7: workload: the run needs more than 3 "

@@ -165,6 +165,34 @@ bool gpu_names_match(std::string_view recorded, std::string_view profile_name) {
          std::includes(b.begin(), b.end(), a.begin(), a.end());
 }
 
+namespace {
+
+/// After `--set` overrides the file's description may no longer say what runs ("8x A100" on a
+/// 1024x H100 run): the description then says which keys changed, in the summary and in the
+/// resolved scenario.yaml alike. An overridden description is the user's own and kept.
+void mark_description_as_overridden(ConfigDocument& doc) {
+  const std::vector<std::string>& overrides = doc.overrides();
+  if (overrides.empty()) return;
+  for (const std::string& key : overrides) {
+    if (key == "description") return;
+  }
+  const std::optional<ConfigNode> node = doc.root().optional_child("description");
+  if (!node || !node->is_scalar()) return;
+  std::string keys;
+  for (const std::string& key : overrides)
+    keys += (keys.empty() ? "" : ", ") + key;
+  const std::string marked = fmt::format(
+      "{} (as written before --set {}; the lines below are what runs)", node->as_string(), keys);
+  std::string quoted = "\"";
+  for (const char c : marked) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c == '\n' ? ' ' : c;
+  }
+  doc.apply_override("description=" + quoted + "\"");
+}
+
+}  // namespace
+
 size_t machine_task_limit() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
@@ -185,6 +213,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
   const ConfigNode root = doc.root();
   s.name = root.get_string_or("name", doc.file().stem().string());
+  mark_description_as_overridden(doc);
   const std::string description = root.get_string_or("description", "");
   const ConfigNode workload_node = root.child("workload");
   const std::unique_ptr<Workload> workload = workloads.make(workload_node);

@@ -64,6 +64,7 @@ struct Node {
   int line = 0;
   std::vector<std::string> asked;                  // keys a reader asked for, in the order asked
   std::optional<std::filesystem::path> reference;  // set once a file was inlined here
+  std::optional<std::filesystem::path> path;       // set once read as a path (get_path)
   std::vector<PendingOverride> pending;
 };
 
@@ -603,6 +604,11 @@ void emit(YAML::Emitter& out, const Node& n) {
       out << YAML::Null;
       break;
     case Kind::kScalar:
+      if (n.path) {
+        // Absolute: the resolved document is written elsewhere than the file that named it.
+        out << YAML::DoubleQuoted << std::filesystem::absolute(*n.path).lexically_normal().string();
+        break;
+      }
       if (n.quoted) out << YAML::DoubleQuoted;
       out << n.scalar;
       break;
@@ -1051,8 +1057,12 @@ std::filesystem::path ConfigNode::get_path(std::string_view key) const {
   if (n.reference) return *n.reference;
   const std::filesystem::path written(scalar_text(value, "a file path"));
   if (written.empty()) value.fail("expected a file path, got an empty string");
-  if (written.is_absolute() || n.source == nullptr) return written.lexically_normal();
-  return (n.source->path.parent_path() / written).lexically_normal();
+  const std::filesystem::path resolved =
+      written.is_absolute() || n.source == nullptr
+          ? written.lexically_normal()
+          : (n.source->path.parent_path() / written).lexically_normal();
+  value.node_->path = resolved;
+  return resolved;
 }
 
 ConfigNode ConfigNode::load_reference(std::string_view key) const {

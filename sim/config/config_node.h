@@ -206,7 +206,9 @@ class ConfigDocument {
   void check_all_keys_used() const;
 
   /// The effective configuration as YAML: overrides applied, defaults written, references
-  /// inlined. Deterministic: the same input and reads give byte-identical output.
+  /// inlined, paths read with get_path() (and not inlined) written absolute, so that the
+  /// document runs again from wherever it is saved. Deterministic: the same input and reads
+  /// (from the same working directory) give byte-identical output.
   std::string resolved_yaml() const;
 
  private:

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -293,6 +294,31 @@ TEST_F(Cli, OverrideChangesThePrediction) {
   EXPECT_LT(std::stod(base.out), std::stod(slow.out));
 }
 
+// The header must not keep describing the file's platform after --set changed it: the
+// description says which keys changed, in the summary and in the resolved scenario, and a run of
+// that resolved scenario prints the same.
+TEST_F(Cli, AfterOverridesTheDescriptionSaysWhichKeysChanged) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r =
+      run("run " + scenario +
+          " --no-trace --out a --set platform.gpus=2 --set platform.partial_fabric=true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string marked =
+      "(as written before --set platform.gpus, platform.partial_fabric; the lines below are what "
+      "runs)";
+  EXPECT_NE(r.out.find("scenario: dlrm_4gpu — "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.substr(0, r.out.find('\n')).find(marked), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nplatform: 2 x A100-SXM4-40GB"), std::string::npos) << r.out;
+  EXPECT_NE(read_file(dir_ / "a" / "scenario.yaml").find(marked), std::string::npos);
+  const Result again = run("run a/scenario.yaml --no-trace --out b");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(dir_ / "a" / "summary.txt"), read_file(dir_ / "b" / "summary.txt"));
+  // A description the user overrides is theirs.
+  const Result own = run("run " + scenario + " --no-trace --out c --set description=mine");
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_EQ(own.out.rfind("scenario: dlrm_4gpu — mine\n", 0), 0U) << own.out;
+}
+
 /// Each rank's iteration time (ms, as printed) from a summary's table, in rank order.
 std::vector<std::string> rank_iteration_times(const std::string& summary) {
   std::vector<std::string> times;
@@ -355,14 +381,33 @@ bool is_slow_scenario(const fs::path& file) {
   return false;
 }
 
-TEST_F(Cli, EveryShippedScenarioRunsAndEveryModelNameResolves) {
+/// A summary with every path to a test/data folder cut to its `test/data/...` tail: a trace
+/// scenario names its folder as the scenario file does (relative to it), its resolved copy
+/// by the absolute path.
+std::string without_data_folder_prefix(const std::string& summary) {
+  static const std::regex kPathToData(R"([^ ]*test/data/)");
+  return std::regex_replace(summary, kPathToData, "test/data/");
+}
+
+// Each shipped scenario runs, and its resolved scenario.yaml, run again from another working
+// directory, predicts the same (trace folders were kept relative to the old file).
+TEST_F(Cli, EveryShippedScenarioRunsAndItsResolvedScenarioReproducesIt) {
   int scenarios = 0;
+  fs::create_directories(dir_ / "elsewhere");
   for (const auto& entry : fs::directory_iterator(UPSIM_CONFIGS_DIR)) {
     if (entry.path().extension() != ".yaml" || is_slow_scenario(entry.path())) continue;
     ++scenarios;
-    const Result r = run("run " + quote(entry.path().string()) + " --quiet --no-trace --out " +
-                         quote(entry.path().stem().string()));
-    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.output;
+    const std::string name = entry.path().stem().string();
+    const Result r =
+        run("run " + quote(entry.path().string()) + " --quiet --no-trace --out " + quote(name));
+    ASSERT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.output;
+    const Result again = upsim("run " + quote("../" + name + "/scenario.yaml") +
+                                   " --quiet --no-trace --out " + quote("../" + name + "-again"),
+                               dir_ / "elsewhere");
+    ASSERT_EQ(again.exit_code, 0) << name << " resolved:\n" << again.output;
+    EXPECT_EQ(without_data_folder_prefix(read_file(dir_ / name / "summary.txt")),
+              without_data_folder_prefix(read_file(dir_ / (name + "-again") / "summary.txt")))
+        << name;
   }
   EXPECT_GE(scenarios, 2);
 }

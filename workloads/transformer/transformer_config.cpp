@@ -13,6 +13,23 @@ namespace upsim {
 
 namespace {
 
+// The documented ranges of the schema (transformer_config.h): beyond the largest models trained
+// (Llama 3 405B: 126 layers, hidden 16384, ffn 53248, 128 heads, vocab 128256; contexts of 1 M
+// tokens), so that any what-if fits and a typo or overflow does not.
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHidden = int64_t{1} << 20;
+constexpr int64_t kMaxHeads = int64_t{1} << 16;
+constexpr int64_t kMaxFfn = int64_t{1} << 22;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxSeq = int64_t{1} << 24;
+constexpr int64_t kMaxMicroBatch = int64_t{1} << 20;
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
+constexpr int64_t kMaxExperts = int64_t{1} << 16;
+constexpr int64_t kMaxParallel = int64_t{1} << 24;  ///< GPUs of one parallel layout
+constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 32;
+constexpr int64_t kMaxElements = int64_t{1} << 56;  ///< of one tensor or kernel (x 8 B < 2^63)
+constexpr int64_t kMaxParameters = int64_t{1} << 50;
+
 /// What `architecture:` sets before explicit keys override it.
 struct ArchitecturePreset {
   std::string_view name;
@@ -69,12 +86,6 @@ int64_t llama_ffn(int64_t hidden) {
   constexpr int64_t kMultipleOf = 256;
   const int64_t width = 2 * (4 * hidden) / 3;
   return (width + kMultipleOf - 1) / kMultipleOf * kMultipleOf;
-}
-
-int64_t read_non_negative_int(const ConfigNode& node, std::string_view key, int64_t default_value) {
-  const int64_t v = node.get_int_or(key, default_value);
-  if (v < 0) node.child(key).fail(fmt::format("must be >= 0, got {}", v));
-  return v;
 }
 
 double read_fraction(const ConfigNode& node, std::string_view key, double default_value,
@@ -149,7 +160,7 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
     return p;
   }
   const ConfigNode& par = *section;
-  p.tensor = par.get_positive_int_or("tensor", 1);
+  p.tensor = par.get_int_in_or("tensor", 1, kMaxParallel, 1);
   p.sequence = par.get_bool_or("sequence", false);
   if (p.sequence && p.tensor == 1) {
     par.child("sequence")
@@ -157,8 +168,8 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
             "sequence parallel splits norms and dropout over the tensor-parallel ranks and needs "
             "parallelism.tensor > 1, got tensor 1");
   }
-  p.pipeline = par.get_positive_int_or("pipeline", 1);
-  p.virtual_stages = par.get_positive_int_or("virtual_stages", 1);
+  p.pipeline = par.get_int_in_or("pipeline", 1, kMaxParallel, 1);
+  p.virtual_stages = par.get_int_in_or("virtual_stages", 1, kMaxLayers, 1);
   if (p.virtual_stages > 1 && p.pipeline == 1) {
     par.child("virtual_stages")
         .fail(fmt::format("{} virtual stages (interleaved 1F1B) need parallelism.pipeline > 1, "
@@ -176,12 +187,16 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
     p.schedule =
         p.virtual_stages > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
   }
-  p.context = par.get_positive_int_or("context", 1);
-  p.expert = par.get_positive_int_or("expert", 1);
+  p.context = par.get_int_in_or("context", 1, kMaxParallel, 1);
+  p.expert = par.get_int_in_or("expert", 1, kMaxParallel, 1);
+  if (p.tensor * p.pipeline > kMaxParallel || p.tensor * p.pipeline * p.context > kMaxParallel) {
+    par.fail(fmt::format("tensor {} x pipeline {} x context {} is above {} GPUs", p.tensor,
+                         p.pipeline, p.context, kMaxParallel));
+  }
 
   const int64_t model_parallel = p.model_parallel();
   if (par.has("data")) {
-    p.data = par.get_positive_int("data");
+    p.data = par.get_int_in("data", 1, kMaxParallel);
     if (gpus > 0 && p.gpus() != static_cast<int64_t>(gpus)) {
       par.child("data").fail(fmt::format(
           "tensor {} x pipeline {} x context {} x data {} = {} GPUs, but the platform has {} "
@@ -228,30 +243,59 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
 
 MoeConfig read_moe(const ConfigNode& moe, int64_t ffn) {
   MoeConfig m;
-  m.experts = moe.get_positive_int("experts");
-  m.top_k = moe.get_positive_int_or("top_k", 2);
+  m.experts = moe.get_int_in("experts", 1, kMaxExperts);
+  m.top_k = moe.get_int_in_or("top_k", 1, kMaxExperts, 2);
   if (m.top_k > m.experts) {
     moe.child("top_k").fail(fmt::format(
         "each token is routed to top_k {} experts, but moe.experts is {}", m.top_k, m.experts));
   }
-  m.capacity_factor = moe.get_double_or("capacity_factor", 1.25);
-  if (!std::isfinite(m.capacity_factor) || m.capacity_factor < 0.0) {
-    moe.child("capacity_factor")
-        .fail(fmt::format("must be >= 0 (0 = dropless), got {}", m.capacity_factor));
-  }
-  m.shared_experts = read_non_negative_int(moe, "shared_experts", 0);
-  m.expert_ffn = moe.get_positive_int_or("expert_ffn", ffn);
-  m.every = moe.get_positive_int_or("every", 1);
-  m.imbalance = moe.get_double_or("imbalance", 0.0);
-  if (!std::isfinite(m.imbalance) || m.imbalance < 0.0) {
-    moe.child("imbalance").fail(fmt::format("must be >= 0, got {}", m.imbalance));
-  }
+  // 0 = dropless; a factor above the experts' count holds every token anyway.
+  m.capacity_factor = moe.get_double_in_or("capacity_factor", 0.0, kMaxExperts, 1.25);
+  m.shared_experts = moe.get_int_in_or("shared_experts", 0, kMaxExperts, 0);
+  m.expert_ffn = moe.get_int_in_or("expert_ffn", 1, kMaxFfn, ffn);
+  m.every = moe.get_int_in_or("every", 1, kMaxLayers, 1);
+  m.imbalance = moe.get_double_in_or("imbalance", 0.0, kMaxExperts, 0.0);
   return m;
+}
+
+/// The sizes the generator multiplies stay far inside int64 (bytes of a tensor, FLOPs of a
+/// kernel): each product below, computed exactly, must be at most its bound.
+void check_products(const ConfigNode& workload, const TransformerConfig& c) {
+  __extension__ typedef __int128 Wide;  // exact: every product below stays under 2^80
+  const Wide tokens = Wide{c.micro_batch} * c.seq;
+  if (tokens > kMaxTokensPerMicroBatch) {
+    workload.child("seq").fail(
+        fmt::format("micro_batch {} x seq {} is above {} tokens per micro-batch", c.micro_batch,
+                    c.seq, kMaxTokensPerMicroBatch));
+  }
+  // Attention: micro_batch x heads x seq^2 scores, micro_batch x seq^2 x hidden FLOPs.
+  if (tokens * c.seq * std::max(c.heads, c.hidden) > kMaxElements) {
+    workload.child("seq").fail(fmt::format(
+        "micro_batch {} x seq {}^2 x hidden {} is above 2^56: the attention of one micro-batch "
+        "is too large to price",
+        c.micro_batch, c.seq, c.hidden));
+  }
+  const int64_t widest = std::max({c.hidden, c.ffn, c.vocab, c.moe.expert_ffn});
+  if (tokens * widest * std::max<int64_t>(1, c.moe.top_k) > kMaxElements) {
+    workload.child("seq").fail(
+        fmt::format("micro_batch {} x seq {} tokens x width {} is above 2^56 activation elements",
+                    c.micro_batch, c.seq, widest));
+  }
+  const Wide experts = std::max<int64_t>(1, c.moe.experts + c.moe.shared_experts);
+  const Wide per_layer = Wide{4} * c.hidden * c.hidden +
+                         Wide{3} * c.hidden * std::max(c.ffn, c.moe.expert_ffn) * experts;
+  if (Wide{c.layers} * per_layer + Wide{c.vocab} * c.hidden > kMaxParameters) {
+    workload.child("layers").fail(fmt::format(
+        "{} layers of hidden {}, ffn {}{} are above 2^50 parameters", c.layers, c.hidden,
+        std::max(c.ffn, c.moe.expert_ffn),
+        c.moe.experts > 0 ? fmt::format(" and {} experts", static_cast<int64_t>(experts)) : ""));
+  }
 }
 
 /// The checks that tie the model shape to the parallel layout.
 void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_node,
               const std::optional<ConfigNode>& moe_node, const TransformerConfig& c) {
+  check_products(workload, c);
   const ParallelismConfig& p = c.parallelism;
   if (c.heads % p.tensor != 0) {
     workload.child("heads").fail(
@@ -352,10 +396,10 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   const ArchitecturePreset& preset = *std::find_if(
       kPresets.begin(), kPresets.end(), [&](const auto& p) { return p.name == c.architecture; });
 
-  c.layers = workload.get_positive_int("layers");
-  c.hidden = workload.get_positive_int("hidden");
-  c.heads = workload.get_positive_int("heads");
-  c.kv_heads = workload.get_positive_int_or("kv_heads", c.heads);
+  c.layers = workload.get_int_in("layers", 1, kMaxLayers);
+  c.hidden = workload.get_int_in("hidden", 1, kMaxHidden);
+  c.heads = workload.get_int_in("heads", 1, kMaxHeads);
+  c.kv_heads = workload.get_int_in_or("kv_heads", 1, kMaxHeads, c.heads);
 
   constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
   constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,
@@ -368,11 +412,12 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
       TransformerPosition::kLearned, TransformerPosition::kRotary, TransformerPosition::kAlibi,
       TransformerPosition::kNone};
   c.activation = read_enum(workload, "activation", kActNames, kActs, preset.activation);
-  c.ffn = workload.get_positive_int_or(
-      "ffn", c.activation == TransformerActivation::kSwiglu ? llama_ffn(c.hidden) : 4 * c.hidden);
-  c.vocab = workload.get_positive_int("vocab");
-  c.seq = workload.get_positive_int("seq");
-  c.micro_batch = workload.get_positive_int_or("micro_batch", 1);
+  c.ffn = workload.get_int_in_or(
+      "ffn", 1, kMaxFfn,
+      c.activation == TransformerActivation::kSwiglu ? llama_ffn(c.hidden) : 4 * c.hidden);
+  c.vocab = workload.get_int_in("vocab", 1, kMaxVocab);
+  c.seq = workload.get_int_in("seq", 1, kMaxSeq);
+  c.micro_batch = workload.get_int_in_or("micro_batch", 1, kMaxMicroBatch, 1);
   c.dtype = read_dtype(workload);
   c.causal = workload.get_bool_or("causal", preset.causal);
   c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
@@ -392,8 +437,9 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
 
   // Default: one micro-batch per pipeline stage per data-parallel rank (the fewest that fill
   // the pipeline).
-  c.global_batch = workload.get_positive_int_or(
-      "global_batch", c.micro_batch * c.parallelism.data * c.parallelism.pipeline);
+  c.global_batch = workload.get_int_in_or(
+      "global_batch", 1, kMaxGlobalBatch,
+      std::min(kMaxGlobalBatch, c.micro_batch * c.parallelism.data * c.parallelism.pipeline));
 
   constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
   constexpr std::array<Recompute, 3> kRecomputes = {Recompute::kNone, Recompute::kSelective,

@@ -67,6 +67,12 @@
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
 //                              #   (identical work; their traffic still crosses the fabric);
 //                              #   false = simulate every GPU
+// Ranges (an error naming the key outside them; beyond every model trained so far): layers
+// 1 .. 4096, hidden 1 .. 2^20, heads and kv_heads 1 .. 2^16, ffn and expert_ffn 1 .. 2^22,
+// vocab and seq 1 .. 2^24, micro_batch 1 .. 2^20, global_batch 1 .. 2^31, experts 1 .. 2^16,
+// each parallel degree 1 .. 2^24 and tensor x pipeline x context at most 2^24; products:
+// micro_batch x seq at most 2^32 tokens, tokens x seq x hidden and tokens x widest layer at
+// most 2^56, parameters at most 2^50.
 #pragma once
 
 #include <array>

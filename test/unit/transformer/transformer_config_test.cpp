@@ -267,6 +267,37 @@ TEST(TransformerConfig, KvHeadsRules) {
   EXPECT_EQ(error_of(replace(llama2_70b(), "kv_heads: 8", "kv_heads: 2"), 256), "");
 }
 
+// Sizes the generator multiplies: each outside its documented range, or a product above its
+// bound, is an error naming the key. Before, seq 2^62 wrapped a GEMM to m = 0 and vocab 2^63-1
+// to a negative n (an internal "gemm model" error at best).
+TEST(TransformerConfig, SizesOutsideTheirRangesOrOverflowingProductsNameTheKey) {
+  const auto expect_error = [](const std::string& yaml, const std::string& want) {
+    const std::string e = error_of(yaml, 1024);
+    EXPECT_NE(e.find(want), std::string::npos) << "want: " << want << "\ngot: " << e;
+  };
+  expect_error(replace(gpt3(), "seq: 2048", "seq: 4611686018427387904"),
+               "workload.seq: must be between 1 and 16777216, got 4611686018427387904");
+  expect_error(replace(gpt3(), "vocab: 51200", "vocab: 9223372036854775807"),
+               "workload.vocab: must be between 1 and 16777216");
+  expect_error(replace(gpt3(), "layers: 96", "layers: 2147483647"),
+               "workload.layers: must be between 1 and 4096");
+  expect_error(replace(gpt3(), "global_batch: 1536", "global_batch: 9223372036854775807"),
+               "workload.global_batch: must be between 1 and 2147483648");
+  expect_error(replace(gpt3(), "tensor: 8", "tensor: 4294967296"),
+               "parallelism.tensor: must be between 1 and 16777216");
+  // Each within its range, the product not.
+  expect_error(replace(gpt3(), "seq: 2048", "seq: 16777216"),
+               "workload.seq: micro_batch 1 x seq 16777216^2 x hidden 12288 is above 2^56");
+  expect_error(
+      replace(replace(gpt3(), "seq: 2048", "seq: 16777216"), "micro_batch: 1", "micro_batch: 1024"),
+      "workload.seq: micro_batch 1024 x seq 16777216 is above 4294967296 tokens");
+  expect_error(
+      replace(replace(gpt3(), "tensor: 8", "tensor: 4096"), "pipeline: 8", "pipeline: 8192"),
+      "parallelism: tensor 4096 x pipeline 8192 x context 1 is above 16777216 GPUs");
+  expect_error(replace(gpt3(), "hidden: 12288", "hidden: 1048320"),
+               "workload.layers: 96 layers of hidden 1048320, ffn 4193280 are above 2^50");
+}
+
 TEST(TransformerConfig, HiddenNotDivisibleByHeads) {
   const std::string e = error_of(replace(gpt3(), "hidden: 12288", "hidden: 12300"), 1024);
   std::printf("%s\n", e.c_str());

@@ -748,14 +748,15 @@ network:
       load_text(base + "  switch_link: {kind: x, bandwidth: 1GB/s, latency: 1ns}\n" +
                 "  oversubscription: " + value + "\n");
     });
-    EXPECT_TRUE(contains(range.what(),
-                         "network.oversubscription: must be between 0.015625 and 1024, got"))
+    EXPECT_TRUE(
+        contains(range.what(), "network.oversubscription: must be between 0.015625 and 1024, got"))
         << range.what();
   }
   // Link bandwidths stop at 1 PB/s.
   EXPECT_TRUE(contains(config_error([&] {
-                         load_text(base + "  switch_link: {kind: x, bandwidth: 1e23GB/s, "
-                                          "latency: 1ns}\n");
+                         load_text(base +
+                                   "  switch_link: {kind: x, bandwidth: 1e23GB/s, "
+                                   "latency: 1ns}\n");
                        }).what(),
                        "bandwidth must be at most 1 PB/s"));
 }

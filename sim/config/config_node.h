@@ -95,7 +95,7 @@ class ConfigNode {
   Duration as_duration() const;
   Bandwidth as_bandwidth() const;
   FlopRate as_flop_rate() const;
-  /// Whole bytes: "4KiB", "25GB", or a plain integer.
+  /// Whole bytes with a unit: "4KiB", "25GB", "512B" (a bare number only for 0).
   int64_t as_bytes() const;
   std::vector<int64_t> as_int_list() const;
   std::vector<std::string> as_string_list() const;

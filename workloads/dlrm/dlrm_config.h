@@ -34,7 +34,8 @@
 //     optimizer: sgd               # sgd (default; the only one): dense SGD step, and SGD fused
 //                                  #   into the embedding backward
 //
-// Units: byte sizes accept "25MiB", "25MB" (10^6) or a plain integer (sim/config/quantity_parse.h).
+// Units: byte sizes need one, "25MiB" or "25MB" (10^6); a bare number only for 0
+// (sim/config/quantity_parse.h).
 #pragma once
 
 #include <cstdint>

@@ -18,8 +18,14 @@
 //                                  #   width is dim + T(T+1)/2 for T tables; the last must be 1
 //                                  #   (the logit that binary_cross_entropy reads)
 //     interaction: dot             # dot (default; the only one)
+//     all_to_all_dtype: fp16       # fp32 | fp16 | bf16: payload of the embedding all-to-all
+//                                  #   (pooled embeddings forward, their gradients backward);
+//                                  #   default: embeddings.dtype. When it differs from the
+//                                  #   embeddings' or the MLPs' dtype, cast kernels convert.
 //     embeddings:                  # required
 //       dim: 128                   # required; 1 .. 2^16
+//       dtype: fp32                # fp32 (default) | fp16 | bf16: table weights, lookups and
+//                                  #   the fused backward's gradients (FBGEMM SparseType)
 //       index_bytes: 8             # 8 (int64 indices, default) or 4 (int32)
 //       tables:                    # required, non-empty: groups of identical tables whose ids
 //         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
@@ -56,6 +62,10 @@ struct DlrmConfig {
   /// Width of each top layer.
   std::vector<int64_t> top_mlp;
   int64_t embedding_dim = 0;
+  /// Element type of the table weights, the pooled lookups and their gradients.
+  DType embedding_dtype = DType::kFp32;
+  /// Element type of the embedding all-to-all payload (forward and backward).
+  DType all_to_all_dtype = DType::kFp32;
   /// Bytes per sparse index and per offset (int64 or int32).
   int64_t index_bytes = 8;
   /// Every table, in table-id order (groups expanded).

@@ -128,7 +128,7 @@ class RankEmitter {
   KernelDesc embedding_kernel(KernelClass cls) const {
     KernelDesc k;
     k.cls = cls;
-    k.dtype = DType::kFp32;
+    k.dtype = cfg_.embedding_dtype;
     k.embedding = local_embedding_shape();
     k.embedding.index_bytes = cfg_.index_bytes;
     for (uint32_t t : local_tables_) {
@@ -139,11 +139,23 @@ class RankEmitter {
   }
 
   /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
-  /// gets a concat kernel on the compute stream); `elements` fp32 values are read and written.
+  /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
+  /// read and written.
   void pack_send_buffer(int64_t elements) {
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, DType::kFp32, as_double(elements), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, cfg_.all_to_all_dtype, as_double(elements), 0, 1, 1));
   }
+
+  /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
+  /// only where the two store differently (tf32 stores fp32).
+  void convert(DType from, DType to, int64_t elements) {
+    if (storage_dtype(from) == storage_dtype(to)) return;
+    KernelDesc cast = pointwise(MemoryOp::kCopy, to, as_double(elements), 0, 0, 1);
+    cast.bytes_read = as_double(elements * dtype_bytes(from));
+    single_kernel("aten::to", "vectorized_elementwise_kernel/copy_", "aten::copy_", cast);
+  }
+
+  static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
 
   /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
   /// event that marks its end.
@@ -182,9 +194,12 @@ class RankEmitter {
                     "fbgemm::split_embedding_codegen_lookup_sgd_function",
                     embedding_kernel(KernelClass::kEmbeddingForward));
     }
+    const int64_t local_values =
+        cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_;
     if (distributed_) {
       if (!local_tables_.empty()) {
-        pack_send_buffer(cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
+        convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
+        pack_send_buffer(local_values);
       }
       a2a_done = all_to_all(groups.a2a_forward);
     }
@@ -195,6 +210,8 @@ class RankEmitter {
       relu_forward(bot[l + 1]);
     }
     if (distributed_) wait_for("All2All_Pooled_Wait", a2a_done);
+    // The pooled embeddings (received, or this rank's own) in the MLPs' dtype.
+    convert(distributed_ ? cfg_.all_to_all_dtype : cfg_.embedding_dtype, dt_, b_ * t_ * d_);
 
     // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
     // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
@@ -336,6 +353,7 @@ class RankEmitter {
 
     TaskId a2a_done = kNoTask;
     if (distributed_) {
+      convert(dt_, cfg_.all_to_all_dtype, b_ * t_ * d_);
       pack_send_buffer(b_ * t_ * d_);
       a2a_done = all_to_all(groups.a2a_backward);
     }
@@ -351,6 +369,9 @@ class RankEmitter {
 
     if (distributed_) wait_for("All2All_ReqBackward", a2a_done);
     if (!local_tables_.empty()) {
+      // The gradients of this rank's lookups, as the fused backward reads them.
+      convert(distributed_ ? cfg_.all_to_all_dtype : dt_, cfg_.embedding_dtype,
+              cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
       single_kernel("CppNode<SplitLookupFunction_sgd_Op>",
                     "split_embedding_backward_codegen_sgd_unweighted_kernel",
                     "fbgemm::split_embedding_backward_codegen_sgd",
@@ -439,9 +460,10 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   check_inputs(config, inputs);
   DlrmGraph built;
   built.local_batch = config.global_batch / inputs.ranks;
-  built.placement = shard_tables(ShardingInput{config.tables, config.embedding_dim,
-                                               config.optimizer, inputs.memory_capacity_bytes},
-                                 config.sharding, config.sharding_seed);
+  built.placement =
+      shard_tables(ShardingInput{config.tables, config.embedding_dim, config.optimizer,
+                                 inputs.memory_capacity_bytes, dtype_bytes(config.embedding_dtype)},
+                   config.sharding, config.sharding_seed);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
@@ -457,14 +479,15 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
         graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
   }
 
-  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D fp32 values to every rank j
+  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D values to every rank j
   // (itself included); the backward sends the gradients back, the transpose. Both are outer
   // products (O(n) memory, shared by every iteration's collective).
   const size_t n = inputs.ranks;
   std::vector<int64_t> per_rank(n);
   for (size_t i = 0; i < n; ++i) {
     const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
-    per_rank[i] = built.local_batch * tables * config.embedding_dim * kFp32Bytes;
+    per_rank[i] =
+        built.local_batch * tables * config.embedding_dim * dtype_bytes(config.all_to_all_dtype);
   }
   const std::vector<int64_t> ones(n, 1);
   const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);

@@ -179,6 +179,47 @@ TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
   EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
 }
 
+std::string with(const char* yaml, const std::string& from, const std::string& to) {
+  std::string text(yaml);
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+// fp16 embeddings: the tables take half the bytes, the lookups read 2-byte rows, the all-to-all
+// moves 2-byte values, and casts convert between them and the fp32 MLPs (aten::to on each side).
+TEST(DlrmGenerator, EmbeddingAndAllToAllDtypesReachTablesLookupsPayloadAndCasts) {
+  const std::string fp16 = with(kTiny, "    dim: 2\n", "    dim: 2\n    dtype: fp16\n");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(fp16.c_str(), 2), inputs_of(2, 1), g);
+  EXPECT_EQ(built.placement.memory_bytes[0], 100 * 2 * 2);  // t0: 100 rows x dim 2 x 2 B
+  // Rank i sends 4 samples x T_i tables x dim 2 x 2 B to each rank: half of fp32's.
+  EXPECT_EQ(g.collective(0).send_bytes, AllToAllSizes::dense(2, {16, 16, 32, 32}));
+  EXPECT_EQ(g.collective(3).send_bytes, AllToAllSizes::dense(2, {16, 32, 16, 32}));
+  for (const char* lookup : {"fbgemm::split_embedding_codegen_lookup_sgd_function",
+                             "fbgemm::split_embedding_backward_codegen_sgd"}) {
+    const std::vector<KernelDesc> k = kernels_of(g, 0, lookup);
+    ASSERT_EQ(k.size(), 1U) << lookup;
+    EXPECT_EQ(k[0].dtype, DType::kFp16) << lookup;
+  }
+  // Payload = embeddings (fp16): casts only to and from the fp32 MLPs, b x T x D = 4 x 3 x 2.
+  const std::vector<KernelDesc> casts = kernels_of(g, 0, "aten::copy_");
+  ASSERT_EQ(casts.size(), 2U);
+  EXPECT_EQ(casts[0].dtype, DType::kFp32);  // received fp16 -> fp32 for the interaction
+  EXPECT_DOUBLE_EQ(casts[0].bytes_read, 24 * 2);
+  EXPECT_DOUBLE_EQ(casts[0].bytes_written, 24 * 4);
+  EXPECT_EQ(casts[1].dtype, DType::kFp16);  // fp32 gradients -> fp16 payload
+  // fp32 everywhere (the default): no cast at all.
+  TaskGraph plain;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), plain);
+  EXPECT_TRUE(kernels_of(plain, 0, "aten::copy_").empty());
+  // An fp32 payload for fp16 tables: two more casts around the lookups.
+  TaskGraph mixed;
+  generate_dlrm(config_of((fp16 + "  all_to_all_dtype: fp32\n").c_str(), 2), inputs_of(2, 1),
+                mixed);
+  EXPECT_EQ(kernels_of(mixed, 0, "aten::copy_").size(), 2U);
+  EXPECT_EQ(mixed.collective(0).send_bytes, AllToAllSizes::dense(2, {32, 32, 64, 64}));
+}
+
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);

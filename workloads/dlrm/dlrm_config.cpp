@@ -176,8 +176,8 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (config.bottom_mlp.back() != config.embedding_dim) {
     workload.child("bottom_mlp")
-        .fail(fmt::format("ends with {}, but the dot interaction needs the bottom MLP output to "
-                          "equal embeddings.dim = {}",
+        .fail(fmt::format("ends with {}, but the interaction stacks the bottom MLP output with "
+                          "the pooled embeddings, so it must equal embeddings.dim = {}",
                           config.bottom_mlp.back(), config.embedding_dim));
   }
   config.top_mlp = read_widths(workload, "top_mlp", 1, "layer widths");
@@ -185,7 +185,11 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     workload.child("top_mlp").fail(fmt::format(
         "ends with {}, but binary_cross_entropy needs one output (1)", config.top_mlp.back()));
   }
-  workload.get_choice_or("interaction", {"dot"}, "dot");
+  if (workload.get_choice_or("interaction", {"dot", "dcnv2"}, "dot") == "dcnv2") {
+    config.interaction = DlrmInteraction::kDcnV2;
+    config.cross_layers = workload.get_int_in_or("cross_layers", 1, 64, 3);
+    config.cross_rank = workload.get_int_in_or("cross_rank", 1, int64_t{1} << 16, 512);
+  }
 
   config.sharding = read_sharding(workload);
   const int64_t seed = workload.get_int_or("sharding_seed", 0);

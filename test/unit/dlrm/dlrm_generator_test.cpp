@@ -220,6 +220,40 @@ TEST(DlrmGenerator, EmbeddingAndAllToAllDtypesReachTablesLookupsPayloadAndCasts)
   EXPECT_EQ(mixed.collective(0).send_bytes, AllToAllSizes::dense(2, {32, 32, 64, 64}));
 }
 
+// DCNv2 on the tiny model: N = (3 tables + 1) x dim 2 = 8, two cross layers of rank 3.
+TEST(DlrmGenerator, DcnV2CrossNetworkKernelsBucketsAndStep) {
+  const std::string dcn =
+      std::string(kTiny) + "  interaction: dcnv2\n  cross_layers: 2\n  cross_rank: 3\n";
+  const DlrmConfig config = config_of(dcn.c_str(), 2);
+  EXPECT_EQ(config.cross_width(), 8);
+  EXPECT_EQ(config.top_mlp_input(), 8);
+  EXPECT_EQ(cross_param_elements(config), (std::vector<int64_t>{24, 24, 8, 24, 24, 8}));
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config, inputs_of(2, 1), g);
+  // Forward per layer: V (b x N -> r) and W (b x r -> N); backward per layer: grad input and
+  // grad weight of each. No bmm: the dot interaction is gone.
+  const std::vector<KernelDesc> mm = kernels_of(g, 0, "aten::mm");
+  int forward_v = 0;
+  int forward_w = 0;
+  for (const KernelDesc& k : mm) {
+    if (k.m == 4 && k.n == 3 && k.k == 8) ++forward_v;
+    if (k.m == 4 && k.n == 8 && k.k == 3) ++forward_w;
+  }
+  EXPECT_EQ(forward_v, 2 + 2);  // forward V, and W's backward grad input (same shape)
+  EXPECT_EQ(forward_w, 2 + 2);  // forward W, and V's backward grad input
+  EXPECT_TRUE(kernels_of(g, 0, "aten::bmm").empty());
+  // The top DDP module carries the cross network: fp32 top MLP [8, 4, 1] = 164 B plus
+  // 2 x (24 + 24 + 8) x 4 B = 448 B.
+  int64_t top_bytes = 0;
+  for (const pytorch::DdpBucket& b : built.top_buckets)
+    top_bytes += b.bytes;
+  EXPECT_EQ(top_bytes, 164 + 448);
+  const std::vector<KernelDesc> step = kernels_of(g, 0, "aten::_foreach_add_");
+  ASSERT_EQ(step.size(), 1U);
+  EXPECT_EQ(step[0].optimizer.tensor_elements,
+            (std::vector<int64_t>{8, 2, 24, 24, 8, 24, 24, 8, 32, 4, 4, 1}));
+}
+
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);

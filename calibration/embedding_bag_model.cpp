@@ -177,6 +177,10 @@ EmbeddingTableTraffic embedding_table_traffic(KernelClass cls, DType dtype, int6
       case FusedEmbeddingOptimizer::kRowWiseAdagrad:
         state = 2.0 * t.distinct_rows * kSectorBytes;
         break;
+      case FusedEmbeddingOptimizer::kAdam:
+        // FBGEMM's fused Adam: both moments of every touched row read and written.
+        state = 4.0 * t.distinct_rows * ceil_sector(4.0 * as_double(table.dim));
+        break;
     }
     t.dram_bytes = b * per_bag + b * row + sort_passes * 2.0 * t.lookups * (idx + kSortValueBytes) +
                    2.0 * t.distinct_rows * row + state;

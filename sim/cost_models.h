@@ -109,6 +109,7 @@ enum class FusedEmbeddingOptimizer : uint8_t {
   kSgd,             ///< w -= lr g
   kAdagrad,         ///< element-wise momentum: one fp32 state per weight element
   kRowWiseAdagrad,  ///< one fp32 state per row
+  kAdam,            ///< two fp32 states per weight element (exp_avg, exp_avg_sq)
 };
 
 /// The update rule of a MemoryOp::kOptimizer kernel (PyTorch torch.optim, default options:

@@ -27,6 +27,9 @@ constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
 constexpr double kMaxTotalBytes = 4.611686018427387904e18;
 /// The widest element the tables or the all-to-all hold (fp32): the size bounds hold for all.
 constexpr int64_t kMaxElementBytes = 4;
+/// The most bytes one table element takes with its optimizer state (fp32 weight and Adam's two
+/// fp32 moments).
+constexpr int64_t kMaxTableElementBytes = 12;
 
 /// `node`'s integer value, or an error naming it when above `bound`.
 int64_t at_most(const ConfigNode& node, int64_t value, int64_t bound, std::string_view what) {
@@ -126,10 +129,11 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
           fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
     }
     total_bytes += static_cast<double>(count) * static_cast<double>(rows) *
-                   static_cast<double>(config.embedding_dim * kMaxElementBytes);
+                   static_cast<double>(config.embedding_dim * kMaxTableElementBytes);
     if (total_bytes > kMaxTotalBytes) {
       group.child("rows").fail(fmt::format(
-          "makes the tables hold over 2^62 bytes of fp32 weights ({} tables of {} rows x {})",
+          "makes the tables hold over 2^62 bytes of weights and optimizer state ({} tables of {} "
+          "rows x {} x 12 B)",
           total, rows, config.embedding_dim));
     }
     config.tables.insert(config.tables.end(), static_cast<size_t>(count),
@@ -205,8 +209,20 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   if (config.ddp_first_bucket_bytes <= 0) {
     workload.child("ddp_first_bucket").fail("must be positive");
   }
-  workload.get_choice_or("optimizer", {"sgd"}, "sgd");
-  config.optimizer = EmbeddingOptimizer::kSgd;
+  const std::string dense =
+      workload.get_choice_or("optimizer", {"sgd", "adagrad", "adam", "adamw"}, "sgd");
+  config.dense_optimizer = dense == "sgd"       ? OptimizerKind::kSgd
+                           : dense == "adagrad" ? OptimizerKind::kAdagrad
+                           : dense == "adam"    ? OptimizerKind::kAdam
+                                                : OptimizerKind::kAdamW;
+  const ConfigNode emb = workload.child("embeddings");
+  const std::string fused =
+      emb.get_choice_or("optimizer", {"sgd", "adagrad", "rowwise_adagrad", "adam"},
+                        dense == "adamw" ? std::string("adam") : dense);
+  config.optimizer = fused == "sgd"               ? EmbeddingOptimizer::kSgd
+                     : fused == "adagrad"         ? EmbeddingOptimizer::kAdagrad
+                     : fused == "rowwise_adagrad" ? EmbeddingOptimizer::kRowWiseAdagrad
+                                                  : EmbeddingOptimizer::kAdam;
   return config;
 }
 

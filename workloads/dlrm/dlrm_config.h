@@ -43,8 +43,12 @@
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
-//     optimizer: sgd               # sgd (default; the only one): dense SGD step, and SGD fused
-//                                  #   into the embedding backward
+//     optimizer: sgd               # dense MLP (and cross network) optimizer: sgd (default) |
+//                                  #   adagrad | adam | adamw (torch.optim, foreach), state in fp32
+//   and under embeddings:
+//       optimizer: sgd             # fused into the embedding backward (FBGEMM): sgd | adagrad |
+//                                  #   rowwise_adagrad | adam; default: the dense one's (adamw ->
+//                                  #   adam); its fp32 state counts in the table memory
 //
 // Units: byte sizes need one, "25MiB" or "25MB" (10^6); a bare number only for 0
 // (sim/config/quantity_parse.h).
@@ -86,7 +90,10 @@ struct DlrmConfig {
   uint64_t sharding_seed = 0;
   int64_t ddp_bucket_bytes = pytorch::kDefaultDdpBucketBytes;
   int64_t ddp_first_bucket_bytes = pytorch::kDefaultDdpFirstBucketBytes;
+  /// Optimizer fused into the embedding backward.
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  /// Optimizer of the dense parameters (MLPs, cross network).
+  OptimizerKind dense_optimizer = OptimizerKind::kSgd;
   DlrmInteraction interaction = DlrmInteraction::kDot;
   /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
   int64_t cross_layers = 0;

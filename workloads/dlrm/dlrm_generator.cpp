@@ -31,6 +31,20 @@ double as_double(int64_t v) {
   return static_cast<double>(v);
 }
 
+/// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
+std::string_view torch_optimizer_class(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdagrad:
+      return "Adagrad";
+    case OptimizerKind::kAdam:
+      return "Adam";
+    case OptimizerKind::kAdamW:
+      return "AdamW";
+    default:
+      return "SGD";
+  }
+}
+
 /// Collective groups of one iteration, in the order every rank's comm stream runs them.
 struct IterationGroups {
   CollectiveId a2a_forward = 0;
@@ -130,6 +144,7 @@ class RankEmitter {
     k.cls = cls;
     k.dtype = cfg_.embedding_dtype;
     k.embedding = local_embedding_shape();
+    k.embedding.optimizer = cfg_.optimizer;
     k.embedding.index_bytes = cfg_.index_bytes;
     for (uint32_t t : local_tables_) {
       k.embedding.per_table.push_back(
@@ -189,9 +204,9 @@ class RankEmitter {
   void forward(const IterationGroups& groups) {
     TaskId a2a_done = kNoTask;
     if (!local_tables_.empty()) {
-      single_kernel("fbgemm::split_embedding_codegen_lookup_sgd_function",
-                    "split_embedding_codegen_forward_unweighted_kernel",
-                    "fbgemm::split_embedding_codegen_lookup_sgd_function",
+      const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
+                                         fbgemm_optimizer_name(cfg_.optimizer));
+      single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
                     embedding_kernel(KernelClass::kEmbeddingForward));
     }
     const int64_t local_values =
@@ -406,7 +421,8 @@ class RankEmitter {
   }
 
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
-    body("Optimizer.zero_grad#SGD.zero_grad");
+    body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
+                     torch_optimizer_class(cfg_.dense_optimizer)));
     single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
                   pointwise(MemoryOp::kCopy, DType::kFp32, 1, 0, 0, 1));
     single_kernel("BinaryCrossEntropyBackward0",
@@ -452,9 +468,10 @@ class RankEmitter {
       // The gradients of this rank's lookups, as the fused backward reads them.
       convert(distributed_ ? cfg_.all_to_all_dtype : dt_, cfg_.embedding_dtype,
               cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
-      single_kernel("CppNode<SplitLookupFunction_sgd_Op>",
-                    "split_embedding_backward_codegen_sgd_unweighted_kernel",
-                    "fbgemm::split_embedding_backward_codegen_sgd",
+      const std::string_view name = fbgemm_optimizer_name(cfg_.optimizer);
+      single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
+                    fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
+                    fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
                     embedding_kernel(KernelClass::kEmbeddingBackward));
     }
     if (distributed_) {
@@ -474,7 +491,7 @@ class RankEmitter {
   /// (2 flops per element: scale and add). The descriptor names the update and its tensors, so
   /// the optimizer model counts multi_tensor_apply's launches.
   void optimizer_step() {
-    OptimizerShape sgd{OptimizerKind::kSgd, OptimizerImpl::kForeach};
+    OptimizerShape sgd{cfg_.dense_optimizer, OptimizerImpl::kForeach};
     int64_t elements = 0;
     // The cross network (DCNv2) is registered between the bottom and the top MLP.
     const std::vector<int64_t> cross = cross_param_elements(cfg_);
@@ -495,8 +512,13 @@ class RankEmitter {
     }
     KernelDesc update = pointwise(MemoryOp::kOptimizer, dt_, as_double(elements), 2, 2, 1);
     update.optimizer = std::move(sgd);
-    single_kernel("Optimizer.step#SGD.step", "multi_tensor_apply_kernel/sgd", "aten::_foreach_add_",
-                  update);
+    const std::string_view cls = torch_optimizer_class(cfg_.dense_optimizer);
+    single_kernel(
+        fmt::format("Optimizer.step#{}.step", cls),
+        fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(cfg_.dense_optimizer)),
+        cfg_.dense_optimizer == OptimizerKind::kSgd ? "aten::_foreach_add_"
+                                                    : "aten::_foreach_addcdiv_",
+        update);
   }
 
   const DlrmConfig& cfg_;
@@ -532,6 +554,20 @@ void check_inputs(const DlrmConfig& c, const DlrmPlacementInputs& in) {
 }
 
 }  // namespace
+
+std::string_view fbgemm_optimizer_name(EmbeddingOptimizer optimizer) {
+  switch (optimizer) {
+    case EmbeddingOptimizer::kSgd:
+      return "sgd";
+    case EmbeddingOptimizer::kAdagrad:
+      return "adagrad";
+    case EmbeddingOptimizer::kRowWiseAdagrad:
+      return "rowwise_adagrad";
+    case EmbeddingOptimizer::kAdam:
+      return "adam";
+  }
+  return "sgd";
+}
 
 std::vector<int64_t> cross_param_elements(const DlrmConfig& config) {
   std::vector<int64_t> out;

@@ -86,6 +86,10 @@ struct DlrmGraph {
   int64_t local_batch = 0;
 };
 
+/// FBGEMM's name of a fused optimizer in its op and kernel names
+/// (split_embedding_codegen_lookup_<name>_function, ..._backward_codegen_<name>_...).
+std::string_view fbgemm_optimizer_name(EmbeddingOptimizer optimizer);
+
 /// Elements of the DCNv2 cross network's parameters in registration order (per layer V_l
 /// r x N, W_l N x r, bias_l N); empty for the dot interaction.
 std::vector<int64_t> cross_param_elements(const DlrmConfig& config);

@@ -54,11 +54,13 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
           : fmt::format("dcnv2 interaction ({} cross layers of rank {} over {})", dlrm.cross_layers,
                         dlrm.cross_rank, dlrm.cross_width());
   out.description.push_back(fmt::format(
-      "workload: dlrm, {}, global batch {} ({} per rank), {} tables of dim {} ({}), all-to-all "
-      "{}, MLPs {}, sharding {}, {} iterations ({} warm-up)",
+      "workload: dlrm, {}, global batch {} ({} per rank), {} tables of dim {} ({}, fused {}), "
+      "all-to-all {}, MLPs {} ({}), sharding {}, {} iterations ({} warm-up)",
       interaction, dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
-      dtype_name(dlrm.embedding_dtype), dtype_name(dlrm.all_to_all_dtype), dtype_name(dlrm.dtype),
-      sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
+      dtype_name(dlrm.embedding_dtype), fbgemm_optimizer_name(dlrm.optimizer),
+      dtype_name(dlrm.all_to_all_dtype), dtype_name(dlrm.dtype),
+      optimizer_kind_name(dlrm.dense_optimizer), sharding_strategy_name(dlrm.sharding),
+      platform.iterations, platform.warmup_iterations));
   std::string tables = "embedding tables:";
   for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
     tables += fmt::format("{} rank {} {} ({})", r == 0 ? "" : ",", r,
@@ -81,6 +83,12 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   memory.parts.push_back({"embedding tables", *most});
   memory.parts.push_back({"dense weights", dense});
   memory.parts.push_back({"dense gradients", dense});
+  // torch.optim's fp32 state per dense parameter: Adagrad's sum, Adam's two moments.
+  const int64_t dense_elements = dense / dtype_bytes(dlrm.dtype);
+  const int64_t states = dlrm.dense_optimizer == OptimizerKind::kAdagrad ? 1
+                         : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
+                                                                         : 2;
+  if (states > 0) memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
   out.memory = std::move(memory);
   return out;
 }

@@ -194,6 +194,15 @@ int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOp
     case EmbeddingOptimizer::kSgd:
       optimizer_state_bytes = 0;
       break;
+    case EmbeddingOptimizer::kAdagrad:
+      optimizer_state_bytes = table.rows * dim * 4;
+      break;
+    case EmbeddingOptimizer::kRowWiseAdagrad:
+      optimizer_state_bytes = table.rows * 4;
+      break;
+    case EmbeddingOptimizer::kAdam:
+      optimizer_state_bytes = 2 * table.rows * dim * 4;
+      break;
   }
   return table.rows * dim * weight_bytes + optimizer_state_bytes;
 }

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/cost_models.h"
+
 namespace upsim {
 
 /// The sharders of the seed paper's experiments (Lin et al., TPDS 2024; the `naive_chunk`,
@@ -31,9 +33,7 @@ enum class ShardingStrategy : uint8_t {
 std::string_view sharding_strategy_name(ShardingStrategy strategy);
 
 /// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
-enum class EmbeddingOptimizer : uint8_t {
-  kSgd,  ///< plain SGD: no optimizer state
-};
+using EmbeddingOptimizer = FusedEmbeddingOptimizer;
 
 /// One embedding table. Every table of a DLRM has the model's embedding dim.
 struct EmbeddingTable {
@@ -44,7 +44,8 @@ struct EmbeddingTable {
 
 /// Bytes a table occupies in GPU memory: rows x dim weights of `weight_bytes` each (FBGEMM's
 /// table-batched embedding stores fp32, fp16 or bf16 weights: SparseType of
-/// split_table_batched_embeddings_ops) plus the optimizer state (none for SGD).
+/// split_table_batched_embeddings_ops) plus the fused optimizer's fp32 state: none for SGD,
+/// rows x dim for Adagrad, rows for row-wise Adagrad, 2 x rows x dim for Adam.
 int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
                            int64_t weight_bytes = 4);
 

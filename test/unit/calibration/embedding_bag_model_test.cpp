@@ -117,6 +117,8 @@ TEST(EmbeddingBagModel, BackwardTrafficPerOptimizer) {
   EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kAdagrad).dram_bytes, 601600.0 + 512000.0);
   EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kRowWiseAdagrad).dram_bytes,
                    601600.0 + 64000.0);
+  // Adam: both moments read and written, 4 x 1000 x 256 = 1024000.
+  EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kAdam).dram_bytes, 601600.0 + 1024000.0);
 }
 
 // Part 2 with the default (V100 trace fit) latencies: floor 2.032 us, forward 2.362 + 1.415 Lm,

@@ -244,6 +244,23 @@ TEST(DlrmConfig, DcnV2InteractionAndItsKeys) {
       std::string::npos);
 }
 
+TEST(DlrmConfig, DenseAndFusedEmbeddingOptimizers) {
+  const DlrmConfig sgd = parse(scenario());
+  EXPECT_EQ(sgd.dense_optimizer, OptimizerKind::kSgd);
+  EXPECT_EQ(sgd.optimizer, EmbeddingOptimizer::kSgd);
+  // The fused one follows the dense one unless given (AdamW has no fused form: Adam).
+  const DlrmConfig adamw = parse(replace(scenario(), "optimizer: sgd", "optimizer: adamw"));
+  EXPECT_EQ(adamw.dense_optimizer, OptimizerKind::kAdamW);
+  EXPECT_EQ(adamw.optimizer, EmbeddingOptimizer::kAdam);
+  const DlrmConfig rowwise =
+      parse(replace(replace(scenario(), "optimizer: sgd", "optimizer: adagrad"), "    dim: 128",
+                    "    dim: 128\n    optimizer: rowwise_adagrad"));
+  EXPECT_EQ(rowwise.dense_optimizer, OptimizerKind::kAdagrad);
+  EXPECT_EQ(rowwise.optimizer, EmbeddingOptimizer::kRowWiseAdagrad);
+  EXPECT_NE(error_of(replace(scenario(), "optimizer: sgd", "optimizer: lamb")).find("optimizer"),
+            std::string::npos);
+}
+
 TEST(DlrmConfig, BucketSizeNeedsAUnit) {
   // PyTorch's bucket_cap_mb=25 written as "ddp_bucket: 25" would be a 25-byte bucket.
   const std::string e = error_of(replace(scenario(), "ddp_bucket: 25MiB", "ddp_bucket: 25"));

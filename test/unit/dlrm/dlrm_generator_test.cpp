@@ -254,6 +254,28 @@ TEST(DlrmGenerator, DcnV2CrossNetworkKernelsBucketsAndStep) {
             (std::vector<int64_t>{8, 2, 24, 24, 8, 24, 24, 8, 32, 4, 4, 1}));
 }
 
+// Row-wise Adagrad fused into the embedding backward, Adam for the dense part: FBGEMM's and
+// torch.optim's names, the fused optimizer in the backward's descriptor, its state in the table
+// memory (100 rows x (dim 2 x 4 B + 4 B)).
+TEST(DlrmGenerator, OptimizersNameTheirKernelsAndHoldState) {
+  const std::string yaml =
+      with(kTiny, "    dim: 2\n", "    dim: 2\n    optimizer: rowwise_adagrad\n") +
+      "  optimizer: adam\n";
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 2), inputs_of(2, 1), g);
+  EXPECT_EQ(built.placement.memory_bytes[0], 100 * (2 * 4 + 4));
+  const std::vector<KernelDesc> backward =
+      kernels_of(g, 0, "fbgemm::split_embedding_backward_codegen_rowwise_adagrad");
+  ASSERT_EQ(backward.size(), 1U);
+  EXPECT_EQ(backward[0].embedding.optimizer, FusedEmbeddingOptimizer::kRowWiseAdagrad);
+  EXPECT_EQ(
+      kernels_of(g, 0, "fbgemm::split_embedding_codegen_lookup_rowwise_adagrad_function").size(),
+      1U);
+  const std::vector<KernelDesc> step = kernels_of(g, 0, "aten::_foreach_addcdiv_");
+  ASSERT_EQ(step.size(), 1U);
+  EXPECT_EQ(step[0].optimizer.kind, OptimizerKind::kAdam);
+}
+
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);

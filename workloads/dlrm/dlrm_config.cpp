@@ -25,7 +25,8 @@ constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
 /// Bytes a total may reach (2^62: a quarter of int64, leaving room for sums of a few totals);
 /// totals are checked in double precision, ample for a bound.
 constexpr double kMaxTotalBytes = 4.611686018427387904e18;
-constexpr int64_t kFp32Bytes = 4;
+/// The widest element the tables or the all-to-all hold (fp32): the size bounds hold for all.
+constexpr int64_t kMaxElementBytes = 4;
 
 /// `node`'s integer value, or an error naming it when above `bound`.
 int64_t at_most(const ConfigNode& node, int64_t value, int64_t bound, std::string_view what) {
@@ -65,6 +66,18 @@ DType read_dtype(const ConfigNode& workload) {
   workload.child("dtype").fail(fmt::format("unknown dtype `{}`", name));
 }
 
+/// fp32 | fp16 | bf16 at `key` (the storage types FBGEMM's embeddings and NCCL's all-to-all
+/// carry; tf32 is a matmul mode, not a storage type).
+DType read_storage_dtype(const ConfigNode& node, std::string_view key, DType default_value) {
+  constexpr std::array<std::string_view, 3> kNames = {"fp32", "fp16", "bf16"};
+  constexpr std::array<DType, 3> kTypes = {DType::kFp32, DType::kFp16, DType::kBf16};
+  const std::string name = node.get_choice_or(key, kNames, dtype_name(default_value));
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (name == kNames[i]) return kTypes[i];
+  }
+  node.child(key).fail(fmt::format("unknown dtype `{}`", name));
+}
+
 ShardingStrategy read_sharding(const ConfigNode& workload) {
   constexpr std::array<ShardingStrategy, 5> kAll = {
       ShardingStrategy::kNaive, ShardingStrategy::kRandom, ShardingStrategy::kSizeGreedy,
@@ -84,6 +97,7 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   const ConfigNode emb = workload.child("embeddings");
   config.embedding_dim =
       at_most(emb.child("dim"), emb.get_positive_int("dim"), kMaxDim, "2^16 elements per row");
+  config.embedding_dtype = read_storage_dtype(emb, "dtype", DType::kFp32);
   config.index_bytes = emb.get_int_or("index_bytes", 8);
   if (config.index_bytes != 4 && config.index_bytes != 8) {
     emb.child("index_bytes")
@@ -112,7 +126,7 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
           fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
     }
     total_bytes += static_cast<double>(count) * static_cast<double>(rows) *
-                   static_cast<double>(config.embedding_dim * kFp32Bytes);
+                   static_cast<double>(config.embedding_dim * kMaxElementBytes);
     if (total_bytes > kMaxTotalBytes) {
       group.child("rows").fail(fmt::format(
           "makes the tables hold over 2^62 bytes of fp32 weights ({} tables of {} rows x {})",
@@ -146,10 +160,12 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   }
   config.dtype = read_dtype(workload);
   read_embeddings(workload, config);
+  config.all_to_all_dtype =
+      read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
   // The embedding all-to-all moves global_batch x tables x dim fp32 values per iteration.
   const double exchanged = static_cast<double>(config.global_batch) *
                            static_cast<double>(config.tables.size()) *
-                           static_cast<double>(config.embedding_dim * kFp32Bytes);
+                           static_cast<double>(config.embedding_dim * kMaxElementBytes);
   if (exchanged > kMaxTotalBytes) {
     workload.child("global_batch")
         .fail(fmt::format("{} samples x {} tables x {} values x 4 B is over 2^62 bytes per "
@@ -160,8 +176,8 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (config.bottom_mlp.back() != config.embedding_dim) {
     workload.child("bottom_mlp")
-        .fail(fmt::format("ends with {}, but the dot interaction needs the bottom MLP output to "
-                          "equal embeddings.dim = {}",
+        .fail(fmt::format("ends with {}, but the interaction stacks the bottom MLP output with "
+                          "the pooled embeddings, so it must equal embeddings.dim = {}",
                           config.bottom_mlp.back(), config.embedding_dim));
   }
   config.top_mlp = read_widths(workload, "top_mlp", 1, "layer widths");
@@ -169,7 +185,11 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     workload.child("top_mlp").fail(fmt::format(
         "ends with {}, but binary_cross_entropy needs one output (1)", config.top_mlp.back()));
   }
-  workload.get_choice_or("interaction", {"dot"}, "dot");
+  if (workload.get_choice_or("interaction", {"dot", "dcnv2"}, "dot") == "dcnv2") {
+    config.interaction = DlrmInteraction::kDcnV2;
+    config.cross_layers = workload.get_int_in_or("cross_layers", 1, 64, 3);
+    config.cross_rank = workload.get_int_in_or("cross_rank", 1, int64_t{1} << 16, 512);
+  }
 
   config.sharding = read_sharding(workload);
   const int64_t seed = workload.get_int_or("sharding_seed", 0);

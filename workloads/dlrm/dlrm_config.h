@@ -17,9 +17,21 @@
 //     top_mlp: [1024, 512, 256, 1] # required; layer widths (>= 1 entries of 1 .. 2^20); the input
 //                                  #   width is dim + T(T+1)/2 for T tables; the last must be 1
 //                                  #   (the logit that binary_cross_entropy reads)
-//     interaction: dot             # dot (default; the only one)
+//     interaction: dot             # dot (default): pairwise dot products of the bottom MLP output
+//                                  #   and the pooled embeddings (Naumov et al., 2019); dcnv2:
+//                                  #   a low-rank cross network over their concatenation (Wang
+//                                  #   et al., DCN V2, WWW 2021; MLPerf DLRMv2), then the top MLP
+//     cross_layers: 3              # dcnv2 only: cross layers, 1 .. 64 (default 3, MLPerf DLRMv2)
+//     cross_rank: 512              # dcnv2 only: low-rank projection, 1 .. 2^16 (default 512,
+//                                  #   MLPerf DLRMv2's dcn_low_rank_dim)
+//     all_to_all_dtype: fp16       # fp32 | fp16 | bf16: payload of the embedding all-to-all
+//                                  #   (pooled embeddings forward, their gradients backward);
+//                                  #   default: embeddings.dtype. When it differs from the
+//                                  #   embeddings' or the MLPs' dtype, cast kernels convert.
 //     embeddings:                  # required
 //       dim: 128                   # required; 1 .. 2^16
+//       dtype: fp32                # fp32 (default) | fp16 | bf16: table weights, lookups and
+//                                  #   the fused backward's gradients (FBGEMM SparseType)
 //       index_bytes: 8             # 8 (int64 indices, default) or 4 (int32)
 //       tables:                    # required, non-empty: groups of identical tables whose ids
 //         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
@@ -48,6 +60,12 @@
 
 namespace upsim {
 
+/// How the dense features and the pooled embeddings meet before the top MLP.
+enum class DlrmInteraction : uint8_t {
+  kDot,    ///< pairwise dot products (dlrm_s_pytorch.py interact_features)
+  kDcnV2,  ///< low-rank cross network (TorchRec LowRankCrossNet)
+};
+
 struct DlrmConfig {
   int64_t global_batch = 0;
   DType dtype = DType::kFp32;
@@ -56,6 +74,10 @@ struct DlrmConfig {
   /// Width of each top layer.
   std::vector<int64_t> top_mlp;
   int64_t embedding_dim = 0;
+  /// Element type of the table weights, the pooled lookups and their gradients.
+  DType embedding_dtype = DType::kFp32;
+  /// Element type of the embedding all-to-all payload (forward and backward).
+  DType all_to_all_dtype = DType::kFp32;
   /// Bytes per sparse index and per offset (int64 or int32).
   int64_t index_bytes = 8;
   /// Every table, in table-id order (groups expanded).
@@ -65,13 +87,24 @@ struct DlrmConfig {
   int64_t ddp_bucket_bytes = pytorch::kDefaultDdpBucketBytes;
   int64_t ddp_first_bucket_bytes = pytorch::kDefaultDdpFirstBucketBytes;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  DlrmInteraction interaction = DlrmInteraction::kDot;
+  /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
+  int64_t cross_layers = 0;
+  int64_t cross_rank = 0;
 
+  /// Width the cross network works on: the bottom MLP output and the T pooled embeddings
+  /// concatenated, (T + 1) x dim.
+  int64_t cross_width() const { return (static_cast<int64_t>(tables.size()) + 1) * embedding_dim; }
   /// Number of pairwise dot products the interaction keeps: the strictly lower triangle of
   /// the (T+1) x (T+1) matrix of T pooled embeddings plus the bottom MLP output, T(T+1)/2
   /// (dlrm_s_pytorch.py `interact_features`, arch_interaction_itself = False).
   int64_t interaction_pairs() const;
-  /// Input width of the top MLP: the bottom MLP output (dim) concatenated with the pairs.
-  int64_t top_mlp_input() const { return embedding_dim + interaction_pairs(); }
+  /// Input width of the top MLP: dot, the bottom MLP output (dim) concatenated with the pairs;
+  /// dcnv2, the cross network's output, cross_width().
+  int64_t top_mlp_input() const {
+    return interaction == DlrmInteraction::kDot ? embedding_dim + interaction_pairs()
+                                                : cross_width();
+  }
 };
 
 /// Reads `workload` (the scenario's `workload:` map) for a run on `ranks` ranks (>= 1).

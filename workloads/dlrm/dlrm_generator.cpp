@@ -128,7 +128,7 @@ class RankEmitter {
   KernelDesc embedding_kernel(KernelClass cls) const {
     KernelDesc k;
     k.cls = cls;
-    k.dtype = DType::kFp32;
+    k.dtype = cfg_.embedding_dtype;
     k.embedding = local_embedding_shape();
     k.embedding.index_bytes = cfg_.index_bytes;
     for (uint32_t t : local_tables_) {
@@ -139,11 +139,23 @@ class RankEmitter {
   }
 
   /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
-  /// gets a concat kernel on the compute stream); `elements` fp32 values are read and written.
+  /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
+  /// read and written.
   void pack_send_buffer(int64_t elements) {
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, DType::kFp32, as_double(elements), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, cfg_.all_to_all_dtype, as_double(elements), 0, 1, 1));
   }
+
+  /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
+  /// only where the two store differently (tf32 stores fp32).
+  void convert(DType from, DType to, int64_t elements) {
+    if (storage_dtype(from) == storage_dtype(to)) return;
+    KernelDesc cast = pointwise(MemoryOp::kCopy, to, as_double(elements), 0, 0, 1);
+    cast.bytes_read = as_double(elements * dtype_bytes(from));
+    single_kernel("aten::to", "vectorized_elementwise_kernel/copy_", "aten::copy_", cast);
+  }
+
+  static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
 
   /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
   /// event that marks its end.
@@ -182,9 +194,12 @@ class RankEmitter {
                     "fbgemm::split_embedding_codegen_lookup_sgd_function",
                     embedding_kernel(KernelClass::kEmbeddingForward));
     }
+    const int64_t local_values =
+        cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_;
     if (distributed_) {
       if (!local_tables_.empty()) {
-        pack_send_buffer(cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
+        convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
+        pack_send_buffer(local_values);
       }
       a2a_done = all_to_all(groups.a2a_forward);
     }
@@ -195,22 +210,14 @@ class RankEmitter {
       relu_forward(bot[l + 1]);
     }
     if (distributed_) wait_for("All2All_Pooled_Wait", a2a_done);
+    // The pooled embeddings (received, or this rank's own) in the MLPs' dtype.
+    convert(distributed_ ? cfg_.all_to_all_dtype : cfg_.embedding_dtype, dt_, b_ * t_ * d_);
 
-    // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
-    // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
-    const int64_t f = t_ + 1;
-    const int64_t pairs = cfg_.interaction_pairs();
-    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
-    body("aten::view");
-    body("aten::transpose");
-    single_kernel("aten::bmm", pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm",
-                  gemm_kernel(dt_, b_, f, f, d_));
-    KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
-    gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
-    single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
-    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
+    if (cfg_.interaction == DlrmInteraction::kDot) {
+      dot_interaction_forward();
+    } else {
+      cross_network_forward();
+    }
 
     const auto& top = cfg_.top_mlp;
     int64_t in = cfg_.top_mlp_input();
@@ -232,6 +239,116 @@ class RankEmitter {
                   pointwise(MemoryOp::kBinary, dt_, as_double(b_), 7, 2, 1));
     // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
     blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+  }
+
+  // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
+  // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
+  void dot_interaction_forward() {
+    const int64_t f = t_ + 1;
+    const int64_t pairs = cfg_.interaction_pairs();
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
+    body("aten::view");
+    body("aten::transpose");
+    single_kernel("aten::bmm", pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm",
+                  gemm_kernel(dt_, b_, f, f, d_));
+    KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
+    gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
+    single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
+  }
+
+  void dot_interaction_backward() {
+    const int64_t f = t_ + 1;
+    const int64_t pairs = cfg_.interaction_pairs();
+    body("CatBackward0");
+    {
+      HostOp h(graph_, at_, "IndexBackward0");
+      h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
+               pointwise(MemoryOp::kCopy, dt_, as_double(b_ * f * f), 0, 0, 1));
+      KernelDesc put = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 1, 2, 1);
+      put.bytes_read += as_double(2 * pairs * 8);
+      h.kernel("indexing_backward_kernel", "aten::index_put_", put);
+      h.end();
+    }
+    {
+      // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
+      // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
+      HostOp h(graph_, at_, "BmmBackward0");
+      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
+      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
+      h.end();
+    }
+    body("TransposeBackward0");
+    add_gradients(b_ * f * d_);
+    body("ViewBackward0");
+    body("CatBackward0");
+    add_gradients(b_ * d_);
+  }
+
+  /// DCNv2's low-rank cross network (TorchRec LowRankCrossNet, as in MLPerf DLRMv2): x0 = the
+  /// bottom MLP output and the T pooled embeddings concatenated (b x N, N = (T + 1) D); per
+  /// layer x_{l+1} = x0 * (W_l (V_l x_l) + bias_l) + x_l with V_l: N -> r and W_l: r -> N, as
+  /// two GEMMs and three elementwise kernels (add bias, mul, add) in eager PyTorch.
+  void cross_network_forward() {
+    const int64_t n = cfg_.cross_width();
+    const int64_t r = cfg_.cross_rank;
+    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * n), 0, 1, 1));
+    for (int64_t l = 0; l < cfg_.cross_layers; ++l) {
+      single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+                    gemm_kernel(dt_, 1, b_, r, n));
+      single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+                    gemm_kernel(dt_, 1, b_, n, r));
+      for (const std::string_view op : {"add", "mul", "add"}) {
+        const std::string aten = fmt::format("aten::{}", op);
+        single_kernel(aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
+                      pointwise(MemoryOp::kBinary, dt_, as_double(b_ * n), 1, 2, 1));
+      }
+    }
+  }
+
+  /// The cross network's backward, last layer first; `ready_params` of the top DDP module
+  /// (the top MLP's) have their gradients before it. Per layer: AddBackward0 passes the
+  /// gradient to x_l and to the product; MulBackward0 = two muls (the gradient of the bracket,
+  /// and of x0, which an add accumulates); the bias gradient is a batch sum; each GEMM's
+  /// backward computes the input and the weight gradient; an add joins x_l's two gradients.
+  void cross_network_backward(DdpModule& top, size_t ready_params) {
+    const int64_t n = cfg_.cross_width();
+    const int64_t r = cfg_.cross_rank;
+    const double elements = as_double(b_ * n);
+    for (int64_t l = cfg_.cross_layers; l-- > 0;) {
+      body("AddBackward0");
+      {
+        HostOp h(graph_, at_, "MulBackward0");
+        for (int k = 0; k < 2; ++k) {
+          h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
+                   pointwise(MemoryOp::kBinary, dt_, elements, 1, 2, 1));
+        }
+        h.end();
+      }
+      add_gradients(b_ * n);  // x0's gradient accumulates over the layers
+      {
+        HostOp h(graph_, at_, "AddBackward0");
+        KernelDesc sum = pointwise(MemoryOp::kSum, dt_, elements, 1, 1, 0);
+        sum.bytes_written = as_double(n * dtype_bytes(dt_));
+        h.kernel("reduce_kernel/sum", "aten::sum", sum);
+        h.end();
+      }
+      for (const auto& [out, in] : {std::pair{n, r}, std::pair{r, n}}) {
+        HostOp h(graph_, at_, "MmBackward0");
+        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+                 gemm_kernel(dt_, 1, b_, in, out));
+        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+                 gemm_kernel(dt_, 1, out, in, b_));
+        h.end();
+      }
+      add_gradients(b_ * n);  // x_l: the residual's gradient plus V's
+      ready_params += 3;      // bias, W, V
+      if (distributed_) reduce_ready_buckets(top, ready_params);
+    }
+    body("CatBackward0");
   }
 
   /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
@@ -308,34 +425,15 @@ class RankEmitter {
       if (l > 0) relu_backward(top_widths_[l]);
     }
 
-    const int64_t f = t_ + 1;
-    const int64_t pairs = cfg_.interaction_pairs();
-    body("CatBackward0");
-    {
-      HostOp h(graph_, at_, "IndexBackward0");
-      h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-               pointwise(MemoryOp::kCopy, dt_, as_double(b_ * f * f), 0, 0, 1));
-      KernelDesc put = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 1, 2, 1);
-      put.bytes_read += as_double(2 * pairs * 8);
-      h.kernel("indexing_backward_kernel", "aten::index_put_", put);
-      h.end();
+    if (cfg_.interaction == DlrmInteraction::kDot) {
+      dot_interaction_backward();
+    } else {
+      cross_network_backward(top, 2 * top_layers);
     }
-    {
-      // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
-      // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
-      HostOp h(graph_, at_, "BmmBackward0");
-      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
-      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
-      h.end();
-    }
-    body("TransposeBackward0");
-    add_gradients(b_ * f * d_);
-    body("ViewBackward0");
-    body("CatBackward0");
-    add_gradients(b_ * d_);
 
     TaskId a2a_done = kNoTask;
     if (distributed_) {
+      convert(dt_, cfg_.all_to_all_dtype, b_ * t_ * d_);
       pack_send_buffer(b_ * t_ * d_);
       a2a_done = all_to_all(groups.a2a_backward);
     }
@@ -351,6 +449,9 @@ class RankEmitter {
 
     if (distributed_) wait_for("All2All_ReqBackward", a2a_done);
     if (!local_tables_.empty()) {
+      // The gradients of this rank's lookups, as the fused backward reads them.
+      convert(distributed_ ? cfg_.all_to_all_dtype : dt_, cfg_.embedding_dtype,
+              cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
       single_kernel("CppNode<SplitLookupFunction_sgd_Op>",
                     "split_embedding_backward_codegen_sgd_unweighted_kernel",
                     "fbgemm::split_embedding_backward_codegen_sgd",
@@ -375,7 +476,15 @@ class RankEmitter {
   void optimizer_step() {
     OptimizerShape sgd{OptimizerKind::kSgd, OptimizerImpl::kForeach};
     int64_t elements = 0;
+    // The cross network (DCNv2) is registered between the bottom and the top MLP.
+    const std::vector<int64_t> cross = cross_param_elements(cfg_);
     for (const std::vector<int64_t>* widths : {&cfg_.bottom_mlp, &top_widths_}) {
+      if (widths == &top_widths_) {
+        for (const int64_t e : cross) {
+          sgd.tensor_elements.push_back(e);
+          elements += e;
+        }
+      }
       for (size_t l = 0; l + 1 < widths->size(); ++l) {
         const int64_t in = (*widths)[l];
         const int64_t out = (*widths)[l + 1];
@@ -424,6 +533,18 @@ void check_inputs(const DlrmConfig& c, const DlrmPlacementInputs& in) {
 
 }  // namespace
 
+std::vector<int64_t> cross_param_elements(const DlrmConfig& config) {
+  std::vector<int64_t> out;
+  if (config.interaction != DlrmInteraction::kDcnV2) return out;
+  const int64_t n = config.cross_width();
+  for (int64_t l = 0; l < config.cross_layers; ++l) {
+    out.push_back(config.cross_rank * n);  // V_l: N -> r
+    out.push_back(n * config.cross_rank);  // W_l: r -> N
+    out.push_back(n);                      // bias_l
+  }
+  return out;
+}
+
 std::vector<int64_t> mlp_param_bytes_ready_order(const std::vector<int64_t>& widths, DType dtype) {
   std::vector<int64_t> bytes;
   const int64_t e = dtype_bytes(dtype);
@@ -439,15 +560,21 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   check_inputs(config, inputs);
   DlrmGraph built;
   built.local_batch = config.global_batch / inputs.ranks;
-  built.placement = shard_tables(ShardingInput{config.tables, config.embedding_dim,
-                                               config.optimizer, inputs.memory_capacity_bytes},
-                                 config.sharding, config.sharding_seed);
+  built.placement =
+      shard_tables(ShardingInput{config.tables, config.embedding_dim, config.optimizer,
+                                 inputs.memory_capacity_bytes, dtype_bytes(config.embedding_dtype)},
+                   config.sharding, config.sharding_seed);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
-  built.top_buckets =
-      pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(top_widths, config.dtype),
-                                  config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+  // The top DDP module holds the top MLP and, for DCNv2, the cross network under it: their
+  // gradients become ready in that order (each cross layer's bias, W, V, last layer first).
+  std::vector<int64_t> top_ready = mlp_param_bytes_ready_order(top_widths, config.dtype);
+  const std::vector<int64_t> cross = cross_param_elements(config);
+  for (size_t p = cross.size(); p-- > 0;)
+    top_ready.push_back(cross[p] * dtype_bytes(config.dtype));
+  built.top_buckets = pytorch::assign_ddp_buckets(top_ready, config.ddp_first_bucket_bytes,
+                                                  config.ddp_bucket_bytes);
   built.bottom_buckets =
       pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
                                   config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
@@ -457,14 +584,15 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
         graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
   }
 
-  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D fp32 values to every rank j
+  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D values to every rank j
   // (itself included); the backward sends the gradients back, the transpose. Both are outer
   // products (O(n) memory, shared by every iteration's collective).
   const size_t n = inputs.ranks;
   std::vector<int64_t> per_rank(n);
   for (size_t i = 0; i < n; ++i) {
     const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
-    per_rank[i] = built.local_batch * tables * config.embedding_dim * kFp32Bytes;
+    per_rank[i] =
+        built.local_batch * tables * config.embedding_dim * dtype_bytes(config.all_to_all_dtype);
   }
   const std::vector<int64_t> ones(n, 1);
   const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);

@@ -3,7 +3,8 @@
 // model-parallel embeddings (FBGEMM table-batched embedding with fused SGD)
 // exchanged by all-to-all forward and backward, data-parallel bottom and top MLPs under two
 // DistributedDataParallel wrappers (dlrm_s_pytorch.py wraps bot_l and top_l separately) with
-// bucketed all-reduce overlapping the backward, dot interaction, BCE loss, dense SGD step.
+// bucketed all-reduce overlapping the backward, dot interaction (or DCNv2's low-rank cross
+// network, whose parameters join the top MLP's DDP module), BCE loss, dense SGD step.
 //
 // Contract:
 //  - generate_dlrm adds `ranks` ranks to the graph, named "rank <r>", each with one CPU thread
@@ -27,7 +28,9 @@
 //             copies on a rank without tables
 //   forward   embedding lookup (T_r tables, batch B); aten::cat packing the send buffer; all-to-all
 //             (send_bytes(i, j) = b T_i D 4); bottom MLP (aten::linear, aten::relu) overlapping
-//             it; All2All_Pooled_Wait; interaction (aten::cat, aten::bmm, aten::index, aten::cat);
+//             it; All2All_Pooled_Wait; aten::to where the payload's dtype is not the MLPs';
+//             interaction (dot: aten::cat, aten::bmm, aten::index, aten::cat; dcnv2: aten::cat,
+//             then per cross layer two aten::mm and add / mul / add);
 //             top MLP (aten::linear, aten::relu, last aten::sigmoid); aten::to for the targets
 //             (b x 4 B), aten::binary_cross_entropy, aten::to copying the loss to the host
 //             (`L = E.detach().cpu()`, 4 B device-to-host, then a HostSync)
@@ -82,6 +85,10 @@ struct DlrmGraph {
   std::vector<pytorch::DdpBucket> bottom_buckets;
   int64_t local_batch = 0;
 };
+
+/// Elements of the DCNv2 cross network's parameters in registration order (per layer V_l
+/// r x N, W_l N x r, bias_l N); empty for the dot interaction.
+std::vector<int64_t> cross_param_elements(const DlrmConfig& config);
 
 /// Gradient bytes of an MLP's parameters in gradient-ready order (reverse registration:
 /// last layer bias, last layer weight, ..., first layer bias, first layer weight).

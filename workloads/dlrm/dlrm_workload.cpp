@@ -48,10 +48,16 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   WorkloadBuild out;
   out.iterations = platform.iterations;
   out.warmup_iterations = platform.warmup_iterations;
+  const std::string interaction =
+      dlrm.interaction == DlrmInteraction::kDot
+          ? std::string("dot interaction")
+          : fmt::format("dcnv2 interaction ({} cross layers of rank {} over {})", dlrm.cross_layers,
+                        dlrm.cross_rank, dlrm.cross_width());
   out.description.push_back(fmt::format(
-      "workload: dlrm, global batch {} ({} per rank), {} tables of dim {}, sharding {}, "
-      "{} iterations ({} warm-up)",
-      dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
+      "workload: dlrm, {}, global batch {} ({} per rank), {} tables of dim {} ({}), all-to-all "
+      "{}, MLPs {}, sharding {}, {} iterations ({} warm-up)",
+      interaction, dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
+      dtype_name(dlrm.embedding_dtype), dtype_name(dlrm.all_to_all_dtype), dtype_name(dlrm.dtype),
       sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
   std::string tables = "embedding tables:";
   for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
@@ -67,7 +73,9 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
   std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
   top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
-  const int64_t dense = mlp_bytes(dlrm.bottom_mlp, dlrm.dtype) + mlp_bytes(top_widths, dlrm.dtype);
+  int64_t dense = mlp_bytes(dlrm.bottom_mlp, dlrm.dtype) + mlp_bytes(top_widths, dlrm.dtype);
+  for (const int64_t elements : cross_param_elements(dlrm))
+    dense += elements * dtype_bytes(dlrm.dtype);
   MemoryFootprint memory;
   memory.owner = graph.rank(built.ranks[rank]).name;
   memory.parts.push_back({"embedding tables", *most});

@@ -15,7 +15,6 @@ namespace upsim {
 namespace {
 
 /// FBGEMM TBE weights are fp32.
-constexpr int64_t kWeightBytes = 4;
 
 /// Uniform integer in [0, bound) from the high bits of the generator, rejecting values past
 /// `bound` (no modulo, no std:: distribution: both are what make the draw platform-independent).
@@ -35,7 +34,7 @@ std::string gigabytes(int64_t bytes) {
 }
 
 std::string describe_table(const ShardingInput& in, uint32_t t) {
-  const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer);
+  const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
   return fmt::format("table {} ({} rows x dim {}: {} bytes, {})", t, in.tables[t].rows, in.dim,
                      bytes, gigabytes(bytes));
 }
@@ -106,7 +105,8 @@ TablePlacement shard_naive(const ShardingInput& in) {
   for (uint32_t r = 0; r < ranks; ++r) {
     const uint32_t count = n / ranks + (r < n % ranks ? 1 : 0);
     for (uint32_t i = 0; i < count; ++i, ++table) {
-      const int64_t bytes = table_memory_bytes(in.tables[table], in.dim, in.optimizer);
+      const int64_t bytes =
+          table_memory_bytes(in.tables[table], in.dim, in.optimizer, in.weight_bytes);
       if (!fits(in, p, r, bytes)) {
         throw ShardingError(fmt::format(
             "naive sharding puts {} on rank {}, which has {} of its {} bytes ({}) free; more "
@@ -126,7 +126,7 @@ TablePlacement shard_random(const ShardingInput& in, uint64_t seed) {
   const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
   std::vector<uint32_t> candidates;
   for (uint32_t t = 0; t < in.tables.size(); ++t) {
-    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer);
+    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
     candidates.clear();
     for (uint32_t r = 0; r < ranks; ++r) {
       if (fits(in, p, r, bytes)) candidates.push_back(r);
@@ -143,7 +143,7 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
   const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
   std::vector<double> cost(in.tables.size());
   for (size_t t = 0; t < in.tables.size(); ++t) {
-    cost[t] = sharding_cost(strategy, in.tables[t], in.dim, in.optimizer);
+    cost[t] = sharding_cost(strategy, in.tables[t], in.dim, in.optimizer, in.weight_bytes);
   }
   std::vector<uint32_t> order(in.tables.size());
   std::iota(order.begin(), order.end(), 0U);
@@ -152,7 +152,7 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
 
   std::vector<double> rank_cost(ranks, 0.0);
   for (uint32_t t : order) {
-    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer);
+    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
     uint32_t best = ranks;
     for (uint32_t r = 0; r < ranks; ++r) {
       if (!fits(in, p, r, bytes)) continue;
@@ -187,22 +187,23 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy) {
   return "unknown";
 }
 
-int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer) {
+int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
+                           int64_t weight_bytes) {
   int64_t optimizer_state_bytes = 0;
   switch (optimizer) {
     case EmbeddingOptimizer::kSgd:
       optimizer_state_bytes = 0;
       break;
   }
-  return table.rows * dim * kWeightBytes + optimizer_state_bytes;
+  return table.rows * dim * weight_bytes + optimizer_state_bytes;
 }
 
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
-                     EmbeddingOptimizer optimizer) {
+                     EmbeddingOptimizer optimizer, int64_t weight_bytes) {
   const auto d = static_cast<double>(dim);
   switch (strategy) {
     case ShardingStrategy::kSizeGreedy:
-      return static_cast<double>(table_memory_bytes(table, dim, optimizer));
+      return static_cast<double>(table_memory_bytes(table, dim, optimizer, weight_bytes));
     case ShardingStrategy::kLookupGreedy:
       return d * table.pooling;
     case ShardingStrategy::kSizeLookupGreedy:

@@ -42,15 +42,17 @@ struct EmbeddingTable {
   double pooling = 0.0;
 };
 
-/// Bytes a table occupies in GPU memory: rows x dim fp32 weights (FBGEMM TBE keeps fp32
-/// weights, 4 bytes per element) plus the optimizer state (none for SGD).
-int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer);
+/// Bytes a table occupies in GPU memory: rows x dim weights of `weight_bytes` each (FBGEMM's
+/// table-batched embedding stores fp32, fp16 or bf16 weights: SparseType of
+/// split_table_batched_embeddings_ops) plus the optimizer state (none for SGD).
+int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
+                           int64_t weight_bytes = 4);
 
 /// Cost a greedy sharder balances (Lin et al., TPDS 2024, NeuroShard `sharders.py`):
 /// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
 /// dim x pooling x log10(rows). Zero for kNaive and kRandom, which use no cost.
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
-                     EmbeddingOptimizer optimizer);
+                     EmbeddingOptimizer optimizer, int64_t weight_bytes = 4);
 
 /// A table that cannot be placed, or an invalid sharding request.
 class ShardingError : public std::runtime_error {
@@ -64,6 +66,8 @@ struct ShardingInput {
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
   /// Bytes of table memory each rank may use; its size is the number of ranks (>= 1).
   std::span<const int64_t> rank_capacity_bytes;
+  /// Bytes of one weight element (4 fp32, 2 fp16 / bf16).
+  int64_t weight_bytes = 4;
 };
 
 struct TablePlacement {

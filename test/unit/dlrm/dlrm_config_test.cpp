@@ -209,6 +209,41 @@ TEST(DlrmConfig, SizesThatWouldOverflowAreErrorsAtTheirKey) {
   EXPECT_EQ(at_bounds.tables.back().rows, int64_t{1} << 40);
 }
 
+TEST(DlrmConfig, EmbeddingAndAllToAllDtypes) {
+  const DlrmConfig plain = parse(scenario());
+  EXPECT_EQ(plain.embedding_dtype, DType::kFp32);
+  EXPECT_EQ(plain.all_to_all_dtype, DType::kFp32);
+  const DlrmConfig half =
+      parse(replace(scenario(), "    dim: 128", "    dim: 128\n    dtype: bf16"));
+  EXPECT_EQ(half.embedding_dtype, DType::kBf16);
+  EXPECT_EQ(half.all_to_all_dtype, DType::kBf16);  // follows the tables
+  const DlrmConfig mixed =
+      parse(replace(scenario(), "    dim: 128", "    dim: 128\n    dtype: fp16") +
+            "  all_to_all_dtype: fp32\n");
+  EXPECT_EQ(mixed.all_to_all_dtype, DType::kFp32);
+  // tf32 is a matmul mode, not a storage type.
+  EXPECT_NE(error_of(replace(scenario(), "    dim: 128", "    dim: 128\n    dtype: tf32"))
+                .find("workload.embeddings.dtype"),
+            std::string::npos);
+}
+
+TEST(DlrmConfig, DcnV2InteractionAndItsKeys) {
+  const DlrmConfig dot = parse(scenario());
+  EXPECT_EQ(dot.interaction, DlrmInteraction::kDot);
+  EXPECT_EQ(dot.top_mlp_input(), 128 + 48 * 49 / 2);
+  const DlrmConfig dcn = parse(replace(scenario(), "interaction: dot", "interaction: dcnv2"));
+  EXPECT_EQ(dcn.interaction, DlrmInteraction::kDcnV2);
+  EXPECT_EQ(dcn.cross_layers, 3);  // MLPerf DLRMv2
+  EXPECT_EQ(dcn.cross_rank, 512);
+  EXPECT_EQ(dcn.top_mlp_input(), 49 * 128);
+  // Cross keys belong to dcnv2 only; ranges are checked.
+  EXPECT_NE(error_of(scenario("  cross_layers: 2\n")).find("cross_layers"), std::string::npos);
+  EXPECT_NE(
+      error_of(replace(scenario("  cross_rank: 0\n"), "interaction: dot", "interaction: dcnv2"))
+          .find("workload.cross_rank: must be between 1 and 65536, got 0"),
+      std::string::npos);
+}
+
 TEST(DlrmConfig, BucketSizeNeedsAUnit) {
   // PyTorch's bucket_cap_mb=25 written as "ddp_bucket: 25" would be a 25-byte bucket.
   const std::string e = error_of(replace(scenario(), "ddp_bucket: 25MiB", "ddp_bucket: 25"));

@@ -179,6 +179,81 @@ TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
   EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
 }
 
+std::string with(const char* yaml, const std::string& from, const std::string& to) {
+  std::string text(yaml);
+  text.replace(text.find(from), from.size(), to);
+  return text;
+}
+
+// fp16 embeddings: the tables take half the bytes, the lookups read 2-byte rows, the all-to-all
+// moves 2-byte values, and casts convert between them and the fp32 MLPs (aten::to on each side).
+TEST(DlrmGenerator, EmbeddingAndAllToAllDtypesReachTablesLookupsPayloadAndCasts) {
+  const std::string fp16 = with(kTiny, "    dim: 2\n", "    dim: 2\n    dtype: fp16\n");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(fp16.c_str(), 2), inputs_of(2, 1), g);
+  EXPECT_EQ(built.placement.memory_bytes[0], 100 * 2 * 2);  // t0: 100 rows x dim 2 x 2 B
+  // Rank i sends 4 samples x T_i tables x dim 2 x 2 B to each rank: half of fp32's.
+  EXPECT_EQ(g.collective(0).send_bytes, AllToAllSizes::dense(2, {16, 16, 32, 32}));
+  EXPECT_EQ(g.collective(3).send_bytes, AllToAllSizes::dense(2, {16, 32, 16, 32}));
+  for (const char* lookup : {"fbgemm::split_embedding_codegen_lookup_sgd_function",
+                             "fbgemm::split_embedding_backward_codegen_sgd"}) {
+    const std::vector<KernelDesc> k = kernels_of(g, 0, lookup);
+    ASSERT_EQ(k.size(), 1U) << lookup;
+    EXPECT_EQ(k[0].dtype, DType::kFp16) << lookup;
+  }
+  // Payload = embeddings (fp16): casts only to and from the fp32 MLPs, b x T x D = 4 x 3 x 2.
+  const std::vector<KernelDesc> casts = kernels_of(g, 0, "aten::copy_");
+  ASSERT_EQ(casts.size(), 2U);
+  EXPECT_EQ(casts[0].dtype, DType::kFp32);  // received fp16 -> fp32 for the interaction
+  EXPECT_DOUBLE_EQ(casts[0].bytes_read, 24 * 2);
+  EXPECT_DOUBLE_EQ(casts[0].bytes_written, 24 * 4);
+  EXPECT_EQ(casts[1].dtype, DType::kFp16);  // fp32 gradients -> fp16 payload
+  // fp32 everywhere (the default): no cast at all.
+  TaskGraph plain;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), plain);
+  EXPECT_TRUE(kernels_of(plain, 0, "aten::copy_").empty());
+  // An fp32 payload for fp16 tables: two more casts around the lookups.
+  TaskGraph mixed;
+  generate_dlrm(config_of((fp16 + "  all_to_all_dtype: fp32\n").c_str(), 2), inputs_of(2, 1),
+                mixed);
+  EXPECT_EQ(kernels_of(mixed, 0, "aten::copy_").size(), 2U);
+  EXPECT_EQ(mixed.collective(0).send_bytes, AllToAllSizes::dense(2, {32, 32, 64, 64}));
+}
+
+// DCNv2 on the tiny model: N = (3 tables + 1) x dim 2 = 8, two cross layers of rank 3.
+TEST(DlrmGenerator, DcnV2CrossNetworkKernelsBucketsAndStep) {
+  const std::string dcn =
+      std::string(kTiny) + "  interaction: dcnv2\n  cross_layers: 2\n  cross_rank: 3\n";
+  const DlrmConfig config = config_of(dcn.c_str(), 2);
+  EXPECT_EQ(config.cross_width(), 8);
+  EXPECT_EQ(config.top_mlp_input(), 8);
+  EXPECT_EQ(cross_param_elements(config), (std::vector<int64_t>{24, 24, 8, 24, 24, 8}));
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config, inputs_of(2, 1), g);
+  // Forward per layer: V (b x N -> r) and W (b x r -> N); backward per layer: grad input and
+  // grad weight of each. No bmm: the dot interaction is gone.
+  const std::vector<KernelDesc> mm = kernels_of(g, 0, "aten::mm");
+  int forward_v = 0;
+  int forward_w = 0;
+  for (const KernelDesc& k : mm) {
+    if (k.m == 4 && k.n == 3 && k.k == 8) ++forward_v;
+    if (k.m == 4 && k.n == 8 && k.k == 3) ++forward_w;
+  }
+  EXPECT_EQ(forward_v, 2 + 2);  // forward V, and W's backward grad input (same shape)
+  EXPECT_EQ(forward_w, 2 + 2);  // forward W, and V's backward grad input
+  EXPECT_TRUE(kernels_of(g, 0, "aten::bmm").empty());
+  // The top DDP module carries the cross network: fp32 top MLP [8, 4, 1] = 164 B plus
+  // 2 x (24 + 24 + 8) x 4 B = 448 B.
+  int64_t top_bytes = 0;
+  for (const pytorch::DdpBucket& b : built.top_buckets)
+    top_bytes += b.bytes;
+  EXPECT_EQ(top_bytes, 164 + 448);
+  const std::vector<KernelDesc> step = kernels_of(g, 0, "aten::_foreach_add_");
+  ASSERT_EQ(step.size(), 1U);
+  EXPECT_EQ(step[0].optimizer.tensor_elements,
+            (std::vector<int64_t>{8, 2, 24, 24, 8, 24, 24, 8, 32, 4, 4, 1}));
+}
+
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);

@@ -116,7 +116,7 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   EXPECT_EQ(b.iterations, 2U);
   EXPECT_EQ(b.warmup_iterations, 1U);
   ASSERT_EQ(b.description.size(), 2U);
-  EXPECT_TRUE(b.description[0].starts_with("workload: dlrm, global batch 8 (4 per rank)"))
+  EXPECT_TRUE(b.description[0].starts_with("workload: dlrm, dot interaction, global batch 8 (4 per rank)"))
       << b.description[0];
   ASSERT_TRUE(b.memory);
   // fp32 tables: 100 x 2 x 4 = 800 B on one rank, 50 x 2 x 4 = 400 B on the other.

@@ -223,9 +223,11 @@ std::vector<int64_t> scenario_table_rows(const fs::path& path) {
   return rows;
 }
 
-TEST(WorkloadTables, DleTemplateHoldsTheLargeTableSetOfTheTablesFile) {
+TEST(WorkloadTables, DleScenariosHoldTheLargeTableSetOfTheTablesFile) {
   const DleTables tables = read_dle_tables(kDleTables);
   EXPECT_EQ(scenario_table_rows(fs::path(UPSIM_CONFIGS_DIR) / "validation" / "dle_dlrm.yaml"),
+            tables.at("large"));
+  EXPECT_EQ(scenario_table_rows(fs::path(UPSIM_CONFIGS_DIR) / "dle_dlrm_large_dgxa100.yaml"),
             tables.at("large"));
 }
 

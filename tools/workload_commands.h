@@ -1,12 +1,15 @@
-// `upsim validate workloads`: whole training steps of published large-model runs, measured vs
-// predicted. Two sources (test/data/*/SOURCES.md):
+// `upsim validate workloads`: whole training steps of published runs, measured vs predicted.
+// Three sources (test/data/*/SOURCES.md):
 //   Megatron-LM SC'21 Table 1 (GPT 1.7B-1T on Selene, DGX A100 80GB, 8x HDR IB per node): the
 //     iteration time derived from the achieved TFLOP/s with the paper's Eq. 3;
 //   llm-foundry's MPT benchmarks (FSDP on A100 80GB over RoCE and on DGX H100): the step time
-//     GlobalBatchSize(T) / Throughput(T/s).
+//     GlobalBatchSize(T) / Throughput(T/s);
+//   NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB; DGX A100, DGX-1 V100, DGX-2; 1-16
+//     GPUs; FP32 / TF32 and mixed precision): the step time 65536 / records per second. Held
+//     out and reported without a bound (the source's geomean never fails the command).
 // Each measured row becomes a scenario: a template (configs/validation/megatron_gpt.yaml,
-// mpt_fsdp.yaml, mpt_fsdp_h100.yaml) with the row's values applied as `--set` overrides
-// in-process, run like `upsim run` without outputs.
+// mpt_fsdp.yaml, mpt_fsdp_h100.yaml, dle_dlrm.yaml) with the row's values applied as `--set`
+// overrides in-process, run like `upsim run` without outputs.
 #pragma once
 
 #include <cstdint>
@@ -60,11 +63,33 @@ struct FoundryRow {
   double step_time_s = 0.0;  ///< derived_step_time_s
 };
 
+/// One row of a DeepLearningExamples PyTorch DLRM training-performance table
+/// (pytorch_dlrm_training_perf_*.csv): two measurements, full precision and mixed precision.
+struct DleRow {
+  int line = 0;
+  std::string section;  ///< README headings, e.g. "... NVIDIA DGX-2 (16x V100 32GB)"
+  std::string system;   ///< from the section: "dgx-a100" | "dgx-1" | "dgx-2"
+  int64_t gpus = 0;
+  std::string model_size;     ///< "small" | "large" (dle_criteo_tables.yaml)
+  int64_t batch_per_gpu = 0;  ///< "8k" -> 8192; gpus x batch_per_gpu = kDleGlobalBatch
+  /// The full-precision column's precision: "tf32" (`Throughput - TF32`, A100) or "fp32"
+  /// (`Throughput - FP32`, V100).
+  std::string full_precision;
+  double full_precision_records_per_s = 0.0;
+  double amp_records_per_s = 0.0;  ///< `Throughput - mixed precision`
+};
+
+/// DLE main.py's --batch_size default, which the README's benchmark commands leave unchanged.
+inline constexpr int64_t kDleGlobalBatch = 65536;
+
 /// Strict readers: header-named columns (any order, extra columns ignored), '#' comment lines,
 /// double-quoted fields (commas inside; "" is a quote). A missing column, a short row or an
 /// unparsable number throws WorkloadTableError "FILE:LINE: column `NAME`: ...".
 std::vector<MegatronRow> read_megatron_table(const std::filesystem::path& path);
 std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
+/// Throughputs may hold thousands separators ("11,400,000"); batch per GPU is "<n>k" or "<n>";
+/// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
+std::vector<DleRow> read_dle_table(const std::filesystem::path& path);
 
 /// An MPT size from configs/validation/mpt_models.yaml (llm-foundry's yamls).
 struct MptModel {
@@ -78,6 +103,13 @@ struct MptModel {
 /// throws ConfigError for a bad file.
 std::map<std::string, MptModel> read_mpt_models(const std::filesystem::path& path);
 
+/// The DLE DLRM table sets of configs/validation/dle_criteo_tables.yaml: model size -> each
+/// table's rows, in feature order.
+using DleTables = std::map<std::string, std::vector<int64_t>>;
+/// Reads `models: {small: {frequency_threshold, rows: [...]}, ...}`; throws ConfigError for a bad
+/// file.
+DleTables read_dle_tables(const std::filesystem::path& path);
+
 inline constexpr int64_t kGpusPerNode = 8;
 
 /// Megatron rows: how the paper's unstated choices are filled in.
@@ -89,7 +121,7 @@ struct MegatronMapping {
 /// What one measured row becomes: a template and the overrides that make it the measured run,
 /// or the reason it is not simulated.
 struct RowPlan {
-  std::string source;  ///< "megatron" | "llm-foundry"
+  std::string source;  ///< "megatron" | "llm-foundry" | "dle-dlrm"
   std::string label;   ///< the row's identity, matched by --rows
   int64_t gpus = 0;
   double measured_s = 0.0;
@@ -98,6 +130,8 @@ struct RowPlan {
   /// Non-empty: the hardware profile (relative to the configs folder) that replaces the
   /// template's platform.gpu.
   std::string gpu_profile;
+  /// Non-empty: the fabric (relative to the configs folder) that replaces platform.topology.
+  std::string topology;
   std::string skip_reason;  ///< non-empty: not simulated
 };
 
@@ -113,8 +147,15 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
 /// (FP8, CPU offload, unknown size).
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
 
-/// Returns the exit code: 0 every source's geomean |error| within --bound and no row failed,
-/// 1 otherwise; bad input throws (WorkloadTableError, ConfigError) for main to report (2).
+/// Pure: one measurement of a DLE row (mixed precision when `amp`) -> overrides of
+/// configs/validation/dle_dlrm.yaml: the system's GPU profile and fabric (partial when the row
+/// uses fewer GPUs than it has), the dtypes, the table set; a skip reason for an unknown model
+/// size.
+RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables);
+
+/// Returns the exit code: 0 every bounded source's geomean |error| within --bound and no row
+/// failed, 1 otherwise (the dle-dlrm source is reported without a bound); bad input throws
+/// (WorkloadTableError, ConfigError) for main to report (2).
 int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace upsim::cli

@@ -95,6 +95,8 @@ const std::map<std::string, Expected, std::less<>> kShipped = {
     {"dgx1_v100.yaml", {8, 1, 16 + 1 + 4 + 8 + 4}},
     {"a100_roce_cluster.yaml", {64, 8, 232 + 64 + 64}},  // 8 rail leaves x 8 spines
     {"dgx_a100.yaml", {8, 1, 29}},
+    // 16 GPU-switch + 1 switch-switch + 1 UPI + 8 PCIe-CPU + 16 GPU-PCIe + 8 NIC-PCIe.
+    {"dgx2.yaml", {16, 1, 16 + 1 + 1 + 8 + 16 + 8}},
     // 128 x 29 + 1024 NIC links + 7 SUs x 8 rail leaves: 48 full leaves x 20 spines, 8 leaves
     // of the last SU (8 nodes, 8 uplink cables) x 8 spines.
     {"dgx_a100_cluster.yaml", {1024, 128, 3712 + 1024 + 960 + 64}},
@@ -201,6 +203,56 @@ TEST(ShippedFabrics, Dgx1NvlinkCubeMeshAndPcieFallback) {
             "gpu -> pcie_switch -> cpu -> cpu -> pcie_switch -> gpu");
   for (LinkId l : f.route(dev(f, "gpu0"), dev(f, "gpu6")))
     EXPECT_EQ(f.link(l).kind.rfind("nvlink", 0), std::string::npos) << f.link_name(l);
+}
+
+TEST(ShippedFabrics, Dgx2EveryGpuPairRoutesOverNvlinkAndTheBisectionIsTheDatasheets) {
+  const Fabric f = load_file(kTopologies / "dgx2.yaml");
+  ASSERT_EQ(f.gpus().size(), 16u);
+  // Every ordered GPU pair: NVLink2 only, through its baseboard's switch (2 hops) or both
+  // baseboards' switches (3 hops), never PCIe, never through a third GPU.
+  for (size_t i = 0; i < 16; ++i) {
+    for (size_t j = 0; j < 16; ++j) {
+      if (i == j) continue;
+      const std::string from = fmt::format("gpu{}", i);
+      const std::string to = fmt::format("gpu{}", j);
+      const std::vector<LinkId> r = f.route(dev(f, from), dev(f, to));
+      const bool same_board = (i < 8) == (j < 8);
+      ASSERT_EQ(r.size(), same_board ? 2u : 3u) << from << " -> " << to;
+      for (LinkId l : r)
+        EXPECT_EQ(f.link(l).kind, "nvlink2") << f.link_name(l);
+      EXPECT_EQ(kinds_text(route_kinds(f, from, to)),
+                same_board ? "gpu -> nvswitch -> gpu" : "gpu -> nvswitch -> nvswitch -> gpu");
+    }
+  }
+  // [WP] 6 NVLink2 links of 25 GB/s per GPU per direction.
+  for (DeviceIndex g : f.gpus()) {
+    double nvlink_gbps = 0;
+    for (const FabricLink& l : f.links()) {
+      if (l.from == g && l.kind == "nvlink2") nvlink_gbps += l.bandwidth.gigabytes_per_second();
+    }
+    EXPECT_DOUBLE_EQ(nvlink_gbps, 150.0) << f.device(g).id;
+  }
+  // [DS] 2.4 TB/s bisection bandwidth: the directed links crossing from baseboard 0 (GPUs 0-7,
+  // nvswitch0) to baseboard 1 and back, summed.
+  std::set<DeviceIndex> board0{dev(f, "nvswitch0")};
+  for (int g = 0; g < 8; ++g)
+    board0.insert(dev(f, fmt::format("gpu{}", g)));
+  const DeviceIndex switch1 = dev(f, "nvswitch1");
+  double cut_gbps = 0;
+  for (const FabricLink& l : f.links()) {
+    if (l.kind != "nvlink2") continue;
+    const bool from0 = board0.count(l.from) > 0;
+    const bool to0 = board0.count(l.to) > 0;
+    if (from0 != to0) cut_gbps += l.bandwidth.gigabytes_per_second();
+  }
+  EXPECT_DOUBLE_EQ(cut_gbps, 2400.0);
+  // Cross-baseboard GPU pairs share the 48 aggregated links (1200 GB/s per direction).
+  const std::vector<LinkId> cross = f.route(dev(f, "gpu0"), dev(f, "gpu8"));
+  ASSERT_EQ(cross.size(), 3u);
+  EXPECT_EQ(f.link(cross[1]).to, switch1);
+  EXPECT_DOUBLE_EQ(f.link(cross[1]).bandwidth.gigabytes_per_second(), 1200.0);
+  // Host of gpu9 is the socket of its PCIe switch.
+  EXPECT_EQ(f.device(f.host_of(dev(f, "gpu9"))).id, "cpu1");
 }
 
 TEST(ShippedFabrics, DgxH100GpusMeetAtTheNvswitchAt450GBps) {

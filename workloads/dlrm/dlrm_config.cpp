@@ -82,9 +82,12 @@ DType read_storage_dtype(const ConfigNode& node, std::string_view key, DType def
 }
 
 ShardingStrategy read_sharding(const ConfigNode& workload) {
-  constexpr std::array<ShardingStrategy, 5> kAll = {
-      ShardingStrategy::kNaive, ShardingStrategy::kRandom, ShardingStrategy::kSizeGreedy,
-      ShardingStrategy::kLookupGreedy, ShardingStrategy::kSizeLookupGreedy};
+  constexpr std::array<ShardingStrategy, 6> kAll = {ShardingStrategy::kNaive,
+                                                    ShardingStrategy::kRandom,
+                                                    ShardingStrategy::kSizeGreedy,
+                                                    ShardingStrategy::kLookupGreedy,
+                                                    ShardingStrategy::kSizeLookupGreedy,
+                                                    ShardingStrategy::kCappedSizeGreedy};
   std::array<std::string_view, kAll.size()> names{};
   for (size_t i = 0; i < kAll.size(); ++i)
     names[i] = sharding_strategy_name(kAll[i]);
@@ -178,6 +181,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   }
 
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
+  if (workload.get_choice_or("bottom_mlp_placement", {"data_parallel", "first_rank"},
+                             "data_parallel") == "first_rank") {
+    config.bottom_mlp_placement = BottomMlpPlacement::kFirstRank;
+  }
   if (config.bottom_mlp.back() != config.embedding_dim) {
     workload.child("bottom_mlp")
         .fail(fmt::format("ends with {}, but the interaction stacks the bottom MLP output with "

@@ -14,6 +14,11 @@
 //     bottom_mlp: [512, 1024, 256, 128]  # required; dense input features, then layer widths
 //                                  #   (>= 2 entries of 1 .. 2^20); the last must equal
 //                                  #   embeddings.dim
+//     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
+//                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
+//                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the
+//                                  #   global batch, its output sent with the embeddings in the
+//                                  #   all-to-all; with more than 4 ranks rank 0 holds no table)
 //     top_mlp: [1024, 512, 256, 1] # required; layer widths (>= 1 entries of 1 .. 2^20); the input
 //                                  #   width is dim + T(T+1)/2 for T tables; the last must be 1
 //                                  #   (the logit that binary_cross_entropy reads)
@@ -39,7 +44,7 @@
 //                                  #   bag; at most 65536 tables holding at most 2^62 bytes
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
 //                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
-//                                  2024)
+//                                  #   2024) | capped_size_greedy (DeepLearningExamples')
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
@@ -63,6 +68,17 @@
 #include "workloads/pytorch/ddp_buckets.h"
 
 namespace upsim {
+
+/// Where the bottom MLP runs.
+enum class BottomMlpPlacement : uint8_t {
+  kDataParallel,  ///< on every rank, its local batch, under DDP (dlrm_s_pytorch.py; the seed)
+  /// On rank 0 alone, on the global batch; its output joins the embedding all-to-all as one
+  /// more vector per sample (DeepLearningExamples' hybrid parallel, dlrm/model/distributed.py).
+  kFirstRank,
+};
+/// DeepLearningExamples' get_device_mapping: above this many ranks, rank 0 (the bottom MLP's)
+/// holds no table.
+inline constexpr uint32_t kHybridTablelessAbove = 4;
 
 /// How the dense features and the pooled embeddings meet before the top MLP.
 enum class DlrmInteraction : uint8_t {
@@ -95,6 +111,7 @@ struct DlrmConfig {
   /// Optimizer of the dense parameters (MLPs, cross network).
   OptimizerKind dense_optimizer = OptimizerKind::kSgd;
   DlrmInteraction interaction = DlrmInteraction::kDot;
+  BottomMlpPlacement bottom_mlp_placement = BottomMlpPlacement::kDataParallel;
   /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
   int64_t cross_layers = 0;
   int64_t cross_rank = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -78,6 +79,9 @@ class RankEmitter {
         distributed_(built.ranks.size() > 1),
         local_tables_(built.placement.tables_of_rank[index]),
         b_(built.local_batch),
+        hybrid_(config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && distributed_),
+        bottom_in_exchange_(hybrid_ && index == 0),
+        bottom_batch_(!hybrid_ ? built.local_batch : (index == 0 ? config.global_batch : 0)),
         t_(static_cast<int64_t>(config.tables.size())),
         d_(config.embedding_dim),
         dt_(config.dtype) {}
@@ -114,8 +118,10 @@ class RankEmitter {
 
   // ---- phases ------------------------------------------------------------------------------
   void load_batch() {
-    blocking_copy("Memcpy HtoD (dense)", TransferKind::kHostToDevice,
-                  b_ * cfg_.bottom_mlp.front() * kFp32Bytes);
+    if (bottom_batch_ > 0) {
+      blocking_copy("Memcpy HtoD (dense)", TransferKind::kHostToDevice,
+                    bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
+    }
     if (local_tables_.empty()) return;
     const auto local = static_cast<int64_t>(local_tables_.size());
     blocking_copy("Memcpy HtoD (offsets)", TransferKind::kHostToDevice,
@@ -190,15 +196,15 @@ class RankEmitter {
     h.end();
   }
 
-  void linear_forward(int64_t in, int64_t out) {
+  void linear_forward(int64_t batch, int64_t in, int64_t out) {
     single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
-                  gemm_kernel(dt_, 1, b_, out, in));
+                  gemm_kernel(dt_, 1, batch, out, in));
   }
 
   /// Lin et al., TPDS 2024: relu F = 1, A = 2; sigmoid F = 4, A = 2.
-  void relu_forward(int64_t width) {
+  void relu_forward(int64_t batch, int64_t width) {
     single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
-                  pointwise(MemoryOp::kRelu, dt_, as_double(b_ * width), 1, 1, 1));
+                  pointwise(MemoryOp::kRelu, dt_, as_double(batch * width), 1, 1, 1));
   }
 
   void forward(const IterationGroups& groups) {
@@ -211,22 +217,35 @@ class RankEmitter {
     }
     const int64_t local_values =
         cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_;
-    if (distributed_) {
-      if (!local_tables_.empty()) {
-        convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
-        pack_send_buffer(local_values);
+    const auto& bot = cfg_.bottom_mlp;
+    if (bottom_in_exchange_) {
+      // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
+      // whose payload carries its output to every rank.
+      for (size_t l = 0; l + 1 < bot.size(); ++l) {
+        linear_forward(bottom_batch_, bot[l], bot[l + 1]);
+        relu_forward(bottom_batch_, bot[l + 1]);
       }
+    }
+    if (distributed_) {
+      if (!local_tables_.empty())
+        convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
+      if (bottom_in_exchange_) convert(dt_, cfg_.all_to_all_dtype, bottom_batch_ * d_);
+      const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * d_ : 0);
+      if (sent > 0) pack_send_buffer(sent);
       a2a_done = all_to_all(groups.a2a_forward);
     }
 
-    const auto& bot = cfg_.bottom_mlp;
-    for (size_t l = 0; l + 1 < bot.size(); ++l) {
-      linear_forward(bot[l], bot[l + 1]);
-      relu_forward(bot[l + 1]);
+    if (!bottom_in_exchange_ && bottom_batch_ > 0) {
+      for (size_t l = 0; l + 1 < bot.size(); ++l) {
+        linear_forward(bottom_batch_, bot[l], bot[l + 1]);
+        relu_forward(bottom_batch_, bot[l + 1]);
+      }
     }
     if (distributed_) wait_for("All2All_Pooled_Wait", a2a_done);
-    // The pooled embeddings (received, or this rank's own) in the MLPs' dtype.
-    convert(distributed_ ? cfg_.all_to_all_dtype : cfg_.embedding_dtype, dt_, b_ * t_ * d_);
+    // The pooled embeddings (received, or this rank's own) in the MLPs' dtype; hybrid parallel
+    // also receives the bottom MLP output.
+    convert(distributed_ ? cfg_.all_to_all_dtype : cfg_.embedding_dtype, dt_,
+            b_ * (t_ + (hybrid_ ? 1 : 0)) * d_);
 
     if (cfg_.interaction == DlrmInteraction::kDot) {
       dot_interaction_forward();
@@ -237,9 +256,9 @@ class RankEmitter {
     const auto& top = cfg_.top_mlp;
     int64_t in = cfg_.top_mlp_input();
     for (size_t l = 0; l < top.size(); ++l) {
-      linear_forward(in, top[l]);
+      linear_forward(b_, in, top[l]);
       if (l + 1 < top.size()) {
-        relu_forward(top[l]);
+        relu_forward(b_, top[l]);
       } else {
         single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
                       pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top[l]), 4, 1, 1));
@@ -369,16 +388,17 @@ class RankEmitter {
   /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
   /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
   /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).
-  void linear_backward(const DdpModule& module, size_t layer, bool input_grad) {
+  void linear_backward(int64_t batch, const DdpModule& module, size_t layer, bool input_grad) {
     const int64_t in = module.widths[layer];
     const int64_t out = module.widths[layer + 1];
     {
       HostOp h(graph_, at_, "AddmmBackward0");
       if (input_grad)
         h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                 gemm_kernel(dt_, 1, b_, in, out));
-      h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm", gemm_kernel(dt_, 1, out, in, b_));
-      KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(b_ * out), 1, 1, 0);
+                 gemm_kernel(dt_, 1, batch, in, out));
+      h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
+               gemm_kernel(dt_, 1, out, in, batch));
+      KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(batch * out), 1, 1, 0);
       sum.bytes_written = as_double(out * dtype_bytes(dt_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
       h.end();
@@ -409,10 +429,10 @@ class RankEmitter {
     }
   }
 
-  void relu_backward(int64_t width) {
+  void relu_backward(int64_t batch, int64_t width) {
     single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
                   "aten::threshold_backward",
-                  pointwise(MemoryOp::kRelu, dt_, as_double(b_ * width), 1, 1, 1));
+                  pointwise(MemoryOp::kRelu, dt_, as_double(batch * width), 1, 1, 1));
   }
 
   void add_gradients(int64_t elements) {
@@ -436,9 +456,9 @@ class RankEmitter {
     // The top MLP's input (the interaction output) needs its gradient, so every layer computes
     // grad input.
     for (size_t l = top_layers; l-- > 0;) {
-      linear_backward(top, l, true);
+      linear_backward(b_, top, l, true);
       if (distributed_) reduce_ready_buckets(top, 2 * (top_layers - l));
-      if (l > 0) relu_backward(top_widths_[l]);
+      if (l > 0) relu_backward(b_, top_widths_[l]);
     }
 
     if (cfg_.interaction == DlrmInteraction::kDot) {
@@ -448,22 +468,31 @@ class RankEmitter {
     }
 
     TaskId a2a_done = kNoTask;
+    const int64_t returned = b_ * (t_ + (hybrid_ ? 1 : 0)) * d_;
     if (distributed_) {
-      convert(dt_, cfg_.all_to_all_dtype, b_ * t_ * d_);
-      pack_send_buffer(b_ * t_ * d_);
+      convert(dt_, cfg_.all_to_all_dtype, returned);
+      pack_send_buffer(returned);
       a2a_done = all_to_all(groups.a2a_backward);
     }
 
     // The dense input needs no gradient: the first bottom layer computes no grad input.
     const auto& bot = cfg_.bottom_mlp;
     const size_t layers = bot.size() - 1;
-    for (size_t l = layers; l-- > 0;) {
-      relu_backward(bot[l + 1]);
-      linear_backward(bottom, l, l > 0);
-      if (distributed_) reduce_ready_buckets(bottom, 2 * (layers - l));
-    }
+    const auto bottom_backward = [&] {
+      for (size_t l = layers; l-- > 0;) {
+        relu_backward(bottom_batch_, bot[l + 1]);
+        linear_backward(bottom_batch_, bottom, l, l > 0);
+        if (distributed_) reduce_ready_buckets(bottom, 2 * (layers - l));
+      }
+    };
+    if (!hybrid_) bottom_backward();
 
     if (distributed_) wait_for("All2All_ReqBackward", a2a_done);
+    if (bottom_in_exchange_) {
+      // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
+      convert(cfg_.all_to_all_dtype, dt_, bottom_batch_ * d_);
+      bottom_backward();
+    }
     if (!local_tables_.empty()) {
       // The gradients of this rank's lookups, as the fused backward reads them.
       convert(distributed_ ? cfg_.all_to_all_dtype : dt_, cfg_.embedding_dtype,
@@ -530,6 +559,12 @@ class RankEmitter {
   bool distributed_;
   const std::vector<uint32_t>& local_tables_;
   int64_t b_;
+  /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
+  bool hybrid_;
+  /// This rank runs the bottom MLP and puts its output into the exchange.
+  bool bottom_in_exchange_;
+  /// Samples this rank's bottom MLP sees (0: it runs none).
+  int64_t bottom_batch_;
   int64_t t_;
   int64_t d_;
   DType dt_;
@@ -596,10 +631,23 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   check_inputs(config, inputs);
   DlrmGraph built;
   built.local_batch = config.global_batch / inputs.ranks;
+  const bool hybrid =
+      config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && inputs.ranks > 1;
+  // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table.
+  const size_t skipped = hybrid && inputs.ranks > kHybridTablelessAbove ? 1 : 0;
+  const std::span<const int64_t> capacities =
+      std::span<const int64_t>(inputs.memory_capacity_bytes).subspan(skipped);
   built.placement =
-      shard_tables(ShardingInput{config.tables, config.embedding_dim, config.optimizer,
-                                 inputs.memory_capacity_bytes, dtype_bytes(config.embedding_dtype)},
+      shard_tables(ShardingInput{config.tables, config.embedding_dim, config.optimizer, capacities,
+                                 dtype_bytes(config.embedding_dtype)},
                    config.sharding, config.sharding_seed);
+  if (skipped > 0) {
+    built.placement.tables_of_rank.insert(built.placement.tables_of_rank.begin(),
+                                          std::vector<uint32_t>{});
+    built.placement.memory_bytes.insert(built.placement.memory_bytes.begin(), 0);
+    for (uint32_t& rank : built.placement.rank_of_table)
+      ++rank;
+  }
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
@@ -611,9 +659,12 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
     top_ready.push_back(cross[p] * dtype_bytes(config.dtype));
   built.top_buckets = pytorch::assign_ddp_buckets(top_ready, config.ddp_first_bucket_bytes,
                                                   config.ddp_bucket_bytes);
-  built.bottom_buckets =
-      pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
-                                  config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+  // Hybrid parallel: one rank holds the bottom MLP, so no DDP reduces it.
+  if (!hybrid) {
+    built.bottom_buckets =
+        pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
+                                    config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+  }
 
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     built.ranks.push_back(
@@ -627,8 +678,10 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   std::vector<int64_t> per_rank(n);
   for (size_t i = 0; i < n; ++i) {
     const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
+    // Hybrid parallel: rank 0's bottom MLP output is one more vector per sample.
+    const int64_t vectors = tables + (hybrid && i == 0 ? 1 : 0);
     per_rank[i] =
-        built.local_batch * tables * config.embedding_dim * dtype_bytes(config.all_to_all_dtype);
+        built.local_batch * vectors * config.embedding_dim * dtype_bytes(config.all_to_all_dtype);
   }
   const std::vector<int64_t> ones(n, 1);
   const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);

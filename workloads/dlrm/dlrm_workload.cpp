@@ -55,12 +55,15 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
                         dlrm.cross_rank, dlrm.cross_width());
   out.description.push_back(fmt::format(
       "workload: dlrm, {}, global batch {} ({} per rank), {} tables of dim {} ({}, fused {}), "
-      "all-to-all {}, MLPs {} ({}), sharding {}, {} iterations ({} warm-up)",
+      "all-to-all {}, MLPs {} ({}){}, sharding {}, {} iterations ({} warm-up)",
       interaction, dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
       dtype_name(dlrm.embedding_dtype), fbgemm_optimizer_name(dlrm.optimizer),
       dtype_name(dlrm.all_to_all_dtype), dtype_name(dlrm.dtype),
-      optimizer_kind_name(dlrm.dense_optimizer), sharding_strategy_name(dlrm.sharding),
-      platform.iterations, platform.warmup_iterations));
+      optimizer_kind_name(dlrm.dense_optimizer),
+      dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1
+          ? ", bottom MLP on rank 0 alone (hybrid parallel)"
+          : "",
+      sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
   std::string tables = "embedding tables:";
   for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
     tables += fmt::format("{} rank {} {} ({})", r == 0 ? "" : ",", r,

@@ -14,8 +14,6 @@ namespace upsim {
 
 namespace {
 
-/// FBGEMM TBE weights are fp32.
-
 /// Uniform integer in [0, bound) from the high bits of the generator, rejecting values past
 /// `bound` (no modulo, no std:: distribution: both are what make the draw platform-independent).
 /// Draws nothing when bound == 1.
@@ -169,6 +167,58 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
   return p;
 }
 
+/// distribute_to_buckets of DeepLearningExamples' DLRM: ranks kept in a list that is re-sorted
+/// (stably) by rows held after every placement; the first takes the next-largest table; a rank
+/// that reaches the cap leaves the list, in the order ranks fill, before the ones left (which
+/// keep their sorted order). The list position is the rank.
+TablePlacement shard_capped_size_greedy(const ShardingInput& in) {
+  TablePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+  const size_t cap = (in.tables.size() + ranks - 1) / ranks;
+  std::vector<uint32_t> order(in.tables.size());
+  std::iota(order.begin(), order.end(), 0U);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return in.tables[a].rows > in.tables[b].rows; });
+  std::vector<std::vector<uint32_t>> open(ranks);
+  std::vector<int64_t> open_rows(ranks, 0);
+  std::vector<std::vector<uint32_t>> full;
+  const auto reorder = [&] {
+    std::vector<size_t> idx(open.size());
+    std::iota(idx.begin(), idx.end(), size_t{0});
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return open_rows[a] < open_rows[b]; });
+    std::vector<std::vector<uint32_t>> sorted_open;
+    std::vector<int64_t> sorted_rows;
+    for (size_t i : idx) {
+      sorted_open.push_back(std::move(open[i]));
+      sorted_rows.push_back(open_rows[i]);
+    }
+    open = std::move(sorted_open);
+    open_rows = std::move(sorted_rows);
+  };
+  for (uint32_t t : order) {
+    open.front().push_back(t);
+    open_rows.front() += in.tables[t].rows;
+    if (open.front().size() == cap) {
+      full.push_back(std::move(open.front()));
+      open.erase(open.begin());
+      open_rows.erase(open_rows.begin());
+    }
+    reorder();
+  }
+  for (std::vector<uint32_t>& bucket : open)
+    full.push_back(std::move(bucket));
+  for (uint32_t r = 0; r < ranks; ++r) {
+    for (uint32_t t : full[r]) {
+      const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+      if (!fits(in, p, r, bytes)) fail_no_room(in, t, p.memory_bytes);
+      place(p, t, r, bytes);
+    }
+  }
+  finish(p);
+  return p;
+}
+
 }  // namespace
 
 std::string_view sharding_strategy_name(ShardingStrategy strategy) {
@@ -183,6 +233,8 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy) {
       return "lookup_greedy";
     case ShardingStrategy::kSizeLookupGreedy:
       return "size_lookup_greedy";
+    case ShardingStrategy::kCappedSizeGreedy:
+      return "capped_size_greedy";
   }
   return "unknown";
 }
@@ -217,6 +269,8 @@ double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int
       return d * table.pooling;
     case ShardingStrategy::kSizeLookupGreedy:
       return d * table.pooling * std::log10(static_cast<double>(table.rows));
+    case ShardingStrategy::kCappedSizeGreedy:
+      return static_cast<double>(table.rows);
     case ShardingStrategy::kNaive:
     case ShardingStrategy::kRandom:
       return 0.0;
@@ -235,6 +289,8 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
     case ShardingStrategy::kLookupGreedy:
     case ShardingStrategy::kSizeLookupGreedy:
       return shard_greedy(input, strategy);
+    case ShardingStrategy::kCappedSizeGreedy:
+      return shard_capped_size_greedy(input);
   }
   throw ShardingError("unknown sharding strategy");
 }

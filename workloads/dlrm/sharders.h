@@ -29,6 +29,10 @@ enum class ShardingStrategy : uint8_t {
   kSizeGreedy,        ///< greedy on cost = table bytes
   kLookupGreedy,      ///< greedy on cost = dim x mean pooling
   kSizeLookupGreedy,  ///< greedy on cost = dim x mean pooling x log10(rows); the seed's default
+  /// NVIDIA DeepLearningExamples' DLRM (dlrm/utils/distributed.py, distribute_to_buckets): tables
+  /// by rows, largest first, each to the rank holding the fewest rows so far, at most
+  /// ceil(tables / ranks) per rank (a full rank takes no more); memory is checked, not balanced.
+  kCappedSizeGreedy,
 };
 std::string_view sharding_strategy_name(ShardingStrategy strategy);
 

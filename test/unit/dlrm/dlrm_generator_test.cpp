@@ -276,6 +276,39 @@ TEST(DlrmGenerator, OptimizersNameTheirKernelsAndHoldState) {
   EXPECT_EQ(step[0].optimizer.kind, OptimizerKind::kAdam);
 }
 
+// Hybrid parallel (bottom_mlp_placement first_rank) on 6 ranks, global batch 12 (2 per rank):
+// rank 0 runs the bottom MLP [4, 2] on all 12 samples and holds no table (more than 4 ranks);
+// its output is one more vector in the exchange: 2 samples x dim 2 x 4 B to every rank; no DDP
+// reduces the bottom MLP.
+TEST(DlrmGenerator, HybridParallelRunsTheBottomMlpOnRankZeroAndSendsItsOutput) {
+  const std::string yaml =
+      with(kTiny, "global_batch: 8", "global_batch: 12") + "  bottom_mlp_placement: first_rank\n";
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 6), inputs_of(6, 1), g);
+  EXPECT_TRUE(built.placement.tables_of_rank[0].empty());
+  EXPECT_EQ(built.placement.tables_of_rank.size(), 6U);
+  for (uint32_t t = 0; t < 3; ++t)
+    EXPECT_NE(built.placement.rank_of_table[t], 0U);
+  EXPECT_TRUE(built.bottom_buckets.empty());
+  ASSERT_EQ(g.collective_count(), 4U);  // a2a forward, 2 top buckets, a2a backward
+  const CollectiveDesc& fwd = g.collective(0);
+  for (uint32_t to = 0; to < 6; ++to)
+    EXPECT_EQ(fwd.send_bytes.at(0, to), 2 * 2 * 4) << to;
+  const auto bottom_first_layer = [&](RankId rank) {
+    int found = 0;
+    for (const KernelDesc& k : kernels_of(g, rank, "aten::addmm")) {
+      if (k.k == 4 && k.n == 2) {  // bottom layer 4 -> 2 (the top MLP has no 4 -> 2)
+        EXPECT_EQ(k.m, 12);        // the global batch
+        ++found;
+      }
+    }
+    return found;
+  };
+  EXPECT_EQ(bottom_first_layer(0), 1);
+  for (RankId r = 1; r < 6; ++r)
+    EXPECT_EQ(bottom_first_layer(r), 0) << r;
+}
+
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {
   TaskGraph g;
   generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), g);
@@ -582,9 +615,12 @@ class MarkCounter final : public Observer {
 };
 
 TEST(DlrmGenerator, GraphRunsToCompletionOnTheExecutor) {
-  for (uint32_t ranks : {1U, 2U, 4U}) {
+  const std::string hybrid =
+      with(kTiny, "global_batch: 8", "global_batch: 24") + "  bottom_mlp_placement: first_rank\n";
+  for (uint32_t ranks : {1U, 2U, 4U, 6U}) {
     TaskGraph g;
-    generate_dlrm(config_of(kTiny, ranks), inputs_of(ranks, 2), g);
+    // 6 ranks: hybrid parallel (its own sends, waits and a rank 0 without tables).
+    generate_dlrm(config_of(ranks == 6 ? hybrid.c_str() : kTiny, ranks), inputs_of(ranks, 2), g);
     g.seal();
     UnitCpuCost cpu;
     UnitKernelCost kernels;

@@ -82,6 +82,27 @@ TEST(Sharders, SizeGreedyBalancesBytes) {
   EXPECT_EQ(p.memory_bytes[1], 2000);
 }
 
+// DeepLearningExamples' distribute_to_buckets on rows [10, 50, 30, 20, 40] over 2 ranks, at most
+// ceil(5 / 2) = 3 tables each: 50 -> r0; 40 -> r1 (fewer rows); 30 -> r1 (40 < 50); 20 -> r0
+// (50 < 70); 10 -> r0 (70 = 70, the list keeps r0 first), which is then full.
+TEST(Sharders, CappedSizeGreedyIsDistributeToBuckets) {
+  const std::vector<EmbeddingTable> tables{{10, 1}, {50, 1}, {30, 1}, {20, 1}, {40, 1}};
+  const TablePlacement p = shard(tables, 1, {1000, 1000}, ShardingStrategy::kCappedSizeGreedy);
+  EXPECT_EQ(p.tables_of_rank[0], (std::vector<uint32_t>{0, 1, 3}));
+  EXPECT_EQ(p.tables_of_rank[1], (std::vector<uint32_t>{2, 4}));
+  // The cap binds even when the rows would balance better without it: 4 equal tables on 3
+  // ranks give 2, 1, 1.
+  const TablePlacement capped = shard({{5, 1}, {5, 1}, {5, 1}, {5, 1}}, 1, {1000, 1000, 1000},
+                                      ShardingStrategy::kCappedSizeGreedy);
+  EXPECT_EQ(capped.tables_of_rank[0].size() + capped.tables_of_rank[1].size() +
+                capped.tables_of_rank[2].size(),
+            4U);
+  for (const auto& on_rank : capped.tables_of_rank)
+    EXPECT_LE(on_rank.size(), 2U);
+  // Memory is checked: a rank without room for its bucket is an error.
+  EXPECT_THROW(shard(tables, 1, {1000, 100}, ShardingStrategy::kCappedSizeGreedy), ShardingError);
+}
+
 TEST(Sharders, NaiveSplitsContiguouslyFirstRanksGetOneMore) {
   const std::vector<EmbeddingTable> tables(7, EmbeddingTable{10, 1});
   const auto p = shard(tables, 4, {1'000'000, 1'000'000, 1'000'000}, ShardingStrategy::kNaive);

@@ -231,7 +231,7 @@ std::string row_name(const RowPlan& plan) {
 constexpr double kGeomeanEpsilon = 4e-4;
 constexpr double kDefaultBound = 0.15;
 /// Sources reported without a bound: held-out rows whose acceptance bound is not decided yet.
-constexpr std::string_view kUnboundSource = "dle-dlrm";
+constexpr std::array<std::string_view, 2> kUnboundSources = {"dle-dlrm", "dle-dcnv2"};
 
 }  // namespace
 
@@ -345,18 +345,26 @@ std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
 
 namespace {
 
-/// "11,400,000" -> 11400000: digits with optional thousands separators, positive.
+/// "11,400,000" -> 11400000 (digits with optional thousands separators); "3.81M" -> 3810000
+/// (DCNv2.md's millions). Positive.
 double dle_throughput(const CsvTable& t, size_t row, const std::string& column) {
   std::string digits;
   for (char c : t.field(row, column)) {
     if (c != ',') digits += c;
   }
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || value <= 0) {
-    throw t.bad_value(row, column, t.field(row, column), "a positive records/s count");
+  double scale = 1.0;
+  if (!digits.empty() && digits.back() == 'M') {
+    scale = 1e6;
+    digits.pop_back();
   }
-  return static_cast<double>(value);
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() ||
+      !(value > 0.0) || (scale == 1.0 && value != std::floor(value))) {
+    throw t.bad_value(row, column, t.field(row, column),
+                      "a positive records/s count (11,400,000 or 3.81M)");
+  }
+  return value * scale;
 }
 
 /// "8k" -> 8192, "512" -> 512.
@@ -378,7 +386,7 @@ int64_t dle_batch(const CsvTable& t, size_t row, const std::string& column) {
 
 }  // namespace
 
-std::vector<DleRow> read_dle_table(const fs::path& path) {
+std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model) {
   const CsvTable t(path);
   // The full-precision column is TF32 on the A100 table, FP32 on the V100 one.
   const bool tf32 = t.has("Throughput - TF32");
@@ -386,6 +394,7 @@ std::vector<DleRow> read_dle_table(const fs::path& path) {
   std::vector<DleRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     DleRow r;
+    r.model = std::string(model);
     r.line = t.line(i);
     r.section = t.field(i, "section");
     r.gpus = t.integer(i, "GPUs");
@@ -571,13 +580,14 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
       {"dgx-2", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx2.yaml", 16}},
   };
   RowPlan plan;
-  plan.source = "dle-dlrm";
+  const bool dcnv2 = row.model == "dcnv2";
+  plan.source = dcnv2 ? "dle-dcnv2" : "dle-dlrm";
   plan.gpus = row.gpus;
   const double records_per_s = amp ? row.amp_records_per_s : row.full_precision_records_per_s;
   plan.measured_s = static_cast<double>(kDleGlobalBatch) / records_per_s;
-  plan.template_file = "validation/dle_dlrm.yaml";
+  plan.template_file = dcnv2 ? "validation/dle_dcnv2.yaml" : "validation/dle_dlrm.yaml";
   const std::string precision = amp ? "amp" : row.full_precision;
-  plan.label = fmt::format("dlrm-{} {} {}gpu {} B{}", row.model_size, row.system, row.gpus,
+  plan.label = fmt::format("{}-{} {} {}gpu {} B{}", row.model, row.model_size, row.system, row.gpus,
                            precision, kDleGlobalBatch);
   const auto system = kSystems.find(row.system);
   if (system == kSystems.end()) {
@@ -608,9 +618,10 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
       fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
       fmt::format("workload.embeddings.tables=[{}]", table_list),
   };
-  if (amp) {
+  if (amp && !dcnv2) {
     // dle_dlrm.yaml [README] 747, [SPARSE]: fp32 tables, lookups and gradients; [PARTS]: the
-    // looked-up vectors are cast to fp16 before the all-to-all.
+    // looked-up vectors are cast to fp16 before the all-to-all. (dle_dcnv2.yaml [SPARSE]: the
+    // DCNv2 exchange stays fp32 under amp, as the template says.)
     plan.overrides.push_back("workload.embeddings.dtype=fp32");
     plan.overrides.push_back("workload.all_to_all_dtype=fp16");
   }
@@ -625,6 +636,7 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
   std::string dle_files =
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv,"
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv";
+  std::string dcnv2_file = "test/data/nvidia-deeplearningexamples/tf2_dcnv2_training_perf.csv";
   std::string configs = "configs";
   std::vector<std::string> row_filters;
   int jobs = 1;
@@ -639,12 +651,14 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       "topologies/dgx_a100_cluster.yaml), llm-foundry's MPT benchmarks (FSDP; A100 40/80GB\n"
       "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster) and\n"
       "NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB on DGX A100, DGX-1 and DGX-2, 1-16\n"
-      "GPUs, FP32/TF32 and mixed precision; source dle-dlrm). Each row is a template\n"
-      "(validation/megatron_gpt.yaml, mpt_fsdp.yaml, mpt_fsdp_h100.yaml, dle_dlrm.yaml) with the\n"
+      "GPUs, FP32/TF32 and mixed precision; source dle-dlrm) and TensorFlow2 DCNv2 (DGX A100,\n"
+      "1 and 8 GPUs; source dle-dcnv2). Each row is a template (validation/megatron_gpt.yaml,\n"
+      "mpt_fsdp.yaml, mpt_fsdp_h100.yaml, dle_dlrm.yaml, dle_dcnv2.yaml) with the\n"
       "row's values as --set overrides. Prints per row the measured and predicted step time,\n"
       "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"
       "|error| and the rows skipped and why. Exits 0 when every bounded geomean is within\n"
-      "--bound (dle-dlrm is reported without a bound) and no row failed, 1 otherwise, 2 for\n"
+      "--bound (dle-dlrm and dle-dcnv2 are reported without a bound) and no row failed, 1\n"
+      "otherwise, 2 for\n"
       "bad input. Run from the repository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("megatron", po::value<std::string>(&megatron_file)->default_value(megatron_file),
@@ -654,6 +668,9 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       ("dle-dlrm", po::value<std::string>(&dle_files)->default_value(dle_files),
        "DeepLearningExamples PyTorch DLRM training-performance CSVs, comma-separated ('' to "
        "leave the source out)")  //
+      ("dle-dcnv2", po::value<std::string>(&dcnv2_file)->default_value(dcnv2_file),
+       "DeepLearningExamples TensorFlow2 DCNv2 training-performance CSV ('' to leave the source "
+       "out)")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding validation/ (templates, mpt_models.yaml, dle_criteo_tables.yaml) and "
        "what they reference")  //
@@ -680,8 +697,9 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     throw po::error(fmt::format("--megatron-schedule: `{}`; valid: interleaved, 1f1b", schedule));
   }
   mapping.interleaved = schedule == "interleaved";
-  if (megatron_file.empty() && foundry_file.empty() && dle_files.empty()) {
-    throw po::error("every source left out (--megatron '' --llm-foundry '' --dle-dlrm '')");
+  if (megatron_file.empty() && foundry_file.empty() && dle_files.empty() && dcnv2_file.empty()) {
+    throw po::error(
+        "every source left out (--megatron '' --llm-foundry '' --dle-dlrm '' --dle-dcnv2 '')");
   }
 
   std::vector<RowPlan> plans;
@@ -694,14 +712,21 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     for (const FoundryRow& r : read_foundry_table(foundry_file))
       plans.push_back(foundry_plan(r, models));
   }
-  if (!dle_files.empty()) {
+  if (!dle_files.empty() || !dcnv2_file.empty()) {
     const DleTables tables =
         read_dle_tables(fs::path(configs) / "validation" / "dle_criteo_tables.yaml");
+    std::vector<DleRow> rows;
     for (const std::string& file : split_commas({dle_files})) {
-      for (const DleRow& r : read_dle_table(file)) {
-        plans.push_back(dle_plan(r, false, tables));
-        plans.push_back(dle_plan(r, true, tables));
-      }
+      for (const DleRow& r : read_dle_table(file, "dlrm"))
+        rows.push_back(r);
+    }
+    if (!dcnv2_file.empty()) {
+      for (const DleRow& r : read_dle_table(dcnv2_file, "dcnv2"))
+        rows.push_back(r);
+    }
+    for (const DleRow& r : rows) {
+      plans.push_back(dle_plan(r, false, tables));
+      plans.push_back(dle_plan(r, true, tables));
     }
   }
   const std::vector<std::string> filters = split_commas(row_filters);
@@ -793,7 +818,8 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     ran_total += s.ran;
     if (s.ran > 0) {
       const double geomean = std::exp(s.log_sum / static_cast<double>(s.ran));
-      const bool bounded = source != kUnboundSource;
+      const bool bounded = std::find(kUnboundSources.begin(), kUnboundSources.end(), source) ==
+                           kUnboundSources.end();
       within = within && (!bounded || geomean <= bound);
       out << fmt::format("{}: geomean |error| {:.2f}% over {} rows ({}); {} failed, {} skipped\n",
                          source, 100.0 * geomean, s.ran,

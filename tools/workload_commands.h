@@ -67,6 +67,9 @@ struct FoundryRow {
 /// (pytorch_dlrm_training_perf_*.csv): two measurements, full precision and mixed precision.
 struct DleRow {
   int line = 0;
+  /// "dlrm" (the PyTorch DLRM tables, source dle-dlrm) | "dcnv2" (the TensorFlow2 DCNv2 table,
+  /// source dle-dcnv2): which template the row runs.
+  std::string model = "dlrm";
   std::string section;  ///< README headings, e.g. "... NVIDIA DGX-2 (16x V100 32GB)"
   std::string system;   ///< from the section: "dgx-a100" | "dgx-1" | "dgx-2"
   int64_t gpus = 0;
@@ -89,7 +92,8 @@ std::vector<MegatronRow> read_megatron_table(const std::filesystem::path& path);
 std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
 /// Throughputs may hold thousands separators ("11,400,000"); batch per GPU is "<n>k" or "<n>";
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
-std::vector<DleRow> read_dle_table(const std::filesystem::path& path);
+std::vector<DleRow> read_dle_table(const std::filesystem::path& path,
+                                   std::string_view model = "dlrm");
 
 /// An MPT size from configs/validation/mpt_models.yaml (llm-foundry's yamls).
 struct MptModel {

@@ -29,6 +29,7 @@ const fs::path kMptModels = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "mpt_mo
 const fs::path kDleDir = fs::path(UPSIM_SOURCE_ROOT) / "test/data/nvidia-deeplearningexamples";
 const fs::path kDleA100Csv = kDleDir / "pytorch_dlrm_training_perf_0.csv";
 const fs::path kDleV100Csv = kDleDir / "pytorch_dlrm_training_perf_1.csv";
+const fs::path kDleDcnV2Csv = kDleDir / "tf2_dcnv2_training_perf.csv";
 const fs::path kDleTables = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "dle_criteo_tables.yaml";
 
 /// A file in a fresh temporary folder, removed with the fixture.
@@ -493,8 +494,8 @@ constexpr const char* kFoundryRows = "";
 TEST(WorkloadValidation, MegatronRowsWithinFifteenPercent) {
   std::ostringstream out;
   const int rc = validate_workloads_main(
-      {"--megatron", kMegatronCsv.string(), "--llm-foundry", "", "--dle-dlrm", "", "--configs",
-       UPSIM_CONFIGS_DIR, "--rows", kMegatronRows},
+      {"--megatron", kMegatronCsv.string(), "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2",
+       "", "--configs", UPSIM_CONFIGS_DIR, "--rows", kMegatronRows},
       out);
   std::cout << out.str();
   EXPECT_EQ(rc, 0) << out.str();
@@ -503,8 +504,9 @@ TEST(WorkloadValidation, MegatronRowsWithinFifteenPercent) {
 }
 
 TEST(WorkloadValidation, LlmFoundryBf16RowsWithinFifteenPercent) {
-  std::vector<std::string> args{"--megatron", "", "--llm-foundry", kFoundryCsv.string(),
-                                "--dle-dlrm", "", "--configs",     UPSIM_CONFIGS_DIR};
+  std::vector<std::string> args{
+      "--megatron",  "", "--llm-foundry", kFoundryCsv.string(), "--dle-dlrm", "",
+      "--dle-dcnv2", "", "--configs",     UPSIM_CONFIGS_DIR};
   if (*kFoundryRows != 0) {
     args.emplace_back("--rows");
     args.emplace_back(kFoundryRows);
@@ -531,6 +533,7 @@ TEST(WorkloadValidation, DleDlrmRowsRunAndPrintTheirErrors) {
   std::vector<std::string> args{"--megatron",    "",
                                 "--llm-foundry", "",
                                 "--dle-dlrm",    kDleA100Csv.string() + "," + kDleV100Csv.string(),
+                                "--dle-dcnv2",   "",
                                 "--configs",     UPSIM_CONFIGS_DIR};
   if (*kDleRows != 0) {
     args.emplace_back("--rows");
@@ -556,16 +559,39 @@ TEST(WorkloadValidation, DleTableSetThatDoesNotFitIsReportedInItsRow) {
                    "Throughput - mixed precision\n"
                    "NVIDIA DGX-1 (8x V100 32GB),1,large,64k,\"672,000\",\"2,090,000\"\n");
   std::ostringstream out;
-  const int rc =
-      validate_workloads_main({"--megatron", "", "--llm-foundry", "", "--dle-dlrm",
-                               f.path().string(), "--configs", UPSIM_CONFIGS_DIR, "--rows", "fp32"},
-                              out);
+  const int rc = validate_workloads_main(
+      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", f.path().string(), "--dle-dcnv2", "",
+       "--configs", UPSIM_CONFIGS_DIR, "--rows", "fp32"},
+      out);
   EXPECT_EQ(rc, 1) << out.str();
   EXPECT_NE(out.str().find("dle-dlrm: dlrm-large dgx-1 1gpu fp32 B65536"), std::string::npos)
       << out.str();
   EXPECT_NE(out.str().find("ERROR: "), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("fits on no rank"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("dle-dlrm: no row ran; 1 failed"), std::string::npos) << out.str();
+}
+
+// The DeepLearningExamples TensorFlow2 DCNv2 rows (DGX A100: 1 GPU small, 8 GPUs large; TF32 and
+// mixed precision), held out. The 1-GPU rows run and print their errors; the large rows need
+// Adam's state beside the 48.9M-row table on one GPU (75 GB of 80), which only column slicing
+// (DLE: distributed-embeddings' column_slice_threshold) fits: until then they fail in their
+// row, naming the table.
+TEST(WorkloadValidation, DleDcnV2RowsRunOrNameTheTableThatDoesNotFit) {
+  std::ostringstream out;
+  const int rc = validate_workloads_main(
+      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2",
+       kDleDcnV2Csv.string(), "--configs", UPSIM_CONFIGS_DIR},
+      out);
+  std::cout << out.str();
+  EXPECT_EQ(rc, 1) << out.str();
+  for (const char* row : {"dcnv2-small dgx-a100 1gpu tf32", "dcnv2-small dgx-a100 1gpu amp"}) {
+    const size_t at = out.str().find(row);
+    ASSERT_NE(at, std::string::npos) << row;
+    EXPECT_EQ(out.str().substr(at, out.str().find('\n', at) - at).find("ERROR"), std::string::npos)
+        << row;
+  }
+  EXPECT_NE(out.str().find("table 11 (48937457 rows x dim 128"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("dle-dcnv2: geomean |error| "), std::string::npos) << out.str();
 }
 
 // Opt-in (UPSIM_VALIDATE_WORKLOADS_FULL=1; about 7 minutes on one core): every Megatron Table 1
@@ -575,9 +601,10 @@ TEST(WorkloadValidation, OptInFullMegatronTableWithinBound) {
     GTEST_SKIP() << "set UPSIM_VALIDATE_WORKLOADS_FULL=1 to run all 10 Megatron rows";
   }
   std::ostringstream out;
-  const int rc = validate_workloads_main({"--megatron", kMegatronCsv.string(), "--llm-foundry", "",
-                                          "--dle-dlrm", "", "--configs", UPSIM_CONFIGS_DIR},
-                                         out);
+  const int rc =
+      validate_workloads_main({"--megatron", kMegatronCsv.string(), "--llm-foundry", "",
+                               "--dle-dlrm", "", "--dle-dcnv2", "", "--configs", UPSIM_CONFIGS_DIR},
+                              out);
   EXPECT_EQ(rc, 0) << out.str();
   EXPECT_NE(out.str().find("over 10 rows"), std::string::npos) << out.str();
 }

@@ -21,6 +21,48 @@ int64_t mlp_bytes(const std::vector<int64_t>& widths, DType dtype) {
   return std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
 }
 
+/// Bytes autograd keeps from the forward for the backward of one rank's dense part: every MLP
+/// layer's input and its ReLU output (the linear and the ReLU backward read them), the
+/// interaction's intermediates (dot: the stacked features, the Gram matrix, the gathered pairs
+/// and the concatenation; dcnv2: per cross layer x_l, V x_l, W V x_l and the three elementwise
+/// results), in the MLPs' dtype. `bottom_batch` samples see the bottom MLP (0: none), `batch` the
+/// rest.
+int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batch,
+                         const std::vector<int64_t>& top_widths) {
+  const int64_t e = dtype_bytes(c.dtype);
+  int64_t bottom = 0;
+  for (size_t l = 0; l + 1 < c.bottom_mlp.size(); ++l)
+    bottom += c.bottom_mlp[l] + 2 * c.bottom_mlp[l + 1];
+  int64_t top = 0;
+  for (size_t l = 0; l + 1 < top_widths.size(); ++l)
+    top += top_widths[l] + 2 * top_widths[l + 1];
+  const int64_t f = static_cast<int64_t>(c.tables.size()) + 1;
+  const int64_t interaction =
+      c.interaction == DlrmInteraction::kDot
+          ? f * c.embedding_dim + f * f + c.interaction_pairs() + c.top_mlp_input()
+          : c.cross_width() + c.cross_layers * (4 * c.cross_width() + c.cross_rank);
+  return (bottom_batch * bottom + batch * (top + interaction)) * e;
+}
+
+/// Bytes of one rank's exchange and input buffers: the lookups' pooled output and the
+/// all-to-all's send and receive buffers (forward and backward: twice), the indices and
+/// offsets of the global batch for its tables.
+int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const std::vector<uint32_t>& tables,
+                     bool distributed) {
+  const auto local = static_cast<int64_t>(tables.size());
+  const auto all = static_cast<int64_t>(c.tables.size());
+  double indices = 0.0;  // per sample, over this rank's tables
+  for (const uint32_t t : tables)
+    indices += c.tables[t].pooling;
+  const int64_t lookups = c.global_batch * local * c.embedding_dim * dtype_bytes(c.embedding_dtype);
+  const int64_t exchange = distributed ? 2 * (c.global_batch * local + batch * all) *
+                                             c.embedding_dim * dtype_bytes(c.all_to_all_dtype)
+                                       : 0;
+  const auto index_bytes = static_cast<int64_t>(static_cast<double>(c.global_batch) * indices *
+                                                static_cast<double>(c.index_bytes));
+  return lookups + exchange + index_bytes + (c.global_batch * local + 1) * c.index_bytes;
+}
+
 }  // namespace
 
 DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
@@ -92,6 +134,15 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
                          : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
                                                                          : 2;
   if (states > 0) memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
+  const bool hybrid =
+      dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1;
+  const int64_t bottom_batch =
+      !hybrid ? built.local_batch : (rank == 0 ? dlrm.global_batch : int64_t{0});
+  memory.parts.push_back(
+      {"activations", activation_bytes(dlrm, built.local_batch, bottom_batch, top_widths)});
+  memory.parts.push_back(
+      {"buffers", buffer_bytes(dlrm, built.local_batch, built.placement.tables_of_rank[rank],
+                               platform.gpus > 1)});
   out.memory = std::move(memory);
   return out;
 }

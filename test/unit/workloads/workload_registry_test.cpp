@@ -116,7 +116,8 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   EXPECT_EQ(b.iterations, 2U);
   EXPECT_EQ(b.warmup_iterations, 1U);
   ASSERT_EQ(b.description.size(), 2U);
-  EXPECT_TRUE(b.description[0].starts_with("workload: dlrm, dot interaction, global batch 8 (4 per rank)"))
+  EXPECT_TRUE(
+      b.description[0].starts_with("workload: dlrm, dot interaction, global batch 8 (4 per rank)"))
       << b.description[0];
   ASSERT_TRUE(b.memory);
   // fp32 tables: 100 x 2 x 4 = 800 B on one rank, 50 x 2 x 4 = 400 B on the other.
@@ -126,7 +127,17 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   EXPECT_EQ(b.memory->parts[0].bytes, 800);
   // Dense MLPs: bottom [4, 2] = 10 params, top [2 + 3, 4, 1] = 24 + 5 = 29 params, fp32,
   // weights and gradients.
-  EXPECT_EQ(b.memory->total_bytes(), 800 + 2 * (10 + 29) * 4);
+  // Activations per sample: bottom 4 + 2 x 2 = 8; top (5 + 2 x 4) + (4 + 2 x 1) = 19; dot
+  // interaction 3 x 2 stacked + 3 x 3 Gram + 3 pairs + 5 concatenated = 23; 4 samples, fp32:
+  // 4 x (8 + 19 + 23) x 4 = 800 B.
+  // Buffers of rank 0 (table 0: pooling 10): pooled lookups 8 x 1 x 2 x 4 = 64, exchange
+  // 2 x (8 x 1 + 4 x 2) x 2 x 4 = 256, indices 8 x 10 x 8 = 640, offsets (8 + 1) x 8 = 72.
+  ASSERT_EQ(b.memory->parts.size(), 5U);
+  EXPECT_EQ(b.memory->parts[3].name, "activations");
+  EXPECT_EQ(b.memory->parts[3].bytes, 800);
+  EXPECT_EQ(b.memory->parts[4].name, "buffers");
+  EXPECT_EQ(b.memory->parts[4].bytes, 64 + 256 + 640 + 72);
+  EXPECT_EQ(b.memory->total_bytes(), 800 + 2 * (10 + 29) * 4 + 800 + 1032);
 }
 
 TEST(WorkloadRegistry, DlrmBatchIsCheckedAgainstThePlatformsGpus) {

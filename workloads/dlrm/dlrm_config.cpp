@@ -99,6 +99,94 @@ ShardingStrategy read_sharding(const ConfigNode& workload) {
   workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
 }
 
+/// A reuse histogram at `node`: kReuseHistogramBins fractions >= 0 summing to 1 (within 1%, the
+/// seed's files round them; rescaled to 1 exactly).
+std::vector<double> read_histogram(const ConfigNode& node, const std::vector<double>& values) {
+  if (values.size() != kReuseHistogramBins) {
+    node.fail(
+        fmt::format("a reuse histogram has {} bins, got {}", kReuseHistogramBins, values.size()));
+  }
+  double sum = 0.0;
+  for (const double v : values) {
+    if (!(v >= 0.0 && v <= 1.0)) node.fail(fmt::format("bin fractions are in [0, 1], got {}", v));
+    sum += v;
+  }
+  if (std::abs(sum - 1.0) > 0.01) {
+    node.fail(
+        fmt::format("bin fractions must sum to 1 (fractions of the distinct rows), got {}", sum));
+  }
+  std::vector<double> out = values;
+  for (double& v : out)
+    v /= sum;
+  return out;
+}
+
+std::vector<double> double_list(const ConfigNode& node) {
+  std::vector<double> out;
+  if (!node.is_sequence()) node.fail("expected a sequence of numbers");
+  for (const ConfigNode& item : node.items())
+    out.push_back(item.as_double());
+  return out;
+}
+
+/// One entry of `embeddings.tables` (or of a tables_file): upsim's keys (count, rows, pooling,
+/// pooling_std, reuse, access, zipf_alpha) or, when it has `num_embeddings`, the seed's
+/// table-config keys (Lin et al., TPDS 2024 table configs: index, num_embeddings,
+/// embedding_dim, pooling_factor, pooling_factor_std, bin_0 .. bin_16, rfs_<batch>, all_zero),
+/// whose histogram is rfs_<global batch> when the file has one (the mean over 50 batches of that
+/// size) and bin_0 .. bin_16 (one batch) otherwise.
+EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
+  const bool seed = group.has("num_embeddings");
+  EmbeddingTable t;
+  const std::string rows_key = seed ? "num_embeddings" : "rows";
+  t.rows = at_most(group.child(rows_key), group.get_positive_int(rows_key), kMaxRows,
+                   "2^40 rows per table");
+  const std::string pooling_key = seed ? "pooling_factor" : "pooling";
+  t.pooling = group.get_double(pooling_key);
+  if (!std::isfinite(t.pooling) || t.pooling < 0.0) {
+    group.child(pooling_key)
+        .fail(
+            fmt::format("must be a finite number >= 0 (mean indices per bag), got {}", t.pooling));
+  }
+  const std::string std_key = seed ? "pooling_factor_std" : "pooling_std";
+  if (group.has(std_key)) t.pooling_std = group.get_double_in(std_key, 0.0, 1e9);
+  if (seed) {
+    group.get_int_or("index", 0);
+    if (group.has("embedding_dim") && group.get_int("embedding_dim") != config.embedding_dim) {
+      group.child("embedding_dim")
+          .fail(fmt::format("is {}, but the model's embeddings.dim is {} (one dim for all tables)",
+                            group.get_int("embedding_dim"), config.embedding_dim));
+    }
+    if (group.get_bool_or("all_zero", false)) {
+      group.child("all_zero").fail("an all-zero table has no lookups (the seed drops them)");
+    }
+    std::vector<double> bins;
+    for (size_t b = 0; b < kReuseHistogramBins; ++b) {
+      const std::string key = fmt::format("bin_{}", b);
+      if (group.has(key)) bins.push_back(group.get_double(key));
+    }
+    if (!bins.empty()) t.reuse_histogram = read_histogram(group, bins);
+    for (const std::string& key : group.map_keys()) {
+      if (!key.starts_with("rfs_")) continue;
+      const ConfigNode rfs = group.child(key);
+      const std::vector<double> h = read_histogram(rfs, double_list(rfs));
+      if (key == fmt::format("rfs_{}", config.global_batch)) t.reuse_histogram = h;
+    }
+    return t;
+  }
+  if (group.has("reuse")) {
+    const ConfigNode reuse = group.child("reuse");
+    t.reuse_histogram = read_histogram(reuse, double_list(reuse));
+  }
+  if (group.get_choice_or("access", {"uniform", "zipf"}, "uniform") == "zipf") {
+    if (!t.reuse_histogram.empty()) {
+      group.child("access").fail("a table with a measured `reuse` histogram takes no access law");
+    }
+    t.zipf_alpha = group.get_double_in_or("zipf_alpha", 0.01, 10.0, 1.0);
+  }
+  return t;
+}
+
 void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   const ConfigNode emb = workload.child("embeddings");
   config.embedding_dim =
@@ -109,7 +197,14 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     emb.child("index_bytes")
         .fail(fmt::format("must be 8 (int64 indices) or 4 (int32), got {}", config.index_bytes));
   }
-  const ConfigNode tables = emb.child("tables");
+  // The tables inline, or a file of them (table statistics: upsim's keys or the seed's table
+  // configs, whose JSON is YAML).
+  if (emb.has("tables") && emb.has("tables_file")) {
+    emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
+  }
+  const ConfigNode tables = emb.has("tables_file")
+                                ? emb.load_reference("tables_file").child("tables")
+                                : emb.child("tables");
   const std::vector<ConfigNode> groups = tables.items();
   if (!tables.is_sequence() || groups.empty()) {
     tables.fail(
@@ -118,14 +213,9 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   int64_t total = 0;
   double total_bytes = 0.0;
   for (const ConfigNode& group : groups) {
-    const int64_t count = group.get_positive_int_or("count", 1);
-    const int64_t rows = at_most(group.child("rows"), group.get_positive_int("rows"), kMaxRows,
-                                 "2^40 rows per table");
-    const double pooling = group.get_double("pooling");
-    if (!std::isfinite(pooling) || pooling < 0.0) {
-      group.child("pooling").fail(
-          fmt::format("must be a finite number >= 0 (mean indices per bag), got {}", pooling));
-    }
+    const int64_t count = group.has("num_embeddings") ? 1 : group.get_positive_int_or("count", 1);
+    EmbeddingTable table = read_table(group, config);
+    const int64_t rows = table.rows;
     total += count;
     if (total > kMaxTables) {
       group.child("count").fail(
@@ -139,8 +229,7 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
           "rows x {} x 12 B)",
           total, rows, config.embedding_dim));
     }
-    config.tables.insert(config.tables.end(), static_cast<size_t>(count),
-                         EmbeddingTable{rows, pooling});
+    config.tables.insert(config.tables.end(), static_cast<size_t>(count), table);
   }
 }
 

@@ -42,6 +42,17 @@
 //         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
 //                                  #   (default 1), rows 1 .. 2^40, pooling >= 0 = mean indices per
 //                                  #   bag; at most 65536 tables holding at most 2^62 bytes
+//                                  #   Optional per group: pooling_std (recorded), the access
+//                                  #   statistics of a batch: reuse: [17 fractions] (the seed's
+//                                  #   reuse histogram, Lin et al., TPDS 2024 2.4b) or access:
+//                                  #   zipf with zipf_alpha (0.01 .. 10; default 1), whose
+//                                  #   histogram table_statistics.h derives per batch; default
+//                                  #   uniform accesses
+//       tables_file: stats.json    # instead of `tables`: a file with a `tables` list of the same
+//                                  #   entries, or the seed's table configs ({"tables": [{index,
+//                                  #   num_embeddings, embedding_dim, pooling_factor,
+//                                  #   pooling_factor_std, bin_0..bin_16, rfs_<batch>,
+//                                  #   all_zero}]}; rfs_<global_batch> is used when present)
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
 //                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
 //                                  #   2024) | capped_size_greedy (DeepLearningExamples')

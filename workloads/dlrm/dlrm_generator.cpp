@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/dlrm/table_statistics.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
 
@@ -153,8 +154,16 @@ class RankEmitter {
     k.embedding.optimizer = cfg_.optimizer;
     k.embedding.index_bytes = cfg_.index_bytes;
     for (uint32_t t : local_tables_) {
+      const EmbeddingTable& table = cfg_.tables[t];
+      // A measured histogram, else the one of its access distribution for this batch's lookups
+      // (uniform: none, the model's own expectation).
+      std::vector<double> reuse = table.reuse_histogram;
+      if (reuse.empty() && table.zipf_alpha > 0.0) {
+        reuse = zipf_reuse_histogram(table.rows, as_double(cfg_.global_batch) * table.pooling,
+                                     table.zipf_alpha);
+      }
       k.embedding.per_table.push_back(
-          EmbeddingTableShape{cfg_.tables[t].rows, d_, cfg_.tables[t].pooling, {}});
+          EmbeddingTableShape{table.rows, d_, table.pooling, std::move(reuse)});
     }
     return k;
   }

@@ -44,6 +44,13 @@ struct EmbeddingTable {
   int64_t rows = 0;
   /// Mean number of indices per bag (the seed's pooling factor L).
   double pooling = 0.0;
+  /// Measured reuse histogram of a batch (table_statistics.h); empty: none measured.
+  std::vector<double> reuse_histogram{};
+  /// Zipf exponent of the accesses when no histogram is given; 0: uniform.
+  double zipf_alpha = 0.0;
+  /// Standard deviation of the pooling factor over batches (informational: kernels are priced
+  /// at the mean, as the seed's model does).
+  double pooling_std = 0.0;
 };
 
 /// Bytes a table occupies in GPU memory: rows x dim weights of `weight_bytes` each (FBGEMM's

@@ -9,6 +9,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
+#include "workloads/dlrm/table_statistics.h"
 
 namespace upsim {
 namespace {
@@ -307,6 +308,26 @@ TEST(DlrmGenerator, HybridParallelRunsTheBottomMlpOnRankZeroAndSendsItsOutput) {
   EXPECT_EQ(bottom_first_layer(0), 1);
   for (RankId r = 1; r < 6; ++r)
     EXPECT_EQ(bottom_first_layer(r), 0) << r;
+}
+
+// A table with Zipf accesses carries the reuse histogram of its batch's lookups (8 x 10) into
+// the lookup kernels; a uniform one carries none (the embedding model's own expectation).
+TEST(DlrmGenerator, ZipfTablesCarryTheirBatchesReuseHistogram) {
+  const std::string yaml = with(kTiny, "{rows: 100, pooling: 10}",
+                                "{rows: 100, pooling: 10, access: zipf, zipf_alpha: 1.2}");
+  TaskGraph g;
+  generate_dlrm(config_of(yaml.c_str(), 2), inputs_of(2, 1), g);
+  const std::vector<KernelDesc> lookups =
+      kernels_of(g, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+  ASSERT_EQ(lookups.size(), 1U);
+  ASSERT_EQ(lookups[0].embedding.per_table.size(), 1U);
+  EXPECT_EQ(lookups[0].embedding.per_table[0].reuse_histogram,
+            zipf_reuse_histogram(100, 8.0 * 10.0, 1.2));
+  TaskGraph uniform;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), uniform);
+  EXPECT_TRUE(kernels_of(uniform, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function")[0]
+                  .embedding.per_table[0]
+                  .reuse_histogram.empty());
 }
 
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {

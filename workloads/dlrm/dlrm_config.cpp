@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string_view>
+#include <vector>
 
 namespace upsim {
 
@@ -82,19 +84,14 @@ DType read_storage_dtype(const ConfigNode& node, std::string_view key, DType def
 }
 
 ShardingStrategy read_sharding(const ConfigNode& workload) {
-  constexpr std::array<ShardingStrategy, 6> kAll = {ShardingStrategy::kNaive,
-                                                    ShardingStrategy::kRandom,
-                                                    ShardingStrategy::kSizeGreedy,
-                                                    ShardingStrategy::kLookupGreedy,
-                                                    ShardingStrategy::kSizeLookupGreedy,
-                                                    ShardingStrategy::kCappedSizeGreedy};
-  std::array<std::string_view, kAll.size()> names{};
-  for (size_t i = 0; i < kAll.size(); ++i)
-    names[i] = sharding_strategy_name(kAll[i]);
+  const std::span<const ShardingStrategy> all = sharding_strategies();
+  std::vector<std::string_view> names;
+  for (const ShardingStrategy strategy : all)
+    names.push_back(sharding_strategy_name(strategy));
   const std::string name = workload.get_choice_or(
       "sharding", names, sharding_strategy_name(ShardingStrategy::kSizeLookupGreedy));
-  for (size_t i = 0; i < kAll.size(); ++i) {
-    if (name == names[i]) return kAll[i];
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (name == names[i]) return all[i];
   }
   workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
 }
@@ -185,6 +182,16 @@ EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
     t.zipf_alpha = group.get_double_in_or("zipf_alpha", 0.01, 10.0, 1.0);
   }
   return t;
+}
+
+/// `key` of a plan as a count that must equal `expected` (`what` says whose count it is).
+void check_plan_count(const ConfigNode& plan, std::string_view key, size_t expected,
+                      std::string_view what) {
+  const int64_t count = plan.get_int(key);
+  if (count < 0 || static_cast<uint64_t>(count) != expected) {
+    plan.child(key).fail(
+        fmt::format("the plan is for {} {}, but {} has {}", count, key, what, expected));
+  }
 }
 
 void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
@@ -297,6 +304,31 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     workload.child("sharding_seed").fail(fmt::format("must be >= 0, got {}", seed));
   }
   config.sharding_seed = static_cast<uint64_t>(seed);
+  const bool has_plan = workload.has("sharding_plan") && !workload.child("sharding_plan").is_null();
+  if (config.sharding == ShardingStrategy::kPlan) {
+    if (!has_plan) {
+      workload.child("sharding")
+          .fail(
+              "`plan` places tables as workload.sharding_plan says; give that file (upsim shard "
+              "writes one)");
+    }
+    const ConfigNode plan = workload.load_reference("sharding_plan");
+    config.sharding_plan = read_sharding_plan(plan, config.tables.size(), ranks);
+    const uint32_t tableless = dlrm_tableless_ranks(config, ranks);
+    for (size_t t = 0; t < config.sharding_plan.size(); ++t) {
+      if (config.sharding_plan[t] < tableless) {
+        plan.child("rank_of_table")
+            .fail(fmt::format("entry {} (table {}) is rank {}, which runs the bottom MLP alone "
+                              "and holds no table (bottom_mlp_placement: first_rank on more than "
+                              "{} ranks)",
+                              t, t, config.sharding_plan[t], kHybridTablelessAbove));
+      }
+    }
+  } else if (has_plan) {
+    workload.child("sharding_plan")
+        .fail(fmt::format("is read only with sharding: plan, but workload.sharding is `{}`",
+                          sharding_strategy_name(config.sharding)));
+  }
 
   config.ddp_bucket_bytes = workload.get_bytes_or("ddp_bucket", pytorch::kDefaultDdpBucketBytes);
   if (config.ddp_bucket_bytes <= 0) workload.child("ddp_bucket").fail("must be positive");
@@ -320,6 +352,67 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                      : fused == "rowwise_adagrad" ? EmbeddingOptimizer::kRowWiseAdagrad
                                                   : EmbeddingOptimizer::kAdam;
   return config;
+}
+
+std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan, size_t tables, uint32_t ranks) {
+  if (!plan.is_map()) {
+    plan.fail("a sharding plan is a map: tables: N, ranks: N, rank_of_table: [...]");
+  }
+  check_plan_count(plan, "tables", tables, "the model");
+  check_plan_count(plan, "ranks", ranks, "the run");
+  const ConfigNode list = plan.child("rank_of_table");
+  const std::vector<int64_t> values = plan.get_int_list("rank_of_table");
+  if (values.size() != tables) {
+    list.fail(fmt::format("lists {} ranks, one per table is needed: the model has {} tables",
+                          values.size(), tables));
+  }
+  std::vector<uint32_t> rank_of_table(values.size());
+  for (size_t t = 0; t < values.size(); ++t) {
+    if (values[t] < 0 || values[t] >= static_cast<int64_t>(ranks)) {
+      list.fail(fmt::format("entry {} (table {}) is rank {}; the run's ranks are 0-{}", t, t,
+                            values[t], ranks - 1));
+    }
+    rank_of_table[t] = static_cast<uint32_t>(values[t]);
+  }
+  return rank_of_table;
+}
+
+ShardingInput dlrm_sharding_input(const DlrmConfig& config,
+                                  std::span<const int64_t> rank_capacity_bytes) {
+  return ShardingInput{config.tables,
+                       config.embedding_dim,
+                       config.optimizer,
+                       rank_capacity_bytes,
+                       dtype_bytes(config.embedding_dtype),
+                       config.sharding_plan};
+}
+
+uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks) {
+  return config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank &&
+                 ranks > kHybridTablelessAbove
+             ? 1
+             : 0;
+}
+
+TablePlacement place_dlrm_tables(const DlrmConfig& config,
+                                 std::span<const int64_t> rank_capacity_bytes) {
+  const auto ranks = static_cast<uint32_t>(rank_capacity_bytes.size());
+  const uint32_t skipped = dlrm_tableless_ranks(config, ranks);
+  ShardingInput input = dlrm_sharding_input(config, rank_capacity_bytes.subspan(skipped));
+  // The sharder numbers the ranks that hold tables from 0; a plan numbers the run's ranks.
+  std::vector<uint32_t> plan(config.sharding_plan.begin(), config.sharding_plan.end());
+  for (uint32_t& rank : plan)
+    rank -= std::min(rank, skipped);
+  input.plan = plan;
+  TablePlacement placement = shard_tables(input, config.sharding, config.sharding_seed);
+  if (skipped > 0) {
+    placement.tables_of_rank.insert(placement.tables_of_rank.begin(), skipped,
+                                    std::vector<uint32_t>{});
+    placement.memory_bytes.insert(placement.memory_bytes.begin(), skipped, 0);
+    for (uint32_t& rank : placement.rank_of_table)
+      rank += skipped;
+  }
+  return placement;
 }
 
 }  // namespace upsim

@@ -55,7 +55,19 @@
 //                                  #   all_zero}]}; rfs_<global_batch> is used when present)
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
 //                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
-//                                  #   2024) | capped_size_greedy (DeepLearningExamples')
+//                                  #   2024) | capped_size_greedy (DeepLearningExamples') |
+//                                  #   plan (the table -> rank list in sharding_plan)
+//     sharding_plan: plan.yaml     # required with sharding: plan, refused with any other
+//                                  #   sharder (null counts as absent); a file relative to this
+//                                  #   one (or the map inline), as `upsim shard` writes it:
+//                                  #     tables: 48        # must equal the model's table count
+//                                  #     ranks: 4          # must equal the run's rank count
+//                                  #     rank_of_table: [0, 3, 1, ...]  # one rank per table, in
+//                                  #                       #   table-id order, each 0 .. ranks-1
+//                                  #   Each rank's tables must fit its table memory (a
+//                                  #   ConfigError at rank_of_table when the run is built);
+//                                  #   with bottom_mlp_placement: first_rank on more than 4
+//                                  #   ranks, rank 0 may hold none.
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
@@ -70,7 +82,9 @@
 // (sim/config/quantity_parse.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -115,6 +129,8 @@ struct DlrmConfig {
   std::vector<EmbeddingTable> tables;
   ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
   uint64_t sharding_seed = 0;
+  /// sharding == kPlan: the run's rank of each table (read_sharding_plan); empty otherwise.
+  std::vector<uint32_t> sharding_plan;
   int64_t ddp_bucket_bytes = pytorch::kDefaultDdpBucketBytes;
   int64_t ddp_first_bucket_bytes = pytorch::kDefaultDdpFirstBucketBytes;
   /// Optimizer fused into the embedding backward.
@@ -145,5 +161,28 @@ struct DlrmConfig {
 /// Reads `workload` (the scenario's `workload:` map) for a run on `ranks` ranks (>= 1).
 /// Every invalid value throws ConfigError at its key (see the schema above).
 DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
+
+/// Reads a sharding plan (the content of `workload.sharding_plan`, see the schema above) for a
+/// model of `tables` tables on `ranks` ranks: the rank of each table. A count that differs from
+/// the model's or the run's, a missing or unknown key, or a rank outside 0 .. ranks-1 throws
+/// ConfigError naming the plan's file, line and key. Memory is checked by shard_tables.
+std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan, size_t tables, uint32_t ranks);
+
+/// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
+/// per rank): its tables, dim, fused optimizer, weight bytes and plan. Refers into both
+/// arguments, which must outlive it.
+ShardingInput dlrm_sharding_input(const DlrmConfig& config,
+                                  std::span<const int64_t> rank_capacity_bytes);
+
+/// Leading ranks that hold no table: 1 when rank 0 runs the bottom MLP alone
+/// (bottom_mlp_placement: first_rank) on more than kHybridTablelessAbove ranks
+/// (DeepLearningExamples' get_device_mapping), else 0.
+uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks);
+
+/// The DLRM run's placement on ranks of these table-memory capacities (one entry per rank, at
+/// least one): the leading dlrm_tableless_ranks hold no table, the others are placed by
+/// config.sharding (a plan's ranks count from rank 0 of the run). Throws ShardingError.
+TablePlacement place_dlrm_tables(const DlrmConfig& config,
+                                 std::span<const int64_t> rank_capacity_bytes);
 
 }  // namespace upsim

@@ -642,21 +642,9 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   built.local_batch = config.global_batch / inputs.ranks;
   const bool hybrid =
       config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && inputs.ranks > 1;
-  // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table.
-  const size_t skipped = hybrid && inputs.ranks > kHybridTablelessAbove ? 1 : 0;
-  const std::span<const int64_t> capacities =
-      std::span<const int64_t>(inputs.memory_capacity_bytes).subspan(skipped);
-  built.placement =
-      shard_tables(ShardingInput{config.tables, config.embedding_dim, config.optimizer, capacities,
-                                 dtype_bytes(config.embedding_dtype)},
-                   config.sharding, config.sharding_seed);
-  if (skipped > 0) {
-    built.placement.tables_of_rank.insert(built.placement.tables_of_rank.begin(),
-                                          std::vector<uint32_t>{});
-    built.placement.memory_bytes.insert(built.placement.memory_bytes.begin(), 0);
-    for (uint32_t& rank : built.placement.rank_of_table)
-      ++rank;
-  }
+  // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table
+  // (place_dlrm_tables).
+  built.placement = place_dlrm_tables(config, inputs.memory_capacity_bytes);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());

@@ -65,6 +65,11 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const std::vector<uint3
 
 }  // namespace
 
+int64_t dlrm_table_capacity_bytes(const WorkloadPlatform& platform) {
+  return static_cast<int64_t>(static_cast<double>(platform.device.hbm_bytes) *
+                              platform.table_memory_fraction);
+}
+
 DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
 
 void DlrmWorkload::prepare(const WorkloadPlatform& platform) {
@@ -77,13 +82,15 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   DlrmPlacementInputs inputs;
   inputs.ranks = platform.gpus;
   inputs.iterations = platform.iterations;
-  inputs.memory_capacity_bytes.assign(
-      platform.gpus, static_cast<int64_t>(static_cast<double>(platform.device.hbm_bytes) *
-                                          platform.table_memory_fraction));
+  inputs.memory_capacity_bytes.assign(platform.gpus, dlrm_table_capacity_bytes(platform));
   DlrmGraph built;
   try {
     built = generate_dlrm(dlrm, inputs, graph);
   } catch (const ShardingError& e) {
+    // An explicit plan is at fault where it lists the ranks; a sharder, where the tables are.
+    if (dlrm.sharding == ShardingStrategy::kPlan) {
+      node_.child("sharding_plan").child("rank_of_table").fail(e.what());
+    }
     node_.child("embeddings").child("tables").fail(e.what());
   }
 

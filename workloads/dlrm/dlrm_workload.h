@@ -7,13 +7,14 @@
 //    (every bad value a ConfigError at its key); build() generates `platform.iterations`
 //    training steps on `platform.gpus` ranks, each rank planning tables into
 //    table_memory_fraction x the GPU's memory. Tables that do not fit are a ConfigError at
-//    `workload.embeddings.tables`.
+//    `workload.embeddings.tables`; with `sharding: plan`, at the plan's `rank_of_table`.
 //  - The description is two lines: "workload: dlrm, global batch ..." and "embedding tables:
 //    rank 0 N (bytes), ...".
 //  - The memory footprint is that of the rank holding the most table bytes: its embedding
 //    tables, and the dense MLP weights and their gradients (every rank holds all of them, DDP).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -36,5 +37,9 @@ class DlrmWorkload final : public Workload {
 };
 
 std::unique_ptr<Workload> make_dlrm_workload(const ConfigNode& workload);
+
+/// Bytes of embedding-table memory each rank may use on `platform`: table_memory_fraction x
+/// the GPU's memory (what build() gives the sharder).
+int64_t dlrm_table_capacity_bytes(const WorkloadPlatform& platform);
 
 }  // namespace upsim

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -136,6 +137,36 @@ TablePlacement shard_random(const ShardingInput& in, uint64_t seed) {
   return p;
 }
 
+/// An explicit placement: every table where `in.plan` says, each rank within its capacity.
+TablePlacement shard_plan(const ShardingInput& in) {
+  if (in.plan.size() != in.tables.size()) {
+    throw ShardingError(fmt::format("the sharding plan places {} tables, but the model has {}",
+                                    in.plan.size(), in.tables.size()));
+  }
+  TablePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+  for (uint32_t t = 0; t < in.tables.size(); ++t) {
+    if (in.plan[t] >= ranks) {
+      throw ShardingError(
+          fmt::format("the sharding plan puts table {} on rank {}, but the run "
+                      "has {} ranks (0-{})",
+                      t, in.plan[t], ranks, ranks - 1));
+    }
+    place(p, t, in.plan[t],
+          table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes));
+  }
+  for (uint32_t r = 0; r < ranks; ++r) {
+    if (p.memory_bytes[r] > in.rank_capacity_bytes[r]) {
+      throw ShardingError(fmt::format(
+          "the sharding plan puts {} tables of {} bytes ({}) on rank {}, more than its {} "
+          "byte ({}) table memory",
+          p.tables_of_rank[r].size(), p.memory_bytes[r], gigabytes(p.memory_bytes[r]), r,
+          in.rank_capacity_bytes[r], gigabytes(in.rank_capacity_bytes[r])));
+    }
+  }
+  return p;
+}
+
 TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) {
   TablePlacement p = empty_placement(in);
   const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
@@ -235,8 +266,21 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy) {
       return "size_lookup_greedy";
     case ShardingStrategy::kCappedSizeGreedy:
       return "capped_size_greedy";
+    case ShardingStrategy::kPlan:
+      return "plan";
   }
   return "unknown";
+}
+
+std::span<const ShardingStrategy> sharding_strategies() {
+  static constexpr std::array<ShardingStrategy, 7> kAll = {ShardingStrategy::kNaive,
+                                                           ShardingStrategy::kRandom,
+                                                           ShardingStrategy::kSizeGreedy,
+                                                           ShardingStrategy::kLookupGreedy,
+                                                           ShardingStrategy::kSizeLookupGreedy,
+                                                           ShardingStrategy::kCappedSizeGreedy,
+                                                           ShardingStrategy::kPlan};
+  return kAll;
 }
 
 int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
@@ -273,6 +317,7 @@ double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int
       return static_cast<double>(table.rows);
     case ShardingStrategy::kNaive:
     case ShardingStrategy::kRandom:
+    case ShardingStrategy::kPlan:
       return 0.0;
   }
   return 0.0;
@@ -291,6 +336,8 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
       return shard_greedy(input, strategy);
     case ShardingStrategy::kCappedSizeGreedy:
       return shard_capped_size_greedy(input);
+    case ShardingStrategy::kPlan:
+      return shard_plan(input);
   }
   throw ShardingError("unknown sharding strategy");
 }

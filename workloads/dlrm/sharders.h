@@ -33,8 +33,13 @@ enum class ShardingStrategy : uint8_t {
   /// by rows, largest first, each to the rank holding the fewest rows so far, at most
   /// ceil(tables / ranks) per rank (a full rank takes no more); memory is checked, not balanced.
   kCappedSizeGreedy,
+  kPlan,  ///< an explicit table -> rank list (ShardingInput::plan), e.g. `upsim shard`'s
 };
 std::string_view sharding_strategy_name(ShardingStrategy strategy);
+
+/// Every strategy, in declaration order: the values `workload.sharding` accepts. All but kPlan
+/// place tables by themselves; kPlan needs ShardingInput::plan.
+std::span<const ShardingStrategy> sharding_strategies();
 
 /// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
 using EmbeddingOptimizer = FusedEmbeddingOptimizer;
@@ -62,7 +67,7 @@ int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOp
 
 /// Cost a greedy sharder balances (Lin et al., TPDS 2024, NeuroShard `sharders.py`):
 /// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
-/// dim x pooling x log10(rows). Zero for kNaive and kRandom, which use no cost.
+/// dim x pooling x log10(rows). Zero for kNaive, kRandom and kPlan, which use no cost.
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
                      EmbeddingOptimizer optimizer, int64_t weight_bytes = 4);
 
@@ -80,6 +85,8 @@ struct ShardingInput {
   std::span<const int64_t> rank_capacity_bytes;
   /// Bytes of one weight element (4 fp32, 2 fp16 / bf16).
   int64_t weight_bytes = 4;
+  /// kPlan only: plan[t] is the rank of table t (one entry per table, each below the rank count).
+  std::span<const uint32_t> plan = {};
 };
 
 struct TablePlacement {
@@ -97,7 +104,8 @@ struct TablePlacement {
 /// rank with the smallest cumulative cost among ranks with room for it, ties broken by smaller
 /// cumulative bytes, then by lower rank. kRandom visits tables in id order and draws among the
 /// ranks with room, in rank order. kNaive ignores costs and fails if its fixed split overflows
-/// a rank.
+/// a rank. kPlan puts each table where `plan` says and fails when the plan has the wrong length,
+/// names a rank that does not exist, or gives a rank more table bytes than its capacity.
 TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy,
                             uint64_t seed = 0);
 

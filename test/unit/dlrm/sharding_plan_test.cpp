@@ -1,0 +1,283 @@
+// `sharding: plan`: the plan file reader (counts, ranks, keys; errors name the plan's file, line
+// and key), the kPlan sharder (each table where the plan says, each rank within its table
+// memory) and the DLRM workload's error for a plan that overflows a rank.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "sim/task_graph.h"
+#include "workloads/dlrm/dlrm_config.h"
+#include "workloads/dlrm/dlrm_workload.h"
+#include "workloads/dlrm/sharders.h"
+
+namespace upsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// 6 tables: two of 4 M rows (2.048 GB each at dim 128, fp32, SGD), four of 20 k rows.
+std::string scenario(const std::string& sharding) {
+  return R"(workload:
+  model: dlrm
+  global_batch: 4096
+  bottom_mlp: [512, 128]
+  top_mlp: [64, 1]
+  embeddings:
+    dim: 128
+    tables:
+      - {count: 2, rows: 4000000, pooling: 30}
+      - {count: 4, rows: 20000, pooling: 2}
+)" + sharding;
+}
+
+class ShardingPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("upsim-plan-" + std::string(info->name()) + "-" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  /// Writes plan.yaml next to the scenario; `rank_of_table` is the YAML list.
+  void write_plan(int64_t tables, int64_t ranks, const std::string& rank_of_table) {
+    std::ofstream(dir_ / "plan.yaml") << "# from a test\ntables: " << tables << "\nranks: " << ranks
+                                      << "\nrank_of_table: " << rank_of_table << "\n";
+  }
+
+  ConfigDocument document() {
+    return ConfigDocument::parse_string(scenario("  sharding: plan\n  sharding_plan: plan.yaml\n"),
+                                        (dir_ / "scenario.yaml").string());
+  }
+
+  DlrmConfig parse(uint32_t ranks = 2) {
+    ConfigDocument doc = document();
+    DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), ranks);
+    doc.check_all_keys_used();
+    return config;
+  }
+
+  /// The ConfigError of parsing, or a failed expectation when there is none.
+  ConfigError error_of(uint32_t ranks = 2) {
+    try {
+      parse(ranks);
+    } catch (const ConfigError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no ConfigError";
+    return ConfigError("", 0, "", "");
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ShardingPlan, GoodFilePlacesEveryTableWhereItSays) {
+  write_plan(6, 2, "[0, 1, 1, 0, 1, 1]");
+  const DlrmConfig config = parse();
+  EXPECT_EQ(config.sharding, ShardingStrategy::kPlan);
+  EXPECT_EQ(config.sharding_plan, (std::vector<uint32_t>{0, 1, 1, 0, 1, 1}));
+  const std::vector<int64_t> capacity(2, int64_t{4} << 30);
+  const TablePlacement p = shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
+  EXPECT_EQ(p.rank_of_table, config.sharding_plan);
+  EXPECT_EQ(p.tables_of_rank[0], (std::vector<uint32_t>{0, 3}));
+  EXPECT_EQ(p.tables_of_rank[1], (std::vector<uint32_t>{1, 2, 4, 5}));
+  EXPECT_EQ(p.memory_bytes[0], 2'048'000'000 + 10'240'000);
+  EXPECT_EQ(p.memory_bytes[1], 2'048'000'000 + 3 * 10'240'000);
+}
+
+TEST_F(ShardingPlan, APlanReproducesTheSharderItCameFrom) {
+  write_plan(6, 2, "[0, 0, 0, 0, 0, 0]");
+  DlrmConfig config = parse();
+  const std::vector<int64_t> capacity(2, int64_t{4} << 30);
+  config.sharding = ShardingStrategy::kSizeLookupGreedy;
+  const TablePlacement greedy =
+      shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
+  config.sharding = ShardingStrategy::kPlan;
+  config.sharding_plan = greedy.rank_of_table;
+  const TablePlacement plan = shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
+  EXPECT_EQ(plan.rank_of_table, greedy.rank_of_table);
+  EXPECT_EQ(plan.tables_of_rank, greedy.tables_of_rank);
+  EXPECT_EQ(plan.memory_bytes, greedy.memory_bytes);
+}
+
+TEST_F(ShardingPlan, WrongTableCountNamesThePlanFileLineAndKey) {
+  write_plan(5, 2, "[0, 1, 1, 0, 1]");
+  const ConfigError e = error_of();
+  EXPECT_EQ(e.file(), (dir_ / "plan.yaml").string());
+  EXPECT_EQ(e.line(), 2);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.tables");
+  EXPECT_NE(e.message().find("the plan is for 5 tables, but the model has 6"), std::string::npos)
+      << e.what();
+}
+
+TEST_F(ShardingPlan, ListOfTheWrongLengthIsAnErrorAtTheList) {
+  write_plan(6, 2, "[0, 1, 1, 0, 1]");
+  const ConfigError e = error_of();
+  EXPECT_EQ(e.line(), 4);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
+  EXPECT_NE(e.message().find("lists 5 ranks"), std::string::npos) << e.what();
+}
+
+TEST_F(ShardingPlan, WrongRankCountIsAnError) {
+  write_plan(6, 4, "[0, 1, 2, 3, 0, 1]");
+  const ConfigError e = error_of(2);
+  EXPECT_EQ(e.line(), 3);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.ranks");
+  EXPECT_NE(e.message().find("the plan is for 4 ranks, but the run has 2"), std::string::npos)
+      << e.what();
+}
+
+TEST_F(ShardingPlan, OutOfRangeRankIsAnErrorNamingTheTable) {
+  write_plan(6, 2, "[0, 1, 2, 0, 1, 1]");
+  ConfigError e = error_of();
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
+  EXPECT_NE(e.message().find("entry 2 (table 2) is rank 2; the run's ranks are 0-1"),
+            std::string::npos)
+      << e.what();
+  write_plan(6, 2, "[0, 1, -1, 0, 1, 1]");
+  e = error_of();
+  EXPECT_NE(e.message().find("is rank -1"), std::string::npos) << e.what();
+}
+
+TEST_F(ShardingPlan, MissingKeysAndFileAreErrors) {
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\n";
+  EXPECT_NE(error_of().message().find("rank_of_table"), std::string::npos);
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\nrank_of_table: [0, 0, 0, 0, 0, 0]\n"
+                                    << "rank_of_tabel: []\n";
+  EXPECT_NE(error_of().message().find("rank_of_tabel"), std::string::npos);
+  fs::remove(dir_ / "plan.yaml");
+  EXPECT_NE(std::string(error_of().what()).find("plan.yaml"), std::string::npos);
+}
+
+TEST_F(ShardingPlan, PlanNeedsAFileAndAFileNeedsPlan) {
+  ConfigDocument no_file = ConfigDocument::parse_string(scenario("  sharding: plan\n"), "s.yaml");
+  try {
+    parse_dlrm_config(no_file.root().child("workload"), 2);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "workload.sharding");
+    EXPECT_NE(e.message().find("sharding_plan"), std::string::npos) << e.what();
+  }
+  ConfigDocument other = ConfigDocument::parse_string(
+      scenario("  sharding: naive\n  sharding_plan: plan.yaml\n"), "s.yaml");
+  try {
+    parse_dlrm_config(other.root().child("workload"), 2);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "workload.sharding_plan");
+    EXPECT_NE(e.message().find("only with sharding: plan"), std::string::npos) << e.what();
+  }
+  // A null plan counts as absent (how `upsim shard` runs the other sharders of a plan scenario).
+  ConfigDocument null_plan =
+      ConfigDocument::parse_string(scenario("  sharding: naive\n  sharding_plan: ~\n"), "s.yaml");
+  EXPECT_EQ(parse_dlrm_config(null_plan.root().child("workload"), 2).sharding,
+            ShardingStrategy::kNaive);
+}
+
+TEST_F(ShardingPlan, PlanThatOverflowsARankIsRefusedBySharderAndWorkload) {
+  // Both 2.048 GB tables on rank 0, which has 3 GiB of table memory.
+  write_plan(6, 2, "[0, 0, 1, 1, 1, 1]");
+  const DlrmConfig config = parse();
+  const std::vector<int64_t> capacity(2, int64_t{3} << 30);
+  try {
+    shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
+    ADD_FAILURE() << "no ShardingError";
+  } catch (const ShardingError& e) {
+    EXPECT_NE(std::string(e.what()).find("puts 2 tables of 4096000000 bytes (4.096 GB) on rank 0, "
+                                         "more than its 3221225472 byte"),
+              std::string::npos)
+        << e.what();
+  }
+
+  ConfigDocument doc = document();
+  DlrmWorkload workload(doc.root().child("workload"));
+  WorkloadPlatform platform;
+  platform.gpus = 2;
+  platform.device.name = "test GPU";
+  platform.device.hbm_bytes = int64_t{4} << 30;
+  platform.table_memory_fraction = 0.75;  // 3 GiB
+  EXPECT_EQ(dlrm_table_capacity_bytes(platform), int64_t{3} << 30);
+  TaskGraph graph;
+  try {
+    workload.build(platform, graph);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), (dir_ / "plan.yaml").string());
+    EXPECT_EQ(e.line(), 4);
+    EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
+    EXPECT_NE(e.message().find("rank 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ShardingPlan, HybridParallelRankZeroHoldsNoTableAndAPlanReproducesItsPlacement) {
+  // bottom_mlp_placement: first_rank on 8 ranks: rank 0 runs the bottom MLP and holds no table.
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 8\nrank_of_table: [1, 2, 3, 4, 5, 0]\n";
+  ConfigDocument bad = ConfigDocument::parse_string(
+      scenario(
+          "  bottom_mlp_placement: first_rank\n  sharding: plan\n  sharding_plan: plan.yaml\n"),
+      (dir_ / "scenario.yaml").string());
+  try {
+    parse_dlrm_config(bad.root().child("workload"), 8);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
+    EXPECT_NE(e.message().find("entry 5 (table 5) is rank 0, which runs the bottom MLP alone"),
+              std::string::npos)
+        << e.what();
+  }
+
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 8\nrank_of_table: [1, 1, 1, 1, 1, 1]\n";
+  ConfigDocument doc = ConfigDocument::parse_string(
+      scenario(
+          "  bottom_mlp_placement: first_rank\n  sharding: plan\n  sharding_plan: plan.yaml\n"),
+      (dir_ / "scenario.yaml").string());
+  DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), 8);
+  EXPECT_EQ(dlrm_tableless_ranks(config, 8), 1U);
+  EXPECT_EQ(dlrm_tableless_ranks(config, 4), 0U);
+  const std::vector<int64_t> capacity(8, int64_t{4} << 30);
+  config.sharding = ShardingStrategy::kCappedSizeGreedy;
+  const TablePlacement capped = place_dlrm_tables(config, capacity);
+  EXPECT_TRUE(capped.tables_of_rank[0].empty());
+  EXPECT_EQ(capped.memory_bytes[0], 0);
+  config.sharding = ShardingStrategy::kPlan;
+  config.sharding_plan = capped.rank_of_table;
+  const TablePlacement plan = place_dlrm_tables(config, capacity);
+  EXPECT_EQ(plan.rank_of_table, capped.rank_of_table);
+  EXPECT_EQ(plan.tables_of_rank, capped.tables_of_rank);
+  EXPECT_EQ(plan.memory_bytes, capped.memory_bytes);
+}
+
+TEST(PlanSharder, RefusesAPlanOfTheWrongLengthOrAnUnknownRank) {
+  const std::vector<EmbeddingTable> tables(3, EmbeddingTable{1000, 1.0});
+  const std::vector<int64_t> capacity(2, int64_t{1} << 30);
+  std::vector<uint32_t> plan{0, 1};
+  ShardingInput in{tables, 16, EmbeddingOptimizer::kSgd, capacity, 4, plan};
+  EXPECT_THROW(shard_tables(in, ShardingStrategy::kPlan), ShardingError);
+  plan = {0, 1, 2};
+  in.plan = plan;
+  EXPECT_THROW(shard_tables(in, ShardingStrategy::kPlan), ShardingError);
+  plan = {1, 1, 0};
+  in.plan = plan;
+  EXPECT_EQ(shard_tables(in, ShardingStrategy::kPlan).tables_of_rank[1],
+            (std::vector<uint32_t>{0, 1}));
+}
+
+TEST(PlanSharder, EveryStrategyHasANameTheConfigAccepts) {
+  std::vector<std::string> names;
+  for (const ShardingStrategy s : sharding_strategies())
+    names.emplace_back(sharding_strategy_name(s));
+  EXPECT_EQ(names, (std::vector<std::string>{"naive", "random", "size_greedy", "lookup_greedy",
+                                             "size_lookup_greedy", "capped_size_greedy", "plan"}));
+}
+
+}  // namespace
+}  // namespace upsim

@@ -16,6 +16,7 @@
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
+#include "tools/shard_command.h"
 #include "tools/trace_commands.h"
 #include "tools/workload_commands.h"
 #include "workloads/trace/trace_error.h"
@@ -41,6 +42,9 @@ const char* kTopUsage =
     "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
     "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
     "                  resolved scenario. `upsim run --help` lists its options.\n"
+    "  shard SCENARIO  rank the embedding-table sharders of a DLRM scenario by simulated\n"
+    "                  iteration time (load imbalance, exposed communication, table memory per\n"
+    "                  GPU) and write the best placement as a plan file (`sharding: plan`)\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
     "  validate collectives\n"
@@ -139,6 +143,7 @@ int main(int argc, char** argv) {
     const std::string command = args[0];
     args.erase(args.begin());
     if (command == "run") return run_main(args);
+    if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
     if (command == "convert") {
       if (!args.empty() && args[0] == "kernels") {
         args.erase(args.begin());
@@ -179,8 +184,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, validate, calibrate, convert (see `upsim "
-        "--help`)\n",
+        "upsim: unknown command `{}`; valid: run, shard, validate, calibrate, convert (see "
+        "`upsim --help`)\n",
         command);
     return kExitBadInput;
   } catch (const upsim::ConfigError& e) {

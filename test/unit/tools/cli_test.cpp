@@ -1,9 +1,11 @@
 // The upsim executable as a user runs it: every bad input gives a clear message and a non-zero
 // exit, outputs are written and never overwritten unasked, and runs are byte-for-byte repeatable.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -893,6 +895,125 @@ TEST_F(Cli, ATransformerThatDoesNotFitTheGpuIsAnErrorOrWithMemoryCheckWarnAWarni
   ASSERT_EQ(warn.exit_code, 0) << warn.output;
   EXPECT_NE(warn.output.find("warning: the workload needs "), std::string::npos) << warn.output;
   EXPECT_NE(warn.output.find("predicted iteration time"), std::string::npos) << warn.output;
+}
+
+// ---- upsim shard ------------------------------------------------------------------------------
+
+/// One row of `upsim shard`'s ranking: place ("1", "2", ... or "-" for a plan that does not
+/// fit), sharder, predicted iteration time in ms (-1 when it does not fit), the rest of the line.
+struct ShardRow {
+  std::string place;
+  std::string sharder;
+  double ms = -1.0;
+  std::string line;
+};
+
+std::vector<ShardRow> shard_rows(const std::string& out) {
+  static const std::regex kRow(R"(^ *(\d+|-)  (\w+) +(\d+\.\d+|-) .*)");
+  std::vector<ShardRow> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kRow)) continue;
+    rows.push_back({m[1], m[2], m[3] == "-" ? -1.0 : std::stod(m[3]), line});
+  }
+  return rows;
+}
+
+const std::string kDlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+
+TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
+  const Result r = run("shard " + kDlrm4 + " --out plan.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<ShardRow> rows = shard_rows(r.out);
+  std::vector<std::string> names;
+  for (const ShardRow& row : rows)
+    names.push_back(row.sharder);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"lookup_greedy", "naive", "random", "size_greedy",
+                                             "size_lookup_greedy"}))
+      << r.out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].place, std::to_string(i + 1)) << rows[i].line;
+    EXPECT_NE(rows[i].line.find("  yes"), std::string::npos) << rows[i].line;
+    if (i > 0) {
+      EXPECT_TRUE(rows[i - 1].ms < rows[i].ms ||
+                  (rows[i - 1].ms == rows[i].ms && rows[i - 1].sharder < rows[i].sharder))
+          << r.out;
+    }
+  }
+  ASSERT_FALSE(rows.empty());
+  const ShardRow& best = rows.front();
+  EXPECT_NE(r.out.find("best: " + best.sharder), std::string::npos) << r.out;
+  // The scenario's own sharder is the baseline of the change column.
+  for (const ShardRow& row : rows) {
+    if (row.sharder == "size_lookup_greedy") {
+      EXPECT_NE(row.line.find("+0.00%"), std::string::npos) << row.line;
+    }
+  }
+
+  const std::string plan = read_file(dir_ / "plan.yaml");
+  for (const std::string& text :
+       {std::string("scenario `dlrm_4gpu`"), "sharder: " + best.sharder,
+        fmt::format("predicted iteration time {:.4f} ms", best.ms), std::string("tables: 48"),
+        std::string("ranks: 4"), std::string("rank_of_table: [")}) {
+    EXPECT_NE(plan.find(text), std::string::npos) << text << "\n" << plan;
+  }
+  // The plan, run as the scenario's sharder, predicts what the ranking said.
+  const Result again = run("run " + kDlrm4 +
+                           " --quiet --no-trace --out again --set workload.sharding=plan "
+                           "--set workload.sharding_plan=plan.yaml");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.out, fmt::format("{:.4f}\n", best.ms));
+
+  // Never overwritten unasked; the same ranking at any --jobs.
+  const Result refused = run("shard " + kDlrm4 + " --out plan.yaml");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("plan.yaml already exists"), std::string::npos) << refused.err;
+  const Result parallel = run("shard " + kDlrm4 + " --out plan.yaml --force --jobs 3");
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.output;
+  EXPECT_EQ(parallel.out, r.out);
+  EXPECT_EQ(read_file(dir_ / "plan.yaml"), plan);
+}
+
+TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
+  // 10 GiB of table memory per GPU: naive's first 12 tables (17.2 GiB) overflow rank 0.
+  const Result r =
+      run("shard " + kDlrm4 + " --out plan.yaml --set platform.table_memory_fraction=0.25");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<ShardRow> rows = shard_rows(r.out);
+  ASSERT_EQ(rows.size(), 5U) << r.out;
+  EXPECT_EQ(rows.back().sharder, "naive") << r.out;
+  EXPECT_EQ(rows.back().place, "-");
+  EXPECT_NE(rows.back().line.find("does not fit: naive sharding puts table"), std::string::npos)
+      << rows.back().line;
+  for (size_t i = 0; i + 1 < rows.size(); ++i)
+    EXPECT_GT(rows[i].ms, 0.0) << rows[i].line;
+  EXPECT_NE(read_file(dir_ / "plan.yaml").find("platform.table_memory_fraction=0.25"),
+            std::string::npos);
+
+  // Nothing fits: the ranking says why, no plan is written, exit 2.
+  const Result none =
+      run("shard " + kDlrm4 + " --out none.yaml --set platform.table_memory_fraction=0.1");
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_EQ(shard_rows(none.out).size(), 5U) << none.out;
+  EXPECT_NE(none.err.find("no sharder places the 48 tables"), std::string::npos) << none.err;
+  EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
+}
+
+TEST_F(Cli, ShardRefusesAScenarioThatIsNotDlrm) {
+  const Result r =
+      run("shard " + quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") + " --out p.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("workload.model: upsim shard places DLRM embedding tables"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "p.yaml"));
+  const Result help = run("shard --help");
+  EXPECT_EQ(help.exit_code, 0);
+  for (const char* option : {"--set", "--out", "--force", "--jobs"})
+    EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
+  EXPECT_NE(run("--help").out.find("shard SCENARIO"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,376 @@
+#include "tools/shard_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "calibration/hardware_profile.h"
+#include "sim/config/config_node.h"
+#include "sim/config/quantity_parse.h"
+#include "sim/cost_models.h"
+#include "sim/observer.h"
+#include "tools/command_line.h"
+#include "tools/output_folder.h"
+#include "tools/steady_state.h"
+#include "workloads/dlrm/dlrm_config.h"
+#include "workloads/dlrm/dlrm_workload.h"
+#include "workloads/dlrm/sharders.h"
+
+namespace upsim::cli {
+
+namespace fs = std::filesystem;
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kPlanFile = "sharding_plan.yaml";
+
+/// Each rank's summed kernel time of its embedding lookups (forward) and fused backwards, over
+/// the whole run; reset at every run's start (each attempt of the steady-state search).
+class EmbeddingWorkObserver final : public Observer {
+ public:
+  void on_run_begin(const TaskGraph& graph) override {
+    graph_ = &graph;
+    busy_.assign(graph.rank_count(), Duration::zero());
+    begin_.clear();
+  }
+  void on_task_begin(TaskId task, Time at) override {
+    if (is_embedding(task)) begin_[task] = at;
+  }
+  void on_task_end(TaskId task, Time at) override {
+    const auto it = begin_.find(task);
+    if (it == begin_.end()) return;
+    busy_[graph_->task(task).rank] += at - it->second;
+    begin_.erase(it);
+  }
+  const std::vector<Duration>& busy() const { return busy_; }
+
+ private:
+  bool is_embedding(TaskId task) const {
+    if (graph_->task(task).kind != TaskKind::kKernel) return false;
+    const KernelClass cls = graph_->kernel(task).cls;
+    return cls == KernelClass::kEmbeddingForward || cls == KernelClass::kEmbeddingBackward;
+  }
+
+  const TaskGraph* graph_ = nullptr;
+  std::vector<Duration> busy_;
+  std::unordered_map<TaskId, Time> begin_;
+};
+
+/// The scenario document with the command's overrides, then the sharder's.
+ConfigDocument load_for(const ShardOptions& options, std::string_view sharder, bool unset_plan) {
+  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
+  for (const std::string& assignment : options.overrides)
+    doc.apply_override(assignment);
+  if (!sharder.empty()) doc.apply_override(fmt::format("workload.sharding={}", sharder));
+  if (unset_plan) doc.apply_override("workload.sharding_plan=null");
+  return doc;
+}
+
+/// What the DLRM workload places on `doc`'s platform, read back after build_scenario has read
+/// (and defaulted) the platform keys: the same pure sharder call the workload makes.
+struct PlatformTables {
+  DlrmConfig config;
+  WorkloadPlatform platform;
+  std::vector<int64_t> capacity;
+};
+
+PlatformTables platform_tables(ConfigDocument& doc) {
+  PlatformTables out;
+  const ConfigNode platform = doc.root().child("platform");
+  out.platform.gpus = static_cast<uint32_t>(platform.get_positive_int("gpus"));
+  out.platform.device = load_hardware_profile(platform.load_reference("gpu")).device;
+  out.platform.table_memory_fraction = platform.get_double("table_memory_fraction");
+  out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
+  out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));
+  return out;
+}
+
+TablePlacement place(const PlatformTables& t) {
+  return shard_tables(dlrm_sharding_input(t.config, t.capacity), t.config.sharding,
+                      t.config.sharding_seed);
+}
+
+struct Outcome {
+  ShardedPlan plan;
+  PlatformTables tables;
+};
+
+Outcome simulate(const ShardOptions& options, std::string_view sharder, bool unset_plan) {
+  ConfigDocument doc = load_for(options, sharder, unset_plan);
+  Outcome out;
+  out.plan.sharder = std::string(sharder);
+  EmbeddingWorkObserver work;
+  std::optional<SteadyRun> run;
+  try {
+    run.emplace(run_to_steady_state(
+        doc, [&](const Scenario&, GraphExecutor& executor) { executor.add_observer(&work); }));
+  } catch (const ConfigError&) {
+    // A sharder that cannot place the tables does not fit; anything else is the scenario's.
+    std::optional<std::string> reason;
+    try {
+      out.tables = platform_tables(doc);
+      (void)place(out.tables);
+    } catch (const ShardingError& e) {
+      reason = e.what();
+    } catch (const ConfigError&) {
+    }
+    if (!reason) throw;
+    out.plan.does_not_fit = *reason;
+    return out;
+  }
+  out.tables = platform_tables(doc);
+  const TablePlacement placement = place(out.tables);
+  const RunSummary& summary = run->summary;
+  out.plan.fits = true;
+  out.plan.iteration_time = summary.predicted_iteration_time;
+  out.plan.rank_of_table = placement.rank_of_table;
+  const auto [least, most] =
+      std::minmax_element(placement.memory_bytes.begin(), placement.memory_bytes.end());
+  out.plan.table_bytes_min = *least;
+  out.plan.table_bytes_max = *most;
+  for (size_t r = 0; r < summary.ranks.size(); ++r) {
+    if (summary.ranks[r].iteration_time > summary.ranks[out.plan.slowest_rank].iteration_time) {
+      out.plan.slowest_rank = static_cast<uint32_t>(r);
+    }
+  }
+  out.plan.slowest_exposed_communication =
+      summary.ranks[out.plan.slowest_rank].exposed_communication;
+  Duration total = Duration::zero();
+  Duration max = Duration::zero();
+  for (const Duration d : work.busy()) {
+    total += d;
+    max = std::max(max, d);
+  }
+  if (total > Duration::zero()) {
+    const double mean = total.seconds() / static_cast<double>(work.busy().size());
+    out.plan.imbalance = max.seconds() / mean;
+  }
+  return out;
+}
+
+/// "+1.23%": the change of `t` against `base`.
+std::string change(Duration t, Duration base) {
+  return fmt::format("{:+.2f}%", 100.0 * (t.seconds() / base.seconds() - 1.0));
+}
+
+}  // namespace
+
+const ShardedPlan* ShardRanking::own() const {
+  for (const ShardedPlan& p : plans) {
+    if (p.sharder == own_sharder && p.fits) return &p;
+  }
+  return nullptr;
+}
+
+ShardRanking rank_sharders(const ShardOptions& options) {
+  if (options.jobs < 1) throw std::invalid_argument("--jobs must be at least 1");
+  ShardRanking ranking;
+  {
+    ConfigDocument doc = load_for(options, "", false);
+    const ConfigNode root = doc.root();
+    const ConfigNode workload = root.child("workload");
+    const std::string model = workload.get_string("model");
+    if (model != "dlrm") {
+      workload.child("model").fail(fmt::format(
+          "upsim shard places DLRM embedding tables, but this scenario's workload is `{}` "
+          "(workload.model: dlrm)",
+          model));
+    }
+    ranking.scenario_name = root.get_string_or("name", doc.file().stem().string());
+    std::vector<std::string_view> names;
+    for (const ShardingStrategy s : sharding_strategies())
+      names.push_back(sharding_strategy_name(s));
+    ranking.own_sharder = workload.get_choice_or(
+        "sharding", names, sharding_strategy_name(ShardingStrategy::kSizeLookupGreedy));
+  }
+  const bool own_is_plan = ranking.own_sharder == sharding_strategy_name(ShardingStrategy::kPlan);
+  std::vector<std::string> sharders;
+  for (const ShardingStrategy s : sharding_strategies()) {
+    if (s != ShardingStrategy::kPlan || own_is_plan) {
+      sharders.emplace_back(sharding_strategy_name(s));
+    }
+  }
+
+  // Simulate on `jobs` threads; results and errors land in sharder order.
+  std::vector<std::optional<Outcome>> outcomes(sharders.size());
+  std::vector<std::exception_ptr> errors(sharders.size());
+  std::atomic<size_t> next{0};
+  const auto worker = [&] {
+    for (size_t i = next++; i < sharders.size(); i = next++) {
+      try {
+        const bool unset_plan = own_is_plan && sharders[i] != ranking.own_sharder;
+        outcomes[i].emplace(simulate(options, sharders[i], unset_plan));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const auto jobs = std::min(static_cast<size_t>(options.jobs), sharders.size());
+  std::vector<std::thread> threads;
+  for (size_t j = 1; j < jobs; ++j)
+    threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads)
+    t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+
+  for (std::optional<Outcome>& o : outcomes) {
+    if (ranking.ranks == 0) {
+      ranking.tables = o->tables.config.tables.size();
+      ranking.ranks = o->tables.platform.gpus;
+      ranking.gpu = o->tables.platform.device.name;
+      ranking.table_capacity_bytes = dlrm_table_capacity_bytes(o->tables.platform);
+      ranking.table_memory_fraction = o->tables.platform.table_memory_fraction;
+    }
+    ranking.plans.push_back(std::move(o->plan));
+  }
+  std::sort(ranking.plans.begin(), ranking.plans.end(),
+            [](const ShardedPlan& a, const ShardedPlan& b) {
+              if (a.fits != b.fits) return a.fits;
+              if (a.fits && a.iteration_time != b.iteration_time) {
+                return a.iteration_time < b.iteration_time;
+              }
+              return a.sharder < b.sharder;
+            });
+  return ranking;
+}
+
+std::string format_shard_ranking(const ShardRanking& r) {
+  std::string out = fmt::format(
+      "shard: {} — {} tables on {} x {}, {} of table memory per GPU (table_memory_fraction "
+      "{}); the scenario's sharder: {}\n",
+      r.scenario_name, r.tables, r.ranks, r.gpu, format_bytes(r.table_capacity_bytes),
+      r.table_memory_fraction, r.own_sharder);
+  out +=
+      "columns: predicted iteration time; its change vs the scenario's sharder; imbalance = max / "
+      "mean over ranks of each rank's simulated embedding kernel time (lookup forward + fused "
+      "backward); exposed communication of the slowest rank; table memory per GPU, max and min "
+      "over ranks\n";
+  size_t width = 7;
+  for (const ShardedPlan& p : r.plans)
+    width = std::max(width, p.sharder.size());
+  out += fmt::format("{:>4}  {:<{}} {:>10} {:>9} {:>9} {:>13} {:>11} {:>11}  {}\n", "#", "sharder",
+                     width, "iter (ms)", "change", "imbalance", "exposed (ms)", "tables max",
+                     "tables min", "fits");
+  const ShardedPlan* own = r.own();
+  size_t place = 0;
+  for (const ShardedPlan& p : r.plans) {
+    if (!p.fits) {
+      out +=
+          fmt::format("{:>4}  {:<{}} {:>10} {:>9} {:>9} {:>13} {:>11} {:>11}  does not fit: {}\n",
+                      "-", p.sharder, width, "-", "-", "-", "-", "-", "-", p.does_not_fit);
+      continue;
+    }
+    out += fmt::format("{:>4}  {:<{}} {:>10.4f} {:>9} {:>9.3f} {:>13.4f} {:>11} {:>11}  yes\n",
+                       ++place, p.sharder, width, p.iteration_time.ms(),
+                       own ? change(p.iteration_time, own->iteration_time) : "-", p.imbalance,
+                       p.slowest_exposed_communication.ms(), format_bytes(p.table_bytes_max),
+                       format_bytes(p.table_bytes_min));
+  }
+  return out;
+}
+
+std::string format_sharding_plan(const ShardRanking& ranking, const ShardedPlan& plan,
+                                 const ShardOptions& options) {
+  std::string out = fmt::format(
+      "# Sharding plan written by `upsim shard`: the fastest of {} sharders for scenario `{}` "
+      "({})",
+      ranking.plans.size(), ranking.scenario_name, options.scenario);
+  for (const std::string& assignment : options.overrides)
+    out += fmt::format(" --set {}", assignment);
+  out += "\n";
+  out += fmt::format("# sharder: {}; predicted iteration time {:.4f} ms", plan.sharder,
+                     plan.iteration_time.ms());
+  if (const ShardedPlan* own = ranking.own()) {
+    out += fmt::format(" ({} vs the scenario's {}, {:.4f} ms)",
+                       change(plan.iteration_time, own->iteration_time), own->sharder,
+                       own->iteration_time.ms());
+  }
+  out += "\n";
+  out += fmt::format(
+      "# Use it with `workload: {{sharding: plan, sharding_plan: <this file>}}` (a path relative "
+      "to the scenario), or --set workload.sharding=plan --set workload.sharding_plan=<path>.\n");
+  out += fmt::format("tables: {}\nranks: {}\nrank_of_table: [{}]\n", plan.rank_of_table.size(),
+                     ranking.ranks, fmt::join(plan.rank_of_table, ", "));
+  return out;
+}
+
+int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  ShardOptions options;
+  po::options_description desc(
+      "usage: upsim shard SCENARIO [options]\n\n"
+      "Ranks the DLRM embedding-table sharders of SCENARIO (naive, random, size_greedy,\n"
+      "lookup_greedy, size_lookup_greedy; and plan when the scenario uses one): simulates the\n"
+      "scenario once per sharder, each to steady state as `upsim run` does, and prints per plan\n"
+      "the predicted iteration time, its change vs the scenario's sharder, the load imbalance\n"
+      "(max / mean over ranks of the simulated embedding kernel time), the slowest rank's exposed\n"
+      "communication and the table memory per GPU (max, min). A sharder whose tables do not fit\n"
+      "the GPUs' table memory is listed last with the reason. Writes the best plan as a file\n"
+      "that a scenario reads with `sharding: plan` and `sharding_plan: FILE`.\n\noptions");
+  desc.add_options()           //
+      ("help,h", "this help")  //
+      ("set,s", po::value<std::vector<std::string>>(&options.overrides)->composing(),
+       "override a scenario value before the sharder's, e.g. --set workload.global_batch=8192 "
+       "(repeatable; applied in order)")  //
+      ("out,o", po::value<std::string>(&options.out_file),
+       "the plan file (default: upsim-out/<scenario name>/sharding_plan.yaml, or -2, -3, ... if "
+       "that folder exists); an existing file is not overwritten without --force")   //
+      ("force", po::bool_switch(&options.force), "overwrite an existing plan file")  //
+      ("jobs,j", po::value<int>(&options.jobs)->default_value(1), "sharders simulated in parallel");
+  po::options_description hidden;
+  hidden.add_options()("scenario", po::value<std::string>(&options.scenario));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("scenario", 1);
+  po::variables_map vm;
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
+  if (options.scenario.empty()) {
+    throw po::error("missing SCENARIO (a DLRM scenario, e.g. configs/dlrm_4gpu.yaml)");
+  }
+  if (options.jobs < 1) throw po::error("--jobs must be at least 1");
+  // An existing plan file fails before the simulations, not after.
+  if (!options.out_file.empty()) refuse_to_overwrite(options.out_file, options.force);
+
+  const auto start = std::chrono::steady_clock::now();
+  const ShardRanking ranking = rank_sharders(options);
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << format_shard_ranking(ranking);
+  out.flush();
+  err << fmt::format("simulated {} sharders in {:.3f} s\n", ranking.plans.size(), wall_s);
+  const ShardedPlan& best = ranking.plans.front();
+  if (!best.fits) {
+    throw std::runtime_error(fmt::format(
+        "no sharder places the {} tables within {} of table memory per GPU; no plan written",
+        ranking.tables, format_bytes(ranking.table_capacity_bytes)));
+  }
+  fs::path file = options.out_file;
+  if (file.empty()) {
+    file = prepare_output_folder(options.scenario, "", {kPlanFile}, options.force) / kPlanFile;
+  } else {
+    refuse_to_overwrite(file, options.force);
+  }
+  write_file_atomically(file, format_sharding_plan(ranking, best, options));
+  out << fmt::format("best: {}, {:.4f} ms; plan written to {}\n", best.sharder,
+                     best.iteration_time.ms(), file.string());
+  return 0;
+}
+
+}  // namespace upsim::cli

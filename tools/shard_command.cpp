@@ -258,10 +258,10 @@ std::string format_shard_ranking(const ShardRanking& r) {
       r.scenario_name, r.tables, r.ranks, r.gpu, format_bytes(r.table_capacity_bytes),
       r.table_memory_fraction, r.own_sharder);
   out +=
-      "columns: predicted iteration time; its change vs the scenario's sharder; imbalance = max / "
-      "mean over ranks of each rank's simulated embedding kernel time (lookup forward + fused "
-      "backward); exposed communication of the slowest rank; table memory per GPU, max and min "
-      "over ranks\n";
+      "iter: predicted iteration time; change: vs the scenario's sharder; imbalance: max / mean "
+      "over ranks of\neach rank's simulated embedding kernel time (lookup forward + fused "
+      "backward); exposed: exposed communication\nof the slowest rank; tables: table memory per "
+      "GPU, max and min over ranks\n";
   size_t width = 7;
   for (const ShardedPlan& p : r.plans)
     width = std::max(width, p.sharder.size());
@@ -292,8 +292,10 @@ std::string format_sharding_plan(const ShardRanking& ranking, const ShardedPlan&
       "# Sharding plan written by `upsim shard`: the fastest of {} sharders for scenario `{}` "
       "({})",
       ranking.plans.size(), ranking.scenario_name, options.scenario);
-  for (const std::string& assignment : options.overrides)
+  for (std::string assignment : options.overrides) {
+    std::replace(assignment.begin(), assignment.end(), '\n', ' ');  // one comment line
     out += fmt::format(" --set {}", assignment);
+  }
   out += "\n";
   out += fmt::format("# sharder: {}; predicted iteration time {:.4f} ms", plan.sharder,
                      plan.iteration_time.ms());

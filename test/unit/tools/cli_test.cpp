@@ -966,6 +966,20 @@ TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_EQ(again.out, fmt::format("{:.4f}\n", best.ms));
 
+  // A scenario that uses a plan ranks it too, next to every sharder (run without its plan).
+  const Result with_plan = run("shard " + kDlrm4 +
+                               " --out plan2.yaml --set workload.sharding=plan "
+                               "--set workload.sharding_plan=plan.yaml");
+  ASSERT_EQ(with_plan.exit_code, 0) << with_plan.output;
+  const std::vector<ShardRow> plan_rows = shard_rows(with_plan.out);
+  ASSERT_EQ(plan_rows.size(), rows.size() + 1) << with_plan.out;
+  for (const ShardRow& row : plan_rows) {
+    if (row.sharder == "plan") {
+      EXPECT_EQ(row.ms, best.ms) << row.line;
+      EXPECT_NE(row.line.find("+0.00%"), std::string::npos) << row.line;
+    }
+  }
+
   // Never overwritten unasked; the same ranking at any --jobs.
   const Result refused = run("shard " + kDlrm4 + " --out plan.yaml");
   EXPECT_EQ(refused.exit_code, 2);

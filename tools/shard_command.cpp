@@ -81,7 +81,8 @@ ConfigDocument load_for(const ShardOptions& options, std::string_view sharder, b
 }
 
 /// What the DLRM workload places on `doc`'s platform, read back after build_scenario has read
-/// (and defaulted) the platform keys: the same pure sharder call the workload makes.
+/// (and defaulted) the platform keys: the same pure placement the generator makes
+/// (place_dlrm_tables).
 struct PlatformTables {
   DlrmConfig config;
   WorkloadPlatform platform;
@@ -100,8 +101,7 @@ PlatformTables platform_tables(ConfigDocument& doc) {
 }
 
 TablePlacement place(const PlatformTables& t) {
-  return shard_tables(dlrm_sharding_input(t.config, t.capacity), t.config.sharding,
-                      t.config.sharding_seed);
+  return place_dlrm_tables(t.config, t.capacity);
 }
 
 struct Outcome {
@@ -317,9 +317,10 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   ShardOptions options;
   po::options_description desc(
       "usage: upsim shard SCENARIO [options]\n\n"
-      "Ranks the DLRM embedding-table sharders of SCENARIO (naive, random, size_greedy,\n"
-      "lookup_greedy, size_lookup_greedy; and plan when the scenario uses one): simulates the\n"
-      "scenario once per sharder, each to steady state as `upsim run` does, and prints per plan\n"
+      "Ranks the DLRM embedding-table sharders of SCENARIO (every value workload.sharding\n"
+      "accepts: naive, random, size_greedy, lookup_greedy, size_lookup_greedy,\n"
+      "capped_size_greedy; plan only when the scenario uses one): simulates the scenario once\n"
+      "per sharder, each to steady state as `upsim run` does, and prints per plan\n"
       "the predicted iteration time, its change vs the scenario's sharder, the load imbalance\n"
       "(max / mean over ranks of the simulated embedding kernel time), the slowest rank's exposed\n"
       "communication and the table memory per GPU (max, min). A sharder whose tables do not fit\n"

@@ -930,8 +930,8 @@ TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
   for (const ShardRow& row : rows)
     names.push_back(row.sharder);
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"lookup_greedy", "naive", "random", "size_greedy",
-                                             "size_lookup_greedy"}))
+  EXPECT_EQ(names, (std::vector<std::string>{"capped_size_greedy", "lookup_greedy", "naive",
+                                             "random", "size_greedy", "size_lookup_greedy"}))
       << r.out;
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].place, std::to_string(i + 1)) << rows[i].line;
@@ -996,7 +996,7 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
       run("shard " + kDlrm4 + " --out plan.yaml --set platform.table_memory_fraction=0.25");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<ShardRow> rows = shard_rows(r.out);
-  ASSERT_EQ(rows.size(), 5U) << r.out;
+  ASSERT_EQ(rows.size(), 6U) << r.out;
   EXPECT_EQ(rows.back().sharder, "naive") << r.out;
   EXPECT_EQ(rows.back().place, "-");
   EXPECT_NE(rows.back().line.find("does not fit: naive sharding puts table"), std::string::npos)
@@ -1010,7 +1010,7 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
   const Result none =
       run("shard " + kDlrm4 + " --out none.yaml --set platform.table_memory_fraction=0.1");
   EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_EQ(shard_rows(none.out).size(), 5U) << none.out;
+  EXPECT_EQ(shard_rows(none.out).size(), 6U) << none.out;
   EXPECT_NE(none.err.find("no sharder places the 48 tables"), std::string::npos) << none.err;
   EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>

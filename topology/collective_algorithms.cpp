@@ -437,7 +437,52 @@ const CollectivePlanner::LocalTree& CollectivePlanner::local_tree(DeviceIndex gp
   return local_trees_.emplace(gpu, std::move(tree)).first->second;
 }
 
+bool CollectivePlanner::all_nvlink(std::span<const LinkId> links) const {
+  return std::all_of(links.begin(), links.end(),
+                     [&](LinkId l) { return link_family_[l]->link_class == LinkClass::kNvlink; });
+}
+
 std::vector<LinkId> CollectivePlanner::path(DeviceIndex from, DeviceIndex to) {
+  std::vector<LinkId> direct = direct_path(from, to);
+  const FabricDevice& a = fabric_.device(from);
+  const FabricDevice& b = fabric_.device(to);
+  if (a.kind != DeviceKind::kGpu || b.kind != DeviceKind::kGpu || a.node != b.node ||
+      a.node == kNoNode || all_nvlink(direct)) {
+    return direct;
+  }
+  const auto key = std::make_pair(from, to);
+  if (auto found = relays_.find(key); found != relays_.end()) {
+    return found->second.empty() ? direct : found->second;
+  }
+  // NCCL's point-to-point between GPUs of one node without an NVLink path of their own goes
+  // through an intermediate GPU over NVLink when one links both (NVIDIA/nccl
+  // src/graph/paths.cc: PATH_NVB, "NVLink through an intermediate GPU"; src/transport/p2p.cc:
+  // the intermediate rank of a PATH_NVB connection, "P2P/indirect"), not over PCIe and the CPU.
+  // The cheapest such GPU by the fabric's link cost, ties to the lower device index.
+  std::vector<LinkId> best;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (const DeviceIndex via : node_devices_.at(a.node)) {
+    if (via == from || via == to || fabric_.device(via).kind != DeviceKind::kGpu) continue;
+    std::vector<LinkId> first = direct_path(from, via);
+    if (!all_nvlink(first)) continue;
+    const std::vector<LinkId> second = direct_path(via, to);
+    if (!all_nvlink(second)) continue;
+    int64_t cost = 0;
+    for (LinkId l : first)
+      cost += route_cost_ps_[l];
+    for (LinkId l : second)
+      cost += route_cost_ps_[l];
+    if (cost < best_cost) {
+      best_cost = cost;
+      first.insert(first.end(), second.begin(), second.end());
+      best = std::move(first);
+    }
+  }
+  relays_.emplace(key, best);
+  return best.empty() ? direct : best;
+}
+
+std::vector<LinkId> CollectivePlanner::direct_path(DeviceIndex from, DeviceIndex to) {
   const FabricDevice& a = fabric_.device(from);
   const FabricDevice& b = fabric_.device(to);
   if (a.node == b.node && a.node != kNoNode &&

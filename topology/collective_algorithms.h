@@ -123,7 +123,11 @@ class CollectivePlanner {
   const LocalTree& local_tree(DeviceIndex gpu);
   /// Links from one device to another: inside a node (one end a GPU) the cheapest node-local
   /// path by the fabric's cost, computed here; otherwise Fabric::route.
+  std::vector<LinkId> direct_path(DeviceIndex from, DeviceIndex to);
+  /// direct_path, except between two GPUs of one node whose direct path leaves NVLink: then
+  /// through the intermediate GPU NVLink joins to both, when there is one (NCCL's PATH_NVB).
   std::vector<LinkId> path(DeviceIndex from, DeviceIndex to);
+  bool all_nvlink(std::span<const LinkId> links) const;
   /// The NICs of `gpu`'s node nearest to it (fewest hops, then least latency), in device
   /// order; empty when its node has none.
   std::vector<DeviceIndex> nearest_nics(DeviceIndex gpu);
@@ -148,6 +152,8 @@ class CollectivePlanner {
   std::map<int32_t, std::vector<DeviceIndex>> node_devices_;  // devices of each node id
   std::vector<uint32_t> node_position_;  // position of a device in its node's list
   std::map<DeviceIndex, LocalTree> local_trees_;
+  /// path()'s NVLink relays per (from, to); empty: none (the direct path is used).
+  std::map<std::pair<DeviceIndex, DeviceIndex>, std::vector<LinkId>> relays_;
   std::map<DeviceIndex, std::vector<DeviceIndex>> own_nics_;  // per GPU, see own_nics()
   // Per member set: node grouping, ring cycles, NVLS switches, latency classes. Member sets of a
   // training job are few; their analysis is reused by every call.

@@ -150,6 +150,30 @@ TEST(CollectiveAlgorithms, RingFollowsNvlinkNeighboursOnDgx1) {
   }
 }
 
+// DGX-1: GPU 0 has no NVLink to GPU 5; NCCL's point-to-point goes through an intermediate GPU
+// that NVLink joins to both (PATH_NVB), never over PCIe and the CPUs. Every flow of an
+// all-to-all over the 8 GPUs stays on NVLink; a 4-GPU box with bridges in pairs (GV100) has no
+// such GPU between its pairs and keeps PCIe.
+TEST(CollectiveAlgorithms, PointToPointWithoutADirectNvlinkRelaysThroughAGpu) {
+  const Fabric fabric = load("dgx1_v100");
+  ASSERT_GT(fabric.route(fabric.gpus()[0], fabric.gpus()[5]).size(), 1u);
+  FlowNetwork net(fabric, nccl_like_tuning(), gbps(2000));
+  const CollectiveDesc a2a{
+      CollectiveKind::kAllToAll, all_ranks(fabric), 0,
+      AllToAllSizes::outer(std::vector<int64_t>(8, 1 << 20), std::vector<int64_t>(8, 1))};
+  const CollectivePlan plan = net.planner().plan(a2a);
+  ASSERT_GT(plan.flows.size(), 0u);
+  for (uint32_t l : plan.flows.links)
+    EXPECT_EQ(fabric.link(l).kind, "nvlink2") << fabric.link(l).kind;
+  const Fabric pairs = load("gv100x4_nvlink_bridge");
+  FlowNetwork pairs_net(pairs, nccl_like_tuning(), gbps(2000));
+  const CollectiveDesc across{CollectiveKind::kSendRecv, {0, 2}, 1 << 20, {}};
+  bool pcie = false;
+  for (uint32_t l : pairs_net.planner().plan(across).flows.links)
+    pcie = pcie || pairs.link(l).kind.starts_with("pcie");
+  EXPECT_TRUE(pcie);
+}
+
 TEST(CollectiveAlgorithms, CubeMeshRingIsSlowerThanNvswitchWithTheSamePerLinkBandwidth) {
   // DGX-1: 6 NVLink2 links of 25 GB/s per GPU in the hybrid cube-mesh; the NVSwitch node gives
   // every GPU the same 6 x 25 GB/s to a switch, so any ring order uses all of it.

@@ -32,38 +32,87 @@ std::string gigabytes(int64_t bytes) {
   return fmt::format("{:.3f} GB", static_cast<double>(bytes) * 1e-9);
 }
 
-std::string describe_table(const ShardingInput& in, uint32_t t) {
-  const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
-  return fmt::format("table {} ({} rows x dim {}: {} bytes, {})", t, in.tables[t].rows, in.dim,
-                     bytes, gigabytes(bytes));
+/// What the sharder places: the pieces (table-wise tables and column-wise shards) as tables of
+/// their own width, their names for messages, and the memory each candidate rank has left.
+struct Pieces {
+  std::vector<EmbeddingTable> tables;
+  std::vector<std::string> names;
+  int64_t dim = 0;
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  int64_t weight_bytes = 4;
+  /// Candidate ranks' capacity left after the row-wise and data-parallel tables.
+  std::vector<int64_t> capacity;
+  /// What those tables took on each candidate rank (for messages).
+  std::vector<int64_t> reserved;
+  /// The rank of candidate 0 (candidate r is rank first_rank + r).
+  uint32_t first_rank = 0;
+  /// kPlan: the candidate rank of each piece (shard_tables has checked it).
+  std::vector<uint32_t> plan;
+
+  int64_t bytes(uint32_t p) const {
+    return table_memory_bytes(tables[p], dim, optimizer, weight_bytes);
+  }
+};
+
+/// Where the sharder put each piece (candidate-rank indices) and the bytes per candidate rank.
+struct PiecePlacement {
+  std::vector<uint32_t> rank_of_piece;
+  std::vector<int64_t> memory_bytes;
+};
+
+std::string describe_piece(const Pieces& in, uint32_t p) {
+  const int64_t bytes = in.bytes(p);
+  return fmt::format("{} ({} rows x dim {}: {} bytes, {})", in.names[p], in.tables[p].rows,
+                     table_dim(in.tables[p], in.dim), bytes, gigabytes(bytes));
 }
 
-[[noreturn]] void fail_no_room(const ShardingInput& in, uint32_t t, std::span<const int64_t> used) {
+/// ", after 123 bytes of row-wise and data-parallel tables" when rank `r` reserved any.
+std::string reserved_note(const Pieces& in, size_t r) {
+  if (in.reserved[r] == 0) return "";
+  return fmt::format(" left after {} bytes of row-wise and data-parallel tables", in.reserved[r]);
+}
+
+[[noreturn]] void fail_no_room(const Pieces& in, uint32_t p, std::span<const int64_t> used) {
   int64_t best_free = std::numeric_limits<int64_t>::min();
-  int64_t capacity = 0;
+  size_t best = 0;
   for (size_t r = 0; r < used.size(); ++r) {
-    const int64_t free = in.rank_capacity_bytes[r] - used[r];
+    const int64_t free = in.capacity[r] - used[r];
     if (free > best_free) {
       best_free = free;
-      capacity = in.rank_capacity_bytes[r];
+      best = r;
     }
   }
   throw ShardingError(fmt::format(
       "{} fits on no rank: the most free table memory on any rank is {} bytes of a {} byte "
-      "({}) capacity; more tables than memory allows",
-      describe_table(in, t), best_free, capacity, gigabytes(capacity)));
+      "({}) capacity{}; more tables than memory allows",
+      describe_piece(in, p), best_free, in.capacity[best], gigabytes(in.capacity[best]),
+      reserved_note(in, best)));
 }
 
 void check_input(const ShardingInput& in) {
   if (in.rank_capacity_bytes.empty()) throw ShardingError("sharding needs at least one rank");
   if (in.dim <= 0)
     throw ShardingError(fmt::format("embedding dim must be positive, got {}", in.dim));
+  if (in.tableless_ranks >= in.rank_capacity_bytes.size()) {
+    throw ShardingError(fmt::format("{} of {} ranks may hold no table-wise table",
+                                    in.tableless_ranks, in.rank_capacity_bytes.size()));
+  }
   for (size_t t = 0; t < in.tables.size(); ++t) {
-    if (in.tables[t].rows <= 0 || !(in.tables[t].pooling >= 0.0)) {
+    const EmbeddingTable& table = in.tables[t];
+    if (table.rows <= 0 || !(table.pooling >= 0.0) || table.dim < 0) {
       throw ShardingError(
-          fmt::format("table {} has {} rows and pooling {}; rows must be "
-                      "positive and pooling non-negative",
-                      t, in.tables[t].rows, in.tables[t].pooling));
+          fmt::format("table {} has {} rows, dim {} and pooling {}; rows must be positive, the "
+                      "dim positive (or 0: the model's) and pooling non-negative",
+                      t, table.rows, table.dim, table.pooling));
+    }
+    const int64_t dim = table_dim(table, in.dim);
+    const bool column_wise = table.sharding_type == EmbeddingShardingType::kColumnWise;
+    if (column_wise ? (table.column_shards < 1 || dim % table.column_shards != 0)
+                    : table.column_shards != 1) {
+      throw ShardingError(fmt::format(
+          "table {} ({}) has {} column shards; a column-wise table needs a number >= 1 that "
+          "divides its dim {}, other types 1",
+          t, embedding_sharding_type_name(table.sharding_type), table.column_shards, dim));
     }
   }
   if (in.tables.size() > std::numeric_limits<uint32_t>::max()) {
@@ -71,61 +120,85 @@ void check_input(const ShardingInput& in) {
   }
 }
 
-TablePlacement empty_placement(const ShardingInput& in) {
-  TablePlacement p;
-  p.rank_of_table.assign(in.tables.size(), 0);
-  p.tables_of_rank.resize(in.rank_capacity_bytes.size());
-  p.memory_bytes.assign(in.rank_capacity_bytes.size(), 0);
+/// kPlan: one rank per table, every table table-wise (a plan places table-wise tables only: a
+/// row-wise or data-parallel table spans every rank and a column-wise one has several shards, which
+/// a table -> rank list cannot say), each rank in tableless_ranks .. n - 1.
+void check_plan(const ShardingInput& in, ShardingStrategy strategy) {
+  if (strategy != ShardingStrategy::kPlan) return;
+  if (in.plan.size() != in.tables.size()) {
+    throw ShardingError(fmt::format("the sharding plan places {} tables, but the model has {}",
+                                    in.plan.size(), in.tables.size()));
+  }
+  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+  for (uint32_t t = 0; t < in.tables.size(); ++t) {
+    const EmbeddingShardingType type = in.tables[t].sharding_type;
+    if (type != EmbeddingShardingType::kTableWise) {
+      throw ShardingError(fmt::format(
+          "the sharding plan places table {}, which is {}; a plan places table-wise tables only", t,
+          embedding_sharding_type_name(type)));
+    }
+    if (in.plan[t] >= ranks) {
+      throw ShardingError(
+          fmt::format("the sharding plan puts table {} on rank {}, but the run "
+                      "has {} ranks (0-{})",
+                      t, in.plan[t], ranks, ranks - 1));
+    }
+    if (in.plan[t] < in.tableless_ranks) {
+      throw ShardingError(
+          fmt::format("the sharding plan puts table {} on rank {}, which holds no table-wise "
+                      "table (ranks 0-{} are tableless)",
+                      t, in.plan[t], in.tableless_ranks - 1));
+    }
+  }
+}
+
+PiecePlacement empty_placement(const Pieces& in) {
+  PiecePlacement p;
+  p.rank_of_piece.assign(in.tables.size(), 0);
+  p.memory_bytes.assign(in.capacity.size(), 0);
   return p;
 }
 
-bool fits(const ShardingInput& in, const TablePlacement& p, uint32_t rank, int64_t bytes) {
-  return bytes <= in.rank_capacity_bytes[rank] - p.memory_bytes[rank];
+bool fits(const Pieces& in, const PiecePlacement& p, uint32_t rank, int64_t bytes) {
+  return bytes <= in.capacity[rank] - p.memory_bytes[rank];
 }
 
-void place(TablePlacement& p, uint32_t table, uint32_t rank, int64_t bytes) {
-  p.rank_of_table[table] = rank;
-  p.tables_of_rank[rank].push_back(table);
+void place(PiecePlacement& p, uint32_t piece, uint32_t rank, int64_t bytes) {
+  p.rank_of_piece[piece] = rank;
   p.memory_bytes[rank] += bytes;
 }
 
-void finish(TablePlacement& p) {
-  for (auto& tables : p.tables_of_rank)
-    std::sort(tables.begin(), tables.end());
-}
-
-/// The original DLRM split (dlrm_s_pytorch.py `get_split_lengths`): n tables on k ranks,
-/// the first n mod k ranks get floor(n / k) + 1 contiguous tables, the others floor(n / k).
-TablePlacement shard_naive(const ShardingInput& in) {
-  TablePlacement p = empty_placement(in);
-  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+/// The original DLRM split (dlrm_s_pytorch.py `get_split_lengths`): n pieces on k ranks,
+/// the first n mod k ranks get floor(n / k) + 1 contiguous pieces, the others floor(n / k).
+PiecePlacement shard_naive(const Pieces& in) {
+  PiecePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
   const auto n = static_cast<uint32_t>(in.tables.size());
-  uint32_t table = 0;
+  uint32_t piece = 0;
   for (uint32_t r = 0; r < ranks; ++r) {
     const uint32_t count = n / ranks + (r < n % ranks ? 1 : 0);
-    for (uint32_t i = 0; i < count; ++i, ++table) {
-      const int64_t bytes =
-          table_memory_bytes(in.tables[table], in.dim, in.optimizer, in.weight_bytes);
+    for (uint32_t i = 0; i < count; ++i, ++piece) {
+      const int64_t bytes = in.bytes(piece);
       if (!fits(in, p, r, bytes)) {
         throw ShardingError(fmt::format(
-            "naive sharding puts {} on rank {}, which has {} of its {} bytes ({}) free; more "
+            "naive sharding puts {} on rank {}, which has {} of its {} bytes ({}){} free; more "
             "tables than memory allows",
-            describe_table(in, table), r, in.rank_capacity_bytes[r] - p.memory_bytes[r],
-            in.rank_capacity_bytes[r], gigabytes(in.rank_capacity_bytes[r])));
+            describe_piece(in, piece), r + in.first_rank, in.capacity[r] - p.memory_bytes[r],
+            in.capacity[r], gigabytes(in.capacity[r]), reserved_note(in, r)));
       }
-      place(p, table, r, bytes);
+      place(p, piece, r, bytes);
     }
   }
   return p;
 }
 
-TablePlacement shard_random(const ShardingInput& in, uint64_t seed) {
-  TablePlacement p = empty_placement(in);
+PiecePlacement shard_random(const Pieces& in, uint64_t seed) {
+  PiecePlacement p = empty_placement(in);
   std::mt19937_64 rng(seed);
-  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
   std::vector<uint32_t> candidates;
   for (uint32_t t = 0; t < in.tables.size(); ++t) {
-    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+    const int64_t bytes = in.bytes(t);
     candidates.clear();
     for (uint32_t r = 0; r < ranks; ++r) {
       if (fits(in, p, r, bytes)) candidates.push_back(r);
@@ -133,43 +206,34 @@ TablePlacement shard_random(const ShardingInput& in, uint64_t seed) {
     if (candidates.empty()) fail_no_room(in, t, p.memory_bytes);
     place(p, t, candidates[uniform_below(rng, candidates.size())], bytes);
   }
-  finish(p);
   return p;
 }
 
-/// An explicit placement: every table where `in.plan` says, each rank within its capacity.
-TablePlacement shard_plan(const ShardingInput& in) {
-  if (in.plan.size() != in.tables.size()) {
-    throw ShardingError(fmt::format("the sharding plan places {} tables, but the model has {}",
-                                    in.plan.size(), in.tables.size()));
-  }
-  TablePlacement p = empty_placement(in);
-  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
-  for (uint32_t t = 0; t < in.tables.size(); ++t) {
-    if (in.plan[t] >= ranks) {
-      throw ShardingError(
-          fmt::format("the sharding plan puts table {} on rank {}, but the run "
-                      "has {} ranks (0-{})",
-                      t, in.plan[t], ranks, ranks - 1));
-    }
-    place(p, t, in.plan[t],
-          table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes));
+/// An explicit placement: every piece (a table-wise table: shard_tables admits no other type
+/// with kPlan) on the candidate rank `in.plan` gives, each rank within its capacity.
+PiecePlacement shard_plan(const Pieces& in) {
+  PiecePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
+  std::vector<int64_t> count(ranks, 0);
+  for (uint32_t piece = 0; piece < in.tables.size(); ++piece) {
+    place(p, piece, in.plan[piece], in.bytes(piece));
+    ++count[in.plan[piece]];
   }
   for (uint32_t r = 0; r < ranks; ++r) {
-    if (p.memory_bytes[r] > in.rank_capacity_bytes[r]) {
+    if (p.memory_bytes[r] > in.capacity[r]) {
       throw ShardingError(fmt::format(
           "the sharding plan puts {} tables of {} bytes ({}) on rank {}, more than its {} "
           "byte ({}) table memory",
-          p.tables_of_rank[r].size(), p.memory_bytes[r], gigabytes(p.memory_bytes[r]), r,
-          in.rank_capacity_bytes[r], gigabytes(in.rank_capacity_bytes[r])));
+          count[r], p.memory_bytes[r], gigabytes(p.memory_bytes[r]), r + in.first_rank,
+          in.capacity[r], gigabytes(in.capacity[r])));
     }
   }
   return p;
 }
 
-TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) {
-  TablePlacement p = empty_placement(in);
-  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+PiecePlacement shard_greedy(const Pieces& in, ShardingStrategy strategy) {
+  PiecePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
   std::vector<double> cost(in.tables.size());
   for (size_t t = 0; t < in.tables.size(); ++t) {
     cost[t] = sharding_cost(strategy, in.tables[t], in.dim, in.optimizer, in.weight_bytes);
@@ -181,7 +245,7 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
 
   std::vector<double> rank_cost(ranks, 0.0);
   for (uint32_t t : order) {
-    const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+    const int64_t bytes = in.bytes(t);
     uint32_t best = ranks;
     for (uint32_t r = 0; r < ranks; ++r) {
       if (!fits(in, p, r, bytes)) continue;
@@ -194,7 +258,6 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
     rank_cost[best] += cost[t];
     place(p, t, best, bytes);
   }
-  finish(p);
   return p;
 }
 
@@ -202,9 +265,9 @@ TablePlacement shard_greedy(const ShardingInput& in, ShardingStrategy strategy) 
 /// (stably) by rows held after every placement; the first takes the next-largest table; a rank
 /// that reaches the cap leaves the list, in the order ranks fill, before the ones left (which
 /// keep their sorted order). The list position is the rank.
-TablePlacement shard_capped_size_greedy(const ShardingInput& in) {
-  TablePlacement p = empty_placement(in);
-  const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+PiecePlacement shard_capped_size_greedy(const Pieces& in) {
+  PiecePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
   const size_t cap = (in.tables.size() + ranks - 1) / ranks;
   std::vector<uint32_t> order(in.tables.size());
   std::iota(order.begin(), order.end(), 0U);
@@ -241,13 +304,30 @@ TablePlacement shard_capped_size_greedy(const ShardingInput& in) {
     full.push_back(std::move(bucket));
   for (uint32_t r = 0; r < ranks; ++r) {
     for (uint32_t t : full[r]) {
-      const int64_t bytes = table_memory_bytes(in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+      const int64_t bytes = in.bytes(t);
       if (!fits(in, p, r, bytes)) fail_no_room(in, t, p.memory_bytes);
       place(p, t, r, bytes);
     }
   }
-  finish(p);
   return p;
+}
+
+PiecePlacement place_pieces(const Pieces& in, ShardingStrategy strategy, uint64_t seed) {
+  switch (strategy) {
+    case ShardingStrategy::kNaive:
+      return shard_naive(in);
+    case ShardingStrategy::kRandom:
+      return shard_random(in, seed);
+    case ShardingStrategy::kSizeGreedy:
+    case ShardingStrategy::kLookupGreedy:
+    case ShardingStrategy::kSizeLookupGreedy:
+      return shard_greedy(in, strategy);
+    case ShardingStrategy::kCappedSizeGreedy:
+      return shard_capped_size_greedy(in);
+    case ShardingStrategy::kPlan:
+      return shard_plan(in);
+  }
+  throw ShardingError("unknown sharding strategy");
 }
 
 }  // namespace
@@ -283,29 +363,87 @@ std::span<const ShardingStrategy> sharding_strategies() {
   return kAll;
 }
 
+std::string_view embedding_sharding_type_name(EmbeddingShardingType type) {
+  switch (type) {
+    case EmbeddingShardingType::kTableWise:
+      return "table_wise";
+    case EmbeddingShardingType::kRowWise:
+      return "row_wise";
+    case EmbeddingShardingType::kColumnWise:
+      return "column_wise";
+    case EmbeddingShardingType::kDataParallel:
+      return "data_parallel";
+  }
+  return "unknown";
+}
+
 int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
                            int64_t weight_bytes) {
+  const int64_t columns = table_dim(table, dim);
   int64_t optimizer_state_bytes = 0;
   switch (optimizer) {
     case EmbeddingOptimizer::kSgd:
       optimizer_state_bytes = 0;
       break;
     case EmbeddingOptimizer::kAdagrad:
-      optimizer_state_bytes = table.rows * dim * 4;
+      optimizer_state_bytes = table.rows * columns * 4;
       break;
     case EmbeddingOptimizer::kRowWiseAdagrad:
       optimizer_state_bytes = table.rows * 4;
       break;
     case EmbeddingOptimizer::kAdam:
-      optimizer_state_bytes = 2 * table.rows * dim * 4;
+      optimizer_state_bytes = 2 * table.rows * columns * 4;
       break;
   }
-  return table.rows * dim * weight_bytes + optimizer_state_bytes;
+  return table.rows * columns * weight_bytes + optimizer_state_bytes;
+}
+
+int64_t row_wise_shard_rows(int64_t rows, uint32_t rank, uint32_t ranks) {
+  if (ranks == 0 || rows <= 0) return 0;
+  const int64_t block = (rows + ranks - 1) / ranks;
+  const int64_t start = block * rank;
+  return std::clamp<int64_t>(rows - start, 0, block);
+}
+
+int64_t dense_optimizer_states(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgdMomentum:
+    case OptimizerKind::kAdagrad:
+      return 1;
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return 2;
+    case OptimizerKind::kUnspecified:
+    case OptimizerKind::kSgd:
+      return 0;
+  }
+  return 0;
+}
+
+int64_t rank_table_memory_bytes(const EmbeddingTable& table, const ShardingInput& input,
+                                uint32_t rank) {
+  const auto ranks = static_cast<uint32_t>(input.rank_capacity_bytes.size());
+  switch (table.sharding_type) {
+    case EmbeddingShardingType::kRowWise: {
+      EmbeddingTable shard = table;
+      shard.rows = row_wise_shard_rows(table.rows, rank, ranks);
+      return table_memory_bytes(shard, input.dim, input.optimizer, input.weight_bytes);
+    }
+    case EmbeddingShardingType::kDataParallel: {
+      const int64_t elements = table.rows * table_dim(table, input.dim);
+      return elements *
+             (2 * input.weight_bytes + 4 * dense_optimizer_states(input.dense_optimizer));
+    }
+    case EmbeddingShardingType::kTableWise:
+    case EmbeddingShardingType::kColumnWise:
+      return 0;
+  }
+  return 0;
 }
 
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
                      EmbeddingOptimizer optimizer, int64_t weight_bytes) {
-  const auto d = static_cast<double>(dim);
+  const auto d = static_cast<double>(table_dim(table, dim));
   switch (strategy) {
     case ShardingStrategy::kSizeGreedy:
       return static_cast<double>(table_memory_bytes(table, dim, optimizer, weight_bytes));
@@ -325,21 +463,87 @@ double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int
 
 TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy, uint64_t seed) {
   check_input(input);
-  switch (strategy) {
-    case ShardingStrategy::kNaive:
-      return shard_naive(input);
-    case ShardingStrategy::kRandom:
-      return shard_random(input, seed);
-    case ShardingStrategy::kSizeGreedy:
-    case ShardingStrategy::kLookupGreedy:
-    case ShardingStrategy::kSizeLookupGreedy:
-      return shard_greedy(input, strategy);
-    case ShardingStrategy::kCappedSizeGreedy:
-      return shard_capped_size_greedy(input);
-    case ShardingStrategy::kPlan:
-      return shard_plan(input);
+  check_plan(input, strategy);
+  const auto ranks = static_cast<uint32_t>(input.rank_capacity_bytes.size());
+  TablePlacement out;
+  out.rank_of_table.assign(input.tables.size(), kNoSingleRank);
+  out.tables_of_rank.resize(ranks);
+  out.pieces_of_rank.resize(ranks);
+  out.memory_bytes.assign(ranks, 0);
+
+  // Row-wise and data-parallel tables: their share on every rank, before anything is placed.
+  for (uint32_t t = 0; t < input.tables.size(); ++t) {
+    const EmbeddingTable& table = input.tables[t];
+    const EmbeddingShardingType type = table.sharding_type;
+    if (type != EmbeddingShardingType::kRowWise && type != EmbeddingShardingType::kDataParallel) {
+      continue;
+    }
+    (type == EmbeddingShardingType::kRowWise ? out.row_wise : out.data_parallel).push_back(t);
+    for (uint32_t r = 0; r < ranks; ++r) {
+      const int64_t bytes = rank_table_memory_bytes(table, input, r);
+      if (bytes > input.rank_capacity_bytes[r] - out.memory_bytes[r]) {
+        throw ShardingError(fmt::format(
+            "table {} ({}, {} rows x dim {}) needs {} bytes ({}) on rank {}, which has {} of its "
+            "{} bytes ({}) free; more tables than memory allows",
+            t, embedding_sharding_type_name(type), table.rows, table_dim(table, input.dim), bytes,
+            gigabytes(bytes), r, input.rank_capacity_bytes[r] - out.memory_bytes[r],
+            input.rank_capacity_bytes[r], gigabytes(input.rank_capacity_bytes[r])));
+      }
+      out.memory_bytes[r] += bytes;
+    }
   }
-  throw ShardingError("unknown sharding strategy");
+
+  // The pieces, in table-id then shard order, on the candidate ranks' memory left.
+  Pieces pieces;
+  pieces.dim = input.dim;
+  pieces.optimizer = input.optimizer;
+  pieces.weight_bytes = input.weight_bytes;
+  pieces.first_rank = input.tableless_ranks;
+  for (uint32_t t = 0; t < input.tables.size(); ++t) {
+    const EmbeddingTable& table = input.tables[t];
+    if (table.sharding_type == EmbeddingShardingType::kTableWise) {
+      out.pieces.push_back(TablePiece{t, 0, table_dim(table, input.dim), 0});
+      pieces.tables.push_back(EmbeddingTable{table.rows, table.pooling, table.dim});
+      pieces.names.push_back(fmt::format("table {}", t));
+    } else if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
+      const int64_t dim = table_dim(table, input.dim) / table.column_shards;
+      for (int64_t k = 0; k < table.column_shards; ++k) {
+        out.pieces.push_back(TablePiece{t, static_cast<uint32_t>(k), dim, 0});
+        pieces.tables.push_back(EmbeddingTable{table.rows, table.pooling, dim});
+        pieces.names.push_back(
+            fmt::format("table {} column shard {} of {}", t, k, table.column_shards));
+      }
+    }
+  }
+  if (strategy == ShardingStrategy::kPlan) {
+    // check_plan: every table is table-wise, so piece p is table p.
+    for (const uint32_t rank : input.plan)
+      pieces.plan.push_back(rank - input.tableless_ranks);
+  }
+  for (uint32_t r = input.tableless_ranks; r < ranks; ++r) {
+    pieces.capacity.push_back(input.rank_capacity_bytes[r] - out.memory_bytes[r]);
+    pieces.reserved.push_back(out.memory_bytes[r]);
+  }
+  const PiecePlacement placed = place_pieces(pieces, strategy, seed);
+
+  for (uint32_t p = 0; p < out.pieces.size(); ++p) {
+    TablePiece& piece = out.pieces[p];
+    piece.rank = placed.rank_of_piece[p] + input.tableless_ranks;
+    out.pieces_of_rank[piece.rank].push_back(p);
+    std::vector<uint32_t>& tables = out.tables_of_rank[piece.rank];
+    if (tables.empty() || tables.back() != piece.table) tables.push_back(piece.table);
+    if (input.tables[piece.table].sharding_type == EmbeddingShardingType::kTableWise) {
+      out.rank_of_table[piece.table] = piece.rank;
+    }
+  }
+  for (uint32_t r = input.tableless_ranks; r < ranks; ++r) {
+    out.memory_bytes[r] += placed.memory_bytes[r - input.tableless_ranks];
+  }
+  for (auto& tables : out.tables_of_rank) {
+    std::sort(tables.begin(), tables.end());
+    tables.erase(std::unique(tables.begin(), tables.end()), tables.end());
+  }
+  return out;
 }
 
 }  // namespace upsim

@@ -1,12 +1,17 @@
-// Table-wise placement of DLRM embedding tables on ranks (Lin et al., TPDS 2024).
+// Placement of DLRM embedding tables on ranks: TorchRec's sharding types per table
+// (https://pytorch.org/torchrec/, torchrec/distributed/sharding/{tw,rw,cw,dp}_sharding.py), with
+// the table-wise pieces placed by the seed paper's sharders (Lin et al., TPDS 2024).
 //
 // Contract:
 //  - Pure functions: the same tables, capacities, strategy and seed give the same placement on
 //    every platform (the random sharder draws from std::mt19937_64, whose output the C++
 //    standard fixes, through upsim's own bounded mapping, never a std:: distribution).
-//  - Every table goes to exactly one rank; a rank may hold no table.
-//  - A rank never holds more table bytes (table_memory_bytes) than its capacity. A table that
-//    cannot be placed throws ShardingError naming the table, its bytes and the capacity.
+//  - Row-wise and data-parallel tables span every rank: their bytes on each rank
+//    (rank_table_memory_bytes) are reserved first, in table-id order. Then the sharder places
+//    the table-wise tables and the column-wise shards ("pieces"), each on exactly one rank, in
+//    the memory left; a rank may hold no piece.
+//  - A rank never holds more table bytes than its capacity. A table or piece that cannot be
+//    placed throws ShardingError naming the table (and shard), its bytes and the capacity.
 //  - Table ids are indices into the table list; ranks are indices 0..n-1 into the capacity list.
 #pragma once
 
@@ -44,11 +49,29 @@ std::span<const ShardingStrategy> sharding_strategies();
 /// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
 using EmbeddingOptimizer = FusedEmbeddingOptimizer;
 
-/// One embedding table. Every table of a DLRM has the model's embedding dim.
+/// How a table is split over the ranks (TorchRec ShardingType; table_row_wise, table_column_wise
+/// and grid_shard are not modelled).
+enum class EmbeddingShardingType : uint8_t {
+  kTableWise,     ///< the whole table on one rank, chosen by the sharder (tw_sharding.py)
+  kRowWise,       ///< rows in blocks of ceil(rows / n) over all n ranks (rw_sharding.py)
+  kColumnWise,    ///< column_shards shards of dim / column_shards columns, each placed by the
+                  ///< sharder like a table (cw_sharding.py)
+  kDataParallel,  ///< replicated on every rank, gradients all-reduced (dp_sharding.py)
+};
+/// "table_wise", "row_wise", "column_wise", "data_parallel" (TorchRec's ShardingType values).
+std::string_view embedding_sharding_type_name(EmbeddingShardingType type);
+
+/// One embedding table, or one piece of a table that a sharder places.
 struct EmbeddingTable {
   int64_t rows = 0;
   /// Mean number of indices per bag (the seed's pooling factor L).
   double pooling = 0.0;
+  /// Columns; 0 = the model's embedding dim (ShardingInput::dim). A column-wise shard has
+  /// dim / column_shards.
+  int64_t dim = 0;
+  EmbeddingShardingType sharding_type = EmbeddingShardingType::kTableWise;
+  /// kColumnWise: number of shards, >= 1, dividing the dim; 1 for the other types.
+  int64_t column_shards = 1;
   /// Measured reuse histogram of a batch (table_statistics.h); empty: none measured.
   std::vector<double> reuse_histogram{};
   /// Zipf exponent of the accesses when no histogram is given; 0: uniform.
@@ -58,16 +81,32 @@ struct EmbeddingTable {
   double pooling_std = 0.0;
 };
 
-/// Bytes a table occupies in GPU memory: rows x dim weights of `weight_bytes` each (FBGEMM's
-/// table-batched embedding stores fp32, fp16 or bf16 weights: SparseType of
-/// split_table_batched_embeddings_ops) plus the fused optimizer's fp32 state: none for SGD,
-/// rows x dim for Adagrad, rows for row-wise Adagrad, 2 x rows x dim for Adam.
+/// The table's columns: table.dim, or `dim` when that is 0.
+inline int64_t table_dim(const EmbeddingTable& table, int64_t dim) {
+  return table.dim > 0 ? table.dim : dim;
+}
+
+/// Bytes a table (or piece) occupies in GPU memory when one rank holds all of it: rows x
+/// table_dim weights of `weight_bytes` each (FBGEMM's table-batched embedding stores fp32, fp16
+/// or bf16 weights: SparseType of split_table_batched_embeddings_ops) plus the fused optimizer's
+/// fp32 state: none for SGD, rows x dim for Adagrad, rows for row-wise Adagrad, 2 x rows x dim
+/// for Adam. Ignores sharding_type (see rank_table_memory_bytes).
 int64_t table_memory_bytes(const EmbeddingTable& table, int64_t dim, EmbeddingOptimizer optimizer,
                            int64_t weight_bytes = 4);
 
+/// Rows rank `rank` of `ranks` holds of a row-wise table: TorchRec's blocks of
+/// ceil(rows / ranks), the last ones shorter or empty (torchrec/distributed/sharding_plan.py
+/// _calculate_rw_shard_sizes_and_offsets: 10 rows on 4 ranks -> 3, 3, 3, 1; 5 on 4 -> 2, 2, 1, 0).
+int64_t row_wise_shard_rows(int64_t rows, uint32_t rank, uint32_t ranks);
+
+/// Elements of fp32 dense-optimizer state per parameter element (torch.optim): SGD 0, SGD with
+/// momentum and Adagrad 1, Adam(W) 2.
+int64_t dense_optimizer_states(OptimizerKind kind);
+
 /// Cost a greedy sharder balances (Lin et al., TPDS 2024, NeuroShard `sharders.py`):
 /// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
-/// dim x pooling x log10(rows). Zero for kNaive, kRandom and kPlan, which use no cost.
+/// dim x pooling x log10(rows), with dim = table_dim(table, dim) (a column-wise shard's own);
+/// kCappedSizeGreedy -> rows. Zero for kNaive, kRandom and kPlan, which use no cost.
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
                      EmbeddingOptimizer optimizer, int64_t weight_bytes = 4);
 
@@ -85,27 +124,70 @@ struct ShardingInput {
   std::span<const int64_t> rank_capacity_bytes;
   /// Bytes of one weight element (4 fp32, 2 fp16 / bf16).
   int64_t weight_bytes = 4;
-  /// kPlan only: plan[t] is the rank of table t (one entry per table, each below the rank count).
+  /// kPlan only: plan[t] is the rank of table t (one entry per table, each below the rank count
+  /// and not below tableless_ranks); every table must be table-wise.
   std::span<const uint32_t> plan = {};
+  /// Optimizer of the data-parallel tables (the dense one: torch.optim over DDP gradients).
+  OptimizerKind dense_optimizer = OptimizerKind::kSgd;
+  /// Ranks 0 .. tableless_ranks - 1 take no table-wise table or column-wise shard
+  /// (DeepLearningExamples' hybrid parallel); row-wise and data-parallel tables still span them.
+  uint32_t tableless_ranks = 0;
 };
 
+/// Bytes rank `rank` of `ranks` holds of `table` when the table spans the ranks: row-wise, its
+/// row_wise_shard_rows(rows, rank, ranks) rows with the fused optimizer's state
+/// (table_memory_bytes of the shard); data-parallel, the whole table's weights, its dense
+/// gradient (DDP reduces a dense rows x dim gradient: FBGEMM's
+/// DenseTableBatchedEmbeddingBagsCodegen) and the dense optimizer's fp32 state
+/// (dense_optimizer_states x rows x dim x 4 B). 0 for table-wise and column-wise tables, which
+/// the sharder places.
+int64_t rank_table_memory_bytes(const EmbeddingTable& table, const ShardingInput& input,
+                                uint32_t rank);
+
+/// A piece the sharder placed: a table-wise table, or one column-wise shard.
+struct TablePiece {
+  uint32_t table = 0;
+  /// kColumnWise: the shard, 0 .. column_shards - 1 (columns shard x dim .. (shard + 1) x dim);
+  /// 0 for a table-wise table.
+  uint32_t shard = 0;
+  /// Columns of the piece.
+  int64_t dim = 0;
+  uint32_t rank = 0;
+};
+
+/// No single rank: the table is row-wise, column-wise or data-parallel.
+inline constexpr uint32_t kNoSingleRank = UINT32_MAX;
+
 struct TablePlacement {
-  /// rank_of_table[t] is the rank holding table t.
+  /// rank_of_table[t] is the rank holding table-wise table t; kNoSingleRank for other types.
   std::vector<uint32_t> rank_of_table;
-  /// tables_of_rank[r] lists the tables on rank r in ascending id order.
+  /// tables_of_rank[r] lists, in ascending id order, the tables that rank r holds a table-wise
+  /// table or column-wise shard of (each once).
   std::vector<std::vector<uint32_t>> tables_of_rank;
-  /// Table bytes placed on each rank (table_memory_bytes summed).
+  /// Table-wise tables and column-wise shards, in table-id then shard order.
+  std::vector<TablePiece> pieces;
+  /// pieces_of_rank[r] lists the indices into `pieces` on rank r, ascending.
+  std::vector<std::vector<uint32_t>> pieces_of_rank;
+  /// Ids of the row-wise and of the data-parallel tables, ascending (they span every rank).
+  std::vector<uint32_t> row_wise;
+  std::vector<uint32_t> data_parallel;
+  /// Table bytes on each rank: the pieces' table_memory_bytes plus rank_table_memory_bytes of
+  /// every row-wise and data-parallel table.
   std::vector<int64_t> memory_bytes;
 };
 
 /// Places every table. `seed` is used by kRandom only.
 ///
-/// Greedy strategies: tables in decreasing cost (ties: lower table id first); each goes to the
-/// rank with the smallest cumulative cost among ranks with room for it, ties broken by smaller
-/// cumulative bytes, then by lower rank. kRandom visits tables in id order and draws among the
-/// ranks with room, in rank order. kNaive ignores costs and fails if its fixed split overflows
-/// a rank. kPlan puts each table where `plan` says and fails when the plan has the wrong length,
-/// names a rank that does not exist, or gives a rank more table bytes than its capacity.
+/// Row-wise and data-parallel tables first (their bytes on every rank), then the pieces in the
+/// memory left, on ranks tableless_ranks .. n - 1. Greedy strategies: pieces in decreasing cost
+/// (ties: lower piece index first); each goes to the rank with the smallest cumulative cost
+/// among ranks with room for it, ties broken by smaller cumulative bytes, then by lower rank.
+/// kRandom visits pieces in order and draws among the ranks with room, in rank order. kNaive
+/// ignores costs and fails if its fixed split overflows a rank. With table-wise tables only,
+/// pieces are tables and the placement is the seed's. kPlan puts each table where `plan` says
+/// and fails when a table is not table-wise (a plan places table-wise tables only), the plan has
+/// the wrong length, names a rank that does not exist or one below tableless_ranks, or gives a
+/// rank more table bytes than its capacity.
 TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy,
                             uint64_t seed = 0);
 

@@ -169,6 +169,124 @@ TEST(Sharders, TableThatFitsNowhereIsNamedWithItsBytesAndTheCapacity) {
   }
 }
 
+// ---- sharding types -------------------------------------------------------------------------
+
+EmbeddingTable typed(int64_t rows, double pooling, EmbeddingShardingType type,
+                     int64_t column_shards = 1) {
+  EmbeddingTable t{rows, pooling};
+  t.sharding_type = type;
+  t.column_shards = column_shards;
+  return t;
+}
+
+TEST(Sharders, RowWiseBlocksAreTorchRecs) {
+  // torchrec/distributed/sharding_plan.py: blocks of ceil(rows / n), the last ones shorter.
+  EXPECT_EQ(row_wise_shard_rows(10, 0, 4), 3);
+  EXPECT_EQ(row_wise_shard_rows(10, 2, 4), 3);
+  EXPECT_EQ(row_wise_shard_rows(10, 3, 4), 1);
+  EXPECT_EQ(row_wise_shard_rows(5, 2, 4), 1);
+  EXPECT_EQ(row_wise_shard_rows(5, 3, 4), 0);
+  EXPECT_EQ(row_wise_shard_rows(800, 1, 4), 200);
+  EXPECT_EQ(row_wise_shard_rows(7, 0, 1), 7);
+}
+
+// Four ranks, dim 4, fp32, fused SGD, dense Adam: t0 table-wise (100 rows: 1600 B), t1 row-wise
+// (800 rows: 200 per rank, 3200 B each), t2 data-parallel (10 rows: weights 160 B + dense
+// gradient 160 B + Adam's two fp32 moments 320 B = 640 B on every rank), t3 table-wise.
+TEST(Sharders, RowWiseAndDataParallelTablesTakeTheirShareOfEveryRank) {
+  const std::vector<EmbeddingTable> tables = {{100, 10},
+                                              typed(800, 100, EmbeddingShardingType::kRowWise),
+                                              typed(10, 1, EmbeddingShardingType::kDataParallel),
+                                              {100, 10}};
+  const std::vector<int64_t> capacity(4, 1'000'000);
+  ShardingInput in{tables, 4, EmbeddingOptimizer::kSgd, capacity};
+  in.dense_optimizer = OptimizerKind::kAdam;
+  EXPECT_EQ(rank_table_memory_bytes(tables[1], in, 3), 200 * 4 * 4);
+  EXPECT_EQ(rank_table_memory_bytes(tables[2], in, 0), 640);
+  EXPECT_EQ(rank_table_memory_bytes(tables[0], in, 0), 0);  // the sharder places it
+  const TablePlacement p = shard_tables(in, ShardingStrategy::kSizeLookupGreedy);
+  EXPECT_EQ(p.row_wise, (Tables{1}));
+  EXPECT_EQ(p.data_parallel, (Tables{2}));
+  ASSERT_EQ(p.pieces.size(), 2U);  // the table-wise tables only
+  EXPECT_EQ(p.pieces[0].table, 0U);
+  EXPECT_EQ(p.pieces[1].table, 3U);
+  EXPECT_EQ(p.rank_of_table[1], kNoSingleRank);
+  EXPECT_EQ(p.rank_of_table[2], kNoSingleRank);
+  // Equal costs: t0 on rank 0, t3 on rank 1 (the least loaded, then the lower rank).
+  EXPECT_EQ(p.rank_of_table[0], 0U);
+  EXPECT_EQ(p.rank_of_table[3], 1U);
+  EXPECT_EQ(p.memory_bytes[0], 3200 + 640 + 1600);
+  EXPECT_EQ(p.memory_bytes[1], 3200 + 640 + 1600);
+  EXPECT_EQ(p.memory_bytes[2], 3200 + 640);
+  EXPECT_EQ(p.memory_bytes[3], 3200 + 640);
+  EXPECT_TRUE(p.tables_of_rank[2].empty());
+}
+
+// A column-wise table of dim 4 in 2 shards: two pieces of 2 columns (100 rows x 2 x 4 B = 800 B
+// each), each placed like a table; lookup_greedy costs them 2 x 10 = 20, so they land apart.
+TEST(Sharders, ColumnWiseShardsArePlacedLikeTablesOfTheirWidth) {
+  const std::vector<EmbeddingTable> tables = {typed(100, 10, EmbeddingShardingType::kColumnWise, 2),
+                                              {50, 1}};
+  const std::vector<int64_t> capacity(2, 1'000'000);
+  const TablePlacement p =
+      shard_tables(ShardingInput{tables, 4, EmbeddingOptimizer::kSgd, capacity},
+                   ShardingStrategy::kLookupGreedy);
+  ASSERT_EQ(p.pieces.size(), 3U);
+  EXPECT_EQ(p.pieces[0].table, 0U);
+  EXPECT_EQ(p.pieces[0].shard, 0U);
+  EXPECT_EQ(p.pieces[0].dim, 2);
+  EXPECT_EQ(p.pieces[1].shard, 1U);
+  EXPECT_EQ(p.pieces[2].table, 1U);
+  EXPECT_EQ(p.pieces[2].dim, 4);
+  EXPECT_NE(p.pieces[0].rank, p.pieces[1].rank);
+  EXPECT_EQ(p.tables_of_rank[0].front(), 0U);
+  EXPECT_EQ(p.tables_of_rank[1].front(), 0U);
+  EXPECT_EQ(p.rank_of_table[0], kNoSingleRank);
+  EXPECT_EQ(p.memory_bytes[0] + p.memory_bytes[1], 800 + 800 + 50 * 4 * 4);
+  EXPECT_EQ(table_memory_bytes(EmbeddingTable{100, 10, 2}, 4, EmbeddingOptimizer::kAdagrad),
+            100 * 2 * 4 + 100 * 2 * 4);
+}
+
+TEST(Sharders, ReplicatedAndRowWiseBytesAreCheckedFirstThenThePiecesInWhatIsLeft) {
+  // The data-parallel table (1000 rows x 4 x 4 B weights + as much gradient = 32000 B) does not
+  // fit a 30000-byte rank.
+  const std::vector<EmbeddingTable> dp = {{10, 1},
+                                          typed(1000, 1, EmbeddingShardingType::kDataParallel)};
+  const std::vector<int64_t> small(2, 30'000);
+  try {
+    shard_tables(ShardingInput{dp, 4, EmbeddingOptimizer::kSgd, small},
+                 ShardingStrategy::kSizeGreedy);
+    FAIL() << "expected ShardingError";
+  } catch (const ShardingError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("table 1 (data_parallel"), std::string::npos) << what;
+    EXPECT_NE(what.find("32000 bytes"), std::string::npos) << what;
+  }
+  // The row-wise table takes 20000 B of each 30000 B rank; the 16000-byte table-wise table then
+  // fits nowhere, and the message says what the row-wise table took.
+  const std::vector<EmbeddingTable> rw = {typed(2500, 1, EmbeddingShardingType::kRowWise),
+                                          {1000, 1}};
+  try {
+    shard_tables(ShardingInput{rw, 4, EmbeddingOptimizer::kSgd, small},
+                 ShardingStrategy::kSizeGreedy);
+    FAIL() << "expected ShardingError";
+  } catch (const ShardingError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("table 1 (1000 rows x dim 4: 16000 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("after 20000 bytes of row-wise and data-parallel tables"),
+              std::string::npos)
+        << what;
+  }
+}
+
+TEST(Sharders, ColumnShardsMustDivideTheDim) {
+  const std::vector<EmbeddingTable> tables = {typed(10, 1, EmbeddingShardingType::kColumnWise, 3)};
+  const std::vector<int64_t> capacity(2, 1'000'000);
+  EXPECT_THROW(shard_tables(ShardingInput{tables, 4, EmbeddingOptimizer::kSgd, capacity},
+                            ShardingStrategy::kNaive),
+               ShardingError);
+}
+
 TEST(Sharders, RejectsNoRanks) {
   EXPECT_THROW(shard(six_tables(), 4, {}, ShardingStrategy::kNaive), ShardingError);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,6 +33,9 @@ constexpr int64_t kMaxElementBytes = 4;
 /// The most bytes one table element takes with its optimizer state (fp32 weight and Adam's two
 /// fp32 moments).
 constexpr int64_t kMaxTableElementBytes = 12;
+/// The same for a data-parallel table, on every rank: fp32 weight, its dense fp32 gradient and
+/// Adam's two fp32 moments.
+constexpr int64_t kMaxDataParallelElementBytes = 16;
 
 /// `node`'s integer value, or an error naming it when above `bound`.
 int64_t at_most(const ConfigNode& node, int64_t value, int64_t bound, std::string_view what) {
@@ -219,22 +223,46 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   }
   int64_t total = 0;
   double total_bytes = 0.0;
+  constexpr std::array<std::string_view, 4> kTypeNames = {"table_wise", "row_wise", "column_wise",
+                                                          "data_parallel"};
+  constexpr std::array<EmbeddingShardingType, 4> kTypes = {
+      EmbeddingShardingType::kTableWise, EmbeddingShardingType::kRowWise,
+      EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel};
   for (const ConfigNode& group : groups) {
     const int64_t count = group.has("num_embeddings") ? 1 : group.get_positive_int_or("count", 1);
     EmbeddingTable table = read_table(group, config);
     const int64_t rows = table.rows;
+    const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
+    for (size_t i = 0; i < kTypeNames.size(); ++i) {
+      if (type_name == kTypeNames[i]) table.sharding_type = kTypes[i];
+    }
+    if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
+      table.column_shards = group.get_positive_int_or("column_shards", 2);
+      if (config.embedding_dim % table.column_shards != 0) {
+        group.child("column_shards")
+            .fail(fmt::format("{} shards do not divide embeddings.dim = {} (each column shard "
+                              "holds dim / column_shards columns)",
+                              table.column_shards, config.embedding_dim));
+      }
+    } else if (group.has("column_shards")) {
+      group.child("column_shards")
+          .fail(fmt::format("applies to column_wise tables only; this group is {}", type_name));
+    }
     total += count;
     if (total > kMaxTables) {
       group.child("count").fail(
           fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
     }
+    const int64_t element_bytes = table.sharding_type == EmbeddingShardingType::kDataParallel
+                                      ? kMaxDataParallelElementBytes
+                                      : kMaxTableElementBytes;
     total_bytes += static_cast<double>(count) * static_cast<double>(rows) *
-                   static_cast<double>(config.embedding_dim * kMaxTableElementBytes);
+                   static_cast<double>(config.embedding_dim * element_bytes);
     if (total_bytes > kMaxTotalBytes) {
       group.child("rows").fail(fmt::format(
           "makes the tables hold over 2^62 bytes of weights and optimizer state ({} tables of {} "
-          "rows x {} x 12 B)",
-          total, rows, config.embedding_dim));
+          "rows x {} x {} B)",
+          total, rows, config.embedding_dim, element_bytes));
     }
     config.tables.insert(config.tables.end(), static_cast<size_t>(count), table);
   }
@@ -313,7 +341,7 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
               "writes one)");
     }
     const ConfigNode plan = workload.load_reference("sharding_plan");
-    config.sharding_plan = read_sharding_plan(plan, config.tables.size(), ranks);
+    config.sharding_plan = read_sharding_plan(plan, config.tables, ranks);
     const uint32_t tableless = dlrm_tableless_ranks(config, ranks);
     for (size_t t = 0; t < config.sharding_plan.size(); ++t) {
       if (config.sharding_plan[t] < tableless) {
@@ -354,7 +382,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   return config;
 }
 
-std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan, size_t tables, uint32_t ranks) {
+std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
+                                         std::span<const EmbeddingTable> model_tables,
+                                         uint32_t ranks) {
+  const size_t tables = model_tables.size();
   if (!plan.is_map()) {
     plan.fail("a sharding plan is a map: tables: N, ranks: N, rank_of_table: [...]");
   }
@@ -371,6 +402,14 @@ std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan, size_t tables, 
     if (values[t] < 0 || values[t] >= static_cast<int64_t>(ranks)) {
       list.fail(fmt::format("entry {} (table {}) is rank {}; the run's ranks are 0-{}", t, t,
                             values[t], ranks - 1));
+    }
+    const EmbeddingShardingType type = model_tables[t].sharding_type;
+    if (type != EmbeddingShardingType::kTableWise) {
+      list.fail(
+          fmt::format("entry {} (table {}) places a {} table; a plan places table-wise "
+                      "tables only (give its group sharding_type: table_wise, or use a "
+                      "sharder)",
+                      t, t, embedding_sharding_type_name(type)));
     }
     rank_of_table[t] = static_cast<uint32_t>(values[t]);
   }

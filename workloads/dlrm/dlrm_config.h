@@ -48,15 +48,32 @@
 //                                  #   zipf with zipf_alpha (0.01 .. 10; default 1), whose
 //                                  #   histogram table_statistics.h derives per batch; default
 //                                  #   uniform accesses
+//         - {rows: 40000000, pooling: 100, sharding_type: row_wise}
+//       and in each group:
+//           sharding_type: table_wise  # how each table of the group is split (TorchRec's
+//                                  #   ShardingType): table_wise (default; whole, on the rank the
+//                                  #   sharder picks) | row_wise (rows in blocks over all ranks,
+//                                  #   reduce-scatter forward, all-gather backward) |
+//                                  #   column_wise (column_shards shards, each placed like a
+//                                  #   table, in the all-to-all) | data_parallel (replicated,
+//                                  #   local batch, gradients all-reduced, dense optimizer);
+//                                  #   table_row_wise and table_column_wise are not modelled
+//                                  #   (workloads/dlrm/dlrm_generator.h describes each)
+//           column_shards: 2       # column_wise only: shards, >= 1, dividing embeddings.dim
+//                                  #   (default 2)
 //       tables_file: stats.json    # instead of `tables`: a file with a `tables` list of the same
-//                                  #   entries, or the seed's table configs ({"tables": [{index,
-//                                  #   num_embeddings, embedding_dim, pooling_factor,
-//                                  #   pooling_factor_std, bin_0..bin_16, rfs_<batch>,
-//                                  #   all_zero}]}; rfs_<global_batch> is used when present)
+//                                  #   entries (sharding_type and column_shards included), or the
+//                                  #   seed's table configs ({"tables": [{index, num_embeddings,
+//                                  #   embedding_dim, pooling_factor, pooling_factor_std,
+//                                  #   bin_0..bin_16, rfs_<batch>, all_zero}], which may also
+//                                  #   carry sharding_type and column_shards);
+//                                  #   rfs_<global_batch> is used when present
 //     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
 //                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
 //                                  #   2024) | capped_size_greedy (DeepLearningExamples') |
-//                                  #   plan (the table -> rank list in sharding_plan)
+//                                  #   plan (the table -> rank list in sharding_plan); a sharder
+//                                  #   places the table_wise tables and column_wise shards in the
+//                                  #   memory the row_wise and data_parallel tables leave
 //     sharding_plan: plan.yaml     # required with sharding: plan, refused with any other
 //                                  #   sharder (null counts as absent); a file relative to this
 //                                  #   one (or the map inline), as `upsim shard` writes it:
@@ -67,7 +84,10 @@
 //                                  #   Each rank's tables must fit its table memory (a
 //                                  #   ConfigError at rank_of_table when the run is built);
 //                                  #   with bottom_mlp_placement: first_rank on more than 4
-//                                  #   ranks, rank 0 may hold none.
+//                                  #   ranks, rank 0 may hold none. A plan places table_wise
+//                                  #   tables only: a model with a row_wise, column_wise or
+//                                  #   data_parallel table takes no plan (a ConfigError at
+//                                  #   rank_of_table naming the table).
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
@@ -125,7 +145,7 @@ struct DlrmConfig {
   DType all_to_all_dtype = DType::kFp32;
   /// Bytes per sparse index and per offset (int64 or int32).
   int64_t index_bytes = 8;
-  /// Every table, in table-id order (groups expanded).
+  /// Every table, in table-id order (groups expanded), with its sharding type.
   std::vector<EmbeddingTable> tables;
   ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
   uint64_t sharding_seed = 0;
@@ -163,10 +183,13 @@ struct DlrmConfig {
 DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
 
 /// Reads a sharding plan (the content of `workload.sharding_plan`, see the schema above) for a
-/// model of `tables` tables on `ranks` ranks: the rank of each table. A count that differs from
-/// the model's or the run's, a missing or unknown key, or a rank outside 0 .. ranks-1 throws
-/// ConfigError naming the plan's file, line and key. Memory is checked by shard_tables.
-std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan, size_t tables, uint32_t ranks);
+/// model of these tables on `ranks` ranks: the rank of each table. A count that differs from the
+/// model's or the run's, a missing or unknown key, a rank outside 0 .. ranks-1 or an entry for a
+/// table that is not table_wise (a plan places table-wise tables only) throws ConfigError naming
+/// the plan's file, line and key. Memory is checked by shard_tables.
+std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
+                                         std::span<const EmbeddingTable> model_tables,
+                                         uint32_t ranks);
 
 /// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
 /// per rank): its tables, dim, fused optimizer, weight bytes and plan. Refers into both

@@ -261,6 +261,61 @@ TEST(DlrmConfig, DenseAndFusedEmbeddingOptimizers) {
             std::string::npos);
 }
 
+TEST(DlrmConfig, ShardingTypesPerTableGroupWithTheirDefaults) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      replace(replace(replace(scenario(), "{count: 16, rows: 4000000, pooling: 30}",
+                              "{count: 16, rows: 4000000, pooling: 30, sharding_type: row_wise}"),
+                      "{count: 16, rows: 500000, pooling: 10}",
+                      "{count: 16, rows: 500000, pooling: 10, sharding_type: column_wise}"),
+              "{count: 16, rows: 40000, pooling: 2}",
+              "{count: 15, rows: 40000, pooling: 2, sharding_type: data_parallel}\n"
+              "      - {rows: 100, pooling: 1, sharding_type: column_wise, column_shards: 4}\n"
+              "      - {rows: 100, pooling: 1}"),
+      "scenario.yaml");
+  const DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), 4);
+  doc.check_all_keys_used();
+  ASSERT_EQ(c.tables.size(), 49U);
+  EXPECT_EQ(c.tables[0].sharding_type, EmbeddingShardingType::kRowWise);
+  EXPECT_EQ(c.tables[0].column_shards, 1);
+  EXPECT_EQ(c.tables[16].sharding_type, EmbeddingShardingType::kColumnWise);
+  EXPECT_EQ(c.tables[16].column_shards, 2);  // the default
+  EXPECT_EQ(c.tables[32].sharding_type, EmbeddingShardingType::kDataParallel);
+  EXPECT_EQ(c.tables[47].sharding_type, EmbeddingShardingType::kColumnWise);
+  EXPECT_EQ(c.tables[47].column_shards, 4);
+  EXPECT_EQ(c.tables[48].sharding_type, EmbeddingShardingType::kTableWise);  // the default
+  EXPECT_EQ(c.tables[48].dim, 0);                                            // the model's
+  // Every table still counts once in the interaction.
+  EXPECT_EQ(c.interaction_pairs(), 49 * 50 / 2);
+  const std::string resolved = doc.resolved_yaml();
+  EXPECT_NE(resolved.find("sharding_type: table_wise"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("column_shards: 2"), std::string::npos) << resolved;
+}
+
+TEST(DlrmConfig, ShardingTypeErrorsNameTheirKey) {
+  const std::string unknown =
+      error_of(replace(scenario(), "{count: 16, rows: 40000, pooling: 2}",
+                       "{count: 16, rows: 40000, pooling: 2, sharding_type: row_wize}"));
+  EXPECT_NE(unknown.find("workload.embeddings.tables[2].sharding_type"), std::string::npos)
+      << unknown;
+  EXPECT_NE(unknown.find("did you mean `row_wise`"), std::string::npos) << unknown;
+  const std::string shards = error_of(replace(
+      scenario(), "{count: 16, rows: 40000, pooling: 2}",
+      "{count: 16, rows: 40000, pooling: 2, sharding_type: column_wise, column_shards: 3}"));
+  EXPECT_NE(shards.find("workload.embeddings.tables[2].column_shards"), std::string::npos)
+      << shards;
+  EXPECT_NE(shards.find("3 shards do not divide embeddings.dim = 128"), std::string::npos)
+      << shards;
+  const std::string zero = error_of(replace(
+      scenario(), "{count: 16, rows: 40000, pooling: 2}",
+      "{count: 16, rows: 40000, pooling: 2, sharding_type: column_wise, column_shards: 0}"));
+  EXPECT_NE(zero.find("workload.embeddings.tables[2].column_shards"), std::string::npos) << zero;
+  const std::string stray =
+      error_of(replace(scenario(), "{count: 16, rows: 40000, pooling: 2}",
+                       "{count: 16, rows: 40000, pooling: 2, column_shards: 2}"));
+  EXPECT_NE(stray.find("workload.embeddings.tables[2].column_shards"), std::string::npos) << stray;
+  EXPECT_NE(stray.find("column_wise tables only"), std::string::npos) << stray;
+}
+
 TEST(DlrmConfig, BucketSizeNeedsAUnit) {
   // PyTorch's bucket_cap_mb=25 written as "ddp_bucket: 25" would be a 25-byte bucket.
   const std::string e = error_of(replace(scenario(), "ddp_bucket: 25MiB", "ddp_bucket: 25"));

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -418,12 +417,14 @@ std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
 
 ShardingInput dlrm_sharding_input(const DlrmConfig& config,
                                   std::span<const int64_t> rank_capacity_bytes) {
-  return ShardingInput{config.tables,
-                       config.embedding_dim,
-                       config.optimizer,
-                       rank_capacity_bytes,
-                       dtype_bytes(config.embedding_dtype),
-                       config.sharding_plan};
+  ShardingInput input{config.tables,
+                      config.embedding_dim,
+                      config.optimizer,
+                      rank_capacity_bytes,
+                      dtype_bytes(config.embedding_dtype),
+                      config.sharding_plan};
+  input.dense_optimizer = config.dense_optimizer;
+  return input;
 }
 
 uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks) {
@@ -435,23 +436,12 @@ uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks) {
 
 TablePlacement place_dlrm_tables(const DlrmConfig& config,
                                  std::span<const int64_t> rank_capacity_bytes) {
-  const auto ranks = static_cast<uint32_t>(rank_capacity_bytes.size());
-  const uint32_t skipped = dlrm_tableless_ranks(config, ranks);
-  ShardingInput input = dlrm_sharding_input(config, rank_capacity_bytes.subspan(skipped));
-  // The sharder numbers the ranks that hold tables from 0; a plan numbers the run's ranks.
-  std::vector<uint32_t> plan(config.sharding_plan.begin(), config.sharding_plan.end());
-  for (uint32_t& rank : plan)
-    rank -= std::min(rank, skipped);
-  input.plan = plan;
-  TablePlacement placement = shard_tables(input, config.sharding, config.sharding_seed);
-  if (skipped > 0) {
-    placement.tables_of_rank.insert(placement.tables_of_rank.begin(), skipped,
-                                    std::vector<uint32_t>{});
-    placement.memory_bytes.insert(placement.memory_bytes.begin(), skipped, 0);
-    for (uint32_t& rank : placement.rank_of_table)
-      rank += skipped;
-  }
-  return placement;
+  ShardingInput input = dlrm_sharding_input(config, rank_capacity_bytes);
+  // The sharder keeps table-wise tables and column-wise shards off the tableless ranks (row-wise
+  // and data-parallel tables still span them); a plan numbers the run's ranks.
+  input.tableless_ranks =
+      dlrm_tableless_ranks(config, static_cast<uint32_t>(rank_capacity_bytes.size()));
+  return shard_tables(input, config.sharding, config.sharding_seed);
 }
 
 }  // namespace upsim

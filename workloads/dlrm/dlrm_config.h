@@ -192,8 +192,9 @@ std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
                                          uint32_t ranks);
 
 /// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
-/// per rank): its tables, dim, fused optimizer, weight bytes and plan. Refers into both
-/// arguments, which must outlive it.
+/// per rank): its tables (with their sharding types), dim, fused and dense optimizers, weight
+/// bytes and plan; no tableless ranks (place_dlrm_tables sets them). Refers into both arguments,
+/// which must outlive it.
 ShardingInput dlrm_sharding_input(const DlrmConfig& config,
                                   std::span<const int64_t> rank_capacity_bytes);
 
@@ -203,8 +204,10 @@ ShardingInput dlrm_sharding_input(const DlrmConfig& config,
 uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks);
 
 /// The DLRM run's placement on ranks of these table-memory capacities (one entry per rank, at
-/// least one): the leading dlrm_tableless_ranks hold no table, the others are placed by
-/// config.sharding (a plan's ranks count from rank 0 of the run). Throws ShardingError.
+/// least one): the leading dlrm_tableless_ranks hold no table-wise table or column-wise shard
+/// (ShardingInput::tableless_ranks; row-wise and data-parallel tables span every rank), the
+/// others are placed by config.sharding (a plan's ranks count from rank 0 of the run). Throws
+/// ShardingError.
 TablePlacement place_dlrm_tables(const DlrmConfig& config,
                                  std::span<const int64_t> rank_capacity_bytes);
 

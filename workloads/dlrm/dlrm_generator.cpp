@@ -46,12 +46,35 @@ std::string_view torch_optimizer_class(OptimizerKind kind) {
   }
 }
 
-/// Collective groups of one iteration, in the order every rank's comm stream runs them.
+/// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
+/// the run does not have is left at 0 and never launched).
 struct IterationGroups {
   CollectiveId a2a_forward = 0;
+  CollectiveId reduce_scatter = 0;
   std::vector<CollectiveId> top;
   CollectiveId a2a_backward = 0;
+  CollectiveId all_gather = 0;
   std::vector<CollectiveId> bottom;
+  CollectiveId data_parallel = 0;
+};
+
+/// Which embedding collectives the run has (the same on every rank).
+struct EmbeddingExchange {
+  /// The all-to-all of table-wise tables, column-wise shards and a hybrid bottom MLP output.
+  bool all_to_all = false;
+  /// The reduce-scatter (forward) and all-gather (backward) of the row-wise tables.
+  bool row_wise = false;
+  /// The all-reduce of the data-parallel tables' gradients.
+  bool data_parallel = false;
+};
+
+/// One table-batched embedding op of a rank: the tables it looks up, for `batch` samples.
+struct LookupGroup {
+  int64_t batch = 0;
+  std::vector<EmbeddingTableShape> tables;
+  /// Pooled values per sample: the tables' dims summed.
+  int64_t values_per_sample = 0;
+  bool empty() const { return tables.empty(); }
 };
 
 /// A data-parallel MLP under its own DDP wrapper, during one iteration's backward.
@@ -69,7 +92,8 @@ struct DdpModule {
 class RankEmitter {
  public:
   RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
-              const std::vector<int64_t>& top_widths, uint32_t index, TaskGraph& graph)
+              const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
+              uint32_t index, TaskGraph& graph)
       : cfg_(config),
         built_(built),
         top_widths_(top_widths),
@@ -77,14 +101,44 @@ class RankEmitter {
         rank_(built.ranks[index]),
         at_{rank_, kCpuThread, kComputeStream, kCommStream},
         distributed_(built.ranks.size() > 1),
-        local_tables_(built.placement.tables_of_rank[index]),
+        exchange_(exchange),
         b_(built.local_batch),
         hybrid_(config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && distributed_),
         bottom_in_exchange_(hybrid_ && index == 0),
         bottom_batch_(!hybrid_ ? built.local_batch : (index == 0 ? config.global_batch : 0)),
         t_(static_cast<int64_t>(config.tables.size())),
         d_(config.embedding_dim),
-        dt_(config.dtype) {}
+        dt_(config.dtype) {
+    const TablePlacement& placement = built.placement;
+    const auto ranks = static_cast<uint32_t>(built.ranks.size());
+    pieces_.batch = config.global_batch;
+    for (uint32_t p : placement.pieces_of_rank[index]) {
+      const TablePiece& piece = placement.pieces[p];
+      const EmbeddingTable& table = config.tables[piece.table];
+      add_lookup(pieces_, table, table.rows, piece.dim, table.pooling);
+    }
+    // Each rank looks its row block up for the global batch: a uniformly drawn index falls in
+    // it with probability shard rows / rows (pooling / n for equal blocks). An empty block
+    // (TorchRec's last blocks can be) is no table of the op.
+    row_wise_.batch = config.global_batch;
+    for (uint32_t t : placement.row_wise) {
+      const EmbeddingTable& table = config.tables[t];
+      const int64_t rows = row_wise_shard_rows(table.rows, index, ranks);
+      if (rows > 0) {
+        add_lookup(row_wise_, table, rows, d_,
+                   table.pooling * as_double(rows) / as_double(table.rows));
+      }
+    }
+    data_parallel_.batch = built.local_batch;
+    for (uint32_t t : placement.data_parallel) {
+      const EmbeddingTable& table = config.tables[t];
+      add_lookup(data_parallel_, table, table.rows, d_, table.pooling);
+    }
+    row_wise_tables_ = static_cast<int64_t>(placement.row_wise.size());
+    data_parallel_tables_ = static_cast<int64_t>(placement.data_parallel.size());
+    for (uint32_t t : placement.data_parallel)
+      data_parallel_elements_ += config.tables[t].rows * d_;
+  }
 
   void iteration(uint32_t it, const IterationGroups& groups) {
     graph_.add_iteration_mark(rank_, kCpuThread, it);
@@ -122,49 +176,80 @@ class RankEmitter {
       blocking_copy("Memcpy HtoD (dense)", TransferKind::kHostToDevice,
                     bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
     }
-    if (local_tables_.empty()) return;
-    const auto local = static_cast<int64_t>(local_tables_.size());
-    blocking_copy("Memcpy HtoD (offsets)", TransferKind::kHostToDevice,
-                  (local * cfg_.global_batch + 1) * cfg_.index_bytes);
+    // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
+    // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
+    int64_t offsets = 0;
     int64_t indices = 0;
-    for (uint32_t t : local_tables_) {
-      indices += std::llround(as_double(cfg_.global_batch) * cfg_.tables[t].pooling);
+    for (const LookupGroup* group : {&pieces_, &row_wise_, &data_parallel_}) {
+      for (const EmbeddingTableShape& table : group->tables) {
+        offsets += group->batch;
+        indices += std::llround(as_double(group->batch) * table.pooling);
+      }
     }
+    if (offsets == 0) return;
+    blocking_copy("Memcpy HtoD (offsets)", TransferKind::kHostToDevice,
+                  (offsets + 1) * cfg_.index_bytes);
     blocking_copy("Memcpy HtoD (indices)", TransferKind::kHostToDevice, indices * cfg_.index_bytes);
   }
 
-  EmbeddingShape local_embedding_shape() const {
-    const auto local = static_cast<int64_t>(local_tables_.size());
-    int64_t rows = 0;
-    double pooling = 0.0;
-    for (uint32_t t : local_tables_) {
-      rows += cfg_.tables[t].rows;
-      pooling += cfg_.tables[t].pooling;
+  /// Adds to `group` a lookup of `rows` rows and `dim` columns of `table` (the table, a row-wise
+  /// block or a column-wise shard) at `pooling` indices per bag. Its reuse histogram: the
+  /// table's measured one as is (a block or shard reuses its rows as the table does), else the
+  /// Zipf histogram (zipf_reuse_histogram) of these rows for the group's batch x pooling
+  /// lookups; a row-wise block is taken as a Zipf law over its own rows with its uniform share
+  /// of the lookups (that the hottest rows fall in the first block is not modelled); uniform
+  /// accesses have none (the kernel model's own expectation).
+  static void add_lookup(LookupGroup& group, const EmbeddingTable& table, int64_t rows, int64_t dim,
+                         double pooling) {
+    std::vector<double> reuse = table.reuse_histogram;
+    if (reuse.empty() && table.zipf_alpha > 0.0) {
+      reuse = zipf_reuse_histogram(rows, as_double(group.batch) * pooling, table.zipf_alpha);
     }
-    return EmbeddingShape{cfg_.global_batch, local, (rows + local / 2) / local, d_,
-                          pooling / as_double(local)};
+    group.tables.push_back(EmbeddingTableShape{rows, dim, pooling, std::move(reuse)});
+    group.values_per_sample += dim;
   }
 
-  KernelDesc embedding_kernel(KernelClass cls) const {
+  /// The table-batched op over `group`: per-table shapes, and their means (rows and dim
+  /// rounded) for the models that read averages.
+  KernelDesc embedding_kernel(KernelClass cls, const LookupGroup& group,
+                              EmbeddingOptimizer optimizer) const {
+    const auto tables = static_cast<int64_t>(group.tables.size());
+    int64_t rows = 0;
+    double pooling = 0.0;
+    for (const EmbeddingTableShape& table : group.tables) {
+      rows += table.rows;
+      pooling += table.pooling;
+    }
     KernelDesc k;
     k.cls = cls;
     k.dtype = cfg_.embedding_dtype;
-    k.embedding = local_embedding_shape();
-    k.embedding.optimizer = cfg_.optimizer;
+    k.embedding = EmbeddingShape{group.batch, tables, (rows + tables / 2) / tables,
+                                 (group.values_per_sample + tables / 2) / tables,
+                                 pooling / as_double(tables)};
+    k.embedding.optimizer = optimizer;
     k.embedding.index_bytes = cfg_.index_bytes;
-    for (uint32_t t : local_tables_) {
-      const EmbeddingTable& table = cfg_.tables[t];
-      // A measured histogram, else the one of its access distribution for this batch's lookups
-      // (uniform: none, the model's own expectation).
-      std::vector<double> reuse = table.reuse_histogram;
-      if (reuse.empty() && table.zipf_alpha > 0.0) {
-        reuse = zipf_reuse_histogram(table.rows, as_double(cfg_.global_batch) * table.pooling,
-                                     table.zipf_alpha);
-      }
-      k.embedding.per_table.push_back(
-          EmbeddingTableShape{table.rows, d_, table.pooling, std::move(reuse)});
-    }
+    k.embedding.per_table = group.tables;
     return k;
+  }
+
+  /// FBGEMM's fused table-batched lookup (SplitTableBatchedEmbeddingBagsCodegen) over `group`.
+  void fused_lookup(const LookupGroup& group) {
+    if (group.empty()) return;
+    const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
+                                       fbgemm_optimizer_name(cfg_.optimizer));
+    single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
+                  embedding_kernel(KernelClass::kEmbeddingForward, group, cfg_.optimizer));
+  }
+
+  /// Its backward with the fused optimizer update; the gradients arrive in `from`.
+  void fused_backward(const LookupGroup& group, DType from) {
+    if (group.empty()) return;
+    convert(from, cfg_.embedding_dtype, group.batch * group.values_per_sample);
+    const std::string_view name = fbgemm_optimizer_name(cfg_.optimizer);
+    single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
+                  fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
+                  fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
+                  embedding_kernel(KernelClass::kEmbeddingBackward, group, cfg_.optimizer));
   }
 
   /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
@@ -178,7 +263,7 @@ class RankEmitter {
   /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
   /// only where the two store differently (tf32 stores fp32).
   void convert(DType from, DType to, int64_t elements) {
-    if (storage_dtype(from) == storage_dtype(to)) return;
+    if (elements == 0 || storage_dtype(from) == storage_dtype(to)) return;
     KernelDesc cast = pointwise(MemoryOp::kCopy, to, as_double(elements), 0, 0, 1);
     cast.bytes_read = as_double(elements * dtype_bytes(from));
     single_kernel("aten::to", "vectorized_elementwise_kernel/copy_", "aten::copy_", cast);
@@ -186,13 +271,13 @@ class RankEmitter {
 
   static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
 
-  /// Launches an all-to-all after the compute stream's work so far; returns the comm-stream
-  /// event that marks its end.
-  TaskId all_to_all(CollectiveId group) {
-    HostOp h(graph_, at_, "nccl:all_to_all");
+  /// Launches a collective (`op` names the host op and the collective) after the compute
+  /// stream's work so far; returns the comm-stream event that marks its end.
+  TaskId launch_collective(CollectiveId group, std::string_view op) {
+    HostOp h(graph_, at_, op);
     const TaskId ready = h.record(kComputeStream);
     h.wait(kCommStream, ready);
-    h.collective(group, "nccl:all_to_all");
+    h.collective(group, op);
     const TaskId done = h.record(kCommStream);
     h.end();
     return done;
@@ -217,14 +302,9 @@ class RankEmitter {
 
   void forward(const IterationGroups& groups) {
     TaskId a2a_done = kNoTask;
-    if (!local_tables_.empty()) {
-      const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
-                                         fbgemm_optimizer_name(cfg_.optimizer));
-      single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
-                    embedding_kernel(KernelClass::kEmbeddingForward));
-    }
-    const int64_t local_values =
-        cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_;
+    TaskId reduce_scatter_done = kNoTask;
+    fused_lookup(pieces_);
+    const int64_t local_values = pieces_.batch * pieces_.values_per_sample;
     const auto& bot = cfg_.bottom_mlp;
     if (bottom_in_exchange_) {
       // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
@@ -234,13 +314,29 @@ class RankEmitter {
         relu_forward(bottom_batch_, bot[l + 1]);
       }
     }
-    if (distributed_) {
-      if (!local_tables_.empty())
-        convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
+    if (exchange_.all_to_all) {
+      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
       if (bottom_in_exchange_) convert(dt_, cfg_.all_to_all_dtype, bottom_batch_ * d_);
       const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * d_ : 0);
       if (sent > 0) pack_send_buffer(sent);
-      a2a_done = all_to_all(groups.a2a_forward);
+      a2a_done = launch_collective(groups.a2a_forward, "nccl:all_to_all");
+    }
+    // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
+    // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
+    // RwPooledEmbeddingDist).
+    fused_lookup(row_wise_);
+    if (exchange_.row_wise) {
+      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype,
+              cfg_.global_batch * row_wise_tables_ * d_);
+      reduce_scatter_done = launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
+    }
+    // Data-parallel: the local batch on this rank's replica.
+    if (!data_parallel_.empty()) {
+      single_kernel("fbgemm::dense_embedding_codegen_lookup_function",
+                    "dense_embedding_codegen_forward_unweighted_kernel",
+                    "fbgemm::dense_embedding_codegen_lookup_function",
+                    embedding_kernel(KernelClass::kEmbeddingForward, data_parallel_,
+                                     EmbeddingOptimizer::kSgd));
     }
 
     if (!bottom_in_exchange_ && bottom_batch_ > 0) {
@@ -249,11 +345,13 @@ class RankEmitter {
         relu_forward(bottom_batch_, bot[l + 1]);
       }
     }
-    if (distributed_) wait_for("All2All_Pooled_Wait", a2a_done);
-    // The pooled embeddings (received, or this rank's own) in the MLPs' dtype; hybrid parallel
-    // also receives the bottom MLP output.
-    convert(distributed_ ? cfg_.all_to_all_dtype : cfg_.embedding_dtype, dt_,
-            b_ * (t_ + (hybrid_ ? 1 : 0)) * d_);
+    if (exchange_.all_to_all) wait_for("All2All_Pooled_Wait", a2a_done);
+    if (exchange_.row_wise) wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
+    // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
+    // parallel: with the bottom MLP output), and what this rank looked up itself.
+    const int64_t received = received_vectors();
+    convert(cfg_.all_to_all_dtype, dt_, b_ * received * d_);
+    convert(cfg_.embedding_dtype, dt_, b_ * (t_ + (hybrid_ ? 1 : 0) - received) * d_);
 
     if (cfg_.interaction == DlrmInteraction::kDot) {
       dot_interaction_forward();
@@ -476,11 +574,18 @@ class RankEmitter {
     }
 
     TaskId a2a_done = kNoTask;
-    const int64_t returned = b_ * (t_ + (hybrid_ ? 1 : 0)) * d_;
-    if (distributed_) {
+    TaskId all_gather_done = kNoTask;
+    if (exchange_.all_to_all) {
+      const int64_t returned = b_ * (exchanged_tables() + (hybrid_ ? 1 : 0)) * d_;
       convert(dt_, cfg_.all_to_all_dtype, returned);
       pack_send_buffer(returned);
-      a2a_done = all_to_all(groups.a2a_backward);
+      a2a_done = launch_collective(groups.a2a_backward, "nccl:all_to_all");
+    }
+    if (exchange_.row_wise) {
+      // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
+      // the global batch (TorchRec ReduceScatterBase_Wait.backward).
+      convert(dt_, cfg_.all_to_all_dtype, b_ * row_wise_tables_ * d_);
+      all_gather_done = launch_collective(groups.all_gather, "nccl:all_gather");
     }
 
     // The dense input needs no gradient: the first bottom layer computes no grad input.
@@ -495,31 +600,71 @@ class RankEmitter {
     };
     if (!hybrid_) bottom_backward();
 
-    if (distributed_) wait_for("All2All_ReqBackward", a2a_done);
+    if (exchange_.all_to_all) wait_for("All2All_ReqBackward", a2a_done);
     if (bottom_in_exchange_) {
       // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
       convert(cfg_.all_to_all_dtype, dt_, bottom_batch_ * d_);
       bottom_backward();
     }
-    if (!local_tables_.empty()) {
-      // The gradients of this rank's lookups, as the fused backward reads them.
-      convert(distributed_ ? cfg_.all_to_all_dtype : dt_, cfg_.embedding_dtype,
-              cfg_.global_batch * static_cast<int64_t>(local_tables_.size()) * d_);
-      const std::string_view name = fbgemm_optimizer_name(cfg_.optimizer);
-      single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
-                    fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
-                    fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
-                    embedding_kernel(KernelClass::kEmbeddingBackward));
-    }
+    // The gradients of this rank's lookups, as the fused backward reads them.
+    fused_backward(pieces_, exchange_.all_to_all ? cfg_.all_to_all_dtype : dt_);
+    if (exchange_.row_wise) wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
+    fused_backward(row_wise_, exchange_.row_wise ? cfg_.all_to_all_dtype : dt_);
+    std::vector<TaskId> data_parallel_done;
+    if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
     if (distributed_) {
-      // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward.
-      for (const DdpModule* module : {&top, &bottom}) {
+      // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward
+      // (the data-parallel tables: for their gradient's).
+      for (const std::vector<TaskId>* done_events :
+           {&top.done_events, &bottom.done_events, &data_parallel_done}) {
+        if (done_events == &data_parallel_done && !exchange_.data_parallel) continue;
         HostOp h(graph_, at_, "ddp.reducer::finalize_backward");
-        for (TaskId done : module->done_events)
+        for (TaskId done : *done_events)
           h.wait(kComputeStream, done);
         h.end();
       }
     }
+  }
+
+  /// The data-parallel tables' backward (FBGEMM DenseTableBatchedEmbeddingBagsCodegen:
+  /// SplitLookupFunction_Dense_Op in fbgemm_gpu/codegen/embedding_backward_dense_host.cpp): a
+  /// dense gradient of every table's rows x dim, zeroed, then the local batch's bag gradients
+  /// scattered into it (priced as a backward with no optimizer state); then DDP all-reduces it
+  /// over all ranks as one bucket (one parameter: the op's weights): the 1 / world size
+  /// pre-scale and the all-reduce, as reduce_ready_buckets does. Returns the all-reduce's end
+  /// event (none with one rank).
+  std::vector<TaskId> data_parallel_backward(const IterationGroups& groups) {
+    const DType e = cfg_.embedding_dtype;
+    convert(dt_, e, data_parallel_.batch * data_parallel_.values_per_sample);
+    {
+      HostOp h(graph_, at_, "CppNode<SplitLookupFunction_Dense_Op>");
+      h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
+               pointwise(MemoryOp::kCopy, e, as_double(data_parallel_elements_), 0, 0, 1));
+      h.kernel("split_embedding_backward_codegen_dense_unweighted_exact_kernel",
+               "fbgemm::split_embedding_backward_codegen_dense",
+               embedding_kernel(KernelClass::kEmbeddingBackward, data_parallel_,
+                                EmbeddingOptimizer::kSgd));
+      h.end();
+    }
+    if (!exchange_.data_parallel) return {};
+    HostOp h(graph_, at_, "nccl:all_reduce");
+    h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
+             pointwise(MemoryOp::kBinary, e, as_double(data_parallel_elements_), 1, 2, 1));
+    const TaskId ready = h.record(kComputeStream);
+    h.wait(kCommStream, ready);
+    h.collective(groups.data_parallel, "nccl:all_reduce");
+    std::vector<TaskId> done{h.record(kCommStream)};
+    h.end();
+    return done;
+  }
+
+  /// Tables whose pooled embeddings travel in the all-to-all: table-wise and column-wise.
+  int64_t exchanged_tables() const { return t_ - row_wise_tables_ - data_parallel_tables_; }
+
+  /// Pooled vectors per local sample that arrive by a collective (in the payload dtype).
+  int64_t received_vectors() const {
+    return (exchange_.all_to_all ? exchanged_tables() + (hybrid_ ? 1 : 0) : 0) +
+           (exchange_.row_wise ? row_wise_tables_ : 0);
   }
 
   /// SGD.step with foreach (PyTorch's default on CUDA): torch._foreach_add_(params, grads,
@@ -527,9 +672,21 @@ class RankEmitter {
   /// (out x in) then bias (out); it reads each parameter and gradient and writes the parameter
   /// (2 flops per element: scale and add). The descriptor names the update and its tensors, so
   /// the optimizer model counts multi_tensor_apply's launches.
+  ///
+  /// The data-parallel tables' weights (one tensor: the dense table-batched op's) are dense
+  /// parameters too, registered first (TorchRec's DLRM holds the sparse arch before the dense
+  /// one). torch.optim's foreach path groups tensors by device and dtype
+  /// (_group_tensors_by_device_and_dtype), so when the tables' dtype differs from the MLPs' the
+  /// tables get their own multi_tensor_apply launch.
   void optimizer_step() {
     OptimizerShape sgd{cfg_.dense_optimizer, OptimizerImpl::kForeach};
     int64_t elements = 0;
+    const bool tables_apart =
+        storage_dtype(cfg_.embedding_dtype) != storage_dtype(dt_) && data_parallel_elements_ > 0;
+    if (data_parallel_elements_ > 0 && !tables_apart) {
+      sgd.tensor_elements.push_back(data_parallel_elements_);
+      elements += data_parallel_elements_;
+    }
     // The cross network (DCNv2) is registered between the bottom and the top MLP.
     const std::vector<int64_t> cross = cross_param_elements(cfg_);
     for (const std::vector<int64_t>* widths : {&cfg_.bottom_mlp, &top_widths_}) {
@@ -547,15 +704,24 @@ class RankEmitter {
         elements += out * in + out;
       }
     }
+    const std::string kernel =
+        fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(cfg_.dense_optimizer));
+    const std::string_view aten = cfg_.dense_optimizer == OptimizerKind::kSgd
+                                      ? "aten::_foreach_add_"
+                                      : "aten::_foreach_addcdiv_";
+    HostOp h(graph_, at_,
+             fmt::format("Optimizer.step#{}.step", torch_optimizer_class(cfg_.dense_optimizer)));
+    if (tables_apart) {
+      KernelDesc tables = pointwise(MemoryOp::kOptimizer, cfg_.embedding_dtype,
+                                    as_double(data_parallel_elements_), 2, 2, 1);
+      tables.optimizer = OptimizerShape{cfg_.dense_optimizer, OptimizerImpl::kForeach};
+      tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
+      h.kernel(kernel, aten, tables);
+    }
     KernelDesc update = pointwise(MemoryOp::kOptimizer, dt_, as_double(elements), 2, 2, 1);
     update.optimizer = std::move(sgd);
-    const std::string_view cls = torch_optimizer_class(cfg_.dense_optimizer);
-    single_kernel(
-        fmt::format("Optimizer.step#{}.step", cls),
-        fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(cfg_.dense_optimizer)),
-        cfg_.dense_optimizer == OptimizerKind::kSgd ? "aten::_foreach_add_"
-                                                    : "aten::_foreach_addcdiv_",
-        update);
+    h.kernel(kernel, aten, update);
+    h.end();
   }
 
   const DlrmConfig& cfg_;
@@ -565,7 +731,16 @@ class RankEmitter {
   RankId rank_;
   pytorch::RankThreads at_;
   bool distributed_;
-  const std::vector<uint32_t>& local_tables_;
+  EmbeddingExchange exchange_;
+  /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
+  /// row blocks (global batch), data-parallel replicas (local batch).
+  LookupGroup pieces_;
+  LookupGroup row_wise_;
+  LookupGroup data_parallel_;
+  int64_t row_wise_tables_ = 0;
+  int64_t data_parallel_tables_ = 0;
+  /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
+  int64_t data_parallel_elements_ = 0;
   int64_t b_;
   /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
   bool hybrid_;
@@ -642,7 +817,7 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   const bool hybrid =
       config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && inputs.ranks > 1;
   // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table
-  // (place_dlrm_tables).
+  // (place_dlrm_tables: the sharder's tableless_ranks).
   built.placement = place_dlrm_tables(config, inputs.memory_capacity_bytes);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
@@ -667,26 +842,48 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
         graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
   }
 
-  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x T_i x D values to every rank j
-  // (itself included); the backward sends the gradients back, the transpose. Both are outer
-  // products (O(n) memory, shared by every iteration's collective).
   const size_t n = inputs.ranks;
+  const TablePlacement& placement = built.placement;
+  EmbeddingExchange exchange;
+  exchange.all_to_all = n > 1 && (!placement.pieces.empty() || hybrid);
+  exchange.row_wise = n > 1 && !placement.row_wise.empty();
+  exchange.data_parallel = n > 1 && !placement.data_parallel.empty();
+
+  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x (the dims of its table-wise
+  // tables and column-wise shards) values to every rank j (itself included); the backward sends
+  // the gradients back, the transpose. Both are outer products (O(n) memory, shared by every
+  // iteration's collective). Row-wise and data-parallel tables add nothing.
+  const int64_t a2a_bytes = dtype_bytes(config.all_to_all_dtype);
   std::vector<int64_t> per_rank(n);
   for (size_t i = 0; i < n; ++i) {
-    const auto tables = static_cast<int64_t>(built.placement.tables_of_rank[i].size());
+    int64_t values = 0;
+    for (uint32_t p : placement.pieces_of_rank[i])
+      values += placement.pieces[p].dim;
     // Hybrid parallel: rank 0's bottom MLP output is one more vector per sample.
-    const int64_t vectors = tables + (hybrid && i == 0 ? 1 : 0);
-    per_rank[i] =
-        built.local_batch * vectors * config.embedding_dim * dtype_bytes(config.all_to_all_dtype);
+    if (hybrid && i == 0) values += config.embedding_dim;
+    per_rank[i] = built.local_batch * values * a2a_bytes;
   }
   const std::vector<int64_t> ones(n, 1);
   const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);
   const AllToAllSizes backward_bytes = AllToAllSizes::outer(ones, per_rank);
+  // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input) and all-gathers
+  // b x T_rw x D gradients (its input), in the payload dtype.
+  const auto row_wise_tables = static_cast<int64_t>(placement.row_wise.size());
+  const int64_t reduce_scatter_bytes =
+      config.global_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+  const int64_t all_gather_bytes =
+      built.local_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+  // Data-parallel: the dense gradient of every replicated table, in the embedding dtype.
+  int64_t data_parallel_bytes = 0;
+  for (uint32_t t : placement.data_parallel) {
+    data_parallel_bytes +=
+        config.tables[t].rows * config.embedding_dim * dtype_bytes(config.embedding_dtype);
+  }
 
   std::vector<RankEmitter> emitters;
   emitters.reserve(n);
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
-    emitters.emplace_back(config, built, top_widths, r, graph);
+    emitters.emplace_back(config, built, top_widths, exchange, r, graph);
   }
 
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
@@ -695,21 +892,40 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
       const auto all_reduce = [&](const DdpBucket& bucket) {
         return CollectiveDesc{CollectiveKind::kAllReduce, built.ranks, bucket.bytes, {}};
       };
-      groups.a2a_forward = graph.add_collective_group(
-          CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, forward_bytes},
-          "ncclKernel_AllToAll fwd");
+      if (exchange.all_to_all) {
+        groups.a2a_forward = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, forward_bytes},
+            "ncclKernel_AllToAll fwd");
+      }
+      if (exchange.row_wise) {
+        groups.reduce_scatter = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kReduceScatter, built.ranks, reduce_scatter_bytes, {}},
+            "ncclKernel_ReduceScatter row-wise fwd");
+      }
       for (size_t k = 0; k < built.top_buckets.size(); ++k) {
         groups.top.push_back(
             graph.add_collective_group(all_reduce(built.top_buckets[k]),
                                        fmt::format("ncclKernel_AllReduce top bucket {}", k)));
       }
-      groups.a2a_backward = graph.add_collective_group(
-          CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, backward_bytes},
-          "ncclKernel_AllToAll bwd");
+      if (exchange.all_to_all) {
+        groups.a2a_backward = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, backward_bytes},
+            "ncclKernel_AllToAll bwd");
+      }
+      if (exchange.row_wise) {
+        groups.all_gather = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllGather, built.ranks, all_gather_bytes, {}},
+            "ncclKernel_AllGather row-wise bwd");
+      }
       for (size_t k = 0; k < built.bottom_buckets.size(); ++k) {
         groups.bottom.push_back(
             graph.add_collective_group(all_reduce(built.bottom_buckets[k]),
                                        fmt::format("ncclKernel_AllReduce bottom bucket {}", k)));
+      }
+      if (exchange.data_parallel) {
+        groups.data_parallel = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllReduce, built.ranks, data_parallel_bytes, {}},
+            "ncclKernel_AllReduce data-parallel tables");
       }
     }
     for (RankEmitter& e : emitters)

@@ -1,7 +1,9 @@
 // DLRM training step -> task graph: the CPU ops, launches and GPU work that the seed paper's
 // DLRM_open_source training script issues on each rank (Lin et al., TPDS 2024): table-wise
 // model-parallel embeddings (FBGEMM table-batched embedding with fused SGD)
-// exchanged by all-to-all forward and backward, data-parallel bottom and top MLPs under two
+// exchanged by all-to-all forward and backward, with TorchRec's other sharding types per table
+// (row-wise, column-wise, data-parallel; see "Sharding types" below), data-parallel bottom and
+// top MLPs under two
 // DistributedDataParallel wrappers (dlrm_s_pytorch.py wraps bot_l and top_l separately) with
 // bucketed all-reduce overlapping the backward, dot interaction (or DCNv2's low-rank cross
 // network, whose parameters join the top MLP's DDP module), BCE loss, dense SGD step.
@@ -15,20 +17,29 @@
 //    0, 1, ..., kOpEnd); ops that launch nothing are one kOpBody task.
 //  - Every rank issues the same collectives in the same order; collective group members are
 //    all ranks in rank order. With one rank there is no collective (the script then runs
-//    without all-to-all and without DDP).
+//    without all-to-all and without DDP): every sharding type's lookups are local.
 //  - Each iteration ends with a device-wide HostSync on every rank (the script's time_wrap calls
 //    torch.cuda.synchronize()), so the last iteration's end is the run's end.
 //  - The graph is not sealed; the caller seals it after adding anything else.
 //
-// Per iteration and rank, in issue order (T = all tables, T_r = tables on rank r, B = global
-// batch, b = B / ranks, D = dim; activations in `dtype`, embeddings and all-to-all in fp32):
-//   data      aten::to x3 (dense b x in x 4 B; offsets (T_r B + 1) x index_bytes; indices
-//             sum over local tables of round(B L) x index_bytes), each followed by a HostSync on
-//             the compute stream (Lin et al., TPDS 2024 step 5: aten::to is blocking); no sparse
-//             copies on a rank without tables
-//   forward   embedding lookup (T_r tables, batch B); aten::cat packing the send buffer; all-to-all
-//             (send_bytes(i, j) = b T_i D 4); bottom MLP (aten::linear, aten::relu) overlapping
-//             it; All2All_Pooled_Wait; aten::to where the payload's dtype is not the MLPs';
+// Per iteration and rank, in issue order (T = all tables, P_r = table-wise tables and
+// column-wise shards on rank r, V_r = their dims summed (D per table-wise table, D / k per
+// shard), T_rw / T_dp = row-wise / data-parallel tables, B = global batch, b = B / ranks,
+// D = dim; activations in `dtype`, embeddings in embeddings.dtype, payloads in
+// all_to_all_dtype; casts (aten::to) only where two of them differ):
+//   data      aten::to x3 (dense b x in x 4 B; offsets (sum over the rank's lookups of their batch
+//             + 1) x index_bytes; indices sum over the lookups of round(batch L) x index_bytes),
+//             each followed by a HostSync on the compute stream (Lin et al., TPDS 2024 step 5:
+//             aten::to is blocking); no sparse copies on a rank without lookups
+//   forward   embedding lookup (the P_r pieces, batch B); aten::cat packing the send buffer;
+//             all-to-all (send_bytes(i, j) = b V_i x payload bytes; only when some table is
+//             table-wise or column-wise, or hybrid parallel); row-wise lookup (each rank's row
+//             block of every row-wise table, batch B, pooling L x block rows / rows);
+//             nccl:reduce_scatter (input B T_rw D); data-parallel lookup
+//             (fbgemm::dense_embedding_codegen_lookup_function, the T_dp whole tables, batch b);
+//             bottom MLP (aten::linear, aten::relu) overlapping the collectives;
+//             All2All_Pooled_Wait; ReduceScatterBase_Wait; casts of the received and the local
+//             pooled embeddings to the MLPs' dtype;
 //             interaction (dot: aten::cat, aten::bmm, aten::index, aten::cat; dcnv2: aten::cat,
 //             then per cross layer two aten::mm and add / mul / add);
 //             top MLP (aten::linear, aten::relu, last aten::sigmoid); aten::to for the targets
@@ -41,19 +52,49 @@
 //             TransposeBackward0, aten::add accumulating the two gradients of the stacked
 //             features, ViewBackward0, CatBackward0, aten::add accumulating the dense output's two
 //             gradients); aten::cat + backward all-to-all (the transpose of the forward sizes);
-//             bottom MLP backward with its buckets (the first layer computes no input gradient);
-//             All2All_ReqBackward (wait); embedding backward with fused SGD; one
-//             ddp.reducer::finalize_backward op per DDP module waiting for its all-reduces
+//             nccl:all_gather of the row-wise gradients (input b T_rw D); bottom MLP backward
+//             with its buckets (the first layer computes no input gradient); All2All_ReqBackward
+//             (wait); embedding backward of the pieces with the fused optimizer;
+//             ReduceScatterBase_ReqBackward (wait); the row-wise blocks' fused backward;
+//             data-parallel backward (CppNode<SplitLookupFunction_Dense_Op>: zero_ of the dense
+//             gradient, rows x D per table, and the scatter of the local batch's bag gradients),
+//             then its DDP all-reduce (pre-scale mul, all-reduce of sum rows x D x embedding
+//             bytes); one ddp.reducer::finalize_backward op per DDP module waiting for its
+//             all-reduces (the data-parallel tables' too)
 //   step      Optimizer.step#SGD.step: one multi-tensor SGD kernel over every dense parameter
-//             (torch._foreach_add_, the PyTorch 2.x default for CUDA parameters)
+//             (torch._foreach_add_, the PyTorch 2.x default for CUDA parameters), the
+//             data-parallel tables' weights first (their own launch when their dtype differs)
 //   end       HostSync on all streams
+// Comm-stream order: all-to-all, reduce-scatter, top buckets, all-to-all, all-gather, bottom
+// buckets, data-parallel all-reduce (each only when the run has it).
+//
+// Sharding types (TorchRec, https://pytorch.org/torchrec/ and
+// torchrec/distributed/sharding/{tw,rw,cw,dp}_sharding.py):
+//   table_wise     the whole table on the rank the sharder picks; its pooled output (b x D per
+//                  destination) travels in the all-to-all.
+//   column_wise    k shards of D / k columns, each placed like a table; each shard's output
+//                  (b x D / k) travels in the same all-to-all, and the shards sit side by side
+//                  in the receive buffer that the interaction's cat reads (TorchRec may permute
+//                  them, PermutePooledEmbeddings: not modelled).
+//   row_wise       every rank holds a block of ceil(rows / n) rows and looks it up for the global
+//                  batch; a reduce-scatter of the partial sums gives each rank its samples;
+//                  backward all-gathers the gradients to the global batch for each block's fused
+//                  backward.
+//   data_parallel  every rank holds the whole table and looks up its local batch; no exchange;
+//                  backward makes a dense rows x D gradient, all-reduced under DDP, and the
+//                  dense optimizer updates all rows x D (why it suits small tables only).
+// Simplifications: TorchRec runs one lookup and one output collective per sharding type; here
+// table-wise tables and column-wise shards share one lookup and one all-to-all. TorchRec
+// moves the sparse features by an input all-to-all; here, as in the seed's script, each rank
+// copies the indices of its lookups from the host. The reduce-scatter's and all-to-all's
+// gradient division by the world size is not emitted.
 // A DDP bucket's all-reduce is one `nccl:all_reduce` op after the backward op that completed
 // it: the gradient pre-scale `mul` over the bucket on compute (Lin et al., TPDS 2024), an
 // EventRecord on compute, a StreamWait on comm, the all-reduce on comm, an EventRecord on comm.
 // Simplifications (documented, not hidden): PyTorch's per-parameter `mul_out` into the bucket is
 // emitted as one mul per bucket; AccumulateGrad steals the gradient (no kernel) and no
 // copy_bucket_to_grad copy follows the all-reduce; the interaction's index tensors (li, lj) are
-// not re-uploaded per iteration; indices and offsets of all local tables travel as one copy each.
+// not re-uploaded per iteration; indices and offsets of all local lookups travel as one copy each.
 #pragma once
 
 #include <cstdint>

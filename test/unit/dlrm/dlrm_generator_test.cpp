@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -605,6 +606,218 @@ TEST(DlrmGenerator, InputsMustAgree) {
   EXPECT_THROW(generate_dlrm(c, inputs_of(2, 0), g), std::invalid_argument);
 }
 
+// ---- sharding types ------------------------------------------------------------------------
+
+/// kTiny with its table lines replaced by `tables` (YAML list lines).
+std::string tiny_with_tables(const std::string& tables) {
+  return with(kTiny,
+              "      - {rows: 100, pooling: 10}\n      - {rows: 50, pooling: 5}\n"
+              "      - {rows: 10, pooling: 1}\n",
+              tables);
+}
+
+/// Collective groups of `kind`.
+std::vector<CollectiveId> groups_of(const TaskGraph& g, CollectiveKind kind) {
+  std::vector<CollectiveId> out;
+  for (CollectiveId c = 0; c < g.collective_count(); ++c) {
+    if (g.collective(c).kind == kind) out.push_back(c);
+  }
+  return out;
+}
+
+// t0 row-wise on 2 ranks: each rank holds 50 of its 100 rows and looks them up for all 8
+// samples (pooling 10 / 2); the reduce-scatter's input is B x dim x 4 B = 8 x 2 x 4 = 64 B, the
+// backward all-gather's b x dim x 4 B = 32 B; the all-to-all carries only t1 and t2.
+TEST(DlrmGenerator, RowWiseTableAddsAReduceScatterAndAnAllGather) {
+  const std::string yaml = tiny_with_tables(
+      "      - {rows: 100, pooling: 10, sharding_type: row_wise}\n"
+      "      - {rows: 50, pooling: 5}\n      - {rows: 10, pooling: 1}\n");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 2), inputs_of(2, 1), g);
+  EXPECT_EQ(built.placement.row_wise, (std::vector<uint32_t>{0}));
+  // t1 (cost 17) on rank 0, t2 (cost 2) on rank 1; 50 rows x dim 2 x 4 B of t0 on each.
+  EXPECT_EQ(built.placement.tables_of_rank[0], (std::vector<uint32_t>{1}));
+  EXPECT_EQ(built.placement.tables_of_rank[1], (std::vector<uint32_t>{2}));
+  EXPECT_EQ(built.placement.memory_bytes[0], 400 + 400);
+  EXPECT_EQ(built.placement.memory_bytes[1], 400 + 80);
+
+  // a2a fwd, reduce-scatter, 2 top buckets, a2a bwd, all-gather, bottom bucket.
+  ASSERT_EQ(g.collective_count(), 7U);
+  const std::vector<CollectiveId> rs = groups_of(g, CollectiveKind::kReduceScatter);
+  const std::vector<CollectiveId> ag = groups_of(g, CollectiveKind::kAllGather);
+  ASSERT_EQ(rs.size(), 1U);
+  ASSERT_EQ(ag.size(), 1U);
+  EXPECT_EQ(g.collective(rs[0]).bytes, 8 * 2 * 4);
+  EXPECT_EQ(g.collective(ag[0]).bytes, 4 * 2 * 4);
+  EXPECT_EQ(g.collective(rs[0]).members, (std::vector<RankId>{0, 1}));
+  // Each rank sends 4 samples x one table-wise table x dim 2 x 4 B to each rank.
+  EXPECT_EQ(g.collective(0).send_bytes, AllToAllSizes::dense(2, {32, 32, 32, 32}));
+  EXPECT_EQ(collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
+
+  // Rank 0: the table-wise lookup (t1, batch 8), then its row block of t0 for the global batch.
+  for (const char* op : {"fbgemm::split_embedding_codegen_lookup_sgd_function",
+                         "fbgemm::split_embedding_backward_codegen_sgd"}) {
+    const std::vector<KernelDesc> k = kernels_of(g, 0, op);
+    ASSERT_EQ(k.size(), 2U) << op;
+    EXPECT_EQ(k[0].embedding.per_table, (std::vector<EmbeddingTableShape>{{50, 2, 5.0, {}}}));
+    EXPECT_EQ(k[1].embedding.batch, 8) << op;
+    EXPECT_EQ(k[1].embedding.per_table, (std::vector<EmbeddingTableShape>{{50, 2, 5.0, {}}})) << op;
+  }
+  // Indices: t1 round(8 x 5) + t0's block round(8 x 5) = 80 indices x 8 B; offsets 8 + 8 + 1.
+  EXPECT_EQ(copies_of(g, 0), (std::vector<int64_t>{64, 17 * 8, 80 * 8, 16, 4}));
+}
+
+// Every table data-parallel on 4 ranks (local batch 2): no all-to-all, no reduce-scatter; each
+// rank holds all 160 rows x dim 2 (weights and dense gradient, fp32, SGD: 2560 B), looks up its
+// 2 samples, and DDP all-reduces the 160 x 2 x 4 B = 1280 B gradient.
+TEST(DlrmGenerator, DataParallelTablesMoveNoAllToAllBytes) {
+  const std::string yaml = tiny_with_tables(
+      "      - {count: 2, rows: 75, pooling: 10, sharding_type: data_parallel}\n"
+      "      - {rows: 10, pooling: 1, sharding_type: data_parallel}\n");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 4), inputs_of(4, 1), g);
+  for (RankId r = 0; r < 4; ++r) {
+    EXPECT_EQ(built.placement.memory_bytes[r], 160 * 2 * 4 * 2) << r;
+    EXPECT_TRUE(built.placement.tables_of_rank[r].empty()) << r;
+  }
+  EXPECT_TRUE(groups_of(g, CollectiveKind::kAllToAll).empty());
+  EXPECT_TRUE(groups_of(g, CollectiveKind::kReduceScatter).empty());
+  EXPECT_TRUE(groups_of(g, CollectiveKind::kAllGather).empty());
+  // 2 top buckets, 1 bottom bucket, the tables' gradient last.
+  ASSERT_EQ(g.collective_count(), 4U);
+  EXPECT_EQ(g.collective(3).kind, CollectiveKind::kAllReduce);
+  EXPECT_EQ(g.collective(3).bytes, 1280);
+  for (RankId r = 0; r < 4; ++r) {
+    EXPECT_EQ(collective_order(g, r), (std::vector<CollectiveId>{0, 1, 2, 3})) << r;
+    EXPECT_TRUE(kernels_of(g, r, "fbgemm::split_embedding_codegen_lookup_sgd_function").empty());
+    const std::vector<KernelDesc> lookup =
+        kernels_of(g, r, "fbgemm::dense_embedding_codegen_lookup_function");
+    ASSERT_EQ(lookup.size(), 1U);
+    EXPECT_EQ(lookup[0].embedding.batch, 2);
+    EXPECT_EQ(lookup[0].embedding.tables, 3);
+    EXPECT_EQ(lookup[0].embedding.per_table[0], (EmbeddingTableShape{75, 2, 10.0, {}}));
+  }
+  // Backward: the dense gradient zeroed (320 fp32 values), the scatter; DDP's pre-scale.
+  const std::vector<KernelDesc> zero = kernels_of(g, 0, "aten::zero_");
+  ASSERT_EQ(zero.size(), 2U);  // the interaction's IndexBackward0, then the tables'
+  EXPECT_DOUBLE_EQ(zero[1].bytes_written, 320 * 4);
+  EXPECT_EQ(kernels_of(g, 0, "fbgemm::split_embedding_backward_codegen_dense").size(), 1U);
+  // The dense SGD step updates the tables' 320 elements first, in the same fp32 launch.
+  const std::vector<KernelDesc> step = kernels_of(g, 0, "aten::_foreach_add_");
+  ASSERT_EQ(step.size(), 1U);
+  EXPECT_EQ(step[0].optimizer.tensor_elements.front(), 320);
+  EXPECT_DOUBLE_EQ(step[0].bytes_written, (320 + 51) * 4);
+
+  // Mixed: t0 table-wise, t1 and t2 data-parallel. The all-to-all carries t0 alone.
+  const std::string mixed = tiny_with_tables(
+      "      - {rows: 100, pooling: 10}\n"
+      "      - {rows: 50, pooling: 5, sharding_type: data_parallel}\n"
+      "      - {rows: 10, pooling: 1, sharding_type: data_parallel}\n");
+  TaskGraph m;
+  const DlrmGraph mb = generate_dlrm(config_of(mixed.c_str(), 4), inputs_of(4, 1), m);
+  const uint32_t owner = mb.placement.rank_of_table[0];
+  const CollectiveDesc& fwd = m.collective(groups_of(m, CollectiveKind::kAllToAll).front());
+  for (RankId i = 0; i < 4; ++i) {
+    for (RankId j = 0; j < 4; ++j)
+      EXPECT_EQ(fwd.send_bytes.at(i, j), i == owner ? 2 * 2 * 4 : 0) << i << " -> " << j;
+  }
+}
+
+// t0 column-wise (2 shards of 1 column): size_lookup_greedy costs each shard 1 x 10 x 2 = 20,
+// t1 17.0, t2 2: shard 0 -> rank 0, shard 1 -> rank 1, t1 -> rank 0 (cost and bytes tie,
+// lower rank), t2 -> rank 1. Each rank sends b x (1 + 2) values x 4 B to each rank.
+TEST(DlrmGenerator, ColumnWiseShardsTravelInTheAllToAll) {
+  const std::string yaml = tiny_with_tables(
+      "      - {rows: 100, pooling: 10, sharding_type: column_wise}\n"
+      "      - {rows: 50, pooling: 5}\n      - {rows: 10, pooling: 1}\n");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 2), inputs_of(2, 1), g);
+  ASSERT_EQ(built.placement.pieces.size(), 4U);
+  EXPECT_EQ(built.placement.pieces[0].rank, 0U);
+  EXPECT_EQ(built.placement.pieces[1].rank, 1U);
+  EXPECT_EQ(built.placement.tables_of_rank[0], (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(built.placement.tables_of_rank[1], (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(built.placement.memory_bytes[0], 100 * 1 * 4 + 50 * 2 * 4);
+  EXPECT_EQ(g.collective(0).send_bytes, AllToAllSizes::dense(2, {48, 48, 48, 48}));
+  EXPECT_EQ(g.collective_count(), 5U);  // as table-wise: no other collective
+  const std::vector<KernelDesc> lookup =
+      kernels_of(g, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+  ASSERT_EQ(lookup.size(), 1U);
+  EXPECT_EQ(lookup[0].embedding.batch, 8);
+  EXPECT_EQ(lookup[0].embedding.per_table,
+            (std::vector<EmbeddingTableShape>{{100, 1, 10.0, {}}, {50, 2, 5.0, {}}}));
+  // The received pooled embeddings: b x 3 tables x dim 2 (the shards joined), as table-wise.
+  EXPECT_EQ(kernels_of(g, 0, "aten::bmm")[0].k, 2);
+}
+
+/// kTiny with t0 row-wise, t1 column-wise, t2 data-parallel.
+std::string tiny_mixed() {
+  return tiny_with_tables(
+      "      - {rows: 100, pooling: 10, sharding_type: row_wise}\n"
+      "      - {rows: 50, pooling: 5, sharding_type: column_wise}\n"
+      "      - {rows: 10, pooling: 1, sharding_type: data_parallel}\n");
+}
+
+// Table statistics reach every sharding type's lookups (2 ranks, batch 8, local batch 4): t0
+// row-wise with Zipf accesses, each rank's block of 50 rows at pooling 10 / 2 for the global
+// batch -> zipf_reuse_histogram(50, 8 x 5, 1.2); t1 column-wise with a measured histogram, kept
+// as is on its shard; t2 data-parallel with Zipf accesses, 10 rows at pooling 1 for the local
+// batch -> zipf_reuse_histogram(10, 4 x 1, 1.2).
+TEST(DlrmGenerator, TableStatisticsReachEveryShardingTypesLookups) {
+  const std::string yaml = tiny_with_tables(
+      "      - {rows: 100, pooling: 10, sharding_type: row_wise, access: zipf, zipf_alpha: 1.2}\n"
+      "      - {rows: 50, pooling: 5, sharding_type: column_wise,\n"
+      "         reuse: [0.5, 0.25, 0.25, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}\n"
+      "      - {rows: 10, pooling: 1, sharding_type: data_parallel, access: zipf, "
+      "zipf_alpha: 1.2}\n");
+  TaskGraph g;
+  const DlrmConfig config = config_of(yaml.c_str(), 2);
+  const DlrmGraph built = generate_dlrm(config, inputs_of(2, 1), g);
+  ASSERT_EQ(built.placement.pieces_of_rank[0].size(), 1U);  // one of t1's two shards
+  for (RankId r = 0; r < 2; ++r) {
+    const std::vector<KernelDesc> lookups =
+        kernels_of(g, r, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+    ASSERT_EQ(lookups.size(), 2U) << r;
+    // The column-wise shard (1 of 2 columns), then the row-wise block.
+    EXPECT_EQ(lookups[0].embedding.per_table,
+              (std::vector<EmbeddingTableShape>{{50, 1, 5.0, config.tables[1].reuse_histogram}}))
+        << r;
+    EXPECT_EQ(
+        lookups[1].embedding.per_table,
+        (std::vector<EmbeddingTableShape>{{50, 2, 5.0, zipf_reuse_histogram(50, 8.0 * 5.0, 1.2)}}))
+        << r;
+    const std::vector<KernelDesc> dense =
+        kernels_of(g, r, "fbgemm::dense_embedding_codegen_lookup_function");
+    ASSERT_EQ(dense.size(), 1U) << r;
+    EXPECT_EQ(
+        dense[0].embedding.per_table,
+        (std::vector<EmbeddingTableShape>{{10, 2, 1.0, zipf_reuse_histogram(10, 4.0 * 1.0, 1.2)}}))
+        << r;
+  }
+}
+
+// One rank: every type is a local lookup of the whole batch, and nothing is exchanged.
+TEST(DlrmGenerator, SingleRankLooksEveryTypeUpLocally) {
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(tiny_mixed().c_str(), 1), inputs_of(1, 1), g);
+  EXPECT_EQ(g.collective_count(), 0U);
+  const Counts c = count(g, built.ranks[0]);
+  EXPECT_EQ(c.collectives, 0);
+  EXPECT_EQ(c.waits, 0);
+  const std::vector<KernelDesc> fused =
+      kernels_of(g, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+  ASSERT_EQ(fused.size(), 2U);  // t1's two shards; t0 whole (one block of all rows)
+  EXPECT_EQ(fused[0].embedding.per_table,
+            (std::vector<EmbeddingTableShape>{{50, 1, 5.0, {}}, {50, 1, 5.0, {}}}));
+  EXPECT_EQ(fused[1].embedding.per_table, (std::vector<EmbeddingTableShape>{{100, 2, 10.0, {}}}));
+  const std::vector<KernelDesc> dense =
+      kernels_of(g, 0, "fbgemm::dense_embedding_codegen_lookup_function");
+  ASSERT_EQ(dense.size(), 1U);
+  EXPECT_EQ(dense[0].embedding.batch, 8);
+  EXPECT_EQ(built.placement.memory_bytes[0], 100 * 2 * 4 + 50 * 2 * 4 + 10 * 2 * 4 * 2);
+}
+
 // ---- the generated graph runs to completion -----------------------------------------------
 
 class UnitCpuCost final : public CpuCostModel {
@@ -635,31 +848,50 @@ class MarkCounter final : public Observer {
   int ended = 0;
 };
 
+/// Runs `g` (sealed here) on `ranks` ranks with the given models; returns the run's end.
+RunStats run_graph(TaskGraph& g, uint32_t ranks, const KernelCostModel& kernels,
+                   const CollectiveCostModel& collectives, int* ended = nullptr) {
+  g.seal();
+  UnitCpuCost cpu;
+  AnalyticalNetwork network(collectives);
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &network;
+  models.devices.resize(ranks);
+  Engine engine;
+  GraphExecutor executor(engine, g, models);
+  MarkCounter counter;
+  executor.add_observer(&counter);
+  const RunStats stats = executor.run();
+  if (ended != nullptr) *ended = counter.ended;
+  return stats;
+}
+
 TEST(DlrmGenerator, GraphRunsToCompletionOnTheExecutor) {
   const std::string hybrid =
       with(kTiny, "global_batch: 8", "global_batch: 24") + "  bottom_mlp_placement: first_rank\n";
-  for (uint32_t ranks : {1U, 2U, 4U, 6U}) {
-    TaskGraph g;
+  const std::string mixed = tiny_mixed();
+  // The mixed model with hybrid parallel: row-wise and data-parallel tables span rank 0.
+  const std::string mixed_hybrid = with(mixed.c_str(), "global_batch: 8", "global_batch: 24") +
+                                   "  bottom_mlp_placement: first_rank\n";
+  const std::vector<std::pair<uint32_t, const std::string*>> runs = {
+      {1, nullptr}, {2, nullptr}, {4, nullptr}, {6, &hybrid},      {1, &mixed},
+      {2, &mixed},  {4, &mixed},  {8, &mixed},  {6, &mixed_hybrid}};
+  for (const auto& [ranks, yaml] : runs) {
     // 6 ranks: hybrid parallel (its own sends, waits and a rank 0 without tables).
-    generate_dlrm(config_of(ranks == 6 ? hybrid.c_str() : kTiny, ranks), inputs_of(ranks, 2), g);
-    g.seal();
-    UnitCpuCost cpu;
+    TaskGraph g;
+    generate_dlrm(config_of(yaml == nullptr ? kTiny : yaml->c_str(), ranks), inputs_of(ranks, 2),
+                  g);
     UnitKernelCost kernels;
     UnitCollectiveCost collectives;
-    AnalyticalNetwork network(collectives);
-    ModelSet models;
-    models.kernels = &kernels;
-    models.cpu = &cpu;
-    models.network = &network;
-    models.devices.resize(ranks);
-    Engine engine;
-    GraphExecutor executor(engine, g, models);
-    MarkCounter counter;
-    executor.add_observer(&counter);
-    const RunStats stats = executor.run();
-    EXPECT_EQ(stats.tasks_done, g.task_count()) << ranks << " ranks";
-    EXPECT_EQ(static_cast<size_t>(counter.ended), g.task_count());
-    EXPECT_GT(stats.end, Time::zero());
+    int ended = 0;
+    const RunStats stats = run_graph(g, ranks, kernels, collectives, &ended);
+    const std::string what =
+        std::to_string(ranks) + " ranks, " + (yaml == nullptr ? "table-wise" : "mixed / hybrid");
+    EXPECT_EQ(stats.tasks_done, g.task_count()) << what;
+    EXPECT_EQ(static_cast<size_t>(ended), g.task_count()) << what;
+    EXPECT_GT(stats.end, Time::zero()) << what;
   }
 }
 

@@ -162,6 +162,23 @@ Outcome simulate(const ShardOptions& options, std::string_view sharder, bool uns
   return out;
 }
 
+/// Why a plan file cannot hold a placement of `tables` (a plan places table-wise tables only:
+/// dlrm_config.h), or "" when every table is table-wise.
+std::string no_plan_reason(const std::vector<EmbeddingTable>& tables) {
+  size_t others = 0;
+  size_t first = 0;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    if (tables[t].sharding_type == EmbeddingShardingType::kTableWise) continue;
+    if (others++ == 0) first = t;
+  }
+  if (others == 0) return "";
+  return fmt::format(
+      "a sharding plan places table-wise tables only, and {} of the {} tables {} not (table {} "
+      "is {})",
+      others, tables.size(), others == 1 ? "is" : "are", first,
+      embedding_sharding_type_name(tables[first].sharding_type));
+}
+
 /// "+1.23%": the change of `t` against `base`.
 std::string change(Duration t, Duration base) {
   return fmt::format("{:+.2f}%", 100.0 * (t.seconds() / base.seconds() - 1.0));
@@ -237,6 +254,7 @@ ShardRanking rank_sharders(const ShardOptions& options) {
       ranking.gpu = o->tables.platform.device.name;
       ranking.table_capacity_bytes = dlrm_table_capacity_bytes(o->tables.platform);
       ranking.table_memory_fraction = o->tables.platform.table_memory_fraction;
+      ranking.no_plan_reason = no_plan_reason(o->tables.config.tables);
     }
     ranking.plans.push_back(std::move(o->plan));
   }
@@ -325,7 +343,9 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
       "(max / mean over ranks of the simulated embedding kernel time), the slowest rank's exposed\n"
       "communication and the table memory per GPU (max, min). A sharder whose tables do not fit\n"
       "the GPUs' table memory is listed last with the reason. Writes the best plan as a file\n"
-      "that a scenario reads with `sharding: plan` and `sharding_plan: FILE`.\n\noptions");
+      "that a scenario reads with `sharding: plan` and `sharding_plan: FILE` (a plan places\n"
+      "table_wise tables only: with a row_wise, column_wise or data_parallel table the\n"
+      "sharders are ranked but no plan is written).\n\noptions");
   desc.add_options()           //
       ("help,h", "this help")  //
       ("set,s", po::value<std::vector<std::string>>(&options.overrides)->composing(),
@@ -363,6 +383,13 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     throw std::runtime_error(fmt::format(
         "no sharder places the {} tables within {} of table memory per GPU; no plan written",
         ranking.tables, format_bytes(ranking.table_capacity_bytes)));
+  }
+  if (!ranking.no_plan_reason.empty()) {
+    out << fmt::format(
+        "best: {}, {:.4f} ms; no plan written: {}; set workload.sharding: {} to run this "
+        "placement\n",
+        best.sharder, best.iteration_time.ms(), ranking.no_plan_reason, best.sharder);
+    return 0;
   }
   fs::path file = options.out_file;
   if (file.empty()) {

@@ -22,6 +22,10 @@
 //    ranks, rank_of_table) whose comments name the scenario, its overrides, the sharder and the
 //    predicted time; `sharding: plan` with `sharding_plan:` that file reproduces the run. Files
 //    are never overwritten without --force and are written whole (tools/output_folder.h).
+//  - A plan places table-wise tables only (dlrm_config.h): when some table of the scenario has
+//    another sharding_type (row_wise, column_wise, data_parallel), every sharder is still ranked
+//    (it places the table-wise tables and column-wise shards in the memory the others leave),
+//    but no plan is written; the command says why and names the best sharder to set instead.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +59,7 @@ struct ShardedPlan {
   Duration slowest_exposed_communication;
   int64_t table_bytes_max = 0;  ///< the most table memory on one rank
   int64_t table_bytes_min = 0;  ///< the least table memory on one rank
+  /// The placement's rank of each table (kNoSingleRank for one that is not table-wise).
   std::vector<uint32_t> rank_of_table;
 };
 
@@ -66,6 +71,8 @@ struct ShardRanking {
   std::string gpu;
   int64_t table_capacity_bytes = 0;  ///< per rank
   double table_memory_fraction = 0.0;
+  /// Why no plan file can hold the placement (some table is not table-wise); empty: one can.
+  std::string no_plan_reason;
   std::vector<ShardedPlan> plans;  ///< ranked (see the file comment)
 
   /// The scenario's own sharder's plan, or nullptr (it does not fit).
@@ -84,8 +91,9 @@ std::string format_sharding_plan(const ShardRanking& ranking, const ShardedPlan&
                                  const ShardOptions& options);
 
 /// `upsim shard SCENARIO [options]`: prints the ranking to `out`, progress to `err`, writes the
-/// best plan. Returns the exit code (0); throws for bad input, and std::runtime_error when no
-/// sharder fits (after printing the ranking).
+/// best plan (or, with a table that is not table-wise, says why it writes none). Returns the exit
+/// code (0); throws for bad input, and std::runtime_error when no sharder fits (after printing
+/// the ranking).
 int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace upsim::cli

@@ -256,6 +256,94 @@ TEST_F(ShardingPlan, HybridParallelRankZeroHoldsNoTableAndAPlanReproducesItsPlac
   EXPECT_EQ(plan.memory_bytes, capped.memory_bytes);
 }
 
+// A plan places table-wise tables only: a model with a table of another sharding type takes
+// no plan (the reader names the entry and the table), and the sharder refuses it too.
+TEST_F(ShardingPlan, APlanPlacesTableWiseTablesOnly) {
+  write_plan(6, 2, "[0, 1, 1, 0, 1, 1]");
+  ConfigDocument doc = ConfigDocument::parse_string(
+      R"(workload:
+  model: dlrm
+  global_batch: 4096
+  bottom_mlp: [512, 128]
+  top_mlp: [64, 1]
+  embeddings:
+    dim: 128
+    tables:
+      - {count: 2, rows: 4000000, pooling: 30}
+      - {count: 4, rows: 20000, pooling: 2, sharding_type: data_parallel}
+  sharding: plan
+  sharding_plan: plan.yaml
+)",
+      (dir_ / "scenario.yaml").string());
+  try {
+    parse_dlrm_config(doc.root().child("workload"), 2);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.file(), (dir_ / "plan.yaml").string());
+    EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
+    EXPECT_NE(e.message().find("entry 2 (table 2) places a data_parallel table; a plan places "
+                               "table-wise tables only"),
+              std::string::npos)
+        << e.what();
+  }
+
+  std::vector<EmbeddingTable> tables(3, EmbeddingTable{1000, 1.0});
+  tables[1].sharding_type = EmbeddingShardingType::kColumnWise;
+  tables[1].column_shards = 2;
+  const std::vector<int64_t> capacity(2, int64_t{1} << 30);
+  const std::vector<uint32_t> plan{0, 1, 1};
+  const ShardingInput in{tables, 16, EmbeddingOptimizer::kSgd, capacity, 4, plan};
+  try {
+    shard_tables(in, ShardingStrategy::kPlan);
+    ADD_FAILURE() << "no ShardingError";
+  } catch (const ShardingError& e) {
+    EXPECT_NE(std::string(e.what()).find("places table 1, which is column_wise; a plan places "
+                                         "table-wise tables only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Hybrid parallel on 8 ranks with a row-wise table: rank 0 holds no table-wise table (the
+// sharder's tableless_ranks) but its block of the row-wise table, as every rank does; a plan of
+// the table-wise tables keeps it so, and one that names rank 0 is refused by the sharder too.
+TEST_F(ShardingPlan, HybridParallelKeepsTableWiseTablesOffRankZeroButSpansRowWiseOnes) {
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 8\nrank_of_table: [1, 1, 1, 1, 1, 1]\n";
+  ConfigDocument doc = ConfigDocument::parse_string(
+      scenario(
+          "  bottom_mlp_placement: first_rank\n  sharding: plan\n  sharding_plan: plan.yaml\n"),
+      (dir_ / "scenario.yaml").string());
+  DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), 8);
+  const std::vector<int64_t> capacity(8, int64_t{4} << 30);
+  config.sharding = ShardingStrategy::kCappedSizeGreedy;
+  config.sharding_plan.clear();
+  config.tables[0].sharding_type = EmbeddingShardingType::kRowWise;
+  const TablePlacement typed = place_dlrm_tables(config, capacity);
+  EXPECT_EQ(typed.row_wise, (std::vector<uint32_t>{0}));
+  EXPECT_TRUE(typed.tables_of_rank[0].empty());
+  EXPECT_TRUE(typed.pieces_of_rank[0].empty());
+  // 4 M rows in blocks of 500 k rows x 128 x 4 B on every rank, rank 0 included.
+  EXPECT_EQ(typed.memory_bytes[0], 256'000'000);
+  for (const TablePiece& piece : typed.pieces)
+    EXPECT_GE(piece.rank, 1U) << piece.table;
+
+  // With table-wise tables only, the plan reproduces the sharder's placement off rank 0.
+  config.tables[0].sharding_type = EmbeddingShardingType::kTableWise;
+  const TablePlacement capped = place_dlrm_tables(config, capacity);
+  config.sharding = ShardingStrategy::kPlan;
+  config.sharding_plan = capped.rank_of_table;
+  EXPECT_EQ(place_dlrm_tables(config, capacity).pieces_of_rank, capped.pieces_of_rank);
+  config.sharding_plan[3] = 0;
+  try {
+    place_dlrm_tables(config, capacity);
+    ADD_FAILURE() << "no ShardingError";
+  } catch (const ShardingError& e) {
+    EXPECT_NE(std::string(e.what()).find("puts table 3 on rank 0, which holds no table-wise table"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PlanSharder, RefusesAPlanOfTheWrongLengthOrAnUnknownRank) {
   const std::vector<EmbeddingTable> tables(3, EmbeddingTable{1000, 1.0});
   const std::vector<int64_t> capacity(2, int64_t{1} << 30);

@@ -1015,6 +1015,28 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
   EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }
 
+// A plan places table-wise tables only: with data-parallel tables (the 18 tables of 20 k rows)
+// every sharder is still ranked (placing the table-wise tables), but no plan is written and the
+// command says why and which sharder to set.
+TEST_F(Cli, ShardRanksShardersButWritesNoPlanWhenATableIsNotTableWise) {
+  const Result r = run("shard " + kDlrm4 +
+                       " --out plan.yaml --set workload.embeddings.tables.3.sharding_type="
+                       "data_parallel");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<ShardRow> rows = shard_rows(r.out);
+  ASSERT_EQ(rows.size(), 6U) << r.out;
+  for (const ShardRow& row : rows)
+    EXPECT_GT(row.ms, 0.0) << row.line;
+  EXPECT_NE(r.out.find("best: " + rows.front().sharder), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no plan written: a sharding plan places table-wise tables only, and 18 "
+                       "of the 48 tables are not (table 30 is data_parallel); set "
+                       "workload.sharding: " +
+                       rows.front().sharder),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "plan.yaml"));
+}
+
 TEST_F(Cli, ShardRefusesAScenarioThatIsNotDlrm) {
   const Result r =
       run("shard " + quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") + " --out p.yaml");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -519,36 +520,52 @@ TEST(WorkloadValidation, LlmFoundryBf16RowsWithinFifteenPercent) {
   EXPECT_NE(out.str().find("llm-foundry: geomean |error|"), std::string::npos);
 }
 
-// Every DeepLearningExamples PyTorch DLRM measurement (7 systems x FP32/TF32 and mixed
-// precision = 14 rows), held out: nothing was fitted on them. Pinned: every row runs and the
-// source prints its geomean; no accuracy bound yet (the command reports this source without
-// one), the errors are printed for the record. Sanitizer builds run two rows.
+// Every DeepLearningExamples measurement: the PyTorch DLRM (7 systems x FP32/TF32 and mixed
+// precision = 14 rows) and the TensorFlow2 DCNv2 (DGX A100, 1 and 8 GPUs x TF32 and mixed
+// precision = 4 rows), held out: nothing was fitted on them. Pinned: every row runs, and the
+// geomean |error| over all 18 is within the acceptance bound of 12%, printed with the worst row
+// and how many rows are beyond 25% (two DGX-2 mixed-precision rows today, -28% and -27%, which
+// the command reports as not within; the test states that number so that a change shows).
+// Sanitizer builds run two DLRM rows and one DCNv2 row.
 #ifdef UPSIM_SANITIZED
-constexpr const char* kDleRows = "dlrm-small dgx-a100 1gpu,dlrm-large dgx-1 8gpu amp";
+constexpr const char* kDleRows =
+    "dlrm-small dgx-a100 1gpu,dlrm-large dgx-1 8gpu amp,dcnv2-small dgx-a100 1gpu tf32";
 #else
 constexpr const char* kDleRows = "";
 #endif
 
-TEST(WorkloadValidation, DleDlrmRowsRunAndPrintTheirErrors) {
+/// The number before `%` that follows `label` in `text`; NaN when absent.
+double percent_after(const std::string& text, const std::string& label) {
+  const size_t at = text.find(label);
+  if (at == std::string::npos) return std::nan("");
+  return std::stod(text.substr(at + label.size()));
+}
+
+TEST(WorkloadValidation, DeepLearningExamplesRowsWithinTheirGeomeanBound) {
   std::vector<std::string> args{"--megatron",    "",
                                 "--llm-foundry", "",
                                 "--dle-dlrm",    kDleA100Csv.string() + "," + kDleV100Csv.string(),
-                                "--dle-dcnv2",   "",
+                                "--dle-dcnv2",   kDleDcnV2Csv.string(),
                                 "--configs",     UPSIM_CONFIGS_DIR};
   if (*kDleRows != 0) {
     args.emplace_back("--rows");
     args.emplace_back(kDleRows);
   }
   std::ostringstream out;
-  const int rc = validate_workloads_main(args, out);
+  validate_workloads_main(args, out);
   std::cout << out.str();
-  EXPECT_EQ(rc, 0) << out.str();
   EXPECT_EQ(out.str().find("ERROR"), std::string::npos);
-  const std::string rows = *kDleRows != 0 ? "over 2 rows" : "over 14 rows";
-  EXPECT_NE(out.str().find("dle-dlrm: geomean |error| "), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find(rows + " (held out, no bound yet); 0 failed, 0 skipped"),
-            std::string::npos)
-      << out.str();
+  const std::string rows = *kDleRows != 0 ? "over 3 rows" : "over 18 rows";
+  const std::string combined = "deeplearningexamples (dle-dlrm + dle-dcnv2): geomean |error| ";
+  ASSERT_NE(out.str().find(combined), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find(rows + " (bound 12%)"), std::string::npos) << out.str();
+  EXPECT_LE(percent_after(out.str(), combined), 12.0) << out.str();
+  if (*kDleRows == 0) {
+    EXPECT_NE(out.str().find("; 2 rows beyond 25% (bound: 0): NOT WITHIN"), std::string::npos)
+        << out.str();
+  }
+  for (const char* source : {"dle-dlrm: geomean", "dle-dcnv2: geomean"})
+    EXPECT_NE(out.str().find(source), std::string::npos) << source;
 }
 
 // A table set that does not fit the GPUs with the seed's planner (the 91 GB "large" set on one
@@ -569,29 +586,6 @@ TEST(WorkloadValidation, DleTableSetThatDoesNotFitIsReportedInItsRow) {
   EXPECT_NE(out.str().find("ERROR: "), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("fits on no rank"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("dle-dlrm: no row ran; 1 failed"), std::string::npos) << out.str();
-}
-
-// The DeepLearningExamples TensorFlow2 DCNv2 rows (DGX A100: 1 GPU small, 8 GPUs large; TF32 and
-// mixed precision), held out. The 1-GPU rows run and print their errors; the large rows need
-// Adam's state beside the 48.9M-row table on one GPU (75 GB of 80), which only column slicing
-// (DLE: distributed-embeddings' column_slice_threshold) fits: until then they fail in their
-// row, naming the table.
-TEST(WorkloadValidation, DleDcnV2RowsRunOrNameTheTableThatDoesNotFit) {
-  std::ostringstream out;
-  const int rc = validate_workloads_main(
-      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2",
-       kDleDcnV2Csv.string(), "--configs", UPSIM_CONFIGS_DIR},
-      out);
-  std::cout << out.str();
-  EXPECT_EQ(rc, 1) << out.str();
-  for (const char* row : {"dcnv2-small dgx-a100 1gpu tf32", "dcnv2-small dgx-a100 1gpu amp"}) {
-    const size_t at = out.str().find(row);
-    ASSERT_NE(at, std::string::npos) << row;
-    EXPECT_EQ(out.str().substr(at, out.str().find('\n', at) - at).find("ERROR"), std::string::npos)
-        << row;
-  }
-  EXPECT_NE(out.str().find("table 11 (48937457 rows x dim 128"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("dle-dcnv2: geomean |error| "), std::string::npos) << out.str();
 }
 
 // Opt-in (UPSIM_VALIDATE_WORKLOADS_FULL=1; about 7 minutes on one core): every Megatron Table 1

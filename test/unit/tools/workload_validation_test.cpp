@@ -529,7 +529,7 @@ TEST(WorkloadValidation, LlmFoundryBf16RowsWithinFifteenPercent) {
 // Sanitizer builds run two DLRM rows and one DCNv2 row.
 #ifdef UPSIM_SANITIZED
 constexpr const char* kDleRows =
-    "dlrm-small dgx-a100 1gpu,dlrm-large dgx-1 8gpu amp,dcnv2-small dgx-a100 1gpu tf32";
+    "dlrm-small dgx-a100 1gpu tf32,dlrm-large dgx-1 8gpu amp,dcnv2-small dgx-a100 1gpu tf32";
 #else
 constexpr const char* kDleRows = "";
 #endif

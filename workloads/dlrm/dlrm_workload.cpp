@@ -44,23 +44,49 @@ int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batc
   return (bottom_batch * bottom + batch * (top + interaction)) * e;
 }
 
-/// Bytes of one rank's exchange and input buffers: the lookups' pooled output and the
-/// all-to-all's send and receive buffers (forward and backward: twice), the indices and
-/// offsets of the global batch for its tables.
-int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const std::vector<uint32_t>& tables,
-                     bool distributed) {
-  const auto local = static_cast<int64_t>(tables.size());
-  const auto all = static_cast<int64_t>(c.tables.size());
-  double indices = 0.0;  // per sample, over this rank's tables
-  for (const uint32_t t : tables)
-    indices += c.tables[t].pooling;
-  const int64_t lookups = c.global_batch * local * c.embedding_dim * dtype_bytes(c.embedding_dtype);
-  const int64_t exchange = distributed ? 2 * (c.global_batch * local + batch * all) *
-                                             c.embedding_dim * dtype_bytes(c.all_to_all_dtype)
-                                       : 0;
-  const auto index_bytes = static_cast<int64_t>(static_cast<double>(c.global_batch) * indices *
-                                                static_cast<double>(c.index_bytes));
-  return lookups + exchange + index_bytes + (c.global_batch * local + 1) * c.index_bytes;
+/// Bytes of one rank's exchange and input buffers: the pooled output of its lookups (table-wise
+/// tables and column-wise shards at their own width and row-wise blocks for the global batch,
+/// data-parallel tables for its own samples), the all-to-all's send and receive buffers and the
+/// row-wise reduce-scatter's (forward and backward: twice), the indices and offsets its lookups
+/// read.
+int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& placement,
+                     uint32_t rank, bool distributed) {
+  const int64_t emb = dtype_bytes(c.embedding_dtype);
+  const int64_t wire = dtype_bytes(c.all_to_all_dtype);
+  int64_t sent_columns = 0;  // per sample, in the all-to-all
+  double indices = 0.0;      // per sample of the global batch
+  int64_t bags = 0;          // per sample of the global batch
+  for (const uint32_t piece : placement.pieces_of_rank[rank]) {
+    const TablePiece& p = placement.pieces[piece];
+    sent_columns += p.dim;
+    indices += c.tables[p.table].pooling;
+    ++bags;
+  }
+  int64_t received_columns = 0;  // per local sample, from the all-to-all
+  for (const TablePiece& p : placement.pieces)
+    received_columns += p.dim;
+  const auto row_wise = static_cast<int64_t>(placement.row_wise.size());
+  const auto data_parallel = static_cast<int64_t>(placement.data_parallel.size());
+  for (const uint32_t t : placement.row_wise)
+    indices += c.tables[t].pooling / static_cast<double>(placement.pieces_of_rank.size());
+  bags += row_wise;
+  const int64_t lookups = (c.global_batch * (sent_columns + row_wise * c.embedding_dim) +
+                           batch * data_parallel * c.embedding_dim) *
+                          emb;
+  const int64_t exchange = distributed
+                               ? 2 *
+                                     (c.global_batch * sent_columns + batch * received_columns +
+                                      (c.global_batch + batch) * row_wise * c.embedding_dim) *
+                                     wire
+                               : 0;
+  double dp_indices = 0.0;
+  for (const uint32_t t : placement.data_parallel)
+    dp_indices += c.tables[t].pooling;
+  const auto index_bytes = static_cast<int64_t>(
+      (static_cast<double>(c.global_batch) * indices + static_cast<double>(batch) * dp_indices) *
+      static_cast<double>(c.index_bytes));
+  const int64_t offsets = (c.global_batch * bags + batch * data_parallel + 1) * c.index_bytes;
+  return lookups + exchange + index_bytes + offsets;
 }
 
 }  // namespace
@@ -147,9 +173,8 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
       !hybrid ? built.local_batch : (rank == 0 ? dlrm.global_batch : int64_t{0});
   memory.parts.push_back(
       {"activations", activation_bytes(dlrm, built.local_batch, bottom_batch, top_widths)});
-  memory.parts.push_back(
-      {"buffers", buffer_bytes(dlrm, built.local_batch, built.placement.tables_of_rank[rank],
-                               platform.gpus > 1)});
+  memory.parts.push_back({"buffers", buffer_bytes(dlrm, built.local_batch, built.placement,
+                                                  static_cast<uint32_t>(rank), platform.gpus > 1)});
   out.memory = std::move(memory);
   return out;
 }

@@ -97,6 +97,7 @@ PlatformTables platform_tables(ConfigDocument& doc) {
   out.platform.table_memory_fraction = platform.get_double("table_memory_fraction");
   out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
   out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));
+  choose_sharding_types(out.config, out.platform.gpus, out.capacity.front());
   return out;
 }
 

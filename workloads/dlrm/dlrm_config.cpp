@@ -222,8 +222,8 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   }
   int64_t total = 0;
   double total_bytes = 0.0;
-  constexpr std::array<std::string_view, 4> kTypeNames = {"table_wise", "row_wise", "column_wise",
-                                                          "data_parallel"};
+  constexpr std::array<std::string_view, 5> kTypeNames = {"table_wise", "row_wise", "column_wise",
+                                                          "data_parallel", "auto"};
   constexpr std::array<EmbeddingShardingType, 4> kTypes = {
       EmbeddingShardingType::kTableWise, EmbeddingShardingType::kRowWise,
       EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel};
@@ -232,9 +232,11 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     EmbeddingTable table = read_table(group, config);
     const int64_t rows = table.rows;
     const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
-    for (size_t i = 0; i < kTypeNames.size(); ++i) {
+    for (size_t i = 0; i < kTypes.size(); ++i) {
       if (type_name == kTypeNames[i]) table.sharding_type = kTypes[i];
     }
+    // Table-wise until choose_sharding_types decides with the platform's memory.
+    table.auto_sharding_type = type_name == "auto";
     if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
       table.column_shards = group.get_positive_int_or("column_shards", 2);
       if (config.embedding_dim % table.column_shards != 0) {
@@ -432,6 +434,33 @@ uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks) {
                  ranks > kHybridTablelessAbove
              ? 1
              : 0;
+}
+
+void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capacity_bytes) {
+  if (ranks <= 1) return;
+  const int64_t wire = dtype_bytes(config.all_to_all_dtype);
+  const int64_t weight = dtype_bytes(config.embedding_dtype);
+  double total_work = 0.0;  // sum over tables of pooling x dim: the lookups' bytes per sample
+  for (const EmbeddingTable& t : config.tables)
+    total_work += t.pooling * static_cast<double>(config.embedding_dim);
+  const double per_rank_work = total_work / static_cast<double>(ranks);
+  for (EmbeddingTable& t : config.tables) {
+    if (!t.auto_sharding_type) continue;
+    const int64_t bytes = table_memory_bytes(t, config.embedding_dim, config.optimizer, weight);
+    const double work = t.pooling * static_cast<double>(config.embedding_dim);
+    // The table's share of the exchange: its pooled rows out and their gradients back.
+    const int64_t exchanged = 2 * config.global_batch * config.embedding_dim * wire;
+    const int64_t replica = t.rows * config.embedding_dim *
+                            (2 * weight + 4 * dense_optimizer_states(config.dense_optimizer));
+    if (t.rows * config.embedding_dim * weight <= exchanged &&
+        replica <= rank_capacity_bytes / 16) {
+      t.sharding_type = EmbeddingShardingType::kDataParallel;
+    } else if (bytes > rank_capacity_bytes / 2 || work > 2.0 * per_rank_work) {
+      t.sharding_type = EmbeddingShardingType::kRowWise;
+    } else {
+      t.sharding_type = EmbeddingShardingType::kTableWise;
+    }
+  }
 }
 
 TablePlacement place_dlrm_tables(const DlrmConfig& config,

@@ -57,7 +57,9 @@
 //                                  #   column_wise (column_shards shards, each placed like a
 //                                  #   table, in the all-to-all) | data_parallel (replicated,
 //                                  #   local batch, gradients all-reduced, dense optimizer);
-//                                  #   table_row_wise and table_column_wise are not modelled
+//                                  #   | auto (chosen per table with the platform's memory:
+//                                  #   choose_sharding_types below); table_row_wise and
+//                                  #   table_column_wise are not modelled
 //                                  #   (workloads/dlrm/dlrm_generator.h describes each)
 //           column_shards: 2       # column_wise only: shards, >= 1, dividing embeddings.dim
 //                                  #   (default 2)
@@ -202,6 +204,16 @@ ShardingInput dlrm_sharding_input(const DlrmConfig& config,
 /// (bottom_mlp_placement: first_rank) on more than kHybridTablelessAbove ranks
 /// (DeepLearningExamples' get_device_mapping), else 0.
 uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks);
+
+/// Resolves `sharding_type: auto` (TorchRec's planner weighs every sharding type per table by its
+/// estimated cost under the ranks' memory; these rules are a coarse stand-in, stated here):
+/// data_parallel when the table's dense gradient all-reduce moves no more than its share of
+/// the exchange (rows x dim x weight bytes <= 2 x global batch x dim x payload bytes) and a
+/// replica with its gradient and dense optimizer state takes at most 1/16 of a rank's table
+/// memory; row_wise when the table takes over half a rank's table memory or its lookups
+/// (pooling x dim) exceed twice a rank's fair share of all the lookups; table_wise otherwise.
+/// One rank: everything stays table_wise.
+void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capacity_bytes);
 
 /// The DLRM run's placement on ranks of these table-memory capacities (one entry per rank, at
 /// least one): the leading dlrm_tableless_ranks hold no table-wise table or column-wise shard

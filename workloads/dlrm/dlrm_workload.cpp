@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -100,6 +101,7 @@ DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
 
 void DlrmWorkload::prepare(const WorkloadPlatform& platform) {
   config_ = parse_dlrm_config(node_, platform.gpus);
+  choose_sharding_types(*config_, platform.gpus, dlrm_table_capacity_bytes(platform));
 }
 
 WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
@@ -146,6 +148,20 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
                           format_bytes(built.placement.memory_bytes[r]));
   }
   out.description.push_back(std::move(tables));
+  // Sharding types, when any table is not table-wise (choose_sharding_types may have chosen).
+  std::array<int64_t, 4> by_type{};
+  for (const EmbeddingTable& t : dlrm.tables)
+    ++by_type[static_cast<size_t>(t.sharding_type)];
+  if (by_type[0] != static_cast<int64_t>(dlrm.tables.size())) {
+    std::string types = "sharding types:";
+    for (size_t k = 0; k < by_type.size(); ++k) {
+      if (by_type[k] == 0) continue;
+      types += fmt::format(" {} {},", by_type[k],
+                           embedding_sharding_type_name(static_cast<EmbeddingShardingType>(k)));
+    }
+    types.pop_back();
+    out.description.push_back(std::move(types));
+  }
 
   // The rank holding the most table bytes (the first of equals); every rank holds the dense MLPs.
   const auto most =

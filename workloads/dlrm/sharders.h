@@ -72,6 +72,8 @@ struct EmbeddingTable {
   EmbeddingShardingType sharding_type = EmbeddingShardingType::kTableWise;
   /// kColumnWise: number of shards, >= 1, dividing the dim; 1 for the other types.
   int64_t column_shards = 1;
+  /// The scenario left the type to choose_sharding_types (sharding_type: auto).
+  bool auto_sharding_type = false;
   /// Measured reuse histogram of a batch (table_statistics.h); empty: none measured.
   std::vector<double> reuse_histogram{};
   /// Zipf exponent of the accesses when no histogram is given; 0: uniform.

@@ -316,6 +316,38 @@ TEST(DlrmConfig, ShardingTypeErrorsNameTheirKey) {
   EXPECT_NE(stray.find("column_wise tables only"), std::string::npos) << stray;
 }
 
+// sharding_type: auto on 4 ranks of 32 GiB table memory, global batch 4096, dim 128, fp32: the
+// exchange share of a table is 2 x 4096 x 128 x 4 B = 4 MiB. A 100-row table (50 KiB of
+// gradient) is data-parallel; a 40M-row 100-hot table (20.5 GB, over half a rank's memory, and
+// 100 x 128 of the 103 x 128 lookups) is row-wise; a 1M-row 2-hot table stays table-wise.
+TEST(DlrmConfig, AutoShardingTypesFollowTheStatedRules) {
+  DlrmConfig c = parse(R"(workload:
+  model: dlrm
+  global_batch: 4096
+  bottom_mlp: [13, 128]
+  top_mlp: [64, 1]
+  embeddings:
+    dim: 128
+    tables:
+      - {rows: 100, pooling: 1, sharding_type: auto}
+      - {rows: 40000000, pooling: 100, sharding_type: auto}
+      - {rows: 1000000, pooling: 2, sharding_type: auto}
+      - {rows: 1000000, pooling: 2}
+)");
+  choose_sharding_types(c, 4, int64_t{32} << 30);
+  EXPECT_EQ(c.tables[0].sharding_type, EmbeddingShardingType::kDataParallel);
+  EXPECT_EQ(c.tables[1].sharding_type, EmbeddingShardingType::kRowWise);
+  EXPECT_EQ(c.tables[2].sharding_type, EmbeddingShardingType::kTableWise);
+  EXPECT_EQ(c.tables[3].sharding_type, EmbeddingShardingType::kTableWise);  // not auto
+  // One rank: nothing to split.
+  DlrmConfig one = c;
+  for (EmbeddingTable& t : one.tables)
+    t.sharding_type = EmbeddingShardingType::kTableWise;
+  choose_sharding_types(one, 1, int64_t{32} << 30);
+  for (const EmbeddingTable& t : one.tables)
+    EXPECT_EQ(t.sharding_type, EmbeddingShardingType::kTableWise);
+}
+
 TEST(DlrmConfig, BucketSizeNeedsAUnit) {
   // PyTorch's bucket_cap_mb=25 written as "ddp_bucket: 25" would be a 25-byte bucket.
   const std::string e = error_of(replace(scenario(), "ddp_bucket: 25MiB", "ddp_bucket: 25"));

@@ -326,13 +326,23 @@ std::vector<FoundryRow> read_foundry_table(const fs::path& path) {
   return rows;
 }
 
-std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
-  ConfigDocument doc = ConfigDocument::load_file(path);
-  const ConfigNode root = doc.root();
+namespace {
+
+/// A model file's `source:` (repository, commit, files): provenance, read so that the document
+/// accepts it.
+void read_source(const ConfigNode& root) {
   const ConfigNode source = root.child("source");
   source.get_string("repository");
   source.get_string("commit");
   source.get_string("files");
+}
+
+}  // namespace
+
+std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  const ConfigNode root = doc.root();
+  read_source(root);
   std::map<std::string, MptModel> models;
   for (const auto& [name, node] : root.child("models").map_entries()) {
     MptModel m;
@@ -432,10 +442,7 @@ std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model)
 DleTables read_dle_tables(const fs::path& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);
   const ConfigNode root = doc.root();
-  const ConfigNode source = root.child("source");
-  source.get_string("repository");
-  source.get_string("commit");
-  source.get_string("files");
+  read_source(root);
   DleTables tables;
   for (const auto& [name, node] : root.child("models").map_entries()) {
     node.get_positive_int("frequency_threshold");

@@ -630,6 +630,11 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
       fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
       fmt::format("workload.embeddings.tables=[{}]", table_list),
   };
+  if (amp) {
+    // dle_dlrm.yaml [MAIN] 588: torch.autocast over fp32 parameters (GradScaler, apex FusedSGD
+    // on the fp32 weights); dle_dcnv2.yaml: Keras' mixed_float16 policy, fp32 variables.
+    plan.overrides.push_back("workload.master_weights=true");
+  }
   if (amp && !dcnv2) {
     // dle_dlrm.yaml [README] 747, [SPARSE]: fp32 tables, lookups and gradients; [PARTS]: the
     // looked-up vectors are cast to fp16 before the all-to-all. (dle_dcnv2.yaml [SPARSE]: the

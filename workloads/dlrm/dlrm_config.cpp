@@ -305,6 +305,13 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                           config.global_batch, config.tables.size(), config.embedding_dim));
   }
 
+  config.master_weights = workload.get_bool_or("master_weights", false);
+  if (config.master_weights && dtype_bytes(config.dtype) != 2) {
+    workload.child("master_weights")
+        .fail(fmt::format("mixed precision keeps fp32 master weights for a 16-bit dtype; dtype "
+                          "is {}",
+                          dtype_name(config.dtype)));
+  }
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (workload.get_choice_or("bottom_mlp_placement", {"data_parallel", "first_rank"},
                              "data_parallel") == "first_rank") {

@@ -14,6 +14,10 @@
 //     bottom_mlp: [512, 1024, 256, 128]  # required; dense input features, then layer widths
 //                                  #   (>= 2 entries of 1 .. 2^20); the last must equal
 //                                  #   embeddings.dim
+//     master_weights: false        # true: mixed precision as torch.autocast runs it (fp32
+//                                  #   parameters, gradients, DDP all-reduce and optimizer; each
+//                                  #   forward casts the weights to `dtype`, each backward casts
+//                                  #   their gradients back); needs dtype fp16 or bf16
 //     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
 //                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
 //                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the
@@ -161,6 +165,12 @@ struct DlrmConfig {
   OptimizerKind dense_optimizer = OptimizerKind::kSgd;
   DlrmInteraction interaction = DlrmInteraction::kDot;
   BottomMlpPlacement bottom_mlp_placement = BottomMlpPlacement::kDataParallel;
+  /// Mixed precision as torch.autocast runs it: fp32 parameters, gradients, DDP reduction and
+  /// optimizer; each forward casts every weight to `dtype` and each backward casts the weight
+  /// gradients back (only meaningful with a 16-bit dtype).
+  bool master_weights = false;
+  /// The dtype parameters, their gradients and the DDP reduction are kept in.
+  DType param_dtype() const { return master_weights ? DType::kFp32 : dtype; }
   /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
   int64_t cross_layers = 0;
   int64_t cross_rank = 0;

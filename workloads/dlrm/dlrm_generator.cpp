@@ -289,7 +289,37 @@ class RankEmitter {
     h.end();
   }
 
+  /// torch.autocast: an fp32 parameter of `elements` is cast to the compute dtype where an op
+  /// uses it (aten::_to_copy; one read of 4 B, one write of 2 B an element).
+  void cast_parameter(HostOp& h, int64_t elements) {
+    if (!cfg_.master_weights) return;
+    KernelDesc cast = pointwise(MemoryOp::kCopy, dt_, as_double(elements), 0, 0, 1);
+    cast.bytes_read = as_double(elements * 4);
+    h.kernel("vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
+  }
+
+  /// AccumulateGrad of a 16-bit gradient into an fp32 parameter's .grad (a cast kernel); with
+  /// the parameters in the compute dtype it steals the gradient and launches nothing.
+  void accumulate_grad(int64_t elements) {
+    if (!cfg_.master_weights) {
+      body("AccumulateGrad");
+      return;
+    }
+    KernelDesc cast = pointwise(MemoryOp::kCopy, DType::kFp32, as_double(elements), 0, 0, 1);
+    cast.bytes_read = as_double(elements * dtype_bytes(dt_));
+    single_kernel("AccumulateGrad", "vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
+  }
+
   void linear_forward(int64_t batch, int64_t in, int64_t out) {
+    if (cfg_.master_weights) {
+      HostOp h(graph_, at_, "aten::linear");
+      cast_parameter(h, out * in);
+      cast_parameter(h, out);
+      h.kernel(pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
+               gemm_kernel(dt_, 1, batch, out, in));
+      h.end();
+      return;
+    }
     single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
                   gemm_kernel(dt_, 1, batch, out, in));
   }
@@ -437,6 +467,13 @@ class RankEmitter {
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
                   pointwise(MemoryOp::kCat, dt_, as_double(b_ * n), 0, 1, 1));
     for (int64_t l = 0; l < cfg_.cross_layers; ++l) {
+      if (cfg_.master_weights) {
+        HostOp h(graph_, at_, "aten::to");
+        cast_parameter(h, r * n);  // V_l
+        cast_parameter(h, n * r);  // W_l
+        cast_parameter(h, n);      // bias_l
+        h.end();
+      }
       single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
                     gemm_kernel(dt_, 1, b_, r, n));
       single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
@@ -485,7 +522,10 @@ class RankEmitter {
         h.end();
       }
       add_gradients(b_ * n);  // x_l: the residual's gradient plus V's
-      ready_params += 3;      // bias, W, V
+      accumulate_grad(n);
+      accumulate_grad(n * r);
+      accumulate_grad(r * n);
+      ready_params += 3;  // bias, W, V
       if (distributed_) reduce_ready_buckets(top, ready_params);
     }
     body("CatBackward0");
@@ -510,8 +550,8 @@ class RankEmitter {
       h.end();
     }
     body("TBackward0");
-    body("AccumulateGrad");
-    body("AccumulateGrad");
+    accumulate_grad(out * in);
+    accumulate_grad(out);
   }
 
   /// All-reduces every bucket of `module` whose gradients are all ready once `ready_params`
@@ -523,9 +563,9 @@ class RankEmitter {
       const DdpBucket& bucket = buckets[module.next_bucket];
       HostOp h(graph_, at_, "nccl:all_reduce");
       // Gradient pre-scale by 1 / world size (Lin et al., TPDS 2024: mul, F = 1, A = 3).
-      h.kernel(
-          "vectorized_elementwise_kernel/mul", "aten::mul",
-          pointwise(MemoryOp::kBinary, dt_, as_double(bucket.bytes / dtype_bytes(dt_)), 1, 2, 1));
+      h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
+               pointwise(MemoryOp::kBinary, cfg_.param_dtype(),
+                         as_double(bucket.bytes / dtype_bytes(cfg_.param_dtype())), 1, 2, 1));
       const TaskId ready = h.record(kComputeStream);
       h.wait(kCommStream, ready);
       h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
@@ -718,7 +758,8 @@ class RankEmitter {
       tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
       h.kernel(kernel, aten, tables);
     }
-    KernelDesc update = pointwise(MemoryOp::kOptimizer, dt_, as_double(elements), 2, 2, 1);
+    KernelDesc update =
+        pointwise(MemoryOp::kOptimizer, cfg_.param_dtype(), as_double(elements), 2, 2, 1);
     update.optimizer = std::move(sgd);
     h.kernel(kernel, aten, update);
     h.end();
@@ -824,17 +865,17 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
   // The top DDP module holds the top MLP and, for DCNv2, the cross network under it: their
   // gradients become ready in that order (each cross layer's bias, W, V, last layer first).
-  std::vector<int64_t> top_ready = mlp_param_bytes_ready_order(top_widths, config.dtype);
+  std::vector<int64_t> top_ready = mlp_param_bytes_ready_order(top_widths, config.param_dtype());
   const std::vector<int64_t> cross = cross_param_elements(config);
   for (size_t p = cross.size(); p-- > 0;)
-    top_ready.push_back(cross[p] * dtype_bytes(config.dtype));
+    top_ready.push_back(cross[p] * dtype_bytes(config.param_dtype()));
   built.top_buckets = pytorch::assign_ddp_buckets(top_ready, config.ddp_first_bucket_bytes,
                                                   config.ddp_bucket_bytes);
   // Hybrid parallel: one rank holds the bottom MLP, so no DDP reduces it.
   if (!hybrid) {
-    built.bottom_buckets =
-        pytorch::assign_ddp_buckets(mlp_param_bytes_ready_order(config.bottom_mlp, config.dtype),
-                                    config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
+    built.bottom_buckets = pytorch::assign_ddp_buckets(
+        mlp_param_bytes_ready_order(config.bottom_mlp, config.param_dtype()),
+        config.ddp_first_bucket_bytes, config.ddp_bucket_bytes);
   }
 
   for (uint32_t r = 0; r < inputs.ranks; ++r) {

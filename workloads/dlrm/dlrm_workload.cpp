@@ -169,16 +169,21 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
   std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
   top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
-  int64_t dense = mlp_bytes(dlrm.bottom_mlp, dlrm.dtype) + mlp_bytes(top_widths, dlrm.dtype);
+  int64_t dense =
+      mlp_bytes(dlrm.bottom_mlp, dlrm.param_dtype()) + mlp_bytes(top_widths, dlrm.param_dtype());
   for (const int64_t elements : cross_param_elements(dlrm))
-    dense += elements * dtype_bytes(dlrm.dtype);
+    dense += elements * dtype_bytes(dlrm.param_dtype());
   MemoryFootprint memory;
   memory.owner = graph.rank(built.ranks[rank]).name;
   memory.parts.push_back({"embedding tables", *most});
   memory.parts.push_back({"dense weights", dense});
   memory.parts.push_back({"dense gradients", dense});
   // torch.optim's fp32 state per dense parameter: Adagrad's sum, Adam's two moments.
-  const int64_t dense_elements = dense / dtype_bytes(dlrm.dtype);
+  const int64_t dense_elements = dense / dtype_bytes(dlrm.param_dtype());
+  // torch.autocast keeps the 16-bit copies of the weights for the backward.
+  if (dlrm.master_weights) {
+    memory.parts.push_back({"16-bit weight copies", dense_elements * dtype_bytes(dlrm.dtype)});
+  }
   const int64_t states = dlrm.dense_optimizer == OptimizerKind::kAdagrad ? 1
                          : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
                                                                          : 2;

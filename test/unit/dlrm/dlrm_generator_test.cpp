@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
@@ -331,6 +332,41 @@ TEST(DlrmGenerator, ZipfTablesCarryTheirBatchesReuseHistogram) {
   EXPECT_TRUE(kernels_of(uniform, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function")[0]
                   .embedding.per_table[0]
                   .reuse_histogram.empty());
+}
+
+// Mixed precision as torch.autocast runs it (master_weights, fp16): every linear casts its fp32
+// weight and bias to fp16 (top [8, 4, 1] + bottom [4, 2]: 3 layers, 6 casts), each weight
+// gradient is cast back for AccumulateGrad, DDP reduces fp32 gradients (the pure-fp16 run's
+// buckets doubled) and the optimizer updates fp32 parameters.
+TEST(DlrmGenerator, MasterWeightsCastAndReduceInFp32) {
+  const std::string amp =
+      with(kTiny, "global_batch: 8", "global_batch: 8\n  dtype: fp16") + "  master_weights: true\n";
+  const std::string pure = with(kTiny, "global_batch: 8", "global_batch: 8\n  dtype: fp16");
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(amp.c_str(), 2), inputs_of(2, 1), g);
+  TaskGraph h;
+  const DlrmGraph half = generate_dlrm(config_of(pure.c_str(), 2), inputs_of(2, 1), h);
+  ASSERT_EQ(built.top_buckets.size() + built.bottom_buckets.size(), 3U);
+  int64_t amp_bytes = 0;
+  int64_t half_bytes = 0;
+  for (const auto& b : built.top_buckets)
+    amp_bytes += b.bytes;
+  for (const auto& b : half.top_buckets)
+    half_bytes += b.bytes;
+  EXPECT_EQ(amp_bytes, 2 * half_bytes);
+  int forward_casts = 0;
+  int gradient_casts = 0;
+  for (const KernelDesc& k : kernels_of(g, 0, "aten::_to_copy")) {
+    if (k.dtype == DType::kFp16) ++forward_casts;
+    if (k.dtype == DType::kFp32) ++gradient_casts;
+  }
+  EXPECT_EQ(forward_casts, 6);
+  EXPECT_EQ(gradient_casts, 6);
+  EXPECT_TRUE(kernels_of(h, 0, "aten::_to_copy").empty());
+  EXPECT_EQ(kernels_of(g, 0, "aten::_foreach_add_")[0].dtype, DType::kFp32);
+  // fp32 has no master copy to keep.
+  const std::string fp32 = std::string(kTiny) + "  master_weights: true\n";
+  EXPECT_THROW(config_of(fp32.c_str(), 2), ConfigError);
 }
 
 TEST(DlrmGenerator, SgdStepNamesItsUpdateAndTensors) {

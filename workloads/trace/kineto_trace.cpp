@@ -51,7 +51,7 @@ std::optional<KinetoCategory> parse_category(std::string_view cat) {
 }
 
 /// A pid or tid: a number, or a string that is a number ("7"), else -1 (profiler spans use names
-/// such as "Spans" or "PyTorch Profiler").
+/// such as "Spans" or "PyTorch Profiler"; so is a digit string beyond int64, which no id is).
 int64_t read_id(JsonCursor& cur) {
   const JsonType t = cur.peek();
   if (t == JsonType::kNumber) return cur.integer();
@@ -61,7 +61,10 @@ int64_t read_id(JsonCursor& cur) {
     bool any = false;
     for (char c : s) {
       if (c < '0' || c > '9') return -1;
-      v = v * 10 + (c - '0');
+      if (__builtin_mul_overflow(v, int64_t{10}, &v) ||
+          __builtin_add_overflow(v, int64_t{c - '0'}, &v)) {
+        return -1;
+      }
       any = true;
     }
     return any ? v : -1;

@@ -106,6 +106,28 @@ TEST(KinetoTrace, malformed_json_names_the_file_and_position) {
   }
 }
 
+// Found by fuzz_traces: an id or integer arg written as a digit string beyond int64 overflowed
+// a signed multiply (undefined behaviour). It now reads as no id (-1), as any other non-number.
+TEST(KinetoTrace, digit_strings_beyond_int64_are_not_ids) {
+  const std::string huge(120, '9');
+  const auto parse = [&](const std::string& pid, const std::string& external) {
+    return parse_kineto_trace(
+        "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", "
+        "\"pid\": \"" +
+            pid +
+            "\", \"tid\": \"7\", \"ts\": 1, \"dur\": 2, \"args\": "
+            "{\"External id\": \"" +
+            external + "\"}}]}",
+        "huge_ids.json");
+  };
+  const KinetoTrace t = parse("1", huge);
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].tid, 7);
+  EXPECT_EQ(t.events[0].external_id, -1);
+  // A pid beyond int64 is no pid: the event is dropped as a profiler span's is.
+  EXPECT_TRUE(parse(huge, "5").events.empty());
+}
+
 TEST(KinetoTrace, timestamps_beyond_the_picosecond_range_are_errors) {
   // Found by fuzzing: ts of -10^15 us (x 10^6 ps/us) overflowed int64 (undefined behaviour).
   const auto error = [](const std::string& events) {

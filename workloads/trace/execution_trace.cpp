@@ -35,8 +35,7 @@ int64_t as_int(const JsonValue& v, int64_t fallback = -1) {
     int64_t x = 0;
     bool any = false;
     for (char c : v.string) {
-      if (c < '0' || c > '9') return fallback;
-      x = x * 10 + (c - '0');
+      if (c < '0' || c > '9' || !append_decimal_digit(x, c)) return fallback;
       any = true;
     }
     return any ? x : fallback;
@@ -54,21 +53,27 @@ std::vector<int64_t> int_list(const JsonValue& v) {
     return out;
   }
   if (v.is_string()) {
+    // A number beyond int64 reads as -1, which no split size or rank is.
     int64_t x = 0;
     bool in_number = false;
     bool negative = false;
+    bool overflow = false;
+    const auto finish = [&] {
+      if (in_number) out.push_back(overflow ? -1 : (negative ? -x : x));
+    };
     for (char c : v.string) {
       if (c >= '0' && c <= '9') {
-        x = x * 10 + (c - '0');
+        overflow = overflow || !append_decimal_digit(x, c);
         in_number = true;
       } else {
-        if (in_number) out.push_back(negative ? -x : x);
+        finish();
         negative = c == '-';
         x = 0;
         in_number = false;
+        overflow = false;
       }
     }
-    if (in_number) out.push_back(negative ? -x : x);
+    finish();
   }
   return out;
 }

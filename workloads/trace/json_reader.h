@@ -14,6 +14,7 @@
 //  - JsonValue is an owned tree for small documents (execution-trace nodes, args objects).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -122,5 +123,14 @@ struct DecimalMicros {
   int64_t sub_us_ps = 0;
 };
 bool decimal_us_to_ps(std::string_view text, DecimalMicros& out);
+
+/// value = value x 10 + (digit - '0') for a digit '0'..'9' and value >= 0; false, with value
+/// unchanged, when the result would pass int64 (digit strings in traces are unbounded text).
+inline bool append_decimal_digit(int64_t& value, char digit) {
+  const int64_t d = digit - '0';
+  if (value > (INT64_MAX - d) / 10) return false;
+  value = value * 10 + d;
+  return true;
+}
 
 }  // namespace upsim

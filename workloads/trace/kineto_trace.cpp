@@ -61,10 +61,7 @@ int64_t read_id(JsonCursor& cur) {
     bool any = false;
     for (char c : s) {
       if (c < '0' || c > '9') return -1;
-      if (__builtin_mul_overflow(v, int64_t{10}, &v) ||
-          __builtin_add_overflow(v, int64_t{c - '0'}, &v)) {
-        return -1;
-      }
+      if (!append_decimal_digit(v, c)) return -1;
       any = true;
     }
     return any ? v : -1;

@@ -102,19 +102,22 @@ std::vector<int64_t> ints_of(const JsonValue& v) {
       if (i.is_number()) out.push_back(i.integer);
     }
   } else if (v.is_string()) {
+    // A number beyond int64 reads as -1, which no rank or size is.
     int64_t x = 0;
     bool in = false;
+    bool overflow = false;
     for (char c : v.string) {
       if (c >= '0' && c <= '9') {
-        x = x * 10 + (c - '0');
+        overflow = overflow || !append_decimal_digit(x, c);
         in = true;
       } else if (in) {
-        out.push_back(x);
+        out.push_back(overflow ? -1 : x);
         x = 0;
         in = false;
+        overflow = false;
       }
     }
-    if (in) out.push_back(x);
+    if (in) out.push_back(overflow ? -1 : x);
   }
   return out;
 }

@@ -94,6 +94,19 @@ TEST(ExecutionTrace, reads_the_chakra_schema_with_attrs_and_process_groups) {
   EXPECT_GT(broadcasts, 0u);
 }
 
+// Ids written as digit strings beyond int64 overflowed a signed multiply (undefined behaviour,
+// the pattern fuzz_traces found in the Kineto reader); such a string is no id now (-1).
+TEST(ExecutionTrace, digit_strings_beyond_int64_are_not_ids) {
+  const std::string huge(120, '9');
+  const ExecutionTrace et = parse_execution_trace(
+      R"({"schema": "1.0.1", "nodes": [{"id": 1, "name": "aten::mm", "rf_id": ")" + huge +
+          R"(", "tid": "3"}]})",
+      "huge.json");
+  ASSERT_EQ(et.nodes.size(), 1u);
+  EXPECT_EQ(et.nodes[0].rf_id, -1);
+  EXPECT_EQ(et.nodes[0].tid, 3);
+}
+
 TEST(ExecutionTrace, malformed_input_names_the_file) {
   EXPECT_THROW(parse_execution_trace(R"({"schema": "1.0.1", "nodes": [{"id": 1,}]})", "x.json"),
                TraceError);

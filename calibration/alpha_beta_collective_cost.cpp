@@ -236,7 +236,7 @@ AlphaBetaCollectiveCost load_alpha_beta(const ConfigNode& node, const HardwarePr
   link.bandwidth = node.get_bandwidth_in_or("bandwidth", Bandwidth::bytes_per_second(1e6),
                                             Bandwidth::bytes_per_second(1e15), link.bandwidth);
   link.alpha =
-      node.get_duration_in_or("latency", Duration::zero(), Duration::from_ms(1000), link.alpha);
+      node.get_duration_in_or("latency", Duration::zero(), kMaxConfiguredLatency, link.alpha);
   link.efficiency = node.get_double_in_or("efficiency", 1e-6, 1.0, link.efficiency);
 
   LinkCost host = profile_host_link(hardware.device);

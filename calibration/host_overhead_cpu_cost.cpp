@@ -64,7 +64,7 @@ namespace {
 
 /// A host overhead: 0 .. 1 s (measured ones are microseconds; a second per op is a unit slip).
 Duration non_negative_duration(const ConfigNode& node, std::string_view key) {
-  return node.get_duration_in(key, Duration::zero(), Duration::from_ms(1000));
+  return node.get_duration_in(key, Duration::zero(), kMaxConfiguredLatency);
 }
 
 std::optional<Duration> optional_duration(const ConfigNode& node, std::string_view key) {

@@ -20,13 +20,12 @@ constexpr double kMinScale = 0.01;
 constexpr double kMaxScale = 100.0;
 constexpr int64_t kMaxTile = 4096;
 constexpr double kMaxKOverhead = 1e6;
-constexpr Duration kMaxLatency = Duration::from_ms(1000);
 
 double scale(const ConfigNode& node, std::string_view key) {
   return node.get_double_in(key, kMinScale, kMaxScale);
 }
 Duration latency_or(const ConfigNode& node, std::string_view key, Duration default_value) {
-  return node.get_duration_in_or(key, Duration::zero(), kMaxLatency, default_value);
+  return node.get_duration_in_or(key, Duration::zero(), kMaxConfiguredLatency, default_value);
 }
 
 GemmParams read_gemm(const ConfigNode& node) {
@@ -88,8 +87,8 @@ EmbeddingParams read_embedding(const ConfigNode& node) {
 }
 
 HarnessOverhead read_harness(const ConfigNode& node) {
-  HarnessOverhead h{node.get_duration_in("floor", Duration::zero(), kMaxLatency),
-                    node.get_duration_in("offset", Duration::zero(), kMaxLatency)};
+  HarnessOverhead h{node.get_duration_in("floor", Duration::zero(), kMaxConfiguredLatency),
+                    node.get_duration_in("offset", Duration::zero(), kMaxConfiguredLatency)};
   h.compute_speedup = node.get_double_in_or("compute_speedup", kMinScale, kMaxScale, 1.0);
   return h;
 }

@@ -87,7 +87,7 @@ SeedCurve read_curve(const ConfigNode& parent, std::string_view key, const SeedC
                                             Bandwidth::bytes_per_second(1e15),
                                             Bandwidth::gigabytes_per_second(fallback.max_bw_gbps))
                       .gigabytes_per_second();
-  c.overhead_us = node->get_duration_in_or("overhead", Duration::zero(), Duration::from_ms(1000),
+  c.overhead_us = node->get_duration_in_or("overhead", Duration::zero(), kMaxConfiguredLatency,
                                            Duration::from_us_f(fallback.overhead_us))
                       .us();
   if (node->has("sigmoid")) {

@@ -26,7 +26,6 @@ namespace {
 constexpr double kMinBandwidthBytesPerSecond = 1e6;
 // 1 PB/s: a thousand times an NVLink5 GPU's 1.8 TB/s, so any what-if fits.
 constexpr double kMaxBandwidthBytesPerSecond = 1e15;
-constexpr Duration kMaxLatency = Duration::from_ms(1000);
 
 constexpr std::array<std::string_view, 6> kDeviceKindNames = {"gpu",      "cpu", "pcie_switch",
                                                               "nvswitch", "nic", "network_switch"};
@@ -122,7 +121,7 @@ Bandwidth read_bandwidth(const ConfigNode& n, std::string_view key) {
 
 Duration read_latency(const ConfigNode& n, std::string_view key) {
   const Duration d = n.get_duration(key);
-  if (d > kMaxLatency) {
+  if (d > kMaxConfiguredLatency) {
     n.child(key).fail(fmt::format("latency must be at most 1 s, got {}", format_duration(d)));
   }
   return d;

@@ -304,9 +304,9 @@ void validate_tuning(const CollectiveTuning& t) {
 CollectiveTuning load_collective_tuning(const ConfigNode& root) {
   CollectiveTuning t = nccl_like_tuning();
   t.launch_overhead = root.get_duration_in_or("launch_overhead", Duration::zero(),
-                                              kMaxTuningLatency, t.launch_overhead);
-  t.net_overhead =
-      root.get_duration_in_or("net_overhead", Duration::zero(), kMaxTuningLatency, t.net_overhead);
+                                              kMaxConfiguredLatency, t.launch_overhead);
+  t.net_overhead = root.get_duration_in_or("net_overhead", Duration::zero(), kMaxConfiguredLatency,
+                                           t.net_overhead);
   t.tree_efficiency =
       root.get_double_in_or("tree_efficiency", kMinEfficiency, 1.0, t.tree_efficiency);
   t.nvls_efficiency =
@@ -347,15 +347,15 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
       if (auto base = node->optional_child("base_latency")) {
         for (size_t c = 0; c < kLatencyColumnCount; ++c)
           pt.base_latency[c] = base->get_duration_in_or(kColumnNames[c], Duration::zero(),
-                                                        kMaxTuningLatency, pt.base_latency[c]);
+                                                        kMaxConfiguredLatency, pt.base_latency[c]);
       }
       if (auto hop = node->optional_child("hop_latency")) {
         for (size_t k = 0; k < kLinkClassCount; ++k) {
           const auto cls = hop->optional_child(kLinkClassNames[k]);
           if (!cls) continue;
           for (size_t c = 0; c < kLatencyColumnCount; ++c)
-            pt.hop_latency[k][c] = cls->get_duration_in_or(kColumnNames[c], Duration::zero(),
-                                                           kMaxTuningLatency, pt.hop_latency[k][c]);
+            pt.hop_latency[k][c] = cls->get_duration_in_or(
+                kColumnNames[c], Duration::zero(), kMaxConfiguredLatency, pt.hop_latency[k][c]);
         }
       }
     }
@@ -373,8 +373,8 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
       f.efficiency = item.get_double_in_or("efficiency", kMinEfficiency, 1.0, 1.0);
       if (auto extra = item.optional_child("extra_hop_latency")) {
         for (size_t p = 0; p < kCollectiveProtocolCount; ++p)
-          f.extra_hop_latency[p] = extra->get_duration_in_or(kProtocolNames[p], Duration::zero(),
-                                                             kMaxTuningLatency, Duration::zero());
+          f.extra_hop_latency[p] = extra->get_duration_in_or(
+              kProtocolNames[p], Duration::zero(), kMaxConfiguredLatency, Duration::zero());
       }
       t.families.push_back(std::move(f));
     }

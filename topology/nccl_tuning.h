@@ -124,10 +124,10 @@ CollectiveTuning nccl_like_tuning();
 /// factor below 1, a negative cap, no fallback family, or an empty algorithm / protocol list.
 void validate_tuning(const CollectiveTuning& tuning);
 
-/// The documented ranges of a tuning file's values: latencies and overheads in [0, 1 s],
+/// The documented ranges of a tuning file's values: latencies and overheads in [0, 1 s]
+/// (kMaxConfiguredLatency),
 /// efficiencies in [1e-6, 1], wire factors in [1, 16] (NCCL's LL doubles the bytes on the wire,
 /// LL128 adds 1/16), injection caps in [0, 1 PB/s] (0: no cap).
-inline constexpr Duration kMaxTuningLatency = Duration::from_ms(1000);
 inline constexpr double kMinEfficiency = 1e-6;
 inline constexpr double kMaxWireFactor = 16.0;
 inline constexpr Bandwidth kMaxInjectionCap = Bandwidth::bytes_per_second(1e15);

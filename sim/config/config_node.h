@@ -52,6 +52,12 @@ struct DocumentState;
 struct NodeAccess;
 }  // namespace config_detail
 
+/// The longest latency, overhead or floor a configuration file may state (1 s): measured ones are
+/// nanoseconds to microseconds, so a value past it is a unit slip ("5s" for 5 us), while every
+/// what-if stays inside. The readers of hardware, fabric, tuning, calibration and host files
+/// share it.
+inline constexpr Duration kMaxConfiguredLatency = Duration::from_ms(1000);
+
 class ConfigNode {
  public:
   // --- Location -----------------------------------------------------------------------------

@@ -930,43 +930,40 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
     IterationGroups groups;
     if (n > 1) {
-      const auto all_reduce = [&](const DdpBucket& bucket) {
-        return CollectiveDesc{CollectiveKind::kAllReduce, built.ranks, bucket.bytes, {}};
+      const auto add = [&](CollectiveKind kind, int64_t bytes, const AllToAllSizes& sizes,
+                           const std::string& name) {
+        return graph.add_collective_group(CollectiveDesc{kind, built.ranks, bytes, sizes}, name);
+      };
+      const auto all_reduce_buckets = [&](const std::vector<DdpBucket>& buckets,
+                                          std::string_view module) {
+        std::vector<CollectiveId> ids;
+        for (size_t k = 0; k < buckets.size(); ++k) {
+          ids.push_back(add(CollectiveKind::kAllReduce, buckets[k].bytes, {},
+                            fmt::format("ncclKernel_AllReduce {} bucket {}", module, k)));
+        }
+        return ids;
       };
       if (exchange.all_to_all) {
-        groups.a2a_forward = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, forward_bytes},
-            "ncclKernel_AllToAll fwd");
+        groups.a2a_forward =
+            add(CollectiveKind::kAllToAll, 0, forward_bytes, "ncclKernel_AllToAll fwd");
       }
       if (exchange.row_wise) {
-        groups.reduce_scatter = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kReduceScatter, built.ranks, reduce_scatter_bytes, {}},
-            "ncclKernel_ReduceScatter row-wise fwd");
+        groups.reduce_scatter = add(CollectiveKind::kReduceScatter, reduce_scatter_bytes, {},
+                                    "ncclKernel_ReduceScatter row-wise fwd");
       }
-      for (size_t k = 0; k < built.top_buckets.size(); ++k) {
-        groups.top.push_back(
-            graph.add_collective_group(all_reduce(built.top_buckets[k]),
-                                       fmt::format("ncclKernel_AllReduce top bucket {}", k)));
-      }
+      groups.top = all_reduce_buckets(built.top_buckets, "top");
       if (exchange.all_to_all) {
-        groups.a2a_backward = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, backward_bytes},
-            "ncclKernel_AllToAll bwd");
+        groups.a2a_backward =
+            add(CollectiveKind::kAllToAll, 0, backward_bytes, "ncclKernel_AllToAll bwd");
       }
       if (exchange.row_wise) {
-        groups.all_gather = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllGather, built.ranks, all_gather_bytes, {}},
-            "ncclKernel_AllGather row-wise bwd");
+        groups.all_gather = add(CollectiveKind::kAllGather, all_gather_bytes, {},
+                                "ncclKernel_AllGather row-wise bwd");
       }
-      for (size_t k = 0; k < built.bottom_buckets.size(); ++k) {
-        groups.bottom.push_back(
-            graph.add_collective_group(all_reduce(built.bottom_buckets[k]),
-                                       fmt::format("ncclKernel_AllReduce bottom bucket {}", k)));
-      }
+      groups.bottom = all_reduce_buckets(built.bottom_buckets, "bottom");
       if (exchange.data_parallel) {
-        groups.data_parallel = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllReduce, built.ranks, data_parallel_bytes, {}},
-            "ncclKernel_AllReduce data-parallel tables");
+        groups.data_parallel = add(CollectiveKind::kAllReduce, data_parallel_bytes, {},
+                                   "ncclKernel_AllReduce data-parallel tables");
       }
     }
     for (RankEmitter& e : emitters)

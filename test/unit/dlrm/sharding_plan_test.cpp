@@ -260,21 +260,9 @@ TEST_F(ShardingPlan, HybridParallelRankZeroHoldsNoTableAndAPlanReproducesItsPlac
 // no plan (the reader names the entry and the table), and the sharder refuses it too.
 TEST_F(ShardingPlan, APlanPlacesTableWiseTablesOnly) {
   write_plan(6, 2, "[0, 1, 1, 0, 1, 1]");
-  ConfigDocument doc = ConfigDocument::parse_string(
-      R"(workload:
-  model: dlrm
-  global_batch: 4096
-  bottom_mlp: [512, 128]
-  top_mlp: [64, 1]
-  embeddings:
-    dim: 128
-    tables:
-      - {count: 2, rows: 4000000, pooling: 30}
-      - {count: 4, rows: 20000, pooling: 2, sharding_type: data_parallel}
-  sharding: plan
-  sharding_plan: plan.yaml
-)",
-      (dir_ / "scenario.yaml").string());
+  std::string typed = scenario("  sharding: plan\n  sharding_plan: plan.yaml\n");
+  typed.replace(typed.find("pooling: 2}"), 11, "pooling: 2, sharding_type: data_parallel}");
+  ConfigDocument doc = ConfigDocument::parse_string(typed, (dir_ / "scenario.yaml").string());
   try {
     parse_dlrm_config(doc.root().child("workload"), 2);
     ADD_FAILURE() << "no ConfigError";

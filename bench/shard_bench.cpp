@@ -1,15 +1,15 @@
 // `upsim shard` on configs/dlrm_4gpu.yaml (48 tables, 4x A100 40GB over NVLink3): the whole
-// ranking as the command does it, minus printing and writing the plan file: for each of the 6
+// ranking as the command does it, minus printing and writing the plan file: for each of the 8
 // sharders, load the scenario, build it and run it to steady state (2, 4, 8 iterations), then
 // place its tables once more for the memory columns, and sort. Acceptance: under 2 s.
 //
 // Counters: sharders (ranked), fitting (plans that fit), best_ms (the best predicted iteration
-// time, 3.3562 ms), jobs.
+// time, 3.3502 ms: norm_lookup_greedy), jobs.
 //
 // Run: build/bench/shard_bench
-// Measured (Release, GCC 12, one core of a shared 2-core VM, --jobs 1): 24 ms wall and CPU for
-// the whole ranking (6 sharders, all fit, best 3.3562 ms; 27-37 ms wall when the other core was
-// busy): about 4 ms per sharder's steady-state search, 80x inside the 2 s acceptance bound.
+// Measured (Release, GCC 12, one core of a shared 2-core VM, --jobs 1): 35 ms wall and CPU for
+// the whole ranking (8 sharders, all fit, best 3.3502 ms): about 4 ms per sharder's
+// steady-state search, 57x inside the 2 s acceptance bound.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

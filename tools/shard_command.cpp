@@ -337,8 +337,9 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   po::options_description desc(
       "usage: upsim shard SCENARIO [options]\n\n"
       "Ranks the DLRM embedding-table sharders of SCENARIO (every value workload.sharding\n"
-      "accepts: naive, random, size_greedy, lookup_greedy, size_lookup_greedy,\n"
-      "capped_size_greedy; plan only when the scenario uses one): simulates the scenario once\n"
+      "accepts: naive, naive_chunk, random, size_greedy, lookup_greedy, norm_lookup_greedy,\n"
+      "size_lookup_greedy, capped_size_greedy; plan only when the scenario uses one): simulates\n"
+      "the scenario once\n"
       "per sharder, each to steady state as `upsim run` does, and prints per plan\n"
       "the predicted iteration time, its change vs the scenario's sharder, the load imbalance\n"
       "(max / mean over ranks of the simulated embedding kernel time), the slowest rank's exposed\n"

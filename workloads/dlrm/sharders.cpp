@@ -168,26 +168,40 @@ void place(PiecePlacement& p, uint32_t piece, uint32_t rank, int64_t bytes) {
   p.memory_bytes[rank] += bytes;
 }
 
-/// The original DLRM split (dlrm_s_pytorch.py `get_split_lengths`): n pieces on k ranks,
-/// the first n mod k ranks get floor(n / k) + 1 contiguous pieces, the others floor(n / k).
+/// Puts `piece` on candidate rank `r` of a fixed split, or fails naming the split.
+void place_fixed(const Pieces& in, PiecePlacement& p, uint32_t piece, uint32_t r,
+                 std::string_view sharder) {
+  const int64_t bytes = in.bytes(piece);
+  if (!fits(in, p, r, bytes)) {
+    throw ShardingError(fmt::format(
+        "{} sharding puts {} on rank {}, which has {} of its {} bytes ({}){} free; more "
+        "tables than memory allows",
+        sharder, describe_piece(in, piece), r + in.first_rank, in.capacity[r] - p.memory_bytes[r],
+        in.capacity[r], gigabytes(in.capacity[r]), reserved_note(in, r)));
+  }
+  place(p, piece, r, bytes);
+}
+
+/// Round robin (DreamShard `naive_shard`: table x on device x mod n).
 PiecePlacement shard_naive(const Pieces& in) {
+  PiecePlacement p = empty_placement(in);
+  const auto ranks = static_cast<uint32_t>(in.capacity.size());
+  for (uint32_t piece = 0; piece < in.tables.size(); ++piece)
+    place_fixed(in, p, piece, piece % ranks, "naive");
+  return p;
+}
+
+/// The original DLRM split (extend_distributed.py `get_split_lengths`): n pieces on k ranks,
+/// the first n mod k ranks get floor(n / k) + 1 contiguous pieces, the others floor(n / k).
+PiecePlacement shard_naive_chunk(const Pieces& in) {
   PiecePlacement p = empty_placement(in);
   const auto ranks = static_cast<uint32_t>(in.capacity.size());
   const auto n = static_cast<uint32_t>(in.tables.size());
   uint32_t piece = 0;
   for (uint32_t r = 0; r < ranks; ++r) {
     const uint32_t count = n / ranks + (r < n % ranks ? 1 : 0);
-    for (uint32_t i = 0; i < count; ++i, ++piece) {
-      const int64_t bytes = in.bytes(piece);
-      if (!fits(in, p, r, bytes)) {
-        throw ShardingError(fmt::format(
-            "naive sharding puts {} on rank {}, which has {} of its {} bytes ({}){} free; more "
-            "tables than memory allows",
-            describe_piece(in, piece), r + in.first_rank, in.capacity[r] - p.memory_bytes[r],
-            in.capacity[r], gigabytes(in.capacity[r]), reserved_note(in, r)));
-      }
-      place(p, piece, r, bytes);
-    }
+    for (uint32_t i = 0; i < count; ++i, ++piece)
+      place_fixed(in, p, piece, r, "naive_chunk");
   }
   return p;
 }
@@ -235,8 +249,27 @@ PiecePlacement shard_greedy(const Pieces& in, ShardingStrategy strategy) {
   PiecePlacement p = empty_placement(in);
   const auto ranks = static_cast<uint32_t>(in.capacity.size());
   std::vector<double> cost(in.tables.size());
-  for (size_t t = 0; t < in.tables.size(); ++t) {
-    cost[t] = sharding_cost(strategy, in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+  if (strategy == ShardingStrategy::kNormLookupGreedy) {
+    // Lookups and bytes, each as a share of its total over the pieces.
+    std::vector<double> lookups(in.tables.size());
+    std::vector<double> bytes(in.tables.size());
+    double lookups_total = 0.0;
+    double bytes_total = 0.0;
+    for (size_t t = 0; t < in.tables.size(); ++t) {
+      lookups[t] = sharding_cost(ShardingStrategy::kLookupGreedy, in.tables[t], in.dim,
+                                 in.optimizer, in.weight_bytes);
+      bytes[t] = static_cast<double>(in.bytes(static_cast<uint32_t>(t)));
+      lookups_total += lookups[t];
+      bytes_total += bytes[t];
+    }
+    for (size_t t = 0; t < in.tables.size(); ++t) {
+      cost[t] = (lookups_total > 0.0 ? lookups[t] / lookups_total : 0.0) +
+                (bytes_total > 0.0 ? bytes[t] / bytes_total : 0.0);
+    }
+  } else {
+    for (size_t t = 0; t < in.tables.size(); ++t) {
+      cost[t] = sharding_cost(strategy, in.tables[t], in.dim, in.optimizer, in.weight_bytes);
+    }
   }
   std::vector<uint32_t> order(in.tables.size());
   std::iota(order.begin(), order.end(), 0U);
@@ -316,10 +349,13 @@ PiecePlacement place_pieces(const Pieces& in, ShardingStrategy strategy, uint64_
   switch (strategy) {
     case ShardingStrategy::kNaive:
       return shard_naive(in);
+    case ShardingStrategy::kNaiveChunk:
+      return shard_naive_chunk(in);
     case ShardingStrategy::kRandom:
       return shard_random(in, seed);
     case ShardingStrategy::kSizeGreedy:
     case ShardingStrategy::kLookupGreedy:
+    case ShardingStrategy::kNormLookupGreedy:
     case ShardingStrategy::kSizeLookupGreedy:
       return shard_greedy(in, strategy);
     case ShardingStrategy::kCappedSizeGreedy:
@@ -336,12 +372,16 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy) {
   switch (strategy) {
     case ShardingStrategy::kNaive:
       return "naive";
+    case ShardingStrategy::kNaiveChunk:
+      return "naive_chunk";
     case ShardingStrategy::kRandom:
       return "random";
     case ShardingStrategy::kSizeGreedy:
       return "size_greedy";
     case ShardingStrategy::kLookupGreedy:
       return "lookup_greedy";
+    case ShardingStrategy::kNormLookupGreedy:
+      return "norm_lookup_greedy";
     case ShardingStrategy::kSizeLookupGreedy:
       return "size_lookup_greedy";
     case ShardingStrategy::kCappedSizeGreedy:
@@ -353,10 +393,12 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy) {
 }
 
 std::span<const ShardingStrategy> sharding_strategies() {
-  static constexpr std::array<ShardingStrategy, 7> kAll = {ShardingStrategy::kNaive,
+  static constexpr std::array<ShardingStrategy, 9> kAll = {ShardingStrategy::kNaive,
+                                                           ShardingStrategy::kNaiveChunk,
                                                            ShardingStrategy::kRandom,
                                                            ShardingStrategy::kSizeGreedy,
                                                            ShardingStrategy::kLookupGreedy,
+                                                           ShardingStrategy::kNormLookupGreedy,
                                                            ShardingStrategy::kSizeLookupGreedy,
                                                            ShardingStrategy::kCappedSizeGreedy,
                                                            ShardingStrategy::kPlan};
@@ -454,7 +496,9 @@ double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int
     case ShardingStrategy::kCappedSizeGreedy:
       return static_cast<double>(table.rows);
     case ShardingStrategy::kNaive:
+    case ShardingStrategy::kNaiveChunk:
     case ShardingStrategy::kRandom:
+    case ShardingStrategy::kNormLookupGreedy:
     case ShardingStrategy::kPlan:
       return 0.0;
   }

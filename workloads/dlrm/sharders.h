@@ -25,14 +25,27 @@
 
 namespace upsim {
 
-/// The sharders of the seed paper's experiments (Lin et al., TPDS 2024; the `naive_chunk`,
-/// `norm_lookup_greedy` and `dim_greedy` variants are not implemented: their definitions are
-/// unknown or, with one embedding dim for every table, degenerate).
+/// The sharders of the seed paper's experiments (Lin et al., TPDS 2024, run_random_experiments.sh:
+/// naive, naive_chunk, random, size_greedy, lookup_greedy, norm_lookup_greedy,
+/// size_lookup_greedy; its fork holding them is not public). The greedy ones and `naive` follow
+/// the public DreamShard / NeuroShard `sharders.py` the seed's task generator was adapted from.
+/// `dim_greedy` is not offered: with one embedding dim for every table it is degenerate.
 enum class ShardingStrategy : uint8_t {
-  kNaive,             ///< contiguous table ids, near-equal counts, first ranks get one more
-  kRandom,            ///< each table on a uniformly drawn rank among those with room for it
-  kSizeGreedy,        ///< greedy on cost = table bytes
-  kLookupGreedy,      ///< greedy on cost = dim x mean pooling
+  /// Round robin: piece p on rank p mod n (DreamShard / NeuroShard `naive_shard`).
+  kNaive,
+  /// Contiguous piece ids, near-equal counts, the first ranks one more: the original DLRM split
+  /// (facebookresearch/dlrm extend_distributed.py get_split_lengths / get_my_slice). The seed's
+  /// definition is unpublished; "chunk" names this contiguous split.
+  kNaiveChunk,
+  kRandom,        ///< each table on a uniformly drawn rank among those with room for it
+  kSizeGreedy,    ///< greedy on cost = table bytes
+  kLookupGreedy,  ///< greedy on cost = dim x mean pooling
+  /// Greedy on lookups and bytes, each normalized by its total over the pieces:
+  /// cost = dim x pooling / sum(dim x pooling) + bytes / sum(bytes). upsim's definition (the
+  /// seed's is unpublished; a constant normalization of lookup_greedy's cost would not change
+  /// its placement, so "normalized" must weigh lookups against something, and memory is the
+  /// other resource a placement spends).
+  kNormLookupGreedy,
   kSizeLookupGreedy,  ///< greedy on cost = dim x mean pooling x log10(rows); the seed's default
   /// NVIDIA DeepLearningExamples' DLRM (dlrm/utils/distributed.py, distribute_to_buckets): tables
   /// by rows, largest first, each to the rank holding the fewest rows so far, at most
@@ -108,7 +121,8 @@ int64_t dense_optimizer_states(OptimizerKind kind);
 /// Cost a greedy sharder balances (Lin et al., TPDS 2024, NeuroShard `sharders.py`):
 /// kSizeGreedy -> table bytes, kLookupGreedy -> dim x pooling, kSizeLookupGreedy ->
 /// dim x pooling x log10(rows), with dim = table_dim(table, dim) (a column-wise shard's own);
-/// kCappedSizeGreedy -> rows. Zero for kNaive, kRandom and kPlan, which use no cost.
+/// kCappedSizeGreedy -> rows. Zero for kNaive, kNaiveChunk, kRandom and kPlan, which use no
+/// cost, and for kNormLookupGreedy, whose cost depends on all pieces (shard_tables computes it).
 double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int64_t dim,
                      EmbeddingOptimizer optimizer, int64_t weight_bytes = 4);
 
@@ -184,9 +198,9 @@ struct TablePlacement {
 /// memory left, on ranks tableless_ranks .. n - 1. Greedy strategies: pieces in decreasing cost
 /// (ties: lower piece index first); each goes to the rank with the smallest cumulative cost
 /// among ranks with room for it, ties broken by smaller cumulative bytes, then by lower rank.
-/// kRandom visits pieces in order and draws among the ranks with room, in rank order. kNaive
-/// ignores costs and fails if its fixed split overflows a rank. With table-wise tables only,
-/// pieces are tables and the placement is the seed's. kPlan puts each table where `plan` says
+/// kRandom visits pieces in order and draws among the ranks with room, in rank order. kNaive and
+/// kNaiveChunk ignore costs and fail if their fixed split overflows a rank. With table-wise tables
+/// only, pieces are tables and the placement is the seed's. kPlan puts each table where `plan` says
 /// and fails when a table is not table-wise (a plan places table-wise tables only), the plan has
 /// the wrong length, names a rank that does not exist or one below tableless_ranks, or gives a
 /// rank more table bytes than its capacity.

@@ -103,18 +103,42 @@ TEST(Sharders, CappedSizeGreedyIsDistributeToBuckets) {
   EXPECT_THROW(shard(tables, 1, {1000, 100}, ShardingStrategy::kCappedSizeGreedy), ShardingError);
 }
 
-TEST(Sharders, NaiveSplitsContiguouslyFirstRanksGetOneMore) {
+TEST(Sharders, NaiveChunkSplitsContiguouslyFirstRanksGetOneMore) {
   const std::vector<EmbeddingTable> tables(7, EmbeddingTable{10, 1});
-  const auto p = shard(tables, 4, {1'000'000, 1'000'000, 1'000'000}, ShardingStrategy::kNaive);
+  const auto p = shard(tables, 4, {1'000'000, 1'000'000, 1'000'000}, ShardingStrategy::kNaiveChunk);
   EXPECT_EQ(p.tables_of_rank[0], (Tables{0, 1, 2}));
   EXPECT_EQ(p.tables_of_rank[1], (Tables{3, 4}));
   EXPECT_EQ(p.tables_of_rank[2], (Tables{5, 6}));
 }
 
+TEST(Sharders, NaiveDealsRoundRobin) {
+  const std::vector<EmbeddingTable> tables(7, EmbeddingTable{10, 1});
+  const auto p = shard(tables, 4, {1'000'000, 1'000'000, 1'000'000}, ShardingStrategy::kNaive);
+  EXPECT_EQ(p.tables_of_rank[0], (Tables{0, 3, 6}));
+  EXPECT_EQ(p.tables_of_rank[1], (Tables{1, 4}));
+  EXPECT_EQ(p.tables_of_rank[2], (Tables{2, 5}));
+}
+
+TEST(Sharders, NormLookupGreedyWeighsLookupsAgainstBytes) {
+  // Table 0: most lookups, few rows; tables 1 and 2: few lookups, many rows. lookup_greedy
+  // (costs 64, 20, 20) balances lookups only: 0 alone, 1 and 2 together (3.2 MB on one rank).
+  // The normalized cost (lookup share + byte share: 0.62, 0.69, 0.69) puts 1 and 2 apart.
+  const std::vector<EmbeddingTable> tables = {{10, 16}, {100'000, 5}, {100'000, 5}};
+  const std::vector<int64_t> capacity(2, 1'000'000'000);
+  const auto lookup = shard(tables, 4, capacity, ShardingStrategy::kLookupGreedy);
+  EXPECT_EQ(lookup.tables_of_rank[0], (Tables{0}));
+  EXPECT_EQ(lookup.tables_of_rank[1], (Tables{1, 2}));
+  const auto norm = shard(tables, 4, capacity, ShardingStrategy::kNormLookupGreedy);
+  EXPECT_NE(norm.rank_of_table[1], norm.rank_of_table[2]);
+  EXPECT_EQ(
+      sharding_cost(ShardingStrategy::kNormLookupGreedy, tables[0], 4, EmbeddingOptimizer::kSgd),
+      0.0);
+}
+
 TEST(Sharders, NaiveFailsWhenItsSplitOverflowsARank) {
   const std::vector<EmbeddingTable> tables(4, EmbeddingTable{100, 1});  // 1600 B each
   try {
-    shard(tables, 4, {2000, 100000}, ShardingStrategy::kNaive);
+    shard(tables, 4, {2000, 100000}, ShardingStrategy::kNaiveChunk);
     FAIL() << "expected ShardingError";
   } catch (const ShardingError& e) {
     const std::string what = e.what();

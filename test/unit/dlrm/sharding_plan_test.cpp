@@ -351,7 +351,8 @@ TEST(PlanSharder, EveryStrategyHasANameTheConfigAccepts) {
   std::vector<std::string> names;
   for (const ShardingStrategy s : sharding_strategies())
     names.emplace_back(sharding_strategy_name(s));
-  EXPECT_EQ(names, (std::vector<std::string>{"naive", "random", "size_greedy", "lookup_greedy",
+  EXPECT_EQ(names, (std::vector<std::string>{"naive", "naive_chunk", "random", "size_greedy",
+                                             "lookup_greedy", "norm_lookup_greedy",
                                              "size_lookup_greedy", "capped_size_greedy", "plan"}));
 }
 

@@ -931,7 +931,8 @@ TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
     names.push_back(row.sharder);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"capped_size_greedy", "lookup_greedy", "naive",
-                                             "random", "size_greedy", "size_lookup_greedy"}))
+                                             "naive_chunk", "norm_lookup_greedy", "random",
+                                             "size_greedy", "size_lookup_greedy"}))
       << r.out;
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].place, std::to_string(i + 1)) << rows[i].line;
@@ -991,15 +992,16 @@ TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
 }
 
 TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
-  // 10 GiB of table memory per GPU: naive's first 12 tables (17.2 GiB) overflow rank 0.
+  // 10 GiB of table memory per GPU: naive_chunk's first 12 tables (17.2 GiB) overflow rank 0.
   const Result r =
       run("shard " + kDlrm4 + " --out plan.yaml --set platform.table_memory_fraction=0.25");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<ShardRow> rows = shard_rows(r.out);
-  ASSERT_EQ(rows.size(), 6U) << r.out;
-  EXPECT_EQ(rows.back().sharder, "naive") << r.out;
+  ASSERT_EQ(rows.size(), 8U) << r.out;
+  EXPECT_EQ(rows.back().sharder, "naive_chunk") << r.out;
   EXPECT_EQ(rows.back().place, "-");
-  EXPECT_NE(rows.back().line.find("does not fit: naive sharding puts table"), std::string::npos)
+  EXPECT_NE(rows.back().line.find("does not fit: naive_chunk sharding puts table"),
+            std::string::npos)
       << rows.back().line;
   for (size_t i = 0; i + 1 < rows.size(); ++i)
     EXPECT_GT(rows[i].ms, 0.0) << rows[i].line;
@@ -1010,7 +1012,7 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
   const Result none =
       run("shard " + kDlrm4 + " --out none.yaml --set platform.table_memory_fraction=0.1");
   EXPECT_EQ(none.exit_code, 2) << none.output;
-  EXPECT_EQ(shard_rows(none.out).size(), 6U) << none.out;
+  EXPECT_EQ(shard_rows(none.out).size(), 8U) << none.out;
   EXPECT_NE(none.err.find("no sharder places the 48 tables"), std::string::npos) << none.err;
   EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }
@@ -1024,7 +1026,7 @@ TEST_F(Cli, ShardRanksShardersButWritesNoPlanWhenATableIsNotTableWise) {
                        "data_parallel");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<ShardRow> rows = shard_rows(r.out);
-  ASSERT_EQ(rows.size(), 6U) << r.out;
+  ASSERT_EQ(rows.size(), 8U) << r.out;
   for (const ShardRow& row : rows)
     EXPECT_GT(row.ms, 0.0) << row.line;
   EXPECT_NE(r.out.find("best: " + rows.front().sharder), std::string::npos) << r.out;

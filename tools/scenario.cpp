@@ -306,6 +306,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
 
   WorkloadPlatform on;
   on.gpus = static_cast<uint32_t>(gpus);
+  if (s.models.fabric) on.node_of_gpu = s.models.fabric->gpu_nodes(on.gpus);
   on.device = hardware.device;
   on.table_memory_fraction = table_fraction;
   s.simulates_iterations = generated;

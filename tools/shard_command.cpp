@@ -25,6 +25,7 @@
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/steady_state.h"
+#include "topology/fabric_loader.h"
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/dlrm_workload.h"
 #include "workloads/dlrm/sharders.h"
@@ -95,6 +96,10 @@ PlatformTables platform_tables(ConfigDocument& doc) {
   out.platform.gpus = static_cast<uint32_t>(platform.get_positive_int("gpus"));
   out.platform.device = load_hardware_profile(platform.load_reference("gpu")).device;
   out.platform.table_memory_fraction = platform.get_double("table_memory_fraction");
+  if (platform.has("topology")) {
+    out.platform.node_of_gpu =
+        load_fabric(platform.load_reference("topology")).gpu_nodes(out.platform.gpus);
+  }
   out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
   out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));
   choose_sharding_types(out.config, out.platform.gpus, out.capacity.front());
@@ -102,7 +107,7 @@ PlatformTables platform_tables(ConfigDocument& doc) {
 }
 
 TablePlacement place(const PlatformTables& t) {
-  return place_dlrm_tables(t.config, t.capacity);
+  return place_dlrm_tables(t.config, t.capacity, dlrm_ranks_per_node(t.config, t.platform));
 }
 
 struct Outcome {

@@ -259,6 +259,17 @@ uint32_t Fabric::node_count() const {
   return state_->nodes;
 }
 
+std::vector<uint32_t> Fabric::gpu_nodes(size_t gpus) const {
+  std::vector<uint32_t> out;
+  std::unordered_map<int32_t, uint32_t> renumbered;
+  const std::span<const DeviceIndex> all = this->gpus();
+  for (size_t i = 0; i < std::min(gpus, all.size()); ++i) {
+    const auto next = static_cast<uint32_t>(renumbered.size());
+    out.push_back(renumbered.try_emplace(device(all[i]).node, next).first->second);
+  }
+  return out;
+}
+
 std::string Fabric::link_name(LinkId l) const {
   const FabricLink& link = state_->links[l];
   return fmt::format("{} -> {} ({})", state_->devices[link.from].id, state_->devices[link.to].id,

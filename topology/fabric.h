@@ -92,6 +92,9 @@ class Fabric {
   std::span<const DeviceIndex> gpus() const;
   /// Number of nodes (servers).
   uint32_t node_count() const;
+  /// The node of each of the first `gpus` GPUs (at most gpus().size()), renumbered 0, 1, ... in
+  /// order of first appearance.
+  std::vector<uint32_t> gpu_nodes(size_t gpus) const;
   std::optional<DeviceIndex> find(std::string_view id) const;
 
   /// The directed links from `from` to `to`, in order. Empty when from == to. Throws

@@ -35,6 +35,9 @@ struct WorkloadPlatform {
   uint32_t gpus = 1;
   /// The GPU every rank runs on.
   DeviceProfile device;
+  /// The node (server) of each GPU of the run, numbered from 0 in order of first appearance;
+  /// empty when the platform has no fabric (then nothing says where nodes end).
+  std::vector<uint32_t> node_of_gpu;
   /// Share of each GPU's memory that a workload may plan embedding tables into
   /// (platform.table_memory_fraction; Lin et al., TPDS 2024).
   double table_memory_fraction = 0.8;

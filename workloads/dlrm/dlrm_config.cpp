@@ -222,11 +222,12 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   }
   int64_t total = 0;
   double total_bytes = 0.0;
-  constexpr std::array<std::string_view, 5> kTypeNames = {"table_wise", "row_wise", "column_wise",
-                                                          "data_parallel", "auto"};
-  constexpr std::array<EmbeddingShardingType, 4> kTypes = {
+  constexpr std::array<std::string_view, 6> kTypeNames = {
+      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "auto"};
+  constexpr std::array<EmbeddingShardingType, 5> kTypes = {
       EmbeddingShardingType::kTableWise, EmbeddingShardingType::kRowWise,
-      EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel};
+      EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel,
+      EmbeddingShardingType::kTableRowWise};
   for (const ConfigNode& group : groups) {
     const int64_t count = group.has("num_embeddings") ? 1 : group.get_positive_int_or("count", 1);
     EmbeddingTable table = read_table(group, config);
@@ -471,8 +472,10 @@ void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capa
 }
 
 TablePlacement place_dlrm_tables(const DlrmConfig& config,
-                                 std::span<const int64_t> rank_capacity_bytes) {
+                                 std::span<const int64_t> rank_capacity_bytes,
+                                 uint32_t ranks_per_node) {
   ShardingInput input = dlrm_sharding_input(config, rank_capacity_bytes);
+  input.ranks_per_node = ranks_per_node;
   // The sharder keeps table-wise tables and column-wise shards off the tableless ranks (row-wise
   // and data-parallel tables still span them); a plan numbers the run's ranks.
   input.tableless_ranks =

@@ -60,10 +60,13 @@
 //                                  #   reduce-scatter forward, all-gather backward) |
 //                                  #   column_wise (column_shards shards, each placed like a
 //                                  #   table, in the all-to-all) | data_parallel (replicated,
-//                                  #   local batch, gradients all-reduced, dense optimizer);
+//                                  #   local batch, gradients all-reduced, dense optimizer) |
+//                                  #   table_row_wise (rows in blocks over one node's ranks,
+//                                  #   the node chosen by lookup cost; nodes from
+//                                  #   platform.topology, one node without it)
 //                                  #   | auto (chosen per table with the platform's memory:
-//                                  #   choose_sharding_types below); table_row_wise and
-//                                  #   table_column_wise are not modelled
+//                                  #   choose_sharding_types below; never table_row_wise);
+//                                  #   table_column_wise is not modelled
 //                                  #   (workloads/dlrm/dlrm_generator.h describes each)
 //           column_shards: 2       # column_wise only: shards, >= 1, dividing embeddings.dim
 //                                  #   (default 2)
@@ -74,9 +77,10 @@
 //                                  #   bin_0..bin_16, rfs_<batch>, all_zero}], which may also
 //                                  #   carry sharding_type and column_shards);
 //                                  #   rfs_<global_batch> is used when present
-//     sharding: size_lookup_greedy # naive | random | size_greedy | lookup_greedy |
-//                                  #   size_lookup_greedy (default; the seed's, Lin et al., TPDS
-//                                  #   2024) | capped_size_greedy (DeepLearningExamples') |
+//     sharding: size_lookup_greedy # naive | naive_chunk | random | size_greedy |
+//                                  #   lookup_greedy | norm_lookup_greedy | size_lookup_greedy
+//                                  #   (default; the seed's, Lin et al., TPDS 2024; sharders.h
+//                                  #   defines each) | capped_size_greedy (DeepLearningExamples') |
 //                                  #   plan (the table -> rank list in sharding_plan); a sharder
 //                                  #   places the table_wise tables and column_wise shards in the
 //                                  #   memory the row_wise and data_parallel tables leave
@@ -228,9 +232,11 @@ void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capa
 /// The DLRM run's placement on ranks of these table-memory capacities (one entry per rank, at
 /// least one): the leading dlrm_tableless_ranks hold no table-wise table or column-wise shard
 /// (ShardingInput::tableless_ranks; row-wise and data-parallel tables span every rank), the
-/// others are placed by config.sharding (a plan's ranks count from rank 0 of the run). Throws
-/// ShardingError.
+/// others are placed by config.sharding (a plan's ranks count from rank 0 of the run);
+/// table-row-wise tables span the ranks of one node, nodes being consecutive blocks of
+/// ranks_per_node ranks (0: all ranks one node). Throws ShardingError.
 TablePlacement place_dlrm_tables(const DlrmConfig& config,
-                                 std::span<const int64_t> rank_capacity_bytes);
+                                 std::span<const int64_t> rank_capacity_bytes,
+                                 uint32_t ranks_per_node = 0);
 
 }  // namespace upsim

@@ -56,6 +56,13 @@ struct IterationGroups {
   CollectiveId all_gather = 0;
   std::vector<CollectiveId> bottom;
   CollectiveId data_parallel = 0;
+  /// Table-row-wise: per node its reduce-scatter (forward) and all-gather (backward), 0 when
+  /// the node holds none of those tables or has one rank; per local rank the all-to-all among
+  /// the nodes' ranks of that local rank (forward, backward), 0 with one node.
+  std::vector<CollectiveId> node_reduce_scatter;
+  std::vector<CollectiveId> node_all_gather;
+  std::vector<CollectiveId> cross_a2a_forward;
+  std::vector<CollectiveId> cross_a2a_backward;
 };
 
 /// Which embedding collectives the run has (the same on every rank).
@@ -66,6 +73,8 @@ struct EmbeddingExchange {
   bool row_wise = false;
   /// The all-reduce of the data-parallel tables' gradients.
   bool data_parallel = false;
+  /// The table-row-wise tables' exchange (some collective of it on some rank).
+  bool table_row_wise = false;
 };
 
 /// One table-batched embedding op of a rank: the tables it looks up, for `batch` samples.
@@ -134,6 +143,23 @@ class RankEmitter {
       const EmbeddingTable& table = config.tables[t];
       add_lookup(data_parallel_, table, table.rows, d_, table.pooling);
     }
+    // Table-row-wise: the row blocks of this node's tables, looked up for the global batch
+    // (TorchRec TwRwSparseFeaturesDist sends every rank's indices of a block to its rank).
+    const uint32_t local = placement.ranks_per_node;
+    node_ = index / local;
+    local_rank_ = index % local;
+    table_row_wise_.batch = config.global_batch;
+    for (uint32_t t : placement.table_row_wise) {
+      if (placement.node_of_table[t] != node_) continue;
+      ++node_tables_;
+      const EmbeddingTable& table = config.tables[t];
+      const int64_t rows = row_wise_shard_rows(table.rows, local_rank_, local);
+      if (rows > 0) {
+        add_lookup(table_row_wise_, table, rows, d_,
+                   table.pooling * as_double(rows) / as_double(table.rows));
+      }
+    }
+    table_row_wise_tables_ = static_cast<int64_t>(placement.table_row_wise.size());
     row_wise_tables_ = static_cast<int64_t>(placement.row_wise.size());
     data_parallel_tables_ = static_cast<int64_t>(placement.data_parallel.size());
     for (uint32_t t : placement.data_parallel)
@@ -180,7 +206,7 @@ class RankEmitter {
     // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
     int64_t offsets = 0;
     int64_t indices = 0;
-    for (const LookupGroup* group : {&pieces_, &row_wise_, &data_parallel_}) {
+    for (const LookupGroup* group : {&pieces_, &row_wise_, &table_row_wise_, &data_parallel_}) {
       for (const EmbeddingTableShape& table : group->tables) {
         offsets += group->batch;
         indices += std::llround(as_double(group->batch) * table.pooling);
@@ -360,7 +386,22 @@ class RankEmitter {
               cfg_.global_batch * row_wise_tables_ * d_);
       reduce_scatter_done = launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
     }
-    // Data-parallel: the local batch on this rank's replica.
+    // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
+    // scattered within the node, so that local rank j holds the samples of every node's local
+    // rank j; then an all-to-all among those ranks gives each its own samples.
+    fused_lookup(table_row_wise_);
+    TaskId table_row_wise_done = kNoTask;
+    if (exchange_.table_row_wise) {
+      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, cfg_.global_batch * node_tables_ * d_);
+      if (groups.node_reduce_scatter[node_] != 0) {
+        table_row_wise_done =
+            launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
+      }
+      if (groups.cross_a2a_forward[local_rank_] != 0) {
+        table_row_wise_done =
+            launch_collective(groups.cross_a2a_forward[local_rank_], "nccl:all_to_all");
+      }
+    }  // Data-parallel: the local batch on this rank's replica.
     if (!data_parallel_.empty()) {
       single_kernel("fbgemm::dense_embedding_codegen_lookup_function",
                     "dense_embedding_codegen_forward_unweighted_kernel",
@@ -377,6 +418,7 @@ class RankEmitter {
     }
     if (exchange_.all_to_all) wait_for("All2All_Pooled_Wait", a2a_done);
     if (exchange_.row_wise) wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
+    if (table_row_wise_done != kNoTask) wait_for("TwRw_Pooled_Wait", table_row_wise_done);
     // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
     // parallel: with the bottom MLP output), and what this rank looked up itself.
     const int64_t received = received_vectors();
@@ -627,6 +669,19 @@ class RankEmitter {
       convert(dt_, cfg_.all_to_all_dtype, b_ * row_wise_tables_ * d_);
       all_gather_done = launch_collective(groups.all_gather, "nccl:all_gather");
     }
+    // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
+    // the global batch of the node's blocks.
+    TaskId table_row_wise_done = kNoTask;
+    if (exchange_.table_row_wise) {
+      convert(dt_, cfg_.all_to_all_dtype, b_ * table_row_wise_tables_ * d_);
+      if (groups.cross_a2a_backward[local_rank_] != 0) {
+        table_row_wise_done =
+            launch_collective(groups.cross_a2a_backward[local_rank_], "nccl:all_to_all");
+      }
+      if (groups.node_all_gather[node_] != 0) {
+        table_row_wise_done = launch_collective(groups.node_all_gather[node_], "nccl:all_gather");
+      }
+    }
 
     // The dense input needs no gradient: the first bottom layer computes no grad input.
     const auto& bot = cfg_.bottom_mlp;
@@ -650,6 +705,8 @@ class RankEmitter {
     fused_backward(pieces_, exchange_.all_to_all ? cfg_.all_to_all_dtype : dt_);
     if (exchange_.row_wise) wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
     fused_backward(row_wise_, exchange_.row_wise ? cfg_.all_to_all_dtype : dt_);
+    if (table_row_wise_done != kNoTask) wait_for("TwRw_ReqBackward", table_row_wise_done);
+    fused_backward(table_row_wise_, exchange_.table_row_wise ? cfg_.all_to_all_dtype : dt_);
     std::vector<TaskId> data_parallel_done;
     if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
     if (distributed_) {
@@ -699,12 +756,15 @@ class RankEmitter {
   }
 
   /// Tables whose pooled embeddings travel in the all-to-all: table-wise and column-wise.
-  int64_t exchanged_tables() const { return t_ - row_wise_tables_ - data_parallel_tables_; }
+  int64_t exchanged_tables() const {
+    return t_ - row_wise_tables_ - table_row_wise_tables_ - data_parallel_tables_;
+  }
 
   /// Pooled vectors per local sample that arrive by a collective (in the payload dtype).
   int64_t received_vectors() const {
     return (exchange_.all_to_all ? exchanged_tables() + (hybrid_ ? 1 : 0) : 0) +
-           (exchange_.row_wise ? row_wise_tables_ : 0);
+           (exchange_.row_wise ? row_wise_tables_ : 0) +
+           (exchange_.table_row_wise ? table_row_wise_tables_ : 0);
   }
 
   /// SGD.step with foreach (PyTorch's default on CUDA): torch._foreach_add_(params, grads,
@@ -778,6 +838,13 @@ class RankEmitter {
   LookupGroup pieces_;
   LookupGroup row_wise_;
   LookupGroup data_parallel_;
+  /// Table-row-wise blocks of this rank's node (global batch).
+  LookupGroup table_row_wise_;
+  uint32_t node_ = 0;
+  uint32_t local_rank_ = 0;
+  /// Table-row-wise tables on this rank's node, and in the whole run.
+  int64_t node_tables_ = 0;
+  int64_t table_row_wise_tables_ = 0;
   int64_t row_wise_tables_ = 0;
   int64_t data_parallel_tables_ = 0;
   /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
@@ -859,7 +926,7 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
       config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && inputs.ranks > 1;
   // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table
   // (place_dlrm_tables: the sharder's tableless_ranks).
-  built.placement = place_dlrm_tables(config, inputs.memory_capacity_bytes);
+  built.placement = place_dlrm_tables(config, inputs.memory_capacity_bytes, inputs.ranks_per_node);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
@@ -889,6 +956,7 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   exchange.all_to_all = n > 1 && (!placement.pieces.empty() || hybrid);
   exchange.row_wise = n > 1 && !placement.row_wise.empty();
   exchange.data_parallel = n > 1 && !placement.data_parallel.empty();
+  exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
 
   // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x (the dims of its table-wise
   // tables and column-wise shards) values to every rank j (itself included); the backward sends
@@ -914,6 +982,20 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
       config.global_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
   const int64_t all_gather_bytes =
       built.local_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+  // Table-row-wise: node k's ranks reduce-scatter B x T_k x D partial sums and all-gather
+  // (B / L) x T_k x D gradients (their inputs); in the all-to-all among the local rank j of
+  // every node, node k's sends b x T_k x D to each (the backward: the transpose).
+  const uint32_t local = placement.ranks_per_node;
+  const uint32_t nodes = inputs.ranks / local;
+  std::vector<int64_t> node_tables(nodes, 0);
+  for (const uint32_t t : placement.table_row_wise)
+    ++node_tables[placement.node_of_table[t]];
+  std::vector<int64_t> node_send(nodes);
+  for (uint32_t k = 0; k < nodes; ++k)
+    node_send[k] = built.local_batch * node_tables[k] * config.embedding_dim * a2a_bytes;
+  const std::vector<int64_t> node_ones(nodes, 1);
+  const AllToAllSizes cross_forward = AllToAllSizes::outer(node_send, node_ones);
+  const AllToAllSizes cross_backward = AllToAllSizes::outer(node_ones, node_send);
   // Data-parallel: the dense gradient of every replicated table, in the embedding dtype.
   int64_t data_parallel_bytes = 0;
   for (uint32_t t : placement.data_parallel) {
@@ -964,6 +1046,37 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
       if (exchange.data_parallel) {
         groups.data_parallel = add(CollectiveKind::kAllReduce, data_parallel_bytes, {},
                                    "ncclKernel_AllReduce data-parallel tables");
+      }
+      groups.node_reduce_scatter.assign(nodes, 0);
+      groups.node_all_gather.assign(nodes, 0);
+      groups.cross_a2a_forward.assign(local, 0);
+      groups.cross_a2a_backward.assign(local, 0);
+      if (exchange.table_row_wise) {
+        for (uint32_t k = 0; k < nodes && local > 1; ++k) {
+          if (node_tables[k] == 0) continue;
+          const std::vector<RankId> members(built.ranks.begin() + k * local,
+                                            built.ranks.begin() + (k + 1) * local);
+          const int64_t values = node_tables[k] * config.embedding_dim * a2a_bytes;
+          groups.node_reduce_scatter[k] = graph.add_collective_group(
+              CollectiveDesc{
+                  CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
+              fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd", k));
+          groups.node_all_gather[k] = graph.add_collective_group(
+              CollectiveDesc{
+                  CollectiveKind::kAllGather, members, config.global_batch / local * values, {}},
+              fmt::format("ncclKernel_AllGather table-row-wise node {} bwd", k));
+        }
+        for (uint32_t j = 0; j < local && nodes > 1; ++j) {
+          std::vector<RankId> members;
+          for (uint32_t k = 0; k < nodes; ++k)
+            members.push_back(built.ranks[k * local + j]);
+          groups.cross_a2a_forward[j] = graph.add_collective_group(
+              CollectiveDesc{CollectiveKind::kAllToAll, members, 0, cross_forward},
+              fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd", j));
+          groups.cross_a2a_backward[j] = graph.add_collective_group(
+              CollectiveDesc{CollectiveKind::kAllToAll, members, 0, cross_backward},
+              fmt::format("ncclKernel_AllToAll table-row-wise local rank {} bwd", j));
+        }
       }
     }
     for (RankEmitter& e : emitters)

@@ -65,11 +65,12 @@
 //             (torch._foreach_add_, the PyTorch 2.x default for CUDA parameters), the
 //             data-parallel tables' weights first (their own launch when their dtype differs)
 //   end       HostSync on all streams
-// Comm-stream order: all-to-all, reduce-scatter, top buckets, all-to-all, all-gather, bottom
+// Comm-stream order: all-to-all, reduce-scatter, table-row-wise reduce-scatter and all-to-all,
+// top buckets, all-to-all, all-gather, table-row-wise all-to-all and all-gather, bottom
 // buckets, data-parallel all-reduce (each only when the run has it).
 //
 // Sharding types (TorchRec, https://pytorch.org/torchrec/ and
-// torchrec/distributed/sharding/{tw,rw,cw,dp}_sharding.py):
+// torchrec/distributed/sharding/{tw,rw,cw,dp,twrw}_sharding.py):
 //   table_wise     the whole table on the rank the sharder picks; its pooled output (b x D per
 //                  destination) travels in the all-to-all.
 //   column_wise    k shards of D / k columns, each placed like a table; each shard's output
@@ -80,6 +81,12 @@
 //                  batch; a reduce-scatter of the partial sums gives each rank its samples;
 //                  backward all-gathers the gradients to the global batch for each block's fused
 //                  backward.
+//   table_row_wise the table lives on one node: each of its L ranks holds a block of
+//                  ceil(rows / L) rows and looks it up for the global batch; a reduce-scatter
+//                  within the node leaves local rank j the samples of every node's local rank j,
+//                  and an all-to-all among those ranks (one per local rank, across nodes) gives
+//                  each its own (twrw_sharding.py TwRwPooledEmbeddingDist); backward runs the
+//                  transpose all-to-all, then the node's all-gather. On one node it is row_wise.
 //   data_parallel  every rank holds the whole table and looks up its local batch; no exchange;
 //                  backward makes a dense rows x D gradient, all-reduced under DDP, and the
 //                  dense optimizer updates all rows x D (why it suits small tables only).
@@ -113,6 +120,9 @@ struct DlrmPlacementInputs {
   /// Bytes of embedding-table memory rank r may use; one entry per rank.
   std::vector<int64_t> memory_capacity_bytes;
   uint32_t iterations = 1;
+  /// Ranks per node, nodes being consecutive rank blocks (0: all ranks one node); only
+  /// table-row-wise tables depend on it.
+  uint32_t ranks_per_node = 0;
 };
 
 /// What generate_dlrm built, for the run summary and for tests.

@@ -48,8 +48,9 @@ int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batc
 /// Bytes of one rank's exchange and input buffers: the pooled output of its lookups (table-wise
 /// tables and column-wise shards at their own width and row-wise blocks for the global batch,
 /// data-parallel tables for its own samples), the all-to-all's send and receive buffers and the
-/// row-wise reduce-scatter's (forward and backward: twice), the indices and offsets its lookups
-/// read.
+/// row-wise reduce-scatter's, the table-row-wise reduce-scatter's and all-to-all's (its node's
+/// blocks for the global batch; forward and backward: twice), the indices and offsets its
+/// lookups read.
 int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& placement,
                      uint32_t rank, bool distributed) {
   const int64_t emb = dtype_bytes(c.embedding_dtype);
@@ -71,15 +72,29 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
   for (const uint32_t t : placement.row_wise)
     indices += c.tables[t].pooling / static_cast<double>(placement.pieces_of_rank.size());
   bags += row_wise;
-  const int64_t lookups = (c.global_batch * (sent_columns + row_wise * c.embedding_dim) +
-                           batch * data_parallel * c.embedding_dim) *
-                          emb;
-  const int64_t exchange = distributed
-                               ? 2 *
-                                     (c.global_batch * sent_columns + batch * received_columns +
-                                      (c.global_batch + batch) * row_wise * c.embedding_dim) *
-                                     wire
-                               : 0;
+  // Table-row-wise: the blocks of this rank's node.
+  const uint32_t local = placement.ranks_per_node;
+  const auto nodes = placement.pieces_of_rank.size() / local;
+  const auto twrw_total = static_cast<int64_t>(placement.table_row_wise.size());
+  int64_t twrw_node = 0;
+  for (const uint32_t t : placement.table_row_wise) {
+    if (placement.node_of_table[t] != rank / local) continue;
+    ++twrw_node;
+    indices += c.tables[t].pooling / static_cast<double>(local);
+  }
+  bags += twrw_node;
+  const int64_t lookups =
+      (c.global_batch * (sent_columns + (row_wise + twrw_node) * c.embedding_dim) +
+       batch * data_parallel * c.embedding_dim) *
+      emb;
+  const int64_t exchange =
+      distributed ? 2 *
+                        (c.global_batch * sent_columns + batch * received_columns +
+                         (c.global_batch + batch) * row_wise * c.embedding_dim +
+                         (c.global_batch + c.global_batch / local) * twrw_node * c.embedding_dim +
+                         (nodes > 1 ? batch * twrw_total * c.embedding_dim : 0)) *
+                        wire
+                  : 0;
   double dp_indices = 0.0;
   for (const uint32_t t : placement.data_parallel)
     dp_indices += c.tables[t].pooling;
@@ -95,6 +110,29 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
 int64_t dlrm_table_capacity_bytes(const WorkloadPlatform& platform) {
   return static_cast<int64_t>(static_cast<double>(platform.device.hbm_bytes) *
                               platform.table_memory_fraction);
+}
+
+uint32_t dlrm_ranks_per_node(const DlrmConfig& config, const WorkloadPlatform& platform) {
+  const bool needed =
+      std::any_of(config.tables.begin(), config.tables.end(), [](const EmbeddingTable& t) {
+        return t.sharding_type == EmbeddingShardingType::kTableRowWise;
+      });
+  const std::vector<uint32_t>& node = platform.node_of_gpu;
+  if (!needed || node.empty()) return 0;
+  const auto local = static_cast<uint32_t>(
+      std::find_if(node.begin(), node.end(), [&](uint32_t n) { return n != node.front(); }) -
+      node.begin());
+  bool equal = node.size() % local == 0;
+  for (size_t i = 0; i < node.size() && equal; ++i)
+    equal = node[i] == node.front() + i / local;
+  if (!equal) {
+    throw ShardingError(fmt::format(
+        "table_row_wise tables span one node's GPUs, and every node must have as many (TorchRec's "
+        "local size), but the run's {} GPUs fill nodes unevenly ({} on the first); use equal "
+        "nodes or another sharding_type",
+        node.size(), local));
+  }
+  return local;
 }
 
 DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
@@ -113,6 +151,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   inputs.memory_capacity_bytes.assign(platform.gpus, dlrm_table_capacity_bytes(platform));
   DlrmGraph built;
   try {
+    inputs.ranks_per_node = dlrm_ranks_per_node(dlrm, platform);
     built = generate_dlrm(dlrm, inputs, graph);
   } catch (const ShardingError& e) {
     // An explicit plan is at fault where it lists the ranks; a sharder, where the tables are.
@@ -149,7 +188,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   }
   out.description.push_back(std::move(tables));
   // Sharding types, when any table is not table-wise (choose_sharding_types may have chosen).
-  std::array<int64_t, 4> by_type{};
+  std::array<int64_t, 5> by_type{};
   for (const EmbeddingTable& t : dlrm.tables)
     ++by_type[static_cast<size_t>(t.sharding_type)];
   if (by_type[0] != static_cast<int64_t>(dlrm.tables.size())) {
@@ -160,6 +199,18 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
                            embedding_sharding_type_name(static_cast<EmbeddingShardingType>(k)));
     }
     types.pop_back();
+    const auto twrw = static_cast<size_t>(EmbeddingShardingType::kTableRowWise);
+    if (by_type[twrw] > 0) {
+      const uint32_t local = built.placement.ranks_per_node;
+      types += fmt::format(" (table_row_wise over {} node{} of {} GPUs)", platform.gpus / local,
+                           platform.gpus / local == 1 ? "" : "s", local);
+      if (platform.node_of_gpu.empty() && platform.gpus > 1) {
+        out.warnings.push_back(fmt::format(
+            "table_row_wise tables without platform.topology: the {} GPUs count as one node, "
+            "where table_row_wise is row_wise; give a topology for the nodes",
+            platform.gpus));
+      }
+    }
     out.description.push_back(std::move(types));
   }
 

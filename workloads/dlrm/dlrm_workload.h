@@ -8,8 +8,9 @@
 //    training steps on `platform.gpus` ranks, each rank planning tables into
 //    table_memory_fraction x the GPU's memory. Tables that do not fit are a ConfigError at
 //    `workload.embeddings.tables`; with `sharding: plan`, at the plan's `rank_of_table`.
-//  - The description is two lines: "workload: dlrm, global batch ..." and "embedding tables:
-//    rank 0 N (bytes), ...".
+//  - The description: "workload: dlrm, global batch ...", "embedding tables: rank 0 N (bytes),
+//    ...", and the sharding types when any table is not table-wise. Table-row-wise tables
+//    without a fabric get a warning: all GPUs count as one node.
 //  - The memory footprint is that of the rank holding the most table bytes: its embedding
 //    tables, and the dense MLP weights and their gradients (every rank holds all of them, DDP).
 #pragma once
@@ -41,5 +42,12 @@ std::unique_ptr<Workload> make_dlrm_workload(const ConfigNode& workload);
 /// Bytes of embedding-table memory each rank may use on `platform`: table_memory_fraction x
 /// the GPU's memory (what build() gives the sharder).
 int64_t dlrm_table_capacity_bytes(const WorkloadPlatform& platform);
+
+/// Ranks per node that table-row-wise tables of `config` span on `platform`
+/// (DlrmPlacementInputs::ranks_per_node): the fabric's nodes when they are equal blocks of
+/// consecutive GPUs, 0 (one node) without a fabric or when `config` has no table-row-wise
+/// table. Throws ShardingError when such tables meet nodes of unequal GPU counts (TorchRec's
+/// table-row-wise needs one local size).
+uint32_t dlrm_ranks_per_node(const DlrmConfig& config, const WorkloadPlatform& platform);
 
 }  // namespace upsim

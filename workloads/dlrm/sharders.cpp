@@ -69,7 +69,8 @@ std::string describe_piece(const Pieces& in, uint32_t p) {
 /// ", after 123 bytes of row-wise and data-parallel tables" when rank `r` reserved any.
 std::string reserved_note(const Pieces& in, size_t r) {
   if (in.reserved[r] == 0) return "";
-  return fmt::format(" left after {} bytes of row-wise and data-parallel tables", in.reserved[r]);
+  return fmt::format(" left after {} bytes of row-wise, table-row-wise and data-parallel tables",
+                     in.reserved[r]);
 }
 
 [[noreturn]] void fail_no_room(const Pieces& in, uint32_t p, std::span<const int64_t> used) {
@@ -93,6 +94,10 @@ void check_input(const ShardingInput& in) {
   if (in.rank_capacity_bytes.empty()) throw ShardingError("sharding needs at least one rank");
   if (in.dim <= 0)
     throw ShardingError(fmt::format("embedding dim must be positive, got {}", in.dim));
+  if (in.ranks_per_node != 0 && in.rank_capacity_bytes.size() % in.ranks_per_node != 0) {
+    throw ShardingError(fmt::format("{} ranks are no whole number of nodes of {} ranks",
+                                    in.rank_capacity_bytes.size(), in.ranks_per_node));
+  }
   if (in.tableless_ranks >= in.rank_capacity_bytes.size()) {
     throw ShardingError(fmt::format("{} of {} ranks may hold no table-wise table",
                                     in.tableless_ranks, in.rank_capacity_bytes.size()));
@@ -345,6 +350,53 @@ PiecePlacement shard_capped_size_greedy(const Pieces& in) {
   return p;
 }
 
+/// The table-row-wise tables of `in` on nodes (see shard_tables), adding their row blocks to
+/// out.memory_bytes.
+void place_table_row_wise(const ShardingInput& in, TablePlacement& out) {
+  const uint32_t local = out.ranks_per_node;
+  const auto nodes = static_cast<uint32_t>(in.rank_capacity_bytes.size()) / local;
+  std::vector<uint32_t> order;
+  for (uint32_t t = 0; t < in.tables.size(); ++t) {
+    if (in.tables[t].sharding_type == EmbeddingShardingType::kTableRowWise) order.push_back(t);
+  }
+  out.table_row_wise = order;
+  const auto cost = [&](uint32_t t) {
+    return sharding_cost(ShardingStrategy::kLookupGreedy, in.tables[t], in.dim, in.optimizer,
+                         in.weight_bytes);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return cost(a) > cost(b); });
+  std::vector<double> node_cost(nodes, 0.0);
+  const auto block_bytes = [&](uint32_t t, uint32_t local_rank) {
+    EmbeddingTable block = in.tables[t];
+    block.rows = row_wise_shard_rows(block.rows, local_rank, local);
+    return table_memory_bytes(block, in.dim, in.optimizer, in.weight_bytes);
+  };
+  for (const uint32_t t : order) {
+    uint32_t best = nodes;
+    for (uint32_t k = 0; k < nodes; ++k) {
+      bool room = true;
+      for (uint32_t j = 0; j < local && room; ++j) {
+        const uint32_t r = k * local + j;
+        room = block_bytes(t, j) <= in.rank_capacity_bytes[r] - out.memory_bytes[r];
+      }
+      if (room && (best == nodes || node_cost[k] < node_cost[best])) best = k;
+    }
+    if (best == nodes) {
+      const EmbeddingTable& table = in.tables[t];
+      throw ShardingError(fmt::format(
+          "table {} (table_row_wise, {} rows x dim {}) needs {} bytes ({}) on each of a node's {} "
+          "ranks, and no node has that free on every rank; more tables than memory allows",
+          t, table.rows, table_dim(table, in.dim), block_bytes(t, 0), gigabytes(block_bytes(t, 0)),
+          local));
+    }
+    node_cost[best] += cost(t);
+    out.node_of_table[t] = best;
+    for (uint32_t j = 0; j < local; ++j)
+      out.memory_bytes[best * local + j] += block_bytes(t, j);
+  }
+}
+
 PiecePlacement place_pieces(const Pieces& in, ShardingStrategy strategy, uint64_t seed) {
   switch (strategy) {
     case ShardingStrategy::kNaive:
@@ -415,6 +467,8 @@ std::string_view embedding_sharding_type_name(EmbeddingShardingType type) {
       return "column_wise";
     case EmbeddingShardingType::kDataParallel:
       return "data_parallel";
+    case EmbeddingShardingType::kTableRowWise:
+      return "table_row_wise";
   }
   return "unknown";
 }
@@ -478,6 +532,7 @@ int64_t rank_table_memory_bytes(const EmbeddingTable& table, const ShardingInput
     }
     case EmbeddingShardingType::kTableWise:
     case EmbeddingShardingType::kColumnWise:
+    case EmbeddingShardingType::kTableRowWise:
       return 0;
   }
   return 0;
@@ -514,6 +569,8 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
   out.tables_of_rank.resize(ranks);
   out.pieces_of_rank.resize(ranks);
   out.memory_bytes.assign(ranks, 0);
+  out.node_of_table.assign(input.tables.size(), kNoSingleRank);
+  out.ranks_per_node = input.ranks_per_node == 0 ? ranks : input.ranks_per_node;
 
   // Row-wise and data-parallel tables: their share on every rank, before anything is placed.
   for (uint32_t t = 0; t < input.tables.size(); ++t) {
@@ -536,6 +593,8 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
       out.memory_bytes[r] += bytes;
     }
   }
+
+  place_table_row_wise(input, out);
 
   // The pieces, in table-id then shard order, on the candidate ranks' memory left.
   Pieces pieces;

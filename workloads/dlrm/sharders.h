@@ -62,16 +62,20 @@ std::span<const ShardingStrategy> sharding_strategies();
 /// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
 using EmbeddingOptimizer = FusedEmbeddingOptimizer;
 
-/// How a table is split over the ranks (TorchRec ShardingType; table_row_wise, table_column_wise
-/// and grid_shard are not modelled).
+/// How a table is split over the ranks (TorchRec ShardingType; table_column_wise and grid_shard
+/// are not modelled).
 enum class EmbeddingShardingType : uint8_t {
   kTableWise,     ///< the whole table on one rank, chosen by the sharder (tw_sharding.py)
   kRowWise,       ///< rows in blocks of ceil(rows / n) over all n ranks (rw_sharding.py)
   kColumnWise,    ///< column_shards shards of dim / column_shards columns, each placed by the
                   ///< sharder like a table (cw_sharding.py)
   kDataParallel,  ///< replicated on every rank, gradients all-reduced (dp_sharding.py)
+  /// On one node, rows in blocks of ceil(rows / local ranks) over that node's ranks
+  /// (twrw_sharding.py); the node is chosen by lookup cost (shard_tables).
+  kTableRowWise,
 };
-/// "table_wise", "row_wise", "column_wise", "data_parallel" (TorchRec's ShardingType values).
+/// "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise" (TorchRec's
+/// ShardingType values).
 std::string_view embedding_sharding_type_name(EmbeddingShardingType type);
 
 /// One embedding table, or one piece of a table that a sharder places.
@@ -148,6 +152,9 @@ struct ShardingInput {
   /// Ranks 0 .. tableless_ranks - 1 take no table-wise table or column-wise shard
   /// (DeepLearningExamples' hybrid parallel); row-wise and data-parallel tables still span them.
   uint32_t tableless_ranks = 0;
+  /// Ranks per node: nodes are consecutive blocks of this many ranks (it must divide the rank
+  /// count); 0 = all ranks are one node. Only table-row-wise tables depend on it.
+  uint32_t ranks_per_node = 0;
 };
 
 /// Bytes rank `rank` of `ranks` holds of `table` when the table spans the ranks: row-wise, its
@@ -187,6 +194,12 @@ struct TablePlacement {
   /// Ids of the row-wise and of the data-parallel tables, ascending (they span every rank).
   std::vector<uint32_t> row_wise;
   std::vector<uint32_t> data_parallel;
+  /// Ids of the table-row-wise tables, ascending, and the node each spans
+  /// (node_of_table[t]; kNoSingleRank for tables of other types).
+  std::vector<uint32_t> table_row_wise;
+  std::vector<uint32_t> node_of_table;
+  /// Ranks per node the placement used (ShardingInput::ranks_per_node, 0 made the rank count).
+  uint32_t ranks_per_node = 1;
   /// Table bytes on each rank: the pieces' table_memory_bytes plus rank_table_memory_bytes of
   /// every row-wise and data-parallel table.
   std::vector<int64_t> memory_bytes;
@@ -194,16 +207,19 @@ struct TablePlacement {
 
 /// Places every table. `seed` is used by kRandom only.
 ///
-/// Row-wise and data-parallel tables first (their bytes on every rank), then the pieces in the
-/// memory left, on ranks tableless_ranks .. n - 1. Greedy strategies: pieces in decreasing cost
-/// (ties: lower piece index first); each goes to the rank with the smallest cumulative cost
-/// among ranks with room for it, ties broken by smaller cumulative bytes, then by lower rank.
-/// kRandom visits pieces in order and draws among the ranks with room, in rank order. kNaive and
-/// kNaiveChunk ignore costs and fail if their fixed split overflows a rank. With table-wise tables
-/// only, pieces are tables and the placement is the seed's. kPlan puts each table where `plan` says
-/// and fails when a table is not table-wise (a plan places table-wise tables only), the plan has
-/// the wrong length, names a rank that does not exist or one below tableless_ranks, or gives a
-/// rank more table bytes than its capacity.
+/// Row-wise and data-parallel tables first (their bytes on every rank); then the table-row-wise
+/// tables, in decreasing dim x pooling (ties: lower id), each on the node with the smallest
+/// cumulative dim x pooling among nodes whose every rank has room for its row block (ties: lower
+/// node), whatever the strategy (TorchRec's planner places them by its own cost model); then the
+/// pieces in the memory left, on ranks tableless_ranks .. n - 1. Greedy strategies: pieces in
+/// decreasing cost (ties: lower piece index first); each goes to the rank with the smallest
+/// cumulative cost among ranks with room for it, ties broken by smaller cumulative bytes, then by
+/// lower rank. kRandom visits pieces in order and draws among the ranks with room, in rank order.
+/// kNaive and kNaiveChunk ignore costs and fail if their fixed split overflows a rank. With
+/// table-wise tables only, pieces are tables and the placement is the seed's. kPlan puts each table
+/// where `plan` says and fails when a table is not table-wise (a plan places table-wise tables
+/// only), the plan has the wrong length, names a rank that does not exist or one below
+/// tableless_ranks, or gives a rank more table bytes than its capacity.
 TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy,
                             uint64_t seed = 0);
 

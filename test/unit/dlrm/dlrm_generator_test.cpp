@@ -706,6 +706,58 @@ TEST(DlrmGenerator, RowWiseTableAddsAReduceScatterAndAnAllGather) {
   EXPECT_EQ(copies_of(g, 0), (std::vector<int64_t>{64, 17 * 8, 80 * 8, 16, 4}));
 }
 
+// Table-row-wise on 2 nodes of 2 ranks (global batch 8, local batch 2, dim 2, fp32): t0 (cost
+// 2 x 10 = 20) goes to node 0, t1 (cost 10) to node 1, each as 2 row blocks over its node's
+// ranks; t2 stays table-wise. Node k reduce-scatters B x T_k x D x 4 B = 64 B and all-gathers
+// (B / 2) x 2 x 4 = 32 B; the all-to-all among the local rank j of both nodes has each send
+// b x 1 x 2 x 4 = 16 B to each.
+TEST(DlrmGenerator, TableRowWiseReducesWithinANodeAndExchangesAcrossNodes) {
+  const std::string yaml = tiny_with_tables(
+      "      - {rows: 100, pooling: 10, sharding_type: table_row_wise}\n"
+      "      - {rows: 50, pooling: 5, sharding_type: table_row_wise}\n"
+      "      - {rows: 10, pooling: 1}\n");
+  TaskGraph g;
+  DlrmPlacementInputs in = inputs_of(4, 1);
+  in.ranks_per_node = 2;
+  const DlrmGraph built = generate_dlrm(config_of(yaml.c_str(), 4), in, g);
+  EXPECT_EQ(built.placement.table_row_wise, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(built.placement.node_of_table[0], 0U);
+  EXPECT_EQ(built.placement.node_of_table[1], 1U);
+  EXPECT_EQ(built.placement.node_of_table[2], kNoSingleRank);
+  // 50 of t0's rows x dim 2 x 4 B on ranks 0 and 1; 25 of t1's on ranks 2 and 3; t2 (80 B) on
+  // the emptiest rank by cost, rank 0.
+  EXPECT_EQ(built.placement.memory_bytes, (std::vector<int64_t>{400 + 80, 400, 200, 200}));
+
+  const std::vector<CollectiveId> rs = groups_of(g, CollectiveKind::kReduceScatter);
+  const std::vector<CollectiveId> ag = groups_of(g, CollectiveKind::kAllGather);
+  ASSERT_EQ(rs.size(), 2U);
+  ASSERT_EQ(ag.size(), 2U);
+  EXPECT_EQ(g.collective(rs[0]).members, (std::vector<RankId>{0, 1}));
+  EXPECT_EQ(g.collective(rs[1]).members, (std::vector<RankId>{2, 3}));
+  EXPECT_EQ(g.collective(rs[0]).bytes, 8 * 2 * 4);
+  EXPECT_EQ(g.collective(ag[1]).bytes, 4 * 2 * 4);
+  std::vector<CollectiveId> cross;
+  for (const CollectiveId c : groups_of(g, CollectiveKind::kAllToAll)) {
+    if (g.collective(c).members.size() == 2) cross.push_back(c);
+  }
+  ASSERT_EQ(cross.size(), 4U);  // local ranks 0 and 1, forward and backward
+  EXPECT_EQ(g.collective(cross[0]).members, (std::vector<RankId>{0, 2}));
+  EXPECT_EQ(g.collective(cross[0]).send_bytes, AllToAllSizes::dense(2, {16, 16, 16, 16}));
+  // Every rank joins its node's reduce-scatter and its local rank's all-to-all, in that order.
+  for (RankId r = 0; r < 4; ++r) {
+    const std::vector<CollectiveId> order = collective_order(g, r);
+    const auto at = [&](CollectiveId c) { return std::find(order.begin(), order.end(), c); };
+    EXPECT_LT(at(rs[r / 2]), at(cross[2 * (r % 2)])) << r;
+    EXPECT_NE(at(ag[r / 2]), order.end()) << r;
+  }
+  // Rank 2 looks up its block of t1 (25 rows, pooling 5 x 25 / 50) for the global batch.
+  const std::vector<KernelDesc> k =
+      kernels_of(g, 2, "fbgemm::split_embedding_codegen_lookup_sgd_function");
+  ASSERT_FALSE(k.empty());
+  EXPECT_EQ(k.back().embedding.batch, 8);
+  EXPECT_EQ(k.back().embedding.per_table, (std::vector<EmbeddingTableShape>{{25, 2, 2.5, {}}}));
+}
+
 // Every table data-parallel on 4 ranks (local batch 2): no all-to-all, no reduce-scatter; each
 // rank holds all 160 rows x dim 2 (weights and dense gradient, fp32, SGD: 2560 B), looks up its
 // 2 samples, and DDP all-reduces the 160 x 2 x 4 B = 1280 B gradient.
@@ -1016,6 +1068,24 @@ TEST(DlrmGenerator, RowWiseRemovesTheSingleRankBottleneckOfAHotTable) {
       "%.3f ms per iteration (%.1f%% less)\n",
       tw_ms, rw_ms, (1 - rw_ms / tw_ms) * 100);
   EXPECT_LT(rw_ms, 0.9 * tw_ms);
+}
+
+// On one node table-row-wise is row-wise: the same lookups and collectives, the same time.
+TEST(DlrmGenerator, TableRowWiseOnOneNodeIsRowWise) {
+  const auto run_ms = [](const std::string& type) {
+    const std::string yaml =
+        tiny_with_tables("      - {rows: 100, pooling: 10, sharding_type: " + type +
+                         "}\n      - {rows: 50, pooling: 5}\n      - {rows: 10, pooling: 1}\n");
+    TaskGraph g;
+    DlrmPlacementInputs in = inputs_of(4, 2);
+    in.ranks_per_node = 4;
+    generate_dlrm(config_of(yaml.c_str(), 4), in, g);
+    EXPECT_EQ(groups_of(g, CollectiveKind::kReduceScatter).size(), 2U) << type;
+    UnitKernelCost kernels;
+    UnitCollectiveCost collectives;
+    return run_graph(g, 4, kernels, collectives).end;
+  };
+  EXPECT_EQ(run_ms("table_row_wise"), run_ms("row_wise"));
 }
 
 }  // namespace

@@ -297,7 +297,7 @@ TEST(Sharders, ReplicatedAndRowWiseBytesAreCheckedFirstThenThePiecesInWhatIsLeft
   } catch (const ShardingError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("table 1 (1000 rows x dim 4: 16000 bytes"), std::string::npos) << what;
-    EXPECT_NE(what.find("after 20000 bytes of row-wise and data-parallel tables"),
+    EXPECT_NE(what.find("after 20000 bytes of row-wise, table-row-wise and data-parallel tables"),
               std::string::npos)
         << what;
   }
@@ -309,6 +309,40 @@ TEST(Sharders, ColumnShardsMustDivideTheDim) {
   EXPECT_THROW(shard_tables(ShardingInput{tables, 4, EmbeddingOptimizer::kSgd, capacity},
                             ShardingStrategy::kNaive),
                ShardingError);
+}
+
+TEST(Sharders, TableRowWiseTablesGoToTheCheapestNodeWithRoomOnEveryRank) {
+  // Dim 4, 2 nodes of 2 ranks. Costs 4 x pooling: t0 40, t1 20, t2 16 -> t0 on node 0, t1 and
+  // then t2 on node 1 (20 < 40, then 36 < 40); 1000 rows in blocks of 500 (8000 B each).
+  const std::vector<EmbeddingTable> tables = {typed(1000, 10, EmbeddingShardingType::kTableRowWise),
+                                              typed(1000, 5, EmbeddingShardingType::kTableRowWise),
+                                              typed(1000, 4, EmbeddingShardingType::kTableRowWise)};
+  const auto place = [&](const std::vector<int64_t>& capacity, uint32_t ranks_per_node = 2) {
+    ShardingInput input{tables, 4, EmbeddingOptimizer::kSgd, capacity};
+    input.ranks_per_node = ranks_per_node;
+    return shard_tables(input, ShardingStrategy::kSizeLookupGreedy);
+  };
+  const std::vector<int64_t> roomy(4, 100'000);
+  const TablePlacement p = place(roomy);
+  EXPECT_EQ(p.table_row_wise, (Tables{0, 1, 2}));
+  EXPECT_EQ(p.node_of_table, (Tables{0, 1, 1}));
+  EXPECT_EQ(p.memory_bytes, (std::vector<int64_t>{8000, 8000, 16000, 16000}));
+  EXPECT_EQ(p.ranks_per_node, 2U);
+  // Node 1 full after t1: t2 goes to node 0 despite its cost.
+  const TablePlacement full = place({100'000, 100'000, 8'000, 100'000});
+  EXPECT_EQ(full.node_of_table, (Tables{0, 1, 0}));
+  // No node has room on every rank: an error naming the table.
+  try {
+    place({8'000, 100'000, 8'000, 100'000});
+    FAIL() << "expected ShardingError";
+  } catch (const ShardingError& e) {
+    EXPECT_NE(std::string(e.what()).find("table 2 (table_row_wise, 1000 rows x dim 4) needs 8000 "
+                                         "bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  // Nodes must divide the ranks.
+  EXPECT_THROW(place(roomy, 3), ShardingError);
 }
 
 TEST(Sharders, RejectsNoRanks) {

@@ -332,6 +332,58 @@ TEST_F(ShardingPlan, HybridParallelKeepsTableWiseTablesOffRankZeroButSpansRowWis
   }
 }
 
+// Table-row-wise tables span one node: the workload takes the nodes from the platform's fabric
+// (equal blocks, or an error naming the table group), warns without one (all GPUs one node).
+TEST(TableRowWise, NodesComeFromThePlatformAndMustBeEqual) {
+  ConfigDocument doc =
+      ConfigDocument::parse_string(scenario("  sharding: size_lookup_greedy\n"), "scenario.yaml");
+  // Both big tables table-row-wise.
+  doc.apply_override("workload.embeddings.tables.0.sharding_type=table_row_wise");
+  WorkloadPlatform platform;
+  platform.gpus = 4;
+  platform.device.name = "test GPU";
+  platform.device.hbm_bytes = int64_t{40} << 30;
+  const DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), 4);
+  EXPECT_EQ(dlrm_ranks_per_node(config, platform), 0U);  // no fabric: one node
+  platform.node_of_gpu = {0, 0, 1, 1};
+  EXPECT_EQ(dlrm_ranks_per_node(config, platform), 2U);
+  platform.node_of_gpu = {0, 0, 0, 1};
+  EXPECT_THROW(dlrm_ranks_per_node(config, platform), ShardingError);
+  {
+    DlrmWorkload workload(doc.root().child("workload"));
+    TaskGraph graph;
+    try {
+      workload.build(platform, graph);
+      ADD_FAILURE() << "no ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key_path(), "workload.embeddings.tables");
+      EXPECT_NE(e.message().find("fill nodes unevenly (3 on the first)"), std::string::npos)
+          << e.what();
+    }
+  }
+  platform.node_of_gpu = {0, 0, 1, 1};
+  {
+    DlrmWorkload workload(doc.root().child("workload"));
+    TaskGraph graph;
+    const WorkloadBuild built = workload.build(platform, graph);
+    EXPECT_TRUE(built.warnings.empty());
+    EXPECT_NE(built.description.back().find("2 table_row_wise (table_row_wise over 2 nodes of 2 "
+                                            "GPUs)"),
+              std::string::npos)
+        << built.description.back();
+  }
+  platform.node_of_gpu.clear();
+  {
+    DlrmWorkload workload(doc.root().child("workload"));
+    TaskGraph graph;
+    const WorkloadBuild built = workload.build(platform, graph);
+    ASSERT_EQ(built.warnings.size(), 1U);
+    EXPECT_NE(built.warnings[0].find("without platform.topology: the 4 GPUs count as one node"),
+              std::string::npos)
+        << built.warnings[0];
+  }
+}
+
 TEST(PlanSharder, RefusesAPlanOfTheWrongLengthOrAnUnknownRank) {
   const std::vector<EmbeddingTable> tables(3, EmbeddingTable{1000, 1.0});
   const std::vector<int64_t> capacity(2, int64_t{1} << 30);

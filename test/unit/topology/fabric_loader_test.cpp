@@ -332,6 +332,10 @@ TEST(ShippedFabrics, DgxA100ClusterNodeCountIsOverridable) {
   EXPECT_EQ(f.gpus().size(), 32u);
   EXPECT_EQ(f.node_count(), 4u);
   EXPECT_EQ(f.device(f.gpus()[31]).id, "node3/gpu7");
+  // The GPUs' nodes, numbered in order; the first 12 GPUs fill one node and half of another.
+  const std::vector<uint32_t> nodes = f.gpu_nodes(12);
+  EXPECT_EQ(nodes, (std::vector<uint32_t>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1}));
+  EXPECT_EQ(f.gpu_nodes(100).size(), 32u);
   // One SU: one leaf per rail, joined by spines; GPU i of every node on rail i.
   EXPECT_TRUE(f.find("leaf7").has_value());
   EXPECT_FALSE(f.find("leaf8").has_value());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -400,6 +401,89 @@ std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* sour
   }
   size_t values_left = kMaxDocumentValues;
   return convert(y, source, 1, key_path, values_left);
+}
+
+/// A CSV reference as YAML with the same line numbers (ConfigNode::load_reference): the first
+/// line that is neither blank nor a `#` comment is the header of column names; every later such
+/// line becomes `- {column: value, ...}` with its empty fields left out; blank and `#` lines
+/// stay comments. Fields are split at commas (no quoting); a value must be a plain scalar
+/// (letters, digits, `_ . + -`), so that it reads as the number or name it is written as.
+std::string csv_as_yaml(std::string_view text, const SourceFile* source,
+                        const std::string& key_path) {
+  const auto fail = [&](int line, std::string message) {
+    throw ConfigError(source->path.string(), line, key_path, std::move(message));
+  };
+  const auto plain = [](std::string_view v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.' || c == '+' ||
+             c == '-';
+    });
+  };
+  const auto split = [](std::string_view line) {
+    std::vector<std::string_view> fields;
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = line.find(',', start);
+      fields.push_back(trim_blanks(line.substr(start, comma - start)));
+      if (comma == std::string_view::npos) return fields;
+      start = comma + 1;
+    }
+  };
+  std::vector<std::string_view> header;
+  std::string yaml;
+  int number = 0;
+  int rows = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = trim_blanks(text.substr(start, end - start));
+    start = end + 1;
+    ++number;
+    if (line.empty() || line.front() == '#') {
+      yaml += "\n";
+      continue;
+    }
+    const std::vector<std::string_view> fields = split(line);
+    if (header.empty()) {
+      for (size_t c = 0; c < fields.size(); ++c) {
+        if (!plain(fields[c])) {
+          fail(number, fmt::format("CSV header column {} is `{}`; a column name is letters, "
+                                   "digits and `_ . + -`",
+                                   c + 1, fields[c]));
+        }
+      }
+      header = fields;
+      yaml += "# header\n";
+      continue;
+    }
+    if (fields.size() != header.size()) {
+      fail(number, fmt::format("{} fields, but the CSV header has {} columns", fields.size(),
+                               header.size()));
+    }
+    std::string item = "- {";
+    for (size_t c = 0; c < fields.size(); ++c) {
+      if (fields[c].empty()) continue;
+      if (!plain(fields[c])) {
+        fail(number, fmt::format("column `{}` is `{}`; a CSV value here is a number or a name "
+                                 "(letters, digits and `_ . + -`)",
+                                 header[c], fields[c]));
+      }
+      if (item.size() > 3) item += ", ";
+      item += fmt::format("{}: {}", header[c], fields[c]);
+    }
+    yaml += item + "}\n";
+    ++rows;
+  }
+  if (rows == 0) fail(number, "the CSV file has no data rows (a header, then one line per entry)");
+  return yaml;
+}
+
+bool is_csv(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".csv";
 }
 
 // Reads a whole file; nullopt (and `why`) when it is missing or unreadable.
@@ -1091,7 +1175,8 @@ ConfigNode ConfigNode::load_reference(std::string_view key) const {
   const std::optional<std::string> text = read_text(target, why);
   if (!text) value.fail(fmt::format("cannot load referenced file `{}`: {}", target.string(), why));
   const SourceFile* file = add_file(*doc_, target, referencing);
-  std::unique_ptr<Node> loaded = parse_yaml(*text, file, value.key_path_);
+  std::unique_ptr<Node> loaded = parse_yaml(
+      is_csv(target) ? csv_as_yaml(*text, file, value.key_path_) : *text, file, value.key_path_);
 
   std::vector<PendingOverride> pending = std::move(n.pending);
   n = std::move(*loaded);

@@ -19,7 +19,7 @@
 //    every value the run used. Defaults are appended to their map in the order they were read.
 //  - File references: get_path() resolves a path relative to the directory of the file holding
 //    the key (never the working directory; a path given with --set is taken as written).
-//    load_reference() loads that YAML file, inlines it in place of the path string and returns
+//    load_reference() loads that YAML (or CSV) file, inlines it in place of the path string and returns
 //    its root; key paths continue from the referencing key, file and line name the loaded file.
 //    A map given in place of the path is taken as the inline content (a resolved document,
 //    whose references are inlined, therefore loads again).
@@ -167,7 +167,13 @@ class ConfigNode {
   std::filesystem::path get_path(std::string_view key) const;
   /// Loads the YAML file named at `key` (see get_path), inlines it at `key` and returns its
   /// root. A missing file, a malformed file or a reference cycle throws ConfigError. Calling it
-  /// again for the same key returns the already loaded content.
+  /// again for the same key returns the already loaded content. A `.csv` file loads as a
+  /// sequence of maps, one per data line, keyed by the header's column names (empty fields
+  /// absent; no quoting: values are numbers or names), with the CSV's line numbers.
+  ///
+  ///   rows,pooling,sharding_type          ->  - {rows: 1000000, pooling: 20}
+  ///   1000000,20,                             - {rows: 5000, pooling: 1, sharding_type: ...}
+  ///   5000,1,data_parallel
   ConfigNode load_reference(std::string_view key) const;
 
  private:

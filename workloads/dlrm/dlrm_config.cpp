@@ -178,6 +178,16 @@ EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
     const ConfigNode reuse = group.child("reuse");
     t.reuse_histogram = read_histogram(reuse, double_list(reuse));
   }
+  // The histogram as bin_0 .. bin_16 keys (a CSV's columns), as the seed's files write it.
+  std::vector<double> bins;
+  for (size_t b = 0; b < kReuseHistogramBins; ++b) {
+    const std::string key = fmt::format("bin_{}", b);
+    if (group.has(key)) bins.push_back(group.get_double(key));
+  }
+  if (!bins.empty()) {
+    if (group.has("reuse")) group.child("bin_0").fail("give `reuse` or bin_0 .. bin_16, not both");
+    t.reuse_histogram = read_histogram(group, bins);
+  }
   if (group.get_choice_or("access", {"uniform", "zipf"}, "uniform") == "zipf") {
     if (!t.reuse_histogram.empty()) {
       group.child("access").fail("a table with a measured `reuse` histogram takes no access law");
@@ -212,9 +222,12 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   if (emb.has("tables") && emb.has("tables_file")) {
     emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
   }
-  const ConfigNode tables = emb.has("tables_file")
-                                ? emb.load_reference("tables_file").child("tables")
-                                : emb.child("tables");
+  // A CSV file loads as the list itself (one table group per line).
+  const ConfigNode tables = [&] {
+    if (!emb.has("tables_file")) return emb.child("tables");
+    const ConfigNode loaded = emb.load_reference("tables_file");
+    return loaded.is_sequence() ? loaded : loaded.child("tables");
+  }();
   const std::vector<ConfigNode> groups = tables.items();
   if (!tables.is_sequence() || groups.empty()) {
     tables.fail(

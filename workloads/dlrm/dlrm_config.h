@@ -76,7 +76,10 @@
 //                                  #   embedding_dim, pooling_factor, pooling_factor_std,
 //                                  #   bin_0..bin_16, rfs_<batch>, all_zero}], which may also
 //                                  #   carry sharding_type and column_shards);
-//                                  #   rfs_<global_batch> is used when present
+//                                  #   rfs_<global_batch> is used when present; or a CSV file
+//                                  #   of either's keys, one group per line under a header
+//                                  #   (rows,pooling,pooling_std,bin_0,...,bin_16,
+//                                  #   sharding_type,...; a histogram as bin_0..bin_16 columns)
 //     sharding: size_lookup_greedy # naive | naive_chunk | random | size_greedy |
 //                                  #   lookup_greedy | norm_lookup_greedy | size_lookup_greedy
 //                                  #   (default; the seed's, Lin et al., TPDS 2024; sharders.h

@@ -1,9 +1,11 @@
 #include "sim/config/config_node.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -379,6 +381,46 @@ TEST(ConfigOverrides, ReachIntoReferencedFiles) {
   scalar.root().get_string("name");
   EXPECT_EQ(std::string(config_error([&] { scalar.check_all_keys_used(); }).what()),
             "--set name.sub: `name` holds \"x\", not a map or a loaded file reference");
+}
+
+// A .csv reference loads as a list of maps keyed by the header, with the CSV's line numbers.
+TEST(ConfigReferences, CsvFileLoadsAsAListOfMapsWithItsLineNumbers) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("upsim-csv-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "t.csv") << "# tables\nrows,pooling,kind\n100,2.5,a_b\n\n7,,c\r\n";
+  ConfigDocument doc =
+      ConfigDocument::parse_string("tables: t.csv\n", (dir / "main.yaml").string());
+  const ConfigNode list = doc.root().load_reference("tables");
+  ASSERT_TRUE(list.is_sequence());
+  const std::vector<ConfigNode> rows = list.items();
+  ASSERT_EQ(rows.size(), 2U);
+  EXPECT_EQ(rows[0].get_int("rows"), 100);
+  EXPECT_DOUBLE_EQ(rows[0].get_double("pooling"), 2.5);
+  EXPECT_EQ(rows[0].get_string("kind"), "a_b");
+  EXPECT_FALSE(rows[1].has("pooling"));  // an empty field is absent
+  const ConfigError e = config_error([&] { rows[1].get_double("kind"); });
+  EXPECT_EQ(e.file(), (dir / "t.csv").string());
+  EXPECT_EQ(e.line(), 5);
+
+  const auto load_error = [&](const std::string& csv) {
+    std::ofstream(dir / "bad.csv") << csv;
+    ConfigDocument bad =
+        ConfigDocument::parse_string("tables: bad.csv\n", (dir / "main.yaml").string());
+    return config_error([&] { bad.root().load_reference("tables"); });
+  };
+  const ConfigError fields = load_error("rows,pooling\n1,2\n1,2,3\n");
+  EXPECT_EQ(fields.line(), 3);
+  EXPECT_NE(fields.message().find("3 fields, but the CSV header has 2 columns"), std::string::npos)
+      << fields.what();
+  const ConfigError value = load_error("rows,pooling\n1,{2}\n");
+  EXPECT_EQ(value.line(), 2);
+  EXPECT_NE(value.message().find("column `pooling` is `{2}`"), std::string::npos) << value.what();
+  EXPECT_NE(load_error("rows,pooling\n").message().find("no data rows"), std::string::npos);
+  EXPECT_NE(load_error("rows,a b\n1,2\n").message().find("CSV header column 2 is `a b`"),
+            std::string::npos);
+  EXPECT_NE(load_error("rows,rows\n1,2\n").message().find("rows"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ConfigReferences, NestedReferenceResolvesRelativeToTheReferencingFile) {

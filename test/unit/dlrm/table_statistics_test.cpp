@@ -143,5 +143,47 @@ TEST(TableStatistics, TheSeedsTableConfigsLoadFromATablesFile) {
   std::filesystem::remove_all(dir);
 }
 
+// Table statistics as CSV: one group per line, either format's keys, the histogram as
+// bin_0 .. bin_16 columns; errors name the CSV's line.
+TEST(TableStatistics, CsvTablesFileGivesOneGroupPerLine) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("upsim-csv-tables-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string header = "count,rows,pooling,pooling_std,sharding_type";
+  std::string bins;
+  for (int b = 0; b < 17; ++b) {
+    header += ",bin_" + std::to_string(b);
+    bins += b == 0 ? ",0.5" : b == 1 ? ",0.5" : ",0";
+  }
+  std::ofstream(dir / "tables.csv") << "# measured on one batch of 512\n"
+                                    << header << "\n2,1000,3.5,1.25,row_wise" << bins
+                                    << "\n1,40,1,,data_parallel" << std::string(17, ',') << "\n";
+  const DlrmConfig c =
+      parse(scenario("    tables_file: tables.csv\n"), (dir / "scenario.yaml").string());
+  ASSERT_EQ(c.tables.size(), 3U);
+  EXPECT_EQ(c.tables[0].rows, 1000);
+  EXPECT_DOUBLE_EQ(c.tables[1].pooling, 3.5);
+  EXPECT_DOUBLE_EQ(c.tables[1].pooling_std, 1.25);
+  EXPECT_EQ(c.tables[1].sharding_type, EmbeddingShardingType::kRowWise);
+  ASSERT_EQ(c.tables[1].reuse_histogram.size(), kReuseHistogramBins);
+  EXPECT_DOUBLE_EQ(c.tables[1].reuse_histogram[1], 0.5);
+  EXPECT_TRUE(c.tables[2].reuse_histogram.empty());
+  EXPECT_EQ(c.tables[2].sharding_type, EmbeddingShardingType::kDataParallel);
+  // The seed's keys in CSV.
+  std::ofstream(dir / "seed.csv") << "index,num_embeddings,embedding_dim,pooling_factor\n"
+                                     "0,5000,8,21.5\n1,70,8,1\n";
+  const DlrmConfig seed =
+      parse(scenario("    tables_file: seed.csv\n"), (dir / "scenario.yaml").string());
+  ASSERT_EQ(seed.tables.size(), 2U);
+  EXPECT_DOUBLE_EQ(seed.tables[0].pooling, 21.5);
+  // A bad value names the CSV line and the column.
+  std::ofstream(dir / "bad.csv") << "rows,pooling\n100,2\n100,-1\n";
+  const std::string bad =
+      error_of(scenario("    tables_file: bad.csv\n"), (dir / "scenario.yaml").string());
+  EXPECT_NE(bad.find("bad.csv:3"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("pooling"), std::string::npos) << bad;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace upsim

@@ -101,6 +101,8 @@ PlatformTables platform_tables(ConfigDocument& doc) {
         load_fabric(platform.load_reference("topology")).gpu_nodes(out.platform.gpus);
   }
   out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
+  // build_scenario drew the same task already (draws are pure); this cannot fail.
+  draw_dlrm_random_task(out.config, out.platform.gpus, out.platform.device.hbm_bytes);
   out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));
   choose_sharding_types(out.config, out.platform.gpus, out.capacity.front());
   return out;
@@ -168,9 +170,14 @@ Outcome simulate(const ShardOptions& options, std::string_view sharder, bool uns
   return out;
 }
 
-/// Why a plan file cannot hold a placement of `tables` (a plan places table-wise tables only:
-/// dlrm_config.h), or "" when every table is table-wise.
-std::string no_plan_reason(const std::vector<EmbeddingTable>& tables) {
+/// Why a plan file cannot hold a placement of `config`'s tables (a plan places a fixed list of
+/// table-wise tables only: dlrm_config.h), or "" when it can.
+std::string no_plan_reason(const DlrmConfig& config) {
+  if (config.random_task) {
+    return "a sharding plan places a fixed table list, and embeddings.random_task draws the "
+           "tables for the platform";
+  }
+  const std::vector<EmbeddingTable>& tables = config.tables;
   size_t others = 0;
   size_t first = 0;
   for (size_t t = 0; t < tables.size(); ++t) {
@@ -260,7 +267,7 @@ ShardRanking rank_sharders(const ShardOptions& options) {
       ranking.gpu = o->tables.platform.device.name;
       ranking.table_capacity_bytes = dlrm_table_capacity_bytes(o->tables.platform);
       ranking.table_memory_fraction = o->tables.platform.table_memory_fraction;
-      ranking.no_plan_reason = no_plan_reason(o->tables.config.tables);
+      ranking.no_plan_reason = no_plan_reason(o->tables.config);
     }
     ranking.plans.push_back(std::move(o->plan));
   }

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,7 +137,9 @@ std::vector<double> double_list(const ConfigNode& node) {
 /// embedding_dim, pooling_factor, pooling_factor_std, bin_0 .. bin_16, rfs_<batch>, all_zero),
 /// whose histogram is rfs_<global batch> when the file has one (the mean over 50 batches of that
 /// size) and bin_0 .. bin_16 (one batch) otherwise.
-EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
+/// nullopt: a seed table marked all_zero in a random task's pool (config.random_task), which the
+/// seed drops; elsewhere such a table is an error.
+std::optional<EmbeddingTable> read_table(const ConfigNode& group, const DlrmConfig& config) {
   const bool seed = group.has("num_embeddings");
   EmbeddingTable t;
   const std::string rows_key = seed ? "num_embeddings" : "rows";
@@ -157,7 +161,8 @@ EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
           .fail(fmt::format("is {}, but the model's embeddings.dim is {} (one dim for all tables)",
                             group.get_int("embedding_dim"), config.embedding_dim));
     }
-    if (group.get_bool_or("all_zero", false)) {
+    const bool all_zero = group.get_bool_or("all_zero", false);
+    if (all_zero && !config.random_task) {
       group.child("all_zero").fail("an all-zero table has no lookups (the seed drops them)");
     }
     std::vector<double> bins;
@@ -172,6 +177,7 @@ EmbeddingTable read_table(const ConfigNode& group, const DlrmConfig& config) {
       const std::vector<double> h = read_histogram(rfs, double_list(rfs));
       if (key == fmt::format("rfs_{}", config.global_batch)) t.reuse_histogram = h;
     }
+    if (all_zero) return std::nullopt;
     return t;
   }
   if (group.has("reuse")) {
@@ -241,11 +247,26 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
       EmbeddingShardingType::kTableWise, EmbeddingShardingType::kRowWise,
       EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel,
       EmbeddingShardingType::kTableRowWise};
+  if (emb.has("random_task")) {
+    const ConfigNode task = emb.child("random_task");
+    RandomTaskSpec spec;
+    spec.seed = static_cast<uint64_t>(
+        task.get_int_in_or("seed", 0, std::numeric_limits<int64_t>::max(), 0));
+    spec.task = static_cast<uint32_t>(task.get_int_in_or("task", 0, 1'000'000, 0));
+    spec.heavy = task.get_bool_or("heavy", false);
+    spec.heavy_pooling = task.get_double_in_or("heavy_pooling", 0.0, 1e6, 20.0);
+    spec.tables_per_gpu = task.get_int_in_or("tables_per_gpu", 1, 4096, 13);
+    spec.memory_fraction = task.get_double_in_or("memory_fraction", 1e-6, 1.0, 0.8);
+    config.random_task = spec;
+  }
   for (const ConfigNode& group : groups) {
     const int64_t count = group.has("num_embeddings") ? 1 : group.get_positive_int_or("count", 1);
-    EmbeddingTable table = read_table(group, config);
-    const int64_t rows = table.rows;
+    // A pool drops the tables the seed's datasets mark all-zero (no lookups), as the seed does.
+    std::optional<EmbeddingTable> read = read_table(group, config);
     const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
+    if (!read) continue;
+    EmbeddingTable table = std::move(*read);
+    const int64_t rows = table.rows;
     for (size_t i = 0; i < kTypes.size(); ++i) {
       if (type_name == kTypeNames[i]) table.sharding_type = kTypes[i];
     }
@@ -362,6 +383,12 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
               "`plan` places tables as workload.sharding_plan says; give that file (upsim shard "
               "writes one)");
     }
+    if (config.random_task) {
+      workload.child("sharding_plan")
+          .fail(
+              "a plan places a fixed table list, but embeddings.random_task draws the tables "
+              "for the platform; rank the sharders on the task with `upsim shard`");
+    }
     const ConfigNode plan = workload.load_reference("sharding_plan");
     config.sharding_plan = read_sharding_plan(plan, config.tables, ranks);
     const uint32_t tableless = dlrm_tableless_ranks(config, ranks);
@@ -455,6 +482,19 @@ uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks) {
                  ranks > kHybridTablelessAbove
              ? 1
              : 0;
+}
+
+void draw_dlrm_random_task(DlrmConfig& config, uint32_t gpus, int64_t gpu_memory_bytes) {
+  if (!config.random_task || config.pool_tables != 0) return;
+  const std::vector<uint32_t> drawn = draw_random_task(config.tables, config.embedding_dim,
+                                                       *config.random_task, gpus, gpu_memory_bytes);
+  std::vector<EmbeddingTable> task;
+  task.reserve(drawn.size());
+  for (const uint32_t t : drawn)
+    task.push_back(config.tables[t]);
+  config.pool_tables = config.tables.size();
+  config.task_tables = drawn;
+  config.tables = std::move(task);
 }
 
 void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capacity_bytes) {

@@ -70,6 +70,15 @@
 //                                  #   (workloads/dlrm/dlrm_generator.h describes each)
 //           column_shards: 2       # column_wise only: shards, >= 1, dividing embeddings.dim
 //                                  #   (default 2)
+//       random_task:               # optional: the tables are a pool, and the run's tables a
+//                                  #   task drawn from it as the seed's random tasks are
+//                                  #   (workloads/dlrm/random_tasks.h; all_zero pool tables are
+//                                  #   skipped):
+//         seed: 0                  #   >= 0 (default 0)
+//         task: 0                  #   which accepted draw, >= 0 (default 0)
+//         heavy: false             #   only tables with pooling >= heavy_pooling (default 20)
+//         tables_per_gpu: 13       #   1 .. 4096 (default 13, the seed's)
+//         memory_fraction: 0.8     #   of all GPUs' memory the fp32 tables may take (0, 1]
 //       tables_file: stats.json    # instead of `tables`: a file with a `tables` list of the same
 //                                  #   entries (sharding_type and column_shards included), or the
 //                                  #   seed's table configs ({"tables": [{index, num_embeddings,
@@ -117,11 +126,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
+#include "workloads/dlrm/random_tasks.h"
 #include "workloads/dlrm/sharders.h"
 #include "workloads/pytorch/ddp_buckets.h"
 
@@ -160,6 +171,11 @@ struct DlrmConfig {
   int64_t index_bytes = 8;
   /// Every table, in table-id order (groups expanded), with its sharding type.
   std::vector<EmbeddingTable> tables;
+  /// embeddings.random_task: `tables` is the pool until draw_dlrm_random_task replaces it by
+  /// the drawn task (pool_tables then says how many the pool had, task_tables which were drawn).
+  std::optional<RandomTaskSpec> random_task;
+  size_t pool_tables = 0;
+  std::vector<uint32_t> task_tables;
   ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
   uint64_t sharding_seed = 0;
   /// sharding == kPlan: the run's rank of each table (read_sharding_plan); empty otherwise.
@@ -221,6 +237,11 @@ ShardingInput dlrm_sharding_input(const DlrmConfig& config,
 /// (bottom_mlp_placement: first_rank) on more than kHybridTablelessAbove ranks
 /// (DeepLearningExamples' get_device_mapping), else 0.
 uint32_t dlrm_tableless_ranks(const DlrmConfig& config, uint32_t ranks);
+
+/// With config.random_task: replaces the pool in config.tables by the task drawn for `gpus`
+/// GPUs of `gpu_memory_bytes` each (draw_random_task), once (a second call does nothing).
+/// Throws std::invalid_argument when no task can be drawn.
+void draw_dlrm_random_task(DlrmConfig& config, uint32_t gpus, int64_t gpu_memory_bytes);
 
 /// Resolves `sharding_type: auto` (TorchRec's planner weighs every sharding type per table by its
 /// estimated cost under the ranks' memory; these rules are a coarse stand-in, stated here):

@@ -1,10 +1,12 @@
 #include "workloads/dlrm/dlrm_workload.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,6 +141,11 @@ DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
 
 void DlrmWorkload::prepare(const WorkloadPlatform& platform) {
   config_ = parse_dlrm_config(node_, platform.gpus);
+  try {
+    draw_dlrm_random_task(*config_, platform.gpus, platform.device.hbm_bytes);
+  } catch (const std::invalid_argument& e) {
+    node_.child("embeddings").child("random_task").fail(e.what());
+  }
   choose_sharding_types(*config_, platform.gpus, dlrm_table_capacity_bytes(platform));
 }
 
@@ -180,6 +187,15 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
           ? ", bottom MLP on rank 0 alone (hybrid parallel)"
           : "",
       sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
+  if (const std::optional<RandomTaskSpec>& task = dlrm.random_task) {
+    out.description.push_back(fmt::format(
+        "random task {} of seed {}{}: {} of the pool's {} tables ({} per GPU x [0.7, 1.3)), "
+        "pool ids {}",
+        task->task, task->seed,
+        task->heavy ? fmt::format(", heavy (pooling >= {})", task->heavy_pooling) : "",
+        dlrm.tables.size(), dlrm.pool_tables, task->tables_per_gpu,
+        fmt::join(dlrm.task_tables, " ")));
+  }
   std::string tables = "embedding tables:";
   for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
     tables += fmt::format("{} rank {} {} ({})", r == 0 ? "" : ",", r,

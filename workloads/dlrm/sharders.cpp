@@ -15,18 +15,6 @@ namespace upsim {
 
 namespace {
 
-/// Uniform integer in [0, bound) from the high bits of the generator, rejecting values past
-/// `bound` (no modulo, no std:: distribution: both are what make the draw platform-independent).
-/// Draws nothing when bound == 1.
-uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
-  if (bound <= 1) return 0;
-  const int bits = std::bit_width(bound - 1);
-  for (;;) {
-    const uint64_t x = rng() >> (64 - bits);
-    if (x < bound) return x;
-  }
-}
-
 /// "2.048 GB": decimal gigabytes for messages, next to the exact byte count.
 std::string gigabytes(int64_t bytes) {
   return fmt::format("{:.3f} GB", static_cast<double>(bytes) * 1e-9);
@@ -419,6 +407,15 @@ PiecePlacement place_pieces(const Pieces& in, ShardingStrategy strategy, uint64_
 }
 
 }  // namespace
+
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound) {
+  if (bound <= 1) return 0;
+  const int bits = std::bit_width(bound - 1);
+  for (;;) {
+    const uint64_t x = rng() >> (64 - bits);
+    if (x < bound) return x;
+  }
+}
 
 std::string_view sharding_strategy_name(ShardingStrategy strategy) {
   switch (strategy) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <string_view>
@@ -204,6 +205,11 @@ struct TablePlacement {
   /// every row-wise and data-parallel table.
   std::vector<int64_t> memory_bytes;
 };
+
+/// A uniform integer in [0, bound) from the high bits of `rng`, rejecting values past `bound`
+/// (no modulo, no std:: distribution: both are what make a draw platform-independent). Draws
+/// nothing when bound <= 1. The random sharder's and the random tasks' draw.
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound);
 
 /// Places every table. `seed` is used by kRandom only.
 ///

@@ -353,11 +353,14 @@ class RankBuilder {
         ++s.memsets;
       } else {
         std::optional<KernelDesc> kd;
-        if (model) kd = kernel_desc(gi);
+        KeptReason why = KeptReason::kShapes;
+        if (model) kd = kernel_desc(gi, why);
         if (!kd) {
           kd = KernelDesc{};
           measured = true;
           if (model) ++s.kernels_kept_measured;
+          if (why == KeptReason::kCompiled) ++s.kernels_compiled_kept_measured;
+          if (why == KeptReason::kNonAten) ++s.kernels_non_aten_kept_measured;
         }
         t = g.add_kernel(rank_, stream, k_.name_of(e), op, *kd);
         ++s.kernels;
@@ -1132,8 +1135,13 @@ class RankBuilder {
     return in;
   }
 
-  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it.
-  std::optional<KernelDesc> kernel_desc(uint32_t gi) {
+  /// Why model mode keeps a kernel measured, beyond its op having no shapes or kernel model.
+  enum class KeptReason : uint8_t { kShapes, kCompiled, kNonAten };
+
+  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it;
+  /// `reason` says why not when that op's shapes are not the kernel's.
+  std::optional<KernelDesc> kernel_desc(uint32_t gi, KeptReason& reason) {
+    reason = KeptReason::kShapes;
     const uint32_t call = launcher_[gi];
     if (call == kNone) return std::nullopt;
     uint32_t op = kNone;
@@ -1143,7 +1151,21 @@ class RankBuilder {
         break;
       }
     }
+    const std::string_view op_name = op == kNone ? std::string_view() : k_.name_of(ev_[op]);
+    if (is_inductor_kernel(k_.name_of(ev_[gi])) ||
+        (op != kNone && is_compiled_region_op(op_name))) {
+      reason = KeptReason::kCompiled;
+      return std::nullopt;
+    }
     if (op == kNone) return std::nullopt;
+    if (!is_registered_operator(op_name)) {
+      // Inside a compiled region, an op that is no operator is the region's own code.
+      reason = KeptReason::kNonAten;
+      for (uint32_t p = parent_[op]; p != kNone; p = parent_[p]) {
+        if (is_compiled_region_op(k_.name_of(ev_[p]))) reason = KeptReason::kCompiled;
+      }
+      return std::nullopt;
+    }
     const bool gemm_taken = gemm_done_.count(op) > 0;
     std::optional<KernelDesc> kd =
         op_kernel_desc(k_.name_of(ev_[op]), k_.name_of(ev_[gi]), op_inputs(op), gemm_taken);
@@ -1536,8 +1558,27 @@ std::string join(const std::vector<size_t>& v) {
 
 }  // namespace
 
+bool is_compiled_region_op(std::string_view op) {
+  return op == "CompiledFunction" || op == "CompiledFunctionBackward" ||
+         op.ends_with(": CompiledFunctionBackward") || op.starts_with("Torch-Compiled Region") ||
+         op.starts_with("## Call CompiledFxGraph") || op.starts_with("CompiledFxGraph");
+}
+
+bool is_inductor_kernel(std::string_view kernel) {
+  return kernel.starts_with("triton_");
+}
+
+bool is_registered_operator(std::string_view op) {
+  const size_t colons = op.find("::");
+  if (colons == std::string_view::npos || colons == 0) return false;
+  if (op.starts_with("torch::autograd::") || op.starts_with("autograd::")) return false;
+  return op.find_first_of(" <>#:", colons + 2) == std::string_view::npos &&
+         op.substr(0, colons).find_first_of(" <>#") == std::string_view::npos;
+}
+
 std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
                                          const KinetoOpInputs& in, bool gemm_taken) {
+  if (!is_registered_operator(op) || is_inductor_kernel(kernel)) return std::nullopt;
   if (op.find("embedding") != std::string_view::npos) return std::nullopt;
   if (is_convolution_op(op)) return std::nullopt;
   if (in.dims.empty()) return std::nullopt;

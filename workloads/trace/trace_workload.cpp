@@ -173,18 +173,37 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
   if (model) {
     uint64_t kernel_count = 0;
     uint64_t kernels_kept = 0;
+    uint64_t kernels_compiled = 0;
+    uint64_t kernels_non_aten = 0;
     uint64_t collectives = 0;
     uint64_t collectives_kept = 0;
     for (const TraceRankSummary& r : info.ranks) {
       kernel_count += r.kernels;
       kernels_kept += r.kernels_kept_measured;
+      kernels_compiled += r.kernels_compiled_kept_measured;
+      kernels_non_aten += r.kernels_non_aten_kept_measured;
       collectives += r.collectives;
       collectives_kept += r.collectives_kept_measured;
     }
+    std::string why;
+    if (kernels_compiled > 0) {
+      why += fmt::format(
+          "{} in torch.compile regions or Inductor kernels, whose op inputs are "
+          "not the kernel's; ",
+          kernels_compiled);
+    }
+    if (kernels_non_aten > 0) {
+      why += fmt::format(
+          "{} launched by autograd nodes or ranges that are no operator, whose inputs need not "
+          "be the kernel's; ",
+          kernels_non_aten);
+    }
+    const uint64_t other = kernels_kept - kernels_compiled - kernels_non_aten;
+    why += fmt::format("{} without shapes or a kernel model for the op", other);
     out.description.push_back(fmt::format(
-        "model mode: kept measured {} of {} kernels (no shapes, or no kernel model for the op), "
-        "{} of {} collectives (no peer rank in the traces); the rest priced by the platform",
-        kernels_kept, kernel_count, collectives_kept, collectives));
+        "model mode: kept measured {} of {} kernels ({}), {} of {} collectives (no peer rank in "
+        "the traces); the rest priced by the platform",
+        kernels_kept, kernel_count, why, collectives_kept, collectives));
   }
   // Files named as the scenario names their folder.
   const std::string dir_text = dir_.string();

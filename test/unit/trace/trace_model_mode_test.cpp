@@ -126,6 +126,73 @@ TEST(TraceModelMode, kernels_get_descriptors_from_op_shapes) {
     EXPECT_GE(g.task(t).fixed_ps, 0);
 }
 
+// A torch.compile step: AOTAutograd's CompiledFunction op (inputs: every tensor of the graph)
+// launches two Inductor kernels and, inside the region, an extern GEMM through aten::mm; the
+// backward runs under CompiledFunctionBackward. The Inductor kernels once got the region's
+// inputs as their own (a 70 us kernel priced at 32 ms); now only aten::mm's GEMM is priced.
+const std::string kCompiledTrace = kineto_json({
+    annotation("ProfilerStep#1", kMainTid, "0", "400"),
+    cpu_op("CompiledFunction", kMainTid, "10", "100",
+           R"({"Input Dims": [[8192, 8192], [8192, 8192], [8192, 8192], [8192, 8192]],)"
+           R"( "Input type": ["float", "float", "float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "12", "4", 1),
+    gpu("kernel", "triton_poi_fused_add_mul_0", 7, "16", "70", 1),
+    cpu_op("aten::mm", kMainTid, "30", "20",
+           R"({"Input Dims": [[64, 128], [128, 256]], "Input type": ["float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "32", "4", 2),
+    gpu("kernel", "ampere_sgemm_32x32_sliced1x4_nn", 7, "90", "10", 2),
+    runtime("cudaLaunchKernel", kMainTid, "60", "4", 3),
+    gpu("kernel", "triton_red_fused_sum_1", 7, "101", "8", 3),
+    cpu_op("autograd::engine::evaluate_function: CompiledFunctionBackward", kMainTid, "200", "60"),
+    cpu_op("CompiledFunctionBackward", kMainTid, "201", "58",
+           R"({"Input Dims": [[8192, 8192], [8192, 8192]], "Input type": ["float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "210", "4", 4),
+    gpu("kernel", "vectorized_elementwise_kernel", 7, "215", "5", 4),
+    runtime("cudaDeviceSynchronize", kMainTid, "300", "10", 5),
+});
+
+TEST(TraceModelMode, compiled_region_kernels_keep_their_measured_time) {
+  TraceGraphOptions options;
+  options.mode = TraceMode::kModel;
+  TaskGraph g;
+  const TraceGraphInfo info = build_replay_graph(one(kCompiledTrace), g, options);
+  const TraceRankSummary& s = info.ranks[0];
+  EXPECT_EQ(s.kernels, 4u);
+  EXPECT_EQ(s.kernels_kept_measured, 3u);
+  EXPECT_EQ(s.kernels_compiled_kept_measured, 3u);
+  EXPECT_EQ(s.kernels_non_aten_kept_measured, 0u);
+  const auto kernels = tasks_of(g, TaskKind::kKernel);
+  ASSERT_EQ(kernels.size(), 4u);
+  EXPECT_EQ(g.task(kernels[0]).fixed_ps, 70'000'000);       // triton, measured
+  EXPECT_EQ(g.kernel(kernels[1]).cls, KernelClass::kGemm);  // aten::mm inside the region
+  EXPECT_EQ(g.kernel(kernels[1]).m, 64);
+  EXPECT_EQ(g.task(kernels[1]).fixed_ps, -1);
+  EXPECT_EQ(g.task(kernels[2]).fixed_ps, 8'000'000);
+  EXPECT_EQ(g.task(kernels[3]).fixed_ps, 5'000'000);  // CompiledFunctionBackward's own kernel
+  // No kernel is ever priced from the region's inputs.
+  for (TaskId k : kernels)
+    EXPECT_LT(g.kernel(k).bytes_read, 8192.0 * 8192 * 4);
+}
+
+TEST(TraceModelMode, only_registered_operators_lend_their_shapes) {
+  EXPECT_TRUE(is_registered_operator("aten::mm"));
+  EXPECT_TRUE(is_registered_operator("fbgemm::permute_2D_sparse_data"));
+  EXPECT_FALSE(is_registered_operator("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>"));
+  EXPECT_FALSE(is_registered_operator("autograd::engine::evaluate_function: MmBackward0"));
+  EXPECT_FALSE(is_registered_operator("CompiledFunction"));
+  EXPECT_FALSE(is_registered_operator("MyAutogradFunction"));
+  EXPECT_FALSE(is_registered_operator("## Call CompiledFxGraph fabc ##"));
+  EXPECT_FALSE(is_registered_operator("nn.Module: Linear_0"));
+  EXPECT_TRUE(is_compiled_region_op("Torch-Compiled Region: 0/0"));
+  EXPECT_TRUE(is_compiled_region_op("CompiledFunctionBackward"));
+  KinetoOpInputs in;
+  in.dims = {{4096, 4096}};
+  in.types = {"float"};
+  EXPECT_FALSE(op_kernel_desc("MyAutogradFunction", "elementwise_kernel", in, false));
+  EXPECT_FALSE(op_kernel_desc("aten::add", "triton_poi_fused_add_0", in, false));
+  EXPECT_TRUE(op_kernel_desc("aten::add", "vectorized_elementwise_kernel", in, false));
+}
+
 TEST(TraceModelMode, memory_bound_kernels_carry_the_ops_family_and_rows) {
   KinetoOpInputs in;
   in.dims = {{32, 128, 1024}, {}};
@@ -230,9 +297,13 @@ TEST(TraceModelMode, dlrm_runs_end_to_end_with_models) {
   ASSERT_EQ(r.ranks.size(), 8u);
   for (const TraceRankSummary& s : info.ranks) {
     EXPECT_EQ(s.collectives, 8u);
-    // More than 90% of the traced kernels are modelled (untraced ones, left over from the step
-    // before the profiler started, have no op and keep their measured time).
-    EXPECT_LT((s.kernels_kept_measured - s.untraced_launches) * 10, s.kernels);
+    // More than 85% of the traced kernels are modelled (untraced ones, left over from the step
+    // before the profiler started, have no op and keep their measured time). The embedding
+    // backward's kernels run under autograd nodes (torch::autograd::CppNode<SplitLookupFunction_
+    // ..._Op>), whose inputs are not the kernels': kept measured, and counted as such.
+    EXPECT_LT((s.kernels_kept_measured - s.untraced_launches) * 100, s.kernels * 15);
+    EXPECT_GT(s.kernels_non_aten_kept_measured, 0u);
+    EXPECT_EQ(s.kernels_compiled_kept_measured, 0u);
   }
   for (const RankValidation& v : r.ranks)
     EXPECT_GT(v.predicted, Duration::zero());

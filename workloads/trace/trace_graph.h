@@ -120,7 +120,21 @@ struct TraceGraphOptions {
   /// "ProfilerStep#" markers span their iteration; any other marker starts one, and the next
   /// marker starts the next.
   std::string iteration_marker = "ProfilerStep#";
+  /// Model mode, one trace of a larger job: the job's world size (distributedInfo.world_size;
+  /// 0 = the traces are the whole job). The traced rank runs on GPU distributedInfo.rank, and
+  /// each collective is priced over its process group's GPUs (job_collective_members), the
+  /// absent members mirroring the traced one (CollectiveDesc::simulated_members).
+  uint32_t job_world_size = 0;
 };
+
+/// The GPUs (global ranks) of a collective's process group, for a trace of rank `rank` of a job
+/// of `world` ranks: the ranks the trace names (Kineto "Process Group Ranks", or c10d's global
+/// rank start and stride with the group size), else the whole world when the group size is the
+/// world's or unrecorded (`assumed_world` is then set when unrecorded). Empty when the group is
+/// smaller than the world and its ranks are not recorded, or when `rank` is not among them.
+std::vector<uint32_t> job_collective_members(const std::vector<int64_t>& recorded_ranks,
+                                             int64_t group_size, uint32_t rank, uint32_t world,
+                                             bool& assumed_world);
 
 /// One complete iteration of a rank: from IterationMark `start_mark` to IterationMark
 /// `end_mark`, and how long it took in the trace.
@@ -159,9 +173,14 @@ struct TraceRankSummary {
   /// ... launched by an op that is not one registered operator (is_registered_operator:
   /// autograd nodes and Functions, record_function ranges, whose inputs need not be the kernel's)
   uint64_t kernels_non_aten_kept_measured = 0;
-  /// Model mode: collectives whose group has one rank in the trace set (its peers' traces are
-  /// absent, so there is nothing for the network to move), kept at their measured duration.
+  /// Model mode: collectives kept at their measured duration: their group has one rank in the
+  /// trace set and the job's world size (TraceGraphOptions::job_world_size) or the group's
+  /// ranks are unknown, so there is nothing for the network to move.
   uint64_t collectives_kept_measured = 0;
+  /// Model mode, one trace of a larger job: collectives priced over their process group's GPUs,
+  /// and of those, the ones whose group was not recorded and taken as the whole world.
+  uint64_t collectives_over_job = 0;
+  uint64_t collectives_world_assumed = 0;
   uint64_t copies = 0;
   uint64_t memsets = 0;
   uint64_t collectives = 0;

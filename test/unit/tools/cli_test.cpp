@@ -208,6 +208,55 @@ TEST_F(Cli, TraceRanksDrawsOnlyThoseRanksAndAllDrawsEveryRank) {
   EXPECT_EQ(run("run " + kTiny + " --out both --trace-ranks 0-1,0").exit_code, 0);
 }
 
+/// The per-iteration comm time (ms) of the summary row that starts with `row`.
+double comm_ms(const std::string& summary, const std::string& row) {
+  const size_t at = summary.find("\n" + row);
+  if (at == std::string::npos) return -1.0;
+  std::istringstream line(summary.substr(summary.find(')', at) + 1));
+  double iter = 0;
+  double compute = 0;
+  std::string share;
+  double comm = -1;
+  line >> iter >> compute >> share >> comm;
+  return comm;
+}
+
+// Model mode on one rank of the 8-rank DLRM job (rank 0's Kineto trace alone): its collectives
+// are priced over the job's 8 GPUs of the DGX-1 fabric (the others mirrored), within 10% of
+// the collective time of the same rank when all 8 traces run; priced over the trace alone they
+// cost nothing.
+TEST_F(Cli, OneRankOfAJobPricesItsCollectivesOverTheJobsFabric) {
+  const fs::path dlrm =
+      fs::path(UPSIM_CONFIGS_DIR).parent_path() / "test/data/param-et-replay/dlrm";
+  fs::create_directories(dir_ / "one");
+  fs::copy_file(dlrm / "worker0_step_12.1694128201545.pt.trace.json.gz",
+                dir_ / "one" / "worker0_step_12.1694128201545.pt.trace.json.gz");
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  const auto scenario = [&](const std::string& traces) {
+    return "platform:\n  gpu: " + configs + "/hardware/v100_sxm2_32gb.yaml\n" +
+           "  kernels: {model: calibrated, calibration: " + configs +
+           "/calibration/a100_llmcompass.yaml}\n  host: {model: host_overheads, overheads: " +
+           configs + "/host/v100_pytorch_kineto.yaml}\n  topology: " + configs +
+           "/topologies/dgx1_v100.yaml\n  interconnect: {model: flow}\nworkload:\n  model: "
+           "trace\n" +
+           "  traces: " + traces + "\n  mode: model\n";
+  };
+  std::ofstream(dir_ / "one.yaml") << scenario((dir_ / "one").string());
+  std::ofstream(dir_ / "all.yaml") << scenario(dlrm.string());
+  const Result one = run("run one.yaml --out o1 --no-trace");
+  const Result all = run("run all.yaml --out o8 --no-trace");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(one.out.find("platform: 8 x V100-SXM2-32GB"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("of rank 0 of a job of 8 GPUs"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("8 of 8 priced over their process group's GPUs"), std::string::npos)
+      << one.out;
+  const double alone = comm_ms(one.out, "rank 0 (");
+  const double whole = comm_ms(all.out, "rank 0 (");
+  ASSERT_GT(whole, 0.0) << all.out;
+  EXPECT_NEAR(alone, whole, 0.10 * whole) << one.out << all.out;
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

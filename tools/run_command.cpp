@@ -102,6 +102,71 @@ TraceSelection select_trace_ranks(const RunOptions& options, const Scenario& sce
   return out;
 }
 
+/// Trace workloads measuring several steps: per step the measured and predicted time (means
+/// over the ranks that have the step), their error (or what-if change), and the rank whose
+/// error is largest; then the geomean and the worst step. A mean over steps can hide steps
+/// that are far off; this shows them.
+std::string format_measured_steps(const Scenario& scenario, const RunSummary& summary) {
+  const std::vector<std::string>& labels = scenario.measured_step_labels;
+  if (labels.size() < 2 || summary.ranks.empty()) return "";
+  const bool what_if = scenario.comparison.kind == MeasuredComparison::Kind::kWhatIf;
+  const uint32_t first = scenario.warmup_iterations;
+  size_t label_width = 4;
+  for (const std::string& l : labels)
+    label_width = std::max(label_width, l.size());
+  std::string out = fmt::format("per step ({} steps; means over the ranks):\n", labels.size());
+  out += fmt::format("{:<{}} {:>14} {:>14} {:>9} {:>16}\n", "step", label_width, "measured (ms)",
+                     "predicted (ms)", what_if ? "change" : "error", "worst rank");
+  double log_sum = 0.0;
+  size_t n = 0;
+  double worst = 0.0;
+  std::string worst_step;
+  for (size_t k = 0; k < labels.size(); ++k) {
+    double measured = 0.0;
+    double predicted = 0.0;
+    size_t ranks = 0;
+    double rank_worst = 0.0;
+    size_t rank_worst_at = 0;
+    for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_step_times.size(); ++r) {
+      const std::vector<Duration>& times = summary.ranks[r].iteration_times;
+      const Duration m = scenario.measured_step_times[r][k];
+      if (m <= Duration::zero() || first + k >= times.size()) continue;
+      const double p = times[first + k].seconds();
+      measured += m.seconds();
+      predicted += p;
+      ++ranks;
+      const double e = p / m.seconds() - 1.0;
+      if (std::abs(e) >= std::abs(rank_worst)) {
+        rank_worst = e;
+        rank_worst_at = r;
+      }
+    }
+    if (ranks == 0) {
+      out += fmt::format("{:<{}} {:>14} {:>14}   no measured time\n", labels[k], label_width, "-",
+                         "-");
+      continue;
+    }
+    const double e = predicted / measured - 1.0;
+    log_sum += std::log(std::abs(e) + 4e-4);
+    ++n;
+    if (std::abs(e) >= std::abs(worst)) {
+      worst = e;
+      worst_step = labels[k];
+    }
+    out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}% {:>7.2f}% rank {:<3}\n", labels[k],
+                       label_width, 1e3 * measured / static_cast<double>(ranks),
+                       1e3 * predicted / static_cast<double>(ranks), 100.0 * e, 100.0 * rank_worst,
+                       rank_worst_at);
+  }
+  if (n > 0) {
+    out += fmt::format("per-step |{}|: geomean {:.2f}% over {} steps, worst {:+.2f}% ({})\n",
+                       what_if ? "change" : "error",
+                       100.0 * std::exp(log_sum / static_cast<double>(n)), n, 100.0 * worst,
+                       worst_step);
+  }
+  return out;
+}
+
 /// Trace workloads: the measured iteration time of each rank next to the prediction, as an error
 /// only when the platform is the measured one (MeasuredComparison in tools/scenario.h): a
 /// what-if prints the same ratio as a change under a "what-if:" line, and a measured time that
@@ -155,6 +220,7 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
     out += fmt::format("geomean |error| {:.2f}% over {} ranks (exp mean ln(|e| + 4e-4))\n",
                        100.0 * std::exp(log_sum / static_cast<double>(n)), n);
   }
+  if (kind != Kind::kNone) out += format_measured_steps(scenario, summary);
   return out;
 }
 

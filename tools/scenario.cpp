@@ -337,6 +337,8 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   s.warmup_iterations = built.warmup_iterations;
   s.measured_iterations = built.measured_iterations;
   s.measured_iteration = std::move(built.measured_iteration);
+  s.measured_step_labels = std::move(built.measured_step_labels);
+  s.measured_step_times = std::move(built.measured_step_times);
   s.warnings = std::move(built.warnings);
   if (!s.measured_iteration.empty()) {
     s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),

@@ -111,6 +111,10 @@ struct Scenario {
   /// Trace workloads: each rank's measured time of the measured iterations (mean); empty
   /// for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// Trace workloads measuring several iterations: per step its label and each rank's measured
+  /// time (WorkloadBuild::measured_step_labels / measured_step_times).
+  std::vector<std::string> measured_step_labels;
+  std::vector<std::vector<Duration>> measured_step_times;
   /// Trace workloads: whether and how measured_iteration may be compared with the prediction.
   MeasuredComparison comparison;
   /// GPUs the graph stands for (WorkloadBuild::represented_gpus; never 0 here).

@@ -163,6 +163,33 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
     }
     out.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
   }
+  // Several measured iterations: each one's measured time, so that a mean does not hide the
+  // steps (a mean error of -8% over steps of -70% and +173%).
+  if (count > 1) {
+    for (uint32_t j = first; j < first + count; ++j) {
+      std::string label = fmt::format("iteration {}", marks[j]);
+      for (const TraceRankSummary& r : info.ranks) {
+        for (const TraceIteration& it : r.iterations) {
+          if (it.start_mark == marks[j] && !it.label.empty()) {
+            label = it.label;
+            break;
+          }
+        }
+        if (label != fmt::format("iteration {}", marks[j])) break;
+      }
+      out.measured_step_labels.push_back(std::move(label));
+    }
+    for (const TraceRankSummary& r : info.ranks) {
+      std::vector<Duration> steps(count, Duration::zero());
+      for (const TraceIteration& it : r.iterations) {
+        for (uint32_t j = first; j < first + count; ++j) {
+          if (it.start_mark == marks[j] && it.end_mark == marks[j + 1])
+            steps[j - first] = it.measured;
+        }
+      }
+      out.measured_step_times.push_back(std::move(steps));
+    }
+  }
   // What the measurement ran on, and what the platform prices (tools/ compares accordingly).
   // The rank's GPU as the trace names it (TraceRankSummary::device: "GPU" when it does not).
   for (const TraceRankSummary& r : info.ranks) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../trace/chakra_writer.h"
+#include "../trace/synthetic_trace.h"
 
 namespace {
 
@@ -255,6 +256,51 @@ TEST_F(Cli, OneRankOfAJobPricesItsCollectivesOverTheJobsFabric) {
   const double whole = comm_ms(all.out, "rank 0 (");
   ASSERT_GT(whole, 0.0) << all.out;
   EXPECT_NEAR(alone, whole, 0.10 * whole) << one.out << all.out;
+}
+
+// A trace of three steps of 100, 300 and 100 us: the summary prints each step's measured and
+// predicted time, not only their mean (which would hide a step far off).
+TEST_F(Cli, TraceScenariosPrintEveryMeasuredStep) {
+  using namespace upsim::test;
+  std::vector<std::string> events;
+  int64_t t = 0;
+  int64_t correlation = 1;
+  for (int step = 1; step <= 3; ++step) {
+    const int64_t kernel_us = step == 2 ? 280 : 80;
+    events.push_back(annotation("ProfilerStep#" + std::to_string(step), kMainTid, std::to_string(t),
+                                std::to_string(kernel_us + 20)));
+    events.push_back(
+        runtime("cudaLaunchKernel", kMainTid, std::to_string(t + 2), "4", correlation));
+    events.push_back(gpu("kernel", "some_kernel", 7, std::to_string(t + 8),
+                         std::to_string(kernel_us), correlation));
+    events.push_back(runtime("cudaStreamSynchronize", kMainTid, std::to_string(t + 7),
+                             std::to_string(kernel_us + 5), correlation + 1));
+    correlation += 2;
+    t += kernel_us + 20;
+  }
+  fs::create_directories(dir_ / "steps");
+  std::ofstream(dir_ / "steps" / "rank0.json") << kineto_json(events);
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  std::ofstream(dir_ / "steps.yaml")
+      << "platform:\n  gpu: " << configs << "/hardware/v100_sxm2_32gb.yaml\n"
+      << "  kernels: {model: roofline}\n  host: {model: host_overheads, overheads: " << configs
+      << "/host/v100_pytorch_kineto.yaml}\n  interconnect: {model: alpha_beta, link: nvlink2}\n"
+      << "workload:\n  model: trace\n  traces: steps\n";
+  const Result r = run("run steps.yaml --out o --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.out.find("per step (3 steps; means over the ranks):"), std::string::npos) << r.out;
+  for (const auto& [label, ms] : std::vector<std::pair<std::string, double>>{
+           {"ProfilerStep#1", 0.1}, {"ProfilerStep#2", 0.3}, {"ProfilerStep#3", 0.1}}) {
+    const size_t at = r.out.find("\n" + label + " ");
+    ASSERT_NE(at, std::string::npos) << label << "\n" << r.out;
+    std::istringstream row(r.out.substr(at + label.size() + 1));
+    double measured = 0;
+    double predicted = 0;
+    row >> measured >> predicted;
+    EXPECT_NEAR(measured, ms, 1e-9) << label;
+    EXPECT_NEAR(predicted, ms, 0.05 * ms) << label;  // replay: each step as measured
+  }
+  EXPECT_NE(r.out.find("per-step |error|: geomean"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {

@@ -265,6 +265,33 @@ TEST(Collective, MismatchedOrderAcrossRanksIsReportedNotHung) {
   }
 }
 
+// A graph whose edges contradict a thread's order (the kernel waits for a host op that runs
+// after the host sync waiting for that kernel) hangs; the error names the first blocked task
+// and the chain of waits back to it, as a cycle.
+TEST(Deadlock, TheErrorNamesTheFirstBlockedTaskAndWhy) {
+  Harness h(1);
+  const TaskId k = h.graph.add_kernel(0, 0, "consumer", "op", kernel_of(5));
+  h.graph.add_launch(0, 0, "cudaLaunchKernel", "op", 0, k);
+  const TaskId sync = h.graph.add_host_sync(0, 0, 0, "cudaStreamSynchronize");
+  const TaskId late = h.graph.add_cpu_op(0, 0, "producer", HostPhase::kOpBody);
+  h.graph.add_dependency(late, k);
+  try {
+    h.run();
+    FAIL() << "expected SimulationError";
+  } catch (const SimulationError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("first blocked: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("waits for its stream to finish the 1 tasks enqueued on it (0 done)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("waits for cpu_op `producer` (task " + std::to_string(late)),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("a dependency cycle"), std::string::npos) << msg;
+    (void)sync;
+  }
+}
+
 TEST(Memcpy, TakesTheNetworkModelsTransferTime) {
   Harness h(1, us(4));
   const TaskId m = h.graph.add_memcpy(0, 0, "Memcpy HtoD", "aten::to",

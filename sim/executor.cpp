@@ -83,7 +83,8 @@ class GraphExecutor::Impl {
     if (done_ != graph_.task_count()) throw SimulationError(diagnose());
     for (Observer* o : observers_)
       o->on_run_end(last_completion_);
-    return RunStats{last_completion_, engine_.executed() - events_before, done_};
+    return RunStats{last_completion_, engine_.executed() - events_before, done_,
+                    waits_before_record_};
   }
 
  private:
@@ -347,7 +348,20 @@ class GraphExecutor::Impl {
   }
 
   void enqueue(TaskId gpu_task) {
-    const size_t si = stream_of(graph_.task(gpu_task));
+    const Task& task = graph_.task(gpu_task);
+    if (task.kind == TaskKind::kStreamWait) {
+      // A wait enqueued before its event was recorded waits for nothing (CUDA semantics of
+      // cudaStreamWaitEvent): drop its edge from the record.
+      const TaskId record = task.payload;
+      const TaskId record_launch = graph_.launcher_of(record);
+      if (record_launch != kNoTask && state_[record_launch] != TaskState::kDone) {
+        if (wait_released_.empty()) wait_released_.assign(graph_.task_count(), false);
+        wait_released_[gpu_task] = true;
+        ++waits_before_record_;
+        --pending_[gpu_task];
+      }
+    }
+    const size_t si = stream_of(task);
     GpuStream& s = streams_[si];
     s.queue.push_back(gpu_task);
     ++s.entered;
@@ -372,6 +386,11 @@ class GraphExecutor::Impl {
   void release_successors(TaskId t) {
     for (const TaskId* it = graph_.successors_begin(t); it != graph_.successors_end(t); ++it) {
       const TaskId next = *it;
+      // The edge of a wait released before its record was enqueued is already gone.
+      if (!wait_released_.empty() && wait_released_[next] &&
+          graph_.task(t).kind == TaskKind::kEventRecord && graph_.task(next).payload == t) {
+        continue;
+      }
       if (--pending_[next] != 0) continue;
       const Task& nt = graph_.task(next);
       if (state_[next] == TaskState::kRunning) {  // a stream wait that was holding its stream
@@ -547,6 +566,10 @@ class GraphExecutor::Impl {
   std::vector<int64_t> cpu_ps_;
   uint64_t done_ = 0;
   Time last_completion_ = Time::zero();
+  /// Per task: a StreamWait enqueued before its record (its record edge dropped); empty until
+  /// the first such wait.
+  std::vector<bool> wait_released_;
+  uint64_t waits_before_record_ = 0;
 };
 
 GraphExecutor::GraphExecutor(Engine& engine, const TaskGraph& graph, const ModelSet& models)

@@ -323,14 +323,20 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
     try {
       return workload->build(on, s.graph);
     } catch (const TaskLimitError&) {
-      workload_node.fail(fmt::format(
+      const std::string message = fmt::format(
           "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
           "simulate fewer GPUs, layers or iterations",
           s.graph.task_limit(),
           format_bytes(static_cast<int64_t>(s.graph.task_limit()) *
                        static_cast<int64_t>(kBytesPerTask)),
           kBytesPerTask,
-          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds"));
+          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds");
+      if (limits.max_tasks != 0) workload_node.fail(message);
+      try {
+        workload_node.fail(message);
+      } catch (const ConfigError& e) {
+        throw MachineLimitError(e);
+      }
     }
   }();
   s.iterations = built.iterations;

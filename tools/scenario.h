@@ -125,6 +125,15 @@ struct Scenario {
   std::optional<TraceRankSuggestion> trace_ranks;
 };
 
+/// The scenario needs more memory than this machine has (its task graph would pass
+/// machine_task_limit()): a ConfigError at `workload` like any other, which callers that run
+/// many scenarios can tell apart (`upsim validate workloads` lists such rows as skipped, with
+/// the reason, rather than as failed).
+class MachineLimitError : public ConfigError {
+ public:
+  explicit MachineLimitError(const ConfigError& error) : ConfigError(error) {}
+};
+
 /// What one run may use of the machine.
 struct ScenarioLimits {
   /// The most tasks the graph may hold; 0: machine_task_limit().

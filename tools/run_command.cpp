@@ -19,9 +19,11 @@
 #include "sim/config/quantity_parse.h"
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
+#include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
 
@@ -34,6 +36,11 @@ namespace {
 constexpr const char* kTraceFile = "trace.json";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
+// Results for machines (tools/run_tables.h).
+constexpr const char* kSummaryJsonFile = "summary.json";
+constexpr const char* kRanksCsvFile = "ranks.csv";
+constexpr const char* kLinksCsvFile = "links.csv";
+constexpr const char* kOpsCsvFile = "ops.csv";
 /// Largest rank --trace-ranks accepts before the graph is known (scenarios allow 131072 GPUs).
 constexpr uint64_t kMaxTraceRank = 1'000'000;
 
@@ -268,7 +275,8 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   for (const std::string& assignment : options.overrides)
     doc.apply_override(assignment);
 
-  std::vector<std::string> planned{kSummaryFile, kResolvedFile};
+  std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
+                                   kRanksCsvFile, kLinksCsvFile, kOpsCsvFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
   if (trace_in_folder) planned.push_back(kTraceFile);
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
@@ -286,6 +294,7 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   fs::path trace_path;
   TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
+  std::unique_ptr<OpProfileObserver> ops;
   // An interrupted run leaves no half-written trace behind.
   std::optional<TempFileGuard> trace_tmp;
   const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
@@ -297,6 +306,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
                                                 : fs::path(options.trace_file);
       if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
     }
+    ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
+                                              scenario.measured_iterations);
+    executor.add_observer(ops.get());
     trace.reset();
     if (trace_path.empty()) return;
     trace =
@@ -315,6 +327,13 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
   write_file_atomically(out_dir / kSummaryFile, text);
   write_file_atomically(out_dir / kResolvedFile, doc.resolved_yaml());
+  const RunIdentity identity{options.scenario, options.overrides};
+  write_file_atomically(out_dir / kSummaryJsonFile,
+                        summary_json(identity, scenario, summary, stats));
+  write_file_atomically(out_dir / kRanksCsvFile, ranks_csv(summary));
+  write_file_atomically(out_dir / kLinksCsvFile, links_csv(summary));
+  const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
+  write_file_atomically(out_dir / kOpsCsvFile, ops_csv(ops->rows(), measured));
 
   for (const std::string& w : scenario.warnings)
     err << "upsim: warning: " << w << "\n";
@@ -348,8 +367,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         "search), {:.3f} s in all\n",
         stats.tasks_done, stats.events, run.attempts.size(), counts, wall_s);
   }
-  err << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
-                     trace_in_folder ? "trace.json, " : "", kSummaryFile, kResolvedFile);
+  err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", out_dir.string(),
+                     trace_in_folder ? "trace.json, " : "", kSummaryFile, kSummaryJsonFile,
+                     kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
   if (!trace_selection.note.empty()) err << trace_selection.note << "\n";
   if (!trace_path.empty()) {
     err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",

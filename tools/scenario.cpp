@@ -303,6 +303,14 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
                       hardware.device.name, kernels.get_string("model"), host.get_string("model"),
                       interconnect_text);
+  s.description_text = description;
+  s.platform.gpus = static_cast<uint32_t>(gpus);
+  s.platform.gpu = hardware.device.name;
+  s.platform.gpu_memory_bytes = hardware.device.hbm_bytes;
+  s.platform.kernel_model = kernels.get_string("model");
+  s.platform.host_model = host.get_string("model");
+  s.platform.interconnect = interconnect_text;
+  if (s.models.fabric) s.platform.fabric = s.models.fabric->name();
 
   WorkloadPlatform on;
   on.gpus = static_cast<uint32_t>(gpus);
@@ -353,6 +361,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   s.trace_ranks = std::move(built.trace_ranks);
   for (const std::string& line : built.description)
     text += line + "\n";
+  s.memory = built.memory;
   if (built.memory) {
     const MemoryFootprint& memory = *built.memory;
     text += memory_line(memory, hardware.device) + "\n";

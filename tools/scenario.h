@@ -90,8 +90,25 @@ struct MeasuredComparison {
 /// match, which makes the comparison a what-if rather than a claimed accuracy.
 bool gpu_names_match(std::string_view recorded, std::string_view profile_name);
 
+/// What the scenario runs on, as machine-readable results state it (summary.json).
+struct ScenarioPlatform {
+  uint32_t gpus = 0;  ///< GPUs of the run (the graph may simulate fewer: represented)
+  std::string gpu;    ///< the hardware profile's name ("A100-SXM4-40GB")
+  int64_t gpu_memory_bytes = 0;
+  std::string kernel_model;  ///< platform.kernels.model
+  std::string host_model;    ///< platform.host.model
+  std::string interconnect;  ///< platform.interconnect.model, with the fabric's name for flow
+  std::string fabric;        ///< the fabric's name; empty without platform.topology
+};
+
 struct Scenario {
   std::string name;
+  /// The scenario's own `description:` (as written; empty when it has none).
+  std::string description_text;
+  ScenarioPlatform platform;
+  /// The workload's largest per-GPU footprint (WorkloadBuild::memory); nullopt when it does
+  /// not model memory.
+  std::optional<MemoryFootprint> memory;
   /// What is simulated, in a few lines for the summary (platform, workload, placement), then
   /// one "warning: ..." line per warning (summary.txt keeps both).
   std::string description;

@@ -18,6 +18,7 @@
 
 #include "../trace/chakra_writer.h"
 #include "../trace/synthetic_trace.h"
+#include "workloads/trace/json_reader.h"
 
 namespace {
 
@@ -301,6 +302,85 @@ TEST_F(Cli, TraceScenariosPrintEveryMeasuredStep) {
     EXPECT_NEAR(predicted, ms, 0.05 * ms) << label;  // replay: each step as measured
   }
   EXPECT_NE(r.out.find("per-step |error|: geomean"), std::string::npos) << r.out;
+}
+
+/// The lines of `csv` split at commas (no quoted fields in these tables).
+std::vector<std::vector<std::string>> csv_rows(const std::string& csv) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(csv);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::istringstream f(line);
+    for (std::string field; std::getline(f, field, ',');)
+      fields.push_back(field);
+    rows.push_back(std::move(fields));
+  }
+  return rows;
+}
+
+// summary.json and the CSV tables read back and agree with the text summary; the same run
+// writes the same bytes.
+TEST_F(Cli, RunWritesSummaryJsonAndCsvTablesThatAgreeWithTheText) {
+  const std::string dlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + dlrm4 + " --out a --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  using upsim::JsonValue;
+  const std::string json_text = read_file(dir_ / "a" / "summary.json");
+  upsim::JsonCursor cursor(json_text, "summary.json");
+  const JsonValue doc = upsim::read_json_value(cursor);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.find("schema")->string, "upsim.summary");
+  EXPECT_EQ(doc.find("schema_version")->integer, 1);
+  EXPECT_EQ(doc.find("scenario")->find("name")->string, "dlrm_4gpu");
+  EXPECT_EQ(doc.find("platform")->find("gpus")->integer, 4);
+  EXPECT_EQ(doc.find("platform")->find("gpu")->string, "A100-SXM4-40GB");
+  // The text's "predicted iteration time: 3.3562 ms" is the JSON's value to 4 decimals.
+  const std::string summary = read_file(dir_ / "a" / "summary.txt");
+  const size_t at = summary.find("predicted iteration time: ");
+  ASSERT_NE(at, std::string::npos);
+  const double text_ms = std::stod(summary.substr(at + 26));
+  const double json_ms = doc.find("predicted_iteration_time_ms")->number;
+  EXPECT_NEAR(json_ms, text_ms, 5e-5);
+  const JsonValue& ranks = *doc.find("ranks");
+  ASSERT_EQ(ranks.items.size(), 4u);
+  double max_rank_ms = 0.0;
+  for (const JsonValue& rank : ranks.items) {
+    max_rank_ms = std::max(max_rank_ms, rank.find("iteration_time_ms")->number);
+    // compute + exposed comm + waits + idles = the iteration (run_summary.h).
+    double sum = 0.0;
+    for (const char* part : {"compute_ms", "exposed_communication_ms", "bubble_ms",
+                             "rendezvous_wait_ms", "cpu_bound_idle_ms", "other_idle_ms"}) {
+      sum += rank.find(part)->number;
+    }
+    EXPECT_NEAR(sum, rank.find("iteration_time_ms")->number, 1e-6);
+  }
+  EXPECT_EQ(max_rank_ms, json_ms);
+  EXPECT_FALSE(doc.find("links")->items.empty());
+  EXPECT_GT(doc.find("memory")->find("total_bytes")->integer, 0);
+
+  // ranks.csv: a header and one row per rank with the JSON's times.
+  const auto rank_rows = csv_rows(read_file(dir_ / "a" / "ranks.csv"));
+  ASSERT_EQ(rank_rows.size(), 5u);
+  EXPECT_EQ(rank_rows[0][2], "iteration_time_ms");
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(std::stod(rank_rows[i + 1][2]), ranks.items[i].find("iteration_time_ms")->number);
+  // links.csv: one row per link of the JSON.
+  EXPECT_EQ(csv_rows(read_file(dir_ / "a" / "links.csv")).size(),
+            doc.find("links")->items.size() + 1);
+  // ops.csv: every kernel's time, summed over the 4 ranks, covers their compute.
+  double kernel_ms = 0.0;
+  for (const auto& row : csv_rows(read_file(dir_ / "a" / "ops.csv"))) {
+    if (row[0] == "kernel" || row[0] == "memcpy") kernel_ms += std::stod(row[4]);
+  }
+  double compute_ms = 0.0;
+  for (const JsonValue& rank : ranks.items)
+    compute_ms += rank.find("compute_ms")->number;
+  EXPECT_GE(kernel_ms, compute_ms * 0.999);
+
+  // Deterministic: a second run writes the same bytes.
+  ASSERT_EQ(run("run " + dlrm4 + " --out b --no-trace").exit_code, 0);
+  for (const char* file : {"summary.json", "ranks.csv", "links.csv", "ops.csv"})
+    EXPECT_EQ(read_file(dir_ / "a" / file), read_file(dir_ / "b" / file)) << file;
 }
 
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {

@@ -10,6 +10,7 @@
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "topology/collective_cross_validation.h"
 #include "topology/collective_fit.h"
 #include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
@@ -49,38 +50,108 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   std::string configs = "configs";
   std::string data = "test/data";
   std::string tuning_file;
+  std::string prior_file;
+  bool held_out = false;
+  int held_out_evaluations = CrossValidationOptions{}.max_evaluations;
+  bool points = false;
   po::options_description desc(
       "usage: upsim validate collectives [options]\n\n"
       "Simulates all-reduce at every measured size on the fabric of each measured system "
       "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100) with the "
       "flow network and\nNCCL-like algorithms, and prints per point the measured and predicted "
       "time, the error, the bus\nbandwidths and the chosen algorithm/protocol, then the geomean "
-      "|error| and the plateau error.\nExits 1 if a system exceeds the bounds (plateau 5%, "
-      "geomean 15%). Run from the repository root\nfor the defaults.\n\noptions");
+      "|error| and the plateau error.\nEach table names its measurements, its tuning and whether "
+      "its points are IN-SAMPLE (the tuning\nwas fitted on them: the built-in tuning was fitted "
+      "on all 70 points shown) or HELD OUT.\n\n"
+      "--held-out adds leave-one-system-out validation: for each system with a full sweep (<= "
+      "64 KiB\nto >= 256 MiB), the calibrated parameters are refitted on the other systems only, "
+      "from a prior\ntuning that no measurement chose (NCCL's tables, datasheets), and the "
+      "held-out "
+      "system is\nvalidated with that fit (method: topology/collective_cross_validation.h; about "
+      "a minute).\n\nExits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
+      "Run from the\nrepository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding topologies/")  //
       ("data", po::value<std::string>(&data)->default_value(data),
        "folder holding nccl-tests/ and llmcompass/ measurements")  //
       ("tuning", po::value<std::string>(&tuning_file),
-       "collective tuning file (default: the built-in NCCL-like tuning, as in "
-       "configs/collectives/nccl_like.yaml)");
+       "collective tuning file for the in-sample tables (default: the built-in NCCL-like "
+       "tuning, as in configs/collectives/nccl_like.yaml)")  //
+      ("held-out", po::bool_switch(&held_out),
+       "also run leave-one-system-out validation (refits per held-out system)")  //
+      ("prior", po::value<std::string>(&prior_file),
+       "start tuning of the held-out fits (default: the built-in prior, NCCL's tables and "
+       "datasheet values for every calibrated parameter)")  //
+      ("held-out-evaluations",
+       po::value<int>(&held_out_evaluations)->default_value(held_out_evaluations),
+       "bound on objective evaluations per held-out fit")  //
+      ("points", po::bool_switch(&points), "also print every held-out point");
   po::variables_map vm;
   if (!parse_command_line(args, desc, out, vm)) return 0;
 
   const CollectiveTuning tuning = read_tuning(tuning_file);
+  const std::string tuning_name =
+      tuning_file.empty()
+          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 11 "
+            "calibrated parameters were fitted on all 70 points of these five systems"
+          : tuning_file;
+  const std::string sample =
+      tuning_file.empty() ? "IN-SAMPLE (the tuning was fitted on these points)"
+                          : "in-sample if the tuning file was fitted on these points (see its "
+                            "header)";
+  out << "== In-sample validation ==\n";
+  out << fmt::format("tuning: {}\n\n", tuning_name);
   bool within = true;
+  std::vector<CollectiveFitSystem> systems;
+  std::vector<CollectiveValidation> in_sample;
   for (const CollectiveValidationCase& c : collective_validation_cases()) {
-    const Fabric fabric = read_fabric(fs::path(configs) / c.topology);
-    const std::vector<MeasuredCollective> measured = read_case(c, data);
-    const CollectiveValidation v = validate_all_reduce(fabric, tuning, measured, c.system);
+    Fabric fabric = read_fabric(fs::path(configs) / c.topology);
+    std::vector<MeasuredCollective> measured = read_case(c, data);
+    const CollectiveValidation v =
+        validate_all_reduce(fabric, tuning, measured, c.system, c.harness_overhead);
+    out << fmt::format("measurements: {}{}; harness: {}\nfabric: {}; {}\n", c.data_file,
+                       c.run_id.empty() ? "" : fmt::format(" (run {})", c.run_id), c.harness,
+                       c.topology, sample);
     out << format_validation(v) << "\n";
     const bool sweep = v.points.size() > 1;
     within = within && std::abs(v.plateau_error) <= kPlateauBound &&
              (!sweep || v.geomean_abs_error <= kGeomeanBound);
+    in_sample.push_back(v);
+    systems.push_back(CollectiveFitSystem{c.system, std::move(fabric), CollectiveKind::kAllReduce,
+                                          std::move(measured), c.harness_overhead});
   }
-  out << (within ? "all systems within bounds (plateau <= 5%, sweep geomean <= 15%)\n"
-                 : "SOME SYSTEMS EXCEED THE BOUNDS (plateau <= 5%, sweep geomean <= 15%)\n");
+  out << (within ? "in-sample: all systems within bounds (plateau <= 5%, sweep geomean <= 15%)\n"
+                 : "in-sample: SOME SYSTEMS EXCEED THE BOUNDS (plateau <= 5%, sweep geomean <= "
+                   "15%)\n");
+  if (held_out) {
+    const CollectiveTuning prior =
+        prior_file.empty() ? nccl_prior_tuning() : read_tuning(prior_file);
+    const std::string prior_name =
+        prior_file.empty() ? "the built-in prior (nccl_prior_tuning: NCCL's tables and datasheet "
+                             "values, no measured point)"
+                           : prior_file;
+    CrossValidationOptions options;
+    options.parameters = calibrated_tuning_parameters();
+    options.max_evaluations = held_out_evaluations;
+    const std::vector<HeldOutFold> folds = leave_one_system_out(systems, prior, options);
+    out << "\n== Held-out validation (leave one system out) ==\n";
+    out << format_cross_validation(folds, prior_name, points);
+    out << fmt::format("{:<32} {:>6}  {:>12}  {:>12}  {:>18}\n", "system", "points", "in-sample",
+                       "held out", "held out 128K-32M");
+    for (const HeldOutFold& f : folds) {
+      double in = 0.0;
+      for (const CollectiveValidation& v : in_sample) {
+        if (v.system == f.held_out) in = v.geomean_abs_error;
+      }
+      out << fmt::format("{:<32} {:>6}  {:>11.2f}%  {:>11.2f}%  {:>11.2f}% ({:>2})\n", f.held_out,
+                         f.validation.points.size(), 100.0 * in,
+                         100.0 * f.validation.geomean_abs_error, 100.0 * f.band_geomean,
+                         f.band_points);
+    }
+    out << "(geomean |error|; in-sample with the tuning above, held out with the fit on the "
+           "other systems)\n";
+  }
   return within ? 0 : 1;
 }
 
@@ -189,7 +260,8 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
   if (validation_systems) {
     for (const CollectiveValidationCase& c : collective_validation_cases()) {
       systems.push_back(CollectiveFitSystem{c.system, read_fabric(fs::path(configs) / c.topology),
-                                            CollectiveKind::kAllReduce, read_case(c, data)});
+                                            CollectiveKind::kAllReduce, read_case(c, data),
+                                            c.harness_overhead});
     }
   }
   CollectiveFitOptions options;

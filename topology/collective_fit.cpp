@@ -312,12 +312,30 @@ double collective_fit_objective(std::span<const CollectiveValidation> validation
   return sum;
 }
 
-std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
-                                                   const CollectiveTuning& tuning) {
-  std::vector<CollectiveValidation> out;
+namespace {
+std::vector<const CollectiveFitSystem*> pointers(std::span<const CollectiveFitSystem> systems) {
+  std::vector<const CollectiveFitSystem*> out;
   out.reserve(systems.size());
   for (const CollectiveFitSystem& s : systems)
-    out.push_back(validate_collective(s.fabric, tuning, s.kind, s.points, s.name));
+    out.push_back(&s);
+  return out;
+}
+}  // namespace
+
+std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
+                                                   const CollectiveTuning& tuning) {
+  return validate_system_subset(pointers(systems), tuning);
+}
+
+std::vector<CollectiveValidation> validate_system_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning) {
+  std::vector<CollectiveValidation> out;
+  out.reserve(systems.size());
+  for (const CollectiveFitSystem* system : systems) {
+    const CollectiveFitSystem& s = *system;
+    out.push_back(
+        validate_collective(s.fabric, tuning, s.kind, s.points, s.name, s.harness_overhead));
+  }
   return out;
 }
 
@@ -371,10 +389,18 @@ std::vector<std::string> default_fit_parameters(std::span<const CollectiveFitSys
 CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> systems,
                                           const CollectiveTuning& start,
                                           const CollectiveFitOptions& options) {
+  return fit_collective_tuning_subset(pointers(systems), start, options);
+}
+
+CollectiveFitResult fit_collective_tuning_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& start,
+    const CollectiveFitOptions& options) {
   if (systems.empty()) throw std::invalid_argument("collective fit: no measured systems");
-  for (const CollectiveFitSystem& s : systems) {
-    if (s.points.empty()) {
-      throw std::invalid_argument(fmt::format("collective fit: system `{}` has no points", s.name));
+  for (const CollectiveFitSystem* s : systems) {
+    if (s == nullptr) throw std::invalid_argument("collective fit: null system");
+    if (s->points.empty()) {
+      throw std::invalid_argument(
+          fmt::format("collective fit: system `{}` has no points", s->name));
     }
   }
   if (options.parameters.empty()) throw std::invalid_argument("collective fit: no parameters");
@@ -412,11 +438,11 @@ CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> s
   };
   NelderMead nm(
       [&](const std::vector<double>& x) {
-        return collective_fit_objective(validate_systems(systems, tuning_at(x)));
+        return collective_fit_objective(validate_system_subset(systems, tuning_at(x)));
       },
       options.max_evaluations);
 
-  r.before = validate_systems(systems, start);
+  r.before = validate_system_subset(systems, start);
   r.objective_before = collective_fit_objective(r.before);
   origin.f = r.objective_before;
   constexpr double kStep = 0.3;
@@ -440,7 +466,7 @@ CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> s
     p.fitted = v;
     set_tuning_parameter(fitted, p.parameter, v);
   }
-  r.after = validate_systems(systems, fitted);
+  r.after = validate_system_subset(systems, fitted);
   r.objective_after = collective_fit_objective(r.after);
   if (r.objective_after > r.objective_before) {
     for (FittedParameter& p : r.parameters)

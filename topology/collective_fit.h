@@ -75,6 +75,9 @@ struct CollectiveFitSystem {
   Fabric fabric;
   CollectiveKind kind = CollectiveKind::kAllReduce;
   std::vector<MeasuredCollective> points;
+  /// Per-call overhead of the measuring harness, added to every predicted time of this system
+  /// (CollectiveValidationCase::harness_overhead); zero for nccl-tests.
+  Duration harness_overhead{};
 };
 
 /// Sum over systems of mean_i ln(predicted_i / measured_i)^2 of the validations.
@@ -83,6 +86,9 @@ double collective_fit_objective(std::span<const CollectiveValidation> validation
 /// Validates every system with `tuning` (validate_collective), in order.
 std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
                                                    const CollectiveTuning& tuning);
+/// The same over systems held elsewhere (a subset, as leave-one-system-out fits use).
+std::vector<CollectiveValidation> validate_system_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning);
 
 /// The parameters `upsim calibrate collectives` fits when none are named: launch_overhead when
 /// some system has a point of at most 64 KiB, and the efficiency of every link family that has
@@ -120,6 +126,10 @@ struct CollectiveFitResult {
 CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> systems,
                                           const CollectiveTuning& start,
                                           const CollectiveFitOptions& options);
+/// The same over systems held elsewhere (none may be null).
+CollectiveFitResult fit_collective_tuning_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& start,
+    const CollectiveFitOptions& options);
 
 /// The per-system error table before and after (points, geomean |e|, plateau busbw error,
 /// max |e|), the parameters (start, fitted) and the objective.

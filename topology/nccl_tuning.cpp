@@ -250,6 +250,54 @@ CollectiveTuning nccl_like_tuning() {
   return t;
 }
 
+std::vector<std::string> calibrated_tuning_parameters() {
+  return {"launch_overhead",
+          "protocols.LL.injection_cap",
+          "protocols.LL128.injection_cap",
+          "protocols.Simple.hop_latency.nvlink.ring",
+          "link_families.nvlink.efficiency",
+          "link_families.rdma.efficiency",
+          "link_families.tcpxo.efficiency",
+          "link_families.tcpxo.extra_hop_latency.LL",
+          "link_families.tcpxo.extra_hop_latency.LL128",
+          "link_families.tcpxo.extra_hop_latency.Simple",
+          "nvls_efficiency"};
+}
+
+// ---- Priors of the calibrated parameters (nccl_prior_tuning) ----------------------------------
+// Values chosen without looking at any measurement of test/data:
+//  - launch overhead 5 us: Lin et al., TPDS 2024 (arXiv 2404.12674), GPU_KERNEL_OVERHEAD, the
+//    per-kernel overhead their predictor adds to every kernel;
+//  - LL injection cap 87.7 GB/s and LL128 cap 20 GB/s: NVIDIA/nccl src/graph/tuning.cc (commit
+//    above), llMaxBws[Ampere][N1] and perChMaxRingLL128Bws[Ampere] (one channel), the per-GPU
+//    LL and per-channel LL128 bandwidth limits of NCCL's own model;
+//  - NVLink Simple ring hop 3.4 us: NCCL's hwLat (the table above);
+//  - NVLink, RDMA and TCPXO efficiencies 1 (the links' nominal rates) and no TCPXO extra hop
+//    latency: the fabric files' datasheet numbers alone;
+//  - NVLS efficiency 0.85: the figure quoted with nvls_efficiency in configs/collectives/
+//    nccl_like.yaml as NCCL's own Hopper NVLS factor.
+constexpr double kPriorLaunchOverheadUs = 5.0;
+constexpr double kPriorLlInjectionCapGBps = 87.7;
+constexpr double kPriorLl128InjectionCapGBps = 20.0;
+constexpr double kPriorNvlsEfficiency = 0.85;
+
+CollectiveTuning nccl_prior_tuning() {
+  CollectiveTuning t = nccl_like_tuning();
+  t.launch_overhead = us(kPriorLaunchOverheadUs);
+  t.protocols[static_cast<size_t>(CollectiveProtocol::kLl)].injection_cap =
+      Bandwidth::gigabytes_per_second(kPriorLlInjectionCapGBps);
+  t.protocols[static_cast<size_t>(CollectiveProtocol::kLl128)].injection_cap =
+      Bandwidth::gigabytes_per_second(kPriorLl128InjectionCapGBps);
+  t.protocols[static_cast<size_t>(CollectiveProtocol::kSimple)].hop_latency[static_cast<size_t>(
+      LinkClass::kNvlink)][static_cast<size_t>(LatencyColumn::kRing)] = us(kNvlinkRing.simple);
+  t.nvls_efficiency = kPriorNvlsEfficiency;
+  for (LinkFamily& f : t.families) {
+    f.efficiency = 1.0;
+    f.extra_hop_latency = {};
+  }
+  return t;
+}
+
 void validate_tuning(const CollectiveTuning& t) {
   auto fail = [](const std::string& what) {
     throw std::invalid_argument("collective tuning: " + what);

@@ -120,6 +120,18 @@ struct CollectiveTuning {
 /// The calibrated defaults (values and sources in nccl_tuning.cpp).
 CollectiveTuning nccl_like_tuning();
 
+/// The names (collective_fit.h key paths) of the parameters of nccl_like_tuning() that were
+/// fitted on measured data (the [FIT] values of configs/collectives/nccl_like.yaml), in the
+/// order nccl_tuning.cpp lists them.
+std::vector<std::string> calibrated_tuning_parameters();
+
+/// nccl_like_tuning() with every calibrated parameter set back to a value that no measurement
+/// of test/data chose: NCCL's own table value where NCCL has one, the datasheet (efficiency 1,
+/// no extra latency) otherwise; sources in nccl_tuning.cpp. The start of a held-out
+/// (leave-one-system-out) fit, so that a parameter the training systems do not determine keeps
+/// a value that owes nothing to the held-out system.
+CollectiveTuning nccl_prior_tuning();
+
 /// Throws std::invalid_argument for a negative latency, an efficiency outside (0, 1], a wire
 /// factor below 1, a negative cap, no fallback family, or an empty algorithm / protocol list.
 void validate_tuning(const CollectiveTuning& tuning);

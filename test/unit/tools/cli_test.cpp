@@ -543,8 +543,26 @@ TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
   const Result r = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) + " --data " +
                        quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* system : {"A100", "H100", "geomean |error|", "all systems within bounds"}) {
+  for (const char* system :
+       {"A100", "H100", "geomean |error|", "all systems within bounds", "IN-SAMPLE"}) {
     EXPECT_NE(r.output.find(system), std::string::npos) << system << "\n" << r.output;
+  }
+}
+
+// A reduced leave-one-system-out run (50 evaluations per fold): the tables say what is held out
+// and what it was fitted on. The full run is CollectiveCrossValidation in topology_test.
+TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
+  const Result r = run("validate collectives --held-out --held-out-evaluations 50 --configs " +
+                       quote(UPSIM_CONFIGS_DIR) + " --data " +
+                       quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"== In-sample validation ==", "IN-SAMPLE",
+        "== Held-out validation (leave one system out) ==",
+        "HELD OUT: 4x A100 NVLink3 (LLMCompass)", "HELD OUT: GCP A3 Mega 2x8 H100 TCPXO",
+        "fitted on 4 other system(s)", "start (prior)", "held out 128K-32M",
+        "measurements: nccl-tests/nccl_tests_allreduce_published.csv (run"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
 }
 

@@ -1,0 +1,74 @@
+// Leave-one-system-out validation of the collective tuning: the held-out half of
+// `upsim validate collectives`.
+//
+// Method:
+//  - a system is held out when its points make a full sweep (is_full_sweep: latency-bound sizes
+//    up to the bandwidth plateau), since only a sweep tests every regime of the model;
+//  - for each held-out system, the tuning parameters are fitted with fit_collective_tuning()
+//    (topology/collective_fit.h, unchanged method) on every OTHER system, from a prior tuning
+//    (nccl_prior_tuning(): NCCL's own tables and datasheet values, no value chosen on any
+//    measurement), and the held-out system is validated with the result. Its points never enter
+//    the fit, and nothing fitted on them enters the start;
+//  - a parameter that no training point depends on (the training objective does not change
+//    when it is scaled by 1.25 at the current tuning) cannot be fitted without the held-out
+//    system: it keeps its prior value and the fold lists it as undetermined. The probe is
+//    repeated after each fit (up to 4 rounds), since a value may matter only once others have
+//    moved (an injection cap once its protocol wins somewhere);
+//  - the band error is the geomean |e| over the held-out points from 128 KiB to 32 MiB
+//    inclusive, the sizes where latency and bandwidth terms are of one order (protocol choice,
+//    injection caps, per-hop latency all matter there).
+// Deterministic: the fit is (collective_fit.h), and folds run in system order.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "topology/collective_fit.h"
+#include "topology/collective_validation.h"
+#include "topology/nccl_tuning.h"
+
+namespace upsim {
+
+/// The size band reported separately (bytes, inclusive).
+inline constexpr int64_t kBandLowBytes = 128 * 1024;
+inline constexpr int64_t kBandHighBytes = 32 * 1024 * 1024;
+
+/// True when the points reach from a latency-bound size (<= 64 KiB) to a bandwidth-bound one
+/// (>= 256 MiB) with at least 8 points.
+bool is_full_sweep(std::span<const MeasuredCollective> points);
+
+/// Geomean |e| of the points with bytes in [low, high]; 0 with `count` 0 when there are none.
+double band_geomean_abs_error(const CollectiveValidation& v, int64_t low, int64_t high,
+                              size_t* count);
+
+struct HeldOutFold {
+  std::string held_out;                   ///< the system validated
+  std::vector<std::string> trained_on;    ///< the systems the tuning was fitted on
+  CollectiveFitResult fit;                ///< on trained_on, from the prior
+  CollectiveValidation validation;        ///< the held-out system with fit.tuning
+  std::vector<std::string> undetermined;  ///< parameters left at the prior (see the top)
+  double band_geomean = 0.0;              ///< 128 KiB - 32 MiB
+  size_t band_points = 0;
+};
+
+struct CrossValidationOptions {
+  std::vector<std::string> parameters;  ///< fitted in every fold; must not be empty
+  int max_evaluations = 3000;           ///< per fold (CollectiveFitOptions::max_evaluations)
+};
+
+/// One fold per system with a full sweep, in order. Throws std::invalid_argument when fewer
+/// than two systems are given or no system has a full sweep, and as fit_collective_tuning()
+/// does.
+std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSystem> systems,
+                                              const CollectiveTuning& prior,
+                                              const CrossValidationOptions& options);
+
+/// Per fold: what was held out, what it was fitted on, the parameters (prior -> fitted, the
+/// undetermined ones marked), the held-out table and its geomean / band geomean; then a summary
+/// line per fold.
+std::string format_cross_validation(std::span<const HeldOutFold> folds, std::string_view prior_name,
+                                    bool points);
+
+}  // namespace upsim

@@ -13,6 +13,8 @@ namespace upsim {
 namespace {
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+// NVLS needs at least this many members in each node (see the NVLS layout check below).
+constexpr uint32_t kNvlsMinGpusPerNode = 3;
 // Hamiltonian cycles enumerated per node (7! = 5040 covers every cycle of an 8-GPU node) and
 // the DFS steps allowed to find them; larger meshes keep the first cycles found.
 constexpr size_t kMaxEnumeratedCycles = 5040;
@@ -762,8 +764,12 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
     }
   }
 
-  // NVLS: every node's members attach directly to the same NVSwitch(es) over NVLS-capable links.
-  if (lay.uniform && lay.max_per_node >= 2 && !tuning_.nvls_link_prefixes.empty()) {
+  // NVLS: every node's members attach directly to the same NVSwitch(es) over NVLS-capable links,
+  // and a node holds at least kNvlsMinGpusPerNode of them: NCCL leaves NVLS off when the
+  // communicator has two or fewer GPUs in the node (NVIDIA/nccl src/transport/nvls.cc,
+  // ncclNvlsInit: no NVLS support for gpuCount <= 2).
+  if (lay.uniform && lay.max_per_node >= kNvlsMinGpusPerNode &&
+      !tuning_.nvls_link_prefixes.empty()) {
     auto nvls_capable = [&](const FabricLink& link) {
       if (fabric_.device(link.to).kind != DeviceKind::kNvSwitch) return false;
       for (const std::string& prefix : tuning_.nvls_link_prefixes) {

@@ -243,6 +243,18 @@ TEST(CollectiveAlgorithms, ProtocolAndAlgorithmFollowMessageSize) {
   FlowNetwork net3(h100, nccl_like_tuning(), gbps(2000));
   CollectiveDesc c3{CollectiveKind::kAllReduce, all_ranks(h100), int64_t{1} << 30, {}};
   EXPECT_EQ(net3.planner().plan(c3).choice.algorithm, CollectiveAlgorithm::kNvls);
+  // ... but not with two GPUs per node: NCCL enables NVLS from three GPUs in the node
+  // (NVIDIA/nccl src/transport/nvls.cc, ncclNvlsInit). Three is the first count with NVLS.
+  for (const uint32_t gpus : {2u, 3u}) {
+    CollectiveDesc few{CollectiveKind::kAllReduce, {}, int64_t{1} << 30, {}};
+    for (RankId r = 0; r < gpus; ++r)
+      few.members.push_back(r);
+    const auto options = net3.planner().candidates(few);
+    const bool nvls = std::any_of(options.begin(), options.end(), [](const CollectiveChoice& o) {
+      return o.algorithm == CollectiveAlgorithm::kNvls;
+    });
+    EXPECT_EQ(nvls, gpus >= 3) << gpus << " GPUs";
+  }
 
   // The tuner picks the candidate with the smallest prediction.
   for (int64_t bytes : {int64_t{8}, int64_t{1} << 20, int64_t{1} << 30}) {

@@ -19,6 +19,8 @@ constexpr double kFlatRelative = 1e-9;
 constexpr double kFlatAbsolute = 1e-15;
 // Probe-and-fit rounds per fold (see leave_one_system_out).
 constexpr int kProbeRounds = 4;
+// The second start's raise of latencies without a prior (us).
+constexpr double kStartOffsetUs = 100.0;
 
 std::string percent(double v) {
   return fmt::format("{:.2f}%", 100.0 * v);
@@ -37,6 +39,15 @@ std::string value_text(TuningParameterUnit unit, double v) {
 }
 
 }  // namespace
+
+double held_out_prior_width(std::string_view name) {
+  auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+  if (name == "launch_overhead") return 0.5;
+  if (has("extra_hop_latency")) return 0.0;
+  if (has("base_latency") || has("hop_latency") || has("injection_cap")) return 1.0;
+  if (has("efficiency")) return 0.3;
+  return 0.0;
+}
 
 bool is_full_sweep(std::span<const MeasuredCollective> points) {
   if (points.size() < kSweepMinPoints) return false;
@@ -100,49 +111,110 @@ std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSyste
     // found so far from the current tuning, repeat while a round finds new ones (a protocol's
     // cap may matter only once another value has moved).
     const double prior_objective = objective_at(prior);
-    CollectiveTuning current = prior;
-    double current_objective = prior_objective;
-    std::vector<std::string> pending = options.parameters;
-    std::vector<bool> found(options.parameters.size(), false);
-    int evaluations = 0;
-    bool any_fit = false;
-    for (int round = 0; round < kProbeRounds; ++round) {
-      std::vector<std::string> still;
-      bool new_found = false;
-      for (const std::string& name : pending) {
-        if (depends_on(current, current_objective, name)) {
-          const auto at = std::find(options.parameters.begin(), options.parameters.end(), name);
-          found[static_cast<size_t>(at - options.parameters.begin())] = true;
-          new_found = true;
+    struct Run {
+      CollectiveFitResult fit;
+      std::vector<std::string> undetermined;
+      int evaluations = 0;
+      bool any_fit = false;
+      double total = 0.0;  // the minimised objective: data + prior term
+    };
+    auto run_from = [&](const CollectiveTuning& start) {
+      Run run;
+      CollectiveTuning current = start;
+      double current_objective = objective_at(start);
+      std::vector<std::string> pending = options.parameters;
+      std::vector<bool> found(options.parameters.size(), false);
+      for (int round = 0; round < kProbeRounds; ++round) {
+        std::vector<std::string> still;
+        bool new_found = false;
+        for (const std::string& name : pending) {
+          if (depends_on(current, current_objective, name)) {
+            const auto at = std::find(options.parameters.begin(), options.parameters.end(), name);
+            found[static_cast<size_t>(at - options.parameters.begin())] = true;
+            new_found = true;
+          } else {
+            still.push_back(name);
+          }
+        }
+        if (!new_found || run.evaluations >= options.max_evaluations) break;
+        CollectiveFitOptions fit_options;
+        for (size_t i = 0; i < options.parameters.size(); ++i) {
+          if (found[i]) fit_options.parameters.push_back(options.parameters[i]);
+        }
+        fit_options.max_evaluations = options.max_evaluations - run.evaluations;
+        if (options.use_prior) {
+          for (const std::string& name : fit_options.parameters) {
+            fit_options.prior_widths.push_back(held_out_prior_width(name));
+            fit_options.prior_centres.push_back(
+                tuning_parameter_value(prior, tuning_parameter(prior, name)));
+          }
+        }
+        run.fit = fit_collective_tuning_subset(train, current, fit_options);
+        run.evaluations += run.fit.evaluations;
+        current = run.fit.tuning;
+        current_objective = run.fit.objective_after;
+        pending = std::move(still);
+        run.any_fit = true;
+      }
+      run.undetermined = pending;
+      if (!run.any_fit) {
+        run.fit.tuning = prior;
+        run.fit.after = validate_system_subset(train, prior);
+        run.fit.objective_after = prior_objective;
+        run.fit.converged = true;
+      }
+      // What no training point depends on keeps its prior value, whatever the start was. A
+      // parameter flat near its start value but not between it and the prior (a latency raised
+      // by the second start that keeps a protocol from being chosen) is determined after all:
+      // the training points prefer its start value, which it keeps, listed as fitted.
+      std::vector<std::string> flat;
+      for (const std::string& name : run.undetermined) {
+        const TuningParameter p = tuning_parameter(prior, name);
+        const double at_prior = tuning_parameter_value(prior, p);
+        const double kept = tuning_parameter_value(run.fit.tuning, p);
+        CollectiveTuning reset = run.fit.tuning;
+        set_tuning_parameter(reset, p, at_prior);
+        const double before = objective_at(run.fit.tuning);
+        if (kept == at_prior || std::abs(objective_at(reset) - before) <=
+                                    kFlatRelative * std::abs(before) + kFlatAbsolute) {
+          run.fit.tuning = std::move(reset);
+          flat.push_back(name);
         } else {
-          still.push_back(name);
+          run.fit.parameters.push_back(FittedParameter{p, at_prior, kept});
         }
       }
-      if (!new_found || evaluations >= options.max_evaluations) break;
-      CollectiveFitOptions fit_options;
-      for (size_t i = 0; i < options.parameters.size(); ++i) {
-        if (found[i]) fit_options.parameters.push_back(options.parameters[i]);
-      }
-      fit_options.max_evaluations = options.max_evaluations - evaluations;
-      fold.fit = fit_collective_tuning_subset(train, current, fit_options);
-      evaluations += fold.fit.evaluations;
-      current = fold.fit.tuning;
-      current_objective = fold.fit.objective_after;
-      pending = std::move(still);
-      any_fit = true;
+      run.undetermined = std::move(flat);
+      run.fit.after = validate_system_subset(train, run.fit.tuning);
+      run.fit.objective_after = collective_fit_objective(run.fit.after);
+      run.total = run.fit.objective_after + run.fit.prior_penalty_after;
+      return run;
+    };
+    // Two starts: the prior, and the prior with every latency that has no prior width raised by
+    // kStartOffsetUs (a network's per-hop latency may be hundreds of microseconds, far from a
+    // start of 0 for the simplex's first steps). The run with the lower minimised objective
+    // wins; the first on a tie.
+    Run best = run_from(prior);
+    CollectiveTuning raised = prior;
+    bool any_raised = false;
+    for (const std::string& name : options.parameters) {
+      const TuningParameter p = tuning_parameter(prior, name);
+      if (p.unit != TuningParameterUnit::kMicroseconds || held_out_prior_width(name) > 0.0)
+        continue;
+      set_tuning_parameter(raised, p, tuning_parameter_value(prior, p) + kStartOffsetUs);
+      any_raised = true;
     }
-    fold.undetermined = pending;
+    if (any_raised) {
+      Run other = run_from(raised);
+      if (other.total < best.total) best = std::move(other);
+    }
+    fold.fit = std::move(best.fit);
+    fold.undetermined = std::move(best.undetermined);
     fold.fit.before = validate_system_subset(train, prior);
     fold.fit.objective_before = prior_objective;
-    fold.fit.evaluations = evaluations;
-    if (any_fit) {
-      for (FittedParameter& p : fold.fit.parameters)
-        p.start = tuning_parameter_value(prior, p.parameter);
-    } else {
-      fold.fit.tuning = prior;
-      fold.fit.after = fold.fit.before;
-      fold.fit.objective_after = prior_objective;
-      fold.fit.converged = true;
+    fold.fit.evaluations = best.evaluations;
+    for (FittedParameter& p : fold.fit.parameters) {
+      p.start = tuning_parameter_value(prior, p.parameter);
+      p.fitted = tuning_parameter_value(fold.fit.tuning, p.parameter);
     }
     fold.validation =
         validate_collective(systems[h].fabric, fold.fit.tuning, systems[h].kind, systems[h].points,

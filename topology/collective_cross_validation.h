@@ -5,10 +5,17 @@
 //  - a system is held out when its points make a full sweep (is_full_sweep: latency-bound sizes
 //    up to the bandwidth plateau), since only a sweep tests every regime of the model;
 //  - for each held-out system, the tuning parameters are fitted with fit_collective_tuning()
-//    (topology/collective_fit.h, unchanged method) on every OTHER system, from a prior tuning
-//    (nccl_prior_tuning(): NCCL's own tables and datasheet values, no value chosen on any
-//    measurement), and the held-out system is validated with the result. Its points never enter
-//    the fit, and nothing fitted on them enters the start;
+//    (topology/collective_fit.h) on every OTHER system, from a prior tuning (nccl_prior_tuning():
+//    NCCL's own tables and datasheet values, no value chosen on any measurement), and the
+//    held-out system is validated with the result. Its points never enter the fit, and nothing
+//    fitted on them enters the start;
+//  - the fit is a maximum a posteriori one (CollectiveFitOptions::prior_widths, widths from
+//    held_out_prior_width, centred on the prior): a few systems cannot tell some parameters
+//    apart (GCP's small sizes fit a 120 us launch overhead as well as a 120 us TCPXO hop
+//    latency), and the prior decides for the better-known one;
+//  - two starts, the prior and the prior with every latency that has no prior width raised by
+//    100 us (the simplex's first steps from 0 us are too short to reach a network's hundreds of
+//    microseconds); the run with the lower minimised objective on the training systems wins;
 //  - a parameter that no training point depends on (the training objective does not change
 //    when it is scaled by 1.25 at the current tuning) cannot be fitted without the held-out
 //    system: it keeps its prior value and the fold lists it as undetermined. The probe is
@@ -56,7 +63,21 @@ struct HeldOutFold {
 struct CrossValidationOptions {
   std::vector<std::string> parameters;  ///< fitted in every fold; must not be empty
   int max_evaluations = 3000;           ///< per fold (CollectiveFitOptions::max_evaluations)
+  /// Fit each fold with a Gaussian prior centred on the prior tuning (CollectiveFitOptions::
+  /// prior_widths, widths from held_out_prior_width); false: plain least squares.
+  bool use_prior = true;
 };
+
+/// The width of the prior on a calibrated parameter in held-out fits, in the fit coordinate
+/// (collective_fit.h): how well the prior value is known without measurements.
+///  - launch_overhead 0.5 (a factor of 1.65): a kernel launch plus NCCL's host-side enqueue is
+///    a few microseconds (Lin et al., TPDS 2024, add 5 us to every kernel);
+///  - NCCL table latencies (base_latency, hop_latency) and injection caps 1.0 (NCCL's own model
+///    values, for a model that differs from upsim's);
+///  - efficiencies and nvls_efficiency 0.3 (achieved / nominal bandwidth, 0.55 - 1);
+///  - a link family's extra_hop_latency and anything else: 0, no prior (a network plugin's
+///    latency is not known without measuring it).
+double held_out_prior_width(std::string_view name);
 
 /// One fold per system with a full sweep, in order. Throws std::invalid_argument when fewer
 /// than two systems are given or no system has a full sweep, and as fit_collective_tuning()

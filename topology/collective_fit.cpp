@@ -436,15 +436,36 @@ CollectiveFitResult fit_collective_tuning_subset(
     }
     return t;
   };
+  if (!options.prior_widths.empty() && options.prior_widths.size() != r.parameters.size()) {
+    throw std::invalid_argument(fmt::format("collective fit: {} prior widths for {} parameters",
+                                            options.prior_widths.size(), r.parameters.size()));
+  }
+  if (!options.prior_centres.empty() && options.prior_centres.size() != r.parameters.size()) {
+    throw std::invalid_argument(fmt::format("collective fit: {} prior centres for {} parameters",
+                                            options.prior_centres.size(), r.parameters.size()));
+  }
+  std::vector<double> centre = origin.x;
+  for (size_t i = 0; i < options.prior_centres.size(); ++i)
+    centre[i] = to_coordinate(r.parameters[i].parameter.unit, options.prior_centres[i]);
+  auto penalty = [&](const std::vector<double>& x) {
+    double sum = 0.0;
+    for (size_t i = 0; i < options.prior_widths.size(); ++i) {
+      const double w = options.prior_widths[i];
+      if (!(w > 0.0)) continue;
+      const double z = (std::clamp(x[i], -kMaxX, kMaxX) - centre[i]) / w;
+      sum += z * z;
+    }
+    return options.prior_noise * options.prior_noise * sum;
+  };
   NelderMead nm(
       [&](const std::vector<double>& x) {
-        return collective_fit_objective(validate_system_subset(systems, tuning_at(x)));
+        return collective_fit_objective(validate_system_subset(systems, tuning_at(x))) + penalty(x);
       },
       options.max_evaluations);
 
   r.before = validate_system_subset(systems, start);
   r.objective_before = collective_fit_objective(r.before);
-  origin.f = r.objective_before;
+  origin.f = r.objective_before + penalty(origin.x);
   constexpr double kStep = 0.3;
   constexpr int kRestarts = 10;
   Vertex best = origin;
@@ -459,16 +480,20 @@ CollectiveFitResult fit_collective_tuning_subset(
   r.evaluations = nm.used();
 
   CollectiveTuning fitted = start;
+  std::vector<double> rounded(r.parameters.size());
   for (size_t i = 0; i < r.parameters.size(); ++i) {
     FittedParameter& p = r.parameters[i];
     double v = round_significant(from_coordinate(p.parameter.unit, best.x[i]), 4);
     if (p.parameter.unit == TuningParameterUnit::kFraction) v = std::min(v, 1.0);
     p.fitted = v;
+    rounded[i] = to_coordinate(p.parameter.unit, v);
     set_tuning_parameter(fitted, p.parameter, v);
   }
   r.after = validate_system_subset(systems, fitted);
   r.objective_after = collective_fit_objective(r.after);
-  if (r.objective_after > r.objective_before) {
+  r.prior_penalty_after = penalty(rounded);
+  if (r.objective_after + r.prior_penalty_after > r.objective_before + penalty(origin.x)) {
+    r.prior_penalty_after = penalty(origin.x);
     for (FittedParameter& p : r.parameters)
       p.fitted = p.start;
     fitted = start;

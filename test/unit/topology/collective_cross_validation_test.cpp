@@ -76,6 +76,14 @@ TEST(CollectiveCrossValidation, RecoversTheTruthOnTheHeldOutSystemAndKeepsUndete
   options.parameters = {"launch_overhead", "link_families.nvlink.efficiency",
                         "link_families.tcpxo.efficiency"};
   options.max_evaluations = 300;
+  // With a prior the estimates lean towards it (a maximum a posteriori fit); without, the
+  // synthetic truth comes back exactly.
+  options.use_prior = true;
+  for (const HeldOutFold& f : leave_one_system_out(systems, nccl_prior_tuning(), options)) {
+    EXPECT_LT(f.validation.geomean_abs_error, 0.03) << f.held_out;
+    EXPECT_GT(f.fit.prior_penalty_after, 0.0);
+  }
+  options.use_prior = false;
   const std::vector<HeldOutFold> folds =
       leave_one_system_out(systems, nccl_prior_tuning(), options);
   ASSERT_EQ(folds.size(), 2u);
@@ -130,8 +138,14 @@ TEST(CollectiveCrossValidation, MeasuredSystemsHeldOutErrorsDoNotRegress) {
   ASSERT_EQ(folds.size(), 2u);
   EXPECT_EQ(folds[0].held_out, "4x A100 NVLink3 (LLMCompass)");
   EXPECT_EQ(folds[1].held_out, "GCP A3 Mega 2x8 H100 TCPXO");
-  EXPECT_LE(folds[0].validation.geomean_abs_error, 1.55);
-  EXPECT_LE(folds[1].validation.geomean_abs_error, 0.57);
+  // 4x A100: 8.42% over all points, 25.6% over 128 KiB - 32 MiB (the intra-node mid sizes no
+  // other system measures). GCP: 55.8%, 70.3%: its TCPXO network (efficiency, per-hop
+  // latencies) is measured by no other system, so those parameters stay at the prior.
+  EXPECT_LE(folds[0].validation.geomean_abs_error, 0.0850);
+  EXPECT_LE(folds[0].band_geomean, 0.26);
+  EXPECT_LE(folds[1].validation.geomean_abs_error, 0.56);
+  EXPECT_LE(folds[1].band_geomean, 0.71);
+  EXPECT_EQ(folds[1].undetermined.size(), 5u);
 }
 
 }  // namespace

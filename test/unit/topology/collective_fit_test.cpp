@@ -218,6 +218,13 @@ TEST(CollectiveFit, BadRequestsAreRefused) {
   EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
   options.parameters = {"launch_overhead"};
   EXPECT_THROW(fit_collective_tuning({}, t, options), std::invalid_argument);
+  options.prior_widths = {0.5, 0.5};  // one width per parameter
+  EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
+  options.prior_widths = {0.5};
+  options.prior_centres = {1.0, 2.0};
+  EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
+  options.prior_widths.clear();
+  options.prior_centres.clear();
   EXPECT_EQ(default_fit_parameters(systems, t),
             (std::vector<std::string>{"launch_overhead", "link_families.tcpxo.efficiency"}));
 }

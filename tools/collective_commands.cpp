@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "sim/config/config_node.h"
+#include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "topology/collective_cross_validation.h"
@@ -160,6 +161,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
   bool force = false;
   std::vector<std::string> logs;
   std::vector<std::string> topologies;
+  std::vector<std::string> harness_overheads;
   std::string collective;
   bool validation_systems = false;
   std::string configs = "configs";
@@ -196,6 +198,11 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
       ("topology", po::value<std::vector<std::string>>(&topologies)->composing(),
        "fabric YAML the logs were measured on: once for all logs, or once per log in "
        "order")  //
+      ("harness-overhead", po::value<std::vector<std::string>>(&harness_overheads)->composing(),
+       "what the measuring harness adds to every call, e.g. 12us for a PyTorch-level benchmark "
+       "that times torch.distributed calls (default 0: nccl-tests): once for all logs or once "
+       "per log in order; added to every predicted time of that log, so the fit does not bend "
+       "NCCL latencies to absorb it")  //
       ("collective", po::value<std::string>(&collective),
        "collective of logs without a `# Collective test starting:` line (nccl-tests before "
        "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
@@ -229,6 +236,27 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
         "per log",
         logs.size(), topologies.size()));
   }
+  if (!harness_overheads.empty() && harness_overheads.size() != 1 &&
+      harness_overheads.size() != logs.size()) {
+    throw std::runtime_error(fmt::format(
+        "{} --nccl-tests logs but {} --harness-overhead values: give one for all logs or one per "
+        "log",
+        logs.size(), harness_overheads.size()));
+  }
+  std::vector<Duration> harness(logs.size(), Duration::zero());
+  for (size_t i = 0; i < logs.size() && !harness_overheads.empty(); ++i) {
+    const std::string& text =
+        harness_overheads.size() == 1 ? harness_overheads[0] : harness_overheads[i];
+    try {
+      harness[i] = parse_duration(text);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--harness-overhead `{}`: {}", text, e.what()));
+    }
+    if (harness[i] < Duration::zero() || harness[i] > kMaxConfiguredLatency) {
+      throw std::runtime_error(
+          fmt::format("--harness-overhead `{}`: must be between 0 and 1 s", text));
+    }
+  }
   if (logs.empty() && !topologies.empty()) {
     throw std::runtime_error("--topology without --nccl-tests: which log was measured on it?");
   }
@@ -255,7 +283,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
     systems.push_back(
         CollectiveFitSystem{fmt::format("{} on {}", fs::path(logs[i]).filename().string(),
                                         topology.filename().string()),
-                            std::move(fabric), log.kind, measured_points(log)});
+                            std::move(fabric), log.kind, measured_points(log), harness[i]});
   }
   if (validation_systems) {
     for (const CollectiveValidationCase& c : collective_validation_cases()) {

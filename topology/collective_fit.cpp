@@ -525,6 +525,12 @@ std::string format_fit_report(const CollectiveFitResult& r) {
         percent(a.geomean_abs_error), 100.0 * b.plateau_error, 100.0 * a.plateau_error,
         percent(b.max_abs_error), percent(a.max_abs_error));
   }
+  for (const CollectiveValidation& v : r.before) {
+    if (v.harness_overhead > Duration::zero()) {
+      out += fmt::format("{}: predicted times include a harness overhead of {:.4g} us per call\n",
+                         v.system, v.harness_overhead.us());
+    }
+  }
   size_t name_width = 9;
   for (const FittedParameter& p : r.parameters)
     name_width = std::max(name_width, p.parameter.name.size());
@@ -560,6 +566,10 @@ std::string fit_file_header(const CollectiveFitResult& r, std::string_view start
     out += fmt::format("  {}: {}, {} ranks, {} points; {} -> {}\n", b.system,
                        collective_kind_name(b.kind), b.ranks, b.points.size(),
                        percent(b.geomean_abs_error), percent(r.after[i].geomean_abs_error));
+    if (b.harness_overhead > Duration::zero()) {
+      out += fmt::format("    (measured through a harness adding {:.4g} us per call)\n",
+                         b.harness_overhead.us());
+    }
   }
   out += fmt::format(
       "Objective (sum over systems of mean ln(predicted / measured)^2):\n  {:.6g} -> {:.6g}\n",

@@ -616,6 +616,30 @@ TEST_F(Cli, DevicesAsInputsAreRefusedNotReadForever) {
   EXPECT_NE(trace.exit_code, 0) << trace.output;
 }
 
+// A per-call harness overhead is declared, not fitted: it is added to every prediction of its
+// log, so the fitted launch overhead no longer has to absorb it.
+TEST_F(Cli, CalibrateCollectivesAccountsForADeclaredHarnessOverhead) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const std::string topology =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/gcp_a3mega_h100_2node.yaml");
+  const std::string log = root + "/test/data/nccl-tests/gcp_a3mega_2x8_h100_tcpxo.log";
+  const std::string args = "calibrate collectives --topology " + topology + " --nccl-tests " +
+                           quote(log) +
+                           " --collective all_reduce --fit launch_overhead --max-evaluations 60";
+  const Result plain = run(args + " --out p.yaml");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const Result with = run(args + " --harness-overhead 40us --out h.yaml");
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_NE(with.output.find("harness overhead of 40 us per call"), std::string::npos)
+      << with.output;
+  EXPECT_NE(read_file(dir_ / "h.yaml").find("harness adding 40 us per call"), std::string::npos);
+  EXPECT_EQ(plain.output.find("harness overhead"), std::string::npos) << plain.output;
+  EXPECT_NE(read_file(dir_ / "p.yaml"), read_file(dir_ / "h.yaml"));
+  const Result bad = run(args + " --harness-overhead 40 --out b.yaml");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--harness-overhead `40`"), std::string::npos) << bad.output;
+}
+
 TEST_F(Cli, CalibrateCollectivesNamesTheLineOfABadLog) {
   const std::string topology =
       quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml");

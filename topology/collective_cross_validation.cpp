@@ -221,6 +221,62 @@ std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSyste
                             systems[h].name, systems[h].harness_overhead);
     fold.band_geomean =
         band_geomean_abs_error(fold.validation, kBandLowBytes, kBandHighBytes, &fold.band_points);
+    if (options.fit_own_network) {
+      // Families with a link in the held-out fabric and in no training fabric.
+      auto families_of = [&](const Fabric& fabric) {
+        std::vector<std::string> names;
+        for (const FabricLink& link : fabric.links()) {
+          const std::string& name = fold.fit.tuning.family_of(link.kind).name;
+          if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+        }
+        return names;
+      };
+      std::vector<std::string> own = families_of(systems[h].fabric);
+      for (const CollectiveFitSystem* t : training) {
+        for (const std::string& name : families_of(t->fabric))
+          own.erase(std::remove(own.begin(), own.end(), name), own.end());
+      }
+      for (const std::string& name : options.parameters) {
+        for (const std::string& family : own) {
+          if (name.rfind("link_families." + family + ".", 0) == 0) {
+            fold.own_parameters.push_back(name);
+          }
+        }
+      }
+    }
+    if (!fold.own_parameters.empty()) {
+      const CollectiveFitSystem* self[] = {&systems[h]};
+      CollectiveFitOptions own_options;
+      own_options.parameters = fold.own_parameters;
+      own_options.max_evaluations = options.max_evaluations;
+      if (options.use_prior) {
+        for (const std::string& name : own_options.parameters) {
+          own_options.prior_widths.push_back(held_out_prior_width(name));
+          own_options.prior_centres.push_back(
+              tuning_parameter_value(prior, tuning_parameter(prior, name)));
+        }
+      }
+      // The same two starts as above.
+      CollectiveFitResult a = fit_collective_tuning_subset(self, fold.fit.tuning, own_options);
+      CollectiveTuning own_raised = fold.fit.tuning;
+      for (const std::string& name : own_options.parameters) {
+        const TuningParameter p = tuning_parameter(own_raised, name);
+        if (p.unit == TuningParameterUnit::kMicroseconds && held_out_prior_width(name) == 0.0) {
+          set_tuning_parameter(own_raised, p,
+                               tuning_parameter_value(own_raised, p) + kStartOffsetUs);
+        }
+      }
+      CollectiveFitResult b = fit_collective_tuning_subset(self, own_raised, own_options);
+      fold.own_fit =
+          b.objective_after + b.prior_penalty_after < a.objective_after + a.prior_penalty_after
+              ? std::move(b)
+              : std::move(a);
+      for (FittedParameter& p : fold.own_fit.parameters)
+        p.start = tuning_parameter_value(prior, p.parameter);
+      fold.own_validation = fold.own_fit.after.front();
+      fold.own_band_geomean =
+          band_geomean_abs_error(fold.own_validation, kBandLowBytes, kBandHighBytes, nullptr);
+    }
     folds.push_back(std::move(fold));
   }
   if (folds.empty()) {
@@ -261,9 +317,25 @@ std::string format_cross_validation(std::span<const HeldOutFold> folds, std::str
     if (points) out += format_validation(f.validation);
     out += fmt::format(
         "  held-out geomean |error| {} over {} points; 128 KiB - 32 MiB: {} over {} points; "
-        "plateau busbw error {:+.2f}%\n\n",
+        "plateau busbw error {:+.2f}%\n",
         percent(f.validation.geomean_abs_error), f.validation.points.size(),
         percent(f.band_geomean), f.band_points, 100.0 * f.validation.plateau_error);
+    if (!f.own_parameters.empty()) {
+      out += fmt::format(
+          "  PARTLY IN-SAMPLE variant (a new network measured once): the parameters of the link "
+          "families only this system has, fitted on its own {} points, every other value as "
+          "above:\n",
+          f.own_validation.points.size());
+      for (const FittedParameter& p : f.own_fit.parameters) {
+        out += fmt::format("    {:<{}}  {:>12}  {:>12}\n", p.parameter.name, width - 2,
+                           value_text(p.parameter.unit, p.start),
+                           value_text(p.parameter.unit, p.fitted));
+      }
+      out += fmt::format("  geomean |error| {} over {} points; 128 KiB - 32 MiB: {}\n",
+                         percent(f.own_validation.geomean_abs_error),
+                         f.own_validation.points.size(), percent(f.own_band_geomean));
+    }
+    out += "\n";
   }
   return out;
 }

@@ -21,6 +21,10 @@
 //    system: it keeps its prior value and the fold lists it as undetermined. The probe is
 //    repeated after each fit (up to 4 rounds), since a value may matter only once others have
 //    moved (an injection cap once its protocol wins somewhere);
+//  - a variant, "a new network measured once", fits the parameters of link families that only
+//    the held-out system has (GCP's TCPXO) on the held-out system's own points, every other
+//    value as in the held-out fit: how well everything else transfers once a new network has
+//    been measured. Its errors are PARTLY IN-SAMPLE and are always printed as such;
 //  - the band error is the geomean |e| over the held-out points from 128 KiB to 32 MiB
 //    inclusive, the sizes where latency and bandwidth terms are of one order (protocol choice,
 //    injection caps, per-hop latency all matter there).
@@ -58,6 +62,14 @@ struct HeldOutFold {
   std::vector<std::string> undetermined;  ///< parameters left at the prior (see the top)
   double band_geomean = 0.0;              ///< 128 KiB - 32 MiB
   size_t band_points = 0;
+  /// The "new network measured once" variant (CrossValidationOptions::fit_own_network): the
+  /// parameters of link families that only the held-out system has, fitted on the held-out
+  /// system's own points with every other value as in `fit`; empty when it has none. Its
+  /// errors are PARTLY IN-SAMPLE: those parameters saw the points.
+  std::vector<std::string> own_parameters;
+  CollectiveFitResult own_fit;
+  CollectiveValidation own_validation;
+  double own_band_geomean = 0.0;
 };
 
 struct CrossValidationOptions {
@@ -66,6 +78,9 @@ struct CrossValidationOptions {
   /// Fit each fold with a Gaussian prior centred on the prior tuning (CollectiveFitOptions::
   /// prior_widths, widths from held_out_prior_width); false: plain least squares.
   bool use_prior = true;
+  /// Also run the variant that fits the held-out system's own link families on its points
+  /// (HeldOutFold::own_parameters).
+  bool fit_own_network = true;
 };
 
 /// The width of the prior on a calibrated parameter in held-out fits, in the fit coordinate

@@ -138,22 +138,27 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
     const std::vector<HeldOutFold> folds = leave_one_system_out(systems, prior, options);
     out << "\n== Held-out validation (leave one system out) ==\n";
     out << format_cross_validation(folds, prior_name, points);
-    out << fmt::format("{:<32} {:>6}  {:>10}  {:>10}  {:>17}  {:>26}\n", "system", "points",
-                       "in-sample", "held out", "held out 128K-32M", "own network fitted (band)");
+    out << fmt::format("{:<32} {:>6}  {:>22}  {:>22}  {:>26}\n", "system", "points",
+                       "in-sample (128K-32M)", "held out (128K-32M)", "own network fitted (band)");
     for (const HeldOutFold& f : folds) {
       double in = 0.0;
+      double in_band = 0.0;
       for (const CollectiveValidation& v : in_sample) {
-        if (v.system == f.held_out) in = v.geomean_abs_error;
+        if (v.system != f.held_out) continue;
+        in = v.geomean_abs_error;
+        in_band = band_geomean_abs_error(v, kBandLowBytes, kBandHighBytes, nullptr);
       }
       const std::string own =
           f.own_parameters.empty()
               ? std::string("-")
               : fmt::format("{:.2f}% ({:.2f}%)", 100.0 * f.own_validation.geomean_abs_error,
                             100.0 * f.own_band_geomean);
-      out << fmt::format("{:<32} {:>6}  {:>9.2f}%  {:>9.2f}%  {:>11.2f}% ({:>2})  {:>26}\n",
-                         f.held_out, f.validation.points.size(), 100.0 * in,
-                         100.0 * f.validation.geomean_abs_error, 100.0 * f.band_geomean,
-                         f.band_points, own);
+      out << fmt::format("{:<32} {:>6}  {:>22}  {:>22}  {:>26}\n", f.held_out,
+                         f.validation.points.size(),
+                         fmt::format("{:.2f}% ({:.2f}%)", 100.0 * in, 100.0 * in_band),
+                         fmt::format("{:.2f}% ({:.2f}%)", 100.0 * f.validation.geomean_abs_error,
+                                     100.0 * f.band_geomean),
+                         own);
     }
     out << "(geomean |error|; in-sample: the tuning above; held out: fitted on the other systems "
            "only; own network fitted: PARTLY IN-SAMPLE, the held-out system's own link families "

@@ -79,6 +79,9 @@ std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSyste
   if (systems.size() < 2) {
     throw std::invalid_argument("leave-one-system-out: needs at least two measured systems");
   }
+  if (options.parameters.empty()) {
+    throw std::invalid_argument("leave-one-system-out: no parameters to fit");
+  }
   std::vector<HeldOutFold> folds;
   for (size_t h = 0; h < systems.size(); ++h) {
     if (!is_full_sweep(systems[h].points)) continue;

@@ -118,6 +118,8 @@ TEST(CollectiveCrossValidation, RefusesWithoutAFullSweep) {
   EXPECT_THROW(leave_one_system_out(systems, nccl_prior_tuning(), options), std::invalid_argument);
   EXPECT_THROW(leave_one_system_out(std::span(systems).first(1), nccl_prior_tuning(), options),
                std::invalid_argument);
+  options.parameters.clear();
+  EXPECT_THROW(leave_one_system_out(systems, nccl_prior_tuning(), options), std::invalid_argument);
 }
 
 // The measured systems, held out one at a time with the 11 calibrated parameters refitted on the

@@ -68,8 +68,10 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
       "64 KiB\nto >= 256 MiB), the calibrated parameters are refitted on the other systems only, "
       "from a prior\ntuning that no measurement chose (NCCL's tables, datasheets), and the "
       "held-out "
-      "system is\nvalidated with that fit (method: topology/collective_cross_validation.h; about "
-      "a minute).\n\nExits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
+      "system is\nvalidated with that fit, by a maximum a posteriori fit from two starts; a "
+      "system with link\nfamilies of its own also gets a PARTLY IN-SAMPLE variant with just those "
+      "fitted on its points\n(method: topology/collective_cross_validation.h; about 10 s).\n\n"
+      "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
       "Run from the\nrepository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),

@@ -718,8 +718,27 @@ TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
   const Result r = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) + " --data " +
                        quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* system : {"A100", "H100", "geomean |error|", "all systems within bounds"}) {
+  for (const char* system :
+       {"A100", "H100", "geomean |error|", "all systems within bounds", "IN-SAMPLE"}) {
     EXPECT_NE(r.output.find(system), std::string::npos) << system << "\n" << r.output;
+  }
+}
+
+// A reduced leave-one-system-out run (50 evaluations per fold): the tables say what is held out
+// and what it was fitted on. The full run is CollectiveCrossValidation in topology_test.
+TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
+  const Result r = run("validate collectives --held-out --held-out-evaluations 50 --configs " +
+                       quote(UPSIM_CONFIGS_DIR) + " --data " +
+                       quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"== In-sample validation ==", "IN-SAMPLE",
+        "== Held-out validation (leave one system out) ==",
+        "HELD OUT: 4x A100 NVLink3 (LLMCompass)", "HELD OUT: GCP A3 Mega 2x8 H100 TCPXO",
+        "fitted on 4 other system(s)", "start (prior)", "held out (128K-32M)",
+        "PARTLY IN-SAMPLE variant", "own network fitted",
+        "measurements: nccl-tests/nccl_tests_allreduce_published.csv (run"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
 }
 
@@ -771,6 +790,30 @@ TEST_F(Cli, DevicesAsInputsAreRefusedNotReadForever) {
       << random.output;
   const Result trace = run("validate traces /dev");
   EXPECT_NE(trace.exit_code, 0) << trace.output;
+}
+
+// A per-call harness overhead is declared, not fitted: it is added to every prediction of its
+// log, so the fitted launch overhead no longer has to absorb it.
+TEST_F(Cli, CalibrateCollectivesAccountsForADeclaredHarnessOverhead) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const std::string topology =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/gcp_a3mega_h100_2node.yaml");
+  const std::string log = root + "/test/data/nccl-tests/gcp_a3mega_2x8_h100_tcpxo.log";
+  const std::string args = "calibrate collectives --topology " + topology + " --nccl-tests " +
+                           quote(log) +
+                           " --collective all_reduce --fit launch_overhead --max-evaluations 60";
+  const Result plain = run(args + " --out p.yaml");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const Result with = run(args + " --harness-overhead 40us --out h.yaml");
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_NE(with.output.find("harness overhead of 40 us per call"), std::string::npos)
+      << with.output;
+  EXPECT_NE(read_file(dir_ / "h.yaml").find("harness adding 40 us per call"), std::string::npos);
+  EXPECT_EQ(plain.output.find("harness overhead"), std::string::npos) << plain.output;
+  EXPECT_NE(read_file(dir_ / "p.yaml"), read_file(dir_ / "h.yaml"));
+  const Result bad = run(args + " --harness-overhead 40 --out b.yaml");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--harness-overhead `40`"), std::string::npos) << bad.output;
 }
 
 TEST_F(Cli, CalibrateCollectivesNamesTheLineOfABadLog) {

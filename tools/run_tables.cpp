@@ -18,18 +18,8 @@ std::string number(double x) {
   return fmt::format("{}", x);
 }
 
-/// A duration in milliseconds, exactly: the integer picoseconds as a decimal (3356194890 ps ->
-/// "3.35619489"), so a time reads back as written, without binary-fraction noise.
 std::string ms(Duration d) {
-  int64_t ps = d.ps();
-  std::string out = ps < 0 ? "-" : "";
-  const uint64_t magnitude = ps < 0 ? 0 - static_cast<uint64_t>(ps) : static_cast<uint64_t>(ps);
-  out += std::to_string(magnitude / 1'000'000'000);
-  std::string frac = fmt::format("{:09}", magnitude % 1'000'000'000);
-  while (!frac.empty() && frac.back() == '0')
-    frac.pop_back();
-  if (!frac.empty()) out += "." + frac;
-  return out;
+  return format_ms(d);
 }
 
 /// A total over `iterations` iterations as a per-iteration mean in ms (to the picosecond).
@@ -75,6 +65,22 @@ std::string_view comparison_name(MeasuredComparison::Kind kind) {
 }
 
 }  // namespace
+
+std::string format_ms(Duration d) {
+  const int64_t ps = d.ps();
+  const uint64_t magnitude = ps < 0 ? 0 - static_cast<uint64_t>(ps) : static_cast<uint64_t>(ps);
+  std::string out;
+  if (ps < 0) out += '-';
+  out += std::to_string(magnitude / 1'000'000'000);
+  std::string frac = fmt::format("{:09}", magnitude % 1'000'000'000);
+  while (!frac.empty() && frac.back() == '0')
+    frac.pop_back();
+  if (!frac.empty()) {
+    out += '.';
+    out += frac;
+  }
+  return out;
+}
 
 std::string json_string(std::string_view text) {
   std::string out = "\"";

@@ -63,6 +63,10 @@ std::string ranks_csv(const RunSummary& summary);
 std::string links_csv(const RunSummary& summary);
 std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations);
 
+/// A duration in milliseconds, exactly: the integer picoseconds as a decimal (3356194890 ps ->
+/// "3.35619489").
+std::string format_ms(Duration d);
+
 /// `text` as one CSV field (quoted when it holds a comma, quote, CR or LF).
 std::string csv_field(std::string_view text);
 /// `text` as a JSON string literal, quotes included.

@@ -17,6 +17,7 @@
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
 #include "tools/shard_command.h"
+#include "tools/sweep_command.h"
 #include "tools/trace_commands.h"
 #include "tools/workload_commands.h"
 #include "workloads/trace/trace_error.h"
@@ -45,6 +46,8 @@ const char* kTopUsage =
     "  shard SCENARIO  rank the embedding-table sharders of a DLRM scenario by simulated\n"
     "                  iteration time (load imbalance, exposed communication, table memory per\n"
     "                  GPU) and write the best placement as a plan file (`sharding: plan`)\n"
+    "  sweep STUDY     run a scenario at every point of a grid of overrides (a what-if\n"
+    "                  study, configs/studies/*.yaml) into one results table; -j N, resumable\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
     "  validate collectives\n"
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_main(args);
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
+    if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
     if (command == "convert") {
       if (!args.empty() && args[0] == "kernels") {
         args.erase(args.begin());
@@ -184,7 +188,7 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, shard, validate, calibrate, convert (see "
+        "upsim: unknown command `{}`; valid: run, shard, sweep, validate, calibrate, convert (see "
         "`upsim --help`)\n",
         command);
     return kExitBadInput;

@@ -383,6 +383,77 @@ TEST_F(Cli, RunWritesSummaryJsonAndCsvTablesThatAgreeWithTheText) {
     EXPECT_EQ(read_file(dir_ / "a" / file), read_file(dir_ / "b" / file)) << file;
 }
 
+// A 24-point study of the tiny scenario: the same table at -j1 and -j2, and after a resume;
+// another study is refused in the same folder; a point that fails is a row, not a crash.
+TEST_F(Cli, SweepRunsEveryPointIntoOneTableThatResumesAndIsTheSameAtAnyJobs) {
+  std::ofstream(dir_ / "study.yaml") << "study: tiny_grid\nbase: " << kData << "/tiny.yaml\naxes:\n"
+                                     << "  workload.global_batch: [128, 256, 512, 1024]\n"
+                                     << "  workload.embeddings.tables.0.pooling: [1, 2, 4]\n"
+                                     << "zip:\n  - platform.interconnect.link: [nvlink3, pcie4]\n"
+                                     << "    workload.embeddings.dim: [32, 32]\n";
+  const Result one = run("sweep study.yaml --out s1 -j 1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_NE(one.out.find("study tiny_grid: 24 points (24 run now, 0 resumed): 24 ok"),
+            std::string::npos)
+      << one.out;
+  const std::string table = read_file(dir_ / "s1" / "results.csv");
+  const auto rows = csv_rows(table);
+  ASSERT_EQ(rows.size(), 25u) << table;
+  EXPECT_EQ(rows[0][0], "point");
+  EXPECT_EQ(rows[0][1], "workload.global_batch");
+  EXPECT_EQ(rows[0][5], "status");
+  // Grid order: the last dimension (the zip) fastest, then pooling, then the batch.
+  EXPECT_EQ(rows[1][1], "128");
+  EXPECT_EQ(rows[2][3], "pcie4");
+  EXPECT_EQ(rows[3][2], "2");
+  EXPECT_EQ(rows[24][1], "1024");
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][5], "ok") << table;
+    EXPECT_GT(std::stod(rows[i][6]), 0.0);
+  }
+  // Each point is what `upsim run` predicts for it.
+  const Result point = run("run " + kTiny +
+                           " --out p --no-trace --quiet --set "
+                           "workload.global_batch=512 --set workload.embeddings.tables.0.pooling=4 "
+                           "--set platform.interconnect.link=pcie4");
+  ASSERT_EQ(point.exit_code, 0) << point.output;
+  const std::vector<std::string>& r17 = rows[18];  // batch 512 (3rd), pooling 4 (3rd), pcie4
+  ASSERT_EQ(r17[1] + r17[2] + r17[3], "5124pcie4");
+  EXPECT_NEAR(std::stod(r17[6]), std::stod(point.out), 5e-5);
+
+  const Result two = run("sweep study.yaml --out s2 -j 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(read_file(dir_ / "s2" / "results.csv"), table);
+
+  // A killed sweep: some points done, no table. It resumes and writes the same table.
+  fs::remove(dir_ / "s2" / "results.csv");
+  for (int i : {3, 7, 11, 20})
+    fs::remove(dir_ / "s2" / "points" / (std::to_string(i) + ".row"));
+  const Result resumed = run("sweep study.yaml --out s2 -j 2");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.out.find("(4 run now, 20 resumed)"), std::string::npos) << resumed.out;
+  EXPECT_EQ(read_file(dir_ / "s2" / "results.csv"), table);
+
+  // Another study in the same folder is refused; --force starts over.
+  std::ofstream(dir_ / "other.yaml")
+      << "base: " << kData << "/tiny.yaml\naxes:\n  workload.global_batch: [64, oops]\n";
+  const Result refused = run("sweep other.yaml --out s2");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.err.find("holds the results of another study"), std::string::npos)
+      << refused.err;
+  const Result forced = run("sweep other.yaml --out s2 --force");
+  EXPECT_EQ(forced.exit_code, 1) << forced.output;  // the `oops` point fails
+  const std::string other_table = read_file(dir_ / "s2" / "results.csv");
+  const auto other = csv_rows(other_table);
+  ASSERT_EQ(other.size(), 3u);
+  EXPECT_EQ(other[1][2], "ok");
+  EXPECT_EQ(other[2][2], "failed");
+  EXPECT_NE(
+      other_table.find("\"--set workload.global_batch: expected an integer, got \"\"oops\"\"\""),
+      std::string::npos)
+      << other_table;
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

@@ -1,0 +1,46 @@
+// `upsim sweep STUDY.yaml`: a what-if study — one base scenario run at every point of a grid of
+// overrides — with one results table.
+//
+// Study file (YAML):
+//   study: dlrm_gpus                 # optional name (default: the file's stem)
+//   base: ../dlrm_4gpu.yaml          # required: the scenario, relative to the study file
+//   axes:                            # grid: every combination, the last axis fastest
+//     platform.gpu: [hardware/a100_sxm4_40gb.yaml, hardware/h100_sxm5_80gb.yaml]
+//     workload.global_batch: [2048, 4096]
+//   zip:                             # optional: lists that advance together (equal lengths),
+//     - platform.gpu: [...]          #   each entry one more grid dimension
+//       platform.topology: [...]
+//   fits_memory: true                # optional (default false): a point whose per-GPU memory
+//                                    #   exceeds the GPU's is skipped (said in the table)
+//                                    #   instead of failing
+// Keys are the key paths `--set` takes (values inside referenced files included); values are
+// YAML scalars, or YAML text in a string ("{model: seed_curve}") for maps and lists. A value
+// that names an existing file relative to the study file is taken as that file.
+//
+// Contract:
+//  - Points are numbered 0.. in grid order; each is the base scenario with the point's
+//    overrides, run to steady state as `upsim run` does (tools/steady_state.h).
+//  - Outputs in the folder (default upsim-out/<study>/, --out DIR): results.csv, one row per
+//    point (point, each axis value, status ok|skipped|failed, iteration time and the slowest
+//    rank's per-iteration breakdown in ms, per-GPU memory bytes, the busiest link and its busy
+//    ms per iteration, a message), and points/<n>.row, each finished point's row. Rows are
+//    formatted exactly (times from integer picoseconds), so the table is byte-identical at any
+//    -j and after a resume.
+//  - Resumable: a point whose points/<n>.row exists for the same overrides is not run again, so
+//    a killed sweep continues where it stopped. A folder of another study (different points) is
+//    refused unless --force, which clears it.
+//  - -j N runs N points at once on local cores. Progress goes to stderr: a one-line bar on a
+//    terminal, plain lines otherwise (points done, rate, ETA).
+//  - A point that fails (a bad override, a scenario error) is a `failed` row with the error;
+//    the command exits 1 when any point failed, 0 otherwise, 2 for a bad study file.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace upsim::cli {
+
+int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace upsim::cli

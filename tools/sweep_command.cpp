@@ -46,6 +46,8 @@ struct Dimension {
 struct Study {
   std::string name;
   fs::path base;
+  /// `set`: overrides applied at every point, before the point's own (as applied).
+  std::vector<std::string> fixed;
   std::vector<Dimension> dims;
   bool fits_memory = false;
 };
@@ -115,6 +117,19 @@ Study read_study(const fs::path& file) {
     if (d.keys.empty()) where.fail("needs at least one key with a list of values");
     s.dims.push_back(std::move(d));
   };
+  if (root.has("set")) {
+    const ConfigNode set = root.child("set");
+    if (!set.is_map()) set.fail("expected a map of key path -> value applied at every point");
+    for (const auto& [key, value] : set.map_entries()) {
+      if (!value.is_scalar()) {
+        value.fail("a value is a YAML scalar; write a map or list as YAML text in a string");
+      }
+      std::string assignment = key;
+      assignment += '=';
+      assignment += resolve_value(value.as_string(), dir);
+      s.fixed.push_back(std::move(assignment));
+    }
+  }
   if (root.has("axes")) {
     const ConfigNode axes = root.child("axes");
     if (!axes.is_map()) axes.fail("expected a map of key path -> list of values");
@@ -148,6 +163,7 @@ std::vector<Point> points_of(const Study& s) {
   for (size_t i = 0; i < total; ++i) {
     Point p;
     p.index = i;
+    p.overrides = s.fixed;
     for (size_t d = 0; d < s.dims.size(); ++d) {
       const Dimension& dim = s.dims[d];
       for (size_t k = 0; k < dim.keys.size(); ++k) {

@@ -4,6 +4,8 @@
 // Study file (YAML):
 //   study: dlrm_gpus                 # optional name (default: the file's stem)
 //   base: ../dlrm_4gpu.yaml          # required: the scenario, relative to the study file
+//   set:                             # optional: overrides of every point (before its own)
+//     platform.gpu: ../hardware/h100_sxm5_80gb.yaml
 //   axes:                            # grid: every combination, the last axis fastest
 //     platform.gpu: [hardware/a100_sxm4_40gb.yaml, hardware/h100_sxm5_80gb.yaml]
 //     workload.global_batch: [2048, 4096]

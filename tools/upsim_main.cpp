@@ -13,6 +13,7 @@
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
 #include "tools/collective_commands.h"
+#include "tools/diff_command.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
 #include "tools/run_command.h"
@@ -48,6 +49,9 @@ const char* kTopUsage =
     "                  GPU) and write the best placement as a plan file (`sharding: plan`)\n"
     "  sweep STUDY     run a scenario at every point of a grid of overrides (a what-if\n"
     "                  study, configs/studies/*.yaml) into one results table; -j N, resumable\n"
+    "  diff RUN_A RUN_B\n"
+    "                  what changed between two runs' outputs: iteration time, breakdown,\n"
+    "                  the ops and kernels that changed most\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
     "  validate collectives\n"
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
     if (command == "run") return run_main(args);
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
     if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
+    if (command == "diff") return upsim::cli::diff_main(args, std::cout);
     if (command == "convert") {
       if (!args.empty() && args[0] == "kernels") {
         args.erase(args.begin());
@@ -188,7 +193,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, shard, sweep, validate, calibrate, convert (see "
+        "upsim: unknown command `{}`; valid: run, shard, sweep, diff, validate, calibrate, convert "
+        "(see "
         "`upsim --help`)\n",
         command);
     return kExitBadInput;

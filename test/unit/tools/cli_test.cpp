@@ -454,6 +454,37 @@ TEST_F(Cli, SweepRunsEveryPointIntoOneTableThatResumesAndIsTheSameAtAnyJobs) {
       << other_table;
 }
 
+// upsim diff: two runs of the tiny DLRM, the second on PCIe instead of NVLink: the iteration
+// time and the collectives change, the kernels do not.
+TEST_F(Cli, DiffShowsTheIterationTimeBreakdownAndTheOpsThatChanged) {
+  ASSERT_EQ(run("run " + kTiny + " --out a --no-trace").exit_code, 0);
+  ASSERT_EQ(
+      run("run " + kTiny + " --out b --no-trace --set platform.interconnect.link=pcie4").exit_code,
+      0);
+  const Result d = run("diff a b --top 3 --csv d.csv");
+  ASSERT_EQ(d.exit_code, 0) << d.output;
+  EXPECT_NE(d.out.find("predicted iteration time: A "), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("--set platform.interconnect.link=pcie4"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("communication_ms"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("largest changes per op and kernel"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("collective "), std::string::npos) << d.out;
+  const auto rows = csv_rows(read_file(dir_ / "d.csv"));
+  ASSERT_GT(rows.size(), 3u);
+  EXPECT_EQ(rows[0][5], "delta_ms");
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i][0] == "kernel") {
+      EXPECT_EQ(std::stod(rows[i][5]), 0.0) << rows[i][2];
+    }
+  }
+  // The same folders, the same output; a folder without results is an error naming the file.
+  EXPECT_EQ(run("diff a b --top 3").out, run("diff a b --top 3").out);
+  const Result missing = run("diff a nowhere");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.err.find("nowhere/summary.json: cannot read"), std::string::npos)
+      << missing.err;
+  EXPECT_EQ(run("diff a b --csv d.csv").exit_code, 2);  // exists: not overwritten unasked
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

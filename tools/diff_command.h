@@ -1,0 +1,23 @@
+// `upsim diff RUN_A RUN_B`: what changed between two runs (e.g. before and after a what-if),
+// from their machine-readable results (summary.json and ops.csv, tools/run_tables.h).
+//
+// Contract:
+//  - Prints the two runs' identity (scenario, overrides, platform), the predicted iteration
+//    time of each and the change, the per-iteration breakdown of each run's slowest rank side
+//    by side with its change, and the (task kind, op, name) rows whose time per iteration
+//    changed most (--top N, by absolute change; ties by kind, op, name), with counts.
+//  - --csv FILE writes every (kind, op, name) row of either run: a_ms, b_ms, delta_ms, a_count,
+//    b_count per iteration (never over an existing file without --force).
+//  - A folder without summary.json / ops.csv, or with a schema version this upsim does not
+//    read, is an error naming the file; the same two folders give the same output.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace upsim::cli {
+
+int diff_main(const std::vector<std::string>& args, std::ostream& out);
+
+}  // namespace upsim::cli

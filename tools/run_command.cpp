@@ -34,6 +34,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kTraceFile = "trace.json";
+constexpr const char* kTraceGzipFile = "trace.json.gz";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
 // Results for machines (tools/run_tables.h).
@@ -233,6 +234,31 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
 
 }  // namespace
 
+std::optional<std::pair<uint32_t, uint32_t>> parse_trace_iterations(std::string_view text,
+                                                                    uint32_t iterations) {
+  text = trim(text);
+  if (text == "all") return std::nullopt;
+  if (text == "last") return std::pair{iterations, iterations};
+  const auto number = [&](std::string_view item) {
+    uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size()) {
+      throw std::invalid_argument(fmt::format(
+          "--trace-iterations: `{}` is not an iteration; give all, last, N or N-M", text));
+    }
+    return v;
+  };
+  const size_t dash = text.find('-');
+  const uint32_t first = number(trim(text.substr(0, dash)));
+  const uint32_t last =
+      dash == std::string_view::npos ? first : number(trim(text.substr(dash + 1)));
+  if (first < 1 || last < first || last > iterations) {
+    throw std::invalid_argument(fmt::format(
+        "--trace-iterations: `{}` is not a range of the run's iterations 1-{}", text, iterations));
+  }
+  return std::pair{first, last};
+}
+
 std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text) {
   text = trim(text);
   if (text == "all") return std::nullopt;
@@ -278,7 +304,10 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
                                    kRanksCsvFile, kLinksCsvFile, kOpsCsvFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
-  if (trace_in_folder) planned.push_back(kTraceFile);
+  if (trace_in_folder) {
+    planned.push_back(kTraceFile);
+    planned.push_back(kTraceGzipFile);
+  }
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
   if (!options.trace_file.empty() && !options.force &&
       fs::exists(fs::symlink_status(options.trace_file))) {
@@ -297,25 +326,58 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   std::unique_ptr<OpProfileObserver> ops;
   // An interrupted run leaves no half-written trace behind.
   std::optional<TempFileGuard> trace_tmp;
+  std::optional<std::pair<uint32_t, uint32_t>> trace_iterations;
+  std::string trace_notes;
   const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
     trace_selection = options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
+    // A large graph's trace: its last iteration, gzip-compressed, unless asked otherwise.
+    const uint64_t tasks = scenario.graph.task_count();
+    const bool large = tasks > kLargeTraceTasks;
+    trace_notes.clear();
+    if (options.trace_iterations) {
+      // Checked against the run's iterations once the steady-state search has chosen them;
+      // an attempt of fewer iterations draws what it has.
+      trace_iterations = parse_trace_iterations(*options.trace_iterations, UINT32_MAX);
+      if (trace_iterations && trace_iterations->first == UINT32_MAX) {
+        trace_iterations = std::pair{scenario.iterations, scenario.iterations};  // `last`
+      }
+      if (trace_iterations) {
+        trace_iterations->second = std::min(trace_iterations->second, scenario.iterations);
+      }
+    } else if (large) {
+      trace_iterations = std::pair{scenario.iterations, scenario.iterations};
+      trace_notes += fmt::format(
+          "trace: iteration {} of {} drawn, as the run has {:.1f} M tasks; "
+          "`--trace-iterations all` draws every iteration\n",
+          scenario.iterations, scenario.iterations, static_cast<double>(tasks) * 1e-6);
+    }
     if (out_dir.empty()) {
       out_dir = prepare_output_folder(options.scenario, options.out_dir, planned, options.force);
+      const bool gzip = options.trace_gzip || large;
       trace_path = options.no_trace             ? fs::path()
-                   : options.trace_file.empty() ? out_dir / kTraceFile
+                   : options.trace_file.empty() ? out_dir / (gzip ? kTraceGzipFile : kTraceFile)
                                                 : fs::path(options.trace_file);
       if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
+    }
+    if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace) {
+      trace_notes += fmt::format(
+          "trace: written gzip-compressed ({}), which Perfetto opens as is, as the run has "
+          "{:.1f} M tasks\n",
+          kTraceGzipFile, static_cast<double>(tasks) * 1e-6);
     }
     ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
                                               scenario.measured_iterations);
     executor.add_observer(ops.get());
     trace.reset();
     if (trace_path.empty()) return;
-    trace =
-        std::make_unique<ChromeTraceWriter>(trace_path, ChromeTraceOptions{trace_selection.ranks});
+    trace = std::make_unique<ChromeTraceWriter>(
+        trace_path, ChromeTraceOptions{trace_selection.ranks, trace_iterations});
     trace->add_metadata("scenario", scenario.name);
     executor.add_observer(trace.get());
   };
+  if (options.trace_iterations) {
+    (void)parse_trace_iterations(*options.trace_iterations, UINT32_MAX);  // a typo fails first
+  }
   const SteadyRun run = run_to_steady_state(doc, attach);
   const Scenario& scenario = run.scenario;
   const RunStats& stats = run.stats;
@@ -368,9 +430,22 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         stats.tasks_done, stats.events, run.attempts.size(), counts, wall_s);
   }
   err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", out_dir.string(),
-                     trace_in_folder ? "trace.json, " : "", kSummaryFile, kSummaryJsonFile,
-                     kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
+                     trace_in_folder ? trace_path.filename().string() + ", " : "", kSummaryFile,
+                     kSummaryJsonFile, kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
   if (!trace_selection.note.empty()) err << trace_selection.note << "\n";
+  if (!trace_path.empty()) err << trace_notes;
+  if (options.trace_iterations && !trace_path.empty()) {
+    const auto asked = parse_trace_iterations(*options.trace_iterations, UINT32_MAX);
+    if (asked && asked->first != UINT32_MAX && asked->second > run.scenario.iterations) {
+      err << fmt::format(
+          "upsim: warning: --trace-iterations {}: the run has {} iterations; the trace draws "
+          "{}\n",
+          *options.trace_iterations, run.scenario.iterations,
+          asked->first > run.scenario.iterations
+              ? std::string("none")
+              : fmt::format("{}-{}", asked->first, run.scenario.iterations));
+    }
+  }
   if (!trace_path.empty()) {
     err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
                        trace_path.string());

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace upsim::cli {
@@ -18,6 +19,11 @@ struct RunOptions {
   /// --trace-ranks: `all` or graph ranks and ranges ("0-7,56"); nullopt: every rank, or the
   /// workload's suggestion when the graph is large (kLargeTraceTasks).
   std::optional<std::string> trace_ranks;
+  /// --trace-iterations: `all`, `last`, N or N-M (1-based, as the summary counts iterations);
+  /// nullopt: every iteration, or the last when the graph is large (kLargeTraceTasks).
+  std::optional<std::string> trace_iterations;
+  /// --trace-gzip: <out>/trace.json.gz instead of trace.json (large graphs: by default).
+  bool trace_gzip = false;
   bool no_trace = false;
   bool force = false;
   bool quiet = false;
@@ -38,6 +44,13 @@ inline constexpr uint64_t kLargeTraceTasks = 1'000'000;
 /// list of ranks and ranges ("0-7,56"), sorted and distinct. Throws std::invalid_argument
 /// naming --trace-ranks for anything else.
 std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text);
+
+/// Parses a --trace-iterations value for a run of `iterations` iterations: nullopt for `all`,
+/// else the first and last iteration drawn (`last`: the last one; N; N-M), 1-based. Throws
+/// std::invalid_argument naming --trace-iterations for anything else or an iteration the run
+/// does not have.
+std::optional<std::pair<uint32_t, uint32_t>> parse_trace_iterations(std::string_view text,
+                                                                    uint32_t iterations);
 
 /// Runs one scenario: the results (the summary; with --quiet the predicted iteration time
 /// alone) go to `out`, warnings ("upsim: warning: ...") and progress (events simulated, the

@@ -79,6 +79,7 @@ int run_main(const std::vector<std::string>& args) {
   upsim::cli::RunOptions options;
   std::vector<std::string> overrides;
   std::string trace_ranks;
+  std::string trace_iterations;
   po::options_description desc(
       "usage: upsim run SCENARIO [options]\n\n"
       "Simulates SCENARIO (a YAML file, e.g. configs/dlrm_4gpu.yaml) and prints the predicted\n"
@@ -104,8 +105,14 @@ int run_main(const std::vector<std::string>& args) {
       ("trace-ranks", po::value<std::string>(&trace_ranks),
        "graph ranks the Chrome trace draws: `all`, or ranks and ranges such as 0-7,56 (default: "
        "all, except that a run of more than 1 M tasks draws the ranks its workload suggests)")  //
-      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")           //
-      ("force", po::bool_switch(&options.force), "overwrite existing output files")             //
+      ("trace-iterations", po::value<std::string>(&trace_iterations),
+       "iterations the Chrome trace draws: all, last, N or N-M (default: all, except that a "
+       "run of more than 1 M tasks draws its last)")  //
+      ("trace-gzip", po::bool_switch(&options.trace_gzip),
+       "write <out>/trace.json.gz (gzip; Perfetto opens it) instead of trace.json (default for "
+       "runs of more than 1 M tasks)")                                                 //
+      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")  //
+      ("force", po::bool_switch(&options.force), "overwrite existing output files")    //
       ("quiet,q", po::bool_switch(&options.quiet),
        "print only the predicted iteration time in milliseconds");
   po::options_description hidden;
@@ -129,6 +136,7 @@ int run_main(const std::vector<std::string>& args) {
   }
   options.overrides = overrides;
   if (vm.count("trace-ranks")) options.trace_ranks = trace_ranks;
+  if (vm.count("trace-iterations")) options.trace_iterations = trace_iterations;
   upsim::cli::run_scenario(options, std::cout, std::cerr);
   return kExitOk;
 }

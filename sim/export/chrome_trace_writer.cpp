@@ -1,8 +1,10 @@
 #include "sim/export/chrome_trace_writer.h"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -29,6 +31,8 @@ namespace {
 constexpr size_t kFlushBytes = size_t{4} << 20;
 /// begin_ps_ value of a task that is not running.
 constexpr int64_t kNotRunning = -1;
+/// begin_ps_ of a task that began outside ChromeTraceOptions::iterations: not drawn.
+constexpr int64_t kOutsideIterations = -2;
 constexpr int64_t kPsPerUs = 1'000'000;
 /// Version of this file's event layout; bump it when names, args or tracks change.
 constexpr int kFormatVersion = 2;
@@ -187,7 +191,10 @@ class ChromeTraceWriter::Impl {
     tmp_path_ += ".tmp";
   }
 
-  ~Impl() { discard_tmp(); }
+  ~Impl() {
+    discard_tmp();
+    end_gzip();
+  }
 
   const std::filesystem::path& path() const { return path_; }
   bool finished() const { return finished_; }
@@ -218,6 +225,7 @@ class ChromeTraceWriter::Impl {
     last_ps_ = 0;
     buf_.clear();
     begin_ps_.assign(graph.task_count(), kNotRunning);
+    marks_seen_.assign(graph.rank_count(), 0);
     collective_begin_ps_.assign(graph.collective_count(), kNotRunning);
 
     uint64_t widest = 0;
@@ -246,6 +254,7 @@ class ChromeTraceWriter::Impl {
     }
     file_.reset(f);
     tmp_exists_ = true;
+    start_gzip();
 
     buf_ += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
     write_metadata();
@@ -254,14 +263,29 @@ class ChromeTraceWriter::Impl {
 
   void task_begin(TaskId task, Time at) {
     note_time(at);
-    if (!drawn(graph_->task(task).rank)) return;
+    const Task& t = graph_->task(task);
+    if (!drawn(t.rank)) return;
+    if (options_.iterations) {
+      // An iteration mark starts the iteration after the ones its rank has seen.
+      const uint32_t iteration = marks_seen_[t.rank] + (t.kind == TaskKind::kIterationMark ? 1 : 0);
+      if (iteration < options_.iterations->first || iteration > options_.iterations->second) {
+        begin_ps_.at(task) = kOutsideIterations;
+        return;
+      }
+    }
     begin_ps_.at(task) = at.ps();
   }
 
   void task_end(TaskId task, Time at) {
     note_time(at);
-    if (!drawn(graph_->task(task).rank)) return;
+    const Task& t = graph_->task(task);
+    if (t.kind == TaskKind::kIterationMark && !marks_seen_.empty()) ++marks_seen_[t.rank];
+    if (!drawn(t.rank)) return;
     int64_t& begin = begin_ps_.at(task);
+    if (begin == kOutsideIterations) {
+      begin = kNotRunning;
+      return;
+    }
     // An end without a begin (an observer attached mid-run) is drawn as an instant slice.
     const int64_t begin_ps = begin == kNotRunning ? at.ps() : begin;
     begin = kNotRunning;
@@ -346,7 +370,7 @@ class ChromeTraceWriter::Impl {
       fail(EIO);
     }
     for (TaskId t = 0; t < begin_ps_.size(); ++t) {
-      if (begin_ps_[t] == kNotRunning) continue;
+      if (begin_ps_[t] < 0) continue;  // not running, or outside the iterations drawn
       emit_task(t, begin_ps_[t], last_ps_, /*unfinished=*/true);
       flush_if_full();
     }
@@ -360,7 +384,8 @@ class ChromeTraceWriter::Impl {
     for (const auto& [key, value] : metadata_)
       other.str(key, value);
     buf_ += "}}\n";
-    write_buffer();
+    write_buffer(/*last=*/true);
+    end_gzip();
 
     std::FILE* f = file_.release();
     if (std::fclose(f) != 0) {
@@ -665,16 +690,61 @@ class ChromeTraceWriter::Impl {
     if (buf_.size() >= kFlushBytes) write_buffer();
   }
 
-  void write_buffer() {
-    if (buf_.empty()) return;
+  void write_buffer(bool last = false) {
+    if (buf_.empty() && !(last && gzip_)) return;
     // The file is gone after an earlier write failure aborted the run.
     if (!file_) fail(EBADF);
-    if (std::fwrite(buf_.data(), 1, buf_.size(), file_.get()) != buf_.size()) {
+    if (gzip_) {
+      deflate_buffer(last);
+    } else {
+      write_bytes(buf_.data(), buf_.size());
+    }
+    buf_.clear();
+  }
+
+  void write_bytes(const char* data, size_t size) {
+    if (std::fwrite(data, 1, size, file_.get()) != size) {
       const int err = errno;
       discard_tmp();
       fail(err);
     }
-    buf_.clear();
+  }
+
+  /// gzip output (a path ending in .gz, which Perfetto opens): the buffer through deflate;
+  /// `last` finishes the stream.
+  void deflate_buffer(bool last) {
+    z_.next_in = reinterpret_cast<Bytef*>(buf_.data());
+    z_.avail_in = static_cast<uInt>(buf_.size());
+    std::array<char, 1 << 16> chunk{};
+    int rc = Z_OK;
+    do {
+      z_.next_out = reinterpret_cast<Bytef*>(chunk.data());
+      z_.avail_out = static_cast<uInt>(chunk.size());
+      rc = ::deflate(&z_, last ? Z_FINISH : Z_NO_FLUSH);
+      if (rc == Z_STREAM_ERROR) {
+        discard_tmp();
+        fail(EIO);
+      }
+      write_bytes(chunk.data(), chunk.size() - z_.avail_out);
+    } while (z_.avail_out == 0 || (last && rc != Z_STREAM_END));
+  }
+
+  void start_gzip() {
+    end_gzip();
+    gzip_ = path_.extension() == ".gz";
+    if (!gzip_) return;
+    z_ = z_stream{};
+    // windowBits 15 + 16: a gzip header and trailer (zlib manual, deflateInit2).
+    if (::deflateInit2(&z_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+        Z_OK) {
+      fail(ENOMEM);
+    }
+    z_open_ = true;
+  }
+
+  void end_gzip() noexcept {
+    if (z_open_) ::deflateEnd(&z_);
+    z_open_ = false;
   }
 
   /// Closes and removes the .tmp file of an unfinished run, if any. Never throws.
@@ -702,6 +772,11 @@ class ChromeTraceWriter::Impl {
   std::vector<std::pair<std::string, std::string>> metadata_;
   const TaskGraph* graph_ = nullptr;
   std::unique_ptr<std::FILE, FileCloser> file_;
+  /// Iteration marks each rank has ended (ChromeTraceOptions::iterations).
+  std::vector<uint32_t> marks_seen_;
+  bool gzip_ = false;
+  bool z_open_ = false;
+  z_stream z_{};
   std::string buf_;
   /// Per task: start time in ps while it runs, else kNotRunning.
   std::vector<int64_t> begin_ps_;

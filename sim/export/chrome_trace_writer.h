@@ -29,9 +29,10 @@
 //    The output is a function of the callback sequence only: the same sequence gives the same
 //    bytes.
 //  - Files: events stream to "<path>.tmp" in chunks, so memory is 8 bytes per task plus one
-//    chunk; finish() (called by on_run_end) closes the JSON and renames the file to `path`. A
-//    writer destroyed before finish() removes the .tmp file. Any I/O failure throws
-//    std::runtime_error naming `path` (from on_run_begin, any callback, or finish()).
+//    chunk; a path ending in ".gz" is written gzip-compressed (zlib, which Perfetto and
+//    chrome://tracing open as is); finish() (called by on_run_end) closes the JSON and renames the
+//    file to `path`. A writer destroyed before finish() removes the .tmp file. Any I/O failure
+//    throws std::runtime_error naming `path` (from on_run_begin, any callback, or finish()).
 //  - A run that failed (no on_run_end) can still be written by calling finish(): tasks that
 //    began and never ended are drawn up to the latest time seen, with "args":{"unfinished":true}.
 //  - One writer records one run at a time; on_run_begin starts over. No shared state: writers
@@ -48,6 +49,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/observer.h"
@@ -60,6 +62,10 @@ struct ChromeTraceOptions {
   /// the links between nodes.
   /// on_run_begin throws std::invalid_argument for a rank the graph does not have.
   std::optional<std::vector<RankId>> ranks;
+  /// Iterations drawn, first and last (1-based: iteration k runs from a rank's k-th iteration
+  /// mark to its next, as the run summary counts them); nullopt: every task. A task is drawn
+  /// when it begins inside the range on its rank; link counters are not filtered.
+  std::optional<std::pair<uint32_t, uint32_t>> iterations;
 };
 
 /// "0-3,8,10-11": sorted, distinct ranks with consecutive runs as ranges.

@@ -485,6 +485,36 @@ TEST_F(Cli, DiffShowsTheIterationTimeBreakdownAndTheOpsThatChanged) {
   EXPECT_EQ(run("diff a b --csv d.csv").exit_code, 2);  // exists: not overwritten unasked
 }
 
+// --trace-iterations draws the chosen iterations only; --trace-gzip writes trace.json.gz, the
+// same JSON compressed.
+TEST_F(Cli, TraceIterationsAndGzipShrinkTheTrace) {
+  ASSERT_EQ(run("run " + kTiny + " --out all").exit_code, 0);
+  const Result last = run("run " + kTiny + " --out last --trace-iterations last --trace-gzip");
+  ASSERT_EQ(last.exit_code, 0) << last.output;
+  EXPECT_TRUE(fs::exists(dir_ / "last" / "trace.json.gz"));
+  EXPECT_FALSE(fs::exists(dir_ / "last" / "trace.json"));
+  const std::string plain =
+      run("run " + kTiny + " --out plain --trace-iterations last").exit_code == 0
+          ? read_file(dir_ / "plain" / "trace.json")
+          : "";
+  ASSERT_FALSE(plain.empty());
+  // gunzip with the system's gzip: the same bytes as the uncompressed trace.
+  ASSERT_EQ(std::system(("gzip -dc " + quote((dir_ / "last" / "trace.json.gz").string()) + " > " +
+                         quote((dir_ / "unzipped.json").string()))
+                            .c_str()),
+            0);
+  EXPECT_EQ(read_file(dir_ / "unzipped.json"), plain);
+  const std::string full = read_file(dir_ / "all" / "trace.json");
+  EXPECT_LT(plain.size(), full.size());
+  // tiny runs 2 iterations: the second alone has no "iteration 0" mark.
+  EXPECT_NE(full.find("\"iteration 0\""), std::string::npos);
+  EXPECT_EQ(plain.find("\"iteration 0\""), std::string::npos);
+  EXPECT_NE(plain.find("\"iteration 1\""), std::string::npos);
+  const Result bad = run("run " + kTiny + " --out bad --trace-iterations 3-1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.err.find("--trace-iterations"), std::string::npos) << bad.err;
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

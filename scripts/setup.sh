@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz harnesses.
+# clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz harnesses; Open MPI
+# distributes `upsim sweep` under mpirun; gnuplot draws `upsim plot`.
 packages=(g++ cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
           libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
-          googletest libgtest-dev libbenchmark-dev libhdf5-dev)
+          googletest libgtest-dev libbenchmark-dev libhdf5-dev
+          libopenmpi-dev openmpi-bin gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,6 +23,9 @@
 #include "tools/output_folder.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
+#ifdef UPSIM_HAVE_MPI
+#include "tools/sweep_mpi.h"
+#endif
 
 namespace upsim::cli {
 
@@ -253,6 +256,19 @@ std::string result_fields(const Point& point, const Study& study) {
   }
 }
 
+/// A point's results-table row: its number, axis values and results, with its newline.
+std::string row_of(const Point& p, const Study& study) {
+  std::string row = fmt::format("{}", p.index);
+  for (const std::string& c : p.columns) {
+    row += ',';
+    row += csv_field(c);
+  }
+  row += ',';
+  row += result_fields(p, study);
+  row += '\n';
+  return row;
+}
+
 std::string point_identity(const Point& p) {
   std::string out;
   for (const std::string& o : p.overrides) {
@@ -304,6 +320,19 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   const Study study = read_study(study_file);
   const std::vector<Point> points = points_of(study);
+  // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
+  // ranks only run the points they are given.
+#ifdef UPSIM_HAVE_MPI
+  std::optional<mpi::Session> mpi_session;
+  if (mpi::launched_by_mpi()) mpi_session.emplace();
+  if (mpi_session && mpi_session->rank() != 0) {
+    mpi::distribute_points(*mpi_session, {}, [&](size_t i) { return row_of(points[i], study); },
+                           {});
+    return 0;
+  }
+#else
+  const bool mpi_session = false;
+#endif
   const fs::path dir =
       out_dir_text.empty() ? fs::path("upsim-out") / study.name : fs::path(out_dir_text);
   // The manifest says which study the folder holds: its base and points, one per line.
@@ -364,36 +393,43 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << fmt::format("resuming {}: {} of {} points already done\n", dir.string(), resumed,
                        points.size());
   }
-  const auto worker = [&] {
-    for (size_t i = next++; i < points.size(); i = next++) {
-      if (rows[i]) continue;
-      const Point& p = points[i];
-      std::string row = fmt::format("{}", p.index);
-      for (const std::string& c : p.columns) {
-        row += ',';
-        row += csv_field(c);
-      }
-      row += ',';
-      row += result_fields(p, study);
-      row += '\n';
-      std::string record = point_identity(p);
-      record += '\n';
-      record += row;
-      write_file_atomically(dir / kPointsDir / fmt::format("{}.row", p.index), record);
-      rows[i] = std::move(row);
-      const std::lock_guard<std::mutex> lock(progress_mutex);
-      ++done;
-      ++ran;
-      report(i);
-    }
+  // A point's row: its number, axis values and results.
+  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
+
+  // Keeps a finished row: its record for a resume, the table's row, the progress line.
+  const auto finished = [&](size_t i, const std::string& row) {
+    std::string record = point_identity(points[i]);
+    record += '\n';
+    record += row;
+    write_file_atomically(dir / kPointsDir / fmt::format("{}.row", i), record);
+    const std::lock_guard<std::mutex> lock(progress_mutex);
+    rows[i] = row;
+    ++done;
+    ++ran;
+    report(i);
   };
-  const auto workers = std::min<size_t>(static_cast<size_t>(jobs), points.size());
-  std::vector<std::thread> threads;
-  for (size_t j = 1; j < workers; ++j)
-    threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads)
-    t.join();
+  if (mpi_session) {
+#ifdef UPSIM_HAVE_MPI
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < points.size(); ++i) {
+      if (!rows[i]) todo.push_back(i);
+    }
+    mpi::distribute_points(*mpi_session, todo, point_row, finished);
+#endif
+  } else {
+    const auto worker = [&] {
+      for (size_t i = next++; i < points.size(); i = next++) {
+        if (!rows[i]) finished(i, point_row(i));
+      }
+    };
+    const auto workers = std::min<size_t>(static_cast<size_t>(jobs), points.size());
+    std::vector<std::thread> threads;
+    for (size_t j = 1; j < workers; ++j)
+      threads.emplace_back(worker);
+    worker();
+    for (std::thread& t : threads)
+      t.join();
+  }
 
   std::string table = "point";
   for (const Dimension& d : study.dims) {

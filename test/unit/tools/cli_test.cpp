@@ -448,6 +448,30 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
   }
 }
 
+TEST_F(Cli, ValidateKernelsLayerPricesEveryOpOfBothPhasesAndTheAllReduces) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const Result r = run(
+      "validate kernels --layer --llmcompass " + quote(root + "/test/data/llmcompass") +
+      " --layer-data " + quote(root + "/test/data/llmcompass") + " --layer-topology " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml") + " --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"prefill (transformer_A100.csv)", "decode (transformerAR_A100.csv)", "held out",
+        "source: github.com/PrincetonUniversity/LLMCompass", "a100x4_nvlink.yaml"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  // Every op and both all-reduces, in each phase, and a layer sum per phase.
+  for (const char* op :
+       {"Q_K_V", "Q_mul_K", "A_mul_V", "Wo_proj", "W1_proj", "W2_proj", "Softmax", "LayerNorm_MHA",
+        "LayerNorm_FFN", "GeLU", "AllReduce_MHA", "AllReduce_FFN", "layer sum"}) {
+    const size_t first = r.output.find(std::string("  ") + op + " ");
+    ASSERT_NE(first, std::string::npos) << op << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("  ") + op + " ", first + 1), std::string::npos) << op;
+  }
+}
+
 TEST_F(Cli, CalibrateKernelsWritesAFileAndNeverOverwritesUnasked) {
   const std::string args =
       "calibrate kernels --llmcompass " +

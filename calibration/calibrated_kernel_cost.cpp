@@ -12,6 +12,7 @@
 
 #include "calibration/attention_kernel_model.h"
 #include "calibration/optimizer_kernel_model.h"
+#include "sim/config/quantity_parse.h"
 
 namespace upsim {
 namespace {
@@ -42,8 +43,11 @@ std::set<std::string, std::less<>> measured_ops(const KernelCalibration& c) {
 }  // namespace
 
 CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
-                                           AchievableFractions achievable)
-    : calibration_(std::move(calibration)), achievable_(achievable) {
+                                           AchievableFractions achievable,
+                                           std::string kernel_overhead_note)
+    : calibration_(std::move(calibration)),
+      achievable_(achievable),
+      kernel_overhead_note_(std::move(kernel_overhead_note)) {
   if (calibration_.kernel_overhead < Duration::zero()) {
     throw std::invalid_argument("calibrated: kernel_overhead must not be negative");
   }
@@ -185,6 +189,9 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
     case KernelClass::kEmbeddingBackward:
       break;
   }
+  const bool adds_overhead =
+      kernel.cls != KernelClass::kEmbeddingForward && kernel.cls != KernelClass::kEmbeddingBackward;
+  if (adds_overhead && !kernel_overhead_note_.empty()) notes.push_back(kernel_overhead_note_);
   if (notes.empty()) return std::nullopt;
   std::string out = notes.front();
   for (size_t i = 1; i < notes.size(); ++i)
@@ -207,14 +214,25 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   const ConfigNode file = node.child("calibration").is_map() ? node.child("calibration")
                                                              : node.load_reference("calibration");
   KernelCalibration calibration = load_kernel_calibration(file);
-  // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
-  calibration.kernel_overhead = node.get_duration_in_or(
-      "kernel_overhead", Duration::zero(), Duration::from_ms(1), calibration.kernel_overhead);
+  std::string kernel_overhead_note;
+  if (node.has("kernel_overhead")) {
+    // 0 .. 1 ms: measured per-kernel overheads are a few microseconds.
+    calibration.kernel_overhead =
+        node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
+  } else if (hardware.kernel_overhead) {
+    calibration.kernel_overhead = *hardware.kernel_overhead;
+  } else {
+    kernel_overhead_note = fmt::format(
+        "kernel overhead: the hardware profile of {} states none, the calibration's {} (the "
+        "seed's GPU_KERNEL_OVERHEAD)",
+        hardware.device.name, format_duration(calibration.kernel_overhead));
+  }
   // A scenario may state the attention kernels its software runs (e.g. a FlashAttention
   // generation other than the calibration's).
   if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));
   try {
-    return CalibratedKernelCost(std::move(calibration), hardware.achievable);
+    return CalibratedKernelCost(std::move(calibration), hardware.achievable,
+                                std::move(kernel_overhead_note));
   } catch (const std::invalid_argument& e) {
     node.fail(e.what());
   }

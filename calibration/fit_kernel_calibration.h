@@ -22,7 +22,8 @@
 //    or a step; of equally good shapes the widest ramp wins: without a training row between
 //    two measured row sizes it interpolates between them rather than put a cliff at one) and
 //    long_row_read_passes; each measured op gets its harness (floor, offset).
-//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them).
+//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them;
+//    simulations take the per-kernel overhead from the hardware profile, load_calibrated).
 //  - Fused attention is not fitted (no sweep measures it): the file gets no `attention:`
 //    section, and the model uses the FlashAttention-2 defaults (attention_kernel_model.h).
 //  - No sweep measures fp8 either: the file has no fp8 entry, and the model prices fp8 GEMMs

@@ -5,7 +5,8 @@
 // File schema (every key required unless marked optional; units in the strings):
 //   fitted_on: A100-SXM4-80GB        hardware profile `name` of the device the sweeps ran on
 //   source: "..."                    where the measurements came from
-//   kernel_overhead: 5us             fixed time added to every kernel the model prices
+//   kernel_overhead: 5us             fixed time added to every kernel the model prices when the
+//                                    hardware profile states none (load_calibrated)
 //   gemm:
 //     default: {tile_m, tile_n, k_overhead, compute_scale, memory_scale}
 //     fp32: {...}                    optional, per dtype (dtype_name); else `default`
@@ -89,8 +90,10 @@ struct FitError {
 struct KernelCalibration {
   std::string fitted_on;
   std::string source;
-  /// Added to every GEMM and memory-bound kernel the calibrated model prices. Default 5 us:
-  /// Lin et al., TPDS 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
+  /// Added to every GEMM and memory-bound kernel the calibrated model prices. load_calibrated
+  /// replaces it with the hardware profile's measured kernel_overhead (hardware_profile.h); the
+  /// file's value is the fallback for a profile without one. Default 5 us: Lin et al., TPDS
+  /// 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
   /// to embedding ops: their model prices each of the op's kernels with its own floor
   /// (EmbeddingParams::kernel_floor).
   Duration kernel_overhead = Duration::from_us(5);

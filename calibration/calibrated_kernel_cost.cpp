@@ -107,8 +107,16 @@ GemmEstimate CalibratedKernelCost::gemm_estimate(const KernelDesc& kernel,
   const std::optional<DType> donor = fp8_donor(calibration_);
   AchievableFractions fp8 = achievable_;
   if (achievable_.fp8_compute > 0.0) fp8.compute = achievable_.fp8_compute;
-  return estimate_gemm(kernel, device, fp8,
-                       donor ? *own_gemm(calibration_, *donor) : calibration_.gemm);
+  GemmParams params = donor ? *own_gemm(calibration_, *donor) : calibration_.gemm;
+  // k_overhead is the per-tile prologue / epilogue in K-elements at the donor's rate. Its time
+  // does not shrink at the fp8 rate (loading the first stages and writing the 16-bit output
+  // tile take what they took), so in fp8 K-elements it is longer by the rate ratio.
+  const double donor_peak = device.peak(donor.value_or(DType::kBf16)).flops_per_second();
+  const double fp8_peak = device.peak(DType::kFp8).flops_per_second();
+  if (donor_peak > 0.0 && fp8_peak > 0.0) {
+    params.k_overhead *= (fp8_peak * fp8.compute) / (donor_peak * achievable_.compute);
+  }
+  return estimate_gemm(kernel, device, fp8, params);
 }
 
 std::optional<std::string> CalibratedKernelCost::borrowed_calibration(

@@ -23,7 +23,10 @@
 //    the bf16 fit (else fp16, else default) at the device's measured fp8 rate, peak(fp8) x
 //    achievable.fp8_compute, i.e. the bf16 fit's rate x the measured fp8 / bf16 MAMF ratio;
 //    a profile without a measured fp8 fraction uses achievable.compute (the datasheet peak
-//    ratio). A device without an fp8 peak (A100) cannot price fp8: std::invalid_argument.
+//    ratio). The fit's per-tile prologue / epilogue keeps its time: k_overhead (K-elements) is
+//    multiplied by that rate ratio. fp8 tiles step K by 128 and write 16-bit outputs
+//    (gemm_kernel_model.h). A device without an fp8 peak (A100) cannot price fp8:
+//    std::invalid_argument.
 //  - borrowed_calibration names every parameter borrowed for a kernel, joined by "; ": the
 //    calibration fitted on another GPU than `device`, a GEMM dtype without its own fit, a
 //    memory op without a measured curve, attention without an `attention:` section, the

@@ -282,6 +282,12 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   out << fmt::format("kernel model `calibrated` ({}) on {} vs measurements\n", calibration,
                      hw.device.name);
+  // Where the parameters came from, so that the reader knows which rows are in-sample.
+  out << fmt::format(
+      "calibration fitted on {} ({}); `train` rows of those measurements are in-sample (the fit "
+      "read them), `held-out` rows are not; split: {}\n",
+      model.calibration().fitted_on, model.calibration().source,
+      model.calibration().split.empty() ? "not recorded" : model.calibration().split);
   if (points) out << format_kernel_points(rows, model, hw.device);
   out << format_kernel_validation(validate_kernels(rows, model, hw.device));
   if (layer.enabled) print_layer_check(layer, calibration, model, hw, out);

@@ -446,6 +446,12 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
   for (const char* op : {"gemm", "softmax", "layernorm", "gelu", "held-out"}) {
     EXPECT_NE(r.output.find(op), std::string::npos) << op << "\n" << r.output;
   }
+  // Where the parameters came from and which rows are in-sample.
+  EXPECT_NE(r.output.find("calibration fitted on A100-SXM4-80GB (LLMCompass A100 sweeps"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("`train` rows of those measurements are in-sample"), std::string::npos)
+      << r.output;
 }
 
 TEST_F(Cli, ValidateKernelsLayerPricesEveryOpOfBothPhasesAndTheAllReduces) {

@@ -83,7 +83,8 @@ class GraphExecutor::Impl {
     if (done_ != graph_.task_count()) throw SimulationError(diagnose());
     for (Observer* o : observers_)
       o->on_run_end(last_completion_);
-    return RunStats{last_completion_, engine_.executed() - events_before, done_};
+    return RunStats{last_completion_, engine_.executed() - events_before, done_,
+                    waits_before_record_};
   }
 
  private:
@@ -347,7 +348,20 @@ class GraphExecutor::Impl {
   }
 
   void enqueue(TaskId gpu_task) {
-    const size_t si = stream_of(graph_.task(gpu_task));
+    const Task& task = graph_.task(gpu_task);
+    if (task.kind == TaskKind::kStreamWait) {
+      // A wait enqueued before its event was recorded waits for nothing (CUDA semantics of
+      // cudaStreamWaitEvent): drop its edge from the record.
+      const TaskId record = task.payload;
+      const TaskId record_launch = graph_.launcher_of(record);
+      if (record_launch != kNoTask && state_[record_launch] != TaskState::kDone) {
+        if (wait_released_.empty()) wait_released_.assign(graph_.task_count(), false);
+        wait_released_[gpu_task] = true;
+        ++waits_before_record_;
+        --pending_[gpu_task];
+      }
+    }
+    const size_t si = stream_of(task);
     GpuStream& s = streams_[si];
     s.queue.push_back(gpu_task);
     ++s.entered;
@@ -372,6 +386,11 @@ class GraphExecutor::Impl {
   void release_successors(TaskId t) {
     for (const TaskId* it = graph_.successors_begin(t); it != graph_.successors_end(t); ++it) {
       const TaskId next = *it;
+      // The edge of a wait released before its record was enqueued is already gone.
+      if (!wait_released_.empty() && wait_released_[next] &&
+          graph_.task(t).kind == TaskKind::kEventRecord && graph_.task(next).payload == t) {
+        continue;
+      }
       if (--pending_[next] != 0) continue;
       const Task& nt = graph_.task(next);
       if (state_[next] == TaskState::kRunning) {  // a stream wait that was holding its stream
@@ -396,10 +415,101 @@ class GraphExecutor::Impl {
            std::to_string(task.rank);
   }
 
+  /// Why unfinished task `t` cannot proceed (one clause), and the task it waits for (kNoTask when
+  /// it waits for something that is no single task: a rendezvous, or nothing known).
+  /// `blocker[t]`: an unfinished predecessor of t (kNoTask when none).
+  std::pair<std::string, TaskId> explain(TaskId t, const std::vector<TaskId>& blocker) const {
+    const Task& task = graph_.task(t);
+    if (state_[t] == TaskState::kRunning && task.kind == TaskKind::kHostSync) {
+      for (const GpuStream& s : streams_) {
+        for (const SyncWaiter& w : s.waiters) {
+          if (w.sync != t) continue;
+          const TaskId head = s.head < s.queue.size() ? s.queue[s.head] : kNoTask;
+          return {"waits for its stream to finish the " + std::to_string(w.target) +
+                      " tasks enqueued on it (" + std::to_string(s.completed) + " done)",
+                  head};
+        }
+      }
+    }
+    if (state_[t] == TaskState::kRunning && task.kind == TaskKind::kCollective) {
+      const CollectiveId c = graph_.collective_of(t);
+      const CollectiveDesc& desc = graph_.collective(c);
+      std::vector<RankId> arrived;
+      for (TaskId a : rendezvous_[c].arrived)
+        arrived.push_back(graph_.device_of(graph_.task(a).rank));
+      std::vector<RankId> missing;
+      for (RankId m : desc.members) {
+        if (std::find(arrived.begin(), arrived.end(), m) == arrived.end()) missing.push_back(m);
+      }
+      return {"waits at the rendezvous of collective `" + std::string(graph_.collective_name(c)) +
+                  "` for rank" + (missing.size() > 1 ? "s " : " ") + join_ranks(missing),
+              kNoTask};
+    }
+    if (pending_[t] > 0 && blocker[t] != kNoTask) {
+      return {"waits for " + describe(blocker[t]), blocker[t]};
+    }
+    if (is_gpu_task(task.kind) && graph_.launcher_of(t) != kNoTask &&
+        state_[graph_.launcher_of(t)] != TaskState::kDone) {
+      return {"is not launched yet: its launch is " + describe(graph_.launcher_of(t)),
+              graph_.launcher_of(t)};
+    }
+    // Behind an earlier task of its thread or stream.
+    if (!is_gpu_task(task.kind)) {
+      const CpuThread& th = threads_[thread_of(task)];
+      if (th.cursor < th.program.size() && th.program[th.cursor] != t) {
+        return {"waits for its thread, where " + describe(th.program[th.cursor]) + " runs first",
+                th.program[th.cursor]};
+      }
+    } else {
+      const GpuStream& st = streams_[stream_of(task)];
+      if (st.head < st.queue.size() && st.queue[st.head] != t) {
+        return {"waits for its stream, where " + describe(st.queue[st.head]) + " runs first",
+                st.queue[st.head]};
+      }
+    }
+    return {"waits for nothing known (a scheduling fault)", kNoTask};
+  }
+
+  /// The first blocked task (lowest id at the head of a thread or stream) and the chain of what
+  /// it waits for, to a task that is not blocked by another or back to itself (a cycle).
+  std::string explain_first_blocked() const {
+    std::vector<TaskId> blocker(graph_.task_count(), kNoTask);
+    for (TaskId u = 0; u < graph_.task_count(); ++u) {
+      if (state_[u] == TaskState::kDone) continue;
+      for (const TaskId* it = graph_.successors_begin(u); it != graph_.successors_end(u); ++it) {
+        if (blocker[*it] == kNoTask) blocker[*it] = u;
+      }
+    }
+    TaskId first = kNoTask;
+    for (const CpuThread& th : threads_) {
+      if (th.cursor < th.program.size()) first = std::min(first, th.program[th.cursor]);
+    }
+    for (const GpuStream& st : streams_) {
+      if (st.head < st.queue.size()) first = std::min(first, st.queue[st.head]);
+    }
+    if (first == kNoTask) return "";
+    std::string out = "\n  first blocked: " + describe(first);
+    std::vector<TaskId> seen;
+    for (TaskId t = first; t != kNoTask && seen.size() < 16;) {
+      seen.push_back(t);
+      const auto [why, next] = explain(t, blocker);
+      out += (t == first ? " " : ";\n    that ") + why;
+      if (std::find(seen.begin(), seen.end(), next) != seen.end()) {
+        out +=
+            ";\n    a dependency cycle: these tasks wait for each other (the graph's edges "
+            "and a thread's or stream's order contradict each other)";
+        break;
+      }
+      t = next;
+    }
+    return out;
+  }
+
   std::string diagnose() const {
     std::string msg =
         "the simulation cannot finish: " + std::to_string(graph_.task_count() - done_) + " of " +
         std::to_string(graph_.task_count()) + " tasks never completed";
+    msg += explain_first_blocked();
     bool named_collective = false;
     for (CollectiveId c = 0; c < rendezvous_.size(); ++c) {
       const Rendezvous& rv = rendezvous_[c];
@@ -456,6 +566,10 @@ class GraphExecutor::Impl {
   std::vector<int64_t> cpu_ps_;
   uint64_t done_ = 0;
   Time last_completion_ = Time::zero();
+  /// Per task: a StreamWait enqueued before its record (its record edge dropped); empty until
+  /// the first such wait.
+  std::vector<bool> wait_released_;
+  uint64_t waits_before_record_ = 0;
 };
 
 GraphExecutor::GraphExecutor(Engine& engine, const TaskGraph& graph, const ModelSet& models)

@@ -40,6 +40,11 @@ struct RunStats {
   Time end;             ///< time of the last completion
   uint64_t events = 0;  ///< engine events executed
   uint64_t tasks_done = 0;
+  /// StreamWaits enqueued before their EventRecord was: CUDA makes such a wait a no-op
+  /// (cudaStreamWaitEvent on an event not yet recorded "acts as if the record has already
+  /// completed", CUDA Runtime API), so they did not wait. Only a what-if on host time (host
+  /// work re-priced, so launches reorder) makes any.
+  uint64_t stream_waits_before_record = 0;
 };
 
 class GraphExecutor {

@@ -8,8 +8,10 @@
 #include <ostream>
 
 #include "sim/config/config_node.h"
+#include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "topology/collective_cross_validation.h"
 #include "topology/collective_fit.h"
 #include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
@@ -49,38 +51,121 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   std::string configs = "configs";
   std::string data = "test/data";
   std::string tuning_file;
+  std::string prior_file;
+  bool held_out = false;
+  int held_out_evaluations = CrossValidationOptions{}.max_evaluations;
+  bool points = false;
   po::options_description desc(
       "usage: upsim validate collectives [options]\n\n"
       "Simulates all-reduce at every measured size on the fabric of each measured system "
       "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100) with the "
       "flow network and\nNCCL-like algorithms, and prints per point the measured and predicted "
       "time, the error, the bus\nbandwidths and the chosen algorithm/protocol, then the geomean "
-      "|error| and the plateau error.\nExits 1 if a system exceeds the bounds (plateau 5%, "
-      "geomean 15%). Run from the repository root\nfor the defaults.\n\noptions");
+      "|error| and the plateau error.\nEach table names its measurements, its tuning and whether "
+      "its points are IN-SAMPLE (the tuning\nwas fitted on them: the built-in tuning was fitted "
+      "on all 70 points shown) or HELD OUT.\n\n"
+      "--held-out adds leave-one-system-out validation: for each system with a full sweep (<= "
+      "64 KiB\nto >= 256 MiB), the calibrated parameters are refitted on the other systems only, "
+      "from a prior\ntuning that no measurement chose (NCCL's tables, datasheets), and the "
+      "held-out "
+      "system is\nvalidated with that fit, by a maximum a posteriori fit from two starts; a "
+      "system with link\nfamilies of its own also gets a PARTLY IN-SAMPLE variant with just those "
+      "fitted on its points\n(method: topology/collective_cross_validation.h; about 10 s).\n\n"
+      "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
+      "Run from the\nrepository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding topologies/")  //
       ("data", po::value<std::string>(&data)->default_value(data),
        "folder holding nccl-tests/ and llmcompass/ measurements")  //
       ("tuning", po::value<std::string>(&tuning_file),
-       "collective tuning file (default: the built-in NCCL-like tuning, as in "
-       "configs/collectives/nccl_like.yaml)");
+       "collective tuning file for the in-sample tables (default: the built-in NCCL-like "
+       "tuning, as in configs/collectives/nccl_like.yaml)")  //
+      ("held-out", po::bool_switch(&held_out),
+       "also run leave-one-system-out validation (refits per held-out system)")  //
+      ("prior", po::value<std::string>(&prior_file),
+       "start tuning of the held-out fits (default: the built-in prior, NCCL's tables and "
+       "datasheet values for every calibrated parameter)")  //
+      ("held-out-evaluations",
+       po::value<int>(&held_out_evaluations)->default_value(held_out_evaluations),
+       "bound on objective evaluations per held-out fit")  //
+      ("points", po::bool_switch(&points), "also print every held-out point");
   po::variables_map vm;
   if (!parse_command_line(args, desc, out, vm)) return 0;
 
   const CollectiveTuning tuning = read_tuning(tuning_file);
+  const std::string tuning_name =
+      tuning_file.empty()
+          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 11 "
+            "calibrated parameters were fitted on all 70 points of these five systems"
+          : tuning_file;
+  const std::string sample =
+      tuning_file.empty() ? "IN-SAMPLE (the tuning was fitted on these points)"
+                          : "in-sample if the tuning file was fitted on these points (see its "
+                            "header)";
+  out << "== In-sample validation ==\n";
+  out << fmt::format("tuning: {}\n\n", tuning_name);
   bool within = true;
+  std::vector<CollectiveFitSystem> systems;
+  std::vector<CollectiveValidation> in_sample;
   for (const CollectiveValidationCase& c : collective_validation_cases()) {
-    const Fabric fabric = read_fabric(fs::path(configs) / c.topology);
-    const std::vector<MeasuredCollective> measured = read_case(c, data);
-    const CollectiveValidation v = validate_all_reduce(fabric, tuning, measured, c.system);
+    Fabric fabric = read_fabric(fs::path(configs) / c.topology);
+    std::vector<MeasuredCollective> measured = read_case(c, data);
+    const CollectiveValidation v =
+        validate_all_reduce(fabric, tuning, measured, c.system, c.harness_overhead);
+    out << fmt::format("measurements: {}{}; harness: {}\nfabric: {}; {}\n", c.data_file,
+                       c.run_id.empty() ? "" : fmt::format(" (run {})", c.run_id), c.harness,
+                       c.topology, sample);
     out << format_validation(v) << "\n";
     const bool sweep = v.points.size() > 1;
     within = within && std::abs(v.plateau_error) <= kPlateauBound &&
              (!sweep || v.geomean_abs_error <= kGeomeanBound);
+    in_sample.push_back(v);
+    systems.push_back(CollectiveFitSystem{c.system, std::move(fabric), CollectiveKind::kAllReduce,
+                                          std::move(measured), c.harness_overhead});
   }
-  out << (within ? "all systems within bounds (plateau <= 5%, sweep geomean <= 15%)\n"
-                 : "SOME SYSTEMS EXCEED THE BOUNDS (plateau <= 5%, sweep geomean <= 15%)\n");
+  out << (within ? "in-sample: all systems within bounds (plateau <= 5%, sweep geomean <= 15%)\n"
+                 : "in-sample: SOME SYSTEMS EXCEED THE BOUNDS (plateau <= 5%, sweep geomean <= "
+                   "15%)\n");
+  if (held_out) {
+    const CollectiveTuning prior =
+        prior_file.empty() ? nccl_prior_tuning() : read_tuning(prior_file);
+    const std::string prior_name =
+        prior_file.empty() ? "the built-in prior (nccl_prior_tuning: NCCL's tables and datasheet "
+                             "values, no measured point)"
+                           : prior_file;
+    CrossValidationOptions options;
+    options.parameters = calibrated_tuning_parameters();
+    options.max_evaluations = held_out_evaluations;
+    const std::vector<HeldOutFold> folds = leave_one_system_out(systems, prior, options);
+    out << "\n== Held-out validation (leave one system out) ==\n";
+    out << format_cross_validation(folds, prior_name, points);
+    out << fmt::format("{:<32} {:>6}  {:>22}  {:>22}  {:>26}\n", "system", "points",
+                       "in-sample (128K-32M)", "held out (128K-32M)", "own network fitted (band)");
+    for (const HeldOutFold& f : folds) {
+      double in = 0.0;
+      double in_band = 0.0;
+      for (const CollectiveValidation& v : in_sample) {
+        if (v.system != f.held_out) continue;
+        in = v.geomean_abs_error;
+        in_band = band_geomean_abs_error(v, kBandLowBytes, kBandHighBytes, nullptr);
+      }
+      const std::string own =
+          f.own_parameters.empty()
+              ? std::string("-")
+              : fmt::format("{:.2f}% ({:.2f}%)", 100.0 * f.own_validation.geomean_abs_error,
+                            100.0 * f.own_band_geomean);
+      out << fmt::format("{:<32} {:>6}  {:>22}  {:>22}  {:>26}\n", f.held_out,
+                         f.validation.points.size(),
+                         fmt::format("{:.2f}% ({:.2f}%)", 100.0 * in, 100.0 * in_band),
+                         fmt::format("{:.2f}% ({:.2f}%)", 100.0 * f.validation.geomean_abs_error,
+                                     100.0 * f.band_geomean),
+                         own);
+    }
+    out << "(geomean |error|; in-sample: the tuning above; held out: fitted on the other systems "
+           "only; own network fitted: PARTLY IN-SAMPLE, the held-out system's own link families "
+           "fitted on its points, see above)\n";
+  }
   return within ? 0 : 1;
 }
 
@@ -89,6 +174,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
   bool force = false;
   std::vector<std::string> logs;
   std::vector<std::string> topologies;
+  std::vector<std::string> harness_overheads;
   std::string collective;
   bool validation_systems = false;
   std::string configs = "configs";
@@ -125,6 +211,11 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
       ("topology", po::value<std::vector<std::string>>(&topologies)->composing(),
        "fabric YAML the logs were measured on: once for all logs, or once per log in "
        "order")  //
+      ("harness-overhead", po::value<std::vector<std::string>>(&harness_overheads)->composing(),
+       "what the measuring harness adds to every call, e.g. 12us for a PyTorch-level benchmark "
+       "that times torch.distributed calls (default 0: nccl-tests): once for all logs or once "
+       "per log in order; added to every predicted time of that log, so the fit does not bend "
+       "NCCL latencies to absorb it")  //
       ("collective", po::value<std::string>(&collective),
        "collective of logs without a `# Collective test starting:` line (nccl-tests before "
        "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
@@ -158,6 +249,27 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
         "per log",
         logs.size(), topologies.size()));
   }
+  if (!harness_overheads.empty() && harness_overheads.size() != 1 &&
+      harness_overheads.size() != logs.size()) {
+    throw std::runtime_error(fmt::format(
+        "{} --nccl-tests logs but {} --harness-overhead values: give one for all logs or one per "
+        "log",
+        logs.size(), harness_overheads.size()));
+  }
+  std::vector<Duration> harness(logs.size(), Duration::zero());
+  for (size_t i = 0; i < logs.size() && !harness_overheads.empty(); ++i) {
+    const std::string& text =
+        harness_overheads.size() == 1 ? harness_overheads[0] : harness_overheads[i];
+    try {
+      harness[i] = parse_duration(text);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("--harness-overhead `{}`: {}", text, e.what()));
+    }
+    if (harness[i] < Duration::zero() || harness[i] > kMaxConfiguredLatency) {
+      throw std::runtime_error(
+          fmt::format("--harness-overhead `{}`: must be between 0 and 1 s", text));
+    }
+  }
   if (logs.empty() && !topologies.empty()) {
     throw std::runtime_error("--topology without --nccl-tests: which log was measured on it?");
   }
@@ -184,12 +296,13 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
     systems.push_back(
         CollectiveFitSystem{fmt::format("{} on {}", fs::path(logs[i]).filename().string(),
                                         topology.filename().string()),
-                            std::move(fabric), log.kind, measured_points(log)});
+                            std::move(fabric), log.kind, measured_points(log), harness[i]});
   }
   if (validation_systems) {
     for (const CollectiveValidationCase& c : collective_validation_cases()) {
       systems.push_back(CollectiveFitSystem{c.system, read_fabric(fs::path(configs) / c.topology),
-                                            CollectiveKind::kAllReduce, read_case(c, data)});
+                                            CollectiveKind::kAllReduce, read_case(c, data),
+                                            c.harness_overhead});
     }
   }
   CollectiveFitOptions options;

@@ -19,9 +19,11 @@
 #include "sim/config/quantity_parse.h"
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
+#include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
 
@@ -34,6 +36,11 @@ namespace {
 constexpr const char* kTraceFile = "trace.json";
 constexpr const char* kSummaryFile = "summary.txt";
 constexpr const char* kResolvedFile = "scenario.yaml";
+// Results for machines (tools/run_tables.h).
+constexpr const char* kSummaryJsonFile = "summary.json";
+constexpr const char* kRanksCsvFile = "ranks.csv";
+constexpr const char* kLinksCsvFile = "links.csv";
+constexpr const char* kOpsCsvFile = "ops.csv";
 /// Largest rank --trace-ranks accepts before the graph is known (scenarios allow 131072 GPUs).
 constexpr uint64_t kMaxTraceRank = 1'000'000;
 
@@ -102,6 +109,71 @@ TraceSelection select_trace_ranks(const RunOptions& options, const Scenario& sce
   return out;
 }
 
+/// Trace workloads measuring several steps: per step the measured and predicted time (means
+/// over the ranks that have the step), their error (or what-if change), and the rank whose
+/// error is largest; then the geomean and the worst step. A mean over steps can hide steps
+/// that are far off; this shows them.
+std::string format_measured_steps(const Scenario& scenario, const RunSummary& summary) {
+  const std::vector<std::string>& labels = scenario.measured_step_labels;
+  if (labels.size() < 2 || summary.ranks.empty()) return "";
+  const bool what_if = scenario.comparison.kind == MeasuredComparison::Kind::kWhatIf;
+  const uint32_t first = scenario.warmup_iterations;
+  size_t label_width = 4;
+  for (const std::string& l : labels)
+    label_width = std::max(label_width, l.size());
+  std::string out = fmt::format("per step ({} steps; means over the ranks):\n", labels.size());
+  out += fmt::format("{:<{}} {:>14} {:>14} {:>9} {:>16}\n", "step", label_width, "measured (ms)",
+                     "predicted (ms)", what_if ? "change" : "error", "worst rank");
+  double log_sum = 0.0;
+  size_t n = 0;
+  double worst = 0.0;
+  std::string worst_step;
+  for (size_t k = 0; k < labels.size(); ++k) {
+    double measured = 0.0;
+    double predicted = 0.0;
+    size_t ranks = 0;
+    double rank_worst = 0.0;
+    size_t rank_worst_at = 0;
+    for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_step_times.size(); ++r) {
+      const std::vector<Duration>& times = summary.ranks[r].iteration_times;
+      const Duration m = scenario.measured_step_times[r][k];
+      if (m <= Duration::zero() || first + k >= times.size()) continue;
+      const double p = times[first + k].seconds();
+      measured += m.seconds();
+      predicted += p;
+      ++ranks;
+      const double e = p / m.seconds() - 1.0;
+      if (std::abs(e) >= std::abs(rank_worst)) {
+        rank_worst = e;
+        rank_worst_at = r;
+      }
+    }
+    if (ranks == 0) {
+      out += fmt::format("{:<{}} {:>14} {:>14}   no measured time\n", labels[k], label_width, "-",
+                         "-");
+      continue;
+    }
+    const double e = predicted / measured - 1.0;
+    log_sum += std::log(std::abs(e) + 4e-4);
+    ++n;
+    if (std::abs(e) >= std::abs(worst)) {
+      worst = e;
+      worst_step = labels[k];
+    }
+    out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}% {:>7.2f}% rank {:<3}\n", labels[k],
+                       label_width, 1e3 * measured / static_cast<double>(ranks),
+                       1e3 * predicted / static_cast<double>(ranks), 100.0 * e, 100.0 * rank_worst,
+                       rank_worst_at);
+  }
+  if (n > 0) {
+    out += fmt::format("per-step |{}|: geomean {:.2f}% over {} steps, worst {:+.2f}% ({})\n",
+                       what_if ? "change" : "error",
+                       100.0 * std::exp(log_sum / static_cast<double>(n)), n, 100.0 * worst,
+                       worst_step);
+  }
+  return out;
+}
+
 /// Trace workloads: the measured iteration time of each rank next to the prediction, as an error
 /// only when the platform is the measured one (MeasuredComparison in tools/scenario.h): a
 /// what-if prints the same ratio as a change under a "what-if:" line, and a measured time that
@@ -155,6 +227,7 @@ std::string format_measured_comparison(const Scenario& scenario, const RunSummar
     out += fmt::format("geomean |error| {:.2f}% over {} ranks (exp mean ln(|e| + 4e-4))\n",
                        100.0 * std::exp(log_sum / static_cast<double>(n)), n);
   }
+  if (kind != Kind::kNone) out += format_measured_steps(scenario, summary);
   return out;
 }
 
@@ -202,7 +275,8 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   for (const std::string& assignment : options.overrides)
     doc.apply_override(assignment);
 
-  std::vector<std::string> planned{kSummaryFile, kResolvedFile};
+  std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
+                                   kRanksCsvFile, kLinksCsvFile, kOpsCsvFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
   if (trace_in_folder) planned.push_back(kTraceFile);
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
@@ -220,6 +294,7 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   fs::path trace_path;
   TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
+  std::unique_ptr<OpProfileObserver> ops;
   // An interrupted run leaves no half-written trace behind.
   std::optional<TempFileGuard> trace_tmp;
   const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
@@ -231,6 +306,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
                                                 : fs::path(options.trace_file);
       if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
     }
+    ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
+                                              scenario.measured_iterations);
+    executor.add_observer(ops.get());
     trace.reset();
     if (trace_path.empty()) return;
     trace =
@@ -249,9 +327,25 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
   write_file_atomically(out_dir / kSummaryFile, text);
   write_file_atomically(out_dir / kResolvedFile, doc.resolved_yaml());
+  const RunIdentity identity{options.scenario, options.overrides};
+  write_file_atomically(out_dir / kSummaryJsonFile,
+                        summary_json(identity, scenario, summary, stats));
+  write_file_atomically(out_dir / kRanksCsvFile, ranks_csv(summary));
+  write_file_atomically(out_dir / kLinksCsvFile, links_csv(summary));
+  const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
+  write_file_atomically(out_dir / kOpsCsvFile, ops_csv(ops->rows(), measured));
 
   for (const std::string& w : scenario.warnings)
     err << "upsim: warning: " << w << "\n";
+  if (stats.stream_waits_before_record > 0) {
+    err << fmt::format(
+        "upsim: warning: {} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event "
+        "{} waited for was recorded, so {} for nothing, as CUDA does; the re-priced host time "
+        "reordered launches that the measured run made in the other order\n",
+        stats.stream_waits_before_record, stats.stream_waits_before_record == 1 ? "" : "s",
+        stats.stream_waits_before_record == 1 ? "it" : "they",
+        stats.stream_waits_before_record == 1 ? "it waited" : "they waited");
+  }
   if (options.quiet) {
     out << fmt::format("{:.4f}\n", summary.predicted_iteration_time.ms());
     return;
@@ -273,8 +367,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         "search), {:.3f} s in all\n",
         stats.tasks_done, stats.events, run.attempts.size(), counts, wall_s);
   }
-  err << fmt::format("outputs: {}/ ({}{}, {})\n", out_dir.string(),
-                     trace_in_folder ? "trace.json, " : "", kSummaryFile, kResolvedFile);
+  err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", out_dir.string(),
+                     trace_in_folder ? "trace.json, " : "", kSummaryFile, kSummaryJsonFile,
+                     kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
   if (!trace_selection.note.empty()) err << trace_selection.note << "\n";
   if (!trace_path.empty()) {
     err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",

@@ -303,6 +303,14 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
                       hardware.device.name, kernels.get_string("model"), host.get_string("model"),
                       interconnect_text);
+  s.description_text = description;
+  s.platform.gpus = static_cast<uint32_t>(gpus);
+  s.platform.gpu = hardware.device.name;
+  s.platform.gpu_memory_bytes = hardware.device.hbm_bytes;
+  s.platform.kernel_model = kernels.get_string("model");
+  s.platform.host_model = host.get_string("model");
+  s.platform.interconnect = interconnect_text;
+  if (s.models.fabric) s.platform.fabric = s.models.fabric->name();
 
   WorkloadPlatform on;
   on.gpus = static_cast<uint32_t>(gpus);
@@ -323,20 +331,28 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
     try {
       return workload->build(on, s.graph);
     } catch (const TaskLimitError&) {
-      workload_node.fail(fmt::format(
+      const std::string message = fmt::format(
           "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
           "simulate fewer GPUs, layers or iterations",
           s.graph.task_limit(),
           format_bytes(static_cast<int64_t>(s.graph.task_limit()) *
                        static_cast<int64_t>(kBytesPerTask)),
           kBytesPerTask,
-          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds"));
+          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds");
+      if (limits.max_tasks != 0) workload_node.fail(message);
+      try {
+        workload_node.fail(message);
+      } catch (const ConfigError& e) {
+        throw MachineLimitError(e);
+      }
     }
   }();
   s.iterations = built.iterations;
   s.warmup_iterations = built.warmup_iterations;
   s.measured_iterations = built.measured_iterations;
   s.measured_iteration = std::move(built.measured_iteration);
+  s.measured_step_labels = std::move(built.measured_step_labels);
+  s.measured_step_times = std::move(built.measured_step_times);
   s.warnings = std::move(built.warnings);
   if (!s.measured_iteration.empty()) {
     s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),
@@ -345,6 +361,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   s.trace_ranks = std::move(built.trace_ranks);
   for (const std::string& line : built.description)
     text += line + "\n";
+  s.memory = built.memory;
   if (built.memory) {
     const MemoryFootprint& memory = *built.memory;
     text += memory_line(memory, hardware.device) + "\n";

@@ -90,8 +90,25 @@ struct MeasuredComparison {
 /// match, which makes the comparison a what-if rather than a claimed accuracy.
 bool gpu_names_match(std::string_view recorded, std::string_view profile_name);
 
+/// What the scenario runs on, as machine-readable results state it (summary.json).
+struct ScenarioPlatform {
+  uint32_t gpus = 0;  ///< GPUs of the run (the graph may simulate fewer: represented)
+  std::string gpu;    ///< the hardware profile's name ("A100-SXM4-40GB")
+  int64_t gpu_memory_bytes = 0;
+  std::string kernel_model;  ///< platform.kernels.model
+  std::string host_model;    ///< platform.host.model
+  std::string interconnect;  ///< platform.interconnect.model, with the fabric's name for flow
+  std::string fabric;        ///< the fabric's name; empty without platform.topology
+};
+
 struct Scenario {
   std::string name;
+  /// The scenario's own `description:` (as written; empty when it has none).
+  std::string description_text;
+  ScenarioPlatform platform;
+  /// The workload's largest per-GPU footprint (WorkloadBuild::memory); nullopt when it does
+  /// not model memory.
+  std::optional<MemoryFootprint> memory;
   /// What is simulated, in a few lines for the summary (platform, workload, placement), then
   /// one "warning: ..." line per warning (summary.txt keeps both).
   std::string description;
@@ -111,6 +128,10 @@ struct Scenario {
   /// Trace workloads: each rank's measured time of the measured iterations (mean); empty
   /// for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// Trace workloads measuring several iterations: per step its label and each rank's measured
+  /// time (WorkloadBuild::measured_step_labels / measured_step_times).
+  std::vector<std::string> measured_step_labels;
+  std::vector<std::vector<Duration>> measured_step_times;
   /// Trace workloads: whether and how measured_iteration may be compared with the prediction.
   MeasuredComparison comparison;
   /// GPUs the graph stands for (WorkloadBuild::represented_gpus; never 0 here).
@@ -119,6 +140,15 @@ struct Scenario {
   std::vector<std::string> warnings;
   /// The ranks the workload suggests for the Chrome trace of a large run (WorkloadBuild).
   std::optional<TraceRankSuggestion> trace_ranks;
+};
+
+/// The scenario needs more memory than this machine has (its task graph would pass
+/// machine_task_limit()): a ConfigError at `workload` like any other, which callers that run
+/// many scenarios can tell apart (`upsim validate workloads` lists such rows as skipped, with
+/// the reason, rather than as failed).
+class MachineLimitError : public ConfigError {
+ public:
+  explicit MachineLimitError(const ConfigError& error) : ConfigError(error) {}
 };
 
 /// What one run may use of the machine.

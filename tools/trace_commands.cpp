@@ -92,7 +92,7 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
   }
   for (const std::string& w : result.warnings)
     out << "warning: " << w << "\n";
-  out << format_trace_validation(result.ranks);
+  out << format_trace_validation(result.ranks) << format_trace_steps(result.ranks);
   return 0;
 }
 

@@ -13,6 +13,8 @@ namespace upsim {
 namespace {
 
 constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+// NVLS needs at least this many members in each node (see the NVLS layout check below).
+constexpr uint32_t kNvlsMinGpusPerNode = 3;
 // Hamiltonian cycles enumerated per node (7! = 5040 covers every cycle of an 8-GPU node) and
 // the DFS steps allowed to find them; larger meshes keep the first cycles found.
 constexpr size_t kMaxEnumeratedCycles = 5040;
@@ -145,6 +147,8 @@ struct CollectivePlanner::Layout {
   // NVLS: per member, the NVSwitches it reaches directly and the share of its NVLink bandwidth
   // to each; empty when NVLS does not apply.
   std::vector<std::vector<std::pair<DeviceIndex, double>>> nvls_planes;
+  // NVLS efficiency of the NVLS links used (the lowest over their kinds).
+  double nvls_efficiency = 1.0;
   // Cached flow structures per (kind, algorithm); see FlowStructure.
   std::map<std::pair<CollectiveKind, CollectiveAlgorithm>, std::unique_ptr<FlowStructure>>
       structures;
@@ -346,8 +350,8 @@ CollectivePlanner::CollectivePlanner(const Fabric& fabric, CollectiveTuning tuni
   for (LinkId l = 0; l < links.size(); ++l) {
     const LinkFamily& f = tuning_.family_of(links[l].kind);
     link_family_[l] = &f;
-    link_efficiency_[l] = f.efficiency;
-    link_capacity_[l] = links[l].bandwidth.bytes_per_second() * f.efficiency;
+    link_efficiency_[l] = tuning_.link_efficiency(links[l].kind);
+    link_capacity_[l] = links[l].bandwidth.bytes_per_second() * link_efficiency_[l];
   }
   in_links_.resize(fabric_.devices().size());
   route_cost_ps_.resize(links.size());
@@ -762,8 +766,12 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
     }
   }
 
-  // NVLS: every node's members attach directly to the same NVSwitch(es) over NVLS-capable links.
-  if (lay.uniform && lay.max_per_node >= 2 && !tuning_.nvls_link_prefixes.empty()) {
+  // NVLS: every node's members attach directly to the same NVSwitch(es) over NVLS-capable links,
+  // and a node holds at least kNvlsMinGpusPerNode of them: NCCL leaves NVLS off when the
+  // communicator has two or fewer GPUs in the node (NVIDIA/nccl src/transport/nvls.cc,
+  // ncclNvlsInit: no NVLS support for gpuCount <= 2).
+  if (lay.uniform && lay.max_per_node >= kNvlsMinGpusPerNode &&
+      !tuning_.nvls_link_prefixes.empty()) {
     auto nvls_capable = [&](const FabricLink& link) {
       if (fabric_.device(link.to).kind != DeviceKind::kNvSwitch) return false;
       for (const std::string& prefix : tuning_.nvls_link_prefixes) {
@@ -773,6 +781,7 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
     };
     std::vector<std::vector<std::pair<DeviceIndex, double>>> planes(n);
     bool ok = true;
+    double nvls_efficiency = 1.0;
     for (const auto& node : lay.nodes) {
       // Switches every member of the node reaches directly.
       std::vector<DeviceIndex> common;
@@ -806,13 +815,20 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
         for (DeviceIndex sw : common) {
           double share = 0.0;
           for (LinkId l : out_links[i]) {
-            if (links[l].to == sw && nvls_capable(links[l])) share += link_capacity_[l];
+            if (links[l].to == sw && nvls_capable(links[l])) {
+              share += link_capacity_[l];
+              nvls_efficiency =
+                  std::min(nvls_efficiency, tuning_.nvls_efficiency_for(links[l].kind));
+            }
           }
           planes[i].emplace_back(sw, share / total);
         }
       }
     }
-    if (ok) lay.nvls_planes = std::move(planes);
+    if (ok) {
+      lay.nvls_planes = std::move(planes);
+      lay.nvls_efficiency = nvls_efficiency;
+    }
   }
 
   return *layouts_.emplace(members, std::move(owned)).first->second;
@@ -964,7 +980,7 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       }
       case CollectiveAlgorithm::kNvls: {
         const double pd = static_cast<double>(p);
-        const double volume = (1.0 + 1.0 / pd) / tuning_.nvls_efficiency;
+        const double volume = (1.0 + 1.0 / pd) / lay.nvls_efficiency;
         for (uint32_t i = 0; i < n; ++i) {
           for (const auto& [sw, share] : lay.nvls_planes[i]) {
             fc.add(gpu[i], sw, volume * share, i);

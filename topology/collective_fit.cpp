@@ -312,12 +312,30 @@ double collective_fit_objective(std::span<const CollectiveValidation> validation
   return sum;
 }
 
-std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
-                                                   const CollectiveTuning& tuning) {
-  std::vector<CollectiveValidation> out;
+namespace {
+std::vector<const CollectiveFitSystem*> pointers(std::span<const CollectiveFitSystem> systems) {
+  std::vector<const CollectiveFitSystem*> out;
   out.reserve(systems.size());
   for (const CollectiveFitSystem& s : systems)
-    out.push_back(validate_collective(s.fabric, tuning, s.kind, s.points, s.name));
+    out.push_back(&s);
+  return out;
+}
+}  // namespace
+
+std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
+                                                   const CollectiveTuning& tuning) {
+  return validate_system_subset(pointers(systems), tuning);
+}
+
+std::vector<CollectiveValidation> validate_system_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning) {
+  std::vector<CollectiveValidation> out;
+  out.reserve(systems.size());
+  for (const CollectiveFitSystem* system : systems) {
+    const CollectiveFitSystem& s = *system;
+    out.push_back(
+        validate_collective(s.fabric, tuning, s.kind, s.points, s.name, s.harness_overhead));
+  }
   return out;
 }
 
@@ -371,10 +389,18 @@ std::vector<std::string> default_fit_parameters(std::span<const CollectiveFitSys
 CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> systems,
                                           const CollectiveTuning& start,
                                           const CollectiveFitOptions& options) {
+  return fit_collective_tuning_subset(pointers(systems), start, options);
+}
+
+CollectiveFitResult fit_collective_tuning_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& start,
+    const CollectiveFitOptions& options) {
   if (systems.empty()) throw std::invalid_argument("collective fit: no measured systems");
-  for (const CollectiveFitSystem& s : systems) {
-    if (s.points.empty()) {
-      throw std::invalid_argument(fmt::format("collective fit: system `{}` has no points", s.name));
+  for (const CollectiveFitSystem* s : systems) {
+    if (s == nullptr) throw std::invalid_argument("collective fit: null system");
+    if (s->points.empty()) {
+      throw std::invalid_argument(
+          fmt::format("collective fit: system `{}` has no points", s->name));
     }
   }
   if (options.parameters.empty()) throw std::invalid_argument("collective fit: no parameters");
@@ -410,15 +436,36 @@ CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> s
     }
     return t;
   };
+  if (!options.prior_widths.empty() && options.prior_widths.size() != r.parameters.size()) {
+    throw std::invalid_argument(fmt::format("collective fit: {} prior widths for {} parameters",
+                                            options.prior_widths.size(), r.parameters.size()));
+  }
+  if (!options.prior_centres.empty() && options.prior_centres.size() != r.parameters.size()) {
+    throw std::invalid_argument(fmt::format("collective fit: {} prior centres for {} parameters",
+                                            options.prior_centres.size(), r.parameters.size()));
+  }
+  std::vector<double> centre = origin.x;
+  for (size_t i = 0; i < options.prior_centres.size(); ++i)
+    centre[i] = to_coordinate(r.parameters[i].parameter.unit, options.prior_centres[i]);
+  auto penalty = [&](const std::vector<double>& x) {
+    double sum = 0.0;
+    for (size_t i = 0; i < options.prior_widths.size(); ++i) {
+      const double w = options.prior_widths[i];
+      if (!(w > 0.0)) continue;
+      const double z = (std::clamp(x[i], -kMaxX, kMaxX) - centre[i]) / w;
+      sum += z * z;
+    }
+    return options.prior_noise * options.prior_noise * sum;
+  };
   NelderMead nm(
       [&](const std::vector<double>& x) {
-        return collective_fit_objective(validate_systems(systems, tuning_at(x)));
+        return collective_fit_objective(validate_system_subset(systems, tuning_at(x))) + penalty(x);
       },
       options.max_evaluations);
 
-  r.before = validate_systems(systems, start);
+  r.before = validate_system_subset(systems, start);
   r.objective_before = collective_fit_objective(r.before);
-  origin.f = r.objective_before;
+  origin.f = r.objective_before + penalty(origin.x);
   constexpr double kStep = 0.3;
   constexpr int kRestarts = 10;
   Vertex best = origin;
@@ -433,16 +480,20 @@ CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> s
   r.evaluations = nm.used();
 
   CollectiveTuning fitted = start;
+  std::vector<double> rounded(r.parameters.size());
   for (size_t i = 0; i < r.parameters.size(); ++i) {
     FittedParameter& p = r.parameters[i];
     double v = round_significant(from_coordinate(p.parameter.unit, best.x[i]), 4);
     if (p.parameter.unit == TuningParameterUnit::kFraction) v = std::min(v, 1.0);
     p.fitted = v;
+    rounded[i] = to_coordinate(p.parameter.unit, v);
     set_tuning_parameter(fitted, p.parameter, v);
   }
-  r.after = validate_systems(systems, fitted);
+  r.after = validate_system_subset(systems, fitted);
   r.objective_after = collective_fit_objective(r.after);
-  if (r.objective_after > r.objective_before) {
+  r.prior_penalty_after = penalty(rounded);
+  if (r.objective_after + r.prior_penalty_after > r.objective_before + penalty(origin.x)) {
+    r.prior_penalty_after = penalty(origin.x);
     for (FittedParameter& p : r.parameters)
       p.fitted = p.start;
     fitted = start;
@@ -473,6 +524,12 @@ std::string format_fit_report(const CollectiveFitResult& r) {
         width, collective_kind_name(b.kind), b.ranks, b.points.size(), percent(b.geomean_abs_error),
         percent(a.geomean_abs_error), 100.0 * b.plateau_error, 100.0 * a.plateau_error,
         percent(b.max_abs_error), percent(a.max_abs_error));
+  }
+  for (const CollectiveValidation& v : r.before) {
+    if (v.harness_overhead > Duration::zero()) {
+      out += fmt::format("{}: predicted times include a harness overhead of {:.4g} us per call\n",
+                         v.system, v.harness_overhead.us());
+    }
   }
   size_t name_width = 9;
   for (const FittedParameter& p : r.parameters)
@@ -509,6 +566,10 @@ std::string fit_file_header(const CollectiveFitResult& r, std::string_view start
     out += fmt::format("  {}: {}, {} ranks, {} points; {} -> {}\n", b.system,
                        collective_kind_name(b.kind), b.ranks, b.points.size(),
                        percent(b.geomean_abs_error), percent(r.after[i].geomean_abs_error));
+    if (b.harness_overhead > Duration::zero()) {
+      out += fmt::format("    (measured through a harness adding {:.4g} us per call)\n",
+                         b.harness_overhead.us());
+    }
   }
   out += fmt::format(
       "Objective (sum over systems of mean ln(predicted / measured)^2):\n  {:.6g} -> {:.6g}\n",

@@ -75,6 +75,9 @@ struct CollectiveFitSystem {
   Fabric fabric;
   CollectiveKind kind = CollectiveKind::kAllReduce;
   std::vector<MeasuredCollective> points;
+  /// Per-call overhead of the measuring harness, added to every predicted time of this system
+  /// (CollectiveValidationCase::harness_overhead); zero for nccl-tests.
+  Duration harness_overhead{};
 };
 
 /// Sum over systems of mean_i ln(predicted_i / measured_i)^2 of the validations.
@@ -83,6 +86,9 @@ double collective_fit_objective(std::span<const CollectiveValidation> validation
 /// Validates every system with `tuning` (validate_collective), in order.
 std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
                                                    const CollectiveTuning& tuning);
+/// The same over systems held elsewhere (a subset, as leave-one-system-out fits use).
+std::vector<CollectiveValidation> validate_system_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning);
 
 /// The parameters `upsim calibrate collectives` fits when none are named: launch_overhead when
 /// some system has a point of at most 64 KiB, and the efficiency of every link family that has
@@ -95,6 +101,19 @@ std::vector<std::string> default_fit_parameters(std::span<const CollectiveFitSys
 struct CollectiveFitOptions {
   std::vector<std::string> parameters;  ///< names as above; must not be empty or repeat
   int max_evaluations = 3000;           ///< objective evaluations, all restarts together
+  /// Optional Gaussian prior per parameter (a maximum a posteriori fit), in the order of
+  /// `parameters`: the width is the prior's standard deviation in the fit coordinate (ln(v + 1)
+  /// for us, ln(v) otherwise; 0 = no prior on that parameter), the centre its mean in the
+  /// parameter's unit (empty: the start values). The minimised objective becomes
+  ///   sum over systems of mean ln(pred / meas)^2 + prior_noise^2 x sum_i ((x_i - c_i) / w_i)^2,
+  /// as if each system's mean squared log error were a Gaussian likelihood with noise
+  /// prior_noise. Breaks ties between parameters the data cannot tell apart (a per-call overhead
+  /// and a network's per-hop latency on one two-node system) in favour of the prior; with
+  /// widths empty the fit is the plain least squares above. Reported objectives are the data
+  /// term only.
+  std::vector<double> prior_widths;
+  std::vector<double> prior_centres;
+  double prior_noise = 0.05;
 };
 
 struct FittedParameter {
@@ -110,6 +129,8 @@ struct CollectiveFitResult {
   std::vector<CollectiveValidation> after;   ///< with the fitted tuning
   double objective_before = 0.0;
   double objective_after = 0.0;
+  /// The prior term of the minimised objective at the fitted values (0 without prior_widths).
+  double prior_penalty_after = 0.0;
   int evaluations = 0;
   bool converged = false;  ///< false when max_evaluations stopped it
 };
@@ -120,6 +141,10 @@ struct CollectiveFitResult {
 CollectiveFitResult fit_collective_tuning(std::span<const CollectiveFitSystem> systems,
                                           const CollectiveTuning& start,
                                           const CollectiveFitOptions& options);
+/// The same over systems held elsewhere (none may be null).
+CollectiveFitResult fit_collective_tuning_subset(
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& start,
+    const CollectiveFitOptions& options);
 
 /// The per-system error table before and after (points, geomean |e|, plateau busbw error,
 /// max |e|), the parameters (start, fitted) and the objective.

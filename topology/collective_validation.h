@@ -56,6 +56,8 @@ struct CollectiveValidation {
   double geomean_abs_error = 0.0;
   double plateau_error = 0.0;  ///< busbw error at the largest size
   double max_abs_error = 0.0;
+  /// Added to every predicted time (see CollectiveValidationCase::harness_overhead).
+  Duration harness_overhead{};
 };
 
 /// One measured system: the fabric file (relative to configs/), the measured data file
@@ -65,6 +67,13 @@ struct CollectiveValidationCase {
   std::string topology;
   std::string data_file;
   std::string run_id;  ///< empty for the LLMCompass sweep
+  /// What the measuring harness adds to each call on top of the collective itself (e.g. a
+  /// framework's per-call dispatch when a PyTorch-level benchmark times torch.distributed
+  /// calls): added to every predicted time of this measurement set, so that tuning latencies
+  /// describe NCCL and not the harness. Zero for nccl-tests, whose per-call time is the
+  /// average over back-to-back NCCL calls (NVIDIA/nccl-tests src/common.cu).
+  Duration harness_overhead{};
+  std::string harness;  ///< how the set was measured, printed with its table
 };
 
 /// The five measured all-reduce systems (4x A100 NVLink3, GCP A3 Mega 2x8 H100 TCPXO, OCI 2x8
@@ -94,14 +103,19 @@ CollectiveDesc nccl_tests_collective_desc(CollectiveKind kind, uint32_t ranks, i
 /// Simulates a collective of `kind` at each measured size over all GPUs of `fabric` and
 /// compares. Throws std::invalid_argument for kSendRecv (nccl-tests' sendrecv_perf is a ring of
 /// pairs, not upsim's one-pair send/recv).
+///
+/// `harness_overhead` (>= 0) is added to every predicted time: what the measuring harness adds
+/// per call (CollectiveValidationCase::harness_overhead).
 CollectiveValidation validate_collective(const Fabric& fabric, const CollectiveTuning& tuning,
                                          CollectiveKind kind,
                                          std::span<const MeasuredCollective> measured,
-                                         std::string system);
+                                         std::string system,
+                                         Duration harness_overhead = Duration::zero());
 /// validate_collective for all-reduce.
 CollectiveValidation validate_all_reduce(const Fabric& fabric, const CollectiveTuning& tuning,
                                          std::span<const MeasuredCollective> measured,
-                                         std::string system);
+                                         std::string system,
+                                         Duration harness_overhead = Duration::zero());
 
 /// The table of a validation: size, measured / predicted us, error %, busbw, choice; then the
 /// summary line.

@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -71,6 +72,11 @@ struct LinkFamily {
   /// Added to NCCL's per-hop latency of each protocol for hops over this family (NCCL's
   /// `latencyInter` of a network plugin plays this role); zero for the defaults.
   std::array<Duration, kCollectiveProtocolCount> extra_hop_latency{};
+  /// Per-generation factors on `efficiency`: a link whose kind starts with a key (longest
+  /// matching key) gets efficiency x factor, capped at 1; other links get `efficiency`. Lets
+  /// one fitted number serve several generations of a technology in the ratios a source gives
+  /// (the defaults: NCCL's per-generation NVLink bandwidths, nccl_tuning.cpp).
+  std::vector<std::pair<std::string, double>> generation_factors;
 };
 
 struct ProtocolTuning {
@@ -98,6 +104,9 @@ struct CollectiveTuning {
   double nvls_efficiency = 1.0;
   /// NVLS needs an NVSwitch whose GPU links have one of these kind prefixes (NVLink SHARP).
   std::vector<std::string> nvls_link_prefixes;
+  /// Per-generation factors on nvls_efficiency, by NVLS link kind prefix (longest match; 1
+  /// otherwise), capped at 1 (defaults: NCCL's per-generation NVLS efficiencies).
+  std::vector<std::pair<std::string, double>> nvls_generation_factors;
   /// Per-step floor of intra-node hop latency in rings spanning several nodes (NCCL
   /// getNetOverhead), tripled for Simple as NCCL does.
   Duration net_overhead;
@@ -111,6 +120,12 @@ struct CollectiveTuning {
   /// The family of a link kind (longest matching prefix). Throws std::invalid_argument when no
   /// family matches (validate_tuning requires a fallback).
   const LinkFamily& family_of(std::string_view link_kind) const;
+  /// Bandwidth efficiency of a link of this kind: its family's, times the family's generation
+  /// factor for the kind, capped at 1.
+  double link_efficiency(std::string_view link_kind) const;
+  /// NVLS efficiency over NVLS links of this kind: nvls_efficiency times its generation factor,
+  /// capped at 1.
+  double nvls_efficiency_for(std::string_view link_kind) const;
   /// NCCL hop latency of `protocol` on `link_class` in `column`.
   Duration hop_latency(CollectiveProtocol p, LinkClass link_class, LatencyColumn column) const {
     return protocol(p).hop_latency[static_cast<size_t>(link_class)][static_cast<size_t>(column)];
@@ -120,8 +135,21 @@ struct CollectiveTuning {
 /// The calibrated defaults (values and sources in nccl_tuning.cpp).
 CollectiveTuning nccl_like_tuning();
 
+/// The names (collective_fit.h key paths) of the parameters of nccl_like_tuning() that were
+/// fitted on measured data (the [FIT] values of configs/collectives/nccl_like.yaml), in the
+/// order nccl_tuning.cpp lists them.
+std::vector<std::string> calibrated_tuning_parameters();
+
+/// nccl_like_tuning() with every calibrated parameter set back to a value that no measurement
+/// of test/data chose: NCCL's own table value where NCCL has one, the datasheet (efficiency 1,
+/// no extra latency) otherwise; sources in nccl_tuning.cpp. The start of a held-out
+/// (leave-one-system-out) fit, so that a parameter the training systems do not determine keeps
+/// a value that owes nothing to the held-out system.
+CollectiveTuning nccl_prior_tuning();
+
 /// Throws std::invalid_argument for a negative latency, an efficiency outside (0, 1], a wire
-/// factor below 1, a negative cap, no fallback family, or an empty algorithm / protocol list.
+/// factor below 1, a negative cap, a generation factor outside (0, kMaxGenerationFactor], no
+/// fallback family, or an empty algorithm / protocol list.
 void validate_tuning(const CollectiveTuning& tuning);
 
 /// The documented ranges of a tuning file's values: latencies and overheads in [0, 1 s]
@@ -130,6 +158,8 @@ void validate_tuning(const CollectiveTuning& tuning);
 /// LL128 adds 1/16), injection caps in [0, 1 PB/s] (0: no cap).
 inline constexpr double kMinEfficiency = 1e-6;
 inline constexpr double kMaxWireFactor = 16.0;
+/// Generation factors lie in (0, 4] (one generation at most four times as efficient as another).
+inline constexpr double kMaxGenerationFactor = 4.0;
 inline constexpr Bandwidth kMaxInjectionCap = Bandwidth::bytes_per_second(1e15);
 
 /// Reads a tuning file (configs/collectives/nccl_like.yaml). Every key is optional and

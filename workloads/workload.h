@@ -104,6 +104,11 @@ struct WorkloadBuild {
   /// Workloads read from measurements: each graph rank's measured time of the measured
   /// iterations (mean); empty for generated workloads.
   std::vector<Duration> measured_iteration;
+  /// With measured_iteration, when more than one iteration is measured: each measured
+  /// iteration's label ("ProfilerStep#10") and each rank's measured time of it
+  /// (measured_step_times[rank][step]; zero where the rank's trace lacks the step), in order.
+  std::vector<std::string> measured_step_labels;
+  std::vector<std::vector<Duration>> measured_step_times;
   /// With measured_iteration: what was measured, and on what.
   MeasuredRun measured_run;
   /// The largest per-GPU footprint; nullopt when the workload does not model memory.

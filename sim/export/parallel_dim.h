@@ -19,6 +19,11 @@ inline constexpr std::array<ParallelDim, kParallelDimCount> kParallelDims{
     ParallelDim::kTensor,   ParallelDim::kContext, ParallelDim::kExpert,
     ParallelDim::kPipeline, ParallelDim::kData,    ParallelDim::kOther};
 
+/// The dimension's position in kParallelDims (and its bit in a dimension mask).
+constexpr size_t parallel_dim_index(ParallelDim dim) {
+  return static_cast<size_t>(dim);
+}
+
 /// "tp", "cp", "ep", "pp", "dp", "other".
 constexpr std::string_view parallel_dim_name(ParallelDim dim) {
   switch (dim) {

@@ -67,13 +67,9 @@ std::string pct(Duration part, Duration whole) {
                      100.0 * static_cast<double>(part.ps()) / static_cast<double>(whole.ps()));
 }
 
-size_t index_of(ParallelDim dim) {
-  return static_cast<size_t>(dim);
-}
-
 /// True when the summary has collectives of a named dimension (not only kOther).
 bool has_named_dims(uint32_t dims) {
-  return (dims & ~(1u << index_of(ParallelDim::kOther))) != 0;
+  return (dims & ~(1u << parallel_dim_index(ParallelDim::kOther))) != 0;
 }
 
 }  // namespace
@@ -92,7 +88,7 @@ void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
   parallel_dims_ = 0;
   for (CollectiveId c = 0; c < graph.collective_count(); ++c) {
     collective_dim_[c] = parallel_dim_of(graph.collective_name(c));
-    parallel_dims_ |= 1u << index_of(collective_dim_[c]);
+    parallel_dims_ |= 1u << parallel_dim_index(collective_dim_[c]);
   }
   ended_ = false;
 }
@@ -153,7 +149,7 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
         r.rendezvous.push_back({begin, network_begin});
       }
       r.communication.push_back({network_begin, at});
-      r.communication_by_dim[index_of(dim)].push_back({network_begin, at});
+      r.communication_by_dim[parallel_dim_index(dim)].push_back({network_begin, at});
       break;
     }
     default:
@@ -229,9 +225,9 @@ RunSummary RunSummaryObserver::summary() const {
     // Each dimension's exposed share: outside compute and the earlier dimensions' transfers.
     Spans covered = compute;
     for (ParallelDim d : kParallelDims) {
-      const Spans spans = normalize(r.communication_by_dim[index_of(d)], lo, hi);
+      const Spans spans = normalize(r.communication_by_dim[parallel_dim_index(d)], lo, hi);
       if (spans.empty()) continue;
-      b.exposed_by_dim[index_of(d)] = minus(spans, covered);
+      b.exposed_by_dim[parallel_dim_index(d)] = minus(spans, covered);
       covered = unite(covered, spans);
     }
     b.bubble = minus(bubble, busy);
@@ -290,9 +286,9 @@ std::string format_run_summary(const RunSummary& s, size_t max_rank_rows) {
   const bool by_dim = has_named_dims(s.parallel_dims);
   if (by_dim) {
     for (ParallelDim d : kParallelDims) {
-      if ((s.parallel_dims & (1u << index_of(d))) == 0) continue;
+      if ((s.parallel_dims & (1u << parallel_dim_index(d))) == 0) continue;
       columns.push_back(Column{fmt::format("exposed {}", parallel_dim_name(d)), nullptr,
-                               static_cast<int>(index_of(d))});
+                               static_cast<int>(parallel_dim_index(d))});
     }
     columns.push_back(Column{"bubble", &RankBreakdown::bubble});
   }

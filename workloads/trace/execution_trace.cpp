@@ -304,6 +304,17 @@ std::optional<EtCollective> et_collective(const EtNode& node) {
     }
     if (name_at + 1 < in.size()) c.in_split = int_list(in[name_at + 1]);
     if (name_at + 2 < in.size()) c.out_split = int_list(in[name_at + 2]);
+    if (name_at + 5 < in.size() && in[name_at + 3].is_number() && in[name_at + 4].is_number() &&
+        in[name_at + 5].is_number()) {
+      const int64_t start = in[name_at + 3].integer;
+      const int64_t stride = in[name_at + 4].integer;
+      const int64_t size = in[name_at + 5].integer;
+      if (start >= 0 && stride > 0 && size > 0 && size <= (int64_t{1} << 20)) {
+        c.pg_size = size;
+        for (int64_t i = 0; i < size; ++i)
+          c.pg_ranks.push_back(start + i * stride);
+      }
+    }
   }
   if (node.outputs.is_array() && !node.outputs.items.empty()) {
     c.out_bytes = et_tensor_bytes(node.outputs.items.front());

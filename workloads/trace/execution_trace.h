@@ -84,6 +84,9 @@ struct EtCollective {
   int64_t seq = -1;  ///< the process group's collective sequence number (same on every rank)
   std::string pg;    ///< process group: pg_name, or the group object's address (old schemas)
   int64_t pg_size = -1;
+  /// The group's global ranks (global_rank_start + i x global_rank_stride, i < group size),
+  /// when the record carries them; empty otherwise.
+  std::vector<int64_t> pg_ranks;
   int64_t in_bytes = -1;  ///< total bytes of the input tensor(s)
   int64_t out_bytes = -1;
   int64_t in_elems = -1;

@@ -132,6 +132,7 @@ struct NcclKernel {
   std::optional<CollectiveKind> kind;
   int64_t bytes = -1;
   int64_t pg_size = -1;
+  std::vector<int64_t> pg_ranks;    // the group's global ranks, when recorded
   std::vector<int64_t> send_bytes;  // all-to-all: bytes to each peer
 };
 
@@ -286,10 +287,14 @@ class RankBuilder {
     }
   }
 
-  /// Adds the rank to the graph. `collective_of[i]` is the group of nccl()[i] and
-  /// `collective_ps[i]` its fixed duration; `origin_ps` is time zero on this rank's clock.
+  /// Adds the rank to the graph, running on GPU `gpu` (kNoDevice: its rank id).
+  /// `collective_of[i]` is the group of nccl()[i], `collective_ps[i]` its measured duration and
+  /// `collective_alone[i]` whether its group has no other member (model mode keeps it
+  /// measured); `origin_ps` is time zero on this rank's clock.
   TraceRankSummary emit(TaskGraph& g, const std::vector<CollectiveId>& collective_of,
-                        const std::vector<int64_t>& collective_ps, int64_t origin_ps) {
+                        const std::vector<int64_t>& collective_ps,
+                        const std::vector<uint8_t>& collective_alone, int64_t origin_ps,
+                        uint32_t gpu) {
     TraceRankSummary s;
     s.file = k_.file;
     s.trace_rank = k_.distributed.rank;
@@ -309,6 +314,7 @@ class RankBuilder {
           "stream " + std::to_string(stream) +
           (many_devices ? " (device " + std::to_string(device) + ")" : std::string()));
     }
+    info.device = gpu;
     rank_ = g.add_rank(info);
     s.rank = rank_;
     s.cpu_threads = info.cpu_threads;
@@ -329,7 +335,10 @@ class RankBuilder {
       const bool model = options_.mode == TraceMode::kModel;
       if (const auto it = nccl_pos.find(gi); it != nccl_pos.end()) {
         t = g.add_collective(rank_, stream, collective_of[it->second], nccl_[it->second].op_name);
-        if (!model) g.set_fixed_duration(t, Duration::from_ps(collective_ps[it->second]));
+        // Model mode keeps a collective measured when nobody else is known to take part.
+        const bool keep = model && collective_alone[it->second] != 0;
+        if (!model || keep) g.set_fixed_duration(t, Duration::from_ps(collective_ps[it->second]));
+        if (keep) ++s.collectives_kept_measured;
         ++s.collectives;
         gpu_task_[gi] = t;
         continue;
@@ -353,11 +362,14 @@ class RankBuilder {
         ++s.memsets;
       } else {
         std::optional<KernelDesc> kd;
-        if (model) kd = kernel_desc(gi);
+        KeptReason why = KeptReason::kShapes;
+        if (model) kd = kernel_desc(gi, why);
         if (!kd) {
           kd = KernelDesc{};
           measured = true;
           if (model) ++s.kernels_kept_measured;
+          if (why == KeptReason::kCompiled) ++s.kernels_compiled_kept_measured;
+          if (why == KeptReason::kNonAten) ++s.kernels_non_aten_kept_measured;
         }
         t = g.add_kernel(rank_, stream, k_.name_of(e), op, *kd);
         ++s.kernels;
@@ -697,6 +709,7 @@ class RankBuilder {
             n.seq = c->seq;
             n.pg = c->pg;
             n.pg_size = c->pg_size;
+            n.pg_ranks = c->pg_ranks;
             n.bytes = c->in_bytes;
             if (!c->in_split.empty() && c->in_bytes > 0) {
               int64_t total = 0;
@@ -758,8 +771,18 @@ class RankBuilder {
     const JsonValue v = read_json_value(cur);
     int64_t elem_bytes = -1;
     int64_t in_elems = -1;
+    int64_t rank_start = -1;
+    int64_t rank_stride = -1;
     std::vector<int64_t> split;
     for (const auto& [key, value] : v.members) {
+      if (key == "Process Group Ranks") {
+        // PyTorch writes the list as a string ("[0, 1, 2, 3]"); an array reads too.
+        n.pg_ranks = ints_of(value);
+      } else if (key == "Global rank start" && value.is_number()) {
+        rank_start = value.integer;
+      } else if (key == "Global rank stride" && value.is_number()) {
+        rank_stride = value.integer;
+      }
       if (key == "Collective name" && value.is_string()) {
         n.kind = kind_from_collective_name(value.string);
       } else if (key == "Process Group Name" && value.is_string()) {
@@ -780,6 +803,11 @@ class RankBuilder {
       } else if (key == "In split size") {
         split = ints_of(value);
       }
+    }
+    if (n.pg_ranks.empty() && rank_start >= 0 && rank_stride > 0 && n.pg_size > 0 &&
+        n.pg_size <= (int64_t{1} << 20)) {
+      for (int64_t i = 0; i < n.pg_size; ++i)
+        n.pg_ranks.push_back(rank_start + i * rank_stride);
     }
     if (in_elems >= 0 && elem_bytes > 0) n.bytes = in_elems * elem_bytes;
     if (!split.empty() && elem_bytes > 0 && in_elems > 0) {
@@ -1132,8 +1160,13 @@ class RankBuilder {
     return in;
   }
 
-  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it.
-  std::optional<KernelDesc> kernel_desc(uint32_t gi) {
+  /// Why model mode keeps a kernel measured, beyond its op having no shapes or kernel model.
+  enum class KeptReason : uint8_t { kShapes, kCompiled, kNonAten };
+
+  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it;
+  /// `reason` says why not when that op's shapes are not the kernel's.
+  std::optional<KernelDesc> kernel_desc(uint32_t gi, KeptReason& reason) {
+    reason = KeptReason::kShapes;
     const uint32_t call = launcher_[gi];
     if (call == kNone) return std::nullopt;
     uint32_t op = kNone;
@@ -1143,7 +1176,21 @@ class RankBuilder {
         break;
       }
     }
+    const std::string_view op_name = op == kNone ? std::string_view() : k_.name_of(ev_[op]);
+    if (is_inductor_kernel(k_.name_of(ev_[gi])) ||
+        (op != kNone && is_compiled_region_op(op_name))) {
+      reason = KeptReason::kCompiled;
+      return std::nullopt;
+    }
     if (op == kNone) return std::nullopt;
+    if (!is_registered_operator(op_name)) {
+      // Inside a compiled region, an op that is no operator is the region's own code.
+      reason = KeptReason::kNonAten;
+      for (uint32_t p = parent_[op]; p != kNone; p = parent_[p]) {
+        if (is_compiled_region_op(k_.name_of(ev_[p]))) reason = KeptReason::kCompiled;
+      }
+      return std::nullopt;
+    }
     const bool gemm_taken = gemm_done_.count(op) > 0;
     std::optional<KernelDesc> kd =
         op_kernel_desc(k_.name_of(ev_[op]), k_.name_of(ev_[gi]), op_inputs(op), gemm_taken);
@@ -1536,8 +1583,46 @@ std::string join(const std::vector<size_t>& v) {
 
 }  // namespace
 
+std::vector<uint32_t> job_collective_members(const std::vector<int64_t>& recorded_ranks,
+                                             int64_t group_size, uint32_t rank, uint32_t world,
+                                             bool& assumed_world) {
+  assumed_world = false;
+  std::vector<uint32_t> out;
+  if (!recorded_ranks.empty()) {
+    for (const int64_t r : recorded_ranks) {
+      if (r < 0 || r >= static_cast<int64_t>(world)) return {};
+      out.push_back(static_cast<uint32_t>(r));
+    }
+  } else if (group_size <= 0 || group_size == static_cast<int64_t>(world)) {
+    assumed_world = group_size <= 0;
+    for (uint32_t r = 0; r < world; ++r)
+      out.push_back(r);
+  }
+  if (std::find(out.begin(), out.end(), rank) == out.end()) return {};
+  return out;
+}
+
+bool is_compiled_region_op(std::string_view op) {
+  return op == "CompiledFunction" || op == "CompiledFunctionBackward" ||
+         op.ends_with(": CompiledFunctionBackward") || op.starts_with("Torch-Compiled Region") ||
+         op.starts_with("## Call CompiledFxGraph") || op.starts_with("CompiledFxGraph");
+}
+
+bool is_inductor_kernel(std::string_view kernel) {
+  return kernel.starts_with("triton_");
+}
+
+bool is_registered_operator(std::string_view op) {
+  const size_t colons = op.find("::");
+  if (colons == std::string_view::npos || colons == 0) return false;
+  if (op.starts_with("torch::autograd::") || op.starts_with("autograd::")) return false;
+  return op.find_first_of(" <>#:", colons + 2) == std::string_view::npos &&
+         op.substr(0, colons).find_first_of(" <>#") == std::string_view::npos;
+}
+
 std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
                                          const KinetoOpInputs& in, bool gemm_taken) {
+  if (!is_registered_operator(op) || is_inductor_kernel(kernel)) return std::nullopt;
   if (op.find("embedding") != std::string_view::npos) return std::nullopt;
   if (is_convolution_op(op)) return std::nullopt;
   if (in.dims.empty()) return std::nullopt;
@@ -1651,11 +1736,32 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
       it->second.push_back(Member{r, i});
     }
   }
+  // The GPU each trace runs on: its global rank for one trace of a larger job (model mode), else
+  // its position.
+  const bool partial_job =
+      options.mode == TraceMode::kModel && builders.size() == 1 && options.job_world_size > 1;
+  std::vector<RankId> device(builders.size());
+  for (size_t r = 0; r < builders.size(); ++r)
+    device[r] = static_cast<RankId>(r);
+  if (partial_job) {
+    const int32_t global = traces[0].kineto.distributed.rank;
+    if (global < 0 || static_cast<uint32_t>(global) >= options.job_world_size) {
+      throw TraceError(traces[0].kineto.file, "distributedInfo.rank " + std::to_string(global) +
+                                                  " is not a rank of the job's " +
+                                                  std::to_string(options.job_world_size) +
+                                                  " (world_size)");
+    }
+    device[0] = static_cast<RankId>(global);
+  }
+  std::vector<uint64_t> job_collectives(builders.size(), 0);
+  std::vector<uint64_t> world_assumed(builders.size(), 0);
   std::vector<std::vector<CollectiveId>> collective_of(builders.size());
   std::vector<std::vector<int64_t>> collective_ps(builders.size());
+  std::vector<std::vector<uint8_t>> collective_alone(builders.size());
   for (size_t r = 0; r < builders.size(); ++r) {
     collective_of[r].assign(builders[r].nccl().size(), 0);
     collective_ps[r].assign(builders[r].nccl().size(), 0);
+    collective_alone[r].assign(builders[r].nccl().size(), 0);
   }
   TraceGraphInfo info;
   for (const std::string& key : group_keys) {
@@ -1684,20 +1790,40 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
     desc.kind = first.kind.value_or(CollectiveKind::kAllReduce);
     int64_t duration = INT64_MAX;
     for (const Member& m : members) {
-      desc.members.push_back(static_cast<RankId>(m.rank));
+      desc.members.push_back(device[m.rank]);
       const NcclKernel& n = builders[m.rank].nccl()[m.index];
       duration = std::min(duration, builders[m.rank].kineto().events[n.gpu].dur_ps);
       desc.bytes = std::max(desc.bytes, n.bytes);
     }
+    // One trace of a larger job: the group's GPUs, the traced rank first, mirrored by the others.
+    bool over_job = false;
+    if (partial_job) {
+      bool assumed_world = false;
+      const std::vector<uint32_t> gpus = job_collective_members(
+          first.pg_ranks, first.pg_size, device[0], options.job_world_size, assumed_world);
+      if (gpus.size() > 1) {
+        over_job = true;
+        desc.members = {device[0]};
+        for (const uint32_t g : gpus) {
+          if (g != device[0]) desc.members.push_back(g);
+        }
+        desc.simulated_members = 1;
+        ++job_collectives[0];
+        if (assumed_world) ++world_assumed[0];
+      }
+    }
     if (desc.kind == CollectiveKind::kAllToAll) {
-      const size_t n = members.size();
+      const size_t n = desc.members.size();
       std::vector<int64_t> sizes(n * n, 0);
       for (size_t i = 0; i < n; ++i) {
-        const NcclKernel& k = builders[members[i].rank].nccl()[members[i].index];
+        // Mirrored members send as the traced rank does (its split rotated to their position).
+        const Member& m = members[over_job ? 0 : i];
+        const NcclKernel& k = builders[m.rank].nccl()[m.index];
         for (size_t j = 0; j < n; ++j) {
           sizes[i * n + j] = k.send_bytes.size() == n
-                                 ? k.send_bytes[j]
+                                 ? k.send_bytes[(j + n - i) % n]
                                  : std::max<int64_t>(0, k.bytes) / static_cast<int64_t>(n);
+          if (!over_job && k.send_bytes.size() == n) sizes[i * n + j] = k.send_bytes[j];
         }
       }
       desc.send_bytes = AllToAllSizes::dense(n, std::move(sizes));
@@ -1707,12 +1833,16 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
     for (const Member& m : members) {
       collective_of[m.rank][m.index] = id;
       collective_ps[m.rank][m.index] = duration;
+      collective_alone[m.rank][m.index] = desc.members.size() == 1 ? 1 : 0;
     }
   }
   for (size_t r = 0; r < builders.size(); ++r) {
     builders[r].plan();
-    info.ranks.push_back(
-        builders[r].emit(graph, collective_of[r], collective_ps[r], origin - offset[r]));
+    info.ranks.push_back(builders[r].emit(graph, collective_of[r], collective_ps[r],
+                                          collective_alone[r], origin - offset[r],
+                                          partial_job ? device[r] : kNoDevice));
+    info.ranks.back().collectives_over_job = job_collectives[r];
+    info.ranks.back().collectives_world_assumed = world_assumed[r];
   }
   return info;
 }

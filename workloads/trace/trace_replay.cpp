@@ -348,6 +348,9 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
       if (b == m.end() || e == m.end()) continue;
       measured += it.measured.ps();
       predicted += (e->second - b->second).ps();
+      v.step_labels.push_back(it.label);
+      v.step_measured.push_back(it.measured);
+      v.step_predicted.push_back(e->second - b->second);
       ++v.iterations;
       v.iteration = it.label;
       if (v.not_an_iteration.empty()) v.not_an_iteration = it.not_an_iteration;
@@ -457,6 +460,66 @@ double geomean_abs_error(const std::vector<RankValidation>& ranks) {
     ++n;
   }
   return n == 0 ? 0.0 : std::exp(sum / static_cast<double>(n));
+}
+
+std::string format_trace_steps(const std::vector<RankValidation>& ranks) {
+  std::vector<std::string> labels;
+  for (const RankValidation& r : ranks) {
+    if (!r.not_an_iteration.empty()) continue;
+    for (const std::string& l : r.step_labels) {
+      if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
+    }
+  }
+  if (labels.size() < 2) return "";
+  size_t width = 4;
+  for (const std::string& l : labels)
+    width = std::max(width, l.size());
+  std::string out = fmt::format("per step ({} steps; means over the ranks):\n", labels.size());
+  out += fmt::format("{:<{}} {:>14} {:>15} {:>8} {:>16}\n", "step", width, "measured (us)",
+                     "predicted (us)", "error", "worst rank");
+  double log_sum = 0.0;
+  size_t n = 0;
+  double worst = 0.0;
+  std::string worst_step;
+  for (const std::string& label : labels) {
+    double measured = 0.0;
+    double predicted = 0.0;
+    size_t count = 0;
+    double rank_worst = 0.0;
+    RankId rank_worst_at = 0;
+    for (const RankValidation& r : ranks) {
+      if (!r.not_an_iteration.empty()) continue;
+      for (size_t k = 0; k < r.step_labels.size(); ++k) {
+        if (r.step_labels[k] != label || r.step_measured[k] <= Duration::zero()) continue;
+        measured += r.step_measured[k].us();
+        predicted += r.step_predicted[k].us();
+        ++count;
+        const double e = r.step_predicted[k].seconds() / r.step_measured[k].seconds() - 1.0;
+        if (std::fabs(e) >= std::fabs(rank_worst)) {
+          rank_worst = e;
+          rank_worst_at = r.rank;
+        }
+      }
+    }
+    if (count == 0) continue;
+    const double e = predicted / measured - 1.0;
+    log_sum += std::log(std::fabs(e) + 4e-4);
+    ++n;
+    if (std::fabs(e) >= std::fabs(worst)) {
+      worst = e;
+      worst_step = label;
+    }
+    out +=
+        fmt::format("{:<{}} {:>14.3f} {:>15.3f} {:>+7.2f}% {:>+7.2f}% rank {:<3}\n", label, width,
+                    measured / static_cast<double>(count), predicted / static_cast<double>(count),
+                    100.0 * e, 100.0 * rank_worst, rank_worst_at);
+  }
+  if (n > 0) {
+    out += fmt::format("per-step |error|: geomean {:.2f}% over {} steps, worst {:+.2f}% ({})\n",
+                       100.0 * std::exp(log_sum / static_cast<double>(n)), n, 100.0 * worst,
+                       worst_step);
+  }
+  return out;
 }
 
 std::string format_trace_validation(const std::vector<RankValidation>& ranks) {

@@ -74,6 +74,10 @@ struct RankValidation {
   /// Why `measured` is not an iteration time (TraceIteration::not_an_iteration), or "": then no
   /// error is printed for the rank and the geomean leaves it out.
   std::string not_an_iteration;
+  /// Each averaged iteration: its label, measured and predicted time (in trace order).
+  std::vector<std::string> step_labels;
+  std::vector<Duration> step_measured;
+  std::vector<Duration> step_predicted;
 };
 
 struct TraceReplayResult {
@@ -126,6 +130,11 @@ TraceReplayResult validate_chakra_directory(const std::filesystem::path& dir);
 /// and the geometric mean of |error| (Lin et al., TPDS 2024: exp(mean(ln(|e| + 4e-4)))). Ranks
 /// whose measured time is not an iteration's print "n/a" and the reason, outside the geomean.
 std::string format_trace_validation(const std::vector<RankValidation>& ranks);
+
+/// With more than one iteration per rank: per step (by label, in order) the measured and
+/// predicted time as means over the ranks that have it, the error, and the rank whose error is
+/// largest; then the per-step geomean |error| and the worst step. "" with one iteration.
+std::string format_trace_steps(const std::vector<RankValidation>& ranks);
 double geomean_abs_error(const std::vector<RankValidation>& ranks);
 
 }  // namespace upsim

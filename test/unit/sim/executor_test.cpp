@@ -265,6 +265,71 @@ TEST(Collective, MismatchedOrderAcrossRanksIsReportedNotHung) {
   }
 }
 
+// A graph whose edges contradict a thread's order (the kernel waits for a host op that runs
+// after the host sync waiting for that kernel) hangs; the error names the first blocked task
+// and the chain of waits back to it, as a cycle.
+TEST(Deadlock, TheErrorNamesTheFirstBlockedTaskAndWhy) {
+  Harness h(1);
+  const TaskId k = h.graph.add_kernel(0, 0, "consumer", "op", kernel_of(5));
+  h.graph.add_launch(0, 0, "cudaLaunchKernel", "op", 0, k);
+  const TaskId sync = h.graph.add_host_sync(0, 0, 0, "cudaStreamSynchronize");
+  const TaskId late = h.graph.add_cpu_op(0, 0, "producer", HostPhase::kOpBody);
+  h.graph.add_dependency(late, k);
+  try {
+    h.run();
+    FAIL() << "expected SimulationError";
+  } catch (const SimulationError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("first blocked: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("waits for its stream to finish the 1 tasks enqueued on it (0 done)"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("waits for cpu_op `producer` (task " + std::to_string(late)),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("a dependency cycle"), std::string::npos) << msg;
+    (void)sync;
+  }
+}
+
+// CUDA: cudaStreamWaitEvent on an event not yet recorded is a no-op. A what-if on host time can
+// launch a wait before its record; the wait then does not hold its stream (once it deadlocked
+// when the record's launch depended on the waiting stream draining).
+TEST(StreamWait, EnqueuedBeforeItsRecordWaitsForNothing) {
+  Harness h(0);
+  h.graph.add_rank(RankInfo{"two threads", 2, {"a", "b"}});
+  h.models.devices.resize(1);
+  const TaskId record = h.graph.add_event_record(0, 0);
+  const TaskId wait = h.graph.add_stream_wait(0, 1, record);
+  const TaskId after = h.graph.add_kernel(0, 1, "after_wait", "op", kernel_of(5));
+  h.graph.add_launch(0, 0, "cudaStreamWaitEvent", "op", 0, wait);
+  h.graph.add_launch(0, 0, "cudaLaunchKernel", "op", 1, after);
+  const TaskId sync = h.graph.add_host_sync(0, 0, 1, "cudaStreamSynchronize");
+  // The record's launch on thread 1 comes only after thread 0's sync of stream b.
+  const TaskId record_launch = h.graph.add_launch(0, 1, "cudaEventRecord", "op", 0, record);
+  h.graph.add_dependency(sync, record_launch);
+  const RunStats stats = h.run();
+  EXPECT_EQ(stats.tasks_done, h.graph.task_count());
+  EXPECT_EQ(stats.stream_waits_before_record, 1u);
+  EXPECT_LT(h.rec.spans[after].end, h.rec.spans[record].begin);
+
+  // Launched after its record, the wait holds its stream until the record completes.
+  Harness ordered(0);
+  ordered.graph.add_rank(RankInfo{"two threads", 2, {"a", "b"}});
+  ordered.models.devices.resize(1);
+  const TaskId slow = ordered.graph.add_kernel(0, 0, "slow", "op", kernel_of(50));
+  const TaskId rec2 = ordered.graph.add_event_record(0, 0);
+  const TaskId wait2 = ordered.graph.add_stream_wait(0, 1, rec2);
+  const TaskId after2 = ordered.graph.add_kernel(0, 1, "after_wait", "op", kernel_of(5));
+  ordered.graph.add_launch(0, 0, "cudaLaunchKernel", "op", 0, slow);
+  ordered.graph.add_launch(0, 0, "cudaEventRecord", "op", 1, rec2);
+  ordered.graph.add_launch(0, 0, "cudaStreamWaitEvent", "op", 2, wait2);
+  ordered.graph.add_launch(0, 0, "cudaLaunchKernel", "op", 3, after2);
+  const RunStats s2 = ordered.run();
+  EXPECT_EQ(s2.stream_waits_before_record, 0u);
+  EXPECT_GE(ordered.rec.spans[after2].begin, ordered.rec.spans[slow].end);
+}
+
 TEST(Memcpy, TakesTheNetworkModelsTransferTime) {
   Harness h(1, us(4));
   const TaskId m = h.graph.add_memcpy(0, 0, "Memcpy HtoD", "aten::to",

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "../trace/chakra_writer.h"
+#include "../trace/synthetic_trace.h"
+#include "workloads/trace/json_reader.h"
 
 namespace {
 
@@ -206,6 +208,179 @@ TEST_F(Cli, TraceRanksDrawsOnlyThoseRanksAndAllDrawsEveryRank) {
   EXPECT_EQ(plain.output.find("trace: "), std::string::npos) << plain.output;
   EXPECT_EQ(read_file(dir_ / "plain" / "trace.json"), read_file(dir_ / "all" / "trace.json"));
   EXPECT_EQ(run("run " + kTiny + " --out both --trace-ranks 0-1,0").exit_code, 0);
+}
+
+/// The per-iteration comm time (ms) of the summary row that starts with `row`.
+double comm_ms(const std::string& summary, const std::string& row) {
+  const size_t at = summary.find("\n" + row);
+  if (at == std::string::npos) return -1.0;
+  std::istringstream line(summary.substr(summary.find(')', at) + 1));
+  double iter = 0;
+  double compute = 0;
+  std::string share;
+  double comm = -1;
+  line >> iter >> compute >> share >> comm;
+  return comm;
+}
+
+// Model mode on one rank of the 8-rank DLRM job (rank 0's Kineto trace alone): its collectives
+// are priced over the job's 8 GPUs of the DGX-1 fabric (the others mirrored), within 10% of
+// the collective time of the same rank when all 8 traces run; priced over the trace alone they
+// cost nothing.
+TEST_F(Cli, OneRankOfAJobPricesItsCollectivesOverTheJobsFabric) {
+  const fs::path dlrm =
+      fs::path(UPSIM_CONFIGS_DIR).parent_path() / "test/data/param-et-replay/dlrm";
+  fs::create_directories(dir_ / "one");
+  fs::copy_file(dlrm / "worker0_step_12.1694128201545.pt.trace.json.gz",
+                dir_ / "one" / "worker0_step_12.1694128201545.pt.trace.json.gz");
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  const auto scenario = [&](const std::string& traces) {
+    return "platform:\n  gpu: " + configs + "/hardware/v100_sxm2_32gb.yaml\n" +
+           "  kernels: {model: calibrated, calibration: " + configs +
+           "/calibration/a100_llmcompass.yaml}\n  host: {model: host_overheads, overheads: " +
+           configs + "/host/v100_pytorch_kineto.yaml}\n  topology: " + configs +
+           "/topologies/dgx1_v100.yaml\n  interconnect: {model: flow}\nworkload:\n  model: "
+           "trace\n" +
+           "  traces: " + traces + "\n  mode: model\n";
+  };
+  std::ofstream(dir_ / "one.yaml") << scenario((dir_ / "one").string());
+  std::ofstream(dir_ / "all.yaml") << scenario(dlrm.string());
+  const Result one = run("run one.yaml --out o1 --no-trace");
+  const Result all = run("run all.yaml --out o8 --no-trace");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_NE(one.out.find("platform: 8 x V100-SXM2-32GB"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("of rank 0 of a job of 8 GPUs"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("8 of 8 priced over their process group's GPUs"), std::string::npos)
+      << one.out;
+  const double alone = comm_ms(one.out, "rank 0 (");
+  const double whole = comm_ms(all.out, "rank 0 (");
+  ASSERT_GT(whole, 0.0) << all.out;
+  EXPECT_NEAR(alone, whole, 0.10 * whole) << one.out << all.out;
+}
+
+// A trace of three steps of 100, 300 and 100 us: the summary prints each step's measured and
+// predicted time, not only their mean (which would hide a step far off).
+TEST_F(Cli, TraceScenariosPrintEveryMeasuredStep) {
+  using namespace upsim::test;
+  std::vector<std::string> events;
+  int64_t t = 0;
+  int64_t correlation = 1;
+  for (int step = 1; step <= 3; ++step) {
+    const int64_t kernel_us = step == 2 ? 280 : 80;
+    events.push_back(annotation("ProfilerStep#" + std::to_string(step), kMainTid, std::to_string(t),
+                                std::to_string(kernel_us + 20)));
+    events.push_back(
+        runtime("cudaLaunchKernel", kMainTid, std::to_string(t + 2), "4", correlation));
+    events.push_back(gpu("kernel", "some_kernel", 7, std::to_string(t + 8),
+                         std::to_string(kernel_us), correlation));
+    events.push_back(runtime("cudaStreamSynchronize", kMainTid, std::to_string(t + 7),
+                             std::to_string(kernel_us + 5), correlation + 1));
+    correlation += 2;
+    t += kernel_us + 20;
+  }
+  fs::create_directories(dir_ / "steps");
+  std::ofstream(dir_ / "steps" / "rank0.json") << kineto_json(events);
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  std::ofstream(dir_ / "steps.yaml")
+      << "platform:\n  gpu: " << configs << "/hardware/v100_sxm2_32gb.yaml\n"
+      << "  kernels: {model: roofline}\n  host: {model: host_overheads, overheads: " << configs
+      << "/host/v100_pytorch_kineto.yaml}\n  interconnect: {model: alpha_beta, link: nvlink2}\n"
+      << "workload:\n  model: trace\n  traces: steps\n";
+  const Result r = run("run steps.yaml --out o --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.out.find("per step (3 steps; means over the ranks):"), std::string::npos) << r.out;
+  for (const auto& [label, ms] : std::vector<std::pair<std::string, double>>{
+           {"ProfilerStep#1", 0.1}, {"ProfilerStep#2", 0.3}, {"ProfilerStep#3", 0.1}}) {
+    const size_t at = r.out.find("\n" + label + " ");
+    ASSERT_NE(at, std::string::npos) << label << "\n" << r.out;
+    std::istringstream row(r.out.substr(at + label.size() + 1));
+    double measured = 0;
+    double predicted = 0;
+    row >> measured >> predicted;
+    EXPECT_NEAR(measured, ms, 1e-9) << label;
+    EXPECT_NEAR(predicted, ms, 0.05 * ms) << label;  // replay: each step as measured
+  }
+  EXPECT_NE(r.out.find("per-step |error|: geomean"), std::string::npos) << r.out;
+}
+
+/// The lines of `csv` split at commas (no quoted fields in these tables).
+std::vector<std::vector<std::string>> csv_rows(const std::string& csv) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(csv);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::istringstream f(line);
+    for (std::string field; std::getline(f, field, ',');)
+      fields.push_back(field);
+    rows.push_back(std::move(fields));
+  }
+  return rows;
+}
+
+// summary.json and the CSV tables read back and agree with the text summary; the same run
+// writes the same bytes.
+TEST_F(Cli, RunWritesSummaryJsonAndCsvTablesThatAgreeWithTheText) {
+  const std::string dlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + dlrm4 + " --out a --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  using upsim::JsonValue;
+  const std::string json_text = read_file(dir_ / "a" / "summary.json");
+  upsim::JsonCursor cursor(json_text, "summary.json");
+  const JsonValue doc = upsim::read_json_value(cursor);
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc.find("schema")->string, "upsim.summary");
+  EXPECT_EQ(doc.find("schema_version")->integer, 1);
+  EXPECT_EQ(doc.find("scenario")->find("name")->string, "dlrm_4gpu");
+  EXPECT_EQ(doc.find("platform")->find("gpus")->integer, 4);
+  EXPECT_EQ(doc.find("platform")->find("gpu")->string, "A100-SXM4-40GB");
+  // The text's "predicted iteration time: 3.3562 ms" is the JSON's value to 4 decimals.
+  const std::string summary = read_file(dir_ / "a" / "summary.txt");
+  const size_t at = summary.find("predicted iteration time: ");
+  ASSERT_NE(at, std::string::npos);
+  const double text_ms = std::stod(summary.substr(at + 26));
+  const double json_ms = doc.find("predicted_iteration_time_ms")->number;
+  EXPECT_NEAR(json_ms, text_ms, 5e-5);
+  const JsonValue& ranks = *doc.find("ranks");
+  ASSERT_EQ(ranks.items.size(), 4u);
+  double max_rank_ms = 0.0;
+  for (const JsonValue& rank : ranks.items) {
+    max_rank_ms = std::max(max_rank_ms, rank.find("iteration_time_ms")->number);
+    // compute + exposed comm + waits + idles = the iteration (run_summary.h).
+    double sum = 0.0;
+    for (const char* part : {"compute_ms", "exposed_communication_ms", "bubble_ms",
+                             "rendezvous_wait_ms", "cpu_bound_idle_ms", "other_idle_ms"}) {
+      sum += rank.find(part)->number;
+    }
+    EXPECT_NEAR(sum, rank.find("iteration_time_ms")->number, 1e-6);
+  }
+  EXPECT_EQ(max_rank_ms, json_ms);
+  EXPECT_FALSE(doc.find("links")->items.empty());
+  EXPECT_GT(doc.find("memory")->find("total_bytes")->integer, 0);
+
+  // ranks.csv: a header and one row per rank with the JSON's times.
+  const auto rank_rows = csv_rows(read_file(dir_ / "a" / "ranks.csv"));
+  ASSERT_EQ(rank_rows.size(), 5u);
+  EXPECT_EQ(rank_rows[0][2], "iteration_time_ms");
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(std::stod(rank_rows[i + 1][2]), ranks.items[i].find("iteration_time_ms")->number);
+  // links.csv: one row per link of the JSON.
+  EXPECT_EQ(csv_rows(read_file(dir_ / "a" / "links.csv")).size(),
+            doc.find("links")->items.size() + 1);
+  // ops.csv: every kernel's time, summed over the 4 ranks, covers their compute.
+  double kernel_ms = 0.0;
+  for (const auto& row : csv_rows(read_file(dir_ / "a" / "ops.csv"))) {
+    if (row[0] == "kernel" || row[0] == "memcpy") kernel_ms += std::stod(row[4]);
+  }
+  double compute_ms = 0.0;
+  for (const JsonValue& rank : ranks.items)
+    compute_ms += rank.find("compute_ms")->number;
+  EXPECT_GE(kernel_ms, compute_ms * 0.999);
+
+  // Deterministic: a second run writes the same bytes.
+  ASSERT_EQ(run("run " + dlrm4 + " --out b --no-trace").exit_code, 0);
+  for (const char* file : {"summary.json", "ranks.csv", "links.csv", "ops.csv"})
+    EXPECT_EQ(read_file(dir_ / "a" / file), read_file(dir_ / "b" / file)) << file;
 }
 
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
@@ -573,8 +748,27 @@ TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
   const Result r = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) + " --data " +
                        quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* system : {"A100", "H100", "geomean |error|", "all systems within bounds"}) {
+  for (const char* system :
+       {"A100", "H100", "geomean |error|", "all systems within bounds", "IN-SAMPLE"}) {
     EXPECT_NE(r.output.find(system), std::string::npos) << system << "\n" << r.output;
+  }
+}
+
+// A reduced leave-one-system-out run (50 evaluations per fold): the tables say what is held out
+// and what it was fitted on. The full run is CollectiveCrossValidation in topology_test.
+TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
+  const Result r = run("validate collectives --held-out --held-out-evaluations 50 --configs " +
+                       quote(UPSIM_CONFIGS_DIR) + " --data " +
+                       quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"== In-sample validation ==", "IN-SAMPLE",
+        "== Held-out validation (leave one system out) ==",
+        "HELD OUT: 4x A100 NVLink3 (LLMCompass)", "HELD OUT: GCP A3 Mega 2x8 H100 TCPXO",
+        "fitted on 4 other system(s)", "start (prior)", "held out (128K-32M)",
+        "PARTLY IN-SAMPLE variant", "own network fitted",
+        "measurements: nccl-tests/nccl_tests_allreduce_published.csv (run"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
 }
 
@@ -626,6 +820,30 @@ TEST_F(Cli, DevicesAsInputsAreRefusedNotReadForever) {
       << random.output;
   const Result trace = run("validate traces /dev");
   EXPECT_NE(trace.exit_code, 0) << trace.output;
+}
+
+// A per-call harness overhead is declared, not fitted: it is added to every prediction of its
+// log, so the fitted launch overhead no longer has to absorb it.
+TEST_F(Cli, CalibrateCollectivesAccountsForADeclaredHarnessOverhead) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const std::string topology =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/gcp_a3mega_h100_2node.yaml");
+  const std::string log = root + "/test/data/nccl-tests/gcp_a3mega_2x8_h100_tcpxo.log";
+  const std::string args = "calibrate collectives --topology " + topology + " --nccl-tests " +
+                           quote(log) +
+                           " --collective all_reduce --fit launch_overhead --max-evaluations 60";
+  const Result plain = run(args + " --out p.yaml");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const Result with = run(args + " --harness-overhead 40us --out h.yaml");
+  ASSERT_EQ(with.exit_code, 0) << with.output;
+  EXPECT_NE(with.output.find("harness overhead of 40 us per call"), std::string::npos)
+      << with.output;
+  EXPECT_NE(read_file(dir_ / "h.yaml").find("harness adding 40 us per call"), std::string::npos);
+  EXPECT_EQ(plain.output.find("harness overhead"), std::string::npos) << plain.output;
+  EXPECT_NE(read_file(dir_ / "p.yaml"), read_file(dir_ / "h.yaml"));
+  const Result bad = run(args + " --harness-overhead 40 --out b.yaml");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--harness-overhead `40`"), std::string::npos) << bad.output;
 }
 
 TEST_F(Cli, CalibrateCollectivesNamesTheLineOfABadLog) {

@@ -243,6 +243,18 @@ TEST(CollectiveAlgorithms, ProtocolAndAlgorithmFollowMessageSize) {
   FlowNetwork net3(h100, nccl_like_tuning(), gbps(2000));
   CollectiveDesc c3{CollectiveKind::kAllReduce, all_ranks(h100), int64_t{1} << 30, {}};
   EXPECT_EQ(net3.planner().plan(c3).choice.algorithm, CollectiveAlgorithm::kNvls);
+  // ... but not with two GPUs per node: NCCL enables NVLS from three GPUs in the node
+  // (NVIDIA/nccl src/transport/nvls.cc, ncclNvlsInit). Three is the first count with NVLS.
+  for (const uint32_t gpus : {2u, 3u}) {
+    CollectiveDesc few{CollectiveKind::kAllReduce, {}, int64_t{1} << 30, {}};
+    for (RankId r = 0; r < gpus; ++r)
+      few.members.push_back(r);
+    const auto options = net3.planner().candidates(few);
+    const bool nvls = std::any_of(options.begin(), options.end(), [](const CollectiveChoice& o) {
+      return o.algorithm == CollectiveAlgorithm::kNvls;
+    });
+    EXPECT_EQ(nvls, gpus >= 3) << gpus << " GPUs";
+  }
 
   // The tuner picks the candidate with the smallest prediction.
   for (int64_t bytes : {int64_t{8}, int64_t{1} << 20, int64_t{1} << 30}) {
@@ -307,6 +319,7 @@ void expect_same_tuning(const CollectiveTuning& a, const CollectiveTuning& b) {
   EXPECT_NEAR(a.tree_efficiency, b.tree_efficiency, 1e-12);
   EXPECT_DOUBLE_EQ(a.nvls_efficiency, b.nvls_efficiency);
   EXPECT_EQ(a.nvls_link_prefixes, b.nvls_link_prefixes);
+  EXPECT_EQ(a.nvls_generation_factors, b.nvls_generation_factors);
   EXPECT_EQ(a.all_reduce_algorithms, b.all_reduce_algorithms);
   EXPECT_EQ(a.enabled_protocols, b.enabled_protocols);
   for (size_t p = 0; p < kCollectiveProtocolCount; ++p) {
@@ -324,6 +337,7 @@ void expect_same_tuning(const CollectiveTuning& a, const CollectiveTuning& b) {
     EXPECT_EQ(a.families[i].link_class, b.families[i].link_class);
     EXPECT_DOUBLE_EQ(a.families[i].efficiency, b.families[i].efficiency);
     EXPECT_EQ(a.families[i].extra_hop_latency, b.families[i].extra_hop_latency);
+    EXPECT_EQ(a.families[i].generation_factors, b.families[i].generation_factors);
   }
 }
 
@@ -342,6 +356,30 @@ TEST(CollectiveTuning, LinkKindsMapToFamiliesByLongestPrefix) {
   EXPECT_EQ(t.family_of("ib_ndr").name, "rdma");
   EXPECT_EQ(t.family_of("tcpxo").name, "tcpxo");
   EXPECT_EQ(t.family_of("upi").name, "other");
+}
+
+// Per-generation efficiencies: NVLink 3 is the fitted value, NVLink 4 and 5 in NCCL's per-link
+// bandwidth ratios (src/graph/topo.h), NVLS on NVLink 5 in NCCL's Blackwell / Hopper ratio
+// (src/graph/tuning.cc nvlsEfficiency).
+TEST(CollectiveTuning, EfficienciesFollowTheGeneration) {
+  const CollectiveTuning t = nccl_like_tuning();
+  const double nvlink = t.family_of("nvlink3").efficiency;
+  EXPECT_DOUBLE_EQ(t.link_efficiency("nvlink2"), nvlink);
+  EXPECT_DOUBLE_EQ(t.link_efficiency("nvlink3"), nvlink);
+  EXPECT_DOUBLE_EQ(t.link_efficiency("nvlink4"), nvlink * 20.6 / 20.0);
+  EXPECT_DOUBLE_EQ(t.link_efficiency("nvlink5"), nvlink * (40.1 / 50.0) / (20.0 / 25.0));
+  EXPECT_DOUBLE_EQ(t.link_efficiency("pcie4"), t.family_of("pcie4").efficiency);
+  EXPECT_DOUBLE_EQ(t.nvls_efficiency_for("nvlink4"), t.nvls_efficiency);
+  EXPECT_NEAR(t.nvls_efficiency_for("nvlink5"), t.nvls_efficiency * 0.74 / 0.85, 1e-12);
+  // Capped at 1; a longer key wins.
+  CollectiveTuning high = t;
+  high.families[0].efficiency = 0.99;
+  high.families[0].generation_factors = {{"nvlink", 0.5}, {"nvlink4", 2.0}};
+  EXPECT_DOUBLE_EQ(high.link_efficiency("nvlink4"), 1.0);
+  EXPECT_DOUBLE_EQ(high.link_efficiency("nvlink3"), 0.495);
+  ConfigDocument bad =
+      ConfigDocument::parse_string("nvls_generation_factors: {nvlink5: 5}\n", "bad.yaml");
+  EXPECT_THROW(load_collective_tuning(bad.root()), ConfigError);
 }
 
 TEST(CollectiveTuning, BadValuesAreConfigErrorsAtTheKey) {

@@ -52,7 +52,7 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
   };
   for (const Case& c : {
            Case{"launch_overhead", TuningParameterUnit::kMicroseconds, 3.162},
-           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.8016},
+           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.7783},
            Case{"protocols.LL128.injection_cap", TuningParameterUnit::kGigabytesPerSecond, 41.58},
            Case{"protocols.Simple.hop_latency.nvlink.ring", TuningParameterUnit::kMicroseconds,
                 11.54},
@@ -218,6 +218,13 @@ TEST(CollectiveFit, BadRequestsAreRefused) {
   EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
   options.parameters = {"launch_overhead"};
   EXPECT_THROW(fit_collective_tuning({}, t, options), std::invalid_argument);
+  options.prior_widths = {0.5, 0.5};  // one width per parameter
+  EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
+  options.prior_widths = {0.5};
+  options.prior_centres = {1.0, 2.0};
+  EXPECT_THROW(fit_collective_tuning(systems, t, options), std::invalid_argument);
+  options.prior_widths.clear();
+  options.prior_centres.clear();
   EXPECT_EQ(default_fit_parameters(systems, t),
             (std::vector<std::string>{"launch_overhead", "link_families.tcpxo.efficiency"}));
 }

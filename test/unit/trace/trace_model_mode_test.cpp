@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <iostream>
+#include <map>
 
 #include "sim/network_model.h"
+#include "sim/observer.h"
 #include "test/unit/trace/synthetic_trace.h"
 #include "workloads/trace/trace_graph.h"
 #include "workloads/trace/trace_replay.h"
@@ -126,6 +128,184 @@ TEST(TraceModelMode, kernels_get_descriptors_from_op_shapes) {
     EXPECT_GE(g.task(t).fixed_ps, 0);
 }
 
+// A torch.compile step: AOTAutograd's CompiledFunction op (inputs: every tensor of the graph)
+// launches two Inductor kernels and, inside the region, an extern GEMM through aten::mm; the
+// backward runs under CompiledFunctionBackward. The Inductor kernels once got the region's
+// inputs as their own (a 70 us kernel priced at 32 ms); now only aten::mm's GEMM is priced.
+const std::string kCompiledTrace = kineto_json({
+    annotation("ProfilerStep#1", kMainTid, "0", "400"),
+    cpu_op("CompiledFunction", kMainTid, "10", "100",
+           R"({"Input Dims": [[8192, 8192], [8192, 8192], [8192, 8192], [8192, 8192]],)"
+           R"( "Input type": ["float", "float", "float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "12", "4", 1),
+    gpu("kernel", "triton_poi_fused_add_mul_0", 7, "16", "70", 1),
+    cpu_op("aten::mm", kMainTid, "30", "20",
+           R"({"Input Dims": [[64, 128], [128, 256]], "Input type": ["float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "32", "4", 2),
+    gpu("kernel", "ampere_sgemm_32x32_sliced1x4_nn", 7, "90", "10", 2),
+    runtime("cudaLaunchKernel", kMainTid, "60", "4", 3),
+    gpu("kernel", "triton_red_fused_sum_1", 7, "101", "8", 3),
+    cpu_op("autograd::engine::evaluate_function: CompiledFunctionBackward", kMainTid, "200", "60"),
+    cpu_op("CompiledFunctionBackward", kMainTid, "201", "58",
+           R"({"Input Dims": [[8192, 8192], [8192, 8192]], "Input type": ["float", "float"]})"),
+    runtime("cudaLaunchKernel", kMainTid, "210", "4", 4),
+    gpu("kernel", "vectorized_elementwise_kernel", 7, "215", "5", 4),
+    runtime("cudaDeviceSynchronize", kMainTid, "300", "10", 5),
+});
+
+TEST(TraceModelMode, compiled_region_kernels_keep_their_measured_time) {
+  TraceGraphOptions options;
+  options.mode = TraceMode::kModel;
+  TaskGraph g;
+  const TraceGraphInfo info = build_replay_graph(one(kCompiledTrace), g, options);
+  const TraceRankSummary& s = info.ranks[0];
+  EXPECT_EQ(s.kernels, 4u);
+  EXPECT_EQ(s.kernels_kept_measured, 3u);
+  EXPECT_EQ(s.kernels_compiled_kept_measured, 3u);
+  EXPECT_EQ(s.kernels_non_aten_kept_measured, 0u);
+  const auto kernels = tasks_of(g, TaskKind::kKernel);
+  ASSERT_EQ(kernels.size(), 4u);
+  EXPECT_EQ(g.task(kernels[0]).fixed_ps, 70'000'000);       // triton, measured
+  EXPECT_EQ(g.kernel(kernels[1]).cls, KernelClass::kGemm);  // aten::mm inside the region
+  EXPECT_EQ(g.kernel(kernels[1]).m, 64);
+  EXPECT_EQ(g.task(kernels[1]).fixed_ps, -1);
+  EXPECT_EQ(g.task(kernels[2]).fixed_ps, 8'000'000);
+  EXPECT_EQ(g.task(kernels[3]).fixed_ps, 5'000'000);  // CompiledFunctionBackward's own kernel
+  // No kernel is ever priced from the region's inputs.
+  for (TaskId k : kernels)
+    EXPECT_LT(g.kernel(k).bytes_read, 8192.0 * 8192 * 4);
+}
+
+TEST(TraceModelMode, only_registered_operators_lend_their_shapes) {
+  EXPECT_TRUE(is_registered_operator("aten::mm"));
+  EXPECT_TRUE(is_registered_operator("fbgemm::permute_2D_sparse_data"));
+  EXPECT_FALSE(is_registered_operator("torch::autograd::CppNode<SplitLookupFunction_sgd_Op>"));
+  EXPECT_FALSE(is_registered_operator("autograd::engine::evaluate_function: MmBackward0"));
+  EXPECT_FALSE(is_registered_operator("CompiledFunction"));
+  EXPECT_FALSE(is_registered_operator("MyAutogradFunction"));
+  EXPECT_FALSE(is_registered_operator("## Call CompiledFxGraph fabc ##"));
+  EXPECT_FALSE(is_registered_operator("nn.Module: Linear_0"));
+  EXPECT_TRUE(is_compiled_region_op("Torch-Compiled Region: 0/0"));
+  EXPECT_TRUE(is_compiled_region_op("CompiledFunctionBackward"));
+  KinetoOpInputs in;
+  in.dims = {{4096, 4096}};
+  in.types = {"float"};
+  EXPECT_FALSE(op_kernel_desc("MyAutogradFunction", "elementwise_kernel", in, false));
+  EXPECT_FALSE(op_kernel_desc("aten::add", "triton_poi_fused_add_0", in, false));
+  EXPECT_TRUE(op_kernel_desc("aten::add", "vectorized_elementwise_kernel", in, false));
+}
+
+// One rank (global rank 2) of an 8-GPU job: an all-reduce of 4 MiB over the process group
+// {0, 2, 4, 6} (record_param_comms args, PyTorch >= 2.2) and one over the world group without
+// a recorded group. Priced over 1 member it cost nothing; now each is priced over its group's
+// GPUs, the traced rank first and simulated, the others mirrored.
+const std::string kOneOfEight = kineto_json(
+    {
+        annotation("ProfilerStep#1", kMainTid, "0", "500"),
+        cpu_op("record_param_comms", kMainTid, "10", "20",
+               R"({"Collective name": "allreduce", "Process Group Name": "1", "Seq": 0,)"
+               R"( "Group size": 4, "Process Group Ranks": "[0, 2, 4, 6]",)"
+               R"( "In msg nelems": 1048576, "dtype": "Float"})"),
+        runtime("cudaLaunchKernel", kMainTid, "12", "4", 1),
+        gpu("kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, "
+            "ncclWork*)",
+            20, "20", "150", 1),
+        cpu_op("record_param_comms", kMainTid, "200", "20",
+               R"({"Collective name": "allreduce", "Process Group Name": "0", "Seq": 0,)"
+               R"( "In msg nelems": 262144, "dtype": "Float"})"),
+        runtime("cudaLaunchKernel", kMainTid, "202", "4", 2),
+        gpu("kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, "
+            "ncclWork*)",
+            20, "210", "60", 2),
+        runtime("cudaDeviceSynchronize", kMainTid, "400", "10", 3),
+    },
+    R"(  "distributedInfo": {"backend": "nccl", "rank": 2, "world_size": 8},)"
+    "\n");
+
+/// Each task's duration, from its begin to its end.
+class TaskDurations final : public Observer {
+ public:
+  void on_task_begin(TaskId task, Time at) override { begin_[task] = at; }
+  void on_task_end(TaskId task, Time at) override { end_[task] = at; }
+  Duration of(TaskId task) const { return end_.at(task) - begin_.at(task); }
+
+ private:
+  std::map<TaskId, Time> begin_;
+  std::map<TaskId, Time> end_;
+};
+
+/// Ring all-reduce at 50 GB/s per GPU plus 5 us per member: a 1-member group costs 5 us.
+class RingCollectives final : public CollectiveCostModel {
+ public:
+  Duration collective_duration(const CollectiveDesc& c) const override {
+    const auto n = static_cast<double>(c.members.size());
+    return Duration::from_us(5) * static_cast<int64_t>(c.members.size()) +
+           Duration::from_seconds_f(2.0 * (n - 1) / n * static_cast<double>(c.bytes) / 50e9);
+  }
+  Duration transfer_duration(const TransferDesc&) const override { return Duration::zero(); }
+};
+
+TEST(TraceModelMode, one_rank_of_a_job_prices_collectives_over_its_groups) {
+  TraceSetOptions options;
+  options.graph.mode = TraceMode::kModel;
+  options.graph.job_world_size = 8;
+  TaskGraph g;
+  const TraceGraphInfo info = build_replay_graph(one(kOneOfEight), g, options.graph);
+  ASSERT_EQ(g.collective_count(), 2u);
+  EXPECT_EQ(g.collective(0).members, (std::vector<RankId>{2, 0, 4, 6}));
+  EXPECT_EQ(g.collective(0).simulated_members, 1u);
+  EXPECT_EQ(g.collective(0).bytes, 4 << 20);
+  EXPECT_EQ(g.collective(1).members, (std::vector<RankId>{2, 0, 1, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(g.rank(0).device, 2u);
+  const TraceRankSummary& s = info.ranks[0];
+  EXPECT_EQ(s.collectives_over_job, 2u);
+  EXPECT_EQ(s.collectives_world_assumed, 1u);
+  EXPECT_EQ(s.collectives_kept_measured, 0u);
+
+  // Run: each collective takes exactly what the network prices for its whole group.
+  g.seal();
+  ToyKernels kernels(1e13, 1e12);
+  NoCpu cpu;
+  RingCollectives ring;
+  AnalyticalNetwork net(ring);
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &net;
+  models.devices.resize(8);
+  TaskDurations durations;
+  const TraceReplayResult r = run_trace_graph(g, info, models, options, {&durations});
+  const std::vector<TaskId> collectives = tasks_of(g, TaskKind::kCollective);
+  ASSERT_EQ(collectives.size(), 2u);
+  EXPECT_EQ(durations.of(collectives[0]), ring.collective_duration(g.collective(0)));
+  EXPECT_EQ(durations.of(collectives[1]), ring.collective_duration(g.collective(1)));
+  EXPECT_GT(durations.of(collectives[0]), Duration::from_us(100));  // 4 members, 4 MiB
+
+  // Without the job's world size (or in replay), the group is the trace alone: kept measured.
+  options.graph.job_world_size = 0;
+  TaskGraph alone;
+  const TraceGraphInfo kept = build_replay_graph(one(kOneOfEight), alone, options.graph);
+  EXPECT_EQ(kept.ranks[0].collectives_kept_measured, 2u);
+  EXPECT_EQ(alone.task(tasks_of(alone, TaskKind::kCollective)[0]).fixed_ps, 150'000'000);
+}
+
+TEST(TraceModelMode, job_groups_come_from_recorded_ranks_or_the_world) {
+  bool assumed = false;
+  EXPECT_EQ(job_collective_members({0, 2, 4, 6}, 4, 4, 8, assumed),
+            (std::vector<uint32_t>{0, 2, 4, 6}));
+  EXPECT_FALSE(assumed);
+  EXPECT_EQ(job_collective_members({}, 8, 3, 8, assumed).size(), 8u);
+  EXPECT_FALSE(assumed);
+  EXPECT_EQ(job_collective_members({}, -1, 3, 8, assumed).size(), 8u);
+  EXPECT_TRUE(assumed);
+  // A sub-group whose ranks were not recorded, a rank outside its group, a rank past the world.
+  EXPECT_TRUE(job_collective_members({}, 4, 3, 8, assumed).empty());
+  EXPECT_TRUE(job_collective_members({0, 2}, 2, 3, 8, assumed).empty());
+  EXPECT_TRUE(job_collective_members({0, 9}, 2, 0, 8, assumed).empty());
+}
+
 TEST(TraceModelMode, memory_bound_kernels_carry_the_ops_family_and_rows) {
   KinetoOpInputs in;
   in.dims = {{32, 128, 1024}, {}};
@@ -230,9 +410,13 @@ TEST(TraceModelMode, dlrm_runs_end_to_end_with_models) {
   ASSERT_EQ(r.ranks.size(), 8u);
   for (const TraceRankSummary& s : info.ranks) {
     EXPECT_EQ(s.collectives, 8u);
-    // More than 90% of the traced kernels are modelled (untraced ones, left over from the step
-    // before the profiler started, have no op and keep their measured time).
-    EXPECT_LT((s.kernels_kept_measured - s.untraced_launches) * 10, s.kernels);
+    // More than 85% of the traced kernels are modelled (untraced ones, left over from the step
+    // before the profiler started, have no op and keep their measured time). The embedding
+    // backward's kernels run under autograd nodes (torch::autograd::CppNode<SplitLookupFunction_
+    // ..._Op>), whose inputs are not the kernels': kept measured, and counted as such.
+    EXPECT_LT((s.kernels_kept_measured - s.untraced_launches) * 100, s.kernels * 15);
+    EXPECT_GT(s.kernels_non_aten_kept_measured, 0u);
+    EXPECT_EQ(s.kernels_compiled_kept_measured, 0u);
   }
   for (const RankValidation& v : r.ranks)
     EXPECT_GT(v.predicted, Duration::zero());

@@ -46,6 +46,30 @@ TraceError validation_error(const fs::path& dir, const TraceSetOptions& options 
   return TraceError("", "");
 }
 
+// A mean over steps hides steps far off: the per-step table shows each (here -50% and +100%
+// around a mean error of +0%).
+TEST(TraceReplay, per_step_table_shows_what_the_mean_hides) {
+  RankValidation a;
+  a.rank = 0;
+  a.step_labels = {"ProfilerStep#1", "ProfilerStep#2"};
+  a.step_measured = {Duration::from_us(200), Duration::from_us(100)};
+  a.step_predicted = {Duration::from_us(100), Duration::from_us(200)};
+  RankValidation b = a;
+  b.rank = 1;
+  const std::string text = format_trace_steps({a, b});
+  EXPECT_NE(text.find("per step (2 steps; means over the ranks):"), std::string::npos) << text;
+  EXPECT_NE(text.find("ProfilerStep#1        200.000         100.000  -50.00%"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("ProfilerStep#2        100.000         200.000 +100.00%"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("worst +100.00% (ProfilerStep#2)"), std::string::npos) << text;
+  // One step: no table.
+  a.step_labels.resize(1);
+  a.step_measured.resize(1);
+  a.step_predicted.resize(1);
+  EXPECT_EQ(format_trace_steps({a}), "");
+}
+
 TEST(TraceReplay, dlrm_eight_ranks_replay_within_three_percent) {
   const TraceReplayResult r = validate_trace_directory(kData / "dlrm");
   std::cout << format_trace_validation(r.ranks);

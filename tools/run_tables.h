@@ -1,0 +1,71 @@
+// A run's results for machines: summary.json and CSV tables (ranks.csv, links.csv, ops.csv),
+// written by `upsim run` next to summary.txt. Pure formatting: the same run gives the same
+// bytes (no wall time, no absolute output paths).
+//
+// summary.json, schema "upsim.summary" version 1 (a new field may appear in any version; a
+// field changes meaning or goes away only with a new version):
+//   schema, schema_version
+//   scenario:   name, description (the scenario's own, as written), file (as given on the
+//               command line), overrides (the --set assignments, in order)
+//   platform:   gpus, represented_gpus (GPUs the simulated ranks stand for), gpu (hardware
+//               profile name), gpu_memory_bytes, kernel_model, host_model, interconnect, fabric
+//               ("" without platform.topology)
+//   iterations: simulated, warmup, measured
+//   predicted_iteration_time_ms: the slowest rank's mean measured iteration
+//   ranks[]:    rank, name, iteration_time_ms and the per-iteration means in ms of compute,
+//               communication, exposed_communication, bubble, rendezvous_wait, cpu_bound_idle,
+//               other_idle, collective_wait (sim/export/run_summary.h defines each), exposed_by_dim
+//               ({tp, cp, ep, pp, dp, other: ms}, the dimensions present), kernels and
+//               collectives (tasks in the measured window), iteration_times_ms (every
+//               iteration, warm-up included)
+//   links[]:    name, capacity_gbytes_per_s, bytes and busy_ms per iteration (over all
+//               iterations), busiest first; empty without link state
+//   memory:     owner, parts[{name, bytes}], total_bytes, capacity_bytes; null when the workload
+//               does not model memory
+//   measured:   null, or for trace workloads: comparison ("error", "what-if" or "none"), reason,
+//               ranks[{rank, measured_ms, predicted_ms}] (0 measured: none), steps[{label,
+//               ranks_measured_ms[]}]
+//   warnings[]: as the console prints them (without "warning: ")
+//   simulation: tasks, events (of the last run of the steady-state search)
+//
+// CSV tables (RFC 4180: a header row, fields with commas or quotes quoted):
+//   ranks.csv  rank,name,iteration_time_ms,compute_ms,communication_ms,...  (as ranks[] above)
+//   links.csv  name,capacity_gbytes_per_s,bytes_per_iteration,busy_ms_per_iteration
+//   ops.csv    kind,op,name,count_per_iteration,time_ms_per_iteration,share_of_kind — every
+//              (task kind, PyTorch op, kernel or call name), summed over all ranks, per measured
+//              iteration (sim/export/op_profile.h: a wait's time is its wait); share_of_kind is
+//              of the time of all rows of its kind
+// Times in ms are exact decimals of the integer picoseconds; other numbers are doubles written
+// as the shortest text that reads back to the same double.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/executor.h"
+#include "sim/export/op_profile.h"
+#include "sim/export/run_summary.h"
+#include "tools/scenario.h"
+
+namespace upsim::cli {
+
+inline constexpr int kSummarySchemaVersion = 1;
+
+/// What a run is, for the machine-readable results.
+struct RunIdentity {
+  std::string scenario_file;           ///< as given on the command line
+  std::vector<std::string> overrides;  ///< the --set assignments, in order
+};
+
+std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
+                         const RunSummary& summary, const RunStats& stats);
+std::string ranks_csv(const RunSummary& summary);
+std::string links_csv(const RunSummary& summary);
+std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations);
+
+/// `text` as one CSV field (quoted when it holds a comma, quote, CR or LF).
+std::string csv_field(std::string_view text);
+/// `text` as a JSON string literal, quotes included.
+std::string json_string(std::string_view text);
+
+}  // namespace upsim::cli

@@ -135,8 +135,9 @@ void print_layer_check(const LayerOptions& layer, const std::string& calibration
       "  held out: no row of these files is read by any fit; the kernel model is {} (fitted on "
       "the matmul / softmax / layernorm / gelu sweeps), each op predicted as its sweep's timing "
       "harness measures (calibration/transformer_layer_check.h)\n"
-      "  all-reduces: the flow network on {} with the built-in NCCL-like tuning (not fitted on "
-      "these rows)\n",
+      "  all-reduces: the flow network on {} with the built-in NCCL-like tuning (fitted on "
+      "measured all-reduce sweeps that include LLMCompass' own 4x A100 sweep, the same system: "
+      "these two rows are not among its points, the system is)\n",
       layer.data_dir, calibration, layer.topology);
   if (hw.device.name != "A100-SXM4-80GB") {
     out << fmt::format(

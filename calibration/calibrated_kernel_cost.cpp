@@ -12,6 +12,7 @@
 
 #include "calibration/attention_kernel_model.h"
 #include "calibration/optimizer_kernel_model.h"
+#include "sim/config/quantity_parse.h"
 
 namespace upsim {
 namespace {
@@ -42,8 +43,11 @@ std::set<std::string, std::less<>> measured_ops(const KernelCalibration& c) {
 }  // namespace
 
 CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
-                                           AchievableFractions achievable)
-    : calibration_(std::move(calibration)), achievable_(achievable) {
+                                           AchievableFractions achievable,
+                                           std::string kernel_overhead_note)
+    : calibration_(std::move(calibration)),
+      achievable_(achievable),
+      kernel_overhead_note_(std::move(kernel_overhead_note)) {
   if (calibration_.kernel_overhead < Duration::zero()) {
     throw std::invalid_argument("calibrated: kernel_overhead must not be negative");
   }
@@ -103,8 +107,16 @@ GemmEstimate CalibratedKernelCost::gemm_estimate(const KernelDesc& kernel,
   const std::optional<DType> donor = fp8_donor(calibration_);
   AchievableFractions fp8 = achievable_;
   if (achievable_.fp8_compute > 0.0) fp8.compute = achievable_.fp8_compute;
-  return estimate_gemm(kernel, device, fp8,
-                       donor ? *own_gemm(calibration_, *donor) : calibration_.gemm);
+  GemmParams params = donor ? *own_gemm(calibration_, *donor) : calibration_.gemm;
+  // k_overhead is the per-tile prologue / epilogue in K-elements at the donor's rate. Its time
+  // does not shrink at the fp8 rate (loading the first stages and writing the 16-bit output
+  // tile take what they took), so in fp8 K-elements it is longer by the rate ratio.
+  const double donor_peak = device.peak(donor.value_or(DType::kBf16)).flops_per_second();
+  const double fp8_peak = device.peak(DType::kFp8).flops_per_second();
+  if (donor_peak > 0.0 && fp8_peak > 0.0) {
+    params.k_overhead *= (fp8_peak * fp8.compute) / (donor_peak * achievable_.compute);
+  }
+  return estimate_gemm(kernel, device, fp8, params);
 }
 
 std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
@@ -185,6 +197,9 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
     case KernelClass::kEmbeddingBackward:
       break;
   }
+  const bool adds_overhead =
+      kernel.cls != KernelClass::kEmbeddingForward && kernel.cls != KernelClass::kEmbeddingBackward;
+  if (adds_overhead && !kernel_overhead_note_.empty()) notes.push_back(kernel_overhead_note_);
   if (notes.empty()) return std::nullopt;
   std::string out = notes.front();
   for (size_t i = 1; i < notes.size(); ++i)
@@ -207,14 +222,25 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   const ConfigNode file = node.child("calibration").is_map() ? node.child("calibration")
                                                              : node.load_reference("calibration");
   KernelCalibration calibration = load_kernel_calibration(file);
-  // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
-  calibration.kernel_overhead = node.get_duration_in_or(
-      "kernel_overhead", Duration::zero(), Duration::from_ms(1), calibration.kernel_overhead);
+  std::string kernel_overhead_note;
+  if (node.has("kernel_overhead")) {
+    // 0 .. 1 ms: measured per-kernel overheads are a few microseconds.
+    calibration.kernel_overhead =
+        node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
+  } else if (hardware.kernel_overhead) {
+    calibration.kernel_overhead = *hardware.kernel_overhead;
+  } else {
+    kernel_overhead_note = fmt::format(
+        "kernel overhead: the hardware profile of {} states none, the calibration's {} (the "
+        "seed's GPU_KERNEL_OVERHEAD)",
+        hardware.device.name, format_duration(calibration.kernel_overhead));
+  }
   // A scenario may state the attention kernels its software runs (e.g. a FlashAttention
   // generation other than the calibration's).
   if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));
   try {
-    return CalibratedKernelCost(std::move(calibration), hardware.achievable);
+    return CalibratedKernelCost(std::move(calibration), hardware.achievable,
+                                std::move(kernel_overhead_note));
   } catch (const std::invalid_argument& e) {
     node.fail(e.what());
   }

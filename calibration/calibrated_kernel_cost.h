@@ -7,6 +7,7 @@
 // hardware profile. Fused attention is attention_kernel_model.h with the file's `attention:`
 // parameters (the FlashAttention-2 A100 defaults when it has none).
 //
+//   (kernel_overhead: the hardware profile's per-GPU value, see load_calibrated)
 //   duration = core_seconds(kernel, device) + calibration.kernel_overhead   GEMM, memory-bound,
 //                                                                          attention
 //              core_seconds(kernel, device)                                embedding ops: the
@@ -22,10 +23,14 @@
 //    the bf16 fit (else fp16, else default) at the device's measured fp8 rate, peak(fp8) x
 //    achievable.fp8_compute, i.e. the bf16 fit's rate x the measured fp8 / bf16 MAMF ratio;
 //    a profile without a measured fp8 fraction uses achievable.compute (the datasheet peak
-//    ratio). A device without an fp8 peak (A100) cannot price fp8: std::invalid_argument.
+//    ratio). The fit's per-tile prologue / epilogue keeps its time: k_overhead (K-elements) is
+//    multiplied by that rate ratio. fp8 tiles step K by 128 and write 16-bit outputs
+//    (gemm_kernel_model.h). A device without an fp8 peak (A100) cannot price fp8:
+//    std::invalid_argument.
 //  - borrowed_calibration names every parameter borrowed for a kernel, joined by "; ": the
 //    calibration fitted on another GPU than `device`, a GEMM dtype without its own fit, a
-//    memory op without a measured curve, attention without an `attention:` section.
+//    memory op without a measured curve, attention without an `attention:` section, the
+//    calibration file's kernel_overhead for a hardware profile without its own.
 //  - Errors of the sub-models (a GEMM dtype the device has no unit for, negative work, a bad
 //    histogram) are std::invalid_argument naming the kernel class and the reason.
 #pragma once
@@ -42,7 +47,11 @@ namespace upsim {
 
 class CalibratedKernelCost final : public KernelCostModel {
  public:
-  CalibratedKernelCost(KernelCalibration calibration, AchievableFractions achievable);
+  /// `kernel_overhead_note`, when not empty, says where calibration.kernel_overhead was borrowed
+  /// from (load_calibrated: a hardware profile without its own); borrowed_calibration repeats it
+  /// for every kernel the overhead is added to.
+  CalibratedKernelCost(KernelCalibration calibration, AchievableFractions achievable,
+                       std::string kernel_overhead_note = {});
 
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
   std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
@@ -62,13 +71,16 @@ class CalibratedKernelCost final : public KernelCostModel {
  private:
   KernelCalibration calibration_;
   AchievableFractions achievable_;
+  std::string kernel_overhead_note_;
 };
 
 /// Builds the model from a section `{model: calibrated, calibration: calibration/x.yaml}`:
 /// `calibration` is a path relative to the file holding it (inlined with load_reference) or an
-/// inline map in the schema of load_kernel_calibration; optional `kernel_overhead` overrides
-/// the file's, and an optional `attention:` map (read_attention_params) the file's attention
-/// section. The fractions come from `hardware.achievable`.
+/// inline map in the schema of load_kernel_calibration; an optional `attention:` map
+/// (read_attention_params) overrides the file's attention section. The fractions come from
+/// `hardware.achievable`. The per-kernel overhead, first found of: the section's
+/// `kernel_overhead` (a what-if), the hardware profile's `kernel_overhead` (measured per GPU),
+/// the calibration file's (the seed's 5 us; then borrowed_calibration says so).
 CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfile& hardware);
 
 }  // namespace upsim

@@ -279,15 +279,35 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
     }
   }
 
+  // (long_row_bytes, full_reread_row_bytes) pairs: none, then for each threshold the ramps
+  // ending at each larger candidate up to the longest row, widest first, then the step
+  // (full_reread_row_bytes 0). Only a strict improvement replaces the best so far, so of
+  // equally good shapes the first wins: when no training row lies between two measured row
+  // sizes, the data cannot say where between them the re-reads start to miss, and the widest
+  // ramp interpolates between the measured sizes instead of putting a cliff at one of them.
+  std::vector<std::pair<int64_t, int64_t>> shapes{{0, 0}};
+  for (int64_t threshold : thresholds) {
+    if (threshold == 0) continue;
+    std::vector<int64_t> fulls;
+    for (int64_t full = threshold * 2; full <= *row_bytes.rbegin(); full *= 2)
+      fulls.push_back(full);
+    for (auto it = fulls.rbegin(); it != fulls.rend(); ++it)
+      shapes.emplace_back(threshold, *it);
+    shapes.emplace_back(threshold, 0);
+  }
+
   const double floor_us = min_seconds(rows) / kMicro;
   double best = std::numeric_limits<double>::infinity();
-  for (int64_t threshold : thresholds) {
+  for (const auto& [threshold_bytes, full_bytes] : shapes) {
+    const int64_t threshold = threshold_bytes;  // named copies for the lambdas (clang 14)
+    const int64_t full = full_bytes;
     // x = [ln bandwidth_scale, ln passes, (floor us, offset us) per op]
     const auto curve_of = [&](const std::vector<double>& x) {
       MemoryCurve c;
       c.bandwidth_scale = std::exp(x[0]);
       c.long_row_bytes = threshold;
       c.long_row_read_passes = threshold > 0 ? std::exp(x[1]) : 1.0;
+      c.full_reread_row_bytes = full;
       return c;
     };
     const Objective objective = [&](const std::vector<double>& x) {
@@ -310,7 +330,8 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
       box.insert(box.end(), {{0.0, 1e4}, {0.0, 1e4}});
     }
     const auto [x, value] = compass_search(objective, x0, step, box);
-    // Strict improvement only: the smallest of equally good thresholds (or none) wins.
+    // Strict improvement only: the smallest of equally good thresholds (or none) wins, and of
+    // its shapes the widest ramp.
     if (value < best * (1.0 - 1e-9)) {
       best = value;
       MemoryCurve curve = curve_of(x);

@@ -17,9 +17,13 @@
 //    the primary dtype.
 //  - Memory-bound curves: each curve named in default_curve_of_op() that has measured ops gets
 //    bandwidth_scale, and, where its ops are row-wise, long_row_bytes (grid over 1 KiB .. 128 KiB
-//    in powers of two, or none; the smallest of equally good thresholds wins) and
+//    in powers of two, or none; the smallest of equally good thresholds wins), the end of the
+//    re-read ramp full_reread_row_bytes (a larger power of two up to the longest training row,
+//    or a step; of equally good shapes the widest ramp wins: without a training row between
+//    two measured row sizes it interpolates between them rather than put a cliff at one) and
 //    long_row_read_passes; each measured op gets its harness (floor, offset).
-//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them).
+//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them;
+//    simulations take the per-kernel overhead from the hardware profile, load_calibrated).
 //  - Fused attention is not fitted (no sweep measures it): the file gets no `attention:`
 //    section, and the model uses the FlashAttention-2 defaults (attention_kernel_model.h).
 //  - No sweep measures fp8 either: the file has no fp8 entry, and the model prices fp8 GEMMs

@@ -21,6 +21,11 @@ double as_double(int64_t v) {
 /// 128 x 256 x 64 (cutlass/gemm/device/default_gemm_configuration.h); a split-K part gets at
 /// least one step.
 constexpr int64_t kMinSplitDepth = 64;
+/// fp8: the same 128-byte K row per stage holds 128 elements (CUTLASS's Hopper fp8 GEMMs use
+/// tile K = 128, examples/54_hopper_fp8_warp_specialized_gemm).
+constexpr int64_t kMinSplitDepthFp8 = 128;
+/// Bytes per output element of an fp8 GEMM (written in bf16 / fp16).
+constexpr double kFp8OutputBytes = 2.0;
 
 /// Smallest MMA dimension of the tensor cores (m16n8k16, Ampere and Hopper).
 constexpr int64_t kMinTile = 16;
@@ -79,7 +84,8 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
   est.tiles = kernel.batch * tiles_m * tiles_n;
   const int64_t sms = device.sm_count;
   if (est.tiles < sms) {
-    est.split_k = std::min(sms / est.tiles, std::max<int64_t>(1, kernel.k / kMinSplitDepth));
+    const int64_t depth = kernel.dtype == DType::kFp8 ? kMinSplitDepthFp8 : kMinSplitDepth;
+    est.split_k = std::min(sms / est.tiles, std::max<int64_t>(1, kernel.k / depth));
   }
   const int64_t parts = est.tiles * est.split_k;
   est.waves = ceil_div(parts, sms);
@@ -96,7 +102,8 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
   const double m = as_double(kernel.m);
   const double n = as_double(kernel.n);
   const double k = as_double(kernel.k);
-  const double bytes = elem * as_double(kernel.batch) * (m * k + k * n + m * n);
+  const double out_elem = kernel.dtype == DType::kFp8 ? kFp8OutputBytes : elem;
+  const double bytes = as_double(kernel.batch) * (elem * (m * k + k * n) + out_elem * m * n);
   est.memory_seconds = bytes / (hbm * achievable.memory * params.memory_scale);
   est.seconds = std::max(est.compute_seconds, est.memory_seconds);
   return est;

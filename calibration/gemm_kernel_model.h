@@ -6,16 +6,20 @@
 //                (cuBLAS picks narrow tiles and GEMV kernels for them; 16 is the smallest MMA
 //                dimension, m16n8k16 on Ampere and Hopper tensor cores)
 //   tiles      = b x ceil(m / tm) x ceil(n / tn)               output tiles
-//   split      = 1 if tiles >= sm_count, else min(floor(sm_count / tiles), max(1, k / 64)):
+//   split      = 1 if tiles >= sm_count, else min(floor(sm_count / tiles), max(1, k / kb)):
 //                split-K spreads a GEMM with fewer tiles than SMs over the idle SMs, each split
-//                at least one 64-deep K block (CUTLASS's default threadblock shape for sm80
-//                half-precision tensor ops is 128 x 256 x 64, cutlass/gemm/device/
-//                default_gemm_configuration.h)
+//                at least one kb-deep K block: kb = 64 (CUTLASS's default threadblock shape for
+//                sm80 half-precision tensor ops is 128 x 256 x 64, cutlass/gemm/device/
+//                default_gemm_configuration.h), 128 for fp8 (the same 128-byte K row of a
+//                shared-memory stage holds 128 fp8 elements; CUTLASS's Hopper fp8 GEMMs use
+//                tile K = 128, examples/54_hopper_fp8_warp_specialized_gemm)
 //   waves      = ceil(tiles x split / sm_count)                tiles an SM computes in turn
 //   rate       = peak(dtype) x achievable.compute x compute_scale            [FLOP/s]
 //   compute    = waves x 2 x tm x tn x (k / split + k_overhead) / (rate / sm_count)
-//   bytes      = e b (m k + k n + m n)   (split-K partial sums, split x m n x 4 bytes, are
-//                left out: split-K serves m n << k (m + n), where they stay in L2)
+//   bytes      = b (e m k + e k n + o m n), o = e except fp8, whose output is 2 bytes (bf16 /
+//                fp16: torch._scaled_mm and Transformer Engine write fp8 GEMMs' results in 16
+//                bits); split-K partial sums, split x m n x 4 bytes, are left out: split-K
+//                serves m n << k (m + n), where they stay in L2
 //   memory     = bytes / (hbm_bandwidth x achievable.memory x memory_scale)
 //   core time  = max(compute, memory)
 // CTAs sharing an SM share its rate, so the waves that count are per SM: an SM with one tile

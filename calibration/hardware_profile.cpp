@@ -106,6 +106,11 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
     }
     profile.achievable.fp8_compute = fraction(achievable, "fp8_compute_fraction");
   }
+  // 0 .. 1 ms, the calibration file's range for the same quantity.
+  if (node.has("kernel_overhead")) {
+    profile.kernel_overhead =
+        node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
+  }
   return profile;
 }
 

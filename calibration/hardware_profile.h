@@ -15,10 +15,15 @@
 //    facts only): they describe what a real software stack reaches on that device, and they are
 //    parameters of one kernel model (the roofline). They live in the same file as the peaks they
 //    divide, so HardwareProfile carries both and tools/ passes `achievable` to the roofline.
-//  - Kernel launch latency is not a profile key: no per-GPU measurement of it is at hand, so the
-//    fixed time per kernel is a kernel-model parameter in the calibration file (kernel_overhead,
-//    the seed's GPU_KERNEL_OVERHEAD of 5 us; the embedding model's kernel_floor, 2.032 us,
-//    measured on V100), and the launch call itself is the host overhead T4 (configs/host/).
+//  - `kernel_overhead` (optional, 0 .. 1 ms) is the GPU time every kernel takes beyond its
+//    modelled work on this GPU: a trivial kernel's execution plus the gap before the next kernel
+//    of a busy stream can start (the engine puts no gap between a stream's kernels). Measured
+//    from GPU-side kernel timestamps (Kineto traces) where test/data has them, else borrowed
+//    and said so in the file. The calibrated kernel model adds it to every GEMM, memory-bound
+//    and attention kernel (calibrated_kernel_cost.h); a profile without it gets the calibration
+//    file's kernel_overhead (the seed's 5 us) and a borrowed-calibration note. The launch call
+//    on the host is the host overhead T4 (configs/host/); the embedding model prices each
+//    FBGEMM kernel with its own kernel_floor (2.032 us, fitted on V100 traces).
 #pragma once
 
 #include <cstdint>
@@ -60,13 +65,15 @@ inline constexpr HardwareRanges kHardwareRanges{};
 struct HardwareProfile {
   DeviceProfile device;
   AchievableFractions achievable;
+  /// GPU time per kernel beyond its modelled work (see the contract); nullopt = not stated.
+  std::optional<Duration> kernel_overhead;
 };
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
 ///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, hbm.{bandwidth,size},
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
-///   fp8 peak)}. Throws ConfigError (via node.fail) for missing
+///   fp8 peak)}, kernel_overhead (optional). Throws ConfigError (via node.fail) for missing
 ///   keys, unknown dtypes, values outside kHardwareRanges and fractions outside (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 

@@ -48,6 +48,7 @@ MemoryCurve read_curve(const ConfigNode& node) {
   c.bandwidth_scale = scale(node, "bandwidth_scale");
   c.long_row_bytes = node.get_int_in("long_row_bytes", 0, int64_t{1} << 40);
   c.long_row_read_passes = node.get_double_in("long_row_read_passes", 1.0, 64.0);
+  c.full_reread_row_bytes = node.get_int_in_or("full_reread_row_bytes", 0, int64_t{1} << 40, 0);
   try {
     check_memory_curve(c);
   } catch (const std::invalid_argument& e) {
@@ -256,9 +257,14 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
   }
   out += "memory_bound:\n  curves:\n";
   for (const auto& [name, curve] : c.curves) {
+    // full_reread_row_bytes only when it ramps (a step is the schema's default).
+    const std::string ramp =
+        curve.full_reread_row_bytes > curve.long_row_bytes
+            ? fmt::format(", full_reread_row_bytes: {}", curve.full_reread_row_bytes)
+            : std::string();
     out += fmt::format(
-        "    {}: {{bandwidth_scale: {}, long_row_bytes: {}, long_row_read_passes: {}}}\n", name,
-        curve.bandwidth_scale, curve.long_row_bytes, curve.long_row_read_passes);
+        "    {}: {{bandwidth_scale: {}, long_row_bytes: {}, long_row_read_passes: {}{}}}\n", name,
+        curve.bandwidth_scale, curve.long_row_bytes, curve.long_row_read_passes, ramp);
   }
   out += "  ops:\n";
   for (size_t i = 0; i < kMemoryOpCount; ++i) {

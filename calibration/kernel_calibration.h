@@ -5,12 +5,14 @@
 // File schema (every key required unless marked optional; units in the strings):
 //   fitted_on: A100-SXM4-80GB        hardware profile `name` of the device the sweeps ran on
 //   source: "..."                    where the measurements came from
-//   kernel_overhead: 5us             fixed time added to every kernel the model prices
+//   kernel_overhead: 5us             fixed time added to every kernel the model prices when the
+//                                    hardware profile states none (load_calibrated)
 //   gemm:
 //     default: {tile_m, tile_n, k_overhead, compute_scale, memory_scale}
 //     fp32: {...}                    optional, per dtype (dtype_name); else `default`
 //   memory_bound:
-//     curves: {NAME: {bandwidth_scale, long_row_bytes, long_row_read_passes}, ...}
+//     curves: {NAME: {bandwidth_scale, long_row_bytes, long_row_read_passes,
+//                     full_reread_row_bytes (optional, default 0 = a step at long_row_bytes)}}
 //     ops: {OP: CURVE, ...}          every memory_op_name() -> a curve name
 //   embedding: {l2_usable_fraction, warps_per_sm, dram_scale, l2_scale, dim_factor_32,
 //               dim_factor_64, sort_radix_bits, and optional (default: EmbeddingParams, the
@@ -37,7 +39,8 @@
 // curve that is not defined, out-of-range parameters). Documented ranges (a fit or a what-if
 // stays inside; a typo or a unit slip does not): every *_scale, dim factor and compute_speedup
 // in [0.01, 100] (fits land near 1), tiles and block_m in [1, 4096], k_overhead in [0, 1e6],
-// kernel_overhead in [0, 1 ms], other latencies, floors and offsets in [0, 1 s],
+// kernel_overhead in [0, 1 ms], long_row_bytes and full_reread_row_bytes in [0, 2^40], other
+// latencies, floors and offsets in [0, 1 s],
 // long_row_read_passes in [1, 64], warps_per_sm in [1, 1024], sort_radix_bits in [1, 32],
 // backward_launches in [1, 64].
 #pragma once
@@ -87,8 +90,10 @@ struct FitError {
 struct KernelCalibration {
   std::string fitted_on;
   std::string source;
-  /// Added to every GEMM and memory-bound kernel the calibrated model prices. Default 5 us:
-  /// Lin et al., TPDS 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
+  /// Added to every GEMM and memory-bound kernel the calibrated model prices. load_calibrated
+  /// replaces it with the hardware profile's measured kernel_overhead (hardware_profile.h); the
+  /// file's value is the fallback for a profile without one. Default 5 us: Lin et al., TPDS
+  /// 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
   /// to embedding ops: their model prices each of the op's kernels with its own floor
   /// (EmbeddingParams::kernel_floor).
   Duration kernel_overhead = Duration::from_us(5);

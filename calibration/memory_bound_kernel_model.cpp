@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace upsim {
@@ -15,10 +16,26 @@ void check_memory_curve(const MemoryCurve& c) {
     throw std::invalid_argument(
         fmt::format("memory curve: long_row_bytes must not be negative, got {}", c.long_row_bytes));
   }
+  if (c.full_reread_row_bytes < 0) {
+    throw std::invalid_argument(
+        fmt::format("memory curve: full_reread_row_bytes must not be negative, got {}",
+                    c.full_reread_row_bytes));
+  }
   if (!(c.long_row_read_passes >= 1.0)) {
     throw std::invalid_argument(fmt::format(
         "memory curve: long_row_read_passes must be >= 1, got {}", c.long_row_read_passes));
   }
+}
+
+double read_passes(const MemoryCurve& c, int64_t row_bytes) {
+  if (c.long_row_bytes <= 0 || row_bytes <= c.long_row_bytes) return 1.0;
+  if (c.full_reread_row_bytes <= c.long_row_bytes || row_bytes >= c.full_reread_row_bytes) {
+    return c.long_row_read_passes;
+  }
+  const double lo = static_cast<double>(c.long_row_bytes);
+  const double span = std::log2(static_cast<double>(c.full_reread_row_bytes) / lo);
+  const double x = std::log2(static_cast<double>(row_bytes) / lo) / span;
+  return 1.0 + (c.long_row_read_passes - 1.0) * x;
 }
 
 double memory_bound_seconds(const KernelDesc& kernel, const DeviceProfile& device,
@@ -33,9 +50,7 @@ double memory_bound_seconds(const KernelDesc& kernel, const DeviceProfile& devic
     throw std::invalid_argument(
         fmt::format("memory-bound model: device `{}` has no HBM bandwidth", device.name));
   }
-  const int64_t row_bytes = kernel.row_elements * dtype_bytes(kernel.dtype);
-  const bool long_row = curve.long_row_bytes > 0 && row_bytes > curve.long_row_bytes;
-  const double passes = long_row ? curve.long_row_read_passes : 1.0;
+  const double passes = read_passes(curve, kernel.row_elements * dtype_bytes(kernel.dtype));
   const double bandwidth = hbm * achievable.memory * curve.bandwidth_scale;
   return (kernel.bytes_read * passes + kernel.bytes_written) / bandwidth;
 }

@@ -16,10 +16,14 @@
 #include "calibration/kernel_calibration.h"
 #include "calibration/kernel_measurements.h"
 #include "calibration/kernel_validation.h"
+#include "calibration/transformer_layer_check.h"
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "topology/collective_validation.h"
+#include "topology/fabric_loader.h"
+#include "topology/nccl_tuning.h"
 
 namespace upsim::cli {
 
@@ -85,6 +89,75 @@ HardwareProfile read_hardware(const std::string& path) {
   HardwareProfile hw = load_hardware_profile(doc.root());
   doc.check_all_keys_used();
   return hw;
+}
+
+/// Where the layer files live and what prices the layer's all-reduces.
+struct LayerOptions {
+  bool enabled = false;
+  std::string data_dir = "test/data/llmcompass";
+  std::string topology = "configs/topologies/a100x4_nvlink.yaml";
+};
+
+/// The two all-reduce rows of a phase, priced on the fabric's flow network with the built-in
+/// NCCL-like tuning (one all-reduce of the phase's bytes over every GPU of the fabric, alone,
+/// as `upsim validate collectives` prices a point).
+std::vector<LayerCheckRow> price_layer_all_reduces(LayerPhase phase,
+                                                   const std::vector<double>& measured,
+                                                   const Fabric& fabric) {
+  std::vector<LayerCheckRow> rows;
+  const int64_t bytes = llmcompass_gpt3_all_reduce_bytes(phase);
+  for (size_t i = 0; i < kLayerAllReduceRows.size(); ++i) {
+    const double seconds = measured.at(10 + i);
+    const std::vector<MeasuredCollective> point{{bytes, seconds * 1e6}};
+    const CollectiveValidation v =
+        validate_all_reduce(fabric, nccl_like_tuning(), point, "layer all-reduce");
+    LayerCheckRow row;
+    row.name = std::string(kLayerAllReduceRows[i]);
+    row.measured_seconds = seconds;
+    row.predicted_seconds = v.points.at(0).predicted_us * 1e-6;
+    row.error = row.predicted_seconds / row.measured_seconds - 1.0;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+/// `validate kernels --layer`: the GPT-3 175B layer of LLMCompass, prefill and decode.
+void print_layer_check(const LayerOptions& layer, const std::string& calibration,
+                       const CalibratedKernelCost& model, const HardwareProfile& hw,
+                       std::ostream& out) {
+  ConfigDocument fabric_doc = ConfigDocument::load_file(layer.topology);
+  const Fabric fabric = load_fabric(fabric_doc.root());
+  out << fmt::format(
+      "\nGPT-3 175B layer (d_model 12288, 96 heads, fp16, batch 8, TP 4), per GPU, vs "
+      "LLMCompass' measurements on A100 80GB\n"
+      "  source: github.com/PrincetonUniversity/LLMCompass ae/figure5/ijkl/real_hardware "
+      "(BSD-3-Clause), copies in {}\n"
+      "  held out: no row of these files is read by any fit; the kernel model is {} (fitted on "
+      "the matmul / softmax / layernorm / gelu sweeps), each op predicted as its sweep's timing "
+      "harness measures (calibration/transformer_layer_check.h)\n"
+      "  all-reduces: the flow network on {} with the built-in NCCL-like tuning (fitted on "
+      "measured all-reduce sweeps that include LLMCompass' own 4x A100 sweep, the same system: "
+      "these two rows are not among its points, the system is)\n",
+      layer.data_dir, calibration, layer.topology);
+  if (hw.device.name != "A100-SXM4-80GB") {
+    out << fmt::format(
+        "  what-if: measured on A100-SXM4-80GB, priced on {}: the errors are changes, not "
+        "errors\n",
+        hw.device.name);
+  }
+  for (const auto& [phase, file] : {std::pair{LayerPhase::kPrefill, "transformer_A100.csv"},
+                                    std::pair{LayerPhase::kDecode, "transformerAR_A100.csv"}}) {
+    const std::vector<double> measured =
+        read_llmcompass_layer_latencies(fs::path(layer.data_dir) / file);
+    LayerCheck check = check_llmcompass_gpt3_layer(phase, measured, model, hw.device);
+    check.collective_rows = price_layer_all_reduces(phase, measured, fabric);
+    out << fmt::format("{} ({}):\n", layer_phase_name(phase), file);
+    out << format_layer_check(check);
+  }
+  const std::vector<KernelMeasurement> sweeps = read_llmcompass_dir(layer.data_dir, "A100");
+  for (const std::string& line : layer_shapes_in_sweeps(sweeps)) {
+    out << fmt::format("  same shape as a sweep row: {}\n", line);
+  }
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.
@@ -182,6 +255,7 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   MeasurementOptions m;
   std::string calibration = "configs/calibration/a100_llmcompass.yaml";
   bool points = false;
+  LayerOptions layer;
   po::options_description desc(
       "usage: upsim validate kernels [options]\n\n"
       "Compares the calibrated kernel model with measured kernel times and prints, per op, the "
@@ -190,8 +264,16 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
       "defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("calibration", po::value<std::string>(&calibration)->default_value(calibration),
-       "calibration file (from `upsim calibrate kernels`)")  //
-      ("points", po::bool_switch(&points), "also print every point");
+       "calibration file (from `upsim calibrate kernels`)")           //
+      ("points", po::bool_switch(&points), "also print every point")  //
+      ("layer", po::bool_switch(&layer.enabled),
+       "also price every op of LLMCompass' measured GPT-3 175B layer on A100 (prefill and one "
+       "decode step, TP 4): per op measured, predicted and error, the all-reduces on the "
+       "4x A100 NVLink fabric, and the layer's sum")  //
+      ("layer-data", po::value<std::string>(&layer.data_dir)->default_value(layer.data_dir),
+       "folder with transformer_A100.csv and transformerAR_A100.csv")  //
+      ("layer-topology", po::value<std::string>(&layer.topology)->default_value(layer.topology),
+       "fabric that prices the layer's all-reduces");
   add_measurement_options(desc, m);
   if (!parse(args, desc, out)) return 0;
   const HardwareProfile hw = read_hardware(m.hardware);
@@ -201,8 +283,15 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   out << fmt::format("kernel model `calibrated` ({}) on {} vs measurements\n", calibration,
                      hw.device.name);
+  // Where the parameters came from, so that the reader knows which rows are in-sample.
+  out << fmt::format(
+      "calibration fitted on {} ({}); `train` rows of those measurements are in-sample (the fit "
+      "read them), `held-out` rows are not; split: {}\n",
+      model.calibration().fitted_on, model.calibration().source,
+      model.calibration().split.empty() ? "not recorded" : model.calibration().split);
   if (points) out << format_kernel_points(rows, model, hw.device);
   out << format_kernel_validation(validate_kernels(rows, model, hw.device));
+  if (layer.enabled) print_layer_check(layer, calibration, model, hw, out);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
@@ -94,18 +95,23 @@ TEST(BorrowedCalibration, Fp8GemmOnA100IsAnError) {
 }
 
 // No calibration has an fp8 fit: an fp8 GEMM on H100 takes the bf16 fit at the measured fp8
-// rate (MAMF fp8 1402.6 vs bf16 794.5 TFLOP/s, ml-engineering's table), so a large
-// compute-bound GEMM runs 1.766x faster than in bf16, not the datasheet's 2x.
+// rate (MAMF fp8 1402.6 vs bf16 794.5 TFLOP/s, ml-engineering's table), its per-tile
+// prologue / epilogue kept in time (k_overhead x the rate ratio r), so a large compute-bound
+// GEMM runs r (k + ko) / (k + r ko) = 1.755x faster than in bf16, not the datasheet's 2x.
 TEST(BorrowedCalibration, Fp8GemmOnH100UsesTheBf16FitAtTheMeasuredFp8Rate) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   EXPECT_EQ(h100.achievable.fp8_compute, 0.709);
-  const CalibratedKernelCost model(calibration("h100_xla.yaml"), h100.achievable);
+  const KernelCalibration h100_fit = calibration("h100_xla.yaml");
+  const double ko = h100_fit.gemm_for(DType::kBf16).k_overhead;
+  EXPECT_EQ(ko, 149.0);
+  const CalibratedKernelCost model(h100_fit, h100.achievable);
   const KernelDesc bf16 = gemm_kernel(DType::kBf16, 1, 16384, 16384, 16384);
   KernelDesc fp8 = bf16;
   fp8.dtype = DType::kFp8;
   const double ratio = (1979.0 * 0.709) / (989.0 * 0.803);
-  EXPECT_NEAR(model.core_seconds(bf16, h100.device) / model.core_seconds(fp8, h100.device), ratio,
-              1e-9);
+  const double k = 16384.0;
+  EXPECT_NEAR(model.core_seconds(bf16, h100.device) / model.core_seconds(fp8, h100.device),
+              ratio * (k + ko) / (k + ratio * ko), 1e-9);
   EXPECT_NEAR(ratio, 1402.6 / 794.5, 0.002);
   EXPECT_EQ(note(model, fp8, h100.device),
             "gemm fp8: no fp8 fit in the calibration fitted on H100-SXM5-80GB, bf16 fit x "
@@ -123,12 +129,74 @@ TEST(BorrowedCalibration, Fp8GemmOnH100UsesTheBf16FitAtTheMeasuredFp8Rate) {
   AchievableFractions no_fp8 = h100.achievable;
   no_fp8.fp8_compute = 0.0;
   const CalibratedKernelCost peak_ratio(calibration("h100_xla.yaml"), no_fp8);
+  const double peak = 1979.0 / 989.0;
   EXPECT_NEAR(
       peak_ratio.core_seconds(bf16, h100.device) / peak_ratio.core_seconds(fp8, h100.device),
-      1979.0 / 989.0, 1e-9);
+      peak * (k + ko) / (k + peak * ko), 1e-9);
   EXPECT_EQ(note(peak_ratio, fp8, h100.device),
             "gemm fp8: no fp8 fit in the calibration fitted on H100-SXM5-80GB and no measured "
             "fp8 rate for H100-SXM5-80GB, bf16 fit x datasheet fp8/bf16 peak ratio 2.001");
+}
+
+// Anchors of the fp8 model, from the ml-engineering MAMF tables (test/data/hardware-specs: best
+// measured matmul TFLOP/s per GPU and dtype, with its shape): priced at MAMF's own best shape,
+// the H100 calibration reaches the measured best within 6% and never above it (MAMF is a
+// maximum over shapes; the profile's fraction is that maximum, and tiles, waves and the
+// per-tile overhead only lose). Measured: H100 bf16 -4.14%, H100 fp8 -4.74%, H200 fp8 -5.23%:
+// fp8 falls short of its anchor by about what bf16 does, so its rate and tile losses are
+// consistent with the fitted bf16 ones. In-sample for the rate (each profile's fraction is its
+// MAMF value over the peak), held out for the shape losses (tiles, waves and k_overhead were
+// fitted on XLA's H100 bf16 table, not on these shapes). Shapes are M x N x K.
+TEST(BorrowedCalibration, GemmsAtTheMamfBestShapesReachTheMeasuredBest) {
+  struct Anchor {
+    const char* profile;
+    DType dtype;
+    int64_t m, n, k;
+    double mamf_tflops;
+    double max_shortfall;
+  };
+  const std::vector<Anchor> anchors{
+      {"h100_sxm5_80gb.yaml", DType::kBf16, 2048, 2048, 13312, 794.5, 0.06},
+      {"h100_sxm5_80gb.yaml", DType::kFp8, 1024, 9216, 14336, 1402.6, 0.06},
+      {"h200_sxm_141gb.yaml", DType::kFp8, 1280, 4096, 12032, 1453.4, 0.06},
+  };
+  const KernelCalibration h100_fit = calibration("h100_xla.yaml");
+  for (const Anchor& a : anchors) {
+    const HardwareProfile hw = profile(a.profile);
+    const CalibratedKernelCost model(h100_fit, hw.achievable);
+    const KernelDesc g = gemm_kernel(a.dtype, 1, a.m, a.n, a.k);
+    const double tflops = 2.0 * a.m * a.n * a.k / model.core_seconds(g, hw.device) / 1e12;
+    std::printf(
+        "%s %s %ldx%ldx%ld: predicted %.1f TFLOP/s, MAMF %.1f (%+.2f%%; ml-engineering's MAMF "
+        "table, rate in-sample, shape held out)\n",
+        hw.device.name.c_str(), std::string(dtype_name(a.dtype)).c_str(), static_cast<long>(a.m),
+        static_cast<long>(a.n), static_cast<long>(a.k), tflops, a.mamf_tflops,
+        100.0 * (tflops / a.mamf_tflops - 1.0));
+    EXPECT_LE(tflops, a.mamf_tflops * 1.0005) << hw.device.name;
+    EXPECT_GE(tflops, a.mamf_tflops * (1.0 - a.max_shortfall)) << hw.device.name;
+  }
+}
+
+// Tile behaviour: with short K the per-tile prologue / epilogue, which does not speed up in
+// fp8, takes a larger share, so fp8's gain over bf16 shrinks from the rate ratio r = 1.767
+// toward 1 (H100, 8192 x 8192 GEMMs, compute-bound).
+TEST(BorrowedCalibration, Fp8GainOverBf16ShrinksWithShortK) {
+  const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
+  const CalibratedKernelCost model(calibration("h100_xla.yaml"), h100.achievable);
+  const double r = (1979.0 * 0.709) / (989.0 * 0.803);
+  double previous = r;
+  for (int64_t k : {16384, 4096, 1024, 256}) {
+    const KernelDesc bf16 = gemm_kernel(DType::kBf16, 1, 8192, 8192, k);
+    KernelDesc fp8 = bf16;
+    fp8.dtype = DType::kFp8;
+    const double gain =
+        model.core_seconds(bf16, h100.device) / model.core_seconds(fp8, h100.device);
+    std::printf("k %ld: fp8 %.3fx bf16\n", static_cast<long>(k), gain);
+    EXPECT_LT(gain, previous) << k;
+    EXPECT_GT(gain, 1.0) << k;
+    previous = gain;
+  }
+  EXPECT_LT(previous, 0.8 * r);  // k = 256: (256 + 149) r / (256 + 149 r) = 1.30
 }
 
 TEST(BorrowedCalibration, H100FileHasNoMemoryCurveFits) {

@@ -83,6 +83,26 @@ TEST(GemmKernelModel, FewTilesSplitKOverIdleSms) {
   EXPECT_EQ(estimate_gemm(gemm(128, 128, 64), test_device(), kFull, GemmParams{}).split_k, 1);
 }
 
+// fp8 GEMMs read 1-byte operands, write 16-bit outputs and split K in 128-deep blocks (the same
+// 128 bytes per K row of a stage as 64 fp16 elements).
+TEST(GemmKernelModel, Fp8ReadsOneByteWritesTwoAndSplitsKIn128Blocks) {
+  DeviceProfile d = test_device();
+  d.peak_flops[static_cast<size_t>(DType::kFp8)] = FlopRate::teraflops(200.0);
+  KernelDesc skinny = gemm(8192, 1, 8192);
+  skinny.dtype = DType::kFp8;
+  // Memory-bound GEMV: 8192^2 + 8192 one-byte inputs, 8192 two-byte outputs.
+  EXPECT_NEAR(estimate_gemm(skinny, d, kFull, GemmParams{}).memory_seconds,
+              (8192.0 * 8192 + 8192 + 2.0 * 8192) / 1e12, 1e-15);
+  KernelDesc one_tile = gemm(128, 128, 4096);
+  one_tile.dtype = DType::kFp8;
+  // min(10 SMs / 1 tile, 4096 / 128) = 10; K 128 is one block, K 192 one block too.
+  EXPECT_EQ(estimate_gemm(one_tile, d, kFull, GemmParams{}).split_k, 10);
+  one_tile.k = 192;
+  EXPECT_EQ(estimate_gemm(one_tile, d, kFull, GemmParams{}).split_k, 1);
+  one_tile.dtype = DType::kFp16;
+  EXPECT_EQ(estimate_gemm(one_tile, d, kFull, GemmParams{}).split_k, 3);
+}
+
 TEST(GemmKernelModel, BatchMultipliesTiles) {
   const GemmEstimate e = estimate_gemm(gemm(128, 128, 64, 30), test_device(), kFull, GemmParams{});
   EXPECT_EQ(e.tiles, 30);

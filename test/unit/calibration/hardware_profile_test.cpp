@@ -47,6 +47,11 @@ TEST(HardwareProfile, EveryShippedProfileLoadsAndUsesEveryKey) {
     EXPECT_LE(hw.achievable.compute, 1.0);
     EXPECT_GT(hw.achievable.memory, 0.0);
     EXPECT_LE(hw.achievable.memory, 1.0);
+    // Every shipped profile states its per-kernel GPU time (measured or borrowed, cited), a few
+    // microseconds: none falls back to the calibration file's 5 us.
+    ASSERT_TRUE(hw.kernel_overhead.has_value());
+    EXPECT_GE(*hw.kernel_overhead, Duration::from_us(1));
+    EXPECT_LE(*hw.kernel_overhead, Duration::from_us(5));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 
 #include "calibration/kernel_measurements.h"
@@ -30,6 +31,25 @@ TEST(MemoryBoundKernelModel, LongRowsAreReadAgain) {
   EXPECT_NEAR(memory_bound_seconds(softmax, test_device(), {1.0, 1.0}, c), 16.384e-6, 1e-15);
   c.long_row_bytes = 4096;  // now they are: 3 reads + 1 write
   EXPECT_NEAR(memory_bound_seconds(softmax, test_device(), {1.0, 1.0}, c), 4 * 8.192e-6, 1e-15);
+}
+
+TEST(MemoryBoundKernelModel, ReReadsRampInLogRowSizeToFullReReads) {
+  // Ramp from 16 KiB (1 read) to 64 KiB (3 reads), linear in log2 of the row's bytes.
+  MemoryCurve c;
+  c.long_row_bytes = 16384;
+  c.full_reread_row_bytes = 65536;
+  c.long_row_read_passes = 3.0;
+  EXPECT_DOUBLE_EQ(read_passes(c, 8192), 1.0);
+  EXPECT_DOUBLE_EQ(read_passes(c, 16384), 1.0);
+  EXPECT_DOUBLE_EQ(read_passes(c, 32768), 2.0);  // half way in log2: 1 + 2 x 1/2
+  EXPECT_NEAR(read_passes(c, 24576), 1.0 + 2.0 * std::log2(1.5) / 2.0, 1e-12);
+  EXPECT_DOUBLE_EQ(read_passes(c, 65536), 3.0);
+  EXPECT_DOUBLE_EQ(read_passes(c, 1 << 20), 3.0);
+  // full_reread_row_bytes <= long_row_bytes (default 0): the step of before.
+  c.full_reread_row_bytes = 0;
+  EXPECT_DOUBLE_EQ(read_passes(c, 16385), 3.0);
+  c.full_reread_row_bytes = -1;
+  EXPECT_THROW(check_memory_curve(c), std::invalid_argument);
 }
 
 TEST(MemoryBoundKernelModel, FlopsAreIgnoredAndBadInputsRejected) {

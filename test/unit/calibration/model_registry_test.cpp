@@ -4,11 +4,23 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 
 namespace upsim {
 namespace {
 
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+/// A small fp16 gelu: its time is mostly the per-kernel overhead.
+KernelDesc memory_op_kernel_for_test() {
+  KernelDesc k;
+  k.cls = KernelClass::kMemoryBound;
+  k.memory_op = MemoryOp::kGelu;
+  k.dtype = DType::kFp16;
+  k.bytes_read = 2048;
+  k.bytes_written = 2048;
+  return k;
+}
 
 HardwareProfile a100() {
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "hardware" / "a100_sxm4_40gb.yaml");
@@ -52,6 +64,35 @@ TEST(ModelRegistry, BuildsRooflineWithProfileFractions) {
   kd.bytes_written = 1391.103e6 / 2;
   // 1.391103e9 bytes at 1555 GB/s x 0.8946 = 1391.103 GB/s: 1 ms, + 5 us.
   EXPECT_NEAR(model->kernel_duration(kd, hw.device).us(), 1005.0, 1e-3);
+}
+
+// The calibrated model's per-kernel overhead: the scenario's kernel_overhead, else the hardware
+// profile's, else the calibration file's 5 us, which borrowed_calibration then names.
+TEST(ModelRegistry, CalibratedKernelOverheadComesFromTheProfileUnlessOverridden) {
+  HardwareProfile hw = a100();
+  ASSERT_TRUE(hw.kernel_overhead.has_value());
+  EXPECT_EQ(*hw.kernel_overhead, Duration::from_ns(3500));
+  const std::string calibrated =
+      "model: calibrated\ncalibration: calibration/a100_llmcompass.yaml\n";
+  const KernelDesc gelu = memory_op_kernel_for_test();
+  const auto duration_with = [&](const std::string& yaml, const HardwareProfile& profile) {
+    ConfigDocument doc = ConfigDocument::parse_string(yaml, (kConfigs / "scenario.yaml").string());
+    const auto model = make_kernel_cost_model(doc.root(), profile);
+    return std::pair{model->kernel_duration(gelu, profile.device),
+                     model->borrowed_calibration(gelu, profile.device).value_or("")};
+  };
+  const auto [from_profile, note_profile] = duration_with(calibrated, hw);
+  const auto [overridden, note_overridden] =
+      duration_with(calibrated + "kernel_overhead: 10us\n", hw);
+  EXPECT_EQ(overridden - from_profile, Duration::from_ns(6500));
+  EXPECT_EQ(note_profile.find("kernel overhead"), std::string::npos) << note_profile;
+  hw.kernel_overhead.reset();
+  const auto [from_calibration, note_calibration] = duration_with(calibrated, hw);
+  EXPECT_EQ(from_calibration - from_profile, Duration::from_ns(1500));
+  EXPECT_NE(note_calibration.find("kernel overhead: the hardware profile of A100-SXM4-40GB "
+                                  "states none, the calibration's 5 us"),
+            std::string::npos)
+      << note_calibration;
 }
 
 TEST(ModelRegistry, BuildsHostOverheadsFromReferencedFile) {

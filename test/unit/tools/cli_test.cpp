@@ -666,7 +666,7 @@ std::vector<std::string> rank_iteration_times(const std::string& summary) {
 }
 
 // dlrm_4gpu: ranks 0 and 1 have less work than ranks 2 and 3, so for a few iterations they run
-// ahead and their wait at the collectives grows. Three iterations (one warm-up) reported 3.3328
+// ahead and their wait at the collectives grows. Three iterations (one warm-up) report 3.2593
 // ms for them; the default simulates until steady state and reports what a long run does.
 TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
   const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
@@ -684,7 +684,7 @@ TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
   ASSERT_EQ(times.size(), 4u) << summary;
   EXPECT_EQ(times, rank_iteration_times(read_file(dir_ / "long" / "summary.txt")));
   for (const std::string& t : times)
-    EXPECT_EQ(t, "3.3562") << summary;
+    EXPECT_EQ(t, "3.2827") << summary;
   EXPECT_NE(steady.err.find("steady-state search"), std::string::npos) << steady.err;
 }
 
@@ -752,6 +752,36 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* op : {"gemm", "softmax", "layernorm", "gelu", "held-out"}) {
     EXPECT_NE(r.output.find(op), std::string::npos) << op << "\n" << r.output;
+  }
+  // Where the parameters came from and which rows are in-sample.
+  EXPECT_NE(r.output.find("calibration fitted on A100-SXM4-80GB (LLMCompass A100 sweeps"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("`train` rows of those measurements are in-sample"), std::string::npos)
+      << r.output;
+}
+
+TEST_F(Cli, ValidateKernelsLayerPricesEveryOpOfBothPhasesAndTheAllReduces) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const Result r = run(
+      "validate kernels --layer --llmcompass " + quote(root + "/test/data/llmcompass") +
+      " --layer-data " + quote(root + "/test/data/llmcompass") + " --layer-topology " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/topologies/a100x4_nvlink.yaml") + " --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"prefill (transformer_A100.csv)", "decode (transformerAR_A100.csv)", "held out",
+        "source: github.com/PrincetonUniversity/LLMCompass", "a100x4_nvlink.yaml"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  // Every op and both all-reduces, in each phase, and a layer sum per phase.
+  for (const char* op :
+       {"Q_K_V", "Q_mul_K", "A_mul_V", "Wo_proj", "W1_proj", "W2_proj", "Softmax", "LayerNorm_MHA",
+        "LayerNorm_FFN", "GeLU", "AllReduce_MHA", "AllReduce_FFN", "layer sum"}) {
+    const size_t first = r.output.find(std::string("  ") + op + " ");
+    ASSERT_NE(first, std::string::npos) << op << "\n" << r.output;
+    EXPECT_NE(r.output.find(std::string("  ") + op + " ", first + 1), std::string::npos) << op;
   }
 }
 

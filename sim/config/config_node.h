@@ -19,9 +19,9 @@
 //    every value the run used. Defaults are appended to their map in the order they were read.
 //  - File references: get_path() resolves a path relative to the directory of the file holding
 //    the key (never the working directory; a path given with --set is taken as written).
-//    load_reference() loads that YAML (or CSV) file, inlines it in place of the path string and returns
-//    its root; key paths continue from the referencing key, file and line name the loaded file.
-//    A map given in place of the path is taken as the inline content (a resolved document,
+//    load_reference() loads that YAML (or CSV) file, inlines it in place of the path string and
+//    returns its root; key paths continue from the referencing key, file and line name the loaded
+//    file. A map given in place of the path is taken as the inline content (a resolved document,
 //    whose references are inlined, therefore loads again).
 //  - Lifetime: a ConfigNode is valid while its ConfigDocument lives. apply_override() may replace
 //    nodes, so apply all overrides before reading.

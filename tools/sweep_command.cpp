@@ -21,6 +21,7 @@
 #include "sim/export/run_summary.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/plot_command.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
 #ifdef UPSIM_HAVE_MPI
@@ -293,6 +294,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string out_dir_text;
   bool force = false;
   int jobs = 1;
+  std::string plot_axis;
   po::options_description desc(
       "usage: upsim sweep STUDY.yaml [options]\n\n"
       "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
@@ -305,6 +307,8 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
       ("out,o", po::value<std::string>(&out_dir_text),
        "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
       ("jobs,j", po::value<int>(&jobs)->default_value(1), "points run at once")          //
+      ("plot", po::value<std::string>(&plot_axis),
+       "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
       ("force", po::bool_switch(&force),
        "clear a results folder that holds another study (or this one: start over)");
   po::options_description hidden;
@@ -455,7 +459,11 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                      study.name, points.size(), ran, resumed, points.size() - failed - skipped,
                      skipped, failed);
   out << fmt::format("results: {}\n", (dir / kResultsFile).string());
-  return failed > 0 ? 1 : 0;
+  int plot_rc = 0;
+  if (!plot_axis.empty()) {
+    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis}, out, err);
+  }
+  return failed > 0 || plot_rc != 0 ? 1 : 0;
 }
 
 }  // namespace upsim::cli

@@ -16,6 +16,7 @@
 #include "tools/diff_command.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
+#include "tools/plot_command.h"
 #include "tools/run_command.h"
 #include "tools/shard_command.h"
 #include "tools/sweep_command.h"
@@ -52,6 +53,9 @@ const char* kTopUsage =
     "  diff RUN_A RUN_B\n"
     "                  what changed between two runs' outputs: iteration time, breakdown,\n"
     "                  the ops and kernels that changed most\n"
+    "  plot RESULTS.csv --x AXIS | plot RUN_DIR\n"
+    "                  SVG plots with gnuplot: iteration time against a sweep axis, stacked\n"
+    "                  breakdowns, link utilisation\n"
     "  validate kernels\n"
     "                  compare the kernel models with measured kernel times (held-out error)\n"
     "  validate collectives\n"
@@ -161,6 +165,7 @@ int main(int argc, char** argv) {
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
     if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
     if (command == "diff") return upsim::cli::diff_main(args, std::cout);
+    if (command == "plot") return upsim::cli::plot_main(args, std::cout, std::cerr);
     if (command == "convert") {
       if (!args.empty() && args[0] == "kernels") {
         args.erase(args.begin());
@@ -201,7 +206,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, shard, sweep, diff, validate, calibrate, convert "
+        "upsim: unknown command `{}`; valid: run, shard, sweep, diff, plot, validate, calibrate, "
+        "convert "
         "(see "
         "`upsim --help`)\n",
         command);

@@ -515,6 +515,35 @@ TEST_F(Cli, TraceIterationsAndGzipShrinkTheTrace) {
   EXPECT_NE(bad.err.find("--trace-iterations"), std::string::npos) << bad.err;
 }
 
+// Plots: a sweep's iteration time against an axis and its breakdown, a run's per-rank
+// breakdown and links; each SVG exists and names its axes.
+TEST_F(Cli, PlotDrawsSvgsThatNameTheirAxes) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
+  }
+  const Result sweep =
+      run("sweep " + quote(kData + "/study_small.yaml") + " --out s --plot workload.global_batch");
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.output;
+  const std::string iteration = read_file(dir_ / "s" / "results_iteration.svg");
+  EXPECT_NE(iteration.find("<svg"), std::string::npos);
+  EXPECT_NE(iteration.find("workload.global_batch"), std::string::npos);
+  EXPECT_NE(iteration.find("iteration time (ms)"), std::string::npos);
+  const std::string breakdown = read_file(dir_ / "s" / "results_breakdown.svg");
+  EXPECT_NE(breakdown.find("ms per iteration"), std::string::npos);
+  EXPECT_NE(breakdown.find("compute_ms"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir_ / "s" / "results_iteration.gp"));
+
+  ASSERT_EQ(run("run " + kTiny + " --out r --no-trace").exit_code, 0);
+  const Result plot = run("plot r");
+  ASSERT_EQ(plot.exit_code, 0) << plot.output;
+  const std::string ranks = read_file(dir_ / "r" / "ranks_breakdown.svg");
+  EXPECT_NE(ranks.find("rank"), std::string::npos);
+  EXPECT_NE(ranks.find("ms per iteration"), std::string::npos);
+  const Result bad = run("plot s/results.csv --x nope");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.err.find("no column `nope`"), std::string::npos) << bad.err;
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

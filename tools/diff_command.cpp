@@ -37,32 +37,6 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-/// One line of an RFC 4180 CSV (quoted fields with doubled quotes; no line breaks in fields).
-std::vector<std::string> csv_line(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
-
 struct OpRow {
   double ms = 0.0;
   double count = 0.0;
@@ -102,7 +76,7 @@ Run read_run(const fs::path& dir) {
   while (std::getline(in, line)) {
     ++line_number;
     if (line.empty()) continue;
-    const std::vector<std::string> f = csv_line(line);
+    const std::vector<std::string> f = parse_csv_line(line);
     if (f.size() != 6) {
       throw std::runtime_error(fmt::format("{}:{}: expected 6 fields, got {}", ops_file.string(),
                                            line_number, f.size()));

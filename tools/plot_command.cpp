@@ -15,6 +15,7 @@
 
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/run_tables.h"
 
 namespace upsim::cli {
 
@@ -33,21 +34,7 @@ Table read_csv(const fs::path& file) {
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    std::vector<std::string> fields(1);
-    bool quoted = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        fields.emplace_back();
-      } else {
-        fields.back() += c;
-      }
-    }
+    std::vector<std::string> fields = parse_csv_line(line);
     t.push_back(std::move(fields));
   }
   if (t.size() < 2) throw std::runtime_error(fmt::format("{}: no data rows", file.string()));

@@ -69,6 +69,10 @@ std::string format_ms(Duration d);
 
 /// `text` as one CSV field (quoted when it holds a comma, quote, CR or LF).
 std::string csv_field(std::string_view text);
+/// The fields of one CSV line as csv_field writes them (RFC 4180: quoted fields with doubled
+/// quotes; no line breaks inside fields; a trailing CR is dropped).
+std::vector<std::string> parse_csv_line(std::string_view line);
+
 /// `text` as a JSON string literal, quotes included.
 std::string json_string(std::string_view text);
 

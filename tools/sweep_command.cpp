@@ -22,6 +22,7 @@
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/plot_command.h"
+#include "tools/results_hdf5.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
 #ifdef UPSIM_HAVE_MPI
@@ -36,6 +37,7 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kResultsFile = "results.csv";
+constexpr const char* kResultsHdf5File = "results.h5";
 constexpr const char* kManifestFile = "study.points";
 constexpr const char* kPointsDir = "points";
 
@@ -455,10 +457,21 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     skipped += r->find(",skipped,") != std::string::npos ? 1 : 0;
   }
   write_file_atomically(dir / kResultsFile, table);
+  {
+    std::istringstream lines(table);
+    std::string line;
+    std::getline(lines, line);
+    const std::vector<std::string> header = parse_csv_line(line);
+    std::vector<std::vector<std::string>> cells;
+    while (std::getline(lines, line))
+      cells.push_back(parse_csv_line(line));
+    write_results_hdf5(dir / kResultsHdf5File, header, cells);
+  }
   out << fmt::format("study {}: {} points ({} run now, {} resumed): {} ok, {} skipped, {} failed\n",
                      study.name, points.size(), ran, resumed, points.size() - failed - skipped,
                      skipped, failed);
-  out << fmt::format("results: {}\n", (dir / kResultsFile).string());
+  out << fmt::format("results: {} (and {})\n", (dir / kResultsFile).string(),
+                     (dir / kResultsHdf5File).string());
   int plot_rc = 0;
   if (!plot_axis.empty()) {
     plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis}, out, err);

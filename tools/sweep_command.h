@@ -22,7 +22,8 @@
 // Contract:
 //  - Points are numbered 0.. in grid order; each is the base scenario with the point's
 //    overrides, run to steady state as `upsim run` does (tools/steady_state.h).
-//  - Outputs in the folder (default upsim-out/<study>/, --out DIR): results.csv, one row per
+//  - Outputs in the folder (default upsim-out/<study>/, --out DIR): results.csv (and the same
+//    table as results.h5: tools/results_hdf5.h), one row per
 //    point (point, each axis value, status ok|skipped|failed, iteration time and the slowest
 //    rank's per-iteration breakdown in ms, per-GPU memory bytes, the busiest link and its busy
 //    ms per iteration, a message), and points/<n>.row, each finished point's row. Rows are

@@ -2,6 +2,7 @@
 // exit, outputs are written and never overwritten unasked, and runs are byte-for-byte repeatable.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -542,6 +543,37 @@ TEST_F(Cli, PlotDrawsSvgsThatNameTheirAxes) {
   const Result bad = run("plot s/results.csv --x nope");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.err.find("no column `nope`"), std::string::npos) << bad.err;
+}
+
+// results.h5 holds the table of results.csv, column by column, and is the same at any -j.
+TEST_F(Cli, SweepWritesTheResultsTableAsHdf5Too) {
+  const std::string study = quote(kData + "/study_small.yaml");
+  ASSERT_EQ(run("sweep " + study + " --out a -j 1").exit_code, 0);
+  ASSERT_EQ(run("sweep " + study + " --out b -j 2").exit_code, 0);
+  EXPECT_EQ(read_file(dir_ / "a" / "results.h5"), read_file(dir_ / "b" / "results.h5"));
+  const auto rows = csv_rows(read_file(dir_ / "a" / "results.csv"));
+  const hid_t file = H5Fopen((dir_ / "a" / "results.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const hid_t set = H5Dopen2(file, "results/iteration_ms", H5P_DEFAULT);
+  ASSERT_GE(set, 0);
+  std::vector<double> times(rows.size() - 1);
+  ASSERT_GE(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, times.data()), 0);
+  for (size_t i = 1; i < rows.size(); ++i)
+    EXPECT_EQ(times[i - 1], std::stod(rows[i][4])) << i;
+  H5Dclose(set);
+  const hid_t status = H5Dopen2(file, "results/status", H5P_DEFAULT);
+  ASSERT_GE(status, 0);
+  const hid_t type = H5Dget_type(status);
+  EXPECT_TRUE(H5Tis_variable_str(type) > 0);
+  std::vector<char*> texts(rows.size() - 1);
+  ASSERT_GE(H5Dread(status, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, texts.data()), 0);
+  EXPECT_STREQ(texts[0], "ok");
+  const hid_t space = H5Dget_space(status);
+  H5Dvlen_reclaim(type, space, H5P_DEFAULT, texts.data());
+  H5Sclose(space);
+  H5Tclose(type);
+  H5Dclose(status);
+  H5Fclose(file);
 }
 
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {

@@ -359,6 +359,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
                                                 : fs::path(options.trace_file);
       if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
     }
+    if (large && !options.no_trace) {
+      trace_notes += "trace: link counters sampled at most about twice per microsecond per link\n";
+    }
     if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace) {
       trace_notes += fmt::format(
           "trace: written gzip-compressed ({}), which Perfetto opens as is, as the run has "
@@ -370,8 +373,10 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     executor.add_observer(ops.get());
     trace.reset();
     if (trace_path.empty()) return;
+    // A large run's link counters: at most about two samples per link per microsecond.
+    const Duration link_interval = large ? Duration::from_us(1) : Duration::zero();
     trace = std::make_unique<ChromeTraceWriter>(
-        trace_path, ChromeTraceOptions{trace_selection.ranks, trace_iterations});
+        trace_path, ChromeTraceOptions{trace_selection.ranks, trace_iterations, link_interval});
     trace->add_metadata("scenario", scenario.name);
     executor.add_observer(trace.get());
   };

@@ -301,6 +301,7 @@ class ChromeTraceWriter::Impl {
   void links_declared(std::span<const LinkInfo> links) {
     links_.assign(links.begin(), links.end());
     link_seen_.assign(links.size(), false);
+    link_samples_.assign(links.size(), LinkSample{});
     // A trace of some ranks draws the links of their nodes and the links between nodes.
     link_drawn_.assign(links.size(), 1);
     if (options_.ranks) {
@@ -338,11 +339,46 @@ class ChromeTraceWriter::Impl {
     if (link >= links_.size() || !link_drawn_[link]) return;
     if (!link_seen_[link] && rate.bytes_per_second() <= 0.0) return;
     link_seen_[link] = true;
+    const int64_t interval = options_.link_sample_interval.ps();
+    if (interval > 0) {
+      // Decimated: a change within the interval after the last sample waits as the link's
+      // pending sample (a later one replaces it); the next change after the interval writes
+      // the pending sample first, so a level the link held is never skipped over.
+      LinkSample& s = link_samples_[link];
+      if (s.written && at.ps() - s.last_ps < interval) {
+        s.pending = true;
+        s.pending_ps = at.ps();
+        s.pending_rate = rate;
+        s.pending_flows = flows;
+        return;
+      }
+      if (s.pending && s.pending_ps > s.last_ps) {
+        write_link_sample(link, s.pending_ps, s.pending_rate, s.pending_flows);
+      }
+      s = LinkSample{};
+      s.written = true;
+      s.last_ps = at.ps();
+    }
+    write_link_sample(link, at.ps(), rate, flows);
+  }
+
+  /// The pending samples of decimated links, at the end of the run.
+  void flush_link_samples() {
+    for (uint32_t l = 0; l < link_samples_.size(); ++l) {
+      LinkSample& s = link_samples_[l];
+      if (s.pending && s.pending_ps > s.last_ps) {
+        write_link_sample(l, s.pending_ps, s.pending_rate, s.pending_flows);
+      }
+      s.pending = false;
+    }
+  }
+
+  void write_link_sample(uint32_t link, int64_t at_ps, Bandwidth rate, uint32_t flows) {
     const LinkInfo& info = links_[link];
     start_event();
     Members event(buf_);
     event.str("name", info.name).str("cat", "link").str("ph", "C").uinteger("pid", links_pid());
-    event.us("ts", at.ps());
+    event.us("ts", at_ps);
     Members args(event.object("args"));
     // Rounded to 1e-6 so that floating-point noise of the rate computation stays out of the file.
     auto rounded = [](double v) { return std::round(v * 1e6) / 1e6; };
@@ -374,6 +410,7 @@ class ChromeTraceWriter::Impl {
       emit_task(t, begin_ps_[t], last_ps_, /*unfinished=*/true);
       flush_if_full();
     }
+    flush_link_samples();
     buf_ += "\n],\"otherData\":{";
     Members other(buf_);
     other.str("generator", "upsim").integer("format_version", kFormatVersion);
@@ -764,6 +801,17 @@ class ChromeTraceWriter::Impl {
   std::vector<LinkInfo> links_;
   std::vector<uint8_t> link_drawn_;
   std::vector<bool> link_seen_;
+  /// Per link, with ChromeTraceOptions::link_sample_interval: the last written sample and the
+  /// pending one.
+  struct LinkSample {
+    bool written = false;
+    int64_t last_ps = 0;
+    bool pending = false;
+    int64_t pending_ps = 0;
+    Bandwidth pending_rate;
+    uint32_t pending_flows = 0;
+  };
+  std::vector<LinkSample> link_samples_;
   std::filesystem::path path_;
   ChromeTraceOptions options_;
   /// Per graph rank: 1 when its process is written.

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "sim/observer.h"
+#include "sim/time.h"
 
 namespace upsim {
 
@@ -66,6 +67,11 @@ struct ChromeTraceOptions {
   /// mark to its next, as the run summary counts them); nullopt: every task. A task is drawn
   /// when it begins inside the range on its rank; link counters are not filtered.
   std::optional<std::pair<uint32_t, uint32_t>> iterations;
+  /// Link counters decimated to at most about two samples per link per interval (zero: every
+  /// rate change). Within the interval after a written sample, changes wait as one pending
+  /// sample, written before the next sample after the interval (or at the end), so every
+  /// level a link held for an interval or more is shown; shorter spikes may not be.
+  Duration link_sample_interval = Duration::zero();
 };
 
 /// "0-3,8,10-11": sorted, distinct ranks with consecutive runs as ranges.

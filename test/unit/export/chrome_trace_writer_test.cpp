@@ -819,6 +819,33 @@ TEST_F(ChromeTraceWriterTest, LinkRatesBecomeCounterTracksInAFabricProcess) {
 namespace upsim {
 namespace {
 
+// Decimated link counters: 100 rate changes 10 ns apart, then one after a pause, with a 1 us
+// interval: the first change, the last level before the pause (pending) and the change after it.
+TEST_F(ChromeTraceWriterTest, LinkCountersAreDecimatedToTheSampleInterval) {
+  Scenario s;
+  ChromeTraceOptions options;
+  options.link_sample_interval = Duration::from_us(1);
+  ChromeTraceWriter writer(file("trace.json"), options);
+  writer.on_run_begin(s.graph);
+  const std::vector<LinkInfo> links{
+      {"gpu0 -> nvswitch0 (nvlink4)", Bandwidth::gigabytes_per_second(100)}};
+  writer.on_links_declared(links);
+  for (int i = 0; i < 100; ++i) {
+    writer.on_link_rate(0, Time::from_ps(1'000'000 + int64_t{i} * 10'000),
+                        Bandwidth::gigabytes_per_second(i + 1), 1);
+  }
+  writer.on_link_rate(0, us(5), Bandwidth{}, 0);
+  writer.on_run_end(us(6));
+  const Json doc = parse_json(read_file(file("trace.json")));
+  const auto counters = events_where(doc, [](const Json& e) { return e.str("ph") == "C"; });
+  ASSERT_EQ(counters.size(), 3u);
+  EXPECT_EQ(counters[0]->at("args").str("GB/s"), "1");
+  EXPECT_EQ(counters[1]->str("ts"), "1.990000");  // the last level before the pause
+  EXPECT_EQ(counters[1]->at("args").str("GB/s"), "100");
+  EXPECT_EQ(counters[2]->str("ts"), "5.000000");
+  EXPECT_EQ(counters[2]->at("args").str("GB/s"), "0");
+}
+
 // Two pipeline stages: micro-batch markers are named instants on the CPU thread, stage 1's wait
 // in the pp send/recv is a "bubble" slice, and a tp all-reduce carries its dimension.
 TEST_F(ChromeTraceWriterTest, PipelineMarkersAndBubblesAreVisible) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/executor.h"
+#include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
@@ -51,6 +54,9 @@ struct Dimension {
 
 struct Study {
   std::string name;
+  /// --point-outputs: each point's own results (summary.txt, summary.json, CSV tables, the
+  /// resolved scenario) in points/<n>/; empty: none.
+  fs::path point_outputs;
   fs::path base;
   /// `set`: overrides applied at every point, before the point's own (as applied).
   std::vector<std::string> fixed;
@@ -214,9 +220,29 @@ std::string result_fields(const Point& point, const Study& study) {
     for (const std::string& o : point.overrides)
       doc.apply_override(o);
     if (study.fits_memory) doc.apply_override("platform.memory_check=warn");
-    const SteadyRun run = run_to_steady_state(doc);
+    std::unique_ptr<OpProfileObserver> ops;
+    const SteadyRun run =
+        run_to_steady_state(doc, [&](const Scenario& scenario, GraphExecutor& executor) {
+          if (study.point_outputs.empty()) return;
+          ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
+                                                    scenario.measured_iterations);
+          executor.add_observer(ops.get());
+        });
     const RunSummary& s = run.summary;
     const Scenario& sc = run.scenario;
+    if (!study.point_outputs.empty()) {
+      const fs::path own = study.point_outputs / std::to_string(point.index);
+      fs::create_directories(own);
+      write_file_atomically(own / "summary.txt", sc.description + format_run_summary(s));
+      write_file_atomically(
+          own / "summary.json",
+          summary_json(RunIdentity{study.base.string(), point.overrides}, sc, s, run.stats));
+      write_file_atomically(own / "ranks.csv", ranks_csv(s));
+      write_file_atomically(own / "links.csv", links_csv(s));
+      const uint32_t measured = s.ranks.empty() ? 1 : s.ranks.front().measured_iterations;
+      write_file_atomically(own / "ops.csv", ops_csv(ops->rows(), measured));
+      write_file_atomically(own / "scenario.yaml", doc.resolved_yaml());
+    }
     const int64_t memory = sc.memory ? sc.memory->total_bytes() : 0;
     if (study.fits_memory && sc.memory && memory > sc.platform.gpu_memory_bytes) {
       return fmt::format(
@@ -297,6 +323,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   bool force = false;
   int jobs = 1;
   std::string plot_axis;
+  bool point_outputs = false;
   po::options_description desc(
       "usage: upsim sweep STUDY.yaml [options]\n\n"
       "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
@@ -309,6 +336,9 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
       ("out,o", po::value<std::string>(&out_dir_text),
        "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
       ("jobs,j", po::value<int>(&jobs)->default_value(1), "points run at once")          //
+      ("point-outputs", po::bool_switch(&point_outputs),
+       "also write each point's own results (summary.txt, summary.json, CSV tables, the "
+       "resolved scenario) to points/<n>/, as `upsim run --no-trace` would")  //
       ("plot", po::value<std::string>(&plot_axis),
        "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
       ("force", po::bool_switch(&force),
@@ -324,7 +354,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
   if (jobs < 1) throw po::error("--jobs must be at least 1");
 
-  const Study study = read_study(study_file);
+  Study study = read_study(study_file);
   const std::vector<Point> points = points_of(study);
   // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
   // ranks only run the points they are given.
@@ -361,6 +391,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     fs::remove(dir / kResultsFile, ec);
   }
   fs::create_directories(dir / kPointsDir);
+  if (point_outputs) study.point_outputs = dir / kPointsDir;
   write_file_atomically(dir / kManifestFile, manifest);
 
   // Points finished by an earlier run of this study are kept.

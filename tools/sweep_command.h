@@ -29,6 +29,8 @@
 //    ms per iteration, a message), and points/<n>.row, each finished point's row. Rows are
 //    formatted exactly (times from integer picoseconds), so the table is byte-identical at any
 //    -j and after a resume.
+//  - --point-outputs also writes each point's own results to points/<n>/ (summary.txt,
+//    summary.json, ranks.csv, links.csv, ops.csv, scenario.yaml), as `upsim run --no-trace`.
 //  - Resumable: a point whose points/<n>.row exists for the same overrides is not run again, so
 //    a killed sweep continues where it stopped. A folder of another study (different points) is
 //    refused unless --force, which clears it.

@@ -576,6 +576,26 @@ TEST_F(Cli, SweepWritesTheResultsTableAsHdf5Too) {
   H5Fclose(file);
 }
 
+// --point-outputs: each point's own results, whose iteration time is the table's.
+TEST_F(Cli, SweepPointOutputsAreEachPointsOwnRun) {
+  const Result r = run("sweep " + quote(kData + "/study_small.yaml") + " --out s --point-outputs");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "s" / "results.csv"));
+  for (const int point : {0, 7, 11}) {
+    const fs::path own = dir_ / "s" / "points" / std::to_string(point);
+    for (const char* f :
+         {"summary.txt", "summary.json", "ranks.csv", "links.csv", "ops.csv", "scenario.yaml"}) {
+      EXPECT_TRUE(fs::exists(own / f)) << own / f;
+    }
+    const std::string json_text = read_file(own / "summary.json");
+    upsim::JsonCursor cursor(json_text, "summary.json");
+    const upsim::JsonValue doc = upsim::read_json_value(cursor);
+    EXPECT_EQ(doc.find("predicted_iteration_time_ms")->number,
+              std::stod(rows[static_cast<size_t>(point) + 1][4]))
+        << point;
+  }
+}
+
 TEST_F(Cli, BadTraceRanksExitTwoNamingTheOptionAndTheValidRanks) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {"x", {"--trace-ranks", "`x` is not a rank", "0-7,56"}},

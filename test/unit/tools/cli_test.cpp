@@ -545,6 +545,26 @@ TEST_F(Cli, PlotDrawsSvgsThatNameTheirAxes) {
   EXPECT_NE(bad.err.find("no column `nope`"), std::string::npos) << bad.err;
 }
 
+// The acceptance study: 200 points, the same table at -j1 and -j2 and after a resume of a sweep
+// killed halfway (its table and half its points gone). (mpirun -np 2: the ctest
+// sweep_under_mpirun_matches_single_process.)
+TEST_F(Cli, TwoHundredPointStudyIsByteIdenticalAtAnyJobsAndAfterAResume) {
+  const std::string study = quote(kData + "/study_200.yaml");
+  ASSERT_EQ(run("sweep " + study + " --out a -j 1").exit_code, 0);
+  ASSERT_EQ(run("sweep " + study + " --out b -j 2").exit_code, 0);
+  const std::string table = read_file(dir_ / "a" / "results.csv");
+  EXPECT_EQ(csv_rows(table).size(), 201u);
+  EXPECT_EQ(read_file(dir_ / "b" / "results.csv"), table);
+  fs::remove(dir_ / "b" / "results.csv");
+  for (int i = 0; i < 200; i += 2)
+    fs::remove(dir_ / "b" / "points" / (std::to_string(i) + ".row"));
+  const Result resumed = run("sweep " + study + " --out b -j 2");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.out.find("(100 run now, 100 resumed)"), std::string::npos) << resumed.out;
+  EXPECT_EQ(read_file(dir_ / "b" / "results.csv"), table);
+  EXPECT_EQ(read_file(dir_ / "b" / "results.h5"), read_file(dir_ / "a" / "results.h5"));
+}
+
 // results.h5 holds the table of results.csv, column by column, and is the same at any -j.
 TEST_F(Cli, SweepWritesTheResultsTableAsHdf5Too) {
   const std::string study = quote(kData + "/study_small.yaml");

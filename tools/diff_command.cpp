@@ -204,6 +204,32 @@ int diff_main(const std::vector<std::string>& args, std::ostream& out) {
     if (dx != dy) return dx > dy;
     return x.key < y.key;
   });
+  // Per task kind and op (the op family), over its kernels and calls.
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> by_op;
+  for (const Delta& d : deltas) {
+    auto& [ms_a, ms_b] = by_op[{std::get<0>(d.key), std::get<1>(d.key)}];
+    ms_a += d.a.ms;
+    ms_b += d.b.ms;
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<double, double>>> ops(
+      by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) {
+    return std::fabs(x.second.second - x.second.first) >
+           std::fabs(y.second.second - y.second.first);
+  });
+  out << fmt::format(
+      "largest changes per op (ms per iteration, summed over ranks and kernels; {} "
+      "of {} ops):\n",
+      std::min<size_t>(static_cast<size_t>(top), ops.size()), ops.size());
+  out << fmt::format("  {:<12} {:<50} {:>10} {:>10} {:>10} {:>9}\n", "kind", "op", "A", "B",
+                     "B - A", "change");
+  for (size_t i = 0; i < ops.size() && i < static_cast<size_t>(top); ++i) {
+    const auto& [key, times] = ops[i];
+    out << fmt::format("  {:<12} {:<50} {:>10.4f} {:>10.4f} {:>+10.4f} {:>9}\n", key.first,
+                       key.second.size() > 50 ? key.second.substr(0, 47) + "..." : key.second,
+                       times.first, times.second, times.second - times.first,
+                       change(times.first, times.second));
+  }
   out << fmt::format(
       "largest changes per op and kernel (ms per iteration, summed over ranks; {} of {} rows):\n",
       std::min<size_t>(static_cast<size_t>(top), deltas.size()), deltas.size());

@@ -4,8 +4,9 @@
 // Contract:
 //  - Prints the two runs' identity (scenario, overrides, platform), the predicted iteration
 //    time of each and the change, the per-iteration breakdown of each run's slowest rank side
-//    by side with its change, and the (task kind, op, name) rows whose time per iteration
-//    changed most (--top N, by absolute change; ties by kind, op, name), with counts.
+//    by side with its change, the ops (task kind and PyTorch op, over their kernels and calls)
+//    and then the (task kind, op, name) rows whose time per iteration changed most (--top N
+//    each, by absolute change; ties by kind, op, name).
 //  - --csv FILE writes every (kind, op, name) row of either run: a_ms, b_ms, delta_ms, a_count,
 //    b_count per iteration (never over an existing file without --force).
 //  - A folder without summary.json / ops.csv, or with a schema version this upsim does not

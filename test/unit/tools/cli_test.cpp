@@ -467,6 +467,7 @@ TEST_F(Cli, DiffShowsTheIterationTimeBreakdownAndTheOpsThatChanged) {
   EXPECT_NE(d.out.find("predicted iteration time: A "), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("--set platform.interconnect.link=pcie4"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("communication_ms"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("largest changes per op (ms per iteration"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("largest changes per op and kernel"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("collective "), std::string::npos) << d.out;
   const auto rows = csv_rows(read_file(dir_ / "d.csv"));

@@ -307,6 +307,10 @@ int plot_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (input.empty()) throw po::error("upsim plot: missing RESULTS.csv or RUN_DIR");
   const fs::path path(input);
   std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    throw std::runtime_error(fmt::format(
+        "{}: no such file or folder (a sweep's results.csv or a run's output folder)", input));
+  }
   const bool is_dir = fs::is_directory(path, ec);
   const fs::path out_dir =
       !out_dir_text.empty() ? fs::path(out_dir_text) : (is_dir ? path : path.parent_path());

@@ -253,8 +253,13 @@ std::optional<std::pair<uint32_t, uint32_t>> parse_trace_iterations(std::string_
   const uint32_t last =
       dash == std::string_view::npos ? first : number(trim(text.substr(dash + 1)));
   if (first < 1 || last < first || last > iterations) {
-    throw std::invalid_argument(fmt::format(
-        "--trace-iterations: `{}` is not a range of the run's iterations 1-{}", text, iterations));
+    throw std::invalid_argument(
+        iterations == UINT32_MAX
+            ? fmt::format("--trace-iterations: `{}` is not a range of iterations (they count "
+                          "from 1, first <= last)",
+                          text)
+            : fmt::format("--trace-iterations: `{}` is not a range of the run's iterations 1-{}",
+                          text, iterations));
   }
   return std::pair{first, last};
 }

@@ -103,6 +103,11 @@ Study read_study(const fs::path& file) {
   Study s;
   s.name = root.get_string_or("study", file.stem().string());
   s.base = root.get_path("base");
+  std::error_code ec;
+  if (!fs::is_regular_file(s.base, ec)) {
+    root.child("base").fail(
+        fmt::format("no scenario file `{}` (a path relative to the study)", s.base.string()));
+  }
   const fs::path dir = file.parent_path();
   const auto add = [&](const std::vector<std::pair<std::string, ConfigNode>>& entries,
                        const ConfigNode& where) {

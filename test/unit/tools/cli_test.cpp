@@ -435,6 +435,16 @@ TEST_F(Cli, SweepRunsEveryPointIntoOneTableThatResumesAndIsTheSameAtAnyJobs) {
   EXPECT_NE(resumed.out.find("(4 run now, 20 resumed)"), std::string::npos) << resumed.out;
   EXPECT_EQ(read_file(dir_ / "s2" / "results.csv"), table);
 
+  // A study without its base scenario, or without points, is bad input (exit 2) naming the key.
+  std::ofstream(dir_ / "nobase.yaml") << "base: missing.yaml\naxes:\n  workload.dtype: [fp32]\n";
+  const Result nobase = run("sweep nobase.yaml --out n");
+  EXPECT_EQ(nobase.exit_code, 2) << nobase.output;
+  EXPECT_NE(nobase.err.find("base: no scenario file"), std::string::npos) << nobase.err;
+  std::ofstream(dir_ / "nopoints.yaml") << "base: " << kData << "/tiny.yaml\n";
+  const Result nopoints = run("sweep nopoints.yaml --out n");
+  EXPECT_EQ(nopoints.exit_code, 2) << nopoints.output;
+  EXPECT_NE(nopoints.err.find("a study needs `axes` or `zip`"), std::string::npos) << nopoints.err;
+
   // Another study in the same folder is refused; --force starts over.
   std::ofstream(dir_ / "other.yaml")
       << "base: " << kData << "/tiny.yaml\naxes:\n  workload.global_batch: [64, oops]\n";

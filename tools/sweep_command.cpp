@@ -97,8 +97,8 @@ std::vector<std::string> values_of(const ConfigNode& list) {
   return out;
 }
 
-Study read_study(const fs::path& file) {
-  ConfigDocument doc = ConfigDocument::load_file(file);
+/// The study of `doc`, read from `file` (its name and relative paths).
+Study read_study(ConfigDocument& doc, const fs::path& file) {
   const ConfigNode root = doc.root();
   Study s;
   s.name = root.get_string_or("study", file.stem().string());
@@ -167,7 +167,8 @@ Study read_study(const fs::path& file) {
   return s;
 }
 
-std::vector<Point> points_of(const Study& s) {
+/// The number of points of `s`: the product of its dimensions' lengths, at most 2^20.
+size_t point_count(const Study& s) {
   size_t total = 1;
   for (const Dimension& d : s.dims) {
     if (d.values.size() > 0 && total > (size_t{1} << 20) / d.values.size()) {
@@ -175,6 +176,11 @@ std::vector<Point> points_of(const Study& s) {
     }
     total *= d.values.size();
   }
+  return total;
+}
+
+std::vector<Point> points_of(const Study& s) {
+  const size_t total = point_count(s);
   std::vector<Point> out;
   std::vector<size_t> step(s.dims.size(), 0);
   for (size_t i = 0; i < total; ++i) {
@@ -322,6 +328,10 @@ std::string read_whole(const fs::path& p) {
 
 }  // namespace
 
+size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file) {
+  return point_count(read_study(doc, file));
+}
+
 int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::string study_file;
   std::string out_dir_text;
@@ -359,7 +369,8 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
   if (jobs < 1) throw po::error("--jobs must be at least 1");
 
-  Study study = read_study(study_file);
+  ConfigDocument study_doc = ConfigDocument::load_file(study_file);
+  Study study = read_study(study_doc, study_file);
   const std::vector<Point> points = points_of(study);
   // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
   // ranks only run the points they are given.

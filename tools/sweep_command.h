@@ -40,12 +40,21 @@
 //    the command exits 1 when any point failed, 0 otherwise, 2 for a bad study file.
 #pragma once
 
+#include <cstddef>
+#include <filesystem>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
+#include "sim/config/config_node.h"
+
 namespace upsim::cli {
 
 int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+/// Reads the study in `doc` (loaded from `file`, which names it and anchors its relative paths)
+/// and returns its number of points; ConfigError or std::invalid_argument for a bad study. The
+/// study file's reader on its own (tests, the fuzz harness).
+size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file);
 
 }  // namespace upsim::cli

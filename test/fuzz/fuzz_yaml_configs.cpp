@@ -1,5 +1,6 @@
 // Fuzzes the YAML configuration readers: the document parser, then the fabric, hardware, kernel
-// calibration and collective tuning loaders on whatever parses. Seeds: configs/**/*.yaml.
+// calibration, collective tuning and sweep-study loaders on whatever parses. Seeds:
+// configs/**/*.yaml (studies: configs/studies/).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -8,6 +9,7 @@
 #include "calibration/kernel_calibration.h"
 #include "sim/config/config_node.h"
 #include "test/fuzz/fuzz_common.h"
+#include "tools/sweep_command.h"
 #include "topology/fabric_loader.h"
 #include "topology/nccl_tuning.h"
 
@@ -19,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::expect_clean([&] { (void)load_hardware_profile(doc.root()); });
     fuzz::expect_clean([&] { (void)load_kernel_calibration(doc.root()); });
     fuzz::expect_clean([&] { (void)load_collective_tuning(doc.root()); });
+    fuzz::expect_clean([&] { (void)cli::study_point_count(doc, doc.file()); });
   });
   return 0;
 }

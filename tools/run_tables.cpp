@@ -5,6 +5,7 @@
 #include <array>
 #include <string_view>
 
+#include "sim/export/json_text.h"
 #include "sim/export/parallel_dim.h"
 
 namespace upsim::cli {
@@ -47,7 +48,7 @@ std::string string_list(const std::vector<std::string>& items) {
   std::string out = "[";
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
-    out += json_string(items[i]);
+    out += json_quoted(items[i]);
   }
   return out + "]";
 }
@@ -80,36 +81,6 @@ std::string format_ms(Duration d) {
     out += frac;
   }
   return out;
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string csv_field(std::string_view text) {
@@ -155,15 +126,15 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
                      kSummarySchemaVersion);
   out += fmt::format(
       "  \"scenario\": {{\"name\": {}, \"description\": {}, \"file\": {}, \"overrides\": {}}},\n",
-      json_string(scenario.name), json_string(scenario.description_text),
-      json_string(identity.scenario_file), string_list(identity.overrides));
+      json_quoted(scenario.name), json_quoted(scenario.description_text),
+      json_quoted(identity.scenario_file), string_list(identity.overrides));
   out += fmt::format(
       "  \"platform\": {{\"gpus\": {}, \"represented_gpus\": {}, \"gpu\": {}, "
       "\"gpu_memory_bytes\": {}, \"kernel_model\": {}, \"host_model\": {}, \"interconnect\": {}, "
       "\"fabric\": {}}},\n",
-      p.gpus, scenario.represented_gpus, json_string(p.gpu), p.gpu_memory_bytes,
-      json_string(p.kernel_model), json_string(p.host_model), json_string(p.interconnect),
-      json_string(p.fabric));
+      p.gpus, scenario.represented_gpus, json_quoted(p.gpu), p.gpu_memory_bytes,
+      json_quoted(p.kernel_model), json_quoted(p.host_model), json_quoted(p.interconnect),
+      json_quoted(p.fabric));
   const uint32_t measured = summary.ranks.empty() ? 0 : summary.ranks.front().measured_iterations;
   out += fmt::format(
       "  \"iterations\": {{\"simulated\": {}, \"warmup\": {}, \"measured\": {}}},\n"
@@ -174,7 +145,7 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
   for (size_t r = 0; r < summary.ranks.size(); ++r) {
     const RankBreakdown& b = summary.ranks[r];
     out += fmt::format("{}\n    {{\"rank\": {}, \"name\": {}, \"iteration_time_ms\": {}",
-                       r ? "," : "", r, json_string(b.name), ms(b.iteration_time));
+                       r ? "," : "", r, json_quoted(b.name), ms(b.iteration_time));
     for (const Column& c : kColumns) {
       out += fmt::format(", \"{}\": {}", c.name,
                          per_iteration_ms(b.*(c.total), b.measured_iterations));
@@ -203,16 +174,16 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
     const LinkUsage& u = summary.links[l];
     out += fmt::format(
         "{}\n    {{\"name\": {}, \"capacity_gbytes_per_s\": {}, \"bytes\": {}, \"busy_ms\": {}}}",
-        l ? "," : "", json_string(u.name), number(u.capacity.gigabytes_per_second()),
+        l ? "," : "", json_quoted(u.name), number(u.capacity.gigabytes_per_second()),
         number(u.bytes / iterations), ms(u.busy / static_cast<int64_t>(iterations)));
   }
   out += summary.links.empty() ? "],\n" : "\n  ],\n";
   if (scenario.memory) {
     const MemoryFootprint& m = *scenario.memory;
-    out += fmt::format("  \"memory\": {{\"owner\": {}, \"parts\": [", json_string(m.owner));
+    out += fmt::format("  \"memory\": {{\"owner\": {}, \"parts\": [", json_quoted(m.owner));
     for (size_t i = 0; i < m.parts.size(); ++i) {
       out += fmt::format("{}{{\"name\": {}, \"bytes\": {}}}", i ? ", " : "",
-                         json_string(m.parts[i].name), m.parts[i].bytes);
+                         json_quoted(m.parts[i].name), m.parts[i].bytes);
     }
     out += fmt::format("], \"total_bytes\": {}, \"capacity_bytes\": {}}},\n", m.total_bytes(),
                        p.gpu_memory_bytes);
@@ -224,7 +195,7 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
   } else {
     out += fmt::format("  \"measured\": {{\"comparison\": \"{}\", \"reason\": {}, \"ranks\": [",
                        comparison_name(scenario.comparison.kind),
-                       json_string(scenario.comparison.reason));
+                       json_quoted(scenario.comparison.reason));
     for (size_t r = 0; r < scenario.measured_iteration.size() && r < summary.ranks.size(); ++r) {
       out += fmt::format("{}{{\"rank\": {}, \"measured_ms\": {}, \"predicted_ms\": {}}}",
                          r ? ", " : "", r, ms(scenario.measured_iteration[r]),
@@ -233,7 +204,7 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
     out += "], \"steps\": [";
     for (size_t k = 0; k < scenario.measured_step_labels.size(); ++k) {
       out += fmt::format("{}{{\"label\": {}, \"ranks_measured_ms\": [", k ? ", " : "",
-                         json_string(scenario.measured_step_labels[k]));
+                         json_quoted(scenario.measured_step_labels[k]));
       for (size_t r = 0; r < scenario.measured_step_times.size(); ++r) {
         const std::vector<Duration>& steps = scenario.measured_step_times[r];
         if (r) out += ", ";

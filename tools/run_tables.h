@@ -73,7 +73,4 @@ std::string csv_field(std::string_view text);
 /// quotes; no line breaks inside fields; a trailing CR is dropped).
 std::vector<std::string> parse_csv_line(std::string_view line);
 
-/// `text` as a JSON string literal, quotes included.
-std::string json_string(std::string_view text);
-
 }  // namespace upsim::cli

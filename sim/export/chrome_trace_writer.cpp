@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sim/export/json_text.h"
 #include "sim/export/parallel_dim.h"
 
 namespace upsim {
@@ -48,40 +49,9 @@ void append_us(std::string& out, int64_t ps) {
   fmt::format_to(std::back_inserter(out), "{}.{:06}", magnitude / per_us, magnitude % per_us);
 }
 
-/// Appends the JSON-escaped body of `s`, without quotes. Bytes >= 0x80 pass through (names are
-/// UTF-8); control characters, including DEL which Perfetto rejects unescaped, become escapes.
-void append_escaped(std::string& out, std::string_view s) {
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20 || u == 0x7f) {
-          fmt::format_to(std::back_inserter(out), "\\u{:04x}", static_cast<unsigned>(u));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-}
-
 void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
-  append_escaped(out, s);
+  append_json_escaped(out, s);
   out.push_back('"');
 }
 
@@ -100,8 +70,8 @@ class Members {
   Members& str(std::string_view key, std::string_view prefix, std::string_view value) {
     this->key(key);
     out_.push_back('"');
-    append_escaped(out_, prefix);
-    append_escaped(out_, value);
+    append_json_escaped(out_, prefix);
+    append_json_escaped(out_, value);
     out_.push_back('"');
     return *this;
   }

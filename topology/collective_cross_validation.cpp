@@ -26,18 +26,6 @@ std::string percent(double v) {
   return fmt::format("{:.2f}%", 100.0 * v);
 }
 
-std::string value_text(TuningParameterUnit unit, double v) {
-  switch (unit) {
-    case TuningParameterUnit::kMicroseconds:
-      return fmt::format("{:.4g} us", v);
-    case TuningParameterUnit::kGigabytesPerSecond:
-      return fmt::format("{:.4g} GB/s", v);
-    case TuningParameterUnit::kFraction:
-      return fmt::format("{:.4g}", v);
-  }
-  return {};
-}
-
 }  // namespace
 
 double held_out_prior_width(std::string_view name) {
@@ -307,8 +295,8 @@ std::string format_cross_validation(std::span<const HeldOutFold> folds, std::str
     out += fmt::format("  {:<{}}  {:>12}  {:>12}\n", "parameter", width, "prior", "fitted");
     for (const FittedParameter& p : f.fit.parameters) {
       out += fmt::format("  {:<{}}  {:>12}  {:>12}\n", p.parameter.name, width,
-                         value_text(p.parameter.unit, p.start),
-                         value_text(p.parameter.unit, p.fitted));
+                         format_tuning_value(p.parameter.unit, p.start),
+                         format_tuning_value(p.parameter.unit, p.fitted));
     }
     for (const std::string& name : f.undetermined) {
       out += fmt::format("  {:<{}}  (no training point depends on it: kept at the prior)\n", name,
@@ -331,8 +319,8 @@ std::string format_cross_validation(std::span<const HeldOutFold> folds, std::str
           f.own_validation.points.size());
       for (const FittedParameter& p : f.own_fit.parameters) {
         out += fmt::format("    {:<{}}  {:>12}  {:>12}\n", p.parameter.name, width - 2,
-                           value_text(p.parameter.unit, p.start),
-                           value_text(p.parameter.unit, p.fitted));
+                           format_tuning_value(p.parameter.unit, p.start),
+                           format_tuning_value(p.parameter.unit, p.fitted));
       }
       out += fmt::format("  geomean |error| {} over {} points; 128 KiB - 32 MiB: {}\n",
                          percent(f.own_validation.geomean_abs_error),

@@ -243,18 +243,6 @@ class NelderMead {
   int used_ = 0;
 };
 
-std::string format_value(TuningParameterUnit unit, double v) {
-  switch (unit) {
-    case TuningParameterUnit::kMicroseconds:
-      return fmt::format("{:.4g} us", v);
-    case TuningParameterUnit::kGigabytesPerSecond:
-      return fmt::format("{:.4g} GB/s", v);
-    case TuningParameterUnit::kFraction:
-      return fmt::format("{:.4g}", v);
-  }
-  return {};
-}
-
 std::string percent(double v) {
   return fmt::format("{:.2f}%", 100.0 * v);
 }
@@ -271,6 +259,18 @@ std::string_view tuning_parameter_unit_name(TuningParameterUnit unit) {
       return "fraction";
   }
   return "?";
+}
+
+std::string format_tuning_value(TuningParameterUnit unit, double v) {
+  switch (unit) {
+    case TuningParameterUnit::kMicroseconds:
+      return fmt::format("{:.4g} us", v);
+    case TuningParameterUnit::kGigabytesPerSecond:
+      return fmt::format("{:.4g} GB/s", v);
+    case TuningParameterUnit::kFraction:
+      return fmt::format("{:.4g}", v);
+  }
+  return {};
 }
 
 TuningParameter tuning_parameter(const CollectiveTuning& tuning, std::string_view name) {
@@ -537,8 +537,8 @@ std::string format_fit_report(const CollectiveFitResult& r) {
   out += fmt::format("{:<{}}  {:>14}  {:>14}\n", "parameter", name_width, "start", "fitted");
   for (const FittedParameter& p : r.parameters) {
     out += fmt::format("{:<{}}  {:>14}  {:>14}\n", p.parameter.name, name_width,
-                       format_value(p.parameter.unit, p.start),
-                       format_value(p.parameter.unit, p.fitted));
+                       format_tuning_value(p.parameter.unit, p.start),
+                       format_tuning_value(p.parameter.unit, p.fitted));
   }
   out += fmt::format(
       "objective (sum over systems of mean ln(predicted / measured)^2): {:.6g} -> {:.6g} ({} "
@@ -556,9 +556,9 @@ std::string fit_file_header(const CollectiveFitResult& r, std::string_view start
   out += fmt::format("Fitted by Nelder-Mead ({} evaluations, {}):\n", r.evaluations,
                      r.converged ? "converged" : "stopped at the evaluation limit");
   for (const FittedParameter& p : r.parameters) {
-    out +=
-        fmt::format("  {}: {} -> {}\n", p.parameter.name, format_value(p.parameter.unit, p.start),
-                    format_value(p.parameter.unit, p.fitted));
+    out += fmt::format("  {}: {} -> {}\n", p.parameter.name,
+                       format_tuning_value(p.parameter.unit, p.start),
+                       format_tuning_value(p.parameter.unit, p.fitted));
   }
   out += "on the measured systems (collective, ranks, points; geomean |e| before -> after):\n";
   for (size_t i = 0; i < r.before.size(); ++i) {

@@ -53,6 +53,8 @@ namespace upsim {
 
 enum class TuningParameterUnit : uint8_t { kMicroseconds, kGigabytesPerSecond, kFraction };
 std::string_view tuning_parameter_unit_name(TuningParameterUnit unit);
+/// `v` with its unit for reports: 4 significant digits, then " us", " GB/s" or nothing.
+std::string format_tuning_value(TuningParameterUnit unit, double v);
 
 /// A fittable number of a CollectiveTuning, by its YAML key path.
 struct TuningParameter {

@@ -58,12 +58,13 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   po::options_description desc(
       "usage: upsim validate collectives [options]\n\n"
       "Simulates all-reduce at every measured size on the fabric of each measured system "
-      "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100) with the "
+      "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100, DGX H100) "
+      "with the "
       "flow network and\nNCCL-like algorithms, and prints per point the measured and predicted "
       "time, the error, the bus\nbandwidths and the chosen algorithm/protocol, then the geomean "
       "|error| and the plateau error.\nEach table names its measurements, its tuning and whether "
       "its points are IN-SAMPLE (the tuning\nwas fitted on them: the built-in tuning was fitted "
-      "on all 70 points shown) or HELD OUT.\n\n"
+      "on all 102 points shown) or HELD OUT.\n\n"
       "--held-out adds leave-one-system-out validation: for each system with a full sweep (<= "
       "64 KiB\nto >= 256 MiB), the calibrated parameters are refitted on the other systems only, "
       "from a prior\ntuning that no measurement chose (NCCL's tables, datasheets), and the "
@@ -96,8 +97,8 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   const CollectiveTuning tuning = read_tuning(tuning_file);
   const std::string tuning_name =
       tuning_file.empty()
-          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 11 "
-            "calibrated parameters were fitted on all 70 points of these five systems"
+          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 13 "
+            "calibrated parameters were fitted on all 102 points of these six systems"
           : tuning_file;
   const std::string sample =
       tuning_file.empty() ? "IN-SAMPLE (the tuning was fitted on these points)"
@@ -197,7 +198,8 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
       "--topology\nfor every log, or one per log in the same order. Every GPU of the fabric is a "
       "rank.\n\n"
       "Parameters (--fit) are key paths of the tuning YAML: launch_overhead, net_overhead,\n"
-      "tree_efficiency, nvls_efficiency, protocols.<LL|LL128|Simple>.injection_cap,\n"
+      "tree_efficiency, nvls_efficiency, nvls_tree_efficiency,\n"
+      "protocols.<LL|LL128|Simple>.injection_cap,\n"
       "protocols.<P>.base_latency.<tree|ring|nvls>,\n"
       "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>,\n"
       "link_families.<name>.efficiency, link_families.<name>.extra_hop_latency.<P>.\n"
@@ -220,7 +222,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
        "collective of logs without a `# Collective test starting:` line (nccl-tests before "
        "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
       ("validation-systems", po::bool_switch(&validation_systems),
-       "also fit on the five measured all-reduce systems of `upsim validate collectives` "
+       "also fit on the six measured all-reduce systems of `upsim validate collectives` "
        "(read from --configs and --data)")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding topologies/, for --validation-systems")  //

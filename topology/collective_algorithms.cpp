@@ -149,6 +149,8 @@ struct CollectivePlanner::Layout {
   std::vector<std::vector<std::pair<DeviceIndex, double>>> nvls_planes;
   // NVLS efficiency of the NVLS links used (the lowest over their kinds).
   double nvls_efficiency = 1.0;
+  // NVLS pipeline fill in bytes (the largest over the NVLS link kinds used).
+  double nvls_fill_bytes = 0.0;
   // Cached flow structures per (kind, algorithm); see FlowStructure.
   std::map<std::pair<CollectiveKind, CollectiveAlgorithm>, std::unique_ptr<FlowStructure>>
       structures;
@@ -782,6 +784,7 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
     std::vector<std::vector<std::pair<DeviceIndex, double>>> planes(n);
     bool ok = true;
     double nvls_efficiency = 1.0;
+    double nvls_fill_bytes = 0.0;
     for (const auto& node : lay.nodes) {
       // Switches every member of the node reaches directly.
       std::vector<DeviceIndex> common;
@@ -817,8 +820,10 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
           for (LinkId l : out_links[i]) {
             if (links[l].to == sw && nvls_capable(links[l])) {
               share += link_capacity_[l];
-              nvls_efficiency =
-                  std::min(nvls_efficiency, tuning_.nvls_efficiency_for(links[l].kind));
+              nvls_efficiency = std::min(nvls_efficiency, tuning_.nvls_efficiency_for(
+                                                              links[l].kind, lay.nodes.size() > 1));
+              nvls_fill_bytes =
+                  std::max(nvls_fill_bytes, tuning_.nvls_pipeline_fill_bytes_for(links[l].kind));
             }
           }
           planes[i].emplace_back(sw, share / total);
@@ -828,6 +833,7 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
     if (ok) {
       lay.nvls_planes = std::move(planes);
       lay.nvls_efficiency = nvls_efficiency;
+      lay.nvls_fill_bytes = nvls_fill_bytes;
     }
   }
 
@@ -1256,6 +1262,12 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       Candidate cand;
       cand.choice.algorithm = a;
       cand.choice.protocol = proto;
+      if (a == CollectiveAlgorithm::kNvls && nodes == 1) {
+        // Until the NVLS pipeline is full, its bytes cost their transfer time twice. NVLS over
+        // several nodes (NCCL's NVLS_TREE) chunks differently and has no fill here.
+        lat += Duration::from_seconds_f(std::min(scale, lay.nvls_fill_bytes) * unit_link_seconds *
+                                        pt.wire_factor);
+      }
       cand.choice.latency = launch + lat;
       cand.choice.predicted = cand.choice.latency + Duration::from_seconds_f(seconds);
       cand.structure = s;

@@ -47,7 +47,7 @@ template <typename Tuning>
     families += (families.empty() ? "" : "|") + f.name;
   throw std::invalid_argument(fmt::format(
       "tuning parameter `{}`: {}; valid: launch_overhead, net_overhead, tree_efficiency, "
-      "nvls_efficiency, protocols.<LL|LL128|Simple>.injection_cap, "
+      "nvls_efficiency, nvls_tree_efficiency, protocols.<LL|LL128|Simple>.injection_cap, "
       "protocols.<P>.base_latency.<tree|ring|nvls>, "
       "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>, "
       "link_families.<{}>.efficiency, link_families.<F>.extra_hop_latency.<P>",
@@ -79,6 +79,7 @@ FieldRef<Tuning> resolve(Tuning& t, std::string_view name) {
     if (name == "net_overhead") f.duration = &t.net_overhead;
     if (name == "tree_efficiency") f.fraction = &t.tree_efficiency;
     if (name == "nvls_efficiency") f.fraction = &t.nvls_efficiency;
+    if (name == "nvls_tree_efficiency") f.fraction = &t.nvls_tree_efficiency;
   } else if (parts[0] == "protocols" && n >= 3) {
     auto& pt = t.protocols[protocol_index(t, name, parts[1])];
     if (parts[2] == "injection_cap" && n == 3) {

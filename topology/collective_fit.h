@@ -23,7 +23,7 @@
 //
 // Parameters are named by their key path in the tuning YAML (configs/collectives/nccl_like.yaml):
 //   launch_overhead, net_overhead                          (latency, us)
-//   tree_efficiency, nvls_efficiency                       (fraction in (0, 1])
+//   tree_efficiency, nvls_efficiency, nvls_tree_efficiency (fraction in (0, 1])
 //   protocols.<LL|LL128|Simple>.injection_cap              (GB/s; the start must be > 0)
 //   protocols.<P>.base_latency.<tree|ring|nvls>            (us)
 //   protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>  (us)

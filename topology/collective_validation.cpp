@@ -99,6 +99,8 @@ std::vector<CollectiveValidationCase> collective_validation_cases() {
        "oci_bm.gpu4.8_1x8_a100_40gb", Duration::zero(), nccl_tests},
       {"OCI BM.GPU4.8 2x8 A100 RoCEv2", "topologies/oci_bm_gpu4_a100_2node.yaml", nccl,
        "oci_bm.gpu4.8_2x8_a100_40gb_rocev2", Duration::zero(), nccl_tests},
+      {"NVIDIA DGX H100 1x8", "topologies/dgx_h100.yaml", nccl, "nvidia_dgx_h100_1x8",
+       Duration::zero(), nccl_tests},
   };
 }
 

@@ -100,13 +100,23 @@ struct CollectiveTuning {
   std::vector<LinkFamily> families;
   /// Bandwidth factor of the tree algorithm (NCCL's tree model refinements), in (0, 1].
   double tree_efficiency = 1.0;
-  /// Bandwidth factor of GPU <-> NVSwitch flows under NVLS, in (0, 1].
+  /// Bandwidth factor of GPU <-> NVSwitch flows under NVLS within one node, in (0, 1].
   double nvls_efficiency = 1.0;
+  /// The same under NVLS spanning several nodes (NCCL's separate NVLS_TREE algorithm: in-switch
+  /// reduction in each node, trees over the network), in (0, 1].
+  double nvls_tree_efficiency = 1.0;
   /// NVLS needs an NVSwitch whose GPU links have one of these kind prefixes (NVLink SHARP).
   std::vector<std::string> nvls_link_prefixes;
   /// Per-generation factors on nvls_efficiency, by NVLS link kind prefix (longest match; 1
   /// otherwise), capped at 1 (defaults: NCCL's per-generation NVLS efficiencies).
   std::vector<std::pair<std::string, double>> nvls_generation_factors;
+  /// Pipeline fill of NVLS, in MiB, by NVLS link kind prefix (longest match; 0 otherwise): the
+  /// bytes an NVLS collective moves before its pipeline streams at full rate. NCCL runs NVLS on
+  /// nvlsChannels channels of NCCL_NVLS_CHUNKSIZE chunks with NCCL_STEPS slots each; until that
+  /// much is in flight a byte costs its transfer time twice. Added to the latency of NVLS within
+  /// one node as min(bytes, fill) at the uncontended bottleneck rate (nccl_tuning.cpp has the
+  /// values); NVLS over several nodes (NCCL's NVLS_TREE, other chunking) has none.
+  std::vector<std::pair<std::string, double>> nvls_pipeline_fill_mib;
   /// Per-step floor of intra-node hop latency in rings spanning several nodes (NCCL
   /// getNetOverhead), tripled for Simple as NCCL does.
   Duration net_overhead;
@@ -123,9 +133,11 @@ struct CollectiveTuning {
   /// Bandwidth efficiency of a link of this kind: its family's, times the family's generation
   /// factor for the kind, capped at 1.
   double link_efficiency(std::string_view link_kind) const;
-  /// NVLS efficiency over NVLS links of this kind: nvls_efficiency times its generation factor,
-  /// capped at 1.
-  double nvls_efficiency_for(std::string_view link_kind) const;
+  /// NVLS efficiency over NVLS links of this kind: nvls_efficiency (one node) or
+  /// nvls_tree_efficiency (several nodes) times its generation factor, capped at 1.
+  double nvls_efficiency_for(std::string_view link_kind, bool several_nodes = false) const;
+  /// NVLS pipeline fill over NVLS links of this kind, in bytes (0 when no prefix matches).
+  double nvls_pipeline_fill_bytes_for(std::string_view link_kind) const;
   /// NCCL hop latency of `protocol` on `link_class` in `column`.
   Duration hop_latency(CollectiveProtocol p, LinkClass link_class, LatencyColumn column) const {
     return protocol(p).hop_latency[static_cast<size_t>(link_class)][static_cast<size_t>(column)];

@@ -116,6 +116,31 @@ TEST(CollectiveAlgorithms, EveryAllReduceAlgorithmRunsWhenForced) {
                std::invalid_argument);
 }
 
+// NVLS within one node pays its pipeline fill: the first 16 MiB cost their transfer time twice,
+// as a latency (so the flows still move the bytes once). Over several nodes (NVLS_TREE) no fill.
+TEST(CollectiveAlgorithms, NvlsWithinANodePaysItsPipelineFill) {
+  CollectiveTuning no_fill = nccl_like_tuning();
+  no_fill.nvls_pipeline_fill_mib.clear();
+  for (const std::string name : {"dgx_h100", "dgx_h100_cluster_2"}) {
+    const Fabric fabric = load(name);
+    FlowNetwork with(fabric, nccl_like_tuning(), gbps(2000));
+    FlowNetwork without(fabric, no_fill, gbps(2000));
+    const bool one_node = name == "dgx_h100";
+    for (const int64_t bytes : {int64_t{4} << 20, int64_t{64} << 20}) {
+      const CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(fabric), bytes, {}};
+      const CollectiveChoice a =
+          with.planner().plan(c, CollectiveAlgorithm::kNvls, CollectiveProtocol::kSimple).choice;
+      const CollectiveChoice b =
+          without.planner().plan(c, CollectiveAlgorithm::kNvls, CollectiveProtocol::kSimple).choice;
+      const double transfer_us = (b.predicted - b.latency).us();
+      const double filled = std::min<double>(static_cast<double>(bytes), 16.0 * 1024 * 1024);
+      const double expected = one_node ? transfer_us * filled / static_cast<double>(bytes) : 0.0;
+      EXPECT_NEAR((a.latency - b.latency).us(), expected, 1e-3) << name << " " << bytes;
+      EXPECT_EQ(a.predicted - a.latency, b.predicted - b.latency) << name << " " << bytes;
+    }
+  }
+}
+
 TEST(CollectiveAlgorithms, RingOnFullMeshUsesEveryNvlink) {
   // 4x A100 fully connected: all six directed Hamiltonian cycles, so each GPU drives its three
   // 100 GB/s links: bus bandwidth = 300 GB/s x NVLink efficiency at large sizes.
@@ -318,6 +343,8 @@ void expect_same_tuning(const CollectiveTuning& a, const CollectiveTuning& b) {
   EXPECT_EQ(a.net_overhead, b.net_overhead);
   EXPECT_NEAR(a.tree_efficiency, b.tree_efficiency, 1e-12);
   EXPECT_DOUBLE_EQ(a.nvls_efficiency, b.nvls_efficiency);
+  EXPECT_DOUBLE_EQ(a.nvls_tree_efficiency, b.nvls_tree_efficiency);
+  EXPECT_EQ(a.nvls_pipeline_fill_mib, b.nvls_pipeline_fill_mib);
   EXPECT_EQ(a.nvls_link_prefixes, b.nvls_link_prefixes);
   EXPECT_EQ(a.nvls_generation_factors, b.nvls_generation_factors);
   EXPECT_EQ(a.all_reduce_algorithms, b.all_reduce_algorithms);
@@ -371,6 +398,13 @@ TEST(CollectiveTuning, EfficienciesFollowTheGeneration) {
   EXPECT_DOUBLE_EQ(t.link_efficiency("pcie4"), t.family_of("pcie4").efficiency);
   EXPECT_DOUBLE_EQ(t.nvls_efficiency_for("nvlink4"), t.nvls_efficiency);
   EXPECT_NEAR(t.nvls_efficiency_for("nvlink5"), t.nvls_efficiency * 0.74 / 0.85, 1e-12);
+  // NVLS over several nodes is NCCL's NVLS_TREE, with its own efficiency.
+  EXPECT_DOUBLE_EQ(t.nvls_efficiency_for("nvlink4", true), t.nvls_tree_efficiency);
+  EXPECT_NE(t.nvls_efficiency, t.nvls_tree_efficiency);
+  // Pipeline fill: 16 NVLS channels x 128 KiB x 8 steps on Hopper, 32 channels on Blackwell.
+  EXPECT_DOUBLE_EQ(t.nvls_pipeline_fill_bytes_for("nvlink4"), 16.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(t.nvls_pipeline_fill_bytes_for("nvlink5"), 32.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(t.nvls_pipeline_fill_bytes_for("nvlink3"), 0.0);
   // Capped at 1; a longer key wins.
   CollectiveTuning high = t;
   high.families[0].efficiency = 0.99;

@@ -51,15 +51,18 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
     double value;
   };
   for (const Case& c : {
-           Case{"launch_overhead", TuningParameterUnit::kMicroseconds, 3.162},
-           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.7783},
-           Case{"protocols.LL128.injection_cap", TuningParameterUnit::kGigabytesPerSecond, 41.58},
+           Case{"launch_overhead", TuningParameterUnit::kMicroseconds, 3.206},
+           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.855},
+           Case{"nvls_tree_efficiency", TuningParameterUnit::kFraction, 0.7777},
+           Case{"protocols.LL128.injection_cap", TuningParameterUnit::kGigabytesPerSecond, 41.6},
            Case{"protocols.Simple.hop_latency.nvlink.ring", TuningParameterUnit::kMicroseconds,
-                11.54},
+                11.53},
+           Case{"protocols.Simple.hop_latency.nvlink.nvls", TuningParameterUnit::kMicroseconds,
+                15.85},
            Case{"protocols.LL.base_latency.tree", TuningParameterUnit::kMicroseconds, 6.8},
-           Case{"link_families.rdma.efficiency", TuningParameterUnit::kFraction, 0.9457},
+           Case{"link_families.rdma.efficiency", TuningParameterUnit::kFraction, 0.949},
            Case{"link_families.tcpxo.extra_hop_latency.Simple", TuningParameterUnit::kMicroseconds,
-                410.5},
+                415.1},
        }) {
     const TuningParameter p = param(t, c.name);
     EXPECT_EQ(p.unit, c.unit) << c.name;
@@ -70,7 +73,7 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
   EXPECT_EQ(t.protocol(CollectiveProtocol::kSimple)
                 .hop_latency[static_cast<size_t>(LinkClass::kNvlink)]
                             [static_cast<size_t>(LatencyColumn::kRing)],
-            Duration::from_us_f(11.54 * 2.0 / 3.0));
+            Duration::from_us_f(11.53 * 2.0 / 3.0));
   for (const char* bad : {"launch", "protocols.LL256.injection_cap",
                           "protocols.LL.hop_latency.x.ring", "link_families.infiniband.efficiency",
                           "link_families.rdma.speed", "protocols.LL.base_latency.star"}) {
@@ -91,6 +94,8 @@ TEST(CollectiveFit, TuningFileRoundTripsExactly) {
   CollectiveTuning t = nccl_like_tuning();
   t.launch_overhead = Duration::from_ps(3'161'873);
   t.nvls_efficiency = 0.123456789012345;
+  t.nvls_tree_efficiency = 0.234567890123456;
+  t.nvls_pipeline_fill_mib = {{"nvlink4", 12.5}, {"nvlink4b", 0.0}};
   t.protocols[0].injection_cap = Bandwidth::gigabytes_per_second(8.10987654321);
   t.families[1].name = "pcie \"gen5\"";
   t.families[1].extra_hop_latency[2] = Duration::from_ps(7);
@@ -103,6 +108,8 @@ TEST(CollectiveFit, TuningFileRoundTripsExactly) {
   EXPECT_EQ(format_collective_tuning(back), format_collective_tuning(t));
   EXPECT_EQ(back.launch_overhead, t.launch_overhead);
   EXPECT_EQ(back.nvls_efficiency, t.nvls_efficiency);
+  EXPECT_EQ(back.nvls_tree_efficiency, t.nvls_tree_efficiency);
+  EXPECT_EQ(back.nvls_pipeline_fill_mib, t.nvls_pipeline_fill_mib);
   EXPECT_EQ(back.protocols[0].injection_cap, t.protocols[0].injection_cap);
   EXPECT_EQ(back.families[1].name, t.families[1].name);
   EXPECT_EQ(back.families[1].extra_hop_latency, t.families[1].extra_hop_latency);

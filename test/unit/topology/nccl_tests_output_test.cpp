@@ -60,6 +60,28 @@ TEST(NcclTestsOutput, GcpLogReadsAsTheTranscribedRows) {
   EXPECT_DOUBLE_EQ(log.rows.back().algbw_gbps, 180.71);
 }
 
+// NVIDIA's DGX H100 sample (a newer nccl-tests header with side_work / work_sms, no collective
+// line): every row reads back as its CSV row, in-place times included.
+TEST(NcclTestsOutput, DgxH100LogReadsAsTheTranscribedRows) {
+  NcclTestsReadOptions options;
+  options.kind = CollectiveKind::kAllReduce;
+  const NcclTestsLog log = read_nccl_tests_output(kNcclTests / "nvidia_dgx_h100_1x8.log", options);
+  EXPECT_EQ(log.ranks, 8u);
+  const auto csv = read_nccl_tests_allreduce(kNcclTests / "nccl_tests_allreduce_published.csv",
+                                             "nvidia_dgx_h100_1x8");
+  const auto points = measured_points(log);
+  ASSERT_EQ(points.size(), 32u);
+  ASSERT_EQ(csv.size(), 32u);
+  for (size_t i = 0; i < csv.size(); ++i) {
+    EXPECT_EQ(points[i].bytes, csv[i].bytes) << i;
+    EXPECT_DOUBLE_EQ(points[i].time_us, csv[i].time_us) << i;
+  }
+  EXPECT_EQ(log.rows.back().bytes, 17179869184);
+  ASSERT_TRUE(log.rows.back().in_place_time_us.has_value());
+  EXPECT_DOUBLE_EQ(*log.rows.back().in_place_time_us, 62636.0);
+  EXPECT_DOUBLE_EQ(log.rows.back().busbw_gbps, 479.90);
+}
+
 TEST(NcclTestsOutput, OciLogsNameTheirCollectiveAndRanks) {
   struct Case {
     const char* run;

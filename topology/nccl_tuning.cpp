@@ -257,8 +257,7 @@ double CollectiveTuning::link_efficiency(std::string_view link_kind) const {
   return std::min(1.0, f.efficiency * generation_factor(f.generation_factors, link_kind));
 }
 
-double CollectiveTuning::nvls_efficiency_for(std::string_view link_kind,
-                                             bool several_nodes) const {
+double CollectiveTuning::nvls_efficiency_for(std::string_view link_kind, bool several_nodes) const {
   const double base = several_nodes ? nvls_tree_efficiency : nvls_efficiency;
   return std::min(1.0, base * generation_factor(nvls_generation_factors, link_kind));
 }

@@ -97,7 +97,7 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   const CollectiveTuning tuning = read_tuning(tuning_file);
   const std::string tuning_name =
       tuning_file.empty()
-          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 13 "
+          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 14 "
             "calibrated parameters were fitted on all 102 points of these six systems"
           : tuning_file;
   const std::string sample =
@@ -190,7 +190,8 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
       "Fits NCCL-like collective tuning parameters to measured collective times and writes a "
       "tuning file\nfor `upsim validate collectives --tuning FILE` and scenarios. Every measured "
       "point is simulated\nwith the flow network as `upsim validate collectives` does; the fit "
-      "minimises the sum over\nsystems of the mean squared log error (each system weighs the "
+      "minimises the sum over\nsystems of the mean Huber loss of the log error (each system weighs "
+      "the "
       "same) by Nelder-Mead from the\nstart tuning. Prints, per system, the points, geomean "
       "|error|, plateau busbw error and max |error|\nbefore and after. Deterministic.\n\n"
       "Measured systems: each --nccl-tests LOG (the stdout of all_reduce_perf, all_gather_perf,\n"

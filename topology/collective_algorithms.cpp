@@ -138,7 +138,10 @@ struct CollectivePlanner::Layout {
   std::vector<std::vector<std::vector<uint32_t>>> cycles;
   uint32_t channels = 1;
   LinkClass intra_class = LinkClass::kNvlink;  // worst class on intra-node ring arcs
-  LinkClass inter_class = LinkClass::kNet;     // worst class on inter-node routes
+  // Factor on the base and intra-node hop latencies for the GPU generation of the intra-node
+  // ring arcs' links (the largest over them; 1 without such links).
+  double latency_factor = 1.0;
+  LinkClass inter_class = LinkClass::kNet;  // worst class on inter-node routes
   std::array<Duration, kCollectiveProtocolCount> inter_extra{};
   // NICs each member sends and receives through across nodes (its share of the NICs nearest to
   // it; empty on one node or without NICs), and the most any member has.
@@ -732,15 +735,19 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
                      ? std::max(max_cycles, lay.max_per_node * std::max(lay.max_nics, 1u))
                      : max_cycles;
 
-  // Latency classes: intra-node ring arcs, inter-node routes.
+  // Latency classes and generation: intra-node ring arcs, inter-node routes.
+  double latency_factor = 0.0;
   for (size_t v = 0; v < lay.nodes.size(); ++v) {
     for (const auto& cyc : lay.cycles[v]) {
       for (size_t j = 0; cyc.size() > 1 && j < cyc.size(); ++j) {
-        for (LinkId l : path(lay.gpu[cyc[j]], lay.gpu[cyc[(j + 1) % cyc.size()]]))
+        for (LinkId l : path(lay.gpu[cyc[j]], lay.gpu[cyc[(j + 1) % cyc.size()]])) {
           lay.intra_class = worse(lay.intra_class, link_family_[l]->link_class);
+          latency_factor = std::max(latency_factor, tuning_.latency_factor_for(links[l].kind));
+        }
       }
     }
   }
+  lay.latency_factor = latency_factor > 0.0 ? latency_factor : 1.0;
   if (lay.nodes.size() > 1) {
     lay.inter_class = LinkClass::kNvlink;
     for (size_t v = 0; v < lay.nodes.size(); ++v) {
@@ -1200,6 +1207,12 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
       auto hop = [&](LinkClass cls, LatencyColumn col) {
         return tuning_.hop_latency(proto, cls, col);
       };
+      // Base and intra-node latencies in this GPU generation.
+      auto gen = [&](Duration d) {
+        return lay.latency_factor == 1.0
+                   ? d
+                   : Duration::from_seconds_f(d.seconds() * lay.latency_factor);
+      };
       const Duration inter_extra = lay.inter_extra[pi];
       // NCCL ncclTopoTuneModel latency formulas (tuning.cc, see nccl_tuning.cpp for the commit).
       Duration lat = Duration::zero();
@@ -1220,19 +1233,21 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
             intra = max(intra, overhead);
           }
           const Duration inter = hop(lay.inter_class, LatencyColumn::kRing) + inter_extra;
-          lat = pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
-                intra * steps(nsteps - inter_steps) + inter * steps(inter_steps);
+          lat = gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
+                    intra * steps(nsteps - inter_steps)) +
+                inter * steps(inter_steps);
           break;
         }
         case CollectiveAlgorithm::kTree: {
           const Duration intra = hop(lay.intra_class, LatencyColumn::kTree);
           const Duration inter = hop(lay.inter_class, LatencyColumn::kTree) + inter_extra;
-          lat = pt.base_latency[static_cast<size_t>(LatencyColumn::kTree)] +
-                (intra * steps(p - 1) + Duration::from_seconds_f(inter.seconds() * log_nodes)) * 2;
+          lat = gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kTree)] +
+                    intra * steps(p - 1) * 2) +
+                Duration::from_seconds_f(inter.seconds() * log_nodes) * 2;
           break;
         }
         case CollectiveAlgorithm::kNvls: {
-          lat = hop(LinkClass::kNvlink, LatencyColumn::kNvls);
+          lat = gen(hop(LinkClass::kNvlink, LatencyColumn::kNvls));
           if (nodes > 1) {
             const Duration inter = hop(lay.inter_class, LatencyColumn::kNvls) + inter_extra;
             lat += Duration::from_seconds_f(inter.seconds() * 2.0 * log_nodes);
@@ -1242,15 +1257,17 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
         case CollectiveAlgorithm::kHierarchical: {
           const Duration intra = hop(lay.intra_class, LatencyColumn::kRing);
           const Duration inter = hop(lay.inter_class, LatencyColumn::kTree) + inter_extra;
-          lat = pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
-                intra * steps(2 * (p - 1)) +
+          lat = gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
+                    intra * steps(2 * (p - 1))) +
                 Duration::from_seconds_f(inter.seconds() * 2.0 * log_nodes);
           break;
         }
         case CollectiveAlgorithm::kDirect: {
           const LinkClass cls = nodes > 1 ? lay.inter_class : lay.intra_class;
-          lat = pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
-                hop(cls, LatencyColumn::kRing) + (nodes > 1 ? inter_extra : Duration::zero());
+          lat = nodes > 1 ? gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)]) +
+                                hop(cls, LatencyColumn::kRing) + inter_extra
+                          : gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
+                                hop(cls, LatencyColumn::kRing));
           break;
         }
       }

@@ -47,7 +47,8 @@ template <typename Tuning>
     families += (families.empty() ? "" : "|") + f.name;
   throw std::invalid_argument(fmt::format(
       "tuning parameter `{}`: {}; valid: launch_overhead, net_overhead, tree_efficiency, "
-      "nvls_efficiency, nvls_tree_efficiency, protocols.<LL|LL128|Simple>.injection_cap, "
+      "nvls_efficiency, nvls_tree_efficiency, latency_generation_factors.<link kind>, "
+      "protocols.<LL|LL128|Simple>.injection_cap, "
       "protocols.<P>.base_latency.<tree|ring|nvls>, "
       "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>, "
       "link_families.<{}>.efficiency, link_families.<F>.extra_hop_latency.<P>",
@@ -93,6 +94,14 @@ FieldRef<Tuning> resolve(Tuning& t, std::string_view name) {
         }
       }
       if (!f.duration) unknown_parameter(t, name, fmt::format("no link class `{}`", parts[3]));
+    }
+  } else if (parts[0] == "latency_generation_factors" && n == 2) {
+    for (auto& [kind, factor] : t.latency_generation_factors) {
+      if (kind == parts[1]) f.fraction = &factor;
+    }
+    if (!f.fraction) {
+      unknown_parameter(t, name,
+                        fmt::format("the tuning has no latency generation factor `{}`", parts[1]));
     }
   } else if (parts[0] == "link_families" && n >= 3) {
     auto family = std::find_if(t.families.begin(), t.families.end(),
@@ -299,16 +308,21 @@ void set_tuning_parameter(CollectiveTuning& tuning, const TuningParameter& param
   if (f.fraction) *f.fraction = value;
 }
 
+double collective_point_loss(double predicted_us, double measured_us) {
+  const double r = std::abs(std::log(predicted_us / measured_us));
+  return r <= kCollectiveLossKnee
+             ? r * r
+             : 2.0 * kCollectiveLossKnee * r - kCollectiveLossKnee * kCollectiveLossKnee;
+}
+
 double collective_fit_objective(std::span<const CollectiveValidation> validations) {
   double sum = 0.0;
   for (const CollectiveValidation& v : validations) {
     if (v.points.empty()) continue;
-    double squares = 0.0;
-    for (const CollectivePoint& p : v.points) {
-      const double log_ratio = std::log(p.predicted_us / p.measured_us);
-      squares += log_ratio * log_ratio;
-    }
-    sum += squares / static_cast<double>(v.points.size());
+    double losses = 0.0;
+    for (const CollectivePoint& p : v.points)
+      losses += collective_point_loss(p.predicted_us, p.measured_us);
+    sum += losses / static_cast<double>(v.points.size());
   }
   return sum;
 }
@@ -542,7 +556,8 @@ std::string format_fit_report(const CollectiveFitResult& r) {
                        format_tuning_value(p.parameter.unit, p.fitted));
   }
   out += fmt::format(
-      "objective (sum over systems of mean ln(predicted / measured)^2): {:.6g} -> {:.6g} ({} "
+      "objective (sum over systems of mean Huber loss of ln(predicted / measured)): {:.6g} -> "
+      "{:.6g} ({} "
       "evaluations, {})\n",
       r.objective_before, r.objective_after, r.evaluations,
       r.converged ? "converged" : "stopped at the evaluation limit");
@@ -573,7 +588,8 @@ std::string fit_file_header(const CollectiveFitResult& r, std::string_view start
     }
   }
   out += fmt::format(
-      "Objective (sum over systems of mean ln(predicted / measured)^2):\n  {:.6g} -> {:.6g}\n",
+      "Objective (sum over systems of mean Huber loss of ln(predicted / measured)):\n  {:.6g} -> "
+      "{:.6g}\n",
       r.objective_before, r.objective_after);
   return out;
 }

@@ -5,8 +5,10 @@
 //  - every measured point of every system is simulated as validate_collective() does (the flow
 //    network over the system's fabric, one collective alone, NCCL-like algorithm and protocol
 //    choice included);
-//  - the objective is the sum over systems of the mean over the system's points of
-//    ln(predicted / measured)^2, so each system weighs the same whatever its point count;
+//  - the objective is the sum over systems of the mean over the system's points of the Huber
+//    loss of r = ln(predicted / measured): r^2 up to |r| = ln 1.25, linear beyond (one glitched
+//    measurement, such as the DGX H100 sweep's 32 B point at 5x its neighbours, must not steer
+//    a fit), so each system weighs the same whatever its point count;
 //  - it is minimised over the named parameters by Nelder-Mead with the adaptive coefficients of
 //    Gao & Han (2012) for n parameters (reflection 1, expansion 1 + 2/n, contraction
 //    3/4 - 1/(2n), shrink 1 - 1/n) from the start tuning, in transformed coordinates: ln(v + 1)
@@ -82,7 +84,14 @@ struct CollectiveFitSystem {
   Duration harness_overhead{};
 };
 
-/// Sum over systems of mean_i ln(predicted_i / measured_i)^2 of the validations.
+/// Where the point loss turns from quadratic to linear: |ln(predicted / measured)| = ln 1.25.
+inline constexpr double kCollectiveLossKnee = 0.22314355131420976;
+
+/// Huber loss of r = ln(predicted / measured): r^2 for |r| <= kCollectiveLossKnee, else
+/// 2 knee |r| - knee^2 (continuous, with a continuous slope).
+double collective_point_loss(double predicted_us, double measured_us);
+
+/// Sum over systems of mean_i collective_point_loss(predicted_i, measured_i) of the validations.
 double collective_fit_objective(std::span<const CollectiveValidation> validations);
 
 /// Validates every system with `tuning` (validate_collective), in order.
@@ -107,8 +116,8 @@ struct CollectiveFitOptions {
   /// `parameters`: the width is the prior's standard deviation in the fit coordinate (ln(v + 1)
   /// for us, ln(v) otherwise; 0 = no prior on that parameter), the centre its mean in the
   /// parameter's unit (empty: the start values). The minimised objective becomes
-  ///   sum over systems of mean ln(pred / meas)^2 + prior_noise^2 x sum_i ((x_i - c_i) / w_i)^2,
-  /// as if each system's mean squared log error were a Gaussian likelihood with noise
+  ///   sum over systems of mean loss(pred, meas) + prior_noise^2 x sum_i ((x_i - c_i) / w_i)^2,
+  /// as if each system's mean (Huber) squared log error were a Gaussian likelihood with noise
   /// prior_noise. Breaks ties between parameters the data cannot tell apart (a per-call overhead
   /// and a network's per-hop latency on one two-node system) in favour of the prior; with
   /// widths empty the fit is the plain least squares above. Reported objectives are the data

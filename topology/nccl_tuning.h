@@ -117,6 +117,11 @@ struct CollectiveTuning {
   /// one node as min(bytes, fill) at the uncontended bottleneck rate (nccl_tuning.cpp has the
   /// values); NVLS over several nodes (NCCL's NVLS_TREE, other chunking) has none.
   std::vector<std::pair<std::string, double>> nvls_pipeline_fill_mib;
+  /// Per-GPU-generation factor on NCCL's base and intra-node hop latencies (not the launch
+  /// overhead, not network hops), by the link kind of the members' intra-node ring arcs (longest
+  /// prefix; 1 otherwise): NCCL's latency table is one for every generation, the small-message
+  /// floor is not (nccl_tuning.cpp has the values).
+  std::vector<std::pair<std::string, double>> latency_generation_factors;
   /// Per-step floor of intra-node hop latency in rings spanning several nodes (NCCL
   /// getNetOverhead), tripled for Simple as NCCL does.
   Duration net_overhead;
@@ -136,6 +141,8 @@ struct CollectiveTuning {
   /// NVLS efficiency over NVLS links of this kind: nvls_efficiency (one node) or
   /// nvls_tree_efficiency (several nodes) times its generation factor, capped at 1.
   double nvls_efficiency_for(std::string_view link_kind, bool several_nodes = false) const;
+  /// Latency factor of links of this kind (latency_generation_factors; 1 when none matches).
+  double latency_factor_for(std::string_view link_kind) const;
   /// NVLS pipeline fill over NVLS links of this kind, in bytes (0 when no prefix matches).
   double nvls_pipeline_fill_bytes_for(std::string_view link_kind) const;
   /// NCCL hop latency of `protocol` on `link_class` in `column`.

@@ -141,6 +141,32 @@ TEST(CollectiveAlgorithms, NvlsWithinANodePaysItsPipelineFill) {
   }
 }
 
+// The Hopper small-message floor: NCCL's base and NVLink hop latencies scaled by the NVLink 4
+// latency factor on a DGX H100, untouched on a DGX A100 (NVLink 3, no factor); the launch
+// overhead is never scaled.
+TEST(CollectiveAlgorithms, LatencyFactorFollowsTheGpuGeneration) {
+  const CollectiveTuning tuned = nccl_like_tuning();
+  CollectiveTuning plain = tuned;
+  plain.latency_generation_factors.clear();
+  const double factor = tuned.latency_factor_for("nvlink4");
+  EXPECT_LT(factor, 1.0);
+  EXPECT_DOUBLE_EQ(tuned.latency_factor_for("nvlink3"), 1.0);
+  for (const std::string name : {"dgx_h100", "dgx_a100"}) {
+    const Fabric fabric = load(name);
+    FlowNetwork with(fabric, tuned, gbps(2000));
+    FlowNetwork without(fabric, plain, gbps(2000));
+    const CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(fabric), 8, {}};
+    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree}) {
+      const Duration x =
+          with.planner().plan(c, a, CollectiveProtocol::kLl).choice.latency - tuned.launch_overhead;
+      const Duration y = without.planner().plan(c, a, CollectiveProtocol::kLl).choice.latency -
+                         tuned.launch_overhead;
+      const double expected = name == "dgx_h100" ? factor : 1.0;
+      EXPECT_NEAR(x.us() / y.us(), expected, 1e-9) << name << " " << collective_algorithm_name(a);
+    }
+  }
+}
+
 TEST(CollectiveAlgorithms, RingOnFullMeshUsesEveryNvlink) {
   // 4x A100 fully connected: all six directed Hamiltonian cycles, so each GPU drives its three
   // 100 GB/s links: bus bandwidth = 300 GB/s x NVLink efficiency at large sizes.

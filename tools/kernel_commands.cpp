@@ -16,8 +16,10 @@
 #include "calibration/kernel_calibration.h"
 #include "calibration/kernel_measurements.h"
 #include "calibration/kernel_validation.h"
+#include "calibration/launch_measurements.h"
 #include "calibration/transformer_layer_check.h"
 #include "sim/config/config_node.h"
+#include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
@@ -195,6 +197,48 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   write_file_atomically(output, calibration_file_text(result));
   out << format_kernel_validation(result.validation);
   out << fmt::format("wrote {}\n", output);
+  return 0;
+}
+
+int calibrate_launch_main(const std::vector<std::string>& args, std::ostream& out) {
+  std::string table_file;
+  std::string output;
+  bool force = false;
+  po::options_description desc(
+      "usage: upsim calibrate launch --csv launch.csv [--out FILE] [options]\n\n"
+      "Reads the launch-floor table of bench/gpu/gpu_microbench (launch.csv) and prints every "
+      "measured\nquantity, then the hardware-profile line it sets: kernel_overhead = the GPU "
+      "time of an empty\nkernel launched back to back on one stream (calibration/"
+      "launch_measurements.h). With --out\nthe line and its provenance go to FILE, for a "
+      "profile under configs/hardware/.\n\noptions");
+  desc.add_options()("help,h", "this help")                                               //
+      ("csv", po::value<std::string>(&table_file)->required(), "the launch.csv to read")  //
+      ("out,o", po::value<std::string>(&output), "YAML fragment to write")                //
+      ("force", po::bool_switch(&force), "overwrite an existing --out file");
+  if (!parse(args, desc, out)) return 0;
+  if (!output.empty()) refuse_to_overwrite(output, force);
+  const LaunchTable table = read_launch_csv(table_file);
+  const auto meta = [&](const std::string& key) {
+    const auto it = table.metadata.find(key);
+    return it == table.metadata.end() ? std::string("(not recorded)") : it->second;
+  };
+  out << fmt::format("{}: {} quantities measured on {} at {}\n", table_file, table.rows.size(),
+                     meta("gpu"), meta("measured_utc"));
+  out << fmt::format("{:<32} {:>12} {:>12}\n", "quantity", "bytes", "time_us");
+  for (const LaunchQuantity& q : table.rows)
+    out << fmt::format("{:<32} {:>12} {:>12.4f}\n", q.name, q.bytes, q.time_us);
+  const Duration overhead = kernel_overhead_from(table);
+  const std::string fragment = fmt::format(
+      "# upsim calibrate launch: {} ({}, driver {}, runtime {}, measured {}): an empty kernel "
+      "launched back to back on one stream takes {:.4f} us of GPU time per call.\n"
+      "kernel_overhead: {}\n",
+      table_file, meta("gpu"), meta("cuda_driver"), meta("cuda_runtime"), meta("measured_utc"),
+      overhead.us(), format_duration_exact(overhead));
+  out << "\n" << fragment;
+  if (!output.empty()) {
+    write_file_atomically(output, fragment);
+    out << fmt::format("wrote {}\n", output);
+  }
   return 0;
 }
 

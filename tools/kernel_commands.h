@@ -13,6 +13,9 @@ namespace upsim::cli {
 /// CalibrationDataError, std::runtime_error) for main to report.
 int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& out);
 int validate_kernels_main(const std::vector<std::string>& args, std::ostream& out);
+/// `upsim calibrate launch`: the launch-floor table of bench/gpu/gpu_microbench -> the hardware
+/// profile's kernel_overhead.
+int calibrate_launch_main(const std::vector<std::string>& args, std::ostream& out);
 /// `upsim convert kernels`: CSV measurement tables to the HDF5 layout.
 int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out);
 

@@ -67,6 +67,8 @@ const char* kTopUsage =
     "                  predicted step time\n"
     "  calibrate kernels --out FILE\n"
     "                  fit the calibrated kernel model on measured sweeps\n"
+    "  calibrate launch --csv launch.csv\n"
+    "                  the kernel floor (kernel_overhead) from bench/gpu's launch table\n"
     "  calibrate host-overheads TRACE... --out FILE\n"
     "                  extract host overheads T1-T5 from PyTorch Kineto traces\n"
     "  calibrate collectives --topology FABRIC --nccl-tests LOG --out FILE\n"
@@ -184,6 +186,9 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "kernels") {
         return upsim::cli::validate_kernels_main(args, std::cout);
       }
+      if (command == "calibrate" && what == "launch") {
+        return upsim::cli::calibrate_launch_main(args, std::cout);
+      }
       if (command == "calibrate" && what == "host-overheads") {
         return upsim::cli::calibrate_host_overheads_main(args, std::cout);
       }
@@ -199,10 +204,10 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "workloads") {
         return upsim::cli::validate_workloads_main(args, std::cout);
       }
-      std::cerr << fmt::format("upsim {}: unknown or missing subject `{}`; valid: {}\n", command,
-                               what,
-                               command == "calibrate" ? "collectives, host-overheads, kernels"
-                                                      : "collectives, kernels, traces, workloads");
+      std::cerr << fmt::format(
+          "upsim {}: unknown or missing subject `{}`; valid: {}\n", command, what,
+          command == "calibrate" ? "collectives, host-overheads, kernels, launch"
+                                 : "collectives, kernels, traces, workloads");
       return kExitBadInput;
     }
     std::cerr << fmt::format(

@@ -33,7 +33,7 @@ _upsim() {
       fi ;;
     calibrate)
       if [[ ${COMP_CWORD} -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "kernels collectives host-overheads" -- "${cur}"))
+        COMPREPLY=($(compgen -W "kernels collectives host-overheads launch" -- "${cur}"))
       else
         COMPREPLY=($(compgen -W "--out --force --help" -- "${cur}") $(compgen -f -- "${cur}"))
       fi ;;

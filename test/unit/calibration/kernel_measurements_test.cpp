@@ -53,6 +53,26 @@ TEST(KernelMeasurements, ReadsTheUpsimTable) {
   EXPECT_NE(rows[0].origin.find("ok.csv:3"), std::string::npos);
 }
 
+// The tables bench/gpu/gpu_microbench writes (gemm.csv, memory.csv; synthetic samples of their
+// layout): every op, dtype and batch it emits reads back.
+TEST(KernelMeasurements, ReadsTheGpuMicrobenchTables) {
+  const std::filesystem::path dir = UPSIM_CALIBRATION_TEST_DATA;
+  const auto gemm = read_measurement_csv(dir / "microbench_synthetic_gemm.csv");
+  ASSERT_EQ(gemm.size(), 3u);
+  EXPECT_EQ(gemm[1].kernel.dtype, DType::kFp8);
+  EXPECT_EQ(gemm[1].kernel.batch, 192);
+  EXPECT_EQ(gemm[2].kernel.dtype, DType::kTf32);
+  EXPECT_DOUBLE_EQ(gemm[2].seconds, 40.25e-6);
+  const auto memory = read_measurement_csv(dir / "microbench_synthetic_memory.csv");
+  ASSERT_EQ(memory.size(), 5u);
+  EXPECT_EQ(memory[0].kernel.memory_op, MemoryOp::kCopy);
+  EXPECT_EQ(memory[1].kernel.memory_op, MemoryOp::kBinary);
+  EXPECT_EQ(memory[2].kernel.memory_op, MemoryOp::kRmsNorm);
+  EXPECT_EQ(memory[3].kernel.memory_op, MemoryOp::kSum);
+  EXPECT_EQ(memory[4].kernel.memory_op, MemoryOp::kSoftmax);
+  EXPECT_EQ(memory[4].kernel.row_elements, 2048);
+}
+
 TEST(KernelMeasurements, SplitColumnOverridesTheAlternation) {
   const auto rows = read_measurement_csv(
       write_temp("split.csv", "op,dtype,m,n,time_us,split\nrelu,fp32,4,4,1,held_out\n"));

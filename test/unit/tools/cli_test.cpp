@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -908,6 +909,28 @@ TEST_F(Cli, CalibrateKernelsWritesAFileAndNeverOverwritesUnasked) {
   const Result second = run(args);
   EXPECT_EQ(second.exit_code, 2);
   EXPECT_NE(second.output.find("already exists"), std::string::npos) << second.output;
+}
+
+// bench/gpu's launch table -> the hardware profile's kernel_overhead (the table is synthetic).
+TEST_F(Cli, CalibrateLaunchPrintsTheKernelFloorAndNeverOverwritesUnasked) {
+  const std::string table =
+      quote(std::string(UPSIM_SOURCE_ROOT) + "/test/unit/calibration/data/launch_synthetic.csv");
+  const Result r = run("calibrate launch --csv " + table + " --out floor.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"7 quantities measured on Synthetic GPU at 2026-12-01T00:00:00Z",
+        "empty_kernel_launch_and_sync", "kernel_overhead: 2.25us", "wrote floor.yaml"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  std::ifstream in(dir_ / "floor.yaml");
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(written.find("kernel_overhead: 2.25us"), std::string::npos) << written;
+  const Result again = run("calibrate launch --csv " + table + " --out floor.yaml");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  const Result missing = run("calibrate launch --csv nothing.csv");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("nothing.csv"), std::string::npos) << missing.output;
 }
 
 TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {

@@ -1,0 +1,120 @@
+#include "calibration/launch_measurements.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <string_view>
+
+#include "calibration/kernel_measurements.h"
+#include "sim/config/text.h"
+#include "sim/input_file.h"
+
+namespace upsim {
+namespace {
+
+[[noreturn]] void fail(const std::filesystem::path& path, int line, std::string_view message) {
+  throw CalibrationDataError(fmt::format("{}:{}: {}", path.string(), line, message));
+}
+
+std::vector<std::string_view> split_commas(std::string_view line) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    out.push_back(
+        trim_blanks(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+const LaunchQuantity* LaunchTable::find(const std::string& name, int64_t bytes) const {
+  for (const LaunchQuantity& q : rows) {
+    if (q.name == name && q.bytes == bytes) return &q;
+  }
+  return nullptr;
+}
+
+LaunchTable read_launch_csv(const std::filesystem::path& path) {
+  if (const auto why = input_file_problem(path, kGiB)) {
+    throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
+  }
+  std::ifstream in(path);
+  if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
+  LaunchTable table;
+  table.path = path;
+  bool header = false;
+  std::string text;
+  int number = 0;
+  while (std::getline(in, text)) {
+    ++number;
+    const std::string_view t = trim_blanks(text);
+    if (t.empty()) continue;
+    if (t.front() == '#') {
+      const std::string_view body = trim_blanks(t.substr(1));
+      const size_t colon = body.find(':');
+      if (colon != std::string_view::npos) {
+        table.metadata[std::string(trim_blanks(body.substr(0, colon)))] =
+            std::string(trim_blanks(body.substr(colon + 1)));
+      }
+      continue;
+    }
+    const std::vector<std::string_view> f = split_commas(t);
+    if (!header) {
+      if (f.size() != 3 || f[0] != "quantity" || f[1] != "bytes" || f[2] != "time_us") {
+        fail(path, number,
+             fmt::format("expected the header `quantity,bytes,time_us`, got `{}`", t));
+      }
+      header = true;
+      continue;
+    }
+    if (f.size() != 3) {
+      fail(path, number,
+           fmt::format("expected 3 fields (quantity, bytes, time_us), got {}", f.size()));
+    }
+    LaunchQuantity q;
+    q.name = std::string(f[0]);
+    q.line = number;
+    if (q.name.empty()) fail(path, number, "empty quantity name");
+    const auto [bytes_end, bytes_ec] =
+        std::from_chars(f[1].data(), f[1].data() + f[1].size(), q.bytes);
+    if (bytes_ec != std::errc() || bytes_end != f[1].data() + f[1].size() || q.bytes < 0) {
+      fail(path, number, fmt::format("bytes: expected an integer >= 0, got `{}`", f[1]));
+    }
+    const std::string time(f[2]);
+    char* end = nullptr;
+    q.time_us = std::strtod(time.c_str(), &end);
+    if (time.empty() || end != time.c_str() + time.size() || !std::isfinite(q.time_us) ||
+        !(q.time_us > 0.0)) {
+      fail(path, number, fmt::format("time_us: expected a positive number, got `{}`", f[2]));
+    }
+    if (table.find(q.name, q.bytes) != nullptr) {
+      fail(path, number, fmt::format("`{}` at {} bytes appears twice", q.name, q.bytes));
+    }
+    table.rows.push_back(std::move(q));
+  }
+  if (!header) {
+    throw CalibrationDataError(
+        fmt::format("{}: no header `quantity,bytes,time_us` (is it a gpu_microbench launch.csv?)",
+                    path.string()));
+  }
+  return table;
+}
+
+Duration kernel_overhead_from(const LaunchTable& table) {
+  const LaunchQuantity* q = table.find("empty_kernel_back_to_back");
+  if (q == nullptr) {
+    throw CalibrationDataError(
+        fmt::format("{}: no `empty_kernel_back_to_back` row (bytes 0): the kernel floor is the "
+                    "GPU time of an empty kernel launched back to back",
+                    table.path.string()));
+  }
+  return Duration::from_us_f(q->time_us);
+}
+
+}  // namespace upsim

@@ -167,18 +167,51 @@ std::string format_layer_check(const LayerCheck& c) {
   return out;
 }
 
+bool same_layer_kernel(const KernelMeasurement& m, const LayerKernelOp& op) {
+  const KernelDesc& a = m.kernel;
+  const KernelDesc& b = op.kernel;
+  return m.op == op.harness_op && a.cls == b.cls && a.dtype == b.dtype && a.batch == b.batch &&
+         a.m == b.m && a.n == b.n && a.k == b.k && a.bytes_read == b.bytes_read &&
+         a.bytes_written == b.bytes_written && a.row_elements == b.row_elements;
+}
+
+LayerCheck check_gpt3_layer_against_tables(LayerPhase phase,
+                                           const std::vector<KernelMeasurement>& rows,
+                                           const CalibratedKernelCost& model,
+                                           const DeviceProfile& device,
+                                           std::vector<std::string>& missing) {
+  LayerCheck check;
+  check.phase = phase;
+  std::vector<double> errors;
+  for (const LayerKernelOp& op : llmcompass_gpt3_layer_ops(phase)) {
+    const auto row = std::find_if(rows.begin(), rows.end(), [&](const KernelMeasurement& m) {
+      return same_layer_kernel(m, op);
+    });
+    if (row == rows.end()) {
+      missing.push_back(op.name);
+      continue;
+    }
+    LayerCheckRow r;
+    r.name = row->held_out ? op.name : op.name + " [train]";
+    r.measured_seconds = row->seconds * op.calls;
+    r.predicted_seconds = predicted_measurement_seconds(model, *row, device) * op.calls;
+    r.error = r.predicted_seconds / r.measured_seconds - 1.0;
+    errors.push_back(r.error);
+    check.kernel_measured_seconds += r.measured_seconds;
+    check.kernel_predicted_seconds += r.predicted_seconds;
+    check.kernel_max_abs_error = std::max(check.kernel_max_abs_error, std::abs(r.error));
+    check.kernel_rows.push_back(r);
+  }
+  if (!errors.empty()) check.kernel_geomean_abs_error = geomean_abs_error(errors);
+  return check;
+}
+
 std::vector<std::string> layer_shapes_in_sweeps(const std::vector<KernelMeasurement>& sweeps) {
   std::vector<std::string> out;
   for (LayerPhase phase : {LayerPhase::kPrefill, LayerPhase::kDecode}) {
     for (const LayerKernelOp& op : llmcompass_gpt3_layer_ops(phase)) {
       for (const KernelMeasurement& m : sweeps) {
-        const KernelDesc& a = m.kernel;
-        const KernelDesc& b = op.kernel;
-        const bool same = m.op == op.harness_op && a.cls == b.cls && a.dtype == b.dtype &&
-                          a.batch == b.batch && a.m == b.m && a.n == b.n && a.k == b.k &&
-                          a.bytes_read == b.bytes_read && a.bytes_written == b.bytes_written &&
-                          a.row_elements == b.row_elements;
-        if (!same) continue;
+        if (!same_layer_kernel(m, op)) continue;
         out.push_back(fmt::format("{} ({}) = {} ({})", op.name, layer_phase_name(phase), m.origin,
                                   m.held_out ? "held out" : "training"));
       }

@@ -118,6 +118,22 @@ LayerCheck check_llmcompass_gpt3_layer(LayerPhase phase, const std::vector<doubl
 /// collective_rows are filled, the all-reduces and the whole layer's sum. Deterministic.
 std::string format_layer_check(const LayerCheck& check);
 
+/// Whether measurement row `m` times exactly the kernel of layer op `op` (same op name, dtype and
+/// shape).
+bool same_layer_kernel(const KernelMeasurement& m, const LayerKernelOp& op);
+
+/// The layer's kernel ops against kernels measured one by one on some GPU (e.g. bench/gpu's
+/// gemm.csv and memory.csv, which hold the layer's shapes): each op's measured time is the row
+/// with its op, dtype and shape (x calls for Q_K_V; the first such row), predicted as that row
+/// with `model` (its `measurement` harness: the calibration fitted on such tables describes
+/// theirs). A row in the fit's training half is named "<op> [train]" (in-sample). Ops without a
+/// row go to `missing` (their names) and out of the sums.
+LayerCheck check_gpt3_layer_against_tables(LayerPhase phase,
+                                           const std::vector<KernelMeasurement>& rows,
+                                           const CalibratedKernelCost& model,
+                                           const DeviceProfile& device,
+                                           std::vector<std::string>& missing);
+
 /// Sweep rows (`sweeps`, e.g. read_llmcompass_dir) whose op and shape equal a layer op's,
 /// as "<op> (<phase>) = <origin> (training|held out)" lines: what of the layer a fit has seen.
 std::vector<std::string> layer_shapes_in_sweeps(const std::vector<KernelMeasurement>& sweeps);

@@ -98,6 +98,7 @@ struct LayerOptions {
   bool enabled = false;
   std::string data_dir = "test/data/llmcompass";
   std::string topology = "configs/topologies/a100x4_nvlink.yaml";
+  bool from_tables = false;  ///< the layer's ops against the given measurement tables
 };
 
 /// The two all-reduce rows of a phase, priced on the fabric's flow network with the built-in
@@ -317,7 +318,11 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
       ("layer-data", po::value<std::string>(&layer.data_dir)->default_value(layer.data_dir),
        "folder with transformer_A100.csv and transformerAR_A100.csv")  //
       ("layer-topology", po::value<std::string>(&layer.topology)->default_value(layer.topology),
-       "fabric that prices the layer's all-reduces");
+       "fabric that prices the layer's all-reduces")  //
+      ("layer-from-tables", po::bool_switch(&layer.from_tables),
+       "also price the GPT-3 layer's kernel ops against the rows of the given --csv / --hdf5 "
+       "tables that have the layer's shapes (bench/gpu's gemm.csv and memory.csv hold them): "
+       "the composite check on the GPU those tables were measured on");
   add_measurement_options(desc, m);
   if (!parse(args, desc, out)) return 0;
   const HardwareProfile hw = read_hardware(m.hardware);
@@ -336,6 +341,29 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   if (points) out << format_kernel_points(rows, model, hw.device);
   out << format_kernel_validation(validate_kernels(rows, model, hw.device));
   if (layer.enabled) print_layer_check(layer, calibration, model, hw, out);
+  if (layer.from_tables) {
+    out << fmt::format(
+        "\nGPT-3 175B layer (d_model 12288, 96 heads, fp16, batch 8, TP 4), per GPU, each kernel "
+        "op vs its row in the measurement tables ({}), predicted by {}; rows marked [train] are "
+        "in the tables' training half (in-sample when the calibration was fitted on these "
+        "tables), the others in their held-out half\n",
+        fmt::join(input_names(m), "; "), calibration);
+    for (LayerPhase phase : {LayerPhase::kPrefill, LayerPhase::kDecode}) {
+      std::vector<std::string> missing;
+      const LayerCheck check =
+          check_gpt3_layer_against_tables(phase, rows, model, hw.device, missing);
+      out << fmt::format("{}:\n", layer_phase_name(phase));
+      if (check.kernel_rows.empty()) {
+        out << "  no op of the layer has a row in the tables\n";
+      } else {
+        out << format_layer_check(check);
+      }
+      if (!missing.empty()) {
+        out << fmt::format("  not measured (no row with their shape): {}\n",
+                           fmt::join(missing, ", "));
+      }
+    }
+  }
   return 0;
 }
 

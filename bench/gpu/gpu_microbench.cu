@@ -193,6 +193,8 @@ std::vector<GemmShape> gemm_shapes(bool quick) {
   s.push_back({2048, 2048, 128, 192});    // Q K^T per head
   s.push_back({2048, 128, 2048, 192});    // A V per head
   s.push_back({8, 3072, 12288, 1});       // decode Q, K or V
+  s.push_back({8, 12288, 3072, 1});       // decode Wo
+  s.push_back({8, 12288, 12288, 1});      // decode W1 / W2
   s.push_back({1, 3073, 128, 192});       // decode Q K^T
   s.push_back({1, 128, 3073, 192});       // decode A V
   // Llama-3 70B, TP 8, 4096 tokens: QKV (GQA), O, gate/up, down.
@@ -524,6 +526,17 @@ void run_memory_dtype(FILE* f, const char* dtype, bool quick, cudaStream_t strea
                                  {"softmax", rowwise<T, RowOp::kSoftmax>, 192, 3073},
                                  {"layernorm", rowwise<T, RowOp::kLayerNorm>, 16384, 12288},
                                  {"layernorm", rowwise<T, RowOp::kLayerNorm>, 8, 12288}};
+  // ... and its GeLU over 16384 x 12288 (prefill) and 8 x 12288 (decode) elements.
+  for (const int64_t n : {int64_t{16384} * 12288, int64_t{8} * 12288}) {
+    if (n > max_elems) continue;
+    const int blocks =
+        static_cast<int>(std::min<int64_t>((n + threads - 1) / threads, int64_t{sms} * 32));
+    const double us = time_per_call_us(stream, [&] {
+      elementwise<T, Elementwise::kGelu><<<blocks, threads, 0, stream>>>(a, b, out, n);
+    });
+    CUDA_CHECK(cudaGetLastError());
+    std::fprintf(f, "gelu,%s,1,%lld,%.4f\n", dtype, static_cast<long long>(n), us);
+  }
   for (const LayerRow& op : layer_rows) {
     if (op.rows * op.row > max_elems) continue;
     const double us = time_per_call_us(stream, [&] {

@@ -20,6 +20,7 @@
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
 #include "calibration/kernel_measurements.h"
+#include "calibration/kernel_validation.h"
 #include "calibration/transformer_layer_check.h"
 #include "sim/config/config_node.h"
 
@@ -115,6 +116,43 @@ TEST(TransformerLayerKernels, DecodeShapesFollowLlmCompassDriver) {
   EXPECT_EQ(ops[2].kernel.k, 3073);
   EXPECT_EQ(llmcompass_gpt3_all_reduce_bytes(LayerPhase::kDecode), 8 * 12288 * 2);
   EXPECT_EQ(llmcompass_gpt3_all_reduce_bytes(LayerPhase::kPrefill), 8 * 2048 * 12288 * 2);
+}
+
+// The composite check against per-kernel tables (bench/gpu's gemm.csv / memory.csv hold the
+// layer's shapes): every op finds its row by op, dtype and shape, is predicted as that row, and
+// an op without a row is reported missing and left out of the sums. Rows here are made from the
+// layer's own kernels with times 25% above the model's, so every error is 1 / 1.25 - 1.
+TEST(TransformerLayerKernels, CompositeAgainstMeasuredKernelTables) {
+  const HardwareProfile a100 = a100_profile();
+  const CalibratedKernelCost model = shipped_a100(a100);
+  for (LayerPhase phase : {LayerPhase::kPrefill, LayerPhase::kDecode}) {
+    std::vector<KernelMeasurement> rows;
+    for (const LayerKernelOp& op : llmcompass_gpt3_layer_ops(phase)) {
+      if (op.name == "LayerNorm_FFN") continue;  // the same kernel as LayerNorm_MHA
+      KernelMeasurement m;
+      m.op = op.harness_op;
+      m.kernel = op.kernel;
+      m.seconds = 1.0;
+      m.seconds = 1.25 * predicted_measurement_seconds(model, m, a100.device);
+      m.held_out = rows.size() % 2 == 1;
+      rows.push_back(m);
+    }
+    std::vector<std::string> missing;
+    LayerCheck check = check_gpt3_layer_against_tables(phase, rows, model, a100.device, missing);
+    EXPECT_TRUE(missing.empty());
+    ASSERT_EQ(check.kernel_rows.size(), 10u);
+    for (const LayerCheckRow& row : check.kernel_rows)
+      EXPECT_NEAR(row.error, 1.0 / 1.25 - 1.0, 1e-12) << row.name;
+    EXPECT_EQ(check.kernel_rows[0].name, "Q_K_V [train]");  // training half: in-sample
+    EXPECT_EQ(check.kernel_rows[1].name, "Q_mul_K");
+    // Q_K_V is one projection timed and counted three times.
+    EXPECT_DOUBLE_EQ(check.kernel_rows[0].measured_seconds, 3.0 * rows[0].seconds);
+    rows.erase(rows.begin() + 1);  // no Q_mul_K row
+    missing.clear();
+    check = check_gpt3_layer_against_tables(phase, rows, model, a100.device, missing);
+    EXPECT_EQ(missing, std::vector<std::string>{"Q_mul_K"});
+    EXPECT_EQ(check.kernel_rows.size(), 9u);
+  }
 }
 
 TEST(TransformerLayerKernels, LatencyFileReaderRejectsRunTogetherNumbers) {

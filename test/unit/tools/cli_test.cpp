@@ -957,6 +957,23 @@ TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {
   EXPECT_FALSE(fs::exists(dir_ / "empty.h5"));
 }
 
+// The GPT-3 layer's ops against measured per-kernel tables (synthetic rows): the ops with a row
+// are priced and labelled, the others listed as not measured.
+TEST_F(Cli, ValidateKernelsLayerFromTablesPricesTheMeasuredOps) {
+  const Result r = run(
+      "validate kernels --llmcompass '' --csv " + quote(kData + "/layer_tables_synthetic.csv") +
+      " --layer-from-tables --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"each kernel op vs its row in the measurement tables", "Q_mul_K [train]", "Softmax ",
+        "prefill:", "decode:", "no op of the layer has a row in the tables",
+        "not measured (no row with their shape): Q_K_V, A_mul_V"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+}
+
 TEST_F(Cli, BadMeasurementTableNamesFileAndLine) {
   const Result r =
       run("validate kernels --llmcompass '' --csv " + quote(kData + "/bad_measurements.csv") +

@@ -597,7 +597,19 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
 
 void write_measurement_hdf5(const std::filesystem::path& path,
                             const std::vector<KernelMeasurement>& rows, std::string_view gpu,
-                            std::string_view source) {
+                            std::string_view source,
+                            const std::vector<std::pair<std::string, std::string>>& attributes) {
+  for (size_t i = 0; i < attributes.size(); ++i) {
+    const std::string& name = attributes[i].first;
+    bool repeated = false;
+    for (size_t j = 0; j < i; ++j)
+      repeated = repeated || attributes[j].first == name;
+    if (name.empty() || name == "gpu" || name == "source" || repeated) {
+      throw CalibrationDataError(fmt::format(
+          "{}: file attribute `{}`: names must be non-empty, distinct and not gpu or source",
+          path.string(), name));
+    }
+  }
   const ErrorPrintingOff quiet;
   // Columns per op, ops in order of their first rows.
   struct OpColumns {
@@ -629,6 +641,8 @@ void write_measurement_hdf5(const std::filesystem::path& path,
   if (!file.valid()) writer.fail("cannot create the file");
   writer.string_attribute(file.get(), "gpu", gpu);
   writer.string_attribute(file.get(), "source", source);
+  for (const auto& [name, value] : attributes)
+    writer.string_attribute(file.get(), name.c_str(), value);
 
   // dtype names as fixed-length strings (null-padded to kDtypeChars): a reader then never asks
   // libhdf5 to follow variable-length heap references, the part of a file a corruption makes

@@ -6,6 +6,9 @@
 //   /                  file attributes, both optional strings (written by upsim, not read):
 //                        gpu      the GPU the kernels ran on, e.g. "A100"
 //                        source   where the numbers come from (tool, sweep, paper)
+//                      and any other string attributes: the metadata of the tables converted
+//                      (`upsim convert kernels`: the `# key: value` lines of its CSV inputs,
+//                      e.g. bench/gpu's cuda_driver, sm_clock_max_mhz, measured_utc)
 //   /<op>/             one group per op: `gemm` or a memory_op_name() (gelu, softmax, layernorm,
 //                      relu, ...). Every object at the root must be such a group. In each group,
 //                      1-D datasets of one common length (one element per measured kernel):
@@ -46,8 +49,11 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
 /// held_out, groups in order of the ops' first rows. Rows of ops other than gemm and memory ops
 /// (embedding ops), and memory-op rows that are not a memory_op_kernel() of some m x n, throw
 /// CalibrationDataError; so does a file that cannot be written.
-void write_measurement_hdf5(const std::filesystem::path& path,
-                            const std::vector<KernelMeasurement>& rows, std::string_view gpu,
-                            std::string_view source);
+/// `attributes` are written as further file attributes (names not empty, not `gpu` or
+/// `source`, and distinct; else CalibrationDataError).
+void write_measurement_hdf5(
+    const std::filesystem::path& path, const std::vector<KernelMeasurement>& rows,
+    std::string_view gpu, std::string_view source,
+    const std::vector<std::pair<std::string, std::string>>& attributes = {});
 
 }  // namespace upsim

@@ -233,6 +233,28 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
   return rows;
 }
 
+std::vector<std::pair<std::string, std::string>> read_csv_metadata(
+    const std::filesystem::path& path) {
+  if (const auto why = input_file_problem(path, kGiB)) {
+    throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
+  }
+  std::ifstream in(path);
+  if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string text;
+  while (std::getline(in, text)) {
+    const std::string_view t = trim_blanks(text);
+    if (t.empty() || t.front() != '#') continue;
+    const std::string_view body = trim_blanks(t.substr(1));
+    const size_t colon = body.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view key = trim_blanks(body.substr(0, colon));
+    if (key.empty() || key.find(' ') != std::string_view::npos) continue;
+    out.emplace_back(std::string(key), std::string(trim_blanks(body.substr(colon + 1))));
+  }
+  return out;
+}
+
 std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path) {
   const std::vector<Line> lines = read_lines(path);
   const ColumnIndex column = read_header(

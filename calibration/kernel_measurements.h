@@ -73,6 +73,12 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n);
 
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path);
 
+/// The `# key: value` lines of a measurement CSV (bench/gpu writes the GPU, driver, clocks and
+/// UTC time so), in file order; other comment lines are skipped. Keys and values are trimmed;
+/// an empty key is skipped. Throws CalibrationDataError when the file cannot be read.
+std::vector<std::pair<std::string, std::string>> read_csv_metadata(
+    const std::filesystem::path& path);
+
 std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path);
 
 std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::path& path);

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <map>
 #include <ostream>
+#include <ranges>
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fit_kernel_calibration.h"
@@ -273,13 +275,33 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
   refuse_to_overwrite(output, force);
   const std::vector<KernelMeasurement> rows = read_measurements(m);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
+  // The CSV inputs' `# key: value` metadata (bench/gpu: driver, clocks, time of the run) as file
+  // attributes; a key whose value differs between inputs is kept per input, as
+  // "<file name>:<key>".
+  std::vector<std::pair<std::string, std::string>> attributes;
+  for (const std::string& f : m.csv_files) {
+    for (auto& [key, value] : read_csv_metadata(f)) {
+      if (key == "gpu" || key == "source") key = "table_" + key;
+      const auto same = std::find_if(attributes.begin(), attributes.end(),
+                                     [&](const auto& a) { return a.first == key; });
+      if (same == attributes.end()) {
+        attributes.emplace_back(key, value);
+      } else if (same->second != value) {
+        const std::string scoped = fs::path(f).filename().string() + ":" + key;
+        if (std::none_of(attributes.begin(), attributes.end(),
+                         [&](const auto& a) { return a.first == scoped; })) {
+          attributes.emplace_back(scoped, value);
+        }
+      }
+    }
+  }
   {
     // Through a temporary file, as every output: a failed or interrupted write leaves nothing.
     const std::filesystem::path tmp = output + ".tmp";
     check_replaceable(output);
     const TempFileGuard guard(tmp);
     try {
-      write_measurement_hdf5(tmp, rows, m.gpu, source);
+      write_measurement_hdf5(tmp, rows, m.gpu, source, attributes);
     } catch (...) {
       std::filesystem::remove(tmp);
       throw;
@@ -291,6 +313,10 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
     ++per_op[row.op][row.held_out ? 1 : 0];
   for (const auto& [op, n] : per_op) {
     out << fmt::format("{:<12} {:>5} rows ({} train, {} held out)\n", op, n[0] + n[1], n[0], n[1]);
+  }
+  if (!attributes.empty()) {
+    out << fmt::format("metadata of the tables as file attributes: {}\n",
+                       fmt::join(attributes | std::views::keys, ", "));
   }
   out << fmt::format("wrote {} ({} rows)\n", output, rows.size());
   return 0;

@@ -145,6 +145,48 @@ TEST(Hdf5Measurements, RoundTripsTheLlmcompassSweeps) {
   EXPECT_EQ(calibration_text(h5), calibration_text(csv));
 }
 
+/// The string attribute `name` of the file's root group (empty when absent).
+std::string root_attribute(const std::filesystem::path& path, const char* name) {
+  const hid_t file = H5Fopen(path.string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  std::string value;
+  if (file >= 0 && H5Aexists(file, name) > 0) {
+    // upsim writes variable-length UTF-8 strings.
+    const hid_t attr = H5Aopen(file, name, H5P_DEFAULT);
+    const hid_t type = H5Aget_type(attr);
+    char* text = nullptr;
+    if (H5Tis_variable_str(type) > 0 && H5Aread(attr, type, &text) >= 0 && text != nullptr) {
+      value = text;
+      H5free_memory(text);
+    }
+    H5Tclose(type);
+    H5Aclose(attr);
+  }
+  if (file >= 0) H5Fclose(file);
+  return value;
+}
+
+// The metadata of converted tables (bench/gpu's `# key: value` lines) become file attributes;
+// bad names are refused before anything is written.
+TEST(Hdf5Measurements, WritesTableMetadataAsFileAttributes) {
+  const std::filesystem::path dir = UPSIM_CALIBRATION_TEST_DATA;
+  const auto rows = read_measurement_csv(dir / "microbench_synthetic_gemm.csv");
+  const auto metadata = read_csv_metadata(dir / "microbench_synthetic_gemm.csv");
+  ASSERT_EQ(metadata.size(), 3u);
+  EXPECT_EQ(metadata[0].first, "SYNTHETIC");  // the file's own label, a `# key: value` line too
+  EXPECT_EQ(metadata[1], (std::pair<std::string, std::string>{"gpu", "Synthetic GPU"}));
+  EXPECT_EQ(metadata[2].first, "measured_utc");
+  const std::filesystem::path path = temp_path("meta.h5");
+  write_measurement_hdf5(path, rows, "H200", "bench", {{"measured_utc", metadata[2].second}});
+  EXPECT_EQ(root_attribute(path, "gpu"), "H200");
+  EXPECT_EQ(root_attribute(path, "measured_utc"), "2026-12-01T00:00:00Z");
+  EXPECT_EQ(read_measurement_hdf5(path).size(), rows.size());
+  for (const auto& bad : std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"gpu", "x"}}, {{"", "x"}}, {{"a", "1"}, {"a", "2"}}}) {
+    EXPECT_THROW(write_measurement_hdf5(temp_path("bad_meta.h5"), rows, "H200", "bench", bad),
+                 CalibrationDataError);
+  }
+}
+
 TEST(Hdf5Measurements, ReadsFilesOfOtherWriters) {
   // No creation order (groups by name), fixed-length strings, time_us, no split, no batch.
   const std::filesystem::path path = temp_path("other.h5");

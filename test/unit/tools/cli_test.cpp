@@ -933,6 +933,20 @@ TEST_F(Cli, CalibrateLaunchPrintsTheKernelFloorAndNeverOverwritesUnasked) {
   EXPECT_NE(missing.output.find("nothing.csv"), std::string::npos) << missing.output;
 }
 
+// bench/gpu's tables (synthetic samples) convert with their `# key: value` metadata.
+TEST_F(Cli, ConvertKernelsCarriesTheTablesMetadata) {
+  const std::string dir = std::string(UPSIM_SOURCE_ROOT) + "/test/unit/calibration/data/";
+  const Result r =
+      run("convert kernels --csv " + quote(dir + "microbench_synthetic_gemm.csv") + " --csv " +
+          quote(dir + "microbench_synthetic_memory.csv") + " --gpu-name H200 --out tables.h5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("metadata of the tables as file attributes: SYNTHETIC, table_gpu, "
+                          "measured_utc, microbench_synthetic_memory.csv:SYNTHETIC"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("wrote tables.h5 (8 rows)"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {
   const std::string llmcompass = quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/llmcompass");
   const std::string model =

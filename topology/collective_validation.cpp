@@ -89,8 +89,10 @@ std::vector<CollectiveValidationCase> collective_validation_cases() {
   return {
       {"4x A100 NVLink3 (LLMCompass)", "topologies/a100x4_nvlink.yaml",
        "llmcompass/allreduce_A100x4_nvlink_measured.csv", "", Duration::zero(),
-       "not stated by LLMCompass (ae/figure5/h/test_allreduce.py lists the times only); "
-       "taken as no per-call harness overhead"},
+       "not stated by LLMCompass (ae/figure5/h/test_allreduce.py lists the times only; their "
+       "printed precision, 2 decimals below 100 us, 1 below 10 ms, none above, and the sizes, "
+       "8 B - 16 GiB by factors of 2, are nccl-tests all_reduce_perf's defaults); taken as no "
+       "per-call harness overhead"},
       {"GCP A3 Mega 2x8 H100 TCPXO", "topologies/gcp_a3mega_h100_2node.yaml", nccl,
        "gcp_a3mega_2x8_h100_tcpxo", Duration::zero(), nccl_tests},
       {"OCI BM.GPU.H100.8 2x8 RoCEv2", "topologies/oci_bm_gpu_h100_2node.yaml", nccl,

@@ -1225,17 +1225,17 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
             nsteps = 2 * (n - 1);
             inter_steps = 2 * (nodes - 1);
           }
-          Duration intra = hop(lay.intra_class, LatencyColumn::kRing);
+          Duration intra = gen(hop(lay.intra_class, LatencyColumn::kRing));
           if (nodes > 1) {
-            // Inter-node rings still pay the network post overhead on every step.
+            // Inter-node rings still pay the network post overhead (the proxy's, not the GPU
+            // generation's) on every step.
             const Duration overhead =
                 tuning_.net_overhead * (proto == CollectiveProtocol::kSimple ? 3 : 1);
             intra = max(intra, overhead);
           }
           const Duration inter = hop(lay.inter_class, LatencyColumn::kRing) + inter_extra;
-          lat = gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)] +
-                    intra * steps(nsteps - inter_steps)) +
-                inter * steps(inter_steps);
+          lat = gen(pt.base_latency[static_cast<size_t>(LatencyColumn::kRing)]) +
+                intra * steps(nsteps - inter_steps) + inter * steps(inter_steps);
           break;
         }
         case CollectiveAlgorithm::kTree: {

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
-#include <ranges>
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fit_kernel_calibration.h"
@@ -279,19 +278,21 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
   // attributes; a key whose value differs between inputs is kept per input, as
   // "<file name>:<key>".
   std::vector<std::pair<std::string, std::string>> attributes;
+  const auto attribute = [&](const std::string& name) {
+    return std::find_if(
+        attributes.begin(), attributes.end(),
+        [&](const std::pair<std::string, std::string>& a) { return a.first == name; });
+  };
   for (const std::string& f : m.csv_files) {
-    for (auto& [key, value] : read_csv_metadata(f)) {
-      if (key == "gpu" || key == "source") key = "table_" + key;
-      const auto same = std::find_if(attributes.begin(), attributes.end(),
-                                     [&](const auto& a) { return a.first == key; });
+    for (const std::pair<std::string, std::string>& entry : read_csv_metadata(f)) {
+      const std::string key =
+          entry.first == "gpu" || entry.first == "source" ? "table_" + entry.first : entry.first;
+      const auto same = attribute(key);
       if (same == attributes.end()) {
-        attributes.emplace_back(key, value);
-      } else if (same->second != value) {
+        attributes.emplace_back(key, entry.second);
+      } else if (same->second != entry.second) {
         const std::string scoped = fs::path(f).filename().string() + ":" + key;
-        if (std::none_of(attributes.begin(), attributes.end(),
-                         [&](const auto& a) { return a.first == scoped; })) {
-          attributes.emplace_back(scoped, value);
-        }
+        if (attribute(scoped) == attributes.end()) attributes.emplace_back(scoped, entry.second);
       }
     }
   }
@@ -315,8 +316,10 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
     out << fmt::format("{:<12} {:>5} rows ({} train, {} held out)\n", op, n[0] + n[1], n[0], n[1]);
   }
   if (!attributes.empty()) {
-    out << fmt::format("metadata of the tables as file attributes: {}\n",
-                       fmt::join(attributes | std::views::keys, ", "));
+    std::vector<std::string> names;
+    for (const std::pair<std::string, std::string>& a : attributes)
+      names.push_back(a.first);
+    out << fmt::format("metadata of the tables as file attributes: {}\n", fmt::join(names, ", "));
   }
   out << fmt::format("wrote {} ({} rows)\n", output, rows.size());
   return 0;

@@ -16,16 +16,7 @@ namespace upsim {
 namespace {
 
 std::vector<std::string_view> split_fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    out.push_back(
-        trim_blanks(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
+  return split_trimmed(line, ',');
 }
 
 /// One non-blank, non-comment line of a file.
@@ -233,6 +224,17 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
   return rows;
 }
 
+std::optional<std::pair<std::string, std::string>> csv_metadata_entry(std::string_view line) {
+  const std::string_view t = trim_blanks(line);
+  if (t.empty() || t.front() != '#') return std::nullopt;
+  const std::string_view body = trim_blanks(t.substr(1));
+  const size_t colon = body.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::string_view key = trim_blanks(body.substr(0, colon));
+  if (key.empty() || key.find(' ') != std::string_view::npos) return std::nullopt;
+  return std::pair{std::string(key), std::string(trim_blanks(body.substr(colon + 1)))};
+}
+
 std::vector<std::pair<std::string, std::string>> read_csv_metadata(
     const std::filesystem::path& path) {
   if (const auto why = input_file_problem(path, kGiB)) {
@@ -243,14 +245,7 @@ std::vector<std::pair<std::string, std::string>> read_csv_metadata(
   std::vector<std::pair<std::string, std::string>> out;
   std::string text;
   while (std::getline(in, text)) {
-    const std::string_view t = trim_blanks(text);
-    if (t.empty() || t.front() != '#') continue;
-    const std::string_view body = trim_blanks(t.substr(1));
-    const size_t colon = body.find(':');
-    if (colon == std::string_view::npos) continue;
-    const std::string_view key = trim_blanks(body.substr(0, colon));
-    if (key.empty() || key.find(' ') != std::string_view::npos) continue;
-    out.emplace_back(std::string(key), std::string(trim_blanks(body.substr(colon + 1))));
+    if (auto entry = csv_metadata_entry(text)) out.push_back(std::move(*entry));
   }
   return out;
 }

@@ -43,9 +43,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/cost_models.h"
@@ -72,6 +74,10 @@ struct KernelMeasurement {
 KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n);
 
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path);
+
+/// The key and value of one `# key: value` comment line (key: no blanks), or nullopt for any
+/// other line.
+std::optional<std::pair<std::string, std::string>> csv_metadata_entry(std::string_view line);
 
 /// The `# key: value` lines of a measurement CSV (bench/gpu writes the GPU, driver, clocks and
 /// UTC time so), in file order; other comment lines are skipped. Keys and values are trimmed;

@@ -18,19 +18,6 @@ namespace {
   throw CalibrationDataError(fmt::format("{}:{}: {}", path.string(), line, message));
 }
 
-std::vector<std::string_view> split_commas(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    out.push_back(
-        trim_blanks(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
 }  // namespace
 
 const LaunchQuantity* LaunchTable::find(const std::string& name, int64_t bytes) const {
@@ -56,15 +43,10 @@ LaunchTable read_launch_csv(const std::filesystem::path& path) {
     const std::string_view t = trim_blanks(text);
     if (t.empty()) continue;
     if (t.front() == '#') {
-      const std::string_view body = trim_blanks(t.substr(1));
-      const size_t colon = body.find(':');
-      if (colon != std::string_view::npos) {
-        table.metadata[std::string(trim_blanks(body.substr(0, colon)))] =
-            std::string(trim_blanks(body.substr(colon + 1)));
-      }
+      if (auto entry = csv_metadata_entry(t)) table.metadata[entry->first] = entry->second;
       continue;
     }
-    const std::vector<std::string_view> f = split_commas(t);
+    const std::vector<std::string_view> f = split_trimmed(t, ',');
     if (!header) {
       if (f.size() != 3 || f[0] != "quantity" || f[1] != "bytes" || f[2] != "time_us") {
         fail(path, number,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <utility>
 
 #include "calibration/kernel_validation.h"
 
@@ -34,6 +35,27 @@ std::string trim(const std::string& s) {
   if (first == std::string::npos) return {};
   const auto last = s.find_last_not_of(" \t\r");
   return s.substr(first, last - first + 1);
+}
+
+/// Appends one kernel op's row to `check`, with its error, and adds it to the sums and the max.
+void add_kernel_row(LayerCheck& check, std::string name, double measured, double predicted) {
+  LayerCheckRow row;
+  row.name = std::move(name);
+  row.measured_seconds = measured;
+  row.predicted_seconds = predicted;
+  row.error = predicted / measured - 1.0;
+  check.kernel_measured_seconds += measured;
+  check.kernel_predicted_seconds += predicted;
+  check.kernel_max_abs_error = std::max(check.kernel_max_abs_error, std::abs(row.error));
+  check.kernel_rows.push_back(std::move(row));
+}
+
+/// The geomean |error| of the kernel rows (0 without rows).
+void finish_kernel_rows(LayerCheck& check) {
+  std::vector<double> errors;
+  for (const LayerCheckRow& row : check.kernel_rows)
+    errors.push_back(row.error);
+  if (!errors.empty()) check.kernel_geomean_abs_error = geomean_abs_error(errors);
 }
 
 }  // namespace
@@ -125,20 +147,11 @@ LayerCheck check_llmcompass_gpt3_layer(LayerPhase phase, const std::vector<doubl
   }
   LayerCheck check;
   check.phase = phase;
-  std::vector<double> errors;
   for (size_t i = 0; i < ops.size(); ++i) {
-    LayerCheckRow row;
-    row.name = ops[i].name;
-    row.measured_seconds = measured[i];
-    row.predicted_seconds = predicted_layer_op_seconds(model, device, ops[i]);
-    row.error = row.predicted_seconds / row.measured_seconds - 1.0;
-    errors.push_back(row.error);
-    check.kernel_measured_seconds += row.measured_seconds;
-    check.kernel_predicted_seconds += row.predicted_seconds;
-    check.kernel_max_abs_error = std::max(check.kernel_max_abs_error, std::abs(row.error));
-    check.kernel_rows.push_back(row);
+    add_kernel_row(check, ops[i].name, measured[i],
+                   predicted_layer_op_seconds(model, device, ops[i]));
   }
-  check.kernel_geomean_abs_error = geomean_abs_error(errors);
+  finish_kernel_rows(check);
   return check;
 }
 
@@ -182,7 +195,6 @@ LayerCheck check_gpt3_layer_against_tables(LayerPhase phase,
                                            std::vector<std::string>& missing) {
   LayerCheck check;
   check.phase = phase;
-  std::vector<double> errors;
   for (const LayerKernelOp& op : llmcompass_gpt3_layer_ops(phase)) {
     const auto row = std::find_if(rows.begin(), rows.end(), [&](const KernelMeasurement& m) {
       return same_layer_kernel(m, op);
@@ -191,18 +203,10 @@ LayerCheck check_gpt3_layer_against_tables(LayerPhase phase,
       missing.push_back(op.name);
       continue;
     }
-    LayerCheckRow r;
-    r.name = row->held_out ? op.name : op.name + " [train]";
-    r.measured_seconds = row->seconds * op.calls;
-    r.predicted_seconds = predicted_measurement_seconds(model, *row, device) * op.calls;
-    r.error = r.predicted_seconds / r.measured_seconds - 1.0;
-    errors.push_back(r.error);
-    check.kernel_measured_seconds += r.measured_seconds;
-    check.kernel_predicted_seconds += r.predicted_seconds;
-    check.kernel_max_abs_error = std::max(check.kernel_max_abs_error, std::abs(r.error));
-    check.kernel_rows.push_back(r);
+    add_kernel_row(check, row->held_out ? op.name : op.name + " [train]", row->seconds * op.calls,
+                   predicted_measurement_seconds(model, *row, device) * op.calls);
   }
-  if (!errors.empty()) check.kernel_geomean_abs_error = geomean_abs_error(errors);
+  finish_kernel_rows(check);
   return check;
 }
 

@@ -465,13 +465,18 @@ void validate_tuning(const CollectiveTuning& t) {
 }
 
 namespace {
-/// A map of link kind prefix -> factor in (0, kMaxGenerationFactor], in file order.
-std::vector<std::pair<std::string, double>> read_factors(const ConfigNode& node) {
+/// A map of link kind prefix -> value in [lo, hi] (by default a factor in (0,
+/// kMaxGenerationFactor]), in file order.
+std::vector<std::pair<std::string, double>> read_factors(const ConfigNode& node, double lo = 1e-6,
+                                                         double hi = kMaxGenerationFactor) {
   std::vector<std::pair<std::string, double>> out;
   for (const std::string& kind : node.map_keys())
-    out.emplace_back(kind, node.get_double_in(kind, 1e-6, kMaxGenerationFactor));
+    out.emplace_back(kind, node.get_double_in(kind, lo, hi));
   return out;
 }
+
+/// Largest NVLS pipeline fill a tuning file may give, MiB (64 GiB: beyond any GPU's memory).
+constexpr double kMaxNvlsFillMib = 65536.0;
 
 std::string factor_map(const std::vector<std::pair<std::string, double>>& factors) {
   std::string out = "{";
@@ -503,9 +508,7 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
     t.latency_generation_factors = read_factors(*factors);
   }
   if (auto fill = root.optional_child("nvls_pipeline_fill_mib")) {
-    t.nvls_pipeline_fill_mib.clear();
-    for (const std::string& kind : fill->map_keys())
-      t.nvls_pipeline_fill_mib.emplace_back(kind, fill->get_double_in(kind, 0.0, 65536.0));
+    t.nvls_pipeline_fill_mib = read_factors(*fill, 0.0, kMaxNvlsFillMib);
   }
   if (auto list = root.optional_child("all_reduce_algorithms")) {
     t.all_reduce_algorithms.clear();

@@ -440,6 +440,17 @@ TEST(CollectiveTuning, EfficienciesFollowTheGeneration) {
   ConfigDocument bad =
       ConfigDocument::parse_string("nvls_generation_factors: {nvlink5: 5}\n", "bad.yaml");
   EXPECT_THROW(load_collective_tuning(bad.root()), ConfigError);
+  // The NVLS pipeline fill and the latency factors are checked at their key too.
+  for (const char* yaml :
+       {"nvls_pipeline_fill_mib: {nvlink4: -1}\n", "latency_generation_factors: {nvlink4: 0}\n"}) {
+    ConfigDocument doc = ConfigDocument::parse_string(yaml, "bad.yaml");
+    try {
+      load_collective_tuning(doc.root());
+      FAIL() << yaml;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("nvlink4"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CollectiveTuning, BadValuesAreConfigErrorsAtTheKey) {

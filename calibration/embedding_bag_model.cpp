@@ -120,12 +120,10 @@ double embedding_hit_rate(double lookups, double distinct_rows, double resident_
   return 1.0 - misses / lookups;
 }
 
-EmbeddingTableTraffic embedding_table_traffic(KernelClass cls, DType dtype, int64_t batch,
-                                              const EmbeddingTableShape& table, int64_t index_bytes,
-                                              FusedEmbeddingOptimizer optimizer,
-                                              const DeviceProfile& device,
-                                              const AchievableFractions& achievable,
-                                              const EmbeddingParams& params) {
+EmbeddingTableTraffic embedding_table_traffic(
+    KernelClass cls, DType dtype, int64_t batch, const EmbeddingTableShape& table,
+    int64_t index_bytes, FusedEmbeddingOptimizer optimizer, const DeviceProfile& device,
+    const AchievableFractions& achievable, const EmbeddingParams& params, EmbeddingUpdate update) {
   if (cls != KernelClass::kEmbeddingForward && cls != KernelClass::kEmbeddingBackward) {
     throw std::invalid_argument(
         fmt::format("embedding model: got a {} kernel", kernel_class_name(cls)));
@@ -164,6 +162,14 @@ EmbeddingTableTraffic embedding_table_traffic(KernelClass cls, DType dtype, int6
     const double misses = (1.0 - t.hit_rate) * t.lookups;
     t.dram_bytes = b * per_bag + misses * row + b * row;
     t.l2_bytes = (t.lookups - misses) * row;
+  } else if (update == EmbeddingUpdate::kScatterAdd) {
+    if (optimizer != FusedEmbeddingOptimizer::kSgd) {
+      throw std::invalid_argument(
+          "embedding model: a scatter-add update is torch.optim.SGD's; it has no optimizer state");
+    }
+    const double misses = (1.0 - t.hit_rate) * t.lookups;
+    t.dram_bytes = t.lookups * (row + idx) + 2.0 * misses * row;
+    t.l2_bytes = t.lookups * row;
   } else {
     const double key_bits = std::max(1.0, std::ceil(std::log2(e_rows)));
     const double sort_passes = std::ceil(key_bits / as_double(params.sort_radix_bits));
@@ -215,7 +221,7 @@ EmbeddingOpTime embedding_op_time(const KernelDesc& kernel, const DeviceProfile&
   for (const EmbeddingTableShape& table : tables) {
     const EmbeddingTableTraffic t =
         embedding_table_traffic(kernel.cls, kernel.dtype, s.batch, table, s.index_bytes,
-                                s.optimizer, device, achievable, params);
+                                s.optimizer, device, achievable, params, s.update);
     out.bandwidth_seconds += t.seconds;
     lookups += t.lookups;
     total_rows += table.rows;
@@ -228,6 +234,8 @@ EmbeddingOpTime embedding_op_time(const KernelDesc& kernel, const DeviceProfile&
     out.kernels = 1;
     out.latency_seconds =
         params.forward_latency.seconds() + params.forward_row_latency.seconds() * pooling;
+  } else if (s.update == EmbeddingUpdate::kScatterAdd) {
+    out.kernels = 1;  // index_add_'s one elementwise kernel: no dependent round trips
   } else {
     const double index_steps = kWarpSize * std::max(1.0, std::ceil(pooling / kWarpSize));
     double sort = params.sort_tile_latency.seconds();

@@ -26,6 +26,11 @@
 //                      deduplicates the indices before the fused update) + optimizer state
 //                      (Adagrad 2 U ceil32(4 D), row-wise Adagrad 2 U 32, SGD 0)
 //             L2     = N row                        (each lookup gathers its bag's gradient row)
+//   backward with update kScatterAdd (PyTorch's sparse gradient applied by index_add_: one
+//   value row per lookup, atomic adds, no sort or deduplication; SGD only):
+//             DRAM   = N (row + i) + 2 misses row     (values and indices read once; each
+//                                                     missed row read and written back)
+//             L2     = N row                          (the atomic adds resolve in L2)
 //   seconds          = max(DRAM / (hbm x achievable.memory x dram_scale),
 //                          L2 / (l2_bandwidth x l2_scale)) x dim_factor(D)
 // with sort_passes = ceil(ceil(log2 E) / sort_radix_bits), the L2 term skipped on a device
@@ -59,13 +64,16 @@
 //              zeros_like, zeros, compact init, reduce-by-key) + 3 (complete cumsum: zero_,
 //              scan init, scan) + 3 (two zeros, find_long_segments) + 1 if N >= kMaxThreads
 //              (1024: the temp_grad_accum zeros, empty below) + 2 (cta_per_row, warp_per_row).
+//   backward with update kScatterAdd: one kernel (index_add_), no latency term:
+//            kernel_floor + W
 // The latency terms and kernel_floor are fitted (fit_embedding_latencies) on the per-kernel
 // durations of the V100 TorchRec DLRM trace (test/data/dlrm_v100_embedding); the kernel list
 // matches that trace on all 8 ranks (14, 15 or 20 kernels).
 //
 // Contract: pure; throws std::invalid_argument for negative or inconsistent shapes (a histogram
-// with other than kReuseHistogramBins entries, negative entries or a zero sum) and for a device
-// without HBM bandwidth, SM count or L2 size.
+// with other than kReuseHistogramBins entries, negative entries or a zero sum), for a device
+// without HBM bandwidth, SM count or L2 size, and for a scatter-add update with an optimizer
+// other than SGD.
 #pragma once
 
 #include <cstdint>
@@ -155,12 +163,11 @@ double distinct_rows_from_histogram(std::span<const double> histogram, double ro
 double embedding_hit_rate(double lookups, double distinct_rows, double resident_rows);
 
 /// Traffic and time of one table of a kEmbeddingForward / kEmbeddingBackward kernel.
-EmbeddingTableTraffic embedding_table_traffic(KernelClass cls, DType dtype, int64_t batch,
-                                              const EmbeddingTableShape& table, int64_t index_bytes,
-                                              FusedEmbeddingOptimizer optimizer,
-                                              const DeviceProfile& device,
-                                              const AchievableFractions& achievable,
-                                              const EmbeddingParams& params);
+EmbeddingTableTraffic embedding_table_traffic(
+    KernelClass cls, DType dtype, int64_t batch, const EmbeddingTableShape& table,
+    int64_t index_bytes, FusedEmbeddingOptimizer optimizer, const DeviceProfile& device,
+    const AchievableFractions& achievable, const EmbeddingParams& params,
+    EmbeddingUpdate update = EmbeddingUpdate::kFusedDeduplicated);
 
 /// Kernels of one FBGEMM op and its time (part 2 of the header).
 struct EmbeddingOpTime {

@@ -90,6 +90,10 @@ KernelWork roofline_work(const KernelDesc& kernel, int64_t index_bytes) {
       if (kernel.cls == KernelClass::kEmbeddingForward) {
         return {elements, lookups * row_bytes + index_traffic + bags * row_bytes};
       }
+      if (e.update == EmbeddingUpdate::kScatterAdd) {
+        // index_add_: every lookup's value row read, its table row read and written.
+        return {elements, 3.0 * lookups * row_bytes + index_traffic};
+      }
       return {2.0 * elements, bags * row_bytes + 2.0 * lookups * row_bytes + index_traffic};
     }
     case KernelClass::kAttention:

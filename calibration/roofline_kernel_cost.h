@@ -58,7 +58,8 @@ struct KernelWork {
 ///    flops = B T L D (one add per gathered element).
 ///  - kEmbeddingBackward with a fused SGD update (Lin et al., TPDS 2024 "Backward"): output
 ///    gradients read B T D e + read-modify-write of every touched row 2 B T L D e + indices
-///    B T L i; flops = 2 B T L D (seed: B T L D multiply-adds).
+///    B T L i; flops = 2 B T L D (seed: B T L D multiply-adds). With update kScatterAdd
+///    (index_add_ of one value row per lookup): 3 B T L D e + B T L i bytes, B T L D flops.
 /// B = batch, T = tables, L = pooling, D = dim, e = dtype_bytes(dtype), i = index_bytes.
 KernelWork roofline_work(const KernelDesc& kernel, int64_t index_bytes);
 /// Flops and device-memory bytes of a kAttention kernel (fused, FlashAttention-2 style).

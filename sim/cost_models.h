@@ -112,6 +112,20 @@ enum class FusedEmbeddingOptimizer : uint8_t {
   kAdam,            ///< two fp32 states per weight element (exp_avg, exp_avg_sq)
 };
 
+/// How a kEmbeddingBackward applies the lookups' gradients to the tables.
+enum class EmbeddingUpdate : uint8_t {
+  /// FBGEMM's split_embedding_backward_codegen_*: the indices sorted and deduplicated, each
+  /// distinct row updated once by the fused optimizer.
+  kFusedDeduplicated,
+  /// PyTorch's sparse gradient (nn.Embedding(sparse=True), at::embedding_sparse_backward): one
+  /// value row per lookup, applied by torch.optim.SGD as dense.add_(sparse), which is one
+  /// index_add_ over the uncoalesced values (atomic adds into the table; no sort, no
+  /// deduplication; aten/src/ATen/native/sparse/cuda/SparseCUDATensorMath.cu
+  /// add_out_dense_sparse_cuda). SGD only.
+  kScatterAdd,
+};
+std::string_view embedding_update_name(EmbeddingUpdate update);
+
 /// The update rule of a MemoryOp::kOptimizer kernel (PyTorch torch.optim, default options:
 /// no weight decay except AdamW's decoupled one, no amsgrad, no nesterov, steps on the host).
 /// kUnspecified = a generic memory-bound kernel priced by bytes_read / bytes_written.
@@ -180,6 +194,9 @@ struct EmbeddingShape {
   int64_t index_bytes = 4;
   /// kEmbeddingBackward: the optimizer fused into the backward.
   FusedEmbeddingOptimizer optimizer = FusedEmbeddingOptimizer::kSgd;
+  /// kEmbeddingBackward: how the gradients reach the tables (kScatterAdd: SGD only; the op is
+  /// then the optimizer step's index_add_, its values in `dtype`).
+  EmbeddingUpdate update = EmbeddingUpdate::kFusedDeduplicated;
   bool operator==(const EmbeddingShape&) const = default;
 };
 

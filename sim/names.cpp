@@ -100,6 +100,16 @@ std::string_view optimizer_impl_name(OptimizerImpl impl) {
   return "?";
 }
 
+std::string_view embedding_update_name(EmbeddingUpdate update) {
+  switch (update) {
+    case EmbeddingUpdate::kFusedDeduplicated:
+      return "fused";
+    case EmbeddingUpdate::kScatterAdd:
+      return "scatter_add";
+  }
+  return "?";
+}
+
 std::string_view host_phase_name(HostPhase phase) {
   switch (phase) {
     case HostPhase::kOpBegin:

@@ -647,6 +647,9 @@ class ChromeTraceWriter::Impl {
             .integer("rows", k.embedding.rows)
             .integer("dim", k.embedding.dim)
             .real("pooling", k.embedding.pooling);
+        if (k.embedding.update != EmbeddingUpdate::kFusedDeduplicated) {
+          args.str("update", embedding_update_name(k.embedding.update));
+        }
         break;
       case KernelClass::kAttention:
         args.integer("batch", k.attention.batch)

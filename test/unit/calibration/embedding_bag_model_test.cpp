@@ -121,6 +121,39 @@ TEST(EmbeddingBagModel, BackwardTrafficPerOptimizer) {
   EXPECT_DOUBLE_EQ(backward(FusedEmbeddingOptimizer::kAdam).dram_bytes, 601600.0 + 1024000.0);
 }
 
+// PyTorch's sparse gradient applied by index_add_ (EmbeddingUpdate::kScatterAdd): no sort, no
+// deduplication. All distinct (U = N = 1000, all misses): DRAM = values and indices 1000 x
+// (256 + 4) = 260000 + rows read and written 2 x 1000 x 256 = 512000 -> 772000; L2 = 256000.
+// One hot row (E = 1): one compulsory miss, the other 999 adds hit L2: 260000 + 512.
+TEST(EmbeddingBagModel, ScatterAddUpdateReadsEveryLookupsValueAndTouchesItsRowInL2) {
+  const auto update = [](int64_t rows, std::vector<double> histogram,
+                         FusedEmbeddingOptimizer opt = FusedEmbeddingOptimizer::kSgd) {
+    return embedding_table_traffic(KernelClass::kEmbeddingBackward, DType::kFp32, 100,
+                                   EmbeddingTableShape{rows, 64, 10.0, std::move(histogram)}, 4,
+                                   opt, test_device(), kFull, EmbeddingParams{},
+                                   EmbeddingUpdate::kScatterAdd);
+  };
+  const EmbeddingTableTraffic distinct = update(1000000, histogram_with(0));
+  EXPECT_DOUBLE_EQ(distinct.dram_bytes, 772000.0);
+  EXPECT_DOUBLE_EQ(distinct.l2_bytes, 256000.0);
+  EXPECT_NEAR(distinct.seconds, 772000e-12 * 1.1, 1e-18);
+  const EmbeddingTableTraffic hot = update(1, {});
+  EXPECT_DOUBLE_EQ(hot.dram_bytes, 260000.0 + 2 * 256.0);
+  // More than FBGEMM's deduplicated update when the rows are distinct (601600, above).
+  EXPECT_GT(distinct.dram_bytes, 601600.0);
+  EXPECT_THROW(update(1000, {}, FusedEmbeddingOptimizer::kAdagrad), std::invalid_argument);
+  // The op: one kernel (index_add_), floor + bandwidth, no latency term.
+  KernelDesc k;
+  k.cls = KernelClass::kEmbeddingBackward;
+  k.embedding.batch = 100;
+  k.embedding.per_table = {EmbeddingTableShape{1000000, 64, 10.0, histogram_with(0)}};
+  k.embedding.update = EmbeddingUpdate::kScatterAdd;
+  const EmbeddingOpTime t = embedding_op_time(k, test_device(), kFull, EmbeddingParams{});
+  EXPECT_EQ(t.kernels, 1);
+  EXPECT_DOUBLE_EQ(t.latency_seconds, 0.0);
+  EXPECT_NEAR(t.seconds, 2.032e-6 + 772000e-12 * 1.1, 1e-15);
+}
+
 // Part 2 with the default (V100 trace fit) latencies: floor 2.032 us, forward 2.362 + 1.415 Lm,
 // index step 0.554, sort tile 10.635, upsweep 14.269, pass 7.635, encode 10.154, update 34.686.
 TEST(EmbeddingBagModel, ForwardIsFloorPlusMaxOfLatencyAndSummedTableBandwidth) {

@@ -143,6 +143,12 @@ TEST(RooflineKernelCost, EmbeddingBackwardReadsAndWritesEveryTouchedRow) {
   const RooflineKernelCost model(test_params());
   EXPECT_EQ(model.kernel_duration(embedding(KernelClass::kEmbeddingBackward), test_device()).ps(),
             18'540'000);
+  // index_add_ of one value row per lookup: values 5120000 + rows read and written 10240000 +
+  // indices 80000 = 15440000 bytes, one add per element.
+  KernelDesc scatter = embedding(KernelClass::kEmbeddingBackward);
+  scatter.embedding.update = EmbeddingUpdate::kScatterAdd;
+  EXPECT_DOUBLE_EQ(roofline_work(scatter, 4).bytes, 15'440'000.0);
+  EXPECT_DOUBLE_EQ(roofline_work(scatter, 4).flops, 1'280'000.0);
 }
 
 TEST(RooflineKernelCost, RejectsInvalidParameters) {

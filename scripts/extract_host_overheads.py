@@ -15,7 +15,10 @@ Definitions (Lin et al., TPDS 2024, restated here; standard library only):
     "Optimizer.step#...", "ProfilerStep#N") and cpu_op events whose name starts with one of the
     seed's module markers. Ops are the top-level cpu_op events: no cpu_op ancestor but labels.
   * Everything that starts between a DataLoader event longer than 100 us and the next
-    "## forward ##" label is dropped (data loading).
+    "## forward ##" label is dropped (data loading). The DataLoader event itself is kept as one
+    body sample of its name (its duration minus 2 us per host event inside it): the host time
+    of fetching a batch, which workload generators emit as a launch-free op; it is not pooled
+    into the default body.
   * A launch is a cuda_runtime event named cudaLaunchKernel, cudaMemcpyAsync or
     cudaStreamSynchronize anywhere under the op. Runtime calls in IGNORED_RUNTIME are dropped
     entirely (neither launches nor sub-events; their time stays in the gap they sit in).
@@ -78,7 +81,7 @@ class Node:
         return self.cat == "cuda_runtime" and self.name in LAUNCH_NAMES
 
 
-def load_host_events(path):
+def load_host_events(path, loader_samples):
     with open(path) as f:
         trace = json.load(f)
     events = [e for e in trace["traceEvents"]
@@ -87,8 +90,14 @@ def load_host_events(path):
     events = [e for e in events
               if not (e["cat"] == "cuda_runtime" and e["name"] in IGNORED_RUNTIME)]
     # Data loading: from each long DataLoader event to the next forward label.
-    loaders = sorted(e["ts"] for e in events
-                     if "DataLoader" in e["name"] and e["dur"] > DATALOADER_MIN_US)
+    long_loaders = [e for e in events
+                    if "DataLoader" in e["name"] and e["dur"] > DATALOADER_MIN_US]
+    for loader in long_loaders:
+        inside = sum(1 for e in events if e is not loader and e["tid"] == loader["tid"]
+                     and loader["ts"] <= e["ts"] < loader["ts"] + loader["dur"])
+        loader_samples.setdefault(loader["name"], []).append(
+            loader["dur"] - CPU_EVENT_OVERHEAD_US * inside)
+    loaders = sorted(e["ts"] for e in long_loaders)
     forwards = sorted(e["ts"] for e in events if e["name"].lower() == "## forward ##")
     skipped = []
     for start in loaders:
@@ -226,10 +235,11 @@ def main(argv):
         print(__doc__.splitlines()[2], file=sys.stderr)
         return 2
     samples = {}
+    loader_samples = {}
     t1 = []
     launch_durations = {"cudaLaunchKernel": [], "cudaMemcpyAsync": []}
     for path in paths:
-        nodes = load_host_events(path)
+        nodes = load_host_events(path, loader_samples)
         for n in nodes:
             if n.name in launch_durations:
                 launch_durations[n.name].append(n.dur)
@@ -251,6 +261,9 @@ def main(argv):
         "t5": [v for c in launching for v in c["t5"]],
         "body": [v for name, c in cleaned.items() if not samples[name]["t2"] for v in c["t5"]],
     }
+    # Data loading: launch-free bodies of their own, outside the defaults.
+    for name, values in loader_samples.items():
+        cleaned.setdefault(name, {"t2": [], "t3": [], "t5": []})["t5"] += tukey(values)
 
     if as_yaml:
         print_yaml(paths, t1_clean, launch_durations["cudaLaunchKernel"], pooled, cleaned)

@@ -54,8 +54,12 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-/// The host events the extraction looks at, in file order, data loading removed.
-std::vector<std::unique_ptr<Node>> load_nodes(const KinetoTrace& t) {
+/// The host events the extraction looks at, in file order, data loading removed. Each long
+/// DataLoader event adds one body sample under its name to `loader_samples`: its duration less
+/// `event_overhead_us` per host event of its thread that starts inside it.
+std::vector<std::unique_ptr<Node>> load_nodes(
+    const KinetoTrace& t, double event_overhead_us,
+    std::map<std::string, std::vector<double>>& loader_samples) {
   std::vector<const KinetoEvent*> events;
   for (const KinetoEvent& e : t.events) {
     if (e.category != KinetoCategory::kCpuOp && e.category != KinetoCategory::kCudaRuntime &&
@@ -71,6 +75,13 @@ std::vector<std::unique_ptr<Node>> load_nodes(const KinetoTrace& t) {
     const std::string_view n = t.name_of(*e);
     if (n.find("DataLoader") != std::string_view::npos && us(e->dur_ps) > kDataLoaderMinUs) {
       loaders.push_back(us(e->ts_ps));
+      const double start = us(e->ts_ps);
+      const double end = start + us(e->dur_ps);
+      const auto inside = std::count_if(events.begin(), events.end(), [&](const KinetoEvent* o) {
+        return o != e && o->tid == e->tid && start <= us(o->ts_ps) && us(o->ts_ps) < end;
+      });
+      loader_samples[std::string(n)].push_back(us(e->dur_ps) -
+                                               event_overhead_us * static_cast<double>(inside));
     }
     if (lower(n) == "## forward ##") forwards.push_back(us(e->ts_ps));
   }
@@ -300,9 +311,11 @@ ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrac
                                               double cpu_event_overhead_us) {
   ExtractedHostOverheads out;
   std::map<std::string, RawOp> samples;
+  std::map<std::string, std::vector<double>> loader_samples;
   for (const KinetoTrace* t : traces) {
     out.sources.push_back(std::filesystem::path(t->file).filename().string());
-    std::vector<std::unique_ptr<Node>> nodes = load_nodes(*t);
+    std::vector<std::unique_ptr<Node>> nodes =
+        load_nodes(*t, cpu_event_overhead_us, loader_samples);
     for (const auto& n : nodes) {
       if (n->name == "cudaLaunchKernel") out.launch_kernel_us.push_back(n->dur);
       if (n->name == "cudaMemcpyAsync") out.memcpy_async_us.push_back(n->dur);
@@ -328,6 +341,12 @@ ExtractedHostOverheads extract_host_overheads(const std::vector<const KinetoTrac
     } else {
       out.default_body.insert(out.default_body.end(), c.t5.begin(), c.t5.end());
     }
+  }
+  // Data loading: launch-free bodies of their own, outside the defaults.
+  for (const auto& [name, values] : loader_samples) {
+    const std::vector<double> cleaned = tukey(values);
+    std::vector<double>& t5 = out.ops[name].t5;
+    t5.insert(t5.end(), cleaned.begin(), cleaned.end());
   }
   return out;
 }

@@ -10,6 +10,9 @@
 //    under the deepest main-thread label (user_annotation, or a cpu_op named like a module marker)
 //    that contains it; ops are cpu ops with no op ancestor;
 //  - events from a DataLoader event longer than 100 us to the next "## forward ##" are dropped;
+//    the DataLoader event itself is one body sample of its name (its duration less 2 us per host
+//    event of its thread inside it): fetching a batch, a launch-free op of its own that is not
+//    pooled into the default body;
 //  - launches are cudaLaunchKernel, cudaMemcpyAsync and cudaStreamSynchronize under the op;
 //    2 us of profiler overhead (kSeedCpuEventOverheadUs) is taken off per traced sub-event
 //    counted before a launch;

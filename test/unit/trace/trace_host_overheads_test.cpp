@@ -76,5 +76,28 @@ TEST(HostOverheads, t2_t3_t5_follow_the_seed_definitions) {
   EXPECT_FALSE(m.ops.at("aten::view").t2.has_value());
 }
 
+TEST(HostOverheads, a_long_data_loader_event_is_a_body_of_its_own) {
+  // A DataLoader fetch 0..500 us with three host events inside: its body is 500 - 3 x 2 us;
+  // what follows it up to "## forward ##" is data loading and dropped; it is no default body.
+  const std::string name = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
+  const std::string json = kineto_json({
+      annotation(name, kMainTid, "0", "500"),
+      cpu_op("aten::slice", kMainTid, "10", "2"),
+      cpu_op("aten::lift_fresh", kMainTid, "20", "1"),
+      cpu_op("aten::item", kMainTid, "30", "1"),
+      cpu_op("aten::to", kMainTid, "510", "5"),
+      annotation("## forward ##", kMainTid, "600", "100"),
+      cpu_op("aten::view", kMainTid, "610", "4"),
+  });
+  const KinetoTrace t = parse_kineto_trace(json, "t.json");
+  const ExtractedHostOverheads o = extract_host_overheads({&t});
+  ASSERT_TRUE(o.ops.contains(name));
+  EXPECT_EQ(o.ops.at(name).t5, std::vector<double>{500.0 - 3 * 2.0});
+  EXPECT_FALSE(o.ops.at(name).launches);
+  EXPECT_FALSE(o.ops.contains("aten::to"));             // data loading
+  EXPECT_EQ(o.default_body, std::vector<double>{4.0});  // aten::view alone
+  EXPECT_EQ(*host_overheads_of(o).ops.at(name).t5, Duration::from_us(494));
+}
+
 }  // namespace
 }  // namespace upsim

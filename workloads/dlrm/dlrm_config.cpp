@@ -347,6 +347,16 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                           "is {}",
                           dtype_name(config.dtype)));
   }
+  config.grad_scaler =
+      workload.get_bool_or("grad_scaler", config.master_weights && config.dtype == DType::kFp16);
+  if (config.grad_scaler && !config.master_weights) {
+    workload.child("grad_scaler")
+        .fail("GradScaler unscales fp32 master gradients; set master_weights: true with it");
+  }
+  config.loss_to_host = workload.get_bool_or("loss_to_host", true);
+  if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
+    config.input = InputPipeline::kPrefetch;
+  }
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (workload.get_choice_or("bottom_mlp_placement", {"data_parallel", "first_rank"},
                              "data_parallel") == "first_rank") {
@@ -428,6 +438,15 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                      : fused == "adagrad"         ? EmbeddingOptimizer::kAdagrad
                      : fused == "rowwise_adagrad" ? EmbeddingOptimizer::kRowWiseAdagrad
                                                   : EmbeddingOptimizer::kAdam;
+  if (emb.get_choice_or("update", {"fused", "sparse"}, "fused") == "sparse") {
+    if (config.optimizer != EmbeddingOptimizer::kSgd) {
+      emb.child("update").fail(
+          fmt::format("a sparse gradient is applied by torch.optim.SGD's index_add_, but "
+                      "embeddings.optimizer is {}; use update: fused for it",
+                      fused));
+    }
+    config.embedding_update = EmbeddingUpdate::kScatterAdd;
+  }
   return config;
 }
 

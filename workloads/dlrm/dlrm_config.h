@@ -18,6 +18,23 @@
 //                                  #   parameters, gradients, DDP all-reduce and optimizer; each
 //                                  #   forward casts the weights to `dtype`, each backward casts
 //                                  #   their gradients back); needs dtype fp16 or bf16
+//     grad_scaler: true            # torch.cuda.amp.GradScaler (default: master_weights with
+//                                  #   dtype fp16, the fp16 recipe; bf16 needs no loss scaling):
+//                                  #   the loss scaled before backward; the step unscales the
+//                                  #   gradients (_amp_foreach_non_finite_check_and_unscale_),
+//                                  #   reads found_inf on the host (.item(): the CPU waits for
+//                                  #   the backward) before the dense optimizer, and updates the
+//                                  #   scale (_amp_update_scale_); needs master_weights
+//     loss_to_host: true           # true (default; the seed's script: the loss is copied to
+//                                  #   the host every step, which waits for the forward) |
+//                                  #   false (DeepLearningExamples: it stays on the GPU)
+//     input: blocking              # how a batch reaches the GPU: blocking (default; the seed's
+//                                  #   script: at the step's start the dense features, offsets
+//                                  #   and indices are copied and waited for) | prefetch (NVIDIA
+//                                  #   DeepLearningExamples' prefetcher: the next batch is copied
+//                                  #   on a side stream after the optimizer step, from pageable
+//                                  #   memory, so the CPU is held for the copies; the compute
+//                                  #   stream waits for them before the forward)
 //     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
 //                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
 //                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the
@@ -119,6 +136,13 @@
 //       optimizer: sgd             # fused into the embedding backward (FBGEMM): sgd | adagrad |
 //                                  #   rowwise_adagrad | adam; default: the dense one's (adamw ->
 //                                  #   adam); its fp32 state counts in the table memory
+//       update: fused              # fused (default: FBGEMM's backward with the optimizer
+//                                  #   fused, each distinct row updated once) | sparse
+//                                  #   (PyTorch's sparse gradient, nn.Embedding(sparse=True) or
+//                                  #   DeepLearningExamples' gather: one value row per lookup in
+//                                  #   the table dtype, applied in the optimizer step by
+//                                  #   torch.optim.SGD's index_add_; unscaled first under
+//                                  #   grad_scaler); sparse needs optimizer sgd
 //
 // Units: byte sizes need one, "25MiB" or "25MB" (10^6); a bare number only for 0
 // (sim/config/quantity_parse.h).
@@ -148,6 +172,14 @@ enum class BottomMlpPlacement : uint8_t {
 /// DeepLearningExamples' get_device_mapping: above this many ranks, rank 0 (the bottom MLP's)
 /// holds no table.
 inline constexpr uint32_t kHybridTablelessAbove = 4;
+
+/// How each batch's inputs reach the GPU.
+enum class InputPipeline : uint8_t {
+  kBlocking,  ///< copied at the step's start, the host waiting for each copy (dlrm_s_pytorch.py)
+  /// Copied for the next step on a side stream after the optimizer step (DeepLearningExamples
+  /// dlrm/data/utils.py prefetcher); the compute stream waits for them before the forward.
+  kPrefetch,
+};
 
 /// How the dense features and the pooled embeddings meet before the top MLP.
 enum class DlrmInteraction : uint8_t {
@@ -194,6 +226,13 @@ struct DlrmConfig {
   bool master_weights = false;
   /// The dtype parameters, their gradients and the DDP reduction are kept in.
   DType param_dtype() const { return master_weights ? DType::kFp32 : dtype; }
+  /// torch.cuda.amp.GradScaler around backward and the optimizer steps (needs master_weights).
+  bool grad_scaler = false;
+  InputPipeline input = InputPipeline::kBlocking;
+  /// The loss is copied to the host every step (the host waits for the forward).
+  bool loss_to_host = true;
+  /// How the embedding gradients reach the tables (kScatterAdd: torch.optim.SGD, sgd only).
+  EmbeddingUpdate embedding_update = EmbeddingUpdate::kFusedDeduplicated;
   /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
   int64_t cross_layers = 0;
   int64_t cross_rank = 0;

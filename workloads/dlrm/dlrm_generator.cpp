@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -24,6 +26,8 @@ using pytorch::pointwise;
 constexpr uint16_t kCpuThread = 0;
 constexpr uint16_t kComputeStream = 0;
 constexpr uint16_t kCommStream = 1;
+/// input: prefetch only: the stream the next batch's copies run on.
+constexpr uint16_t kDataStream = 2;
 /// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
 /// loss are fp32 in the DLRM script.
 constexpr int64_t kFp32Bytes = 4;
@@ -170,10 +174,19 @@ class RankEmitter {
     graph_.add_iteration_mark(rank_, kCpuThread, it);
     DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
     DdpModule bottom{cfg_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
-    load_batch();
+    const bool prefetch = cfg_.input == InputPipeline::kPrefetch;
+    // The prefetcher copies the first batch before the loop, each later one after the step
+    // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
+    if (!prefetch || it == 0) load_batch();
+    if (prefetch) {
+      HostOp h(graph_, at_, "torch.cuda.Stream.wait_stream");
+      h.wait(kComputeStream, h.record(kDataStream));
+      h.end();
+    }
     forward(groups);
     backward(groups, top, bottom);
     optimizer_step();
+    if (prefetch) load_batch();
     graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
   }
 
@@ -196,11 +209,26 @@ class RankEmitter {
     graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::to");
   }
 
+  /// A copy of one input tensor: blocking (the host waits for it on the compute stream), or the
+  /// prefetcher's on the data stream, whose pageable source holds the host until it is staged
+  /// (CUDA's cudaMemcpyAsync from pageable memory returns once the data is staged; the staging
+  /// is priced as the copy).
+  void input_copy(std::string_view copy_name, int64_t bytes) {
+    if (cfg_.input == InputPipeline::kBlocking) {
+      blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
+      return;
+    }
+    HostOp h(graph_, at_, "aten::to");
+    h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
+    h.end();
+    graph_.add_host_sync(rank_, kCpuThread, kDataStream, "aten::to");
+  }
+
   // ---- phases ------------------------------------------------------------------------------
   void load_batch() {
+    body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
     if (bottom_batch_ > 0) {
-      blocking_copy("Memcpy HtoD (dense)", TransferKind::kHostToDevice,
-                    bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
+      input_copy("Memcpy HtoD (dense)", bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
     }
     // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
     // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
@@ -212,10 +240,14 @@ class RankEmitter {
         indices += std::llround(as_double(group->batch) * table.pooling);
       }
     }
-    if (offsets == 0) return;
-    blocking_copy("Memcpy HtoD (offsets)", TransferKind::kHostToDevice,
-                  (offsets + 1) * cfg_.index_bytes);
-    blocking_copy("Memcpy HtoD (indices)", TransferKind::kHostToDevice, indices * cfg_.index_bytes);
+    if (offsets > 0) {
+      input_copy("Memcpy HtoD (offsets)", (offsets + 1) * cfg_.index_bytes);
+      input_copy("Memcpy HtoD (indices)", indices * cfg_.index_bytes);
+    }
+    // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
+    if (cfg_.input == InputPipeline::kPrefetch) {
+      input_copy("Memcpy HtoD (targets)", b_ * kFp32Bytes);
+    }
   }
 
   /// Adds to `group` a lookup of `rows` rows and `dim` columns of `table` (the table, a row-wise
@@ -267,10 +299,34 @@ class RankEmitter {
                   embedding_kernel(KernelClass::kEmbeddingForward, group, cfg_.optimizer));
   }
 
-  /// Its backward with the fused optimizer update; the gradients arrive in `from`.
-  void fused_backward(const LookupGroup& group, DType from) {
+  /// Lookups of `group` times their dims: the values of its sparse gradient (one row a lookup).
+  static int64_t sparse_values(const LookupGroup& group) {
+    double values = 0.0;
+    for (const EmbeddingTableShape& table : group.tables) {
+      values += std::round(as_double(group.batch) * table.pooling) * as_double(table.dim);
+    }
+    return static_cast<int64_t>(values);
+  }
+
+  /// Its backward; the gradients arrive in `from`. Fused (FBGEMM): the backward kernel with the
+  /// optimizer update. Sparse: the gradient, cast to the table dtype, is the sparse gradient's
+  /// values (at::embedding_sparse_backward: a view); with bags of more than one row,
+  /// embedding_bag's sparse backward first copies each bag's gradient to its lookups
+  /// (index_select). optimizer_step applies it.
+  void embedding_backward(const LookupGroup& group, DType from) {
     if (group.empty()) return;
-    convert(from, cfg_.embedding_dtype, group.batch * group.values_per_sample);
+    const int64_t pooled = group.batch * group.values_per_sample;
+    convert(from, cfg_.embedding_dtype, pooled);
+    if (cfg_.embedding_update == EmbeddingUpdate::kScatterAdd) {
+      const int64_t values = sparse_values(group);
+      if (values > pooled) {
+        single_kernel("EmbeddingBagBackward0", "index_select_kernel/index_select",
+                      "aten::index_select",
+                      pointwise(MemoryOp::kIndex, cfg_.embedding_dtype, as_double(values), 0,
+                                as_double(pooled) / as_double(values), 1));
+      }
+      return;
+    }
     const std::string_view name = fbgemm_optimizer_name(cfg_.optimizer);
     single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
                   fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
@@ -445,12 +501,16 @@ class RankEmitter {
     }
 
     // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
-    blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);
+    if (cfg_.input == InputPipeline::kBlocking) {
+      blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);
+    }
     single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
                   "aten::binary_cross_entropy",
                   pointwise(MemoryOp::kBinary, dt_, as_double(b_), 7, 2, 1));
     // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
-    blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+    if (cfg_.loss_to_host) {
+      blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+    }
   }
 
   // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
@@ -631,6 +691,11 @@ class RankEmitter {
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
     body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
                      torch_optimizer_class(cfg_.dense_optimizer)));
+    if (cfg_.grad_scaler) {
+      // scaler.scale(loss): the loss times the scale.
+      single_kernel("aten::mul", "vectorized_elementwise_kernel/mul", "aten::mul",
+                    pointwise(MemoryOp::kBinary, DType::kFp32, 1, 1, 2, 1));
+    }
     single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
                   pointwise(MemoryOp::kCopy, DType::kFp32, 1, 0, 0, 1));
     single_kernel("BinaryCrossEntropyBackward0",
@@ -701,12 +766,12 @@ class RankEmitter {
       convert(cfg_.all_to_all_dtype, dt_, bottom_batch_ * d_);
       bottom_backward();
     }
-    // The gradients of this rank's lookups, as the fused backward reads them.
-    fused_backward(pieces_, exchange_.all_to_all ? cfg_.all_to_all_dtype : dt_);
+    // The gradients of this rank's lookups, as the embedding backward reads them.
+    embedding_backward(pieces_, exchange_.all_to_all ? cfg_.all_to_all_dtype : dt_);
     if (exchange_.row_wise) wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
-    fused_backward(row_wise_, exchange_.row_wise ? cfg_.all_to_all_dtype : dt_);
+    embedding_backward(row_wise_, exchange_.row_wise ? cfg_.all_to_all_dtype : dt_);
     if (table_row_wise_done != kNoTask) wait_for("TwRw_ReqBackward", table_row_wise_done);
-    fused_backward(table_row_wise_, exchange_.table_row_wise ? cfg_.all_to_all_dtype : dt_);
+    embedding_backward(table_row_wise_, exchange_.table_row_wise ? cfg_.all_to_all_dtype : dt_);
     std::vector<TaskId> data_parallel_done;
     if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
     if (distributed_) {
@@ -804,6 +869,67 @@ class RankEmitter {
         elements += out * in + out;
       }
     }
+    if (cfg_.grad_scaler) {
+      // scaler.step(optimizer): unscale_ the dense gradients and check them for inf / NaN,
+      // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
+      // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
+      unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
+      HostOp item(graph_, at_, "aten::_local_scalar_dense");
+      item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
+      item.end();
+      graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::_local_scalar_dense");
+    }
+    dense_step(sgd, elements, tables_apart);
+    sparse_step();
+    if (cfg_.grad_scaler) {
+      // scaler.update(): the scale for the next step from found_inf.
+      single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
+                    "aten::_amp_update_scale_",
+                    pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
+    }
+  }
+
+  /// torch._amp_foreach_non_finite_check_and_unscale_ over `elements` gradient values of
+  /// `dtype`: each read, multiplied by 1 / scale, checked and written back.
+  void unscale_gradients(int64_t elements, DType dtype) {
+    if (elements == 0) return;
+    single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
+                  "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
+                  "aten::_amp_foreach_non_finite_check_and_unscale_",
+                  pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
+  }
+
+  /// embeddings.update sparse: torch.optim.SGD adds each lookup's gradient row into its table
+  /// row (dense.add_(sparse, alpha=-lr): one index_add_ per sparse parameter; the lookup groups
+  /// are the parameters), after GradScaler's unscale_ of the values.
+  void sparse_step() {
+    if (cfg_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
+    const std::array<const LookupGroup*, 3> groups{&pieces_, &row_wise_, &table_row_wise_};
+    if (cfg_.grad_scaler) {
+      // The values are in the table dtype; GradScaler unscales them as they are.
+      int64_t values = 0;
+      for (const LookupGroup* group : groups)
+        values += sparse_values(*group);
+      unscale_gradients(values, cfg_.embedding_dtype);
+    }
+    if (std::all_of(groups.begin(), groups.end(),
+                    [](const LookupGroup* g) { return g->empty(); })) {
+      return;
+    }
+    HostOp h(graph_, at_, "Optimizer.step#SGD.step");
+    for (const LookupGroup* group : groups) {
+      if (group->empty()) continue;
+      KernelDesc update =
+          embedding_kernel(KernelClass::kEmbeddingBackward, *group, EmbeddingOptimizer::kSgd);
+      update.embedding.update = EmbeddingUpdate::kScatterAdd;
+      h.kernel("indexFuncLargeIndex/index_add", "aten::index_add_", update);
+    }
+    h.end();
+  }
+
+  /// The dense parameters' optimizer step (the foreach update `sgd` over `elements`; the
+  /// data-parallel tables in their own launch when `tables_apart`).
+  void dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
     const std::string kernel =
         fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(cfg_.dense_optimizer));
     const std::string_view aten = cfg_.dense_optimizer == OptimizerKind::kSgd
@@ -947,7 +1073,10 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
 
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     built.ranks.push_back(
-        graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, {"compute", "comm"}}));
+        graph.add_rank(RankInfo{fmt::format("rank {}", r), 1,
+                                config.input == InputPipeline::kPrefetch
+                                    ? std::vector<std::string>{"compute", "comm", "data"}
+                                    : std::vector<std::string>{"compute", "comm"}}));
   }
 
   const size_t n = inputs.ranks;

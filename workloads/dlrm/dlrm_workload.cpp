@@ -52,18 +52,21 @@ int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batc
 /// data-parallel tables for its own samples), the all-to-all's send and receive buffers and the
 /// row-wise reduce-scatter's, the table-row-wise reduce-scatter's and all-to-all's (its node's
 /// blocks for the global batch; forward and backward: twice), the indices and offsets its
-/// lookups read.
+/// lookups read, and with embeddings.update sparse the sparse gradient's values (one row a
+/// lookup, in the table dtype).
 int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& placement,
                      uint32_t rank, bool distributed) {
   const int64_t emb = dtype_bytes(c.embedding_dtype);
   const int64_t wire = dtype_bytes(c.all_to_all_dtype);
-  int64_t sent_columns = 0;  // per sample, in the all-to-all
-  double indices = 0.0;      // per sample of the global batch
-  int64_t bags = 0;          // per sample of the global batch
+  int64_t sent_columns = 0;    // per sample, in the all-to-all
+  double indices = 0.0;        // per sample of the global batch
+  double lookup_values = 0.0;  // per sample of the global batch: lookups x their width
+  int64_t bags = 0;            // per sample of the global batch
   for (const uint32_t piece : placement.pieces_of_rank[rank]) {
     const TablePiece& p = placement.pieces[piece];
     sent_columns += p.dim;
     indices += c.tables[p.table].pooling;
+    lookup_values += c.tables[p.table].pooling * static_cast<double>(p.dim);
     ++bags;
   }
   int64_t received_columns = 0;  // per local sample, from the all-to-all
@@ -71,8 +74,11 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
     received_columns += p.dim;
   const auto row_wise = static_cast<int64_t>(placement.row_wise.size());
   const auto data_parallel = static_cast<int64_t>(placement.data_parallel.size());
-  for (const uint32_t t : placement.row_wise)
-    indices += c.tables[t].pooling / static_cast<double>(placement.pieces_of_rank.size());
+  for (const uint32_t t : placement.row_wise) {
+    const double share = c.tables[t].pooling / static_cast<double>(placement.pieces_of_rank.size());
+    indices += share;
+    lookup_values += share * static_cast<double>(c.embedding_dim);
+  }
   bags += row_wise;
   // Table-row-wise: the blocks of this rank's node.
   const uint32_t local = placement.ranks_per_node;
@@ -83,6 +89,8 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
     if (placement.node_of_table[t] != rank / local) continue;
     ++twrw_node;
     indices += c.tables[t].pooling / static_cast<double>(local);
+    lookup_values +=
+        c.tables[t].pooling / static_cast<double>(local) * static_cast<double>(c.embedding_dim);
   }
   bags += twrw_node;
   const int64_t lookups =
@@ -104,7 +112,12 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
       (static_cast<double>(c.global_batch) * indices + static_cast<double>(batch) * dp_indices) *
       static_cast<double>(c.index_bytes));
   const int64_t offsets = (c.global_batch * bags + batch * data_parallel + 1) * c.index_bytes;
-  return lookups + exchange + index_bytes + offsets;
+  const int64_t sparse_gradient =
+      c.embedding_update == EmbeddingUpdate::kScatterAdd
+          ? static_cast<int64_t>(static_cast<double>(c.global_batch) * lookup_values *
+                                 static_cast<double>(emb))
+          : 0;
+  return lookups + exchange + index_bytes + offsets + sparse_gradient;
 }
 
 }  // namespace

@@ -27,9 +27,13 @@ TaskId HostOp::kernel_on(uint16_t stream, std::string_view kernel_name, std::str
 }
 
 TaskId HostOp::copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-  return launch(kLaunchMemcpy,
-                graph_.add_memcpy(at_.rank, at_.compute_stream, copy_name, "aten::copy_",
-                                  TransferDesc{kind, at_.rank, bytes}));
+  return copy_on(at_.compute_stream, copy_name, kind, bytes);
+}
+
+TaskId HostOp::copy_on(uint16_t stream, std::string_view copy_name, TransferKind kind,
+                       int64_t bytes) {
+  return launch(kLaunchMemcpy, graph_.add_memcpy(at_.rank, stream, copy_name, "aten::copy_",
+                                                 TransferDesc{kind, at_.rank, bytes}));
 }
 
 TaskId HostOp::record(uint16_t stream) {

@@ -44,8 +44,9 @@ class HostOp {
   TaskId kernel(std::string_view kernel_name, std::string_view aten_op, KernelDescId desc);
   TaskId kernel_on(uint16_t stream, std::string_view kernel_name, std::string_view aten_op,
                    KernelDescId desc);
-  /// A copy on the compute stream (the stream PyTorch's aten::to uses).
+  /// A copy on the compute stream (the stream PyTorch's aten::to uses), or on `stream`.
   TaskId copy(std::string_view copy_name, TransferKind kind, int64_t bytes);
+  TaskId copy_on(uint16_t stream, std::string_view copy_name, TransferKind kind, int64_t bytes);
   TaskId record(uint16_t stream);
   TaskId wait(uint16_t stream, TaskId event);
   /// A collective on the comm stream (or `stream`).

@@ -92,8 +92,9 @@ TEST(DlrmConfig, DefaultsAreWrittenIntoTheResolvedConfig) {
   EXPECT_DOUBLE_EQ(c.tables[0].pooling, 1.5);
   EXPECT_EQ(c.sharding, ShardingStrategy::kSizeLookupGreedy);
   const std::string resolved = doc.resolved_yaml();
-  for (const char* key : {"dtype", "sharding", "sharding_seed", "ddp_bucket", "ddp_first_bucket",
-                          "optimizer", "interaction", "index_bytes", "count"}) {
+  for (const char* key :
+       {"dtype", "sharding", "sharding_seed", "ddp_bucket", "ddp_first_bucket", "optimizer",
+        "interaction", "index_bytes", "count", "grad_scaler", "input", "loss_to_host", "update"}) {
     EXPECT_NE(resolved.find(key), std::string::npos) << key << " missing in\n" << resolved;
   }
 }
@@ -259,6 +260,35 @@ TEST(DlrmConfig, DenseAndFusedEmbeddingOptimizers) {
   EXPECT_EQ(rowwise.optimizer, EmbeddingOptimizer::kRowWiseAdagrad);
   EXPECT_NE(error_of(replace(scenario(), "optimizer: sgd", "optimizer: lamb")).find("optimizer"),
             std::string::npos);
+}
+
+// The training loop's behaviours (DeepLearningExamples' step): GradScaler by default exactly
+// for fp16 with master weights, prefetched input, the loss kept on the GPU, sparse gradients
+// (SGD only); each error names its key.
+TEST(DlrmConfig, TrainingLoopKeysAndTheirDefaults) {
+  const DlrmConfig plain = parse(scenario());
+  EXPECT_FALSE(plain.grad_scaler);
+  EXPECT_EQ(plain.input, InputPipeline::kBlocking);
+  EXPECT_TRUE(plain.loss_to_host);
+  EXPECT_EQ(plain.embedding_update, EmbeddingUpdate::kFusedDeduplicated);
+  const std::string amp =
+      replace(scenario("  master_weights: true\n"), "dtype: fp32", "dtype: fp16");
+  EXPECT_TRUE(parse(amp).grad_scaler);
+  EXPECT_FALSE(parse(replace(amp, "dtype: fp16", "dtype: bf16")).grad_scaler);
+  EXPECT_FALSE(parse(amp + "  grad_scaler: false\n").grad_scaler);
+  const DlrmConfig dle =
+      parse(replace(scenario("  input: prefetch\n  loss_to_host: false\n"), "    index_bytes: 8",
+                    "    index_bytes: 8\n    update: sparse"));
+  EXPECT_EQ(dle.input, InputPipeline::kPrefetch);
+  EXPECT_FALSE(dle.loss_to_host);
+  EXPECT_EQ(dle.embedding_update, EmbeddingUpdate::kScatterAdd);
+  EXPECT_NE(error_of(scenario("  grad_scaler: true\n")).find("grad_scaler"), std::string::npos);
+  EXPECT_NE(error_of(scenario("  input: pinned\n")).find("input"), std::string::npos);
+  const std::string e =
+      error_of(replace(replace(scenario(), "optimizer: sgd", "optimizer: adam"),
+                       "    index_bytes: 8", "    index_bytes: 8\n    update: sparse"));
+  EXPECT_NE(e.find("update"), std::string::npos) << e;
+  EXPECT_NE(e.find("torch.optim.SGD"), std::string::npos) << e;
 }
 
 TEST(DlrmConfig, ShardingTypesPerTableGroupWithTheirDefaults) {

@@ -1088,5 +1088,177 @@ TEST(DlrmGenerator, TableRowWiseOnOneNodeIsRowWise) {
   EXPECT_EQ(run_ms("table_row_wise"), run_ms("row_wise"));
 }
 
+// ---- how DeepLearningExamples runs a step: GradScaler, sparse gradients, prefetched batches --
+
+/// `rank`'s tasks of `kind` named `op` (the op a task belongs to), in issue order.
+std::vector<TaskId> tasks_named(const TaskGraph& g, RankId rank, TaskKind kind,
+                                std::string_view op) {
+  std::vector<TaskId> out;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank == rank && t.kind == kind && g.name(t.op_name) == op) out.push_back(id);
+  }
+  return out;
+}
+
+const std::string kTinyAmp =
+    with(kTiny, "global_batch: 8", "global_batch: 8\n  dtype: fp16") + "  master_weights: true\n";
+
+// fp16 autocast with master weights brings torch.cuda.amp.GradScaler: the loss is scaled, the
+// dense gradients unscaled, found_inf read on the host (which waits for the compute stream)
+// before the dense step, and the scale updated after it.
+TEST(DlrmGenerator, GradScalerReadsFoundInfOnTheHostBeforeTheDenseStep) {
+  TaskGraph g;
+  generate_dlrm(config_of(kTinyAmp.c_str(), 2), inputs_of(2, 1), g);
+  const std::vector<TaskId> syncs =
+      tasks_named(g, 0, TaskKind::kHostSync, "aten::_local_scalar_dense");
+  ASSERT_EQ(syncs.size(), 1U);
+  const std::vector<KernelDesc> unscale =
+      kernels_of(g, 0, "aten::_amp_foreach_non_finite_check_and_unscale_");
+  ASSERT_EQ(unscale.size(), 1U);
+  // The 51 dense parameters (SgdStepNamesItsUpdateAndTensors), fp32: read and written.
+  EXPECT_DOUBLE_EQ(unscale[0].bytes_read, 51 * 4);
+  EXPECT_DOUBLE_EQ(unscale[0].bytes_written, 51 * 4);
+  const std::vector<TaskId> unscale_tasks =
+      tasks_named(g, 0, TaskKind::kKernel, "aten::_amp_foreach_non_finite_check_and_unscale_");
+  const std::vector<TaskId> step = tasks_named(g, 0, TaskKind::kKernel, "aten::_foreach_add_");
+  const std::vector<TaskId> update =
+      tasks_named(g, 0, TaskKind::kKernel, "aten::_amp_update_scale_");
+  ASSERT_EQ(step.size(), 1U);
+  ASSERT_EQ(update.size(), 1U);
+  EXPECT_LT(unscale_tasks[0], syncs[0]);
+  EXPECT_LT(syncs[0], step[0]);
+  EXPECT_LT(step[0], update[0]);
+  EXPECT_EQ(g.task(syncs[0]).resource, 0);  // the compute stream
+  // scale(loss): one host op aten::mul (its begin and end; DDP's pre-scales are in all-reduces).
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kCpuOp, "aten::mul").size(), 2U);
+  // Off: explicitly, or with bf16 (which needs no loss scaling), or without master weights.
+  for (const std::string& yaml :
+       {kTinyAmp + "  grad_scaler: false\n", with(kTinyAmp.c_str(), "fp16", "bf16"),
+        with(kTiny, "global_batch: 8", "global_batch: 8\n  dtype: fp16")}) {
+    TaskGraph off;
+    generate_dlrm(config_of(yaml.c_str(), 2), inputs_of(2, 1), off);
+    EXPECT_TRUE(tasks_named(off, 0, TaskKind::kHostSync, "aten::_local_scalar_dense").empty())
+        << yaml;
+    EXPECT_TRUE(kernels_of(off, 0, "aten::_amp_foreach_non_finite_check_and_unscale_").empty());
+    EXPECT_TRUE(tasks_named(off, 0, TaskKind::kCpuOp, "aten::mul").empty());
+  }
+  const std::string without_master =
+      with(kTiny, "global_batch: 8", "global_batch: 8\n  dtype: fp16\n  grad_scaler: true");
+  EXPECT_THROW(config_of(without_master.c_str(), 2), ConfigError);
+}
+
+// embeddings.update sparse: no FBGEMM backward; the gradient of each lookup is one value row,
+// added into the table by the optimizer step's index_add_ (unscaled first under GradScaler).
+// Rank 0 holds t0 (100 rows, pooling 10) and looks it up for the global batch of 8: 80 lookups
+// of dim 2 = 160 values from 8 x 2 = 16 pooled gradient values (index_select copies them).
+TEST(DlrmGenerator, SparseUpdateAddsEveryLookupsRowInTheOptimizerStep) {
+  const std::string sparse =
+      with(kTinyAmp.c_str(), "    dim: 2\n", "    dim: 2\n    update: sparse\n");
+  TaskGraph g;
+  generate_dlrm(config_of(sparse.c_str(), 2), inputs_of(2, 1), g);
+  EXPECT_TRUE(kernels_of(g, 0, "fbgemm::split_embedding_backward_codegen_sgd").empty());
+  const std::vector<KernelDesc> expand = kernels_of(g, 0, "aten::index_select");
+  ASSERT_EQ(expand.size(), 1U);
+  EXPECT_DOUBLE_EQ(expand[0].bytes_read, 16 * 4);
+  EXPECT_DOUBLE_EQ(expand[0].bytes_written, 160 * 4);
+  const std::vector<KernelDesc> add = kernels_of(g, 0, "aten::index_add_");
+  ASSERT_EQ(add.size(), 1U);
+  EXPECT_EQ(add[0].cls, KernelClass::kEmbeddingBackward);
+  EXPECT_EQ(add[0].embedding.update, EmbeddingUpdate::kScatterAdd);
+  ASSERT_EQ(add[0].embedding.per_table.size(), 1U);
+  EXPECT_EQ(add[0].embedding.per_table[0].rows, 100);
+  EXPECT_EQ(add[0].embedding.batch, 8);
+  // Dense gradients (51) and the rank's 160 values, each unscaled once.
+  const std::vector<KernelDesc> unscale =
+      kernels_of(g, 0, "aten::_amp_foreach_non_finite_check_and_unscale_");
+  ASSERT_EQ(unscale.size(), 2U);
+  EXPECT_DOUBLE_EQ(unscale[1].bytes_read, 160 * 4);
+  // One-hot tables (pooling 1) need no index_select: rank 1's t2 alone is pooling 1, but t1
+  // is 5-hot, so rank 1 copies too; a one-hot model copies nothing.
+  const std::string one_hot = tiny_with_tables(
+      "      - {rows: 100, pooling: 1}\n      - {rows: 50, pooling: 1}\n      - {rows: 10, "
+      "pooling: 1}\n");
+  TaskGraph h;
+  generate_dlrm(
+      config_of(with(one_hot.c_str(), "    dim: 2\n", "    dim: 2\n    update: sparse\n").c_str(),
+                2),
+      inputs_of(2, 1), h);
+  for (RankId r : {0U, 1U}) {
+    EXPECT_TRUE(kernels_of(h, r, "aten::index_select").empty()) << r;
+    EXPECT_EQ(kernels_of(h, r, "aten::index_add_").size(), 1U) << r;
+  }
+  // torch.optim.SGD only.
+  const std::string adagrad =
+      with(sparse.c_str(), "    update: sparse\n", "    update: sparse\n    optimizer: adagrad\n");
+  EXPECT_THROW(config_of(adagrad.c_str(), 2), ConfigError);
+}
+
+// input prefetch: the batch's copies run on a third stream ("data"), the first before the
+// loop and each next one after the optimizer step, each holding the host (pageable source);
+// the forward waits for them. loss_to_host false: no per-step copy of the loss.
+TEST(DlrmGenerator, PrefetchCopiesTheNextBatchOnTheDataStream) {
+  const std::string prefetch = std::string(kTiny) + "  input: prefetch\n  loss_to_host: false\n";
+  TaskGraph g;
+  const DlrmGraph built = generate_dlrm(config_of(prefetch.c_str(), 2), inputs_of(2, 2), g);
+  ASSERT_EQ(g.rank(built.ranks[0]).stream_names.size(), 3U);
+  EXPECT_EQ(g.rank(built.ranks[0]).stream_names[2], "data");
+  int on_data = 0;
+  int loss_copies = 0;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank != 0 || t.kind != TaskKind::kMemcpy) continue;
+    if (t.resource == 2) ++on_data;
+    if (g.transfer(id).kind == TransferKind::kDeviceToHost) ++loss_copies;
+  }
+  // Dense features, offsets, indices, targets: 4 copies a batch; 2 iterations load 3 batches.
+  EXPECT_EQ(on_data, 12);
+  EXPECT_EQ(loss_copies, 0);
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kHostSync, "aten::to").size(), 12U);
+  // wait_stream each iteration: an event record on the data stream, a wait on the compute one.
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kLaunch, "torch.cuda.Stream.wait_stream").size(), 4U);
+  // Blocking (the default): every copy on the compute stream, the loss copied each step.
+  TaskGraph b;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 2), b);
+  ASSERT_EQ(b.rank(0).stream_names.size(), 2U);
+  int blocking_loss = 0;
+  for (TaskId id = 0; id < b.task_count(); ++id) {
+    const Task& t = b.task(id);
+    if (t.rank == 0 && t.kind == TaskKind::kMemcpy) {
+      EXPECT_EQ(t.resource, 0);
+      if (b.transfer(id).kind == TransferKind::kDeviceToHost) ++blocking_loss;
+    }
+  }
+  EXPECT_EQ(blocking_loss, 2);
+  // Both fetch a batch through the DataLoader once per load.
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kCpuOp,
+                        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+                .size(),
+            3U);
+  EXPECT_EQ(tasks_named(b, 0, TaskKind::kCpuOp,
+                        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+                .size(),
+            2U);
+  EXPECT_THROW(config_of((std::string(kTiny) + "  input: async\n").c_str(), 2), ConfigError);
+}
+
+// With every DeepLearningExamples switch on, hybrid parallel included, the graph completes.
+TEST(DlrmGenerator, DeepLearningExamplesStepRunsToCompletion) {
+  const std::string dle =
+      with(kTinyAmp.c_str(), "    dim: 2\n", "    dim: 2\n    update: sparse\n") +
+      "  input: prefetch\n  loss_to_host: false\n  bottom_mlp_placement: first_rank\n";
+  for (const uint32_t ranks : {1U, 2U, 6U}) {
+    const std::string yaml = with(dle.c_str(), "global_batch: 8", "global_batch: 24");
+    TaskGraph g;
+    generate_dlrm(config_of(yaml.c_str(), ranks), inputs_of(ranks, 3), g);
+    UnitKernelCost kernels;
+    UnitCollectiveCost collectives;
+    int ended = 0;
+    const RunStats stats = run_graph(g, ranks, kernels, collectives, &ended);
+    EXPECT_EQ(stats.tasks_done, g.task_count()) << ranks;
+    EXPECT_EQ(static_cast<size_t>(ended), g.task_count()) << ranks;
+  }
+}
+
 }  // namespace
 }  // namespace upsim

@@ -88,7 +88,10 @@ TEST(WorkloadRegistry, DuplicateEmptyOrFactorylessFamiliesAreRejected) {
   EXPECT_EQ(registry.names().size(), 1U);
 }
 
-TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
+/// Two ranks of the DLRM with tables of 100 rows (pooling 10) and 50 rows (pooling 5), dim 2,
+/// global batch 8, built for 2 iterations (1 warm-up) on 1 GiB GPUs; `embeddings_extra` adds
+/// keys to the embeddings map.
+WorkloadBuild build_two_rank_dlrm(TaskGraph& graph, const std::string& embeddings_extra = "") {
   ConfigDocument doc = ConfigDocument::parse_string(R"(workload:
   model: dlrm
   global_batch: 8
@@ -96,7 +99,7 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   top_mlp: [4, 1]
   embeddings:
     dim: 2
-    tables:
+)" + embeddings_extra + R"(    tables:
       - {rows: 100, pooling: 10}
       - {rows: 50, pooling: 5}
 )",
@@ -110,8 +113,12 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   platform.warmup_iterations = 1;
   w->prepare(platform);
   doc.check_all_keys_used();
+  return w->build(platform, graph);
+}
+
+TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   TaskGraph graph;
-  const WorkloadBuild b = w->build(platform, graph);
+  const WorkloadBuild b = build_two_rank_dlrm(graph);
   EXPECT_EQ(graph.rank_count(), 2U);
   EXPECT_EQ(b.iterations, 2U);
   EXPECT_EQ(b.warmup_iterations, 1U);
@@ -138,6 +145,16 @@ TEST(WorkloadRegistry, DlrmFamilyParsesForThePlatformAndReportsItsTableMemory) {
   EXPECT_EQ(b.memory->parts[4].name, "buffers");
   EXPECT_EQ(b.memory->parts[4].bytes, 64 + 256 + 640 + 72);
   EXPECT_EQ(b.memory->total_bytes(), 800 + 2 * (10 + 29) * 4 + 800 + 1032);
+}
+
+// embeddings.update sparse keeps the sparse gradient's values until the optimizer step: rank 0
+// looks table 0 up 8 x 10 times, one fp32 row of dim 2 each: 640 B more buffers.
+TEST(WorkloadRegistry, DlrmSparseGradientValuesCountInTheBuffers) {
+  TaskGraph fused;
+  TaskGraph sparse;
+  EXPECT_EQ(build_two_rank_dlrm(fused).memory->parts.at(4).bytes, 64 + 256 + 640 + 72);
+  EXPECT_EQ(build_two_rank_dlrm(sparse, "    update: sparse\n").memory->parts.at(4).bytes,
+            64 + 256 + 640 + 72 + 8 * 10 * 2 * 4);
 }
 
 TEST(WorkloadRegistry, DlrmBatchIsCheckedAgainstThePlatformsGpus) {

@@ -269,10 +269,11 @@ constexpr double kDefaultBound = 0.15;
 /// does not apply to them.
 constexpr std::array<std::string_view, 2> kDleSources = {"dle-dlrm", "dle-dcnv2"};
 constexpr double kDleBound = 0.12;
-/// 26% since the per-kernel GPU time became a measured per-GPU value (3.5 us on V100, from its
-/// Kineto traces, instead of the seed's 5 us everywhere): the two DGX-2 mixed-precision rows,
-/// under-predicted by something else (-23.9% with 5 us), reach -25.4% and -25.0%.
-constexpr double kDleRowBound = 0.26;
+/// The 25%. The mixed-precision multi-GPU rows are the worst (-15% to -22% on V100):
+/// GradScaler's found_inf read makes the host wait for the backward, so the Python work after
+/// it (optimizer steps, the next batch's fetch) is exposed; upsim prices its aten ops and the
+/// DataLoader fetch, not the rest of the Python in between.
+constexpr double kDleRowBound = 0.25;
 
 }  // namespace
 
@@ -711,7 +712,7 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"
       "|error| and the rows skipped and why. Exits 0 when every bounded geomean is within\n"
       "--bound, the DeepLearningExamples rows together (dle-dlrm and dle-dcnv2) have a\n"
-      "geomean within 12% and none beyond 26%, and no row failed; 1 otherwise, 2 for\n"
+      "geomean within 12% and none beyond 25%, and no row failed; 1 otherwise, 2 for\n"
       "bad input. Run from the repository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("megatron", po::value<std::string>(&megatron_file)->default_value(megatron_file),
@@ -735,7 +736,7 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       ("jobs,j", po::value<int>(&jobs)->default_value(1), "rows simulated in parallel")  //
       ("bound", po::value<double>(&bound)->default_value(kDefaultBound, "0.15"),
        "largest acceptable geomean |error| per source (fraction; the DeepLearningExamples "
-       "sources have their own: 12% over both, no row beyond 26%)")  //
+       "sources have their own: 12% over both, no row beyond 25%)")  //
       ("megatron-micro-batch", po::value<int64_t>(&mapping.micro_batch)->default_value(1),
        "Megatron micro-batch size (Table 1 does not state it; Table 2's PTD-P runs use 1)")  //
       ("megatron-schedule", po::value<std::string>(&schedule)->default_value(schedule),

@@ -315,6 +315,9 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   if (ranks == 0) workload.fail("a DLRM run needs at least one rank");
   DlrmConfig config;
   workload.get_choice("model", {"dlrm"});
+  if (workload.get_choice_or("mode", {"train", "inference"}, "train") == "inference") {
+    config.mode = DlrmMode::kInference;
+  }
 
   config.global_batch =
       at_most(workload.child("global_batch"), workload.get_positive_int("global_batch"),
@@ -347,14 +350,23 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                           "is {}",
                           dtype_name(config.dtype)));
   }
-  config.grad_scaler =
-      workload.get_bool_or("grad_scaler", config.master_weights && config.dtype == DType::kFp16);
+  const bool training = config.mode == DlrmMode::kTrain;
+  config.grad_scaler = workload.get_bool_or(
+      "grad_scaler", training && config.master_weights && config.dtype == DType::kFp16);
+  if (config.grad_scaler && !training) {
+    workload.child("grad_scaler").fail("GradScaler scales a loss for backward; mode is inference");
+  }
   if (config.grad_scaler && !config.master_weights) {
     workload.child("grad_scaler")
         .fail("GradScaler unscales fp32 master gradients; set master_weights: true with it");
   }
   config.loss_to_host = workload.get_bool_or("loss_to_host", true);
   if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
+    if (!training) {
+      workload.child("input").fail(
+          "prefetch copies the next batch after a training step's optimizer; mode inference "
+          "copies each served batch as it comes (input: blocking)");
+    }
     config.input = InputPipeline::kPrefetch;
   }
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");

@@ -5,6 +5,10 @@
 //
 //   workload:
 //     model: dlrm                  # required; must be `dlrm` (the caller dispatches on it)
+//     mode: train                  # train (default): a training step | inference: a served
+//                                  #   batch (its inputs copied, the forward, the host waits for
+//                                  #   the scores; no DataLoader fetch, loss, backward or
+//                                  #   optimizer, and no gradients or optimizer state in memory)
 //     global_batch: 4096           # required; 1 .. 2^31; divisible by the number of ranks;
 //                                  #   global_batch x tables x dim x 4 B (the embedding
 //                                  #   all-to-all) at most 2^62
@@ -173,6 +177,12 @@ enum class BottomMlpPlacement : uint8_t {
 /// holds no table.
 inline constexpr uint32_t kHybridTablelessAbove = 4;
 
+/// What one iteration is.
+enum class DlrmMode : uint8_t {
+  kTrain,      ///< a training step
+  kInference,  ///< a served batch: inputs copied, the forward, the host waits for the scores
+};
+
 /// How each batch's inputs reach the GPU.
 enum class InputPipeline : uint8_t {
   kBlocking,  ///< copied at the step's start, the host waiting for each copy (dlrm_s_pytorch.py)
@@ -188,6 +198,7 @@ enum class DlrmInteraction : uint8_t {
 };
 
 struct DlrmConfig {
+  DlrmMode mode = DlrmMode::kTrain;
   int64_t global_batch = 0;
   DType dtype = DType::kFp32;
   /// Dense input features, then the width of each bottom layer.

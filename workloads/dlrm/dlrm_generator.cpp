@@ -174,6 +174,13 @@ class RankEmitter {
     graph_.add_iteration_mark(rank_, kCpuThread, it);
     DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
     DdpModule bottom{cfg_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
+    if (cfg_.mode == DlrmMode::kInference) {
+      // A served batch: its inputs copied, the forward, the host waits for the scores.
+      load_batch();
+      forward(groups);
+      graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
+      return;
+    }
     const bool prefetch = cfg_.input == InputPipeline::kPrefetch;
     // The prefetcher copies the first batch before the loop, each later one after the step
     // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
@@ -225,8 +232,12 @@ class RankEmitter {
   }
 
   // ---- phases ------------------------------------------------------------------------------
+  /// The batch's host-to-device copies; training fetches it from the DataLoader first (a served
+  /// batch arrives without one).
   void load_batch() {
-    body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    if (cfg_.mode == DlrmMode::kTrain) {
+      body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    }
     if (bottom_batch_ > 0) {
       input_copy("Memcpy HtoD (dense)", bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
     }
@@ -245,7 +256,7 @@ class RankEmitter {
       input_copy("Memcpy HtoD (indices)", indices * cfg_.index_bytes);
     }
     // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
-    if (cfg_.input == InputPipeline::kPrefetch) {
+    if (cfg_.input == InputPipeline::kPrefetch && cfg_.mode == DlrmMode::kTrain) {
       input_copy("Memcpy HtoD (targets)", b_ * kFp32Bytes);
     }
   }
@@ -500,6 +511,7 @@ class RankEmitter {
       in = top[l];
     }
 
+    if (cfg_.mode == DlrmMode::kInference) return;
     // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
     if (cfg_.input == InputPipeline::kBlocking) {
       blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);

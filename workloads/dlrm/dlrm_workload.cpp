@@ -113,7 +113,7 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
       static_cast<double>(c.index_bytes));
   const int64_t offsets = (c.global_batch * bags + batch * data_parallel + 1) * c.index_bytes;
   const int64_t sparse_gradient =
-      c.embedding_update == EmbeddingUpdate::kScatterAdd
+      c.embedding_update == EmbeddingUpdate::kScatterAdd && c.mode == DlrmMode::kTrain
           ? static_cast<int64_t>(static_cast<double>(c.global_batch) * lookup_values *
                                  static_cast<double>(emb))
           : 0;
@@ -189,17 +189,27 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
           ? std::string("dot interaction")
           : fmt::format("dcnv2 interaction ({} cross layers of rank {} over {})", dlrm.cross_layers,
                         dlrm.cross_rank, dlrm.cross_width());
+  const bool training = dlrm.mode == DlrmMode::kTrain;
+  const std::string table_update =
+      !training ? ""
+      : dlrm.embedding_update == EmbeddingUpdate::kScatterAdd
+          ? ", sparse gradients, torch.optim.SGD"
+          : fmt::format(", fused {}", fbgemm_optimizer_name(dlrm.optimizer));
+  std::string loop;
+  if (dlrm.grad_scaler) loop += ", GradScaler";
+  if (dlrm.input == InputPipeline::kPrefetch) loop += ", input prefetched";
   out.description.push_back(fmt::format(
-      "workload: dlrm, {}, global batch {} ({} per rank), {} tables of dim {} ({}, fused {}), "
-      "all-to-all {}, MLPs {} ({}){}, sharding {}, {} iterations ({} warm-up)",
-      interaction, dlrm.global_batch, built.local_batch, dlrm.tables.size(), dlrm.embedding_dim,
-      dtype_name(dlrm.embedding_dtype), fbgemm_optimizer_name(dlrm.optimizer),
+      "workload: dlrm{}, {}, global batch {} ({} per rank), {} tables of dim {} ({}{}), "
+      "all-to-all {}, MLPs {}{}{}, sharding {}{}, {} iterations ({} warm-up)",
+      training ? "" : " inference", interaction, dlrm.global_batch, built.local_batch,
+      dlrm.tables.size(), dlrm.embedding_dim, dtype_name(dlrm.embedding_dtype), table_update,
       dtype_name(dlrm.all_to_all_dtype), dtype_name(dlrm.dtype),
-      optimizer_kind_name(dlrm.dense_optimizer),
+      training ? fmt::format(" ({})", optimizer_kind_name(dlrm.dense_optimizer)) : "",
       dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1
           ? ", bottom MLP on rank 0 alone (hybrid parallel)"
           : "",
-      sharding_strategy_name(dlrm.sharding), platform.iterations, platform.warmup_iterations));
+      sharding_strategy_name(dlrm.sharding), loop, platform.iterations,
+      platform.warmup_iterations));
   if (const std::optional<RandomTaskSpec>& task = dlrm.random_task) {
     out.description.push_back(fmt::format(
         "random task {} of seed {}{}: {} of the pool's {} tables ({} per GPU x [0.7, 1.3)), "
@@ -257,7 +267,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   memory.owner = graph.rank(built.ranks[rank]).name;
   memory.parts.push_back({"embedding tables", *most});
   memory.parts.push_back({"dense weights", dense});
-  memory.parts.push_back({"dense gradients", dense});
+  if (training) memory.parts.push_back({"dense gradients", dense});
   // torch.optim's fp32 state per dense parameter: Adagrad's sum, Adam's two moments.
   const int64_t dense_elements = dense / dtype_bytes(dlrm.param_dtype());
   // torch.autocast keeps the 16-bit copies of the weights for the backward.
@@ -267,7 +277,9 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   const int64_t states = dlrm.dense_optimizer == OptimizerKind::kAdagrad ? 1
                          : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
                                                                          : 2;
-  if (states > 0) memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
+  if (training && states > 0) {
+    memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
+  }
   const bool hybrid =
       dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1;
   const int64_t bottom_batch =

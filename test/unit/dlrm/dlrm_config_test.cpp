@@ -92,9 +92,9 @@ TEST(DlrmConfig, DefaultsAreWrittenIntoTheResolvedConfig) {
   EXPECT_DOUBLE_EQ(c.tables[0].pooling, 1.5);
   EXPECT_EQ(c.sharding, ShardingStrategy::kSizeLookupGreedy);
   const std::string resolved = doc.resolved_yaml();
-  for (const char* key :
-       {"dtype", "sharding", "sharding_seed", "ddp_bucket", "ddp_first_bucket", "optimizer",
-        "interaction", "index_bytes", "count", "grad_scaler", "input", "loss_to_host", "update"}) {
+  for (const char* key : {"dtype", "sharding", "sharding_seed", "ddp_bucket", "ddp_first_bucket",
+                          "optimizer", "interaction", "index_bytes", "count", "grad_scaler",
+                          "input", "loss_to_host", "update", "mode"}) {
     EXPECT_NE(resolved.find(key), std::string::npos) << key << " missing in\n" << resolved;
   }
 }

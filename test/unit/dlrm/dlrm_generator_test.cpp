@@ -1260,5 +1260,38 @@ TEST(DlrmGenerator, DeepLearningExamplesStepRunsToCompletion) {
   }
 }
 
+// mode inference: a served batch is its inputs' copies, the forward and the host's wait; no
+// DataLoader fetch, targets, loss, backward or optimizer step, and only the forward all-to-all.
+TEST(DlrmGenerator, InferenceServesABatchWithTheForwardAlone) {
+  const std::string inference = std::string(kTiny) + "  mode: inference\n";
+  TaskGraph g;
+  generate_dlrm(config_of(inference.c_str(), 2), inputs_of(2, 2), g);
+  TaskGraph t;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 2), t);
+  for (const char* op : {"fbgemm::split_embedding_backward_codegen_sgd", "aten::_foreach_add_",
+                         "aten::binary_cross_entropy", "aten::threshold_backward"}) {
+    EXPECT_TRUE(kernels_of(g, 0, op).empty()) << op;
+    EXPECT_FALSE(kernels_of(t, 0, op).empty()) << op;
+  }
+  EXPECT_EQ(kernels_of(g, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function").size(), 2U);
+  EXPECT_TRUE(tasks_named(g, 0, TaskKind::kCpuOp,
+                          "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+                  .empty());
+  // One forward all-to-all per iteration; dense features, offsets and indices copied, nothing
+  // copied back.
+  EXPECT_EQ(collective_order(g, 0).size(), 2U);
+  EXPECT_EQ(copies_of(g, 0).size(), 6U);
+  EXPECT_EQ(count(g, 0).host_syncs, 2 * 3 + 2);  // each copy waited for, then the scores
+  UnitKernelCost kernels;
+  UnitCollectiveCost collectives;
+  EXPECT_EQ(run_graph(g, 2, kernels, collectives).tasks_done, g.task_count());
+  // A training loop's keys have no meaning for it.
+  EXPECT_THROW(config_of((inference + "  input: prefetch\n").c_str(), 2), ConfigError);
+  const std::string amp =
+      with(kTinyAmp.c_str(), "global_batch: 8", "global_batch: 8\n  mode: inference");
+  EXPECT_FALSE(config_of(amp.c_str(), 2).grad_scaler);
+  EXPECT_THROW(config_of((amp + "  grad_scaler: true\n").c_str(), 2), ConfigError);
+}
+
 }  // namespace
 }  // namespace upsim

@@ -90,10 +90,12 @@ TEST(WorkloadRegistry, DuplicateEmptyOrFactorylessFamiliesAreRejected) {
 
 /// Two ranks of the DLRM with tables of 100 rows (pooling 10) and 50 rows (pooling 5), dim 2,
 /// global batch 8, built for 2 iterations (1 warm-up) on 1 GiB GPUs; `embeddings_extra` adds
-/// keys to the embeddings map.
-WorkloadBuild build_two_rank_dlrm(TaskGraph& graph, const std::string& embeddings_extra = "") {
+/// keys to the embeddings map, `workload_extra` to the workload map.
+WorkloadBuild build_two_rank_dlrm(TaskGraph& graph, const std::string& embeddings_extra = "",
+                                  const std::string& workload_extra = "") {
   ConfigDocument doc = ConfigDocument::parse_string(R"(workload:
   model: dlrm
+)" + workload_extra + R"(
   global_batch: 8
   bottom_mlp: [4, 2]
   top_mlp: [4, 1]
@@ -155,6 +157,17 @@ TEST(WorkloadRegistry, DlrmSparseGradientValuesCountInTheBuffers) {
   EXPECT_EQ(build_two_rank_dlrm(fused).memory->parts.at(4).bytes, 64 + 256 + 640 + 72);
   EXPECT_EQ(build_two_rank_dlrm(sparse, "    update: sparse\n").memory->parts.at(4).bytes,
             64 + 256 + 640 + 72 + 8 * 10 * 2 * 4);
+}
+
+// Inference keeps no gradients (and no sparse gradient values): weights, activations, buffers.
+TEST(WorkloadRegistry, DlrmInferenceHoldsNoGradients) {
+  TaskGraph graph;
+  const WorkloadBuild b = build_two_rank_dlrm(graph, "    update: sparse\n", "  mode: inference\n");
+  ASSERT_TRUE(b.memory);
+  for (const MemoryFootprint::Part& part : b.memory->parts)
+    EXPECT_NE(part.name, "dense gradients");
+  EXPECT_EQ(b.memory->parts.back().bytes, 64 + 256 + 640 + 72);
+  EXPECT_TRUE(b.description[0].starts_with("workload: dlrm inference,")) << b.description[0];
 }
 
 TEST(WorkloadRegistry, DlrmBatchIsCheckedAgainstThePlatformsGpus) {

@@ -389,6 +389,15 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     config.interaction = DlrmInteraction::kDcnV2;
     config.cross_layers = workload.get_int_in_or("cross_layers", 1, 64, 3);
     config.cross_rank = workload.get_int_in_or("cross_rank", 1, int64_t{1} << 16, 512);
+    if (workload.has("interaction_kernel")) {
+      workload.child("interaction_kernel")
+          .fail("chooses the dot interaction's kernels; interaction is dcnv2");
+    }
+  } else if (workload.get_choice_or("interaction_kernel", {"aten", "fused"}, "aten") == "fused") {
+    config.interaction_kernel = InteractionKernel::kFused;
+  }
+  if (workload.get_choice_or("mlp_kernels", {"aten", "apex_fused"}, "aten") == "apex_fused") {
+    config.mlp_kernels = MlpKernels::kApexFused;
   }
 
   config.sharding = read_sharding(workload);

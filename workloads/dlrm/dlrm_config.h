@@ -51,6 +51,14 @@
 //                                  #   and the pooled embeddings (Naumov et al., 2019); dcnv2:
 //                                  #   a low-rank cross network over their concatenation (Wang
 //                                  #   et al., DCN V2, WWW 2021; MLPerf DLRMv2), then the top MLP
+//     interaction_kernel: aten     # dot only: aten (default; dlrm_s_pytorch.py's cat, bmm, index
+//                                  #   and cat) | fused (DeepLearningExamples' cuda_dot: one
+//                                  #   kernel forward, one backward)
+//     mlp_kernels: aten            # aten (default: addmm and relu per layer, each its own host
+//                                  #   op) | apex_fused (apex.mlp.MLP, DeepLearningExamples'
+//                                  #   CppMlp: one host op per MLP, per layer a GEMM and a fused
+//                                  #   bias + ReLU kernel; backward likewise); the top MLP's last
+//                                  #   layer stays an nn.Linear
 //     cross_layers: 3              # dcnv2 only: cross layers, 1 .. 64 (default 3, MLPerf DLRMv2)
 //     cross_rank: 512              # dcnv2 only: low-rank projection, 1 .. 2^16 (default 512,
 //                                  #   MLPerf DLRMv2's dcn_low_rank_dim)
@@ -191,6 +199,18 @@ enum class InputPipeline : uint8_t {
   kPrefetch,
 };
 
+/// Which kernels compute the dot interaction.
+enum class InteractionKernel : uint8_t {
+  kAten,   ///< cat, bmm, index (tril) and cat (dlrm_s_pytorch.py interact_features)
+  kFused,  ///< one kernel each way (DeepLearningExamples' cuda_dot)
+};
+
+/// Which kernels run the MLPs' ReLU layers.
+enum class MlpKernels : uint8_t {
+  kAten,       ///< nn.Linear + nn.ReLU: addmm and relu per layer, each its own host op
+  kApexFused,  ///< apex.mlp.MLP: one host op per MLP, GEMM + fused bias-ReLU per layer
+};
+
 /// How the dense features and the pooled embeddings meet before the top MLP.
 enum class DlrmInteraction : uint8_t {
   kDot,    ///< pairwise dot products (dlrm_s_pytorch.py interact_features)
@@ -230,6 +250,8 @@ struct DlrmConfig {
   /// Optimizer of the dense parameters (MLPs, cross network).
   OptimizerKind dense_optimizer = OptimizerKind::kSgd;
   DlrmInteraction interaction = DlrmInteraction::kDot;
+  InteractionKernel interaction_kernel = InteractionKernel::kAten;
+  MlpKernels mlp_kernels = MlpKernels::kAten;
   BottomMlpPlacement bottom_mlp_placement = BottomMlpPlacement::kDataParallel;
   /// Mixed precision as torch.autocast runs it: fp32 parameters, gradients, DDP reduction and
   /// optimizer; each forward casts every weight to `dtype` and each backward casts the weight

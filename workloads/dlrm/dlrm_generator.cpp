@@ -432,10 +432,7 @@ class RankEmitter {
     if (bottom_in_exchange_) {
       // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
       // whose payload carries its output to every rank.
-      for (size_t l = 0; l + 1 < bot.size(); ++l) {
-        linear_forward(bottom_batch_, bot[l], bot[l + 1]);
-        relu_forward(bottom_batch_, bot[l + 1]);
-      }
+      mlp_forward(bottom_batch_, bot, bot.size() - 1);
     }
     if (exchange_.all_to_all) {
       convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
@@ -478,10 +475,7 @@ class RankEmitter {
     }
 
     if (!bottom_in_exchange_ && bottom_batch_ > 0) {
-      for (size_t l = 0; l + 1 < bot.size(); ++l) {
-        linear_forward(bottom_batch_, bot[l], bot[l + 1]);
-        relu_forward(bottom_batch_, bot[l + 1]);
-      }
+      mlp_forward(bottom_batch_, bot, bot.size() - 1);
     }
     if (exchange_.all_to_all) wait_for("All2All_Pooled_Wait", a2a_done);
     if (exchange_.row_wise) wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
@@ -498,18 +492,12 @@ class RankEmitter {
       cross_network_forward();
     }
 
-    const auto& top = cfg_.top_mlp;
-    int64_t in = cfg_.top_mlp_input();
-    for (size_t l = 0; l < top.size(); ++l) {
-      linear_forward(b_, in, top[l]);
-      if (l + 1 < top.size()) {
-        relu_forward(b_, top[l]);
-      } else {
-        single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
-                      pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top[l]), 4, 1, 1));
-      }
-      in = top[l];
-    }
+    // The top MLP: its ReLU layers, then the last layer and the sigmoid.
+    const size_t top_layers = top_widths_.size() - 1;
+    mlp_forward(b_, top_widths_, top_layers - 1);
+    linear_forward(b_, top_widths_[top_layers - 1], top_widths_[top_layers]);
+    single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
+                  pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top_widths_.back()), 4, 1, 1));
 
     if (cfg_.mode == DlrmMode::kInference) return;
     // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
@@ -532,6 +520,21 @@ class RankEmitter {
     const int64_t pairs = cfg_.interaction_pairs();
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
                   pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
+    if (cfg_.interaction_kernel == InteractionKernel::kFused) {
+      // DeepLearningExamples' cuda_dot (dlrm/cuda_src/dot_based_interact*): one kernel reads
+      // the f x D features and the bottom MLP output of each sample and writes the D + pairs
+      // outputs; the lower triangle of the Gram matrix takes f f D multiply-adds.
+      KernelDesc dot;
+      dot.cls = KernelClass::kMemoryBound;
+      dot.dtype = dt_;
+      const double e = as_double(dtype_bytes(dt_));
+      dot.bytes_read = as_double(b_ * (f + 1) * d_) * e;
+      dot.bytes_written = as_double(b_ * (d_ + pairs)) * e;
+      dot.flops = as_double(b_ * f * f * d_);
+      single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd",
+                    dot);
+      return;
+    }
     body("aten::view");
     body("aten::transpose");
     single_kernel("aten::bmm", pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm",
@@ -546,6 +549,21 @@ class RankEmitter {
   void dot_interaction_backward() {
     const int64_t f = t_ + 1;
     const int64_t pairs = cfg_.interaction_pairs();
+    if (cfg_.interaction_kernel == InteractionKernel::kFused) {
+      // cuda_dot's backward: one kernel reads the output gradient and the features and writes
+      // the features' gradient (the bottom MLP output's included); twice the forward's work.
+      KernelDesc dot;
+      dot.cls = KernelClass::kMemoryBound;
+      dot.dtype = dt_;
+      const double e = as_double(dtype_bytes(dt_));
+      dot.bytes_read = as_double(b_ * (d_ + pairs) + b_ * f * d_) * e;
+      dot.bytes_written = as_double(b_ * (f + 1) * d_) * e;
+      dot.flops = as_double(2 * b_ * f * f * d_);
+      single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
+                    "dot_based_interact::bwd", dot);
+      body("CatBackward0");
+      return;
+    }
     body("CatBackward0");
     {
       HostOp h(graph_, at_, "IndexBackward0");
@@ -648,6 +666,74 @@ class RankEmitter {
   /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
   /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
   /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).
+  /// The first `layers` layers of an MLP of `widths` (input, then layer widths), each followed
+  /// by a ReLU, for `batch` samples: aten's addmm and relu per layer, or apex.mlp.MLP
+  /// (mlp_kernels apex_fused: DeepLearningExamples' CppMlp, dlrm/nn/mlps.py; apex
+  /// csrc/mlp_cuda.cu): one host op for the whole MLP, per layer a GEMM without bias and one
+  /// kernel that adds the bias and applies the ReLU.
+  void mlp_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers) {
+    if (cfg_.mlp_kernels == MlpKernels::kAten) {
+      for (size_t l = 0; l < layers; ++l) {
+        linear_forward(batch, widths[l], widths[l + 1]);
+        relu_forward(batch, widths[l + 1]);
+      }
+      return;
+    }
+    if (layers == 0) return;
+    HostOp h(graph_, at_, "MlpFunction");
+    for (size_t l = 0; l < layers; ++l) {
+      const int64_t in = widths[l];
+      const int64_t out = widths[l + 1];
+      cast_parameter(h, out * in);
+      cast_parameter(h, out);
+      h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_forward",
+               gemm_kernel(dt_, 1, batch, out, in));
+      h.kernel("biasAddRelu_fprop", "apex::mlp_forward",
+               pointwise(MemoryOp::kRelu, dt_, as_double(batch * out), 2, 1, 1));
+    }
+    h.end();
+  }
+
+  /// The backward of mlp_forward's `layers` layers of `module`, last first; `input_grad`: the
+  /// first layer computes its input's gradient too. `ready_before` parameters of the module had
+  /// their gradients before (DDP buckets fill in that order). apex's backward (mlp_bp): per
+  /// layer one kernel for the ReLU's gradient and the bias gradient (biasAddRelu_bprop), the
+  /// input-gradient GEMM and the weight-gradient GEMM, all in one host op; the gradients are
+  /// then accumulated.
+  void mlp_backward(int64_t batch, DdpModule& module, size_t layers, bool input_grad,
+                    size_t ready_before) {
+    if (cfg_.mlp_kernels == MlpKernels::kAten) {
+      for (size_t l = layers; l-- > 0;) {
+        relu_backward(batch, module.widths[l + 1]);
+        linear_backward(batch, module, l, l > 0 || input_grad);
+        if (distributed_) reduce_ready_buckets(module, ready_before + 2 * (layers - l));
+      }
+      return;
+    }
+    if (layers == 0) return;
+    {
+      HostOp h(graph_, at_, "MlpFunctionBackward");
+      for (size_t l = layers; l-- > 0;) {
+        const int64_t in = module.widths[l];
+        const int64_t out = module.widths[l + 1];
+        h.kernel("biasAddRelu_bprop", "apex::mlp_backward",
+                 pointwise(MemoryOp::kRelu, dt_, as_double(batch * out), 2, 2, 1));
+        if (l > 0 || input_grad) {
+          h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_backward",
+                   gemm_kernel(dt_, 1, batch, in, out));
+        }
+        h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_backward",
+                 gemm_kernel(dt_, 1, out, in, batch));
+      }
+      h.end();
+    }
+    for (size_t l = layers; l-- > 0;) {
+      accumulate_grad(module.widths[l + 1] * module.widths[l]);
+      accumulate_grad(module.widths[l + 1]);
+    }
+    if (distributed_) reduce_ready_buckets(module, ready_before + 2 * layers);
+  }
+
   void linear_backward(int64_t batch, const DdpModule& module, size_t layer, bool input_grad) {
     const int64_t in = module.widths[layer];
     const int64_t out = module.widths[layer + 1];
@@ -719,12 +805,10 @@ class RankEmitter {
                   "aten::sigmoid_backward",
                   pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top_widths_.back()), 2, 1, 1));
     // The top MLP's input (the interaction output) needs its gradient, so every layer computes
-    // grad input.
-    for (size_t l = top_layers; l-- > 0;) {
-      linear_backward(b_, top, l, true);
-      if (distributed_) reduce_ready_buckets(top, 2 * (top_layers - l));
-      if (l > 0) relu_backward(b_, top_widths_[l]);
-    }
+    // grad input: the last layer, then the ReLU layers.
+    linear_backward(b_, top, top_layers - 1, true);
+    if (distributed_) reduce_ready_buckets(top, 2);
+    mlp_backward(b_, top, top_layers - 1, true, 2);
 
     if (cfg_.interaction == DlrmInteraction::kDot) {
       dot_interaction_backward();
@@ -763,13 +847,7 @@ class RankEmitter {
     // The dense input needs no gradient: the first bottom layer computes no grad input.
     const auto& bot = cfg_.bottom_mlp;
     const size_t layers = bot.size() - 1;
-    const auto bottom_backward = [&] {
-      for (size_t l = layers; l-- > 0;) {
-        relu_backward(bottom_batch_, bot[l + 1]);
-        linear_backward(bottom_batch_, bottom, l, l > 0);
-        if (distributed_) reduce_ready_buckets(bottom, 2 * (layers - l));
-      }
-    };
+    const auto bottom_backward = [&] { mlp_backward(bottom_batch_, bottom, layers, false, 0); };
     if (!hybrid_) bottom_backward();
 
     if (exchange_.all_to_all) wait_for("All2All_ReqBackward", a2a_done);

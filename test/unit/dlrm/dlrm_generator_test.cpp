@@ -1293,5 +1293,50 @@ TEST(DlrmGenerator, InferenceServesABatchWithTheForwardAlone) {
   EXPECT_THROW(config_of((amp + "  grad_scaler: true\n").c_str(), 2), ConfigError);
 }
 
+// mlp_kernels apex_fused: one host op per MLP (apex.mlp.MLP), per layer a GEMM and a fused
+// bias-ReLU kernel forward, a bias-ReLU backward kernel and its GEMMs backward; the top MLP's
+// last layer stays an nn.Linear. interaction_kernel fused: one kernel each way. Same GEMMs.
+TEST(DlrmGenerator, ApexMlpAndFusedInteractionKeepTheGemmsInFewerHostOps) {
+  const std::string fused =
+      std::string(kTiny) + "  mlp_kernels: apex_fused\n  interaction_kernel: fused\n";
+  TaskGraph g;
+  generate_dlrm(config_of(fused.c_str(), 2), inputs_of(2, 1), g);
+  TaskGraph a;
+  generate_dlrm(config_of(kTiny, 2), inputs_of(2, 1), a);
+  // Bottom [4, 2]: 1 ReLU layer; top [8, 4, 1]: 1 ReLU layer, then the nn.Linear.
+  EXPECT_EQ(kernels_of(g, 0, "apex::mlp_forward").size(), 2U * 2);
+  EXPECT_EQ(kernels_of(g, 0, "aten::addmm").size(), 1U);
+  EXPECT_EQ(kernels_of(g, 0, "aten::relu").size(), 0U);
+  // Backward: the bottom layer needs no input gradient (bias-ReLU + wgrad), the top ReLU layer
+  // does (bias-ReLU + dgrad + wgrad).
+  EXPECT_EQ(kernels_of(g, 0, "apex::mlp_backward").size(), 2U + 3U);
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kCpuOp, "MlpFunction").size(), 2U * 2);  // begin, end
+  // The GEMM shapes are aten's: the forward GEMMs are the addmm ones without the bias.
+  std::vector<std::pair<int64_t, int64_t>> fused_mk;
+  for (const KernelDesc& k : kernels_of(g, 0, "apex::mlp_forward")) {
+    if (k.cls == KernelClass::kGemm) fused_mk.emplace_back(k.m, k.k);
+  }
+  std::vector<std::pair<int64_t, int64_t>> aten_mk;
+  for (const KernelDesc& k : kernels_of(a, 0, "aten::addmm"))
+    aten_mk.emplace_back(k.m, k.k);
+  aten_mk.pop_back();  // the top MLP's last layer, an nn.Linear in both
+  EXPECT_EQ(fused_mk, aten_mk);
+  ASSERT_EQ(kernels_of(g, 0, "dot_based_interact::fwd").size(), 1U);
+  ASSERT_EQ(kernels_of(g, 0, "dot_based_interact::bwd").size(), 1U);
+  EXPECT_TRUE(kernels_of(g, 0, "aten::bmm").empty());
+  EXPECT_EQ(kernels_of(a, 0, "aten::bmm").size(), 3U);
+  // Local batch 4, f = 4 features of dim 2, 6 pairs: the forward reads (f + 1) x 2 and writes
+  // 2 + 6 values a sample, fp32.
+  const KernelDesc dot = kernels_of(g, 0, "dot_based_interact::fwd")[0];
+  EXPECT_DOUBLE_EQ(dot.bytes_read, 4 * 5 * 2 * 4);
+  EXPECT_DOUBLE_EQ(dot.bytes_written, 4 * 8 * 4);
+  UnitKernelCost kernels;
+  UnitCollectiveCost collectives;
+  EXPECT_EQ(run_graph(g, 2, kernels, collectives).tasks_done, g.task_count());
+  const std::string dcn = with(fused.c_str(), "  top_mlp: [4, 1]\n",
+                               "  top_mlp: [4, 1]\n  interaction: dcnv2\n  cross_layers: 1\n");
+  EXPECT_THROW(config_of(dcn.c_str(), 2), ConfigError);
+}
+
 }  // namespace
 }  // namespace upsim

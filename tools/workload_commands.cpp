@@ -247,6 +247,13 @@ std::string source_provenance(std::string_view source) {
         "rows); {}",
         kHeldOut);
   }
+  if (source == "dle-dlrm-inference") {
+    return fmt::format(
+        "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
+        "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml; host "
+        "v100_pytorch_kineto.yaml; {}",
+        kHeldOut);
+  }
   if (source == "dle-dlrm" || source == "dle-dcnv2") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README performance tables "
@@ -476,6 +483,34 @@ std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model)
   return rows;
 }
 
+std::vector<DleInferenceRow> read_dle_inference_table(const fs::path& path) {
+  const CsvTable t(path);
+  const bool tf32 = t.has("Throughput Avg - TF32 - CUDA Graphs OFF");
+  const std::string full_column =
+      tf32 ? "Throughput Avg - TF32 - CUDA Graphs OFF" : "Throughput Avg - FP32 - CUDA Graphs OFF";
+  std::vector<DleInferenceRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    DleInferenceRow r;
+    r.line = t.line(i);
+    r.section = t.field(i, "section");
+    r.batch = t.integer(i, "Batch size");
+    r.full_precision = tf32 ? "tf32" : "fp32";
+    r.full_precision_records_per_s = dle_throughput(t, i, full_column);
+    r.amp_records_per_s =
+        dle_throughput(t, i, "Throughput Avg - mixed precision - CUDA Graphs OFF");
+    require_positive(t, r.line, {{r.batch, "Batch size"}});
+    if (r.section.find("A100") != std::string::npos) {
+      r.system = "dgx-a100";
+    } else if (r.section.find("DGX-1") != std::string::npos) {
+      r.system = "dgx-1";
+    } else {
+      throw t.bad_value(i, "section", r.section, "an A100 or DGX-1 section");
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 DleTables read_dle_tables(const fs::path& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);
   const ConfigNode root = doc.root();
@@ -615,19 +650,37 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
   return plan;
 }
 
-RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
-  struct System {
-    const char* gpu_profile;
-    const char* topology;
-    int64_t fabric_gpus;
-  };
-  // [README] section titles: DGX A100 (8x A100 80GB), DGX-1 (8x V100 32GB), DGX-2 (16x V100
-  // 32GB); the DGX-2's V100 SXM3 is priced with the SXM2 profile (dle_dlrm.yaml).
-  static const std::map<std::string, System> kSystems = {
+namespace {
+
+/// A system of the DLE tables: its GPU profile and fabric (relative to the configs folder).
+struct DleSystem {
+  const char* gpu_profile;
+  const char* topology;
+  int64_t fabric_gpus;
+};
+/// [README] section titles: DGX A100 (8x A100 80GB), DGX-1 (8x V100 32GB), DGX-2 (16x V100
+/// 32GB); the DGX-2's V100 SXM3 is priced with the SXM2 profile (dle_dlrm.yaml).
+const std::map<std::string, DleSystem>& dle_systems() {
+  static const std::map<std::string, DleSystem> kSystems = {
       {"dgx-a100", {"hardware/a100_sxm4_80gb.yaml", "topologies/dgx_a100.yaml", 8}},
       {"dgx-1", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx1_v100.yaml", 8}},
       {"dgx-2", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx2.yaml", 16}},
   };
+  return kSystems;
+}
+
+/// A --set value for workload.embeddings.tables: one-hot tables of these rows.
+std::string dle_table_list(const std::vector<int64_t>& rows) {
+  std::string list;
+  for (const int64_t r : rows)
+    list += fmt::format("{}{{rows: {}, pooling: 1}}", list.empty() ? "" : ", ", r);
+  return fmt::format("[{}]", list);
+}
+
+}  // namespace
+
+RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
+  const std::map<std::string, DleSystem>& kSystems = dle_systems();
   RowPlan plan;
   const bool dcnv2 = row.model == "dcnv2";
   plan.source = dcnv2 ? "dle-dcnv2" : "dle-dlrm";
@@ -656,16 +709,12 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
   }
   plan.gpu_profile = system->second.gpu_profile;
   plan.topology = system->second.topology;
-  std::string table_list;
-  for (int64_t rows : set->second) {
-    table_list += fmt::format("{}{{rows: {}, pooling: 1}}", table_list.empty() ? "" : ", ", rows);
-  }
   plan.overrides = {
       fmt::format("platform.gpus={}", row.gpus),
       fmt::format("platform.partial_fabric={}", row.gpus < system->second.fabric_gpus),
       fmt::format("workload.global_batch={}", kDleGlobalBatch),
       fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
-      fmt::format("workload.embeddings.tables=[{}]", table_list),
+      "workload.embeddings.tables=" + dle_table_list(set->second),
   };
   if (amp) {
     // dle_dlrm.yaml [MAIN] 588: torch.autocast over fp32 parameters (GradScaler, apex FusedSGD
@@ -682,6 +731,38 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
   return plan;
 }
 
+RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables) {
+  const std::map<std::string, DleSystem>& kSystems = dle_systems();
+  RowPlan plan;
+  plan.source = "dle-dlrm-inference";
+  plan.gpus = 1;
+  plan.measured_s = static_cast<double>(row.batch) /
+                    (amp ? row.amp_records_per_s : row.full_precision_records_per_s);
+  plan.template_file = "validation/dle_dlrm_inference.yaml";
+  plan.label = fmt::format("dlrm-small {} 1gpu {} B{}", row.system,
+                           amp ? "amp" : row.full_precision, row.batch);
+  const auto system = kSystems.find(row.system);
+  const auto set = tables.find("small");
+  if (system == kSystems.end()) {
+    plan.skip_reason = fmt::format("system `{}` has no fabric", row.system);
+    return plan;
+  }
+  if (set == tables.end()) {
+    plan.skip_reason = "model size `small` is not in validation/dle_criteo_tables.yaml";
+    return plan;
+  }
+  plan.gpu_profile = system->second.gpu_profile;
+  plan.topology = system->second.topology;
+  // dle_dlrm_inference.yaml [MAIN] 520-522: mixed precision is model.half(), tables included.
+  plan.overrides = {
+      fmt::format("workload.global_batch={}", row.batch),
+      fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
+      fmt::format("workload.embeddings.dtype={}", amp ? "fp16" : "fp32"),
+      "workload.embeddings.tables=" + dle_table_list(set->second),
+  };
+  return plan;
+}
+
 // ---- The command -----------------------------------------------------------------------------
 
 int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out) {
@@ -691,6 +772,9 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv,"
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv";
   std::string dcnv2_file = "test/data/nvidia-deeplearningexamples/tf2_dcnv2_training_perf.csv";
+  std::string inference_files =
+      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_0.csv,"
+      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_1.csv";
   std::string configs = "configs";
   std::vector<std::string> row_filters;
   int jobs = 1;
@@ -706,9 +790,11 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster) and\n"
       "NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB on DGX A100, DGX-1 and DGX-2, 1-16\n"
       "GPUs, FP32/TF32 and mixed precision; source dle-dlrm) and TensorFlow2 DCNv2 (DGX A100,\n"
-      "1 and 8 GPUs; source dle-dcnv2). Each row is a template (validation/megatron_gpt.yaml,\n"
-      "mpt_fsdp.yaml, mpt_fsdp_h100.yaml, dle_dlrm.yaml, dle_dcnv2.yaml) with the\n"
-      "row's values as --set overrides. Prints per row the measured and predicted step time,\n"
+      "1 and 8 GPUs; source dle-dcnv2), and the PyTorch DLRM's inference latency (1 GPU, A100\n"
+      "80GB and V100 32GB, batch 2-32768, CUDA graphs off; source dle-dlrm-inference). Each row\n"
+      "is a template (validation/megatron_gpt.yaml, mpt_fsdp.yaml, mpt_fsdp_h100.yaml,\n"
+      "dle_dlrm.yaml, dle_dcnv2.yaml, dle_dlrm_inference.yaml) with the row's values as --set\n"
+      "overrides. Prints per row the measured and predicted step time,\n"
       "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"
       "|error| and the rows skipped and why. Exits 0 when every bounded geomean is within\n"
       "--bound, the DeepLearningExamples rows together (dle-dlrm and dle-dcnv2) have a\n"
@@ -725,6 +811,10 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
       ("dle-dcnv2", po::value<std::string>(&dcnv2_file)->default_value(dcnv2_file),
        "DeepLearningExamples TensorFlow2 DCNv2 training-performance CSV ('' to leave the source "
        "out)")  //
+      ("dle-dlrm-inference",
+       po::value<std::string>(&inference_files)->default_value(inference_files),
+       "DeepLearningExamples PyTorch DLRM inference-performance CSVs, comma-separated ('' to "
+       "leave the source out)")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding validation/ (templates, mpt_models.yaml, dle_criteo_tables.yaml) and "
        "what they reference")  //
@@ -752,9 +842,11 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     throw po::error(fmt::format("--megatron-schedule: `{}`; valid: interleaved, 1f1b", schedule));
   }
   mapping.interleaved = schedule == "interleaved";
-  if (megatron_file.empty() && foundry_file.empty() && dle_files.empty() && dcnv2_file.empty()) {
+  if (megatron_file.empty() && foundry_file.empty() && dle_files.empty() && dcnv2_file.empty() &&
+      inference_files.empty()) {
     throw po::error(
-        "every source left out (--megatron '' --llm-foundry '' --dle-dlrm '' --dle-dcnv2 '')");
+        "every source left out (--megatron '' --llm-foundry '' --dle-dlrm '' --dle-dcnv2 '' "
+        "--dle-dlrm-inference '')");
   }
 
   std::vector<RowPlan> plans;
@@ -782,6 +874,16 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     for (const DleRow& r : rows) {
       plans.push_back(dle_plan(r, false, tables));
       plans.push_back(dle_plan(r, true, tables));
+    }
+  }
+  if (!inference_files.empty()) {
+    const DleTables tables =
+        read_dle_tables(fs::path(configs) / "validation" / "dle_criteo_tables.yaml");
+    for (const std::string& file : split_commas({inference_files})) {
+      for (const DleInferenceRow& r : read_dle_inference_table(file)) {
+        plans.push_back(dle_inference_plan(r, false, tables));
+        plans.push_back(dle_inference_plan(r, true, tables));
+      }
     }
   }
   const std::vector<std::string> filters = split_commas(row_filters);

@@ -82,6 +82,19 @@ struct DleRow {
   double amp_records_per_s = 0.0;  ///< `Throughput - mixed precision`
 };
 
+/// One row of a DeepLearningExamples PyTorch DLRM inference table
+/// (pytorch_dlrm_inference_perf_*.csv): one GPU, one batch size, the CUDA-graphs-off throughput
+/// of mixed precision and of full precision (the CUDA-graphs-on columns are not modelled).
+struct DleInferenceRow {
+  int line = 0;
+  std::string section;  ///< README headings, e.g. "... NVIDIA DGX-1 (1x V100 32GB)"
+  std::string system;   ///< from the section: "dgx-a100" | "dgx-1"
+  int64_t batch = 0;
+  std::string full_precision;  ///< "tf32" (A100 table) | "fp32" (V100 table)
+  double full_precision_records_per_s = 0.0;
+  double amp_records_per_s = 0.0;
+};
+
 /// DLE main.py's --batch_size default, which the README's benchmark commands leave unchanged.
 inline constexpr int64_t kDleGlobalBatch = 65536;
 
@@ -94,6 +107,10 @@ std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
 std::vector<DleRow> read_dle_table(const std::filesystem::path& path,
                                    std::string_view model = "dlrm");
+/// The inference tables: the `Throughput Avg - ... - CUDA Graphs OFF` columns (records/s,
+/// thousands separators allowed) of mixed precision and of TF32 (A100) or FP32 (V100); a section
+/// naming neither a DGX A100 / A100 nor a DGX-1 throws.
+std::vector<DleInferenceRow> read_dle_inference_table(const std::filesystem::path& path);
 
 /// An MPT size from configs/validation/mpt_models.yaml (llm-foundry's yamls).
 struct MptModel {
@@ -156,6 +173,10 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
 /// uses fewer GPUs than it has), the dtypes, the table set; a skip reason for an unknown model
 /// size.
 RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables);
+/// Pure: one measurement of a DLE inference row -> overrides of
+/// configs/validation/dle_dlrm_inference.yaml: the GPU profile and fabric, the batch, the dtypes
+/// (mixed precision: the whole model in fp16, tables included), the `small` table set.
+RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables);
 
 /// Returns the exit code: 0 every bounded source's geomean |error| within --bound and no row
 /// failed, 1 otherwise (the dle-dlrm source is reported without a bound); bad input throws

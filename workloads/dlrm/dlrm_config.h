@@ -28,7 +28,8 @@
 //                                  #   gradients (_amp_foreach_non_finite_check_and_unscale_),
 //                                  #   reads found_inf on the host (.item(): the CPU waits for
 //                                  #   the backward) before the dense optimizer, and updates the
-//                                  #   scale (_amp_update_scale_); needs master_weights
+//                                  #   scale (_amp_update_scale_); needs master_weights and
+//                                  #   mode train
 //     loss_to_host: true           # true (default; the seed's script: the loss is copied to
 //                                  #   the host every step, which waits for the forward) |
 //                                  #   false (DeepLearningExamples: it stays on the GPU)
@@ -38,7 +39,7 @@
 //                                  #   DeepLearningExamples' prefetcher: the next batch is copied
 //                                  #   on a side stream after the optimizer step, from pageable
 //                                  #   memory, so the CPU is held for the copies; the compute
-//                                  #   stream waits for them before the forward)
+//                                  #   stream waits for them before the forward; mode train only)
 //     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
 //                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
 //                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the

@@ -10,7 +10,8 @@
 //
 // Contract:
 //  - generate_dlrm adds `ranks` ranks to the graph, named "rank <r>", each with one CPU thread
-//    and the streams {"compute", "comm"}; DLRM rank r is graph rank DlrmGraph::ranks[r].
+//    and the streams {"compute", "comm"} (and "data" with input: prefetch); DLRM rank r is
+//    graph rank DlrmGraph::ranks[r].
 //  - The graph is a pure function of its inputs (same inputs -> identical graph).
 //  - Every GPU task (kernels, copies, collectives, event records and stream waits) is enqueued
 //    by exactly one Launch inside a PyTorch-like host op (kOpBegin, launches with launch_index
@@ -65,6 +66,20 @@
 //             (torch._foreach_add_, the PyTorch 2.x default for CUDA parameters), the
 //             data-parallel tables' weights first (their own launch when their dtype differs)
 //   end       HostSync on all streams
+// The training loop's variants (dlrm_config.h): the data phase starts with the DataLoader's
+// fetch (a launch-free op priced by the host model); input: prefetch moves it and the copies
+// (targets included) to after the step, on the "data" stream with a HostSync on it per copy
+// (pageable sources), and starts each iteration with a wait_stream; loss_to_host: false drops
+// the loss copy; grad_scaler adds a mul of the loss before backward, and before the step an
+// unscale kernel over the dense gradients, a 4-byte device-to-host copy of found_inf and a
+// HostSync on compute, then after it _amp_update_scale_; embeddings.update sparse replaces the
+// fused embedding backward by the gradient's cast (and index_select for bags of more than one
+// row) and adds, after the dense step, the values' unscale (with grad_scaler) and one
+// Optimizer.step#SGD.step op with an index_add_ per lookup group; mlp_kernels apex_fused and
+// interaction_kernel fused replace the per-layer ops and the interaction's aten ops by one op
+// each (MlpFunction / MlpFunctionBackward, DotBasedInteract / DotBasedInteractBackward).
+// mode: inference is the data phase without the fetch, the forward up to the sigmoid, and the
+// final HostSync.
 // Comm-stream order: all-to-all, reduce-scatter, table-row-wise reduce-scatter and all-to-all,
 // top buckets, all-to-all, all-gather, table-row-wise all-to-all and all-gather, bottom
 // buckets, data-parallel all-reduce (each only when the run has it).

@@ -742,22 +742,27 @@ TEST_F(Cli, AfterOverridesTheDescriptionSaysWhichKeysChanged) {
 }
 
 // Invariant: halving the embeddings' bytes (tables, lookups, all-to-all payload) never slows an
-// iteration, whatever the MLPs' dtype (the casts it adds are cheaper than what it saves).
+// iteration, whatever the MLPs' dtype (the casts it adds are cheaper than what it saves) and
+// whether FBGEMM's fused backward or torch.optim.SGD's sparse update applies the gradients.
 TEST_F(Cli, HalfPrecisionEmbeddingsNeverSlowAnIteration) {
   for (const char* name : {"dlrm_4gpu", "dlrm_8gpu"}) {
     const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/" + name + ".yaml");
-    for (const char* mlp : {"fp32", "fp16"}) {
-      const auto time = [&](const std::string& embeddings, const std::string& out) {
-        const Result r =
-            run("run " + scenario + " --quiet --no-trace --out " + out +
-                " --set workload.dtype=" + mlp + " --set workload.embeddings.dtype=" + embeddings);
-        EXPECT_EQ(r.exit_code, 0) << r.output;
-        return std::stod(r.out);
-      };
-      const double fp32 = time("fp32", std::string(name) + mlp + "a");
-      for (const char* half : {"fp16", "bf16"}) {
-        EXPECT_LE(time(half, std::string(name) + mlp + half), fp32)
-            << name << ", MLPs " << mlp << ", embeddings " << half;
+    for (const char* update : {"fused", "sparse"}) {
+      for (const char* mlp : {"fp32", "fp16"}) {
+        const auto time = [&](const std::string& embeddings, const std::string& out) {
+          const Result r = run("run " + scenario + " --quiet --no-trace --out " + out +
+                               " --set workload.dtype=" + mlp +
+                               " --set workload.embeddings.dtype=" + embeddings +
+                               " --set workload.embeddings.update=" + update);
+          EXPECT_EQ(r.exit_code, 0) << r.output;
+          return std::stod(r.out);
+        };
+        const std::string tag = std::string(name) + update + mlp;
+        const double fp32 = time("fp32", tag + "a");
+        for (const char* half : {"fp16", "bf16"}) {
+          EXPECT_LE(time(half, tag + half), fp32)
+              << name << ", " << update << ", MLPs " << mlp << ", embeddings " << half;
+        }
       }
     }
   }

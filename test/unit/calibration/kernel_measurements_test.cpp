@@ -4,28 +4,21 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "calibration/fit_kernel_calibration.h"
+#include "test/unit/calibration/temp_table.h"
 
 namespace upsim {
 namespace {
 
 const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
 
-/// Writes `text` to a file in the test's temporary directory and returns its path.
-std::filesystem::path write_temp(const std::string& name, const std::string& text) {
-  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / "upsim_kernels";
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path path = dir / name;
-  std::ofstream(path) << text;
-  return path;
-}
+using test::write_temp_table;
 
 std::string csv_error(const std::string& text) {
   try {
-    read_measurement_csv(write_temp("table.csv", text));
+    read_measurement_csv(write_temp_table("table.csv", text));
   } catch (const CalibrationDataError& e) {
     return e.what();
   }
@@ -33,12 +26,12 @@ std::string csv_error(const std::string& text) {
 }
 
 TEST(KernelMeasurements, ReadsTheUpsimTable) {
-  const auto rows = read_measurement_csv(write_temp("ok.csv",
-                                                    "# a comment\n"
-                                                    "op,dtype,m,n,k,batch,time_us\n"
-                                                    "gemm,fp16,128,256,64,2,10.5\n"
-                                                    "gelu,fp16,1,1000,,,3\n"
-                                                    "gemm,bf16,64,64,64,1,2\n"));
+  const auto rows = read_measurement_csv(write_temp_table("ok.csv",
+                                                          "# a comment\n"
+                                                          "op,dtype,m,n,k,batch,time_us\n"
+                                                          "gemm,fp16,128,256,64,2,10.5\n"
+                                                          "gelu,fp16,1,1000,,,3\n"
+                                                          "gemm,bf16,64,64,64,1,2\n"));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].op, "gemm");
   EXPECT_EQ(rows[0].kernel.batch, 2);
@@ -75,7 +68,7 @@ TEST(KernelMeasurements, ReadsTheGpuMicrobenchTables) {
 
 TEST(KernelMeasurements, SplitColumnOverridesTheAlternation) {
   const auto rows = read_measurement_csv(
-      write_temp("split.csv", "op,dtype,m,n,time_us,split\nrelu,fp32,4,4,1,held_out\n"));
+      write_temp_table("split.csv", "op,dtype,m,n,time_us,split\nrelu,fp32,4,4,1,held_out\n"));
   EXPECT_TRUE(rows.at(0).held_out);
 }
 
@@ -119,7 +112,7 @@ TEST(KernelMeasurements, ReadsTheLlmcompassSweeps) {
 TEST(KernelMeasurements, BadLlmcompassRowsGiveClearErrors) {
   const auto error = [](const std::string& text, auto reader) {
     try {
-      reader(write_temp("sweep.csv", text));
+      reader(write_temp_table("sweep.csv", text));
     } catch (const CalibrationDataError& e) {
       return std::string(e.what());
     }

@@ -6,21 +6,17 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "calibration/kernel_measurements.h"
+#include "test/unit/calibration/temp_table.h"
 
 namespace upsim {
 namespace {
 
 const std::filesystem::path kData = std::filesystem::path(UPSIM_CALIBRATION_TEST_DATA);
 
-std::filesystem::path write_table(const std::string& name, const std::string& text) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
-  std::ofstream(path) << text;
-  return path;
-}
+using test::write_temp_table;
 
 std::string error_of(const std::filesystem::path& path) {
   try {
@@ -44,26 +40,26 @@ TEST(LaunchMeasurements, ReadsTheTableAndItsMetadata) {
 
 TEST(LaunchMeasurements, BadTablesNameFileAndLine) {
   const std::string header = "quantity,bytes,time_us\n";
-  EXPECT_NE(error_of(write_table("launch_no_header.csv", "empty_kernel_back_to_back,0,2\n"))
+  EXPECT_NE(error_of(write_temp_table("launch_no_header.csv", "empty_kernel_back_to_back,0,2\n"))
                 .find("launch_no_header.csv:1: expected the header"),
             std::string::npos);
-  EXPECT_NE(error_of(write_table("launch_bad_time.csv", header + "x,0,-1\n"))
+  EXPECT_NE(error_of(write_temp_table("launch_bad_time.csv", header + "x,0,-1\n"))
                 .find("launch_bad_time.csv:2: time_us: expected a positive number"),
             std::string::npos);
-  EXPECT_NE(error_of(write_table("launch_bad_bytes.csv", header + "x,1.5,1\n"))
+  EXPECT_NE(error_of(write_temp_table("launch_bad_bytes.csv", header + "x,1.5,1\n"))
                 .find("launch_bad_bytes.csv:2: bytes: expected an integer"),
             std::string::npos);
-  EXPECT_NE(error_of(write_table("launch_twice.csv", header + "x,0,1\nx,0,2\n"))
+  EXPECT_NE(error_of(write_temp_table("launch_twice.csv", header + "x,0,1\nx,0,2\n"))
                 .find("launch_twice.csv:3: `x` at 0 bytes appears twice"),
             std::string::npos);
-  EXPECT_NE(error_of(write_table("launch_fields.csv", header + "x,0\n"))
+  EXPECT_NE(error_of(write_temp_table("launch_fields.csv", header + "x,0\n"))
                 .find("launch_fields.csv:2: expected 3 fields"),
             std::string::npos);
-  EXPECT_NE(error_of(write_table("launch_empty.csv", "# gpu: none\n")).find("no header"),
+  EXPECT_NE(error_of(write_temp_table("launch_empty.csv", "# gpu: none\n")).find("no header"),
             std::string::npos);
   EXPECT_NE(error_of(kData / "no_such_launch.csv").find("no_such_launch.csv"), std::string::npos);
   const LaunchTable without =
-      read_launch_csv(write_table("launch_without.csv", header + "x,0,1\n"));
+      read_launch_csv(write_temp_table("launch_without.csv", header + "x,0,1\n"));
   try {
     kernel_overhead_from(without);
     FAIL() << "expected CalibrationDataError";

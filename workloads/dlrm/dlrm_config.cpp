@@ -452,6 +452,7 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                            : dense == "adam"    ? OptimizerKind::kAdam
                                                 : OptimizerKind::kAdamW;
   const ConfigNode emb = workload.child("embeddings");
+  const bool optimizer_given = emb.has("optimizer");
   const std::string fused =
       emb.get_choice_or("optimizer", {"sgd", "adagrad", "rowwise_adagrad", "adam"},
                         dense == "adamw" ? std::string("adam") : dense);
@@ -463,8 +464,8 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     if (config.optimizer != EmbeddingOptimizer::kSgd) {
       emb.child("update").fail(
           fmt::format("a sparse gradient is applied by torch.optim.SGD's index_add_, but "
-                      "embeddings.optimizer is {}; use update: fused for it",
-                      fused));
+                      "embeddings.optimizer is {}{}; use update: fused for it",
+                      fused, optimizer_given ? "" : " (the dense optimizer's, as none is given)"));
     }
     config.embedding_update = EmbeddingUpdate::kScatterAdd;
   }

@@ -289,6 +289,7 @@ TEST(DlrmConfig, TrainingLoopKeysAndTheirDefaults) {
                        "    index_bytes: 8", "    index_bytes: 8\n    update: sparse"));
   EXPECT_NE(e.find("update"), std::string::npos) << e;
   EXPECT_NE(e.find("torch.optim.SGD"), std::string::npos) << e;
+  EXPECT_NE(e.find("the dense optimizer's"), std::string::npos) << e;
 }
 
 TEST(DlrmConfig, ShardingTypesPerTableGroupWithTheirDefaults) {

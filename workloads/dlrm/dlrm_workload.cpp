@@ -51,9 +51,9 @@ int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batc
 /// tables and column-wise shards at their own width and row-wise blocks for the global batch,
 /// data-parallel tables for its own samples), the all-to-all's send and receive buffers and the
 /// row-wise reduce-scatter's, the table-row-wise reduce-scatter's and all-to-all's (its node's
-/// blocks for the global batch; forward and backward: twice), the indices and offsets its
-/// lookups read, and with embeddings.update sparse the sparse gradient's values (one row a
-/// lookup, in the table dtype).
+/// blocks for the global batch; forward and backward: twice, inference once), the indices and
+/// offsets its lookups read, and with embeddings.update sparse the sparse gradient's values (one
+/// row a lookup, in the table dtype).
 int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& placement,
                      uint32_t rank, bool distributed) {
   const int64_t emb = dtype_bytes(c.embedding_dtype);
@@ -97,8 +97,10 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
       (c.global_batch * (sent_columns + (row_wise + twrw_node) * c.embedding_dim) +
        batch * data_parallel * c.embedding_dim) *
       emb;
+  // Forward and backward each hold one exchange's buffers; inference, the forward's alone.
+  const int64_t exchanges = c.mode == DlrmMode::kTrain ? 2 : 1;
   const int64_t exchange =
-      distributed ? 2 *
+      distributed ? exchanges *
                         (c.global_batch * sent_columns + batch * received_columns +
                          (c.global_batch + batch) * row_wise * c.embedding_dim +
                          (c.global_batch + c.global_batch / local) * twrw_node * c.embedding_dim +

@@ -158,9 +158,10 @@ class NelderMead {
   NelderMead(std::function<double(const std::vector<double>&)> objective, int budget)
       : objective_(std::move(objective)), budget_(budget) {}
 
-  /// Minimises from `start` (whose value is `start_f`); returns the best vertex. `converged`
-  /// tells whether the simplex collapsed before the budget ran out.
-  Vertex minimise(const Vertex& start, double step, bool* converged) {
+  /// Minimises from `start` (whose value is `start_f`); the first simplex moves coordinate i by
+  /// steps[i]. Returns the best vertex. `converged` tells whether the simplex collapsed before
+  /// the budget ran out.
+  Vertex minimise(const Vertex& start, const std::vector<double>& steps, bool* converged) {
     const size_t n = start.x.size();
     // Adaptive coefficients (Gao & Han, Comput. Optim. Appl. 51, 2012): the standard ones
     // (2, 1/2, 1/2) for n = 2, gentler as n grows, which keeps the simplex from collapsing
@@ -172,7 +173,7 @@ class NelderMead {
     std::vector<Vertex> simplex{start};
     for (size_t i = 0; i < n && left(); ++i) {
       Vertex v{start.x, 0.0};
-      v.x[i] += step;
+      v.x[i] += steps[i];
       v.f = evaluate(v.x);
       simplex.push_back(std::move(v));
     }
@@ -485,8 +486,17 @@ CollectiveFitResult fit_collective_tuning_subset(
   constexpr int kRestarts = 10;
   Vertex best = origin;
   for (int round = 0; round <= kRestarts && nm.left(); ++round) {
+    // Every x >= 0 of a fraction is its cap of 1: start such a coordinate at 0 and step it
+    // downwards, where the objective can change (a step up, or from further up, changes nothing).
+    std::vector<double> steps(best.x.size(), kStep);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (r.parameters[i].parameter.unit == TuningParameterUnit::kFraction && best.x[i] >= 0.0) {
+        best.x[i] = 0.0;
+        steps[i] = -kStep;
+      }
+    }
     bool converged = false;
-    const Vertex found = nm.minimise(best, kStep, &converged);
+    const Vertex found = nm.minimise(best, steps, &converged);
     const bool improved = best.f - found.f > 1e-9 * std::abs(best.f);
     if (found.f < best.f) best = found;
     r.converged = converged;

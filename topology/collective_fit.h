@@ -13,7 +13,9 @@
 //    Gao & Han (2012) for n parameters (reflection 1, expansion 1 + 2/n, contraction
 //    3/4 - 1/(2n), shrink 1 - 1/n) from the start tuning, in transformed coordinates: ln(v + 1)
 //    for latencies in us (so zero is reachable), ln(v) for bandwidth caps and efficiencies
-//    (efficiencies capped at 1). The first simplex steps every coordinate by 0.3 from the start.
+//    (efficiencies capped at 1). The first simplex steps every coordinate by 0.3 from the start
+//    (a fraction at its cap of 1 starts at the cap and steps downwards: above it nothing changes).
+//    Each restart (below) starts the same way.
 //    A run ends when the simplex has collapsed (objective spread <= 1e-9 x best + 1e-15 and
 //    coordinate spread <= 1e-5); the search then restarts from the best point (up to 10 times,
 //    while a run improves the objective by more than 1e-9 relatively). Everything stops after

@@ -58,20 +58,19 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   po::options_description desc(
       "usage: upsim validate collectives [options]\n\n"
       "Simulates all-reduce at every measured size on the fabric of each measured system "
-      "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100, DGX H100) "
-      "with the "
-      "flow network and\nNCCL-like algorithms, and prints per point the measured and predicted "
-      "time, the error, the bus\nbandwidths and the chosen algorithm/protocol, then the geomean "
-      "|error| and the plateau error.\nEach table names its measurements, its tuning and whether "
-      "its points are IN-SAMPLE (the tuning\nwas fitted on them: the built-in tuning was fitted "
-      "on all 102 points shown) or HELD OUT.\n\n"
+      "(4x A100\nNVLink3, GCP A3 Mega 2x8 H100, OCI 2x8 H100, OCI 1x8 and 2x8 A100, DGX H100, "
+      "2x8 and 4x8 H100\non InfiniBand) with the flow network and NCCL-like algorithms, and "
+      "prints per point the measured\nand predicted time, the error, the bus bandwidths and the "
+      "chosen algorithm/protocol, then the\ngeomean |error| and the plateau error. Each table "
+      "names its measurements, its tuning and\nwhether its points are IN-SAMPLE (the tuning was "
+      "fitted on them: the built-in tuning was fitted\non all 166 points shown) or HELD OUT.\n\n"
       "--held-out adds leave-one-system-out validation: for each system with a full sweep (<= "
       "64 KiB\nto >= 256 MiB), the calibrated parameters are refitted on the other systems only, "
       "from a prior\ntuning that no measurement chose (NCCL's tables, datasheets), and the "
       "held-out "
       "system is\nvalidated with that fit, by a maximum a posteriori fit from two starts; a "
       "system with link\nfamilies of its own also gets a PARTLY IN-SAMPLE variant with just those "
-      "fitted on its points\n(method: topology/collective_cross_validation.h; about 10 s).\n\n"
+      "fitted on its points\n(method: topology/collective_cross_validation.h; about 90 s).\n\n"
       "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
       "Run from the\nrepository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
@@ -98,7 +97,7 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   const std::string tuning_name =
       tuning_file.empty()
           ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 14 "
-            "calibrated parameters were fitted on all 102 points of these six systems"
+            "calibrated parameters were fitted on all 166 points of these eight systems"
           : tuning_file;
   const std::string sample =
       tuning_file.empty() ? "IN-SAMPLE (the tuning was fitted on these points)"
@@ -223,7 +222,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
        "collective of logs without a `# Collective test starting:` line (nccl-tests before "
        "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
       ("validation-systems", po::bool_switch(&validation_systems),
-       "also fit on the six measured all-reduce systems of `upsim validate collectives` "
+       "also fit on the eight measured all-reduce systems of `upsim validate collectives` "
        "(read from --configs and --data)")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding topologies/, for --validation-systems")  //

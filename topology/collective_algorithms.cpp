@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -21,6 +23,29 @@ constexpr size_t kMaxEnumeratedCycles = 5040;
 constexpr size_t kMaxSearchSteps = 2'000'000;
 // Rings (channels) chosen per node at most; NCCL uses up to 16-32 channels, each a ring.
 constexpr size_t kMaxRingChannels = 12;
+
+/// NCCL's bandwidth correction of tree all-reduce at medium sizes, per protocol (LL, LL128,
+/// Simple) and log2(bytes / 64) for 64 B .. 256 MiB: "Trees are not perfectly sticking to the
+/// model for medium sizes. Applying a static correction factor is not ideal but works quite
+/// well." (NVIDIA/nccl src/graph/tuning.cc treeCorrectionFactor, applied in
+/// ncclTopoGetAlgoTime to Tree all-reduce for log sizes 0 .. 22; commit 5067397c).
+constexpr std::array<std::array<double, 24>, kCollectiveProtocolCount> kTreeCorrection{{
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6,  .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6,  .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
+     .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9},
+}};
+constexpr int kTreeCorrectionLogSizes = 23;
+
+/// kTreeCorrection for an all-reduce of `bytes` with `protocol` (1 outside 64 B .. 256 MiB).
+double tree_correction(CollectiveProtocol protocol, int64_t bytes) {
+  if (bytes < 64) return 1.0;
+  const int log_size = std::bit_width(static_cast<uint64_t>(bytes >> 6)) - 1;
+  if (log_size >= kTreeCorrectionLogSizes) return 1.0;
+  return kTreeCorrection[static_cast<size_t>(protocol)][static_cast<size_t>(log_size)];
+}
 
 size_t index_of(CollectiveProtocol p) {
   return static_cast<size_t>(p);
@@ -1271,24 +1296,28 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
           break;
         }
       }
-      double seconds = scale * unit_link_seconds * pt.wire_factor;
+      // Tree all-reduce moves its bytes at NCCL's measured medium-size fraction of its rate.
+      const double bytes_scale =
+          a == CollectiveAlgorithm::kTree && c.kind == CollectiveKind::kAllReduce
+              ? scale / tree_correction(proto, c.bytes)
+              : scale;
+      double seconds = bytes_scale * unit_link_seconds * pt.wire_factor;
       if (pt.injection_cap.bytes_per_second() > 0.0) {
-        seconds =
-            std::max(seconds, scale * unit_source_bytes / pt.injection_cap.bytes_per_second());
+        seconds = std::max(seconds,
+                           bytes_scale * unit_source_bytes / pt.injection_cap.bytes_per_second());
       }
       Candidate cand;
       cand.choice.algorithm = a;
       cand.choice.protocol = proto;
-      if (a == CollectiveAlgorithm::kNvls && nodes == 1) {
-        // Until the NVLS pipeline is full, its bytes cost their transfer time twice. NVLS over
-        // several nodes (NCCL's NVLS_TREE) chunks differently and has no fill here.
-        lat += Duration::from_seconds_f(std::min(scale, lay.nvls_fill_bytes) * unit_link_seconds *
-                                        pt.wire_factor);
+      if (a == CollectiveAlgorithm::kNvls) {
+        // Until the NVLS pipeline is full, its bytes cost their transfer time twice.
+        const double fill = lay.nvls_fill_bytes * (nodes == 1 ? 1.0 : kNvlsTreeFillStages);
+        lat += Duration::from_seconds_f(std::min(scale, fill) * unit_link_seconds * pt.wire_factor);
       }
       cand.choice.latency = launch + lat;
       cand.choice.predicted = cand.choice.latency + Duration::from_seconds_f(seconds);
       cand.structure = s;
-      cand.scale = scale;
+      cand.scale = bytes_scale;
       out.push_back(std::move(cand));
     }
   }

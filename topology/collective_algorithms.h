@@ -48,7 +48,10 @@
 // see latency() in the .cpp) + the bottleneck time max(max over links of wire bytes crossing /
 // capacity, max over GPUs of bytes sent / injection cap). Flows carry wire bytes = payload x
 // protocol wire factor / algorithm efficiency; a protocol with an injection cap adds one
-// virtual link per sending GPU.
+// virtual link per sending GPU. Tree all-reduce also divides its bytes by NCCL's medium-size
+// correction for its size and protocol (treeCorrectionFactor, 0.4 - 1 between 64 B and 256 MiB,
+// see the .cpp), and NVLS adds its pipeline fill (CollectiveTuning::nvls_pipeline_fill_mib) to
+// its latency.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +66,16 @@
 #include "topology/nccl_tuning.h"
 
 namespace upsim {
+
+/// NVLS over several nodes (NCCL's NVLS_TREE) pipelines two stages, the in-switch reduction /
+/// multicast within each node and the network tree between nodes, and the network stage keeps as
+/// many bytes in flight as the first (NCCL_STEPS slots of one NVLS chunk per channel, NVIDIA/nccl
+/// src/enqueue.cc and src/include/device.h at commit 5067397c): its pipeline fill is this many
+/// times CollectiveTuning::nvls_pipeline_fill_mib. The 2x8 H100 InfiniBand sweep of
+/// test/data/nccl-tests agrees: from 64 MiB up its time exceeds latency + bytes / plateau rate by
+/// the transfer time of about 40 MB (2 x 16 MiB = 33.6 MB); in a refit of the tuning, 2 gives an
+/// objective of 0.1169, 3 gives 0.1177 and 4 gives 0.1189.
+inline constexpr double kNvlsTreeFillStages = 2.0;
 
 /// One priced candidate.
 struct CollectiveChoice {

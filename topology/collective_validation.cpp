@@ -103,6 +103,10 @@ std::vector<CollectiveValidationCase> collective_validation_cases() {
        "oci_bm.gpu4.8_2x8_a100_40gb_rocev2", Duration::zero(), nccl_tests},
       {"NVIDIA DGX H100 1x8", "topologies/dgx_h100.yaml", nccl, "nvidia_dgx_h100_1x8",
        Duration::zero(), nccl_tests},
+      {"Dell XE9680 2x8 H100 NDR IB", "topologies/hgx_h100_ib_2node.yaml", nccl,
+       "dell_xe9680_2x8_h100_ib400", Duration::zero(), nccl_tests},
+      {"VMware 4x8 H100 NDR IB", "topologies/hgx_h100_ib_4node_vm.yaml", nccl,
+       "vmware_4x8_h100_ib400", Duration::zero(), nccl_tests},
   };
 }
 

@@ -76,8 +76,8 @@ struct CollectiveValidationCase {
   std::string harness;  ///< how the set was measured, printed with its table
 };
 
-/// The six measured all-reduce systems (4x A100 NVLink3, GCP A3 Mega 2x8 H100 TCPXO, OCI 2x8
-/// H100 RoCE, OCI 1x8 and 2x8 A100, NVIDIA DGX H100 1x8).
+/// The eight measured all-reduce systems (4x A100 NVLink3, GCP A3 Mega 2x8 H100 TCPXO, OCI 2x8
+/// H100 RoCE, OCI 1x8 and 2x8 A100, NVIDIA DGX H100 1x8, 2x8 and 4x8 H100 on InfiniBand).
 std::vector<CollectiveValidationCase> collective_validation_cases();
 
 /// Rows of one run of test/data/nccl-tests/nccl_tests_allreduce_published.csv (out-of-place

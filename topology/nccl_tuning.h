@@ -113,9 +113,10 @@ struct CollectiveTuning {
   /// Pipeline fill of NVLS, in MiB, by NVLS link kind prefix (longest match; 0 otherwise): the
   /// bytes an NVLS collective moves before its pipeline streams at full rate. NCCL runs NVLS on
   /// nvlsChannels channels of NCCL_NVLS_CHUNKSIZE chunks with NCCL_STEPS slots each; until that
-  /// much is in flight a byte costs its transfer time twice. Added to the latency of NVLS within
-  /// one node as min(bytes, fill) at the uncontended bottleneck rate (nccl_tuning.cpp has the
-  /// values); NVLS over several nodes (NCCL's NVLS_TREE, other chunking) has none.
+  /// much is in flight a byte costs its transfer time twice. Added to the latency of NVLS as
+  /// min(bytes, fill) at the uncontended bottleneck rate (nccl_tuning.cpp has the values); NVLS
+  /// over several nodes (NCCL's NVLS_TREE) fills kNvlsTreeFillStages times as much
+  /// (collective_algorithms.h).
   std::vector<std::pair<std::string, double>> nvls_pipeline_fill_mib;
   /// Per-GPU-generation factor on NCCL's base and intra-node hop latencies (not the launch
   /// overhead, not network hops), by the link kind of the members' intra-node ring arcs (longest

@@ -1068,8 +1068,9 @@ TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
        {"== In-sample validation ==", "IN-SAMPLE",
         "== Held-out validation (leave one system out) ==",
         "HELD OUT: 4x A100 NVLink3 (LLMCompass)", "HELD OUT: GCP A3 Mega 2x8 H100 TCPXO",
-        "HELD OUT: NVIDIA DGX H100 1x8", "fitted on 5 other system(s)", "start (prior)",
-        "held out (128K-32M)", "PARTLY IN-SAMPLE variant", "own network fitted",
+        "HELD OUT: NVIDIA DGX H100 1x8", "HELD OUT: VMware 4x8 H100 NDR IB",
+        "fitted on 7 other system(s)", "start (prior)", "held out (128K-32M)",
+        "PARTLY IN-SAMPLE variant", "own network fitted",
         "measurements: nccl-tests/nccl_tests_allreduce_published.csv (run"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }

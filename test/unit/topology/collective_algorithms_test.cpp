@@ -116,9 +116,10 @@ TEST(CollectiveAlgorithms, EveryAllReduceAlgorithmRunsWhenForced) {
                std::invalid_argument);
 }
 
-// NVLS within one node pays its pipeline fill: the first 16 MiB cost their transfer time twice,
-// as a latency (so the flows still move the bytes once). Over several nodes (NVLS_TREE) no fill.
-TEST(CollectiveAlgorithms, NvlsWithinANodePaysItsPipelineFill) {
+// NVLS pays its pipeline fill: within one node the first 16 MiB cost their transfer time twice,
+// as a latency (so the flows still move the bytes once); over several nodes (NVLS_TREE) the first
+// kNvlsTreeFillStages x 16 MiB.
+TEST(CollectiveAlgorithms, NvlsPaysItsPipelineFill) {
   CollectiveTuning no_fill = nccl_like_tuning();
   no_fill.nvls_pipeline_fill_mib.clear();
   for (const std::string name : {"dgx_h100", "dgx_h100_cluster_2"}) {
@@ -133,8 +134,9 @@ TEST(CollectiveAlgorithms, NvlsWithinANodePaysItsPipelineFill) {
       const CollectiveChoice b =
           without.planner().plan(c, CollectiveAlgorithm::kNvls, CollectiveProtocol::kSimple).choice;
       const double transfer_us = (b.predicted - b.latency).us();
-      const double filled = std::min<double>(static_cast<double>(bytes), 16.0 * 1024 * 1024);
-      const double expected = one_node ? transfer_us * filled / static_cast<double>(bytes) : 0.0;
+      const double fill = (one_node ? 1.0 : kNvlsTreeFillStages) * 16.0 * 1024 * 1024;
+      const double filled = std::min<double>(static_cast<double>(bytes), fill);
+      const double expected = transfer_us * filled / static_cast<double>(bytes);
       EXPECT_NEAR((a.latency - b.latency).us(), expected, 1e-3) << name << " " << bytes;
       EXPECT_EQ(a.predicted - a.latency, b.predicted - b.latency) << name << " " << bytes;
     }

@@ -125,9 +125,10 @@ TEST(CollectiveCrossValidation, RefusesWithoutAFullSweep) {
 // The measured systems, held out one at a time with the 14 calibrated parameters refitted on the
 // others (as `upsim validate collectives --held-out`). The bounds pin today's held-out errors
 // (measured with this test; see the README's collectives table) so that they can only improve.
+// About 90 s in a release build (five folds over eight systems).
 TEST(CollectiveCrossValidation, MeasuredSystemsHeldOutErrorsDoNotRegress) {
 #ifdef UPSIM_SANITIZED
-  GTEST_SKIP() << "about 10 s in a release build, minutes under sanitizers: release builds only";
+  GTEST_SKIP() << "about 90 s in a release build, far longer under sanitizers: release builds only";
 #endif
   std::vector<CollectiveFitSystem> systems;
   for (const CollectiveValidationCase& c : collective_validation_cases()) {
@@ -140,26 +141,34 @@ TEST(CollectiveCrossValidation, MeasuredSystemsHeldOutErrorsDoNotRegress) {
   const std::vector<HeldOutFold> folds =
       leave_one_system_out(systems, nccl_prior_tuning(), options);
   std::cout << format_cross_validation(folds, "nccl_prior_tuning()", false);
-  ASSERT_EQ(folds.size(), 3u);
+  ASSERT_EQ(folds.size(), 5u);
   EXPECT_EQ(folds[0].held_out, "4x A100 NVLink3 (LLMCompass)");
   EXPECT_EQ(folds[1].held_out, "GCP A3 Mega 2x8 H100 TCPXO");
   EXPECT_EQ(folds[2].held_out, "NVIDIA DGX H100 1x8");
-  // 4x A100: 7.28% over all points, 32.8% over 128 KiB - 32 MiB. Its mid sizes are 20-30% slower
-  // than the other NVLink systems make them (PyTorch-level timing, harness not stated); since
-  // the DGX H100 sweep joined the training systems the NVLink ring hop latency fits at a few us
-  // without it (11.5 us with it); with five systems it was 8.42% / 25.6%. GCP: 57.2%, 73.0%:
-  // its TCPXO network (efficiency, per-hop latencies) is measured by no other system, so those
-  // parameters stay at the prior; with them fitted on GCP's own points (partly in-sample)
-  // 4.51%, 13.9%. DGX H100: 11.2%, 21.7%, plateau -2.1% (the single-node NVLS efficiency stays
-  // at NCCL's 0.85: no other system runs NVLS within one node).
-  EXPECT_LE(folds[0].validation.geomean_abs_error, 0.075);
-  EXPECT_LE(folds[0].band_geomean, 0.33);
-  EXPECT_LE(folds[1].validation.geomean_abs_error, 0.575);
-  EXPECT_LE(folds[1].band_geomean, 0.735);
+  EXPECT_EQ(folds[3].held_out, "Dell XE9680 2x8 H100 NDR IB");
+  EXPECT_EQ(folds[4].held_out, "VMware 4x8 H100 NDR IB");
+  // 4x A100: 8.94% over all points, 29.6% over 128 KiB - 32 MiB. Its intra-node mid sizes run
+  // ring / LL128 on a 4-GPU NVLink mesh, a regime no other sweep has: without it the NVLink ring
+  // hop latency fits at a few us (9.2 us with it) and the LL128 cap stays at its prior (no other
+  // training point runs LL128). GCP: 53.8%, 68.0%: its TCPXO network (efficiency, per-hop
+  // latencies) is measured by no other system, so those parameters stay at the prior; with them
+  // fitted on GCP's own points (partly in-sample) 2.88%, 5.35%. DGX H100: 8.44%, 10.04%, plateau
+  // -2.1% (NVLS within one node fitted on nothing else; the multi-node H100 sweeps give the
+  // Hopper latencies, and its floor comes out 15-50% high). 2x8 H100 InfiniBand: 4.05%, 5.53%; 4x8
+  // H100 InfiniBand (VMs): 7.47%, 16.5% (NCCL's NVLS_TREE latency, 2 log2(nodes) network hops
+  // of 20.9 us, overstates its 0.5 - 1 MiB points by 35-45%), plateau +5.2%.
+  EXPECT_LE(folds[0].validation.geomean_abs_error, 0.092);
+  EXPECT_LE(folds[0].band_geomean, 0.30);
+  EXPECT_LE(folds[1].validation.geomean_abs_error, 0.54);
+  EXPECT_LE(folds[1].band_geomean, 0.685);
   EXPECT_EQ(folds[1].undetermined.size(), 5u);
-  EXPECT_LE(folds[2].validation.geomean_abs_error, 0.114);
-  EXPECT_LE(folds[2].band_geomean, 0.22);
+  EXPECT_LE(folds[2].validation.geomean_abs_error, 0.088);
+  EXPECT_LE(folds[2].band_geomean, 0.105);
   EXPECT_LE(std::abs(folds[2].validation.plateau_error), 0.03);
+  EXPECT_LE(folds[3].validation.geomean_abs_error, 0.045);
+  EXPECT_LE(folds[3].band_geomean, 0.06);
+  EXPECT_LE(folds[4].validation.geomean_abs_error, 0.08);
+  EXPECT_LE(folds[4].band_geomean, 0.17);
   // Partly in-sample: GCP's own TCPXO parameters fitted on its points, the rest held out.
   EXPECT_TRUE(folds[0].own_parameters.empty());
   EXPECT_EQ(folds[1].own_parameters,
@@ -167,8 +176,8 @@ TEST(CollectiveCrossValidation, MeasuredSystemsHeldOutErrorsDoNotRegress) {
                                       "link_families.tcpxo.extra_hop_latency.LL",
                                       "link_families.tcpxo.extra_hop_latency.LL128",
                                       "link_families.tcpxo.extra_hop_latency.Simple"}));
-  EXPECT_LE(folds[1].own_validation.geomean_abs_error, 0.052);
-  EXPECT_LE(folds[1].own_band_geomean, 0.165);
+  EXPECT_LE(folds[1].own_validation.geomean_abs_error, 0.032);
+  EXPECT_LE(folds[1].own_band_geomean, 0.06);
 }
 
 }  // namespace

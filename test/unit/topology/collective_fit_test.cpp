@@ -51,19 +51,19 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
     double value;
   };
   for (const Case& c : {
-           Case{"launch_overhead", TuningParameterUnit::kMicroseconds, 3.124},
-           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.8541},
-           Case{"nvls_tree_efficiency", TuningParameterUnit::kFraction, 0.7776},
-           Case{"protocols.LL128.injection_cap", TuningParameterUnit::kGigabytesPerSecond, 40.91},
+           Case{"launch_overhead", TuningParameterUnit::kMicroseconds, 3.777},
+           Case{"nvls_efficiency", TuningParameterUnit::kFraction, 0.8523},
+           Case{"nvls_tree_efficiency", TuningParameterUnit::kFraction, 0.79},
+           Case{"protocols.LL128.injection_cap", TuningParameterUnit::kGigabytesPerSecond, 41.75},
            Case{"protocols.Simple.hop_latency.nvlink.ring", TuningParameterUnit::kMicroseconds,
-                11.55},
+                9.168},
            Case{"protocols.Simple.hop_latency.nvlink.nvls", TuningParameterUnit::kMicroseconds,
-                18.18},
+                16.34},
            Case{"protocols.LL.base_latency.tree", TuningParameterUnit::kMicroseconds, 6.8},
-           Case{"latency_generation_factors.nvlink4", TuningParameterUnit::kFraction, 0.8689},
-           Case{"link_families.rdma.efficiency", TuningParameterUnit::kFraction, 0.9661},
+           Case{"latency_generation_factors.nvlink4", TuningParameterUnit::kFraction, 0.9155},
+           Case{"link_families.rdma.efficiency", TuningParameterUnit::kFraction, 0.9567},
            Case{"link_families.tcpxo.extra_hop_latency.Simple", TuningParameterUnit::kMicroseconds,
-                415.1},
+                337.2},
        }) {
     const TuningParameter p = param(t, c.name);
     EXPECT_EQ(p.unit, c.unit) << c.name;
@@ -74,7 +74,7 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
   EXPECT_EQ(t.protocol(CollectiveProtocol::kSimple)
                 .hop_latency[static_cast<size_t>(LinkClass::kNvlink)]
                             [static_cast<size_t>(LatencyColumn::kRing)],
-            Duration::from_us_f(11.55 * 2.0 / 3.0));
+            Duration::from_us_f(9.168 * 2.0 / 3.0));
   for (const char* bad :
        {"launch", "protocols.LL256.injection_cap", "protocols.LL.hop_latency.x.ring",
         "link_families.infiniband.efficiency", "link_families.rdma.speed",
@@ -191,7 +191,9 @@ TEST(CollectiveFit, GcpFitFromAPerturbedStartIsNoWorseThanTheShippedTuning) {
   CollectiveFitOptions options;
   options.parameters = {"link_families.tcpxo.efficiency",
                         "link_families.tcpxo.extra_hop_latency.Simple"};
-  options.max_evaluations = 80;
+  // The simplex first runs into the efficiency's cap of 1 and collapses there; the restart from
+  // the cap steps downwards and finds the shipped values (about 180 evaluations in all).
+  options.max_evaluations = 200;
   const CollectiveFitResult r = fit_collective_tuning(systems, start, options);
   const std::string report = format_fit_report(r);
   EXPECT_GT(r.before[0].geomean_abs_error, 0.05) << report;

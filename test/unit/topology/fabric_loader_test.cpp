@@ -111,6 +111,10 @@ const std::map<std::string, Expected, std::less<>> kShipped = {
     {"gcp_a3mega_h100_2node.yaml", {16, 2, 58 + 16 + 16}},
     {"gv100x4_nvlink_bridge.yaml", {4, 1, 2 + 2 + 4}},
     {"h100_pcie_x8.yaml", {8, 1, 21}},
+    // As dgx_h100_cluster_2.yaml; the 4-node one: 4 x 29 + 32 NIC links + 8 rail leaves x 4
+    // cables.
+    {"hgx_h100_ib_2node.yaml", {16, 2, 58 + 16 + 16}},
+    {"hgx_h100_ib_4node_vm.yaml", {32, 4, 116 + 32 + 32}},
     {"hgx_h200.yaml", {8, 1, 29}},
     {"oci_bm_gpu4_a100_1node.yaml", {8, 1, 37}},
     // One leaf (single switch): 2 x 37 + 32 NIC links.

@@ -166,6 +166,10 @@ struct CollectivePlanner::Layout {
   // Factor on the base and intra-node hop latencies for the GPU generation of the intra-node
   // ring arcs' links (the largest over them; 1 without such links).
   double latency_factor = 1.0;
+  // Per protocol, the most payload bytes per second a member injects (0: no cap): within one
+  // node CollectiveTuning::single_node_injection_cap_for its ring arcs' link kinds, over
+  // several nodes ProtocolTuning::injection_cap.
+  std::array<Bandwidth, kCollectiveProtocolCount> injection_cap{};
   LinkClass inter_class = LinkClass::kNet;  // worst class on inter-node routes
   std::array<Duration, kCollectiveProtocolCount> inter_extra{};
   // NICs each member sends and receives through across nodes (its share of the NICs nearest to
@@ -760,14 +764,29 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
                      ? std::max(max_cycles, lay.max_per_node * std::max(lay.max_nics, 1u))
                      : max_cycles;
 
-  // Latency classes and generation: intra-node ring arcs, inter-node routes.
+  // Latency classes, generation and single-node injection caps: intra-node ring arcs,
+  // inter-node routes.
   double latency_factor = 0.0;
+  const bool one_node = lay.nodes.size() == 1;
+  std::array<bool, kCollectiveProtocolCount> capped_by_arcs{};
+  for (size_t p = 0; p < kCollectiveProtocolCount; ++p)
+    lay.injection_cap[p] = tuning_.protocols[p].injection_cap;
   for (size_t v = 0; v < lay.nodes.size(); ++v) {
     for (const auto& cyc : lay.cycles[v]) {
       for (size_t j = 0; cyc.size() > 1 && j < cyc.size(); ++j) {
         for (LinkId l : path(lay.gpu[cyc[j]], lay.gpu[cyc[(j + 1) % cyc.size()]])) {
           lay.intra_class = worse(lay.intra_class, link_family_[l]->link_class);
           latency_factor = std::max(latency_factor, tuning_.latency_factor_for(links[l].kind));
+          for (size_t p = 0; one_node && p < kCollectiveProtocolCount; ++p) {
+            const Bandwidth cap = tuning_.single_node_injection_cap_for(
+                static_cast<CollectiveProtocol>(p), links[l].kind);
+            // The tightest cap over the arcs; zero is no cap.
+            Bandwidth& mine = lay.injection_cap[p];
+            if (!capped_by_arcs[p] || mine.bytes_per_second() <= 0.0 ||
+                (cap.bytes_per_second() > 0.0 && cap < mine))
+              mine = cap;
+            capped_by_arcs[p] = true;
+          }
         }
       }
     }
@@ -1302,10 +1321,8 @@ std::vector<CollectivePlanner::Candidate> CollectivePlanner::build(
               ? scale / tree_correction(proto, c.bytes)
               : scale;
       double seconds = bytes_scale * unit_link_seconds * pt.wire_factor;
-      if (pt.injection_cap.bytes_per_second() > 0.0) {
-        seconds = std::max(seconds,
-                           bytes_scale * unit_source_bytes / pt.injection_cap.bytes_per_second());
-      }
+      const double cap = lay.injection_cap[pi].bytes_per_second();
+      if (cap > 0.0) seconds = std::max(seconds, bytes_scale * unit_source_bytes / cap);
       Candidate cand;
       cand.choice.algorithm = a;
       cand.choice.protocol = proto;
@@ -1379,7 +1396,8 @@ CollectivePlan CollectivePlanner::plan_impl(const CollectiveDesc& collective,
   // Materialise the flows: wire bytes, and one injection-cap virtual link per sending member.
   const FlowStructure& s = *best->structure;
   const ProtocolTuning& pt = tuning_.protocol(best->choice.protocol);
-  const bool capped = pt.injection_cap.bytes_per_second() > 0.0;
+  const Bandwidth cap = lay.injection_cap[static_cast<size_t>(best->choice.protocol)];
+  const bool capped = cap.bytes_per_second() > 0.0;
   const auto fabric_links = static_cast<uint32_t>(link_capacity_.size());
   std::vector<uint32_t> cap_link(collective.members.size(), kNone);
   const double scale = best->scale;
@@ -1396,7 +1414,7 @@ CollectivePlan CollectivePlanner::plan_impl(const CollectiveDesc& collective,
       uint32_t& v = cap_link[s.source[f]];
       if (v == kNone) {
         v = fabric_links + static_cast<uint32_t>(batch.virtual_capacities.size());
-        batch.virtual_capacities.push_back(pt.injection_cap * pt.wire_factor);
+        batch.virtual_capacities.push_back(cap * pt.wire_factor);
       }
       batch.links.push_back(v);
     }

@@ -88,8 +88,12 @@ struct ProtocolTuning {
   std::array<std::array<Duration, kLatencyColumnCount>, kLinkClassCount> hop_latency{};
   /// The most payload bytes per second a GPU's NCCL kernel pushes out with this protocol, all
   /// its flows of one collective together (NCCL's llMaxBw / per-channel caps play this role);
-  /// zero means no cap.
+  /// zero means no cap. Over several nodes, and within one node without a match below.
   Bandwidth injection_cap;
+  /// The cap within one node by the link kind of the members' intra-node ring arcs (longest
+  /// prefix; the lowest over the arcs): NCCL's per-GPU-generation single-node limits (for LL,
+  /// llMaxBws' N1 column, nccl_tuning.cpp). Zero means no cap.
+  std::vector<std::pair<std::string, Bandwidth>> single_node_injection_caps;
 };
 
 struct CollectiveTuning {
@@ -146,6 +150,9 @@ struct CollectiveTuning {
   double latency_factor_for(std::string_view link_kind) const;
   /// NVLS pipeline fill over NVLS links of this kind, in bytes (0 when no prefix matches).
   double nvls_pipeline_fill_bytes_for(std::string_view link_kind) const;
+  /// Injection cap of `p` for a collective within one node over links of this kind: the
+  /// longest matching single_node_injection_caps key's, else injection_cap.
+  Bandwidth single_node_injection_cap_for(CollectiveProtocol p, std::string_view link_kind) const;
   /// NCCL hop latency of `protocol` on `link_class` in `column`.
   Duration hop_latency(CollectiveProtocol p, LinkClass link_class, LatencyColumn column) const {
     return protocol(p).hop_latency[static_cast<size_t>(link_class)][static_cast<size_t>(column)];

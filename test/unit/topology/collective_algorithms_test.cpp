@@ -169,6 +169,51 @@ TEST(CollectiveAlgorithms, LatencyFactorFollowsTheGpuGeneration) {
   }
 }
 
+// LL within one Hopper node runs at NCCL's single-node cap for Hopper (llMaxBws N1, 141 GB/s),
+// not at the fitted multi-node cap: for a 1 MiB ring / LL all-reduce on a DGX H100 the cap makes
+// the difference between the transfer times, and over two nodes the fitted cap applies.
+TEST(CollectiveAlgorithms, SingleNodeLlCapFollowsTheGpuGeneration) {
+  const CollectiveTuning tuned = nccl_like_tuning();
+  const ProtocolTuning& ll = tuned.protocol(CollectiveProtocol::kLl);
+  EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink4"),
+            Bandwidth::gigabytes_per_second(141.0));
+  EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink5"),
+            Bandwidth::gigabytes_per_second(282.0));
+  EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink3"),
+            ll.injection_cap);
+  EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl128, "nvlink4"),
+            tuned.protocol(CollectiveProtocol::kLl128).injection_cap);
+  CollectiveTuning fitted_only = tuned;
+  fitted_only.protocols[static_cast<size_t>(CollectiveProtocol::kLl)]
+      .single_node_injection_caps.clear();
+  for (const std::string name : {"dgx_h100", "dgx_h100_cluster_2"}) {
+    const Fabric fabric = load(name);
+    FlowNetwork with(fabric, tuned, gbps(2000));
+    FlowNetwork without(fabric, fitted_only, gbps(2000));
+    const CollectiveDesc c{CollectiveKind::kAllReduce, all_ranks(fabric), int64_t{1} << 20, {}};
+    const CollectiveChoice a =
+        with.planner().plan(c, CollectiveAlgorithm::kRing, CollectiveProtocol::kLl).choice;
+    const CollectiveChoice b =
+        without.planner().plan(c, CollectiveAlgorithm::kRing, CollectiveProtocol::kLl).choice;
+    EXPECT_EQ(a.latency, b.latency) << name;
+    if (name == "dgx_h100") {
+      // Each GPU sends 2 (n - 1) / n of the payload through its cap.
+      const double sent = 2.0 * 7.0 / 8.0 * (1 << 20);
+      EXPECT_NEAR((b.predicted - b.latency).seconds(), sent / ll.injection_cap.bytes_per_second(),
+                  1e-9);
+      EXPECT_LT(a.predicted, b.predicted);
+      // The simulated flows run at the same cap as the prediction.
+      EXPECT_NEAR(run_plan(with, with.planner().plan(c, CollectiveAlgorithm::kRing,
+                                                     CollectiveProtocol::kLl))
+                          .us() /
+                      a.predicted.us(),
+                  1.0, 0.01);
+    } else {
+      EXPECT_EQ(a.predicted, b.predicted) << name;
+    }
+  }
+}
+
 TEST(CollectiveAlgorithms, RingOnFullMeshUsesEveryNvlink) {
   // 4x A100 fully connected: all six directed Hamiltonian cycles, so each GPU drives its three
   // 100 GB/s links: bus bandwidth = 300 GB/s x NVLink efficiency at large sizes.
@@ -444,7 +489,8 @@ TEST(CollectiveTuning, EfficienciesFollowTheGeneration) {
   EXPECT_THROW(load_collective_tuning(bad.root()), ConfigError);
   // The NVLS pipeline fill and the latency factors are checked at their key too.
   for (const char* yaml :
-       {"nvls_pipeline_fill_mib: {nvlink4: -1}\n", "latency_generation_factors: {nvlink4: 0}\n"}) {
+       {"nvls_pipeline_fill_mib: {nvlink4: -1}\n", "latency_generation_factors: {nvlink4: 0}\n",
+        "protocols:\n  LL:\n    single_node_injection_caps: {nvlink4: -5GB/s}\n"}) {
     ConfigDocument doc = ConfigDocument::parse_string(yaml, "bad.yaml");
     try {
       load_collective_tuning(doc.root());

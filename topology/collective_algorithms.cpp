@@ -822,7 +822,8 @@ CollectivePlanner::Layout& CollectivePlanner::layout(const std::vector<RankId>& 
   // NVLS: every node's members attach directly to the same NVSwitch(es) over NVLS-capable links,
   // and a node holds at least kNvlsMinGpusPerNode of them: NCCL leaves NVLS off when the
   // communicator has two or fewer GPUs in the node (NVIDIA/nccl src/transport/nvls.cc,
-  // ncclNvlsInit: no NVLS support for gpuCount <= 2).
+  // ncclNvlsInit: no NVLS support for gpuCount <= 2, NCCL 2.18.1 to 2.28.6, the versions of the
+  // measured sweeps; NCCL 2.28.7 lowered it to gpuCount < 2).
   if (lay.uniform && lay.max_per_node >= kNvlsMinGpusPerNode &&
       !tuning_.nvls_link_prefixes.empty()) {
     auto nvls_capable = [&](const FabricLink& link) {

@@ -586,6 +586,9 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
       pt.wire_factor = node->get_double_in_or("wire_factor", 1.0, kMaxWireFactor, pt.wire_factor);
       pt.injection_cap = node->get_bandwidth_in_or(
           "injection_cap", Bandwidth::bytes_per_second(0.0), kMaxInjectionCap, pt.injection_cap);
+      // A file that sets injection_cap alone (as files before single_node_injection_caps did)
+      // means that cap everywhere.
+      if (node->has("injection_cap")) pt.single_node_injection_caps.clear();
       if (auto caps = node->optional_child("single_node_injection_caps")) {
         pt.single_node_injection_caps.clear();
         for (const std::string& kind : caps->map_keys()) {

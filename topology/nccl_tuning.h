@@ -191,8 +191,9 @@ inline constexpr Bandwidth kMaxInjectionCap = Bandwidth::bytes_per_second(1e15);
 
 /// Reads a tuning file (configs/collectives/nccl_like.yaml). Every key is optional and
 /// overrides the default of nccl_like_tuning(); `link_families`, when present, replaces the
-/// whole list. Throws ConfigError at the offending key, also for a value outside the ranges
-/// above.
+/// whole list. A protocol's `injection_cap` without `single_node_injection_caps` beside it
+/// applies within one node too (the meaning it had before that key existed). Throws ConfigError at
+/// the offending key, also for a value outside the ranges above.
 CollectiveTuning load_collective_tuning(const ConfigNode& root);
 
 /// The whole tuning as a YAML file in the schema load_collective_tuning() reads, every key

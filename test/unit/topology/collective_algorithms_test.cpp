@@ -214,6 +214,31 @@ TEST(CollectiveAlgorithms, SingleNodeLlCapFollowsTheGpuGeneration) {
   }
 }
 
+// A tuning file that sets an LL injection_cap without single_node_injection_caps (as files
+// written before that key) keeps its cap within one node too; with the key, the key's caps hold.
+TEST(CollectiveTuning, InjectionCapAloneAppliesWithinOneNodeToo) {
+  ConfigDocument alone =
+      ConfigDocument::parse_string("protocols:\n  LL:\n    injection_cap: 10GB/s\n", "old.yaml");
+  const CollectiveTuning a = load_collective_tuning(alone.root());
+  EXPECT_TRUE(a.protocol(CollectiveProtocol::kLl).single_node_injection_caps.empty());
+  EXPECT_EQ(a.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink4"),
+            Bandwidth::gigabytes_per_second(10.0));
+  ConfigDocument both = ConfigDocument::parse_string(
+      "protocols:\n  LL:\n    injection_cap: 10GB/s\n"
+      "    single_node_injection_caps: {nvlink4: 100GB/s}\n",
+      "new.yaml");
+  const CollectiveTuning b = load_collective_tuning(both.root());
+  EXPECT_EQ(b.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink4"),
+            Bandwidth::gigabytes_per_second(100.0));
+  EXPECT_EQ(b.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink3"),
+            Bandwidth::gigabytes_per_second(10.0));
+  // A file without either key keeps the defaults (NCCL's Hopper value).
+  ConfigDocument neither = ConfigDocument::parse_string("launch_overhead: 4us\n", "x.yaml");
+  EXPECT_EQ(load_collective_tuning(neither.root())
+                .single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink4"),
+            Bandwidth::gigabytes_per_second(141.0));
+}
+
 TEST(CollectiveAlgorithms, RingOnFullMeshUsesEveryNvlink) {
   // 4x A100 fully connected: all six directed Hamiltonian cycles, so each GPU drives its three
   // 100 GB/s links: bus bandwidth = 300 GB/s x NVLink efficiency at large sizes.

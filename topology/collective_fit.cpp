@@ -49,6 +49,7 @@ template <typename Tuning>
       "tuning parameter `{}`: {}; valid: launch_overhead, net_overhead, tree_efficiency, "
       "nvls_efficiency, nvls_tree_efficiency, latency_generation_factors.<link kind>, "
       "protocols.<LL|LL128|Simple>.injection_cap, "
+      "protocols.<P>.single_node_injection_caps.<link kind>, "
       "protocols.<P>.base_latency.<tree|ring|nvls>, "
       "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>, "
       "link_families.<{}>.efficiency, link_families.<F>.extra_hop_latency.<P>",
@@ -85,6 +86,14 @@ FieldRef<Tuning> resolve(Tuning& t, std::string_view name) {
     auto& pt = t.protocols[protocol_index(t, name, parts[1])];
     if (parts[2] == "injection_cap" && n == 3) {
       f.bandwidth = &pt.injection_cap;
+    } else if (parts[2] == "single_node_injection_caps" && n == 4) {
+      for (auto& [kind, cap] : pt.single_node_injection_caps) {
+        if (kind == parts[3]) f.bandwidth = &cap;
+      }
+      if (!f.bandwidth) {
+        unknown_parameter(
+            t, name, fmt::format("the tuning has no single-node injection cap `{}`", parts[3]));
+      }
     } else if (parts[2] == "base_latency" && n == 4) {
       f.duration = &pt.base_latency[column_index(t, name, parts[3])];
     } else if (parts[2] == "hop_latency" && n == 5) {

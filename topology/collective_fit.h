@@ -29,6 +29,7 @@
 //   launch_overhead, net_overhead                          (latency, us)
 //   tree_efficiency, nvls_efficiency, nvls_tree_efficiency (fraction in (0, 1])
 //   protocols.<LL|LL128|Simple>.injection_cap              (GB/s; the start must be > 0)
+//   protocols.<P>.single_node_injection_caps.<link kind>   (GB/s; an entry of the start tuning)
 //   protocols.<P>.base_latency.<tree|ring|nvls>            (us)
 //   protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>  (us)
 //   link_families.<family name>.efficiency                 (fraction)

@@ -4,9 +4,10 @@
 // 1, summarised by the geometric mean of |e|; plateau error = bus bandwidth error at the largest
 // measured size.
 //
-// What was fitted (topology/nccl_tuning.cpp): 14 parameters on all 166 points shown here -- so
-// the errors below are in-sample. Per system: launch overhead, LL / LL128 injection caps and the
-// NVLink Simple ring hop latency mostly on the 4x A100 sweep (32 points); NVLink efficiency on the
+// What was fitted (topology/nccl_tuning.cpp): 15 parameters on all 166 points shown here -- so
+// the errors below are in-sample. Per system: the Ampere single-node LL cap and the NVLink Simple
+// ring hop latency on the 4x A100 sweep (32 points); the launch overhead and the multi-node LL /
+// LL128 caps on the small and mid sizes of every sweep; NVLink efficiency on the
 // 4x A100 and 1x8 A100 plateaus; TCPXO efficiency and three TCPXO hop latencies on the GCP
 // sweep (31 points); RDMA efficiency and NVLS efficiency over nodes on the 2x8 and 4x8 H100
 // InfiniBand sweeps (32 points each) and the 5 OCI H100 points; NVLS efficiency within a node,

@@ -147,11 +147,13 @@ TEST(CollectiveAlgorithms, NvlsPaysItsPipelineFill) {
 // latency factor on a DGX H100, untouched on a DGX A100 (NVLink 3, no factor); the launch
 // overhead is never scaled.
 TEST(CollectiveAlgorithms, LatencyFactorFollowsTheGpuGeneration) {
-  const CollectiveTuning tuned = nccl_like_tuning();
+  // The shipped Hopper factor is fitted (1 today); a tuning with another value shows the rule.
+  CollectiveTuning tuned = nccl_like_tuning();
+  tuned.latency_generation_factors = {{"nvlink4", 0.8}};
   CollectiveTuning plain = tuned;
   plain.latency_generation_factors.clear();
   const double factor = tuned.latency_factor_for("nvlink4");
-  EXPECT_LT(factor, 1.0);
+  EXPECT_DOUBLE_EQ(factor, 0.8);
   EXPECT_DOUBLE_EQ(tuned.latency_factor_for("nvlink3"), 1.0);
   for (const std::string name : {"dgx_h100", "dgx_a100"}) {
     const Fabric fabric = load(name);
@@ -180,6 +182,8 @@ TEST(CollectiveAlgorithms, SingleNodeLlCapFollowsTheGpuGeneration) {
   EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink5"),
             Bandwidth::gigabytes_per_second(282.0));
   EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink3"),
+            Bandwidth::gigabytes_per_second(11.34));
+  EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink2"),
             ll.injection_cap);
   EXPECT_EQ(tuned.single_node_injection_cap_for(CollectiveProtocol::kLl128, "nvlink4"),
             tuned.protocol(CollectiveProtocol::kLl128).injection_cap);
@@ -231,7 +235,7 @@ TEST(CollectiveTuning, InjectionCapAloneAppliesWithinOneNodeToo) {
   EXPECT_EQ(b.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink4"),
             Bandwidth::gigabytes_per_second(100.0));
   EXPECT_EQ(b.single_node_injection_cap_for(CollectiveProtocol::kLl, "nvlink3"),
-            Bandwidth::gigabytes_per_second(10.0));
+            Bandwidth::gigabytes_per_second(10.0));  // no nvlink3 key: injection_cap
   // A file without either key keeps the defaults (NCCL's Hopper value).
   ConfigDocument neither = ConfigDocument::parse_string("launch_overhead: 4us\n", "x.yaml");
   EXPECT_EQ(load_collective_tuning(neither.root())

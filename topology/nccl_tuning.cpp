@@ -260,39 +260,35 @@ const LinkFamily& CollectiveTuning::family_of(std::string_view link_kind) const 
 }
 
 namespace {
-/// The factor of the longest key that prefixes `kind`; 1 when none does.
-double generation_factor(const std::vector<std::pair<std::string, double>>& factors,
-                         std::string_view kind, double otherwise = 1.0) {
-  double factor = otherwise;
+/// The value of the longest key of `entries` that prefixes `kind`; `otherwise` when none does.
+template <typename Value>
+Value longest_prefix_value(const std::vector<std::pair<std::string, Value>>& entries,
+                           std::string_view kind, Value otherwise) {
+  Value value = otherwise;
   size_t best = 0;
   bool found = false;
-  for (const auto& [prefix, f] : factors) {
+  for (const auto& [prefix, v] : entries) {
     if (kind.substr(0, prefix.size()) != prefix) continue;
     if (!found || prefix.size() > best) {
-      factor = f;
+      value = v;
       best = prefix.size();
       found = true;
     }
   }
-  return factor;
+  return value;
+}
+
+/// The factor of the longest key that prefixes `kind`; 1 when none does.
+double generation_factor(const std::vector<std::pair<std::string, double>>& factors,
+                         std::string_view kind, double otherwise = 1.0) {
+  return longest_prefix_value(factors, kind, otherwise);
 }
 }  // namespace
 
 Bandwidth CollectiveTuning::single_node_injection_cap_for(CollectiveProtocol p,
                                                           std::string_view link_kind) const {
   const ProtocolTuning& pt = protocol(p);
-  Bandwidth cap = pt.injection_cap;
-  size_t best = 0;
-  bool found = false;
-  for (const auto& [prefix, c] : pt.single_node_injection_caps) {
-    if (link_kind.substr(0, prefix.size()) != prefix) continue;
-    if (!found || prefix.size() > best) {
-      cap = c;
-      best = prefix.size();
-      found = true;
-    }
-  }
-  return cap;
+  return longest_prefix_value(pt.single_node_injection_caps, link_kind, pt.injection_cap);
 }
 
 double CollectiveTuning::link_efficiency(std::string_view link_kind) const {

@@ -80,7 +80,8 @@ TEST(CollectiveFit, ParametersAreTheTuningYamlKeyPaths) {
   for (const char* bad :
        {"launch", "protocols.LL256.injection_cap", "protocols.LL.hop_latency.x.ring",
         "link_families.infiniband.efficiency", "link_families.rdma.speed",
-        "protocols.LL.base_latency.star", "latency_generation_factors.nvlink9"}) {
+        "protocols.LL.base_latency.star", "latency_generation_factors.nvlink9",
+        "protocols.LL.single_node_injection_caps.nvlink9"}) {
     try {
       tuning_parameter(t, bad);
       ADD_FAILURE() << bad << " was accepted";

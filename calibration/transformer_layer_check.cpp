@@ -83,8 +83,8 @@ std::vector<LayerKernelOp> llmcompass_gpt3_layer_ops(LayerPhase phase) {
   ops.push_back(
       {"Softmax", "softmax", memory_op_kernel(MemoryOp::kSoftmax, f16, bh * queries, keys)});
   const KernelDesc ln = memory_op_kernel(MemoryOp::kLayerNorm, f16, tokens, d);
-  ops.push_back({"LayerNorm_MHA", "layernorm", ln, 1.0, true});
-  ops.push_back({"LayerNorm_FFN", "layernorm", ln, 1.0, true});
+  ops.push_back({"LayerNorm_MHA", "layernorm", ln});
+  ops.push_back({"LayerNorm_FFN", "layernorm", ln});
   ops.push_back({"GeLU", "gelu", memory_op_kernel(MemoryOp::kGelu, f16, 1, tokens * 4 * d / tp)});
   return ops;
 }
@@ -128,13 +128,7 @@ double predicted_layer_op_seconds(const CalibratedKernelCost& model, const Devic
   KernelMeasurement m;
   m.op = op.harness_op;
   m.kernel = op.kernel;
-  double t = predicted_measurement_seconds(model, m, device) * op.calls;
-  if (op.minus_launch_overhead) {
-    const auto& harness = model.calibration().measurement;
-    const auto it = harness.find(op.harness_op);
-    if (it != harness.end()) t -= it->second.floor.seconds();
-  }
-  return t;
+  return predicted_measurement_seconds(model, m, device) * op.calls;
 }
 
 LayerCheck check_llmcompass_gpt3_layer(LayerPhase phase, const std::vector<double>& measured,

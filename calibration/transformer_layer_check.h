@@ -31,13 +31,22 @@
 //
 // How LLMCompass timed each op (its run_on_gpu): each op alone with its sweep's harness, the
 // median wall-clock time of one PyTorch call plus torch.cuda.synchronize(); Q_K_V is one
-// projection timed and multiplied by 3; each LayerNorm row is run_on_gpu() minus
-// gpu_kernel_launch_overhead() (the median time of a 1 x 1 x 1 layer norm call); the two
-// AllReduce rows are not printed by run_on_gpu (their source is not stated). So the kernel ops
-// are predicted as their sweep's harness predicts a sweep point (kernel_validation.h:
-// max(floor, offset + core time)), x 3 for Q_K_V, and a LayerNorm minus that harness's floor
-// (its prediction of a trivially small call). The all-reduces are collectives: tools/ prices
-// them on the 4x A100 NVLink fabric (llmcompass_gpt3_all_reduce_bytes).
+// projection timed and multiplied by 3; the two AllReduce rows are not printed by run_on_gpu
+// (their source is not stated). So the kernel ops are predicted as their sweep's harness
+// predicts a sweep point (kernel_validation.h: max(floor, offset + core time)), x 3 for Q_K_V.
+// The all-reduces are collectives: tools/ prices them on the 4x A100 NVLink fabric
+// (llmcompass_gpt3_all_reduce_bytes).
+//
+// The LayerNorm rows, too, are the sweep's harness as it stands. The code computes them as
+// run_on_gpu() minus gpu_kernel_launch_overhead() (the median of a 1 x 1 x 1 fp32 call), but
+// in the run that wrote these files that subtraction removed next to nothing: the decode row,
+// [8, 1, 12288] (0.4 MB, 0.2 us at HBM speed), reads 48.04 us, the level of the decode GeLU row
+// (47.92 us, not subtracted) and of the layer norm sweep's own smallest points (52-54 us), all
+// of them the harness floor of a torch.compile'd call. Had the subtraction removed a floor of
+// its own, the row would be a few us. LLMCompass' own simulation of this layer
+// (software_model/transformer.py, compile_and_simulate) reads the rows the same way: it adds
+// the full per-call layer norm overhead (45 us on A100, hardware_model/compute_module.py) to
+// each LayerNorm, as it does to the sweep points.
 //
 // Held out: no row of either file is read by any fit (fit_kernel_calibration reads the matmul,
 // softmax, layernorm and gelu sweeps only); W1 / W2 of the prefill coincide in shape with a
@@ -67,8 +76,7 @@ struct LayerKernelOp {
   std::string name;        ///< LLMCompass' row name, e.g. "Q_mul_K"
   std::string harness_op;  ///< the calibration's `measurement` entry of the sweep that timed it
   KernelDesc kernel;
-  double calls = 1.0;                  ///< Q_K_V: one projection timed, reported x 3
-  bool minus_launch_overhead = false;  ///< LayerNorm: run_on_gpu() - gpu_kernel_launch_overhead()
+  double calls = 1.0;  ///< Q_K_V: one projection timed, reported x 3
 };
 
 /// The ten kernel ops of the layer, in the file's row order (table in the header comment).

@@ -43,27 +43,21 @@ const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 //    weight-streaming GEMVs: the decode projections W1 / W2 at +1%) is too fast for a bmm whose
 //    compute is 70% of its memory time (prefill) or whose 192 CTAs are fewer than two per SM
 //    (decode). Same reason: compute / memory overlap is not identified by the sweeps.
-//  - LayerNorm decode: [8, 1, 12288] is far below the layer norm sweep's floor, so the harness
-//    model predicts run_on_gpu() = floor and the subtracted 1 x 1 x 1 call = floor, 0 in all;
-//    LLMCompass measured 48.0 us (the difference of two ~50 us wall-clock medians of
-//    torch.compile'd calls): not a kernel time the model can be asked for.
 //  - Softmax prefill (+18%): 786432 rows of 4 KiB, 6x the traffic of the largest softmax sweep
 //    point. The sweep's own largest points are over-predicted too (rows of 8 KiB: +3.3%, +6.0%,
 //    +16.8% at 8192, 16384, 32768 rows): the measured softmax keeps getting more efficient with
 //    size where the fitted curve has saturated, and the layer lies beyond the sweep.
-//  - The decode sum (-12.5%): the two LayerNorm rows (96 us of 1059) and A_mul_V.
-// The kernel ops only: the prefill layer with its all-reduces is -3.7%, the decode layer
-// -10.3%, its all-reduces of 192 KiB +34% (`upsim validate kernels --layer`; LLMCompass' own
-// all-reduce sweep, allreduce_A100x4_nvlink_measured.csv, interpolates to about 32 us at that
-// size, against 26.04 us in the layer file).
+// The LayerNorm rows are the harness as it stands (why: calibration/transformer_layer_check.h);
+// decode LayerNorm is the harness floor, +9.5%.
+// With the all-reduces (`upsim validate kernels --layer`) the prefill layer is -3.6% and the
+// decode layer -0.8%; the decode all-reduces of 192 KiB are +36% (LLMCompass' own all-reduce
+// sweep, allreduce_A100x4_nvlink_measured.csv, interpolates to about 32 us at that size,
+// against 26.04 us in the layer file).
 constexpr double kPerOpTarget = 0.15;
 constexpr double kSumTarget = 0.05;
 const std::map<std::string, double> kPinnedPrefill{
     {"Q_mul_K", 0.33}, {"A_mul_V", 0.17}, {"Softmax", 0.19}};
-const std::map<std::string, double> kPinnedDecode{
-    {"A_mul_V", 0.23}, {"LayerNorm_MHA", 1.01}, {"LayerNorm_FFN", 1.01}};
-constexpr double kPrefillSumBound = 0.05;
-constexpr double kDecodeSumBound = 0.13;
+const std::map<std::string, double> kPinnedDecode{{"A_mul_V", 0.23}};
 
 CalibratedKernelCost shipped_a100(const HardwareProfile& hw) {
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
@@ -76,7 +70,7 @@ HardwareProfile a100_profile() {
 }
 
 void check_phase(LayerPhase phase, const std::filesystem::path& file,
-                 const std::map<std::string, double>& pinned, double sum_bound) {
+                 const std::map<std::string, double>& pinned) {
   const HardwareProfile a100 = a100_profile();
   const CalibratedKernelCost model = shipped_a100(a100);
   const std::vector<double> measured = read_llmcompass_layer_latencies(file);
@@ -90,17 +84,15 @@ void check_phase(LayerPhase phase, const std::filesystem::path& file,
     EXPECT_LT(std::abs(row.error), bound) << row.name;
   }
   const double sum_error = check.kernel_predicted_seconds / check.kernel_measured_seconds - 1.0;
-  EXPECT_LT(std::abs(sum_error), sum_bound);
+  EXPECT_LT(std::abs(sum_error), kSumTarget);
 }
 
 TEST(TransformerLayerKernels, A100Gpt3LayerPrefillPerOp) {
-  check_phase(LayerPhase::kPrefill, kData / "llmcompass" / "transformer_A100.csv", kPinnedPrefill,
-              kPrefillSumBound);
+  check_phase(LayerPhase::kPrefill, kData / "llmcompass" / "transformer_A100.csv", kPinnedPrefill);
 }
 
 TEST(TransformerLayerKernels, A100Gpt3LayerDecodePerOp) {
-  check_phase(LayerPhase::kDecode, kData / "llmcompass" / "transformerAR_A100.csv", kPinnedDecode,
-              kDecodeSumBound);
+  check_phase(LayerPhase::kDecode, kData / "llmcompass" / "transformerAR_A100.csv", kPinnedDecode);
 }
 
 TEST(TransformerLayerKernels, DecodeShapesFollowLlmCompassDriver) {

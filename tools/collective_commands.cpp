@@ -70,7 +70,8 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
       "held-out "
       "system is\nvalidated with that fit, by a maximum a posteriori fit from two starts; a "
       "system with link\nfamilies of its own also gets a PARTLY IN-SAMPLE variant with just those "
-      "fitted on its points\n(method: topology/collective_cross_validation.h; about 90 s).\n\n"
+      "fitted on its points\n(method: topology/collective_cross_validation.h; about 90 s of CPU, "
+      "the folds in parallel\non the machine's cores).\n\n"
       "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
       "Run from the\nrepository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //

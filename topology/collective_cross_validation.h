@@ -81,6 +81,10 @@ struct CrossValidationOptions {
   /// Also run the variant that fits the held-out system's own link families on its points
   /// (HeldOutFold::own_parameters).
   bool fit_own_network = true;
+  /// Folds run in parallel on this many threads, each with its own copy of the fabrics
+  /// (0: std::thread::hardware_concurrency()). The folds are independent, so the result is the
+  /// same for any count.
+  unsigned threads = 0;
 };
 
 /// The width of the prior on a calibrated parameter in held-out fits, in the fit coordinate
@@ -96,7 +100,7 @@ double held_out_prior_width(std::string_view name);
 
 /// One fold per system with a full sweep, in order. Throws std::invalid_argument when fewer
 /// than two systems are given or no system has a full sweep, and as fit_collective_tuning()
-/// does.
+/// does (a fold's exception, the first in fold order, after every thread has stopped).
 std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSystem> systems,
                                               const CollectiveTuning& prior,
                                               const CrossValidationOptions& options);

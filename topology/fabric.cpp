@@ -243,6 +243,10 @@ Fabric::Fabric(Fabric&&) noexcept = default;
 Fabric& Fabric::operator=(Fabric&&) noexcept = default;
 Fabric::~Fabric() = default;
 
+Fabric Fabric::clone() const {
+  return Fabric(std::make_unique<State>(*state_));
+}
+
 const std::string& Fabric::name() const {
   return state_->name;
 }

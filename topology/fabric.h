@@ -80,6 +80,10 @@ class Fabric {
   Fabric& operator=(Fabric&&) noexcept;
   ~Fabric();
 
+  /// A deep copy, route cache included. route() fills that cache although it is const, so one
+  /// fabric must not be used by several threads at once: give each thread its own clone.
+  Fabric clone() const;
+
   const std::string& name() const;
   std::span<const FabricDevice> devices() const;
   std::span<const FabricLink> links() const;

@@ -109,6 +109,34 @@ TEST(CollectiveCrossValidation, RecoversTheTruthOnTheHeldOutSystemAndKeepsUndete
   }
 }
 
+// Folds run on threads (CrossValidationOptions::threads), each on its own copy of the fabrics:
+// the result is the same, to the byte, for one thread and for several, and an exception in a
+// fold reaches the caller.
+TEST(CollectiveCrossValidation, FoldsOnThreadsGiveTheSameResultAsOneThread) {
+  CollectiveTuning truth = nccl_prior_tuning();
+  set_tuning_parameter(truth, tuning_parameter(truth, "launch_overhead"), 6.0);
+  std::vector<CollectiveFitSystem> systems;
+  for (const char* name : {"a100x4_nvlink", "dgx_a100", "dgx_h100"}) {
+    Fabric f = load(name);
+    std::vector<MeasuredCollective> points = simulate(f, truth);
+    systems.push_back({name, std::move(f), CollectiveKind::kAllReduce, points});
+  }
+  CrossValidationOptions options;
+  options.parameters = {"launch_overhead", "link_families.nvlink.efficiency"};
+  options.max_evaluations = 100;
+  options.threads = 1;
+  const std::string one = format_cross_validation(
+      leave_one_system_out(systems, nccl_prior_tuning(), options), "p", true);
+  options.threads = 3;
+  const std::string three = format_cross_validation(
+      leave_one_system_out(systems, nccl_prior_tuning(), options), "p", true);
+  EXPECT_EQ(one, three);
+  EXPECT_NE(one.find("HELD OUT: dgx_h100"), std::string::npos) << one;
+  // A parameter the tuning does not have fails in every fold; the caller gets the exception.
+  options.parameters = {"no_such_parameter"};
+  EXPECT_THROW(leave_one_system_out(systems, nccl_prior_tuning(), options), std::invalid_argument);
+}
+
 TEST(CollectiveCrossValidation, RefusesWithoutAFullSweep) {
   std::vector<CollectiveFitSystem> systems;
   systems.push_back({"a", load("a100x4_nvlink"), CollectiveKind::kAllReduce, {{1 << 30, 1e4}}});
@@ -125,10 +153,12 @@ TEST(CollectiveCrossValidation, RefusesWithoutAFullSweep) {
 // The measured systems, held out one at a time with the 15 calibrated parameters refitted on the
 // others (as `upsim validate collectives --held-out`). The bounds pin today's held-out errors
 // (measured with this test; see the README's collectives table) so that they can only improve.
-// About 90 s in a release build (five folds over eight systems).
+// About 90 s of CPU in a release build (five folds over eight systems, run in parallel: about
+// 45 s on two cores).
 TEST(CollectiveCrossValidation, MeasuredSystemsHeldOutErrorsDoNotRegress) {
 #ifdef UPSIM_SANITIZED
-  GTEST_SKIP() << "about 90 s in a release build, far longer under sanitizers: release builds only";
+  GTEST_SKIP()
+      << "about 90 s of CPU in a release build, far longer under sanitizers: release builds only";
 #endif
   std::vector<CollectiveFitSystem> systems;
   for (const CollectiveValidationCase& c : collective_validation_cases()) {

@@ -3,17 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
-#include <exception>
 #include <filesystem>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +19,7 @@
 #include "sim/config/quantity_parse.h"
 #include "sim/cost_models.h"
 #include "sim/observer.h"
+#include "sim/parallel.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/steady_state.h"
@@ -235,30 +233,13 @@ ShardRanking rank_sharders(const ShardOptions& options) {
     }
   }
 
-  // Simulate on `jobs` threads; results and errors land in sharder order.
+  // Simulate on `jobs` threads; results land in sharder order (the first error in that order
+  // is rethrown once all have run).
   std::vector<std::optional<Outcome>> outcomes(sharders.size());
-  std::vector<std::exception_ptr> errors(sharders.size());
-  std::atomic<size_t> next{0};
-  const auto worker = [&] {
-    for (size_t i = next++; i < sharders.size(); i = next++) {
-      try {
-        const bool unset_plan = own_is_plan && sharders[i] != ranking.own_sharder;
-        outcomes[i].emplace(simulate(options, sharders[i], unset_plan));
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  const auto jobs = std::min(static_cast<size_t>(options.jobs), sharders.size());
-  std::vector<std::thread> threads;
-  for (size_t j = 1; j < jobs; ++j)
-    threads.emplace_back(worker);
-  worker();
-  for (std::thread& t : threads)
-    t.join();
-  for (const std::exception_ptr& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  parallel_for(sharders.size(), static_cast<size_t>(options.jobs), [&](size_t i) {
+    const bool unset_plan = own_is_plan && sharders[i] != ranking.own_sharder;
+    outcomes[i].emplace(simulate(options, sharders[i], unset_plan));
+  });
 
   for (std::optional<Outcome>& o : outcomes) {
     if (ranking.ranks == 0) {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <filesystem>
@@ -15,13 +14,13 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
+#include "sim/parallel.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/plot_command.h"
@@ -426,7 +425,6 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   const auto start = std::chrono::steady_clock::now();
   std::mutex progress_mutex;
-  std::atomic<size_t> next{0};
   size_t done = resumed;
   size_t ran = 0;
   const auto report = [&](size_t index) {
@@ -470,18 +468,9 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     mpi::distribute_points(*mpi_session, todo, point_row, finished);
 #endif
   } else {
-    const auto worker = [&] {
-      for (size_t i = next++; i < points.size(); i = next++) {
-        if (!rows[i]) finished(i, point_row(i));
-      }
-    };
-    const auto workers = std::min<size_t>(static_cast<size_t>(jobs), points.size());
-    std::vector<std::thread> threads;
-    for (size_t j = 1; j < workers; ++j)
-      threads.emplace_back(worker);
-    worker();
-    for (std::thread& t : threads)
-      t.join();
+    parallel_for(points.size(), static_cast<size_t>(jobs), [&](size_t i) {
+      if (!rows[i]) finished(i, point_row(i));
+    });
   }
 
   std::string table = "point";

@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <thread>
+
+#include "sim/parallel.h"
 
 namespace upsim {
 namespace {
@@ -284,38 +284,19 @@ std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSyste
     throw std::invalid_argument(
         "leave-one-system-out: no system has a full sweep (<= 64 KiB to >= 256 MiB, 8 points)");
   }
-  // Workers take folds in turn; each works on its own copy of the systems (Fabric::route fills
-  // a cache) and writes only its folds' slots.
+  // Each fold on its own copy of the systems (Fabric::route fills a cache), into its own slot.
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const size_t workers =
-      std::min<size_t>(held_out.size(), options.threads == 0 ? hardware : options.threads);
   std::vector<std::optional<HeldOutFold>> results(held_out.size());
-  std::vector<std::exception_ptr> errors(held_out.size());
-  std::atomic<size_t> next{0};
-  auto work = [&] {
+  parallel_for(held_out.size(), options.threads == 0 ? hardware : options.threads, [&](size_t i) {
     std::vector<CollectiveFitSystem> own;
     own.reserve(systems.size());
     for (const CollectiveFitSystem& s : systems)
       own.push_back({s.name, s.fabric.clone(), s.kind, s.points, s.harness_overhead});
-    for (size_t i = next++; i < held_out.size(); i = next++) {
-      try {
-        results[i] = held_out_fold(own, held_out[i], prior, options);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < workers; ++t)
-    threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads)
-    t.join();
+    results[i] = held_out_fold(own, held_out[i], prior, options);
+  });
   std::vector<HeldOutFold> folds;
-  for (size_t i = 0; i < held_out.size(); ++i) {
-    if (errors[i]) std::rethrow_exception(errors[i]);
-    folds.push_back(std::move(*results[i]));
-  }
+  for (std::optional<HeldOutFold>& fold : results)
+    folds.push_back(std::move(*fold));
   return folds;
 }
 

@@ -54,6 +54,7 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   std::string prior_file;
   bool held_out = false;
   int held_out_evaluations = CrossValidationOptions{}.max_evaluations;
+  int jobs = 0;
   bool points = false;
   po::options_description desc(
       "usage: upsim validate collectives [options]\n\n"
@@ -90,15 +91,22 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
       ("held-out-evaluations",
        po::value<int>(&held_out_evaluations)->default_value(held_out_evaluations),
        "bound on objective evaluations per held-out fit")  //
+      ("jobs,j", po::value<int>(&jobs)->default_value(jobs),
+       "held-out folds fitted in parallel (0: one per hardware thread); the result is the same "
+       "for any number")  //
       ("points", po::bool_switch(&points), "also print every held-out point");
   po::variables_map vm;
   if (!parse_command_line(args, desc, out, vm)) return 0;
+  if (jobs < 0) throw po::error("--jobs must be 0 (one per hardware thread) or more");
 
   const CollectiveTuning tuning = read_tuning(tuning_file);
   const std::string tuning_name =
       tuning_file.empty()
-          ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), whose 14 "
-            "calibrated parameters were fitted on all 166 points of these eight systems"
+          ? fmt::format(
+                "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml), "
+                "whose {} calibrated parameters were fitted on all 166 points of the "
+                "eight systems of the repository's test/data",
+                calibrated_tuning_parameters().size())
           : tuning_file;
   const std::string sample =
       tuning_file.empty() ? "IN-SAMPLE (the tuning was fitted on these points)"
@@ -138,6 +146,7 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
     CrossValidationOptions options;
     options.parameters = calibrated_tuning_parameters();
     options.max_evaluations = held_out_evaluations;
+    options.threads = static_cast<unsigned>(jobs);
     const std::vector<HeldOutFold> folds = leave_one_system_out(systems, prior, options);
     out << "\n== Held-out validation (leave one system out) ==\n";
     out << format_cross_validation(folds, prior_name, points);

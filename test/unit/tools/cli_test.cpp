@@ -1060,10 +1060,14 @@ TEST_F(Cli, ValidateCollectivesIsWithinBoundsOnEveryMeasuredSystem) {
 // A reduced leave-one-system-out run (50 evaluations per fold): the tables say what is held out
 // and what it was fitted on. The full run is CollectiveCrossValidation in topology_test.
 TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
-  const Result r = run("validate collectives --held-out --held-out-evaluations 50 --configs " +
-                       quote(UPSIM_CONFIGS_DIR) + " --data " +
-                       quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data"));
+  const std::string args = "validate collectives --held-out --held-out-evaluations 50 --configs " +
+                           quote(UPSIM_CONFIGS_DIR) + " --data " +
+                           quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data");
+  const Result r = run(args + " --jobs 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("whose 15 calibrated parameters were fitted on all 166 points"),
+            std::string::npos)
+      << r.output;
   for (const char* text :
        {"== In-sample validation ==", "IN-SAMPLE",
         "== Held-out validation (leave one system out) ==",
@@ -1074,6 +1078,9 @@ TEST_F(Cli, ValidateCollectivesHeldOutLabelsEveryTable) {
         "measurements: nccl-tests/nccl_tests_allreduce_published.csv (run"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
+  const Result bad = run(args + " --jobs -1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--jobs must be 0"), std::string::npos) << bad.output;
 }
 
 TEST_F(Cli, CalibrateCollectivesWritesARepeatableTuningThatValidateReads) {

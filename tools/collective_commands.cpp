@@ -192,6 +192,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
   std::vector<std::string> fit;
   std::string tuning_file;
   int max_evaluations = CollectiveFitOptions{}.max_evaluations;
+  int fit_jobs = 0;
   bool points = false;
   po::options_description desc(
       "usage: upsim calibrate collectives --topology FABRIC.yaml --nccl-tests LOG --out FILE "
@@ -248,9 +249,13 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
        "configs/collectives/nccl_like.yaml); the values not fitted are copied from it")  //
       ("max-evaluations", po::value<int>(&max_evaluations)->default_value(max_evaluations),
        "bound on objective evaluations (each simulates every point once)")  //
+      ("jobs,j", po::value<int>(&fit_jobs)->default_value(fit_jobs),
+       "measured systems simulated in parallel in each evaluation (0: one per hardware "
+       "thread); the fit is the same for any number")  //
       ("points", po::bool_switch(&points), "also print every point after the fit");
   po::variables_map vm;
   if (!parse_command_line(args, desc, out, vm)) return 0;
+  if (fit_jobs < 0) throw po::error("--jobs must be 0 (one per hardware thread) or more");
   refuse_to_overwrite(output, force);
   if (logs.empty() && !validation_systems) {
     throw std::runtime_error(
@@ -325,6 +330,7 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
     throw std::runtime_error("nothing to fit: name parameters with --fit");
   }
   options.max_evaluations = max_evaluations;
+  options.threads = static_cast<unsigned>(fit_jobs);
   const CollectiveFitResult result = fit_collective_tuning(systems, start, options);
   if (points) {
     for (const CollectiveValidation& v : result.after)

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 
+#include "sim/parallel.h"
 #include "topology/collective_algorithms.h"
 #include "topology/flow_network.h"
 
@@ -348,19 +350,21 @@ std::vector<const CollectiveFitSystem*> pointers(std::span<const CollectiveFitSy
 }  // namespace
 
 std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
-                                                   const CollectiveTuning& tuning) {
-  return validate_system_subset(pointers(systems), tuning);
+                                                   const CollectiveTuning& tuning,
+                                                   unsigned threads) {
+  return validate_system_subset(pointers(systems), tuning, threads);
 }
 
 std::vector<CollectiveValidation> validate_system_subset(
-    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning) {
-  std::vector<CollectiveValidation> out;
-  out.reserve(systems.size());
-  for (const CollectiveFitSystem* system : systems) {
-    const CollectiveFitSystem& s = *system;
-    out.push_back(
-        validate_collective(s.fabric, tuning, s.kind, s.points, s.name, s.harness_overhead));
-  }
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning,
+    unsigned threads) {
+  std::vector<CollectiveValidation> out(systems.size());
+  const unsigned workers =
+      threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : threads;
+  parallel_for(systems.size(), workers, [&](size_t i) {
+    const CollectiveFitSystem& s = *systems[i];
+    out[i] = validate_collective(s.fabric, tuning, s.kind, s.points, s.name, s.harness_overhead);
+  });
   return out;
 }
 
@@ -484,11 +488,13 @@ CollectiveFitResult fit_collective_tuning_subset(
   };
   NelderMead nm(
       [&](const std::vector<double>& x) {
-        return collective_fit_objective(validate_system_subset(systems, tuning_at(x))) + penalty(x);
+        return collective_fit_objective(
+                   validate_system_subset(systems, tuning_at(x), options.threads)) +
+               penalty(x);
       },
       options.max_evaluations);
 
-  r.before = validate_system_subset(systems, start);
+  r.before = validate_system_subset(systems, start, options.threads);
   r.objective_before = collective_fit_objective(r.before);
   origin.f = r.objective_before + penalty(origin.x);
   constexpr double kStep = 0.3;
@@ -523,7 +529,7 @@ CollectiveFitResult fit_collective_tuning_subset(
     rounded[i] = to_coordinate(p.parameter.unit, v);
     set_tuning_parameter(fitted, p.parameter, v);
   }
-  r.after = validate_system_subset(systems, fitted);
+  r.after = validate_system_subset(systems, fitted, options.threads);
   r.objective_after = collective_fit_objective(r.after);
   r.prior_penalty_after = penalty(rounded);
   if (r.objective_after + r.prior_penalty_after > r.objective_before + penalty(origin.x)) {

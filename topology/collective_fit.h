@@ -97,12 +97,16 @@ double collective_point_loss(double predicted_us, double measured_us);
 /// Sum over systems of mean_i collective_point_loss(predicted_i, measured_i) of the validations.
 double collective_fit_objective(std::span<const CollectiveValidation> validations);
 
-/// Validates every system with `tuning` (validate_collective), in order.
+/// Validates every system with `tuning` (validate_collective), in order, on up to `threads`
+/// threads (0: one per hardware thread): each system by one thread, so the systems must not
+/// share a Fabric (Fabric::route fills a cache). The result does not depend on `threads`.
 std::vector<CollectiveValidation> validate_systems(std::span<const CollectiveFitSystem> systems,
-                                                   const CollectiveTuning& tuning);
+                                                   const CollectiveTuning& tuning,
+                                                   unsigned threads = 1);
 /// The same over systems held elsewhere (a subset, as leave-one-system-out fits use).
 std::vector<CollectiveValidation> validate_system_subset(
-    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning);
+    std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning,
+    unsigned threads = 1);
 
 /// The parameters `upsim calibrate collectives` fits when none are named: launch_overhead when
 /// some system has a point of at most 64 KiB, and the efficiency of every link family that has
@@ -128,6 +132,9 @@ struct CollectiveFitOptions {
   std::vector<double> prior_widths;
   std::vector<double> prior_centres;
   double prior_noise = 0.05;
+  /// Each objective evaluation validates the systems on up to this many threads
+  /// (validate_system_subset; 0: one per hardware thread). The fit does not depend on it.
+  unsigned threads = 1;
 };
 
 struct FittedParameter {

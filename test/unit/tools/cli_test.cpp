@@ -1100,8 +1100,12 @@ TEST_F(Cli, CalibrateCollectivesWritesARepeatableTuningThatValidateReads) {
   const Result again = run(args + "a.yaml");
   EXPECT_EQ(again.exit_code, 2);
   EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
-  ASSERT_EQ(run(args + "b.yaml").exit_code, 0);
+  // The same fit with the systems simulated on two threads (one system here: nothing to share).
+  ASSERT_EQ(run(args + "b.yaml --jobs 2").exit_code, 0);
   EXPECT_EQ(read_file(dir_ / "a.yaml"), read_file(dir_ / "b.yaml"));
+  const Result bad_jobs = run(args + "c.yaml --jobs -2");
+  EXPECT_EQ(bad_jobs.exit_code, 2);
+  EXPECT_NE(bad_jobs.output.find("--jobs must be 0"), std::string::npos) << bad_jobs.output;
   const Result validate = run("validate collectives --configs " + quote(UPSIM_CONFIGS_DIR) +
                               " --data " + quote(root + "/test/data") + " --tuning a.yaml");
   EXPECT_EQ(validate.exit_code, 0) << validate.output;

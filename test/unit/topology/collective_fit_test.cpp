@@ -222,6 +222,29 @@ TEST(CollectiveFit, SameInputGivesTheSameFileByteForByte) {
   EXPECT_NE(a.parameters[0].fitted, 10.0);
 }
 
+// Each evaluation may validate the systems on threads (CollectiveFitOptions::threads): one
+// system per thread, each on its own fabric; the fit is the same, byte for byte.
+TEST(CollectiveFit, SystemsOnThreadsGiveTheSameFit) {
+  CollectiveTuning truth = nccl_like_tuning();
+  set_tuning_parameter(truth, param(truth, "launch_overhead"), 6.0);
+  std::vector<CollectiveFitSystem> systems = gcp_system();
+  for (const char* name : {"a100x4_nvlink", "dgx_h100"}) {
+    Fabric fabric = load(name);
+    std::vector<MeasuredCollective> points =
+        simulate(fabric, truth, CollectiveKind::kAllReduce, {1024, 65536, 16 << 20});
+    systems.push_back({name, std::move(fabric), CollectiveKind::kAllReduce, points});
+  }
+  CollectiveFitOptions options;
+  options.parameters = {"launch_overhead", "link_families.nvlink.efficiency"};
+  options.max_evaluations = 60;
+  const CollectiveFitResult one = fit_collective_tuning(systems, nccl_like_tuning(), options);
+  options.threads = 3;
+  const CollectiveFitResult three = fit_collective_tuning(systems, nccl_like_tuning(), options);
+  EXPECT_EQ(format_collective_tuning(one.tuning, fit_file_header(one, "start")),
+            format_collective_tuning(three.tuning, fit_file_header(three, "start")));
+  EXPECT_EQ(format_fit_report(one), format_fit_report(three));
+}
+
 TEST(CollectiveFit, BadRequestsAreRefused) {
   const std::vector<CollectiveFitSystem> systems = gcp_system();
   const CollectiveTuning t = nccl_like_tuning();

@@ -2,8 +2,9 @@
 //
 // Contract:
 //  - body(i) runs once for every i in [0, count), on `workers` threads at most (the calling
-//    thread is one of them; 0 or 1 runs everything on the calling thread). Indices are handed
-//    out in increasing order, so the first ones start first.
+//    thread is one of them; 1 runs everything on the calling thread, 0 means one thread per
+//    hardware thread). Indices are handed out in increasing order, so the first ones start
+//    first.
 //  - An exception thrown by body(i) does not stop the other indices; once every thread has
 //    stopped, the exception of the smallest such i is rethrown to the caller.
 //  - The result is the same for any number of workers when body(i) writes only state of its
@@ -21,6 +22,7 @@ namespace upsim {
 
 template <class Body>
 void parallel_for(size_t count, size_t workers, Body&& body) {
+  if (workers == 0) workers = std::max<size_t>(1, std::thread::hardware_concurrency());
   std::vector<std::exception_ptr> errors(count);
   std::atomic<size_t> next{0};
   const auto work = [&] {

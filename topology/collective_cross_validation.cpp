@@ -6,7 +6,6 @@
 #include <cmath>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "sim/parallel.h"
 
@@ -285,9 +284,8 @@ std::vector<HeldOutFold> leave_one_system_out(std::span<const CollectiveFitSyste
         "leave-one-system-out: no system has a full sweep (<= 64 KiB to >= 256 MiB, 8 points)");
   }
   // Each fold on its own copy of the systems (Fabric::route fills a cache), into its own slot.
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::optional<HeldOutFold>> results(held_out.size());
-  parallel_for(held_out.size(), options.threads == 0 ? hardware : options.threads, [&](size_t i) {
+  parallel_for(held_out.size(), options.threads, [&](size_t i) {
     std::vector<CollectiveFitSystem> own;
     own.reserve(systems.size());
     for (const CollectiveFitSystem& s : systems)

@@ -82,8 +82,8 @@ struct CrossValidationOptions {
   /// (HeldOutFold::own_parameters).
   bool fit_own_network = true;
   /// Folds run in parallel on this many threads, each with its own copy of the fabrics
-  /// (0: std::thread::hardware_concurrency()). The folds are independent, so the result is the
-  /// same for any count.
+  /// (0: one per hardware thread, as parallel_for counts them). The folds are independent, so the
+  /// result is the same for any count.
   unsigned threads = 0;
 };
 

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
-#include <thread>
 #include <type_traits>
 
 #include "sim/parallel.h"
@@ -359,9 +358,7 @@ std::vector<CollectiveValidation> validate_system_subset(
     std::span<const CollectiveFitSystem* const> systems, const CollectiveTuning& tuning,
     unsigned threads) {
   std::vector<CollectiveValidation> out(systems.size());
-  const unsigned workers =
-      threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : threads;
-  parallel_for(systems.size(), workers, [&](size_t i) {
+  parallel_for(systems.size(), threads, [&](size_t i) {
     const CollectiveFitSystem& s = *systems[i];
     out[i] = validate_collective(s.fabric, tuning, s.kind, s.points, s.name, s.harness_overhead);
   });

@@ -5,9 +5,11 @@
 //    belongs to a node (a server) or, for network switches, to none (node = kNoNode).
 //  - Every physical link is full duplex: FabricBuilder::add_link creates two directed links,
 //    one per direction, each with the given bandwidth; `reverse` names the other one.
-//  - After FabricBuilder::seal the fabric is immutable. Sealing checks it (duplicate ids, links
-//    to unknown devices, self-links, non-positive bandwidth, negative latency, no GPU, GPUs that
-//    cannot reach each other or a CPU) and throws FabricError naming what is wrong.
+//  - After FabricBuilder::seal the fabric is immutable, but for the route cache that route()
+//    fills: one fabric serves one thread at a time (clone() gives each thread its own). Sealing
+//    checks it (duplicate ids, links to unknown devices, self-links, non-positive bandwidth,
+//    negative latency, no GPU, GPUs that cannot reach each other or a CPU) and throws
+//    FabricError naming what is wrong.
 //  - Routes are sequences of directed LinkIds. A route never passes *through* a GPU (GPUs only
 //    start and end routes). A route between devices of different nodes avoids passing through
 //    CPUs when any other route exists (inter-node traffic goes NIC to NIC over the network, as

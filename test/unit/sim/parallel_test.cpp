@@ -1,5 +1,6 @@
-// parallel_for (sim/parallel.h): every index runs once on any number of workers, and an exception
-// reaches the caller (the smallest failing index's) after the other indices have run.
+// parallel_for (sim/parallel.h): every index runs once on any number of workers (0: one per
+// hardware thread), and an exception reaches the caller (the smallest failing index's) after the
+// other indices have run.
 #include "sim/parallel.h"
 
 #include <gtest/gtest.h>

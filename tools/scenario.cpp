@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <new>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/model_registry.h"
 #include "sim/config/quantity_parse.h"
+#include "tools/memory_limit.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
@@ -194,10 +196,8 @@ void mark_description_as_overridden(ConfigDocument& doc) {
 }  // namespace
 
 size_t machine_task_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES);
-  const long page_bytes = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_bytes <= 0) return TaskGraph().task_limit();
-  return static_cast<size_t>(pages) / kBytesPerTask * static_cast<size_t>(page_bytes);
+  const uint64_t bytes = process_memory_limit().bytes;
+  return static_cast<size_t>(std::min<uint64_t>(bytes / kBytesPerTask, TaskGraph().task_limit()));
 }
 
 Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations) {
@@ -331,17 +331,34 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
     try {
       return workload->build(on, s.graph);
     } catch (const TaskLimitError&) {
+      const MemoryLimit memory = process_memory_limit();
       const std::string message = fmt::format(
           "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
-          "simulate fewer GPUs, layers or iterations",
+          "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
           s.graph.task_limit(),
           format_bytes(static_cast<int64_t>(s.graph.task_limit()) *
                        static_cast<int64_t>(kBytesPerTask)),
           kBytesPerTask,
-          limits.max_tasks != 0 ? "this run's limit" : "this machine's memory holds");
+          limits.max_tasks != 0 ? std::string("this run's limit")
+                                : fmt::format("this process's memory holds ({}: {})", memory.source,
+                                              format_bytes(static_cast<int64_t>(
+                                                  std::min<uint64_t>(memory.bytes, INT64_MAX)))));
       if (limits.max_tasks != 0) workload_node.fail(message);
       try {
         workload_node.fail(message);
+      } catch (const ConfigError& e) {
+        throw MachineLimitError(e);
+      }
+    } catch (const std::bad_alloc&) {
+      // The graph outgrew what the allocator could give before the task limit was reached (a
+      // limit the lookup could not see, or other state larger than kBytesPerTask predicts).
+      const MemoryLimit memory = process_memory_limit();
+      try {
+        workload_node.fail(fmt::format(
+            "ran out of memory building the task graph after {} tasks ({}: {}): simulate fewer "
+            "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
+            s.graph.task_count(), memory.source,
+            format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
       } catch (const ConfigError& e) {
         throw MachineLimitError(e);
       }

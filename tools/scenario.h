@@ -142,10 +142,10 @@ struct Scenario {
   std::optional<TraceRankSuggestion> trace_ranks;
 };
 
-/// The scenario needs more memory than this machine has (its task graph would pass
-/// machine_task_limit()): a ConfigError at `workload` like any other, which callers that run
-/// many scenarios can tell apart (`upsim validate workloads` lists such rows as skipped, with
-/// the reason, rather than as failed).
+/// The scenario needs more memory than this process may use (its task graph would pass
+/// machine_task_limit(), or building it ran out of memory): a ConfigError at `workload` like any
+/// other, which callers that run many scenarios can tell apart (`upsim validate workloads` lists
+/// such rows as skipped, with the reason, rather than as failed).
 class MachineLimitError : public ConfigError {
  public:
   explicit MachineLimitError(const ConfigError& error) : ConfigError(error) {}
@@ -161,7 +161,8 @@ struct ScenarioLimits {
 /// 65 B measured on GPT-3 175B at 1024 GPUs (16.2 M tasks, 1.05 GB peak RSS).
 inline constexpr size_t kBytesPerTask = 128;
 
-/// The tasks this machine's physical memory holds at kBytesPerTask.
+/// The tasks this process's memory holds at kBytesPerTask: the least of physical memory,
+/// RLIMIT_AS / RLIMIT_DATA and the cgroup limit (tools/memory_limit.h).
 size_t machine_task_limit();
 
 /// Iterations of the first attempt of the steady-state search (tools/steady_state.h).

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "tools/diff_command.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
+#include "tools/memory_limit.h"
 #include "tools/plot_command.h"
 #include "tools/run_command.h"
 #include "tools/shard_command.h"
@@ -231,6 +233,13 @@ int main(int argc, char** argv) {
     return kExitBadInput;
   } catch (const upsim::SimulationError& e) {
     std::cerr << "upsim: simulation failed: " << e.what() << "\n";
+    return kExitSimulationFailed;
+  } catch (const std::bad_alloc&) {
+    const upsim::cli::MemoryLimit limit = upsim::cli::process_memory_limit();
+    std::cerr << fmt::format(
+        "upsim: error: out of memory ({}: {} MiB); simulate a smaller scenario (fewer GPUs, "
+        "layers or iterations)\n",
+        limit.source, limit.bytes >> 20);
     return kExitSimulationFailed;
   } catch (const std::exception& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";

@@ -12,6 +12,7 @@ namespace upsim::cli {
 namespace {
 
 struct Slot {
+  std::atomic<bool> claimed{false};
   std::atomic<bool> used{false};
   char path[kMaxTempPath] = {};
 };
@@ -44,7 +45,10 @@ TempFileGuard::TempFileGuard(const std::filesystem::path& path) {
   if (text.size() >= kMaxTempPath) return;
   for (size_t i = 0; i < g_slots.size(); ++i) {
     Slot& slot = g_slots[i];
-    if (slot.used.load(std::memory_order_acquire)) continue;
+    // Claimed before it is filled (threads of a sweep register at once); the handler reads a
+    // slot only once `used`, and `claimed` keeps two threads off one slot.
+    bool expected = false;
+    if (!slot.claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) continue;
     std::memcpy(slot.path, text.c_str(), text.size() + 1);
     slot.used.store(true, std::memory_order_release);
     slot_ = static_cast<int>(i);
@@ -53,7 +57,10 @@ TempFileGuard::TempFileGuard(const std::filesystem::path& path) {
 }
 
 TempFileGuard::~TempFileGuard() {
-  if (slot_ >= 0) g_slots[static_cast<size_t>(slot_)].used.store(false, std::memory_order_release);
+  if (slot_ < 0) return;
+  Slot& slot = g_slots[static_cast<size_t>(slot_)];
+  slot.used.store(false, std::memory_order_release);
+  slot.claimed.store(false, std::memory_order_release);
 }
 
 }  // namespace upsim::cli

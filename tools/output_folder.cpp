@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +30,52 @@ std::string not_regular(const fs::path& p) {
   return std::string(file_type_name(st.type()));
 }
 
+/// Writes `content` to `tmp` (created or truncated, never through a symbolic link); on failure
+/// removes what it wrote and throws naming `path`, the file it stands for.
+void write_temporary(const fs::path& tmp, const fs::path& path, std::string_view content) {
+  auto fail = [&](int err, bool remove_tmp) {
+    if (remove_tmp) ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(err)));
+  };
+  // Never through a symbolic link planted at the temporary name.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) fail(errno, false);
+  size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      fail(err, true);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) fail(errno, true);
+}
+
+fs::path temporary_of(const fs::path& path) {
+  return fs::path(path.string() + ".tmp");
+}
+
+/// SIGINT and SIGTERM held back on this thread while it lives.
+class SignalsHeld {
+ public:
+  SignalsHeld() {
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &held, &previous_);
+  }
+  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  SignalsHeld(const SignalsHeld&) = delete;
+  SignalsHeld& operator=(const SignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_{};
+};
+
 }  // namespace
 
 void check_replaceable(const fs::path& path) {
@@ -41,8 +89,8 @@ void check_replaceable(const fs::path& path) {
   }
 }
 
-fs::path prepare_output_folder(const fs::path& scenario_file, const fs::path& requested_out,
-                               const std::vector<std::string>& planned_files, bool force) {
+OutputFolder prepare_output_folder(const fs::path& scenario_file, const fs::path& requested_out,
+                                   const std::vector<std::string>& planned_files, bool force) {
   fs::path out;
   std::error_code ec;
   if (!requested_out.empty()) {
@@ -70,38 +118,84 @@ fs::path prepare_output_folder(const fs::path& scenario_file, const fs::path& re
       out = fs::path(base.string() + "-" + std::to_string(i));
     }
   }
-  fs::create_directories(out, ec);
+  const bool created = fs::create_directories(out, ec);
   if (ec) {
     throw std::runtime_error(
         fmt::format("cannot create output folder {}: {}", out.string(), ec.message()));
   }
-  return out;
+  return OutputFolder{out, created};
 }
 
 void write_file_atomically(const fs::path& path, std::string_view content) {
   check_replaceable(path);
-  const fs::path tmp = fs::path(path.string() + ".tmp");
+  const fs::path tmp = temporary_of(path);
   const TempFileGuard guard(tmp);
-  auto fail = [&](int err, bool remove_tmp) {
-    if (remove_tmp) ::unlink(tmp.c_str());
+  write_temporary(tmp, path, content);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(err)));
-  };
-  // Never through a symbolic link planted at the temporary name.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) fail(errno, false);
-  size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : EIO;
-      ::close(fd);
-      fail(err, true);
-    }
-    done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) fail(errno, true);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail(errno, true);
+}
+
+OutputFiles::OutputFiles(OutputFolder folder) : folder_(std::move(folder)) {}
+
+OutputFiles::~OutputFiles() {
+  if (committed_) return;
+  remove_temporaries();
+  if (folder_.created) {
+    std::error_code ec;
+    if (fs::is_empty(folder_.path, ec) && !ec) fs::remove(folder_.path, ec);
+  }
+}
+
+void OutputFiles::remove_temporaries() noexcept {
+  for (Entry& e : entries_)
+    ::unlink(e.tmp.c_str());
+  entries_.clear();
+}
+
+fs::path OutputFiles::reserve(const fs::path& path) {
+  if (committed_) throw std::logic_error("OutputFiles::reserve after commit");
+  check_replaceable(path);
+  for (const Entry& e : entries_) {
+    if (e.path == path) return e.tmp;
+  }
+  Entry e{path, temporary_of(path), nullptr};
+  e.guard = std::make_unique<TempFileGuard>(e.tmp);
+  entries_.push_back(std::move(e));
+  return entries_.back().tmp;
+}
+
+void OutputFiles::stage(const fs::path& path, std::string_view content) {
+  const fs::path tmp = reserve(path);
+  write_temporary(tmp, path, content);
+}
+
+void OutputFiles::commit(const std::vector<fs::path>& stale) {
+  if (committed_) return;
+  for (const Entry& e : entries_) {
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(e.tmp, ec))) {
+      throw std::runtime_error(fmt::format("cannot write {}: its temporary file {} was not written",
+                                           e.path.string(), e.tmp.string()));
+    }
+  }
+  const SignalsHeld held;
+  for (Entry& e : entries_) {
+    if (::rename(e.tmp.c_str(), e.path.c_str()) != 0) {
+      const int err = errno;
+      throw std::runtime_error(
+          fmt::format("cannot write {}: {}", e.path.string(), std::strerror(err)));
+    }
+    e.guard.reset();
+  }
+  for (const fs::path& p : stale) {
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(p, ec))) fs::remove(p, ec);
+  }
+  entries_.clear();
+  committed_ = true;
 }
 
 }  // namespace upsim::cli

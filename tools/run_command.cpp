@@ -306,13 +306,12 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   for (const std::string& assignment : options.overrides)
     doc.apply_override(assignment);
 
-  std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
-                                   kRanksCsvFile, kLinksCsvFile, kOpsCsvFile};
+  // Every name a run writes, the trace's too when this run writes none: an older run's trace
+  // beside this run's summary would pass for this run's (with --force it is removed).
+  const std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
+                                         kRanksCsvFile, kLinksCsvFile, kOpsCsvFile,
+                                         kTraceFile,    kTraceGzipFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
-  if (trace_in_folder) {
-    planned.push_back(kTraceFile);
-    planned.push_back(kTraceGzipFile);
-  }
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
   if (!options.trace_file.empty() && !options.force &&
       fs::exists(fs::symlink_status(options.trace_file))) {
@@ -321,15 +320,20 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         "file, or pass --force to overwrite",
         options.trace_file));
   }
-  // Each attempt of the steady-state search draws its run; the last one's trace stays. The
-  // output folder is made once the first scenario is built and the trace ranks are checked
-  // against it (a bad scenario or --trace-ranks leaves no folder), before any run.
+  // The output folder is made once the first scenario is built and the trace ranks are checked
+  // against it (a bad scenario or --trace-ranks leaves no folder), before any run. Every output
+  // is staged (OutputFiles) and published only when the whole run succeeded: each attempt of
+  // the steady-state search draws its trace into the trace's temporary file, so a discarded
+  // attempt's trace never takes the trace's name, and an error or an interrupt leaves the folder
+  // as it was (and removes a folder this run created).
+  std::optional<OutputFiles> files;
   fs::path out_dir;
-  fs::path trace_path;
+  fs::path trace_path;     // where the trace ends up
+  fs::path trace_staging;  // the trace writer's target, published by files->commit()
   TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
   std::unique_ptr<OpProfileObserver> ops;
-  // An interrupted run leaves no half-written trace behind.
+  // The trace writer's own temporary (the staging name's .tmp) goes on an interrupt too.
   std::optional<TempFileGuard> trace_tmp;
   std::optional<std::pair<uint32_t, uint32_t>> trace_iterations;
   std::string trace_notes;
@@ -356,13 +360,18 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
           "`--trace-iterations all` draws every iteration\n",
           scenario.iterations, scenario.iterations, static_cast<double>(tasks) * 1e-6);
     }
-    if (out_dir.empty()) {
-      out_dir = prepare_output_folder(options.scenario, options.out_dir, planned, options.force);
+    if (!files) {
+      files.emplace(
+          prepare_output_folder(options.scenario, options.out_dir, planned, options.force));
+      out_dir = files->folder();
       const bool gzip = options.trace_gzip || large;
       trace_path = options.no_trace             ? fs::path()
                    : options.trace_file.empty() ? out_dir / (gzip ? kTraceGzipFile : kTraceFile)
                                                 : fs::path(options.trace_file);
-      if (!trace_path.empty()) trace_tmp.emplace(fs::path(trace_path.string() + ".tmp"));
+      if (!trace_path.empty()) {
+        trace_staging = files->reserve(trace_path);
+        trace_tmp.emplace(fs::path(trace_staging.string() + ".tmp"));
+      }
     }
     if (large && !options.no_trace) {
       trace_notes += "trace: link counters sampled at most about twice per microsecond per link\n";
@@ -380,8 +389,10 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     if (trace_path.empty()) return;
     // A large run's link counters: at most about two samples per link per microsecond.
     const Duration link_interval = large ? Duration::from_us(1) : Duration::zero();
+    // The writer compresses by its file's name, which the staging name's `.tmp` would hide.
     trace = std::make_unique<ChromeTraceWriter>(
-        trace_path, ChromeTraceOptions{trace_selection.ranks, trace_iterations, link_interval});
+        trace_staging, ChromeTraceOptions{trace_selection.ranks, trace_iterations, link_interval,
+                                          trace_path.extension() == ".gz"});
     trace->add_metadata("scenario", scenario.name);
     executor.add_observer(trace.get());
   };
@@ -397,15 +408,23 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   std::string text = scenario.description;
   text += format_run_summary(summary);
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
-  write_file_atomically(out_dir / kSummaryFile, text);
-  write_file_atomically(out_dir / kResolvedFile, doc.resolved_yaml());
+  files->stage(out_dir / kSummaryFile, text);
+  files->stage(out_dir / kResolvedFile, doc.resolved_yaml());
   const RunIdentity identity{options.scenario, options.overrides};
-  write_file_atomically(out_dir / kSummaryJsonFile,
-                        summary_json(identity, scenario, summary, stats));
-  write_file_atomically(out_dir / kRanksCsvFile, ranks_csv(summary));
-  write_file_atomically(out_dir / kLinksCsvFile, links_csv(summary));
+  files->stage(out_dir / kSummaryJsonFile, summary_json(identity, scenario, summary, stats));
+  files->stage(out_dir / kRanksCsvFile, ranks_csv(summary));
+  files->stage(out_dir / kLinksCsvFile, links_csv(summary));
   const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
-  write_file_atomically(out_dir / kOpsCsvFile, ops_csv(ops->rows(), measured));
+  files->stage(out_dir / kOpsCsvFile, ops_csv(ops->rows(), measured));
+  // An older run's trace in the folder that this run does not replace (--force only: without
+  // it, prepare_output_folder refused the folder).
+  std::vector<fs::path> stale;
+  for (const char* name : {kTraceFile, kTraceGzipFile}) {
+    if (out_dir / name != trace_path) stale.push_back(out_dir / name);
+  }
+  files->commit(stale);
+  trace.reset();
+  trace_tmp.reset();
 
   for (const std::string& w : scenario.warnings)
     err << "upsim: warning: " << w << "\n";

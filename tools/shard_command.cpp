@@ -387,12 +387,16 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     return 0;
   }
   fs::path file = options.out_file;
+  OutputFolder folder;
   if (file.empty()) {
-    file = prepare_output_folder(options.scenario, "", {kPlanFile}, options.force) / kPlanFile;
+    folder = prepare_output_folder(options.scenario, "", {kPlanFile}, options.force);
+    file = folder.path / kPlanFile;
   } else {
     refuse_to_overwrite(file, options.force);
   }
-  write_file_atomically(file, format_sharding_plan(ranking, best, options));
+  OutputFiles plan(folder);
+  plan.stage(file, format_sharding_plan(ranking, best, options));
+  plan.commit();
   out << fmt::format("best: {}, {:.4f} ms; plan written to {}\n", best.sharder,
                      best.iteration_time.ms(), file.string());
   return 0;

@@ -741,7 +741,7 @@ class ChromeTraceWriter::Impl {
 
   void start_gzip() {
     end_gzip();
-    gzip_ = path_.extension() == ".gz";
+    gzip_ = options_.gzip.value_or(path_.extension() == ".gz");
     if (!gzip_) return;
     z_ = z_stream{};
     // windowBits 15 + 16: a gzip header and trailer (zlib manual, deflateInit2).

@@ -29,10 +29,11 @@
 //    The output is a function of the callback sequence only: the same sequence gives the same
 //    bytes.
 //  - Files: events stream to "<path>.tmp" in chunks, so memory is 8 bytes per task plus one
-//    chunk; a path ending in ".gz" is written gzip-compressed (zlib, which Perfetto and
-//    chrome://tracing open as is); finish() (called by on_run_end) closes the JSON and renames the
-//    file to `path`. A writer destroyed before finish() removes the .tmp file. Any I/O failure
-//    throws std::runtime_error naming `path` (from on_run_begin, any callback, or finish()).
+//    chunk; a path ending in ".gz" (or ChromeTraceOptions::gzip) is written gzip-compressed (zlib,
+//    which Perfetto and chrome://tracing open as is); finish() (called by on_run_end) closes the
+//    JSON and renames the file to `path`. A writer destroyed before finish() removes the .tmp file.
+//    Any I/O failure throws std::runtime_error naming `path` (from on_run_begin, any callback, or
+//    finish()).
 //  - A run that failed (no on_run_end) can still be written by calling finish(): tasks that
 //    began and never ended are drawn up to the latest time seen, with "args":{"unfinished":true}.
 //  - One writer records one run at a time; on_run_begin starts over. No shared state: writers
@@ -72,6 +73,9 @@ struct ChromeTraceOptions {
   /// sample, written before the next sample after the interval (or at the end), so every
   /// level a link held for an interval or more is shown; shorter spikes may not be.
   Duration link_sample_interval = Duration::zero();
+  /// gzip-compressed output; nullopt: when the path ends in ".gz" (a writer whose path is a
+  /// staging name, such as "trace.json.gz.tmp", says so here).
+  std::optional<bool> gzip;
 };
 
 /// "0-3,8,10-11": sorted, distinct ranks with consecutive runs as ranges.

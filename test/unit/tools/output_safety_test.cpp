@@ -3,17 +3,21 @@
 // SIGINT / SIGTERM (exit status 130 / 143).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
 #include "tools/interrupt_cleanup.h"
+#include "tools/memory_limit.h"
 #include "tools/output_folder.h"
+#include "tools/scenario.h"
 
 namespace upsim::cli {
 namespace {
@@ -132,6 +136,129 @@ TEST_F(OutputSafety, SigtermAndSigintRemoveRegisteredTemporaryFilesAndExit143And
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_EQ(WEXITSTATUS(status), 143);
   EXPECT_TRUE(fs::exists(kept));
+}
+
+TEST_F(OutputSafety, OutputFilesPublishTogetherOrNotAtAll) {
+  // An earlier run's files: kept until every new file is complete.
+  write_file_atomically(dir_ / "summary.txt", "old summary\n");
+  write_file_atomically(dir_ / "trace.json", "old trace\n");
+  {
+    OutputFiles files(OutputFolder{dir_, false});
+    files.stage(dir_ / "summary.txt", "new summary\n");
+    const fs::path trace_tmp = files.reserve(dir_ / "trace.json");
+    EXPECT_EQ(trace_tmp, dir_ / "trace.json.tmp");
+    std::ofstream(trace_tmp) << "new trace, half";
+    EXPECT_EQ(read(dir_ / "summary.txt"), "old summary\n");
+    // Destroyed without commit (an error): the temporaries go, the old files stay.
+  }
+  EXPECT_EQ(read(dir_ / "summary.txt"), "old summary\n");
+  EXPECT_EQ(read(dir_ / "trace.json"), "old trace\n");
+  EXPECT_FALSE(fs::exists(dir_ / "summary.txt.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ / "trace.json.tmp"));
+
+  // A commit publishes all and removes the stale names this run does not write.
+  write_file_atomically(dir_ / "trace.json.gz", "older gzip trace");
+  {
+    OutputFiles files(OutputFolder{dir_, false});
+    files.stage(dir_ / "summary.txt", "new summary\n");
+    std::ofstream(files.reserve(dir_ / "trace.json")) << "new trace\n";
+    files.commit({dir_ / "trace.json.gz"});
+  }
+  EXPECT_EQ(read(dir_ / "summary.txt"), "new summary\n");
+  EXPECT_EQ(read(dir_ / "trace.json"), "new trace\n");
+  EXPECT_FALSE(fs::exists(dir_ / "trace.json.gz"));
+
+  // A reserved temporary nobody wrote is an error at commit, not a missing file later.
+  {
+    OutputFiles files(OutputFolder{dir_, false});
+    (void)files.reserve(dir_ / "never.json");
+    EXPECT_THROW(files.commit(), std::runtime_error);
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "never.json"));
+
+  // A folder the command created is removed again when nothing was published into it.
+  const fs::path fresh = dir_ / "fresh";
+  fs::create_directories(fresh);
+  {
+    OutputFiles files(OutputFolder{fresh, true});
+    files.stage(fresh / "summary.txt", "x");
+  }
+  EXPECT_FALSE(fs::exists(fresh));
+}
+
+TEST_F(OutputSafety, AnInterruptLeavesNoStagedOutput) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    install_interrupt_cleanup();
+    OutputFiles files(OutputFolder{dir_, false});
+    files.stage(dir_ / "summary.txt", "staged");
+    std::ofstream(files.reserve(dir_ / "trace.json")) << "a trace of a discarded attempt";
+    ::raise(SIGINT);
+    ::_exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_TRUE(fs::is_empty(dir_)) << "left: " << fs::directory_iterator(dir_)->path();
+}
+
+TEST(MemoryLimit, CgroupLimitFilesAndTheirAncestorsBind) {
+  EXPECT_EQ(parse_cgroup_memory_limit("max\n"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_memory_limit("8589934592\n"), std::optional<uint64_t>(8589934592));
+  EXPECT_EQ(parse_cgroup_memory_limit("9223372036854771712\n"), std::nullopt);  // v1 unlimited
+  EXPECT_EQ(parse_cgroup_memory_limit("lots"), std::nullopt);
+  EXPECT_EQ(parse_cgroup_memory_limit(""), std::nullopt);
+
+  const fs::path root = fs::temp_directory_path() / ("upsim-cgroup-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  // cgroup v2: the job's own limit is "max", its parent's 6 GiB binds.
+  fs::create_directories(root / "user.slice" / "job");
+  std::ofstream(root / "user.slice" / "memory.max") << "6442450944\n";
+  std::ofstream(root / "user.slice" / "job" / "memory.max") << "max\n";
+  const std::optional<MemoryLimit> v2 = cgroup_memory_limit("0::/user.slice/job\n", root);
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->bytes, uint64_t{6442450944});
+  EXPECT_NE(v2->source.find("memory.max (/user.slice)"), std::string::npos) << v2->source;
+
+  // cgroup v1: the memory controller's hierarchy, among others on the line.
+  fs::create_directories(root / "memory" / "docker" / "abc");
+  std::ofstream(root / "memory" / "docker" / "abc" / "memory.limit_in_bytes") << "2147483648\n";
+  std::ofstream(root / "memory" / "memory.limit_in_bytes") << "9223372036854771712\n";
+  const std::optional<MemoryLimit> v1 =
+      cgroup_memory_limit("5:cpuacct,cpu:/docker/abc\n4:memory:/docker/abc\n0::/\n", root);
+  ASSERT_TRUE(v1);
+  EXPECT_EQ(v1->bytes, uint64_t{2147483648});
+  EXPECT_NE(v1->source.find("memory.limit_in_bytes (/docker/abc)"), std::string::npos);
+
+  // No limit anywhere, or nothing readable.
+  EXPECT_EQ(cgroup_memory_limit("0::/nowhere\n", root / "none"), std::nullopt);
+  fs::remove_all(root);
+}
+
+TEST(MemoryLimit, TheTaskLimitFollowsTheAddressSpaceLimit) {
+#if defined(UPSIM_SANITIZED)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
+#endif
+  // In a child: RLIMIT_AS lowered to 3 GiB caps the tasks a run may build, and says so.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = rlim_t{3} << 30;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) ::_exit(0);
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    const MemoryLimit m = process_memory_limit();
+    const bool ok = m.bytes <= (uint64_t{3} << 30) && m.source.find("RLIMIT_AS") == 0 &&
+                    machine_task_limit() <= (size_t{3} << 30) / kBytesPerTask;
+    ::_exit(ok ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

@@ -85,12 +85,9 @@ std::vector<std::string> payloads(const std::string& tag) {
   };
 }
 
-class PlotSafety : public ::testing::Test {
+class CommandSafety : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (on_path("gnuplot").empty()) {
-      GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
-    }
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() /
            ("upsim-plot-safety-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
@@ -181,6 +178,17 @@ class PlotSafety : public ::testing::Test {
   fs::path old_cwd_;
 };
 
+/// The cases that draw, and so need gnuplot.
+class PlotSafety : public CommandSafety {
+ protected:
+  void SetUp() override {
+    if (on_path("gnuplot").empty()) {
+      GTEST_SKIP() << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
+    }
+    CommandSafety::SetUp();
+  }
+};
+
 TEST_F(PlotSafety, ResultsTableCellsHeadersAndFileNamesAreNeverExecuted) {
   // The file name, too, holds quotes, backquotes, $( ) and a line break.
   const std::string name =
@@ -233,7 +241,7 @@ TEST_F(PlotSafety, StudyNamesAndAxisValuesAreNeverExecuted) {
   EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
 }
 
-TEST_F(PlotSafety, ValuesThatAreNotFiniteNumbersAreRefusedNamingColumnAndLine) {
+TEST_F(CommandSafety, ValuesThatAreNotFiniteNumbersAreRefusedNamingColumnAndLine) {
   for (const std::string bad : {"`touch pwned-value`", "nan", "1e999", "0x10", " 1", "1 2"}) {
     write_file(dir_ / "r.csv", "point,x," + kResultColumns + "\n0,1," + kOkResults + "\n1,2,ok," +
                                    field(bad) + ",0.25,0.01,0.01,0,0,1.2,0.04,1000,,,\n");
@@ -273,7 +281,22 @@ TEST_F(PlotSafety, ExistingPlotsAreKeptUnlessForced) {
   EXPECT_NE(read_file(dir_ / "r_breakdown.gp"), "mine\n");
 }
 
-TEST_F(PlotSafety, NeverWritesThroughALinkAtAnOutputName) {
+// Without gnuplot on PATH (here: an empty one) the scripts are written and the exit is 1.
+TEST_F(CommandSafety, WithoutGnuplotTheScriptsAreWrittenAndTheCommandSaysSo) {
+  write_file(dir_ / "r.csv", "point,x," + kResultColumns + "\n0,1," + kOkResults + "\n");
+  fs::create_directories(dir_ / "empty");
+  const ChildProcessResult r = run_program(
+      {"env", "PATH=" + (dir_ / "empty").string(), UPSIM_BINARY, "plot", "r.csv", "--x", "x"});
+  EXPECT_EQ(r.exit_status, 1) << r.stdout_bytes << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("gnuplot is not on PATH: the scripts are written, but no SVG"),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_TRUE(fs::exists(dir_ / "r_iteration.gp"));
+  EXPECT_TRUE(fs::exists(dir_ / "r_breakdown.gp"));
+  EXPECT_FALSE(fs::exists(dir_ / "r_iteration.svg"));
+}
+
+TEST_F(CommandSafety, NeverWritesThroughALinkAtAnOutputName) {
   write_file(dir_ / "r.csv", "point,x," + kResultColumns + "\n0,1," + kOkResults + "\n");
   write_file(dir_ / "target", "keep\n");
   for (const std::string name : {"r_iteration.svg", "r_breakdown.gp", "r_iteration.svg.tmp"}) {
@@ -292,7 +315,7 @@ TEST_F(PlotSafety, NeverWritesThroughALinkAtAnOutputName) {
   }
 }
 
-TEST_F(PlotSafety, PlotRefusesPipesDevicesAndHugeFilesAsInputs) {
+TEST_F(CommandSafety, PlotRefusesPipesDevicesAndHugeFilesAsInputs) {
   ASSERT_EQ(::mkfifo((dir_ / "fifo.csv").c_str(), 0644), 0);
   const Outcome fifo = upsim({"plot", "fifo.csv", "--x", "x"});
   EXPECT_EQ(fifo.exit_code, 2) << fifo.err;
@@ -320,6 +343,41 @@ TEST_F(PlotSafety, PlotRefusesPipesDevicesAndHugeFilesAsInputs) {
   const Outcome ranks = upsim({"plot", "run", "--force"});
   EXPECT_EQ(ranks.exit_code, 2) << ranks.err;
   EXPECT_NE(ranks.err.find("run/ranks.csv: a device"), std::string::npos) << ranks.err;
+}
+
+TEST_F(CommandSafety, DiffRefusesPipesDevicesAndHugeFilesAsInputs) {
+  for (const char* run : {"a", "b"}) {
+    ASSERT_EQ(upsim({"run", kData + "/tiny.yaml", "--out", run, "--no-trace"}).exit_code, 0);
+  }
+  ASSERT_EQ(upsim({"diff", "a", "b"}).exit_code, 0);
+  fs::remove("b/ops.csv");
+  ASSERT_EQ(::mkfifo("b/ops.csv", 0644), 0);
+  const Outcome ops = upsim({"diff", "a", "b"});
+  EXPECT_EQ(ops.exit_code, 2) << ops.err;
+  EXPECT_NE(ops.err.find("b/ops.csv: cannot read (a named pipe, not a regular file"),
+            std::string::npos)
+      << ops.err;
+  fs::remove("a/summary.json");
+  fs::create_symlink("/dev/zero", "a/summary.json");
+  const Outcome zero = upsim({"diff", "a", "b"});
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  EXPECT_NE(zero.err.find("a/summary.json: cannot read (a device, not a regular file"),
+            std::string::npos)
+      << zero.err;
+  fs::remove("a/summary.json");
+  ASSERT_EQ(::mkfifo("a/summary.json", 0644), 0);
+  const Outcome fifo = upsim({"diff", "a", "b"});
+  EXPECT_EQ(fifo.exit_code, 2) << fifo.err;
+  EXPECT_NE(fifo.err.find("a/summary.json: cannot read (a named pipe"), std::string::npos)
+      << fifo.err;
+  fs::remove("a/summary.json");
+  write_file("a/summary.json", "{}");
+  fs::resize_file("a/summary.json", std::uintmax_t{300} << 20);
+  const Outcome huge = upsim({"diff", "a", "b"});
+  EXPECT_EQ(huge.exit_code, 2) << huge.err;
+  EXPECT_NE(huge.err.find("a/summary.json: cannot read (314572800 bytes, more than"),
+            std::string::npos)
+      << huge.err;
 }
 
 }  // namespace

@@ -165,15 +165,22 @@ int plot_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   check_outputs(out_dir, plots, force);
   std::vector<std::string> written;
   bool drawn = true;
-  for (const PlotScript& p : plots) {
-    // Once gnuplot is found missing, the other scripts are still written.
-    if (drawn) {
-      drawn = render(out_dir, p, written, err);
-    } else {
-      const fs::path gp = out_dir / (p.name + ".gp");
-      write_file_atomically(gp, p.script);
-      written.push_back(gp.string());
+  try {
+    for (const PlotScript& p : plots) {
+      // Once gnuplot is found missing, the other scripts are still written.
+      if (drawn) {
+        drawn = render(out_dir, p, written, err);
+      } else {
+        const fs::path gp = out_dir / (p.name + ".gp");
+        write_file_atomically(gp, p.script);
+        written.push_back(gp.string());
+      }
     }
+  } catch (...) {
+    // A failed plot leaves none of this call's files behind.
+    for (const std::string& w : written)
+      fs::remove(w, ec);
+    throw;
   }
   for (const std::string& w : written)
     out << "wrote " << printable_text(w) << "\n";

@@ -22,7 +22,8 @@
 //    an existing .gp / .svg (or its .tmp twin) without --force; all are checked before any is
 //    written.
 //  - Without gnuplot on PATH the scripts are still written and the command says how to install
-//    it (exit 1); gnuplot failing is an error with its message.
+//    it (exit 1); gnuplot failing (or writing no SVG) is an error with its message, and the files
+//    this call wrote are removed.
 #pragma once
 
 #include <iosfwd>

@@ -296,6 +296,30 @@ TEST_F(CommandSafety, WithoutGnuplotTheScriptsAreWrittenAndTheCommandSaysSo) {
   EXPECT_FALSE(fs::exists(dir_ / "r_iteration.svg"));
 }
 
+// A gnuplot that fails, or writes no SVG, is an error with its reason, and the plot leaves
+// none of its files behind (here a stand-in gnuplot first on PATH).
+TEST_F(CommandSafety, AFailingGnuplotLeavesNoPartialPlots) {
+  write_file(dir_ / "r.csv", "point,x," + kResultColumns + "\n0,1," + kOkResults + "\n");
+  const fs::path fake = dir_ / "fake";
+  fs::create_directories(fake);
+  for (const auto& [script, message] :
+       {std::pair<std::string, std::string>{"echo 'line 3: broken' >&2; exit 3",
+                                            "gnuplot failed on ./r_iteration.gp (exit status 3): "
+                                            "line 3: broken"},
+        {"echo not an svg", "gnuplot wrote no SVG for ./r_iteration.gp"}}) {
+    write_file(fake / "gnuplot", "#!/bin/sh\n" + script + "\n");
+    fs::permissions(fake / "gnuplot", fs::perms::owner_all);
+    const char* path = std::getenv("PATH");
+    const ChildProcessResult r =
+        run_program({"env", "PATH=" + fake.string() + ":" + (path != nullptr ? path : ""),
+                     UPSIM_BINARY, "plot", "r.csv", "--x", "x"});
+    EXPECT_EQ(r.exit_status, 2) << r.stdout_bytes << r.stderr_text;
+    EXPECT_NE(r.stderr_text.find(message), std::string::npos) << r.stderr_text;
+    for (const char* f : {"r_iteration.gp", "r_iteration.svg", "r_breakdown.gp"})
+      EXPECT_FALSE(fs::exists(dir_ / f)) << f;
+  }
+}
+
 TEST_F(CommandSafety, NeverWritesThroughALinkAtAnOutputName) {
   write_file(dir_ / "r.csv", "point,x," + kResultColumns + "\n0,1," + kOkResults + "\n");
   write_file(dir_ / "target", "keep\n");

@@ -6,10 +6,8 @@
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -17,9 +15,8 @@
 
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/run_folder_reader.h"
 #include "tools/run_tables.h"
-#include "workloads/trace/json_reader.h"
-#include "workloads/trace/trace_error.h"
 
 namespace upsim::cli {
 
@@ -28,103 +25,23 @@ namespace po = boost::program_options;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f)
-    throw std::runtime_error(fmt::format("{}: cannot read (no run results here?)", p.string()));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct OpRow {
-  double ms = 0.0;
-  double count = 0.0;
-};
-using OpKey = std::tuple<std::string, std::string, std::string>;  // kind, op, name
-
-struct Run {
-  fs::path dir;
-  JsonValue summary;
-  std::map<OpKey, OpRow> ops;
-};
-
-Run read_run(const fs::path& dir) {
-  Run r;
-  r.dir = dir;
-  const fs::path json_file = dir / "summary.json";
-  const std::string text = read_text(json_file);
-  try {
-    JsonCursor cursor(text, json_file.string());
-    r.summary = read_json_value(cursor);
-  } catch (const TraceError& e) {
-    throw std::runtime_error(e.what());
-  }
-  const JsonValue* version = r.summary.find("schema_version");
-  if (!r.summary.is_object() || r.summary.find("schema") == nullptr ||
-      r.summary.find("schema")->string != "upsim.summary" || version == nullptr ||
-      !version->is_number() || version->integer != kSummarySchemaVersion) {
-    throw std::runtime_error(
-        fmt::format("{}: not an upsim.summary of schema version {} (written by another upsim?)",
-                    json_file.string(), kSummarySchemaVersion));
-  }
-  const fs::path ops_file = dir / "ops.csv";
-  std::istringstream in(read_text(ops_file));
-  std::string line;
-  std::getline(in, line);  // header
-  int line_number = 1;
-  while (std::getline(in, line)) {
-    ++line_number;
-    if (line.empty()) continue;
-    const std::vector<std::string> f = parse_csv_line(line);
-    if (f.size() != 6) {
-      throw std::runtime_error(fmt::format("{}:{}: expected 6 fields, got {}", ops_file.string(),
-                                           line_number, f.size()));
-    }
-    try {
-      r.ops[{f[0], f[1], f[2]}] = OpRow{std::stod(f[4]), std::stod(f[3])};
-    } catch (const std::exception&) {
-      throw std::runtime_error(
-          fmt::format("{}:{}: count and time must be numbers", ops_file.string(), line_number));
-    }
-  }
-  return r;
-}
-
-double number_at(const JsonValue& v, std::string_view key) {
-  const JsonValue* x = v.find(key);
-  return x != nullptr && x->is_number() ? x->number : 0.0;
-}
-
-std::string string_at(const JsonValue& v, std::string_view key) {
-  const JsonValue* x = v.find(key);
-  return x != nullptr && x->is_string() ? x->string : "";
-}
-
 /// The slowest rank of a summary (first of equals).
-const JsonValue* slowest_rank(const JsonValue& summary) {
-  const JsonValue* ranks = summary.find("ranks");
-  if (ranks == nullptr || ranks->items.empty()) return nullptr;
-  const JsonValue* best = &ranks->items.front();
-  for (const JsonValue& r : ranks->items) {
-    if (number_at(r, "iteration_time_ms") > number_at(*best, "iteration_time_ms")) best = &r;
+const RankTimes* slowest_rank(const RunSummaryFields& summary) {
+  if (summary.ranks.empty()) return nullptr;
+  const RankTimes* best = &summary.ranks.front();
+  for (const RankTimes& r : summary.ranks) {
+    if (r.ms[0] > best->ms[0]) best = &r;
   }
   return best;
 }
 
-std::string identity(const Run& r) {
-  const JsonValue& s = r.summary;
-  const JsonValue* scenario = s.find("scenario");
-  const JsonValue* platform = s.find("platform");
+std::string identity(const RunFolder& r) {
+  const RunSummaryFields& s = r.summary;
   std::string overrides;
-  if (scenario != nullptr && scenario->find("overrides") != nullptr) {
-    for (const JsonValue& o : scenario->find("overrides")->items)
-      overrides += (overrides.empty() ? " --set " : " --set ") + o.string;
-  }
-  return fmt::format("{} ({}{}) on {} x {}", r.dir.string(),
-                     scenario ? string_at(*scenario, "name") : "", overrides,
-                     platform ? static_cast<int64_t>(number_at(*platform, "gpus")) : 0,
-                     platform ? string_at(*platform, "gpu") : "");
+  for (const std::string& o : s.overrides)
+    overrides += " --set " + o;
+  return fmt::format("{} ({}{}) on {} x {}", r.dir.string(), s.scenario_name, overrides, s.gpus,
+                     s.gpu);
 }
 
 std::string change(double a, double b) {
@@ -159,44 +76,41 @@ int diff_main(const std::vector<std::string>& args, std::ostream& out) {
   if (runs.size() != 2) throw po::error("upsim diff: give two run folders, RUN_A and RUN_B");
   if (top < 0) throw po::error("--top must not be negative");
 
-  const Run a = read_run(runs[0]);
-  const Run b = read_run(runs[1]);
+  const RunFolder a = read_run_folder(runs[0]);
+  const RunFolder b = read_run_folder(runs[1]);
   out << "A: " << identity(a) << "\n";
   out << "B: " << identity(b) << "\n";
-  const double a_ms = number_at(a.summary, "predicted_iteration_time_ms");
-  const double b_ms = number_at(b.summary, "predicted_iteration_time_ms");
+  const double a_ms = a.summary.predicted_iteration_time_ms;
+  const double b_ms = b.summary.predicted_iteration_time_ms;
   out << fmt::format("predicted iteration time: A {:.4f} ms, B {:.4f} ms, change {:+.4f} ms ({})\n",
                      a_ms, b_ms, b_ms - a_ms, change(a_ms, b_ms));
 
-  const JsonValue* ra = slowest_rank(a.summary);
-  const JsonValue* rb = slowest_rank(b.summary);
+  const RankTimes* ra = slowest_rank(a.summary);
+  const RankTimes* rb = slowest_rank(b.summary);
   if (ra != nullptr && rb != nullptr) {
-    out << fmt::format("slowest rank: A {}, B {} (ms per iteration)\n", string_at(*ra, "name"),
-                       string_at(*rb, "name"));
+    out << fmt::format("slowest rank: A {}, B {} (ms per iteration)\n", ra->name, rb->name);
     out << fmt::format("  {:<26} {:>12} {:>12} {:>12} {:>9}\n", "part", "A", "B", "B - A",
                        "change");
-    for (const char* part : {"iteration_time_ms", "compute_ms", "communication_ms",
-                             "exposed_communication_ms", "bubble_ms", "rendezvous_wait_ms",
-                             "cpu_bound_idle_ms", "other_idle_ms", "collective_wait_ms"}) {
-      const double x = number_at(*ra, part);
-      const double y = number_at(*rb, part);
-      out << fmt::format("  {:<26} {:>12.4f} {:>12.4f} {:>+12.4f} {:>9}\n", part, x, y, y - x,
-                         change(x, y));
+    for (size_t p = 0; p < kRankTimeFields.size(); ++p) {
+      const double x = ra->ms[p];
+      const double y = rb->ms[p];
+      out << fmt::format("  {:<26} {:>12.4f} {:>12.4f} {:>+12.4f} {:>9}\n", kRankTimeFields[p], x,
+                         y, y - x, change(x, y));
     }
   }
 
   struct Delta {
     OpKey key;
-    OpRow a;
-    OpRow b;
+    OpTimes a;
+    OpTimes b;
   };
   std::vector<Delta> deltas;
   for (const auto& [key, row] : a.ops) {
     const auto it = b.ops.find(key);
-    deltas.push_back(Delta{key, row, it == b.ops.end() ? OpRow{} : it->second});
+    deltas.push_back(Delta{key, row, it == b.ops.end() ? OpTimes{} : it->second});
   }
   for (const auto& [key, row] : b.ops) {
-    if (!a.ops.count(key)) deltas.push_back(Delta{key, OpRow{}, row});
+    if (!a.ops.count(key)) deltas.push_back(Delta{key, OpTimes{}, row});
   }
   std::stable_sort(deltas.begin(), deltas.end(), [](const Delta& x, const Delta& y) {
     const double dx = std::fabs(x.b.ms - x.a.ms);

@@ -9,8 +9,11 @@
 //    each, by absolute change; ties by kind, op, name).
 //  - --csv FILE writes every (kind, op, name) row of either run: a_ms, b_ms, delta_ms, a_count,
 //    b_count per iteration (never over an existing file without --force).
-//  - A folder without summary.json / ops.csv, or with a schema version this upsim does not
-//    read, is an error naming the file; the same two folders give the same output.
+//  - The folders are read by tools/run_folder_reader.h: summary.json and ops.csv must be regular
+//    files of bounded size (a pipe or a device is an error naming it, never a hang), of the
+//    schema version this upsim reads, with every field diff uses present, numbers finite and
+//    each (kind, op, name) once; any other file is an error naming it (and the key or line).
+//  - The same two folders give the same output.
 #pragma once
 
 #include <iosfwd>

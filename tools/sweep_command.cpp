@@ -510,7 +510,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                      (dir / kResultsHdf5File).string());
   int plot_rc = 0;
   if (!plot_axis.empty()) {
-    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis}, out, err);
+    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis, "--force"}, out, err);
   }
   return failed > 0 || plot_rc != 0 ? 1 : 0;
 }

@@ -1,0 +1,411 @@
+#include "tools/plot_script.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+#include <system_error>
+
+#include "tools/run_tables.h"
+
+namespace upsim::cli {
+
+namespace {
+
+/// The length of the valid UTF-8 sequence at the start of `s`, or 0 (RFC 3629: no overlong
+/// forms, no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence_length(std::string_view s) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(0);
+  size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < length) return 0;
+  if (byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xBF) return 0;
+  }
+  return length;
+}
+
+/// Appends `text` to `out` with escapes for control characters and invalid UTF-8.
+void append_printable(std::string_view text, std::string& out) {
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const size_t n = utf8_sequence_length(text.substr(i));
+      if (n == 0) {
+        out += fmt::format("\\x{:02X}", c);
+        ++i;
+      } else {
+        out.append(text.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++i;
+  }
+}
+
+/// The number of fields of a CSV line as parse_csv_line() splits it, without allocating.
+size_t csv_field_count(std::string_view line) {
+  size_t fields = 1;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      ++fields;
+    }
+  }
+  return fields;
+}
+
+/// A file name as a shell word for the redraw comment ('...' when it needs quoting).
+std::string shell_word(const std::string& name) {
+  bool plain = !name.empty() && name.front() != '-';
+  for (const char c : name) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-' || c == '+' || c == ',' || c == '=';
+    plain = plain && safe;
+  }
+  if (plain) return name;
+  std::string quoted = "'";
+  for (const char c : printable_text(name)) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string header(const std::string& name, const std::string& title) {
+  return fmt::format(
+      "# Written by `upsim plot`; redraw with: gnuplot {} > {}\n"
+      "set terminal svg size 1000,560 dynamic enhanced font 'sans,11' background rgb 'white'\n"
+      "set title {} noenhanced\nset grid ytics\nset key outside right top noenhanced\n",
+      shell_word(name + ".gp"), shell_word(name + ".svg"), gnuplot_literal(title));
+}
+
+/// A number for a data block: the shortest decimal that reads back to `v`.
+std::string data_number(double v) {
+  return fmt::format("{}", v);
+}
+
+size_t required_column(const CsvTable& t, std::string_view name, std::string_view kind) {
+  if (const auto c = t.find(name)) return *c;
+  throw std::runtime_error(
+      fmt::format("{}: not a {} (no column `{}`)", printable_text(t.file), kind, name));
+}
+
+double number_at(const CsvTable& t, const CsvTable::Row& row, size_t column) {
+  if (const auto v = finite_number(row.fields[column])) return *v;
+  throw std::runtime_error(fmt::format("{}:{}: column `{}`: expected a finite number",
+                                       printable_text(t.file), row.line,
+                                       printable_text(t.header[column])));
+}
+
+/// `set xtics` with one labelled tic per label at 0, 1, 2, ... (bars and categories).
+std::string labelled_xtics(const std::vector<std::string>& labels) {
+  std::string s = "set xtics rotate by -45 noenhanced (";
+  for (size_t i = 0; i < labels.size(); ++i)
+    s += fmt::format("{}{} {}", i ? ", " : "", gnuplot_literal(labels[i]), i);
+  return s + ")\n";
+}
+
+/// Stacked bars: one bar per label, one segment per part (values[bar][part]).
+std::string stacked_bars(const std::vector<std::string>& labels,
+                         const std::vector<std::string>& parts,
+                         const std::vector<std::vector<double>>& values, const std::string& xlabel,
+                         const std::string& ylabel) {
+  std::string s = "$DATA << EOD\n";
+  for (const std::vector<double>& bar : values) {
+    for (size_t p = 0; p < bar.size(); ++p) {
+      if (p) s += ' ';
+      s += data_number(bar[p]);
+    }
+    s += "\n";
+  }
+  s += "EOD\n";
+  s += fmt::format(
+      "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 "
+      "border -1\nset boxwidth 0.75\nset xlabel {} noenhanced\nset ylabel {} noenhanced\n",
+      gnuplot_literal(xlabel), gnuplot_literal(ylabel));
+  s += labelled_xtics(labels);
+  s += "set yrange [0:*]\nplot ";
+  for (size_t p = 0; p < parts.size(); ++p)
+    s += fmt::format("{}$DATA using {} title {}", p ? ", " : "", p + 1, gnuplot_literal(parts[p]));
+  return s + "\n";
+}
+
+/// The index of `key` in `order` (appended at its first appearance).
+size_t index_of(const std::string& key, std::map<std::string, size_t>& index,
+                std::vector<std::string>& order) {
+  const auto [it, added] = index.try_emplace(key, order.size());
+  if (added) order.push_back(key);
+  return it->second;
+}
+
+}  // namespace
+
+std::optional<size_t> CsvTable::find(std::string_view name) const {
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c] == name) return c;
+  }
+  return std::nullopt;
+}
+
+CsvTable parse_csv_table(std::string_view text, const std::string& file) {
+  CsvTable t;
+  t.file = file;
+  size_t line_number = 0;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    const size_t fields = csv_field_count(line);
+    if (t.header.empty()) {
+      if (fields > kMaxCsvColumns) {
+        throw std::runtime_error(fmt::format("{}:{}: more than {} columns", printable_text(file),
+                                             line_number, kMaxCsvColumns));
+      }
+      t.header = parse_csv_line(line);
+      continue;
+    }
+    if (fields != t.header.size()) {
+      throw std::runtime_error(fmt::format("{}:{}: expected {} fields (as the header), got {}",
+                                           printable_text(file), line_number, t.header.size(),
+                                           fields));
+    }
+    t.rows.push_back(CsvTable::Row{line_number, parse_csv_line(line)});
+  }
+  if (t.header.empty()) {
+    throw std::runtime_error(fmt::format("{}: empty, not a CSV table", printable_text(file)));
+  }
+  return t;
+}
+
+std::string gnuplot_literal(std::string_view text) {
+  // gnuplot 5.4 reads '' inside a single-quoted string as a quote, but not right after the
+  // opening quote or after another '' (so '''' is two empty strings): each quote is therefore a
+  // double-quoted "'" (which holds nothing to expand), joined to the quote-free pieces by `.`.
+  const std::string visible = printable_text(text);
+  std::string out;
+  size_t start = 0;
+  while (true) {
+    const size_t quote = visible.find('\'', start);
+    const size_t end = quote == std::string::npos ? visible.size() : quote;
+    if (end > start || (quote == std::string::npos && out.empty())) {
+      if (!out.empty()) out += '.';
+      out += '\'';
+      out.append(visible, start, end - start);
+      out += '\'';
+    }
+    if (quote == std::string::npos) return out;
+    if (!out.empty()) out += '.';
+    out += "\"'\"";
+    start = quote + 1;
+  }
+}
+
+std::string printable_text(std::string_view text) {
+  std::string out;
+  append_printable(text, out);
+  return out;
+}
+
+std::optional<double> finite_number(std::string_view field) {
+  double v = 0.0;
+  const char* end = field.data() + field.size();
+  const auto [ptr, ec] = std::from_chars(field.data(), end, v);
+  if (ec != std::errc() || ptr != end || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::string& stem) {
+  constexpr std::string_view kKind = "results table written by `upsim sweep`";
+  const size_t status = required_column(t, "status", kKind);
+  const size_t iteration = required_column(t, "iteration_ms", kKind);
+  const std::vector<std::string> parts{"compute_ms",         "exposed_comm_ms",   "bubble_ms",
+                                       "rendezvous_wait_ms", "cpu_bound_idle_ms", "other_idle_ms"};
+  std::vector<size_t> part_columns;
+  for (const std::string& p : parts)
+    part_columns.push_back(required_column(t, p, kKind));
+  const std::optional<size_t> x_column = t.find(x);
+  if (!x_column) {
+    std::string axes;
+    for (size_t c = 1; c < status; ++c)
+      axes += fmt::format("{}`{}`", axes.empty() ? "" : ", ", printable_text(t.header[c]));
+    throw std::runtime_error(fmt::format("{}: no column `{}`; the axis columns are {}",
+                                         printable_text(t.file), printable_text(x),
+                                         axes.empty() ? "none" : axes));
+  }
+  const size_t xc = *x_column;
+  // The other axis columns (between `point` and `status`) make the series: one line per
+  // combination of their values, in order of first appearance.
+  std::vector<size_t> others;
+  for (size_t c = 1; c < status; ++c) {
+    if (c != xc) others.push_back(c);
+  }
+  struct Point {
+    size_t series = 0;
+    size_t category = 0;
+    const std::string* x = nullptr;
+    double time_ms = 0.0;
+  };
+  std::vector<Point> points;
+  std::vector<std::string> labels;  // bar labels: every axis value of the point
+  std::vector<std::vector<double>> bars;
+  std::map<std::string, size_t> series_index;
+  std::vector<std::string> series_names;
+  std::map<std::string, size_t> category_index;
+  std::vector<std::string> categories;
+  ResultsPlots result;
+  bool numeric = true;
+  for (const CsvTable::Row& row : t.rows) {
+    const std::vector<std::string>& f = row.fields;
+    if (f[status] != "ok") {
+      ++result.rows_left_out;
+      continue;
+    }
+    std::string key;
+    for (const size_t c : others) {
+      if (!key.empty()) key += ", ";
+      key += t.header[c] + '=' + f[c];
+    }
+    Point p;
+    p.x = &f[xc];
+    p.time_ms = number_at(t, row, iteration);
+    p.series = index_of(key, series_index, series_names);
+    p.category = index_of(f[xc], category_index, categories);
+    points.push_back(p);
+    numeric = numeric && finite_number(f[xc]).has_value();
+    labels.push_back(key.empty() ? f[xc] : f[xc] + " (" + key + ')');
+    std::vector<double> bar;
+    for (const size_t c : part_columns)
+      bar.push_back(number_at(t, row, c));
+    bars.push_back(std::move(bar));
+  }
+  if (points.empty()) {
+    throw std::runtime_error(fmt::format("{}: no row ran (status ok){}", printable_text(t.file),
+                                         t.rows.empty() ? "; no rows" : ""));
+  }
+
+  const std::string iteration_name = stem + "_iteration";
+  std::string s = header(iteration_name, stem + ": predicted iteration time");
+  s += fmt::format("set xlabel {} noenhanced\nset ylabel 'iteration time (ms)'\n",
+                   gnuplot_literal(x));
+  if (!numeric) {
+    s += labelled_xtics(categories);
+    s += fmt::format("set xrange [-0.5:{}]\n", categories.size());
+  }
+  std::vector<std::string> blocks(series_names.size());
+  for (const Point& p : points) {
+    const std::string xv = numeric ? data_number(*finite_number(*p.x)) : std::to_string(p.category);
+    blocks[p.series] += fmt::format("{} {}\n", xv, data_number(p.time_ms));
+  }
+  std::string plot = "set yrange [0:*]\nplot ";
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    s += fmt::format("$S{} << EOD\n{}EOD\n", k, blocks[k]);
+    plot +=
+        fmt::format("{}$S{} using 1:2 with linespoints lw 2 pt 7 title {}", k ? ", " : "", k,
+                    gnuplot_literal(series_names[k].empty() ? "iteration time" : series_names[k]));
+  }
+  s += plot + "\n";
+  result.plots.push_back(PlotScript{iteration_name, std::move(s)});
+
+  const std::string breakdown_name = stem + "_breakdown";
+  std::string b = header(breakdown_name, stem + ": slowest rank's breakdown per point");
+  b += stacked_bars(labels, parts, bars, x, "ms per iteration");
+  result.plots.push_back(PlotScript{breakdown_name, std::move(b)});
+  return result;
+}
+
+std::vector<PlotScript> run_plots(const CsvTable& ranks, const CsvTable* links) {
+  constexpr std::string_view kRanksKind = "ranks table written by `upsim run`";
+  const std::vector<std::string> parts{"compute_ms",        "exposed_communication_ms",
+                                       "bubble_ms",         "rendezvous_wait_ms",
+                                       "cpu_bound_idle_ms", "other_idle_ms"};
+  std::vector<size_t> columns;
+  for (const std::string& p : parts)
+    columns.push_back(required_column(ranks, p, kRanksKind));
+  const size_t name = required_column(ranks, "name", kRanksKind);
+  if (ranks.rows.empty()) {
+    throw std::runtime_error(fmt::format("{}: no data rows", printable_text(ranks.file)));
+  }
+  std::vector<std::string> labels;
+  std::vector<std::vector<double>> bars;
+  for (const CsvTable::Row& row : ranks.rows) {
+    labels.push_back(row.fields[name]);
+    std::vector<double> bar;
+    for (const size_t c : columns)
+      bar.push_back(number_at(ranks, row, c));
+    bars.push_back(std::move(bar));
+  }
+  std::vector<PlotScript> plots;
+  std::string s = header("ranks_breakdown", "per-rank breakdown of an iteration");
+  s += stacked_bars(labels, parts, bars, "rank", "ms per iteration");
+  plots.push_back(PlotScript{"ranks_breakdown", std::move(s)});
+  if (links == nullptr || links->rows.empty()) return plots;
+
+  // Link utilisation: busy time per iteration of the busiest 24 links (links.csv is sorted).
+  constexpr std::string_view kLinksKind = "links table written by `upsim run`";
+  const size_t link_name = required_column(*links, "name", kLinksKind);
+  const size_t busy = required_column(*links, "busy_ms_per_iteration", kLinksKind);
+  std::vector<std::string> link_labels;
+  std::string data = "$DATA << EOD\n";
+  for (size_t r = 0; r < links->rows.size() && r < 24; ++r) {
+    link_labels.push_back(links->rows[r].fields[link_name]);
+    data += data_number(number_at(*links, links->rows[r], busy)) + "\n";
+  }
+  std::string d = header("links", "link busy time per iteration (busiest)");
+  d += data;
+  d += "EOD\nset style data histograms\nset style fill solid 0.85 border -1\nset boxwidth "
+       "0.75\nset xlabel 'link'\nset ylabel 'busy (ms per iteration)'\n";
+  d += labelled_xtics(link_labels);
+  d += "set yrange [0:*]\nplot $DATA using 1 title 'busy'\n";
+  plots.push_back(PlotScript{"links", std::move(d)});
+  return plots;
+}
+
+}  // namespace upsim::cli

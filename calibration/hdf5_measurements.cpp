@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -539,7 +540,9 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
   }
   // libhdf5 (1.10, Debian 12) crashes on some corrupt files inside its own code (found by
   // fuzzing: invalid frees while listing a group's links). The file is therefore read in a child
-  // process; a crash there is an error naming the file here, never a crash of upsim.
+  // process; a crash there is an error naming the file here, never a crash of upsim. The child
+  // runs libhdf5 and the allocator after fork(), so callers read HDF5 tables from one thread
+  // (the commands that read them do; glibc's fork keeps malloc usable in the child).
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0) {
     throw CalibrationDataError(
@@ -573,18 +576,45 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
+  // Reaped on every path (an exception too), its pipe closed; a child still running then is
+  // killed first.
+  struct Child {
+    pid_t pid;
+    int fd;
+    int status = 0;
+    bool reaped = false;
+    void reap(bool kill_first) {
+      if (reaped) return;
+      if (kill_first) ::kill(pid, SIGKILL);
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      reaped = true;
+    }
+    ~Child() {
+      if (fd >= 0) ::close(fd);
+      reap(true);
+    }
+  } reader{child, pipe_fds[0]};
+  // The report of a file of kMaxRowsPerDataset-row datasets is a few hundred bytes a row; more
+  // than this bound is a broken reader, not data.
+  constexpr size_t kMaxReportBytes = size_t{4} << 30;
   std::string report;
   std::array<char, 1 << 16> buffer{};
   while (true) {
-    const ssize_t n = ::read(pipe_fds[0], buffer.data(), buffer.size());
+    const ssize_t n = ::read(reader.fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    if (report.size() + static_cast<size_t>(n) > kMaxReportBytes) {
+      throw CalibrationDataError(fmt::format(
+          "{}: the HDF5 reader reported more than {} bytes; the file is not a measurement table",
+          file_name, kMaxReportBytes));
+    }
     report.append(buffer.data(), static_cast<size_t>(n));
   }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  ::close(reader.fd);
+  reader.fd = -1;
+  reader.reap(false);
+  const int status = reader.status;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw CalibrationDataError(fmt::format(
         "{}: corrupt HDF5 file: the HDF5 library failed while reading it ({})", file_name,

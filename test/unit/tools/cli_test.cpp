@@ -20,51 +20,23 @@
 
 #include "../trace/chakra_writer.h"
 #include "../trace/synthetic_trace.h"
+#include "cli_runner.h"
 #include "workloads/trace/json_reader.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout, then stderr
-  std::string out;     // stdout alone (results; warnings and progress go to stderr)
-  std::string err;     // stderr alone
-};
-
-std::string quote(const std::string& s) {
-  return "'" + s + "'";
-}
-
-std::string read_file(const fs::path& p);
+using Result = upsim::test::CliResult;
+using upsim::test::quote;
 
 /// Runs `upsim <args>` with `cwd` as working directory.
 Result upsim(const std::string& args, const fs::path& cwd) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("upsim_cli_test_stderr_" + std::to_string(::getpid()));
-  const std::string cmd = "cd " + quote(cwd.string()) + " && " + quote(UPSIM_BINARY) + " " + args +
-                          " 2>" + quote(err_file.string());
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = read_file(err_file);
-  fs::remove(err_file);
-  r.output = r.out + r.err;
-  return r;
+  return upsim::test::run_upsim(args, cwd);
 }
 
 std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  return upsim::test::read_whole_file(p);
 }
 
 /// The lines of a YAML file that are not whole-line comments (provenance headers differ).

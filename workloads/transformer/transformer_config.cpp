@@ -292,6 +292,44 @@ void check_products(const ConfigNode& workload, const TransformerConfig& c) {
   }
 }
 
+/// "tp 2 x cp 2": the axes before pp in `layout` with their sizes there ("no axis" if none).
+std::string axes_before_pipeline(const ParallelismConfig& p, RankLayout layout) {
+  std::string text;
+  for (ParallelAxis d : p.order) {
+    if (d == ParallelAxis::kPipeline) break;
+    const bool expert = layout == RankLayout::kExpert;
+    if (d == (expert ? ParallelAxis::kContext : ParallelAxis::kExpert)) continue;
+    int64_t degree = p.tensor;
+    if (d == ParallelAxis::kContext) degree = p.context;
+    if (d == ParallelAxis::kExpert) degree = p.expert;
+    if (d == ParallelAxis::kData) degree = expert ? p.expert_data() : p.data;
+    text += fmt::format("{}{} {}", text.empty() ? "" : " x ", dim_short_name(d), degree);
+  }
+  return text.empty() ? "no axis" : text;
+}
+
+/// The expert-parallel groups of Megatron-Core's expert rank layout stay inside a pipeline stage
+/// when the pipeline axis has the same stride in both layouts (RankLayout; Megatron-Core asserts
+/// that the two layouts' pipeline groups are equal). With pp last in the order it always has.
+void check_expert_layout(const ConfigNode& par, const ParallelismConfig& p) {
+  if (p.expert == 1) return;
+  const int64_t dense = rank_stride(p, RankLayout::kDense, ParallelAxis::kPipeline);
+  const int64_t expert = rank_stride(p, RankLayout::kExpert, ParallelAxis::kPipeline);
+  if (dense == expert) return;
+  std::string order;
+  for (ParallelAxis d : p.order)
+    order += fmt::format("{}{}", order.empty() ? "" : "-", dim_short_name(d));
+  par.child("order").fail(fmt::format(
+      "`{}` puts pipeline stages {} rank(s) apart in the dense layers ({} before pp) but {} apart "
+      "in the expert layers ({} before pp; expert data parallel = data x context / expert), so "
+      "the expert-parallel groups would span pipeline stages (Megatron-Core refuses this too: its "
+      "dense and expert pipeline groups must be equal); put pp last (tp-cp-ep-dp-pp), or choose "
+      "parallelism.expert and parallelism.context so that both products agree (with "
+      "tp-cp-ep-pp-dp: expert = context)",
+      order, dense, axes_before_pipeline(p, RankLayout::kDense), expert,
+      axes_before_pipeline(p, RankLayout::kExpert)));
+}
+
 /// The checks that tie the model shape to the parallel layout.
 void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_node,
               const std::optional<ConfigNode>& moe_node, const TransformerConfig& c) {
@@ -378,6 +416,7 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     "parallel ranks are carved out of the data x context ranks)",
                     p.expert, p.data, p.context, p.data * p.context));
   }
+  check_expert_layout(*par_node, p);
   if (c.moe.expert_ffn % p.tensor != 0) {
     moe_node->child("expert_ffn")
         .fail(fmt::format("{} is not divisible by tensor parallel {}", c.moe.expert_ffn, p.tensor));
@@ -385,6 +424,32 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
 }
 
 }  // namespace
+
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis) {
+  const bool expert = layout == RankLayout::kExpert;
+  int64_t stride = 1;
+  for (ParallelAxis d : p.order) {
+    if (d == axis) return stride;
+    switch (d) {
+      case ParallelAxis::kTensor:
+        stride *= p.tensor;
+        break;
+      case ParallelAxis::kContext:
+        stride *= expert ? 1 : p.context;
+        break;
+      case ParallelAxis::kExpert:
+        stride *= expert ? p.expert : 1;
+        break;
+      case ParallelAxis::kData:
+        stride *= expert ? p.expert_data() : p.data;
+        break;
+      case ParallelAxis::kPipeline:
+        stride *= p.pipeline;
+        break;
+    }
+  }
+  return stride;
+}
 
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus) {
   TransformerConfig c;

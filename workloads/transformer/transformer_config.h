@@ -47,7 +47,8 @@
 //     schedule: 1f1b           # gpipe | 1f1b (interleaved when virtual_stages > 1)
 //     data: 16                 # default: gpus / (tensor x pipeline x context)
 //     context: 1               # ring attention over the sequence
-//     expert: 1                # expert parallel, carved out of data x context (Megatron)
+//     expert: 1                # expert parallel, carved out of data x context (Megatron-Core's
+//                              #   expert rank layout: RankLayout below)
 //     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
 //     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero)
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
@@ -121,8 +122,8 @@ struct ParallelismConfig {
   int zero = 0;
   FsdpMode fsdp = FsdpMode::kNone;
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
-  /// of the data x context ranks, so `order` lists tensor, context, data, pipeline (+ expert
-  /// where it sits between them, which places the EP groups).
+  /// of the data x context ranks: global ranks have (tp, cp, dp, pp) coordinates, and where ep
+  /// sits places the EP groups in the expert rank layout (RankLayout).
   std::array<ParallelAxis, kParallelAxisCount> order{ParallelAxis::kTensor, ParallelAxis::kContext,
                                                      ParallelAxis::kExpert, ParallelAxis::kData,
                                                      ParallelAxis::kPipeline};
@@ -141,7 +142,24 @@ struct ParallelismConfig {
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }
+  /// Ranks holding the same experts: Megatron-Core's expert_data_parallel_size = GPUs /
+  /// (expert tensor x expert x pipeline), with expert tensor parallel = tensor.
+  int64_t expert_data() const { return data * context / expert; }
 };
+
+/// The two rank layouts of Megatron-Core (megatron/core/parallel_state.py of NVIDIA/Megatron-LM
+/// at commit 00caa53a, initialize_model_parallel): both lay the global ranks out in the same
+/// `order`, innermost first. The dense one (decoder_rank_generator: attention, dense MLPs,
+/// embeddings) has sizes tp = tensor, cp = context, dp = data, pp = pipeline and ep = 1; the
+/// expert one (expert_decoder_rank_generator: the routed experts' all-to-all) has tp = expert
+/// tensor parallel (= tensor here, Megatron's default), ep = expert, dp = expert_data(),
+/// pp = pipeline and cp = 1. Expert-parallel groups are the expert layout's ep groups, so they
+/// span the context- and data-parallel ranks of a stage (an axis of size 1 takes no room).
+enum class RankLayout : uint8_t { kDense, kExpert };
+
+/// The global-rank stride of `axis` in `layout`: the product of the sizes of the axes before it
+/// in parallelism.order.
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis);
 
 /// Megatron-LM's default --make-vocab-size-divisible-by.
 inline constexpr int64_t kVocabPadMultiple = 128;
@@ -220,6 +238,9 @@ struct TransformerConfig {
 ///   zero outside 0..3; zero and fsdp both set; bad order -> that parallelism key
 ///   experts % expert; expert not dividing data x context; expert > 1 without moe
 ///                                                     -> workload.parallelism.expert
+///   an order whose pipeline stride differs between the dense and the expert rank layout (the
+///     expert-parallel groups would span pipeline stages; Megatron-Core asserts the same)
+///                                                     -> workload.parallelism.order
 ///   top_k > experts                                   -> workload.moe.top_k
 /// A vocabulary not divisible by tensor is padded (padded_vocab()), not rejected.
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);

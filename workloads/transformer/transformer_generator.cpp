@@ -43,14 +43,12 @@ size_t dim_index(ParallelAxis d) {
 
 // ---- layout ---------------------------------------------------------------------------------
 
-ParallelLayout::ParallelLayout(const ParallelismConfig& p) : p_(p) {
-  int64_t stride = 1;
-  for (ParallelAxis d : p_.order) {
-    if (d == ParallelAxis::kExpert) continue;  // carved out of data: no rank dimension of its own
-    stride_[dim_index(d)] = stride;
-    stride *= size(d);
-  }
-  gpus_ = stride;
+ParallelLayout::ParallelLayout(const ParallelismConfig& p)
+    : p_(p),
+      gpus_(p.gpus()),
+      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kExpert)) {
+  for (ParallelAxis d : p_.order)
+    stride_[dim_index(d)] = rank_stride(p_, RankLayout::kDense, d);
 }
 
 int64_t ParallelLayout::size(ParallelAxis dim) const {
@@ -86,12 +84,10 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
   const ParallelCoords base = coords(of);
   std::vector<int64_t> members;
   if (dim == ParallelAxis::kExpert) {
-    const int64_t first = base.dp / p_.expert * p_.expert;
-    for (int64_t i = 0; i < p_.expert; ++i) {
-      ParallelCoords c = base;
-      c.dp = first + i;
-      members.push_back(rank(c));
-    }
+    // The ep group of Megatron-Core's expert rank layout (RankLayout::kExpert).
+    const int64_t first = of - of / expert_stride_ % p_.expert * expert_stride_;
+    for (int64_t i = 0; i < p_.expert; ++i)
+      members.push_back(first + i * expert_stride_);
     return members;
   }
   for (int64_t i = 0; i < size(dim); ++i) {

@@ -7,8 +7,10 @@
 // Contract:
 //  - Global rank g has coordinates (tp, cp, dp, pp) in the order of `parallelism.order`
 //    (innermost first; Megatron's default tp-cp-ep-dp-pp puts a TP group inside a node). Expert
-//    parallel groups are blocks of `expert` consecutive data-parallel indices. Global rank g runs
-//    on GPU g (RankInfo::device = g), so collective members are global ranks.
+//    parallel groups are those of Megatron-Core's expert rank layout (RankLayout in
+//    transformer_config.h): with the default order, `expert` consecutive ranks of a stage's
+//    (cp, dp) block at the same tp index, so they span context- as well as data-parallel ranks.
+//    Global rank g runs on GPU g (RankInfo::device = g), so collective members are global ranks.
 //  - With mirror_data_parallel (and data > 1) only the ranks of data-parallel replica 0 are in
 //    the graph; collectives that span replicas (DP, EP) list every member and set
 //    CollectiveDesc::simulated_members, so the network still moves every replica's bytes. The
@@ -57,15 +59,17 @@ class ParallelLayout {
   int64_t gpus() const { return gpus_; }
   ParallelCoords coords(int64_t rank) const;
   int64_t rank(const ParallelCoords& c) const;
-  /// The members of `rank`'s group along `dim` (kExpert: the EP block of data-parallel indices),
+  /// The members of `rank`'s group along `dim` (kExpert: its group in the expert rank layout),
   /// in group order.
   std::vector<int64_t> group(ParallelAxis dim, int64_t rank) const;
 
  private:
   ParallelismConfig p_;
   int64_t gpus_ = 1;
-  /// stride[dim] in the global rank.
+  /// Stride of each axis in the global rank, dense layout (kExpert's unused).
   std::array<int64_t, kParallelAxisCount> stride_{};
+  /// Stride of the ep axis in the expert layout.
+  int64_t expert_stride_ = 1;
 };
 
 /// One compute step of a pipeline stage's schedule.

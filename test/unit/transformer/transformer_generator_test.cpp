@@ -125,6 +125,58 @@ TEST(ParallelLayout, MegatronOrderPutsTensorGroupsInsideANode) {
   EXPECT_EQ(dp_first.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{5, 7}));
 }
 
+// Megatron-Core's expert rank layout (parallel_state.py, RankGenerator with tp, ep, expert
+// data parallel = data x context / expert, pp and cp = 1, in the same order): on 16 GPUs with
+// TP 2, CP 2, DP 2, PP 2 and EP 4 its ep groups are [0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14]
+// and [9, 11, 13, 15]: the context- and data-parallel ranks of one stage and tensor index.
+TEST(ParallelLayout, ExpertGroupsSpanContextAndDataParallelRanksOfAStageAsMegatronCore) {
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  p.expert = 4;
+  const ParallelLayout layout(p);
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 7), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 9), (std::vector<int64_t>{9, 11, 13, 15}));
+  // EP 2 out of CP 2 with one data-parallel rank: the two context-parallel ranks of a stage
+  // (the data-parallel block of old named a rank of the next stage).
+  p.data = 1;
+  p.expert = 2;
+  const ParallelLayout cp_only(p);
+  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 4), (std::vector<int64_t>{4, 6}));
+  // Without context parallel: blocks of consecutive data-parallel ranks, as before.
+  p.context = 1;
+  p.data = 4;
+  const ParallelLayout dp_only(p);
+  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 13), (std::vector<int64_t>{13, 15}));
+  // ep after dp in the order: EP ranks are expert data parallel x tensor apart.
+  p.order = {ParallelAxis::kTensor, ParallelAxis::kContext, ParallelAxis::kData,
+             ParallelAxis::kExpert, ParallelAxis::kPipeline};
+  const ParallelLayout ep_outside(p);
+  EXPECT_EQ(ep_outside.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 5}));
+}
+
+TEST(TransformerGenerator, MoeWithContextAndExpertParallelFinishes) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.layers = 4;
+  c.moe.experts = 4;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 0.0;
+  c.parallelism.context = 2;
+  c.parallelism.pipeline = 2;
+  c.parallelism.data = 2;
+  c.parallelism.expert = 4;
+  c.global_batch = c.micro_batch * 2 * 2;
+  const SimRun r = simulate(c, dgx.fabric, dgx.hardware);
+  EXPECT_GT(ms(r.summary.predicted_iteration_time), 0.0);
+}
+
 TEST(PipelineSchedule, EveryMicroBatchRunsForwardAndBackwardOnceAndInterleavedMatchesMegatron) {
   for (PipelineSchedule s :
        {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {

@@ -399,6 +399,17 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
         "{} is not divisible by 2 x context parallel {} = {} (load-balanced ring attention)", c.seq,
         p.context, 2 * p.context));
   }
+  if (p.context > 1 && c.attention == AttentionImpl::kUnfused) {
+    // Ring attention exchanges keys and values around the CP group inside the fused kernel's
+    // loop (core_attention_flash in the generator); the unfused bmm / softmax / bmm has no such
+    // exchange. Megatron-Core refuses it too (megatron/core/transformer/
+    // dot_product_attention.py: "Context parallelism is only supported by
+    // TEDotProductAttention!").
+    workload.child("attention")
+        .fail(fmt::format("context parallel {} (parallelism.context) needs the fused attention "
+                          "(flash): the unfused one has no ring exchange of keys and values",
+                          p.context));
+  }
   if (c.moe.experts == 0) {
     if (p.expert > 1) {
       par_node->child("expert").fail(

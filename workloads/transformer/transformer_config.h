@@ -231,6 +231,8 @@ struct TransformerConfig {
 ///   global_batch % (micro_batch x data); interleaved 1F1B with micro-batches % pipeline
 ///                                                     -> workload.global_batch
 ///   seq % (2 x context) when context > 1              -> workload.seq
+///   attention unfused with context > 1 (no ring exchange; Megatron-Core refuses it too)
+///                                                     -> workload.attention
 ///   unknown dtype / architecture / norm / ...         -> that key (lists the valid values)
 ///   tensor x pipeline x context x data != gpus        -> workload.parallelism.data, or
 ///     workload.parallelism when data is defaulted and gpus % (tensor x pipeline x context)

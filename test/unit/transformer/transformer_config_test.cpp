@@ -450,6 +450,21 @@ TEST(TransformerConfig, SeqNotDivisibleByTwiceContext) {
       << bad;
 }
 
+// The unfused attention has no ring exchange: with context parallel it would attend only to
+// the local chunk. Megatron-Core refuses it too (DotProductAttention: "Context parallelism is
+// only supported by TEDotProductAttention!").
+TEST(TransformerConfig, ContextParallelNeedsFlashAttention) {
+  const std::string yaml = replace(gpt3("  attention: unfused\n", "    context: 2\n"),
+                                   "global_batch: 1536", "global_batch: 768");
+  const std::string e = error_of(yaml, 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.attention: context parallel 2 (parallelism.context) needs the fused "
+                   "attention (flash)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(error_of(replace(yaml, "attention: unfused", "attention: flash"), 1024), "");
+}
+
 TEST(TransformerConfig, VocabIsPaddedNotRejected) {
   // GPT-2's 50257 tokens: Megatron pads to 50688 at tensor 4 (multiple of 512).
   const TransformerConfig c = parse(

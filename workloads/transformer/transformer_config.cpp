@@ -436,6 +436,12 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
 
 }  // namespace
 
+double moe_busiest_rank_load(const TransformerConfig& c) {
+  const MoeConfig& m = c.moe;
+  if (m.capacity_factor > 0.0) return std::min(1.0, m.capacity_factor);
+  return std::min(static_cast<double>(c.parallelism.expert), 1.0 + m.imbalance);
+}
+
 int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis) {
   const bool expert = layout == RankLayout::kExpert;
   int64_t stride = 1;

@@ -38,7 +38,9 @@
 //     shared_experts: 0        # DeepSeek-style always-on experts
 //     expert_ffn: 14336        # default: ffn
 //     every: 1
-//     imbalance: 0.0           # dropless: the busiest expert gets (1 + imbalance) x the mean
+//     imbalance: 0.0           # dropless: the busiest EP rank's experts get (1 + imbalance) x
+//                              #   the mean, at most all of its EP group's tokens
+//                              #   (moe_busiest_rank_load: timing and memory alike)
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -220,6 +222,16 @@ struct TransformerConfig {
   int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data); }
   bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
 };
+
+/// Tokens the local experts of the busiest expert-parallel rank process in one MoE layer and
+/// micro-batch, in units of the mean load (the tokens x top_k that each rank's router sends):
+///   dropless (capacity_factor 0): 1 + imbalance, at most `expert` (the busiest rank cannot
+///     receive more than every token its EP group routes);
+///   with a capacity factor: the balanced load 1, at most capacity_factor (an expert takes
+///     capacity_factor x its mean share; the rest is dropped).
+/// The one rule for the generator's expert GEMMs and all-to-all and the memory model's expert
+/// activations.
+double moe_busiest_rank_load(const TransformerConfig& config);
 
 /// Reads `workload:` (model: transformer) for a platform of `gpus` GPUs (0 = unknown: `data`
 /// must then be given or defaults to 1). Every inconsistency is a ConfigError naming the key:

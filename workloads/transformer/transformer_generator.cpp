@@ -402,21 +402,12 @@ class Generator {
                     : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
   }
 
-  /// Tokens each expert on the simulated EP rank processes per micro-batch.
+  /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
+  /// load (moe_busiest_rank_load) over its local experts.
   int64_t tokens_per_local_expert() const {
     const MoeConfig& m = c_.moe;
-    const int64_t ep = c_.parallelism.expert;
-    const int64_t local_experts = m.experts / ep;
-    const double routed = as_double(z_.moe_tokens * m.top_k * ep);  // over the EP group
-    double share = 1.0 / as_double(ep);
-    if (m.capacity_factor <= 0.0) {
-      share = std::min(1.0, (1.0 + m.imbalance) / as_double(ep));
-    }
-    double received = routed * share;
-    if (m.capacity_factor > 0.0) {
-      const double capacity = m.capacity_factor * routed / as_double(m.experts);
-      received = std::min(received, capacity * as_double(local_experts));
-    }
+    const int64_t local_experts = m.experts / c_.parallelism.expert;
+    const double received = as_double(z_.moe_tokens * m.top_k) * moe_busiest_rank_load(c_);
     return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
   }
 
@@ -846,7 +837,7 @@ class Generator {
     const double tokens = as_double(z_.moe_tokens * c_.moe.top_k);
     std::vector<double> share(n, 1.0 / as_double(ep));
     if (c_.moe.capacity_factor <= 0.0 && ep > 1) {
-      share[0] = std::min(1.0, (1.0 + c_.moe.imbalance) / as_double(ep));
+      share[0] = moe_busiest_rank_load(c_) / as_double(ep);
       for (size_t j = 1; j < n; ++j)
         share[j] = (1.0 - share[0]) / as_double(ep - 1);
     }

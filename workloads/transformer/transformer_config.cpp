@@ -438,8 +438,8 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
 
 double moe_busiest_rank_load(const TransformerConfig& c) {
   const MoeConfig& m = c.moe;
-  if (m.capacity_factor > 0.0) return std::min(1.0, m.capacity_factor);
-  return std::min(static_cast<double>(c.parallelism.expert), 1.0 + m.imbalance);
+  const double load = std::min(static_cast<double>(c.parallelism.expert), 1.0 + m.imbalance);
+  return m.capacity_factor > 0.0 ? std::min(load, m.capacity_factor) : load;
 }
 
 int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis) {

@@ -33,14 +33,14 @@
 //   experts
 //     experts: 8
 //     top_k: 2
-//     capacity_factor: 1.25    # tokens per expert = capacity_factor x tokens x top_k / experts;
-//                              #   0 = dropless (the router's uneven counts, below)
+//     capacity_factor: 1.25    # most tokens per expert = capacity_factor x tokens x top_k /
+//                              #   experts, the rest dropped; 0 = dropless
 //     shared_experts: 0        # DeepSeek-style always-on experts
 //     expert_ffn: 14336        # default: ffn
 //     every: 1
-//     imbalance: 0.0           # dropless: the busiest EP rank's experts get (1 + imbalance) x
-//                              #   the mean, at most all of its EP group's tokens
-//                              #   (moe_busiest_rank_load: timing and memory alike)
+//     imbalance: 0.0           # the busiest EP rank's experts get (1 + imbalance) x the
+//                              #   mean, at most all of its EP group's tokens and at most
+//                              #   their capacity (moe_busiest_rank_load: timing and memory)
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -225,10 +225,9 @@ struct TransformerConfig {
 
 /// Tokens the local experts of the busiest expert-parallel rank process in one MoE layer and
 /// micro-batch, in units of the mean load (the tokens x top_k that each rank's router sends):
-///   dropless (capacity_factor 0): 1 + imbalance, at most `expert` (the busiest rank cannot
-///     receive more than every token its EP group routes);
-///   with a capacity factor: the balanced load 1, at most capacity_factor (an expert takes
-///     capacity_factor x its mean share; the rest is dropped).
+/// 1 + imbalance, at most `expert` (the busiest rank cannot receive more than every token its
+/// EP group routes) and, with a capacity factor, at most capacity_factor (an expert takes
+/// capacity_factor x its mean share; the rest is dropped).
 /// The one rule for the generator's expert GEMMs and all-to-all and the memory model's expert
 /// activations.
 double moe_busiest_rank_load(const TransformerConfig& config);

@@ -829,18 +829,18 @@ class Generator {
   }
 
   /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
-  /// to j's experts. Rank 0 of each group (the simulated one under mirroring) holds the busiest
-  /// experts when the router is imbalanced.
+  /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
+  /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
+  /// (Megatron-Core's router drops them before the dispatch).
   std::vector<int64_t> dispatch_matrix(bool combine) const {
     const int64_t ep = c_.parallelism.expert;
     const auto n = static_cast<size_t>(ep);
     const double tokens = as_double(z_.moe_tokens * c_.moe.top_k);
-    std::vector<double> share(n, 1.0 / as_double(ep));
-    if (c_.moe.capacity_factor <= 0.0 && ep > 1) {
-      share[0] = moe_busiest_rank_load(c_) / as_double(ep);
-      for (size_t j = 1; j < n; ++j)
-        share[j] = (1.0 - share[0]) / as_double(ep - 1);
-    }
+    const double capacity = c_.moe.capacity_factor > 0.0 ? c_.moe.capacity_factor : as_double(ep);
+    std::vector<double> share(n);
+    share[0] = moe_busiest_rank_load(c_) / as_double(ep);
+    for (size_t j = 1; j < n; ++j)
+      share[j] = std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
     std::vector<int64_t> send(n * n, 0);
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < n; ++j) {

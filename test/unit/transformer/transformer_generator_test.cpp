@@ -285,6 +285,41 @@ TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
   EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
 }
 
+// With a capacity factor the router's imbalance still loads the busiest rank, up to the
+// capacity; tokens above it are dropped before the dispatch, so they are not sent either.
+TEST(TransformerGenerator, CapacityFactorCapsTheImbalanceAndDropsTokens) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 1.25;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8 * 2;
+  const SimRun balanced = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 0.2;
+  const SimRun skewed = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 3.0;
+  const SimRun at_capacity = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 0.25;
+  const SimRun just_at_capacity = simulate(c, dgx.fabric, dgx.hardware);
+  std::printf("MoE EP8 capacity 1.25: balanced %.3f ms, +20%% %.3f ms, +300%% %.3f ms\n",
+              ms(balanced.summary.predicted_iteration_time),
+              ms(skewed.summary.predicted_iteration_time),
+              ms(at_capacity.summary.predicted_iteration_time));
+  EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
+  EXPECT_GT(at_capacity.summary.predicted_iteration_time, skewed.summary.predicted_iteration_time);
+  EXPECT_EQ(at_capacity.summary.predicted_iteration_time,
+            just_at_capacity.summary.predicted_iteration_time);
+  c.moe.imbalance = 0.0;
+  c.moe.capacity_factor = 1.0;
+  const SimRun full = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.capacity_factor = 0.5;
+  const SimRun half_dropped = simulate(c, dgx.fabric, dgx.hardware);
+  EXPECT_LT(half_dropped.collective_bytes, full.collective_bytes);
+}
+
 TEST(TransformerGenerator, MirroredDataParallelEqualsTheFullSimulation) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   for (int zero : {0, 1, 3}) {

@@ -333,9 +333,33 @@ TEST(TransformerMemory, MoeActivationsUseTheTimingsCappedLoad) {
   c.moe.imbalance = 0.5;
   EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.5);
   c.moe.capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.25);  // the imbalance, capped at the capacity
+  c.moe.imbalance = 0.1;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.1);
+  c.moe.imbalance = 0.0;
   EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.0);
   c.moe.capacity_factor = 0.5;
   EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 0.5);
+}
+
+// With a capacity factor the imbalance still counts, up to the capacity.
+TEST(TransformerMemory, MoeImbalanceCountsUpToTheCapacity) {
+  TransformerConfig c = llama_7b_dp8();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 14336;
+  c.moe.capacity_factor = 1.25;
+  c.parallelism.expert = 8;
+  c.recompute = Recompute::kNone;
+  const int64_t balanced = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 0.2;
+  const int64_t skewed = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 3.0;
+  const int64_t capped = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 0.25;
+  EXPECT_LT(balanced, skewed);
+  EXPECT_LT(skewed, capped);
+  EXPECT_EQ(capped, transformer_layer_activation_bytes(c, true));
 }
 
 }  // namespace

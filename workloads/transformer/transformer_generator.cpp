@@ -113,6 +113,16 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
   return members;
 }
 
+std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
+  std::vector<int64_t> members;
+  for (int64_t dp : group(ParallelAxis::kData, of)) {
+    for (int64_t r : group(ParallelAxis::kContext, dp))
+      members.push_back(r);
+  }
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
 // ---- pipeline schedules -----------------------------------------------------------------------
 
 std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
@@ -568,7 +578,7 @@ class Generator {
     calls_made_.assign(groups_.size(), 0);
     tp_pg_ = process_group("tp", layout_.group(ParallelAxis::kTensor, global));
     cp_pg_ = process_group("cp", layout_.group(ParallelAxis::kContext, global));
-    dp_pg_ = process_group("dp", layout_.group(ParallelAxis::kData, global));
+    dp_pg_ = process_group("dp", layout_.replica_group(global));
     ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
     // Model-parallel group of the gradient norm: every rank holding a different part of the
     // model (all ranks when the optimizer state is sharded over data parallel too).
@@ -604,6 +614,9 @@ class Generator {
   bool sharded_params() const {
     return c_.parallelism.zero >= 3 || c_.parallelism.fsdp != FsdpMode::kNone;
   }
+  /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
+  /// reduction's group size and the ZeRO / FSDP shard count.
+  int64_t replicas() const { return c_.parallelism.data * c_.parallelism.context; }
   int64_t virtual_stage(int64_t chunk) const { return chunk * c_.parallelism.pipeline + co_.pp; }
   int64_t virtual_stages() const { return c_.parallelism.pipeline * chunks_; }
   int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
@@ -995,7 +1008,7 @@ class Generator {
   /// Gradients of `params` became ready: DDP / ZeRO-1/2 reduce every bucket whose last tensor
   /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush).
   void grads_ready(const LayerParams& params) {
-    if (c_.parallelism.data == 1 || sharded_params()) return;
+    if (replicas() == 1 || sharded_params()) return;
     tensors_ready_ += params.tensors.size();
     if (!overlap_grad_reduce_) return;
     while (next_bucket_ < buckets_.size() && tensors_ready_ >= bucket_end_[next_bucket_]) {
@@ -1016,8 +1029,7 @@ class Generator {
   TaskId issue_gather(int64_t elements, std::string_view op_name) {
     HostOp h(g_, at_, op_name);
     h.collective_on(
-        kDpComm,
-        call(dp_pg_, CollectiveKind::kAllGather, elements * e_ / c_.parallelism.data, "all_gather"),
+        kDpComm, call(dp_pg_, CollectiveKind::kAllGather, elements * e_ / replicas(), "all_gather"),
         op_name);
     const TaskId done = h.record(kDpComm);
     h.end();
@@ -1028,7 +1040,7 @@ class Generator {
   /// (FSDP's forward / backward prefetch of one unit), then makes compute wait for `unit`.
   void gather_unit(int64_t unit, int64_t elements, std::optional<std::pair<int64_t, int64_t>> next,
                    std::string_view op_name) {
-    if (!sharded_params() || c_.parallelism.data == 1) return;
+    if (!sharded_params() || replicas() == 1) return;
     TaskId ready = kNoTask;
     if (prefetched_ && prefetched_->first == unit) {
       ready = prefetched_->second;
@@ -1041,7 +1053,7 @@ class Generator {
   }
 
   void scatter_unit_grads(int64_t elements) {
-    if (!sharded_params() || c_.parallelism.data == 1) return;
+    if (!sharded_params() || replicas() == 1) return;
     last_dp_event_ = dp_collective(CollectiveKind::kReduceScatter, elements * grad_bytes(),
                                    "nccl:reduce_scatter");
   }
@@ -1195,7 +1207,7 @@ class Generator {
   void finish_gradients() {
     const ParallelismConfig& p = c_.parallelism;
     // Without overlap every bucket is reduced after the pipeline flush.
-    if (p.data > 1 && !sharded_params()) {
+    if (replicas() > 1 && !sharded_params()) {
       for (; next_bucket_ < buckets_.size(); ++next_bucket_)
         reduce_bucket(buckets_[next_bucket_].bytes);
     }
@@ -1208,8 +1220,7 @@ class Generator {
   }
 
   void optimizer_step() {
-    const ParallelismConfig& p = c_.parallelism;
-    const int64_t shard = sharded_optimizer() ? p.data : 1;
+    const int64_t shard = sharded_optimizer() ? replicas() : 1;
     OptimizerShape shape;
     shape.kind = c_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
                  : c_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
@@ -1261,12 +1272,13 @@ class Generator {
       op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
     }
     // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
-    if (p.data > 1 && sharded_optimizer() && !sharded_params()) {
+    if (replicas() > 1 && sharded_optimizer() && !sharded_params()) {
       // The same buckets, in parameter bytes: each rank contributes its 1/data shard.
       TaskId done = kNoTask;
       for (const pytorch::DdpBucket& bucket : buckets_) {
         const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
-        done = dp_collective(CollectiveKind::kAllGather, param_bytes / p.data, "nccl:all_gather");
+        done =
+            dp_collective(CollectiveKind::kAllGather, param_bytes / replicas(), "nccl:all_gather");
       }
       wait_compute(done, "DistributedOptimizer._finish_param_sync");
     }

@@ -19,6 +19,9 @@
 //    node: transformer_generator_test). On a cluster whose leaf and spine links carry several
 //    replicas' pipeline traffic, that contention is missing: GPT-3 175B on 1024 A100s predicts
 //    0.4% faster mirrored than in the full simulation (bench/transformer_bench.cpp).
+//  - Gradients are reduced (DDP, ZeRO, FSDP) over the data x context ranks that hold the same
+//    parameters (ParallelLayout::replica_group), as Megatron-Core does: context-parallel ranks
+//    process different tokens with the same weights.
 //  - Streams per rank: 0 compute (kernels; TP, CP and EP collectives, which block compute as
 //    torch.distributed calls on the current stream do), 1 data-parallel communication (DDP /
 //    ZeRO / FSDP collectives, overlapped through events), 2 tensor-parallel backward overlap
@@ -62,6 +65,11 @@ class ParallelLayout {
   /// The members of `rank`'s group along `dim` (kExpert: its group in the expert rank layout),
   /// in group order.
   std::vector<int64_t> group(ParallelAxis dim, int64_t rank) const;
+  /// The ranks holding the same dense parameters as `rank`, which reduce their gradients
+  /// together: every data- and context-parallel index at its tensor index and stage
+  /// (Megatron-Core's dp-cp group, get_data_parallel_group(with_context_parallel=True)), in
+  /// rank order.
+  std::vector<int64_t> replica_group(int64_t rank) const;
 
  private:
   ParallelismConfig p_;

@@ -160,6 +160,39 @@ TEST(ParallelLayout, ExpertGroupsSpanContextAndDataParallelRanksOfAStageAsMegatr
   EXPECT_EQ(ep_outside.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 5}));
 }
 
+// Context-parallel ranks hold the same weights and see different tokens, so their gradients
+// are reduced together with the data-parallel ones (Megatron-Core's dp-cp group); before, a
+// CP 2 run without data parallelism reduced no gradient at all.
+TEST(TransformerGenerator, ContextParallelRanksReduceTheirGradients) {
+  for (int zero : {0, 1, 3}) {
+    TransformerConfig c = small_gpt();
+    c.parallelism.tensor = 2;
+    c.parallelism.context = 2;
+    c.parallelism.data = zero == 0 ? 1 : 2;
+    c.parallelism.zero = zero;
+    c.global_batch = c.micro_batch * c.parallelism.data * 2;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    const ParallelLayout layout(c.parallelism);
+    size_t reductions = 0;
+    for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+      if (g.collective_name(id).rfind("dp:", 0) != 0) continue;
+      ++reductions;
+      const std::vector<RankId>& members = g.collective(id).members;
+      ASSERT_EQ(members.size(), static_cast<size_t>(2 * c.parallelism.data)) << "zero " << zero;
+      for (RankId r : members)
+        EXPECT_EQ(layout.coords(r).tp, layout.coords(members.front()).tp);
+    }
+    EXPECT_GT(reductions, 0u) << "zero " << zero;
+  }
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  EXPECT_EQ(ParallelLayout(p).replica_group(9), (std::vector<int64_t>{9, 11, 13, 15}));
+}
+
 TEST(TransformerGenerator, MoeWithContextAndExpertParallelFinishes) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

@@ -182,6 +182,28 @@ Simulator simulator() {
   return Simulator{load_fabric(topology.root()), load_hardware_profile(hw.root())};
 }
 
+/// Megatron-Core reduces the gradients over every rank holding the same parameters: the data-
+/// and context-parallel ranks of a tensor index and stage (its dp-cp group). "" when every
+/// data-parallel collective spans them and there is one wherever they are more than one.
+std::string check_gradient_groups(const ParallelismConfig& p, const TaskGraph& graph) {
+  const size_t replicas = static_cast<size_t>(p.data * p.context);
+  bool reduced = false;
+  for (CollectiveId id = 0; id < graph.collective_count(); ++id) {
+    if (graph.collective_name(id).rfind("dp:", 0) != 0) continue;
+    reduced = true;
+    const CollectiveDesc& d = graph.collective(id);
+    if (d.members.size() != replicas) {
+      return fmt::format("`{}` spans {} ranks, not the {} of data {} x context {}",
+                         graph.collective_name(id), d.members.size(), replicas, p.data, p.context);
+    }
+  }
+  if (replicas > 1 && !reduced) {
+    return fmt::format("no gradient reduction over the {} replicas of data {} x context {}",
+                       replicas, p.data, p.context);
+  }
+  return "";
+}
+
 /// What happened to one layout: "" when it finished, "refused: <message>" when the config
 /// refused it by naming a workload key, else what went wrong.
 std::string run_layout(const std::string& yaml, uint32_t gpus, const Simulator& s) {
@@ -205,6 +227,10 @@ std::string run_layout(const std::string& yaml, uint32_t gpus, const Simulator& 
     TaskGraph graph;
     const WorkloadBuild built = workload.build(platform, graph);
     graph.seal();
+    if (const std::string wrong = check_gradient_groups(workload.config().parallelism, graph);
+        !wrong.empty()) {
+      return "accepted, then " + wrong;
+    }
     RooflineParams params;
     params.compute_fraction = s.hardware.achievable.compute;
     params.memory_fraction = s.hardware.achievable.memory;

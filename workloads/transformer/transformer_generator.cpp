@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -46,7 +47,8 @@ size_t dim_index(ParallelAxis d) {
 ParallelLayout::ParallelLayout(const ParallelismConfig& p)
     : p_(p),
       gpus_(p.gpus()),
-      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kExpert)) {
+      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kExpert)),
+      expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kData)) {
   for (ParallelAxis d : p_.order)
     stride_[dim_index(d)] = rank_stride(p_, RankLayout::kDense, d);
 }
@@ -120,6 +122,15 @@ std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
       members.push_back(r);
   }
   std::sort(members.begin(), members.end());
+  return members;
+}
+
+std::vector<int64_t> ParallelLayout::expert_replica_group(int64_t of) const {
+  const int64_t size = p_.expert_data();
+  const int64_t first = of - of / expert_data_stride_ % size * expert_data_stride_;
+  std::vector<int64_t> members;
+  for (int64_t i = 0; i < size; ++i)
+    members.push_back(first + i * expert_data_stride_);
   return members;
 }
 
@@ -228,15 +239,38 @@ struct ProcessGroup {
   std::vector<CollectiveId> calls;
 };
 
-/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor).
+/// The gradient buffers of Megatron-Core's DistributedDataParallel (megatron/core/distributed/
+/// distributed_data_parallel.py): `buffers` for the dense parameters, reduced over the data x
+/// context ranks, and `expert_parallel_buffers` for the routed experts' parameters when expert
+/// > 1 (their `allreduce` attribute is false), reduced over the expert data-parallel ranks.
+enum GradBufferIndex : size_t { kDenseBuffer = 0, kExpertBuffer = 1 };
+constexpr size_t kGradBuffers = 2;
+/// Elements of something per gradient buffer.
+using PerBuffer = std::array<int64_t, kGradBuffers>;
+
+/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor), by
+/// gradient buffer.
 struct LayerParams {
-  std::vector<int64_t> tensors;
-  int64_t elements = 0;
-  void add(int64_t n) {
+  std::array<std::vector<int64_t>, kGradBuffers> tensors;
+  PerBuffer elements{};
+  void add(int64_t n, GradBufferIndex buffer = kDenseBuffer) {
     if (n <= 0) return;
-    tensors.push_back(n);
-    elements += n;
+    tensors[buffer].push_back(n);
+    elements[buffer] += n;
   }
+  int64_t total() const { return elements[kDenseBuffer] + elements[kExpertBuffer]; }
+};
+
+/// One gradient buffer of the rank being emitted: its process group, the ranks that share
+/// (and with ZeRO / FSDP shard) its parameters, and its DDP buckets in ready order.
+struct GradBuffer {
+  uint32_t pg = 0;
+  int64_t replicas = 1;
+  std::vector<pytorch::DdpBucket> buckets;
+  /// Tensors in ready order up to the end of each bucket.
+  std::vector<size_t> bucket_end;
+  size_t next_bucket = 0;
+  size_t tensors_ready = 0;
 };
 
 class Generator {
@@ -491,10 +525,14 @@ class Generator {
       const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
       p.add(m.experts * z_.h);
       for (int64_t e = 0; e < local + m.shared_experts; ++e) {
-        p.add(e_fc1 * z_.h);
-        if (bias) p.add(e_fc1);
-        p.add(z_.h * e_ffn);
-        if (bias) p.add(z_.h);
+        // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
+        // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
+        const GradBufferIndex b =
+            e < local && c_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
+        p.add(e_fc1 * z_.h, b);
+        if (bias) p.add(e_fc1, b);
+        p.add(z_.h * e_ffn, b);
+        if (bias) p.add(z_.h, b);
       }
     } else {
       p.add(z_.fc1_out * z_.h);
@@ -579,6 +617,11 @@ class Generator {
     tp_pg_ = process_group("tp", layout_.group(ParallelAxis::kTensor, global));
     cp_pg_ = process_group("cp", layout_.group(ParallelAxis::kContext, global));
     dp_pg_ = process_group("dp", layout_.replica_group(global));
+    grad_buffers_[kDenseBuffer].pg = dp_pg_;
+    grad_buffers_[kDenseBuffer].replicas = replicas();
+    grad_buffers_[kExpertBuffer].pg =
+        process_group("dp", layout_.expert_replica_group(global), "expert");
+    grad_buffers_[kExpertBuffer].replicas = p.expert_data();
     ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
     // Model-parallel group of the gradient norm: every rank holding a different part of the
     // model (all ranks when the optimizer state is sharded over data parallel too).
@@ -966,12 +1009,13 @@ class Generator {
   /// gradient_dtype()).
   int64_t grad_bytes() const { return dtype_bytes(c_.gradient_dtype()); }
 
-  /// Issues a data-parallel collective on the DP stream after the compute stream's work so far.
-  TaskId dp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
+  /// Issues a data-parallel collective on process group `pg` (a gradient buffer's) on the DP
+  /// stream after the compute stream's work so far.
+  TaskId dp_collective(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view op_name) {
     HostOp h(g_, at_, op_name);
     const TaskId ready = h.record(kCompute);
     h.wait(kDpComm, ready);
-    h.collective_on(kDpComm, call(dp_pg_, kind, bytes, collective_kind_name(kind)), op_name);
+    h.collective_on(kDpComm, call(pg, kind, bytes, collective_kind_name(kind)), op_name);
     const TaskId done = h.record(kDpComm);
     h.end();
     return done;
@@ -984,13 +1028,15 @@ class Generator {
     h.end();
   }
 
-  /// The parameter tensors of this rank in the order their gradients become ready: the
-  /// backward visits the virtual stages' last micro-batch from the output layer down to the
+  /// The parameter tensors of `buffer` on this rank in the order their gradients become ready:
+  /// the backward visits the virtual stages' last micro-batch from the output layer down to the
   /// embedding, each layer's tensors last-first (PyTorch DDP's rebuilt bucket order).
-  std::vector<int64_t> gradient_ready_bytes(const std::vector<PipelineStep>& steps) const {
+  std::vector<int64_t> gradient_ready_bytes(const std::vector<PipelineStep>& steps,
+                                            GradBufferIndex buffer) const {
     std::vector<int64_t> bytes;
     auto add = [&](const LayerParams& lp) {
-      for (auto t = lp.tensors.rbegin(); t != lp.tensors.rend(); ++t)
+      const std::vector<int64_t>& tensors = lp.tensors[buffer];
+      for (auto t = tensors.rbegin(); t != tensors.rend(); ++t)
         bytes.push_back(*t * grad_bytes());
     };
     for (const PipelineStep& step : steps) {
@@ -1006,31 +1052,43 @@ class Generator {
   }
 
   /// Gradients of `params` became ready: DDP / ZeRO-1/2 reduce every bucket whose last tensor
-  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush).
+  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush), dense
+  /// buffer first.
   void grads_ready(const LayerParams& params) {
-    if (replicas() == 1 || sharded_params()) return;
-    tensors_ready_ += params.tensors.size();
-    if (!overlap_grad_reduce_) return;
-    while (next_bucket_ < buckets_.size() && tensors_ready_ >= bucket_end_[next_bucket_]) {
-      reduce_bucket(buckets_[next_bucket_].bytes);
-      ++next_bucket_;
+    if (sharded_params()) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1) continue;
+      buffer.tensors_ready += params.tensors[b].size();
+      if (!overlap_grad_reduce_) continue;
+      while (buffer.next_bucket < buffer.buckets.size() &&
+             buffer.tensors_ready >= buffer.bucket_end[buffer.next_bucket]) {
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
+        ++buffer.next_bucket;
+      }
     }
   }
 
-  void reduce_bucket(int64_t bytes) {
+  void reduce_bucket(const GradBuffer& buffer, int64_t bytes) {
     const bool scatter = c_.parallelism.zero >= 1;
-    last_dp_event_ =
-        dp_collective(scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
-                      scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
+    last_dp_event_ = dp_collective(
+        buffer.pg, scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
+        scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
   }
 
-  /// FSDP / ZeRO-3: the all-gather of one unit's parameters (a layer, or the embedding / output
-  /// layer) on the DP stream. It depends on nothing the compute stream does.
-  TaskId issue_gather(int64_t elements, std::string_view op_name) {
+  /// FSDP / ZeRO-3: the all-gathers of one unit's parameters (a layer, or the embedding /
+  /// output layer; one per gradient buffer shared by more than one rank) on the DP stream. It
+  /// depends on nothing the compute stream does.
+  TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
     HostOp h(g_, at_, op_name);
-    h.collective_on(
-        kDpComm, call(dp_pg_, CollectiveKind::kAllGather, elements * e_ / replicas(), "all_gather"),
-        op_name);
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      h.collective_on(kDpComm,
+                      call(buffer.pg, CollectiveKind::kAllGather,
+                           elements[b] * e_ / buffer.replicas, "all_gather"),
+                      op_name);
+    }
     const TaskId done = h.record(kDpComm);
     h.end();
     return done;
@@ -1038,8 +1096,8 @@ class Generator {
 
   /// Gathers unit `unit` (prefetched when the previous unit was used) and the unit after it
   /// (FSDP's forward / backward prefetch of one unit), then makes compute wait for `unit`.
-  void gather_unit(int64_t unit, int64_t elements, std::optional<std::pair<int64_t, int64_t>> next,
-                   std::string_view op_name) {
+  void gather_unit(int64_t unit, const PerBuffer& elements,
+                   std::optional<std::pair<int64_t, PerBuffer>> next, std::string_view op_name) {
     if (!sharded_params() || replicas() == 1) return;
     TaskId ready = kNoTask;
     if (prefetched_ && prefetched_->first == unit) {
@@ -1052,15 +1110,19 @@ class Generator {
     wait_compute(ready, op_name);
   }
 
-  void scatter_unit_grads(int64_t elements) {
-    if (!sharded_params() || replicas() == 1) return;
-    last_dp_event_ = dp_collective(CollectiveKind::kReduceScatter, elements * grad_bytes(),
-                                   "nccl:reduce_scatter");
+  void scatter_unit_grads(const PerBuffer& elements) {
+    if (!sharded_params()) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      last_dp_event_ = dp_collective(buffer.pg, CollectiveKind::kReduceScatter,
+                                     elements[b] * grad_bytes(), "nccl:reduce_scatter");
+    }
   }
 
   // ---- one iteration --------------------------------------------------------------------------
   void forward_layer(int64_t layer, int64_t last_layer) {
-    std::optional<std::pair<int64_t, int64_t>> next;
+    std::optional<std::pair<int64_t, PerBuffer>> next;
     if (layer < last_layer) next = std::make_pair(layer + 1, layer_params(layer + 1).elements);
     gather_unit(layer, layer_params(layer).elements, next,
                 "FullyShardedDataParallel._pre_forward_unshard");
@@ -1073,7 +1135,7 @@ class Generator {
                             (c_.parallelism.zero >= 3 && c_.parallelism.fsdp == FsdpMode::kNone);
     const LayerParams params = layer_params(layer);
     if (full_shard) {
-      std::optional<std::pair<int64_t, int64_t>> next;
+      std::optional<std::pair<int64_t, PerBuffer>> next;
       if (layer > first_layer_of_chunk) {
         next = std::make_pair(layer - 1, layer_params(layer - 1).elements);
       }
@@ -1150,18 +1212,22 @@ class Generator {
     const ParallelismConfig& p = c_.parallelism;
     const std::vector<PipelineStep> steps =
         pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
-    // PyTorch DDP's buckets over the gradients in ready order (workloads/pytorch/ddp_buckets.h):
-    // 1 MiB first, then ddp_bucket each.
-    buckets_ = pytorch::assign_ddp_buckets(
-        gradient_ready_bytes(steps), pytorch::kDefaultDdpFirstBucketBytes, p.ddp_bucket_bytes);
-    bucket_end_.clear();
-    size_t end = 0;
-    for (const pytorch::DdpBucket& bucket : buckets_) {
-      end += bucket.params.size();
-      bucket_end_.push_back(end);
+    // PyTorch DDP's buckets over each buffer's gradients in ready order
+    // (workloads/pytorch/ddp_buckets.h): 1 MiB first, then ddp_bucket each.
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = grad_buffers_[b];
+      buffer.buckets =
+          pytorch::assign_ddp_buckets(gradient_ready_bytes(steps, static_cast<GradBufferIndex>(b)),
+                                      pytorch::kDefaultDdpFirstBucketBytes, p.ddp_bucket_bytes);
+      buffer.bucket_end.clear();
+      size_t end = 0;
+      for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+        end += bucket.params.size();
+        buffer.bucket_end.push_back(end);
+      }
+      buffer.next_bucket = 0;
+      buffer.tensors_ready = 0;
     }
-    next_bucket_ = 0;
-    tensors_ready_ = 0;
     const int64_t last_vs = virtual_stages() - 1;
     for (const PipelineStep& step : steps) {
       const int64_t vs = virtual_stage(step.chunk);
@@ -1207,9 +1273,10 @@ class Generator {
   void finish_gradients() {
     const ParallelismConfig& p = c_.parallelism;
     // Without overlap every bucket is reduced after the pipeline flush.
-    if (replicas() > 1 && !sharded_params()) {
-      for (; next_bucket_ < buckets_.size(); ++next_bucket_)
-        reduce_bucket(buckets_[next_bucket_].bytes);
+    for (GradBuffer& buffer : grad_buffers_) {
+      if (buffer.replicas == 1 || sharded_params()) continue;
+      for (; buffer.next_bucket < buffer.buckets.size(); ++buffer.next_bucket)
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
     }
     wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
     // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
@@ -1220,7 +1287,6 @@ class Generator {
   }
 
   void optimizer_step() {
-    const int64_t shard = sharded_optimizer() ? replicas() : 1;
     OptimizerShape shape;
     shape.kind = c_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
                  : c_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
@@ -1229,10 +1295,13 @@ class Generator {
     shape.large_kernel_args = true;
     int64_t elements = 0;
     auto add_tensors = [&](const LayerParams& lp) {
-      for (int64_t n : lp.tensors) {
-        const int64_t local = (n + shard - 1) / shard;
-        shape.tensor_elements.push_back(local);
-        elements += local;
+      for (size_t b = 0; b < kGradBuffers; ++b) {
+        const int64_t shard = sharded_optimizer() ? grad_buffers_[b].replicas : 1;
+        for (int64_t n : lp.tensors[b]) {
+          const int64_t local = (n + shard - 1) / shard;
+          shape.tensor_elements.push_back(local);
+          elements += local;
+        }
       }
     };
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
@@ -1272,13 +1341,16 @@ class Generator {
       op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
     }
     // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
-    if (replicas() > 1 && sharded_optimizer() && !sharded_params()) {
-      // The same buckets, in parameter bytes: each rank contributes its 1/data shard.
+    if (sharded_optimizer() && !sharded_params()) {
+      // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
       TaskId done = kNoTask;
-      for (const pytorch::DdpBucket& bucket : buckets_) {
-        const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
-        done =
-            dp_collective(CollectiveKind::kAllGather, param_bytes / replicas(), "nccl:all_gather");
+      for (const GradBuffer& buffer : grad_buffers_) {
+        if (buffer.replicas == 1) continue;
+        for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+          const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
+          done = dp_collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
+                               "nccl:all_gather");
+        }
       }
       wait_compute(done, "DistributedOptimizer._finish_param_sync");
     }
@@ -1339,11 +1411,7 @@ class Generator {
   uint32_t tp_pg_ = 0, cp_pg_ = 0, dp_pg_ = 0, ep_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   int64_t prev_ = 0, next_ = 0;
-  std::vector<pytorch::DdpBucket> buckets_;
-  /// Tensors in ready order up to the end of each bucket.
-  std::vector<size_t> bucket_end_;
-  size_t next_bucket_ = 0;
-  size_t tensors_ready_ = 0;
+  std::array<GradBuffer, kGradBuffers> grad_buffers_;
   TaskId last_dp_event_ = kNoTask;
   /// FSDP: the unit whose all-gather was issued ahead of use, and its completion event.
   std::optional<std::pair<int64_t, TaskId>> prefetched_;

@@ -19,9 +19,11 @@
 //    node: transformer_generator_test). On a cluster whose leaf and spine links carry several
 //    replicas' pipeline traffic, that contention is missing: GPT-3 175B on 1024 A100s predicts
 //    0.4% faster mirrored than in the full simulation (bench/transformer_bench.cpp).
-//  - Gradients are reduced (DDP, ZeRO, FSDP) over the data x context ranks that hold the same
-//    parameters (ParallelLayout::replica_group), as Megatron-Core does: context-parallel ranks
-//    process different tokens with the same weights.
+//  - Gradients are reduced (DDP, ZeRO, FSDP) over the ranks that hold the same parameters, as
+//    Megatron-Core's DistributedDataParallel does: dense ones over data x context
+//    (ParallelLayout::replica_group; context-parallel ranks process different tokens with the
+//    same weights), routed experts' with expert > 1 in a buffer of their own over the expert
+//    data-parallel ranks (expert_replica_group: data x context / expert).
 //  - Streams per rank: 0 compute (kernels; TP, CP and EP collectives, which block compute as
 //    torch.distributed calls on the current stream do), 1 data-parallel communication (DDP /
 //    ZeRO / FSDP collectives, overlapped through events), 2 tensor-parallel backward overlap
@@ -70,14 +72,19 @@ class ParallelLayout {
   /// (Megatron-Core's dp-cp group, get_data_parallel_group(with_context_parallel=True)), in
   /// rank order.
   std::vector<int64_t> replica_group(int64_t rank) const;
+  /// The ranks holding the same routed experts as `rank`, which reduce the experts' gradients
+  /// together when expert > 1: its expert data-parallel group in the expert rank layout
+  /// (Megatron-Core's expert_data_parallel group, data x context / expert ranks), in rank order.
+  std::vector<int64_t> expert_replica_group(int64_t rank) const;
 
  private:
   ParallelismConfig p_;
   int64_t gpus_ = 1;
   /// Stride of each axis in the global rank, dense layout (kExpert's unused).
   std::array<int64_t, kParallelAxisCount> stride_{};
-  /// Stride of the ep axis in the expert layout.
+  /// Strides of the ep and dp axes in the expert layout.
   int64_t expert_stride_ = 1;
+  int64_t expert_data_stride_ = 1;
 };
 
 /// One compute step of a pipeline stage's schedule.

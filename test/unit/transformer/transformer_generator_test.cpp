@@ -519,6 +519,92 @@ TEST(TransformerGenerator, OptimizerUpdatesTheParametersTheMemoryModelCounts) {
   }
 }
 
+// The distributed optimizer shards each parameter over the ranks that hold it, as the memory
+// model counts: dense ones over data x context, routed experts over the expert data-parallel
+// ranks (data x context / expert; here 1, so the experts are not sharded at all).
+TEST(TransformerGenerator, ZeroShardsExpertsOverTheExpertDataParallelRanks) {
+  TransformerConfig c = small_gpt();
+  c.parallelism.tensor = 2;
+  c.parallelism.pipeline = 2;
+  c.moe.experts = 4;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.shared_experts = 1;
+  c.parallelism.data = 2;
+  c.parallelism.expert = 2;
+  c.parallelism.zero = 1;
+  c.global_batch = c.micro_batch * 2 * 2;
+  TaskGraph g;
+  const TransformerGraph built = generate_transformer(c, {1}, g);
+  size_t steps = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind != TaskKind::kKernel) continue;
+    const KernelDesc& k = g.kernel(t);
+    if (k.memory_op != MemoryOp::kOptimizer) continue;
+    ++steps;
+    int64_t elements = 0;
+    for (int64_t n : k.optimizer.tensor_elements)
+      elements += n;
+    const int64_t stage = ParallelLayout(c.parallelism).coords(built.simulated[g.task(t).rank]).pp;
+    const StageParameters params = transformer_stage_parameters(c, stage);
+    EXPECT_EQ(elements, params.dense / 2 + params.expert) << "stage " << stage;
+  }
+  EXPECT_GT(steps, 0u);
+}
+
+// EP 8 out of DP 8: each rank holds other experts, so only the dense gradients are all-reduced
+// over the 8 data-parallel ranks (Megatron-Core's expert_parallel_buffers reduce over the
+// expert data-parallel group, here of one rank).
+TEST(TransformerGenerator, ExpertGradientsAreReducedOverTheExpertDataParallelRanks) {
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int64_t reduced = 0;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    if (g.collective_name(id) != "dp:all_reduce") continue;
+    EXPECT_EQ(g.collective(id).members.size(), 8u);
+    reduced += g.collective(id).bytes;
+  }
+  const StageParameters params = transformer_stage_parameters(c, 0);
+  EXPECT_EQ(reduced, params.dense * 4);  // fp32 main gradients
+
+  // EP 2 out of DP 2 x CP 2: experts replicate over 2 ranks, in a bucket set of their own.
+  c.parallelism.data = 2;
+  c.parallelism.context = 2;
+  c.parallelism.expert = 2;
+  c.global_batch = c.micro_batch * 2;
+  TaskGraph g2;
+  generate_transformer(c, {1}, g2);
+  int64_t dense = 0;
+  int64_t expert = 0;
+  for (CollectiveId id = 0; id < g2.collective_count(); ++id) {
+    // Rank 0's groups: the dense one {0, 1, 2, 3}, its experts' {0, 2}.
+    const std::vector<RankId>& members = g2.collective(id).members;
+    if (g2.collective_name(id) != "dp:all_reduce" || members.front() != 0) continue;
+    EXPECT_TRUE(members == (std::vector<RankId>{0, 1, 2, 3}) ||
+                members == (std::vector<RankId>{0, 2}));
+    (members.size() == 4 ? dense : expert) += g2.collective(id).bytes;
+  }
+  const StageParameters p2 = transformer_stage_parameters(c, 0);
+  EXPECT_EQ(dense, p2.dense * 4);
+  EXPECT_EQ(expert, p2.expert * 4);
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  p.expert = 2;
+  const ParallelLayout layout(p);
+  EXPECT_EQ(layout.expert_replica_group(0), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(layout.expert_replica_group(11), (std::vector<int64_t>{11, 15}));
+}
+
 TEST(TransformerGenerator, IsDeterministic) {
   TransformerConfig c = small_gpt();
   c.parallelism.tensor = 2;

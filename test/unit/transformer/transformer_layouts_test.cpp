@@ -29,6 +29,7 @@
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
+#include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
@@ -182,19 +183,38 @@ Simulator simulator() {
   return Simulator{load_fabric(topology.root()), load_hardware_profile(hw.root())};
 }
 
-/// Megatron-Core reduces the gradients over every rank holding the same parameters: the data-
-/// and context-parallel ranks of a tensor index and stage (its dp-cp group). "" when every
-/// data-parallel collective spans them and there is one wherever they are more than one.
+/// Megatron-Core reduces the gradients over every rank holding the same parameters: dense ones
+/// over the data- and context-parallel ranks of a tensor index and stage (its dp-cp group),
+/// routed experts' with expert > 1 over data x context / expert of them (the expert
+/// data-parallel group). "" when every data-parallel collective spans one of the two within a
+/// stage (a dense one within a tensor index), and there is one wherever the dense replicas are
+/// more than one.
 std::string check_gradient_groups(const ParallelismConfig& p, const TaskGraph& graph) {
-  const size_t replicas = static_cast<size_t>(p.data * p.context);
+  const auto replicas = static_cast<size_t>(p.data * p.context);
+  const auto expert_replicas = static_cast<size_t>(p.data * p.context / p.expert);
+  const ParallelLayout layout(p);
   bool reduced = false;
   for (CollectiveId id = 0; id < graph.collective_count(); ++id) {
     if (graph.collective_name(id).rfind("dp:", 0) != 0) continue;
     reduced = true;
     const CollectiveDesc& d = graph.collective(id);
-    if (d.members.size() != replicas) {
-      return fmt::format("`{}` spans {} ranks, not the {} of data {} x context {}",
-                         graph.collective_name(id), d.members.size(), replicas, p.data, p.context);
+    if (d.members.size() != replicas && (p.expert == 1 || d.members.size() != expert_replicas)) {
+      return fmt::format(
+          "`{}` spans {} ranks, not the {} of data {} x context {} (or {} / expert "
+          "{})",
+          graph.collective_name(id), d.members.size(), replicas, p.data, p.context, replicas,
+          p.expert);
+    }
+    // The expert layout has tensor groups of its own (an order with cp inside tp gives them
+    // other members than the dense ones), so only a dense group must keep its tensor index.
+    const bool dense = d.members.size() == replicas;
+    const ParallelCoords first = layout.coords(d.members.front());
+    for (RankId r : d.members) {
+      const ParallelCoords c = layout.coords(r);
+      if (c.pp != first.pp || (dense && c.tp != first.tp)) {
+        return fmt::format("`{}` spans ranks {} and {} of different {}", graph.collective_name(id),
+                           d.members.front(), r, c.pp != first.pp ? "stages" : "tensor indices");
+      }
     }
   }
   if (replicas > 1 && !reduced) {

@@ -375,6 +375,29 @@ TEST(TransformerGenerator, MirroredDataParallelEqualsTheFullSimulation) {
           << "zero " << zero << " tp " << tp;
     }
   }
+  // MoE with expert parallel carved out of data x context, experts replicated over 2 ranks.
+  for (int zero : {0, 1, 3}) {
+    TransformerConfig c = small_gpt();
+    c.layers = 4;
+    c.moe.experts = 4;
+    c.moe.top_k = 2;
+    c.moe.expert_ffn = 2048;
+    c.parallelism.context = 2;
+    c.parallelism.data = 4;
+    c.parallelism.expert = 4;
+    c.parallelism.zero = zero;
+    c.global_batch = c.micro_batch * c.parallelism.data * 2;
+    c.mirror_data_parallel = true;
+    const SimRun mirrored = simulate(c, dgx.fabric, dgx.hardware);
+    c.mirror_data_parallel = false;
+    const SimRun full = simulate(c, dgx.fabric, dgx.hardware);
+    std::printf("MoE CP2 DP4 EP4 zero %d: mirrored %.6f ms (%zu ranks), full %.6f ms\n", zero,
+                ms(mirrored.summary.predicted_iteration_time), mirrored.ranks,
+                ms(full.summary.predicted_iteration_time));
+    EXPECT_LT(mirrored.ranks, full.ranks);
+    EXPECT_EQ(mirrored.summary.predicted_iteration_time, full.summary.predicted_iteration_time)
+        << "MoE zero " << zero;
+  }
 }
 
 TEST(TransformerGenerator, MoreMicroBatchesShrinkTheBubbleShare) {

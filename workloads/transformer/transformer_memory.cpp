@@ -367,8 +367,12 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
     buffers += 2 * unit * bytes.param + unit * bytes.grad;
   }
+  // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
+  // experts' gradients, with expert > 1 only) and pipeline.
   int64_t communicators = 0;
-  for (const int64_t size : {p.tensor, p.context, p.expert, p.data * p.context, p.pipeline}) {
+  const int64_t expert_data = p.expert > 1 ? expert_replicas(p) : 1;
+  for (const int64_t size :
+       {p.tensor, p.context, p.expert, dense_replicas(p), expert_data, p.pipeline}) {
     if (size > 1) ++communicators;
   }
   buffers += communicators * kNcclBytesPerCommunicator;

@@ -342,6 +342,19 @@ TEST(TransformerMemory, MoeActivationsUseTheTimingsCappedLoad) {
   EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 0.5);
 }
 
+// The experts' gradients have a communicator of their own when their expert data-parallel
+// group has more than one rank (EP 2 out of DP 8: 4 ranks), none when it is one rank (EP 8).
+TEST(TransformerMemory, ExpertDataParallelGroupHasItsNcclBuffers) {
+  TransformerConfig c = llama_7b_dp8();
+  c.moe.experts = 8;
+  c.moe.expert_ffn = 14336;
+  c.parallelism.expert = 8;
+  const int64_t one_rank = part(transformer_memory(c, 0), "buffers");
+  c.parallelism.expert = 2;
+  const int64_t four_ranks = part(transformer_memory(c, 0), "buffers");
+  EXPECT_EQ(four_ranks - one_rank, int64_t{8} * 2 * (4 << 20));  // one communicator more
+}
+
 // With a capacity factor the imbalance still counts, up to the capacity.
 TEST(TransformerMemory, MoeImbalanceCountsUpToTheCapacity) {
   TransformerConfig c = llama_7b_dp8();

@@ -258,7 +258,6 @@ struct LayerParams {
     tensors[buffer].push_back(n);
     elements[buffer] += n;
   }
-  int64_t total() const { return elements[kDenseBuffer] + elements[kExpertBuffer]; }
 };
 
 /// One gradient buffer of the rank being emitted: its process group, the ranks that share
@@ -619,9 +618,12 @@ class Generator {
     dp_pg_ = process_group("dp", layout_.replica_group(global));
     grad_buffers_[kDenseBuffer].pg = dp_pg_;
     grad_buffers_[kDenseBuffer].replicas = replicas();
-    grad_buffers_[kExpertBuffer].pg =
-        process_group("dp", layout_.expert_replica_group(global), "expert");
-    grad_buffers_[kExpertBuffer].replicas = p.expert_data();
+    // Without expert parallel the experts are dense parameters (layer_params): no expert buffer.
+    grad_buffers_[kExpertBuffer].replicas = p.expert > 1 ? p.expert_data() : 1;
+    if (p.expert > 1) {
+      grad_buffers_[kExpertBuffer].pg =
+          process_group("dp", layout_.expert_replica_group(global), "expert");
+    }
     ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
     // Model-parallel group of the gradient norm: every rank holding a different part of the
     // model (all ranks when the optimizer state is sharded over data parallel too).
@@ -1212,22 +1214,7 @@ class Generator {
     const ParallelismConfig& p = c_.parallelism;
     const std::vector<PipelineStep> steps =
         pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
-    // PyTorch DDP's buckets over each buffer's gradients in ready order
-    // (workloads/pytorch/ddp_buckets.h): 1 MiB first, then ddp_bucket each.
-    for (size_t b = 0; b < kGradBuffers; ++b) {
-      GradBuffer& buffer = grad_buffers_[b];
-      buffer.buckets =
-          pytorch::assign_ddp_buckets(gradient_ready_bytes(steps, static_cast<GradBufferIndex>(b)),
-                                      pytorch::kDefaultDdpFirstBucketBytes, p.ddp_bucket_bytes);
-      buffer.bucket_end.clear();
-      size_t end = 0;
-      for (const pytorch::DdpBucket& bucket : buffer.buckets) {
-        end += bucket.params.size();
-        buffer.bucket_end.push_back(end);
-      }
-      buffer.next_bucket = 0;
-      buffer.tensors_ready = 0;
-    }
+    assign_gradient_buckets(steps);
     const int64_t last_vs = virtual_stages() - 1;
     for (const PipelineStep& step : steps) {
       const int64_t vs = virtual_stage(step.chunk);
@@ -1268,6 +1255,25 @@ class Generator {
     finish_gradients();
     optimizer_step();
     g_.add_host_sync(at_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
+  }
+
+  /// PyTorch DDP's buckets over each gradient buffer's tensors in ready order
+  /// (workloads/pytorch/ddp_buckets.h): 1 MiB first, then ddp_bucket each.
+  void assign_gradient_buckets(const std::vector<PipelineStep>& steps) {
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = grad_buffers_[b];
+      buffer.buckets = pytorch::assign_ddp_buckets(
+          gradient_ready_bytes(steps, static_cast<GradBufferIndex>(b)),
+          pytorch::kDefaultDdpFirstBucketBytes, c_.parallelism.ddp_bucket_bytes);
+      buffer.bucket_end.clear();
+      size_t end = 0;
+      for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+        end += bucket.params.size();
+        buffer.bucket_end.push_back(end);
+      }
+      buffer.next_bucket = 0;
+      buffer.tensors_ready = 0;
+    }
   }
 
   void finish_gradients() {

@@ -7,8 +7,9 @@
 // layout gets one sample of them; the seed is fixed, so every run checks the same 792 cases.
 //
 // A layout is either refused by the config with a ConfigError naming a workload key, or it
-// builds (TransformerWorkload, as `upsim run` does) and its simulation finishes on the flow
-// network over a 4-node DGX H100 fabric: no SimulationError, no other exception.
+// builds (TransformerWorkload, as `upsim run` does), reduces its gradients over the ranks that
+// hold the same parameters, and its simulation finishes on the flow network over a 4-node DGX
+// H100 fabric: no SimulationError, no other exception.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibration/hardware_profile.h"
@@ -101,13 +103,18 @@ std::string workload_yaml(const CoreLayout& k, Draw& draw) {
   y += fmt::format("  tied_embeddings: {}\n", draw.chance(2));
   y += fmt::format("  mirror_data_parallel: {}\n", !draw.chance(4));
   if (k.moe) {
+    // One draw per statement: the order in which function arguments are evaluated is
+    // unspecified, and the draws must not depend on the compiler.
+    const int experts = draw.pick(std::array<int, 2>{4, 8});
+    const int top_k = draw.pick(std::array<int, 2>{1, 2});
+    const std::string_view capacity = draw.pick(std::array<std::string_view, 2>{"0", "1.25"});
+    const std::string_view imbalance = draw.pick(std::array<std::string_view, 3>{"0", "0.5", "4"});
+    const int shared = draw.pick(std::array<int, 2>{0, 1});
+    const int every = draw.pick(std::array<int, 2>{1, 2});
     y += fmt::format(
         "  moe: {{experts: {}, top_k: {}, expert_ffn: 128, capacity_factor: {}, imbalance: {}, "
         "shared_experts: {}, every: {}}}\n",
-        draw.pick(std::array<int, 2>{4, 8}), draw.pick(std::array<int, 2>{1, 2}),
-        draw.pick(std::array<std::string_view, 2>{"0", "1.25"}),
-        draw.pick(std::array<std::string_view, 3>{"0", "0.5", "4"}),
-        draw.pick(std::array<int, 2>{0, 1}), draw.pick(std::array<int, 2>{1, 2}));
+        experts, top_k, capacity, imbalance, shared, every);
   }
   y += "  parallelism:\n";
   y += fmt::format("    tensor: {}\n    pipeline: {}\n    context: {}\n    data: {}\n", k.tp, k.pp,

@@ -292,6 +292,44 @@ void check_products(const ConfigNode& workload, const TransformerConfig& c) {
   }
 }
 
+/// "tp 2 x cp 2": the axes before pp in `layout` with their sizes there ("no axis" if none).
+std::string axes_before_pipeline(const ParallelismConfig& p, RankLayout layout) {
+  std::string text;
+  for (ParallelAxis d : p.order) {
+    if (d == ParallelAxis::kPipeline) break;
+    const bool expert = layout == RankLayout::kExpert;
+    if (d == (expert ? ParallelAxis::kContext : ParallelAxis::kExpert)) continue;
+    int64_t degree = p.tensor;
+    if (d == ParallelAxis::kContext) degree = p.context;
+    if (d == ParallelAxis::kExpert) degree = p.expert;
+    if (d == ParallelAxis::kData) degree = expert ? p.expert_data() : p.data;
+    text += fmt::format("{}{} {}", text.empty() ? "" : " x ", dim_short_name(d), degree);
+  }
+  return text.empty() ? "no axis" : text;
+}
+
+/// The expert-parallel groups of Megatron-Core's expert rank layout stay inside a pipeline stage
+/// when the pipeline axis has the same stride in both layouts (RankLayout; Megatron-Core asserts
+/// that the two layouts' pipeline groups are equal). With pp last in the order it always has.
+void check_expert_layout(const ConfigNode& par, const ParallelismConfig& p) {
+  if (p.expert == 1) return;
+  const int64_t dense = rank_stride(p, RankLayout::kDense, ParallelAxis::kPipeline);
+  const int64_t expert = rank_stride(p, RankLayout::kExpert, ParallelAxis::kPipeline);
+  if (dense == expert) return;
+  std::string order;
+  for (ParallelAxis d : p.order)
+    order += fmt::format("{}{}", order.empty() ? "" : "-", dim_short_name(d));
+  par.child("order").fail(fmt::format(
+      "`{}` puts pipeline stages {} rank(s) apart in the dense layers ({} before pp) but {} apart "
+      "in the expert layers ({} before pp; expert data parallel = data x context / expert), so "
+      "the expert-parallel groups would span pipeline stages (Megatron-Core refuses this too: its "
+      "dense and expert pipeline groups must be equal); put pp last (tp-cp-ep-dp-pp), or choose "
+      "parallelism.expert and parallelism.context so that both products agree (with "
+      "tp-cp-ep-pp-dp: expert = context)",
+      order, dense, axes_before_pipeline(p, RankLayout::kDense), expert,
+      axes_before_pipeline(p, RankLayout::kExpert)));
+}
+
 /// The checks that tie the model shape to the parallel layout.
 void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_node,
               const std::optional<ConfigNode>& moe_node, const TransformerConfig& c) {
@@ -361,6 +399,17 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
         "{} is not divisible by 2 x context parallel {} = {} (load-balanced ring attention)", c.seq,
         p.context, 2 * p.context));
   }
+  if (p.context > 1 && c.attention == AttentionImpl::kUnfused) {
+    // Ring attention exchanges keys and values around the CP group inside the fused kernel's
+    // loop (core_attention_flash in the generator); the unfused bmm / softmax / bmm has no such
+    // exchange. Megatron-Core refuses it too (megatron/core/transformer/
+    // dot_product_attention.py: "Context parallelism is only supported by
+    // TEDotProductAttention!").
+    workload.child("attention")
+        .fail(fmt::format("context parallel {} (parallelism.context) needs the fused attention "
+                          "(flash): the unfused one has no ring exchange of keys and values",
+                          p.context));
+  }
   if (c.moe.experts == 0) {
     if (p.expert > 1) {
       par_node->child("expert").fail(
@@ -378,6 +427,7 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     "parallel ranks are carved out of the data x context ranks)",
                     p.expert, p.data, p.context, p.data * p.context));
   }
+  check_expert_layout(*par_node, p);
   if (c.moe.expert_ffn % p.tensor != 0) {
     moe_node->child("expert_ffn")
         .fail(fmt::format("{} is not divisible by tensor parallel {}", c.moe.expert_ffn, p.tensor));
@@ -385,6 +435,38 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
 }
 
 }  // namespace
+
+double moe_busiest_rank_load(const TransformerConfig& c) {
+  const MoeConfig& m = c.moe;
+  const double load = std::min(static_cast<double>(c.parallelism.expert), 1.0 + m.imbalance);
+  return m.capacity_factor > 0.0 ? std::min(load, m.capacity_factor) : load;
+}
+
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis) {
+  const bool expert = layout == RankLayout::kExpert;
+  int64_t stride = 1;
+  for (ParallelAxis d : p.order) {
+    if (d == axis) return stride;
+    switch (d) {
+      case ParallelAxis::kTensor:
+        stride *= p.tensor;
+        break;
+      case ParallelAxis::kContext:
+        stride *= expert ? 1 : p.context;
+        break;
+      case ParallelAxis::kExpert:
+        stride *= expert ? p.expert : 1;
+        break;
+      case ParallelAxis::kData:
+        stride *= expert ? p.expert_data() : p.data;
+        break;
+      case ParallelAxis::kPipeline:
+        stride *= p.pipeline;
+        break;
+    }
+  }
+  return stride;
+}
 
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus) {
   TransformerConfig c;

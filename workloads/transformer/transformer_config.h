@@ -33,12 +33,14 @@
 //   experts
 //     experts: 8
 //     top_k: 2
-//     capacity_factor: 1.25    # tokens per expert = capacity_factor x tokens x top_k / experts;
-//                              #   0 = dropless (the router's uneven counts, below)
+//     capacity_factor: 1.25    # most tokens per expert = capacity_factor x tokens x top_k /
+//                              #   experts, the rest dropped; 0 = dropless
 //     shared_experts: 0        # DeepSeek-style always-on experts
 //     expert_ffn: 14336        # default: ffn
 //     every: 1
-//     imbalance: 0.0           # dropless: the busiest expert gets (1 + imbalance) x the mean
+//     imbalance: 0.0           # the busiest EP rank's experts get (1 + imbalance) x the
+//                              #   mean, at most all of its EP group's tokens and at most
+//                              #   their capacity (moe_busiest_rank_load: timing and memory)
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -47,7 +49,8 @@
 //     schedule: 1f1b           # gpipe | 1f1b (interleaved when virtual_stages > 1)
 //     data: 16                 # default: gpus / (tensor x pipeline x context)
 //     context: 1               # ring attention over the sequence
-//     expert: 1                # expert parallel, carved out of data x context (Megatron)
+//     expert: 1                # expert parallel, carved out of data x context (Megatron-Core's
+//                              #   expert rank layout: RankLayout below)
 //     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
 //     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero)
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
@@ -121,8 +124,8 @@ struct ParallelismConfig {
   int zero = 0;
   FsdpMode fsdp = FsdpMode::kNone;
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
-  /// of the data x context ranks, so `order` lists tensor, context, data, pipeline (+ expert
-  /// where it sits between them, which places the EP groups).
+  /// of the data x context ranks: global ranks have (tp, cp, dp, pp) coordinates, and where ep
+  /// sits places the EP groups in the expert rank layout (RankLayout).
   std::array<ParallelAxis, kParallelAxisCount> order{ParallelAxis::kTensor, ParallelAxis::kContext,
                                                      ParallelAxis::kExpert, ParallelAxis::kData,
                                                      ParallelAxis::kPipeline};
@@ -141,7 +144,24 @@ struct ParallelismConfig {
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }
+  /// Ranks holding the same experts: Megatron-Core's expert_data_parallel_size = GPUs /
+  /// (expert tensor x expert x pipeline), with expert tensor parallel = tensor.
+  int64_t expert_data() const { return data * context / expert; }
 };
+
+/// The two rank layouts of Megatron-Core (megatron/core/parallel_state.py of NVIDIA/Megatron-LM
+/// at commit 00caa53a, initialize_model_parallel): both lay the global ranks out in the same
+/// `order`, innermost first. The dense one (decoder_rank_generator: attention, dense MLPs,
+/// embeddings) has sizes tp = tensor, cp = context, dp = data, pp = pipeline and ep = 1; the
+/// expert one (expert_decoder_rank_generator: the routed experts' all-to-all) has tp = expert
+/// tensor parallel (= tensor here, Megatron's default), ep = expert, dp = expert_data(),
+/// pp = pipeline and cp = 1. Expert-parallel groups are the expert layout's ep groups, so they
+/// span the context- and data-parallel ranks of a stage (an axis of size 1 takes no room).
+enum class RankLayout : uint8_t { kDense, kExpert };
+
+/// The global-rank stride of `axis` in `layout`: the product of the sizes of the axes before it
+/// in parallelism.order.
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis);
 
 /// Megatron-LM's default --make-vocab-size-divisible-by.
 inline constexpr int64_t kVocabPadMultiple = 128;
@@ -203,6 +223,15 @@ struct TransformerConfig {
   bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
 };
 
+/// Tokens the local experts of the busiest expert-parallel rank process in one MoE layer and
+/// micro-batch, in units of the mean load (the tokens x top_k that each rank's router sends):
+/// 1 + imbalance, at most `expert` (the busiest rank cannot receive more than every token its
+/// EP group routes) and, with a capacity factor, at most capacity_factor (an expert takes
+/// capacity_factor x its mean share; the rest is dropped).
+/// The one rule for the generator's expert GEMMs and all-to-all and the memory model's expert
+/// activations.
+double moe_busiest_rank_load(const TransformerConfig& config);
+
 /// Reads `workload:` (model: transformer) for a platform of `gpus` GPUs (0 = unknown: `data`
 /// must then be given or defaults to 1). Every inconsistency is a ConfigError naming the key:
 ///   heads % tensor, ffn % tensor                      -> workload.heads / workload.ffn
@@ -213,6 +242,8 @@ struct TransformerConfig {
 ///   global_batch % (micro_batch x data); interleaved 1F1B with micro-batches % pipeline
 ///                                                     -> workload.global_batch
 ///   seq % (2 x context) when context > 1              -> workload.seq
+///   attention unfused with context > 1 (no ring exchange; Megatron-Core refuses it too)
+///                                                     -> workload.attention
 ///   unknown dtype / architecture / norm / ...         -> that key (lists the valid values)
 ///   tensor x pipeline x context x data != gpus        -> workload.parallelism.data, or
 ///     workload.parallelism when data is defaulted and gpus % (tensor x pipeline x context)
@@ -220,6 +251,9 @@ struct TransformerConfig {
 ///   zero outside 0..3; zero and fsdp both set; bad order -> that parallelism key
 ///   experts % expert; expert not dividing data x context; expert > 1 without moe
 ///                                                     -> workload.parallelism.expert
+///   an order whose pipeline stride differs between the dense and the expert rank layout (the
+///     expert-parallel groups would span pipeline stages; Megatron-Core asserts the same)
+///                                                     -> workload.parallelism.order
 ///   top_k > experts                                   -> workload.moe.top_k
 /// A vocabulary not divisible by tensor is padded (padded_vocab()), not rejected.
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -43,14 +44,13 @@ size_t dim_index(ParallelAxis d) {
 
 // ---- layout ---------------------------------------------------------------------------------
 
-ParallelLayout::ParallelLayout(const ParallelismConfig& p) : p_(p) {
-  int64_t stride = 1;
-  for (ParallelAxis d : p_.order) {
-    if (d == ParallelAxis::kExpert) continue;  // carved out of data: no rank dimension of its own
-    stride_[dim_index(d)] = stride;
-    stride *= size(d);
-  }
-  gpus_ = stride;
+ParallelLayout::ParallelLayout(const ParallelismConfig& p)
+    : p_(p),
+      gpus_(p.gpus()),
+      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kExpert)),
+      expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kData)) {
+  for (ParallelAxis d : p_.order)
+    stride_[dim_index(d)] = rank_stride(p_, RankLayout::kDense, d);
 }
 
 int64_t ParallelLayout::size(ParallelAxis dim) const {
@@ -86,12 +86,10 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
   const ParallelCoords base = coords(of);
   std::vector<int64_t> members;
   if (dim == ParallelAxis::kExpert) {
-    const int64_t first = base.dp / p_.expert * p_.expert;
-    for (int64_t i = 0; i < p_.expert; ++i) {
-      ParallelCoords c = base;
-      c.dp = first + i;
-      members.push_back(rank(c));
-    }
+    // The ep group of Megatron-Core's expert rank layout (RankLayout::kExpert).
+    const int64_t first = of - of / expert_stride_ % p_.expert * expert_stride_;
+    for (int64_t i = 0; i < p_.expert; ++i)
+      members.push_back(first + i * expert_stride_);
     return members;
   }
   for (int64_t i = 0; i < size(dim); ++i) {
@@ -114,6 +112,25 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
     }
     members.push_back(rank(c));
   }
+  return members;
+}
+
+std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
+  std::vector<int64_t> members;
+  for (int64_t dp : group(ParallelAxis::kData, of)) {
+    for (int64_t r : group(ParallelAxis::kContext, dp))
+      members.push_back(r);
+  }
+  std::sort(members.begin(), members.end());
+  return members;
+}
+
+std::vector<int64_t> ParallelLayout::expert_replica_group(int64_t of) const {
+  const int64_t size = p_.expert_data();
+  const int64_t first = of - of / expert_data_stride_ % size * expert_data_stride_;
+  std::vector<int64_t> members;
+  for (int64_t i = 0; i < size; ++i)
+    members.push_back(first + i * expert_data_stride_);
   return members;
 }
 
@@ -222,15 +239,37 @@ struct ProcessGroup {
   std::vector<CollectiveId> calls;
 };
 
-/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor).
+/// The gradient buffers of Megatron-Core's DistributedDataParallel (megatron/core/distributed/
+/// distributed_data_parallel.py): `buffers` for the dense parameters, reduced over the data x
+/// context ranks, and `expert_parallel_buffers` for the routed experts' parameters when expert
+/// > 1 (their `allreduce` attribute is false), reduced over the expert data-parallel ranks.
+enum GradBufferIndex : size_t { kDenseBuffer = 0, kExpertBuffer = 1 };
+constexpr size_t kGradBuffers = 2;
+/// Elements of something per gradient buffer.
+using PerBuffer = std::array<int64_t, kGradBuffers>;
+
+/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor), by
+/// gradient buffer.
 struct LayerParams {
-  std::vector<int64_t> tensors;
-  int64_t elements = 0;
-  void add(int64_t n) {
+  std::array<std::vector<int64_t>, kGradBuffers> tensors;
+  PerBuffer elements{};
+  void add(int64_t n, GradBufferIndex buffer = kDenseBuffer) {
     if (n <= 0) return;
-    tensors.push_back(n);
-    elements += n;
+    tensors[buffer].push_back(n);
+    elements[buffer] += n;
   }
+};
+
+/// One gradient buffer of the rank being emitted: its process group, the ranks that share
+/// (and with ZeRO / FSDP shard) its parameters, and its DDP buckets in ready order.
+struct GradBuffer {
+  uint32_t pg = 0;
+  int64_t replicas = 1;
+  std::vector<pytorch::DdpBucket> buckets;
+  /// Tensors in ready order up to the end of each bucket.
+  std::vector<size_t> bucket_end;
+  size_t next_bucket = 0;
+  size_t tensors_ready = 0;
 };
 
 class Generator {
@@ -406,21 +445,12 @@ class Generator {
                     : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
   }
 
-  /// Tokens each expert on the simulated EP rank processes per micro-batch.
+  /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
+  /// load (moe_busiest_rank_load) over its local experts.
   int64_t tokens_per_local_expert() const {
     const MoeConfig& m = c_.moe;
-    const int64_t ep = c_.parallelism.expert;
-    const int64_t local_experts = m.experts / ep;
-    const double routed = as_double(z_.moe_tokens * m.top_k * ep);  // over the EP group
-    double share = 1.0 / as_double(ep);
-    if (m.capacity_factor <= 0.0) {
-      share = std::min(1.0, (1.0 + m.imbalance) / as_double(ep));
-    }
-    double received = routed * share;
-    if (m.capacity_factor > 0.0) {
-      const double capacity = m.capacity_factor * routed / as_double(m.experts);
-      received = std::min(received, capacity * as_double(local_experts));
-    }
+    const int64_t local_experts = m.experts / c_.parallelism.expert;
+    const double received = as_double(z_.moe_tokens * m.top_k) * moe_busiest_rank_load(c_);
     return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
   }
 
@@ -494,10 +524,14 @@ class Generator {
       const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
       p.add(m.experts * z_.h);
       for (int64_t e = 0; e < local + m.shared_experts; ++e) {
-        p.add(e_fc1 * z_.h);
-        if (bias) p.add(e_fc1);
-        p.add(z_.h * e_ffn);
-        if (bias) p.add(z_.h);
+        // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
+        // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
+        const GradBufferIndex b =
+            e < local && c_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
+        p.add(e_fc1 * z_.h, b);
+        if (bias) p.add(e_fc1, b);
+        p.add(z_.h * e_ffn, b);
+        if (bias) p.add(z_.h, b);
       }
     } else {
       p.add(z_.fc1_out * z_.h);
@@ -581,7 +615,15 @@ class Generator {
     calls_made_.assign(groups_.size(), 0);
     tp_pg_ = process_group("tp", layout_.group(ParallelAxis::kTensor, global));
     cp_pg_ = process_group("cp", layout_.group(ParallelAxis::kContext, global));
-    dp_pg_ = process_group("dp", layout_.group(ParallelAxis::kData, global));
+    dp_pg_ = process_group("dp", layout_.replica_group(global));
+    grad_buffers_[kDenseBuffer].pg = dp_pg_;
+    grad_buffers_[kDenseBuffer].replicas = replicas();
+    // Without expert parallel the experts are dense parameters (layer_params): no expert buffer.
+    grad_buffers_[kExpertBuffer].replicas = p.expert > 1 ? p.expert_data() : 1;
+    if (p.expert > 1) {
+      grad_buffers_[kExpertBuffer].pg =
+          process_group("dp", layout_.expert_replica_group(global), "expert");
+    }
     ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
     // Model-parallel group of the gradient norm: every rank holding a different part of the
     // model (all ranks when the optimizer state is sharded over data parallel too).
@@ -617,6 +659,9 @@ class Generator {
   bool sharded_params() const {
     return c_.parallelism.zero >= 3 || c_.parallelism.fsdp != FsdpMode::kNone;
   }
+  /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
+  /// reduction's group size and the ZeRO / FSDP shard count.
+  int64_t replicas() const { return c_.parallelism.data * c_.parallelism.context; }
   int64_t virtual_stage(int64_t chunk) const { return chunk * c_.parallelism.pipeline + co_.pp; }
   int64_t virtual_stages() const { return c_.parallelism.pipeline * chunks_; }
   int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
@@ -842,18 +887,18 @@ class Generator {
   }
 
   /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
-  /// to j's experts. Rank 0 of each group (the simulated one under mirroring) holds the busiest
-  /// experts when the router is imbalanced.
+  /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
+  /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
+  /// (Megatron-Core's router drops them before the dispatch).
   std::vector<int64_t> dispatch_matrix(bool combine) const {
     const int64_t ep = c_.parallelism.expert;
     const auto n = static_cast<size_t>(ep);
     const double tokens = as_double(z_.moe_tokens * c_.moe.top_k);
-    std::vector<double> share(n, 1.0 / as_double(ep));
-    if (c_.moe.capacity_factor <= 0.0 && ep > 1) {
-      share[0] = std::min(1.0, (1.0 + c_.moe.imbalance) / as_double(ep));
-      for (size_t j = 1; j < n; ++j)
-        share[j] = (1.0 - share[0]) / as_double(ep - 1);
-    }
+    const double capacity = c_.moe.capacity_factor > 0.0 ? c_.moe.capacity_factor : as_double(ep);
+    std::vector<double> share(n);
+    share[0] = moe_busiest_rank_load(c_) / as_double(ep);
+    for (size_t j = 1; j < n; ++j)
+      share[j] = std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
     std::vector<int64_t> send(n * n, 0);
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < n; ++j) {
@@ -966,12 +1011,13 @@ class Generator {
   /// gradient_dtype()).
   int64_t grad_bytes() const { return dtype_bytes(c_.gradient_dtype()); }
 
-  /// Issues a data-parallel collective on the DP stream after the compute stream's work so far.
-  TaskId dp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
+  /// Issues a data-parallel collective on process group `pg` (a gradient buffer's) on the DP
+  /// stream after the compute stream's work so far.
+  TaskId dp_collective(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view op_name) {
     HostOp h(g_, at_, op_name);
     const TaskId ready = h.record(kCompute);
     h.wait(kDpComm, ready);
-    h.collective_on(kDpComm, call(dp_pg_, kind, bytes, collective_kind_name(kind)), op_name);
+    h.collective_on(kDpComm, call(pg, kind, bytes, collective_kind_name(kind)), op_name);
     const TaskId done = h.record(kDpComm);
     h.end();
     return done;
@@ -984,13 +1030,15 @@ class Generator {
     h.end();
   }
 
-  /// The parameter tensors of this rank in the order their gradients become ready: the
-  /// backward visits the virtual stages' last micro-batch from the output layer down to the
+  /// The parameter tensors of `buffer` on this rank in the order their gradients become ready:
+  /// the backward visits the virtual stages' last micro-batch from the output layer down to the
   /// embedding, each layer's tensors last-first (PyTorch DDP's rebuilt bucket order).
-  std::vector<int64_t> gradient_ready_bytes(const std::vector<PipelineStep>& steps) const {
+  std::vector<int64_t> gradient_ready_bytes(const std::vector<PipelineStep>& steps,
+                                            GradBufferIndex buffer) const {
     std::vector<int64_t> bytes;
     auto add = [&](const LayerParams& lp) {
-      for (auto t = lp.tensors.rbegin(); t != lp.tensors.rend(); ++t)
+      const std::vector<int64_t>& tensors = lp.tensors[buffer];
+      for (auto t = tensors.rbegin(); t != tensors.rend(); ++t)
         bytes.push_back(*t * grad_bytes());
     };
     for (const PipelineStep& step : steps) {
@@ -1006,32 +1054,43 @@ class Generator {
   }
 
   /// Gradients of `params` became ready: DDP / ZeRO-1/2 reduce every bucket whose last tensor
-  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush).
+  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush), dense
+  /// buffer first.
   void grads_ready(const LayerParams& params) {
-    if (c_.parallelism.data == 1 || sharded_params()) return;
-    tensors_ready_ += params.tensors.size();
-    if (!overlap_grad_reduce_) return;
-    while (next_bucket_ < buckets_.size() && tensors_ready_ >= bucket_end_[next_bucket_]) {
-      reduce_bucket(buckets_[next_bucket_].bytes);
-      ++next_bucket_;
+    if (sharded_params()) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1) continue;
+      buffer.tensors_ready += params.tensors[b].size();
+      if (!overlap_grad_reduce_) continue;
+      while (buffer.next_bucket < buffer.buckets.size() &&
+             buffer.tensors_ready >= buffer.bucket_end[buffer.next_bucket]) {
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
+        ++buffer.next_bucket;
+      }
     }
   }
 
-  void reduce_bucket(int64_t bytes) {
+  void reduce_bucket(const GradBuffer& buffer, int64_t bytes) {
     const bool scatter = c_.parallelism.zero >= 1;
-    last_dp_event_ =
-        dp_collective(scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
-                      scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
+    last_dp_event_ = dp_collective(
+        buffer.pg, scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
+        scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
   }
 
-  /// FSDP / ZeRO-3: the all-gather of one unit's parameters (a layer, or the embedding / output
-  /// layer) on the DP stream. It depends on nothing the compute stream does.
-  TaskId issue_gather(int64_t elements, std::string_view op_name) {
+  /// FSDP / ZeRO-3: the all-gathers of one unit's parameters (a layer, or the embedding /
+  /// output layer; one per gradient buffer shared by more than one rank) on the DP stream. It
+  /// depends on nothing the compute stream does.
+  TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
     HostOp h(g_, at_, op_name);
-    h.collective_on(
-        kDpComm,
-        call(dp_pg_, CollectiveKind::kAllGather, elements * e_ / c_.parallelism.data, "all_gather"),
-        op_name);
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      h.collective_on(kDpComm,
+                      call(buffer.pg, CollectiveKind::kAllGather,
+                           elements[b] * e_ / buffer.replicas, "all_gather"),
+                      op_name);
+    }
     const TaskId done = h.record(kDpComm);
     h.end();
     return done;
@@ -1039,9 +1098,9 @@ class Generator {
 
   /// Gathers unit `unit` (prefetched when the previous unit was used) and the unit after it
   /// (FSDP's forward / backward prefetch of one unit), then makes compute wait for `unit`.
-  void gather_unit(int64_t unit, int64_t elements, std::optional<std::pair<int64_t, int64_t>> next,
-                   std::string_view op_name) {
-    if (!sharded_params() || c_.parallelism.data == 1) return;
+  void gather_unit(int64_t unit, const PerBuffer& elements,
+                   std::optional<std::pair<int64_t, PerBuffer>> next, std::string_view op_name) {
+    if (!sharded_params() || replicas() == 1) return;
     TaskId ready = kNoTask;
     if (prefetched_ && prefetched_->first == unit) {
       ready = prefetched_->second;
@@ -1053,15 +1112,19 @@ class Generator {
     wait_compute(ready, op_name);
   }
 
-  void scatter_unit_grads(int64_t elements) {
-    if (!sharded_params() || c_.parallelism.data == 1) return;
-    last_dp_event_ = dp_collective(CollectiveKind::kReduceScatter, elements * grad_bytes(),
-                                   "nccl:reduce_scatter");
+  void scatter_unit_grads(const PerBuffer& elements) {
+    if (!sharded_params()) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = grad_buffers_[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      last_dp_event_ = dp_collective(buffer.pg, CollectiveKind::kReduceScatter,
+                                     elements[b] * grad_bytes(), "nccl:reduce_scatter");
+    }
   }
 
   // ---- one iteration --------------------------------------------------------------------------
   void forward_layer(int64_t layer, int64_t last_layer) {
-    std::optional<std::pair<int64_t, int64_t>> next;
+    std::optional<std::pair<int64_t, PerBuffer>> next;
     if (layer < last_layer) next = std::make_pair(layer + 1, layer_params(layer + 1).elements);
     gather_unit(layer, layer_params(layer).elements, next,
                 "FullyShardedDataParallel._pre_forward_unshard");
@@ -1074,7 +1137,7 @@ class Generator {
                             (c_.parallelism.zero >= 3 && c_.parallelism.fsdp == FsdpMode::kNone);
     const LayerParams params = layer_params(layer);
     if (full_shard) {
-      std::optional<std::pair<int64_t, int64_t>> next;
+      std::optional<std::pair<int64_t, PerBuffer>> next;
       if (layer > first_layer_of_chunk) {
         next = std::make_pair(layer - 1, layer_params(layer - 1).elements);
       }
@@ -1151,18 +1214,7 @@ class Generator {
     const ParallelismConfig& p = c_.parallelism;
     const std::vector<PipelineStep> steps =
         pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
-    // PyTorch DDP's buckets over the gradients in ready order (workloads/pytorch/ddp_buckets.h):
-    // 1 MiB first, then ddp_bucket each.
-    buckets_ = pytorch::assign_ddp_buckets(
-        gradient_ready_bytes(steps), pytorch::kDefaultDdpFirstBucketBytes, p.ddp_bucket_bytes);
-    bucket_end_.clear();
-    size_t end = 0;
-    for (const pytorch::DdpBucket& bucket : buckets_) {
-      end += bucket.params.size();
-      bucket_end_.push_back(end);
-    }
-    next_bucket_ = 0;
-    tensors_ready_ = 0;
+    assign_gradient_buckets(steps);
     const int64_t last_vs = virtual_stages() - 1;
     for (const PipelineStep& step : steps) {
       const int64_t vs = virtual_stage(step.chunk);
@@ -1205,12 +1257,32 @@ class Generator {
     g_.add_host_sync(at_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
   }
 
+  /// PyTorch DDP's buckets over each gradient buffer's tensors in ready order
+  /// (workloads/pytorch/ddp_buckets.h): 1 MiB first, then ddp_bucket each.
+  void assign_gradient_buckets(const std::vector<PipelineStep>& steps) {
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = grad_buffers_[b];
+      buffer.buckets = pytorch::assign_ddp_buckets(
+          gradient_ready_bytes(steps, static_cast<GradBufferIndex>(b)),
+          pytorch::kDefaultDdpFirstBucketBytes, c_.parallelism.ddp_bucket_bytes);
+      buffer.bucket_end.clear();
+      size_t end = 0;
+      for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+        end += bucket.params.size();
+        buffer.bucket_end.push_back(end);
+      }
+      buffer.next_bucket = 0;
+      buffer.tensors_ready = 0;
+    }
+  }
+
   void finish_gradients() {
     const ParallelismConfig& p = c_.parallelism;
     // Without overlap every bucket is reduced after the pipeline flush.
-    if (p.data > 1 && !sharded_params()) {
-      for (; next_bucket_ < buckets_.size(); ++next_bucket_)
-        reduce_bucket(buckets_[next_bucket_].bytes);
+    for (GradBuffer& buffer : grad_buffers_) {
+      if (buffer.replicas == 1 || sharded_params()) continue;
+      for (; buffer.next_bucket < buffer.buckets.size(); ++buffer.next_bucket)
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
     }
     wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
     // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
@@ -1221,8 +1293,6 @@ class Generator {
   }
 
   void optimizer_step() {
-    const ParallelismConfig& p = c_.parallelism;
-    const int64_t shard = sharded_optimizer() ? p.data : 1;
     OptimizerShape shape;
     shape.kind = c_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
                  : c_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
@@ -1231,10 +1301,13 @@ class Generator {
     shape.large_kernel_args = true;
     int64_t elements = 0;
     auto add_tensors = [&](const LayerParams& lp) {
-      for (int64_t n : lp.tensors) {
-        const int64_t local = (n + shard - 1) / shard;
-        shape.tensor_elements.push_back(local);
-        elements += local;
+      for (size_t b = 0; b < kGradBuffers; ++b) {
+        const int64_t shard = sharded_optimizer() ? grad_buffers_[b].replicas : 1;
+        for (int64_t n : lp.tensors[b]) {
+          const int64_t local = (n + shard - 1) / shard;
+          shape.tensor_elements.push_back(local);
+          elements += local;
+        }
       }
     };
     for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
@@ -1274,12 +1347,16 @@ class Generator {
       op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
     }
     // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
-    if (p.data > 1 && sharded_optimizer() && !sharded_params()) {
-      // The same buckets, in parameter bytes: each rank contributes its 1/data shard.
+    if (sharded_optimizer() && !sharded_params()) {
+      // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
       TaskId done = kNoTask;
-      for (const pytorch::DdpBucket& bucket : buckets_) {
-        const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
-        done = dp_collective(CollectiveKind::kAllGather, param_bytes / p.data, "nccl:all_gather");
+      for (const GradBuffer& buffer : grad_buffers_) {
+        if (buffer.replicas == 1) continue;
+        for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+          const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
+          done = dp_collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
+                               "nccl:all_gather");
+        }
       }
       wait_compute(done, "DistributedOptimizer._finish_param_sync");
     }
@@ -1340,11 +1417,7 @@ class Generator {
   uint32_t tp_pg_ = 0, cp_pg_ = 0, dp_pg_ = 0, ep_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   int64_t prev_ = 0, next_ = 0;
-  std::vector<pytorch::DdpBucket> buckets_;
-  /// Tensors in ready order up to the end of each bucket.
-  std::vector<size_t> bucket_end_;
-  size_t next_bucket_ = 0;
-  size_t tensors_ready_ = 0;
+  std::array<GradBuffer, kGradBuffers> grad_buffers_;
   TaskId last_dp_event_ = kNoTask;
   /// FSDP: the unit whose all-gather was issued ahead of use, and its completion event.
   std::optional<std::pair<int64_t, TaskId>> prefetched_;

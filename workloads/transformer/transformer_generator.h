@@ -7,8 +7,10 @@
 // Contract:
 //  - Global rank g has coordinates (tp, cp, dp, pp) in the order of `parallelism.order`
 //    (innermost first; Megatron's default tp-cp-ep-dp-pp puts a TP group inside a node). Expert
-//    parallel groups are blocks of `expert` consecutive data-parallel indices. Global rank g runs
-//    on GPU g (RankInfo::device = g), so collective members are global ranks.
+//    parallel groups are those of Megatron-Core's expert rank layout (RankLayout in
+//    transformer_config.h): with the default order, `expert` consecutive ranks of a stage's
+//    (cp, dp) block at the same tp index, so they span context- as well as data-parallel ranks.
+//    Global rank g runs on GPU g (RankInfo::device = g), so collective members are global ranks.
 //  - With mirror_data_parallel (and data > 1) only the ranks of data-parallel replica 0 are in
 //    the graph; collectives that span replicas (DP, EP) list every member and set
 //    CollectiveDesc::simulated_members, so the network still moves every replica's bytes. The
@@ -17,6 +19,11 @@
 //    node: transformer_generator_test). On a cluster whose leaf and spine links carry several
 //    replicas' pipeline traffic, that contention is missing: GPT-3 175B on 1024 A100s predicts
 //    0.4% faster mirrored than in the full simulation (bench/transformer_bench.cpp).
+//  - Gradients are reduced (DDP, ZeRO, FSDP) over the ranks that hold the same parameters, as
+//    Megatron-Core's DistributedDataParallel does: dense ones over data x context
+//    (ParallelLayout::replica_group; context-parallel ranks process different tokens with the
+//    same weights), routed experts' with expert > 1 in a buffer of their own over the expert
+//    data-parallel ranks (expert_replica_group: data x context / expert).
 //  - Streams per rank: 0 compute (kernels; TP, CP and EP collectives, which block compute as
 //    torch.distributed calls on the current stream do), 1 data-parallel communication (DDP /
 //    ZeRO / FSDP collectives, overlapped through events), 2 tensor-parallel backward overlap
@@ -57,15 +64,27 @@ class ParallelLayout {
   int64_t gpus() const { return gpus_; }
   ParallelCoords coords(int64_t rank) const;
   int64_t rank(const ParallelCoords& c) const;
-  /// The members of `rank`'s group along `dim` (kExpert: the EP block of data-parallel indices),
+  /// The members of `rank`'s group along `dim` (kExpert: its group in the expert rank layout),
   /// in group order.
   std::vector<int64_t> group(ParallelAxis dim, int64_t rank) const;
+  /// The ranks holding the same dense parameters as `rank`, which reduce their gradients
+  /// together: every data- and context-parallel index at its tensor index and stage
+  /// (Megatron-Core's dp-cp group, get_data_parallel_group(with_context_parallel=True)), in
+  /// rank order.
+  std::vector<int64_t> replica_group(int64_t rank) const;
+  /// The ranks holding the same routed experts as `rank`, which reduce the experts' gradients
+  /// together when expert > 1: its expert data-parallel group in the expert rank layout
+  /// (Megatron-Core's expert_data_parallel group, data x context / expert ranks), in rank order.
+  std::vector<int64_t> expert_replica_group(int64_t rank) const;
 
  private:
   ParallelismConfig p_;
   int64_t gpus_ = 1;
-  /// stride[dim] in the global rank.
+  /// Stride of each axis in the global rank, dense layout (kExpert's unused).
   std::array<int64_t, kParallelAxisCount> stride_{};
+  /// Strides of the ep and dp axes in the expert layout.
+  int64_t expert_stride_ = 1;
+  int64_t expert_data_stride_ = 1;
 };
 
 /// One compute step of a pipeline stage's schedule.

@@ -228,14 +228,13 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   }
   // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): tokens are
   // gathered over the tensor ranks before routing; the router's fp32 probabilities; each
-  // token reaches top_k experts, the local experts of an expert-parallel rank receive on
-  // average tokens x top_k (balanced routing) times the capacity factor, or (dropless) times
-  // 1 + imbalance for the busiest rank; each stores its permuted input, activation input and
-  // fc2 input. Shared experts run on every token like a dense MLP of their total width.
+  // token reaches top_k experts, the local experts of the busiest expert-parallel rank
+  // receive tokens x top_k times its load (moe_busiest_rank_load: the imbalance, capped as the
+  // generator's timing caps it); each stores its permuted input, activation input and fc2
+  // input. Shared experts run on every token like a dense MLP of their total width.
   bytes += 4 * tokens * c.moe.experts;
-  const double factor = c.moe.capacity_factor > 0.0 ? c.moe.capacity_factor : 1.0 + c.moe.imbalance;
-  const auto routed =
-      static_cast<int64_t>(std::ceil(static_cast<double>(tokens * c.moe.top_k) * factor));
+  const auto routed = static_cast<int64_t>(
+      std::ceil(static_cast<double>(tokens * c.moe.top_k) * moe_busiest_rank_load(c)));
   bytes += e * routed * h + mlp_inner(routed, c.moe.expert_ffn);
   if (c.moe.shared_experts > 0) {
     bytes += mlp_inner(tokens, c.moe.shared_experts * c.moe.expert_ffn);
@@ -368,8 +367,12 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
     buffers += 2 * unit * bytes.param + unit * bytes.grad;
   }
+  // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
+  // experts' gradients, with expert > 1 only) and pipeline.
   int64_t communicators = 0;
-  for (const int64_t size : {p.tensor, p.context, p.expert, p.data * p.context, p.pipeline}) {
+  const int64_t expert_data = p.expert > 1 ? expert_replicas(p) : 1;
+  for (const int64_t size :
+       {p.tensor, p.context, p.expert, dense_replicas(p), expert_data, p.pipeline}) {
     if (size > 1) ++communicators;
   }
   buffers += communicators * kNcclBytesPerCommunicator;

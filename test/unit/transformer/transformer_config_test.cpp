@@ -412,6 +412,30 @@ TEST(TransformerConfig, MoeErrors) {
   EXPECT_EQ(error_of(gpt3(moe, "    expert: 8\n"), 1024), "");
 }
 
+// Megatron-Core builds the expert-parallel groups from a second rank layout in the same order
+// (tp, ep, expert data parallel, pp); where its pipeline stride differs from the dense one the
+// groups would span stages, so the order is refused, naming it.
+TEST(TransformerConfig, ExpertGroupsThatWouldSpanPipelineStagesAreRefused) {
+  const std::string moe = "  moe:\n    experts: 8\n";
+  // tp-cp-ep-pp-dp with EP 2 and CP 1: stages are tp 8 apart for attention, tp 8 x ep 2 for
+  // the experts.
+  const std::string e = error_of(gpt3(moe, "    expert: 2\n    order: tp-cp-ep-pp-dp\n"), 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.order: `tp-cp-ep-pp-dp` puts pipeline stages 8 rank(s) "
+                   "apart in the dense layers (tp 8 x cp 1 before pp) but 16 apart in the expert "
+                   "layers (tp 8 x ep 2 before pp"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("parallelism.expert and parallelism.context"), std::string::npos) << e;
+  // EP 2 out of CP 2 before pp: both strides are 16.
+  EXPECT_EQ(error_of(gpt3(moe, "    expert: 2\n    context: 2\n    order: tp-cp-ep-pp-dp\n"), 1024),
+            "");
+  // pp last: always the same stride; so without expert parallel.
+  EXPECT_EQ(error_of(gpt3(moe, "    expert: 8\n    context: 2\n    order: tp-dp-ep-cp-pp\n"), 1024),
+            "");
+  EXPECT_EQ(error_of(gpt3(moe, "    order: tp-cp-ep-pp-dp\n    context: 2\n"), 1024), "");
+}
+
 TEST(TransformerConfig, SeqNotDivisibleByTwiceContext) {
   const std::string e = error_of(
       replace(gpt3("", "    context: 4\n"), "global_batch: 1536", "global_batch: 384"), 1024);
@@ -424,6 +448,21 @@ TEST(TransformerConfig, SeqNotDivisibleByTwiceContext) {
   EXPECT_NE(bad.find("workload.seq: 2044 is not divisible by 2 x context parallel 4 = 8"),
             std::string::npos)
       << bad;
+}
+
+// The unfused attention has no ring exchange: with context parallel it would attend only to
+// the local chunk. Megatron-Core refuses it too (DotProductAttention: "Context parallelism is
+// only supported by TEDotProductAttention!").
+TEST(TransformerConfig, ContextParallelNeedsFlashAttention) {
+  const std::string yaml = replace(gpt3("  attention: unfused\n", "    context: 2\n"),
+                                   "global_batch: 1536", "global_batch: 768");
+  const std::string e = error_of(yaml, 1024);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.attention: context parallel 2 (parallelism.context) needs the fused "
+                   "attention (flash)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(error_of(replace(yaml, "attention: unfused", "attention: flash"), 1024), "");
 }
 
 TEST(TransformerConfig, VocabIsPaddedNotRejected) {

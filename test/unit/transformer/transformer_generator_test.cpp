@@ -125,6 +125,91 @@ TEST(ParallelLayout, MegatronOrderPutsTensorGroupsInsideANode) {
   EXPECT_EQ(dp_first.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{5, 7}));
 }
 
+// Megatron-Core's expert rank layout (parallel_state.py, RankGenerator with tp, ep, expert
+// data parallel = data x context / expert, pp and cp = 1, in the same order): on 16 GPUs with
+// TP 2, CP 2, DP 2, PP 2 and EP 4 its ep groups are [0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14]
+// and [9, 11, 13, 15]: the context- and data-parallel ranks of one stage and tensor index.
+TEST(ParallelLayout, ExpertGroupsSpanContextAndDataParallelRanksOfAStageAsMegatronCore) {
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  p.expert = 4;
+  const ParallelLayout layout(p);
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 7), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 9), (std::vector<int64_t>{9, 11, 13, 15}));
+  // EP 2 out of CP 2 with one data-parallel rank: the two context-parallel ranks of a stage
+  // (the data-parallel block of old named a rank of the next stage).
+  p.data = 1;
+  p.expert = 2;
+  const ParallelLayout cp_only(p);
+  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 4), (std::vector<int64_t>{4, 6}));
+  // Without context parallel: blocks of consecutive data-parallel ranks, as before.
+  p.context = 1;
+  p.data = 4;
+  const ParallelLayout dp_only(p);
+  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 13), (std::vector<int64_t>{13, 15}));
+  // ep after dp in the order: EP ranks are expert data parallel x tensor apart.
+  p.order = {ParallelAxis::kTensor, ParallelAxis::kContext, ParallelAxis::kData,
+             ParallelAxis::kExpert, ParallelAxis::kPipeline};
+  const ParallelLayout ep_outside(p);
+  EXPECT_EQ(ep_outside.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 5}));
+}
+
+// Context-parallel ranks hold the same weights and see different tokens, so their gradients
+// are reduced together with the data-parallel ones (Megatron-Core's dp-cp group); before, a
+// CP 2 run without data parallelism reduced no gradient at all.
+TEST(TransformerGenerator, ContextParallelRanksReduceTheirGradients) {
+  for (int zero : {0, 1, 3}) {
+    TransformerConfig c = small_gpt();
+    c.parallelism.tensor = 2;
+    c.parallelism.context = 2;
+    c.parallelism.data = zero == 0 ? 1 : 2;
+    c.parallelism.zero = zero;
+    c.global_batch = c.micro_batch * c.parallelism.data * 2;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    const ParallelLayout layout(c.parallelism);
+    size_t reductions = 0;
+    for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+      if (g.collective_name(id).rfind("dp:", 0) != 0) continue;
+      ++reductions;
+      const std::vector<RankId>& members = g.collective(id).members;
+      ASSERT_EQ(members.size(), static_cast<size_t>(2 * c.parallelism.data)) << "zero " << zero;
+      for (RankId r : members)
+        EXPECT_EQ(layout.coords(r).tp, layout.coords(members.front()).tp);
+    }
+    EXPECT_GT(reductions, 0u) << "zero " << zero;
+  }
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  EXPECT_EQ(ParallelLayout(p).replica_group(9), (std::vector<int64_t>{9, 11, 13, 15}));
+}
+
+TEST(TransformerGenerator, MoeWithContextAndExpertParallelFinishes) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.layers = 4;
+  c.moe.experts = 4;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 0.0;
+  c.parallelism.context = 2;
+  c.parallelism.pipeline = 2;
+  c.parallelism.data = 2;
+  c.parallelism.expert = 4;
+  c.global_batch = c.micro_batch * 2 * 2;
+  const SimRun r = simulate(c, dgx.fabric, dgx.hardware);
+  EXPECT_GT(ms(r.summary.predicted_iteration_time), 0.0);
+}
+
 TEST(PipelineSchedule, EveryMicroBatchRunsForwardAndBackwardOnceAndInterleavedMatchesMegatron) {
   for (PipelineSchedule s :
        {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved1F1B}) {
@@ -233,6 +318,41 @@ TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
   EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
 }
 
+// With a capacity factor the router's imbalance still loads the busiest rank, up to the
+// capacity; tokens above it are dropped before the dispatch, so they are not sent either.
+TEST(TransformerGenerator, CapacityFactorCapsTheImbalanceAndDropsTokens) {
+  const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 1.25;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8 * 2;
+  const SimRun balanced = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 0.2;
+  const SimRun skewed = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 3.0;
+  const SimRun at_capacity = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.imbalance = 0.25;
+  const SimRun just_at_capacity = simulate(c, dgx.fabric, dgx.hardware);
+  std::printf("MoE EP8 capacity 1.25: balanced %.3f ms, +20%% %.3f ms, +300%% %.3f ms\n",
+              ms(balanced.summary.predicted_iteration_time),
+              ms(skewed.summary.predicted_iteration_time),
+              ms(at_capacity.summary.predicted_iteration_time));
+  EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
+  EXPECT_GT(at_capacity.summary.predicted_iteration_time, skewed.summary.predicted_iteration_time);
+  EXPECT_EQ(at_capacity.summary.predicted_iteration_time,
+            just_at_capacity.summary.predicted_iteration_time);
+  c.moe.imbalance = 0.0;
+  c.moe.capacity_factor = 1.0;
+  const SimRun full = simulate(c, dgx.fabric, dgx.hardware);
+  c.moe.capacity_factor = 0.5;
+  const SimRun half_dropped = simulate(c, dgx.fabric, dgx.hardware);
+  EXPECT_LT(half_dropped.collective_bytes, full.collective_bytes);
+}
+
 TEST(TransformerGenerator, MirroredDataParallelEqualsTheFullSimulation) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   for (int zero : {0, 1, 3}) {
@@ -254,6 +374,29 @@ TEST(TransformerGenerator, MirroredDataParallelEqualsTheFullSimulation) {
       EXPECT_EQ(mirrored.summary.predicted_iteration_time, full.summary.predicted_iteration_time)
           << "zero " << zero << " tp " << tp;
     }
+  }
+  // MoE with expert parallel carved out of data x context, experts replicated over 2 ranks.
+  for (int zero : {0, 1, 3}) {
+    TransformerConfig c = small_gpt();
+    c.layers = 4;
+    c.moe.experts = 4;
+    c.moe.top_k = 2;
+    c.moe.expert_ffn = 2048;
+    c.parallelism.context = 2;
+    c.parallelism.data = 4;
+    c.parallelism.expert = 4;
+    c.parallelism.zero = zero;
+    c.global_batch = c.micro_batch * c.parallelism.data * 2;
+    c.mirror_data_parallel = true;
+    const SimRun mirrored = simulate(c, dgx.fabric, dgx.hardware);
+    c.mirror_data_parallel = false;
+    const SimRun full = simulate(c, dgx.fabric, dgx.hardware);
+    std::printf("MoE CP2 DP4 EP4 zero %d: mirrored %.6f ms (%zu ranks), full %.6f ms\n", zero,
+                ms(mirrored.summary.predicted_iteration_time), mirrored.ranks,
+                ms(full.summary.predicted_iteration_time));
+    EXPECT_LT(mirrored.ranks, full.ranks);
+    EXPECT_EQ(mirrored.summary.predicted_iteration_time, full.summary.predicted_iteration_time)
+        << "MoE zero " << zero;
   }
 }
 
@@ -397,6 +540,92 @@ TEST(TransformerGenerator, OptimizerUpdatesTheParametersTheMemoryModelCounts) {
           << (moe ? "moe" : "dense") << " stage " << stage;
     }
   }
+}
+
+// The distributed optimizer shards each parameter over the ranks that hold it, as the memory
+// model counts: dense ones over data x context, routed experts over the expert data-parallel
+// ranks (data x context / expert; here 1, so the experts are not sharded at all).
+TEST(TransformerGenerator, ZeroShardsExpertsOverTheExpertDataParallelRanks) {
+  TransformerConfig c = small_gpt();
+  c.parallelism.tensor = 2;
+  c.parallelism.pipeline = 2;
+  c.moe.experts = 4;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.shared_experts = 1;
+  c.parallelism.data = 2;
+  c.parallelism.expert = 2;
+  c.parallelism.zero = 1;
+  c.global_batch = c.micro_batch * 2 * 2;
+  TaskGraph g;
+  const TransformerGraph built = generate_transformer(c, {1}, g);
+  size_t steps = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind != TaskKind::kKernel) continue;
+    const KernelDesc& k = g.kernel(t);
+    if (k.memory_op != MemoryOp::kOptimizer) continue;
+    ++steps;
+    int64_t elements = 0;
+    for (int64_t n : k.optimizer.tensor_elements)
+      elements += n;
+    const int64_t stage = ParallelLayout(c.parallelism).coords(built.simulated[g.task(t).rank]).pp;
+    const StageParameters params = transformer_stage_parameters(c, stage);
+    EXPECT_EQ(elements, params.dense / 2 + params.expert) << "stage " << stage;
+  }
+  EXPECT_GT(steps, 0u);
+}
+
+// EP 8 out of DP 8: each rank holds other experts, so only the dense gradients are all-reduced
+// over the 8 data-parallel ranks (Megatron-Core's expert_parallel_buffers reduce over the
+// expert data-parallel group, here of one rank).
+TEST(TransformerGenerator, ExpertGradientsAreReducedOverTheExpertDataParallelRanks) {
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int64_t reduced = 0;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    if (g.collective_name(id) != "dp:all_reduce") continue;
+    EXPECT_EQ(g.collective(id).members.size(), 8u);
+    reduced += g.collective(id).bytes;
+  }
+  const StageParameters params = transformer_stage_parameters(c, 0);
+  EXPECT_EQ(reduced, params.dense * 4);  // fp32 main gradients
+
+  // EP 2 out of DP 2 x CP 2: experts replicate over 2 ranks, in a bucket set of their own.
+  c.parallelism.data = 2;
+  c.parallelism.context = 2;
+  c.parallelism.expert = 2;
+  c.global_batch = c.micro_batch * 2;
+  TaskGraph g2;
+  generate_transformer(c, {1}, g2);
+  int64_t dense = 0;
+  int64_t expert = 0;
+  for (CollectiveId id = 0; id < g2.collective_count(); ++id) {
+    // Rank 0's groups: the dense one {0, 1, 2, 3}, its experts' {0, 2}.
+    const std::vector<RankId>& members = g2.collective(id).members;
+    if (g2.collective_name(id) != "dp:all_reduce" || members.front() != 0) continue;
+    EXPECT_TRUE(members == (std::vector<RankId>{0, 1, 2, 3}) ||
+                members == (std::vector<RankId>{0, 2}));
+    (members.size() == 4 ? dense : expert) += g2.collective(id).bytes;
+  }
+  const StageParameters p2 = transformer_stage_parameters(c, 0);
+  EXPECT_EQ(dense, p2.dense * 4);
+  EXPECT_EQ(expert, p2.expert * 4);
+  ParallelismConfig p;
+  p.tensor = 2;
+  p.context = 2;
+  p.data = 2;
+  p.pipeline = 2;
+  p.expert = 2;
+  const ParallelLayout layout(p);
+  EXPECT_EQ(layout.expert_replica_group(0), (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(layout.expert_replica_group(11), (std::vector<int64_t>{11, 15}));
 }
 
 TEST(TransformerGenerator, IsDeterministic) {

@@ -295,5 +295,85 @@ TEST(TransformerMemory, MixtureOfExpertsSplitsExperts) {
   EXPECT_LT(f.total_bytes(), k80GB);
 }
 
+// The experts' activations follow the load the timing gives the busiest expert-parallel rank
+// (moe_busiest_rank_load): an imbalance beyond what its EP group routes, or a capacity factor
+// above the balanced load, adds no tokens, so it adds no memory (before, memory grew with
+// 1 + imbalance without bound and with the capacity factor: a spurious "does not fit").
+TEST(TransformerMemory, MoeActivationsUseTheTimingsCappedLoad) {
+  TransformerConfig c = llama_7b_dp8();
+  c.kv_heads = 8;
+  c.ffn = 14336;
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 14336;
+  c.moe.capacity_factor = 0.0;
+  c.parallelism.expert = 2;
+  c.recompute = Recompute::kNone;
+  const auto bytes_at = [&](double imbalance, double capacity_factor) {
+    TransformerConfig v = c;
+    v.moe.imbalance = imbalance;
+    v.moe.capacity_factor = capacity_factor;
+    return transformer_layer_activation_bytes(v, true);
+  };
+  const int64_t balanced = bytes_at(0.0, 0.0);
+  const int64_t whole_group = bytes_at(1.0, 0.0);  // 1 + 1 = expert 2: every token of the group
+  EXPECT_GT(whole_group, balanced);
+  EXPECT_EQ(bytes_at(4.0, 0.0), whole_group);
+  EXPECT_EQ(bytes_at(1000.0, 0.0), whole_group);
+  EXPECT_EQ(bytes_at(0.0, 1.25), balanced);  // balanced routing fills 1 / 1.25 of the capacity
+  EXPECT_LT(bytes_at(0.0, 0.5), balanced);   // half the tokens dropped
+
+  c.moe.imbalance = 1000.0;
+  TransformerConfig capped = c;
+  capped.moe.imbalance = 1.0;
+  EXPECT_EQ(transformer_peak_memory(c).total_bytes(),
+            transformer_peak_memory(capped).total_bytes());
+
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 2.0);
+  c.moe.imbalance = 0.5;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.5);
+  c.moe.capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.25);  // the imbalance, capped at the capacity
+  c.moe.imbalance = 0.1;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.1);
+  c.moe.imbalance = 0.0;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 1.0);
+  c.moe.capacity_factor = 0.5;
+  EXPECT_DOUBLE_EQ(moe_busiest_rank_load(c), 0.5);
+}
+
+// The experts' gradients have a communicator of their own when their expert data-parallel
+// group has more than one rank (EP 2 out of DP 8: 4 ranks), none when it is one rank (EP 8).
+TEST(TransformerMemory, ExpertDataParallelGroupHasItsNcclBuffers) {
+  TransformerConfig c = llama_7b_dp8();
+  c.moe.experts = 8;
+  c.moe.expert_ffn = 14336;
+  c.parallelism.expert = 8;
+  const int64_t one_rank = part(transformer_memory(c, 0), "buffers");
+  c.parallelism.expert = 2;
+  const int64_t four_ranks = part(transformer_memory(c, 0), "buffers");
+  EXPECT_EQ(four_ranks - one_rank, int64_t{8} * 2 * (4 << 20));  // one communicator more
+}
+
+// With a capacity factor the imbalance still counts, up to the capacity.
+TEST(TransformerMemory, MoeImbalanceCountsUpToTheCapacity) {
+  TransformerConfig c = llama_7b_dp8();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 14336;
+  c.moe.capacity_factor = 1.25;
+  c.parallelism.expert = 8;
+  c.recompute = Recompute::kNone;
+  const int64_t balanced = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 0.2;
+  const int64_t skewed = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 3.0;
+  const int64_t capped = transformer_layer_activation_bytes(c, true);
+  c.moe.imbalance = 0.25;
+  EXPECT_LT(balanced, skewed);
+  EXPECT_LT(skewed, capped);
+  EXPECT_EQ(capped, transformer_layer_activation_bytes(c, true));
+}
+
 }  // namespace
 }  // namespace upsim

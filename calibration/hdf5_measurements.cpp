@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -625,10 +627,10 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
   return decode_rows(report, file_name);
 }
 
-void write_measurement_hdf5(const std::filesystem::path& path,
-                            const std::vector<KernelMeasurement>& rows, std::string_view gpu,
-                            std::string_view source,
-                            const std::vector<std::pair<std::string, std::string>>& attributes) {
+std::string measurement_hdf5_image(
+    const std::filesystem::path& path, const std::vector<KernelMeasurement>& rows,
+    std::string_view gpu, std::string_view source,
+    const std::vector<std::pair<std::string, std::string>>& attributes) {
   for (size_t i = 0; i < attributes.size(); ++i) {
     const std::string& name = attributes[i].first;
     bool repeated = false;
@@ -667,7 +669,13 @@ void write_measurement_hdf5(const std::filesystem::path& path,
   const std::string file_name = path.string();
   const PropertyList create(H5Pcreate(H5P_FILE_CREATE));
   H5Pset_link_creation_order(create.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
-  File file(H5Fcreate(file_name.c_str(), H5F_ACC_TRUNC, create.get(), H5P_DEFAULT));
+  // In memory (the core driver without a backing store): libhdf5 never opens a path, so it can
+  // follow no link planted there; the caller writes the image.
+  const PropertyList access(H5Pcreate(H5P_FILE_ACCESS));
+  if (!access.valid() || H5Pset_fapl_core(access.get(), size_t{1} << 20, 0) < 0) {
+    writer.fail("cannot set up an in-memory file");
+  }
+  File file(H5Fcreate(file_name.c_str(), H5F_ACC_TRUNC, create.get(), access.get()));
   if (!file.valid()) writer.fail("cannot create the file");
   writer.string_attribute(file.get(), "gpu", gpu);
   writer.string_attribute(file.get(), "source", source);
@@ -709,7 +717,43 @@ void write_measurement_hdf5(const std::filesystem::path& path,
     write("time_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, op.seconds.data());
     write("split", H5T_STD_U8LE, H5T_NATIVE_UINT8, op.split.data());
   }
+  if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) writer.fail("cannot flush the file");
+  const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
+  if (size <= 0) writer.fail("cannot read back the file image");
+  std::string image(static_cast<size_t>(size), '\0');
+  if (H5Fget_file_image(file.get(), image.data(), image.size()) != size) {
+    writer.fail("cannot read back the file image");
+  }
   if (!file.close()) writer.fail("cannot close the file");
+  return image;
+}
+
+void write_measurement_hdf5(const std::filesystem::path& path,
+                            const std::vector<KernelMeasurement>& rows, std::string_view gpu,
+                            std::string_view source,
+                            const std::vector<std::pair<std::string, std::string>>& attributes) {
+  const std::string image = measurement_hdf5_image(path, rows, gpu, source, attributes);
+  const Writer writer(path);
+  // A regular file only: never through a symbolic link, never onto a device.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) writer.fail(std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    writer.fail("not a regular file");
+  }
+  size_t done = 0;
+  while (done < image.size()) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      writer.fail(std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) writer.fail(std::strerror(errno));
 }
 
 }  // namespace upsim

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,8 +51,16 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
 /// (embedding ops), and memory-op rows that are not a memory_op_kernel() of some m x n, throw
 /// CalibrationDataError; so does a file that cannot be written.
 /// `attributes` are written as further file attributes (names not empty, not `gpu` or
-/// `source`, and distinct; else CalibrationDataError).
+/// `source`, and distinct; else CalibrationDataError). The file is a regular file: a symbolic
+/// link, device or folder at `path` is an error, never followed.
 void write_measurement_hdf5(
+    const std::filesystem::path& path, const std::vector<KernelMeasurement>& rows,
+    std::string_view gpu, std::string_view source,
+    const std::vector<std::pair<std::string, std::string>>& attributes = {});
+
+/// The bytes write_measurement_hdf5 writes, built in memory (libhdf5 opens no path); `path` is
+/// the name errors give. `upsim convert kernels` writes them through its temporary-file rule.
+std::string measurement_hdf5_image(
     const std::filesystem::path& path, const std::vector<KernelMeasurement>& rows,
     std::string_view gpu, std::string_view source,
     const std::vector<std::pair<std::string, std::string>>& attributes = {});

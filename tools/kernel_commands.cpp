@@ -296,19 +296,9 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
       }
     }
   }
-  {
-    // Through a temporary file, as every output: a failed or interrupted write leaves nothing.
-    const std::filesystem::path tmp = output + ".tmp";
-    check_replaceable(output);
-    const TempFileGuard guard(tmp);
-    try {
-      write_measurement_hdf5(tmp, rows, m.gpu, source, attributes);
-    } catch (...) {
-      std::filesystem::remove(tmp);
-      throw;
-    }
-    std::filesystem::rename(tmp, output);
-  }
+  // Built in memory, then written through a temporary file as every output: a failed or
+  // interrupted write leaves nothing, and no link at either name is followed.
+  write_file_atomically(output, measurement_hdf5_image(output, rows, m.gpu, source, attributes));
   std::map<std::string, std::array<size_t, 2>> per_op;  // op -> {train, held out}
   for (const KernelMeasurement& row : rows)
     ++per_op[row.op][row.held_out ? 1 : 0];

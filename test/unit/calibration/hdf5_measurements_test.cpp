@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,34 @@ class Fixture {
   hid_t file_;
   std::vector<hid_t> groups_;
 };
+
+TEST(Hdf5Measurements, WritesRegularFilesOnlyAndTheSameBytesForTheSameRows) {
+  const auto csv = read_llmcompass_dir(kData / "llmcompass", "A100");
+  // Built in memory: the same rows give the same bytes, and libhdf5 opens no path.
+  const std::string image = measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass");
+  EXPECT_EQ(image, measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass"));
+  EXPECT_EQ(image.compare(0, 8, "\x89HDF\r\n\x1a\n"), 0);
+  // A symbolic link at the name is refused, its target untouched (libhdf5's own file creation
+  // followed it).
+  const std::filesystem::path victim = temp_path("victim.txt");
+  std::ofstream(victim) << "keep\n";
+  const std::filesystem::path link = temp_path("linked.h5");
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(victim, link);
+  EXPECT_THROW(write_measurement_hdf5(link, csv, "A100", "LLMCompass"), CalibrationDataError);
+  std::ifstream in(victim);
+  std::string kept;
+  std::getline(in, kept);
+  EXPECT_EQ(kept, "keep");
+  std::filesystem::remove(link);
+  std::filesystem::remove(victim);
+  // Written, the file is the image.
+  const std::filesystem::path path = temp_path("image.h5");
+  write_measurement_hdf5(path, csv, "A100", "LLMCompass");
+  std::ifstream f(path, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, image);
+}
 
 TEST(Hdf5Measurements, RoundTripsTheLlmcompassSweeps) {
   const auto csv = read_llmcompass_dir(kData / "llmcompass", "A100");

@@ -37,11 +37,13 @@ std::optional<DType> parse_dtype(std::string_view name);
 /// calibration/; every field is a datasheet or measured value cited in that file.
 struct DeviceProfile {
   std::string name;
-  /// Dense peak arithmetic rate per DType (indexed by static_cast<size_t>(DType)); zero where
-  /// the device has no such unit.
+  /// Dense peak arithmetic rate per DType (indexed by static_cast<size_t>(DType)) at sm_count
+  /// SMs and sm_boost_clock_mhz: a what-if on either has scaled the profile's stated peaks
+  /// (calibration/hardware_profile.h). Zero where the device has no such unit.
   std::array<FlopRate, kDTypeCount> peak_flops{};
   Bandwidth hbm_bandwidth;
   int64_t hbm_bytes = 0;
+  /// At sm_boost_clock_mhz (it scales with the clock, not with the SM count).
   Bandwidth l2_bandwidth;
   int64_t l2_bytes = 0;
   int32_t sm_count = 0;

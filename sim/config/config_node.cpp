@@ -986,6 +986,20 @@ std::optional<ConfigNode> ConfigNode::optional_child(std::string_view key) const
   return ConfigNode(doc_, found, join_key(key_path_, key), use_);
 }
 
+ConfigNode ConfigNode::child_or_empty_map(std::string_view key) const {
+  if (Node* found = lookup(*this, key)) {
+    return ConfigNode(doc_, found, join_key(key_path_, key), use_);
+  }
+  node_->kind = Kind::kMap;
+  auto value = std::make_unique<Node>();
+  value->kind = Kind::kMap;
+  value->flow = true;
+  value->source = node_->source;
+  Node* raw = value.get();
+  node_->entries.push_back(Entry{std::string(key), node_->source, 0, std::move(value), true});
+  return ConfigNode(doc_, raw, join_key(key_path_, key), use_);
+}
+
 ConfigNode ConfigNode::read_for(std::string_view use) const {
   if (use.empty()) throw std::invalid_argument("ConfigNode::read_for: empty use");
   std::vector<std::string>& uses = doc_->uses;

@@ -120,6 +120,9 @@ class ConfigNode {
   /// Missing key -> ConfigError "missing required key `key`".
   ConfigNode child(std::string_view key) const;
   std::optional<ConfigNode> optional_child(std::string_view key) const;
+  /// The map at `key`; when absent, an empty map added to the tree (as a default is), so that
+  /// the defaults a reader writes into it appear in resolved_yaml().
+  ConfigNode child_or_empty_map(std::string_view key) const;
 
   // --- Value of this node -------------------------------------------------------------------
   int64_t as_int() const;

@@ -129,6 +129,7 @@ HardwareProfile load_hardware_profile(const ConfigNode& profile) {
   const int64_t stated_clock = stated_at.get_int_in_or(
       "sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz,
       as_written_int(compute, "sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz));
+  hardware.stated_sm_count = static_cast<int32_t>(stated_sms);
   const double sm_scale = static_cast<double>(device.sm_count) / static_cast<double>(stated_sms);
   const double clock_scale =
       static_cast<double>(device.sm_boost_clock_mhz) / static_cast<double>(stated_clock);

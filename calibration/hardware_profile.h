@@ -102,6 +102,9 @@ struct HardwareProfile {
   AchievableFractions achievable;
   /// GPU time per kernel beyond its modelled work (see the contract); nullopt = not stated.
   std::optional<Duration> kernel_overhead;
+  /// The SM count the stated peaks hold at (peak_flops_at.sm_count): the chip as its profile
+  /// states it, of which `device.sm_count` may be a what-if.
+  int32_t stated_sm_count = 0;
 };
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):

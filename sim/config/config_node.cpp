@@ -725,16 +725,21 @@ std::optional<uint32_t> only_inactive_use(const Node& n, std::string_view key,
   return first;
 }
 
-/// Whether a value --set gave lies in `n` or below (defaults written into a --set map aside).
-bool given_by_set(const Node& n) {
-  if (n.source == nullptr) return true;
+/// The values --set gave in the subtree of `unused` (itself, or the highest ones below it;
+/// defaults written into a --set map aside), as entries of the same use.
+void given_by_set(const UnusedEntry& unused, std::vector<UnusedEntry>& out) {
+  const Node& n = *unused.value;
+  if (n.source == nullptr) {
+    out.push_back(UnusedEntry{unused.key_path, std::string(kOverrideSource), unused.use, &n});
+    return;
+  }
   for (const Entry& e : n.entries) {
-    if (!e.defaulted && given_by_set(*e.value)) return true;
+    if (!e.defaulted)
+      given_by_set({join_key(unused.key_path, e.key), "", unused.use, e.value.get()}, out);
   }
-  for (const auto& item : n.items) {
-    if (given_by_set(*item)) return true;
+  for (size_t i = 0; i < n.items.size(); ++i) {
+    given_by_set({index_key(unused.key_path, i), "", unused.use, n.items[i].get()}, out);
   }
-  return false;
 }
 
 /// Appends the unused entries below `n` (at `path`) to `out`: an entry whose whole subtree is
@@ -1392,16 +1397,19 @@ std::vector<std::string> ConfigDocument::unused_key_warnings(
   collect_unused(*state_->root, "", is_inactive, unused);
   std::vector<std::string> warnings;
   for (const InactiveUse& u : inactive) {
-    std::vector<const UnusedEntry*> keys;
+    std::vector<UnusedEntry> keys;
     for (const UnusedEntry& e : unused) {
       if (uses[e.use] != u.use) continue;
-      if (u.only_if_set && !given_by_set(*e.value)) continue;
-      keys.push_back(&e);
+      if (u.only_if_set) {
+        given_by_set(e, keys);  // only what a what-if changed is news: name those keys
+      } else {
+        keys.push_back(e);
+      }
     }
     if (keys.empty()) continue;
     std::string named;
     for (size_t i = 0; i < keys.size() && i < kMaxNamedUnusedKeys; ++i) {
-      named += fmt::format("{}`{}` ({})", i == 0 ? "" : ", ", keys[i]->key_path, keys[i]->location);
+      named += fmt::format("{}`{}` ({})", i == 0 ? "" : ", ", keys[i].key_path, keys[i].location);
     }
     if (keys.size() > kMaxNamedUnusedKeys) {
       named += fmt::format(" and {} more", keys.size() - kMaxNamedUnusedKeys);

@@ -74,10 +74,10 @@ struct InactiveUse {
   /// `seed_curve` prices collectives with the seed paper's fitted size -> bandwidth curves, not
   /// the fabric's links".
   std::string reason;
-  /// false: every key read only for this use is reported. true: only those whose value --set
-  /// gave (keys a library file states for other models, such as a profile's L2 size under a
-  /// kernel model without a cache model, or a fallback another file replaces, are not news
-  /// until a what-if changes them).
+  /// false: every key read only for this use is reported. true: only the values among them
+  /// that --set gave, each at its own key (keys a library file states for other models, such
+  /// as a profile's L2 size under a kernel model without a cache model, or a fallback another
+  /// file replaces, are not news until a what-if changes them).
   bool only_if_set = false;
 };
 

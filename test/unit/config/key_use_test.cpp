@@ -171,8 +171,8 @@ TEST(ConfigUnusedKeys, SetValuesAreNamedAsSetAndOnlyIfSetUsesWaitForOne) {
   const std::vector<std::string> warnings = doc.unused_key_warnings(inactive);
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0],
-            "kernel model `roofline` has no cache model, so this key changes nothing: `l2` "
-            "(gpu.yaml:4)");
+            "kernel model `roofline` has no cache model, so this key changes nothing: "
+            "`l2.bandwidth` (--set)");
   ConfigDocument only_set = ConfigDocument::parse_string(kProfile, "gpu.yaml");
   only_set.apply_override("l2.size=80MiB");
   const ConfigNode root = only_set.root();

@@ -50,7 +50,9 @@ struct DeviceProfile {
   /// SM boost clock (datasheet or whitepaper), MHz. With sm_count it ties the fp32 peak to the
   /// FP32 lanes per SM (peak = 2 x lanes x SMs x clock); the profiles are checked against it.
   int32_t sm_boost_clock_mhz = 0;
-  /// Host link (PCIe) bandwidth per direction, for host<->device copies.
+  /// Host link (PCIe) bandwidth per direction, for host<->device copies: the x16 rate of the
+  /// GPU's PCIe generation, which also caps a fabric's PCIe links at the GPU
+  /// (topology/fabric_loader.h).
   Bandwidth host_link_bandwidth;
 
   FlopRate peak(DType dtype) const { return peak_flops[static_cast<size_t>(dtype)]; }

@@ -249,5 +249,44 @@ TEST(ScenarioUnusedKeys, PlatformModelsAMeasuredTraceDoesNotUseAreNamedOnceChang
   EXPECT_EQ(r.ms, run("trace_dlrm_v100.yaml", {}).ms);
 }
 
+TEST(ScenarioUnusedKeys, MoreModelChoicesThatLeaveAKeyUnreadNameIt) {
+  // A trace's own T1-T5 (host: modelled) replace platform.host's model.
+  const Outcome modelled =
+      run("trace_dlrm_v100.yaml",
+          {"workload.mode=model", "workload.host=modelled", "platform.host.overheads.t1=10us"});
+  const std::vector<std::string> host = warnings_with(modelled, "host overheads measured with it");
+  ASSERT_EQ(host.size(), 1u);
+  EXPECT_TRUE(contains(host[0], "`platform.host.overheads.t1` (--set)")) << host[0];
+  // A scenario's attention section replaces the calibration file's.
+  const Outcome attention =
+      run("gpt2_4gpu.yaml", {"workload.layers=2", "platform.kernels.attention={block_m: 64}",
+                             "platform.kernels.calibration.attention={block_m: 32}"});
+  const std::vector<std::string> replaced =
+      warnings_with(attention, "calibration file's attention");
+  ASSERT_EQ(replaced.size(), 1u);
+  EXPECT_TRUE(contains(replaced[0], "`platform.kernels.calibration.attention` (--set)"))
+      << replaced[0];
+  // The roofline has no fp8 fraction.
+  const Outcome fp8 = run(
+      "dlrm_4gpu.yaml", {"platform.kernels={model: roofline}",
+                         "platform.gpu=" + (kConfigs / "hardware" / "h100_sxm5_80gb.yaml").string(),
+                         "platform.gpu.achievable.fp8_compute_fraction=0.5"});
+  const std::vector<std::string> rate = warnings_with(fp8, "prices fp8 at the fp8 peak");
+  ASSERT_EQ(rate.size(), 1u);
+  EXPECT_TRUE(contains(rate[0], "`platform.gpu.achievable.fp8_compute_fraction` (--set)"))
+      << rate[0];
+  // A fabric without PCIe at its GPUs (NVLink-C2C to the CPU, as Grace Hopper) has nothing for
+  // the GPU's PCIe generation to cap.
+  const Outcome c2c =
+      run("dlrm_4gpu.yaml",
+          {"platform.topology={name: c2c, node: {devices: [{id: cpu, kind: cpu}, {id: gpu, kind: "
+           "gpu, count: 4}], links: [{mesh: gpu*, kind: nvlink3, bandwidth: 100GB/s, latency: "
+           "700ns}, {from: gpu*, to: cpu, kind: c2c, bandwidth: 450GB/s, latency: 1us}]}}",
+           "platform.gpu.pcie_generation=3"});
+  const std::vector<std::string> no_pcie = warnings_with(c2c, "no PCIe link at a GPU");
+  ASSERT_EQ(no_pcie.size(), 1u);
+  EXPECT_TRUE(contains(no_pcie[0], "`platform.gpu.pcie_generation` (--set)")) << no_pcie[0];
+}
+
 }  // namespace
 }  // namespace upsim::cli

@@ -23,11 +23,14 @@
 //    the calibration files' fitted GEMM scales and the attention efficiencies (all fractions of
 //    the peak). The L2 bandwidth scales with the clock, not with the SM count: the whitepapers
 //    state it per clock (A100 5120 bytes/clk, V100 2048 bytes/clk: NVIDIA A100 Tensor Core GPU
-//    Architecture whitepaper, "L2 cache read bandwidth"), and it is delivered by the L2 slices of
-//    the memory partitions, whose number does not change with the SMs. HBM bandwidth and size
-//    scale with neither (the memory clock and the stacks set them), and neither do times
-//    fitted in seconds (kernel_overhead, the embedding model's latencies and floors, the host
-//    overheads).
+//    Architecture whitepaper, "L2 cache read bandwidth"; as remembered, not re-checked in this
+//    session), and it is delivered by the L2 slices of the memory partitions, whose number does
+//    not change with the SMs. HBM bandwidth and size scale with neither (the memory clock and
+//    the stacks set them), and neither do times fitted in seconds (kernel_overhead, the
+//    embedding model's latencies and floors, the host overheads). Embedding lookups are priced
+//    at the stated SM count (calibrated_kernel_cost.h says why).
+//  - `pcie_generation` gives the host link (pcie_x16_bandwidth), which also caps a fabric's
+//    PCIe links at the GPU (topology/fabric_loader.h).
 //  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet
 //    facts only): they describe what a real software stack reaches on that device, and they are
 //    parameters of one kernel model (the roofline). They live in the same file as the peaks they

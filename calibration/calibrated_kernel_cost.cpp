@@ -44,10 +44,15 @@ std::set<std::string, std::less<>> measured_ops(const KernelCalibration& c) {
 
 CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
                                            AchievableFractions achievable,
-                                           std::string kernel_overhead_note)
+                                           std::string kernel_overhead_note,
+                                           int32_t lookup_sm_count)
     : calibration_(std::move(calibration)),
       achievable_(achievable),
-      kernel_overhead_note_(std::move(kernel_overhead_note)) {
+      kernel_overhead_note_(std::move(kernel_overhead_note)),
+      lookup_sm_count_(lookup_sm_count) {
+  if (lookup_sm_count_ < 0) {
+    throw std::invalid_argument("calibrated: the lookup SM count must not be negative");
+  }
   if (calibration_.kernel_overhead < Duration::zero()) {
     throw std::invalid_argument("calibrated: kernel_overhead must not be negative");
   }
@@ -90,6 +95,11 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
                                   calibration_.curve_for(kernel.memory_op));
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
+      if (lookup_sm_count_ > 0 && lookup_sm_count_ != device.sm_count) {
+        DeviceProfile stated = device;
+        stated.sm_count = lookup_sm_count_;
+        return embedding_seconds(kernel, stated, achievable_, calibration_.embedding);
+      }
       return embedding_seconds(kernel, device, achievable_, calibration_.embedding);
     case KernelClass::kAttention:
       return attention_seconds(kernel, device, achievable_,
@@ -240,7 +250,7 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));
   try {
     return CalibratedKernelCost(std::move(calibration), hardware.achievable,
-                                std::move(kernel_overhead_note));
+                                std::move(kernel_overhead_note), hardware.stated_sm_count);
   } catch (const std::invalid_argument& e) {
     node.fail(e.what());
   }

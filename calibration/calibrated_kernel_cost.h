@@ -31,6 +31,14 @@
 //    calibration fitted on another GPU than `device`, a GEMM dtype without its own fit, a
 //    memory op without a measured curve, attention without an `attention:` section, the
 //    calibration file's kernel_overhead for a hardware profile without its own.
+//  - A what-if on the SM count (a device whose sm_count differs from `lookup_sm_count`, the
+//    stated chip's) prices arithmetic on its SMs (GEMM and attention waves over the scaled
+//    peaks), but embedding lookups as on the stated chip: the embedding model shares the L2
+//    among the tables its warps have in flight (sm_count x warps_per_sm / batch) and has no
+//    term for the DRAM requests fewer warps keep in flight (Little's law), so on fewer SMs it
+//    would keep more rows resident and charge nothing for the lost parallelism, pricing a chip
+//    with SMs disabled faster. Lookups are therefore never faster on fewer SMs, nor slower on
+//    more (the bandwidth they reach is the saturated HBM's either way).
 //  - Errors of the sub-models (a GEMM dtype the device has no unit for, negative work, a bad
 //    histogram) are std::invalid_argument naming the kernel class and the reason.
 #pragma once
@@ -50,8 +58,10 @@ class CalibratedKernelCost final : public KernelCostModel {
   /// `kernel_overhead_note`, when not empty, says where calibration.kernel_overhead was borrowed
   /// from (load_calibrated: a hardware profile without its own); borrowed_calibration repeats it
   /// for every kernel the overhead is added to.
+  /// `lookup_sm_count` (0: each device's own) is the SM count embedding lookups are priced at
+  /// (see the contract; load_calibrated passes the hardware profile's stated one).
   CalibratedKernelCost(KernelCalibration calibration, AchievableFractions achievable,
-                       std::string kernel_overhead_note = {});
+                       std::string kernel_overhead_note = {}, int32_t lookup_sm_count = 0);
 
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
   std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
@@ -72,6 +82,7 @@ class CalibratedKernelCost final : public KernelCostModel {
   KernelCalibration calibration_;
   AchievableFractions achievable_;
   std::string kernel_overhead_note_;
+  int32_t lookup_sm_count_ = 0;
 };
 
 /// Builds the model from a section `{model: calibrated, calibration: calibration/x.yaml}`:

@@ -5,6 +5,8 @@
 #include <array>
 #include <string>
 
+#include "sim/config/quantity_parse.h"
+
 namespace upsim {
 namespace {
 
@@ -51,13 +53,43 @@ std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation) {
   }
 }
 
-HardwareProfile load_hardware_profile(const ConfigNode& node) {
-  HardwareProfile profile;
-  DeviceProfile& device = profile.device;
-  device.name = node.get_string("name");
-  if (device.name.empty()) node.child("name").fail("must not be empty");
+namespace {
 
-  const ConfigNode peaks = node.child("peak_flops");
+/// `key` of `profile` as its file writes it (before --set), range-checked there; the current
+/// value when --set gave the key.
+int64_t as_written_int(const ConfigNode& profile, std::string_view key, int64_t lo, int64_t hi) {
+  const ConfigNode value = profile.child(key);
+  const std::optional<ConfigNode> written = value.as_written();
+  return (written ? *written : value).as_int_in(lo, hi);
+}
+
+/// Scales every stated peak by `scale` (the contract's what-if on SMs and clock); a scaled peak
+/// outside kHardwareRanges fails at `blame`.
+void scale_peaks(DeviceProfile& device, double scale, const ConfigNode& blame) {
+  if (scale == 1.0) return;
+  for (DType dtype : kAllDTypes) {
+    FlopRate& peak = device.peak_flops[static_cast<size_t>(dtype)];
+    if (peak.flops_per_second() <= 0.0) continue;
+    peak = FlopRate::flops_per_second(peak.flops_per_second() * scale);
+    if (peak.flops_per_second() < kHardwareRanges.min_peak.flops_per_second() ||
+        peak.flops_per_second() > kHardwareRanges.max_peak.flops_per_second()) {
+      blame.fail(fmt::format("scales the {} peak to {}, outside {} .. {}", dtype_name(dtype),
+                             format_flop_rate(peak), format_flop_rate(kHardwareRanges.min_peak),
+                             format_flop_rate(kHardwareRanges.max_peak)));
+    }
+  }
+}
+
+}  // namespace
+
+HardwareProfile load_hardware_profile(const ConfigNode& profile) {
+  HardwareProfile hardware;
+  DeviceProfile& device = hardware.device;
+  device.name = profile.get_string("name");
+  if (device.name.empty()) profile.child("name").fail("must not be empty");
+
+  const ConfigNode compute = profile.read_for(kHardwareComputeUse);
+  const ConfigNode peaks = compute.child("peak_flops");
   if (!peaks.is_map()) peaks.fail("must be a map from dtype to FLOP/s");
   for (const auto& [key, value] : peaks.map_entries()) {
     const std::optional<DType> dtype = parse_dtype(key);
@@ -74,44 +106,71 @@ HardwareProfile load_hardware_profile(const ConfigNode& node) {
     peaks.fail("must give the fp32 peak");
   }
 
-  const ConfigNode hbm = node.child("hbm");
-  device.hbm_bandwidth = memory_bandwidth(hbm, "bandwidth");
-  device.hbm_bytes =
-      hbm.get_bytes_in("size", kHardwareRanges.min_memory_bytes, kHardwareRanges.max_memory_bytes);
+  const ConfigNode memory = profile.read_for(kHardwareMemoryUse);
+  device.hbm_bandwidth = memory_bandwidth(memory.child("hbm"), "bandwidth");
+  device.hbm_bytes = profile.child("hbm").get_bytes_in("size", kHardwareRanges.min_memory_bytes,
+                                                       kHardwareRanges.max_memory_bytes);
 
-  const ConfigNode l2 = node.child("l2");
+  const ConfigNode l2 = profile.read_for(kHardwareL2Use).child("l2");
   device.l2_bytes =
       l2.get_bytes_in("size", kHardwareRanges.min_l2_bytes, kHardwareRanges.max_l2_bytes);
   // L2 bandwidth is not on the datasheets; profiles give it only where it was measured.
   if (l2.has("bandwidth")) device.l2_bandwidth = memory_bandwidth(l2, "bandwidth");
 
   device.sm_count =
-      static_cast<int32_t>(node.get_int_in("sm_count", 1, kHardwareRanges.max_sm_count));
+      static_cast<int32_t>(compute.get_int_in("sm_count", 1, kHardwareRanges.max_sm_count));
   device.sm_boost_clock_mhz = static_cast<int32_t>(
-      node.get_int_in("sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz));
+      compute.get_int_in("sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz));
+  // The SMs and clock the peaks are stated at (the contract); a what-if scales from them.
+  const ConfigNode stated_at = compute.child_or_empty_map("peak_flops_at");
+  const int64_t stated_sms =
+      stated_at.get_int_in_or("sm_count", 1, kHardwareRanges.max_sm_count,
+                              as_written_int(compute, "sm_count", 1, kHardwareRanges.max_sm_count));
+  const int64_t stated_clock = stated_at.get_int_in_or(
+      "sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz,
+      as_written_int(compute, "sm_boost_clock_mhz", 1, kHardwareRanges.max_sm_clock_mhz));
+  hardware.stated_sm_count = static_cast<int32_t>(stated_sms);
+  const double sm_scale = static_cast<double>(device.sm_count) / static_cast<double>(stated_sms);
+  const double clock_scale =
+      static_cast<double>(device.sm_boost_clock_mhz) / static_cast<double>(stated_clock);
+  scale_peaks(device, sm_scale * clock_scale,
+              compute.child(sm_scale != 1.0 ? "sm_count" : "sm_boost_clock_mhz"));
+  if (clock_scale != 1.0 && device.l2_bandwidth.bytes_per_second() > 0.0) {
+    device.l2_bandwidth = device.l2_bandwidth * clock_scale;
+    if (device.l2_bandwidth.bytes_per_second() >
+        kHardwareRanges.max_memory_bandwidth.bytes_per_second()) {
+      compute.child("sm_boost_clock_mhz")
+          .fail(fmt::format("scales the L2 bandwidth to {}, more than {}",
+                            format_bandwidth(device.l2_bandwidth),
+                            format_bandwidth(kHardwareRanges.max_memory_bandwidth)));
+    }
+  }
 
-  const int64_t generation = node.get_int("pcie_generation");
+  const ConfigNode host_link_node = profile.read_for(kHardwareHostLinkUse);
+  const int64_t generation = host_link_node.get_int("pcie_generation");
   const std::optional<Bandwidth> host_link = pcie_x16_bandwidth(generation);
   if (!host_link) {
-    node.child("pcie_generation").fail(fmt::format("must be 3, 4 or 5, got {}", generation));
+    host_link_node.child("pcie_generation")
+        .fail(fmt::format("must be 3, 4 or 5, got {}", generation));
   }
   device.host_link_bandwidth = *host_link;
 
-  const ConfigNode achievable = node.child("achievable");
-  profile.achievable.compute = fraction(achievable, "compute_fraction");
-  profile.achievable.memory = fraction(achievable, "memory_fraction");
-  if (achievable.has("fp8_compute_fraction")) {
+  hardware.achievable.compute = fraction(compute.child("achievable"), "compute_fraction");
+  hardware.achievable.memory = fraction(memory.child("achievable"), "memory_fraction");
+  const ConfigNode fp8 = profile.read_for(kHardwareFp8Use).child("achievable");
+  if (fp8.has("fp8_compute_fraction")) {
     if (device.peak(DType::kFp8).flops_per_second() <= 0.0) {
-      achievable.child("fp8_compute_fraction").fail("given, but the profile has no fp8 peak");
+      fp8.child("fp8_compute_fraction").fail("given, but the profile has no fp8 peak");
     }
-    profile.achievable.fp8_compute = fraction(achievable, "fp8_compute_fraction");
+    hardware.achievable.fp8_compute = fraction(fp8, "fp8_compute_fraction");
   }
   // 0 .. 1 ms, the calibration file's range for the same quantity.
-  if (node.has("kernel_overhead")) {
-    profile.kernel_overhead =
-        node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
+  const ConfigNode overhead = profile.read_for(kHardwareKernelOverheadUse);
+  if (overhead.has("kernel_overhead")) {
+    hardware.kernel_overhead =
+        overhead.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
   }
-  return profile;
+  return hardware;
 }
 
 }  // namespace upsim

@@ -11,6 +11,26 @@
 //    4.5 PFLOP/s dense fp8, 8 TB/s HBM, 192 GB, 148 SMs, ~2 GHz), so a what-if ("10x the HBM
 //    bandwidth") stays inside, while a typo or a unit slip (sm_count: 1e9, a clock in Hz,
 //    "19.5FLOP/s") that would overflow an int or price kernels for days is stopped.
+//  - Peaks follow the SMs and their clock: peak(dtype) = SMs x clock x the per-SM rate per
+//    cycle. The shipped profiles pin the peaks (datasheet dense peaks per dtype), which fixes
+//    the per-SM rate as peak / (SMs x clock) at the SM count and clock the peaks are stated at:
+//    `peak_flops_at: {sm_count, sm_boost_clock_mhz}`, by default the profile's own `sm_count`
+//    and `sm_boost_clock_mhz` as its file writes them (ConfigNode::as_written: before --set or
+//    a sweep's override), a default written into the resolved scenario so that it runs again
+//    alike. A profile whose sm_count or clock differs from peak_flops_at (a what-if) scales every
+//    peak by (sm_count / peak_flops_at.sm_count) x (clock / peak_flops_at.sm_boost_clock_mhz).
+//    What is stated relative to the peaks follows them: the achievable fractions, the fp8 rate,
+//    the calibration files' fitted GEMM scales and the attention efficiencies (all fractions of
+//    the peak). The L2 bandwidth scales with the clock, not with the SM count: the whitepapers
+//    state it per clock (A100 5120 bytes/clk, V100 2048 bytes/clk: NVIDIA A100 Tensor Core GPU
+//    Architecture whitepaper, "L2 cache read bandwidth"; as remembered, not re-checked in this
+//    session), and it is delivered by the L2 slices of the memory partitions, whose number does
+//    not change with the SMs. HBM bandwidth and size scale with neither (the memory clock and
+//    the stacks set them), and neither do times fitted in seconds (kernel_overhead, the
+//    embedding model's latencies and floors, the host overheads). Embedding lookups are priced
+//    at the stated SM count (calibrated_kernel_cost.h says why).
+//  - `pcie_generation` gives the host link (pcie_x16_bandwidth), which also caps a fabric's
+//    PCIe links at the GPU (topology/fabric_loader.h).
 //  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet
 //    facts only): they describe what a real software stack reaches on that device, and they are
 //    parameters of one kernel model (the roofline). They live in the same file as the peaks they
@@ -62,19 +82,43 @@ struct HardwareRanges {
 };
 inline constexpr HardwareRanges kHardwareRanges{};
 
+/// Uses of a profile's keys (ConfigNode::read_for): what each group feeds, so that the
+/// composition root can name the groups no active model reads. name and hbm.size are read
+/// unconditionally.
+/// peak_flops, peak_flops_at, sm_count, sm_boost_clock_mhz, achievable.compute_fraction: every
+/// kernel model prices arithmetic at the peaks.
+inline constexpr std::string_view kHardwareComputeUse = "hardware compute";
+/// hbm.bandwidth, achievable.memory_fraction: kernel models, and device-to-device copies.
+inline constexpr std::string_view kHardwareMemoryUse = "hardware memory bandwidth";
+/// l2.size, l2.bandwidth: the calibrated model's embedding-bag model.
+inline constexpr std::string_view kHardwareL2Use = "hardware L2";
+/// achievable.fp8_compute_fraction: the calibrated model's fp8 GEMMs.
+inline constexpr std::string_view kHardwareFp8Use = "hardware fp8 rate";
+/// kernel_overhead: the calibrated model, unless its section states its own.
+inline constexpr std::string_view kHardwareKernelOverheadUse = "hardware kernel overhead";
+/// pcie_generation: host <-> device copies (the collective models' host link, the fabric's
+/// PCIe links at the GPUs).
+inline constexpr std::string_view kHardwareHostLinkUse = "hardware host link";
+
 struct HardwareProfile {
   DeviceProfile device;
   AchievableFractions achievable;
   /// GPU time per kernel beyond its modelled work (see the contract); nullopt = not stated.
   std::optional<Duration> kernel_overhead;
+  /// The SM count the stated peaks hold at (peak_flops_at.sm_count): the chip as its profile
+  /// states it, of which `device.sm_count` may be a what-if.
+  int32_t stated_sm_count = 0;
 };
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
-///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, hbm.{bandwidth,size},
+///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, peak_flops_at.{sm_count,
+///   sm_boost_clock_mhz} (optional, see the contract), hbm.{bandwidth,size},
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
-///   fp8 peak)}, kernel_overhead (optional). Throws ConfigError (via node.fail) for missing
-///   keys, unknown dtypes, values outside kHardwareRanges and fractions outside (0, 1].
+///   fp8 peak)}, kernel_overhead (optional). The DeviceProfile's peaks and L2 bandwidth are the
+///   stated ones scaled to sm_count and the clock (the contract). Throws ConfigError (via
+///   node.fail) for missing keys, unknown dtypes, values outside kHardwareRanges (a scaled peak
+///   too, at the key that scaled it) and fractions outside (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 
 /// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate

@@ -173,7 +173,8 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
   c.source = node.get_string("source");
   // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
   c.kernel_overhead =
-      node.get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
+      node.read_for(kCalibrationKernelOverheadUse)
+          .get_duration_in("kernel_overhead", Duration::zero(), Duration::from_ms(1));
 
   const ConfigNode gemm = node.child("gemm");
   if (!gemm.is_map()) gemm.fail("must be a map from `default` or a dtype to GEMM parameters");
@@ -214,7 +215,7 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
   }
 
   c.embedding = read_embedding(node.child("embedding"));
-  if (const auto attention = node.optional_child("attention")) {
+  if (const auto attention = node.read_for(kCalibrationAttentionUse).optional_child("attention")) {
     c.attention = read_attention_params(*attention);
   }
 
@@ -223,18 +224,19 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
       if (name != "gemm" && !parse_memory_op(name)) {
         value.fail(fmt::format("unknown op `{}`; valid: gemm, {}", name, valid_ops()));
       }
-      c.measurement.emplace(name, read_harness(value));
+      c.measurement.emplace(name, read_harness(value.read_for(kCalibrationValidationUse)));
     }
   }
   if (const auto fit = node.optional_child("fit")) {
-    c.split = fit->get_string("split");
+    c.split = fit->read_for(kCalibrationValidationUse).get_string("split");
     for (const ConfigNode& row : fit->child("errors").items()) {
       FitError e;
       e.op = row.get_string("op");
-      e.train_points = static_cast<size_t>(row.get_int("train_points"));
-      e.held_out_points = static_cast<size_t>(row.get_int("held_out_points"));
-      e.train_geomean = row.get_double("train_geomean");
-      e.held_out_geomean = row.get_double("held_out_geomean");
+      const ConfigNode numbers = row.read_for(kCalibrationValidationUse);
+      e.train_points = static_cast<size_t>(numbers.get_int("train_points"));
+      e.held_out_points = static_cast<size_t>(numbers.get_int("held_out_points"));
+      e.train_geomean = numbers.get_double("train_geomean");
+      e.held_out_geomean = numbers.get_double("held_out_geomean");
       c.fit_errors.push_back(e);
     }
   }

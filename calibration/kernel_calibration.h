@@ -35,6 +35,11 @@
 //   fit:                             optional, informational: the split and the fit's errors
 //     split: "..."
 //     errors: [{op, train_points, held_out_points, train_geomean, held_out_geomean}, ...]
+// Uses (ConfigNode::read_for): kernel_overhead is read for kCalibrationKernelOverheadUse (a
+// fallback: load_calibrated takes the scenario's or the hardware profile's first), `attention`
+// for kCalibrationAttentionUse (a scenario's own attention section replaces it), and the values
+// of `measurement` and of `fit` (not the op names, which name the measured ops) for
+// kCalibrationValidationUse (validation reads them, a simulation never does).
 // Errors are ConfigErrors at the offending key (unknown dtype, unknown op, an op mapped to a
 // curve that is not defined, out-of-range parameters). Documented ranges (a fit or a what-if
 // stays inside; a typo or a unit slip does not): every *_scale, dim factor and compute_speedup
@@ -119,6 +124,10 @@ struct KernelCalibration {
 /// every other op -> "elementwise" (the curve fitted on the gelu sweep, the one plain streaming
 /// elementwise kernel measured).
 std::array<std::string, kMemoryOpCount> default_curve_of_op();
+
+inline constexpr std::string_view kCalibrationKernelOverheadUse = "calibration kernel overhead";
+inline constexpr std::string_view kCalibrationAttentionUse = "calibration attention";
+inline constexpr std::string_view kCalibrationValidationUse = "calibration validation";
 
 /// Reads a calibration document (schema above); throws ConfigError.
 KernelCalibration load_kernel_calibration(const ConfigNode& node);

@@ -1,5 +1,7 @@
 #include "calibration/model_registry.h"
 
+#include <fmt/format.h>
+
 #include "calibration/alpha_beta_collective_cost.h"
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/host_overhead_cpu_cost.h"
@@ -43,6 +45,65 @@ std::unique_ptr<CollectiveCostModel> make_collective_cost_model(const ConfigNode
     return std::make_unique<SeedCurveCollectiveCost>(load_seed_curve(node, hardware));
   }
   node.child("model").fail("collective model `" + name + "` has no builder");
+}
+
+std::vector<InactiveUse> kernel_model_unread_uses(const ConfigNode& node,
+                                                  const HardwareProfile& hardware) {
+  const std::string name = node.get_choice("model", kKernelModelNames);
+  std::vector<InactiveUse> out;
+  const auto add = [&](std::string_view use, std::string reason) {
+    out.push_back(InactiveUse{std::string(use), std::move(reason), true});
+  };
+  if (name == "roofline") {
+    add(kHardwareL2Use,
+        "kernel model `roofline` has no cache model (the L2 feeds the calibrated model's "
+        "embedding lookups)");
+    add(kHardwareFp8Use,
+        "kernel model `roofline` prices fp8 at the fp8 peak x compute_fraction (the measured fp8 "
+        "fraction feeds the calibrated model's fp8 GEMMs)");
+    add(kHardwareKernelOverheadUse,
+        "kernel model `roofline` adds its own kernel_overhead (platform.kernels.kernel_overhead, "
+        "default 5 us), not the hardware profile's");
+    return out;
+  }
+  add(kCalibrationValidationUse,
+      "a run reads a calibration file's fitted parameters; the values under its `measurement` "
+      "and `fit` describe the fit for `upsim validate kernels`");
+  const bool section_overhead = node.has("kernel_overhead");
+  if (section_overhead) {
+    add(kHardwareKernelOverheadUse,
+        "platform.kernels.kernel_overhead replaces the hardware profile's kernel_overhead");
+  }
+  if (section_overhead || hardware.kernel_overhead) {
+    add(kCalibrationKernelOverheadUse,
+        fmt::format("kernel model `calibrated` adds the {} kernel_overhead, not the calibration "
+                    "file's fallback",
+                    section_overhead ? "scenario's (platform.kernels)" : "hardware profile's"));
+  }
+  if (node.has("attention")) {
+    add(kCalibrationAttentionUse,
+        "platform.kernels.attention replaces the calibration file's attention section");
+  }
+  return out;
+}
+
+std::vector<InactiveUse> collective_model_unread_uses(const ConfigNode& node) {
+  const std::string name = node.get_choice("model", kCollectiveModelNames);
+  std::vector<InactiveUse> out;
+  if (name == "alpha_beta" && node.has("host_link")) {
+    out.push_back(InactiveUse{std::string(kHardwareHostLinkUse),
+                              "platform.interconnect.host_link sets the host link of "
+                              "`alpha_beta`, not the hardware profile's pcie_generation",
+                              true});
+  }
+  return out;
+}
+
+std::string_view collective_model_basis(std::string_view name) {
+  if (name == "seed_curve") {
+    return "the seed paper's fitted size -> bandwidth curves (platform.interconnect)";
+  }
+  return "one link kind's latency and bandwidth (platform.interconnect.link)";
 }
 
 }  // namespace upsim

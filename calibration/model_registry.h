@@ -9,6 +9,7 @@
 #include <array>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "calibration/hardware_profile.h"
 #include "sim/config/config_node.h"
@@ -33,5 +34,21 @@ std::unique_ptr<CpuCostModel> make_cpu_cost_model(const ConfigNode& node);
 /// `{model: alpha_beta, link: nvlink3, ...}` (see load_alpha_beta).
 std::unique_ptr<CollectiveCostModel> make_collective_cost_model(const ConfigNode& node,
                                                                 const HardwareProfile& hardware);
+
+/// The uses (ConfigNode::read_for) of the hardware profile (hardware_profile.h) and of the
+/// calibration file (kernel_calibration.h) that the kernel model of `node` (a section read by
+/// make_kernel_cost_model) does not read, each with the reason, only_if_set: the files state
+/// them for other models, as fallbacks or for validation, so they are news only when a what-if
+/// changes them.
+std::vector<InactiveUse> kernel_model_unread_uses(const ConfigNode& node,
+                                                  const HardwareProfile& hardware);
+
+/// The same for the collective model of `node` (read by make_collective_cost_model).
+std::vector<InactiveUse> collective_model_unread_uses(const ConfigNode& node);
+
+/// What the collective model `name` (kCollectiveModelNames) prices collectives with, for a
+/// message saying that it does not read a fabric: "the seed paper's fitted size -> bandwidth
+/// curves (platform.interconnect)".
+std::string_view collective_model_basis(std::string_view name);
 
 }  // namespace upsim

@@ -37,18 +37,22 @@ std::optional<DType> parse_dtype(std::string_view name);
 /// calibration/; every field is a datasheet or measured value cited in that file.
 struct DeviceProfile {
   std::string name;
-  /// Dense peak arithmetic rate per DType (indexed by static_cast<size_t>(DType)); zero where
-  /// the device has no such unit.
+  /// Dense peak arithmetic rate per DType (indexed by static_cast<size_t>(DType)) at sm_count
+  /// SMs and sm_boost_clock_mhz: a what-if on either has scaled the profile's stated peaks
+  /// (calibration/hardware_profile.h). Zero where the device has no such unit.
   std::array<FlopRate, kDTypeCount> peak_flops{};
   Bandwidth hbm_bandwidth;
   int64_t hbm_bytes = 0;
+  /// At sm_boost_clock_mhz (it scales with the clock, not with the SM count).
   Bandwidth l2_bandwidth;
   int64_t l2_bytes = 0;
   int32_t sm_count = 0;
   /// SM boost clock (datasheet or whitepaper), MHz. With sm_count it ties the fp32 peak to the
   /// FP32 lanes per SM (peak = 2 x lanes x SMs x clock); the profiles are checked against it.
   int32_t sm_boost_clock_mhz = 0;
-  /// Host link (PCIe) bandwidth per direction, for host<->device copies.
+  /// Host link (PCIe) bandwidth per direction, for host<->device copies: the x16 rate of the
+  /// GPU's PCIe generation, which also caps a fabric's PCIe links at the GPU
+  /// (topology/fabric_loader.h).
   Bandwidth host_link_bandwidth;
 
   FlopRate peak(DType dtype) const { return peak_flops[static_cast<size_t>(dtype)]; }

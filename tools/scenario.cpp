@@ -15,6 +15,7 @@
 #include "calibration/borrowed_calibration.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/host_overhead_cpu_cost.h"
+#include "calibration/kernel_calibration.h"
 #include "calibration/model_registry.h"
 #include "sim/config/quantity_parse.h"
 #include "tools/memory_limit.h"
@@ -32,6 +33,111 @@ std::vector<std::string_view> interconnect_models() {
   std::vector<std::string_view> names(kCollectiveModelNames.begin(), kCollectiveModelNames.end());
   names.push_back("flow");
   return names;
+}
+
+/// Uses (ConfigNode::read_for) of the platform's model sections: keys read through them change
+/// nothing when the workload prices no work with that model.
+constexpr std::string_view kKernelModelUse = "kernel model";
+constexpr std::string_view kHostModelUse = "host model";
+constexpr std::string_view kInterconnectModelUse = "interconnect model";
+
+/// Which of the platform's models price the workload's work (a trace workload may replay
+/// measured times); the reasons say why one does not.
+struct WorkloadPricing {
+  std::string no_gpu_work;  ///< empty: kernels, copies and collectives are priced
+  std::string no_host;      ///< empty: platform.host prices host time
+};
+
+WorkloadPricing workload_pricing(const Workload& workload, const WorkloadBuild& built,
+                                 bool measured) {
+  WorkloadPricing p;
+  if (workload.host_overheads()) {
+    p.no_host =
+        "the workload prices host time with the host overheads measured with it, not "
+        "platform.host's model";
+  }
+  if (!measured) return p;
+  if (!built.measured_run.prices_gpu_work) {
+    p.no_gpu_work =
+        "the workload replays its measured kernel, copy and collective times (no model prices "
+        "GPU work)";
+  }
+  if (!built.measured_run.prices_host && p.no_host.empty()) {
+    p.no_host = "the workload replays its measured host time (no model prices it)";
+  }
+  return p;
+}
+
+/// The uses (ConfigNode::read_for) of the scenario's files that no active model reads, with the
+/// reasons (ConfigDocument::unused_key_warnings). `gpu_pcie_links`: the fabric's PCIe links at
+/// GPUs, which the GPU's pcie_generation caps.
+std::vector<InactiveUse> inactive_uses(const ConfigNode& kernels, const ConfigNode& interconnect,
+                                       std::string_view interconnect_model,
+                                       const HardwareProfile& hardware, const Fabric* fabric,
+                                       bool gpu_pcie_links, const WorkloadPricing& pricing) {
+  std::vector<InactiveUse> out;
+  const auto add = [&](std::string_view use, const std::string& reason, bool only_if_set) {
+    out.push_back(InactiveUse{std::string(use), reason, only_if_set});
+  };
+  if (!pricing.no_host.empty()) add(kHostModelUse, pricing.no_host, true);
+  if (!pricing.no_gpu_work.empty()) {
+    // Required sections and library facts: news only when a what-if changes them.
+    for (std::string_view use :
+         {kKernelModelUse, kInterconnectModelUse, kHardwareComputeUse, kHardwareMemoryUse,
+          kHardwareL2Use, kHardwareFp8Use, kHardwareKernelOverheadUse, kHardwareHostLinkUse,
+          kCalibrationKernelOverheadUse, kCalibrationAttentionUse, kCalibrationValidationUse,
+          kFabricLinkCapacityUse}) {
+      add(use, pricing.no_gpu_work, true);
+    }
+    return out;
+  }
+  for (InactiveUse& u : kernel_model_unread_uses(kernels, hardware))
+    out.push_back(std::move(u));
+  if (interconnect_model == "flow") {
+    if (!gpu_pcie_links) {
+      add(kHardwareHostLinkUse,
+          fmt::format("the fabric `{}` has no PCIe link at a GPU for the GPU's pcie_generation "
+                      "to cap (host copies cross the links it states)",
+                      fabric->name()),
+          true);
+    }
+    return out;
+  }
+  for (InactiveUse& u : collective_model_unread_uses(interconnect))
+    out.push_back(std::move(u));
+  // A fabric given with a model that does not read it: the scenario asked for both.
+  if (fabric != nullptr) {
+    add(kFabricLinkCapacityUse,
+        fmt::format("interconnect model `{}` prices collectives and copies with {}, not the "
+                    "fabric's links (only `flow` moves bytes over them)",
+                    interconnect_model, collective_model_basis(interconnect_model)),
+        false);
+  }
+  return out;
+}
+
+/// A --set pcie_generation that moves no PCIe link at the GPUs of the fabric (each is stated at
+/// or below both generations' rates, and a link runs at its slower end): the warning naming the
+/// GPU's key and the topology's.
+std::optional<std::string> unchanged_pcie_links_warning(const ConfigNode& gpu_profile,
+                                                        const std::vector<GpuPcieLink>& links) {
+  const ConfigNode now = gpu_profile.read_for(kHardwareHostLinkUse).child("pcie_generation");
+  const std::optional<ConfigNode> written = now.as_written();
+  if (links.empty() || !written || !written->is_scalar()) return std::nullopt;
+  const std::optional<Bandwidth> before = pcie_x16_bandwidth(written->as_int());
+  const std::optional<Bandwidth> after = pcie_x16_bandwidth(now.as_int());
+  if (!before || !after || *before == *after) return std::nullopt;
+  for (const GpuPcieLink& link : links) {
+    if (std::min(link.stated, *before) != std::min(link.stated, *after)) return std::nullopt;
+  }
+  const GpuPcieLink& first = links.front();
+  return fmt::format(
+      "{} is {} ({} per direction on x16) instead of the profile's {} ({}), but that moves no "
+      "link: the topology states its {} PCIe link{} at the GPUs at {} ({} for {}), and a PCIe "
+      "link runs at the slower of its two ends",
+      now.key_path(), now.as_int(), format_bandwidth(*after), written->as_int(),
+      format_bandwidth(*before), links.size(), links.size() == 1 ? "" : "s",
+      format_bandwidth(first.stated), first.stated_at, first.name);
 }
 
 /// Seed-method.md 5.2: the seed's task generator rejects table sets above 0.8 x GPU memory.
@@ -222,9 +328,15 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
 
   // Platform: the GPUs and the models that price work on them.
   const ConfigNode platform = root.child("platform");
+  const ConfigNode gpu_profile = platform.load_reference("gpu");
+  const HardwareProfile hardware = load_hardware_profile(gpu_profile);
+  // The GPU's PCIe interface caps the PCIe links at it (topology/fabric_loader.h).
+  std::vector<GpuPcieLink> gpu_pcie_links;
   if (platform.has("topology")) {
     const ConfigNode topology = platform.load_reference("topology");
-    s.models.fabric = std::make_unique<Fabric>(load_fabric(topology));
+    FabricOptions options;
+    options.gpu_pcie_rate = hardware.device.host_link_bandwidth;
+    s.models.fabric = std::make_unique<Fabric>(load_fabric(topology, options, &gpu_pcie_links));
   }
   const int64_t fabric_gpus =
       s.models.fabric ? static_cast<int64_t>(s.models.fabric->gpus().size()) : 0;
@@ -252,7 +364,6 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
         "`platform.partial_fabric: true` to run on its first {} GPUs",
         gpus, s.models.fabric->name(), fabric_gpus, fabric_gpus, gpus));
   }
-  const HardwareProfile hardware = load_hardware_profile(platform.load_reference("gpu"));
   const double table_fraction =
       generated ? platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction)
                 : kDefaultTableMemoryFraction;
@@ -262,9 +373,11 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   }
   const bool memory_check_warns =
       generated && platform.get_choice_or("memory_check", {"error", "warn"}, "error") == "warn";
-  const ConfigNode kernels = platform.child("kernels");
-  const ConfigNode host = platform.child("host");
-  const ConfigNode interconnect = platform.child("interconnect");
+  // Read for their uses, so that a workload that prices no work with one of them names the keys
+  // that then change nothing (inactive_uses).
+  const ConfigNode kernels = platform.child("kernels").read_for(kKernelModelUse);
+  const ConfigNode host = platform.child("host").read_for(kHostModelUse);
+  const ConfigNode interconnect = platform.child("interconnect").read_for(kInterconnectModelUse);
   s.models.kernels = make_kernel_cost_model(kernels, hardware);
   s.models.cpu = make_cpu_cost_model(host);
   if (const std::optional<HostOverheads> measured = workload->host_overheads()) {
@@ -400,6 +513,19 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   for (const std::string& note :
        borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
     s.warnings.push_back("kernel model: " + note);
+  }
+  // Keys that change nothing say so (never silently): read for no active model, or a GPU
+  // pcie_generation that no link of the fabric follows.
+  const WorkloadPricing pricing = workload_pricing(*workload, built, !s.measured_iteration.empty());
+  const std::vector<InactiveUse> inactive =
+      inactive_uses(kernels, interconnect, interconnect_model, hardware, s.models.fabric.get(),
+                    !gpu_pcie_links.empty(), pricing);
+  for (std::string& w : doc.unused_key_warnings(inactive))
+    s.warnings.push_back(std::move(w));
+  if (interconnect_model == "flow" && pricing.no_gpu_work.empty()) {
+    if (std::optional<std::string> w = unchanged_pcie_links_warning(gpu_profile, gpu_pcie_links)) {
+      s.warnings.push_back(std::move(*w));
+    }
   }
   s.header = text;
   for (const std::string& w : s.warnings)

@@ -18,6 +18,12 @@
 //     topology: topologies/a100x4_nvlink.yaml     # topology/fabric_loader.h; rank r -> GPU r
 //     interconnect: {model: flow, tuning: collectives/nccl_like.yaml}   # tuning optional
 //     partial_fabric: false         # with a topology: true runs on its first `gpus` GPUs
+//   Keys that change nothing are warned about by name (ConfigDocument::unused_key_warnings):
+//   the fabric's link capacities under an interconnect model other than `flow`, profile and
+//   calibration values the kernel or collective model does not read once --set changes them
+//   (model_registry.h), the platform's models and the GPU's facts when a trace workload replays
+//   what they would price, and a --set pcie_generation that no PCIe link at the GPUs follows
+//   (the GPU's PCIe rate caps those links, topology/fabric_loader.h).
 //   With a topology, `gpus` defaults to the fabric's GPU count and may not exceed it; fewer
 //   GPUs than the fabric has is an error unless partial_fabric is true (a run on part of a
 //   fabric crosses fewer links; the summary's platform line then says so).
@@ -136,7 +142,8 @@ struct Scenario {
   MeasuredComparison comparison;
   /// GPUs the graph stands for (WorkloadBuild::represented_gpus; never 0 here).
   uint32_t represented_gpus = 0;
-  /// The workload's warnings and the memory check's (also in `description`, as "warning: ...").
+  /// The workload's warnings, the memory check's, borrowed calibrations and keys that change
+  /// nothing (also in `description`, as "warning: ...").
   std::vector<std::string> warnings;
   /// The ranks the workload suggests for the Chrome trace of a large run (WorkloadBuild).
   std::optional<TraceRankSuggestion> trace_ranks;

@@ -36,7 +36,20 @@ struct LinkSpec {
   std::string kind;
   Bandwidth bandwidth;
   Duration latency;
+  /// The value that states `bandwidth` (the link's own, or its link_kinds entry's).
+  std::optional<ConfigNode> bandwidth_at;
 };
+
+/// A link of a PCIe kind (see the header): pcie3, pcie4, pcie5, pcie_gen4, ...
+bool is_pcie_kind(std::string_view kind) {
+  return kind.starts_with("pcie");
+}
+
+/// "`node.link_kinds.pcie4.bandwidth` (file:line)", or "(--set)" for a value --set gave.
+std::string located(const ConfigNode& value) {
+  if (value.file() == kOverrideSource) return fmt::format("`{}` (--set)", value.key_path());
+  return fmt::format("`{}` ({}:{})", value.key_path(), value.file().string(), value.line());
+}
 
 struct TemplateDevice {
   std::string id;
@@ -133,6 +146,7 @@ using LinkKindTable = std::map<std::string, LinkSpec, std::less<>>;
 /// no table). With a table the kind must be one of its keys and the others default to it.
 LinkSpec read_link_spec(const ConfigNode& n, const LinkKindTable* kinds) {
   LinkSpec s;
+  const ConfigNode capacity = n.read_for(kFabricLinkCapacityUse);
   if (kinds != nullptr) {
     std::vector<std::string_view> names;
     names.reserve(kinds->size());
@@ -140,8 +154,14 @@ LinkSpec read_link_spec(const ConfigNode& n, const LinkKindTable* kinds) {
       names.push_back(entry.first);
     s.kind = n.get_choice("kind", std::span<const std::string_view>(names));
     const LinkSpec& defaults = kinds->find(s.kind)->second;
-    s.bandwidth = n.has("bandwidth") ? read_bandwidth(n, "bandwidth") : defaults.bandwidth;
-    s.latency = n.has("latency") ? read_latency(n, "latency") : defaults.latency;
+    if (capacity.has("bandwidth")) {
+      s.bandwidth = read_bandwidth(capacity, "bandwidth");
+      s.bandwidth_at = capacity.child("bandwidth");
+    } else {
+      s.bandwidth = defaults.bandwidth;
+      s.bandwidth_at = defaults.bandwidth_at;
+    }
+    s.latency = capacity.has("latency") ? read_latency(capacity, "latency") : defaults.latency;
     return s;
   }
   s.kind = n.get_string("kind");
@@ -150,8 +170,9 @@ LinkSpec read_link_spec(const ConfigNode& n, const LinkKindTable* kinds) {
         "invalid link kind `{}`: use letters, digits and `_` (e.g. nvlink4, pcie5, ib_ndr)",
         s.kind));
   }
-  s.bandwidth = read_bandwidth(n, "bandwidth");
-  s.latency = read_latency(n, "latency");
+  s.bandwidth = read_bandwidth(capacity, "bandwidth");
+  s.bandwidth_at = capacity.child("bandwidth");
+  s.latency = read_latency(capacity, "latency");
   return s;
 }
 
@@ -161,8 +182,9 @@ LinkKindTable read_link_kinds(const ConfigNode& table) {
     if (!is_valid_link_kind(name)) {
       value.fail(fmt::format("invalid link kind `{}`: use letters, digits and `_`", name));
     }
-    kinds.emplace(
-        name, LinkSpec{name, read_bandwidth(value, "bandwidth"), read_latency(value, "latency")});
+    const ConfigNode capacity = value.read_for(kFabricLinkCapacityUse);
+    kinds.emplace(name, LinkSpec{name, read_bandwidth(capacity, "bandwidth"),
+                                 read_latency(capacity, "latency"), capacity.child("bandwidth")});
   }
   return kinds;
 }
@@ -324,10 +346,11 @@ void read_links(const ConfigNode& links, const LinkKindTable* kinds, NodeTemplat
   for (const ConfigNode& item : links.items()) {
     const auto endpoints = link_endpoints(item, t);
     LinkSpec spec = read_link_spec(item, kinds);
-    if (item.has("count")) {
-      const int64_t count = item.get_positive_int("count");
+    const ConfigNode capacity = item.read_for(kFabricLinkCapacityUse);
+    if (capacity.has("count")) {
+      const int64_t count = capacity.get_positive_int("count");
       if (count > kMaxParallelLinks) {
-        item.child("count").fail(
+        capacity.child("count").fail(
             fmt::format("at most {} parallel links, got {}", kMaxParallelLinks, count));
       }
       spec.bandwidth = spec.bandwidth * static_cast<double>(count);
@@ -390,8 +413,9 @@ void build_network(Assembly& fabric, const ConfigNode& net, const NodeTemplate& 
   std::optional<LinkSpec> uplink;
   if (auto value = net.optional_child("switch_link")) uplink = read_link_spec(*value, nullptr);
   const int64_t per_leaf = net.get_positive_int_or("nodes_per_leaf", nodes);
-  const double oversubscription =
-      net.get_double_in_or("oversubscription", kMinOversubscription, kMaxOversubscription, 1.0);
+  const ConfigNode capacity = net.read_for(kFabricLinkCapacityUse);
+  const double oversubscription = capacity.get_double_in_or(
+      "oversubscription", kMinOversubscription, kMaxOversubscription, 1.0);
   const auto rails = static_cast<int64_t>(t.nics.size());
   if (rails == 0) net.fail("the node template declares no NIC for the network to connect");
 
@@ -429,13 +453,13 @@ void build_network(Assembly& fabric, const ConfigNode& net, const NodeTemplate& 
       cables[l] = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(exact * (1.0 - 1e-12))));
       most = std::max(most, cables[l]);
     }
-    const int64_t asked = net.get_positive_int_or("spines", std::min(most, kMaxSpines));
+    const int64_t asked = capacity.get_positive_int_or("spines", std::min(most, kMaxSpines));
     if (asked > kMaxSpines) {
-      net.child("spines").fail(fmt::format("at most {} spines, got {}", kMaxSpines, asked));
+      capacity.child("spines").fail(fmt::format("at most {} spines, got {}", kMaxSpines, asked));
     }
     spines = std::min(asked, most);
-  } else if (net.has("spines")) {
-    net.get_positive_int("spines");  // read so it counts as used; one leaf needs no spine
+  } else if (capacity.has("spines")) {
+    capacity.get_positive_int("spines");  // read so it counts as used; one leaf needs no spine
   }
 
   int64_t link_count = 0;
@@ -555,9 +579,26 @@ void check_connectivity(const Assembly& fabric, const NodeTemplate& t, int64_t n
   }
 }
 
+/// Caps the PCIe links at GPUs of `t` at `rate` (see the header) and lists them as stated.
+void apply_gpu_pcie_rate(NodeTemplate& t, const std::optional<Bandwidth>& rate,
+                         std::vector<GpuPcieLink>* stated) {
+  for (TemplateLink& l : t.links) {
+    const bool at_gpu =
+        t.devices[l.a].kind == DeviceKind::kGpu || t.devices[l.b].kind == DeviceKind::kGpu;
+    if (!at_gpu || !is_pcie_kind(l.spec.kind)) continue;
+    if (stated != nullptr) {
+      stated->push_back(GpuPcieLink{
+          fmt::format("{} -- {} ({})", t.devices[l.a].id, t.devices[l.b].id, l.spec.kind),
+          l.spec.bandwidth, l.spec.bandwidth_at ? located(*l.spec.bandwidth_at) : ""});
+    }
+    if (rate && *rate < l.spec.bandwidth) l.spec.bandwidth = *rate;
+  }
+}
+
 }  // namespace
 
-Fabric load_fabric(const ConfigNode& root) {
+Fabric load_fabric(const ConfigNode& root, const FabricOptions& options,
+                   std::vector<GpuPcieLink>* gpu_pcie_links) {
   const std::string name = root.get_string("name");
   if (name.empty()) root.child("name").fail("the fabric name must not be empty");
   const int64_t nodes = root.get_positive_int_or("nodes", 1);
@@ -565,7 +606,8 @@ Fabric load_fabric(const ConfigNode& root) {
   if (nodes > kMaxNodes) {
     nodes_value.fail(fmt::format("at most {} nodes are supported, got {}", kMaxNodes, nodes));
   }
-  const NodeTemplate t = read_template(root.load_reference("node"));
+  NodeTemplate t = read_template(root.load_reference("node"));
+  apply_gpu_pcie_rate(t, options.gpu_pcie_rate, gpu_pcie_links);
   const std::optional<ConfigNode> net = root.optional_child("network");
   if (nodes > 1 && !net) {
     nodes_value.fail(fmt::format("{} nodes need a `network` section to connect them", nodes));

@@ -81,6 +81,19 @@
 //   switch -> CPU -> PCIe switch -> GPU); NCCL avoids both with rail-matched channels. Three-level
 //   Clos networks are not generated.
 //
+// The GPU's own PCIe interface (FabricOptions::gpu_pcie_rate, from the hardware profile's
+// pcie_generation): a link whose kind names PCIe (starts with `pcie`, as pcie4 or pcie5; the
+// same test as the tuning's PCI family, nccl_tuning.h) with a GPU at one end runs at the slower
+// of its stated bandwidth (x count) and the GPU's rate, as a PCIe link trains at the lower
+// generation of its two ends (PCI Express Base Specification, link training). Links further up
+// (switch to CPU) keep their stated bandwidth: they are the switch's.
+//
+// Uses (ConfigNode::read_for): the keys that set link capacities -- `bandwidth`, `latency` and
+// `count` of links and link_kinds, nic_link and switch_link bandwidth and latency,
+// oversubscription and spines -- are read for kFabricLinkCapacityUse; only a network model that
+// moves bytes over the links (the flow network) reads them. Devices, link endpoints and kinds
+// are read unconditionally (GPU count, nodes and routes need them).
+//
 // Validation: every error is a ConfigError naming file, line and key path of the value at
 // fault: unknown keys or kinds, unitless or non-positive bandwidths, links to unknown devices,
 // duplicate ids or links, a bad node count, a multi-node fabric without a network, GPUs that
@@ -90,6 +103,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "sim/config/config_node.h"
 #include "topology/fabric.h"
@@ -108,10 +125,30 @@ inline constexpr int64_t kMaxSpines = 4096;
 inline constexpr int64_t kMaxFabricDevices = 1'000'000;
 inline constexpr int64_t kMaxFabricLinks = 4'000'000;  ///< full-duplex links
 
+/// The use of the keys that set link capacities (see the header).
+inline constexpr std::string_view kFabricLinkCapacityUse = "fabric link capacity";
+
+/// What the platform adds to the links a fabric file states.
+struct FabricOptions {
+  /// The GPU's PCIe rate per direction (x16 of its generation; see the header); nullopt: PCIe
+  /// links at GPUs as stated.
+  std::optional<Bandwidth> gpu_pcie_rate;
+};
+
+/// A PCIe link at a GPU as the fabric file states it: one per link of the node template (every
+/// node has the same).
+struct GpuPcieLink {
+  std::string name;       ///< "gpu0 -- pcie0 (pcie4)"
+  Bandwidth stated;       ///< bandwidth x count, before the GPU's rate caps it
+  std::string stated_at;  ///< "`node.link_kinds.pcie4.bandwidth` (file:line)", or "(--set)"
+};
+
 /// Reads the fabric document whose root is `root` (a scenario calls
 /// `platform.load_reference("topology")` and passes the result), builds it and seals it.
 /// Throws ConfigError; never FabricError. Keys it does not know are left unread, so the caller's
-/// ConfigDocument::check_all_keys_used() reports them.
-Fabric load_fabric(const ConfigNode& root);
+/// ConfigDocument::check_all_keys_used() reports them. `gpu_pcie_links`, when given, receives
+/// the PCIe links at GPUs as stated (for a caller that says when the GPU's rate changes none).
+Fabric load_fabric(const ConfigNode& root, const FabricOptions& options = {},
+                   std::vector<GpuPcieLink>* gpu_pcie_links = nullptr);
 
 }  // namespace upsim

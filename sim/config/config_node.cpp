@@ -39,6 +39,7 @@ struct Entry {
   const SourceFile* key_source = nullptr;  // nullptr: the key was added by --set
   int key_line = 0;
   std::unique_ptr<Node> value;
+  bool defaulted = false;  // written by a get_*_or default: no input states it
 };
 
 /// One step of a --set path: a map key, or a sequence index (bracketed = written as `[i]`).
@@ -54,6 +55,13 @@ struct PendingOverride {
   std::unique_ptr<Node> value;
 };
 
+/// A key of a map looked up by a reader for a use (index into DocumentState::uses; 0 = read
+/// unconditionally).
+struct KeyUse {
+  std::string key;
+  uint32_t use = 0;
+};
+
 struct Node {
   Kind kind = Kind::kNull;
   std::string scalar;
@@ -67,6 +75,8 @@ struct Node {
   std::optional<std::filesystem::path> reference;  // set once a file was inlined here
   std::optional<std::filesystem::path> path;       // set once read as a path (get_path)
   std::vector<PendingOverride> pending;
+  std::vector<KeyUse> key_uses;   // (key, use) pairs readers looked up, each once
+  std::unique_ptr<Node> written;  // the file's value a --set replaced (ConfigNode::as_written)
 };
 
 struct DocumentState {
@@ -74,12 +84,14 @@ struct DocumentState {
   std::unique_ptr<Node> root;
   std::filesystem::path override_file{std::string(kOverrideSource)};
   std::vector<std::string> overrides;  // key paths of the applied --set assignments
+  std::vector<std::string> uses{""};   // names passed to ConfigNode::read_for; 0 = none
 };
 
 struct NodeAccess {
-  static ConfigNode make(DocumentState* doc, Node* node, std::string key_path) {
-    return ConfigNode(doc, node, std::move(key_path));
+  static ConfigNode make(DocumentState* doc, Node* node, std::string key_path, uint32_t use) {
+    return ConfigNode(doc, node, std::move(key_path), use);
   }
+  static uint32_t use(const ConfigNode& n) { return n.use_; }
   static Node& node(const ConfigNode& n) { return *n.node_; }
   static DocumentState& doc(const ConfigNode& n) { return *n.doc_; }
 };
@@ -588,6 +600,15 @@ Entry* find_entry(Node& n, std::string_view key) {
   return nullptr;
 }
 
+// Puts `value` in place of `target`, keeping the value a file stated there (Node::written): the
+// file's value survives any number of --set on the same key.
+void replace_value(Node& target, std::unique_ptr<Node> value) {
+  std::unique_ptr<Node> written = std::move(target.written);
+  if (!written && target.source != nullptr) written = std::make_unique<Node>(std::move(target));
+  target = std::move(*value);
+  target.written = std::move(written);
+}
+
 // Writes `value` at `rest` below `cur` (whose key path is `cur_path`).
 void apply_at(Node* cur, std::string cur_path, std::span<const PathSegment> rest,
               std::unique_ptr<Node> value, const std::string& path_text) {
@@ -616,7 +637,7 @@ void apply_at(Node* cur, std::string cur_path, std::span<const PathSegment> rest
       Entry* e = find_entry(*cur, seg.text);
       if (last) {
         if (e != nullptr) {
-          *e->value = std::move(*value);
+          replace_value(*e->value, std::move(value));
         } else {
           cur->entries.push_back(Entry{seg.text, nullptr, 0, std::move(value)});
         }
@@ -640,7 +661,7 @@ void apply_at(Node* cur, std::string cur_path, std::span<const PathSegment> rest
       }
       if (*index == cur->items.size()) cur->items.push_back(make_override_node());
       if (last) {
-        *cur->items[*index] = std::move(*value);
+        replace_value(*cur->items[*index], std::move(value));
         return;
       }
       next = cur->items[*index].get();
@@ -680,6 +701,80 @@ void check_node(const Node& n, const std::string& path) {
         n.pending.front().path_text,
         fmt::format("`{}` holds {}, not a map or a loaded file reference", path, describe(n)));
   }
+}
+
+/// A key the input states that readers read only for inactive uses.
+struct UnusedEntry {
+  std::string key_path;
+  std::string location;  // "file:line" or "--set"
+  uint32_t use = 0;      // the first inactive use it was read for
+  const Node* value = nullptr;
+};
+
+/// The first use `key` of map `n` was read for when every use it was read for is inactive
+/// (`inactive[use]`); nullopt when a reader consumed it (unconditionally or for an active use)
+/// or none asked for it.
+std::optional<uint32_t> only_inactive_use(const Node& n, std::string_view key,
+                                          const std::vector<char>& inactive) {
+  std::optional<uint32_t> first;
+  for (const config_detail::KeyUse& u : n.key_uses) {
+    if (u.key != key) continue;
+    if (u.use == 0 || inactive[u.use] == 0) return std::nullopt;
+    if (!first) first = u.use;
+  }
+  return first;
+}
+
+/// The values --set gave in the subtree of `unused` (itself, or the highest ones below it;
+/// defaults written into a --set map aside), as entries of the same use.
+void given_by_set(const UnusedEntry& unused, std::vector<UnusedEntry>& out) {
+  const Node& n = *unused.value;
+  if (n.source == nullptr) {
+    out.push_back(UnusedEntry{unused.key_path, std::string(kOverrideSource), unused.use, &n});
+    return;
+  }
+  for (const Entry& e : n.entries) {
+    if (!e.defaulted)
+      given_by_set({join_key(unused.key_path, e.key), "", unused.use, e.value.get()}, out);
+  }
+  for (size_t i = 0; i < n.items.size(); ++i) {
+    given_by_set({index_key(unused.key_path, i), "", unused.use, n.items[i].get()}, out);
+  }
+}
+
+/// Appends the unused entries below `n` (at `path`) to `out`: an entry whose whole subtree is
+/// read only for inactive uses once, at its highest key; defaults never. Returns whether nothing
+/// in `n`'s subtree was consumed.
+bool collect_unused(const Node& n, const std::string& path, const std::vector<char>& inactive,
+                    std::vector<UnusedEntry>& out) {
+  bool nothing_consumed = true;
+  if (n.kind == Kind::kSequence) {
+    for (size_t i = 0; i < n.items.size(); ++i) {
+      nothing_consumed =
+          collect_unused(*n.items[i], index_key(path, i), inactive, out) && nothing_consumed;
+    }
+    return nothing_consumed;
+  }
+  for (const Entry& e : n.entries) {
+    const std::string child_path = join_key(path, e.key);
+    std::vector<UnusedEntry> below;
+    const bool subtree_unused = collect_unused(*e.value, child_path, inactive, below);
+    const std::optional<uint32_t> use = only_inactive_use(n, e.key, inactive);
+    if (use && subtree_unused) {
+      if (!e.defaulted) {
+        const std::string location =
+            e.value->source == nullptr
+                ? std::string(kOverrideSource)
+                : fmt::format("{}:{}", source_name(e.key_source), e.key_line);
+        out.push_back(UnusedEntry{child_path, location, *use, e.value.get()});
+      }
+      continue;
+    }
+    nothing_consumed = false;
+    out.insert(out.end(), std::make_move_iterator(below.begin()),
+               std::make_move_iterator(below.end()));
+  }
+  return nothing_consumed;
 }
 
 void emit(YAML::Emitter& out, const Node& n) {
@@ -724,15 +819,19 @@ void require_map(const ConfigNode& self) {
   }
 }
 
-void note_asked(Node& n, std::string_view key) {
+void note_asked(Node& n, std::string_view key, uint32_t use) {
   if (std::find(n.asked.begin(), n.asked.end(), key) == n.asked.end()) n.asked.emplace_back(key);
+  const auto same = [&](const config_detail::KeyUse& u) { return u.key == key && u.use == use; };
+  if (std::none_of(n.key_uses.begin(), n.key_uses.end(), same)) {
+    n.key_uses.push_back(config_detail::KeyUse{std::string(key), use});
+  }
 }
 
-// Looks `key` up, marking it asked; nullptr when absent.
+// Looks `key` up, marking it asked (for the view's use); nullptr when absent.
 Node* lookup(const ConfigNode& self, std::string_view key) {
   require_map(self);
   Node& n = NodeAccess::node(self);
-  note_asked(n, key);
+  note_asked(n, key, NodeAccess::use(self));
   Entry* e = find_entry(n, key);
   return e == nullptr ? nullptr : e->value.get();
 }
@@ -744,7 +843,8 @@ enum class DefaultKind { kValue, kString };
 ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::string text,
                             DefaultKind kind = DefaultKind::kValue) {
   if (Node* found = lookup(self, key)) {
-    return NodeAccess::make(&NodeAccess::doc(self), found, join_key(self.key_path(), key));
+    return NodeAccess::make(&NodeAccess::doc(self), found, join_key(self.key_path(), key),
+                            NodeAccess::use(self));
   }
   Node& n = NodeAccess::node(self);
   n.kind = Kind::kMap;
@@ -754,8 +854,9 @@ ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::s
   value->scalar = std::move(text);
   value->source = n.source;
   Node* raw = value.get();
-  n.entries.push_back(Entry{std::string(key), n.source, 0, std::move(value)});
-  return NodeAccess::make(&NodeAccess::doc(self), raw, join_key(self.key_path(), key));
+  n.entries.push_back(Entry{std::string(key), n.source, 0, std::move(value), true});
+  return NodeAccess::make(&NodeAccess::doc(self), raw, join_key(self.key_path(), key),
+                          NodeAccess::use(self));
 }
 
 const std::string& scalar_text(const ConfigNode& self, std::string_view expected) {
@@ -836,7 +937,7 @@ std::vector<ConfigNode> ConfigNode::items() const {
   std::vector<ConfigNode> out;
   out.reserve(node_->items.size());
   for (size_t i = 0; i < node_->items.size(); ++i) {
-    out.push_back(ConfigNode(doc_, node_->items[i].get(), index_key(key_path_, i)));
+    out.push_back(ConfigNode(doc_, node_->items[i].get(), index_key(key_path_, i), use_));
   }
   return out;
 }
@@ -855,8 +956,8 @@ std::vector<std::pair<std::string, ConfigNode>> ConfigNode::map_entries() const 
   std::vector<std::pair<std::string, ConfigNode>> out;
   out.reserve(node_->entries.size());
   for (Entry& e : node_->entries) {
-    note_asked(*node_, e.key);
-    out.emplace_back(e.key, ConfigNode(doc_, e.value.get(), join_key(key_path_, e.key)));
+    note_asked(*node_, e.key, use_);
+    out.emplace_back(e.key, ConfigNode(doc_, e.value.get(), join_key(key_path_, e.key), use_));
   }
   return out;
 }
@@ -881,13 +982,41 @@ ConfigNode ConfigNode::child(std::string_view key) const {
     }
     fail(fmt::format("missing required key `{}`", key));
   }
-  return ConfigNode(doc_, found, join_key(key_path_, key));
+  return ConfigNode(doc_, found, join_key(key_path_, key), use_);
 }
 
 std::optional<ConfigNode> ConfigNode::optional_child(std::string_view key) const {
   Node* found = lookup(*this, key);
   if (found == nullptr) return std::nullopt;
-  return ConfigNode(doc_, found, join_key(key_path_, key));
+  return ConfigNode(doc_, found, join_key(key_path_, key), use_);
+}
+
+ConfigNode ConfigNode::child_or_empty_map(std::string_view key) const {
+  if (Node* found = lookup(*this, key)) {
+    return ConfigNode(doc_, found, join_key(key_path_, key), use_);
+  }
+  node_->kind = Kind::kMap;
+  auto value = std::make_unique<Node>();
+  value->kind = Kind::kMap;
+  value->flow = true;
+  value->source = node_->source;
+  Node* raw = value.get();
+  node_->entries.push_back(Entry{std::string(key), node_->source, 0, std::move(value), true});
+  return ConfigNode(doc_, raw, join_key(key_path_, key), use_);
+}
+
+ConfigNode ConfigNode::read_for(std::string_view use) const {
+  if (use.empty()) throw std::invalid_argument("ConfigNode::read_for: empty use");
+  std::vector<std::string>& uses = doc_->uses;
+  auto it = std::find(uses.begin(), uses.end(), use);
+  if (it == uses.end()) it = uses.insert(uses.end(), std::string(use));
+  return ConfigNode(doc_, node_, key_path_, static_cast<uint32_t>(it - uses.begin()));
+}
+
+std::optional<ConfigNode> ConfigNode::as_written() const {
+  if (node_->written) return ConfigNode(doc_, node_->written.get(), key_path_, use_);
+  if (node_->source == nullptr) return std::nullopt;
+  return *this;
 }
 
 int64_t ConfigNode::as_int() const {
@@ -1254,6 +1383,42 @@ const std::filesystem::path& ConfigDocument::file() const {
 
 void ConfigDocument::check_all_keys_used() const {
   check_node(*state_->root, "");
+}
+
+std::vector<std::string> ConfigDocument::unused_key_warnings(
+    std::span<const InactiveUse> inactive) const {
+  const std::vector<std::string>& uses = state_->uses;
+  std::vector<char> is_inactive(uses.size(), 0);
+  for (const InactiveUse& u : inactive) {
+    const auto it = std::find(uses.begin(), uses.end(), u.use);
+    if (!u.use.empty() && it != uses.end()) is_inactive[static_cast<size_t>(it - uses.begin())] = 1;
+  }
+  std::vector<UnusedEntry> unused;
+  collect_unused(*state_->root, "", is_inactive, unused);
+  std::vector<std::string> warnings;
+  for (const InactiveUse& u : inactive) {
+    std::vector<UnusedEntry> keys;
+    for (const UnusedEntry& e : unused) {
+      if (uses[e.use] != u.use) continue;
+      if (u.only_if_set) {
+        given_by_set(e, keys);  // only what a what-if changed is news: name those keys
+      } else {
+        keys.push_back(e);
+      }
+    }
+    if (keys.empty()) continue;
+    std::string named;
+    for (size_t i = 0; i < keys.size() && i < kMaxNamedUnusedKeys; ++i) {
+      named += fmt::format("{}`{}` ({})", i == 0 ? "" : ", ", keys[i].key_path, keys[i].location);
+    }
+    if (keys.size() > kMaxNamedUnusedKeys) {
+      named += fmt::format(" and {} more", keys.size() - kMaxNamedUnusedKeys);
+    }
+    warnings.push_back(fmt::format("{}, so {} {}: {}", u.reason,
+                                   keys.size() == 1 ? "this key" : "these keys",
+                                   keys.size() == 1 ? "changes nothing" : "change nothing", named));
+  }
+  return warnings;
 }
 
 std::string ConfigDocument::resolved_yaml() const {

@@ -25,6 +25,19 @@
 //    whose references are inlined, therefore loads again).
 //  - Lifetime: a ConfigNode is valid while its ConfigDocument lives. apply_override() may replace
 //    nodes, so apply all overrides before reading.
+//  - Values as written: apply_override() keeps the value a file states for a key it replaces;
+//    as_written() returns it, so that a reader can tell a what-if from the file's own value
+//    (hardware_profile.h scales the pinned peaks by a --set SM count against the file's).
+//  - Keys read for a use (ConfigDocument::unused_key_warnings): a key a reader reads only on
+//    behalf of some model is consumed only when that model is active. A reader marks such reads
+//    with read_for(use): every key looked up through the returned view, or through a view
+//    reached from it, is recorded as read for `use`, a name the reader publishes beside its
+//    schema ("fabric link capacity" in topology/fabric_loader.h, the hardware profile's uses in
+//    calibration/hardware_profile.h). A key looked up through a view without a use is consumed
+//    unconditionally. The composition root, which knows the models it built, names the uses no
+//    active model reads, each with the reason; unused_key_warnings() then names every key the
+//    input states (in a file or by --set; never a default) that was read only for such uses,
+//    with its file and line, one warning per use. Reading records, it never changes a value.
 //  - No global state: documents are independent.
 #pragma once
 
@@ -51,6 +64,22 @@ struct Node;
 struct DocumentState;
 struct NodeAccess;
 }  // namespace config_detail
+
+/// A use of configuration values that no active model has (see the contract, "Keys read for a
+/// use"): the composition root names it and says why.
+struct InactiveUse {
+  /// The name readers pass to ConfigNode::read_for.
+  std::string use;
+  /// Why no active model reads it, as a clause that names the model: "interconnect model
+  /// `seed_curve` prices collectives with the seed paper's fitted size -> bandwidth curves, not
+  /// the fabric's links".
+  std::string reason;
+  /// false: every key read only for this use is reported. true: only the values among them
+  /// that --set gave, each at its own key (keys a library file states for other models, such
+  /// as a profile's L2 size under a kernel model without a cache model, or a fallback another
+  /// file replaces, are not news until a what-if changes them).
+  bool only_if_set = false;
+};
 
 /// The longest latency, overhead or floor a configuration file may state (1 s): measured ones are
 /// nanoseconds to microseconds, so a value past it is a unit slip ("5s" for 5 us), while every
@@ -91,6 +120,9 @@ class ConfigNode {
   /// Missing key -> ConfigError "missing required key `key`".
   ConfigNode child(std::string_view key) const;
   std::optional<ConfigNode> optional_child(std::string_view key) const;
+  /// The map at `key`; when absent, an empty map added to the tree (as a default is), so that
+  /// the defaults a reader writes into it appear in resolved_yaml().
+  ConfigNode child_or_empty_map(std::string_view key) const;
 
   // --- Value of this node -------------------------------------------------------------------
   int64_t as_int() const;
@@ -161,6 +193,14 @@ class ConfigNode {
                                 Bandwidth default_value) const;
   int64_t get_bytes_in(std::string_view key, int64_t lo, int64_t hi) const;
 
+  // --- Uses and written values (see the contract) ------------------------------------------
+  /// A view of this node whose reads record every key they look up (here and below) as read
+  /// for `use` (a non-empty name). The innermost read_for of a chain wins.
+  ConfigNode read_for(std::string_view use) const;
+  /// The value as its file states it, before a --set replaced it (with that file's line): this
+  /// node itself when no --set replaced it; nullopt when --set gave it and no file states it.
+  std::optional<ConfigNode> as_written() const;
+
   // --- File references ----------------------------------------------------------------------
   /// The path stored at `key`, resolved against the directory of the file that holds the key.
   /// After load_reference(key) it returns the loaded file's path.
@@ -180,12 +220,15 @@ class ConfigNode {
   friend class ConfigDocument;
   friend struct config_detail::NodeAccess;
 
-  ConfigNode(config_detail::DocumentState* doc, config_detail::Node* node, std::string key_path)
-      : doc_(doc), node_(node), key_path_(std::move(key_path)) {}
+  ConfigNode(config_detail::DocumentState* doc, config_detail::Node* node, std::string key_path,
+             uint32_t use = 0)
+      : doc_(doc), node_(node), key_path_(std::move(key_path)), use_(use) {}
 
   config_detail::DocumentState* doc_;
   config_detail::Node* node_;
   std::string key_path_;
+  /// Index of the use this view reads for in the document's table; 0 = unconditional.
+  uint32_t use_ = 0;
 };
 
 class ConfigDocument {
@@ -216,6 +259,14 @@ class ConfigDocument {
   /// Throws ConfigError for the first present key, in document order, that no reader asked for,
   /// and for --set paths that ran into a value that was never loaded as a reference.
   void check_all_keys_used() const;
+
+  /// One warning per use in `inactive` for which the input states keys that readers read only
+  /// for inactive uses (see the contract): "<reason>, so these keys change nothing: `a.b`
+  /// (file:line), `c` (--set c), ...". A map whose every key is unused is named once, not key by
+  /// key; at most kMaxNamedUnusedKeys keys are named per warning, then "and N more". In the
+  /// order of `inactive`; deterministic.
+  std::vector<std::string> unused_key_warnings(std::span<const InactiveUse> inactive) const;
+  static constexpr size_t kMaxNamedUnusedKeys = 8;
 
   /// The effective configuration as YAML: overrides applied, defaults written, references
   /// inlined, paths read with get_path() (and not inlined) written absolute, so that the

@@ -181,6 +181,69 @@ TEST(HardwareProfile, ValuesOutsideTheDocumentedRangesAreErrorsNamingTheRange) {
                    100e12);
 }
 
+// --set on the SM count or the clock is a what-if on the same chip: the per-SM rate the pinned
+// peaks imply stays, so every peak scales with SMs x clock (issue 25: 27 / 54 / 108 SMs gave
+// 220.8 / 222.0 / 233.6 ms for gpt2, the peak divided among fewer SMs).
+TEST(HardwareProfile, ASetSmCountOrClockScalesThePinnedPeaks) {
+  const auto load = [](std::initializer_list<std::string_view> sets) {
+    ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");
+    for (std::string_view set : sets)
+      doc.apply_override(set);
+    const DeviceProfile device = load_hardware_profile(doc.root()).device;
+    doc.check_all_keys_used();
+    return device;
+  };
+  const DeviceProfile stated = load({"l2.bandwidth=2000GB/s"});
+  EXPECT_DOUBLE_EQ(stated.peak(DType::kFp16).teraflops(), 100.0);
+  const DeviceProfile half_sms = load({"l2.bandwidth=2000GB/s", "sm_count=40"});
+  EXPECT_EQ(half_sms.sm_count, 40);
+  EXPECT_DOUBLE_EQ(half_sms.peak(DType::kFp32).teraflops(), 5.0);
+  EXPECT_DOUBLE_EQ(half_sms.peak(DType::kFp16).teraflops(), 50.0);
+  // The L2 slices sit with the memory partitions, not the SMs; HBM scales with neither.
+  EXPECT_DOUBLE_EQ(half_sms.l2_bandwidth.gigabytes_per_second(), 2000.0);
+  EXPECT_DOUBLE_EQ(half_sms.hbm_bandwidth.gigabytes_per_second(), 1000.0);
+  const DeviceProfile double_clock =
+      load({"l2.bandwidth=2000GB/s", "sm_boost_clock_mhz=3060", "sm_count=160"});
+  EXPECT_DOUBLE_EQ(double_clock.peak(DType::kFp16).teraflops(), 400.0);
+  EXPECT_DOUBLE_EQ(double_clock.l2_bandwidth.gigabytes_per_second(), 4000.0);
+  EXPECT_DOUBLE_EQ(double_clock.hbm_bandwidth.gigabytes_per_second(), 1000.0);
+  EXPECT_EQ(double_clock.peak(DType::kBf16).flops_per_second(), 0.0);  // no unit stays none
+}
+
+TEST(HardwareProfile, PeaksAreStatedAtTheFilesSmCountAndClockWrittenIntoTheResolvedProfile) {
+  ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");
+  doc.apply_override("sm_count=20");
+  EXPECT_DOUBLE_EQ(load_hardware_profile(doc.root()).device.peak(DType::kFp16).teraflops(), 25.0);
+  const std::string resolved = doc.resolved_yaml();
+  EXPECT_NE(resolved.find("peak_flops_at: {sm_count: 80, sm_boost_clock_mhz: 1530}"),
+            std::string::npos)
+      << resolved;
+  // The resolved profile runs again alike: its sm_count is 20, its peaks stated at 80 SMs.
+  ConfigDocument again = ConfigDocument::parse_string(resolved, "resolved.yaml");
+  EXPECT_DOUBLE_EQ(load_hardware_profile(again.root()).device.peak(DType::kFp16).teraflops(), 25.0);
+  // A profile may state where its peaks hold; a file whose sm_count differs is then a what-if.
+  ConfigDocument explicit_at = ConfigDocument::parse_string(
+      std::string(kValidProfile) + "peak_flops_at: {sm_count: 160, sm_boost_clock_mhz: 1530}\n",
+      "profile.yaml");
+  EXPECT_DOUBLE_EQ(load_hardware_profile(explicit_at.root()).device.peak(DType::kFp32).teraflops(),
+                   5.0);
+}
+
+TEST(HardwareProfile, AScaledPeakOutsideTheRangesIsAnErrorAtTheKeyThatScaledIt) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      replaced("fp16: 100TFLOP/s", "fp16: 900PFLOP/s"), "profile.yaml");
+  doc.apply_override("sm_count=800");
+  try {
+    load_hardware_profile(doc.root());
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set sm_count: scales the fp16 peak to 9 EFLOP/s, "
+                                         "outside 1 GFLOP/s .. 1 EFLOP/s"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HardwareProfile, UnknownDtypeListsValidOnes) {
   const std::string what = load_error(replaced("fp16: 100TFLOP/s", "fp64: 9.7TFLOP/s"));
   EXPECT_NE(what.find("fp64"), std::string::npos) << what;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -575,6 +576,67 @@ node:
   ASSERT_EQ(r.size(), 1u);
   EXPECT_DOUBLE_EQ(f.link(r[0]).bandwidth.gigabytes_per_second(), 10.0);
   EXPECT_EQ(f.link(r[0]).latency, Duration::from_us(1));
+}
+
+// The GPU's own PCIe interface (its profile's pcie_generation) caps the PCIe links at it, as a
+// link trains at the lower generation of its ends; links further up and NVLink keep theirs.
+constexpr std::string_view kPcieTree = R"(name: t
+node:
+  link_kinds:
+    pcie4: {bandwidth: 31.5GB/s, latency: 500ns}
+    nvlink3: {bandwidth: 25GB/s, latency: 700ns}
+  devices:
+    - {id: cpu, kind: cpu}
+    - {id: sw, kind: pcie_switch}
+    - {id: gpu, kind: gpu, count: 2}
+  links:
+    - {between: [gpu0, gpu1], kind: nvlink3}
+    - {from: gpu*, to: sw, kind: pcie4}
+    - {between: [sw, cpu], kind: pcie4, bandwidth: 63GB/s}
+)";
+
+TEST(FabricLoader, TheGpusPcieRateCapsThePcieLinksAtTheGpusOnly) {
+  const auto bandwidth = [](const Fabric& f, std::string_view a, std::string_view b) {
+    for (const FabricLink& l : f.links()) {
+      if (l.from == dev(f, a) && l.to == dev(f, b)) return l.bandwidth.gigabytes_per_second();
+    }
+    ADD_FAILURE() << "no link " << a << " -> " << b;
+    return 0.0;
+  };
+  ConfigDocument doc = ConfigDocument::parse_string(kPcieTree, "tree.yaml");
+  FabricOptions gen3;
+  gen3.gpu_pcie_rate = Bandwidth::gigabytes_per_second(15.754);
+  std::vector<GpuPcieLink> stated;
+  const Fabric f = load_fabric(doc.root(), gen3, &stated);
+  EXPECT_DOUBLE_EQ(bandwidth(f, "gpu0", "sw"), 15.754);
+  EXPECT_DOUBLE_EQ(bandwidth(f, "sw", "gpu1"), 15.754);
+  EXPECT_DOUBLE_EQ(bandwidth(f, "sw", "cpu"), 63.0);     // the switch's uplink
+  EXPECT_DOUBLE_EQ(bandwidth(f, "gpu0", "gpu1"), 25.0);  // NVLink
+  ASSERT_EQ(stated.size(), 2u);
+  EXPECT_EQ(stated[0].name, "gpu0 -- sw (pcie4)");
+  EXPECT_DOUBLE_EQ(stated[0].stated.gigabytes_per_second(), 31.5);
+  EXPECT_EQ(stated[0].stated_at, "`node.link_kinds.pcie4.bandwidth` (tree.yaml:4)");
+  // A faster GPU than its links (Gen5 in a Gen4 slot) runs at the links' rate.
+  ConfigDocument again = ConfigDocument::parse_string(kPcieTree, "tree.yaml");
+  FabricOptions gen5;
+  gen5.gpu_pcie_rate = Bandwidth::gigabytes_per_second(63.015);
+  EXPECT_DOUBLE_EQ(bandwidth(load_fabric(again.root(), gen5), "gpu0", "sw"), 31.5);
+}
+
+TEST(FabricLoader, LinkCapacitiesAreReadForTheFlowNetworkOnly) {
+  ConfigDocument doc = ConfigDocument::parse_string(kPcieTree, "tree.yaml");
+  load_fabric(doc.root());
+  doc.check_all_keys_used();
+  const std::array<InactiveUse, 1> no_flow{
+      InactiveUse{std::string(kFabricLinkCapacityUse), "no model moves bytes over the links"}};
+  const std::vector<std::string> warnings = doc.unused_key_warnings(no_flow);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0],
+            "no model moves bytes over the links, so these keys change nothing: "
+            "`node.link_kinds.pcie4.bandwidth` (tree.yaml:4), `node.link_kinds.pcie4.latency` "
+            "(tree.yaml:4), `node.link_kinds.nvlink3.bandwidth` (tree.yaml:5), "
+            "`node.link_kinds.nvlink3.latency` (tree.yaml:5), `node.links[2].bandwidth` "
+            "(tree.yaml:13)");
 }
 
 TEST(FabricLoader, FatTreeUplinksFollowTheOversubscription) {

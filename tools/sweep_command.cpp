@@ -381,6 +381,9 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                            {});
     return 0;
   }
+  // Until rank 0 hands points out, the other ranks wait for their first one: an error before
+  // then tells them to stop.
+  mpi::StopWorkersOnError stop_workers(mpi_session ? &*mpi_session : nullptr);
 #else
   const bool mpi_session = false;
 #endif
@@ -465,6 +468,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     for (size_t i = 0; i < points.size(); ++i) {
       if (!rows[i]) todo.push_back(i);
     }
+    stop_workers.release();  // distribute_points tells them from here on
     mpi::distribute_points(*mpi_session, todo, point_row, finished);
 #endif
   } else {

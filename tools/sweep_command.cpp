@@ -1,32 +1,44 @@
 #include "tools/sweep_command.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
-#include <sstream>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
+#include "sim/input_file.h"
 #include "sim/parallel.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/plot_command.h"
+#include "tools/point_source.h"
 #include "tools/results_hdf5.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
+#include "tools/sweep_records.h"
+#include "tools/version.h"
 #ifdef UPSIM_HAVE_MPI
 #include "tools/sweep_mpi.h"
 #endif
@@ -223,6 +235,14 @@ constexpr std::array<const char*, 13> kResultColumns{"status",
                                                      "busiest_link_busy_ms",
                                                      "message"};
 
+/// `text` on one line: a row's message holds no line break.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
 /// The result fields of a point after its axis values (kResultColumns).
 std::string result_fields(const Point& point, const Study& study) {
   try {
@@ -285,12 +305,8 @@ std::string result_fields(const Point& point, const Study& study) {
                        per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "", link,
                        link_ms);
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    for (char& c : message) {
-      if (c == '\n') c = ' ';
-    }
     std::string row = "failed,,,,,,,,,,,,";
-    row += csv_field(message);
+    row += csv_field(one_line(e.what()));
     return row;
   }
 }
@@ -308,6 +324,7 @@ std::string row_of(const Point& p, const Study& study) {
   return row;
 }
 
+/// The point's overrides as one line: the manifest's and the row record's identity of a point.
 std::string point_identity(const Point& p) {
   std::string out;
   for (const std::string& o : p.overrides) {
@@ -318,165 +335,221 @@ std::string point_identity(const Point& p) {
   return out;
 }
 
-std::string read_whole(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+/// The largest row record read back (a row and its point's file list take kilobytes).
+constexpr size_t kMaxRowRecordBytes = size_t{1} << 20;
+/// The largest manifest read back (2^20 points of a few hundred bytes each).
+constexpr size_t kMaxManifestBytes = size_t{1} << 30;
+
+std::string row_file_name(size_t point) {
+  return fmt::format("{}/{}.row", kPointsDir, point);
 }
 
-}  // namespace
-
-size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file) {
-  return point_count(read_study(doc, file));
+/// The refusal of a file that is not a regular file at a name the sweep reads or replaces.
+[[noreturn]] void refuse_non_regular(const fs::path& p, std::string_view what) {
+  throw std::runtime_error(fmt::format(
+      "{} is {}; a sweep reads and replaces regular files only, so it does not read this one: "
+      "remove it, or choose another --out",
+      p.string(), what));
 }
 
-int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string study_file;
-  std::string out_dir_text;
-  bool force = false;
-  int jobs = 1;
-  std::string plot_axis;
-  bool point_outputs = false;
-  po::options_description desc(
-      "usage: upsim sweep STUDY.yaml [options]\n\n"
-      "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
-      "`zip`: lists that advance together) and writes one results table, results.csv: per\n"
-      "point its axis values, status, iteration time and the slowest rank's breakdown (ms per\n"
-      "iteration), per-GPU memory and the busiest link. A killed sweep resumes where it\n"
-      "stopped (finished points are not run again). The study file's schema is in\n"
-      "tools/sweep_command.h; examples in configs/studies/.\n\noptions");
-  desc.add_options()("help,h", "this help")  //
-      ("out,o", po::value<std::string>(&out_dir_text),
-       "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
-      ("jobs,j", po::value<int>(&jobs)->default_value(1), "points run at once")          //
-      ("point-outputs", po::bool_switch(&point_outputs),
-       "also write each point's own results (summary.txt, summary.json, CSV tables, the "
-       "resolved scenario) to points/<n>/, as `upsim run --no-trace` would")  //
-      ("plot", po::value<std::string>(&plot_axis),
-       "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
-      ("force", po::bool_switch(&force),
-       "clear a results folder that holds another study (or this one: start over)");
-  po::options_description hidden;
-  hidden.add_options()("study", po::value<std::string>(&study_file));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("study", 1);
-  po::variables_map vm;
-  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
-  if (study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
-  if (jobs < 1) throw po::error("--jobs must be at least 1");
+/// A record file read back: absent, or its text (or why it could not be read).
+struct RecordFile {
+  bool present = false;
+  std::string text;
+  std::string problem;  ///< empty when `text` is the whole file
+};
 
-  ConfigDocument study_doc = ConfigDocument::load_file(study_file);
-  Study study = read_study(study_doc, study_file);
-  const std::vector<Point> points = points_of(study);
-  // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
-  // ranks only run the points they are given.
-#ifdef UPSIM_HAVE_MPI
-  std::optional<mpi::Session> mpi_session;
-  if (mpi::launched_by_mpi()) mpi_session.emplace();
-  if (mpi_session && mpi_session->rank() != 0) {
-    mpi::distribute_points(*mpi_session, {}, [&](size_t i) { return row_of(points[i], study); },
-                           {});
-    return 0;
-  }
-  // Until rank 0 hands points out, the other ranks wait for their first one: an error before
-  // then tells them to stop.
-  mpi::StopWorkersOnError stop_workers(mpi_session ? &*mpi_session : nullptr);
-#else
-  const bool mpi_session = false;
-#endif
-  const fs::path dir =
-      out_dir_text.empty() ? fs::path("upsim-out") / study.name : fs::path(out_dir_text);
-  // The manifest says which study the folder holds: its base and points, one per line.
-  std::string manifest = "base\t";
-  manifest += fs::absolute(study.base).lexically_normal().string();
-  manifest += '\n';
-  if (study.fits_memory) manifest += "fits_memory\n";
-  for (const Point& p : points)
-    manifest += fmt::format("{}\t{}\n", p.index, point_identity(p));
+/// Reads the record at `p` (at most `max_bytes`). Never opens anything but a regular file (a pipe
+/// would block, a device never end): anything else there is refused, naming it.
+RecordFile read_record(const fs::path& p, size_t max_bytes) {
+  RecordFile r;
   std::error_code ec;
-  const bool existing = fs::exists(dir / kManifestFile, ec);
-  if (existing && (force || read_whole(dir / kManifestFile) != manifest)) {
-    if (!force) {
-      throw std::runtime_error(fmt::format(
-          "{} holds the results of another study (or of this one with other points); choose "
-          "another --out, or pass --force to clear it",
-          dir.string()));
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (!fs::exists(st)) return r;
+  r.present = true;
+  if (!fs::is_regular_file(st)) refuse_non_regular(p, file_type_name(st.type()));
+  // O_NOFOLLOW and O_NONBLOCK: what was checked above cannot be swapped for a link or a pipe.
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    r.problem = std::strerror(errno);
+    return r;
+  }
+  struct stat fst {};
+  if (::fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+    ::close(fd);
+    refuse_non_regular(p, "not a regular file");
+  }
+  std::vector<char> buffer(64 * 1024);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) r.problem = std::strerror(errno);
+    if (n <= 0) break;
+    r.text.append(buffer.data(), static_cast<size_t>(n));
+    if (r.text.size() > max_bytes) {
+      r.problem = fmt::format("larger than the {} bytes of any record", max_bytes);
+      break;
     }
+  }
+  ::close(fd);
+  return r;
+}
+
+/// Makes `dir` the folder of the study `manifest` describes and returns the manifest of an
+/// earlier run of the same study to resume, if any (see sweep_command.h for the rules).
+std::optional<Manifest> open_sweep_folder(const fs::path& dir, const Manifest& manifest,
+                                          bool force) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st)) {
+    throw std::runtime_error(fmt::format("{} exists and is not a folder", dir.string()));
+  }
+  std::optional<Manifest> previous;
+  std::string refusal;
+  if (fs::exists(st)) {
+    const RecordFile file = read_record(dir / kManifestFile, kMaxManifestBytes);
+    if (file.present) {
+      std::string why = file.problem;
+      std::optional<Manifest> parsed;
+      if (why.empty()) parsed = parse_manifest(file.text, why);
+      if (!parsed) {
+        refusal = fmt::format(
+            "{} holds a {} that is not a sweep's ({}); choose another --out, or pass --force to "
+            "replace the sweep's files there",
+            dir.string(), kManifestFile, why);
+      } else if (!same_study(*parsed, manifest)) {
+        refusal = fmt::format(
+            "{} holds the results of another study (or of this one with other points); choose "
+            "another --out, or pass --force to replace them",
+            dir.string());
+      } else {
+        previous = std::move(parsed);
+      }
+    }
+  }
+  if (!refusal.empty() && !force) throw std::runtime_error(refusal);
+  if (force) {
     fs::remove_all(dir / kPointsDir, ec);
     fs::remove(dir / kResultsFile, ec);
+    previous.reset();
   }
-  fs::create_directories(dir / kPointsDir);
-  if (point_outputs) study.point_outputs = dir / kPointsDir;
-  write_file_atomically(dir / kManifestFile, manifest);
+  fs::create_directories(dir, ec);
+  if (ec) {
+    throw std::runtime_error(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  }
+  return previous;
+}
 
-  // Points finished by an earlier run of this study are kept.
-  std::vector<std::optional<std::string>> rows(points.size());
-  size_t resumed = 0;
+/// Why a point with a row runs again: for it alone, and for several that share the reason.
+struct Rerun {
+  std::string one;
+  std::string many;
+};
+
+/// The points of a resumed folder: each one's recorded row when it stands, and why the others
+/// with a row run again.
+struct Resume {
+  std::vector<std::optional<std::string>> rows;
+  std::vector<std::pair<Rerun, size_t>> reruns;  ///< in point order
+};
+
+/// The files whose content differs between `was` and `now`, or that only one of them has, as
+/// paths relative to the base scenario's folder.
+std::string changed_files(const PointSource& was, const PointSource& now, const fs::path& dir) {
+  std::map<std::string, std::string> before;
+  for (const FileHash& f : was.files)
+    before.emplace(f.path, f.sha256);
+  std::set<std::string> changed;
+  for (const FileHash& f : now.files) {
+    const auto it = before.find(f.path);
+    if (it == before.end() || it->second != f.sha256) changed.insert(f.path);
+    if (it != before.end()) before.erase(it);
+  }
+  for (const auto& [path, sha] : before)
+    changed.insert(path);
+  std::string out;
+  for (const std::string& p : changed) {
+    if (!out.empty()) out += ", ";
+    out += fs::path(p).lexically_proximate(dir).string();
+  }
+  return out.empty() ? "its overrides" : out;
+}
+
+/// Reads each point's row record in `dir` and keeps those written for the point as it is now
+/// (its overrides, the upsim version, its scenario's content, --point-outputs' files).
+Resume read_rows(const fs::path& dir, const std::vector<Point>& points,
+                 const std::vector<PointSource>& sources, const Study& study, bool rerun_all) {
+  Resume r;
+  r.rows.resize(points.size());
+  const fs::path base_dir = fs::absolute(study.base).parent_path();
   for (const Point& p : points) {
-    const fs::path record = dir / kPointsDir / fmt::format("{}.row", p.index);
-    if (!fs::exists(record, ec)) continue;
-    const std::string text = read_whole(record);
-    const size_t nl = text.find('\n');
-    if (nl == std::string::npos || text.substr(0, nl) != point_identity(p)) continue;
-    rows[p.index] = text.substr(nl + 1);
-    ++resumed;
-  }
-
-  const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const auto start = std::chrono::steady_clock::now();
-  std::mutex progress_mutex;
-  size_t done = resumed;
-  size_t ran = 0;
-  const auto report = [&](size_t index) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double rate = elapsed > 0.0 ? static_cast<double>(ran) / elapsed : 0.0;
-    const double eta = rate > 0.0 ? static_cast<double>(points.size() - done) / rate : 0.0;
-    const std::string line =
-        fmt::format("[{}/{}] {:.2f} points/s, ETA {:.0f} s", done, points.size(), rate, eta);
-    if (terminal) {
-      err << "\r" << line << (done == points.size() ? "\n" : "") << std::flush;
+    const size_t i = p.index;
+    const RecordFile file = read_record(dir / row_file_name(i), kMaxRowRecordBytes);
+    if (!file.present || rerun_all) continue;
+    std::string why = file.problem;
+    std::optional<RowRecord> record;
+    if (why.empty()) record = parse_row_record(file.text, why);
+    if (record && (record->point != i || record->identity != point_identity(p))) {
+      why = "it is the row of another point";
+      record.reset();
+    }
+    if (!record) {
+      const std::string damaged = fmt::format("{} is damaged ({})", row_file_name(i), why);
+      r.reruns.push_back({{damaged, damaged}, i});
+    } else if (record->source.version != sources[i].version) {
+      const std::string v = record->source.version;
+      r.reruns.push_back(
+          {{fmt::format("its row was written by upsim {} (this is {})", v, kVersion),
+            fmt::format("their rows were written by upsim {} (this is {})", v, kVersion)},
+           i});
+    } else if (record->source.scenario_sha256 != sources[i].scenario_sha256) {
+      const std::string files = changed_files(record->source, sources[i], base_dir);
+      r.reruns.push_back(
+          {{fmt::format("its scenario changed since its row was written ({})", files),
+            fmt::format("their scenario changed since their rows were written ({})", files)},
+           i});
     } else {
-      err << fmt::format("point {} done: {}\n", index, line);
+      r.rows[i] = std::move(record->row);
     }
-  };
-  if (resumed > 0) {
-    err << fmt::format("resuming {}: {} of {} points already done\n", dir.string(), resumed,
-                       points.size());
   }
-  // A point's row: its number, axis values and results.
-  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
+  return r;
+}
 
-  // Keeps a finished row: its record for a resume, the table's row, the progress line.
-  const auto finished = [&](size_t i, const std::string& row) {
-    std::string record = point_identity(points[i]);
-    record += '\n';
-    record += row;
-    write_file_atomically(dir / kPointsDir / fmt::format("{}.row", i), record);
-    const std::lock_guard<std::mutex> lock(progress_mutex);
-    rows[i] = row;
-    ++done;
-    ++ran;
-    report(i);
-  };
-  if (mpi_session) {
-#ifdef UPSIM_HAVE_MPI
-    std::vector<size_t> todo;
-    for (size_t i = 0; i < points.size(); ++i) {
-      if (!rows[i]) todo.push_back(i);
+/// "0-3, 7, 9-12".
+std::string index_ranges(const std::vector<size_t>& sorted) {
+  std::string out;
+  for (size_t a = 0; a < sorted.size();) {
+    size_t b = a;
+    while (b + 1 < sorted.size() && sorted[b + 1] == sorted[b] + 1)
+      ++b;
+    if (!out.empty()) out += ", ";
+    out += b == a ? std::to_string(sorted[a]) : fmt::format("{}-{}", sorted[a], sorted[b]);
+    a = b + 1;
+  }
+  return out;
+}
+
+/// One line per reason: "point 3: <why>; running it again", "points 0-7: <why>; running them
+/// again", in the order of their first point.
+void report_reruns(const Resume& r, std::ostream& err) {
+  std::vector<std::pair<const Rerun*, std::vector<size_t>>> groups;
+  std::map<std::string, size_t> group_of;
+  for (const auto& [why, point] : r.reruns) {
+    const auto [it, added] = group_of.try_emplace(why.many, groups.size());
+    if (added) groups.push_back({&why, {}});
+    groups[it->second].second.push_back(point);
+  }
+  for (const auto& [why, members] : groups) {
+    if (members.size() == 1) {
+      err << fmt::format("point {}: {}; running it again\n", members.front(), why->one);
+    } else {
+      err << fmt::format("points {}: {}; running them again\n", index_ranges(members), why->many);
     }
-    stop_workers.release();  // distribute_points tells them from here on
-    mpi::distribute_points(*mpi_session, todo, point_row, finished);
-#endif
-  } else {
-    parallel_for(points.size(), static_cast<size_t>(jobs), [&](size_t i) {
-      if (!rows[i]) finished(i, point_row(i));
-    });
   }
+}
 
+/// The results table: the header, then each point's row.
+std::string results_table(const Study& study, const std::vector<std::optional<std::string>>& rows) {
   std::string table = "point";
   for (const Dimension& d : study.dims) {
     for (const std::string& k : d.keys) {
@@ -489,32 +562,231 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     table += c;
   }
   table += "\n";
+  for (const std::optional<std::string>& r : rows)
+    table += *r;
+  return table;
+}
+
+/// Writes results.csv and results.h5; returns the number of failed and skipped points.
+std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
+                                        const std::vector<std::optional<std::string>>& rows) {
+  const std::string table = results_table(study, rows);
+  write_file_atomically(dir / kResultsFile, table);
+  const std::vector<std::string> header = parse_csv_line(table.substr(0, table.find('\n')));
+  std::vector<std::vector<std::string>> cells;
   size_t failed = 0;
   size_t skipped = 0;
   for (const std::optional<std::string>& r : rows) {
-    table += *r;
+    std::string_view line = *r;
+    if (line.ends_with('\n')) line.remove_suffix(1);
+    cells.push_back(parse_csv_line(line));
     failed += r->find(",failed,") != std::string::npos ? 1 : 0;
     skipped += r->find(",skipped,") != std::string::npos ? 1 : 0;
   }
-  write_file_atomically(dir / kResultsFile, table);
-  {
-    std::istringstream lines(table);
-    std::string line;
-    std::getline(lines, line);
-    const std::vector<std::string> header = parse_csv_line(line);
-    std::vector<std::vector<std::string>> cells;
-    while (std::getline(lines, line))
-      cells.push_back(parse_csv_line(line));
-    write_results_hdf5(dir / kResultsHdf5File, header, cells);
+  write_results_hdf5(dir / kResultsHdf5File, header, cells);
+  return {failed, skipped};
+}
+
+}  // namespace
+
+size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file) {
+  return point_count(read_study(doc, file));
+}
+
+namespace {
+
+struct SweepOptions {
+  std::string study_file;
+  std::string out_dir;
+  bool force = false;
+  int jobs = 1;
+  std::string plot_axis;
+  bool point_outputs = false;
+};
+
+/// Parses the command line; nullopt after --help.
+std::optional<SweepOptions> parse_sweep_options(const std::vector<std::string>& args,
+                                                std::ostream& out) {
+  SweepOptions o;
+  po::options_description desc(
+      "usage: upsim sweep STUDY.yaml [options]\n\n"
+      "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
+      "`zip`: lists that advance together) and writes one results table, results.csv: per\n"
+      "point its axis values, status, iteration time and the slowest rank's breakdown (ms per\n"
+      "iteration), per-GPU memory and the busiest link. A killed sweep resumes where it\n"
+      "stopped (finished points are not run again; a point whose scenario or any file it\n"
+      "references changed is). The study file's schema is in tools/sweep_command.h; examples\n"
+      "in configs/studies/.\n\noptions");
+  desc.add_options()("help,h", "this help")  //
+      ("out,o", po::value<std::string>(&o.out_dir),
+       "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
+      ("jobs,j", po::value<int>(&o.jobs)->default_value(1),
+       "points run at once (at most the points left)")  //
+      ("point-outputs", po::bool_switch(&o.point_outputs),
+       "also write each point's own results (summary.txt, summary.json, CSV tables, the "
+       "resolved scenario) to points/<n>/, as `upsim run --no-trace` would")  //
+      ("plot", po::value<std::string>(&o.plot_axis),
+       "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
+      ("force", po::bool_switch(&o.force),
+       "clear a results folder that holds another study (or this one: start over)");
+  po::options_description hidden;
+  hidden.add_options()("study", po::value<std::string>(&o.study_file));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("study", 1);
+  po::variables_map vm;
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return std::nullopt;
+  if (o.study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
+  if (o.jobs < 1) throw po::error("--jobs must be at least 1");
+  return o;
+}
+
+/// The manifest of `study` with `points` whose sources are `sources`.
+Manifest manifest_of(const Study& study, const std::vector<Point>& points,
+                     const std::vector<PointSource>& sources) {
+  Manifest m;
+  m.version = kVersion;
+  m.base = fs::absolute(study.base).lexically_normal().string();
+  m.fits_memory = study.fits_memory;
+  for (const Point& p : points)
+    m.points.push_back({sources[p.index].scenario_sha256, point_identity(p)});
+  return m;
+}
+
+/// Progress on stderr: a one-line bar on a terminal, plain lines otherwise.
+class Progress {
+ public:
+  Progress(size_t total, size_t done, std::ostream& err)
+      : total_(total),
+        done_(done),
+        err_(err),
+        terminal_(::isatty(STDERR_FILENO) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+  /// Point `index` finished; returns the points run so far by this process.
+  size_t finished(size_t index) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++done_;
+    ++ran_;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = elapsed > 0.0 ? static_cast<double>(ran_) / elapsed : 0.0;
+    const double eta = rate > 0.0 ? static_cast<double>(total_ - done_) / rate : 0.0;
+    const std::string line =
+        fmt::format("[{}/{}] {:.2f} points/s, ETA {:.0f} s", done_, total_, rate, eta);
+    if (terminal_) {
+      err_ << "\r" << line << (done_ == total_ ? "\n" : "") << std::flush;
+    } else {
+      err_ << fmt::format("point {} done: {}\n", index, line);
+    }
+    return ran_;
   }
+  size_t ran() const { return ran_; }
+
+ private:
+  size_t total_;
+  size_t done_;
+  size_t ran_ = 0;
+  std::ostream& err_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const std::optional<SweepOptions> options = parse_sweep_options(args, out);
+  if (!options) return 0;
+  ConfigDocument study_doc = ConfigDocument::load_file(options->study_file);
+  Study study = read_study(study_doc, options->study_file);
+  const std::vector<Point> points = points_of(study);
+  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
+  // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
+  // ranks only run the points they are given.
+#ifdef UPSIM_HAVE_MPI
+  std::optional<mpi::Session> mpi_session;
+  if (mpi::launched_by_mpi()) mpi_session.emplace();
+  if (mpi_session && mpi_session->rank() != 0) {
+    mpi::distribute_points(*mpi_session, {}, point_row, {});
+    return 0;
+  }
+  // Until rank 0 hands points out, the other ranks wait for their first one: an error before
+  // then tells them to stop.
+  mpi::StopWorkersOnError stop_workers(mpi_session ? &*mpi_session : nullptr);
+#else
+  const bool mpi_session = false;
+#endif
+  const fs::path dir =
+      options->out_dir.empty() ? fs::path("upsim-out") / study.name : fs::path(options->out_dir);
+  FileHashes file_hashes;
+  std::vector<PointSource> sources(points.size());
+  for (const Point& p : points)
+    sources[p.index] = point_source(study.base, p.overrides, file_hashes);
+  const Manifest manifest = manifest_of(study, points, sources);
+  const std::optional<Manifest> previous = open_sweep_folder(dir, manifest, options->force);
+  const bool rerun_all = previous && previous->version != kVersion;
+  if (rerun_all) {
+    err << fmt::format("{} was written by {} (this is {}): running every point again\n",
+                       (dir / kManifestFile).string(),
+                       previous->version.empty() ? std::string("an upsim that recorded no version")
+                                                 : "upsim " + previous->version,
+                       kVersion);
+  }
+  write_file_atomically(dir / kManifestFile, format_manifest(manifest));
+  std::error_code ec;
+  fs::create_directories(dir / kPointsDir, ec);
+  if (ec) {
+    throw std::runtime_error(
+        fmt::format("cannot create {}: {}", (dir / kPointsDir).string(), ec.message()));
+  }
+  if (options->point_outputs) study.point_outputs = dir / kPointsDir;
+
+  // Points finished by an earlier run of this study are kept when they still stand.
+  Resume resume = read_rows(dir, points, sources, study, rerun_all || !previous);
+  std::vector<std::optional<std::string>>& rows = resume.rows;
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!rows[i]) todo.push_back(i);
+  }
+  const size_t resumed = points.size() - todo.size();
+  report_reruns(resume, err);
+  if (resumed > 0) {
+    err << fmt::format("resuming {}: {} of {} points already done\n", dir.string(), resumed,
+                       points.size());
+  }
+  Progress progress(points.size(), resumed, err);
+  std::mutex rows_mutex;
+  // Keeps a finished row: its record for a resume, the table's row, the progress line.
+  const auto finished = [&](size_t i, const std::string& row) {
+    const RowRecord record{i, point_identity(points[i]), sources[i], row};
+    write_file_atomically(dir / row_file_name(i), format_row_record(record));
+    {
+      const std::lock_guard<std::mutex> lock(rows_mutex);
+      rows[i] = row;
+    }
+    progress.finished(i);
+  };
+  if (mpi_session) {
+#ifdef UPSIM_HAVE_MPI
+    stop_workers.release();  // distribute_points tells them from here on
+    mpi::distribute_points(*mpi_session, todo, point_row, finished);
+#endif
+  } else {
+    // At most one worker per point left: `-j 3000` starts no more threads than it can use.
+    parallel_for(todo.size(), std::min(static_cast<size_t>(options->jobs), todo.size()),
+                 [&](size_t k) { finished(todo[k], point_row(todo[k])); });
+  }
+
+  const auto [failed, skipped] = write_results(dir, study, rows);
   out << fmt::format("study {}: {} points ({} run now, {} resumed): {} ok, {} skipped, {} failed\n",
-                     study.name, points.size(), ran, resumed, points.size() - failed - skipped,
-                     skipped, failed);
+                     study.name, points.size(), progress.ran(), resumed,
+                     points.size() - failed - skipped, skipped, failed);
   out << fmt::format("results: {} (and {})\n", (dir / kResultsFile).string(),
                      (dir / kResultsHdf5File).string());
   int plot_rc = 0;
-  if (!plot_axis.empty()) {
-    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis}, out, err);
+  if (!options->plot_axis.empty()) {
+    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", options->plot_axis}, out, err);
   }
   return failed > 0 || plot_rc != 0 ? 1 : 0;
 }

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
@@ -108,11 +109,50 @@ std::vector<std::string> values_of(const ConfigNode& list) {
   return out;
 }
 
+/// Why `name` cannot be one folder name (the study's folder under upsim-out/), or "" when it can.
+std::string folder_name_problem(std::string_view name) {
+  if (name.empty()) return "it is empty";
+  if (name == "." || name == "..") return "`.` and `..` name other folders";
+  if (name.find_first_of("/\\") != std::string_view::npos) return "it holds `/` or `\\`";
+  if (name.front() == '-') return "it starts with `-`, as an option does";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return "it holds a control character";
+  }
+  if (name.size() > 255) return "it is longer than the 255 bytes of a folder name";
+  return "";
+}
+
+/// `text` with control characters written as \xNN, for messages.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
+  }
+  return out;
+}
+
+/// The study's name: `study:`, or the file's stem; one folder name, since a study's results go
+/// to upsim-out/<name>/.
+std::string study_name(const ConfigNode& root, const fs::path& file) {
+  const bool given = root.has("study");
+  const std::string name = root.get_string_or("study", file.stem().string());
+  const std::string problem = folder_name_problem(name);
+  if (problem.empty()) return name;
+  const std::string why = fmt::format(
+      "must be one folder name (the study's results go to upsim-out/<study>/), but {}", problem);
+  if (given) root.child("study").fail(fmt::format("{}: `{}`", why, printable(name)));
+  throw ConfigError(file.string(), 0, "",
+                    fmt::format("the study's name, the file's stem `{}`, {}; set `study:`",
+                                printable(name), why));
+}
+
 /// The study of `doc`, read from `file` (its name and relative paths).
 Study read_study(ConfigDocument& doc, const fs::path& file) {
   const ConfigNode root = doc.root();
   Study s;
-  s.name = root.get_string_or("study", file.stem().string());
+  s.name = study_name(root, file);
   s.base = root.get_path("base");
   std::error_code ec;
   if (!fs::is_regular_file(s.base, ec)) {
@@ -335,6 +375,12 @@ std::string point_identity(const Point& p) {
   return out;
 }
 
+/// The plots `--plot` draws beside results.csv (tools/plot_command.h).
+constexpr std::array<const char*, 4> kPlotFiles{"results_iteration.svg", "results_iteration.gp",
+                                                "results_breakdown.svg", "results_breakdown.gp"};
+/// What --point-outputs writes to points/<n>/.
+constexpr std::array<const char*, 6> kPointOutputFiles{
+    "summary.txt", "summary.json", "ranks.csv", "links.csv", "ops.csv", "scenario.yaml"};
 /// The largest row record read back (a row and its point's file list take kilobytes).
 constexpr size_t kMaxRowRecordBytes = size_t{1} << 20;
 /// The largest manifest read back (2^20 points of a few hundred bytes each).
@@ -395,6 +441,49 @@ RecordFile read_record(const fs::path& p, size_t max_bytes) {
   return r;
 }
 
+/// Removes `p` when it is a regular file (never what a link points to, never a folder).
+void remove_regular(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_regular_file(fs::symlink_status(p, ec))) fs::remove(p, ec);
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+/// --force: removes the files a sweep writes in `dir` (and their temporary twins), nothing else:
+/// results.csv, results.h5, study.points, the plots, points/<n>.row and points/<n>/'s outputs;
+/// points/<n>/ and points/ themselves once empty.
+void clear_sweep_files(const fs::path& dir) {
+  std::vector<std::string> names{kResultsFile, kResultsHdf5File, kManifestFile};
+  names.insert(names.end(), kPlotFiles.begin(), kPlotFiles.end());
+  for (const std::string& n : names) {
+    remove_regular(dir / n);
+    remove_regular(dir / (n + ".tmp"));
+  }
+  const fs::path points = dir / kPointsDir;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(points, ec))) return;
+  std::vector<fs::path> entries;
+  for (const fs::directory_entry& e : fs::directory_iterator(points, ec))
+    entries.push_back(e.path());
+  for (const fs::path& e : entries) {
+    const std::string name = e.filename().string();
+    const size_t dot = name.find('.');
+    if (dot != std::string::npos && all_digits(name.substr(0, dot)) &&
+        (name.substr(dot) == ".row" || name.substr(dot) == ".row.tmp")) {
+      remove_regular(e);
+    } else if (all_digits(name) && fs::is_directory(fs::symlink_status(e, ec))) {
+      for (const char* f : kPointOutputFiles) {
+        remove_regular(e / f);
+        remove_regular(e / (std::string(f) + ".tmp"));
+      }
+      fs::remove(e, ec);  // only when empty
+    }
+  }
+  fs::remove(points, ec);  // only when empty
+}
+
 /// Makes `dir` the folder of the study `manifest` describes and returns the manifest of an
 /// earlier run of the same study to resume, if any (see sweep_command.h for the rules).
 std::optional<Manifest> open_sweep_folder(const fs::path& dir, const Manifest& manifest,
@@ -425,12 +514,16 @@ std::optional<Manifest> open_sweep_folder(const fs::path& dir, const Manifest& m
       } else {
         previous = std::move(parsed);
       }
+    } else if (!fs::is_empty(dir, ec)) {
+      refusal = fmt::format(
+          "{} is not empty and holds no sweep (no {}); upsim does not write into it unasked: "
+          "choose another --out, or pass --force (which replaces only the files a sweep writes)",
+          dir.string(), kManifestFile);
     }
   }
   if (!refusal.empty() && !force) throw std::runtime_error(refusal);
   if (force) {
-    fs::remove_all(dir / kPointsDir, ec);
-    fs::remove(dir / kResultsFile, ec);
+    clear_sweep_files(dir);
     previous.reset();
   }
   fs::create_directories(dir, ec);
@@ -628,7 +721,8 @@ std::optional<SweepOptions> parse_sweep_options(const std::vector<std::string>& 
       ("plot", po::value<std::string>(&o.plot_axis),
        "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
       ("force", po::bool_switch(&o.force),
-       "clear a results folder that holds another study (or this one: start over)");
+       "replace the sweep files of a folder that holds another study (or this one: start over), "
+       "or write into a folder that holds no sweep; other files there are kept");
   po::options_description hidden;
   hidden.add_options()("study", po::value<std::string>(&o.study_file));
   po::options_description all;

@@ -2,7 +2,9 @@
 // overrides — with one results table.
 //
 // Study file (YAML):
-//   study: dlrm_gpus                 # optional name (default: the file's stem)
+//   study: dlrm_gpus                 # optional name (default: the file's stem); one folder
+//                                    #   name: no `/`, `\`, control characters, not `.`, `..`,
+//                                    #   empty or starting with `-`
 //   base: ../dlrm_4gpu.yaml          # required: the scenario, relative to the study file
 //   set:                             # optional: overrides of every point (before its own)
 //     platform.gpu: ../hardware/h100_sxm5_80gb.yaml
@@ -26,10 +28,10 @@
 //    table as results.h5: tools/results_hdf5.h), one row per
 //    point (point, each axis value, status ok|skipped|failed, iteration time and the slowest
 //    rank's per-iteration breakdown in ms, per-GPU memory bytes, the busiest link and its busy
-//    ms per iteration, a message: the error of a failed point, why one was skipped),
-//    study.points (the manifest) and points/<n>.row, each finished point's row record
-//    (tools/sweep_records.h). Rows are formatted exactly (times from integer picoseconds), so
-//    the table is byte-identical at any -j and after a resume.
+//    ms per iteration, a message: the error of a failed point, why one was skipped), study.points
+//    (the manifest) and points/<n>.row, each finished point's row record (tools/sweep_records.h).
+//    Rows are formatted exactly (times from integer picoseconds), so the table is byte-identical
+//    at any -j and after a resume.
 //  - --point-outputs also writes each point's own results to points/<n>/ (summary.txt,
 //    summary.json, ranks.csv, links.csv, ops.csv, scenario.yaml), as `upsim run --no-trace`.
 //  - Integrity: study.points records the upsim version and, per point, a content hash of its
@@ -41,15 +43,17 @@
 //    scenario changed since its row was written (hardware/a100_sxm4_40gb.yaml); running it
 //    again"), when its scenario's hash changed (the files that changed named, relative to the
 //    base scenario's folder), when another upsim version wrote it (a manifest of another
-//    version: every point, said once), or when it is damaged (edited, truncated, glued to
-//    another, of another point: named).
+//    version: every point, said once), or when it is damaged (edited, truncated, glued to another,
+//    of another point: named).
 //  - A sweep reads and replaces regular files only: a named pipe, device, socket, folder or
 //    symbolic link at study.points or a points/<n>.row is never read (a pipe would block): the
 //    sweep refuses, naming it (exit 2), even with --force; it cannot be replaced safely (a
 //    folder's content is the user's). Every output is written through its .tmp twin
 //    (tools/output_folder.h), results.h5 included.
-//  - A folder of another study (other base or points) is refused unless --force, which clears
-//    it.
+//  - Folders: a folder of another study (other base or points) is refused unless --force; a
+//    non-empty folder without a study.points (not a sweep's) is refused unless --force. --force
+//    replaces only the files a sweep writes: results.csv, results.h5, study.points, the --plot
+//    SVG/gnuplot files, points/<n>.row and points/<n>/'s outputs; other files there are kept.
 //  - -j N runs N points at once on local cores, at most one per point left; a thread the
 //    system refuses is not an error while one runs (sim/parallel.h). Progress goes to stderr: a
 //    one-line bar on a terminal, plain lines otherwise (points done, rate, ETA).

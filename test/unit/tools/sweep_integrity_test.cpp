@@ -335,6 +335,65 @@ TEST_F(SweepIntegrity, ANonRegularRowIsNamedAndRefusedWithoutReadingIt) {
   EXPECT_TRUE(contains(r.err, "study.points is a named pipe")) << r.err;
 }
 
+// A study name is one folder name under upsim-out/: never a path.
+TEST_F(SweepIntegrity, AStudyNameThatIsNotOneFolderNameIsRefusedNamingTheKey) {
+  fs::create_directories(dir_ / "victim");
+  write_file(dir_ / "victim" / "results.csv", "mine\n");
+  for (const std::string& name :
+       {(dir_ / "victim").string(), std::string("../victim"), std::string("a/b"),
+        std::string("a\\\\b"), std::string("."), std::string(".."), std::string(""),
+        std::string("-rf"), std::string("tab\\there")}) {
+    write_file(dir_ / "study.yaml",
+               "study: \"" + name + "\"\nbase: base.yaml\naxes:\n  workload.global_batch: [128]\n");
+    const Result r = run({"sweep", "study.yaml"});
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "study.yaml:1: study: ")) << name << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "one folder name")) << name << ": " << r.err;
+  }
+  EXPECT_EQ(read_file(dir_ / "victim" / "results.csv"), "mine\n");
+  EXPECT_FALSE(fs::exists(dir_ / "victim" / "results.h5"));
+  // A good name is the folder under upsim-out/.
+  write_file(dir_ / "study.yaml",
+             "study: my study\nbase: base.yaml\naxes:\n  workload.global_batch: [128]\n");
+  const Result ok = run({"sweep", "study.yaml"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(dir_ / "upsim-out" / "my study" / "results.csv"));
+}
+
+// --out on a folder that holds something else than a sweep is refused unless --force, and
+// --force replaces only a sweep's own files there.
+TEST_F(SweepIntegrity, AFolderThatIsNotASweepsIsNotWrittenIntoUnasked) {
+  write_study(dir_ / "study.yaml", "128");
+  fs::create_directories(dir_ / "mine" / "points");
+  write_file(dir_ / "mine" / "results.csv", "my results\n");
+  write_file(dir_ / "mine" / "notes.txt", "my notes\n");
+  write_file(dir_ / "mine" / "points" / "mine.txt", "my points\n");
+  const Result refused = run({"sweep", "study.yaml", "--out", "mine"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_TRUE(contains(refused.err, "holds no sweep")) << refused.err;
+  EXPECT_EQ(read_file(dir_ / "mine" / "results.csv"), "my results\n");
+  EXPECT_FALSE(fs::exists(dir_ / "mine" / "results.h5"));
+  EXPECT_FALSE(fs::exists(dir_ / "mine" / "study.points"));
+
+  const Result forced = run({"sweep", "study.yaml", "--out", "mine", "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_NE(read_file(dir_ / "mine" / "results.csv"), "my results\n");
+  EXPECT_EQ(read_file(dir_ / "mine" / "notes.txt"), "my notes\n");
+  EXPECT_EQ(read_file(dir_ / "mine" / "points" / "mine.txt"), "my points\n");
+
+  // --force on a sweep folder of another study clears that study's points, nothing else.
+  write_study(dir_ / "other.yaml", "256, 512");
+  const Result other = run({"sweep", "other.yaml", "--out", "mine", "--force"});
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_TRUE(contains(other.out, "(2 run now, 0 resumed)")) << other.out;
+  EXPECT_EQ(read_file(dir_ / "mine" / "notes.txt"), "my notes\n");
+  EXPECT_EQ(read_file(dir_ / "mine" / "points" / "mine.txt"), "my points\n");
+
+  // An empty folder is fine without --force.
+  fs::create_directories(dir_ / "empty");
+  EXPECT_EQ(run({"sweep", "study.yaml", "--out", "empty"}).exit_code, 0);
+}
+
 // results.h5 is written through results.h5.tmp like every other output: a symbolic link planted
 // there is refused, and its target is untouched (libhdf5 opened the path and followed it).
 TEST_F(SweepIntegrity, ASymbolicLinkPlantedAtTheHdf5TemporaryNameIsNotFollowed) {

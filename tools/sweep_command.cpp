@@ -26,6 +26,7 @@
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
+#include "sim/config/text.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
@@ -148,6 +149,37 @@ std::string study_name(const ConfigNode& root, const fs::path& file) {
                                 printable(name), why));
 }
 
+/// A key path as apply_override reads it, so that `tables[0].rows` and `tables.0.rows` are one.
+std::string normalized_key(std::string_view key) {
+  std::string out;
+  for (const char c : trim_blanks(key)) {
+    if (c == '[') {
+      out += '.';
+    } else if (c != ']') {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// Where each key of the study takes its values (`set`, an axis, a zip group), so that a key
+/// given twice is refused naming both places: one of them would be silently ignored.
+class KeyPlaces {
+ public:
+  void add(const std::string& key, const ConfigNode& where) {
+    const auto [it, added] =
+        places_.try_emplace(normalized_key(key), where.key_path(), where.line());
+    if (added) return;
+    where.fail(fmt::format(
+        "`{}` is also given at {} (line {}); a key takes its values from one place (one of them "
+        "would be ignored)",
+        key, it->second.first, it->second.second));
+  }
+
+ private:
+  std::map<std::string, std::pair<std::string, int>> places_;
+};
+
 /// The study of `doc`, read from `file` (its name and relative paths).
 Study read_study(ConfigDocument& doc, const fs::path& file) {
   const ConfigNode root = doc.root();
@@ -160,12 +192,14 @@ Study read_study(ConfigDocument& doc, const fs::path& file) {
         fmt::format("no scenario file `{}` (a path relative to the study)", s.base.string()));
   }
   const fs::path dir = file.parent_path();
+  KeyPlaces places;
   const auto add = [&](const std::vector<std::pair<std::string, ConfigNode>>& entries,
                        const ConfigNode& where) {
     Dimension d;
     size_t steps = 0;
     for (const auto& [key, list] : entries) {
       const std::vector<std::string> values = values_of(list);
+      places.add(key, list);
       if (d.keys.empty()) {
         steps = values.size();
         d.values.assign(steps, {});
@@ -192,6 +226,7 @@ Study read_study(ConfigDocument& doc, const fs::path& file) {
       if (!value.is_scalar()) {
         value.fail("a value is a YAML scalar; write a map or list as YAML text in a string");
       }
+      places.add(key, value);
       std::string assignment = key;
       assignment += '=';
       assignment += resolve_value(value.as_string(), dir);

@@ -19,7 +19,9 @@
 //                                    #   instead of failing
 // Keys are the key paths `--set` takes (values inside referenced files included); values are
 // YAML scalars, or YAML text in a string ("{model: seed_curve}") for maps and lists. A value
-// that names an existing file relative to the study file is taken as that file.
+// that names an existing file relative to the study file is taken as that file. A key takes its
+// values from one place: the same key in `set`, `axes` or zip groups twice (`a[0].b` and `a.0.b`
+// being one key) is refused, naming both places.
 //
 // Contract:
 //  - Points are numbered 0.. in grid order; each is the base scenario with the point's

@@ -413,6 +413,33 @@ TEST_F(SweepIntegrity, ASymbolicLinkPlantedAtTheHdf5TemporaryNameIsNotFollowed) 
   EXPECT_TRUE(read_file(dir_ / "s" / "results.h5") == h5) << "other bytes for the same table";
 }
 
+// The same key varied in two places (axes and zip, two zip groups, set and an axis) is refused
+// naming both; before, one of them was silently ignored.
+TEST_F(SweepIntegrity, AKeyVariedInTwoPlacesIsRefusedNamingBoth) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"axes:\n  workload.global_batch: [128, 256]\nzip:\n  - workload.global_batch: [512]\n"
+       "    workload.embeddings.dim: [16]\n",
+       {"zip[0].workload.global_batch", "axes.workload.global_batch (line 4)"}},
+      {"zip:\n  - workload.global_batch: [128]\n  - workload.global_batch: [256]\n",
+       {"zip[1].workload.global_batch", "zip[0].workload.global_batch (line 4)"}},
+      {"set:\n  workload.global_batch: 64\naxes:\n  workload.global_batch: [128, 256]\n",
+       {"axes.workload.global_batch", "set.workload.global_batch (line 4)"}},
+      // The same key spelt with an index in brackets.
+      {"axes:\n  workload.embeddings.tables.0.pooling: [1, 2]\n"
+       "  workload.embeddings.tables[0].pooling: [4]\n",
+       {"axes.workload.embeddings.tables[0].pooling",
+        "axes.workload.embeddings.tables.0.pooling (line 4)"}},
+  };
+  for (const auto& [text, expected] : cases) {
+    write_file(dir_ / "study.yaml", "study: twice\nbase: base.yaml\n" + text);
+    const Result r = run({"sweep", "study.yaml", "--out", "s"});
+    EXPECT_EQ(r.exit_code, 2) << text << r.err;
+    for (const std::string& e : expected)
+      EXPECT_TRUE(contains(r.err, e)) << e << " missing in " << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "s")) << text;
+  }
+}
+
 // -j far above what the system lets the process start: the sweep goes on with the threads it
 // got, never SIGABRT; with none at all, an error naming the cause; the workers are capped at the
 // points left, so a resume with one point left needs no thread.

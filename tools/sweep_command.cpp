@@ -695,12 +695,16 @@ std::string results_table(const Study& study, const std::vector<std::optional<st
   return table;
 }
 
-/// Writes results.csv and results.h5; returns the number of failed and skipped points.
+/// Writes results.csv and results.h5; returns the number of failed and skipped points, counted
+/// from each row's status field (an axis value `failed` is a value, not a status).
 std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
                                         const std::vector<std::optional<std::string>>& rows) {
   const std::string table = results_table(study, rows);
   write_file_atomically(dir / kResultsFile, table);
   const std::vector<std::string> header = parse_csv_line(table.substr(0, table.find('\n')));
+  size_t status_column = 1;
+  for (const Dimension& d : study.dims)
+    status_column += d.keys.size();
   std::vector<std::vector<std::string>> cells;
   size_t failed = 0;
   size_t skipped = 0;
@@ -708,8 +712,10 @@ std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
     std::string_view line = *r;
     if (line.ends_with('\n')) line.remove_suffix(1);
     cells.push_back(parse_csv_line(line));
-    failed += r->find(",failed,") != std::string::npos ? 1 : 0;
-    skipped += r->find(",skipped,") != std::string::npos ? 1 : 0;
+    const std::string status =
+        status_column < cells.back().size() ? cells.back()[status_column] : "";
+    failed += status == "failed" ? 1 : 0;
+    skipped += status == "skipped" ? 1 : 0;
   }
   write_results_hdf5(dir / kResultsHdf5File, header, cells);
   return {failed, skipped};

@@ -33,7 +33,7 @@
 //    ms per iteration, a message: the error of a failed point, why one was skipped), study.points
 //    (the manifest) and points/<n>.row, each finished point's row record (tools/sweep_records.h).
 //    Rows are formatted exactly (times from integer picoseconds), so the table is byte-identical
-//    at any -j and after a resume.
+//    at any -j and after a resume. The summary line counts each row's status field.
 //  - --point-outputs also writes each point's own results to points/<n>/ (summary.txt,
 //    summary.json, ranks.csv, links.csv, ops.csv, scenario.yaml), as `upsim run --no-trace`.
 //  - Integrity: study.points records the upsim version and, per point, a content hash of its

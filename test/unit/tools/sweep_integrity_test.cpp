@@ -440,6 +440,21 @@ TEST_F(SweepIntegrity, AKeyVariedInTwoPlacesIsRefusedNamingBoth) {
   }
 }
 
+// Axis values `failed` and `skipped` are values, not statuses: the count reads each row's status.
+TEST_F(SweepIntegrity, StatusesAreCountedFromTheStatusColumn) {
+  write_file(dir_ / "study.yaml",
+             "base: base.yaml\naxes:\n  name: [failed, skipped, ok]\n"
+             "  workload.global_batch: [128, oops]\n");
+  const Result r = run({"sweep", "study.yaml", "--out", "s"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // the `oops` points fail
+  EXPECT_TRUE(contains(r.out, "6 points (6 run now, 0 resumed): 3 ok, 0 skipped, 3 failed"))
+      << r.out;
+  write_file(dir_ / "ok.yaml", "base: base.yaml\naxes:\n  name: [failed, skipped]\n");
+  const Result ok = run({"sweep", "ok.yaml", "--out", "ok"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_TRUE(contains(ok.out, "2 ok, 0 skipped, 0 failed")) << ok.out;
+}
+
 // -j far above what the system lets the process start: the sweep goes on with the threads it
 // got, never SIGABRT; with none at all, an error naming the cause; the workers are capped at the
 // points left, so a resume with one point left needs no thread.

@@ -318,6 +318,26 @@ std::string one_line(std::string text) {
   return text;
 }
 
+/// What `upsim run` of the point would warn about (the scenario's warnings, the steady-state
+/// search's among them, and stream waits that reached the GPU before their event), as the row's
+/// message: "warning: ...; warning: ...".
+std::string warnings_message(const SteadyRun& run) {
+  std::vector<std::string> warnings = run.scenario.warnings;
+  const uint64_t early = run.stats.stream_waits_before_record;
+  if (early > 0) {
+    warnings.push_back(fmt::format(
+        "{} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event {} waited for "
+        "was recorded",
+        early, early == 1 ? "" : "s", early == 1 ? "it" : "they"));
+  }
+  std::string out;
+  for (const std::string& w : warnings) {
+    if (!out.empty()) out += "; ";
+    out += "warning: " + one_line(w);
+  }
+  return out;
+}
+
 /// The result fields of a point after its axis values (kResultColumns).
 std::string result_fields(const Point& point, const Study& study) {
   try {
@@ -373,12 +393,12 @@ std::string result_fields(const Point& point, const Study& study) {
       link_ms =
           ms(s.links.front().busy / static_cast<int64_t>(std::max<uint32_t>(1, s.iterations)));
     }
-    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},", ms(s.predicted_iteration_time),
+    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{}", ms(s.predicted_iteration_time),
                        per_it(slowest->compute_busy), per_it(slowest->communication),
                        per_it(slowest->exposed_communication), per_it(slowest->bubble),
                        per_it(slowest->rendezvous_wait), per_it(slowest->cpu_bound_idle),
                        per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "", link,
-                       link_ms);
+                       link_ms, csv_field(warnings_message(run)));
   } catch (const std::exception& e) {
     std::string row = "failed,,,,,,,,,,,,";
     row += csv_field(one_line(e.what()));

@@ -30,8 +30,9 @@
 //    table as results.h5: tools/results_hdf5.h), one row per
 //    point (point, each axis value, status ok|skipped|failed, iteration time and the slowest
 //    rank's per-iteration breakdown in ms, per-GPU memory bytes, the busiest link and its busy
-//    ms per iteration, a message: the error of a failed point, why one was skipped), study.points
-//    (the manifest) and points/<n>.row, each finished point's row record (tools/sweep_records.h).
+//    ms per iteration, a message: the error of a failed point, why one was skipped, or what
+//    `upsim run` of an ok point warns about, "warning: ...; warning: ..."), study.points (the
+//    manifest) and points/<n>.row, each finished point's row record (tools/sweep_records.h).
 //    Rows are formatted exactly (times from integer picoseconds), so the table is byte-identical
 //    at any -j and after a resume. The summary line counts each row's status field.
 //  - --point-outputs also writes each point's own results to points/<n>/ (summary.txt,

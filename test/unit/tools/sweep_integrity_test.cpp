@@ -455,6 +455,24 @@ TEST_F(SweepIntegrity, StatusesAreCountedFromTheStatusColumn) {
   EXPECT_TRUE(contains(ok.out, "2 ok, 0 skipped, 0 failed")) << ok.out;
 }
 
+// A point that `upsim run` warns about is `ok` with the warning in its message.
+TEST_F(SweepIntegrity, APointsWarningsAreInItsRowsMessage) {
+  write_file(dir_ / "study.yaml",
+             "base: base.yaml\naxes:\n"
+             "  workload.embeddings.tables.0.sharding_type: [table_wise, table_row_wise]\n");
+  const Result r = run({"sweep", "study.yaml", "--out", "s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = csv_rows(read_file(dir_ / "s" / "results.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1][2], "ok");
+  EXPECT_EQ(rows[1].back(), "");
+  EXPECT_EQ(rows[2][2], "ok");
+  EXPECT_TRUE(contains(rows[2].back(),
+                       "warning: table_row_wise tables without platform.topology: the 2 GPUs "
+                       "count as one node"))
+      << rows[2].back();
+}
+
 // -j far above what the system lets the process start: the sweep goes on with the threads it
 // got, never SIGABRT; with none at all, an error naming the cause; the workers are capped at the
 // points left, so a resume with one point left needs no thread.

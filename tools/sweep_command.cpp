@@ -656,6 +656,15 @@ Resume read_rows(const fs::path& dir, const std::vector<Point>& points,
           {{fmt::format("its scenario changed since its row was written ({})", files),
             fmt::format("their scenario changed since their rows were written ({})", files)},
            i});
+    } else if (!study.point_outputs.empty() &&
+               !std::all_of(kPointOutputFiles.begin(), kPointOutputFiles.end(), [&](const char* f) {
+                 std::error_code ec;
+                 return fs::is_regular_file(study.point_outputs / std::to_string(i) / f, ec);
+               })) {
+      r.reruns.push_back(
+          {{fmt::format("--point-outputs: its own outputs ({}/{}/) are missing", kPointsDir, i),
+            fmt::format("--point-outputs: their own outputs ({}/<n>/) are missing", kPointsDir)},
+           i});
     } else {
       r.rows[i] = std::move(record->row);
     }

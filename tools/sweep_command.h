@@ -46,8 +46,8 @@
 //    scenario changed since its row was written (hardware/a100_sxm4_40gb.yaml); running it
 //    again"), when its scenario's hash changed (the files that changed named, relative to the
 //    base scenario's folder), when another upsim version wrote it (a manifest of another
-//    version: every point, said once), or when it is damaged (edited, truncated, glued to another,
-//    of another point: named).
+//    version: every point, said once), when it is damaged (edited, truncated, glued to another,
+//    of another point: named), or with --point-outputs when points/<n>/ lacks its outputs.
 //  - A sweep reads and replaces regular files only: a named pipe, device, socket, folder or
 //    symbolic link at study.points or a points/<n>.row is never read (a pipe would block): the
 //    sweep refuses, naming it (exit 2), even with --force; it cannot be replaced safely (a

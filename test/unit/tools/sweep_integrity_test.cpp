@@ -473,6 +473,29 @@ TEST_F(SweepIntegrity, APointsWarningsAreInItsRowsMessage) {
       << rows[2].back();
 }
 
+// --point-outputs on a resume: the resumed points without their own outputs run again, said so.
+TEST_F(SweepIntegrity, PointOutputsOnAResumeRunThePointsWithoutThem) {
+  write_study(dir_ / "study.yaml", "128, 256, 512");
+  ASSERT_EQ(run({"sweep", "study.yaml", "--out", "s", "--point-outputs"}).exit_code, 0);
+  fs::remove_all(dir_ / "s" / "points" / "1");
+  const Result r = run({"sweep", "study.yaml", "--out", "s", "--point-outputs"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err,
+                       "point 1: --point-outputs: its own outputs (points/1/) are missing; "
+                       "running it again"))
+      << r.err;
+  EXPECT_TRUE(contains(r.out, "(1 run now, 2 resumed)")) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "s" / "points" / "1" / "summary.json"));
+
+  write_study(dir_ / "plain.yaml", "128, 256");
+  ASSERT_EQ(run({"sweep", "plain.yaml", "--out", "p"}).exit_code, 0);
+  const Result p = run({"sweep", "plain.yaml", "--out", "p", "--point-outputs"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(contains(p.err, "points 0-1: --point-outputs: their own outputs")) << p.err;
+  EXPECT_TRUE(fs::exists(dir_ / "p" / "points" / "0" / "summary.txt"));
+  EXPECT_TRUE(fs::exists(dir_ / "p" / "points" / "1" / "summary.txt"));
+}
+
 // -j far above what the system lets the process start: the sweep goes on with the threads it
 // got, never SIGABRT; with none at all, an error naming the cause; the workers are capped at the
 // points left, so a resume with one point left needs no thread.

@@ -1,10 +1,10 @@
 #include "tools/point_source.h"
 
+#include <optional>
 #include <system_error>
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
-#include "sim/config/referenced_files.h"
 #include "tools/sha256.h"
 #include "tools/version.h"
 
@@ -12,22 +12,17 @@ namespace upsim::cli {
 
 namespace fs = std::filesystem;
 
-FileHash FileHashes::of(const fs::path& path) {
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = hashes_.find(path.string());
-    if (it != hashes_.end()) return {it->first, it->second};
-  }
+FileHash PointSources::hash(const fs::path& path) {
+  const auto it = hashes_.find(path.string());
+  if (it != hashes_.end()) return {it->first, it->second};
   std::string why;
   const std::optional<std::string> sha = sha256_of_file(path, why);
   const std::string hash = sha ? *sha : sha256_hex("unreadable: " + why);
-  const std::lock_guard<std::mutex> lock(mutex_);
   hashes_.emplace(path.string(), hash);
   return {path.string(), hash};
 }
 
-PointSource point_source(const fs::path& base, const std::vector<std::string>& overrides,
-                         FileHashes& hashes) {
+PointSource PointSources::of(const fs::path& base, const std::vector<std::string>& overrides) {
   std::error_code ec;
   const fs::path base_abs = fs::absolute(base, ec).lexically_normal();
   std::vector<std::string> set_values;
@@ -45,14 +40,14 @@ PointSource point_source(const fs::path& base, const std::vector<std::string>& o
         // A malformed override: the point fails when it runs; its text is in the hash.
       }
     }
-    files = referenced_files(doc, set_values);
+    files = referenced_files(doc, set_values, &names_);
   } catch (const ConfigError&) {
     files = {base_abs};  // not YAML: its bytes are all there is
   }
   PointSource s;
   s.version = kVersion;
   for (const fs::path& f : files)
-    s.files.push_back(hashes.of(f));
+    s.files.push_back(hash(f));
   s.scenario_sha256 = scenario_sha256(base_abs.string(), overrides, s.files);
   return s;
 }

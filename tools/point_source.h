@@ -7,29 +7,29 @@
 
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "sim/config/referenced_files.h"
 #include "tools/sweep_records.h"
 
 namespace upsim::cli {
 
-/// The SHA-256 of each file, read once per sweep; safe to share between threads.
-class FileHashes {
+/// The sources of a sweep's points. Each file is hashed once, and each referenced YAML file read
+/// once (the files are taken not to change while the sweep reads them). One thread at a time.
+class PointSources {
  public:
-  /// The hash of the file at `path` (absolute). A file that cannot be read, or is not a regular
-  /// file, hashes as the reason, so that it differs from any content.
-  FileHash of(const std::filesystem::path& path);
+  /// The source of the point `base` + `overrides` ("key=value", as applied). Never throws for a
+  /// bad scenario or override (such a point fails when it runs; its hash covers what there is).
+  PointSource of(const std::filesystem::path& base, const std::vector<std::string>& overrides);
 
  private:
-  std::mutex mutex_;
-  std::map<std::string, std::string> hashes_;
-};
+  /// A file that cannot be read, or is not a regular file, hashes as the reason, so that it
+  /// differs from any content.
+  FileHash hash(const std::filesystem::path& path);
 
-/// The source of the point `base` + `overrides` ("key=value", as applied): never throws for a
-/// bad scenario or override (such a point fails when it runs; its hash covers what there is).
-PointSource point_source(const std::filesystem::path& base,
-                         const std::vector<std::string>& overrides, FileHashes& hashes);
+  std::map<std::string, std::string> hashes_;
+  ReferencedFilesCache names_;
+};
 
 }  // namespace upsim::cli

@@ -883,10 +883,10 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
 #endif
   const fs::path dir =
       options->out_dir.empty() ? fs::path("upsim-out") / study.name : fs::path(options->out_dir);
-  FileHashes file_hashes;
+  PointSources point_sources;
   std::vector<PointSource> sources(points.size());
   for (const Point& p : points)
-    sources[p.index] = point_source(study.base, p.overrides, file_hashes);
+    sources[p.index] = point_sources.of(study.base, p.overrides);
   const Manifest manifest = manifest_of(study, points, sources);
   const std::optional<Manifest> previous = open_sweep_folder(dir, manifest, options->force);
   const bool rerun_all = previous && previous->version != kVersion;

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,10 +32,28 @@
 
 namespace upsim {
 
+/// What each YAML file's own values name, kept across calls of referenced_files: a sweep lists
+/// the files of thousands of documents that share their references, and reads each one once.
+/// The files are taken not to change while it lives. One thread at a time.
+class ReferencedFilesCache {
+ public:
+  struct Names {
+    std::vector<std::filesystem::path> files;  ///< absolute, lexically normal
+    std::vector<std::filesystem::path> yaml;   ///< the YAML files among them
+  };
+  /// What the YAML file at `yaml_file` (absolute) names directly, read on the first call.
+  const Names& of(const std::filesystem::path& yaml_file);
+
+ private:
+  std::map<std::string, Names> names_;
+};
+
 /// The files `doc` depends on (see the file comment). `set_values` are more values to resolve as
 /// --set values: overrides whose path runs through a reference no reader has loaded yet wait
-/// inside the document where no walk sees them, so a caller passes their values here.
+/// inside the document where no walk sees them, so a caller passes their values here. `cache`,
+/// when given, keeps what referenced YAML files name for the next call.
 std::vector<std::filesystem::path> referenced_files(ConfigDocument& doc,
-                                                    std::span<const std::string> set_values = {});
+                                                    std::span<const std::string> set_values = {},
+                                                    ReferencedFilesCache* cache = nullptr);
 
 }  // namespace upsim

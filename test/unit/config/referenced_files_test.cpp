@@ -76,6 +76,17 @@ TEST_F(ReferencedFiles, ListsEveryFileTheValuesNameThroughYamlFilesAndFolders) {
       dir_ / "traces/r0.json", dir_ / "traces/r1.json",
   };
   EXPECT_EQ(files, expected);
+  // With a cache of what each YAML file names, the same lists, for this document and for one
+  // that enters the cycle elsewhere (cal.yaml names main.yaml, which names the rest).
+  ReferencedFilesCache cache;
+  EXPECT_EQ(referenced_files(doc, {}, &cache), expected);
+  EXPECT_EQ(referenced_files(doc, {}, &cache), expected);
+  write("only.yaml", "calibration: cal.yaml\n");
+  ConfigDocument only = ConfigDocument::load_file(dir_ / "only.yaml");
+  std::vector<fs::path> with_only = expected;
+  with_only.insert(with_only.begin() + 6, dir_ / "only.yaml");
+  EXPECT_EQ(referenced_files(only, {}, &cache), with_only);
+  EXPECT_EQ(referenced_files(only), with_only);
 
   // The document is as it was: nothing loaded, no key marked asked.
   EXPECT_EQ(doc.resolved_yaml(), resolved);

@@ -612,6 +612,12 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                                                  : "upsim " + previous->version,
                        kVersion);
   }
+  if (options->point_outputs) study.point_outputs = dir / kPointsDir;
+  // Points finished by an earlier run of this study are kept when they still stand. Read before
+  // the manifest is rewritten, so that a refusal (a pipe at a row's name) leaves it as it was.
+  Resume resume = read_rows(dir, manifest, sources, fs::absolute(study.base).parent_path(),
+                            study.point_outputs, rerun_all || !previous);
+  std::vector<std::optional<std::string>>& rows = resume.rows;
   write_file_atomically(dir / kManifestFile, format_manifest(manifest));
   std::error_code ec;
   fs::create_directories(dir / kPointsDir, ec);
@@ -619,12 +625,6 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     throw std::runtime_error(
         fmt::format("cannot create {}: {}", (dir / kPointsDir).string(), ec.message()));
   }
-  if (options->point_outputs) study.point_outputs = dir / kPointsDir;
-
-  // Points finished by an earlier run of this study are kept when they still stand.
-  Resume resume = read_rows(dir, manifest, sources, fs::absolute(study.base).parent_path(),
-                            study.point_outputs, rerun_all || !previous);
-  std::vector<std::optional<std::string>>& rows = resume.rows;
   std::vector<size_t> todo;
   for (size_t i = 0; i < points.size(); ++i) {
     if (!rows[i]) todo.push_back(i);

@@ -325,9 +325,20 @@ TEST_F(SweepIntegrity, ANonRegularRowIsNamedAndRefusedWithoutReadingIt) {
   fs::remove(row);
   fs::create_directories(row);
   expect_refused("a folder");
-  // The manifest too.
-  fs::remove_all(row);
+  // A refusal leaves the manifest as it was: here the version it records.
   const fs::path manifest = dir_ / "s" / "study.points";
+  std::string older = read_file(manifest);
+  const size_t at = older.find("version\t");
+  ASSERT_NE(at, std::string::npos) << older;
+  older.replace(at, older.find('\n', at) - at, "version\t0.0.1");
+  write_file(manifest, older);
+  expect_refused("a folder");
+  EXPECT_EQ(read_file(manifest), older);
+  fs::remove_all(row);
+  const Result after = run({"sweep", "study.yaml", "--out", "s"});
+  ASSERT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_TRUE(contains(after.err, "was written by upsim 0.0.1")) << after.err;
+  // The manifest itself, not read either.
   fs::remove(manifest);
   ASSERT_EQ(::mkfifo(manifest.c_str(), 0644), 0);
   const Result r = run({"sweep", "study.yaml", "--out", "s"});

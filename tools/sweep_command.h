@@ -56,7 +56,8 @@
 //  - Folders: a folder of another study (other base or points) is refused unless --force; a
 //    non-empty folder without a study.points (not a sweep's) is refused unless --force. --force
 //    replaces only the files a sweep writes: results.csv, results.h5, study.points, the --plot
-//    SVG/gnuplot files, points/<n>.row and points/<n>/'s outputs; other files there are kept.
+//    SVG/gnuplot files, points/<n>.row and points/<n>/'s outputs; other files there are kept
+//    (tools/sweep_folder.h).
 //  - -j N runs N points at once on local cores, at most one per point left; a thread the
 //    system refuses is not an error while one runs (sim/parallel.h). Progress goes to stderr: a
 //    one-line bar on a terminal, plain lines otherwise (points done, rate, ETA).

@@ -8,9 +8,19 @@
 #include <limits>
 #include <stdexcept>
 
+#include "tools/output_folder.h"
+
 namespace upsim::cli {
 
 namespace {
+
+/// How much the in-memory file grows at a time (bytes): a results table takes tens of KiB.
+constexpr size_t kImageIncrement = 64 * 1024;
+/// The in-memory file's name. Before it creates a file, libhdf5 probes the name with an open
+/// that neither creates nor truncates (to find the file among those already open), the core
+/// driver too; nothing can exist below /dev/null (a device, not a folder), so that probe fails
+/// with ENOTDIR and no path of the user's is ever opened.
+constexpr const char* kImageName = "/dev/null/upsim-results.h5";
 
 /// An HDF5 identifier closed by its own close function.
 class Handle {
@@ -48,14 +58,16 @@ void check(herr_t rc, const std::string& what, const std::string& file) {
 
 }  // namespace
 
-void write_results_hdf5(const std::filesystem::path& path, const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows) {
-  const std::string name = path.string();
-  const std::filesystem::path tmp = name + ".tmp";
+std::string results_hdf5_image(const std::vector<std::string>& header,
+                               const std::vector<std::vector<std::string>>& rows) {
+  const std::string name = "results.h5 (in memory)";
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors are reported as exceptions here
+  // The core driver without a backing store: the file lives in memory, no path is opened.
+  const Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "make properties", name);
+  check(H5Pset_fapl_core(fapl.get(), kImageIncrement, false), "set the in-memory driver", name);
+  const Handle file(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
+                    "create", name);
   {
-    const Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-                      "create", name);
     const Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "make properties", name);
     check(H5Pset_obj_track_times(gcpl.get(), false), "set properties", name);
     const Handle group(H5Gcreate2(file.get(), "results", H5P_DEFAULT, gcpl.get(), H5P_DEFAULT),
@@ -101,12 +113,20 @@ void write_results_hdf5(const std::filesystem::path& path, const std::vector<std
       names.push_back(h.c_str());
     check(H5Awrite(attr.get(), text.get(), names.data()), "write the columns attribute", name);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error(fmt::format("{}: cannot write: {}", name, ec.message()));
+  // Every object is closed above, so the image holds them all (H5Fget_file_image flushes).
+  check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flush", name);
+  const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
+  if (size < 0) throw std::runtime_error(fmt::format("{}: cannot get the file image", name));
+  std::string image(static_cast<size_t>(size), '\0');
+  if (H5Fget_file_image(file.get(), image.data(), image.size()) != size) {
+    throw std::runtime_error(fmt::format("{}: cannot get the file image", name));
   }
+  return image;
+}
+
+void write_results_hdf5(const std::filesystem::path& path, const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows) {
+  write_file_atomically(path, results_hdf5_image(header, rows));
 }
 
 }  // namespace upsim::cli

@@ -11,8 +11,15 @@
 
 namespace upsim::cli {
 
-/// Writes `header` and `rows` (rows[i][c], as parsed from the CSV) to `path` (created or
-/// replaced through <path>.tmp). Throws std::runtime_error naming the file on failure.
+/// The HDF5 file of `header` and `rows` (rows[i][c], as parsed from the CSV), built in memory
+/// (libhdf5's core driver without a backing store: libhdf5 opens no path). The same table gives
+/// the same bytes. Throws std::runtime_error when libhdf5 fails.
+std::string results_hdf5_image(const std::vector<std::string>& header,
+                               const std::vector<std::vector<std::string>>& rows);
+
+/// Writes results_hdf5_image(header, rows) to `path` with write_file_atomically (through
+/// <path>.tmp; a symbolic link or any other non-regular file at either name is refused, never
+/// followed). Throws std::runtime_error naming the file on failure.
 void write_results_hdf5(const std::filesystem::path& path, const std::vector<std::string>& header,
                         const std::vector<std::vector<std::string>>& rows);
 

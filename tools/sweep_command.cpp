@@ -3,20 +3,25 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <ostream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
+#include "sim/config/text.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
@@ -24,9 +29,13 @@
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
 #include "tools/plot_command.h"
+#include "tools/point_source.h"
 #include "tools/results_hdf5.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
+#include "tools/sweep_folder.h"
+#include "tools/sweep_records.h"
+#include "tools/version.h"
 #ifdef UPSIM_HAVE_MPI
 #include "tools/sweep_mpi.h"
 #endif
@@ -37,11 +46,6 @@ namespace fs = std::filesystem;
 namespace po = boost::program_options;
 
 namespace {
-
-constexpr const char* kResultsFile = "results.csv";
-constexpr const char* kResultsHdf5File = "results.h5";
-constexpr const char* kManifestFile = "study.points";
-constexpr const char* kPointsDir = "points";
 
 /// One grid dimension: keys that advance together (one key for an axis, several for a zip
 /// entry) and their values, values[v][k] for key k at step v.
@@ -96,11 +100,81 @@ std::vector<std::string> values_of(const ConfigNode& list) {
   return out;
 }
 
+/// Why `name` cannot be one folder name (the study's folder under upsim-out/), or "" when it can.
+std::string folder_name_problem(std::string_view name) {
+  if (name.empty()) return "it is empty";
+  if (name == "." || name == "..") return "`.` and `..` name other folders";
+  if (name.find_first_of("/\\") != std::string_view::npos) return "it holds `/` or `\\`";
+  if (name.front() == '-') return "it starts with `-`, as an option does";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return "it holds a control character";
+  }
+  if (name.size() > 255) return "it is longer than the 255 bytes of a folder name";
+  return "";
+}
+
+/// `text` with control characters written as \xNN, for messages.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u < 0x20 || u == 0x7f ? fmt::format("\\x{:02x}", u) : std::string(1, c);
+  }
+  return out;
+}
+
+/// The study's name: `study:`, or the file's stem; one folder name, since a study's results go
+/// to upsim-out/<name>/.
+std::string study_name(const ConfigNode& root, const fs::path& file) {
+  const bool given = root.has("study");
+  const std::string name = root.get_string_or("study", file.stem().string());
+  const std::string problem = folder_name_problem(name);
+  if (problem.empty()) return name;
+  const std::string why = fmt::format(
+      "must be one folder name (the study's results go to upsim-out/<study>/), but {}", problem);
+  if (given) root.child("study").fail(fmt::format("{}: `{}`", why, printable(name)));
+  throw ConfigError(file.string(), 0, "",
+                    fmt::format("the study's name, the file's stem `{}`, {}; set `study:`",
+                                printable(name), why));
+}
+
+/// A key path as apply_override reads it, so that `tables[0].rows` and `tables.0.rows` are one.
+std::string normalized_key(std::string_view key) {
+  std::string out;
+  for (const char c : trim_blanks(key)) {
+    if (c == '[') {
+      out += '.';
+    } else if (c != ']') {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// Where each key of the study takes its values (`set`, an axis, a zip group), so that a key
+/// given twice is refused naming both places: one of them would be silently ignored.
+class KeyPlaces {
+ public:
+  void add(const std::string& key, const ConfigNode& where) {
+    const auto [it, added] =
+        places_.try_emplace(normalized_key(key), where.key_path(), where.line());
+    if (added) return;
+    where.fail(fmt::format(
+        "`{}` is also given at {} (line {}); a key takes its values from one place (one of them "
+        "would be ignored)",
+        key, it->second.first, it->second.second));
+  }
+
+ private:
+  std::map<std::string, std::pair<std::string, int>> places_;
+};
+
 /// The study of `doc`, read from `file` (its name and relative paths).
 Study read_study(ConfigDocument& doc, const fs::path& file) {
   const ConfigNode root = doc.root();
   Study s;
-  s.name = root.get_string_or("study", file.stem().string());
+  s.name = study_name(root, file);
   s.base = root.get_path("base");
   std::error_code ec;
   if (!fs::is_regular_file(s.base, ec)) {
@@ -108,12 +182,14 @@ Study read_study(ConfigDocument& doc, const fs::path& file) {
         fmt::format("no scenario file `{}` (a path relative to the study)", s.base.string()));
   }
   const fs::path dir = file.parent_path();
+  KeyPlaces places;
   const auto add = [&](const std::vector<std::pair<std::string, ConfigNode>>& entries,
                        const ConfigNode& where) {
     Dimension d;
     size_t steps = 0;
     for (const auto& [key, list] : entries) {
       const std::vector<std::string> values = values_of(list);
+      places.add(key, list);
       if (d.keys.empty()) {
         steps = values.size();
         d.values.assign(steps, {});
@@ -140,6 +216,7 @@ Study read_study(ConfigDocument& doc, const fs::path& file) {
       if (!value.is_scalar()) {
         value.fail("a value is a YAML scalar; write a map or list as YAML text in a string");
       }
+      places.add(key, value);
       std::string assignment = key;
       assignment += '=';
       assignment += resolve_value(value.as_string(), dir);
@@ -223,6 +300,34 @@ constexpr std::array<const char*, 13> kResultColumns{"status",
                                                      "busiest_link_busy_ms",
                                                      "message"};
 
+/// `text` on one line: a row's message holds no line break.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+/// What `upsim run` of the point would warn about (the scenario's warnings, the steady-state
+/// search's among them, and stream waits that reached the GPU before their event), as the row's
+/// message: "warning: ...; warning: ...".
+std::string warnings_message(const SteadyRun& run) {
+  std::vector<std::string> warnings = run.scenario.warnings;
+  const uint64_t early = run.stats.stream_waits_before_record;
+  if (early > 0) {
+    warnings.push_back(fmt::format(
+        "{} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event {} waited for "
+        "was recorded",
+        early, early == 1 ? "" : "s", early == 1 ? "it" : "they"));
+  }
+  std::string out;
+  for (const std::string& w : warnings) {
+    if (!out.empty()) out += "; ";
+    out += "warning: " + one_line(w);
+  }
+  return out;
+}
+
 /// The result fields of a point after its axis values (kResultColumns).
 std::string result_fields(const Point& point, const Study& study) {
   try {
@@ -278,19 +383,15 @@ std::string result_fields(const Point& point, const Study& study) {
       link_ms =
           ms(s.links.front().busy / static_cast<int64_t>(std::max<uint32_t>(1, s.iterations)));
     }
-    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},", ms(s.predicted_iteration_time),
+    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{}", ms(s.predicted_iteration_time),
                        per_it(slowest->compute_busy), per_it(slowest->communication),
                        per_it(slowest->exposed_communication), per_it(slowest->bubble),
                        per_it(slowest->rendezvous_wait), per_it(slowest->cpu_bound_idle),
                        per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "", link,
-                       link_ms);
+                       link_ms, csv_field(warnings_message(run)));
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    for (char& c : message) {
-      if (c == '\n') c = ' ';
-    }
     std::string row = "failed,,,,,,,,,,,,";
-    row += csv_field(message);
+    row += csv_field(one_line(e.what()));
     return row;
   }
 }
@@ -308,6 +409,7 @@ std::string row_of(const Point& p, const Study& study) {
   return row;
 }
 
+/// The point's overrides as one line: the manifest's and the row record's identity of a point.
 std::string point_identity(const Point& p) {
   std::string out;
   for (const std::string& o : p.overrides) {
@@ -318,161 +420,8 @@ std::string point_identity(const Point& p) {
   return out;
 }
 
-std::string read_whole(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
-
-size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file) {
-  return point_count(read_study(doc, file));
-}
-
-int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string study_file;
-  std::string out_dir_text;
-  bool force = false;
-  int jobs = 1;
-  std::string plot_axis;
-  bool point_outputs = false;
-  po::options_description desc(
-      "usage: upsim sweep STUDY.yaml [options]\n\n"
-      "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
-      "`zip`: lists that advance together) and writes one results table, results.csv: per\n"
-      "point its axis values, status, iteration time and the slowest rank's breakdown (ms per\n"
-      "iteration), per-GPU memory and the busiest link. A killed sweep resumes where it\n"
-      "stopped (finished points are not run again). The study file's schema is in\n"
-      "tools/sweep_command.h; examples in configs/studies/.\n\noptions");
-  desc.add_options()("help,h", "this help")  //
-      ("out,o", po::value<std::string>(&out_dir_text),
-       "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
-      ("jobs,j", po::value<int>(&jobs)->default_value(1), "points run at once")          //
-      ("point-outputs", po::bool_switch(&point_outputs),
-       "also write each point's own results (summary.txt, summary.json, CSV tables, the "
-       "resolved scenario) to points/<n>/, as `upsim run --no-trace` would")  //
-      ("plot", po::value<std::string>(&plot_axis),
-       "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
-      ("force", po::bool_switch(&force),
-       "clear a results folder that holds another study (or this one: start over)");
-  po::options_description hidden;
-  hidden.add_options()("study", po::value<std::string>(&study_file));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("study", 1);
-  po::variables_map vm;
-  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
-  if (study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
-  if (jobs < 1) throw po::error("--jobs must be at least 1");
-
-  ConfigDocument study_doc = ConfigDocument::load_file(study_file);
-  Study study = read_study(study_doc, study_file);
-  const std::vector<Point> points = points_of(study);
-  // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
-  // ranks only run the points they are given.
-#ifdef UPSIM_HAVE_MPI
-  std::optional<mpi::Session> mpi_session;
-  if (mpi::launched_by_mpi()) mpi_session.emplace();
-  if (mpi_session && mpi_session->rank() != 0) {
-    mpi::distribute_points(*mpi_session, {}, [&](size_t i) { return row_of(points[i], study); },
-                           {});
-    return 0;
-  }
-#else
-  const bool mpi_session = false;
-#endif
-  const fs::path dir =
-      out_dir_text.empty() ? fs::path("upsim-out") / study.name : fs::path(out_dir_text);
-  // The manifest says which study the folder holds: its base and points, one per line.
-  std::string manifest = "base\t";
-  manifest += fs::absolute(study.base).lexically_normal().string();
-  manifest += '\n';
-  if (study.fits_memory) manifest += "fits_memory\n";
-  for (const Point& p : points)
-    manifest += fmt::format("{}\t{}\n", p.index, point_identity(p));
-  std::error_code ec;
-  const bool existing = fs::exists(dir / kManifestFile, ec);
-  if (existing && (force || read_whole(dir / kManifestFile) != manifest)) {
-    if (!force) {
-      throw std::runtime_error(fmt::format(
-          "{} holds the results of another study (or of this one with other points); choose "
-          "another --out, or pass --force to clear it",
-          dir.string()));
-    }
-    fs::remove_all(dir / kPointsDir, ec);
-    fs::remove(dir / kResultsFile, ec);
-  }
-  fs::create_directories(dir / kPointsDir);
-  if (point_outputs) study.point_outputs = dir / kPointsDir;
-  write_file_atomically(dir / kManifestFile, manifest);
-
-  // Points finished by an earlier run of this study are kept.
-  std::vector<std::optional<std::string>> rows(points.size());
-  size_t resumed = 0;
-  for (const Point& p : points) {
-    const fs::path record = dir / kPointsDir / fmt::format("{}.row", p.index);
-    if (!fs::exists(record, ec)) continue;
-    const std::string text = read_whole(record);
-    const size_t nl = text.find('\n');
-    if (nl == std::string::npos || text.substr(0, nl) != point_identity(p)) continue;
-    rows[p.index] = text.substr(nl + 1);
-    ++resumed;
-  }
-
-  const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const auto start = std::chrono::steady_clock::now();
-  std::mutex progress_mutex;
-  size_t done = resumed;
-  size_t ran = 0;
-  const auto report = [&](size_t index) {
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double rate = elapsed > 0.0 ? static_cast<double>(ran) / elapsed : 0.0;
-    const double eta = rate > 0.0 ? static_cast<double>(points.size() - done) / rate : 0.0;
-    const std::string line =
-        fmt::format("[{}/{}] {:.2f} points/s, ETA {:.0f} s", done, points.size(), rate, eta);
-    if (terminal) {
-      err << "\r" << line << (done == points.size() ? "\n" : "") << std::flush;
-    } else {
-      err << fmt::format("point {} done: {}\n", index, line);
-    }
-  };
-  if (resumed > 0) {
-    err << fmt::format("resuming {}: {} of {} points already done\n", dir.string(), resumed,
-                       points.size());
-  }
-  // A point's row: its number, axis values and results.
-  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
-
-  // Keeps a finished row: its record for a resume, the table's row, the progress line.
-  const auto finished = [&](size_t i, const std::string& row) {
-    std::string record = point_identity(points[i]);
-    record += '\n';
-    record += row;
-    write_file_atomically(dir / kPointsDir / fmt::format("{}.row", i), record);
-    const std::lock_guard<std::mutex> lock(progress_mutex);
-    rows[i] = row;
-    ++done;
-    ++ran;
-    report(i);
-  };
-  if (mpi_session) {
-#ifdef UPSIM_HAVE_MPI
-    std::vector<size_t> todo;
-    for (size_t i = 0; i < points.size(); ++i) {
-      if (!rows[i]) todo.push_back(i);
-    }
-    mpi::distribute_points(*mpi_session, todo, point_row, finished);
-#endif
-  } else {
-    parallel_for(points.size(), static_cast<size_t>(jobs), [&](size_t i) {
-      if (!rows[i]) finished(i, point_row(i));
-    });
-  }
-
+/// The results table: the header, then each point's row.
+std::string results_table(const Study& study, const std::vector<std::optional<std::string>>& rows) {
   std::string table = "point";
   for (const Dimension& d : study.dims) {
     for (const std::string& k : d.keys) {
@@ -485,32 +434,240 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     table += c;
   }
   table += "\n";
+  for (const std::optional<std::string>& r : rows)
+    table += *r;
+  return table;
+}
+
+/// Writes results.csv and results.h5; returns the number of failed and skipped points, counted
+/// from each row's status field (an axis value `failed` is a value, not a status).
+std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
+                                        const std::vector<std::optional<std::string>>& rows) {
+  const std::string table = results_table(study, rows);
+  write_file_atomically(dir / kResultsFile, table);
+  const std::vector<std::string> header = parse_csv_line(table.substr(0, table.find('\n')));
+  size_t status_column = 1;
+  for (const Dimension& d : study.dims)
+    status_column += d.keys.size();
+  std::vector<std::vector<std::string>> cells;
   size_t failed = 0;
   size_t skipped = 0;
   for (const std::optional<std::string>& r : rows) {
-    table += *r;
-    failed += r->find(",failed,") != std::string::npos ? 1 : 0;
-    skipped += r->find(",skipped,") != std::string::npos ? 1 : 0;
+    std::string_view line = *r;
+    if (line.ends_with('\n')) line.remove_suffix(1);
+    cells.push_back(parse_csv_line(line));
+    const std::string status =
+        status_column < cells.back().size() ? cells.back()[status_column] : "";
+    failed += status == "failed" ? 1 : 0;
+    skipped += status == "skipped" ? 1 : 0;
   }
-  write_file_atomically(dir / kResultsFile, table);
-  {
-    std::istringstream lines(table);
-    std::string line;
-    std::getline(lines, line);
-    const std::vector<std::string> header = parse_csv_line(line);
-    std::vector<std::vector<std::string>> cells;
-    while (std::getline(lines, line))
-      cells.push_back(parse_csv_line(line));
-    write_results_hdf5(dir / kResultsHdf5File, header, cells);
+  write_results_hdf5(dir / kResultsHdf5File, header, cells);
+  return {failed, skipped};
+}
+
+}  // namespace
+
+size_t study_point_count(ConfigDocument& doc, const std::filesystem::path& file) {
+  return point_count(read_study(doc, file));
+}
+
+namespace {
+
+struct SweepOptions {
+  std::string study_file;
+  std::string out_dir;
+  bool force = false;
+  int jobs = 1;
+  std::string plot_axis;
+  bool point_outputs = false;
+};
+
+/// Parses the command line; nullopt after --help.
+std::optional<SweepOptions> parse_sweep_options(const std::vector<std::string>& args,
+                                                std::ostream& out) {
+  SweepOptions o;
+  po::options_description desc(
+      "usage: upsim sweep STUDY.yaml [options]\n\n"
+      "Runs a base scenario at every point of a grid of overrides (`axes`: every combination;\n"
+      "`zip`: lists that advance together) and writes one results table, results.csv: per\n"
+      "point its axis values, status, iteration time and the slowest rank's breakdown (ms per\n"
+      "iteration), per-GPU memory and the busiest link. A killed sweep resumes where it\n"
+      "stopped (finished points are not run again; a point whose scenario or any file it\n"
+      "references changed is). The study file's schema is in tools/sweep_command.h; examples\n"
+      "in configs/studies/.\n\noptions");
+  desc.add_options()("help,h", "this help")  //
+      ("out,o", po::value<std::string>(&o.out_dir),
+       "results folder (default upsim-out/<study>/; resumed when it holds this study)")  //
+      ("jobs,j", po::value<int>(&o.jobs)->default_value(1),
+       "points run at once (at most the points left)")  //
+      ("point-outputs", po::bool_switch(&o.point_outputs),
+       "also write each point's own results (summary.txt, summary.json, CSV tables, the "
+       "resolved scenario) to points/<n>/, as `upsim run --no-trace` would")  //
+      ("plot", po::value<std::string>(&o.plot_axis),
+       "then draw results.csv against this axis column with gnuplot (upsim plot)")  //
+      ("force", po::bool_switch(&o.force),
+       "replace the sweep files of a folder that holds another study (or this one: start over), "
+       "or write into a folder that holds no sweep; other files there are kept");
+  po::options_description hidden;
+  hidden.add_options()("study", po::value<std::string>(&o.study_file));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("study", 1);
+  po::variables_map vm;
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return std::nullopt;
+  if (o.study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
+  if (o.jobs < 1) throw po::error("--jobs must be at least 1");
+  return o;
+}
+
+/// The manifest of `study` with `points` whose sources are `sources`.
+Manifest manifest_of(const Study& study, const std::vector<Point>& points,
+                     const std::vector<PointSource>& sources) {
+  Manifest m;
+  m.version = kVersion;
+  m.base = fs::absolute(study.base).lexically_normal().string();
+  m.fits_memory = study.fits_memory;
+  for (const Point& p : points)
+    m.points.push_back({sources[p.index].scenario_sha256, point_identity(p)});
+  return m;
+}
+
+/// Progress on stderr: a one-line bar on a terminal, plain lines otherwise.
+class Progress {
+ public:
+  Progress(size_t total, size_t done, std::ostream& err)
+      : total_(total),
+        done_(done),
+        err_(err),
+        terminal_(::isatty(STDERR_FILENO) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+  /// Point `index` finished; returns the points run so far by this process.
+  size_t finished(size_t index) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++done_;
+    ++ran_;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = elapsed > 0.0 ? static_cast<double>(ran_) / elapsed : 0.0;
+    const double eta = rate > 0.0 ? static_cast<double>(total_ - done_) / rate : 0.0;
+    const std::string line =
+        fmt::format("[{}/{}] {:.2f} points/s, ETA {:.0f} s", done_, total_, rate, eta);
+    if (terminal_) {
+      err_ << "\r" << line << (done_ == total_ ? "\n" : "") << std::flush;
+    } else {
+      err_ << fmt::format("point {} done: {}\n", index, line);
+    }
+    return ran_;
   }
+  size_t ran() const { return ran_; }
+
+ private:
+  size_t total_;
+  size_t done_;
+  size_t ran_ = 0;
+  std::ostream& err_;
+  bool terminal_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const std::optional<SweepOptions> options = parse_sweep_options(args, out);
+  if (!options) return 0;
+  ConfigDocument study_doc = ConfigDocument::load_file(options->study_file);
+  Study study = read_study(study_doc, options->study_file);
+  const std::vector<Point> points = points_of(study);
+  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
+  // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
+  // ranks only run the points they are given.
+#ifdef UPSIM_HAVE_MPI
+  std::optional<mpi::Session> mpi_session;
+  if (mpi::launched_by_mpi()) mpi_session.emplace();
+  if (mpi_session && mpi_session->rank() != 0) {
+    mpi::distribute_points(*mpi_session, {}, point_row, {});
+    return 0;
+  }
+  // Until rank 0 hands points out, the other ranks wait for their first one: an error before
+  // then tells them to stop.
+  mpi::StopWorkersOnError stop_workers(mpi_session ? &*mpi_session : nullptr);
+#else
+  const bool mpi_session = false;
+#endif
+  const fs::path dir =
+      options->out_dir.empty() ? fs::path("upsim-out") / study.name : fs::path(options->out_dir);
+  PointSources point_sources;
+  std::vector<PointSource> sources(points.size());
+  for (const Point& p : points)
+    sources[p.index] = point_sources.of(study.base, p.overrides);
+  const Manifest manifest = manifest_of(study, points, sources);
+  const std::optional<Manifest> previous = open_sweep_folder(dir, manifest, options->force);
+  const bool rerun_all = previous && previous->version != kVersion;
+  if (rerun_all) {
+    err << fmt::format("{} was written by {} (this is {}): running every point again\n",
+                       (dir / kManifestFile).string(),
+                       previous->version.empty() ? std::string("an upsim that recorded no version")
+                                                 : "upsim " + previous->version,
+                       kVersion);
+  }
+  if (options->point_outputs) study.point_outputs = dir / kPointsDir;
+  // Points finished by an earlier run of this study are kept when they still stand. Read before
+  // the manifest is rewritten, so that a refusal (a pipe at a row's name) leaves it as it was.
+  Resume resume = read_rows(dir, manifest, sources, fs::absolute(study.base).parent_path(),
+                            study.point_outputs, rerun_all || !previous);
+  std::vector<std::optional<std::string>>& rows = resume.rows;
+  write_file_atomically(dir / kManifestFile, format_manifest(manifest));
+  std::error_code ec;
+  fs::create_directories(dir / kPointsDir, ec);
+  if (ec) {
+    throw std::runtime_error(
+        fmt::format("cannot create {}: {}", (dir / kPointsDir).string(), ec.message()));
+  }
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (!rows[i]) todo.push_back(i);
+  }
+  const size_t resumed = points.size() - todo.size();
+  report_reruns(resume, err);
+  if (resumed > 0) {
+    err << fmt::format("resuming {}: {} of {} points already done\n", dir.string(), resumed,
+                       points.size());
+  }
+  Progress progress(points.size(), resumed, err);
+  std::mutex rows_mutex;
+  // Keeps a finished row: its record for a resume, the table's row, the progress line.
+  const auto finished = [&](size_t i, const std::string& row) {
+    const RowRecord record{i, point_identity(points[i]), sources[i], row};
+    write_file_atomically(dir / row_file_name(i), format_row_record(record));
+    {
+      const std::lock_guard<std::mutex> lock(rows_mutex);
+      rows[i] = row;
+    }
+    progress.finished(i);
+  };
+  if (mpi_session) {
+#ifdef UPSIM_HAVE_MPI
+    stop_workers.release();  // distribute_points tells them from here on
+    mpi::distribute_points(*mpi_session, todo, point_row, finished);
+#endif
+  } else {
+    // At most one worker per point left: `-j 3000` starts no more threads than it can use.
+    parallel_for(todo.size(), std::min(static_cast<size_t>(options->jobs), todo.size()),
+                 [&](size_t k) { finished(todo[k], point_row(todo[k])); });
+  }
+
+  const auto [failed, skipped] = write_results(dir, study, rows);
   out << fmt::format("study {}: {} points ({} run now, {} resumed): {} ok, {} skipped, {} failed\n",
-                     study.name, points.size(), ran, resumed, points.size() - failed - skipped,
-                     skipped, failed);
+                     study.name, points.size(), progress.ran(), resumed,
+                     points.size() - failed - skipped, skipped, failed);
   out << fmt::format("results: {} (and {})\n", (dir / kResultsFile).string(),
                      (dir / kResultsHdf5File).string());
   int plot_rc = 0;
-  if (!plot_axis.empty()) {
-    plot_rc = plot_main({(dir / kResultsFile).string(), "--x", plot_axis, "--force"}, out, err);
+  if (!options->plot_axis.empty()) {
+    plot_rc =
+        plot_main({(dir / kResultsFile).string(), "--x", options->plot_axis, "--force"}, out, err);
   }
   return failed > 0 || plot_rc != 0 ? 1 : 0;
 }

@@ -23,6 +23,7 @@
 #include "tools/shard_command.h"
 #include "tools/sweep_command.h"
 #include "tools/trace_commands.h"
+#include "tools/version.h"
 #include "tools/workload_commands.h"
 #include "workloads/trace/trace_error.h"
 
@@ -33,8 +34,6 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitSimulationFailed = 1;
 constexpr int kExitBadInput = 2;
-
-constexpr const char* kVersion = "0.1.0";
 
 const char* kTopUsage =
     "upsim — predicts the per-iteration training time of ML workloads on multi-GPU platforms\n"
@@ -160,7 +159,7 @@ int main(int argc, char** argv) {
       return args.empty() ? kExitBadInput : kExitOk;
     }
     if (args[0] == "--version") {
-      std::cout << "upsim " << kVersion << "\n";
+      std::cout << "upsim " << upsim::cli::kVersion << "\n";
       return kExitOk;
     }
     const std::string command = args[0];

@@ -962,6 +962,15 @@ std::vector<std::pair<std::string, ConfigNode>> ConfigNode::map_entries() const 
   return out;
 }
 
+std::vector<std::pair<std::string, ConfigNode>> ConfigNode::peek_map_entries() const {
+  require_map(*this);
+  std::vector<std::pair<std::string, ConfigNode>> out;
+  out.reserve(node_->entries.size());
+  for (Entry& e : node_->entries)
+    out.emplace_back(e.key, ConfigNode(doc_, e.value.get(), join_key(key_path_, e.key)));
+  return out;
+}
+
 bool ConfigNode::has(std::string_view key) const {
   return lookup(*this, key) != nullptr;
 }

@@ -113,6 +113,9 @@ class ConfigNode {
   std::vector<std::string> map_keys() const;
   /// Every entry of a map in file order; marks every key asked (for maps keyed by user names).
   std::vector<std::pair<std::string, ConfigNode>> map_entries() const;
+  /// Every entry of a map in file order without marking any key asked: for code that inspects a
+  /// document and must leave its strict-key check as it was (sim/config/referenced_files.h).
+  std::vector<std::pair<std::string, ConfigNode>> peek_map_entries() const;
 
   // --- Keyed access (this node must be a map or null) ---------------------------------------
   /// Keys are single map keys: "rows", never "a.b".

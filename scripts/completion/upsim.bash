@@ -21,10 +21,12 @@ _upsim() {
         $(compgen -d -- "${cur}")) ;;
     shard) COMPREPLY=($(compgen -W "--set --out --force --jobs --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
-    sweep) COMPREPLY=($(compgen -W "--out --jobs --force --help" -- "${cur}") \
+    sweep) COMPREPLY=($(compgen -W "--out --jobs --force --plot --point-outputs --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     diff) COMPREPLY=($(compgen -W "--top --csv --force --help" -- "${cur}") \
         $(compgen -d -- "${cur}")) ;;
+    plot) COMPREPLY=($(compgen -W "--x --out --force --help" -- "${cur}") \
+        $(compgen -f -X '!*.csv' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     validate)
       if [[ ${COMP_CWORD} -eq 2 ]]; then
         COMPREPLY=($(compgen -W "kernels collectives traces workloads" -- "${cur}"))

@@ -151,10 +151,20 @@ class GroupReader {
     return d;
   }
 
+  /// The class of a dataset's elements. A number of more than 8 bytes is refused here: libhdf5
+  /// allocates its conversion buffer from the stated element size (a corrupt 4 GiB integer made
+  /// it calloc 4 GiB per read; found by fuzzing).
   H5T_class_t type_class(std::string_view dataset, const Dataset& d) const {
     const Datatype type(H5Dget_type(d.get()));
     if (!type.valid()) fail(dataset, "cannot read the element type");
-    return H5Tget_class(type.get());
+    const H5T_class_t cls = H5Tget_class(type.get());
+    if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
+      const size_t bytes = H5Tget_size(type.get());
+      if (bytes == 0 || bytes > 8) {
+        fail(dataset, fmt::format("numbers of {} bytes; at most 8 (int64, double)", bytes));
+      }
+    }
+    return cls;
   }
 
   std::vector<int64_t> integers(std::string_view dataset, hsize_t& length) const {

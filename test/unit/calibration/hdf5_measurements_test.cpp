@@ -366,6 +366,21 @@ TEST(Hdf5Measurements, AFileThatCrashesLibhdf5IsAnError) {
   }
 }
 
+TEST(Hdf5Measurements, ANumberOfGigabytesPerElementIsRefusedBeforeItIsRead) {
+  // Found by fuzzing (data/huge_element_size.h5, a mutation of a file upsim wrote): its `split`
+  // dataset states 4294967295-byte integers, for which libhdf5 callocs a 4 GiB conversion
+  // buffer per read (2.5 s of page faults in a Release build, a timeout under ASan).
+  const std::string path = std::string(UPSIM_CALIBRATION_TEST_DATA) + "/huge_element_size.h5";
+  try {
+    read_measurement_hdf5(path);
+    FAIL() << "no error";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/gemm/split: numbers of 4294967295 bytes; at most 8"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Hdf5Measurements, WriterRejectsRowsWithoutALayout) {
   KernelMeasurement row;
   row.op = "embedding_forward";

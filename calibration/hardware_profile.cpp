@@ -52,6 +52,7 @@ std::optional<Bandwidth> pcie_x16_bandwidth(int64_t generation) {
 }
 
 HardwareProfile load_hardware_profile(const ConfigNode& node) {
+  node.expect_map("a GPU hardware profile");
   HardwareProfile profile;
   DeviceProfile& device = profile.device;
   device.name = node.get_string("name");

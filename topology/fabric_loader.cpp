@@ -351,6 +351,7 @@ void read_links(const ConfigNode& links, const LinkKindTable* kinds, NodeTemplat
 }
 
 NodeTemplate read_template(const ConfigNode& node) {
+  node.expect_map("a node template: devices and links");
   NodeTemplate t;
   std::optional<LinkKindTable> kinds;
   if (auto table = node.optional_child("link_kinds")) kinds = read_link_kinds(*table);
@@ -558,6 +559,7 @@ void check_connectivity(const Assembly& fabric, const NodeTemplate& t, int64_t n
 }  // namespace
 
 Fabric load_fabric(const ConfigNode& root) {
+  root.expect_map("a fabric: nodes of GPUs, switches and links");
   const std::string name = root.get_string("name");
   if (name.empty()) root.child("name").fail("the fabric name must not be empty");
   const int64_t nodes = root.get_positive_int_or("nodes", 1);

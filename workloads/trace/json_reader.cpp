@@ -128,7 +128,10 @@ JsonType JsonCursor::peek() {
       return JsonType::kNull;
     default:
       if (c == '-' || (c >= '0' && c <= '9')) return JsonType::kNumber;
-      fail(std::string("unexpected character '") + c + "' where a value was expected");
+      // The character is not quoted: the file may be of any kind (and any byte).
+      fail(
+          "not JSON here: expected a value (an object, array, string, number, true, false or "
+          "null)");
   }
 }
 

@@ -264,15 +264,18 @@ std::string excerpt(std::string_view text) {
   return fmt::format("{}... ({} characters in all)", out, text.size());
 }
 
-/// A short name of a file (a tag, a key) in backquotes, or how long it is when it is long or
-/// holds other than printable ASCII: a file of another kind is never quoted at length.
+/// Whether a name of a file (a tag, a key) may be quoted: short printable ASCII. Any other is
+/// described by its length (quoted_name) and left out of key paths: a file of another kind is
+/// never quoted at length.
 constexpr size_t kMaxQuotedNameChars = 40;
+bool is_short_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxQuotedNameChars &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f && c != '`'; });
+}
+
 std::string quoted_name(std::string_view name) {
-  const bool printable = std::all_of(name.begin(), name.end(),
-                                     [](char c) { return c > 0x20 && c < 0x7f && c != '`'; });
-  if (printable && !name.empty() && name.size() <= kMaxQuotedNameChars) {
-    return fmt::format("`{}`", name);
-  }
+  if (is_short_name(name)) return fmt::format("`{}`", name);
   return fmt::format("(of {} characters)", name.size());
 }
 
@@ -372,8 +375,9 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
         const std::string child_path = join_key(key_path, key);
         const auto [seen, inserted] = first_line.try_emplace(key, line);
         if (!inserted) {
-          throw error_at(source, line, child_path,
-                         fmt::format("duplicate key `{}` (first at line {})", key, seen->second));
+          throw error_at(
+              source, line, is_short_name(key) ? child_path : key_path,
+              fmt::format("duplicate key {} (first at line {})", quoted_name(key), seen->second));
         }
         n->entries.push_back(
             Entry{key, source, line, convert(kv.second, source, line, child_path, values_left)});
@@ -715,7 +719,7 @@ void check_node(const Node& n, const std::string& path) {
     for (const Entry& e : n.entries) {
       const std::string child_path = join_key(path, e.key);
       if (std::find(n.asked.begin(), n.asked.end(), e.key) == n.asked.end()) {
-        std::string message = fmt::format("unknown key `{}`", e.key);
+        std::string message = fmt::format("unknown key {}", quoted_name(e.key));
         if (n.asked.empty()) {
           message += path.empty() ? "; no key is read at the top level"
                                   : fmt::format("; no key under `{}` is read", path);
@@ -724,7 +728,8 @@ void check_node(const Node& n, const std::string& path) {
         } else {
           message += fmt::format("; valid keys: {}", join_names(n.asked));
         }
-        throw error_at(e.key_source, e.key_line, child_path, std::move(message));
+        throw error_at(e.key_source, e.key_line, is_short_name(e.key) ? child_path : path,
+                       std::move(message));
       }
       check_node(*e.value, child_path);
     }
@@ -948,8 +953,8 @@ ConfigNode ConfigNode::child(std::string_view key) const {
       for (const Entry& e : node_->entries) {
         if (nearest(e.key, wanted)) {
           throw error_at(e.key_source, e.key_line, join_key(key_path_, e.key),
-                         fmt::format("unknown key `{}`; did you mean `{}`? (`{}` is required)",
-                                     e.key, key, key));
+                         fmt::format("unknown key {}; did you mean `{}`? (`{}` is required)",
+                                     quoted_name(e.key), key, key));
         }
       }
     }

@@ -158,6 +158,25 @@ TEST(ConfigMessages, TagsAreQuotedOnlyWhenShort) {
   EXPECT_FALSE(contains(e.what(), kCanary)) << e.what();
 }
 
+TEST(ConfigMessages, KeysAreQuotedOnlyWhenShortAndPrintable) {
+  std::string long_key(kCanary);
+  long_key.append(100, 'k');
+  ConfigDocument doc =
+      ConfigDocument::parse_string("a: 1\n" + long_key + ": 2\n\"canary\\e[2J\": 3\n", "t.yaml");
+  doc.root().get_int("a");
+  const ConfigError unknown = config_error([&] { doc.check_all_keys_used(); });
+  EXPECT_EQ(unknown.message(), "unknown key (of 106 characters); valid keys: a");
+  EXPECT_FALSE(contains(unknown.what(), kCanary)) << unknown.what();
+  const ConfigError twice = config_error([&] {
+    ConfigDocument::parse_string("\"canary\\e[2J\": 1\n\"canary\\e[2J\": 2\n", "t.yaml");
+  });
+  EXPECT_EQ(twice.message(), "duplicate key (of 10 characters) (first at line 1)");
+  // A short key is named, as a typo deserves.
+  ConfigDocument typo = ConfigDocument::parse_string("rowz: 1\n", "t.yaml");
+  EXPECT_EQ(config_error([&] { typo.root().get_int("rows"); }).message(),
+            "unknown key `rowz`; did you mean `rows`? (`rows` is required)");
+}
+
 TEST(ConfigMessages, ControlCharactersOfAQuotedValueAreEscaped) {
   ConfigDocument doc = ConfigDocument::parse_string("a: \"x\\e[2Jy\\by\"\n", "t.yaml");
   const ConfigError e = config_error([&] { doc.root().get_int("a"); });

@@ -2,14 +2,15 @@
 // (embeddings.tables_file) as YAML / JSON or as CSV, and a sharding plan (sharding_plan, as
 // `upsim shard` writes it). The input's role follows from its text (role_of: a plan names
 // rank_of_table, a CSV starts with a line of commas), so that each execution parses it once. In
-// a fixed 4-GPU scenario beside it, the workload parses it, places the tables, builds a
-// training step's task graph (DlrmWorkload::build, as `upsim run` does), and every kernel of the
-// graph is priced by the shipped A100 calibration. A ConfigError is a clean rejection; any other
-// exception from an input the workload accepted (an internal error such as "reuse histogram
-// sums to 0") escapes and aborts, a finding like a crash, a hang or unbounded memory. Pricing
-// may still throw std::range_error (a time past the simulator's range, which the executor
-// reports naming the kernel). Seeds: test/fuzz/seeds/dlrm/ and the plans `upsim shard` writes
-// for the shipped DLRM scenarios (scripts/fuzz.sh).
+// a fixed scenario beside it (2 GPUs for a tables file; configs/dlrm_4gpu.yaml's 4 GPUs and 48
+// tables for a plan), the workload parses it, places the tables, builds a training step's task
+// graph (DlrmWorkload::build, as `upsim run` does), and the shipped A100 calibration prices
+// every kernel of the graph. A ConfigError is a clean rejection; any other exception from an
+// input the workload accepted (an internal error such as "reuse histogram sums to 0") escapes
+// and aborts, a finding like a crash, a hang or unbounded memory. Pricing may still throw
+// std::range_error (a time past the simulator's range, which the executor reports naming the
+// kernel). Seeds: test/fuzz/seeds/dlrm/ and the plan `upsim shard` writes for
+// configs/dlrm_4gpu.yaml (scripts/fuzz.sh).
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,14 +98,14 @@ constexpr std::string_view kPlanModel = R"(workload:
   sharding_plan: input.yaml
 )";
 
-/// Builds `scenario` on 4 GPUs with `table_memory_fraction` of their memory for tables and
-/// prices every kernel of the graph; returns quietly when the workload rejects the input.
-void build_and_price(const std::string& scenario, double table_memory_fraction) {
+/// Builds `scenario` on `gpus` GPUs with `table_memory_fraction` of their memory for tables
+/// and prices every kernel of the graph; returns quietly when the workload rejects the input.
+void build_and_price(const std::string& scenario, uint32_t gpus, double table_memory_fraction) {
   ConfigDocument doc =
       ConfigDocument::parse_string(scenario, (scratch_dir() / "scenario.yaml").string());
   const Pricing& p = pricing();
   WorkloadPlatform platform;
-  platform.gpus = 4;
+  platform.gpus = gpus;
   platform.device = p.hardware.device;
   platform.table_memory_fraction = table_memory_fraction;
   platform.iterations = 1;
@@ -157,15 +158,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case Role::kPlan:
       write(scratch_dir() / "input.yaml", bytes);
       // 0.1 of 80 GiB: the seed plans fit (6.6 GB per rank), a plan that crowds a rank does not.
-      build_and_price(std::string(kPlanModel), 0.1);
+      build_and_price(std::string(kPlanModel), 4, 0.1);
       break;
     case Role::kCsvTables:
       write(scratch_dir() / "input.csv", bytes);
-      build_and_price(std::string(kTablesModel) + "    tables_file: input.csv\n", 0.8);
+      build_and_price(std::string(kTablesModel) + "    tables_file: input.csv\n", 2, 0.8);
       break;
     case Role::kYamlTables:
       write(scratch_dir() / "input.yaml", bytes);
-      build_and_price(std::string(kTablesModel) + "    tables_file: input.yaml\n", 0.8);
+      build_and_price(std::string(kTablesModel) + "    tables_file: input.yaml\n", 2, 0.8);
       break;
   }
   return 0;

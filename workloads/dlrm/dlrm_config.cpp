@@ -108,8 +108,8 @@ ShardingStrategy read_sharding(const ConfigNode& workload) {
   workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
 }
 
-/// A reuse histogram at `node`: kReuseHistogramBins fractions (each in [0, 1], read with
-/// bin_fraction) summing to 1 (within 1%, the seed's files round them; rescaled to 1 exactly).
+/// A reuse histogram at `node`: kReuseHistogramBins fractions (each in [0, 1]: bin_fractions,
+/// bin_keys) summing to 1 (within 1%, the seed's files round them; rescaled to 1 exactly).
 std::vector<double> read_histogram(const ConfigNode& node, const std::vector<double>& values) {
   if (values.size() != kReuseHistogramBins) {
     node.fail(

@@ -83,6 +83,7 @@ void scale_peaks(DeviceProfile& device, double scale, const ConfigNode& blame) {
 }  // namespace
 
 HardwareProfile load_hardware_profile(const ConfigNode& profile) {
+  profile.expect_map("a GPU hardware profile");
   HardwareProfile hardware;
   DeviceProfile& device = hardware.device;
   device.name = profile.get_string("name");

@@ -75,6 +75,7 @@ std::optional<Duration> optional_duration(const ConfigNode& node, std::string_vi
 }  // namespace
 
 HostOverheadCpuCost load_host_overheads(const ConfigNode& node) {
+  node.expect_map("host overheads T1-T5, as `upsim calibrate host-overheads` writes them");
   HostOverheads params;
   params.t1 = non_negative_duration(node, "t1");
   params.t4 = non_negative_duration(node, "t4");

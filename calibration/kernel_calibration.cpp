@@ -168,6 +168,7 @@ std::array<std::string, kMemoryOpCount> default_curve_of_op() {
 }
 
 KernelCalibration load_kernel_calibration(const ConfigNode& node) {
+  node.expect_map("a kernel calibration, as `upsim calibrate kernels` writes it");
   KernelCalibration c;
   c.fitted_on = node.get_string("fitted_on");
   c.source = node.get_string("source");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
@@ -53,7 +54,7 @@ double parse_number(const std::filesystem::path& path, int line, std::string_vie
   double value = 0.0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (ec != std::errc() || end != field.data() + field.size()) {
-    fail(path, line, fmt::format("{} `{}` is not a number", what, field));
+    fail(path, line, fmt::format("{} {} is not a number", what, quoted_field(field)));
   }
   return value;
 }
@@ -64,7 +65,7 @@ int64_t parse_dim(const std::filesystem::path& path, int line, std::string_view 
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (ec != std::errc() || end != field.data() + field.size()) {
-    fail(path, line, fmt::format("{} `{}` is not a whole number", what, field));
+    fail(path, line, fmt::format("{} {} is not a whole number", what, quoted_field(field)));
   }
   if (value <= 0) fail(path, line, fmt::format("{} must be positive, got {}", what, value));
   return value;
@@ -79,7 +80,7 @@ double positive(const std::filesystem::path& path, int line, double value, std::
 double parse_with_unit(const std::filesystem::path& path, int line, std::string_view field,
                        std::string_view unit, std::string_view what) {
   if (!field.ends_with(unit)) {
-    fail(path, line, fmt::format("{} `{}` must end in `{}`", what, field, unit));
+    fail(path, line, fmt::format("{} {} must end in `{}`", what, quoted_field(field), unit));
   }
   field.remove_suffix(unit.size());
   return parse_number(path, line, trim_blanks(field), what);
@@ -131,15 +132,20 @@ ColumnIndex read_header(const std::filesystem::path& path, const std::vector<Lin
                         std::initializer_list<std::string_view> required, std::string_view usage) {
   if (lines.empty()) throw CalibrationDataError(fmt::format("{}: no header line", path.string()));
   const std::vector<std::string_view> header = split_fields(lines.front().text);
-  ColumnIndex column;
-  for (size_t i = 0; i < header.size(); ++i) {
-    if (!column.emplace(std::string(header[i]), i).second) {
-      fail(path, lines.front().number, fmt::format("duplicate column `{}`", header[i]));
+  // The required columns first: a file of another kind fails here, before any of its names
+  // would be quoted.
+  for (std::string_view name : required) {
+    if (std::find(header.begin(), header.end(), name) == header.end()) {
+      fail(path, lines.front().number, fmt::format("missing column `{}` ({})", name, usage));
     }
   }
-  for (std::string_view name : required) {
-    if (!column.contains(name)) {
-      fail(path, lines.front().number, fmt::format("missing column `{}` ({})", name, usage));
+  ColumnIndex column;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const auto [first, inserted] = column.emplace(std::string(header[i]), i);
+    if (!inserted) {
+      fail(path, lines.front().number,
+           fmt::format("columns {} and {} of the header have the same name {}", first->second + 1,
+                       i + 1, quoted_field(header[i])));
     }
   }
   return column;
@@ -149,7 +155,8 @@ DType parse_dtype_field(const std::filesystem::path& path, int line, std::string
   const std::optional<DType> dtype = parse_dtype(text);
   if (!dtype) {
     fail(path, line,
-         fmt::format("unknown dtype `{}`; valid: fp32, tf32, fp16, bf16, fp8, int8", text));
+         fmt::format("unknown dtype {}; valid: fp32, tf32, fp16, bf16, fp8, int8",
+                     quoted_field(text)));
   }
   return *dtype;
 }
@@ -161,7 +168,8 @@ double parse_time_us(const std::filesystem::path& path, int line, std::string_vi
 
 bool parse_split(const std::filesystem::path& path, int line, std::string_view split) {
   if (split != "train" && split != "held_out") {
-    fail(path, line, fmt::format("split must be `train` or `held_out`, got `{}`", split));
+    fail(path, line,
+         fmt::format("split must be `train` or `held_out`, got {}", quoted_field(split)));
   }
   return split == "held_out";
 }
@@ -211,7 +219,8 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
     } else {
       const std::optional<MemoryOp> op = parse_memory_op(row.op);
       if (!op || *op == MemoryOp::kUnspecified) {
-        fail(path, line.number, fmt::format("unknown op `{}`; valid: {}", row.op, valid_ops()));
+        fail(path, line.number,
+             fmt::format("unknown op {}; valid: {}", quoted_field(row.op), valid_ops()));
       }
       row.kernel = memory_op_kernel(*op, dtype, m, n);
     }
@@ -274,7 +283,8 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
       k.cls = KernelClass::kEmbeddingBackward;
     } else {
       fail(path, line.number,
-           fmt::format("unknown op `{}`; valid: embedding_forward, embedding_backward", row.op));
+           fmt::format("unknown op {}; valid: embedding_forward, embedding_backward",
+                       quoted_field(row.op)));
     }
     k.dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
     EmbeddingShape& e = k.embedding;
@@ -300,7 +310,8 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
         e.optimizer = FusedEmbeddingOptimizer::kRowWiseAdagrad;
       } else {
         fail(path, line.number,
-             fmt::format("unknown optimizer `{}`; valid: sgd, adagrad, rowwise_adagrad", name));
+             fmt::format("unknown optimizer {}; valid: sgd, adagrad, rowwise_adagrad",
+                         quoted_field(name)));
       }
     }
     row.seconds = parse_time_us(path, line.number, f[column.at("time_us")]);

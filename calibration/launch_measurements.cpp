@@ -49,8 +49,10 @@ LaunchTable read_launch_csv(const std::filesystem::path& path) {
     const std::vector<std::string_view> f = split_trimmed(t, ',');
     if (!header) {
       if (f.size() != 3 || f[0] != "quantity" || f[1] != "bytes" || f[2] != "time_us") {
+        // Not the table this reads: its line is not quoted.
         fail(path, number,
-             fmt::format("expected the header `quantity,bytes,time_us`, got `{}`", t));
+             "expected the header `quantity,bytes,time_us` (a gpu_microbench launch.csv) as the "
+             "first line that is not a `#` comment; this line is not it");
       }
       header = true;
       continue;
@@ -66,17 +68,20 @@ LaunchTable read_launch_csv(const std::filesystem::path& path) {
     const auto [bytes_end, bytes_ec] =
         std::from_chars(f[1].data(), f[1].data() + f[1].size(), q.bytes);
     if (bytes_ec != std::errc() || bytes_end != f[1].data() + f[1].size() || q.bytes < 0) {
-      fail(path, number, fmt::format("bytes: expected an integer >= 0, got `{}`", f[1]));
+      fail(path, number,
+           fmt::format("bytes: expected an integer >= 0, got {}", quoted_field(f[1])));
     }
     const std::string time(f[2]);
     char* end = nullptr;
     q.time_us = std::strtod(time.c_str(), &end);
     if (time.empty() || end != time.c_str() + time.size() || !std::isfinite(q.time_us) ||
         !(q.time_us > 0.0)) {
-      fail(path, number, fmt::format("time_us: expected a positive number, got `{}`", f[2]));
+      fail(path, number,
+           fmt::format("time_us: expected a positive number, got {}", quoted_field(f[2])));
     }
     if (table.find(q.name, q.bytes) != nullptr) {
-      fail(path, number, fmt::format("`{}` at {} bytes appears twice", q.name, q.bytes));
+      fail(path, number,
+           fmt::format("{} at {} bytes appears twice", quoted_field(q.name), q.bytes));
     }
     table.rows.push_back(std::move(q));
   }

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 build=${UPSIM_FUZZ_BUILD_DIR:-build-fuzz}
-harnesses=${UPSIM_FUZZ_HARNESSES:-fuzz_yaml_configs fuzz_scenario fuzz_traces fuzz_measurements fuzz_hdf5 fuzz_outputs fuzz_study}
+harnesses=${UPSIM_FUZZ_HARNESSES:-fuzz_yaml_configs fuzz_scenario fuzz_traces fuzz_measurements fuzz_hdf5 fuzz_outputs fuzz_study fuzz_dlrm_inputs}
 
 CXX=${UPSIM_FUZZ_CXX:-clang++} cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DUPSIM_FUZZ=ON -DUPSIM_BUILD_TESTS=OFF -DUPSIM_BUILD_BENCHMARKS=OFF >/dev/null
@@ -23,7 +23,7 @@ cmake --build "$build" --target upsim $harnesses
 # named after their path so that equal names in different folders do not collide.
 seeds=$build/fuzz-seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{fuzz_yaml_configs,fuzz_scenario,fuzz_traces,fuzz_measurements,fuzz_hdf5,fuzz_outputs,fuzz_study}
+mkdir -p "$seeds"/{fuzz_yaml_configs,fuzz_scenario,fuzz_traces,fuzz_measurements,fuzz_hdf5,fuzz_outputs,fuzz_study,fuzz_dlrm_inputs}
 seed() { cp "$2" "$seeds/$1/${2//\//_}"; }
 while IFS= read -r f; do seed fuzz_yaml_configs "$f"; done < <(find configs -name '*.yaml' | sort)
 # Shipped scenarios, but not the two that build 16 M-task graphs and not the trace scenarios,
@@ -54,6 +54,11 @@ rm -rf "$build/fuzz-sweep"
 cp "$build/fuzz-sweep/study.points" "$seeds/fuzz_study/study.points"
 cp "$build/fuzz-sweep/points/0.row" "$build/fuzz-sweep/points/11.row" "$seeds/fuzz_study/"
 rm -rf "$build/fuzz-sweep"
+# DLRM inputs: tables files in each format (test/fuzz/seeds/dlrm/SOURCES.md) and the sharding plan
+# `upsim shard` writes for configs/dlrm_4gpu.yaml, whose model the harness plans for.
+cp test/fuzz/seeds/dlrm/tables* "$seeds/fuzz_dlrm_inputs/"
+"$build/upsim" shard configs/dlrm_4gpu.yaml --out "$seeds/fuzz_dlrm_inputs/plan_dlrm_4gpu.yaml" \
+  >/dev/null
 
 export LSAN_OPTIONS=suppressions=$PWD/test/fuzz/lsan_suppressions.txt
 status=0

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "sim/config/text.h"
 #include "sim/engine.h"
 #include "sim/input_file.h"
 #include "topology/collective_algorithms.h"
@@ -38,7 +39,7 @@ int64_t parse_int(const std::string& text, const std::filesystem::path& file, in
   } catch (const std::exception&) {
   }
   throw std::runtime_error(
-      fmt::format("{}:{}: expected an integer, got `{}`", file.string(), line, text));
+      fmt::format("{}:{}: expected an integer, got {}", file.string(), line, quoted_field(text)));
 }
 
 double parse_number(const std::string& text, const std::filesystem::path& file, int line) {
@@ -49,7 +50,7 @@ double parse_number(const std::string& text, const std::filesystem::path& file, 
   } catch (const std::exception&) {
   }
   throw std::runtime_error(
-      fmt::format("{}:{}: expected a number, got `{}`", file.string(), line, text));
+      fmt::format("{}:{}: expected a number, got {}", file.string(), line, quoted_field(text)));
 }
 
 }  // namespace

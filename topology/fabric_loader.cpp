@@ -374,6 +374,7 @@ void read_links(const ConfigNode& links, const LinkKindTable* kinds, NodeTemplat
 }
 
 NodeTemplate read_template(const ConfigNode& node) {
+  node.expect_map("a node template: devices and links");
   NodeTemplate t;
   std::optional<LinkKindTable> kinds;
   if (auto table = node.optional_child("link_kinds")) kinds = read_link_kinds(*table);
@@ -599,6 +600,7 @@ void apply_gpu_pcie_rate(NodeTemplate& t, const std::optional<Bandwidth>& rate,
 
 Fabric load_fabric(const ConfigNode& root, const FabricOptions& options,
                    std::vector<GpuPcieLink>* gpu_pcie_links) {
+  root.expect_map("a fabric: nodes of GPUs, switches and links");
   const std::string name = root.get_string("name");
   if (name.empty()) root.child("name").fail("the fabric name must not be empty");
   const int64_t nodes = root.get_positive_int_or("nodes", 1);

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sim/config/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {
@@ -139,7 +140,7 @@ class Parser {
       if (fields.empty()) fail("expected a program name after `Collective test starting:`");
       const std::string program(fields.front());
       if (!nccl_tests_collective(program)) {
-        fail(fmt::format("unsupported nccl-tests program `{}`; supported: {}", program,
+        fail(fmt::format("unsupported nccl-tests program {}; supported: {}", quoted_field(program),
                          nccl_tests_collective_names()));
       }
       log_.program = program;
@@ -200,7 +201,7 @@ class Parser {
 
   int64_t parse_int(std::string_view field, std::string_view column) const {
     if (is_whole_number(field) && field.size() <= 18) return std::stoll(std::string(field));
-    fail(fmt::format("column `{}`: expected a whole number, got `{}`", column, field));
+    fail(fmt::format("column `{}`: expected a whole number, got {}", column, quoted_field(field)));
   }
 
   double parse_double(std::string_view field, std::string_view column) const {
@@ -211,7 +212,7 @@ class Parser {
       if (used == text.size() && std::isfinite(v)) return v;
     } catch (const std::exception&) {
     }
-    fail(fmt::format("column `{}`: expected a number, got `{}`", column, field));
+    fail(fmt::format("column `{}`: expected a number, got {}", column, quoted_field(field)));
   }
 
   void row(const std::vector<std::string_view>& fields) {
@@ -231,7 +232,8 @@ class Parser {
     if (c.redop) r.redop = std::string(fields[*c.redop]);
     r.time_us = parse_double(fields[c.time], "time");
     if (!(r.time_us > 0.0)) {
-      fail(fmt::format("column `time`: expected a positive time in us, got `{}`", fields[c.time]));
+      fail(fmt::format("column `time`: expected a positive time in us, got {}",
+                       quoted_field(fields[c.time])));
     }
     r.algbw_gbps = parse_double(fields[c.time + 1], "algbw");
     r.busbw_gbps = parse_double(fields[c.time + 2], "busbw");

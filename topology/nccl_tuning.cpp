@@ -539,6 +539,7 @@ std::string factor_map(const std::vector<std::pair<std::string, double>>& factor
 }  // namespace
 
 CollectiveTuning load_collective_tuning(const ConfigNode& root) {
+  root.expect_map("a collective tuning, as `upsim calibrate collectives` writes it");
   CollectiveTuning t = nccl_like_tuning();
   t.launch_overhead = root.get_duration_in_or("launch_overhead", Duration::zero(),
                                               kMaxConfiguredLatency, t.launch_overhead);

@@ -77,6 +77,9 @@ struct Node {
   std::vector<PendingOverride> pending;
   std::vector<KeyUse> key_uses;   // (key, use) pairs readers looked up, each once
   std::unique_ptr<Node> written;  // the file's value a --set replaced (ConfigNode::as_written)
+  /// The root of a file (the document or a loaded reference): a scalar here is a file that is
+  /// not YAML structure, described in errors and never quoted.
+  bool file_root = false;
 };
 
 struct DocumentState {
@@ -254,14 +257,41 @@ bool needs_quotes(std::string_view s) {
 
 /// At most the first line and kMaxQuotedChars characters of a value, for error messages: an
 /// error quotes what is wrong, never a whole file that was read as one scalar by mistake.
+/// Control characters are written as \xNN, so that a value cannot drive the terminal.
 constexpr size_t kMaxQuotedChars = 80;
 std::string excerpt(std::string_view text) {
   const size_t line_end = text.find_first_of("\r\n");
   std::string_view head = text.substr(0, line_end);
   if (head.size() > kMaxQuotedChars) head = head.substr(0, kMaxQuotedChars);
-  if (head.size() == text.size()) return std::string(text);
-  return fmt::format("{}... ({} characters in all)", head, text.size());
+  std::string out;
+  for (const char c : head) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  if (head.size() == text.size()) return out;
+  return fmt::format("{}... ({} characters in all)", out, text.size());
 }
+
+/// Whether a name of a file (a tag, a key) may be quoted: short printable ASCII. Any other is
+/// described by its length (quoted_name) and left out of key paths: a file of another kind is
+/// never quoted at length.
+constexpr size_t kMaxQuotedNameChars = 40;
+bool is_short_name(std::string_view name) {
+  return !name.empty() && name.size() <= kMaxQuotedNameChars &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f && c != '`'; });
+}
+
+std::string quoted_name(std::string_view name) {
+  if (is_short_name(name)) return fmt::format("`{}`", name);
+  return fmt::format("(of {} characters)", name.size());
+}
+
+bool is_csv(const std::filesystem::path& path);
 
 std::string describe(const Node& n) {
   switch (n.kind) {
@@ -270,10 +300,16 @@ std::string describe(const Node& n) {
     case Kind::kMap:
       return "a map";
     case Kind::kSequence:
+      if (n.file_root && n.source != nullptr && is_csv(n.source->path)) {
+        return fmt::format("a CSV table ({} row{} under a header)", n.items.size(),
+                           n.items.size() == 1 ? "" : "s");
+      }
       return "a sequence";
     case Kind::kScalar:
       break;
   }
+  // A whole file that is one scalar is not of the kind a reader expects: never quoted.
+  if (n.file_root && n.source != nullptr) return "plain text (a YAML scalar)";
   if (n.quoted) return fmt::format("the quoted string \"{}\"", excerpt(n.scalar));
   return fmt::format("\"{}\"", excerpt(n.scalar));
 }
@@ -314,8 +350,9 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
   const bool standard_tag =
       tag.empty() || tag == "?" || tag == "!" || tag.starts_with("tag:yaml.org,2002:");
   if (!standard_tag) {
-    throw error_at(source, n->line, key_path,
-                   fmt::format("unsupported YAML tag `{}` (tags are not interpreted)", tag));
+    throw error_at(
+        source, n->line, key_path,
+        fmt::format("unsupported YAML tag {} (tags are not interpreted)", quoted_name(tag)));
   }
   switch (y.Type()) {
     case YAML::NodeType::Undefined:
@@ -350,8 +387,9 @@ std::unique_ptr<Node> convert(const YAML::Node& y, const SourceFile* source, int
         const std::string child_path = join_key(key_path, key);
         const auto [seen, inserted] = first_line.try_emplace(key, line);
         if (!inserted) {
-          throw error_at(source, line, child_path,
-                         fmt::format("duplicate key `{}` (first at line {})", key, seen->second));
+          throw error_at(
+              source, line, is_short_name(key) ? child_path : key_path,
+              fmt::format("duplicate key {} (first at line {})", quoted_name(key), seen->second));
         }
         n->entries.push_back(
             Entry{key, source, line, convert(kv.second, source, line, child_path, values_left)});
@@ -396,6 +434,18 @@ int second_document_line(std::string_view text) {
   return 0;
 }
 
+/// yaml-cpp's message without the text of the file that some of its messages append (the
+/// `%YAML` directive's argument, an escape character, a code point).
+std::string parser_message(const std::string& message) {
+  for (const std::string_view prefix : {std::string_view(YAML::ErrorMsg::YAML_VERSION),
+                                        std::string_view(YAML::ErrorMsg::INVALID_UNICODE),
+                                        std::string_view(YAML::ErrorMsg::INVALID_ESCAPE)}) {
+    if (message.starts_with(prefix))
+      return std::string(trim_blanks(prefix.substr(0, prefix.find(':'))));
+  }
+  return excerpt(message);
+}
+
 std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* source,
                                  const std::string& key_path) {
   // A second document (after `---`) would otherwise be ignored without a word.
@@ -409,10 +459,12 @@ std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* sour
     y = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source->path.string(), mark_line(e.mark), key_path,
-                      fmt::format("malformed YAML: {}", e.msg));
+                      fmt::format("malformed YAML: {}", parser_message(e.msg)));
   }
   size_t values_left = kMaxDocumentValues;
-  return convert(y, source, 1, key_path, values_left);
+  std::unique_ptr<Node> root = convert(y, source, 1, key_path, values_left);
+  root->file_root = true;
+  return root;
 }
 
 /// A CSV reference as YAML with the same line numbers (ConfigNode::load_reference): the first
@@ -420,6 +472,8 @@ std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* sour
 /// line becomes `- {column: value, ...}` with its empty fields left out; blank and `#` lines
 /// stay comments. Fields are split at commas (no quoting); a value must be a plain scalar
 /// (letters, digits, `_ . + -`), so that it reads as the number or name it is written as.
+/// Errors name the line and the column's number, never the file's text: the file may be any
+/// CSV, given where a table of another kind was expected.
 std::string csv_as_yaml(std::string_view text, const SourceFile* source,
                         const std::string& key_path) {
   const auto fail = [&](int line, std::string message) {
@@ -458,11 +512,17 @@ std::string csv_as_yaml(std::string_view text, const SourceFile* source,
     }
     const std::vector<std::string_view> fields = split(line);
     if (header.empty()) {
+      std::unordered_map<std::string_view, size_t> column_of_name;
       for (size_t c = 0; c < fields.size(); ++c) {
         if (!plain(fields[c])) {
-          fail(number, fmt::format("CSV header column {} is `{}`; a column name is letters, "
-                                   "digits and `_ . + -`",
-                                   c + 1, fields[c]));
+          fail(number, fmt::format("column {} of the CSV header is not a column name (letters, "
+                                   "digits and `_ . + -`)",
+                                   c + 1));
+        }
+        const auto [first, inserted] = column_of_name.try_emplace(fields[c], c);
+        if (!inserted) {
+          fail(number, fmt::format("columns {} and {} of the CSV header have the same name",
+                                   first->second + 1, c + 1));
         }
       }
       header = fields;
@@ -477,9 +537,9 @@ std::string csv_as_yaml(std::string_view text, const SourceFile* source,
     for (size_t c = 0; c < fields.size(); ++c) {
       if (fields[c].empty()) continue;
       if (!plain(fields[c])) {
-        fail(number, fmt::format("column `{}` is `{}`; a CSV value here is a number or a name "
-                                 "(letters, digits and `_ . + -`)",
-                                 header[c], fields[c]));
+        fail(number, fmt::format("field {} is not a number or a name (a CSV value here is "
+                                 "letters, digits and `_ . + -`)",
+                                 c + 1));
       }
       if (item.size() > 3) item += ", ";
       item += fmt::format("{}: {}", header[c], fields[c]);
@@ -680,7 +740,7 @@ void check_node(const Node& n, const std::string& path) {
     for (const Entry& e : n.entries) {
       const std::string child_path = join_key(path, e.key);
       if (std::find(n.asked.begin(), n.asked.end(), e.key) == n.asked.end()) {
-        std::string message = fmt::format("unknown key `{}`", e.key);
+        std::string message = fmt::format("unknown key {}", quoted_name(e.key));
         if (n.asked.empty()) {
           message += path.empty() ? "; no key is read at the top level"
                                   : fmt::format("; no key under `{}` is read", path);
@@ -689,7 +749,8 @@ void check_node(const Node& n, const std::string& path) {
         } else {
           message += fmt::format("; valid keys: {}", join_names(n.asked));
         }
-        throw error_at(e.key_source, e.key_line, child_path, std::move(message));
+        throw error_at(e.key_source, e.key_line, is_short_name(e.key) ? child_path : path,
+                       std::move(message));
       }
       check_node(*e.value, child_path);
     }
@@ -865,11 +926,20 @@ const std::string& scalar_text(const ConfigNode& self, std::string_view expected
   return n.scalar;
 }
 
+/// Whether an error may quote scalar `n` whole: one short line of a YAML file or of --set, not a
+/// whole file (describe() says what it is instead).
+bool quotable_whole(const Node& n) {
+  return !(n.file_root && n.source != nullptr) && n.scalar.size() <= kMaxQuotedChars &&
+         excerpt(n.scalar) == n.scalar;
+}
+
 std::string check_choice(const ConfigNode& value, std::string_view key,
                          std::span<const std::string_view> choices) {
   std::string text = value.as_string();
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return text;
-  std::string message = fmt::format("unknown {} `{}`", key, text);
+  const Node& n = NodeAccess::node(value);
+  std::string message = quotable_whole(n) ? fmt::format("unknown {} `{}`", key, text)
+                                          : fmt::format("unknown {}: got {}", key, describe(n));
   if (auto suggestion = nearest(text, choices)) {
     message += fmt::format("; did you mean `{}`?", *suggestion);
   }
@@ -883,6 +953,9 @@ auto parse_quantity(const ConfigNode& self, std::string_view expected, Parse par
   try {
     return parse(text);
   } catch (const UnitError& e) {
+    // The parser's message quotes the text whole.
+    const Node& n = NodeAccess::node(self);
+    if (!quotable_whole(n)) self.fail(fmt::format("expected {}, got {}", expected, describe(n)));
     self.fail(e.what());
   }
 }
@@ -971,6 +1044,12 @@ std::vector<std::pair<std::string, ConfigNode>> ConfigNode::peek_map_entries() c
   return out;
 }
 
+void ConfigNode::expect_map(std::string_view what) const {
+  if (node_->kind != Kind::kMap && node_->kind != Kind::kNull) {
+    fail(fmt::format("expected a YAML map ({}), got {}", what, describe(*node_)));
+  }
+}
+
 bool ConfigNode::has(std::string_view key) const {
   return lookup(*this, key) != nullptr;
 }
@@ -984,8 +1063,8 @@ ConfigNode ConfigNode::child(std::string_view key) const {
       for (const Entry& e : node_->entries) {
         if (nearest(e.key, wanted)) {
           throw error_at(e.key_source, e.key_line, join_key(key_path_, e.key),
-                         fmt::format("unknown key `{}`; did you mean `{}`? (`{}` is required)",
-                                     e.key, key, key));
+                         fmt::format("unknown key {}; did you mean `{}`? (`{}` is required)",
+                                     quoted_name(e.key), key, key));
         }
       }
     }

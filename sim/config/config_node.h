@@ -23,6 +23,11 @@
 //    returns its root; key paths continue from the referencing key, file and line name the loaded
 //    file. A map given in place of the path is taken as the inline content (a resolved document,
 //    whose references are inlined, therefore loads again).
+//  - Errors quote a file's content only where it is of the expected kind, and then at most one
+//    short line: a value or key of a YAML map, never a whole file that parsed as one scalar
+//    ("plain text (a YAML scalar)"), never a CSV's header or fields (named by line and column
+//    number), never text that yaml-cpp's messages would echo. Control characters are escaped.
+//    Values given with --set are the user's own and are quoted.
 //  - Lifetime: a ConfigNode is valid while its ConfigDocument lives. apply_override() may replace
 //    nodes, so apply all overrides before reading.
 //  - Values as written: apply_override() keeps the value a file states for a key it replaces;
@@ -116,6 +121,11 @@ class ConfigNode {
   /// Every entry of a map in file order without marking any key asked: for code that inspects a
   /// document and must leave its strict-key check as it was (sim/config/referenced_files.h).
   std::vector<std::pair<std::string, ConfigNode>> peek_map_entries() const;
+  /// Throws ConfigError unless this is a map (or null: an empty one), saying what the reader
+  /// expected: "expected a YAML map (a GPU hardware profile), got plain text (a YAML scalar)".
+  /// Readers of a file call it first. Errors describe a file's content, never quote it: a file
+  /// that is one scalar is "plain text", a CSV "a CSV table"; --set values are quoted.
+  void expect_map(std::string_view what) const;
 
   // --- Keyed access (this node must be a map or null) ---------------------------------------
   /// Keys are single map keys: "rows", never "a.b".

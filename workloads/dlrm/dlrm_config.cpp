@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -29,6 +30,12 @@ constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
 /// Bytes a total may reach (2^62: a quarter of int64, leaving room for sums of a few totals);
 /// totals are checked in double precision, ample for a bound.
 constexpr double kMaxTotalBytes = 4.611686018427387904e18;
+/// Mean indices per bag (pooling, the seed's pooling factor, and their spread pooling_std):
+/// real bags hold tens to thousands of indices; 10^6 is far past any and keeps global_batch x
+/// pooling (< 2^31 x 2^20 = 2^51) an exact count in a double.
+constexpr double kMaxPooling = 1e6;
+/// The seed's `index`, the table's id in its data set (recorded, not used): a 31-bit id.
+constexpr int64_t kMaxSeedIndex = (int64_t{1} << 31) - 1;
 /// The widest element the tables or the all-to-all hold (fp32): the size bounds hold for all.
 constexpr int64_t kMaxElementBytes = 4;
 /// The most bytes one table element takes with its optimizer state (fp32 weight and Adam's two
@@ -101,18 +108,16 @@ ShardingStrategy read_sharding(const ConfigNode& workload) {
   workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
 }
 
-/// A reuse histogram at `node`: kReuseHistogramBins fractions >= 0 summing to 1 (within 1%, the
-/// seed's files round them; rescaled to 1 exactly).
+/// A reuse histogram at `node`: kReuseHistogramBins fractions (each in [0, 1]: bin_fractions,
+/// bin_keys) summing to 1 (within 1%, the seed's files round them; rescaled to 1 exactly).
 std::vector<double> read_histogram(const ConfigNode& node, const std::vector<double>& values) {
   if (values.size() != kReuseHistogramBins) {
     node.fail(
         fmt::format("a reuse histogram has {} bins, got {}", kReuseHistogramBins, values.size()));
   }
   double sum = 0.0;
-  for (const double v : values) {
-    if (!(v >= 0.0 && v <= 1.0)) node.fail(fmt::format("bin fractions are in [0, 1], got {}", v));
+  for (const double v : values)
     sum += v;
-  }
   if (std::abs(sum - 1.0) > 0.01) {
     node.fail(
         fmt::format("bin fractions must sum to 1 (fractions of the distinct rows), got {}", sum));
@@ -123,12 +128,24 @@ std::vector<double> read_histogram(const ConfigNode& node, const std::vector<dou
   return out;
 }
 
-std::vector<double> double_list(const ConfigNode& node) {
+/// A reuse histogram's bins as a list: fractions of the distinct rows, each in [0, 1].
+std::vector<double> bin_fractions(const ConfigNode& node) {
   std::vector<double> out;
   if (!node.is_sequence()) node.fail("expected a sequence of numbers");
   for (const ConfigNode& item : node.items())
-    out.push_back(item.as_double());
+    out.push_back(item.as_double_in(0.0, 1.0));
   return out;
+}
+
+/// The histogram as bin_0 .. bin_16 keys of `group` (a CSV's columns, the seed's files), each in
+/// [0, 1]; empty when none is given.
+std::vector<double> bin_keys(const ConfigNode& group) {
+  std::vector<double> bins;
+  for (size_t b = 0; b < kReuseHistogramBins; ++b) {
+    const std::string key = fmt::format("bin_{}", b);
+    if (group.has(key)) bins.push_back(group.get_double_in(key, 0.0, 1.0));
+  }
+  return bins;
 }
 
 /// One entry of `embeddings.tables` (or of a tables_file): upsim's keys (count, rows, pooling,
@@ -143,20 +160,15 @@ std::optional<EmbeddingTable> read_table(const ConfigNode& group, const DlrmConf
   const bool seed = group.has("num_embeddings");
   EmbeddingTable t;
   const std::string rows_key = seed ? "num_embeddings" : "rows";
-  t.rows = at_most(group.child(rows_key), group.get_positive_int(rows_key), kMaxRows,
-                   "2^40 rows per table");
+  t.rows = group.get_int_in(rows_key, 1, kMaxRows);
   const std::string pooling_key = seed ? "pooling_factor" : "pooling";
-  t.pooling = group.get_double(pooling_key);
-  if (!std::isfinite(t.pooling) || t.pooling < 0.0) {
-    group.child(pooling_key)
-        .fail(
-            fmt::format("must be a finite number >= 0 (mean indices per bag), got {}", t.pooling));
-  }
+  t.pooling = group.get_double_in(pooling_key, 0.0, kMaxPooling);
   const std::string std_key = seed ? "pooling_factor_std" : "pooling_std";
-  if (group.has(std_key)) t.pooling_std = group.get_double_in(std_key, 0.0, 1e9);
+  if (group.has(std_key)) t.pooling_std = group.get_double_in(std_key, 0.0, kMaxPooling);
   if (seed) {
-    group.get_int_or("index", 0);
-    if (group.has("embedding_dim") && group.get_int("embedding_dim") != config.embedding_dim) {
+    group.get_int_in_or("index", 0, kMaxSeedIndex, 0);
+    if (group.has("embedding_dim") &&
+        group.get_int_in("embedding_dim", 1, kMaxDim) != config.embedding_dim) {
       group.child("embedding_dim")
           .fail(fmt::format("is {}, but the model's embeddings.dim is {} (one dim for all tables)",
                             group.get_int("embedding_dim"), config.embedding_dim));
@@ -165,16 +177,12 @@ std::optional<EmbeddingTable> read_table(const ConfigNode& group, const DlrmConf
     if (all_zero && !config.random_task) {
       group.child("all_zero").fail("an all-zero table has no lookups (the seed drops them)");
     }
-    std::vector<double> bins;
-    for (size_t b = 0; b < kReuseHistogramBins; ++b) {
-      const std::string key = fmt::format("bin_{}", b);
-      if (group.has(key)) bins.push_back(group.get_double(key));
-    }
+    const std::vector<double> bins = bin_keys(group);
     if (!bins.empty()) t.reuse_histogram = read_histogram(group, bins);
     for (const std::string& key : group.map_keys()) {
       if (!key.starts_with("rfs_")) continue;
       const ConfigNode rfs = group.child(key);
-      const std::vector<double> h = read_histogram(rfs, double_list(rfs));
+      const std::vector<double> h = read_histogram(rfs, bin_fractions(rfs));
       if (key == fmt::format("rfs_{}", config.global_batch)) t.reuse_histogram = h;
     }
     if (all_zero) return std::nullopt;
@@ -182,14 +190,10 @@ std::optional<EmbeddingTable> read_table(const ConfigNode& group, const DlrmConf
   }
   if (group.has("reuse")) {
     const ConfigNode reuse = group.child("reuse");
-    t.reuse_histogram = read_histogram(reuse, double_list(reuse));
+    t.reuse_histogram = read_histogram(reuse, bin_fractions(reuse));
   }
   // The histogram as bin_0 .. bin_16 keys (a CSV's columns), as the seed's files write it.
-  std::vector<double> bins;
-  for (size_t b = 0; b < kReuseHistogramBins; ++b) {
-    const std::string key = fmt::format("bin_{}", b);
-    if (group.has(key)) bins.push_back(group.get_double(key));
-  }
+  const std::vector<double> bins = bin_keys(group);
   if (!bins.empty()) {
     if (group.has("reuse")) group.child("bin_0").fail("give `reuse` or bin_0 .. bin_16, not both");
     t.reuse_histogram = read_histogram(group, bins);
@@ -215,25 +219,14 @@ void check_plan_count(const ConfigNode& plan, std::string_view key, size_t expec
 
 void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   const ConfigNode emb = workload.child("embeddings");
-  config.embedding_dim =
-      at_most(emb.child("dim"), emb.get_positive_int("dim"), kMaxDim, "2^16 elements per row");
+  config.embedding_dim = emb.get_int_in("dim", 1, kMaxDim);
   config.embedding_dtype = read_storage_dtype(emb, "dtype", DType::kFp32);
   config.index_bytes = emb.get_int_or("index_bytes", 8);
   if (config.index_bytes != 4 && config.index_bytes != 8) {
     emb.child("index_bytes")
         .fail(fmt::format("must be 8 (int64 indices) or 4 (int32), got {}", config.index_bytes));
   }
-  // The tables inline, or a file of them (table statistics: upsim's keys or the seed's table
-  // configs, whose JSON is YAML).
-  if (emb.has("tables") && emb.has("tables_file")) {
-    emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
-  }
-  // A CSV file loads as the list itself (one table group per line).
-  const ConfigNode tables = [&] {
-    if (!emb.has("tables_file")) return emb.child("tables");
-    const ConfigNode loaded = emb.load_reference("tables_file");
-    return loaded.is_sequence() ? loaded : loaded.child("tables");
-  }();
+  const ConfigNode tables = dlrm_tables_node(workload);
   const std::vector<ConfigNode> groups = tables.items();
   if (!tables.is_sequence() || groups.empty()) {
     tables.fail(
@@ -259,8 +252,10 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     spec.memory_fraction = task.get_double_in_or("memory_fraction", 1e-6, 1.0, 0.8);
     config.random_task = spec;
   }
-  for (const ConfigNode& group : groups) {
-    const int64_t count = group.has("num_embeddings") ? 1 : group.get_positive_int_or("count", 1);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ConfigNode& group = groups[g];
+    const int64_t count =
+        group.has("num_embeddings") ? 1 : group.get_int_in_or("count", 1, kMaxTables, 1);
     // A pool drops the tables the seed's datasets mark all-zero (no lookups), as the seed does.
     std::optional<EmbeddingTable> read = read_table(group, config);
     const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
@@ -273,7 +268,7 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     // Table-wise until choose_sharding_types decides with the platform's memory.
     table.auto_sharding_type = type_name == "auto";
     if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
-      table.column_shards = group.get_positive_int_or("column_shards", 2);
+      table.column_shards = group.get_int_in_or("column_shards", 1, kMaxDim, 2);
       if (config.embedding_dim % table.column_shards != 0) {
         group.child("column_shards")
             .fail(fmt::format("{} shards do not divide embeddings.dim = {} (each column shard "
@@ -301,10 +296,30 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
           total, rows, config.embedding_dim, element_bytes));
     }
     config.tables.insert(config.tables.end(), static_cast<size_t>(count), table);
+    config.group_of_table.insert(config.group_of_table.end(), static_cast<size_t>(count),
+                                 static_cast<uint32_t>(g));
   }
 }
 
 }  // namespace
+
+ConfigNode dlrm_tables_node(const ConfigNode& workload) {
+  // The tables inline, or a file of them (table statistics: upsim's keys or the seed's table
+  // configs, whose JSON is YAML). A null `tables` counts as absent (so that --set can switch a
+  // scenario to a file).
+  const ConfigNode emb = workload.child("embeddings");
+  const bool inline_tables = emb.has("tables") && !emb.child("tables").is_null();
+  if (inline_tables && emb.has("tables_file")) {
+    emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
+  }
+  if (!emb.has("tables_file")) return emb.child("tables");
+  // A CSV file loads as the list itself (one table group per line).
+  const ConfigNode loaded = emb.load_reference("tables_file");
+  if (loaded.is_sequence()) return loaded;
+  loaded.expect_map(
+      "a tables file: a `tables` list in YAML or JSON, or a CSV table under a header line");
+  return loaded.child("tables");
+}
 
 int64_t DlrmConfig::interaction_pairs() const {
   const auto t = static_cast<int64_t>(tables.size());
@@ -341,6 +356,19 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
         .fail(fmt::format("{} samples x {} tables x {} values x 4 B is over 2^62 bytes per "
                           "embedding all-to-all",
                           config.global_batch, config.tables.size(), config.embedding_dim));
+  }
+  // The lookups gather global_batch x pooling rows of dim values (and as many indices) per table.
+  double pooling_sum = 0.0;
+  for (const EmbeddingTable& t : config.tables)
+    pooling_sum += t.pooling;
+  const double gathered =
+      static_cast<double>(config.global_batch) * pooling_sum *
+      static_cast<double>(std::max(config.embedding_dim * kMaxElementBytes, config.index_bytes));
+  if (gathered > kMaxTotalBytes) {
+    workload.child("global_batch")
+        .fail(fmt::format("{} samples x {} lookups per sample (the tables' pooling summed) x {} "
+                          "values x 4 B is over 2^62 bytes of embedding lookups per iteration",
+                          config.global_batch, pooling_sum, config.embedding_dim));
   }
 
   config.master_weights = workload.get_bool_or("master_weights", false);
@@ -476,9 +504,8 @@ std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
                                          std::span<const EmbeddingTable> model_tables,
                                          uint32_t ranks) {
   const size_t tables = model_tables.size();
-  if (!plan.is_map()) {
-    plan.fail("a sharding plan is a map: tables: N, ranks: N, rank_of_table: [...]");
-  }
+  plan.expect_map(
+      "a sharding plan, as `upsim shard` writes it: tables: N, ranks: N, rank_of_table: [...]");
   check_plan_count(plan, "tables", tables, "the model");
   check_plan_count(plan, "ranks", ranks, "the run");
   const ConfigNode list = plan.child("rank_of_table");
@@ -530,12 +557,16 @@ void draw_dlrm_random_task(DlrmConfig& config, uint32_t gpus, int64_t gpu_memory
   const std::vector<uint32_t> drawn = draw_random_task(config.tables, config.embedding_dim,
                                                        *config.random_task, gpus, gpu_memory_bytes);
   std::vector<EmbeddingTable> task;
+  std::vector<uint32_t> groups;
   task.reserve(drawn.size());
-  for (const uint32_t t : drawn)
+  for (const uint32_t t : drawn) {
     task.push_back(config.tables[t]);
+    groups.push_back(config.group_of_table[t]);
+  }
   config.pool_tables = config.tables.size();
   config.task_tables = drawn;
   config.tables = std::move(task);
+  config.group_of_table = std::move(groups);
 }
 
 void choose_sharding_types(DlrmConfig& config, uint32_t ranks, int64_t rank_capacity_bytes) {

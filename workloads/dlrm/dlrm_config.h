@@ -68,20 +68,34 @@
 //                                  #   default: embeddings.dtype. When it differs from the
 //                                  #   embeddings' or the MLPs' dtype, cast kernels convert.
 //     embeddings:                  # required
-//       dim: 128                   # required; 1 .. 2^16
+//       dim: 128                   # required; 1 .. 2^16 (production tables reach 512; 2^16 keeps
+//                                  #   every size derived from it in 64 bits)
 //       dtype: fp32                # fp32 (default) | fp16 | bf16: table weights, lookups and
 //                                  #   the fused backward's gradients (FBGEMM SparseType)
 //       index_bytes: 8             # 8 (int64 indices, default) or 4 (int32)
 //       tables:                    # required, non-empty: groups of identical tables whose ids
-//         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order; count >= 1
-//                                  #   (default 1), rows 1 .. 2^40, pooling >= 0 = mean indices per
-//                                  #   bag; at most 65536 tables holding at most 2^62 bytes
-//                                  #   Optional per group: pooling_std (recorded), the access
-//                                  #   statistics of a batch: reuse: [17 fractions] (the seed's
-//                                  #   reuse histogram, Lin et al., TPDS 2024 2.4b) or access:
-//                                  #   zipf with zipf_alpha (0.01 .. 10; default 1), whose
-//                                  #   histogram table_statistics.h derives per batch; default
-//                                  #   uniform accesses
+//         - {count: 16, rows: 4000000, pooling: 30}  # follow the list order
+//                                  # Ranges of the table statistics (a value outside is a
+//                                  #   ConfigError naming its key and the range):
+//                                  #   count 1 .. 65536 (default 1), and at most 65536 tables in
+//                                  #     all (the interaction is T x T)
+//                                  #   rows 1 .. 2^40 (production tables reach ~10^10 rows), the
+//                                  #     tables holding at most 2^62 bytes with optimizer state
+//                                  #   pooling 0 .. 10^6: mean indices per bag (real bags hold
+//                                  #     tens to thousands; 10^6 keeps global_batch x pooling an
+//                                  #     exact count in a double); 0 is a table without lookups
+//                                  #     (its kernels move offsets only, whatever its access law);
+//                                  #     global_batch x the summed pooling x dim x 4 B (the rows
+//                                  #     one iteration gathers) at most 2^62
+//                                  #   pooling_std 0 .. 10^6 (recorded: kernels are priced at the
+//                                  #     mean)
+//                                  #   Optional per group, the access statistics of a batch:
+//                                  #   reuse: [17 fractions, each 0 .. 1, summing to 1 within 1%]
+//                                  #     (the seed's reuse histogram, Lin et al., TPDS 2024 2.4b;
+//                                  #     also as bin_0 .. bin_16 keys) or access: zipf with
+//                                  #     zipf_alpha 0.01 .. 10 (default 1), whose histogram
+//                                  #     table_statistics.h derives per batch; default uniform
+//                                  #     accesses
 //         - {rows: 40000000, pooling: 100, sharding_type: row_wise}
 //       and in each group:
 //           sharding_type: table_wise  # how each table of the group is split (TorchRec's
@@ -98,8 +112,8 @@
 //                                  #   choose_sharding_types below; never table_row_wise);
 //                                  #   table_column_wise is not modelled
 //                                  #   (workloads/dlrm/dlrm_generator.h describes each)
-//           column_shards: 2       # column_wise only: shards, >= 1, dividing embeddings.dim
-//                                  #   (default 2)
+//           column_shards: 2       # column_wise only: shards, 1 .. 2^16, dividing
+//                                  #   embeddings.dim (default 2)
 //       random_task:               # optional: the tables are a pool, and the run's tables a
 //                                  #   task drawn from it as the seed's random tasks are
 //                                  #   (workloads/dlrm/random_tasks.h; all_zero pool tables are
@@ -114,11 +128,18 @@
 //                                  #   seed's table configs ({"tables": [{index, num_embeddings,
 //                                  #   embedding_dim, pooling_factor, pooling_factor_std,
 //                                  #   bin_0..bin_16, rfs_<batch>, all_zero}], which may also
-//                                  #   carry sharding_type and column_shards);
+//                                  #   carry sharding_type and column_shards; num_embeddings,
+//                                  #   pooling_factor(_std) and the bins have the ranges of rows,
+//                                  #   pooling(_std) and reuse, every rfs_<batch> is a reuse
+//                                  #   histogram, embedding_dim (1 .. 2^16) must equal dim, index
+//                                  #   (the table's id in its data set, recorded) is 0 .. 2^31-1);
 //                                  #   rfs_<global_batch> is used when present; or a CSV file
 //                                  #   of either's keys, one group per line under a header
 //                                  #   (rows,pooling,pooling_std,bin_0,...,bin_16,
-//                                  #   sharding_type,...; a histogram as bin_0..bin_16 columns)
+//                                  #   sharding_type,...; a histogram as bin_0..bin_16 columns).
+//                                  #   A null `tables` counts as absent. A table that fits no
+//                                  #   rank's table memory (platform.table_memory_fraction of the
+//                                  #   GPU's) is a ConfigError at its group, here or in the file.
 //     sharding: size_lookup_greedy # naive | naive_chunk | random | size_greedy |
 //                                  #   lookup_greedy | norm_lookup_greedy | size_lookup_greedy
 //                                  #   (default; the seed's, Lin et al., TPDS 2024; sharders.h
@@ -235,6 +256,9 @@ struct DlrmConfig {
   int64_t index_bytes = 8;
   /// Every table, in table-id order (groups expanded), with its sharding type.
   std::vector<EmbeddingTable> tables;
+  /// group_of_table[t]: the index of table t's group in the table list (dlrm_tables_node), for
+  /// errors that name the group.
+  std::vector<uint32_t> group_of_table;
   /// embeddings.random_task: `tables` is the pool until draw_dlrm_random_task replaces it by
   /// the drawn task (pool_tables then says how many the pool had, task_tables which were drawn).
   std::optional<RandomTaskSpec> random_task;
@@ -285,6 +309,10 @@ struct DlrmConfig {
                                                 : cross_width();
   }
 };
+
+/// The list of table groups of `workload`: embeddings.tables, or the list in the file that
+/// embeddings.tables_file names (loaded on first use; a CSV is the list itself).
+ConfigNode dlrm_tables_node(const ConfigNode& workload);
 
 /// Reads `workload` (the scenario's `workload:` map) for a run on `ranks` ranks (>= 1).
 /// Every invalid value throws ConfigError at its key (see the schema above).

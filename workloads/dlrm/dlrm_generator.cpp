@@ -267,12 +267,17 @@ class RankEmitter {
   /// Zipf histogram (zipf_reuse_histogram) of these rows for the group's batch x pooling
   /// lookups; a row-wise block is taken as a Zipf law over its own rows with its uniform share
   /// of the lookups (that the hottest rows fall in the first block is not modelled); uniform
-  /// accesses have none (the kernel model's own expectation).
+  /// accesses have none (the kernel model's own expectation), and neither has a Zipf table
+  /// without lookups (pooling 0: no distinct rows, nothing for the law to shape), which is thus
+  /// priced as a uniform one.
   static void add_lookup(LookupGroup& group, const EmbeddingTable& table, int64_t rows, int64_t dim,
                          double pooling) {
     std::vector<double> reuse = table.reuse_histogram;
     if (reuse.empty() && table.zipf_alpha > 0.0) {
       reuse = zipf_reuse_histogram(rows, as_double(group.batch) * pooling, table.zipf_alpha);
+      if (std::all_of(reuse.begin(), reuse.end(), [](double h) { return h == 0.0; })) {
+        reuse.clear();
+      }
     }
     group.tables.push_back(EmbeddingTableShape{rows, dim, pooling, std::move(reuse)});
     group.values_per_sample += dim;

@@ -176,11 +176,24 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
     inputs.ranks_per_node = dlrm_ranks_per_node(dlrm, platform);
     built = generate_dlrm(dlrm, inputs, graph);
   } catch (const ShardingError& e) {
-    // An explicit plan is at fault where it lists the ranks; a sharder, where the tables are.
+    // What a rank's table memory is and which key sets it.
+    const std::string memory = fmt::format(
+        "; a GPU's table memory is platform.table_memory_fraction = {} of {}'s {} bytes ({} "
+        "bytes)",
+        platform.table_memory_fraction, platform.device.name, platform.device.hbm_bytes,
+        dlrm_table_capacity_bytes(platform));
+    // An explicit plan is at fault where it lists the ranks; a sharder, where the tables are:
+    // the group of the table that did not fit (in the scenario or its tables_file), else the list.
     if (dlrm.sharding == ShardingStrategy::kPlan) {
-      node_.child("sharding_plan").child("rank_of_table").fail(e.what());
+      node_.child("sharding_plan").child("rank_of_table").fail(e.what() + memory);
     }
-    node_.child("embeddings").child("tables").fail(e.what());
+    const ConfigNode tables = dlrm_tables_node(node_);
+    if (e.table() && *e.table() < dlrm.group_of_table.size()) {
+      const std::vector<ConfigNode> groups = tables.items();
+      const uint32_t group = dlrm.group_of_table[*e.table()];
+      if (group < groups.size()) groups[group].fail(e.what() + memory);
+    }
+    tables.fail(e.what() + (e.table() ? memory : std::string()));
   }
 
   WorkloadBuild out;

@@ -6,8 +6,10 @@
 //  - the factory keeps the `workload:` node; prepare() parses it for the platform's GPU count
 //    (every bad value a ConfigError at its key); build() generates `platform.iterations`
 //    training steps on `platform.gpus` ranks, each rank planning tables into
-//    table_memory_fraction x the GPU's memory. Tables that do not fit are a ConfigError at
-//    `workload.embeddings.tables`; with `sharding: plan`, at the plan's `rank_of_table`.
+//    table_memory_fraction x the GPU's memory. A table that does not fit is a ConfigError at
+//    its group (in `workload.embeddings.tables` or in the tables_file) naming its bytes, a
+//    rank's table memory and platform.table_memory_fraction; with `sharding: plan`, at the
+//    plan's `rank_of_table`.
 //  - The description: "workload: dlrm, global batch ...", "embedding tables: rank 0 N (bytes),
 //    ...", and the sharding types when any table is not table-wise. Table-row-wise tables
 //    without a fabric get a warning: all GPUs count as one node.

@@ -25,6 +25,8 @@ std::string gigabytes(int64_t bytes) {
 struct Pieces {
   std::vector<EmbeddingTable> tables;
   std::vector<std::string> names;
+  /// The table each piece is (of): an id into ShardingInput::tables.
+  std::vector<uint32_t> table_of_piece;
   int64_t dim = 0;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
   int64_t weight_bytes = 4;
@@ -71,11 +73,12 @@ std::string reserved_note(const Pieces& in, size_t r) {
       best = r;
     }
   }
-  throw ShardingError(fmt::format(
-      "{} fits on no rank: the most free table memory on any rank is {} bytes of a {} byte "
-      "({}) capacity{}; more tables than memory allows",
-      describe_piece(in, p), best_free, in.capacity[best], gigabytes(in.capacity[best]),
-      reserved_note(in, best)));
+  throw ShardingError(
+      fmt::format("{} fits on no rank: the most free table memory on any rank is {} bytes of a {} "
+                  "byte ({}) capacity{}; more tables than memory allows",
+                  describe_piece(in, p), best_free, in.capacity[best], gigabytes(in.capacity[best]),
+                  reserved_note(in, best)),
+      in.table_of_piece[p]);
 }
 
 void check_input(const ShardingInput& in) {
@@ -166,11 +169,13 @@ void place_fixed(const Pieces& in, PiecePlacement& p, uint32_t piece, uint32_t r
                  std::string_view sharder) {
   const int64_t bytes = in.bytes(piece);
   if (!fits(in, p, r, bytes)) {
-    throw ShardingError(fmt::format(
-        "{} sharding puts {} on rank {}, which has {} of its {} bytes ({}){} free; more "
-        "tables than memory allows",
-        sharder, describe_piece(in, piece), r + in.first_rank, in.capacity[r] - p.memory_bytes[r],
-        in.capacity[r], gigabytes(in.capacity[r]), reserved_note(in, r)));
+    throw ShardingError(
+        fmt::format("{} sharding puts {} on rank {}, which has {} of its {} bytes ({}){} free; "
+                    "more tables than memory allows",
+                    sharder, describe_piece(in, piece), r + in.first_rank,
+                    in.capacity[r] - p.memory_bytes[r], in.capacity[r], gigabytes(in.capacity[r]),
+                    reserved_note(in, r)),
+        in.table_of_piece[piece]);
   }
   place(p, piece, r, bytes);
 }
@@ -372,11 +377,13 @@ void place_table_row_wise(const ShardingInput& in, TablePlacement& out) {
     }
     if (best == nodes) {
       const EmbeddingTable& table = in.tables[t];
-      throw ShardingError(fmt::format(
-          "table {} (table_row_wise, {} rows x dim {}) needs {} bytes ({}) on each of a node's {} "
-          "ranks, and no node has that free on every rank; more tables than memory allows",
-          t, table.rows, table_dim(table, in.dim), block_bytes(t, 0), gigabytes(block_bytes(t, 0)),
-          local));
+      throw ShardingError(
+          fmt::format("table {} (table_row_wise, {} rows x dim {}) needs {} bytes ({}) on each of "
+                      "a node's {} ranks, and no node has that free on every rank; more tables "
+                      "than memory allows",
+                      t, table.rows, table_dim(table, in.dim), block_bytes(t, 0),
+                      gigabytes(block_bytes(t, 0)), local),
+          t);
     }
     node_cost[best] += cost(t);
     out.node_of_table[t] = best;
@@ -580,12 +587,14 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
     for (uint32_t r = 0; r < ranks; ++r) {
       const int64_t bytes = rank_table_memory_bytes(table, input, r);
       if (bytes > input.rank_capacity_bytes[r] - out.memory_bytes[r]) {
-        throw ShardingError(fmt::format(
-            "table {} ({}, {} rows x dim {}) needs {} bytes ({}) on rank {}, which has {} of its "
-            "{} bytes ({}) free; more tables than memory allows",
-            t, embedding_sharding_type_name(type), table.rows, table_dim(table, input.dim), bytes,
-            gigabytes(bytes), r, input.rank_capacity_bytes[r] - out.memory_bytes[r],
-            input.rank_capacity_bytes[r], gigabytes(input.rank_capacity_bytes[r])));
+        throw ShardingError(
+            fmt::format("table {} ({}, {} rows x dim {}) needs {} bytes ({}) on rank {}, which has "
+                        "{} of its {} bytes ({}) free; more tables than memory allows",
+                        t, embedding_sharding_type_name(type), table.rows,
+                        table_dim(table, input.dim), bytes, gigabytes(bytes), r,
+                        input.rank_capacity_bytes[r] - out.memory_bytes[r],
+                        input.rank_capacity_bytes[r], gigabytes(input.rank_capacity_bytes[r])),
+            t);
       }
       out.memory_bytes[r] += bytes;
     }
@@ -605,6 +614,7 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
       out.pieces.push_back(TablePiece{t, 0, table_dim(table, input.dim), 0});
       pieces.tables.push_back(EmbeddingTable{table.rows, table.pooling, table.dim});
       pieces.names.push_back(fmt::format("table {}", t));
+      pieces.table_of_piece.push_back(t);
     } else if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
       const int64_t dim = table_dim(table, input.dim) / table.column_shards;
       for (int64_t k = 0; k < table.column_shards; ++k) {
@@ -612,6 +622,7 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
         pieces.tables.push_back(EmbeddingTable{table.rows, table.pooling, dim});
         pieces.names.push_back(
             fmt::format("table {} column shard {} of {}", t, k, table.column_shards));
+        pieces.table_of_piece.push_back(t);
       }
     }
   }

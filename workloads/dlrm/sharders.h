@@ -16,9 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -135,6 +137,14 @@ double sharding_cost(ShardingStrategy strategy, const EmbeddingTable& table, int
 class ShardingError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  /// Table `table` (an id into ShardingInput::tables) does not fit the table memory left.
+  ShardingError(const std::string& message, uint32_t table)
+      : std::runtime_error(message), table_(table) {}
+  /// The table that did not fit, when one did not (else the request as a whole is at fault).
+  std::optional<uint32_t> table() const { return table_; }
+
+ private:
+  std::optional<uint32_t> table_;
 };
 
 struct ShardingInput {

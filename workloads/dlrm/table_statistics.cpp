@@ -83,6 +83,8 @@ std::vector<double> zipf_reuse_histogram(int64_t rows, double lookups, double al
     distinct += count * appear;
     first = last + 1.0;
   }
+  // So few lookups that no row's expected count is representable: a batch without lookups.
+  if (!(distinct > 0.0)) return std::vector<double>(kReuseHistogramBins, 0.0);
   for (double& h : histogram)
     h /= distinct;
   return histogram;

@@ -21,7 +21,8 @@ size_t reuse_bin(double count);
 /// Poisson(lookups p_i) times, so it adds P(k accesses) to the bin of k for every k >= 1 (the
 /// histogram is over the expected distinct rows). Rows are summed in log-spaced groups
 /// (2^(1/8) wide) with the Zipf mass of each group by its integral, so any number of rows costs
-/// a few hundred terms; the error of that grouping is below 1% of a bin's fraction.
+/// a few hundred terms; the error of that grouping is below 1% of a bin's fraction. All zeros
+/// when `lookups` is 0, or so small that no row's expected count is representable.
 std::vector<double> zipf_reuse_histogram(int64_t rows, double lookups, double alpha);
 
 }  // namespace upsim

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "sim/config/text.h"
 #include "workloads/trace/trace_error.h"
 
 namespace upsim {
@@ -128,7 +129,10 @@ JsonType JsonCursor::peek() {
       return JsonType::kNull;
     default:
       if (c == '-' || (c >= '0' && c <= '9')) return JsonType::kNumber;
-      fail(std::string("unexpected character '") + c + "' where a value was expected");
+      // The character is not quoted: the file may be of any kind (and any byte).
+      fail(
+          "not JSON here: expected a value (an object, array, string, number, true, false or "
+          "null)");
   }
 }
 
@@ -299,7 +303,7 @@ int64_t JsonCursor::integer() {
       d == std::floor(d) && std::fabs(d) < 9.2e18) {
     return static_cast<int64_t>(d);
   }
-  fail_at(at, "expected an integer, got `" + std::string(text) + "`");
+  fail_at(at, "expected an integer, got " + quoted_field(text));
 }
 
 double JsonCursor::real() {
@@ -308,7 +312,7 @@ double JsonCursor::real() {
   double d = 0.0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
   if (ec != std::errc() || ptr != text.data() + text.size()) {
-    fail_at(at, "malformed number `" + std::string(text) + "`");
+    fail_at(at, "malformed number " + quoted_field(text));
   }
   return d;
 }
@@ -385,7 +389,7 @@ void JsonCursor::skip_value(int depth) {
       const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
       if (ptr != text.data() + text.size() ||
           (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-        fail_at(at, "malformed number `" + std::string(text) + "`");
+        fail_at(at, "malformed number " + quoted_field(text));
       }
       return;
     }
@@ -445,8 +449,7 @@ JsonValue read_value(JsonCursor& cursor, int depth) {
         double d = 0.0;
         const auto [dptr, dec] = std::from_chars(text.data(), end, d);
         if (dptr != end || (dec != std::errc() && dec != std::errc::result_out_of_range)) {
-          cursor.fail_at(cursor.offset() - text.size(),
-                         "malformed number `" + std::string(text) + "`");
+          cursor.fail_at(cursor.offset() - text.size(), "malformed number " + quoted_field(text));
         }
         v.number = d;
         if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "sim/config/text.h"
 #include "workloads/pytorch/kernels.h"
 #include "workloads/trace/json_reader.h"
 #include "workloads/trace/trace_error.h"
@@ -664,11 +665,11 @@ class RankBuilder {
       // A step measured as taking no time (a ProfilerStep with dur 0, two markers at one
       // instant, or the next marker earlier) has no iteration time to compare a prediction with.
       if (it.measured <= Duration::zero()) {
-        throw TraceError(k_.file,
-                         fmt::format("iteration `{}` (at {:.3f} us into the trace) lasts "
-                                     "{:.3f} us: a measured step must take a positive "
-                                     "time",
-                                     it.label, Duration::from_ps(e.ts_ps).us(), it.measured.us()));
+        throw TraceError(k_.file, fmt::format("iteration {} (at {:.3f} us into the trace) lasts "
+                                              "{:.3f} us: a measured step must take a positive "
+                                              "time",
+                                              quoted_field(it.label),
+                                              Duration::from_ps(e.ts_ps).us(), it.measured.us()));
       }
       iterations_.push_back(it);
     }

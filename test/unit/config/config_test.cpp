@@ -415,11 +415,12 @@ TEST(ConfigReferences, CsvFileLoadsAsAListOfMapsWithItsLineNumbers) {
       << fields.what();
   const ConfigError value = load_error("rows,pooling\n1,{2}\n");
   EXPECT_EQ(value.line(), 2);
-  EXPECT_NE(value.message().find("column `pooling` is `{2}`"), std::string::npos) << value.what();
+  EXPECT_NE(value.message().find("field 2 is not a number or a name"), std::string::npos)
+      << value.what();
   EXPECT_NE(load_error("rows,pooling\n").message().find("no data rows"), std::string::npos);
-  EXPECT_NE(load_error("rows,a b\n1,2\n").message().find("CSV header column 2 is `a b`"),
+  EXPECT_NE(load_error("rows,a b\n1,2\n").message().find("column 2 of the CSV header"),
             std::string::npos);
-  EXPECT_NE(load_error("rows,rows\n1,2\n").message().find("rows"), std::string::npos);
+  EXPECT_NE(load_error("rows,rows\n1,2\n").message().find("columns 1 and 2"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -172,8 +172,8 @@ TEST(DlrmConfig, SizesThatWouldOverflowAreErrorsAtTheirKey) {
   // 2^63 - 1 rows once gave a table of -512 B and a run that exited 0.
   const std::string huge_rows =
       error_of(replace(scenario(), "rows: 40000,", "rows: 9223372036854775807,"));
-  EXPECT_NE(huge_rows.find("workload.embeddings.tables[2].rows: 9223372036854775807 is above the "
-                           "supported 1099511627776"),
+  EXPECT_NE(huge_rows.find("workload.embeddings.tables[2].rows: must be between 1 and "
+                           "1099511627776, got 9223372036854775807"),
             std::string::npos)
       << huge_rows;
   // Each table within bounds, their total over 2^62 bytes.
@@ -186,7 +186,7 @@ TEST(DlrmConfig, SizesThatWouldOverflowAreErrorsAtTheirKey) {
                 .find("workload.global_batch: 4294967296 is above the supported 2147483648"),
             std::string::npos);
   EXPECT_NE(error_of(replace(scenario(), "    dim: 128", "    dim: 131072"))
-                .find("workload.embeddings.dim: 131072 is above the supported 65536"),
+                .find("workload.embeddings.dim: must be between 1 and 65536, got 131072"),
             std::string::npos);
   EXPECT_NE(error_of(replace(scenario(), "top_mlp: [1024, 512", "top_mlp: [2097152, 512"))
                 .find("workload.top_mlp: entry 0 is 2097152; layer widths are at most 1048576"),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -332,6 +333,39 @@ TEST(DlrmGenerator, ZipfTablesCarryTheirBatchesReuseHistogram) {
   EXPECT_TRUE(kernels_of(uniform, 0, "fbgemm::split_embedding_codegen_lookup_sgd_function")[0]
                   .embedding.per_table[0]
                   .reuse_histogram.empty());
+}
+
+// Pooling 0 is a table without lookups this batch (dlrm_config.h): with access: zipf there is
+// nothing for the law to shape, so the lookup carries no histogram, exactly as a uniform table
+// of pooling 0 (an all-zero histogram was an internal error of the embedding model).
+TEST(DlrmGenerator, ZipfTablesWithoutLookupsCarryNoHistogram) {
+  for (const char* pooling : {"0", "0.0"}) {
+    const std::string zipf =
+        with(kTiny, "{rows: 100, pooling: 10}",
+             "{rows: 100, pooling: " + std::string(pooling) + ", access: zipf, zipf_alpha: 1.2}");
+    const std::string uniform = with(kTiny, "{rows: 100, pooling: 10}",
+                                     "{rows: 100, pooling: " + std::string(pooling) + "}");
+    TaskGraph z;
+    generate_dlrm(config_of(zipf.c_str(), 2), inputs_of(2, 1), z);
+    TaskGraph u;
+    generate_dlrm(config_of(uniform.c_str(), 2), inputs_of(2, 1), u);
+    for (const char* op : {"fbgemm::split_embedding_codegen_lookup_sgd_function"}) {
+      for (RankId r = 0; r < 2; ++r) {
+        const std::vector<KernelDesc> zk = kernels_of(z, r, op);
+        const std::vector<KernelDesc> uk = kernels_of(u, r, op);
+        ASSERT_EQ(zk.size(), uk.size()) << pooling;
+        for (size_t i = 0; i < zk.size(); ++i) {
+          EXPECT_EQ(zk[i].embedding.per_table, uk[i].embedding.per_table) << pooling << " " << r;
+          for (const EmbeddingTableShape& t : zk[i].embedding.per_table)
+            EXPECT_TRUE(t.reuse_histogram.empty()) << pooling;
+        }
+      }
+    }
+  }
+  // The histogram of a batch without lookups is all zeros (table_statistics.h), also where the
+  // lookups are so few that every row's expected count underflows.
+  for (double v : zipf_reuse_histogram(100, std::numeric_limits<double>::denorm_min(), 1.2))
+    EXPECT_EQ(v, 0.0);
 }
 
 // Mixed precision as torch.autocast runs it (master_weights, fp16): every linear casts its fp32

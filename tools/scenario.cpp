@@ -318,6 +318,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   Scenario s;
   s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
   const ConfigNode root = doc.root();
+  root.expect_map("a scenario: platform and workload sections");
   s.name = root.get_string_or("name", doc.file().stem().string());
   mark_description_as_overridden(doc);
   const std::string description = root.get_string_or("description", "");

@@ -173,6 +173,7 @@ class KeyPlaces {
 /// The study of `doc`, read from `file` (its name and relative paths).
 Study read_study(ConfigDocument& doc, const fs::path& file) {
   const ConfigNode root = doc.root();
+  root.expect_map("a study: a base scenario and its axes or zip");
   Study s;
   s.name = study_name(root, file);
   s.base = root.get_path("base");

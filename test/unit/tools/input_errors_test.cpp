@@ -110,6 +110,16 @@ std::vector<std::string> run_with(const std::string& scenario, std::vector<std::
   return args;
 }
 
+// A text file given as the scenario or the study itself.
+TEST_F(InputErrors, PlainTextGivenAsTheScenarioOrStudyIsDescribedNotQuoted) {
+  expect_described({"run", kPasswd.string(), "--out", "out", "--no-trace"}, kPasswd,
+                   "expected a YAML map (a scenario: platform and workload sections), got plain "
+                   "text (a YAML scalar)");
+  expect_described({"sweep", kPasswd.string(), "--out", "out"}, kPasswd,
+                   "expected a YAML map (a study: a base scenario and its axes or zip), got "
+                   "plain text (a YAML scalar)");
+}
+
 // Every file a scenario references, given a text file (as --set platform.gpu=/etc/passwd).
 TEST_F(InputErrors, PlainTextWhereAScenarioReferencesAFileIsDescribedNotQuoted) {
   const std::string p = kPasswd.string();

@@ -376,7 +376,9 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   const ShardedPlan& best = ranking.plans.front();
   if (!best.fits) {
     throw std::runtime_error(fmt::format(
-        "no sharder places the {} tables within {} of table memory per GPU; no plan written",
+        "no sharder places the {} tables within {} of table memory per GPU (a GPU's memory times "
+        "platform.table_memory_fraction); no plan written: raise that fraction, use more or "
+        "larger GPUs (platform.gpus, platform.gpu), or fewer or smaller tables",
         ranking.tables, format_bytes(ranking.table_capacity_bytes)));
   }
   if (!ranking.no_plan_reason.empty()) {

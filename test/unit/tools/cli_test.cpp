@@ -1549,6 +1549,7 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_EQ(shard_rows(none.out).size(), 8U) << none.out;
   EXPECT_NE(none.err.find("no sharder places the 48 tables"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("platform.table_memory_fraction"), std::string::npos) << none.err;
   EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }
 

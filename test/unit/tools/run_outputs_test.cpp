@@ -40,8 +40,8 @@ TEST_F(RunOutputs, AnOlderRunsTraceIsNeverLeftBesideANewSummary) {
   ASSERT_TRUE(fs::exists(dir_ / "o" / "trace.json"));
   // Without --force, a folder holding an older run's trace is refused even by a run that writes
   // no trace of its own: the old trace would pass for the new run's.
-  for (const char* name : {"summary.txt", "summary.json", "ranks.csv", "links.csv", "ops.csv",
-                           "scenario.yaml"}) {
+  for (const char* name :
+       {"summary.txt", "summary.json", "ranks.csv", "links.csv", "ops.csv", "scenario.yaml"}) {
     fs::remove(dir_ / "o" / name);
   }
   const auto refused = run("run " + kTiny + " --out o --no-trace --set workload.global_batch=64");

@@ -85,12 +85,13 @@ for h in $harnesses; do
   # would symbolize its AddressSanitizer report with a fresh llvm-symbolizer (about 0.3 s a
   # crash, half the harness's time): its reports stay unsymbolized (rerun a finding to read one).
   # A fork copies the parent's page tables, so the parent is kept small: AddressSanitizer's
-  # quarantine of freed memory (256 MB by default, which the parent filled) is cut to 16 MB.
+  # quarantine of freed memory (256 MB by default, which the parent filled) is cut to 1 MB, and
+  # fresh blocks are not pre-filled (libhdf5 callocs them anyway): about 25% more executions/s.
   malloc_limit=2048
   asan_options=${ASAN_OPTIONS:-}
   if [[ $h == fuzz_hdf5 ]]; then
     malloc_limit=8192
-    asan_options=${asan_options:+$asan_options:}symbolize=0:quarantine_size_mb=16
+    asan_options=${asan_options:+$asan_options:}symbolize=0:quarantine_size_mb=1:max_malloc_fill_size=0
   fi
   log=$build/fuzz-$h.log
   set +e

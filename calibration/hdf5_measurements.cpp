@@ -394,7 +394,16 @@ Columns columns_of(const KernelMeasurement& row, const std::filesystem::path& pa
 
 class Writer {
  public:
-  explicit Writer(std::filesystem::path path) : path_(std::move(path)) {}
+  explicit Writer(std::filesystem::path path) : path_(std::move(path)) {
+    // Objects carry no modification times, so that the same rows give the same bytes whenever
+    // they are written (libhdf5 stamps each group and dataset with the second it was made).
+    if (!dataset_create_.valid() || H5Pset_obj_track_times(dataset_create_.get(), false) < 0 ||
+        !group_create_.valid() || H5Pset_obj_track_times(group_create_.get(), false) < 0) {
+      fail("cannot set up object properties");
+    }
+  }
+
+  hid_t group_create() const { return group_create_.get(); }
 
   [[noreturn]] void fail(std::string_view what) const {
     throw CalibrationDataError(
@@ -418,8 +427,8 @@ class Writer {
                hid_t memory_type, size_t length, const void* data) const {
     const hsize_t dims = length;
     const Dataspace space(H5Screate_simple(1, &dims, nullptr));
-    const Dataset d(
-        H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    const Dataset d(H5Dcreate2(group, name, file_type, space.get(), H5P_DEFAULT,
+                               dataset_create_.get(), H5P_DEFAULT));
     if (!d.valid() || H5Dwrite(d.get(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
       fail(fmt::format("dataset /{}/{}", group_name, name));
     }
@@ -427,6 +436,8 @@ class Writer {
 
  private:
   std::filesystem::path path_;
+  PropertyList dataset_create_{H5Pcreate(H5P_DATASET_CREATE)};
+  PropertyList group_create_{H5Pcreate(H5P_GROUP_CREATE)};
 };
 
 }  // namespace
@@ -679,6 +690,7 @@ std::string measurement_hdf5_image(
   const std::string file_name = path.string();
   const PropertyList create(H5Pcreate(H5P_FILE_CREATE));
   H5Pset_link_creation_order(create.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  H5Pset_obj_track_times(create.get(), false);  // the root group: no modification time either
   // In memory (the core driver without a backing store): libhdf5 never opens a path, so it can
   // follow no link planted there; the caller writes the image.
   const PropertyList access(H5Pcreate(H5P_FILE_ACCESS));
@@ -701,7 +713,8 @@ std::string measurement_hdf5_image(
   H5Tset_strpad(string_type.get(), H5T_STR_NULLPAD);
   H5Tset_cset(string_type.get(), H5T_CSET_UTF8);
   for (const OpColumns& op : ops) {
-    const Group group(H5Gcreate2(file.get(), op.op.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    const Group group(
+        H5Gcreate2(file.get(), op.op.c_str(), H5P_DEFAULT, writer.group_create(), H5P_DEFAULT));
     if (!group.valid()) writer.fail(fmt::format("group /{}", op.op));
     const size_t length = op.columns.size();
     std::vector<char> dtypes(length * kDtypeChars, '\0');

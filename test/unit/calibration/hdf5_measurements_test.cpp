@@ -1,13 +1,17 @@
 // HDF5 measurement tables (calibration/hdf5_measurements.h): round trip and errors.
 #include "calibration/hdf5_measurements.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "calibration/fit_kernel_calibration.h"
@@ -124,7 +128,20 @@ TEST(Hdf5Measurements, WritesRegularFilesOnlyAndTheSameBytesForTheSameRows) {
   const auto csv = read_llmcompass_dir(kData / "llmcompass", "A100");
   // Built in memory: the same rows give the same bytes, and libhdf5 opens no path.
   const std::string image = measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass");
-  EXPECT_EQ(image, measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass"));
+  const auto first_difference = [&image](const std::string& other) {
+    const auto [at, unused] = std::mismatch(image.begin(), image.end(), other.begin(), other.end());
+    return fmt::format("{} and {} bytes, first difference at byte {}", image.size(), other.size(),
+                       at - image.begin());
+  };
+  const std::string again = measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass");
+  EXPECT_TRUE(image == again) << first_difference(again);
+  // libhdf5 stamps each object with the second it was made unless told not to: an image made in
+  // a later second holds the same bytes too.
+  std::this_thread::sleep_until(
+      std::chrono::ceil<std::chrono::seconds>(std::chrono::system_clock::now()) +
+      std::chrono::milliseconds(20));
+  const std::string later = measurement_hdf5_image("a.h5", csv, "A100", "LLMCompass");
+  EXPECT_TRUE(image == later) << first_difference(later);
   EXPECT_EQ(image.compare(0, 8, "\x89HDF\r\n\x1a\n"), 0);
   // A symbolic link at the name is refused, its target untouched (libhdf5's own file creation
   // followed it).

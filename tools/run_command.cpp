@@ -426,17 +426,8 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   trace.reset();
   trace_tmp.reset();
 
-  for (const std::string& w : scenario.warnings)
+  for (const std::string& w : run_warnings(scenario.warnings, stats))
     err << "upsim: warning: " << w << "\n";
-  if (stats.stream_waits_before_record > 0) {
-    err << fmt::format(
-        "upsim: warning: {} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event "
-        "{} waited for was recorded, so {} for nothing, as CUDA does; the re-priced host time "
-        "reordered launches that the measured run made in the other order\n",
-        stats.stream_waits_before_record, stats.stream_waits_before_record == 1 ? "" : "s",
-        stats.stream_waits_before_record == 1 ? "it" : "they",
-        stats.stream_waits_before_record == 1 ? "it waited" : "they waited");
-  }
   if (options.quiet) {
     out << fmt::format("{:.4f}\n", summary.predicted_iteration_time.ms());
     return;

@@ -204,4 +204,18 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
   return out;
 }
 
+std::vector<std::string> run_warnings(const std::vector<std::string>& scenario_warnings,
+                                      const RunStats& stats) {
+  std::vector<std::string> warnings = scenario_warnings;
+  if (const uint64_t early = stats.stream_waits_before_record; early > 0) {
+    const bool one = early == 1;
+    warnings.push_back(fmt::format(
+        "{} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event {} waited for "
+        "was recorded, so {} for nothing, as CUDA does; the re-priced host time reordered "
+        "launches that the measured run made in the other order",
+        early, one ? "" : "s", one ? "it" : "they", one ? "it waited" : "they waited"));
+  }
+  return warnings;
+}
+
 }  // namespace upsim::cli

@@ -84,4 +84,10 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
                               const WorkloadRegistry& workloads);
 SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach = {});
 
+/// What a run warns about, one sentence each without a prefix: the scenario's warnings (the
+/// steady-state search's among them), then stream waits that reached the GPU before their event.
+/// `upsim run` prints them and `upsim sweep` puts them in the point's row.
+std::vector<std::string> run_warnings(const std::vector<std::string>& scenario_warnings,
+                                      const RunStats& stats);
+
 }  // namespace upsim::cli

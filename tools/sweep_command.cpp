@@ -313,14 +313,7 @@ std::string one_line(std::string text) {
 /// search's among them, and stream waits that reached the GPU before their event), as the row's
 /// message: "warning: ...; warning: ...".
 std::string warnings_message(const SteadyRun& run) {
-  std::vector<std::string> warnings = run.scenario.warnings;
-  const uint64_t early = run.stats.stream_waits_before_record;
-  if (early > 0) {
-    warnings.push_back(fmt::format(
-        "{} stream wait{} (cudaStreamWaitEvent) reached the GPU before the event {} waited for "
-        "was recorded",
-        early, early == 1 ? "" : "s", early == 1 ? "it" : "they"));
-  }
+  const std::vector<std::string> warnings = run_warnings(run.scenario.warnings, run.stats);
   std::string out;
   for (const std::string& w : warnings) {
     if (!out.empty()) out += "; ";

@@ -757,8 +757,10 @@ void write_measurement_hdf5(const std::filesystem::path& path,
                             const std::vector<std::pair<std::string, std::string>>& attributes) {
   const std::string image = measurement_hdf5_image(path, rows, gpu, source, attributes);
   const Writer writer(path);
-  // A regular file only: never through a symbolic link, never onto a device.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // A regular file only: never through a symbolic link, never onto a device or a pipe (O_NONBLOCK:
+  // opening a pipe without a reader fails instead of waiting for one).
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) writer.fail(std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -37,9 +37,17 @@ void write_temporary(const fs::path& tmp, const fs::path& path, std::string_view
     if (remove_tmp) ::unlink(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot write {}: {}", path.string(), std::strerror(err)));
   };
-  // Never through a symbolic link planted at the temporary name.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // Never through a symbolic link planted at the temporary name, never onto a pipe or device
+  // planted there (O_NONBLOCK: opening a pipe without a reader fails instead of waiting).
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) fail(errno, false);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::runtime_error(
+        fmt::format("cannot write {}: {} is not a regular file", path.string(), tmp.string()));
+  }
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);

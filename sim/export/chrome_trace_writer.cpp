@@ -207,9 +207,10 @@ class ChromeTraceWriter::Impl {
     while (widest >= tid_stride_)
       tid_stride_ *= 10;
 
-    // Never through a symbolic link planted at the temporary name, and only onto a regular file.
-    const int fd =
-        ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    // Never through a symbolic link planted at the temporary name, and only onto a regular file
+    // (O_NONBLOCK: a pipe planted there without a reader fails the open instead of blocking it).
+    const int fd = ::open(tmp_path_.c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) fail(errno);
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -157,6 +158,12 @@ TEST(Hdf5Measurements, WritesRegularFilesOnlyAndTheSameBytesForTheSameRows) {
   EXPECT_EQ(kept, "keep");
   std::filesystem::remove(link);
   std::filesystem::remove(victim);
+  // A pipe at the name is refused at once (opening it for writing waited for a reader).
+  const std::filesystem::path pipe = temp_path("pipe.h5");
+  std::filesystem::remove(pipe);
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  EXPECT_THROW(write_measurement_hdf5(pipe, csv, "A100", "LLMCompass"), CalibrationDataError);
+  std::filesystem::remove(pipe);
   // Written, the file is the image.
   const std::filesystem::path path = temp_path("image.h5");
   write_measurement_hdf5(path, csv, "A100", "LLMCompass");

@@ -1,0 +1,2 @@
+// Fixture: only workloads/workload_registry.cpp includes the families.
+#include "workloads/dlrm/dlrm_workload.h"

@@ -1,0 +1,4 @@
+// Fixture: a test library outside the tests.
+#pragma once
+
+#include <gtest/gtest.h>

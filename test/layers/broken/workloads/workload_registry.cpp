@@ -1,0 +1,2 @@
+// Fixture: the registry includes the families.
+#include "workloads/dlrm/dlrm_workload.h"

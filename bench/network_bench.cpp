@@ -25,7 +25,7 @@
 
 #include "sim/config/config_node.h"
 #include "sim/engine.h"
-#include "topology/collective_algorithms.h"
+#include "topology/collectives/collective_planner.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "sim/parallel.h"
-#include "topology/collective_algorithms.h"
+#include "topology/collectives/collective_planner.h"
 #include "topology/flow_network.h"
 
 namespace upsim {

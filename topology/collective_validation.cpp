@@ -9,7 +9,7 @@
 #include "sim/config/text.h"
 #include "sim/engine.h"
 #include "sim/input_file.h"
-#include "topology/collective_algorithms.h"
+#include "topology/collectives/collective_planner.h"
 #include "topology/flow_network.h"
 
 namespace upsim {

@@ -9,7 +9,7 @@
 #include <queue>
 #include <stdexcept>
 
-#include "topology/collective_algorithms.h"
+#include "topology/collectives/collective_planner.h"
 
 namespace upsim {
 namespace {

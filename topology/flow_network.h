@@ -1,8 +1,8 @@
 // FlowNetwork: a flow-level network model over a sealed Fabric. Every flow crosses a route of
 // directed links; each link's bandwidth is shared max-min fairly among the flows crossing it
 // (progressive filling); the two directions of a link are separate (full duplex). Collectives
-// become flows through CollectivePlanner (topology/collective_algorithms.h), host <-> device
-// copies one flow over the PCIe route, device-to-device copies one flow through the GPU's
+// become flows through CollectivePlanner (topology/collectives/collective_planner.h), host <->
+// device copies one flow over the PCIe route, device-to-device copies one flow through the GPU's
 // device memory.
 //
 // Contract:
@@ -33,30 +33,13 @@
 #include <vector>
 
 #include "sim/network_model.h"
+#include "topology/collectives/flow_batch.h"
 #include "topology/fabric.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim {
 
 class CollectivePlanner;
-
-/// Flows that start together and complete as one operation. Flow i crosses
-/// links[offsets[i] .. offsets[i + 1]). A link id below the fabric's link count is a fabric
-/// link; id fabric.links().size() + k names this batch's k-th virtual link, whose capacity is
-/// virtual_capacities[k] (a private cap shared by the flows that name it).
-struct FlowBatch {
-  std::vector<uint32_t> links;
-  std::vector<uint32_t> offsets{0};
-  std::vector<double> bytes;
-  std::vector<Bandwidth> virtual_capacities;
-
-  void add_flow(std::span<const uint32_t> route, double flow_bytes) {
-    links.insert(links.end(), route.begin(), route.end());
-    offsets.push_back(static_cast<uint32_t>(links.size()));
-    bytes.push_back(flow_bytes);
-  }
-  size_t size() const { return bytes.size(); }
-};
 
 /// Counters for benchmarks and tests.
 struct FlowNetworkStats {

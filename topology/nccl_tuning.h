@@ -51,6 +51,16 @@ std::string_view collective_protocol_name(CollectiveProtocol protocol);
 std::optional<CollectiveProtocol> parse_collective_protocol(std::string_view name);
 
 /// NCCL's hardware classes for hop latencies (NCCL_HW_NVLINK, NCCL_HW_PCI, NCCL_HW_NET).
+/// NVLS over several nodes (NCCL's NVLS_TREE) pipelines two stages, the in-switch reduction /
+/// multicast within each node and the network tree between nodes, and the network stage keeps as
+/// many bytes in flight as the first (NCCL_STEPS slots of one NVLS chunk per channel, NVIDIA/nccl
+/// src/enqueue.cc and src/include/device.h at commit 5067397c): its pipeline fill is this many
+/// times CollectiveTuning::nvls_pipeline_fill_mib. The 2x8 H100 InfiniBand sweep of
+/// test/data/nccl-tests agrees: from 64 MiB up its time exceeds latency + bytes / plateau rate by
+/// the transfer time of about 40 MB (2 x 16 MiB = 33.6 MB); in a refit of the tuning, 2 gives an
+/// objective of 0.1169, 3 gives 0.1177 and 4 gives 0.1189.
+inline constexpr double kNvlsTreeFillStages = 2.0;
+
 enum class LinkClass : uint8_t { kNvlink, kPci, kNet };
 inline constexpr size_t kLinkClassCount = 3;
 std::string_view link_class_name(LinkClass link_class);
@@ -119,8 +129,7 @@ struct CollectiveTuning {
   /// nvlsChannels channels of NCCL_NVLS_CHUNKSIZE chunks with NCCL_STEPS slots each; until that
   /// much is in flight a byte costs its transfer time twice. Added to the latency of NVLS as
   /// min(bytes, fill) at the uncontended bottleneck rate (nccl_tuning.cpp has the values); NVLS
-  /// over several nodes (NCCL's NVLS_TREE) fills kNvlsTreeFillStages times as much
-  /// (collective_algorithms.h).
+  /// over several nodes (NCCL's NVLS_TREE) fills kNvlsTreeFillStages times as much.
   std::vector<std::pair<std::string, double>> nvls_pipeline_fill_mib;
   /// Per-GPU-generation factor on NCCL's base and intra-node hop latencies (not the launch
   /// overhead, not network hops), by the link kind of the members' intra-node ring arcs (longest

@@ -14,12 +14,15 @@ if(NOT DEFINED ROOT)
 endif()
 
 # The folders, each one layer, and the folders each may include besides itself.
-set(layers sim sim/config sim/export topology calibration workloads/pytorch workloads/dlrm
-           workloads/trace workloads/transformer workloads tools)
+set(layers sim sim/config sim/export topology/collectives topology calibration workloads/pytorch
+           workloads/dlrm workloads/trace workloads/transformer workloads tools)
 set(uses_sim "")
 set(uses_sim/config sim)
 set(uses_sim/export sim)
-set(uses_topology sim sim/config)
+# topology/collectives/ is part of upsim_topology: the planner reads the fabric and the tuning,
+# and the flow network runs the planner's plans.
+set(uses_topology/collectives topology sim sim/config)
+set(uses_topology topology/collectives sim sim/config)
 set(uses_calibration sim sim/config)
 set(uses_workloads/pytorch sim)
 set(uses_workloads/dlrm workloads/pytorch sim sim/config)
@@ -40,7 +43,7 @@ set(family_registry workloads/workload_registry.cpp)
 # benchmarks alone.
 set(libraries fmt yaml program_options mpi graph hdf5 openssl zlib test_only)
 set(library_fmt "^fmt/")
-set(users_fmt sim/config sim/export topology calibration workloads/pytorch workloads/dlrm
+set(users_fmt sim/config sim/export topology/collectives topology calibration workloads/pytorch workloads/dlrm
               workloads/trace workloads/transformer workloads tools)
 set(library_yaml "^yaml-cpp/")
 set(users_yaml sim/config)

@@ -1,7 +1,7 @@
 // CollectivePlanner and FlowNetwork collectives: every kind runs, ring orders follow NVLink,
 // contention on a cube-mesh, uneven all-to-allv to the picosecond, choice by size, errors, and
 // the shipped tuning file.
-#include "topology/collective_algorithms.h"
+#include "topology/collectives/collective_planner.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

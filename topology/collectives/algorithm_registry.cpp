@@ -1,0 +1,46 @@
+// Every collective algorithm family, by its CollectiveAlgorithm value.
+#include <stdexcept>
+
+#include "topology/collectives/algorithm.h"
+
+namespace upsim::collectives {
+
+double LatencyTerms::log_nodes() const {
+  uint32_t v = nodes();
+  uint32_t r = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++r;
+  }
+  return static_cast<double>(r);
+}
+
+BuiltStructure Algorithm::structure(const CollectiveDesc& collective, CollectiveLayout& layout,
+                                    FabricPaths& paths, const CollectiveTuning& tuning) const {
+  const auto key = std::make_pair(collective.kind, id());
+  auto it = layout.structures.find(key);
+  if (it != layout.structures.end()) return {it->second.get(), true};
+  FlowCollector collector;
+  ChannelFlows flows(layout, collector);
+  add_flows(collective.kind, tuning, paths, flows);
+  auto built = std::make_unique<FlowStructure>(collector.route(paths, layout.size()));
+  return {layout.structures.emplace(key, std::move(built)).first->second.get(), true};
+}
+
+const Algorithm& collective_algorithm(CollectiveAlgorithm id) {
+  switch (id) {
+    case CollectiveAlgorithm::kRing:
+      return ring_algorithm();
+    case CollectiveAlgorithm::kTree:
+      return tree_algorithm();
+    case CollectiveAlgorithm::kNvls:
+      return nvls_algorithm();
+    case CollectiveAlgorithm::kHierarchical:
+      return hierarchical_algorithm();
+    case CollectiveAlgorithm::kDirect:
+      return direct_algorithm();
+  }
+  throw std::logic_error("collective planner: unknown collective algorithm");
+}
+
+}  // namespace upsim::collectives

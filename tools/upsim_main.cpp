@@ -23,8 +23,8 @@
 #include "tools/shard_command.h"
 #include "tools/sweep_command.h"
 #include "tools/trace_commands.h"
+#include "tools/validation/validate_workloads.h"
 #include "tools/version.h"
-#include "tools/workload_commands.h"
 #include "workloads/trace/trace_error.h"
 
 namespace po = boost::program_options;

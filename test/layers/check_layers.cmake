@@ -15,7 +15,7 @@ endif()
 
 # The folders, each one layer, and the folders each may include besides itself.
 set(layers sim sim/config sim/export topology/collectives topology calibration workloads/pytorch
-           workloads/dlrm workloads/trace workloads/transformer workloads tools)
+           workloads/dlrm workloads/trace workloads/transformer workloads tools/validation tools)
 set(uses_sim "")
 set(uses_sim/config sim)
 set(uses_sim/export sim)
@@ -31,6 +31,7 @@ set(uses_workloads/transformer workloads/pytorch sim sim/config)
 set(uses_workloads workloads/dlrm workloads/trace workloads/transformer workloads/pytorch sim
                    sim/config)
 set(uses_tools ${layers})
+set(uses_tools/validation ${layers})  # part of upsim_cli: the published-run validation
 # A family implements the interface in workloads/workload.h; the rest of `workloads/` (the
 # registry, which includes the families) stays out of bounds for them.
 set(family_interface workloads/workload.h)
@@ -44,11 +45,11 @@ set(family_registry workloads/workload_registry.cpp)
 set(libraries fmt yaml program_options mpi graph hdf5 openssl zlib test_only)
 set(library_fmt "^fmt/")
 set(users_fmt sim/config sim/export topology/collectives topology calibration workloads/pytorch workloads/dlrm
-              workloads/trace workloads/transformer workloads tools)
+              workloads/trace workloads/transformer workloads tools/validation tools)
 set(library_yaml "^yaml-cpp/")
 set(users_yaml sim/config)
 set(library_program_options "^boost/program_options")
-set(users_program_options tools)
+set(users_program_options tools tools/validation)
 set(library_mpi "^mpi\\.h$")
 set(users_mpi tools)
 set(library_graph "^boost/graph/")

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
-#include "tools/workload_commands.h"
+#include "tools/validation/published_tables.h"
+#include "tools/validation/row_plans.h"
+#include "tools/validation/validate_workloads.h"
 
 namespace upsim::cli {
 namespace {

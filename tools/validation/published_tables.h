@@ -1,26 +1,26 @@
-// `upsim validate workloads`: whole training steps of published runs, measured vs predicted.
-// Three sources (test/data/*/SOURCES.md):
+// The published step-time tables `upsim validate workloads` checks upsim against, read strictly
+// (test/data/*/SOURCES.md says where each comes from):
 //   Megatron-LM SC'21 Table 1 (GPT 1.7B-1T on Selene, DGX A100 80GB, 8x HDR IB per node): the
 //     iteration time derived from the achieved TFLOP/s with the paper's Eq. 3;
 //   llm-foundry's MPT benchmarks (FSDP on A100 80GB over RoCE and on DGX H100): the step time
 //     GlobalBatchSize(T) / Throughput(T/s);
-//   NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB; DGX A100, DGX-1 V100, DGX-2; 1-16
-//     GPUs; FP32 / TF32 and mixed precision): the step time 65536 / records per second. Held
-//     out and reported without a bound (the source's geomean never fails the command).
-// Each measured row becomes a scenario: a template (configs/validation/megatron_gpt.yaml,
-// mpt_fsdp.yaml, mpt_fsdp_h100.yaml, dle_dlrm.yaml) with the row's values applied as `--set`
-// overrides in-process, run like `upsim run` without outputs.
+//   NVIDIA DeepLearningExamples' PyTorch DLRM and TF2 DCNv2 training tables and the DLRM
+//     inference tables: step time 65536 / records per second, latency batch / records per second;
+// and the model and table-set files of configs/validation/ the rows refer to.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
-#include <iosfwd>
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace upsim::cli {
+
+/// Megatron SC'21 facts shared by every Table 1 row (paper section 5.1).
+inline constexpr int64_t kMegatronSeq = 2048;
+inline constexpr int64_t kMegatronVocab = 51200;
 
 /// A measurement table that cannot be read: the message names file:line and the column.
 class WorkloadTableError : public std::runtime_error {
@@ -130,57 +130,5 @@ using DleTables = std::map<std::string, std::vector<int64_t>>;
 /// Reads `models: {small: {frequency_threshold, rows: [...]}, ...}`; throws ConfigError for a bad
 /// file.
 DleTables read_dle_tables(const std::filesystem::path& path);
-
-inline constexpr int64_t kGpusPerNode = 8;
-
-/// Megatron rows: how the paper's unstated choices are filled in.
-struct MegatronMapping {
-  int64_t micro_batch = 1;  ///< not stated for Table 1; Table 2's PTD-P rows use 1
-  bool interleaved = true;  ///< §5.1: "we use the interleaved pipeline schedule"
-};
-
-/// What one measured row becomes: a template and the overrides that make it the measured run,
-/// or the reason it is not simulated.
-struct RowPlan {
-  std::string source;  ///< "megatron" | "llm-foundry" | "dle-dlrm"
-  std::string label;   ///< the row's identity, matched by --rows
-  int64_t gpus = 0;
-  double measured_s = 0.0;
-  std::string template_file;  ///< relative to the configs folder, e.g. validation/mpt_fsdp.yaml
-  std::vector<std::string> overrides;  ///< "key=value", applied in order
-  /// Non-empty: the hardware profile (relative to the configs folder) that replaces the
-  /// template's platform.gpu.
-  std::string gpu_profile;
-  /// Non-empty: the fabric (relative to the configs folder) that replaces platform.topology.
-  std::string topology;
-  std::string skip_reason;  ///< non-empty: not simulated
-};
-
-/// Interleaved schedule: the number of model chunks per pipeline rank that the paper does not
-/// state. ASSUMPTION: the smallest divisor >= 2 of layers / pipeline (1 when pipeline == 1 or
-/// each stage holds one layer).
-int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline);
-
-/// Pure: a Megatron Table 1 row -> overrides of configs/validation/megatron_gpt.yaml.
-RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
-/// Pure: an llm-foundry row -> overrides of configs/validation/mpt_fsdp.yaml (A100 80GB and,
-/// with the 40GB profile, A100 40GB; RoCE) or mpt_fsdp_h100.yaml (DGX H100), or a skip reason
-/// (FP8, CPU offload, unknown size).
-RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
-
-/// Pure: one measurement of a DLE row (mixed precision when `amp`) -> overrides of
-/// configs/validation/dle_dlrm.yaml: the system's GPU profile and fabric (partial when the row
-/// uses fewer GPUs than it has), the dtypes, the table set; a skip reason for an unknown model
-/// size.
-RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables);
-/// Pure: one measurement of a DLE inference row -> overrides of
-/// configs/validation/dle_dlrm_inference.yaml: the GPU profile and fabric, the batch, the dtypes
-/// (mixed precision: the whole model in fp16, tables included), the `small` table set.
-RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables);
-
-/// Returns the exit code: 0 every bounded source's geomean |error| within --bound and no row
-/// failed, 1 otherwise (the dle-dlrm source is reported without a bound); bad input throws
-/// (WorkloadTableError, ConfigError) for main to report (2).
-int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out);
 
 }  // namespace upsim::cli

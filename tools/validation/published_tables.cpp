@@ -1,0 +1,417 @@
+#include "tools/validation/published_tables.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+#include "sim/config/config_node.h"
+#include "sim/input_file.h"
+
+namespace upsim::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- CSV ------------------------------------------------------------------------------------
+
+/// One CSV record split into fields; double-quoted fields may hold commas ("" is a quote).
+std::vector<std::string> split_csv(const std::string& line, const std::string& where) {
+  std::vector<std::string> fields;
+  std::string field;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(std::move(field));
+      field.clear();
+    } else {
+      field += c;
+    }
+  }
+  if (quoted) throw WorkloadTableError(fmt::format("{}: unterminated quoted field", where));
+  fields.push_back(std::move(field));
+  return fields;
+}
+
+/// A CSV table with a header row; '#' lines and blank lines are skipped.
+class CsvTable {
+ public:
+  explicit CsvTable(const fs::path& path) : file_(path.string()) {
+    if (const auto why = input_file_problem(path, kGiB)) {
+      throw WorkloadTableError(fmt::format("{}: {}", file_, *why));
+    }
+    std::ifstream in(path);
+    if (!in) throw WorkloadTableError(fmt::format("{}: cannot open the file", file_));
+    std::string line;
+    int number = 0;
+    bool header = true;
+    while (std::getline(in, line)) {
+      ++number;
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> fields = split_csv(line, fmt::format("{}:{}", file_, number));
+      if (header) {
+        for (size_t i = 0; i < fields.size(); ++i)
+          columns_.emplace(fields[i], i);
+        header_line_ = number;
+        header = false;
+        continue;
+      }
+      rows_.push_back({number, std::move(fields)});
+    }
+    if (header) throw WorkloadTableError(fmt::format("{}: no header row", file_));
+  }
+
+  size_t size() const { return rows_.size(); }
+  int line(size_t row) const { return rows_[row].line; }
+  bool has(const std::string& column) const { return columns_.count(column) > 0; }
+
+  /// The field of `column` in `row`; a missing column or a short row names file:line.
+  const std::string& field(size_t row, const std::string& column) const {
+    const auto it = columns_.find(column);
+    if (it == columns_.end()) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: column `{}`: missing from the header", file_, header_line_, column));
+    }
+    const Row& r = rows_[row];
+    if (it->second >= r.fields.size()) {
+      throw WorkloadTableError(fmt::format("{}:{}: column `{}`: the row has only {} fields", file_,
+                                           r.line, column, r.fields.size()));
+    }
+    return r.fields[it->second];
+  }
+
+  int64_t integer(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+      throw bad_value(row, column, text, "an integer");
+    }
+    return value;
+  }
+
+  double number(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    double value = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
+        !std::isfinite(value)) {
+      throw bad_value(row, column, text, "a number");
+    }
+    return value;
+  }
+
+  bool boolean(size_t row, const std::string& column) const {
+    const std::string& text = field(row, column);
+    if (text == "True" || text == "true") return true;
+    if (text == "False" || text == "false") return false;
+    throw bad_value(row, column, text, "True or False");
+  }
+
+  WorkloadTableError bad_value(size_t row, const std::string& column, const std::string& text,
+                               const char* expected) const {
+    return WorkloadTableError(fmt::format("{}:{}: column `{}`: `{}` is not {}", file_,
+                                          rows_[row].line, column, text, expected));
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  struct Row {
+    int line;
+    std::vector<std::string> fields;
+  };
+  std::string file_;
+  int header_line_ = 0;
+  std::unordered_map<std::string, size_t> columns_;
+  std::vector<Row> rows_;
+};
+
+/// Throws WorkloadTableError naming the file, line and column of the first value that is not
+/// positive.
+void require_positive(const CsvTable& t, int line,
+                      std::initializer_list<std::pair<int64_t, const char*>> values) {
+  for (const auto& [value, column] : values) {
+    if (value <= 0) {
+      throw WorkloadTableError(fmt::format("{}:{}: column `{}`: must be positive, got {}", t.file(),
+                                           line, column, value));
+    }
+  }
+}
+
+/// Paper Eq. 3: FLOPs per iteration with activation recomputation.
+double megatron_flops(const MegatronRow& r) {
+  const double b = static_cast<double>(r.global_batch);
+  const double s = kMegatronSeq;
+  const double l = static_cast<double>(r.layers);
+  const double h = static_cast<double>(r.hidden);
+  const double v = kMegatronVocab;
+  return 96.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+}
+
+}  // namespace
+
+// ---- Readers --------------------------------------------------------------------------------
+
+std::vector<MegatronRow> read_megatron_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<MegatronRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    MegatronRow r;
+    r.line = t.line(i);
+    r.params_billion = t.number(i, "params_billion");
+    r.heads = t.integer(i, "attention_heads");
+    r.hidden = t.integer(i, "hidden_size");
+    r.layers = t.integer(i, "num_layers");
+    r.tensor = t.integer(i, "tensor_parallel");
+    r.pipeline = t.integer(i, "pipeline_parallel");
+    r.gpus = t.integer(i, "num_gpus");
+    r.global_batch = t.integer(i, "global_batch_size");
+    r.achieved_tflops_per_gpu = t.number(i, "achieved_tflops_per_gpu");
+    r.iteration_time_s = t.number(i, "derived_iter_time_s");
+    require_positive(t, r.line,
+                     {{r.heads, "attention_heads"},
+                      {r.hidden, "hidden_size"},
+                      {r.layers, "num_layers"},
+                      {r.tensor, "tensor_parallel"},
+                      {r.pipeline, "pipeline_parallel"},
+                      {r.gpus, "num_gpus"},
+                      {r.global_batch, "global_batch_size"}});
+    if (r.achieved_tflops_per_gpu <= 0.0 || r.iteration_time_s <= 0.0) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `achieved_tflops_per_gpu` / `derived_iter_time_s`: must be positive",
+          t.file(), r.line));
+    }
+    // The derived column must be what SOURCES.md says it is: Eq. 3 / achieved FLOP/s.
+    const double eq3 =
+        megatron_flops(r) / (r.achieved_tflops_per_gpu * 1e12 * static_cast<double>(r.gpus));
+    if (std::abs(eq3 / r.iteration_time_s - 1.0) > 5e-3) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `derived_iter_time_s`: {} s disagrees with the paper's Eq. 3 / "
+          "achieved TFLOP/s = {:.4f} s",
+          t.file(), r.line, r.iteration_time_s, eq3));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<FoundryRow> read_foundry_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<FoundryRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    FoundryRow r;
+    r.line = t.line(i);
+    r.section = t.field(i, "section");
+    r.model = t.field(i, "Model");
+    r.seq = t.integer(i, "SeqLen (T)");
+    r.gpus = t.integer(i, "# GPUs");
+    r.gpu = t.field(i, "GPU");
+    r.micro_batch = t.integer(i, "MicroBatchSize");
+    r.grad_accum = t.integer(i, "GradAccum");
+    r.global_batch = t.integer(i, "GlobalBatchSize");
+    r.precision = t.field(i, "Precision");
+    r.mp_mode = t.field(i, "MP Mode");
+    r.sharding = t.field(i, "Sharding Strategy");
+    r.activation_checkpointing = t.boolean(i, "Activation Checkpointing");
+    r.activation_cpu_offload = t.boolean(i, "Activation CPUOffload");
+    r.num_params = t.integer(i, "NumParams");
+    r.step_time_s = t.number(i, "derived_step_time_s");
+    require_positive(t, r.line,
+                     {{r.seq, "SeqLen (T)"},
+                      {r.gpus, "# GPUs"},
+                      {r.micro_batch, "MicroBatchSize"},
+                      {r.grad_accum, "GradAccum"},
+                      {r.global_batch, "GlobalBatchSize"}});
+    if (r.step_time_s <= 0.0) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: column `derived_step_time_s`: must be positive", t.file(), r.line));
+    }
+    if (r.micro_batch * r.grad_accum * r.gpus != r.global_batch) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `GlobalBatchSize`: {} != MicroBatchSize x GradAccum x # GPUs = {}",
+          t.file(), r.line, r.global_batch, r.micro_batch * r.grad_accum * r.gpus));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+namespace {
+
+/// A model file's `source:` (repository, commit, files): provenance, read so that the document
+/// accepts it.
+void read_source(const ConfigNode& root) {
+  const ConfigNode source = root.child("source");
+  source.get_string("repository");
+  source.get_string("commit");
+  source.get_string("files");
+}
+
+}  // namespace
+
+std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  const ConfigNode root = doc.root();
+  read_source(root);
+  std::map<std::string, MptModel> models;
+  for (const auto& [name, node] : root.child("models").map_entries()) {
+    MptModel m;
+    m.hidden = node.get_positive_int("d_model");
+    m.heads = node.get_positive_int("n_heads");
+    m.layers = node.get_positive_int("n_layers");
+    m.expansion_ratio = node.get_positive_int("expansion_ratio");
+    m.vocab = node.get_positive_int("vocab_size");
+    if (m.hidden % m.heads != 0) node.child("n_heads").fail("must divide d_model");
+    models.emplace(name, m);
+  }
+  doc.check_all_keys_used();
+  return models;
+}
+
+namespace {
+
+/// "11,400,000" -> 11400000 (digits with optional thousands separators); "3.81M" -> 3810000
+/// (DCNv2.md's millions). Positive.
+double dle_throughput(const CsvTable& t, size_t row, const std::string& column) {
+  std::string digits;
+  for (char c : t.field(row, column)) {
+    if (c != ',') digits += c;
+  }
+  double scale = 1.0;
+  if (!digits.empty() && digits.back() == 'M') {
+    scale = 1e6;
+    digits.pop_back();
+  }
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() ||
+      !(value > 0.0) || (scale == 1.0 && value != std::floor(value))) {
+    throw t.bad_value(row, column, t.field(row, column),
+                      "a positive records/s count (11,400,000 or 3.81M)");
+  }
+  return value * scale;
+}
+
+/// "8k" -> 8192, "512" -> 512.
+int64_t dle_batch(const CsvTable& t, size_t row, const std::string& column) {
+  std::string text = t.field(row, column);
+  int64_t scale = 1;
+  if (!text.empty() && (text.back() == 'k' || text.back() == 'K')) {
+    scale = 1024;
+    text.pop_back();
+  }
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || value <= 0 ||
+      value > kDleGlobalBatch) {
+    throw t.bad_value(row, column, t.field(row, column), "a batch such as 8k or 512");
+  }
+  return value * scale;
+}
+
+}  // namespace
+
+std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model) {
+  const CsvTable t(path);
+  // The full-precision column is TF32 on the A100 table, FP32 on the V100 one.
+  const bool tf32 = t.has("Throughput - TF32");
+  const std::string full_column = tf32 ? "Throughput - TF32" : "Throughput - FP32";
+  std::vector<DleRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    DleRow r;
+    r.model = std::string(model);
+    r.line = t.line(i);
+    r.section = t.field(i, "section");
+    r.gpus = t.integer(i, "GPUs");
+    r.model_size = t.field(i, "Model size");
+    r.batch_per_gpu = dle_batch(t, i, "Batch size / GPU");
+    r.full_precision = tf32 ? "tf32" : "fp32";
+    r.full_precision_records_per_s = dle_throughput(t, i, full_column);
+    r.amp_records_per_s = dle_throughput(t, i, "Throughput - mixed precision");
+    require_positive(t, r.line, {{r.gpus, "GPUs"}});
+    if (r.section.find("DGX A100") != std::string::npos) {
+      r.system = "dgx-a100";
+    } else if (r.section.find("DGX-1") != std::string::npos) {
+      r.system = "dgx-1";
+    } else if (r.section.find("DGX-2") != std::string::npos) {
+      r.system = "dgx-2";
+    } else {
+      throw t.bad_value(i, "section", r.section, "a DGX A100, DGX-1 or DGX-2 section");
+    }
+    if (r.gpus * r.batch_per_gpu != kDleGlobalBatch) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `Batch size / GPU`: {} GPUs x {} != the global batch {} (main.py's "
+          "--batch_size default, which the README's commands keep)",
+          t.file(), r.line, r.gpus, r.batch_per_gpu, kDleGlobalBatch));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<DleInferenceRow> read_dle_inference_table(const fs::path& path) {
+  const CsvTable t(path);
+  const bool tf32 = t.has("Throughput Avg - TF32 - CUDA Graphs OFF");
+  const std::string full_column =
+      tf32 ? "Throughput Avg - TF32 - CUDA Graphs OFF" : "Throughput Avg - FP32 - CUDA Graphs OFF";
+  std::vector<DleInferenceRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    DleInferenceRow r;
+    r.line = t.line(i);
+    r.section = t.field(i, "section");
+    r.batch = t.integer(i, "Batch size");
+    r.full_precision = tf32 ? "tf32" : "fp32";
+    r.full_precision_records_per_s = dle_throughput(t, i, full_column);
+    r.amp_records_per_s =
+        dle_throughput(t, i, "Throughput Avg - mixed precision - CUDA Graphs OFF");
+    require_positive(t, r.line, {{r.batch, "Batch size"}});
+    if (r.section.find("A100") != std::string::npos) {
+      r.system = "dgx-a100";
+    } else if (r.section.find("DGX-1") != std::string::npos) {
+      r.system = "dgx-1";
+    } else {
+      throw t.bad_value(i, "section", r.section, "an A100 or DGX-1 section");
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+DleTables read_dle_tables(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  const ConfigNode root = doc.root();
+  read_source(root);
+  DleTables tables;
+  for (const auto& [name, node] : root.child("models").map_entries()) {
+    node.get_positive_int("frequency_threshold");
+    std::vector<int64_t> rows = node.get_int_list("rows");
+    if (rows.empty()) node.child("rows").fail("needs at least one table");
+    for (const ConfigNode& item : node.child("rows").items()) {
+      if (item.as_int() <= 0) item.fail("a table needs at least one row");
+    }
+    tables.emplace(name, std::move(rows));
+  }
+  doc.check_all_keys_used();
+  return tables;
+}
+
+}  // namespace upsim::cli

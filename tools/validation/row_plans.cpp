@@ -1,0 +1,242 @@
+#include "tools/validation/row_plans.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace upsim::cli {
+
+int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline) {
+  if (pipeline <= 1 || layers % pipeline != 0) return 1;
+  const int64_t per_stage = layers / pipeline;
+  for (int64_t v = 2; v <= per_stage; ++v) {
+    if (per_stage % v == 0) return v;
+  }
+  return 1;
+}
+
+RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
+  RowPlan plan;
+  plan.source = "megatron";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.iteration_time_s;
+  plan.template_file = "validation/megatron_gpt.yaml";
+  const int64_t model_parallel = row.tensor * row.pipeline;
+  const int64_t data = model_parallel > 0 ? row.gpus / model_parallel : 0;
+  const int64_t virtual_stages =
+      mapping.interleaved ? megatron_virtual_stages(row.layers, row.pipeline) : 1;
+  plan.label = fmt::format("gpt-{}b {}gpu tp{} pp{} dp{}{} B{} mb{}", row.params_billion, row.gpus,
+                           row.tensor, row.pipeline, data,
+                           virtual_stages > 1 ? fmt::format(" v{}", virtual_stages) : "",
+                           row.global_batch, mapping.micro_batch);
+  if (row.gpus % kGpusPerNode != 0) {
+    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
+    return plan;
+  }
+  if (data <= 0 || data * model_parallel != row.gpus) {
+    plan.skip_reason =
+        fmt::format("{} GPUs is not a multiple of TP x PP = {}", row.gpus, model_parallel);
+    return plan;
+  }
+  if (row.global_batch % (mapping.micro_batch * data) != 0) {
+    plan.skip_reason = fmt::format("batch {} is not a multiple of micro-batch {} x DP {}",
+                                   row.global_batch, mapping.micro_batch, data);
+    return plan;
+  }
+  plan.overrides = {
+      fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode),
+      fmt::format("workload.layers={}", row.layers),
+      fmt::format("workload.hidden={}", row.hidden),
+      fmt::format("workload.heads={}", row.heads),
+      fmt::format("workload.seq={}", kMegatronSeq),
+      fmt::format("workload.vocab={}", kMegatronVocab),
+      fmt::format("workload.micro_batch={}", mapping.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.tensor={}", row.tensor),
+      fmt::format("workload.parallelism.pipeline={}", row.pipeline),
+      fmt::format("workload.parallelism.data={}", data),
+      fmt::format("workload.parallelism.virtual_stages={}", virtual_stages),
+  };
+  return plan;
+}
+
+RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models) {
+  RowPlan plan;
+  plan.source = "llm-foundry";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.step_time_s;
+  const bool h100 = row.gpu == "h100_80gb";
+  plan.template_file = h100 ? "validation/mpt_fsdp_h100.yaml" : "validation/mpt_fsdp.yaml";
+  std::string sharding = row.sharding;
+  std::transform(sharding.begin(), sharding.end(), sharding.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  plan.label = fmt::format("mpt-{} {} {}gpu s{} {} mb{} ga{} B{}{}", row.model, row.gpu, row.gpus,
+                           row.seq, sharding, row.micro_batch, row.grad_accum, row.global_batch,
+                           row.activation_checkpointing ? " ckpt" : "");
+  if (row.precision == "amp_fp8") {
+    plan.skip_reason = "FP8 rows are not validated (the kernel models are fitted on BF16/FP16)";
+    return plan;
+  }
+  if (row.gpu != "h100_80gb" && row.gpu != "a100_80gb" && row.gpu != "a100_40gb") {
+    plan.skip_reason =
+        fmt::format("GPU `{}`: only A100 40/80GB (RoCE cluster) and H100 80GB rows", row.gpu);
+    return plan;
+  }
+  // The 40GB rows ran on the same RoCE cluster design (the README's section title).
+  if (row.gpu == "a100_40gb") plan.gpu_profile = "hardware/a100_sxm4_40gb.yaml";
+  if (row.precision != "amp_bf16" && row.precision != "bf16") {
+    plan.skip_reason = fmt::format("precision `{}` is not BF16", row.precision);
+    return plan;
+  }
+  if (row.activation_cpu_offload) {
+    plan.skip_reason = "activation CPU offload is not modelled";
+    return plan;
+  }
+  if (sharding != "full_shard" && sharding != "shard_grad_op") {
+    plan.skip_reason = fmt::format("sharding strategy `{}` is not modelled", row.sharding);
+    return plan;
+  }
+  const auto model = models.find(row.model);
+  if (model == models.end()) {
+    plan.skip_reason = fmt::format("MPT size `{}` is not in validation/mpt_models.yaml", row.model);
+    return plan;
+  }
+  if (row.gpus % kGpusPerNode != 0) {
+    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
+    return plan;
+  }
+  const MptModel& m = model->second;
+  plan.overrides = {
+      fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode),
+      fmt::format("workload.layers={}", m.layers),
+      fmt::format("workload.hidden={}", m.hidden),
+      fmt::format("workload.heads={}", m.heads),
+      fmt::format("workload.ffn={}", m.expansion_ratio * m.hidden),
+      fmt::format("workload.vocab={}", m.vocab),
+      fmt::format("workload.seq={}", row.seq),
+      fmt::format("workload.micro_batch={}", row.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.data={}", row.gpus),
+      fmt::format("workload.parallelism.fsdp={}", sharding),
+      fmt::format("workload.recompute={}", row.activation_checkpointing ? "full" : "none"),
+      // Composer's FSDP mixed precision: DEFAULT reduces gradients in fp32, PURE in bf16.
+      fmt::format("workload.grad_reduce_dtype={}", row.mp_mode == "PURE" ? "bf16" : "fp32"),
+  };
+  return plan;
+}
+
+namespace {
+
+/// A system of the DLE tables: its GPU profile and fabric (relative to the configs folder).
+struct DleSystem {
+  const char* gpu_profile;
+  const char* topology;
+  int64_t fabric_gpus;
+};
+/// [README] section titles: DGX A100 (8x A100 80GB), DGX-1 (8x V100 32GB), DGX-2 (16x V100
+/// 32GB); the DGX-2's V100 SXM3 is priced with the SXM2 profile (dle_dlrm.yaml).
+const std::map<std::string, DleSystem>& dle_systems() {
+  static const std::map<std::string, DleSystem> kSystems = {
+      {"dgx-a100", {"hardware/a100_sxm4_80gb.yaml", "topologies/dgx_a100.yaml", 8}},
+      {"dgx-1", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx1_v100.yaml", 8}},
+      {"dgx-2", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx2.yaml", 16}},
+  };
+  return kSystems;
+}
+
+/// A --set value for workload.embeddings.tables: one-hot tables of these rows.
+std::string dle_table_list(const std::vector<int64_t>& rows) {
+  std::string list;
+  for (const int64_t r : rows)
+    list += fmt::format("{}{{rows: {}, pooling: 1}}", list.empty() ? "" : ", ", r);
+  return fmt::format("[{}]", list);
+}
+
+}  // namespace
+
+RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
+  const std::map<std::string, DleSystem>& kSystems = dle_systems();
+  RowPlan plan;
+  const bool dcnv2 = row.model == "dcnv2";
+  plan.source = dcnv2 ? "dle-dcnv2" : "dle-dlrm";
+  plan.gpus = row.gpus;
+  const double records_per_s = amp ? row.amp_records_per_s : row.full_precision_records_per_s;
+  plan.measured_s = static_cast<double>(kDleGlobalBatch) / records_per_s;
+  plan.template_file = dcnv2 ? "validation/dle_dcnv2.yaml" : "validation/dle_dlrm.yaml";
+  const std::string precision = amp ? "amp" : row.full_precision;
+  plan.label = fmt::format("{}-{} {} {}gpu {} B{}", row.model, row.model_size, row.system, row.gpus,
+                           precision, kDleGlobalBatch);
+  const auto system = kSystems.find(row.system);
+  if (system == kSystems.end()) {
+    plan.skip_reason = fmt::format("system `{}` has no fabric", row.system);
+    return plan;
+  }
+  if (row.gpus > system->second.fabric_gpus) {
+    plan.skip_reason =
+        fmt::format("{} GPUs, but the {} has {}", row.gpus, row.system, system->second.fabric_gpus);
+    return plan;
+  }
+  const auto set = tables.find(row.model_size);
+  if (set == tables.end()) {
+    plan.skip_reason =
+        fmt::format("model size `{}` is not in validation/dle_criteo_tables.yaml", row.model_size);
+    return plan;
+  }
+  plan.gpu_profile = system->second.gpu_profile;
+  plan.topology = system->second.topology;
+  plan.overrides = {
+      fmt::format("platform.gpus={}", row.gpus),
+      fmt::format("platform.partial_fabric={}", row.gpus < system->second.fabric_gpus),
+      fmt::format("workload.global_batch={}", kDleGlobalBatch),
+      fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
+      "workload.embeddings.tables=" + dle_table_list(set->second),
+  };
+  if (amp) {
+    // dle_dlrm.yaml [MAIN] 588: torch.autocast over fp32 parameters (GradScaler, apex FusedSGD
+    // on the fp32 weights); dle_dcnv2.yaml: Keras' mixed_float16 policy, fp32 variables.
+    plan.overrides.push_back("workload.master_weights=true");
+  }
+  if (amp && !dcnv2) {
+    // dle_dlrm.yaml [README] 747, [SPARSE]: fp32 tables, lookups and gradients; [PARTS]: the
+    // looked-up vectors are cast to fp16 before the all-to-all. (dle_dcnv2.yaml [SPARSE]: the
+    // DCNv2 exchange stays fp32 under amp, as the template says.)
+    plan.overrides.push_back("workload.embeddings.dtype=fp32");
+    plan.overrides.push_back("workload.all_to_all_dtype=fp16");
+  }
+  return plan;
+}
+
+RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables) {
+  const std::map<std::string, DleSystem>& kSystems = dle_systems();
+  RowPlan plan;
+  plan.source = "dle-dlrm-inference";
+  plan.gpus = 1;
+  plan.measured_s = static_cast<double>(row.batch) /
+                    (amp ? row.amp_records_per_s : row.full_precision_records_per_s);
+  plan.template_file = "validation/dle_dlrm_inference.yaml";
+  plan.label = fmt::format("dlrm-small {} 1gpu {} B{}", row.system,
+                           amp ? "amp" : row.full_precision, row.batch);
+  const auto system = kSystems.find(row.system);
+  const auto set = tables.find("small");
+  if (system == kSystems.end()) {
+    plan.skip_reason = fmt::format("system `{}` has no fabric", row.system);
+    return plan;
+  }
+  if (set == tables.end()) {
+    plan.skip_reason = "model size `small` is not in validation/dle_criteo_tables.yaml";
+    return plan;
+  }
+  plan.gpu_profile = system->second.gpu_profile;
+  plan.topology = system->second.topology;
+  // dle_dlrm_inference.yaml [MAIN] 520-522: mixed precision is model.half(), tables included.
+  plan.overrides = {
+      fmt::format("workload.global_batch={}", row.batch),
+      fmt::format("workload.dtype={}", amp ? "fp16" : row.full_precision),
+      fmt::format("workload.embeddings.dtype={}", amp ? "fp16" : "fp32"),
+      "workload.embeddings.tables=" + dle_table_list(set->second),
+  };
+  return plan;
+}
+
+}  // namespace upsim::cli

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sim/all_to_all_sizes.h"
+#include "sim/parallel_dim.h"
 #include "sim/time.h"
 #include "sim/units.h"
 
@@ -349,6 +350,10 @@ struct CollectiveDesc {
   /// waits for the simulated ones only, while the network still moves every member's bytes.
   /// 0 = every member is simulated.
   uint32_t simulated_members = 0;
+  /// The parallel dimension of the group (the transformer's tp / cp / ep / pp / dp groups);
+  /// kOther for the rest. Observers split exposed communication by it and find the pipeline
+  /// bubble with it; the network ignores it.
+  ParallelDim parallel_dim = ParallelDim::kOther;
 };
 
 enum class TransferKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };

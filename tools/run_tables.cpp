@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "sim/export/json_text.h"
-#include "sim/export/parallel_dim.h"
+#include "sim/parallel_dim.h"
 
 namespace upsim::cli {
 

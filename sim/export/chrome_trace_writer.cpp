@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "sim/export/json_text.h"
-#include "sim/export/parallel_dim.h"
+#include "sim/parallel_dim.h"
 
 namespace upsim {
 
@@ -570,7 +570,7 @@ class ChromeTraceWriter::Impl {
       transfer_ps = end_ps;
     }
     // A pipeline stage waiting for its neighbour is the pipeline bubble.
-    const ParallelDim dim = parallel_dim_of(name);
+    const ParallelDim dim = graph_->collective(group).parallel_dim;
     const bool bubble = dim == ParallelDim::kPipeline;
     if (transfer_ps > begin_ps || !has_transfer) {
       Members args = slice(bubble ? "bubble: " : "wait: ", name, bubble ? "bubble" : "rendezvous",

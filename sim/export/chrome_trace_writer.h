@@ -15,8 +15,9 @@
 //                       task, on its CPU thread;
 //      Collective    -> "wait: <group name>" (cat "rendezvous") from the rank's arrival to
 //                       on_collective_begin, then "<group name>" from there to its end. For a
-//                       pipeline collective (group name "pp:...", sim/export/parallel_dim.h) the
-//                       wait is the pipeline bubble: "bubble: <group name>", cat "bubble".
+//                       pipeline collective (CollectiveDesc::parallel_dim kPipeline,
+//                       sim/parallel_dim.h) the wait is the pipeline bubble:
+//                       "bubble: <group name>", cat "bubble".
 //                       Collectives of a named parallel dimension carry "parallel_dim" ("tp",
 //                       "cp", "ep", "pp", "dp") in their args.
 //  - Each Launch gets a flow arrow to the GPU task it enqueues: "ph":"s" at the midpoint of the

@@ -87,7 +87,7 @@ void RunSummaryObserver::on_run_begin(const TaskGraph& graph) {
   collective_dim_.assign(graph.collective_count(), ParallelDim::kOther);
   parallel_dims_ = 0;
   for (CollectiveId c = 0; c < graph.collective_count(); ++c) {
-    collective_dim_[c] = parallel_dim_of(graph.collective_name(c));
+    collective_dim_[c] = graph.collective(c).parallel_dim;
     parallel_dims_ |= 1u << parallel_dim_index(collective_dim_[c]);
   }
   ended_ = false;

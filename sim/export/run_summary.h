@@ -18,25 +18,25 @@
 //    of the rank (sim/export/chrome_trace_writer.h) clipped to the window. Only its part with no
 //    compute or communication running is rendezvous wait; the rest is hidden behind work on
 //    other streams (e.g. a comm stream waiting for a slower rank while the compute stream keeps
-//    going). Not part of the sum above. Pipeline ("pp:") waits are left out: their trace slices
+//    going). Not part of the sum above. Pipeline waits are left out: their trace slices
 //    are "bubble:", and a stage posts its receives early, so they span most of the run; their
 //    part with nothing else running is the bubble.
 //  - iteration times: iteration k of a rank lasts from its k-th iteration mark to the next one,
 //    the last to the rank's last task end, so that the measured ones add up to the window.
 //
-// Parallel dimensions: a collective whose group name (TaskGraph::collective_name) starts with
-// "tp:", "cp:", "ep:", "pp:" or "dp:" belongs to that dimension of a transformer's parallelism
-// (tensor, context, expert, pipeline, data); any other collective is "other". Then:
+// Parallel dimensions: a collective belongs to the dimension its CollectiveDesc::parallel_dim
+// states (sim/parallel_dim.h: a transformer's tensor, context, expert, pipeline or data
+// parallelism; "other" for the rest). Then:
 //  - exposed communication splits into one share per dimension: exposed_by_dim[d] is the time
 //    a collective of dimension d moved data with no compute running and no collective of an
 //    earlier dimension (in ParallelDim order: tp, cp, ep, pp, dp, other) doing so; the shares
 //    add up to exposed communication exactly.
-//  - bubble: rendezvous wait on "pp:" collectives (a pipeline stage waiting for its neighbour's
+//  - bubble: rendezvous wait on pipeline collectives (a stage waiting for its neighbour's
 //    send or receive), with no compute or communication running; rendezvous wait is then the
 //    wait on every other collective outside compute, communication and bubble.
 // compute busy + exposed communication + bubble + rendezvous wait + CPU-bound idle + other idle
-// = window. Without "pp:" collectives bubble is zero and the split is all "other", so summaries
-// of graphs without such names are what they were.
+// = window. Without pipeline collectives bubble is zero, and without dimensions the split is
+// all "other".
 #pragma once
 
 #include <array>
@@ -46,8 +46,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/export/parallel_dim.h"
 #include "sim/observer.h"
+#include "sim/parallel_dim.h"
 #include "sim/task_graph.h"
 #include "sim/time.h"
 
@@ -63,12 +63,12 @@ struct RankBreakdown {
   Duration exposed_communication;
   /// exposed_communication split by ParallelDim (indexed by its value); sums to it.
   std::array<Duration, kParallelDimCount> exposed_by_dim{};
-  Duration bubble;  ///< rendezvous wait on "pp:" collectives
+  Duration bubble;  ///< rendezvous wait on pipeline collectives
   Duration rendezvous_wait;
   Duration cpu_bound_idle;
   Duration other_idle;
-  /// Arrived at a collective (not "pp:") and waiting for its other members, overlapped or not
-  /// (the trace's "wait:" slices); rendezvous_wait is its part with nothing else running.
+  /// Arrived at a collective (not a pipeline one) and waiting for its other members, overlapped or
+  /// not (the trace's "wait:" slices); rendezvous_wait is its part with nothing else running.
   Duration collective_wait;
   /// Every iteration of the rank, warm-up included: iteration_times[k] is iteration k + 1's
   /// time (mark to next mark; the last: to the rank's last task end).
@@ -136,7 +136,7 @@ class RunSummaryObserver final : public Observer {
     std::vector<Interval> communication;
     std::array<std::vector<Interval>, kParallelDimCount> communication_by_dim;
     std::vector<Interval> rendezvous;           // rendezvous on every other collective
-    std::vector<Interval> pipeline_rendezvous;  // rendezvous on "pp:" collectives
+    std::vector<Interval> pipeline_rendezvous;  // rendezvous on pipeline collectives
     std::vector<Interval> starved;              // nothing enqueued on any stream
     uint64_t outstanding = 0;                   // GPU tasks entered but not completed
     Time starved_since = Time::zero();

@@ -104,26 +104,10 @@ DType read_dtype(const ConfigNode& workload) {
   return read_enum(workload, "dtype", kNames, kTypes, DType::kBf16);
 }
 
-std::string_view dim_short_name(ParallelAxis dim) {
-  switch (dim) {
-    case ParallelAxis::kTensor:
-      return "tp";
-    case ParallelAxis::kContext:
-      return "cp";
-    case ParallelAxis::kExpert:
-      return "ep";
-    case ParallelAxis::kData:
-      return "dp";
-    case ParallelAxis::kPipeline:
-      return "pp";
-  }
-  return "?";
-}
-
-std::array<ParallelAxis, kParallelAxisCount> read_order(const ConfigNode& par) {
-  constexpr std::array<ParallelAxis, kParallelAxisCount> kAll = {
-      ParallelAxis::kTensor, ParallelAxis::kContext, ParallelAxis::kExpert, ParallelAxis::kData,
-      ParallelAxis::kPipeline};
+std::array<ParallelDim, kLayoutDimCount> read_order(const ConfigNode& par) {
+  constexpr std::array<ParallelDim, kLayoutDimCount> kAll = {
+      ParallelDim::kTensor, ParallelDim::kContext, ParallelDim::kExpert, ParallelDim::kData,
+      ParallelDim::kPipeline};
   const std::string text = par.get_string_or("order", "tp-cp-ep-dp-pp");
   const auto bad = [&]() {
     par.child("order").fail(fmt::format(
@@ -131,23 +115,23 @@ std::array<ParallelAxis, kParallelAxisCount> read_order(const ConfigNode& par) {
         "by '-', e.g. tp-cp-ep-dp-pp)",
         text));
   };
-  std::array<ParallelAxis, kParallelAxisCount> order{};
-  std::array<bool, kParallelAxisCount> seen{};
+  std::array<ParallelDim, kLayoutDimCount> order{};
+  std::array<bool, kLayoutDimCount> seen{};
   size_t count = 0;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t end = std::min(text.find('-', start), text.size());
     const std::string_view name = std::string_view(text).substr(start, end - start);
     const auto it = std::find_if(kAll.begin(), kAll.end(),
-                                 [&](ParallelAxis d) { return dim_short_name(d) == name; });
-    if (it == kAll.end() || count == kParallelAxisCount) bad();
+                                 [&](ParallelDim d) { return parallel_dim_name(d) == name; });
+    if (it == kAll.end() || count == kLayoutDimCount) bad();
     const auto index = static_cast<size_t>(it - kAll.begin());
     if (seen[index]) bad();
     seen[index] = true;
     order[count++] = *it;
     start = end + 1;
   }
-  if (count != kParallelAxisCount) bad();
+  if (count != kLayoutDimCount) bad();
   return order;
 }
 
@@ -295,15 +279,15 @@ void check_products(const ConfigNode& workload, const TransformerConfig& c) {
 /// "tp 2 x cp 2": the axes before pp in `layout` with their sizes there ("no axis" if none).
 std::string axes_before_pipeline(const ParallelismConfig& p, RankLayout layout) {
   std::string text;
-  for (ParallelAxis d : p.order) {
-    if (d == ParallelAxis::kPipeline) break;
+  for (ParallelDim d : p.order) {
+    if (d == ParallelDim::kPipeline) break;
     const bool expert = layout == RankLayout::kExpert;
-    if (d == (expert ? ParallelAxis::kContext : ParallelAxis::kExpert)) continue;
+    if (d == (expert ? ParallelDim::kContext : ParallelDim::kExpert)) continue;
     int64_t degree = p.tensor;
-    if (d == ParallelAxis::kContext) degree = p.context;
-    if (d == ParallelAxis::kExpert) degree = p.expert;
-    if (d == ParallelAxis::kData) degree = expert ? p.expert_data() : p.data;
-    text += fmt::format("{}{} {}", text.empty() ? "" : " x ", dim_short_name(d), degree);
+    if (d == ParallelDim::kContext) degree = p.context;
+    if (d == ParallelDim::kExpert) degree = p.expert;
+    if (d == ParallelDim::kData) degree = expert ? p.expert_data() : p.data;
+    text += fmt::format("{}{} {}", text.empty() ? "" : " x ", parallel_dim_name(d), degree);
   }
   return text.empty() ? "no axis" : text;
 }
@@ -313,12 +297,12 @@ std::string axes_before_pipeline(const ParallelismConfig& p, RankLayout layout) 
 /// that the two layouts' pipeline groups are equal). With pp last in the order it always has.
 void check_expert_layout(const ConfigNode& par, const ParallelismConfig& p) {
   if (p.expert == 1) return;
-  const int64_t dense = rank_stride(p, RankLayout::kDense, ParallelAxis::kPipeline);
-  const int64_t expert = rank_stride(p, RankLayout::kExpert, ParallelAxis::kPipeline);
+  const int64_t dense = rank_stride(p, RankLayout::kDense, ParallelDim::kPipeline);
+  const int64_t expert = rank_stride(p, RankLayout::kExpert, ParallelDim::kPipeline);
   if (dense == expert) return;
   std::string order;
-  for (ParallelAxis d : p.order)
-    order += fmt::format("{}{}", order.empty() ? "" : "-", dim_short_name(d));
+  for (ParallelDim d : p.order)
+    order += fmt::format("{}{}", order.empty() ? "" : "-", parallel_dim_name(d));
   par.child("order").fail(fmt::format(
       "`{}` puts pipeline stages {} rank(s) apart in the dense layers ({} before pp) but {} apart "
       "in the expert layers ({} before pp; expert data parallel = data x context / expert), so "
@@ -442,26 +426,28 @@ double moe_busiest_rank_load(const TransformerConfig& c) {
   return m.capacity_factor > 0.0 ? std::min(load, m.capacity_factor) : load;
 }
 
-int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis) {
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelDim axis) {
   const bool expert = layout == RankLayout::kExpert;
   int64_t stride = 1;
-  for (ParallelAxis d : p.order) {
+  for (ParallelDim d : p.order) {
     if (d == axis) return stride;
     switch (d) {
-      case ParallelAxis::kTensor:
+      case ParallelDim::kTensor:
         stride *= p.tensor;
         break;
-      case ParallelAxis::kContext:
+      case ParallelDim::kContext:
         stride *= expert ? 1 : p.context;
         break;
-      case ParallelAxis::kExpert:
+      case ParallelDim::kExpert:
         stride *= expert ? p.expert : 1;
         break;
-      case ParallelAxis::kData:
+      case ParallelDim::kData:
         stride *= expert ? p.expert_data() : p.data;
         break;
-      case ParallelAxis::kPipeline:
+      case ParallelDim::kPipeline:
         stride *= p.pipeline;
+        break;
+      case ParallelDim::kOther:  // never in an order (read_order)
         break;
     }
   }

@@ -98,9 +98,8 @@ enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
 
-/// The parallel dimensions, as Megatron names them.
-enum class ParallelAxis : uint8_t { kTensor, kContext, kExpert, kData, kPipeline };
-inline constexpr size_t kParallelAxisCount = 5;
+/// The dimensions a rank layout orders (sim/parallel_dim.h: all of them but kOther).
+inline constexpr size_t kLayoutDimCount = 5;
 
 struct MoeConfig {
   int64_t experts = 0;  ///< 0 = dense model
@@ -126,9 +125,9 @@ struct ParallelismConfig {
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
   /// of the data x context ranks: global ranks have (tp, cp, dp, pp) coordinates, and where ep
   /// sits places the EP groups in the expert rank layout (RankLayout).
-  std::array<ParallelAxis, kParallelAxisCount> order{ParallelAxis::kTensor, ParallelAxis::kContext,
-                                                     ParallelAxis::kExpert, ParallelAxis::kData,
-                                                     ParallelAxis::kPipeline};
+  std::array<ParallelDim, kLayoutDimCount> order{ParallelDim::kTensor, ParallelDim::kContext,
+                                                 ParallelDim::kExpert, ParallelDim::kData,
+                                                 ParallelDim::kPipeline};
   int64_t ddp_bucket_bytes = 25LL << 20;
   /// Reduce gradient buckets while the last micro-batch's backward runs (PyTorch DDP,
   /// Megatron-Core --overlap-grad-reduce); false: after the whole backward (Megatron-LM SC21).
@@ -161,7 +160,7 @@ enum class RankLayout : uint8_t { kDense, kExpert };
 
 /// The global-rank stride of `axis` in `layout`: the product of the sizes of the axes before it
 /// in parallelism.order.
-int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelAxis axis);
+int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelDim axis);
 
 /// Megatron-LM's default --make-vocab-size-divisible-by.
 inline constexpr int64_t kVocabPadMultiple = 128;

@@ -36,7 +36,7 @@ double as_double(int64_t v) {
   return static_cast<double>(v);
 }
 
-size_t dim_index(ParallelAxis d) {
+size_t dim_index(ParallelDim d) {
   return static_cast<size_t>(d);
 }
 
@@ -47,45 +47,47 @@ size_t dim_index(ParallelAxis d) {
 ParallelLayout::ParallelLayout(const ParallelismConfig& p)
     : p_(p),
       gpus_(p.gpus()),
-      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kExpert)),
-      expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelAxis::kData)) {
-  for (ParallelAxis d : p_.order)
+      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kExpert)),
+      expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kData)) {
+  for (ParallelDim d : p_.order)
     stride_[dim_index(d)] = rank_stride(p_, RankLayout::kDense, d);
 }
 
-int64_t ParallelLayout::size(ParallelAxis dim) const {
+int64_t ParallelLayout::size(ParallelDim dim) const {
   switch (dim) {
-    case ParallelAxis::kTensor:
+    case ParallelDim::kTensor:
       return p_.tensor;
-    case ParallelAxis::kContext:
+    case ParallelDim::kContext:
       return p_.context;
-    case ParallelAxis::kExpert:
+    case ParallelDim::kExpert:
       return p_.expert;
-    case ParallelAxis::kData:
+    case ParallelDim::kData:
       return p_.data;
-    case ParallelAxis::kPipeline:
+    case ParallelDim::kPipeline:
       return p_.pipeline;
+    case ParallelDim::kOther:  // no layout dimension: a group of one
+      return 1;
   }
   return 1;
 }
 
 ParallelCoords ParallelLayout::coords(int64_t rank) const {
-  auto at = [&](ParallelAxis d) { return rank / stride_[dim_index(d)] % size(d); };
-  return {at(ParallelAxis::kTensor), at(ParallelAxis::kContext), at(ParallelAxis::kData),
-          at(ParallelAxis::kPipeline)};
+  auto at = [&](ParallelDim d) { return rank / stride_[dim_index(d)] % size(d); };
+  return {at(ParallelDim::kTensor), at(ParallelDim::kContext), at(ParallelDim::kData),
+          at(ParallelDim::kPipeline)};
 }
 
 int64_t ParallelLayout::rank(const ParallelCoords& c) const {
-  return c.tp * stride_[dim_index(ParallelAxis::kTensor)] +
-         c.cp * stride_[dim_index(ParallelAxis::kContext)] +
-         c.dp * stride_[dim_index(ParallelAxis::kData)] +
-         c.pp * stride_[dim_index(ParallelAxis::kPipeline)];
+  return c.tp * stride_[dim_index(ParallelDim::kTensor)] +
+         c.cp * stride_[dim_index(ParallelDim::kContext)] +
+         c.dp * stride_[dim_index(ParallelDim::kData)] +
+         c.pp * stride_[dim_index(ParallelDim::kPipeline)];
 }
 
-std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
+std::vector<int64_t> ParallelLayout::group(ParallelDim dim, int64_t of) const {
   const ParallelCoords base = coords(of);
   std::vector<int64_t> members;
-  if (dim == ParallelAxis::kExpert) {
+  if (dim == ParallelDim::kExpert) {
     // The ep group of Megatron-Core's expert rank layout (RankLayout::kExpert).
     const int64_t first = of - of / expert_stride_ % p_.expert * expert_stride_;
     for (int64_t i = 0; i < p_.expert; ++i)
@@ -95,19 +97,20 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
   for (int64_t i = 0; i < size(dim); ++i) {
     ParallelCoords c = base;
     switch (dim) {
-      case ParallelAxis::kTensor:
+      case ParallelDim::kTensor:
         c.tp = i;
         break;
-      case ParallelAxis::kContext:
+      case ParallelDim::kContext:
         c.cp = i;
         break;
-      case ParallelAxis::kData:
+      case ParallelDim::kData:
         c.dp = i;
         break;
-      case ParallelAxis::kPipeline:
+      case ParallelDim::kPipeline:
         c.pp = i;
         break;
-      case ParallelAxis::kExpert:
+      case ParallelDim::kExpert:
+      case ParallelDim::kOther:
         break;
     }
     members.push_back(rank(c));
@@ -117,8 +120,8 @@ std::vector<int64_t> ParallelLayout::group(ParallelAxis dim, int64_t of) const {
 
 std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
   std::vector<int64_t> members;
-  for (int64_t dp : group(ParallelAxis::kData, of)) {
-    for (int64_t r : group(ParallelAxis::kContext, dp))
+  for (int64_t dp : group(ParallelDim::kData, of)) {
+    for (int64_t r : group(ParallelDim::kContext, dp))
       members.push_back(r);
   }
   std::sort(members.begin(), members.end());
@@ -233,7 +236,8 @@ struct LayerDescs {
 };
 
 struct ProcessGroup {
-  std::string dim;
+  std::string dim;  ///< the prefix of its collectives' names: "tp", ..., "mp"
+  ParallelDim parallel_dim = ParallelDim::kOther;
   std::vector<RankId> members;
   uint32_t simulated = 0;
   std::vector<CollectiveId> calls;
@@ -557,16 +561,18 @@ class Generator {
   }
 
   // ---- process groups -----------------------------------------------------------------------
-  /// The process group of `members` for collectives named `dim`; `channel` tells apart groups
-  /// of the same members that order their calls independently (the two directions of pipeline
-  /// p2p between two stages).
-  uint32_t process_group(std::string_view dim, const std::vector<int64_t>& members,
-                         std::string_view channel = {}) {
+  /// The process group of `members` in parallel dimension `dim`, its collectives named
+  /// "<name>:<op>" (`name`: the dimension's, parallel_dim_name, unless given); `channel` tells
+  /// apart groups of the same members that order their calls independently (the two directions
+  /// of pipeline p2p between two stages).
+  uint32_t process_group(ParallelDim dim, const std::vector<int64_t>& members,
+                         std::string_view channel = {}, std::string_view name = {}) {
+    if (name.empty()) name = parallel_dim_name(dim);
     std::vector<RankId> m(members.begin(), members.end());
-    auto key = std::make_pair(fmt::format("{}/{}", dim, channel), m);
+    auto key = std::make_pair(fmt::format("{}/{}", name, channel), m);
     auto found = pg_index_.find(key);
     if (found != pg_index_.end()) return found->second;
-    ProcessGroup pg{std::string(dim), m, 0, {}};
+    ProcessGroup pg{std::string(name), dim, m, 0, {}};
     for (int64_t r : members) {
       if (!mirror_ || layout_.coords(r).dp == 0) ++pg.simulated;
     }
@@ -600,6 +606,7 @@ class Generator {
                             ? AllToAllSizes{}
                             : AllToAllSizes::dense(group.members.size(), std::move(send_bytes))};
     desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
+    desc.parallel_dim = group.parallel_dim;
     const CollectiveId id =
         g_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
     group.calls.push_back(id);
@@ -613,18 +620,18 @@ class Generator {
     co_ = layout_.coords(global);
     const ParallelismConfig& p = c_.parallelism;
     calls_made_.assign(groups_.size(), 0);
-    tp_pg_ = process_group("tp", layout_.group(ParallelAxis::kTensor, global));
-    cp_pg_ = process_group("cp", layout_.group(ParallelAxis::kContext, global));
-    dp_pg_ = process_group("dp", layout_.replica_group(global));
+    tp_pg_ = process_group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
+    cp_pg_ = process_group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
+    dp_pg_ = process_group(ParallelDim::kData, layout_.replica_group(global));
     grad_buffers_[kDenseBuffer].pg = dp_pg_;
     grad_buffers_[kDenseBuffer].replicas = replicas();
     // Without expert parallel the experts are dense parameters (layer_params): no expert buffer.
     grad_buffers_[kExpertBuffer].replicas = p.expert > 1 ? p.expert_data() : 1;
     if (p.expert > 1) {
       grad_buffers_[kExpertBuffer].pg =
-          process_group("dp", layout_.expert_replica_group(global), "expert");
+          process_group(ParallelDim::kData, layout_.expert_replica_group(global), "expert");
     }
-    ep_pg_ = process_group("ep", layout_.group(ParallelAxis::kExpert, global));
+    ep_pg_ = process_group(ParallelDim::kExpert, layout_.group(ParallelDim::kExpert, global));
     // Model-parallel group of the gradient norm: every rank holding a different part of the
     // model (all ranks when the optimizer state is sharded over data parallel too).
     std::vector<int64_t> mp;
@@ -632,7 +639,7 @@ class Generator {
       const ParallelCoords c = layout_.coords(r);
       if (sharded_optimizer() || c.dp == co_.dp) mp.push_back(r);
     }
-    mp_pg_ = process_group("mp", mp);
+    mp_pg_ = process_group(ParallelDim::kOther, mp, {}, "mp");
     const int64_t stages = p.pipeline;
     if (stages > 1) {
       ParallelCoords prev = co_;
@@ -641,15 +648,15 @@ class Generator {
       next.pp = (co_.pp + 1) % stages;
       prev_ = layout_.rank(prev);
       next_ = layout_.rank(next);
-      to_next_ = process_group("pp", {rank_, next_}, "activations");
-      from_prev_ = process_group("pp", {prev_, rank_}, "activations");
-      to_prev_ = process_group("pp", {rank_, prev_}, "gradients");
-      from_next_ = process_group("pp", {next_, rank_}, "gradients");
+      to_next_ = process_group(ParallelDim::kPipeline, {rank_, next_}, "activations");
+      from_prev_ = process_group(ParallelDim::kPipeline, {prev_, rank_}, "activations");
+      to_prev_ = process_group(ParallelDim::kPipeline, {rank_, prev_}, "gradients");
+      from_next_ = process_group(ParallelDim::kPipeline, {next_, rank_}, "gradients");
       ParallelCoords first = co_;
       ParallelCoords last = co_;
       first.pp = 0;
       last.pp = stages - 1;
-      emb_pg_ = process_group("pp", {layout_.rank(first), layout_.rank(last)});
+      emb_pg_ = process_group(ParallelDim::kPipeline, {layout_.rank(first), layout_.rank(last)});
     }
   }
 

@@ -31,9 +31,11 @@
 //    pipeline p2p: activations from the previous stage, to the next, gradients from the next, to
 //    the previous. Each p2p message is a two-member send/recv group (sender, receiver) matched
 //    by order per direction; the compute stream waits on a received message's event, so a stage
-//    waiting for its neighbour is a rendezvous wait on a "pp:" collective (the bubble).
-//  - Collective groups are named "<dim>:<kind>" with dim tp, cp, ep, dp, pp or mp (the
-//    model-parallel gradient-norm all-reduce); the summary groups exposed communication by it.
+//    waiting for its neighbour is a rendezvous wait on a pipeline collective (the bubble).
+//  - Collective groups state their ParallelDim (CollectiveDesc::parallel_dim: tensor, context,
+//    expert, data, pipeline; the model-parallel gradient-norm all-reduce is kOther) and are
+//    named "<dim>:<kind>" with dim tp, cp, ep, dp, pp or mp; the summary groups exposed
+//    communication by the dimension.
 //  - Micro-batches are marked by zero-cost CPU markers "forward mb <i> chunk <c>" /
 //    "backward mb <i> chunk <c>".
 //  - Each iteration ends with a device-wide HostSync (the loss is read on the host).
@@ -60,13 +62,13 @@ struct ParallelCoords {
 class ParallelLayout {
  public:
   explicit ParallelLayout(const ParallelismConfig& p);
-  int64_t size(ParallelAxis dim) const;
+  int64_t size(ParallelDim dim) const;
   int64_t gpus() const { return gpus_; }
   ParallelCoords coords(int64_t rank) const;
   int64_t rank(const ParallelCoords& c) const;
   /// The members of `rank`'s group along `dim` (kExpert: its group in the expert rank layout),
   /// in group order.
-  std::vector<int64_t> group(ParallelAxis dim, int64_t rank) const;
+  std::vector<int64_t> group(ParallelDim dim, int64_t rank) const;
   /// The ranks holding the same dense parameters as `rank`, which reduce their gradients
   /// together: every data- and context-parallel index at its tensor index and stage
   /// (Megatron-Core's dp-cp group, get_data_parallel_group(with_context_parallel=True)), in
@@ -81,7 +83,7 @@ class ParallelLayout {
   ParallelismConfig p_;
   int64_t gpus_ = 1;
   /// Stride of each axis in the global rank, dense layout (kExpert's unused).
-  std::array<int64_t, kParallelAxisCount> stride_{};
+  std::array<int64_t, kLayoutDimCount> stride_{};
   /// Strides of the ep and dp axes in the expert layout.
   int64_t expert_stride_ = 1;
   int64_t expert_data_stride_ = 1;

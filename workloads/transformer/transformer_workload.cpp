@@ -48,25 +48,9 @@ std::string_view recompute_name(Recompute r) {
 
 std::string parallel_order_text(const ParallelismConfig& p) {
   std::string text;
-  for (ParallelAxis d : p.order) {
+  for (ParallelDim d : p.order) {
     if (!text.empty()) text += "-";
-    switch (d) {
-      case ParallelAxis::kTensor:
-        text += "tp";
-        break;
-      case ParallelAxis::kContext:
-        text += "cp";
-        break;
-      case ParallelAxis::kExpert:
-        text += "ep";
-        break;
-      case ParallelAxis::kData:
-        text += "dp";
-        break;
-      case ParallelAxis::kPipeline:
-        text += "pp";
-        break;
-    }
+    text += parallel_dim_name(d);
   }
   return text;
 }

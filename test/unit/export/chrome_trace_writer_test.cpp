@@ -853,10 +853,12 @@ TEST_F(ChromeTraceWriterTest, PipelineMarkersAndBubblesAreVisible) {
   g.add_rank(RankInfo{"rank 0 (stage 0)", 1, {"compute"}});
   g.add_rank(RankInfo{"rank 1 (stage 1)", 1, {"compute"}});
   const TaskId marker = g.add_cpu_op(0, 0, "forward mb 3", HostPhase::kMarker);
-  const CollectiveId p2p = g.add_collective_group(
-      CollectiveDesc{CollectiveKind::kSendRecv, {0, 1}, 4096, {}}, "pp:send_recv");
-  const CollectiveId tp = g.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 4096, {}}, "tp:all_reduce");
+  CollectiveDesc pipeline{CollectiveKind::kSendRecv, {0, 1}, 4096, {}};
+  pipeline.parallel_dim = ParallelDim::kPipeline;
+  CollectiveDesc tensor{CollectiveKind::kAllReduce, {0, 1}, 4096, {}};
+  tensor.parallel_dim = ParallelDim::kTensor;
+  const CollectiveId p2p = g.add_collective_group(pipeline, "pp:send_recv");
+  const CollectiveId tp = g.add_collective_group(tensor, "tp:all_reduce");
   const TaskId send = g.add_collective(0, 0, p2p, "pp:send_recv");
   const TaskId recv = g.add_collective(1, 0, p2p, "pp:send_recv");
   const TaskId ar0 = g.add_collective(0, 0, tp, "tp:all_reduce");
@@ -918,8 +920,8 @@ TEST_F(ChromeTraceWriterTest, PipelineMarkersAndBubblesAreVisible) {
                                                                {"2", "rank 1 (stage 1)"}}));
 }
 
-// Collectives without a dimension prefix carry no "parallel_dim".
-TEST_F(ChromeTraceWriterTest, UnprefixedCollectivesHaveNoParallelDim) {
+// Collectives that state no parallel dimension carry no "parallel_dim".
+TEST_F(ChromeTraceWriterTest, CollectivesOfNoDimensionHaveNoParallelDim) {
   const Json doc = parse_json(write_scenario(file("trace.json")));
   for (const Json* e : events_where(doc, [](const Json& ev) { return ev.str("ph") == "X"; }))
     EXPECT_EQ(e->at("args").find("parallel_dim"), nullptr) << e->str("name");

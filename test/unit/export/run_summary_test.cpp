@@ -203,16 +203,32 @@ size_t dim(ParallelDim d) {
   return static_cast<size_t>(d);
 }
 
-TEST(RunSummaryParallelDims, CollectiveNamePrefixesNameTheDimension) {
-  EXPECT_EQ(parallel_dim_of("tp:all_reduce"), ParallelDim::kTensor);
-  EXPECT_EQ(parallel_dim_of("cp:all_gather"), ParallelDim::kContext);
-  EXPECT_EQ(parallel_dim_of("ep:all_to_all"), ParallelDim::kExpert);
-  EXPECT_EQ(parallel_dim_of("pp:send_recv"), ParallelDim::kPipeline);
-  EXPECT_EQ(parallel_dim_of("dp:reduce_scatter"), ParallelDim::kData);
-  EXPECT_EQ(parallel_dim_of("ar"), ParallelDim::kOther);
-  EXPECT_EQ(parallel_dim_of("tp"), ParallelDim::kOther);
-  EXPECT_EQ(parallel_dim_of("tp:"), ParallelDim::kTensor);
-  EXPECT_EQ(parallel_dim_of("tpx:all_reduce"), ParallelDim::kOther);
+/// A two-rank collective of `kind` in dimension `d`.
+CollectiveDesc in_dim(CollectiveKind kind, ParallelDim d) {
+  CollectiveDesc c{kind, {0, 1}, 64, {}};
+  c.parallel_dim = d;
+  return c;
+}
+
+// The dimension is what the collective states, never read from its name: a "tp:" name in no
+// dimension is other, and a plain name in the tensor dimension is tp.
+TEST(RunSummaryParallelDims, TheCollectiveStatesItsDimensionItsNameDoesNot) {
+  TaskGraph g;
+  for (int r = 0; r < 2; ++r)
+    g.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute"}});
+  const CollectiveId named = g.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "tp:all_reduce");
+  const CollectiveId stated =
+      g.add_collective_group(in_dim(CollectiveKind::kAllReduce, ParallelDim::kTensor), "barrier");
+  for (RankId r = 0; r < 2; ++r) {
+    g.add_iteration_mark(r, 0, 0);
+    g.add_collective(r, 0, named, "nccl:all_reduce");
+    g.add_collective(r, 0, stated, "nccl:all_reduce");
+  }
+  const RunSummary s = run(g, 0);
+  EXPECT_EQ(s.parallel_dims, (1u << dim(ParallelDim::kTensor)) | (1u << dim(ParallelDim::kOther)));
+  EXPECT_EQ(s.ranks[0].exposed_by_dim[dim(ParallelDim::kTensor)], us(7));
+  EXPECT_EQ(s.ranks[0].exposed_by_dim[dim(ParallelDim::kOther)], us(7));
   EXPECT_EQ(parallel_dim_name(ParallelDim::kData), "dp");
 }
 
@@ -223,7 +239,7 @@ TEST(RunSummaryParallelDims, PipelineRendezvousWaitIsTheBubble) {
     g.add_rank(RankInfo{
         "rank " + std::to_string(r) + " (stage " + std::to_string(r) + ")", 1, {"compute"}});
   const CollectiveId p2p = g.add_collective_group(
-      CollectiveDesc{CollectiveKind::kSendRecv, {0, 1}, 64, {}}, "pp:send_recv");
+      in_dim(CollectiveKind::kSendRecv, ParallelDim::kPipeline), "pp:send_recv");
   for (RankId r = 0; r < 2; ++r) {
     g.add_iteration_mark(r, 0, 0);
     g.add_kernel(r, 0, "forward", "op", lasting(r == 0 ? 30 : 10));
@@ -254,9 +270,9 @@ TEST(RunSummaryParallelDims, ExposedCommunicationSplitsByDimension) {
   for (int r = 0; r < 2; ++r)
     g.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "dp"}});
   const CollectiveId tp = g.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "tp:all_reduce");
+      in_dim(CollectiveKind::kAllReduce, ParallelDim::kTensor), "tp:all_reduce");
   const CollectiveId dp = g.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "dp:all_reduce");
+      in_dim(CollectiveKind::kAllReduce, ParallelDim::kData), "dp:all_reduce");
   const CollectiveId other =
       g.add_collective_group(CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 64, {}}, "barrier");
   for (RankId r = 0; r < 2; ++r) {

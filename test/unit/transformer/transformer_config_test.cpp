@@ -224,8 +224,8 @@ TEST(TransformerConfig, EveryParallelismKeyAndMoe) {
 
 TEST(TransformerConfig, OrderIsReadAsAPermutation) {
   const TransformerConfig c = parse(gpt3("", "    order: tp-dp-cp-ep-pp\n"), 1024);
-  EXPECT_EQ(c.parallelism.order[1], ParallelAxis::kData);
-  EXPECT_EQ(c.parallelism.order[4], ParallelAxis::kPipeline);
+  EXPECT_EQ(c.parallelism.order[1], ParallelDim::kData);
+  EXPECT_EQ(c.parallelism.order[4], ParallelDim::kPipeline);
   const std::string e = error_of(gpt3("", "    order: tp-dp-pp\n"), 1024);
   std::printf("%s\n", e.c_str());
   EXPECT_NE(e.find("workload.parallelism.order: `tp-dp-pp` is not a permutation of tp, cp, ep, "

@@ -114,15 +114,15 @@ TEST(ParallelLayout, MegatronOrderPutsTensorGroupsInsideANode) {
   p.data = 2;
   const ParallelLayout layout(p);
   EXPECT_EQ(layout.gpus(), 8);
-  EXPECT_EQ(layout.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{4, 5}));
-  EXPECT_EQ(layout.group(ParallelAxis::kData, 5), (std::vector<int64_t>{5, 7}));
-  EXPECT_EQ(layout.group(ParallelAxis::kPipeline, 5), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(layout.group(ParallelDim::kTensor, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(layout.group(ParallelDim::kData, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(layout.group(ParallelDim::kPipeline, 5), (std::vector<int64_t>{1, 5}));
   // Data innermost instead.
-  p.order = {ParallelAxis::kData, ParallelAxis::kTensor, ParallelAxis::kContext,
-             ParallelAxis::kExpert, ParallelAxis::kPipeline};
+  p.order = {ParallelDim::kData, ParallelDim::kTensor, ParallelDim::kContext, ParallelDim::kExpert,
+             ParallelDim::kPipeline};
   const ParallelLayout dp_first(p);
-  EXPECT_EQ(dp_first.group(ParallelAxis::kData, 5), (std::vector<int64_t>{4, 5}));
-  EXPECT_EQ(dp_first.group(ParallelAxis::kTensor, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(dp_first.group(ParallelDim::kData, 5), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(dp_first.group(ParallelDim::kTensor, 5), (std::vector<int64_t>{5, 7}));
 }
 
 // Megatron-Core's expert rank layout (parallel_state.py, RankGenerator with tp, ep, expert
@@ -137,27 +137,27 @@ TEST(ParallelLayout, ExpertGroupsSpanContextAndDataParallelRanksOfAStageAsMegatr
   p.pipeline = 2;
   p.expert = 4;
   const ParallelLayout layout(p);
-  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 0), (std::vector<int64_t>{0, 2, 4, 6}));
-  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 7), (std::vector<int64_t>{1, 3, 5, 7}));
-  EXPECT_EQ(layout.group(ParallelAxis::kExpert, 9), (std::vector<int64_t>{9, 11, 13, 15}));
+  EXPECT_EQ(layout.group(ParallelDim::kExpert, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  EXPECT_EQ(layout.group(ParallelDim::kExpert, 7), (std::vector<int64_t>{1, 3, 5, 7}));
+  EXPECT_EQ(layout.group(ParallelDim::kExpert, 9), (std::vector<int64_t>{9, 11, 13, 15}));
   // EP 2 out of CP 2 with one data-parallel rank: the two context-parallel ranks of a stage
   // (the data-parallel block of old named a rank of the next stage).
   p.data = 1;
   p.expert = 2;
   const ParallelLayout cp_only(p);
-  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(cp_only.group(ParallelAxis::kExpert, 4), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(cp_only.group(ParallelDim::kExpert, 1), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(cp_only.group(ParallelDim::kExpert, 4), (std::vector<int64_t>{4, 6}));
   // Without context parallel: blocks of consecutive data-parallel ranks, as before.
   p.context = 1;
   p.data = 4;
   const ParallelLayout dp_only(p);
-  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 5), (std::vector<int64_t>{5, 7}));
-  EXPECT_EQ(dp_only.group(ParallelAxis::kExpert, 13), (std::vector<int64_t>{13, 15}));
+  EXPECT_EQ(dp_only.group(ParallelDim::kExpert, 5), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(dp_only.group(ParallelDim::kExpert, 13), (std::vector<int64_t>{13, 15}));
   // ep after dp in the order: EP ranks are expert data parallel x tensor apart.
-  p.order = {ParallelAxis::kTensor, ParallelAxis::kContext, ParallelAxis::kData,
-             ParallelAxis::kExpert, ParallelAxis::kPipeline};
+  p.order = {ParallelDim::kTensor, ParallelDim::kContext, ParallelDim::kData, ParallelDim::kExpert,
+             ParallelDim::kPipeline};
   const ParallelLayout ep_outside(p);
-  EXPECT_EQ(ep_outside.group(ParallelAxis::kExpert, 1), (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(ep_outside.group(ParallelDim::kExpert, 1), (std::vector<int64_t>{1, 5}));
 }
 
 // Context-parallel ranks hold the same weights and see different tokens, so their gradients

@@ -1,8 +1,8 @@
-// The parallel dimension of a collective, read from the prefix of its group name
-// (TaskGraph::collective_name): "tp:" tensor, "cp:" context, "ep:" expert, "pp:" pipeline,
-// "dp:" data parallelism, as the transformer workload names its groups ("tp:all_reduce",
-// "pp:send_recv"); any other name is kOther. Used by the run summary (exposed communication per
-// dimension, pipeline bubble) and the Chrome trace (bubble slices).
+// The parallel dimension of a collective (CollectiveDesc::parallel_dim): tensor, context, expert,
+// pipeline or data parallelism, as a workload that lays ranks out in such dimensions (the
+// transformer) states it; kOther for every other collective (DLRM's, a trace's). The transformer
+// also orders its rank layout by these dimensions. Read by the run summary (exposed
+// communication per dimension, pipeline bubble) and the Chrome trace (bubble slices).
 #pragma once
 
 #include <array>
@@ -41,20 +41,6 @@ constexpr std::string_view parallel_dim_name(ParallelDim dim) {
       return "other";
   }
   return "other";
-}
-
-/// The dimension named by `collective_name`'s prefix ("tp:all_reduce" -> kTensor); kOther when
-/// it has none.
-constexpr ParallelDim parallel_dim_of(std::string_view collective_name) {
-  for (ParallelDim d : kParallelDims) {
-    if (d == ParallelDim::kOther) break;
-    const std::string_view name = parallel_dim_name(d);
-    if (collective_name.size() > name.size() && collective_name.starts_with(name) &&
-        collective_name[name.size()] == ':') {
-      return d;
-    }
-  }
-  return ParallelDim::kOther;
 }
 
 }  // namespace upsim

@@ -1,5 +1,5 @@
 // GEMM / bmm / linear kernels: wave and tile quantisation over a roofline, with an efficiency
-// calibrated from measured sweeps (calibration/fit_kernel_calibration.h).
+// calibrated from measured sweeps (calibration/fitting/fit_kernel_calibration.h).
 //
 // Model (all quantities per kernel; b = batch, e = dtype_bytes(dtype)):
 //   tm, tn     = min(tile_m, max(16, bit_ceil(m))), same for n: skinny problems get narrow tiles

@@ -11,11 +11,11 @@
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
-#include "topology/collective_cross_validation.h"
-#include "topology/collective_fit.h"
-#include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
-#include "topology/nccl_tests_output.h"
+#include "topology/fitting/collective_cross_validation.h"
+#include "topology/fitting/collective_fit.h"
+#include "topology/fitting/collective_validation.h"
+#include "topology/fitting/nccl_tests_output.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim::cli {
@@ -71,7 +71,8 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
       "held-out "
       "system is\nvalidated with that fit, by a maximum a posteriori fit from two starts; a "
       "system with link\nfamilies of its own also gets a PARTLY IN-SAMPLE variant with just those "
-      "fitted on its points\n(method: topology/collective_cross_validation.h; about 90 s of CPU, "
+      "fitted on its points\n(method: topology/fitting/collective_cross_validation.h; about 90 s "
+      "of CPU, "
       "the folds in parallel\non the machine's cores).\n\n"
       "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
       "Run from the\nrepository root for the defaults.\n\noptions");
@@ -216,7 +217,8 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
       "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>,\n"
       "link_families.<name>.efficiency, link_families.<name>.extra_hop_latency.<P>.\n"
       "Small sizes determine latencies, mid sizes the LL / LL128 caps, the largest sizes the\n"
-      "efficiency of their bottleneck links (method: topology/collective_fit.h)\n\noptions");
+      "efficiency of their bottleneck links (method: "
+      "topology/fitting/collective_fit.h)\n\noptions");
   desc.add_options()("help,h", "this help")                                           //
       ("out,o", po::value<std::string>(&output)->required(), "tuning file to write")  //
       ("force", po::bool_switch(&force), "overwrite an existing --out file")          //

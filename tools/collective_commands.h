@@ -1,6 +1,6 @@
 // `upsim validate collectives`: the flow network's all-reduce against measured sweeps.
 // `upsim calibrate collectives`: fits collective tuning parameters to measured nccl-tests logs
-// (topology/collective_fit.h) and writes a tuning file.
+// (topology/fitting/collective_fit.h) and writes a tuning file.
 #pragma once
 
 #include <iosfwd>

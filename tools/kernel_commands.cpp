@@ -11,21 +11,21 @@
 #include <ostream>
 
 #include "calibration/calibrated_kernel_cost.h"
-#include "calibration/fit_kernel_calibration.h"
+#include "calibration/fitting/fit_kernel_calibration.h"
+#include "calibration/fitting/hdf5_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
+#include "calibration/fitting/kernel_validation.h"
+#include "calibration/fitting/launch_measurements.h"
+#include "calibration/fitting/transformer_layer_check.h"
 #include "calibration/hardware_profile.h"
-#include "calibration/hdf5_measurements.h"
 #include "calibration/kernel_calibration.h"
-#include "calibration/kernel_measurements.h"
-#include "calibration/kernel_validation.h"
-#include "calibration/launch_measurements.h"
-#include "calibration/transformer_layer_check.h"
 #include "sim/config/config_node.h"
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
-#include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
+#include "topology/fitting/collective_validation.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim::cli {
@@ -50,10 +50,10 @@ void add_measurement_options(po::options_description& desc, MeasurementOptions& 
       ("gpu-name", po::value<std::string>(&m.gpu)->default_value(m.gpu),
        "the <GPU> suffix of the LLMCompass files")  //
       ("csv", po::value<std::vector<std::string>>(&m.csv_files)->composing(),
-       "a measurement table in upsim's CSV format (calibration/kernel_measurements.h); "
+       "a measurement table in upsim's CSV format (calibration/fitting/kernel_measurements.h); "
        "repeatable")  //
       ("hdf5", po::value<std::vector<std::string>>(&m.hdf5_files)->composing(),
-       "a measurement table in upsim's HDF5 layout (calibration/hdf5_measurements.h); "
+       "a measurement table in upsim's HDF5 layout (calibration/fitting/hdf5_measurements.h); "
        "repeatable")  //
       ("hardware", po::value<std::string>(&m.hardware)->default_value(m.hardware),
        "hardware profile of the GPU the measurements were taken on");
@@ -138,7 +138,7 @@ void print_layer_check(const LayerOptions& layer, const std::string& calibration
       "(BSD-3-Clause), copies in {}\n"
       "  held out: no row of these files is read by any fit; the kernel model is {} (fitted on "
       "the matmul / softmax / layernorm / gelu sweeps), each op predicted as its sweep's timing "
-      "harness measures (calibration/transformer_layer_check.h)\n"
+      "harness measures (calibration/fitting/transformer_layer_check.h)\n"
       "  all-reduces: the flow network on {} with the built-in NCCL-like tuning (fitted on "
       "measured all-reduce sweeps that include LLMCompass' own 4x A100 sweep, the same system: "
       "these two rows are not among its points, the system is)\n",
@@ -254,7 +254,7 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
       "usage: upsim convert kernels --out FILE.h5 (--csv FILE | --llmcompass DIR)... [options]\n\n"
       "Writes kernel measurements given as CSV (upsim's format, calibration/"
       "kernel_measurements.h, or\nLLMCompass sweeps) into upsim's HDF5 layout "
-      "(calibration/hdf5_measurements.h), keeping\neach row's train / held-out split. "
+      "(calibration/fitting/hdf5_measurements.h), keeping\neach row's train / held-out split. "
       "Embedding rows have no HDF5 layout and are refused.\n\noptions");
   desc.add_options()("help,h", "this help")                                         //
       ("out,o", po::value<std::string>(&output)->required(), "HDF5 file to write")  //
@@ -324,7 +324,7 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
       "usage: upsim validate kernels [options]\n\n"
       "Compares the calibrated kernel model with measured kernel times and prints, per op, the "
       "geomean\n|predicted / measured - 1| on the training and the held-out points (the split "
-      "is in\ncalibration/kernel_measurements.h). Run from the repository root for the "
+      "is in\ncalibration/fitting/kernel_measurements.h). Run from the repository root for the "
       "defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("calibration", po::value<std::string>(&calibration)->default_value(calibration),

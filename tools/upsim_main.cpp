@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
 #include "tools/collective_commands.h"

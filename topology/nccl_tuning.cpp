@@ -94,10 +94,10 @@ constexpr std::array<std::pair<std::string_view, double>, 3> kLlSingleNodeCapsGB
 
 // ---- Calibrated on measured data (test/data/nccl-tests/, see its SOURCES.md) -------------------
 // Fifteen parameters fitted together (Nelder-Mead) on the 166 measured all-reduce points of the
-// eight systems of topology/collective_validation.h, minimising the sum over systems of the mean
-// Huber loss of ln(predicted / measured) (topology/collective_fit.h; each system weighted
-// equally), with every other number fixed at the NCCL, protocol and datasheet values here and in
-// the fabric files. The fit runs the flow network itself;
+// eight systems of topology/fitting/collective_validation.h, minimising the sum over systems of the
+// mean Huber loss of ln(predicted / measured) (topology/fitting/collective_fit.h; each system
+// weighted equally), with every other number fixed at the NCCL, protocol and datasheet values here
+// and in the fabric files. The fit runs the flow network itself;
 // test/unit/topology/collective_accuracy_test.cpp prints the resulting tables. Which points
 // determine which parameter:
 //  - launch overhead: the small sizes of every sweep;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "calibration/hdf5_measurements.h"
+#include "calibration/fitting/hdf5_measurements.h"
 #include "test/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <string_view>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "test/fuzz/fuzz_common.h"
-#include "topology/nccl_tests_output.h"
+#include "topology/fitting/nccl_tests_output.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace upsim;

@@ -14,7 +14,8 @@ if(NOT DEFINED ROOT)
 endif()
 
 # The folders, each one layer, and the folders each may include besides itself.
-set(layers sim sim/config sim/export topology/collectives topology calibration workloads/pytorch
+set(layers sim sim/config sim/export topology/collectives topology topology/fitting calibration
+           calibration/fitting workloads/pytorch
            workloads/dlrm workloads/trace workloads/transformer workloads tools/validation tools)
 set(uses_sim "")
 set(uses_sim/config sim)
@@ -23,7 +24,11 @@ set(uses_sim/export sim)
 # and the flow network runs the planner's plans.
 set(uses_topology/collectives topology sim sim/config)
 set(uses_topology topology/collectives sim sim/config)
+set(uses_topology/fitting topology topology/collectives sim sim/config)
 set(uses_calibration sim sim/config)
+# Fitting, measurement readers and validation: offline maths over the runtime models, which
+# never include them.
+set(uses_calibration/fitting calibration sim sim/config)
 set(uses_workloads/pytorch sim)
 set(uses_workloads/dlrm workloads/pytorch sim sim/config)
 set(uses_workloads/trace workloads/pytorch sim sim/config)
@@ -44,7 +49,8 @@ set(family_registry workloads/workload_registry.cpp)
 # benchmarks alone.
 set(libraries fmt yaml program_options mpi graph hdf5 openssl zlib test_only)
 set(library_fmt "^fmt/")
-set(users_fmt sim/config sim/export topology/collectives topology calibration workloads/pytorch workloads/dlrm
+set(users_fmt sim/config sim/export topology/collectives topology topology/fitting calibration
+              calibration/fitting workloads/pytorch workloads/dlrm
               workloads/trace workloads/transformer workloads tools/validation tools)
 set(library_yaml "^yaml-cpp/")
 set(users_yaml sim/config)
@@ -56,7 +62,7 @@ set(library_graph "^boost/graph/")
 set(users_graph topology)
 set(headers_graph OFF)  # Boost.Graph is kept out of headers
 set(library_hdf5 "^(hdf5|H5[A-Za-z]*)\\.h$")
-set(users_hdf5 calibration tools)
+set(users_hdf5 calibration/fitting tools)
 set(library_openssl "^openssl/")
 set(users_openssl tools)
 set(library_zlib "^zlib\\.h$")

@@ -18,8 +18,10 @@ set(expected
     "workloads/trace/trace_workload.h: #include <gtest/gtest.h>: `workloads/trace` may not use this library (used by: tests and benchmarks only)"
     "workloads/other.cpp: #include \"workloads/dlrm/dlrm_workload.h\": only workloads/workload_registry.cpp includes the workload families"
     "calibration/kernels.cpp: #include \"test/unit/helpers.h\": `calibration` may use only the project's layers"
+    "calibration/kernels.cpp: #include <hdf5.h>: `calibration` may not use this library (used by: calibration/fitting, tools)"
+    "calibration/kernels.h: #include \"calibration/fitting/measurements.h\": `calibration` may not use `calibration/fitting`"
     "tools/extra/command.cpp: its folder `tools/extra` is no layer"
-    "layering: 10 broken rule(s) in 8 files")
+    "layering: 12 broken rule(s) in 10 files")
 foreach(line IN LISTS expected)
   string(FIND "${report}" "${line}" at)
   if(at LESS 0)

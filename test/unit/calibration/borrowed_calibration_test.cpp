@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
-#include "calibration/kernel_measurements.h"
 #include "calibration/roofline_kernel_cost.h"
 #include "sim/config/config_node.h"
 #include "sim/task_graph.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "calibration/model_registry.h"
 #include "sim/config/config_error.h"
 #include "test/unit/calibration/test_device.h"

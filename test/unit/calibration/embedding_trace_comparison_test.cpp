@@ -26,8 +26,8 @@
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/embedding_bag_model.h"
-#include "calibration/kernel_measurements.h"
-#include "calibration/kernel_validation.h"
+#include "calibration/fitting/kernel_measurements.h"
+#include "calibration/fitting/kernel_validation.h"
 #include "sim/config/config_node.h"
 
 namespace upsim {

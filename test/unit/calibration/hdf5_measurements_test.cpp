@@ -1,5 +1,5 @@
-// HDF5 measurement tables (calibration/hdf5_measurements.h): round trip and errors.
-#include "calibration/hdf5_measurements.h"
+// HDF5 measurement tables (calibration/fitting/hdf5_measurements.h): round trip and errors.
+#include "calibration/fitting/hdf5_measurements.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "calibration/fit_kernel_calibration.h"
+#include "calibration/fitting/fit_kernel_calibration.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
 #include "sim/config/config_node.h"

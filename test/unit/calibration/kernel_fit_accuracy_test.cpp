@@ -1,6 +1,6 @@
 // Accuracy bounds of the calibrated kernel model:
 //  - fitted on the training half of the LLMCompass A100 sweeps (test/data/llmcompass, copies of
-//    test/data/llmcompass; split rule in calibration/kernel_measurements.h), every op stays
+//    test/data/llmcompass; split rule in calibration/fitting/kernel_measurements.h), every op stays
 //    within 10% geomean |e| on the held-out half (the table is printed);
 //  - the shipped configs/calibration/a100_llmcompass.yaml is exactly what that fit writes;
 //  - the GEMM model's throughput at the mamf best shapes (test/data/hardware-specs, copy of
@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
-#include "calibration/fit_kernel_calibration.h"
+#include "calibration/fitting/fit_kernel_calibration.h"
+#include "calibration/fitting/kernel_measurements.h"
+#include "calibration/fitting/kernel_validation.h"
 #include "calibration/hardware_profile.h"
-#include "calibration/kernel_measurements.h"
-#include "calibration/kernel_validation.h"
 #include "sim/config/config_node.h"
 
 namespace upsim {

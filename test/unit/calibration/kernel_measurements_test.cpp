@@ -1,12 +1,13 @@
-// Importers of kernel measurement tables and their errors (calibration/kernel_measurements.h).
-#include "calibration/kernel_measurements.h"
+// Importers of kernel measurement tables and their errors
+// (calibration/fitting/kernel_measurements.h).
+#include "calibration/fitting/kernel_measurements.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
-#include "calibration/fit_kernel_calibration.h"
+#include "calibration/fitting/fit_kernel_calibration.h"
 #include "test/unit/calibration/temp_table.h"
 
 namespace upsim {

@@ -1,14 +1,14 @@
-// The launch-floor table of bench/gpu/gpu_microbench (calibration/launch_measurements.h): read
-// back with its metadata, the kernel floor taken from it, and bad tables named by file and line.
-// The table here is synthetic (test/unit/calibration/data/launch_synthetic.csv says so).
-#include "calibration/launch_measurements.h"
+// The launch-floor table of bench/gpu/gpu_microbench (calibration/fitting/launch_measurements.h):
+// read back with its metadata, the kernel floor taken from it, and bad tables named by file and
+// line. The table here is synthetic (test/unit/calibration/data/launch_synthetic.csv says so).
+#include "calibration/fitting/launch_measurements.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "test/unit/calibration/temp_table.h"
 
 namespace upsim {

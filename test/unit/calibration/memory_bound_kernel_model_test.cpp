@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "test/unit/calibration/test_device.h"
 
 namespace upsim {

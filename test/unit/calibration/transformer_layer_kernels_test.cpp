@@ -1,11 +1,11 @@
 // The calibrated kernel model on the kernels of a real transformer layer: LLMCompass' measured
 // per-op times of one GPT-3 175B layer on A100, prefill (test/data/llmcompass/
 // transformer_A100.csv) and one decode step (transformerAR_A100.csv), see their SOURCES.md and
-// calibration/transformer_layer_check.h for the shapes and how each op was timed, priced with
-// the shipped A100 calibration. Held out: the fit reads the matmul / softmax / layernorm / gelu
-// sweeps only; the one layer shape that coincides with a sweep row is checked below.
-// (The two all-reduce rows are collectives, priced by `upsim validate kernels --layer` on the
-// 4x A100 NVLink fabric and checked in test/unit/tools/cli_test.cpp.)
+// calibration/fitting/transformer_layer_check.h for the shapes and how each op was timed, priced
+// with the shipped A100 calibration. Held out: the fit reads the matmul / softmax / layernorm /
+// gelu sweeps only; the one layer shape that coincides with a sweep row is checked below. (The two
+// all-reduce rows are collectives, priced by `upsim validate kernels --layer` on the 4x A100 NVLink
+// fabric and checked in test/unit/tools/cli_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
+#include "calibration/fitting/kernel_measurements.h"
+#include "calibration/fitting/kernel_validation.h"
+#include "calibration/fitting/transformer_layer_check.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
-#include "calibration/kernel_measurements.h"
-#include "calibration/kernel_validation.h"
-#include "calibration/transformer_layer_check.h"
 #include "sim/config/config_node.h"
 
 namespace upsim {
@@ -47,8 +47,8 @@ const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 //    point. The sweep's own largest points are over-predicted too (rows of 8 KiB: +3.3%, +6.0%,
 //    +16.8% at 8192, 16384, 32768 rows): the measured softmax keeps getting more efficient with
 //    size where the fitted curve has saturated, and the layer lies beyond the sweep.
-// The LayerNorm rows are the harness as it stands (why: calibration/transformer_layer_check.h);
-// decode LayerNorm is the harness floor, +9.5%.
+// The LayerNorm rows are the harness as it stands (why:
+// calibration/fitting/transformer_layer_check.h); decode LayerNorm is the harness floor, +9.5%.
 // With the all-reduces (`upsim validate kernels --layer`) the prefill layer is -3.6% and the
 // decode layer -0.8%; the decode all-reduces of 192 KiB are +36% (LLMCompass' own all-reduce
 // sweep, allreduce_A100x4_nvlink_measured.csv, interpolates to about 32 us at that size,

@@ -22,8 +22,8 @@
 #include <iostream>
 
 #include "sim/config/config_node.h"
-#include "topology/collective_validation.h"
 #include "topology/fabric_loader.h"
+#include "topology/fitting/collective_validation.h"
 
 namespace upsim {
 namespace {

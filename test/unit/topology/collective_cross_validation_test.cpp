@@ -1,7 +1,7 @@
-// Leave-one-system-out validation (topology/collective_cross_validation.h): its mechanics on
-// synthetic measurements (exact recovery, undetermined parameters kept at the prior, the held-out
-// points never used), and the held-out errors on the measured systems of test/data, pinned as
-// upper bounds so that a model change that worsens them fails. These held-out numbers are NOT
+// Leave-one-system-out validation (topology/fitting/collective_cross_validation.h): its mechanics
+// on synthetic measurements (exact recovery, undetermined parameters kept at the prior, the
+// held-out points never used), and the held-out errors on the measured systems of test/data, pinned
+// as upper bounds so that a model change that worsens them fails. These held-out numbers are NOT
 // in-sample: each system's tuning is fitted on the other systems only, from nccl_prior_tuning().
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <iostream>
 
 #include "sim/config/config_node.h"
-#include "topology/collective_cross_validation.h"
 #include "topology/fabric_loader.h"
+#include "topology/fitting/collective_cross_validation.h"
 
 namespace upsim {
 namespace {

@@ -1,8 +1,8 @@
-// The collective tuning fit (topology/collective_fit.h): parameter names, the tuning file writer,
-// recovery of known parameters from data the simulator generated with them, determinism, and a
-// fit on the measured GCP A3 Mega sweep (raw nccl-tests log) that is no worse than the shipped
-// tuning. Fits are kept to 1-2 parameters so that the suite stays fast.
-#include "topology/collective_fit.h"
+// The collective tuning fit (topology/fitting/collective_fit.h): parameter names, the tuning file
+// writer, recovery of known parameters from data the simulator generated with them, determinism,
+// and a fit on the measured GCP A3 Mega sweep (raw nccl-tests log) that is no worse than the
+// shipped tuning. Fits are kept to 1-2 parameters so that the suite stays fast.
+#include "topology/fitting/collective_fit.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include "sim/config/config_node.h"
 #include "topology/fabric_loader.h"
-#include "topology/nccl_tests_output.h"
+#include "topology/fitting/nccl_tests_output.h"
 
 namespace upsim {
 namespace {

@@ -1,7 +1,7 @@
-// Reader of raw nccl-tests output (topology/nccl_tests_output.h): the re-rendered logs of
+// Reader of raw nccl-tests output (topology/fitting/nccl_tests_output.h): the re-rendered logs of
 // test/data/nccl-tests/ against the transcribed CSV rows they come from, the layouts of other
 // nccl-tests releases and collectives, and malformed input named by file and line.
-#include "topology/nccl_tests_output.h"
+#include "topology/fitting/nccl_tests_output.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
-// Fixture: HDF5 and sim/ in calibration/ are allowed; a test header is not.
+// Fixture: sim/ in calibration/ is allowed; HDF5 (calibration/fitting/ only) and a test header
+// are not.
 #include <hdf5.h>
 
 #include "sim/engine.h"

@@ -23,7 +23,7 @@
 //  - `size` is what nccl-tests prints: max(send, receive) bytes of one rank, so each rank's
 //    input for all-reduce, reduce-scatter, all-to-all and broadcast, and each rank's output
 //    (n x input) for all-gather. For every collective nccl-tests' algbw = size / time; busbw =
-//    algbw x nccl_tests_bus_factor(kind, n) (topology/collective_validation.h).
+//    algbw x nccl_tests_bus_factor(kind, n) (topology/fitting/collective_validation.h).
 //  - The collective comes from "# Collective test starting: <program>"; where the log has no
 //    such line, from NcclTestsReadOptions::kind. Ranks come from the "#  Rank" lines; where
 //    there are none, from NcclTestsReadOptions::ranks (0 = unknown). An option that contradicts
@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "sim/cost_models.h"
-#include "topology/collective_validation.h"
+#include "topology/fitting/collective_validation.h"
 
 namespace upsim {
 

@@ -1,4 +1,4 @@
-#include "topology/nccl_tests_output.h"
+#include "topology/fitting/nccl_tests_output.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "calibration/kernel_validation.h"
+#include "calibration/fitting/kernel_validation.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "calibration/fit_kernel_calibration.h"
+#include "calibration/fitting/fit_kernel_calibration.h"
 
 #include <fmt/format.h>
 
@@ -399,7 +399,8 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
 std::string calibration_header(const CalibrationResult& result) {
   const KernelCalibration& c = result.calibration;
   std::string out = fmt::format(
-      "# Kernel calibration written by `upsim calibrate` (calibration/fit_kernel_calibration.h);\n"
+      "# Kernel calibration written by `upsim calibrate` "
+      "(calibration/fitting/fit_kernel_calibration.h);\n"
       "# schema: calibration/kernel_calibration.h. Fitted on {} from: {}.\n"
       "# Split: {}.\n"
       "# Scales are relative to the hardware profile's achievable fractions, so this file prices\n"

@@ -50,8 +50,8 @@
 #include <vector>
 
 #include "sim/cost_models.h"
-#include "topology/collective_validation.h"
 #include "topology/fabric.h"
+#include "topology/fitting/collective_validation.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim {

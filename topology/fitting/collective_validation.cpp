@@ -1,4 +1,4 @@
-#include "topology/collective_validation.h"
+#include "topology/fitting/collective_validation.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "topology/collective_cross_validation.h"
+#include "topology/fitting/collective_cross_validation.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "calibration/hdf5_measurements.h"
+#include "calibration/fitting/hdf5_measurements.h"
 
 #include <fmt/format.h>
 #include <hdf5.h>

@@ -1,4 +1,4 @@
-#include "calibration/launch_measurements.h"
+#include "calibration/fitting/launch_measurements.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string_view>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "sim/config/text.h"
 #include "sim/input_file.h"
 

@@ -5,10 +5,10 @@
 //  - a system is held out when its points make a full sweep (is_full_sweep: latency-bound sizes
 //    up to the bandwidth plateau), since only a sweep tests every regime of the model;
 //  - for each held-out system, the tuning parameters are fitted with fit_collective_tuning()
-//    (topology/collective_fit.h) on every OTHER system, from a prior tuning (nccl_prior_tuning():
-//    NCCL's own tables and datasheet values, no value chosen on any measurement), and the
-//    held-out system is validated with the result. Its points never enter the fit, and nothing
-//    fitted on them enters the start;
+//    (topology/fitting/collective_fit.h) on every OTHER system, from a prior tuning
+//    (nccl_prior_tuning(): NCCL's own tables and datasheet values, no value chosen on any
+//    measurement), and the held-out system is validated with the result. Its points never enter the
+//    fit, and nothing fitted on them enters the start;
 //  - the fit is a maximum a posteriori one (CollectiveFitOptions::prior_widths, widths from
 //    held_out_prior_width, centred on the prior): a few systems cannot tell some parameters
 //    apart (GCP's small sizes fit a 120 us launch overhead as well as a 120 us TCPXO hop
@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "topology/collective_fit.h"
-#include "topology/collective_validation.h"
+#include "topology/fitting/collective_fit.h"
+#include "topology/fitting/collective_validation.h"
 #include "topology/nccl_tuning.h"
 
 namespace upsim {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 #include "sim/cost_models.h"
 
 namespace upsim {

@@ -1,4 +1,4 @@
-#include "topology/collective_fit.h"
+#include "topology/fitting/collective_fit.h"
 
 #include <fmt/format.h>
 
@@ -589,7 +589,7 @@ std::string format_fit_report(const CollectiveFitResult& r) {
 std::string fit_file_header(const CollectiveFitResult& r, std::string_view start_name) {
   std::string out =
       "NCCL-like collective tuning written by `upsim calibrate collectives`\n"
-      "(schema: topology/nccl_tuning.h; method: topology/collective_fit.h).\n";
+      "(schema: topology/nccl_tuning.h; method: topology/fitting/collective_fit.h).\n";
   out += fmt::format("Start: {}.\nEvery value not listed below is the start's.\n", start_name);
   out += fmt::format("Fitted by Nelder-Mead ({} evaluations, {}):\n", r.evaluations,
                      r.converged ? "converged" : "stopped at the evaluation limit");

@@ -1,4 +1,4 @@
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 
 #include <fmt/format.h>
 

@@ -39,7 +39,7 @@
 #include <string_view>
 #include <vector>
 
-#include "calibration/kernel_measurements.h"
+#include "calibration/fitting/kernel_measurements.h"
 
 namespace upsim {
 

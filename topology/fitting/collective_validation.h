@@ -1,6 +1,6 @@
 // Validation of the flow network's collectives against measured times: the core of
-// `upsim validate collectives`, of `upsim calibrate collectives` (topology/collective_fit.h) and
-// of test/unit/topology/collective_accuracy_test.cpp.
+// `upsim validate collectives`, of `upsim calibrate collectives`
+// (topology/fitting/collective_fit.h) and of test/unit/topology/collective_accuracy_test.cpp.
 //
 // Contract:
 //  - Error is e = predicted / measured - 1 (ARCHITECTURE.md); a sweep is summarised by the

@@ -38,10 +38,10 @@
 #include <string>
 #include <vector>
 
+#include "calibration/fitting/kernel_measurements.h"
+#include "calibration/fitting/kernel_validation.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
-#include "calibration/kernel_measurements.h"
-#include "calibration/kernel_validation.h"
 
 namespace upsim {
 

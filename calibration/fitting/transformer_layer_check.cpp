@@ -1,4 +1,4 @@
-#include "calibration/transformer_layer_check.h"
+#include "calibration/fitting/transformer_layer_check.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <utility>
 
-#include "calibration/kernel_validation.h"
+#include "calibration/fitting/kernel_validation.h"
 
 namespace upsim {
 namespace {

@@ -118,9 +118,9 @@ constexpr double kDefaultBound = 0.15;
 /// does not apply to them.
 constexpr std::array<std::string_view, 2> kDleSources = {"dle-dlrm", "dle-dcnv2"};
 constexpr double kDleBound = 0.12;
-/// The 25%. The mixed-precision multi-GPU rows are the worst (-15% to -22% on V100):
-/// GradScaler's found_inf read makes the host wait for the backward, so the Python work after
-/// it (optimizer steps, the next batch's fetch) is exposed; upsim prices its aten ops and the
+/// At most 25% on any one row. The mixed-precision multi-GPU rows are the worst (-15% to -22% on
+/// V100): GradScaler's found_inf read makes the host wait for the backward, so the Python work
+/// after it (optimizer steps, the next batch's fetch) is exposed; upsim prices its aten ops and the
 /// DataLoader fetch, not the rest of the Python in between.
 constexpr double kDleRowBound = 0.25;
 

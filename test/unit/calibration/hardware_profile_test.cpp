@@ -182,8 +182,8 @@ TEST(HardwareProfile, ValuesOutsideTheDocumentedRangesAreErrorsNamingTheRange) {
 }
 
 // --set on the SM count or the clock is a what-if on the same chip: the per-SM rate the pinned
-// peaks imply stays, so every peak scales with SMs x clock (issue 25: 27 / 54 / 108 SMs gave
-// 220.8 / 222.0 / 233.6 ms for gpt2, the peak divided among fewer SMs).
+// peaks imply stays, so every peak scales with SMs x clock (before, 27 / 54 / 108 SMs gave
+// 220.8 / 222.0 / 233.6 ms for gpt2: the pinned peak divided among fewer SMs).
 TEST(HardwareProfile, ASetSmCountOrClockScalesThePinnedPeaks) {
   const auto load = [](std::initializer_list<std::string_view> sets) {
     ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");

@@ -1,4 +1,4 @@
-// Every key a scenario accepts changes the result or is warned about (issue 25): the platform's
+// Every key a scenario accepts changes the result or is warned about: the platform's
 // what-ifs run end to end through build_scenario and the engine as `upsim run` does
 // (run_to_steady_state), and keys no active model reads are named in the scenario's warnings.
 #include <gtest/gtest.h>
@@ -95,8 +95,8 @@ TEST(ScenarioWhatIfs, FewerSmsOrALowerClockIsNeverFaster) {
     expect_never_faster_with_less(c, "platform.gpu.sm_boost_clock_mhz",
                                   {"350", "700", "1410", "2800"});
   }
-  // Issue 25: 27 / 54 / 108 SMs gave 220.8 / 222.0 / 233.6 ms for gpt2_4gpu (fewer SMs faster),
-  // and 700 vs 2800 MHz the same time.
+  // Before peaks followed the SMs, 27 / 54 / 108 SMs gave 220.8 / 222.0 / 233.6 ms for gpt2_4gpu
+  // (fewer SMs faster), and 700 vs 2800 MHz the same time.
   const Outcome sms27 = run("gpt2_4gpu.yaml", {"platform.gpu.sm_count=27"});
   const Outcome sms108 = run("gpt2_4gpu.yaml", {});
   EXPECT_GT(sms27.ms, 2.0 * sms108.ms);
@@ -145,8 +145,8 @@ TEST(ScenarioUnusedKeys, ShippedScenariosWarnAboutNoKey) {
   }
 }
 
-// Issue 25: with the seed paper's curve, link bandwidths of 1 to 1000 GB/s changed nothing and
-// nothing said so.
+// Before the warning, with the seed paper's curve, link bandwidths of 1 to 1000 GB/s changed
+// nothing and nothing said so.
 TEST(ScenarioUnusedKeys, SeedCurveNamesTheFabricLinksItIgnores) {
   const std::vector<std::string> seed{"platform.interconnect={model: seed_curve}",
                                       "workload.layers=2"};

@@ -209,7 +209,7 @@ class SweepIntegrity : public ::testing::Test {
   fs::path dir_;
 };
 
-// The case: a resumed sweep whose base scenario (or a file it references) changed since
+// A resumed sweep whose base scenario (or a file it references) changed since
 // its rows were written runs those points again and says why; its table is a fresh sweep's.
 TEST_F(SweepIntegrity, AResumeRunsAgainThePointsWhoseScenarioChanged) {
   write_study(dir_ / "study.yaml", "256, 512");

@@ -1,4 +1,4 @@
-// Every parallel layout the transformer workload accepts simulates to the end (issue 25): all
+// Every parallel layout the transformer workload accepts simulates to the end: all
 // combinations of tensor, pipeline, context, expert and data parallel degrees in {1, 2, 4} and
 // virtual stages in {1, 2}, with MoE off and on, on at most 32 GPUs (792 layouts). Each layout
 // also draws, from a fixed seed, the rest of its recipe: pipeline schedule, sequence parallel,

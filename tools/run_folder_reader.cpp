@@ -7,11 +7,11 @@
 #include <set>
 #include <stdexcept>
 
+#include "sim/formats/json_reader.h"
 #include "sim/input_file.h"
 #include "tools/input_text.h"
 #include "tools/plot_script.h"
 #include "tools/run_tables.h"
-#include "workloads/trace/json_reader.h"
 
 namespace upsim::cli {
 

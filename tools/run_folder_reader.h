@@ -11,7 +11,7 @@
 //  - ops.csv must have the columns kind, op, name, count_per_iteration, time_ms_per_iteration
 //    (found by name), as many fields in every row as in the header, finite numbers, and each
 //    (kind, op, name) once.
-//  - Errors name the file, and the line or the key; JSON syntax errors are TraceError (line and
+//  - Errors name the file, and the line or the key; JSON syntax errors are ParseError (line and
 //    column), the rest std::runtime_error. A file that is not a summary is not quoted.
 //  - Both files are regular files of bounded size (tools/input_text.h); a missing, non-regular
 //    or too large one is "FILE: cannot read (REASON; no run results here?)".

@@ -21,10 +21,10 @@
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
-#include "sim/config/text.h"
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
+#include "sim/formats/text.h"
 #include "sim/parallel.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"

@@ -8,7 +8,7 @@
 
 namespace upsim::cli {
 
-/// Returns the exit code; bad input throws (TraceError names the file) for main to report.
+/// Returns the exit code; bad input throws (ParseError names the file) for main to report.
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out);
 
 /// `upsim calibrate host-overheads TRACE... --out FILE`: the seed's T1-T5 host overheads

@@ -13,6 +13,7 @@
 #include "calibration/fitting/kernel_measurements.h"
 #include "sim/config/config_error.h"
 #include "sim/executor.h"
+#include "sim/formats/parse_error.h"
 #include "tools/collective_commands.h"
 #include "tools/diff_command.h"
 #include "tools/interrupt_cleanup.h"
@@ -25,7 +26,6 @@
 #include "tools/trace_commands.h"
 #include "tools/validation/validate_workloads.h"
 #include "tools/version.h"
-#include "workloads/trace/trace_error.h"
 
 namespace po = boost::program_options;
 
@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
   } catch (const upsim::ConfigError& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";
     return kExitBadInput;
-  } catch (const upsim::TraceError& e) {
+  } catch (const upsim::ParseError& e) {
     std::cerr << "upsim: error: " << e.what() << "\n";
     return kExitBadInput;
   } catch (const upsim::CalibrationDataError& e) {

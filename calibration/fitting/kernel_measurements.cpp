@@ -10,7 +10,7 @@
 #include <optional>
 #include <utility>
 
-#include "sim/config/text.h"
+#include "sim/formats/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "calibration/fitting/kernel_measurements.h"
-#include "sim/config/text.h"
+#include "sim/formats/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "sim/config/quantity_parse.h"
-#include "sim/config/text.h"
+#include "sim/formats/text.h"
 
 namespace upsim {
 namespace config_detail {

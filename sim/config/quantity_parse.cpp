@@ -9,7 +9,7 @@
 #include <system_error>
 #include <utility>
 
-#include "sim/config/text.h"
+#include "sim/formats/text.h"
 
 namespace upsim {
 namespace {

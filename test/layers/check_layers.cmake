@@ -14,27 +14,29 @@ if(NOT DEFINED ROOT)
 endif()
 
 # The folders, each one layer, and the folders each may include besides itself.
-set(layers sim sim/config sim/export topology/collectives topology topology/fitting calibration
+set(layers sim sim/formats sim/config sim/export topology/collectives topology topology/fitting calibration
            calibration/fitting workloads/pytorch
            workloads/dlrm workloads/trace workloads/transformer workloads tools/validation tools)
 set(uses_sim "")
-set(uses_sim/config sim)
-set(uses_sim/export sim)
+# The shared readers of file formats: the standard library and their parsing libraries only.
+set(uses_sim/formats "")
+set(uses_sim/config sim sim/formats)
+set(uses_sim/export sim sim/formats)
 # topology/collectives/ is part of upsim_topology: the planner reads the fabric and the tuning,
 # and the flow network runs the planner's plans.
-set(uses_topology/collectives topology sim sim/config)
-set(uses_topology topology/collectives sim sim/config)
-set(uses_topology/fitting topology topology/collectives sim sim/config)
-set(uses_calibration sim sim/config)
+set(uses_topology/collectives topology sim sim/config sim/formats)
+set(uses_topology topology/collectives sim sim/config sim/formats)
+set(uses_topology/fitting topology topology/collectives sim sim/config sim/formats)
+set(uses_calibration sim sim/config sim/formats)
 # Fitting, measurement readers and validation: offline maths over the runtime models, which
 # never include them.
-set(uses_calibration/fitting calibration sim sim/config)
-set(uses_workloads/pytorch sim)
-set(uses_workloads/dlrm workloads/pytorch sim sim/config)
-set(uses_workloads/trace workloads/pytorch sim sim/config)
-set(uses_workloads/transformer workloads/pytorch sim sim/config)
+set(uses_calibration/fitting calibration sim sim/config sim/formats)
+set(uses_workloads/pytorch sim sim/formats)
+set(uses_workloads/dlrm workloads/pytorch sim sim/config sim/formats)
+set(uses_workloads/trace workloads/pytorch sim sim/config sim/formats)
+set(uses_workloads/transformer workloads/pytorch sim sim/config sim/formats)
 set(uses_workloads workloads/dlrm workloads/trace workloads/transformer workloads/pytorch sim
-                   sim/config)
+                   sim/config sim/formats)
 set(uses_tools ${layers})
 set(uses_tools/validation ${layers})  # part of upsim_cli: the published-run validation
 # A family implements the interface in workloads/workload.h; the rest of `workloads/` (the

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "sim/config/text.h"
 #include "sim/engine.h"
+#include "sim/formats/text.h"
 #include "sim/input_file.h"
 #include "topology/collectives/collective_planner.h"
 #include "topology/flow_network.h"

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sim/config/text.h"
+#include "sim/formats/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {

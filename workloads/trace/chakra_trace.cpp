@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_file.h"
 
 namespace upsim {
@@ -35,7 +35,7 @@ class WireReader {
   size_t offset() const { return base_ + pos_; }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw TraceError(file_, "byte " + std::to_string(offset()) + ": " + what +
+    throw ParseError(file_, "byte " + std::to_string(offset()) + ": " + what +
                                 " (truncated or not a Chakra trace?)");
   }
 
@@ -294,7 +294,7 @@ ChakraNode read_node(WireReader r) {
 ChakraTrace parse_chakra_trace(std::string_view bytes, const std::string& file) {
   ChakraTrace t;
   t.file = file;
-  if (bytes.empty()) throw TraceError(file, "empty file: not a Chakra trace");
+  if (bytes.empty()) throw ParseError(file, "empty file: not a Chakra trace");
   WireReader r(bytes, t.file, 0);
   bool first = true;
   while (!r.done()) {
@@ -604,7 +604,7 @@ std::optional<CollectiveKind> collective_kind_of(int64_t comm_type) {
 CollectiveKind collective_kind(const ChakraNode& n, const std::string& file) {
   if (const auto t = int_attr(n, "comm_type")) {
     if (const auto k = collective_kind_of(*t)) return *k;
-    throw TraceError(file, node_label(n) + ": comm_type " + std::to_string(*t) +
+    throw ParseError(file, node_label(n) + ": comm_type " + std::to_string(*t) +
                                " is not a CollectiveCommType (0..9)");
   }
   std::string name;
@@ -617,7 +617,7 @@ CollectiveKind collective_kind(const ChakraNode& n, const std::string& file) {
   if (name.find("allgather") != std::string::npos) return CollectiveKind::kAllGather;
   if (name.find("reducescatter") != std::string::npos) return CollectiveKind::kReduceScatter;
   if (name.find("broadcast") != std::string::npos) return CollectiveKind::kBroadcast;
-  throw TraceError(file, node_label(n) +
+  throw ParseError(file, node_label(n) +
                              ": no comm_type attribute, and the name does not say which "
                              "collective it is");
 }
@@ -664,7 +664,7 @@ void group_collectives(const std::vector<ChakraTrace>& traces,
       size_t absent = 0;
       while (!per_rank[absent].empty())
         ++absent;
-      throw TraceError(traces[absent].file,
+      throw ParseError(traces[absent].file,
                        "no collective " + pg_text + ", but " + file_name(traces[most]) + " has " +
                            std::to_string(per_rank[most].size()) +
                            " (first: " + node_label(traces[most].nodes[per_rank[most].front()]) +
@@ -674,7 +674,7 @@ void group_collectives(const std::vector<ChakraTrace>& traces,
     for (size_t r : members) {
       if (per_rank[r].size() == per_rank[most].size()) continue;
       const ChakraNode& extra = traces[most].nodes[per_rank[most][per_rank[r].size()]];
-      throw TraceError(traces[most].file, node_label(extra) + " is collective " +
+      throw ParseError(traces[most].file, node_label(extra) + " is collective " +
                                               std::to_string(per_rank[r].size() + 1) + " " +
                                               pg_text + ", but " + file_name(traces[r]) +
                                               " has only " + std::to_string(per_rank[r].size()) +
@@ -689,7 +689,7 @@ void group_collectives(const std::vector<ChakraTrace>& traces,
       for (size_t r : members) {
         const ChakraNode& n = traces[r].nodes[per_rank[r][k]];
         if (const CollectiveKind kind = collective_kind(n, traces[r].file); kind != desc.kind) {
-          throw TraceError(traces[r].file,
+          throw ParseError(traces[r].file,
                            node_label(n) + " is " + std::string(collective_kind_name(kind)) +
                                ", but the collective it meets in " + file_name(traces[r0]) + ", " +
                                node_label(first) + ", is " +
@@ -742,15 +742,15 @@ std::vector<std::vector<size_t>> match_point_to_point(
         continue;
       }
       if (const auto own = int_attr(n, self_key); own && *own != self) {
-        throw TraceError(t.file, node_label(n) + " has " + self_key + " " + std::to_string(*own) +
+        throw ParseError(t.file, node_label(n) + " has " + self_key + " " + std::to_string(*own) +
                                      ", but it is in the trace of rank " + std::to_string(r));
       }
       if (*peer < 0 || *peer >= static_cast<int64_t>(nranks)) {
-        throw TraceError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
+        throw ParseError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
                                      ", but the traces are ranks 0.." + std::to_string(nranks - 1));
       }
       if (*peer == self) {
-        throw TraceError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
+        throw ParseError(t.file, node_label(n) + " has " + peer_key + " " + std::to_string(*peer) +
                                      ", its own rank");
       }
       const int64_t tag = int_attr(n, "comm_tag").value_or(0);
@@ -770,13 +770,13 @@ std::vector<std::vector<size_t>> match_point_to_point(
                                std::to_string(recvs.size()) + " COMM_RECV_NODE of " + what;
     if (sends.size() > recvs.size()) {
       const auto [r, i] = sends[recvs.size()];
-      throw TraceError(traces[r].file,
+      throw ParseError(traces[r].file,
                        node_label(traces[r].nodes[i]) + " has no matching receive in " +
                            file_name(traces[static_cast<size_t>(dst)]) + " (" + counts + ")");
     }
     if (recvs.size() > sends.size()) {
       const auto [r, i] = recvs[sends.size()];
-      throw TraceError(traces[r].file,
+      throw ParseError(traces[r].file,
                        node_label(traces[r].nodes[i]) + " has no matching send in " +
                            file_name(traces[static_cast<size_t>(src)]) + " (" + counts + ")");
     }
@@ -788,7 +788,7 @@ std::vector<std::vector<size_t>> match_point_to_point(
       const int64_t sb = p2p_bytes(s);
       const int64_t rb = p2p_bytes(v);
       if (sb > 0 && rb > 0 && sb != rb) {
-        throw TraceError(ts.file, node_label(s) + " sends " + std::to_string(sb) +
+        throw ParseError(ts.file, node_label(s) + " sends " + std::to_string(sb) +
                                       " bytes, but the matching " + node_label(v) + " in " +
                                       file_name(tr) + " receives " + std::to_string(rb));
       }
@@ -836,7 +836,7 @@ std::string_view chakra_node_type_name(uint32_t type) {
 TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGraph& graph,
                                   const ChakraGraphOptions& options,
                                   std::vector<std::string>* warnings) {
-  if (traces.empty()) throw TraceError("(no file)", "no Chakra trace to build a graph from");
+  if (traces.empty()) throw ParseError("(no file)", "no Chakra trace to build a graph from");
   if (graph.rank_count() != 0) {
     throw std::invalid_argument("build_chakra_graph: the graph already has ranks");
   }
@@ -851,7 +851,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     for (size_t i = 0; i < nodes.size(); ++i) {
       order[r][i] = i;
       if (!node_of_id[r].emplace(nodes[i].id, i).second) {
-        throw TraceError(traces[r].file, "node id " + std::to_string(nodes[i].id) +
+        throw ParseError(traces[r].file, "node id " + std::to_string(nodes[i].id) +
                                              " appears twice (" + node_label(nodes[i]) + ")");
       }
     }
@@ -884,7 +884,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
     }
     if (thread_index.empty()) thread_index.emplace(0, 0);
     if (thread_index.size() > UINT16_MAX || stream_index.size() > UINT16_MAX) {
-      throw TraceError(t.file, std::to_string(thread_index.size()) +
+      throw ParseError(t.file, std::to_string(thread_index.size()) +
                                    " host threads (attr tid) and " +
                                    std::to_string(stream_index.size()) +
                                    " streams: more than 65535 of one kind");
@@ -990,7 +990,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
         [&](size_t i) -> const std::vector<TaskId>& {
       if (state[i] == 2) return through[i];
       if (state[i] == 1) {
-        throw TraceError(t.file, "dependency cycle through " + node_label(nodes[i]));
+        throw ParseError(t.file, "dependency cycle through " + node_label(nodes[i]));
       }
       state[i] = 1;
       if (task[i] != kNoTask) {
@@ -1011,7 +1011,7 @@ TraceGraphInfo build_chakra_graph(const std::vector<ChakraTrace>& traces, TaskGr
       const ChakraNode& n = nodes[i];
       for (uint64_t d : n.data_deps) {
         if (!node_of_id[r].count(d)) {
-          throw TraceError(t.file, node_label(n) + " has data dependency " + std::to_string(d) +
+          throw ParseError(t.file, node_label(n) + " has data dependency " + std::to_string(d) +
                                        ", a node the trace does not have");
         }
       }

@@ -6,7 +6,7 @@
 // {id = 1, name = 2, type = 3, ctrl_deps = 4, data_deps = 5, start_time_micros = 6,
 // duration_micros = 7, inputs = 8, outputs = 9, attr = 10}. The reader decodes the protobuf wire
 // format itself (no protobuf library); unknown fields are skipped, so newer schema versions
-// read. A truncated or corrupt file throws TraceError naming the file and the byte offset.
+// read. A truncated or corrupt file throws ParseError naming the file and the byte offset.
 //
 // Graph (build_chakra_graph), following ASTRA-sim's reading of the format:
 //  - Nodes with attr is_cpu_op = true (absent = false, as in Chakra's feeder) -> CpuOp on the
@@ -141,7 +141,7 @@ struct ChakraGraphOptions {
 };
 
 /// Adds one rank per trace to `graph` (unsealed and without ranks; std::invalid_argument
-/// otherwise), rank r = traces[r]. Throws TraceError naming the file and node on duplicate node
+/// otherwise), rank r = traces[r]. Throws ParseError naming the file and node on duplicate node
 /// ids, data dependencies on unknown nodes, dependency cycles through nodes without a task, and
 /// collectives or sends / receives that do not match across ranks. Appends to `warnings` (if given)
 /// what the replay cannot honour: unmatched peerless sends and receives, and a measured time that

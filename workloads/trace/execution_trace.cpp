@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_file.h"
 
 namespace upsim {
@@ -200,7 +200,7 @@ ExecutionTrace parse_execution_trace(std::string_view text, const std::string& f
     }
   }
   if (!cur.at_end()) cur.fail("unexpected text after the end of the JSON document");
-  if (!have_nodes) throw TraceError(file, "not an execution trace: no `nodes` array");
+  if (!have_nodes) throw ParseError(file, "not an execution trace: no `nodes` array");
   for (const EtNode& n : et.nodes) {
     if (n.name == "## process_group:init ##") read_process_groups(n, et.process_groups, file);
   }

@@ -31,7 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "workloads/trace/json_reader.h"
+#include "sim/formats/json_reader.h"
 #include "workloads/trace/kineto_trace.h"
 
 namespace upsim {
@@ -74,7 +74,7 @@ struct ExecutionTrace {
   std::vector<EtProcessGroup> process_groups;
 };
 
-/// Throws TraceError (naming the file) on malformed input or a document that is not an ET.
+/// Throws ParseError (naming the file) on malformed input or a document that is not an ET.
 ExecutionTrace parse_execution_trace(std::string_view text, const std::string& file);
 ExecutionTrace read_execution_trace(const std::filesystem::path& path);
 

@@ -4,8 +4,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "workloads/trace/json_reader.h"
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/json_reader.h"
+#include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_file.h"
 
 namespace upsim {
@@ -108,7 +108,7 @@ class KinetoParser {
     }
     if (!cur_.at_end()) cur_.fail("unexpected text after the end of the JSON document");
     if (!have_events) {
-      throw TraceError(trace_.file, "not a Kineto trace: no `traceEvents` array");
+      throw ParseError(trace_.file, "not a Kineto trace: no `traceEvents` array");
     }
     return std::move(trace_);
   }

@@ -20,8 +20,8 @@
 //  - GPU events have device = args.device (or pid) and stream = args.stream (or tid); host events
 //    have numeric pid/tid. Events whose pid or tid is not a number (profiler spans) are dropped.
 //  - A file that is not a Kineto trace (no traceEvents array), malformed JSON or a truncated file
-//    throws TraceError naming the file, line and column.
-//  - Durations: a read event with a negative `dur` throws TraceError naming the file, line, column,
+//    throws ParseError naming the file, line and column.
+//  - Durations: a read event with a negative `dur` throws ParseError naming the file, line, column,
 //    category and event name: no profiler clock writes one, so the file is corrupt or edited, and
 //    clamping it to 0 would replay the event as taking no time. A `dur` of 0 is read as it is and
 //    counted per category in `zero_duration` (whole-microsecond Kineto clocks write anything

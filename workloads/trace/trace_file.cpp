@@ -6,8 +6,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "sim/formats/parse_error.h"
 #include "sim/input_file.h"
-#include "workloads/trace/trace_error.h"
 
 namespace upsim {
 
@@ -34,7 +34,7 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
   }
   z_stream zs{};
   // 15 + 32: maximum window, and accept both gzip and zlib headers.
-  if (inflateInit2(&zs, 15 + 32) != Z_OK) throw TraceError(file, "cannot initialise zlib");
+  if (inflateInit2(&zs, 15 + 32) != Z_OK) throw ParseError(file, "cannot initialise zlib");
   const auto* next_in = reinterpret_cast<const Bytef*>(compressed.data());
   size_t remaining = compressed.size();
   constexpr size_t kChunk = size_t{4} << 20;
@@ -50,7 +50,7 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
     const size_t before = out.size();
     if (before >= kMaxTraceBytes) {
       inflateEnd(&zs);
-      throw TraceError(file, "expands to more than " + std::to_string(kMaxTraceBytes >> 30) +
+      throw ParseError(file, "expands to more than " + std::to_string(kMaxTraceBytes >> 30) +
                                  " GiB when decompressed; a trace may have at most that");
     }
     out.resize(before + kChunk);
@@ -68,11 +68,11 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
     if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR) {
       const std::string why = zs.msg ? zs.msg : "corrupt data";
       inflateEnd(&zs);
-      throw TraceError(file, "corrupt gzip stream: " + why);
+      throw ParseError(file, "corrupt gzip stream: " + why);
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0 && remaining == 0) {
       inflateEnd(&zs);
-      throw TraceError(file, "gzip stream ends early (truncated file?) after " +
+      throw ParseError(file, "gzip stream ends early (truncated file?) after " +
                                  std::to_string(out.size()) + " uncompressed bytes");
     }
   }
@@ -82,15 +82,15 @@ std::string gunzip(const std::string& compressed, const std::string& file) {
 
 std::string read_trace_file(const std::filesystem::path& path) {
   const std::string name = path.string();
-  if (const auto why = input_file_problem(path, kMaxTraceBytes)) throw TraceError(name, *why);
+  if (const auto why = input_file_problem(path, kMaxTraceBytes)) throw ParseError(name, *why);
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(name, "cannot open the file");
+  if (!in) throw ParseError(name, "cannot open the file");
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  if (size < 0) throw TraceError(name, "cannot read the file");
+  if (size < 0) throw ParseError(name, "cannot read the file");
   in.seekg(0, std::ios::beg);
   std::string bytes(static_cast<size_t>(size), '\0');
-  if (size > 0 && !in.read(bytes.data(), size)) throw TraceError(name, "cannot read the file");
+  if (size > 0 && !in.read(bytes.data(), size)) throw ParseError(name, "cannot read the file");
   if (is_gzip(bytes)) return gunzip(bytes, name);
   return bytes;
 }

@@ -3,7 +3,7 @@
 // Contract: the format is decided by the file's first bytes (the gzip magic 1f 8b), not by its
 // name. Concatenated gzip members are read as one stream. A file that cannot be opened, a gzip
 // stream that is corrupt or ends early (a truncated download or a profiler killed mid-write)
-// throws TraceError naming the file.
+// throws ParseError naming the file.
 #pragma once
 
 #include <filesystem>

@@ -9,10 +9,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "sim/config/text.h"
+#include "sim/formats/json_reader.h"
+#include "sim/formats/parse_error.h"
+#include "sim/formats/text.h"
 #include "workloads/pytorch/kernels.h"
-#include "workloads/trace/json_reader.h"
-#include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_host_overheads.h"
 
 namespace upsim {
@@ -446,12 +446,12 @@ class RankBuilder {
       }
     }
     if (gpu_events_.empty() && host_by_thread.empty()) {
-      throw TraceError(k_.file, "the trace holds no CPU or GPU activity");
+      throw ParseError(k_.file, "the trace holds no CPU or GPU activity");
     }
     uint16_t si = 0;
     for (auto& [key, index] : stream_index_)
       index = si++;
-    if (stream_index_.size() > 60000) throw TraceError(k_.file, "too many CUDA streams");
+    if (stream_index_.size() > 60000) throw ParseError(k_.file, "too many CUDA streams");
     for (uint32_t gi : gpu_events_)
       stream_of_[gi] = stream_index_.at({ev_[gi].device, ev_[gi].stream});
     // Main thread: the one with the iteration markers, else the one with the most cpu ops.
@@ -478,7 +478,7 @@ class RankBuilder {
       return fa != fb ? fa < fb : a < b;
     });
     if (main.first >= 0 || main.second >= 0) order.insert(order.begin(), main);
-    if (order.size() > 60000) throw TraceError(k_.file, "too many host threads");
+    if (order.size() > 60000) throw ParseError(k_.file, "too many host threads");
     for (const auto& key : order) {
       ThreadData t;
       t.pid = key.first;
@@ -618,7 +618,7 @@ class RankBuilder {
       if (!found.empty()) break;  // markers of the first thread that has them
     }
     if (found.empty()) {
-      throw TraceError(k_.file, "no `" + options_.iteration_marker +
+      throw ParseError(k_.file, "no `" + options_.iteration_marker +
                                     "` annotation: cannot tell where iterations begin (profile "
                                     "with torch.profiler and step(), or name the annotation that "
                                     "starts an iteration)");
@@ -665,7 +665,7 @@ class RankBuilder {
       // A step measured as taking no time (a ProfilerStep with dur 0, two markers at one
       // instant, or the next marker earlier) has no iteration time to compare a prediction with.
       if (it.measured <= Duration::zero()) {
-        throw TraceError(k_.file, fmt::format("iteration {} (at {:.3f} us into the trace) lasts "
+        throw ParseError(k_.file, fmt::format("iteration {} (at {:.3f} us into the trace) lasts "
                                               "{:.3f} us: a measured step must take a positive "
                                               "time",
                                               quoted_field(it.label),
@@ -674,7 +674,7 @@ class RankBuilder {
       iterations_.push_back(it);
     }
     if (iterations_.empty()) {
-      throw TraceError(k_.file, "only one `" + options_.iteration_marker +
+      throw ParseError(k_.file, "only one `" + options_.iteration_marker +
                                     "` annotation: no complete iteration to measure");
     }
   }
@@ -1670,7 +1670,7 @@ std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view k
 
 TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
                                   const TraceGraphOptions& options) {
-  if (traces.empty()) throw TraceError("(no file)", "no trace to build a graph from");
+  if (traces.empty()) throw ParseError("(no file)", "no trace to build a graph from");
   std::vector<RankBuilder> builders;
   builders.reserve(traces.size());
   for (const RankTrace& t : traces) {
@@ -1702,7 +1702,7 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
       }
     }
     if (latest_first > earliest_last) {
-      throw TraceError(traces[late].kineto.file,
+      throw ParseError(traces[late].kineto.file,
                        "this trace starts after " + file_name(traces[early].kineto.file) +
                            " ends: the traces are not of the same run (or their clocks differ)");
     }
@@ -1747,7 +1747,7 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
   if (partial_job) {
     const int32_t global = traces[0].kineto.distributed.rank;
     if (global < 0 || static_cast<uint32_t>(global) >= options.job_world_size) {
-      throw TraceError(traces[0].kineto.file, "distributedInfo.rank " + std::to_string(global) +
+      throw ParseError(traces[0].kineto.file, "distributedInfo.rank " + std::to_string(global) +
                                                   " is not a rank of the job's " +
                                                   std::to_string(options.job_world_size) +
                                                   " (world_size)");
@@ -1779,7 +1779,7 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
         if (std::find(present.begin(), present.end(), r) == present.end()) missing.push_back(r);
       }
       const size_t blame = missing.empty() ? members.front().rank : missing.front();
-      throw TraceError(traces[blame].kineto.file,
+      throw ParseError(traces[blame].kineto.file,
                        "collective `" + first.op_name + "` (" +
                            (keyed ? "process group " + first.pg + ", sequence number " +
                                         std::to_string(first.seq)

@@ -50,7 +50,7 @@
 //  - Iterations: IterationMark tasks where the marker annotations start (by default
 //    ProfilerStep#N, iteration N, plus a mark N+1 where the last step ends). An iteration's
 //    measured time is from its marker to the next (the last ProfilerStep: its own dur); one that
-//    is not positive is a TraceError naming the file and the step.
+//    is not positive is a ParseError naming the file and the step.
 //
 // Time: each rank's events are placed on one clock: Kineto timestamps of the ranks of one job
 // share the host clock (checked: the ranks' spans must overlap), and the run's time zero is the
@@ -200,7 +200,7 @@ struct TraceGraphInfo {
   uint32_t collective_groups = 0;
 };
 
-/// Adds every rank of `traces` to `graph` (unsealed; the caller seals it). Throws TraceError
+/// Adds every rank of `traces` to `graph` (unsealed; the caller seals it). Throws ParseError
 /// naming the file when a rank has no iteration marker, when the ranks' collectives do not
 /// match, or when the ranks' time spans do not overlap (traces of different runs).
 TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,

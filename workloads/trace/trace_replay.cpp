@@ -9,10 +9,10 @@
 #include <stdexcept>
 
 #include "sim/engine.h"
+#include "sim/formats/parse_error.h"
 #include "sim/network_model.h"
 #include "sim/observer.h"
 #include "workloads/trace/chakra_trace.h"
-#include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_file.h"
 
 namespace upsim {
@@ -133,7 +133,7 @@ void attach_et(RankTrace& rank, ExecutionTrace et, const TraceSetOptions& option
                std::vector<std::string>& warnings) {
   EtLink link = link_execution_trace(rank.kineto, et);
   if (const auto problem = et_link_problem(link, rank.kineto, et)) {
-    if (options.strict_et) throw TraceError(et.file, *problem);
+    if (options.strict_et) throw ParseError(et.file, *problem);
     warnings.push_back(et.file + ": " + *problem + "; replaying " + name_of(rank.kineto.file) +
                        " without it");
     return;
@@ -159,14 +159,14 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
                                   const TraceSetOptions& options) {
   const std::string dname = dir.string();
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw TraceError(dname, "not a directory");
+  if (!std::filesystem::is_directory(dir, ec)) throw ParseError(dname, "not a directory");
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     if (entry.is_regular_file() && is_json_name(entry.path().filename().string())) {
       files.push_back(entry.path());
     }
   }
-  if (ec) throw TraceError(dname, "cannot list the directory: " + ec.message());
+  if (ec) throw ParseError(dname, "cannot list the directory: " + ec.message());
   std::sort(files.begin(), files.end());
   LoadedTraces out;
   std::vector<RankTrace> kinetos;
@@ -189,7 +189,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
                              ": neither a Kineto trace nor an execution trace; ignored");
     }
   }
-  if (kinetos.empty()) throw TraceError(dname, "no Kineto trace (a JSON file with traceEvents)");
+  if (kinetos.empty()) throw ParseError(dname, "no Kineto trace (a JSON file with traceEvents)");
 
   // Ranks.
   std::vector<int64_t> rank_of(kinetos.size());
@@ -200,7 +200,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
     if (rank_of[i] < 0) rank_of[i] = static_cast<int64_t>(i);
     if (k.distributed.world_size > 0) {
       if (world > 0 && k.distributed.world_size != world) {
-        throw TraceError(k.file, "world size " + std::to_string(k.distributed.world_size) +
+        throw ParseError(k.file, "world size " + std::to_string(k.distributed.world_size) +
                                      " differs from the other traces' " + std::to_string(world) +
                                      ": traces of different runs");
       }
@@ -211,7 +211,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
   for (size_t i = 0; i < kinetos.size(); ++i) {
     const auto [it, inserted] = by_rank.emplace(rank_of[i], i);
     if (!inserted) {
-      throw TraceError(kinetos[i].kineto.file, "rank " + std::to_string(rank_of[i]) +
+      throw ParseError(kinetos[i].kineto.file, "rank " + std::to_string(rank_of[i]) +
                                                    " again (also in " +
                                                    name_of(kinetos[it->second].kineto.file) + ")");
     }
@@ -222,7 +222,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
       if (!by_rank.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     if (!missing.empty()) {
-      throw TraceError(dname, "no trace for rank " + missing + " of world size " +
+      throw ParseError(dname, "no trace for rank " + missing + " of world size " +
                                   std::to_string(world) + " (found " +
                                   std::to_string(kinetos.size()) + " Kineto traces)");
     }
@@ -257,7 +257,7 @@ LoadedTraces load_trace_directory(const std::filesystem::path& dir,
     if (!et_used[e]) {
       const std::string msg = "execution trace matches no Kineto trace in " + dname + " (process " +
                               std::to_string(ets[e].pid) + ")";
-      if (options.strict_et) throw TraceError(ets[e].file, msg);
+      if (options.strict_et) throw ParseError(ets[e].file, msg);
       out.warnings.push_back(ets[e].file + ": " + msg + "; ignored");
     }
   }
@@ -356,7 +356,7 @@ TraceReplayResult run_trace_graph(const TaskGraph& graph, const TraceGraphInfo& 
       if (v.not_an_iteration.empty()) v.not_an_iteration = it.not_an_iteration;
     }
     if (v.iterations == 0) {
-      throw TraceError(rs.file, options.iteration
+      throw ParseError(rs.file, options.iteration
                                     ? "no complete iteration " + std::to_string(*options.iteration)
                                     : std::string("no complete iteration"));
     }
@@ -421,9 +421,9 @@ bool is_chakra_directory(const std::filesystem::path& dir) {
 
 std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw TraceError(dir.string(), "not a directory");
+  if (!std::filesystem::is_directory(dir, ec)) throw ParseError(dir.string(), "not a directory");
   const std::vector<std::filesystem::path> files = chakra_files(dir);
-  if (files.empty()) throw TraceError(dir.string(), "no Chakra trace (*.et, *.et.gz)");
+  if (files.empty()) throw ParseError(dir.string(), "no Chakra trace (*.et, *.et.gz)");
   std::vector<ChakraTrace> traces;
   for (const auto& f : files)
     traces.push_back(read_chakra_trace(f));

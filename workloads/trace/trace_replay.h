@@ -13,7 +13,7 @@
 //    traces pair with Kineto traces by process id, else by the first number in their file names.
 //  - Missing ranks (fewer traces than distributedInfo.world_size), duplicate ranks, traces of
 //    different world sizes, an execution trace that belongs to another process or run, and
-//    unreadable, truncated or malformed files throw TraceError naming the file (or directory).
+//    unreadable, truncated or malformed files throw ParseError naming the file (or directory).
 //    With `strict_et = false`, a mismatched execution trace is reported as a warning and the
 //    rank is replayed from its Kineto trace alone.
 //  - Warnings (LoadedTraces::warnings, one line each, naming the files): ranks without an
@@ -21,7 +21,7 @@
 //    5: FILE)": they replay from Kineto alone, which no mode forbids, so it is never an error);
 //    per rank, the GPU work (kernels, copies, memsets) whose measured duration is 0 ("FILE (rank
 //    3): 12 kernels with zero duration ..."; host events of dur 0 are not counted: see
-//    kineto_trace.h). Negative durations and steps of no measured time are errors (TraceError,
+//    kineto_trace.h). Negative durations and steps of no measured time are errors (ParseError,
 //    kineto_trace.h and trace_graph.h).
 //  - Replay runs every task with its measured duration; the error of a rank is
 //    predicted / measured - 1 over its complete iterations (TraceIteration).
@@ -118,7 +118,7 @@ TraceReplayResult validate_trace_directory(const std::filesystem::path& dir,
 bool is_chakra_directory(const std::filesystem::path& dir);
 
 /// Reads every Chakra trace of `dir` (*.et, *.et.gz), in rank order (the last number in the file
-/// name). Throws TraceError naming the directory when it has none, or the file that is unreadable.
+/// name). Throws ParseError naming the directory when it has none, or the file that is unreadable.
 std::vector<ChakraTrace> load_chakra_directory(const std::filesystem::path& dir);
 
 /// Replays the Chakra traces of `dir` (*.et, *.et.gz; chakra_trace.h); measured = each trace's

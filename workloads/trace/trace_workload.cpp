@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_graph.h"
 #include "workloads/trace/trace_host_overheads.h"
 
@@ -66,7 +66,7 @@ TraceWorkload::TraceWorkload(const ConfigNode& workload) : node_(workload) {
     }
     try {
       chakra_ = load_chakra_directory(dir_);
-    } catch (const TraceError& e) {
+    } catch (const ParseError& e) {
       workload.child(read_key).fail(explicit_format ? fmt::format("format: chakra: {}", e.what())
                                                     : std::string(e.what()));
     }
@@ -81,7 +81,7 @@ TraceWorkload::TraceWorkload(const ConfigNode& workload) : node_(workload) {
   }
   try {
     traces_ = load_trace_directory(dir_, options_);
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     workload.child(read_key).fail(explicit_format ? fmt::format("format: kineto: {}", e.what())
                                                   : std::string(e.what()));
   }
@@ -126,7 +126,7 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
     } else {
       info = build_replay_graph(traces_.ranks, graph, options_.graph);
     }
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     node_.child("traces").fail(e.what());
   }
 

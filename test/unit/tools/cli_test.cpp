@@ -21,7 +21,7 @@
 #include "../trace/chakra_writer.h"
 #include "../trace/synthetic_trace.h"
 #include "cli_runner.h"
-#include "workloads/trace/json_reader.h"
+#include "sim/formats/json_reader.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 
 namespace upsim::cli {
 namespace {
@@ -89,7 +89,7 @@ TEST(RunFolderReader, RefusesSummariesThatAreNotWhatUpsimWrote) {
               parse_run_summary(summary() + "{}", "s");
             }).find("text after the summary object"),
             std::string::npos);
-  EXPECT_THROW(parse_run_summary(summary().substr(0, 40), "s"), TraceError);
+  EXPECT_THROW(parse_run_summary(summary().substr(0, 40), "s"), ParseError);
 }
 
 TEST(RunFolderReader, RefusesOpsTablesWithBadRows) {

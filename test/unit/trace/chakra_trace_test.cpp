@@ -8,10 +8,10 @@
 #include <tuple>
 
 #include "sim/executor.h"
+#include "sim/formats/parse_error.h"
 #include "sim/network_model.h"
 #include "test/unit/trace/chakra_writer.h"
 #include "test/unit/trace/synthetic_trace.h"
-#include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_replay.h"
 
 namespace upsim {
@@ -102,7 +102,7 @@ TEST(ChakraTrace, truncated_or_inconsistent_input_names_the_file) {
   try {
     parse_chakra_trace(full.substr(0, full.size() - 3), "cut.et");
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), "cut.et");
     EXPECT_NE(std::string(e.what()).find("runs past the end"), std::string::npos);
   }
@@ -116,7 +116,7 @@ TEST(ChakraTrace, truncated_or_inconsistent_input_names_the_file) {
   try {
     build_chakra_graph(one, g);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(std::string(e.what()),
               "dangling.et: node 1 (COMP_NODE `k`) has data dependency 42, a node the trace does "
               "not have");
@@ -163,12 +163,12 @@ std::vector<ChakraTrace> parse_all(const std::vector<std::string>& files) {
   return out;
 }
 
-/// The TraceError message build_chakra_graph throws for `files`, naming the file.
+/// The ParseError message build_chakra_graph throws for `files`, naming the file.
 std::string graph_error(const std::vector<std::string>& files) {
   TaskGraph g;
   try {
     build_chakra_graph(parse_all(files), g);
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     return e.what();
   }
   return "(no error)";

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 
 namespace upsim {
 namespace {
@@ -109,17 +109,17 @@ TEST(ExecutionTrace, digit_strings_beyond_int64_are_not_ids) {
 
 TEST(ExecutionTrace, malformed_input_names_the_file) {
   EXPECT_THROW(parse_execution_trace(R"({"schema": "1.0.1", "nodes": [{"id": 1,}]})", "x.json"),
-               TraceError);
+               ParseError);
   try {
     parse_execution_trace(R"({"schema": "1.0.1", "traceEvents": []})", "k.json");
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(std::string(e.what()), "k.json: not an execution trace: no `nodes` array");
   }
   try {
     parse_execution_trace(R"({"nodes": [{"name": "aten::mm"}]})", "noid.json");
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), "noid.json");
   }
 }

@@ -1,10 +1,10 @@
-#include "workloads/trace/json_reader.h"
+#include "sim/formats/json_reader.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
 
 namespace upsim {
 namespace {
@@ -85,13 +85,13 @@ TEST(JsonCursor, value_tree_keeps_integers_and_members_in_order) {
   EXPECT_EQ(v.find("missing"), nullptr);
 }
 
-/// The TraceError what() of parsing `text` by skipping one value.
+/// The ParseError what() of parsing `text` by skipping one value.
 std::string skip_error(const std::string& text) {
   JsonCursor cur(text, "bad.json");
   try {
     cur.skip();
     if (!cur.at_end()) cur.fail("trailing text");
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     return e.what();
   }
   return "";
@@ -117,7 +117,7 @@ TEST(JsonCursor, deep_nesting_is_an_error_not_a_crash) {
   const std::string deep(100'000, '[');
   EXPECT_NE(skip_error(deep).find("nesting deeper than 256 levels"), std::string::npos);
   JsonCursor cur(deep, "deep.json");
-  EXPECT_THROW(read_json_value(cur), TraceError);
+  EXPECT_THROW(read_json_value(cur), ParseError);
 }
 
 TEST(JsonCursor, type_mismatches_are_errors) {
@@ -128,7 +128,7 @@ TEST(JsonCursor, type_mismatches_are_errors) {
   try {
     cur.integer();
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(std::string(e.what()), "t.json:1:7: expected a number, got a string");
     EXPECT_EQ(e.file(), "t.json");
     EXPECT_EQ(e.line(), 1);

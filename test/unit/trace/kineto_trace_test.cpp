@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sim/formats/parse_error.h"
 #include "test/unit/trace/synthetic_trace.h"
-#include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_file.h"
 
 namespace upsim {
@@ -101,7 +101,7 @@ TEST(KinetoTrace, malformed_json_names_the_file_and_position) {
   try {
     parse_kineto_trace(text, "broken.json");
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(std::string(e.what()), "broken.json:2:23: expected a member name (a string)");
   }
 }
@@ -133,7 +133,7 @@ TEST(KinetoTrace, timestamps_beyond_the_picosecond_range_are_errors) {
   const auto error = [](const std::string& events) {
     try {
       parse_kineto_trace("{\"traceEvents\": [" + events + "]}", "t.json");
-    } catch (const TraceError& e) {
+    } catch (const ParseError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -155,7 +155,7 @@ TEST(KinetoTrace, a_negative_duration_is_an_error_naming_the_file_line_and_event
   const auto error = [](const std::string& event) {
     try {
       parse_kineto_trace("{\"traceEvents\": [\n" + event + "]}", "t.json");
-    } catch (const TraceError& e) {
+    } catch (const ParseError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -201,14 +201,14 @@ TEST(KinetoTrace, a_document_without_trace_events_is_rejected) {
       {
         try {
           parse_kineto_trace(R"({"nodes": []})", "et.json");
-        } catch (const TraceError& e) {
+        } catch (const ParseError& e) {
           EXPECT_EQ(std::string(e.what()), "et.json: not a Kineto trace: no `traceEvents` array");
           throw;
         }
       },
-      TraceError);
-  EXPECT_THROW(parse_kineto_trace("[1, 2]", "list.json"), TraceError);
-  EXPECT_THROW(parse_kineto_trace("", "empty.json"), TraceError);
+      ParseError);
+  EXPECT_THROW(parse_kineto_trace("[1, 2]", "list.json"), ParseError);
+  EXPECT_THROW(parse_kineto_trace("", "empty.json"), ParseError);
 }
 
 TEST(TraceFile, truncated_gzip_names_the_file) {
@@ -218,7 +218,7 @@ TEST(TraceFile, truncated_gzip_names_the_file) {
   try {
     read_kineto_trace(cut);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), cut.string());
     EXPECT_NE(std::string(e.what()).find("gzip stream ends early (truncated file?)"),
               std::string::npos);
@@ -230,11 +230,11 @@ TEST(TraceFile, truncated_gzip_names_the_file) {
   try {
     read_kineto_trace(bad);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), bad.string());
     EXPECT_NE(std::string(e.what()).find("corrupt gzip stream"), std::string::npos);
   }
-  EXPECT_THROW(read_kineto_trace(dir.path() / "absent.json"), TraceError);
+  EXPECT_THROW(read_kineto_trace(dir.path() / "absent.json"), ParseError);
 }
 
 TEST(TraceFile, truncated_plain_json_names_the_file) {
@@ -244,7 +244,7 @@ TEST(TraceFile, truncated_plain_json_names_the_file) {
   try {
     read_kineto_trace(cut);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), cut.string());
     EXPECT_NE(std::string(e.what()).find("truncated file?"), std::string::npos);
   }

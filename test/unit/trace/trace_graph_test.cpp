@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
+#include "sim/formats/parse_error.h"
 #include "test/unit/trace/synthetic_trace.h"
-#include "workloads/trace/trace_error.h"
 #include "workloads/trace/trace_replay.h"
 
 namespace upsim {
@@ -247,7 +247,7 @@ TEST(TraceGraph, a_collective_missing_on_a_rank_names_the_trace) {
   try {
     build_replay_graph(ranks, g);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), "rank1.json");
     EXPECT_NE(std::string(e.what()).find("is in the traces of ranks 0 but not of ranks 1"),
               std::string::npos);
@@ -266,7 +266,7 @@ TEST(TraceGraph, traces_of_different_runs_do_not_overlap_in_time) {
   try {
     build_replay_graph(ranks, g);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), "rank1.json");
     EXPECT_NE(std::string(e.what()).find("not of the same run"), std::string::npos);
   }
@@ -278,7 +278,7 @@ TEST(TraceGraph, a_trace_without_profiler_steps_is_an_error_naming_it) {
   try {
     build_replay_graph(one(json), g);
     FAIL();
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     EXPECT_EQ(e.file(), "synthetic.json");
     EXPECT_NE(std::string(e.what()).find("no `ProfilerStep#` annotation"), std::string::npos);
   }

@@ -8,8 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "sim/formats/parse_error.h"
 #include "test/unit/trace/synthetic_trace.h"
-#include "workloads/trace/trace_error.h"
 
 namespace upsim {
 namespace {
@@ -35,15 +35,15 @@ void copy_dlrm(const TempDir& dir, const std::string& skip = "") {
   }
 }
 
-/// The TraceError of validating `dir`, or "" if it validated.
-TraceError validation_error(const fs::path& dir, const TraceSetOptions& options = {}) {
+/// The ParseError of validating `dir`, or "" if it validated.
+ParseError validation_error(const fs::path& dir, const TraceSetOptions& options = {}) {
   try {
     validate_trace_directory(dir, options);
-  } catch (const TraceError& e) {
+  } catch (const ParseError& e) {
     return e;
   }
   ADD_FAILURE() << "validating " << dir << " succeeded";
-  return TraceError("", "");
+  return ParseError("", "");
 }
 
 // A mean over steps hides steps far off: the per-step table shows each (here -50% and +100%
@@ -124,7 +124,7 @@ TEST(TraceReplay, single_gpu_pairs_replay_within_five_percent) {
 TEST(TraceReplay, an_et_from_another_run_is_an_error_naming_it) {
   TraceSetOptions options;
   options.graph.iteration_marker = "Optimizer.zero_grad";
-  const TraceError e = validation_error(kData / "resnet", options);
+  const ParseError e = validation_error(kData / "resnet", options);
   EXPECT_EQ(fs::path(e.file()).filename(), "resnet_et.json.gz");
   EXPECT_NE(std::string(e.what()).find("does not belong to resnet_kineto.json.gz"),
             std::string::npos);
@@ -133,14 +133,14 @@ TEST(TraceReplay, an_et_from_another_run_is_an_error_naming_it) {
   TempDir dir;
   copy_dlrm(dir, "dlrm_eg_0");
   fs::copy_file(kData / "linear" / "linear_et.json.gz", dir.path() / "dlrm_eg_0.json.gz");
-  const TraceError e2 = validation_error(dir.path());
+  const ParseError e2 = validation_error(dir.path());
   EXPECT_EQ(fs::path(e2.file()).filename(), "dlrm_eg_0.json.gz");
 }
 
 TEST(TraceReplay, a_missing_rank_is_an_error_naming_it) {
   TempDir dir;
   copy_dlrm(dir, "worker3");
-  const TraceError e = validation_error(dir.path());
+  const ParseError e = validation_error(dir.path());
   EXPECT_EQ(e.file(), dir.path().string());
   EXPECT_NE(std::string(e.what()).find("no trace for rank 3 of world size 8"), std::string::npos);
 }
@@ -151,7 +151,7 @@ TEST(TraceReplay, a_truncated_rank_trace_is_an_error_naming_it) {
   const fs::path src = kData / "dlrm" / "worker5_step_12.1694128201549.pt.trace.json.gz";
   const std::string bytes = read_bytes(src);
   const fs::path cut = dir.write(src.filename().string(), bytes.substr(0, bytes.size() - 1000));
-  const TraceError e = validation_error(dir.path());
+  const ParseError e = validation_error(dir.path());
   EXPECT_EQ(e.file(), cut.string());
   EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos);
 }
@@ -161,13 +161,13 @@ TEST(TraceReplay, a_malformed_rank_trace_is_an_error_naming_it) {
   copy_dlrm(dir, "worker2");
   const fs::path bad =
       dir.write("worker2.json", "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1 \"dur\": 2}]}");
-  const TraceError e = validation_error(dir.path());
+  const ParseError e = validation_error(dir.path());
   EXPECT_EQ(e.file(), bad.string());
   EXPECT_EQ(e.line(), 1);
 }
 
 TEST(TraceReplay, a_trace_without_profiler_steps_is_an_error_naming_it) {
-  const TraceError e = validation_error(kData / "linear");
+  const ParseError e = validation_error(kData / "linear");
   EXPECT_EQ(fs::path(e.file()).filename(), "linear_kineto.json.gz");
   EXPECT_NE(std::string(e.what()).find("no `ProfilerStep#` annotation"), std::string::npos);
 }
@@ -177,7 +177,7 @@ TEST(TraceReplay, a_duplicate_rank_is_an_error_naming_it) {
   copy_dlrm(dir);
   fs::copy_file(dir.path() / "worker1_step_12.1694128201556.pt.trace.json.gz",
                 dir.path() / "worker1_copy.json.gz");
-  const TraceError e = validation_error(dir.path());
+  const ParseError e = validation_error(dir.path());
   EXPECT_NE(std::string(e.what()).find("rank 1 again"), std::string::npos);
 }
 
@@ -230,7 +230,7 @@ TEST(TraceReplay, a_step_of_zero_measured_time_is_an_error_naming_the_file_and_s
   // ProfilerStep#2 with dur 0: it measured 0 us and validated at "0.00%" error.
   TempDir dir;
   const fs::path file = dir.write("worker0.json", two_step_trace("0", "10"));
-  const TraceError e = validation_error(dir.path());
+  const ParseError e = validation_error(dir.path());
   EXPECT_EQ(e.file(), file.string());
   EXPECT_NE(std::string(e.what()).find("iteration `ProfilerStep#2` (at 50.000 us into the trace) "
                                        "lasts 0.000 us: a measured step must take a positive time"),

@@ -1,12 +1,12 @@
-#include "workloads/trace/json_reader.h"
+#include "sim/formats/json_reader.h"
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 
-#include "sim/config/text.h"
-#include "workloads/trace/trace_error.h"
+#include "sim/formats/parse_error.h"
+#include "sim/formats/text.h"
 
 namespace upsim {
 
@@ -82,7 +82,7 @@ void JsonCursor::fail_at(size_t offset, std::string_view message) const {
   }
   std::string msg(message);
   if (offset >= text_.size()) msg += " (the input ends here: truncated file?)";
-  throw TraceError(file_, msg, line, column);
+  throw ParseError(file_, msg, line, column);
 }
 
 void JsonCursor::fail(std::string_view message) const {

@@ -5,7 +5,7 @@
 //    drives it with the structure it expects (begin_object / next_member / ..., or skip()).
 //    Nothing is allocated per value except when a string holds escapes (decoded into a scratch
 //    buffer) — this is what makes 200 MB Kineto traces cheap to read.
-//  - Every syntax error, premature end of input and type mismatch throws TraceError naming the
+//  - Every syntax error, premature end of input and type mismatch throws ParseError naming the
 //    file, the 1-based line and column, and what was expected. Nesting deeper than kMaxDepth is
 //    an error, not a stack overflow.
 //  - Numbers are handed out as their raw text (number()) or converted (integer(), real());
@@ -62,9 +62,9 @@ class JsonCursor {
   /// Byte offset of the next unread character.
   size_t offset() const { return pos_; }
   const std::string& file() const { return file_; }
-  /// Throws TraceError at the current position.
+  /// Throws ParseError at the current position.
   [[noreturn]] void fail(std::string_view message) const;
-  /// Throws TraceError at byte `offset` of the input.
+  /// Throws ParseError at byte `offset` of the input.
   [[noreturn]] void fail_at(size_t offset, std::string_view message) const;
 
  private:

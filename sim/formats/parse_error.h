@@ -1,11 +1,12 @@
-// TraceError: the one error type of the trace readers and the trace graph builder.
+// ParseError: the one error type of the readers of files (JSON, CSV, protobuf traces) and of what
+// is built from them (the trace graph).
 //
 // Contract: carries the file the problem was found in (as the caller named it), the 1-based line
 // and column of the offending input (0 = not a position in the file: e.g. a gzip stream that ends
 // early, or a mismatch between two files), and a message. what() is one line:
 //   worker3.json.gz:1:88213: traceEvents[412]: expected ',' or '}' after an object member
 //   dlrm_eg_0.json: execution trace does not belong to worker0.json (pid 59811 vs 59812, ...)
-// The readers never crash or assert on bad input; everything they reject is a TraceError.
+// The readers never crash or assert on bad input; everything they reject is a ParseError.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +16,9 @@
 
 namespace upsim {
 
-class TraceError : public std::runtime_error {
+class ParseError : public std::runtime_error {
  public:
-  TraceError(std::string file, std::string message, int64_t line = 0, int64_t column = 0)
+  ParseError(std::string file, std::string message, int64_t line = 0, int64_t column = 0)
       : std::runtime_error(format(file, line, column, message)),
         file_(std::move(file)),
         line_(line),

@@ -7,11 +7,13 @@ cd "$(dirname "$0")/.."
 
 # clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz harnesses; Open MPI
 # distributes `upsim sweep` under mpirun; gnuplot draws `upsim plot`; libssl-dev's libcrypto hashes
-# a sweep's points (SHA-256).
+# a sweep's points (SHA-256); protobuf (protoc at build time) reads Chakra traces; simdjson and
+# nlohmann-json are measured against upsim's JSON reader (bench/json_library_bench.cpp).
 packages=(g++ cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
           libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
           googletest libgtest-dev libbenchmark-dev libhdf5-dev libssl-dev
-          libopenmpi-dev openmpi-bin gnuplot-nox)
+          libopenmpi-dev openmpi-bin gnuplot-nox protobuf-compiler libprotobuf-dev
+          libsimdjson-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -38,6 +38,33 @@ bool is_number_char(char c) {
   return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
 }
 
+/// True when `t` is a number as RFC 8259 writes one: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+bool is_json_number(std::string_view t) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t from = i;
+    while (i < t.size() && t[i] >= '0' && t[i] <= '9')
+      ++i;
+    return i > from;
+  };
+  if (i < t.size() && t[i] == '-') ++i;
+  if (i < t.size() && t[i] == '0') {
+    ++i;
+  } else if (!digits()) {
+    return false;
+  }
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '+' || t[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == t.size();
+}
+
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
@@ -286,8 +313,10 @@ std::string_view JsonCursor::number() {
   const char* end = text_.data() + text_.size();
   while (p < end && is_number_char(*p))
     ++p;
+  const std::string_view text = text_.substr(begin, static_cast<size_t>(p - text_.data()) - begin);
+  if (!is_json_number(text)) fail("malformed number " + quoted_field(text));
   pos_ = static_cast<size_t>(p - text_.data());
-  return text_.substr(begin, pos_ - begin);
+  return text;
 }
 
 int64_t JsonCursor::integer() {
@@ -382,17 +411,9 @@ void JsonCursor::skip_value(int depth) {
       ++pos_;
       read_string_body();
       return;
-    case JsonType::kNumber: {
-      const size_t at = pos_;
-      const std::string_view text = number();
-      double d = 0.0;
-      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-      if (ptr != text.data() + text.size() ||
-          (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-        fail_at(at, "malformed number " + quoted_field(text));
-      }
+    case JsonType::kNumber:
+      number();
       return;
-    }
     case JsonType::kBool:
       boolean();
       return;

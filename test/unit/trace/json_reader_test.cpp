@@ -120,6 +120,18 @@ TEST(JsonCursor, deep_nesting_is_an_error_not_a_crash) {
   EXPECT_THROW(read_json_value(cur), ParseError);
 }
 
+TEST(JsonCursor, skipped_values_are_checked_like_read_ones) {
+  EXPECT_EQ(skip_error(R"({"a": {"b": [1, 2 3]}})"),
+            "bad.json:1:19: expected ',' or ']' after an array element");
+  EXPECT_EQ(skip_error(R"({"a": nul})"), "bad.json:1:7: expected null");
+  EXPECT_NE(skip_error(R"({"a": "\q"})").find("bad.json:1:"), std::string::npos);
+  EXPECT_NE(skip_error("{\"a\": \"x\ty\"}").find("bad.json:1:"), std::string::npos);
+  // RFC 8259 numbers only: no leading zero, a digit after the point and in the exponent.
+  EXPECT_EQ(skip_error(R"({"a": 01})"), "bad.json:1:7: malformed number `01`");
+  EXPECT_EQ(skip_error(R"([1., 2])"), "bad.json:1:2: malformed number `1.`");
+  EXPECT_EQ(skip_error(R"([1e+])"), "bad.json:1:2: malformed number `1e+`");
+}
+
 TEST(JsonCursor, type_mismatches_are_errors) {
   JsonCursor cur(R"({"a": "x"})", "t.json");
   cur.begin_object();

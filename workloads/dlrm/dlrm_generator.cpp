@@ -107,21 +107,21 @@ class RankEmitter {
   RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
               const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
               uint32_t index, TaskGraph& graph)
-      : cfg_(config),
+      : config_(config),
         built_(built),
         top_widths_(top_widths),
         graph_(graph),
         rank_(built.ranks[index]),
-        at_{rank_, kCpuThread, kComputeStream, kCommStream},
+        threads_{rank_, kCpuThread, kComputeStream, kCommStream},
         distributed_(built.ranks.size() > 1),
         exchange_(exchange),
-        b_(built.local_batch),
+        local_batch_(built.local_batch),
         hybrid_(config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && distributed_),
         bottom_in_exchange_(hybrid_ && index == 0),
         bottom_batch_(!hybrid_ ? built.local_batch : (index == 0 ? config.global_batch : 0)),
-        t_(static_cast<int64_t>(config.tables.size())),
-        d_(config.embedding_dim),
-        dt_(config.dtype) {
+        table_count_(static_cast<int64_t>(config.tables.size())),
+        embedding_dim_(config.embedding_dim),
+        dtype_(config.dtype) {
     const TablePlacement& placement = built.placement;
     const auto ranks = static_cast<uint32_t>(built.ranks.size());
     pieces_.batch = config.global_batch;
@@ -138,14 +138,14 @@ class RankEmitter {
       const EmbeddingTable& table = config.tables[t];
       const int64_t rows = row_wise_shard_rows(table.rows, index, ranks);
       if (rows > 0) {
-        add_lookup(row_wise_, table, rows, d_,
+        add_lookup(row_wise_, table, rows, embedding_dim_,
                    table.pooling * as_double(rows) / as_double(table.rows));
       }
     }
     data_parallel_.batch = built.local_batch;
     for (uint32_t t : placement.data_parallel) {
       const EmbeddingTable& table = config.tables[t];
-      add_lookup(data_parallel_, table, table.rows, d_, table.pooling);
+      add_lookup(data_parallel_, table, table.rows, embedding_dim_, table.pooling);
     }
     // Table-row-wise: the row blocks of this node's tables, looked up for the global batch
     // (TorchRec TwRwSparseFeaturesDist sends every rank's indices of a block to its rank).
@@ -159,7 +159,7 @@ class RankEmitter {
       const EmbeddingTable& table = config.tables[t];
       const int64_t rows = row_wise_shard_rows(table.rows, local_rank_, local);
       if (rows > 0) {
-        add_lookup(table_row_wise_, table, rows, d_,
+        add_lookup(table_row_wise_, table, rows, embedding_dim_,
                    table.pooling * as_double(rows) / as_double(table.rows));
       }
     }
@@ -167,26 +167,26 @@ class RankEmitter {
     row_wise_tables_ = static_cast<int64_t>(placement.row_wise.size());
     data_parallel_tables_ = static_cast<int64_t>(placement.data_parallel.size());
     for (uint32_t t : placement.data_parallel)
-      data_parallel_elements_ += config.tables[t].rows * d_;
+      data_parallel_elements_ += config.tables[t].rows * embedding_dim_;
   }
 
   void iteration(uint32_t it, const IterationGroups& groups) {
     graph_.add_iteration_mark(rank_, kCpuThread, it);
     DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
-    DdpModule bottom{cfg_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
-    if (cfg_.mode == DlrmMode::kInference) {
+    DdpModule bottom{config_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
+    if (config_.mode == DlrmMode::kInference) {
       // A served batch: its inputs copied, the forward, the host waits for the scores.
       load_batch();
       forward(groups);
       graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
       return;
     }
-    const bool prefetch = cfg_.input == InputPipeline::kPrefetch;
+    const bool prefetch = config_.input == InputPipeline::kPrefetch;
     // The prefetcher copies the first batch before the loop, each later one after the step
     // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
     if (!prefetch || it == 0) load_batch();
     if (prefetch) {
-      HostOp h(graph_, at_, "torch.cuda.Stream.wait_stream");
+      HostOp h(graph_, threads_, "torch.cuda.Stream.wait_stream");
       h.wait(kComputeStream, h.record(kDataStream));
       h.end();
     }
@@ -199,18 +199,18 @@ class RankEmitter {
 
  private:
   // ---- ops ---------------------------------------------------------------------------------
-  void body(std::string_view op) { pytorch::body(graph_, at_, op); }
+  void body(std::string_view op) { pytorch::body(graph_, threads_, op); }
 
   void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
                      const KernelDesc& desc) {
-    HostOp h(graph_, at_, op);
+    HostOp h(graph_, threads_, op);
     h.kernel(kernel_name, aten_op, desc);
     h.end();
   }
 
   /// A blocking aten::to: the copy, then the host waits for the compute stream.
   void blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-    HostOp h(graph_, at_, "aten::to");
+    HostOp h(graph_, threads_, "aten::to");
     h.copy(copy_name, kind, bytes);
     h.end();
     graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::to");
@@ -221,11 +221,11 @@ class RankEmitter {
   /// (CUDA's cudaMemcpyAsync from pageable memory returns once the data is staged; the staging
   /// is priced as the copy).
   void input_copy(std::string_view copy_name, int64_t bytes) {
-    if (cfg_.input == InputPipeline::kBlocking) {
+    if (config_.input == InputPipeline::kBlocking) {
       blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
       return;
     }
-    HostOp h(graph_, at_, "aten::to");
+    HostOp h(graph_, threads_, "aten::to");
     h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
     h.end();
     graph_.add_host_sync(rank_, kCpuThread, kDataStream, "aten::to");
@@ -235,11 +235,11 @@ class RankEmitter {
   /// The batch's host-to-device copies; training fetches it from the DataLoader first (a served
   /// batch arrives without one).
   void load_batch() {
-    if (cfg_.mode == DlrmMode::kTrain) {
+    if (config_.mode == DlrmMode::kTrain) {
       body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
     }
     if (bottom_batch_ > 0) {
-      input_copy("Memcpy HtoD (dense)", bottom_batch_ * cfg_.bottom_mlp.front() * kFp32Bytes);
+      input_copy("Memcpy HtoD (dense)", bottom_batch_ * config_.bottom_mlp.front() * kFp32Bytes);
     }
     // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
     // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
@@ -252,12 +252,12 @@ class RankEmitter {
       }
     }
     if (offsets > 0) {
-      input_copy("Memcpy HtoD (offsets)", (offsets + 1) * cfg_.index_bytes);
-      input_copy("Memcpy HtoD (indices)", indices * cfg_.index_bytes);
+      input_copy("Memcpy HtoD (offsets)", (offsets + 1) * config_.index_bytes);
+      input_copy("Memcpy HtoD (indices)", indices * config_.index_bytes);
     }
     // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
-    if (cfg_.input == InputPipeline::kPrefetch && cfg_.mode == DlrmMode::kTrain) {
-      input_copy("Memcpy HtoD (targets)", b_ * kFp32Bytes);
+    if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
+      input_copy("Memcpy HtoD (targets)", local_batch_ * kFp32Bytes);
     }
   }
 
@@ -296,12 +296,12 @@ class RankEmitter {
     }
     KernelDesc k;
     k.cls = cls;
-    k.dtype = cfg_.embedding_dtype;
+    k.dtype = config_.embedding_dtype;
     k.embedding = EmbeddingShape{group.batch, tables, (rows + tables / 2) / tables,
                                  (group.values_per_sample + tables / 2) / tables,
                                  pooling / as_double(tables)};
     k.embedding.optimizer = optimizer;
-    k.embedding.index_bytes = cfg_.index_bytes;
+    k.embedding.index_bytes = config_.index_bytes;
     k.embedding.per_table = group.tables;
     return k;
   }
@@ -310,9 +310,9 @@ class RankEmitter {
   void fused_lookup(const LookupGroup& group) {
     if (group.empty()) return;
     const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
-                                       fbgemm_optimizer_name(cfg_.optimizer));
+                                       fbgemm_optimizer_name(config_.optimizer));
     single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
-                  embedding_kernel(KernelClass::kEmbeddingForward, group, cfg_.optimizer));
+                  embedding_kernel(KernelClass::kEmbeddingForward, group, config_.optimizer));
   }
 
   /// Lookups of `group` times their dims: the values of its sparse gradient (one row a lookup).
@@ -332,30 +332,31 @@ class RankEmitter {
   void embedding_backward(const LookupGroup& group, DType from) {
     if (group.empty()) return;
     const int64_t pooled = group.batch * group.values_per_sample;
-    convert(from, cfg_.embedding_dtype, pooled);
-    if (cfg_.embedding_update == EmbeddingUpdate::kScatterAdd) {
+    convert(from, config_.embedding_dtype, pooled);
+    if (config_.embedding_update == EmbeddingUpdate::kScatterAdd) {
       const int64_t values = sparse_values(group);
       if (values > pooled) {
         single_kernel("EmbeddingBagBackward0", "index_select_kernel/index_select",
                       "aten::index_select",
-                      pointwise(MemoryOp::kIndex, cfg_.embedding_dtype, as_double(values), 0,
+                      pointwise(MemoryOp::kIndex, config_.embedding_dtype, as_double(values), 0,
                                 as_double(pooled) / as_double(values), 1));
       }
       return;
     }
-    const std::string_view name = fbgemm_optimizer_name(cfg_.optimizer);
+    const std::string_view name = fbgemm_optimizer_name(config_.optimizer);
     single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
                   fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
                   fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
-                  embedding_kernel(KernelClass::kEmbeddingBackward, group, cfg_.optimizer));
+                  embedding_kernel(KernelClass::kEmbeddingBackward, group, config_.optimizer));
   }
 
   /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
   /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
   /// read and written.
   void pack_send_buffer(int64_t elements) {
-    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, cfg_.all_to_all_dtype, as_double(elements), 0, 1, 1));
+    single_kernel(
+        "aten::cat", "CatArrayBatchedCopy", "aten::cat",
+        pointwise(MemoryOp::kCat, config_.all_to_all_dtype, as_double(elements), 0, 1, 1));
   }
 
   /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
@@ -372,7 +373,7 @@ class RankEmitter {
   /// Launches a collective (`op` names the host op and the collective) after the compute
   /// stream's work so far; returns the comm-stream event that marks its end.
   TaskId launch_collective(CollectiveId group, std::string_view op) {
-    HostOp h(graph_, at_, op);
+    HostOp h(graph_, threads_, op);
     const TaskId ready = h.record(kComputeStream);
     h.wait(kCommStream, ready);
     h.collective(group, op);
@@ -382,7 +383,7 @@ class RankEmitter {
   }
 
   void wait_for(std::string_view op, TaskId comm_event) {
-    HostOp h(graph_, at_, op);
+    HostOp h(graph_, threads_, op);
     h.wait(kComputeStream, comm_event);
     h.end();
   }
@@ -390,8 +391,8 @@ class RankEmitter {
   /// torch.autocast: an fp32 parameter of `elements` is cast to the compute dtype where an op
   /// uses it (aten::_to_copy; one read of 4 B, one write of 2 B an element).
   void cast_parameter(HostOp& h, int64_t elements) {
-    if (!cfg_.master_weights) return;
-    KernelDesc cast = pointwise(MemoryOp::kCopy, dt_, as_double(elements), 0, 0, 1);
+    if (!config_.master_weights) return;
+    KernelDesc cast = pointwise(MemoryOp::kCopy, dtype_, as_double(elements), 0, 0, 1);
     cast.bytes_read = as_double(elements * 4);
     h.kernel("vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
   }
@@ -399,33 +400,33 @@ class RankEmitter {
   /// AccumulateGrad of a 16-bit gradient into an fp32 parameter's .grad (a cast kernel); with
   /// the parameters in the compute dtype it steals the gradient and launches nothing.
   void accumulate_grad(int64_t elements) {
-    if (!cfg_.master_weights) {
+    if (!config_.master_weights) {
       body("AccumulateGrad");
       return;
     }
     KernelDesc cast = pointwise(MemoryOp::kCopy, DType::kFp32, as_double(elements), 0, 0, 1);
-    cast.bytes_read = as_double(elements * dtype_bytes(dt_));
+    cast.bytes_read = as_double(elements * dtype_bytes(dtype_));
     single_kernel("AccumulateGrad", "vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
   }
 
   void linear_forward(int64_t batch, int64_t in, int64_t out) {
-    if (cfg_.master_weights) {
-      HostOp h(graph_, at_, "aten::linear");
+    if (config_.master_weights) {
+      HostOp h(graph_, threads_, "aten::linear");
       cast_parameter(h, out * in);
       cast_parameter(h, out);
-      h.kernel(pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
-               gemm_kernel(dt_, 1, batch, out, in));
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
+               gemm_kernel(dtype_, 1, batch, out, in));
       h.end();
       return;
     }
-    single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "addmm"), "aten::addmm",
-                  gemm_kernel(dt_, 1, batch, out, in));
+    single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
+                  gemm_kernel(dtype_, 1, batch, out, in));
   }
 
   /// Lin et al., TPDS 2024: relu F = 1, A = 2; sigmoid F = 4, A = 2.
   void relu_forward(int64_t batch, int64_t width) {
     single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
-                  pointwise(MemoryOp::kRelu, dt_, as_double(batch * width), 1, 1, 1));
+                  pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
   }
 
   void forward(const IterationGroups& groups) {
@@ -433,16 +434,18 @@ class RankEmitter {
     TaskId reduce_scatter_done = kNoTask;
     fused_lookup(pieces_);
     const int64_t local_values = pieces_.batch * pieces_.values_per_sample;
-    const auto& bot = cfg_.bottom_mlp;
+    const auto& bot = config_.bottom_mlp;
     if (bottom_in_exchange_) {
       // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
       // whose payload carries its output to every rank.
       mlp_forward(bottom_batch_, bot, bot.size() - 1);
     }
     if (exchange_.all_to_all) {
-      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, local_values);
-      if (bottom_in_exchange_) convert(dt_, cfg_.all_to_all_dtype, bottom_batch_ * d_);
-      const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * d_ : 0);
+      convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
+      if (bottom_in_exchange_)
+        convert(dtype_, config_.all_to_all_dtype, bottom_batch_ * embedding_dim_);
+      const int64_t sent =
+          local_values + (bottom_in_exchange_ ? bottom_batch_ * embedding_dim_ : 0);
       if (sent > 0) pack_send_buffer(sent);
       a2a_done = launch_collective(groups.a2a_forward, "nccl:all_to_all");
     }
@@ -451,8 +454,8 @@ class RankEmitter {
     // RwPooledEmbeddingDist).
     fused_lookup(row_wise_);
     if (exchange_.row_wise) {
-      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype,
-              cfg_.global_batch * row_wise_tables_ * d_);
+      convert(config_.embedding_dtype, config_.all_to_all_dtype,
+              config_.global_batch * row_wise_tables_ * embedding_dim_);
       reduce_scatter_done = launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
     }
     // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
@@ -461,7 +464,8 @@ class RankEmitter {
     fused_lookup(table_row_wise_);
     TaskId table_row_wise_done = kNoTask;
     if (exchange_.table_row_wise) {
-      convert(cfg_.embedding_dtype, cfg_.all_to_all_dtype, cfg_.global_batch * node_tables_ * d_);
+      convert(config_.embedding_dtype, config_.all_to_all_dtype,
+              config_.global_batch * node_tables_ * embedding_dim_);
       if (groups.node_reduce_scatter[node_] != 0) {
         table_row_wise_done =
             launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
@@ -488,10 +492,11 @@ class RankEmitter {
     // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
     // parallel: with the bottom MLP output), and what this rank looked up itself.
     const int64_t received = received_vectors();
-    convert(cfg_.all_to_all_dtype, dt_, b_ * received * d_);
-    convert(cfg_.embedding_dtype, dt_, b_ * (t_ + (hybrid_ ? 1 : 0) - received) * d_);
+    convert(config_.all_to_all_dtype, dtype_, local_batch_ * received * embedding_dim_);
+    convert(config_.embedding_dtype, dtype_,
+            local_batch_ * (table_count_ + (hybrid_ ? 1 : 0) - received) * embedding_dim_);
 
-    if (cfg_.interaction == DlrmInteraction::kDot) {
+    if (config_.interaction == DlrmInteraction::kDot) {
       dot_interaction_forward();
     } else {
       cross_network_forward();
@@ -499,21 +504,23 @@ class RankEmitter {
 
     // The top MLP: its ReLU layers, then the last layer and the sigmoid.
     const size_t top_layers = top_widths_.size() - 1;
-    mlp_forward(b_, top_widths_, top_layers - 1);
-    linear_forward(b_, top_widths_[top_layers - 1], top_widths_[top_layers]);
+    mlp_forward(local_batch_, top_widths_, top_layers - 1);
+    linear_forward(local_batch_, top_widths_[top_layers - 1], top_widths_[top_layers]);
     single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
-                  pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top_widths_.back()), 4, 1, 1));
+                  pointwise(MemoryOp::kSigmoid, dtype_,
+                            as_double(local_batch_ * top_widths_.back()), 4, 1, 1));
 
-    if (cfg_.mode == DlrmMode::kInference) return;
+    if (config_.mode == DlrmMode::kInference) return;
     // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
-    if (cfg_.input == InputPipeline::kBlocking) {
-      blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, b_ * kFp32Bytes);
+    if (config_.input == InputPipeline::kBlocking) {
+      blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice,
+                    local_batch_ * kFp32Bytes);
     }
     single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
                   "aten::binary_cross_entropy",
-                  pointwise(MemoryOp::kBinary, dt_, as_double(b_), 7, 2, 1));
+                  pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 7, 2, 1));
     // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
-    if (cfg_.loss_to_host) {
+    if (config_.loss_to_host) {
       blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
     }
   }
@@ -521,49 +528,54 @@ class RankEmitter {
   // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
   // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
   void dot_interaction_forward() {
-    const int64_t f = t_ + 1;
-    const int64_t pairs = cfg_.interaction_pairs();
-    single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * f * d_), 0, 1, 1));
-    if (cfg_.interaction_kernel == InteractionKernel::kFused) {
+    const int64_t f = table_count_ + 1;
+    const int64_t pairs = config_.interaction_pairs();
+    single_kernel(
+        "aten::cat", "CatArrayBatchedCopy", "aten::cat",
+        pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * f * embedding_dim_), 0, 1, 1));
+    if (config_.interaction_kernel == InteractionKernel::kFused) {
       // DeepLearningExamples' cuda_dot (dlrm/cuda_src/dot_based_interact*): one kernel reads
       // the f x D features and the bottom MLP output of each sample and writes the D + pairs
       // outputs; the lower triangle of the Gram matrix takes f f D multiply-adds.
       KernelDesc dot;
       dot.cls = KernelClass::kMemoryBound;
-      dot.dtype = dt_;
-      const double e = as_double(dtype_bytes(dt_));
-      dot.bytes_read = as_double(b_ * (f + 1) * d_) * e;
-      dot.bytes_written = as_double(b_ * (d_ + pairs)) * e;
-      dot.flops = as_double(b_ * f * f * d_);
+      dot.dtype = dtype_;
+      const double e = as_double(dtype_bytes(dtype_));
+      dot.bytes_read = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
+      dot.bytes_written = as_double(local_batch_ * (embedding_dim_ + pairs)) * e;
+      dot.flops = as_double(local_batch_ * f * f * embedding_dim_);
       single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd",
                     dot);
       return;
     }
     body("aten::view");
     body("aten::transpose");
-    single_kernel("aten::bmm", pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm",
-                  gemm_kernel(dt_, b_, f, f, d_));
-    KernelDesc gather = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 0, 1, 1);
+    single_kernel("aten::bmm", pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+                  gemm_kernel(dtype_, local_batch_, f, f, embedding_dim_));
+    KernelDesc gather =
+        pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 0, 1, 1);
     gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
     single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * (d_ + pairs)), 0, 1, 1));
+                  pointwise(MemoryOp::kCat, dtype_,
+                            as_double(local_batch_ * (embedding_dim_ + pairs)), 0, 1, 1));
   }
 
   void dot_interaction_backward() {
-    const int64_t f = t_ + 1;
-    const int64_t pairs = cfg_.interaction_pairs();
-    if (cfg_.interaction_kernel == InteractionKernel::kFused) {
+    const int64_t f = table_count_ + 1;
+    const int64_t pairs = config_.interaction_pairs();
+    if (config_.interaction_kernel == InteractionKernel::kFused) {
       // cuda_dot's backward: one kernel reads the output gradient and the features and writes
       // the features' gradient (the bottom MLP output's included); twice the forward's work.
       KernelDesc dot;
       dot.cls = KernelClass::kMemoryBound;
-      dot.dtype = dt_;
-      const double e = as_double(dtype_bytes(dt_));
-      dot.bytes_read = as_double(b_ * (d_ + pairs) + b_ * f * d_) * e;
-      dot.bytes_written = as_double(b_ * (f + 1) * d_) * e;
-      dot.flops = as_double(2 * b_ * f * f * d_);
+      dot.dtype = dtype_;
+      const double e = as_double(dtype_bytes(dtype_));
+      dot.bytes_read =
+          as_double(local_batch_ * (embedding_dim_ + pairs) + local_batch_ * f * embedding_dim_) *
+          e;
+      dot.bytes_written = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
+      dot.flops = as_double(2 * local_batch_ * f * f * embedding_dim_);
       single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
                     "dot_based_interact::bwd", dot);
       body("CatBackward0");
@@ -571,10 +583,11 @@ class RankEmitter {
     }
     body("CatBackward0");
     {
-      HostOp h(graph_, at_, "IndexBackward0");
+      HostOp h(graph_, threads_, "IndexBackward0");
       h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-               pointwise(MemoryOp::kCopy, dt_, as_double(b_ * f * f), 0, 0, 1));
-      KernelDesc put = pointwise(MemoryOp::kIndex, dt_, as_double(b_ * pairs), 1, 2, 1);
+               pointwise(MemoryOp::kCopy, dtype_, as_double(local_batch_ * f * f), 0, 0, 1));
+      KernelDesc put =
+          pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 1, 2, 1);
       put.bytes_read += as_double(2 * pairs * 8);
       h.kernel("indexing_backward_kernel", "aten::index_put_", put);
       h.end();
@@ -582,16 +595,18 @@ class RankEmitter {
     {
       // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
       // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
-      HostOp h(graph_, at_, "BmmBackward0");
-      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, f, d_, f));
-      h.kernel(pytorch::gemm_kernel_name(dt_, "bmm"), "aten::bmm", gemm_kernel(dt_, b_, d_, f, f));
+      HostOp h(graph_, threads_, "BmmBackward0");
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+               gemm_kernel(dtype_, local_batch_, f, embedding_dim_, f));
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+               gemm_kernel(dtype_, local_batch_, embedding_dim_, f, f));
       h.end();
     }
     body("TransposeBackward0");
-    add_gradients(b_ * f * d_);
+    add_gradients(local_batch_ * f * embedding_dim_);
     body("ViewBackward0");
     body("CatBackward0");
-    add_gradients(b_ * d_);
+    add_gradients(local_batch_ * embedding_dim_);
   }
 
   /// DCNv2's low-rank cross network (TorchRec LowRankCrossNet, as in MLPerf DLRMv2): x0 = the
@@ -599,26 +614,26 @@ class RankEmitter {
   /// layer x_{l+1} = x0 * (W_l (V_l x_l) + bias_l) + x_l with V_l: N -> r and W_l: r -> N, as
   /// two GEMMs and three elementwise kernels (add bias, mul, add) in eager PyTorch.
   void cross_network_forward() {
-    const int64_t n = cfg_.cross_width();
-    const int64_t r = cfg_.cross_rank;
+    const int64_t n = config_.cross_width();
+    const int64_t r = config_.cross_rank;
     single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                  pointwise(MemoryOp::kCat, dt_, as_double(b_ * n), 0, 1, 1));
-    for (int64_t l = 0; l < cfg_.cross_layers; ++l) {
-      if (cfg_.master_weights) {
-        HostOp h(graph_, at_, "aten::to");
+                  pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * n), 0, 1, 1));
+    for (int64_t l = 0; l < config_.cross_layers; ++l) {
+      if (config_.master_weights) {
+        HostOp h(graph_, threads_, "aten::to");
         cast_parameter(h, r * n);  // V_l
         cast_parameter(h, n * r);  // W_l
         cast_parameter(h, n);      // bias_l
         h.end();
       }
-      single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                    gemm_kernel(dt_, 1, b_, r, n));
-      single_kernel("aten::linear", pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                    gemm_kernel(dt_, 1, b_, n, r));
+      single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                    gemm_kernel(dtype_, 1, local_batch_, r, n));
+      single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                    gemm_kernel(dtype_, 1, local_batch_, n, r));
       for (const std::string_view op : {"add", "mul", "add"}) {
         const std::string aten = fmt::format("aten::{}", op);
         single_kernel(aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
-                      pointwise(MemoryOp::kBinary, dt_, as_double(b_ * n), 1, 2, 1));
+                      pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_ * n), 1, 2, 1));
       }
     }
   }
@@ -629,36 +644,36 @@ class RankEmitter {
   /// and of x0, which an add accumulates); the bias gradient is a batch sum; each GEMM's
   /// backward computes the input and the weight gradient; an add joins x_l's two gradients.
   void cross_network_backward(DdpModule& top, size_t ready_params) {
-    const int64_t n = cfg_.cross_width();
-    const int64_t r = cfg_.cross_rank;
-    const double elements = as_double(b_ * n);
-    for (int64_t l = cfg_.cross_layers; l-- > 0;) {
+    const int64_t n = config_.cross_width();
+    const int64_t r = config_.cross_rank;
+    const double elements = as_double(local_batch_ * n);
+    for (int64_t l = config_.cross_layers; l-- > 0;) {
       body("AddBackward0");
       {
-        HostOp h(graph_, at_, "MulBackward0");
+        HostOp h(graph_, threads_, "MulBackward0");
         for (int k = 0; k < 2; ++k) {
           h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-                   pointwise(MemoryOp::kBinary, dt_, elements, 1, 2, 1));
+                   pointwise(MemoryOp::kBinary, dtype_, elements, 1, 2, 1));
         }
         h.end();
       }
-      add_gradients(b_ * n);  // x0's gradient accumulates over the layers
+      add_gradients(local_batch_ * n);  // x0's gradient accumulates over the layers
       {
-        HostOp h(graph_, at_, "AddBackward0");
-        KernelDesc sum = pointwise(MemoryOp::kSum, dt_, elements, 1, 1, 0);
-        sum.bytes_written = as_double(n * dtype_bytes(dt_));
+        HostOp h(graph_, threads_, "AddBackward0");
+        KernelDesc sum = pointwise(MemoryOp::kSum, dtype_, elements, 1, 1, 0);
+        sum.bytes_written = as_double(n * dtype_bytes(dtype_));
         h.kernel("reduce_kernel/sum", "aten::sum", sum);
         h.end();
       }
       for (const auto& [out, in] : {std::pair{n, r}, std::pair{r, n}}) {
-        HostOp h(graph_, at_, "MmBackward0");
-        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                 gemm_kernel(dt_, 1, b_, in, out));
-        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                 gemm_kernel(dt_, 1, out, in, b_));
+        HostOp h(graph_, threads_, "MmBackward0");
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                 gemm_kernel(dtype_, 1, local_batch_, in, out));
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                 gemm_kernel(dtype_, 1, out, in, local_batch_));
         h.end();
       }
-      add_gradients(b_ * n);  // x_l: the residual's gradient plus V's
+      add_gradients(local_batch_ * n);  // x_l: the residual's gradient plus V's
       accumulate_grad(n);
       accumulate_grad(n * r);
       accumulate_grad(r * n);
@@ -677,7 +692,7 @@ class RankEmitter {
   /// csrc/mlp_cuda.cu): one host op for the whole MLP, per layer a GEMM without bias and one
   /// kernel that adds the bias and applies the ReLU.
   void mlp_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers) {
-    if (cfg_.mlp_kernels == MlpKernels::kAten) {
+    if (config_.mlp_kernels == MlpKernels::kAten) {
       for (size_t l = 0; l < layers; ++l) {
         linear_forward(batch, widths[l], widths[l + 1]);
         relu_forward(batch, widths[l + 1]);
@@ -685,16 +700,16 @@ class RankEmitter {
       return;
     }
     if (layers == 0) return;
-    HostOp h(graph_, at_, "MlpFunction");
+    HostOp h(graph_, threads_, "MlpFunction");
     for (size_t l = 0; l < layers; ++l) {
       const int64_t in = widths[l];
       const int64_t out = widths[l + 1];
       cast_parameter(h, out * in);
       cast_parameter(h, out);
-      h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_forward",
-               gemm_kernel(dt_, 1, batch, out, in));
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_forward",
+               gemm_kernel(dtype_, 1, batch, out, in));
       h.kernel("biasAddRelu_fprop", "apex::mlp_forward",
-               pointwise(MemoryOp::kRelu, dt_, as_double(batch * out), 2, 1, 1));
+               pointwise(MemoryOp::kRelu, dtype_, as_double(batch * out), 2, 1, 1));
     }
     h.end();
   }
@@ -707,7 +722,7 @@ class RankEmitter {
   /// then accumulated.
   void mlp_backward(int64_t batch, DdpModule& module, size_t layers, bool input_grad,
                     size_t ready_before) {
-    if (cfg_.mlp_kernels == MlpKernels::kAten) {
+    if (config_.mlp_kernels == MlpKernels::kAten) {
       for (size_t l = layers; l-- > 0;) {
         relu_backward(batch, module.widths[l + 1]);
         linear_backward(batch, module, l, l > 0 || input_grad);
@@ -717,18 +732,18 @@ class RankEmitter {
     }
     if (layers == 0) return;
     {
-      HostOp h(graph_, at_, "MlpFunctionBackward");
+      HostOp h(graph_, threads_, "MlpFunctionBackward");
       for (size_t l = layers; l-- > 0;) {
         const int64_t in = module.widths[l];
         const int64_t out = module.widths[l + 1];
         h.kernel("biasAddRelu_bprop", "apex::mlp_backward",
-                 pointwise(MemoryOp::kRelu, dt_, as_double(batch * out), 2, 2, 1));
+                 pointwise(MemoryOp::kRelu, dtype_, as_double(batch * out), 2, 2, 1));
         if (l > 0 || input_grad) {
-          h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_backward",
-                   gemm_kernel(dt_, 1, batch, in, out));
+          h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_backward",
+                   gemm_kernel(dtype_, 1, batch, in, out));
         }
-        h.kernel(pytorch::gemm_kernel_name(dt_, "gemm"), "apex::mlp_backward",
-                 gemm_kernel(dt_, 1, out, in, batch));
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_backward",
+                 gemm_kernel(dtype_, 1, out, in, batch));
       }
       h.end();
     }
@@ -743,14 +758,14 @@ class RankEmitter {
     const int64_t in = module.widths[layer];
     const int64_t out = module.widths[layer + 1];
     {
-      HostOp h(graph_, at_, "AddmmBackward0");
+      HostOp h(graph_, threads_, "AddmmBackward0");
       if (input_grad)
-        h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-                 gemm_kernel(dt_, 1, batch, in, out));
-      h.kernel(pytorch::gemm_kernel_name(dt_, "mm"), "aten::mm",
-               gemm_kernel(dt_, 1, out, in, batch));
-      KernelDesc sum = pointwise(MemoryOp::kSum, dt_, as_double(batch * out), 1, 1, 0);
-      sum.bytes_written = as_double(out * dtype_bytes(dt_));
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                 gemm_kernel(dtype_, 1, batch, in, out));
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+               gemm_kernel(dtype_, 1, out, in, batch));
+      KernelDesc sum = pointwise(MemoryOp::kSum, dtype_, as_double(batch * out), 1, 1, 0);
+      sum.bytes_written = as_double(out * dtype_bytes(dtype_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
       h.end();
     }
@@ -766,11 +781,11 @@ class RankEmitter {
     while (module.next_bucket < buckets.size() &&
            buckets[module.next_bucket].params.back() < ready_params) {
       const DdpBucket& bucket = buckets[module.next_bucket];
-      HostOp h(graph_, at_, "nccl:all_reduce");
+      HostOp h(graph_, threads_, "nccl:all_reduce");
       // Gradient pre-scale by 1 / world size (Lin et al., TPDS 2024: mul, F = 1, A = 3).
       h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-               pointwise(MemoryOp::kBinary, cfg_.param_dtype(),
-                         as_double(bucket.bytes / dtype_bytes(cfg_.param_dtype())), 1, 2, 1));
+               pointwise(MemoryOp::kBinary, config_.param_dtype(),
+                         as_double(bucket.bytes / dtype_bytes(config_.param_dtype())), 1, 2, 1));
       const TaskId ready = h.record(kComputeStream);
       h.wait(kCommStream, ready);
       h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
@@ -783,18 +798,18 @@ class RankEmitter {
   void relu_backward(int64_t batch, int64_t width) {
     single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
                   "aten::threshold_backward",
-                  pointwise(MemoryOp::kRelu, dt_, as_double(batch * width), 1, 1, 1));
+                  pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
   }
 
   void add_gradients(int64_t elements) {
     single_kernel("aten::add", "vectorized_elementwise_kernel/add", "aten::add",
-                  pointwise(MemoryOp::kBinary, dt_, as_double(elements), 1, 2, 1));
+                  pointwise(MemoryOp::kBinary, dtype_, as_double(elements), 1, 2, 1));
   }
 
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
     body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
-                     torch_optimizer_class(cfg_.dense_optimizer)));
-    if (cfg_.grad_scaler) {
+                     torch_optimizer_class(config_.dense_optimizer)));
+    if (config_.grad_scaler) {
       // scaler.scale(loss): the loss times the scale.
       single_kernel("aten::mul", "vectorized_elementwise_kernel/mul", "aten::mul",
                     pointwise(MemoryOp::kBinary, DType::kFp32, 1, 1, 2, 1));
@@ -804,18 +819,19 @@ class RankEmitter {
     single_kernel("BinaryCrossEntropyBackward0",
                   "vectorized_elementwise_kernel/binary_cross_entropy_backward",
                   "aten::binary_cross_entropy_backward",
-                  pointwise(MemoryOp::kBinary, dt_, as_double(b_), 4, 2, 1));
+                  pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 4, 2, 1));
     const size_t top_layers = top_widths_.size() - 1;
     single_kernel("SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
                   "aten::sigmoid_backward",
-                  pointwise(MemoryOp::kSigmoid, dt_, as_double(b_ * top_widths_.back()), 2, 1, 1));
+                  pointwise(MemoryOp::kSigmoid, dtype_,
+                            as_double(local_batch_ * top_widths_.back()), 2, 1, 1));
     // The top MLP's input (the interaction output) needs its gradient, so every layer computes
     // grad input: the last layer, then the ReLU layers.
-    linear_backward(b_, top, top_layers - 1, true);
+    linear_backward(local_batch_, top, top_layers - 1, true);
     if (distributed_) reduce_ready_buckets(top, 2);
-    mlp_backward(b_, top, top_layers - 1, true, 2);
+    mlp_backward(local_batch_, top, top_layers - 1, true, 2);
 
-    if (cfg_.interaction == DlrmInteraction::kDot) {
+    if (config_.interaction == DlrmInteraction::kDot) {
       dot_interaction_backward();
     } else {
       cross_network_backward(top, 2 * top_layers);
@@ -824,22 +840,24 @@ class RankEmitter {
     TaskId a2a_done = kNoTask;
     TaskId all_gather_done = kNoTask;
     if (exchange_.all_to_all) {
-      const int64_t returned = b_ * (exchanged_tables() + (hybrid_ ? 1 : 0)) * d_;
-      convert(dt_, cfg_.all_to_all_dtype, returned);
+      const int64_t returned =
+          local_batch_ * (exchanged_tables() + (hybrid_ ? 1 : 0)) * embedding_dim_;
+      convert(dtype_, config_.all_to_all_dtype, returned);
       pack_send_buffer(returned);
       a2a_done = launch_collective(groups.a2a_backward, "nccl:all_to_all");
     }
     if (exchange_.row_wise) {
       // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
       // the global batch (TorchRec ReduceScatterBase_Wait.backward).
-      convert(dt_, cfg_.all_to_all_dtype, b_ * row_wise_tables_ * d_);
+      convert(dtype_, config_.all_to_all_dtype, local_batch_ * row_wise_tables_ * embedding_dim_);
       all_gather_done = launch_collective(groups.all_gather, "nccl:all_gather");
     }
     // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
     // the global batch of the node's blocks.
     TaskId table_row_wise_done = kNoTask;
     if (exchange_.table_row_wise) {
-      convert(dt_, cfg_.all_to_all_dtype, b_ * table_row_wise_tables_ * d_);
+      convert(dtype_, config_.all_to_all_dtype,
+              local_batch_ * table_row_wise_tables_ * embedding_dim_);
       if (groups.cross_a2a_backward[local_rank_] != 0) {
         table_row_wise_done =
             launch_collective(groups.cross_a2a_backward[local_rank_], "nccl:all_to_all");
@@ -850,7 +868,7 @@ class RankEmitter {
     }
 
     // The dense input needs no gradient: the first bottom layer computes no grad input.
-    const auto& bot = cfg_.bottom_mlp;
+    const auto& bot = config_.bottom_mlp;
     const size_t layers = bot.size() - 1;
     const auto bottom_backward = [&] { mlp_backward(bottom_batch_, bottom, layers, false, 0); };
     if (!hybrid_) bottom_backward();
@@ -858,15 +876,16 @@ class RankEmitter {
     if (exchange_.all_to_all) wait_for("All2All_ReqBackward", a2a_done);
     if (bottom_in_exchange_) {
       // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
-      convert(cfg_.all_to_all_dtype, dt_, bottom_batch_ * d_);
+      convert(config_.all_to_all_dtype, dtype_, bottom_batch_ * embedding_dim_);
       bottom_backward();
     }
     // The gradients of this rank's lookups, as the embedding backward reads them.
-    embedding_backward(pieces_, exchange_.all_to_all ? cfg_.all_to_all_dtype : dt_);
+    embedding_backward(pieces_, exchange_.all_to_all ? config_.all_to_all_dtype : dtype_);
     if (exchange_.row_wise) wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
-    embedding_backward(row_wise_, exchange_.row_wise ? cfg_.all_to_all_dtype : dt_);
+    embedding_backward(row_wise_, exchange_.row_wise ? config_.all_to_all_dtype : dtype_);
     if (table_row_wise_done != kNoTask) wait_for("TwRw_ReqBackward", table_row_wise_done);
-    embedding_backward(table_row_wise_, exchange_.table_row_wise ? cfg_.all_to_all_dtype : dt_);
+    embedding_backward(table_row_wise_,
+                       exchange_.table_row_wise ? config_.all_to_all_dtype : dtype_);
     std::vector<TaskId> data_parallel_done;
     if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
     if (distributed_) {
@@ -875,7 +894,7 @@ class RankEmitter {
       for (const std::vector<TaskId>* done_events :
            {&top.done_events, &bottom.done_events, &data_parallel_done}) {
         if (done_events == &data_parallel_done && !exchange_.data_parallel) continue;
-        HostOp h(graph_, at_, "ddp.reducer::finalize_backward");
+        HostOp h(graph_, threads_, "ddp.reducer::finalize_backward");
         for (TaskId done : *done_events)
           h.wait(kComputeStream, done);
         h.end();
@@ -891,10 +910,10 @@ class RankEmitter {
   /// pre-scale and the all-reduce, as reduce_ready_buckets does. Returns the all-reduce's end
   /// event (none with one rank).
   std::vector<TaskId> data_parallel_backward(const IterationGroups& groups) {
-    const DType e = cfg_.embedding_dtype;
-    convert(dt_, e, data_parallel_.batch * data_parallel_.values_per_sample);
+    const DType e = config_.embedding_dtype;
+    convert(dtype_, e, data_parallel_.batch * data_parallel_.values_per_sample);
     {
-      HostOp h(graph_, at_, "CppNode<SplitLookupFunction_Dense_Op>");
+      HostOp h(graph_, threads_, "CppNode<SplitLookupFunction_Dense_Op>");
       h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
                pointwise(MemoryOp::kCopy, e, as_double(data_parallel_elements_), 0, 0, 1));
       h.kernel("split_embedding_backward_codegen_dense_unweighted_exact_kernel",
@@ -904,7 +923,7 @@ class RankEmitter {
       h.end();
     }
     if (!exchange_.data_parallel) return {};
-    HostOp h(graph_, at_, "nccl:all_reduce");
+    HostOp h(graph_, threads_, "nccl:all_reduce");
     h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
              pointwise(MemoryOp::kBinary, e, as_double(data_parallel_elements_), 1, 2, 1));
     const TaskId ready = h.record(kComputeStream);
@@ -917,7 +936,7 @@ class RankEmitter {
 
   /// Tables whose pooled embeddings travel in the all-to-all: table-wise and column-wise.
   int64_t exchanged_tables() const {
-    return t_ - row_wise_tables_ - table_row_wise_tables_ - data_parallel_tables_;
+    return table_count_ - row_wise_tables_ - table_row_wise_tables_ - data_parallel_tables_;
   }
 
   /// Pooled vectors per local sample that arrive by a collective (in the payload dtype).
@@ -939,17 +958,17 @@ class RankEmitter {
   /// (_group_tensors_by_device_and_dtype), so when the tables' dtype differs from the MLPs' the
   /// tables get their own multi_tensor_apply launch.
   void optimizer_step() {
-    OptimizerShape sgd{cfg_.dense_optimizer, OptimizerImpl::kForeach};
+    OptimizerShape sgd{config_.dense_optimizer, OptimizerImpl::kForeach};
     int64_t elements = 0;
-    const bool tables_apart =
-        storage_dtype(cfg_.embedding_dtype) != storage_dtype(dt_) && data_parallel_elements_ > 0;
+    const bool tables_apart = storage_dtype(config_.embedding_dtype) != storage_dtype(dtype_) &&
+                              data_parallel_elements_ > 0;
     if (data_parallel_elements_ > 0 && !tables_apart) {
       sgd.tensor_elements.push_back(data_parallel_elements_);
       elements += data_parallel_elements_;
     }
     // The cross network (DCNv2) is registered between the bottom and the top MLP.
-    const std::vector<int64_t> cross = cross_param_elements(cfg_);
-    for (const std::vector<int64_t>* widths : {&cfg_.bottom_mlp, &top_widths_}) {
+    const std::vector<int64_t> cross = cross_param_elements(config_);
+    for (const std::vector<int64_t>* widths : {&config_.bottom_mlp, &top_widths_}) {
       if (widths == &top_widths_) {
         for (const int64_t e : cross) {
           sgd.tensor_elements.push_back(e);
@@ -964,19 +983,19 @@ class RankEmitter {
         elements += out * in + out;
       }
     }
-    if (cfg_.grad_scaler) {
+    if (config_.grad_scaler) {
       // scaler.step(optimizer): unscale_ the dense gradients and check them for inf / NaN,
       // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
       // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
       unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
-      HostOp item(graph_, at_, "aten::_local_scalar_dense");
+      HostOp item(graph_, threads_, "aten::_local_scalar_dense");
       item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
       item.end();
       graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::_local_scalar_dense");
     }
     dense_step(sgd, elements, tables_apart);
     sparse_step();
-    if (cfg_.grad_scaler) {
+    if (config_.grad_scaler) {
       // scaler.update(): the scale for the next step from found_inf.
       single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
                     "aten::_amp_update_scale_",
@@ -998,20 +1017,20 @@ class RankEmitter {
   /// row (dense.add_(sparse, alpha=-lr): one index_add_ per sparse parameter; the lookup groups
   /// are the parameters), after GradScaler's unscale_ of the values.
   void sparse_step() {
-    if (cfg_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
+    if (config_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
     const std::array<const LookupGroup*, 3> groups{&pieces_, &row_wise_, &table_row_wise_};
-    if (cfg_.grad_scaler) {
+    if (config_.grad_scaler) {
       // The values are in the table dtype; GradScaler unscales them as they are.
       int64_t values = 0;
       for (const LookupGroup* group : groups)
         values += sparse_values(*group);
-      unscale_gradients(values, cfg_.embedding_dtype);
+      unscale_gradients(values, config_.embedding_dtype);
     }
     if (std::all_of(groups.begin(), groups.end(),
                     [](const LookupGroup* g) { return g->empty(); })) {
       return;
     }
-    HostOp h(graph_, at_, "Optimizer.step#SGD.step");
+    HostOp h(graph_, threads_, "Optimizer.step#SGD.step");
     for (const LookupGroup* group : groups) {
       if (group->empty()) continue;
       KernelDesc update =
@@ -1026,32 +1045,32 @@ class RankEmitter {
   /// data-parallel tables in their own launch when `tables_apart`).
   void dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
     const std::string kernel =
-        fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(cfg_.dense_optimizer));
-    const std::string_view aten = cfg_.dense_optimizer == OptimizerKind::kSgd
+        fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(config_.dense_optimizer));
+    const std::string_view aten = config_.dense_optimizer == OptimizerKind::kSgd
                                       ? "aten::_foreach_add_"
                                       : "aten::_foreach_addcdiv_";
-    HostOp h(graph_, at_,
-             fmt::format("Optimizer.step#{}.step", torch_optimizer_class(cfg_.dense_optimizer)));
+    HostOp h(graph_, threads_,
+             fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
     if (tables_apart) {
-      KernelDesc tables = pointwise(MemoryOp::kOptimizer, cfg_.embedding_dtype,
+      KernelDesc tables = pointwise(MemoryOp::kOptimizer, config_.embedding_dtype,
                                     as_double(data_parallel_elements_), 2, 2, 1);
-      tables.optimizer = OptimizerShape{cfg_.dense_optimizer, OptimizerImpl::kForeach};
+      tables.optimizer = OptimizerShape{config_.dense_optimizer, OptimizerImpl::kForeach};
       tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
       h.kernel(kernel, aten, tables);
     }
     KernelDesc update =
-        pointwise(MemoryOp::kOptimizer, cfg_.param_dtype(), as_double(elements), 2, 2, 1);
+        pointwise(MemoryOp::kOptimizer, config_.param_dtype(), as_double(elements), 2, 2, 1);
     update.optimizer = std::move(sgd);
     h.kernel(kernel, aten, update);
     h.end();
   }
 
-  const DlrmConfig& cfg_;
+  const DlrmConfig& config_;
   const DlrmGraph& built_;
   const std::vector<int64_t>& top_widths_;
   TaskGraph& graph_;
   RankId rank_;
-  pytorch::RankThreads at_;
+  pytorch::RankThreads threads_;
   bool distributed_;
   EmbeddingExchange exchange_;
   /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
@@ -1070,16 +1089,16 @@ class RankEmitter {
   int64_t data_parallel_tables_ = 0;
   /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
   int64_t data_parallel_elements_ = 0;
-  int64_t b_;
+  int64_t local_batch_;
   /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
   bool hybrid_;
   /// This rank runs the bottom MLP and puts its output into the exchange.
   bool bottom_in_exchange_;
   /// Samples this rank's bottom MLP sees (0: it runs none).
   int64_t bottom_batch_;
-  int64_t t_;
-  int64_t d_;
-  DType dt_;
+  int64_t table_count_;
+  int64_t embedding_dim_;
+  DType dtype_;
 };
 
 void check_inputs(const DlrmConfig& c, const DlrmPlacementInputs& in) {

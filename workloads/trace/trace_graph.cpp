@@ -259,7 +259,7 @@ std::optional<GemmShape> gemm_shape(std::string_view op, const KinetoOpInputs& i
 class RankBuilder {
  public:
   RankBuilder(const RankTrace& trace, const TraceGraphOptions& options)
-      : trace_(trace), k_(trace.kineto), ev_(trace.kineto.events), options_(options) {}
+      : trace_(trace), kineto_(trace.kineto), events_(trace.kineto.events), options_(options) {}
 
   void analyse() {
     collect_threads_and_streams();
@@ -273,7 +273,7 @@ class RankBuilder {
   int64_t first_ps() const { return first_ps_; }
   int64_t last_ps() const { return last_ps_; }
   const std::vector<NcclKernel>& nccl() const { return nccl_; }
-  const KinetoTrace& kineto() const { return k_; }
+  const KinetoTrace& kineto() const { return kineto_; }
   std::vector<NcclKernel>& nccl_mut() { return nccl_; }
 
   void plan() {
@@ -297,14 +297,14 @@ class RankBuilder {
                         const std::vector<uint8_t>& collective_alone, int64_t origin_ps,
                         uint32_t gpu) {
     TraceRankSummary s;
-    s.file = k_.file;
-    s.trace_rank = k_.distributed.rank;
-    s.device = k_.devices.empty() ? "GPU" : k_.devices.front().name;
-    for (const KinetoDevice& d : k_.devices) {
-      if (!gpu_events_.empty() && d.id == ev_[gpu_events_.front()].device) s.device = d.name;
+    s.file = kineto_.file;
+    s.trace_rank = kineto_.distributed.rank;
+    s.device = kineto_.devices.empty() ? "GPU" : kineto_.devices.front().name;
+    for (const KinetoDevice& d : kineto_.devices) {
+      if (!gpu_events_.empty() && d.id == events_[gpu_events_.front()].device) s.device = d.name;
     }
     RankInfo info;
-    info.name = "rank " + std::to_string(g.rank_count()) + " (" + file_name(k_.file) + ")";
+    info.name = "rank " + std::to_string(g.rank_count()) + " (" + file_name(kineto_.file) + ")";
     const bool orphan_thread = !orphans_.empty();
     info.cpu_threads = static_cast<uint16_t>(threads_.size() + (orphan_thread ? 1 : 0));
     const bool many_devices = !stream_index_.empty() && stream_index_.begin()->first.first !=
@@ -320,16 +320,16 @@ class RankBuilder {
     s.rank = rank_;
     s.cpu_threads = info.cpu_threads;
     s.streams = static_cast<uint16_t>(info.stream_names.size());
-    g_ = &g;
+    graph_ = &g;
     origin_ = origin_ps;
 
     // GPU tasks first: launches name them.
-    gpu_task_.assign(ev_.size(), kNoTask);
+    gpu_task_.assign(events_.size(), kNoTask);
     std::unordered_map<uint32_t, size_t> nccl_pos;
     for (size_t i = 0; i < nccl_.size(); ++i)
       nccl_pos.emplace(nccl_[i].gpu, i);
     for (uint32_t gi : gpu_events_) {
-      const KinetoEvent& e = ev_[gi];
+      const KinetoEvent& e = events_[gi];
       const uint16_t stream = stream_of_[gi];
       const std::string_view op = op_name_of_launch(launcher_[gi]);
       TaskId t = kNoTask;
@@ -349,7 +349,7 @@ class RankBuilder {
         TransferDesc td;
         td.rank = rank_;
         td.bytes = std::max<int64_t>(0, e.bytes);
-        const std::string_view n = k_.name_of(e);
+        const std::string_view n = kineto_.name_of(e);
         td.kind = n.find("HtoD") != std::string_view::npos   ? TransferKind::kHostToDevice
                   : n.find("DtoH") != std::string_view::npos ? TransferKind::kDeviceToHost
                                                              : TransferKind::kDeviceToDevice;
@@ -359,7 +359,7 @@ class RankBuilder {
         KernelDesc kd;
         kd.cls = KernelClass::kMemoryBound;
         kd.bytes_written = static_cast<double>(std::max<int64_t>(0, e.bytes));
-        t = g.add_kernel(rank_, stream, k_.name_of(e), op, kd);
+        t = g.add_kernel(rank_, stream, kineto_.name_of(e), op, kd);
         ++s.memsets;
       } else {
         std::optional<KernelDesc> kd;
@@ -372,7 +372,7 @@ class RankBuilder {
           if (why == KeptReason::kCompiled) ++s.kernels_compiled_kept_measured;
           if (why == KeptReason::kNonAten) ++s.kernels_non_aten_kept_measured;
         }
-        t = g.add_kernel(rank_, stream, k_.name_of(e), op, *kd);
+        t = g.add_kernel(rank_, stream, kineto_.name_of(e), op, *kd);
         ++s.kernels;
       }
       if (measured) g.set_fixed_duration(t, Duration::from_ps(e.dur_ps));
@@ -397,7 +397,7 @@ class RankBuilder {
       cuda_stream[index] = key.second;
     for (const StreamWaitInfo& w : waits_) {
       s.stream_wait_edges.push_back(
-          TraceStreamWaitEdge{ev_[w.call].correlation, ev_[w.producer].correlation,
+          TraceStreamWaitEdge{events_[w.call].correlation, events_[w.producer].correlation,
                               cuda_stream[w.stream], cuda_stream[stream_of_[w.producer]], w.exact});
     }
 
@@ -431,11 +431,11 @@ class RankBuilder {
     std::map<std::pair<int64_t, int64_t>, uint32_t> thread_of;
     first_ps_ = INT64_MAX;
     last_ps_ = INT64_MIN;
-    thread_of_event_.assign(ev_.size(), kNone);
-    stream_of_.assign(ev_.size(), 0);
+    thread_of_event_.assign(events_.size(), kNone);
+    stream_of_.assign(events_.size(), 0);
     std::map<std::pair<int64_t, int64_t>, std::vector<uint32_t>> host_by_thread;
-    for (uint32_t i = 0; i < ev_.size(); ++i) {
-      const KinetoEvent& e = ev_[i];
+    for (uint32_t i = 0; i < events_.size(); ++i) {
+      const KinetoEvent& e = events_[i];
       first_ps_ = std::min(first_ps_, e.ts_ps);
       last_ps_ = std::max(last_ps_, e.end_ps());
       if (is_gpu_category(e.category)) {
@@ -446,22 +446,22 @@ class RankBuilder {
       }
     }
     if (gpu_events_.empty() && host_by_thread.empty()) {
-      throw ParseError(k_.file, "the trace holds no CPU or GPU activity");
+      throw ParseError(kineto_.file, "the trace holds no CPU or GPU activity");
     }
     uint16_t si = 0;
     for (auto& [key, index] : stream_index_)
       index = si++;
-    if (stream_index_.size() > 60000) throw ParseError(k_.file, "too many CUDA streams");
+    if (stream_index_.size() > 60000) throw ParseError(kineto_.file, "too many CUDA streams");
     for (uint32_t gi : gpu_events_)
-      stream_of_[gi] = stream_index_.at({ev_[gi].device, ev_[gi].stream});
+      stream_of_[gi] = stream_index_.at({events_[gi].device, events_[gi].stream});
     // Main thread: the one with the iteration markers, else the one with the most cpu ops.
     std::pair<int64_t, int64_t> main{-1, -1};
     size_t best_ops = 0;
     for (auto& [key, events] : host_by_thread) {
       size_t ops = 0;
       for (uint32_t i : events) {
-        if (k_.name_of(ev_[i]).starts_with(options_.iteration_marker)) ops = SIZE_MAX;
-        if (ops != SIZE_MAX && ev_[i].category == KinetoCategory::kCpuOp) ++ops;
+        if (kineto_.name_of(events_[i]).starts_with(options_.iteration_marker)) ops = SIZE_MAX;
+        if (ops != SIZE_MAX && events_[i].category == KinetoCategory::kCpuOp) ++ops;
       }
       if (main.first < 0 || ops > best_ops) {
         main = key;
@@ -473,20 +473,20 @@ class RankBuilder {
       if (key != main) order.push_back(key);
     }
     std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
-      const int64_t fa = ev_[host_by_thread[a].front()].ts_ps;
-      const int64_t fb = ev_[host_by_thread[b].front()].ts_ps;
+      const int64_t fa = events_[host_by_thread[a].front()].ts_ps;
+      const int64_t fb = events_[host_by_thread[b].front()].ts_ps;
       return fa != fb ? fa < fb : a < b;
     });
     if (main.first >= 0 || main.second >= 0) order.insert(order.begin(), main);
-    if (order.size() > 60000) throw ParseError(k_.file, "too many host threads");
+    if (order.size() > 60000) throw ParseError(kineto_.file, "too many host threads");
     for (const auto& key : order) {
       ThreadData t;
       t.pid = key.first;
       t.tid = key.second;
       t.host = std::move(host_by_thread[key]);
       std::stable_sort(t.host.begin(), t.host.end(), [&](uint32_t a, uint32_t b) {
-        if (ev_[a].ts_ps != ev_[b].ts_ps) return ev_[a].ts_ps < ev_[b].ts_ps;
-        return ev_[a].dur_ps > ev_[b].dur_ps;
+        if (events_[a].ts_ps != events_[b].ts_ps) return events_[a].ts_ps < events_[b].ts_ps;
+        return events_[a].dur_ps > events_[b].dur_ps;
       });
       const auto index = static_cast<uint32_t>(threads_.size());
       for (uint32_t i : t.host)
@@ -494,13 +494,13 @@ class RankBuilder {
       threads_.push_back(std::move(t));
     }
     std::sort(gpu_events_.begin(), gpu_events_.end(), [&](uint32_t a, uint32_t b) {
-      return ev_[a].ts_ps != ev_[b].ts_ps ? ev_[a].ts_ps < ev_[b].ts_ps : a < b;
+      return events_[a].ts_ps != events_[b].ts_ps ? events_[a].ts_ps < events_[b].ts_ps : a < b;
     });
   }
 
   void link_gpu_work() {
-    for (uint32_t i = 0; i < ev_.size(); ++i) {
-      const KinetoEvent& e = ev_[i];
+    for (uint32_t i = 0; i < events_.size(); ++i) {
+      const KinetoEvent& e = events_[i];
       if (e.category == KinetoCategory::kCudaSync && e.correlation >= 0) {
         sync_record_.emplace(e.correlation, i);
       }
@@ -515,26 +515,26 @@ class RankBuilder {
     std::map<std::pair<int64_t, int64_t>, int64_t> flow_end_at;  // (tid, ts) -> id
     bool need_flows = false;
     for (uint32_t gi : gpu_events_)
-      need_flows |= ev_[gi].correlation < 0;
+      need_flows |= events_[gi].correlation < 0;
     std::map<std::pair<int64_t, int64_t>, uint32_t> call_at;  // (tid, ts) -> call
     if (need_flows) {
-      for (const KinetoFlow& f : k_.flows) {
+      for (const KinetoFlow& f : kineto_.flows) {
         if (f.start) {
           flow_start.emplace(f.id, &f);
         } else {
           flow_end_at.emplace(std::make_pair(f.tid, f.ts_ps), f.id);
         }
       }
-      for (uint32_t i = 0; i < ev_.size(); ++i) {
-        if (ev_[i].category == KinetoCategory::kCudaRuntime ||
-            ev_[i].category == KinetoCategory::kCudaDriver) {
-          call_at.emplace(std::make_pair(ev_[i].tid, ev_[i].ts_ps), i);
+      for (uint32_t i = 0; i < events_.size(); ++i) {
+        if (events_[i].category == KinetoCategory::kCudaRuntime ||
+            events_[i].category == KinetoCategory::kCudaDriver) {
+          call_at.emplace(std::make_pair(events_[i].tid, events_[i].ts_ps), i);
         }
       }
     }
-    launcher_.assign(ev_.size(), kNone);
+    launcher_.assign(events_.size(), kNone);
     for (uint32_t gi : gpu_events_) {
-      const KinetoEvent& g = ev_[gi];
+      const KinetoEvent& g = events_[gi];
       uint32_t call = kNone;
       if (g.correlation >= 0) {
         if (const auto it = call_of_correlation_.find(g.correlation);
@@ -562,23 +562,23 @@ class RankBuilder {
       }
     }
     // Per stream, GPU work in enqueue order (the launch call's start; untraced: the GPU start).
-    launch_ts_.assign(ev_.size(), 0);
+    launch_ts_.assign(events_.size(), 0);
     stream_queue_.assign(stream_index_.size(), {});
     for (uint32_t gi : gpu_events_) {
-      launch_ts_[gi] = launcher_[gi] != kNone ? ev_[launcher_[gi]].ts_ps : ev_[gi].ts_ps;
+      launch_ts_[gi] = launcher_[gi] != kNone ? events_[launcher_[gi]].ts_ps : events_[gi].ts_ps;
       stream_queue_[stream_of_[gi]].push_back(gi);
     }
     for (auto& q : stream_queue_) {
       std::stable_sort(q.begin(), q.end(), [&](uint32_t a, uint32_t b) {
         if (launch_ts_[a] != launch_ts_[b]) return launch_ts_[a] < launch_ts_[b];
-        return ev_[a].ts_ps < ev_[b].ts_ps;
+        return events_[a].ts_ps < events_[b].ts_ps;
       });
     }
     // The typical cost of a non-blocking launch call: what a blocking copy's launch costs.
     std::vector<int64_t> durations;
     for (const auto& [call, gpus] : launched_) {
-      if (ev_[gpus.front()].category == KinetoCategory::kKernel)
-        durations.push_back(ev_[call].dur_ps);
+      if (events_[gpus.front()].category == KinetoCategory::kKernel)
+        durations.push_back(events_[call].dur_ps);
     }
     if (!durations.empty()) {
       std::nth_element(durations.begin(), durations.begin() + durations.size() / 2,
@@ -589,14 +589,14 @@ class RankBuilder {
 
   /// parent_[e]: innermost host event of the same thread that encloses host event e.
   void compute_nesting() {
-    parent_.assign(ev_.size(), kNone);
+    parent_.assign(events_.size(), kNone);
     std::vector<uint32_t> stack;
     for (const ThreadData& t : threads_) {
       stack.clear();
       for (uint32_t i : t.host) {
         // An event nests in the innermost open one it starts inside (Kineto rounds both ends to
         // microseconds, so a child may appear to end after its parent).
-        while (!stack.empty() && ev_[stack.back()].end_ps() <= ev_[i].ts_ps)
+        while (!stack.empty() && events_[stack.back()].end_ps() <= events_[i].ts_ps)
           stack.pop_back();
         if (!stack.empty()) parent_[i] = stack.back();
         stack.push_back(i);
@@ -608,28 +608,29 @@ class RankBuilder {
     std::vector<uint32_t> found;
     for (const ThreadData& t : threads_) {
       for (uint32_t i : t.host) {
-        const KinetoEvent& e = ev_[i];
+        const KinetoEvent& e = events_[i];
         if ((e.category == KinetoCategory::kUserAnnotation ||
              e.category == KinetoCategory::kCpuOp) &&
-            k_.name_of(e).starts_with(options_.iteration_marker)) {
+            kineto_.name_of(e).starts_with(options_.iteration_marker)) {
           found.push_back(i);
         }
       }
       if (!found.empty()) break;  // markers of the first thread that has them
     }
     if (found.empty()) {
-      throw ParseError(k_.file, "no `" + options_.iteration_marker +
-                                    "` annotation: cannot tell where iterations begin (profile "
-                                    "with torch.profiler and step(), or name the annotation that "
-                                    "starts an iteration)");
+      throw ParseError(kineto_.file,
+                       "no `" + options_.iteration_marker +
+                           "` annotation: cannot tell where iterations begin (profile "
+                           "with torch.profiler and step(), or name the annotation that "
+                           "starts an iteration)");
     }
     std::sort(found.begin(), found.end(),
-              [&](uint32_t a, uint32_t b) { return ev_[a].ts_ps < ev_[b].ts_ps; });
+              [&](uint32_t a, uint32_t b) { return events_[a].ts_ps < events_[b].ts_ps; });
     const bool profiler_steps = options_.iteration_marker.starts_with("ProfilerStep#");
     for (size_t i = 0; i < found.size(); ++i) {
       uint32_t id = static_cast<uint32_t>(i);
       if (profiler_steps) {
-        const std::string_view n = k_.name_of(ev_[found[i]]);
+        const std::string_view n = kineto_.name_of(events_[found[i]]);
         const size_t hash = n.find('#');
         uint32_t step = 0;
         bool ok = hash != std::string_view::npos && hash + 1 < n.size();
@@ -647,14 +648,14 @@ class RankBuilder {
       markers_.push_back(Marker{found[i], id});
     }
     for (size_t i = 0; i < markers_.size(); ++i) {
-      const KinetoEvent& e = ev_[markers_[i].event];
+      const KinetoEvent& e = events_[markers_[i].event];
       TraceIteration it;
       it.start_mark = markers_[i].id;
-      it.label = std::string(k_.name_of(e));
+      it.label = std::string(kineto_.name_of(e));
       if (!profiler_steps) it.label += "[" + std::to_string(i) + "]";
       if (i + 1 < markers_.size()) {
         it.end_mark = markers_[i + 1].id;
-        it.measured = Duration::from_ps(ev_[markers_[i + 1].event].ts_ps - e.ts_ps);
+        it.measured = Duration::from_ps(events_[markers_[i + 1].event].ts_ps - e.ts_ps);
       } else if (profiler_steps) {
         it.end_mark = markers_[i].id + 1;
         it.measured = Duration::from_ps(e.dur_ps);
@@ -665,17 +666,18 @@ class RankBuilder {
       // A step measured as taking no time (a ProfilerStep with dur 0, two markers at one
       // instant, or the next marker earlier) has no iteration time to compare a prediction with.
       if (it.measured <= Duration::zero()) {
-        throw ParseError(k_.file, fmt::format("iteration {} (at {:.3f} us into the trace) lasts "
-                                              "{:.3f} us: a measured step must take a positive "
-                                              "time",
-                                              quoted_field(it.label),
-                                              Duration::from_ps(e.ts_ps).us(), it.measured.us()));
+        throw ParseError(
+            kineto_.file,
+            fmt::format("iteration {} (at {:.3f} us into the trace) lasts "
+                        "{:.3f} us: a measured step must take a positive "
+                        "time",
+                        quoted_field(it.label), Duration::from_ps(e.ts_ps).us(), it.measured.us()));
       }
       iterations_.push_back(it);
     }
     if (iterations_.empty()) {
-      throw ParseError(k_.file, "only one `" + options_.iteration_marker +
-                                    "` annotation: no complete iteration to measure");
+      throw ParseError(kineto_.file, "only one `" + options_.iteration_marker +
+                                         "` annotation: no complete iteration to measure");
     }
   }
 
@@ -685,21 +687,21 @@ class RankBuilder {
     std::map<std::string, int> pg_ordinal;
     std::map<std::pair<std::string, int64_t>, uint32_t> sub_count;
     for (uint32_t gi : gpu_events_) {
-      const KinetoEvent& g = ev_[gi];
-      if (g.category != KinetoCategory::kKernel || !is_nccl_kernel(k_.name_of(g))) continue;
+      const KinetoEvent& g = events_[gi];
+      if (g.category != KinetoCategory::kKernel || !is_nccl_kernel(kineto_.name_of(g))) continue;
       NcclKernel n;
       n.gpu = gi;
-      n.op_name = std::string(k_.name_of(g));
+      n.op_name = std::string(kineto_.name_of(g));
       uint32_t rpc = kNone;
       uint32_t annotation = kNone;
       for (uint32_t p = launcher_[gi] == kNone ? kNone : parent_[launcher_[gi]]; p != kNone;
            p = parent_[p]) {
-        const std::string_view pn = k_.name_of(ev_[p]);
+        const std::string_view pn = kineto_.name_of(events_[p]);
         if (rpc == kNone && pn == "record_param_comms") rpc = p;
         if (annotation == kNone && pn.starts_with("nccl:")) annotation = p;
       }
       if (annotation != kNone)
-        n.op_name = std::string(k_.name_of(ev_[annotation]));
+        n.op_name = std::string(kineto_.name_of(events_[annotation]));
       else if (rpc != kNone)
         n.op_name = "record_param_comms";
       // 1. The execution trace's record_param_comms.
@@ -728,10 +730,10 @@ class RankBuilder {
       if (rpc != kNone && n.seq < 0) read_comm_args(rpc, n);
       // 3. The nccl:* annotation's input dims, 4. the kernel name.
       if (annotation != kNone) {
-        const std::string_view an = k_.name_of(ev_[annotation]);
+        const std::string_view an = kineto_.name_of(events_[annotation]);
         if (!n.kind) n.kind = kind_from_collective_name(an.substr(5));
         if (n.bytes < 0) {
-          const KinetoOpInputs in = kineto_op_inputs(k_, ev_[annotation]);
+          const KinetoOpInputs in = kineto_op_inputs(kineto_, events_[annotation]);
           if (!in.dims.empty() && !in.types.empty()) {
             int64_t elems = 1;
             for (int64_t d : in.dims.front())
@@ -741,7 +743,7 @@ class RankBuilder {
           }
         }
       }
-      if (!n.kind) n.kind = kind_from_kernel_name(k_.name_of(g));
+      if (!n.kind) n.kind = kind_from_kernel_name(kineto_.name_of(g));
       // Group key: process group and sequence number, else the kernel's position.
       if (n.seq >= 0) {
         std::string pg = n.pg;
@@ -766,9 +768,9 @@ class RankBuilder {
   }
 
   void read_comm_args(uint32_t rpc, NcclKernel& n) {
-    const std::string_view args = k_.args_of(ev_[rpc]);
+    const std::string_view args = kineto_.args_of(events_[rpc]);
     if (args.empty()) return;
-    JsonCursor cur(args, k_.file);
+    JsonCursor cur(args, kineto_.file);
     const JsonValue v = read_json_value(cur);
     int64_t elem_bytes = -1;
     int64_t in_elems = -1;
@@ -842,7 +844,7 @@ class RankBuilder {
   }
 
   SyncInfo infer_sync(const ThreadData& t, uint32_t call) const {
-    const KinetoEvent& c = ev_[call];
+    const KinetoEvent& c = events_[call];
     SyncInfo s;
     if (const auto r = sync_record(call); r && r->stream >= 0) {
       // Recorded by Kineto: "Stream Sync" names the stream, "Event Sync" the event's stream.
@@ -851,16 +853,16 @@ class RankBuilder {
         s.target = *st;
         s.done_ts = c.ts_ps;
         const uint32_t p = last_enqueued_before(*st, c.ts_ps);
-        if (p != kNone) s.done_ts = std::max(s.done_ts, ev_[p].end_ps());
+        if (p != kNone) s.done_ts = std::max(s.done_ts, events_[p].end_ps());
         return s;
       }
     }
-    if (is_device_sync(k_.name_of(c))) {
+    if (is_device_sync(kineto_.name_of(c))) {
       s.target = kAllStreams;
       s.done_ts = c.ts_ps;
       for (uint16_t st = 0; st < stream_queue_.size(); ++st) {
         const uint32_t p = last_enqueued_before(st, c.ts_ps);
-        if (p != kNone) s.done_ts = std::max(s.done_ts, ev_[p].end_ps());
+        if (p != kNone) s.done_ts = std::max(s.done_ts, events_[p].end_ps());
       }
       return s;
     }
@@ -868,7 +870,7 @@ class RankBuilder {
     for (uint16_t st = 0; st < stream_queue_.size(); ++st) {
       const uint32_t p = last_enqueued_before(st, c.ts_ps);
       if (p == kNone) continue;
-      const int64_t end = ev_[p].end_ps();
+      const int64_t end = events_[p].end_ps();
       if (end > c.ts_ps && end <= c.end_ps() + kClockTolerance.ps() && end > best_end) {
         best_end = end;
         s.target = st;
@@ -882,7 +884,7 @@ class RankBuilder {
     s.done_ts = c.ts_ps;
     s.target = 0;
     const auto it = std::lower_bound(t.launches.begin(), t.launches.end(), c.ts_ps,
-                                     [&](uint32_t l, int64_t x) { return ev_[l].ts_ps < x; });
+                                     [&](uint32_t l, int64_t x) { return events_[l].ts_ps < x; });
     if (it != t.launches.begin()) s.target = stream_of_[launched_.at(*(it - 1)).front()];
     return s;
   }
@@ -904,16 +906,16 @@ class RankBuilder {
     int64_t record_correlation = -1;
   };
   std::optional<SyncRecord> sync_record(uint32_t call) const {
-    if (ev_[call].correlation < 0) return std::nullopt;
-    const auto it = sync_record_.find(ev_[call].correlation);
+    if (events_[call].correlation < 0) return std::nullopt;
+    const auto it = sync_record_.find(events_[call].correlation);
     if (it == sync_record_.end()) return std::nullopt;
-    const KinetoEvent& e = ev_[it->second];
+    const KinetoEvent& e = events_[it->second];
     SyncRecord r;
     r.device = e.device;
     r.stream = e.stream;
-    const std::string_view args = k_.args_of(e);
+    const std::string_view args = kineto_.args_of(e);
     if (!args.empty()) {
-      JsonCursor cur(args, k_.file);
+      JsonCursor cur(args, kineto_.file);
       const JsonValue v = read_json_value(cur);
       if (const JsonValue* w = v.find("wait_on_stream"); w && w->is_number()) {
         r.wait_on_stream = w->integer;
@@ -931,10 +933,10 @@ class RankBuilder {
     const auto waiting = stream_index(r.device, r.stream);
     const auto producer_stream = stream_index(r.device, r.wait_on_stream);
     if (!waiting || !producer_stream || *waiting == *producer_stream) return std::nullopt;
-    int64_t recorded_at = ev_[call].ts_ps;
+    int64_t recorded_at = events_[call].ts_ps;
     if (const auto it = call_of_correlation_.find(r.record_correlation);
         it != call_of_correlation_.end()) {
-      recorded_at = ev_[it->second].ts_ps;
+      recorded_at = events_[it->second].ts_ps;
     }
     const uint32_t producer = last_enqueued_before(*producer_stream, recorded_at);
     if (producer == kNone) return std::nullopt;
@@ -947,19 +949,19 @@ class RankBuilder {
   }
 
   std::optional<StreamWaitInfo> infer_stream_wait(const ThreadData& t, uint32_t call) const {
-    const KinetoEvent& c = ev_[call];
+    const KinetoEvent& c = events_[call];
     if (const auto r = sync_record(call); r && r->wait_on_stream >= 0) {
       return exact_stream_wait(call, *r);
     }
     const auto next = std::upper_bound(t.launches.begin(), t.launches.end(), c.ts_ps,
-                                       [&](int64_t x, uint32_t l) { return x < ev_[l].ts_ps; });
+                                       [&](int64_t x, uint32_t l) { return x < events_[l].ts_ps; });
     if (next == t.launches.end()) return std::nullopt;
     const uint16_t wait_stream = stream_of_[launched_.at(*next).front()];
     const uint32_t waiter = first_enqueued_after(wait_stream, c.ts_ps);
     if (waiter == kNone) return std::nullopt;
     // Candidates: per other stream, the last task enqueued before the call that ended before
     // the waiter started (a later-ending one contradicts the measured start).
-    const int64_t start = ev_[waiter].ts_ps;
+    const int64_t start = events_[waiter].ts_ps;
     std::vector<uint32_t> candidates;
     for (uint16_t st = 0; st < stream_queue_.size(); ++st) {
       if (st == wait_stream) continue;
@@ -968,7 +970,7 @@ class RankBuilder {
                                  [&](uint32_t g, int64_t x) { return launch_ts_[g] < x; });
       for (int look = 0; it != q.begin() && look < kMaxWaitLookBack; ++look) {
         --it;
-        if (ev_[*it].end_ps() <= start + kClockTolerance.ps()) {
+        if (events_[*it].end_ps() <= start + kClockTolerance.ps()) {
           candidates.push_back(*it);
           break;
         }
@@ -978,18 +980,18 @@ class RankBuilder {
     // The waiter started later than its launch and its stream predecessor allowed: the wait held
     // it, and the event is the candidate that ended last (just before the start). Otherwise the
     // timeline cannot tell; the event was recorded after the work the thread enqueued last.
-    int64_t free_at = launcher_[waiter] != kNone ? ev_[launcher_[waiter]].end_ps() : start;
+    int64_t free_at = launcher_[waiter] != kNone ? events_[launcher_[waiter]].end_ps() : start;
     const auto& wq = stream_queue_[wait_stream];
     const auto pos = std::upper_bound(wq.begin(), wq.end(), c.ts_ps, [&](int64_t x, uint32_t g) {
       return x < launch_ts_[g];
     });  // the waiter (first_enqueued_after)
-    if (pos != wq.begin()) free_at = std::max(free_at, ev_[*(pos - 1)].end_ps());
+    if (pos != wq.begin()) free_at = std::max(free_at, events_[*(pos - 1)].end_ps());
     uint32_t best = kNone;
     if (start > free_at + kWaitBindSlack.ps()) {
       for (uint32_t p : candidates) {
-        if (best == kNone || ev_[p].end_ps() > ev_[best].end_ps()) best = p;
+        if (best == kNone || events_[p].end_ps() > events_[best].end_ps()) best = p;
       }
-      if (ev_[best].end_ps() < start - kWaitBindSlack.ps()) best = kNone;
+      if (events_[best].end_ps() < start - kWaitBindSlack.ps()) best = kNone;
     }
     if (best == kNone) {
       for (uint32_t p : candidates) {
@@ -1008,14 +1010,14 @@ class RankBuilder {
     for (uint32_t ti = 0; ti < threads_.size(); ++ti) {
       ThreadData& t = threads_[ti];
       for (uint32_t i : t.host) {
-        const KinetoEvent& e = ev_[i];
+        const KinetoEvent& e = events_[i];
         if (e.category != KinetoCategory::kCudaRuntime && e.category != KinetoCategory::kCudaDriver)
           continue;
-        const std::string_view name = k_.name_of(e);
+        const std::string_view name = kineto_.name_of(e);
         if (const auto it = launched_.find(i); it != launched_.end()) {
-          const KinetoEvent& g = ev_[it->second.front()];
+          const KinetoEvent& g = events_[it->second.front()];
           const bool copy = g.category == KinetoCategory::kGpuMemcpy;
-          const std::string_view gn = k_.name_of(g);
+          const std::string_view gn = kineto_.name_of(g);
           const bool sync_api = name.find("Memcpy") != std::string_view::npos &&
                                 name.find("Async") == std::string_view::npos;
           const bool pageable = gn.find("Pageable") != std::string_view::npos;
@@ -1040,10 +1042,10 @@ class RankBuilder {
     // Iteration marks on the markers' thread.
     const uint32_t mt = thread_of_event_[markers_.front().event];
     for (const Marker& m : markers_)
-      threads_[mt].points.push_back(Point{ev_[m.event].ts_ps, PointKind::kMark, m.event, m.id});
+      threads_[mt].points.push_back(Point{events_[m.event].ts_ps, PointKind::kMark, m.event, m.id});
     if (end_mark_.event != kNone) {
-      threads_[mt].points.push_back(
-          Point{ev_[end_mark_.event].end_ps(), PointKind::kMark, end_mark_.event, end_mark_.id});
+      threads_[mt].points.push_back(Point{events_[end_mark_.event].end_ps(), PointKind::kMark,
+                                          end_mark_.event, end_mark_.id});
     }
   }
 
@@ -1058,7 +1060,7 @@ class RankBuilder {
     std::vector<std::vector<std::pair<int64_t, int64_t>>> activity(threads_.size());
     for (uint32_t ti = 0; ti < threads_.size(); ++ti) {
       for (uint32_t i : threads_[ti].host) {
-        const KinetoEvent& e = ev_[i];
+        const KinetoEvent& e = events_[i];
         if (e.category == KinetoCategory::kPythonFunction) continue;
         if (e.category == KinetoCategory::kUserAnnotation) {
           activity[ti].emplace_back(e.ts_ps, e.ts_ps);
@@ -1106,20 +1108,20 @@ class RankBuilder {
   /// not a label, trace_host_overheads.h), an kOpStart point per top-level op, and which of them
   /// launch (a launch-type call of the extraction under them).
   void plan_ops() {
-    top_op_.assign(ev_.size(), kNone);
+    top_op_.assign(events_.size(), kNone);
     for (ThreadData& t : threads_) {
       for (uint32_t i : t.host) {
         for (uint32_t p = i; p != kNone; p = parent_[p]) {
-          const KinetoEvent& e = ev_[p];
+          const KinetoEvent& e = events_[p];
           if (e.category == KinetoCategory::kCpuOp &&
-              !is_host_overhead_label(e.category, k_.name_of(e))) {
+              !is_host_overhead_label(e.category, kineto_.name_of(e))) {
             top_op_[i] = p;
           }
         }
       }
       std::vector<Point> starts;
       for (uint32_t i : t.host) {
-        if (top_op_[i] == i) starts.push_back(Point{ev_[i].ts_ps, PointKind::kOpStart, i, 0});
+        if (top_op_[i] == i) starts.push_back(Point{events_[i].ts_ps, PointKind::kOpStart, i, 0});
       }
       for (const Point& p : t.points) {
         const bool call = p.kind == PointKind::kLaunch || p.kind == PointKind::kBlockingCopy ||
@@ -1133,7 +1135,7 @@ class RankBuilder {
   }
 
   bool counts_as_launch(uint32_t call) const {
-    return is_host_overhead_launch(ev_[call].category, k_.name_of(ev_[call]));
+    return is_host_overhead_launch(events_[call].category, kineto_.name_of(events_[call]));
   }
 
   // ---- model mode: kernel descriptors from op shapes -------------------------------------
@@ -1141,7 +1143,7 @@ class RankBuilder {
   /// Shapes and element types of the inputs of host op `op`: Kineto "Input Dims" (record_shapes),
   /// else the linked execution-trace node.
   KinetoOpInputs op_inputs(uint32_t op) const {
-    KinetoOpInputs in = kineto_op_inputs(k_, ev_[op]);
+    KinetoOpInputs in = kineto_op_inputs(kineto_, events_[op]);
     if (!in.dims.empty() || !trace_.et) return in;
     const auto it = trace_.link.node_of_event.find(op);
     if (it == trace_.link.node_of_event.end()) return in;
@@ -1172,13 +1174,14 @@ class RankBuilder {
     if (call == kNone) return std::nullopt;
     uint32_t op = kNone;
     for (uint32_t p = parent_[call]; p != kNone; p = parent_[p]) {
-      if (ev_[p].category == KinetoCategory::kCpuOp) {
+      if (events_[p].category == KinetoCategory::kCpuOp) {
         op = p;
         break;
       }
     }
-    const std::string_view op_name = op == kNone ? std::string_view() : k_.name_of(ev_[op]);
-    if (is_inductor_kernel(k_.name_of(ev_[gi])) ||
+    const std::string_view op_name =
+        op == kNone ? std::string_view() : kineto_.name_of(events_[op]);
+    if (is_inductor_kernel(kineto_.name_of(events_[gi])) ||
         (op != kNone && is_compiled_region_op(op_name))) {
       reason = KeptReason::kCompiled;
       return std::nullopt;
@@ -1188,13 +1191,13 @@ class RankBuilder {
       // Inside a compiled region, an op that is no operator is the region's own code.
       reason = KeptReason::kNonAten;
       for (uint32_t p = parent_[op]; p != kNone; p = parent_[p]) {
-        if (is_compiled_region_op(k_.name_of(ev_[p]))) reason = KeptReason::kCompiled;
+        if (is_compiled_region_op(kineto_.name_of(events_[p]))) reason = KeptReason::kCompiled;
       }
       return std::nullopt;
     }
     const bool gemm_taken = gemm_done_.count(op) > 0;
-    std::optional<KernelDesc> kd =
-        op_kernel_desc(k_.name_of(ev_[op]), k_.name_of(ev_[gi]), op_inputs(op), gemm_taken);
+    std::optional<KernelDesc> kd = op_kernel_desc(
+        kineto_.name_of(events_[op]), kineto_.name_of(events_[gi]), op_inputs(op), gemm_taken);
     if (kd && kd->cls == KernelClass::kGemm) gemm_done_.insert(op);
     return kd;
   }
@@ -1206,11 +1209,11 @@ class RankBuilder {
   std::string_view op_name_of(uint32_t e) const {
     uint32_t annotation = kNone;
     for (uint32_t p = e; p != kNone; p = parent_[p]) {
-      const KinetoCategory c = ev_[p].category;
-      if (c == KinetoCategory::kCpuOp && p != e) return k_.name_of(ev_[p]);
+      const KinetoCategory c = events_[p].category;
+      if (c == KinetoCategory::kCpuOp && p != e) return kineto_.name_of(events_[p]);
       if (c == KinetoCategory::kUserAnnotation && annotation == kNone && p != e) annotation = p;
     }
-    return annotation != kNone ? k_.name_of(ev_[annotation]) : std::string_view("host");
+    return annotation != kNone ? kineto_.name_of(events_[annotation]) : std::string_view("host");
   }
 
   std::string_view op_name_of_launch(uint32_t call) const {
@@ -1220,13 +1223,13 @@ class RankBuilder {
   /// The innermost host event of thread `t` that is open at `ts` (for naming host gaps).
   std::string_view op_at(const ThreadData& t, int64_t ts) const {
     const auto it = std::upper_bound(t.host.begin(), t.host.end(), ts,
-                                     [&](int64_t x, uint32_t i) { return x < ev_[i].ts_ps; });
+                                     [&](int64_t x, uint32_t i) { return x < events_[i].ts_ps; });
     if (it == t.host.begin()) return "host";
     for (uint32_t p = *(it - 1); p != kNone; p = parent_[p]) {
-      const KinetoEvent& e = ev_[p];
+      const KinetoEvent& e = events_[p];
       if (e.end_ps() >= ts &&
           (e.category == KinetoCategory::kCpuOp || e.category == KinetoCategory::kUserAnnotation)) {
-        return k_.name_of(e);
+        return kineto_.name_of(e);
       }
     }
     return "host";
@@ -1242,14 +1245,14 @@ class RankBuilder {
 
   void host_work(Cursor& c, int64_t until, std::string_view name) {
     if (until <= c.at) return;
-    const TaskId t = g_->add_cpu_op(rank_, c.thread, name, HostPhase::kOpBody);
-    g_->set_fixed_duration(t, Duration::from_ps(until - c.at));
+    const TaskId t = graph_->add_cpu_op(rank_, c.thread, name, HostPhase::kOpBody);
+    graph_->set_fixed_duration(t, Duration::from_ps(until - c.at));
     c.at = until;
     c.last = t;
   }
 
   void fixed(TaskId t, int64_t ps) {
-    g_->set_fixed_duration(t, Duration::from_ps(std::max<int64_t>(0, ps)));
+    graph_->set_fixed_duration(t, Duration::from_ps(std::max<int64_t>(0, ps)));
   }
 
   uint32_t next_launch_index(Cursor& c, uint32_t call) {
@@ -1265,12 +1268,12 @@ class RankBuilder {
 
   /// Launch of every GPU event of `call`; the call's duration goes to the first (`first_ps`).
   void emit_launches(Cursor& c, uint32_t call, int64_t first_ps) {
-    const std::string_view api = k_.name_of(ev_[call]);
+    const std::string_view api = kineto_.name_of(events_[call]);
     const std::string_view op = op_name_of(call);
     bool first = true;
     for (uint32_t gi : launched_.at(call)) {
       const TaskId l =
-          g_->add_launch(rank_, c.thread, api, op, next_launch_index(c, call), gpu_task_[gi]);
+          graph_->add_launch(rank_, c.thread, api, op, next_launch_index(c, call), gpu_task_[gi]);
       fixed(l, first ? first_ps : 0);
       first = false;
       c.last = l;
@@ -1282,7 +1285,7 @@ class RankBuilder {
     const auto r = record_task_.find(gi);
     if (r == record_task_.end()) return;
     const TaskId l =
-        g_->add_launch(rank_, c.thread, "cudaEventRecord (inferred)", op, 0, r->second);
+        graph_->add_launch(rank_, c.thread, "cudaEventRecord (inferred)", op, 0, r->second);
     fixed(l, 0);
     c.last = l;
   }
@@ -1309,7 +1312,7 @@ class RankBuilder {
         Handoff& h = handoffs_[p.aux];
         host_work(c, h.idle_begin, op_at(t, h.idle_begin - 1));
         if (h.trigger_ts < c.at) break;  // the gap was already spent: no hand-off
-        const TaskId w = g_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
+        const TaskId w = graph_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
         fixed(w, 0);
         h.wait_task = w;
         h.wait_fallback_ps = h.trigger_ts - c.at;
@@ -1320,59 +1323,60 @@ class RankBuilder {
       }
       case PointKind::kMark: {
         host_work(c, p.ts, op_at(t, p.ts));
-        c.last = g_->add_iteration_mark(rank_, c.thread, p.aux);
+        c.last = graph_->add_iteration_mark(rank_, c.thread, p.aux);
         break;
       }
       case PointKind::kOpStart:  // TraceHost::kModelled only
         break;
       case PointKind::kLaunch: {
-        const KinetoEvent& e = ev_[p.event];
+        const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
         emit_launches(c, p.event, e.dur_ps);
         c.at = std::max(c.at, e.end_ps());
         break;
       }
       case PointKind::kBlockingCopy: {
-        const KinetoEvent& e = ev_[p.event];
+        const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
         const uint32_t gi = launched_.at(p.event).front();
-        const KinetoEvent& g = ev_[gi];
+        const KinetoEvent& g = events_[gi];
         const int64_t launch_ps =
             std::min(median_launch_ps_, std::max<int64_t>(0, g.ts_ps - e.ts_ps));
         emit_launches(c, p.event, launch_ps);
         const std::string_view op = op_name_of(p.event);
-        c.last = g_->add_host_sync(rank_, c.thread, stream_of_[gi], op);
+        c.last = graph_->add_host_sync(rank_, c.thread, stream_of_[gi], op);
         ++s.host_syncs;
         ++s.blocking_copies;
         const int64_t back = e.end_ps() - std::max(g.end_ps(), e.ts_ps + launch_ps);
         if (back > 0) {
-          c.last = g_->add_cpu_op(rank_, c.thread, op, HostPhase::kOpBody);
+          c.last = graph_->add_cpu_op(rank_, c.thread, op, HostPhase::kOpBody);
           fixed(c.last, back);
         }
         c.at = std::max(c.at, e.end_ps());
         break;
       }
       case PointKind::kSync: {
-        const KinetoEvent& e = ev_[p.event];
+        const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
         const SyncInfo& si = syncs_.at(p.event);
         const std::string_view op = op_name_of(p.event);
-        c.last = g_->add_host_sync(rank_, c.thread, si.target, op);
+        c.last = graph_->add_host_sync(rank_, c.thread, si.target, op);
         ++s.host_syncs;
         const int64_t back =
             std::clamp<int64_t>(e.end_ps() - std::max(e.ts_ps, si.done_ts), 0, e.dur_ps);
         if (back > 0) {
-          c.last = g_->add_cpu_op(rank_, c.thread, k_.name_of(e), HostPhase::kOpBody);
+          c.last = graph_->add_cpu_op(rank_, c.thread, kineto_.name_of(e), HostPhase::kOpBody);
           fixed(c.last, back);
         }
         c.at = std::max(c.at, e.end_ps());
         break;
       }
       case PointKind::kStreamWait: {
-        const KinetoEvent& e = ev_[p.event];
+        const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-        const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(e), op_name_of(p.event),
-                                        next_launch_index(c, p.event), waits_[p.aux].task);
+        const TaskId l =
+            graph_->add_launch(rank_, c.thread, kineto_.name_of(e), op_name_of(p.event),
+                               next_launch_index(c, p.event), waits_[p.aux].task);
         fixed(l, e.dur_ps);
         c.last = l;
         c.at = std::max(c.at, e.end_ps());
@@ -1391,7 +1395,7 @@ class RankBuilder {
     Cursor c;
     c.thread = static_cast<uint16_t>(ti);
     c.at = origin_;
-    const int64_t modelled_from = ev_[markers_.front().event].ts_ps;
+    const int64_t modelled_from = events_[markers_.front().event].ts_ps;
     bool modelled = false;
     int64_t busy_until = modelled_from;  // measured end of the thread's host work so far
     uint32_t previous_op = kNone;        // the last top-level op that started
@@ -1400,7 +1404,8 @@ class RankBuilder {
     uint32_t launches = 0;  // its launch calls so far
     auto close_op = [&] {
       if (op != kNone && op_launches_.count(op)) {
-        c.last = g_->add_cpu_op(rank_, c.thread, k_.name_of(ev_[op]), HostPhase::kOpEnd);
+        c.last =
+            graph_->add_cpu_op(rank_, c.thread, kineto_.name_of(events_[op]), HostPhase::kOpEnd);
       }
       op = kNone;
     };
@@ -1408,12 +1413,12 @@ class RankBuilder {
     auto reach = [&](const Point& p) {
       if (op == kNone) return;
       if (p.event != kNone && p.kind != PointKind::kMark ? top_op_[p.event] != op
-                                                         : p.ts >= ev_[op].end_ps()) {
+                                                         : p.ts >= events_[op].end_ps()) {
         close_op();
       }
     };
     auto op_name = [&](uint32_t call) {
-      return op != kNone ? k_.name_of(ev_[op]) : op_name_of(call);
+      return op != kNone ? kineto_.name_of(events_[op]) : op_name_of(call);
     };
     // The launches of `call`: the first priced (T4, + T5 after the op's first launch) when the
     // extraction counts the call as a launch, the rest of its GPU work at no host cost.
@@ -1422,8 +1427,8 @@ class RankBuilder {
       const uint32_t index = priced && op != kNone ? launches++ : 0;
       bool first = true;
       for (uint32_t gi : launched_.at(call)) {
-        const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(ev_[call]), op_name(call),
-                                        index, gpu_task_[gi]);
+        const TaskId l = graph_->add_launch(rank_, c.thread, kineto_.name_of(events_[call]),
+                                            op_name(call), index, gpu_task_[gi]);
         if (!priced || !first) fixed(l, 0);
         first = false;
         c.last = l;
@@ -1451,11 +1456,11 @@ class RankBuilder {
                               parent_[p.event] != parent_[previous_op];
         if (p.ts - busy_until >= long_gap || (boundary && p.ts > busy_until)) {
           const TaskId w =
-              g_->add_cpu_op(rank_, c.thread, op_at(t, busy_until), HostPhase::kOpBody);
+              graph_->add_cpu_op(rank_, c.thread, op_at(t, busy_until), HostPhase::kOpBody);
           fixed(w, p.ts - busy_until);
           c.last = w;
         }
-        busy_until = std::max(busy_until, ev_[p.event].end_ps());
+        busy_until = std::max(busy_until, events_[p.event].end_ps());
       } else if (p.kind == PointKind::kResume || p.kind == PointKind::kMark) {
         busy_until = std::max(busy_until, p.ts);
       }
@@ -1465,7 +1470,8 @@ class RankBuilder {
           break;
         case PointKind::kResume: {
           Handoff& h = handoffs_[p.aux];
-          const TaskId w = g_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
+          const TaskId w =
+              graph_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
           fixed(w, 0);
           h.wait_task = w;
           h.wait_fallback_ps = h.trigger_ts - h.idle_begin;
@@ -1473,7 +1479,7 @@ class RankBuilder {
           break;
         }
         case PointKind::kMark:
-          c.last = g_->add_iteration_mark(rank_, c.thread, p.aux);
+          c.last = graph_->add_iteration_mark(rank_, c.thread, p.aux);
           break;
         case PointKind::kOpStart:
           close_op();
@@ -1481,29 +1487,30 @@ class RankBuilder {
           previous_op = p.event;
           launches = 0;
           c.last =
-              g_->add_cpu_op(rank_, c.thread, k_.name_of(ev_[op]),
-                             op_launches_.count(op) ? HostPhase::kOpBegin : HostPhase::kOpBody);
+              graph_->add_cpu_op(rank_, c.thread, kineto_.name_of(events_[op]),
+                                 op_launches_.count(op) ? HostPhase::kOpBegin : HostPhase::kOpBody);
           break;
         case PointKind::kLaunch:
           launch(p.event);
           break;
         case PointKind::kBlockingCopy: {
           launch(p.event);
-          c.last = g_->add_host_sync(rank_, c.thread, stream_of_[launched_.at(p.event).front()],
-                                     op_name(p.event));
+          c.last = graph_->add_host_sync(rank_, c.thread, stream_of_[launched_.at(p.event).front()],
+                                         op_name(p.event));
           ++s.host_syncs;
           ++s.blocking_copies;
           break;
         }
         case PointKind::kSync: {
           if (op != kNone && counts_as_launch(p.event)) ++launches;
-          c.last = g_->add_host_sync(rank_, c.thread, syncs_.at(p.event).target, op_name(p.event));
+          c.last =
+              graph_->add_host_sync(rank_, c.thread, syncs_.at(p.event).target, op_name(p.event));
           ++s.host_syncs;
           break;
         }
         case PointKind::kStreamWait: {
-          const TaskId l = g_->add_launch(rank_, c.thread, k_.name_of(ev_[p.event]),
-                                          op_name(p.event), 0, waits_[p.aux].task);
+          const TaskId l = graph_->add_launch(rank_, c.thread, kineto_.name_of(events_[p.event]),
+                                              op_name(p.event), 0, waits_[p.aux].task);
           fixed(l, 0);
           c.last = l;
           break;
@@ -1521,11 +1528,11 @@ class RankBuilder {
     c.at = origin_;
     std::vector<uint32_t> order = orphans_;
     std::sort(order.begin(), order.end(),
-              [&](uint32_t a, uint32_t b) { return ev_[a].ts_ps < ev_[b].ts_ps; });
+              [&](uint32_t a, uint32_t b) { return events_[a].ts_ps < events_[b].ts_ps; });
     for (uint32_t gi : order) {
-      host_work(c, ev_[gi].ts_ps, "untraced host work");
-      const TaskId l =
-          g_->add_launch(rank_, c.thread, "untraced launch", "untraced launch", 0, gpu_task_[gi]);
+      host_work(c, events_[gi].ts_ps, "untraced host work");
+      const TaskId l = graph_->add_launch(rank_, c.thread, "untraced launch", "untraced launch", 0,
+                                          gpu_task_[gi]);
       fixed(l, 0);
       c.last = l;
       emit_record(c, gi, "untraced launch");
@@ -1534,8 +1541,8 @@ class RankBuilder {
   }
 
   const RankTrace& trace_;
-  const KinetoTrace& k_;
-  const std::vector<KinetoEvent>& ev_;
+  const KinetoTrace& kineto_;
+  const std::vector<KinetoEvent>& events_;
   const TraceGraphOptions& options_;
 
   int64_t first_ps_ = 0;
@@ -1566,7 +1573,7 @@ class RankBuilder {
   std::vector<uint32_t> top_op_;              // TraceHost::kModelled: host event -> its op
   std::unordered_set<uint32_t> op_launches_;  // TraceHost::kModelled: top-level ops that launch
 
-  TaskGraph* g_ = nullptr;
+  TaskGraph* graph_ = nullptr;
   RankId rank_ = 0;
   int64_t origin_ = 0;
   std::vector<TaskId> gpu_task_;

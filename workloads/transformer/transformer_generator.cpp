@@ -45,26 +45,26 @@ size_t dim_index(ParallelDim d) {
 // ---- layout ---------------------------------------------------------------------------------
 
 ParallelLayout::ParallelLayout(const ParallelismConfig& p)
-    : p_(p),
+    : parallel_(p),
       gpus_(p.gpus()),
       expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kExpert)),
       expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kData)) {
-  for (ParallelDim d : p_.order)
-    stride_[dim_index(d)] = rank_stride(p_, RankLayout::kDense, d);
+  for (ParallelDim d : parallel_.order)
+    stride_[dim_index(d)] = rank_stride(parallel_, RankLayout::kDense, d);
 }
 
 int64_t ParallelLayout::size(ParallelDim dim) const {
   switch (dim) {
     case ParallelDim::kTensor:
-      return p_.tensor;
+      return parallel_.tensor;
     case ParallelDim::kContext:
-      return p_.context;
+      return parallel_.context;
     case ParallelDim::kExpert:
-      return p_.expert;
+      return parallel_.expert;
     case ParallelDim::kData:
-      return p_.data;
+      return parallel_.data;
     case ParallelDim::kPipeline:
-      return p_.pipeline;
+      return parallel_.pipeline;
     case ParallelDim::kOther:  // no layout dimension: a group of one
       return 1;
   }
@@ -89,8 +89,8 @@ std::vector<int64_t> ParallelLayout::group(ParallelDim dim, int64_t of) const {
   std::vector<int64_t> members;
   if (dim == ParallelDim::kExpert) {
     // The ep group of Megatron-Core's expert rank layout (RankLayout::kExpert).
-    const int64_t first = of - of / expert_stride_ % p_.expert * expert_stride_;
-    for (int64_t i = 0; i < p_.expert; ++i)
+    const int64_t first = of - of / expert_stride_ % parallel_.expert * expert_stride_;
+    for (int64_t i = 0; i < parallel_.expert; ++i)
       members.push_back(first + i * expert_stride_);
     return members;
   }
@@ -129,7 +129,7 @@ std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
 }
 
 std::vector<int64_t> ParallelLayout::expert_replica_group(int64_t of) const {
-  const int64_t size = p_.expert_data();
+  const int64_t size = parallel_.expert_data();
   const int64_t first = of - of / expert_data_stride_ % size * expert_data_stride_;
   std::vector<int64_t> members;
   for (int64_t i = 0; i < size; ++i)
@@ -279,30 +279,32 @@ struct GradBuffer {
 class Generator {
  public:
   Generator(const TransformerConfig& c, const TransformerGraphInputs& in, TaskGraph& g)
-      : c_(c), in_(in), g_(g), layout_(c.parallelism) {
-    const ParallelismConfig& p = c_.parallelism;
-    z_.b = c_.micro_batch;
-    z_.s = c_.seq / p.context;
-    z_.h = c_.hidden;
-    z_.t = p.tensor;
-    z_.tokens = z_.b * z_.s;
-    z_.sp_tokens = p.sequence ? z_.tokens / z_.t : z_.tokens;
-    z_.heads = c_.heads / z_.t;
-    z_.kv_heads = std::max<int64_t>(1, c_.kv_heads / z_.t);
-    z_.head_dim = c_.head_dim();
-    z_.qkv_out = (z_.heads + 2 * z_.kv_heads) * z_.head_dim;
-    z_.ffn = c_.ffn / z_.t;
-    z_.fc1_out = c_.activation == TransformerActivation::kSwiglu ? 2 * z_.ffn : z_.ffn;
-    const int64_t vocab_multiple = 128 * z_.t;
-    z_.vocab = (c_.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / z_.t;
-    z_.moe_tokens = z_.t > 1 ? z_.tokens / z_.t : z_.tokens;
-    gemm_dt_ = c_.dtype;
-    act_dt_ = c_.activation_dtype();
-    e_ = dtype_bytes(act_dt_);
-    micro_batches_ = c_.micro_batches();
+      : config_(c), inputs_(in), graph_(g), layout_(c.parallelism) {
+    const ParallelismConfig& p = config_.parallelism;
+    sizes_.b = config_.micro_batch;
+    sizes_.s = config_.seq / p.context;
+    sizes_.h = config_.hidden;
+    sizes_.t = p.tensor;
+    sizes_.tokens = sizes_.b * sizes_.s;
+    sizes_.sp_tokens = p.sequence ? sizes_.tokens / sizes_.t : sizes_.tokens;
+    sizes_.heads = config_.heads / sizes_.t;
+    sizes_.kv_heads = std::max<int64_t>(1, config_.kv_heads / sizes_.t);
+    sizes_.head_dim = config_.head_dim();
+    sizes_.qkv_out = (sizes_.heads + 2 * sizes_.kv_heads) * sizes_.head_dim;
+    sizes_.ffn = config_.ffn / sizes_.t;
+    sizes_.fc1_out =
+        config_.activation == TransformerActivation::kSwiglu ? 2 * sizes_.ffn : sizes_.ffn;
+    const int64_t vocab_multiple = 128 * sizes_.t;
+    sizes_.vocab =
+        (config_.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / sizes_.t;
+    sizes_.moe_tokens = sizes_.t > 1 ? sizes_.tokens / sizes_.t : sizes_.tokens;
+    gemm_dt_ = config_.dtype;
+    act_dt_ = config_.activation_dtype();
+    act_elem_bytes_ = dtype_bytes(act_dt_);
+    micro_batches_ = config_.micro_batches();
     chunks_ = p.virtual_stages;
-    layers_per_chunk_ = c_.layers / (p.pipeline * chunks_);
-    mirror_ = c_.mirror_data_parallel && p.data > 1;
+    layers_per_chunk_ = config_.layers / (p.pipeline * chunks_);
+    mirror_ = config_.mirror_data_parallel && p.data > 1;
     overlap_grad_reduce_ = p.overlap_grad_reduce;
     build_descs();
   }
@@ -323,25 +325,25 @@ class Generator {
       info.stream_names = {"compute",     "dp comm",     "tp comm",    "pp recv fwd",
                            "pp send fwd", "pp recv bwd", "pp send bwd"};
       info.device = static_cast<uint32_t>(g);
-      graph_rank.push_back(g_.add_rank(std::move(info)));
+      graph_rank.push_back(graph_.add_rank(std::move(info)));
     }
     for (size_t i = 0; i < out.simulated.size(); ++i) {
       begin_rank(out.simulated[i], graph_rank[i]);
-      for (uint32_t it = 0; it < in_.iterations; ++it)
+      for (uint32_t it = 0; it < inputs_.iterations; ++it)
         iteration(it);
       // Ranks differ little in size (the first and last stages hold embedding and head): room
       // for all of them and an eighth more, so a graph of millions of tasks is not copied as it
       // grows (untouched room costs no memory).
-      if (i == 0) g_.reserve_tasks(g_.task_count() * out.simulated.size() * 9 / 8);
+      if (i == 0) graph_.reserve_tasks(graph_.task_count() * out.simulated.size() * 9 / 8);
     }
-    out.collectives = g_.collective_count();
+    out.collectives = graph_.collective_count();
     check_p2p_order();
     return out;
   }
 
  private:
   // ---- kernel descriptions ----------------------------------------------------------------
-  KernelDescId add(const KernelDesc& d) { return g_.add_kernel_desc(d); }
+  KernelDescId add(const KernelDesc& d) { return graph_.add_kernel_desc(d); }
   KernelDescId gemm(DType dt, int64_t batch, int64_t m, int64_t n, int64_t k) {
     return add(gemm_kernel(dt, batch, m, n, k));
   }
@@ -353,16 +355,16 @@ class Generator {
     return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
   }
   AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
-    return AttentionShape{z_.b,        z_.heads, z_.kv_heads, seq_q, z_.s,
-                          z_.head_dim, causal,   backward,    true};
+    return AttentionShape{sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
+                          sizes_.head_dim, causal,       backward,        true};
   }
 
   void build_descs() {
-    LayerDescs& d = d_;
-    const Sizes& z = z_;
+    LayerDescs& d = layer_descs_;
+    const Sizes& z = sizes_;
     const double sp_elems = as_double(z.sp_tokens * z.h);
     const MemoryOp norm =
-        c_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+        config_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
     // Norms: one read and one write per element forward (Lin et al., TPDS 2024); the backward reads
     // the input, the output gradient and the saved statistics, writes the input gradient.
     d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
@@ -374,14 +376,16 @@ class Generator {
     const double rotary_elems = as_double(z.tokens * (z.heads + z.kv_heads) * z.head_dim);
     d.rotary_fwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
     d.rotary_bwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
-    const int64_t cp = c_.parallelism.context;
-    d.attn_fwd = add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, c_.causal, false)));
-    d.attn_bwd = add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, c_.causal, true)));
+    const int64_t cp = config_.parallelism.context;
+    d.attn_fwd =
+        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, false)));
+    d.attn_bwd =
+        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, true)));
     // Ring attention (Liu et al., arXiv 2310.01889; Megatron-LM's load-balanced context
     // parallel): step 0 is the local, diagonal block; with a causal mask every later step
     // computes half a block (the sequence is split into 2 cp chunks, zig-zag).
     for (int64_t step = 1; step < cp; ++step) {
-      const int64_t seq_q = c_.causal ? z.s / 2 : z.s;
+      const int64_t seq_q = config_.causal ? z.s / 2 : z.s;
       d.attn_ring_fwd.push_back(
           add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, false))));
       d.attn_ring_bwd.push_back(
@@ -407,10 +411,10 @@ class Generator {
     d.proj_dgrad = add(proj.grad_input);
     d.proj_wgrad = add(proj.grad_weight);
     // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
-    d.residual_fwd = c_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
-                                    : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
-    d.residual_bwd = c_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
-                                    : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
+    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
+                                         : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    d.residual_bwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
+                                         : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
     d.grad_add = pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
     const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
     const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
@@ -422,7 +426,7 @@ class Generator {
     d.fc2_wgrad = add(fc2.grad_weight);
     d.act_fwd = activation(z.tokens * z.ffn, false);
     d.act_bwd = activation(z.tokens * z.ffn, true);
-    if (c_.moe.experts > 0) build_moe_descs();
+    if (config_.moe.experts > 0) build_moe_descs();
     // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
     // gradients into the table (embedding_dense_backward: sort + index_add).
     d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);
@@ -439,7 +443,7 @@ class Generator {
   }
 
   KernelDescId activation(int64_t elements, bool backward) {
-    if (c_.activation == TransformerActivation::kSwiglu) {
+    if (config_.activation == TransformerActivation::kSwiglu) {
       // silu(a) * b: reads a and b, writes one; the backward reads a, b and the output gradient
       // and writes both input gradients.
       return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
@@ -452,43 +456,44 @@ class Generator {
   /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
   /// load (moe_busiest_rank_load) over its local experts.
   int64_t tokens_per_local_expert() const {
-    const MoeConfig& m = c_.moe;
-    const int64_t local_experts = m.experts / c_.parallelism.expert;
-    const double received = as_double(z_.moe_tokens * m.top_k) * moe_busiest_rank_load(c_);
+    const MoeConfig& m = config_.moe;
+    const int64_t local_experts = m.experts / config_.parallelism.expert;
+    const double received = as_double(sizes_.moe_tokens * m.top_k) * moe_busiest_rank_load(config_);
     return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
   }
 
   void build_moe_descs() {
-    LayerDescs& d = d_;
-    const MoeConfig& m = c_.moe;
-    const int64_t tk = z_.moe_tokens;
-    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, z_.h, m.experts);
+    LayerDescs& d = layer_descs_;
+    const MoeConfig& m = config_.moe;
+    const int64_t tk = sizes_.moe_tokens;
+    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, m.experts);
     d.router_fwd = add(router.forward);
     d.router_dgrad = add(router.grad_input);
     d.router_wgrad = add(router.grad_weight);
     d.topk = row(MemoryOp::kSoftmax, tk, m.experts, 6, 1, 1, DType::kFp32);
     d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
-    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * z_.h), 0, 1, 1);
-    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * z_.h), 2, 2, 1);
+    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 0, 1, 1);
+    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 2, 2, 1);
     const int64_t per_expert = tokens_per_local_expert();
-    const int64_t local = m.experts / c_.parallelism.expert;
+    const int64_t local = m.experts / config_.parallelism.expert;
     const int64_t e_ffn = m.expert_ffn;
-    const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
     // Grouped GEMM over the local experts: one batched GEMM per expert count, m = tokens per
     // expert (Megatron-Core's GroupedMLP with equal counts on this rank).
-    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, z_.h);
-    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, z_.h, e_fc1);
-    d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, z_.h, per_expert);
+    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, sizes_.h);
+    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, sizes_.h, e_fc1);
+    d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, sizes_.h, per_expert);
     d.expert_act_fwd = activation(local * per_expert * e_ffn, false);
     d.expert_act_bwd = activation(local * per_expert * e_ffn, true);
-    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, z_.h, e_ffn);
-    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, z_.h);
-    d.expert_fc2_wgrad = gemm(gemm_dt_, local, z_.h, e_ffn, per_expert);
+    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, sizes_.h, e_ffn);
+    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, sizes_.h);
+    d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
     if (m.shared_experts > 0) {
       const int64_t s_ffn = m.shared_experts * e_ffn;
-      const int64_t s_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
-      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, z_.h, s_fc1);
-      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, z_.h);
+      const int64_t s_fc1 =
+          config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, s_fc1);
+      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, sizes_.h);
       d.shared_fc1_fwd = add(f1.forward);
       d.shared_fc1_dgrad = add(f1.grad_input);
       d.shared_fc1_wgrad = add(f1.grad_weight);
@@ -504,8 +509,8 @@ class Generator {
   /// A norm's tensors: the gain, and the bias of a LayerNorm with biases
   /// (transformer_norm_parameters()).
   void add_norm(LayerParams& p) const {
-    p.add(z_.h);
-    if (transformer_norm_parameters(c_) > z_.h) p.add(z_.h);
+    p.add(sizes_.h);
+    if (transformer_norm_parameters(config_) > sizes_.h) p.add(sizes_.h);
   }
 
   /// The parameter tensors of `layer` on one GPU, as transformer_memory.h counts them: column-
@@ -514,49 +519,51 @@ class Generator {
   /// tensor). The expert GEMMs run unsplit on tokens / tensor instead: the same flops.
   LayerParams layer_params(int64_t layer) const {
     LayerParams p;
-    const bool bias = c_.bias;
+    const bool bias = config_.bias;
     add_norm(p);
-    p.add(z_.qkv_out * z_.h);
-    if (bias) p.add(z_.qkv_out);
-    p.add(z_.h * z_.heads * z_.head_dim);
-    if (bias) p.add(z_.h);
+    p.add(sizes_.qkv_out * sizes_.h);
+    if (bias) p.add(sizes_.qkv_out);
+    p.add(sizes_.h * sizes_.heads * sizes_.head_dim);
+    if (bias) p.add(sizes_.h);
     add_norm(p);
-    if (c_.is_moe_layer(layer)) {
-      const MoeConfig& m = c_.moe;
-      const int64_t local = m.experts / c_.parallelism.expert;
-      const int64_t e_ffn = m.expert_ffn / z_.t;
-      const int64_t e_fc1 = c_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
-      p.add(m.experts * z_.h);
+    if (config_.is_moe_layer(layer)) {
+      const MoeConfig& m = config_.moe;
+      const int64_t local = m.experts / config_.parallelism.expert;
+      const int64_t e_ffn = m.expert_ffn / sizes_.t;
+      const int64_t e_fc1 =
+          config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+      p.add(m.experts * sizes_.h);
       for (int64_t e = 0; e < local + m.shared_experts; ++e) {
         // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
         // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
         const GradBufferIndex b =
-            e < local && c_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
-        p.add(e_fc1 * z_.h, b);
+            e < local && config_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
+        p.add(e_fc1 * sizes_.h, b);
         if (bias) p.add(e_fc1, b);
-        p.add(z_.h * e_ffn, b);
-        if (bias) p.add(z_.h, b);
+        p.add(sizes_.h * e_ffn, b);
+        if (bias) p.add(sizes_.h, b);
       }
     } else {
-      p.add(z_.fc1_out * z_.h);
-      if (bias) p.add(z_.fc1_out);
-      p.add(z_.h * z_.ffn);
-      if (bias) p.add(z_.h);
+      p.add(sizes_.fc1_out * sizes_.h);
+      if (bias) p.add(sizes_.fc1_out);
+      p.add(sizes_.h * sizes_.ffn);
+      if (bias) p.add(sizes_.h);
     }
     return p;
   }
 
   LayerParams embedding_params() const {
     LayerParams p;
-    p.add(z_.vocab * z_.h);
-    if (c_.position == TransformerPosition::kLearned) p.add(c_.seq * z_.h);
+    p.add(sizes_.vocab * sizes_.h);
+    if (config_.position == TransformerPosition::kLearned) p.add(config_.seq * sizes_.h);
     return p;
   }
 
   LayerParams head_params() const {
     LayerParams p;
     add_norm(p);  // final norm
-    if (!c_.tied_embeddings || c_.parallelism.pipeline > 1) p.add(z_.vocab * z_.h);
+    if (!config_.tied_embeddings || config_.parallelism.pipeline > 1)
+      p.add(sizes_.vocab * sizes_.h);
     return p;
   }
 
@@ -590,7 +597,7 @@ class Generator {
     ProcessGroup& group = groups_[pg];
     const uint32_t k = calls_made_[pg]++;
     if (k < group.calls.size()) {
-      const CollectiveDesc& existing = g_.collective(group.calls[k]);
+      const CollectiveDesc& existing = graph_.collective(group.calls[k]);
       if (existing.kind != kind || existing.bytes != bytes) {
         throw std::logic_error(fmt::format(
             "transformer generator: call {} on {} group is {} of {} B on one rank and {} of {} B "
@@ -608,7 +615,7 @@ class Generator {
     desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
     desc.parallel_dim = group.parallel_dim;
     const CollectiveId id =
-        g_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
+        graph_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
     group.calls.push_back(id);
     return id;
   }
@@ -616,9 +623,9 @@ class Generator {
   // ---- per rank -----------------------------------------------------------------------------
   void begin_rank(int64_t global, RankId graph_rank) {
     rank_ = global;
-    at_ = RankThreads{graph_rank, kCpuThread, kCompute, kDpComm};
-    co_ = layout_.coords(global);
-    const ParallelismConfig& p = c_.parallelism;
+    threads_ = RankThreads{graph_rank, kCpuThread, kCompute, kDpComm};
+    coords_ = layout_.coords(global);
+    const ParallelismConfig& p = config_.parallelism;
     calls_made_.assign(groups_.size(), 0);
     tp_pg_ = process_group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
     cp_pg_ = process_group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
@@ -637,23 +644,23 @@ class Generator {
     std::vector<int64_t> mp;
     for (int64_t r = 0; r < layout_.gpus(); ++r) {
       const ParallelCoords c = layout_.coords(r);
-      if (sharded_optimizer() || c.dp == co_.dp) mp.push_back(r);
+      if (sharded_optimizer() || c.dp == coords_.dp) mp.push_back(r);
     }
     mp_pg_ = process_group(ParallelDim::kOther, mp, {}, "mp");
     const int64_t stages = p.pipeline;
     if (stages > 1) {
-      ParallelCoords prev = co_;
-      ParallelCoords next = co_;
-      prev.pp = (co_.pp + stages - 1) % stages;
-      next.pp = (co_.pp + 1) % stages;
+      ParallelCoords prev = coords_;
+      ParallelCoords next = coords_;
+      prev.pp = (coords_.pp + stages - 1) % stages;
+      next.pp = (coords_.pp + 1) % stages;
       prev_ = layout_.rank(prev);
       next_ = layout_.rank(next);
       to_next_ = process_group(ParallelDim::kPipeline, {rank_, next_}, "activations");
       from_prev_ = process_group(ParallelDim::kPipeline, {prev_, rank_}, "activations");
       to_prev_ = process_group(ParallelDim::kPipeline, {rank_, prev_}, "gradients");
       from_next_ = process_group(ParallelDim::kPipeline, {next_, rank_}, "gradients");
-      ParallelCoords first = co_;
-      ParallelCoords last = co_;
+      ParallelCoords first = coords_;
+      ParallelCoords last = coords_;
       first.pp = 0;
       last.pp = stages - 1;
       emb_pg_ = process_group(ParallelDim::kPipeline, {layout_.rank(first), layout_.rank(last)});
@@ -661,30 +668,32 @@ class Generator {
   }
 
   bool sharded_optimizer() const {
-    return c_.parallelism.zero >= 1 || c_.parallelism.fsdp != FsdpMode::kNone;
+    return config_.parallelism.zero >= 1 || config_.parallelism.fsdp != FsdpMode::kNone;
   }
   bool sharded_params() const {
-    return c_.parallelism.zero >= 3 || c_.parallelism.fsdp != FsdpMode::kNone;
+    return config_.parallelism.zero >= 3 || config_.parallelism.fsdp != FsdpMode::kNone;
   }
   /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
   /// reduction's group size and the ZeRO / FSDP shard count.
-  int64_t replicas() const { return c_.parallelism.data * c_.parallelism.context; }
-  int64_t virtual_stage(int64_t chunk) const { return chunk * c_.parallelism.pipeline + co_.pp; }
-  int64_t virtual_stages() const { return c_.parallelism.pipeline * chunks_; }
+  int64_t replicas() const { return config_.parallelism.data * config_.parallelism.context; }
+  int64_t virtual_stage(int64_t chunk) const {
+    return chunk * config_.parallelism.pipeline + coords_.pp;
+  }
+  int64_t virtual_stages() const { return config_.parallelism.pipeline * chunks_; }
   int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
 
   // ---- emission helpers ---------------------------------------------------------------------
   void marker(std::string_view name) {
-    g_.add_cpu_op(at_.rank, kCpuThread, name, HostPhase::kMarker);
+    graph_.add_cpu_op(threads_.rank, kCpuThread, name, HostPhase::kMarker);
   }
   void op(std::string_view name, std::string_view kernel_name, KernelDescId k) {
-    HostOp h(g_, at_, name);
+    HostOp h(graph_, threads_, name);
     h.kernel(kernel_name, name, k);
     h.end();
   }
   void op2(std::string_view name, std::string_view k1, KernelDescId d1, std::string_view k2,
            KernelDescId d2) {
-    HostOp h(g_, at_, name);
+    HostOp h(graph_, threads_, name);
     h.kernel(k1, name, d1);
     h.kernel(k2, name, d2);
     h.end();
@@ -694,7 +703,7 @@ class Generator {
                 std::string_view op_name, std::vector<int64_t> send_bytes = {}) {
     if (groups_[pg].members.size() < 2) return;
     const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
-    HostOp h(g_, at_, op_name);
+    HostOp h(graph_, threads_, op_name);
     h.collective_on(kCompute, c, op_name);
     h.end();
   }
@@ -707,15 +716,16 @@ class Generator {
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
   /// gradient is all-reduced while the weight gradient is computed.
   void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad) {
-    HostOp h(g_, at_, name);
-    const bool tp = z_.t > 1;
-    const bool sp = c_.parallelism.sequence;
-    const int64_t full = z_.tokens * z_.h * e_;
+    HostOp h(graph_, threads_, name);
+    const bool tp = sizes_.t > 1;
+    const bool sp = config_.parallelism.sequence;
+    const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
     TaskId gathered = kNoTask;
     if (tp && sp) {
       const TaskId ready = h.record(kCompute);
       h.wait(kTpComm, ready);
-      h.collective_on(kTpComm, call(tp_pg_, CollectiveKind::kAllGather, full / z_.t, "all_gather"),
+      h.collective_on(kTpComm,
+                      call(tp_pg_, CollectiveKind::kAllGather, full / sizes_.t, "all_gather"),
                       "c10d::_allgather_base");
       gathered = h.record(kTpComm);
     }
@@ -738,15 +748,16 @@ class Generator {
 
   /// Entering a tensor-parallel region (before a column-parallel linear): SP all-gather.
   void tp_enter_forward() {
-    if (z_.t > 1 && c_.parallelism.sequence) {
-      tp_collective(CollectiveKind::kAllGather, z_.sp_tokens * z_.h * e_, "c10d::_allgather_base");
+    if (sizes_.t > 1 && config_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,
+                    "c10d::_allgather_base");
     }
   }
   /// Leaving it (after a row-parallel linear): SP reduce-scatter or all-reduce.
   void tp_exit_forward() {
-    if (z_.t == 1) return;
-    const int64_t full = z_.tokens * z_.h * e_;
-    if (c_.parallelism.sequence) {
+    if (sizes_.t == 1) return;
+    const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+    if (config_.parallelism.sequence) {
       tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
     } else {
       tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
@@ -755,19 +766,20 @@ class Generator {
   /// The backward of tp_exit_forward: SP all-gathers the output gradient; an all-reduce's
   /// backward is the identity.
   void tp_exit_backward() {
-    if (z_.t > 1 && c_.parallelism.sequence) {
-      tp_collective(CollectiveKind::kAllGather, z_.sp_tokens * z_.h * e_, "c10d::_allgather_base");
+    if (sizes_.t > 1 && config_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,
+                    "c10d::_allgather_base");
     }
   }
 
   std::string_view norm_op(bool backward) const {
-    if (c_.norm == TransformerNorm::kRmsNorm) {
+    if (config_.norm == TransformerNorm::kRmsNorm) {
       return backward ? "RmsNormBackward" : "aten::rms_norm";
     }
     return backward ? "NativeLayerNormBackward0" : "aten::layer_norm";
   }
   std::string_view act_op(bool backward) const {
-    if (c_.activation == TransformerActivation::kSwiglu) {
+    if (config_.activation == TransformerActivation::kSwiglu) {
       return backward ? "SwiGLUBackward" : "swiglu";
     }
     return backward ? "GeluBackward0" : "aten::gelu";
@@ -775,21 +787,21 @@ class Generator {
 
   // ---- layer forward / backward -------------------------------------------------------------
   void attention_forward(bool recompute_core_only) {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     if (!recompute_core_only) {
       op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
       tp_enter_forward();
       op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
-      if (c_.position == TransformerPosition::kRotary) {
+      if (config_.position == TransformerPosition::kRotary) {
         op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
       }
     }
-    if (c_.attention == AttentionImpl::kFlash) {
+    if (config_.attention == AttentionImpl::kFlash) {
       if (!recompute_core_only) core_attention_flash(false);
     } else {
       op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
       op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
-      if (c_.dropout > 0) op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
+      if (config_.dropout > 0) op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
       op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
     }
     if (recompute_core_only) return;
@@ -802,12 +814,13 @@ class Generator {
   /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
   /// attention on the TP-comm stream.
   void core_attention_flash(bool backward) {
-    const LayerDescs& d = d_;
-    const int64_t cp = c_.parallelism.context;
+    const LayerDescs& d = layer_descs_;
+    const int64_t cp = config_.parallelism.context;
     const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
                                            : "aten::_scaled_dot_product_flash_attention";
-    HostOp h(g_, at_, name);
-    const int64_t kv_bytes = 2 * z_.b * z_.s * z_.kv_heads * z_.head_dim * e_;
+    HostOp h(graph_, threads_, name);
+    const int64_t kv_bytes =
+        2 * sizes_.b * sizes_.s * sizes_.kv_heads * sizes_.head_dim * act_elem_bytes_;
     TaskId exchanged = kNoTask;
     auto exchange = [&](int64_t bytes) {
       const size_t n = static_cast<size_t>(cp);
@@ -839,22 +852,22 @@ class Generator {
   }
 
   void attention_backward() {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
     tp_exit_backward();
     op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
         pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
-    if (c_.attention == AttentionImpl::kFlash) {
+    if (config_.attention == AttentionImpl::kFlash) {
       core_attention_flash(true);
     } else {
       op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.av_dgrad_p,
           pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.av_dgrad_v);
-      if (c_.dropout > 0) op("NativeDropoutBackward0", "dropout_bwd", d.attn_dropout_bwd);
+      if (config_.dropout > 0) op("NativeDropoutBackward0", "dropout_bwd", d.attn_dropout_bwd);
       op("ScaledMaskedSoftmaxBackward", "softmax_bwd", d.softmax_bwd);
       op2("BaddbmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.score_dgrad_q,
           pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.score_dgrad_k);
     }
-    if (c_.position == TransformerPosition::kRotary) {
+    if (config_.position == TransformerPosition::kRotary) {
       op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
     }
     column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
@@ -863,9 +876,9 @@ class Generator {
   }
 
   void mlp_forward(int64_t layer) {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-    if (c_.is_moe_layer(layer)) {
+    if (config_.is_moe_layer(layer)) {
       moe_forward();
     } else {
       tp_enter_forward();
@@ -878,9 +891,9 @@ class Generator {
   }
 
   void mlp_backward(int64_t layer) {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
-    if (c_.is_moe_layer(layer)) {
+    if (config_.is_moe_layer(layer)) {
       moe_backward();
     } else {
       tp_exit_backward();
@@ -898,18 +911,20 @@ class Generator {
   /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
   /// (Megatron-Core's router drops them before the dispatch).
   std::vector<int64_t> dispatch_matrix(bool combine) const {
-    const int64_t ep = c_.parallelism.expert;
+    const int64_t ep = config_.parallelism.expert;
     const auto n = static_cast<size_t>(ep);
-    const double tokens = as_double(z_.moe_tokens * c_.moe.top_k);
-    const double capacity = c_.moe.capacity_factor > 0.0 ? c_.moe.capacity_factor : as_double(ep);
+    const double tokens = as_double(sizes_.moe_tokens * config_.moe.top_k);
+    const double capacity =
+        config_.moe.capacity_factor > 0.0 ? config_.moe.capacity_factor : as_double(ep);
     std::vector<double> share(n);
-    share[0] = moe_busiest_rank_load(c_) / as_double(ep);
+    share[0] = moe_busiest_rank_load(config_) / as_double(ep);
     for (size_t j = 1; j < n; ++j)
       share[j] = std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
     std::vector<int64_t> send(n * n, 0);
     for (size_t i = 0; i < n; ++i) {
       for (size_t j = 0; j < n; ++j) {
-        const auto bytes = static_cast<int64_t>(tokens * share[j] * as_double(z_.h * e_) + 0.5);
+        const auto bytes =
+            static_cast<int64_t>(tokens * share[j] * as_double(sizes_.h * act_elem_bytes_) + 0.5);
         send[combine ? j * n + i : i * n + j] = bytes;
       }
     }
@@ -917,23 +932,23 @@ class Generator {
   }
 
   void moe_forward() {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
     op("aten::topk", "router_topk", d.topk);
     op("moe_permute", "permute", d.permute);
-    if (c_.parallelism.expert > 1) {
+    if (config_.parallelism.expert > 1) {
       blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
                dispatch_matrix(false));
     }
     op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
     op(act_op(false), "activation_fwd", d.expert_act_fwd);
     op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
-    if (c_.parallelism.expert > 1) {
+    if (config_.parallelism.expert > 1) {
       blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
                dispatch_matrix(true));
     }
     op("moe_unpermute", "unpermute", d.unpermute);
-    if (c_.moe.shared_experts > 0) {
+    if (config_.moe.shared_experts > 0) {
       op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
       op(act_op(false), "activation_fwd", d.shared_act_fwd);
       op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
@@ -941,8 +956,8 @@ class Generator {
   }
 
   void moe_backward() {
-    const LayerDescs& d = d_;
-    if (c_.moe.shared_experts > 0) {
+    const LayerDescs& d = layer_descs_;
+    if (config_.moe.shared_experts > 0) {
       op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
       op(act_op(true), "activation_bwd", d.shared_act_bwd);
@@ -950,7 +965,7 @@ class Generator {
           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
     }
     op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
-    if (c_.parallelism.expert > 1) {
+    if (config_.parallelism.expert > 1) {
       blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
                dispatch_matrix(false));
     }
@@ -959,7 +974,7 @@ class Generator {
     op(act_op(true), "activation_bwd", d.expert_act_bwd);
     op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
         pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
-    if (c_.parallelism.expert > 1) {
+    if (config_.parallelism.expert > 1) {
       blocking(ep_pg_, CollectiveKind::kAllToAll, 0, "all_to_all", "c10d::all_to_all_single",
                dispatch_matrix(true));
     }
@@ -970,44 +985,45 @@ class Generator {
   }
 
   void embedding_forward() {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op("aten::embedding", "embedding_fwd", d.embed_fwd);
     // Vocab-parallel embedding: each TP rank looks up its vocabulary slice, then all-reduce
     // (reduce-scatter into the sequence-parallel region).
-    if (z_.t > 1) {
-      const int64_t full = z_.tokens * z_.h * e_;
-      if (c_.parallelism.sequence) {
+    if (sizes_.t > 1) {
+      const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+      if (config_.parallelism.sequence) {
         tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
       } else {
         tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
       }
     }
-    if (c_.position == TransformerPosition::kLearned) op("aten::add", "position_add", d.pos_add);
+    if (config_.position == TransformerPosition::kLearned)
+      op("aten::add", "position_add", d.pos_add);
   }
 
   void embedding_backward() {
     tp_exit_backward();
-    op("EmbeddingBackward0", "embedding_dense_backward", d_.embed_bwd);
+    op("EmbeddingBackward0", "embedding_dense_backward", layer_descs_.embed_bwd);
   }
 
   void head_forward() {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     tp_enter_forward();
     op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
     // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
     // row maxima, of the target logits and of the exp sums over TP (fp32, one value per token).
-    HostOp h(g_, at_, "vocab_parallel_cross_entropy");
+    HostOp h(graph_, threads_, "vocab_parallel_cross_entropy");
     h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
     h.end();
-    if (z_.t > 1) {
+    if (sizes_.t > 1) {
       for (int i = 0; i < 3; ++i)
-        tp_collective(CollectiveKind::kAllReduce, z_.tokens * kFp32Bytes, "c10d::all_reduce");
+        tp_collective(CollectiveKind::kAllReduce, sizes_.tokens * kFp32Bytes, "c10d::all_reduce");
     }
   }
 
   void head_backward() {
-    const LayerDescs& d = d_;
+    const LayerDescs& d = layer_descs_;
     op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
     column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
     op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
@@ -1016,12 +1032,12 @@ class Generator {
   // ---- data-parallel gradient and parameter traffic -------------------------------------------
   /// Bytes per gradient element in the data-parallel reduction (TransformerConfig::
   /// gradient_dtype()).
-  int64_t grad_bytes() const { return dtype_bytes(c_.gradient_dtype()); }
+  int64_t grad_bytes() const { return dtype_bytes(config_.gradient_dtype()); }
 
   /// Issues a data-parallel collective on process group `pg` (a gradient buffer's) on the DP
   /// stream after the compute stream's work so far.
   TaskId dp_collective(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view op_name) {
-    HostOp h(g_, at_, op_name);
+    HostOp h(graph_, threads_, op_name);
     const TaskId ready = h.record(kCompute);
     h.wait(kDpComm, ready);
     h.collective_on(kDpComm, call(pg, kind, bytes, collective_kind_name(kind)), op_name);
@@ -1032,7 +1048,7 @@ class Generator {
 
   void wait_compute(TaskId event, std::string_view op_name) {
     if (event == kNoTask) return;
-    HostOp h(g_, at_, op_name);
+    HostOp h(graph_, threads_, op_name);
     h.wait(kCompute, event);
     h.end();
   }
@@ -1079,7 +1095,7 @@ class Generator {
   }
 
   void reduce_bucket(const GradBuffer& buffer, int64_t bytes) {
-    const bool scatter = c_.parallelism.zero >= 1;
+    const bool scatter = config_.parallelism.zero >= 1;
     last_dp_event_ = dp_collective(
         buffer.pg, scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
         scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
@@ -1089,13 +1105,13 @@ class Generator {
   /// output layer; one per gradient buffer shared by more than one rank) on the DP stream. It
   /// depends on nothing the compute stream does.
   TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
-    HostOp h(g_, at_, op_name);
+    HostOp h(graph_, threads_, op_name);
     for (size_t b = 0; b < kGradBuffers; ++b) {
       const GradBuffer& buffer = grad_buffers_[b];
       if (buffer.replicas == 1 || elements[b] == 0) continue;
       h.collective_on(kDpComm,
                       call(buffer.pg, CollectiveKind::kAllGather,
-                           elements[b] * e_ / buffer.replicas, "all_gather"),
+                           elements[b] * act_elem_bytes_ / buffer.replicas, "all_gather"),
                       op_name);
     }
     const TaskId done = h.record(kDpComm);
@@ -1140,8 +1156,9 @@ class Generator {
   }
 
   void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch) {
-    const bool full_shard = c_.parallelism.fsdp == FsdpMode::kFullShard ||
-                            (c_.parallelism.zero >= 3 && c_.parallelism.fsdp == FsdpMode::kNone);
+    const bool full_shard =
+        config_.parallelism.fsdp == FsdpMode::kFullShard ||
+        (config_.parallelism.zero >= 3 && config_.parallelism.fsdp == FsdpMode::kNone);
     const LayerParams params = layer_params(layer);
     if (full_shard) {
       std::optional<std::pair<int64_t, PerBuffer>> next;
@@ -1150,10 +1167,11 @@ class Generator {
       }
       gather_unit(layer, params.elements, next, "FullyShardedDataParallel._pre_backward_unshard");
     }
-    if (c_.recompute == Recompute::kFull) {
+    if (config_.recompute == Recompute::kFull) {
       attention_forward(false);
       mlp_forward(layer);
-    } else if (c_.recompute == Recompute::kSelective && c_.attention == AttentionImpl::kUnfused) {
+    } else if (config_.recompute == Recompute::kSelective &&
+               config_.attention == AttentionImpl::kUnfused) {
       attention_forward(true);
     }
     mlp_backward(layer);
@@ -1167,18 +1185,18 @@ class Generator {
   /// Bytes of one pipeline message on the network: the activation (or its gradient) of one
   /// micro-batch, split over the TP ranks with the scatter/gather optimisation.
   int64_t p2p_bytes() const {
-    const int64_t full = z_.sp_tokens * z_.h * e_;
-    return scatter_gather() ? full / z_.t : full;
+    const int64_t full = sizes_.sp_tokens * sizes_.h * act_elem_bytes_;
+    return scatter_gather() ? full / sizes_.t : full;
   }
   bool scatter_gather() const {
-    return c_.parallelism.p2p_scatter_gather && z_.t > 1 && !c_.parallelism.sequence;
+    return config_.parallelism.p2p_scatter_gather && sizes_.t > 1 && !config_.parallelism.sequence;
   }
 
   void receive(bool forward, int64_t micro_batch, int64_t chunk) {
     const int64_t vs = virtual_stage(chunk);
     if (forward ? vs == 0 : vs == virtual_stages() - 1) return;
     const uint32_t pg = forward ? from_prev_ : from_next_;
-    HostOp h(g_, at_, forward ? "recv_forward" : "recv_backward");
+    HostOp h(graph_, threads_, forward ? "recv_forward" : "recv_backward");
     const uint16_t stream = forward ? kActIn : kGradIn;
     h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, p2p_bytes(), "send_recv"),
                     "c10d::batch_isend_irecv");
@@ -1189,8 +1207,8 @@ class Generator {
     // torch.cuda.synchronize()), so it cannot run ahead launching the next kernels. Sends stay
     // asynchronous here: Megatron posts them in the same batch as the next receive, which this
     // per-direction stream model has no single call for.
-    if (c_.parallelism.p2p_synchronous) {
-      g_.add_host_sync(at_.rank, kCpuThread, stream, "torch.cuda.synchronize");
+    if (config_.parallelism.p2p_synchronous) {
+      graph_.add_host_sync(threads_.rank, kCpuThread, stream, "torch.cuda.synchronize");
     }
     // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
     if (scatter_gather()) {
@@ -1203,7 +1221,7 @@ class Generator {
     const int64_t vs = virtual_stage(chunk);
     if (forward ? vs == virtual_stages() - 1 : vs == 0) return;
     const uint32_t pg = forward ? to_next_ : to_prev_;
-    HostOp h(g_, at_, forward ? "send_forward" : "send_backward");
+    HostOp h(graph_, threads_, forward ? "send_forward" : "send_backward");
     const uint16_t stream = forward ? kActOut : kGradOut;
     const TaskId ready = h.record(kCompute);
     h.wait(stream, ready);
@@ -1215,12 +1233,12 @@ class Generator {
   }
 
   void iteration(uint32_t it) {
-    g_.add_iteration_mark(at_.rank, kCpuThread, it);
-    pytorch::body(g_, at_, "Optimizer.zero_grad#Adam.zero_grad");
+    graph_.add_iteration_mark(threads_.rank, kCpuThread, it);
+    pytorch::body(graph_, threads_, "Optimizer.zero_grad#Adam.zero_grad");
     last_dp_event_ = kNoTask;
-    const ParallelismConfig& p = c_.parallelism;
+    const ParallelismConfig& p = config_.parallelism;
     const std::vector<PipelineStep> steps =
-        pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, co_.pp);
+        pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, coords_.pp);
     assign_gradient_buckets(steps);
     const int64_t last_vs = virtual_stages() - 1;
     for (const PipelineStep& step : steps) {
@@ -1261,7 +1279,7 @@ class Generator {
     }
     finish_gradients();
     optimizer_step();
-    g_.add_host_sync(at_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
+    graph_.add_host_sync(threads_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
   }
 
   /// PyTorch DDP's buckets over each gradient buffer's tensors in ready order
@@ -1271,7 +1289,7 @@ class Generator {
       GradBuffer& buffer = grad_buffers_[b];
       buffer.buckets = pytorch::assign_ddp_buckets(
           gradient_ready_bytes(steps, static_cast<GradBufferIndex>(b)),
-          pytorch::kDefaultDdpFirstBucketBytes, c_.parallelism.ddp_bucket_bytes);
+          pytorch::kDefaultDdpFirstBucketBytes, config_.parallelism.ddp_bucket_bytes);
       buffer.bucket_end.clear();
       size_t end = 0;
       for (const pytorch::DdpBucket& bucket : buffer.buckets) {
@@ -1284,7 +1302,7 @@ class Generator {
   }
 
   void finish_gradients() {
-    const ParallelismConfig& p = c_.parallelism;
+    const ParallelismConfig& p = config_.parallelism;
     // Without overlap every bucket is reduced after the pipeline flush.
     for (GradBuffer& buffer : grad_buffers_) {
       if (buffer.replicas == 1 || sharded_params()) continue;
@@ -1293,18 +1311,19 @@ class Generator {
     }
     wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
     // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
-    if (p.pipeline > 1 && c_.tied_embeddings && (co_.pp == 0 || co_.pp == p.pipeline - 1)) {
-      blocking(emb_pg_, CollectiveKind::kAllReduce, z_.vocab * z_.h * grad_bytes(), "all_reduce",
-               "_allreduce_word_embedding_grads");
+    if (p.pipeline > 1 && config_.tied_embeddings &&
+        (coords_.pp == 0 || coords_.pp == p.pipeline - 1)) {
+      blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
+               "all_reduce", "_allreduce_word_embedding_grads");
     }
   }
 
   void optimizer_step() {
     OptimizerShape shape;
-    shape.kind = c_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
-                 : c_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
-                                                                : OptimizerKind::kAdam;
-    shape.impl = c_.optimizer_impl;
+    shape.kind = config_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
+                 : config_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
+                                                                     : OptimizerKind::kAdam;
+    shape.impl = config_.optimizer_impl;
     shape.large_kernel_args = true;
     int64_t elements = 0;
     auto add_tensors = [&](const LayerParams& lp) {
@@ -1323,7 +1342,7 @@ class Generator {
         add_tensors(layer_params(first_layer(chunk) + l));
       if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(head_params());
     }
-    const DType opt_dt = c_.master_weights ? DType::kFp32 : act_dt_;
+    const DType opt_dt = config_.master_weights ? DType::kFp32 : act_dt_;
     const auto n = as_double(elements);
     // Gradient clipping (Megatron's clip_grad_norm_fp32): multi_tensor_l2norm over the local
     // gradients, an all-reduce of the norm over the model-parallel group, then scaling. Stages
@@ -1347,10 +1366,10 @@ class Generator {
     op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
     blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
     op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
-    op(c_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
-                                                  : "Optimizer.step#Adam.step",
+    op(config_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
+                                                       : "Optimizer.step#Adam.step",
        "multi_tensor_apply_kernel", sd.update);
-    if (c_.master_weights && act_dt_ != DType::kFp32) {
+    if (config_.master_weights && act_dt_ != DType::kFp32) {
       op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
     }
     // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
@@ -1360,7 +1379,7 @@ class Generator {
       for (const GradBuffer& buffer : grad_buffers_) {
         if (buffer.replicas == 1) continue;
         for (const pytorch::DdpBucket& bucket : buffer.buckets) {
-          const int64_t param_bytes = bucket.bytes / grad_bytes() * e_;
+          const int64_t param_bytes = bucket.bytes / grad_bytes() * act_elem_bytes_;
           done = dp_collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
                                "nccl:all_gather");
         }
@@ -1398,15 +1417,15 @@ class Generator {
     }
   }
 
-  const TransformerConfig& c_;
-  TransformerGraphInputs in_;
-  TaskGraph& g_;
+  const TransformerConfig& config_;
+  TransformerGraphInputs inputs_;
+  TaskGraph& graph_;
   ParallelLayout layout_;
-  Sizes z_;
-  LayerDescs d_{};
+  Sizes sizes_;
+  LayerDescs layer_descs_{};
   DType gemm_dt_ = DType::kBf16;
   DType act_dt_ = DType::kBf16;
-  int64_t e_ = 2;
+  int64_t act_elem_bytes_ = 2;
   int64_t micro_batches_ = 1;
   int64_t chunks_ = 1;
   int64_t layers_per_chunk_ = 1;
@@ -1419,8 +1438,8 @@ class Generator {
 
   // The rank being emitted.
   int64_t rank_ = 0;
-  RankThreads at_;
-  ParallelCoords co_;
+  RankThreads threads_;
+  ParallelCoords coords_;
   uint32_t tp_pg_ = 0, cp_pg_ = 0, dp_pg_ = 0, ep_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   int64_t prev_ = 0, next_ = 0;

@@ -80,7 +80,7 @@ class ParallelLayout {
   std::vector<int64_t> expert_replica_group(int64_t rank) const;
 
  private:
-  ParallelismConfig p_;
+  ParallelismConfig parallel_;
   int64_t gpus_ = 1;
   /// Stride of each axis in the global rank, dense layout (kExpert's unused).
   std::array<int64_t, kLayoutDimCount> stride_{};

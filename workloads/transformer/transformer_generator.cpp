@@ -14,6 +14,7 @@
 #include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/layer_kernels.h"
 
 namespace upsim {
 
@@ -35,205 +36,6 @@ constexpr int64_t kFp32Bytes = 4;
 double as_double(int64_t v) {
   return static_cast<double>(v);
 }
-
-size_t dim_index(ParallelDim d) {
-  return static_cast<size_t>(d);
-}
-
-}  // namespace
-
-// ---- layout ---------------------------------------------------------------------------------
-
-ParallelLayout::ParallelLayout(const ParallelismConfig& p)
-    : parallel_(p),
-      gpus_(p.gpus()),
-      expert_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kExpert)),
-      expert_data_stride_(rank_stride(p, RankLayout::kExpert, ParallelDim::kData)) {
-  for (ParallelDim d : parallel_.order)
-    stride_[dim_index(d)] = rank_stride(parallel_, RankLayout::kDense, d);
-}
-
-int64_t ParallelLayout::size(ParallelDim dim) const {
-  switch (dim) {
-    case ParallelDim::kTensor:
-      return parallel_.tensor;
-    case ParallelDim::kContext:
-      return parallel_.context;
-    case ParallelDim::kExpert:
-      return parallel_.expert;
-    case ParallelDim::kData:
-      return parallel_.data;
-    case ParallelDim::kPipeline:
-      return parallel_.pipeline;
-    case ParallelDim::kOther:  // no layout dimension: a group of one
-      return 1;
-  }
-  return 1;
-}
-
-ParallelCoords ParallelLayout::coords(int64_t rank) const {
-  auto at = [&](ParallelDim d) { return rank / stride_[dim_index(d)] % size(d); };
-  return {at(ParallelDim::kTensor), at(ParallelDim::kContext), at(ParallelDim::kData),
-          at(ParallelDim::kPipeline)};
-}
-
-int64_t ParallelLayout::rank(const ParallelCoords& c) const {
-  return c.tp * stride_[dim_index(ParallelDim::kTensor)] +
-         c.cp * stride_[dim_index(ParallelDim::kContext)] +
-         c.dp * stride_[dim_index(ParallelDim::kData)] +
-         c.pp * stride_[dim_index(ParallelDim::kPipeline)];
-}
-
-std::vector<int64_t> ParallelLayout::group(ParallelDim dim, int64_t of) const {
-  const ParallelCoords base = coords(of);
-  std::vector<int64_t> members;
-  if (dim == ParallelDim::kExpert) {
-    // The ep group of Megatron-Core's expert rank layout (RankLayout::kExpert).
-    const int64_t first = of - of / expert_stride_ % parallel_.expert * expert_stride_;
-    for (int64_t i = 0; i < parallel_.expert; ++i)
-      members.push_back(first + i * expert_stride_);
-    return members;
-  }
-  for (int64_t i = 0; i < size(dim); ++i) {
-    ParallelCoords c = base;
-    switch (dim) {
-      case ParallelDim::kTensor:
-        c.tp = i;
-        break;
-      case ParallelDim::kContext:
-        c.cp = i;
-        break;
-      case ParallelDim::kData:
-        c.dp = i;
-        break;
-      case ParallelDim::kPipeline:
-        c.pp = i;
-        break;
-      case ParallelDim::kExpert:
-      case ParallelDim::kOther:
-        break;
-    }
-    members.push_back(rank(c));
-  }
-  return members;
-}
-
-std::vector<int64_t> ParallelLayout::replica_group(int64_t of) const {
-  std::vector<int64_t> members;
-  for (int64_t dp : group(ParallelDim::kData, of)) {
-    for (int64_t r : group(ParallelDim::kContext, dp))
-      members.push_back(r);
-  }
-  std::sort(members.begin(), members.end());
-  return members;
-}
-
-std::vector<int64_t> ParallelLayout::expert_replica_group(int64_t of) const {
-  const int64_t size = parallel_.expert_data();
-  const int64_t first = of - of / expert_data_stride_ % size * expert_data_stride_;
-  std::vector<int64_t> members;
-  for (int64_t i = 0; i < size; ++i)
-    members.push_back(first + i * expert_data_stride_);
-  return members;
-}
-
-// ---- pipeline schedules -----------------------------------------------------------------------
-
-std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
-                                            int64_t chunks, int64_t micro_batches, int64_t stage) {
-  std::vector<PipelineStep> steps;
-  if (schedule == PipelineSchedule::kGpipe) {
-    for (int64_t c = 0; c < chunks; ++c)
-      for (int64_t m = 0; m < micro_batches; ++m)
-        steps.push_back({true, m, c});
-    for (int64_t c = chunks - 1; c >= 0; --c)
-      for (int64_t m = 0; m < micro_batches; ++m)
-        steps.push_back({false, m, c});
-    return steps;
-  }
-  if (schedule == PipelineSchedule::k1F1B || chunks == 1) {
-    const int64_t warmup = std::min(stages - stage - 1, micro_batches);
-    const int64_t remaining = micro_batches - warmup;
-    for (int64_t m = 0; m < warmup; ++m)
-      steps.push_back({true, m, 0});
-    for (int64_t i = 0; i < remaining; ++i) {
-      steps.push_back({true, warmup + i, 0});
-      steps.push_back({false, i, 0});
-    }
-    for (int64_t m = remaining; m < micro_batches; ++m)
-      steps.push_back({false, m, 0});
-    return steps;
-  }
-  // Interleaved 1F1B (Megatron-LM schedules.py, forward_backward_pipelining_with_interleaving).
-  const int64_t total = micro_batches * chunks;
-  const int64_t group = stages * chunks;
-  auto chunk_of = [&](int64_t k, bool forward) {
-    const int64_t c = k % group / stages;
-    return forward ? c : chunks - 1 - c;
-  };
-  auto micro_batch_of = [&](int64_t k) { return k / group * stages + k % stages; };
-  const int64_t warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
-  const int64_t remaining = total - warmup;
-  for (int64_t k = 0; k < warmup; ++k)
-    steps.push_back({true, micro_batch_of(k), chunk_of(k, true)});
-  for (int64_t k = 0; k < remaining; ++k) {
-    steps.push_back({true, micro_batch_of(k + warmup), chunk_of(k + warmup, true)});
-    steps.push_back({false, micro_batch_of(k), chunk_of(k, false)});
-  }
-  for (int64_t k = remaining; k < total; ++k)
-    steps.push_back({false, micro_batch_of(k), chunk_of(k, false)});
-  return steps;
-}
-
-namespace {
-
-/// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
-/// rank (seq / context), h hidden, t tensor parallel).
-struct Sizes {
-  int64_t b = 0;
-  int64_t s = 0;
-  int64_t h = 0;
-  int64_t t = 1;
-  int64_t tokens = 0;     ///< b x s: rows of the GEMMs
-  int64_t sp_tokens = 0;  ///< tokens held between TP regions (tokens / t with SP)
-  int64_t heads = 0;      ///< query heads on this rank
-  int64_t kv_heads = 0;   ///< key/value heads on this rank (replicated when kv_heads < t)
-  int64_t head_dim = 0;
-  int64_t qkv_out = 0;
-  int64_t ffn = 0;         ///< MLP inner width on this rank
-  int64_t fc1_out = 0;     ///< ffn, doubled for SwiGLU's gate
-  int64_t vocab = 0;       ///< padded vocabulary on this rank
-  int64_t moe_tokens = 0;  ///< tokens routed by this rank's router
-};
-
-/// Kernel descriptions of one layer, shared by every layer, micro-batch and rank.
-struct LayerDescs {
-  KernelDescId norm_fwd, norm_bwd;
-  KernelDescId qkv_fwd, qkv_dgrad, qkv_wgrad;
-  KernelDescId rotary_fwd, rotary_bwd;
-  KernelDescId attn_fwd, attn_bwd;
-  std::vector<KernelDescId> attn_ring_fwd, attn_ring_bwd;  ///< CP steps 1.. (non-diagonal)
-  KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;    ///< unfused q k^T
-  KernelDescId softmax_fwd, softmax_bwd, attn_dropout_fwd, attn_dropout_bwd;
-  KernelDescId av_fwd, av_dgrad_p, av_dgrad_v;  ///< unfused p v
-  KernelDescId proj_fwd, proj_dgrad, proj_wgrad;
-  KernelDescId residual_fwd, residual_bwd;
-  KernelDescId fc1_fwd, fc1_dgrad, fc1_wgrad;
-  KernelDescId act_fwd, act_bwd;
-  KernelDescId fc2_fwd, fc2_dgrad, fc2_wgrad;
-  KernelDescId grad_add;
-  // MoE
-  KernelDescId router_fwd, router_dgrad, router_wgrad, topk, topk_bwd, permute, unpermute;
-  KernelDescId expert_fc1_fwd, expert_fc1_dgrad, expert_fc1_wgrad;
-  KernelDescId expert_act_fwd, expert_act_bwd;
-  KernelDescId expert_fc2_fwd, expert_fc2_dgrad, expert_fc2_wgrad;
-  KernelDescId shared_fc1_fwd, shared_fc1_dgrad, shared_fc1_wgrad;
-  KernelDescId shared_act_fwd, shared_act_bwd;
-  KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
-  // Embedding and output layer.
-  KernelDescId embed_fwd, embed_bwd, pos_add;
-  KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
-};
 
 struct ProcessGroup {
   std::string dim;  ///< the prefix of its collectives' names: "tp", ..., "mp"
@@ -281,23 +83,7 @@ class Generator {
   Generator(const TransformerConfig& c, const TransformerGraphInputs& in, TaskGraph& g)
       : config_(c), inputs_(in), graph_(g), layout_(c.parallelism) {
     const ParallelismConfig& p = config_.parallelism;
-    sizes_.b = config_.micro_batch;
-    sizes_.s = config_.seq / p.context;
-    sizes_.h = config_.hidden;
-    sizes_.t = p.tensor;
-    sizes_.tokens = sizes_.b * sizes_.s;
-    sizes_.sp_tokens = p.sequence ? sizes_.tokens / sizes_.t : sizes_.tokens;
-    sizes_.heads = config_.heads / sizes_.t;
-    sizes_.kv_heads = std::max<int64_t>(1, config_.kv_heads / sizes_.t);
-    sizes_.head_dim = config_.head_dim();
-    sizes_.qkv_out = (sizes_.heads + 2 * sizes_.kv_heads) * sizes_.head_dim;
-    sizes_.ffn = config_.ffn / sizes_.t;
-    sizes_.fc1_out =
-        config_.activation == TransformerActivation::kSwiglu ? 2 * sizes_.ffn : sizes_.ffn;
-    const int64_t vocab_multiple = 128 * sizes_.t;
-    sizes_.vocab =
-        (config_.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / sizes_.t;
-    sizes_.moe_tokens = sizes_.t > 1 ? sizes_.tokens / sizes_.t : sizes_.tokens;
+    sizes_ = layer_sizes(config_);
     gemm_dt_ = config_.dtype;
     act_dt_ = config_.activation_dtype();
     act_elem_bytes_ = dtype_bytes(act_dt_);
@@ -306,7 +92,7 @@ class Generator {
     layers_per_chunk_ = config_.layers / (p.pipeline * chunks_);
     mirror_ = config_.mirror_data_parallel && p.data > 1;
     overlap_grad_reduce_ = p.overlap_grad_reduce;
-    build_descs();
+    layer_descs_ = add_layer_kernels(config_, sizes_, graph_);
   }
 
   TransformerGraph run() {
@@ -342,168 +128,7 @@ class Generator {
   }
 
  private:
-  // ---- kernel descriptions ----------------------------------------------------------------
   KernelDescId add(const KernelDesc& d) { return graph_.add_kernel_desc(d); }
-  KernelDescId gemm(DType dt, int64_t batch, int64_t m, int64_t n, int64_t k) {
-    return add(gemm_kernel(dt, batch, m, n, k));
-  }
-  KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
-    return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
-  }
-  KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, double flops, double reads,
-                   double writes, DType dt) {
-    return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
-  }
-  AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
-    return AttentionShape{sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
-                          sizes_.head_dim, causal,       backward,        true};
-  }
-
-  void build_descs() {
-    LayerDescs& d = layer_descs_;
-    const Sizes& z = sizes_;
-    const double sp_elems = as_double(z.sp_tokens * z.h);
-    const MemoryOp norm =
-        config_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
-    // Norms: one read and one write per element forward (Lin et al., TPDS 2024); the backward reads
-    // the input, the output gradient and the saved statistics, writes the input gradient.
-    d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
-    d.norm_bwd = row(norm, z.sp_tokens, z.h, 12, 2, 1, act_dt_);
-    const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);
-    d.qkv_fwd = add(qkv.forward);
-    d.qkv_dgrad = add(qkv.grad_input);
-    d.qkv_wgrad = add(qkv.grad_weight);
-    const double rotary_elems = as_double(z.tokens * (z.heads + z.kv_heads) * z.head_dim);
-    d.rotary_fwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
-    d.rotary_bwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
-    const int64_t cp = config_.parallelism.context;
-    d.attn_fwd =
-        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, false)));
-    d.attn_bwd =
-        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, true)));
-    // Ring attention (Liu et al., arXiv 2310.01889; Megatron-LM's load-balanced context
-    // parallel): step 0 is the local, diagonal block; with a causal mask every later step
-    // computes half a block (the sequence is split into 2 cp chunks, zig-zag).
-    for (int64_t step = 1; step < cp; ++step) {
-      const int64_t seq_q = config_.causal ? z.s / 2 : z.s;
-      d.attn_ring_fwd.push_back(
-          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, false))));
-      d.attn_ring_bwd.push_back(
-          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, true))));
-    }
-    // Unfused attention: baddbmm q k^T, masked softmax, dropout, bmm p v (Megatron's
-    // CoreAttention), per head; grouped kv heads are expanded to the query heads first.
-    const int64_t bh = z.b * z.heads;
-    const int64_t s = z.s;
-    d.score_fwd = gemm(act_dt_, bh, s, s, z.head_dim);
-    d.score_dgrad_q = gemm(act_dt_, bh, s, z.head_dim, s);
-    d.score_dgrad_k = gemm(act_dt_, bh, s, z.head_dim, s);
-    d.softmax_fwd = row(MemoryOp::kSoftmax, bh * s, s, 5, 1, 1, act_dt_);
-    d.softmax_bwd = row(MemoryOp::kSoftmax, bh * s, s, 3, 2, 1, act_dt_);
-    d.attn_dropout_fwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 2, 1, 2);
-    d.attn_dropout_bwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 1, 2, 1);
-    d.av_fwd = gemm(act_dt_, bh, s, z.head_dim, s);
-    d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
-    d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
-    const pytorch::LinearGemms proj =
-        pytorch::linear_gemms(gemm_dt_, z.tokens, z.heads * z.head_dim, z.h);
-    d.proj_fwd = add(proj.forward);
-    d.proj_dgrad = add(proj.grad_input);
-    d.proj_wgrad = add(proj.grad_weight);
-    // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
-    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
-                                         : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
-    d.residual_bwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
-                                         : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
-    d.grad_add = pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
-    const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
-    const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
-    d.fc1_fwd = add(fc1.forward);
-    d.fc1_dgrad = add(fc1.grad_input);
-    d.fc1_wgrad = add(fc1.grad_weight);
-    d.fc2_fwd = add(fc2.forward);
-    d.fc2_dgrad = add(fc2.grad_input);
-    d.fc2_wgrad = add(fc2.grad_weight);
-    d.act_fwd = activation(z.tokens * z.ffn, false);
-    d.act_bwd = activation(z.tokens * z.ffn, true);
-    if (config_.moe.experts > 0) build_moe_descs();
-    // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
-    // gradients into the table (embedding_dense_backward: sort + index_add).
-    d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);
-    d.embed_bwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 1, 2, 1);
-    d.pos_add = pw(MemoryOp::kBinary, as_double(z.tokens * z.h), 1, 2, 1);
-    const pytorch::LinearGemms head = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.vocab);
-    d.head_fwd = add(head.forward);
-    d.head_dgrad = add(head.grad_input);
-    d.head_wgrad = add(head.grad_weight);
-    // Vocab-parallel cross-entropy on fp32 logits (Megatron casts them): max, exp-sum, loss; the
-    // backward writes softmax - one-hot.
-    d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
-    d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
-  }
-
-  KernelDescId activation(int64_t elements, bool backward) {
-    if (config_.activation == TransformerActivation::kSwiglu) {
-      // silu(a) * b: reads a and b, writes one; the backward reads a, b and the output gradient
-      // and writes both input gradients.
-      return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
-                      : pw(MemoryOp::kSwiglu, as_double(elements), 5, 2, 1);
-    }
-    return backward ? pw(MemoryOp::kGelu, as_double(elements), 10, 2, 1)
-                    : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
-  }
-
-  /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
-  /// load (moe_busiest_rank_load) over its local experts.
-  int64_t tokens_per_local_expert() const {
-    const MoeConfig& m = config_.moe;
-    const int64_t local_experts = m.experts / config_.parallelism.expert;
-    const double received = as_double(sizes_.moe_tokens * m.top_k) * moe_busiest_rank_load(config_);
-    return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
-  }
-
-  void build_moe_descs() {
-    LayerDescs& d = layer_descs_;
-    const MoeConfig& m = config_.moe;
-    const int64_t tk = sizes_.moe_tokens;
-    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, m.experts);
-    d.router_fwd = add(router.forward);
-    d.router_dgrad = add(router.grad_input);
-    d.router_wgrad = add(router.grad_weight);
-    d.topk = row(MemoryOp::kSoftmax, tk, m.experts, 6, 1, 1, DType::kFp32);
-    d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
-    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 0, 1, 1);
-    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 2, 2, 1);
-    const int64_t per_expert = tokens_per_local_expert();
-    const int64_t local = m.experts / config_.parallelism.expert;
-    const int64_t e_ffn = m.expert_ffn;
-    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
-    // Grouped GEMM over the local experts: one batched GEMM per expert count, m = tokens per
-    // expert (Megatron-Core's GroupedMLP with equal counts on this rank).
-    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, sizes_.h);
-    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, sizes_.h, e_fc1);
-    d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, sizes_.h, per_expert);
-    d.expert_act_fwd = activation(local * per_expert * e_ffn, false);
-    d.expert_act_bwd = activation(local * per_expert * e_ffn, true);
-    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, sizes_.h, e_ffn);
-    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, sizes_.h);
-    d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
-    if (m.shared_experts > 0) {
-      const int64_t s_ffn = m.shared_experts * e_ffn;
-      const int64_t s_fc1 =
-          config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
-      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, s_fc1);
-      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, sizes_.h);
-      d.shared_fc1_fwd = add(f1.forward);
-      d.shared_fc1_dgrad = add(f1.grad_input);
-      d.shared_fc1_wgrad = add(f1.grad_weight);
-      d.shared_fc2_fwd = add(f2.forward);
-      d.shared_fc2_dgrad = add(f2.grad_input);
-      d.shared_fc2_wgrad = add(f2.grad_weight);
-      d.shared_act_fwd = activation(tk * s_ffn, false);
-      d.shared_act_bwd = activation(tk * s_ffn, true);
-    }
-  }
 
   // ---- parameters ---------------------------------------------------------------------------
   /// A norm's tensors: the gain, and the bias of a LayerNorm with biases
@@ -787,7 +412,7 @@ class Generator {
 
   // ---- layer forward / backward -------------------------------------------------------------
   void attention_forward(bool recompute_core_only) {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     if (!recompute_core_only) {
       op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
       tp_enter_forward();
@@ -814,7 +439,7 @@ class Generator {
   /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
   /// attention on the TP-comm stream.
   void core_attention_flash(bool backward) {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     const int64_t cp = config_.parallelism.context;
     const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
                                            : "aten::_scaled_dot_product_flash_attention";
@@ -852,7 +477,7 @@ class Generator {
   }
 
   void attention_backward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
     tp_exit_backward();
     op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
@@ -876,7 +501,7 @@ class Generator {
   }
 
   void mlp_forward(int64_t layer) {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     if (config_.is_moe_layer(layer)) {
       moe_forward();
@@ -891,7 +516,7 @@ class Generator {
   }
 
   void mlp_backward(int64_t layer) {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
     if (config_.is_moe_layer(layer)) {
       moe_backward();
@@ -932,7 +557,7 @@ class Generator {
   }
 
   void moe_forward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
     op("aten::topk", "router_topk", d.topk);
     op("moe_permute", "permute", d.permute);
@@ -956,7 +581,7 @@ class Generator {
   }
 
   void moe_backward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     if (config_.moe.shared_experts > 0) {
       op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
@@ -985,7 +610,7 @@ class Generator {
   }
 
   void embedding_forward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op("aten::embedding", "embedding_fwd", d.embed_fwd);
     // Vocab-parallel embedding: each TP rank looks up its vocabulary slice, then all-reduce
     // (reduce-scatter into the sequence-parallel region).
@@ -1007,7 +632,7 @@ class Generator {
   }
 
   void head_forward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     tp_enter_forward();
     op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
@@ -1023,7 +648,7 @@ class Generator {
   }
 
   void head_backward() {
-    const LayerDescs& d = layer_descs_;
+    const LayerKernels& d = layer_descs_;
     op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
     column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
     op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
@@ -1421,8 +1046,8 @@ class Generator {
   TransformerGraphInputs inputs_;
   TaskGraph& graph_;
   ParallelLayout layout_;
-  Sizes sizes_;
-  LayerDescs layer_descs_{};
+  LayerSizes sizes_;
+  LayerKernels layer_descs_{};
   DType gemm_dt_ = DType::kBf16;
   DType act_dt_ = DType::kBf16;
   int64_t act_elem_bytes_ = 2;

@@ -1,0 +1,227 @@
+#include "workloads/transformer/layer_kernels.h"
+
+#include <algorithm>
+
+#include "workloads/pytorch/kernels.h"
+
+namespace upsim {
+
+namespace {
+
+double as_double(int64_t v) {
+  return static_cast<double>(v);
+}
+
+/// Adds the descriptions in build(), in their order.
+class LayerKernelBuilder {
+ public:
+  LayerKernelBuilder(const TransformerConfig& config, const LayerSizes& sizes, TaskGraph& graph)
+      : config_(config),
+        sizes_(sizes),
+        graph_(graph),
+        gemm_dt_(config.dtype),
+        act_dt_(config.activation_dtype()) {}
+
+  LayerKernels build() {
+    build_descs();
+    return kernels_;
+  }
+
+ private:
+  KernelDescId add(const KernelDesc& d) { return graph_.add_kernel_desc(d); }
+  KernelDescId gemm(DType dt, int64_t batch, int64_t m, int64_t n, int64_t k) {
+    return add(gemm_kernel(dt, batch, m, n, k));
+  }
+  KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
+    return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
+  }
+  KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, double flops, double reads,
+                   double writes, DType dt) {
+    return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
+  }
+  AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
+    return AttentionShape{sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
+                          sizes_.head_dim, causal,       backward,        true};
+  }
+
+  void build_descs() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    const double sp_elems = as_double(z.sp_tokens * z.h);
+    const MemoryOp norm =
+        config_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+    // Norms: one read and one write per element forward (Lin et al., TPDS 2024); the backward reads
+    // the input, the output gradient and the saved statistics, writes the input gradient.
+    d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
+    d.norm_bwd = row(norm, z.sp_tokens, z.h, 12, 2, 1, act_dt_);
+    const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);
+    d.qkv_fwd = add(qkv.forward);
+    d.qkv_dgrad = add(qkv.grad_input);
+    d.qkv_wgrad = add(qkv.grad_weight);
+    const double rotary_elems = as_double(z.tokens * (z.heads + z.kv_heads) * z.head_dim);
+    d.rotary_fwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
+    d.rotary_bwd = pw(MemoryOp::kRotary, rotary_elems, 3, 2, 1);
+    const int64_t cp = config_.parallelism.context;
+    d.attn_fwd =
+        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, false)));
+    d.attn_bwd =
+        add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, true)));
+    // Ring attention (Liu et al., arXiv 2310.01889; Megatron-LM's load-balanced context
+    // parallel): step 0 is the local, diagonal block; with a causal mask every later step
+    // computes half a block (the sequence is split into 2 cp chunks, zig-zag).
+    for (int64_t step = 1; step < cp; ++step) {
+      const int64_t seq_q = config_.causal ? z.s / 2 : z.s;
+      d.attn_ring_fwd.push_back(
+          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, false))));
+      d.attn_ring_bwd.push_back(
+          add(pytorch::attention_kernel(act_dt_, attention_shape(seq_q, false, true))));
+    }
+    // Unfused attention: baddbmm q k^T, masked softmax, dropout, bmm p v (Megatron's
+    // CoreAttention), per head; grouped kv heads are expanded to the query heads first.
+    const int64_t bh = z.b * z.heads;
+    const int64_t s = z.s;
+    d.score_fwd = gemm(act_dt_, bh, s, s, z.head_dim);
+    d.score_dgrad_q = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.score_dgrad_k = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.softmax_fwd = row(MemoryOp::kSoftmax, bh * s, s, 5, 1, 1, act_dt_);
+    d.softmax_bwd = row(MemoryOp::kSoftmax, bh * s, s, 3, 2, 1, act_dt_);
+    d.attn_dropout_fwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 2, 1, 2);
+    d.attn_dropout_bwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 1, 2, 1);
+    d.av_fwd = gemm(act_dt_, bh, s, z.head_dim, s);
+    d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
+    d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
+    const pytorch::LinearGemms proj =
+        pytorch::linear_gemms(gemm_dt_, z.tokens, z.heads * z.head_dim, z.h);
+    d.proj_fwd = add(proj.forward);
+    d.proj_dgrad = add(proj.grad_input);
+    d.proj_wgrad = add(proj.grad_weight);
+    // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
+    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
+                                         : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    d.residual_bwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
+                                         : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
+    d.grad_add = pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
+    const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
+    d.fc1_fwd = add(fc1.forward);
+    d.fc1_dgrad = add(fc1.grad_input);
+    d.fc1_wgrad = add(fc1.grad_weight);
+    d.fc2_fwd = add(fc2.forward);
+    d.fc2_dgrad = add(fc2.grad_input);
+    d.fc2_wgrad = add(fc2.grad_weight);
+    d.act_fwd = activation(z.tokens * z.ffn, false);
+    d.act_bwd = activation(z.tokens * z.ffn, true);
+    if (config_.moe.experts > 0) build_moe_descs();
+    // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
+    // gradients into the table (embedding_dense_backward: sort + index_add).
+    d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);
+    d.embed_bwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 1, 2, 1);
+    d.pos_add = pw(MemoryOp::kBinary, as_double(z.tokens * z.h), 1, 2, 1);
+    const pytorch::LinearGemms head = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.vocab);
+    d.head_fwd = add(head.forward);
+    d.head_dgrad = add(head.grad_input);
+    d.head_wgrad = add(head.grad_weight);
+    // Vocab-parallel cross-entropy on fp32 logits (Megatron casts them): max, exp-sum, loss; the
+    // backward writes softmax - one-hot.
+    d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
+    d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
+  }
+
+  KernelDescId activation(int64_t elements, bool backward) {
+    if (config_.activation == TransformerActivation::kSwiglu) {
+      // silu(a) * b: reads a and b, writes one; the backward reads a, b and the output gradient
+      // and writes both input gradients.
+      return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
+                      : pw(MemoryOp::kSwiglu, as_double(elements), 5, 2, 1);
+    }
+    return backward ? pw(MemoryOp::kGelu, as_double(elements), 10, 2, 1)
+                    : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
+  }
+
+  void build_moe_descs() {
+    LayerKernels& d = kernels_;
+    const MoeConfig& m = config_.moe;
+    const int64_t tk = sizes_.moe_tokens;
+    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, m.experts);
+    d.router_fwd = add(router.forward);
+    d.router_dgrad = add(router.grad_input);
+    d.router_wgrad = add(router.grad_weight);
+    d.topk = row(MemoryOp::kSoftmax, tk, m.experts, 6, 1, 1, DType::kFp32);
+    d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
+    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 0, 1, 1);
+    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 2, 2, 1);
+    const int64_t per_expert = tokens_per_local_expert(config_, sizes_);
+    const int64_t local = m.experts / config_.parallelism.expert;
+    const int64_t e_ffn = m.expert_ffn;
+    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    // Grouped GEMM over the local experts: one batched GEMM per expert count, m = tokens per
+    // expert (Megatron-Core's GroupedMLP with equal counts on this rank).
+    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, sizes_.h);
+    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, sizes_.h, e_fc1);
+    d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, sizes_.h, per_expert);
+    d.expert_act_fwd = activation(local * per_expert * e_ffn, false);
+    d.expert_act_bwd = activation(local * per_expert * e_ffn, true);
+    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, sizes_.h, e_ffn);
+    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, sizes_.h);
+    d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
+    if (m.shared_experts > 0) {
+      const int64_t s_ffn = m.shared_experts * e_ffn;
+      const int64_t s_fc1 =
+          config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, s_fc1);
+      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, sizes_.h);
+      d.shared_fc1_fwd = add(f1.forward);
+      d.shared_fc1_dgrad = add(f1.grad_input);
+      d.shared_fc1_wgrad = add(f1.grad_weight);
+      d.shared_fc2_fwd = add(f2.forward);
+      d.shared_fc2_dgrad = add(f2.grad_input);
+      d.shared_fc2_wgrad = add(f2.grad_weight);
+      d.shared_act_fwd = activation(tk * s_ffn, false);
+      d.shared_act_bwd = activation(tk * s_ffn, true);
+    }
+  }
+
+  const TransformerConfig& config_;
+  const LayerSizes& sizes_;
+  TaskGraph& graph_;
+  DType gemm_dt_;
+  DType act_dt_;
+  LayerKernels kernels_{};
+};
+
+}  // namespace
+
+LayerSizes layer_sizes(const TransformerConfig& config) {
+  const ParallelismConfig& p = config.parallelism;
+  LayerSizes sizes;
+  sizes.b = config.micro_batch;
+  sizes.s = config.seq / p.context;
+  sizes.h = config.hidden;
+  sizes.t = p.tensor;
+  sizes.tokens = sizes.b * sizes.s;
+  sizes.sp_tokens = p.sequence ? sizes.tokens / sizes.t : sizes.tokens;
+  sizes.heads = config.heads / sizes.t;
+  sizes.kv_heads = std::max<int64_t>(1, config.kv_heads / sizes.t);
+  sizes.head_dim = config.head_dim();
+  sizes.qkv_out = (sizes.heads + 2 * sizes.kv_heads) * sizes.head_dim;
+  sizes.ffn = config.ffn / sizes.t;
+  sizes.fc1_out = config.activation == TransformerActivation::kSwiglu ? 2 * sizes.ffn : sizes.ffn;
+  const int64_t vocab_multiple = 128 * sizes.t;
+  sizes.vocab = (config.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / sizes.t;
+  sizes.moe_tokens = sizes.t > 1 ? sizes.tokens / sizes.t : sizes.tokens;
+  return sizes;
+}
+
+int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes) {
+  const MoeConfig& m = config.moe;
+  const int64_t local_experts = m.experts / config.parallelism.expert;
+  const double received = as_double(sizes.moe_tokens * m.top_k) * moe_busiest_rank_load(config);
+  return std::max<int64_t>(1, static_cast<int64_t>(received / as_double(local_experts) + 0.5));
+}
+
+LayerKernels add_layer_kernels(const TransformerConfig& config, const LayerSizes& sizes,
+                               TaskGraph& graph) {
+  return LayerKernelBuilder(config, sizes, graph).build();
+}
+
+}  // namespace upsim

@@ -1,0 +1,76 @@
+// The kernels of one transformer layer on one GPU: the per-GPU sizes of a micro-batch and the
+// kernel descriptions every layer, micro-batch and rank shares (GEMMs of the linear layers,
+// attention (flash, unfused, ring steps), norms, activations, MoE router / permutation / grouped
+// expert GEMMs, embedding and the vocab-parallel output layer with its cross-entropy).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim {
+
+/// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
+/// rank (seq / context), h hidden, t tensor parallel).
+struct LayerSizes {
+  int64_t b = 0;
+  int64_t s = 0;
+  int64_t h = 0;
+  int64_t t = 1;
+  int64_t tokens = 0;     ///< b x s: rows of the GEMMs
+  int64_t sp_tokens = 0;  ///< tokens held between TP regions (tokens / t with SP)
+  int64_t heads = 0;      ///< query heads on this rank
+  int64_t kv_heads = 0;   ///< key/value heads on this rank (replicated when kv_heads < t)
+  int64_t head_dim = 0;
+  int64_t qkv_out = 0;
+  int64_t ffn = 0;         ///< MLP inner width on this rank
+  int64_t fc1_out = 0;     ///< ffn, doubled for SwiGLU's gate
+  int64_t vocab = 0;       ///< padded vocabulary on this rank
+  int64_t moe_tokens = 0;  ///< tokens routed by this rank's router
+};
+
+/// Kernel descriptions of one layer, shared by every layer, micro-batch and rank.
+struct LayerKernels {
+  KernelDescId norm_fwd, norm_bwd;
+  KernelDescId qkv_fwd, qkv_dgrad, qkv_wgrad;
+  KernelDescId rotary_fwd, rotary_bwd;
+  KernelDescId attn_fwd, attn_bwd;
+  std::vector<KernelDescId> attn_ring_fwd, attn_ring_bwd;  ///< CP steps 1.. (non-diagonal)
+  KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;    ///< unfused q k^T
+  KernelDescId softmax_fwd, softmax_bwd, attn_dropout_fwd, attn_dropout_bwd;
+  KernelDescId av_fwd, av_dgrad_p, av_dgrad_v;  ///< unfused p v
+  KernelDescId proj_fwd, proj_dgrad, proj_wgrad;
+  KernelDescId residual_fwd, residual_bwd;
+  KernelDescId fc1_fwd, fc1_dgrad, fc1_wgrad;
+  KernelDescId act_fwd, act_bwd;
+  KernelDescId fc2_fwd, fc2_dgrad, fc2_wgrad;
+  KernelDescId grad_add;
+  // MoE
+  KernelDescId router_fwd, router_dgrad, router_wgrad, topk, topk_bwd, permute, unpermute;
+  KernelDescId expert_fc1_fwd, expert_fc1_dgrad, expert_fc1_wgrad;
+  KernelDescId expert_act_fwd, expert_act_bwd;
+  KernelDescId expert_fc2_fwd, expert_fc2_dgrad, expert_fc2_wgrad;
+  KernelDescId shared_fc1_fwd, shared_fc1_dgrad, shared_fc1_wgrad;
+  KernelDescId shared_act_fwd, shared_act_bwd;
+  KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
+  // Embedding and output layer.
+  KernelDescId embed_fwd, embed_bwd, pos_add;
+  KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
+};
+
+/// The per-GPU sizes of one micro-batch of `config` (the vocabulary padded to 128 x tensor, as
+/// Megatron-LM pads it).
+LayerSizes layer_sizes(const TransformerConfig& config);
+
+/// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
+/// load (moe_busiest_rank_load) over its local experts.
+int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes);
+
+/// Adds the kernel descriptions of one layer, the embedding and the output layer to `graph`, in
+/// a fixed order (the descriptions' ids are part of the graph's identity).
+LayerKernels add_layer_kernels(const TransformerConfig& config, const LayerSizes& sizes,
+                               TaskGraph& graph);
+
+}  // namespace upsim

@@ -1,0 +1,26 @@
+// Pipeline schedules: the order of forward and backward passes on one pipeline stage.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim {
+
+/// One compute step of a pipeline stage's schedule.
+struct PipelineStep {
+  bool forward = true;
+  int64_t micro_batch = 0;
+  int64_t chunk = 0;  ///< model chunk (virtual stage index on this stage)
+};
+
+/// The order in which stage `stage` of `stages` runs forward and backward passes of `micro_batches`
+/// micro-batches over `chunks` model chunks: GPipe (all forwards, then all backwards), 1F1B
+/// (Narayanan et al., SC21, Fig. 4 top: warm-up of stages - stage - 1 forwards), or interleaved
+/// 1F1B (Fig. 4 bottom; Megatron-LM's forward_backward_pipelining_with_interleaving: warm-up
+/// (stages - stage - 1) x 2 + (chunks - 1) x stages).
+std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
+                                            int64_t chunks, int64_t micro_batches, int64_t stage);
+
+}  // namespace upsim

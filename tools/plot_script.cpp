@@ -8,7 +8,9 @@
 #include <map>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 
+#include "sim/formats/csv.h"
 #include "tools/run_tables.h"
 
 namespace upsim::cli {
@@ -73,27 +75,6 @@ void append_printable(std::string_view text, std::string& out) {
     }
     ++i;
   }
-}
-
-/// The number of fields of a CSV line as parse_csv_line() splits it, without allocating.
-size_t csv_field_count(std::string_view line) {
-  size_t fields = 1;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      ++fields;
-    }
-  }
-  return fields;
 }
 
 /// A file name as a shell word for the redraw comment ('...' when it needs quoting).
@@ -195,32 +176,20 @@ std::optional<size_t> CsvTable::find(std::string_view name) const {
 CsvTable parse_csv_table(std::string_view text, const std::string& file) {
   CsvTable t;
   t.file = file;
-  size_t line_number = 0;
-  while (!text.empty()) {
-    const size_t end = text.find('\n');
-    std::string_view line = text.substr(0, end);
-    text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    const size_t fields = csv_field_count(line);
-    if (t.header.empty()) {
-      if (fields > kMaxCsvColumns) {
-        throw std::runtime_error(fmt::format("{}:{}: more than {} columns", printable_text(file),
-                                             line_number, kMaxCsvColumns));
-      }
-      t.header = parse_csv_line(line);
-      continue;
-    }
-    if (fields != t.header.size()) {
-      throw std::runtime_error(fmt::format("{}:{}: expected {} fields (as the header), got {}",
-                                           printable_text(file), line_number, t.header.size(),
-                                           fields));
-    }
-    t.rows.push_back(CsvTable::Row{line_number, parse_csv_line(line)});
-  }
-  if (t.header.empty()) {
+  std::vector<CsvRecord> records = read_csv(
+      text, printable_text(file), {.skip_blank_lines = true, .max_fields = kMaxCsvColumns});
+  if (records.empty()) {
     throw std::runtime_error(fmt::format("{}: empty, not a CSV table", printable_text(file)));
+  }
+  t.header = std::move(records.front().fields);
+  for (size_t i = 1; i < records.size(); ++i) {
+    CsvRecord& r = records[i];
+    if (r.fields.size() != t.header.size()) {
+      throw std::runtime_error(fmt::format("{}:{}: expected {} fields (as the header), got {}",
+                                           printable_text(file), r.line, t.header.size(),
+                                           r.fields.size()));
+    }
+    t.rows.push_back(CsvTable::Row{static_cast<size_t>(r.line), std::move(r.fields)});
   }
   return t;
 }

@@ -14,9 +14,11 @@
 //    line can end its block (EOD) or carry text; labels go into `set xtics (...)` lists, series
 //    names into titles, both as literals.
 //  - Scripts write the SVG to standard output (no `set output`): `gnuplot X.gp > X.svg` redraws.
-//  - Tables are RFC 4180 CSV as tools/run_tables.h writes them, read line by line (no line
-//    breaks inside fields; empty lines skipped). Errors are std::runtime_error naming the file,
-//    the line and the column: a row with another number of fields than the header, a value that
+//  - Tables are RFC 4180 CSV as tools/run_tables.h writes them, read by sim/formats/csv.h
+//    (quoted fields may hold line breaks; empty lines skipped): malformed quoting and a record of
+//    more than kMaxCsvColumns fields are a ParseError naming the file, line and column. The
+//    other errors are std::runtime_error naming the file, the line and the column: a row with
+//    another number of fields than the header, a value that
 //    must be a finite number and is not, a table without the columns a plot needs (then the file
 //    is not quoted: it need not be a table at all).
 //  - The same tables give the same scripts, byte for byte.
@@ -47,8 +49,9 @@ struct CsvTable {
 /// At most this many columns (a sweep's table has one per axis key and 14 more).
 inline constexpr size_t kMaxCsvColumns = 4096;
 
-/// Parses `text` (the contents of `file`). Throws std::runtime_error for an empty text, a header
-/// of more than kMaxCsvColumns columns, or a row whose field count differs from the header's.
+/// Parses `text` (the contents of `file`). Throws ParseError (a std::runtime_error) for malformed
+/// quoting or a record of more than kMaxCsvColumns fields, std::runtime_error for an empty text
+/// or a row whose field count differs from the header's.
 CsvTable parse_csv_table(std::string_view text, const std::string& file);
 
 /// `text` as a gnuplot string expression of single-quoted literals ('it'."'".'s'), control

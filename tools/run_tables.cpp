@@ -93,31 +93,6 @@ std::string csv_field(std::string_view text) {
   return out + "\"";
 }
 
-std::vector<std::string> parse_csv_line(std::string_view line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        fields.back() += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.emplace_back();
-    } else if (c != '\r') {
-      fields.back() += c;
-    }
-  }
-  return fields;
-}
-
 std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
                          const RunSummary& summary, const RunStats& stats) {
   const ScenarioPlatform& p = scenario.platform;

@@ -67,10 +67,8 @@ std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_ite
 /// "3.35619489").
 std::string format_ms(Duration d);
 
-/// `text` as one CSV field (quoted when it holds a comma, quote, CR or LF).
+/// `text` as one CSV field (quoted when it holds a comma, quote, CR or LF; RFC 4180, as
+/// sim/formats/csv.h reads it).
 std::string csv_field(std::string_view text);
-/// The fields of one CSV line as csv_field writes them (RFC 4180: quoted fields with doubled
-/// quotes; no line breaks inside fields; a trailing CR is dropped).
-std::vector<std::string> parse_csv_line(std::string_view line);
 
 }  // namespace upsim::cli

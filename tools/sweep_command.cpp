@@ -24,6 +24,7 @@
 #include "sim/executor.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
+#include "sim/formats/csv.h"
 #include "sim/formats/text.h"
 #include "sim/parallel.h"
 #include "tools/command_line.h"
@@ -439,17 +440,17 @@ std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
                                         const std::vector<std::optional<std::string>>& rows) {
   const std::string table = results_table(study, rows);
   write_file_atomically(dir / kResultsFile, table);
-  const std::vector<std::string> header = parse_csv_line(table.substr(0, table.find('\n')));
+  // The table read back: the header, then one record per point.
+  std::vector<CsvRecord> records = read_csv(table, kResultsFile);
+  const std::vector<std::string> header = std::move(records.front().fields);
   size_t status_column = 1;
   for (const Dimension& d : study.dims)
     status_column += d.keys.size();
   std::vector<std::vector<std::string>> cells;
   size_t failed = 0;
   size_t skipped = 0;
-  for (const std::optional<std::string>& r : rows) {
-    std::string_view line = *r;
-    if (line.ends_with('\n')) line.remove_suffix(1);
-    cells.push_back(parse_csv_line(line));
+  for (size_t i = 1; i < records.size(); ++i) {
+    cells.push_back(std::move(records[i].fields));
     const std::string status =
         status_column < cells.back().size() ? cells.back()[status_column] : "";
     failed += status == "failed" ? 1 : 0;

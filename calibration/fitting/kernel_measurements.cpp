@@ -6,50 +6,43 @@
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <utility>
 
+#include "sim/formats/csv.h"
 #include "sim/formats/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {
 namespace {
 
-std::vector<std::string_view> split_fields(std::string_view line) {
-  return split_trimmed(line, ',');
-}
+/// The measurement tables' CSV: blanks around fields dropped, blank lines and `#` comment lines
+/// skipped.
+constexpr CsvOptions kTableCsv{.trim_blanks = true, .skip_blank_lines = true, .comment = '#'};
 
-/// One non-blank, non-comment line of a file.
-struct Line {
-  int number = 0;
-  std::string text;
-};
-
-std::vector<Line> read_lines(const std::filesystem::path& path) {
+/// The contents of `path`, a measurement table.
+std::string read_table_text(const std::filesystem::path& path) {
   // Measurement CSVs are megabytes; a gigabyte is not one.
   if (const auto why = input_file_problem(path, kGiB)) {
     throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
   }
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
-  std::vector<Line> out;
-  std::string text;
-  int number = 0;
-  while (std::getline(in, text)) {
-    ++number;
-    const std::string_view t = trim_blanks(text);
-    if (t.empty() || t.front() == '#') continue;
-    out.push_back({number, std::string(t)});
-  }
-  return out;
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-[[noreturn]] void fail(const std::filesystem::path& path, int line, std::string_view message) {
+/// The records of `path` (kTableCsv); malformed quoting is a ParseError.
+std::vector<CsvRecord> read_records(const std::filesystem::path& path) {
+  return read_csv(read_table_text(path), path.string(), kTableCsv);
+}
+
+[[noreturn]] void fail(const std::filesystem::path& path, int64_t line, std::string_view message) {
   throw CalibrationDataError(fmt::format("{}:{}: {}", path.string(), line, message));
 }
 
-double parse_number(const std::filesystem::path& path, int line, std::string_view field,
+double parse_number(const std::filesystem::path& path, int64_t line, std::string_view field,
                     std::string_view what) {
   double value = 0.0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
@@ -60,7 +53,7 @@ double parse_number(const std::filesystem::path& path, int line, std::string_vie
 }
 
 /// A positive whole number (a dimension).
-int64_t parse_dim(const std::filesystem::path& path, int line, std::string_view field,
+int64_t parse_dim(const std::filesystem::path& path, int64_t line, std::string_view field,
                   std::string_view what) {
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
@@ -71,13 +64,14 @@ int64_t parse_dim(const std::filesystem::path& path, int line, std::string_view 
   return value;
 }
 
-double positive(const std::filesystem::path& path, int line, double value, std::string_view what) {
+double positive(const std::filesystem::path& path, int64_t line, double value,
+                std::string_view what) {
   if (!(value > 0.0)) fail(path, line, fmt::format("{} must be positive, got {}", what, value));
   return value;
 }
 
 /// `field` with the unit suffix `unit` removed ("0.19ms" -> 0.19).
-double parse_with_unit(const std::filesystem::path& path, int line, std::string_view field,
+double parse_with_unit(const std::filesystem::path& path, int64_t line, std::string_view field,
                        std::string_view unit, std::string_view what) {
   if (!field.ends_with(unit)) {
     fail(path, line, fmt::format("{} {} must end in `{}`", what, quoted_field(field), unit));
@@ -86,16 +80,15 @@ double parse_with_unit(const std::filesystem::path& path, int line, std::string_
   return parse_number(path, line, trim_blanks(field), what);
 }
 
-void expect_fields(const std::filesystem::path& path, const Line& line,
-                   const std::vector<std::string_view>& fields, size_t count,
+void expect_fields(const std::filesystem::path& path, const CsvRecord& record, size_t count,
                    std::string_view columns) {
-  if (fields.size() != count) {
-    fail(path, line.number,
-         fmt::format("expected {} fields ({}), got {}", count, columns, fields.size()));
+  if (record.fields.size() != count) {
+    fail(path, record.line,
+         fmt::format("expected {} fields ({}), got {}", count, columns, record.fields.size()));
   }
 }
 
-std::string origin(const std::filesystem::path& path, int line) {
+std::string origin(const std::filesystem::path& path, int64_t line) {
   return fmt::format("{}:{}", path.string(), line);
 }
 
@@ -109,15 +102,14 @@ std::string valid_ops() {
 
 using ColumnIndex = std::map<std::string, size_t, std::less<>>;
 
-/// The fields of a data line; a line with another field count than the header fails.
-std::vector<std::string_view> row_fields(const std::filesystem::path& path, const Line& line,
-                                         size_t columns) {
-  std::vector<std::string_view> f = split_fields(line.text);
-  if (f.size() != columns) {
-    fail(path, line.number,
-         fmt::format("expected {} fields as in the header, got {}", columns, f.size()));
+/// The fields of a data record; a record with another field count than the header fails.
+const std::vector<std::string>& row_fields(const std::filesystem::path& path,
+                                           const CsvRecord& record, size_t columns) {
+  if (record.fields.size() != columns) {
+    fail(path, record.line,
+         fmt::format("expected {} fields as in the header, got {}", columns, record.fields.size()));
   }
-  return f;
+  return record.fields;
 }
 
 /// The index of an optional column, if the header has it.
@@ -128,22 +120,22 @@ std::optional<size_t> optional_column(const ColumnIndex& column, std::string_vie
 }
 
 /// The header's columns; every name in `required` must be there (`usage` lists the columns).
-ColumnIndex read_header(const std::filesystem::path& path, const std::vector<Line>& lines,
+ColumnIndex read_header(const std::filesystem::path& path, const std::vector<CsvRecord>& records,
                         std::initializer_list<std::string_view> required, std::string_view usage) {
-  if (lines.empty()) throw CalibrationDataError(fmt::format("{}: no header line", path.string()));
-  const std::vector<std::string_view> header = split_fields(lines.front().text);
+  if (records.empty()) throw CalibrationDataError(fmt::format("{}: no header line", path.string()));
+  const std::vector<std::string>& header = records.front().fields;
   // The required columns first: a file of another kind fails here, before any of its names
   // would be quoted.
   for (std::string_view name : required) {
     if (std::find(header.begin(), header.end(), name) == header.end()) {
-      fail(path, lines.front().number, fmt::format("missing column `{}` ({})", name, usage));
+      fail(path, records.front().line, fmt::format("missing column `{}` ({})", name, usage));
     }
   }
   ColumnIndex column;
   for (size_t i = 0; i < header.size(); ++i) {
-    const auto [first, inserted] = column.emplace(std::string(header[i]), i);
+    const auto [first, inserted] = column.emplace(header[i], i);
     if (!inserted) {
-      fail(path, lines.front().number,
+      fail(path, records.front().line,
            fmt::format("columns {} and {} of the header have the same name {}", first->second + 1,
                        i + 1, quoted_field(header[i])));
     }
@@ -151,7 +143,7 @@ ColumnIndex read_header(const std::filesystem::path& path, const std::vector<Lin
   return column;
 }
 
-DType parse_dtype_field(const std::filesystem::path& path, int line, std::string_view text) {
+DType parse_dtype_field(const std::filesystem::path& path, int64_t line, std::string_view text) {
   const std::optional<DType> dtype = parse_dtype(text);
   if (!dtype) {
     fail(path, line,
@@ -162,11 +154,11 @@ DType parse_dtype_field(const std::filesystem::path& path, int line, std::string
 }
 
 /// A `time_us` field: a positive number of microseconds, returned in seconds.
-double parse_time_us(const std::filesystem::path& path, int line, std::string_view field) {
+double parse_time_us(const std::filesystem::path& path, int64_t line, std::string_view field) {
   return positive(path, line, parse_number(path, line, field, "time_us"), "time_us") * 1e-6;
 }
 
-bool parse_split(const std::filesystem::path& path, int line, std::string_view split) {
+bool parse_split(const std::filesystem::path& path, int64_t line, std::string_view split) {
   if (split != "train" && split != "held_out") {
     fail(path, line,
          fmt::format("split must be `train` or `held_out`, got {}", quoted_field(split)));
@@ -193,40 +185,40 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
 }
 
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path) {
-  const std::vector<Line> lines = read_lines(path);
+  const std::vector<CsvRecord> records = read_records(path);
   const ColumnIndex column =
-      read_header(path, lines, {"op", "dtype", "m", "n", "time_us"},
+      read_header(path, records, {"op", "dtype", "m", "n", "time_us"},
                   "required: op, dtype, m, n, time_us; optional: k, batch, split");
-  const size_t columns = split_fields(lines.front().text).size();
+  const size_t columns = records.front().fields.size();
   const std::optional<size_t> k_col = optional_column(column, "k");
   const std::optional<size_t> batch_col = optional_column(column, "batch");
   const std::optional<size_t> split_col = optional_column(column, "split");
 
   std::vector<KernelMeasurement> rows;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const Line& line = lines[i];
-    const std::vector<std::string_view> f = row_fields(path, line, columns);
+  for (size_t i = 1; i < records.size(); ++i) {
+    const CsvRecord& record = records[i];
+    const std::vector<std::string>& f = row_fields(path, record, columns);
     KernelMeasurement row;
     row.op = std::string(f[column.at("op")]);
-    const DType dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
-    const int64_t m = parse_dim(path, line.number, f[column.at("m")], "m");
-    const int64_t n = parse_dim(path, line.number, f[column.at("n")], "n");
+    const DType dtype = parse_dtype_field(path, record.line, f[column.at("dtype")]);
+    const int64_t m = parse_dim(path, record.line, f[column.at("m")], "m");
+    const int64_t n = parse_dim(path, record.line, f[column.at("n")], "n");
     if (row.op == "gemm") {
-      if (!k_col) fail(path, line.number, "a gemm row needs the column `k`");
-      const int64_t k = parse_dim(path, line.number, f[*k_col], "k");
-      const int64_t batch = batch_col ? parse_dim(path, line.number, f[*batch_col], "batch") : 1;
+      if (!k_col) fail(path, record.line, "a gemm row needs the column `k`");
+      const int64_t k = parse_dim(path, record.line, f[*k_col], "k");
+      const int64_t batch = batch_col ? parse_dim(path, record.line, f[*batch_col], "batch") : 1;
       row.kernel = gemm_kernel(dtype, batch, m, n, k);
     } else {
       const std::optional<MemoryOp> op = parse_memory_op(row.op);
       if (!op || *op == MemoryOp::kUnspecified) {
-        fail(path, line.number,
+        fail(path, record.line,
              fmt::format("unknown op {}; valid: {}", quoted_field(row.op), valid_ops()));
       }
       row.kernel = memory_op_kernel(*op, dtype, m, n);
     }
-    row.seconds = parse_time_us(path, line.number, f[column.at("time_us")]);
-    if (split_col) row.held_out = parse_split(path, line.number, f[*split_col]);
-    row.origin = origin(path, line.number);
+    row.seconds = parse_time_us(path, record.line, f[column.at("time_us")]);
+    if (split_col) row.held_out = parse_split(path, record.line, f[*split_col]);
+    row.origin = origin(path, record.line);
     rows.push_back(std::move(row));
   }
   if (!split_col) assign_alternating_split(rows);
@@ -246,34 +238,30 @@ std::optional<std::pair<std::string, std::string>> csv_metadata_entry(std::strin
 
 std::vector<std::pair<std::string, std::string>> read_csv_metadata(
     const std::filesystem::path& path) {
-  if (const auto why = input_file_problem(path, kGiB)) {
-    throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
-  }
-  std::ifstream in(path);
-  if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
+  std::vector<CsvComment> comments;
+  (void)read_csv(read_table_text(path), path.string(), kTableCsv, comments);
   std::vector<std::pair<std::string, std::string>> out;
-  std::string text;
-  while (std::getline(in, text)) {
-    if (auto entry = csv_metadata_entry(text)) out.push_back(std::move(*entry));
+  for (const CsvComment& comment : comments) {
+    if (auto entry = csv_metadata_entry(comment.text)) out.push_back(std::move(*entry));
   }
   return out;
 }
 
 std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path& path) {
-  const std::vector<Line> lines = read_lines(path);
+  const std::vector<CsvRecord> records = read_records(path);
   const ColumnIndex column = read_header(
-      path, lines, {"op", "dtype", "batch", "tables", "rows", "dim", "lookups", "time_us"},
+      path, records, {"op", "dtype", "batch", "tables", "rows", "dim", "lookups", "time_us"},
       "required: op, dtype, batch, tables, rows, dim, lookups, time_us; optional: "
       "index_bytes, optimizer, split");
-  const size_t columns = split_fields(lines.front().text).size();
+  const size_t columns = records.front().fields.size();
   const std::optional<size_t> index_col = optional_column(column, "index_bytes");
   const std::optional<size_t> optimizer_col = optional_column(column, "optimizer");
   const std::optional<size_t> split_col = optional_column(column, "split");
 
   std::vector<KernelMeasurement> rows;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const Line& line = lines[i];
-    const std::vector<std::string_view> f = row_fields(path, line, columns);
+  for (size_t i = 1; i < records.size(); ++i) {
+    const CsvRecord& record = records[i];
+    const std::vector<std::string>& f = row_fields(path, record, columns);
     KernelMeasurement row;
     row.op = std::string(f[column.at("op")]);
     KernelDesc& k = row.kernel;
@@ -282,22 +270,22 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
     } else if (row.op == "embedding_backward") {
       k.cls = KernelClass::kEmbeddingBackward;
     } else {
-      fail(path, line.number,
+      fail(path, record.line,
            fmt::format("unknown op {}; valid: embedding_forward, embedding_backward",
                        quoted_field(row.op)));
     }
-    k.dtype = parse_dtype_field(path, line.number, f[column.at("dtype")]);
+    k.dtype = parse_dtype_field(path, record.line, f[column.at("dtype")]);
     EmbeddingShape& e = k.embedding;
-    e.batch = parse_dim(path, line.number, f[column.at("batch")], "batch");
-    e.tables = parse_dim(path, line.number, f[column.at("tables")], "tables");
-    e.rows = parse_dim(path, line.number, f[column.at("rows")], "rows");
-    e.dim = parse_dim(path, line.number, f[column.at("dim")], "dim");
-    const int64_t lookups = parse_dim(path, line.number, f[column.at("lookups")], "lookups");
+    e.batch = parse_dim(path, record.line, f[column.at("batch")], "batch");
+    e.tables = parse_dim(path, record.line, f[column.at("tables")], "tables");
+    e.rows = parse_dim(path, record.line, f[column.at("rows")], "rows");
+    e.dim = parse_dim(path, record.line, f[column.at("dim")], "dim");
+    const int64_t lookups = parse_dim(path, record.line, f[column.at("lookups")], "lookups");
     e.pooling = static_cast<double>(lookups) / static_cast<double>(e.batch * e.tables);
     if (index_col) {
-      e.index_bytes = parse_dim(path, line.number, f[*index_col], "index_bytes");
+      e.index_bytes = parse_dim(path, record.line, f[*index_col], "index_bytes");
       if (e.index_bytes != 4 && e.index_bytes != 8) {
-        fail(path, line.number, fmt::format("index_bytes must be 4 or 8, got {}", e.index_bytes));
+        fail(path, record.line, fmt::format("index_bytes must be 4 or 8, got {}", e.index_bytes));
       }
     }
     if (optimizer_col) {
@@ -309,14 +297,14 @@ std::vector<KernelMeasurement> read_embedding_op_csv(const std::filesystem::path
       } else if (name == "rowwise_adagrad") {
         e.optimizer = FusedEmbeddingOptimizer::kRowWiseAdagrad;
       } else {
-        fail(path, line.number,
+        fail(path, record.line,
              fmt::format("unknown optimizer {}; valid: sgd, adagrad, rowwise_adagrad",
                          quoted_field(name)));
       }
     }
-    row.seconds = parse_time_us(path, line.number, f[column.at("time_us")]);
-    row.held_out = split_col ? parse_split(path, line.number, f[*split_col]) : true;
-    row.origin = origin(path, line.number);
+    row.seconds = parse_time_us(path, record.line, f[column.at("time_us")]);
+    row.held_out = split_col ? parse_split(path, record.line, f[*split_col]) : true;
+    row.origin = origin(path, record.line);
     rows.push_back(std::move(row));
   }
   return rows;
@@ -326,16 +314,16 @@ namespace {
 
 /// One fp16 memory-bound row of an LLMCompass sweep: `m` x `n` elements processed at
 /// `rate_text` G elements/s.
-KernelMeasurement llmcompass_memory_row(const std::filesystem::path& path, const Line& line,
+KernelMeasurement llmcompass_memory_row(const std::filesystem::path& path, const CsvRecord& record,
                                         MemoryOp op, int64_t m, int64_t n,
                                         std::string_view rate_text) {
   const double rate = positive(
-      path, line.number, parse_number(path, line.number, rate_text, "throughput"), "throughput");
+      path, record.line, parse_number(path, record.line, rate_text, "throughput"), "throughput");
   KernelMeasurement row;
   row.op = std::string(memory_op_name(op));
   row.kernel = memory_op_kernel(op, DType::kFp16, m, n);
   row.seconds = static_cast<double>(m) * static_cast<double>(n) / (rate * 1e9);
-  row.origin = origin(path, line.number);
+  row.origin = origin(path, record.line);
   return row;
 }
 
@@ -343,20 +331,20 @@ KernelMeasurement llmcompass_memory_row(const std::filesystem::path& path, const
 
 std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::path& path) {
   std::vector<KernelMeasurement> rows;
-  for (const Line& line : read_lines(path)) {
-    const std::vector<std::string_view> f = split_fields(line.text);
-    expect_fields(path, line, f, 5, "M, N, K, time ms, TFLOP/s");
-    const int64_t m = parse_dim(path, line.number, f[0], "M");
-    const int64_t n = parse_dim(path, line.number, f[1], "N");
-    const int64_t k = parse_dim(path, line.number, f[2], "K");
-    const double ms = parse_with_unit(path, line.number, f[3], "ms", "time");
-    positive(path, line.number, parse_with_unit(path, line.number, f[4], "Tflops", "throughput"),
+  for (const CsvRecord& record : read_records(path)) {
+    const std::vector<std::string>& f = record.fields;
+    expect_fields(path, record, 5, "M, N, K, time ms, TFLOP/s");
+    const int64_t m = parse_dim(path, record.line, f[0], "M");
+    const int64_t n = parse_dim(path, record.line, f[1], "N");
+    const int64_t k = parse_dim(path, record.line, f[2], "K");
+    const double ms = parse_with_unit(path, record.line, f[3], "ms", "time");
+    positive(path, record.line, parse_with_unit(path, record.line, f[4], "Tflops", "throughput"),
              "throughput");
     KernelMeasurement row;
     row.op = "gemm";
     row.kernel = gemm_kernel(DType::kFp16, 1, m, n, k);
-    row.seconds = positive(path, line.number, ms, "time") * 1e-3;
-    row.origin = origin(path, line.number);
+    row.seconds = positive(path, record.line, ms, "time") * 1e-3;
+    row.origin = origin(path, record.line);
     rows.push_back(std::move(row));
   }
   assign_alternating_split(rows);
@@ -366,12 +354,12 @@ std::vector<KernelMeasurement> read_llmcompass_matmul(const std::filesystem::pat
 std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::path& path,
                                                        MemoryOp op) {
   std::vector<KernelMeasurement> rows;
-  for (const Line& line : read_lines(path)) {
-    const std::vector<std::string_view> f = split_fields(line.text);
-    expect_fields(path, line, f, 3, "M, N, G elements/s");
-    const int64_t m = parse_dim(path, line.number, f[0], "M");
-    const int64_t n = parse_dim(path, line.number, f[1], "N");
-    rows.push_back(llmcompass_memory_row(path, line, op, m, n, f[2]));
+  for (const CsvRecord& record : read_records(path)) {
+    const std::vector<std::string>& f = record.fields;
+    expect_fields(path, record, 3, "M, N, G elements/s");
+    const int64_t m = parse_dim(path, record.line, f[0], "M");
+    const int64_t n = parse_dim(path, record.line, f[1], "N");
+    rows.push_back(llmcompass_memory_row(path, record, op, m, n, f[2]));
   }
   assign_alternating_split(rows);
   return rows;
@@ -380,11 +368,11 @@ std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::pa
 std::vector<KernelMeasurement> read_llmcompass_elementwise(const std::filesystem::path& path,
                                                            MemoryOp op) {
   std::vector<KernelMeasurement> rows;
-  for (const Line& line : read_lines(path)) {
-    const std::vector<std::string_view> f = split_fields(line.text);
-    expect_fields(path, line, f, 2, "elements, G elements/s");
-    const int64_t n = parse_dim(path, line.number, f[0], "elements");
-    rows.push_back(llmcompass_memory_row(path, line, op, 1, n, f[1]));
+  for (const CsvRecord& record : read_records(path)) {
+    const std::vector<std::string>& f = record.fields;
+    expect_fields(path, record, 2, "elements, G elements/s");
+    const int64_t n = parse_dim(path, record.line, f[0], "elements");
+    rows.push_back(llmcompass_memory_row(path, record, op, 1, n, f[1]));
   }
   assign_alternating_split(rows);
   return rows;

@@ -11,7 +11,8 @@
 //      batch     optional  gemm batch (default 1)
 //      time_us   required  measured time of one call, > 0
 //      split     optional  `train` or `held_out`; without the column, the alternating split
-//    Lines starting with '#' and blank lines are skipped.
+//    Lines starting with '#' and blank lines are skipped. Every table here is CSV as
+//    sim/formats/csv.h reads it: RFC 4180 quoting, blanks around a field dropped.
 //  - upsim embedding-op CSV (read_embedding_op_csv), one table-batched embedding op per line,
 //    a header naming the columns in any order; columns not listed here are ignored:
 //      op        required  embedding_forward or embedding_backward
@@ -38,7 +39,8 @@
 // two, so every held-out point lies between two training points of its sweep.
 //
 // Errors: CalibrationDataError naming the file and line: unreadable file, missing column, wrong
-// field count, a non-number, unknown op or dtype, non-positive time, size or throughput.
+// field count, a non-number, unknown op or dtype, non-positive time, size or throughput; a
+// ParseError naming the file, line and column for malformed quoting.
 #pragma once
 
 #include <cstdint>
@@ -81,7 +83,8 @@ std::optional<std::pair<std::string, std::string>> csv_metadata_entry(std::strin
 
 /// The `# key: value` lines of a measurement CSV (bench/gpu writes the GPU, driver, clocks and
 /// UTC time so), in file order; other comment lines are skipped. Keys and values are trimmed;
-/// an empty key is skipped. Throws CalibrationDataError when the file cannot be read.
+/// an empty key is skipped. Throws CalibrationDataError when the file cannot be read, ParseError
+/// when it is not CSV (a `#` inside a quoted field starts no comment).
 std::vector<std::pair<std::string, std::string>> read_csv_metadata(
     const std::filesystem::path& path);
 

@@ -5,16 +5,18 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <string_view>
 
 #include "calibration/fitting/kernel_measurements.h"
+#include "sim/formats/csv.h"
 #include "sim/formats/text.h"
 #include "sim/input_file.h"
 
 namespace upsim {
 namespace {
 
-[[noreturn]] void fail(const std::filesystem::path& path, int line, std::string_view message) {
+[[noreturn]] void fail(const std::filesystem::path& path, int64_t line, std::string_view message) {
   throw CalibrationDataError(fmt::format("{}:{}: {}", path.string(), line, message));
 }
 
@@ -31,22 +33,22 @@ LaunchTable read_launch_csv(const std::filesystem::path& path) {
   if (const auto why = input_file_problem(path, kGiB)) {
     throw CalibrationDataError(fmt::format("{}: {}", path.string(), *why));
   }
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw CalibrationDataError(fmt::format("{}: cannot open file", path.string()));
+  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  std::vector<CsvComment> comments;
+  const std::vector<CsvRecord> records =
+      read_csv(text, path.string(), {.trim_blanks = true, .skip_blank_lines = true, .comment = '#'},
+               comments);
   LaunchTable table;
   table.path = path;
+  for (const CsvComment& comment : comments) {
+    if (auto entry = csv_metadata_entry(comment.text)) table.metadata[entry->first] = entry->second;
+  }
   bool header = false;
-  std::string text;
-  int number = 0;
-  while (std::getline(in, text)) {
-    ++number;
-    const std::string_view t = trim_blanks(text);
-    if (t.empty()) continue;
-    if (t.front() == '#') {
-      if (auto entry = csv_metadata_entry(t)) table.metadata[entry->first] = entry->second;
-      continue;
-    }
-    const std::vector<std::string_view> f = split_trimmed(t, ',');
+  for (const CsvRecord& record : records) {
+    const std::vector<std::string>& f = record.fields;
+    const int64_t number = record.line;
     if (!header) {
       if (f.size() != 3 || f[0] != "quantity" || f[1] != "bytes" || f[2] != "time_us") {
         // Not the table this reads: its line is not quoted.
@@ -63,7 +65,7 @@ LaunchTable read_launch_csv(const std::filesystem::path& path) {
     }
     LaunchQuantity q;
     q.name = std::string(f[0]);
-    q.line = number;
+    q.line = static_cast<int>(number);
     if (q.name.empty()) fail(path, number, "empty quantity name");
     const auto [bytes_end, bytes_ec] =
         std::from_chars(f[1].data(), f[1].data() + f[1].size(), q.bytes);

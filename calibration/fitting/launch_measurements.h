@@ -11,7 +11,9 @@
 //   event_record_host, stream_wait_event_host   host time of cudaEventRecord / StreamWaitEvent
 //   memcpy_<h2d|d2h>_<pinned|pageable>          host wall time of one cudaMemcpyAsync of
 //                                               `bytes` + synchronize
-// Unknown quantities are kept (a newer benchmark may add some). Errors name the file and line.
+// Blank lines are skipped, and blanks around a field dropped; fields are CSV as
+// sim/formats/csv.h reads it (RFC 4180 quoting). Unknown quantities are kept (a newer benchmark
+// may add some). Errors name the file and line.
 #pragma once
 
 #include <cstdint>
@@ -41,7 +43,8 @@ struct LaunchTable {
   const LaunchQuantity* find(const std::string& name, int64_t bytes = 0) const;
 };
 
-/// Throws CalibrationDataError (file:line and what was expected) on unreadable or malformed input.
+/// Throws CalibrationDataError (file:line and what was expected) on unreadable or malformed input,
+/// ParseError (file:line:column) on malformed quoting.
 LaunchTable read_launch_csv(const std::filesystem::path& path);
 
 /// kernel_overhead of the hardware profile: empty_kernel_back_to_back. Throws

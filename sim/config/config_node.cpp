@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "sim/config/quantity_parse.h"
+#include "sim/formats/csv.h"
+#include "sim/formats/parse_error.h"
 #include "sim/formats/text.h"
 
 namespace upsim {
@@ -467,17 +469,19 @@ std::unique_ptr<Node> parse_yaml(const std::string& text, const SourceFile* sour
   return root;
 }
 
-/// A CSV reference as YAML with the same line numbers (ConfigNode::load_reference): the first
-/// line that is neither blank nor a `#` comment is the header of column names; every later such
-/// line becomes `- {column: value, ...}` with its empty fields left out; blank and `#` lines
-/// stay comments. Fields are split at commas (no quoting); a value must be a plain scalar
+/// A CSV reference as YAML with the same line numbers (ConfigNode::load_reference). The file is
+/// read as sim/formats/csv.h reads it: RFC 4180 quoting, blanks around a field dropped, blank and
+/// `#` lines skipped. Its first record is the header of column names; every later record
+/// becomes `- {column: value, ...}` on the line it starts on, with its empty fields left out;
+/// every other line is blank. A name or value, without its quotes, must be a plain scalar
 /// (letters, digits, `_ . + -`), so that it reads as the number or name it is written as.
-/// Errors name the line and the column's number, never the file's text: the file may be any
-/// CSV, given where a table of another kind was expected.
+/// Errors name the line and the column's number (malformed quoting: the character of the line),
+/// never the file's text: the file may be any CSV, given where a table of another kind was
+/// expected.
 std::string csv_as_yaml(std::string_view text, const SourceFile* source,
                         const std::string& key_path) {
-  const auto fail = [&](int line, std::string message) {
-    throw ConfigError(source->path.string(), line, key_path, std::move(message));
+  const auto fail = [&](int64_t line, std::string message) {
+    throw ConfigError(source->path.string(), static_cast<int>(line), key_path, std::move(message));
   };
   const auto plain = [](std::string_view v) {
     return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
@@ -485,69 +489,64 @@ std::string csv_as_yaml(std::string_view text, const SourceFile* source,
              c == '-';
     });
   };
-  const auto split = [](std::string_view line) {
-    std::vector<std::string_view> fields;
-    size_t start = 0;
-    for (;;) {
-      const size_t comma = line.find(',', start);
-      fields.push_back(trim_blanks(line.substr(start, comma - start)));
-      if (comma == std::string_view::npos) return fields;
-      start = comma + 1;
-    }
-  };
-  std::vector<std::string_view> header;
+  std::vector<CsvRecord> records;
+  try {
+    records = read_csv(text, source->path.string(),
+                       {.trim_blanks = true, .skip_blank_lines = true, .comment = '#'});
+  } catch (const ParseError& e) {
+    fail(e.line(),
+         fmt::format("malformed CSV at character {} of the line: {}", e.column(), e.message()));
+  }
   std::string yaml;
-  int number = 0;
+  int64_t yaml_line = 1;  // the line of `yaml` that the next item goes on
+  const std::vector<std::string>* header = nullptr;
   int rows = 0;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = trim_blanks(text.substr(start, end - start));
-    start = end + 1;
-    ++number;
-    if (line.empty() || line.front() == '#') {
+  for (const CsvRecord& record : records) {
+    for (; yaml_line < record.line; ++yaml_line)
       yaml += "\n";
-      continue;
-    }
-    const std::vector<std::string_view> fields = split(line);
-    if (header.empty()) {
+    ++yaml_line;
+    const std::vector<std::string>& fields = record.fields;
+    if (header == nullptr) {
       std::unordered_map<std::string_view, size_t> column_of_name;
       for (size_t c = 0; c < fields.size(); ++c) {
         if (!plain(fields[c])) {
-          fail(number, fmt::format("column {} of the CSV header is not a column name (letters, "
-                                   "digits and `_ . + -`)",
-                                   c + 1));
+          fail(record.line, fmt::format("column {} of the CSV header is not a column name "
+                                        "(letters, digits and `_ . + -`)",
+                                        c + 1));
         }
         const auto [first, inserted] = column_of_name.try_emplace(fields[c], c);
         if (!inserted) {
-          fail(number, fmt::format("columns {} and {} of the CSV header have the same name",
-                                   first->second + 1, c + 1));
+          fail(record.line, fmt::format("columns {} and {} of the CSV header have the same name",
+                                        first->second + 1, c + 1));
         }
       }
-      header = fields;
+      header = &fields;
       yaml += "# header\n";
       continue;
     }
-    if (fields.size() != header.size()) {
-      fail(number, fmt::format("{} fields, but the CSV header has {} columns", fields.size(),
-                               header.size()));
+    if (fields.size() != header->size()) {
+      fail(record.line, fmt::format("{} fields, but the CSV header has {} columns", fields.size(),
+                                    header->size()));
     }
     std::string item = "- {";
     for (size_t c = 0; c < fields.size(); ++c) {
       if (fields[c].empty()) continue;
       if (!plain(fields[c])) {
-        fail(number, fmt::format("field {} is not a number or a name (a CSV value here is "
-                                 "letters, digits and `_ . + -`)",
-                                 c + 1));
+        fail(record.line, fmt::format("field {} is not a number or a name (a CSV value here is "
+                                      "letters, digits and `_ . + -`)",
+                                      c + 1));
       }
       if (item.size() > 3) item += ", ";
-      item += fmt::format("{}: {}", header[c], fields[c]);
+      item += fmt::format("{}: {}", (*header)[c], fields[c]);
     }
     yaml += item + "}\n";
     ++rows;
   }
-  if (rows == 0) fail(number, "the CSV file has no data rows (a header, then one line per entry)");
+  if (rows == 0) {
+    const auto lines =
+        std::count(text.begin(), text.end(), '\n') + (!text.empty() && text.back() != '\n' ? 1 : 0);
+    fail(lines, "the CSV file has no data rows (a header, then one line per entry)");
+  }
   return yaml;
 }
 

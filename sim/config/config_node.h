@@ -222,7 +222,7 @@ class ConfigNode {
   /// root. A missing file, a malformed file or a reference cycle throws ConfigError. Calling it
   /// again for the same key returns the already loaded content. A `.csv` file loads as a
   /// sequence of maps, one per data line, keyed by the header's column names (empty fields
-  /// absent; no quoting: values are numbers or names), with the CSV's line numbers.
+  /// absent; RFC 4180 quoting; values are numbers or names), with the CSV's line numbers.
   ///
   ///   rows,pooling,sharding_type          ->  - {rows: 1000000, pooling: 20}
   ///   1000000,20,                             - {rows: 5000, pooling: 1, sharding_type: ...}

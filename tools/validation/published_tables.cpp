@@ -6,11 +6,15 @@
 #include <charconv>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "sim/config/config_node.h"
+#include "sim/formats/csv.h"
+#include "sim/formats/parse_error.h"
 #include "sim/input_file.h"
 
 namespace upsim::cli {
@@ -21,63 +25,31 @@ namespace {
 
 // ---- CSV ------------------------------------------------------------------------------------
 
-/// One CSV record split into fields; double-quoted fields may hold commas ("" is a quote).
-std::vector<std::string> split_csv(const std::string& line, const std::string& where) {
-  std::vector<std::string> fields;
-  std::string field;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.push_back(std::move(field));
-      field.clear();
-    } else {
-      field += c;
-    }
-  }
-  if (quoted) throw WorkloadTableError(fmt::format("{}: unterminated quoted field", where));
-  fields.push_back(std::move(field));
-  return fields;
-}
-
-/// A CSV table with a header row; '#' lines and blank lines are skipped.
+/// A CSV table (sim/formats/csv.h) with a header row; lines starting with '#' and empty lines
+/// are skipped. Malformed quoting is a WorkloadTableError with the ParseError's message
+/// (file:line:column).
 class CsvTable {
  public:
   explicit CsvTable(const fs::path& path) : file_(path.string()) {
     if (const auto why = input_file_problem(path, kGiB)) {
       throw WorkloadTableError(fmt::format("{}: {}", file_, *why));
     }
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw WorkloadTableError(fmt::format("{}: cannot open the file", file_));
-    std::string line;
-    int number = 0;
-    bool header = true;
-    while (std::getline(in, line)) {
-      ++number;
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      std::vector<std::string> fields = split_csv(line, fmt::format("{}:{}", file_, number));
-      if (header) {
-        for (size_t i = 0; i < fields.size(); ++i)
-          columns_.emplace(fields[i], i);
-        header_line_ = number;
-        header = false;
-        continue;
-      }
-      rows_.push_back({number, std::move(fields)});
+    const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+    std::vector<CsvRecord> records;
+    try {
+      records = read_csv(text, file_, {.skip_blank_lines = true, .comment = '#'});
+    } catch (const ParseError& e) {
+      throw WorkloadTableError(e.what());
     }
-    if (header) throw WorkloadTableError(fmt::format("{}: no header row", file_));
+    if (records.empty()) throw WorkloadTableError(fmt::format("{}: no header row", file_));
+    const std::vector<std::string>& header = records.front().fields;
+    for (size_t i = 0; i < header.size(); ++i)
+      columns_.emplace(header[i], i);
+    header_line_ = static_cast<int>(records.front().line);
+    for (size_t i = 1; i < records.size(); ++i)
+      rows_.push_back({static_cast<int>(records[i].line), std::move(records[i].fields)});
   }
 
   size_t size() const { return rows_.size(); }

@@ -4,9 +4,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <utility>
 
 #include "sim/engine.h"
+#include "sim/formats/csv.h"
 #include "sim/formats/text.h"
 #include "sim/input_file.h"
 #include "topology/collectives/collective_planner.h"
@@ -15,23 +18,19 @@
 namespace upsim {
 namespace {
 
-/// Splits one CSV line into fields; double quotes group fields that contain commas.
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> fields(1);
-  bool quoted = false;
-  for (char ch : line) {
-    if (ch == '"') {
-      quoted = !quoted;
-    } else if (ch == ',' && !quoted) {
-      fields.emplace_back();
-    } else if (ch != '\r') {
-      fields.back() += ch;
-    }
+/// The records of `csv`, a measured table of at most a gigabyte: lines starting with '#' and
+/// empty lines skipped.
+std::vector<CsvRecord> read_records(const std::filesystem::path& csv) {
+  if (const auto why = input_file_problem(csv, kGiB)) {
+    throw std::runtime_error(fmt::format("cannot read {}: {}", csv.string(), *why));
   }
-  return fields;
+  std::ifstream in(csv, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
+  const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
+  return read_csv(text, csv.string(), {.skip_blank_lines = true, .comment = '#'});
 }
 
-int64_t parse_int(const std::string& text, const std::filesystem::path& file, int line) {
+int64_t parse_int(const std::string& text, const std::filesystem::path& file, int64_t line) {
   try {
     size_t used = 0;
     const long long v = std::stoll(text, &used);
@@ -42,7 +41,7 @@ int64_t parse_int(const std::string& text, const std::filesystem::path& file, in
       fmt::format("{}:{}: expected an integer, got {}", file.string(), line, quoted_field(text)));
 }
 
-double parse_number(const std::string& text, const std::filesystem::path& file, int line) {
+double parse_number(const std::string& text, const std::filesystem::path& file, int64_t line) {
   try {
     size_t used = 0;
     const double v = std::stod(text, &used);
@@ -113,24 +112,16 @@ std::vector<CollectiveValidationCase> collective_validation_cases() {
 
 std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem::path& csv,
                                                           std::string_view run_id) {
-  if (const auto why = input_file_problem(csv, kGiB)) {
-    throw std::runtime_error(fmt::format("cannot read {}: {}", csv.string(), *why));
-  }
-  std::ifstream in(csv);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
-  std::string line;
   std::vector<std::string> header;
   std::vector<MeasuredCollective> out;
-  int number = 0;
   size_t run_col = 0;
   size_t size_col = 0;
   size_t time_col = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> fields = split_csv(line);
+  for (CsvRecord& record : read_records(csv)) {
+    std::vector<std::string>& fields = record.fields;
+    const int64_t number = record.line;
     if (header.empty()) {
-      header = fields;
+      header = std::move(fields);
       auto col = [&](std::string_view name) {
         for (size_t i = 0; i < header.size(); ++i) {
           if (header[i] == name) return i;
@@ -157,18 +148,12 @@ std::vector<MeasuredCollective> read_nccl_tests_allreduce(const std::filesystem:
 }
 
 std::vector<MeasuredCollective> read_llmcompass_allreduce(const std::filesystem::path& csv) {
-  if (const auto why = input_file_problem(csv, kGiB)) {
-    throw std::runtime_error(fmt::format("cannot read {}: {}", csv.string(), *why));
-  }
-  std::ifstream in(csv);
-  if (!in) throw std::runtime_error(fmt::format("cannot read {}", csv.string()));
-  std::string line;
   std::vector<MeasuredCollective> out;
-  int number = 0;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty() || line[0] < '0' || line[0] > '9') continue;
-    const std::vector<std::string> fields = split_csv(line);
+  for (const CsvRecord& record : read_records(csv)) {
+    const std::vector<std::string>& fields = record.fields;
+    const int64_t number = record.line;
+    // Data rows start with a size; the header and notes do not.
+    if (fields[0].empty() || fields[0][0] < '0' || fields[0][0] > '9') continue;
     if (fields.size() < 2) {
       throw std::runtime_error(fmt::format("{}:{}: expected size,latency", csv.string(), number));
     }

@@ -93,7 +93,7 @@ TEST(PlotScript, TablesAreCheckedRowByRow) {
             "t.csv:2: expected 2 fields (as the header), got 3");
   EXPECT_EQ(error_of([] { parse_csv_table("\n\r\n", "t.csv"); }), "t.csv: empty, not a CSV table");
   EXPECT_EQ(error_of([] { parse_csv_table(std::string(kMaxCsvColumns, ','), "t.csv"); }),
-            "t.csv:1: more than 4096 columns");
+            "t.csv:1:4097: more than 4096 fields");
   // Not a results table: named by the missing column, never quoted.
   const CsvTable other = parse_csv_table("secret,stuff\n1,2\n", "o.csv");
   const std::string e = error_of([&] { results_plots(other, "secret", "o"); });

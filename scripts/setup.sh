@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 
 # clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz harnesses; Open MPI
 # distributes `upsim sweep` under mpirun; gnuplot draws `upsim plot`; libssl-dev's libcrypto hashes
-# a sweep's points (SHA-256).
+# a sweep's points (SHA-256); protoc and libprotobuf read Chakra execution traces (sim/formats/).
 packages=(g++ cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
           libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
+          protobuf-compiler libprotobuf-dev
           googletest libgtest-dev libbenchmark-dev libhdf5-dev libssl-dev
           libopenmpi-dev openmpi-bin gnuplot-nox)
 missing=()

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -10,7 +9,9 @@
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
+#include "sim/formats/chakra_et.h"
 #include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_file.h"
 
@@ -25,267 +26,160 @@ const ChakraAttr* ChakraNode::attr(std::string_view key) const {
 
 namespace {
 
-/// Protobuf wire-format reader over one message (or the whole file).
-class WireReader {
- public:
-  WireReader(std::string_view bytes, const std::string& file, size_t base)
-      : bytes_(bytes), file_(file), base_(base) {}
+namespace et = chakra_et;
 
-  bool done() const { return pos_ >= bytes_.size(); }
-  size_t offset() const { return base_ + pos_; }
-
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ParseError(file_, "byte " + std::to_string(offset()) + ": " + what +
-                                " (truncated or not a Chakra trace?)");
-  }
-
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= bytes_.size()) fail("varint runs past the end");
-      const auto b = static_cast<uint8_t>(bytes_[pos_++]);
-      v |= static_cast<uint64_t>(b & 0x7F) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    fail("varint longer than 10 bytes");
-  }
-
-  /// A field's tag: its number and wire type (0 varint, 1 fixed64, 2 length-delimited, 5
-  /// fixed32).
-  struct Tag {
-    uint32_t field;
-    uint32_t wire_type;
-  };
-  Tag tag() {
-    const uint64_t key = varint();
-    return Tag{static_cast<uint32_t>(key >> 3), static_cast<uint32_t>(key & 7)};
-  }
-
-  std::string_view bytes(size_t n) {
-    if (n > bytes_.size() - pos_)
-      fail("field of " + std::to_string(n) + " bytes runs past the end");
-    const std::string_view out = bytes_.substr(pos_, n);
-    pos_ += n;
-    return out;
-  }
-
-  std::string_view length_delimited() { return bytes(static_cast<size_t>(varint())); }
-
-  uint64_t fixed(size_t n) {
-    const std::string_view b = bytes(n);
-    uint64_t v = 0;
-    std::memcpy(&v, b.data(), n);  // little-endian hosts (x86-64, aarch64)
-    return v;
-  }
-
-  /// Skips a field of wire type `wt`.
-  void skip(uint32_t wt) {
-    switch (wt) {
-      case 0:
-        varint();
-        return;
-      case 1:
-        bytes(8);
-        return;
-      case 2:
-        length_delimited();
-        return;
-      case 5:
-        bytes(4);
-        return;
-      default:
-        fail("unsupported wire type " + std::to_string(wt));
-    }
-  }
-
-  /// A nested reader for a length-delimited field.
-  WireReader sub() {
-    const size_t len = static_cast<size_t>(varint());
-    const size_t at = offset();
-    return WireReader(bytes(len), file_, at);
-  }
-
- private:
-  std::string_view bytes_;
-  const std::string& file_;
-  size_t base_;
-  size_t pos_ = 0;
-};
-
-int64_t zigzag(uint64_t v) {
-  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
+template <typename Values>
+std::vector<int64_t> int_values(const Values& values) {
+  std::vector<int64_t> out;
+  out.reserve(static_cast<size_t>(values.size()));
+  for (const auto v : values)
+    out.push_back(static_cast<int64_t>(v));
+  return out;
 }
 
-double as_double(uint64_t bits) {
-  double d = 0.0;
-  std::memcpy(&d, &bits, 8);
-  return d;
-}
-
-float as_float(uint64_t bits) {
-  const auto b32 = static_cast<uint32_t>(bits);
-  float f = 0.0f;
-  std::memcpy(&f, &b32, 4);
-  return f;
-}
-
-/// The values of a *List message (field 1, packed or not) of scalar `field` type.
-void read_list(WireReader r, uint32_t field, ChakraAttr& a) {
-  // field numbers of AttributeProto: even = list types; the element type follows the scalar one
-  // (field - 1): 3 double, 5 float, 7 int32, 9 int64, 11 uint32, 13 uint64, 15 sint32,
-  // 17 sint64, 19 fixed32, 21 fixed64, 23 sfixed32, 25 sfixed64, 27 bool, 29 string, 31 bytes.
-  const uint32_t scalar = field - 1;
-  auto element = [&](WireReader& e, uint32_t wt) {
-    switch (scalar) {
-      case 3:
-        a.doubles.push_back(as_double(e.fixed(8)));
-        break;
-      case 5:
-        a.doubles.push_back(static_cast<double>(as_float(e.fixed(4))));
-        break;
-      case 15:
-      case 17:
-        a.ints.push_back(zigzag(e.varint()));
-        break;
-      case 19:
-      case 23:
-        a.ints.push_back(static_cast<int32_t>(e.fixed(4)));
-        break;
-      case 21:
-      case 25:
-        a.ints.push_back(static_cast<int64_t>(e.fixed(8)));
-        break;
-      case 29:
-      case 31:
-        a.strings.emplace_back(wt == 2 ? e.length_delimited() : std::string_view());
-        break;
-      default:  // int32, int64, uint32, uint64, bool
-        a.ints.push_back(static_cast<int64_t>(e.varint()));
-        break;
-    }
-  };
-  while (!r.done()) {
-    const auto [element_field, wt] = r.tag();
-    if (element_field != 1) {
-      r.skip(wt);
-      continue;
-    }
-    if (wt == 2 && scalar != 29 && scalar != 31) {  // packed scalars
-      WireReader packed = r.sub();
-      while (!packed.done())
-        element(packed, scalar == 3 || scalar == 21 || scalar == 25 ? 1 : 0);
-    } else {
-      element(r, wt);
-    }
-  }
-  if (scalar == 3 || scalar == 5) {
-    a.kind = ChakraAttr::Kind::kDoubleList;
-  } else if (scalar == 29 || scalar == 31) {
-    a.kind = ChakraAttr::Kind::kStringList;
-  } else {
-    a.kind = ChakraAttr::Kind::kIntList;
-  }
-}
-
-ChakraAttr read_attr(WireReader r) {
+/// An AttributeProto as a ChakraAttr: double and float values (and lists) are doubles, string and
+/// bytes values strings, bool a bool (and its integer 0 / 1), every other scalar an integer; an
+/// attribute without a value is the integer 0.
+ChakraAttr to_attr(et::AttributeProto& p) {
+  using V = et::AttributeProto::ValueCase;
   ChakraAttr a;
-  while (!r.done()) {
-    const auto [field, wt] = r.tag();
-    if (field == 1 && wt == 2) {
-      a.name = std::string(r.length_delimited());
-    } else if (field >= 4 && field <= 32 && field % 2 == 0 && wt == 2) {
-      read_list(r.sub(), field, a);
-    } else if (field == 3 && wt == 1) {
+  a.name = std::move(*p.mutable_name());
+  switch (p.value_case()) {
+    case V::kDoubleVal:
       a.kind = ChakraAttr::Kind::kDouble;
-      a.d = as_double(r.fixed(8));
-    } else if (field == 5 && wt == 5) {
+      a.d = p.double_val();
+      break;
+    case V::kFloatVal:
       a.kind = ChakraAttr::Kind::kDouble;
-      a.d = static_cast<double>(as_float(r.fixed(4)));
-    } else if ((field == 15 || field == 17) && wt == 0) {
-      a.i = zigzag(r.varint());
-    } else if ((field == 19 || field == 23) && wt == 5) {
-      a.i = static_cast<int32_t>(r.fixed(4));
-    } else if ((field == 21 || field == 25) && wt == 1) {
-      a.i = static_cast<int64_t>(r.fixed(8));
-    } else if (field == 27 && wt == 0) {
+      a.d = static_cast<double>(p.float_val());
+      break;
+    case V::kInt32Val:
+      a.i = p.int32_val();
+      break;
+    case V::kInt64Val:
+      a.i = p.int64_val();
+      break;
+    case V::kUint32Val:
+      a.i = p.uint32_val();
+      break;
+    case V::kUint64Val:
+      a.i = static_cast<int64_t>(p.uint64_val());
+      break;
+    case V::kSint32Val:
+      a.i = p.sint32_val();
+      break;
+    case V::kSint64Val:
+      a.i = p.sint64_val();
+      break;
+    case V::kFixed32Val:
+      a.i = p.fixed32_val();
+      break;
+    case V::kFixed64Val:
+      a.i = static_cast<int64_t>(p.fixed64_val());
+      break;
+    case V::kSfixed32Val:
+      a.i = p.sfixed32_val();
+      break;
+    case V::kSfixed64Val:
+      a.i = p.sfixed64_val();
+      break;
+    case V::kBoolVal:
       a.kind = ChakraAttr::Kind::kBool;
-      a.b = r.varint() != 0;
+      a.b = p.bool_val();
       a.i = a.b ? 1 : 0;
-    } else if ((field == 29 || field == 31) && wt == 2) {
+      break;
+    case V::kStringVal:
       a.kind = ChakraAttr::Kind::kString;
-      a.s = std::string(r.length_delimited());
-    } else if (field >= 7 && field <= 13 && wt == 0) {  // int32, int64, uint32, uint64
-      a.i = static_cast<int64_t>(r.varint());
-    } else {
-      r.skip(wt);
-    }
+      a.s = std::move(*p.mutable_string_val());
+      break;
+    case V::kBytesVal:
+      a.kind = ChakraAttr::Kind::kString;
+      a.s = std::move(*p.mutable_bytes_val());
+      break;
+    case V::kDoubleList:
+      a.kind = ChakraAttr::Kind::kDoubleList;
+      a.doubles.assign(p.double_list().values().begin(), p.double_list().values().end());
+      break;
+    case V::kFloatList:
+      a.kind = ChakraAttr::Kind::kDoubleList;
+      for (const float f : p.float_list().values())
+        a.doubles.push_back(static_cast<double>(f));
+      break;
+    case V::kInt32List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.int32_list().values());
+      break;
+    case V::kInt64List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.int64_list().values());
+      break;
+    case V::kUint32List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.uint32_list().values());
+      break;
+    case V::kUint64List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.uint64_list().values());
+      break;
+    case V::kSint32List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.sint32_list().values());
+      break;
+    case V::kSint64List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.sint64_list().values());
+      break;
+    case V::kFixed32List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.fixed32_list().values());
+      break;
+    case V::kFixed64List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.fixed64_list().values());
+      break;
+    case V::kSfixed32List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.sfixed32_list().values());
+      break;
+    case V::kSfixed64List:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.sfixed64_list().values());
+      break;
+    case V::kBoolList:
+      a.kind = ChakraAttr::Kind::kIntList;
+      a.ints = int_values(p.bool_list().values());
+      break;
+    case V::kStringList:
+      a.kind = ChakraAttr::Kind::kStringList;
+      a.strings.assign(p.string_list().values().begin(), p.string_list().values().end());
+      break;
+    case V::kBytesList:
+      a.kind = ChakraAttr::Kind::kStringList;
+      a.strings.assign(p.bytes_list().values().begin(), p.bytes_list().values().end());
+      break;
+    case V::VALUE_NOT_SET:
+      break;
   }
   return a;
 }
 
-/// Repeated uint64 (packed or not).
-void read_ids(WireReader& r, uint32_t wt, std::vector<uint64_t>& out) {
-  if (wt == 2) {
-    WireReader packed = r.sub();
-    while (!packed.done())
-      out.push_back(packed.varint());
-  } else if (wt == 0) {
-    out.push_back(r.varint());
-  } else {
-    r.fail("dependency ids with wire type " + std::to_string(wt));
-  }
-}
-
-ChakraNode read_node(WireReader r) {
+/// `p`'s fields as a ChakraNode; the strings are moved out of `p`.
+ChakraNode to_node(et::Node& p) {
   ChakraNode n;
-  while (!r.done()) {
-    const auto [field, wt] = r.tag();
-    switch (field) {
-      case 1:
-        n.id = wt == 0 ? r.varint() : (r.skip(wt), 0);
-        break;
-      case 2:
-        if (wt != 2) r.fail("node name is not a string");
-        n.name = std::string(r.length_delimited());
-        break;
-      case 3:
-        n.type = wt == 0 ? static_cast<uint32_t>(r.varint()) : (r.skip(wt), 0u);
-        break;
-      case 4:
-        read_ids(r, wt, n.ctrl_deps);
-        break;
-      case 5:
-        read_ids(r, wt, n.data_deps);
-        break;
-      case 6:
-        n.start_time_micros = wt == 0 ? r.varint() : (r.skip(wt), 0);
-        break;
-      case 7:
-        n.duration_micros = wt == 0 ? r.varint() : (r.skip(wt), 0);
-        break;
-      case 8: {  // inputs: IOInfo {values = 1, shapes = 2, types = 3}
-        if (wt != 2) r.fail("node inputs are not a message");
-        WireReader io = r.sub();
-        while (!io.done()) {
-          const uint64_t k = io.varint();
-          const auto f = static_cast<uint32_t>(k >> 3);
-          const auto w = static_cast<uint32_t>(k & 7);
-          if ((f == 2 || f == 3) && w == 2) {
-            (f == 2 ? n.input_shapes : n.input_types) = std::string(io.length_delimited());
-          } else {
-            io.skip(w);
-          }
-        }
-        break;
-      }
-      case 10:
-        if (wt != 2) r.fail("node attribute is not a message");
-        n.attrs.push_back(read_attr(r.sub()));
-        break;
-      default:
-        r.skip(wt);
-    }
+  n.id = p.id();
+  n.name = std::move(*p.mutable_name());
+  n.type = static_cast<uint32_t>(p.type());
+  n.ctrl_deps.assign(p.ctrl_deps().begin(), p.ctrl_deps().end());
+  n.data_deps.assign(p.data_deps().begin(), p.data_deps().end());
+  n.start_time_micros = p.start_time_micros();
+  n.duration_micros = p.duration_micros();
+  if (p.has_inputs()) {
+    n.input_shapes = std::move(*p.mutable_inputs()->mutable_shapes());
+    n.input_types = std::move(*p.mutable_inputs()->mutable_types());
   }
+  n.attrs.reserve(static_cast<size_t>(p.attr_size()));
+  for (et::AttributeProto& a : *p.mutable_attr())
+    n.attrs.push_back(to_attr(a));
   return n;
 }
 
@@ -295,26 +189,15 @@ ChakraTrace parse_chakra_trace(std::string_view bytes, const std::string& file) 
   ChakraTrace t;
   t.file = file;
   if (bytes.empty()) throw ParseError(file, "empty file: not a Chakra trace");
-  WireReader r(bytes, t.file, 0);
-  bool first = true;
-  while (!r.done()) {
-    WireReader msg = r.sub();
-    if (first) {
-      first = false;
-      while (!msg.done()) {
-        const auto [field, wt] = msg.tag();
-        if (field == 1 && wt == 2) {
-          t.version = std::string(msg.length_delimited());
-        } else if (field == 2 && wt == 2) {
-          t.metadata.push_back(read_attr(msg.sub()));
-        } else {
-          msg.skip(wt);
-        }
-      }
-      continue;
-    }
-    t.nodes.push_back(read_node(msg));
-  }
+  ChakraEtReader reader(bytes, file);
+  et::GlobalMetadata metadata;
+  reader.read_metadata(metadata);
+  t.version = std::move(*metadata.mutable_version());
+  for (et::AttributeProto& a : *metadata.mutable_attr())
+    t.metadata.push_back(to_attr(a));
+  et::Node node;
+  while (reader.next_node(node))
+    t.nodes.push_back(to_node(node));
   return t;
 }
 

@@ -1,12 +1,12 @@
-// Chakra execution traces (mlcommons/chakra schema/protobuf/et_def.proto, package
-// ChakraProtoMsg) as a second input format, and their task graph.
+// Chakra execution traces (MLCommons Chakra ET, schema sim/formats/chakra/et_def.proto) as a
+// second input format, and their task graph.
 //
 // File layout: one file per rank, a stream of length-delimited protobuf messages (each preceded
-// by its size as a varint): first GlobalMetadata {version = 1, attr = 2}, then Node messages
-// {id = 1, name = 2, type = 3, ctrl_deps = 4, data_deps = 5, start_time_micros = 6,
-// duration_micros = 7, inputs = 8, outputs = 9, attr = 10}. The reader decodes the protobuf wire
-// format itself (no protobuf library); unknown fields are skipped, so newer schema versions
-// read. A truncated or corrupt file throws ParseError naming the file and the byte offset.
+// by its size as a varint): first a GlobalMetadata, then Node messages. sim/formats/chakra_et.h
+// splits the stream and parses each message with libprotobuf; parse_chakra_trace copies the
+// generated messages into the structures below. Unknown fields are skipped, so newer schema
+// versions read. A truncated or corrupt file throws ParseError naming the file, the message and
+// its byte offset.
 //
 // Graph (build_chakra_graph), following ASTRA-sim's reading of the format:
 //  - Nodes with attr is_cpu_op = true (absent = false, as in Chakra's feeder) -> CpuOp on the
@@ -74,7 +74,10 @@ enum class ChakraNodeType : uint8_t {
   kCommColl = 7,
 };
 
-/// One attribute value; which members are set depends on `kind`.
+/// One attribute (AttributeProto); which members are set depends on `kind`: double and float
+/// values -> kDouble (d); bool -> kBool (b, and i = 0 / 1); string and bytes -> kString (s); every
+/// integer type -> kInt (i; uint64 and fixed64 as their int64 bits); their lists alike (ints,
+/// doubles, strings; a bool list is a kIntList); no value -> kInt 0.
 struct ChakraAttr {
   enum class Kind : uint8_t { kInt, kDouble, kBool, kString, kIntList, kDoubleList, kStringList };
   std::string name;
@@ -96,7 +99,7 @@ struct ChakraNode {
   std::vector<uint64_t> data_deps;
   uint64_t start_time_micros = 0;
   uint64_t duration_micros = 0;
-  /// inputs (IOInfo, field 8): `shapes` (2) and `types` (3) as the PyTorch converter writes them,
+  /// inputs (IOInfo): `shapes` and `types` as the PyTorch converter writes them,
   /// Python-literal lists: "[[64], [64], []]", "['Tensor(float)', 'Tensor(float)', 'Bool']";
   /// a Tensor[] argument is one nested list, "GenericList[Tensor(float),...]".
   std::string input_shapes;

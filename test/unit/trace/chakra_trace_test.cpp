@@ -20,45 +20,25 @@ namespace {
 using namespace upsim::test::chakra;
 
 /// A rank: CPU op (1) -> GPU kernel (2) -> metadata (3) -> all-reduce (4); CPU op (5) after 1.
+/// Node 4 writes its dependency unpacked (one varint per id, as proto2 writers do), the others
+/// packed (proto3's default).
 std::string chakra_rank(uint64_t coll_us) {
-  std::string file;
-  message(file, Pb().field(1, std::string("0.0.4")).str());
-  message(file, Pb().field(1, 1)
-                    .field(2, std::string("aten::mm"))
-                    .field(3, 4)
-                    .field(6, 0)
-                    .field(7, 10)
-                    .field(10, attr_bool("is_cpu_op", true))
-                    .str());
-  message(file, Pb().field(1, 2)
-                    .field(2, std::string("sgemm"))
-                    .field(3, 4)
-                    .packed(5, {1})
-                    .field(6, 10)
-                    .field(7, 50)
-                    .field(10, attr_bool("is_cpu_op", false))
-                    .field(10, attr_int("stream", 7))
-                    .str());
-  message(file, Pb().field(1, 3).field(2, std::string("meta")).field(3, 1).field(5, 2).str());
-  message(file, Pb().field(1, 4)
-                    .field(2, std::string("nccl:all_reduce"))
-                    .field(3, 7)
-                    .field(5, 3)
-                    .field(6, 60)
-                    .field(7, coll_us)
-                    .field(10, attr_int("comm_type", 0))
-                    .field(10, attr_int("comm_size", 4096))
-                    .field(10, attr_string("pg_name", "0"))
-                    .str());
-  message(file, Pb().field(1, 5)
-                    .field(2, std::string("aten::add"))
-                    .field(3, 4)
-                    .field(5, 1)
-                    .field(6, 10)
-                    .field(7, 5)
-                    .field(10, attr_bool("is_cpu_op", true))
-                    .str());
-  return file;
+  et::Node all_reduce = node(4, "nccl:all_reduce", et::COMM_COLL_NODE, {}, coll_us,
+                             {attr_int("comm_type", et::ALL_REDUCE), attr_int("comm_size", 4096),
+                              attr_string("pg_name", "0")});
+  all_reduce.set_start_time_micros(60);
+  add_unpacked_data_dep(all_reduce, 3);
+  et::Node kernel = node(2, "sgemm", et::COMP_NODE, {1}, 50, {gpu(), attr_int("stream", 7)});
+  kernel.set_start_time_micros(10);
+  et::Node add = node(5, "aten::add", et::COMP_NODE, {1}, 5, {cpu()});
+  add.set_start_time_micros(10);
+  return et_file({
+      node(1, "aten::mm", et::COMP_NODE, {}, 10, {cpu()}),
+      kernel,
+      node(3, "meta", et::METADATA_NODE, {2}, 0, {}),
+      all_reduce,
+      add,
+  });
 }
 
 TEST(ChakraTrace, decodes_nodes_dependencies_and_attributes) {
@@ -106,10 +86,7 @@ TEST(ChakraTrace, truncated_or_inconsistent_input_names_the_file) {
     EXPECT_EQ(e.file(), "cut.et");
     EXPECT_NE(std::string(e.what()).find("runs past the end"), std::string::npos);
   }
-  std::string dangling;
-  message(dangling, Pb().field(1, std::string("0.0.4")).str());
-  message(dangling,
-          Pb().field(1, 1).field(2, std::string("k")).field(3, 4).field(5, 42).field(7, 1).str());
+  const std::string dangling = et_file({node(1, "k", et::COMP_NODE, {42}, 1, {})});
   std::vector<ChakraTrace> one;
   one.push_back(parse_chakra_trace(dangling, "dangling.et"));
   TaskGraph g;
@@ -134,24 +111,24 @@ TEST(ChakraTrace, a_directory_of_chakra_traces_validates) {
   EXPECT_EQ(r.ranks[0].predicted, Duration::from_us(80));
 }
 
-std::string node(uint64_t id, const std::string& name, ChakraNodeType type,
-                 const std::vector<uint64_t>& data_deps, uint64_t duration_us,
-                 const std::vector<std::string>& attrs, const std::string& shapes = "",
-                 const std::string& types = "") {
-  return test::chakra::node(id, name, static_cast<uint32_t>(type), data_deps, duration_us, attrs,
-                            shapes, types);
+et::Node node(uint64_t id, const std::string& name, ChakraNodeType type,
+              const std::vector<uint64_t>& data_deps, uint64_t duration_us,
+              const std::vector<et::AttributeProto>& attrs, const std::string& shapes = "",
+              const std::string& types = "") {
+  return test::chakra::node(id, name, static_cast<et::NodeType>(type), data_deps, duration_us,
+                            attrs, shapes, types);
 }
 
-std::string send(uint64_t id, int32_t dst, int32_t tag, int64_t bytes, uint64_t us,
-                 const std::vector<uint64_t>& deps = {}) {
+et::Node send(uint64_t id, int32_t dst, int32_t tag, int64_t bytes, uint64_t us,
+              const std::vector<uint64_t>& deps = {}) {
   return node(
       id, "send", ChakraNodeType::kCommSend, deps, us,
       {gpu(), attr_i32("comm_dst", dst), attr_i32("comm_tag", tag), attr_int("comm_size", bytes)});
 }
-std::string recv(uint64_t id, int32_t src, int32_t tag, int64_t bytes, uint64_t us,
-                 const std::vector<uint64_t>& deps = {}, int64_t stream = -1) {
-  std::vector<std::string> attrs = {gpu(), attr_i32("comm_src", src), attr_i32("comm_tag", tag),
-                                    attr_int("comm_size", bytes)};
+et::Node recv(uint64_t id, int32_t src, int32_t tag, int64_t bytes, uint64_t us,
+              const std::vector<uint64_t>& deps = {}, int64_t stream = -1) {
+  std::vector<et::AttributeProto> attrs = {gpu(), attr_i32("comm_src", src),
+                                           attr_i32("comm_tag", tag), attr_int("comm_size", bytes)};
   if (stream >= 0) attrs.push_back(attr_int("stream", stream));
   return node(id, "recv", ChakraNodeType::kCommRecv, deps, us, attrs);
 }
@@ -278,7 +255,7 @@ TEST(ChakraTrace, unmatched_point_to_point_names_the_file_and_node) {
   EXPECT_EQ(graph_error({et_file({send(3, 1, 5, 32, 3)}), one_recv}),
             "rank0.et: node 3 (COMM_SEND_NODE `send`) sends 32 bytes, but the matching node 1 "
             "(COMM_RECV_NODE `recv`) in rank1.et receives 64");
-  const std::string wrong_src =
+  const et::Node wrong_src =
       node(3, "send", ChakraNodeType::kCommSend, {}, 3,
            {gpu(), attr_i32("comm_src", 1), attr_i32("comm_dst", 1), attr_i32("comm_tag", 5)});
   EXPECT_EQ(graph_error({et_file({wrong_src}), one_recv}),
@@ -305,8 +282,8 @@ TEST(ChakraTrace, sends_without_a_peer_replay_measured_with_a_warning) {
 
 TEST(ChakraTrace, process_groups_form_collectives_among_the_ranks_that_use_them) {
   auto coll = [](uint64_t id, const std::string& pg, int64_t comm_type, uint64_t us) {
-    std::vector<std::string> attrs = {gpu(), attr_int("comm_type", comm_type),
-                                      attr_int("comm_size", 1 << 20)};
+    std::vector<et::AttributeProto> attrs = {gpu(), attr_int("comm_type", comm_type),
+                                             attr_int("comm_size", 1 << 20)};
     if (!pg.empty()) attrs.push_back(attr_string("pg_name", pg));
     return node(id, "nccl", ChakraNodeType::kCommColl, {}, us, attrs);
   };

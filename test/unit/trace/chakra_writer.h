@@ -1,95 +1,99 @@
-// Writes Chakra execution traces (et_def.proto wire format: length-delimited GlobalMetadata, then
-// Node messages) for tests. Standard library only, so the CLI tests can write trace folders too.
+// Writes Chakra execution traces for tests with the classes protoc generates from
+// sim/formats/chakra/et_def.proto: a GlobalMetadata, then Node messages, each preceded by its size
+// as a varint (protobuf's delimited framing, what sim/formats/chakra_et.h reads).
 #pragma once
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "sim/formats/chakra/et_def.pb.h"
+
 namespace upsim::test::chakra {
 
-/// A minimal protobuf writer.
-class Pb {
- public:
-  Pb& varint(uint64_t v) {
-    while (v >= 0x80) {
-      out_ += static_cast<char>((v & 0x7F) | 0x80);
-      v >>= 7;
-    }
-    out_ += static_cast<char>(v);
-    return *this;
-  }
-  Pb& field(uint32_t f, uint64_t v) { return varint(uint64_t{f} << 3).varint(v); }
-  Pb& field(uint32_t f, const std::string& bytes) {
-    varint((uint64_t{f} << 3) | 2).varint(bytes.size());
-    out_ += bytes;
-    return *this;
-  }
-  Pb& packed(uint32_t f, const std::vector<uint64_t>& values) {
-    Pb inner;
-    for (uint64_t v : values)
-      inner.varint(v);
-    return field(f, inner.str());
-  }
-  const std::string& str() const { return out_; }
+namespace et = ::upsim::chakra_et;
 
- private:
-  std::string out_;
-};
-
-// NodeType values of et_def.proto.
-inline constexpr uint32_t kComp = 4;
-inline constexpr uint32_t kCommColl = 7;
+/// Appends `msg` to `file`, preceded by its size as a varint.
+inline void message(std::string& file, const google::protobuf::MessageLite& msg) {
+  std::string body;
+  msg.SerializeToString(&body);
+  google::protobuf::io::StringOutputStream out(&file);
+  google::protobuf::io::CodedOutputStream coded(&out);
+  coded.WriteVarint32(static_cast<uint32_t>(body.size()));
+  coded.WriteString(body);
+}
 
 /// AttributeProto messages: int64_val, int32_val (how ASTRA-sim's feeder reads comm_src,
 /// comm_dst and comm_tag), bool_val, string_val.
-inline std::string attr_int(const std::string& name, int64_t v) {
-  return Pb().field(1, name).field(9, static_cast<uint64_t>(v)).str();
+inline et::AttributeProto attr_int(const std::string& name, int64_t v) {
+  et::AttributeProto a;
+  a.set_name(name);
+  a.set_int64_val(v);
+  return a;
 }
-inline std::string attr_i32(const std::string& name, int32_t v) {
-  return Pb().field(1, name).field(7, static_cast<uint64_t>(static_cast<int64_t>(v))).str();
+inline et::AttributeProto attr_i32(const std::string& name, int32_t v) {
+  et::AttributeProto a;
+  a.set_name(name);
+  a.set_int32_val(v);
+  return a;
 }
-inline std::string attr_bool(const std::string& name, bool v) {
-  return Pb().field(1, name).field(27, v ? 1 : 0).str();
+inline et::AttributeProto attr_bool(const std::string& name, bool v) {
+  et::AttributeProto a;
+  a.set_name(name);
+  a.set_bool_val(v);
+  return a;
 }
-inline std::string attr_string(const std::string& name, const std::string& v) {
-  return Pb().field(1, name).field(29, v).str();
+inline et::AttributeProto attr_string(const std::string& name, const std::string& v) {
+  et::AttributeProto a;
+  a.set_name(name);
+  a.set_string_val(v);
+  return a;
 }
-inline std::string gpu() {
+inline et::AttributeProto gpu() {
   return attr_bool("is_cpu_op", false);
 }
-inline std::string cpu() {
+inline et::AttributeProto cpu() {
   return attr_bool("is_cpu_op", true);
 }
 
-/// Appends one length-delimited message.
-inline void message(std::string& file, const std::string& msg) {
-  file += Pb().varint(msg.size()).str();
-  file += msg;
+/// One node: `shapes` / `types` (if not empty) the inputs IOInfo as the PyTorch converter writes
+/// them ("[[64, 32], [32, 16]]", "['Tensor(float)', 'Tensor(float)']").
+inline et::Node node(uint64_t id, const std::string& name, et::NodeType type,
+                     const std::vector<uint64_t>& data_deps, uint64_t duration_us,
+                     const std::vector<et::AttributeProto>& attrs, const std::string& shapes = "",
+                     const std::string& types = "") {
+  et::Node n;
+  n.set_id(id);
+  n.set_name(name);
+  n.set_type(type);
+  for (uint64_t d : data_deps)
+    n.add_data_deps(d);
+  n.set_duration_micros(duration_us);
+  if (!shapes.empty() || !types.empty()) {
+    n.mutable_inputs()->set_shapes(shapes);
+    n.mutable_inputs()->set_types(types);
+  }
+  for (const et::AttributeProto& a : attrs)
+    *n.add_attr() = a;
+  return n;
 }
 
-/// One node message: `attrs` are encoded AttributeProto messages; `shapes` / `types` (if not
-/// empty) the inputs IOInfo as the PyTorch converter writes them ("[[64, 32], [32, 16]]",
-/// "['Tensor(float)', 'Tensor(float)']").
-inline std::string node(uint64_t id, const std::string& name, uint32_t type,
-                        const std::vector<uint64_t>& data_deps, uint64_t duration_us,
-                        const std::vector<std::string>& attrs, const std::string& shapes = "",
-                        const std::string& types = "") {
-  Pb pb;
-  pb.field(1, id).field(2, name).field(3, type);
-  if (!data_deps.empty()) pb.packed(5, data_deps);
-  if (duration_us > 0) pb.field(7, duration_us);
-  if (!shapes.empty() || !types.empty()) pb.field(8, Pb().field(2, shapes).field(3, types).str());
-  for (const std::string& a : attrs)
-    pb.field(10, a);
-  return pb.str();
+/// Appends `id` to `n`'s data_deps unpacked, as a varint field of its own after the other fields
+/// (how proto2 writers write repeated scalars; proto3's serializer packs them).
+inline void add_unpacked_data_dep(et::Node& n, uint64_t id) {
+  n.GetReflection()->MutableUnknownFields(&n)->AddVarint(et::Node::kDataDepsFieldNumber, id);
 }
 
 /// A trace file: GlobalMetadata (version "0.0.4"), then `nodes`.
-inline std::string et_file(const std::vector<std::string>& nodes) {
+inline std::string et_file(const std::vector<et::Node>& nodes) {
   std::string file;
-  message(file, Pb().field(1, std::string("0.0.4")).str());
-  for (const std::string& n : nodes)
+  et::GlobalMetadata metadata;
+  metadata.set_version("0.0.4");
+  message(file, metadata);
+  for (const et::Node& n : nodes)
     message(file, n);
   return file;
 }
@@ -99,18 +103,22 @@ inline std::string et_file(const std::vector<std::string>& nodes) {
 /// on one stream, back to back from start_time_micros 1000 (measured span: 2 x compute_us +
 /// allreduce_us). No shapes: model mode keeps the kernels measured.
 inline std::string data_parallel_rank(uint64_t compute_us, int64_t bytes, uint64_t allreduce_us) {
-  const auto started = [](const std::string& node_msg, uint64_t start_us) {
-    return node_msg + Pb().field(6, start_us).str();
+  const auto started = [](et::Node n, uint64_t start_us) {
+    n.set_start_time_micros(start_us);
+    return n;
   };
   return et_file({
-      started(node(1, "forward_backward", kComp, {}, compute_us, {gpu(), attr_int("stream", 7)}),
+      started(node(1, "forward_backward", et::COMP_NODE, {}, compute_us,
+                   {gpu(), attr_int("stream", 7)}),
               1000),
-      started(node(2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", kCommColl, {1}, allreduce_us,
-                   {gpu(), attr_int("stream", 7), attr_int("comm_type", 0),
-                    attr_int("comm_size", bytes)}),
-              1000 + compute_us),
-      started(node(3, "optimizer_step", kComp, {2}, compute_us, {gpu(), attr_int("stream", 7)}),
-              1000 + compute_us + allreduce_us),
+      started(
+          node(2, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", et::COMM_COLL_NODE, {1}, allreduce_us,
+               {gpu(), attr_int("stream", 7), attr_int("comm_type", et::ALL_REDUCE),
+                attr_int("comm_size", bytes)}),
+          1000 + compute_us),
+      started(
+          node(3, "optimizer_step", et::COMP_NODE, {2}, compute_us, {gpu(), attr_int("stream", 7)}),
+          1000 + compute_us + allreduce_us),
   });
 }
 

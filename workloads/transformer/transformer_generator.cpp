@@ -15,6 +15,7 @@
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
 #include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/process_groups.h"
 
 namespace upsim {
 
@@ -36,14 +37,6 @@ constexpr int64_t kFp32Bytes = 4;
 double as_double(int64_t v) {
   return static_cast<double>(v);
 }
-
-struct ProcessGroup {
-  std::string dim;  ///< the prefix of its collectives' names: "tp", ..., "mp"
-  ParallelDim parallel_dim = ParallelDim::kOther;
-  std::vector<RankId> members;
-  uint32_t simulated = 0;
-  std::vector<CollectiveId> calls;
-};
 
 /// The gradient buffers of Megatron-Core's DistributedDataParallel (megatron/core/distributed/
 /// distributed_data_parallel.py): `buffers` for the dense parameters, reduced over the data x
@@ -81,7 +74,11 @@ struct GradBuffer {
 class Generator {
  public:
   Generator(const TransformerConfig& c, const TransformerGraphInputs& in, TaskGraph& g)
-      : config_(c), inputs_(in), graph_(g), layout_(c.parallelism) {
+      : config_(c),
+        inputs_(in),
+        graph_(g),
+        layout_(c.parallelism),
+        groups_(g, [this](int64_t rank) { return !mirror_ || layout_.coords(rank).dp == 0; }) {
     const ParallelismConfig& p = config_.parallelism;
     sizes_ = layer_sizes(config_);
     gemm_dt_ = config_.dtype;
@@ -193,56 +190,13 @@ class Generator {
   }
 
   // ---- process groups -----------------------------------------------------------------------
-  /// The process group of `members` in parallel dimension `dim`, its collectives named
-  /// "<name>:<op>" (`name`: the dimension's, parallel_dim_name, unless given); `channel` tells
-  /// apart groups of the same members that order their calls independently (the two directions
-  /// of pipeline p2p between two stages).
   uint32_t process_group(ParallelDim dim, const std::vector<int64_t>& members,
                          std::string_view channel = {}, std::string_view name = {}) {
-    if (name.empty()) name = parallel_dim_name(dim);
-    std::vector<RankId> m(members.begin(), members.end());
-    auto key = std::make_pair(fmt::format("{}/{}", name, channel), m);
-    auto found = pg_index_.find(key);
-    if (found != pg_index_.end()) return found->second;
-    ProcessGroup pg{std::string(name), dim, m, 0, {}};
-    for (int64_t r : members) {
-      if (!mirror_ || layout_.coords(r).dp == 0) ++pg.simulated;
-    }
-    groups_.push_back(std::move(pg));
-    const auto id = static_cast<uint32_t>(groups_.size() - 1);
-    pg_index_.emplace(std::move(key), id);
-    return id;
+    return groups_.group(dim, members, channel, name);
   }
-
-  /// This rank's next call on process group `pg`: the k-th call of every member is one
-  /// collective (NCCL matches collectives by order on a communicator).
   CollectiveId call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
                     std::vector<int64_t> send_bytes = {}) {
-    if (calls_made_.size() < groups_.size()) calls_made_.resize(groups_.size(), 0);
-    ProcessGroup& group = groups_[pg];
-    const uint32_t k = calls_made_[pg]++;
-    if (k < group.calls.size()) {
-      const CollectiveDesc& existing = graph_.collective(group.calls[k]);
-      if (existing.kind != kind || existing.bytes != bytes) {
-        throw std::logic_error(fmt::format(
-            "transformer generator: call {} on {} group is {} of {} B on one rank and {} of {} B "
-            "on another",
-            k, group.dim, collective_kind_name(existing.kind), existing.bytes,
-            collective_kind_name(kind), bytes));
-      }
-      return group.calls[k];
-    }
-    // All-to-all sizes over the group (n x n row-major); small EP and CP groups, so dense.
-    CollectiveDesc desc{kind, group.members, bytes,
-                        send_bytes.empty()
-                            ? AllToAllSizes{}
-                            : AllToAllSizes::dense(group.members.size(), std::move(send_bytes))};
-    desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
-    desc.parallel_dim = group.parallel_dim;
-    const CollectiveId id =
-        graph_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
-    group.calls.push_back(id);
-    return id;
+    return groups_.call(pg, kind, bytes, name, std::move(send_bytes));
   }
 
   // ---- per rank -----------------------------------------------------------------------------
@@ -251,7 +205,7 @@ class Generator {
     threads_ = RankThreads{graph_rank, kCpuThread, kCompute, kDpComm};
     coords_ = layout_.coords(global);
     const ParallelismConfig& p = config_.parallelism;
-    calls_made_.assign(groups_.size(), 0);
+    groups_.begin_rank();
     tp_pg_ = process_group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
     cp_pg_ = process_group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
     dp_pg_ = process_group(ParallelDim::kData, layout_.replica_group(global));
@@ -326,7 +280,7 @@ class Generator {
   /// A collective that blocks the compute stream (torch.distributed on the current stream).
   void blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
                 std::string_view op_name, std::vector<int64_t> send_bytes = {}) {
-    if (groups_[pg].members.size() < 2) return;
+    if (groups_.size(pg) < 2) return;
     const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
     HostOp h(graph_, threads_, op_name);
     h.collective_on(kCompute, c, op_name);
@@ -1057,9 +1011,7 @@ class Generator {
   bool mirror_ = false;
   bool overlap_grad_reduce_ = true;
 
-  std::vector<ProcessGroup> groups_;
-  std::map<std::pair<std::string, std::vector<RankId>>, uint32_t> pg_index_;
-  std::vector<uint32_t> calls_made_;
+  ProcessGroups groups_;
 
   // The rank being emitted.
   int64_t rank_ = 0;

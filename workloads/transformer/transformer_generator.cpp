@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 #include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/gradient_sync.h"
 #include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/process_groups.h"
 
@@ -38,39 +40,6 @@ double as_double(int64_t v) {
   return static_cast<double>(v);
 }
 
-/// The gradient buffers of Megatron-Core's DistributedDataParallel (megatron/core/distributed/
-/// distributed_data_parallel.py): `buffers` for the dense parameters, reduced over the data x
-/// context ranks, and `expert_parallel_buffers` for the routed experts' parameters when expert
-/// > 1 (their `allreduce` attribute is false), reduced over the expert data-parallel ranks.
-enum GradBufferIndex : size_t { kDenseBuffer = 0, kExpertBuffer = 1 };
-constexpr size_t kGradBuffers = 2;
-/// Elements of something per gradient buffer.
-using PerBuffer = std::array<int64_t, kGradBuffers>;
-
-/// Parameters of one layer on one GPU, as the optimizer sees them (one entry per tensor), by
-/// gradient buffer.
-struct LayerParams {
-  std::array<std::vector<int64_t>, kGradBuffers> tensors;
-  PerBuffer elements{};
-  void add(int64_t n, GradBufferIndex buffer = kDenseBuffer) {
-    if (n <= 0) return;
-    tensors[buffer].push_back(n);
-    elements[buffer] += n;
-  }
-};
-
-/// One gradient buffer of the rank being emitted: its process group, the ranks that share
-/// (and with ZeRO / FSDP shard) its parameters, and its DDP buckets in ready order.
-struct GradBuffer {
-  uint32_t pg = 0;
-  int64_t replicas = 1;
-  std::vector<pytorch::DdpBucket> buckets;
-  /// Tensors in ready order up to the end of each bucket.
-  std::vector<size_t> bucket_end;
-  size_t next_bucket = 0;
-  size_t tensors_ready = 0;
-};
-
 class Generator {
  public:
   Generator(const TransformerConfig& c, const TransformerGraphInputs& in, TaskGraph& g)
@@ -88,7 +57,8 @@ class Generator {
     chunks_ = p.virtual_stages;
     layers_per_chunk_ = config_.layers / (p.pipeline * chunks_);
     mirror_ = config_.mirror_data_parallel && p.data > 1;
-    overlap_grad_reduce_ = p.overlap_grad_reduce;
+    grad_sync_ = make_gradient_sync(
+        p, GradSyncRank{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()});
     layer_descs_ = add_layer_kernels(config_, sizes_, graph_);
   }
 
@@ -248,9 +218,6 @@ class Generator {
 
   bool sharded_optimizer() const {
     return config_.parallelism.zero >= 1 || config_.parallelism.fsdp != FsdpMode::kNone;
-  }
-  bool sharded_params() const {
-    return config_.parallelism.zero >= 3 || config_.parallelism.fsdp != FsdpMode::kNone;
   }
   /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
   /// reduction's group size and the ZeRO / FSDP shard count.
@@ -613,25 +580,6 @@ class Generator {
   /// gradient_dtype()).
   int64_t grad_bytes() const { return dtype_bytes(config_.gradient_dtype()); }
 
-  /// Issues a data-parallel collective on process group `pg` (a gradient buffer's) on the DP
-  /// stream after the compute stream's work so far.
-  TaskId dp_collective(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view op_name) {
-    HostOp h(graph_, threads_, op_name);
-    const TaskId ready = h.record(kCompute);
-    h.wait(kDpComm, ready);
-    h.collective_on(kDpComm, call(pg, kind, bytes, collective_kind_name(kind)), op_name);
-    const TaskId done = h.record(kDpComm);
-    h.end();
-    return done;
-  }
-
-  void wait_compute(TaskId event, std::string_view op_name) {
-    if (event == kNoTask) return;
-    HostOp h(graph_, threads_, op_name);
-    h.wait(kCompute, event);
-    h.end();
-  }
-
   /// The parameter tensors of `buffer` on this rank in the order their gradients become ready:
   /// the backward visits the virtual stages' last micro-batch from the output layer down to the
   /// embedding, each layer's tensors last-first (PyTorch DDP's rebuilt bucket order).
@@ -655,96 +603,23 @@ class Generator {
     return bytes;
   }
 
-  /// Gradients of `params` became ready: DDP / ZeRO-1/2 reduce every bucket whose last tensor
-  /// is now ready (with overlap_grad_reduce; otherwise all of them after the flush), dense
-  /// buffer first.
-  void grads_ready(const LayerParams& params) {
-    if (sharded_params()) return;
-    for (size_t b = 0; b < kGradBuffers; ++b) {
-      GradBuffer& buffer = grad_buffers_[b];
-      if (buffer.replicas == 1) continue;
-      buffer.tensors_ready += params.tensors[b].size();
-      if (!overlap_grad_reduce_) continue;
-      while (buffer.next_bucket < buffer.buckets.size() &&
-             buffer.tensors_ready >= buffer.bucket_end[buffer.next_bucket]) {
-        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
-        ++buffer.next_bucket;
-      }
-    }
-  }
-
-  void reduce_bucket(const GradBuffer& buffer, int64_t bytes) {
-    const bool scatter = config_.parallelism.zero >= 1;
-    last_dp_event_ = dp_collective(
-        buffer.pg, scatter ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce, bytes,
-        scatter ? "nccl:reduce_scatter" : "nccl:all_reduce");
-  }
-
-  /// FSDP / ZeRO-3: the all-gathers of one unit's parameters (a layer, or the embedding /
-  /// output layer; one per gradient buffer shared by more than one rank) on the DP stream. It
-  /// depends on nothing the compute stream does.
-  TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
-    HostOp h(graph_, threads_, op_name);
-    for (size_t b = 0; b < kGradBuffers; ++b) {
-      const GradBuffer& buffer = grad_buffers_[b];
-      if (buffer.replicas == 1 || elements[b] == 0) continue;
-      h.collective_on(kDpComm,
-                      call(buffer.pg, CollectiveKind::kAllGather,
-                           elements[b] * act_elem_bytes_ / buffer.replicas, "all_gather"),
-                      op_name);
-    }
-    const TaskId done = h.record(kDpComm);
-    h.end();
-    return done;
-  }
-
-  /// Gathers unit `unit` (prefetched when the previous unit was used) and the unit after it
-  /// (FSDP's forward / backward prefetch of one unit), then makes compute wait for `unit`.
-  void gather_unit(int64_t unit, const PerBuffer& elements,
-                   std::optional<std::pair<int64_t, PerBuffer>> next, std::string_view op_name) {
-    if (!sharded_params() || replicas() == 1) return;
-    TaskId ready = kNoTask;
-    if (prefetched_ && prefetched_->first == unit) {
-      ready = prefetched_->second;
-    } else {
-      ready = issue_gather(elements, op_name);
-    }
-    prefetched_.reset();
-    if (next) prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
-    wait_compute(ready, op_name);
-  }
-
-  void scatter_unit_grads(const PerBuffer& elements) {
-    if (!sharded_params()) return;
-    for (size_t b = 0; b < kGradBuffers; ++b) {
-      const GradBuffer& buffer = grad_buffers_[b];
-      if (buffer.replicas == 1 || elements[b] == 0) continue;
-      last_dp_event_ = dp_collective(buffer.pg, CollectiveKind::kReduceScatter,
-                                     elements[b] * grad_bytes(), "nccl:reduce_scatter");
-    }
-  }
-
   // ---- one iteration --------------------------------------------------------------------------
   void forward_layer(int64_t layer, int64_t last_layer) {
     std::optional<std::pair<int64_t, PerBuffer>> next;
     if (layer < last_layer) next = std::make_pair(layer + 1, layer_params(layer + 1).elements);
-    gather_unit(layer, layer_params(layer).elements, next,
-                "FullyShardedDataParallel._pre_forward_unshard");
+    grad_sync_->before_forward(layer, layer_params(layer).elements, next);
     attention_forward(false);
     mlp_forward(layer);
   }
 
   void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch) {
-    const bool full_shard =
-        config_.parallelism.fsdp == FsdpMode::kFullShard ||
-        (config_.parallelism.zero >= 3 && config_.parallelism.fsdp == FsdpMode::kNone);
     const LayerParams params = layer_params(layer);
-    if (full_shard) {
-      std::optional<std::pair<int64_t, PerBuffer>> next;
+    if (grad_sync_->gathers_for_backward()) {
+      std::optional<UnitElements> next;
       if (layer > first_layer_of_chunk) {
         next = std::make_pair(layer - 1, layer_params(layer - 1).elements);
       }
-      gather_unit(layer, params.elements, next, "FullyShardedDataParallel._pre_backward_unshard");
+      grad_sync_->before_backward(layer, params.elements, next);
     }
     if (config_.recompute == Recompute::kFull) {
       attention_forward(false);
@@ -755,8 +630,7 @@ class Generator {
     }
     mlp_backward(layer);
     attention_backward();
-    scatter_unit_grads(params.elements);
-    if (last_micro_batch) grads_ready(params);
+    grad_sync_->after_backward(params, last_micro_batch);
   }
 
   /// Pipeline p2p: posts the receive of this step's input on its stream and makes the compute
@@ -814,7 +688,7 @@ class Generator {
   void iteration(uint32_t it) {
     graph_.add_iteration_mark(threads_.rank, kCpuThread, it);
     pytorch::body(graph_, threads_, "Optimizer.zero_grad#Adam.zero_grad");
-    last_dp_event_ = kNoTask;
+    grad_sync_->begin_iteration();
     const ParallelismConfig& p = config_.parallelism;
     const std::vector<PipelineStep> steps =
         pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, coords_.pp);
@@ -828,30 +702,26 @@ class Generator {
       receive(step.forward, step.micro_batch, step.chunk);
       if (step.forward) {
         if (vs == 0) {
-          gather_unit(-1, embedding_params().elements, std::nullopt,
-                      "FullyShardedDataParallel._pre_forward_unshard");
+          grad_sync_->before_forward(-1, embedding_params().elements, std::nullopt);
           embedding_forward();
         }
         for (int64_t l = 0; l < layers_per_chunk_; ++l)
           forward_layer(first + l, first + layers_per_chunk_ - 1);
         if (vs == last_vs) {
-          gather_unit(-2, head_params().elements, std::nullopt,
-                      "FullyShardedDataParallel._pre_forward_unshard");
+          grad_sync_->before_forward(-2, head_params().elements, std::nullopt);
           head_forward();
         }
       } else {
         const bool last_mb = step.micro_batch == micro_batches_ - 1;
         if (vs == last_vs) {
           head_backward();
-          scatter_unit_grads(head_params().elements);
-          if (last_mb) grads_ready(head_params());
+          grad_sync_->after_backward(head_params(), last_mb);
         }
         for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
           backward_layer(first + l, first, last_mb);
         if (vs == 0) {
           embedding_backward();
-          scatter_unit_grads(embedding_params().elements);
-          if (last_mb) grads_ready(embedding_params());
+          grad_sync_->after_backward(embedding_params(), last_mb);
         }
       }
       send(step.forward, step.micro_batch, step.chunk);
@@ -882,13 +752,7 @@ class Generator {
 
   void finish_gradients() {
     const ParallelismConfig& p = config_.parallelism;
-    // Without overlap every bucket is reduced after the pipeline flush.
-    for (GradBuffer& buffer : grad_buffers_) {
-      if (buffer.replicas == 1 || sharded_params()) continue;
-      for (; buffer.next_bucket < buffer.buckets.size(); ++buffer.next_bucket)
-        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
-    }
-    wait_compute(last_dp_event_, "ddp.reducer::finalize_backward");
+    grad_sync_->finish_backward();
     // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
     if (p.pipeline > 1 && config_.tied_embeddings &&
         (coords_.pp == 0 || coords_.pp == p.pipeline - 1)) {
@@ -951,20 +815,7 @@ class Generator {
     if (config_.master_weights && act_dt_ != DType::kFp32) {
       op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
     }
-    // ZeRO-1/2 (Megatron's distributed optimizer): every rank gathers the updated parameters.
-    if (sharded_optimizer() && !sharded_params()) {
-      // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
-      TaskId done = kNoTask;
-      for (const GradBuffer& buffer : grad_buffers_) {
-        if (buffer.replicas == 1) continue;
-        for (const pytorch::DdpBucket& bucket : buffer.buckets) {
-          const int64_t param_bytes = bucket.bytes / grad_bytes() * act_elem_bytes_;
-          done = dp_collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
-                               "nccl:all_gather");
-        }
-      }
-      wait_compute(done, "DistributedOptimizer._finish_param_sync");
-    }
+    grad_sync_->after_optimizer_step();
   }
 
   // ---- checks ---------------------------------------------------------------------------------
@@ -1009,7 +860,6 @@ class Generator {
   int64_t chunks_ = 1;
   int64_t layers_per_chunk_ = 1;
   bool mirror_ = false;
-  bool overlap_grad_reduce_ = true;
 
   ProcessGroups groups_;
 
@@ -1021,9 +871,7 @@ class Generator {
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   int64_t prev_ = 0, next_ = 0;
   std::array<GradBuffer, kGradBuffers> grad_buffers_;
-  TaskId last_dp_event_ = kNoTask;
-  /// FSDP: the unit whose all-gather was issued ahead of use, and its completion event.
-  std::optional<std::pair<int64_t, TaskId>> prefetched_;
+  std::unique_ptr<GradientSync> grad_sync_;
   struct StepDescs {
     KernelDescId norm = 0, scale = 0, update = 0, copy = 0;
   };

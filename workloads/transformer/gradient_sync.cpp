@@ -1,0 +1,177 @@
+#include "workloads/transformer/gradient_sync.h"
+
+namespace upsim {
+
+using pytorch::HostOp;
+
+TaskId GradientSync::collective(uint32_t pg, CollectiveKind kind, int64_t bytes,
+                                std::string_view op_name) {
+  const pytorch::RankThreads& at = rank_.threads;
+  HostOp h(rank_.graph, at, op_name);
+  const TaskId ready = h.record(at.compute_stream);
+  h.wait(at.comm_stream, ready);
+  h.collective_on(at.comm_stream, rank_.groups.call(pg, kind, bytes, collective_kind_name(kind)),
+                  op_name);
+  const TaskId done = h.record(at.comm_stream);
+  h.end();
+  return done;
+}
+
+void GradientSync::wait_compute(TaskId event, std::string_view op_name) {
+  if (event == kNoTask) return;
+  HostOp h(rank_.graph, rank_.threads, op_name);
+  h.wait(rank_.threads.compute_stream, event);
+  h.end();
+}
+
+void GradientSync::finish_backward() {
+  wait_compute(last_event_, "ddp.reducer::finalize_backward");
+}
+
+namespace {
+
+/// DDP and ZeRO-1/2: the gradients of each buffer in DDP buckets (GradBuffer::buckets), each
+/// bucket all-reduced (ZeRO-1/2: reduce-scattered) once its last tensor is ready in the last
+/// micro-batch (overlap_grad_reduce), or all of them after the pipeline flush. ZeRO-1/2
+/// (Megatron's distributed optimizer) then all-gathers the updated parameters, bucket by bucket.
+class BucketedReduction final : public GradientSync {
+ public:
+  BucketedReduction(GradSyncRank rank, bool sharded_optimizer, bool overlap)
+      : GradientSync(rank), sharded_optimizer_(sharded_optimizer), overlap_(overlap) {}
+
+  void after_backward(const LayerParams& params, bool last_micro_batch) override {
+    if (!last_micro_batch) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      GradBuffer& buffer = rank_.buffers[b];
+      if (buffer.replicas == 1) continue;
+      buffer.tensors_ready += params.tensors[b].size();
+      if (!overlap_) continue;
+      while (buffer.next_bucket < buffer.buckets.size() &&
+             buffer.tensors_ready >= buffer.bucket_end[buffer.next_bucket]) {
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
+        ++buffer.next_bucket;
+      }
+    }
+  }
+
+  void finish_backward() override {
+    for (GradBuffer& buffer : rank_.buffers) {
+      if (buffer.replicas == 1) continue;
+      for (; buffer.next_bucket < buffer.buckets.size(); ++buffer.next_bucket)
+        reduce_bucket(buffer, buffer.buckets[buffer.next_bucket].bytes);
+    }
+    GradientSync::finish_backward();
+  }
+
+  void after_optimizer_step() override {
+    if (!sharded_optimizer_) return;
+    // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
+    TaskId done = kNoTask;
+    for (const GradBuffer& buffer : rank_.buffers) {
+      if (buffer.replicas == 1) continue;
+      for (const pytorch::DdpBucket& bucket : buffer.buckets) {
+        const int64_t param_bytes = bucket.bytes / rank_.grad_elem_bytes * rank_.param_elem_bytes;
+        done = collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
+                          "nccl:all_gather");
+      }
+    }
+    wait_compute(done, "DistributedOptimizer._finish_param_sync");
+  }
+
+ private:
+  void reduce_bucket(const GradBuffer& buffer, int64_t bytes) {
+    last_event_ = collective(
+        buffer.pg, sharded_optimizer_ ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce,
+        bytes, sharded_optimizer_ ? "nccl:reduce_scatter" : "nccl:all_reduce");
+  }
+
+  bool sharded_optimizer_;
+  bool overlap_;
+};
+
+/// ZeRO-3 and FSDP: a unit's parameters are all-gathered before its forward (and, with full
+/// sharding, again before its backward), the next unit's gather issued ahead (FSDP's forward /
+/// backward prefetch of one unit); its gradients are reduce-scattered after its backward in
+/// every micro-batch.
+class ShardedParameters final : public GradientSync {
+ public:
+  ShardedParameters(GradSyncRank rank, int64_t dense_replicas, bool regather_for_backward)
+      : GradientSync(rank),
+        dense_replicas_(dense_replicas),
+        regather_for_backward_(regather_for_backward) {}
+
+  void before_forward(int64_t unit, const PerBuffer& elements,
+                      const std::optional<UnitElements>& next) override {
+    gather_unit(unit, elements, next, "FullyShardedDataParallel._pre_forward_unshard");
+  }
+  bool gathers_for_backward() const override { return regather_for_backward_; }
+  void before_backward(int64_t unit, const PerBuffer& elements,
+                       const std::optional<UnitElements>& next) override {
+    if (regather_for_backward_) {
+      gather_unit(unit, elements, next, "FullyShardedDataParallel._pre_backward_unshard");
+    }
+  }
+
+  void after_backward(const LayerParams& params, bool /*last_micro_batch*/) override {
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = rank_.buffers[b];
+      if (buffer.replicas == 1 || params.elements[b] == 0) continue;
+      last_event_ = collective(buffer.pg, CollectiveKind::kReduceScatter,
+                               params.elements[b] * rank_.grad_elem_bytes, "nccl:reduce_scatter");
+    }
+  }
+
+ private:
+  /// The all-gathers of one unit's parameters (one per gradient buffer shared by more than one
+  /// rank) on the communication stream; they depend on nothing the compute stream does.
+  TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
+    HostOp h(rank_.graph, rank_.threads, op_name);
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = rank_.buffers[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      h.collective_on(
+          rank_.threads.comm_stream,
+          rank_.groups.call(buffer.pg, CollectiveKind::kAllGather,
+                            elements[b] * rank_.param_elem_bytes / buffer.replicas, "all_gather"),
+          op_name);
+    }
+    const TaskId done = h.record(rank_.threads.comm_stream);
+    h.end();
+    return done;
+  }
+
+  /// Gathers `unit` (prefetched when the previous unit was used) and the unit after it, then
+  /// makes compute wait for `unit`.
+  void gather_unit(int64_t unit, const PerBuffer& elements, const std::optional<UnitElements>& next,
+                   std::string_view op_name) {
+    if (dense_replicas_ == 1) return;
+    TaskId ready = kNoTask;
+    if (prefetched_ && prefetched_->first == unit) {
+      ready = prefetched_->second;
+    } else {
+      ready = issue_gather(elements, op_name);
+    }
+    prefetched_.reset();
+    if (next) prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
+    wait_compute(ready, op_name);
+  }
+
+  int64_t dense_replicas_;
+  bool regather_for_backward_;
+  /// The unit whose all-gather was issued ahead of use, and its completion event.
+  std::optional<std::pair<int64_t, TaskId>> prefetched_;
+};
+
+}  // namespace
+
+std::unique_ptr<GradientSync> make_gradient_sync(const ParallelismConfig& p, GradSyncRank rank) {
+  const bool sharded_params = p.zero >= 3 || p.fsdp != FsdpMode::kNone;
+  if (sharded_params) {
+    const bool full_shard =
+        p.fsdp == FsdpMode::kFullShard || (p.zero >= 3 && p.fsdp == FsdpMode::kNone);
+    return std::make_unique<ShardedParameters>(rank, p.data * p.context, full_shard);
+  }
+  return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce);
+}
+
+}  // namespace upsim

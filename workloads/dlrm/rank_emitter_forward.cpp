@@ -1,0 +1,309 @@
+#include "workloads/dlrm/rank_emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "workloads/dlrm/table_statistics.h"
+
+namespace upsim::dlrm_emit {
+
+void RankEmitter::forward(const IterationGroups& groups) {
+  TaskId a2a_done = kNoTask;
+  TaskId reduce_scatter_done = kNoTask;
+  fused_lookup(pieces_);
+  const int64_t local_values = pieces_.batch * pieces_.values_per_sample;
+  const auto& bot = config_.bottom_mlp;
+  if (bottom_in_exchange_) {
+    // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
+    // whose payload carries its output to every rank.
+    mlp_forward(bottom_batch_, bot, bot.size() - 1);
+  }
+  if (exchange_.all_to_all) {
+    convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
+    if (bottom_in_exchange_)
+      convert(dtype_, config_.all_to_all_dtype, bottom_batch_ * embedding_dim_);
+    const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * embedding_dim_ : 0);
+    if (sent > 0) pack_send_buffer(sent);
+    a2a_done = launch_collective(groups.a2a_forward, "nccl:all_to_all");
+  }
+  // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
+  // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
+  // RwPooledEmbeddingDist).
+  fused_lookup(row_wise_);
+  if (exchange_.row_wise) {
+    convert(config_.embedding_dtype, config_.all_to_all_dtype,
+            config_.global_batch * row_wise_tables_ * embedding_dim_);
+    reduce_scatter_done = launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
+  }
+  // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
+  // scattered within the node, so that local rank j holds the samples of every node's local
+  // rank j; then an all-to-all among those ranks gives each its own samples.
+  fused_lookup(table_row_wise_);
+  TaskId table_row_wise_done = kNoTask;
+  if (exchange_.table_row_wise) {
+    convert(config_.embedding_dtype, config_.all_to_all_dtype,
+            config_.global_batch * node_tables_ * embedding_dim_);
+    if (groups.node_reduce_scatter[node_] != 0) {
+      table_row_wise_done =
+          launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
+    }
+    if (groups.cross_a2a_forward[local_rank_] != 0) {
+      table_row_wise_done =
+          launch_collective(groups.cross_a2a_forward[local_rank_], "nccl:all_to_all");
+    }
+  }  // Data-parallel: the local batch on this rank's replica.
+  if (!data_parallel_.empty()) {
+    single_kernel(
+        "fbgemm::dense_embedding_codegen_lookup_function",
+        "dense_embedding_codegen_forward_unweighted_kernel",
+        "fbgemm::dense_embedding_codegen_lookup_function",
+        embedding_kernel(KernelClass::kEmbeddingForward, data_parallel_, EmbeddingOptimizer::kSgd));
+  }
+
+  if (!bottom_in_exchange_ && bottom_batch_ > 0) {
+    mlp_forward(bottom_batch_, bot, bot.size() - 1);
+  }
+  if (exchange_.all_to_all) wait_for("All2All_Pooled_Wait", a2a_done);
+  if (exchange_.row_wise) wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
+  if (table_row_wise_done != kNoTask) wait_for("TwRw_Pooled_Wait", table_row_wise_done);
+  // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
+  // parallel: with the bottom MLP output), and what this rank looked up itself.
+  const int64_t received = received_vectors();
+  convert(config_.all_to_all_dtype, dtype_, local_batch_ * received * embedding_dim_);
+  convert(config_.embedding_dtype, dtype_,
+          local_batch_ * (table_count_ + (hybrid_ ? 1 : 0) - received) * embedding_dim_);
+
+  if (config_.interaction == DlrmInteraction::kDot) {
+    dot_interaction_forward();
+  } else {
+    cross_network_forward();
+  }
+
+  // The top MLP: its ReLU layers, then the last layer and the sigmoid.
+  const size_t top_layers = top_widths_.size() - 1;
+  mlp_forward(local_batch_, top_widths_, top_layers - 1);
+  linear_forward(local_batch_, top_widths_[top_layers - 1], top_widths_[top_layers]);
+  single_kernel(
+      "aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
+      pointwise(MemoryOp::kSigmoid, dtype_, as_double(local_batch_ * top_widths_.back()), 4, 1, 1));
+
+  if (config_.mode == DlrmMode::kInference) return;
+  // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
+  if (config_.input == InputPipeline::kBlocking) {
+    blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, local_batch_ * kFp32Bytes);
+  }
+  single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
+                "aten::binary_cross_entropy",
+                pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 7, 2, 1));
+  // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
+  if (config_.loss_to_host) {
+    blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+  }
+}
+
+void RankEmitter::dot_interaction_forward() {
+  const int64_t f = table_count_ + 1;
+  const int64_t pairs = config_.interaction_pairs();
+  single_kernel(
+      "aten::cat", "CatArrayBatchedCopy", "aten::cat",
+      pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * f * embedding_dim_), 0, 1, 1));
+  if (config_.interaction_kernel == InteractionKernel::kFused) {
+    // DeepLearningExamples' cuda_dot (dlrm/cuda_src/dot_based_interact*): one kernel reads
+    // the f x D features and the bottom MLP output of each sample and writes the D + pairs
+    // outputs; the lower triangle of the Gram matrix takes f f D multiply-adds.
+    KernelDesc dot;
+    dot.cls = KernelClass::kMemoryBound;
+    dot.dtype = dtype_;
+    const double e = as_double(dtype_bytes(dtype_));
+    dot.bytes_read = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
+    dot.bytes_written = as_double(local_batch_ * (embedding_dim_ + pairs)) * e;
+    dot.flops = as_double(local_batch_ * f * f * embedding_dim_);
+    single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd", dot);
+    return;
+  }
+  body("aten::view");
+  body("aten::transpose");
+  single_kernel("aten::bmm", pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+                gemm_kernel(dtype_, local_batch_, f, f, embedding_dim_));
+  KernelDesc gather = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 0, 1, 1);
+  gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
+  single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
+  single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                pointwise(MemoryOp::kCat, dtype_,
+                          as_double(local_batch_ * (embedding_dim_ + pairs)), 0, 1, 1));
+}
+
+void RankEmitter::dot_interaction_backward() {
+  const int64_t f = table_count_ + 1;
+  const int64_t pairs = config_.interaction_pairs();
+  if (config_.interaction_kernel == InteractionKernel::kFused) {
+    // cuda_dot's backward: one kernel reads the output gradient and the features and writes
+    // the features' gradient (the bottom MLP output's included); twice the forward's work.
+    KernelDesc dot;
+    dot.cls = KernelClass::kMemoryBound;
+    dot.dtype = dtype_;
+    const double e = as_double(dtype_bytes(dtype_));
+    dot.bytes_read =
+        as_double(local_batch_ * (embedding_dim_ + pairs) + local_batch_ * f * embedding_dim_) * e;
+    dot.bytes_written = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
+    dot.flops = as_double(2 * local_batch_ * f * f * embedding_dim_);
+    single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
+                  "dot_based_interact::bwd", dot);
+    body("CatBackward0");
+    return;
+  }
+  body("CatBackward0");
+  {
+    HostOp h(graph_, threads_, "IndexBackward0");
+    h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
+             pointwise(MemoryOp::kCopy, dtype_, as_double(local_batch_ * f * f), 0, 0, 1));
+    KernelDesc put = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 1, 2, 1);
+    put.bytes_read += as_double(2 * pairs * 8);
+    h.kernel("indexing_backward_kernel", "aten::index_put_", put);
+    h.end();
+  }
+  {
+    // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
+    // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
+    HostOp h(graph_, threads_, "BmmBackward0");
+    h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+             gemm_kernel(dtype_, local_batch_, f, embedding_dim_, f));
+    h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+             gemm_kernel(dtype_, local_batch_, embedding_dim_, f, f));
+    h.end();
+  }
+  body("TransposeBackward0");
+  add_gradients(local_batch_ * f * embedding_dim_);
+  body("ViewBackward0");
+  body("CatBackward0");
+  add_gradients(local_batch_ * embedding_dim_);
+}
+
+void RankEmitter::cross_network_forward() {
+  const int64_t n = config_.cross_width();
+  const int64_t r = config_.cross_rank;
+  single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * n), 0, 1, 1));
+  for (int64_t l = 0; l < config_.cross_layers; ++l) {
+    if (config_.master_weights) {
+      HostOp h(graph_, threads_, "aten::to");
+      cast_parameter(h, r * n);  // V_l
+      cast_parameter(h, n * r);  // W_l
+      cast_parameter(h, n);      // bias_l
+      h.end();
+    }
+    single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                  gemm_kernel(dtype_, 1, local_batch_, r, n));
+    single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                  gemm_kernel(dtype_, 1, local_batch_, n, r));
+    for (const std::string_view op : {"add", "mul", "add"}) {
+      const std::string aten = fmt::format("aten::{}", op);
+      single_kernel(aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
+                    pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_ * n), 1, 2, 1));
+    }
+  }
+}
+
+void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
+  const int64_t n = config_.cross_width();
+  const int64_t r = config_.cross_rank;
+  const double elements = as_double(local_batch_ * n);
+  for (int64_t l = config_.cross_layers; l-- > 0;) {
+    body("AddBackward0");
+    {
+      HostOp h(graph_, threads_, "MulBackward0");
+      for (int k = 0; k < 2; ++k) {
+        h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
+                 pointwise(MemoryOp::kBinary, dtype_, elements, 1, 2, 1));
+      }
+      h.end();
+    }
+    add_gradients(local_batch_ * n);  // x0's gradient accumulates over the layers
+    {
+      HostOp h(graph_, threads_, "AddBackward0");
+      KernelDesc sum = pointwise(MemoryOp::kSum, dtype_, elements, 1, 1, 0);
+      sum.bytes_written = as_double(n * dtype_bytes(dtype_));
+      h.kernel("reduce_kernel/sum", "aten::sum", sum);
+      h.end();
+    }
+    for (const auto& [out, in] : {std::pair{n, r}, std::pair{r, n}}) {
+      HostOp h(graph_, threads_, "MmBackward0");
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+               gemm_kernel(dtype_, 1, local_batch_, in, out));
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+               gemm_kernel(dtype_, 1, out, in, local_batch_));
+      h.end();
+    }
+    add_gradients(local_batch_ * n);  // x_l: the residual's gradient plus V's
+    accumulate_grad(n);
+    accumulate_grad(n * r);
+    accumulate_grad(r * n);
+    ready_params += 3;  // bias, W, V
+    if (distributed_) reduce_ready_buckets(top, ready_params);
+  }
+  body("CatBackward0");
+}
+
+void RankEmitter::mlp_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers) {
+  if (config_.mlp_kernels == MlpKernels::kAten) {
+    for (size_t l = 0; l < layers; ++l) {
+      linear_forward(batch, widths[l], widths[l + 1]);
+      relu_forward(batch, widths[l + 1]);
+    }
+    return;
+  }
+  if (layers == 0) return;
+  HostOp h(graph_, threads_, "MlpFunction");
+  for (size_t l = 0; l < layers; ++l) {
+    const int64_t in = widths[l];
+    const int64_t out = widths[l + 1];
+    cast_parameter(h, out * in);
+    cast_parameter(h, out);
+    h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_forward",
+             gemm_kernel(dtype_, 1, batch, out, in));
+    h.kernel("biasAddRelu_fprop", "apex::mlp_forward",
+             pointwise(MemoryOp::kRelu, dtype_, as_double(batch * out), 2, 1, 1));
+  }
+  h.end();
+}
+
+void RankEmitter::mlp_backward(int64_t batch, DdpModule& module, size_t layers, bool input_grad,
+                               size_t ready_before) {
+  if (config_.mlp_kernels == MlpKernels::kAten) {
+    for (size_t l = layers; l-- > 0;) {
+      relu_backward(batch, module.widths[l + 1]);
+      linear_backward(batch, module, l, l > 0 || input_grad);
+      if (distributed_) reduce_ready_buckets(module, ready_before + 2 * (layers - l));
+    }
+    return;
+  }
+  if (layers == 0) return;
+  {
+    HostOp h(graph_, threads_, "MlpFunctionBackward");
+    for (size_t l = layers; l-- > 0;) {
+      const int64_t in = module.widths[l];
+      const int64_t out = module.widths[l + 1];
+      h.kernel("biasAddRelu_bprop", "apex::mlp_backward",
+               pointwise(MemoryOp::kRelu, dtype_, as_double(batch * out), 2, 2, 1));
+      if (l > 0 || input_grad) {
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_backward",
+                 gemm_kernel(dtype_, 1, batch, in, out));
+      }
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_backward",
+               gemm_kernel(dtype_, 1, out, in, batch));
+    }
+    h.end();
+  }
+  for (size_t l = layers; l-- > 0;) {
+    accumulate_grad(module.widths[l + 1] * module.widths[l]);
+    accumulate_grad(module.widths[l + 1]);
+  }
+  if (distributed_) reduce_ready_buckets(module, ready_before + 2 * layers);
+}
+
+}  // namespace upsim::dlrm_emit

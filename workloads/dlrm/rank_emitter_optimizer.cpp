@@ -1,0 +1,115 @@
+#include "workloads/dlrm/rank_emitter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "workloads/dlrm/table_statistics.h"
+
+namespace upsim::dlrm_emit {
+
+void RankEmitter::optimizer_step() {
+  OptimizerShape sgd{config_.dense_optimizer, OptimizerImpl::kForeach};
+  int64_t elements = 0;
+  const bool tables_apart = storage_dtype(config_.embedding_dtype) != storage_dtype(dtype_) &&
+                            data_parallel_elements_ > 0;
+  if (data_parallel_elements_ > 0 && !tables_apart) {
+    sgd.tensor_elements.push_back(data_parallel_elements_);
+    elements += data_parallel_elements_;
+  }
+  // The cross network (DCNv2) is registered between the bottom and the top MLP.
+  const std::vector<int64_t> cross = cross_param_elements(config_);
+  for (const std::vector<int64_t>* widths : {&config_.bottom_mlp, &top_widths_}) {
+    if (widths == &top_widths_) {
+      for (const int64_t e : cross) {
+        sgd.tensor_elements.push_back(e);
+        elements += e;
+      }
+    }
+    for (size_t l = 0; l + 1 < widths->size(); ++l) {
+      const int64_t in = (*widths)[l];
+      const int64_t out = (*widths)[l + 1];
+      sgd.tensor_elements.push_back(out * in);
+      sgd.tensor_elements.push_back(out);
+      elements += out * in + out;
+    }
+  }
+  if (config_.grad_scaler) {
+    // scaler.step(optimizer): unscale_ the dense gradients and check them for inf / NaN,
+    // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
+    // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
+    unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
+    HostOp item(graph_, threads_, "aten::_local_scalar_dense");
+    item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
+    item.end();
+    graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::_local_scalar_dense");
+  }
+  dense_step(sgd, elements, tables_apart);
+  sparse_step();
+  if (config_.grad_scaler) {
+    // scaler.update(): the scale for the next step from found_inf.
+    single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
+                  "aten::_amp_update_scale_",
+                  pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
+  }
+}
+
+void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
+  if (elements == 0) return;
+  single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
+                "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
+                "aten::_amp_foreach_non_finite_check_and_unscale_",
+                pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
+}
+
+void RankEmitter::sparse_step() {
+  if (config_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
+  const std::array<const LookupGroup*, 3> groups{&pieces_, &row_wise_, &table_row_wise_};
+  if (config_.grad_scaler) {
+    // The values are in the table dtype; GradScaler unscales them as they are.
+    int64_t values = 0;
+    for (const LookupGroup* group : groups)
+      values += sparse_values(*group);
+    unscale_gradients(values, config_.embedding_dtype);
+  }
+  if (std::all_of(groups.begin(), groups.end(), [](const LookupGroup* g) { return g->empty(); })) {
+    return;
+  }
+  HostOp h(graph_, threads_, "Optimizer.step#SGD.step");
+  for (const LookupGroup* group : groups) {
+    if (group->empty()) continue;
+    KernelDesc update =
+        embedding_kernel(KernelClass::kEmbeddingBackward, *group, EmbeddingOptimizer::kSgd);
+    update.embedding.update = EmbeddingUpdate::kScatterAdd;
+    h.kernel("indexFuncLargeIndex/index_add", "aten::index_add_", update);
+  }
+  h.end();
+}
+
+void RankEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
+  const std::string kernel =
+      fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(config_.dense_optimizer));
+  const std::string_view aten = config_.dense_optimizer == OptimizerKind::kSgd
+                                    ? "aten::_foreach_add_"
+                                    : "aten::_foreach_addcdiv_";
+  HostOp h(graph_, threads_,
+           fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
+  if (tables_apart) {
+    KernelDesc tables = pointwise(MemoryOp::kOptimizer, config_.embedding_dtype,
+                                  as_double(data_parallel_elements_), 2, 2, 1);
+    tables.optimizer = OptimizerShape{config_.dense_optimizer, OptimizerImpl::kForeach};
+    tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
+    h.kernel(kernel, aten, tables);
+  }
+  KernelDesc update =
+      pointwise(MemoryOp::kOptimizer, config_.param_dtype(), as_double(elements), 2, 2, 1);
+  update.optimizer = std::move(sgd);
+  h.kernel(kernel, aten, update);
+  h.end();
+}
+
+}  // namespace upsim::dlrm_emit

@@ -78,6 +78,152 @@ std::vector<int64_t> mlp_param_bytes_ready_order(const std::vector<int64_t>& wid
   return bytes;
 }
 
+namespace {
+
+/// The bytes of an iteration's embedding collectives (the same every iteration).
+struct ExchangeSizes {
+  int64_t a2a_bytes = 4;  ///< bytes of one exchanged value (all_to_all_dtype)
+  AllToAllSizes forward;  ///< table-wise / column-wise all-to-all, forward and backward
+  AllToAllSizes backward;
+  int64_t reduce_scatter_bytes = 0;  ///< row-wise
+  int64_t all_gather_bytes = 0;
+  std::vector<int64_t> node_tables;  ///< table-row-wise tables per node
+  AllToAllSizes cross_forward;       ///< table-row-wise all-to-all among the nodes
+  AllToAllSizes cross_backward;
+  int64_t data_parallel_bytes = 0;  ///< the data-parallel tables' dense gradient
+};
+
+ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, bool hybrid) {
+  const TablePlacement& placement = built.placement;
+  const size_t n = built.ranks.size();
+  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x (the dims of its table-wise
+  // tables and column-wise shards) values to every rank j (itself included); the backward sends
+  // the gradients back, the transpose. Both are outer products (O(n) memory, shared by every
+  // iteration's collective). Row-wise and data-parallel tables add nothing.
+  const int64_t a2a_bytes = dtype_bytes(config.all_to_all_dtype);
+  ExchangeSizes out;
+  out.a2a_bytes = a2a_bytes;
+  std::vector<int64_t> per_rank(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t values = 0;
+    for (uint32_t p : placement.pieces_of_rank[i])
+      values += placement.pieces[p].dim;
+    // Hybrid parallel: rank 0's bottom MLP output is one more vector per sample.
+    if (hybrid && i == 0) values += config.embedding_dim;
+    per_rank[i] = built.local_batch * values * a2a_bytes;
+  }
+  const std::vector<int64_t> ones(n, 1);
+  out.forward = AllToAllSizes::outer(per_rank, ones);
+  out.backward = AllToAllSizes::outer(ones, per_rank);
+  // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input) and all-gathers
+  // b x T_rw x D gradients (its input), in the payload dtype.
+  const auto row_wise_tables = static_cast<int64_t>(placement.row_wise.size());
+  out.reduce_scatter_bytes =
+      config.global_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+  out.all_gather_bytes = built.local_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+  // Table-row-wise: node k's ranks reduce-scatter B x T_k x D partial sums and all-gather
+  // (B / L) x T_k x D gradients (their inputs); in the all-to-all among the local rank j of
+  // every node, node k's sends b x T_k x D to each (the backward: the transpose).
+  const uint32_t local = placement.ranks_per_node;
+  const uint32_t nodes = static_cast<uint32_t>(n) / local;
+  out.node_tables.assign(nodes, 0);
+  for (const uint32_t t : placement.table_row_wise)
+    ++out.node_tables[placement.node_of_table[t]];
+  std::vector<int64_t> node_send(nodes);
+  for (uint32_t k = 0; k < nodes; ++k)
+    node_send[k] = built.local_batch * out.node_tables[k] * config.embedding_dim * a2a_bytes;
+  const std::vector<int64_t> node_ones(nodes, 1);
+  out.cross_forward = AllToAllSizes::outer(node_send, node_ones);
+  out.cross_backward = AllToAllSizes::outer(node_ones, node_send);
+  // Data-parallel: the dense gradient of every replicated table, in the embedding dtype.
+  for (uint32_t t : placement.data_parallel) {
+    out.data_parallel_bytes +=
+        config.tables[t].rows * config.embedding_dim * dtype_bytes(config.embedding_dtype);
+  }
+  return out;
+}
+
+/// The collective groups of one iteration, in the order every rank's comm stream runs them.
+IterationGroups add_iteration_groups(const DlrmConfig& config, const DlrmGraph& built,
+                                     const EmbeddingExchange& exchange, const ExchangeSizes& sizes,
+                                     TaskGraph& graph) {
+  IterationGroups groups;
+  const size_t n = built.ranks.size();
+  const uint32_t local = built.placement.ranks_per_node;
+  const auto nodes = static_cast<uint32_t>(n / local);
+  if (n > 1) {
+    const auto add = [&](CollectiveKind kind, int64_t bytes, const AllToAllSizes& a2a,
+                         const std::string& name) {
+      return graph.add_collective_group(CollectiveDesc{kind, built.ranks, bytes, a2a}, name);
+    };
+    const auto all_reduce_buckets = [&](const std::vector<DdpBucket>& buckets,
+                                        std::string_view module) {
+      std::vector<CollectiveId> ids;
+      for (size_t k = 0; k < buckets.size(); ++k) {
+        ids.push_back(add(CollectiveKind::kAllReduce, buckets[k].bytes, {},
+                          fmt::format("ncclKernel_AllReduce {} bucket {}", module, k)));
+      }
+      return ids;
+    };
+    if (exchange.all_to_all) {
+      groups.a2a_forward =
+          add(CollectiveKind::kAllToAll, 0, sizes.forward, "ncclKernel_AllToAll fwd");
+    }
+    if (exchange.row_wise) {
+      groups.reduce_scatter = add(CollectiveKind::kReduceScatter, sizes.reduce_scatter_bytes, {},
+                                  "ncclKernel_ReduceScatter row-wise fwd");
+    }
+    groups.top = all_reduce_buckets(built.top_buckets, "top");
+    if (exchange.all_to_all) {
+      groups.a2a_backward =
+          add(CollectiveKind::kAllToAll, 0, sizes.backward, "ncclKernel_AllToAll bwd");
+    }
+    if (exchange.row_wise) {
+      groups.all_gather = add(CollectiveKind::kAllGather, sizes.all_gather_bytes, {},
+                              "ncclKernel_AllGather row-wise bwd");
+    }
+    groups.bottom = all_reduce_buckets(built.bottom_buckets, "bottom");
+    if (exchange.data_parallel) {
+      groups.data_parallel = add(CollectiveKind::kAllReduce, sizes.data_parallel_bytes, {},
+                                 "ncclKernel_AllReduce data-parallel tables");
+    }
+    groups.node_reduce_scatter.assign(nodes, 0);
+    groups.node_all_gather.assign(nodes, 0);
+    groups.cross_a2a_forward.assign(local, 0);
+    groups.cross_a2a_backward.assign(local, 0);
+    if (exchange.table_row_wise) {
+      for (uint32_t k = 0; k < nodes && local > 1; ++k) {
+        if (sizes.node_tables[k] == 0) continue;
+        const std::vector<RankId> members(built.ranks.begin() + k * local,
+                                          built.ranks.begin() + (k + 1) * local);
+        const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
+        groups.node_reduce_scatter[k] = graph.add_collective_group(
+            CollectiveDesc{
+                CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
+            fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd", k));
+        groups.node_all_gather[k] = graph.add_collective_group(
+            CollectiveDesc{
+                CollectiveKind::kAllGather, members, config.global_batch / local * values, {}},
+            fmt::format("ncclKernel_AllGather table-row-wise node {} bwd", k));
+      }
+      for (uint32_t j = 0; j < local && nodes > 1; ++j) {
+        std::vector<RankId> members;
+        for (uint32_t k = 0; k < nodes; ++k)
+          members.push_back(built.ranks[k * local + j]);
+        groups.cross_a2a_forward[j] = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_forward},
+            fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd", j));
+        groups.cross_a2a_backward[j] = graph.add_collective_group(
+            CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_backward},
+            fmt::format("ncclKernel_AllToAll table-row-wise local rank {} bwd", j));
+      }
+    }
+  }
+  return groups;
+}
+
+}  // namespace
+
 DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inputs,
                         TaskGraph& graph) {
   check_inputs(config, inputs);
@@ -122,127 +268,15 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   exchange.data_parallel = n > 1 && !placement.data_parallel.empty();
   exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
 
-  // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x (the dims of its table-wise
-  // tables and column-wise shards) values to every rank j (itself included); the backward sends
-  // the gradients back, the transpose. Both are outer products (O(n) memory, shared by every
-  // iteration's collective). Row-wise and data-parallel tables add nothing.
-  const int64_t a2a_bytes = dtype_bytes(config.all_to_all_dtype);
-  std::vector<int64_t> per_rank(n);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t values = 0;
-    for (uint32_t p : placement.pieces_of_rank[i])
-      values += placement.pieces[p].dim;
-    // Hybrid parallel: rank 0's bottom MLP output is one more vector per sample.
-    if (hybrid && i == 0) values += config.embedding_dim;
-    per_rank[i] = built.local_batch * values * a2a_bytes;
-  }
-  const std::vector<int64_t> ones(n, 1);
-  const AllToAllSizes forward_bytes = AllToAllSizes::outer(per_rank, ones);
-  const AllToAllSizes backward_bytes = AllToAllSizes::outer(ones, per_rank);
-  // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input) and all-gathers
-  // b x T_rw x D gradients (its input), in the payload dtype.
-  const auto row_wise_tables = static_cast<int64_t>(placement.row_wise.size());
-  const int64_t reduce_scatter_bytes =
-      config.global_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
-  const int64_t all_gather_bytes =
-      built.local_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
-  // Table-row-wise: node k's ranks reduce-scatter B x T_k x D partial sums and all-gather
-  // (B / L) x T_k x D gradients (their inputs); in the all-to-all among the local rank j of
-  // every node, node k's sends b x T_k x D to each (the backward: the transpose).
-  const uint32_t local = placement.ranks_per_node;
-  const uint32_t nodes = inputs.ranks / local;
-  std::vector<int64_t> node_tables(nodes, 0);
-  for (const uint32_t t : placement.table_row_wise)
-    ++node_tables[placement.node_of_table[t]];
-  std::vector<int64_t> node_send(nodes);
-  for (uint32_t k = 0; k < nodes; ++k)
-    node_send[k] = built.local_batch * node_tables[k] * config.embedding_dim * a2a_bytes;
-  const std::vector<int64_t> node_ones(nodes, 1);
-  const AllToAllSizes cross_forward = AllToAllSizes::outer(node_send, node_ones);
-  const AllToAllSizes cross_backward = AllToAllSizes::outer(node_ones, node_send);
-  // Data-parallel: the dense gradient of every replicated table, in the embedding dtype.
-  int64_t data_parallel_bytes = 0;
-  for (uint32_t t : placement.data_parallel) {
-    data_parallel_bytes +=
-        config.tables[t].rows * config.embedding_dim * dtype_bytes(config.embedding_dtype);
-  }
-
   std::vector<RankEmitter> emitters;
   emitters.reserve(n);
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     emitters.emplace_back(config, built, top_widths, exchange, r, graph);
   }
 
+  const ExchangeSizes sizes = exchange_sizes(config, built, hybrid);
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
-    IterationGroups groups;
-    if (n > 1) {
-      const auto add = [&](CollectiveKind kind, int64_t bytes, const AllToAllSizes& sizes,
-                           const std::string& name) {
-        return graph.add_collective_group(CollectiveDesc{kind, built.ranks, bytes, sizes}, name);
-      };
-      const auto all_reduce_buckets = [&](const std::vector<DdpBucket>& buckets,
-                                          std::string_view module) {
-        std::vector<CollectiveId> ids;
-        for (size_t k = 0; k < buckets.size(); ++k) {
-          ids.push_back(add(CollectiveKind::kAllReduce, buckets[k].bytes, {},
-                            fmt::format("ncclKernel_AllReduce {} bucket {}", module, k)));
-        }
-        return ids;
-      };
-      if (exchange.all_to_all) {
-        groups.a2a_forward =
-            add(CollectiveKind::kAllToAll, 0, forward_bytes, "ncclKernel_AllToAll fwd");
-      }
-      if (exchange.row_wise) {
-        groups.reduce_scatter = add(CollectiveKind::kReduceScatter, reduce_scatter_bytes, {},
-                                    "ncclKernel_ReduceScatter row-wise fwd");
-      }
-      groups.top = all_reduce_buckets(built.top_buckets, "top");
-      if (exchange.all_to_all) {
-        groups.a2a_backward =
-            add(CollectiveKind::kAllToAll, 0, backward_bytes, "ncclKernel_AllToAll bwd");
-      }
-      if (exchange.row_wise) {
-        groups.all_gather = add(CollectiveKind::kAllGather, all_gather_bytes, {},
-                                "ncclKernel_AllGather row-wise bwd");
-      }
-      groups.bottom = all_reduce_buckets(built.bottom_buckets, "bottom");
-      if (exchange.data_parallel) {
-        groups.data_parallel = add(CollectiveKind::kAllReduce, data_parallel_bytes, {},
-                                   "ncclKernel_AllReduce data-parallel tables");
-      }
-      groups.node_reduce_scatter.assign(nodes, 0);
-      groups.node_all_gather.assign(nodes, 0);
-      groups.cross_a2a_forward.assign(local, 0);
-      groups.cross_a2a_backward.assign(local, 0);
-      if (exchange.table_row_wise) {
-        for (uint32_t k = 0; k < nodes && local > 1; ++k) {
-          if (node_tables[k] == 0) continue;
-          const std::vector<RankId> members(built.ranks.begin() + k * local,
-                                            built.ranks.begin() + (k + 1) * local);
-          const int64_t values = node_tables[k] * config.embedding_dim * a2a_bytes;
-          groups.node_reduce_scatter[k] = graph.add_collective_group(
-              CollectiveDesc{
-                  CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
-              fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd", k));
-          groups.node_all_gather[k] = graph.add_collective_group(
-              CollectiveDesc{
-                  CollectiveKind::kAllGather, members, config.global_batch / local * values, {}},
-              fmt::format("ncclKernel_AllGather table-row-wise node {} bwd", k));
-        }
-        for (uint32_t j = 0; j < local && nodes > 1; ++j) {
-          std::vector<RankId> members;
-          for (uint32_t k = 0; k < nodes; ++k)
-            members.push_back(built.ranks[k * local + j]);
-          groups.cross_a2a_forward[j] = graph.add_collective_group(
-              CollectiveDesc{CollectiveKind::kAllToAll, members, 0, cross_forward},
-              fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd", j));
-          groups.cross_a2a_backward[j] = graph.add_collective_group(
-              CollectiveDesc{CollectiveKind::kAllToAll, members, 0, cross_backward},
-              fmt::format("ncclKernel_AllToAll table-row-wise local rank {} bwd", j));
-        }
-      }
-    }
+    const IterationGroups groups = add_iteration_groups(config, built, exchange, sizes, graph);
     for (RankEmitter& e : emitters)
       e.iteration(it, groups);
   }

@@ -726,20 +726,24 @@ std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view k
   return kd;
 }
 
-TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
-                                  const TraceGraphOptions& options) {
-  if (traces.empty()) throw ParseError("(no file)", "no trace to build a graph from");
-  std::vector<RankBuilder> builders;
-  builders.reserve(traces.size());
-  for (const RankTrace& t : traces) {
-    builders.emplace_back(t, options);
-    builders.back().analyse();
-  }
-  // One clock: rank r's local ps + offset[r] = ps since the earliest base.
+namespace {
+
+/// The traces on one clock: rank r's local ps + offset[r] = ps since the earliest base, and the
+/// origin (the earliest activity of any rank on that clock). Traces that do not overlap in time
+/// are not of one run: an error naming both.
+struct ClockAlignment {
+  std::vector<int64_t> offset;
+  int64_t origin = INT64_MAX;
+};
+
+ClockAlignment align_clocks(const std::vector<RankTrace>& traces,
+                            const std::vector<RankBuilder>& builders) {
+  ClockAlignment out;
+  std::vector<int64_t>& offset = out.offset;
   int64_t base = INT64_MAX;
   for (const RankTrace& t : traces)
     base = std::min(base, t.kineto.base_us);
-  std::vector<int64_t> offset(traces.size());
+  offset.assign(traces.size(), 0);
   for (size_t r = 0; r < traces.size(); ++r)
     offset[r] = (traces[r].kineto.base_us - base) * 1'000'000;
   if (traces.size() > 1) {
@@ -765,10 +769,33 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
                            " ends: the traces are not of the same run (or their clocks differ)");
     }
   }
-  int64_t origin = INT64_MAX;
   for (size_t r = 0; r < traces.size(); ++r)
-    origin = std::min(origin, builders[r].first_ps() + offset[r]);
+    out.origin = std::min(out.origin, builders[r].first_ps() + offset[r]);
+  return out;
+}
 
+}  // namespace
+
+namespace {
+
+/// The collective groups of one run: the NCCL kernels of every rank matched by key (process group
+/// and sequence number, or their order when a trace records no keys), added to `graph` in the
+/// order of their first appearance; one group found in some ranks' traces but not all is an
+/// error naming the trace. For one trace of a larger job (`partial_job`), a group spans the job's
+/// GPUs with the traced rank simulated and the others mirrored.
+struct RankCollectives {
+  std::vector<std::vector<CollectiveId>> of;  ///< per rank, per NCCL kernel: its group
+  std::vector<std::vector<int64_t>> ps;       ///< its measured duration (the group's shortest)
+  std::vector<std::vector<uint8_t>> alone;    ///< whether its group has no other member
+  std::vector<uint64_t> over_job;             ///< per rank: groups spanning the larger job
+  std::vector<uint64_t> world_assumed;        ///< of those, groups whose members were assumed
+  uint32_t groups = 0;
+};
+
+RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
+                                           std::vector<RankBuilder>& builders,
+                                           const std::vector<RankId>& device, bool partial_job,
+                                           const TraceGraphOptions& options, TaskGraph& graph) {
   // Collectives across ranks.
   bool keyed = true;
   for (const RankBuilder& b : builders) {
@@ -795,25 +822,9 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
       it->second.push_back(Member{r, i});
     }
   }
-  // The GPU each trace runs on: its global rank for one trace of a larger job (model mode), else
-  // its position.
-  const bool partial_job =
-      options.mode == TraceMode::kModel && builders.size() == 1 && options.job_world_size > 1;
-  std::vector<RankId> device(builders.size());
-  for (size_t r = 0; r < builders.size(); ++r)
-    device[r] = static_cast<RankId>(r);
-  if (partial_job) {
-    const int32_t global = traces[0].kineto.distributed.rank;
-    if (global < 0 || static_cast<uint32_t>(global) >= options.job_world_size) {
-      throw ParseError(traces[0].kineto.file, "distributedInfo.rank " + std::to_string(global) +
-                                                  " is not a rank of the job's " +
-                                                  std::to_string(options.job_world_size) +
-                                                  " (world_size)");
-    }
-    device[0] = static_cast<RankId>(global);
-  }
   std::vector<uint64_t> job_collectives(builders.size(), 0);
   std::vector<uint64_t> world_assumed(builders.size(), 0);
+  uint32_t groups_added = 0;
   std::vector<std::vector<CollectiveId>> collective_of(builders.size());
   std::vector<std::vector<int64_t>> collective_ps(builders.size());
   std::vector<std::vector<uint8_t>> collective_alone(builders.size());
@@ -822,7 +833,6 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
     collective_ps[r].assign(builders[r].nccl().size(), 0);
     collective_alone[r].assign(builders[r].nccl().size(), 0);
   }
-  TraceGraphInfo info;
   for (const std::string& key : group_keys) {
     const std::vector<Member>& members = groups.at(key);
     const NcclKernel& first = builders[members.front().rank].nccl()[members.front().index];
@@ -888,20 +898,66 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
       desc.send_bytes = AllToAllSizes::dense(n, std::move(sizes));
     }
     const CollectiveId id = graph.add_collective_group(desc, first.op_name + " " + key);
-    ++info.collective_groups;
+    ++groups_added;
     for (const Member& m : members) {
       collective_of[m.rank][m.index] = id;
       collective_ps[m.rank][m.index] = duration;
       collective_alone[m.rank][m.index] = desc.members.size() == 1 ? 1 : 0;
     }
   }
+  RankCollectives out;
+  out.of = std::move(collective_of);
+  out.ps = std::move(collective_ps);
+  out.alone = std::move(collective_alone);
+  out.over_job = std::move(job_collectives);
+  out.world_assumed = std::move(world_assumed);
+  out.groups = groups_added;
+  return out;
+}
+
+}  // namespace
+
+TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
+                                  const TraceGraphOptions& options) {
+  if (traces.empty()) throw ParseError("(no file)", "no trace to build a graph from");
+  std::vector<RankBuilder> builders;
+  builders.reserve(traces.size());
+  for (const RankTrace& t : traces) {
+    builders.emplace_back(t, options);
+    builders.back().analyse();
+  }
+  const ClockAlignment clock = align_clocks(traces, builders);
+  const std::vector<int64_t>& offset = clock.offset;
+  const int64_t origin = clock.origin;
+
+  // The GPU each trace runs on: its global rank for one trace of a larger job (model mode), else
+  // its position.
+  const bool partial_job =
+      options.mode == TraceMode::kModel && builders.size() == 1 && options.job_world_size > 1;
+  std::vector<RankId> device(builders.size());
+  for (size_t r = 0; r < builders.size(); ++r)
+    device[r] = static_cast<RankId>(r);
+  if (partial_job) {
+    const int32_t global = traces[0].kineto.distributed.rank;
+    if (global < 0 || static_cast<uint32_t>(global) >= options.job_world_size) {
+      throw ParseError(traces[0].kineto.file, "distributedInfo.rank " + std::to_string(global) +
+                                                  " is not a rank of the job's " +
+                                                  std::to_string(options.job_world_size) +
+                                                  " (world_size)");
+    }
+    device[0] = static_cast<RankId>(global);
+  }
+  const RankCollectives collectives =
+      add_cross_rank_collectives(traces, builders, device, partial_job, options, graph);
+  TraceGraphInfo info;
+  info.collective_groups = collectives.groups;
   for (size_t r = 0; r < builders.size(); ++r) {
     builders[r].plan();
-    info.ranks.push_back(builders[r].emit(graph, collective_of[r], collective_ps[r],
-                                          collective_alone[r], origin - offset[r],
+    info.ranks.push_back(builders[r].emit(graph, collectives.of[r], collectives.ps[r],
+                                          collectives.alone[r], origin - offset[r],
                                           partial_job ? device[r] : kNoDevice));
-    info.ranks.back().collectives_over_job = job_collectives[r];
-    info.ranks.back().collectives_world_assumed = world_assumed[r];
+    info.ranks.back().collectives_over_job = collectives.over_job[r];
+    info.ranks.back().collectives_world_assumed = collectives.world_assumed[r];
   }
   return info;
 }

@@ -69,10 +69,6 @@ void check_link(const LinkCost& link, std::string_view what) {
   }
 }
 
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
-
 /// H2D / D2H over the device's own host link: PCIe alpha and efficiency (the same for every
 /// generation in default_link_cost) at the profile's host-link bandwidth.
 LinkCost profile_host_link(const DeviceProfile& device) {

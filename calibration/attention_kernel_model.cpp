@@ -7,16 +7,13 @@
 #include <stdexcept>
 
 #include "calibration/roofline_kernel_cost.h"
+#include "sim/units.h"
 
 namespace upsim {
 namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
-}
-
-double as_double(int64_t v) {
-  return static_cast<double>(v);
 }
 
 bool fraction_ok(double f) {

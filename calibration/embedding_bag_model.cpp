@@ -31,10 +31,6 @@ double ceil_sector(double bytes) {
   return std::ceil(bytes / kSectorBytes) * kSectorBytes;
 }
 
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
-
 void check_histogram(std::span<const double> histogram) {
   if (histogram.size() != kReuseHistogramBins) {
     throw std::invalid_argument(

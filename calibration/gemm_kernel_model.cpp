@@ -13,10 +13,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
-
 /// K depth of one threadblock step: CUTLASS's default sm80 fp16 tensor-op threadblock shape is
 /// 128 x 256 x 64 (cutlass/gemm/device/default_gemm_configuration.h); a split-K part gets at
 /// least one step.

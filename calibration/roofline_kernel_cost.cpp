@@ -8,10 +8,6 @@
 namespace upsim {
 namespace {
 
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
-
 void check_params(const RooflineParams& p) {
   if (!(p.compute_fraction > 0.0 && p.compute_fraction <= 1.0)) {
     throw std::invalid_argument(

@@ -13,6 +13,11 @@
 
 namespace upsim {
 
+/// A count or size as a double, for flop and byte formulas (an explicit, named conversion).
+constexpr double as_double(int64_t v) {
+  return static_cast<double>(v);
+}
+
 class Bandwidth {
  public:
   constexpr Bandwidth() = default;

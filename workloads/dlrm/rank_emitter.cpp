@@ -8,13 +8,10 @@
 #include <string>
 #include <utility>
 
+#include "sim/units.h"
 #include "workloads/dlrm/table_statistics.h"
 
 namespace upsim::dlrm_emit {
-
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
 
 /// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
 std::string_view torch_optimizer_class(OptimizerKind kind) {

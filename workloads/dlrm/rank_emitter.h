@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/task_graph.h"
+#include "sim/units.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
@@ -30,7 +31,6 @@ constexpr uint16_t kDataStream = 2;
 /// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
 /// loss are fp32 in the DLRM script.
 constexpr int64_t kFp32Bytes = 4;
-double as_double(int64_t v);
 /// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
 std::string_view torch_optimizer_class(OptimizerKind kind);
 

@@ -2,15 +2,12 @@
 
 #include <algorithm>
 
+#include "sim/units.h"
 #include "workloads/pytorch/kernels.h"
 
 namespace upsim {
 
 namespace {
-
-double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
 
 /// Adds the descriptions in build(), in their order.
 class LayerKernelBuilder {

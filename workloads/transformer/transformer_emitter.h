@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/task_graph.h"
+#include "sim/units.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/transformer/gradient_sync.h"
 #include "workloads/transformer/layer_kernels.h"
@@ -36,10 +37,6 @@ constexpr uint16_t kActOut = 4;
 constexpr uint16_t kGradIn = 5;
 constexpr uint16_t kGradOut = 6;
 constexpr int64_t kFp32Bytes = 4;
-/// `v` as a double (sizes in flop and byte formulas).
-inline double as_double(int64_t v) {
-  return static_cast<double>(v);
-}
 
 /// Emits every simulated rank's iterations into the graph (run()).
 class TransformerEmitter {

@@ -194,7 +194,7 @@ class TransformerEmitter {
   TaskGraph& graph_;
   ParallelLayout layout_;
   LayerSizes sizes_;
-  LayerKernels layer_descs_{};
+  LayerKernels layer_kernels_{};
   DType gemm_dt_ = DType::kBf16;
   DType act_dt_ = DType::kBf16;
   int64_t act_elem_bytes_ = 2;

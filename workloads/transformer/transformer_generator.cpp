@@ -30,7 +30,7 @@ TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const Transfo
   mirror_ = config_.mirror_data_parallel && p.data > 1;
   grad_sync_ = make_gradient_sync(
       p, GradSyncRank{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()});
-  layer_descs_ = add_layer_kernels(config_, sizes_, graph_);
+  layer_kernels_ = add_layer_kernels(config_, sizes_, graph_);
 }
 
 TransformerGraph TransformerEmitter::run() {

@@ -114,7 +114,7 @@ std::string_view TransformerEmitter::act_op(bool backward) const {
 }
 
 void TransformerEmitter::attention_forward(bool recompute_core_only) {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   if (!recompute_core_only) {
     op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     tp_enter_forward();
@@ -138,7 +138,7 @@ void TransformerEmitter::attention_forward(bool recompute_core_only) {
 }
 
 void TransformerEmitter::core_attention_flash(bool backward) {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   const int64_t cp = config_.parallelism.context;
   const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
                                          : "aten::_scaled_dot_product_flash_attention";
@@ -176,7 +176,7 @@ void TransformerEmitter::core_attention_flash(bool backward) {
 }
 
 void TransformerEmitter::attention_backward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
   tp_exit_backward();
   op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
@@ -200,7 +200,7 @@ void TransformerEmitter::attention_backward() {
 }
 
 void TransformerEmitter::mlp_forward(int64_t layer) {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   if (config_.is_moe_layer(layer)) {
     moe_forward();
@@ -215,7 +215,7 @@ void TransformerEmitter::mlp_forward(int64_t layer) {
 }
 
 void TransformerEmitter::mlp_backward(int64_t layer) {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
   if (config_.is_moe_layer(layer)) {
     moe_backward();
@@ -252,7 +252,7 @@ std::vector<int64_t> TransformerEmitter::dispatch_matrix(bool combine) const {
 }
 
 void TransformerEmitter::moe_forward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
   op("aten::topk", "router_topk", d.topk);
   op("moe_permute", "permute", d.permute);
@@ -276,7 +276,7 @@ void TransformerEmitter::moe_forward() {
 }
 
 void TransformerEmitter::moe_backward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   if (config_.moe.shared_experts > 0) {
     op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
         pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
@@ -305,7 +305,7 @@ void TransformerEmitter::moe_backward() {
 }
 
 void TransformerEmitter::embedding_forward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op("aten::embedding", "embedding_fwd", d.embed_fwd);
   // Vocab-parallel embedding: each TP rank looks up its vocabulary slice, then all-reduce
   // (reduce-scatter into the sequence-parallel region).
@@ -322,11 +322,11 @@ void TransformerEmitter::embedding_forward() {
 
 void TransformerEmitter::embedding_backward() {
   tp_exit_backward();
-  op("EmbeddingBackward0", "embedding_dense_backward", layer_descs_.embed_bwd);
+  op("EmbeddingBackward0", "embedding_dense_backward", layer_kernels_.embed_bwd);
 }
 
 void TransformerEmitter::head_forward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   tp_enter_forward();
   op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
@@ -342,7 +342,7 @@ void TransformerEmitter::head_forward() {
 }
 
 void TransformerEmitter::head_backward() {
-  const LayerKernels& d = layer_descs_;
+  const LayerKernels& d = layer_kernels_;
   op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
   column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
   op(norm_op(true), "layer_norm_bwd", d.norm_bwd);

@@ -16,21 +16,26 @@ namespace transformer_emit {
 
 TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const TransformerGraphInputs& in,
                                        TaskGraph& g)
-    : config_(c), inputs_(in), graph_(g), layout_(c.parallelism), groups_(g, [this](int64_t rank) {
-        return !mirror_ || layout_.coords(rank).dp == 0;
-      }) {
-  const ParallelismConfig& p = config_.parallelism;
-  sizes_ = layer_sizes(config_);
-  gemm_dt_ = config_.dtype;
-  act_dt_ = config_.activation_dtype();
-  act_elem_bytes_ = dtype_bytes(act_dt_);
-  micro_batches_ = config_.micro_batches();
-  chunks_ = p.virtual_stages;
-  layers_per_chunk_ = config_.layers / (p.pipeline * chunks_);
-  mirror_ = config_.mirror_data_parallel && p.data > 1;
+    : config_(c),
+      inputs_(in),
+      graph_(g),
+      layout_(c.parallelism),
+      sizes_(layer_sizes(c)),
+      layer_kernels_(add_layer_kernels(c, sizes_, g)),
+      act_dt_(c.activation_dtype()),
+      act_elem_bytes_(dtype_bytes(act_dt_)),
+      micro_batches_(c.micro_batches()),
+      chunks_(c.parallelism.virtual_stages),
+      layers_per_chunk_(c.layers / (c.parallelism.pipeline * c.parallelism.virtual_stages)),
+      mirror_(c.mirror_data_parallel && c.parallelism.data > 1),
+      groups_(g, [this](int64_t rank) { return !mirror_ || layout_.coords(rank).dp == 0; }),
+      params_(config_, sizes_),
+      ops_(graph_, groups_, threads_),
+      layers_(config_, sizes_, layer_kernels_, ops_),
+      p2p_(config_, sizes_, groups_, ops_) {
   grad_sync_ = make_gradient_sync(
-      p, GradSyncRank{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()});
-  layer_kernels_ = add_layer_kernels(config_, sizes_, graph_);
+      config_.parallelism,
+      GradSyncRank{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()});
 }
 
 TransformerGraph TransformerEmitter::run() {
@@ -61,71 +66,8 @@ TransformerGraph TransformerEmitter::run() {
     if (i == 0) graph_.reserve_tasks(graph_.task_count() * out.simulated.size() * 9 / 8);
   }
   out.collectives = graph_.collective_count();
-  check_p2p_order();
+  p2p_.check_order();
   return out;
-}
-
-void TransformerEmitter::add_norm(LayerParams& p) const {
-  p.add(sizes_.h);
-  if (transformer_norm_parameters(config_) > sizes_.h) p.add(sizes_.h);
-}
-
-LayerParams TransformerEmitter::layer_params(int64_t layer) const {
-  LayerParams p;
-  const bool bias = config_.bias;
-  add_norm(p);
-  p.add(sizes_.qkv_out * sizes_.h);
-  if (bias) p.add(sizes_.qkv_out);
-  p.add(sizes_.h * sizes_.heads * sizes_.head_dim);
-  if (bias) p.add(sizes_.h);
-  add_norm(p);
-  if (config_.is_moe_layer(layer)) {
-    const MoeConfig& m = config_.moe;
-    const int64_t local = m.experts / config_.parallelism.expert;
-    const int64_t e_ffn = m.expert_ffn / sizes_.t;
-    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
-    p.add(m.experts * sizes_.h);
-    for (int64_t e = 0; e < local + m.shared_experts; ++e) {
-      // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
-      // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
-      const GradBufferIndex b =
-          e < local && config_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
-      p.add(e_fc1 * sizes_.h, b);
-      if (bias) p.add(e_fc1, b);
-      p.add(sizes_.h * e_ffn, b);
-      if (bias) p.add(sizes_.h, b);
-    }
-  } else {
-    p.add(sizes_.fc1_out * sizes_.h);
-    if (bias) p.add(sizes_.fc1_out);
-    p.add(sizes_.h * sizes_.ffn);
-    if (bias) p.add(sizes_.h);
-  }
-  return p;
-}
-
-LayerParams TransformerEmitter::embedding_params() const {
-  LayerParams p;
-  p.add(sizes_.vocab * sizes_.h);
-  if (config_.position == TransformerPosition::kLearned) p.add(config_.seq * sizes_.h);
-  return p;
-}
-
-LayerParams TransformerEmitter::head_params() const {
-  LayerParams p;
-  add_norm(p);  // final norm
-  if (!config_.tied_embeddings || config_.parallelism.pipeline > 1) p.add(sizes_.vocab * sizes_.h);
-  return p;
-}
-
-uint32_t TransformerEmitter::process_group(ParallelDim dim, const std::vector<int64_t>& members,
-                                           std::string_view channel, std::string_view name) {
-  return groups_.group(dim, members, channel, name);
-}
-
-CollectiveId TransformerEmitter::call(uint32_t pg, CollectiveKind kind, int64_t bytes,
-                                      std::string_view name, std::vector<int64_t> send_bytes) {
-  return groups_.call(pg, kind, bytes, name, std::move(send_bytes));
 }
 
 void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
@@ -134,18 +76,24 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
   coords_ = layout_.coords(global);
   const ParallelismConfig& p = config_.parallelism;
   groups_.begin_rank();
-  tp_pg_ = process_group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
-  cp_pg_ = process_group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
-  dp_pg_ = process_group(ParallelDim::kData, layout_.replica_group(global));
+  LayerGroups layer_groups;
+  layer_groups.tensor =
+      groups_.group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
+  layer_groups.context =
+      groups_.group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
+  dp_pg_ = groups_.group(ParallelDim::kData, layout_.replica_group(global));
   grad_buffers_[kDenseBuffer].pg = dp_pg_;
   grad_buffers_[kDenseBuffer].replicas = replicas();
-  // Without expert parallel the experts are dense parameters (layer_params): no expert buffer.
+  // Without expert parallel the experts are dense parameters (ModelParameters::layer): no expert
+  // buffer.
   grad_buffers_[kExpertBuffer].replicas = p.expert > 1 ? p.expert_data() : 1;
   if (p.expert > 1) {
     grad_buffers_[kExpertBuffer].pg =
-        process_group(ParallelDim::kData, layout_.expert_replica_group(global), "expert");
+        groups_.group(ParallelDim::kData, layout_.expert_replica_group(global), "expert");
   }
-  ep_pg_ = process_group(ParallelDim::kExpert, layout_.group(ParallelDim::kExpert, global));
+  layer_groups.expert =
+      groups_.group(ParallelDim::kExpert, layout_.group(ParallelDim::kExpert, global));
+  layers_.begin_rank(layer_groups);
   // Model-parallel group of the gradient norm: every rank holding a different part of the
   // model (all ranks when the optimizer state is sharded over data parallel too).
   std::vector<int64_t> mp;
@@ -153,24 +101,19 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     const ParallelCoords c = layout_.coords(r);
     if (sharded_optimizer() || c.dp == coords_.dp) mp.push_back(r);
   }
-  mp_pg_ = process_group(ParallelDim::kOther, mp, {}, "mp");
+  mp_pg_ = groups_.group(ParallelDim::kOther, mp, {}, "mp");
   const int64_t stages = p.pipeline;
   if (stages > 1) {
     ParallelCoords prev = coords_;
     ParallelCoords next = coords_;
     prev.pp = (coords_.pp + stages - 1) % stages;
     next.pp = (coords_.pp + 1) % stages;
-    prev_ = layout_.rank(prev);
-    next_ = layout_.rank(next);
-    to_next_ = process_group(ParallelDim::kPipeline, {rank_, next_}, "activations");
-    from_prev_ = process_group(ParallelDim::kPipeline, {prev_, rank_}, "activations");
-    to_prev_ = process_group(ParallelDim::kPipeline, {rank_, prev_}, "gradients");
-    from_next_ = process_group(ParallelDim::kPipeline, {next_, rank_}, "gradients");
+    p2p_.begin_rank(rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor);
     ParallelCoords first = coords_;
     ParallelCoords last = coords_;
     first.pp = 0;
     last.pp = stages - 1;
-    emb_pg_ = process_group(ParallelDim::kPipeline, {layout_.rank(first), layout_.rank(last)});
+    emb_pg_ = groups_.group(ParallelDim::kPipeline, {layout_.rank(first), layout_.rank(last)});
   }
 }
 
@@ -184,31 +127,31 @@ int64_t TransformerEmitter::virtual_stage(int64_t chunk) const {
 
 void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   std::optional<std::pair<int64_t, PerBuffer>> next;
-  if (layer < last_layer) next = std::make_pair(layer + 1, layer_params(layer + 1).elements);
-  grad_sync_->before_forward(layer, layer_params(layer).elements, next);
-  attention_forward(false);
-  mlp_forward(layer);
+  if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
+  grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
+  layers_.attention_forward(false);
+  layers_.mlp_forward(layer);
 }
 
 void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_chunk,
                                         bool last_micro_batch) {
-  const LayerParams params = layer_params(layer);
+  const LayerParams params = params_.layer(layer);
   if (grad_sync_->gathers_for_backward()) {
     std::optional<UnitElements> next;
     if (layer > first_layer_of_chunk) {
-      next = std::make_pair(layer - 1, layer_params(layer - 1).elements);
+      next = std::make_pair(layer - 1, params_.layer(layer - 1).elements);
     }
     grad_sync_->before_backward(layer, params.elements, next);
   }
   if (config_.recompute == Recompute::kFull) {
-    attention_forward(false);
-    mlp_forward(layer);
+    layers_.attention_forward(false);
+    layers_.mlp_forward(layer);
   } else if (config_.recompute == Recompute::kSelective &&
              config_.attention == AttentionImpl::kUnfused) {
-    attention_forward(true);
+    layers_.attention_forward(true);
   }
-  mlp_backward(layer);
-  attention_backward();
+  layers_.mlp_backward(layer);
+  layers_.attention_backward();
   grad_sync_->after_backward(params, last_micro_batch);
 }
 
@@ -224,38 +167,58 @@ void TransformerEmitter::iteration(uint32_t it) {
   for (const PipelineStep& step : steps) {
     const int64_t vs = virtual_stage(step.chunk);
     const int64_t first = first_layer(step.chunk);
-    marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward", step.micro_batch,
-                       step.chunk));
-    receive(step.forward, step.micro_batch, step.chunk);
+    ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
+                            step.micro_batch, step.chunk));
+    p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
     if (step.forward) {
       if (vs == 0) {
-        grad_sync_->before_forward(-1, embedding_params().elements, std::nullopt);
-        embedding_forward();
+        grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
+        layers_.embedding_forward();
       }
       for (int64_t l = 0; l < layers_per_chunk_; ++l)
         forward_layer(first + l, first + layers_per_chunk_ - 1);
       if (vs == last_vs) {
-        grad_sync_->before_forward(-2, head_params().elements, std::nullopt);
-        head_forward();
+        grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
+        layers_.head_forward();
       }
     } else {
       const bool last_mb = step.micro_batch == micro_batches_ - 1;
       if (vs == last_vs) {
-        head_backward();
-        grad_sync_->after_backward(head_params(), last_mb);
+        layers_.head_backward();
+        grad_sync_->after_backward(params_.head(), last_mb);
       }
       for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
         backward_layer(first + l, first, last_mb);
       if (vs == 0) {
-        embedding_backward();
-        grad_sync_->after_backward(embedding_params(), last_mb);
+        layers_.embedding_backward();
+        grad_sync_->after_backward(params_.embedding(), last_mb);
       }
     }
-    send(step.forward, step.micro_batch, step.chunk);
+    p2p_.send(step.forward, step.micro_batch, vs, last_vs);
   }
   finish_gradients();
   optimizer_step();
   graph_.add_host_sync(threads_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
+}
+
+std::vector<int64_t> TransformerEmitter::gradient_ready_bytes(
+    const std::vector<PipelineStep>& steps, GradBufferIndex buffer) const {
+  std::vector<int64_t> bytes;
+  auto add = [&](const LayerParams& lp) {
+    const std::vector<int64_t>& tensors = lp.tensors[buffer];
+    for (auto t = tensors.rbegin(); t != tensors.rend(); ++t)
+      bytes.push_back(*t * grad_bytes());
+  };
+  for (const PipelineStep& step : steps) {
+    if (step.forward || step.micro_batch != micro_batches_ - 1) continue;
+    const int64_t vs = virtual_stage(step.chunk);
+    const int64_t first = first_layer(step.chunk);
+    if (vs == virtual_stages() - 1) add(params_.head());
+    for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
+      add(params_.layer(first + l));
+    if (vs == 0) add(params_.embedding());
+  }
+  return bytes;
 }
 
 void TransformerEmitter::assign_gradient_buckets(const std::vector<PipelineStep>& steps) {
@@ -281,8 +244,8 @@ void TransformerEmitter::finish_gradients() {
   // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
   if (p.pipeline > 1 && config_.tied_embeddings &&
       (coords_.pp == 0 || coords_.pp == p.pipeline - 1)) {
-    blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
-             "all_reduce", "_allreduce_word_embedding_grads");
+    ops_.blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
+                  "all_reduce", "_allreduce_word_embedding_grads");
   }
 }
 
@@ -305,10 +268,10 @@ void TransformerEmitter::optimizer_step() {
     }
   };
   for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
-    if (virtual_stage(chunk) == 0) add_tensors(embedding_params());
+    if (virtual_stage(chunk) == 0) add_tensors(params_.embedding());
     for (int64_t l = 0; l < layers_per_chunk_; ++l)
-      add_tensors(layer_params(first_layer(chunk) + l));
-    if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(head_params());
+      add_tensors(params_.layer(first_layer(chunk) + l));
+    if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(params_.head());
   }
   const DType opt_dt = config_.master_weights ? DType::kFp32 : act_dt_;
   const auto n = as_double(elements);
@@ -318,27 +281,27 @@ void TransformerEmitter::optimizer_step() {
   auto found = step_descs_.find(elements);
   if (found == step_descs_.end()) {
     StepDescs sd;
-    sd.norm = add(pytorch::pointwise(MemoryOp::kSum, opt_dt, n, 2, 1, 0));
-    sd.scale = add(pytorch::pointwise(MemoryOp::kBinary, opt_dt, n, 1, 1, 1));
+    sd.norm = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kSum, opt_dt, n, 2, 1, 0));
+    sd.scale = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kBinary, opt_dt, n, 1, 1, 1));
     KernelDesc update = pytorch::pointwise(MemoryOp::kOptimizer, opt_dt, n, 10, 4, 3);
     update.optimizer = shape;
-    sd.update = add(update);
-    sd.copy = add(pytorch::pointwise(MemoryOp::kCopy, act_dt_, n, 0, 2, 1));
+    sd.update = graph_.add_kernel_desc(update);
+    sd.copy = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kCopy, act_dt_, n, 0, 2, 1));
     found = step_descs_.emplace(elements, sd).first;
   }
   const StepDescs& sd = found->second;
   if (act_dt_ == DType::kFp16) {
-    op("_unscale_main_grads_and_check_for_nan", "multi_tensor_scale", sd.scale);
-    blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
+    ops_.op("_unscale_main_grads_and_check_for_nan", "multi_tensor_scale", sd.scale);
+    ops_.blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
   }
-  op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
-  blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
-  op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
-  op(config_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
-                                                     : "Optimizer.step#Adam.step",
-     "multi_tensor_apply_kernel", sd.update);
+  ops_.op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
+  ops_.blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
+  ops_.op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
+  ops_.op(config_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
+                                                          : "Optimizer.step#Adam.step",
+          "multi_tensor_apply_kernel", sd.update);
   if (config_.master_weights && act_dt_ != DType::kFp32) {
-    op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
+    ops_.op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
   }
   grad_sync_->after_optimizer_step();
 }

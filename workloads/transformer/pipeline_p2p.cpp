@@ -1,32 +1,40 @@
-#include "workloads/transformer/transformer_emitter.h"
+#include "workloads/transformer/pipeline_p2p.h"
 
 #include <fmt/format.h>
 
-#include <algorithm>
+#include <map>
 #include <stdexcept>
-#include <string>
 #include <tuple>
-
-#include "workloads/pytorch/kernels.h"
+#include <utility>
 
 namespace upsim::transformer_emit {
 
-int64_t TransformerEmitter::p2p_bytes() const {
-  const int64_t full = sizes_.sp_tokens * sizes_.h * act_elem_bytes_;
+void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg) {
+  rank_ = rank;
+  prev_ = prev;
+  next_ = next;
+  tensor_pg_ = tensor_pg;
+  to_next_ = groups_.group(ParallelDim::kPipeline, {rank_, next_}, "activations");
+  from_prev_ = groups_.group(ParallelDim::kPipeline, {prev_, rank_}, "activations");
+  to_prev_ = groups_.group(ParallelDim::kPipeline, {rank_, prev_}, "gradients");
+  from_next_ = groups_.group(ParallelDim::kPipeline, {next_, rank_}, "gradients");
+}
+
+int64_t PipelineP2p::message_bytes() const {
+  const int64_t full = sizes_.sp_tokens * sizes_.h * dtype_bytes(config_.activation_dtype());
   return scatter_gather() ? full / sizes_.t : full;
 }
 
-bool TransformerEmitter::scatter_gather() const {
+bool PipelineP2p::scatter_gather() const {
   return config_.parallelism.p2p_scatter_gather && sizes_.t > 1 && !config_.parallelism.sequence;
 }
 
-void TransformerEmitter::receive(bool forward, int64_t micro_batch, int64_t chunk) {
-  const int64_t vs = virtual_stage(chunk);
-  if (forward ? vs == 0 : vs == virtual_stages() - 1) return;
+void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage) {
+  if (forward ? stage == 0 : stage == last_stage) return;
   const uint32_t pg = forward ? from_prev_ : from_next_;
-  HostOp h(graph_, threads_, forward ? "recv_forward" : "recv_backward");
+  HostOp h(ops_.graph(), ops_.threads(), forward ? "recv_forward" : "recv_backward");
   const uint16_t stream = forward ? kActIn : kGradIn;
-  h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, p2p_bytes(), "send_recv"),
+  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, message_bytes(), "send_recv"),
                   "c10d::batch_isend_irecv");
   const TaskId done = h.record(stream);
   h.wait(kCompute, done);
@@ -36,31 +44,31 @@ void TransformerEmitter::receive(bool forward, int64_t micro_batch, int64_t chun
   // asynchronous here: Megatron posts them in the same batch as the next receive, which this
   // per-direction stream model has no single call for.
   if (config_.parallelism.p2p_synchronous) {
-    graph_.add_host_sync(threads_.rank, kCpuThread, stream, "torch.cuda.synchronize");
+    ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, stream, "torch.cuda.synchronize");
   }
   // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
   if (scatter_gather()) {
-    tp_collective(CollectiveKind::kAllGather, p2p_bytes(), "gather_split_1d_tensor");
+    ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, message_bytes(),
+                  collective_kind_name(CollectiveKind::kAllGather), "gather_split_1d_tensor");
   }
-  received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, vs});
+  received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, stage});
 }
 
-void TransformerEmitter::send(bool forward, int64_t micro_batch, int64_t chunk) {
-  const int64_t vs = virtual_stage(chunk);
-  if (forward ? vs == virtual_stages() - 1 : vs == 0) return;
+void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage) {
+  if (forward ? stage == last_stage : stage == 0) return;
   const uint32_t pg = forward ? to_next_ : to_prev_;
-  HostOp h(graph_, threads_, forward ? "send_forward" : "send_backward");
+  HostOp h(ops_.graph(), ops_.threads(), forward ? "send_forward" : "send_backward");
   const uint16_t stream = forward ? kActOut : kGradOut;
   const TaskId ready = h.record(kCompute);
   h.wait(stream, ready);
-  h.collective_on(stream, call(pg, CollectiveKind::kSendRecv, p2p_bytes(), "send_recv"),
+  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, message_bytes(), "send_recv"),
                   "c10d::batch_isend_irecv");
   h.end();
   sent_.push_back(
-      {rank_, forward ? next_ : prev_, forward, micro_batch, forward ? vs + 1 : vs - 1});
+      {rank_, forward ? next_ : prev_, forward, micro_batch, forward ? stage + 1 : stage - 1});
 }
 
-void TransformerEmitter::check_p2p_order() const {
+void PipelineP2p::check_order() const {
   std::map<std::tuple<int64_t, int64_t, bool>, std::vector<std::pair<int64_t, int64_t>>> sent;
   std::map<std::tuple<int64_t, int64_t, bool>, std::vector<std::pair<int64_t, int64_t>>> recv;
   for (const Message& m : sent_)

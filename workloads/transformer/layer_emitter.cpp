@@ -1,0 +1,331 @@
+#include "workloads/transformer/layer_emitter.h"
+
+#include <algorithm>
+
+#include "workloads/pytorch/kernels.h"
+
+namespace upsim::transformer_emit {
+
+LayerEmitter::LayerEmitter(const TransformerConfig& config, const LayerSizes& sizes,
+                           const LayerKernels& kernels, OpEmitter& ops)
+    : config_(config),
+      sizes_(sizes),
+      kernels_(kernels),
+      ops_(ops),
+      gemm_dt_(config.dtype),
+      act_dt_(config.activation_dtype()),
+      act_elem_bytes_(dtype_bytes(act_dt_)) {}
+
+void LayerEmitter::tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
+  ops_.blocking(groups_.tensor, kind, bytes, collective_kind_name(kind), op_name);
+}
+
+void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId dgrad,
+                                            KernelDescId wgrad) {
+  HostOp h(ops_.graph(), ops_.threads(), name);
+  const bool tp = sizes_.t > 1;
+  const bool sp = config_.parallelism.sequence;
+  const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+  TaskId gathered = kNoTask;
+  if (tp && sp) {
+    const TaskId ready = h.record(kCompute);
+    h.wait(kTpComm, ready);
+    h.collective_on(
+        kTpComm,
+        ops_.call(groups_.tensor, CollectiveKind::kAllGather, full / sizes_.t, "all_gather"),
+        "c10d::_allgather_base");
+    gathered = h.record(kTpComm);
+  }
+  h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), name, dgrad);
+  TaskId reduced = kNoTask;
+  if (tp) {
+    if (gathered != kNoTask) h.wait(kCompute, gathered);
+    const TaskId ready = h.record(kCompute);
+    h.wait(kTpComm, ready);
+    const CollectiveId c =
+        sp ? ops_.call(groups_.tensor, CollectiveKind::kReduceScatter, full, "reduce_scatter")
+           : ops_.call(groups_.tensor, CollectiveKind::kAllReduce, full, "all_reduce");
+    h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
+    reduced = h.record(kTpComm);
+  }
+  h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), name, wgrad);
+  if (reduced != kNoTask) h.wait(kCompute, reduced);
+  h.end();
+}
+
+void LayerEmitter::tp_enter_forward() {
+  if (sizes_.t > 1 && config_.parallelism.sequence) {
+    tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,
+                  "c10d::_allgather_base");
+  }
+}
+
+void LayerEmitter::tp_exit_forward() {
+  if (sizes_.t == 1) return;
+  const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+  if (config_.parallelism.sequence) {
+    tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
+  } else {
+    tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
+  }
+}
+
+void LayerEmitter::tp_exit_backward() {
+  if (sizes_.t > 1 && config_.parallelism.sequence) {
+    tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,
+                  "c10d::_allgather_base");
+  }
+}
+
+std::string_view LayerEmitter::norm_op(bool backward) const {
+  if (config_.norm == TransformerNorm::kRmsNorm) {
+    return backward ? "RmsNormBackward" : "aten::rms_norm";
+  }
+  return backward ? "NativeLayerNormBackward0" : "aten::layer_norm";
+}
+
+std::string_view LayerEmitter::act_op(bool backward) const {
+  if (config_.activation == TransformerActivation::kSwiglu) {
+    return backward ? "SwiGLUBackward" : "swiglu";
+  }
+  return backward ? "GeluBackward0" : "aten::gelu";
+}
+
+void LayerEmitter::attention_forward(bool recompute_core_only) {
+  const LayerKernels& d = kernels_;
+  if (!recompute_core_only) {
+    ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    tp_enter_forward();
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
+    if (config_.position == TransformerPosition::kRotary) {
+      ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
+    }
+  }
+  if (config_.attention == AttentionImpl::kFlash) {
+    if (!recompute_core_only) core_attention_flash(false);
+  } else {
+    ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
+    ops_.op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
+    if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
+    ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
+  }
+  if (recompute_core_only) return;
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
+  tp_exit_forward();
+  ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+}
+
+void LayerEmitter::core_attention_flash(bool backward) {
+  const LayerKernels& d = kernels_;
+  const int64_t cp = config_.parallelism.context;
+  const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
+                                         : "aten::_scaled_dot_product_flash_attention";
+  HostOp h(ops_.graph(), ops_.threads(), name);
+  const int64_t kv_bytes =
+      2 * sizes_.b * sizes_.s * sizes_.kv_heads * sizes_.head_dim * act_elem_bytes_;
+  TaskId exchanged = kNoTask;
+  auto exchange = [&](int64_t bytes) {
+    const size_t n = static_cast<size_t>(cp);
+    std::vector<int64_t> send(n * n, 0);
+    for (size_t i = 0; i < n; ++i)
+      send[i * n + (i + 1) % n] = bytes;
+    const TaskId ready = h.record(kCompute);
+    h.wait(kTpComm, ready);
+    h.collective_on(kTpComm,
+                    ops_.call(groups_.context, CollectiveKind::kAllToAll, 0, "ring_exchange", send),
+                    "c10d::batch_isend_irecv");
+    exchanged = h.record(kTpComm);
+  };
+  if (cp > 1) exchange(kv_bytes);
+  h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
+           backward ? d.attn_bwd : d.attn_fwd);
+  for (int64_t step = 1; step < cp; ++step) {
+    h.wait(kCompute, exchanged);
+    if (step + 1 < cp) exchange(kv_bytes);
+    h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
+             backward ? d.attn_ring_bwd[static_cast<size_t>(step - 1)]
+                      : d.attn_ring_fwd[static_cast<size_t>(step - 1)]);
+  }
+  // The backward sends dK / dV around the ring once more to their owners.
+  if (backward && cp > 1) {
+    exchange(kv_bytes);
+    h.wait(kCompute, exchanged);
+  }
+  h.end();
+}
+
+void LayerEmitter::attention_backward() {
+  const LayerKernels& d = kernels_;
+  ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+  tp_exit_backward();
+  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
+           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
+  if (config_.attention == AttentionImpl::kFlash) {
+    core_attention_flash(true);
+  } else {
+    ops_.op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.av_dgrad_p,
+             pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.av_dgrad_v);
+    if (config_.dropout > 0) ops_.op("NativeDropoutBackward0", "dropout_bwd", d.attn_dropout_bwd);
+    ops_.op("ScaledMaskedSoftmaxBackward", "softmax_bwd", d.softmax_bwd);
+    ops_.op2("BaddbmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.score_dgrad_q,
+             pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.score_dgrad_k);
+  }
+  if (config_.position == TransformerPosition::kRotary) {
+    ops_.op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
+  }
+  column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
+  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  ops_.op("aten::add", "residual_grad_add", d.grad_add);
+}
+
+void LayerEmitter::mlp_forward(int64_t layer) {
+  const LayerKernels& d = kernels_;
+  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  if (config_.is_moe_layer(layer)) {
+    moe_forward();
+  } else {
+    tp_enter_forward();
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
+    ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
+    tp_exit_forward();
+  }
+  ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+}
+
+void LayerEmitter::mlp_backward(int64_t layer) {
+  const LayerKernels& d = kernels_;
+  ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+  if (config_.is_moe_layer(layer)) {
+    moe_backward();
+  } else {
+    tp_exit_backward();
+    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
+             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
+    ops_.op(act_op(true), "activation_bwd", d.act_bwd);
+    column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
+  }
+  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  ops_.op("aten::add", "residual_grad_add", d.grad_add);
+}
+
+std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
+  const int64_t ep = config_.parallelism.expert;
+  const auto n = static_cast<size_t>(ep);
+  const double tokens = as_double(sizes_.moe_tokens * config_.moe.top_k);
+  const double capacity =
+      config_.moe.capacity_factor > 0.0 ? config_.moe.capacity_factor : as_double(ep);
+  std::vector<double> share(n);
+  share[0] = moe_busiest_rank_load(config_) / as_double(ep);
+  for (size_t j = 1; j < n; ++j)
+    share[j] = std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
+  std::vector<int64_t> send(n * n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = 0; j < n; ++j) {
+      const auto bytes =
+          static_cast<int64_t>(tokens * share[j] * as_double(sizes_.h * act_elem_bytes_) + 0.5);
+      send[combine ? j * n + i : i * n + j] = bytes;
+    }
+  }
+  return send;
+}
+
+void LayerEmitter::moe_forward() {
+  const LayerKernels& d = kernels_;
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
+  ops_.op("aten::topk", "router_topk", d.topk);
+  ops_.op("moe_permute", "permute", d.permute);
+  if (config_.parallelism.expert > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
+                  "c10d::all_to_all_single", dispatch_matrix(false));
+  }
+  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
+  ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
+  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+  if (config_.parallelism.expert > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
+                  "c10d::all_to_all_single", dispatch_matrix(true));
+  }
+  ops_.op("moe_unpermute", "unpermute", d.unpermute);
+  if (config_.moe.shared_experts > 0) {
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
+    ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
+  }
+}
+
+void LayerEmitter::moe_backward() {
+  const LayerKernels& d = kernels_;
+  if (config_.moe.shared_experts > 0) {
+    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
+             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
+    ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
+    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc1_dgrad,
+             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
+  }
+  ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
+  if (config_.parallelism.expert > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
+                  "c10d::all_to_all_single", dispatch_matrix(false));
+  }
+  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
+           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
+  ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
+  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
+           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
+  if (config_.parallelism.expert > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
+                  "c10d::all_to_all_single", dispatch_matrix(true));
+  }
+  ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+  ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
+  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.router_dgrad,
+           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.router_wgrad);
+}
+
+void LayerEmitter::embedding_forward() {
+  const LayerKernels& d = kernels_;
+  ops_.op("aten::embedding", "embedding_fwd", d.embed_fwd);
+  // Vocab-parallel embedding: each TP rank looks up its vocabulary slice, then all-reduce
+  // (reduce-scatter into the sequence-parallel region).
+  if (sizes_.t > 1) {
+    const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+    if (config_.parallelism.sequence) {
+      tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
+    } else {
+      tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
+    }
+  }
+  if (config_.position == TransformerPosition::kLearned)
+    ops_.op("aten::add", "position_add", d.pos_add);
+}
+
+void LayerEmitter::embedding_backward() {
+  tp_exit_backward();
+  ops_.op("EmbeddingBackward0", "embedding_dense_backward", kernels_.embed_bwd);
+}
+
+void LayerEmitter::head_forward() {
+  const LayerKernels& d = kernels_;
+  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  tp_enter_forward();
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
+  // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
+  // row maxima, of the target logits and of the exp sums over TP (fp32, one value per token).
+  HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
+  h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
+  h.end();
+  if (sizes_.t > 1) {
+    for (int i = 0; i < 3; ++i)
+      tp_collective(CollectiveKind::kAllReduce, sizes_.tokens * kFp32Bytes, "c10d::all_reduce");
+  }
+}
+
+void LayerEmitter::head_backward() {
+  const LayerKernels& d = kernels_;
+  ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
+  column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
+  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+}
+
+}  // namespace upsim::transformer_emit

@@ -1,0 +1,92 @@
+// The ops of one transformer layer on the rank being emitted, forward and backward: attention
+// (flash with ring steps over context parallel, or unfused), the MLP, the MoE block (router,
+// permutation, expert all-to-all, grouped expert GEMMs, shared experts), the embedding and the
+// output layer with its vocab-parallel cross-entropy, and the tensor-parallel collectives around
+// them (Megatron's column- and row-parallel linears, with and without sequence parallel).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/op_emitter.h"
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim::transformer_emit {
+
+/// The process groups of the rank being emitted that a layer's ops call.
+struct LayerGroups {
+  uint32_t tensor = 0;
+  uint32_t context = 0;
+  uint32_t expert = 0;
+};
+
+class LayerEmitter {
+ public:
+  /// The references must outlive the emitter; `ops` emits on the rank being emitted.
+  LayerEmitter(const TransformerConfig& config, const LayerSizes& sizes,
+               const LayerKernels& kernels, OpEmitter& ops);
+
+  /// A new rank is emitted: its process groups.
+  void begin_rank(const LayerGroups& groups) { groups_ = groups; }
+
+  /// The attention block's forward; `recompute_core_only`: only the core attention (selective
+  /// recompute of unfused attention).
+  void attention_forward(bool recompute_core_only);
+  void attention_backward();
+  /// The MLP block (an MoE block on the config's MoE layers).
+  void mlp_forward(int64_t layer);
+  void mlp_backward(int64_t layer);
+  void embedding_forward();
+  void embedding_backward();
+  void head_forward();
+  void head_backward();
+
+  /// A collective over the tensor-parallel group that blocks the compute stream.
+  void tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name);
+
+ private:
+  /// Column-parallel linear backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication):
+  /// with SP the input is all-gathered again while the input gradient is computed, and the input
+  /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
+  /// gradient is all-reduced while the weight gradient is computed.
+  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad);
+
+  /// Entering a tensor-parallel region (before a column-parallel linear): SP all-gather.
+  void tp_enter_forward();
+  /// Leaving it (after a row-parallel linear): SP reduce-scatter or all-reduce.
+  void tp_exit_forward();
+  /// The backward of tp_exit_forward: SP all-gathers the output gradient; an all-reduce's
+  /// backward is the identity.
+  void tp_exit_backward();
+
+  std::string_view norm_op(bool backward) const;
+  std::string_view act_op(bool backward) const;
+
+  /// Flash attention over the local sequence, with ring attention steps over context parallel:
+  /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
+  /// attention on the TP-comm stream.
+  void core_attention_flash(bool backward);
+
+  /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
+  /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
+  /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
+  /// (Megatron-Core's router drops them before the dispatch).
+  std::vector<int64_t> dispatch_matrix(bool combine) const;
+
+  void moe_forward();
+  void moe_backward();
+
+  const TransformerConfig& config_;
+  const LayerSizes& sizes_;
+  const LayerKernels& kernels_;
+  OpEmitter& ops_;
+  DType gemm_dt_ = DType::kBf16;
+  DType act_dt_ = DType::kBf16;
+  int64_t act_elem_bytes_ = 2;
+  LayerGroups groups_;
+};
+
+}  // namespace upsim::transformer_emit

@@ -1,0 +1,58 @@
+#include "workloads/transformer/model_parameters.h"
+
+namespace upsim::transformer_emit {
+
+void ModelParameters::add_norm(LayerParams& p) const {
+  p.add(sizes_.h);
+  if (transformer_norm_parameters(config_) > sizes_.h) p.add(sizes_.h);
+}
+
+LayerParams ModelParameters::layer(int64_t layer) const {
+  LayerParams p;
+  const bool bias = config_.bias;
+  add_norm(p);
+  p.add(sizes_.qkv_out * sizes_.h);
+  if (bias) p.add(sizes_.qkv_out);
+  p.add(sizes_.h * sizes_.heads * sizes_.head_dim);
+  if (bias) p.add(sizes_.h);
+  add_norm(p);
+  if (config_.is_moe_layer(layer)) {
+    const MoeConfig& m = config_.moe;
+    const int64_t local = m.experts / config_.parallelism.expert;
+    const int64_t e_ffn = m.expert_ffn / sizes_.t;
+    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    p.add(m.experts * sizes_.h);
+    for (int64_t e = 0; e < local + m.shared_experts; ++e) {
+      // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
+      // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
+      const GradBufferIndex b =
+          e < local && config_.parallelism.expert > 1 ? kExpertBuffer : kDenseBuffer;
+      p.add(e_fc1 * sizes_.h, b);
+      if (bias) p.add(e_fc1, b);
+      p.add(sizes_.h * e_ffn, b);
+      if (bias) p.add(sizes_.h, b);
+    }
+  } else {
+    p.add(sizes_.fc1_out * sizes_.h);
+    if (bias) p.add(sizes_.fc1_out);
+    p.add(sizes_.h * sizes_.ffn);
+    if (bias) p.add(sizes_.h);
+  }
+  return p;
+}
+
+LayerParams ModelParameters::embedding() const {
+  LayerParams p;
+  p.add(sizes_.vocab * sizes_.h);
+  if (config_.position == TransformerPosition::kLearned) p.add(config_.seq * sizes_.h);
+  return p;
+}
+
+LayerParams ModelParameters::head() const {
+  LayerParams p;
+  add_norm(p);  // final norm
+  if (!config_.tied_embeddings || config_.parallelism.pipeline > 1) p.add(sizes_.vocab * sizes_.h);
+  return p;
+}
+
+}  // namespace upsim::transformer_emit

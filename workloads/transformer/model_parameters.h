@@ -1,0 +1,40 @@
+// The parameter tensors of a transformer's units (the layers, the embedding, the output layer) on
+// one GPU, by gradient buffer, as transformer_memory.h counts them: what the gradient
+// synchronisation gathers and reduces and the optimizer steps.
+#pragma once
+
+#include <cstdint>
+
+#include "workloads/transformer/gradient_sync.h"
+#include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim::transformer_emit {
+
+class ModelParameters {
+ public:
+  /// `config` and `sizes` must outlive the object.
+  ModelParameters(const TransformerConfig& config, const LayerSizes& sizes)
+      : config_(config), sizes_(sizes) {}
+
+  /// The parameter tensors of `layer` on one GPU: column- and row-parallel weights split over
+  /// tensor (row-parallel biases and norms replicated), routed experts split over expert and
+  /// tensor parallel (Megatron's expert tensor parallel = tensor). The expert GEMMs run unsplit
+  /// on tokens / tensor instead: the same flops.
+  LayerParams layer(int64_t layer) const;
+  /// The word embedding and, with learned positions, the position embedding.
+  LayerParams embedding() const;
+  /// The final norm and the output layer (the output layer is the embedding's, tied, in one
+  /// pipeline stage).
+  LayerParams head() const;
+
+ private:
+  /// A norm's tensors: the gain, and the bias of a LayerNorm with biases
+  /// (transformer_norm_parameters()).
+  void add_norm(LayerParams& p) const;
+
+  const TransformerConfig& config_;
+  const LayerSizes& sizes_;
+};
+
+}  // namespace upsim::transformer_emit

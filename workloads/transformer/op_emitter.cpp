@@ -1,0 +1,39 @@
+#include "workloads/transformer/op_emitter.h"
+
+#include <utility>
+
+namespace upsim::transformer_emit {
+
+void OpEmitter::marker(std::string_view name) {
+  graph_.add_cpu_op(threads_.rank, kCpuThread, name, HostPhase::kMarker);
+}
+
+void OpEmitter::op(std::string_view name, std::string_view kernel_name, KernelDescId kernel) {
+  HostOp h(graph_, threads_, name);
+  h.kernel(kernel_name, name, kernel);
+  h.end();
+}
+
+void OpEmitter::op2(std::string_view name, std::string_view kernel1, KernelDescId desc1,
+                    std::string_view kernel2, KernelDescId desc2) {
+  HostOp h(graph_, threads_, name);
+  h.kernel(kernel1, name, desc1);
+  h.kernel(kernel2, name, desc2);
+  h.end();
+}
+
+CollectiveId OpEmitter::call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                             std::vector<int64_t> send_bytes) {
+  return groups_.call(pg, kind, bytes, name, std::move(send_bytes));
+}
+
+void OpEmitter::blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                         std::string_view op_name, std::vector<int64_t> send_bytes) {
+  if (groups_.size(pg) < 2) return;
+  const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
+  HostOp h(graph_, threads_, op_name);
+  h.collective_on(kCompute, c, op_name);
+  h.end();
+}
+
+}  // namespace upsim::transformer_emit

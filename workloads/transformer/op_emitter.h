@@ -1,0 +1,60 @@
+// The host ops of the transformer rank being emitted: its CPU thread and streams, markers, ops
+// that launch kernels, and collectives that block the compute stream. Shared by the layer
+// emitter, the pipeline p2p and the step's iteration loop.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "sim/task_graph.h"
+#include "workloads/pytorch/host_op.h"
+#include "workloads/transformer/process_groups.h"
+
+namespace upsim::transformer_emit {
+
+using pytorch::HostOp;
+using pytorch::RankThreads;
+
+/// The rank's one CPU thread and its streams (RankInfo::stream_names in the same order).
+constexpr uint16_t kCpuThread = 0;
+constexpr uint16_t kCompute = 0;
+constexpr uint16_t kDpComm = 1;
+constexpr uint16_t kTpComm = 2;
+constexpr uint16_t kActIn = 3;
+constexpr uint16_t kActOut = 4;
+constexpr uint16_t kGradIn = 5;
+constexpr uint16_t kGradOut = 6;
+constexpr int64_t kFp32Bytes = 4;
+
+/// Emits host ops on the thread `threads` names (the rank being emitted: the caller updates
+/// `threads` from rank to rank; the references stay valid for the emitter's lifetime).
+class OpEmitter {
+ public:
+  OpEmitter(TaskGraph& graph, ProcessGroups& groups, const RankThreads& threads)
+      : graph_(graph), groups_(groups), threads_(threads) {}
+
+  TaskGraph& graph() { return graph_; }
+  const RankThreads& threads() const { return threads_; }
+
+  /// A marker op (a record_function range with no kernel).
+  void marker(std::string_view name);
+  /// An op that launches one kernel, or two.
+  void op(std::string_view name, std::string_view kernel_name, KernelDescId kernel);
+  void op2(std::string_view name, std::string_view kernel1, KernelDescId desc1,
+           std::string_view kernel2, KernelDescId desc2);
+  /// This rank's next call on process group `pg` (ProcessGroups::call).
+  CollectiveId call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                    std::vector<int64_t> send_bytes = {});
+  /// A collective that blocks the compute stream (torch.distributed on the current stream);
+  /// nothing on a group of one.
+  void blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
+                std::string_view op_name, std::vector<int64_t> send_bytes = {});
+
+ private:
+  TaskGraph& graph_;
+  ProcessGroups& groups_;
+  const RankThreads& threads_;
+};
+
+}  // namespace upsim::transformer_emit

@@ -1,0 +1,70 @@
+// Pipeline-parallel sends and receives of the transformer rank being emitted (Megatron's
+// p2p_communication: batch_isend_irecv of activations forward and their gradients backward, the
+// scatter/gather optimisation over the tensor-parallel ranks, synchronous waits), and the check
+// that every rank receives its messages in the order they were sent.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/op_emitter.h"
+#include "workloads/transformer/process_groups.h"
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim::transformer_emit {
+
+class PipelineP2p {
+ public:
+  /// The references must outlive the object; `ops` emits on the rank being emitted.
+  PipelineP2p(const TransformerConfig& config, const LayerSizes& sizes, ProcessGroups& groups,
+              OpEmitter& ops)
+      : config_(config), sizes_(sizes), groups_(groups), ops_(ops) {}
+
+  /// A new rank `rank` is emitted, between pipeline neighbours `prev` and `next`; `tensor_pg`:
+  /// its tensor-parallel group (the scatter/gather). Makes its four p2p groups (to and from
+  /// each neighbour, activations and gradients apart).
+  void begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg);
+
+  /// Posts the receive of a step's input (its activation forward, its output gradient
+  /// backward) on its stream and makes the compute stream wait for it; nothing at the first
+  /// (forward) or last (backward) virtual stage. `stage`: the step's virtual stage;
+  /// `last_stage`: the last virtual stage.
+  void receive(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage);
+  /// Sends a step's output (or input gradient) to the neighbour after the compute stream's
+  /// work so far.
+  void send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage);
+
+  /// Every pipeline message must be received in the order it was sent (messages on a directed
+  /// pair are matched by order); a schedule that breaks this would pair the wrong messages
+  /// (std::logic_error).
+  void check_order() const;
+
+ private:
+  struct Message {
+    int64_t from = 0;
+    int64_t to = 0;
+    bool forward = true;
+    int64_t micro_batch = 0;
+    int64_t virtual_stage = 0;  ///< the receiver's
+  };
+
+  /// Bytes of one pipeline message on the network: the activation (or its gradient) of one
+  /// micro-batch, split over the TP ranks with the scatter/gather optimisation.
+  int64_t message_bytes() const;
+  bool scatter_gather() const;
+
+  const TransformerConfig& config_;
+  const LayerSizes& sizes_;
+  ProcessGroups& groups_;
+  OpEmitter& ops_;
+  int64_t rank_ = 0;
+  int64_t prev_ = 0;
+  int64_t next_ = 0;
+  uint32_t tensor_pg_ = 0;
+  uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
+  std::vector<Message> sent_;
+  std::vector<Message> received_;
+};
+
+}  // namespace upsim::transformer_emit

@@ -33,13 +33,10 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
     : config_(config),
       built_(built),
       top_widths_(top_widths),
-      graph_(graph),
-      rank_(built.ranks[index]),
-      threads_{rank_, kCpuThread, kComputeStream, kCommStream},
-      distributed_(built.ranks.size() > 1),
+      ops_(config, built, index, graph),
       exchange_(exchange),
       local_batch_(built.local_batch),
-      hybrid_(config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && distributed_),
+      hybrid_(config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && ops_.distributed()),
       bottom_in_exchange_(hybrid_ && index == 0),
       bottom_batch_(!hybrid_ ? built.local_batch : (index == 0 ? config.global_batch : 0)),
       table_count_(static_cast<int64_t>(config.tables.size())),
@@ -94,14 +91,14 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
 }
 
 void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
-  graph_.add_iteration_mark(rank_, kCpuThread, it);
+  ops_.iteration_mark(it);
   DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
   DdpModule bottom{config_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
   if (config_.mode == DlrmMode::kInference) {
     // A served batch: its inputs copied, the forward, the host waits for the scores.
     load_batch();
     forward(groups);
-    graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
+    ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
     return;
   }
   const bool prefetch = config_.input == InputPipeline::kPrefetch;
@@ -109,7 +106,7 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
   if (!prefetch || it == 0) load_batch();
   if (prefetch) {
-    HostOp h(graph_, threads_, "torch.cuda.Stream.wait_stream");
+    HostOp h = ops_.host_op("torch.cuda.Stream.wait_stream");
     h.wait(kComputeStream, h.record(kDataStream));
     h.end();
   }
@@ -117,37 +114,23 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   backward(groups, top, bottom);
   optimizer_step();
   if (prefetch) load_batch();
-  graph_.add_host_sync(rank_, kCpuThread, kAllStreams, "torch.cuda.synchronize");
-}
-
-void RankEmitter::single_kernel(std::string_view op, std::string_view kernel_name,
-                                std::string_view aten_op, const KernelDesc& desc) {
-  HostOp h(graph_, threads_, op);
-  h.kernel(kernel_name, aten_op, desc);
-  h.end();
-}
-
-void RankEmitter::blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-  HostOp h(graph_, threads_, "aten::to");
-  h.copy(copy_name, kind, bytes);
-  h.end();
-  graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::to");
+  ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
 }
 
 void RankEmitter::input_copy(std::string_view copy_name, int64_t bytes) {
   if (config_.input == InputPipeline::kBlocking) {
-    blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
+    ops_.blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
     return;
   }
-  HostOp h(graph_, threads_, "aten::to");
+  HostOp h = ops_.host_op("aten::to");
   h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
   h.end();
-  graph_.add_host_sync(rank_, kCpuThread, kDataStream, "aten::to");
+  ops_.host_sync(kDataStream, "aten::to");
 }
 
 void RankEmitter::load_batch() {
   if (config_.mode == DlrmMode::kTrain) {
-    body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+    ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   }
   if (bottom_batch_ > 0) {
     input_copy("Memcpy HtoD (dense)", bottom_batch_ * config_.bottom_mlp.front() * kFp32Bytes);
@@ -210,8 +193,8 @@ void RankEmitter::fused_lookup(const LookupGroup& group) {
   if (group.empty()) return;
   const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
                                      fbgemm_optimizer_name(config_.optimizer));
-  single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
-                embedding_kernel(KernelClass::kEmbeddingForward, group, config_.optimizer));
+  ops_.single_kernel(op, "split_embedding_codegen_forward_unweighted_kernel", op,
+                     embedding_kernel(KernelClass::kEmbeddingForward, group, config_.optimizer));
 }
 
 int64_t RankEmitter::sparse_values(const LookupGroup& group) {
@@ -225,86 +208,47 @@ int64_t RankEmitter::sparse_values(const LookupGroup& group) {
 void RankEmitter::embedding_backward(const LookupGroup& group, DType from) {
   if (group.empty()) return;
   const int64_t pooled = group.batch * group.values_per_sample;
-  convert(from, config_.embedding_dtype, pooled);
+  ops_.convert(from, config_.embedding_dtype, pooled);
   if (config_.embedding_update == EmbeddingUpdate::kScatterAdd) {
     const int64_t values = sparse_values(group);
     if (values > pooled) {
-      single_kernel("EmbeddingBagBackward0", "index_select_kernel/index_select",
-                    "aten::index_select",
-                    pointwise(MemoryOp::kIndex, config_.embedding_dtype, as_double(values), 0,
-                              as_double(pooled) / as_double(values), 1));
+      ops_.single_kernel("EmbeddingBagBackward0", "index_select_kernel/index_select",
+                         "aten::index_select",
+                         pointwise(MemoryOp::kIndex, config_.embedding_dtype, as_double(values), 0,
+                                   as_double(pooled) / as_double(values), 1));
     }
     return;
   }
   const std::string_view name = fbgemm_optimizer_name(config_.optimizer);
-  single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
-                fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
-                fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
-                embedding_kernel(KernelClass::kEmbeddingBackward, group, config_.optimizer));
+  ops_.single_kernel(fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
+                     fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
+                     fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
+                     embedding_kernel(KernelClass::kEmbeddingBackward, group, config_.optimizer));
 }
 
 void RankEmitter::pack_send_buffer(int64_t elements) {
-  single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                pointwise(MemoryOp::kCat, config_.all_to_all_dtype, as_double(elements), 0, 1, 1));
-}
-
-void RankEmitter::convert(DType from, DType to, int64_t elements) {
-  if (elements == 0 || storage_dtype(from) == storage_dtype(to)) return;
-  KernelDesc cast = pointwise(MemoryOp::kCopy, to, as_double(elements), 0, 0, 1);
-  cast.bytes_read = as_double(elements * dtype_bytes(from));
-  single_kernel("aten::to", "vectorized_elementwise_kernel/copy_", "aten::copy_", cast);
-}
-
-TaskId RankEmitter::launch_collective(CollectiveId group, std::string_view op) {
-  HostOp h(graph_, threads_, op);
-  const TaskId ready = h.record(kComputeStream);
-  h.wait(kCommStream, ready);
-  h.collective(group, op);
-  const TaskId done = h.record(kCommStream);
-  h.end();
-  return done;
-}
-
-void RankEmitter::wait_for(std::string_view op, TaskId comm_event) {
-  HostOp h(graph_, threads_, op);
-  h.wait(kComputeStream, comm_event);
-  h.end();
-}
-
-void RankEmitter::cast_parameter(HostOp& h, int64_t elements) {
-  if (!config_.master_weights) return;
-  KernelDesc cast = pointwise(MemoryOp::kCopy, dtype_, as_double(elements), 0, 0, 1);
-  cast.bytes_read = as_double(elements * 4);
-  h.kernel("vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
-}
-
-void RankEmitter::accumulate_grad(int64_t elements) {
-  if (!config_.master_weights) {
-    body("AccumulateGrad");
-    return;
-  }
-  KernelDesc cast = pointwise(MemoryOp::kCopy, DType::kFp32, as_double(elements), 0, 0, 1);
-  cast.bytes_read = as_double(elements * dtype_bytes(dtype_));
-  single_kernel("AccumulateGrad", "vectorized_elementwise_kernel/copy_", "aten::_to_copy", cast);
+  ops_.single_kernel(
+      "aten::cat", "CatArrayBatchedCopy", "aten::cat",
+      pointwise(MemoryOp::kCat, config_.all_to_all_dtype, as_double(elements), 0, 1, 1));
 }
 
 void RankEmitter::linear_forward(int64_t batch, int64_t in, int64_t out) {
   if (config_.master_weights) {
-    HostOp h(graph_, threads_, "aten::linear");
-    cast_parameter(h, out * in);
-    cast_parameter(h, out);
+    HostOp h = ops_.host_op("aten::linear");
+    ops_.cast_parameter(h, out * in);
+    ops_.cast_parameter(h, out);
     h.kernel(pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
              gemm_kernel(dtype_, 1, batch, out, in));
     h.end();
     return;
   }
-  single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
-                gemm_kernel(dtype_, 1, batch, out, in));
+  ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
+                     gemm_kernel(dtype_, 1, batch, out, in));
 }
 
 void RankEmitter::relu_forward(int64_t batch, int64_t width) {
-  single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
-                pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
+  ops_.single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
+                     pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
 }
 
 }  // namespace upsim::dlrm_emit

@@ -1,10 +1,11 @@
 // One DLRM rank's training (or inference) step as PyTorch runs it: the per-rank op sequence of
 // dlrm_generator.h, emitted into the task graph. The rank's lookups are planned from the table
 // placement when it is made (the constructor); the step's ops are emitted by concern:
-// rank_emitter.cpp (the input batch, embedding lookups and their exchange, the shared op
-// helpers), rank_emitter_forward.cpp (MLPs, interactions, the cross network),
+// rank_emitter.cpp (the input batch, embedding lookups and their exchange),
+// rank_emitter_forward.cpp (MLPs, interactions, the cross network),
 // rank_emitter_backward.cpp (their backward, DDP buckets, data-parallel tables) and
-// rank_emitter_optimizer.cpp (sparse and dense optimizer steps).
+// rank_emitter_optimizer.cpp (sparse and dense optimizer steps); the op helpers they share are
+// RankOps (rank_ops.h), the collectives they launch collective_groups.h's.
 #pragma once
 
 #include <cstdint>
@@ -13,57 +14,14 @@
 
 #include "sim/task_graph.h"
 #include "sim/units.h"
+#include "workloads/dlrm/collective_groups.h"
 #include "workloads/dlrm/dlrm_generator.h"
-#include "workloads/pytorch/host_op.h"
-#include "workloads/pytorch/kernels.h"
+#include "workloads/dlrm/rank_ops.h"
 
 namespace upsim::dlrm_emit {
 
-using pytorch::DdpBucket;
-using pytorch::HostOp;
-using pytorch::pointwise;
-
-constexpr uint16_t kCpuThread = 0;
-constexpr uint16_t kComputeStream = 0;
-constexpr uint16_t kCommStream = 1;
-/// input: prefetch only: the stream the next batch's copies run on.
-constexpr uint16_t kDataStream = 2;
-/// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
-/// loss are fp32 in the DLRM script.
-constexpr int64_t kFp32Bytes = 4;
 /// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
 std::string_view torch_optimizer_class(OptimizerKind kind);
-
-/// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
-/// the run does not have is left at 0 and never launched).
-struct IterationGroups {
-  CollectiveId a2a_forward = 0;
-  CollectiveId reduce_scatter = 0;
-  std::vector<CollectiveId> top;
-  CollectiveId a2a_backward = 0;
-  CollectiveId all_gather = 0;
-  std::vector<CollectiveId> bottom;
-  CollectiveId data_parallel = 0;
-  /// Table-row-wise: per node its reduce-scatter (forward) and all-gather (backward), 0 when
-  /// the node holds none of those tables or has one rank; per local rank the all-to-all among
-  /// the nodes' ranks of that local rank (forward, backward), 0 with one node.
-  std::vector<CollectiveId> node_reduce_scatter;
-  std::vector<CollectiveId> node_all_gather;
-  std::vector<CollectiveId> cross_a2a_forward;
-  std::vector<CollectiveId> cross_a2a_backward;
-};
-
-/// Which embedding collectives the run has (the same on every rank).
-struct EmbeddingExchange {
-  /// The all-to-all of table-wise tables, column-wise shards and a hybrid bottom MLP output.
-  bool all_to_all = false;
-  /// The reduce-scatter (forward) and all-gather (backward) of the row-wise tables.
-  bool row_wise = false;
-  /// The all-reduce of the data-parallel tables' gradients.
-  bool data_parallel = false;
-  /// The table-row-wise tables' exchange (some collective of it on some rank).
-  bool table_row_wise = false;
-};
 
 /// One table-batched embedding op of a rank: the tables it looks up, for `batch` samples.
 struct LookupGroup {
@@ -94,15 +52,6 @@ class RankEmitter {
   void iteration(uint32_t it, const IterationGroups& groups);
 
  private:
-  // ---- ops ---------------------------------------------------------------------------------
-  void body(std::string_view op) { pytorch::body(graph_, threads_, op); }
-
-  void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
-                     const KernelDesc& desc);
-
-  /// A blocking aten::to: the copy, then the host waits for the compute stream.
-  void blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes);
-
   /// A copy of one input tensor: blocking (the host waits for it on the compute stream), or the
   /// prefetcher's on the data stream, whose pageable source holds the host until it is staged
   /// (CUDA's cudaMemcpyAsync from pageable memory returns once the data is staged; the staging
@@ -148,26 +97,6 @@ class RankEmitter {
   /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
   /// read and written.
   void pack_send_buffer(int64_t elements);
-
-  /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
-  /// only where the two store differently (tf32 stores fp32).
-  void convert(DType from, DType to, int64_t elements);
-
-  static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
-
-  /// Launches a collective (`op` names the host op and the collective) after the compute
-  /// stream's work so far; returns the comm-stream event that marks its end.
-  TaskId launch_collective(CollectiveId group, std::string_view op);
-
-  void wait_for(std::string_view op, TaskId comm_event);
-
-  /// torch.autocast: an fp32 parameter of `elements` is cast to the compute dtype where an op
-  /// uses it (aten::_to_copy; one read of 4 B, one write of 2 B an element).
-  void cast_parameter(HostOp& h, int64_t elements);
-
-  /// AccumulateGrad of a 16-bit gradient into an fp32 parameter's .grad (a cast kernel); with
-  /// the parameters in the compute dtype it steals the gradient and launches nothing.
-  void accumulate_grad(int64_t elements);
 
   void linear_forward(int64_t batch, int64_t in, int64_t out);
 
@@ -270,10 +199,7 @@ class RankEmitter {
   const DlrmConfig& config_;
   const DlrmGraph& built_;
   const std::vector<int64_t>& top_widths_;
-  TaskGraph& graph_;
-  RankId rank_;
-  pytorch::RankThreads threads_;
-  bool distributed_;
+  RankOps ops_;
   EmbeddingExchange exchange_;
   /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
   /// row blocks (global batch), data-parallel replicas (local batch).

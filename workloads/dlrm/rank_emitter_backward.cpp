@@ -17,7 +17,7 @@ void RankEmitter::linear_backward(int64_t batch, const DdpModule& module, size_t
   const int64_t in = module.widths[layer];
   const int64_t out = module.widths[layer + 1];
   {
-    HostOp h(graph_, threads_, "AddmmBackward0");
+    HostOp h = ops_.host_op("AddmmBackward0");
     if (input_grad)
       h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
                gemm_kernel(dtype_, 1, batch, in, out));
@@ -28,9 +28,9 @@ void RankEmitter::linear_backward(int64_t batch, const DdpModule& module, size_t
     h.kernel("reduce_kernel/sum", "aten::sum", sum);
     h.end();
   }
-  body("TBackward0");
-  accumulate_grad(out * in);
-  accumulate_grad(out);
+  ops_.body("TBackward0");
+  ops_.accumulate_grad(out * in);
+  ops_.accumulate_grad(out);
 }
 
 void RankEmitter::reduce_ready_buckets(DdpModule& module, size_t ready_params) {
@@ -38,54 +38,47 @@ void RankEmitter::reduce_ready_buckets(DdpModule& module, size_t ready_params) {
   while (module.next_bucket < buckets.size() &&
          buckets[module.next_bucket].params.back() < ready_params) {
     const DdpBucket& bucket = buckets[module.next_bucket];
-    HostOp h(graph_, threads_, "nccl:all_reduce");
-    // Gradient pre-scale by 1 / world size (Lin et al., TPDS 2024: mul, F = 1, A = 3).
-    h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-             pointwise(MemoryOp::kBinary, config_.param_dtype(),
-                       as_double(bucket.bytes / dtype_bytes(config_.param_dtype())), 1, 2, 1));
-    const TaskId ready = h.record(kComputeStream);
-    h.wait(kCommStream, ready);
-    h.collective(module.groups[module.next_bucket], "nccl:all_reduce");
-    module.done_events.push_back(h.record(kCommStream));
-    h.end();
+    module.done_events.push_back(
+        ops_.scaled_all_reduce(module.groups[module.next_bucket], config_.param_dtype(),
+                               bucket.bytes / dtype_bytes(config_.param_dtype())));
     ++module.next_bucket;
   }
 }
 
 void RankEmitter::relu_backward(int64_t batch, int64_t width) {
-  single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
-                "aten::threshold_backward",
-                pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
+  ops_.single_kernel("ReluBackward0", "vectorized_elementwise_kernel/threshold_backward",
+                     "aten::threshold_backward",
+                     pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
 }
 
 void RankEmitter::add_gradients(int64_t elements) {
-  single_kernel("aten::add", "vectorized_elementwise_kernel/add", "aten::add",
-                pointwise(MemoryOp::kBinary, dtype_, as_double(elements), 1, 2, 1));
+  ops_.single_kernel("aten::add", "vectorized_elementwise_kernel/add", "aten::add",
+                     pointwise(MemoryOp::kBinary, dtype_, as_double(elements), 1, 2, 1));
 }
 
 void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
-  body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
-                   torch_optimizer_class(config_.dense_optimizer)));
+  ops_.body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
+                        torch_optimizer_class(config_.dense_optimizer)));
   if (config_.grad_scaler) {
     // scaler.scale(loss): the loss times the scale.
-    single_kernel("aten::mul", "vectorized_elementwise_kernel/mul", "aten::mul",
-                  pointwise(MemoryOp::kBinary, DType::kFp32, 1, 1, 2, 1));
+    ops_.single_kernel("aten::mul", "vectorized_elementwise_kernel/mul", "aten::mul",
+                       pointwise(MemoryOp::kBinary, DType::kFp32, 1, 1, 2, 1));
   }
-  single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
-                pointwise(MemoryOp::kCopy, DType::kFp32, 1, 0, 0, 1));
-  single_kernel("BinaryCrossEntropyBackward0",
-                "vectorized_elementwise_kernel/binary_cross_entropy_backward",
-                "aten::binary_cross_entropy_backward",
-                pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 4, 2, 1));
+  ops_.single_kernel("aten::ones_like", "vectorized_elementwise_kernel/fill_", "aten::ones_like",
+                     pointwise(MemoryOp::kCopy, DType::kFp32, 1, 0, 0, 1));
+  ops_.single_kernel("BinaryCrossEntropyBackward0",
+                     "vectorized_elementwise_kernel/binary_cross_entropy_backward",
+                     "aten::binary_cross_entropy_backward",
+                     pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 4, 2, 1));
   const size_t top_layers = top_widths_.size() - 1;
-  single_kernel(
+  ops_.single_kernel(
       "SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
       "aten::sigmoid_backward",
       pointwise(MemoryOp::kSigmoid, dtype_, as_double(local_batch_ * top_widths_.back()), 2, 1, 1));
   // The top MLP's input (the interaction output) needs its gradient, so every layer computes
   // grad input: the last layer, then the ReLU layers.
   linear_backward(local_batch_, top, top_layers - 1, true);
-  if (distributed_) reduce_ready_buckets(top, 2);
+  if (ops_.distributed()) reduce_ready_buckets(top, 2);
   mlp_backward(local_batch_, top, top_layers - 1, true, 2);
 
   if (config_.interaction == DlrmInteraction::kDot) {
@@ -99,28 +92,30 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   if (exchange_.all_to_all) {
     const int64_t returned =
         local_batch_ * (exchanged_tables() + (hybrid_ ? 1 : 0)) * embedding_dim_;
-    convert(dtype_, config_.all_to_all_dtype, returned);
+    ops_.convert(dtype_, config_.all_to_all_dtype, returned);
     pack_send_buffer(returned);
-    a2a_done = launch_collective(groups.a2a_backward, "nccl:all_to_all");
+    a2a_done = ops_.launch_collective(groups.a2a_backward, "nccl:all_to_all");
   }
   if (exchange_.row_wise) {
     // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
     // the global batch (TorchRec ReduceScatterBase_Wait.backward).
-    convert(dtype_, config_.all_to_all_dtype, local_batch_ * row_wise_tables_ * embedding_dim_);
-    all_gather_done = launch_collective(groups.all_gather, "nccl:all_gather");
+    ops_.convert(dtype_, config_.all_to_all_dtype,
+                 local_batch_ * row_wise_tables_ * embedding_dim_);
+    all_gather_done = ops_.launch_collective(groups.all_gather, "nccl:all_gather");
   }
   // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
   // the global batch of the node's blocks.
   TaskId table_row_wise_done = kNoTask;
   if (exchange_.table_row_wise) {
-    convert(dtype_, config_.all_to_all_dtype,
-            local_batch_ * table_row_wise_tables_ * embedding_dim_);
+    ops_.convert(dtype_, config_.all_to_all_dtype,
+                 local_batch_ * table_row_wise_tables_ * embedding_dim_);
     if (groups.cross_a2a_backward[local_rank_] != 0) {
       table_row_wise_done =
-          launch_collective(groups.cross_a2a_backward[local_rank_], "nccl:all_to_all");
+          ops_.launch_collective(groups.cross_a2a_backward[local_rank_], "nccl:all_to_all");
     }
     if (groups.node_all_gather[node_] != 0) {
-      table_row_wise_done = launch_collective(groups.node_all_gather[node_], "nccl:all_gather");
+      table_row_wise_done =
+          ops_.launch_collective(groups.node_all_gather[node_], "nccl:all_gather");
     }
   }
 
@@ -130,27 +125,27 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   const auto bottom_backward = [&] { mlp_backward(bottom_batch_, bottom, layers, false, 0); };
   if (!hybrid_) bottom_backward();
 
-  if (exchange_.all_to_all) wait_for("All2All_ReqBackward", a2a_done);
+  if (exchange_.all_to_all) ops_.wait_for("All2All_ReqBackward", a2a_done);
   if (bottom_in_exchange_) {
     // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
-    convert(config_.all_to_all_dtype, dtype_, bottom_batch_ * embedding_dim_);
+    ops_.convert(config_.all_to_all_dtype, dtype_, bottom_batch_ * embedding_dim_);
     bottom_backward();
   }
   // The gradients of this rank's lookups, as the embedding backward reads them.
   embedding_backward(pieces_, exchange_.all_to_all ? config_.all_to_all_dtype : dtype_);
-  if (exchange_.row_wise) wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
+  if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
   embedding_backward(row_wise_, exchange_.row_wise ? config_.all_to_all_dtype : dtype_);
-  if (table_row_wise_done != kNoTask) wait_for("TwRw_ReqBackward", table_row_wise_done);
+  if (table_row_wise_done != kNoTask) ops_.wait_for("TwRw_ReqBackward", table_row_wise_done);
   embedding_backward(table_row_wise_, exchange_.table_row_wise ? config_.all_to_all_dtype : dtype_);
   std::vector<TaskId> data_parallel_done;
   if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
-  if (distributed_) {
+  if (ops_.distributed()) {
     // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward
     // (the data-parallel tables: for their gradient's).
     for (const std::vector<TaskId>* done_events :
          {&top.done_events, &bottom.done_events, &data_parallel_done}) {
       if (done_events == &data_parallel_done && !exchange_.data_parallel) continue;
-      HostOp h(graph_, threads_, "ddp.reducer::finalize_backward");
+      HostOp h = ops_.host_op("ddp.reducer::finalize_backward");
       for (TaskId done : *done_events)
         h.wait(kComputeStream, done);
       h.end();
@@ -160,9 +155,9 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
 
 std::vector<TaskId> RankEmitter::data_parallel_backward(const IterationGroups& groups) {
   const DType e = config_.embedding_dtype;
-  convert(dtype_, e, data_parallel_.batch * data_parallel_.values_per_sample);
+  ops_.convert(dtype_, e, data_parallel_.batch * data_parallel_.values_per_sample);
   {
-    HostOp h(graph_, threads_, "CppNode<SplitLookupFunction_Dense_Op>");
+    HostOp h = ops_.host_op("CppNode<SplitLookupFunction_Dense_Op>");
     h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
              pointwise(MemoryOp::kCopy, e, as_double(data_parallel_elements_), 0, 0, 1));
     h.kernel("split_embedding_backward_codegen_dense_unweighted_exact_kernel",
@@ -172,15 +167,7 @@ std::vector<TaskId> RankEmitter::data_parallel_backward(const IterationGroups& g
     h.end();
   }
   if (!exchange_.data_parallel) return {};
-  HostOp h(graph_, threads_, "nccl:all_reduce");
-  h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
-           pointwise(MemoryOp::kBinary, e, as_double(data_parallel_elements_), 1, 2, 1));
-  const TaskId ready = h.record(kComputeStream);
-  h.wait(kCommStream, ready);
-  h.collective(groups.data_parallel, "nccl:all_reduce");
-  std::vector<TaskId> done{h.record(kCommStream)};
-  h.end();
-  return done;
+  return {ops_.scaled_all_reduce(groups.data_parallel, e, data_parallel_elements_)};
 }
 
 int64_t RankEmitter::exchanged_tables() const {

@@ -24,21 +24,21 @@ void RankEmitter::forward(const IterationGroups& groups) {
     mlp_forward(bottom_batch_, bot, bot.size() - 1);
   }
   if (exchange_.all_to_all) {
-    convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
+    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
     if (bottom_in_exchange_)
-      convert(dtype_, config_.all_to_all_dtype, bottom_batch_ * embedding_dim_);
+      ops_.convert(dtype_, config_.all_to_all_dtype, bottom_batch_ * embedding_dim_);
     const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * embedding_dim_ : 0);
     if (sent > 0) pack_send_buffer(sent);
-    a2a_done = launch_collective(groups.a2a_forward, "nccl:all_to_all");
+    a2a_done = ops_.launch_collective(groups.a2a_forward, "nccl:all_to_all");
   }
   // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
   // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
   // RwPooledEmbeddingDist).
   fused_lookup(row_wise_);
   if (exchange_.row_wise) {
-    convert(config_.embedding_dtype, config_.all_to_all_dtype,
-            config_.global_batch * row_wise_tables_ * embedding_dim_);
-    reduce_scatter_done = launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
+    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
+                 config_.global_batch * row_wise_tables_ * embedding_dim_);
+    reduce_scatter_done = ops_.launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
   }
   // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
   // scattered within the node, so that local rank j holds the samples of every node's local
@@ -46,19 +46,19 @@ void RankEmitter::forward(const IterationGroups& groups) {
   fused_lookup(table_row_wise_);
   TaskId table_row_wise_done = kNoTask;
   if (exchange_.table_row_wise) {
-    convert(config_.embedding_dtype, config_.all_to_all_dtype,
-            config_.global_batch * node_tables_ * embedding_dim_);
+    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
+                 config_.global_batch * node_tables_ * embedding_dim_);
     if (groups.node_reduce_scatter[node_] != 0) {
       table_row_wise_done =
-          launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
+          ops_.launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
     }
     if (groups.cross_a2a_forward[local_rank_] != 0) {
       table_row_wise_done =
-          launch_collective(groups.cross_a2a_forward[local_rank_], "nccl:all_to_all");
+          ops_.launch_collective(groups.cross_a2a_forward[local_rank_], "nccl:all_to_all");
     }
   }  // Data-parallel: the local batch on this rank's replica.
   if (!data_parallel_.empty()) {
-    single_kernel(
+    ops_.single_kernel(
         "fbgemm::dense_embedding_codegen_lookup_function",
         "dense_embedding_codegen_forward_unweighted_kernel",
         "fbgemm::dense_embedding_codegen_lookup_function",
@@ -68,15 +68,15 @@ void RankEmitter::forward(const IterationGroups& groups) {
   if (!bottom_in_exchange_ && bottom_batch_ > 0) {
     mlp_forward(bottom_batch_, bot, bot.size() - 1);
   }
-  if (exchange_.all_to_all) wait_for("All2All_Pooled_Wait", a2a_done);
-  if (exchange_.row_wise) wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
-  if (table_row_wise_done != kNoTask) wait_for("TwRw_Pooled_Wait", table_row_wise_done);
+  if (exchange_.all_to_all) ops_.wait_for("All2All_Pooled_Wait", a2a_done);
+  if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
+  if (table_row_wise_done != kNoTask) ops_.wait_for("TwRw_Pooled_Wait", table_row_wise_done);
   // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
   // parallel: with the bottom MLP output), and what this rank looked up itself.
   const int64_t received = received_vectors();
-  convert(config_.all_to_all_dtype, dtype_, local_batch_ * received * embedding_dim_);
-  convert(config_.embedding_dtype, dtype_,
-          local_batch_ * (table_count_ + (hybrid_ ? 1 : 0) - received) * embedding_dim_);
+  ops_.convert(config_.all_to_all_dtype, dtype_, local_batch_ * received * embedding_dim_);
+  ops_.convert(config_.embedding_dtype, dtype_,
+               local_batch_ * (table_count_ + (hybrid_ ? 1 : 0) - received) * embedding_dim_);
 
   if (config_.interaction == DlrmInteraction::kDot) {
     dot_interaction_forward();
@@ -88,28 +88,29 @@ void RankEmitter::forward(const IterationGroups& groups) {
   const size_t top_layers = top_widths_.size() - 1;
   mlp_forward(local_batch_, top_widths_, top_layers - 1);
   linear_forward(local_batch_, top_widths_[top_layers - 1], top_widths_[top_layers]);
-  single_kernel(
+  ops_.single_kernel(
       "aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
       pointwise(MemoryOp::kSigmoid, dtype_, as_double(local_batch_ * top_widths_.back()), 4, 1, 1));
 
   if (config_.mode == DlrmMode::kInference) return;
   // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
   if (config_.input == InputPipeline::kBlocking) {
-    blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice, local_batch_ * kFp32Bytes);
+    ops_.blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice,
+                       local_batch_ * kFp32Bytes);
   }
-  single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
-                "aten::binary_cross_entropy",
-                pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 7, 2, 1));
+  ops_.single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
+                     "aten::binary_cross_entropy",
+                     pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 7, 2, 1));
   // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
   if (config_.loss_to_host) {
-    blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
+    ops_.blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
   }
 }
 
 void RankEmitter::dot_interaction_forward() {
   const int64_t f = table_count_ + 1;
   const int64_t pairs = config_.interaction_pairs();
-  single_kernel(
+  ops_.single_kernel(
       "aten::cat", "CatArrayBatchedCopy", "aten::cat",
       pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * f * embedding_dim_), 0, 1, 1));
   if (config_.interaction_kernel == InteractionKernel::kFused) {
@@ -123,19 +124,20 @@ void RankEmitter::dot_interaction_forward() {
     dot.bytes_read = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
     dot.bytes_written = as_double(local_batch_ * (embedding_dim_ + pairs)) * e;
     dot.flops = as_double(local_batch_ * f * f * embedding_dim_);
-    single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd", dot);
+    ops_.single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd",
+                       dot);
     return;
   }
-  body("aten::view");
-  body("aten::transpose");
-  single_kernel("aten::bmm", pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
-                gemm_kernel(dtype_, local_batch_, f, f, embedding_dim_));
+  ops_.body("aten::view");
+  ops_.body("aten::transpose");
+  ops_.single_kernel("aten::bmm", pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
+                     gemm_kernel(dtype_, local_batch_, f, f, embedding_dim_));
   KernelDesc gather = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 0, 1, 1);
   gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
-  single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
-  single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                pointwise(MemoryOp::kCat, dtype_,
-                          as_double(local_batch_ * (embedding_dim_ + pairs)), 0, 1, 1));
+  ops_.single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
+  ops_.single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                     pointwise(MemoryOp::kCat, dtype_,
+                               as_double(local_batch_ * (embedding_dim_ + pairs)), 0, 1, 1));
 }
 
 void RankEmitter::dot_interaction_backward() {
@@ -152,14 +154,14 @@ void RankEmitter::dot_interaction_backward() {
         as_double(local_batch_ * (embedding_dim_ + pairs) + local_batch_ * f * embedding_dim_) * e;
     dot.bytes_written = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
     dot.flops = as_double(2 * local_batch_ * f * f * embedding_dim_);
-    single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
-                  "dot_based_interact::bwd", dot);
-    body("CatBackward0");
+    ops_.single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
+                       "dot_based_interact::bwd", dot);
+    ops_.body("CatBackward0");
     return;
   }
-  body("CatBackward0");
+  ops_.body("CatBackward0");
   {
-    HostOp h(graph_, threads_, "IndexBackward0");
+    HostOp h = ops_.host_op("IndexBackward0");
     h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
              pointwise(MemoryOp::kCopy, dtype_, as_double(local_batch_ * f * f), 0, 0, 1));
     KernelDesc put = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 1, 2, 1);
@@ -170,41 +172,42 @@ void RankEmitter::dot_interaction_backward() {
   {
     // Z = S S^T with S = b x f x D: grad S = grad_Z S (m = f, n = D, k = f) and
     // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
-    HostOp h(graph_, threads_, "BmmBackward0");
+    HostOp h = ops_.host_op("BmmBackward0");
     h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
              gemm_kernel(dtype_, local_batch_, f, embedding_dim_, f));
     h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
              gemm_kernel(dtype_, local_batch_, embedding_dim_, f, f));
     h.end();
   }
-  body("TransposeBackward0");
+  ops_.body("TransposeBackward0");
   add_gradients(local_batch_ * f * embedding_dim_);
-  body("ViewBackward0");
-  body("CatBackward0");
+  ops_.body("ViewBackward0");
+  ops_.body("CatBackward0");
   add_gradients(local_batch_ * embedding_dim_);
 }
 
 void RankEmitter::cross_network_forward() {
   const int64_t n = config_.cross_width();
   const int64_t r = config_.cross_rank;
-  single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * n), 0, 1, 1));
+  ops_.single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                     pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * n), 0, 1, 1));
   for (int64_t l = 0; l < config_.cross_layers; ++l) {
     if (config_.master_weights) {
-      HostOp h(graph_, threads_, "aten::to");
-      cast_parameter(h, r * n);  // V_l
-      cast_parameter(h, n * r);  // W_l
-      cast_parameter(h, n);      // bias_l
+      HostOp h = ops_.host_op("aten::to");
+      ops_.cast_parameter(h, r * n);  // V_l
+      ops_.cast_parameter(h, n * r);  // W_l
+      ops_.cast_parameter(h, n);      // bias_l
       h.end();
     }
-    single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-                  gemm_kernel(dtype_, 1, local_batch_, r, n));
-    single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-                  gemm_kernel(dtype_, 1, local_batch_, n, r));
+    ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                       gemm_kernel(dtype_, 1, local_batch_, r, n));
+    ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
+                       gemm_kernel(dtype_, 1, local_batch_, n, r));
     for (const std::string_view op : {"add", "mul", "add"}) {
       const std::string aten = fmt::format("aten::{}", op);
-      single_kernel(aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
-                    pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_ * n), 1, 2, 1));
+      ops_.single_kernel(
+          aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
+          pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_ * n), 1, 2, 1));
     }
   }
 }
@@ -214,9 +217,9 @@ void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
   const int64_t r = config_.cross_rank;
   const double elements = as_double(local_batch_ * n);
   for (int64_t l = config_.cross_layers; l-- > 0;) {
-    body("AddBackward0");
+    ops_.body("AddBackward0");
     {
-      HostOp h(graph_, threads_, "MulBackward0");
+      HostOp h = ops_.host_op("MulBackward0");
       for (int k = 0; k < 2; ++k) {
         h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
                  pointwise(MemoryOp::kBinary, dtype_, elements, 1, 2, 1));
@@ -225,14 +228,14 @@ void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
     }
     add_gradients(local_batch_ * n);  // x0's gradient accumulates over the layers
     {
-      HostOp h(graph_, threads_, "AddBackward0");
+      HostOp h = ops_.host_op("AddBackward0");
       KernelDesc sum = pointwise(MemoryOp::kSum, dtype_, elements, 1, 1, 0);
       sum.bytes_written = as_double(n * dtype_bytes(dtype_));
       h.kernel("reduce_kernel/sum", "aten::sum", sum);
       h.end();
     }
     for (const auto& [out, in] : {std::pair{n, r}, std::pair{r, n}}) {
-      HostOp h(graph_, threads_, "MmBackward0");
+      HostOp h = ops_.host_op("MmBackward0");
       h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
                gemm_kernel(dtype_, 1, local_batch_, in, out));
       h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
@@ -240,13 +243,13 @@ void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
       h.end();
     }
     add_gradients(local_batch_ * n);  // x_l: the residual's gradient plus V's
-    accumulate_grad(n);
-    accumulate_grad(n * r);
-    accumulate_grad(r * n);
+    ops_.accumulate_grad(n);
+    ops_.accumulate_grad(n * r);
+    ops_.accumulate_grad(r * n);
     ready_params += 3;  // bias, W, V
-    if (distributed_) reduce_ready_buckets(top, ready_params);
+    if (ops_.distributed()) reduce_ready_buckets(top, ready_params);
   }
-  body("CatBackward0");
+  ops_.body("CatBackward0");
 }
 
 void RankEmitter::mlp_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers) {
@@ -258,12 +261,12 @@ void RankEmitter::mlp_forward(int64_t batch, const std::vector<int64_t>& widths,
     return;
   }
   if (layers == 0) return;
-  HostOp h(graph_, threads_, "MlpFunction");
+  HostOp h = ops_.host_op("MlpFunction");
   for (size_t l = 0; l < layers; ++l) {
     const int64_t in = widths[l];
     const int64_t out = widths[l + 1];
-    cast_parameter(h, out * in);
-    cast_parameter(h, out);
+    ops_.cast_parameter(h, out * in);
+    ops_.cast_parameter(h, out);
     h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "apex::mlp_forward",
              gemm_kernel(dtype_, 1, batch, out, in));
     h.kernel("biasAddRelu_fprop", "apex::mlp_forward",
@@ -278,13 +281,13 @@ void RankEmitter::mlp_backward(int64_t batch, DdpModule& module, size_t layers, 
     for (size_t l = layers; l-- > 0;) {
       relu_backward(batch, module.widths[l + 1]);
       linear_backward(batch, module, l, l > 0 || input_grad);
-      if (distributed_) reduce_ready_buckets(module, ready_before + 2 * (layers - l));
+      if (ops_.distributed()) reduce_ready_buckets(module, ready_before + 2 * (layers - l));
     }
     return;
   }
   if (layers == 0) return;
   {
-    HostOp h(graph_, threads_, "MlpFunctionBackward");
+    HostOp h = ops_.host_op("MlpFunctionBackward");
     for (size_t l = layers; l-- > 0;) {
       const int64_t in = module.widths[l];
       const int64_t out = module.widths[l + 1];
@@ -300,10 +303,10 @@ void RankEmitter::mlp_backward(int64_t batch, DdpModule& module, size_t layers, 
     h.end();
   }
   for (size_t l = layers; l-- > 0;) {
-    accumulate_grad(module.widths[l + 1] * module.widths[l]);
-    accumulate_grad(module.widths[l + 1]);
+    ops_.accumulate_grad(module.widths[l + 1] * module.widths[l]);
+    ops_.accumulate_grad(module.widths[l + 1]);
   }
-  if (distributed_) reduce_ready_buckets(module, ready_before + 2 * layers);
+  if (ops_.distributed()) reduce_ready_buckets(module, ready_before + 2 * layers);
 }
 
 }  // namespace upsim::dlrm_emit

@@ -15,8 +15,9 @@ namespace upsim::dlrm_emit {
 void RankEmitter::optimizer_step() {
   OptimizerShape sgd{config_.dense_optimizer, OptimizerImpl::kForeach};
   int64_t elements = 0;
-  const bool tables_apart = storage_dtype(config_.embedding_dtype) != storage_dtype(dtype_) &&
-                            data_parallel_elements_ > 0;
+  const bool tables_apart =
+      RankOps::storage_dtype(config_.embedding_dtype) != RankOps::storage_dtype(dtype_) &&
+      data_parallel_elements_ > 0;
   if (data_parallel_elements_ > 0 && !tables_apart) {
     sgd.tensor_elements.push_back(data_parallel_elements_);
     elements += data_parallel_elements_;
@@ -43,27 +44,27 @@ void RankEmitter::optimizer_step() {
     // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
     // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
     unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
-    HostOp item(graph_, threads_, "aten::_local_scalar_dense");
+    HostOp item = ops_.host_op("aten::_local_scalar_dense");
     item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
     item.end();
-    graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::_local_scalar_dense");
+    ops_.host_sync(kComputeStream, "aten::_local_scalar_dense");
   }
   dense_step(sgd, elements, tables_apart);
   sparse_step();
   if (config_.grad_scaler) {
     // scaler.update(): the scale for the next step from found_inf.
-    single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
-                  "aten::_amp_update_scale_",
-                  pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
+    ops_.single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
+                       "aten::_amp_update_scale_",
+                       pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
   }
 }
 
 void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
   if (elements == 0) return;
-  single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
-                "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
-                "aten::_amp_foreach_non_finite_check_and_unscale_",
-                pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
+  ops_.single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
+                     "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
+                     "aten::_amp_foreach_non_finite_check_and_unscale_",
+                     pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
 }
 
 void RankEmitter::sparse_step() {
@@ -79,7 +80,7 @@ void RankEmitter::sparse_step() {
   if (std::all_of(groups.begin(), groups.end(), [](const LookupGroup* g) { return g->empty(); })) {
     return;
   }
-  HostOp h(graph_, threads_, "Optimizer.step#SGD.step");
+  HostOp h = ops_.host_op("Optimizer.step#SGD.step");
   for (const LookupGroup* group : groups) {
     if (group->empty()) continue;
     KernelDesc update =
@@ -96,8 +97,8 @@ void RankEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_
   const std::string_view aten = config_.dense_optimizer == OptimizerKind::kSgd
                                     ? "aten::_foreach_add_"
                                     : "aten::_foreach_addcdiv_";
-  HostOp h(graph_, threads_,
-           fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
+  HostOp h = ops_.host_op(
+      fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
   if (tables_apart) {
     KernelDesc tables = pointwise(MemoryOp::kOptimizer, config_.embedding_dtype,
                                   as_double(data_parallel_elements_), 2, 2, 1);

@@ -1,6 +1,6 @@
 // One DLRM rank's training (or inference) step as PyTorch runs it: the per-rank op sequence of
 // dlrm_generator.h, emitted into the task graph. The rank's lookups are planned from the table
-// placement when it is made (the constructor); the step's ops are emitted by concern:
+// placement when it is made (rank_plan.h); the step's ops are emitted by concern:
 // rank_emitter.cpp (the input batch, embedding lookups and their exchange),
 // rank_emitter_forward.cpp (MLPs, interactions, the cross network),
 // rank_emitter_backward.cpp (their backward, DDP buckets, data-parallel tables) and
@@ -17,20 +17,12 @@
 #include "workloads/dlrm/collective_groups.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/rank_ops.h"
+#include "workloads/dlrm/rank_plan.h"
 
 namespace upsim::dlrm_emit {
 
 /// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
 std::string_view torch_optimizer_class(OptimizerKind kind);
-
-/// One table-batched embedding op of a rank: the tables it looks up, for `batch` samples.
-struct LookupGroup {
-  int64_t batch = 0;
-  std::vector<EmbeddingTableShape> tables;
-  /// Pooled values per sample: the tables' dims summed.
-  int64_t values_per_sample = 0;
-  bool empty() const { return tables.empty(); }
-};
 
 /// A data-parallel MLP under its own DDP wrapper, during one iteration's backward.
 struct DdpModule {
@@ -63,28 +55,8 @@ class RankEmitter {
   /// batch arrives without one).
   void load_batch();
 
-  /// Adds to `group` a lookup of `rows` rows and `dim` columns of `table` (the table, a row-wise
-  /// block or a column-wise shard) at `pooling` indices per bag. Its reuse histogram: the
-  /// table's measured one as is (a block or shard reuses its rows as the table does), else the
-  /// Zipf histogram (zipf_reuse_histogram) of these rows for the group's batch x pooling
-  /// lookups; a row-wise block is taken as a Zipf law over its own rows with its uniform share
-  /// of the lookups (that the hottest rows fall in the first block is not modelled); uniform
-  /// accesses have none (the kernel model's own expectation), and neither has a Zipf table
-  /// without lookups (pooling 0: no distinct rows, nothing for the law to shape), which is thus
-  /// priced as a uniform one.
-  static void add_lookup(LookupGroup& group, const EmbeddingTable& table, int64_t rows, int64_t dim,
-                         double pooling);
-
-  /// The table-batched op over `group`: per-table shapes, and their means (rows and dim
-  /// rounded) for the models that read averages.
-  KernelDesc embedding_kernel(KernelClass cls, const LookupGroup& group,
-                              EmbeddingOptimizer optimizer) const;
-
   /// FBGEMM's fused table-batched lookup (SplitTableBatchedEmbeddingBagsCodegen) over `group`.
   void fused_lookup(const LookupGroup& group);
-
-  /// Lookups of `group` times their dims: the values of its sparse gradient (one row a lookup).
-  static int64_t sparse_values(const LookupGroup& group);
 
   /// Its backward; the gradients arrive in `from`. Fused (FBGEMM): the backward kernel with the
   /// optimizer update. Sparse: the gradient, cast to the table dtype, is the sparse gradient's
@@ -201,29 +173,7 @@ class RankEmitter {
   const std::vector<int64_t>& top_widths_;
   RankOps ops_;
   EmbeddingExchange exchange_;
-  /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
-  /// row blocks (global batch), data-parallel replicas (local batch).
-  LookupGroup pieces_;
-  LookupGroup row_wise_;
-  LookupGroup data_parallel_;
-  /// Table-row-wise blocks of this rank's node (global batch).
-  LookupGroup table_row_wise_;
-  uint32_t node_ = 0;
-  uint32_t local_rank_ = 0;
-  /// Table-row-wise tables on this rank's node, and in the whole run.
-  int64_t node_tables_ = 0;
-  int64_t table_row_wise_tables_ = 0;
-  int64_t row_wise_tables_ = 0;
-  int64_t data_parallel_tables_ = 0;
-  /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
-  int64_t data_parallel_elements_ = 0;
-  int64_t local_batch_;
-  /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
-  bool hybrid_;
-  /// This rank runs the bottom MLP and puts its output into the exchange.
-  bool bottom_in_exchange_;
-  /// Samples this rank's bottom MLP sees (0: it runs none).
-  int64_t bottom_batch_;
+  RankPlan plan_;
   int64_t table_count_;
   int64_t embedding_dim_;
   DType dtype_;

@@ -69,17 +69,17 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   ops_.single_kernel("BinaryCrossEntropyBackward0",
                      "vectorized_elementwise_kernel/binary_cross_entropy_backward",
                      "aten::binary_cross_entropy_backward",
-                     pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 4, 2, 1));
+                     pointwise(MemoryOp::kBinary, dtype_, as_double(plan_.local_batch), 4, 2, 1));
   const size_t top_layers = top_widths_.size() - 1;
-  ops_.single_kernel(
-      "SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
-      "aten::sigmoid_backward",
-      pointwise(MemoryOp::kSigmoid, dtype_, as_double(local_batch_ * top_widths_.back()), 2, 1, 1));
+  ops_.single_kernel("SigmoidBackward0", "vectorized_elementwise_kernel/sigmoid_backward",
+                     "aten::sigmoid_backward",
+                     pointwise(MemoryOp::kSigmoid, dtype_,
+                               as_double(plan_.local_batch * top_widths_.back()), 2, 1, 1));
   // The top MLP's input (the interaction output) needs its gradient, so every layer computes
   // grad input: the last layer, then the ReLU layers.
-  linear_backward(local_batch_, top, top_layers - 1, true);
+  linear_backward(plan_.local_batch, top, top_layers - 1, true);
   if (ops_.distributed()) reduce_ready_buckets(top, 2);
-  mlp_backward(local_batch_, top, top_layers - 1, true, 2);
+  mlp_backward(plan_.local_batch, top, top_layers - 1, true, 2);
 
   if (config_.interaction == DlrmInteraction::kDot) {
     dot_interaction_backward();
@@ -91,7 +91,7 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   TaskId all_gather_done = kNoTask;
   if (exchange_.all_to_all) {
     const int64_t returned =
-        local_batch_ * (exchanged_tables() + (hybrid_ ? 1 : 0)) * embedding_dim_;
+        plan_.local_batch * (exchanged_tables() + (plan_.hybrid ? 1 : 0)) * embedding_dim_;
     ops_.convert(dtype_, config_.all_to_all_dtype, returned);
     pack_send_buffer(returned);
     a2a_done = ops_.launch_collective(groups.a2a_backward, "nccl:all_to_all");
@@ -100,7 +100,7 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
     // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
     // the global batch (TorchRec ReduceScatterBase_Wait.backward).
     ops_.convert(dtype_, config_.all_to_all_dtype,
-                 local_batch_ * row_wise_tables_ * embedding_dim_);
+                 plan_.local_batch * plan_.row_wise_tables * embedding_dim_);
     all_gather_done = ops_.launch_collective(groups.all_gather, "nccl:all_gather");
   }
   // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
@@ -108,37 +108,38 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   TaskId table_row_wise_done = kNoTask;
   if (exchange_.table_row_wise) {
     ops_.convert(dtype_, config_.all_to_all_dtype,
-                 local_batch_ * table_row_wise_tables_ * embedding_dim_);
-    if (groups.cross_a2a_backward[local_rank_] != 0) {
+                 plan_.local_batch * plan_.table_row_wise_tables * embedding_dim_);
+    if (groups.cross_a2a_backward[plan_.local_rank] != 0) {
       table_row_wise_done =
-          ops_.launch_collective(groups.cross_a2a_backward[local_rank_], "nccl:all_to_all");
+          ops_.launch_collective(groups.cross_a2a_backward[plan_.local_rank], "nccl:all_to_all");
     }
-    if (groups.node_all_gather[node_] != 0) {
+    if (groups.node_all_gather[plan_.node] != 0) {
       table_row_wise_done =
-          ops_.launch_collective(groups.node_all_gather[node_], "nccl:all_gather");
+          ops_.launch_collective(groups.node_all_gather[plan_.node], "nccl:all_gather");
     }
   }
 
   // The dense input needs no gradient: the first bottom layer computes no grad input.
   const auto& bot = config_.bottom_mlp;
   const size_t layers = bot.size() - 1;
-  const auto bottom_backward = [&] { mlp_backward(bottom_batch_, bottom, layers, false, 0); };
-  if (!hybrid_) bottom_backward();
+  const auto bottom_backward = [&] { mlp_backward(plan_.bottom_batch, bottom, layers, false, 0); };
+  if (!plan_.hybrid) bottom_backward();
 
   if (exchange_.all_to_all) ops_.wait_for("All2All_ReqBackward", a2a_done);
-  if (bottom_in_exchange_) {
+  if (plan_.bottom_in_exchange) {
     // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
-    ops_.convert(config_.all_to_all_dtype, dtype_, bottom_batch_ * embedding_dim_);
+    ops_.convert(config_.all_to_all_dtype, dtype_, plan_.bottom_batch * embedding_dim_);
     bottom_backward();
   }
   // The gradients of this rank's lookups, as the embedding backward reads them.
-  embedding_backward(pieces_, exchange_.all_to_all ? config_.all_to_all_dtype : dtype_);
+  embedding_backward(plan_.pieces, exchange_.all_to_all ? config_.all_to_all_dtype : dtype_);
   if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
-  embedding_backward(row_wise_, exchange_.row_wise ? config_.all_to_all_dtype : dtype_);
+  embedding_backward(plan_.row_wise, exchange_.row_wise ? config_.all_to_all_dtype : dtype_);
   if (table_row_wise_done != kNoTask) ops_.wait_for("TwRw_ReqBackward", table_row_wise_done);
-  embedding_backward(table_row_wise_, exchange_.table_row_wise ? config_.all_to_all_dtype : dtype_);
+  embedding_backward(plan_.table_row_wise,
+                     exchange_.table_row_wise ? config_.all_to_all_dtype : dtype_);
   std::vector<TaskId> data_parallel_done;
-  if (!data_parallel_.empty()) data_parallel_done = data_parallel_backward(groups);
+  if (!plan_.data_parallel.empty()) data_parallel_done = data_parallel_backward(groups);
   if (ops_.distributed()) {
     // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward
     // (the data-parallel tables: for their gradient's).
@@ -155,29 +156,30 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
 
 std::vector<TaskId> RankEmitter::data_parallel_backward(const IterationGroups& groups) {
   const DType e = config_.embedding_dtype;
-  ops_.convert(dtype_, e, data_parallel_.batch * data_parallel_.values_per_sample);
+  ops_.convert(dtype_, e, plan_.data_parallel.batch * plan_.data_parallel.values_per_sample);
   {
     HostOp h = ops_.host_op("CppNode<SplitLookupFunction_Dense_Op>");
     h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-             pointwise(MemoryOp::kCopy, e, as_double(data_parallel_elements_), 0, 0, 1));
+             pointwise(MemoryOp::kCopy, e, as_double(plan_.data_parallel_elements), 0, 0, 1));
     h.kernel("split_embedding_backward_codegen_dense_unweighted_exact_kernel",
              "fbgemm::split_embedding_backward_codegen_dense",
-             embedding_kernel(KernelClass::kEmbeddingBackward, data_parallel_,
+             embedding_kernel(config_, KernelClass::kEmbeddingBackward, plan_.data_parallel,
                               EmbeddingOptimizer::kSgd));
     h.end();
   }
   if (!exchange_.data_parallel) return {};
-  return {ops_.scaled_all_reduce(groups.data_parallel, e, data_parallel_elements_)};
+  return {ops_.scaled_all_reduce(groups.data_parallel, e, plan_.data_parallel_elements)};
 }
 
 int64_t RankEmitter::exchanged_tables() const {
-  return table_count_ - row_wise_tables_ - table_row_wise_tables_ - data_parallel_tables_;
+  return table_count_ - plan_.row_wise_tables - plan_.table_row_wise_tables -
+         plan_.data_parallel_tables;
 }
 
 int64_t RankEmitter::received_vectors() const {
-  return (exchange_.all_to_all ? exchanged_tables() + (hybrid_ ? 1 : 0) : 0) +
-         (exchange_.row_wise ? row_wise_tables_ : 0) +
-         (exchange_.table_row_wise ? table_row_wise_tables_ : 0);
+  return (exchange_.all_to_all ? exchanged_tables() + (plan_.hybrid ? 1 : 0) : 0) +
+         (exchange_.row_wise ? plan_.row_wise_tables : 0) +
+         (exchange_.table_row_wise ? plan_.table_row_wise_tables : 0);
 }
 
 }  // namespace upsim::dlrm_emit

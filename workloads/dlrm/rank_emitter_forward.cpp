@@ -15,58 +15,59 @@ namespace upsim::dlrm_emit {
 void RankEmitter::forward(const IterationGroups& groups) {
   TaskId a2a_done = kNoTask;
   TaskId reduce_scatter_done = kNoTask;
-  fused_lookup(pieces_);
-  const int64_t local_values = pieces_.batch * pieces_.values_per_sample;
+  fused_lookup(plan_.pieces);
+  const int64_t local_values = plan_.pieces.batch * plan_.pieces.values_per_sample;
   const auto& bot = config_.bottom_mlp;
-  if (bottom_in_exchange_) {
+  if (plan_.bottom_in_exchange) {
     // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
     // whose payload carries its output to every rank.
-    mlp_forward(bottom_batch_, bot, bot.size() - 1);
+    mlp_forward(plan_.bottom_batch, bot, bot.size() - 1);
   }
   if (exchange_.all_to_all) {
     ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
-    if (bottom_in_exchange_)
-      ops_.convert(dtype_, config_.all_to_all_dtype, bottom_batch_ * embedding_dim_);
-    const int64_t sent = local_values + (bottom_in_exchange_ ? bottom_batch_ * embedding_dim_ : 0);
+    if (plan_.bottom_in_exchange)
+      ops_.convert(dtype_, config_.all_to_all_dtype, plan_.bottom_batch * embedding_dim_);
+    const int64_t sent =
+        local_values + (plan_.bottom_in_exchange ? plan_.bottom_batch * embedding_dim_ : 0);
     if (sent > 0) pack_send_buffer(sent);
     a2a_done = ops_.launch_collective(groups.a2a_forward, "nccl:all_to_all");
   }
   // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
   // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
   // RwPooledEmbeddingDist).
-  fused_lookup(row_wise_);
+  fused_lookup(plan_.row_wise);
   if (exchange_.row_wise) {
     ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
-                 config_.global_batch * row_wise_tables_ * embedding_dim_);
+                 config_.global_batch * plan_.row_wise_tables * embedding_dim_);
     reduce_scatter_done = ops_.launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
   }
   // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
   // scattered within the node, so that local rank j holds the samples of every node's local
   // rank j; then an all-to-all among those ranks gives each its own samples.
-  fused_lookup(table_row_wise_);
+  fused_lookup(plan_.table_row_wise);
   TaskId table_row_wise_done = kNoTask;
   if (exchange_.table_row_wise) {
     ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
-                 config_.global_batch * node_tables_ * embedding_dim_);
-    if (groups.node_reduce_scatter[node_] != 0) {
+                 config_.global_batch * plan_.node_tables * embedding_dim_);
+    if (groups.node_reduce_scatter[plan_.node] != 0) {
       table_row_wise_done =
-          ops_.launch_collective(groups.node_reduce_scatter[node_], "nccl:reduce_scatter");
+          ops_.launch_collective(groups.node_reduce_scatter[plan_.node], "nccl:reduce_scatter");
     }
-    if (groups.cross_a2a_forward[local_rank_] != 0) {
+    if (groups.cross_a2a_forward[plan_.local_rank] != 0) {
       table_row_wise_done =
-          ops_.launch_collective(groups.cross_a2a_forward[local_rank_], "nccl:all_to_all");
+          ops_.launch_collective(groups.cross_a2a_forward[plan_.local_rank], "nccl:all_to_all");
     }
   }  // Data-parallel: the local batch on this rank's replica.
-  if (!data_parallel_.empty()) {
-    ops_.single_kernel(
-        "fbgemm::dense_embedding_codegen_lookup_function",
-        "dense_embedding_codegen_forward_unweighted_kernel",
-        "fbgemm::dense_embedding_codegen_lookup_function",
-        embedding_kernel(KernelClass::kEmbeddingForward, data_parallel_, EmbeddingOptimizer::kSgd));
+  if (!plan_.data_parallel.empty()) {
+    ops_.single_kernel("fbgemm::dense_embedding_codegen_lookup_function",
+                       "dense_embedding_codegen_forward_unweighted_kernel",
+                       "fbgemm::dense_embedding_codegen_lookup_function",
+                       embedding_kernel(config_, KernelClass::kEmbeddingForward,
+                                        plan_.data_parallel, EmbeddingOptimizer::kSgd));
   }
 
-  if (!bottom_in_exchange_ && bottom_batch_ > 0) {
-    mlp_forward(bottom_batch_, bot, bot.size() - 1);
+  if (!plan_.bottom_in_exchange && plan_.bottom_batch > 0) {
+    mlp_forward(plan_.bottom_batch, bot, bot.size() - 1);
   }
   if (exchange_.all_to_all) ops_.wait_for("All2All_Pooled_Wait", a2a_done);
   if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
@@ -74,9 +75,10 @@ void RankEmitter::forward(const IterationGroups& groups) {
   // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
   // parallel: with the bottom MLP output), and what this rank looked up itself.
   const int64_t received = received_vectors();
-  ops_.convert(config_.all_to_all_dtype, dtype_, local_batch_ * received * embedding_dim_);
-  ops_.convert(config_.embedding_dtype, dtype_,
-               local_batch_ * (table_count_ + (hybrid_ ? 1 : 0) - received) * embedding_dim_);
+  ops_.convert(config_.all_to_all_dtype, dtype_, plan_.local_batch * received * embedding_dim_);
+  ops_.convert(
+      config_.embedding_dtype, dtype_,
+      plan_.local_batch * (table_count_ + (plan_.hybrid ? 1 : 0) - received) * embedding_dim_);
 
   if (config_.interaction == DlrmInteraction::kDot) {
     dot_interaction_forward();
@@ -86,21 +88,21 @@ void RankEmitter::forward(const IterationGroups& groups) {
 
   // The top MLP: its ReLU layers, then the last layer and the sigmoid.
   const size_t top_layers = top_widths_.size() - 1;
-  mlp_forward(local_batch_, top_widths_, top_layers - 1);
-  linear_forward(local_batch_, top_widths_[top_layers - 1], top_widths_[top_layers]);
-  ops_.single_kernel(
-      "aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
-      pointwise(MemoryOp::kSigmoid, dtype_, as_double(local_batch_ * top_widths_.back()), 4, 1, 1));
+  mlp_forward(plan_.local_batch, top_widths_, top_layers - 1);
+  linear_forward(plan_.local_batch, top_widths_[top_layers - 1], top_widths_[top_layers]);
+  ops_.single_kernel("aten::sigmoid", "vectorized_elementwise_kernel/sigmoid", "aten::sigmoid",
+                     pointwise(MemoryOp::kSigmoid, dtype_,
+                               as_double(plan_.local_batch * top_widths_.back()), 4, 1, 1));
 
   if (config_.mode == DlrmMode::kInference) return;
   // loss_fn_wrap copies the targets to the device, then BCE (seed 2.6: F = 7, A = 3).
   if (config_.input == InputPipeline::kBlocking) {
     ops_.blocking_copy("Memcpy HtoD (targets)", TransferKind::kHostToDevice,
-                       local_batch_ * kFp32Bytes);
+                       plan_.local_batch * kFp32Bytes);
   }
   ops_.single_kernel("aten::binary_cross_entropy", "binary_cross_entropy_kernel",
                      "aten::binary_cross_entropy",
-                     pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_), 7, 2, 1));
+                     pointwise(MemoryOp::kBinary, dtype_, as_double(plan_.local_batch), 7, 2, 1));
   // L = E.detach().cpu().numpy(): a 4-byte device-to-host copy the host waits for.
   if (config_.loss_to_host) {
     ops_.blocking_copy("Memcpy DtoH (loss)", TransferKind::kDeviceToHost, kFp32Bytes);
@@ -110,9 +112,9 @@ void RankEmitter::forward(const IterationGroups& groups) {
 void RankEmitter::dot_interaction_forward() {
   const int64_t f = table_count_ + 1;
   const int64_t pairs = config_.interaction_pairs();
-  ops_.single_kernel(
-      "aten::cat", "CatArrayBatchedCopy", "aten::cat",
-      pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * f * embedding_dim_), 0, 1, 1));
+  ops_.single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
+                     pointwise(MemoryOp::kCat, dtype_,
+                               as_double(plan_.local_batch * f * embedding_dim_), 0, 1, 1));
   if (config_.interaction_kernel == InteractionKernel::kFused) {
     // DeepLearningExamples' cuda_dot (dlrm/cuda_src/dot_based_interact*): one kernel reads
     // the f x D features and the bottom MLP output of each sample and writes the D + pairs
@@ -121,9 +123,9 @@ void RankEmitter::dot_interaction_forward() {
     dot.cls = KernelClass::kMemoryBound;
     dot.dtype = dtype_;
     const double e = as_double(dtype_bytes(dtype_));
-    dot.bytes_read = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
-    dot.bytes_written = as_double(local_batch_ * (embedding_dim_ + pairs)) * e;
-    dot.flops = as_double(local_batch_ * f * f * embedding_dim_);
+    dot.bytes_read = as_double(plan_.local_batch * (f + 1) * embedding_dim_) * e;
+    dot.bytes_written = as_double(plan_.local_batch * (embedding_dim_ + pairs)) * e;
+    dot.flops = as_double(plan_.local_batch * f * f * embedding_dim_);
     ops_.single_kernel("DotBasedInteract", "dotBasedInteractFwdKernel", "dot_based_interact::fwd",
                        dot);
     return;
@@ -131,13 +133,14 @@ void RankEmitter::dot_interaction_forward() {
   ops_.body("aten::view");
   ops_.body("aten::transpose");
   ops_.single_kernel("aten::bmm", pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
-                     gemm_kernel(dtype_, local_batch_, f, f, embedding_dim_));
-  KernelDesc gather = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 0, 1, 1);
+                     gemm_kernel(dtype_, plan_.local_batch, f, f, embedding_dim_));
+  KernelDesc gather =
+      pointwise(MemoryOp::kIndex, dtype_, as_double(plan_.local_batch * pairs), 0, 1, 1);
   gather.bytes_read += as_double(2 * pairs * 8);  // li, lj: int64 index tensors
   ops_.single_kernel("aten::index", "index_elementwise_kernel", "aten::index", gather);
   ops_.single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
                      pointwise(MemoryOp::kCat, dtype_,
-                               as_double(local_batch_ * (embedding_dim_ + pairs)), 0, 1, 1));
+                               as_double(plan_.local_batch * (embedding_dim_ + pairs)), 0, 1, 1));
 }
 
 void RankEmitter::dot_interaction_backward() {
@@ -150,10 +153,11 @@ void RankEmitter::dot_interaction_backward() {
     dot.cls = KernelClass::kMemoryBound;
     dot.dtype = dtype_;
     const double e = as_double(dtype_bytes(dtype_));
-    dot.bytes_read =
-        as_double(local_batch_ * (embedding_dim_ + pairs) + local_batch_ * f * embedding_dim_) * e;
-    dot.bytes_written = as_double(local_batch_ * (f + 1) * embedding_dim_) * e;
-    dot.flops = as_double(2 * local_batch_ * f * f * embedding_dim_);
+    dot.bytes_read = as_double(plan_.local_batch * (embedding_dim_ + pairs) +
+                               plan_.local_batch * f * embedding_dim_) *
+                     e;
+    dot.bytes_written = as_double(plan_.local_batch * (f + 1) * embedding_dim_) * e;
+    dot.flops = as_double(2 * plan_.local_batch * f * f * embedding_dim_);
     ops_.single_kernel("DotBasedInteractBackward", "dotBasedInteractBwdKernel",
                        "dot_based_interact::bwd", dot);
     ops_.body("CatBackward0");
@@ -163,8 +167,9 @@ void RankEmitter::dot_interaction_backward() {
   {
     HostOp h = ops_.host_op("IndexBackward0");
     h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-             pointwise(MemoryOp::kCopy, dtype_, as_double(local_batch_ * f * f), 0, 0, 1));
-    KernelDesc put = pointwise(MemoryOp::kIndex, dtype_, as_double(local_batch_ * pairs), 1, 2, 1);
+             pointwise(MemoryOp::kCopy, dtype_, as_double(plan_.local_batch * f * f), 0, 0, 1));
+    KernelDesc put =
+        pointwise(MemoryOp::kIndex, dtype_, as_double(plan_.local_batch * pairs), 1, 2, 1);
     put.bytes_read += as_double(2 * pairs * 8);
     h.kernel("indexing_backward_kernel", "aten::index_put_", put);
     h.end();
@@ -174,23 +179,23 @@ void RankEmitter::dot_interaction_backward() {
     // grad S^T = S^T grad_Z (m = D, n = f, k = f) (Lin et al., TPDS 2024 BmmBackward).
     HostOp h = ops_.host_op("BmmBackward0");
     h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
-             gemm_kernel(dtype_, local_batch_, f, embedding_dim_, f));
+             gemm_kernel(dtype_, plan_.local_batch, f, embedding_dim_, f));
     h.kernel(pytorch::gemm_kernel_name(dtype_, "bmm"), "aten::bmm",
-             gemm_kernel(dtype_, local_batch_, embedding_dim_, f, f));
+             gemm_kernel(dtype_, plan_.local_batch, embedding_dim_, f, f));
     h.end();
   }
   ops_.body("TransposeBackward0");
-  add_gradients(local_batch_ * f * embedding_dim_);
+  add_gradients(plan_.local_batch * f * embedding_dim_);
   ops_.body("ViewBackward0");
   ops_.body("CatBackward0");
-  add_gradients(local_batch_ * embedding_dim_);
+  add_gradients(plan_.local_batch * embedding_dim_);
 }
 
 void RankEmitter::cross_network_forward() {
   const int64_t n = config_.cross_width();
   const int64_t r = config_.cross_rank;
   ops_.single_kernel("aten::cat", "CatArrayBatchedCopy", "aten::cat",
-                     pointwise(MemoryOp::kCat, dtype_, as_double(local_batch_ * n), 0, 1, 1));
+                     pointwise(MemoryOp::kCat, dtype_, as_double(plan_.local_batch * n), 0, 1, 1));
   for (int64_t l = 0; l < config_.cross_layers; ++l) {
     if (config_.master_weights) {
       HostOp h = ops_.host_op("aten::to");
@@ -200,14 +205,14 @@ void RankEmitter::cross_network_forward() {
       h.end();
     }
     ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-                       gemm_kernel(dtype_, 1, local_batch_, r, n));
+                       gemm_kernel(dtype_, 1, plan_.local_batch, r, n));
     ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-                       gemm_kernel(dtype_, 1, local_batch_, n, r));
+                       gemm_kernel(dtype_, 1, plan_.local_batch, n, r));
     for (const std::string_view op : {"add", "mul", "add"}) {
       const std::string aten = fmt::format("aten::{}", op);
       ops_.single_kernel(
           aten, fmt::format("vectorized_elementwise_kernel/{}", op), aten,
-          pointwise(MemoryOp::kBinary, dtype_, as_double(local_batch_ * n), 1, 2, 1));
+          pointwise(MemoryOp::kBinary, dtype_, as_double(plan_.local_batch * n), 1, 2, 1));
     }
   }
 }
@@ -215,7 +220,7 @@ void RankEmitter::cross_network_forward() {
 void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
   const int64_t n = config_.cross_width();
   const int64_t r = config_.cross_rank;
-  const double elements = as_double(local_batch_ * n);
+  const double elements = as_double(plan_.local_batch * n);
   for (int64_t l = config_.cross_layers; l-- > 0;) {
     ops_.body("AddBackward0");
     {
@@ -226,7 +231,7 @@ void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
       }
       h.end();
     }
-    add_gradients(local_batch_ * n);  // x0's gradient accumulates over the layers
+    add_gradients(plan_.local_batch * n);  // x0's gradient accumulates over the layers
     {
       HostOp h = ops_.host_op("AddBackward0");
       KernelDesc sum = pointwise(MemoryOp::kSum, dtype_, elements, 1, 1, 0);
@@ -237,12 +242,12 @@ void RankEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
     for (const auto& [out, in] : {std::pair{n, r}, std::pair{r, n}}) {
       HostOp h = ops_.host_op("MmBackward0");
       h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-               gemm_kernel(dtype_, 1, local_batch_, in, out));
+               gemm_kernel(dtype_, 1, plan_.local_batch, in, out));
       h.kernel(pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
-               gemm_kernel(dtype_, 1, out, in, local_batch_));
+               gemm_kernel(dtype_, 1, out, in, plan_.local_batch));
       h.end();
     }
-    add_gradients(local_batch_ * n);  // x_l: the residual's gradient plus V's
+    add_gradients(plan_.local_batch * n);  // x_l: the residual's gradient plus V's
     ops_.accumulate_grad(n);
     ops_.accumulate_grad(n * r);
     ops_.accumulate_grad(r * n);

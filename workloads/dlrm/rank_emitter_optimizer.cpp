@@ -17,10 +17,10 @@ void RankEmitter::optimizer_step() {
   int64_t elements = 0;
   const bool tables_apart =
       RankOps::storage_dtype(config_.embedding_dtype) != RankOps::storage_dtype(dtype_) &&
-      data_parallel_elements_ > 0;
-  if (data_parallel_elements_ > 0 && !tables_apart) {
-    sgd.tensor_elements.push_back(data_parallel_elements_);
-    elements += data_parallel_elements_;
+      plan_.data_parallel_elements > 0;
+  if (plan_.data_parallel_elements > 0 && !tables_apart) {
+    sgd.tensor_elements.push_back(plan_.data_parallel_elements);
+    elements += plan_.data_parallel_elements;
   }
   // The cross network (DCNv2) is registered between the bottom and the top MLP.
   const std::vector<int64_t> cross = cross_param_elements(config_);
@@ -43,7 +43,7 @@ void RankEmitter::optimizer_step() {
     // scaler.step(optimizer): unscale_ the dense gradients and check them for inf / NaN,
     // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
     // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
-    unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
+    unscale_gradients(elements + (tables_apart ? plan_.data_parallel_elements : 0), DType::kFp32);
     HostOp item = ops_.host_op("aten::_local_scalar_dense");
     item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
     item.end();
@@ -69,7 +69,8 @@ void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
 
 void RankEmitter::sparse_step() {
   if (config_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
-  const std::array<const LookupGroup*, 3> groups{&pieces_, &row_wise_, &table_row_wise_};
+  const std::array<const LookupGroup*, 3> groups{&plan_.pieces, &plan_.row_wise,
+                                                 &plan_.table_row_wise};
   if (config_.grad_scaler) {
     // The values are in the table dtype; GradScaler unscales them as they are.
     int64_t values = 0;
@@ -83,8 +84,8 @@ void RankEmitter::sparse_step() {
   HostOp h = ops_.host_op("Optimizer.step#SGD.step");
   for (const LookupGroup* group : groups) {
     if (group->empty()) continue;
-    KernelDesc update =
-        embedding_kernel(KernelClass::kEmbeddingBackward, *group, EmbeddingOptimizer::kSgd);
+    KernelDesc update = embedding_kernel(config_, KernelClass::kEmbeddingBackward, *group,
+                                         EmbeddingOptimizer::kSgd);
     update.embedding.update = EmbeddingUpdate::kScatterAdd;
     h.kernel("indexFuncLargeIndex/index_add", "aten::index_add_", update);
   }
@@ -101,9 +102,9 @@ void RankEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_
       fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
   if (tables_apart) {
     KernelDesc tables = pointwise(MemoryOp::kOptimizer, config_.embedding_dtype,
-                                  as_double(data_parallel_elements_), 2, 2, 1);
+                                  as_double(plan_.data_parallel_elements), 2, 2, 1);
     tables.optimizer = OptimizerShape{config_.dense_optimizer, OptimizerImpl::kForeach};
-    tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
+    tables.optimizer.tensor_elements.push_back(plan_.data_parallel_elements);
     h.kernel(kernel, aten, tables);
   }
   KernelDesc update =

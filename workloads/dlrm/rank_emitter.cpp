@@ -36,6 +36,7 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
       ops_(config, built, index, graph),
       exchange_(exchange),
       plan_(plan_rank(config, built, index)),
+      embeddings_(ops_, plan_, exchange),
       table_count_(static_cast<int64_t>(config.tables.size())),
       embedding_dim_(config.embedding_dim),
       dtype_(config.dtype) {}
@@ -104,43 +105,6 @@ void RankEmitter::load_batch() {
   if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
     input_copy("Memcpy HtoD (targets)", plan_.local_batch * kFp32Bytes);
   }
-}
-
-void RankEmitter::fused_lookup(const LookupGroup& group) {
-  if (group.empty()) return;
-  const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",
-                                     fbgemm_optimizer_name(config_.optimizer));
-  ops_.single_kernel(
-      op, "split_embedding_codegen_forward_unweighted_kernel", op,
-      embedding_kernel(config_, KernelClass::kEmbeddingForward, group, config_.optimizer));
-}
-
-void RankEmitter::embedding_backward(const LookupGroup& group, DType from) {
-  if (group.empty()) return;
-  const int64_t pooled = group.batch * group.values_per_sample;
-  ops_.convert(from, config_.embedding_dtype, pooled);
-  if (config_.embedding_update == EmbeddingUpdate::kScatterAdd) {
-    const int64_t values = sparse_values(group);
-    if (values > pooled) {
-      ops_.single_kernel("EmbeddingBagBackward0", "index_select_kernel/index_select",
-                         "aten::index_select",
-                         pointwise(MemoryOp::kIndex, config_.embedding_dtype, as_double(values), 0,
-                                   as_double(pooled) / as_double(values), 1));
-    }
-    return;
-  }
-  const std::string_view name = fbgemm_optimizer_name(config_.optimizer);
-  ops_.single_kernel(
-      fmt::format("CppNode<SplitLookupFunction_{}_Op>", name),
-      fmt::format("split_embedding_backward_codegen_{}_unweighted_kernel", name),
-      fmt::format("fbgemm::split_embedding_backward_codegen_{}", name),
-      embedding_kernel(config_, KernelClass::kEmbeddingBackward, group, config_.optimizer));
-}
-
-void RankEmitter::pack_send_buffer(int64_t elements) {
-  ops_.single_kernel(
-      "aten::cat", "CatArrayBatchedCopy", "aten::cat",
-      pointwise(MemoryOp::kCat, config_.all_to_all_dtype, as_double(elements), 0, 1, 1));
 }
 
 void RankEmitter::linear_forward(int64_t batch, int64_t in, int64_t out) {

@@ -1,9 +1,9 @@
 // One DLRM rank's training (or inference) step as PyTorch runs it: the per-rank op sequence of
 // dlrm_generator.h, emitted into the task graph. The rank's lookups are planned from the table
 // placement when it is made (rank_plan.h); the step's ops are emitted by concern:
-// rank_emitter.cpp (the input batch, embedding lookups and their exchange),
-// rank_emitter_forward.cpp (MLPs, interactions, the cross network),
-// rank_emitter_backward.cpp (their backward, DDP buckets, data-parallel tables) and
+// rank_emitter.cpp (the input batch), embedding_emitter.h (the embedding lookups and their
+// exchange), rank_emitter_forward.cpp (MLPs, interactions, the cross network),
+// rank_emitter_backward.cpp (their backward, DDP buckets) and
 // rank_emitter_optimizer.cpp (sparse and dense optimizer steps); the op helpers they share are
 // RankOps (rank_ops.h), the collectives they launch collective_groups.h's.
 #pragma once
@@ -16,6 +16,7 @@
 #include "sim/units.h"
 #include "workloads/dlrm/collective_groups.h"
 #include "workloads/dlrm/dlrm_generator.h"
+#include "workloads/dlrm/embedding_emitter.h"
 #include "workloads/dlrm/rank_ops.h"
 #include "workloads/dlrm/rank_plan.h"
 
@@ -40,6 +41,9 @@ class RankEmitter {
   RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
               const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
               uint32_t index, TaskGraph& graph);
+  /// The phase emitters refer to the rank's ops and plan, members of this object.
+  RankEmitter(const RankEmitter&) = delete;
+  RankEmitter& operator=(const RankEmitter&) = delete;
 
   void iteration(uint32_t it, const IterationGroups& groups);
 
@@ -54,21 +58,6 @@ class RankEmitter {
   /// The batch's host-to-device copies; training fetches it from the DataLoader first (a served
   /// batch arrives without one).
   void load_batch();
-
-  /// FBGEMM's fused table-batched lookup (SplitTableBatchedEmbeddingBagsCodegen) over `group`.
-  void fused_lookup(const LookupGroup& group);
-
-  /// Its backward; the gradients arrive in `from`. Fused (FBGEMM): the backward kernel with the
-  /// optimizer update. Sparse: the gradient, cast to the table dtype, is the sparse gradient's
-  /// values (at::embedding_sparse_backward: a view); with bags of more than one row,
-  /// embedding_bag's sparse backward first copies each bag's gradient to its lookups
-  /// (index_select). optimizer_step applies it.
-  void embedding_backward(const LookupGroup& group, DType from);
-
-  /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
-  /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
-  /// read and written.
-  void pack_send_buffer(int64_t elements);
 
   void linear_forward(int64_t batch, int64_t in, int64_t out);
 
@@ -127,21 +116,6 @@ class RankEmitter {
 
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom);
 
-  /// The data-parallel tables' backward (FBGEMM DenseTableBatchedEmbeddingBagsCodegen:
-  /// SplitLookupFunction_Dense_Op in fbgemm_gpu/codegen/embedding_backward_dense_host.cpp): a
-  /// dense gradient of every table's rows x dim, zeroed, then the local batch's bag gradients
-  /// scattered into it (priced as a backward with no optimizer state); then DDP all-reduces it
-  /// over all ranks as one bucket (one parameter: the op's weights): the 1 / world size
-  /// pre-scale and the all-reduce, as reduce_ready_buckets does. Returns the all-reduce's end
-  /// event (none with one rank).
-  std::vector<TaskId> data_parallel_backward(const IterationGroups& groups);
-
-  /// Tables whose pooled embeddings travel in the all-to-all: table-wise and column-wise.
-  int64_t exchanged_tables() const;
-
-  /// Pooled vectors per local sample that arrive by a collective (in the payload dtype).
-  int64_t received_vectors() const;
-
   /// SGD.step with foreach (PyTorch's default on CUDA): torch._foreach_add_(params, grads,
   /// alpha=-lr) over the dense parameters, bottom MLP then top MLP, each layer's weight
   /// (out x in) then bias (out); it reads each parameter and gradient and writes the parameter
@@ -174,6 +148,7 @@ class RankEmitter {
   RankOps ops_;
   EmbeddingExchange exchange_;
   RankPlan plan_;
+  EmbeddingEmitter embeddings_;
   int64_t table_count_;
   int64_t embedding_dim_;
   DType dtype_;

@@ -87,37 +87,7 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
     cross_network_backward(top, 2 * top_layers);
   }
 
-  TaskId a2a_done = kNoTask;
-  TaskId all_gather_done = kNoTask;
-  if (exchange_.all_to_all) {
-    const int64_t returned =
-        plan_.local_batch * (exchanged_tables() + (plan_.hybrid ? 1 : 0)) * embedding_dim_;
-    ops_.convert(dtype_, config_.all_to_all_dtype, returned);
-    pack_send_buffer(returned);
-    a2a_done = ops_.launch_collective(groups.a2a_backward, "nccl:all_to_all");
-  }
-  if (exchange_.row_wise) {
-    // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
-    // the global batch (TorchRec ReduceScatterBase_Wait.backward).
-    ops_.convert(dtype_, config_.all_to_all_dtype,
-                 plan_.local_batch * plan_.row_wise_tables * embedding_dim_);
-    all_gather_done = ops_.launch_collective(groups.all_gather, "nccl:all_gather");
-  }
-  // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
-  // the global batch of the node's blocks.
-  TaskId table_row_wise_done = kNoTask;
-  if (exchange_.table_row_wise) {
-    ops_.convert(dtype_, config_.all_to_all_dtype,
-                 plan_.local_batch * plan_.table_row_wise_tables * embedding_dim_);
-    if (groups.cross_a2a_backward[plan_.local_rank] != 0) {
-      table_row_wise_done =
-          ops_.launch_collective(groups.cross_a2a_backward[plan_.local_rank], "nccl:all_to_all");
-    }
-    if (groups.node_all_gather[plan_.node] != 0) {
-      table_row_wise_done =
-          ops_.launch_collective(groups.node_all_gather[plan_.node], "nccl:all_gather");
-    }
-  }
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_backward(groups);
 
   // The dense input needs no gradient: the first bottom layer computes no grad input.
   const auto& bot = config_.bottom_mlp;
@@ -125,61 +95,26 @@ void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpMod
   const auto bottom_backward = [&] { mlp_backward(plan_.bottom_batch, bottom, layers, false, 0); };
   if (!plan_.hybrid) bottom_backward();
 
-  if (exchange_.all_to_all) ops_.wait_for("All2All_ReqBackward", a2a_done);
+  embeddings_.wait_backward_all_to_all(pending);
   if (plan_.bottom_in_exchange) {
     // Hybrid parallel: the bottom output's gradients of every rank's samples arrived.
     ops_.convert(config_.all_to_all_dtype, dtype_, plan_.bottom_batch * embedding_dim_);
     bottom_backward();
   }
-  // The gradients of this rank's lookups, as the embedding backward reads them.
-  embedding_backward(plan_.pieces, exchange_.all_to_all ? config_.all_to_all_dtype : dtype_);
-  if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_ReqBackward", all_gather_done);
-  embedding_backward(plan_.row_wise, exchange_.row_wise ? config_.all_to_all_dtype : dtype_);
-  if (table_row_wise_done != kNoTask) ops_.wait_for("TwRw_ReqBackward", table_row_wise_done);
-  embedding_backward(plan_.table_row_wise,
-                     exchange_.table_row_wise ? config_.all_to_all_dtype : dtype_);
-  std::vector<TaskId> data_parallel_done;
-  if (!plan_.data_parallel.empty()) data_parallel_done = data_parallel_backward(groups);
+  const std::vector<TaskId> data_parallel_done = embeddings_.backward(pending, groups);
   if (ops_.distributed()) {
     // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward
     // (the data-parallel tables: for their gradient's).
-    for (const std::vector<TaskId>* done_events :
-         {&top.done_events, &bottom.done_events, &data_parallel_done}) {
-      if (done_events == &data_parallel_done && !exchange_.data_parallel) continue;
+    const auto finalize_backward = [&](const std::vector<TaskId>& done_events) {
       HostOp h = ops_.host_op("ddp.reducer::finalize_backward");
-      for (TaskId done : *done_events)
+      for (TaskId done : done_events)
         h.wait(kComputeStream, done);
       h.end();
-    }
+    };
+    finalize_backward(top.done_events);
+    finalize_backward(bottom.done_events);
+    if (exchange_.data_parallel) finalize_backward(data_parallel_done);
   }
-}
-
-std::vector<TaskId> RankEmitter::data_parallel_backward(const IterationGroups& groups) {
-  const DType e = config_.embedding_dtype;
-  ops_.convert(dtype_, e, plan_.data_parallel.batch * plan_.data_parallel.values_per_sample);
-  {
-    HostOp h = ops_.host_op("CppNode<SplitLookupFunction_Dense_Op>");
-    h.kernel("vectorized_elementwise_kernel/zero_", "aten::zero_",
-             pointwise(MemoryOp::kCopy, e, as_double(plan_.data_parallel_elements), 0, 0, 1));
-    h.kernel("split_embedding_backward_codegen_dense_unweighted_exact_kernel",
-             "fbgemm::split_embedding_backward_codegen_dense",
-             embedding_kernel(config_, KernelClass::kEmbeddingBackward, plan_.data_parallel,
-                              EmbeddingOptimizer::kSgd));
-    h.end();
-  }
-  if (!exchange_.data_parallel) return {};
-  return {ops_.scaled_all_reduce(groups.data_parallel, e, plan_.data_parallel_elements)};
-}
-
-int64_t RankEmitter::exchanged_tables() const {
-  return table_count_ - plan_.row_wise_tables - plan_.table_row_wise_tables -
-         plan_.data_parallel_tables;
-}
-
-int64_t RankEmitter::received_vectors() const {
-  return (exchange_.all_to_all ? exchanged_tables() + (plan_.hybrid ? 1 : 0) : 0) +
-         (exchange_.row_wise ? plan_.row_wise_tables : 0) +
-         (exchange_.table_row_wise ? plan_.table_row_wise_tables : 0);
 }
 
 }  // namespace upsim::dlrm_emit

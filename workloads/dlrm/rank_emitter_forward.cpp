@@ -13,72 +13,18 @@
 namespace upsim::dlrm_emit {
 
 void RankEmitter::forward(const IterationGroups& groups) {
-  TaskId a2a_done = kNoTask;
-  TaskId reduce_scatter_done = kNoTask;
-  fused_lookup(plan_.pieces);
-  const int64_t local_values = plan_.pieces.batch * plan_.pieces.values_per_sample;
+  embeddings_.lookup_pieces();
   const auto& bot = config_.bottom_mlp;
   if (plan_.bottom_in_exchange) {
     // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
     // whose payload carries its output to every rank.
     mlp_forward(plan_.bottom_batch, bot, bot.size() - 1);
   }
-  if (exchange_.all_to_all) {
-    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype, local_values);
-    if (plan_.bottom_in_exchange)
-      ops_.convert(dtype_, config_.all_to_all_dtype, plan_.bottom_batch * embedding_dim_);
-    const int64_t sent =
-        local_values + (plan_.bottom_in_exchange ? plan_.bottom_batch * embedding_dim_ : 0);
-    if (sent > 0) pack_send_buffer(sent);
-    a2a_done = ops_.launch_collective(groups.a2a_forward, "nccl:all_to_all");
-  }
-  // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
-  // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
-  // RwPooledEmbeddingDist).
-  fused_lookup(plan_.row_wise);
-  if (exchange_.row_wise) {
-    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
-                 config_.global_batch * plan_.row_wise_tables * embedding_dim_);
-    reduce_scatter_done = ops_.launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
-  }
-  // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
-  // scattered within the node, so that local rank j holds the samples of every node's local
-  // rank j; then an all-to-all among those ranks gives each its own samples.
-  fused_lookup(plan_.table_row_wise);
-  TaskId table_row_wise_done = kNoTask;
-  if (exchange_.table_row_wise) {
-    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
-                 config_.global_batch * plan_.node_tables * embedding_dim_);
-    if (groups.node_reduce_scatter[plan_.node] != 0) {
-      table_row_wise_done =
-          ops_.launch_collective(groups.node_reduce_scatter[plan_.node], "nccl:reduce_scatter");
-    }
-    if (groups.cross_a2a_forward[plan_.local_rank] != 0) {
-      table_row_wise_done =
-          ops_.launch_collective(groups.cross_a2a_forward[plan_.local_rank], "nccl:all_to_all");
-    }
-  }  // Data-parallel: the local batch on this rank's replica.
-  if (!plan_.data_parallel.empty()) {
-    ops_.single_kernel("fbgemm::dense_embedding_codegen_lookup_function",
-                       "dense_embedding_codegen_forward_unweighted_kernel",
-                       "fbgemm::dense_embedding_codegen_lookup_function",
-                       embedding_kernel(config_, KernelClass::kEmbeddingForward,
-                                        plan_.data_parallel, EmbeddingOptimizer::kSgd));
-  }
-
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_forward(groups);
   if (!plan_.bottom_in_exchange && plan_.bottom_batch > 0) {
     mlp_forward(plan_.bottom_batch, bot, bot.size() - 1);
   }
-  if (exchange_.all_to_all) ops_.wait_for("All2All_Pooled_Wait", a2a_done);
-  if (exchange_.row_wise) ops_.wait_for("ReduceScatterBase_Wait", reduce_scatter_done);
-  if (table_row_wise_done != kNoTask) ops_.wait_for("TwRw_Pooled_Wait", table_row_wise_done);
-  // The pooled embeddings in the MLPs' dtype: what arrived in the payload dtype (hybrid
-  // parallel: with the bottom MLP output), and what this rank looked up itself.
-  const int64_t received = received_vectors();
-  ops_.convert(config_.all_to_all_dtype, dtype_, plan_.local_batch * received * embedding_dim_);
-  ops_.convert(
-      config_.embedding_dtype, dtype_,
-      plan_.local_batch * (table_count_ + (plan_.hybrid ? 1 : 0) - received) * embedding_dim_);
+  embeddings_.receive_forward(pending);
 
   if (config_.interaction == DlrmInteraction::kDot) {
     dot_interaction_forward();

@@ -37,6 +37,8 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
       exchange_(exchange),
       plan_(plan_rank(config, built, index)),
       embeddings_(ops_, plan_, exchange),
+      dense_(ops_, plan_, top_widths),
+      interaction_(ops_, plan_),
       table_count_(static_cast<int64_t>(config.tables.size())),
       embedding_dim_(config.embedding_dim),
       dtype_(config.dtype) {}
@@ -105,25 +107,6 @@ void RankEmitter::load_batch() {
   if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
     input_copy("Memcpy HtoD (targets)", plan_.local_batch * kFp32Bytes);
   }
-}
-
-void RankEmitter::linear_forward(int64_t batch, int64_t in, int64_t out) {
-  if (config_.master_weights) {
-    HostOp h = ops_.host_op("aten::linear");
-    ops_.cast_parameter(h, out * in);
-    ops_.cast_parameter(h, out);
-    h.kernel(pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
-             gemm_kernel(dtype_, 1, batch, out, in));
-    h.end();
-    return;
-  }
-  ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "addmm"), "aten::addmm",
-                     gemm_kernel(dtype_, 1, batch, out, in));
-}
-
-void RankEmitter::relu_forward(int64_t batch, int64_t width) {
-  ops_.single_kernel("aten::relu", "vectorized_elementwise_kernel/relu", "aten::relu",
-                     pointwise(MemoryOp::kRelu, dtype_, as_double(batch * width), 1, 1, 1));
 }
 
 }  // namespace upsim::dlrm_emit

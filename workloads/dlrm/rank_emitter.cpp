@@ -1,31 +1,8 @@
 #include "workloads/dlrm/rank_emitter.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
-#include <cmath>
-#include <stdexcept>
-#include <string>
-#include <utility>
-
-#include "sim/units.h"
-#include "workloads/dlrm/table_statistics.h"
+#include <vector>
 
 namespace upsim::dlrm_emit {
-
-/// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
-std::string_view torch_optimizer_class(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kAdagrad:
-      return "Adagrad";
-    case OptimizerKind::kAdam:
-      return "Adam";
-    case OptimizerKind::kAdamW:
-      return "AdamW";
-    default:
-      return "SGD";
-  }
-}
 
 RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
                          const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
@@ -36,12 +13,11 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
       ops_(config, built, index, graph),
       exchange_(exchange),
       plan_(plan_rank(config, built, index)),
+      input_(ops_, plan_),
       embeddings_(ops_, plan_, exchange),
       dense_(ops_, plan_, top_widths),
       interaction_(ops_, plan_),
-      table_count_(static_cast<int64_t>(config.tables.size())),
-      embedding_dim_(config.embedding_dim),
-      dtype_(config.dtype) {}
+      optimizer_(ops_, plan_, top_widths) {}
 
 void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   ops_.iteration_mark(it);
@@ -49,7 +25,7 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   DdpModule bottom{config_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
   if (config_.mode == DlrmMode::kInference) {
     // A served batch: its inputs copied, the forward, the host waits for the scores.
-    load_batch();
+    input_.load_batch();
     forward(groups);
     ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
     return;
@@ -57,55 +33,51 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   const bool prefetch = config_.input == InputPipeline::kPrefetch;
   // The prefetcher copies the first batch before the loop, each later one after the step
   // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
-  if (!prefetch || it == 0) load_batch();
-  if (prefetch) {
-    HostOp h = ops_.host_op("torch.cuda.Stream.wait_stream");
-    h.wait(kComputeStream, h.record(kDataStream));
-    h.end();
-  }
+  if (!prefetch || it == 0) input_.load_batch();
+  if (prefetch) input_.wait_for_prefetched_batch();
   forward(groups);
   backward(groups, top, bottom);
-  optimizer_step();
-  if (prefetch) load_batch();
+  optimizer_.step();
+  if (prefetch) input_.load_batch();
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
 }
 
-void RankEmitter::input_copy(std::string_view copy_name, int64_t bytes) {
-  if (config_.input == InputPipeline::kBlocking) {
-    ops_.blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
-    return;
-  }
-  HostOp h = ops_.host_op("aten::to");
-  h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
-  h.end();
-  ops_.host_sync(kDataStream, "aten::to");
+void RankEmitter::forward(const IterationGroups& groups) {
+  embeddings_.lookup_pieces();
+  // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
+  // whose payload carries its output to every rank.
+  if (plan_.bottom_in_exchange) dense_.bottom_forward();
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_forward(groups);
+  if (!plan_.bottom_in_exchange && plan_.bottom_batch > 0) dense_.bottom_forward();
+  embeddings_.receive_forward(pending);
+  interaction_.forward();
+  dense_.top_forward();
+  if (config_.mode == DlrmMode::kInference) return;
+  dense_.loss_forward();
 }
 
-void RankEmitter::load_batch() {
-  if (config_.mode == DlrmMode::kTrain) {
-    ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
+  optimizer_.zero_grad();
+  dense_.loss_backward();
+  dense_.top_backward(top);
+  interaction_.backward(top, 2 * (top_widths_.size() - 1));
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_backward(groups);
+  // The bottom MLP's backward overlaps the exchange; hybrid parallel: it waits for its output's
+  // gradients of every rank's samples, which arrive in the all-to-all in the payload dtype.
+  if (!plan_.hybrid) dense_.bottom_backward(bottom);
+  embeddings_.wait_backward_all_to_all(pending);
+  if (plan_.bottom_in_exchange) {
+    ops_.convert(config_.all_to_all_dtype, config_.dtype,
+                 plan_.bottom_batch * config_.embedding_dim);
+    dense_.bottom_backward(bottom);
   }
-  if (plan_.bottom_batch > 0) {
-    input_copy("Memcpy HtoD (dense)", plan_.bottom_batch * config_.bottom_mlp.front() * kFp32Bytes);
-  }
-  // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
-  // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
-  int64_t offsets = 0;
-  int64_t indices = 0;
-  for (const LookupGroup* group :
-       {&plan_.pieces, &plan_.row_wise, &plan_.table_row_wise, &plan_.data_parallel}) {
-    for (const EmbeddingTableShape& table : group->tables) {
-      offsets += group->batch;
-      indices += std::llround(as_double(group->batch) * table.pooling);
-    }
-  }
-  if (offsets > 0) {
-    input_copy("Memcpy HtoD (offsets)", (offsets + 1) * config_.index_bytes);
-    input_copy("Memcpy HtoD (indices)", indices * config_.index_bytes);
-  }
-  // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
-  if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
-    input_copy("Memcpy HtoD (targets)", plan_.local_batch * kFp32Bytes);
+  const std::vector<TaskId> data_parallel_done = embeddings_.backward(pending, groups);
+  if (ops_.distributed()) {
+    // Each DDP module's reducer waits for its buckets' all-reduces at the end of backward
+    // (the data-parallel tables: for their gradient's).
+    finalize_ddp_backward(ops_, top.done_events);
+    finalize_ddp_backward(ops_, bottom.done_events);
+    if (exchange_.data_parallel) finalize_ddp_backward(ops_, data_parallel_done);
   }
 }
 

@@ -1,18 +1,44 @@
-#include "workloads/dlrm/rank_emitter.h"
+#include "workloads/dlrm/optimizer_emitter.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
+#include <array>
 #include <string>
 #include <utility>
 
-#include "workloads/dlrm/table_statistics.h"
+#include "sim/units.h"
+#include "workloads/dlrm/lookup_group.h"
 
 namespace upsim::dlrm_emit {
 
-void RankEmitter::optimizer_step() {
+std::string_view torch_optimizer_class(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdagrad:
+      return "Adagrad";
+    case OptimizerKind::kAdam:
+      return "Adam";
+    case OptimizerKind::kAdamW:
+      return "AdamW";
+    default:
+      return "SGD";
+  }
+}
+
+OptimizerEmitter::OptimizerEmitter(RankOps& ops, const RankPlan& plan,
+                                   const std::vector<int64_t>& top_widths)
+    : ops_(ops),
+      config_(ops.config()),
+      plan_(plan),
+      top_widths_(top_widths),
+      dtype_(ops.config().dtype) {}
+
+void OptimizerEmitter::zero_grad() {
+  ops_.body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
+                        torch_optimizer_class(config_.dense_optimizer)));
+}
+
+void OptimizerEmitter::step() {
   OptimizerShape sgd{config_.dense_optimizer, OptimizerImpl::kForeach};
   int64_t elements = 0;
   const bool tables_apart =
@@ -59,7 +85,7 @@ void RankEmitter::optimizer_step() {
   }
 }
 
-void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
+void OptimizerEmitter::unscale_gradients(int64_t elements, DType dtype) {
   if (elements == 0) return;
   ops_.single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
                      "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
@@ -67,7 +93,7 @@ void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
                      pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
 }
 
-void RankEmitter::sparse_step() {
+void OptimizerEmitter::sparse_step() {
   if (config_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
   const std::array<const LookupGroup*, 3> groups{&plan_.pieces, &plan_.row_wise,
                                                  &plan_.table_row_wise};
@@ -92,7 +118,7 @@ void RankEmitter::sparse_step() {
   h.end();
 }
 
-void RankEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
+void OptimizerEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
   const std::string kernel =
       fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(config_.dense_optimizer));
   const std::string_view aten = config_.dense_optimizer == OptimizerKind::kSgd

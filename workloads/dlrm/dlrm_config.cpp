@@ -301,34 +301,8 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   }
 }
 
-}  // namespace
-
-ConfigNode dlrm_tables_node(const ConfigNode& workload) {
-  // The tables inline, or a file of them (table statistics: upsim's keys or the seed's table
-  // configs, whose JSON is YAML). A null `tables` counts as absent (so that --set can switch a
-  // scenario to a file).
-  const ConfigNode emb = workload.child("embeddings");
-  const bool inline_tables = emb.has("tables") && !emb.child("tables").is_null();
-  if (inline_tables && emb.has("tables_file")) {
-    emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
-  }
-  if (!emb.has("tables_file")) return emb.child("tables");
-  // A CSV file loads as the list itself (one table group per line).
-  const ConfigNode loaded = emb.load_reference("tables_file");
-  if (loaded.is_sequence()) return loaded;
-  loaded.expect_map(
-      "a tables file: a `tables` list in YAML or JSON, or a CSV table under a header line");
-  return loaded.child("tables");
-}
-
-int64_t DlrmConfig::interaction_pairs() const {
-  const auto t = static_cast<int64_t>(tables.size());
-  return t * (t + 1) / 2;
-}
-
-DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
-  if (ranks == 0) workload.fail("a DLRM run needs at least one rank");
-  DlrmConfig config;
+/// `model` (dlrm), `mode` and `global_batch`, which must divide among `ranks`.
+void read_mode_and_batch(const ConfigNode& workload, uint32_t ranks, DlrmConfig& config) {
   workload.get_choice("model", {"dlrm"});
   if (workload.get_choice_or("mode", {"train", "inference"}, "train") == "inference") {
     config.mode = DlrmMode::kInference;
@@ -343,10 +317,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                           "global_batch / ranks samples)",
                           config.global_batch, ranks));
   }
-  config.dtype = read_dtype(workload);
-  read_embeddings(workload, config);
-  config.all_to_all_dtype =
-      read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
+}
+
+/// The totals the tables' bounds leave unchecked: the all-to-all's bytes and the lookups'.
+void check_embedding_totals(const ConfigNode& workload, const DlrmConfig& config) {
   // The embedding all-to-all moves global_batch x tables x dim fp32 values per iteration.
   const double exchanged = static_cast<double>(config.global_batch) *
                            static_cast<double>(config.tables.size()) *
@@ -370,7 +344,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
                           "values x 4 B is over 2^62 bytes of embedding lookups per iteration",
                           config.global_batch, pooling_sum, config.embedding_dim));
   }
+}
 
+/// `master_weights` and `grad_scaler` (on by default for fp16 training with master weights).
+void read_mixed_precision(const ConfigNode& workload, DlrmConfig& config) {
   config.master_weights = workload.get_bool_or("master_weights", false);
   if (config.master_weights && dtype_bytes(config.dtype) != 2) {
     workload.child("master_weights")
@@ -388,6 +365,11 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     workload.child("grad_scaler")
         .fail("GradScaler unscales fp32 master gradients; set master_weights: true with it");
   }
+}
+
+/// `loss_to_host` and `input` (blocking, or prefetch in training).
+void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config) {
+  const bool training = config.mode == DlrmMode::kTrain;
   config.loss_to_host = workload.get_bool_or("loss_to_host", true);
   if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
     if (!training) {
@@ -397,6 +379,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     }
     config.input = InputPipeline::kPrefetch;
   }
+}
+
+/// The MLPs (`bottom_mlp`, its placement, `top_mlp`), the interaction and the kernels of both.
+void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
   config.bottom_mlp = read_widths(workload, "bottom_mlp", 2, "input features, then layer widths");
   if (workload.get_choice_or("bottom_mlp_placement", {"data_parallel", "first_rank"},
                              "data_parallel") == "first_rank") {
@@ -427,7 +413,11 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   if (workload.get_choice_or("mlp_kernels", {"aten", "apex_fused"}, "aten") == "apex_fused") {
     config.mlp_kernels = MlpKernels::kApexFused;
   }
+}
 
+/// `sharding`, `sharding_seed` and, for sharding: plan, the plan file checked against the tables
+/// and the `ranks`.
+void read_sharding_choice(const ConfigNode& workload, uint32_t ranks, DlrmConfig& config) {
   config.sharding = read_sharding(workload);
   const int64_t seed = workload.get_int_or("sharding_seed", 0);
   if (seed < 0) {
@@ -465,7 +455,10 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
         .fail(fmt::format("is read only with sharding: plan, but workload.sharding is `{}`",
                           sharding_strategy_name(config.sharding)));
   }
+}
 
+/// DDP's bucket capacities (`ddp_bucket`, `ddp_first_bucket`).
+void read_ddp_buckets(const ConfigNode& workload, DlrmConfig& config) {
   config.ddp_bucket_bytes = workload.get_bytes_or("ddp_bucket", pytorch::kDefaultDdpBucketBytes);
   if (config.ddp_bucket_bytes <= 0) workload.child("ddp_bucket").fail("must be positive");
   config.ddp_first_bucket_bytes =
@@ -473,6 +466,11 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   if (config.ddp_first_bucket_bytes <= 0) {
     workload.child("ddp_first_bucket").fail("must be positive");
   }
+}
+
+/// The dense `optimizer`, the embeddings' fused optimizer (the dense one's by default; adamw's
+/// fused counterpart is adam) and the embeddings' `update`.
+void read_optimizers(const ConfigNode& workload, DlrmConfig& config) {
   const std::string dense =
       workload.get_choice_or("optimizer", {"sgd", "adagrad", "adam", "adamw"}, "sgd");
   config.dense_optimizer = dense == "sgd"       ? OptimizerKind::kSgd
@@ -497,6 +495,48 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
     }
     config.embedding_update = EmbeddingUpdate::kScatterAdd;
   }
+}
+
+}  // namespace
+
+ConfigNode dlrm_tables_node(const ConfigNode& workload) {
+  // The tables inline, or a file of them (table statistics: upsim's keys or the seed's table
+  // configs, whose JSON is YAML). A null `tables` counts as absent (so that --set can switch a
+  // scenario to a file).
+  const ConfigNode emb = workload.child("embeddings");
+  const bool inline_tables = emb.has("tables") && !emb.child("tables").is_null();
+  if (inline_tables && emb.has("tables_file")) {
+    emb.child("tables_file").fail("give `tables` or `tables_file`, not both");
+  }
+  if (!emb.has("tables_file")) return emb.child("tables");
+  // A CSV file loads as the list itself (one table group per line).
+  const ConfigNode loaded = emb.load_reference("tables_file");
+  if (loaded.is_sequence()) return loaded;
+  loaded.expect_map(
+      "a tables file: a `tables` list in YAML or JSON, or a CSV table under a header line");
+  return loaded.child("tables");
+}
+
+int64_t DlrmConfig::interaction_pairs() const {
+  const auto t = static_cast<int64_t>(tables.size());
+  return t * (t + 1) / 2;
+}
+
+DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
+  if (ranks == 0) workload.fail("a DLRM run needs at least one rank");
+  DlrmConfig config;
+  read_mode_and_batch(workload, ranks, config);
+  config.dtype = read_dtype(workload);
+  read_embeddings(workload, config);
+  config.all_to_all_dtype =
+      read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
+  check_embedding_totals(workload, config);
+  read_mixed_precision(workload, config);
+  read_input_pipeline(workload, config);
+  read_dense_network(workload, config);
+  read_sharding_choice(workload, ranks, config);
+  read_ddp_buckets(workload, config);
+  read_optimizers(workload, config);
   return config;
 }
 

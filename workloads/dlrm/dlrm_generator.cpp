@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -268,17 +269,18 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   exchange.data_parallel = n > 1 && !placement.data_parallel.empty();
   exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
 
-  std::vector<RankEmitter> emitters;
+  std::vector<std::unique_ptr<RankEmitter>> emitters;
   emitters.reserve(n);
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
-    emitters.emplace_back(config, built, top_widths, exchange, r, graph);
+    emitters.push_back(
+        std::make_unique<RankEmitter>(config, built, top_widths, exchange, r, graph));
   }
 
   const ExchangeSizes sizes = exchange_sizes(config, built, hybrid);
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
     const IterationGroups groups = add_iteration_groups(config, built, exchange, sizes, graph);
-    for (RankEmitter& e : emitters)
-      e.iteration(it, groups);
+    for (const std::unique_ptr<RankEmitter>& e : emitters)
+      e->iteration(it, groups);
   }
   return built;
 }

@@ -122,6 +122,49 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
   return lookups + exchange + index_bytes + offsets + sparse_gradient;
 }
 
+/// The memory of the rank holding the most table bytes (the first of equals; every rank holds
+/// the dense MLPs): its tables, the dense weights, gradients and optimizer state, activations and
+/// buffers.
+MemoryFootprint dlrm_memory_footprint(const DlrmConfig& dlrm, const DlrmGraph& built,
+                                      const WorkloadPlatform& platform, const TaskGraph& graph) {
+  const bool training = dlrm.mode == DlrmMode::kTrain;
+  const auto most =
+      std::max_element(built.placement.memory_bytes.begin(), built.placement.memory_bytes.end());
+  const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
+  std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
+  top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
+  int64_t dense =
+      mlp_bytes(dlrm.bottom_mlp, dlrm.param_dtype()) + mlp_bytes(top_widths, dlrm.param_dtype());
+  for (const int64_t elements : cross_param_elements(dlrm))
+    dense += elements * dtype_bytes(dlrm.param_dtype());
+  MemoryFootprint memory;
+  memory.owner = graph.rank(built.ranks[rank]).name;
+  memory.parts.push_back({"embedding tables", *most});
+  memory.parts.push_back({"dense weights", dense});
+  if (training) memory.parts.push_back({"dense gradients", dense});
+  // torch.optim's fp32 state per dense parameter: Adagrad's sum, Adam's two moments.
+  const int64_t dense_elements = dense / dtype_bytes(dlrm.param_dtype());
+  // torch.autocast keeps the 16-bit copies of the weights for the backward.
+  if (dlrm.master_weights) {
+    memory.parts.push_back({"16-bit weight copies", dense_elements * dtype_bytes(dlrm.dtype)});
+  }
+  const int64_t states = dlrm.dense_optimizer == OptimizerKind::kAdagrad ? 1
+                         : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
+                                                                         : 2;
+  if (training && states > 0) {
+    memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
+  }
+  const bool hybrid =
+      dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1;
+  const int64_t bottom_batch =
+      !hybrid ? built.local_batch : (rank == 0 ? dlrm.global_batch : int64_t{0});
+  memory.parts.push_back(
+      {"activations", activation_bytes(dlrm, built.local_batch, bottom_batch, top_widths)});
+  memory.parts.push_back({"buffers", buffer_bytes(dlrm, built.local_batch, built.placement,
+                                                  static_cast<uint32_t>(rank), platform.gpus > 1)});
+  return memory;
+}
+
 }  // namespace
 
 int64_t dlrm_table_capacity_bytes(const WorkloadPlatform& platform) {
@@ -268,42 +311,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
     out.description.push_back(std::move(types));
   }
 
-  // The rank holding the most table bytes (the first of equals); every rank holds the dense MLPs.
-  const auto most =
-      std::max_element(built.placement.memory_bytes.begin(), built.placement.memory_bytes.end());
-  const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
-  std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
-  top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
-  int64_t dense =
-      mlp_bytes(dlrm.bottom_mlp, dlrm.param_dtype()) + mlp_bytes(top_widths, dlrm.param_dtype());
-  for (const int64_t elements : cross_param_elements(dlrm))
-    dense += elements * dtype_bytes(dlrm.param_dtype());
-  MemoryFootprint memory;
-  memory.owner = graph.rank(built.ranks[rank]).name;
-  memory.parts.push_back({"embedding tables", *most});
-  memory.parts.push_back({"dense weights", dense});
-  if (training) memory.parts.push_back({"dense gradients", dense});
-  // torch.optim's fp32 state per dense parameter: Adagrad's sum, Adam's two moments.
-  const int64_t dense_elements = dense / dtype_bytes(dlrm.param_dtype());
-  // torch.autocast keeps the 16-bit copies of the weights for the backward.
-  if (dlrm.master_weights) {
-    memory.parts.push_back({"16-bit weight copies", dense_elements * dtype_bytes(dlrm.dtype)});
-  }
-  const int64_t states = dlrm.dense_optimizer == OptimizerKind::kAdagrad ? 1
-                         : dlrm.dense_optimizer == OptimizerKind::kSgd   ? 0
-                                                                         : 2;
-  if (training && states > 0) {
-    memory.parts.push_back({"dense optimizer state", states * dense_elements * 4});
-  }
-  const bool hybrid =
-      dlrm.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && platform.gpus > 1;
-  const int64_t bottom_batch =
-      !hybrid ? built.local_batch : (rank == 0 ? dlrm.global_batch : int64_t{0});
-  memory.parts.push_back(
-      {"activations", activation_bytes(dlrm, built.local_batch, bottom_batch, top_widths)});
-  memory.parts.push_back({"buffers", buffer_bytes(dlrm, built.local_batch, built.placement,
-                                                  static_cast<uint32_t>(rank), platform.gpus > 1)});
-  out.memory = std::move(memory);
+  out.memory = dlrm_memory_footprint(dlrm, built, platform, graph);
   return out;
 }
 

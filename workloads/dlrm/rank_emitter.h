@@ -1,306 +1,70 @@
 // One DLRM rank's training (or inference) step as PyTorch runs it: the per-rank op sequence of
-// dlrm_generator.h, emitted into the task graph. The rank's lookups are planned from the table
-// placement when it is made (the constructor); the step's ops are emitted by concern:
-// rank_emitter.cpp (the input batch, embedding lookups and their exchange, the shared op
-// helpers), rank_emitter_forward.cpp (MLPs, interactions, the cross network),
-// rank_emitter_backward.cpp (their backward, DDP buckets, data-parallel tables) and
-// rank_emitter_optimizer.cpp (sparse and dense optimizer steps).
+// dlrm_generator.h, emitted into the task graph. RankEmitter orders one iteration's phases; each
+// phase is emitted by its own class:
+//   rank_plan.h              the rank's lookups and bottom MLP share, planned once from the table
+//                            placement (RankPlan)
+//   batch_input_emitter.h    the DataLoader's fetch and the batch's host-to-device copies
+//   embedding_emitter.h      the embedding lookups, their exchange (all-to-all, row-wise,
+//                            table-row-wise) and backward, the data-parallel tables' gradient
+//   dense_network_emitter.h  the bottom and top MLPs and the loss, forward and backward
+//   interaction_emitter.h    the dot interaction or DCNv2's cross network, forward and backward
+//   optimizer_emitter.h      zero_grad and the optimizer step (dense, sparse, GradScaler)
+// They share the rank's op helpers (RankOps, rank_ops.h), the lookup groups' kernel descriptions
+// (lookup_group.h), the DDP modules' buckets (ddp_module.h) and the iteration's collective groups
+// (collective_groups.h).
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "sim/task_graph.h"
-#include "sim/units.h"
+#include "workloads/dlrm/batch_input_emitter.h"
+#include "workloads/dlrm/collective_groups.h"
+#include "workloads/dlrm/ddp_module.h"
+#include "workloads/dlrm/dense_network_emitter.h"
 #include "workloads/dlrm/dlrm_generator.h"
-#include "workloads/pytorch/host_op.h"
-#include "workloads/pytorch/kernels.h"
+#include "workloads/dlrm/embedding_emitter.h"
+#include "workloads/dlrm/interaction_emitter.h"
+#include "workloads/dlrm/optimizer_emitter.h"
+#include "workloads/dlrm/rank_ops.h"
+#include "workloads/dlrm/rank_plan.h"
 
 namespace upsim::dlrm_emit {
 
-using pytorch::DdpBucket;
-using pytorch::HostOp;
-using pytorch::pointwise;
-
-constexpr uint16_t kCpuThread = 0;
-constexpr uint16_t kComputeStream = 0;
-constexpr uint16_t kCommStream = 1;
-/// input: prefetch only: the stream the next batch's copies run on.
-constexpr uint16_t kDataStream = 2;
-/// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
-/// loss are fp32 in the DLRM script.
-constexpr int64_t kFp32Bytes = 4;
-/// torch.optim's class name of a dense optimizer (the profiler's Optimizer.step#<Class>.step).
-std::string_view torch_optimizer_class(OptimizerKind kind);
-
-/// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
-/// the run does not have is left at 0 and never launched).
-struct IterationGroups {
-  CollectiveId a2a_forward = 0;
-  CollectiveId reduce_scatter = 0;
-  std::vector<CollectiveId> top;
-  CollectiveId a2a_backward = 0;
-  CollectiveId all_gather = 0;
-  std::vector<CollectiveId> bottom;
-  CollectiveId data_parallel = 0;
-  /// Table-row-wise: per node its reduce-scatter (forward) and all-gather (backward), 0 when
-  /// the node holds none of those tables or has one rank; per local rank the all-to-all among
-  /// the nodes' ranks of that local rank (forward, backward), 0 with one node.
-  std::vector<CollectiveId> node_reduce_scatter;
-  std::vector<CollectiveId> node_all_gather;
-  std::vector<CollectiveId> cross_a2a_forward;
-  std::vector<CollectiveId> cross_a2a_backward;
-};
-
-/// Which embedding collectives the run has (the same on every rank).
-struct EmbeddingExchange {
-  /// The all-to-all of table-wise tables, column-wise shards and a hybrid bottom MLP output.
-  bool all_to_all = false;
-  /// The reduce-scatter (forward) and all-gather (backward) of the row-wise tables.
-  bool row_wise = false;
-  /// The all-reduce of the data-parallel tables' gradients.
-  bool data_parallel = false;
-  /// The table-row-wise tables' exchange (some collective of it on some rank).
-  bool table_row_wise = false;
-};
-
-/// One table-batched embedding op of a rank: the tables it looks up, for `batch` samples.
-struct LookupGroup {
-  int64_t batch = 0;
-  std::vector<EmbeddingTableShape> tables;
-  /// Pooled values per sample: the tables' dims summed.
-  int64_t values_per_sample = 0;
-  bool empty() const { return tables.empty(); }
-};
-
-/// A data-parallel MLP under its own DDP wrapper, during one iteration's backward.
-struct DdpModule {
-  /// Input width, then the layer widths.
-  const std::vector<int64_t>& widths;
-  const std::vector<DdpBucket>& buckets;
-  const std::vector<CollectiveId>& groups;
-  /// Comm-stream events marking the end of this module's all-reduces so far.
-  std::vector<TaskId> done_events;
-  size_t next_bucket = 0;
-};
 /// Emits one rank's iterations.
 class RankEmitter {
  public:
   RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
               const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
               uint32_t index, TaskGraph& graph);
+  /// The phase emitters refer to the rank's ops and plan, members of this object.
+  RankEmitter(const RankEmitter&) = delete;
+  RankEmitter& operator=(const RankEmitter&) = delete;
 
+  /// Iteration `it`: the batch, forward, backward and optimizer step (inference: the batch and
+  /// the forward), then the host's wait for every stream.
   void iteration(uint32_t it, const IterationGroups& groups);
 
  private:
-  // ---- ops ---------------------------------------------------------------------------------
-  void body(std::string_view op) { pytorch::body(graph_, threads_, op); }
-
-  void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
-                     const KernelDesc& desc);
-
-  /// A blocking aten::to: the copy, then the host waits for the compute stream.
-  void blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes);
-
-  /// A copy of one input tensor: blocking (the host waits for it on the compute stream), or the
-  /// prefetcher's on the data stream, whose pageable source holds the host until it is staged
-  /// (CUDA's cudaMemcpyAsync from pageable memory returns once the data is staged; the staging
-  /// is priced as the copy).
-  void input_copy(std::string_view copy_name, int64_t bytes);
-
-  // ---- phases ------------------------------------------------------------------------------
-  /// The batch's host-to-device copies; training fetches it from the DataLoader first (a served
-  /// batch arrives without one).
-  void load_batch();
-
-  /// Adds to `group` a lookup of `rows` rows and `dim` columns of `table` (the table, a row-wise
-  /// block or a column-wise shard) at `pooling` indices per bag. Its reuse histogram: the
-  /// table's measured one as is (a block or shard reuses its rows as the table does), else the
-  /// Zipf histogram (zipf_reuse_histogram) of these rows for the group's batch x pooling
-  /// lookups; a row-wise block is taken as a Zipf law over its own rows with its uniform share
-  /// of the lookups (that the hottest rows fall in the first block is not modelled); uniform
-  /// accesses have none (the kernel model's own expectation), and neither has a Zipf table
-  /// without lookups (pooling 0: no distinct rows, nothing for the law to shape), which is thus
-  /// priced as a uniform one.
-  static void add_lookup(LookupGroup& group, const EmbeddingTable& table, int64_t rows, int64_t dim,
-                         double pooling);
-
-  /// The table-batched op over `group`: per-table shapes, and their means (rows and dim
-  /// rounded) for the models that read averages.
-  KernelDesc embedding_kernel(KernelClass cls, const LookupGroup& group,
-                              EmbeddingOptimizer optimizer) const;
-
-  /// FBGEMM's fused table-batched lookup (SplitTableBatchedEmbeddingBagsCodegen) over `group`.
-  void fused_lookup(const LookupGroup& group);
-
-  /// Lookups of `group` times their dims: the values of its sparse gradient (one row a lookup).
-  static int64_t sparse_values(const LookupGroup& group);
-
-  /// Its backward; the gradients arrive in `from`. Fused (FBGEMM): the backward kernel with the
-  /// optimizer update. Sparse: the gradient, cast to the table dtype, is the sparse gradient's
-  /// values (at::embedding_sparse_backward: a view); with bags of more than one row,
-  /// embedding_bag's sparse backward first copies each bag's gradient to its lookups
-  /// (index_select). optimizer_step applies it.
-  void embedding_backward(const LookupGroup& group, DType from);
-
-  /// The all-to-all send buffer is packed by a cat (Lin et al., TPDS 2024: the all-to-all parent op
-  /// gets a concat kernel on the compute stream); `elements` values of the payload dtype are
-  /// read and written.
-  void pack_send_buffer(int64_t elements);
-
-  /// A dtype conversion of `elements` values (aten::to: one read of `from`, one write of `to`),
-  /// only where the two store differently (tf32 stores fp32).
-  void convert(DType from, DType to, int64_t elements);
-
-  static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
-
-  /// Launches a collective (`op` names the host op and the collective) after the compute
-  /// stream's work so far; returns the comm-stream event that marks its end.
-  TaskId launch_collective(CollectiveId group, std::string_view op);
-
-  void wait_for(std::string_view op, TaskId comm_event);
-
-  /// torch.autocast: an fp32 parameter of `elements` is cast to the compute dtype where an op
-  /// uses it (aten::_to_copy; one read of 4 B, one write of 2 B an element).
-  void cast_parameter(HostOp& h, int64_t elements);
-
-  /// AccumulateGrad of a 16-bit gradient into an fp32 parameter's .grad (a cast kernel); with
-  /// the parameters in the compute dtype it steals the gradient and launches nothing.
-  void accumulate_grad(int64_t elements);
-
-  void linear_forward(int64_t batch, int64_t in, int64_t out);
-
-  /// Lin et al., TPDS 2024: relu F = 1, A = 2; sigmoid F = 4, A = 2.
-  void relu_forward(int64_t batch, int64_t width);
-
+  /// The lookups and their exchange, overlapped with the bottom MLP; the interaction, the top
+  /// MLP and (training) the loss.
   void forward(const IterationGroups& groups);
 
-  // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
-  // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
-  void dot_interaction_forward();
-
-  void dot_interaction_backward();
-
-  /// DCNv2's low-rank cross network (TorchRec LowRankCrossNet, as in MLPerf DLRMv2): x0 = the
-  /// bottom MLP output and the T pooled embeddings concatenated (b x N, N = (T + 1) D); per
-  /// layer x_{l+1} = x0 * (W_l (V_l x_l) + bias_l) + x_l with V_l: N -> r and W_l: r -> N, as
-  /// two GEMMs and three elementwise kernels (add bias, mul, add) in eager PyTorch.
-  void cross_network_forward();
-
-  /// The cross network's backward, last layer first; `ready_params` of the top DDP module
-  /// (the top MLP's) have their gradients before it. Per layer: AddBackward0 passes the
-  /// gradient to x_l and to the product; MulBackward0 = two muls (the gradient of the bracket,
-  /// and of x0, which an add accumulates); the bias gradient is a batch sum; each GEMM's
-  /// backward computes the input and the weight gradient; an add joins x_l's two gradients.
-  void cross_network_backward(DdpModule& top, size_t ready_params);
-
-  /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
-  /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
-  /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).
-  /// The first `layers` layers of an MLP of `widths` (input, then layer widths), each followed
-  /// by a ReLU, for `batch` samples: aten's addmm and relu per layer, or apex.mlp.MLP
-  /// (mlp_kernels apex_fused: DeepLearningExamples' CppMlp, dlrm/nn/mlps.py; apex
-  /// csrc/mlp_cuda.cu): one host op for the whole MLP, per layer a GEMM without bias and one
-  /// kernel that adds the bias and applies the ReLU.
-  void mlp_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers);
-
-  /// The backward of mlp_forward's `layers` layers of `module`, last first; `input_grad`: the
-  /// first layer computes its input's gradient too. `ready_before` parameters of the module had
-  /// their gradients before (DDP buckets fill in that order). apex's backward (mlp_bp): per
-  /// layer one kernel for the ReLU's gradient and the bias gradient (biasAddRelu_bprop), the
-  /// input-gradient GEMM and the weight-gradient GEMM, all in one host op; the gradients are
-  /// then accumulated.
-  void mlp_backward(int64_t batch, DdpModule& module, size_t layers, bool input_grad,
-                    size_t ready_before);
-
-  void linear_backward(int64_t batch, const DdpModule& module, size_t layer, bool input_grad);
-
-  /// All-reduces every bucket of `module` whose gradients are all ready once `ready_params`
-  /// parameters (in ready order) have their gradients.
-  void reduce_ready_buckets(DdpModule& module, size_t ready_params);
-
-  void relu_backward(int64_t batch, int64_t width);
-
-  void add_gradients(int64_t elements);
-
+  /// The loss's and the top MLP's backward, the interaction's, the embedding exchange's
+  /// overlapped with the bottom MLP's, the lookups', then DDP's wait for its all-reduces.
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom);
-
-  /// The data-parallel tables' backward (FBGEMM DenseTableBatchedEmbeddingBagsCodegen:
-  /// SplitLookupFunction_Dense_Op in fbgemm_gpu/codegen/embedding_backward_dense_host.cpp): a
-  /// dense gradient of every table's rows x dim, zeroed, then the local batch's bag gradients
-  /// scattered into it (priced as a backward with no optimizer state); then DDP all-reduces it
-  /// over all ranks as one bucket (one parameter: the op's weights): the 1 / world size
-  /// pre-scale and the all-reduce, as reduce_ready_buckets does. Returns the all-reduce's end
-  /// event (none with one rank).
-  std::vector<TaskId> data_parallel_backward(const IterationGroups& groups);
-
-  /// Tables whose pooled embeddings travel in the all-to-all: table-wise and column-wise.
-  int64_t exchanged_tables() const;
-
-  /// Pooled vectors per local sample that arrive by a collective (in the payload dtype).
-  int64_t received_vectors() const;
-
-  /// SGD.step with foreach (PyTorch's default on CUDA): torch._foreach_add_(params, grads,
-  /// alpha=-lr) over the dense parameters, bottom MLP then top MLP, each layer's weight
-  /// (out x in) then bias (out); it reads each parameter and gradient and writes the parameter
-  /// (2 flops per element: scale and add). The descriptor names the update and its tensors, so
-  /// the optimizer model counts multi_tensor_apply's launches.
-  ///
-  /// The data-parallel tables' weights (one tensor: the dense table-batched op's) are dense
-  /// parameters too, registered first (TorchRec's DLRM holds the sparse arch before the dense
-  /// one). torch.optim's foreach path groups tensors by device and dtype
-  /// (_group_tensors_by_device_and_dtype), so when the tables' dtype differs from the MLPs' the
-  /// tables get their own multi_tensor_apply launch.
-  void optimizer_step();
-
-  /// torch._amp_foreach_non_finite_check_and_unscale_ over `elements` gradient values of
-  /// `dtype`: each read, multiplied by 1 / scale, checked and written back.
-  void unscale_gradients(int64_t elements, DType dtype);
-
-  /// embeddings.update sparse: torch.optim.SGD adds each lookup's gradient row into its table
-  /// row (dense.add_(sparse, alpha=-lr): one index_add_ per sparse parameter; the lookup groups
-  /// are the parameters), after GradScaler's unscale_ of the values.
-  void sparse_step();
-
-  /// The dense parameters' optimizer step (the foreach update `sgd` over `elements`; the
-  /// data-parallel tables in their own launch when `tables_apart`).
-  void dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart);
 
   const DlrmConfig& config_;
   const DlrmGraph& built_;
   const std::vector<int64_t>& top_widths_;
-  TaskGraph& graph_;
-  RankId rank_;
-  pytorch::RankThreads threads_;
-  bool distributed_;
+  RankOps ops_;
   EmbeddingExchange exchange_;
-  /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
-  /// row blocks (global batch), data-parallel replicas (local batch).
-  LookupGroup pieces_;
-  LookupGroup row_wise_;
-  LookupGroup data_parallel_;
-  /// Table-row-wise blocks of this rank's node (global batch).
-  LookupGroup table_row_wise_;
-  uint32_t node_ = 0;
-  uint32_t local_rank_ = 0;
-  /// Table-row-wise tables on this rank's node, and in the whole run.
-  int64_t node_tables_ = 0;
-  int64_t table_row_wise_tables_ = 0;
-  int64_t row_wise_tables_ = 0;
-  int64_t data_parallel_tables_ = 0;
-  /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
-  int64_t data_parallel_elements_ = 0;
-  int64_t local_batch_;
-  /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
-  bool hybrid_;
-  /// This rank runs the bottom MLP and puts its output into the exchange.
-  bool bottom_in_exchange_;
-  /// Samples this rank's bottom MLP sees (0: it runs none).
-  int64_t bottom_batch_;
-  int64_t table_count_;
-  int64_t embedding_dim_;
-  DType dtype_;
+  RankPlan plan_;
+  BatchInputEmitter input_;
+  EmbeddingEmitter embeddings_;
+  DenseNetworkEmitter dense_;
+  InteractionEmitter interaction_;
+  OptimizerEmitter optimizer_;
 };
 
 }  // namespace upsim::dlrm_emit

@@ -1,25 +1,52 @@
-#include "workloads/dlrm/rank_emitter.h"
+#include "workloads/dlrm/optimizer_emitter.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
-#include <stdexcept>
+#include <array>
 #include <string>
 #include <utility>
 
-#include "workloads/dlrm/table_statistics.h"
+#include "sim/units.h"
+#include "workloads/dlrm/lookup_group.h"
 
 namespace upsim::dlrm_emit {
 
-void RankEmitter::optimizer_step() {
+std::string_view torch_optimizer_class(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kAdagrad:
+      return "Adagrad";
+    case OptimizerKind::kAdam:
+      return "Adam";
+    case OptimizerKind::kAdamW:
+      return "AdamW";
+    default:
+      return "SGD";
+  }
+}
+
+OptimizerEmitter::OptimizerEmitter(RankOps& ops, const RankPlan& plan,
+                                   const std::vector<int64_t>& top_widths)
+    : ops_(ops),
+      config_(ops.config()),
+      plan_(plan),
+      top_widths_(top_widths),
+      dtype_(ops.config().dtype) {}
+
+void OptimizerEmitter::zero_grad() {
+  ops_.body(fmt::format("Optimizer.zero_grad#{0}.zero_grad",
+                        torch_optimizer_class(config_.dense_optimizer)));
+}
+
+void OptimizerEmitter::step() {
   OptimizerShape sgd{config_.dense_optimizer, OptimizerImpl::kForeach};
   int64_t elements = 0;
-  const bool tables_apart = storage_dtype(config_.embedding_dtype) != storage_dtype(dtype_) &&
-                            data_parallel_elements_ > 0;
-  if (data_parallel_elements_ > 0 && !tables_apart) {
-    sgd.tensor_elements.push_back(data_parallel_elements_);
-    elements += data_parallel_elements_;
+  const bool tables_apart =
+      RankOps::storage_dtype(config_.embedding_dtype) != RankOps::storage_dtype(dtype_) &&
+      plan_.data_parallel_elements > 0;
+  if (plan_.data_parallel_elements > 0 && !tables_apart) {
+    sgd.tensor_elements.push_back(plan_.data_parallel_elements);
+    elements += plan_.data_parallel_elements;
   }
   // The cross network (DCNv2) is registered between the bottom and the top MLP.
   const std::vector<int64_t> cross = cross_param_elements(config_);
@@ -42,33 +69,34 @@ void RankEmitter::optimizer_step() {
     // scaler.step(optimizer): unscale_ the dense gradients and check them for inf / NaN,
     // then read found_inf on the host (torch/amp/grad_scaler.py _maybe_opt_step: `if not
     // sum(v.item() ...)`), which waits for the whole backward, before optimizer.step().
-    unscale_gradients(elements + (tables_apart ? data_parallel_elements_ : 0), DType::kFp32);
-    HostOp item(graph_, threads_, "aten::_local_scalar_dense");
+    unscale_gradients(elements + (tables_apart ? plan_.data_parallel_elements : 0), DType::kFp32);
+    HostOp item = ops_.host_op("aten::_local_scalar_dense");
     item.copy("Memcpy DtoH (found_inf)", TransferKind::kDeviceToHost, kFp32Bytes);
     item.end();
-    graph_.add_host_sync(rank_, kCpuThread, kComputeStream, "aten::_local_scalar_dense");
+    ops_.host_sync(kComputeStream, "aten::_local_scalar_dense");
   }
   dense_step(sgd, elements, tables_apart);
   sparse_step();
   if (config_.grad_scaler) {
     // scaler.update(): the scale for the next step from found_inf.
-    single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
-                  "aten::_amp_update_scale_",
-                  pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
+    ops_.single_kernel("aten::_amp_update_scale_", "amp_update_scale_cuda_kernel",
+                       "aten::_amp_update_scale_",
+                       pointwise(MemoryOp::kBinary, DType::kFp32, 1, 2, 3, 2));
   }
 }
 
-void RankEmitter::unscale_gradients(int64_t elements, DType dtype) {
+void OptimizerEmitter::unscale_gradients(int64_t elements, DType dtype) {
   if (elements == 0) return;
-  single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
-                "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
-                "aten::_amp_foreach_non_finite_check_and_unscale_",
-                pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
+  ops_.single_kernel("aten::_amp_foreach_non_finite_check_and_unscale_",
+                     "multi_tensor_apply_kernel/amp_non_finite_check_and_unscale",
+                     "aten::_amp_foreach_non_finite_check_and_unscale_",
+                     pointwise(MemoryOp::kBinary, dtype, as_double(elements), 2, 1, 1));
 }
 
-void RankEmitter::sparse_step() {
+void OptimizerEmitter::sparse_step() {
   if (config_.embedding_update != EmbeddingUpdate::kScatterAdd) return;
-  const std::array<const LookupGroup*, 3> groups{&pieces_, &row_wise_, &table_row_wise_};
+  const std::array<const LookupGroup*, 3> groups{&plan_.pieces, &plan_.row_wise,
+                                                 &plan_.table_row_wise};
   if (config_.grad_scaler) {
     // The values are in the table dtype; GradScaler unscales them as they are.
     int64_t values = 0;
@@ -79,30 +107,30 @@ void RankEmitter::sparse_step() {
   if (std::all_of(groups.begin(), groups.end(), [](const LookupGroup* g) { return g->empty(); })) {
     return;
   }
-  HostOp h(graph_, threads_, "Optimizer.step#SGD.step");
+  HostOp h = ops_.host_op("Optimizer.step#SGD.step");
   for (const LookupGroup* group : groups) {
     if (group->empty()) continue;
-    KernelDesc update =
-        embedding_kernel(KernelClass::kEmbeddingBackward, *group, EmbeddingOptimizer::kSgd);
+    KernelDesc update = embedding_kernel(config_, KernelClass::kEmbeddingBackward, *group,
+                                         EmbeddingOptimizer::kSgd);
     update.embedding.update = EmbeddingUpdate::kScatterAdd;
     h.kernel("indexFuncLargeIndex/index_add", "aten::index_add_", update);
   }
   h.end();
 }
 
-void RankEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
+void OptimizerEmitter::dense_step(OptimizerShape& sgd, int64_t elements, bool tables_apart) {
   const std::string kernel =
       fmt::format("multi_tensor_apply_kernel/{}", optimizer_kind_name(config_.dense_optimizer));
   const std::string_view aten = config_.dense_optimizer == OptimizerKind::kSgd
                                     ? "aten::_foreach_add_"
                                     : "aten::_foreach_addcdiv_";
-  HostOp h(graph_, threads_,
-           fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
+  HostOp h = ops_.host_op(
+      fmt::format("Optimizer.step#{}.step", torch_optimizer_class(config_.dense_optimizer)));
   if (tables_apart) {
     KernelDesc tables = pointwise(MemoryOp::kOptimizer, config_.embedding_dtype,
-                                  as_double(data_parallel_elements_), 2, 2, 1);
+                                  as_double(plan_.data_parallel_elements), 2, 2, 1);
     tables.optimizer = OptimizerShape{config_.dense_optimizer, OptimizerImpl::kForeach};
-    tables.optimizer.tensor_elements.push_back(data_parallel_elements_);
+    tables.optimizer.tensor_elements.push_back(plan_.data_parallel_elements);
     h.kernel(kernel, aten, tables);
   }
   KernelDesc update =

@@ -1,0 +1,57 @@
+#include "workloads/dlrm/batch_input_emitter.h"
+
+#include <cmath>
+
+#include "sim/units.h"
+
+namespace upsim::dlrm_emit {
+
+BatchInputEmitter::BatchInputEmitter(RankOps& ops, const RankPlan& plan)
+    : ops_(ops), config_(ops.config()), plan_(plan) {}
+
+void BatchInputEmitter::load_batch() {
+  if (config_.mode == DlrmMode::kTrain) {
+    ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  }
+  if (plan_.bottom_batch > 0) {
+    input_copy("Memcpy HtoD (dense)", plan_.bottom_batch * config_.bottom_mlp.front() * kFp32Bytes);
+  }
+  // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
+  // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
+  int64_t offsets = 0;
+  int64_t indices = 0;
+  for (const LookupGroup* group :
+       {&plan_.pieces, &plan_.row_wise, &plan_.table_row_wise, &plan_.data_parallel}) {
+    for (const EmbeddingTableShape& table : group->tables) {
+      offsets += group->batch;
+      indices += std::llround(as_double(group->batch) * table.pooling);
+    }
+  }
+  if (offsets > 0) {
+    input_copy("Memcpy HtoD (offsets)", (offsets + 1) * config_.index_bytes);
+    input_copy("Memcpy HtoD (indices)", indices * config_.index_bytes);
+  }
+  // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
+  if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
+    input_copy("Memcpy HtoD (targets)", plan_.local_batch * kFp32Bytes);
+  }
+}
+
+void BatchInputEmitter::wait_for_prefetched_batch() {
+  HostOp h = ops_.host_op("torch.cuda.Stream.wait_stream");
+  h.wait(kComputeStream, h.record(kDataStream));
+  h.end();
+}
+
+void BatchInputEmitter::input_copy(std::string_view copy_name, int64_t bytes) {
+  if (config_.input == InputPipeline::kBlocking) {
+    ops_.blocking_copy(copy_name, TransferKind::kHostToDevice, bytes);
+    return;
+  }
+  HostOp h = ops_.host_op("aten::to");
+  h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
+  h.end();
+  ops_.host_sync(kDataStream, "aten::to");
+}
+
+}  // namespace upsim::dlrm_emit

@@ -1,0 +1,44 @@
+// The collectives a DLRM run's ranks launch: which embedding exchanges the run has
+// (EmbeddingExchange, the same on every rank) and one iteration's collective groups
+// (IterationGroups), which dlrm_generator.cpp adds per iteration and every rank's emitter
+// (rank_emitter.h) launches in the same order.
+#pragma once
+
+#include <vector>
+
+#include "sim/task_graph.h"
+
+namespace upsim::dlrm_emit {
+
+/// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
+/// the run does not have is left at 0 and never launched).
+struct IterationGroups {
+  CollectiveId a2a_forward = 0;
+  CollectiveId reduce_scatter = 0;
+  std::vector<CollectiveId> top;
+  CollectiveId a2a_backward = 0;
+  CollectiveId all_gather = 0;
+  std::vector<CollectiveId> bottom;
+  CollectiveId data_parallel = 0;
+  /// Table-row-wise: per node its reduce-scatter (forward) and all-gather (backward), 0 when
+  /// the node holds none of those tables or has one rank; per local rank the all-to-all among
+  /// the nodes' ranks of that local rank (forward, backward), 0 with one node.
+  std::vector<CollectiveId> node_reduce_scatter;
+  std::vector<CollectiveId> node_all_gather;
+  std::vector<CollectiveId> cross_a2a_forward;
+  std::vector<CollectiveId> cross_a2a_backward;
+};
+
+/// Which embedding collectives the run has (the same on every rank).
+struct EmbeddingExchange {
+  /// The all-to-all of table-wise tables, column-wise shards and a hybrid bottom MLP output.
+  bool all_to_all = false;
+  /// The reduce-scatter (forward) and all-gather (backward) of the row-wise tables.
+  bool row_wise = false;
+  /// The all-reduce of the data-parallel tables' gradients.
+  bool data_parallel = false;
+  /// The table-row-wise tables' exchange (some collective of it on some rank).
+  bool table_row_wise = false;
+};
+
+}  // namespace upsim::dlrm_emit

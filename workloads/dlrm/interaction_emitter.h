@@ -1,0 +1,58 @@
+// The feature interaction of one DLRM rank between the bottom and the top MLP
+// (InteractionEmitter), forward and backward: the dot interaction (aten ops, or
+// DeepLearningExamples' fused cuda_dot kernels) or DCNv2's low-rank cross network, whose
+// parameters' gradients join the top MLP's DDP module.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "workloads/dlrm/ddp_module.h"
+#include "workloads/dlrm/rank_ops.h"
+#include "workloads/dlrm/rank_plan.h"
+
+namespace upsim::dlrm_emit {
+
+class InteractionEmitter {
+ public:
+  InteractionEmitter(RankOps& ops, const RankPlan& plan);
+
+  /// The configured interaction's forward (dot or dcnv2).
+  void forward();
+
+  /// Its backward; `ready_params` parameters of the top DDP module `top` (the top MLP's) have
+  /// their gradients before it.
+  void backward(DdpModule& top, size_t ready_params);
+
+ private:
+  // Dot interaction (dlrm_s_pytorch.py interact_features): stack dense output and T pooled
+  // embeddings, batched Gram matrix, gather its strictly lower triangle, concat with dense.
+  void dot_interaction_forward();
+
+  void dot_interaction_backward();
+
+  /// DCNv2's low-rank cross network (TorchRec LowRankCrossNet, as in MLPerf DLRMv2): x0 = the
+  /// bottom MLP output and the T pooled embeddings concatenated (b x N, N = (T + 1) D); per
+  /// layer x_{l+1} = x0 * (W_l (V_l x_l) + bias_l) + x_l with V_l: N -> r and W_l: r -> N, as
+  /// two GEMMs and three elementwise kernels (add bias, mul, add) in eager PyTorch.
+  void cross_network_forward();
+
+  /// The cross network's backward, last layer first; `ready_params` of the top DDP module
+  /// (the top MLP's) have their gradients before it. Per layer: AddBackward0 passes the
+  /// gradient to x_l and to the product; MulBackward0 = two muls (the gradient of the bracket,
+  /// and of x0, which an add accumulates); the bias gradient is a batch sum; each GEMM's
+  /// backward computes the input and the weight gradient; an add joins x_l's two gradients.
+  void cross_network_backward(DdpModule& top, size_t ready_params);
+
+  /// An aten::add of two gradients of `elements` values.
+  void add_gradients(int64_t elements);
+
+  RankOps& ops_;
+  const DlrmConfig& config_;
+  const RankPlan& plan_;
+  int64_t table_count_;
+  int64_t embedding_dim_;
+  DType dtype_;
+};
+
+}  // namespace upsim::dlrm_emit

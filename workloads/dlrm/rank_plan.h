@@ -1,0 +1,43 @@
+// What one DLRM rank runs, planned once from the run's table placement (RankPlan): its lookups
+// by sharding type, its node and local rank for the table-row-wise exchange, the table counts
+// its exchange sizes follow from, and its share of the bottom MLP (hybrid parallel: rank 0 runs
+// it for the global batch, the others none).
+#pragma once
+
+#include <cstdint>
+
+#include "workloads/dlrm/dlrm_generator.h"
+#include "workloads/dlrm/lookup_group.h"
+
+namespace upsim::dlrm_emit {
+
+struct RankPlan {
+  /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
+  /// row blocks (global batch), data-parallel replicas (local batch).
+  LookupGroup pieces;
+  LookupGroup row_wise;
+  LookupGroup data_parallel;
+  /// Table-row-wise blocks of this rank's node (global batch).
+  LookupGroup table_row_wise;
+  uint32_t node = 0;
+  uint32_t local_rank = 0;
+  /// Table-row-wise tables on this rank's node, and in the whole run.
+  int64_t node_tables = 0;
+  int64_t table_row_wise_tables = 0;
+  int64_t row_wise_tables = 0;
+  int64_t data_parallel_tables = 0;
+  /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
+  int64_t data_parallel_elements = 0;
+  int64_t local_batch = 0;
+  /// Hybrid parallel (bottom_mlp_placement first_rank): the bottom MLP runs on rank 0 alone.
+  bool hybrid = false;
+  /// This rank runs the bottom MLP and puts its output into the exchange.
+  bool bottom_in_exchange = false;
+  /// Samples this rank's bottom MLP sees (0: it runs none).
+  int64_t bottom_batch = 0;
+};
+
+/// The plan of DLRM rank `index` of `built` (its placement, ranks and local batch).
+RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t index);
+
+}  // namespace upsim::dlrm_emit

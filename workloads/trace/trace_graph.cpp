@@ -13,7 +13,9 @@
 #include "sim/formats/parse_error.h"
 #include "sim/formats/text.h"
 #include "workloads/pytorch/kernels.h"
-#include "workloads/trace/rank_recovery.h"
+#include "workloads/trace/kineto_names.h"
+#include "workloads/trace/rank_dependencies.h"
+#include "workloads/trace/rank_timeline.h"
 #include "workloads/trace/trace_host_overheads.h"
 
 namespace upsim {
@@ -79,11 +81,17 @@ std::optional<GemmShape> gemm_shape(std::string_view op, const KinetoOpInputs& i
   return g;
 }
 
-/// Builds one rank: the recovered dependencies (RankRecovery: analyse(), then plan()), then
-/// emit() (the tasks).
-class RankBuilder : public RankRecovery {
+/// Builds one rank: emit() adds the tasks of its recovered timeline and dependencies.
+class RankBuilder {
  public:
-  using RankRecovery::RankRecovery;
+  RankBuilder(const RankTrace& trace, const RankTimeline& timeline, const RankDependencies& deps,
+              const TraceGraphOptions& options)
+      : trace_(trace),
+        kineto_(trace.kineto),
+        events_(trace.kineto.events),
+        options_(options),
+        timeline_(timeline),
+        deps_(deps) {}
 
   /// Adds the rank to the graph, running on GPU `gpu` (kNoDevice: its rank id).
   /// `collective_of[i]` is the group of nccl()[i], `collective_ps[i]` its measured duration and
@@ -98,15 +106,17 @@ class RankBuilder : public RankRecovery {
     s.trace_rank = kineto_.distributed.rank;
     s.device = kineto_.devices.empty() ? "GPU" : kineto_.devices.front().name;
     for (const KinetoDevice& d : kineto_.devices) {
-      if (!gpu_events_.empty() && d.id == events_[gpu_events_.front()].device) s.device = d.name;
+      if (!timeline_.gpu_events.empty() && d.id == events_[timeline_.gpu_events.front()].device)
+        s.device = d.name;
     }
     RankInfo info;
     info.name = "rank " + std::to_string(g.rank_count()) + " (" + file_name(kineto_.file) + ")";
-    const bool orphan_thread = !orphans_.empty();
-    info.cpu_threads = static_cast<uint16_t>(threads_.size() + (orphan_thread ? 1 : 0));
-    const bool many_devices = !stream_index_.empty() && stream_index_.begin()->first.first !=
-                                                            stream_index_.rbegin()->first.first;
-    for (const auto& entry : stream_index_) {
+    const bool orphan_thread = !timeline_.orphans.empty();
+    info.cpu_threads = static_cast<uint16_t>(timeline_.threads.size() + (orphan_thread ? 1 : 0));
+    const bool many_devices =
+        !timeline_.stream_index.empty() &&
+        timeline_.stream_index.begin()->first.first != timeline_.stream_index.rbegin()->first.first;
+    for (const auto& entry : timeline_.stream_index) {
       const auto& [device, stream] = entry.first;
       info.stream_names.push_back(
           "stream " + std::to_string(stream) +
@@ -123,16 +133,17 @@ class RankBuilder : public RankRecovery {
     // GPU tasks first: launches name them.
     gpu_task_.assign(events_.size(), kNoTask);
     std::unordered_map<uint32_t, size_t> nccl_pos;
-    for (size_t i = 0; i < nccl_.size(); ++i)
-      nccl_pos.emplace(nccl_[i].gpu, i);
-    for (uint32_t gi : gpu_events_) {
+    for (size_t i = 0; i < timeline_.nccl.size(); ++i)
+      nccl_pos.emplace(timeline_.nccl[i].gpu, i);
+    for (uint32_t gi : timeline_.gpu_events) {
       const KinetoEvent& e = events_[gi];
-      const uint16_t stream = stream_of_[gi];
-      const std::string_view op = op_name_of_launch(launcher_[gi]);
+      const uint16_t stream = timeline_.stream_of[gi];
+      const std::string_view op = op_name_of_launch(timeline_.launcher[gi]);
       TaskId t = kNoTask;
       const bool model = options_.mode == TraceMode::kModel;
       if (const auto it = nccl_pos.find(gi); it != nccl_pos.end()) {
-        t = g.add_collective(rank_, stream, collective_of[it->second], nccl_[it->second].op_name);
+        t = g.add_collective(rank_, stream, collective_of[it->second],
+                             timeline_.nccl[it->second].op_name);
         // Model mode keeps a collective measured when nobody else is known to take part.
         const bool keep = model && collective_alone[it->second] != 0;
         if (!model || keep) g.set_fixed_duration(t, Duration::from_ps(collective_ps[it->second]));
@@ -177,35 +188,38 @@ class RankBuilder : public RankRecovery {
     }
     // Event records after the producers of stream waits, then the waits.
     record_task_.clear();
-    for (StreamWaitInfo& w : waits_) {
+    wait_task_.clear();
+    for (const StreamWaitInfo& w : deps_.waits) {
       auto it = record_task_.find(w.producer);
       if (it == record_task_.end()) {
-        it = record_task_.emplace(w.producer, g.add_event_record(rank_, stream_of_[w.producer]))
+        it = record_task_
+                 .emplace(w.producer, g.add_event_record(rank_, timeline_.stream_of[w.producer]))
                  .first;
       }
-      w.task = g.add_stream_wait(rank_, w.stream, it->second);
+      wait_task_.push_back(g.add_stream_wait(rank_, w.stream, it->second));
     }
-    s.stream_waits = waits_.size();
+    s.stream_waits = deps_.waits.size();
     s.stream_waits_exact = static_cast<uint64_t>(std::count_if(
-        waits_.begin(), waits_.end(), [](const StreamWaitInfo& w) { return w.exact; }));
-    s.stream_waits_dropped = waits_dropped_;
-    std::vector<int64_t> cuda_stream(stream_index_.size());
-    for (const auto& [key, index] : stream_index_)
+        deps_.waits.begin(), deps_.waits.end(), [](const StreamWaitInfo& w) { return w.exact; }));
+    s.stream_waits_dropped = deps_.waits_dropped;
+    std::vector<int64_t> cuda_stream(timeline_.stream_index.size());
+    for (const auto& [key, index] : timeline_.stream_index)
       cuda_stream[index] = key.second;
-    for (const StreamWaitInfo& w : waits_) {
-      s.stream_wait_edges.push_back(
-          TraceStreamWaitEdge{events_[w.call].correlation, events_[w.producer].correlation,
-                              cuda_stream[w.stream], cuda_stream[stream_of_[w.producer]], w.exact});
+    for (const StreamWaitInfo& w : deps_.waits) {
+      s.stream_wait_edges.push_back(TraceStreamWaitEdge{
+          events_[w.call].correlation, events_[w.producer].correlation, cuda_stream[w.stream],
+          cuda_stream[timeline_.stream_of[w.producer]], w.exact});
     }
 
-    for (uint32_t t = 0; t < threads_.size(); ++t) {
+    handoff_tasks_.assign(deps_.handoffs.size(), HandoffTasks{});
+    for (uint32_t t = 0; t < timeline_.threads.size(); ++t) {
       if (options_.host == TraceHost::kModelled)
         emit_thread_modelled(t, s);
       else
         emit_thread(t, s);
     }
-    if (orphan_thread) emit_orphans(static_cast<uint16_t>(threads_.size()), s);
-    for (Handoff& h : handoffs_) {
+    if (orphan_thread) emit_orphans(static_cast<uint16_t>(timeline_.threads.size()), s);
+    for (const HandoffTasks& h : handoff_tasks_) {
       if (h.wait_task == kNoTask) continue;
       if (h.trigger_task != kNoTask) {
         g.add_dependency(h.trigger_task, h.wait_task);
@@ -215,10 +229,9 @@ class RankBuilder : public RankRecovery {
         g.set_fixed_duration(h.wait_task, Duration::from_ps(h.wait_fallback_ps));
       }
     }
-    s.iterations = iterations_;
+    s.iterations = timeline_.iterations;
     return s;
   }
-  const std::vector<TraceIteration>& iterations() const { return iterations_; }
 
  private:
   // ---- model mode: kernel descriptors from op shapes -------------------------------------
@@ -253,10 +266,10 @@ class RankBuilder : public RankRecovery {
   /// `reason` says why not when that op's shapes are not the kernel's.
   std::optional<KernelDesc> kernel_desc(uint32_t gi, KeptReason& reason) {
     reason = KeptReason::kShapes;
-    const uint32_t call = launcher_[gi];
+    const uint32_t call = timeline_.launcher[gi];
     if (call == kNone) return std::nullopt;
     uint32_t op = kNone;
-    for (uint32_t p = parent_[call]; p != kNone; p = parent_[p]) {
+    for (uint32_t p = timeline_.parent[call]; p != kNone; p = timeline_.parent[p]) {
       if (events_[p].category == KinetoCategory::kCpuOp) {
         op = p;
         break;
@@ -273,7 +286,7 @@ class RankBuilder : public RankRecovery {
     if (!is_registered_operator(op_name)) {
       // Inside a compiled region, an op that is no operator is the region's own code.
       reason = KeptReason::kNonAten;
-      for (uint32_t p = parent_[op]; p != kNone; p = parent_[p]) {
+      for (uint32_t p = timeline_.parent[op]; p != kNone; p = timeline_.parent[p]) {
         if (is_compiled_region_op(kineto_.name_of(events_[p]))) reason = KeptReason::kCompiled;
       }
       return std::nullopt;
@@ -291,7 +304,7 @@ class RankBuilder : public RankRecovery {
   /// CPU cost lookup.
   std::string_view op_name_of(uint32_t e) const {
     uint32_t annotation = kNone;
-    for (uint32_t p = e; p != kNone; p = parent_[p]) {
+    for (uint32_t p = e; p != kNone; p = timeline_.parent[p]) {
       const KinetoCategory c = events_[p].category;
       if (c == KinetoCategory::kCpuOp && p != e) return kineto_.name_of(events_[p]);
       if (c == KinetoCategory::kUserAnnotation && annotation == kNone && p != e) annotation = p;
@@ -308,7 +321,7 @@ class RankBuilder : public RankRecovery {
     const auto it = std::upper_bound(t.host.begin(), t.host.end(), ts,
                                      [&](int64_t x, uint32_t i) { return x < events_[i].ts_ps; });
     if (it == t.host.begin()) return "host";
-    for (uint32_t p = *(it - 1); p != kNone; p = parent_[p]) {
+    for (uint32_t p = *(it - 1); p != kNone; p = timeline_.parent[p]) {
       const KinetoEvent& e = events_[p];
       if (e.end_ps() >= ts &&
           (e.category == KinetoCategory::kCpuOp || e.category == KinetoCategory::kUserAnnotation)) {
@@ -339,7 +352,7 @@ class RankBuilder : public RankRecovery {
   }
 
   uint32_t next_launch_index(Cursor& c, uint32_t call) {
-    const uint32_t op = parent_[call];
+    const uint32_t op = timeline_.parent[call];
     if (op != c.launch_op || op == kNone) {
       c.launch_op = op;
       c.launch_index = 0;
@@ -354,7 +367,7 @@ class RankBuilder : public RankRecovery {
     const std::string_view api = kineto_.name_of(events_[call]);
     const std::string_view op = op_name_of(call);
     bool first = true;
-    for (uint32_t gi : launched_.at(call)) {
+    for (uint32_t gi : timeline_.launched.at(call)) {
       const TaskId l =
           graph_->add_launch(rank_, c.thread, api, op, next_launch_index(c, call), gpu_task_[gi]);
       fixed(l, first ? first_ps : 0);
@@ -374,11 +387,12 @@ class RankBuilder : public RankRecovery {
   }
 
   void emit_thread(uint32_t ti, TraceRankSummary& s) {
-    const ThreadData& t = threads_[ti];
+    const ThreadData& t = timeline_.threads[ti];
+    const std::vector<Point>& points = deps_.points[ti];
     Cursor c;
     c.thread = static_cast<uint16_t>(ti);
     c.at = origin_;
-    for (const Point& p : t.points)
+    for (const Point& p : points)
       emit_measured(c, t, p, s);
   }
 
@@ -388,17 +402,17 @@ class RankBuilder : public RankRecovery {
     switch (p.kind) {
       case PointKind::kSplit: {
         host_work(c, p.ts, op_at(t, p.ts - 1));
-        handoffs_[p.aux].trigger_task = c.last;
+        handoff_tasks_[p.aux].trigger_task = c.last;
         break;
       }
       case PointKind::kResume: {
-        Handoff& h = handoffs_[p.aux];
+        const Handoff& h = deps_.handoffs[p.aux];
         host_work(c, h.idle_begin, op_at(t, h.idle_begin - 1));
         if (h.trigger_ts < c.at) break;  // the gap was already spent: no hand-off
         const TaskId w = graph_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
         fixed(w, 0);
-        h.wait_task = w;
-        h.wait_fallback_ps = h.trigger_ts - c.at;
+        handoff_tasks_[p.aux].wait_task = w;
+        handoff_tasks_[p.aux].wait_fallback_ps = h.trigger_ts - c.at;
         c.last = w;
         c.at = h.trigger_ts;
         host_work(c, h.resume_ts, op_at(t, h.resume_ts));
@@ -421,13 +435,13 @@ class RankBuilder : public RankRecovery {
       case PointKind::kBlockingCopy: {
         const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-        const uint32_t gi = launched_.at(p.event).front();
+        const uint32_t gi = timeline_.launched.at(p.event).front();
         const KinetoEvent& g = events_[gi];
         const int64_t launch_ps =
-            std::min(median_launch_ps_, std::max<int64_t>(0, g.ts_ps - e.ts_ps));
+            std::min(timeline_.median_launch_ps, std::max<int64_t>(0, g.ts_ps - e.ts_ps));
         emit_launches(c, p.event, launch_ps);
         const std::string_view op = op_name_of(p.event);
-        c.last = graph_->add_host_sync(rank_, c.thread, stream_of_[gi], op);
+        c.last = graph_->add_host_sync(rank_, c.thread, timeline_.stream_of[gi], op);
         ++s.host_syncs;
         ++s.blocking_copies;
         const int64_t back = e.end_ps() - std::max(g.end_ps(), e.ts_ps + launch_ps);
@@ -441,7 +455,7 @@ class RankBuilder : public RankRecovery {
       case PointKind::kSync: {
         const KinetoEvent& e = events_[p.event];
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
-        const SyncInfo& si = syncs_.at(p.event);
+        const SyncInfo& si = deps_.syncs.at(p.event);
         const std::string_view op = op_name_of(p.event);
         c.last = graph_->add_host_sync(rank_, c.thread, si.target, op);
         ++s.host_syncs;
@@ -459,7 +473,7 @@ class RankBuilder : public RankRecovery {
         host_work(c, e.ts_ps, op_at(t, e.ts_ps));
         const TaskId l =
             graph_->add_launch(rank_, c.thread, kineto_.name_of(e), op_name_of(p.event),
-                               next_launch_index(c, p.event), waits_[p.aux].task);
+                               next_launch_index(c, p.event), wait_task_[p.aux]);
         fixed(l, e.dur_ps);
         c.last = l;
         c.at = std::max(c.at, e.end_ps());
@@ -474,11 +488,12 @@ class RankBuilder : public RankRecovery {
   /// measured: each thread starts the first iteration at its measured instant, so the ranks keep
   /// their measured skew and the GPU work queued before it.
   void emit_thread_modelled(uint32_t ti, TraceRankSummary& s) {
-    const ThreadData& t = threads_[ti];
+    const ThreadData& t = timeline_.threads[ti];
+    const std::vector<Point>& points = deps_.points[ti];
     Cursor c;
     c.thread = static_cast<uint16_t>(ti);
     c.at = origin_;
-    const int64_t modelled_from = events_[markers_.front().event].ts_ps;
+    const int64_t modelled_from = events_[timeline_.markers.front().event].ts_ps;
     bool modelled = false;
     int64_t busy_until = modelled_from;  // measured end of the thread's host work so far
     uint32_t previous_op = kNone;        // the last top-level op that started
@@ -486,7 +501,7 @@ class RankBuilder : public RankRecovery {
     uint32_t op = kNone;    // the open top-level op
     uint32_t launches = 0;  // its launch calls so far
     auto close_op = [&] {
-      if (op != kNone && op_launches_.count(op)) {
+      if (op != kNone && deps_.op_launches.count(op)) {
         c.last =
             graph_->add_cpu_op(rank_, c.thread, kineto_.name_of(events_[op]), HostPhase::kOpEnd);
       }
@@ -495,7 +510,7 @@ class RankBuilder : public RankRecovery {
     // A point outside the open op closes it: a call by nesting, an instant by time.
     auto reach = [&](const Point& p) {
       if (op == kNone) return;
-      if (p.event != kNone && p.kind != PointKind::kMark ? top_op_[p.event] != op
+      if (p.event != kNone && p.kind != PointKind::kMark ? deps_.top_op[p.event] != op
                                                          : p.ts >= events_[op].end_ps()) {
         close_op();
       }
@@ -506,10 +521,10 @@ class RankBuilder : public RankRecovery {
     // The launches of `call`: the first priced (T4, + T5 after the op's first launch) when the
     // extraction counts the call as a launch, the rest of its GPU work at no host cost.
     auto launch = [&](uint32_t call) {
-      const bool priced = counts_as_launch(call);
+      const bool priced = counts_as_launch(kineto_, call);
       const uint32_t index = priced && op != kNone ? launches++ : 0;
       bool first = true;
-      for (uint32_t gi : launched_.at(call)) {
+      for (uint32_t gi : timeline_.launched.at(call)) {
         const TaskId l = graph_->add_launch(rank_, c.thread, kineto_.name_of(events_[call]),
                                             op_name(call), index, gpu_task_[gi]);
         if (!priced || !first) fixed(l, 0);
@@ -518,9 +533,10 @@ class RankBuilder : public RankRecovery {
         emit_record(c, gi, op_name(call));
       }
     };
-    for (const Point& p : t.points) {
+    for (const Point& p : points) {
       if (!modelled) {
-        const bool first_mark = p.kind == PointKind::kMark && p.event == markers_.front().event;
+        const bool first_mark =
+            p.kind == PointKind::kMark && p.event == timeline_.markers.front().event;
         if (p.ts < modelled_from || first_mark) {
           emit_measured(c, t, p, s);
           continue;
@@ -536,7 +552,7 @@ class RankBuilder : public RankRecovery {
         // and not explained by a hand-off, and the gap between ops of different parents (module
         // boundaries: T1 samples only gaps between ops of one parent).
         const bool boundary = p.kind == PointKind::kOpStart && previous_op != kNone &&
-                              parent_[p.event] != parent_[previous_op];
+                              timeline_.parent[p.event] != timeline_.parent[previous_op];
         if (p.ts - busy_until >= long_gap || (boundary && p.ts > busy_until)) {
           const TaskId w =
               graph_->add_cpu_op(rank_, c.thread, op_at(t, busy_until), HostPhase::kOpBody);
@@ -549,15 +565,15 @@ class RankBuilder : public RankRecovery {
       }
       switch (p.kind) {
         case PointKind::kSplit:
-          handoffs_[p.aux].trigger_task = c.last;
+          handoff_tasks_[p.aux].trigger_task = c.last;
           break;
         case PointKind::kResume: {
-          Handoff& h = handoffs_[p.aux];
+          const Handoff& h = deps_.handoffs[p.aux];
           const TaskId w =
               graph_->add_cpu_op(rank_, c.thread, "wait for thread", HostPhase::kOpBody);
           fixed(w, 0);
-          h.wait_task = w;
-          h.wait_fallback_ps = h.trigger_ts - h.idle_begin;
+          handoff_tasks_[p.aux].wait_task = w;
+          handoff_tasks_[p.aux].wait_fallback_ps = h.trigger_ts - h.idle_begin;
           c.last = w;
           break;
         }
@@ -569,31 +585,32 @@ class RankBuilder : public RankRecovery {
           op = p.event;
           previous_op = p.event;
           launches = 0;
-          c.last =
-              graph_->add_cpu_op(rank_, c.thread, kineto_.name_of(events_[op]),
-                                 op_launches_.count(op) ? HostPhase::kOpBegin : HostPhase::kOpBody);
+          c.last = graph_->add_cpu_op(
+              rank_, c.thread, kineto_.name_of(events_[op]),
+              deps_.op_launches.count(op) ? HostPhase::kOpBegin : HostPhase::kOpBody);
           break;
         case PointKind::kLaunch:
           launch(p.event);
           break;
         case PointKind::kBlockingCopy: {
           launch(p.event);
-          c.last = graph_->add_host_sync(rank_, c.thread, stream_of_[launched_.at(p.event).front()],
-                                         op_name(p.event));
+          c.last = graph_->add_host_sync(
+              rank_, c.thread, timeline_.stream_of[timeline_.launched.at(p.event).front()],
+              op_name(p.event));
           ++s.host_syncs;
           ++s.blocking_copies;
           break;
         }
         case PointKind::kSync: {
-          if (op != kNone && counts_as_launch(p.event)) ++launches;
-          c.last =
-              graph_->add_host_sync(rank_, c.thread, syncs_.at(p.event).target, op_name(p.event));
+          if (op != kNone && counts_as_launch(kineto_, p.event)) ++launches;
+          c.last = graph_->add_host_sync(rank_, c.thread, deps_.syncs.at(p.event).target,
+                                         op_name(p.event));
           ++s.host_syncs;
           break;
         }
         case PointKind::kStreamWait: {
           const TaskId l = graph_->add_launch(rank_, c.thread, kineto_.name_of(events_[p.event]),
-                                              op_name(p.event), 0, waits_[p.aux].task);
+                                              op_name(p.event), 0, wait_task_[p.aux]);
           fixed(l, 0);
           c.last = l;
           break;
@@ -609,7 +626,7 @@ class RankBuilder : public RankRecovery {
     Cursor c;
     c.thread = thread;
     c.at = origin_;
-    std::vector<uint32_t> order = orphans_;
+    std::vector<uint32_t> order = timeline_.orphans;
     std::sort(order.begin(), order.end(),
               [&](uint32_t a, uint32_t b) { return events_[a].ts_ps < events_[b].ts_ps; });
     for (uint32_t gi : order) {
@@ -623,12 +640,27 @@ class RankBuilder : public RankRecovery {
     }
   }
 
+  /// The tasks emission attaches to hand-off `i` of RankDependencies::handoffs.
+  struct HandoffTasks {
+    TaskId trigger_task = kNoTask;
+    TaskId wait_task = kNoTask;
+    int64_t wait_fallback_ps = 0;  // the measured wait, used when no trigger task exists
+  };
+
+  const RankTrace& trace_;
+  const KinetoTrace& kineto_;
+  const std::vector<KinetoEvent>& events_;
+  const TraceGraphOptions& options_;
+  const RankTimeline& timeline_;
+  const RankDependencies& deps_;
   std::unordered_set<uint32_t> gemm_done_;  // model mode: ops whose GEMM kernel was assigned
   TaskGraph* graph_ = nullptr;
   RankId rank_ = 0;
   int64_t origin_ = 0;
   std::vector<TaskId> gpu_task_;
   std::unordered_map<uint32_t, TaskId> record_task_;
+  std::vector<TaskId> wait_task_;            // per RankDependencies::waits: its StreamWait
+  std::vector<HandoffTasks> handoff_tasks_;  // per RankDependencies::handoffs
 };
 
 std::string join(const std::vector<size_t>& v) {
@@ -737,7 +769,7 @@ struct ClockAlignment {
 };
 
 ClockAlignment align_clocks(const std::vector<RankTrace>& traces,
-                            const std::vector<RankBuilder>& builders) {
+                            const std::vector<RankTimeline>& timelines) {
   ClockAlignment out;
   std::vector<int64_t>& offset = out.offset;
   int64_t base = INT64_MAX;
@@ -754,12 +786,12 @@ ClockAlignment align_clocks(const std::vector<RankTrace>& traces,
     size_t late = 0;
     size_t early = 0;
     for (size_t r = 0; r < traces.size(); ++r) {
-      if (builders[r].first_ps() + offset[r] > latest_first) {
-        latest_first = builders[r].first_ps() + offset[r];
+      if (timelines[r].first_ps + offset[r] > latest_first) {
+        latest_first = timelines[r].first_ps + offset[r];
         late = r;
       }
-      if (builders[r].last_ps() + offset[r] < earliest_last) {
-        earliest_last = builders[r].last_ps() + offset[r];
+      if (timelines[r].last_ps + offset[r] < earliest_last) {
+        earliest_last = timelines[r].last_ps + offset[r];
         early = r;
       }
     }
@@ -770,7 +802,7 @@ ClockAlignment align_clocks(const std::vector<RankTrace>& traces,
     }
   }
   for (size_t r = 0; r < traces.size(); ++r)
-    out.origin = std::min(out.origin, builders[r].first_ps() + offset[r]);
+    out.origin = std::min(out.origin, timelines[r].first_ps + offset[r]);
   return out;
 }
 
@@ -793,17 +825,17 @@ struct RankCollectives {
 };
 
 RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
-                                           std::vector<RankBuilder>& builders,
+                                           std::vector<RankTimeline>& timelines,
                                            const std::vector<RankId>& device, bool partial_job,
                                            const TraceGraphOptions& options, TaskGraph& graph) {
   // Collectives across ranks.
   bool keyed = true;
-  for (const RankBuilder& b : builders) {
-    for (const NcclKernel& n : b.nccl())
+  for (const RankTimeline& timeline : timelines) {
+    for (const NcclKernel& n : timeline.nccl)
       keyed &= !n.key.empty();
   }
-  for (RankBuilder& b : builders) {
-    auto& kernels = b.nccl_mut();
+  for (RankTimeline& timeline : timelines) {
+    auto& kernels = timeline.nccl;
     for (size_t i = 0; i < kernels.size(); ++i) {
       if (!keyed) kernels[i].key = fmt::format("#{}", i);
     }
@@ -814,36 +846,36 @@ RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
   };
   std::vector<std::string> group_keys;
   std::map<std::string, std::vector<Member>> groups;
-  for (size_t r = 0; r < builders.size(); ++r) {
-    const auto& kernels = builders[r].nccl();
+  for (size_t r = 0; r < timelines.size(); ++r) {
+    const auto& kernels = timelines[r].nccl;
     for (size_t i = 0; i < kernels.size(); ++i) {
       auto [it, inserted] = groups.try_emplace(kernels[i].key);
       if (inserted) group_keys.push_back(kernels[i].key);
       it->second.push_back(Member{r, i});
     }
   }
-  std::vector<uint64_t> job_collectives(builders.size(), 0);
-  std::vector<uint64_t> world_assumed(builders.size(), 0);
+  std::vector<uint64_t> job_collectives(timelines.size(), 0);
+  std::vector<uint64_t> world_assumed(timelines.size(), 0);
   uint32_t groups_added = 0;
-  std::vector<std::vector<CollectiveId>> collective_of(builders.size());
-  std::vector<std::vector<int64_t>> collective_ps(builders.size());
-  std::vector<std::vector<uint8_t>> collective_alone(builders.size());
-  for (size_t r = 0; r < builders.size(); ++r) {
-    collective_of[r].assign(builders[r].nccl().size(), 0);
-    collective_ps[r].assign(builders[r].nccl().size(), 0);
-    collective_alone[r].assign(builders[r].nccl().size(), 0);
+  std::vector<std::vector<CollectiveId>> collective_of(timelines.size());
+  std::vector<std::vector<int64_t>> collective_ps(timelines.size());
+  std::vector<std::vector<uint8_t>> collective_alone(timelines.size());
+  for (size_t r = 0; r < timelines.size(); ++r) {
+    collective_of[r].assign(timelines[r].nccl.size(), 0);
+    collective_ps[r].assign(timelines[r].nccl.size(), 0);
+    collective_alone[r].assign(timelines[r].nccl.size(), 0);
   }
   for (const std::string& key : group_keys) {
     const std::vector<Member>& members = groups.at(key);
-    const NcclKernel& first = builders[members.front().rank].nccl()[members.front().index];
+    const NcclKernel& first = timelines[members.front().rank].nccl[members.front().index];
     std::vector<size_t> present;
     for (const Member& m : members)
       present.push_back(m.rank);
     const bool whole_group =
         first.pg_size > 0 && static_cast<size_t>(first.pg_size) == members.size();
-    if (builders.size() > 1 && members.size() != builders.size() && !whole_group) {
+    if (timelines.size() > 1 && members.size() != timelines.size() && !whole_group) {
       std::vector<size_t> missing;
-      for (size_t r = 0; r < builders.size(); ++r) {
+      for (size_t r = 0; r < timelines.size(); ++r) {
         if (std::find(present.begin(), present.end(), r) == present.end()) missing.push_back(r);
       }
       const size_t blame = missing.empty() ? members.front().rank : missing.front();
@@ -860,8 +892,8 @@ RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
     int64_t duration = INT64_MAX;
     for (const Member& m : members) {
       desc.members.push_back(device[m.rank]);
-      const NcclKernel& n = builders[m.rank].nccl()[m.index];
-      duration = std::min(duration, builders[m.rank].kineto().events[n.gpu].dur_ps);
+      const NcclKernel& n = timelines[m.rank].nccl[m.index];
+      duration = std::min(duration, traces[m.rank].kineto.events[n.gpu].dur_ps);
       desc.bytes = std::max(desc.bytes, n.bytes);
     }
     // One trace of a larger job: the group's GPUs, the traced rank first, mirrored by the others.
@@ -887,7 +919,7 @@ RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
       for (size_t i = 0; i < n; ++i) {
         // Mirrored members send as the traced rank does (its split rotated to their position).
         const Member& m = members[over_job ? 0 : i];
-        const NcclKernel& k = builders[m.rank].nccl()[m.index];
+        const NcclKernel& k = timelines[m.rank].nccl[m.index];
         for (size_t j = 0; j < n; ++j) {
           sizes[i * n + j] = k.send_bytes.size() == n
                                  ? k.send_bytes[(j + n - i) % n]
@@ -920,22 +952,20 @@ RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
 TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGraph& graph,
                                   const TraceGraphOptions& options) {
   if (traces.empty()) throw ParseError("(no file)", "no trace to build a graph from");
-  std::vector<RankBuilder> builders;
-  builders.reserve(traces.size());
-  for (const RankTrace& t : traces) {
-    builders.emplace_back(t, options);
-    builders.back().analyse();
-  }
-  const ClockAlignment clock = align_clocks(traces, builders);
+  std::vector<RankTimeline> timelines;
+  timelines.reserve(traces.size());
+  for (const RankTrace& t : traces)
+    timelines.push_back(TimelineRecovery(t, options).recover());
+  const ClockAlignment clock = align_clocks(traces, timelines);
   const std::vector<int64_t>& offset = clock.offset;
   const int64_t origin = clock.origin;
 
   // The GPU each trace runs on: its global rank for one trace of a larger job (model mode), else
   // its position.
   const bool partial_job =
-      options.mode == TraceMode::kModel && builders.size() == 1 && options.job_world_size > 1;
-  std::vector<RankId> device(builders.size());
-  for (size_t r = 0; r < builders.size(); ++r)
+      options.mode == TraceMode::kModel && timelines.size() == 1 && options.job_world_size > 1;
+  std::vector<RankId> device(timelines.size());
+  for (size_t r = 0; r < timelines.size(); ++r)
     device[r] = static_cast<RankId>(r);
   if (partial_job) {
     const int32_t global = traces[0].kineto.distributed.rank;
@@ -948,14 +978,15 @@ TraceGraphInfo build_replay_graph(const std::vector<RankTrace>& traces, TaskGrap
     device[0] = static_cast<RankId>(global);
   }
   const RankCollectives collectives =
-      add_cross_rank_collectives(traces, builders, device, partial_job, options, graph);
+      add_cross_rank_collectives(traces, timelines, device, partial_job, options, graph);
   TraceGraphInfo info;
   info.collective_groups = collectives.groups;
-  for (size_t r = 0; r < builders.size(); ++r) {
-    builders[r].plan();
-    info.ranks.push_back(builders[r].emit(graph, collectives.of[r], collectives.ps[r],
-                                          collectives.alone[r], origin - offset[r],
-                                          partial_job ? device[r] : kNoDevice));
+  for (size_t r = 0; r < timelines.size(); ++r) {
+    const RankDependencies deps = DependencyInference(traces[r], timelines[r], options).infer();
+    info.ranks.push_back(RankBuilder(traces[r], timelines[r], deps, options)
+                             .emit(graph, collectives.of[r], collectives.ps[r],
+                                   collectives.alone[r], origin - offset[r],
+                                   partial_job ? device[r] : kNoDevice));
     info.ranks.back().collectives_over_job = collectives.over_job[r];
     info.ranks.back().collectives_world_assumed = collectives.world_assumed[r];
   }

@@ -25,6 +25,7 @@ constexpr uint16_t kActIn = 3;
 constexpr uint16_t kActOut = 4;
 constexpr uint16_t kGradIn = 5;
 constexpr uint16_t kGradOut = 6;
+/// Bytes of an fp32 value (gradient norms, cross-entropy statistics).
 constexpr int64_t kFp32Bytes = 4;
 
 /// Emits host ops on the thread `threads` names (the rank being emitted: the caller updates

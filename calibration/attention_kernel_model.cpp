@@ -20,10 +20,10 @@ bool fraction_ok(double f) {
   return f > 0.0 && f <= 1.0;
 }
 
-/// peak_efficiency of the header: log2 interpolation between head_dim 64 and 128, clamped.
-double peak_efficiency(double at_64, double at_128, int64_t head_dim) {
-  const double t = std::clamp(std::log2(as_double(head_dim) / 64.0), 0.0, 1.0);
-  return at_64 + t * (at_128 - at_64);
+/// peak_efficiency of the header: log2 interpolation between head_dim 64, 128 and 256, clamped.
+double peak_efficiency(double at_64, double at_128, double at_256, int64_t head_dim) {
+  const double t = std::clamp(std::log2(as_double(head_dim) / 64.0), 0.0, 2.0);
+  return t <= 1.0 ? at_64 + t * (at_128 - at_64) : at_128 + (t - 1.0) * (at_256 - at_128);
 }
 
 }  // namespace
@@ -33,8 +33,9 @@ void check_attention_params(const AttentionParams& p) {
     throw std::invalid_argument(
         fmt::format("attention: block_m must be positive, got {}", p.block_m));
   }
-  for (double f : {p.forward_efficiency_64, p.forward_efficiency_128, p.backward_efficiency_64,
-                   p.backward_efficiency_128}) {
+  for (double f :
+       {p.forward_efficiency_64, p.forward_efficiency_128, p.forward_efficiency_256,
+        p.backward_efficiency_64, p.backward_efficiency_128, p.backward_efficiency_256}) {
     if (!fraction_ok(f)) {
       throw std::invalid_argument(
           fmt::format("attention: efficiencies must be in (0, 1], got {}", f));
@@ -94,10 +95,11 @@ AttentionEstimate estimate_attention(const KernelDesc& kernel, const DeviceProfi
   est.waves = ceil_div(est.blocks, device.sm_count);
   est.wave_efficiency = as_double(est.blocks) / (as_double(est.waves) * device.sm_count);
   const double span = a.causal ? 0.5 * as_double(a.seq_kv) : as_double(a.seq_kv);
-  const double top = a.backward ? peak_efficiency(params.backward_efficiency_64,
-                                                  params.backward_efficiency_128, a.head_dim)
-                                : peak_efficiency(params.forward_efficiency_64,
-                                                  params.forward_efficiency_128, a.head_dim);
+  const double top =
+      a.backward ? peak_efficiency(params.backward_efficiency_64, params.backward_efficiency_128,
+                                   params.backward_efficiency_256, a.head_dim)
+                 : peak_efficiency(params.forward_efficiency_64, params.forward_efficiency_128,
+                                   params.forward_efficiency_256, a.head_dim);
   est.efficiency = top * span / (span + params.half_efficiency_span);
   est.compute_seconds = est.flops / (peak * est.efficiency * est.wave_efficiency);
   est.memory_seconds = est.bytes / (hbm * achievable.memory);

@@ -12,8 +12,8 @@
 //   span       = s_kv, or s_kv / 2 under a causal mask: the mean keys a query block iterates
 //                over (a causal block skips the masked blocks, so its loop is half as long)
 //   efficiency = peak_efficiency(d, direction) x span / (span + half_efficiency_span)
-//                peak_efficiency interpolates in log2(d) between the head_dim-64 and
-//                head_dim-128 values and is clamped outside [64, 128]; the span term is the
+//                peak_efficiency interpolates in log2(d) between the head_dim-64, -128 and
+//                -256 values and is clamped outside [64, 256]; the span term is the
 //                per-block prologue and epilogue (loading q, writing o, the softmax rescale)
 //                amortised over the key loop, so short sequences run below the peak
 //   compute    = flops / (peak(dtype) x efficiency x wave_eff)
@@ -31,8 +31,10 @@
 // 60%, backward about 50% of 312 TFLOP/s in the same figures). The same FlashAttention-2 kernel
 // reaches only about 35% of H100's 989 TFLOP/s (Shah et al., "FlashAttention-3", arXiv
 // 2407.08608, section 1), while FlashAttention-3 reaches 75% (740 TFLOP/s fp16): a calibration
-// for Hopper gives its own `attention:` section (kernel_calibration.h); without one, the A100
-// defaults are used and CalibratedKernelCost::borrowed_calibration says so.
+// for Hopper gives its own `attention:` section per implementation (AttentionKernel,
+// kernel_calibration.h); without one, the A100 defaults are used and
+// CalibratedKernelCost::borrowed_calibration says so. The head_dim-256 defaults are the
+// head_dim-128 ones (no A100 figure is used for them).
 //
 // Contract: pure; a dtype without a peak on the device, a non-positive dimension, heads not a
 // multiple of kv_heads or an unfused descriptor throw std::invalid_argument naming the reason.
@@ -54,9 +56,12 @@ struct AttentionParams {
   /// Fraction of peak(dtype) at long sequences, forward, head_dim 64 and 128 (FA2 on A100).
   double forward_efficiency_64 = 0.60;
   double forward_efficiency_128 = 0.73;
+  /// ... and head_dim 256 (default: the head_dim-128 value).
+  double forward_efficiency_256 = 0.73;
   /// The same, backward (FA2 on A100: up to 63% at head_dim 128).
   double backward_efficiency_64 = 0.50;
   double backward_efficiency_128 = 0.63;
+  double backward_efficiency_256 = 0.63;
   /// half_efficiency_span (keys, default 256): the key span at which a block reaches half its
   /// peak efficiency. 256 puts s = 2k at 0.89 of the s = 16k rate, as FA2's Fig. 5 (head_dim
   /// 128, no mask: about 200 vs 225 TFLOP/s).

@@ -71,7 +71,9 @@ CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
     (void)calibration_.curve_for(static_cast<MemoryOp>(i));
   }
   check_embedding_params(calibration_.embedding);
-  if (calibration_.attention) check_attention_params(*calibration_.attention);
+  for (const auto& section : calibration_.attention) {
+    if (section) check_attention_params(section->params);
+  }
   if (!(achievable_.fp8_compute >= 0.0 && achievable_.fp8_compute <= 1.0)) {
     throw std::invalid_argument("calibrated: the fp8 achievable fraction must be in [0, 1]");
   }
@@ -103,7 +105,7 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
       return embedding_seconds(kernel, device, achievable_, calibration_.embedding);
     case KernelClass::kAttention:
       return attention_seconds(kernel, device, achievable_,
-                               calibration_.attention.value_or(AttentionParams{}),
+                               calibration_.attention_for(kernel.attention.implementation),
                                calibration_.kernel_overhead);
   }
   throw std::invalid_argument("calibrated: unknown kernel class");
@@ -195,14 +197,30 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
       }
       break;
     }
-    case KernelClass::kAttention:
-      if (!c.attention) {
+    case KernelClass::kAttention: {
+      const AttentionKernel impl = kernel.attention.implementation;
+      const std::string_view name = attention_kernel_name(impl);
+      const auto& own = c.attention[static_cast<size_t>(impl)];
+      const auto& flash2 = c.attention[static_cast<size_t>(AttentionKernel::kFlash2)];
+      if (own) {
+        if (own->provenance == "physics") {
+          notes.push_back(fmt::format(
+              "attention {}: the calibration fitted on {} states physics-only parameters ({})",
+              name, c.fitted_on, own->source.empty() ? "no source given" : own->source));
+        }
+      } else if (flash2) {
         notes.push_back(fmt::format(
-            "attention: no attention section in the calibration fitted on {}, "
+            "attention {}: no {} section in the calibration fitted on {}, priced with its "
+            "flash2 (FlashAttention-2) section",
+            name, name, c.fitted_on));
+      } else {
+        notes.push_back(fmt::format(
+            "attention {}: no {} section in the calibration fitted on {}, priced with "
             "FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv 2307.08691)",
-            c.fitted_on));
+            name, name, c.fitted_on));
       }
       break;
+    }
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
       break;
@@ -247,7 +265,12 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
   }
   // A scenario may state the attention kernels its software runs (e.g. a FlashAttention
   // generation other than the calibration's).
-  if (node.has("attention")) calibration.attention = read_attention_params(node.child("attention"));
+  if (node.has("attention")) {
+    const auto sections = read_attention_sections(node.child("attention"));
+    for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+      if (sections[i]) calibration.attention[i] = sections[i];
+    }
+  }
   try {
     return CalibratedKernelCost(std::move(calibration), hardware.achievable,
                                 std::move(kernel_overhead_note), hardware.stated_sm_count);

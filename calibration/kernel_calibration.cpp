@@ -1,7 +1,10 @@
 #include "calibration/kernel_calibration.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -119,6 +122,17 @@ std::string quoted(const std::string& text) {
   return out + "\"";
 }
 
+/// The keys read_attention_params reads.
+constexpr std::array<std::string_view, 9> kAttentionParamKeys = {"block_m",
+                                                                 "forward_efficiency_64",
+                                                                 "forward_efficiency_128",
+                                                                 "forward_efficiency_256",
+                                                                 "backward_efficiency_64",
+                                                                 "backward_efficiency_128",
+                                                                 "backward_efficiency_256",
+                                                                 "half_efficiency_span",
+                                                                 "backward_launches"};
+
 }  // namespace
 
 AttentionParams read_attention_params(const ConfigNode& node) {
@@ -126,9 +140,12 @@ AttentionParams read_attention_params(const ConfigNode& node) {
   p.block_m = node.get_int_in_or("block_m", 1, kMaxTile, p.block_m);
   p.forward_efficiency_64 = node.get_double_or("forward_efficiency_64", p.forward_efficiency_64);
   p.forward_efficiency_128 = node.get_double_or("forward_efficiency_128", p.forward_efficiency_128);
+  p.forward_efficiency_256 = node.get_double_or("forward_efficiency_256", p.forward_efficiency_128);
   p.backward_efficiency_64 = node.get_double_or("backward_efficiency_64", p.backward_efficiency_64);
   p.backward_efficiency_128 =
       node.get_double_or("backward_efficiency_128", p.backward_efficiency_128);
+  p.backward_efficiency_256 =
+      node.get_double_or("backward_efficiency_256", p.backward_efficiency_128);
   p.half_efficiency_span =
       node.get_double_in_or("half_efficiency_span", 0.0, 1e9, p.half_efficiency_span);
   p.backward_launches = node.get_int_in_or("backward_launches", 1, 64, p.backward_launches);
@@ -138,6 +155,59 @@ AttentionParams read_attention_params(const ConfigNode& node) {
     node.fail(e.what());
   }
   return p;
+}
+
+std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_attention_sections(
+    const ConfigNode& node) {
+  if (!node.is_map()) node.fail("must be a map (per implementation: flash2, flash3, cudnn)");
+  std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> out{};
+  bool per_implementation = false;
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    per_implementation |= node.has(attention_kernel_name(static_cast<AttentionKernel>(i)));
+  }
+  if (!per_implementation) {
+    for (const auto& [name, value] : node.map_entries()) {
+      if (std::find(kAttentionParamKeys.begin(), kAttentionParamKeys.end(), name) ==
+          kAttentionParamKeys.end()) {
+        value.fail(fmt::format(
+            "neither an attention implementation (flash2, flash3, cudnn) nor a parameter of the "
+            "attention model ({})",
+            fmt::join(kAttentionParamKeys, ", ")));
+      }
+    }
+    out[static_cast<size_t>(AttentionKernel::kFlash2)] =
+        AttentionCalibration{read_attention_params(node), "", ""};
+    return out;
+  }
+  for (const auto& [name, value] : node.map_entries()) {
+    size_t index = kAttentionKernelCount;
+    for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+      if (name == attention_kernel_name(static_cast<AttentionKernel>(i))) index = i;
+    }
+    if (index == kAttentionKernelCount) {
+      value.fail(fmt::format(
+          "unknown attention implementation `{}`; valid: flash2, flash3, cudnn (the parameters "
+          "go inside an implementation's section, or all directly under `attention:` for flash2)",
+          name));
+    }
+    if (!value.is_map()) value.fail("must be a map of attention-model parameters");
+    AttentionCalibration section;
+    if (value.has("provenance")) {
+      section.provenance = value.get_choice("provenance", {"measured", "published", "physics"});
+    }
+    section.source = value.get_string_or("source", "");
+    section.params = read_attention_params(value);
+    out[index] = std::move(section);
+  }
+  return out;
+}
+
+AttentionParams KernelCalibration::attention_for(AttentionKernel implementation) const {
+  if (const auto& own = attention[static_cast<size_t>(implementation)]) return own->params;
+  if (const auto& flash2 = attention[static_cast<size_t>(AttentionKernel::kFlash2)]) {
+    return flash2->params;
+  }
+  return AttentionParams{};
 }
 
 const GemmParams& KernelCalibration::gemm_for(DType dtype) const {
@@ -217,7 +287,7 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
 
   c.embedding = read_embedding(node.child("embedding"));
   if (const auto attention = node.read_for(kCalibrationAttentionUse).optional_child("attention")) {
-    c.attention = read_attention_params(*attention);
+    c.attention = read_attention_sections(*attention);
   }
 
   if (const auto measurement = node.optional_child("measurement")) {
@@ -292,14 +362,24 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
         {"update_latency", e.update_latency}}) {
     out += fmt::format("  {}: {}\n", key, format_duration_exact(value));
   }
-  if (c.attention) {
-    const AttentionParams& a = *c.attention;
+  bool attention_header = false;
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (!c.attention[i]) continue;
+    if (!attention_header) out += "attention:\n";
+    attention_header = true;
+    const AttentionCalibration& section = *c.attention[i];
+    const AttentionParams& a = section.params;
+    out += fmt::format("  {}:\n", attention_kernel_name(static_cast<AttentionKernel>(i)));
+    if (!section.provenance.empty()) out += fmt::format("    provenance: {}\n", section.provenance);
+    if (!section.source.empty()) out += fmt::format("    source: {}\n", quoted(section.source));
     out += fmt::format(
-        "attention:\n  block_m: {}\n  forward_efficiency_64: {}\n  forward_efficiency_128: {}\n"
-        "  backward_efficiency_64: {}\n  backward_efficiency_128: {}\n"
-        "  half_efficiency_span: {}\n  backward_launches: {}\n",
-        a.block_m, a.forward_efficiency_64, a.forward_efficiency_128, a.backward_efficiency_64,
-        a.backward_efficiency_128, a.half_efficiency_span, a.backward_launches);
+        "    block_m: {}\n    forward_efficiency_64: {}\n    forward_efficiency_128: {}\n"
+        "    forward_efficiency_256: {}\n    backward_efficiency_64: {}\n"
+        "    backward_efficiency_128: {}\n    backward_efficiency_256: {}\n"
+        "    half_efficiency_span: {}\n    backward_launches: {}\n",
+        a.block_m, a.forward_efficiency_64, a.forward_efficiency_128, a.forward_efficiency_256,
+        a.backward_efficiency_64, a.backward_efficiency_128, a.backward_efficiency_256,
+        a.half_efficiency_span, a.backward_launches);
   }
   if (!c.measurement.empty()) {
     out += "measurement:\n";

@@ -20,14 +20,22 @@
 //               forward_row_latency, index_step_latency, sort_tile_latency,
 //               sort_upsweep_latency, sort_pass_latency, encode_latency, update_latency}
 //                                    see embedding_bag_model.h for each one's meaning and source
-//   attention:                       optional: the fused-attention model's parameters (see
-//     block_m: 128                   attention_kernel_model.h for each one's meaning and
-//     forward_efficiency_64: 0.6     source); every key optional, a missing one keeps the
-//     forward_efficiency_128: 0.73   AttentionParams default (FlashAttention-2 on A100). No
-//     backward_efficiency_64: 0.5    sweep measures attention, so `upsim calibrate` leaves the
-//     backward_efficiency_128: 0.63  section out; absent, the defaults apply and
-//     half_efficiency_span: 256      CalibratedKernelCost::borrowed_calibration says so.
-//     backward_launches: 3
+//   attention:                       optional: the fused-attention model's parameters per
+//     flash2:                        implementation (AttentionKernel: flash2, flash3, cudnn;
+//       provenance: published        each optional). provenance: measured (a sweep of our own
+//       source: "..."                harness), published (a paper's or vendor's kernel-level
+//       block_m: 128                 figures) or physics (derived, nothing measured); source:
+//       forward_efficiency_64: 0.6   where the figures are. The other keys are
+//       forward_efficiency_128: 0.73 attention_kernel_model.h's, every one optional: a missing
+//       forward_efficiency_256: ...  one keeps the AttentionParams default (FlashAttention-2 on
+//       backward_efficiency_64: 0.5  A100), except the head_dim-256 efficiencies, which default
+//       backward_efficiency_128: 0.63 to the section's head_dim-128 ones. The older flat form
+//       backward_efficiency_256: ... (the parameter keys directly under `attention:`) is the
+//       half_efficiency_span: 256    flash2 section. `upsim calibrate kernels` fits a section
+//       backward_launches: 3         per implementation measured (fit_attention.h); an
+//                                    implementation without a section is priced with the flash2
+//                                    section, else the defaults, and
+//                                    CalibratedKernelCost::borrowed_calibration says so.
 //   measurement:                     optional: how the measuring harness adds to kernel time,
 //     OP: {floor: 48us, offset: 38us, compute_speedup: 1.08}   see HarnessOverhead
 //                                    (compute_speedup optional, default 1); read only by
@@ -92,6 +100,14 @@ struct FitError {
   double held_out_geomean = 0.0;
 };
 
+/// One implementation's `attention:` section.
+struct AttentionCalibration {
+  AttentionParams params;
+  /// "measured", "published", "physics", or "" when the file does not say.
+  std::string provenance;
+  std::string source;
+};
+
 struct KernelCalibration {
   std::string fitted_on;
   std::string source;
@@ -108,14 +124,17 @@ struct KernelCalibration {
   /// curve_of_op[static_cast<size_t>(op)] names the curve in `curves` for that MemoryOp.
   std::array<std::string, kMemoryOpCount> curve_of_op{};
   EmbeddingParams embedding;
-  /// The file's `attention:` section; nullopt = absent (the model uses AttentionParams{}).
-  std::optional<AttentionParams> attention;
+  /// The file's `attention:` sections, indexed by AttentionKernel; nullopt = absent.
+  std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> attention{};
   /// Keyed by measured op name ("gemm" or a memory_op_name()).
   std::map<std::string, HarnessOverhead> measurement;
   std::string split;
   std::vector<FitError> fit_errors;
 
   const GemmParams& gemm_for(DType dtype) const;
+  /// The parameters attention kernels of `implementation` are priced with: its section, else
+  /// the flash2 section, else AttentionParams{} (FlashAttention-2 on A100).
+  AttentionParams attention_for(AttentionKernel implementation) const;
   /// Throws std::invalid_argument when the op's curve is not defined.
   const MemoryCurve& curve_for(MemoryOp op) const;
 };
@@ -132,9 +151,14 @@ inline constexpr std::string_view kCalibrationValidationUse = "calibration valid
 /// Reads a calibration document (schema above); throws ConfigError.
 KernelCalibration load_kernel_calibration(const ConfigNode& node);
 
-/// An `attention:` map (the keys of AttentionParams; absent keys keep their defaults), in a
-/// calibration file or as a scenario's override (load_calibrated).
+/// One section's parameters (the keys of AttentionParams; absent keys keep their defaults,
+/// the head_dim-256 efficiencies the section's head_dim-128 ones).
 AttentionParams read_attention_params(const ConfigNode& node);
+
+/// An `attention:` map in either form of the schema, in a calibration file or as a scenario's
+/// override (load_calibrated): the sections it states, indexed by AttentionKernel.
+std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_attention_sections(
+    const ConfigNode& node);
 
 /// The calibration as a YAML document in the schema above, preceded by `header` (comment lines,
 /// each starting with "# "). Deterministic; numbers in shortest round-trip form, so loading the

@@ -205,6 +205,17 @@ struct EmbeddingShape {
   bool operator==(const EmbeddingShape&) const = default;
 };
 
+/// The fused-attention kernel a framework runs (the kernels differ on one GPU: FlashAttention-2
+/// reaches about 35% of H100's peak, FlashAttention-3 about 75%; Shah et al., arXiv 2407.08608).
+enum class AttentionKernel : uint8_t {
+  kFlash2,  ///< FlashAttention-2 (Dao-AILab flash-attn 2.x; PyTorch SDPA's flash backend)
+  kFlash3,  ///< FlashAttention-3 (flash-attn hopper/, sm90 only)
+  kCudnn,   ///< cuDNN fused attention (Transformer Engine's FusedAttention, PyTorch SDPA cuDNN)
+};
+inline constexpr size_t kAttentionKernelCount = 3;
+/// "flash2", "flash3", "cudnn".
+std::string_view attention_kernel_name(AttentionKernel kernel);
+
 /// The core of scaled dot-product attention, softmax(q k^T / sqrt(d)) v, for `batch` sequences
 /// of `heads` query heads (grouped-query attention: `kv_heads` key/value heads, each shared by
 /// heads / kv_heads query heads). Projections, rotary and dropout outside the core are separate
@@ -225,6 +236,8 @@ struct AttentionShape {
   /// false: the unfused path's batched GEMMs and softmax are separate kernels, and a kAttention
   /// descriptor does not occur (the workload emits them as kGemm and kMemoryBound kernels).
   bool fused = true;
+  /// The fused kernel's implementation (fused only).
+  AttentionKernel implementation = AttentionKernel::kFlash2;
   bool operator==(const AttentionShape&) const = default;
 };
 

@@ -72,6 +72,18 @@ std::string_view kernel_class_name(KernelClass cls) {
   return "?";
 }
 
+std::string_view attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::kFlash2:
+      return "flash2";
+    case AttentionKernel::kFlash3:
+      return "flash3";
+    case AttentionKernel::kCudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
 std::string_view optimizer_kind_name(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::kUnspecified:

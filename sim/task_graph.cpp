@@ -82,6 +82,7 @@ uint64_t kernel_desc_hash(const KernelDesc& k) {
   h.add(a.causal);
   h.add(a.backward);
   h.add(a.fused);
+  h.add(a.implementation);
   return h.value();
 }
 }  // namespace

@@ -285,6 +285,8 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
   };
   for (const std::string& f : m.csv_files) {
     for (const std::pair<std::string, std::string>& entry : read_csv_metadata(f)) {
+      // The rows carry these (write_measurement_hdf5 states them when every row agrees).
+      if (entry.first == "provenance" || entry.first == "harness") continue;
       const std::string key =
           entry.first == "gpu" || entry.first == "source" ? "table_" + entry.first : entry.first;
       const auto same = attribute(key);

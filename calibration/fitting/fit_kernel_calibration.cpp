@@ -11,6 +11,8 @@
 #include <utility>
 
 #include "calibration/calibrated_kernel_cost.h"
+#include "calibration/fitting/compass_search.h"
+#include "calibration/fitting/fit_attention.h"
 
 namespace upsim {
 namespace {
@@ -23,8 +25,6 @@ constexpr std::array<std::pair<int64_t, int64_t>, 8> kTiles{
 /// long_row_bytes candidates: 1 KiB .. 128 KiB.
 constexpr int kLongRowMinLog2 = 10;
 constexpr int kLongRowMaxLog2 = 17;
-constexpr double kStopRelativeStep = 1e-7;
-constexpr int kMaxEvaluations = 200000;
 /// Starting points of the compass search: k_overhead (K-elements) and the harness offset as a
 /// fraction of the smallest measured time. The objective has several local minima (a floor
 /// and an offset can trade places for the smallest shapes), hence a grid of starts.
@@ -35,60 +35,6 @@ constexpr int kDigits = 4;
 constexpr std::string_view kSplitRule =
     "within each source file and op, rows in file order alternate train, held out (0-based even "
     "index = train)";
-
-struct Box {
-  double lo;
-  double hi;
-};
-
-using Objective = std::function<double(const std::vector<double>&)>;
-
-/// Deterministic compass search (see the header); returns the best point and its value.
-std::pair<std::vector<double>, double> compass_search(const Objective& f, std::vector<double> x,
-                                                      std::vector<double> step,
-                                                      const std::vector<Box>& box) {
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = std::clamp(x[i], box[i].lo, box[i].hi);
-  }
-  double best = f(x);
-  const std::vector<double> initial = step;
-  int evaluations = 1;
-  while (evaluations < kMaxEvaluations) {
-    bool improved = false;
-    for (size_t i = 0; i < x.size() && !improved; ++i) {
-      for (double sign : {1.0, -1.0}) {
-        std::vector<double> y = x;
-        y[i] = std::clamp(x[i] + sign * step[i], box[i].lo, box[i].hi);
-        if (step[i] == 0.0 || y[i] == x[i]) continue;
-        const double value = f(y);
-        ++evaluations;
-        if (value < best) {
-          best = value;
-          x = std::move(y);
-          improved = true;
-          break;
-        }
-      }
-    }
-    if (improved) continue;
-    bool small = true;
-    for (size_t i = 0; i < step.size(); ++i) {
-      step[i] /= 2.0;
-      small = small && (initial[i] == 0.0 || step[i] < kStopRelativeStep * initial[i]);
-    }
-    if (small) break;
-  }
-  return {x, best};
-}
-
-/// `x` rounded to `digits` significant decimal digits, so that the file states exactly the
-/// values that were validated and stays readable.
-double round_significant(double x, int digits) {
-  if (x == 0.0 || !std::isfinite(x)) return x;
-  const double scale =
-      std::pow(10.0, digits - 1 - static_cast<int>(std::floor(std::log10(std::abs(x)))));
-  return std::round(x * scale) / scale;
-}
 
 /// A harness time in whole nanoseconds.
 Duration round_to_ns(double us) {
@@ -358,6 +304,7 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
 
   std::vector<const KernelMeasurement*> gemm_rows;
   std::map<std::string, std::vector<const KernelMeasurement*>> curve_rows;
+  std::array<std::vector<const KernelMeasurement*>, kAttentionKernelCount> attention_rows;
   for (const KernelMeasurement& m : measurements) {
     require_priceable(m, hardware.device);
     if (m.held_out) continue;
@@ -365,12 +312,16 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
       gemm_rows.push_back(&m);
     } else if (m.kernel.cls == KernelClass::kMemoryBound) {
       curve_rows[c.curve_of_op[static_cast<size_t>(m.kernel.memory_op)]].push_back(&m);
+    } else if (m.kernel.cls == KernelClass::kAttention) {
+      attention_rows[static_cast<size_t>(m.kernel.attention.implementation)].push_back(&m);
     } else {
       throw CalibrationDataError(fmt::format("{}: op `{}`: no fit for {} kernels yet", m.origin,
                                              m.op, kernel_class_name(m.kernel.cls)));
     }
   }
-  if (gemm_rows.empty() && curve_rows.empty()) {
+  const bool any_attention = std::any_of(attention_rows.begin(), attention_rows.end(),
+                                         [](const auto& rows) { return !rows.empty(); });
+  if (gemm_rows.empty() && curve_rows.empty() && !any_attention) {
     throw CalibrationDataError("calibrate: no training measurements");
   }
   if (!gemm_rows.empty()) {
@@ -383,6 +334,11 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   }
   for (const auto& [name, rows] : curve_rows) {
     fit_curve(name, rows, hardware, c);
+  }
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (!attention_rows[i].empty()) {
+      c.attention[i] = fit_attention(attention_rows[i], hardware, c.kernel_overhead);
+    }
   }
 
   CalibrationResult result;

@@ -24,8 +24,9 @@
 //    long_row_read_passes; each measured op gets its harness (floor, offset).
 //  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them;
 //    simulations take the per-kernel overhead from the hardware profile, load_calibrated).
-//  - Fused attention is not fitted (no sweep measures it): the file gets no `attention:`
-//    section, and the model uses the FlashAttention-2 defaults (attention_kernel_model.h).
+//  - Fused attention: one `attention:` section per implementation with training rows
+//    (fit_attention.h); implementations not measured get none (kernel_calibration.h says how
+//    they are priced).
 //  - No sweep measures fp8 either: the file has no fp8 entry, and the model prices fp8 GEMMs
 //    with the bf16 fit at the profile's measured fp8 rate (calibrated_kernel_cost.h).
 // Objective: sum over training points of ln(predicted / measured)^2, predicted as in

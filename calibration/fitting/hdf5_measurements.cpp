@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -444,6 +445,46 @@ class Writer {
 
 namespace {
 
+/// Longest string attribute read (the tables' declarations are words).
+constexpr size_t kMaxAttributeChars = 4096;
+
+/// The root's string attribute `name`, or nullopt when there is none.
+std::optional<std::string> string_attribute(hid_t root, const char* name,
+                                            const std::string& file_name) {
+  if (H5Aexists(root, name) <= 0) return std::nullopt;
+  const auto bad = [&](std::string_view why) {
+    return CalibrationDataError(fmt::format("{}: file attribute `{}`: {}", file_name, name, why));
+  };
+  const Attribute attr(H5Aopen(root, name, H5P_DEFAULT));
+  const Datatype type(attr.valid() ? H5Aget_type(attr.get()) : H5I_INVALID_HID);
+  const Dataspace space(attr.valid() ? H5Aget_space(attr.get()) : H5I_INVALID_HID);
+  if (!attr.valid() || !type.valid() || !space.valid()) throw bad("cannot be read");
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Sget_simple_extent_npoints(space.get()) != 1) {
+    throw bad("must be one string");
+  }
+  const Datatype memory(H5Tcopy(H5T_C_S1));
+  // The file's character set: libhdf5 converts no string between ASCII and UTF-8.
+  H5Tset_cset(memory.get(), H5Tget_cset(type.get()));
+  if (H5Tis_variable_str(type.get()) > 0) {
+    H5Tset_size(memory.get(), H5T_VARIABLE);
+    char* data = nullptr;
+    if (H5Aread(attr.get(), memory.get(), &data) < 0 || data == nullptr) {
+      throw bad("cannot be read");
+    }
+    std::string text(data, strnlen(data, kMaxAttributeChars + 1));
+    H5free_memory(data);
+    if (text.size() > kMaxAttributeChars) throw bad("longer than 4096 bytes");
+    return text;
+  }
+  const size_t bytes = H5Tget_size(type.get());
+  if (bytes == 0 || bytes > kMaxAttributeChars) throw bad("longer than 4096 bytes");
+  H5Tset_size(memory.get(), bytes);
+  std::string text(bytes, '\0');
+  if (H5Aread(attr.get(), memory.get(), text.data()) < 0) throw bad("cannot be read");
+  text.resize(strnlen(text.data(), bytes));
+  return text;
+}
+
 /// read_measurement_hdf5 in this process: libhdf5 may crash on a corrupt file.
 std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path) {
   const ErrorPrintingOff quiet;
@@ -487,23 +528,43 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
     rows.insert(rows.end(), std::make_move_iterator(part.begin()),
                 std::make_move_iterator(part.end()));
   }
+  // The tables' declarations (kernel_measurements.h), as the CSV's `# key: value` lines.
+  const std::optional<std::string> provenance =
+      string_attribute(root.get(), "provenance", file_name);
+  if (provenance && *provenance != "measured" && *provenance != "published" &&
+      *provenance != "physics") {
+    throw CalibrationDataError(
+        fmt::format("{}: file attribute `provenance`: `{}` is not known; valid: measured, "
+                    "published, physics",
+                    file_name, *provenance));
+  }
+  const std::optional<std::string> harness = string_attribute(root.get(), "harness", file_name);
+  if (harness && *harness != "none") {
+    throw CalibrationDataError(fmt::format(
+        "{}: file attribute `harness`: `{}` is not known; valid: none", file_name, *harness));
+  }
+  for (KernelMeasurement& row : rows) {
+    row.provenance = provenance.value_or("");
+    row.harness_none = harness.has_value();
+  }
   return rows;
 }
 
 // The child's report on the pipe: "E<message>" for an error, or one line per row,
 // "R" then tab-separated: op, origin, seconds, held_out, and the kernel description's scalar
 // fields (class, dtype, batch, m, n, k, bytes read and written, flops, memory op, row elements),
-// then "D" when complete. Doubles travel as hexadecimal floats (%a): the rows equal the child's
-// exactly. HDF5 rows are gemm_kernel() or memory_op_kernel() descriptions, which have no other
-// fields.
+// then harness_none and provenance, then "D" when complete. Doubles travel as hexadecimal floats
+// (%a): the rows equal the child's exactly. HDF5 rows are gemm_kernel() or memory_op_kernel()
+// descriptions, which have no other fields.
 std::string encode_rows(const std::vector<KernelMeasurement>& rows) {
   std::string out;
   for (const KernelMeasurement& r : rows) {
     const KernelDesc& k = r.kernel;
-    out += fmt::format("R{}\t{}\t{:a}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:a}\t{:a}\t{:a}\t{}\t{}\n",
-                       r.op, r.origin, r.seconds, r.held_out ? 1 : 0, static_cast<int>(k.cls),
-                       static_cast<int>(k.dtype), k.batch, k.m, k.n, k.k, k.bytes_read,
-                       k.bytes_written, k.flops, static_cast<int>(k.memory_op), k.row_elements);
+    out += fmt::format(
+        "R{}\t{}\t{:a}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:a}\t{:a}\t{:a}\t{}\t{}\t{}\t{}\n", r.op,
+        r.origin, r.seconds, r.held_out ? 1 : 0, static_cast<int>(k.cls), static_cast<int>(k.dtype),
+        k.batch, k.m, k.n, k.k, k.bytes_read, k.bytes_written, k.flops,
+        static_cast<int>(k.memory_op), k.row_elements, r.harness_none ? 1 : 0, r.provenance);
   }
   return out + "D\n";
 }
@@ -512,7 +573,7 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
   const auto broken = [&] {
     return CalibrationDataError(fmt::format("{}: corrupt report from the HDF5 reader", file));
   };
-  constexpr size_t kFields = 15;
+  constexpr size_t kFields = 17;
   std::vector<KernelMeasurement> rows;
   while (!text.empty()) {
     const size_t end = text.find('\n');
@@ -549,6 +610,8 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
     k.flops = number(12);
     k.memory_op = static_cast<MemoryOp>(integer(13));
     k.row_elements = integer(14);
+    row.harness_none = f[15] == "1";
+    row.provenance = f[16];
     rows.push_back(std::move(row));
   }
   throw broken();
@@ -703,6 +766,22 @@ std::string measurement_hdf5_image(
   writer.string_attribute(file.get(), "source", source);
   for (const auto& [name, value] : attributes)
     writer.string_attribute(file.get(), name.c_str(), value);
+  // The rows' declarations, when every row makes the same one and no attribute states it.
+  const auto stated = [&](std::string_view name) {
+    return std::any_of(attributes.begin(), attributes.end(),
+                       [&](const auto& a) { return a.first == name; });
+  };
+  if (!rows.empty() && !rows.front().provenance.empty() && !stated("provenance") &&
+      std::all_of(rows.begin(), rows.end(), [&](const KernelMeasurement& r) {
+        return r.provenance == rows.front().provenance;
+      })) {
+    writer.string_attribute(file.get(), "provenance", rows.front().provenance);
+  }
+  if (!rows.empty() && !stated("harness") &&
+      std::all_of(rows.begin(), rows.end(),
+                  [](const KernelMeasurement& r) { return r.harness_none; })) {
+    writer.string_attribute(file.get(), "harness", "none");
+  }
 
   // dtype names as fixed-length strings (null-padded to kDtypeChars): a reader then never asks
   // libhdf5 to follow variable-length heap references, the part of a file a corruption makes

@@ -3,9 +3,15 @@
 // column-wise, one group per op.
 //
 // Layout (HDF5 1.10 or later; h5py writes it with plain `create_group` / `create_dataset`):
-//   /                  file attributes, both optional strings (written by upsim, not read):
-//                        gpu      the GPU the kernels ran on, e.g. "A100"
-//                        source   where the numbers come from (tool, sweep, paper)
+//   /                  file attributes, all optional strings:
+//                        gpu      the GPU the kernels ran on, e.g. "A100" (not read)
+//                        source   where the numbers come from (tool, sweep, paper) (not read)
+//                        provenance  measured, published or physics: every row's
+//                                 KernelMeasurement::provenance (read; written when every row
+//                                 states the same one)
+//                        harness  `none`: every row's harness_none (read; written when every row
+//                                 has it), as the CSV's `# key: value` lines
+//                                 (kernel_measurements.h)
 //                      and any other string attributes: the metadata of the tables converted
 //                      (`upsim convert kernels`: the `# key: value` lines of its CSV inputs,
 //                      e.g. bench/gpu's cuda_driver, sm_clock_max_mhz, measured_utc)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "calibration/roofline_kernel_cost.h"
 #include "sim/formats/csv.h"
 #include "sim/formats/text.h"
 #include "sim/input_file.h"
@@ -166,6 +167,126 @@ bool parse_split(const std::filesystem::path& path, int64_t line, std::string_vi
   return split == "held_out";
 }
 
+bool parse_bool_field(const std::filesystem::path& path, int64_t line, std::string_view field,
+                      std::string_view what) {
+  if (field != "true" && field != "false") {
+    fail(path, line,
+         fmt::format("{} must be `true` or `false`, got {}", what, quoted_field(field)));
+  }
+  return field == "true";
+}
+
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) {
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (name == attention_kernel_name(static_cast<AttentionKernel>(i))) {
+      return static_cast<AttentionKernel>(i);
+    }
+  }
+  return std::nullopt;
+}
+
+/// The rows of an attention table (the header comment's second format).
+std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& path,
+                                                   const std::vector<CsvRecord>& records) {
+  const ColumnIndex column = read_header(
+      path, records,
+      {"op", "implementation", "dtype", "causal", "batch", "heads", "seq", "head_dim"},
+      "required: op, implementation, dtype, causal, batch, heads, seq, head_dim, and time_us or "
+      "tflops; optional: kv_heads, seq_kv, split");
+  const size_t columns = records.front().fields.size();
+  const std::optional<size_t> time_col = optional_column(column, "time_us");
+  const std::optional<size_t> tflops_col = optional_column(column, "tflops");
+  if (time_col.has_value() == tflops_col.has_value()) {
+    fail(path, records.front().line, "an attention table needs exactly one of time_us, tflops");
+  }
+  const std::optional<size_t> kv_col = optional_column(column, "kv_heads");
+  const std::optional<size_t> seq_kv_col = optional_column(column, "seq_kv");
+  const std::optional<size_t> split_col = optional_column(column, "split");
+  std::vector<KernelMeasurement> rows;
+  for (size_t i = 1; i < records.size(); ++i) {
+    const CsvRecord& record = records[i];
+    const int64_t line = record.line;
+    const std::vector<std::string>& f = row_fields(path, record, columns);
+    const std::string_view op = f[column.at("op")];
+    if (op != "attention_forward" && op != "attention_backward") {
+      fail(path, line,
+           fmt::format("unknown op {}; valid: attention_forward, attention_backward",
+                       quoted_field(op)));
+    }
+    const std::string_view impl_name = f[column.at("implementation")];
+    const std::optional<AttentionKernel> impl = parse_attention_kernel(impl_name);
+    if (!impl) {
+      fail(path, line,
+           fmt::format("unknown implementation {}; valid: flash2, flash3, cudnn",
+                       quoted_field(impl_name)));
+    }
+    AttentionShape a;
+    a.batch = parse_dim(path, line, f[column.at("batch")], "batch");
+    a.heads = parse_dim(path, line, f[column.at("heads")], "heads");
+    a.kv_heads = kv_col ? parse_dim(path, line, f[*kv_col], "kv_heads") : a.heads;
+    if (a.heads % a.kv_heads != 0) {
+      fail(path, line,
+           fmt::format("heads ({}) must be a multiple of kv_heads ({})", a.heads, a.kv_heads));
+    }
+    a.seq_q = parse_dim(path, line, f[column.at("seq")], "seq");
+    a.seq_kv = seq_kv_col ? parse_dim(path, line, f[*seq_kv_col], "seq_kv") : a.seq_q;
+    a.head_dim = parse_dim(path, line, f[column.at("head_dim")], "head_dim");
+    a.causal = parse_bool_field(path, line, f[column.at("causal")], "causal");
+    a.backward = op == "attention_backward";
+    a.implementation = *impl;
+    KernelMeasurement row;
+    row.op = fmt::format("{}/{}", op, impl_name);
+    row.kernel.cls = KernelClass::kAttention;
+    row.kernel.dtype = parse_dtype_field(path, line, f[column.at("dtype")]);
+    row.kernel.attention = a;
+    if (time_col) {
+      row.seconds = parse_time_us(path, line, f[*time_col]);
+    } else {
+      const double tflops =
+          positive(path, line, parse_number(path, line, f[*tflops_col], "tflops"), "tflops");
+      row.seconds = attention_work(row.kernel).flops / (tflops * 1e12);
+    }
+    if (split_col) row.held_out = parse_split(path, line, f[*split_col]);
+    row.origin = origin(path, line);
+    rows.push_back(std::move(row));
+  }
+  if (!split_col) assign_alternating_split(rows);
+  return rows;
+}
+
+/// What a table's `# harness:` and `# provenance:` metadata declare.
+struct TableDeclarations {
+  bool no_harness = false;
+  std::string provenance;
+};
+
+TableDeclarations table_declarations(const std::filesystem::path& path,
+                                     const std::vector<CsvComment>& comments) {
+  TableDeclarations out;
+  for (const CsvComment& comment : comments) {
+    const auto entry = csv_metadata_entry(comment.text);
+    if (!entry) continue;
+    if (entry->first == "harness") {
+      if (entry->second != "none") {
+        fail(path, comment.line,
+             fmt::format("harness {} is not known; valid: none (kernel time as measured, no "
+                         "floor or offset)",
+                         quoted_field(entry->second)));
+      }
+      out.no_harness = true;
+    } else if (entry->first == "provenance") {
+      if (entry->second != "measured" && entry->second != "published" &&
+          entry->second != "physics") {
+        fail(path, comment.line,
+             fmt::format("provenance {} is not known; valid: measured, published, physics",
+                         quoted_field(entry->second)));
+      }
+      out.provenance = entry->second;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
@@ -184,8 +305,16 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
   return d;
 }
 
-std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path) {
-  const std::vector<CsvRecord> records = read_records(path);
+namespace {
+
+std::vector<KernelMeasurement> read_kernel_rows(const std::filesystem::path& path,
+                                                const std::vector<CsvRecord>& records) {
+  if (!records.empty()) {
+    const std::vector<std::string>& header = records.front().fields;
+    if (std::find(header.begin(), header.end(), "head_dim") != header.end()) {
+      return read_attention_rows(path, records);
+    }
+  }
   const ColumnIndex column =
       read_header(path, records, {"op", "dtype", "m", "n", "time_us"},
                   "required: op, dtype, m, n, time_us; optional: k, batch, split");
@@ -222,6 +351,21 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
     rows.push_back(std::move(row));
   }
   if (!split_col) assign_alternating_split(rows);
+  return rows;
+}
+
+}  // namespace
+
+std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path) {
+  std::vector<CsvComment> comments;
+  const std::vector<CsvRecord> records =
+      read_csv(read_table_text(path), path.string(), kTableCsv, comments);
+  const TableDeclarations declared = table_declarations(path, comments);
+  std::vector<KernelMeasurement> rows = read_kernel_rows(path, records);
+  for (KernelMeasurement& row : rows) {
+    row.harness_none = declared.no_harness;
+    row.provenance = declared.provenance;
+  }
   return rows;
 }
 
@@ -389,6 +533,9 @@ std::vector<KernelMeasurement> read_llmcompass_dir(const std::filesystem::path& 
                       read_llmcompass_elementwise(file("gelu"), MemoryOp::kGelu)}) {
     all.insert(all.end(), part.begin(), part.end());
   }
+  // LLMCompass' authors measured these on their A100 and published them.
+  for (KernelMeasurement& row : all)
+    row.provenance = "published";
   return all;
 }
 

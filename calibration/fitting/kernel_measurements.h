@@ -13,6 +13,25 @@
 //      split     optional  `train` or `held_out`; without the column, the alternating split
 //    Lines starting with '#' and blank lines are skipped. Every table here is CSV as
 //    sim/formats/csv.h reads it: RFC 4180 quoting, blanks around a field dropped.
+//    A table whose header has a `head_dim` column is an attention table instead (same reader),
+//    one fused-attention kernel per line:
+//      op        required  attention_forward or attention_backward
+//      implementation required  flash2, flash3 or cudnn (AttentionKernel)
+//      dtype     required  fp16 or bf16 (any dtype_name())
+//      causal    required  true or false
+//      batch, heads, seq, head_dim   required  sequences, query heads, positions, head dimension
+//      kv_heads  optional  default heads (grouped-query attention: fewer)
+//      seq_kv    optional  key positions, default seq
+//      time_us or tflops   exactly one: the time of one call, or the kernel's rate, with FLOPs
+//                counted as attention_work (roofline_kernel_cost.h) counts them, which is
+//                how the FlashAttention papers count (4 seq_q seq_kv head_dim per head, half
+//                when causal, x2.5 backward)
+//      split     optional  as above
+//    The row's op is "<op>/<implementation>" (attention_forward/flash3).
+//    A `# harness: none` metadata line (either kind of table) says the times are the kernels'
+//    own (KernelMeasurement::harness_none); a table without one is compared through the
+//    calibration's harness of its op, when the calibration has one. `# provenance: measured |
+//    published | physics` says where the figures come from (KernelMeasurement::provenance).
 //  - upsim embedding-op CSV (read_embedding_op_csv), one table-batched embedding op per line,
 //    a header naming the columns in any order; columns not listed here are ignored:
 //      op        required  embedding_forward or embedding_backward
@@ -70,6 +89,12 @@ struct KernelMeasurement {
   bool held_out = false;
   /// "file:line" the row came from.
   std::string origin;
+  /// The table declares `# harness: none`: the measured time is the kernel's own, and validation
+  /// compares it with the model's kernel duration, whatever harness the calibration describes.
+  bool harness_none = false;
+  /// The table's `# provenance:` (measured, published or physics; kernel_calibration.h), or ""
+  /// when it states none.
+  std::string provenance;
 };
 
 /// The kMemoryBound descriptor of `op` over m rows of n elements (traffic rule above).
@@ -96,7 +121,8 @@ std::vector<KernelMeasurement> read_llmcompass_rowwise(const std::filesystem::pa
                                                        MemoryOp op);
 std::vector<KernelMeasurement> read_llmcompass_elementwise(const std::filesystem::path& path,
                                                            MemoryOp op);
-/// matmul, softmax, layernorm and gelu `_<gpu>.csv` from `dir`, each split alternately.
+/// matmul, softmax, layernorm and gelu `_<gpu>.csv` from `dir`, each split alternately;
+/// provenance "published".
 std::vector<KernelMeasurement> read_llmcompass_dir(const std::filesystem::path& dir,
                                                    std::string_view gpu);
 

@@ -21,6 +21,11 @@ std::string shape_text(const KernelDesc& k) {
     return fmt::format("{} B{} T{} E{} D{} L{:.1f}", dtype_name(k.dtype), e.batch, e.tables, e.rows,
                        e.dim, e.pooling);
   }
+  if (k.cls == KernelClass::kAttention) {
+    const AttentionShape& a = k.attention;
+    return fmt::format("{} b{} h{}/{} s{}x{} d{}{}", dtype_name(k.dtype), a.batch, a.heads,
+                       a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal ? " causal" : "");
+  }
   return fmt::format("{} {:.0f} B", dtype_name(k.dtype), k.bytes_read + k.bytes_written);
 }
 
@@ -40,7 +45,7 @@ double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const DeviceProfile& device) {
   const auto& harness = model.calibration().measurement;
   const auto it = harness.find(measurement.op);
-  if (it == harness.end()) {
+  if (it == harness.end() || measurement.harness_none) {
     return model.kernel_duration(measurement.kernel, device).seconds();
   }
   const HarnessOverhead& h = it->second;
@@ -74,11 +79,18 @@ std::vector<KernelValidationRow> validate_kernels(
   }
   std::vector<std::string> order;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errors;
+  std::map<std::string, std::string> provenance;
   for (const KernelMeasurement& m : measurements) {
     const std::string label = dtypes_of_op.at(m.op).size() > 1
                                   ? fmt::format("{}/{}", m.op, dtype_name(m.kernel.dtype))
                                   : m.op;
-    if (!errors.contains(label)) order.push_back(label);
+    const std::string stated = m.provenance.empty() ? "-" : m.provenance;
+    if (!errors.contains(label)) {
+      order.push_back(label);
+      provenance[label] = stated;
+    } else if (provenance[label] != stated) {
+      provenance[label] = "mixed";
+    }
     require_priceable(m, device);
     const double e = predicted_measurement_seconds(model, m, device) / m.seconds - 1.0;
     auto& [train, held_out] = errors[label];
@@ -89,6 +101,7 @@ std::vector<KernelValidationRow> validate_kernels(
     const auto& [train, held_out] = errors.at(op);
     KernelValidationRow row;
     row.op = op;
+    row.provenance = provenance.at(op);
     row.train_points = train.size();
     row.held_out_points = held_out.size();
     row.train_geomean = geomean_abs_error(train);
@@ -102,11 +115,15 @@ std::vector<KernelValidationRow> validate_kernels(
 }
 
 std::string format_kernel_validation(const std::vector<KernelValidationRow>& rows) {
-  std::string out = fmt::format("{:<18} {:>7} {:>9} {:>14} {:>17} {:>15}\n", "op", "train",
-                                "held-out", "geomean train", "geomean held-out", "max held-out");
+  size_t width = 18;
+  for (const KernelValidationRow& r : rows)
+    width = std::max(width, r.op.size());
+  std::string out =
+      fmt::format("{:<{}} {:<9} {:>7} {:>9} {:>14} {:>17} {:>15}\n", "op", width, "data", "train",
+                  "held-out", "geomean train", "geomean held-out", "max held-out");
   for (const KernelValidationRow& r : rows) {
-    out += fmt::format("{:<18} {:>7} {:>9} {:>13.2f}% {:>16.2f}% {:>14.2f}%\n", r.op,
-                       r.train_points, r.held_out_points, 100.0 * r.train_geomean,
+    out += fmt::format("{:<{}} {:<9} {:>7} {:>9} {:>13.2f}% {:>16.2f}% {:>14.2f}%\n", r.op, width,
+                       r.provenance, r.train_points, r.held_out_points, 100.0 * r.train_geomean,
                        100.0 * r.held_out_geomean, 100.0 * r.held_out_max);
   }
   return out;
@@ -114,11 +131,14 @@ std::string format_kernel_validation(const std::vector<KernelValidationRow>& row
 
 std::string format_kernel_points(const std::vector<KernelMeasurement>& measurements,
                                  const CalibratedKernelCost& model, const DeviceProfile& device) {
-  std::string out = fmt::format("{:<18} {:<9} {:<34} {:>12} {:>12} {:>8}\n", "op", "split", "shape",
-                                "measured us", "predicted us", "e");
+  size_t width = 18;
+  for (const KernelMeasurement& m : measurements)
+    width = std::max(width, m.op.size());
+  std::string out = fmt::format("{:<{}} {:<9} {:<34} {:>12} {:>12} {:>8}\n", "op", width, "split",
+                                "shape", "measured us", "predicted us", "e");
   for (const KernelMeasurement& m : measurements) {
     const double predicted = predicted_measurement_seconds(model, m, device);
-    out += fmt::format("{:<18} {:<9} {:<34} {:>12.3f} {:>12.3f} {:>7.2f}%\n", m.op,
+    out += fmt::format("{:<{}} {:<9} {:<34} {:>12.3f} {:>12.3f} {:>7.2f}%\n", m.op, width,
                        m.held_out ? "held-out" : "train", shape_text(m.kernel), m.seconds * 1e6,
                        predicted * 1e6, 100.0 * (predicted / m.seconds - 1.0));
   }

@@ -4,7 +4,8 @@
 // does not send the mean to zero), separately on the training and the held-out points.
 //
 // What is compared: a measurement whose op has a `measurement` entry in the calibration (the
-// sweep's harness, kernel_calibration.h) is predicted as max(floor, offset + core time), a
+// sweep's harness, kernel_calibration.h), and whose table does not declare `# harness: none`
+// (KernelMeasurement::harness_none), is predicted as max(floor, offset + core time), a
 // GEMM's compute term divided by the harness's compute_speedup; any
 // other as the model's kernel_duration (core time + kernel_overhead; an embedding op's whole
 // time), e.g. kernel durations from a Kineto trace.
@@ -28,6 +29,9 @@ struct KernelValidationRow {
   double held_out_geomean = 0.0;
   /// Largest |e| on the held-out points.
   double held_out_max = 0.0;
+  /// Where the points come from: their tables' provenance (KernelMeasurement::provenance),
+  /// "mixed" when they differ, "-" when no table states one.
+  std::string provenance;
 };
 
 /// Throws CalibrationDataError naming the row's origin when `device` cannot price it: a GEMM
@@ -48,8 +52,8 @@ std::vector<KernelValidationRow> validate_kernels(
 /// Geometric mean of max(|e|, 1e-6); 0 for an empty list.
 double geomean_abs_error(const std::vector<double>& errors);
 
-/// A fixed-width table: op, points (train / held out), geomean |e| train, held out, max held out
-/// (percent, two decimals). Deterministic.
+/// A fixed-width table: op, data (provenance), points (train / held out), geomean |e| train,
+/// held out, max held out (percent, two decimals). Deterministic.
 std::string format_kernel_validation(const std::vector<KernelValidationRow>& rows);
 
 /// Every point: origin, split, shape, measured and predicted (us), e (percent). For verbose

@@ -37,8 +37,9 @@ class LayerKernelBuilder {
     return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
   }
   AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
-    return AttentionShape{sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
-                          sizes_.head_dim, causal,       backward,        true};
+    return AttentionShape{
+        sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
+        sizes_.head_dim, causal,       backward,        true,  config_.attention_kernel};
   }
 
   void build_descs() {

@@ -490,9 +490,12 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.causal = workload.get_bool_or("causal", preset.causal);
   c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
   c.position = read_enum(workload, "position", kPosNames, kPositions, preset.position);
-  constexpr std::array<std::string_view, 2> kAttnNames = {"flash", "unfused"};
-  constexpr std::array<AttentionImpl, 2> kAttns = {AttentionImpl::kFlash, AttentionImpl::kUnfused};
-  c.attention = read_enum(workload, "attention", kAttnNames, kAttns, AttentionImpl::kFlash);
+  constexpr std::array<std::string_view, 5> kAttnNames = {"flash", "flash2", "flash3", "cudnn",
+                                                          "unfused"};
+  constexpr std::array<int, 5> kAttns = {0, 0, 1, 2, -1};  // AttentionKernel, -1: unfused
+  const int attention = read_enum(workload, "attention", kAttnNames, kAttns, 0);
+  c.attention = attention < 0 ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
+  if (attention >= 0) c.attention_kernel = static_cast<AttentionKernel>(attention);
   c.bias = workload.get_bool_or("bias", preset.bias);
   c.tied_embeddings = workload.get_bool_or("tied_embeddings", preset.tied_embeddings);
   c.dropout = read_fraction(workload, "dropout", preset.dropout, 1.0, "a probability");

@@ -25,7 +25,11 @@
 //   norm: layernorm            # layernorm | rms_norm
 //   activation: gelu           # gelu | swiglu
 //   position: learned          # learned | rotary | alibi | none
-//   attention: flash           # flash (fused kernel) | unfused (bmm + softmax + dropout + bmm)
+//   attention: flash           # fused kernel: flash (= flash2: FlashAttention-2, flash-attn
+//                              #   2.x, PyTorch SDPA's flash backend) | flash3 (FlashAttention-3,
+//                              #   sm90) | cudnn (cuDNN fused attention: Transformer Engine's
+//                              #   FusedAttention, SDPA's cuDNN backend); or unfused (bmm +
+//                              #   softmax + dropout + bmm); default flash
 //   bias: true                 # linear layers carry biases
 //   tied_embeddings: true      # output layer shares the input embedding's weights
 //   dropout: 0.1               # > 0 adds dropout kernels; default 0.1 (gpt, bert), 0 (llama, mpt)
@@ -183,6 +187,8 @@ struct TransformerConfig {
   TransformerActivation activation = TransformerActivation::kGelu;
   TransformerPosition position = TransformerPosition::kLearned;
   AttentionImpl attention = AttentionImpl::kFlash;
+  /// The fused kernel (attention kFlash).
+  AttentionKernel attention_kernel = AttentionKernel::kFlash2;
   bool bias = true;
   bool tied_embeddings = true;
   double dropout = 0.0;

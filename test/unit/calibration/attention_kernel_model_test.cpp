@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -154,7 +156,8 @@ TEST(AttentionKernelModel, CalibratedModelPricesAttentionWithTheFileSection) {
   const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   KernelCalibration c = load_kernel_calibration(doc.root());
-  ASSERT_FALSE(c.attention) << "the fit writes no attention section";
+  for (const auto& section : c.attention)
+    ASSERT_FALSE(section) << "the A100 fit measured no attention";
   const KernelDesc k = attention(4, 32, 2048, 128, true, true);
   const CalibratedKernelCost defaults(c, a100.achievable);
   EXPECT_NEAR(defaults.kernel_duration(k, a100.device).seconds(),
@@ -164,13 +167,19 @@ TEST(AttentionKernelModel, CalibratedModelPricesAttentionWithTheFileSection) {
   // A section in the file replaces the defaults, and round-trips through the writer.
   AttentionParams p;
   p.backward_efficiency_128 = 0.40;
-  c.attention = p;
+  c.attention[static_cast<size_t>(AttentionKernel::kFlash2)] =
+      AttentionCalibration{p, "published", "a paper"};
   const std::string text = kernel_calibration_yaml(c, "");
-  EXPECT_NE(text.find("attention:\n  block_m: 128\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("attention:\n  flash2:\n    provenance: published\n    source: \"a paper\"\n"
+                      "    block_m: 128\n"),
+            std::string::npos)
+      << text;
   ConfigDocument again = ConfigDocument::parse_string(text, "calibration.yaml");
   const KernelCalibration reread = load_kernel_calibration(again.root());
-  ASSERT_TRUE(reread.attention);
-  EXPECT_EQ(reread.attention->backward_efficiency_128, 0.40);
+  const auto& flash2 = reread.attention[static_cast<size_t>(AttentionKernel::kFlash2)];
+  ASSERT_TRUE(flash2);
+  EXPECT_EQ(flash2->params.backward_efficiency_128, 0.40);
+  EXPECT_EQ(flash2->provenance, "published");
   EXPECT_EQ(kernel_calibration_yaml(reread, ""), text);
   const CalibratedKernelCost own(reread, a100.achievable);
   EXPECT_NEAR(own.core_seconds(k, a100.device) / defaults.core_seconds(k, a100.device), 0.63 / 0.40,
@@ -187,12 +196,83 @@ TEST(AttentionKernelModel, FileSectionKeysAreOptionalAndChecked) {
   ConfigDocument partial =
       ConfigDocument::parse_string(base + "attention:\n  forward_efficiency_64: 0.5\n", "c.yaml");
   const KernelCalibration c = load_kernel_calibration(partial.root());
-  ASSERT_TRUE(c.attention);
-  EXPECT_EQ(c.attention->forward_efficiency_64, 0.5);
-  EXPECT_EQ(c.attention->forward_efficiency_128, AttentionParams{}.forward_efficiency_128);
+  // The flat form is the flash2 section.
+  const auto& flash2 = c.attention[static_cast<size_t>(AttentionKernel::kFlash2)];
+  ASSERT_TRUE(flash2);
+  EXPECT_FALSE(c.attention[static_cast<size_t>(AttentionKernel::kFlash3)]);
+  EXPECT_EQ(flash2->params.forward_efficiency_64, 0.5);
+  EXPECT_EQ(flash2->params.forward_efficiency_128, AttentionParams{}.forward_efficiency_128);
   ConfigDocument bad =
       ConfigDocument::parse_string(base + "attention:\n  backward_launches: 0\n", "c.yaml");
   EXPECT_THROW(load_kernel_calibration(bad.root()), ConfigError);
+  // An unknown implementation, or parameters beside implementation sections, name the key.
+  for (const char* section : {"attention:\n  flash4: {block_m: 64}\n",
+                              "attention:\n  flash3: {block_m: 64}\n  block_m: 64\n",
+                              "attention:\n  cudnn: {provenance: guessed}\n"}) {
+    ConfigDocument wrong = ConfigDocument::parse_string(base + section, "c.yaml");
+    try {
+      load_kernel_calibration(wrong.root());
+      ADD_FAILURE() << "accepted " << section;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("c.yaml"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The head_dim-256 efficiency: a section that states only head_dim 128 prices 256 with it; one
+// that states 256 interpolates in log2(head_dim) between 128 and 256.
+TEST(AttentionKernelModel, HeadDim256DefaultsToTheSectionsHeadDim128) {
+  const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
+  const std::string base = kernel_calibration_yaml(
+      load_kernel_calibration(
+          ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml").root()),
+      "");
+  ConfigDocument only_128 = ConfigDocument::parse_string(
+      base + "attention:\n  flash3: {forward_efficiency_128: 0.5}\n", "c.yaml");
+  const KernelCalibration c = load_kernel_calibration(only_128.root());
+  const AttentionParams p = c.attention_for(AttentionKernel::kFlash3);
+  EXPECT_EQ(p.forward_efficiency_256, 0.5);
+  AttentionParams q = p;
+  q.forward_efficiency_256 = 0.8;
+  auto efficiency = [&](const AttentionParams& params, int64_t head_dim) {
+    return estimate_attention(attention(1, 8, 16384, head_dim), h100.device, h100.achievable,
+                              params)
+        .efficiency;
+  };
+  EXPECT_DOUBLE_EQ(efficiency(p, 256), efficiency(p, 128));
+  const double span_factor = 16384.0 / (16384.0 + p.half_efficiency_span);
+  EXPECT_NEAR(efficiency(q, 256), 0.8 * span_factor, 1e-12);
+  EXPECT_NEAR(efficiency(q, 181), (0.5 + 0.3 * std::log2(181.0 / 128.0)) * span_factor, 1e-12);
+  EXPECT_NEAR(efficiency(q, 512), 0.8 * span_factor, 1e-12);  // clamped above 256
+}
+
+// Each implementation is priced with its own section; one without a section borrows flash2's
+// and says so, and a run without any section says it uses FlashAttention-2 on A100.
+TEST(AttentionKernelModel, ImplementationsArePricedWithTheirOwnSection) {
+  const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
+  KernelCalibration c = load_kernel_calibration(doc.root());
+  KernelDesc k = attention(2, 16, 8192, 128, true, false);
+  std::array<double, kAttentionKernelCount> seconds{};
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    ASSERT_TRUE(c.attention[i]) << attention_kernel_name(static_cast<AttentionKernel>(i));
+    EXPECT_EQ(c.attention[i]->provenance, "published");
+    k.attention.implementation = static_cast<AttentionKernel>(i);
+    const CalibratedKernelCost model(c, h100.achievable);
+    seconds[i] = model.core_seconds(k, h100.device);
+    EXPECT_FALSE(model.borrowed_calibration(k, h100.device));
+  }
+  // FlashAttention-3 is the fastest on H100, FlashAttention-2 the slowest (the paper's Fig. 5).
+  EXPECT_LT(seconds[1], seconds[2]);
+  EXPECT_LT(seconds[2], seconds[0]);
+  k.attention.implementation = AttentionKernel::kFlash3;
+  c.attention[static_cast<size_t>(AttentionKernel::kFlash3)].reset();
+  const CalibratedKernelCost without_flash3(c, h100.achievable);
+  const auto note = without_flash3.borrowed_calibration(k, h100.device);
+  ASSERT_TRUE(note);
+  EXPECT_NE(note->find("attention flash3: no flash3 section"), std::string::npos) << *note;
+  EXPECT_NE(note->find("flash2"), std::string::npos) << *note;
+  EXPECT_DOUBLE_EQ(without_flash3.core_seconds(k, h100.device), seconds[0]);
 }
 
 }  // namespace

@@ -70,8 +70,9 @@ TEST(BorrowedCalibration, A100FileOnA100) {
   EXPECT_EQ(note(model, memory_op(MemoryOp::kCrossEntropy), d),
             "cross_entropy: no measured curve, priced with the softmax curve");
   EXPECT_EQ(note(model, fused_attention(), d),
-            "attention: no attention section in the calibration fitted on A100-SXM4-80GB, "
-            "FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv 2307.08691)");
+            "attention flash2: no flash2 section in the calibration fitted on A100-SXM4-80GB, "
+            "priced with FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv "
+            "2307.08691)");
 }
 
 // fp8 on A100 (no fp8 unit) is an error naming the GPU and the dtype, in the calibrated model

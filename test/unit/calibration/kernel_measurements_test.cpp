@@ -7,7 +7,11 @@
 #include <filesystem>
 #include <string>
 
+#include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fitting/fit_kernel_calibration.h"
+#include "calibration/fitting/kernel_validation.h"
+#include "calibration/hardware_profile.h"
+#include "sim/config/config_node.h"
 #include "test/unit/calibration/temp_table.h"
 
 namespace upsim {
@@ -93,6 +97,75 @@ TEST(KernelMeasurements, BadTablesGiveClearErrors) {
             std::string::npos);
   EXPECT_NE(csv_error("").find("no header"), std::string::npos);
   EXPECT_THROW(read_measurement_csv(kData / "does_not_exist.csv"), CalibrationDataError);
+}
+
+// An attention table: rows by TFLOP/s (FLOPs as attention_work counts them) or by time, the op
+// labelled with its implementation, the declarations applied to every row.
+TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {
+  const auto rows = read_measurement_csv(
+      write_temp_table("attention.csv",
+                       "# harness: none\n# provenance: published\n"
+                       "op,implementation,dtype,causal,batch,heads,seq,head_dim,tflops\n"
+                       "attention_forward,flash3,bf16,true,2,16,4096,128,500\n"
+                       "attention_backward,cudnn,fp16,false,1,8,8192,64,400\n"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].op, "attention_forward/flash3");
+  EXPECT_EQ(rows[1].op, "attention_backward/cudnn");
+  const AttentionShape& a = rows[0].kernel.attention;
+  EXPECT_EQ(rows[0].kernel.cls, KernelClass::kAttention);
+  EXPECT_EQ(a.implementation, AttentionKernel::kFlash3);
+  EXPECT_TRUE(a.causal);
+  EXPECT_FALSE(a.backward);
+  EXPECT_EQ(a.kv_heads, 16);
+  EXPECT_EQ(a.seq_kv, 4096);
+  // 4 x 2 x 16 x 4096^2 x 128 / 2 (causal) FLOPs at 500 TFLOP/s.
+  EXPECT_DOUBLE_EQ(rows[0].seconds, 4.0 * 2 * 16 * 4096.0 * 4096.0 * 128 / 2 / 500e12);
+  // Backward: 2.5 x the forward's FLOPs.
+  EXPECT_DOUBLE_EQ(rows[1].seconds, 2.5 * 4.0 * 8 * 8192.0 * 8192.0 * 64 / 400e12);
+  EXPECT_TRUE(rows[1].kernel.attention.backward);
+  for (const KernelMeasurement& r : rows) {
+    EXPECT_TRUE(r.harness_none);
+    EXPECT_EQ(r.provenance, "published");
+  }
+  const std::string head = "op,implementation,dtype,causal,batch,heads,seq,head_dim,";
+  EXPECT_NE(csv_error(head + "tflops\nattention_forward,flash4,fp16,true,1,1,1,64,1\n")
+                .find("table.csv:2: unknown implementation `flash4`"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "tflops\nattention_forward,flash2,fp16,maybe,1,1,1,64,1\n")
+                .find("causal must be `true` or `false`"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "tflops,time_us\nattention_forward,flash2,fp16,true,1,1,1,64,1,1\n")
+                .find("exactly one of time_us, tflops"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "kv_heads,tflops\nattention_forward,flash2,fp16,true,1,6,1,64,4,1\n")
+                .find("heads (6) must be a multiple of kv_heads (4)"),
+            std::string::npos);
+  EXPECT_NE(csv_error("# harness: wallclock\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
+                .find("table.csv:1: harness `wallclock` is not known"),
+            std::string::npos);
+  EXPECT_NE(csv_error("# provenance: guess\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
+                .find("provenance `guess` is not known"),
+            std::string::npos);
+}
+
+// `# harness: none`: validation compares the kernel duration, not the calibration's harness of
+// the op (the A100 file describes LLMCompass' wall-clock harness for gemm).
+TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
+  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  ConfigDocument file = ConfigDocument::load_file(configs / "calibration" / "a100_llmcompass.yaml");
+  const CalibratedKernelCost model(load_kernel_calibration(file.root()), a100.achievable);
+  ASSERT_TRUE(model.calibration().measurement.contains("gemm"));
+  KernelMeasurement row;
+  row.op = "gemm";
+  row.kernel = gemm_kernel(DType::kFp16, 1, 256, 256, 256);
+  row.seconds = 1e-5;
+  const double through_harness = predicted_measurement_seconds(model, row, a100.device);
+  row.harness_none = true;
+  const double kernel = predicted_measurement_seconds(model, row, a100.device);
+  EXPECT_DOUBLE_EQ(kernel, model.kernel_duration(row.kernel, a100.device).seconds());
+  EXPECT_GT(through_harness, kernel);  // the harness's floor (29.6 us) is above the kernel's time
 }
 
 TEST(KernelMeasurements, ReadsTheLlmcompassSweeps) {

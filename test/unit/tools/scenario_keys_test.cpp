@@ -288,5 +288,21 @@ TEST(ScenarioUnusedKeys, MoreModelChoicesThatLeaveAKeyUnreadNameIt) {
   EXPECT_TRUE(contains(no_pcie[0], "`platform.gpu.pcie_generation` (--set)")) << no_pcie[0];
 }
 
+// `workload.attention` names the fused kernel, and the H100 calibration prices each with its own
+// section (published FlashAttention-3 paper figures): FA3 fastest, FA2 slowest, no borrowed
+// attention parameters; `flash` is FlashAttention-2.
+TEST(ScenarioKeys, AttentionImplementationsArePricedApartOnH100) {
+  std::vector<double> ms;
+  for (const char* attention : {"flash", "flash2", "flash3", "cudnn"}) {
+    const Outcome r = run("mixtral_8x7b_ep8.yaml",
+                          {"workload.layers=2", std::string("workload.attention=") + attention});
+    EXPECT_TRUE(warnings_with(r, "attention").empty()) << attention;
+    ms.push_back(r.ms);
+  }
+  EXPECT_EQ(ms[0], ms[1]);
+  EXPECT_LT(ms[2], ms[3]);
+  EXPECT_LT(ms[3], ms[1]);
+}
+
 }  // namespace
 }  // namespace upsim::cli

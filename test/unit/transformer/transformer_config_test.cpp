@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/config/config_error.h"
 
@@ -175,6 +177,27 @@ TEST(TransformerConfig, ExplicitKeysOverrideThePreset) {
   EXPECT_EQ(c.recompute, Recompute::kSelective);
   EXPECT_EQ(c.optimizer, TransformerOptimizer::kAdamW);
   EXPECT_EQ(c.optimizer_impl, OptimizerImpl::kForeach);
+}
+
+TEST(TransformerConfig, AttentionNamesTheFusedKernel) {
+  EXPECT_EQ(parse(gpt3(), 1024).attention_kernel, AttentionKernel::kFlash2);
+  const std::vector<std::pair<std::string, AttentionKernel>> names{
+      {"flash", AttentionKernel::kFlash2},
+      {"flash2", AttentionKernel::kFlash2},
+      {"flash3", AttentionKernel::kFlash3},
+      {"cudnn", AttentionKernel::kCudnn}};
+  for (const auto& [name, kernel] : names) {
+    const TransformerConfig c = parse(gpt3("  attention: " + name + "\n"), 1024);
+    EXPECT_EQ(c.attention, AttentionImpl::kFlash) << name;
+    EXPECT_EQ(c.attention_kernel, kernel) << name;
+  }
+  try {
+    parse(gpt3("  attention: flash4\n"), 1024);
+    ADD_FAILURE() << "accepted flash4";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("workload.attention"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudnn"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TransformerConfig, EveryParallelismKeyAndMoe) {

@@ -1,0 +1,155 @@
+#include "calibration/fitting/fit_attention.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "calibration/attention_kernel_model.h"
+#include "calibration/fitting/compass_search.h"
+
+namespace upsim {
+namespace {
+
+/// Parameter order of the search: forward 64, 128, 256, backward 64, 128, 256, span.
+constexpr size_t kSpan = 6;
+constexpr std::array<int64_t, 3> kHeadDims{64, 128, 256};
+constexpr Box kEfficiencyBox{0.05, 1.0};
+constexpr Box kSpanBox{0.0, 16384.0};
+constexpr std::array<double, 3> kStartSpans{64.0, 256.0, 1024.0};
+constexpr int kDigits = 4;
+
+AttentionParams params_of(const std::vector<double>& x) {
+  AttentionParams p;
+  p.forward_efficiency_64 = x[0];
+  p.forward_efficiency_128 = x[1];
+  p.forward_efficiency_256 = x[2];
+  p.backward_efficiency_64 = x[3];
+  p.backward_efficiency_128 = x[4];
+  p.backward_efficiency_256 = x[5];
+  p.half_efficiency_span = x[kSpan];
+  return p;
+}
+
+/// Whether a row of head_dim `d` constrains the efficiency at kHeadDims[i] (the log2
+/// interpolation of attention_kernel_model.h gives it weight).
+bool brackets(size_t i, int64_t d) {
+  if (i == 0) return d < 128;
+  if (i == 1) return d > 64 && d < 256;
+  return d > 128;
+}
+
+std::string file_of(const std::string& origin) {
+  const size_t colon = origin.rfind(':');
+  return colon == std::string::npos ? origin : origin.substr(0, colon);
+}
+
+}  // namespace
+
+AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& rows,
+                                   const HardwareProfile& hardware, Duration kernel_overhead) {
+  if (rows.empty()) throw CalibrationDataError("calibrate attention: no training rows");
+  const AttentionKernel impl = rows.front()->kernel.attention.implementation;
+  // Which efficiencies the rows constrain, per direction.
+  std::array<bool, kSpan> fitted{};
+  std::array<bool, 2> direction_measured{};
+  std::set<std::string> files;
+  std::string provenance;
+  for (const KernelMeasurement* r : rows) {
+    const AttentionShape& a = r->kernel.attention;
+    if (r->kernel.cls != KernelClass::kAttention || a.implementation != impl) {
+      throw CalibrationDataError(
+          fmt::format("{}: calibrate attention: rows of one implementation ({}) expected",
+                      r->origin, attention_kernel_name(impl)));
+    }
+    const size_t dir = a.backward ? 1 : 0;
+    direction_measured[dir] = true;
+    for (size_t i = 0; i < kHeadDims.size(); ++i) {
+      if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
+    }
+    files.insert(file_of(r->origin));
+    if (provenance.empty()) provenance = r->provenance;
+  }
+  const AttentionParams defaults;
+  const std::vector<double> start{
+      defaults.forward_efficiency_64,   defaults.forward_efficiency_128,
+      defaults.forward_efficiency_256,  defaults.backward_efficiency_64,
+      defaults.backward_efficiency_128, defaults.backward_efficiency_256,
+      defaults.half_efficiency_span};
+  std::vector<double> step(kSpan + 1, 0.1);
+  std::vector<Box> box(kSpan + 1, kEfficiencyBox);
+  for (size_t i = 0; i < kSpan; ++i) {
+    if (!fitted[i]) step[i] = 0.0;
+  }
+  step[kSpan] = 64.0;
+  box[kSpan] = kSpanBox;
+
+  const double overhead = kernel_overhead.seconds();
+  const Objective objective = [&](const std::vector<double>& x) {
+    const AttentionParams p = params_of(x);
+    double sum = 0.0;
+    for (const KernelMeasurement* r : rows) {
+      const double predicted =
+          attention_seconds(r->kernel, hardware.device, hardware.achievable, p, kernel_overhead) +
+          overhead;
+      const double e = std::log(predicted / r->seconds);
+      sum += e * e;
+    }
+    return sum;
+  };
+  std::vector<double> best;
+  double best_value = std::numeric_limits<double>::infinity();
+  for (double span : kStartSpans) {
+    std::vector<double> x0 = start;
+    x0[kSpan] = span;
+    const auto [x, value] = compass_search(objective, x0, step, box);
+    if (value < best_value) {
+      best = x;
+      best_value = value;
+    }
+  }
+  for (double& v : best)
+    v = round_significant(v, kDigits);
+  // Unconstrained efficiencies: the nearest fitted head_dim of the same direction.
+  for (size_t dir = 0; dir < 2; ++dir) {
+    if (!direction_measured[dir]) continue;
+    for (size_t i = 0; i < kHeadDims.size(); ++i) {
+      if (fitted[3 * dir + i]) continue;
+      for (size_t distance = 1; distance < kHeadDims.size(); ++distance) {
+        const size_t below = i >= distance ? i - distance : kHeadDims.size();
+        const size_t above = i + distance;
+        if (below < kHeadDims.size() && fitted[3 * dir + below]) {
+          best[3 * dir + i] = best[3 * dir + below];
+          break;
+        }
+        if (above < kHeadDims.size() && fitted[3 * dir + above]) {
+          best[3 * dir + i] = best[3 * dir + above];
+          break;
+        }
+      }
+    }
+  }
+  AttentionCalibration out;
+  out.params = params_of(best);
+  out.provenance = provenance.empty() ? "measured" : provenance;
+  std::string measured_dims;
+  for (size_t dir = 0; dir < 2; ++dir) {
+    std::string dims;
+    for (size_t i = 0; i < kHeadDims.size(); ++i) {
+      if (fitted[3 * dir + i]) dims += fmt::format("{}{}", dims.empty() ? "" : "/", kHeadDims[i]);
+    }
+    if (!measured_dims.empty()) measured_dims += ", ";
+    measured_dims += fmt::format("{} head_dim {}", dir == 0 ? "forward" : "backward",
+                                 dims.empty() ? "none (defaults)" : dims);
+  }
+  std::string sources;
+  for (const std::string& f : files)
+    sources += fmt::format("{}{}", sources.empty() ? "" : "; ", f);
+  out.source = fmt::format("{} ({} training rows: {})", sources, rows.size(), measured_dims);
+  return out;
+}
+
+}  // namespace upsim

@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@
 #include "calibration/fitting/kernel_measurements.h"
 #include "calibration/fitting/kernel_validation.h"
 #include "calibration/hardware_profile.h"
+#include "calibration/roofline_kernel_cost.h"
 #include "sim/config/config_node.h"
 
 namespace upsim {
@@ -235,6 +237,33 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
          "kernels --llmcompass '' --csv test/data/xla-matmul/h100_xla_matmul.csv --csv "
       << kH100AttentionTable << " --hardware configs/hardware/h100_sxm5_80gb.yaml --source '"
       << kH100Source << "' --out configs/calibration/h100_xla.yaml --force`";
+}
+
+// Physics: the shipped H100 attention sections never price a kernel faster than the best rate
+// published for its implementation and direction (the FlashAttention-3 paper's figures), by
+// more than the fit's own scatter (5%), at the published shapes nor at 4x their longest
+// sequence.
+TEST(GemmDtypeFit, H100AttentionStaysBelowEachImplementationsPublishedPeak) {
+  const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
+  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const std::vector<KernelMeasurement> rows = h100_attention_rows();
+  std::map<std::string, double> best;  // op -> best published TFLOP/s
+  for (const KernelMeasurement& m : rows) {
+    const double tflops = attention_work(m.kernel).flops / m.seconds / 1e12;
+    best[m.op] = std::max(best[m.op], tflops);
+  }
+  for (const KernelMeasurement& m : rows) {
+    for (const int64_t stretch : {1, 4}) {
+      KernelDesc k = m.kernel;
+      k.attention.seq_q *= stretch;
+      k.attention.seq_kv *= stretch;
+      const double tflops = attention_work(k).flops / model.core_seconds(k, h100.device) / 1e12;
+      EXPECT_LT(tflops, 1.05 * best.at(m.op)) << m.origin << " x" << stretch;
+    }
+  }
+  for (const auto& [op, tflops] : best)
+    std::printf("%-26s best published %.0f TFLOP/s\n", op.c_str(), tflops);
 }
 
 TEST(GemmDtypeFit, RowsTheProfileCannotPriceNameTheirFileAndLine) {

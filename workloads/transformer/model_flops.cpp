@@ -1,0 +1,25 @@
+#include "workloads/transformer/model_flops.h"
+
+namespace upsim {
+
+double transformer_model_flops(const TransformerConfig& c) {
+  const double h = static_cast<double>(c.hidden);
+  const double s = static_cast<double>(c.seq);
+  const double gated = c.activation == TransformerActivation::kSwiglu ? 1.5 : 1.0;
+  const double attention =
+      12.0 * h * h * (1.0 + static_cast<double>(c.kv_heads) / static_cast<double>(c.heads) + s / h);
+  double per_token = 0.0;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    double mlp = 12.0 * h * static_cast<double>(c.ffn) * gated;
+    if (c.is_moe_layer(layer)) {
+      const int64_t expert_ffn = c.moe.expert_ffn > 0 ? c.moe.expert_ffn : c.ffn;
+      mlp = 12.0 * h * static_cast<double>(expert_ffn) *
+            static_cast<double>(c.moe.top_k + c.moe.shared_experts) * gated;
+    }
+    per_token += attention + mlp;
+  }
+  per_token += 6.0 * h * static_cast<double>(c.padded_vocab());
+  return per_token * s * static_cast<double>(c.global_batch);
+}
+
+}  // namespace upsim

@@ -1,0 +1,23 @@
+// Model FLOPs of a transformer training iteration, as Megatron-LM counts them for its reported
+// TFLOP/s per GPU (NVIDIA/Megatron-LM, megatron/training/training.py,
+// num_floating_point_operations; the dense form is Narayanan et al., SC21, section 5.1): the
+// matrix multiplications of the forward and backward passes (3 x the forward's 2 FLOPs per
+// multiply-add), without recomputation, masking savings or any elementwise work.
+//
+// Per layer and token (h = hidden, s = seq, a = heads, g = kv_heads, f = ffn):
+//   attention   12 h^2 (1 + g / a + s / h)          QKV and output projections, q k^T and p v
+//   MLP         12 h f (3/2 with SwiGLU)            a dense layer
+//               12 h f_e (top_k + shared) (3/2 ...)  a MoE layer (f_e = expert_ffn), the routed
+//                                                    and shared experts each token runs
+//   output      6 h V (padded vocabulary), once per token
+// times the tokens of one iteration: global_batch x seq.
+#pragma once
+
+#include "workloads/transformer/transformer_config.h"
+
+namespace upsim {
+
+/// FLOPs of one training iteration of `config` over all GPUs (see the header comment).
+double transformer_model_flops(const TransformerConfig& config);
+
+}  // namespace upsim

@@ -14,6 +14,7 @@
 #include "sim/formats/chakra_et.h"
 #include "sim/formats/parse_error.h"
 #include "workloads/trace/trace_file.h"
+#include "workloads/trace/trace_kernel_desc.h"
 
 namespace upsim {
 

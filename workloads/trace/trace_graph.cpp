@@ -12,11 +12,12 @@
 #include "sim/formats/json_reader.h"
 #include "sim/formats/parse_error.h"
 #include "sim/formats/text.h"
-#include "workloads/pytorch/kernels.h"
 #include "workloads/trace/kineto_names.h"
 #include "workloads/trace/rank_dependencies.h"
+#include "workloads/trace/rank_kernel_descs.h"
 #include "workloads/trace/rank_timeline.h"
 #include "workloads/trace/trace_host_overheads.h"
+#include "workloads/trace/trace_kernel_desc.h"
 
 namespace upsim {
 
@@ -24,74 +25,17 @@ namespace {
 
 using namespace trace_build;
 
-/// aten::convolution, cudnn_convolution, conv2d, _conv_depthwise2d, convolution_backward, ...:
-/// ops no kernel model prices (not "convert", "conversion").
-bool is_convolution_op(std::string_view op) {
-  for (size_t at = op.find("conv"); at != std::string_view::npos; at = op.find("conv", at + 4)) {
-    const std::string_view rest = op.substr(at + 4);
-    if (rest.starts_with("olution") || rest.starts_with("_") ||
-        (!rest.empty() && rest.front() >= '1' && rest.front() <= '3')) {
-      return true;
-    }
-  }
-  return false;
-}
-
-struct GemmShape {
-  int64_t batch = 1;
-  int64_t m = 0;
-  int64_t n = 0;
-  int64_t k = 0;
-};
-
-std::optional<GemmShape> gemm_shape(std::string_view op, const KinetoOpInputs& in) {
-  auto dims = [&](size_t i) -> const std::vector<int64_t>& { return in.dims[i]; };
-  const size_t n_in = in.dims.size();
-  GemmShape g;
-  if ((op == "aten::mm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 2 &&
-      dims(1).size() == 2) {
-    g.m = dims(0)[0];
-    g.k = dims(0)[1];
-    g.n = dims(1)[1];
-  } else if (op == "aten::addmm" && n_in >= 3 && dims(1).size() == 2 && dims(2).size() == 2) {
-    g.m = dims(1)[0];
-    g.k = dims(1)[1];
-    g.n = dims(2)[1];
-  } else if ((op == "aten::bmm" || op == "aten::matmul") && n_in >= 2 && dims(0).size() == 3 &&
-             dims(1).size() == 3) {
-    g.batch = dims(0)[0];
-    g.m = dims(0)[1];
-    g.k = dims(0)[2];
-    g.n = dims(1)[2];
-  } else if (op == "aten::baddbmm" && n_in >= 3 && dims(1).size() == 3 && dims(2).size() == 3) {
-    g.batch = dims(1)[0];
-    g.m = dims(1)[1];
-    g.k = dims(1)[2];
-    g.n = dims(2)[2];
-  } else if (op == "aten::linear" && n_in >= 2 && !dims(0).empty() && dims(1).size() == 2) {
-    g.m = 1;
-    for (size_t i = 0; i + 1 < dims(0).size(); ++i)
-      g.m *= dims(0)[i];
-    g.k = dims(0).back();
-    g.n = dims(1)[0];
-  } else {
-    return std::nullopt;
-  }
-  if (g.m <= 0 || g.n <= 0 || g.k <= 0 || g.batch <= 0) return std::nullopt;
-  return g;
-}
-
 /// Builds one rank: emit() adds the tasks of its recovered timeline and dependencies.
 class RankBuilder {
  public:
   RankBuilder(const RankTrace& trace, const RankTimeline& timeline, const RankDependencies& deps,
               const TraceGraphOptions& options)
-      : trace_(trace),
-        kineto_(trace.kineto),
+      : kineto_(trace.kineto),
         events_(trace.kineto.events),
         options_(options),
         timeline_(timeline),
-        deps_(deps) {}
+        deps_(deps),
+        kernels_(trace, timeline) {}
 
   /// Adds the rank to the graph, running on GPU `gpu` (kNoDevice: its rank id).
   /// `collective_of[i]` is the group of nccl()[i], `collective_ps[i]` its measured duration and
@@ -172,7 +116,7 @@ class RankBuilder {
       } else {
         std::optional<KernelDesc> kd;
         KeptReason why = KeptReason::kShapes;
-        if (model) kd = kernel_desc(gi, why);
+        if (model) kd = kernels_.kernel_desc(gi, why);
         if (!kd) {
           kd = KernelDesc{};
           measured = true;
@@ -234,70 +178,6 @@ class RankBuilder {
   }
 
  private:
-  // ---- model mode: kernel descriptors from op shapes -------------------------------------
-
-  /// Shapes and element types of the inputs of host op `op`: Kineto "Input Dims" (record_shapes),
-  /// else the linked execution-trace node.
-  KinetoOpInputs op_inputs(uint32_t op) const {
-    KinetoOpInputs in = kineto_op_inputs(kineto_, events_[op]);
-    if (!in.dims.empty() || !trace_.et) return in;
-    const auto it = trace_.link.node_of_event.find(op);
-    if (it == trace_.link.node_of_event.end()) return in;
-    const EtNode& n = trace_.et->nodes[it->second];
-    for (size_t i = 0; i < n.input_shapes.items.size(); ++i) {
-      std::vector<int64_t> shape;
-      for (const JsonValue& d : n.input_shapes.items[i].items) {
-        if (d.is_number()) shape.push_back(d.integer);
-      }
-      in.dims.push_back(std::move(shape));
-      std::string type = i < n.input_types.size() ? n.input_types[i] : "";
-      // ET types read "Tensor(float)", "Tensor(c10::Half)".
-      if (type.starts_with("Tensor(") && type.ends_with(")"))
-        type = type.substr(7, type.size() - 8);
-      in.types.push_back(std::move(type));
-    }
-    return in;
-  }
-
-  /// Why model mode keeps a kernel measured, beyond its op having no shapes or kernel model.
-  enum class KeptReason : uint8_t { kShapes, kCompiled, kNonAten };
-
-  /// What kernel `gi` computes (op_kernel_desc), from the innermost cpu op that launched it;
-  /// `reason` says why not when that op's shapes are not the kernel's.
-  std::optional<KernelDesc> kernel_desc(uint32_t gi, KeptReason& reason) {
-    reason = KeptReason::kShapes;
-    const uint32_t call = timeline_.launcher[gi];
-    if (call == kNone) return std::nullopt;
-    uint32_t op = kNone;
-    for (uint32_t p = timeline_.parent[call]; p != kNone; p = timeline_.parent[p]) {
-      if (events_[p].category == KinetoCategory::kCpuOp) {
-        op = p;
-        break;
-      }
-    }
-    const std::string_view op_name =
-        op == kNone ? std::string_view() : kineto_.name_of(events_[op]);
-    if (is_inductor_kernel(kineto_.name_of(events_[gi])) ||
-        (op != kNone && is_compiled_region_op(op_name))) {
-      reason = KeptReason::kCompiled;
-      return std::nullopt;
-    }
-    if (op == kNone) return std::nullopt;
-    if (!is_registered_operator(op_name)) {
-      // Inside a compiled region, an op that is no operator is the region's own code.
-      reason = KeptReason::kNonAten;
-      for (uint32_t p = timeline_.parent[op]; p != kNone; p = timeline_.parent[p]) {
-        if (is_compiled_region_op(kineto_.name_of(events_[p]))) reason = KeptReason::kCompiled;
-      }
-      return std::nullopt;
-    }
-    const bool gemm_taken = gemm_done_.count(op) > 0;
-    std::optional<KernelDesc> kd = op_kernel_desc(
-        kineto_.name_of(events_[op]), kineto_.name_of(events_[gi]), op_inputs(op), gemm_taken);
-    if (kd && kd->cls == KernelClass::kGemm) gemm_done_.insert(op);
-    return kd;
-  }
-
   // ---- emission ----------------------------------------------------------------------------
 
   /// Name of the innermost cpu op around host event `e` (annotation if no op), for display and
@@ -647,13 +527,12 @@ class RankBuilder {
     int64_t wait_fallback_ps = 0;  // the measured wait, used when no trigger task exists
   };
 
-  const RankTrace& trace_;
   const KinetoTrace& kineto_;
   const std::vector<KinetoEvent>& events_;
   const TraceGraphOptions& options_;
   const RankTimeline& timeline_;
   const RankDependencies& deps_;
-  std::unordered_set<uint32_t> gemm_done_;  // model mode: ops whose GEMM kernel was assigned
+  RankKernelDescs kernels_;
   TaskGraph* graph_ = nullptr;
   RankId rank_ = 0;
   int64_t origin_ = 0;
@@ -691,71 +570,6 @@ std::vector<uint32_t> job_collective_members(const std::vector<int64_t>& recorde
   }
   if (std::find(out.begin(), out.end(), rank) == out.end()) return {};
   return out;
-}
-
-bool is_compiled_region_op(std::string_view op) {
-  return op == "CompiledFunction" || op == "CompiledFunctionBackward" ||
-         op.ends_with(": CompiledFunctionBackward") || op.starts_with("Torch-Compiled Region") ||
-         op.starts_with("## Call CompiledFxGraph") || op.starts_with("CompiledFxGraph");
-}
-
-bool is_inductor_kernel(std::string_view kernel) {
-  return kernel.starts_with("triton_");
-}
-
-bool is_registered_operator(std::string_view op) {
-  const size_t colons = op.find("::");
-  if (colons == std::string_view::npos || colons == 0) return false;
-  if (op.starts_with("torch::autograd::") || op.starts_with("autograd::")) return false;
-  return op.find_first_of(" <>#:", colons + 2) == std::string_view::npos &&
-         op.substr(0, colons).find_first_of(" <>#") == std::string_view::npos;
-}
-
-std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
-                                         const KinetoOpInputs& in, bool gemm_taken) {
-  if (!is_registered_operator(op) || is_inductor_kernel(kernel)) return std::nullopt;
-  if (op.find("embedding") != std::string_view::npos) return std::nullopt;
-  if (is_convolution_op(op)) return std::nullopt;
-  if (in.dims.empty()) return std::nullopt;
-  auto elem_bytes = [&](size_t i) {
-    const int64_t b = i < in.types.size() ? kineto_type_bytes(in.types[i]) : -1;
-    return b > 0 ? b : 4;
-  };
-  auto elems = [&](size_t i) {
-    int64_t n = 1;
-    for (int64_t d : in.dims[i])
-      n *= std::max<int64_t>(d, 0);
-    return n;
-  };
-  KernelDesc kd;
-  const std::string_view type = in.types.empty() ? std::string_view("float") : in.types.front();
-  kd.dtype = type == "c10::Half"       ? DType::kFp16
-             : type == "c10::BFloat16" ? DType::kBf16
-                                       : DType::kFp32;
-  const bool gemm_named = contains_nocase(kernel, "gemm") || contains_nocase(kernel, "gemv");
-  if (gemm_named && !gemm_taken) {
-    if (const auto g = gemm_shape(op, in)) return gemm_kernel(kd.dtype, g->batch, g->m, g->n, g->k);
-  }
-  kd.cls = KernelClass::kMemoryBound;
-  double largest = 0.0;
-  double max_elems = 0.0;
-  for (size_t i = 0; i < in.dims.size(); ++i) {
-    if (in.dims[i].empty()) continue;  // a scalar or a non-tensor argument
-    const auto bytes = static_cast<double>(elems(i) * elem_bytes(i));
-    kd.bytes_read += bytes;
-    largest = std::max(largest, bytes);
-    max_elems = std::max(max_elems, static_cast<double>(elems(i)));
-  }
-  kd.bytes_written = largest;
-  kd.flops = max_elems;
-  // The op's family, as the generators name it (workloads/pytorch/kernels.h), so a traced op is
-  // priced on the same curve as a generated one; row-wise ops work on rows of the first input's
-  // last dimension.
-  kd.memory_op = pytorch::memory_op_of_aten(op);
-  if (pytorch::is_rowwise(kd.memory_op) && !in.dims.front().empty()) {
-    kd.row_elements = std::max<int64_t>(in.dims.front().back(), 0);
-  }
-  return kd;
 }
 
 namespace {

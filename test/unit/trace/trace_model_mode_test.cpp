@@ -9,6 +9,7 @@
 #include "sim/observer.h"
 #include "test/unit/trace/synthetic_trace.h"
 #include "workloads/trace/trace_graph.h"
+#include "workloads/trace/trace_kernel_desc.h"
 #include "workloads/trace/trace_replay.h"
 
 namespace upsim {

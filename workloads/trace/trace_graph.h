@@ -121,19 +121,11 @@ struct TraceGraphOptions {
   std::string iteration_marker = "ProfilerStep#";
   /// Model mode, one trace of a larger job: the job's world size (distributedInfo.world_size;
   /// 0 = the traces are the whole job). The traced rank runs on GPU distributedInfo.rank, and
-  /// each collective is priced over its process group's GPUs (job_collective_members), the
-  /// absent members mirroring the traced one (CollectiveDesc::simulated_members).
+  /// each collective is priced over its process group's GPUs (job_collective_members,
+  /// cross_rank_collectives.h), the absent members mirroring the traced one
+  /// (CollectiveDesc::simulated_members).
   uint32_t job_world_size = 0;
 };
-
-/// The GPUs (global ranks) of a collective's process group, for a trace of rank `rank` of a job
-/// of `world` ranks: the ranks the trace names (Kineto "Process Group Ranks", or c10d's global
-/// rank start and stride with the group size), else the whole world when the group size is the
-/// world's or unrecorded (`assumed_world` is then set when unrecorded). Empty when the group is
-/// smaller than the world and its ranks are not recorded, or when `rank` is not among them.
-std::vector<uint32_t> job_collective_members(const std::vector<int64_t>& recorded_ranks,
-                                             int64_t group_size, uint32_t rank, uint32_t world,
-                                             bool& assumed_world);
 
 /// One complete iteration of a rank: from IterationMark `start_mark` to IterationMark
 /// `end_mark`, and how long it took in the trace.

@@ -8,6 +8,7 @@
 #include "sim/network_model.h"
 #include "sim/observer.h"
 #include "test/unit/trace/synthetic_trace.h"
+#include "workloads/trace/cross_rank_collectives.h"
 #include "workloads/trace/trace_graph.h"
 #include "workloads/trace/trace_kernel_desc.h"
 #include "workloads/trace/trace_replay.h"

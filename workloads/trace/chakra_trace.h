@@ -131,8 +131,8 @@ struct ChakraGraphOptions {
   ///    the trace set keeps its measured time (collectives_kept_measured).
   ///  - MEM_LOAD_NODE / MEM_STORE_NODE with tensor_size > 0: priced by the NetworkModel as
   ///    host-device copies.
-  ///  - GPU COMP_NODEs: op_kernel_desc (trace_graph.h) over the node's input shapes and types,
-  ///    the op being the CPU node it depends on with the same inputs (ctrl_deps first, then
+  ///  - GPU COMP_NODEs: op_kernel_desc (trace_kernel_desc.h) over the node's input shapes and
+  ///    types, the op being the CPU node it depends on with the same inputs (ctrl_deps first, then
   ///    data_deps), else its first CPU data_dep (the converter's "(N)" suffix dropped; the
   ///    converter copies an op's inputs onto its kernels, while a kernel's ctrl_dep in
   ///    test/data/chakra is often another op); without shapes or op, attrs num_ops and

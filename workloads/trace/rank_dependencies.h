@@ -1,7 +1,7 @@
 // Dependency inference of one rank of a Kineto trace (the second step of the trace graph builder,
 // trace_graph.h), from its recovered timeline (rank_timeline.h): the plan of where each thread's
 // measured timeline is cut into tasks (calls, marks, inferred synchronisations, stream and event
-// waits, hand-offs between threads) as one plain RankDependencies. Emission (rank_emitter.h)
+// waits, hand-offs between threads) as one plain RankDependencies. Emission (rank_builder.h)
 // reads it; nothing here adds a task.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Timeline recovery of one rank of a Kineto trace (the first step of the trace graph builder,
 // trace_graph.h): its threads and streams, which runtime call launched which GPU work, the
 // nesting of host events, the iteration markers and its NCCL kernels, as one plain RankTimeline.
-// Dependency inference (rank_dependencies.h) and emission (rank_emitter.h) read it; nothing here
+// Dependency inference (rank_dependencies.h) and emission (rank_builder.h) read it; nothing here
 // infers a wait or adds a task.
 #pragma once
 

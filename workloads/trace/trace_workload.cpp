@@ -116,8 +116,26 @@ std::optional<HostOverheads> TraceWorkload::host_overheads() const {
 
 WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
   (void)platform;  // the traces fix the GPUs and the iterations
-  TraceGraphInfo info;
   std::vector<std::string> warnings = traces_.warnings;
+  const TraceGraphInfo info = build_graph(graph, warnings);
+  WorkloadBuild out;
+  const MeasuredMarks measured = measured_marks(graph, out);
+  add_measured_times(info, measured, out);
+  add_measured_steps(info, measured, out);
+  add_measured_run(info, out);
+  add_description(info, measured.count, out);
+  // Files named as the scenario names their folder.
+  const std::string dir_text = dir_.string();
+  for (std::string w : warnings) {
+    if (w.starts_with(dir_text)) w = traces_text_ + w.substr(dir_text.size());
+    out.warnings.push_back(std::move(w));
+  }
+  return out;
+}
+
+TraceGraphInfo TraceWorkload::build_graph(TaskGraph& graph,
+                                          std::vector<std::string>& warnings) const {
+  TraceGraphInfo info;
   try {
     if (chakra_format_) {
       ChakraGraphOptions options;
@@ -129,10 +147,15 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
   } catch (const ParseError& e) {
     node_.child("traces").fail(e.what());
   }
+  return info;
+}
 
-  WorkloadBuild out;
+TraceWorkload::MeasuredMarks TraceWorkload::measured_marks(const TaskGraph& graph,
+                                                           WorkloadBuild& out) const {
   // Measure the chosen iteration (or every complete one): from its mark to the next.
-  const std::vector<uint32_t> marks = iteration_marks_of_rank0(graph);
+  MeasuredMarks m;
+  m.marks = iteration_marks_of_rank0(graph);
+  const std::vector<uint32_t>& marks = m.marks;
   if (marks.size() < 2) node_.child("traces").fail("the traces hold no complete iteration");
   uint32_t first = 0;
   uint32_t count = static_cast<uint32_t>(marks.size() - 1);
@@ -148,6 +171,16 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
   out.iterations = first + count;
   out.warmup_iterations = first;
   out.measured_iterations = count;
+  m.first = first;
+  m.count = count;
+  return m;
+}
+
+void TraceWorkload::add_measured_times(const TraceGraphInfo& info, const MeasuredMarks& m,
+                                       WorkloadBuild& out) {
+  const std::vector<uint32_t>& marks = m.marks;
+  const uint32_t first = m.first;
+  const uint32_t count = m.count;
   for (const TraceRankSummary& r : info.ranks) {
     Duration measured = Duration::zero();
     uint32_t n = 0;
@@ -163,33 +196,42 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
     }
     out.measured_iteration.push_back(n > 0 ? measured / n : Duration::zero());
   }
+}
+
+void TraceWorkload::add_measured_steps(const TraceGraphInfo& info, const MeasuredMarks& m,
+                                       WorkloadBuild& out) {
+  const std::vector<uint32_t>& marks = m.marks;
+  const uint32_t first = m.first;
+  const uint32_t count = m.count;
   // Several measured iterations: each one's measured time, so that a mean does not hide the
   // steps (a mean error of -8% over steps of -70% and +173%).
-  if (count > 1) {
-    for (uint32_t j = first; j < first + count; ++j) {
-      std::string label = fmt::format("iteration {}", marks[j]);
-      for (const TraceRankSummary& r : info.ranks) {
-        for (const TraceIteration& it : r.iterations) {
-          if (it.start_mark == marks[j] && !it.label.empty()) {
-            label = it.label;
-            break;
-          }
-        }
-        if (label != fmt::format("iteration {}", marks[j])) break;
-      }
-      out.measured_step_labels.push_back(std::move(label));
-    }
+  if (count <= 1) return;
+  for (uint32_t j = first; j < first + count; ++j) {
+    std::string label = fmt::format("iteration {}", marks[j]);
     for (const TraceRankSummary& r : info.ranks) {
-      std::vector<Duration> steps(count, Duration::zero());
       for (const TraceIteration& it : r.iterations) {
-        for (uint32_t j = first; j < first + count; ++j) {
-          if (it.start_mark == marks[j] && it.end_mark == marks[j + 1])
-            steps[j - first] = it.measured;
+        if (it.start_mark == marks[j] && !it.label.empty()) {
+          label = it.label;
+          break;
         }
       }
-      out.measured_step_times.push_back(std::move(steps));
+      if (label != fmt::format("iteration {}", marks[j])) break;
     }
+    out.measured_step_labels.push_back(std::move(label));
   }
+  for (const TraceRankSummary& r : info.ranks) {
+    std::vector<Duration> steps(count, Duration::zero());
+    for (const TraceIteration& it : r.iterations) {
+      for (uint32_t j = first; j < first + count; ++j) {
+        if (it.start_mark == marks[j] && it.end_mark == marks[j + 1])
+          steps[j - first] = it.measured;
+      }
+    }
+    out.measured_step_times.push_back(std::move(steps));
+  }
+}
+
+void TraceWorkload::add_measured_run(const TraceGraphInfo& info, WorkloadBuild& out) const {
   // What the measurement ran on, and what the platform prices (tools/ compares accordingly).
   // The rank's GPU as the trace names it (TraceRankSummary::device: "GPU" when it does not).
   for (const TraceRankSummary& r : info.ranks) {
@@ -201,7 +243,10 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
   }
   out.measured_run.prices_gpu_work = options_.graph.mode == TraceMode::kModel;
   out.measured_run.prices_host = host_ == "platform";
+}
 
+void TraceWorkload::add_description(const TraceGraphInfo& info, uint32_t count,
+                                    WorkloadBuild& out) const {
   const bool model = options_.graph.mode == TraceMode::kModel;
   const std::string host_text = host_ == "measured"   ? ""
                                 : host_ == "modelled" ? ", host time T1-T5 of the traces"
@@ -216,63 +261,59 @@ WorkloadBuild TraceWorkload::build(const WorkloadPlatform& platform, TaskGraph& 
       model ? "model" : "replay", host_text, of_ranks, traces_text_,
       options_.iteration ? fmt::format("iteration {}", *options_.iteration)
                          : fmt::format("{} iteration{}", count, count == 1 ? "" : "s")));
-  if (model) {
-    uint64_t kernel_count = 0;
-    uint64_t kernels_kept = 0;
-    uint64_t kernels_compiled = 0;
-    uint64_t kernels_non_aten = 0;
-    uint64_t collectives = 0;
-    uint64_t collectives_kept = 0;
-    uint64_t collectives_over_job = 0;
-    uint64_t collectives_world_assumed = 0;
-    for (const TraceRankSummary& r : info.ranks) {
-      kernel_count += r.kernels;
-      kernels_kept += r.kernels_kept_measured;
-      kernels_compiled += r.kernels_compiled_kept_measured;
-      kernels_non_aten += r.kernels_non_aten_kept_measured;
-      collectives += r.collectives;
-      collectives_kept += r.collectives_kept_measured;
-      collectives_over_job += r.collectives_over_job;
-      collectives_world_assumed += r.collectives_world_assumed;
-    }
-    std::string why;
-    if (kernels_compiled > 0) {
-      why += fmt::format(
-          "{} in torch.compile regions or Inductor kernels, whose op inputs are "
-          "not the kernel's; ",
-          kernels_compiled);
-    }
-    if (kernels_non_aten > 0) {
-      why += fmt::format(
-          "{} launched by autograd nodes or ranges that are no operator, whose inputs need not "
-          "be the kernel's; ",
-          kernels_non_aten);
-    }
-    const uint64_t other = kernels_kept - kernels_compiled - kernels_non_aten;
-    why += fmt::format("{} without shapes or a kernel model for the op", other);
+  if (model) add_model_mode_description(info, out);
+}
+
+void TraceWorkload::add_model_mode_description(const TraceGraphInfo& info,
+                                               WorkloadBuild& out) const {
+  uint64_t kernel_count = 0;
+  uint64_t kernels_kept = 0;
+  uint64_t kernels_compiled = 0;
+  uint64_t kernels_non_aten = 0;
+  uint64_t collectives = 0;
+  uint64_t collectives_kept = 0;
+  uint64_t collectives_over_job = 0;
+  uint64_t collectives_world_assumed = 0;
+  for (const TraceRankSummary& r : info.ranks) {
+    kernel_count += r.kernels;
+    kernels_kept += r.kernels_kept_measured;
+    kernels_compiled += r.kernels_compiled_kept_measured;
+    kernels_non_aten += r.kernels_non_aten_kept_measured;
+    collectives += r.collectives;
+    collectives_kept += r.collectives_kept_measured;
+    collectives_over_job += r.collectives_over_job;
+    collectives_world_assumed += r.collectives_world_assumed;
+  }
+  std::string why;
+  if (kernels_compiled > 0) {
+    why += fmt::format(
+        "{} in torch.compile regions or Inductor kernels, whose op inputs are "
+        "not the kernel's; ",
+        kernels_compiled);
+  }
+  if (kernels_non_aten > 0) {
+    why += fmt::format(
+        "{} launched by autograd nodes or ranges that are no operator, whose inputs need not "
+        "be the kernel's; ",
+        kernels_non_aten);
+  }
+  const uint64_t other = kernels_kept - kernels_compiled - kernels_non_aten;
+  why += fmt::format("{} without shapes or a kernel model for the op", other);
+  out.description.push_back(fmt::format(
+      "model mode: kept measured {} of {} kernels ({}), {} of {} collectives (no peer rank "
+      "known); the rest priced by the platform",
+      kernels_kept, kernel_count, why, collectives_kept, collectives));
+  if (options_.graph.job_world_size > 0) {
+    out.represented_gpus = options_.graph.job_world_size;
     out.description.push_back(fmt::format(
-        "model mode: kept measured {} of {} kernels ({}), {} of {} collectives (no peer rank "
-        "known); the rest priced by the platform",
-        kernels_kept, kernel_count, why, collectives_kept, collectives));
-    if (options_.graph.job_world_size > 0) {
-      out.represented_gpus = options_.graph.job_world_size;
-      out.description.push_back(fmt::format(
-          "collectives of the traced rank: {} of {} priced over their process group's GPUs on the "
-          "platform, the other members mirroring the traced rank{}",
-          collectives_over_job, collectives,
-          collectives_world_assumed > 0
-              ? fmt::format(" ({} without a recorded group, taken as all {} GPUs)",
-                            collectives_world_assumed, options_.graph.job_world_size)
-              : std::string()));
-    }
+        "collectives of the traced rank: {} of {} priced over their process group's GPUs on the "
+        "platform, the other members mirroring the traced rank{}",
+        collectives_over_job, collectives,
+        collectives_world_assumed > 0
+            ? fmt::format(" ({} without a recorded group, taken as all {} GPUs)",
+                          collectives_world_assumed, options_.graph.job_world_size)
+            : std::string()));
   }
-  // Files named as the scenario names their folder.
-  const std::string dir_text = dir_.string();
-  for (std::string w : warnings) {
-    if (w.starts_with(dir_text)) w = traces_text_ + w.substr(dir_text.size());
-    out.warnings.push_back(std::move(w));
-  }
-  return out;
 }
 
 std::unique_ptr<Workload> make_trace_workload(const ConfigNode& workload) {

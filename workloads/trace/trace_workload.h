@@ -46,6 +46,7 @@
 //    says why.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -71,6 +72,41 @@ class TraceWorkload final : public Workload {
 
  private:
   size_t ranks() const { return chakra_format_ ? chakra_.size() : traces_.ranks.size(); }
+
+  /// Rank 0's iteration marks, of which build() measures marks[first] to marks[first + count].
+  struct MeasuredMarks {
+    std::vector<uint32_t> marks;
+    uint32_t first = 0;
+    uint32_t count = 0;
+  };
+
+  /// The task graph of the traces (a ParseError fails at `traces`); the builder's warnings are
+  /// appended to `warnings`.
+  TraceGraphInfo build_graph(TaskGraph& graph, std::vector<std::string>& warnings) const;
+
+  /// The measured iterations of `graph`: the chosen one, else every complete one; `out`'s
+  /// iterations, warm-up and measured count say which. Fails at `traces` (no complete iteration)
+  /// or `iteration` (not a complete one).
+  MeasuredMarks measured_marks(const TaskGraph& graph, WorkloadBuild& out) const;
+
+  /// Each rank's mean measured time of the measured iterations, and the first reason one is not
+  /// an iteration's length.
+  static void add_measured_times(const TraceGraphInfo& info, const MeasuredMarks& m,
+                                 WorkloadBuild& out);
+
+  /// With more than one measured iteration: each one's label and each rank's time of it.
+  static void add_measured_steps(const TraceGraphInfo& info, const MeasuredMarks& m,
+                                 WorkloadBuild& out);
+
+  /// What the measurement ran on (the traces' GPUs) and what the platform prices.
+  void add_measured_run(const TraceGraphInfo& info, WorkloadBuild& out) const;
+
+  /// The description lines: the workload, and in model mode add_model_mode_description's.
+  void add_description(const TraceGraphInfo& info, uint32_t count, WorkloadBuild& out) const;
+
+  /// Model mode: the kernels and collectives kept measured and why, and for one trace of a
+  /// larger job, its collectives priced over their process groups (and represented_gpus).
+  void add_model_mode_description(const TraceGraphInfo& info, WorkloadBuild& out) const;
 
   ConfigNode node_;
   bool chakra_format_ = false;

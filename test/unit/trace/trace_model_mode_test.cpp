@@ -8,7 +8,9 @@
 #include "sim/network_model.h"
 #include "sim/observer.h"
 #include "test/unit/trace/synthetic_trace.h"
+#include "workloads/trace/cross_rank_collectives.h"
 #include "workloads/trace/trace_graph.h"
+#include "workloads/trace/trace_kernel_desc.h"
 #include "workloads/trace/trace_replay.h"
 
 namespace upsim {

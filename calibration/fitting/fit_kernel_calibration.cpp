@@ -210,6 +210,12 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
   for (const KernelMeasurement* r : rows) {
     op_index.push_back(static_cast<size_t>(std::find(ops.begin(), ops.end(), r->op) - ops.begin()));
   }
+  // Ops whose tables declare `# harness: none` get no harness: validation compares them with the
+  // kernel duration (kernel_validation.h).
+  std::vector<bool> no_harness(ops.size(), true);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i]->harness_none) no_harness[op_index[i]] = false;
+  }
   // Row bytes present in the training data decide which thresholds are identifiable.
   std::set<int64_t> row_bytes;
   for (const KernelMeasurement* r : rows) {
@@ -271,8 +277,14 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
     std::vector<double> step{0.1, threshold > 0 ? 0.1 : 0.0};
     std::vector<Box> box{{std::log(0.1), std::log(4.0)}, {0.0, std::log(8.0)}};
     for (size_t o = 0; o < ops.size(); ++o) {
-      x0.insert(x0.end(), {floor_us, 0.5 * floor_us});
-      step.insert(step.end(), {2.0, 2.0});
+      if (no_harness[o]) {
+        // Kernel time as measured: the model's kernel duration, core + kernel_overhead.
+        x0.insert(x0.end(), {0.0, out.kernel_overhead.us()});
+        step.insert(step.end(), {0.0, 0.0});
+      } else {
+        x0.insert(x0.end(), {floor_us, 0.5 * floor_us});
+        step.insert(step.end(), {2.0, 2.0});
+      }
       box.insert(box.end(), {{0.0, 1e4}, {0.0, 1e4}});
     }
     const auto [x, value] = compass_search(objective, x0, step, box);
@@ -285,6 +297,7 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
       curve.long_row_read_passes = round_significant(curve.long_row_read_passes, kDigits);
       out.curves[curve_name] = curve;
       for (size_t o = 0; o < ops.size(); ++o) {
+        if (no_harness[o]) continue;
         out.measurement[ops[o]] =
             HarnessOverhead{round_to_ns(x[2 + 2 * o]), round_to_ns(x[3 + 2 * o])};
       }
@@ -309,6 +322,13 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
     require_priceable(m, hardware.device);
     if (m.held_out) continue;
     if (m.kernel.cls == KernelClass::kGemm) {
+      if (m.harness_none) {
+        throw CalibrationDataError(fmt::format(
+            "{}: a GEMM table that declares `# harness: none` cannot be fitted yet: the GEMM fit "
+            "describes its sweep's harness (floor, offset, compute_speedup) and anchors the rate "
+            "on it; drop the declaration to fit one",
+            m.origin));
+      }
       gemm_rows.push_back(&m);
     } else if (m.kernel.cls == KernelClass::kMemoryBound) {
       curve_rows[c.curve_of_op[static_cast<size_t>(m.kernel.memory_op)]].push_back(&m);

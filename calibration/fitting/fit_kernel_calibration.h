@@ -21,7 +21,8 @@
 //    re-read ramp full_reread_row_bytes (a larger power of two up to the longest training row,
 //    or a step; of equally good shapes the widest ramp wins: without a training row between
 //    two measured row sizes it interpolates between them rather than put a cliff at one) and
-//    long_row_read_passes; each measured op gets its harness (floor, offset).
+//    long_row_read_passes; each measured op gets its harness (floor, offset), except an op whose
+//    tables declare `# harness: none` (kernel_measurements.h), priced as its kernel duration.
 //  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them;
 //    simulations take the per-kernel overhead from the hardware profile, load_calibrated).
 //  - Fused attention: one `attention:` section per implementation with training rows

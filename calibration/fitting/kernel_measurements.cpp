@@ -299,7 +299,9 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
   d.bytes_read = elements * e;
   d.bytes_written = elements * e;
   if (op == MemoryOp::kLayerNorm) d.bytes_read += 2.0 * static_cast<double>(n) * e;
-  if (op == MemoryOp::kSoftmax || op == MemoryOp::kLayerNorm || op == MemoryOp::kSum) {
+  if (op == MemoryOp::kRmsNorm) d.bytes_read += static_cast<double>(n) * e;
+  if (op == MemoryOp::kSoftmax || op == MemoryOp::kLayerNorm || op == MemoryOp::kRmsNorm ||
+      op == MemoryOp::kSum) {
     d.row_elements = n;
   }
   return d;

@@ -50,8 +50,8 @@
 //      gelu_<gpu>.csv       elements, G elements/s
 //
 // Traffic of a memory op of m rows x n elements in dtype e (memory_op_kernel): every op reads and
-// writes m n e bytes; layernorm also reads its weight and bias, 2 n e. row_elements = n for the
-// row-wise ops (softmax, layernorm, sum).
+// writes m n e bytes; layernorm also reads its weight and bias, 2 n e, rms_norm its weight, n e.
+// row_elements = n for the row-wise ops (softmax, layernorm, rms_norm, sum).
 //
 // Split (assign_alternating_split): within each source file and op, rows in file order alternate
 // train, held out, train, ... (0-based even index = train). The LLMCompass sweeps are powers of

@@ -200,11 +200,16 @@ TEST(BorrowedCalibration, Fp8GainOverBf16ShrinksWithShortK) {
   EXPECT_LT(previous, 0.8 * r);  // k = 256: (256 + 149) r / (256 + 149 r) = 1.30
 }
 
-TEST(BorrowedCalibration, H100FileHasNoMemoryCurveFits) {
+// The H100 file fits one memory-bound curve (layernorm, on RMSNorm forward kernels): rms_norm
+// borrows nothing, layernorm borrows the curve of another op, the elementwise family is default.
+TEST(BorrowedCalibration, H100FileFitsTheNormCurveOnly) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   const CalibratedKernelCost model(calibration("h100_xla.yaml"), h100.achievable);
-  EXPECT_EQ(note(model, memory_op(MemoryOp::kRmsNorm), h100.device),
-            "rms_norm: no measured curve, priced with the layernorm curve, which the calibration "
+  EXPECT_EQ(note(model, memory_op(MemoryOp::kRmsNorm), h100.device), "<none>");
+  EXPECT_EQ(note(model, memory_op(MemoryOp::kLayerNorm), h100.device),
+            "layernorm: no measured curve, priced with the layernorm curve");
+  EXPECT_EQ(note(model, memory_op(MemoryOp::kSwiglu), h100.device),
+            "swiglu: no measured curve, priced with the elementwise curve, which the calibration "
             "fitted on H100-SXM5-80GB does not fit either (its parameters are defaults)");
   EXPECT_EQ(note(model, gemm_kernel(DType::kTf32, 1, 64, 64, 64), h100.device), "<none>");
   EXPECT_EQ(note(model, gemm_kernel(DType::kFp32, 1, 64, 64, 64), h100.device),

@@ -168,6 +168,24 @@ TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
   EXPECT_GT(through_harness, kernel);  // the harness's floor (29.6 us) is above the kernel's time
 }
 
+// The GEMM fit describes its sweep's harness and anchors the rate on it: a GEMM table that
+// declares none is refused, naming the row, rather than fitted with a harness it does not have.
+TEST(KernelMeasurements, TheFitRefusesAGemmTableWithoutAHarness) {
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
+  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const auto rows = read_measurement_csv(write_temp_table(
+      "gemm.csv", "# harness: none\nop,dtype,m,n,k,time_us\ngemm,fp16,256,256,256,10\n"));
+  try {
+    fit_kernel_calibration(rows, a100, "test");
+    ADD_FAILURE() << "fitted a GEMM table without a harness";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_NE(std::string(e.what()).find("gemm.csv:3: a GEMM table that declares"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(KernelMeasurements, ReadsTheLlmcompassSweeps) {
   const auto all = read_llmcompass_dir(kData / "llmcompass", "A100");
   ASSERT_EQ(all.size(), 20u + 22u + 22u + 20u);

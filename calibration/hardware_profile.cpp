@@ -10,6 +10,26 @@
 namespace upsim {
 namespace {
 
+/// A `compute_capability` of "major.minor" (one digit each, as NVIDIA's CUDA GPU table writes
+/// it: 7.0, 8.0, 9.0, 10.0): major x 10 + minor.
+int32_t compute_capability(const ConfigNode& node) {
+  const std::string text = node.as_string();
+  const size_t dot = text.find('.');
+  const auto digits = [](std::string_view part) {
+    return !part.empty() && part.size() <= 2 &&
+           part.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (dot == std::string::npos || !digits(std::string_view(text).substr(0, dot)) ||
+      std::string_view(text).substr(dot + 1).size() != 1 ||
+      !digits(std::string_view(text).substr(dot + 1))) {
+    node.fail(fmt::format("must be major.minor, e.g. 9.0 (H100) or 8.0 (A100), got `{}`", text));
+  }
+  const int32_t major = std::stoi(text.substr(0, dot));
+  const int32_t minor = std::stoi(text.substr(dot + 1));
+  if (major < 1) node.fail(fmt::format("must be at least 1.0, got `{}`", text));
+  return major * 10 + minor;
+}
+
 constexpr std::array<DType, kDTypeCount> kAllDTypes{DType::kFp32, DType::kTf32, DType::kFp16,
                                                     DType::kBf16, DType::kFp8,  DType::kInt8};
 
@@ -87,6 +107,9 @@ HardwareProfile load_hardware_profile(const ConfigNode& profile) {
   HardwareProfile hardware;
   DeviceProfile& device = hardware.device;
   device.name = profile.get_string("name");
+  if (profile.has("compute_capability")) {
+    device.compute_capability = compute_capability(profile.child("compute_capability"));
+  }
   if (device.name.empty()) profile.child("name").fail("must not be empty");
 
   const ConfigNode compute = profile.read_for(kHardwareComputeUse);

@@ -111,7 +111,8 @@ struct HardwareProfile {
 };
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
-///   name, peak_flops.{fp32,tf32,fp16,bf16,fp8,int8}, peak_flops_at.{sm_count,
+///   name, compute_capability (optional, "major.minor"), peak_flops.{fp32,tf32,fp16,bf16,fp8,
+///   int8}, peak_flops_at.{sm_count,
 ///   sm_boost_clock_mhz} (optional, see the contract), hbm.{bandwidth,size},
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an

@@ -48,6 +48,9 @@ struct DeviceProfile {
   Bandwidth l2_bandwidth;
   int64_t l2_bytes = 0;
   int32_t sm_count = 0;
+  /// CUDA compute capability, major x 10 + minor (90 = 9.0, Hopper); 0 = not stated. Which
+  /// kernels exist for the device (FlashAttention-3 is sm90 only) depends on it.
+  int32_t compute_capability = 0;
   /// SM boost clock (datasheet or whitepaper), MHz. With sm_count it ties the fp32 peak to the
   /// FP32 lanes per SM (peak = 2 x lanes x SMs x clock); the profiles are checked against it.
   int32_t sm_boost_clock_mhz = 0;

@@ -582,4 +582,24 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   return total;
 }
 
+std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
+                                                        int32_t compute_capability) {
+  if (compute_capability == 0) return std::nullopt;
+  const std::string cc = fmt::format("{}.{}", compute_capability / 10, compute_capability % 10);
+  if (kernel == AttentionKernel::kFlash3 && compute_capability != 90) {
+    return fmt::format(
+        "FlashAttention-3 (flash3) is built for compute capability 9.0 (Hopper) only, the GPU "
+        "has {}: use flash2 or cudnn",
+        cc);
+  }
+  if (compute_capability < 80) {
+    return fmt::format(
+        "{} needs compute capability 8.0 (Ampere) or later, the GPU has {}: use unfused",
+        kernel == AttentionKernel::kCudnn ? "cuDNN fused attention (cudnn)"
+                                          : "FlashAttention-2 (flash, flash2)",
+        cc);
+  }
+  return std::nullopt;
+}
+
 }  // namespace upsim

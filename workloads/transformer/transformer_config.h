@@ -237,6 +237,15 @@ struct TransformerConfig {
 /// activations.
 double moe_busiest_rank_load(const TransformerConfig& config);
 
+/// Why fused-attention kernel `kernel` has no build for a GPU of CUDA compute capability
+/// `compute_capability` (major x 10 + minor; 0 = not stated: nothing is checked), or nullopt
+/// when it has one: FlashAttention-2 and cuDNN's fused attention need 8.0 or later
+/// (Dao-AILab/flash-attention README: "Ampere, Ada, or Hopper GPUs"; cuDNN's fused flash
+/// attention, sm80 and later), FlashAttention-3 exactly 9.0 (flash-attn's hopper/ build: "H100 /
+/// H800 GPU").
+std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
+                                                        int32_t compute_capability);
+
 /// Reads `workload:` (model: transformer) for a platform of `gpus` GPUs (0 = unknown: `data`
 /// must then be given or defaults to 1). Every inconsistency is a ConfigError naming the key:
 ///   heads % tensor, ffn % tensor                      -> workload.heads / workload.ffn

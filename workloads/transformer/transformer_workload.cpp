@@ -80,6 +80,14 @@ void TransformerWorkload::prepare(const WorkloadPlatform& platform) {
 WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
   if (!config_) prepare(platform);
   const TransformerConfig& c = *config_;
+  if (c.attention == AttentionImpl::kFlash) {
+    if (const auto why =
+            attention_kernel_unsupported(c.attention_kernel, platform.device.compute_capability)) {
+      const std::string message = fmt::format("{} ({})", *why, platform.device.name);
+      if (node_.has("attention")) node_.child("attention").fail(message);
+      node_.fail("attention (default: flash): " + message);
+    }
+  }
   const ParallelismConfig& p = c.parallelism;
   TransformerGraphInputs inputs;
   inputs.iterations = platform.iterations;

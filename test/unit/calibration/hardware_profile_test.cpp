@@ -135,6 +135,28 @@ TEST(HardwareProfile, ValidMinimalProfileLoads) {
   EXPECT_DOUBLE_EQ(hw.device.peak(DType::kFp16).teraflops(), 100.0);
 }
 
+// compute_capability: optional "major.minor"; every shipped profile states it.
+TEST(HardwareProfile, ComputeCapabilityIsMajorDotMinor) {
+  ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");
+  EXPECT_EQ(load_hardware_profile(doc.root()).device.compute_capability, 0);
+  for (const auto& [text, value] :
+       std::vector<std::pair<std::string, int32_t>>{{"7.5", 75}, {"9.0", 90}, {"10.0", 100}}) {
+    ConfigDocument d = ConfigDocument::parse_string(
+        replaced("name: test", "name: test\ncompute_capability: " + text), "profile.yaml");
+    EXPECT_EQ(load_hardware_profile(d.root()).device.compute_capability, value) << text;
+  }
+  for (const char* bad : {"9", "9.10", "sm90", "0.5", "9.x"}) {
+    const std::string e =
+        load_error(replaced("name: test", std::string("name: test\ncompute_capability: ") + bad));
+    EXPECT_NE(e.find("compute_capability"), std::string::npos) << bad << ": " << e;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs / "hardware")) {
+    ConfigDocument shipped = ConfigDocument::load_file(entry.path());
+    EXPECT_GE(load_hardware_profile(shipped.root()).device.compute_capability, 70)
+        << entry.path().filename();
+  }
+}
+
 TEST(HardwareProfile, ZeroOrNegativeValuesAreErrorsAtTheirKey) {
   EXPECT_NE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: 0GB/s")).find("hbm.bandwidth"),
             std::string::npos);

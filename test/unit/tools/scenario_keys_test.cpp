@@ -302,6 +302,16 @@ TEST(ScenarioKeys, AttentionImplementationsArePricedApartOnH100) {
   EXPECT_EQ(ms[0], ms[1]);
   EXPECT_LT(ms[2], ms[3]);
   EXPECT_LT(ms[3], ms[1]);
+  // FlashAttention-3 exists for Hopper only: on an A100 the scenario is refused at its key.
+  try {
+    run("mixtral_8x7b_ep8.yaml",
+        {"workload.layers=2", "workload.attention=flash3",
+         "platform.gpu=" + (kConfigs / "hardware" / "a100_sxm4_80gb.yaml").string()});
+    ADD_FAILURE() << "priced FlashAttention-3 on an A100";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(contains(e.what(), "workload.attention")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "compute capability 9.0 (Hopper) only")) << e.what();
+  }
 }
 
 }  // namespace

@@ -200,6 +200,22 @@ TEST(TransformerConfig, AttentionNamesTheFusedKernel) {
   }
 }
 
+// The fused kernels exist for some GPUs only: FA3 on Hopper (9.0), FA2 and cuDNN's from Ampere.
+TEST(TransformerConfig, AttentionKernelsNeedTheirComputeCapability) {
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kFlash3, 90));
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kFlash2, 80));
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kCudnn, 100));
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kFlash3, 0));  // not stated
+  const auto a100 = attention_kernel_unsupported(AttentionKernel::kFlash3, 80);
+  ASSERT_TRUE(a100);
+  EXPECT_NE(a100->find("9.0 (Hopper) only, the GPU has 8.0"), std::string::npos) << *a100;
+  EXPECT_TRUE(attention_kernel_unsupported(AttentionKernel::kFlash3, 100));
+  const auto v100 = attention_kernel_unsupported(AttentionKernel::kFlash2, 70);
+  ASSERT_TRUE(v100);
+  EXPECT_NE(v100->find("8.0 (Ampere) or later, the GPU has 7.0"), std::string::npos) << *v100;
+  EXPECT_TRUE(attention_kernel_unsupported(AttentionKernel::kCudnn, 75));
+}
+
 TEST(TransformerConfig, EveryParallelismKeyAndMoe) {
   const std::string yaml = R"(workload:
   model: transformer

@@ -180,7 +180,10 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
   return within ? 0 : 1;
 }
 
-int calibrate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {
+namespace {
+
+/// The options of `upsim calibrate collectives`.
+struct CalibrateCollectivesArgs {
   std::string output;
   bool force = false;
   std::vector<std::string> logs;
@@ -195,89 +198,99 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
   int max_evaluations = CollectiveFitOptions{}.max_evaluations;
   int fit_jobs = 0;
   bool points = false;
-  po::options_description desc(
-      "usage: upsim calibrate collectives --topology FABRIC.yaml --nccl-tests LOG --out FILE "
-      "[options]\n\n"
-      "Fits NCCL-like collective tuning parameters to measured collective times and writes a "
-      "tuning file\nfor `upsim validate collectives --tuning FILE` and scenarios. Every measured "
-      "point is simulated\nwith the flow network as `upsim validate collectives` does; the fit "
-      "minimises the sum over\nsystems of the mean Huber loss of the log error (each system weighs "
-      "the "
-      "same) by Nelder-Mead from the\nstart tuning. Prints, per system, the points, geomean "
-      "|error|, plateau busbw error and max |error|\nbefore and after. Deterministic.\n\n"
-      "Measured systems: each --nccl-tests LOG (the stdout of all_reduce_perf, all_gather_perf,\n"
-      "reduce_scatter_perf, alltoall_perf or broadcast_perf) runs on a --topology fabric: one "
-      "--topology\nfor every log, or one per log in the same order. Every GPU of the fabric is a "
-      "rank.\n\n"
-      "Parameters (--fit) are key paths of the tuning YAML: launch_overhead, net_overhead,\n"
-      "tree_efficiency, nvls_efficiency, nvls_tree_efficiency,\n"
-      "protocols.<LL|LL128|Simple>.injection_cap, "
-      "protocols.<P>.single_node_injection_caps.<kind>,\n"
-      "protocols.<P>.base_latency.<tree|ring|nvls>,\n"
-      "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>,\n"
-      "link_families.<name>.efficiency, link_families.<name>.extra_hop_latency.<P>.\n"
-      "Small sizes determine latencies, mid sizes the LL / LL128 caps, the largest sizes the\n"
-      "efficiency of their bottleneck links (method: "
-      "topology/fitting/collective_fit.h)\n\noptions");
-  desc.add_options()("help,h", "this help")                                           //
-      ("out,o", po::value<std::string>(&output)->required(), "tuning file to write")  //
-      ("force", po::bool_switch(&force), "overwrite an existing --out file")          //
-      ("nccl-tests", po::value<std::vector<std::string>>(&logs)->composing(),
+};
+
+constexpr const char* kCalibrateCollectivesUsage =
+    "usage: upsim calibrate collectives --topology FABRIC.yaml --nccl-tests LOG --out FILE "
+    "[options]\n\n"
+    "Fits NCCL-like collective tuning parameters to measured collective times and writes a "
+    "tuning file\nfor `upsim validate collectives --tuning FILE` and scenarios. Every measured "
+    "point is simulated\nwith the flow network as `upsim validate collectives` does; the fit "
+    "minimises the sum over\nsystems of the mean Huber loss of the log error (each system weighs "
+    "the "
+    "same) by Nelder-Mead from the\nstart tuning. Prints, per system, the points, geomean "
+    "|error|, plateau busbw error and max |error|\nbefore and after. Deterministic.\n\n"
+    "Measured systems: each --nccl-tests LOG (the stdout of all_reduce_perf, all_gather_perf,\n"
+    "reduce_scatter_perf, alltoall_perf or broadcast_perf) runs on a --topology fabric: one "
+    "--topology\nfor every log, or one per log in the same order. Every GPU of the fabric is a "
+    "rank.\n\n"
+    "Parameters (--fit) are key paths of the tuning YAML: launch_overhead, net_overhead,\n"
+    "tree_efficiency, nvls_efficiency, nvls_tree_efficiency,\n"
+    "protocols.<LL|LL128|Simple>.injection_cap, "
+    "protocols.<P>.single_node_injection_caps.<kind>,\n"
+    "protocols.<P>.base_latency.<tree|ring|nvls>,\n"
+    "protocols.<P>.hop_latency.<nvlink|pci|net>.<tree|ring|nvls>,\n"
+    "link_families.<name>.efficiency, link_families.<name>.extra_hop_latency.<P>.\n"
+    "Small sizes determine latencies, mid sizes the LL / LL128 caps, the largest sizes the\n"
+    "efficiency of their bottleneck links (method: "
+    "topology/fitting/collective_fit.h)\n\noptions";
+
+void add_calibrate_collectives_options(po::options_description& desc, CalibrateCollectivesArgs& a) {
+  desc.add_options()("help,h", "this help")                                             //
+      ("out,o", po::value<std::string>(&a.output)->required(), "tuning file to write")  //
+      ("force", po::bool_switch(&a.force), "overwrite an existing --out file")          //
+      ("nccl-tests", po::value<std::vector<std::string>>(&a.logs)->composing(),
        "raw nccl-tests output of one run (repeatable)")  //
-      ("topology", po::value<std::vector<std::string>>(&topologies)->composing(),
+      ("topology", po::value<std::vector<std::string>>(&a.topologies)->composing(),
        "fabric YAML the logs were measured on: once for all logs, or once per log in "
        "order")  //
-      ("harness-overhead", po::value<std::vector<std::string>>(&harness_overheads)->composing(),
+      ("harness-overhead", po::value<std::vector<std::string>>(&a.harness_overheads)->composing(),
        "what the measuring harness adds to every call, e.g. 12us for a PyTorch-level benchmark "
        "that times torch.distributed calls (default 0: nccl-tests): once for all logs or once "
        "per log in order; added to every predicted time of that log, so the fit does not bend "
        "NCCL latencies to absorb it")  //
-      ("collective", po::value<std::string>(&collective),
+      ("collective", po::value<std::string>(&a.collective),
        "collective of logs without a `# Collective test starting:` line (nccl-tests before "
        "2.16.7): all_reduce, all_gather, reduce_scatter, alltoall or broadcast")  //
-      ("validation-systems", po::bool_switch(&validation_systems),
+      ("validation-systems", po::bool_switch(&a.validation_systems),
        "also fit on the eight measured all-reduce systems of `upsim validate collectives` "
        "(read from --configs and --data)")  //
-      ("configs", po::value<std::string>(&configs)->default_value(configs),
+      ("configs", po::value<std::string>(&a.configs)->default_value(a.configs),
        "folder holding topologies/, for --validation-systems")  //
-      ("data", po::value<std::string>(&data)->default_value(data),
+      ("data", po::value<std::string>(&a.data)->default_value(a.data),
        "folder holding nccl-tests/ and llmcompass/, for --validation-systems")  //
-      ("fit", po::value<std::vector<std::string>>(&fit)->composing(),
+      ("fit", po::value<std::vector<std::string>>(&a.fit)->composing(),
        "parameters to fit, comma-separated or repeated (default: launch_overhead when a point "
        "is <= 64 KiB, and the efficiency of each link family with a bottleneck link at a "
        "system's largest size)")  //
-      ("tuning", po::value<std::string>(&tuning_file),
+      ("tuning", po::value<std::string>(&a.tuning_file),
        "start tuning file (default: the built-in NCCL-like tuning, as in "
        "configs/collectives/nccl_like.yaml); the values not fitted are copied from it")  //
-      ("max-evaluations", po::value<int>(&max_evaluations)->default_value(max_evaluations),
+      ("max-evaluations", po::value<int>(&a.max_evaluations)->default_value(a.max_evaluations),
        "bound on objective evaluations (each simulates every point once)")  //
-      ("jobs,j", po::value<int>(&fit_jobs)->default_value(fit_jobs),
+      ("jobs,j", po::value<int>(&a.fit_jobs)->default_value(a.fit_jobs),
        "measured systems simulated in parallel in each evaluation (0: one per hardware "
        "thread); the fit is the same for any number")  //
-      ("points", po::bool_switch(&points), "also print every point after the fit");
-  po::variables_map vm;
-  if (!parse_command_line(args, desc, out, vm)) return 0;
-  if (fit_jobs < 0) throw po::error("--jobs must be 0 (one per hardware thread) or more");
-  refuse_to_overwrite(output, force);
-  if (logs.empty() && !validation_systems) {
+      ("points", po::bool_switch(&a.points), "also print every point after the fit");
+}
+
+/// Measured systems are given: logs with one --topology for all or one per log, or
+/// --validation-systems.
+void check_measurement_counts(const CalibrateCollectivesArgs& a) {
+  if (a.logs.empty() && !a.validation_systems) {
     throw std::runtime_error(
         "no measurements: give --nccl-tests LOG with --topology FABRIC, or --validation-systems");
   }
-  if (!logs.empty() && topologies.size() != 1 && topologies.size() != logs.size()) {
+  if (!a.logs.empty() && a.topologies.size() != 1 && a.topologies.size() != a.logs.size()) {
     throw std::runtime_error(fmt::format(
         "{} --nccl-tests logs but {} --topology files: give one --topology for all logs or one "
         "per log",
-        logs.size(), topologies.size()));
+        a.logs.size(), a.topologies.size()));
   }
+}
+
+/// The --harness-overhead of each log (zero when none is given).
+std::vector<Duration> read_harness_overheads(const CalibrateCollectivesArgs& a) {
+  const std::vector<std::string>& harness_overheads = a.harness_overheads;
   if (!harness_overheads.empty() && harness_overheads.size() != 1 &&
-      harness_overheads.size() != logs.size()) {
+      harness_overheads.size() != a.logs.size()) {
     throw std::runtime_error(fmt::format(
         "{} --nccl-tests logs but {} --harness-overhead values: give one for all logs or one per "
         "log",
-        logs.size(), harness_overheads.size()));
+        a.logs.size(), harness_overheads.size()));
   }
-  std::vector<Duration> harness(logs.size(), Duration::zero());
-  for (size_t i = 0; i < logs.size() && !harness_overheads.empty(); ++i) {
+  std::vector<Duration> harness(a.logs.size(), Duration::zero());
+  for (size_t i = 0; i < a.logs.size() && !harness_overheads.empty(); ++i) {
     const std::string& text =
         harness_overheads.size() == 1 ? harness_overheads[0] : harness_overheads[i];
     try {
@@ -290,9 +303,11 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
           fmt::format("--harness-overhead `{}`: must be between 0 and 1 s", text));
     }
   }
-  if (logs.empty() && !topologies.empty()) {
-    throw std::runtime_error("--topology without --nccl-tests: which log was measured on it?");
-  }
+  return harness;
+}
+
+/// How the logs are read: --collective, when given, names the collective of logs that do not.
+NcclTestsReadOptions nccl_tests_read_options(const std::string& collective) {
   NcclTestsReadOptions read_options;
   if (!collective.empty()) {
     read_options.kind = nccl_tests_collective(collective);
@@ -301,8 +316,16 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
                                            nccl_tests_collective_names()));
     }
   }
-  const CollectiveTuning start = read_tuning(tuning_file);
+  return read_options;
+}
 
+/// The systems to fit on: each log on its fabric, then with --validation-systems the measured
+/// all-reduce systems of `upsim validate collectives`.
+std::vector<CollectiveFitSystem> read_measured_systems(const CalibrateCollectivesArgs& a,
+                                                       const std::vector<Duration>& harness,
+                                                       const NcclTestsReadOptions& read_options) {
+  const std::vector<std::string>& logs = a.logs;
+  const std::vector<std::string>& topologies = a.topologies;
   std::vector<CollectiveFitSystem> systems;
   for (size_t i = 0; i < logs.size(); ++i) {
     const fs::path topology = topologies.size() == 1 ? topologies[0] : topologies[i];
@@ -318,33 +341,61 @@ int calibrate_collectives_main(const std::vector<std::string>& args, std::ostrea
                                         topology.filename().string()),
                             std::move(fabric), log.kind, measured_points(log), harness[i]});
   }
-  if (validation_systems) {
+  if (a.validation_systems) {
     for (const CollectiveValidationCase& c : collective_validation_cases()) {
-      systems.push_back(CollectiveFitSystem{c.system, read_fabric(fs::path(configs) / c.topology),
-                                            CollectiveKind::kAllReduce, read_case(c, data),
+      systems.push_back(CollectiveFitSystem{c.system, read_fabric(fs::path(a.configs) / c.topology),
+                                            CollectiveKind::kAllReduce, read_case(c, a.data),
                                             c.harness_overhead});
     }
   }
+  return systems;
+}
+
+/// The fit from `start` on `systems`, its report, and the tuning file it writes.
+void fit_and_write_tuning(const CalibrateCollectivesArgs& a,
+                          const std::vector<CollectiveFitSystem>& systems,
+                          const CollectiveTuning& start, std::ostream& out) {
   CollectiveFitOptions options;
-  options.parameters = split_commas(fit);
+  options.parameters = split_commas(a.fit);
   if (options.parameters.empty()) options.parameters = default_fit_parameters(systems, start);
   if (options.parameters.empty()) {
     throw std::runtime_error("nothing to fit: name parameters with --fit");
   }
-  options.max_evaluations = max_evaluations;
-  options.threads = static_cast<unsigned>(fit_jobs);
+  options.max_evaluations = a.max_evaluations;
+  options.threads = static_cast<unsigned>(a.fit_jobs);
   const CollectiveFitResult result = fit_collective_tuning(systems, start, options);
-  if (points) {
+  if (a.points) {
     for (const CollectiveValidation& v : result.after)
       out << format_validation(v) << "\n";
   }
   out << format_fit_report(result);
   const std::string start_name =
-      tuning_file.empty() ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml)"
-                          : tuning_file;
+      a.tuning_file.empty() ? "the built-in NCCL-like tuning (configs/collectives/nccl_like.yaml)"
+                            : a.tuning_file;
   write_file_atomically(
-      output, format_collective_tuning(result.tuning, fit_file_header(result, start_name)));
-  out << fmt::format("wrote {}\n", output);
+      a.output, format_collective_tuning(result.tuning, fit_file_header(result, start_name)));
+  out << fmt::format("wrote {}\n", a.output);
+}
+
+}  // namespace
+
+int calibrate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {
+  CalibrateCollectivesArgs a;
+  po::options_description desc(kCalibrateCollectivesUsage);
+  add_calibrate_collectives_options(desc, a);
+  po::variables_map vm;
+  if (!parse_command_line(args, desc, out, vm)) return 0;
+  if (a.fit_jobs < 0) throw po::error("--jobs must be 0 (one per hardware thread) or more");
+  refuse_to_overwrite(a.output, a.force);
+  check_measurement_counts(a);
+  const std::vector<Duration> harness = read_harness_overheads(a);
+  if (a.logs.empty() && !a.topologies.empty()) {
+    throw std::runtime_error("--topology without --nccl-tests: which log was measured on it?");
+  }
+  const NcclTestsReadOptions read_options = nccl_tests_read_options(a.collective);
+  const CollectiveTuning start = read_tuning(a.tuning_file);
+  const std::vector<CollectiveFitSystem> systems = read_measured_systems(a, harness, read_options);
+  fit_and_write_tuning(a, systems, start, out);
   return 0;
 }
 

@@ -293,25 +293,22 @@ std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text) {
   return ranks;
 }
 
-void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
+namespace {
+
+/// --trace-ranks against --no-trace, and its syntax: a typo fails before the simulation.
+void check_trace_ranks_option(const RunOptions& options) {
   if (options.trace_ranks) {
     if (options.no_trace) {
       throw std::invalid_argument(
           "--trace-ranks chooses the ranks of the Chrome trace, which "
           "--no-trace turns off; give one or the other");
     }
-    (void)parse_trace_ranks(*options.trace_ranks);  // a typo fails before the simulation
+    (void)parse_trace_ranks(*options.trace_ranks);
   }
-  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
-  for (const std::string& assignment : options.overrides)
-    doc.apply_override(assignment);
+}
 
-  // Every name a run writes, the trace's too when this run writes none: an older run's trace
-  // beside this run's summary would pass for this run's (with --force it is removed).
-  const std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
-                                         kRanksCsvFile, kLinksCsvFile, kOpsCsvFile,
-                                         kTraceFile,    kTraceGzipFile};
-  const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
+/// --trace FILE: a file upsim may replace, and an existing one only with --force.
+void check_trace_file_option(const RunOptions& options) {
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
   if (!options.trace_file.empty() && !options.force &&
       fs::exists(fs::symlink_status(options.trace_file))) {
@@ -320,12 +317,16 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
         "file, or pass --force to overwrite",
         options.trace_file));
   }
-  // The output folder is made once the first scenario is built and the trace ranks are checked
-  // against it (a bad scenario or --trace-ranks leaves no folder), before any run. Every output
-  // is staged (OutputFiles) and published only when the whole run succeeded: each attempt of
-  // the steady-state search draws its trace into the trace's temporary file, so a discarded
-  // attempt's trace never takes the trace's name, and an error or an interrupt leaves the folder
-  // as it was (and removes a folder this run created).
+}
+
+/// What a run writes, as the steady-state search's attempts attach to it. The output folder is
+/// made once the first scenario is built and the trace ranks are checked against it (a bad
+/// scenario or --trace-ranks leaves no folder), before any run. Every output is staged
+/// (OutputFiles) and published only when the whole run succeeded: each attempt of the
+/// steady-state search draws its trace into the trace's temporary file, so a discarded attempt's
+/// trace never takes the trace's name, and an error or an interrupt leaves the folder as it was
+/// (and removes a folder this run created).
+struct RunOutputs {
   std::optional<OutputFiles> files;
   fs::path out_dir;
   fs::path trace_path;     // where the trace ends up
@@ -337,109 +338,121 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   std::optional<TempFileGuard> trace_tmp;
   std::optional<std::pair<uint32_t, uint32_t>> trace_iterations;
   std::string trace_notes;
-  const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
-    trace_selection = options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
-    // A large graph's trace: its last iteration, gzip-compressed, unless asked otherwise.
-    const uint64_t tasks = scenario.graph.task_count();
-    const bool large = tasks > kLargeTraceTasks;
-    trace_notes.clear();
-    if (options.trace_iterations) {
-      // Checked against the run's iterations once the steady-state search has chosen them;
-      // an attempt of fewer iterations draws what it has.
-      trace_iterations = parse_trace_iterations(*options.trace_iterations, UINT32_MAX);
-      if (trace_iterations && trace_iterations->first == UINT32_MAX) {
-        trace_iterations = std::pair{scenario.iterations, scenario.iterations};  // `last`
-      }
-      if (trace_iterations) {
-        trace_iterations->second = std::min(trace_iterations->second, scenario.iterations);
-      }
-    } else if (large) {
-      trace_iterations = std::pair{scenario.iterations, scenario.iterations};
-      trace_notes += fmt::format(
-          "trace: iteration {} of {} drawn, as the run has {:.1f} M tasks; "
-          "`--trace-iterations all` draws every iteration\n",
-          scenario.iterations, scenario.iterations, static_cast<double>(tasks) * 1e-6);
-    }
-    if (!files) {
-      files.emplace(
-          prepare_output_folder(options.scenario, options.out_dir, planned, options.force));
-      out_dir = files->folder();
-      const bool gzip = options.trace_gzip || large;
-      trace_path = options.no_trace             ? fs::path()
-                   : options.trace_file.empty() ? out_dir / (gzip ? kTraceGzipFile : kTraceFile)
-                                                : fs::path(options.trace_file);
-      if (!trace_path.empty()) {
-        trace_staging = files->reserve(trace_path);
-        trace_tmp.emplace(fs::path(trace_staging.string() + ".tmp"));
-      }
-    }
-    if (large && !options.no_trace) {
-      trace_notes += "trace: link counters sampled at most about twice per microsecond per link\n";
-    }
-    if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace) {
-      trace_notes += fmt::format(
-          "trace: written gzip-compressed ({}), which Perfetto opens as is, as the run has "
-          "{:.1f} M tasks\n",
-          kTraceGzipFile, static_cast<double>(tasks) * 1e-6);
-    }
-    ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
-                                              scenario.measured_iterations);
-    executor.add_observer(ops.get());
-    trace.reset();
-    if (trace_path.empty()) return;
-    // A large run's link counters: at most about two samples per link per microsecond.
-    const Duration link_interval = large ? Duration::from_us(1) : Duration::zero();
-    // The writer compresses by its file's name, which the staging name's `.tmp` would hide.
-    trace = std::make_unique<ChromeTraceWriter>(
-        trace_staging, ChromeTraceOptions{trace_selection.ranks, trace_iterations, link_interval,
-                                          trace_path.extension() == ".gz"});
-    trace->add_metadata("scenario", scenario.name);
-    executor.add_observer(trace.get());
-  };
-  if (options.trace_iterations) {
-    (void)parse_trace_iterations(*options.trace_iterations, UINT32_MAX);  // a typo fails first
-  }
-  const SteadyRun run = run_to_steady_state(doc, attach);
-  const Scenario& scenario = run.scenario;
-  const RunStats& stats = run.stats;
-  const double wall_s = run.wall_s;
+};
 
+/// The iterations the trace of `scenario`'s attempt draws (`large`: a graph of more than
+/// kLargeTraceTasks `tasks`), with the note when a large graph's default chose them.
+void choose_trace_iterations(const RunOptions& options, const Scenario& scenario, bool large,
+                             uint64_t tasks, RunOutputs& o) {
+  if (options.trace_iterations) {
+    // Checked against the run's iterations once the steady-state search has chosen them;
+    // an attempt of fewer iterations draws what it has.
+    o.trace_iterations = parse_trace_iterations(*options.trace_iterations, UINT32_MAX);
+    if (o.trace_iterations && o.trace_iterations->first == UINT32_MAX) {
+      o.trace_iterations = std::pair{scenario.iterations, scenario.iterations};  // `last`
+    }
+    if (o.trace_iterations) {
+      o.trace_iterations->second = std::min(o.trace_iterations->second, scenario.iterations);
+    }
+  } else if (large) {
+    o.trace_iterations = std::pair{scenario.iterations, scenario.iterations};
+    o.trace_notes += fmt::format(
+        "trace: iteration {} of {} drawn, as the run has {:.1f} M tasks; "
+        "`--trace-iterations all` draws every iteration\n",
+        scenario.iterations, scenario.iterations, static_cast<double>(tasks) * 1e-6);
+  }
+}
+
+/// The output folder and the trace's paths, made at the first attempt only.
+void open_output_folder(const RunOptions& options, const std::vector<std::string>& planned,
+                        bool large, RunOutputs& o) {
+  if (o.files) return;
+  o.files.emplace(prepare_output_folder(options.scenario, options.out_dir, planned, options.force));
+  o.out_dir = o.files->folder();
+  const bool gzip = options.trace_gzip || large;
+  o.trace_path = options.no_trace             ? fs::path()
+                 : options.trace_file.empty() ? o.out_dir / (gzip ? kTraceGzipFile : kTraceFile)
+                                              : fs::path(options.trace_file);
+  if (!o.trace_path.empty()) {
+    o.trace_staging = o.files->reserve(o.trace_path);
+    o.trace_tmp.emplace(fs::path(o.trace_staging.string() + ".tmp"));
+  }
+}
+
+/// The observers of one attempt: the op profile, and the trace writer unless no trace is written.
+void attach_run_observers(const Scenario& scenario, bool large, GraphExecutor& executor,
+                          RunOutputs& o) {
+  o.ops =
+      std::make_unique<OpProfileObserver>(scenario.warmup_iterations, scenario.measured_iterations);
+  executor.add_observer(o.ops.get());
+  o.trace.reset();
+  if (o.trace_path.empty()) return;
+  // A large run's link counters: at most about two samples per link per microsecond.
+  const Duration link_interval = large ? Duration::from_us(1) : Duration::zero();
+  // The writer compresses by its file's name, which the staging name's `.tmp` would hide.
+  o.trace = std::make_unique<ChromeTraceWriter>(
+      o.trace_staging, ChromeTraceOptions{o.trace_selection.ranks, o.trace_iterations,
+                                          link_interval, o.trace_path.extension() == ".gz"});
+  o.trace->add_metadata("scenario", scenario.name);
+  executor.add_observer(o.trace.get());
+}
+
+/// One attempt of the steady-state search attached to the run's outputs (AttachObservers).
+void attach_outputs(const RunOptions& options, const std::vector<std::string>& planned,
+                    const Scenario& scenario, GraphExecutor& executor, RunOutputs& o) {
+  o.trace_selection = options.no_trace ? TraceSelection{} : select_trace_ranks(options, scenario);
+  // A large graph's trace: its last iteration, gzip-compressed, unless asked otherwise.
+  const uint64_t tasks = scenario.graph.task_count();
+  const bool large = tasks > kLargeTraceTasks;
+  o.trace_notes.clear();
+  choose_trace_iterations(options, scenario, large, tasks, o);
+  open_output_folder(options, planned, large, o);
+  if (large && !options.no_trace) {
+    o.trace_notes += "trace: link counters sampled at most about twice per microsecond per link\n";
+  }
+  if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace) {
+    o.trace_notes += fmt::format(
+        "trace: written gzip-compressed ({}), which Perfetto opens as is, as the run has "
+        "{:.1f} M tasks\n",
+        kTraceGzipFile, static_cast<double>(tasks) * 1e-6);
+  }
+  attach_run_observers(scenario, large, executor, o);
+}
+
+/// The finished run's files, staged and published together; the trace writer closed.
+void write_run_outputs(const RunOptions& options, const ConfigDocument& doc, const SteadyRun& run,
+                       RunOutputs& o) {
+  const Scenario& scenario = run.scenario;
   const RunSummary& summary = run.summary;
   std::string text = scenario.description;
   text += format_run_summary(summary);
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
-  files->stage(out_dir / kSummaryFile, text);
-  files->stage(out_dir / kResolvedFile, doc.resolved_yaml());
+  o.files->stage(o.out_dir / kSummaryFile, text);
+  o.files->stage(o.out_dir / kResolvedFile, doc.resolved_yaml());
   const RunIdentity identity{options.scenario, options.overrides};
-  files->stage(out_dir / kSummaryJsonFile, summary_json(identity, scenario, summary, stats));
-  files->stage(out_dir / kRanksCsvFile, ranks_csv(summary));
-  files->stage(out_dir / kLinksCsvFile, links_csv(summary));
+  o.files->stage(o.out_dir / kSummaryJsonFile,
+                 summary_json(identity, scenario, summary, run.stats));
+  o.files->stage(o.out_dir / kRanksCsvFile, ranks_csv(summary));
+  o.files->stage(o.out_dir / kLinksCsvFile, links_csv(summary));
   const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
-  files->stage(out_dir / kOpsCsvFile, ops_csv(ops->rows(), measured));
+  o.files->stage(o.out_dir / kOpsCsvFile, ops_csv(o.ops->rows(), measured));
   // An older run's trace in the folder that this run does not replace (--force only: without
   // it, prepare_output_folder refused the folder).
   std::vector<fs::path> stale;
   for (const char* name : {kTraceFile, kTraceGzipFile}) {
-    if (out_dir / name != trace_path) stale.push_back(out_dir / name);
+    if (o.out_dir / name != o.trace_path) stale.push_back(o.out_dir / name);
   }
-  files->commit(stale);
-  trace.reset();
-  trace_tmp.reset();
+  o.files->commit(stale);
+  o.trace.reset();
+  o.trace_tmp.reset();
+}
 
-  for (const std::string& w : run_warnings(scenario.warnings, stats))
-    err << "upsim: warning: " << w << "\n";
-  if (options.quiet) {
-    out << fmt::format("{:.4f}\n", summary.predicted_iteration_time.ms());
-    return;
-  }
-  // The console shows the slowest ranks of a large run; summary.txt keeps every rank.
-  constexpr size_t kConsoleRankRows = 16;
-  out << scenario.header << format_run_summary(summary, kConsoleRankRows);
-  if (!scenario.measured_iteration.empty()) out << format_measured_comparison(scenario, summary);
-  out.flush();
+/// The line on how many tasks and events the run simulated, in how many attempts.
+void print_simulation_stats(const SteadyRun& run, std::ostream& err) {
+  const RunStats& stats = run.stats;
   if (run.attempts.size() == 1) {
     err << fmt::format("simulated {} tasks, {} events in {:.3f} s\n", stats.tasks_done,
-                       stats.events, wall_s);
+                       stats.events, run.wall_s);
   } else {
     std::string counts;
     for (const uint32_t n : run.attempts)
@@ -447,14 +460,19 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     err << fmt::format(
         "simulated {} tasks, {} events in the last of {} runs ({} iterations: the steady-state "
         "search), {:.3f} s in all\n",
-        stats.tasks_done, stats.events, run.attempts.size(), counts, wall_s);
+        stats.tasks_done, stats.events, run.attempts.size(), counts, run.wall_s);
   }
-  err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", out_dir.string(),
-                     trace_in_folder ? trace_path.filename().string() + ", " : "", kSummaryFile,
+}
+
+/// Where the outputs are, with the trace's notes and how to open it.
+void print_output_notes(const RunOptions& options, const SteadyRun& run, const RunOutputs& o,
+                        bool trace_in_folder, std::ostream& err) {
+  err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", o.out_dir.string(),
+                     trace_in_folder ? o.trace_path.filename().string() + ", " : "", kSummaryFile,
                      kSummaryJsonFile, kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
-  if (!trace_selection.note.empty()) err << trace_selection.note << "\n";
-  if (!trace_path.empty()) err << trace_notes;
-  if (options.trace_iterations && !trace_path.empty()) {
+  if (!o.trace_selection.note.empty()) err << o.trace_selection.note << "\n";
+  if (!o.trace_path.empty()) err << o.trace_notes;
+  if (options.trace_iterations && !o.trace_path.empty()) {
     const auto asked = parse_trace_iterations(*options.trace_iterations, UINT32_MAX);
     if (asked && asked->first != UINT32_MAX && asked->second > run.scenario.iterations) {
       err << fmt::format(
@@ -466,10 +484,52 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
               : fmt::format("{}-{}", asked->first, run.scenario.iterations));
     }
   }
-  if (!trace_path.empty()) {
+  if (!o.trace_path.empty()) {
     err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
-                       trace_path.string());
+                       o.trace_path.string());
   }
+}
+
+}  // namespace
+
+void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  check_trace_ranks_option(options);
+  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
+  for (const std::string& assignment : options.overrides)
+    doc.apply_override(assignment);
+
+  // Every name a run writes, the trace's too when this run writes none: an older run's trace
+  // beside this run's summary would pass for this run's (with --force it is removed).
+  const std::vector<std::string> planned{kSummaryFile,  kResolvedFile, kSummaryJsonFile,
+                                         kRanksCsvFile, kLinksCsvFile, kOpsCsvFile,
+                                         kTraceFile,    kTraceGzipFile};
+  const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
+  check_trace_file_option(options);
+  RunOutputs outputs;
+  const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
+    attach_outputs(options, planned, scenario, executor, outputs);
+  };
+  if (options.trace_iterations) {
+    (void)parse_trace_iterations(*options.trace_iterations, UINT32_MAX);  // a typo fails first
+  }
+  const SteadyRun run = run_to_steady_state(doc, attach);
+  write_run_outputs(options, doc, run, outputs);
+
+  for (const std::string& w : run_warnings(run.scenario.warnings, run.stats))
+    err << "upsim: warning: " << w << "\n";
+  if (options.quiet) {
+    out << fmt::format("{:.4f}\n", run.summary.predicted_iteration_time.ms());
+    return;
+  }
+  // The console shows the slowest ranks of a large run; summary.txt keeps every rank.
+  constexpr size_t kConsoleRankRows = 16;
+  out << run.scenario.header << format_run_summary(run.summary, kConsoleRankRows);
+  if (!run.scenario.measured_iteration.empty()) {
+    out << format_measured_comparison(run.scenario, run.summary);
+  }
+  out.flush();
+  print_simulation_stats(run, err);
+  print_output_notes(options, run, outputs, trace_in_folder, err);
 }
 
 }  // namespace upsim::cli

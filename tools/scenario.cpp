@@ -310,6 +310,263 @@ Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations) {
   return build_scenario(doc, default_workload_registry(), chosen_iterations);
 }
 
+namespace {
+
+/// `platform.topology`, when given: the fabric, built with the GPU's PCIe interface capping the
+/// PCIe links at it (topology/fabric_loader.h), and those links in `gpu_pcie_links`.
+void load_platform_fabric(const ConfigNode& platform, const HardwareProfile& hardware,
+                          ScenarioModels& models, std::vector<GpuPcieLink>& gpu_pcie_links) {
+  if (platform.has("topology")) {
+    const ConfigNode topology = platform.load_reference("topology");
+    FabricOptions options;
+    options.gpu_pcie_rate = hardware.device.host_link_bandwidth;
+    models.fabric = std::make_unique<Fabric>(load_fabric(topology, options, &gpu_pcie_links));
+  }
+}
+
+/// `platform.gpus`, checked against what the workload implies and what the fabric holds.
+int64_t read_platform_gpus(const ConfigNode& platform, const Workload& workload,
+                           const Fabric* fabric) {
+  const int64_t fabric_gpus = fabric ? static_cast<int64_t>(fabric->gpus().size()) : 0;
+  const std::optional<uint32_t> workload_gpus = workload.implied_gpus();
+  const int64_t implied_gpus = workload_gpus ? static_cast<int64_t>(*workload_gpus) : fabric_gpus;
+  const int64_t gpus = implied_gpus > 0 ? platform.get_positive_int_or("gpus", implied_gpus)
+                                        : platform.get_positive_int("gpus");
+  // The largest fabric the loader builds: kMaxNodes (16384) nodes of 8 GPUs.
+  constexpr int64_t kMaxGpus = 131072;
+  if (gpus > kMaxGpus) platform.child("gpus").fail(fmt::format("must be at most {}", kMaxGpus));
+  if (fabric && gpus > fabric_gpus) {
+    platform.child("gpus").fail(
+        fmt::format("the topology `{}` has only {} GPUs", fabric->name(), fabric_gpus));
+  }
+  if (workload_gpus && gpus != implied_gpus) {
+    platform.child("gpus").fail(workload.implied_gpus_reason());
+  }
+  // A run on part of a fabric changes what the collectives cross (e.g. 8 of 16 GPUs never touch
+  // the network), so it must be asked for, not fall out of a stale gpus value.
+  const bool partial_fabric = fabric && platform.get_bool_or("partial_fabric", false);
+  if (fabric && gpus < fabric_gpus && !partial_fabric) {
+    const ConfigNode at = platform.has("gpus") ? platform.child("gpus") : platform;
+    at.fail(fmt::format(
+        "{} GPUs, but the topology `{}` has {}: set `gpus: {}` (or the topology's `nodes`), or "
+        "`platform.partial_fabric: true` to run on its first {} GPUs",
+        gpus, fabric->name(), fabric_gpus, fabric_gpus, gpus));
+  }
+  return gpus;
+}
+
+/// `platform.table_memory_fraction`, read only for a generated workload.
+double read_table_memory_fraction(const ConfigNode& platform, bool generated) {
+  const double table_fraction =
+      generated ? platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction)
+                : kDefaultTableMemoryFraction;
+  if (!(table_fraction > 0.0 && table_fraction <= 1.0)) {
+    platform.child("table_memory_fraction")
+        .fail(fmt::format("must be in (0, 1], got {}", table_fraction));
+  }
+  return table_fraction;
+}
+
+/// The network model of `platform.interconnect` (`model` already read): the flow network over
+/// the fabric, or the analytical collective model. Returns the platform line's interconnect text.
+std::string make_network_model(const ConfigNode& interconnect,
+                               const std::string& interconnect_model,
+                               const HardwareProfile& hardware, int64_t gpus,
+                               ScenarioModels& models) {
+  std::string interconnect_text = interconnect_model;
+  if (interconnect_model == "flow") {
+    if (!models.fabric) {
+      interconnect.child("model").fail(
+          "the flow network needs a fabric: add `platform.topology: topologies/<file>.yaml`");
+    }
+    CollectiveTuning tuning = nccl_like_tuning();
+    if (interconnect.has("tuning")) {
+      const ConfigNode t = interconnect.load_reference("tuning");
+      tuning = load_collective_tuning(t);
+    }
+    models.network =
+        std::make_unique<FlowNetwork>(*models.fabric, std::move(tuning),
+                                      hardware.device.hbm_bandwidth * hardware.achievable.memory);
+    interconnect_text = fmt::format("flow over `{}`", models.fabric->name());
+    const int64_t fabric_gpus = static_cast<int64_t>(models.fabric->gpus().size());
+    if (gpus < fabric_gpus) {
+      interconnect_text += fmt::format(" (its first {} of {} GPUs)", gpus, fabric_gpus);
+    }
+  } else {
+    models.collectives = make_collective_cost_model(interconnect, hardware);
+    models.network = std::make_unique<AnalyticalNetwork>(*models.collectives);
+  }
+  return interconnect_text;
+}
+
+/// The platform's model sections, read for their uses (ConfigNode::read_for), so that a workload
+/// that prices no work with one of them names the keys that then change nothing (inactive_uses).
+struct PlatformModelSections {
+  ConfigNode kernels;
+  ConfigNode host;
+  ConfigNode interconnect;
+  std::string interconnect_model;
+  std::string interconnect_text;  ///< the platform line's
+};
+
+/// The kernel, host and network models of the platform's sections, into `models` (with
+/// `models.set` pointing at them and one device per GPU).
+PlatformModelSections make_platform_models(const ConfigNode& platform, const Workload& workload,
+                                           const HardwareProfile& hardware, int64_t gpus,
+                                           ScenarioModels& models) {
+  const ConfigNode kernels = platform.child("kernels").read_for(kKernelModelUse);
+  const ConfigNode host = platform.child("host").read_for(kHostModelUse);
+  const ConfigNode interconnect = platform.child("interconnect").read_for(kInterconnectModelUse);
+  models.kernels = make_kernel_cost_model(kernels, hardware);
+  models.cpu = make_cpu_cost_model(host);
+  if (const std::optional<HostOverheads> measured = workload.host_overheads()) {
+    models.cpu = std::make_unique<HostOverheadCpuCost>(*measured);
+  }
+  std::string interconnect_model = interconnect.get_choice("model", interconnect_models());
+  std::string interconnect_text =
+      make_network_model(interconnect, interconnect_model, hardware, gpus, models);
+  models.set.kernels = models.kernels.get();
+  models.set.cpu = models.cpu.get();
+  models.set.network = models.network.get();
+  models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
+  return {kernels, host, interconnect, std::move(interconnect_model), std::move(interconnect_text)};
+}
+
+/// The scenario and platform lines of the summary; fills `s.description_text` and `s.platform`.
+std::string describe_platform(Scenario& s, const std::string& description, int64_t gpus,
+                              const HardwareProfile& hardware,
+                              const PlatformModelSections& sections) {
+  std::string text =
+      fmt::format("scenario: {}{}{}\n", s.name, description.empty() ? "" : " — ", description);
+  text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
+                      hardware.device.name, sections.kernels.get_string("model"),
+                      sections.host.get_string("model"), sections.interconnect_text);
+  s.description_text = description;
+  s.platform.gpus = static_cast<uint32_t>(gpus);
+  s.platform.gpu = hardware.device.name;
+  s.platform.gpu_memory_bytes = hardware.device.hbm_bytes;
+  s.platform.kernel_model = sections.kernels.get_string("model");
+  s.platform.host_model = sections.host.get_string("model");
+  s.platform.interconnect = sections.interconnect_text;
+  if (s.models.fabric) s.platform.fabric = s.models.fabric->name();
+  return text;
+}
+
+/// The workload's build into `graph`; a graph past the task limit or the allocator fails at
+/// `workload_node`, as a MachineLimitError unless the limit is this run's own.
+WorkloadBuild build_workload(Workload& workload, const WorkloadPlatform& on, TaskGraph& graph,
+                             const ConfigNode& workload_node, const ScenarioLimits& limits) {
+  try {
+    return workload.build(on, graph);
+  } catch (const TaskLimitError&) {
+    const MemoryLimit memory = process_memory_limit();
+    const std::string message = fmt::format(
+        "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
+        "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
+        graph.task_limit(),
+        format_bytes(static_cast<int64_t>(graph.task_limit()) *
+                     static_cast<int64_t>(kBytesPerTask)),
+        kBytesPerTask,
+        limits.max_tasks != 0
+            ? std::string("this run's limit")
+            : fmt::format(
+                  "this process's memory holds ({}: {})", memory.source,
+                  format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
+    if (limits.max_tasks != 0) workload_node.fail(message);
+    try {
+      workload_node.fail(message);
+    } catch (const ConfigError& e) {
+      throw MachineLimitError(e);
+    }
+  } catch (const std::bad_alloc&) {
+    // The graph outgrew what the allocator could give before the task limit was reached (a
+    // limit the lookup could not see, or other state larger than kBytesPerTask predicts).
+    const MemoryLimit memory = process_memory_limit();
+    try {
+      workload_node.fail(fmt::format(
+          "ran out of memory building the task graph after {} tasks ({}: {}): simulate fewer "
+          "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
+          graph.task_count(), memory.source,
+          format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
+    } catch (const ConfigError& e) {
+      throw MachineLimitError(e);
+    }
+  }
+}
+
+/// The memory line of the summary, into `text`; a footprint over the GPU's memory fails at
+/// `workload_node`, or with platform.memory_check: warn becomes the first warning.
+void check_memory(const MemoryFootprint& memory, const DeviceProfile& device,
+                  bool memory_check_warns, const ConfigNode& workload_node, std::string& text,
+                  std::vector<std::string>& warnings) {
+  text += memory_line(memory, device) + "\n";
+  if (memory.total_bytes() > device.hbm_bytes) {
+    const std::string need =
+        fmt::format("needs {} of GPU memory on {}, more than the {} of the {} (platform.gpu)",
+                    format_bytes(memory.total_bytes()), memory.owner,
+                    format_bytes(device.hbm_bytes), device.name);
+    if (!memory_check_warns) {
+      workload_node.fail(fmt::format(
+          "{}; use a larger GPU or a smaller workload, or set platform.memory_check: warn to "
+          "simulate it anyway",
+          need));
+    }
+    warnings.insert(warnings.begin(), "the workload " + need);
+  }
+}
+
+/// The build's results into `s`, its description lines and memory line into `text`.
+void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
+                const HardwareProfile& hardware, const PlatformModelSections& sections,
+                bool memory_check_warns, const ConfigNode& workload_node, std::string& text) {
+  s.iterations = built.iterations;
+  s.warmup_iterations = built.warmup_iterations;
+  s.measured_iterations = built.measured_iterations;
+  s.measured_iteration = std::move(built.measured_iteration);
+  s.measured_step_labels = std::move(built.measured_step_labels);
+  s.measured_step_times = std::move(built.measured_step_times);
+  s.warnings = std::move(built.warnings);
+  if (!s.measured_iteration.empty()) {
+    s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),
+                                         sections.host.get_string("model"), s.warnings);
+  }
+  s.trace_ranks = std::move(built.trace_ranks);
+  for (const std::string& line : built.description)
+    text += line + "\n";
+  s.memory = built.memory;
+  if (built.memory) {
+    check_memory(*built.memory, hardware.device, memory_check_warns, workload_node, text,
+                 s.warnings);
+  }
+}
+
+/// Warnings for what prices with parameters or keys that do not apply (never silently): kernels
+/// priced with parameters measured for something else, keys read for no active model, and a GPU
+/// pcie_generation that no link of the fabric follows.
+void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload& workload,
+                               const WorkloadBuild& built, const HardwareProfile& hardware,
+                               const ConfigNode& gpu_profile,
+                               const std::vector<GpuPcieLink>& gpu_pcie_links,
+                               const PlatformModelSections& sections) {
+  for (const std::string& note :
+       borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
+    s.warnings.push_back("kernel model: " + note);
+  }
+  const WorkloadPricing pricing = workload_pricing(workload, built, !s.measured_iteration.empty());
+  const std::vector<InactiveUse> inactive =
+      inactive_uses(sections.kernels, sections.interconnect, sections.interconnect_model, hardware,
+                    s.models.fabric.get(), !gpu_pcie_links.empty(), pricing);
+  for (std::string& w : doc.unused_key_warnings(inactive))
+    s.warnings.push_back(std::move(w));
+  if (sections.interconnect_model == "flow" && pricing.no_gpu_work.empty()) {
+    if (std::optional<std::string> w = unchanged_pcie_links_warning(gpu_profile, gpu_pcie_links)) {
+      s.warnings.push_back(std::move(*w));
+    }
+  }
+}
+
+}  // namespace
+
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
                         uint32_t chosen_iterations, const ScenarioLimits& limits) {
   if (chosen_iterations < 2) {
@@ -331,100 +588,15 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   const ConfigNode platform = root.child("platform");
   const ConfigNode gpu_profile = platform.load_reference("gpu");
   const HardwareProfile hardware = load_hardware_profile(gpu_profile);
-  // The GPU's PCIe interface caps the PCIe links at it (topology/fabric_loader.h).
   std::vector<GpuPcieLink> gpu_pcie_links;
-  if (platform.has("topology")) {
-    const ConfigNode topology = platform.load_reference("topology");
-    FabricOptions options;
-    options.gpu_pcie_rate = hardware.device.host_link_bandwidth;
-    s.models.fabric = std::make_unique<Fabric>(load_fabric(topology, options, &gpu_pcie_links));
-  }
-  const int64_t fabric_gpus =
-      s.models.fabric ? static_cast<int64_t>(s.models.fabric->gpus().size()) : 0;
-  const std::optional<uint32_t> workload_gpus = workload->implied_gpus();
-  const int64_t implied_gpus = workload_gpus ? static_cast<int64_t>(*workload_gpus) : fabric_gpus;
-  const int64_t gpus = implied_gpus > 0 ? platform.get_positive_int_or("gpus", implied_gpus)
-                                        : platform.get_positive_int("gpus");
-  // The largest fabric the loader builds: kMaxNodes (16384) nodes of 8 GPUs.
-  constexpr int64_t kMaxGpus = 131072;
-  if (gpus > kMaxGpus) platform.child("gpus").fail(fmt::format("must be at most {}", kMaxGpus));
-  if (s.models.fabric && gpus > fabric_gpus) {
-    platform.child("gpus").fail(
-        fmt::format("the topology `{}` has only {} GPUs", s.models.fabric->name(), fabric_gpus));
-  }
-  if (workload_gpus && gpus != implied_gpus) {
-    platform.child("gpus").fail(workload->implied_gpus_reason());
-  }
-  // A run on part of a fabric changes what the collectives cross (e.g. 8 of 16 GPUs never touch
-  // the network), so it must be asked for, not fall out of a stale gpus value.
-  const bool partial_fabric = s.models.fabric && platform.get_bool_or("partial_fabric", false);
-  if (s.models.fabric && gpus < fabric_gpus && !partial_fabric) {
-    const ConfigNode at = platform.has("gpus") ? platform.child("gpus") : platform;
-    at.fail(fmt::format(
-        "{} GPUs, but the topology `{}` has {}: set `gpus: {}` (or the topology's `nodes`), or "
-        "`platform.partial_fabric: true` to run on its first {} GPUs",
-        gpus, s.models.fabric->name(), fabric_gpus, fabric_gpus, gpus));
-  }
-  const double table_fraction =
-      generated ? platform.get_double_or("table_memory_fraction", kDefaultTableMemoryFraction)
-                : kDefaultTableMemoryFraction;
-  if (!(table_fraction > 0.0 && table_fraction <= 1.0)) {
-    platform.child("table_memory_fraction")
-        .fail(fmt::format("must be in (0, 1], got {}", table_fraction));
-  }
+  load_platform_fabric(platform, hardware, s.models, gpu_pcie_links);
+  const int64_t gpus = read_platform_gpus(platform, *workload, s.models.fabric.get());
+  const double table_fraction = read_table_memory_fraction(platform, generated);
   const bool memory_check_warns =
       generated && platform.get_choice_or("memory_check", {"error", "warn"}, "error") == "warn";
-  // Read for their uses, so that a workload that prices no work with one of them names the keys
-  // that then change nothing (inactive_uses).
-  const ConfigNode kernels = platform.child("kernels").read_for(kKernelModelUse);
-  const ConfigNode host = platform.child("host").read_for(kHostModelUse);
-  const ConfigNode interconnect = platform.child("interconnect").read_for(kInterconnectModelUse);
-  s.models.kernels = make_kernel_cost_model(kernels, hardware);
-  s.models.cpu = make_cpu_cost_model(host);
-  if (const std::optional<HostOverheads> measured = workload->host_overheads()) {
-    s.models.cpu = std::make_unique<HostOverheadCpuCost>(*measured);
-  }
-  const std::string interconnect_model = interconnect.get_choice("model", interconnect_models());
-  std::string interconnect_text = interconnect_model;
-  if (interconnect_model == "flow") {
-    if (!s.models.fabric) {
-      interconnect.child("model").fail(
-          "the flow network needs a fabric: add `platform.topology: topologies/<file>.yaml`");
-    }
-    CollectiveTuning tuning = nccl_like_tuning();
-    if (interconnect.has("tuning")) {
-      const ConfigNode t = interconnect.load_reference("tuning");
-      tuning = load_collective_tuning(t);
-    }
-    s.models.network =
-        std::make_unique<FlowNetwork>(*s.models.fabric, std::move(tuning),
-                                      hardware.device.hbm_bandwidth * hardware.achievable.memory);
-    interconnect_text = fmt::format("flow over `{}`", s.models.fabric->name());
-    if (gpus < fabric_gpus) {
-      interconnect_text += fmt::format(" (its first {} of {} GPUs)", gpus, fabric_gpus);
-    }
-  } else {
-    s.models.collectives = make_collective_cost_model(interconnect, hardware);
-    s.models.network = std::make_unique<AnalyticalNetwork>(*s.models.collectives);
-  }
-  s.models.set.kernels = s.models.kernels.get();
-  s.models.set.cpu = s.models.cpu.get();
-  s.models.set.network = s.models.network.get();
-  s.models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
-
-  std::string text =
-      fmt::format("scenario: {}{}{}\n", s.name, description.empty() ? "" : " — ", description);
-  text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
-                      hardware.device.name, kernels.get_string("model"), host.get_string("model"),
-                      interconnect_text);
-  s.description_text = description;
-  s.platform.gpus = static_cast<uint32_t>(gpus);
-  s.platform.gpu = hardware.device.name;
-  s.platform.gpu_memory_bytes = hardware.device.hbm_bytes;
-  s.platform.kernel_model = kernels.get_string("model");
-  s.platform.host_model = host.get_string("model");
-  s.platform.interconnect = interconnect_text;
-  if (s.models.fabric) s.platform.fabric = s.models.fabric->name();
+  const PlatformModelSections sections =
+      make_platform_models(platform, *workload, hardware, gpus, s.models);
+  std::string text = describe_platform(s, description, gpus, hardware, sections);
 
   WorkloadPlatform on;
   on.gpus = static_cast<uint32_t>(gpus);
@@ -441,93 +613,10 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   workload->prepare(on);
   doc.check_all_keys_used();
 
-  WorkloadBuild built = [&] {
-    try {
-      return workload->build(on, s.graph);
-    } catch (const TaskLimitError&) {
-      const MemoryLimit memory = process_memory_limit();
-      const std::string message = fmt::format(
-          "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
-          "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
-          s.graph.task_limit(),
-          format_bytes(static_cast<int64_t>(s.graph.task_limit()) *
-                       static_cast<int64_t>(kBytesPerTask)),
-          kBytesPerTask,
-          limits.max_tasks != 0 ? std::string("this run's limit")
-                                : fmt::format("this process's memory holds ({}: {})", memory.source,
-                                              format_bytes(static_cast<int64_t>(
-                                                  std::min<uint64_t>(memory.bytes, INT64_MAX)))));
-      if (limits.max_tasks != 0) workload_node.fail(message);
-      try {
-        workload_node.fail(message);
-      } catch (const ConfigError& e) {
-        throw MachineLimitError(e);
-      }
-    } catch (const std::bad_alloc&) {
-      // The graph outgrew what the allocator could give before the task limit was reached (a
-      // limit the lookup could not see, or other state larger than kBytesPerTask predicts).
-      const MemoryLimit memory = process_memory_limit();
-      try {
-        workload_node.fail(fmt::format(
-            "ran out of memory building the task graph after {} tasks ({}: {}): simulate fewer "
-            "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
-            s.graph.task_count(), memory.source,
-            format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
-      } catch (const ConfigError& e) {
-        throw MachineLimitError(e);
-      }
-    }
-  }();
-  s.iterations = built.iterations;
-  s.warmup_iterations = built.warmup_iterations;
-  s.measured_iterations = built.measured_iterations;
-  s.measured_iteration = std::move(built.measured_iteration);
-  s.measured_step_labels = std::move(built.measured_step_labels);
-  s.measured_step_times = std::move(built.measured_step_times);
-  s.warnings = std::move(built.warnings);
-  if (!s.measured_iteration.empty()) {
-    s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),
-                                         host.get_string("model"), s.warnings);
-  }
-  s.trace_ranks = std::move(built.trace_ranks);
-  for (const std::string& line : built.description)
-    text += line + "\n";
-  s.memory = built.memory;
-  if (built.memory) {
-    const MemoryFootprint& memory = *built.memory;
-    text += memory_line(memory, hardware.device) + "\n";
-    if (memory.total_bytes() > hardware.device.hbm_bytes) {
-      const std::string need =
-          fmt::format("needs {} of GPU memory on {}, more than the {} of the {} (platform.gpu)",
-                      format_bytes(memory.total_bytes()), memory.owner,
-                      format_bytes(hardware.device.hbm_bytes), hardware.device.name);
-      if (!memory_check_warns) {
-        workload_node.fail(fmt::format(
-            "{}; use a larger GPU or a smaller workload, or set platform.memory_check: warn to "
-            "simulate it anyway",
-            need));
-      }
-      s.warnings.insert(s.warnings.begin(), "the workload " + need);
-    }
-  }
-  // Kernels priced with parameters measured for something else say so (never silently).
-  for (const std::string& note :
-       borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
-    s.warnings.push_back("kernel model: " + note);
-  }
-  // Keys that change nothing say so (never silently): read for no active model, or a GPU
-  // pcie_generation that no link of the fabric follows.
-  const WorkloadPricing pricing = workload_pricing(*workload, built, !s.measured_iteration.empty());
-  const std::vector<InactiveUse> inactive =
-      inactive_uses(kernels, interconnect, interconnect_model, hardware, s.models.fabric.get(),
-                    !gpu_pcie_links.empty(), pricing);
-  for (std::string& w : doc.unused_key_warnings(inactive))
-    s.warnings.push_back(std::move(w));
-  if (interconnect_model == "flow" && pricing.no_gpu_work.empty()) {
-    if (std::optional<std::string> w = unchanged_pcie_links_warning(gpu_profile, gpu_pcie_links)) {
-      s.warnings.push_back(std::move(*w));
-    }
-  }
+  WorkloadBuild built = build_workload(*workload, on, s.graph, workload_node, limits);
+  take_build(s, built, doc, hardware, sections, memory_check_warns, workload_node, text);
+  add_inapplicable_warnings(s, doc, *workload, built, hardware, gpu_profile, gpu_pcie_links,
+                            sections);
   s.header = text;
   for (const std::string& w : s.warnings)
     text += "warning: " + w + "\n";

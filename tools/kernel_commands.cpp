@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
+#include <set>
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fitting/fit_kernel_calibration.h"
@@ -162,6 +163,94 @@ void print_layer_check(const LayerOptions& layer, const std::string& calibration
   for (const std::string& line : layer_shapes_in_sweeps(sweeps)) {
     out << fmt::format("  same shape as a sweep row: {}\n", line);
   }
+}
+
+/// The kernel measurements the project ships, per GPU generation: the hardware profile they
+/// were measured on, the calibration fitted on them and the tables (paths from the repository
+/// root).
+struct ShippedKernelSet {
+  std::string generation;
+  std::string hardware;
+  std::string calibration;
+  std::string llmcompass_dir;
+  std::vector<std::string> csv_files;
+};
+
+std::vector<ShippedKernelSet> shipped_kernel_sets() {
+  return {
+      {"A100",
+       "configs/hardware/a100_sxm4_80gb.yaml",
+       "configs/calibration/a100_llmcompass.yaml",
+       "test/data/llmcompass",
+       {}},
+      {"H100",
+       "configs/hardware/h100_sxm5_80gb.yaml",
+       "configs/calibration/h100_xla.yaml",
+       "",
+       {"test/data/xla-matmul/h100_xla_matmul.csv",
+        "test/data/flash-attention-3/h100_attention_tflops.csv",
+        "test/data/liger-kernel/h100_rms_norm_forward.csv"}},
+  };
+}
+
+/// What a calibration prices without a fit of its own: GEMM dtypes `device` has a unit for on
+/// `default`, memory ops
+/// whose curve no measured op fitted, attention implementations without a section.
+std::vector<std::string> unfitted_families(const KernelCalibration& c, const DeviceProfile& device,
+                                           const std::vector<KernelValidationRow>& rows) {
+  std::set<std::string, std::less<>> measured;
+  for (const KernelValidationRow& r : rows)
+    measured.insert(r.op.substr(0, r.op.find('/')));
+  std::vector<std::string> out;
+  std::vector<std::string> dtypes;
+  for (DType d : {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16, DType::kFp8}) {
+    const bool has_unit = device.peak(d).flops_per_second() > 0.0;
+    if (has_unit && !c.gemm_by_dtype[static_cast<size_t>(d)]) dtypes.emplace_back(dtype_name(d));
+  }
+  if (!dtypes.empty()) out.push_back(fmt::format("gemm {}", fmt::join(dtypes, ", ")));
+  std::vector<std::string> ops;
+  for (size_t i = 0; i < kMemoryOpCount; ++i) {
+    if (static_cast<MemoryOp>(i) == MemoryOp::kUnspecified) continue;
+    bool fitted = false;
+    for (size_t j = 0; j < kMemoryOpCount; ++j) {
+      fitted |= c.curve_of_op[j] == c.curve_of_op[i] && measured.contains(kMemoryOpNames[j]);
+    }
+    if (!fitted) ops.emplace_back(kMemoryOpNames[i]);
+  }
+  if (!ops.empty()) out.push_back(fmt::format("memory-bound {}", fmt::join(ops, ", ")));
+  std::vector<std::string> attention;
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (!c.attention[i])
+      attention.emplace_back(attention_kernel_name(static_cast<AttentionKernel>(i)));
+  }
+  if (!attention.empty()) out.push_back(fmt::format("attention {}", fmt::join(attention, ", ")));
+  return out;
+}
+
+/// `validate kernels --shipped`: per generation, the held-out table of every shipped
+/// measurement set against the calibration fitted on it, with the data's provenance, and the
+/// families that calibration prices on defaults.
+void print_shipped_kernel_validation(std::ostream& out) {
+  for (const ShippedKernelSet& set : shipped_kernel_sets()) {
+    const HardwareProfile hw = read_hardware(set.hardware);
+    ConfigDocument doc = ConfigDocument::load_file(set.calibration);
+    const CalibratedKernelCost model(load_kernel_calibration(doc.root()), hw.achievable);
+    MeasurementOptions m;
+    m.llmcompass_dir = set.llmcompass_dir;
+    m.csv_files = set.csv_files;
+    const std::vector<KernelMeasurement> rows = read_measurements(m);
+    const std::vector<KernelValidationRow> table = validate_kernels(rows, model, hw.device);
+    out << fmt::format("{} ({}), calibration {}, measurements: {}\n", set.generation,
+                       hw.device.name, set.calibration, fmt::join(input_names(m), "; "));
+    out << format_kernel_validation(table);
+    const std::vector<std::string> unfitted =
+        unfitted_families(model.calibration(), hw.device, table);
+    out << fmt::format(
+        "  no fit of its own (default parameters): {}\n\n",
+        unfitted.empty() ? std::string("none") : fmt::format("{}", fmt::join(unfitted, "; ")));
+  }
+  out << "V100, H100 PCIe, H200 and B200: no kernel measurements shipped; they are priced with the "
+         "A100 or H100 calibration on their own hardware profile, and a run says so.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.
@@ -321,6 +410,7 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   MeasurementOptions m;
   std::string calibration = "configs/calibration/a100_llmcompass.yaml";
   bool points = false;
+  bool shipped = false;
   LayerOptions layer;
   po::options_description desc(
       "usage: upsim validate kernels [options]\n\n"
@@ -332,6 +422,9 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
       ("calibration", po::value<std::string>(&calibration)->default_value(calibration),
        "calibration file (from `upsim calibrate kernels`)")           //
       ("points", po::bool_switch(&points), "also print every point")  //
+      ("shipped", po::bool_switch(&shipped),
+       "every shipped measurement set, per GPU generation, against the calibration fitted on "
+       "it (ignores the other options)")  //
       ("layer", po::bool_switch(&layer.enabled),
        "also price every op of LLMCompass' measured GPT-3 175B layer on A100 (prefill and one "
        "decode step, TP 4): per op measured, predicted and error, the all-reduces on the "
@@ -346,6 +439,10 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
        "the composite check on the GPU those tables were measured on");
   add_measurement_options(desc, m);
   if (!parse(args, desc, out)) return 0;
+  if (shipped) {
+    print_shipped_kernel_validation(out);
+    return 0;
+  }
   const HardwareProfile hw = read_hardware(m.hardware);
   ConfigDocument doc = ConfigDocument::load_file(calibration);
   const CalibratedKernelCost model(load_kernel_calibration(doc.root()), hw.achievable);

@@ -851,6 +851,23 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
       << r.output;
 }
 
+// Every shipped measurement set, per generation, from the repository root: the table with the
+// data's provenance and what each calibration prices on defaults.
+TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
+  const Result r = upsim("validate kernels --shipped", UPSIM_SOURCE_ROOT);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
+        "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
+        "attention_forward/flash3  published", "rms_norm                  published",
+        "no fit of its own (default parameters): gemm fp32, tf32; attention",
+        "memory-bound relu"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  EXPECT_EQ(r.output.find("fp8; attention flash2"), std::string::npos) << "A100 has no fp8 unit\n"
+                                                                       << r.output;
+}
+
 TEST_F(Cli, ValidateKernelsLayerPricesEveryOpOfBothPhasesAndTheAllReduces) {
   const std::string root = UPSIM_SOURCE_ROOT;
   const Result r = run(

@@ -4,8 +4,9 @@
 // stays below the best matrix-multiply rate published for that GPU: the MAMF table
 // (test/data/hardware-specs, bf16 and fp16) or, for fp32 / tf32 GEMMs, the hardware profile's
 // datasheet peak. A prediction above it is faster than any kernel the GPU runs: a bug, whatever
-// table it matches. The slow scenarios run with one layer per pipeline chunk (the bound does
-// not depend on the depth).
+// table it matches. Under the sanitizers the slow scenarios run with one layer per pipeline chunk
+// and two micro-batches per stage (fewer layers and a larger bubble only lower the rate the
+// bound caps).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,12 +65,20 @@ std::vector<Shipped> shipped_transformer_scenarios() {
     const ConfigNode workload = doc.root().child("workload");
     if (workload.get_string("model") != "transformer") continue;
     Shipped s{entry.path().filename().string(), {}};
-    const int64_t layers = workload.get_int("layers");
-    if (layers >= 80) {
-      // One layer per pipeline chunk.
+#ifdef UPSIM_SANITIZED
+    const bool reduce = workload.get_int("layers") >= 80;
+#else
+    const bool reduce = false;
+#endif
+    if (reduce) {
+      // One layer per pipeline chunk, two micro-batches per pipeline stage.
       const ConfigNode p = workload.child("parallelism");
-      const int64_t chunks = p.get_int_or("pipeline", 1) * p.get_int_or("virtual_stages", 1);
+      const int64_t pipeline = p.get_int_or("pipeline", 1);
+      const int64_t chunks = pipeline * p.get_int_or("virtual_stages", 1);
+      const int64_t batch =
+          workload.get_int_or("micro_batch", 1) * p.get_int_or("data", 1) * pipeline * 2;
       s.overrides.push_back("workload.layers=" + std::to_string(chunks));
+      s.overrides.push_back("workload.global_batch=" + std::to_string(batch));
     }
     out.push_back(s);
   }

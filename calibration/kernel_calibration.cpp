@@ -308,6 +308,9 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
       e.held_out_points = static_cast<size_t>(numbers.get_int("held_out_points"));
       e.train_geomean = numbers.get_double("train_geomean");
       e.held_out_geomean = numbers.get_double("held_out_geomean");
+      if (row.has("data")) {
+        e.provenance = numbers.get_choice("data", {"measured", "published", "physics", "mixed"});
+      }
       c.fit_errors.push_back(e);
     }
   }
@@ -395,10 +398,11 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
     out += fmt::format("  split: {}\n", quoted(c.split));
     out += "  errors:\n";
     for (const FitError& f : c.fit_errors) {
+      const std::string data = f.provenance.empty() ? "" : fmt::format(", data: {}", f.provenance);
       out += fmt::format(
-          "    - {{op: {}, train_points: {}, held_out_points: {}, train_geomean: {:.4f}, "
+          "    - {{op: {}{}, train_points: {}, held_out_points: {}, train_geomean: {:.4f}, "
           "held_out_geomean: {:.4f}}}\n",
-          f.op, f.train_points, f.held_out_points, f.train_geomean, f.held_out_geomean);
+          f.op, data, f.train_points, f.held_out_points, f.train_geomean, f.held_out_geomean);
     }
   }
   return out;

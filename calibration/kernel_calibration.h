@@ -42,7 +42,9 @@
 //                                    validation, never by simulations
 //   fit:                             optional, informational: the split and the fit's errors
 //     split: "..."
-//     errors: [{op, train_points, held_out_points, train_geomean, held_out_geomean}, ...]
+//     errors: [{op, data (optional: the measurements' provenance, measured | published |
+//               physics | mixed), train_points, held_out_points, train_geomean,
+//               held_out_geomean}, ...]
 // Uses (ConfigNode::read_for): kernel_overhead is read for kCalibrationKernelOverheadUse (a
 // fallback: load_calibrated takes the scenario's or the hardware profile's first), `attention`
 // for kCalibrationAttentionUse (a scenario's own attention section replaces it), and the values
@@ -98,6 +100,9 @@ struct FitError {
   size_t held_out_points = 0;
   double train_geomean = 0.0;
   double held_out_geomean = 0.0;
+  /// Where the op's measurements come from: measured, published, physics or mixed (several
+  /// tables that state different ones); "" when they state none.
+  std::string provenance;
 };
 
 /// One implementation's `attention:` section.

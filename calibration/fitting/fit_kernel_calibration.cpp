@@ -366,7 +366,8 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   result.validation = validate_kernels(measurements, model, hardware.device);
   for (const KernelValidationRow& row : result.validation) {
     c.fit_errors.push_back(FitError{row.op, row.train_points, row.held_out_points,
-                                    row.train_geomean, row.held_out_geomean});
+                                    row.train_geomean, row.held_out_geomean,
+                                    row.provenance == "-" ? "" : row.provenance});
   }
   result.calibration = std::move(c);
   return result;

@@ -35,7 +35,7 @@ KernelCalibration test_calibration() {
   c.gemm_by_dtype[static_cast<size_t>(DType::kFp32)] = fp32;
   c.measurement["gemm"] = HarnessOverhead{Duration::from_us(30), Duration::from_us(20), 1.5};
   c.split = "alternate";
-  c.fit_errors.push_back(FitError{"gemm", 3, 2, 0.01, 0.02});
+  c.fit_errors.push_back(FitError{"gemm", 3, 2, 0.01, 0.02, "published"});
   return c;
 }
 

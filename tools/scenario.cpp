@@ -1,6 +1,7 @@
 #include "tools/scenario.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "calibration/borrowed_calibration.h"
+#include "calibration/calibrated_kernel_cost.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/kernel_calibration.h"
@@ -543,6 +545,56 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
 /// Warnings for what prices with parameters or keys that do not apply (never silently): kernels
 /// priced with parameters measured for something else, keys read for no active model, and a GPU
 /// pcie_generation that no link of the fabric follows.
+/// A scenario's `platform.kernels.attention` section that no attention kernel of the run is
+/// priced with (KernelCalibration::attention_for: an implementation's own section, else
+/// flash2's): one warning naming it and what the run's kernels are.
+void add_unused_attention_section_warnings(Scenario& s, const ConfigNode& kernels) {
+  if (!kernels.is_map() || !kernels.has("attention")) return;
+  const auto* calibrated = dynamic_cast<const CalibratedKernelCost*>(s.models.kernels.get());
+  if (calibrated == nullptr) return;
+  const ConfigNode attention = kernels.child("attention");
+  if (!attention.is_map()) return;
+  std::set<AttentionKernel> run;
+  for (TaskId id = 0; id < s.graph.task_count(); ++id) {
+    const Task& task = s.graph.task(id);
+    if (task.kind != TaskKind::kKernel || task.fixed_ps >= 0) continue;
+    const KernelDesc& k = s.graph.kernel(id);
+    if (k.cls == KernelClass::kAttention) run.insert(k.attention.implementation);
+  }
+  const KernelCalibration& c = calibrated->calibration();
+  const auto priced_with = [&](AttentionKernel section) {
+    for (AttentionKernel k : run) {
+      if (k == section) return true;
+      if (section == AttentionKernel::kFlash2 && !c.attention[static_cast<size_t>(k)]) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> names;
+  for (AttentionKernel k : run)
+    names.emplace_back(attention_kernel_name(k));
+  const std::string runs =
+      names.empty() ? "no fused attention" : fmt::format("{}", fmt::join(names, ", "));
+  bool named = false;
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    const auto impl = static_cast<AttentionKernel>(i);
+    const std::string_view name = attention_kernel_name(impl);
+    if (!attention.has(name)) continue;
+    named = true;
+    if (!priced_with(impl)) {
+      s.warnings.push_back(fmt::format(
+          "platform.kernels.attention.{}: no attention kernel of this run is priced with it (the "
+          "run has {}): the section changes nothing",
+          name, runs));
+    }
+  }
+  if (!named && !priced_with(AttentionKernel::kFlash2)) {
+    s.warnings.push_back(fmt::format(
+        "platform.kernels.attention: its parameters are the flash2 section, and no attention "
+        "kernel of this run is priced with it (the run has {}): the section changes nothing",
+        runs));
+  }
+}
+
 void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload& workload,
                                const WorkloadBuild& built, const HardwareProfile& hardware,
                                const ConfigNode& gpu_profile,
@@ -558,6 +610,7 @@ void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload&
                     s.models.fabric.get(), !gpu_pcie_links.empty(), pricing);
   for (std::string& w : doc.unused_key_warnings(inactive))
     s.warnings.push_back(std::move(w));
+  add_unused_attention_section_warnings(s, sections.kernels);
   if (sections.interconnect_model == "flow" && pricing.no_gpu_work.empty()) {
     if (std::optional<std::string> w = unchanged_pcie_links_warning(gpu_profile, gpu_pcie_links)) {
       s.warnings.push_back(std::move(*w));

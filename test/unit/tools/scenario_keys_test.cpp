@@ -302,6 +302,19 @@ TEST(ScenarioKeys, AttentionImplementationsArePricedApartOnH100) {
   EXPECT_EQ(ms[0], ms[1]);
   EXPECT_LT(ms[2], ms[3]);
   EXPECT_LT(ms[3], ms[1]);
+  // A scenario's attention section that none of the run's kernels is priced with says so.
+  const Outcome unused =
+      run("mixtral_8x7b_ep8.yaml", {"workload.layers=2", "workload.attention=cudnn",
+                                    "platform.kernels.attention={flash3: {block_m: 64}}"});
+  const std::vector<std::string> nothing = warnings_with(unused, "the section changes nothing");
+  ASSERT_EQ(nothing.size(), 1u);
+  EXPECT_TRUE(contains(nothing[0], "platform.kernels.attention.flash3")) << nothing[0];
+  EXPECT_TRUE(contains(nothing[0], "the run has cudnn")) << nothing[0];
+  const Outcome used =
+      run("mixtral_8x7b_ep8.yaml", {"workload.layers=2", "workload.attention=cudnn",
+                                    "platform.kernels.attention={cudnn: {block_m: 64}}"});
+  EXPECT_TRUE(warnings_with(used, "the section changes nothing").empty());
+  EXPECT_NE(used.ms, ms[3]);
   // FlashAttention-3 exists for Hopper only: on an A100 the scenario is refused at its key.
   try {
     run("mixtral_8x7b_ep8.yaml",

@@ -82,6 +82,14 @@ class HostEmission : public HostOpNames {
         origin_(tasks.origin) {}
 
  protected:
+  /// The cursor of host thread `thread` at the rank's time zero.
+  Cursor start_of_thread(uint32_t thread) const {
+    Cursor c;
+    c.thread = static_cast<uint16_t>(thread);
+    c.at = origin_;
+    return c;
+  }
+
   /// Host time from the cursor until `until` (none when not later): a CpuOp `name` of that fixed
   /// duration.
   void host_work(Cursor& c, int64_t until, std::string_view name);

@@ -8,9 +8,7 @@ namespace upsim::trace_build {
 void MeasuredHostEmitter::emit_thread(uint32_t ti, TraceRankSummary& s) {
   const ThreadData& t = timeline_.threads[ti];
   const std::vector<Point>& points = deps_.points[ti];
-  Cursor c;
-  c.thread = static_cast<uint16_t>(ti);
-  c.at = origin_;
+  Cursor c = start_of_thread(ti);
   for (const Point& p : points)
     emit_measured(c, t, p, s);
 }
@@ -100,9 +98,7 @@ void MeasuredHostEmitter::emit_measured(Cursor& c, const ThreadData& t, const Po
 }
 
 void MeasuredHostEmitter::emit_orphans(uint16_t thread, TraceRankSummary& s) {
-  Cursor c;
-  c.thread = thread;
-  c.at = origin_;
+  Cursor c = start_of_thread(thread);
   std::vector<uint32_t> order = timeline_.orphans;
   std::sort(order.begin(), order.end(),
             [&](uint32_t a, uint32_t b) { return events_[a].ts_ps < events_[b].ts_ps; });

@@ -10,9 +10,7 @@ namespace upsim::trace_build {
 void ModelledHostEmitter::emit_thread_modelled(uint32_t ti, TraceRankSummary& s) {
   const ThreadData& t = timeline_.threads[ti];
   const std::vector<Point>& points = deps_.points[ti];
-  Cursor c;
-  c.thread = static_cast<uint16_t>(ti);
-  c.at = origin_;
+  Cursor c = start_of_thread(ti);
   const int64_t modelled_from = events_[timeline_.markers.front().event].ts_ps;
   bool modelled = false;
   thread_ = ModelledThread{};

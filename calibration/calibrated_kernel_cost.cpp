@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -27,17 +26,6 @@ std::optional<DType> fp8_donor(const KernelCalibration& c) {
     if (own_gemm(c, d)) return d;
   }
   return std::nullopt;
-}
-
-/// Ops measured by the sweeps this calibration was fitted on: its harness entries and the ops
-/// of its fit errors ("gemm/bf16" counts as gemm).
-std::set<std::string, std::less<>> measured_ops(const KernelCalibration& c) {
-  std::set<std::string, std::less<>> out;
-  for (const auto& [name, harness] : c.measurement)
-    out.insert(name);
-  for (const FitError& f : c.fit_errors)
-    out.insert(f.op.substr(0, f.op.find('/')));
-  return out;
 }
 
 }  // namespace
@@ -174,15 +162,10 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
     }
     case KernelClass::kMemoryBound: {
       if (kernel.memory_op == MemoryOp::kUnspecified) break;
-      const std::set<std::string, std::less<>> measured = measured_ops(c);
       const std::string_view op = memory_op_name(kernel.memory_op);
-      if (measured.contains(op)) break;
+      if (c.measured(op)) break;
       const std::string& curve = c.curve_of_op[static_cast<size_t>(kernel.memory_op)];
-      bool fitted = false;
-      for (size_t i = 0; i < kMemoryOpCount; ++i) {
-        if (c.curve_of_op[i] == curve && measured.contains(kMemoryOpNames[i])) fitted = true;
-      }
-      if (fitted) {
+      if (c.curve_fitted(kernel.memory_op)) {
         // The elementwise curve is the family of every streaming op (one pass over its
         // operands); only a row-wise op priced on another op's row-wise curve is borrowed.
         if (curve != "elementwise") {

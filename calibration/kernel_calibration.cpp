@@ -162,9 +162,8 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
   if (!node.is_map()) node.fail("must be a map (per implementation: flash2, flash3, cudnn)");
   std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> out{};
   bool per_implementation = false;
-  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
-    per_implementation |= node.has(attention_kernel_name(static_cast<AttentionKernel>(i)));
-  }
+  for (const auto& entry : node.map_entries())
+    per_implementation |= parse_attention_kernel(entry.first).has_value();
   if (!per_implementation) {
     for (const auto& [name, value] : node.map_entries()) {
       if (std::find(kAttentionParamKeys.begin(), kAttentionParamKeys.end(), name) ==
@@ -180,11 +179,8 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     return out;
   }
   for (const auto& [name, value] : node.map_entries()) {
-    size_t index = kAttentionKernelCount;
-    for (size_t i = 0; i < kAttentionKernelCount; ++i) {
-      if (name == attention_kernel_name(static_cast<AttentionKernel>(i))) index = i;
-    }
-    if (index == kAttentionKernelCount) {
+    const std::optional<AttentionKernel> kernel = parse_attention_kernel(name);
+    if (!kernel) {
       value.fail(fmt::format(
           "unknown attention implementation `{}`; valid: flash2, flash3, cudnn (the parameters "
           "go inside an implementation's section, or all directly under `attention:` for flash2)",
@@ -193,11 +189,11 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     if (!value.is_map()) value.fail("must be a map of attention-model parameters");
     AttentionCalibration section;
     if (value.has("provenance")) {
-      section.provenance = value.get_choice("provenance", {"measured", "published", "physics"});
+      section.provenance = value.get_choice("provenance", kProvenanceNames);
     }
     section.source = value.get_string_or("source", "");
     section.params = read_attention_params(value);
-    out[index] = std::move(section);
+    out[static_cast<size_t>(*kernel)] = std::move(section);
   }
   return out;
 }
@@ -208,6 +204,21 @@ AttentionParams KernelCalibration::attention_for(AttentionKernel implementation)
     return flash2->params;
   }
   return AttentionParams{};
+}
+
+bool KernelCalibration::measured(std::string_view op) const {
+  if (measurement.contains(std::string(op))) return true;
+  return std::any_of(fit_errors.begin(), fit_errors.end(), [&](const FitError& f) {
+    return std::string_view(f.op).substr(0, f.op.find('/')) == op;
+  });
+}
+
+bool KernelCalibration::curve_fitted(MemoryOp op) const {
+  const std::string& curve = curve_of_op[static_cast<size_t>(op)];
+  for (size_t i = 0; i < kMemoryOpCount; ++i) {
+    if (curve_of_op[i] == curve && measured(kMemoryOpNames[i])) return true;
+  }
+  return false;
 }
 
 const GemmParams& KernelCalibration::gemm_for(DType dtype) const {

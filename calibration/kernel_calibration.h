@@ -60,11 +60,13 @@
 // backward_launches in [1, 64].
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibration/attention_kernel_model.h"
@@ -105,6 +107,17 @@ struct FitError {
   std::string provenance;
 };
 
+/// Where a family's parameters come from: measured (a sweep of our own harness), published (a
+/// paper's or vendor's kernel-level figures) or physics (derived, nothing measured). The words a
+/// calibration section and a measurement table may state.
+inline constexpr std::array<std::string_view, 3> kProvenanceNames = {"measured", "published",
+                                                                     "physics"};
+/// Whether `word` is one of kProvenanceNames.
+inline bool is_provenance(std::string_view word) {
+  return std::find(kProvenanceNames.begin(), kProvenanceNames.end(), word) !=
+         kProvenanceNames.end();
+}
+
 /// One implementation's `attention:` section.
 struct AttentionCalibration {
   AttentionParams params;
@@ -142,6 +155,11 @@ struct KernelCalibration {
   AttentionParams attention_for(AttentionKernel implementation) const;
   /// Throws std::invalid_argument when the op's curve is not defined.
   const MemoryCurve& curve_for(MemoryOp op) const;
+  /// Whether the sweeps this calibration was fitted on measured `op` (a harness entry or a fit
+  /// error of its name; "gemm/bf16" counts as gemm).
+  bool measured(std::string_view op) const;
+  /// Whether `op`'s curve was fitted: some op priced on the same curve was measured.
+  bool curve_fitted(MemoryOp op) const;
 };
 
 /// The op -> curve map the fitter writes: softmax -> "softmax", layernorm -> "layernorm",

@@ -218,6 +218,8 @@ enum class AttentionKernel : uint8_t {
 inline constexpr size_t kAttentionKernelCount = 3;
 /// "flash2", "flash3", "cudnn".
 std::string_view attention_kernel_name(AttentionKernel kernel);
+/// The AttentionKernel whose attention_kernel_name() is `name`, or nullopt.
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view name);
 
 /// The core of scaled dot-product attention, softmax(q k^T / sqrt(d)) v, for `batch` sequences
 /// of `heads` query heads (grouped-query attention: `kv_heads` key/value heads, each shared by

@@ -84,6 +84,14 @@ std::string_view attention_kernel_name(AttentionKernel kernel) {
   return "?";
 }
 
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) {
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    const auto kernel = static_cast<AttentionKernel>(i);
+    if (attention_kernel_name(kernel) == name) return kernel;
+  }
+  return std::nullopt;
+}
+
 std::string_view optimizer_kind_name(OptimizerKind kind) {
   switch (kind) {
     case OptimizerKind::kUnspecified:

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <ostream>
-#include <set>
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fitting/fit_kernel_calibration.h"
@@ -196,11 +195,8 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
 /// What a calibration prices without a fit of its own: GEMM dtypes `device` has a unit for on
 /// `default`, memory ops
 /// whose curve no measured op fitted, attention implementations without a section.
-std::vector<std::string> unfitted_families(const KernelCalibration& c, const DeviceProfile& device,
-                                           const std::vector<KernelValidationRow>& rows) {
-  std::set<std::string, std::less<>> measured;
-  for (const KernelValidationRow& r : rows)
-    measured.insert(r.op.substr(0, r.op.find('/')));
+std::vector<std::string> unfitted_families(const KernelCalibration& c,
+                                           const DeviceProfile& device) {
   std::vector<std::string> out;
   std::vector<std::string> dtypes;
   for (DType d : {DType::kFp32, DType::kTf32, DType::kFp16, DType::kBf16, DType::kFp8}) {
@@ -210,12 +206,8 @@ std::vector<std::string> unfitted_families(const KernelCalibration& c, const Dev
   if (!dtypes.empty()) out.push_back(fmt::format("gemm {}", fmt::join(dtypes, ", ")));
   std::vector<std::string> ops;
   for (size_t i = 0; i < kMemoryOpCount; ++i) {
-    if (static_cast<MemoryOp>(i) == MemoryOp::kUnspecified) continue;
-    bool fitted = false;
-    for (size_t j = 0; j < kMemoryOpCount; ++j) {
-      fitted |= c.curve_of_op[j] == c.curve_of_op[i] && measured.contains(kMemoryOpNames[j]);
-    }
-    if (!fitted) ops.emplace_back(kMemoryOpNames[i]);
+    const auto op = static_cast<MemoryOp>(i);
+    if (op != MemoryOp::kUnspecified && !c.curve_fitted(op)) ops.emplace_back(kMemoryOpNames[i]);
   }
   if (!ops.empty()) out.push_back(fmt::format("memory-bound {}", fmt::join(ops, ", ")));
   std::vector<std::string> attention;
@@ -243,8 +235,7 @@ void print_shipped_kernel_validation(std::ostream& out) {
     out << fmt::format("{} ({}), calibration {}, measurements: {}\n", set.generation,
                        hw.device.name, set.calibration, fmt::join(input_names(m), "; "));
     out << format_kernel_validation(table);
-    const std::vector<std::string> unfitted =
-        unfitted_families(model.calibration(), hw.device, table);
+    const std::vector<std::string> unfitted = unfitted_families(model.calibration(), hw.device);
     out << fmt::format(
         "  no fit of its own (default parameters): {}\n\n",
         unfitted.empty() ? std::string("none") : fmt::format("{}", fmt::join(unfitted, "; ")));

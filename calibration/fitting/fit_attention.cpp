@@ -71,7 +71,11 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
       if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
     }
     files.insert(file_of(r->origin));
-    if (provenance.empty()) provenance = r->provenance;
+    if (r == rows.front()) {
+      provenance = r->provenance;
+    } else if (r->provenance != provenance) {
+      provenance = "mixed";
+    }
   }
   const AttentionParams defaults;
   const std::vector<double> start{
@@ -134,7 +138,8 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   }
   AttentionCalibration out;
   out.params = params_of(best);
-  out.provenance = provenance.empty() ? "measured" : provenance;
+  // A section states one provenance; rows of tables that disagree state none.
+  out.provenance = provenance == "mixed" ? "" : provenance.empty() ? "measured" : provenance;
   std::string measured_dims;
   for (size_t dir = 0; dir < 2; ++dir) {
     std::string dims;

@@ -26,7 +26,8 @@ namespace upsim {
 
 /// The section of the implementation of `rows` (all kAttention, one implementation, training
 /// rows only), measured on `hardware`, priced with `kernel_overhead` added to every kernel.
-/// provenance: the rows' own (KernelMeasurement::provenance; "measured" when they state none);
+/// provenance: the rows' own (KernelMeasurement::provenance; "measured" when they state none,
+/// none when they differ);
 /// source: the files the rows came from. Throws CalibrationDataError for no rows or rows of
 /// several implementations.
 AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& rows,

@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "calibration/kernel_calibration.h"
 #include "sim/input_file.h"
 
 // Provided by the sanitizer runtimes when present (weak: null in plain builds).
@@ -531,8 +532,7 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
   // The tables' declarations (kernel_measurements.h), as the CSV's `# key: value` lines.
   const std::optional<std::string> provenance =
       string_attribute(root.get(), "provenance", file_name);
-  if (provenance && *provenance != "measured" && *provenance != "published" &&
-      *provenance != "physics") {
+  if (provenance && !is_provenance(*provenance)) {
     throw CalibrationDataError(
         fmt::format("{}: file attribute `provenance`: `{}` is not known; valid: measured, "
                     "published, physics",

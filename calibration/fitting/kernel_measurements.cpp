@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "calibration/kernel_calibration.h"
 #include "calibration/roofline_kernel_cost.h"
 #include "sim/formats/csv.h"
 #include "sim/formats/text.h"
@@ -176,15 +177,6 @@ bool parse_bool_field(const std::filesystem::path& path, int64_t line, std::stri
   return field == "true";
 }
 
-std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) {
-  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
-    if (name == attention_kernel_name(static_cast<AttentionKernel>(i))) {
-      return static_cast<AttentionKernel>(i);
-    }
-  }
-  return std::nullopt;
-}
-
 /// The rows of an attention table (the header comment's second format).
 std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& path,
                                                    const std::vector<CsvRecord>& records) {
@@ -275,8 +267,7 @@ TableDeclarations table_declarations(const std::filesystem::path& path,
       }
       out.no_harness = true;
     } else if (entry->first == "provenance") {
-      if (entry->second != "measured" && entry->second != "published" &&
-          entry->second != "physics") {
+      if (!is_provenance(entry->second)) {
         fail(path, comment.line,
              fmt::format("provenance {} is not known; valid: measured, published, physics",
                          quoted_field(entry->second)));

@@ -32,7 +32,9 @@ std::string shape_text(const KernelDesc& k) {
 }  // namespace
 
 void require_priceable(const KernelMeasurement& m, const DeviceProfile& device) {
-  if (m.kernel.cls == KernelClass::kGemm && device.peak(m.kernel.dtype).flops_per_second() <= 0.0) {
+  const bool arithmetic =
+      m.kernel.cls == KernelClass::kGemm || m.kernel.cls == KernelClass::kAttention;
+  if (arithmetic && device.peak(m.kernel.dtype).flops_per_second() <= 0.0) {
     throw CalibrationDataError(fmt::format(
         "{}: a {} {} kernel, but the hardware profile `{}` has no {} peak (was it measured on "
         "another GPU? see --hardware)",

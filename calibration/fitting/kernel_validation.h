@@ -34,8 +34,9 @@ struct KernelValidationRow {
   std::string provenance;
 };
 
-/// Throws CalibrationDataError naming the row's origin when `device` cannot price it: a GEMM
-/// whose dtype has no peak on the device (measurements of another GPU, or a wrong --hardware).
+/// Throws CalibrationDataError naming the row's origin when `device` cannot price it: a GEMM or
+/// fused attention whose dtype has no peak on the device (measurements of another GPU, or a
+/// wrong --hardware).
 void require_priceable(const KernelMeasurement& measurement, const DeviceProfile& device);
 
 /// Predicted value of `measurement` in seconds (see the header comment).

@@ -140,6 +140,20 @@ TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {
   EXPECT_NE(csv_error(head + "kv_heads,tflops\nattention_forward,flash2,fp16,true,1,6,1,64,4,1\n")
                 .find("heads (6) must be a multiple of kv_heads (4)"),
             std::string::npos);
+  // An attention row in a dtype the profile has no unit for names its row, before any pricing.
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
+  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const auto fp8 = read_measurement_csv(write_temp_table(
+      "fp8.csv", head + "tflops\nattention_forward,flash2,fp8,true,1,8,512,64,1\n"));
+  try {
+    require_priceable(fp8.at(0), a100.device);
+    ADD_FAILURE() << "priced an fp8 attention on an A100";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8.csv:2: a fp8 attention_forward/flash2 kernel"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_NE(csv_error("# harness: wallclock\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
                 .find("table.csv:1: harness `wallclock` is not known"),
             std::string::npos);

@@ -188,7 +188,10 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "",
        {"test/data/xla-matmul/h100_xla_matmul.csv",
         "test/data/flash-attention-3/h100_attention_tflops.csv",
-        "test/data/liger-kernel/h100_rms_norm_forward.csv"}},
+        "test/data/liger-kernel/h100_rms_norm_forward.csv",
+        "test/data/liger-kernel/h100_relu_squared.csv",
+        "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
+        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv"}},
   };
 }
 

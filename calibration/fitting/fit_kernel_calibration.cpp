@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -305,6 +306,30 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
   }
 }
 
+/// The curve of each memory op whose tables declare one (`# curve:`): every row of the op, train
+/// or held out, must name the same curve (a table without the declaration names its op's
+/// default); throws CalibrationDataError naming both rows otherwise.
+void assign_declared_curves(const std::vector<KernelMeasurement>& measurements,
+                            KernelCalibration& c) {
+  std::array<const KernelMeasurement*, kMemoryOpCount> first{};
+  for (const KernelMeasurement& m : measurements) {
+    if (m.kernel.cls != KernelClass::kMemoryBound) continue;
+    const auto op = static_cast<size_t>(m.kernel.memory_op);
+    if (first[op] == nullptr) {
+      first[op] = &m;
+      if (!m.curve.empty()) c.curve_of_op[op] = m.curve;
+    } else if (first[op]->curve != m.curve) {
+      const auto named = [](const KernelMeasurement& r) {
+        return r.curve.empty() ? std::string("its default curve") : "curve `" + r.curve + "`";
+      };
+      throw CalibrationDataError(fmt::format(
+          "{}: op `{}` is fitted on {} here and on {} at {}: give every table of an op the same "
+          "`# curve:` declaration",
+          m.origin, m.op, named(m), named(*first[op]), first[op]->origin));
+    }
+  }
+}
+
 }  // namespace
 
 CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& measurements,
@@ -315,6 +340,7 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   c.curve_of_op = default_curve_of_op();
   c.split = std::string(kSplitRule);
 
+  assign_declared_curves(measurements, c);
   std::vector<const KernelMeasurement*> gemm_rows;
   std::map<std::string, std::vector<const KernelMeasurement*>> curve_rows;
   std::array<std::vector<const KernelMeasurement*>, kAttentionKernelCount> attention_rows;

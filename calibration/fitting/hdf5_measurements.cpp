@@ -257,12 +257,13 @@ std::vector<KernelMeasurement> read_group(const std::filesystem::path& path, hid
     }
   }
   const std::string usage = gemm ? "dtype, m, n, k, time_s or time_us; optional: batch, split"
-                                 : "dtype, m, n, time_s or time_us; optional: split";
+                                 : "dtype, m, n, time_s or time_us; optional: reads, writes, split";
   const std::set<std::string> members = reader.members();
   for (const std::string& member : members) {
     const bool known = member == "dtype" || member == "m" || member == "n" || member == "time_s" ||
                        member == "time_us" || member == "split" ||
-                       (gemm && (member == "k" || member == "batch"));
+                       (gemm && (member == "k" || member == "batch")) ||
+                       (!gemm && (member == "reads" || member == "writes"));
     if (!known) {
       reader.fail(member,
                   fmt::format("unknown dataset in a `{}` group (required: {})", name, usage));
@@ -314,6 +315,25 @@ std::vector<KernelMeasurement> read_group(const std::filesystem::path& path, hid
   hsize_t time_length = 0;
   const std::vector<double> times = reader.numbers(time_name, time_length);
   check_length(time_name, time_length);
+  // Tensors of m x n read and written per memory-op row (default 1 and 1).
+  const auto traffic_column = [&](const std::string& dataset, bool zero_allowed) {
+    std::vector<double> values(length, 1.0);
+    if (!members.contains(dataset)) return values;
+    hsize_t count = 0;
+    values = reader.numbers(dataset, count);
+    check_length(dataset, count);
+    for (size_t i = 0; i < values.size(); ++i) {
+      const bool ok = zero_allowed ? values[i] >= 0.0 : values[i] > 0.0;
+      if (!ok || !std::isfinite(values[i])) {
+        reader.fail(fmt::format("{}[{}]", dataset, i),
+                    fmt::format("{} must be {}, got {}", dataset,
+                                zero_allowed ? ">= 0" : "positive", values[i]));
+      }
+    }
+    return values;
+  };
+  const std::vector<double> reads = traffic_column("reads", false);
+  const std::vector<double> writes = traffic_column("writes", true);
   std::vector<int64_t> split;
   if (members.contains("split")) {
     hsize_t split_length = 0;
@@ -332,8 +352,9 @@ std::vector<KernelMeasurement> read_group(const std::filesystem::path& path, hid
     }
     KernelMeasurement row;
     row.op = name;
+    if (!gemm) row.traffic = MemoryTraffic{reads[i], writes[i]};
     row.kernel = gemm ? gemm_kernel(*dtype, batch[i], m[i], n[i], k[i])
-                      : memory_op_kernel(*op, *dtype, m[i], n[i]);
+                      : memory_op_kernel(*op, *dtype, m[i], n[i], row.traffic);
     if (!(times[i] > 0.0) || !std::isfinite(times[i])) {
       reader.fail(fmt::format("{}[{}]", time_name, i),
                   fmt::format("{} must be positive, got {}", time_name, times[i]));
@@ -358,6 +379,7 @@ std::vector<KernelMeasurement> read_group(const std::filesystem::path& path, hid
 struct Columns {
   std::string dtype;
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  MemoryTraffic traffic;
 };
 
 Columns columns_of(const KernelMeasurement& row, const std::filesystem::path& path) {
@@ -380,13 +402,19 @@ Columns columns_of(const KernelMeasurement& row, const std::filesystem::path& pa
   if (!op || *op == MemoryOp::kUnspecified || d.cls != KernelClass::kMemoryBound) {
     fail("only gemm and memory-bound ops have an HDF5 layout");
   }
+  // The elements of one m x n tensor from the bytes read, less a norm's weight (traffic rule,
+  // kernel_measurements.h), over the reads the row states.
   const double e = static_cast<double>(dtype_bytes(d.dtype));
-  const double elements = std::round(d.bytes_written / e);
+  const double weights = *op == MemoryOp::kLayerNorm ? 2.0 : *op == MemoryOp::kRmsNorm ? 1.0 : 0.0;
+  c.traffic = row.traffic;
+  const double read_elements =
+      d.bytes_read / e - weights * static_cast<double>(std::max<int64_t>(d.row_elements, 0));
+  const double elements = std::round(read_elements / c.traffic.reads);
   c.n = d.row_elements > 0 ? d.row_elements : static_cast<int64_t>(elements);
   c.m = d.row_elements > 0 ? static_cast<int64_t>(std::round(elements / static_cast<double>(c.n)))
                            : 1;
   if (c.m <= 0 || c.n <= 0) fail("no elements");
-  const KernelDesc back = memory_op_kernel(*op, d.dtype, c.m, c.n);
+  const KernelDesc back = memory_op_kernel(*op, d.dtype, c.m, c.n, c.traffic);
   if (back.bytes_read != d.bytes_read || back.bytes_written != d.bytes_written ||
       back.row_elements != d.row_elements || back.flops != d.flops) {
     fail("the kernel is not the memory_op_kernel() of m rows of n elements");
@@ -543,9 +571,23 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
     throw CalibrationDataError(fmt::format(
         "{}: file attribute `harness`: `{}` is not known; valid: none", file_name, *harness));
   }
+  const std::optional<std::string> curve = string_attribute(root.get(), "curve", file_name);
+  if (curve && !is_curve_name(*curve)) {
+    throw CalibrationDataError(
+        fmt::format("{}: file attribute `curve`: `{}` is not a curve name (lower-case letters, "
+                    "digits and `_`)",
+                    file_name, *curve));
+  }
   for (KernelMeasurement& row : rows) {
     row.provenance = provenance.value_or("");
     row.harness_none = harness.has_value();
+    if (!curve) continue;
+    if (row.kernel.cls != KernelClass::kMemoryBound) {
+      throw CalibrationDataError(
+          fmt::format("{}: file attribute `curve` is for memory ops, and the file has a `{}` group",
+                      file_name, row.op));
+    }
+    row.curve = *curve;
   }
   return rows;
 }
@@ -553,7 +595,8 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
 // The child's report on the pipe: "E<message>" for an error, or one line per row,
 // "R" then tab-separated: op, origin, seconds, held_out, and the kernel description's scalar
 // fields (class, dtype, batch, m, n, k, bytes read and written, flops, memory op, row elements),
-// then harness_none and provenance, then "D" when complete. Doubles travel as hexadecimal floats
+// then harness_none, provenance, the traffic's reads and writes and the curve, then "D" when
+// complete. Doubles travel as hexadecimal floats
 // (%a): the rows equal the child's exactly. HDF5 rows are gemm_kernel() or memory_op_kernel()
 // descriptions, which have no other fields.
 std::string encode_rows(const std::vector<KernelMeasurement>& rows) {
@@ -561,10 +604,12 @@ std::string encode_rows(const std::vector<KernelMeasurement>& rows) {
   for (const KernelMeasurement& r : rows) {
     const KernelDesc& k = r.kernel;
     out += fmt::format(
-        "R{}\t{}\t{:a}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:a}\t{:a}\t{:a}\t{}\t{}\t{}\t{}\n", r.op,
-        r.origin, r.seconds, r.held_out ? 1 : 0, static_cast<int>(k.cls), static_cast<int>(k.dtype),
-        k.batch, k.m, k.n, k.k, k.bytes_read, k.bytes_written, k.flops,
-        static_cast<int>(k.memory_op), k.row_elements, r.harness_none ? 1 : 0, r.provenance);
+        "R{}\t{}\t{:a}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t"  // op .. k
+        "{:a}\t{:a}\t{:a}\t{}\t{}\t{}\t{}\t{:a}\t{:a}\t{}\n",
+        r.op, r.origin, r.seconds, r.held_out ? 1 : 0, static_cast<int>(k.cls),
+        static_cast<int>(k.dtype), k.batch, k.m, k.n, k.k, k.bytes_read, k.bytes_written, k.flops,
+        static_cast<int>(k.memory_op), k.row_elements, r.harness_none ? 1 : 0, r.provenance,
+        r.traffic.reads, r.traffic.writes, r.curve);
   }
   return out + "D\n";
 }
@@ -573,7 +618,7 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
   const auto broken = [&] {
     return CalibrationDataError(fmt::format("{}: corrupt report from the HDF5 reader", file));
   };
-  constexpr size_t kFields = 17;
+  constexpr size_t kFields = 20;
   std::vector<KernelMeasurement> rows;
   while (!text.empty()) {
     const size_t end = text.find('\n');
@@ -612,6 +657,8 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
     k.row_elements = integer(14);
     row.harness_none = f[15] == "1";
     row.provenance = f[16];
+    row.traffic = MemoryTraffic{number(17), number(18)};
+    row.curve = f[19];
     rows.push_back(std::move(row));
   }
   throw broken();
@@ -711,6 +758,56 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
   return decode_rows(report, file_name);
 }
 
+namespace {
+
+/// The rows' declarations as file attributes (kernel_measurements.h), when every row makes the
+/// same one and no attribute states it; rows declared onto two curves cannot share a file.
+void write_declarations(const Writer& writer, hid_t file, const std::filesystem::path& path,
+                        const std::vector<KernelMeasurement>& rows,
+                        const std::vector<std::pair<std::string, std::string>>& attributes) {
+  const auto stated = [&](std::string_view name) {
+    return std::any_of(attributes.begin(), attributes.end(),
+                       [&](const auto& a) { return a.first == name; });
+  };
+  if (!rows.empty() && !rows.front().provenance.empty() && !stated("provenance") &&
+      std::all_of(rows.begin(), rows.end(), [&](const KernelMeasurement& r) {
+        return r.provenance == rows.front().provenance;
+      })) {
+    writer.string_attribute(file, "provenance", rows.front().provenance);
+  }
+  // One curve for the file's memory-op rows, or none: a layout with one attribute cannot
+  // store rows declared onto different curves.
+  const KernelMeasurement* curved = nullptr;
+  for (const KernelMeasurement& r : rows) {
+    if (!r.curve.empty() && curved == nullptr) curved = &r;
+  }
+  if (curved != nullptr) {
+    for (const KernelMeasurement& r : rows) {
+      if (r.curve != curved->curve) {
+        throw CalibrationDataError(fmt::format(
+            "{}: cannot store the measurement from {} (curve `{}`) beside the one from {} "
+            "(curve `{}`): one file states one `curve`; write each table to a file of its own",
+            path.string(), r.origin, r.curve, curved->origin, curved->curve));
+      }
+    }
+    const auto it = std::find_if(attributes.begin(), attributes.end(),
+                                 [](const auto& a) { return a.first == "curve"; });
+    if (it == attributes.end()) {
+      writer.string_attribute(file, "curve", curved->curve);
+    } else if (it->second != curved->curve) {
+      writer.fail(fmt::format("the attribute curve `{}` is not the rows' curve `{}`", it->second,
+                              curved->curve));
+    }
+  }
+  if (!rows.empty() && !stated("harness") &&
+      std::all_of(rows.begin(), rows.end(),
+                  [](const KernelMeasurement& r) { return r.harness_none; })) {
+    writer.string_attribute(file, "harness", "none");
+  }
+}
+
+}  // namespace
+
 std::string measurement_hdf5_image(
     const std::filesystem::path& path, const std::vector<KernelMeasurement>& rows,
     std::string_view gpu, std::string_view source,
@@ -766,22 +863,7 @@ std::string measurement_hdf5_image(
   writer.string_attribute(file.get(), "source", source);
   for (const auto& [name, value] : attributes)
     writer.string_attribute(file.get(), name.c_str(), value);
-  // The rows' declarations, when every row makes the same one and no attribute states it.
-  const auto stated = [&](std::string_view name) {
-    return std::any_of(attributes.begin(), attributes.end(),
-                       [&](const auto& a) { return a.first == name; });
-  };
-  if (!rows.empty() && !rows.front().provenance.empty() && !stated("provenance") &&
-      std::all_of(rows.begin(), rows.end(), [&](const KernelMeasurement& r) {
-        return r.provenance == rows.front().provenance;
-      })) {
-    writer.string_attribute(file.get(), "provenance", rows.front().provenance);
-  }
-  if (!rows.empty() && !stated("harness") &&
-      std::all_of(rows.begin(), rows.end(),
-                  [](const KernelMeasurement& r) { return r.harness_none; })) {
-    writer.string_attribute(file.get(), "harness", "none");
-  }
+  write_declarations(writer, file.get(), path, rows, attributes);
 
   // dtype names as fixed-length strings (null-padded to kDtypeChars): a reader then never asks
   // libhdf5 to follow variable-length heap references, the part of a file a corruption makes
@@ -815,6 +897,20 @@ std::string measurement_hdf5_image(
     if (op.op == "gemm") {
       write("k", H5T_STD_I64LE, H5T_NATIVE_INT64, k.data());
       write("batch", H5T_STD_I64LE, H5T_NATIVE_INT64, batch.data());
+    } else {
+      // A memory op's traffic, when some row states other than one read and one write.
+      std::vector<double> reads, writes;
+      for (const Columns& c : op.columns) {
+        reads.push_back(c.traffic.reads);
+        writes.push_back(c.traffic.writes);
+      }
+      const auto all_one = [](const std::vector<double>& v) {
+        return std::all_of(v.begin(), v.end(), [](double x) { return x == 1.0; });
+      };
+      if (!all_one(reads) || !all_one(writes)) {
+        write("reads", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, reads.data());
+        write("writes", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, writes.data());
+      }
     }
     write("time_s", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, op.seconds.data());
     write("split", H5T_STD_U8LE, H5T_NATIVE_UINT8, op.split.data());

@@ -12,6 +12,9 @@
 //                        harness  `none`: every row's harness_none (read; written when every row
 //                                 has it), as the CSV's `# key: value` lines
 //                                 (kernel_measurements.h)
+//                        curve    a curve name: every memory-op row's KernelMeasurement::curve
+//                                 (read; written when some row has one: rows on two curves, or
+//                                 a curve beside rows without one, cannot be stored)
 //                      and any other string attributes: the metadata of the tables converted
 //                      (`upsim convert kernels`: the `# key: value` lines of its CSV inputs,
 //                      e.g. bench/gpu's cuda_driver, sm_clock_max_mhz, measured_utc)
@@ -23,6 +26,9 @@
 //     m, n     required  integer, > 0: gemm m x n output; memory op m rows of n elements
 //     k        gemm only required, integer, > 0: the reduction dimension
 //     batch    gemm only optional, integer, > 0 (default 1)
+//     reads, writes  memory ops only, optional: float, reads > 0, writes >= 0 (default 1 and 1):
+//                        tensors of m x n read and written (the CSV's columns; written when
+//                        some row of the op states other than 1 and 1)
 //     time_s or time_us  required, exactly one of them: float or integer, > 0: measured time
 //                        of one call in seconds (time_s, what upsim writes: exact round trip)
 //                        or microseconds (time_us, as in the CSV)

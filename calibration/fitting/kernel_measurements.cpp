@@ -250,6 +250,7 @@ std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& 
 struct TableDeclarations {
   bool no_harness = false;
   std::string provenance;
+  std::string curve;
 };
 
 TableDeclarations table_declarations(const std::filesystem::path& path,
@@ -273,6 +274,13 @@ TableDeclarations table_declarations(const std::filesystem::path& path,
                          quoted_field(entry->second)));
       }
       out.provenance = entry->second;
+    } else if (entry->first == "curve") {
+      if (!is_curve_name(entry->second)) {
+        fail(path, comment.line,
+             fmt::format("curve {} is not a curve name (lower-case letters, digits and `_`)",
+                         quoted_field(entry->second)));
+      }
+      out.curve = entry->second;
     }
   }
   return out;
@@ -280,19 +288,25 @@ TableDeclarations table_declarations(const std::filesystem::path& path,
 
 }  // namespace
 
-KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n) {
+bool is_curve_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+  });
+}
+
+KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n, MemoryTraffic traffic) {
   const double e = static_cast<double>(dtype_bytes(dtype));
   const double elements = static_cast<double>(m) * static_cast<double>(n);
   KernelDesc d;
   d.cls = KernelClass::kMemoryBound;
   d.dtype = dtype;
   d.memory_op = op;
-  d.bytes_read = elements * e;
-  d.bytes_written = elements * e;
+  d.bytes_read = traffic.reads * elements * e;
+  d.bytes_written = traffic.writes * elements * e;
   if (op == MemoryOp::kLayerNorm) d.bytes_read += 2.0 * static_cast<double>(n) * e;
   if (op == MemoryOp::kRmsNorm) d.bytes_read += static_cast<double>(n) * e;
   if (op == MemoryOp::kSoftmax || op == MemoryOp::kLayerNorm || op == MemoryOp::kRmsNorm ||
-      op == MemoryOp::kSum) {
+      op == MemoryOp::kSum || op == MemoryOp::kCrossEntropy) {
     d.row_elements = n;
   }
   return d;
@@ -310,10 +324,12 @@ std::vector<KernelMeasurement> read_kernel_rows(const std::filesystem::path& pat
   }
   const ColumnIndex column =
       read_header(path, records, {"op", "dtype", "m", "n", "time_us"},
-                  "required: op, dtype, m, n, time_us; optional: k, batch, split");
+                  "required: op, dtype, m, n, time_us; optional: k, batch, reads, writes, split");
   const size_t columns = records.front().fields.size();
   const std::optional<size_t> k_col = optional_column(column, "k");
   const std::optional<size_t> batch_col = optional_column(column, "batch");
+  const std::optional<size_t> reads_col = optional_column(column, "reads");
+  const std::optional<size_t> writes_col = optional_column(column, "writes");
   const std::optional<size_t> split_col = optional_column(column, "split");
 
   std::vector<KernelMeasurement> rows;
@@ -330,13 +346,29 @@ std::vector<KernelMeasurement> read_kernel_rows(const std::filesystem::path& pat
       const int64_t k = parse_dim(path, record.line, f[*k_col], "k");
       const int64_t batch = batch_col ? parse_dim(path, record.line, f[*batch_col], "batch") : 1;
       row.kernel = gemm_kernel(dtype, batch, m, n, k);
+      if ((reads_col && !f[*reads_col].empty()) || (writes_col && !f[*writes_col].empty())) {
+        fail(path, record.line,
+             "reads and writes are for memory ops; a gemm row leaves them empty");
+      }
     } else {
       const std::optional<MemoryOp> op = parse_memory_op(row.op);
       if (!op || *op == MemoryOp::kUnspecified) {
         fail(path, record.line,
              fmt::format("unknown op {}; valid: {}", quoted_field(row.op), valid_ops()));
       }
-      row.kernel = memory_op_kernel(*op, dtype, m, n);
+      MemoryTraffic traffic;
+      if (reads_col && !f[*reads_col].empty()) {
+        traffic.reads = positive(path, record.line,
+                                 parse_number(path, record.line, f[*reads_col], "reads"), "reads");
+      }
+      if (writes_col && !f[*writes_col].empty()) {
+        traffic.writes = parse_number(path, record.line, f[*writes_col], "writes");
+        if (!(traffic.writes >= 0.0)) {
+          fail(path, record.line, fmt::format("writes must be >= 0, got {}", traffic.writes));
+        }
+      }
+      row.kernel = memory_op_kernel(*op, dtype, m, n, traffic);
+      row.traffic = traffic;
     }
     row.seconds = parse_time_us(path, record.line, f[column.at("time_us")]);
     if (split_col) row.held_out = parse_split(path, record.line, f[*split_col]);
@@ -358,6 +390,13 @@ std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path&
   for (KernelMeasurement& row : rows) {
     row.harness_none = declared.no_harness;
     row.provenance = declared.provenance;
+    if (declared.curve.empty()) continue;
+    if (row.kernel.cls != KernelClass::kMemoryBound) {
+      throw CalibrationDataError(
+          fmt::format("{}: `# curve: {}` is for a table of memory ops, and this row is `{}`",
+                      row.origin, declared.curve, row.op));
+    }
+    row.curve = declared.curve;
   }
   return rows;
 }

@@ -9,6 +9,10 @@
 //      m, n      required  gemm: m x n output; memory op: m rows of n elements (n elements: m 1)
 //      k         gemm only the reduction dimension
 //      batch     optional  gemm batch (default 1)
+//      reads, writes  optional  memory op only: tensors of m x n elements the kernel reads and
+//                writes (reads > 0, writes >= 0; an empty field or no column: 1 and 1), for an
+//                op whose traffic is not one read and one write (silu(a) * b reads two and writes
+//                one); a norm's weight is added either way (traffic rule below)
 //      time_us   required  measured time of one call, > 0
 //      split     optional  `train` or `held_out`; without the column, the alternating split
 //    Lines starting with '#' and blank lines are skipped. Every table here is CSV as
@@ -32,6 +36,10 @@
 //    own (KernelMeasurement::harness_none); a table without one is compared through the
 //    calibration's harness of its op, when the calibration has one. `# provenance: measured |
 //    published | physics` says where the figures come from (KernelMeasurement::provenance).
+//    `# curve: NAME` (a memory-op table; NAME of lower-case letters, digits and `_`) gives the
+//    table's ops a curve of their own: a kernel whose achieved bandwidth is not its family's
+//    (Megatron's jit-fused SwiGLU runs well below a plain elementwise kernel) is fitted
+//    and priced apart from the family (KernelMeasurement::curve).
 //  - upsim embedding-op CSV (read_embedding_op_csv), one table-batched embedding op per line,
 //    a header naming the columns in any order; columns not listed here are ignored:
 //      op        required  embedding_forward or embedding_backward
@@ -50,8 +58,9 @@
 //      gelu_<gpu>.csv       elements, G elements/s
 //
 // Traffic of a memory op of m rows x n elements in dtype e (memory_op_kernel): every op reads and
-// writes m n e bytes; layernorm also reads its weight and bias, 2 n e, rms_norm its weight, n e.
-// row_elements = n for the row-wise ops (softmax, layernorm, rms_norm, sum).
+// writes m n e bytes (times the row's reads and writes); layernorm also reads its weight and
+// bias, 2 n e, rms_norm its weight, n e. row_elements = n for the row-wise ops (softmax,
+// layernorm, rms_norm, sum, cross_entropy).
 //
 // Split (assign_alternating_split): within each source file and op, rows in file order alternate
 // train, held out, train, ... (0-based even index = train). The LLMCompass sweeps are powers of
@@ -80,6 +89,12 @@ class CalibrationDataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Tensors of m x n elements a memory op reads and writes (the table's `reads`, `writes`).
+struct MemoryTraffic {
+  double reads = 1.0;   ///< > 0
+  double writes = 1.0;  ///< >= 0
+};
+
 struct KernelMeasurement {
   /// "gemm" or a memory_op_name().
   std::string op;
@@ -95,10 +110,19 @@ struct KernelMeasurement {
   /// The table's `# provenance:` (measured, published or physics; kernel_calibration.h), or ""
   /// when it states none.
   std::string provenance;
+  /// A memory op's traffic as its table states it (kernel holds the bytes it implies).
+  MemoryTraffic traffic;
+  /// The table's `# curve:` for a memory op: the name of the memory-bound curve its rows fit and
+  /// its op is priced on, or "" for the op's default curve (default_curve_of_op()).
+  std::string curve;
 };
 
 /// The kMemoryBound descriptor of `op` over m rows of n elements (traffic rule above).
-KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n);
+KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n,
+                            MemoryTraffic traffic = {});
+
+/// A `# curve:` name: lower-case letters, digits and `_`, not empty.
+bool is_curve_name(std::string_view name);
 
 std::vector<KernelMeasurement> read_measurement_csv(const std::filesystem::path& path);
 

@@ -200,16 +200,21 @@ TEST(BorrowedCalibration, Fp8GainOverBf16ShrinksWithShortK) {
   EXPECT_LT(previous, 0.8 * r);  // k = 256: (256 + 149) r / (256 + 149 r) = 1.30
 }
 
-// The H100 file fits one memory-bound curve (layernorm, on RMSNorm forward kernels): rms_norm
-// borrows nothing, layernorm borrows the curve of another op, the elementwise family is default.
-TEST(BorrowedCalibration, H100FileFitsTheNormCurveOnly) {
+// The H100 file fits the layernorm curve (RMSNorm forward kernels), the elementwise curve (ReLU
+// squared kernels) and curves of their own for Megatron's SwiGLU and cross-entropy: those ops and
+// every streaming op borrow nothing, layernorm borrows the curve of another op, and softmax, which
+// nothing fitted on H100, is default.
+TEST(BorrowedCalibration, H100FileFitsItsMeasuredCurves) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   const CalibratedKernelCost model(calibration("h100_xla.yaml"), h100.achievable);
-  EXPECT_EQ(note(model, memory_op(MemoryOp::kRmsNorm), h100.device), "<none>");
+  for (const MemoryOp op : {MemoryOp::kRmsNorm, MemoryOp::kRelu, MemoryOp::kSwiglu,
+                            MemoryOp::kCrossEntropy, MemoryOp::kBinary, MemoryOp::kCopy}) {
+    EXPECT_EQ(note(model, memory_op(op), h100.device), "<none>") << memory_op_name(op);
+  }
   EXPECT_EQ(note(model, memory_op(MemoryOp::kLayerNorm), h100.device),
             "layernorm: no measured curve, priced with the layernorm curve");
-  EXPECT_EQ(note(model, memory_op(MemoryOp::kSwiglu), h100.device),
-            "swiglu: no measured curve, priced with the elementwise curve, which the calibration "
+  EXPECT_EQ(note(model, memory_op(MemoryOp::kSoftmax), h100.device),
+            "softmax: no measured curve, priced with the softmax curve, which the calibration "
             "fitted on H100-SXM5-80GB does not fit either (its parameters are defaults)");
   EXPECT_EQ(note(model, gemm_kernel(DType::kTf32, 1, 64, 64, 64), h100.device), "<none>");
   EXPECT_EQ(note(model, gemm_kernel(DType::kFp32, 1, 64, 64, 64), h100.device),

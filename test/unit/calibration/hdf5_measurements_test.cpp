@@ -198,6 +198,40 @@ TEST(Hdf5Measurements, RoundTripsTheLlmcompassSweeps) {
   EXPECT_EQ(calibration_text(h5), calibration_text(csv));
 }
 
+// A table with its own traffic (reads 2, writes 1) and curve declaration round-trips: the
+// datasets `reads` / `writes` and the file attribute `curve`; rows on two curves cannot share a
+// file.
+TEST(Hdf5Measurements, RoundTripsTrafficAndCurve) {
+  const auto csv =
+      read_measurement_csv(kData / "liger-kernel" / "h100_megatron_swiglu_forward.csv");
+  ASSERT_EQ(csv.size(), 6u);
+  ASSERT_EQ(csv[0].curve, "swiglu");
+  const std::filesystem::path path = temp_path("swiglu.h5");
+  write_measurement_hdf5(path, csv, "H100", "Liger-Kernel");
+  const auto h5 = read_measurement_hdf5(path);
+  ASSERT_EQ(h5.size(), csv.size());
+  for (size_t i = 0; i < csv.size(); ++i) {
+    SCOPED_TRACE(csv[i].origin);
+    EXPECT_EQ(h5[i].kernel.bytes_read, csv[i].kernel.bytes_read);
+    EXPECT_EQ(h5[i].kernel.bytes_written, csv[i].kernel.bytes_written);
+    EXPECT_EQ(h5[i].traffic.reads, 2.0);
+    EXPECT_EQ(h5[i].traffic.writes, 1.0);
+    EXPECT_EQ(h5[i].curve, "swiglu");
+    EXPECT_TRUE(h5[i].harness_none);
+  }
+  const auto ce =
+      read_measurement_csv(kData / "liger-kernel" / "h100_megatron_cross_entropy_forward.csv");
+  std::vector<KernelMeasurement> both = csv;
+  both.insert(both.end(), ce.begin(), ce.end());
+  try {
+    write_measurement_hdf5(temp_path("two_curves.h5"), both, "H100", "Liger-Kernel");
+    ADD_FAILURE() << "stored rows of two curves in one file";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_NE(std::string(e.what()).find("one file states one `curve`"), std::string::npos)
+        << e.what();
+  }
+}
+
 /// The string attribute `name` of the file's root group (empty when absent).
 std::string root_attribute(const std::filesystem::path& path, const char* name) {
   const hid_t file = H5Fopen(path.string().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

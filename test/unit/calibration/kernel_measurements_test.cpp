@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/fitting/fit_kernel_calibration.h"
@@ -97,6 +98,87 @@ TEST(KernelMeasurements, BadTablesGiveClearErrors) {
             std::string::npos);
   EXPECT_NE(csv_error("").find("no header"), std::string::npos);
   EXPECT_THROW(read_measurement_csv(kData / "does_not_exist.csv"), CalibrationDataError);
+}
+
+// `reads` and `writes`: a memory op's traffic in tensors of m x n elements (silu(a) * b reads two,
+// writes one); an empty field keeps the default of one each, a norm keeps its weight.
+TEST(KernelMeasurements, ReadsAndWritesColumnsSetAMemoryOpsTraffic) {
+  const auto rows = read_measurement_csv(write_temp_table("traffic.csv",
+                                                          "op,dtype,m,n,k,reads,writes,time_us\n"
+                                                          "swiglu,bf16,8,100,,2,1,3\n"
+                                                          "rms_norm,bf16,8,100,,3,0,3\n"
+                                                          "relu,fp32,8,100,,,,3\n"
+                                                          "cross_entropy,fp32,8,100,,2,1,3\n"
+                                                          "gemm,bf16,8,8,8,,,3\n"));
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_DOUBLE_EQ(rows[0].kernel.bytes_read, 2 * 800 * 2.0);
+  EXPECT_DOUBLE_EQ(rows[0].kernel.bytes_written, 800 * 2.0);
+  EXPECT_DOUBLE_EQ(rows[1].kernel.bytes_read, 3 * 800 * 2.0 + 100 * 2.0);  // + the weight
+  EXPECT_DOUBLE_EQ(rows[1].kernel.bytes_written, 0.0);
+  EXPECT_DOUBLE_EQ(rows[2].kernel.bytes_read, 800 * 4.0);
+  EXPECT_DOUBLE_EQ(rows[2].kernel.bytes_written, 800 * 4.0);
+  EXPECT_EQ(rows[3].kernel.row_elements, 100);  // cross-entropy is row-wise
+  const std::string head = "op,dtype,m,n,k,reads,writes,time_us\n";
+  EXPECT_NE(csv_error(head + "relu,fp16,1,1,,0,1,1\n").find("table.csv:2: reads must be positive"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "relu,fp16,1,1,,1,-1,1\n").find("writes must be >= 0, got -1"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "relu,fp16,1,1,,two,1,1\n").find("reads `two` is not a number"),
+            std::string::npos);
+  EXPECT_NE(csv_error(head + "gemm,fp16,1,1,1,2,1,1\n").find("reads and writes are for memory ops"),
+            std::string::npos);
+}
+
+// `# curve: NAME` gives a table's ops a curve of their own: the fit makes it, maps the op to it,
+// and the op counts as measured; an op's tables must agree on it.
+TEST(KernelMeasurements, ACurveDeclarationFitsTheOpOnItsOwnCurve) {
+  const auto declared = read_measurement_csv(
+      write_temp_table("own.csv",
+                       "# curve: fused_swiglu\nop,dtype,m,n,reads,writes,time_us\n"
+                       "swiglu,bf16,8192,1024,2,1,40\nswiglu,bf16,8192,2048,2,1,75\n"
+                       "swiglu,bf16,8192,4096,2,1,145\nswiglu,bf16,8192,8192,2,1,290\n"));
+  ASSERT_EQ(declared.size(), 4u);
+  EXPECT_EQ(declared[0].curve, "fused_swiglu");
+  const auto plain = read_measurement_csv(
+      write_temp_table("plain.csv",
+                       "op,dtype,m,n,time_us\nrelu,bf16,8192,1024,15\nrelu,bf16,8192,2048,25\n"
+                       "relu,bf16,8192,4096,45\nrelu,bf16,8192,8192,85\n"));
+  std::vector<KernelMeasurement> rows = declared;
+  rows.insert(rows.end(), plain.begin(), plain.end());
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "h100_sxm5_80gb.yaml");
+  const HardwareProfile h100 = load_hardware_profile(hw.root());
+  const KernelCalibration c = fit_kernel_calibration(rows, h100, "test").calibration;
+  EXPECT_EQ(c.curve_of_op[static_cast<size_t>(MemoryOp::kSwiglu)], "fused_swiglu");
+  EXPECT_EQ(c.curve_of_op[static_cast<size_t>(MemoryOp::kRelu)], "elementwise");
+  ASSERT_TRUE(c.curves.contains("fused_swiglu"));
+  // The declared kernel moves 1.5x the bytes of the relu rows in about 3.4x the time.
+  EXPECT_LT(c.curves.at("fused_swiglu").bandwidth_scale,
+            0.6 * c.curves.at("elementwise").bandwidth_scale);
+  EXPECT_TRUE(c.measured("swiglu"));
+  EXPECT_TRUE(c.curve_fitted(MemoryOp::kBinary));  // on the elementwise curve relu fitted
+
+  // The same op on its default curve in another table: refused, naming both rows.
+  const auto undeclared = read_measurement_csv(
+      write_temp_table("undeclared.csv", "op,dtype,m,n,time_us\nswiglu,bf16,8192,1024,40\n"));
+  rows.insert(rows.end(), undeclared.begin(), undeclared.end());
+  try {
+    fit_kernel_calibration(rows, h100, "test");
+    ADD_FAILURE() << "fitted one op on two curves";
+  } catch (const CalibrationDataError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("undeclared.csv:2: op `swiglu` is fitted on its default curve here and "
+                        "on curve `fused_swiglu` at"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("own.csv:3"), std::string::npos) << what;
+  }
+  EXPECT_NE(csv_error("# curve: Fused-SwiGLU\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
+                .find("table.csv:1: curve `Fused-SwiGLU` is not a curve name"),
+            std::string::npos);
+  EXPECT_NE(csv_error("# curve: mine\nop,dtype,m,n,k,time_us\ngemm,fp16,1,1,1,1\n")
+                .find("table.csv:3: `# curve: mine` is for a table of memory ops"),
+            std::string::npos);
 }
 
 // An attention table: rows by TFLOP/s (FLOPs as attention_work counts them) or by time, the op

@@ -861,7 +861,7 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
         "attention_forward/flash3  published", "rms_norm                  published",
         "no fit of its own (default parameters): gemm fp32, tf32; attention",
-        "memory-bound relu"}) {
+        "memory-bound softmax", "cross_entropy             published"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
   EXPECT_EQ(r.output.find("fp8; attention flash2"), std::string::npos) << "A100 has no fp8 unit\n"

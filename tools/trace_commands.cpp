@@ -1,12 +1,17 @@
 #include "tools/trace_commands.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/program_options.hpp>
 
+#include <array>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 
+#include "calibration/fitting/kernel_measurements.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
@@ -15,10 +20,12 @@
 #include "workloads/trace/trace_host_overheads.h"
 #include "workloads/trace/trace_replay.h"
 #include "workloads/trace/trace_workload.h"
+#include "workloads/trace/traced_kernels.h"
 
 namespace upsim::cli {
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out) {
   std::string dir;
@@ -143,6 +150,124 @@ int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ost
   out << fmt::format("T1 samples {}, cudaLaunchKernel samples {}, {} ops; wrote {}\n",
                      overheads.t1.size(), overheads.launch_kernel_us.size(), overheads.ops.size(),
                      output);
+  return 0;
+}
+
+namespace {
+
+/// The measurement rows of one rank's kernels (measurement_of); counts what has none.
+struct RankRows {
+  std::vector<KernelMeasurement> rows;
+  size_t collectives = 0;
+  size_t undescribed = 0;  // kept measured by model mode (no shapes, embeddings, ...)
+  size_t unstated = 0;     // described, but not as a gemm or an m x n memory op
+};
+
+RankRows rank_rows(const RankTrace& trace, size_t rank) {
+  RankRows out;
+  for (const TracedKernel& k : traced_kernels(trace)) {
+    if (k.collective) {
+      ++out.collectives;
+      continue;
+    }
+    if (!k.desc) {
+      ++out.undescribed;
+      continue;
+    }
+    std::optional<KernelMeasurement> row =
+        measurement_of(*k.desc, k.duration.seconds(),
+                       fmt::format("{} rank {}: {}", trace.kineto.file, rank, k.name));
+    if (!row) {
+      ++out.unstated;
+      continue;
+    }
+    out.rows.push_back(std::move(*row));
+  }
+  return out;
+}
+
+}  // namespace
+
+int convert_traces_main(const std::vector<std::string>& args, std::ostream& out) {
+  std::string dir;
+  std::string output;
+  std::string provenance = "measured";
+  bool force = false;
+  bool lenient = false;
+  po::options_description desc(
+      "usage: upsim convert traces DIR --out FILE.csv [options]\n\n"
+      "Writes the GPU kernels of a directory of PyTorch traces (one Kineto trace per rank, with "
+      "its\nexecution trace where there is one) as a kernel measurement table "
+      "(calibration/fitting/\nkernel_measurements.h): per kernel, what it computes as model mode "
+      "reads it from its op's\nshapes (a GEMM, or a memory-bound op of m x n elements and its "
+      "traffic) and its measured\nduration, the kernel's own GPU time (`# harness: none`). "
+      "Kernels model mode keeps measured\n(embedding lookups, convolutions, ops without shapes), "
+      "collectives and copies are left out.\nSplit: with several ranks, even ranks train and "
+      "odd ranks are held out; with one, rows\nalternate per op. Calibrate on it with `upsim "
+      "calibrate kernels --csv FILE.csv --hardware ...`.\n\noptions");
+  desc.add_options()("help,h", "this help")                                        //
+      ("out,o", po::value<std::string>(&output)->required(), "CSV file to write")  //
+      ("force", po::bool_switch(&force), "overwrite an existing --out file")       //
+      ("provenance", po::value<std::string>(&provenance)->default_value(provenance),
+       "the table's `# provenance:`: measured (your own traces) or published (someone "
+       "else's)")  //
+      ("lenient-et", po::bool_switch(&lenient),
+       "read a rank from its Kineto trace alone when its execution trace belongs to another run");
+  po::options_description hidden;
+  hidden.add_options()("dir", po::value<std::string>(&dir));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add("dir", 1);
+  po::variables_map vm;
+  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
+  if (dir.empty()) throw po::error("upsim convert traces: give the trace directory DIR");
+  if (provenance != "measured" && provenance != "published") {
+    throw po::error(fmt::format(
+        "upsim convert traces: --provenance `{}`; valid: measured, published", provenance));
+  }
+  refuse_to_overwrite(output, force);
+  TraceSetOptions options;
+  options.strict_et = !lenient;
+  const LoadedTraces traces = load_trace_directory(dir, options);
+  for (const std::string& w : traces.warnings)
+    out << "warning: " << w << "\n";
+  std::vector<KernelMeasurement> rows;
+  RankRows total;
+  std::set<std::string> gpus;
+  for (size_t r = 0; r < traces.ranks.size(); ++r) {
+    RankRows part = rank_rows(traces.ranks[r], r);
+    for (const KinetoDevice& d : traces.ranks[r].kineto.devices)
+      gpus.insert(d.name);
+    for (KernelMeasurement& row : part.rows)
+      row.held_out = traces.ranks.size() > 1 && r % 2 == 1;
+    total.collectives += part.collectives;
+    total.undescribed += part.undescribed;
+    total.unstated += part.unstated;
+    rows.insert(rows.end(), part.rows.begin(), part.rows.end());
+  }
+  if (traces.ranks.size() == 1) assign_alternating_split(rows);
+  std::vector<std::pair<std::string, std::string>> metadata{
+      {"source", fmt::format("upsim convert traces {}", fs::path(dir).filename().string())},
+      {"harness", "none"},
+      {"provenance", provenance}};
+  if (!gpus.empty()) metadata.emplace_back("gpu", fmt::format("{}", fmt::join(gpus, "; ")));
+  write_file_atomically(output, measurement_csv_text(rows, metadata));
+  std::map<std::string, std::array<size_t, 2>> per_op;
+  for (const KernelMeasurement& row : rows)
+    ++per_op[row.op == "gemm" ? fmt::format("gemm/{}", dtype_name(row.kernel.dtype)) : row.op]
+            [row.held_out ? 1 : 0];
+  for (const auto& [op, n] : per_op) {
+    out << fmt::format("{:<16} {:>6} kernels ({} train, {} held out)\n", op, n[0] + n[1], n[0],
+                       n[1]);
+  }
+  out << fmt::format(
+      "left out: {} collective kernels, {} kernels model mode keeps measured, {} described "
+      "otherwise than as a gemm or an m x n memory op\nwrote {} ({} rows from {} ranks; GPU: "
+      "{})\n",
+      total.collectives, total.undescribed, total.unstated, output, rows.size(),
+      traces.ranks.size(),
+      gpus.empty() ? "not stated in the traces" : fmt::format("{}", fmt::join(gpus, "; ")));
   return 0;
 }
 

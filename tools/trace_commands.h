@@ -15,4 +15,8 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
 /// extracted from Kineto traces into a host-overhead file (configs/host/ schema).
 int calibrate_host_overheads_main(const std::vector<std::string>& args, std::ostream& out);
 
+/// `upsim convert traces DIR --out FILE.csv`: the traced GPU kernels as a kernel measurement
+/// table (traced_kernels.h, kernel_measurements.h) to calibrate the kernel model on.
+int convert_traces_main(const std::vector<std::string>& args, std::ostream& out);
+
 }  // namespace upsim::cli

@@ -76,6 +76,8 @@ const char* kTopUsage =
     "                  fit the collective tuning on measured nccl-tests output\n"
     "  convert kernels --out FILE.h5 --csv FILE...\n"
     "                  write kernel measurement CSVs in upsim's HDF5 layout\n"
+    "  convert traces DIR --out FILE.csv\n"
+    "                  the kernels of PyTorch traces as a kernel measurement table\n"
     "  (each command takes --help)\n"
     "\n"
     "options:\n"
@@ -174,8 +176,13 @@ int main(int argc, char** argv) {
         args.erase(args.begin());
         return upsim::cli::convert_kernels_main(args, std::cout);
       }
-      std::cerr << fmt::format("upsim convert: unknown or missing subject `{}`; valid: kernels\n",
-                               args.empty() ? "" : args[0]);
+      if (!args.empty() && args[0] == "traces") {
+        args.erase(args.begin());
+        return upsim::cli::convert_traces_main(args, std::cout);
+      }
+      std::cerr << fmt::format(
+          "upsim convert: unknown or missing subject `{}`; valid: kernels, traces\n",
+          args.empty() ? "" : args[0]);
       return kExitBadInput;
     }
     if (command == "calibrate" || command == "validate") {

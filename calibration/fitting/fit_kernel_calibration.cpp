@@ -184,10 +184,31 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
     const size_t best_n = by_class.at(primary).size();
     if (n > best_n || (n == best_n && dtype == DType::kFp16)) primary = dtype;
   }
+  // Kernel times as measured (`# harness: none`, e.g. a trace's kernel durations): no harness
+  // to fit, every class fits its own rate against the model's kernel duration, core +
+  // kernel_overhead. The rows of one fit share one timing: both kinds together are refused.
+  const auto none = std::count_if(rows.begin(), rows.end(),
+                                  [](const KernelMeasurement* r) { return r->harness_none; });
+  const bool kernel_times = none > 0;
+  if (kernel_times && static_cast<size_t>(none) != rows.size()) {
+    const auto timed = std::find_if(rows.begin(), rows.end(),
+                                    [](const KernelMeasurement* r) { return !r->harness_none; });
+    const auto own = std::find_if(rows.begin(), rows.end(),
+                                  [](const KernelMeasurement* r) { return r->harness_none; });
+    throw CalibrationDataError(fmt::format(
+        "{}: GEMM rows timed through a harness and GEMM rows of kernel time (`# harness: none`, "
+        "{}) cannot be fitted together: the GEMM fit describes one timing; fit them apart",
+        (*timed)->origin, (*own)->origin));
+  }
   HarnessOverhead harness;
   GemmParams primary_params;
-  fit_gemm_primary(by_class.at(primary), hw, primary_params, harness);
-  out.measurement["gemm"] = harness;
+  if (kernel_times) {
+    harness = HarnessOverhead{Duration::zero(), out.kernel_overhead, 1.0};
+    primary_params = fit_gemm_secondary(by_class.at(primary), hw, harness);
+  } else {
+    fit_gemm_primary(by_class.at(primary), hw, primary_params, harness);
+    out.measurement["gemm"] = harness;
+  }
   const auto assign = [&](DType rate, const GemmParams& p) {
     out.gemm_by_dtype[static_cast<size_t>(rate)] = p;
     if (rate == DType::kFp16) out.gemm_by_dtype[static_cast<size_t>(DType::kBf16)] = p;
@@ -348,13 +369,6 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
     require_priceable(m, hardware.device);
     if (m.held_out) continue;
     if (m.kernel.cls == KernelClass::kGemm) {
-      if (m.harness_none) {
-        throw CalibrationDataError(fmt::format(
-            "{}: a GEMM table that declares `# harness: none` cannot be fitted yet: the GEMM fit "
-            "describes its sweep's harness (floor, offset, compute_speedup) and anchors the rate "
-            "on it; drop the declaration to fit one",
-            m.origin));
-      }
       gemm_rows.push_back(&m);
     } else if (m.kernel.cls == KernelClass::kMemoryBound) {
       curve_rows[c.curve_of_op[static_cast<size_t>(m.kernel.memory_op)]].push_back(&m);

@@ -14,8 +14,13 @@
 //    k_overhead. The result is the GEMM entry of each measured dtype (fp16 and bf16 stand in
 //    for each other); `default` (every unmeasured dtype) is the primary's tile and
 //    memory_scale with k_overhead 0, since the prologue/epilogue was measured in K-steps of
-//    the primary dtype.
-//  - Memory-bound curves: each curve named in default_curve_of_op() that has measured ops gets
+//    the primary dtype. GEMM rows of kernel time (`# harness: none`: kernel_measurements.h, a
+//    trace's kernel durations) have no harness to fit: every class, the primary too, fits its
+//    compute_scale, tile, memory_scale and k_overhead against the model's kernel duration (core
+//    + kernel_overhead), and no `measurement: gemm` is written. Rows of both timings together
+//    are a CalibrationDataError.
+//  - Memory-bound curves: each curve named by the ops' map (default_curve_of_op(), or a table's
+//    `# curve:` declaration) that has measured ops gets
 //    bandwidth_scale, and, where its ops are row-wise, long_row_bytes (grid over 1 KiB .. 128 KiB
 //    in powers of two, or none; the smallest of equally good thresholds wins), the end of the
 //    re-read ramp full_reread_row_bytes (a larger power of two up to the longest training row,

@@ -402,23 +402,11 @@ Columns columns_of(const KernelMeasurement& row, const std::filesystem::path& pa
   if (!op || *op == MemoryOp::kUnspecified || d.cls != KernelClass::kMemoryBound) {
     fail("only gemm and memory-bound ops have an HDF5 layout");
   }
-  // The elements of one m x n tensor from the bytes read, less a norm's weight (traffic rule,
-  // kernel_measurements.h), over the reads the row states.
-  const double e = static_cast<double>(dtype_bytes(d.dtype));
-  const double weights = *op == MemoryOp::kLayerNorm ? 2.0 : *op == MemoryOp::kRmsNorm ? 1.0 : 0.0;
-  c.traffic = row.traffic;
-  const double read_elements =
-      d.bytes_read / e - weights * static_cast<double>(std::max<int64_t>(d.row_elements, 0));
-  const double elements = std::round(read_elements / c.traffic.reads);
-  c.n = d.row_elements > 0 ? d.row_elements : static_cast<int64_t>(elements);
-  c.m = d.row_elements > 0 ? static_cast<int64_t>(std::round(elements / static_cast<double>(c.n)))
-                           : 1;
-  if (c.m <= 0 || c.n <= 0) fail("no elements");
-  const KernelDesc back = memory_op_kernel(*op, d.dtype, c.m, c.n, c.traffic);
-  if (back.bytes_read != d.bytes_read || back.bytes_written != d.bytes_written ||
-      back.row_elements != d.row_elements || back.flops != d.flops) {
-    fail("the kernel is not the memory_op_kernel() of m rows of n elements");
-  }
+  const std::optional<MemoryOpShape> shape = memory_op_shape(d, row.traffic);
+  if (!shape) fail("the kernel is not the memory_op_kernel() of m rows of n elements");
+  c.m = shape->m;
+  c.n = shape->n;
+  c.traffic = shape->traffic;
   return c;
 }
 

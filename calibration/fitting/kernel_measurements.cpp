@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -310,6 +311,94 @@ KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n, Memo
     d.row_elements = n;
   }
   return d;
+}
+
+std::optional<MemoryOpShape> memory_op_shape(const KernelDesc& kernel,
+                                             std::optional<MemoryTraffic> traffic) {
+  if (kernel.cls != KernelClass::kMemoryBound || kernel.memory_op == MemoryOp::kUnspecified) {
+    return std::nullopt;
+  }
+  const MemoryOp op = kernel.memory_op;
+  const double e = static_cast<double>(dtype_bytes(kernel.dtype));
+  const double weights = op == MemoryOp::kLayerNorm ? 2.0 : op == MemoryOp::kRmsNorm ? 1.0 : 0.0;
+  const double row = static_cast<double>(std::max<int64_t>(kernel.row_elements, 0));
+  const double read_elements = kernel.bytes_read / e - weights * row;
+  MemoryOpShape out;
+  double elements = 0.0;
+  if (traffic) {
+    out.traffic = *traffic;
+    elements = read_elements / out.traffic.reads;
+  } else {
+    elements = kernel.bytes_written / e;
+    if (!(elements > 0.0)) return std::nullopt;
+    out.traffic = MemoryTraffic{read_elements / elements, 1.0};
+    if (!(out.traffic.reads > 0.0)) return std::nullopt;
+  }
+  elements = std::round(elements);
+  if (!(elements >= 1.0)) return std::nullopt;
+  out.n = kernel.row_elements > 0 ? kernel.row_elements : static_cast<int64_t>(elements);
+  out.m = kernel.row_elements > 0
+              ? static_cast<int64_t>(std::round(elements / static_cast<double>(out.n)))
+              : 1;
+  if (out.m <= 0 || out.n <= 0) return std::nullopt;
+  const KernelDesc back = memory_op_kernel(op, kernel.dtype, out.m, out.n, out.traffic);
+  const auto near = [](double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(a, b); };
+  if (!near(back.bytes_read, kernel.bytes_read) ||
+      !near(back.bytes_written, kernel.bytes_written) || back.row_elements != kernel.row_elements) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<KernelMeasurement> measurement_of(const KernelDesc& kernel, double seconds,
+                                                std::string origin) {
+  KernelMeasurement row;
+  row.seconds = seconds;
+  row.origin = std::move(origin);
+  if (kernel.cls == KernelClass::kGemm) {
+    row.op = "gemm";
+    row.kernel = gemm_kernel(kernel.dtype, kernel.batch, kernel.m, kernel.n, kernel.k);
+    return row;
+  }
+  const std::optional<MemoryOpShape> shape = memory_op_shape(kernel);
+  if (!shape) return std::nullopt;
+  row.op = std::string(memory_op_name(kernel.memory_op));
+  row.traffic = shape->traffic;
+  row.kernel = memory_op_kernel(kernel.memory_op, kernel.dtype, shape->m, shape->n, row.traffic);
+  return row;
+}
+
+std::string measurement_csv_text(const std::vector<KernelMeasurement>& rows,
+                                 const std::vector<std::pair<std::string, std::string>>& metadata) {
+  std::string out;
+  for (const auto& [key, value] : metadata) {
+    if (key.find_first_of("\r\n: ") != std::string::npos || key.empty() ||
+        value.find_first_of("\r\n") != std::string::npos) {
+      throw CalibrationDataError(
+          fmt::format("metadata `{}` cannot be a `# key: value` line of a measurement table", key));
+    }
+    out += fmt::format("# {}: {}\n", key, value);
+  }
+  out += "op,dtype,m,n,k,batch,reads,writes,time_us,split\n";
+  for (const KernelMeasurement& r : rows) {
+    const std::string_view dtype = dtype_name(r.kernel.dtype);
+    const std::string split = r.held_out ? "held_out" : "train";
+    const std::string time_us = fmt::format("{:.3f}", r.seconds * 1e6);
+    if (r.op == "gemm" && r.kernel.cls == KernelClass::kGemm) {
+      out += fmt::format("gemm,{},{},{},{},{},,,{},{}\n", dtype, r.kernel.m, r.kernel.n, r.kernel.k,
+                         r.kernel.batch, time_us, split);
+      continue;
+    }
+    const std::optional<MemoryOpShape> shape = memory_op_shape(r.kernel, r.traffic);
+    if (!shape || r.op != memory_op_name(r.kernel.memory_op)) {
+      throw CalibrationDataError(fmt::format(
+          "{}: op `{}` has no row in a measurement table (gemm or a memory op of m x n)", r.origin,
+          r.op));
+    }
+    out += fmt::format("{},{},{},{},,,{},{},{},{}\n", r.op, dtype, shape->m, shape->n,
+                       shape->traffic.reads, shape->traffic.writes, time_us, split);
+  }
+  return out;
 }
 
 namespace {

@@ -121,6 +121,31 @@ struct KernelMeasurement {
 KernelDesc memory_op_kernel(MemoryOp op, DType dtype, int64_t m, int64_t n,
                             MemoryTraffic traffic = {});
 
+/// A memory op's row in the table's terms: m rows of n elements and the traffic.
+struct MemoryOpShape {
+  int64_t m = 0;
+  int64_t n = 0;
+  MemoryTraffic traffic;
+};
+
+/// The m, n and traffic that memory_op_kernel() turns into `kernel` (its op, dtype, bytes and
+/// row), taking one write of the m x n tensor when `traffic` is not given; nullopt when there are
+/// none (no memory op, no bytes written, bytes that are no whole number of elements).
+std::optional<MemoryOpShape> memory_op_shape(const KernelDesc& kernel,
+                                             std::optional<MemoryTraffic> traffic = std::nullopt);
+
+/// A measurement of `kernel` (a gemm_kernel(), or a memory-bound kernel memory_op_shape() can
+/// state) that took `seconds`; nullopt for any other kernel.
+std::optional<KernelMeasurement> measurement_of(const KernelDesc& kernel, double seconds,
+                                                std::string origin);
+
+/// `rows` as upsim's measurement CSV (columns op, dtype, m, n, k, batch, reads, writes, time_us
+/// and split, with time_us to the nanosecond), after the `# key: value` lines of `metadata` in
+/// order; read_measurement_csv reads it back. Throws CalibrationDataError for a row the format
+/// cannot state (measurement_of) or a metadata key or value with a line break.
+std::string measurement_csv_text(const std::vector<KernelMeasurement>& rows,
+                                 const std::vector<std::pair<std::string, std::string>>& metadata);
+
 /// A `# curve:` name: lower-case letters, digits and `_`, not empty.
 bool is_curve_name(std::string_view name);
 

@@ -98,6 +98,16 @@ class TimelineRecovery {
     return std::move(timeline_);
   }
 
+  /// The same without iteration markers (markers and iterations stay empty): for reading what
+  /// the kernels of a trace are, which needs no iteration (traced_kernels.h).
+  RankTimeline recover_kernels_only() {
+    collect_threads_and_streams();
+    link_gpu_work();
+    compute_nesting();
+    collect_nccl();
+    return std::move(timeline_);
+  }
+
  private:
   void collect_threads_and_streams();
 

@@ -114,7 +114,15 @@ std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view k
                                        : DType::kFp32;
   const bool gemm_named = contains_nocase(kernel, "gemm") || contains_nocase(kernel, "gemv");
   if (gemm_named && !gemm_taken) {
-    if (const auto g = gemm_shape(op, in)) return gemm_kernel(kd.dtype, g->batch, g->m, g->n, g->k);
+    // An fp32 GEMM that ran on TF32 tensor cores (torch.backends.cuda.matmul.allow_tf32): the
+    // kernel's name says so (cuBLAS / CUTLASS: "tf32", Ampere "s1688gemm",
+    // CUTLASS "tensorop_s..." single-precision tensor-op kernels: fp32 inputs on tensor cores are
+    // TF32's m16n8k8).
+    const bool tf32 = kd.dtype == DType::kFp32 &&
+                      (contains_nocase(kernel, "tf32") || contains_nocase(kernel, "s1688gemm") ||
+                       contains_nocase(kernel, "tensorop_s"));
+    const DType dtype = tf32 ? DType::kTf32 : kd.dtype;
+    if (const auto g = gemm_shape(op, in)) return gemm_kernel(dtype, g->batch, g->m, g->n, g->k);
   }
   kd.cls = KernelClass::kMemoryBound;
   double largest = 0.0;

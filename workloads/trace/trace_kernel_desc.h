@@ -37,11 +37,12 @@ bool is_registered_operator(std::string_view op);
 /// give nullopt, so the kernel keeps its measured duration rather than be priced from inputs
 /// that are not its own. The first GEMM-named kernel of
 /// aten::mm / addmm / bmm / baddbmm / linear / matmul is that op's GEMM (`gemm_taken`: an earlier
-/// kernel of the op was); every other kernel is memory-bound over the op's tensor inputs (read all
-/// inputs, write the largest), of the op's family (pytorch::memory_op_of_aten; row-wise families
-/// take the first input's last dimension as the row). nullopt when no shape is known, or the op is
-/// an embedding lookup or a convolution (no kernel model describes them): the caller keeps the
-/// measured duration.
+/// kernel of the op was), in the inputs' dtype, or tf32 for fp32 inputs whose kernel is named as
+/// a TF32 tensor-core GEMM (tf32, s1688gemm, tensorop_s); every other kernel is memory-bound over
+/// the op's tensor inputs (read all inputs, write the largest), of the op's family
+/// (pytorch::memory_op_of_aten; row-wise families take the first input's last dimension as the
+/// row). nullopt when no shape is known, or the op is an embedding lookup or a convolution (no
+/// kernel model describes them): the caller keeps the measured duration.
 std::optional<KernelDesc> op_kernel_desc(std::string_view op, std::string_view kernel,
                                          const KinetoOpInputs& in, bool gemm_taken);
 

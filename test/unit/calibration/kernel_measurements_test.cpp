@@ -129,6 +129,47 @@ TEST(KernelMeasurements, ReadsAndWritesColumnsSetAMemoryOpsTraffic) {
             std::string::npos);
 }
 
+// measurement_of and measurement_csv_text: a GEMM and memory ops of any traffic (a trace's
+// kernel reads its inputs and writes the largest) become rows that read back as the same
+// kernels, with their split and metadata; a kernel of no m x n shape has none.
+TEST(KernelMeasurements, MeasurementsOfKernelsWriteAndReadBackAsATable) {
+  KernelDesc add;
+  add.cls = KernelClass::kMemoryBound;
+  add.dtype = DType::kFp32;
+  add.memory_op = MemoryOp::kBinary;
+  add.bytes_read = 3 * 4096.0 * 4;  // a [4096] tensor and half of one more, read
+  add.bytes_written = 2 * 4096.0 * 4;
+  KernelDesc norm =
+      memory_op_kernel(MemoryOp::kLayerNorm, DType::kBf16, 64, 1024, MemoryTraffic{2.0, 1.0});
+  std::vector<KernelMeasurement> rows;
+  rows.push_back(*measurement_of(gemm_kernel(DType::kTf32, 2, 64, 128, 256), 12.5e-6, "g"));
+  rows.push_back(*measurement_of(add, 3e-6, "a"));
+  rows.push_back(*measurement_of(norm, 7.25e-6, "n"));
+  rows[2].held_out = true;
+  EXPECT_DOUBLE_EQ(rows[1].traffic.reads, 1.5);
+  const std::string text = measurement_csv_text(rows, {{"gpu", "Test GPU"}, {"harness", "none"}});
+  EXPECT_TRUE(text.starts_with("# gpu: Test GPU\n# harness: none\n")) << text;
+  const auto back = read_measurement_csv(write_temp_table("written.csv", text));
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].kernel.dtype, DType::kTf32);
+  EXPECT_EQ(back[0].kernel.batch, 2);
+  EXPECT_DOUBLE_EQ(back[0].seconds, 12.5e-6);
+  EXPECT_DOUBLE_EQ(back[1].kernel.bytes_read, add.bytes_read);
+  EXPECT_DOUBLE_EQ(back[1].kernel.bytes_written, add.bytes_written);
+  EXPECT_DOUBLE_EQ(back[2].kernel.bytes_read, norm.bytes_read);
+  EXPECT_EQ(back[2].kernel.row_elements, 1024);
+  EXPECT_TRUE(back[2].held_out);
+  EXPECT_FALSE(back[1].held_out);
+  EXPECT_TRUE(back[0].harness_none);
+  KernelDesc odd = add;
+  odd.bytes_written = 3.0;  // under one fp32 element
+  EXPECT_FALSE(measurement_of(odd, 1e-6, "odd"));
+  KernelDesc attention;
+  attention.cls = KernelClass::kAttention;
+  EXPECT_FALSE(measurement_of(attention, 1e-6, "attention"));
+  EXPECT_THROW(measurement_csv_text(rows, {{"bad key", "x"}}), CalibrationDataError);
+}
+
 // `# curve: NAME` gives a table's ops a curve of their own: the fit makes it, maps the op to it,
 // and the op counts as measured; an op's tables must agree on it.
 TEST(KernelMeasurements, ACurveDeclarationFitsTheOpOnItsOwnCurve) {
@@ -264,21 +305,39 @@ TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
   EXPECT_GT(through_harness, kernel);  // the harness's floor (29.6 us) is above the kernel's time
 }
 
-// The GEMM fit describes its sweep's harness and anchors the rate on it: a GEMM table that
-// declares none is refused, naming the row, rather than fitted with a harness it does not have.
-TEST(KernelMeasurements, TheFitRefusesAGemmTableWithoutAHarness) {
+// A GEMM table of kernel times (`# harness: none`: a trace's kernel durations) fits its rate
+// against the model's kernel duration, no harness; one fit does not mix it with a harness-timed
+// table, and says so naming both.
+TEST(KernelMeasurements, AGemmTableOfKernelTimesFitsWithoutAHarness) {
   const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
   ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
   const HardwareProfile a100 = load_hardware_profile(hw.root());
-  const auto rows = read_measurement_csv(write_temp_table(
-      "gemm.csv", "# harness: none\nop,dtype,m,n,k,time_us\ngemm,fp16,256,256,256,10\n"));
+  // 2 m n k / time: 150 TFLOP/s at 4096^3 and below for the smaller shapes.
+  const auto rows = read_measurement_csv(
+      write_temp_table("gemm.csv",
+                       "# harness: none\nop,dtype,m,n,k,time_us\ngemm,fp16,4096,4096,4096,916.3\n"
+                       "gemm,fp16,2048,2048,2048,131.3\ngemm,fp16,8192,8192,8192,6871.9\n"
+                       "gemm,fp16,1024,1024,1024,27.5\ngemm,fp16,4096,1024,4096,249.2\n"));
+  const CalibrationResult fit = fit_kernel_calibration(rows, a100, "test");
+  EXPECT_FALSE(fit.calibration.measurement.contains("gemm"));
+  const GemmParams& p = fit.calibration.gemm_for(DType::kFp16);
+  EXPECT_LT(p.compute_scale, 1.0);  // 150 TFLOP/s is below the profile's 271 (MAMF)
+  ASSERT_EQ(fit.validation.size(), 1u);
+  EXPECT_LT(fit.validation[0].train_geomean, 0.10);
+  std::vector<KernelMeasurement> mixed = rows;
+  const auto timed = read_measurement_csv(
+      write_temp_table("timed.csv", "op,dtype,m,n,k,time_us\ngemm,fp16,256,256,256,10\n"));
+  mixed.insert(mixed.end(), timed.begin(), timed.end());
   try {
-    fit_kernel_calibration(rows, a100, "test");
-    ADD_FAILURE() << "fitted a GEMM table without a harness";
+    fit_kernel_calibration(mixed, a100, "test");
+    ADD_FAILURE() << "fitted GEMM rows of two timings together";
   } catch (const CalibrationDataError& e) {
-    EXPECT_NE(std::string(e.what()).find("gemm.csv:3: a GEMM table that declares"),
+    const std::string what = e.what();
+    EXPECT_NE(what.find("timed.csv:2: GEMM rows timed through a harness and GEMM rows of kernel "
+                        "time"),
               std::string::npos)
-        << e.what();
+        << what;
+    EXPECT_NE(what.find("gemm.csv:3"), std::string::npos) << what;
   }
 }
 

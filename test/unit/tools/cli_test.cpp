@@ -965,6 +965,42 @@ TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {
   EXPECT_FALSE(fs::exists(dir_ / "empty.h5"));
 }
 
+// The kernels of the 8-rank DLRM traces as a measurement table: what model mode describes, each
+// with its duration, even ranks train; the table reads back into `validate kernels`.
+TEST_F(Cli, ConvertTracesWritesTheTracedKernelsAsAMeasurementTable) {
+  const std::string traces =
+      quote(std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/dlrm");
+  const Result r = run("convert traces " + traces + " --out kernels.csv --provenance published");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"gemm/fp32           184 kernels (92 train, 92 held out)",
+        "left out: 64 collective kernels",
+        "wrote kernels.csv (1102 rows from 8 ranks; GPU: Tesla V100-SXM2-32GB)"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
+  }
+  const std::string table = read_file(dir_ / "kernels.csv");
+  EXPECT_TRUE(
+      table.starts_with("# source: upsim convert traces dlrm\n# harness: none\n"
+                        "# provenance: published\n# gpu: Tesla V100-SXM2-32GB\n"
+                        "op,dtype,m,n,k,batch,reads,writes,time_us,split\n"))
+      << table.substr(0, 300);
+  const Result v = run("validate kernels --llmcompass '' --csv kernels.csv --hardware " +
+                       quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/v100_sxm2_32gb.yaml") +
+                       " --calibration " +
+                       quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("gemm "), std::string::npos) << v.output;
+  const Result again = run("convert traces " + traces + " --out kernels.csv");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  const Result bad = run("convert traces " + traces + " --out other.csv --provenance guessed");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--provenance `guessed`; valid: measured, published"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "other.csv"));
+}
+
 // The GPT-3 layer's ops against measured per-kernel tables (synthetic rows): the ops with a row
 // are priced and labelled, the others listed as not measured.
 TEST_F(Cli, ValidateKernelsLayerFromTablesPricesTheMeasuredOps) {

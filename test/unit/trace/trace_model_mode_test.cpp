@@ -197,6 +197,25 @@ TEST(TraceModelMode, only_registered_operators_lend_their_shapes) {
   EXPECT_TRUE(op_kernel_desc("aten::add", "vectorized_elementwise_kernel", in, false));
 }
 
+// An fp32 GEMM is priced in tf32 when its kernel ran on TF32 tensor cores, as its name says;
+// a SIMT sgemm stays fp32, half inputs stay fp16.
+TEST(TraceModelMode, Fp32GemmsNamedAsTf32TensorCoreKernelsAreTf32) {
+  KinetoOpInputs in;
+  in.dims = {{512, 1024}, {1024, 256}};
+  in.types = {"float", "float"};
+  const auto dtype_of = [&](std::string_view kernel) {
+    return op_kernel_desc("aten::mm", kernel, in, false).value().dtype;
+  };
+  EXPECT_EQ(dtype_of("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x128_32x3_nn_align4>"),
+            DType::kTf32);
+  EXPECT_EQ(dtype_of("ampere_s1688gemm_128x128_ldg8_stages_32x3_nn"), DType::kTf32);
+  EXPECT_EQ(dtype_of("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32"), DType::kTf32);
+  EXPECT_EQ(dtype_of("volta_sgemm_128x64_nn"), DType::kFp32);
+  EXPECT_EQ(dtype_of("ampere_sgemm_32x32_sliced1x4_tn"), DType::kFp32);
+  in.types = {"c10::Half", "c10::Half"};
+  EXPECT_EQ(dtype_of("ampere_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"), DType::kFp16);
+}
+
 // One rank (global rank 2) of an 8-GPU job: an all-reduce of 4 MiB over the process group
 // {0, 2, 4, 6} (record_param_comms args, PyTorch >= 2.2) and one over the world group without
 // a recorded group. Priced over 1 member it cost nothing; now each is priced over its group's

@@ -123,7 +123,7 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
     const KernelDesc& kernel, const DeviceProfile& device) const {
   std::vector<std::string> notes;
   const KernelCalibration& c = calibration_;
-  if (c.fitted_on != device.name) {
+  if (c.fitted_on != device.name && !c.fitted_on_configuration_of(device)) {
     notes.push_back(fmt::format("calibration fitted on {}, used for {}", c.fitted_on, device.name));
   }
   switch (kernel.cls) {

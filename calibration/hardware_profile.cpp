@@ -8,10 +8,7 @@
 #include "sim/config/quantity_parse.h"
 
 namespace upsim {
-namespace {
 
-/// A `compute_capability` of "major.minor" (one digit each, as NVIDIA's CUDA GPU table writes
-/// it: 7.0, 8.0, 9.0, 10.0): major x 10 + minor.
 int32_t compute_capability(const ConfigNode& node) {
   const std::string text = node.as_string();
   const size_t dot = text.find('.');
@@ -29,6 +26,8 @@ int32_t compute_capability(const ConfigNode& node) {
   if (major < 1) node.fail(fmt::format("must be at least 1.0, got `{}`", text));
   return major * 10 + minor;
 }
+
+namespace {
 
 constexpr std::array<DType, kDTypeCount> kAllDTypes{DType::kFp32, DType::kTf32, DType::kFp16,
                                                     DType::kBf16, DType::kFp8,  DType::kInt8};

@@ -55,6 +55,10 @@
 
 namespace upsim {
 
+/// A `compute_capability` of "major.minor" (one digit each, as NVIDIA's CUDA GPU table writes
+/// it: 7.0, 8.0, 9.0, 10.0): major x 10 + minor. ConfigError at the node otherwise.
+int32_t compute_capability(const ConfigNode& node);
+
 /// Fractions of the datasheet peaks that real kernels reach, each in (0, 1].
 struct AchievableFractions {
   /// Achieved / datasheet arithmetic rate (best measured GEMM over the datasheet peak).

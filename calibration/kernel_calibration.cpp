@@ -1,5 +1,7 @@
 #include "calibration/kernel_calibration.h"
 
+#include "calibration/hardware_profile.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -221,6 +223,16 @@ bool KernelCalibration::curve_fitted(MemoryOp op) const {
   return false;
 }
 
+bool KernelCalibration::fitted_on_configuration_of(const DeviceProfile& device) const {
+  if (!fitted_on_device || device.compute_capability <= 0 || device.sm_count <= 0 ||
+      device.sm_boost_clock_mhz <= 0) {
+    return false;
+  }
+  const FittedDevice& f = *fitted_on_device;
+  return f.compute_capability == device.compute_capability && f.sm_count == device.sm_count &&
+         f.sm_boost_clock_mhz == device.sm_boost_clock_mhz;
+}
+
 const GemmParams& KernelCalibration::gemm_for(DType dtype) const {
   const std::optional<GemmParams>& own = gemm_by_dtype[static_cast<size_t>(dtype)];
   return own ? *own : gemm;
@@ -252,6 +264,15 @@ KernelCalibration load_kernel_calibration(const ConfigNode& node) {
   node.expect_map("a kernel calibration, as `upsim calibrate kernels` writes it");
   KernelCalibration c;
   c.fitted_on = node.get_string("fitted_on");
+  if (node.has("fitted_on_device")) {
+    const ConfigNode d = node.child("fitted_on_device");
+    d.expect_map("the fitted GPU's {compute_capability, sm_count, sm_boost_clock_mhz}");
+    FittedDevice f;
+    f.compute_capability = compute_capability(d.child("compute_capability"));
+    f.sm_count = static_cast<int32_t>(d.get_int_in("sm_count", 1, 100000));
+    f.sm_boost_clock_mhz = static_cast<int32_t>(d.get_int_in("sm_boost_clock_mhz", 1, 100000));
+    c.fitted_on_device = f;
+  }
   c.source = node.get_string("source");
   // 0 .. 1 ms: measured launch floors are a few microseconds (the seed's 5 us).
   c.kernel_overhead =
@@ -332,6 +353,12 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
   std::string out = header;
   if (!out.empty() && out.back() != '\n') out += '\n';
   out += fmt::format("fitted_on: {}\n", quoted(c.fitted_on));
+  if (c.fitted_on_device) {
+    const FittedDevice& d = *c.fitted_on_device;
+    out += fmt::format(
+        "fitted_on_device: {{compute_capability: {}.{}, sm_count: {}, sm_boost_clock_mhz: {}}}\n",
+        d.compute_capability / 10, d.compute_capability % 10, d.sm_count, d.sm_boost_clock_mhz);
+  }
   out += fmt::format("source: {}\n", quoted(c.source));
   out += fmt::format("kernel_overhead: {}\n", format_duration_exact(c.kernel_overhead));
   out += "gemm:\n";

@@ -4,6 +4,14 @@
 //
 // File schema (every key required unless marked optional; units in the strings):
 //   fitted_on: A100-SXM4-80GB        hardware profile `name` of the device the sweeps ran on
+//   fitted_on_device: {compute_capability: 8.0, sm_count: 108, sm_boost_clock_mhz: 1410}
+//                                    optional: that profile's compute configuration. A GPU of the
+//                                    same configuration (another memory or form factor of the
+//                                    same chip: A100 40GB and 80GB, SXM and PCIe) runs the same
+//                                    kernels on the same SMs at the same clock, and the fitted
+//                                    scales are relative to each profile's own peaks, bandwidth
+//                                    and achievable fractions: the file is its own there
+//                                    (CalibratedKernelCost::borrowed_calibration)
 //   source: "..."                    where the measurements came from
 //   kernel_overhead: 5us             fixed time added to every kernel the model prices when the
 //                                    hardware profile states none (load_calibrated)
@@ -126,8 +134,16 @@ struct AttentionCalibration {
   std::string source;
 };
 
+/// The compute configuration of the GPU a calibration was fitted on (`fitted_on_device`).
+struct FittedDevice {
+  int32_t compute_capability = 0;  ///< major x 10 + minor
+  int32_t sm_count = 0;
+  int32_t sm_boost_clock_mhz = 0;
+};
+
 struct KernelCalibration {
   std::string fitted_on;
+  std::optional<FittedDevice> fitted_on_device;
   std::string source;
   /// Added to every GEMM and memory-bound kernel the calibrated model prices. load_calibrated
   /// replaces it with the hardware profile's measured kernel_overhead (hardware_profile.h); the
@@ -150,6 +166,9 @@ struct KernelCalibration {
   std::vector<FitError> fit_errors;
 
   const GemmParams& gemm_for(DType dtype) const;
+  /// Whether `device` has the compute configuration the file was fitted on (same compute
+  /// capability, SM count and boost clock, all stated): its fit is its own there.
+  bool fitted_on_configuration_of(const DeviceProfile& device) const;
   /// The parameters attention kernels of `implementation` are priced with: its section, else
   /// the flash2 section, else AttentionParams{} (FlashAttention-2 on A100).
   AttentionParams attention_for(AttentionKernel implementation) const;

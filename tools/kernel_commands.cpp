@@ -181,7 +181,7 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "configs/hardware/a100_sxm4_80gb.yaml",
        "configs/calibration/a100_llmcompass.yaml",
        "test/data/llmcompass",
-       {}},
+       {"test/data/liger-kernel/a100_torch_cross_entropy_forward.csv"}},
       {"H100",
        "configs/hardware/h100_sxm5_80gb.yaml",
        "configs/calibration/h100_xla.yaml",

@@ -357,6 +357,10 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
                                          const HardwareProfile& hardware, std::string source) {
   KernelCalibration c;
   c.fitted_on = hardware.device.name;
+  const DeviceProfile& d = hardware.device;
+  if (d.compute_capability > 0 && d.sm_count > 0 && d.sm_boost_clock_mhz > 0) {
+    c.fitted_on_device = FittedDevice{d.compute_capability, d.sm_count, d.sm_boost_clock_mhz};
+  }
   c.source = std::move(source);
   c.curve_of_op = default_curve_of_op();
   c.split = std::string(kSplitRule);

@@ -67,12 +67,35 @@ TEST(BorrowedCalibration, A100FileOnA100) {
   EXPECT_EQ(note(model, memory_op(MemoryOp::kRotary), d), "<none>");
   EXPECT_EQ(note(model, memory_op(MemoryOp::kSwiglu), d), "<none>");
   EXPECT_EQ(note(model, memory_op(MemoryOp::kRelu), d), "<none>");
-  EXPECT_EQ(note(model, memory_op(MemoryOp::kCrossEntropy), d),
-            "cross_entropy: no measured curve, priced with the softmax curve");
+  // Cross-entropy has a measured curve of its own (PyTorch's CrossEntropyLoss on A100).
+  EXPECT_EQ(note(model, memory_op(MemoryOp::kCrossEntropy), d), "<none>");
   EXPECT_EQ(note(model, fused_attention(), d),
             "attention flash2: no flash2 section in the calibration fitted on A100-SXM4-80GB, "
             "priced with FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv "
             "2307.08691)");
+}
+
+// A GPU of the fitted one's compute configuration (same compute capability, SMs and clock:
+// another memory or form factor of the chip) borrows nothing; another configuration does.
+TEST(BorrowedCalibration, TheFileIsItsOwnOnAGpuOfTheFittedConfiguration) {
+  for (const char* same : {"a100_sxm4_40gb.yaml", "a100_pcie_80gb.yaml", "a100_pcie_40gb.yaml"}) {
+    const HardwareProfile hw = profile(same);
+    const CalibratedKernelCost model(calibration("a100_llmcompass.yaml"), hw.achievable);
+    EXPECT_EQ(note(model, gemm_kernel(DType::kFp16, 1, 4096, 4096, 4096), hw.device), "<none>")
+        << same;
+    EXPECT_TRUE(model.calibration().fitted_on_configuration_of(hw.device)) << same;
+  }
+  const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
+  const CalibratedKernelCost on_v100(calibration("a100_llmcompass.yaml"), v100.achievable);
+  EXPECT_EQ(note(on_v100, gemm_kernel(DType::kFp16, 1, 4096, 4096, 4096), v100.device),
+            "calibration fitted on A100-SXM4-80GB, used for V100-SXM2-32GB");
+  // A file that does not state its device's configuration is borrowed on any other GPU.
+  KernelCalibration unstated = calibration("a100_llmcompass.yaml");
+  unstated.fitted_on_device.reset();
+  const HardwareProfile a100_40 = profile("a100_sxm4_40gb.yaml");
+  const CalibratedKernelCost old_file(unstated, a100_40.achievable);
+  EXPECT_EQ(note(old_file, gemm_kernel(DType::kFp16, 1, 4096, 4096, 4096), a100_40.device),
+            "calibration fitted on A100-SXM4-80GB, used for A100-SXM4-40GB");
 }
 
 // fp8 on A100 (no fp8 unit) is an error naming the GPU and the dtype, in the calibrated model

@@ -130,6 +130,16 @@ TEST(CalibratedKernelCost, BadFilesGiveClearErrors) {
             std::string::npos);
   EXPECT_NE(load_error(replaced(good, "kernel_overhead: 5us\n", "")).find("kernel_overhead"),
             std::string::npos);
+  // fitted_on_device: optional; when given, every key and a compute capability major.minor.
+  const std::string device =
+      "fitted_on_device: {compute_capability: 8.0, sm_count: 108, sm_boost_clock_mhz: 1410}\n";
+  const std::string with_device = replaced(good, "source:", device + "source:");
+  EXPECT_EQ(load_error(with_device), "no error");
+  EXPECT_NE(load_error(replaced(with_device, "compute_capability: 8.0", "compute_capability: 80"))
+                .find("must be major.minor"),
+            std::string::npos);
+  EXPECT_NE(load_error(replaced(with_device, ", sm_count: 108", "")).find("sm_count"),
+            std::string::npos);
 }
 
 TEST(CalibratedKernelCost, RegistryBuildsItFromTheShippedFile) {

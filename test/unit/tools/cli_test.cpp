@@ -657,11 +657,11 @@ TEST_F(Cli, ResolvedScenarioReproducesTheRun) {
 }
 
 TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
-  // dlrm_4gpu borrows an A100-80GB calibration for an A100-40GB: a warning.
-  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  // dlrm_4gv100 borrows an A100-80GB calibration for a Quadro GV100: a warning.
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gv100.yaml");
   const Result r = run("run " + scenario + " --out a --no-trace");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.out.rfind("scenario: dlrm_4gpu", 0), 0U) << r.out;
+  EXPECT_EQ(r.out.rfind("scenario: dlrm_4gv100", 0), 0U) << r.out;
   EXPECT_NE(r.out.find("predicted iteration time:"), std::string::npos) << r.out;
   for (const char* progress : {"warning", "simulated ", "outputs: "})
     EXPECT_EQ(r.out.find(progress), std::string::npos) << progress << " on stdout:\n" << r.out;

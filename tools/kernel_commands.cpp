@@ -8,6 +8,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <ostream>
 
 #include "calibration/calibrated_kernel_cost.h"
@@ -41,6 +42,8 @@ struct MeasurementOptions {
   std::vector<std::string> csv_files;
   std::vector<std::string> hdf5_files;
   std::string hardware = "configs/hardware/a100_sxm4_80gb.yaml";
+  /// TABLE=PROFILE: the --csv / --hdf5 table TABLE was measured on the GPU of PROFILE.
+  std::vector<std::string> measured_on;
 };
 
 void add_measurement_options(po::options_description& desc, MeasurementOptions& m) {
@@ -56,20 +59,54 @@ void add_measurement_options(po::options_description& desc, MeasurementOptions& 
        "a measurement table in upsim's HDF5 layout (calibration/fitting/hdf5_measurements.h); "
        "repeatable")  //
       ("hardware", po::value<std::string>(&m.hardware)->default_value(m.hardware),
-       "hardware profile of the GPU the measurements were taken on");
+       "hardware profile of the GPU the measurements were taken on")  //
+      ("measured-on", po::value<std::vector<std::string>>(&m.measured_on)->composing(),
+       "TABLE=PROFILE: the --csv or --hdf5 table TABLE was measured on the GPU of hardware "
+       "profile PROFILE, another memory or form factor of --hardware's chip (A100 PCIe for an "
+       "A100 SXM4 fit): its rows are priced on that profile; repeatable");
+}
+
+HardwareProfile read_hardware(const std::string& path);
+
+/// --measured-on TABLE=PROFILE: each table's profile, loaded. A TABLE that is not one of the
+/// --csv / --hdf5 inputs, or an entry without `=`, is a command-line error.
+std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profiles(
+    const MeasurementOptions& m) {
+  std::map<std::string, std::shared_ptr<const HardwareProfile>> out;
+  for (const std::string& entry : m.measured_on) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
+      throw po::error(fmt::format("--measured-on `{}`: expected TABLE=PROFILE", entry));
+    }
+    const std::string table = entry.substr(0, eq);
+    const bool given =
+        std::find(m.csv_files.begin(), m.csv_files.end(), table) != m.csv_files.end() ||
+        std::find(m.hdf5_files.begin(), m.hdf5_files.end(), table) != m.hdf5_files.end();
+    if (!given) {
+      throw po::error(fmt::format(
+          "--measured-on `{}`: `{}` is not one of the --csv or --hdf5 tables", entry, table));
+    }
+    out[table] = std::make_shared<const HardwareProfile>(read_hardware(entry.substr(eq + 1)));
+  }
+  return out;
 }
 
 std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
+  const auto measured_on = measured_on_profiles(m);
   std::vector<KernelMeasurement> rows;
   if (!m.llmcompass_dir.empty()) rows = read_llmcompass_dir(m.llmcompass_dir, m.gpu);
-  for (const std::string& f : m.csv_files) {
-    std::vector<KernelMeasurement> more = read_measurement_csv(f);
+  const auto add = [&](const std::string& file, std::vector<KernelMeasurement> more) {
+    const auto it = measured_on.find(file);
+    if (it != measured_on.end()) {
+      for (KernelMeasurement& row : more)
+        row.measured_on = it->second;
+    }
     rows.insert(rows.end(), more.begin(), more.end());
-  }
-  for (const std::string& f : m.hdf5_files) {
-    std::vector<KernelMeasurement> more = read_measurement_hdf5(f);
-    rows.insert(rows.end(), more.begin(), more.end());
-  }
+  };
+  for (const std::string& f : m.csv_files)
+    add(f, read_measurement_csv(f));
+  for (const std::string& f : m.hdf5_files)
+    add(f, read_measurement_hdf5(f));
   if (rows.empty()) {
     throw std::runtime_error("no measurements: give --llmcompass, --csv or --hdf5");
   }
@@ -173,6 +210,8 @@ struct ShippedKernelSet {
   std::string calibration;
   std::string llmcompass_dir;
   std::vector<std::string> csv_files;
+  /// TABLE=PROFILE for the tables measured on another GPU of the generation (--measured-on).
+  std::vector<std::string> measured_on;
 };
 
 std::vector<ShippedKernelSet> shipped_kernel_sets() {
@@ -181,7 +220,9 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "configs/hardware/a100_sxm4_80gb.yaml",
        "configs/calibration/a100_llmcompass.yaml",
        "test/data/llmcompass",
-       {"test/data/liger-kernel/a100_torch_cross_entropy_forward.csv"}},
+       {"test/data/liger-kernel/a100_torch_cross_entropy_forward.csv",
+        "test/data/triton-matmul/a100_pcie_fp32_cublas.csv"},
+       {"test/data/triton-matmul/a100_pcie_fp32_cublas.csv=configs/hardware/a100_pcie_80gb.yaml"}},
       {"H100",
        "configs/hardware/h100_sxm5_80gb.yaml",
        "configs/calibration/h100_xla.yaml",
@@ -191,7 +232,8 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/liger-kernel/h100_rms_norm_forward.csv",
         "test/data/liger-kernel/h100_relu_squared.csv",
         "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
-        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv"}},
+        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv"},
+       {}},
   };
 }
 
@@ -233,6 +275,7 @@ void print_shipped_kernel_validation(std::ostream& out) {
     MeasurementOptions m;
     m.llmcompass_dir = set.llmcompass_dir;
     m.csv_files = set.csv_files;
+    m.measured_on = set.measured_on;
     const std::vector<KernelMeasurement> rows = read_measurements(m);
     const std::vector<KernelValidationRow> table = validate_kernels(rows, model, hw.device);
     out << fmt::format("{} ({}), calibration {}, measurements: {}\n", set.generation,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -42,6 +43,11 @@ Duration round_to_ns(double us) {
   return Duration::from_us_f(std::round(us * 1e3) / 1e3);
 }
 
+/// The profile that prices `row`: the one it was measured on, else the fit's.
+const HardwareProfile& profile_of(const KernelMeasurement& row, const HardwareProfile& fit) {
+  return row.measured_on ? *row.measured_on : fit;
+}
+
 double squared_log_error(double predicted, double measured) {
   const double r = std::log(predicted / measured);
   return r * r;
@@ -73,7 +79,8 @@ double gemm_objective(const std::vector<const KernelMeasurement*>& rows, const H
                       double offset_us) {
   double sum = 0.0;
   for (const KernelMeasurement* r : rows) {
-    const GemmEstimate est = estimate_gemm(r->kernel, hw.device, hw.achievable, p);
+    const HardwareProfile& on = profile_of(*r, hw);
+    const GemmEstimate est = estimate_gemm(r->kernel, on.device, on.achievable, p);
     const double core = std::max(est.compute_seconds / compute_speedup, est.memory_seconds);
     sum += squared_log_error(harness_predict(floor_us, offset_us, core), r->seconds);
   }
@@ -151,8 +158,14 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
     const Objective objective = [&](const std::vector<double>& x) {
       return gemm_objective(rows, hw, params_of(x), harness.compute_speedup, floor_us, offset_us);
     };
+    // compute_scale up to what takes the rows' lowest achievable fraction to the peak (the
+    // model stops at the peak: estimate_gemm), at most 2.
+    double lowest = hw.achievable.compute;
+    for (const KernelMeasurement* r : rows)
+      lowest = std::min(lowest, profile_of(*r, hw).achievable.compute);
+    const double top = std::min(2.0, 1.0 / lowest);
     const std::vector<Box> box{
-        {std::log(0.1), std::log(2.0)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};
+        {std::log(0.1), std::log(top)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};
     for (double k0 : kStartKOverheads) {
       const auto [x, value] = compass_search(objective, {0.0, 0.0, k0}, {0.1, 0.1, 32.0}, box);
       if (value < best) {
@@ -178,44 +191,56 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
   for (const KernelMeasurement* r : rows) {
     by_class[rate_class(r->kernel.dtype)].push_back(r);
   }
-  DType primary = by_class.begin()->first;
+  // Kernel times as measured (`# harness: none`: a trace's kernel durations, a benchmark's
+  // GPU time per call) have no harness to fit: such a class fits its rate against the model's
+  // kernel duration, core + kernel_overhead. Timed classes share the primary's harness. One
+  // class of both timings is refused.
+  std::map<DType, bool> kernel_times;
   for (const auto& [dtype, class_rows] : by_class) {
+    const auto none = std::count_if(class_rows.begin(), class_rows.end(),
+                                    [](const KernelMeasurement* r) { return r->harness_none; });
+    if (none > 0 && static_cast<size_t>(none) != class_rows.size()) {
+      const auto timed = std::find_if(class_rows.begin(), class_rows.end(),
+                                      [](const KernelMeasurement* r) { return !r->harness_none; });
+      const auto own = std::find_if(class_rows.begin(), class_rows.end(),
+                                    [](const KernelMeasurement* r) { return r->harness_none; });
+      throw CalibrationDataError(fmt::format(
+          "{}: GEMM rows timed through a harness and GEMM rows of kernel time (`# harness: "
+          "none`, {}) of one dtype cannot be fitted together: the fit describes one timing per "
+          "dtype; fit them apart",
+          (*timed)->origin, (*own)->origin));
+    }
+    kernel_times[dtype] = none > 0;
+  }
+  // The primary: the timed class with the most rows (fp16/bf16 first on a tie), else the
+  // class with the most rows.
+  const bool any_timed = std::any_of(kernel_times.begin(), kernel_times.end(),
+                                     [](const auto& entry) { return !entry.second; });
+  std::optional<DType> primary;
+  for (const auto& [dtype, class_rows] : by_class) {
+    if (any_timed && kernel_times.at(dtype)) continue;
     const size_t n = class_rows.size();
-    const size_t best_n = by_class.at(primary).size();
-    if (n > best_n || (n == best_n && dtype == DType::kFp16)) primary = dtype;
+    const size_t best_n = primary ? by_class.at(*primary).size() : 0;
+    if (!primary || n > best_n || (n == best_n && dtype == DType::kFp16)) primary = dtype;
   }
-  // Kernel times as measured (`# harness: none`, e.g. a trace's kernel durations): no harness
-  // to fit, every class fits its own rate against the model's kernel duration, core +
-  // kernel_overhead. The rows of one fit share one timing: both kinds together are refused.
-  const auto none = std::count_if(rows.begin(), rows.end(),
-                                  [](const KernelMeasurement* r) { return r->harness_none; });
-  const bool kernel_times = none > 0;
-  if (kernel_times && static_cast<size_t>(none) != rows.size()) {
-    const auto timed = std::find_if(rows.begin(), rows.end(),
-                                    [](const KernelMeasurement* r) { return !r->harness_none; });
-    const auto own = std::find_if(rows.begin(), rows.end(),
-                                  [](const KernelMeasurement* r) { return r->harness_none; });
-    throw CalibrationDataError(fmt::format(
-        "{}: GEMM rows timed through a harness and GEMM rows of kernel time (`# harness: none`, "
-        "{}) cannot be fitted together: the GEMM fit describes one timing; fit them apart",
-        (*timed)->origin, (*own)->origin));
-  }
-  HarnessOverhead harness;
+  const HarnessOverhead kernel_duration{Duration::zero(), out.kernel_overhead, 1.0};
+  HarnessOverhead harness = kernel_duration;
   GemmParams primary_params;
-  if (kernel_times) {
-    harness = HarnessOverhead{Duration::zero(), out.kernel_overhead, 1.0};
-    primary_params = fit_gemm_secondary(by_class.at(primary), hw, harness);
-  } else {
-    fit_gemm_primary(by_class.at(primary), hw, primary_params, harness);
+  if (any_timed) {
+    fit_gemm_primary(by_class.at(*primary), hw, primary_params, harness);
     out.measurement["gemm"] = harness;
+  } else {
+    primary_params = fit_gemm_secondary(by_class.at(*primary), hw, kernel_duration);
   }
   const auto assign = [&](DType rate, const GemmParams& p) {
     out.gemm_by_dtype[static_cast<size_t>(rate)] = p;
     if (rate == DType::kFp16) out.gemm_by_dtype[static_cast<size_t>(DType::kBf16)] = p;
   };
-  assign(primary, primary_params);
+  assign(*primary, primary_params);
   for (const auto& [dtype, class_rows] : by_class) {
-    if (dtype != primary) assign(dtype, fit_gemm_secondary(class_rows, hw, harness));
+    if (dtype == *primary) continue;
+    assign(dtype,
+           fit_gemm_secondary(class_rows, hw, kernel_times.at(dtype) ? kernel_duration : harness));
   }
   out.gemm = primary_params;
   out.gemm.k_overhead = 0.0;
@@ -288,7 +313,8 @@ void fit_curve(const std::string& curve_name, const std::vector<const KernelMeas
       const MemoryCurve c = curve_of(x);
       double sum = 0.0;
       for (size_t i = 0; i < rows.size(); ++i) {
-        const double core = memory_bound_seconds(rows[i]->kernel, hw.device, hw.achievable, c);
+        const HardwareProfile& on = profile_of(*rows[i], hw);
+        const double core = memory_bound_seconds(rows[i]->kernel, on.device, on.achievable, c);
         const size_t o = op_index[i];
         sum +=
             squared_log_error(harness_predict(x[2 + 2 * o], x[3 + 2 * o], core), rows[i]->seconds);
@@ -370,7 +396,7 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
   std::map<std::string, std::vector<const KernelMeasurement*>> curve_rows;
   std::array<std::vector<const KernelMeasurement*>, kAttentionKernelCount> attention_rows;
   for (const KernelMeasurement& m : measurements) {
-    require_priceable(m, hardware.device);
+    require_priceable(m, profile_of(m, hardware).device);
     if (m.held_out) continue;
     if (m.kernel.cls == KernelClass::kGemm) {
       gemm_rows.push_back(&m);

@@ -14,11 +14,16 @@
 //    k_overhead. The result is the GEMM entry of each measured dtype (fp16 and bf16 stand in
 //    for each other); `default` (every unmeasured dtype) is the primary's tile and
 //    memory_scale with k_overhead 0, since the prologue/epilogue was measured in K-steps of
-//    the primary dtype. GEMM rows of kernel time (`# harness: none`: kernel_measurements.h, a
-//    trace's kernel durations) have no harness to fit: every class, the primary too, fits its
-//    compute_scale, tile, memory_scale and k_overhead against the model's kernel duration (core
-//    + kernel_overhead), and no `measurement: gemm` is written. Rows of both timings together
-//    are a CalibrationDataError.
+//    the primary dtype. A class of kernel times (`# harness: none`: kernel_measurements.h, a
+//    trace's kernel durations, a benchmark's GPU time per call) has no harness to fit: it fits
+//    its compute_scale, tile, memory_scale and k_overhead against the model's kernel duration
+//    (core + kernel_overhead), and the primary is the largest timed class; with no timed class
+//    the largest class fits so too and no `measurement: gemm` is written. One dtype's rows of
+//    both timings are a CalibrationDataError.
+//  - Rows measured on another GPU than the fit's (KernelMeasurement::measured_on: another
+//    memory or form factor of the same chip, `calibrate kernels --measured-on`) are priced on
+//    that GPU's profile (its peaks, bandwidth and achievable fractions), so the fitted scales,
+//    relative to the profile, describe the fit's GPU.
 //  - Memory-bound curves: each curve named by the ops' map (default_curve_of_op(), or a table's
 //    `# curve:` declaration) that has measured ops gets
 //    bandwidth_scale, and, where its ops are row-wise, long_row_bytes (grid over 1 KiB .. 128 KiB

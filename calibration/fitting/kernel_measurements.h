@@ -73,6 +73,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,7 @@
 #include <utility>
 #include <vector>
 
+#include "calibration/hardware_profile.h"
 #include "sim/cost_models.h"
 
 namespace upsim {
@@ -112,6 +114,9 @@ struct KernelMeasurement {
   std::string provenance;
   /// A memory op's traffic as its table states it (kernel holds the bytes it implies).
   MemoryTraffic traffic;
+  /// The GPU the row was measured on when it is not the fit's or the validation's (`--hardware`):
+  /// its profile prices the row (fit_kernel_calibration.h). nullptr: that GPU.
+  std::shared_ptr<const HardwareProfile> measured_on;
   /// The table's `# curve:` for a memory op: the name of the memory-bound curve its rows fit and
   /// its op is priced on, or "" for the op's default curve (default_curve_of_op()).
   std::string curve;

@@ -45,6 +45,11 @@ void require_priceable(const KernelMeasurement& m, const DeviceProfile& device) 
 double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const KernelMeasurement& measurement,
                                      const DeviceProfile& device) {
+  if (measurement.measured_on && measurement.measured_on->device.name != device.name) {
+    // Priced on the GPU it was measured on, with the same calibration.
+    const CalibratedKernelCost on(model.calibration(), measurement.measured_on->achievable);
+    return predicted_measurement_seconds(on, measurement, measurement.measured_on->device);
+  }
   const auto& harness = model.calibration().measurement;
   const auto it = harness.find(measurement.op);
   if (it == harness.end() || measurement.harness_none) {
@@ -93,7 +98,7 @@ std::vector<KernelValidationRow> validate_kernels(
     } else if (provenance[label] != stated) {
       provenance[label] = "mixed";
     }
-    require_priceable(m, device);
+    require_priceable(m, m.measured_on ? m.measured_on->device : device);
     const double e = predicted_measurement_seconds(model, m, device) / m.seconds - 1.0;
     auto& [train, held_out] = errors[label];
     (m.held_out ? held_out : train).push_back(e);

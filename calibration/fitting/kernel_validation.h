@@ -39,7 +39,8 @@ struct KernelValidationRow {
 /// wrong --hardware).
 void require_priceable(const KernelMeasurement& measurement, const DeviceProfile& device);
 
-/// Predicted value of `measurement` in seconds (see the header comment).
+/// Predicted value of `measurement` in seconds (see the header comment), on the GPU it was
+/// measured on (KernelMeasurement::measured_on) when that is not `device`.
 double predicted_measurement_seconds(const CalibratedKernelCost& model,
                                      const KernelMeasurement& measurement,
                                      const DeviceProfile& device);

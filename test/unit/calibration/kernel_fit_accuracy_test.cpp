@@ -36,6 +36,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,8 +58,12 @@ const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 constexpr const char* kSource =
     "LLMCompass A100 sweeps test/data/llmcompass/{matmul,softmax,layernorm,gelu}_A100.csv "
     "(BSD-3-Clause; copies in test/data/llmcompass); Liger-Kernel's A100 benchmark of PyTorch's "
-    "cross-entropy forward, test/data/liger-kernel/a100_torch_cross_entropy_forward.csv (see its "
-    "SOURCES.md)";
+    "cross-entropy forward, test/data/liger-kernel/a100_torch_cross_entropy_forward.csv; cuBLAS "
+    "fp32 GEMMs on A100 80GB PCIe from a Triton issue, "
+    "test/data/triton-matmul/a100_pcie_fp32_cublas.csv (see their SOURCES.md)";
+// cuBLAS fp32 (SIMT) GEMMs measured on the A100 PCIe part (published, GPU time per call, 24
+// square shapes; measured held-out 4.14%, 12 points), priced on its profile in the A100 fit.
+constexpr const char* kA100Fp32Table = "a100_pcie_fp32_cublas.csv";
 // PyTorch's CrossEntropyLoss forward on A100 (published, kernel time, 6 sizes; measured
 // held-out 2.98%, 3 points), fitted with the LLMCompass sweeps into the shipped A100 file.
 constexpr const char* kA100CrossEntropyTable = "a100_torch_cross_entropy_forward.csv";
@@ -131,20 +136,38 @@ TEST(KernelFitAccuracy, HeldOutErrorPerOpWithinTenPercentAndShippedFileIsTheFit)
       read_measurement_csv(kData / "liger-kernel" / kA100CrossEntropyTable);
   ASSERT_EQ(ce.size(), 6u);
   data.insert(data.end(), ce.begin(), ce.end());
+  std::vector<KernelMeasurement> fp32 =
+      read_measurement_csv(kData / "triton-matmul" / kA100Fp32Table);
+  ASSERT_EQ(fp32.size(), 24u);
+  const auto pcie = std::make_shared<const HardwareProfile>(profile("a100_pcie_80gb.yaml"));
+  for (KernelMeasurement& row : fp32)
+    row.measured_on = pcie;
+  data.insert(data.end(), fp32.begin(), fp32.end());
   const CalibrationResult result = fit_kernel_calibration(data, a100, kSource);
   std::printf("%s", format_kernel_validation(result.validation).c_str());
-  ASSERT_EQ(result.validation.size(), 5u);
+  ASSERT_EQ(result.validation.size(), 6u);
   for (const KernelValidationRow& row : result.validation) {
     EXPECT_GE(row.held_out_points, row.op == "cross_entropy" ? 3u : 10u) << row.op;
     EXPECT_LT(row.held_out_geomean, 0.10) << row.op;
   }
+  EXPECT_EQ(result.validation[5].op, "gemm/fp32");
+  // Physics: the fp32 fit never prices a GEMM above the fp32 peak, even at a huge K.
+  const CalibratedKernelCost fitted(result.calibration, a100.achievable);
+  const KernelDesc huge = gemm_kernel(DType::kFp32, 1, 8192, 8192, 65536);
+  const double tflops =
+      2.0 * 8192.0 * 8192.0 * 65536.0 / fitted.core_seconds(huge, a100.device) * 1e-12;
+  EXPECT_LE(tflops, 19.5 * (1 + 1e-9));
+  EXPECT_GT(tflops, 0.9 * 19.5);
   EXPECT_EQ(result.calibration.curve_of_op[static_cast<size_t>(MemoryOp::kCrossEntropy)],
             "cross_entropy");
   const std::string text = kernel_calibration_yaml(result.calibration, calibration_header(result));
   EXPECT_EQ(read_text(kConfigs / "calibration" / "a100_llmcompass.yaml"), text)
       << "configs/calibration/a100_llmcompass.yaml is stale: regenerate it with `upsim calibrate "
          "kernels --csv test/data/liger-kernel/"
-      << kA100CrossEntropyTable << " --hardware configs/hardware/a100_sxm4_80gb.yaml --source '"
+      << kA100CrossEntropyTable << " --csv test/data/triton-matmul/" << kA100Fp32Table
+      << " --measured-on test/data/triton-matmul/" << kA100Fp32Table
+      << "=configs/hardware/a100_pcie_80gb.yaml --hardware configs/hardware/a100_sxm4_80gb.yaml "
+         "--source '"
       << kSource << "' --out configs/calibration/a100_llmcompass.yaml --force`";
 
   // validate_kernels on the shipped file gives the same table.

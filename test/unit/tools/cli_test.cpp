@@ -774,7 +774,7 @@ TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
   ASSERT_EQ(times.size(), 4u) << summary;
   EXPECT_EQ(times, rank_iteration_times(read_file(dir_ / "long" / "summary.txt")));
   for (const std::string& t : times)
-    EXPECT_EQ(t, "3.6918") << summary;
+    EXPECT_EQ(t, "3.9660") << summary;
   EXPECT_NE(steady.err.find("steady-state search"), std::string::npos) << steady.err;
 }
 
@@ -860,8 +860,9 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
        {"A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
         "attention_forward/flash3  published", "rms_norm                  published",
-        "no fit of its own (default parameters): gemm fp32, tf32; attention",
-        "memory-bound softmax", "cross_entropy             published"}) {
+        "no fit of its own (default parameters): gemm tf32; attention",
+        "gemm/fp32          published", "memory-bound softmax",
+        "cross_entropy             published"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
   EXPECT_EQ(r.output.find("fp8; attention flash2"), std::string::npos) << "A100 has no fp8 unit\n"
@@ -963,6 +964,35 @@ TEST_F(Cli, ConvertKernelsToHdf5KeepsEveryRowAndItsSplit) {
   EXPECT_EQ(nothing.exit_code, 2);
   EXPECT_NE(nothing.output.find("no measurements"), std::string::npos) << nothing.output;
   EXPECT_FALSE(fs::exists(dir_ / "empty.h5"));
+}
+
+// --measured-on: a table measured on another GPU of the fit's chip is priced on its profile; an
+// entry that names no input table, or has no `=`, is refused.
+TEST_F(Cli, MeasuredOnPricesATableOnItsOwnGpuAndRefusesUnknownTables) {
+  const std::string root = UPSIM_SOURCE_ROOT;
+  const std::string table = root + "/test/data/triton-matmul/a100_pcie_fp32_cublas.csv";
+  const std::string pcie = std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_pcie_80gb.yaml";
+  const std::string common =
+      "validate kernels --llmcompass '' --csv " + quote(table) + " --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml");
+  const Result on_pcie = run(common + " --measured-on " + quote(table + "=" + pcie));
+  ASSERT_EQ(on_pcie.exit_code, 0) << on_pcie.output;
+  EXPECT_NE(on_pcie.output.find("gemm               published      12        12"),
+            std::string::npos)
+      << on_pcie.output;
+  // The same rows read as SXM4 measurements: another (wrong) prediction.
+  const Result on_sxm = run(common);
+  ASSERT_EQ(on_sxm.exit_code, 0) << on_sxm.output;
+  EXPECT_NE(on_pcie.output, on_sxm.output);
+  const Result unknown = run(common + " --measured-on " + quote("other.csv=" + pcie));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.output.find("`other.csv` is not one of the --csv or --hdf5 tables"),
+            std::string::npos)
+      << unknown.output;
+  const Result malformed = run(common + " --measured-on " + quote(table));
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.output.find("expected TABLE=PROFILE"), std::string::npos) << malformed.output;
 }
 
 // The kernels of the 8-rank DLRM traces as a measurement table: what model mode describes, each

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "sim/config/quantity_parse.h"
@@ -99,6 +100,34 @@ void scale_peaks(DeviceProfile& device, double scale, const ConfigNode& blame) {
   }
 }
 
+/// The SM clock kernels run at, as a fraction of sm_boost_clock_mhz: `sustained_sm_clock_mhz`
+/// (a measured clock under sustained load), or from a power cap `power_limit_w` below `tdp_w`:
+/// CMOS dynamic power P = a C V^2 f with the voltage following the clock in the DVFS range,
+/// P ~ f^3, so f = boost x (limit / tdp)^(1/3) (a physics prior, not a measurement). 1 without
+/// either. ConfigError for both at once, one power key without the other, a limit above the
+/// TDP or a sustained clock above the boost clock.
+double sustained_clock_scale(const ConfigNode& compute, const DeviceProfile& device) {
+  const bool sustained = compute.has("sustained_sm_clock_mhz");
+  const bool limit = compute.has("power_limit_w");
+  const bool tdp = compute.has("tdp_w");
+  if (sustained && (limit || tdp)) {
+    compute.child("sustained_sm_clock_mhz")
+        .fail("give either the sustained clock or a power limit (power_limit_w, tdp_w), not both");
+  }
+  if (sustained) {
+    const int64_t mhz = compute.get_int_in("sustained_sm_clock_mhz", 1, device.sm_boost_clock_mhz);
+    return static_cast<double>(mhz) / static_cast<double>(device.sm_boost_clock_mhz);
+  }
+  if (limit != tdp) {
+    compute.child(limit ? "power_limit_w" : "tdp_w")
+        .fail("needs both power_limit_w (the board's cap, W) and tdp_w (its rated TDP, W)");
+  }
+  if (!limit) return 1.0;
+  const int64_t rated = compute.get_int_in("tdp_w", 1, 100'000);
+  const int64_t cap = compute.get_int_in("power_limit_w", 1, rated);
+  return std::cbrt(static_cast<double>(cap) / static_cast<double>(rated));
+}
+
 }  // namespace
 
 HardwareProfile load_hardware_profile(const ConfigNode& profile) {
@@ -167,6 +196,16 @@ HardwareProfile load_hardware_profile(const ConfigNode& profile) {
                             format_bandwidth(device.l2_bandwidth),
                             format_bandwidth(kHardwareRanges.max_memory_bandwidth)));
     }
+  }
+
+  const double sustained = sustained_clock_scale(compute, device);
+  if (sustained != 1.0) {
+    const char* key =
+        compute.has("sustained_sm_clock_mhz") ? "sustained_sm_clock_mhz" : "power_limit_w";
+    scale_peaks(device, sustained, compute.child(key));
+    device.l2_bandwidth = device.l2_bandwidth * sustained;
+    device.sustained_sm_clock_mhz =
+        static_cast<int32_t>(std::lround(sustained * device.sm_boost_clock_mhz));
   }
 
   const ConfigNode host_link_node = profile.read_for(kHardwareHostLinkUse);

@@ -29,6 +29,17 @@
 //    the stacks set them), and neither do times fitted in seconds (kernel_overhead, the
 //    embedding model's latencies and floors, the host overheads). Embedding lookups are priced
 //    at the stated SM count (calibrated_kernel_cost.h says why).
+//  - Clocks and power: kernels run at the boost clock unless the profile states the clock it
+//    holds under sustained load, `sustained_sm_clock_mhz` (at most sm_boost_clock_mhz: a measured
+//    or vendor-stated clock of a power- or thermally limited part), or a power cap,
+//    `power_limit_w` below `tdp_w` (both in W; the board's cap and its rated TDP), from which the
+//    clock follows as boost x (power_limit_w / tdp_w)^(1/3): CMOS dynamic power is a C V^2 f and
+//    the voltage follows the clock in the DVFS range, so power ~ f^3 (a physics prior, named so;
+//    a measured sustained clock replaces it). Either scales every compute peak and the L2
+//    bandwidth by clock / boost (after the what-if scaling above), not the HBM bandwidth; the
+//    achievable fractions and fitted scales follow the peaks. Giving both, one power key alone,
+//    a limit above the TDP or a sustained clock above the boost clock is a ConfigError.
+//    DeviceProfile::sustained_sm_clock_mhz records the clock (0: boost).
 //  - `pcie_generation` gives the host link (pcie_x16_bandwidth), which also caps a fabric's
 //    PCIe links at the GPU (topology/fabric_loader.h).
 //  - The achievable fractions are not part of DeviceProfile (a sim/ type that holds datasheet
@@ -118,7 +129,8 @@ struct HardwareProfile {
 ///   name, compute_capability (optional, "major.minor"), peak_flops.{fp32,tf32,fp16,bf16,fp8,
 ///   int8}, peak_flops_at.{sm_count,
 ///   sm_boost_clock_mhz} (optional, see the contract), hbm.{bandwidth,size},
-///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, pcie_generation,
+///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, sustained_sm_clock_mhz or
+///   tdp_w + power_limit_w (optional, see the contract), pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
 ///   fp8 peak)}, kernel_overhead (optional). The DeviceProfile's peaks and L2 bandwidth are the
 ///   stated ones scaled to sm_count and the clock (the contract). Throws ConfigError (via

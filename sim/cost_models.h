@@ -54,6 +54,9 @@ struct DeviceProfile {
   /// SM boost clock (datasheet or whitepaper), MHz. With sm_count it ties the fp32 peak to the
   /// FP32 lanes per SM (peak = 2 x lanes x SMs x clock); the profiles are checked against it.
   int32_t sm_boost_clock_mhz = 0;
+  /// The SM clock under sustained load when a profile states it below the boost clock (a
+  /// power-capped or thermally limited part), MHz; the peaks are scaled to it. 0: the boost clock.
+  int32_t sustained_sm_clock_mhz = 0;
   /// Host link (PCIe) bandwidth per direction, for host<->device copies: the x16 rate of the
   /// GPU's PCIe generation, which also caps a fabric's PCIe links at the GPU
   /// (topology/fabric_loader.h).

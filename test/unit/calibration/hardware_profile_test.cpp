@@ -232,6 +232,41 @@ TEST(HardwareProfile, ASetSmCountOrClockScalesThePinnedPeaks) {
   EXPECT_EQ(double_clock.peak(DType::kBf16).flops_per_second(), 0.0);  // no unit stays none
 }
 
+// A sustained clock, or a power cap below the TDP (clock ~ cube root of the power), scales the
+// compute peaks and the L2 bandwidth, not the HBM; contradictory or partial keys are errors.
+TEST(HardwareProfile, ASustainedClockOrAPowerCapScalesTheComputePeaks) {
+  const auto load = [](std::string_view extra) {
+    ConfigDocument doc = ConfigDocument::parse_string(
+        replaced("l2: {size: 6MiB}", "l2: {size: 6MiB, bandwidth: 2000GB/s}") + std::string(extra),
+        "profile.yaml");
+    const DeviceProfile device = load_hardware_profile(doc.root()).device;
+    doc.check_all_keys_used();
+    return device;
+  };
+  const DeviceProfile stock = load("");
+  EXPECT_EQ(stock.sustained_sm_clock_mhz, 0);
+  const DeviceProfile held = load("sustained_sm_clock_mhz: 1224\n");  // 80% of 1530 MHz
+  EXPECT_EQ(held.sustained_sm_clock_mhz, 1224);
+  EXPECT_DOUBLE_EQ(held.peak(DType::kFp16).teraflops(), 80.0);
+  EXPECT_DOUBLE_EQ(held.l2_bandwidth.gigabytes_per_second(), 1600.0);
+  EXPECT_DOUBLE_EQ(held.hbm_bandwidth.gigabytes_per_second(), 1000.0);
+  const DeviceProfile capped = load("tdp_w: 700\npower_limit_w: 500\n");
+  const double scale = std::cbrt(500.0 / 700.0);  // 0.894
+  EXPECT_NEAR(capped.peak(DType::kFp32).teraflops(), 10.0 * scale, 1e-9);
+  EXPECT_EQ(capped.sustained_sm_clock_mhz, 1368);  // round(1530 x 0.894)
+  EXPECT_EQ(load("tdp_w: 700\npower_limit_w: 700\n").peak(DType::kFp16).teraflops(), 100.0);
+  const std::string base(kValidProfile);
+  EXPECT_NE(load_error(base + "power_limit_w: 500\n").find("needs both power_limit_w"),
+            std::string::npos);
+  EXPECT_NE(load_error(base + "tdp_w: 400\npower_limit_w: 500\n").find("power_limit_w"),
+            std::string::npos);
+  EXPECT_NE(load_error(base + "sustained_sm_clock_mhz: 2000\n").find("sustained_sm_clock_mhz"),
+            std::string::npos);
+  EXPECT_NE(load_error(base + "sustained_sm_clock_mhz: 1400\ntdp_w: 700\npower_limit_w: 500\n")
+                .find("not both"),
+            std::string::npos);
+}
+
 TEST(HardwareProfile, PeaksAreStatedAtTheFilesSmCountAndClockWrittenIntoTheResolvedProfile) {
   ConfigDocument doc = ConfigDocument::parse_string(std::string(kValidProfile), "profile.yaml");
   doc.apply_override("sm_count=20");

@@ -242,8 +242,8 @@ CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfi
     calibration.kernel_overhead = *hardware.kernel_overhead;
   } else {
     kernel_overhead_note = fmt::format(
-        "kernel overhead: the hardware profile of {} states none, the calibration's {} (the "
-        "seed's GPU_KERNEL_OVERHEAD)",
+        "kernel overhead: the hardware profile of {} states none, the calibration's {} (its "
+        "fitted GPU's)",
         hardware.device.name, format_duration(calibration.kernel_overhead));
   }
   // A scenario may state the attention kernels its software runs (e.g. a FlashAttention

@@ -383,6 +383,9 @@ CalibrationResult fit_kernel_calibration(const std::vector<KernelMeasurement>& m
                                          const HardwareProfile& hardware, std::string source) {
   KernelCalibration c;
   c.fitted_on = hardware.device.name;
+  // The fit prices kernel times with the overhead runs on this GPU add (load_calibrated takes
+  // the profile's), and the file keeps it as its fallback.
+  if (hardware.kernel_overhead) c.kernel_overhead = *hardware.kernel_overhead;
   const DeviceProfile& d = hardware.device;
   if (d.compute_capability > 0 && d.sm_count > 0 && d.sm_boost_clock_mhz > 0) {
     c.fitted_on_device = FittedDevice{d.compute_capability, d.sm_count, d.sm_boost_clock_mhz};

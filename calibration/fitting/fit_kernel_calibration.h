@@ -33,8 +33,9 @@
 //    two measured row sizes it interpolates between them rather than put a cliff at one) and
 //    long_row_read_passes; each measured op gets its harness (floor, offset), except an op whose
 //    tables declare `# harness: none` (kernel_measurements.h), priced as its kernel duration.
-//  - Embedding parameters and kernel_overhead keep their cited defaults (no sweep measures them;
-//    simulations take the per-kernel overhead from the hardware profile, load_calibrated).
+//  - kernel_overhead is the hardware profile's (what runs on that GPU add to every kernel,
+//    load_calibrated), else the cited default; every kernel-time row is priced with it.
+//  - Embedding parameters keep their cited defaults (no sweep measures them).
 //  - Fused attention: one `attention:` section per implementation with training rows
 //    (fit_attention.h); implementations not measured get none (kernel_calibration.h says how
 //    they are priced).

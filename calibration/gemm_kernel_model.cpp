@@ -91,7 +91,12 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
 
   // Never above the dtype's datasheet peak: a scale fitted where a class runs nearer its peak
   // than the profile's (bf16) achievable fraction (fp32 SIMT GEMMs reach about 97%) stops there.
-  const double rate = std::min(peak, peak * achievable.compute * params.compute_scale);
+  // An fp8 GEMM also stays at or below the GPU's best measured fp8 matmul (MAMF) when the
+  // profile states it (a fit's asymptote can lie beyond the shapes it saw).
+  const double ceiling = kernel.dtype == DType::kFp8 && achievable.fp8_compute > 0.0
+                             ? peak * achievable.fp8_compute
+                             : peak;
+  const double rate = std::min(ceiling, peak * achievable.compute * params.compute_scale);
   const double tile_flops = 2.0 * as_double(tm) * as_double(tn) *
                             (as_double(kernel.k) / as_double(est.split_k) + params.k_overhead);
   est.compute_seconds = as_double(est.waves) * tile_flops * as_double(sms) / rate;

@@ -14,8 +14,9 @@
 //                shared-memory stage holds 128 fp8 elements; CUTLASS's Hopper fp8 GEMMs use
 //                tile K = 128, examples/54_hopper_fp8_warp_specialized_gemm)
 //   waves      = ceil(tiles x split / sm_count)                tiles an SM computes in turn
-//   rate       = min(peak(dtype), peak(dtype) x achievable.compute x compute_scale)  [FLOP/s]
-//                (no GEMM outruns its dtype's datasheet peak)
+//   rate       = min(ceiling, peak(dtype) x achievable.compute x compute_scale)  [FLOP/s]
+//   ceiling    = peak(fp8) x achievable.fp8_compute for fp8 when the profile states it (the
+//                GPU's best measured fp8 matmul), else peak(dtype): no GEMM outruns either
 //   compute    = waves x 2 x tm x tn x (k / split + k_overhead) / (rate / sm_count)
 //   bytes      = b (e m k + e k n + o m n), o = e except fp8, whose output is 2 bytes (bf16 /
 //                fp16: torch._scaled_mm and Transformer Engine write fp8 GEMMs' results in 16

@@ -234,6 +234,12 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
         "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv"},
        {}},
+      {"B200",
+       "configs/hardware/b200_sxm_180gb.yaml",
+       "configs/calibration/b200_xla.yaml",
+       "",
+       {"test/data/xla-matmul/b200_xla_matmul.csv"},
+       {}},
   };
 }
 
@@ -286,8 +292,9 @@ void print_shipped_kernel_validation(std::ostream& out) {
         "  no fit of its own (default parameters): {}\n\n",
         unfitted.empty() ? std::string("none") : fmt::format("{}", fmt::join(unfitted, "; ")));
   }
-  out << "V100, H100 PCIe, H200 and B200: no kernel measurements shipped; they are priced with the "
-         "A100 or H100 calibration on their own hardware profile, and a run says so.\n";
+  out << "V100, H100 PCIe and H200: no kernel measurements shipped; they are priced with the A100 "
+         "or H100 calibration on their own hardware profile, and a run says so. B200 has GEMMs "
+         "only: its other families run on defaults.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.

@@ -91,7 +91,8 @@ class CalibratedKernelCost final : public KernelCostModel {
 /// (read_attention_params) overrides the file's attention section. The fractions come from
 /// `hardware.achievable`. The per-kernel overhead, first found of: the section's
 /// `kernel_overhead` (a what-if), the hardware profile's `kernel_overhead` (measured per GPU),
-/// the calibration file's (the seed's 5 us; then borrowed_calibration says so).
+/// the calibration file's (its fitted GPU's, written by `upsim calibrate`; then
+/// borrowed_calibration says so).
 CalibratedKernelCost load_calibrated(const ConfigNode& node, const HardwareProfile& hardware);
 
 }  // namespace upsim

@@ -52,7 +52,7 @@
 //    from GPU-side kernel timestamps (Kineto traces) where test/data has them, else borrowed
 //    and said so in the file. The calibrated kernel model adds it to every GEMM, memory-bound
 //    and attention kernel (calibrated_kernel_cost.h); a profile without it gets the calibration
-//    file's kernel_overhead (the seed's 5 us) and a borrowed-calibration note. The launch call
+//    file's kernel_overhead (its fitted GPU's) and a borrowed-calibration note. The launch call
 //    on the host is the host overhead T4 (configs/host/); the embedding model prices each
 //    FBGEMM kernel with its own kernel_floor (2.032 us, fitted on V100 traces).
 #pragma once

@@ -147,8 +147,9 @@ struct KernelCalibration {
   std::string source;
   /// Added to every GEMM and memory-bound kernel the calibrated model prices. load_calibrated
   /// replaces it with the hardware profile's measured kernel_overhead (hardware_profile.h); the
-  /// file's value is the fallback for a profile without one. Default 5 us: Lin et al., TPDS
-  /// 2024, GPU_KERNEL_OVERHEAD "added to every predicted kernel time". Not added
+  /// file's value is the fallback for a profile without one: `upsim calibrate` writes the fitted
+  /// GPU's profile value, else this default, 5 us: Lin et al., TPDS 2024, GPU_KERNEL_OVERHEAD
+  /// "added to every predicted kernel time". Not added
   /// to embedding ops: their model prices each of the op's kernels with its own floor
   /// (EmbeddingParams::kernel_floor).
   Duration kernel_overhead = Duration::from_us(5);

@@ -66,10 +66,17 @@ void add_measurement_options(po::options_description& desc, MeasurementOptions& 
        "A100 SXM4 fit): its rows are priced on that profile; repeatable");
 }
 
-HardwareProfile read_hardware(const std::string& path);
+HardwareProfile read_hardware(const std::string& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  HardwareProfile hw = load_hardware_profile(doc.root());
+  doc.check_all_keys_used();
+  return hw;
+}
 
 /// --measured-on TABLE=PROFILE: each table's profile, loaded. A TABLE that is not one of the
-/// --csv / --hdf5 inputs, or an entry without `=`, is a command-line error.
+/// --csv / --hdf5 inputs, an entry without `=`, or a PROFILE of another chip than --hardware's
+/// (compute capability or SM count differ: its fitted shape terms would not transfer) is a
+/// command-line error.
 std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profiles(
     const MeasurementOptions& m) {
   std::map<std::string, std::shared_ptr<const HardwareProfile>> out;
@@ -86,7 +93,19 @@ std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profil
       throw po::error(fmt::format(
           "--measured-on `{}`: `{}` is not one of the --csv or --hdf5 tables", entry, table));
     }
-    out[table] = std::make_shared<const HardwareProfile>(read_hardware(entry.substr(eq + 1)));
+    auto on = std::make_shared<const HardwareProfile>(read_hardware(entry.substr(eq + 1)));
+    const HardwareProfile fit = read_hardware(m.hardware);
+    const DeviceProfile& a = on->device;
+    const DeviceProfile& b = fit.device;
+    if (a.compute_capability != b.compute_capability || a.sm_count != b.sm_count) {
+      throw po::error(fmt::format(
+          "--measured-on `{}`: {} is another chip than --hardware's {} (compute capability "
+          "{}.{} vs {}.{}, {} vs {} SMs): only another memory or form factor of the fitted chip "
+          "can lend its measurements",
+          entry, a.name, b.name, a.compute_capability / 10, a.compute_capability % 10,
+          b.compute_capability / 10, b.compute_capability % 10, a.sm_count, b.sm_count));
+    }
+    out[table] = std::move(on);
   }
   return out;
 }
@@ -122,13 +141,6 @@ std::vector<std::string> input_names(const MeasurementOptions& m) {
   inputs.insert(inputs.end(), m.csv_files.begin(), m.csv_files.end());
   inputs.insert(inputs.end(), m.hdf5_files.begin(), m.hdf5_files.end());
   return inputs;
-}
-
-HardwareProfile read_hardware(const std::string& path) {
-  ConfigDocument doc = ConfigDocument::load_file(path);
-  HardwareProfile hw = load_hardware_profile(doc.root());
-  doc.check_all_keys_used();
-  return hw;
 }
 
 /// Where the layer files live and what prices the layer's all-reduces.

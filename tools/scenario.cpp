@@ -440,8 +440,15 @@ std::string describe_platform(Scenario& s, const std::string& description, int64
                               const PlatformModelSections& sections) {
   std::string text =
       fmt::format("scenario: {}{}{}\n", s.name, description.empty() ? "" : " — ", description);
-  text += fmt::format("platform: {} x {}; kernels: {}; host: {}; interconnect: {}\n", gpus,
-                      hardware.device.name, sections.kernels.get_string("model"),
+  // A power-capped or clock-limited part says at what clock its peaks are priced.
+  const DeviceProfile& d = hardware.device;
+  const std::string clock =
+      d.sustained_sm_clock_mhz > 0
+          ? fmt::format(" (SMs at {} MHz sustained, of {} MHz boost: peaks scaled to it)",
+                        d.sustained_sm_clock_mhz, d.sm_boost_clock_mhz)
+          : "";
+  text += fmt::format("platform: {} x {}{}; kernels: {}; host: {}; interconnect: {}\n", gpus,
+                      d.name, clock, sections.kernels.get_string("model"),
                       sections.host.get_string("model"), sections.interconnect_text);
   s.description_text = description;
   s.platform.gpus = static_cast<uint32_t>(gpus);

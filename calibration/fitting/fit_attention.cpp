@@ -96,7 +96,7 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
     const AttentionParams p = params_of(x);
     double sum = 0.0;
     for (const KernelMeasurement* r : rows) {
-      const HardwareProfile& on = r->measured_on ? *r->measured_on : hardware;
+      const HardwareProfile& on = profile_of(*r, hardware);
       const double predicted =
           attention_seconds(r->kernel, on.device, on.achievable, p, kernel_overhead) + overhead;
       const double e = std::log(predicted / r->seconds);

@@ -43,11 +43,6 @@ Duration round_to_ns(double us) {
   return Duration::from_us_f(std::round(us * 1e3) / 1e3);
 }
 
-/// The profile that prices `row`: the one it was measured on, else the fit's.
-const HardwareProfile& profile_of(const KernelMeasurement& row, const HardwareProfile& fit) {
-  return row.measured_on ? *row.measured_on : fit;
-}
-
 double squared_log_error(double predicted, double measured) {
   const double r = std::log(predicted / measured);
   return r * r;

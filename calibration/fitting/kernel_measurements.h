@@ -151,6 +151,12 @@ std::optional<KernelMeasurement> measurement_of(const KernelDesc& kernel, double
 std::string measurement_csv_text(const std::vector<KernelMeasurement>& rows,
                                  const std::vector<std::pair<std::string, std::string>>& metadata);
 
+/// The profile that prices `row`: the one it was measured on (KernelMeasurement::measured_on),
+/// else `fit`, the fit's or the validation's.
+inline const HardwareProfile& profile_of(const KernelMeasurement& row, const HardwareProfile& fit) {
+  return row.measured_on ? *row.measured_on : fit;
+}
+
 /// A `# curve:` name: lower-case letters, digits and `_`, not empty.
 bool is_curve_name(std::string_view name);
 

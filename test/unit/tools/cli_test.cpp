@@ -679,6 +679,27 @@ TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
   EXPECT_NE(quiet.err.find("upsim: warning:"), std::string::npos) << quiet.err;
 }
 
+// A power cap on the command line: the platform line says at what clock the peaks are priced,
+// and the step is slower.
+TEST_F(Cli, APowerCapIsNamedOnThePlatformLineAndSlowsTheStep) {
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result stock = run("run " + scenario + " --no-trace --out stock");
+  const Result capped = run("run " + scenario +
+                            " --no-trace --out capped --set platform.gpu.tdp_w=400 "
+                            "--set platform.gpu.power_limit_w=300");
+  ASSERT_EQ(stock.exit_code, 0) << stock.output;
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_NE(capped.out.find("4 x A100-SXM4-40GB (SMs at 1281 MHz sustained, of 1410 MHz boost"),
+            std::string::npos)
+      << capped.out;
+  EXPECT_EQ(stock.out.find("sustained"), std::string::npos) << stock.out;
+  const auto time_of = [](const std::string& text) {
+    const size_t at = text.find("predicted iteration time: ");
+    return std::stod(text.substr(at + 26));
+  };
+  EXPECT_GT(time_of(capped.out), time_of(stock.out));
+}
+
 TEST_F(Cli, OverrideChangesThePrediction) {
   const Result base = run("run " + kTiny + " --quiet --no-trace --out a");
   const Result slow = run(
@@ -990,6 +1011,15 @@ TEST_F(Cli, MeasuredOnPricesATableOnItsOwnGpuAndRefusesUnknownTables) {
   EXPECT_NE(unknown.output.find("`other.csv` is not one of the --csv or --hdf5 tables"),
             std::string::npos)
       << unknown.output;
+  // Another chip (V100 for an A100 fit) cannot lend its measurements.
+  const Result other_chip =
+      run(common + " --measured-on " +
+          quote(table + "=" + std::string(UPSIM_CONFIGS_DIR) + "/hardware/v100_sxm2_32gb.yaml"));
+  EXPECT_EQ(other_chip.exit_code, 2);
+  EXPECT_NE(other_chip.output.find("V100-SXM2-32GB is another chip than --hardware's "
+                                   "A100-SXM4-80GB (compute capability 7.0 vs 8.0, 80 vs 108 SMs)"),
+            std::string::npos)
+      << other_chip.output;
   const Result malformed = run(common + " --measured-on " + quote(table));
   EXPECT_EQ(malformed.exit_code, 2);
   EXPECT_NE(malformed.output.find("expected TABLE=PROFILE"), std::string::npos) << malformed.output;

@@ -1,7 +1,10 @@
 #include "calibration/borrowed_calibration.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -35,7 +38,22 @@ std::vector<std::string> borrowed_calibration_notes(const KernelCostModel& model
       rest.remove_prefix(cut + 2);
     }
   }
-  return {notes.begin(), notes.end()};
+  // "OP: no measured curve, REST" -> ops by REST, in name order (the set is sorted).
+  constexpr std::string_view kCurveNote = ": no measured curve, ";
+  std::map<std::string, std::vector<std::string>> ops_of_reason;
+  std::vector<std::string> out;
+  for (const std::string& note : notes) {
+    const size_t at = note.find(kCurveNote);
+    if (at == std::string::npos || note.find(' ') < at) {
+      out.push_back(note);
+      continue;
+    }
+    ops_of_reason[note.substr(at + kCurveNote.size())].push_back(note.substr(0, at));
+  }
+  for (const auto& [reason, ops] : ops_of_reason)
+    out.push_back(fmt::format("{}{}{}", fmt::join(ops, ", "), kCurveNote, reason));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace upsim

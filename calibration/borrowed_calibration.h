@@ -9,6 +9,10 @@
 //  - A model's line that joins several notes with "; " (CalibratedKernelCost does) is split
 //    into them, so that a note common to many kernels (e.g. "calibration fitted on X, used for
 //    Y") appears once.
+//  - Notes of memory ops that share everything after their op name ("OP: no measured curve,
+//    priced with ...", the form CalibratedKernelCost writes) are one note naming the ops,
+//    comma-separated in name order ("binary, copy, relu: no measured curve, ..."): one warning
+//    per curve and reason, not one per op.
 //  - The result is sorted and free of duplicates: deterministic for a graph and models.
 //  - Throws std::invalid_argument when `devices` is empty or shorter than the graph's ranks
 //    (and not a single profile for all), and lets the model's errors through (e.g. an fp8 GEMM

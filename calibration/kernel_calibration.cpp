@@ -224,13 +224,9 @@ bool KernelCalibration::curve_fitted(MemoryOp op) const {
 }
 
 bool KernelCalibration::fitted_on_configuration_of(const DeviceProfile& device) const {
-  if (!fitted_on_device || device.compute_capability <= 0 || device.sm_count <= 0 ||
-      device.sm_boost_clock_mhz <= 0) {
-    return false;
-  }
+  if (!fitted_on_device || device.compute_capability <= 0 || device.sm_count <= 0) return false;
   const FittedDevice& f = *fitted_on_device;
-  return f.compute_capability == device.compute_capability && f.sm_count == device.sm_count &&
-         f.sm_boost_clock_mhz == device.sm_boost_clock_mhz;
+  return f.compute_capability == device.compute_capability && f.sm_count == device.sm_count;
 }
 
 const GemmParams& KernelCalibration::gemm_for(DType dtype) const {

@@ -6,12 +6,14 @@
 //   fitted_on: A100-SXM4-80GB        hardware profile `name` of the device the sweeps ran on
 //   fitted_on_device: {compute_capability: 8.0, sm_count: 108, sm_boost_clock_mhz: 1410}
 //                                    optional: that profile's compute configuration. A GPU of the
-//                                    same configuration (another memory or form factor of the
-//                                    same chip: A100 40GB and 80GB, SXM and PCIe) runs the same
-//                                    kernels on the same SMs at the same clock, and the fitted
-//                                    scales are relative to each profile's own peaks, bandwidth
-//                                    and achievable fractions: the file is its own there
-//                                    (CalibratedKernelCost::borrowed_calibration)
+//                                    same chip configuration (compute capability and SM count:
+//                                    another memory, form factor or clock of the chip, A100 40GB
+//                                    and 80GB, SXM and PCIe, V100 SXM2 and Quadro GV100) runs the
+//                                    same kernels on the same SMs, and the fitted scales are
+//                                    relative to each profile's own peaks (its SMs x its clock),
+//                                    bandwidth and achievable fractions: the file is its own
+//                                    there (CalibratedKernelCost::borrowed_calibration); the
+//                                    clock is recorded, not compared
 //   source: "..."                    where the measurements came from
 //   kernel_overhead: 5us             fixed time added to every kernel the model prices when the
 //                                    hardware profile states none (load_calibrated)
@@ -167,8 +169,9 @@ struct KernelCalibration {
   std::vector<FitError> fit_errors;
 
   const GemmParams& gemm_for(DType dtype) const;
-  /// Whether `device` has the compute configuration the file was fitted on (same compute
-  /// capability, SM count and boost clock, all stated): its fit is its own there.
+  /// Whether `device` has the chip configuration the file was fitted on (same compute
+  /// capability and SM count, both stated; its clock may differ, its own peaks price it): its
+  /// fit is its own there.
   bool fitted_on_configuration_of(const DeviceProfile& device) const;
   /// The parameters attention kernels of `implementation` are priced with: its section, else
   /// the flash2 section, else AttentionParams{} (FlashAttention-2 on A100).

@@ -228,6 +228,12 @@ struct ShippedKernelSet {
 
 std::vector<ShippedKernelSet> shipped_kernel_sets() {
   return {
+      {"V100",
+       "configs/hardware/v100_sxm2_32gb.yaml",
+       "configs/calibration/v100_deepbench.yaml",
+       "",
+       {"test/data/deepbench/v100_dgx1_gemm.csv"},
+       {}},
       {"A100",
        "configs/hardware/a100_sxm4_80gb.yaml",
        "configs/calibration/a100_llmcompass.yaml",

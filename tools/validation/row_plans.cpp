@@ -128,9 +128,11 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
 
 namespace {
 
-/// A system of the DLE tables: its GPU profile and fabric (relative to the configs folder).
+/// A system of the DLE tables: its GPU profile, the kernel calibration fitted on its GPU
+/// generation and its fabric (relative to the configs folder).
 struct DleSystem {
   const char* gpu_profile;
+  const char* calibration;
   const char* topology;
   int64_t fabric_gpus;
 };
@@ -138,9 +140,15 @@ struct DleSystem {
 /// 32GB); the DGX-2's V100 SXM3 is priced with the SXM2 profile (dle_dlrm.yaml).
 const std::map<std::string, DleSystem>& dle_systems() {
   static const std::map<std::string, DleSystem> kSystems = {
-      {"dgx-a100", {"hardware/a100_sxm4_80gb.yaml", "topologies/dgx_a100.yaml", 8}},
-      {"dgx-1", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx1_v100.yaml", 8}},
-      {"dgx-2", {"hardware/v100_sxm2_32gb.yaml", "topologies/dgx2.yaml", 16}},
+      {"dgx-a100",
+       {"hardware/a100_sxm4_80gb.yaml", "calibration/a100_llmcompass.yaml",
+        "topologies/dgx_a100.yaml", 8}},
+      {"dgx-1",
+       {"hardware/v100_sxm2_32gb.yaml", "calibration/v100_deepbench.yaml",
+        "topologies/dgx1_v100.yaml", 8}},
+      {"dgx-2",
+       {"hardware/v100_sxm2_32gb.yaml", "calibration/v100_deepbench.yaml", "topologies/dgx2.yaml",
+        16}},
   };
   return kSystems;
 }
@@ -184,6 +192,7 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
     return plan;
   }
   plan.gpu_profile = system->second.gpu_profile;
+  plan.calibration = system->second.calibration;
   plan.topology = system->second.topology;
   plan.overrides = {
       fmt::format("platform.gpus={}", row.gpus),
@@ -228,6 +237,7 @@ RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables
     return plan;
   }
   plan.gpu_profile = system->second.gpu_profile;
+  plan.calibration = system->second.calibration;
   plan.topology = system->second.topology;
   // dle_dlrm_inference.yaml [MAIN] 520-522: mixed precision is model.half(), tables included.
   plan.overrides = {

@@ -34,6 +34,9 @@ struct RowPlan {
   std::string gpu_profile;
   /// Non-empty: the fabric (relative to the configs folder) that replaces platform.topology.
   std::string topology;
+  /// Non-empty: the kernel calibration (relative to the configs folder) that replaces
+  /// platform.kernels.calibration: the one fitted on the row's GPU generation.
+  std::string calibration;
   std::string skip_reason;  ///< non-empty: not simulated
 };
 
@@ -50,13 +53,13 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
 
 /// Pure: one measurement of a DLE row (mixed precision when `amp`) -> overrides of
-/// configs/validation/dle_dlrm.yaml: the system's GPU profile and fabric (partial when the row
-/// uses fewer GPUs than it has), the dtypes, the table set; a skip reason for an unknown model
-/// size.
+/// configs/validation/dle_dlrm.yaml: the system's GPU profile, kernel calibration and fabric
+/// (partial when the row uses fewer GPUs than it has), the dtypes, the table set; a skip reason for
+/// an unknown model size.
 RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables);
 /// Pure: one measurement of a DLE inference row -> overrides of
-/// configs/validation/dle_dlrm_inference.yaml: the GPU profile and fabric, the batch, the dtypes
-/// (mixed precision: the whole model in fp16, tables included), the `small` table set.
+/// configs/validation/dle_dlrm_inference.yaml: the GPU profile, calibration and fabric, the batch,
+/// the dtypes (mixed precision: the whole model in fp16, tables included), the `small` table set.
 RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables);
 
 }  // namespace upsim::cli

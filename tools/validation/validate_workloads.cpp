@@ -51,6 +51,9 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
     if (!plan.gpu_profile.empty()) {
       doc.apply_override("platform.gpu=" + (configs / plan.gpu_profile).string());
     }
+    if (!plan.calibration.empty()) {
+      doc.apply_override("platform.kernels.calibration=" + (configs / plan.calibration).string());
+    }
     if (!plan.topology.empty()) {
       doc.apply_override("platform.topology=" + (configs / plan.topology).string());
     }
@@ -92,14 +95,16 @@ std::string source_provenance(std::string_view source) {
   if (source == "dle-dlrm-inference") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
-        "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml; host "
-        "v100_pytorch_kineto.yaml; {}",
+        "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml (A100 rows) and "
+        "v100_deepbench.yaml (DeepBench's V100 GEMMs; V100 rows); host v100_pytorch_kineto.yaml; "
+        "{}",
         kHeldOut);
   }
   if (source == "dle-dlrm" || source == "dle-dcnv2") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README performance tables "
-        "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml; {}",
+        "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml (A100 rows) and "
+        "v100_deepbench.yaml (DeepBench's V100 GEMMs; V100 rows); {}",
         kHeldOut);
   }
   return "see its SOURCES.md";

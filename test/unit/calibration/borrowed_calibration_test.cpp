@@ -1,5 +1,6 @@
 #include "calibration/borrowed_calibration.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -75,8 +76,8 @@ TEST(BorrowedCalibration, A100FileOnA100) {
             "2307.08691)");
 }
 
-// A GPU of the fitted one's compute configuration (same compute capability, SMs and clock:
-// another memory or form factor of the chip) borrows nothing; another configuration does.
+// A GPU of the fitted one's chip configuration (same compute capability and SMs: another
+// memory, form factor or clock of the chip) borrows nothing; another configuration does.
 TEST(BorrowedCalibration, TheFileIsItsOwnOnAGpuOfTheFittedConfiguration) {
   for (const char* same : {"a100_sxm4_40gb.yaml", "a100_pcie_80gb.yaml", "a100_pcie_40gb.yaml"}) {
     const HardwareProfile hw = profile(same);
@@ -85,6 +86,11 @@ TEST(BorrowedCalibration, TheFileIsItsOwnOnAGpuOfTheFittedConfiguration) {
         << same;
     EXPECT_TRUE(model.calibration().fitted_on_configuration_of(hw.device)) << same;
   }
+  // The Quadro GV100 is the V100's chip (80 SMs, compute capability 7.0) at a lower clock.
+  const HardwareProfile gv100 = profile("quadro_gv100.yaml");
+  const CalibratedKernelCost on_gv100(calibration("v100_deepbench.yaml"), gv100.achievable);
+  EXPECT_EQ(note(on_gv100, gemm_kernel(DType::kFp32, 1, 4096, 4096, 4096), gv100.device), "<none>");
+  EXPECT_TRUE(on_gv100.calibration().fitted_on_configuration_of(gv100.device));
   const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
   const CalibratedKernelCost on_v100(calibration("a100_llmcompass.yaml"), v100.achievable);
   EXPECT_EQ(note(on_v100, gemm_kernel(DType::kFp16, 1, 4096, 4096, 4096), v100.device),
@@ -284,6 +290,26 @@ TEST(BorrowedCalibration, NotesOfAGraphAreDistinctSortedAndSplit) {
       (std::vector<std::string>{"calibration fitted on A100-SXM4-80GB, used for H100-SXM5-80GB",
                                 "rms_norm: no measured curve, priced with the layernorm curve"}));
   EXPECT_THROW(borrowed_calibration_notes(model, graph, {}), std::invalid_argument);
+}
+
+// Memory ops priced on one unfitted curve for the same reason are one note naming them all.
+TEST(BorrowedCalibration, OpsOnOneUnfittedCurveAreOneNote) {
+  const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
+  const CalibratedKernelCost model(calibration("v100_deepbench.yaml"), v100.achievable);
+  TaskGraph graph;
+  graph.add_rank(RankInfo{"rank", 1, {"compute"}});
+  graph.add_kernel(0, 0, "relu", "aten::relu", memory_op(MemoryOp::kRelu));
+  graph.add_kernel(0, 0, "add", "aten::add", memory_op(MemoryOp::kBinary));
+  graph.add_kernel(0, 0, "ln", "aten::layer_norm", memory_op(MemoryOp::kLayerNorm));
+  graph.add_kernel(0, 0, "mm", "aten::mm", gemm_kernel(DType::kFp32, 1, 64, 64, 64));
+  graph.seal();
+  const std::string rest =
+      ": no measured curve, priced with the {} curve, which the calibration fitted on "
+      "V100-SXM2-32GB does not fit either (its parameters are defaults)";
+  EXPECT_EQ(
+      borrowed_calibration_notes(model, graph, {v100.device}),
+      (std::vector<std::string>{"binary, relu" + fmt::format(fmt::runtime(rest), "elementwise"),
+                                "layernorm" + fmt::format(fmt::runtime(rest), "layernorm")}));
 }
 
 }  // namespace

@@ -657,7 +657,7 @@ TEST_F(Cli, ResolvedScenarioReproducesTheRun) {
 }
 
 TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
-  // dlrm_4gv100 borrows an A100-80GB calibration for a Quadro GV100: a warning.
+  // dlrm_4gv100's V100 calibration fits no memory-bound curve: a warning.
   const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gv100.yaml");
   const Result r = run("run " + scenario + " --out a --no-trace");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -665,12 +665,13 @@ TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
   EXPECT_NE(r.out.find("predicted iteration time:"), std::string::npos) << r.out;
   for (const char* progress : {"warning", "simulated ", "outputs: "})
     EXPECT_EQ(r.out.find(progress), std::string::npos) << progress << " on stdout:\n" << r.out;
-  EXPECT_NE(r.err.find("upsim: warning: kernel model: calibration fitted on A100-SXM4-80GB"),
+  EXPECT_NE(r.err.find("upsim: warning: kernel model: binary, cat, copy, index, optimizer, "
+                       "relu, sigmoid, sum: no measured curve"),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("simulated "), std::string::npos) << r.err;
   // summary.txt keeps the warnings with the results.
-  EXPECT_NE(read_file(dir_ / "a" / "summary.txt").find("\nwarning: kernel model: calibration"),
+  EXPECT_NE(read_file(dir_ / "a" / "summary.txt").find("\nwarning: kernel model: binary, cat"),
             std::string::npos);
   const Result quiet = run("run " + scenario + " --out b --no-trace --quiet");
   ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
@@ -878,7 +879,8 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
   const Result r = upsim("validate kernels --shipped", UPSIM_SOURCE_ROOT);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* text :
-       {"A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
+       {"V100 (V100-SXM2-32GB), calibration configs/calibration/v100_deepbench.yaml",
+        "A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
         "attention_forward/flash3  published", "rms_norm                  published",
         "no fit of its own (default parameters): gemm tf32; attention",

@@ -14,14 +14,23 @@ LayerEmitter::LayerEmitter(const TransformerConfig& config, const LayerSizes& si
       ops_(ops),
       gemm_dt_(config.dtype),
       act_dt_(config.activation_dtype()),
+      linear_dt_(config.dtype == DType::kFp8 ? act_dt_ : config.dtype),
       act_elem_bytes_(dtype_bytes(act_dt_)) {}
+
+void LayerEmitter::fp8_cast(const Fp8Cast& cast, bool backward) {
+  if (!cast.present) return;
+  if (cast.amax_pass) ops_.op("te::compute_amax", "fp8_amax", cast.amax);
+  ops_.op(backward ? "te::quantize_grad_output" : "te::quantize_input", "fp8_cast_transpose",
+          cast.cast);
+}
 
 void LayerEmitter::tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name) {
   ops_.blocking(groups_.tensor, kind, bytes, collective_kind_name(kind), op_name);
 }
 
 void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId dgrad,
-                                            KernelDescId wgrad) {
+                                            KernelDescId wgrad, std::optional<DType> dtype) {
+  const DType gemm_dt = dtype.value_or(gemm_dt_);
   HostOp h(ops_.graph(), ops_.threads(), name);
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
@@ -36,7 +45,7 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
         "c10d::_allgather_base");
     gathered = h.record(kTpComm);
   }
-  h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), name, dgrad);
+  h.kernel(pytorch::gemm_kernel_name(gemm_dt, "dgrad"), name, dgrad);
   TaskId reduced = kNoTask;
   if (tp) {
     if (gathered != kNoTask) h.wait(kCompute, gathered);
@@ -48,7 +57,7 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
   }
-  h.kernel(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), name, wgrad);
+  h.kernel(pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, wgrad);
   if (reduced != kNoTask) h.wait(kCompute, reduced);
   h.end();
 }
@@ -96,6 +105,7 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
   if (!recompute_core_only) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     tp_enter_forward();
+    fp8_cast(d.qkv_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
     if (config_.position == TransformerPosition::kRotary) {
       ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
@@ -110,6 +120,7 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
     ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
   }
   if (recompute_core_only) return;
+  fp8_cast(d.proj_in, false);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
   tp_exit_forward();
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
@@ -158,6 +169,7 @@ void LayerEmitter::attention_backward() {
   const LayerKernels& d = kernels_;
   ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
   tp_exit_backward();
+  fp8_cast(d.proj_dy, true);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
   if (config_.attention == AttentionImpl::kFlash) {
@@ -173,6 +185,7 @@ void LayerEmitter::attention_backward() {
   if (config_.position == TransformerPosition::kRotary) {
     ops_.op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
   }
+  fp8_cast(d.qkv_dy, true);
   column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
   ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
   ops_.op("aten::add", "residual_grad_add", d.grad_add);
@@ -185,8 +198,10 @@ void LayerEmitter::mlp_forward(int64_t layer) {
     moe_forward();
   } else {
     tp_enter_forward();
+    fp8_cast(d.fc1_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
     ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+    fp8_cast(d.fc2_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
     tp_exit_forward();
   }
@@ -200,9 +215,11 @@ void LayerEmitter::mlp_backward(int64_t layer) {
     moe_backward();
   } else {
     tp_exit_backward();
+    fp8_cast(d.fc2_dy, true);
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
     ops_.op(act_op(true), "activation_bwd", d.act_bwd);
+    fp8_cast(d.fc1_dy, true);
     column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
   }
   ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
@@ -232,15 +249,17 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
 
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "router"), d.router_fwd);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
   ops_.op("moe_permute", "permute", d.permute);
   if (config_.parallelism.expert > 1) {
     ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
                   "c10d::all_to_all_single", dispatch_matrix(false));
   }
+  fp8_cast(d.expert_fc1_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
+  fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
   if (config_.parallelism.expert > 1) {
     ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
@@ -248,8 +267,10 @@ void LayerEmitter::moe_forward() {
   }
   ops_.op("moe_unpermute", "unpermute", d.unpermute);
   if (config_.moe.shared_experts > 0) {
+    fp8_cast(d.shared_fc1_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
     ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
+    fp8_cast(d.shared_fc2_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
   }
 }
@@ -257,9 +278,11 @@ void LayerEmitter::moe_forward() {
 void LayerEmitter::moe_backward() {
   const LayerKernels& d = kernels_;
   if (config_.moe.shared_experts > 0) {
+    fp8_cast(d.shared_fc2_dy, true);
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
     ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
+    fp8_cast(d.shared_fc1_dy, true);
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc1_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
   }
@@ -268,9 +291,11 @@ void LayerEmitter::moe_backward() {
     ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
                   "c10d::all_to_all_single", dispatch_matrix(false));
   }
+  fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
   ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
+  fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
   if (config_.parallelism.expert > 1) {
@@ -279,8 +304,8 @@ void LayerEmitter::moe_backward() {
   }
   ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
-  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.router_dgrad,
-           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.router_wgrad);
+  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
+           pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);
 }
 
 void LayerEmitter::embedding_forward() {
@@ -309,7 +334,7 @@ void LayerEmitter::head_forward() {
   const LayerKernels& d = kernels_;
   ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   tp_enter_forward();
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "logits"), d.head_fwd);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
   // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
   // row maxima, of the target logits and of the exp sums over TP (fp32, one value per token).
   HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
@@ -324,7 +349,7 @@ void LayerEmitter::head_forward() {
 void LayerEmitter::head_backward() {
   const LayerKernels& d = kernels_;
   ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
-  column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad);
+  column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
   ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -52,7 +53,12 @@ class LayerEmitter {
   /// with SP the input is all-gathered again while the input gradient is computed, and the input
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
   /// gradient is all-reduced while the weight gradient is computed.
-  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad);
+  /// `dtype` names the GEMM kernels (the layer's GEMM dtype unless given).
+  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad,
+                                std::optional<DType> dtype = std::nullopt);
+
+  /// An fp8 GEMM operand's quantisation kernels (Fp8Cast), when the layer has them.
+  void fp8_cast(const Fp8Cast& cast, bool backward);
 
   /// Entering a tensor-parallel region (before a column-parallel linear): SP all-gather.
   void tp_enter_forward();
@@ -85,6 +91,8 @@ class LayerEmitter {
   OpEmitter& ops_;
   DType gemm_dt_ = DType::kBf16;
   DType act_dt_ = DType::kBf16;
+  /// The GEMMs fp8 training keeps in bf16 (output layer, router): layer_kernels.cpp.
+  DType linear_dt_ = DType::kBf16;
   int64_t act_elem_bytes_ = 2;
   LayerGroups groups_;
 };

@@ -115,7 +115,10 @@ class LayerKernelBuilder {
     d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);
     d.embed_bwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 1, 2, 1);
     d.pos_add = pw(MemoryOp::kBinary, as_double(z.tokens * z.h), 1, 2, 1);
-    const pytorch::LinearGemms head = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.vocab);
+    // The output layer stays in bf16 under fp8 training: Megatron-Core's output_layer is its own
+    // ColumnParallelLinear, not a Transformer Engine module; torchao's float8 conversion skips
+    // `output` (torchtitan's default filter).
+    const pytorch::LinearGemms head = pytorch::linear_gemms(linear_dt(), z.tokens, z.h, z.vocab);
     d.head_fwd = add(head.forward);
     d.head_dgrad = add(head.grad_input);
     d.head_wgrad = add(head.grad_weight);
@@ -123,6 +126,53 @@ class LayerKernelBuilder {
     // backward writes softmax - one-hot.
     d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
     d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
+    if (gemm_dt_ == DType::kFp8) build_fp8_casts();
+  }
+
+  /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else
+  /// the GEMM dtype.
+  DType linear_dt() const { return gemm_dt_ == DType::kFp8 ? act_dt_ : gemm_dt_; }
+
+  /// Fp8Cast (layer_kernels.h) of an operand of `elements` bf16 values: a cast that reads 2
+  /// bytes and writes 1 + 1 per element (MemoryOp::kTranspose: TE's cast_transpose), after an
+  /// amax reduction reading 2 bytes per element for current scaling.
+  Fp8Cast fp8_cast(int64_t elements) {
+    Fp8Cast q;
+    q.present = true;
+    q.amax_pass = config_.fp8_recipe == Fp8Recipe::kCurrent;
+    if (q.amax_pass) q.amax = pw(MemoryOp::kSum, as_double(elements), 1, 1, 0);
+    q.cast = pw(MemoryOp::kTranspose, as_double(elements), 2, 1, 1);
+    return q;
+  }
+
+  void build_fp8_casts() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    d.qkv_in = fp8_cast(z.tokens * z.h);
+    d.proj_in = fp8_cast(z.tokens * z.heads * z.head_dim);
+    d.fc1_in = fp8_cast(z.tokens * z.h);
+    d.fc2_in = fp8_cast(z.tokens * z.ffn);
+    d.qkv_dy = fp8_cast(z.tokens * z.qkv_out);
+    d.proj_dy = fp8_cast(z.tokens * z.h);
+    d.fc1_dy = fp8_cast(z.tokens * z.fc1_out);
+    d.fc2_dy = fp8_cast(z.tokens * z.h);
+    if (config_.moe.experts == 0) return;
+    const MoeConfig& m = config_.moe;
+    const int64_t rows =
+        (m.experts / config_.parallelism.expert) * tokens_per_local_expert(config_, z);
+    const int64_t e_fc1 =
+        config_.activation == TransformerActivation::kSwiglu ? 2 * m.expert_ffn : m.expert_ffn;
+    d.expert_fc1_in = fp8_cast(rows * z.h);
+    d.expert_fc2_in = fp8_cast(rows * m.expert_ffn);
+    d.expert_fc1_dy = fp8_cast(rows * e_fc1);
+    d.expert_fc2_dy = fp8_cast(rows * z.h);
+    if (m.shared_experts == 0) return;
+    const int64_t s_ffn = m.shared_experts * m.expert_ffn;
+    const int64_t s_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+    d.shared_fc1_in = fp8_cast(z.moe_tokens * z.h);
+    d.shared_fc2_in = fp8_cast(z.moe_tokens * s_ffn);
+    d.shared_fc1_dy = fp8_cast(z.moe_tokens * s_fc1);
+    d.shared_fc2_dy = fp8_cast(z.moe_tokens * z.h);
   }
 
   KernelDescId activation(int64_t elements, bool backward) {
@@ -140,7 +190,7 @@ class LayerKernelBuilder {
     LayerKernels& d = kernels_;
     const MoeConfig& m = config_.moe;
     const int64_t tk = sizes_.moe_tokens;
-    const pytorch::LinearGemms router = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, m.experts);
+    const pytorch::LinearGemms router = pytorch::linear_gemms(linear_dt(), tk, sizes_.h, m.experts);
     d.router_fwd = add(router.forward);
     d.router_dgrad = add(router.grad_input);
     d.router_wgrad = add(router.grad_weight);

@@ -31,6 +31,22 @@ struct LayerSizes {
   int64_t moe_tokens = 0;  ///< tokens routed by this rank's router
 };
 
+/// The quantisation of one fp8 GEMM operand (dtype fp8 only; `present` false otherwise), as
+/// Transformer Engine runs it (docs/features/low_precision_training, FP8 Delayed / Current
+/// Scaling): one cast kernel that reads the bf16 tensor once and writes its fp8 copy twice, row-
+/// and column-wise (the forward GEMM reads one, the wgrad the other: TE's cast_transpose; MXFP8's
+/// cast writes both), 2 + 2 bytes per element; current scaling first reads the tensor once more
+/// for its amax (a reduction, 2 bytes per element). Left out: TE casts weights once per step
+/// (cached over micro-batches, 2 + 2 bytes per parameter) and updates the amax histories and
+/// scales in one small kernel per autocast context; TE's norm-fused casts (LayerNormLinear
+/// writes its output in fp8) are priced as this separate cast.
+struct Fp8Cast {
+  bool present = false;
+  bool amax_pass = false;  ///< current scaling
+  KernelDescId amax = 0;
+  KernelDescId cast = 0;
+};
+
 /// Kernel descriptions of one layer, shared by every layer, micro-batch and rank.
 struct LayerKernels {
   KernelDescId norm_fwd, norm_bwd;
@@ -55,6 +71,10 @@ struct LayerKernels {
   KernelDescId shared_fc1_fwd, shared_fc1_dgrad, shared_fc1_wgrad;
   KernelDescId shared_act_fwd, shared_act_bwd;
   KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
+  // fp8 quantisation of the fp8 GEMMs' inputs (forward) and output gradients (backward).
+  Fp8Cast qkv_in, proj_in, fc1_in, fc2_in, qkv_dy, proj_dy, fc1_dy, fc2_dy;
+  Fp8Cast expert_fc1_in, expert_fc2_in, expert_fc1_dy, expert_fc2_dy;
+  Fp8Cast shared_fc1_in, shared_fc2_in, shared_fc1_dy, shared_fc2_dy;
   // Embedding and output layer.
   KernelDescId embed_fwd, embed_bwd, pos_add;
   KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;

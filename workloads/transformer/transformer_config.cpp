@@ -487,6 +487,17 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.seq = workload.get_int_in("seq", 1, kMaxSeq);
   c.micro_batch = workload.get_int_in_or("micro_batch", 1, kMaxMicroBatch, 1);
   c.dtype = read_dtype(workload);
+  if (workload.has("fp8_recipe") && c.dtype != DType::kFp8) {
+    workload.child("fp8_recipe")
+        .fail(fmt::format("applies to dtype fp8 only (the GEMMs here run in {})",
+                          dtype_name(c.dtype)));
+  }
+  constexpr std::array<std::string_view, 3> kRecipeNames = {"delayed", "current", "block"};
+  constexpr std::array<Fp8Recipe, 3> kRecipes = {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent,
+                                                 Fp8Recipe::kBlock};
+  if (c.dtype == DType::kFp8) {
+    c.fp8_recipe = read_enum(workload, "fp8_recipe", kRecipeNames, kRecipes, Fp8Recipe::kDelayed);
+  }
   c.causal = workload.get_bool_or("causal", preset.causal);
   c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
   c.position = read_enum(workload, "position", kPosNames, kPositions, preset.position);

@@ -21,6 +21,14 @@
 //                              #   micro_batch x data x pipeline (one micro-batch per stage)
 //   dtype: fp16                # fp32 | tf32 | fp16 | bf16 | fp8 (fp8: GEMMs in fp8, the rest
 //                              #   bf16); default bf16
+//   fp8_recipe: delayed        # dtype fp8 only: how Transformer Engine quantises each fp8
+//                              #   GEMM's operands (transformer_engine/common/recipe): delayed
+//                              #   (DelayedScaling, TE's and Megatron-Core's default: one read
+//                              #   per quantisation, scale from the amax history) | current
+//                              #   (Float8CurrentScaling: an amax pass, then the cast: two
+//                              #   reads) | block (Float8BlockScaling 1x128 / MXFP8BlockScaling:
+//                              #   per-block scales found in the cast's one read); the kernels:
+//                              #   layer_kernels.h, Fp8Cast
 //   causal: true               # decoder (true) or encoder (false) attention mask
 //   norm: layernorm            # layernorm | rms_norm
 //   activation: gelu           # gelu | swiglu
@@ -101,6 +109,8 @@ enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };
 enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
+/// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
+enum class Fp8Recipe : uint8_t { kDelayed, kCurrent, kBlock };
 
 /// The dimensions a rank layout orders (sim/parallel_dim.h: all of them but kOther).
 inline constexpr size_t kLayoutDimCount = 5;
@@ -182,6 +192,8 @@ struct TransformerConfig {
   int64_t global_batch = 0;
   /// GEMM dtype; everything else runs in `activation_dtype()` (bf16 for fp8 training).
   DType dtype = DType::kBf16;
+  /// How fp8 GEMM operands are quantised (dtype fp8 only).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool causal = true;
   TransformerNorm norm = TransformerNorm::kLayerNorm;
   TransformerActivation activation = TransformerActivation::kGelu;

@@ -511,6 +511,21 @@ TEST(TransformerConfig, VocabIsPaddedNotRejected) {
   EXPECT_EQ(c.padded_vocab(), 50688);
 }
 
+TEST(TransformerConfig, Fp8RecipeOnlyWithFp8GemmsAndNamedValues) {
+  const std::string fp8 = replace(llama2_70b(), "dtype: bf16", "dtype: fp8");
+  EXPECT_EQ(parse(fp8, 256).fp8_recipe, Fp8Recipe::kDelayed);  // TE's default
+  EXPECT_EQ(parse(replace(fp8, "dtype: fp8", "dtype: fp8\n  fp8_recipe: current"), 256).fp8_recipe,
+            Fp8Recipe::kCurrent);
+  EXPECT_EQ(parse(replace(fp8, "dtype: fp8", "dtype: fp8\n  fp8_recipe: block"), 256).fp8_recipe,
+            Fp8Recipe::kBlock);
+  std::string e = error_of(replace(fp8, "dtype: fp8", "dtype: fp8\n  fp8_recipe: mx"), 256);
+  EXPECT_NE(e.find("fp8_recipe"), std::string::npos) << e;
+  EXPECT_NE(e.find("mx"), std::string::npos) << e;
+  e = error_of(replace(llama2_70b(), "dtype: bf16", "dtype: bf16\n  fp8_recipe: delayed"), 256);
+  EXPECT_NE(e.find("fp8_recipe"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp8 only"), std::string::npos) << e;
+}
+
 TEST(TransformerConfig, MissingShapeKeyAndUnknownKey) {
   EXPECT_NE(error_of(replace(gpt3(), "  layers: 96\n", ""), 1024).find("layers"),
             std::string::npos);

@@ -628,6 +628,71 @@ TEST(TransformerGenerator, ExpertGradientsAreReducedOverTheExpertDataParallelRan
   EXPECT_EQ(layout.expert_replica_group(11), (std::vector<int64_t>{11, 15}));
 }
 
+// fp8 training (Transformer Engine's recipes): every fp8 GEMM input and output gradient is
+// quantised by one cast kernel reading 2 bytes and writing 1 + 1 per element; current scaling
+// adds an amax pass reading 2 bytes per element (a slower step); the output layer stays bf16.
+// (On this small model the casts cost more than the fp8 GEMMs save: fp8 is slower than bf16.)
+TEST(TransformerGenerator, Fp8RecipesQuantiseEveryFp8GemmOperand) {
+  const Platform p = platform("dgx_h100", "h100_sxm5_80gb");
+  struct Counts {
+    int64_t casts = 0, amax = 0, cast_bytes = 0, amax_bytes = 0, fp8_gemms = 0, bf16_gemms = 0;
+    double step_ms = 0.0;
+  };
+  auto count = [&](DType dtype, Fp8Recipe recipe) {
+    TransformerConfig c = small_gpt();
+    c.parallelism.data = 8;
+    c.global_batch = 16;
+    c.dtype = dtype;
+    c.fp8_recipe = recipe;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    Counts n;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
+      const KernelDesc& k = g.kernel(t);
+      if (k.cls == KernelClass::kGemm) ++(k.dtype == DType::kFp8 ? n.fp8_gemms : n.bf16_gemms);
+      const std::string_view name = g.name(g.task(t).name);
+      if (name == "fp8_cast_transpose") {
+        EXPECT_EQ(k.memory_op, MemoryOp::kTranspose);
+        ++n.casts;
+        EXPECT_EQ(k.bytes_read, k.bytes_written);
+        n.cast_bytes += static_cast<int64_t>(k.bytes_read + k.bytes_written);
+      }
+      if (name == "fp8_amax") {
+        EXPECT_EQ(k.memory_op, MemoryOp::kSum);
+        ++n.amax;
+        EXPECT_EQ(k.bytes_written, 0.0);
+        n.amax_bytes += static_cast<int64_t>(k.bytes_read);
+      }
+    }
+    n.step_ms = ms(simulate(c, p.fabric, p.hardware, 1).summary.predicted_iteration_time);
+    return n;
+  };
+  const Counts bf16 = count(DType::kBf16, Fp8Recipe::kDelayed);
+  const Counts delayed = count(DType::kFp8, Fp8Recipe::kDelayed);
+  const Counts current = count(DType::kFp8, Fp8Recipe::kCurrent);
+  const Counts block = count(DType::kFp8, Fp8Recipe::kBlock);
+  EXPECT_EQ(bf16.casts, 0);
+  EXPECT_EQ(bf16.fp8_gemms, 0);
+  // 8 layers x 1 micro-batch (16 sequences over 8 x 2) x (4 inputs + 4 output gradients).
+  EXPECT_EQ(delayed.casts, 8 * 8);
+  EXPECT_EQ(delayed.amax, 0);
+  EXPECT_EQ(current.amax, delayed.casts);
+  EXPECT_EQ(current.amax_bytes * 2, current.cast_bytes);  // one 2-byte read vs 2 + 2 bytes
+  EXPECT_EQ(block.casts, delayed.casts);
+  EXPECT_EQ(block.cast_bytes, delayed.cast_bytes);
+  // A micro-batch of 1024 tokens, hidden 1024, ffn 4096: inputs 1024 x (1024 + 1024 + 1024 +
+  // 4096), output gradients 1024 x (3072 + 1024 + 4096 + 1024), 4 bytes per element.
+  EXPECT_EQ(delayed.cast_bytes, int64_t{8} * 4 * 1024 * (7168 + 9216));
+  // The output layer's three GEMMs stay bf16; the layers' 12 are fp8.
+  EXPECT_EQ(delayed.bf16_gemms, 3);
+  EXPECT_EQ(delayed.fp8_gemms, 8 * 12);
+  EXPECT_GT(current.step_ms, delayed.step_ms);
+  EXPECT_DOUBLE_EQ(block.step_ms, delayed.step_ms);
+  std::printf("step ms: bf16 %.3f, fp8 delayed %.3f, current %.3f\n", bf16.step_ms, delayed.step_ms,
+              current.step_ms);
+}
+
 TEST(TransformerGenerator, IsDeterministic) {
   TransformerConfig c = small_gpt();
   c.parallelism.tensor = 2;

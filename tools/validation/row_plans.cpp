@@ -71,13 +71,10 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
   std::string sharding = row.sharding;
   std::transform(sharding.begin(), sharding.end(), sharding.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  plan.label = fmt::format("mpt-{} {} {}gpu s{} {} mb{} ga{} B{}{}", row.model, row.gpu, row.gpus,
+  plan.label = fmt::format("mpt-{} {} {}gpu s{} {} mb{} ga{} B{}{}{}", row.model, row.gpu, row.gpus,
                            row.seq, sharding, row.micro_batch, row.grad_accum, row.global_batch,
-                           row.activation_checkpointing ? " ckpt" : "");
-  if (row.precision == "amp_fp8") {
-    plan.skip_reason = "FP8 rows are not validated (the kernel models are fitted on BF16/FP16)";
-    return plan;
-  }
+                           row.activation_checkpointing ? " ckpt" : "",
+                           row.precision == "amp_fp8" ? " fp8" : "");
   if (row.gpu != "h100_80gb" && row.gpu != "a100_80gb" && row.gpu != "a100_40gb") {
     plan.skip_reason =
         fmt::format("GPU `{}`: only A100 40/80GB (RoCE cluster) and H100 80GB rows", row.gpu);
@@ -85,7 +82,7 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
   }
   // The 40GB rows ran on the same RoCE cluster design (the README's section title).
   if (row.gpu == "a100_40gb") plan.gpu_profile = "hardware/a100_sxm4_40gb.yaml";
-  if (row.precision != "amp_bf16" && row.precision != "bf16") {
+  if (row.precision != "amp_bf16" && row.precision != "bf16" && row.precision != "amp_fp8") {
     plan.skip_reason = fmt::format("precision `{}` is not BF16", row.precision);
     return plan;
   }
@@ -123,6 +120,9 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
       // Composer's FSDP mixed precision: DEFAULT reduces gradients in fp32, PURE in bf16.
       fmt::format("workload.grad_reduce_dtype={}", row.mp_mode == "PURE" ? "bf16" : "fp32"),
   };
+  // Composer's amp_fp8: Transformer Engine's fp8_autocast with its DelayedScaling recipe
+  // (fp8_recipe delayed, the default) around te.Linear layers; the tied output layer stays bf16.
+  if (row.precision == "amp_fp8") plan.overrides.emplace_back("workload.dtype=fp8");
   return plan;
 }
 

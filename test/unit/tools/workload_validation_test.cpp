@@ -400,10 +400,15 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
   a100.mp_mode = "PURE";
   EXPECT_EQ(as_map(foundry_plan(a100, models).overrides).at("workload.grad_reduce_dtype"), "bf16");
 
-  // Skipped rows say why.
+  // FP8 rows (Composer's amp_fp8: Transformer Engine, delayed scaling) run in fp8.
   FoundryRow fp8 = h100;
   fp8.precision = "amp_fp8";
-  EXPECT_NE(foundry_plan(fp8, models).skip_reason.find("FP8"), std::string::npos);
+  const RowPlan p8 = foundry_plan(fp8, models);
+  EXPECT_EQ(p8.skip_reason, "");
+  EXPECT_EQ(as_map(p8.overrides).at("workload.dtype"), "fp8");
+  EXPECT_EQ(p8.label, "mpt-7b h100_80gb 512gpu s2048 full_shard mb6 ga1 B3072 fp8");
+  EXPECT_EQ(as_map(plan.overrides).count("workload.dtype"), 0u);
+  // Skipped rows say why.
   // A100 40GB rows: the A100 template with the 40GB profile.
   FoundryRow a100_40 = h100;
   a100_40.gpu = "a100_40gb";
@@ -420,14 +425,14 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
   EXPECT_TRUE(foundry_plan(unknown, models).overrides.empty());
 }
 
-TEST(WorkloadPlans, FoundryRowsThatRunAreTheBf16RowsOnShippedFabrics) {
+TEST(WorkloadPlans, FoundryRowsThatRunAreTheBf16AndFp8RowsOnShippedFabrics) {
   const auto models = read_mpt_models(kMptModels);
   int run = 0;
   for (const FoundryRow& r : read_foundry_table(kFoundryCsv)) {
     const RowPlan p = foundry_plan(r, models);
     if (p.skip_reason.empty()) ++run;
   }
-  EXPECT_EQ(run, 18 + 52 + 61 + 78);  // H100 BF16 (both tables) + A100 80GB + A100 40GB
+  EXPECT_EQ(run, 18 + 52 + 61 + 78 + 7);  // H100 BF16 (both tables), A100 80GB, A100 40GB, H100 FP8
 }
 
 TEST(WorkloadPlans, DleRowsMapToTheTemplateOverrides) {

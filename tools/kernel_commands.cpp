@@ -110,7 +110,10 @@ std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profil
   return out;
 }
 
-std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
+/// The rows of every input of `m`; a note on `notes` for each table that declares no harness
+/// (kernel_measurements.h: read as `fitted`).
+std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m,
+                                                 std::ostream* notes = nullptr) {
   const auto measured_on = measured_on_profiles(m);
   std::vector<KernelMeasurement> rows;
   if (!m.llmcompass_dir.empty()) rows = read_llmcompass_dir(m.llmcompass_dir, m.gpu);
@@ -119,6 +122,12 @@ std::vector<KernelMeasurement> read_measurements(const MeasurementOptions& m) {
     if (it != measured_on.end()) {
       for (KernelMeasurement& row : more)
         row.measured_on = it->second;
+    }
+    if (notes != nullptr && !more.empty() && !more.front().harness_declared) {
+      *notes << fmt::format(
+          "note: {} declares no harness (`# harness: none` for kernel times, `# harness: fitted` "
+          "for times holding a per-call cost of the timing loop): read as fitted\n",
+          file);
     }
     rows.insert(rows.end(), more.begin(), more.end());
   };
@@ -344,7 +353,7 @@ int calibrate_kernels_main(const std::vector<std::string>& args, std::ostream& o
   if (!parse(args, desc, out)) return 0;
   refuse_to_overwrite(output, force);
   const HardwareProfile hw = read_hardware(m.hardware);
-  const std::vector<KernelMeasurement> rows = read_measurements(m);
+  const std::vector<KernelMeasurement> rows = read_measurements(m, &out);
   if (source.empty()) source = fmt::format("{}", fmt::join(input_names(m), "; "));
   const CalibrationResult result = fit_kernel_calibration(rows, hw, source);
   write_file_atomically(output, calibration_file_text(result));
@@ -509,7 +518,7 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
   ConfigDocument doc = ConfigDocument::load_file(calibration);
   const CalibratedKernelCost model(load_kernel_calibration(doc.root()), hw.achievable);
   doc.check_all_keys_used();
-  const std::vector<KernelMeasurement> rows = read_measurements(m);
+  const std::vector<KernelMeasurement> rows = read_measurements(m, &out);
   out << fmt::format("kernel model `calibrated` ({}) on {} vs measurements\n", calibration,
                      hw.device.name);
   // Where the parameters came from, so that the reader knows which rows are in-sample.

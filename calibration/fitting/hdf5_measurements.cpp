@@ -555,9 +555,10 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
                     file_name, *provenance));
   }
   const std::optional<std::string> harness = string_attribute(root.get(), "harness", file_name);
-  if (harness && *harness != "none") {
-    throw CalibrationDataError(fmt::format(
-        "{}: file attribute `harness`: `{}` is not known; valid: none", file_name, *harness));
+  if (harness && *harness != "none" && *harness != "fitted") {
+    throw CalibrationDataError(
+        fmt::format("{}: file attribute `harness`: `{}` is not known; valid: none, fitted",
+                    file_name, *harness));
   }
   const std::optional<std::string> curve = string_attribute(root.get(), "curve", file_name);
   if (curve && !is_curve_name(*curve)) {
@@ -568,7 +569,8 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
   }
   for (KernelMeasurement& row : rows) {
     row.provenance = provenance.value_or("");
-    row.harness_none = harness.has_value();
+    row.harness_none = harness == "none";
+    row.harness_declared = harness.has_value();
     if (!curve) continue;
     if (row.kernel.cls != KernelClass::kMemoryBound) {
       throw CalibrationDataError(
@@ -583,7 +585,8 @@ std::vector<KernelMeasurement> read_in_process(const std::filesystem::path& path
 // The child's report on the pipe: "E<message>" for an error, or one line per row,
 // "R" then tab-separated: op, origin, seconds, held_out, and the kernel description's scalar
 // fields (class, dtype, batch, m, n, k, bytes read and written, flops, memory op, row elements),
-// then harness_none, provenance, the traffic's reads and writes and the curve, then "D" when
+// then the harness (0 undeclared, 1 none, 2 fitted), provenance, the traffic's reads and
+// writes and the curve, then "D" when
 // complete. Doubles travel as hexadecimal floats
 // (%a): the rows equal the child's exactly. HDF5 rows are gemm_kernel() or memory_op_kernel()
 // descriptions, which have no other fields.
@@ -596,8 +599,9 @@ std::string encode_rows(const std::vector<KernelMeasurement>& rows) {
         "{:a}\t{:a}\t{:a}\t{}\t{}\t{}\t{}\t{:a}\t{:a}\t{}\n",
         r.op, r.origin, r.seconds, r.held_out ? 1 : 0, static_cast<int>(k.cls),
         static_cast<int>(k.dtype), k.batch, k.m, k.n, k.k, k.bytes_read, k.bytes_written, k.flops,
-        static_cast<int>(k.memory_op), k.row_elements, r.harness_none ? 1 : 0, r.provenance,
-        r.traffic.reads, r.traffic.writes, r.curve);
+        static_cast<int>(k.memory_op), k.row_elements,
+        r.harness_none ? 1 : (r.harness_declared ? 2 : 0), r.provenance, r.traffic.reads,
+        r.traffic.writes, r.curve);
   }
   return out + "D\n";
 }
@@ -644,6 +648,7 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
     k.memory_op = static_cast<MemoryOp>(integer(13));
     k.row_elements = integer(14);
     row.harness_none = f[15] == "1";
+    row.harness_declared = f[15] != "0";
     row.provenance = f[16];
     row.traffic = MemoryTraffic{number(17), number(18)};
     row.curve = f[19];
@@ -791,6 +796,11 @@ void write_declarations(const Writer& writer, hid_t file, const std::filesystem:
       std::all_of(rows.begin(), rows.end(),
                   [](const KernelMeasurement& r) { return r.harness_none; })) {
     writer.string_attribute(file, "harness", "none");
+  } else if (!rows.empty() && !stated("harness") &&
+             std::all_of(rows.begin(), rows.end(), [](const KernelMeasurement& r) {
+               return r.harness_declared && !r.harness_none;
+             })) {
+    writer.string_attribute(file, "harness", "fitted");
   }
 }
 

@@ -9,8 +9,9 @@
 //                        provenance  measured, published or physics: every row's
 //                                 KernelMeasurement::provenance (read; written when every row
 //                                 states the same one)
-//                        harness  `none`: every row's harness_none (read; written when every row
-//                                 has it), as the CSV's `# key: value` lines
+//                        harness  `none` or `fitted`: every row's harness_none /
+//                                 harness_declared (read; written when every row has the same
+//                                 one), as the CSV's `# key: value` lines
 //                                 (kernel_measurements.h)
 //                        curve    a curve name: every memory-op row's KernelMeasurement::curve
 //                                 (read; written when some row has one: rows on two curves, or

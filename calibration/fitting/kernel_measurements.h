@@ -33,9 +33,12 @@
 //      split     optional  as above
 //    The row's op is "<op>/<implementation>" (attention_forward/flash3).
 //    A `# harness: none` metadata line (either kind of table) says the times are the kernels'
-//    own (KernelMeasurement::harness_none); a table without one is compared through the
-//    calibration's harness of its op, when the calibration has one. `# provenance: measured |
-//    published | physics` says where the figures come from (KernelMeasurement::provenance).
+//    own (KernelMeasurement::harness_none); `# harness: fitted` says they hold a fixed per-call
+//    cost of the timing loop (a launch floor, an event pair) that the fit describes, and
+//    validation compares them through the calibration's harness of their op when it has one; a
+//    table that declares neither is read as `fitted` (KernelMeasurement::harness_declared). `#
+//    provenance: measured | published | physics` says where the figures come from
+//    (KernelMeasurement::provenance).
 //    `# curve: NAME` (a memory-op table; NAME of lower-case letters, digits and `_`) gives the
 //    table's ops a curve of their own: a kernel whose achieved bandwidth is not its family's
 //    (Megatron's jit-fused SwiGLU runs well below a plain elementwise kernel) is fitted
@@ -109,6 +112,11 @@ struct KernelMeasurement {
   /// The table declares `# harness: none`: the measured time is the kernel's own, and validation
   /// compares it with the model's kernel duration, whatever harness the calibration describes.
   bool harness_none = false;
+  /// The table declares its harness: `# harness: none` (above) or `# harness: fitted` (its times
+  /// hold a fixed per-call cost of the timing loop, which the fit describes in the calibration's
+  /// `measurement` section). LLMCompass sweeps declare `fitted` by their format. A table that
+  /// declares neither is read as `fitted`, and the commands say so.
+  bool harness_declared = false;
   /// The table's `# provenance:` (measured, published or physics; kernel_calibration.h), or ""
   /// when it states none.
   std::string provenance;

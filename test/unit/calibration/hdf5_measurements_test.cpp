@@ -198,6 +198,22 @@ TEST(Hdf5Measurements, RoundTripsTheLlmcompassSweeps) {
   EXPECT_EQ(calibration_text(h5), calibration_text(csv));
 }
 
+// A `# harness: fitted` table round-trips its declaration (file attribute `harness`).
+TEST(Hdf5Measurements, RoundTripsAFittedHarness) {
+  const auto csv = read_measurement_csv(kData / "liger-kernel" / "h100_relu_squared.csv");
+  ASSERT_FALSE(csv.empty());
+  ASSERT_TRUE(csv[0].harness_declared);
+  ASSERT_FALSE(csv[0].harness_none);
+  const std::filesystem::path path = temp_path("relu_squared.h5");
+  write_measurement_hdf5(path, csv, "H100", "Liger-Kernel");
+  const auto h5 = read_measurement_hdf5(path);
+  ASSERT_EQ(h5.size(), csv.size());
+  for (const KernelMeasurement& r : h5) {
+    EXPECT_TRUE(r.harness_declared);
+    EXPECT_FALSE(r.harness_none);
+  }
+}
+
 // A table with its own traffic (reads 2, writes 1) and curve declaration round-trips: the
 // datasets `reads` / `writes` and the file attribute `curve`; rows on two curves cannot share a
 // file.

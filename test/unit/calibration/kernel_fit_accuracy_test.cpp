@@ -516,7 +516,7 @@ TEST(GemmDtypeFit, RowsTheProfileCannotPriceNameTheirFileAndLine) {
     ADD_FAILURE() << "expected a CalibrationDataError";
   } catch (const CalibrationDataError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("h100_xla_matmul.csv:12"), std::string::npos) << what;
+    EXPECT_NE(what.find("h100_xla_matmul.csv:13"), std::string::npos) << what;
     EXPECT_NE(what.find("no bf16 peak"), std::string::npos) << what;
   }
 }

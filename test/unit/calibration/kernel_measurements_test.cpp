@@ -278,8 +278,20 @@ TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {
         << e.what();
   }
   EXPECT_NE(csv_error("# harness: wallclock\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
-                .find("table.csv:1: harness `wallclock` is not known"),
+                .find("table.csv:1: harness `wallclock` is not known; valid: none (kernel time "
+                      "as measured, no floor or offset), fitted"),
             std::string::npos);
+  // `fitted` declares a harness the fit describes; a table without a declaration declares
+  // none, and is read the same way.
+  const auto fitted = read_measurement_csv(
+      write_temp_table("fitted.csv", "# harness: fitted\nop,dtype,m,n,time_us\nrelu,fp16,1,1,9\n"));
+  EXPECT_TRUE(fitted.at(0).harness_declared);
+  EXPECT_FALSE(fitted.at(0).harness_none);
+  const auto plain = read_measurement_csv(
+      write_temp_table("plain.csv", "op,dtype,m,n,time_us\nrelu,fp16,1,1,9\n"));
+  EXPECT_FALSE(plain.at(0).harness_declared);
+  EXPECT_FALSE(plain.at(0).harness_none);
+  EXPECT_TRUE(rows.at(0).harness_declared);  // `none` is a declaration too
   EXPECT_NE(csv_error("# provenance: guess\nop,dtype,m,n,time_us\nrelu,fp16,1,1,1\n")
                 .find("provenance `guess` is not known"),
             std::string::npos);

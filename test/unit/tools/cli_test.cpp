@@ -871,6 +871,16 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
       << r.output;
   EXPECT_NE(r.output.find("`train` rows of those measurements are in-sample"), std::string::npos)
       << r.output;
+  EXPECT_EQ(r.output.find("declares no harness"), std::string::npos) << r.output;
+  // A table that declares no harness is read as `fitted`, and the command says so.
+  std::ofstream(dir_ / "plain.csv") << "op,dtype,m,n,k,time_us\ngemm,fp16,1024,1024,1024,20\n";
+  const Result plain = run(
+      "validate kernels --llmcompass '' --csv plain.csv --hardware " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/hardware/a100_sxm4_80gb.yaml") + " --calibration " +
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/a100_llmcompass.yaml"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_NE(plain.output.find("note: plain.csv declares no harness"), std::string::npos)
+      << plain.output;
 }
 
 // Every shipped measurement set, per generation, from the repository root: the table with the

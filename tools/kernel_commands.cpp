@@ -319,9 +319,11 @@ void print_shipped_kernel_validation(std::ostream& out) {
         "  no fit of its own (default parameters): {}\n\n",
         unfitted.empty() ? std::string("none") : fmt::format("{}", fmt::join(unfitted, "; ")));
   }
-  out << "V100, H100 PCIe and H200: no kernel measurements shipped; they are priced with the A100 "
-         "or H100 calibration on their own hardware profile, and a run says so. B200 has GEMMs "
-         "only: its other families run on defaults.\n";
+  out << "No calibration is fitted on H200 or H100 PCIe. H200 is the H100's chip (132 SMs, "
+         "compute capability 9.0): the H100 file is its own there, on the H200 profile's "
+         "bandwidth (held-out cuBLASLt fp8 GEMMs: test/data/azure-ai-benchmarking); H100 PCIe (114 "
+         "SMs) borrows it, and a run says so. V100 and B200 have GEMMs only: their other families "
+         "run on defaults.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.

@@ -361,32 +361,48 @@ TEST(GemmDtypeFit, H100AttentionStaysBelowEachImplementationsPublishedPeak) {
     std::printf("%-26s best published %.0f TFLOP/s\n", op.c_str(), tflops);
 }
 
+/// A GEMM table fitted on `hardware` (a profile file name) as `upsim calibrate kernels --csv
+/// TABLE` fits it, its validation printed; the shipped `calibration` file must be exactly that fit
+/// (the message gives the command that regenerates it).
+struct ShippedGemmFit {
+  HardwareProfile hardware;
+  std::vector<KernelMeasurement> rows;
+  CalibrationResult result;
+};
+ShippedGemmFit fit_shipped_gemm_table(const char* table, const char* hardware, const char* source,
+                                      const char* calibration, size_t expected_rows) {
+  ShippedGemmFit fit{profile(hardware), rows_from_root(table), {}};
+  EXPECT_EQ(fit.rows.size(), expected_rows) << table;
+  fit.result = fit_kernel_calibration(fit.rows, fit.hardware, source);
+  std::printf("%s", format_kernel_validation(fit.result.validation).c_str());
+  const std::string text =
+      kernel_calibration_yaml(fit.result.calibration, calibration_header(fit.result));
+  EXPECT_EQ(read_text(kConfigs / "calibration" / calibration), text)
+      << "configs/calibration/" << calibration
+      << " is stale: regenerate it with `upsim calibrate kernels --llmcompass '' --csv " << table
+      << " --hardware configs/hardware/" << hardware << " --source \"" << source
+      << "\" --out configs/calibration/" << calibration << " --force`";
+  return fit;
+}
+
 // B200: XLA's sm_100_B200 table in bf16, tf32 and fp8 (e4m3), each dtype its own fit, within
 // the bounds on its held-out half (measured: bf16 3.52%, tf32 3.40%, fp8 4.93%); the shipped
 // file is that fit; fp8 is priced from fp8 measurements (no MAMF-ratio borrowing) and never
 // above the GPU's best measured fp8 matmul.
 TEST(GemmDtypeFit, B200Bf16Tf32AndFp8HeldOutWithinBoundAndShippedFileIsTheFit) {
-  const HardwareProfile b200 = profile("b200_sxm_180gb.yaml");
-  const std::vector<KernelMeasurement> rows =
-      rows_from_root("test/data/xla-matmul/b200_xla_matmul.csv");
-  ASSERT_EQ(rows.size(), 1125u);
-  const char* source =
+  const ShippedGemmFit fit = fit_shipped_gemm_table(
+      "test/data/xla-matmul/b200_xla_matmul.csv", "b200_sxm_180gb.yaml",
       "XLA matmul perf table for sm_100_B200, test/data/xla-matmul/b200_xla_matmul.csv (see its "
-      "SOURCES.md)";
-  const CalibrationResult result = fit_kernel_calibration(rows, b200, source);
-  std::printf("%s", format_kernel_validation(result.validation).c_str());
+      "SOURCES.md)",
+      "b200_xla.yaml", 1125);
+  const HardwareProfile& b200 = fit.hardware;
+  const CalibrationResult& result = fit.result;
   ASSERT_EQ(result.validation.size(), 3u);
   for (const KernelValidationRow& row : result.validation) {
     EXPECT_GE(row.held_out_points, 187u) << row.op;
     EXPECT_LT(row.held_out_geomean, row.op == "gemm/fp8" ? 0.08 : 0.06) << row.op;
   }
   EXPECT_EQ(result.validation[2].op, "gemm/fp8");
-  const std::string text = kernel_calibration_yaml(result.calibration, calibration_header(result));
-  EXPECT_EQ(read_text(kConfigs / "calibration" / "b200_xla.yaml"), text)
-      << "configs/calibration/b200_xla.yaml is stale: regenerate it with `upsim calibrate kernels "
-         "--llmcompass '' --csv test/data/xla-matmul/b200_xla_matmul.csv --hardware "
-         "configs/hardware/b200_sxm_180gb.yaml --source '"
-      << source << "' --out configs/calibration/b200_xla.yaml --force`";
   const CalibratedKernelCost model(result.calibration, b200.achievable);
   EXPECT_FALSE(
       model.borrowed_calibration(gemm_kernel(DType::kFp8, 1, 4096, 4096, 4096), b200.device));
@@ -403,15 +419,14 @@ TEST(GemmDtypeFit, B200Bf16Tf32AndFp8HeldOutWithinBoundAndShippedFileIsTheFit) {
 // file that V100 runs borrowed before is worse on the same rows (measured 13.6% / 13.0%); the
 // shipped file is the fit, and never prices a GEMM above the V100 datasheet peaks.
 TEST(GemmDtypeFit, V100Fp32AndFp16HeldOutWithinBoundAndShippedFileIsTheFit) {
-  const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
-  const std::vector<KernelMeasurement> rows =
-      rows_from_root("test/data/deepbench/v100_dgx1_gemm.csv");
-  ASSERT_EQ(rows.size(), 320u);
-  const char* source =
+  const ShippedGemmFit fit = fit_shipped_gemm_table(
+      "test/data/deepbench/v100_dgx1_gemm.csv", "v100_sxm2_32gb.yaml",
       "DeepBench's V100 (DGX-1) GEMM results, test/data/deepbench/v100_dgx1_gemm.csv (see its "
-      "SOURCES.md)";
-  const CalibrationResult result = fit_kernel_calibration(rows, v100, source);
-  std::printf("%s", format_kernel_validation(result.validation).c_str());
+      "SOURCES.md)",
+      "v100_deepbench.yaml", 320);
+  const HardwareProfile& v100 = fit.hardware;
+  const std::vector<KernelMeasurement>& rows = fit.rows;
+  const CalibrationResult& result = fit.result;
   ASSERT_EQ(result.validation.size(), 2u);
   EXPECT_EQ(result.validation[0].op, "gemm/fp32");
   EXPECT_EQ(result.validation[1].op, "gemm/fp16");
@@ -419,12 +434,6 @@ TEST(GemmDtypeFit, V100Fp32AndFp16HeldOutWithinBoundAndShippedFileIsTheFit) {
     EXPECT_EQ(row.held_out_points, 80u) << row.op;
     EXPECT_LT(row.held_out_geomean, row.op == "gemm/fp32" ? 0.07 : 0.11) << row.op;
   }
-  const std::string text = kernel_calibration_yaml(result.calibration, calibration_header(result));
-  EXPECT_EQ(read_text(kConfigs / "calibration" / "v100_deepbench.yaml"), text)
-      << "configs/calibration/v100_deepbench.yaml is stale: regenerate it with `upsim calibrate "
-         "kernels --llmcompass '' --csv test/data/deepbench/v100_dgx1_gemm.csv --hardware "
-         "configs/hardware/v100_sxm2_32gb.yaml --source \""
-      << source << "\" --out configs/calibration/v100_deepbench.yaml --force`";
   const std::vector<KernelValidationRow> borrowed =
       validate_kernels(rows, shipped_model(v100), v100.device);
   for (size_t i = 0; i < 2; ++i) {

@@ -488,12 +488,15 @@ TEST(WorkloadPlans, DleRowsMapToTheTemplateOverrides) {
 }
 
 // The acceptance bounds, pinned: every llm-foundry row on a shipped fabric (A100 40/80GB and
-// H100 80GB bf16) and the Megatron-LM Table 1 rows up to 512 GPUs (the larger ones take minutes:
-// OptInFullMegatronTableWithinBound) within the command's 15% geomean |error|, printed row by
-// row. Sanitizer builds (Debug, 10-30x slower) run a few rows of each through the same path.
+// H100 80GB bf16, H100 80GB fp8) and the Megatron-LM Table 1 rows up to 512 GPUs (the larger ones
+// take minutes: OptInFullMegatronTableWithinBound) within the command's 15% geomean |error|,
+// printed row by row. Sanitizer builds (Debug, 10-30x slower) run a few rows of each through the
+// same path.
 #ifdef UPSIM_SANITIZED
 constexpr const char* kMegatronRows = "gpt-1.7b,gpt-3.6b";
-constexpr const char* kFoundryRows = "mpt-125m a100_80gb 8gpu,mpt-1b h100_80gb 8gpu s2048";
+constexpr const char* kFoundryRows =
+    "mpt-125m a100_80gb 8gpu,mpt-1b h100_80gb 8gpu s2048,"
+    "mpt-1b h100_80gb 8gpu s8192 full_shard mb2 ga4 B64 fp8";
 #else
 constexpr const char* kMegatronRows = "gpt-1.7b,gpt-3.6b,gpt-7.5b,gpt-18.4b,gpt-39.1b";
 constexpr const char* kFoundryRows = "";
@@ -511,7 +514,7 @@ TEST(WorkloadValidation, MegatronRowsWithinFifteenPercent) {
   EXPECT_NE(out.str().find("megatron: geomean |error|"), std::string::npos);
 }
 
-TEST(WorkloadValidation, LlmFoundryBf16RowsWithinFifteenPercent) {
+TEST(WorkloadValidation, LlmFoundryRowsWithinFifteenPercent) {
   std::vector<std::string> args{"--megatron",           "", "--llm-foundry", kFoundryCsv.string(),
                                 "--dle-dlrm",           "", "--dle-dcnv2",   "",
                                 "--dle-dlrm-inference", "", "--configs",     UPSIM_CONFIGS_DIR};

@@ -27,6 +27,19 @@ bool parse_command_line(const std::vector<std::string>& args, const po::options_
   return true;
 }
 
+bool parse_with_positional(const std::vector<std::string>& args,
+                           const po::options_description& desc, std::ostream& out, const char* name,
+                           std::string& value) {
+  po::options_description hidden;
+  hidden.add_options()(name, po::value<std::string>(&value));
+  po::options_description all;
+  all.add(desc).add(hidden);
+  po::positional_options_description positional;
+  positional.add(name, 1);
+  po::variables_map vm;
+  return parse_command_line(args, all, out, vm, &positional, &desc);
+}
+
 void refuse_to_overwrite(const std::filesystem::path& path, bool force) {
   check_replaceable(path);  // regular files only, --force or not
   if (!force && std::filesystem::exists(std::filesystem::symlink_status(path))) {

@@ -19,6 +19,12 @@ bool parse_command_line(
     const boost::program_options::positional_options_description* positional = nullptr,
     const boost::program_options::options_description* shown = nullptr);
 
+/// parse_command_line for a command of one positional argument, stored in `value` (empty when
+/// absent) under the hidden option `name` (the name Boost's errors use); `desc` is the help.
+bool parse_with_positional(const std::vector<std::string>& args,
+                           const boost::program_options::options_description& desc,
+                           std::ostream& out, const char* name, std::string& value);
+
 /// Values of a repeatable, comma-separated option: {"a,b", "c"} -> a, b, c (empty items dropped).
 std::vector<std::string> split_commas(const std::vector<std::string>& values);
 

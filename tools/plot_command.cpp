@@ -118,14 +118,7 @@ int plot_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("out,o", po::value<std::string>(&out_dir_text),
        "folder for the plots (default: next to the input)")  //
       ("force", po::bool_switch(&force), "overwrite existing plots (.svg, .gp)");
-  po::options_description hidden;
-  hidden.add_options()("input", po::value<std::string>(&input));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("input", 1);
-  po::variables_map vm;
-  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
+  if (!parse_with_positional(args, desc, out, "input", input)) return 0;
   if (input.empty()) throw po::error("upsim plot: missing RESULTS.csv or RUN_DIR");
   const fs::path path(input);
   std::error_code ec;

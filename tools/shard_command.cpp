@@ -351,14 +351,7 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
        "that folder exists); an existing file is not overwritten without --force")   //
       ("force", po::bool_switch(&options.force), "overwrite an existing plan file")  //
       ("jobs,j", po::value<int>(&options.jobs)->default_value(1), "sharders simulated in parallel");
-  po::options_description hidden;
-  hidden.add_options()("scenario", po::value<std::string>(&options.scenario));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("scenario", 1);
-  po::variables_map vm;
-  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
+  if (!parse_with_positional(args, desc, out, "scenario", options.scenario)) return 0;
   if (options.scenario.empty()) {
     throw po::error("missing SCENARIO (a DLRM scenario, e.g. configs/dlrm_4gpu.yaml)");
   }

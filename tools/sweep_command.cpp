@@ -503,14 +503,7 @@ std::optional<SweepOptions> parse_sweep_options(const std::vector<std::string>& 
       ("force", po::bool_switch(&o.force),
        "replace the sweep files of a folder that holds another study (or this one: start over), "
        "or write into a folder that holds no sweep; other files there are kept");
-  po::options_description hidden;
-  hidden.add_options()("study", po::value<std::string>(&o.study_file));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("study", 1);
-  po::variables_map vm;
-  if (!parse_command_line(args, all, out, vm, &positional, &desc)) return std::nullopt;
+  if (!parse_with_positional(args, desc, out, "study", o.study_file)) return std::nullopt;
   if (o.study_file.empty()) throw po::error("upsim sweep: missing STUDY.yaml");
   if (o.jobs < 1) throw po::error("--jobs must be at least 1");
   return o;

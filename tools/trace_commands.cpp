@@ -27,23 +27,6 @@ namespace upsim::cli {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-namespace {
-
-/// Parses `args` with `desc` and one positional DIR, into `dir`; false after printing --help.
-bool parse_with_directory(const std::vector<std::string>& args, const po::options_description& desc,
-                          std::ostream& out, std::string& dir) {
-  po::options_description hidden;
-  hidden.add_options()("dir", po::value<std::string>(&dir));
-  po::options_description all;
-  all.add(desc).add(hidden);
-  po::positional_options_description positional;
-  positional.add("dir", 1);
-  po::variables_map vm;
-  return parse_command_line(args, all, out, vm, &positional, &desc);
-}
-
-}  // namespace
-
 int validate_traces_main(const std::vector<std::string>& args, std::ostream& out) {
   std::string dir;
   std::string marker = "ProfilerStep#";
@@ -76,7 +59,7 @@ int validate_traces_main(const std::vector<std::string>& args, std::ostream& out
       ("lenient-et", po::bool_switch(&lenient),
        "replay a rank from its Kineto trace alone when its execution trace belongs to another "
        "run (default: an error)");
-  if (!parse_with_directory(args, desc, out, dir)) return 0;
+  if (!parse_with_positional(args, desc, out, "dir", dir)) return 0;
   if (dir.empty()) throw po::error("upsim validate traces: missing DIR");
   if (host != "measured" && host != "modelled") {
     throw po::error("upsim validate traces: --host must be measured or modelled, not `" + host +
@@ -223,7 +206,7 @@ int convert_traces_main(const std::vector<std::string>& args, std::ostream& out)
        "else's)")  //
       ("lenient-et", po::bool_switch(&lenient),
        "read a rank from its Kineto trace alone when its execution trace belongs to another run");
-  if (!parse_with_directory(args, desc, out, dir)) return 0;
+  if (!parse_with_positional(args, desc, out, "dir", dir)) return 0;
   if (dir.empty()) throw po::error("upsim convert traces: give the trace directory DIR");
   if (provenance != "measured" && provenance != "published") {
     throw po::error(fmt::format(

@@ -62,8 +62,8 @@ void add_measurement_options(po::options_description& desc, MeasurementOptions& 
        "hardware profile of the GPU the measurements were taken on")  //
       ("measured-on", po::value<std::vector<std::string>>(&m.measured_on)->composing(),
        "TABLE=PROFILE: the --csv or --hdf5 table TABLE was measured on the GPU of hardware "
-       "profile PROFILE, another memory or form factor of --hardware's chip (A100 PCIe for an "
-       "A100 SXM4 fit): its rows are priced on that profile; repeatable");
+       "profile PROFILE, another memory, form factor or clock of --hardware's chip (A100 PCIe "
+       "for an A100 SXM4 fit): its rows are priced on that profile; repeatable");
 }
 
 HardwareProfile read_hardware(const std::string& path) {
@@ -80,6 +80,8 @@ HardwareProfile read_hardware(const std::string& path) {
 std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profiles(
     const MeasurementOptions& m) {
   std::map<std::string, std::shared_ptr<const HardwareProfile>> out;
+  if (m.measured_on.empty()) return out;
+  const HardwareProfile fit = read_hardware(m.hardware);
   for (const std::string& entry : m.measured_on) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == entry.size()) {
@@ -94,14 +96,13 @@ std::map<std::string, std::shared_ptr<const HardwareProfile>> measured_on_profil
           "--measured-on `{}`: `{}` is not one of the --csv or --hdf5 tables", entry, table));
     }
     auto on = std::make_shared<const HardwareProfile>(read_hardware(entry.substr(eq + 1)));
-    const HardwareProfile fit = read_hardware(m.hardware);
     const DeviceProfile& a = on->device;
     const DeviceProfile& b = fit.device;
     if (a.compute_capability != b.compute_capability || a.sm_count != b.sm_count) {
       throw po::error(fmt::format(
           "--measured-on `{}`: {} is another chip than --hardware's {} (compute capability "
-          "{}.{} vs {}.{}, {} vs {} SMs): only another memory or form factor of the fitted chip "
-          "can lend its measurements",
+          "{}.{} vs {}.{}, {} vs {} SMs): only another memory, form factor or clock of the fitted "
+          "chip can lend its measurements",
           entry, a.name, b.name, a.compute_capability / 10, a.compute_capability % 10,
           b.compute_capability / 10, b.compute_capability % 10, a.sm_count, b.sm_count));
     }

@@ -89,26 +89,22 @@ class TimelineRecovery {
   TimelineRecovery(const RankTrace& trace, const TraceGraphOptions& options)
       : trace_(trace), kineto_(trace.kineto), events_(trace.kineto.events), options_(options) {}
 
-  RankTimeline recover() {
-    collect_threads_and_streams();
-    link_gpu_work();
-    compute_nesting();
-    find_markers();
-    collect_nccl();
-    return std::move(timeline_);
-  }
+  RankTimeline recover() { return recover_with(true); }
 
   /// The same without iteration markers (markers and iterations stay empty): for reading what
   /// the kernels of a trace are, which needs no iteration (traced_kernels.h).
-  RankTimeline recover_kernels_only() {
+  RankTimeline recover_kernels_only() { return recover_with(false); }
+
+ private:
+  RankTimeline recover_with(bool markers) {
     collect_threads_and_streams();
     link_gpu_work();
     compute_nesting();
+    if (markers) find_markers();
     collect_nccl();
     return std::move(timeline_);
   }
 
- private:
   void collect_threads_and_streams();
 
   void link_gpu_work();

@@ -242,8 +242,8 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "configs/hardware/v100_sxm2_32gb.yaml",
        "configs/calibration/v100_deepbench.yaml",
        "",
-       {"test/data/deepbench/v100_dgx1_gemm.csv"},
-       {}},
+       {"test/data/deepbench/v100_dgx1_gemm.csv", "test/data/neusight/v100_pcie_memory_ops.csv"},
+       {"test/data/neusight/v100_pcie_memory_ops.csv=configs/hardware/v100_pcie_32gb.yaml"}},
       {"A100",
        "configs/hardware/a100_sxm4_80gb.yaml",
        "configs/calibration/a100_llmcompass.yaml",
@@ -260,7 +260,8 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/liger-kernel/h100_rms_norm_forward.csv",
         "test/data/liger-kernel/h100_relu_squared.csv",
         "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
-        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv"},
+        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv",
+        "test/data/softmax-kernel-h100/h100_torch_softmax.csv"},
        {}},
       {"B200",
        "configs/hardware/b200_sxm_180gb.yaml",
@@ -308,6 +309,7 @@ void print_shipped_kernel_validation(std::ostream& out) {
     const CalibratedKernelCost model(load_kernel_calibration(doc.root()), hw.achievable);
     MeasurementOptions m;
     m.llmcompass_dir = set.llmcompass_dir;
+    m.hardware = set.hardware;
     m.csv_files = set.csv_files;
     m.measured_on = set.measured_on;
     const std::vector<KernelMeasurement> rows = read_measurements(m);
@@ -323,8 +325,8 @@ void print_shipped_kernel_validation(std::ostream& out) {
   out << "No calibration is fitted on H200 or H100 PCIe. H200 is the H100's chip (132 SMs, "
          "compute capability 9.0): the H100 file is its own there, on the H200 profile's "
          "bandwidth (held-out cuBLASLt fp8 GEMMs: test/data/azure-ai-benchmarking); H100 PCIe (114 "
-         "SMs) borrows it, and a run says so. V100 and B200 have GEMMs only: their other families "
-         "run on defaults.\n";
+         "SMs) borrows it, and a run says so. B200 has GEMMs only: its other families run on "
+         "defaults.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.

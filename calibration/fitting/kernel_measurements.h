@@ -3,7 +3,7 @@
 //
 // Formats:
 //  - upsim measurement CSV (read_measurement_csv), one kernel per line, a header naming the
-//    columns in any order:
+//    columns in any order (other columns are ignored: a source's own labels may stay):
 //      op        required  `gemm` or a memory_op_name() (gelu, softmax, layernorm, relu, ...)
 //      dtype     required  dtype_name() (fp32, tf32, fp16, bf16, fp8, int8)
 //      m, n      required  gemm: m x n output; memory op: m rows of n elements (n elements: m 1)

@@ -230,21 +230,19 @@ TEST(BorrowedCalibration, Fp8GainOverBf16ShrinksWithShortK) {
 }
 
 // The H100 file fits the layernorm curve (RMSNorm forward kernels), the elementwise curve (ReLU
-// squared kernels) and curves of their own for Megatron's SwiGLU and cross-entropy: those ops and
-// every streaming op borrow nothing, layernorm borrows the curve of another op, and softmax, which
-// nothing fitted on H100, is default.
+// squared kernels), the softmax curve (torch.softmax) and curves of their own for Megatron's
+// SwiGLU and cross-entropy: those ops and every streaming op borrow nothing, and layernorm
+// borrows the curve of another op.
 TEST(BorrowedCalibration, H100FileFitsItsMeasuredCurves) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   const CalibratedKernelCost model(calibration("h100_xla.yaml"), h100.achievable);
-  for (const MemoryOp op : {MemoryOp::kRmsNorm, MemoryOp::kRelu, MemoryOp::kSwiglu,
-                            MemoryOp::kCrossEntropy, MemoryOp::kBinary, MemoryOp::kCopy}) {
+  for (const MemoryOp op :
+       {MemoryOp::kRmsNorm, MemoryOp::kRelu, MemoryOp::kSwiglu, MemoryOp::kCrossEntropy,
+        MemoryOp::kSoftmax, MemoryOp::kBinary, MemoryOp::kCopy}) {
     EXPECT_EQ(note(model, memory_op(op), h100.device), "<none>") << memory_op_name(op);
   }
   EXPECT_EQ(note(model, memory_op(MemoryOp::kLayerNorm), h100.device),
             "layernorm: no measured curve, priced with the layernorm curve");
-  EXPECT_EQ(note(model, memory_op(MemoryOp::kSoftmax), h100.device),
-            "softmax: no measured curve, priced with the softmax curve, which the calibration "
-            "fitted on H100-SXM5-80GB does not fit either (its parameters are defaults)");
   EXPECT_EQ(note(model, gemm_kernel(DType::kTf32, 1, 64, 64, 64), h100.device), "<none>");
   EXPECT_EQ(note(model, gemm_kernel(DType::kFp32, 1, 64, 64, 64), h100.device),
             "gemm fp32: no fp32 fit in the calibration fitted on H100-SXM5-80GB, priced with "
@@ -292,22 +290,23 @@ TEST(BorrowedCalibration, NotesOfAGraphAreDistinctSortedAndSplit) {
   EXPECT_THROW(borrowed_calibration_notes(model, graph, {}), std::invalid_argument);
 }
 
-// Memory ops priced on one unfitted curve for the same reason are one note naming them all.
+// Memory ops priced on one unfitted curve for the same reason are one note naming them all (the
+// B200 file fits GEMMs only).
 TEST(BorrowedCalibration, OpsOnOneUnfittedCurveAreOneNote) {
-  const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
-  const CalibratedKernelCost model(calibration("v100_deepbench.yaml"), v100.achievable);
+  const HardwareProfile b200 = profile("b200_sxm_180gb.yaml");
+  const CalibratedKernelCost model(calibration("b200_xla.yaml"), b200.achievable);
   TaskGraph graph;
   graph.add_rank(RankInfo{"rank", 1, {"compute"}});
   graph.add_kernel(0, 0, "relu", "aten::relu", memory_op(MemoryOp::kRelu));
   graph.add_kernel(0, 0, "add", "aten::add", memory_op(MemoryOp::kBinary));
   graph.add_kernel(0, 0, "ln", "aten::layer_norm", memory_op(MemoryOp::kLayerNorm));
-  graph.add_kernel(0, 0, "mm", "aten::mm", gemm_kernel(DType::kFp32, 1, 64, 64, 64));
+  graph.add_kernel(0, 0, "mm", "aten::mm", gemm_kernel(DType::kBf16, 1, 64, 64, 64));
   graph.seal();
   const std::string rest =
       ": no measured curve, priced with the {} curve, which the calibration fitted on "
-      "V100-SXM2-32GB does not fit either (its parameters are defaults)";
+      "B200-SXM-180GB does not fit either (its parameters are defaults)";
   EXPECT_EQ(
-      borrowed_calibration_notes(model, graph, {v100.device}),
+      borrowed_calibration_notes(model, graph, {b200.device}),
       (std::vector<std::string>{"binary, relu" + fmt::format(fmt::runtime(rest), "elementwise"),
                                 "layernorm" + fmt::format(fmt::runtime(rest), "layernorm")}));
 }

@@ -657,8 +657,10 @@ TEST_F(Cli, ResolvedScenarioReproducesTheRun) {
 }
 
 TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
-  // dlrm_4gv100's V100 calibration fits no memory-bound curve: a warning.
-  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gv100.yaml");
+  // dlrm_4gv100 priced with the B200 calibration, which fits no memory-bound curve: warnings.
+  const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gv100.yaml") +
+                               " --set platform.kernels.calibration=" +
+                               quote(std::string(UPSIM_CONFIGS_DIR) + "/calibration/b200_xla.yaml");
   const Result r = run("run " + scenario + " --out a --no-trace");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.out.rfind("scenario: dlrm_4gv100", 0), 0U) << r.out;
@@ -894,7 +896,7 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
         "attention_forward/flash3  published", "rms_norm                  published",
         "no fit of its own (default parameters): gemm tf32; attention",
-        "gemm/fp32          published", "memory-bound softmax",
+        "gemm/fp32          published", "softmax                   published",
         "cross_entropy             published"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "calibration/grouped_gemm_rows.h"
+
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
@@ -33,6 +35,15 @@ int64_t effective_tile(int64_t tile, int64_t dim) {
 }
 
 }  // namespace
+
+GroupedGemmWork grouped_gemm_work(const KernelDesc& kernel, int64_t tile_m) {
+  const double batch = as_double(kernel.batch);
+  if (kernel.grouped.routed <= 0) {
+    return {batch * as_double(ceil_div(kernel.m, tile_m)), batch * as_double(kernel.m), batch};
+  }
+  const GroupedRowExpectation e = expect_grouped_rows(kernel.grouped, kernel.batch, tile_m);
+  return {batch * e.row_tiles_per_group, batch * e.rows_per_group, e.nonempty_groups};
+}
 
 void check_gemm_params(const GemmParams& p) {
   if (p.tile_m <= 0 || p.tile_n <= 0) {
@@ -75,9 +86,11 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
   GemmEstimate est;
   const int64_t tm = effective_tile(params.tile_m, kernel.m);
   const int64_t tn = effective_tile(params.tile_n, kernel.n);
-  const int64_t tiles_m = ceil_div(kernel.m, tm);
   const int64_t tiles_n = ceil_div(kernel.n, tn);
-  est.tiles = kernel.batch * tiles_m * tiles_n;
+  const GroupedGemmWork work = grouped_gemm_work(kernel, tm);
+  est.tiles = std::max<int64_t>(1, std::llround(work.row_tiles * as_double(tiles_n)));
+  est.tile_efficiency =
+      work.rows * as_double(kernel.n) / (work.row_tiles * as_double(tm) * as_double(tiles_n * tn));
   const int64_t sms = device.sm_count;
   if (est.tiles < sms) {
     const int64_t depth = kernel.dtype == DType::kFp8 ? kMinSplitDepthFp8 : kMinSplitDepth;
@@ -86,8 +99,6 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
   const int64_t parts = est.tiles * est.split_k;
   est.waves = ceil_div(parts, sms);
   est.wave_efficiency = as_double(parts) / (as_double(est.waves) * as_double(sms));
-  est.tile_efficiency = as_double(kernel.m) * as_double(kernel.n) /
-                        (as_double(tiles_m * tm) * as_double(tiles_n * tn));
 
   // Never above the dtype's datasheet peak: a scale fitted where a class runs nearer its peak
   // than the profile's (bf16) achievable fraction (fp32 SIMT GEMMs reach about 97%) stops there.
@@ -102,11 +113,15 @@ GemmEstimate estimate_gemm(const KernelDesc& kernel, const DeviceProfile& device
   est.compute_seconds = as_double(est.waves) * tile_flops * as_double(sms) / rate;
 
   const double elem = as_double(dtype_bytes(kernel.dtype));
-  const double m = as_double(kernel.m);
   const double n = as_double(kernel.n);
   const double k = as_double(kernel.k);
   const double out_elem = kernel.dtype == DType::kFp8 ? kFp8OutputBytes : elem;
-  const double bytes = as_double(kernel.batch) * (elem * (m * k + k * n) + out_elem * m * n);
+  // A batched GEMM's b (e m k + e k n + o m n), in that order of operations (goldens are exact).
+  const double bytes =
+      kernel.grouped.routed > 0
+          ? elem * (work.rows * k + work.weights * k * n) + out_elem * work.rows * n
+          : as_double(kernel.batch) *
+                (elem * (as_double(kernel.m) * k + k * n) + out_elem * as_double(kernel.m) * n);
   est.memory_seconds = bytes / (hbm * achievable.memory * params.memory_scale);
   est.seconds = std::max(est.compute_seconds, est.memory_seconds);
   return est;

@@ -24,6 +24,11 @@
 //                serves m n << k (m + n), where they stay in L2
 //   memory     = bytes / (hbm_bandwidth x achievable.memory x memory_scale)
 //   core time  = max(compute, memory)
+// A grouped GEMM whose groups hold unequal rows (KernelDesc::grouped: rows routed to the groups,
+// grouped_gemm_rows.h) tiles each group on its own: its row tiles, rows and weights read are the
+// expectations over the routing (grouped_gemm_work), with tm chosen for the mean group; tiles =
+// round(row tiles x ceil(n / tn)), and in bytes b m becomes the expected rows and the weights'
+// b the groups expected to hold a row.
 // CTAs sharing an SM share its rate, so the waves that count are per SM: an SM with one tile
 // in the last wave finishes it as fast as a full SM finishes its share.
 // A partial last wave, a partial edge tile and the per-tile prologue/epilogue (k_overhead, in
@@ -75,6 +80,16 @@ struct GemmEstimate {
   /// max(compute_seconds, memory_seconds), without any per-kernel fixed time.
   double seconds = 0.0;
 };
+
+/// What a GEMM computes and reads, summed over its batch or groups: row tiles of `tile_m` rows,
+/// rows (of k elements read, n written) and k x n weights read. A batched GEMM: b ceil(m /
+/// tile_m), b m and b; a grouped GEMM with routed rows: their expectations (grouped_gemm_rows.h).
+struct GroupedGemmWork {
+  double row_tiles = 0.0;
+  double rows = 0.0;
+  double weights = 0.0;
+};
+GroupedGemmWork grouped_gemm_work(const KernelDesc& kernel, int64_t tile_m);
 
 /// Throws std::invalid_argument for non-positive tiles, negative k_overhead or non-positive
 /// scales.

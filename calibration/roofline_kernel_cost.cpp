@@ -1,5 +1,7 @@
 #include "calibration/roofline_kernel_cost.h"
 
+#include "calibration/gemm_kernel_model.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -67,10 +69,15 @@ KernelWork roofline_work(const KernelDesc& kernel, int64_t index_bytes) {
   const double elem = as_double(dtype_bytes(kernel.dtype));
   switch (kernel.cls) {
     case KernelClass::kGemm: {
-      const double batch = as_double(kernel.batch);
-      const double m = as_double(kernel.m);
       const double n = as_double(kernel.n);
       const double k = as_double(kernel.k);
+      if (kernel.grouped.routed > 0) {
+        // Rows as routed (no tiles: the roofline has no tile quantisation).
+        const GroupedGemmWork w = grouped_gemm_work(kernel, 1);
+        return {2.0 * w.rows * n * k, elem * (w.rows * k + w.weights * k * n + w.rows * n)};
+      }
+      const double batch = as_double(kernel.batch);
+      const double m = as_double(kernel.m);
       return {2.0 * batch * m * n * k, elem * batch * (m * k + k * n + m * n)};
     }
     case KernelClass::kMemoryBound:

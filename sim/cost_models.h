@@ -249,16 +249,30 @@ struct AttentionShape {
   bool operator==(const AttentionShape&) const = default;
 };
 
+/// How a grouped GEMM's rows fall to its groups (MoE experts: one group per local expert, each
+/// with its own k x n weight, as Megatron-Core's GroupedMLP and TE's GroupedLinear run them).
+/// routed > 0: `routed` rows go to the kernel's `batch` groups independently and uniformly (a
+/// balanced router), so group g gets X_g ~ Binomial(routed, 1 / batch) rows and keeps
+/// min(X_g, cap) of them (cap 0: all; a capacity factor drops the rest); the kernel's `m` is
+/// then the mean rows per group (for names and tables). routed = 0: every group has exactly m
+/// rows (a batched GEMM).
+struct GroupedRows {
+  int64_t routed = 0;
+  int64_t cap = 0;
+  bool operator==(const GroupedRows&) const = default;
+};
+
 /// What a kernel does, as the kernel cost models read it. Equal descriptions (operator==, field
 /// by field) cost the same: TaskGraph stores each distinct one once.
 struct KernelDesc {
   KernelClass cls = KernelClass::kMemoryBound;
   DType dtype = DType::kFp32;
-  // kGemm: batch x (m x k) * (k x n).
+  // kGemm: batch x (m x k) * (k x n); a grouped GEMM's groups may hold unequal rows (grouped).
   int64_t batch = 1;
   int64_t m = 0;
   int64_t n = 0;
   int64_t k = 0;
+  GroupedRows grouped;
   // kMemoryBound: total bytes read and written from device memory, and arithmetic operations.
   double bytes_read = 0.0;
   double bytes_written = 0.0;

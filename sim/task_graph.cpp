@@ -53,6 +53,8 @@ uint64_t kernel_desc_hash(const KernelDesc& k) {
   h.add(k.m);
   h.add(k.n);
   h.add(k.k);
+  h.add(k.grouped.routed);
+  h.add(k.grouped.cap);
   h.add(k.bytes_read);
   h.add(k.bytes_written);
   h.add(k.flops);

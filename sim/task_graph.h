@@ -172,6 +172,8 @@ class TaskGraph {
   /// The stored description a kernel task names (shared between tasks added with its id).
   KernelDescId kernel_desc_of(TaskId id) const { return tasks_[id].payload; }
   size_t kernel_desc_count() const { return kernels_.size(); }
+  /// A stored description by its id (add_kernel_desc's).
+  const KernelDesc& kernel_desc(KernelDescId id) const { return kernels_.at(id); }
   /// The GPU rank `id` runs on (RankInfo::device, or the rank id).
   uint32_t device_of(RankId id) const {
     return ranks_[id].device == kNoDevice ? id : ranks_[id].device;

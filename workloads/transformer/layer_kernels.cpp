@@ -1,6 +1,7 @@
 #include "workloads/transformer/layer_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/units.h"
 #include "workloads/pytorch/kernels.h"
@@ -28,6 +29,28 @@ class LayerKernelBuilder {
   KernelDescId add(const KernelDesc& d) { return graph_.add_kernel_desc(d); }
   KernelDescId gemm(DType dt, int64_t batch, int64_t m, int64_t n, int64_t k) {
     return add(gemm_kernel(dt, batch, m, n, k));
+  }
+  KernelDescId grouped_gemm(int64_t groups, int64_t m, int64_t n, int64_t k, GroupedRows rows) {
+    KernelDesc d = gemm_kernel(gemm_dt_, groups, m, n, k);
+    d.grouped = rows;
+    return add(d);
+  }
+  /// How the simulated rank's routed tokens fall to its `local` experts: the busiest EP rank's
+  /// rows (tokens_per_local_expert's), each expert keeping at most its capacity (capacity_factor
+  /// x the mean tokens per expert, Megatron-Core's get_capacity) when tokens are dropped. One
+  /// local expert computes all of them: a plain GEMM (routed 0).
+  GroupedRows expert_rows(int64_t local) const {
+    if (local <= 1) return {};
+    const MoeConfig& m = config_.moe;
+    const double mean_rows = as_double(sizes_.moe_tokens * m.top_k);
+    const double received = mean_rows * moe_busiest_rank_load(config_);
+    GroupedRows rows;
+    rows.routed = std::max<int64_t>(1, std::llround(received));
+    if (m.capacity_factor > 0.0) {
+      rows.cap = std::max<int64_t>(
+          1, static_cast<int64_t>(std::ceil(m.capacity_factor * mean_rows / as_double(local))));
+    }
+    return rows;
   }
   KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
     return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
@@ -202,15 +225,18 @@ class LayerKernelBuilder {
     const int64_t local = m.experts / config_.parallelism.expert;
     const int64_t e_ffn = m.expert_ffn;
     const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
-    // Grouped GEMM over the local experts: one batched GEMM per expert count, m = tokens per
-    // expert (Megatron-Core's GroupedMLP with equal counts on this rank).
-    d.expert_fc1_fwd = gemm(gemm_dt_, local, per_expert, e_fc1, sizes_.h);
-    d.expert_fc1_dgrad = gemm(gemm_dt_, local, per_expert, sizes_.h, e_fc1);
+    // Grouped GEMM over the local experts (Megatron-Core's GroupedMLP, TE's GroupedLinear): one
+    // group per expert, m = tokens per expert. The forward and data-gradient GEMMs tile each
+    // expert's own tokens, which the router spreads unevenly (expert_rows); the weight
+    // gradients (tokens in K) are priced at the mean count.
+    const GroupedRows routed = expert_rows(local);
+    d.expert_fc1_fwd = grouped_gemm(local, per_expert, e_fc1, sizes_.h, routed);
+    d.expert_fc1_dgrad = grouped_gemm(local, per_expert, sizes_.h, e_fc1, routed);
     d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, sizes_.h, per_expert);
     d.expert_act_fwd = activation(local * per_expert * e_ffn, false);
     d.expert_act_bwd = activation(local * per_expert * e_ffn, true);
-    d.expert_fc2_fwd = gemm(gemm_dt_, local, per_expert, sizes_.h, e_ffn);
-    d.expert_fc2_dgrad = gemm(gemm_dt_, local, per_expert, e_ffn, sizes_.h);
+    d.expert_fc2_fwd = grouped_gemm(local, per_expert, sizes_.h, e_ffn, routed);
+    d.expert_fc2_dgrad = grouped_gemm(local, per_expert, e_ffn, sizes_.h, routed);
     d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
     if (m.shared_experts > 0) {
       const int64_t s_ffn = m.shared_experts * e_ffn;

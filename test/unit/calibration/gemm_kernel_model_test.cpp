@@ -1,8 +1,10 @@
 #include "calibration/gemm_kernel_model.h"
+#include "calibration/grouped_gemm_rows.h"
 #include "test/unit/calibration/test_device.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace upsim {
@@ -107,6 +109,70 @@ TEST(GemmKernelModel, BatchMultipliesTiles) {
   const GemmEstimate e = estimate_gemm(gemm(128, 128, 64, 30), test_device(), kFull, GemmParams{});
   EXPECT_EQ(e.tiles, 30);
   EXPECT_EQ(e.waves, 3);
+}
+
+// Two rows over two groups: X ~ Binomial(2, 1/2) is 0, 1, 2 with probabilities 1/4, 1/2, 1/4.
+TEST(GroupedGemmRows, ExpectationsOverTheRoutingAreExact) {
+  const GroupedRowExpectation one_row_tiles = expect_grouped_rows({2, 0}, 2, 1);
+  EXPECT_NEAR(one_row_tiles.row_tiles_per_group, 1.0, 1e-12);  // E[X]
+  EXPECT_NEAR(one_row_tiles.rows_per_group, 1.0, 1e-12);
+  EXPECT_NEAR(one_row_tiles.nonempty_groups, 1.5, 1e-12);  // 2 x (1 - 1/4)
+  // Tiles of 2 rows: E[ceil(X / 2)] = 1/2 + 1/4.
+  EXPECT_NEAR(expect_grouped_rows({2, 0}, 2, 2).row_tiles_per_group, 0.75, 1e-12);
+  // A cap of 1 row: E[min(X, 1)] = 3/4.
+  EXPECT_NEAR(expect_grouped_rows({2, 1}, 2, 1).rows_per_group, 0.75, 1e-12);
+  // One group holds every row.
+  const GroupedRowExpectation single = expect_grouped_rows({300, 0}, 1, 128);
+  EXPECT_EQ(single.row_tiles_per_group, 3.0);
+  EXPECT_EQ(single.rows_per_group, 300.0);
+  EXPECT_THROW(expect_grouped_rows({0, 0}, 2, 1), std::invalid_argument);
+  EXPECT_THROW(expect_grouped_rows({2, -1}, 2, 1), std::invalid_argument);
+  EXPECT_THROW(expect_grouped_rows({2, 0}, 2, 0), std::invalid_argument);
+}
+
+// 4096 rows over 16 groups (256 each on average, sd 15.5) on 128-row tiles: about half the
+// groups get more than 256 rows and compute a third row tile, so the grouped GEMM computes
+// about 25% more row tiles than 16 groups of exactly 256 rows; the rows themselves average 256.
+TEST(GroupedGemmRows, UnevenGroupsPadMoreRowTiles) {
+  const GroupedRowExpectation e = expect_grouped_rows({4096, 0}, 16, 128);
+  EXPECT_NEAR(e.rows_per_group, 256.0, 1e-9);
+  EXPECT_GT(e.row_tiles_per_group, 2.4);
+  EXPECT_LT(e.row_tiles_per_group, 2.55);
+  EXPECT_NEAR(e.nonempty_groups, 16.0, 1e-9);
+  // A capacity of 1.25 x the mean (320 rows) is reached by a few groups only.
+  const GroupedRowExpectation capped = expect_grouped_rows({4096, 320}, 16, 128);
+  EXPECT_LT(capped.rows_per_group, 256.0);
+  EXPECT_GT(capped.rows_per_group, 255.9);
+  // Few rows: 64 over 16 groups leave some groups empty; those read no weight.
+  const GroupedRowExpectation sparse = expect_grouped_rows({64, 0}, 16, 128);
+  EXPECT_NEAR(sparse.nonempty_groups, 16.0 * (1.0 - std::pow(15.0 / 16.0, 64.0)), 1e-9);
+  EXPECT_NEAR(sparse.row_tiles_per_group, sparse.nonempty_groups / 16.0, 1e-9);
+}
+
+TEST(GemmKernelModel, GroupedRowsPadEachGroupsTilesAndReadOnlyUsedWeights) {
+  // 10 groups of 256 rows on 128 x 128 tiles, n = 128: equal groups are 20 tiles, two waves on
+  // the 10 SMs; routed rows (sd 15.2) make about 25 tiles, a third wave.
+  KernelDesc equal = gemm(256, 128, 4096, 10);
+  KernelDesc routed = equal;
+  routed.grouped = {2560, 0};
+  const GemmEstimate e = estimate_gemm(equal, test_device(), kFull, GemmParams{});
+  const GemmEstimate r = estimate_gemm(routed, test_device(), kFull, GemmParams{});
+  EXPECT_EQ(e.tiles, 20);
+  EXPECT_EQ(e.waves, 2);
+  EXPECT_GE(r.tiles, 24);
+  EXPECT_LE(r.tiles, 26);
+  EXPECT_EQ(r.waves, 3);
+  EXPECT_NEAR(r.compute_seconds, 1.5 * e.compute_seconds, 1e-9 * e.compute_seconds);
+  EXPECT_LT(r.tile_efficiency, 0.85);
+  EXPECT_NEAR(r.memory_seconds, e.memory_seconds, 1e-6 * e.memory_seconds);  // same bytes
+  // With many rows per group the routing spread costs little: 16 x 65536 rows.
+  KernelDesc big = gemm(65536, 128, 4096, 16);
+  KernelDesc big_routed = big;
+  big_routed.grouped = {16 * 65536, 0};
+  const double ratio = estimate_gemm(big_routed, test_device(), kFull, GemmParams{}).seconds /
+                       estimate_gemm(big, test_device(), kFull, GemmParams{}).seconds;
+  EXPECT_GE(ratio, 1.0);
+  EXPECT_LT(ratio, 1.01);
 }
 
 TEST(GemmKernelModel, RejectsMissingUnitsAndBadShapes) {

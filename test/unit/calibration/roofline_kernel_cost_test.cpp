@@ -67,6 +67,18 @@ TEST(RooflineKernelCost, BatchMultipliesGemmWork) {
   EXPECT_DOUBLE_EQ(eight.bytes, 8 * one.bytes);
 }
 
+// A grouped GEMM with routed rows: the routed rows' work (no tiles), capped rows dropped, and
+// the weights of the groups expected to hold a row.
+TEST(RooflineKernelCost, GroupedGemmWorkIsTheRoutedRows) {
+  KernelDesc grouped = gemm(DType::kFp16, 100, 32, 16, 8);  // m: the mean of 800 over 8 groups
+  grouped.grouped = {800, 0};
+  const KernelWork w = roofline_work(grouped, 4);
+  EXPECT_NEAR(w.flops, 2.0 * 800 * 32 * 16, 1e-6);
+  EXPECT_NEAR(w.bytes, 2.0 * (800 * 16 + 8 * 16 * 32 + 800 * 32), 1e-6);
+  grouped.grouped.cap = 100;  // about half the groups lose rows
+  EXPECT_LT(roofline_work(grouped, 4).flops, 0.97 * w.flops);
+}
+
 TEST(RooflineKernelCost, PeakDependsOnDtype) {
   const RooflineKernelCost model(test_params());
   // fp32 1000^3: 2e9 / 5e12 = 400 us (bytes 12e6 / 8e11 = 15 us) -> 405 us; fp16 above: 45 us.

@@ -18,6 +18,7 @@
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
 #include "workloads/pytorch/ddp_buckets.h"
+#include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/transformer_memory.h"
 #include "workloads/transformer/transformer_workload.h"
 
@@ -316,6 +317,42 @@ TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
               ms(balanced.summary.predicted_iteration_time),
               ms(skewed.summary.predicted_iteration_time));
   EXPECT_GT(skewed.summary.predicted_iteration_time, balanced.summary.predicted_iteration_time);
+}
+
+// The expert GEMMs are grouped GEMMs: with several local experts the router spreads the rank's
+// tokens unevenly over them (GroupedRows: all the rank's routed rows, each expert capped at
+// capacity_factor x its mean), tokens in m for the forward and data gradient, the mean count
+// for the weight gradient; one local expert computes all of them as a plain GEMM.
+TEST(TransformerGenerator, ExpertGemmsRouteTheRanksTokensOverItsExperts) {
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 64;
+  c.moe.top_k = 8;
+  c.moe.expert_ffn = 512;
+  c.moe.capacity_factor = 1.25;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8;
+  const LayerSizes z = layer_sizes(c);
+  TaskGraph graph;
+  const LayerKernels k = add_layer_kernels(c, z, graph);
+  const int64_t routed = z.moe_tokens * 8;  // 1024 tokens x top 8, balanced
+  for (const KernelDescId id :
+       {k.expert_fc1_fwd, k.expert_fc1_dgrad, k.expert_fc2_fwd, k.expert_fc2_dgrad}) {
+    const KernelDesc& d = graph.kernel_desc(id);
+    EXPECT_EQ(d.batch, 8);
+    EXPECT_EQ(d.m, routed / 8);
+    EXPECT_EQ(d.grouped.routed, routed);
+    EXPECT_EQ(d.grouped.cap, routed / 8 * 5 / 4);
+  }
+  EXPECT_EQ(graph.kernel_desc(k.expert_fc1_wgrad).grouped, GroupedRows{});
+  EXPECT_EQ(graph.kernel_desc(k.expert_fc1_wgrad).k, routed / 8);
+  c.moe.capacity_factor = 0.0;  // dropless: no cap
+  TaskGraph dropless;
+  EXPECT_EQ(dropless.kernel_desc(add_layer_kernels(c, z, dropless).expert_fc1_fwd).grouped.cap, 0);
+  c.moe.experts = 8;  // one expert per rank
+  TaskGraph one;
+  const LayerSizes z8 = layer_sizes(c);
+  EXPECT_EQ(one.kernel_desc(add_layer_kernels(c, z8, one).expert_fc1_fwd).grouped, GroupedRows{});
 }
 
 // With a capacity factor the router's imbalance still loads the busiest rank, up to the

@@ -268,7 +268,9 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "configs/hardware/b200_sxm_180gb.yaml",
        "configs/calibration/b200_xla.yaml",
        "",
-       {"test/data/xla-matmul/b200_xla_matmul.csv"},
+       {"test/data/xla-matmul/b200_xla_matmul.csv", "test/data/cudnn-frontend/b200_sdpa_bf16.csv",
+        "test/data/liger-kernel/b200_memory_ops.csv",
+        "test/data/liger-kernel/b200_torch_cross_entropy_forward.csv"},
        {}},
   };
 }
@@ -326,8 +328,7 @@ void print_shipped_kernel_validation(std::ostream& out) {
   out << "No calibration is fitted on H200 or H100 PCIe. H200 is the H100's chip (132 SMs, "
          "compute capability 9.0): the H100 file is its own there, on the H200 profile's "
          "bandwidth (held-out cuBLASLt fp8 GEMMs: test/data/azure-ai-benchmarking); H100 PCIe (114 "
-         "SMs) borrows it, and a run says so. B200 has GEMMs only: its other families run on "
-         "defaults.\n";
+         "SMs) borrows it, and a run says so.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.

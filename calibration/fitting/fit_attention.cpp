@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -10,6 +11,7 @@
 
 #include "calibration/attention_kernel_model.h"
 #include "calibration/fitting/compass_search.h"
+#include "calibration/roofline_kernel_cost.h"
 
 namespace upsim {
 namespace {
@@ -58,6 +60,9 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   std::array<bool, 2> direction_measured{};
   std::set<std::string> files;
   std::string provenance;
+  // Per direction, the best rate a training row reached, as a fraction of its dtype's peak: no
+  // fitted peak efficiency goes above it (no kernel is priced faster than the best measured).
+  std::array<double, 2> best_fraction{};
   for (const KernelMeasurement* r : rows) {
     const AttentionShape& a = r->kernel.attention;
     if (r->kernel.cls != KernelClass::kAttention || a.implementation != impl) {
@@ -67,6 +72,11 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
     }
     const size_t dir = a.backward ? 1 : 0;
     direction_measured[dir] = true;
+    const double peak = profile_of(*r, hardware).device.peak(r->kernel.dtype).flops_per_second();
+    if (peak > 0.0) {
+      best_fraction[dir] =
+          std::max(best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
+    }
     for (size_t i = 0; i < kHeadDims.size(); ++i) {
       if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
     }
@@ -87,6 +97,8 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   std::vector<Box> box(kSpan + 1, kEfficiencyBox);
   for (size_t i = 0; i < kSpan; ++i) {
     if (!fitted[i]) step[i] = 0.0;
+    const double cap = best_fraction[i / 3];
+    if (fitted[i] && cap > 0.0) box[i].hi = std::clamp(cap, kEfficiencyBox.lo, kEfficiencyBox.hi);
   }
   step[kSpan] = 64.0;
   box[kSpan] = kSpanBox;
@@ -108,6 +120,8 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   double best_value = std::numeric_limits<double>::infinity();
   for (double span : kStartSpans) {
     std::vector<double> x0 = start;
+    for (size_t i = 0; i < kSpan; ++i)
+      x0[i] = std::min(x0[i], box[i].hi);
     x0[kSpan] = span;
     const auto [x, value] = compass_search(objective, x0, step, box);
     if (value < best_value) {

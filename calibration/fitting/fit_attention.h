@@ -12,8 +12,9 @@
 // kernel_validation.h predicts a row (kernel_duration: the core time plus kernel_overhead;
 // attention rows have no harness). Compass search (compass_search.h) from the defaults, with
 // half_efficiency_span started at 64, 256 and 1024 keys; the best of the three wins.
-// Efficiencies stay in [0.05, 1], the span in [0, 16384] keys; results keep 4 significant
-// digits. Deterministic.
+// Efficiencies stay in [0.05, 1] and at most the best rate a training row of their direction
+// reached (as a fraction of its dtype's peak: no kernel is priced faster than the fastest one
+// measured), the span in [0, 16384] keys; results keep 4 significant digits. Deterministic.
 #pragma once
 
 #include <vector>

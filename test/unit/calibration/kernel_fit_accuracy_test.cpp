@@ -364,6 +364,30 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
       << "' --out configs/calibration/h100_xla.yaml --force`";
 }
 
+/// Per attention op ("attention_forward/flash3"), the best rate of `rows` in TFLOP/s; expects the
+/// model to price none of their kernels faster than its op's best, at their sequences nor at 4x
+/// them.
+std::map<std::string, double> expect_attention_below_best_published(
+    const std::vector<KernelMeasurement>& rows, const CalibratedKernelCost& model,
+    const DeviceProfile& device) {
+  std::map<std::string, double> best;
+  for (const KernelMeasurement& m : rows) {
+    if (m.kernel.cls != KernelClass::kAttention) continue;
+    best[m.op] = std::max(best[m.op], attention_work(m.kernel).flops / m.seconds / 1e12);
+  }
+  for (const KernelMeasurement& m : rows) {
+    if (m.kernel.cls != KernelClass::kAttention) continue;
+    for (const int64_t stretch : {1, 4}) {
+      KernelDesc k = m.kernel;
+      k.attention.seq_q *= stretch;
+      k.attention.seq_kv *= stretch;
+      const double rate = attention_work(k).flops / model.core_seconds(k, device) / 1e12;
+      EXPECT_LE(rate, best.at(m.op) * (1 + 1e-9)) << m.origin << " x" << stretch;
+    }
+  }
+  return best;
+}
+
 // Physics: the shipped H100 attention sections never price a kernel faster than the best rate
 // published for its implementation and direction (the FlashAttention-3 paper's figures), at the
 // published shapes nor at 4x their longest sequence (the fit caps each direction's peak
@@ -372,21 +396,8 @@ TEST(GemmDtypeFit, H100AttentionStaysBelowEachImplementationsPublishedPeak) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
   const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
-  const std::vector<KernelMeasurement> rows = h100_attention_rows();
-  std::map<std::string, double> best;  // op -> best published TFLOP/s
-  for (const KernelMeasurement& m : rows) {
-    const double tflops = attention_work(m.kernel).flops / m.seconds / 1e12;
-    best[m.op] = std::max(best[m.op], tflops);
-  }
-  for (const KernelMeasurement& m : rows) {
-    for (const int64_t stretch : {1, 4}) {
-      KernelDesc k = m.kernel;
-      k.attention.seq_q *= stretch;
-      k.attention.seq_kv *= stretch;
-      const double tflops = attention_work(k).flops / model.core_seconds(k, h100.device) / 1e12;
-      EXPECT_LE(tflops, best.at(m.op) * (1 + 1e-9)) << m.origin << " x" << stretch;
-    }
-  }
+  const std::map<std::string, double> best =
+      expect_attention_below_best_published(h100_attention_rows(), model, h100.device);
   for (const auto& [op, tflops] : best)
     std::printf("%-26s best published %.0f TFLOP/s\n", op.c_str(), tflops);
 }
@@ -482,22 +493,7 @@ TEST(GemmDtypeFit, B200Bf16Tf32AndFp8HeldOutWithinBoundAndShippedFileIsTheFit) {
   EXPECT_LE(tflops, 3432.5 * (1 + 1e-6));  // test/data/hardware-specs: B200 fp8 MAMF
   std::printf("B200 fp8 at 16384^2 x 65536: %.0f TFLOP/s\n", tflops);
   // Physics: attention below its best published rate (all rows, held out included).
-  std::map<std::string, double> best;
-  for (const KernelMeasurement& m : fit.rows) {
-    if (m.kernel.cls != KernelClass::kAttention) continue;
-    best[m.op] = std::max(best[m.op], attention_work(m.kernel).flops / m.seconds / 1e12);
-  }
-  ASSERT_EQ(best.size(), 4u);
-  for (const KernelMeasurement& m : fit.rows) {
-    if (m.kernel.cls != KernelClass::kAttention) continue;
-    for (const int64_t stretch : {1, 4}) {
-      KernelDesc k = m.kernel;
-      k.attention.seq_q *= stretch;
-      k.attention.seq_kv *= stretch;
-      const double rate = attention_work(k).flops / model.core_seconds(k, b200.device) / 1e12;
-      EXPECT_LE(rate, best.at(m.op) * (1 + 1e-9)) << m.origin << " x" << stretch;
-    }
-  }
+  EXPECT_EQ(expect_attention_below_best_published(fit.rows, model, b200.device).size(), 4u);
 }
 
 // V100: DeepBench's published GEMMs (DGX-1), fp32 and tensor-core fp16, each dtype its own fit,

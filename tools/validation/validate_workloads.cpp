@@ -96,7 +96,8 @@ std::string source_provenance(std::string_view source) {
     return fmt::format(
         "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
         "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml (A100 rows) and "
-        "v100_deepbench.yaml (DeepBench's V100 GEMMs; V100 rows); host v100_pytorch_kineto.yaml; "
+        "v100_deepbench.yaml (DeepBench's V100 GEMMs, NeuSight's V100 memory-bound ops; V100 "
+        "rows); host v100_pytorch_kineto.yaml; "
         "{}",
         kHeldOut);
   }
@@ -104,7 +105,8 @@ std::string source_provenance(std::string_view source) {
     return fmt::format(
         "NVIDIA DeepLearningExamples README performance tables "
         "(test/data/nvidia-deeplearningexamples); kernels a100_llmcompass.yaml (A100 rows) and "
-        "v100_deepbench.yaml (DeepBench's V100 GEMMs; V100 rows); {}",
+        "v100_deepbench.yaml (DeepBench's V100 GEMMs, NeuSight's V100 memory-bound ops; V100 "
+        "rows); {}",
         kHeldOut);
   }
   return "see its SOURCES.md";

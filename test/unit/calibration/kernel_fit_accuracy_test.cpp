@@ -717,6 +717,35 @@ TEST(GemmDtypeFit, NeuSightV100Fp32GemmsHeldOut) {
   EXPECT_LT(mean, 0.20);
 }
 
+// Vidur's published H100 profile of Llama-2-70B's four layer GEMMs (fp16, 1-4096 tokens, TP 1-8;
+// 304 rows), held out: the H100 file prices them 8-12% fast on average (in-model rates of that
+// software, 680 TFLOP/s at the largest, under TraceLens's 750-775), pinned as a band.
+TEST(GemmDtypeFit, VidurH100GemmsHeldOut) {
+  const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
+  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const std::vector<KernelMeasurement> rows =
+      read_measurement_csv(kData / "vidur" / "h100_llama2_70b_gemm.csv");
+  ASSERT_EQ(rows.size(), 304u);
+  double sum_large = 0.0, n_large = 0.0;
+  for (const KernelMeasurement& m : rows) {
+    const double e = predicted_measurement_seconds(model, m, h100.device) / m.seconds - 1.0;
+    if (m.seconds >= 200e-6) {
+      sum_large += e;
+      n_large += 1.0;
+    }
+  }
+  const std::vector<KernelValidationRow> table = validate_kernels(rows, model, h100.device);
+  ASSERT_EQ(table.size(), 1u);
+  std::printf(
+      "Vidur H100 fp16 GEMMs: held-out geomean %.2f%%; mean signed %+.2f%% on %.0f rows "
+      ">= 200 us\n",
+      100 * table[0].held_out_geomean, 100 * sum_large / n_large, n_large);
+  EXPECT_LT(table[0].held_out_geomean, 0.15);
+  EXPECT_LT(sum_large / n_large, 0.0);
+  EXPECT_GT(sum_large / n_large, -0.15);
+}
+
 TEST(GemmDtypeFit, RowsTheProfileCannotPriceNameTheirFileAndLine) {
   // bf16 rows against a V100 profile (no bf16 unit): the first data row is line 12.
   const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");

@@ -234,6 +234,10 @@ struct ShippedKernelSet {
   std::vector<std::string> csv_files;
   /// TABLE=PROFILE for the tables measured on another GPU of the generation (--measured-on).
   std::vector<std::string> measured_on;
+  /// Published tables no fit reads, each validated on its own (held out), and TABLE=PROFILE for
+  /// those measured on another GPU of the generation.
+  std::vector<std::string> checks = {};
+  std::vector<std::string> checks_measured_on = {};
 };
 
 std::vector<ShippedKernelSet> shipped_kernel_sets() {
@@ -243,14 +247,18 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
        "configs/calibration/v100_deepbench.yaml",
        "",
        {"test/data/deepbench/v100_dgx1_gemm.csv", "test/data/neusight/v100_pcie_memory_ops.csv"},
-       {"test/data/neusight/v100_pcie_memory_ops.csv=configs/hardware/v100_pcie_32gb.yaml"}},
+       {"test/data/neusight/v100_pcie_memory_ops.csv=configs/hardware/v100_pcie_32gb.yaml"},
+       {"test/data/pytorch-docs/v100_fp16_gemm.csv", "test/data/neusight/v100_fp32_gemm.csv"},
+       {"test/data/neusight/v100_fp32_gemm.csv=configs/hardware/v100_pcie_32gb.yaml"}},
       {"A100",
        "configs/hardware/a100_sxm4_80gb.yaml",
        "configs/calibration/a100_llmcompass.yaml",
        "test/data/llmcompass",
        {"test/data/liger-kernel/a100_torch_cross_entropy_forward.csv",
         "test/data/triton-matmul/a100_pcie_fp32_cublas.csv"},
-       {"test/data/triton-matmul/a100_pcie_fp32_cublas.csv=configs/hardware/a100_pcie_80gb.yaml"}},
+       {"test/data/triton-matmul/a100_pcie_fp32_cublas.csv=configs/hardware/a100_pcie_80gb.yaml"},
+       {"test/data/azure-ai-benchmarking/a100_sxm4_fp16_cublaslt.csv",
+        "test/data/pytorch-docs/a100_gemm_10240.csv"}},
       {"H100",
        "configs/hardware/h100_sxm5_80gb.yaml",
        "configs/calibration/h100_xla.yaml",
@@ -263,7 +271,17 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv",
         "test/data/softmax-kernel-h100/h100_torch_softmax.csv",
         "test/data/neusight/h100_fp32_gemm.csv"},
-       {}},
+       {},
+       {"test/data/azure-ai-benchmarking/h100_sxm5_fp8_cublaslt.csv",
+        "test/data/deepgemm/h800_fp8_gemm.csv", "test/data/tracelens/h100_bf16_gemm.csv",
+        "test/data/tracelens/h100_flash2_forward.csv", "test/data/vidur/h100_llama2_70b_gemm.csv"}},
+      {"H200",
+       "configs/hardware/h200_sxm_141gb.yaml",
+       "configs/calibration/h100_xla.yaml",
+       "",
+       {},
+       {},
+       {"test/data/azure-ai-benchmarking/h200_sxm_fp8_cublaslt.csv"}},
       {"B200",
        "configs/hardware/b200_sxm_180gb.yaml",
        "configs/calibration/b200_xla.yaml",
@@ -315,20 +333,36 @@ void print_shipped_kernel_validation(std::ostream& out) {
     m.hardware = set.hardware;
     m.csv_files = set.csv_files;
     m.measured_on = set.measured_on;
-    const std::vector<KernelMeasurement> rows = read_measurements(m);
-    const std::vector<KernelValidationRow> table = validate_kernels(rows, model, hw.device);
-    out << fmt::format("{} ({}), calibration {}, measurements: {}\n", set.generation,
-                       hw.device.name, set.calibration, fmt::join(input_names(m), "; "));
-    out << format_kernel_validation(table);
+    if (set.csv_files.empty() && set.llmcompass_dir.empty()) {
+      out << fmt::format("{} ({}), calibration {} (fitted on {}), no tables of its own\n",
+                         set.generation, hw.device.name, set.calibration,
+                         model.calibration().fitted_on);
+    } else {
+      const std::vector<KernelMeasurement> rows = read_measurements(m);
+      out << fmt::format("{} ({}), calibration {}, measurements: {}\n", set.generation,
+                         hw.device.name, set.calibration, fmt::join(input_names(m), "; "));
+      out << format_kernel_validation(validate_kernels(rows, model, hw.device));
+    }
     const std::vector<std::string> unfitted = unfitted_families(model.calibration(), hw.device);
     out << fmt::format(
-        "  no fit of its own (default parameters): {}\n\n",
+        "  no fit of its own (default parameters): {}\n",
         unfitted.empty() ? std::string("none") : fmt::format("{}", fmt::join(unfitted, "; ")));
+    for (const std::string& check : set.checks) {
+      MeasurementOptions c;
+      c.llmcompass_dir = "";
+      c.hardware = set.hardware;
+      c.csv_files = {check};
+      for (const std::string& entry : set.checks_measured_on) {
+        if (entry.starts_with(check + "=")) c.measured_on.push_back(entry);
+      }
+      out << fmt::format("  held-out check (no fit reads it): {}\n", check);
+      out << format_kernel_validation(validate_kernels(read_measurements(c), model, hw.device));
+    }
+    out << "\n";
   }
-  out << "No calibration is fitted on H200 or H100 PCIe. H200 is the H100's chip (132 SMs, "
-         "compute capability 9.0): the H100 file is its own there, on the H200 profile's "
-         "bandwidth (held-out cuBLASLt fp8 GEMMs: test/data/azure-ai-benchmarking); H100 PCIe (114 "
-         "SMs) borrows it, and a run says so.\n";
+  out << "H200 is the H100's chip (132 SMs, compute capability 9.0): the H100 file is its own "
+         "there, on the H200 profile's bandwidth. No calibration is fitted on H100 PCIe (114 "
+         "SMs): it borrows the H100 file, and a run says so.\n";
 }
 
 /// Parses `args`; returns false (after printing help) when --help was given.

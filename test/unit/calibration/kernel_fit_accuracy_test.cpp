@@ -649,7 +649,7 @@ TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
 // H100 bf16 GEMMs inside six Hugging Face models (TraceLens's published H100 reports), held out:
 // the plain GEMMs of 100 us and more are priced within 15% (measured +2 .. +12%: not faster than
 // kernels run in a model); the batched k = 64 attention-score GEMMs that cuBLAS runs on
-// Turing-era kernels are priced 64-75% fast, pinned. Measured: geomean 12.2% over 37 shapes.
+// Turing-era kernels are priced 64-75% fast, pinned. Measured: geomean 12.5% over 37 shapes.
 TEST(GemmDtypeFit, TraceLensH100GemmsHeldOut) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");

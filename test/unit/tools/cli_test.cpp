@@ -897,7 +897,10 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
         "attention_forward/flash3  published", "rms_norm                  published",
         "no fit of its own (default parameters): gemm tf32; attention",
         "gemm/fp32          published", "softmax                   published",
-        "cross_entropy             published"}) {
+        "cross_entropy             published",
+        "held-out check (no fit reads it): test/data/tracelens/h100_bf16_gemm.csv",
+        "H200 (H200-SXM-141GB), calibration configs/calibration/h100_xla.yaml (fitted on "
+        "H100-SXM5-80GB), no tables of its own"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
   EXPECT_EQ(r.output.find("fp8; attention flash2"), std::string::npos) << "A100 has no fp8 unit\n"

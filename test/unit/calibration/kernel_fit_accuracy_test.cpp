@@ -147,6 +147,13 @@ std::string read_text(const std::filesystem::path& path) {
   return out.str();
 }
 
+/// The shipped calibration file `calibration` (configs/calibration/) on `hw`'s achievable
+/// fractions.
+CalibratedKernelCost shipped_file_model(const char* calibration, const HardwareProfile& hw) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / calibration);
+  return CalibratedKernelCost(load_kernel_calibration(doc.root()), hw.achievable);
+}
+
 CalibratedKernelCost shipped_model(const HardwareProfile& hw) {
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   return CalibratedKernelCost(load_kernel_calibration(doc.root()), hw.achievable);
@@ -394,8 +401,7 @@ std::map<std::string, double> expect_attention_below_best_published(
 // efficiency at its best training row: fit_attention.h).
 TEST(GemmDtypeFit, H100AttentionStaysBelowEachImplementationsPublishedPeak) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("h100_xla.yaml", h100);
   const std::map<std::string, double> best =
       expect_attention_below_best_published(h100_attention_rows(), model, h100.device);
   for (const auto& [op, tflops] : best)
@@ -581,13 +587,14 @@ TEST(GemmDtypeFit, CuBlasLtGemmsHeldOut) {
 
 // H100 fp8 GEMMs, held out: DeepGEMM's published H800 SXM5 tables (the H100 SXM5 chip), priced by
 // the shipped H100 file (bf16 fit at the measured fp8 rate). Measured: 28 rows, mean |e| 9.93%,
-// largest +30.2% (64 x 7168 x 2048). The known gap, pinned: the grouped GEMM prices a batch of
-// groups by its tiles and waves, so 4 groups of 256 rows cost what 1 group of 1024 does, while
-// DeepGEMM's masked kernel takes 32% longer for them (predicted / measured 0.76).
+// largest +30.2% (64 x 7168 x 2048). The known gap, pinned: equal groups (the masked layout
+// times every group full) are priced by their tiles, waves and the larger of compute and memory,
+// so 4 groups of 256 rows cost what 1 group of 1024 does, while DeepGEMM's masked kernel takes 32%
+// longer for them: at the compute / memory ridge the two do not overlap fully (predicted /
+// measured 0.76).
 TEST(GemmDtypeFit, H100Fp8GemmsOnDeepGemmsPublishedTablesAndTheGroupedGemmGap) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("h100_xla.yaml", h100);
   const std::vector<KernelMeasurement> rows =
       read_measurement_csv(kData / "deepgemm" / "h800_fp8_gemm.csv");
   ASSERT_EQ(rows.size(), 28u);
@@ -629,8 +636,7 @@ TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
     EXPECT_LT(std::abs(e), 0.05) << dtype_name(m.kernel.dtype);
   }
   const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "v100_deepbench.yaml");
-  const CalibratedKernelCost v100_model(load_kernel_calibration(doc.root()), v100.achievable);
+  const CalibratedKernelCost v100_model = shipped_file_model("v100_deepbench.yaml", v100);
   const std::vector<KernelMeasurement> v100_rows =
       read_measurement_csv(kData / "pytorch-docs" / "v100_fp16_gemm.csv");
   ASSERT_EQ(v100_rows.size(), 13u);
@@ -652,8 +658,7 @@ TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
 // Turing-era kernels are priced 64-75% fast, pinned. Measured: geomean 12.5% over 37 shapes.
 TEST(GemmDtypeFit, TraceLensH100GemmsHeldOut) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("h100_xla.yaml", h100);
   const std::vector<KernelMeasurement> rows =
       read_measurement_csv(kData / "tracelens" / "h100_bf16_gemm.csv");
   ASSERT_EQ(rows.size(), 37u);
@@ -681,8 +686,7 @@ TEST(GemmDtypeFit, TraceLensH100GemmsHeldOut) {
 // half-span does not count (pinned). Measured geomean 10.8% over 3 kernels.
 TEST(GemmDtypeFit, TraceLensH100FlashAttentionHeldOut) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("h100_xla.yaml", h100);
   const std::vector<KernelMeasurement> rows =
       read_measurement_csv(kData / "tracelens" / "h100_flash2_forward.csv");
   ASSERT_EQ(rows.size(), 3u);
@@ -702,8 +706,7 @@ TEST(GemmDtypeFit, TraceLensH100FlashAttentionHeldOut) {
 TEST(GemmDtypeFit, NeuSightV100Fp32GemmsHeldOut) {
   const HardwareProfile v100 = profile("v100_sxm2_32gb.yaml");
   const auto pcie = std::make_shared<const HardwareProfile>(profile("v100_pcie_32gb.yaml"));
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "v100_deepbench.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), v100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("v100_deepbench.yaml", v100);
   std::vector<KernelMeasurement> rows = rows_from_root("test/data/neusight/v100_fp32_gemm.csv");
   ASSERT_EQ(rows.size(), 242u);
   double sum = 0.0;
@@ -722,8 +725,7 @@ TEST(GemmDtypeFit, NeuSightV100Fp32GemmsHeldOut) {
 // software, 680 TFLOP/s at the largest, under TraceLens's 750-775), pinned as a band.
 TEST(GemmDtypeFit, VidurH100GemmsHeldOut) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "h100_xla.yaml");
-  const CalibratedKernelCost model(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost model = shipped_file_model("h100_xla.yaml", h100);
   const std::vector<KernelMeasurement> rows =
       read_measurement_csv(kData / "vidur" / "h100_llama2_70b_gemm.csv");
   ASSERT_EQ(rows.size(), 304u);
@@ -761,8 +763,7 @@ TEST(GemmDtypeFit, RowsTheProfileCannotPriceNameTheirFileAndLine) {
 
 TEST(GemmDtypeFit, A100CalibrationPricesLargeH100Kernels) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
-  const CalibratedKernelCost a100_fit(load_kernel_calibration(doc.root()), h100.achievable);
+  const CalibratedKernelCost a100_fit = shipped_file_model("a100_llmcompass.yaml", h100);
   for (const DType dtype : {DType::kBf16, DType::kTf32}) {
     double sum_log = 0.0;
     int n = 0;

@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include "calibration/grouped_gemm_rows.h"
-
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
+
+#include "calibration/grouped_gemm_rows.h"
 
 namespace upsim {
 namespace {

@@ -8,9 +8,9 @@
 // computes min(X, cap) of them (cap 0: all). A grouped GEMM tiles each group on its own (CUTLASS
 // grouped GEMMs and cuBLAS grouped batches schedule every group's tiles, none shared), so with t
 // rows per tile the group computes ceil(min(X, cap) / t) row tiles and reads its weight only when
-// it has a row. Few rows per group make the padding of the last tile a large share of the work:
-// 256 rows over 16 groups (16 each, sd 3.9) on 128-row tiles compute 16 row tiles where the
-// rows would fill 2.
+// it has a row. The spread pads more tiles than equal groups would: 4096 rows over 16 groups
+// (256 each on average, sd 15.5) on 128-row tiles compute about 2.5 row tiles per group where 16
+// groups of exactly 256 rows compute 2 (about half the groups get a third tile).
 //
 // Exact sums over the binomial's probabilities within 12 standard deviations of its mean (the
 // mass outside is below 1e-30), renormalised over that window; deterministic.

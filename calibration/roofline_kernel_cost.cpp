@@ -1,11 +1,11 @@
 #include "calibration/roofline_kernel_cost.h"
 
-#include "calibration/gemm_kernel_model.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <stdexcept>
+
+#include "calibration/gemm_kernel_model.h"
 
 namespace upsim {
 namespace {

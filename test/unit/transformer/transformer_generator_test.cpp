@@ -45,6 +45,21 @@ TransformerConfig small_gpt() {
   return c;
 }
 
+/// small_gpt() with MoE layers of `experts` experts (top_k, expert_ffn, capacity_factor) over
+/// expert parallelism 8 of data parallelism 8, `micro_batches` micro-batches per replica.
+TransformerConfig small_moe_ep8(int64_t experts, int64_t top_k, int64_t expert_ffn,
+                                double capacity_factor, int64_t micro_batches) {
+  TransformerConfig c = small_gpt();
+  c.moe.experts = experts;
+  c.moe.top_k = top_k;
+  c.moe.expert_ffn = expert_ffn;
+  c.moe.capacity_factor = capacity_factor;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8 * micro_batches;
+  return c;
+}
+
 /// One host op costs 2 us; markers nothing.
 class FixedCpuCost final : public CpuCostModel {
  public:
@@ -302,14 +317,7 @@ TEST(TransformerGenerator, EveryParallelismRunsToCompletion) {
 
 TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
-  TransformerConfig c = small_gpt();
-  c.moe.experts = 8;
-  c.moe.top_k = 2;
-  c.moe.expert_ffn = 2048;
-  c.moe.capacity_factor = 0.0;
-  c.parallelism.data = 8;
-  c.parallelism.expert = 8;
-  c.global_batch = c.micro_batch * 8 * 2;
+  TransformerConfig c = small_moe_ep8(8, 2, 2048, 0.0, 2);
   const SimRun balanced = simulate(c, dgx.fabric, dgx.hardware);
   c.moe.imbalance = 1.0;
   const SimRun skewed = simulate(c, dgx.fabric, dgx.hardware);
@@ -324,14 +332,7 @@ TEST(TransformerGenerator, MoeWithExpertParallelRunsAndImbalanceSlowsIt) {
 // capacity_factor x its mean), tokens in m for the forward and data gradient, the mean count
 // for the weight gradient; one local expert computes all of them as a plain GEMM.
 TEST(TransformerGenerator, ExpertGemmsRouteTheRanksTokensOverItsExperts) {
-  TransformerConfig c = small_gpt();
-  c.moe.experts = 64;
-  c.moe.top_k = 8;
-  c.moe.expert_ffn = 512;
-  c.moe.capacity_factor = 1.25;
-  c.parallelism.data = 8;
-  c.parallelism.expert = 8;
-  c.global_batch = c.micro_batch * 8;
+  TransformerConfig c = small_moe_ep8(64, 8, 512, 1.25, 1);
   const LayerSizes z = layer_sizes(c);
   TaskGraph graph;
   const LayerKernels k = add_layer_kernels(c, z, graph);
@@ -359,14 +360,7 @@ TEST(TransformerGenerator, ExpertGemmsRouteTheRanksTokensOverItsExperts) {
 // capacity; tokens above it are dropped before the dispatch, so they are not sent either.
 TEST(TransformerGenerator, CapacityFactorCapsTheImbalanceAndDropsTokens) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
-  TransformerConfig c = small_gpt();
-  c.moe.experts = 8;
-  c.moe.top_k = 2;
-  c.moe.expert_ffn = 2048;
-  c.moe.capacity_factor = 1.25;
-  c.parallelism.data = 8;
-  c.parallelism.expert = 8;
-  c.global_batch = c.micro_batch * 8 * 2;
+  TransformerConfig c = small_moe_ep8(8, 2, 2048, 1.25, 2);
   const SimRun balanced = simulate(c, dgx.fabric, dgx.hardware);
   c.moe.imbalance = 0.2;
   const SimRun skewed = simulate(c, dgx.fabric, dgx.hardware);
@@ -616,13 +610,7 @@ TEST(TransformerGenerator, ZeroShardsExpertsOverTheExpertDataParallelRanks) {
 // over the 8 data-parallel ranks (Megatron-Core's expert_parallel_buffers reduce over the
 // expert data-parallel group, here of one rank).
 TEST(TransformerGenerator, ExpertGradientsAreReducedOverTheExpertDataParallelRanks) {
-  TransformerConfig c = small_gpt();
-  c.moe.experts = 8;
-  c.moe.top_k = 2;
-  c.moe.expert_ffn = 2048;
-  c.parallelism.data = 8;
-  c.parallelism.expert = 8;
-  c.global_batch = c.micro_batch * 8;
+  TransformerConfig c = small_moe_ep8(8, 2, 2048, MoeConfig{}.capacity_factor, 1);
   TaskGraph g;
   generate_transformer(c, {1}, g);
   int64_t reduced = 0;

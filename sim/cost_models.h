@@ -7,6 +7,7 @@
 // (fabric-aware network models); tools/ picks them by name from the scenario.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,21 @@ struct DeviceProfile {
 
   FlopRate peak(DType dtype) const { return peak_flops[static_cast<size_t>(dtype)]; }
 };
+
+/// The device a compute kernel sees while `held_sms` of its SMs run other kernels (NCCL's
+/// communication kernels: one thread block per channel, each resident on an SM for the whole
+/// collective): the SMs left, and every peak scaled by SMs left / SMs, since a peak is a per-SM
+/// rate times the SM count. Memory and L2 bandwidth are unchanged: the SMs left still reach
+/// them. At least one SM is left. `held_sms` <= 0 returns the device as it is.
+inline DeviceProfile device_with_sms_held(const DeviceProfile& device, int32_t held_sms) {
+  if (held_sms <= 0 || device.sm_count <= 1) return device;
+  DeviceProfile left = device;
+  left.sm_count = std::max<int32_t>(1, device.sm_count - held_sms);
+  const double scale = static_cast<double>(left.sm_count) / static_cast<double>(device.sm_count);
+  for (FlopRate& peak : left.peak_flops)
+    peak = peak * scale;
+  return left;
+}
 
 /// What a GPU kernel computes, in terms a cost model can price.
 enum class KernelClass : uint8_t {

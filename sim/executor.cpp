@@ -1,6 +1,7 @@
 #include "sim/executor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace upsim {
@@ -30,6 +31,24 @@ struct GpuStream {
   uint64_t entered = 0;
   uint64_t completed = 0;
   std::vector<SyncWaiter> waiters;
+};
+
+/// A kernel priced by the kernel model, running while communication kernels may come and go on
+/// its GPU: its work is a fraction that drains at the rate its current SM share gives.
+struct RunningKernel {
+  TaskId task;
+  Time segment_start;
+  /// The time the work left at segment_start takes at the SM share of this segment, ps.
+  int64_t segment_ps;
+  /// Fraction of the kernel's work left at segment_start, in [0, 1].
+  double work_left;
+  EventHandle completion;
+};
+
+/// SMs a running communication kernel holds on its rank's GPU.
+struct CommunicationHold {
+  TaskId task;
+  int32_t sms;
 };
 
 /// Rendezvous state of one collective group.
@@ -118,6 +137,10 @@ class GraphExecutor::Impl {
     for (RankId r = 1; r < graph_.rank_count(); ++r)
       uniform_devices_ = uniform_devices_ && same_device(models_.devices[r], models_.devices[0]);
     kernel_ps_.assign(graph_.kernel_desc_count(), -1);
+    sm_sharing_ = models_.network->communication_holds_sms();
+    running_kernels_.assign(graph_.rank_count(), {});
+    holds_.assign(graph_.rank_count(), {});
+    held_sms_.assign(graph_.rank_count(), 0);
     for (TaskId t = 0; t < n; ++t) {
       pending_[t] = graph_.predecessor_count(t);
       const Task& task = graph_.task(t);
@@ -140,20 +163,43 @@ class GraphExecutor::Impl {
   /// The kernel model's duration, asked once per shared description when every rank has the
   /// same device (models are pure, so the answer cannot change).
   Duration kernel_duration(TaskId t, RankId rank) {
-    if (!uniform_devices_) return ask_kernel_model(t, rank);
+    if (!uniform_devices_) return ask_kernel_model(t, models_.devices[rank]);
     const KernelDescId id = graph_.kernel_desc_of(t);
     int64_t& ps = kernel_ps_[id];
-    if (ps < 0) ps = ask_kernel_model(t, rank).ps();
+    if (ps < 0) ps = ask_kernel_model(t, models_.devices[rank]).ps();
+    return Duration::from_ps(ps);
+  }
+
+  /// The same on the SMs that `held_sms_[rank]` leaves (device_with_sms_held), cached per
+  /// (description, SMs held) when every rank has the same device.
+  Duration kernel_duration_beside_communication(TaskId t, RankId rank) {
+    const int32_t held = held_sms_[rank];
+    if (held <= 0) return kernel_duration(t, rank);
+    if (!uniform_devices_) {
+      return ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held));
+    }
+    size_t level = 0;
+    while (level < held_levels_.size() && held_levels_[level] != held)
+      ++level;
+    if (level == held_levels_.size()) {
+      if (held_levels_.size() == kCachedHeldLevels) {
+        return ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held));
+      }
+      held_levels_.push_back(held);
+      held_level_ps_.resize(held_levels_.size() * kernel_ps_.size(), -1);
+    }
+    int64_t& ps = held_level_ps_[level * kernel_ps_.size() + graph_.kernel_desc_of(t)];
+    if (ps < 0) ps = ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held)).ps();
     return Duration::from_ps(ps);
   }
 
   /// The kernel model's answer for task t, which must be a duration >= 0; a model that cannot
   /// give one (e.g. 1 FLOP/s makes a GEMM last longer than the simulator's +-106 days) is an
   /// error naming the kernel, not a time travelling event.
-  Duration ask_kernel_model(TaskId t, RankId rank) {
+  Duration ask_kernel_model(TaskId t, const DeviceProfile& device) {
     Duration d;
     try {
-      d = models_.kernels->kernel_duration(graph_.kernel(t), models_.devices[rank]);
+      d = models_.kernels->kernel_duration(graph_.kernel(t), device);
     } catch (const std::range_error& e) {
       throw SimulationError(describe(t) + ": " + e.what() +
                             "; check the hardware profile (peak_flops, memory bandwidth) and the "
@@ -236,8 +282,8 @@ class GraphExecutor::Impl {
       o->on_task_begin(t, engine_.now());
   }
 
-  void schedule_completion(TaskId t, Duration after) {
-    engine_.schedule_in(after, EventPriority::kCompletion, [this, t] { complete(t); });
+  EventHandle schedule_completion(TaskId t, Duration after) {
+    return engine_.schedule_in(after, EventPriority::kCompletion, [this, t] { complete(t); });
   }
 
   void start_cpu(TaskId t) {
@@ -277,8 +323,16 @@ class GraphExecutor::Impl {
     const Task& task = graph_.task(t);
     switch (task.kind) {
       case TaskKind::kKernel: {
-        schedule_completion(t, task.fixed_ps >= 0 ? Duration::from_ps(task.fixed_ps)
-                                                  : kernel_duration(t, task.rank));
+        if (task.fixed_ps >= 0) {
+          schedule_completion(t, Duration::from_ps(task.fixed_ps));
+          return;
+        }
+        const Duration d = kernel_duration_beside_communication(t, task.rank);
+        const EventHandle completion = schedule_completion(t, d);
+        if (sm_sharing_) {
+          running_kernels_[task.rank].push_back(
+              RunningKernel{t, engine_.now(), d.ps(), 1.0, completion});
+        }
         return;
       }
       case TaskKind::kMemcpy:
@@ -302,6 +356,14 @@ class GraphExecutor::Impl {
     Rendezvous& rv = rendezvous_[c];
     rv.arrived.push_back(t);
     const CollectiveDesc& desc = graph_.collective(c);
+    if (sm_sharing_) {
+      const RankId rank = graph_.task(t).rank;
+      const int32_t sms = models_.network->communication_sms(desc, graph_.device_of(rank));
+      if (sms > 0) {
+        holds_[rank].push_back(CommunicationHold{t, sms});
+        change_held_sms(rank, sms);
+      }
+    }
     if (rv.arrived.size() < arrivals_needed(desc)) return;
     for (Observer* o : observers_)
       o->on_collective_begin(c, engine_.now());
@@ -327,6 +389,8 @@ class GraphExecutor::Impl {
     last_completion_ = engine_.now();
     for (Observer* o : observers_)
       o->on_task_end(t, engine_.now());
+    if (sm_sharing_ && task.kind == TaskKind::kKernel) forget_running_kernel(task.rank, t);
+    if (sm_sharing_ && task.kind == TaskKind::kCollective) release_hold(task.rank, t);
     if (is_gpu_task(task.kind)) {
       const size_t si = stream_of(task);
       GpuStream& s = streams_[si];
@@ -344,6 +408,47 @@ class GraphExecutor::Impl {
       if (task.kind == TaskKind::kLaunch) enqueue(graph_.launched_task(t));
       release_successors(t);
       try_start_thread(ti);
+    }
+  }
+
+  void forget_running_kernel(RankId rank, TaskId t) {
+    std::vector<RunningKernel>& running = running_kernels_[rank];
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (running[i].task != t) continue;
+      running[i] = running.back();
+      running.pop_back();
+      return;
+    }
+  }
+
+  void release_hold(RankId rank, TaskId t) {
+    std::vector<CommunicationHold>& holds = holds_[rank];
+    for (size_t i = 0; i < holds.size(); ++i) {
+      if (holds[i].task != t) continue;
+      const int32_t sms = holds[i].sms;
+      holds.erase(holds.begin() + static_cast<std::ptrdiff_t>(i));
+      change_held_sms(rank, -sms);
+      return;
+    }
+  }
+
+  /// The SMs held on `rank`'s GPU change by `delta` now: every model-priced kernel running there
+  /// keeps the work it has done and prices the work it has left on the new SM share.
+  void change_held_sms(RankId rank, int32_t delta) {
+    held_sms_[rank] += delta;
+    const Time now = engine_.now();
+    for (RunningKernel& k : running_kernels_[rank]) {
+      const int64_t elapsed = (now - k.segment_start).ps();
+      if (k.segment_ps > 0) {
+        k.work_left *=
+            std::max(0.0, 1.0 - static_cast<double>(elapsed) / static_cast<double>(k.segment_ps));
+      }
+      engine_.cancel(k.completion);
+      const double full_ps =
+          static_cast<double>(kernel_duration_beside_communication(k.task, rank).ps());
+      k.segment_ps = std::llround(k.work_left * full_ps);
+      k.segment_start = now;
+      k.completion = schedule_completion(k.task, Duration::from_ps(k.segment_ps));
     }
   }
 
@@ -560,6 +665,19 @@ class GraphExecutor::Impl {
   bool uniform_devices_ = true;
   /// Per kernel description: its duration in ps once asked, else -1 (uniform devices only).
   std::vector<int64_t> kernel_ps_;
+  /// The distinct counts of SMs held seen so far (at most kCachedHeldLevels), and per (level,
+  /// kernel description) the duration in ps on the SMs left, else -1 (uniform devices only).
+  static constexpr size_t kCachedHeldLevels = 16;
+  std::vector<int32_t> held_levels_;
+  std::vector<int64_t> held_level_ps_;
+  /// Whether communication kernels hold SMs (the network model states any): only then are
+  /// running kernels tracked per rank.
+  bool sm_sharing_ = false;
+  /// Per rank: model-priced kernels running now, communication kernels holding SMs now, and
+  /// the SMs they hold in total.
+  std::vector<std::vector<RunningKernel>> running_kernels_;
+  std::vector<std::vector<CommunicationHold>> holds_;
+  std::vector<int32_t> held_sms_;
   static constexpr uint32_t kCachedLaunches = 4;
   static constexpr size_t kHostPhases = static_cast<size_t>(HostPhase::kMarker) + 1;
   /// Per (op name, phase, launch index < kCachedLaunches): the CPU duration in ps, else -1.

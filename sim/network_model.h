@@ -24,6 +24,18 @@ class NetworkModel {
                                 Completion on_done) = 0;
   virtual void start_transfer(Engine& engine, const TransferDesc& transfer, Completion on_done) = 0;
 
+  /// SMs the communication kernel of `collective` holds on member GPU `device` from the moment
+  /// that member's kernel starts (it reaches the head of its stream, where NCCL's kernel is
+  /// resident and waits for its peers) until the collective completes: NCCL runs one thread
+  /// block per channel. The executor prices the compute kernels running beside it on the SMs
+  /// left (device_with_sms_held). 0 (the default): the model states none, no interference.
+  virtual int32_t communication_sms(const CollectiveDesc& /*collective*/, RankId /*device*/) const {
+    return 0;
+  }
+  /// Whether communication_sms can be above 0 for any collective (the executor tracks running
+  /// kernels only then).
+  virtual bool communication_holds_sms() const { return false; }
+
   /// The links whose use the model reports through Observer::on_link_rate (index = link id);
   /// empty for models without link state.
   virtual std::span<const LinkInfo> links() const { return {}; }

@@ -386,6 +386,9 @@ std::string make_network_model(const ConfigNode& interconnect,
       const ConfigNode t = interconnect.load_reference("tuning");
       tuning = load_collective_tuning(t);
     }
+    // Communication kernels take SMs from compute (sim/executor.h); false prices compute as if
+    // NCCL ran on SMs of its own (the view of simulators without interference).
+    if (!interconnect.get_bool_or("compute_interference", true)) tuning.communication_sms.clear();
     models.network =
         std::make_unique<FlowNetwork>(*models.fabric, std::move(tuning),
                                       hardware.device.hbm_bandwidth * hardware.achievable.memory);

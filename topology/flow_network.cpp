@@ -513,6 +513,30 @@ FlowNetwork::FlowNetwork(const Fabric& fabric, CollectiveTuning tuning,
                                   from_gpu >= 0 ? from_gpu : gpu_of_device[links[l].to]});
   }
   core_ = std::make_unique<Core>(*this, std::move(capacity), device_copy_bandwidth);
+  const CollectiveTuning& tuning_used = planner_->tuning();
+  communication_sms_.assign(fabric.gpus().size(), 0);
+  for (LinkId l = 0; l < links.size(); ++l) {
+    const int64_t gpu = gpu_of_device[links[l].from];
+    if (gpu < 0) continue;
+    int32_t& sms = communication_sms_[static_cast<size_t>(gpu)];
+    sms = std::max(
+        sms, tuning_used.communication_sms_for(links[l].kind, gpu_of_device[links[l].to] >= 0));
+    holds_sms_ = holds_sms_ || sms > 0;
+  }
+}
+
+int32_t FlowNetwork::communication_sms(const CollectiveDesc& collective, RankId device) const {
+  if (collective.members.size() < 2 || device >= communication_sms_.size()) return 0;
+  if (collective.kind == CollectiveKind::kSendRecv && collective.members.size() == 2 &&
+      collective.members[0] < fabric_.gpus().size() &&
+      collective.members[1] < fabric_.gpus().size()) {
+    const int32_t node0 = fabric_.device(fabric_.gpus()[collective.members[0]]).node;
+    const int32_t node1 = fabric_.device(fabric_.gpus()[collective.members[1]]).node;
+    if (node0 != node1) {
+      return std::min(communication_sms_[device], planner_->tuning().network_peer_sms);
+    }
+  }
+  return communication_sms_[device];
 }
 
 FlowNetwork::~FlowNetwork() = default;

@@ -73,6 +73,11 @@ class FlowNetwork final : public NetworkModel {
   /// bytes, or a host copy on a fabric without CPUs.
   void start_transfer(Engine& engine, const TransferDesc& transfer, Completion on_done) override;
   std::span<const LinkInfo> links() const override { return link_info_; }
+  /// The tuning's communication_sms for the GPU's links (the largest over the links leaving
+  /// it) when the collective has two members or more, at most network_peer_sms for a send /
+  /// receive between GPUs of different nodes; 0 otherwise.
+  int32_t communication_sms(const CollectiveDesc& collective, RankId device) const override;
+  bool communication_holds_sms() const override { return holds_sms_; }
 
   /// Starts `batch` after `delay` (>= 0); on_done runs when its last flow has delivered.
   /// Throws std::invalid_argument for a malformed batch (unknown link, negative bytes,
@@ -95,6 +100,9 @@ class FlowNetwork final : public NetworkModel {
   const Fabric& fabric_;
   std::unique_ptr<CollectivePlanner> planner_;
   std::vector<LinkInfo> link_info_;
+  /// Per fabric GPU: SMs a collective's kernel holds on it (CollectiveTuning::communication_sms).
+  std::vector<int32_t> communication_sms_;
+  bool holds_sms_ = false;
   std::unique_ptr<Core> core_;
 };
 

@@ -165,6 +165,39 @@ constexpr double kNvlsBlackwellFactor = 0.74 / 0.85;
 // the time above latency + bytes / plateau rate grows to about this size's transfer time by
 // 16 MiB and stays near it up to GiB sizes, as a filling pipeline does.
 constexpr double kNvlsFillSm90Mib = 16.0;
+
+// SMs NCCL's collective kernel holds per GPU: one thread block per channel (NVIDIA/nccl
+// src/enqueue.cc launches nChannels blocks), and NCCL runs every channel its topology search
+// finds twice (ncclTopoPreset, src/graph/connect.cc: "Duplicate channels rings/trees"). Counts
+// published in NCCL's own logs and profiles:
+//  - NVLink 3 (HGX / DGX A100, NVSwitch): 24 channels ("Channel 23/24", NVIDIA/nccl-tests
+//    issue #100, an HGX A100 8-GPU log).
+//  - NVLink 4 (DGX / HGX H100, NVSwitch): 24 channels ("Channel 16/24 ... 23", NVIDIA/nccl issue
+//    #1259, an 8 x H100 NVLS system), and an nsys profile of an H100 FSDP step shows
+//    ncclAllGather running 24 blocks beside a 132-block GEMM, which then needs a second wave
+//    (NVIDIA developer forum thread 337991, "Compute-Communication Overlap Causes Severe GEMM
+//    Performance Degradation because of Tail Effect").
+//  - NVLink 5 (B200): no published count; Hopper's 24 (NCCL's NVLS kernels use 32 channels on
+//    SM100 against 16 on SM90, nvls.cc above, so this is likely low).
+//  - NVLink meshes without an NVSwitch find fewer rings (the graph dumps of NVIDIA/nccl issue
+//    #713, run twice): four A100s with 4 NVLinks per pair (HGX A100 4-GPU), 4 rings: 8; four
+//    V100s with 2 NVLinks per pair, 6 rings: 12, which also stands for V100 on an NVSwitch
+//    (DGX-2: no published count).
+//  - Anything else (PCIe, bridges, NICs only): NCCL finds one ring over PCIe ("Pattern 4 ...
+//    nChannels 1", NVIDIA/nccl issue #1358's log), run twice: 2.
+// The magnitude agrees with measured overlap: Lee et al., "Characterizing Compute-Communication
+// Overlap in GPU-Accelerated Distributed Deep Learning" (arXiv 2507.03114) report compute
+// 18.9% slower on average (40% at most) beside collectives on A100 and H100; 24 of 132 H100 SMs
+// is 18%.
+constexpr int32_t kCommunicationSmsNvlink = 24;
+constexpr int32_t kCommunicationSmsNvlink2 = 12;
+constexpr int32_t kCommunicationSmsNvlink3Mesh = 8;
+constexpr int32_t kCommunicationSmsOther = 2;
+// A send / receive to a peer of another node: "start from 2 channels per NIC"
+// (ncclTopoGetNchannels, NVIDIA/nccl src/graph/paths.cc, v2.28: nNetChannels = 2 unless
+// NCCL_NCHANNELS_PER_NET_PEER says otherwise). Pipeline sends between nodes hold 2 SMs, not a
+// collective's 24.
+constexpr int32_t kNetworkPeerSms = 2;
 constexpr double kNvlsFillSm100Mib = 32.0;
 
 // NCCL tuning.cc (same commit): tree all-reduce bandwidth is refined by busBw * .92 and, for the
@@ -305,6 +338,11 @@ double CollectiveTuning::latency_factor_for(std::string_view link_kind) const {
   return generation_factor(latency_generation_factors, link_kind);
 }
 
+int32_t CollectiveTuning::communication_sms_for(std::string_view link_kind, bool gpu_to_gpu) const {
+  const int32_t any = longest_prefix_value(communication_sms, link_kind, int32_t{0});
+  return gpu_to_gpu ? longest_prefix_value(communication_sms_direct, link_kind, any) : any;
+}
+
 double CollectiveTuning::nvls_pipeline_fill_bytes_for(std::string_view link_kind) const {
   return generation_factor(nvls_pipeline_fill_mib, link_kind, 0.0) * 1024.0 * 1024.0;
 }
@@ -318,6 +356,13 @@ CollectiveTuning nccl_like_tuning() {
   t.nvls_tree_efficiency = kNvlsTreeEfficiency;
   t.nvls_pipeline_fill_mib = {{"nvlink4", kNvlsFillSm90Mib}, {"nvlink5", kNvlsFillSm100Mib}};
   t.latency_generation_factors = {{"nvlink4", kNvlink4LatencyFactor}};
+  t.communication_sms = {{"", kCommunicationSmsOther},
+                         {"nvlink2", kCommunicationSmsNvlink2},
+                         {"nvlink3", kCommunicationSmsNvlink},
+                         {"nvlink4", kCommunicationSmsNvlink},
+                         {"nvlink5", kCommunicationSmsNvlink}};
+  t.communication_sms_direct = {{"nvlink3", kCommunicationSmsNvlink3Mesh}};
+  t.network_peer_sms = kNetworkPeerSms;
   // NVLink SHARP (in-switch reduction) arrived with the third-generation NVSwitch of H100
   // systems (NVLink 4); NCCL enables NVLS from compute capability 9.0.
   t.nvls_link_prefixes = {"nvlink4", "nvlink5"};
@@ -463,6 +508,18 @@ void validate_tuning(const CollectiveTuning& t) {
   if (!(t.nvls_tree_efficiency > 0.0 && t.nvls_tree_efficiency <= 1.0)) {
     fail(fmt::format("nvls_tree_efficiency must be in (0, 1], got {}", t.nvls_tree_efficiency));
   }
+  if (t.network_peer_sms < 0 || t.network_peer_sms > kMaxCommunicationSms) {
+    fail(fmt::format("network_peer_sms must be an SM count in [0, {}], got {}",
+                     kMaxCommunicationSms, t.network_peer_sms));
+  }
+  for (const auto* table : {&t.communication_sms, &t.communication_sms_direct}) {
+    for (const auto& [kind, sms] : *table) {
+      if (sms < 0 || sms > kMaxCommunicationSms) {
+        fail(fmt::format("communication_sms of `{}` must be an SM count in [0, {}], got {}", kind,
+                         kMaxCommunicationSms, sms));
+      }
+    }
+  }
   for (const auto& [kind, mib] : t.nvls_pipeline_fill_mib) {
     if (!(mib >= 0.0) || !std::isfinite(mib)) {
       fail(fmt::format("nvls_pipeline_fill_mib of `{}` must be a size in MiB >= 0, got {}", kind,
@@ -560,6 +617,19 @@ CollectiveTuning load_collective_tuning(const ConfigNode& root) {
   }
   if (auto fill = root.optional_child("nvls_pipeline_fill_mib")) {
     t.nvls_pipeline_fill_mib = read_factors(*fill, 0.0, kMaxNvlsFillMib);
+  }
+  t.network_peer_sms = static_cast<int32_t>(
+      root.get_int_in_or("network_peer_sms", 0, kMaxCommunicationSms, t.network_peer_sms));
+  for (auto [key, table] : {std::pair{"communication_sms", &t.communication_sms},
+                            std::pair{"communication_sms_direct", &t.communication_sms_direct}}) {
+    if (auto sms = root.optional_child(key)) {
+      sms->expect_map("SMs per link kind prefix, e.g. {\"\": 2, nvlink4: 24}");
+      table->clear();
+      for (const std::string& kind : sms->map_keys()) {
+        table->emplace_back(kind,
+                            static_cast<int32_t>(sms->get_int_in(kind, 0, kMaxCommunicationSms)));
+      }
+    }
   }
   if (auto list = root.optional_child("all_reduce_algorithms")) {
     t.all_reduce_algorithms.clear();
@@ -671,6 +741,16 @@ std::string format_collective_tuning(const CollectiveTuning& t, std::string_view
   out += fmt::format("nvls_generation_factors: {}\n", factor_map(t.nvls_generation_factors));
   out += fmt::format("nvls_pipeline_fill_mib: {}\n", factor_map(t.nvls_pipeline_fill_mib));
   out += fmt::format("latency_generation_factors: {}\n", factor_map(t.latency_generation_factors));
+  for (auto [key, table] : {std::pair{"communication_sms", &t.communication_sms},
+                            std::pair{"communication_sms_direct", &t.communication_sms_direct}}) {
+    std::string sms = "{";
+    for (size_t i = 0; i < table->size(); ++i) {
+      if (i > 0) sms += ", ";
+      sms += fmt::format("{}: {}", yaml_quoted((*table)[i].first), (*table)[i].second);
+    }
+    out += fmt::format("{}: {}}}\n", key, sms);
+  }
+  out += fmt::format("network_peer_sms: {}\n", t.network_peer_sms);
   out += fmt::format("all_reduce_algorithms: {}\n",
                      flow_list(t.all_reduce_algorithms, [](CollectiveAlgorithm a) {
                        return std::string(collective_algorithm_name(a));

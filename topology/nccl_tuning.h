@@ -136,6 +136,19 @@ struct CollectiveTuning {
   /// prefix; 1 otherwise): NCCL's latency table is one for every generation, the small-message
   /// floor is not (nccl_tuning.cpp has the values).
   std::vector<std::pair<std::string, double>> latency_generation_factors;
+  /// SMs NCCL's kernel holds on each member GPU while a collective runs (one thread block per
+  /// channel, resident from its launch until the collective completes), by the kind of the
+  /// GPU's links: for each link of the GPU the longest matching prefix ("" matches every kind),
+  /// the largest over its links; 0 when none matches. Compute kernels beside it run on the SMs
+  /// left (sim/executor.h). Values and sources in nccl_tuning.cpp; empty: no interference.
+  std::vector<std::pair<std::string, int32_t>> communication_sms;
+  /// The same for links that join the GPU directly to another GPU (an NVLink mesh without an
+  /// NVSwitch: NCCL's search finds fewer rings there); links of kinds without an entry here
+  /// take communication_sms.
+  std::vector<std::pair<std::string, int32_t>> communication_sms_direct;
+  /// SMs of a send / receive between GPUs of different nodes (NCCL's channels per network
+  /// peer; at most communication_sms).
+  int32_t network_peer_sms = 0;
   /// Per-step floor of intra-node hop latency in rings spanning several nodes (NCCL
   /// getNetOverhead), tripled for Simple as NCCL does.
   Duration net_overhead;
@@ -157,6 +170,9 @@ struct CollectiveTuning {
   double nvls_efficiency_for(std::string_view link_kind, bool several_nodes = false) const;
   /// Latency factor of links of this kind (latency_generation_factors; 1 when none matches).
   double latency_factor_for(std::string_view link_kind) const;
+  /// communication_sms of a link of this kind (longest matching prefix; 0 when none matches);
+  /// `gpu_to_gpu`: communication_sms_direct's entry first, when one matches.
+  int32_t communication_sms_for(std::string_view link_kind, bool gpu_to_gpu = false) const;
   /// NVLS pipeline fill over NVLS links of this kind, in bytes (0 when no prefix matches).
   double nvls_pipeline_fill_bytes_for(std::string_view link_kind) const;
   /// Injection cap of `p` for a collective within one node over links of this kind: the
@@ -194,6 +210,8 @@ void validate_tuning(const CollectiveTuning& tuning);
 /// LL128 adds 1/16), injection caps in [0, 1 PB/s] (0: no cap).
 inline constexpr double kMinEfficiency = 1e-6;
 inline constexpr double kMaxWireFactor = 16.0;
+/// The most SMs a tuning file may say one collective's kernel holds per GPU (beyond any GPU).
+inline constexpr int32_t kMaxCommunicationSms = 1024;
 /// Generation factors lie in (0, 4] (one generation at most four times as efficient as another).
 inline constexpr double kMaxGenerationFactor = 4.0;
 inline constexpr Bandwidth kMaxInjectionCap = Bandwidth::bytes_per_second(1e15);

@@ -780,7 +780,7 @@ std::vector<std::string> rank_iteration_times(const std::string& summary) {
 }
 
 // dlrm_4gpu: ranks 0 and 1 have less work than ranks 2 and 3, so for a few iterations they run
-// ahead and their wait at the collectives grows. Three iterations (one warm-up) report 3.6684
+// ahead and their wait at the collectives grows. Three iterations (one warm-up) report 4.0602
 // ms for them; the default simulates until steady state and reports what a long run does.
 TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
   const std::string scenario = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
@@ -795,10 +795,17 @@ TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
       << summary;
   EXPECT_EQ(summary.find("warning: no steady state"), std::string::npos) << summary;
   const std::vector<std::string> times = rank_iteration_times(summary);
+  const std::vector<std::string> long_times =
+      rank_iteration_times(read_file(dir_ / "long" / "summary.txt"));
   ASSERT_EQ(times.size(), 4u) << summary;
-  EXPECT_EQ(times, rank_iteration_times(read_file(dir_ / "long" / "summary.txt")));
+  ASSERT_EQ(long_times.size(), 4u);
+  // The search's criterion: within 0.1% of what the long run reports, on every rank.
+  for (size_t r = 0; r < times.size(); ++r)
+    EXPECT_NEAR(std::stod(times[r]), std::stod(long_times[r]), 1e-3 * std::stod(long_times[r]))
+        << "rank " << r << "\n"
+        << summary;
   for (const std::string& t : times)
-    EXPECT_EQ(t, "4.0716") << summary;
+    EXPECT_EQ(t, "4.0792") << summary;
   EXPECT_NE(steady.err.find("steady-state search"), std::string::npos) << steady.err;
 }
 

@@ -447,6 +447,9 @@ void expect_same_tuning(const CollectiveTuning& a, const CollectiveTuning& b) {
   EXPECT_DOUBLE_EQ(a.nvls_efficiency, b.nvls_efficiency);
   EXPECT_DOUBLE_EQ(a.nvls_tree_efficiency, b.nvls_tree_efficiency);
   EXPECT_EQ(a.nvls_pipeline_fill_mib, b.nvls_pipeline_fill_mib);
+  EXPECT_EQ(a.communication_sms, b.communication_sms);
+  EXPECT_EQ(a.communication_sms_direct, b.communication_sms_direct);
+  EXPECT_EQ(a.network_peer_sms, b.network_peer_sms);
   EXPECT_EQ(a.nvls_link_prefixes, b.nvls_link_prefixes);
   EXPECT_EQ(a.nvls_generation_factors, b.nvls_generation_factors);
   EXPECT_EQ(a.all_reduce_algorithms, b.all_reduce_algorithms);
@@ -519,7 +522,8 @@ TEST(CollectiveTuning, EfficienciesFollowTheGeneration) {
   // The NVLS pipeline fill and the latency factors are checked at their key too.
   for (const char* yaml :
        {"nvls_pipeline_fill_mib: {nvlink4: -1}\n", "latency_generation_factors: {nvlink4: 0}\n",
-        "protocols:\n  LL:\n    single_node_injection_caps: {nvlink4: -5GB/s}\n"}) {
+        "protocols:\n  LL:\n    single_node_injection_caps: {nvlink4: -5GB/s}\n",
+        "communication_sms: {nvlink4: -1}\n", "communication_sms: {nvlink4: 2.5}\n"}) {
     ConfigDocument doc = ConfigDocument::parse_string(yaml, "bad.yaml");
     try {
       load_collective_tuning(doc.root());

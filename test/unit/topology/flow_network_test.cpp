@@ -337,3 +337,70 @@ TEST(FlowNetwork, OneEngineAtATime) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+/// Two nodes of two GPUs: NVLink 4 inside a node, one 50 GB/s NIC link per GPU to a switch.
+Fabric two_nvlink_nodes() {
+  FabricBuilder b("two nodes");
+  const DeviceIndex sw = b.add_device("ib", DeviceKind::kNetworkSwitch, -1);
+  for (int node = 0; node < 2; ++node) {
+    const DeviceIndex g0 = b.add_device("n" + std::to_string(node) + "g0", DeviceKind::kGpu, node);
+    const DeviceIndex g1 = b.add_device("n" + std::to_string(node) + "g1", DeviceKind::kGpu, node);
+    b.add_link(g0, g1, "nvlink4", gbps(450), Duration::zero());
+    b.add_link(g0, sw, "ib_ndr", gbps(50), Duration::zero());
+    b.add_link(g1, sw, "ib_ndr", gbps(50), Duration::zero());
+  }
+  return std::move(b).seal();
+}
+
+TEST(FlowNetworkSmSharing, CollectivesHoldTheSmsOfTheGpusLinkGeneration) {
+  const Fabric fabric = two_nvlink_nodes();
+  const FlowNetwork net(fabric, nccl_like_tuning(), gbps(3000));
+  EXPECT_TRUE(net.communication_holds_sms());
+  const CollectiveDesc all_reduce{CollectiveKind::kAllReduce, {0, 1, 2, 3}, 1 << 20, {}};
+  EXPECT_EQ(net.communication_sms(all_reduce, 0), 24) << "NVLink 4: NCCL's 24 channels";
+  const CollectiveDesc inside{CollectiveKind::kSendRecv, {0, 1}, 1 << 20, {}};
+  EXPECT_EQ(net.communication_sms(inside, 1), 24);
+  const CollectiveDesc across{CollectiveKind::kSendRecv, {1, 2}, 1 << 20, {}};
+  EXPECT_EQ(net.communication_sms(across, 1), 2) << "2 channels per network peer";
+  const CollectiveDesc alone{CollectiveKind::kAllReduce, {3}, 1 << 20, {}};
+  EXPECT_EQ(net.communication_sms(alone, 3), 0) << "a one-member collective moves nothing";
+}
+
+TEST(FlowNetworkSmSharing, AnNvlink3MeshHoldsFewerSmsThanAnNvswitchSystem) {
+  const CollectiveDesc all_reduce{CollectiveKind::kAllReduce, {0, 1}, 1 << 20, {}};
+  FabricBuilder mesh("mesh");
+  const DeviceIndex a = mesh.add_device("gpu0", DeviceKind::kGpu, 0);
+  const DeviceIndex b = mesh.add_device("gpu1", DeviceKind::kGpu, 0);
+  mesh.add_link(a, b, "nvlink3", gbps(100), Duration::zero());
+  const Fabric direct = std::move(mesh).seal();
+  EXPECT_EQ(FlowNetwork(direct, nccl_like_tuning(), gbps(2000)).communication_sms(all_reduce, 0), 8)
+      << "HGX A100 4-GPU: 4 rings, run twice";
+  FabricBuilder switched("switched");
+  const DeviceIndex sw = switched.add_device("nvswitch", DeviceKind::kNvSwitch, 0);
+  for (const char* id : {"gpu0", "gpu1"}) {
+    switched.add_link(switched.add_device(id, DeviceKind::kGpu, 0), sw, "nvlink3", gbps(300),
+                      Duration::zero());
+  }
+  const Fabric nvswitch = std::move(switched).seal();
+  EXPECT_EQ(FlowNetwork(nvswitch, nccl_like_tuning(), gbps(2000)).communication_sms(all_reduce, 0),
+            24)
+      << "HGX A100 8-GPU: 24 channels";
+}
+
+TEST(FlowNetworkSmSharing, PcieGpusHoldTwoAndAnEmptyTableHoldsNone) {
+  const PcieTree tree = pcie_tree(2);
+  const CollectiveDesc all_reduce{CollectiveKind::kAllReduce, {0, 1}, 1 << 20, {}};
+  const FlowNetwork pcie(tree.fabric, nccl_like_tuning(), gbps(3000));
+  EXPECT_EQ(pcie.communication_sms(all_reduce, 0), 2);
+  CollectiveTuning none = nccl_like_tuning();
+  none.communication_sms.clear();
+  const FlowNetwork off(tree.fabric, none, gbps(3000));
+  EXPECT_FALSE(off.communication_holds_sms());
+  EXPECT_EQ(off.communication_sms(all_reduce, 0), 0);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -1,0 +1,186 @@
+// Communication kernels take SMs from compute (sim/executor.h): a kernel priced by the kernel
+// model runs on the SMs a collective leaves, and keeps the work it has done when the share
+// changes. Each test checks the exact picosecond a kernel ends.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/executor.h"
+
+namespace upsim {
+namespace {
+
+constexpr Time at_us(int64_t v) {
+  return Time::zero() + Duration::from_us(v);
+}
+
+/// A kernel of `flops` work runs at 1 FLOP per microsecond per SM: 100 flops on 100 SMs take
+/// 1 us, on 50 SMs 2 us (a compute-bound kernel whose rate is its SMs').
+class PerSmKernelCost final : public KernelCostModel {
+ public:
+  Duration kernel_duration(const KernelDesc& k, const DeviceProfile& device) const override {
+    return Duration::from_us_f(k.flops / static_cast<double>(device.sm_count));
+  }
+};
+
+class NoHostCost final : public CpuCostModel {
+ public:
+  Duration host_duration(const HostOpDesc&) const override { return Duration::zero(); }
+};
+
+/// Every collective lasts `duration` and holds `sms` SMs on each member.
+class SmHoldingNetwork final : public NetworkModel {
+ public:
+  SmHoldingNetwork(Duration duration, int32_t sms) : duration_(duration), sms_(sms) {}
+  void start_collective(Engine& engine, const CollectiveDesc&, Completion on_done) override {
+    engine.schedule_in(duration_, EventPriority::kCompletion, std::move(on_done));
+  }
+  void start_transfer(Engine& engine, const TransferDesc&, Completion on_done) override {
+    engine.schedule_in(Duration::zero(), EventPriority::kCompletion, std::move(on_done));
+  }
+  int32_t communication_sms(const CollectiveDesc& c, RankId) const override {
+    return c.members.size() > 1 ? sms_ : 0;
+  }
+  bool communication_holds_sms() const override { return sms_ > 0; }
+
+ private:
+  Duration duration_;
+  int32_t sms_;
+};
+
+struct Harness {
+  Harness(size_t ranks, Duration collective, int32_t held_sms) : network(collective, held_sms) {
+    for (size_t r = 0; r < ranks; ++r)
+      graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "comm"}});
+    models.kernels = &kernels;
+    models.cpu = &cpu;
+    models.network = &network;
+    DeviceProfile gpu;
+    gpu.name = "test GPU";
+    gpu.sm_count = 100;
+    models.devices.assign(ranks, gpu);
+  }
+  /// Runs the graph; returns each task's end.
+  std::vector<Time> run() {
+    graph.seal();
+    Engine engine;
+    GraphExecutor exec(engine, graph, models);
+    struct Ends final : Observer {
+      std::vector<Time>* ends;
+      void on_task_end(TaskId t, Time at) override { (*ends)[t] = at; }
+    } observer;
+    std::vector<Time> ends(graph.task_count(), Time::max());
+    observer.ends = &ends;
+    exec.add_observer(&observer);
+    exec.run();
+    return ends;
+  }
+  TaskGraph graph;
+  PerSmKernelCost kernels;
+  NoHostCost cpu;
+  SmHoldingNetwork network;
+  ModelSet models;
+};
+
+KernelDesc work(double flops) {
+  KernelDesc k;
+  k.flops = flops;
+  return k;
+}
+
+TEST(CommunicationSmSharing, AKernelBesideACollectiveRunsOnTheSmsLeft) {
+  // The all-reduce holds 25 of 100 SMs from 0 to 4 us; a 400-flop kernel (4 us alone) runs at
+  // 75 flops/us meanwhile: 300 flops by 4 us, the last 100 on all SMs: ends at 5 us.
+  Harness h(2, Duration::from_us(4), 25);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(400));
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[k], at_us(5));
+}
+
+TEST(CommunicationSmSharing, WorkDoneBeforeTheCollectiveStartsIsKept) {
+  // Rank 1 reaches the all-reduce at 2 us (a 200-flop kernel runs on its comm stream first).
+  // Rank 0's collective kernel holds 50 SMs from 0 us, waiting for its peer, then moving bytes
+  // from 2 to 6 us: rank 0's 800-flop kernel does 300 flops at 50 flops/us by 6 us, the other
+  // 500 at 100 flops/us: ends at 11 us.
+  Harness h(2, Duration::from_us(4), 50);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(800));
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_kernel(1, 1, "before", "op", work(200));
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[k], at_us(11));
+}
+
+TEST(CommunicationSmSharing, AKernelThatStartsDuringTheCollectiveIsPricedOnTheSmsLeft) {
+  // The collective holds 50 SMs from 0 to 10 us: two 100-flop kernels that start beside it
+  // take 2 us each, not 1.
+  Harness h(2, Duration::from_us(10), 50);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const TaskId first = h.graph.add_kernel(0, 0, "a", "op", work(100));
+  const TaskId second = h.graph.add_kernel(0, 0, "b", "op", work(100));
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[first], at_us(2));
+  EXPECT_EQ(ends[second], at_us(4));
+}
+
+TEST(CommunicationSmSharing, OnlyTheMembersGpusLoseSms) {
+  Harness h(3, Duration::from_us(4), 50);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const TaskId member = h.graph.add_kernel(0, 0, "gemm", "op", work(100));
+  const TaskId bystander = h.graph.add_kernel(2, 0, "gemm", "op", work(100));
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[member], at_us(2));
+  EXPECT_EQ(ends[bystander], at_us(1));
+}
+
+TEST(CommunicationSmSharing, AMeasuredKernelKeepsItsMeasuredDuration) {
+  Harness h(2, Duration::from_us(4), 50);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(100));
+  h.graph.set_fixed_duration(k, Duration::from_us(3));
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[k], at_us(3));
+}
+
+TEST(CommunicationSmSharing, ANetworkThatHoldsNoSmsChangesNothing) {
+  Harness h(2, Duration::from_us(4), 0);
+  const CollectiveId c = h.graph.add_collective_group(
+      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
+  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
+  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(400));
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[k], at_us(4));
+}
+
+TEST(CommunicationSmSharing, PeaksScaleWithTheSmsLeftAndOneSmIsAlwaysLeft) {
+  DeviceProfile gpu;
+  gpu.sm_count = 132;
+  gpu.peak_flops[static_cast<size_t>(DType::kBf16)] = FlopRate::teraflops(989.0);
+  gpu.hbm_bandwidth = Bandwidth::gigabytes_per_second(3350.0);
+  const DeviceProfile left = device_with_sms_held(gpu, 24);
+  EXPECT_EQ(left.sm_count, 108);
+  EXPECT_DOUBLE_EQ(left.peak(DType::kBf16).teraflops(), 989.0 * 108.0 / 132.0);
+  EXPECT_EQ(left.hbm_bandwidth, gpu.hbm_bandwidth) << "the SMs left still reach all of HBM";
+  EXPECT_EQ(device_with_sms_held(gpu, 500).sm_count, 1);
+  EXPECT_EQ(device_with_sms_held(gpu, 0).sm_count, 132);
+}
+
+}  // namespace
+}  // namespace upsim

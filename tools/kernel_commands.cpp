@@ -258,7 +258,10 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/triton-matmul/a100_pcie_fp32_cublas.csv"},
        {"test/data/triton-matmul/a100_pcie_fp32_cublas.csv=configs/hardware/a100_pcie_80gb.yaml"},
        {"test/data/azure-ai-benchmarking/a100_sxm4_fp16_cublaslt.csv",
-        "test/data/pytorch-docs/a100_gemm_10240.csv"}},
+        "test/data/pytorch-docs/a100_gemm_10240.csv",
+        "test/data/triton-matmul/a100_tf32_triton_regression.csv"},
+       {"test/data/triton-matmul/a100_tf32_triton_regression.csv=configs/hardware/"
+        "a100_sxm4_40gb.yaml"}},
       {"H100",
        "configs/hardware/h100_sxm5_80gb.yaml",
        "configs/calibration/h100_xla.yaml",

@@ -655,9 +655,10 @@ TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
 // Triton's TF32 matmul on an A100 40GB (its GEMM regression test, test/data/triton-matmul),
 // held out against the A100 file's default tf32 class: the square shapes within 16% (measured
 // -14.7% at 2048^3, +0.5% and +2.9% at 4096^3 and 8192^3), the thin ones (16 or 64 rows or
-// columns, 8192 or 4096 wide) 25-49% fast, where Triton's matmul runs far below cuBLAS. A fit on this table was tried and not shipped
-// (SOURCES.md): its per-tile K overhead, set by those thin Triton kernels, prices cuBLAS's
-// small-K GEMMs too slow and moves PyTorch's own 10240^3 TF32 figure from +0.3% to -3.9%.
+// columns, 8192 or 4096 wide) 25-49% fast, where Triton's matmul runs far below cuBLAS. A fit on
+// this table was tried and not shipped (SOURCES.md): its per-tile K overhead, set by those thin
+// Triton kernels, prices cuBLAS's small-K GEMMs too slow and moves PyTorch's own 10240^3 TF32
+// figure from +0.3% to -3.9%.
 TEST(GemmDtypeFit, TritonA100Tf32GemmsHeldOut) {
   const HardwareProfile a100 = profile("a100_sxm4_40gb.yaml");
   const std::vector<KernelMeasurement> rows =

@@ -1,5 +1,7 @@
 #include "workloads/transformer/gradient_sync.h"
 
+#include <set>
+
 namespace upsim {
 
 using pytorch::HostOp;
@@ -39,7 +41,7 @@ class BucketedReduction final : public GradientSync {
   BucketedReduction(GradSyncRank rank, bool sharded_optimizer, bool overlap)
       : GradientSync(rank), sharded_optimizer_(sharded_optimizer), overlap_(overlap) {}
 
-  void after_backward(const LayerParams& params, bool last_micro_batch) override {
+  void after_backward(int64_t /*unit*/, const LayerParams& params, bool last_micro_batch) override {
     if (!last_micro_batch) return;
     for (size_t b = 0; b < kGradBuffers; ++b) {
       GradBuffer& buffer = rank_.buffers[b];
@@ -92,17 +94,22 @@ class BucketedReduction final : public GradientSync {
 /// ZeRO-3 and FSDP: a unit's parameters are all-gathered before its forward (and, with full
 /// sharding, again before its backward), the next unit's gather issued ahead (FSDP's forward /
 /// backward prefetch of one unit); its gradients are reduce-scattered after its backward in
-/// every micro-batch.
+/// every micro-batch, or with ShardedGradientSync::kLastMicroBatch in the last one only, the
+/// unit staying gathered after the others' backward (ParallelismConfig::gradient_sync).
 class ShardedParameters final : public GradientSync {
  public:
-  ShardedParameters(GradSyncRank rank, int64_t dense_replicas, bool regather_for_backward)
+  ShardedParameters(GradSyncRank rank, int64_t dense_replicas, bool regather_for_backward,
+                    bool sync_last_micro_batch_only)
       : GradientSync(rank),
         dense_replicas_(dense_replicas),
-        regather_for_backward_(regather_for_backward) {}
+        regather_for_backward_(regather_for_backward),
+        sync_last_micro_batch_only_(sync_last_micro_batch_only) {}
 
   void before_forward(int64_t unit, const PerBuffer& elements,
                       const std::optional<UnitElements>& next) override {
     gather_unit(unit, elements, next, "FullyShardedDataParallel._pre_forward_unshard");
+    // reshard_after_forward: a fully sharded unit is sharded again once its forward is done.
+    if (regather_for_backward_) gathered_.erase(unit);
   }
   bool gathers_for_backward() const override { return regather_for_backward_; }
   void before_backward(int64_t unit, const PerBuffer& elements,
@@ -112,7 +119,14 @@ class ShardedParameters final : public GradientSync {
     }
   }
 
-  void after_backward(const LayerParams& params, bool /*last_micro_batch*/) override {
+  void after_backward(int64_t unit, const LayerParams& params, bool last_micro_batch) override {
+    if (sync_last_micro_batch_only_ && !last_micro_batch) {
+      // No reduce-scatter; the gradients accumulate unsharded and the unit stays gathered
+      // (reshard_after_backward False) for the next micro-batch.
+      gathered_.insert(unit);
+      return;
+    }
+    gathered_.erase(unit);
     for (size_t b = 0; b < kGradBuffers; ++b) {
       const GradBuffer& buffer = rank_.buffers[b];
       if (buffer.replicas == 1 || params.elements[b] == 0) continue;
@@ -142,22 +156,29 @@ class ShardedParameters final : public GradientSync {
 
   /// Gathers `unit` (prefetched when the previous unit was used) and the unit after it, then
   /// makes compute wait for `unit`.
+  /// A unit still gathered (kept after a backward without gradient sync) is neither gathered
+  /// nor prefetched.
   void gather_unit(int64_t unit, const PerBuffer& elements, const std::optional<UnitElements>& next,
                    std::string_view op_name) {
     if (dense_replicas_ == 1) return;
     TaskId ready = kNoTask;
     if (prefetched_ && prefetched_->first == unit) {
       ready = prefetched_->second;
-    } else {
+    } else if (!gathered_.contains(unit)) {
       ready = issue_gather(elements, op_name);
     }
     prefetched_.reset();
-    if (next) prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
+    if (next && !gathered_.contains(next->first)) {
+      prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
+    }
     wait_compute(ready, op_name);
   }
 
   int64_t dense_replicas_;
   bool regather_for_backward_;
+  bool sync_last_micro_batch_only_;
+  /// Units whose parameters stay gathered across micro-batches (kLastMicroBatch).
+  std::set<int64_t> gathered_;
   /// The unit whose all-gather was issued ahead of use, and its completion event.
   std::optional<std::pair<int64_t, TaskId>> prefetched_;
 };
@@ -169,7 +190,9 @@ std::unique_ptr<GradientSync> make_gradient_sync(const ParallelismConfig& p, Gra
   if (sharded_params) {
     const bool full_shard =
         p.fsdp == FsdpMode::kFullShard || (p.zero >= 3 && p.fsdp == FsdpMode::kNone);
-    return std::make_unique<ShardedParameters>(rank, p.data * p.context, full_shard);
+    return std::make_unique<ShardedParameters>(
+        rank, p.data * p.context, full_shard,
+        p.gradient_sync == ShardedGradientSync::kLastMicroBatch);
   }
   return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce);
 }

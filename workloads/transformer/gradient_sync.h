@@ -94,9 +94,9 @@ class GradientSync {
   /// Before the backward of layer `unit`; `next`: the layer the backward visits after it.
   virtual void before_backward(int64_t /*unit*/, const PerBuffer& /*elements*/,
                                const std::optional<UnitElements>& /*next*/) {}
-  /// After the backward of a unit with parameters `params`; `last_micro_batch`: its gradients
-  /// are final for this iteration.
-  virtual void after_backward(const LayerParams& params, bool last_micro_batch) = 0;
+  /// After the backward of `unit` (as in before_forward), whose parameters are `params`;
+  /// `last_micro_batch`: its gradients are final for this iteration.
+  virtual void after_backward(int64_t unit, const LayerParams& params, bool last_micro_batch) = 0;
   /// After the pipeline flush: what is still outstanding, then the compute stream waits for the
   /// last data-parallel collective ("ddp.reducer::finalize_backward").
   virtual void finish_backward();

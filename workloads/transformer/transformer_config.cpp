@@ -216,6 +216,18 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
         "PyTorch FSDP and ZeRO (parallelism.zero {}) both shard the same state; set one of them",
         p.zero));
   }
+  constexpr std::array<std::string_view, 2> kSyncNames = {"every_micro_batch", "last_micro_batch"};
+  constexpr std::array<ShardedGradientSync, 2> kSyncModes = {ShardedGradientSync::kEveryMicroBatch,
+                                                             ShardedGradientSync::kLastMicroBatch};
+  p.gradient_sync = read_enum(par, "gradient_sync", kSyncNames, kSyncModes,
+                              ShardedGradientSync::kEveryMicroBatch);
+  if (p.gradient_sync != ShardedGradientSync::kEveryMicroBatch && p.fsdp == FsdpMode::kNone &&
+      p.zero < 3) {
+    par.child("gradient_sync")
+        .fail(
+            "applies to sharded parameters only (parallelism.fsdp, or zero: 3); DDP and ZeRO-1/2 "
+            "reduce once per step already (overlap_grad_reduce)");
+  }
   p.order = read_order(par);
   p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
   if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");

@@ -64,7 +64,14 @@
 //     expert: 1                # expert parallel, carved out of data x context (Megatron-Core's
 //                              #   expert rank layout: RankLayout below)
 //     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
-//     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero)
+//     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero;
+//                              #   FSDP2's reshard_after_forward true | false)
+//     gradient_sync: every_micro_batch   # fsdp / zero 3 under gradient accumulation:
+//                              #   every_micro_batch (FSDP's default) | last_micro_batch (FSDP2's
+//                              #   set_requires_gradient_sync(False) and reshard_after_backward
+//                              #   False on all but the last micro-batch, as
+//                              #   torch.distributed.pipelining does: one reduce-scatter per step,
+//                              #   unsharded gradients and parameters held across micro-batches)
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
 //     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
 //     overlap_grad_reduce: true  # buckets reduced during the last backward (false: after it)
@@ -107,6 +114,9 @@ enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };
 enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
+/// When sharded parameters' gradients are reduce-scattered under gradient accumulation (the
+/// `gradient_sync` key; see ParallelismConfig::gradient_sync).
+enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
 /// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
@@ -136,6 +146,17 @@ struct ParallelismConfig {
   int64_t expert = 1;
   int zero = 0;
   FsdpMode fsdp = FsdpMode::kNone;
+  /// Sharded parameters (fsdp, or zero 3) under gradient accumulation. kEveryMicroBatch: each
+  /// micro-batch's backward reduce-scatters its gradients and reshards (FSDP's default, FSDP2
+  /// with requires_gradient_sync left true). kLastMicroBatch: only the last micro-batch
+  /// reduce-scatters; the others accumulate unsharded gradients and keep their parameters
+  /// gathered after their backward (FSDP2's set_requires_gradient_sync(False) with
+  /// set_reshard_after_backward(False), as torch.distributed.pipelining's schedules call them
+  /// on every micro-batch but the last: pytorch/pytorch torch/distributed/pipelining/stage.py,
+  /// backward_maybe_with_nosync). With shard_grad_op (reshard_after_forward=False) a unit is
+  /// then gathered once per step; with full_shard it is resharded after each forward and
+  /// gathered again for each backward, but not for the next micro-batch's forward.
+  ShardedGradientSync gradient_sync = ShardedGradientSync::kEveryMicroBatch;
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
   /// of the data x context ranks: global ranks have (tp, cp, dp, pp) coordinates, and where ep
   /// sits places the EP groups in the expert rank layout (RankLayout).

@@ -152,7 +152,7 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
   }
   layers_.mlp_backward(layer);
   layers_.attention_backward();
-  grad_sync_->after_backward(params, last_micro_batch);
+  grad_sync_->after_backward(layer, params, last_micro_batch);
 }
 
 void TransformerEmitter::iteration(uint32_t it) {
@@ -185,13 +185,13 @@ void TransformerEmitter::iteration(uint32_t it) {
       const bool last_mb = step.micro_batch == micro_batches_ - 1;
       if (vs == last_vs) {
         layers_.head_backward();
-        grad_sync_->after_backward(params_.head(), last_mb);
+        grad_sync_->after_backward(-2, params_.head(), last_mb);
       }
       for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
         backward_layer(first + l, first, last_mb);
       if (vs == 0) {
         layers_.embedding_backward();
-        grad_sync_->after_backward(params_.embedding(), last_mb);
+        grad_sync_->after_backward(-1, params_.embedding(), last_mb);
       }
     }
     p2p_.send(step.forward, step.micro_batch, vs, last_vs);

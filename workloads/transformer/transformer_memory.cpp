@@ -108,11 +108,20 @@ int64_t expert_replicas(const ParallelismConfig& p) {
 bool shards_optimizer(const ParallelismConfig& p) {
   return p.zero >= 1 || p.fsdp != FsdpMode::kNone;
 }
-bool shards_gradients(const ParallelismConfig& p) {
-  return p.zero >= 2 || p.fsdp != FsdpMode::kNone;
+/// Sharded parameters that keep unsharded gradients and stay gathered across micro-batches
+/// (ParallelismConfig::gradient_sync kLastMicroBatch, with more than one micro-batch).
+bool holds_unsharded_across_micro_batches(const TransformerConfig& c) {
+  return c.parallelism.gradient_sync == ShardedGradientSync::kLastMicroBatch &&
+         c.micro_batches() > 1;
 }
-bool shards_weights(const ParallelismConfig& p) {
-  return p.zero >= 3 || p.fsdp == FsdpMode::kFullShard;
+bool shards_gradients(const TransformerConfig& c) {
+  const ParallelismConfig& p = c.parallelism;
+  return (p.zero >= 2 || p.fsdp != FsdpMode::kNone) && !holds_unsharded_across_micro_batches(c);
+}
+bool shards_weights(const TransformerConfig& c) {
+  const ParallelismConfig& p = c.parallelism;
+  return (p.zero >= 3 || p.fsdp == FsdpMode::kFullShard) &&
+         !holds_unsharded_across_micro_batches(c);
 }
 
 /// Bytes of `params` (dense and expert) at `bytes_per` each, split over the replicas if
@@ -288,8 +297,8 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   // ZeRO (Rajbhandari et al. SC20, arXiv 1910.02054): stage 1 shards the optimizer state over
   // the data-parallel ranks, stage 2 also the gradients, stage 3 also the weights; PyTorch FSDP
   // (Zhao et al. VLDB 2023, arXiv 2304.11277) SHARD_GRAD_OP ~ stage 2, FULL_SHARD ~ stage 3.
-  f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(p), p)});
-  f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(p), p)});
+  f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(c), p)});
+  f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(c), p)});
   f.parts.push_back({"optimizer state", state_of(params, bytes.optimizer, shards_optimizer(p), p)});
 
   // Activations: per layer per micro-batch, summed over the stage's layers, times the
@@ -340,13 +349,13 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
 
   // Buffers.
   int64_t buffers = 0;
-  if (shards_gradients(p)) {
+  if (shards_gradients(c)) {
     // ZeRO-2/3 and FSDP reduce-scatter gradients out of a bucket (DeepSpeed reduce_bucket_size;
     // here parallelism.ddp_bucket) before sharding them. DDP and ZeRO-1 (Megatron-LM's
     // contiguous grad buffer) reduce in place: their buckets are views of the gradients.
     buffers += p.ddp_bucket_bytes;
   }
-  if (shards_weights(p)) {
+  if (shards_weights(c)) {
     // ZeRO-3 / FULL_SHARD gather each unit (a transformer layer, the usual wrapping policy)
     // before use: the unit in use plus the prefetched next one (FSDP's rate limiter allows two
     // all-gathers in flight, Zhao et al. 2023 section 4.4), and the unit's unsharded gradients

@@ -425,6 +425,18 @@ TEST(TransformerConfig, ZeroAndFsdpExcludeEachOther) {
             std::string::npos);
 }
 
+TEST(TransformerConfig, GradientSyncAppliesToShardedParametersOnly) {
+  const std::string e = error_of(gpt3("", "    gradient_sync: last_micro_batch\n"), 1024);
+  EXPECT_NE(e.find("workload.parallelism.gradient_sync: applies to sharded parameters only"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(error_of(gpt3("", "    fsdp: full_shard\n    gradient_sync: sometimes\n"), 1024)
+                .find("workload.parallelism.gradient_sync"),
+            std::string::npos);
+  EXPECT_EQ(error_of(gpt3("", "    fsdp: full_shard\n    gradient_sync: last_micro_batch\n"), 1024),
+            "");
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

@@ -1,0 +1,96 @@
+// FSDP / ZeRO-3 under gradient accumulation (ParallelismConfig::gradient_sync): how many
+// all-gathers and reduce-scatters one step emits, and what the memory model counts.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/task_graph.h"
+#include "workloads/transformer/transformer_generator.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+/// 4 layers, 8-way FSDP, 4 micro-batches per replica.
+TransformerConfig fsdp_gpt(FsdpMode fsdp, ShardedGradientSync sync) {
+  TransformerConfig c;
+  c.architecture = "gpt";
+  c.layers = 4;
+  c.hidden = 1024;
+  c.heads = 16;
+  c.kv_heads = 16;
+  c.ffn = 4096;
+  c.vocab = 32000;
+  c.seq = 512;
+  c.micro_batch = 2;
+  c.dtype = DType::kBf16;
+  c.parallelism.data = 8;
+  c.parallelism.fsdp = fsdp;
+  c.parallelism.gradient_sync = sync;
+  c.global_batch = c.micro_batch * 8 * 4;
+  return c;
+}
+
+struct Collectives {
+  int gathers = 0;
+  int reduce_scatters = 0;
+};
+
+/// Rank 0's data-parallel all-gathers and reduce-scatters in one step.
+Collectives rank0_collectives(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  Collectives n;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    if (g.collective(id).members.front() != 0) continue;
+    const std::string_view name = g.collective_name(id);
+    if (name == "dp:all_gather") ++n.gathers;
+    if (name == "dp:reduce_scatter") ++n.reduce_scatters;
+  }
+  return n;
+}
+
+// Units: 4 layers, the embedding and the output layer (6), 4 micro-batches.
+TEST(ShardedGradientSync, EveryMicroBatchGathersAndReduceScattersEachUnitEachMicroBatch) {
+  const Collectives full =
+      rank0_collectives(fsdp_gpt(FsdpMode::kFullShard, ShardedGradientSync::kEveryMicroBatch));
+  EXPECT_EQ(full.reduce_scatters, 6 * 4);
+  // Forward: every unit; backward: the 4 layers again (reshard_after_forward).
+  EXPECT_EQ(full.gathers, (6 + 4) * 4);
+  const Collectives grad_op =
+      rank0_collectives(fsdp_gpt(FsdpMode::kShardGradOp, ShardedGradientSync::kEveryMicroBatch));
+  EXPECT_EQ(grad_op.gathers, 6 * 4);
+  EXPECT_EQ(grad_op.reduce_scatters, 6 * 4);
+}
+
+TEST(ShardedGradientSync, LastMicroBatchWithoutReshardAfterForwardGathersOncePerStep) {
+  const Collectives c =
+      rank0_collectives(fsdp_gpt(FsdpMode::kShardGradOp, ShardedGradientSync::kLastMicroBatch));
+  EXPECT_EQ(c.gathers, 6) << "each unit once, in the first micro-batch's forward";
+  EXPECT_EQ(c.reduce_scatters, 6) << "each unit once, in the last micro-batch's backward";
+}
+
+TEST(ShardedGradientSync, LastMicroBatchWithFullShardStillRegathersForEachBackward) {
+  const Collectives c =
+      rank0_collectives(fsdp_gpt(FsdpMode::kFullShard, ShardedGradientSync::kLastMicroBatch));
+  // The first micro-batch's forward gathers every unit; each backward gathers the 4 layers
+  // again (reshard_after_forward), and they stay gathered after it, so the later forwards
+  // gather nothing.
+  EXPECT_EQ(c.gathers, 6 + 4 * 4);
+  EXPECT_EQ(c.reduce_scatters, 6);
+}
+
+TEST(ShardedGradientSync, HoldingUnshardedStateCostsMemoryOnlyWithSeveralMicroBatches) {
+  TransformerConfig every = fsdp_gpt(FsdpMode::kFullShard, ShardedGradientSync::kEveryMicroBatch);
+  TransformerConfig last = fsdp_gpt(FsdpMode::kFullShard, ShardedGradientSync::kLastMicroBatch);
+  EXPECT_GT(transformer_peak_memory(last).total_bytes(),
+            transformer_peak_memory(every).total_bytes());
+  every.global_batch = every.micro_batch * 8;
+  last.global_batch = last.micro_batch * 8;
+  EXPECT_EQ(transformer_peak_memory(last).total_bytes(),
+            transformer_peak_memory(every).total_bytes())
+      << "one micro-batch: nothing is held across micro-batches";
+}
+
+}  // namespace
+}  // namespace upsim

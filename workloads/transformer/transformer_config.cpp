@@ -373,6 +373,12 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     "(every model chunk holds the same number of layers)",
                     c.layers, p.pipeline, p.virtual_stages, chunks));
   }
+  if (c.recompute_layers > c.layers / chunks) {
+    workload.child("recompute_layers")
+        .fail(fmt::format("{} layers, but each model chunk holds {} (layers / (pipeline x "
+                          "virtual_stages))",
+                          c.recompute_layers, c.layers / chunks));
+  }
   const int64_t per_step = c.micro_batch * p.data;
   if (c.global_batch % per_step != 0) {
     workload.child("global_batch")
@@ -539,6 +545,13 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   constexpr std::array<Recompute, 3> kRecomputes = {Recompute::kNone, Recompute::kSelective,
                                                     Recompute::kFull};
   c.recompute = read_enum(workload, "recompute", kRecomputeNames, kRecomputes, Recompute::kNone);
+  if (workload.has("recompute_layers")) {
+    c.recompute_layers = workload.get_int_in("recompute_layers", 1, kMaxLayers);
+    if (c.recompute != Recompute::kFull) {
+      workload.child("recompute_layers")
+          .fail("counts fully recomputed layers: needs `recompute: full`");
+    }
+  }
   constexpr std::array<std::string_view, 3> kOptNames = {"adam", "adamw", "sgd"};
   constexpr std::array<TransformerOptimizer, 3> kOpts = {
       TransformerOptimizer::kAdam, TransformerOptimizer::kAdamW, TransformerOptimizer::kSgd};

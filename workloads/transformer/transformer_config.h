@@ -80,6 +80,10 @@
 //     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
 //                              #   launches more (Megatron-LM before overlap_p2p_comm)
 //   recompute: none            # none | selective (attention core) | full (whole layer)
+//   recompute_layers: 8        # with full: the first N layers of each model chunk recompute,
+//                              #   the others store their activations (Megatron's
+//                              #   --recompute-method block --recompute-num-layers N);
+//                              #   default: every layer
 //   optimizer: adam            # adam | adamw | sgd
 //   optimizer_impl: fused      # fused | foreach
 //   grad_reduce_dtype: fp32    # fp32 | bf16 | fp16: gradients accumulated and reduced over data
@@ -228,6 +232,10 @@ struct TransformerConfig {
   MoeConfig moe;
   ParallelismConfig parallelism;
   Recompute recompute = Recompute::kNone;
+  /// With kFull: layers recomputed at the start of each model chunk (Megatron's block method:
+  /// megatron/core/transformer/transformer_block.py, _checkpointed_forward, recompute_method
+  /// 'block' checkpoints layers 0 .. recompute_num_layers - 1 of the block); 0 = every layer.
+  int64_t recompute_layers = 0;
   TransformerOptimizer optimizer = TransformerOptimizer::kAdam;
   OptimizerImpl optimizer_impl = OptimizerImpl::kFused;
   bool master_weights = true;
@@ -237,6 +245,15 @@ struct TransformerConfig {
   bool mirror_data_parallel = true;
 
   int64_t head_dim() const { return hidden / heads; }
+  /// Layers of one model chunk (a pipeline stage's share, per virtual stage).
+  int64_t layers_per_chunk() const {
+    return layers / (parallelism.pipeline * parallelism.virtual_stages);
+  }
+  /// Whether `layer` (0-based, model order) runs its forward again in its backward.
+  bool recomputes_layer(int64_t layer) const {
+    if (recompute != Recompute::kFull) return false;
+    return recompute_layers == 0 || layer % layers_per_chunk() < recompute_layers;
+  }
   /// The vocabulary as Megatron allocates it: rounded up to a multiple of
   /// kVocabPadMultiple x tensor so every tensor-parallel rank holds an equal slice
   /// (Megatron-LM `_vocab_size_with_padding`, --make-vocab-size-divisible-by 128).

@@ -143,7 +143,7 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     }
     grad_sync_->before_backward(layer, params.elements, next);
   }
-  if (config_.recompute == Recompute::kFull) {
+  if (config_.recomputes_layer(layer)) {
     layers_.attention_forward(false);
     layers_.mlp_forward(layer);
   } else if (config_.recompute == Recompute::kSelective &&

@@ -306,13 +306,17 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   const std::vector<int64_t> layers = stage_layers(c, pipeline_stage);
   int64_t per_micro_batch = 0;
   int64_t largest_layer = 0;
+  TransformerConfig stored = c;
+  stored.recompute = Recompute::kNone;
   for (const int64_t layer : layers) {
-    per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
-    if (c.recompute == Recompute::kFull) {
-      TransformerConfig stored = c;
-      stored.recompute = Recompute::kNone;
+    if (c.recomputes_layer(layer)) {
+      per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
       largest_layer = std::max(largest_layer,
                                transformer_layer_activation_bytes(stored, c.is_moe_layer(layer)));
+    } else {
+      // A layer outside recompute_layers stores what it would without recomputation.
+      per_micro_batch += transformer_layer_activation_bytes(
+          c.recompute == Recompute::kFull ? stored : c, c.is_moe_layer(layer));
     }
   }
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);

@@ -437,6 +437,20 @@ TEST(TransformerConfig, GradientSyncAppliesToShardedParametersOnly) {
             "");
 }
 
+TEST(TransformerConfig, RecomputeLayersNeedsFullRecomputeAndFitsAChunk) {
+  std::string e = error_of(gpt3("  recompute_layers: 2\n", ""), 1024);
+  EXPECT_NE(e.find("workload.recompute_layers: counts fully recomputed layers: needs "
+                   "`recompute: full`"),
+            std::string::npos)
+      << e;
+  // gpt3(): 96 layers over pipeline 8: 12 per chunk.
+  e = error_of(gpt3("  recompute: full\n  recompute_layers: 13\n", ""), 1024);
+  EXPECT_NE(e.find("workload.recompute_layers: 13 layers, but each model chunk holds 12"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(error_of(gpt3("  recompute: full\n  recompute_layers: 12\n", ""), 1024), "");
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

@@ -1,0 +1,70 @@
+// Full recomputation of some layers (recompute_layers, Megatron's block method): the first N
+// layers of each model chunk run their forward again in the backward; the memory model stores
+// the others' activations.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/task_graph.h"
+#include "workloads/transformer/transformer_generator.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+/// 8 layers over 2 pipeline stages (4 per chunk), 4 micro-batches.
+TransformerConfig two_stage_gpt(Recompute recompute, int64_t recompute_layers) {
+  TransformerConfig c;
+  c.architecture = "gpt";
+  c.layers = 8;
+  c.hidden = 1024;
+  c.heads = 16;
+  c.kv_heads = 16;
+  c.ffn = 4096;
+  c.vocab = 32000;
+  c.seq = 512;
+  c.micro_batch = 2;
+  c.dtype = DType::kBf16;
+  c.parallelism.pipeline = 2;
+  c.global_batch = c.micro_batch * 4;
+  c.recompute = recompute;
+  c.recompute_layers = recompute_layers;
+  return c;
+}
+
+/// Rank 0's QKV forward GEMMs in one step: one per layer and micro-batch, plus one per
+/// recomputed layer and micro-batch.
+int qkv_forwards(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int n = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kKernel && task.rank == 0 && g.name(task.name) == "bf16gemm/qkv") {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST(RecomputeLayers, TheFirstLayersOfEachChunkRunTheirForwardAgain) {
+  EXPECT_EQ(qkv_forwards(two_stage_gpt(Recompute::kNone, 0)), 4 * 4);
+  EXPECT_EQ(qkv_forwards(two_stage_gpt(Recompute::kFull, 0)), 4 * 4 * 2) << "every layer";
+  EXPECT_EQ(qkv_forwards(two_stage_gpt(Recompute::kFull, 1)), 4 * 4 + 1 * 4);
+  EXPECT_EQ(qkv_forwards(two_stage_gpt(Recompute::kFull, 4)), 4 * 4 * 2);
+}
+
+TEST(RecomputeLayers, MemoryLiesBetweenNoneAndFull) {
+  const int64_t none = transformer_peak_memory(two_stage_gpt(Recompute::kNone, 0)).total_bytes();
+  const int64_t full = transformer_peak_memory(two_stage_gpt(Recompute::kFull, 0)).total_bytes();
+  const int64_t one = transformer_peak_memory(two_stage_gpt(Recompute::kFull, 1)).total_bytes();
+  const int64_t three = transformer_peak_memory(two_stage_gpt(Recompute::kFull, 3)).total_bytes();
+  EXPECT_LT(full, three);
+  EXPECT_LT(three, one);
+  EXPECT_LT(one, none);
+  EXPECT_EQ(transformer_peak_memory(two_stage_gpt(Recompute::kFull, 4)).total_bytes(), full)
+      << "all four layers of the chunk: the same as every layer";
+}
+
+}  // namespace
+}  // namespace upsim

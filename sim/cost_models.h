@@ -405,6 +405,10 @@ struct CollectiveDesc {
   /// kOther for the rest. Observers split exposed communication by it and find the pipeline
   /// bubble with it; the network ignores it.
   ParallelDim parallel_dim = ParallelDim::kOther;
+  /// SMs the communication kernel holds on each member GPU while it runs, when the workload
+  /// knows them (Transformer Engine's userbuffers: num_sm of its overlap config); -1: the
+  /// network model's (NetworkModel::communication_sms). The network ignores it otherwise.
+  int32_t sms = -1;
 };
 
 enum class TransferKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };

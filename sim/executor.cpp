@@ -138,6 +138,8 @@ class GraphExecutor::Impl {
       uniform_devices_ = uniform_devices_ && same_device(models_.devices[r], models_.devices[0]);
     kernel_ps_.assign(graph_.kernel_desc_count(), -1);
     sm_sharing_ = models_.network->communication_holds_sms();
+    for (CollectiveId c = 0; c < graph_.collective_count() && !sm_sharing_; ++c)
+      sm_sharing_ = graph_.collective(c).sms > 0;
     running_kernels_.assign(graph_.rank_count(), {});
     holds_.assign(graph_.rank_count(), {});
     held_sms_.assign(graph_.rank_count(), 0);
@@ -358,7 +360,9 @@ class GraphExecutor::Impl {
     const CollectiveDesc& desc = graph_.collective(c);
     if (sm_sharing_) {
       const RankId rank = graph_.task(t).rank;
-      const int32_t sms = models_.network->communication_sms(desc, graph_.device_of(rank));
+      const int32_t sms = desc.sms >= 0
+                              ? desc.sms
+                              : models_.network->communication_sms(desc, graph_.device_of(rank));
       if (sms > 0) {
         holds_[rank].push_back(CommunicationHold{t, sms});
         change_held_sms(rank, sms);

@@ -8,12 +8,12 @@
 //    arrive (and which ranks never did), or else the first blocked task of each resource.
 //  - Communication takes SMs from compute: from the moment a collective's member task starts on
 //    its stream until the collective completes, its rank's GPU has
-//    NetworkModel::communication_sms fewer SMs for kernels (NCCL's thread blocks are resident
-//    while they wait for peers and while they move bytes). A kernel priced by the kernel model
-//    runs on the SMs left (device_with_sms_held); when the SMs held change while it runs, the
-//    work it has left is priced again on the new share (a fluid model: done work is kept).
-//    Kernels with a fixed (measured) duration are not repriced: the measurement holds whatever
-//    ran beside them. Sources of the slowdown in topology/nccl_tuning.h.
+//    CollectiveDesc::sms (when >= 0) or else NetworkModel::communication_sms fewer SMs for kernels
+//    (NCCL's thread blocks are resident while they wait for peers and while they move bytes). A
+//    kernel priced by the kernel model runs on the SMs left (device_with_sms_held); when the SMs
+//    held change while it runs, the work it has left is priced again on the new share (a fluid
+//    model: done work is kept). Kernels with a fixed (measured) duration are not repriced: the
+//    measurement holds whatever ran beside them. Sources of the slowdown in topology/nccl_tuning.h.
 //  - The executor does not own the graph, models or observers; they must outlive `run()`.
 #pragma once
 

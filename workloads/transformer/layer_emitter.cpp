@@ -35,14 +35,16 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
   const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+  // Transformer Engine's bulk overlap runs these two on 16 SMs (tp_comm_overlap.cpp).
+  const int32_t sms = config_.parallelism.tp_comm_overlap ? 16 : -1;
   TaskId gathered = kNoTask;
   if (tp && sp) {
     const TaskId ready = h.record(kCompute);
     h.wait(kTpComm, ready);
-    h.collective_on(
-        kTpComm,
-        ops_.call(groups_.tensor, CollectiveKind::kAllGather, full / sizes_.t, "all_gather"),
-        "c10d::_allgather_base");
+    h.collective_on(kTpComm,
+                    ops_.call(groups_.tensor, CollectiveKind::kAllGather, full / sizes_.t,
+                              "all_gather", {}, sms),
+                    "c10d::_allgather_base");
     gathered = h.record(kTpComm);
   }
   h.kernel(pytorch::gemm_kernel_name(gemm_dt, "dgrad"), name, dgrad);
@@ -52,7 +54,8 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     const TaskId ready = h.record(kCompute);
     h.wait(kTpComm, ready);
     const CollectiveId c =
-        sp ? ops_.call(groups_.tensor, CollectiveKind::kReduceScatter, full, "reduce_scatter")
+        sp ? ops_.call(groups_.tensor, CollectiveKind::kReduceScatter, full, "reduce_scatter", {},
+                       sms)
            : ops_.call(groups_.tensor, CollectiveKind::kAllReduce, full, "all_reduce");
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
@@ -102,11 +105,18 @@ std::string_view LayerEmitter::act_op(bool backward) const {
 
 void LayerEmitter::attention_forward(bool recompute_core_only) {
   const LayerKernels& d = kernels_;
+  const bool overlap = config_.parallelism.tp_comm_overlap;
   if (!recompute_core_only) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-    tp_enter_forward();
-    fp8_cast(d.qkv_in, false);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
+    if (overlap) {
+      fp8_cast(d.qkv_in, false);
+      ring_exchange_gemm("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"),
+                         d.qkv_fwd_chunk);
+    } else {
+      tp_enter_forward();
+      fp8_cast(d.qkv_in, false);
+      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
+    }
     if (config_.position == TransformerPosition::kRotary) {
       ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
     }
@@ -121,8 +131,12 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
   }
   if (recompute_core_only) return;
   fp8_cast(d.proj_in, false);
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
-  tp_exit_forward();
+  if (overlap) {
+    gemm_reduce_scatter_pipelined(pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd_split);
+  } else {
+    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
+    tp_exit_forward();
+  }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
 
@@ -168,10 +182,17 @@ void LayerEmitter::core_attention_flash(bool backward) {
 void LayerEmitter::attention_backward() {
   const LayerKernels& d = kernels_;
   ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
-  tp_exit_backward();
-  fp8_cast(d.proj_dy, true);
-  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
-           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
+  if (config_.parallelism.tp_comm_overlap) {
+    fp8_cast(d.proj_dy, true);
+    ring_exchange_gemm("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
+                       d.proj_dgrad_chunk,
+                       std::make_pair(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad));
+  } else {
+    tp_exit_backward();
+    fp8_cast(d.proj_dy, true);
+    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
+             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
+  }
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true);
   } else {
@@ -197,13 +218,24 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_forward();
   } else {
-    tp_enter_forward();
-    fp8_cast(d.fc1_in, false);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
+    const bool overlap = config_.parallelism.tp_comm_overlap;
+    if (overlap) {
+      fp8_cast(d.fc1_in, false);
+      ring_exchange_gemm("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"),
+                         d.fc1_fwd_chunk);
+    } else {
+      tp_enter_forward();
+      fp8_cast(d.fc1_in, false);
+      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
+    }
     ops_.op(act_op(false), "activation_fwd", d.act_fwd);
     fp8_cast(d.fc2_in, false);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
-    tp_exit_forward();
+    if (overlap) {
+      gemm_reduce_scatter_pipelined(pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd_split);
+    } else {
+      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
+      tp_exit_forward();
+    }
   }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
@@ -214,10 +246,17 @@ void LayerEmitter::mlp_backward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_backward();
   } else {
-    tp_exit_backward();
-    fp8_cast(d.fc2_dy, true);
-    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
-             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
+    if (config_.parallelism.tp_comm_overlap) {
+      fp8_cast(d.fc2_dy, true);
+      ring_exchange_gemm("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
+                         d.fc2_dgrad_chunk,
+                         std::make_pair(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad));
+    } else {
+      tp_exit_backward();
+      fp8_cast(d.fc2_dy, true);
+      ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
+               pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
+    }
     ops_.op(act_op(true), "activation_bwd", d.act_bwd);
     fp8_cast(d.fc1_dy, true);
     column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);

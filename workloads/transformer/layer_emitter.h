@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/task_graph.h"
@@ -67,6 +68,21 @@ class LayerEmitter {
   /// The backward of tp_exit_forward: SP all-gathers the output gradient; an all-reduce's
   /// backward is the identity.
   void tp_exit_backward();
+
+  // Tensor-parallel communication overlapped with the GEMMs (parallelism.tp_comm_overlap,
+  // Transformer Engine's userbuffers; tp_comm_overlap.cpp).
+  /// A GEMM on the all-gathered tokens as TE's ring exchange: tensor - 1 peer-to-peer steps on
+  /// the TP-comm stream (copy engines, 1 SM), the GEMM `chunk` once per token chunk, each after
+  /// its chunk has arrived (the local one first); then `after` (a wgrad on the gathered
+  /// tokens) when given.
+  void ring_exchange_gemm(std::string_view op, std::string_view kernel_name, KernelDescId chunk,
+                          std::optional<std::pair<std::string_view, KernelDescId>> after = {});
+  /// A GEMM followed by the reduce-scatter of its output as TE's pipelined overlap: the GEMM in
+  /// kTpOverlapSplits row splits, each split's reduce-scatter (16 SMs) beside the next split.
+  void gemm_reduce_scatter_pipelined(std::string_view kernel_name, KernelDescId split);
+  /// Bytes of one rank's share of an all-gathered activation (fp8 buffers under fp8, as TE's
+  /// all-gather overlaps keep them).
+  int64_t tp_chunk_bytes() const;
 
   std::string_view norm_op(bool backward) const;
   std::string_view act_op(bool backward) const;

@@ -65,6 +65,23 @@ class LayerKernelBuilder {
         sizes_.head_dim, causal,       backward,        true,  config_.attention_kernel};
   }
 
+  /// The GEMM pieces of parallelism.tp_comm_overlap (LayerKernels). Appended after the others,
+  /// so that a run without the overlap keeps its descriptions' ids.
+  void build_tp_overlap_descs() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    const int64_t chunk = z.sp_tokens;
+    const int64_t split = (z.tokens + kTpOverlapSplits - 1) / kTpOverlapSplits;
+    d.qkv_fwd_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.h, z.qkv_out).forward);
+    d.fc1_fwd_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.h, z.fc1_out).forward);
+    d.proj_dgrad_chunk =
+        add(pytorch::linear_gemms(gemm_dt_, chunk, z.heads * z.head_dim, z.h).grad_input);
+    d.fc2_dgrad_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.ffn, z.h).grad_input);
+    d.proj_fwd_split =
+        add(pytorch::linear_gemms(gemm_dt_, split, z.heads * z.head_dim, z.h).forward);
+    d.fc2_fwd_split = add(pytorch::linear_gemms(gemm_dt_, split, z.ffn, z.h).forward);
+  }
+
   void build_descs() {
     LayerKernels& d = kernels_;
     const LayerSizes& z = sizes_;
@@ -133,6 +150,7 @@ class LayerKernelBuilder {
     d.act_fwd = activation(z.tokens * z.ffn, false);
     d.act_bwd = activation(z.tokens * z.ffn, true);
     if (config_.moe.experts > 0) build_moe_descs();
+    if (config_.parallelism.tp_comm_overlap) build_tp_overlap_descs();
     // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
     // gradients into the table (embedding_dense_backward: sort + index_add).
     d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);

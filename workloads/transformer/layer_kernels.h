@@ -12,6 +12,10 @@
 
 namespace upsim {
 
+/// Splits of Transformer Engine's pipelined GEMM + reduce-scatter overlap (num_splits 4 in
+/// initialize_ub's defaults for the `pipeline` method).
+constexpr int64_t kTpOverlapSplits = 4;
+
 /// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
 /// rank (seq / context), h hidden, t tensor parallel).
 struct LayerSizes {
@@ -63,6 +67,11 @@ struct LayerKernels {
   KernelDescId act_fwd, act_bwd;
   KernelDescId fc2_fwd, fc2_dgrad, fc2_wgrad;
   KernelDescId grad_add;
+  // Tensor-parallel overlap (parallelism.tp_comm_overlap only): the GEMMs on one ring-exchange
+  // chunk of tokens (tokens / tensor rows) and on one of the pipelined GEMM + reduce-scatter's
+  // 4 splits (tokens / 4 rows, rounded up).
+  KernelDescId qkv_fwd_chunk, fc1_fwd_chunk, proj_dgrad_chunk, fc2_dgrad_chunk;
+  KernelDescId proj_fwd_split, fc2_fwd_split;
   // MoE
   KernelDescId router_fwd, router_dgrad, router_wgrad, topk, topk_bwd, permute, unpermute;
   KernelDescId expert_fc1_fwd, expert_fc1_dgrad, expert_fc1_wgrad;

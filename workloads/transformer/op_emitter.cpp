@@ -23,8 +23,8 @@ void OpEmitter::op2(std::string_view name, std::string_view kernel1, KernelDescI
 }
 
 CollectiveId OpEmitter::call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
-                             std::vector<int64_t> send_bytes) {
-  return groups_.call(pg, kind, bytes, name, std::move(send_bytes));
+                             std::vector<int64_t> send_bytes, int32_t sms) {
+  return groups_.call(pg, kind, bytes, name, std::move(send_bytes), sms);
 }
 
 void OpEmitter::blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,

@@ -46,7 +46,7 @@ class OpEmitter {
            std::string_view kernel2, KernelDescId desc2);
   /// This rank's next call on process group `pg` (ProcessGroups::call).
   CollectiveId call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
-                    std::vector<int64_t> send_bytes = {});
+                    std::vector<int64_t> send_bytes = {}, int32_t sms = -1);
   /// A collective that blocks the compute stream (torch.distributed on the current stream);
   /// nothing on a group of one.
   void blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,

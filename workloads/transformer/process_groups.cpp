@@ -24,7 +24,8 @@ uint32_t ProcessGroups::group(ParallelDim dim, const std::vector<int64_t>& membe
 }
 
 CollectiveId ProcessGroups::call(uint32_t pg, CollectiveKind kind, int64_t bytes,
-                                 std::string_view name, std::vector<int64_t> send_bytes) {
+                                 std::string_view name, std::vector<int64_t> send_bytes,
+                                 int32_t sms) {
   if (calls_made_.size() < groups_.size()) calls_made_.resize(groups_.size(), 0);
   Group& group = groups_[pg];
   const uint32_t k = calls_made_[pg]++;
@@ -46,6 +47,7 @@ CollectiveId ProcessGroups::call(uint32_t pg, CollectiveKind kind, int64_t bytes
                           : AllToAllSizes::dense(group.members.size(), std::move(send_bytes))};
   desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
   desc.parallel_dim = group.parallel_dim;
+  desc.sms = sms;
   const CollectiveId id =
       graph_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
   group.calls.push_back(id);

@@ -37,9 +37,10 @@ class ProcessGroups {
 
   /// A new rank starts calling: its call counts restart at zero.
   void begin_rank() { calls_made_.assign(groups_.size(), 0); }
-  /// This rank's next call on `group` (all-to-all: `send_bytes`, n x n row-major).
+  /// This rank's next call on `group` (all-to-all: `send_bytes`, n x n row-major); `sms`: the
+  /// SMs its kernel holds per member (CollectiveDesc::sms; -1: the network's).
   CollectiveId call(uint32_t group, CollectiveKind kind, int64_t bytes, std::string_view name,
-                    std::vector<int64_t> send_bytes = {});
+                    std::vector<int64_t> send_bytes = {}, int32_t sms = -1);
 
  private:
   struct Group {

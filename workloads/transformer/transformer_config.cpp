@@ -234,6 +234,14 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   p.overlap_grad_reduce = par.get_bool_or("overlap_grad_reduce", true);
   p.p2p_scatter_gather = par.get_bool_or("p2p_scatter_gather", true);
   p.p2p_synchronous = par.get_bool_or("p2p_synchronous", false);
+  p.tp_comm_overlap = par.get_bool_or("tp_comm_overlap", false);
+  if (p.tp_comm_overlap && !(p.tensor > 1 && p.sequence)) {
+    par.child("tp_comm_overlap")
+        .fail(
+            "overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: "
+            "needs tensor > 1 and sequence: true (Megatron-Core refuses --tp-comm-overlap "
+            "without sequence parallel)");
+  }
   return p;
 }
 

@@ -75,6 +75,11 @@
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
 //     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
 //     overlap_grad_reduce: true  # buckets reduced during the last backward (false: after it)
+//     tp_comm_overlap: false   # Megatron-Core --tp-comm-overlap with Transformer Engine's
+//                              #   userbuffers (needs sequence: true): all-gather + GEMM as a
+//                              #   ring exchange of TP chunks, GEMM + reduce-scatter pipelined in
+//                              #   4 splits, the column-parallel backward's bulk overlap on
+//                              #   16 SMs (ParallelismConfig::tp_comm_overlap)
 //     p2p_scatter_gather: true # pipeline sends split over TP ranks, all-gathered on arrival
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
 //     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
@@ -179,6 +184,17 @@ struct ParallelismConfig {
   /// torch.cuda.synchronize() ("to protect against race condition"): the host waits for each
   /// receive before launching more work. false: only the receiver's compute stream waits.
   bool p2p_synchronous = false;
+  /// Tensor-parallel communication overlapped with the GEMMs as Transformer Engine's
+  /// userbuffers do it under Megatron-Core's --tp-comm-overlap (off by default there;
+  /// NeMo's large-model recipes turn it on). TE's defaults (NVIDIA/TransformerEngine
+  /// transformer_engine/pytorch/module/base.py, initialize_ub: `methods`, get_default_config):
+  /// ring_exchange for qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad (the all-gather as tensor - 1
+  /// peer-to-peer steps on the copy engines, num_sm 1, the GEMM split into `tensor` token
+  /// chunks, each run once its chunk has arrived); pipeline for proj_fprop, fc2_fprop (the GEMM
+  /// in 4 splits, each split's reduce-scatter on 16 SMs while the next computes); bulk for the
+  /// column-parallel backward (its all-gather and reduce-scatter beside the dgrad and wgrad
+  /// GEMMs, 16 SMs). Needs sequence parallel (Megatron refuses it without).
+  bool tp_comm_overlap = false;
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }

@@ -451,6 +451,16 @@ TEST(TransformerConfig, RecomputeLayersNeedsFullRecomputeAndFitsAChunk) {
   EXPECT_EQ(error_of(gpt3("  recompute: full\n  recompute_layers: 12\n", ""), 1024), "");
 }
 
+TEST(TransformerConfig, TpCommOverlapNeedsSequenceParallel) {
+  // gpt3(): tensor 8 with sequence parallel.
+  EXPECT_EQ(error_of(gpt3("", "    tp_comm_overlap: true\n"), 1024), "");
+  const std::string e = error_of(
+      replace(gpt3("", "    tp_comm_overlap: true\n"), "sequence: true", "sequence: false"), 1024);
+  EXPECT_NE(e.find("workload.parallelism.tp_comm_overlap: overlaps the sequence-parallel"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

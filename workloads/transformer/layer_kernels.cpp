@@ -223,6 +223,12 @@ class LayerKernelBuilder {
       return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
                       : pw(MemoryOp::kSwiglu, as_double(elements), 5, 2, 1);
     }
+    if (config_.activation == TransformerActivation::kSquaredRelu) {
+      // relu(x)^2 reads x, writes one; the backward 2 relu(x) dy reads x and dy, writes dx
+      // (Liger-Kernel's relu_squared, whose H100 rows fit the `relu` op).
+      return backward ? pw(MemoryOp::kRelu, as_double(elements), 3, 2, 1)
+                      : pw(MemoryOp::kRelu, as_double(elements), 2, 1, 1);
+    }
     return backward ? pw(MemoryOp::kGelu, as_double(elements), 10, 2, 1)
                     : pw(MemoryOp::kGelu, as_double(elements), 8, 1, 1);
   }

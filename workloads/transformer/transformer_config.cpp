@@ -498,9 +498,10 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
   constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,
                                                      TransformerNorm::kRmsNorm};
-  constexpr std::array<std::string_view, 2> kActNames = {"gelu", "swiglu"};
-  constexpr std::array<TransformerActivation, 2> kActs = {TransformerActivation::kGelu,
-                                                          TransformerActivation::kSwiglu};
+  constexpr std::array<std::string_view, 3> kActNames = {"gelu", "swiglu", "squared_relu"};
+  constexpr std::array<TransformerActivation, 3> kActs = {TransformerActivation::kGelu,
+                                                          TransformerActivation::kSwiglu,
+                                                          TransformerActivation::kSquaredRelu};
   constexpr std::array<std::string_view, 4> kPosNames = {"learned", "rotary", "alibi", "none"};
   constexpr std::array<TransformerPosition, 4> kPositions = {
       TransformerPosition::kLearned, TransformerPosition::kRotary, TransformerPosition::kAlibi,

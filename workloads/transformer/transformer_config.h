@@ -31,7 +31,7 @@
 //                              #   layer_kernels.h, Fp8Cast
 //   causal: true               # decoder (true) or encoder (false) attention mask
 //   norm: layernorm            # layernorm | rms_norm
-//   activation: gelu           # gelu | swiglu
+//   activation: gelu           # gelu | swiglu | squared_relu
 //   position: learned          # learned | rotary | alibi | none
 //   attention: flash           # fused kernel: flash (= flash2: FlashAttention-2, flash-attn
 //                              #   2.x, PyTorch SDPA's flash backend) | flash3 (FlashAttention-3,
@@ -118,7 +118,9 @@
 namespace upsim {
 
 enum class TransformerNorm : uint8_t { kLayerNorm, kRmsNorm };
-enum class TransformerActivation : uint8_t { kGelu, kSwiglu };
+/// The MLP's activation: GeLU, SwiGLU (gated: two input projections), squared ReLU (relu(x)^2,
+/// ungated: Nemotron-4, So et al. "Primer", arXiv 2109.08668).
+enum class TransformerActivation : uint8_t { kGelu, kSwiglu, kSquaredRelu };
 enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };

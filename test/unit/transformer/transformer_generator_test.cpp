@@ -496,6 +496,34 @@ TEST(TransformerGenerator, TpCommOverlapHidesAtMostTheExposedTensorParallelTime)
   EXPECT_LT(o.exposed_by_dim[tp], b.exposed_by_dim[tp]);
 }
 
+// Squared ReLU (Nemotron): an ungated MLP whose activation is one relu-family elementwise
+// kernel forward (1 read, 1 write per element) and backward (2 reads, 1 write).
+TEST(TransformerGenerator, SquaredReluIsOneReluKernelEachWay) {
+  TransformerConfig c = small_gpt();
+  c.activation = TransformerActivation::kSquaredRelu;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int forward = 0;
+  int backward = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
+    const KernelDesc& k = g.kernel(t);
+    if (g.name(task.op_name) == "squared_relu") {
+      ++forward;
+      EXPECT_EQ(k.memory_op, MemoryOp::kRelu);
+      EXPECT_DOUBLE_EQ(k.bytes_read, k.bytes_written);
+    }
+    if (g.name(task.op_name) == "SquaredReLUBackward") {
+      ++backward;
+      EXPECT_DOUBLE_EQ(k.bytes_read, 2 * k.bytes_written);
+    }
+  }
+  const int64_t micro_batches = c.global_batch / c.micro_batch;
+  EXPECT_EQ(forward, c.layers * micro_batches);
+  EXPECT_EQ(backward, c.layers * micro_batches);
+}
+
 TEST(TransformerGenerator, PlainDataParallelOnlyAddsItsGradientAllReduce) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

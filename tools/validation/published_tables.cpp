@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -239,6 +240,66 @@ void read_source(const ConfigNode& root) {
 }
 
 }  // namespace
+
+std::vector<NemoRow> read_nemo_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<NemoRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    NemoRow r;
+    r.line = t.line(i);
+    r.model = t.field(i, "Model");
+    r.gpus = t.integer(i, "#-GPUs");
+    r.global_batch = t.integer(i, "GBS");
+    r.micro_batch = t.integer(i, "MBS");
+    r.seq = t.integer(i, "Sequence Length");
+    r.tensor = t.integer(i, "TP");
+    r.pipeline = t.integer(i, "PP");
+    r.context = t.integer(i, "CP");
+    r.virtual_stages = t.integer(i, "VP");
+    r.tokens_per_s_per_gpu = t.number(i, "Tokens / sec / GPU");
+    r.step_time_s = t.number(i, "derived_step_time_s");
+    require_positive(t, r.line,
+                     {{r.gpus, "#-GPUs"},
+                      {r.global_batch, "GBS"},
+                      {r.micro_batch, "MBS"},
+                      {r.seq, "Sequence Length"},
+                      {r.tensor, "TP"},
+                      {r.pipeline, "PP"},
+                      {r.context, "CP"},
+                      {r.virtual_stages, "VP"}});
+    if (!(r.tokens_per_s_per_gpu > 0.0) || !(r.step_time_s > 0.0)) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: columns `Tokens / sec / GPU` and `derived_step_time_s` must be positive",
+          t.file(), r.line));
+    }
+    const double implied = static_cast<double>(r.global_batch * r.seq) /
+                           (r.tokens_per_s_per_gpu * static_cast<double>(r.gpus));
+    if (std::abs(implied / r.step_time_s - 1.0) > 0.01) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `derived_step_time_s`: {} s, but GBS x seq / (tokens/s/GPU x GPUs) = "
+          "{:.4g} s",
+          t.file(), r.line, r.step_time_s, implied));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+NemoModels read_nemo_models(const fs::path& path) {
+  ConfigDocument doc = ConfigDocument::load_file(path);
+  const ConfigNode root = doc.root();
+  read_source(root);
+  NemoModels models;
+  for (const auto& [name, node] : root.child("models").map_entries()) {
+    node.expect_map("workload keys of the model, e.g. {layers: 32, hidden: 4096}");
+    std::vector<std::string>& overrides = models[name];
+    for (const auto& [key, value] : node.map_entries())
+      overrides.push_back(fmt::format("workload.{}={}", key, value.as_string()));
+    if (overrides.empty()) node.fail("names no workload key");
+  }
+  doc.check_all_keys_used();
+  return models;
+}
 
 std::map<std::string, MptModel> read_mpt_models(const fs::path& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);

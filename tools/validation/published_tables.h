@@ -63,6 +63,22 @@ struct FoundryRow {
   double step_time_s = 0.0;  ///< derived_step_time_s
 };
 
+/// One row of NeMo 24.07's DGX-H100 FP8 pre-training table (nemo_24.07_dgx_h100_fp8_pretrain.csv).
+struct NemoRow {
+  int line = 0;
+  std::string model;  ///< as published: GPT3-5B, LLAMA2-70B, Nemotron-340B, ...
+  int64_t gpus = 0;
+  int64_t global_batch = 0;
+  int64_t micro_batch = 0;
+  int64_t seq = 0;
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  int64_t context = 1;
+  int64_t virtual_stages = 1;  ///< NeMo's VP: model chunks per pipeline rank
+  double tokens_per_s_per_gpu = 0.0;
+  double step_time_s = 0.0;  ///< derived_step_time_s
+};
+
 /// One row of a DeepLearningExamples PyTorch DLRM training-performance table
 /// (pytorch_dlrm_training_perf_*.csv): two measurements, full precision and mixed precision.
 struct DleRow {
@@ -103,6 +119,8 @@ inline constexpr int64_t kDleGlobalBatch = 65536;
 /// unparsable number throws WorkloadTableError "FILE:LINE: column `NAME`: ...".
 std::vector<MegatronRow> read_megatron_table(const std::filesystem::path& path);
 std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
+/// The derived step time must agree with GBS x seq / (tokens/s/GPU x GPUs) within 1%.
+std::vector<NemoRow> read_nemo_table(const std::filesystem::path& path);
 /// Throughputs may hold thousands separators ("11,400,000"); batch per GPU is "<n>k" or "<n>";
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
 std::vector<DleRow> read_dle_table(const std::filesystem::path& path,
@@ -123,6 +141,13 @@ struct MptModel {
 /// Reads `models: {125m: {d_model, n_heads, n_layers, expansion_ratio, vocab_size}, ...}`;
 /// throws ConfigError for a bad file.
 std::map<std::string, MptModel> read_mpt_models(const std::filesystem::path& path);
+
+/// The models of NeMo's table (configs/validation/nemo_models.yaml): name -> the workload keys
+/// that make the model, as `workload.KEY=VALUE` overrides in the file's order.
+using NemoModels = std::map<std::string, std::vector<std::string>>;
+/// Reads `models: {GPT3-5B: {layers: 24, ...}, ...}` (scalar values only); throws ConfigError
+/// for a bad file.
+NemoModels read_nemo_models(const std::filesystem::path& path);
 
 /// The DLE DLRM table sets of configs/validation/dle_criteo_tables.yaml: model size -> each
 /// table's rows, in feature order.

@@ -61,6 +61,49 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
   return plan;
 }
 
+RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
+  RowPlan plan;
+  plan.source = "nemo";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.step_time_s;
+  plan.template_file = "validation/nemo_h100.yaml";
+  const int64_t model_parallel = row.tensor * row.pipeline * row.context;
+  const int64_t data = model_parallel > 0 ? row.gpus / model_parallel : 0;
+  plan.label = fmt::format("{} {}gpu tp{} pp{} cp{} vp{} dp{} B{} mb{} s{}", row.model, row.gpus,
+                           row.tensor, row.pipeline, row.context, row.virtual_stages, data,
+                           row.global_batch, row.micro_batch, row.seq);
+  const auto model = models.find(row.model);
+  if (model == models.end()) {
+    plan.skip_reason = fmt::format("model `{}` is not in validation/nemo_models.yaml", row.model);
+    return plan;
+  }
+  if (row.gpus % kGpusPerNode != 0) {
+    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
+    return plan;
+  }
+  if (data <= 0 || data * model_parallel != row.gpus) {
+    plan.skip_reason =
+        fmt::format("{} GPUs is not a multiple of TP x PP x CP = {}", row.gpus, model_parallel);
+    return plan;
+  }
+  plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
+  plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
+  const bool tp = row.tensor > 1;
+  const std::vector<std::string> layout = {
+      fmt::format("workload.seq={}", row.seq),
+      fmt::format("workload.micro_batch={}", row.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.tensor={}", row.tensor),
+      fmt::format("workload.parallelism.sequence={}", tp),
+      fmt::format("workload.parallelism.pipeline={}", row.pipeline),
+      fmt::format("workload.parallelism.virtual_stages={}", row.virtual_stages),
+      fmt::format("workload.parallelism.context={}", row.context),
+      fmt::format("workload.parallelism.data={}", data),
+  };
+  plan.overrides.insert(plan.overrides.end(), layout.begin(), layout.end());
+  return plan;
+}
+
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models) {
   RowPlan plan;
   plan.source = "llm-foundry";

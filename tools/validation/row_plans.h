@@ -23,7 +23,7 @@ struct MegatronMapping {
 /// What one measured row becomes: a template and the overrides that make it the measured run,
 /// or the reason it is not simulated.
 struct RowPlan {
-  std::string source;  ///< "megatron" | "llm-foundry" | "dle-dlrm"
+  std::string source;  ///< "megatron" | "llm-foundry" | "nemo" | "dle-dlrm" | ...
   std::string label;   ///< the row's identity, matched by --rows
   int64_t gpus = 0;
   double measured_s = 0.0;
@@ -52,6 +52,11 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping);
 /// (FP8, CPU offload, unknown size).
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models);
 
+/// Pure: a NeMo 24.07 row -> overrides of configs/validation/nemo_h100.yaml: the model's keys
+/// (nemo_models.yaml, TE's TP overlap among them), sequence, batches, TP (with sequence parallel
+/// when TP > 1), PP, VP, CP, DP and the node count; a skip reason for an unknown model or a layout
+/// that does not divide the GPUs.
+RowPlan nemo_plan(const NemoRow& row, const NemoModels& models);
 /// Pure: one measurement of a DLE row (mixed precision when `amp`) -> overrides of
 /// configs/validation/dle_dlrm.yaml: the system's GPU profile, kernel calibration and fabric
 /// (partial when the row uses fewer GPUs than it has), the dtypes, the table set; a skip reason for

@@ -92,6 +92,12 @@ std::string source_provenance(std::string_view source) {
         "rows); {}",
         kHeldOut);
   }
+  if (source == "nemo") {
+    return fmt::format(
+        "NVIDIA NeMo 24.07 performance summary, DGX-H100 FP8 pre-training (test/data/nemo-24.07); "
+        "kernels h100_xla.yaml (XLA's sm_90 matmul table, fp8 at the measured fp8 rate); {}",
+        kHeldOut);
+  }
   if (source == "dle-dlrm-inference") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
@@ -135,6 +141,7 @@ constexpr double kDleRowBound = 0.25;
 struct ValidateOptions {
   std::string megatron_file = "test/data/megatron-lm-paper/megatron_sc21_table1_weak_scaling.csv";
   std::string foundry_file = "test/data/llm-foundry/mpt_training_throughput.csv";
+  std::string nemo_file = "test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv";
   std::string dle_files =
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv,"
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv";
@@ -158,7 +165,9 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       "Simulates whole training steps of published runs and compares them with the measured\n"
       "step time: Megatron-LM SC'21 Table 1 (GPT 1.7B-1T, TP/PP/DP on DGX A100 80GB nodes,\n"
       "topologies/dgx_a100_cluster.yaml), llm-foundry's MPT benchmarks (FSDP; A100 40/80GB\n"
-      "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster) and\n"
+      "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster),\n"
+      "NeMo 24.07's Megatron-Core pre-training on DGX H100 in FP8 (GPT-3, Llama 2/3, Nemotron;\n"
+      "TP/PP/CP/VP, TE's TP overlap; source nemo, validation/nemo_h100.yaml) and\n"
       "NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB on DGX A100, DGX-1 and DGX-2, 1-16\n"
       "GPUs, FP32/TF32 and mixed precision; source dle-dlrm) and TensorFlow2 DCNv2 (DGX A100,\n"
       "1 and 8 GPUs; source dle-dcnv2), and the PyTorch DLRM's inference latency (1 GPU, A100\n"
@@ -176,6 +185,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
        "Megatron-LM Table 1 CSV ('' to leave the source out)")  //
       ("llm-foundry", po::value<std::string>(&o.foundry_file)->default_value(o.foundry_file),
        "llm-foundry MPT benchmark CSV ('' to leave the source out)")  //
+      ("nemo", po::value<std::string>(&o.nemo_file)->default_value(o.nemo_file),
+       "NeMo 24.07 DGX-H100 FP8 pre-training CSV ('' to leave the source out)")  //
       ("dle-dlrm", po::value<std::string>(&o.dle_files)->default_value(o.dle_files),
        "DeepLearningExamples PyTorch DLRM training-performance CSVs, comma-separated ('' to "
        "leave the source out)")  //
@@ -213,11 +224,11 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
     throw po::error(fmt::format("--megatron-schedule: `{}`; valid: interleaved, 1f1b", o.schedule));
   }
   o.mapping.interleaved = o.schedule == "interleaved";
-  if (o.megatron_file.empty() && o.foundry_file.empty() && o.dle_files.empty() &&
-      o.dcnv2_file.empty() && o.inference_files.empty()) {
+  if (o.megatron_file.empty() && o.foundry_file.empty() && o.nemo_file.empty() &&
+      o.dle_files.empty() && o.dcnv2_file.empty() && o.inference_files.empty()) {
     throw po::error(
-        "every source left out (--megatron '' --llm-foundry '' --dle-dlrm '' --dle-dcnv2 '' "
-        "--dle-dlrm-inference '')");
+        "every source left out (--megatron '' --llm-foundry '' --nemo '' --dle-dlrm '' "
+        "--dle-dcnv2 '' --dle-dlrm-inference '')");
   }
   return true;
 }
@@ -233,6 +244,12 @@ std::vector<RowPlan> plan_rows(const ValidateOptions& o) {
     const auto models = read_mpt_models(fs::path(o.configs) / "validation" / "mpt_models.yaml");
     for (const FoundryRow& r : read_foundry_table(o.foundry_file))
       plans.push_back(foundry_plan(r, models));
+  }
+  if (!o.nemo_file.empty()) {
+    const NemoModels models =
+        read_nemo_models(fs::path(o.configs) / "validation" / "nemo_models.yaml");
+    for (const NemoRow& r : read_nemo_table(o.nemo_file))
+      plans.push_back(nemo_plan(r, models));
   }
   if (!o.dle_files.empty() || !o.dcnv2_file.empty()) {
     const DleTables tables =

@@ -16,6 +16,21 @@ int64_t megatron_virtual_stages(int64_t layers, int64_t pipeline) {
   return 1;
 }
 
+namespace {
+/// Why `gpus` cannot run a layout of `model_parallel` GPUs per replica (`what` names it, e.g.
+/// "TP x PP") and `data` replicas; empty when it can.
+std::string layout_skip_reason(int64_t gpus, int64_t model_parallel, int64_t data,
+                               std::string_view what) {
+  if (gpus % kGpusPerNode != 0) {
+    return fmt::format("{} GPUs is not a whole number of 8-GPU nodes", gpus);
+  }
+  if (data <= 0 || data * model_parallel != gpus) {
+    return fmt::format("{} GPUs is not a multiple of {} = {}", gpus, what, model_parallel);
+  }
+  return {};
+}
+}  // namespace
+
 RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
   RowPlan plan;
   plan.source = "megatron";
@@ -30,15 +45,8 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
                            row.tensor, row.pipeline, data,
                            virtual_stages > 1 ? fmt::format(" v{}", virtual_stages) : "",
                            row.global_batch, mapping.micro_batch);
-  if (row.gpus % kGpusPerNode != 0) {
-    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
-    return plan;
-  }
-  if (data <= 0 || data * model_parallel != row.gpus) {
-    plan.skip_reason =
-        fmt::format("{} GPUs is not a multiple of TP x PP = {}", row.gpus, model_parallel);
-    return plan;
-  }
+  plan.skip_reason = layout_skip_reason(row.gpus, model_parallel, data, "TP x PP");
+  if (!plan.skip_reason.empty()) return plan;
   if (row.global_batch % (mapping.micro_batch * data) != 0) {
     plan.skip_reason = fmt::format("batch {} is not a multiple of micro-batch {} x DP {}",
                                    row.global_batch, mapping.micro_batch, data);
@@ -77,15 +85,8 @@ RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
     plan.skip_reason = fmt::format("model `{}` is not in validation/nemo_models.yaml", row.model);
     return plan;
   }
-  if (row.gpus % kGpusPerNode != 0) {
-    plan.skip_reason = fmt::format("{} GPUs is not a whole number of 8-GPU nodes", row.gpus);
-    return plan;
-  }
-  if (data <= 0 || data * model_parallel != row.gpus) {
-    plan.skip_reason =
-        fmt::format("{} GPUs is not a multiple of TP x PP x CP = {}", row.gpus, model_parallel);
-    return plan;
-  }
+  plan.skip_reason = layout_skip_reason(row.gpus, model_parallel, data, "TP x PP x CP");
+  if (!plan.skip_reason.empty()) return plan;
   plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
   plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
   const bool tp = row.tensor > 1;

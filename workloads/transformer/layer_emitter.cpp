@@ -89,6 +89,44 @@ void LayerEmitter::tp_exit_backward() {
   }
 }
 
+void LayerEmitter::column_parallel_forward(std::string_view gemm, const Fp8Cast& cast,
+                                           KernelDescId full, KernelDescId chunk) {
+  if (config_.parallelism.tp_comm_overlap) {
+    fp8_cast(cast, false);
+    ring_exchange_gemm("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), chunk);
+    return;
+  }
+  tp_enter_forward();
+  fp8_cast(cast, false);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
+}
+
+void LayerEmitter::row_parallel_forward(std::string_view gemm, const Fp8Cast& cast,
+                                        KernelDescId full, KernelDescId split) {
+  fp8_cast(cast, false);
+  if (config_.parallelism.tp_comm_overlap) {
+    gemm_reduce_scatter_pipelined(pytorch::gemm_kernel_name(gemm_dt_, gemm), split);
+    return;
+  }
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
+  tp_exit_forward();
+}
+
+void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
+                                         KernelDescId dgrad_chunk, KernelDescId wgrad) {
+  const std::string dgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  if (config_.parallelism.tp_comm_overlap) {
+    fp8_cast(dy, true);
+    ring_exchange_gemm("MmBackward0", dgrad_name, dgrad_chunk,
+                       std::make_pair(std::string_view(wgrad_name), wgrad));
+    return;
+  }
+  tp_exit_backward();
+  fp8_cast(dy, true);
+  ops_.op2("MmBackward0", dgrad_name, dgrad, wgrad_name, wgrad);
+}
+
 std::string_view LayerEmitter::norm_op(bool backward) const {
   if (config_.norm == TransformerNorm::kRmsNorm) {
     return backward ? "RmsNormBackward" : "aten::rms_norm";
@@ -108,18 +146,9 @@ std::string_view LayerEmitter::act_op(bool backward) const {
 
 void LayerEmitter::attention_forward(bool recompute_core_only) {
   const LayerKernels& d = kernels_;
-  const bool overlap = config_.parallelism.tp_comm_overlap;
   if (!recompute_core_only) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-    if (overlap) {
-      fp8_cast(d.qkv_in, false);
-      ring_exchange_gemm("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"),
-                         d.qkv_fwd_chunk);
-    } else {
-      tp_enter_forward();
-      fp8_cast(d.qkv_in, false);
-      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "qkv"), d.qkv_fwd);
-    }
+    column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
     if (config_.position == TransformerPosition::kRotary) {
       ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
     }
@@ -133,13 +162,7 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
     ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
   }
   if (recompute_core_only) return;
-  fp8_cast(d.proj_in, false);
-  if (overlap) {
-    gemm_reduce_scatter_pipelined(pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd_split);
-  } else {
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
-    tp_exit_forward();
-  }
+  row_parallel_forward("proj", d.proj_in, d.proj_fwd, d.proj_fwd_split);
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
 
@@ -185,17 +208,7 @@ void LayerEmitter::core_attention_flash(bool backward) {
 void LayerEmitter::attention_backward() {
   const LayerKernels& d = kernels_;
   ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
-  if (config_.parallelism.tp_comm_overlap) {
-    fp8_cast(d.proj_dy, true);
-    ring_exchange_gemm("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
-                       d.proj_dgrad_chunk,
-                       std::make_pair(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad));
-  } else {
-    tp_exit_backward();
-    fp8_cast(d.proj_dy, true);
-    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.proj_dgrad,
-             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.proj_wgrad);
-  }
+  row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true);
   } else {
@@ -221,24 +234,9 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_forward();
   } else {
-    const bool overlap = config_.parallelism.tp_comm_overlap;
-    if (overlap) {
-      fp8_cast(d.fc1_in, false);
-      ring_exchange_gemm("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"),
-                         d.fc1_fwd_chunk);
-    } else {
-      tp_enter_forward();
-      fp8_cast(d.fc1_in, false);
-      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc1"), d.fc1_fwd);
-    }
+    column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
     ops_.op(act_op(false), "activation_fwd", d.act_fwd);
-    fp8_cast(d.fc2_in, false);
-    if (overlap) {
-      gemm_reduce_scatter_pipelined(pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd_split);
-    } else {
-      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "fc2"), d.fc2_fwd);
-      tp_exit_forward();
-    }
+    row_parallel_forward("fc2", d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
   }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
@@ -249,17 +247,7 @@ void LayerEmitter::mlp_backward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_backward();
   } else {
-    if (config_.parallelism.tp_comm_overlap) {
-      fp8_cast(d.fc2_dy, true);
-      ring_exchange_gemm("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
-                         d.fc2_dgrad_chunk,
-                         std::make_pair(pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad));
-    } else {
-      tp_exit_backward();
-      fp8_cast(d.fc2_dy, true);
-      ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.fc2_dgrad,
-               pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.fc2_wgrad);
-    }
+    row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
     ops_.op(act_op(true), "activation_bwd", d.act_bwd);
     fp8_cast(d.fc1_dy, true);
     column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);

@@ -61,6 +61,19 @@ class LayerEmitter {
   /// An fp8 GEMM operand's quantisation kernels (Fp8Cast), when the layer has them.
   void fp8_cast(const Fp8Cast& cast, bool backward);
 
+  /// A column-parallel linear's forward (`gemm`: qkv, fc1): its input all-gathered first under
+  /// SP, or the ring exchange under TP overlap; `cast`: its fp8 input quantisation.
+  void column_parallel_forward(std::string_view gemm, const Fp8Cast& cast, KernelDescId full,
+                               KernelDescId chunk);
+  /// A row-parallel linear's forward (proj, fc2) and its reduce-scatter / all-reduce, or the
+  /// pipelined GEMM + reduce-scatter under TP overlap.
+  void row_parallel_forward(std::string_view gemm, const Fp8Cast& cast, KernelDescId full,
+                            KernelDescId split);
+  /// A row-parallel linear's backward: its output gradient all-gathered under SP (the ring
+  /// exchange under TP overlap), then the input and weight gradients.
+  void row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad, KernelDescId dgrad_chunk,
+                             KernelDescId wgrad);
+
   /// Entering a tensor-parallel region (before a column-parallel linear): SP all-gather.
   void tp_enter_forward();
   /// Leaving it (after a row-parallel linear): SP reduce-scatter or all-reduce.

@@ -76,6 +76,13 @@ struct Harness {
     exec.run();
     return ends;
   }
+  /// An all-reduce over `members`, its task at the end of each member's comm stream.
+  void all_reduce(const std::vector<RankId>& members) {
+    const CollectiveId c = graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllReduce, members, 1024, {}}, "all_reduce#0");
+    for (RankId r : members)
+      graph.add_collective(r, 1, c, "nccl:all_reduce");
+  }
   TaskGraph graph;
   PerSmKernelCost kernels;
   NoHostCost cpu;
@@ -93,11 +100,8 @@ TEST(CommunicationSmSharing, AKernelBesideACollectiveRunsOnTheSmsLeft) {
   // The all-reduce holds 25 of 100 SMs from 0 to 4 us; a 400-flop kernel (4 us alone) runs at
   // 75 flops/us meanwhile: 300 flops by 4 us, the last 100 on all SMs: ends at 5 us.
   Harness h(2, Duration::from_us(4), 25);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
   const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(400));
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const std::vector<Time> ends = h.run();
   EXPECT_EQ(ends[k], at_us(5));
 }
@@ -108,12 +112,9 @@ TEST(CommunicationSmSharing, WorkDoneBeforeTheCollectiveStartsIsKept) {
   // from 2 to 6 us: rank 0's 800-flop kernel does 300 flops at 50 flops/us by 6 us, the other
   // 500 at 100 flops/us: ends at 11 us.
   Harness h(2, Duration::from_us(4), 50);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
   const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(800));
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
   h.graph.add_kernel(1, 1, "before", "op", work(200));
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const std::vector<Time> ends = h.run();
   EXPECT_EQ(ends[k], at_us(11));
 }
@@ -122,10 +123,7 @@ TEST(CommunicationSmSharing, AKernelThatStartsDuringTheCollectiveIsPricedOnTheSm
   // The collective holds 50 SMs from 0 to 10 us: two 100-flop kernels that start beside it
   // take 2 us each, not 1.
   Harness h(2, Duration::from_us(10), 50);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const TaskId first = h.graph.add_kernel(0, 0, "a", "op", work(100));
   const TaskId second = h.graph.add_kernel(0, 0, "b", "op", work(100));
   const std::vector<Time> ends = h.run();
@@ -135,10 +133,7 @@ TEST(CommunicationSmSharing, AKernelThatStartsDuringTheCollectiveIsPricedOnTheSm
 
 TEST(CommunicationSmSharing, OnlyTheMembersGpusLoseSms) {
   Harness h(3, Duration::from_us(4), 50);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const TaskId member = h.graph.add_kernel(0, 0, "gemm", "op", work(100));
   const TaskId bystander = h.graph.add_kernel(2, 0, "gemm", "op", work(100));
   const std::vector<Time> ends = h.run();
@@ -148,10 +143,7 @@ TEST(CommunicationSmSharing, OnlyTheMembersGpusLoseSms) {
 
 TEST(CommunicationSmSharing, AMeasuredKernelKeepsItsMeasuredDuration) {
   Harness h(2, Duration::from_us(4), 50);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(100));
   h.graph.set_fixed_duration(k, Duration::from_us(3));
   const std::vector<Time> ends = h.run();
@@ -160,10 +152,7 @@ TEST(CommunicationSmSharing, AMeasuredKernelKeepsItsMeasuredDuration) {
 
 TEST(CommunicationSmSharing, ANetworkThatHoldsNoSmsChangesNothing) {
   Harness h(2, Duration::from_us(4), 0);
-  const CollectiveId c = h.graph.add_collective_group(
-      CollectiveDesc{CollectiveKind::kAllReduce, {0, 1}, 1024, {}}, "all_reduce#0");
-  h.graph.add_collective(0, 1, c, "nccl:all_reduce");
-  h.graph.add_collective(1, 1, c, "nccl:all_reduce");
+  h.all_reduce({0, 1});
   const TaskId k = h.graph.add_kernel(0, 0, "gemm", "op", work(400));
   const std::vector<Time> ends = h.run();
   EXPECT_EQ(ends[k], at_us(4));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/task_graph.h"
+#include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
 
@@ -14,17 +15,7 @@ namespace {
 
 /// 8 layers over 2 pipeline stages (4 per chunk), 4 micro-batches.
 TransformerConfig two_stage_gpt(Recompute recompute, int64_t recompute_layers) {
-  TransformerConfig c;
-  c.architecture = "gpt";
-  c.layers = 8;
-  c.hidden = 1024;
-  c.heads = 16;
-  c.kv_heads = 16;
-  c.ffn = 4096;
-  c.vocab = 32000;
-  c.seq = 512;
-  c.micro_batch = 2;
-  c.dtype = DType::kBf16;
+  TransformerConfig c = test_configs::small_gpt();
   c.parallelism.pipeline = 2;
   c.global_batch = c.micro_batch * 4;
   c.recompute = recompute;

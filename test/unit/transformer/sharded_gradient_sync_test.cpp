@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/task_graph.h"
+#include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
 
@@ -13,17 +14,7 @@ namespace {
 
 /// 4 layers, 8-way FSDP, 4 micro-batches per replica.
 TransformerConfig fsdp_gpt(FsdpMode fsdp, ShardedGradientSync sync) {
-  TransformerConfig c;
-  c.architecture = "gpt";
-  c.layers = 4;
-  c.hidden = 1024;
-  c.heads = 16;
-  c.kv_heads = 16;
-  c.ffn = 4096;
-  c.vocab = 32000;
-  c.seq = 512;
-  c.micro_batch = 2;
-  c.dtype = DType::kBf16;
+  TransformerConfig c = test_configs::small_gpt(4);
   c.parallelism.data = 8;
   c.parallelism.fsdp = fsdp;
   c.parallelism.gradient_sync = sync;

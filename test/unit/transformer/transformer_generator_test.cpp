@@ -14,6 +14,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
+#include "test/unit/transformer/test_configs.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
@@ -27,23 +28,7 @@ namespace {
 
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
-/// A small GPT: 8 layers, hidden 1024, 16 heads, seq 512.
-TransformerConfig small_gpt() {
-  TransformerConfig c;
-  c.architecture = "gpt";
-  c.layers = 8;
-  c.hidden = 1024;
-  c.heads = 16;
-  c.kv_heads = 16;
-  c.ffn = 4096;
-  c.vocab = 32000;
-  c.seq = 512;
-  c.micro_batch = 2;
-  c.global_batch = 16;
-  c.dtype = DType::kBf16;
-  c.dropout = 0.1;
-  return c;
-}
+using test_configs::small_gpt;
 
 /// small_gpt() with MoE layers of `experts` experts (top_k, expert_ffn, capacity_factor) over
 /// expert parallelism 8 of data parallelism 8, `micro_batches` micro-batches per replica.
@@ -465,21 +450,7 @@ TEST(TransformerGenerator, MoreMicroBatchesShrinkTheBubbleShare) {
 // exposed are fewer.
 TEST(TransformerGenerator, TpCommOverlapHidesAtMostTheExposedTensorParallelTime) {
   const Platform dgx = platform("dgx_h100", "h100_sxm5_80gb");
-  TransformerConfig c;
-  c.architecture = "llama";
-  c.layers = 2;
-  c.hidden = 8192;
-  c.heads = 64;
-  c.kv_heads = 8;
-  c.ffn = 28672;
-  c.vocab = 32000;
-  c.seq = 4096;
-  c.micro_batch = 1;
-  c.global_batch = 1;
-  c.dtype = DType::kBf16;
-  c.norm = TransformerNorm::kRmsNorm;
-  c.activation = TransformerActivation::kSwiglu;
-  c.position = TransformerPosition::kRotary;
+  TransformerConfig c = test_configs::llama(2, 8192, 64, 8, 28672, 4096);
   c.attention = AttentionImpl::kFlash;
   c.parallelism.tensor = 8;
   c.parallelism.sequence = true;

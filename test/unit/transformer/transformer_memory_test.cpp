@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "test/unit/transformer/test_configs.h"
+
 namespace upsim {
 namespace {
 
@@ -52,22 +54,8 @@ TransformerConfig gpt3_175b() {
 /// A Llama-style 7B (Touvron et al. 2023: 32 layers, hidden 4096, 32 heads, ffn 11008, vocab
 /// 32000) in bf16 on one node of 8 GPUs, data parallel only.
 TransformerConfig llama_7b_dp8() {
-  TransformerConfig c;
-  c.architecture = "llama";
-  c.layers = 32;
-  c.hidden = 4096;
-  c.heads = 32;
-  c.kv_heads = 32;
-  c.ffn = 11008;
-  c.vocab = 32000;
-  c.seq = 4096;
-  c.micro_batch = 1;
+  TransformerConfig c = test_configs::llama(32, 4096, 32, 32, 11008, 4096);
   c.global_batch = 64;
-  c.dtype = DType::kBf16;
-  c.norm = TransformerNorm::kRmsNorm;
-  c.activation = TransformerActivation::kSwiglu;
-  c.position = TransformerPosition::kRotary;
-  c.bias = false;
   c.tied_embeddings = false;
   c.recompute = Recompute::kFull;
   c.parallelism.data = 8;

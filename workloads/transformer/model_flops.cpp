@@ -6,8 +6,12 @@ double transformer_model_flops(const TransformerConfig& c) {
   const double h = static_cast<double>(c.hidden);
   const double s = static_cast<double>(c.seq);
   const double gated = c.activation == TransformerActivation::kSwiglu ? 1.5 : 1.0;
-  const double attention =
-      12.0 * h * h * (1.0 + static_cast<double>(c.kv_heads) / static_cast<double>(c.heads) + s / h);
+  // Per token, forward and backward (3 x the forward's 2 FLOPs per multiply-add): the QKV
+  // projection h x (q + 2 kv), the output projection q x h, scores and values 2 x s x q. With
+  // q = h and kv = h x kv_heads / heads it is Megatron's 12 h^2 (1 + kv_heads / heads + s / h).
+  const double q = static_cast<double>(c.heads * c.head_dim());
+  const double kv = static_cast<double>(c.kv_heads * c.head_dim());
+  const double attention = 6.0 * h * (q + 2.0 * kv) + 6.0 * q * h + 12.0 * s * q;
   double per_token = 0.0;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     double mlp = 12.0 * h * static_cast<double>(c.ffn) * gated;

@@ -5,7 +5,8 @@
 // multiply-add), without recomputation, masking savings or any elementwise work.
 //
 // Per layer and token (h = hidden, s = seq, a = heads, g = kv_heads, f = ffn):
-//   attention   12 h^2 (1 + g / a + s / h)          QKV and output projections, q k^T and p v
+//   attention   6 h (q + 2 k) + 6 q h + 12 s q       QKV and output projections, q k^T and p v
+//               (q = a x head_dim, k = g x head_dim;  = 12 h^2 (1 + g / a + s / h) when q = h)
 //   MLP         12 h f (3/2 with SwiGLU)            a dense layer
 //               12 h f_e (top_k + shared) (3/2 ...)  a MoE layer (f_e = expert_ffn), the routed
 //                                                    and shared experts each token runs

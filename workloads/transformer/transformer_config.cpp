@@ -345,9 +345,10 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     "tensor-parallel rank computes whole heads)",
                     c.heads, p.tensor));
   }
-  if (c.hidden % c.heads != 0) {
+  if (c.explicit_head_dim == 0 && c.hidden % c.heads != 0) {
     workload.child("hidden").fail(fmt::format(
-        "{} is not divisible by heads {} (head dimension = hidden / heads)", c.hidden, c.heads));
+        "{} is not divisible by heads {} (head dimension = hidden / heads; or give head_dim)",
+        c.hidden, c.heads));
   }
   if (c.heads % c.kv_heads != 0) {
     workload.child("kv_heads")
@@ -494,6 +495,8 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.hidden = workload.get_int_in("hidden", 1, kMaxHidden);
   c.heads = workload.get_int_in("heads", 1, kMaxHeads);
   c.kv_heads = workload.get_int_in_or("kv_heads", 1, kMaxHeads, c.heads);
+  if (workload.has("head_dim"))
+    c.explicit_head_dim = workload.get_int_in("head_dim", 1, kMaxHidden);
 
   constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
   constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,
@@ -602,10 +605,11 @@ int64_t transformer_norm_parameters(const TransformerConfig& c) {
 
 int64_t transformer_parameters(const TransformerConfig& c) {
   const int64_t h = c.hidden;
+  const int64_t q_width = c.heads * c.head_dim();
   const int64_t kv_width = c.kv_heads * c.head_dim();
-  // Attention: fused QKV projection h x (h + 2 kv_width), output projection h x h.
-  int64_t attention = h * (h + 2 * kv_width) + h * h;
-  if (c.bias) attention += (h + 2 * kv_width) + h;
+  // Attention: fused QKV projection h x (q_width + 2 kv_width), output projection q_width x h.
+  int64_t attention = h * (q_width + 2 * kv_width) + q_width * h;
+  if (c.bias) attention += (q_width + 2 * kv_width) + h;
   const int64_t norms = 2 * transformer_norm_parameters(c);
   const int64_t dense_mlp = mlp_parameters(c, c.ffn);
   int64_t moe_mlp = 0;

@@ -9,6 +9,9 @@
 //   layers: 96                 # transformer blocks
 //   hidden: 12288
 //   heads: 96
+//   head_dim: 128              # one attention head's width; default hidden / heads (which must
+//                              #   then divide hidden); Q is heads x head_dim wide, the output
+//                              #   projection maps it back to hidden
 //   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads.
 //                              #   Fewer than tensor: each is replicated tensor / kv_heads times
 //   ffn: 49152                 # MLP inner width; default 4 x hidden (gelu), Llama's
@@ -262,7 +265,11 @@ struct TransformerConfig {
   std::optional<DType> grad_reduce_dtype;
   bool mirror_data_parallel = true;
 
-  int64_t head_dim() const { return hidden / heads; }
+  /// The `head_dim` key; 0: hidden / heads.
+  int64_t explicit_head_dim = 0;
+  /// Dimension of one attention head: the `head_dim` key when given (Gemma, Qwen3 and others
+  /// use heads x head_dim != hidden), else hidden / heads.
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
   /// Layers of one model chunk (a pipeline stage's share, per virtual stage).
   int64_t layers_per_chunk() const {
     return layers / (parallelism.pipeline * parallelism.virtual_stages);

@@ -461,6 +461,34 @@ TEST(TransformerConfig, TpCommOverlapNeedsSequenceParallel) {
       << e;
 }
 
+// An explicit head dimension (Gemma 7B: hidden 3072, 16 heads of 256, so Q is 4096 wide; Gemma
+// Team, arXiv 2403.08295, Table 1: 28 layers, GeGLU MLP of 24576 (gated: priced as swiglu),
+// vocabulary 256000 with tied embeddings: 8.54 B parameters).
+TEST(TransformerConfig, ExplicitHeadDimWidensQAndCountsItsParameters) {
+  const TransformerConfig c = parse(R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 28
+  hidden: 3072
+  heads: 16
+  head_dim: 256
+  ffn: 24576
+  vocab: 256000
+  tied_embeddings: true
+  seq: 8192
+)",
+                                    1);
+  EXPECT_EQ(c.head_dim(), 256);
+  const double params = static_cast<double>(transformer_parameters(c));
+  EXPECT_NEAR(params / 8.54e9, 1.0, 0.005) << params;
+  // 3072 is divisible by 16 heads but 3000 is not: fine with head_dim, refused without.
+  const std::string yaml =
+      "workload:\n  model: transformer\n  layers: 2\n  hidden: 3000\n  heads: 16\n"
+      "  vocab: 1000\n  seq: 128\n";
+  EXPECT_EQ(error_of(yaml + "  head_dim: 128\n", 1), "");
+  EXPECT_NE(error_of(yaml, 1).find("or give head_dim"), std::string::npos) << error_of(yaml, 1);
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

@@ -281,6 +281,7 @@ void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
+  if (config_.moe.capacity_factor == 0.0) dropless_count_sync();
   ops_.op("moe_permute", "permute", d.permute);
   if (config_.parallelism.expert > 1) {
     ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
@@ -303,6 +304,20 @@ void LayerEmitter::moe_forward() {
     fp8_cast(d.shared_fc2_in, false);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
   }
+}
+
+void LayerEmitter::dropless_count_sync() {
+  constexpr int64_t kCountBytes = 8;  // one int64 token count per expert
+  const int64_t local_counts = config_.moe.experts * kCountBytes;
+  const int64_t ep = config_.parallelism.expert;
+  if (ep > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
+                  "moe::gather_tokens_per_expert");
+  }
+  HostOp h(ops_.graph(), ops_.threads(), "aten::to");
+  h.copy("Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, local_counts * ep);
+  h.end();
+  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute, "cudaStreamSynchronize");
 }
 
 void LayerEmitter::moe_backward() {

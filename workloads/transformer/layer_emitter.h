@@ -105,6 +105,14 @@ class LayerEmitter {
   /// attention on the TP-comm stream.
   void core_attention_flash(bool backward);
 
+  /// Dropless routing (moe.capacity_factor 0): how many tokens each expert receives is known
+  /// only on the GPU, and the host needs it (the all-to-all's split sizes, the grouped GEMM's
+  /// m_splits are host lists): Megatron-Core's dispatcher all-gathers the per-expert counts over
+  /// the EP group, copies them to the host and synchronises (megatron/core/transformer/moe/
+  /// token_dispatcher.py, MoEAlltoAllTokenDispatcher: preprocess, cuda_sync_point). The host
+  /// cannot run ahead of the GPU past this point.
+  void dropless_count_sync();
+
   /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
   /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
   /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent

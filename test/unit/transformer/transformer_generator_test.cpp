@@ -495,6 +495,36 @@ TEST(TransformerGenerator, SquaredReluIsOneReluKernelEachWay) {
   EXPECT_EQ(backward, c.layers * micro_batches);
 }
 
+// Dropless MoE (capacity_factor 0) stalls the host once per MoE layer forward: the per-expert
+// counts are all-gathered over the EP group and copied to the host, which waits for them
+// (Megatron-Core's dispatcher); with a capacity factor the sizes are fixed and nothing waits.
+TEST(TransformerGenerator, DroplessMoeStallsTheHostOnTheTokenCounts) {
+  auto syncs_and_gathers = [](double capacity_factor) {
+    const TransformerConfig c = small_moe_ep8(8, 2, 2048, capacity_factor, 2);
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    std::pair<int, int> n{0, 0};
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.rank != 0) continue;
+      if (task.kind == TaskKind::kHostSync && g.name(task.name) == "cudaStreamSynchronize") {
+        ++n.first;
+      }
+      if (task.kind == TaskKind::kCollective &&
+          g.name(task.op_name) == "moe::gather_tokens_per_expert") {
+        ++n.second;
+      }
+    }
+    return n;
+  };
+  const auto [dropless_syncs, dropless_gathers] = syncs_and_gathers(0.0);
+  EXPECT_EQ(dropless_syncs, 8 * 2) << "every MoE layer's forward, 2 micro-batches";
+  EXPECT_EQ(dropless_gathers, 8 * 2);
+  const auto [capped_syncs, capped_gathers] = syncs_and_gathers(1.25);
+  EXPECT_EQ(capped_syncs, 0);
+  EXPECT_EQ(capped_gathers, 0);
+}
+
 TEST(TransformerGenerator, PlainDataParallelOnlyAddsItsGradientAllReduce) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

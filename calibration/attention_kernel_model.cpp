@@ -94,7 +94,7 @@ AttentionEstimate estimate_attention(const KernelDesc& kernel, const DeviceProfi
   est.blocks = a.batch * a.heads * ceil_div(rows, params.block_m);
   est.waves = ceil_div(est.blocks, device.sm_count);
   est.wave_efficiency = as_double(est.blocks) / (as_double(est.waves) * device.sm_count);
-  const double span = a.causal ? 0.5 * as_double(a.seq_kv) : as_double(a.seq_kv);
+  const double span = a.mean_keys_per_query();
   const double top =
       a.backward ? peak_efficiency(params.backward_efficiency_64, params.backward_efficiency_128,
                                    params.backward_efficiency_256, a.head_dim)

@@ -51,7 +51,8 @@ FlopRate arithmetic_peak(const KernelDesc& kernel, const DeviceProfile& device) 
 
 KernelWork attention_work(const KernelDesc& kernel) {
   // Dao, "FlashAttention-2" (arXiv 2307.08691), section 4.1: the forward is two matmuls,
-  // 4 s_q s_kv d flops per head (half under a causal mask); the backward five, 2.5x the
+  // 4 s_q s_kv d flops per head (half under a causal mask, s_q w under a sliding window of w
+  // keys: AttentionShape::mean_keys_per_query); the backward five, 2.5x the
   // forward. Traffic: q, k, v and o once each (the scores stay on chip); the backward also reads
   // o and do and writes dq, dk, dv.
   const AttentionShape& a = kernel.attention;
@@ -59,8 +60,8 @@ KernelWork attention_work(const KernelDesc& kernel) {
   const double b = as_double(a.batch);
   const double q_elems = b * as_double(a.heads) * as_double(a.seq_q) * as_double(a.head_dim);
   const double kv_elems = b * as_double(a.kv_heads) * as_double(a.seq_kv) * as_double(a.head_dim);
-  double flops = 4.0 * q_elems * as_double(a.seq_kv);
-  if (a.causal) flops *= 0.5;
+  // Keys per query: all, half under a causal mask, about the window under a sliding window.
+  const double flops = 4.0 * q_elems * a.mean_keys_per_query();
   if (!a.backward) return {flops, elem * (2.0 * q_elems + 2.0 * kv_elems)};
   return {2.5 * flops, elem * (4.0 * q_elems + 4.0 * kv_elems)};
 }

@@ -262,7 +262,21 @@ struct AttentionShape {
   bool fused = true;
   /// The fused kernel's implementation (fused only).
   AttentionKernel implementation = AttentionKernel::kFlash2;
+  /// Sliding-window attention: each query attends to at most the `window` keys nearest before
+  /// it (Mistral, GPT-OSS's local layers; with a causal mask); 0: no window.
+  int64_t window = 0;
   bool operator==(const AttentionShape&) const = default;
+
+  /// Keys one query attends to, on average over the queries: seq_kv; half of it (the mean of
+  /// 1 .. seq) under a causal mask, which fused kernels count as half the blocks; with a causal
+  /// window w <= seq, (seq w - w (w - 1) / 2) / seq (the first w queries see fewer); without a
+  /// causal mask, min(window, seq_kv).
+  double mean_keys_per_query() const {
+    const double s = static_cast<double>(seq_kv);
+    if (window <= 0 || window >= seq_kv) return causal ? 0.5 * s : s;
+    const double w = static_cast<double>(window);
+    return causal ? w - w * (w - 1.0) / (2.0 * s) : w;
+  }
 };
 
 /// How a grouped GEMM's rows fall to its groups (MoE experts: one group per local expert, each

@@ -85,6 +85,7 @@ uint64_t kernel_desc_hash(const KernelDesc& k) {
   h.add(a.backward);
   h.add(a.fused);
   h.add(a.implementation);
+  h.add(a.window);
   return h.value();
 }
 }  // namespace

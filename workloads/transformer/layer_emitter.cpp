@@ -144,7 +144,7 @@ std::string_view LayerEmitter::act_op(bool backward) const {
   return backward ? "GeluBackward0" : "aten::gelu";
 }
 
-void LayerEmitter::attention_forward(bool recompute_core_only) {
+void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
   const LayerKernels& d = kernels_;
   if (!recompute_core_only) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
@@ -154,7 +154,7 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
     }
   }
   if (config_.attention == AttentionImpl::kFlash) {
-    if (!recompute_core_only) core_attention_flash(false);
+    if (!recompute_core_only) core_attention_flash(false, config_.windowed_layer(layer));
   } else {
     ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
     ops_.op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
@@ -166,7 +166,7 @@ void LayerEmitter::attention_forward(bool recompute_core_only) {
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
 
-void LayerEmitter::core_attention_flash(bool backward) {
+void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
   const LayerKernels& d = kernels_;
   const int64_t cp = config_.parallelism.context;
   const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
@@ -188,8 +188,9 @@ void LayerEmitter::core_attention_flash(bool backward) {
     exchanged = h.record(kTpComm);
   };
   if (cp > 1) exchange(kv_bytes);
-  h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
-           backward ? d.attn_bwd : d.attn_fwd);
+  const KernelDescId full = backward ? d.attn_bwd : d.attn_fwd;
+  const KernelDescId window = backward ? d.attn_window_bwd : d.attn_window_fwd;
+  h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name, windowed ? window : full);
   for (int64_t step = 1; step < cp; ++step) {
     h.wait(kCompute, exchanged);
     if (step + 1 < cp) exchange(kv_bytes);
@@ -205,12 +206,12 @@ void LayerEmitter::core_attention_flash(bool backward) {
   h.end();
 }
 
-void LayerEmitter::attention_backward() {
+void LayerEmitter::attention_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   if (config_.attention == AttentionImpl::kFlash) {
-    core_attention_flash(true);
+    core_attention_flash(true, config_.windowed_layer(layer));
   } else {
     ops_.op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.av_dgrad_p,
              pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.av_dgrad_v);

@@ -36,8 +36,8 @@ class LayerEmitter {
 
   /// The attention block's forward; `recompute_core_only`: only the core attention (selective
   /// recompute of unfused attention).
-  void attention_forward(bool recompute_core_only);
-  void attention_backward();
+  void attention_forward(int64_t layer, bool recompute_core_only);
+  void attention_backward(int64_t layer);
   /// The MLP block (an MoE block on the config's MoE layers).
   void mlp_forward(int64_t layer);
   void mlp_backward(int64_t layer);
@@ -103,7 +103,7 @@ class LayerEmitter {
   /// Flash attention over the local sequence, with ring attention steps over context parallel:
   /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
   /// attention on the TP-comm stream.
-  void core_attention_flash(bool backward);
+  void core_attention_flash(bool backward, bool windowed);
 
   /// Dropless routing (moe.capacity_factor 0): how many tokens each expert receives is known
   /// only on the GPU, and the host needs it (the all-to-all's split sizes, the grouped GEMM's

@@ -59,10 +59,11 @@ class LayerKernelBuilder {
                    double writes, DType dt) {
     return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
   }
-  AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward) const {
+  AttentionShape attention_shape(int64_t seq_q, bool causal, bool backward,
+                                 int64_t window = 0) const {
     return AttentionShape{
-        sizes_.b,        sizes_.heads, sizes_.kv_heads, seq_q, sizes_.s,
-        sizes_.head_dim, causal,       backward,        true,  config_.attention_kernel};
+        sizes_.b, sizes_.heads, sizes_.kv_heads,          seq_q, sizes_.s, sizes_.head_dim, causal,
+        backward, true,         config_.attention_kernel, window};
   }
 
   /// The GEMM pieces of parallelism.tp_comm_overlap (LayerKernels). Appended after the others,
@@ -151,6 +152,13 @@ class LayerKernelBuilder {
     d.act_bwd = activation(z.tokens * z.ffn, true);
     if (config_.moe.experts > 0) build_moe_descs();
     if (config_.parallelism.tp_comm_overlap) build_tp_overlap_descs();
+    if (config_.sliding_window > 0) {
+      const int64_t w = config_.sliding_window;
+      d.attn_window_fwd =
+          add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, false, w)));
+      d.attn_window_bwd =
+          add(pytorch::attention_kernel(act_dt_, attention_shape(z.s, config_.causal, true, w)));
+    }
     // Embedding lookup (a gather of rows), learned positions added; the backward scatters the
     // gradients into the table (embedding_dense_backward: sort + index_add).
     d.embed_fwd = pw(MemoryOp::kIndex, as_double(z.tokens * z.h), 0, 1, 1);

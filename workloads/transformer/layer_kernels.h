@@ -57,6 +57,8 @@ struct LayerKernels {
   KernelDescId qkv_fwd, qkv_dgrad, qkv_wgrad;
   KernelDescId rotary_fwd, rotary_bwd;
   KernelDescId attn_fwd, attn_bwd;
+  /// The same in the sliding window (sliding_window > 0 only).
+  KernelDescId attn_window_fwd, attn_window_bwd;
   std::vector<KernelDescId> attn_ring_fwd, attn_ring_bwd;  ///< CP steps 1.. (non-diagonal)
   KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;    ///< unfused q k^T
   KernelDescId softmax_fwd, softmax_bwd, attn_dropout_fwd, attn_dropout_bwd;

@@ -410,6 +410,14 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
         "{} is not divisible by 2 x context parallel {} = {} (load-balanced ring attention)", c.seq,
         p.context, 2 * p.context));
   }
+  if (c.sliding_window > 0 && (c.attention == AttentionImpl::kUnfused || p.context > 1)) {
+    // The window is priced in the fused kernel's blocks; ring attention's steps would skip
+    // whole blocks outside it, which the ring's pricing does not do.
+    workload.child("sliding_window")
+        .fail(
+            "needs the fused attention (attention: flash, flash3 or cudnn) and no context "
+            "parallel");
+  }
   if (p.context > 1 && c.attention == AttentionImpl::kUnfused) {
     // Ring attention exchanges keys and values around the CP group inside the fused kernel's
     // loop (core_attention_flash in the generator); the unfused bmm / softmax / bmm has no such
@@ -497,6 +505,12 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.kv_heads = workload.get_int_in_or("kv_heads", 1, kMaxHeads, c.heads);
   if (workload.has("head_dim"))
     c.explicit_head_dim = workload.get_int_in("head_dim", 1, kMaxHidden);
+  c.sliding_window = workload.get_int_in_or("sliding_window", 0, kMaxSeq, 0);
+  c.full_attention_every = workload.get_int_in_or("full_attention_every", 0, kMaxLayers, 0);
+  if (c.full_attention_every > 0 && c.sliding_window == 0) {
+    workload.child("full_attention_every")
+        .fail("says which layers attend fully among sliding-window ones: needs sliding_window");
+  }
 
   constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
   constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,

@@ -12,6 +12,11 @@
 //   head_dim: 128              # one attention head's width; default hidden / heads (which must
 //                              #   then divide hidden); Q is heads x head_dim wide, the output
 //                              #   projection maps it back to hidden
+//   sliding_window: 0          # keys each query attends to at most (Mistral 4096, GPT-OSS 128);
+//                              #   0: full attention (flash / cudnn attention; not with context
+//                              #   parallel)
+//   full_attention_every: 0    # with sliding_window: every k-th layer attends fully (GPT-OSS,
+//                              #   Gemma 2: 2); 0: every layer in the window
 //   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads.
 //                              #   Fewer than tensor: each is replicated tensor / kv_heads times
 //   ffn: 49152                 # MLP inner width; default 4 x hidden (gelu), Llama's
@@ -265,6 +270,17 @@ struct TransformerConfig {
   std::optional<DType> grad_reduce_dtype;
   bool mirror_data_parallel = true;
 
+  /// Sliding-window attention (the `sliding_window` key): each query attends to at most this
+  /// many preceding keys; 0: full attention. `full_attention_every` k > 0: every k-th layer
+  /// (layers k-1, 2k-1, ...) attends fully, the others in the window (GPT-OSS and Gemma 2
+  /// alternate, k = 2; Gemma 3 has one global layer in 6); 0: every layer has the window.
+  int64_t sliding_window = 0;
+  int64_t full_attention_every = 0;
+  /// Whether `layer` (0-based) attends in the sliding window.
+  bool windowed_layer(int64_t layer) const {
+    if (sliding_window <= 0) return false;
+    return full_attention_every <= 0 || (layer + 1) % full_attention_every != 0;
+  }
   /// The `head_dim` key; 0: hidden / heads.
   int64_t explicit_head_dim = 0;
   /// Dimension of one attention head: the `head_dim` key when given (Gemma, Qwen3 and others

@@ -129,7 +129,7 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
-  layers_.attention_forward(false);
+  layers_.attention_forward(layer, false);
   layers_.mlp_forward(layer);
 }
 
@@ -144,14 +144,14 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     grad_sync_->before_backward(layer, params.elements, next);
   }
   if (config_.recomputes_layer(layer)) {
-    layers_.attention_forward(false);
+    layers_.attention_forward(layer, false);
     layers_.mlp_forward(layer);
   } else if (config_.recompute == Recompute::kSelective &&
              config_.attention == AttentionImpl::kUnfused) {
-    layers_.attention_forward(true);
+    layers_.attention_forward(layer, true);
   }
   layers_.mlp_backward(layer);
-  layers_.attention_backward();
+  layers_.attention_backward(layer);
   grad_sync_->after_backward(layer, params, last_micro_batch);
 }
 

@@ -11,6 +11,7 @@
 #include "calibration/calibrated_kernel_cost.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/kernel_calibration.h"
+#include "calibration/roofline_kernel_cost.h"
 #include "sim/config/config_node.h"
 #include "test/unit/calibration/test_device.h"
 
@@ -273,6 +274,42 @@ TEST(AttentionKernelModel, ImplementationsArePricedWithTheirOwnSection) {
   EXPECT_NE(note->find("attention flash3: no flash3 section"), std::string::npos) << *note;
   EXPECT_NE(note->find("flash2"), std::string::npos) << *note;
   EXPECT_DOUBLE_EQ(without_flash3.core_seconds(k, h100.device), seconds[0]);
+}
+
+// A sliding window of w keys: each causal query sees min(position, w) keys, (s w - w (w-1)/2)
+// in all; the FLOPs and the kernel's time follow it, and a window as long as the sequence is
+// plain causal attention.
+TEST(AttentionWindow, KeysPerQueryFollowTheWindow) {
+  AttentionShape a{1, 1, 1, 8, 8, 64, true, false, true};
+  EXPECT_DOUBLE_EQ(a.mean_keys_per_query(), 4.0);
+  a.window = 3;
+  EXPECT_DOUBLE_EQ(a.mean_keys_per_query(), (1 + 2 + 3 * 6) / 8.0);
+  a.window = 8;
+  EXPECT_DOUBLE_EQ(a.mean_keys_per_query(), 4.0);
+  a.causal = false;
+  a.window = 3;
+  EXPECT_DOUBLE_EQ(a.mean_keys_per_query(), 3.0);
+}
+
+TEST(AttentionWindow, AWindowedKernelIsCheaperInProportion) {
+  KernelDesc full;
+  full.cls = KernelClass::kAttention;
+  full.dtype = DType::kBf16;
+  full.attention = AttentionShape{4, 32, 8, 8192, 8192, 128, true, false, true};
+  KernelDesc windowed = full;
+  windowed.attention.window = 1024;
+  const double ratio = attention_work(windowed).flops / attention_work(full).flops;
+  EXPECT_NEAR(ratio, (1024.0 - 1024.0 * 1023.0 / (2.0 * 8192.0)) / 4096.0, 1e-12);
+  DeviceProfile h100;
+  h100.name = "H100";
+  h100.sm_count = 132;
+  h100.peak_flops[static_cast<size_t>(DType::kBf16)] = FlopRate::teraflops(989.0);
+  h100.hbm_bandwidth = Bandwidth::gigabytes_per_second(3350.0);
+  const AchievableFractions achievable{};
+  const double t_full = estimate_attention(full, h100, achievable, AttentionParams{}).seconds;
+  const double t_window = estimate_attention(windowed, h100, achievable, AttentionParams{}).seconds;
+  EXPECT_LT(t_window, 0.3 * t_full);
+  EXPECT_GT(t_window, 0.5 * ratio * t_full) << "shorter rows run at lower efficiency, not higher";
 }
 
 }  // namespace

@@ -489,6 +489,16 @@ TEST(TransformerConfig, ExplicitHeadDimWidensQAndCountsItsParameters) {
   EXPECT_NE(error_of(yaml, 1).find("or give head_dim"), std::string::npos) << error_of(yaml, 1);
 }
 
+TEST(TransformerConfig, SlidingWindowNeedsFusedAttentionAndNoContextParallel) {
+  EXPECT_EQ(error_of(gpt3("  attention: flash\n  sliding_window: 4096\n", ""), 1024), "");
+  EXPECT_NE(error_of(gpt3("  attention: unfused\n  sliding_window: 4096\n", ""), 1024)
+                .find("workload.sliding_window: needs the fused attention"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(gpt3("  full_attention_every: 2\n", ""), 1024).find("workload.full_attention_every"),
+      std::string::npos);
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

@@ -525,6 +525,33 @@ TEST(TransformerGenerator, DroplessMoeStallsTheHostOnTheTokenCounts) {
   EXPECT_EQ(capped_gathers, 0);
 }
 
+// Sliding-window attention, GPT-OSS style (every other layer attends fully): half the layers
+// run the windowed kernels, and the step is faster than with full attention everywhere.
+TEST(TransformerGenerator, SlidingWindowLayersRunTheWindowedAttention) {
+  const Platform dgx = platform("dgx_h100", "h100_sxm5_80gb");
+  TransformerConfig c = small_gpt(4);
+  c.seq = 8192;
+  c.micro_batch = 1;
+  c.global_batch = 1;
+  c.attention = AttentionImpl::kFlash;
+  const SimRun full = simulate(c, dgx.fabric, dgx.hardware, 1);
+  c.sliding_window = 128;
+  c.full_attention_every = 2;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int windowed = 0;
+  int whole = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind != TaskKind::kKernel || g.kernel(t).cls != KernelClass::kAttention) continue;
+    (g.kernel(t).attention.window == 128 ? windowed : whole) += 1;
+  }
+  EXPECT_EQ(windowed, 2 * 2) << "layers 0 and 2, forward and backward";
+  EXPECT_EQ(whole, 2 * 2) << "layers 1 and 3";
+  const SimRun window = simulate(c, dgx.fabric, dgx.hardware, 1);
+  EXPECT_LT(window.summary.ranks.front().window, full.summary.ranks.front().window);
+}
+
 TEST(TransformerGenerator, PlainDataParallelOnlyAddsItsGradientAllReduce) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

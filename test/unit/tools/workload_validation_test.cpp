@@ -768,12 +768,15 @@ TEST(WorkloadTables, DleInferenceTablesAreReadAsPrinted) {
 }
 
 // NeMo 24.07's DGX-H100 FP8 pre-training rows (Megatron-Core + Transformer Engine), held out:
-// every row runs and the geomean |error| is within 8% (issue bound for the Hopper-era sources;
-// measured 7.85% over 12 rows). Sanitizer builds run the two 8-GPU rows.
+// every row runs and the geomean |error| over the 12 rows is within 8% (issue bound for the
+// Hopper-era sources; measured 7.85%). Sanitizer builds run the two 8-GPU rows through the same
+// path, held to the command's 15% (two rows are not the source's geomean).
 #ifdef UPSIM_SANITIZED
 constexpr const char* kNemoRows = "LLAMA2-7B,LLAMA3-8B";
+constexpr double kNemoBoundPercent = 15.0;
 #else
 constexpr const char* kNemoRows = "";
+constexpr double kNemoBoundPercent = 8.0;
 #endif
 
 TEST(WorkloadValidation, NemoRowsWithinEightPercent) {
@@ -802,7 +805,7 @@ TEST(WorkloadValidation, NemoRowsWithinEightPercent) {
   EXPECT_EQ(out.str().find("ERROR"), std::string::npos);
   const std::string label = "nemo: geomean |error| ";
   ASSERT_NE(out.str().find(label), std::string::npos) << out.str();
-  EXPECT_LE(percent_after(out.str(), label), 8.0) << out.str();
+  EXPECT_LE(percent_after(out.str(), label), kNemoBoundPercent) << out.str();
 }
 
 }  // namespace

@@ -129,9 +129,17 @@ class ShardedParameters final : public GradientSync {
     gathered_.erase(unit);
     for (size_t b = 0; b < kGradBuffers; ++b) {
       const GradBuffer& buffer = rank_.buffers[b];
-      if (buffer.replicas == 1 || params.elements[b] == 0) continue;
-      last_event_ = collective(buffer.pg, CollectiveKind::kReduceScatter,
-                               params.elements[b] * rank_.grad_elem_bytes, "nccl:reduce_scatter");
+      if (params.elements[b] == 0) continue;
+      const int64_t bytes = params.elements[b] * rank_.grad_elem_bytes;
+      if (buffer.replicas > 1) {
+        last_event_ =
+            collective(buffer.pg, CollectiveKind::kReduceScatter, bytes, "nccl:reduce_scatter");
+      }
+      // HSDP: the shard is all-reduced with the same shard of the other groups.
+      if (buffer.shard_replicas > 1) {
+        last_event_ = collective(buffer.replicate_pg, CollectiveKind::kAllReduce,
+                                 bytes / buffer.replicas, "nccl:all_reduce");
+      }
     }
   }
 
@@ -191,8 +199,7 @@ std::unique_ptr<GradientSync> make_gradient_sync(const ParallelismConfig& p, Gra
     const bool full_shard =
         p.fsdp == FsdpMode::kFullShard || (p.zero >= 3 && p.fsdp == FsdpMode::kNone);
     return std::make_unique<ShardedParameters>(
-        rank, p.data * p.context, full_shard,
-        p.gradient_sync == ShardedGradientSync::kLastMicroBatch);
+        rank, p.shard_ranks(), full_shard, p.gradient_sync == ShardedGradientSync::kLastMicroBatch);
   }
   return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce);
 }

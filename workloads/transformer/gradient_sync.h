@@ -54,6 +54,10 @@ struct LayerParams {
 struct GradBuffer {
   uint32_t pg = 0;
   int64_t replicas = 1;
+  /// HSDP (ParallelismConfig::shard_group): the group of the ranks holding the same shard in
+  /// the other shard groups, and how many there are (1: plain sharding, no such group).
+  uint32_t replicate_pg = 0;
+  int64_t shard_replicas = 1;
   std::vector<pytorch::DdpBucket> buckets;
   /// Tensors in ready order up to the end of each bucket.
   std::vector<size_t> bucket_end;

@@ -228,6 +228,20 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
             "applies to sharded parameters only (parallelism.fsdp, or zero: 3); DDP and ZeRO-1/2 "
             "reduce once per step already (overlap_grad_reduce)");
   }
+  p.shard_group = par.get_int_in_or("shard_group", 0, kMaxParallel, 0);
+  if (p.shard_group > 0) {
+    if (p.fsdp == FsdpMode::kNone && p.zero < 3) {
+      par.child("shard_group")
+          .fail(
+              "shards parameters within groups of data-parallel ranks (HSDP): needs fsdp or "
+              "zero: 3");
+    }
+    if ((p.data * p.context) % p.shard_group != 0) {
+      par.child("shard_group")
+          .fail(fmt::format("{} does not divide the {} data-parallel ranks (data x context)",
+                            p.shard_group, p.data * p.context));
+    }
+  }
   p.order = read_order(par);
   p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
   if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");

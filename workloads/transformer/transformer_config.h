@@ -74,6 +74,8 @@
 //     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
 //     fsdp: none               # none | full_shard | shard_grad_op (PyTorch FSDP; excludes zero;
 //                              #   FSDP2's reshard_after_forward true | false)
+//     shard_group: 0           # fsdp / zero 3: HSDP, shard over groups of this many DP ranks
+//                              #   and replicate across them (0: shard over all of them)
 //     gradient_sync: every_micro_batch   # fsdp / zero 3 under gradient accumulation:
 //                              #   every_micro_batch (FSDP's default) | last_micro_batch (FSDP2's
 //                              #   set_requires_gradient_sync(False) and reshard_after_backward
@@ -176,6 +178,14 @@ struct ParallelismConfig {
   /// then gathered once per step; with full_shard it is resharded after each forward and
   /// gathered again for each backward, but not for the next micro-batch's forward.
   ShardedGradientSync gradient_sync = ShardedGradientSync::kEveryMicroBatch;
+  /// HSDP (the `shard_group` key): sharded parameters are sharded over groups of this many
+  /// consecutive data-parallel ranks and replicated across the groups (FSDP2's 2-D device mesh
+  /// (replicate, shard), FSDP1's HYBRID_SHARD): gathers and reduce-scatters stay inside a
+  /// group, and each group's gradient shards are all-reduced with the other groups'. 0: one
+  /// group of every data-parallel rank (plain FSDP).
+  int64_t shard_group = 0;
+  /// Ranks one sharded parameter is split over: shard_group, or data x context.
+  int64_t shard_ranks() const { return shard_group > 0 ? shard_group : data * context; }
   /// Rank order, innermost (fastest-varying) dimension first. Expert parallelism is carved out
   /// of the data x context ranks: global ranks have (tp, cp, dp, pp) coordinates, and where ep
   /// sits places the EP groups in the expert rank layout (RankLayout).

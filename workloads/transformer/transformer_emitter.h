@@ -42,7 +42,6 @@ class TransformerEmitter {
   bool sharded_optimizer() const;
   /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
   /// reduction's group size and the ZeRO / FSDP shard count.
-  int64_t replicas() const { return config_.parallelism.data * config_.parallelism.context; }
   int64_t virtual_stage(int64_t chunk) const;
   int64_t virtual_stages() const { return config_.parallelism.pipeline * chunks_; }
   int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }

@@ -81,9 +81,28 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
       groups_.group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
   layer_groups.context =
       groups_.group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
-  dp_pg_ = groups_.group(ParallelDim::kData, layout_.replica_group(global));
+  const std::vector<int64_t> replica = layout_.replica_group(global);
+  const auto shard = static_cast<size_t>(p.shard_ranks());
+  if (shard < replica.size()) {
+    // HSDP: consecutive groups of `shard` data-parallel ranks shard; the ranks at the same
+    // place in every group replicate.
+    const auto at =
+        static_cast<size_t>(std::find(replica.begin(), replica.end(), global) - replica.begin());
+    const std::vector<int64_t> sharded(
+        replica.begin() + static_cast<std::ptrdiff_t>(at / shard * shard),
+        replica.begin() + static_cast<std::ptrdiff_t>(at / shard * shard + shard));
+    std::vector<int64_t> replicated;
+    for (size_t i = at % shard; i < replica.size(); i += shard)
+      replicated.push_back(replica[i]);
+    dp_pg_ = groups_.group(ParallelDim::kData, sharded, "shard");
+    grad_buffers_[kDenseBuffer].replicate_pg =
+        groups_.group(ParallelDim::kData, replicated, "replicate");
+    grad_buffers_[kDenseBuffer].shard_replicas = static_cast<int64_t>(replicated.size());
+  } else {
+    dp_pg_ = groups_.group(ParallelDim::kData, replica);
+  }
   grad_buffers_[kDenseBuffer].pg = dp_pg_;
-  grad_buffers_[kDenseBuffer].replicas = replicas();
+  grad_buffers_[kDenseBuffer].replicas = static_cast<int64_t>(std::min(shard, replica.size()));
   // Without expert parallel the experts are dense parameters (ModelParameters::layer): no expert
   // buffer.
   grad_buffers_[kExpertBuffer].replicas = p.expert > 1 ? p.expert_data() : 1;

@@ -95,11 +95,12 @@ StateBytes state_bytes(const TransformerConfig& c) {
   return b;
 }
 
-/// Ranks that share (and, sharded, split) one dense / one expert parameter: Megatron-LM's
-/// distributed optimizer shards over the data-parallel group including context parallel;
-/// experts replicate over data x context / expert (the expert data-parallel group).
+/// Ranks that split one dense / one expert parameter's sharded state: Megatron-LM's
+/// distributed optimizer shards over the data-parallel group including context parallel (HSDP:
+/// over one shard group, ParallelismConfig::shard_group); experts replicate over data x context
+/// / expert (the expert data-parallel group).
 int64_t dense_replicas(const ParallelismConfig& p) {
-  return p.data * p.context;
+  return p.shard_ranks();
 }
 int64_t expert_replicas(const ParallelismConfig& p) {
   return p.data * p.context / p.expert;
@@ -388,6 +389,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
        {p.tensor, p.context, p.expert, dense_replicas(p), expert_data, p.pipeline}) {
     if (size > 1) ++communicators;
   }
+  if (p.shard_ranks() < p.data * p.context) ++communicators;  // HSDP's replicate group
   buffers += communicators * kNcclBytesPerCommunicator;
   f.parts.push_back({"buffers", buffers});
   return f;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "sim/task_graph.h"
 #include "test/unit/transformer/test_configs.h"
@@ -81,6 +82,44 @@ TEST(ShardedGradientSync, HoldingUnshardedStateCostsMemoryOnlyWithSeveralMicroBa
   EXPECT_EQ(transformer_peak_memory(last).total_bytes(),
             transformer_peak_memory(every).total_bytes())
       << "one micro-batch: nothing is held across micro-batches";
+}
+
+// HSDP: 8 data-parallel ranks in 2 shard groups of 4. Gathers and reduce-scatters stay in rank
+// 0's group {0..3}; each reduce-scatter's shard is all-reduced with rank 4's, a quarter of the
+// bytes; the state is sharded 4 ways, so it needs more memory than over all 8.
+TEST(ShardedGradientSync, HsdpShardsInsideAGroupAndAllReducesAcrossGroups) {
+  TransformerConfig c = fsdp_gpt(FsdpMode::kFullShard, ShardedGradientSync::kEveryMicroBatch);
+  c.parallelism.shard_group = 4;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int gathers = 0;
+  int reduce_scatters = 0;
+  int all_reduces = 0;
+  int64_t scattered_bytes = 0;
+  int64_t reduced_bytes = 0;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    const CollectiveDesc& d = g.collective(id);
+    if (d.members.front() != 0) continue;
+    const std::string_view name = g.collective_name(id);
+    if (name == "dp:all_gather") {
+      ++gathers;
+      EXPECT_EQ(d.members, (std::vector<RankId>{0, 1, 2, 3}));
+    } else if (name == "dp:reduce_scatter") {
+      ++reduce_scatters;
+      scattered_bytes += d.bytes;
+    } else if (name == "dp:all_reduce") {
+      ++all_reduces;
+      reduced_bytes += d.bytes;
+      EXPECT_EQ(d.members, (std::vector<RankId>{0, 4}));
+    }
+  }
+  EXPECT_EQ(gathers, (6 + 4) * 4);
+  EXPECT_EQ(reduce_scatters, 6 * 4);
+  EXPECT_EQ(all_reduces, 6 * 4);
+  EXPECT_EQ(reduced_bytes * 4, scattered_bytes);
+  TransformerConfig flat = c;
+  flat.parallelism.shard_group = 0;
+  EXPECT_GT(transformer_peak_memory(c).total_bytes(), transformer_peak_memory(flat).total_bytes());
 }
 
 }  // namespace

@@ -499,6 +499,16 @@ TEST(TransformerConfig, SlidingWindowNeedsFusedAttentionAndNoContextParallel) {
       std::string::npos);
 }
 
+TEST(TransformerConfig, ShardGroupNeedsShardedParametersAndDividesDataParallel) {
+  // gpt3(): 1024 GPUs over tensor 8 x pipeline 8: data 16.
+  EXPECT_EQ(error_of(gpt3("", "    fsdp: full_shard\n    shard_group: 8\n"), 1024), "");
+  EXPECT_NE(error_of(gpt3("", "    fsdp: full_shard\n    shard_group: 3\n"), 1024)
+                .find("workload.parallelism.shard_group: 3 does not divide the 16"),
+            std::string::npos);
+  EXPECT_NE(error_of(gpt3("", "    shard_group: 8\n"), 1024).find("needs fsdp or zero: 3"),
+            std::string::npos);
+}
+
 TEST(TransformerConfig, MoeErrors) {
   const std::string moe = "  moe:\n    experts: 8\n    top_k: 2\n";
   std::string e = error_of(gpt3(moe, "    expert: 3\n"), 1024);

@@ -585,7 +585,9 @@ std::vector<std::pair<std::string, double>> read_factors(const ConfigNode& node,
 /// Largest NVLS pipeline fill a tuning file may give, MiB (64 GiB: beyond any GPU's memory).
 constexpr double kMaxNvlsFillMib = 65536.0;
 
-std::string factor_map(const std::vector<std::pair<std::string, double>>& factors) {
+/// `{"kind": value, ...}` of a prefix table (generation factors, fills, SM counts).
+template <typename Value>
+std::string factor_map(const std::vector<std::pair<std::string, Value>>& factors) {
   std::string out = "{";
   for (size_t i = 0; i < factors.size(); ++i) {
     if (i > 0) out += ", ";
@@ -741,15 +743,8 @@ std::string format_collective_tuning(const CollectiveTuning& t, std::string_view
   out += fmt::format("nvls_generation_factors: {}\n", factor_map(t.nvls_generation_factors));
   out += fmt::format("nvls_pipeline_fill_mib: {}\n", factor_map(t.nvls_pipeline_fill_mib));
   out += fmt::format("latency_generation_factors: {}\n", factor_map(t.latency_generation_factors));
-  for (auto [key, table] : {std::pair{"communication_sms", &t.communication_sms},
-                            std::pair{"communication_sms_direct", &t.communication_sms_direct}}) {
-    std::string sms = "{";
-    for (size_t i = 0; i < table->size(); ++i) {
-      if (i > 0) sms += ", ";
-      sms += fmt::format("{}: {}", yaml_quoted((*table)[i].first), (*table)[i].second);
-    }
-    out += fmt::format("{}: {}}}\n", key, sms);
-  }
+  out += fmt::format("communication_sms: {}\n", factor_map(t.communication_sms));
+  out += fmt::format("communication_sms_direct: {}\n", factor_map(t.communication_sms_direct));
   out += fmt::format("network_peer_sms: {}\n", t.network_peer_sms);
   out += fmt::format("all_reduce_algorithms: {}\n",
                      flow_list(t.all_reduce_algorithms, [](CollectiveAlgorithm a) {

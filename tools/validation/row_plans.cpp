@@ -87,6 +87,7 @@ RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
   }
   plan.skip_reason = layout_skip_reason(row.gpus, model_parallel, data, "TP x PP x CP");
   if (!plan.skip_reason.empty()) return plan;
+  plan.overrides_source = fmt::format("validation/nemo_models.yaml, model {}", row.model);
   plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
   plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
   const bool tp = row.tensor > 1;

@@ -38,6 +38,9 @@ struct RowPlan {
   /// platform.kernels.calibration: the one fitted on the row's GPU generation.
   std::string calibration;
   std::string skip_reason;  ///< non-empty: not simulated
+  /// Non-empty: the file (and entry) some overrides were read from, named in the row's error
+  /// when the run refuses one of them.
+  std::string overrides_source;
 };
 
 /// Interleaved schedule: the number of model chunks per pipeline rank that the paper does not

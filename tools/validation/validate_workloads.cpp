@@ -67,6 +67,9 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
   } catch (const std::exception& e) {
     result.status = RowStatus::kFailed;
     result.message = e.what();
+    if (!plan.overrides_source.empty()) {
+      result.message += fmt::format(" (the row's overrides come from {})", plan.overrides_source);
+    }
   }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

@@ -98,10 +98,11 @@ class BucketedReduction final : public GradientSync {
 /// unit staying gathered after the others' backward (ParallelismConfig::gradient_sync).
 class ShardedParameters final : public GradientSync {
  public:
-  ShardedParameters(GradSyncRank rank, int64_t dense_replicas, bool regather_for_backward,
+  /// `shard_ranks`: the ranks one dense parameter is split over (ParallelismConfig::shard_ranks).
+  ShardedParameters(GradSyncRank rank, int64_t shard_ranks, bool regather_for_backward,
                     bool sync_last_micro_batch_only)
       : GradientSync(rank),
-        dense_replicas_(dense_replicas),
+        shard_ranks_(shard_ranks),
         regather_for_backward_(regather_for_backward),
         sync_last_micro_batch_only_(sync_last_micro_batch_only) {}
 
@@ -168,7 +169,7 @@ class ShardedParameters final : public GradientSync {
   /// nor prefetched.
   void gather_unit(int64_t unit, const PerBuffer& elements, const std::optional<UnitElements>& next,
                    std::string_view op_name) {
-    if (dense_replicas_ == 1) return;
+    if (shard_ranks_ == 1) return;
     TaskId ready = kNoTask;
     if (prefetched_ && prefetched_->first == unit) {
       ready = prefetched_->second;
@@ -182,7 +183,7 @@ class ShardedParameters final : public GradientSync {
     wait_compute(ready, op_name);
   }
 
-  int64_t dense_replicas_;
+  int64_t shard_ranks_;
   bool regather_for_backward_;
   bool sync_last_micro_batch_only_;
   /// Units whose parameters stay gathered across micro-batches (kLastMicroBatch).

@@ -35,8 +35,8 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
   const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
-  // Transformer Engine's bulk overlap runs these two on 16 SMs (tp_comm_overlap.cpp).
-  const int32_t sms = config_.parallelism.tp_comm_overlap ? 16 : -1;
+  // Transformer Engine's bulk overlap runs these two on its userbuffers kernels.
+  const int32_t sms = config_.parallelism.tp_comm_overlap ? kUserbuffersSms : -1;
   TaskId gathered = kNoTask;
   if (tp && sp) {
     const TaskId ready = h.record(kCompute);
@@ -166,6 +166,14 @@ void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
 
+std::vector<int64_t> ring_shift_sizes(int64_t members, int64_t bytes) {
+  const auto n = static_cast<size_t>(members);
+  std::vector<int64_t> send(n * n, 0);
+  for (size_t i = 0; i < n; ++i)
+    send[i * n + (i + 1) % n] = bytes;
+  return send;
+}
+
 void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
   const LayerKernels& d = kernels_;
   const int64_t cp = config_.parallelism.context;
@@ -176,10 +184,7 @@ void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
       2 * sizes_.b * sizes_.s * sizes_.kv_heads * sizes_.head_dim * act_elem_bytes_;
   TaskId exchanged = kNoTask;
   auto exchange = [&](int64_t bytes) {
-    const size_t n = static_cast<size_t>(cp);
-    std::vector<int64_t> send(n * n, 0);
-    for (size_t i = 0; i < n; ++i)
-      send[i * n + (i + 1) % n] = bytes;
+    const std::vector<int64_t> send = ring_shift_sizes(cp, bytes);
     const TaskId ready = h.record(kCompute);
     h.wait(kTpComm, ready);
     h.collective_on(kTpComm,

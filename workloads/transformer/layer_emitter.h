@@ -18,6 +18,18 @@
 
 namespace upsim::transformer_emit {
 
+/// SMs Transformer Engine's userbuffers kernels hold under TP overlap, TE's defaults
+/// (transformer_engine/pytorch/module/base.py, initialize_ub, get_default_config): num_sm 1
+/// for the ring exchange (its copies run on the copy engines), 16 for the pipelined and bulk
+/// overlaps.
+inline constexpr int32_t kUserbuffersRingExchangeSms = 1;
+inline constexpr int32_t kUserbuffersSms = 16;
+
+/// An all-to-all's send sizes (members x members, row-major) for a ring shift: every member
+/// sends `bytes` to the next member of the group, nothing else (ring attention's K/V exchange,
+/// Transformer Engine's ring-exchange TP overlap).
+std::vector<int64_t> ring_shift_sizes(int64_t members, int64_t bytes);
+
 /// The process groups of the rank being emitted that a layer's ops call.
 struct LayerGroups {
   uint32_t tensor = 0;

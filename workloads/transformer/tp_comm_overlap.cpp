@@ -1,20 +1,14 @@
 // Tensor-parallel communication overlapped with the GEMMs, as Transformer Engine's userbuffers
 // run it under Megatron-Core's --tp-comm-overlap (ParallelismConfig::tp_comm_overlap): the
-// LayerEmitter members that emit TE's ring-exchange and pipelined overlaps. The SM counts are
-// TE's defaults (NVIDIA/TransformerEngine transformer_engine/pytorch/module/base.py,
-// initialize_ub, get_default_config): num_sm 1 for ring_exchange (the peer-to-peer copies run
-// on the copy engines, use_ce), 16 for pipeline and bulk.
+// LayerEmitter members that emit TE's ring-exchange and pipelined overlaps (NVIDIA/
+// TransformerEngine transformer_engine/pytorch/module/base.py, initialize_ub); their SM counts
+// are in layer_emitter.h.
 #include <vector>
 
 #include "workloads/pytorch/kernels.h"
 #include "workloads/transformer/layer_emitter.h"
 
 namespace upsim::transformer_emit {
-
-namespace {
-constexpr int32_t kRingExchangeSms = 1;
-constexpr int32_t kPipelineSms = 16;
-}  // namespace
 
 int64_t LayerEmitter::tp_chunk_bytes() const {
   const int64_t elem = config_.dtype == DType::kFp8 ? 1 : act_elem_bytes_;
@@ -27,16 +21,14 @@ void LayerEmitter::ring_exchange_gemm(
   HostOp h(ops_.graph(), ops_.threads(), op);
   const auto t = static_cast<size_t>(sizes_.t);
   // Each step every rank passes the chunk it holds to the next rank of the ring.
-  std::vector<int64_t> send(t * t, 0);
-  for (size_t i = 0; i < t; ++i)
-    send[i * t + (i + 1) % t] = tp_chunk_bytes();
+  const std::vector<int64_t> send = ring_shift_sizes(sizes_.t, tp_chunk_bytes());
   const TaskId ready = h.record(kCompute);
   h.wait(kTpComm, ready);
   std::vector<TaskId> arrived(t, kNoTask);
   for (size_t step = 1; step < t; ++step) {
     h.collective_on(kTpComm,
                     ops_.call(groups_.tensor, CollectiveKind::kAllToAll, 0, "ring_exchange", send,
-                              kRingExchangeSms),
+                              kUserbuffersRingExchangeSms),
                     "te::userbuffers_ring_exchange");
     arrived[step] = h.record(kTpComm);
   }
@@ -59,7 +51,7 @@ void LayerEmitter::gemm_reduce_scatter_pipelined(std::string_view kernel_name, K
     h.wait(kTpComm, done);
     h.collective_on(kTpComm,
                     ops_.call(groups_.tensor, CollectiveKind::kReduceScatter, bytes,
-                              "reduce_scatter", {}, kPipelineSms),
+                              "reduce_scatter", {}, kUserbuffersSms),
                     "te::userbuffers_reduce_scatter");
     reduced = h.record(kTpComm);
   }

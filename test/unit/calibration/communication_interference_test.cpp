@@ -30,14 +30,7 @@ H100 h100() {
 }
 
 KernelDesc bf16_gemm(int64_t m, int64_t n, int64_t k) {
-  KernelDesc g;
-  g.cls = KernelClass::kGemm;
-  g.dtype = DType::kBf16;
-  g.m = m;
-  g.n = n;
-  g.k = k;
-  g.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  return g;
+  return gemm_kernel(DType::kBf16, 1, m, n, k);
 }
 
 TEST(CommunicationInterference, AOneWaveH100GemmBesideAnAllGatherNeedsASecondWave) {

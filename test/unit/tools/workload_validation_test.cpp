@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <sstream>
@@ -775,6 +776,34 @@ TEST(WorkloadValidation, NemoRowsWithinEightPercent) {
   const std::string label = "nemo: geomean |error| ";
   ASSERT_NE(out.find(label), std::string::npos) << out;
   EXPECT_LE(percent_after(out, label), kNemoBoundPercent) << out;
+}
+
+// A model entry of nemo_models.yaml with a key the workload does not know fails its rows, and
+// the error names the file and the entry it came from.
+TEST(WorkloadValidation, ABadNemoModelKeyNamesTheModelsFile) {
+  const fs::path configs = fs::temp_directory_path() / "upsim_nemo_bad_model_configs";
+  fs::remove_all(configs);
+  fs::copy(UPSIM_CONFIGS_DIR, configs, fs::copy_options::recursive);
+  const fs::path models = configs / "validation" / "nemo_models.yaml";
+  std::ifstream in(models);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string good = "GPT3-5B: {architecture: gpt, layers: 24";
+  ASSERT_NE(text.find(good), std::string::npos);
+  text.replace(text.find(good), good.size(), "GPT3-5B: {architecture: gpt, layerz: 24");
+  std::ofstream(models) << text;
+  std::ostringstream out;
+  const int rc = validate_workloads_main(
+      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2", "",
+       "--dle-dlrm-inference", "", "--nemo", kNemoCsv.string(), "--configs", configs.string(),
+       "--rows", "GPT3-5B"},
+      out);
+  fs::remove_all(configs);
+  EXPECT_EQ(rc, 1) << out.str();
+  EXPECT_NE(out.str().find("unknown key `layerz`"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("(the row's overrides come from validation/nemo_models.yaml, model "
+                           "GPT3-5B)"),
+            std::string::npos)
+      << out.str();
 }
 
 }  // namespace

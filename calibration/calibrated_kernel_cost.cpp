@@ -67,6 +67,25 @@ CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
   }
 }
 
+double CalibratedKernelCost::fused_memory_bound_seconds(const KernelDesc& kernel,
+                                                        const DeviceProfile& device) const {
+  const MemoryCurve& own = calibration_.curve_for(kernel.memory_op);
+  if (kernel.fused_pointwise_read <= 0.0 && kernel.fused_pointwise_written <= 0.0) {
+    return memory_bound_seconds(kernel, device, achievable_, own);
+  }
+  KernelDesc main = kernel;
+  main.bytes_read -= kernel.fused_pointwise_read;
+  main.bytes_written -= kernel.fused_pointwise_written;
+  KernelDesc pointwise = kernel;
+  pointwise.memory_op = MemoryOp::kBinary;
+  pointwise.row_elements = 0;
+  pointwise.bytes_read = kernel.fused_pointwise_read;
+  pointwise.bytes_written = kernel.fused_pointwise_written;
+  return memory_bound_seconds(main, device, achievable_, own) +
+         memory_bound_seconds(pointwise, device, achievable_,
+                              calibration_.curve_for(MemoryOp::kBinary));
+}
+
 double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
                                           const DeviceProfile& device) const {
   switch (kernel.cls) {
@@ -81,8 +100,7 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
                static_cast<double>(std::max<int64_t>(launches - 1, 0)) *
                    calibration_.kernel_overhead.seconds();
       }
-      return memory_bound_seconds(kernel, device, achievable_,
-                                  calibration_.curve_for(kernel.memory_op));
+      return fused_memory_bound_seconds(kernel, device);
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
       if (lookup_sm_count_ > 0 && lookup_sm_count_ != device.sm_count) {

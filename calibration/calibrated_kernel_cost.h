@@ -2,7 +2,9 @@
 // model (gemm_kernel_model.h), the per-family memory-bound model (memory_bound_kernel_model.h;
 // an optimizer update with a known OptimizerShape goes to optimizer_kernel_model.h on the
 // `optimizer` op's curve, and a descriptor of L launches gets L kernel_overheads) and the
-// data-distribution-aware embedding-bag model (embedding_bag_model.h), with parameters
+// data-distribution-aware embedding-bag model (embedding_bag_model.h; a memory-bound kernel
+// with a fused pointwise part, KernelDesc::fused_pointwise_read / _written, prices that part on
+// the `binary` op's curve and the rest on its own op's, in one kernel), with parameters
 // from a calibration file (kernel_calibration.h) and the device's achievable fractions from its
 // hardware profile. Fused attention is attention_kernel_model.h with the file's `attention:`
 // parameters (the FlashAttention-2 A100 defaults when it has none).
@@ -79,6 +81,10 @@ class CalibratedKernelCost final : public KernelCostModel {
   const AchievableFractions& achievable() const { return achievable_; }
 
  private:
+  /// A memory-bound kernel's core time: its op's curve, and for the bytes of a fused pointwise
+  /// part (KernelDesc::fused_pointwise_read / _written) the binary op's curve.
+  double fused_memory_bound_seconds(const KernelDesc& kernel, const DeviceProfile& device) const;
+
   KernelCalibration calibration_;
   AchievableFractions achievable_;
   std::string kernel_overhead_note_;

@@ -311,6 +311,11 @@ struct KernelDesc {
   // elements per row (0 = not row-wise or unknown).
   MemoryOp memory_op = MemoryOp::kUnspecified;
   int64_t row_elements = 0;
+  // kMemoryBound: the part of bytes_read / bytes_written that a pointwise prologue or epilogue
+  // fused into the kernel moves (TorchInductor fusing a residual add into the next norm): models
+  // that price by op price it as MemoryOp::kBinary, the rest as memory_op, in one kernel.
+  double fused_pointwise_read = 0.0;
+  double fused_pointwise_written = 0.0;
   // kMemoryBound with memory_op kOptimizer: the update, when known (models that do not read it
   // use bytes_read / bytes_written, which the emitter fills consistently).
   OptimizerShape optimizer;

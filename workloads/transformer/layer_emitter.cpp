@@ -163,7 +163,24 @@ void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
   }
   if (recompute_core_only) return;
   row_parallel_forward("proj", d.proj_in, d.proj_fwd, d.proj_fwd_split);
-  ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+  // Compiled, the residual add runs fused with the MLP's norm (mlp_forward).
+  if (!config_.compile) ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+}
+
+void LayerEmitter::residual_backward() {
+  // Compiled, the gradient of a residual add without dropout is its input: no kernel.
+  if (config_.compile && config_.dropout <= 0) return;
+  ops_.op("BiasDropoutAddBackward", "residual_bwd", kernels_.residual_bwd);
+}
+
+void LayerEmitter::norm_backward_and_residual_gradient() {
+  const LayerKernels& d = kernels_;
+  if (config_.compile) {
+    ops_.op("CompiledFunctionBackward", "triton_fused_norm_backward_add", d.norm_bwd_add);
+    return;
+  }
+  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  ops_.op("aten::add", "residual_grad_add", d.grad_add);
 }
 
 std::vector<int64_t> ring_shift_sizes(int64_t members, int64_t bytes) {
@@ -213,7 +230,7 @@ void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
 
 void LayerEmitter::attention_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
-  ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+  residual_backward();
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true, config_.windowed_layer(layer));
@@ -230,13 +247,16 @@ void LayerEmitter::attention_backward(int64_t layer) {
   }
   fp8_cast(d.qkv_dy, true);
   column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
-  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
-  ops_.op("aten::add", "residual_grad_add", d.grad_add);
+  norm_backward_and_residual_gradient();
 }
 
 void LayerEmitter::mlp_forward(int64_t layer) {
   const LayerKernels& d = kernels_;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  if (config_.compile) {
+    ops_.op("CompiledFunction", "triton_fused_add_norm", d.add_norm_fwd);
+  } else {
+    ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  }
   if (config_.is_moe_layer(layer)) {
     moe_forward();
   } else {
@@ -249,7 +269,7 @@ void LayerEmitter::mlp_forward(int64_t layer) {
 
 void LayerEmitter::mlp_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
-  ops_.op("BiasDropoutAddBackward", "residual_bwd", d.residual_bwd);
+  residual_backward();
   if (config_.is_moe_layer(layer)) {
     moe_backward();
   } else {
@@ -258,8 +278,7 @@ void LayerEmitter::mlp_backward(int64_t layer) {
     fp8_cast(d.fc1_dy, true);
     column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
   }
-  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
-  ops_.op("aten::add", "residual_grad_add", d.grad_add);
+  norm_backward_and_residual_gradient();
 }
 
 std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {

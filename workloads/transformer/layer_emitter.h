@@ -70,6 +70,12 @@ class LayerEmitter {
   void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad,
                                 std::optional<DType> dtype = std::nullopt);
 
+  /// The backward of a block's residual add (its dropout's, or none when compiled without).
+  void residual_backward();
+  /// A norm's backward and the add of its input gradient to the residual stream's gradient
+  /// (one fused kernel when compiled).
+  void norm_backward_and_residual_gradient();
+
   /// An fp8 GEMM operand's quantisation kernels (Fp8Cast), when the layer has them.
   void fp8_cast(const Fp8Cast& cast, bool backward);
 

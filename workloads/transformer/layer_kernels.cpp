@@ -5,6 +5,7 @@
 
 #include "sim/units.h"
 #include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/compiled_fusion.h"
 
 namespace upsim {
 
@@ -55,6 +56,12 @@ class LayerKernelBuilder {
   KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
     return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
   }
+  KernelDescId pw(MemoryOp op, double elements, PerElement work) {
+    return pw(op, elements, work.flops, work.reads, work.writes);
+  }
+  KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, PerElement work, DType dt) {
+    return row(op, rows, cols, work.flops, work.reads, work.writes, dt);
+  }
   KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, double flops, double reads,
                    double writes, DType dt) {
     return add(pytorch::rowwise(op, dt, rows, cols, flops, reads, writes));
@@ -89,10 +96,8 @@ class LayerKernelBuilder {
     const double sp_elems = as_double(z.sp_tokens * z.h);
     const MemoryOp norm =
         config_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
-    // Norms: one read and one write per element forward (Lin et al., TPDS 2024); the backward reads
-    // the input, the output gradient and the saved statistics, writes the input gradient.
-    d.norm_fwd = row(norm, z.sp_tokens, z.h, 8, 1, 1, act_dt_);
-    d.norm_bwd = row(norm, z.sp_tokens, z.h, 12, 2, 1, act_dt_);
+    d.norm_fwd = row(norm, z.sp_tokens, z.h, kNormForward, act_dt_);
+    d.norm_bwd = row(norm, z.sp_tokens, z.h, kNormBackward, act_dt_);
     const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);
     d.qkv_fwd = add(qkv.forward);
     d.qkv_dgrad = add(qkv.grad_input);
@@ -135,11 +140,11 @@ class LayerKernelBuilder {
     d.proj_dgrad = add(proj.grad_input);
     d.proj_wgrad = add(proj.grad_weight);
     // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
-    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 3, 2, 2)
-                                         : pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, kResidualDropoutAdd)
+                                         : pw(MemoryOp::kBinary, sp_elems, kResidualAdd);
     d.residual_bwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
                                          : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
-    d.grad_add = pw(MemoryOp::kBinary, sp_elems, 1, 2, 1);
+    d.grad_add = pw(MemoryOp::kBinary, sp_elems, kResidualGradientAdd);
     const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
     const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
     d.fc1_fwd = add(fc1.forward);
@@ -176,6 +181,11 @@ class LayerKernelBuilder {
     d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
     d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
     if (gemm_dt_ == DType::kFp8) build_fp8_casts();
+    if (config_.compile) {
+      const CompiledFusionKernels fused = add_compiled_fusion_kernels(config_, sizes_, graph_);
+      d.add_norm_fwd = fused.add_norm_fwd;
+      d.norm_bwd_add = fused.norm_bwd_add;
+    }
   }
 
   /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else

@@ -16,6 +16,25 @@ namespace upsim {
 /// initialize_ub's defaults for the `pipeline` method).
 constexpr int64_t kTpOverlapSplits = 4;
 
+/// Work per element of a memory-bound kernel: arithmetic operations, and elements read and
+/// written (in units of the activation's element size).
+struct PerElement {
+  double flops = 0;
+  double reads = 0;
+  double writes = 0;
+};
+/// A norm forward: one read and one write per element (Lin et al., TPDS 2024); its backward
+/// reads the input and the output gradient (and the saved statistics), writes the input
+/// gradient.
+inline constexpr PerElement kNormForward{8, 1, 1};
+inline constexpr PerElement kNormBackward{12, 2, 1};
+/// The residual add after an attention or MLP block: a plain add, or Megatron's fused
+/// bias-dropout-add (which also writes its mask); the add of the residual stream's two
+/// gradients in the backward.
+inline constexpr PerElement kResidualAdd{1, 2, 1};
+inline constexpr PerElement kResidualDropoutAdd{3, 2, 2};
+inline constexpr PerElement kResidualGradientAdd{1, 2, 1};
+
 /// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
 /// rank (seq / context), h hidden, t tensor parallel).
 struct LayerSizes {
@@ -74,6 +93,8 @@ struct LayerKernels {
   // 4 splits (tokens / 4 rows, rounded up).
   KernelDescId qkv_fwd_chunk, fc1_fwd_chunk, proj_dgrad_chunk, fc2_dgrad_chunk;
   KernelDescId proj_fwd_split, fc2_fwd_split;
+  // torch.compile (TransformerConfig::compile only): compiled_fusion.h's fused kernels.
+  KernelDescId add_norm_fwd = 0, norm_bwd_add = 0;
   // MoE
   KernelDescId router_fwd, router_dgrad, router_wgrad, topk, topk_bwd, permute, unpermute;
   KernelDescId expert_fc1_fwd, expert_fc1_dgrad, expert_fc1_wgrad;

@@ -603,6 +603,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   const bool low_precision = dtype_bytes(c.activation_dtype()) < 4;
   c.master_weights = workload.get_bool_or("master_weights", low_precision);
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
+  c.compile = workload.get_bool_or("compile", false);
   if (workload.has("grad_reduce_dtype")) {
     constexpr std::array<std::string_view, 3> kGradNames = {"fp32", "bf16", "fp16"};
     constexpr std::array<DType, 3> kGradTypes = {DType::kFp32, DType::kBf16, DType::kFp16};

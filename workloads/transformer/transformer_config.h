@@ -105,6 +105,11 @@
 //                              #   parallel; default: TransformerConfig::gradient_dtype()'s rule
 //   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision);
 //                              #   default true for fp16 / bf16 / fp8, false for fp32 / tf32
+//   compile: false             # torch.compile per transformer block (torchtitan's
+//                              #   --compile.enable; both it and Megatron-Core run eager by
+//                              #   default): residual add + next norm, and norm backward +
+//                              #   residual-gradient add, each one fused kernel
+//                              #   (compiled_fusion.h)
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
 //                              #   (identical work; their traffic still crosses the fabric);
 //                              #   false = simulate every GPU
@@ -279,6 +284,9 @@ struct TransformerConfig {
   /// nullopt = gradient_dtype()'s rule.
   std::optional<DType> grad_reduce_dtype;
   bool mirror_data_parallel = true;
+  /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
+  /// memory-bound kernels Inductor fuses run as one kernel each.
+  bool compile = false;
 
   /// Sliding-window attention (the `sliding_window` key): each query attends to at most this
   /// many preceding keys; 0: full attention. `full_attention_every` k > 0: every k-th layer

@@ -108,7 +108,7 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
                         : std::string()));
   out.description.push_back(fmt::format(
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "
-      "{} micro-batches of {} per replica; recompute {}{}; {} iterations ({} warm-up)",
+      "{} micro-batches of {} per replica; recompute {}{}{}; {} iterations ({} warm-up)",
       p.tensor, p.sequence ? " (SP)" : "", p.pipeline, schedule_name(p),
       p.virtual_stages > 1 ? fmt::format(", {} virtual stages", p.virtual_stages) : "", p.context,
       data_parallel_text(p), p.expert > 1 ? fmt::format(", EP {}", p.expert) : "",
@@ -117,7 +117,8 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       c.recompute_layers > 0
           ? fmt::format(" ({} of {} layers per chunk)", c.recompute_layers, c.layers_per_chunk())
           : std::string(),
-      platform.iterations, platform.warmup_iterations));
+      c.compile ? "; torch.compile per block" : "", platform.iterations,
+      platform.warmup_iterations));
   if (built.simulated.size() < static_cast<size_t>(built.gpus)) {
     out.description.push_back(fmt::format(
         "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it: "

@@ -1,5 +1,6 @@
 #include "workloads/transformer/gradient_sync.h"
 
+#include <algorithm>
 #include <set>
 
 namespace upsim {
@@ -35,11 +36,55 @@ namespace {
 /// DDP and ZeRO-1/2: the gradients of each buffer in DDP buckets (GradBuffer::buckets), each
 /// bucket all-reduced (ZeRO-1/2: reduce-scattered) once its last tensor is ready in the last
 /// micro-batch (overlap_grad_reduce), or all of them after the pipeline flush. ZeRO-1/2
-/// (Megatron's distributed optimizer) then all-gathers the updated parameters, bucket by bucket.
+/// (Megatron's distributed optimizer) then all-gathers the updated parameters, bucket by bucket:
+/// after the optimizer step, or with overlap_param_gather in the next iteration's first forward
+/// (ParallelismConfig::overlap_param_gather).
 class BucketedReduction final : public GradientSync {
  public:
-  BucketedReduction(GradSyncRank rank, bool sharded_optimizer, bool overlap)
-      : GradientSync(rank), sharded_optimizer_(sharded_optimizer), overlap_(overlap) {}
+  BucketedReduction(GradSyncRank rank, bool sharded_optimizer, bool overlap,
+                    bool overlap_param_gather)
+      : GradientSync(rank),
+        sharded_optimizer_(sharded_optimizer),
+        overlap_(overlap),
+        overlap_param_gather_(sharded_optimizer && overlap_param_gather) {}
+
+  void begin_iteration() override {
+    GradientSync::begin_iteration();
+    forwarded_.clear();
+    for (ParamGather& g : gathers_)
+      g = ParamGather{};
+  }
+
+  /// overlap_param_gather: before a unit's first forward of the iteration, the compute stream
+  /// waits for the all-gathers of the buckets holding its parameters, and the next bucket's is
+  /// issued ahead. Megatron-Core's forward pre-hook (megatron/core/distributed/
+  /// distributed_data_parallel.py, _make_forward_pre_hook: finish_param_sync of the parameter's
+  /// bucket group, which dispatches the next group's all-gather); the buckets are gathered in
+  /// forward order, the reverse of the gradients' ready order.
+  void before_forward(int64_t unit, const PerBuffer& elements,
+                      const std::optional<UnitElements>& /*next*/) override {
+    if (!overlap_param_gather_ || !forwarded_.insert(unit).second) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = rank_.buffers[b];
+      if (buffer.replicas == 1 || elements[b] == 0) continue;
+      ParamGather& g = gathers_[b];
+      g.forward_elements += elements[b];
+      const size_t n = buffer.buckets.size();
+      // Forward-order bucket k is buckets[n - 1 - k]; the unit needs every bucket that starts
+      // before the end of its parameters.
+      size_t needed = g.issued.size();
+      int64_t start = g.issued_elements;
+      while (needed < n && start < g.forward_elements) {
+        start += buffer.buckets[n - 1 - needed].bytes / rank_.grad_elem_bytes;
+        ++needed;
+      }
+      while (g.issued.size() < std::min(needed + 1, n))
+        issue_param_gather(buffer, g);
+      if (needed > 0) {
+        wait_compute(g.issued[needed - 1], "DistributedDataParallel._forward_pre_hook");
+      }
+    }
+  }
 
   void after_backward(int64_t /*unit*/, const LayerParams& params, bool last_micro_batch) override {
     if (!last_micro_batch) return;
@@ -66,7 +111,8 @@ class BucketedReduction final : public GradientSync {
   }
 
   void after_optimizer_step() override {
-    if (!sharded_optimizer_) return;
+    // With overlap_param_gather the next iteration's forward gathers (before_forward).
+    if (!sharded_optimizer_ || overlap_param_gather_) return;
     // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
     TaskId done = kNoTask;
     for (const GradBuffer& buffer : rank_.buffers) {
@@ -87,8 +133,34 @@ class BucketedReduction final : public GradientSync {
         bytes, sharded_optimizer_ ? "nccl:reduce_scatter" : "nccl:all_reduce");
   }
 
+  /// Parameter all-gathers of one buffer in the iteration's first forward.
+  struct ParamGather {
+    int64_t forward_elements = 0;  ///< parameters of the units forwarded so far
+    int64_t issued_elements = 0;   ///< parameters of the buckets issued so far
+    std::vector<TaskId> issued;    ///< completion events, forward order
+  };
+
+  /// Issues the next bucket's parameter all-gather (forward order) on the communication stream,
+  /// which depends on nothing the compute stream does.
+  void issue_param_gather(const GradBuffer& buffer, ParamGather& g) {
+    const pytorch::DdpBucket& bucket = buffer.buckets[buffer.buckets.size() - 1 - g.issued.size()];
+    const int64_t param_bytes = bucket.bytes / rank_.grad_elem_bytes * rank_.param_elem_bytes;
+    const std::string_view op_name = "DistributedDataParallel.start_param_sync";
+    HostOp h(rank_.graph, rank_.threads, op_name);
+    h.collective_on(rank_.threads.comm_stream,
+                    rank_.groups.call(buffer.pg, CollectiveKind::kAllGather,
+                                      param_bytes / buffer.replicas, "all_gather"),
+                    op_name);
+    g.issued.push_back(h.record(rank_.threads.comm_stream));
+    h.end();
+    g.issued_elements += bucket.bytes / rank_.grad_elem_bytes;
+  }
+
   bool sharded_optimizer_;
   bool overlap_;
+  bool overlap_param_gather_;
+  std::set<int64_t> forwarded_;
+  std::array<ParamGather, kGradBuffers> gathers_;
 };
 
 /// ZeRO-3 and FSDP: a unit's parameters are all-gathered before its forward (and, with full
@@ -202,7 +274,8 @@ std::unique_ptr<GradientSync> make_gradient_sync(const ParallelismConfig& p, Gra
     return std::make_unique<ShardedParameters>(
         rank, p.shard_ranks(), full_shard, p.gradient_sync == ShardedGradientSync::kLastMicroBatch);
   }
-  return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce);
+  return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce,
+                                             p.overlap_param_gather);
 }
 
 }  // namespace upsim

@@ -88,7 +88,7 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   /// A new iteration of the rank being emitted begins.
-  void begin_iteration() { last_event_ = kNoTask; }
+  virtual void begin_iteration() { last_event_ = kNoTask; }
   /// Before the forward of `unit` (a layer; -1 the embedding, -2 the output layer), whose
   /// parameters are `elements`; `next`: the unit that follows it in this chunk.
   virtual void before_forward(int64_t /*unit*/, const PerBuffer& /*elements*/,

@@ -246,6 +246,17 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   p.ddp_bucket_bytes = par.get_bytes_or("ddp_bucket", 25LL << 20);
   if (p.ddp_bucket_bytes <= 0) par.child("ddp_bucket").fail("must be positive");
   p.overlap_grad_reduce = par.get_bool_or("overlap_grad_reduce", true);
+  p.overlap_param_gather = par.get_bool_or("overlap_param_gather", false);
+  if (p.overlap_param_gather && !(p.zero >= 1 && p.zero <= 2 && p.fsdp == FsdpMode::kNone)) {
+    par.child("overlap_param_gather")
+        .fail(
+            "overlaps the distributed optimizer's parameter all-gather: needs zero 1 or 2 "
+            "(FSDP and zero 3 gather every unit before use already)");
+  }
+  if (p.overlap_param_gather && !p.overlap_grad_reduce) {
+    par.child("overlap_param_gather")
+        .fail("needs overlap_grad_reduce: true (Megatron-Core asserts the same)");
+  }
   p.p2p_scatter_gather = par.get_bool_or("p2p_scatter_gather", true);
   p.p2p_synchronous = par.get_bool_or("p2p_synchronous", false);
   p.tp_comm_overlap = par.get_bool_or("tp_comm_overlap", false);

@@ -85,6 +85,10 @@
 //     order: tp-cp-ep-dp-pp    # rank order, innermost first (Megatron's default)
 //     ddp_bucket: 25MiB        # gradient bucket for DDP / ZeRO reduction
 //     overlap_grad_reduce: true  # buckets reduced during the last backward (false: after it)
+//     overlap_param_gather: false  # zero 1 / 2 with overlap_grad_reduce: the updated parameters
+//                              #   all-gathered during the next iteration's first forward
+//                              #   (Megatron-Core --overlap-param-gather; NeMo's recipes:
+//                              #   optim.overlap_param_sync: true)
 //     tp_comm_overlap: false   # Megatron-Core --tp-comm-overlap with Transformer Engine's
 //                              #   userbuffers (needs sequence: true): all-gather + GEMM as a
 //                              #   ring exchange of TP chunks, GEMM + reduce-scatter pipelined in
@@ -201,6 +205,12 @@ struct ParallelismConfig {
   /// Reduce gradient buckets while the last micro-batch's backward runs (PyTorch DDP,
   /// Megatron-Core --overlap-grad-reduce); false: after the whole backward (Megatron-LM SC21).
   bool overlap_grad_reduce = true;
+  /// ZeRO-1/2 (Megatron-Core's distributed optimizer) with --overlap-param-gather: the updated
+  /// parameters are all-gathered bucket by bucket during the next iteration's first forward,
+  /// each layer waiting for its buckets (megatron/core/distributed/distributed_data_parallel.py,
+  /// the forward pre-hook), instead of after the optimizer step. Off by default in Megatron-Core;
+  /// NeMo's recipes set it (optim.overlap_param_sync: true).
+  bool overlap_param_gather = false;
   /// Narayanan et al. SC21 section 4.1: each TP rank sends 1/tensor of a pipeline message
   /// over the network and the receivers all-gather it over NVLink (Megatron's
   /// scatter_gather_tensors_in_pipeline, default on). Applies with tensor > 1 without SP.

@@ -437,6 +437,20 @@ TEST(TransformerConfig, GradientSyncAppliesToShardedParametersOnly) {
             "");
 }
 
+TEST(TransformerConfig, OverlapParamGatherNeedsTheDistributedOptimizer) {
+  EXPECT_NE(error_of(gpt3("", "    overlap_param_gather: true\n"), 1024)
+                .find("workload.parallelism.overlap_param_gather: overlaps the distributed "
+                      "optimizer's parameter all-gather: needs zero 1 or 2"),
+            std::string::npos);
+  EXPECT_NE(error_of(gpt3("",
+                          "    zero: 1\n    overlap_grad_reduce: false\n"
+                          "    overlap_param_gather: true\n"),
+                     1024)
+                .find("needs overlap_grad_reduce: true"),
+            std::string::npos);
+  EXPECT_EQ(error_of(gpt3("", "    zero: 1\n    overlap_param_gather: true\n"), 1024), "");
+}
+
 TEST(TransformerConfig, RecomputeLayersNeedsFullRecomputeAndFitsAChunk) {
   std::string e = error_of(gpt3("  recompute_layers: 2\n", ""), 1024);
   EXPECT_NE(e.find("workload.recompute_layers: counts fully recomputed layers: needs "

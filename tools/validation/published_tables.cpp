@@ -285,6 +285,42 @@ std::vector<NemoRow> read_nemo_table(const fs::path& path) {
   return rows;
 }
 
+std::vector<NemotronRow> read_nemotron_table(const fs::path& path) {
+  const CsvTable t(path);
+  std::vector<NemotronRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    NemotronRow r;
+    r.line = t.line(i);
+    r.model = t.field(i, "Model");
+    r.paper = t.field(i, "Paper");
+    r.data = t.integer(i, "Data-parallel size");
+    r.tensor = t.integer(i, "TP");
+    r.pipeline = t.integer(i, "PP");
+    r.gpus = t.integer(i, "GPUs");
+    r.step_time_s = t.number(i, "Iteration time (secs)");
+    r.global_batch = t.integer(i, "Batch size");
+    r.seq = t.integer(i, "Sequence Length");
+    require_positive(t, r.line,
+                     {{r.data, "Data-parallel size"},
+                      {r.tensor, "TP"},
+                      {r.pipeline, "PP"},
+                      {r.gpus, "GPUs"},
+                      {r.global_batch, "Batch size"},
+                      {r.seq, "Sequence Length"}});
+    if (!(r.step_time_s > 0.0)) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: column `Iteration time (secs)` must be positive", t.file(), r.line));
+    }
+    if (r.data * r.tensor * r.pipeline != r.gpus) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `GPUs`: {}, but data-parallel size x TP x PP = {} x {} x {} = {}",
+          t.file(), r.line, r.gpus, r.data, r.tensor, r.pipeline, r.data * r.tensor * r.pipeline));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 NemoModels read_nemo_models(const fs::path& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);
   const ConfigNode root = doc.root();

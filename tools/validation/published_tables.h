@@ -79,6 +79,20 @@ struct NemoRow {
   double step_time_s = 0.0;  ///< derived_step_time_s
 };
 
+/// One row of the Nemotron-4 reports' batch-size ramps (nemotron4_h100_pretrain.csv).
+struct NemotronRow {
+  int line = 0;
+  std::string model;  ///< Nemotron-4-15B | Nemotron-4-340B
+  std::string paper;  ///< where the row was published, e.g. "arXiv 2402.16819 Table 2"
+  int64_t data = 0;
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  int64_t gpus = 0;
+  double step_time_s = 0.0;  ///< Iteration time (secs), as published
+  int64_t global_batch = 0;
+  int64_t seq = 0;
+};
+
 /// One row of a DeepLearningExamples PyTorch DLRM training-performance table
 /// (pytorch_dlrm_training_perf_*.csv): two measurements, full precision and mixed precision.
 struct DleRow {
@@ -121,6 +135,8 @@ std::vector<MegatronRow> read_megatron_table(const std::filesystem::path& path);
 std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
 /// The derived step time must agree with GBS x seq / (tokens/s/GPU x GPUs) within 1%.
 std::vector<NemoRow> read_nemo_table(const std::filesystem::path& path);
+/// GPUs must equal data x TP x PP.
+std::vector<NemotronRow> read_nemotron_table(const std::filesystem::path& path);
 /// Throughputs may hold thousands separators ("11,400,000"); batch per GPU is "<n>k" or "<n>";
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
 std::vector<DleRow> read_dle_table(const std::filesystem::path& path,
@@ -142,8 +158,9 @@ struct MptModel {
 /// throws ConfigError for a bad file.
 std::map<std::string, MptModel> read_mpt_models(const std::filesystem::path& path);
 
-/// The models of NeMo's table (configs/validation/nemo_models.yaml): name -> the workload keys
-/// that make the model, as `workload.KEY=VALUE` overrides in the file's order.
+/// The models of NeMo's table (configs/validation/nemo_models.yaml; also the Nemotron-4 rows'
+/// nemotron4_models.yaml): name -> the workload keys that make the model, as
+/// `workload.KEY=VALUE` overrides in the file's order.
 using NemoModels = std::map<std::string, std::vector<std::string>>;
 /// Reads `models: {GPT3-5B: {layers: 24, ...}, ...}` (scalar values only); throws ConfigError
 /// for a bad file.

@@ -106,6 +106,37 @@ RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
   return plan;
 }
 
+RowPlan nemotron_plan(const NemotronRow& row, const NemoModels& models) {
+  RowPlan plan;
+  plan.source = "nemotron-4";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.step_time_s;
+  plan.template_file = "validation/nemotron4_h100.yaml";
+  plan.label = fmt::format("{} {}gpu tp{} pp{} dp{} B{} s{}", row.model, row.gpus, row.tensor,
+                           row.pipeline, row.data, row.global_batch, row.seq);
+  const auto model = models.find(row.model);
+  if (model == models.end()) {
+    plan.skip_reason =
+        fmt::format("model `{}` is not in validation/nemotron4_models.yaml", row.model);
+    return plan;
+  }
+  plan.skip_reason = layout_skip_reason(row.gpus, row.tensor * row.pipeline, row.data, "TP x PP");
+  if (!plan.skip_reason.empty()) return plan;
+  plan.overrides_source = fmt::format("validation/nemotron4_models.yaml, model {}", row.model);
+  plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
+  plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
+  const std::vector<std::string> layout = {
+      fmt::format("workload.seq={}", row.seq),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.tensor={}", row.tensor),
+      fmt::format("workload.parallelism.sequence={}", row.tensor > 1),
+      fmt::format("workload.parallelism.pipeline={}", row.pipeline),
+      fmt::format("workload.parallelism.data={}", row.data),
+  };
+  plan.overrides.insert(plan.overrides.end(), layout.begin(), layout.end());
+  return plan;
+}
+
 RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel>& models) {
   RowPlan plan;
   plan.source = "llm-foundry";

@@ -101,6 +101,12 @@ std::string source_provenance(std::string_view source) {
         "kernels h100_xla.yaml (XLA's sm_90 matmul table, fp8 at the measured fp8 rate); {}",
         kHeldOut);
   }
+  if (source == "nemotron-4") {
+    return fmt::format(
+        "Nemotron-4 15B and 340B technical reports, Table 2 (test/data/nemotron-4), bf16 on DGX "
+        "H100; kernels h100_xla.yaml (XLA's sm_90 matmul table); {}",
+        kHeldOut);
+  }
   if (source == "dle-dlrm-inference") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
@@ -145,6 +151,7 @@ struct ValidateOptions {
   std::string megatron_file = "test/data/megatron-lm-paper/megatron_sc21_table1_weak_scaling.csv";
   std::string foundry_file = "test/data/llm-foundry/mpt_training_throughput.csv";
   std::string nemo_file = "test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv";
+  std::string nemotron_file = "test/data/nemotron-4/nemotron4_h100_pretrain.csv";
   std::string dle_files =
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv,"
       "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv";
@@ -170,7 +177,9 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       "topologies/dgx_a100_cluster.yaml), llm-foundry's MPT benchmarks (FSDP; A100 40/80GB\n"
       "rows on topologies/a100_roce_cluster.yaml, H100 80GB BF16 rows on dgx_h100_cluster),\n"
       "NeMo 24.07's Megatron-Core pre-training on DGX H100 in FP8 (GPT-3, Llama 2/3, Nemotron;\n"
-      "TP/PP/CP/VP, TE's TP overlap; source nemo, validation/nemo_h100.yaml) and\n"
+      "TP/PP/CP/VP, TE's TP overlap; source nemo, validation/nemo_h100.yaml), the Nemotron-4\n"
+      "15B and 340B reports' pre-training in bf16 on 768-6144 H100s (source nemotron-4,\n"
+      "validation/nemotron4_h100.yaml) and\n"
       "NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB on DGX A100, DGX-1 and DGX-2, 1-16\n"
       "GPUs, FP32/TF32 and mixed precision; source dle-dlrm) and TensorFlow2 DCNv2 (DGX A100,\n"
       "1 and 8 GPUs; source dle-dcnv2), and the PyTorch DLRM's inference latency (1 GPU, A100\n"
@@ -190,6 +199,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
        "llm-foundry MPT benchmark CSV ('' to leave the source out)")  //
       ("nemo", po::value<std::string>(&o.nemo_file)->default_value(o.nemo_file),
        "NeMo 24.07 DGX-H100 FP8 pre-training CSV ('' to leave the source out)")  //
+      ("nemotron-4", po::value<std::string>(&o.nemotron_file)->default_value(o.nemotron_file),
+       "Nemotron-4 reports' pre-training CSV ('' to leave the source out)")  //
       ("dle-dlrm", po::value<std::string>(&o.dle_files)->default_value(o.dle_files),
        "DeepLearningExamples PyTorch DLRM training-performance CSVs, comma-separated ('' to "
        "leave the source out)")  //
@@ -228,9 +239,11 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
   }
   o.mapping.interleaved = o.schedule == "interleaved";
   if (o.megatron_file.empty() && o.foundry_file.empty() && o.nemo_file.empty() &&
-      o.dle_files.empty() && o.dcnv2_file.empty() && o.inference_files.empty()) {
+      o.nemotron_file.empty() && o.dle_files.empty() && o.dcnv2_file.empty() &&
+      o.inference_files.empty()) {
     throw po::error(
-        "every source left out (--megatron '' --llm-foundry '' --nemo '' --dle-dlrm '' "
+        "every source left out (--megatron '' --llm-foundry '' --nemo '' --nemotron-4 '' "
+        "--dle-dlrm '' "
         "--dle-dcnv2 '' --dle-dlrm-inference '')");
   }
   return true;
@@ -253,6 +266,12 @@ std::vector<RowPlan> plan_rows(const ValidateOptions& o) {
         read_nemo_models(fs::path(o.configs) / "validation" / "nemo_models.yaml");
     for (const NemoRow& r : read_nemo_table(o.nemo_file))
       plans.push_back(nemo_plan(r, models));
+  }
+  if (!o.nemotron_file.empty()) {
+    const NemoModels models =
+        read_nemo_models(fs::path(o.configs) / "validation" / "nemotron4_models.yaml");
+    for (const NemotronRow& r : read_nemotron_table(o.nemotron_file))
+      plans.push_back(nemotron_plan(r, models));
   }
   if (!o.dle_files.empty() || !o.dcnv2_file.empty()) {
     const DleTables tables =

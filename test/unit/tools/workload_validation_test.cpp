@@ -780,11 +780,17 @@ constexpr const char* kNemoRows = "";
 constexpr double kNemoBoundPercent = 9.0;
 #endif
 
-TEST(WorkloadValidation, NemoRowsWithinNinePercent) {
-  const std::string out = validate_one_source("--nemo", kNemoCsv.string(), kNemoRows);
-  const std::string label = "nemo: geomean |error| ";
+/// validate_one_source, and the source's printed geomean |error| within `bound_percent`.
+void expect_source_geomean_within(const std::string& flag, const fs::path& csv, const char* rows,
+                                  const std::string& source, double bound_percent) {
+  const std::string out = validate_one_source(flag, csv.string(), rows);
+  const std::string label = source + ": geomean |error| ";
   ASSERT_NE(out.find(label), std::string::npos) << out;
-  EXPECT_LE(percent_after(out, label), kNemoBoundPercent) << out;
+  EXPECT_LE(percent_after(out, label), bound_percent) << out;
+}
+
+TEST(WorkloadValidation, NemoRowsWithinNinePercent) {
+  expect_source_geomean_within("--nemo", kNemoCsv, kNemoRows, "nemo", kNemoBoundPercent);
 }
 
 // The Nemotron-4 reports' pre-training rows (bf16, 768-6144 H100s), held out: every row runs
@@ -799,10 +805,8 @@ constexpr double kNemotronBoundPercent = 9.0;
 #endif
 
 TEST(WorkloadValidation, NemotronReportRowsWithinNinePercent) {
-  const std::string out = validate_one_source("--nemotron-4", kNemotronCsv.string(), kNemotronRows);
-  const std::string label = "nemotron-4: geomean |error| ";
-  ASSERT_NE(out.find(label), std::string::npos) << out;
-  EXPECT_LE(percent_after(out, label), kNemotronBoundPercent) << out;
+  expect_source_geomean_within("--nemotron-4", kNemotronCsv, kNemotronRows, "nemotron-4",
+                               kNemotronBoundPercent);
 }
 
 TEST(WorkloadTables, NemotronRowsAreReadAsPublished) {

@@ -14,12 +14,9 @@
 #include "calibration/hardware_profile.h"
 #include "calibration/roofline_kernel_cost.h"
 #include "sim/config/config_node.h"
-#include "sim/executor.h"
-#include "sim/export/run_summary.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "topology/fabric_loader.h"
-#include "topology/flow_network.h"
-#include "topology/nccl_tuning.h"
 #include "workloads/transformer/transformer_generator.h"
 
 namespace upsim {
@@ -110,34 +107,13 @@ TEST(CompiledFusion, AFusedKernelIsNeverSlowerThanTheEagerPairUnderAnyShippedCal
   }
 }
 
-/// One host op costs 2 us; markers nothing.
-class FixedCpuCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
-  }
-};
-
 Duration step_window(const TransformerConfig& c, const KernelCostModel& kernels,
                      const HardwareProfile& hw) {
   TaskGraph g;
   generate_transformer(c, {1}, g);
   g.seal();
-  const FixedCpuCost cpu;
   ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
-  FlowNetwork network(load_fabric(fabric.root()), nccl_like_tuning(),
-                      hw.device.hbm_bandwidth * hw.achievable.memory);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &network;
-  models.devices.assign(g.rank_count(), hw.device);
-  Engine engine;
-  GraphExecutor executor(engine, g, models);
-  RunSummaryObserver summary(0);
-  executor.add_observer(&summary);
-  executor.run();
-  return summary.summary().ranks.front().window;
+  return test_configs::run_step(g, kernels, load_fabric(fabric.root()), hw, 1).ranks.front().window;
 }
 
 TEST(CompiledFusion, ACompiledStepIsNeverSlowerThanTheEagerOne) {

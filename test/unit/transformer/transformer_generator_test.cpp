@@ -15,6 +15,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
@@ -46,14 +47,6 @@ TransformerConfig small_moe_ep8(int64_t experts, int64_t top_k, int64_t expert_f
   return c;
 }
 
-/// One host op costs 2 us; markers nothing.
-class FixedCpuCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
-  }
-};
-
 struct Platform {
   Fabric fabric;
   HardwareProfile hardware;
@@ -80,20 +73,8 @@ SimRun simulate(const TransformerConfig& c, const Fabric& fabric, const Hardware
   params.compute_fraction = hw.achievable.compute;
   params.memory_fraction = hw.achievable.memory;
   const RooflineKernelCost kernels(params);
-  const FixedCpuCost cpu;
-  FlowNetwork network(fabric, nccl_like_tuning(), hw.device.hbm_bandwidth * hw.achievable.memory);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &network;
-  models.devices.assign(g.rank_count(), hw.device);
-  Engine engine;
-  GraphExecutor executor(engine, g, models);
-  RunSummaryObserver summary(iterations > 1 ? 1 : 0);
-  executor.add_observer(&summary);
-  executor.run();
   SimRun out;
-  out.summary = summary.summary();
+  out.summary = test_configs::run_step(g, kernels, fabric, hw, iterations);
   out.ranks = built.simulated.size();
   for (CollectiveId id = 0; id < g.collective_count(); ++id) {
     const CollectiveDesc& d = g.collective(id);

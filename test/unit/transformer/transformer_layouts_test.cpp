@@ -29,6 +29,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
@@ -40,13 +41,7 @@ namespace {
 
 const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
-/// One host op costs 2 us; markers nothing.
-class FixedCpuCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
-  }
-};
+using test_configs::FixedCpuCost;
 
 /// The degrees every combination of which is tried.
 struct CoreLayout {

@@ -67,8 +67,8 @@ CalibratedKernelCost::CalibratedKernelCost(KernelCalibration calibration,
   }
 }
 
-double CalibratedKernelCost::fused_memory_bound_seconds(const KernelDesc& kernel,
-                                                        const DeviceProfile& device) const {
+double CalibratedKernelCost::memory_bound_core_seconds(const KernelDesc& kernel,
+                                                       const DeviceProfile& device) const {
   const MemoryCurve& own = calibration_.curve_for(kernel.memory_op);
   if (kernel.fused_pointwise_read <= 0.0 && kernel.fused_pointwise_written <= 0.0) {
     return memory_bound_seconds(kernel, device, achievable_, own);
@@ -100,7 +100,7 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
                static_cast<double>(std::max<int64_t>(launches - 1, 0)) *
                    calibration_.kernel_overhead.seconds();
       }
-      return fused_memory_bound_seconds(kernel, device);
+      return memory_bound_core_seconds(kernel, device);
     case KernelClass::kEmbeddingForward:
     case KernelClass::kEmbeddingBackward:
       if (lookup_sm_count_ > 0 && lookup_sm_count_ != device.sm_count) {

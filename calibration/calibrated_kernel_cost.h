@@ -83,7 +83,7 @@ class CalibratedKernelCost final : public KernelCostModel {
  private:
   /// A memory-bound kernel's core time: its op's curve, and for the bytes of a fused pointwise
   /// part (KernelDesc::fused_pointwise_read / _written) the binary op's curve.
-  double fused_memory_bound_seconds(const KernelDesc& kernel, const DeviceProfile& device) const;
+  double memory_bound_core_seconds(const KernelDesc& kernel, const DeviceProfile& device) const;
 
   KernelCalibration calibration_;
   AchievableFractions achievable_;

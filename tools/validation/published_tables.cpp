@@ -321,11 +321,11 @@ std::vector<NemotronRow> read_nemotron_table(const fs::path& path) {
   return rows;
 }
 
-NemoModels read_nemo_models(const fs::path& path) {
+ModelOverrides read_model_overrides(const fs::path& path) {
   ConfigDocument doc = ConfigDocument::load_file(path);
   const ConfigNode root = doc.root();
   read_source(root);
-  NemoModels models;
+  ModelOverrides models;
   for (const auto& [name, node] : root.child("models").map_entries()) {
     node.expect_map("workload keys of the model, e.g. {layers: 32, hidden: 4096}");
     std::vector<std::string>& overrides = models[name];

@@ -158,13 +158,12 @@ struct MptModel {
 /// throws ConfigError for a bad file.
 std::map<std::string, MptModel> read_mpt_models(const std::filesystem::path& path);
 
-/// The models of NeMo's table (configs/validation/nemo_models.yaml; also the Nemotron-4 rows'
-/// nemotron4_models.yaml): name -> the workload keys that make the model, as
-/// `workload.KEY=VALUE` overrides in the file's order.
-using NemoModels = std::map<std::string, std::vector<std::string>>;
+/// A models file of configs/validation/ (nemo_models.yaml, nemotron4_models.yaml): model name ->
+/// the workload keys that make the model, as `workload.KEY=VALUE` overrides in the file's order.
+using ModelOverrides = std::map<std::string, std::vector<std::string>>;
 /// Reads `models: {GPT3-5B: {layers: 24, ...}, ...}` (scalar values only); throws ConfigError
 /// for a bad file.
-NemoModels read_nemo_models(const std::filesystem::path& path);
+ModelOverrides read_model_overrides(const std::filesystem::path& path);
 
 /// The DLE DLRM table sets of configs/validation/dle_criteo_tables.yaml: model size -> each
 /// table's rows, in feature order.

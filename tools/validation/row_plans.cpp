@@ -29,6 +29,25 @@ std::string layout_skip_reason(int64_t gpus, int64_t model_parallel, int64_t dat
   }
   return {};
 }
+
+/// The overrides of a row whose model comes from a models file (validation/`models_file`): the
+/// node count, the model's keys, then `layout`; a skip reason instead for a model the file does
+/// not have or a layout that does not fit the GPUs.
+void plan_model_row(RowPlan& plan, const std::string& model, const ModelOverrides& models,
+                    std::string_view models_file, int64_t model_parallel, int64_t data,
+                    std::string_view what, const std::vector<std::string>& layout) {
+  const auto entry = models.find(model);
+  if (entry == models.end()) {
+    plan.skip_reason = fmt::format("model `{}` is not in validation/{}", model, models_file);
+    return;
+  }
+  plan.skip_reason = layout_skip_reason(plan.gpus, model_parallel, data, what);
+  if (!plan.skip_reason.empty()) return;
+  plan.overrides_source = fmt::format("validation/{}, model {}", models_file, model);
+  plan.overrides = {fmt::format("platform.topology.nodes={}", plan.gpus / kGpusPerNode)};
+  plan.overrides.insert(plan.overrides.end(), entry->second.begin(), entry->second.end());
+  plan.overrides.insert(plan.overrides.end(), layout.begin(), layout.end());
+}
 }  // namespace
 
 RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
@@ -69,7 +88,7 @@ RowPlan megatron_plan(const MegatronRow& row, const MegatronMapping& mapping) {
   return plan;
 }
 
-RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
+RowPlan nemo_plan(const NemoRow& row, const ModelOverrides& models) {
   RowPlan plan;
   plan.source = "nemo";
   plan.gpus = row.gpus;
@@ -80,33 +99,23 @@ RowPlan nemo_plan(const NemoRow& row, const NemoModels& models) {
   plan.label = fmt::format("{} {}gpu tp{} pp{} cp{} vp{} dp{} B{} mb{} s{}", row.model, row.gpus,
                            row.tensor, row.pipeline, row.context, row.virtual_stages, data,
                            row.global_batch, row.micro_batch, row.seq);
-  const auto model = models.find(row.model);
-  if (model == models.end()) {
-    plan.skip_reason = fmt::format("model `{}` is not in validation/nemo_models.yaml", row.model);
-    return plan;
-  }
-  plan.skip_reason = layout_skip_reason(row.gpus, model_parallel, data, "TP x PP x CP");
-  if (!plan.skip_reason.empty()) return plan;
-  plan.overrides_source = fmt::format("validation/nemo_models.yaml, model {}", row.model);
-  plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
-  plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
-  const bool tp = row.tensor > 1;
   const std::vector<std::string> layout = {
       fmt::format("workload.seq={}", row.seq),
       fmt::format("workload.micro_batch={}", row.micro_batch),
       fmt::format("workload.global_batch={}", row.global_batch),
       fmt::format("workload.parallelism.tensor={}", row.tensor),
-      fmt::format("workload.parallelism.sequence={}", tp),
+      fmt::format("workload.parallelism.sequence={}", row.tensor > 1),
       fmt::format("workload.parallelism.pipeline={}", row.pipeline),
       fmt::format("workload.parallelism.virtual_stages={}", row.virtual_stages),
       fmt::format("workload.parallelism.context={}", row.context),
       fmt::format("workload.parallelism.data={}", data),
   };
-  plan.overrides.insert(plan.overrides.end(), layout.begin(), layout.end());
+  plan_model_row(plan, row.model, models, "nemo_models.yaml", model_parallel, data, "TP x PP x CP",
+                 layout);
   return plan;
 }
 
-RowPlan nemotron_plan(const NemotronRow& row, const NemoModels& models) {
+RowPlan nemotron_plan(const NemotronRow& row, const ModelOverrides& models) {
   RowPlan plan;
   plan.source = "nemotron-4";
   plan.gpus = row.gpus;
@@ -114,17 +123,6 @@ RowPlan nemotron_plan(const NemotronRow& row, const NemoModels& models) {
   plan.template_file = "validation/nemotron4_h100.yaml";
   plan.label = fmt::format("{} {}gpu tp{} pp{} dp{} B{} s{}", row.model, row.gpus, row.tensor,
                            row.pipeline, row.data, row.global_batch, row.seq);
-  const auto model = models.find(row.model);
-  if (model == models.end()) {
-    plan.skip_reason =
-        fmt::format("model `{}` is not in validation/nemotron4_models.yaml", row.model);
-    return plan;
-  }
-  plan.skip_reason = layout_skip_reason(row.gpus, row.tensor * row.pipeline, row.data, "TP x PP");
-  if (!plan.skip_reason.empty()) return plan;
-  plan.overrides_source = fmt::format("validation/nemotron4_models.yaml, model {}", row.model);
-  plan.overrides = {fmt::format("platform.topology.nodes={}", row.gpus / kGpusPerNode)};
-  plan.overrides.insert(plan.overrides.end(), model->second.begin(), model->second.end());
   const std::vector<std::string> layout = {
       fmt::format("workload.seq={}", row.seq),
       fmt::format("workload.global_batch={}", row.global_batch),
@@ -133,7 +131,8 @@ RowPlan nemotron_plan(const NemotronRow& row, const NemoModels& models) {
       fmt::format("workload.parallelism.pipeline={}", row.pipeline),
       fmt::format("workload.parallelism.data={}", row.data),
   };
-  plan.overrides.insert(plan.overrides.end(), layout.begin(), layout.end());
+  plan_model_row(plan, row.model, models, "nemotron4_models.yaml", row.tensor * row.pipeline,
+                 row.data, "TP x PP", layout);
   return plan;
 }
 

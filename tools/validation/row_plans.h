@@ -59,12 +59,12 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
 /// (nemo_models.yaml, TE's TP overlap among them), sequence, batches, TP (with sequence parallel
 /// when TP > 1), PP, VP, CP, DP and the node count; a skip reason for an unknown model or a layout
 /// that does not divide the GPUs.
-RowPlan nemo_plan(const NemoRow& row, const NemoModels& models);
+RowPlan nemo_plan(const NemoRow& row, const ModelOverrides& models);
 /// Pure: a Nemotron-4 report row -> overrides of configs/validation/nemotron4_h100.yaml: the
 /// model's keys (nemotron4_models.yaml: its micro-batch, virtual stages, TP overlap, ...), then
 /// sequence, global batch, TP (with sequence parallel when TP > 1), PP, DP and the node count; a
 /// skip reason for an unknown model.
-RowPlan nemotron_plan(const NemotronRow& row, const NemoModels& models);
+RowPlan nemotron_plan(const NemotronRow& row, const ModelOverrides& models);
 /// Pure: one measurement of a DLE row (mixed precision when `amp`) -> overrides of
 /// configs/validation/dle_dlrm.yaml: the system's GPU profile, kernel calibration and fabric
 /// (partial when the row uses fewer GPUs than it has), the dtypes, the table set; a skip reason for

@@ -262,14 +262,14 @@ std::vector<RowPlan> plan_rows(const ValidateOptions& o) {
       plans.push_back(foundry_plan(r, models));
   }
   if (!o.nemo_file.empty()) {
-    const NemoModels models =
-        read_nemo_models(fs::path(o.configs) / "validation" / "nemo_models.yaml");
+    const ModelOverrides models =
+        read_model_overrides(fs::path(o.configs) / "validation" / "nemo_models.yaml");
     for (const NemoRow& r : read_nemo_table(o.nemo_file))
       plans.push_back(nemo_plan(r, models));
   }
   if (!o.nemotron_file.empty()) {
-    const NemoModels models =
-        read_nemo_models(fs::path(o.configs) / "validation" / "nemotron4_models.yaml");
+    const ModelOverrides models =
+        read_model_overrides(fs::path(o.configs) / "validation" / "nemotron4_models.yaml");
     for (const NemotronRow& r : read_nemotron_table(o.nemotron_file))
       plans.push_back(nemotron_plan(r, models));
   }

@@ -7,8 +7,7 @@ namespace upsim {
 
 CompiledFusionKernels add_compiled_fusion_kernels(const TransformerConfig& config,
                                                   const LayerSizes& sizes, TaskGraph& graph) {
-  const MemoryOp norm =
-      config.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+  const MemoryOp norm = norm_memory_op(config);
   const DType dt = config.activation_dtype();
   const PerElement residual = config.dropout > 0 ? kResidualDropoutAdd : kResidualAdd;
   // The residual stream written by the add is not read back by the norm.

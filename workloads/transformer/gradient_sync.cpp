@@ -70,12 +70,12 @@ class BucketedReduction final : public GradientSync {
       ParamGather& g = gathers_[b];
       g.forward_elements += elements[b];
       const size_t n = buffer.buckets.size();
-      // Forward-order bucket k is buckets[n - 1 - k]; the unit needs every bucket that starts
-      // before the end of its parameters.
+      // The unit needs every bucket (forward order) that starts before the end of its
+      // parameters.
       size_t needed = g.issued.size();
       int64_t start = g.issued_elements;
       while (needed < n && start < g.forward_elements) {
-        start += buffer.buckets[n - 1 - needed].bytes / rank_.grad_elem_bytes;
+        start += param_elements(forward_bucket(buffer, needed));
         ++needed;
       }
       while (g.issued.size() < std::min(needed + 1, n))
@@ -113,13 +113,12 @@ class BucketedReduction final : public GradientSync {
   void after_optimizer_step() override {
     // With overlap_param_gather the next iteration's forward gathers (before_forward).
     if (!sharded_optimizer_ || overlap_param_gather_) return;
-    // The same buckets, in parameter bytes: each rank contributes its 1/replicas shard.
+    // The same buckets, in parameter bytes.
     TaskId done = kNoTask;
     for (const GradBuffer& buffer : rank_.buffers) {
       if (buffer.replicas == 1) continue;
       for (const pytorch::DdpBucket& bucket : buffer.buckets) {
-        const int64_t param_bytes = bucket.bytes / rank_.grad_elem_bytes * rank_.param_elem_bytes;
-        done = collective(buffer.pg, CollectiveKind::kAllGather, param_bytes / buffer.replicas,
+        done = collective(buffer.pg, CollectiveKind::kAllGather, param_shard_bytes(buffer, bucket),
                           "nccl:all_gather");
       }
     }
@@ -143,17 +142,30 @@ class BucketedReduction final : public GradientSync {
   /// Issues the next bucket's parameter all-gather (forward order) on the communication stream,
   /// which depends on nothing the compute stream does.
   void issue_param_gather(const GradBuffer& buffer, ParamGather& g) {
-    const pytorch::DdpBucket& bucket = buffer.buckets[buffer.buckets.size() - 1 - g.issued.size()];
-    const int64_t param_bytes = bucket.bytes / rank_.grad_elem_bytes * rank_.param_elem_bytes;
+    const pytorch::DdpBucket& bucket = forward_bucket(buffer, g.issued.size());
     const std::string_view op_name = "DistributedDataParallel.start_param_sync";
     HostOp h(rank_.graph, rank_.threads, op_name);
     h.collective_on(rank_.threads.comm_stream,
                     rank_.groups.call(buffer.pg, CollectiveKind::kAllGather,
-                                      param_bytes / buffer.replicas, "all_gather"),
+                                      param_shard_bytes(buffer, bucket), "all_gather"),
                     op_name);
     g.issued.push_back(h.record(rank_.threads.comm_stream));
     h.end();
-    g.issued_elements += bucket.bytes / rank_.grad_elem_bytes;
+    g.issued_elements += param_elements(bucket);
+  }
+
+  /// The k-th bucket in forward order: the gradients' ready order reversed.
+  static const pytorch::DdpBucket& forward_bucket(const GradBuffer& buffer, size_t k) {
+    return buffer.buckets[buffer.buckets.size() - 1 - k];
+  }
+  /// Parameters whose gradients `bucket` holds.
+  int64_t param_elements(const pytorch::DdpBucket& bucket) const {
+    return bucket.bytes / rank_.grad_elem_bytes;
+  }
+  /// Bytes of the parameters of `bucket` each rank contributes to its all-gather (its
+  /// 1 / replicas shard, in the gathered dtype).
+  int64_t param_shard_bytes(const GradBuffer& buffer, const pytorch::DdpBucket& bucket) const {
+    return param_elements(bucket) * rank_.param_elem_bytes / buffer.replicas;
   }
 
   bool sharded_optimizer_;

@@ -94,8 +94,7 @@ class LayerKernelBuilder {
     LayerKernels& d = kernels_;
     const LayerSizes& z = sizes_;
     const double sp_elems = as_double(z.sp_tokens * z.h);
-    const MemoryOp norm =
-        config_.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+    const MemoryOp norm = norm_memory_op(config_);
     d.norm_fwd = row(norm, z.sp_tokens, z.h, kNormForward, act_dt_);
     d.norm_bwd = row(norm, z.sp_tokens, z.h, kNormBackward, act_dt_);
     const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);

@@ -35,6 +35,11 @@ inline constexpr PerElement kResidualAdd{1, 2, 1};
 inline constexpr PerElement kResidualDropoutAdd{3, 2, 2};
 inline constexpr PerElement kResidualGradientAdd{1, 2, 1};
 
+/// The memory-bound op family of `config`'s norm (layernorm or RMS norm).
+inline MemoryOp norm_memory_op(const TransformerConfig& config) {
+  return config.norm == TransformerNorm::kRmsNorm ? MemoryOp::kRmsNorm : MemoryOp::kLayerNorm;
+}
+
 /// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
 /// rank (seq / context), h hidden, t tensor parallel).
 struct LayerSizes {

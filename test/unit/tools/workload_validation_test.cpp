@@ -32,7 +32,7 @@ const fs::path kFoundryCsv =
 const fs::path kMptModels = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "mpt_models.yaml";
 const fs::path kNemoCsv =
     fs::path(UPSIM_SOURCE_ROOT) / "test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv";
-const fs::path kNemoModels = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemo_models.yaml";
+const fs::path kModelOverrides = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemo_models.yaml";
 const fs::path kNemotronCsv =
     fs::path(UPSIM_SOURCE_ROOT) / "test/data/nemotron-4/nemotron4_h100_pretrain.csv";
 const fs::path kDleDir = fs::path(UPSIM_SOURCE_ROOT) / "test/data/nvidia-deeplearningexamples";
@@ -158,7 +158,7 @@ TEST(WorkloadTables, NemoShippedCopyHasTheTwelveRowsAndEveryModel) {
   EXPECT_EQ(llama3.context, 2);
   EXPECT_EQ(llama3.virtual_stages, 5);
   EXPECT_DOUBLE_EQ(llama3.step_time_s, 10.688);
-  const NemoModels models = read_nemo_models(kNemoModels);
+  const ModelOverrides models = read_model_overrides(kModelOverrides);
   for (const NemoRow& r : rows)
     EXPECT_TRUE(models.count(r.model)) << r.model;
 }
@@ -526,7 +526,7 @@ TEST(WorkloadPlans, DleRowsMapToTheTemplateOverrides) {
 }
 
 TEST(WorkloadPlans, NemoRowMapsToTheModelAndTheLayout) {
-  const NemoModels models = read_nemo_models(kNemoModels);
+  const ModelOverrides models = read_model_overrides(kModelOverrides);
   const std::vector<NemoRow> rows = read_nemo_table(kNemoCsv);
   const RowPlan llama3 = nemo_plan(rows.back(), models);
   EXPECT_EQ(llama3.label, "LLAMA3-70B 64gpu tp4 pp4 cp2 vp5 dp2 B128 mb1 s8192");
@@ -819,7 +819,7 @@ TEST(WorkloadTables, NemotronRowsAreReadAsPublished) {
   EXPECT_EQ(rows.back().global_batch, 2304);
   const RowPlan plan = nemotron_plan(
       rows.back(),
-      read_nemo_models(fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemotron4_models.yaml"));
+      read_model_overrides(fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemotron4_models.yaml"));
   EXPECT_EQ(plan.label, "Nemotron-4-340B 6144gpu tp8 pp12 dp64 B2304 s4096");
   EXPECT_EQ(plan.template_file, "validation/nemotron4_h100.yaml");
   EXPECT_NE(std::find(plan.overrides.begin(), plan.overrides.end(),

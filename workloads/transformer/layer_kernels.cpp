@@ -309,12 +309,15 @@ class LayerKernelBuilder {
 LayerSizes layer_sizes(const TransformerConfig& config) {
   const ParallelismConfig& p = config.parallelism;
   LayerSizes sizes;
-  sizes.b = config.micro_batch;
-  sizes.s = config.seq / p.context;
+  const AttentionSequences attention = config.attention_sequences();
+  sizes.b = attention.batch;
+  sizes.s = attention.length / p.context;
   sizes.h = config.hidden;
   sizes.t = p.tensor;
-  sizes.tokens = sizes.b * sizes.s;
-  sizes.sp_tokens = p.sequence ? sizes.tokens / sizes.t : sizes.tokens;
+  sizes.tokens = config.micro_batch_tokens() / p.context;
+  // Unpadded tokens need not divide by tensor: the last rank's shard is padded (Megatron-Core
+  // pads THD batches to a multiple of the TP size under sequence parallel).
+  sizes.sp_tokens = p.sequence ? (sizes.tokens + sizes.t - 1) / sizes.t : sizes.tokens;
   sizes.heads = config.heads / sizes.t;
   sizes.kv_heads = std::max<int64_t>(1, config.kv_heads / sizes.t);
   sizes.head_dim = config.head_dim();

@@ -41,13 +41,15 @@ inline MemoryOp norm_memory_op(const TransformerConfig& config) {
 }
 
 /// Per-GPU sizes of one micro-batch (Megatron's notation: b micro-batch, s sequence on this
-/// rank (seq / context), h hidden, t tensor parallel).
+/// rank (seq / context), h hidden, t tensor parallel). With unpadded or packed samples b and s
+/// are the attention's sequences (TransformerConfig::attention_sequences) and tokens the real
+/// ones.
 struct LayerSizes {
-  int64_t b = 0;
-  int64_t s = 0;
+  int64_t b = 0;  ///< attention sequences
+  int64_t s = 0;  ///< tokens per attention sequence on this rank
   int64_t h = 0;
   int64_t t = 1;
-  int64_t tokens = 0;     ///< b x s: rows of the GEMMs
+  int64_t tokens = 0;     ///< rows of the GEMMs: b x s when padded
   int64_t sp_tokens = 0;  ///< tokens held between TP regions (tokens / t with SP)
   int64_t heads = 0;      ///< query heads on this rank
   int64_t kv_heads = 0;   ///< key/value heads on this rank (replicated when kv_heads < t)

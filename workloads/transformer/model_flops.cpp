@@ -4,7 +4,7 @@ namespace upsim {
 
 double transformer_model_flops(const TransformerConfig& c) {
   const double h = static_cast<double>(c.hidden);
-  const double s = static_cast<double>(c.seq);
+  const double s = static_cast<double>(c.attention_sequences().length);
   const double gated = c.activation == TransformerActivation::kSwiglu ? 1.5 : 1.0;
   // Per token, forward and backward (3 x the forward's 2 FLOPs per multiply-add): the QKV
   // projection h x (q + 2 kv), the output projection q x h, scores and values 2 x s x q. With
@@ -23,7 +23,9 @@ double transformer_model_flops(const TransformerConfig& c) {
     per_token += attention + mlp;
   }
   per_token += 6.0 * h * static_cast<double>(c.padded_vocab());
-  return per_token * s * static_cast<double>(c.global_batch);
+  const double tokens_per_sample =
+      static_cast<double>(c.micro_batch_tokens()) / static_cast<double>(c.micro_batch);
+  return per_token * tokens_per_sample * static_cast<double>(c.global_batch);
 }
 
 }  // namespace upsim

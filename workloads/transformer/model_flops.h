@@ -11,7 +11,9 @@
 //               12 h f_e (top_k + shared) (3/2 ...)  a MoE layer (f_e = expert_ffn), the routed
 //                                                    and shared experts each token runs
 //   output      6 h V (padded vocabulary), once per token
-// times the tokens of one iteration: global_batch x seq.
+// times the tokens of one iteration: global_batch x seq. With unpadded or packed samples
+// (sequences: in transformer_config.h) s is the pair-weighted mean length E[l^2] / E[l], so that
+// the scores count each sample's own square, and unpadded samples count their real tokens.
 #pragma once
 
 #include "workloads/transformer/transformer_config.h"

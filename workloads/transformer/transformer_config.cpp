@@ -443,6 +443,24 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "needs the fused attention (attention: flash, flash3 or cudnn) and no context "
             "parallel");
   }
+  if (c.sequences.layout != SequenceLayout::kPadded) {
+    const ConfigNode layout = workload.child("sequences").child("layout");
+    if (c.attention == AttentionImpl::kUnfused) {
+      // A variable-length attention needs the fused kernels' cumulative-length interface
+      // (flash_attn_varlen_func, cuDNN's THD layout); bmm + softmax + bmm computes each padded
+      // square.
+      layout.fail(
+          fmt::format("{} sequences need a fused attention (attention: flash, flash3 or "
+                      "cudnn): the unfused one computes every padded seq x seq square",
+                      sequence_layout_name(c.sequences.layout)));
+    }
+    if (p.context > 1) {
+      layout.fail(
+          fmt::format("{} sequences with context parallel {} are not modelled (ring "
+                      "attention here splits whole padded sequences)",
+                      sequence_layout_name(c.sequences.layout), p.context));
+    }
+  }
   if (p.context > 1 && c.attention == AttentionImpl::kUnfused) {
     // Ring attention exchanges keys and values around the CP group inside the fused kernel's
     // loop (core_attention_flash in the generator); the unfused bmm / softmax / bmm has no such
@@ -555,6 +573,9 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.vocab = workload.get_int_in("vocab", 1, kMaxVocab);
   c.seq = workload.get_int_in("seq", 1, kMaxSeq);
   c.micro_batch = workload.get_int_in_or("micro_batch", 1, kMaxMicroBatch, 1);
+  if (const std::optional<ConfigNode> sequences = workload.optional_child("sequences")) {
+    c.sequences = read_sequence_lengths(*sequences, c.seq);
+  }
   c.dtype = read_dtype(workload);
   if (workload.has("fp8_recipe") && c.dtype != DType::kFp8) {
     workload.child("fp8_recipe")

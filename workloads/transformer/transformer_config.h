@@ -24,6 +24,16 @@
 //   vocab: 51200               # padded as Megatron does: padded_vocab()
 //   seq: 2048
 //   micro_batch: 1             # sequences per micro-batch per data-parallel rank
+//   sequences:                 # optional: the samples' real lengths and how a micro-batch holds
+//                              #   them (sequence_lengths.h); default padded samples of seq
+//     layout: padded           # padded | unpadded (padding removed: GEMMs on the real tokens,
+//                              #   variable-length attention) | packed (samples concatenated
+//                              #   into rows of seq tokens, attention inside each sample;
+//                              #   micro_batch and global_batch then count rows)
+//     mean_length: 512         # the samples' mean length in tokens, 1 .. seq; default seq
+//     length_std: 0            # their standard deviation (the attention's work grows with
+//                              #   mean^2 + std^2 per sample); unpadded and packed need a fused
+//                              #   attention and no context parallel
 //   global_batch: 1536         # sequences per iteration; micro-batches per iteration =
 //                              #   global_batch / (micro_batch x data); default
 //                              #   micro_batch x data x pipeline (one micro-batch per stage)
@@ -133,6 +143,7 @@
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
+#include "workloads/transformer/sequence_lengths.h"
 
 namespace upsim {
 
@@ -266,6 +277,8 @@ struct TransformerConfig {
   int64_t seq = 0;
   int64_t micro_batch = 1;
   int64_t global_batch = 0;
+  /// The samples' lengths and layout (the `sequences` key).
+  SequenceLengths sequences;
   /// GEMM dtype; everything else runs in `activation_dtype()` (bf16 for fp8 training).
   DType dtype = DType::kBf16;
   /// How fp8 GEMM operands are quantised (dtype fp8 only).
@@ -329,6 +342,15 @@ struct TransformerConfig {
   int64_t padded_vocab() const {
     const int64_t multiple = kVocabPadMultiple * parallelism.tensor;
     return (vocab + multiple - 1) / multiple * multiple;
+  }
+  /// Tokens of one micro-batch through the GEMMs, before a context-parallel split
+  /// (sequence_lengths.h: micro_batch x seq unless unpadded).
+  int64_t micro_batch_tokens() const {
+    return upsim::micro_batch_tokens(sequences, micro_batch, seq);
+  }
+  /// The attention sequences of one micro-batch, before a context-parallel split.
+  AttentionSequences attention_sequences() const {
+    return upsim::attention_sequences(sequences, micro_batch, seq);
   }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
   /// The gradients' element type: grad_reduce_dtype when given, else Megatron-LM's rule

@@ -200,7 +200,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   const int64_t t = p.tensor;
   const int64_t split = p.sequence ? t : 1;  // divisor of the TP-replicated parts
   const int64_t s_local = c.seq / p.context;
-  const int64_t tokens = s_local * c.micro_batch;
+  const int64_t tokens = c.micro_batch_tokens() / p.context;
   const int64_t h = c.hidden;
   const int64_t d = c.head_dim();
   const int64_t q_local = c.heads / t;
@@ -323,7 +323,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
   const int64_t e = dtype_bytes(c.activation_dtype());
   const int64_t split = p.sequence ? p.tensor : 1;
-  const int64_t tokens = c.seq / p.context * c.micro_batch;
+  const int64_t tokens = c.micro_batch_tokens() / p.context;
   auto activations =
       static_cast<int64_t>(std::llround(static_cast<double>(per_micro_batch) * in_flight));
   // Full recomputation rematerialises one layer's activations (one micro-batch) during its

@@ -119,6 +119,8 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
           : std::string(),
       c.compile ? "; torch.compile per block" : "", platform.iterations,
       platform.warmup_iterations));
+  const std::string sequences = sequence_lengths_text(c.sequences, c.micro_batch, c.seq);
+  if (!sequences.empty()) out.description.push_back("sequences: " + sequences);
   if (built.simulated.size() < static_cast<size_t>(built.gpus)) {
     out.description.push_back(fmt::format(
         "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it: "

@@ -380,6 +380,49 @@ TEST(TransformerConfig, InterleavedNeedsMicroBatchesMultipleOfPipeline) {
   EXPECT_EQ(error_of(gpt3("", "    virtual_stages: 2\n"), 1024), "");
 }
 
+TEST(TransformerConfig, SequencesReadTheirLayoutMeanAndDeviation) {
+  const TransformerConfig padded = parse(llama2_70b(), 32);
+  EXPECT_EQ(padded.sequences.layout, SequenceLayout::kPadded);
+  EXPECT_EQ(padded.micro_batch_tokens(), 4096);
+  const TransformerConfig packed =
+      parse(llama2_70b("  sequences: {layout: packed, mean_length: 1024, length_std: 512}\n"), 32);
+  EXPECT_EQ(packed.sequences.layout, SequenceLayout::kPacked);
+  EXPECT_DOUBLE_EQ(packed.sequences.mean_length, 1024);
+  EXPECT_DOUBLE_EQ(packed.sequences.length_std, 512);
+  EXPECT_EQ(packed.micro_batch_tokens(), 4096);
+  const TransformerConfig unpadded =
+      parse(llama2_70b("  sequences: {layout: unpadded, mean_length: 1000.4}\n"), 32);
+  EXPECT_EQ(unpadded.micro_batch_tokens(), 1000);
+}
+
+TEST(TransformerConfig, SequencesOutsideWhatSamplesOfOneToSeqTokensCanBeNameTheKey) {
+  std::string e = error_of(llama2_70b("  sequences: {layout: padded, mean_length: 5000}\n"), 32);
+  EXPECT_NE(e.find("workload.sequences.mean_length"), std::string::npos) << e;
+  // Lengths in [1, 4096] with mean 1024 deviate by at most sqrt(1023 x 3072) = 1772.8.
+  e = error_of(llama2_70b("  sequences: {layout: packed, mean_length: 1024, length_std: 1800}\n"),
+               32);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.sequences.length_std: 1800 is more than samples of 1 .. seq 4096 "
+                   "tokens with mean_length 1024 can deviate (at most 1773)"),
+            std::string::npos)
+      << e;
+  e = error_of(llama2_70b("  sequences: {layout: ragged}\n"), 32);
+  EXPECT_NE(e.find("workload.sequences.layout"), std::string::npos) << e;
+  e = error_of(llama2_70b("  attention: unfused\n  sequences: {layout: unpadded}\n"), 32);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.sequences.layout: unpadded sequences need a fused attention"),
+            std::string::npos)
+      << e;
+  e = error_of(replace(llama2_70b("  sequences: {layout: packed, mean_length: 512}\n"),
+                       "    pipeline: 4\n", "    pipeline: 4\n    context: 2\n"),
+               64);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.sequences.layout: packed sequences with context parallel 2 are not "
+                   "modelled"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

@@ -209,22 +209,29 @@ void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
                     "c10d::batch_isend_irecv");
     exchanged = h.record(kTpComm);
   };
-  if (cp > 1) exchange(kv_bytes);
-  const KernelDescId full = backward ? d.attn_bwd : d.attn_fwd;
-  const KernelDescId window = backward ? d.attn_window_bwd : d.attn_window_fwd;
-  h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name, windowed ? window : full);
-  for (int64_t step = 1; step < cp; ++step) {
-    h.wait(kCompute, exchanged);
-    if (step + 1 < cp) exchange(kv_bytes);
-    h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name,
-             backward ? d.attn_ring_bwd[static_cast<size_t>(step - 1)]
-                      : d.attn_ring_fwd[static_cast<size_t>(step - 1)]);
+  // Transformer Engine's AttnFuncWithCPAndKVP2P (transformer_engine/pytorch/attention.py): step
+  // i's send and receive are issued before step i's attention and waited for before step i + 1.
+  // The forward sends K / V on every step but the last. The backward's buffers hold K / V and
+  // the dK / dV accumulated so far: step 0 sends K / V, the middle steps both, the last step
+  // dK / dV alone, which the rank waits for after its last step's attention.
+  const auto step_bytes = [&](int64_t step) -> int64_t {
+    if (!backward) return step + 1 < cp ? kv_bytes : 0;
+    return step == 0 || step + 1 == cp ? kv_bytes : 2 * kv_bytes;
+  };
+  for (int64_t step = 0; step < cp; ++step) {
+    if (step > 0) h.wait(kCompute, exchanged);
+    if (cp > 1 && step_bytes(step) > 0) exchange(step_bytes(step));
+    KernelDescId kernel = 0;
+    if (step == 0) {
+      kernel = backward ? (windowed ? d.attn_window_bwd : d.attn_bwd)
+                        : (windowed ? d.attn_window_fwd : d.attn_fwd);
+    } else {
+      const auto ring = static_cast<size_t>(step - 1);
+      kernel = backward ? d.attn_ring_bwd[ring] : d.attn_ring_fwd[ring];
+    }
+    h.kernel(backward ? "flash_bwd_kernel" : "flash_fwd_kernel", name, kernel);
   }
-  // The backward sends dK / dV around the ring once more to their owners.
-  if (backward && cp > 1) {
-    exchange(kv_bytes);
-    h.wait(kCompute, exchanged);
-  }
+  if (backward && cp > 1) h.wait(kCompute, exchanged);
   h.end();
 }
 

@@ -176,6 +176,33 @@ TEST(TransformerGenerator, ContextParallelRanksReduceTheirGradients) {
   EXPECT_EQ(ParallelLayout(p).replica_group(9), (std::vector<int64_t>{9, 11, 13, 15}));
 }
 
+// Ring attention as Transformer Engine runs it (AttnFuncWithCPAndKVP2P): per layer and
+// micro-batch, the forward passes K / V on cp - 1 steps; the backward passes K / V on step 0,
+// K / V with the accumulated dK / dV on the middle steps and dK / dV alone on the last: 2 (cp - 1)
+// K / V-sized messages per rank over cp sends.
+TEST(TransformerGenerator, RingAttentionPassesKeysValuesAndTheirGradientsAsTransformerEngine) {
+  for (const int64_t cp : {2, 4}) {
+    TransformerConfig c = small_gpt(2);
+    c.parallelism.context = cp;
+    c.global_batch = c.micro_batch;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    const LayerSizes z = layer_sizes(c);
+    const int64_t kv_bytes = 2 * z.b * z.s * z.kv_heads * z.head_dim * 2;  // bf16
+    int64_t sends = 0;
+    int64_t bytes = 0;
+    for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+      const CollectiveDesc& col = g.collective(id);
+      if (col.parallel_dim != ParallelDim::kContext || col.members.front() != 0) continue;
+      ++sends;
+      bytes += col.send_bytes.at(0, 1);
+    }
+    const int64_t passes = c.layers * c.micro_batches();
+    EXPECT_EQ(sends, passes * ((cp - 1) + cp)) << "cp " << cp;
+    EXPECT_EQ(bytes, passes * ((cp - 1) + 2 * (cp - 1)) * kv_bytes) << "cp " << cp;
+  }
+}
+
 TEST(TransformerGenerator, MoeWithContextAndExpertParallelFinishes) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

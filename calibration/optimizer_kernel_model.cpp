@@ -35,6 +35,16 @@ std::vector<OptimizerPass> optimizer_passes(OptimizerKind kind, OptimizerImpl im
       case OptimizerKind::kAdam:
       case OptimizerKind::kAdamW:
         return {{4, false, 2, 2, 1, 2}};
+      case OptimizerKind::kLamb:
+        // NVIDIA/apex apex/optimizers/fused_lamb.py and csrc/multi_tensor_lamb.cu: the global
+        // gradient norm (multi_tensor_l2norm over g), stage 1 (reads g, w, m, v; writes m, v
+        // and the update u over g), the per-tensor norms of w and of u (multi_tensor_l2norm,
+        // per_tensor), stage 2 (reads u and w, writes w scaled by the trust ratio).
+        return {{1, false, 1, 0, 0, 0},
+                {4, false, 2, 2, 1, 2},
+                {1, false, 1, 0, 0, 0},
+                {1, false, 1, 0, 0, 0},
+                {2, false, 2, 0, 1, 0}};
       case OptimizerKind::kUnspecified:
         break;
     }
@@ -68,6 +78,9 @@ std::vector<OptimizerPass> optimizer_passes(OptimizerKind kind, OptimizerImpl im
         out.insert(out.end(), adam.begin(), adam.end());
         return out;
       }
+      case OptimizerKind::kLamb:
+        throw std::invalid_argument(
+            "optimizer model: lamb has only a fused implementation (Apex FusedLAMB)");
       case OptimizerKind::kUnspecified:
         break;
     }

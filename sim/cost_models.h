@@ -163,8 +163,11 @@ enum class OptimizerKind : uint8_t {
   kAdagrad,      ///< + one state sum
   kAdam,         ///< + exp_avg, exp_avg_sq
   kAdamW,        ///< Adam with decoupled weight decay (one more pass over w when foreach)
+  /// LAMB (You et al., arXiv 1904.00962) as NVIDIA Apex's FusedLAMB runs it (NVIDIA's BERT
+  /// pretraining): Adam's moments plus a per-tensor trust ratio ||w|| / ||update||. Fused only.
+  kLamb,
 };
-inline constexpr size_t kOptimizerKindCount = 6;
+inline constexpr size_t kOptimizerKindCount = 7;
 std::string_view optimizer_kind_name(OptimizerKind kind);
 
 /// How the update is launched: kForeach = the torch._foreach_* sequence (foreach=True), one

@@ -106,6 +106,8 @@ std::string_view optimizer_kind_name(OptimizerKind kind) {
       return "adam";
     case OptimizerKind::kAdamW:
       return "adamw";
+    case OptimizerKind::kLamb:
+      return "lamb";
   }
   return "?";
 }

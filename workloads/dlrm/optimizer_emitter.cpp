@@ -20,6 +20,8 @@ std::string_view torch_optimizer_class(OptimizerKind kind) {
       return "Adam";
     case OptimizerKind::kAdamW:
       return "AdamW";
+    case OptimizerKind::kLamb:
+      return "FusedLAMB";
     default:
       return "SGD";
   }

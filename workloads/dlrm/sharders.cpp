@@ -512,6 +512,7 @@ int64_t dense_optimizer_states(OptimizerKind kind) {
       return 1;
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW:
+    case OptimizerKind::kLamb:
       return 2;
     case OptimizerKind::kUnspecified:
     case OptimizerKind::kSgd:

@@ -624,14 +624,20 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
           .fail("counts fully recomputed layers: needs `recompute: full`");
     }
   }
-  constexpr std::array<std::string_view, 3> kOptNames = {"adam", "adamw", "sgd"};
-  constexpr std::array<TransformerOptimizer, 3> kOpts = {
-      TransformerOptimizer::kAdam, TransformerOptimizer::kAdamW, TransformerOptimizer::kSgd};
+  constexpr std::array<std::string_view, 4> kOptNames = {"adam", "adamw", "sgd", "lamb"};
+  constexpr std::array<TransformerOptimizer, 4> kOpts = {
+      TransformerOptimizer::kAdam, TransformerOptimizer::kAdamW, TransformerOptimizer::kSgd,
+      TransformerOptimizer::kLamb};
   c.optimizer = read_enum(workload, "optimizer", kOptNames, kOpts, TransformerOptimizer::kAdam);
   constexpr std::array<std::string_view, 2> kImplNames = {"fused", "foreach"};
   constexpr std::array<OptimizerImpl, 2> kImpls = {OptimizerImpl::kFused, OptimizerImpl::kForeach};
   c.optimizer_impl =
       read_enum(workload, "optimizer_impl", kImplNames, kImpls, OptimizerImpl::kFused);
+  if (c.optimizer == TransformerOptimizer::kLamb && c.optimizer_impl != OptimizerImpl::kFused) {
+    // torch.optim has no LAMB; Apex's FusedLAMB is the implementation NVIDIA's BERT runs.
+    workload.child("optimizer_impl")
+        .fail("lamb runs as Apex's FusedLAMB only: optimizer_impl must be fused");
+  }
   const bool low_precision = dtype_bytes(c.activation_dtype()) < 4;
   c.master_weights = workload.get_bool_or("master_weights", low_precision);
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);

@@ -113,7 +113,9 @@
 //                              #   the others store their activations (Megatron's
 //                              #   --recompute-method block --recompute-num-layers N);
 //                              #   default: every layer
-//   optimizer: adam            # adam | adamw | sgd
+//   optimizer: adam            # adam | adamw | sgd | lamb (Apex FusedLAMB, as NVIDIA's BERT
+//                              #   pretraining runs it: its own gradient-norm clipping; fused
+//                              #   only)
 //   optimizer_impl: fused      # fused | foreach
 //   grad_reduce_dtype: fp32    # fp32 | bf16 | fp16: gradients accumulated and reduced over data
 //                              #   parallel; default: TransformerConfig::gradient_dtype()'s rule
@@ -159,7 +161,7 @@ enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
 /// `gradient_sync` key; see ParallelismConfig::gradient_sync).
 enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
 enum class Recompute : uint8_t { kNone, kSelective, kFull };
-enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd };
+enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd, kLamb };
 /// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
 enum class Fp8Recipe : uint8_t { kDelayed, kCurrent, kBlock };
 

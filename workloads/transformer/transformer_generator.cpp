@@ -270,9 +270,20 @@ void TransformerEmitter::finish_gradients() {
 
 void TransformerEmitter::optimizer_step() {
   OptimizerShape shape;
-  shape.kind = config_.optimizer == TransformerOptimizer::kSgd     ? OptimizerKind::kSgd
-               : config_.optimizer == TransformerOptimizer::kAdamW ? OptimizerKind::kAdamW
-                                                                   : OptimizerKind::kAdam;
+  switch (config_.optimizer) {
+    case TransformerOptimizer::kSgd:
+      shape.kind = OptimizerKind::kSgd;
+      break;
+    case TransformerOptimizer::kAdamW:
+      shape.kind = OptimizerKind::kAdamW;
+      break;
+    case TransformerOptimizer::kLamb:
+      shape.kind = OptimizerKind::kLamb;
+      break;
+    case TransformerOptimizer::kAdam:
+      shape.kind = OptimizerKind::kAdam;
+      break;
+  }
   shape.impl = config_.optimizer_impl;
   shape.large_kernel_args = true;
   int64_t elements = 0;
@@ -302,7 +313,11 @@ void TransformerEmitter::optimizer_step() {
     StepDescs sd;
     sd.norm = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kSum, opt_dt, n, 2, 1, 0));
     sd.scale = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kBinary, opt_dt, n, 1, 1, 1));
-    KernelDesc update = pytorch::pointwise(MemoryOp::kOptimizer, opt_dt, n, 10, 4, 3);
+    // Per element: Adam reads w, g, m, v and writes w, m, v; FusedLAMB's five passes read
+    // 9 lists and write 4 (optimizer_passes in calibration/).
+    const bool lamb = shape.kind == OptimizerKind::kLamb;
+    KernelDesc update = pytorch::pointwise(MemoryOp::kOptimizer, opt_dt, n, lamb ? 16 : 10,
+                                           lamb ? 9 : 4, lamb ? 4 : 3);
     update.optimizer = shape;
     sd.update = graph_.add_kernel_desc(update);
     sd.copy = graph_.add_kernel_desc(pytorch::pointwise(MemoryOp::kCopy, act_dt_, n, 0, 2, 1));
@@ -313,12 +328,18 @@ void TransformerEmitter::optimizer_step() {
     ops_.op("_unscale_main_grads_and_check_for_nan", "multi_tensor_scale", sd.scale);
     ops_.blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
   }
-  ops_.op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
+  const bool lamb = config_.optimizer == TransformerOptimizer::kLamb;
+  // FusedLAMB clips inside its update: its first pass is the global gradient norm, and stage 1
+  // divides by the clipped norm (optimizer_passes in calibration/), so no separate norm and
+  // scale kernels run; the norm is still all-reduced over the model-parallel ranks.
+  if (!lamb) ops_.op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
   ops_.blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
-  ops_.op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
-  ops_.op(config_.optimizer == TransformerOptimizer::kSgd ? "Optimizer.step#SGD.step"
-                                                          : "Optimizer.step#Adam.step",
-          "multi_tensor_apply_kernel", sd.update);
+  if (!lamb) ops_.op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
+  const std::string_view step_name = lamb ? "Optimizer.step#FusedLAMB.step"
+                                     : config_.optimizer == TransformerOptimizer::kSgd
+                                         ? "Optimizer.step#SGD.step"
+                                         : "Optimizer.step#Adam.step";
+  ops_.op(step_name, "multi_tensor_apply_kernel", sd.update);
   if (config_.master_weights && act_dt_ != DType::kFp32) {
     ops_.op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
   }

@@ -64,6 +64,12 @@ TEST(OptimizerKernelModel, BytesPerElementOfEachOptimizer) {
   t = traffic(K::kAdam, fused, one, DType::kBf16);
   EXPECT_DOUBLE_EQ(t.bytes_read, 12000.0);
   EXPECT_DOUBLE_EQ(t.bytes_written, 10000.0);
+  // Apex FusedLAMB: grad norm r4; stage 1 r16 w12; norms of w and u r4 each; stage 2 r8 w4.
+  t = traffic(K::kLamb, fused, one);
+  EXPECT_EQ(t.launches, 5);
+  EXPECT_DOUBLE_EQ(t.bytes_read, 36000.0);
+  EXPECT_DOUBLE_EQ(t.bytes_written, 16000.0);
+  EXPECT_THROW(traffic(K::kLamb, foreach, one), std::invalid_argument);
   EXPECT_THROW(traffic(K::kUnspecified, foreach, one), std::invalid_argument);
   EXPECT_THROW(traffic(K::kSgd, foreach, {-1}), std::invalid_argument);
 }

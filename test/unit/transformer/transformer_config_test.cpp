@@ -423,6 +423,14 @@ TEST(TransformerConfig, SequencesOutsideWhatSamplesOfOneToSeqTokensCanBeNameTheK
       << e;
 }
 
+TEST(TransformerConfig, LambIsApexFusedLambOnly) {
+  EXPECT_EQ(parse(gpt3("  optimizer: lamb\n"), 1024).optimizer, TransformerOptimizer::kLamb);
+  const std::string e = error_of(gpt3("  optimizer: lamb\n  optimizer_impl: foreach\n"), 1024);
+  EXPECT_NE(e.find("workload.optimizer_impl: lamb runs as Apex's FusedLAMB only"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

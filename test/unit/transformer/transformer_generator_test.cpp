@@ -203,6 +203,40 @@ TEST(TransformerGenerator, RingAttentionPassesKeysValuesAndTheirGradientsAsTrans
   }
 }
 
+// LAMB as Apex's FusedLAMB: one optimizer kernel that clips inside (no separate gradient-norm
+// and scale kernels), moving more bytes than fused Adam with its clipping.
+TEST(TransformerGenerator, LambReplacesTheClippingKernelsWithItsOwnPasses) {
+  struct StepEnd {
+    int memory_bound = 0;
+    int lamb_updates = 0;
+    double bytes = 0;
+  };
+  const auto step_end = [](TransformerOptimizer optimizer) {
+    TransformerConfig c = small_gpt(2);
+    c.optimizer = optimizer;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    StepEnd s;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
+      const KernelDesc& k = g.kernel(t);
+      if (k.cls != KernelClass::kMemoryBound) continue;
+      ++s.memory_bound;
+      if (k.memory_op == MemoryOp::kOptimizer && k.optimizer.kind == OptimizerKind::kLamb) {
+        ++s.lamb_updates;
+      }
+      s.bytes += k.bytes_read + k.bytes_written;
+    }
+    return s;
+  };
+  const StepEnd adam = step_end(TransformerOptimizer::kAdam);
+  const StepEnd lamb = step_end(TransformerOptimizer::kLamb);
+  EXPECT_EQ(adam.memory_bound - lamb.memory_bound, 2);
+  EXPECT_EQ(lamb.lamb_updates, 1);
+  EXPECT_EQ(adam.lamb_updates, 0);
+  EXPECT_GT(lamb.bytes, adam.bytes);
+}
+
 TEST(TransformerGenerator, MoeWithContextAndExpertParallelFinishes) {
   const Platform dgx = platform("dgx_a100", "a100_sxm4_80gb");
   TransformerConfig c = small_gpt();

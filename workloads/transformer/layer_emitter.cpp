@@ -407,27 +407,4 @@ void LayerEmitter::embedding_backward() {
   ops_.op("EmbeddingBackward0", "embedding_dense_backward", kernels_.embed_bwd);
 }
 
-void LayerEmitter::head_forward() {
-  const LayerKernels& d = kernels_;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-  tp_enter_forward();
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
-  // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
-  // row maxima, of the target logits and of the exp sums over TP (fp32, one value per token).
-  HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
-  h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
-  h.end();
-  if (sizes_.t > 1) {
-    for (int i = 0; i < 3; ++i)
-      tp_collective(CollectiveKind::kAllReduce, sizes_.tokens * kFp32Bytes, "c10d::all_reduce");
-  }
-}
-
-void LayerEmitter::head_backward() {
-  const LayerKernels& d = kernels_;
-  ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
-  column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
-  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
-}
-
 }  // namespace upsim::transformer_emit

@@ -55,6 +55,7 @@ class LayerEmitter {
   void mlp_backward(int64_t layer);
   void embedding_forward();
   void embedding_backward();
+  /// The final norm and the task head (head_emitter.cpp).
   void head_forward();
   void head_backward();
 
@@ -139,6 +140,11 @@ class LayerEmitter {
 
   void moe_forward();
   void moe_backward();
+
+  /// The pooler on each sample's first token, tanh, the classifier and its loss (mlm's
+  /// next-sentence head, the classification head).
+  void classifier_forward();
+  void classifier_backward();
 
   const TransformerConfig& config_;
   const LayerSizes& sizes_;

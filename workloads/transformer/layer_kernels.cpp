@@ -171,20 +171,25 @@ class LayerKernelBuilder {
     // The output layer stays in bf16 under fp8 training: Megatron-Core's output_layer is its own
     // ColumnParallelLinear, not a Transformer Engine module; torchao's float8 conversion skips
     // `output` (torchtitan's default filter).
-    const pytorch::LinearGemms head = pytorch::linear_gemms(linear_dt(), z.tokens, z.h, z.vocab);
-    d.head_fwd = add(head.forward);
-    d.head_dgrad = add(head.grad_input);
-    d.head_wgrad = add(head.grad_weight);
-    // Vocab-parallel cross-entropy on fp32 logits (Megatron casts them): max, exp-sum, loss; the
-    // backward writes softmax - one-hot.
-    d.xent_fwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 5, 2, 1, DType::kFp32);
-    d.xent_bwd = row(MemoryOp::kCrossEntropy, z.tokens, z.vocab, 2, 1, 1, DType::kFp32);
+    // Its rows: every token, or the masked-LM head's predicted positions (none for a classifier).
+    if (z.vocab_rows > 0) {
+      const pytorch::LinearGemms head =
+          pytorch::linear_gemms(linear_dt(), z.vocab_rows, z.h, z.vocab);
+      d.head_fwd = add(head.forward);
+      d.head_dgrad = add(head.grad_input);
+      d.head_wgrad = add(head.grad_weight);
+      // Vocab-parallel cross-entropy on fp32 logits (Megatron casts them): max, exp-sum, loss;
+      // the backward writes softmax - one-hot.
+      d.xent_fwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 5, 2, 1, DType::kFp32);
+      d.xent_bwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 2, 1, 1, DType::kFp32);
+    }
     if (gemm_dt_ == DType::kFp8) build_fp8_casts();
     if (config_.compile) {
       const CompiledFusionKernels fused = add_compiled_fusion_kernels(config_, sizes_, graph_);
       d.add_norm_fwd = fused.add_norm_fwd;
       d.norm_bwd_add = fused.norm_bwd_add;
     }
+    d.task = add_task_head_kernels(config_, sizes_, graph_);
   }
 
   /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else
@@ -327,6 +332,8 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
   const int64_t vocab_multiple = 128 * sizes.t;
   sizes.vocab = (config.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / sizes.t;
   sizes.moe_tokens = sizes.t > 1 ? sizes.tokens / sizes.t : sizes.tokens;
+  sizes.vocab_rows = (config.vocabulary_rows() + p.context - 1) / p.context;
+  sizes.samples = std::max<int64_t>(1, std::llround(config.samples_per_micro_batch()));
   return sizes;
 }
 

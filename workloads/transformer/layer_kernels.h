@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/task_graph.h"
+#include "workloads/transformer/task_head_kernels.h"
 #include "workloads/transformer/transformer_config.h"
 
 namespace upsim {
@@ -59,6 +60,8 @@ struct LayerSizes {
   int64_t fc1_out = 0;     ///< ffn, doubled for SwiGLU's gate
   int64_t vocab = 0;       ///< padded vocabulary on this rank
   int64_t moe_tokens = 0;  ///< tokens routed by this rank's router
+  int64_t vocab_rows = 0;  ///< rows through the vocabulary projection on this rank (task head)
+  int64_t samples = 0;     ///< samples in the micro-batch (at least 1; the pooler's rows)
 };
 
 /// The quantisation of one fp8 GEMM operand (dtype fp8 only; `present` false otherwise), as
@@ -117,6 +120,8 @@ struct LayerKernels {
   // Embedding and output layer.
   KernelDescId embed_fwd, embed_bwd, pos_add;
   KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
+  /// The task head's own kernels (mlm and classification heads).
+  TaskHeadKernels task;
 };
 
 /// The per-GPU sizes of one micro-batch of `config` (the vocabulary padded to 128 x tensor, as

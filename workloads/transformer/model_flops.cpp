@@ -22,10 +22,11 @@ double transformer_model_flops(const TransformerConfig& c) {
     }
     per_token += attention + mlp;
   }
-  per_token += 6.0 * h * static_cast<double>(c.padded_vocab());
-  const double tokens_per_sample =
-      static_cast<double>(c.micro_batch_tokens()) / static_cast<double>(c.micro_batch);
-  return per_token * tokens_per_sample * static_cast<double>(c.global_batch);
+  const double micro_batches =
+      static_cast<double>(c.global_batch) / static_cast<double>(c.micro_batch);
+  const double output = 6.0 * h * static_cast<double>(c.padded_vocab()) *
+                        static_cast<double>(c.vocabulary_rows()) * micro_batches;
+  return per_token * static_cast<double>(c.micro_batch_tokens()) * micro_batches + output;
 }
 
 }  // namespace upsim

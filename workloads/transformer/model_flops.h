@@ -10,7 +10,8 @@
 //   MLP         12 h f (3/2 with SwiGLU)            a dense layer
 //               12 h f_e (top_k + shared) (3/2 ...)  a MoE layer (f_e = expert_ffn), the routed
 //                                                    and shared experts each token runs
-//   output      6 h V (padded vocabulary), once per token
+//   output      6 h V (padded vocabulary), once per token (BERT's masked-LM head: per predicted
+//               position; a classification head: none; heads' other GEMMs are not counted)
 // times the tokens of one iteration: global_batch x seq. With unpadded or packed samples
 // (sequences: in transformer_config.h) s is the pair-weighted mean length E[l^2] / E[l], so that
 // the scores count each sample's own square, and unpadded samples count their real tokens.

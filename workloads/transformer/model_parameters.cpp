@@ -51,7 +51,34 @@ LayerParams ModelParameters::embedding() const {
 LayerParams ModelParameters::head() const {
   LayerParams p;
   add_norm(p);  // final norm
-  if (!config_.tied_embeddings || config_.parallelism.pipeline > 1) p.add(sizes_.vocab * sizes_.h);
+  if (config_.has_output_layer() &&
+      (!config_.tied_embeddings || config_.parallelism.pipeline > 1)) {
+    p.add(sizes_.vocab * sizes_.h);
+  }
+  const int64_t h = sizes_.h;
+  switch (config_.head.kind) {
+    case TaskHeadKind::kLanguageModel:
+      break;
+    case TaskHeadKind::kMaskedLm:
+      // The transform's dense and LayerNorm, the decoder's vocabulary-parallel bias, the pooler
+      // and the next-sentence classifier (task_head_parameters).
+      p.add(h * h);
+      p.add(h);
+      p.add(h);
+      p.add(h);
+      p.add(sizes_.vocab);
+      p.add(h * h);
+      p.add(h);
+      p.add(2 * h);
+      p.add(2);
+      break;
+    case TaskHeadKind::kClassification:
+      p.add(h * h);
+      p.add(h);
+      p.add(h * config_.head.labels);
+      p.add(config_.head.labels);
+      break;
+  }
   return p;
 }
 

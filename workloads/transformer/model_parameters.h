@@ -24,8 +24,8 @@ class ModelParameters {
   LayerParams layer(int64_t layer) const;
   /// The word embedding and, with learned positions, the position embedding.
   LayerParams embedding() const;
-  /// The final norm and the output layer (the output layer is the embedding's, tied, in one
-  /// pipeline stage).
+  /// The final norm, the output layer (the output layer is the embedding's, tied, in one
+  /// pipeline stage; none under a classification head) and the task head's own tensors.
   LayerParams head() const;
 
  private:

@@ -51,6 +51,11 @@ int64_t micro_batch_tokens(const SequenceLengths& lengths, int64_t micro_batch, 
   return std::max<int64_t>(1, std::llround(tokens));
 }
 
+double samples_per_micro_batch(const SequenceLengths& lengths, int64_t micro_batch, int64_t seq) {
+  if (lengths.layout != SequenceLayout::kPacked) return as_double(micro_batch);
+  return as_double(micro_batch * seq) / mean_or_seq(lengths, seq);
+}
+
 AttentionSequences attention_sequences(const SequenceLengths& lengths, int64_t micro_batch,
                                        int64_t seq) {
   if (lengths.layout == SequenceLayout::kPadded) return {micro_batch, seq};

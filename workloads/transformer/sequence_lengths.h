@@ -55,6 +55,10 @@ SequenceLengths read_sequence_lengths(const ConfigNode& sequences, int64_t seq);
 /// (rounded, at least 1) unpadded.
 int64_t micro_batch_tokens(const SequenceLengths& lengths, int64_t micro_batch, int64_t seq);
 
+/// Samples in one micro-batch: micro_batch, padded or unpadded; micro_batch x seq / mean_length
+/// packed (fractional: a row holds seq / mean samples on average).
+double samples_per_micro_batch(const SequenceLengths& lengths, int64_t micro_batch, int64_t seq);
+
 /// The attention of one micro-batch (before any context-parallel split): padded, micro_batch
 /// sequences of seq; unpadded or packed, samples of the mean length and deviation, which have
 /// E[l^2] = mean^2 + std^2 query-key pairs each: as many sequences as micro_batch_tokens() fills

@@ -600,6 +600,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.bias = workload.get_bool_or("bias", preset.bias);
   c.tied_embeddings = workload.get_bool_or("tied_embeddings", preset.tied_embeddings);
   c.dropout = read_fraction(workload, "dropout", preset.dropout, 1.0, "a probability");
+  c.head = read_task_head(workload, c.seq);
 
   const std::optional<ConfigNode> moe_node = workload.optional_child("moe");
   if (moe_node) c.moe = read_moe(*moe_node, c.ffn);
@@ -690,12 +691,26 @@ int64_t transformer_parameters(const TransformerConfig& c) {
     total += attention + norms + (c.is_moe_layer(layer) ? moe_mlp : dense_mlp);
   }
   // Word embedding as allocated (padded vocabulary), learned positions, final norm, and the
-  // output layer when not tied (Megatron's output layer has no bias). BERT's pooler and
-  // masked-LM head transform are not counted.
+  // output layer when not tied (Megatron's output layer has no bias; a classifier has none).
+  // BERT's pooler and masked-LM head transform are counted by task_head_parameters.
   total += c.padded_vocab() * h + transformer_norm_parameters(c);
   if (c.position == TransformerPosition::kLearned) total += c.seq * h;
-  if (!c.tied_embeddings) total += c.padded_vocab() * h;
-  return total;
+  if (!c.tied_embeddings && c.has_output_layer()) total += c.padded_vocab() * h;
+  return total + task_head_parameters(c);
+}
+
+int64_t task_head_parameters(const TransformerConfig& c) {
+  const int64_t h = c.hidden;
+  const int64_t pooler = h * h + h;
+  switch (c.head.kind) {
+    case TaskHeadKind::kLanguageModel:
+      return 0;
+    case TaskHeadKind::kMaskedLm:
+      return h * h + h + 2 * h + c.padded_vocab() + pooler + 2 * h + 2;
+    case TaskHeadKind::kClassification:
+      return pooler + h * c.head.labels + c.head.labels;
+  }
+  return 0;
 }
 
 std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,

@@ -58,6 +58,12 @@
 //                              #   softmax + dropout + bmm); default flash
 //   bias: true                 # linear layers carry biases
 //   tied_embeddings: true      # output layer shares the input embedding's weights
+//   head: lm                   # lm (the vocabulary projection on every token) | mlm (BERT
+//                              #   pretraining as NVIDIA runs it: the masked-LM head on the
+//                              #   predicted positions only, and next-sentence prediction) |
+//                              #   classification (pooler + classifier, fine-tuning); task_head.h
+//   predictions: 76            # mlm: predicted positions per sample; default 15% of seq
+//   labels: 2                  # classification: classes
 //   dropout: 0.1               # > 0 adds dropout kernels; default 0.1 (gpt, bert), 0 (llama, mpt)
 //   moe:                       # optional: every `every`-th layer's MLP becomes a mixture of
 //   experts
@@ -146,6 +152,7 @@
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
 #include "workloads/transformer/sequence_lengths.h"
+#include "workloads/transformer/task_head.h"
 
 namespace upsim {
 
@@ -281,6 +288,8 @@ struct TransformerConfig {
   int64_t global_batch = 0;
   /// The samples' lengths and layout (the `sequences` key).
   SequenceLengths sequences;
+  /// What the last stage computes after the layers (the `head` key).
+  TaskHead head;
   /// GEMM dtype; everything else runs in `activation_dtype()` (bf16 for fp8 training).
   DType dtype = DType::kBf16;
   /// How fp8 GEMM operands are quantised (dtype fp8 only).
@@ -350,6 +359,28 @@ struct TransformerConfig {
   int64_t micro_batch_tokens() const {
     return upsim::micro_batch_tokens(sequences, micro_batch, seq);
   }
+  /// Samples in one micro-batch (packed rows hold several).
+  double samples_per_micro_batch() const {
+    return upsim::samples_per_micro_batch(sequences, micro_batch, seq);
+  }
+  /// Whether the last stage projects onto the vocabulary (every head but classification).
+  bool has_output_layer() const { return head.kind != TaskHeadKind::kClassification; }
+  /// Rows one micro-batch puts through the vocabulary projection, before a context-parallel
+  /// split: every token (lm), the predicted positions of its samples (mlm), none
+  /// (classification).
+  int64_t vocabulary_rows() const {
+    switch (head.kind) {
+      case TaskHeadKind::kLanguageModel:
+        return micro_batch_tokens();
+      case TaskHeadKind::kMaskedLm: {
+        const double rows = samples_per_micro_batch() * static_cast<double>(head.predictions);
+        return rows < 1.0 ? 1 : static_cast<int64_t>(rows + 0.5);
+      }
+      case TaskHeadKind::kClassification:
+        return 0;
+    }
+    return 0;
+  }
   /// The attention sequences of one micro-batch, before a context-parallel split.
   AttentionSequences attention_sequences() const {
     return upsim::attention_sequences(sequences, micro_batch, seq);
@@ -416,11 +447,16 @@ std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);
 
 /// Parameters of the whole model (embeddings included, tied ones once; the word embedding and
-/// an untied output layer counted at padded_vocab(); BERT's pooler / MLM head transform not
-/// counted).
+/// an untied output layer counted at padded_vocab(); the task head's own, task_head_parameters).
 int64_t transformer_parameters(const TransformerConfig& config);
 
 /// Parameters of one norm: gain and bias for a LayerNorm with biases, else the gain only.
 int64_t transformer_norm_parameters(const TransformerConfig& config);
+
+/// Parameters of the task head beyond the output layer (replicated over tensor parallel but
+/// the masked-LM decoder's bias, which is split over the vocabulary): mlm, the transform
+/// (h x h + h), its LayerNorm, the decoder bias (padded vocabulary), the pooler (h x h + h) and
+/// the 2-way classifier; classification, the pooler and the labels-wide classifier; lm, none.
+int64_t task_head_parameters(const TransformerConfig& config);
 
 }  // namespace upsim

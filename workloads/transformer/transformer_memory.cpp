@@ -167,7 +167,14 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     params.dense += transformer_norm_parameters(c);
     // Untied: the output layer. Tied with pipeline > 1: Megatron-LM keeps a copy of the word
     // embedding on the last stage and all-reduces their gradients (the "embedding group").
-    if (!c.tied_embeddings || p.pipeline > 1) params.dense += word_embedding;
+    if (c.has_output_layer() && (!c.tied_embeddings || p.pipeline > 1)) {
+      params.dense += word_embedding;
+    }
+    // The task head's own (replicated; the masked-LM decoder bias is split like the vocabulary).
+    params.dense += task_head_parameters(c);
+    if (c.head.kind == TaskHeadKind::kMaskedLm) {
+      params.dense -= c.padded_vocab() - c.padded_vocab() / p.tensor;
+    }
   }
   return params;
 }
@@ -349,7 +356,10 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     // stage runs each micro-batch's backward right after its forward).
     const int64_t held =
         p.pipeline > 1 && p.schedule == PipelineSchedule::kGpipe ? c.micro_batches() : 1;
-    f.parts.push_back({"output logits", 4 * tokens * (c.padded_vocab() / p.tensor) * held});
+    const int64_t rows = ceil_div(c.vocabulary_rows(), p.context);
+    if (rows > 0) {
+      f.parts.push_back({"output logits", 4 * rows * (c.padded_vocab() / p.tensor) * held});
+    }
   }
 
   // Buffers.

@@ -121,6 +121,16 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       platform.warmup_iterations));
   const std::string sequences = sequence_lengths_text(c.sequences, c.micro_batch, c.seq);
   if (!sequences.empty()) out.description.push_back("sequences: " + sequences);
+  if (c.head.kind == TaskHeadKind::kMaskedLm) {
+    out.description.push_back(fmt::format(
+        "head: masked LM on {} predicted positions per sample ({} rows per micro-batch through "
+        "the vocabulary projection) and next-sentence prediction",
+        c.head.predictions, c.vocabulary_rows()));
+  } else if (c.head.kind == TaskHeadKind::kClassification) {
+    out.description.push_back(fmt::format(
+        "head: sequence classification, pooler and {} labels (no vocabulary projection)",
+        c.head.labels));
+  }
   if (built.simulated.size() < static_cast<size_t>(built.gpus)) {
     out.description.push_back(fmt::format(
         "simulated: {} of {} GPUs (data-parallel replica 0; the other {} replicas mirror it: "

@@ -431,6 +431,53 @@ TEST(TransformerConfig, LambIsApexFusedLambOnly) {
       << e;
 }
 
+/// bert-base-uncased (Devlin et al., arXiv 1810.04805; HuggingFace config.json: 12 layers,
+/// hidden 768, 12 heads, ffn 3072, vocab 30522, 512 positions) with `extra` keys.
+std::string bert_base(const std::string& extra) {
+  return R"(workload:
+  model: transformer
+  architecture: bert
+  layers: 12
+  hidden: 768
+  heads: 12
+  vocab: 30522
+  seq: 512
+  micro_batch: 8
+)" + extra;
+}
+
+TEST(TransformerConfig, TaskHeadsReadTheirKeysAndCountTheirParameters) {
+  const TransformerConfig lm = parse(bert_base(""), 1);
+  EXPECT_EQ(lm.head.kind, TaskHeadKind::kLanguageModel);
+  EXPECT_EQ(lm.vocabulary_rows(), 8 * 512);
+  const TransformerConfig mlm = parse(bert_base("  head: mlm\n"), 1);
+  EXPECT_EQ(mlm.head.predictions, 77);  // round(0.15 x 512)
+  const TransformerConfig nvidia = parse(bert_base("  head: mlm\n  predictions: 76\n"), 1);
+  EXPECT_EQ(nvidia.vocabulary_rows(), 8 * 76);
+  // BertForPreTraining of bert-base-uncased has 110,106,428 parameters (HuggingFace
+  // transformers, model.num_parameters()): embeddings 23,837,184 (word, 512 positions, 2 token
+  // types, LayerNorm), 12 layers of 7,087,872, pooler 590,592, masked-LM transform 592,128,
+  // decoder bias 30,522, next-sentence classifier 1,538. upsim leaves out the token-type
+  // embedding (1,536) and pads the vocabulary to 30,592 (Megatron's multiple of 128): 70 more
+  // rows of the tied embedding and 70 more decoder biases.
+  EXPECT_EQ(transformer_parameters(nvidia), 110106428 - 1536 + 70 * 768 + 70);
+  const TransformerConfig yelp = parse(bert_base("  head: classification\n  labels: 5\n"), 1);
+  EXPECT_EQ(yelp.vocabulary_rows(), 0);
+  EXPECT_EQ(transformer_parameters(yelp),
+            transformer_parameters(lm) + 768 * 768 + 768 + 768 * 5 + 5);
+  std::string e = error_of(bert_base("  predictions: 20\n"), 1);
+  EXPECT_NE(e.find("workload.predictions: counts the masked-LM head's predicted positions: needs "
+                   "`head: mlm` (head is lm)"),
+            std::string::npos)
+      << e;
+  e = error_of(bert_base("  head: mlm\n  labels: 3\n"), 1);
+  EXPECT_NE(e.find("workload.labels"), std::string::npos) << e;
+  e = error_of(bert_base("  head: mlm\n  predictions: 600\n"), 1);
+  EXPECT_NE(e.find("workload.predictions"), std::string::npos) << e;
+  e = error_of(bert_base("  head: span\n"), 1);
+  EXPECT_NE(e.find("workload.head"), std::string::npos) << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

@@ -5,118 +5,19 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include "sim/config/config_node.h"
-#include "sim/formats/csv.h"
-#include "sim/formats/parse_error.h"
-#include "sim/input_file.h"
+#include "tools/validation/csv_table.h"
 
 namespace upsim::cli {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// ---- CSV ------------------------------------------------------------------------------------
-
-/// A CSV table (sim/formats/csv.h) with a header row; lines starting with '#' and empty lines
-/// are skipped. Malformed quoting is a WorkloadTableError with the ParseError's message
-/// (file:line:column).
-class CsvTable {
- public:
-  explicit CsvTable(const fs::path& path) : file_(path.string()) {
-    if (const auto why = input_file_problem(path, kGiB)) {
-      throw WorkloadTableError(fmt::format("{}: {}", file_, *why));
-    }
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw WorkloadTableError(fmt::format("{}: cannot open the file", file_));
-    const std::string text(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>{});
-    std::vector<CsvRecord> records;
-    try {
-      records = read_csv(text, file_, {.skip_blank_lines = true, .comment = '#'});
-    } catch (const ParseError& e) {
-      throw WorkloadTableError(e.what());
-    }
-    if (records.empty()) throw WorkloadTableError(fmt::format("{}: no header row", file_));
-    const std::vector<std::string>& header = records.front().fields;
-    for (size_t i = 0; i < header.size(); ++i)
-      columns_.emplace(header[i], i);
-    header_line_ = static_cast<int>(records.front().line);
-    for (size_t i = 1; i < records.size(); ++i)
-      rows_.push_back({static_cast<int>(records[i].line), std::move(records[i].fields)});
-  }
-
-  size_t size() const { return rows_.size(); }
-  int line(size_t row) const { return rows_[row].line; }
-  bool has(const std::string& column) const { return columns_.count(column) > 0; }
-
-  /// The field of `column` in `row`; a missing column or a short row names file:line.
-  const std::string& field(size_t row, const std::string& column) const {
-    const auto it = columns_.find(column);
-    if (it == columns_.end()) {
-      throw WorkloadTableError(
-          fmt::format("{}:{}: column `{}`: missing from the header", file_, header_line_, column));
-    }
-    const Row& r = rows_[row];
-    if (it->second >= r.fields.size()) {
-      throw WorkloadTableError(fmt::format("{}:{}: column `{}`: the row has only {} fields", file_,
-                                           r.line, column, r.fields.size()));
-    }
-    return r.fields[it->second];
-  }
-
-  int64_t integer(size_t row, const std::string& column) const {
-    const std::string& text = field(row, column);
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-      throw bad_value(row, column, text, "an integer");
-    }
-    return value;
-  }
-
-  double number(size_t row, const std::string& column) const {
-    const std::string& text = field(row, column);
-    double value = 0.0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || text.empty() ||
-        !std::isfinite(value)) {
-      throw bad_value(row, column, text, "a number");
-    }
-    return value;
-  }
-
-  bool boolean(size_t row, const std::string& column) const {
-    const std::string& text = field(row, column);
-    if (text == "True" || text == "true") return true;
-    if (text == "False" || text == "false") return false;
-    throw bad_value(row, column, text, "True or False");
-  }
-
-  WorkloadTableError bad_value(size_t row, const std::string& column, const std::string& text,
-                               const char* expected) const {
-    return WorkloadTableError(fmt::format("{}:{}: column `{}`: `{}` is not {}", file_,
-                                          rows_[row].line, column, text, expected));
-  }
-  const std::string& file() const { return file_; }
-
- private:
-  struct Row {
-    int line;
-    std::vector<std::string> fields;
-  };
-  std::string file_;
-  int header_line_ = 0;
-  std::unordered_map<std::string, size_t> columns_;
-  std::vector<Row> rows_;
-};
 
 /// Throws WorkloadTableError naming the file, line and column of the first value that is not
 /// positive.

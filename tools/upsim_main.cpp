@@ -24,6 +24,7 @@
 #include "tools/shard_command.h"
 #include "tools/sweep_command.h"
 #include "tools/trace_commands.h"
+#include "tools/validation/validate_memory.h"
 #include "tools/validation/validate_workloads.h"
 #include "tools/version.h"
 
@@ -66,6 +67,9 @@ const char* kTopUsage =
     "  validate workloads\n"
     "                  published Megatron-LM, llm-foundry (MPT), NeMo and DeepLearningExamples\n"
     "                  training steps, measured vs predicted step time\n"
+    "  validate memory\n"
+    "                  published per-GPU training memory (HuggingFace's BERT-large on V100),\n"
+    "                  measured vs estimated\n"
     "  calibrate kernels --out FILE\n"
     "                  fit the calibrated kernel model on measured sweeps\n"
     "  calibrate launch --csv launch.csv\n"
@@ -212,10 +216,13 @@ int main(int argc, char** argv) {
       if (command == "validate" && what == "workloads") {
         return upsim::cli::validate_workloads_main(args, std::cout);
       }
+      if (command == "validate" && what == "memory") {
+        return upsim::cli::validate_memory_main(args, std::cout);
+      }
       std::cerr << fmt::format(
           "upsim {}: unknown or missing subject `{}`; valid: {}\n", command, what,
           command == "calibrate" ? "collectives, host-overheads, kernels, launch"
-                                 : "collectives, kernels, traces, workloads");
+                                 : "collectives, kernels, memory, traces, workloads");
       return kExitBadInput;
     }
     std::cerr << fmt::format(

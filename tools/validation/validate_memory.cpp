@@ -1,0 +1,206 @@
+#include "tools/validation/validate_memory.h"
+
+#include <fmt/format.h>
+#include <boost/program_options.hpp>
+
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+
+#include "sim/config/config_node.h"
+#include "tools/command_line.h"
+#include "tools/scenario.h"
+#include "tools/validation/csv_table.h"
+
+namespace upsim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+constexpr double kDefaultBound = 0.15;
+// Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4, as the other validate commands.
+constexpr double kGeomeanEpsilon = 4e-4;
+
+enum class Measure { kNvmlUsed, kMaxAllocated };
+
+struct MemoryRow {
+  int line = 0;
+  std::string source;
+  std::string label;
+  std::string template_file;
+  std::vector<std::string> overrides;
+  Measure measure = Measure::kMaxAllocated;
+  double measured_mib = 0.0;
+  double context_mib = 0.0;
+  bool bounded = false;
+  std::string why;
+};
+
+std::vector<std::string> split_assignments(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = text.find(';', start);
+    const std::string part = text.substr(start, end == std::string::npos ? end : end - start);
+    if (!part.empty()) out.push_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<MemoryRow> read_memory_rows(const fs::path& file) {
+  const CsvTable t(file);
+  std::vector<MemoryRow> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    MemoryRow r;
+    r.line = t.line(i);
+    r.source = t.field(i, "source");
+    r.label = t.field(i, "label");
+    r.template_file = t.field(i, "template");
+    r.overrides = split_assignments(t.field(i, "overrides"));
+    const std::string& measure = t.field(i, "measure");
+    if (measure == "nvml_used") {
+      r.measure = Measure::kNvmlUsed;
+    } else if (measure == "max_allocated") {
+      r.measure = Measure::kMaxAllocated;
+    } else {
+      throw t.bad_value(i, "measure", measure, "nvml_used or max_allocated");
+    }
+    r.measured_mib = t.number(i, "measured_mib");
+    if (!(r.measured_mib > 0.0)) throw t.bad_value(i, "measured_mib", "", "positive");
+    r.context_mib = t.number(i, "context_mib");
+    if (r.measure == Measure::kNvmlUsed && !(r.context_mib > 0.0)) {
+      throw t.bad_value(i, "context_mib", t.field(i, "context_mib"),
+                        "a positive CUDA context (nvml_used rows)");
+    }
+    r.bounded = t.boolean(i, "bounded");
+    r.why = t.field(i, "why");
+    if (!r.bounded && r.why.empty()) {
+      throw t.bad_value(i, "why", "", "a reason (the row is not bounded)");
+    }
+    if (r.source.empty() || r.label.empty() || r.template_file.empty()) {
+      throw t.bad_value(i, "source", r.source, "a row with source, label and template");
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+struct Options {
+  std::string rows_file = "test/data/published-memory/memory_rows.csv";
+  std::string configs = "configs";
+  double bound = kDefaultBound;
+};
+
+bool parse_options(const std::vector<std::string>& args, std::ostream& out, Options& o) {
+  po::options_description desc(
+      "usage: upsim validate memory [options]\n\n"
+      "Compares the per-GPU memory upsim estimates with published training-memory figures:\n"
+      "each row of the table is a template of configs/validation/ with the row's --set\n"
+      "overrides, built as `upsim run` builds it (a row upsim refuses for memory fails). An\n"
+      "nvml_used figure (device used memory) is compared with the estimate plus the CUDA\n"
+      "context the source measured; a max_allocated figure with the estimate. Prints per row\n"
+      "the measured and estimated GiB and the error (estimated / measured - 1), then the\n"
+      "geomean |error| of the bounded rows. Exits 0 when every bounded row is within --bound,\n"
+      "1 otherwise, 2 for bad input. Run from the repository root for the defaults.\n\n"
+      "options");
+  desc.add_options()("help,h", "this help")  //
+      ("rows", po::value<std::string>(&o.rows_file)->default_value(o.rows_file),
+       "the published figures (CSV; its header comment lists the columns)")  //
+      ("configs", po::value<std::string>(&o.configs)->default_value(o.configs),
+       "folder holding validation/ (the templates) and what they reference")  //
+      ("bound", po::value<double>(&o.bound)->default_value(kDefaultBound, "0.15"),
+       "largest acceptable |error| of a bounded row (fraction)");
+  po::variables_map vm;
+  if (!parse_command_line(args, desc, out, vm)) return false;
+  if (!(o.bound > 0.0)) throw po::error("--bound must be positive");
+  return true;
+}
+
+/// The estimated footprint of `row`'s scenario in bytes, or the error that stopped it.
+struct RowEstimate {
+  std::optional<double> bytes;
+  std::string parts;
+  std::string error;
+};
+
+RowEstimate estimate(const MemoryRow& row, const fs::path& configs) {
+  RowEstimate e;
+  try {
+    ConfigDocument doc = ConfigDocument::load_file(configs / "validation" / row.template_file);
+    for (const std::string& assignment : row.overrides)
+      doc.apply_override(assignment);
+    const Scenario scenario = build_scenario(doc);
+    if (!scenario.memory) {
+      e.error = "the workload does not model memory";
+      return e;
+    }
+    e.bytes = static_cast<double>(scenario.memory->total_bytes());
+    for (const MemoryFootprint::Part& p : scenario.memory->parts) {
+      if (p.bytes == 0) continue;
+      e.parts += fmt::format("{}{} {:.2f}", e.parts.empty() ? "" : ", ", p.name,
+                             static_cast<double>(p.bytes) / kGiB);
+    }
+  } catch (const std::exception& ex) {
+    e.error = ex.what();
+  }
+  return e;
+}
+
+}  // namespace
+
+int validate_memory_main(const std::vector<std::string>& args, std::ostream& out) {
+  Options o;
+  if (!parse_options(args, out, o)) return 0;
+  const std::vector<MemoryRow> rows = read_memory_rows(o.rows_file);
+  double log_sum = 0.0;
+  size_t bounded_ran = 0;
+  bool within = true;
+  out << fmt::format("{:<72} {:>13} {:>14} {:>8}  {}\n", "row", "measured GiB", "estimated GiB",
+                     "error", "bounded");
+  for (const MemoryRow& row : rows) {
+    const std::string name = row.source + ": " + row.label;
+    const RowEstimate e = estimate(row, o.configs);
+    const double measured = row.measured_mib * kMiB;
+    if (!e.bytes) {
+      within = within && !row.bounded;
+      out << fmt::format("{:<72} {:>13.3f} {:>14} {:>8}  {}  ERROR: {}\n", name, measured / kGiB,
+                         "-", "-", row.bounded ? "yes" : "no", e.error);
+      continue;
+    }
+    const double context = row.measure == Measure::kNvmlUsed ? row.context_mib * kMiB : 0.0;
+    const double estimated = *e.bytes + context;
+    const double error = estimated / measured - 1.0;
+    if (row.bounded) {
+      ++bounded_ran;
+      log_sum += std::log(std::abs(error) + kGeomeanEpsilon);
+      within = within && std::abs(error) <= o.bound;
+    }
+    out << fmt::format(
+        "{:<72} {:>13.3f} {:>14.3f} {:>7.2f}%  {}\n", name, measured / kGiB, estimated / kGiB,
+        100.0 * error,
+        row.bounded ? (std::abs(error) <= o.bound ? "yes" : "yes: BEYOND") : "no: " + row.why);
+    out << fmt::format("    ({}{}; GiB)\n", e.parts,
+                       context > 0.0 ? fmt::format(", CUDA context {:.2f}", context / kGiB) : "");
+  }
+  if (bounded_ran > 0) {
+    out << fmt::format(
+        "bounded rows: geomean |error| {:.2f}% over {} rows (held out: no memory-model constant "
+        "was fitted on them); each within {:.0f}%: {}\n",
+        100.0 * std::exp(log_sum / static_cast<double>(bounded_ran)), bounded_ran, 100.0 * o.bound,
+        within ? "yes" : "NO");
+  } else {
+    out << "NO BOUNDED ROW RAN\n";
+    within = false;
+  }
+  return within ? 0 : 1;
+}
+
+}  // namespace upsim::cli

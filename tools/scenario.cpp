@@ -543,6 +543,7 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
                                          sections.host.get_string("model"), s.warnings);
   }
   s.trace_ranks = std::move(built.trace_ranks);
+  s.iteration_period = built.iteration_period;
   for (const std::string& line : built.description)
     text += line + "\n";
   s.memory = built.memory;

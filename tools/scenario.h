@@ -147,6 +147,8 @@ struct Scenario {
   std::vector<std::string> warnings;
   /// The ranks the workload suggests for the Chrome trace of a large run (WorkloadBuild).
   std::optional<TraceRankSuggestion> trace_ranks;
+  /// WorkloadBuild::iteration_period: 1, or 2 when iterations alternate by design.
+  uint32_t iteration_period = 1;
 };
 
 /// The scenario needs more memory than this process may use (its task graph would pass

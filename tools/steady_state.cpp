@@ -49,6 +49,15 @@ std::pair<std::string, std::string> describe(const Scenario& s, const SteadyStat
       check.where.empty()
           ? "no difference"
           : fmt::format("largest difference {}: {}", percent(check.difference), check.where);
+  if (check.steady && s.iteration_period == 2 && measured == 2) {
+    return {fmt::format("steady state{}: {} take what the two before took, within {} on every "
+                        "rank, and the ranks agree ({}; iterations alternate by design: period 2)",
+                        s.iterations_chosen ? fmt::format(" after {} iterations (warm-up {})",
+                                                          s.iterations, s.warmup_iterations)
+                                            : std::string(),
+                        measured_text, tolerance, largest),
+            ""};
+  }
   if (check.steady) {
     if (s.iterations_chosen) {
       return {fmt::format("steady state after {} iterations (warm-up {}): {} agree within {} on "
@@ -112,7 +121,8 @@ std::vector<RankId> coupled_rank_groups(const TaskGraph& graph) {
 }
 
 SteadyStateCheck check_steady_state(const RunSummary& summary,
-                                    const std::vector<RankId>& group_of_rank, double tolerance) {
+                                    const std::vector<RankId>& group_of_rank, double tolerance,
+                                    uint32_t period) {
   SteadyStateCheck out;
   const auto note = [&](double difference, std::string where) {
     if (difference > out.difference) {
@@ -120,10 +130,24 @@ SteadyStateCheck check_steady_state(const RunSummary& summary,
       out.where = std::move(where);
     }
   };
-  // Per rank: its measured iterations.
+  // Per rank: its measured iterations, or with period 2 its last two against the two before.
   for (const RankBreakdown& r : summary.ranks) {
     const size_t first = summary.warmup_iterations;
     const size_t last = std::min<size_t>(first + r.measured_iterations, r.iteration_times.size());
+    if (period == 2) {
+      if (last < 4) {
+        note(1.0, fmt::format("{}: fewer than 4 iterations to compare two periods of 2", r.name));
+        continue;
+      }
+      const std::vector<Duration>& t = r.iteration_times;
+      const Duration before = t[last - 4] + t[last - 3];
+      const Duration latest = t[last - 2] + t[last - 1];
+      note(relative_spread(std::min(before, latest), std::max(before, latest)),
+           fmt::format("{}: iterations {}..{} take {:.4f} ms, iterations {}..{} {:.4f} ms "
+                       "(iterations alternate: period 2)",
+                       r.name, last - 3, last - 2, before.ms(), last - 1, last, latest.ms()));
+      continue;
+    }
     if (last <= first + 1) continue;
     const auto [lo, hi] =
         std::minmax_element(r.iteration_times.begin() + static_cast<std::ptrdiff_t>(first),
@@ -184,7 +208,8 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
     out.stats = executor.run();
     out.summary = summary_observer.summary();
     if (!s.simulates_iterations) break;  // measured iterations: nothing to converge
-    out.check = check_steady_state(out.summary, coupled_rank_groups(s.graph));
+    out.check = check_steady_state(out.summary, coupled_rank_groups(s.graph), kSteadyStateTolerance,
+                                   s.iteration_period);
     if (out.check.steady || !s.iterations_chosen || iterations >= kMaxChosenIterations) break;
     iterations = std::min(2 * iterations, kMaxChosenIterations);
   }

@@ -13,6 +13,8 @@
 //    iteration run at one pace once steady, however different their work.
 // The tolerance is 0.1% (kSteadyStateTolerance): the summary prints 4 decimals of ms, and the
 // shipped scenarios' steady iterations agree to far better than that (dlrm_4gpu: exactly).
+// A workload whose iterations alternate by design (iteration period 2) is steady when each
+// rank's last two iterations together take what the two before took, within the tolerance.
 //
 // The search (run_to_steady_state): without `simulation.iterations`, the scenario is built and
 // run with 2 iterations (warm-up 0), then 4, 8, 16 and 32 (kMaxChosenIterations), all but the
@@ -54,10 +56,13 @@ struct SteadyStateCheck {
 };
 
 /// Checks `summary`'s measured iterations (see the file comment). `group_of_rank` is
-/// coupled_rank_groups of the graph the summary is of.
+/// coupled_rank_groups of the graph the summary is of. `period` 2 (iterations that alternate by
+/// design, WorkloadBuild::iteration_period): each rank's mean over its last two iterations must
+/// agree with its mean over the two before (which a run of fewer than four iterations lacks:
+/// not steady), instead of its measured iterations agreeing with each other.
 SteadyStateCheck check_steady_state(const RunSummary& summary,
                                     const std::vector<RankId>& group_of_rank,
-                                    double tolerance = kSteadyStateTolerance);
+                                    double tolerance = kSteadyStateTolerance, uint32_t period = 1);
 
 /// The outcome of run_to_steady_state: the last attempt's scenario, summary and statistics.
 struct SteadyRun {

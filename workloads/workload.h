@@ -118,6 +118,10 @@ struct WorkloadBuild {
   uint32_t represented_gpus = 0;
   /// The ranks a trace of a large run should show; nullopt: no suggestion (every rank is drawn).
   std::optional<TraceRankSuggestion> trace_ranks;
+  /// 1, or 2 when consecutive iterations differ by design and every second one repeats
+  /// (torchtitan's per-op checkpointing alternates what it saves: op_recompute.h). The
+  /// steady-state check then compares the measured two iterations with the two before them.
+  uint32_t iteration_period = 1;
 };
 
 class Workload {

@@ -55,6 +55,10 @@ class LayerEmitter {
   void mlp_backward(int64_t layer);
   void embedding_forward();
   void embedding_backward();
+  /// The forward ops of a layer that torchtitan's per-op checkpointing policy did not save in
+  /// the layer's forward number `forward_index`, rerun before its backward (recompute: op;
+  /// op_recompute.h, op_recompute_emitter.cpp).
+  void op_recompute(int64_t forward_index);
   /// The final norm and the task head (head_emitter.cpp).
   void head_forward();
   void head_backward();

@@ -190,6 +190,13 @@ class LayerKernelBuilder {
       d.norm_bwd_add = fused.norm_bwd_add;
     }
     d.task = add_task_head_kernels(config_, sizes_, graph_);
+    if (config_.recompute == Recompute::kOp) {
+      d.query_fwd =
+          add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.heads * z.head_dim).forward);
+      d.key_value_fwd =
+          add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.kv_heads * z.head_dim).forward);
+      d.gate_fwd = add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.ffn).forward);
+    }
   }
 
   /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else

@@ -122,6 +122,9 @@ struct LayerKernels {
   KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
   /// The task head's own kernels (mlm and classification heads).
   TaskHeadKernels task;
+  // Per-op recompute (recompute: op only): torchtitan's separate wq, wk / wv and w1 / w3
+  // projections (one GEMM each; the fused qkv_fwd and fc1_fwd stand for them in the forward).
+  KernelDescId query_fwd = 0, key_value_fwd = 0, gate_fwd = 0;
 };
 
 /// The per-GPU sizes of one micro-batch of `config` (the vocabulary padded to 128 x tensor, as

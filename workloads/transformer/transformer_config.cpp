@@ -614,10 +614,20 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
       "global_batch", 1, kMaxGlobalBatch,
       std::min(kMaxGlobalBatch, c.micro_batch * c.parallelism.data * c.parallelism.pipeline));
 
-  constexpr std::array<std::string_view, 3> kRecomputeNames = {"none", "selective", "full"};
-  constexpr std::array<Recompute, 3> kRecomputes = {Recompute::kNone, Recompute::kSelective,
-                                                    Recompute::kFull};
+  constexpr std::array<std::string_view, 4> kRecomputeNames = {"none", "selective", "full", "op"};
+  constexpr std::array<Recompute, 4> kRecomputes = {Recompute::kNone, Recompute::kSelective,
+                                                    Recompute::kFull, Recompute::kOp};
   c.recompute = read_enum(workload, "recompute", kRecomputeNames, kRecomputes, Recompute::kNone);
+  if (c.recompute == Recompute::kOp &&
+      (c.attention == AttentionImpl::kUnfused || c.moe.experts > 0)) {
+    // torchtitan's policy saves scaled-dot-product attention's outputs and counts aten.mm; the
+    // unfused bmm / softmax path and MoE's grouped GEMMs and router are outside what is
+    // modelled here.
+    workload.child("recompute")
+        .fail(
+            "op (per-op selective checkpointing) is modelled for fused attention and dense layers "
+            "only");
+  }
   if (workload.has("recompute_layers")) {
     c.recompute_layers = workload.get_int_in("recompute_layers", 1, kMaxLayers);
     if (c.recompute != Recompute::kFull) {

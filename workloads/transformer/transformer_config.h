@@ -114,7 +114,10 @@
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
 //     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
 //                              #   launches more (Megatron-LM before overlap_p2p_comm)
-//   recompute: none            # none | selective (attention core) | full (whole layer)
+//   recompute: none            # none | selective (attention core) | full (whole layer) |
+//                              #   op (torchtitan's per-op selective checkpointing: every
+//                              #   second matmul and the attention saved, the rest recomputed;
+//                              #   op_recompute.h; fused attention, dense layers)
 //   recompute_layers: 8        # with full: the first N layers of each model chunk recompute,
 //                              #   the others store their activations (Megatron's
 //                              #   --recompute-method block --recompute-num-layers N);
@@ -167,7 +170,9 @@ enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
 /// When sharded parameters' gradients are reduce-scattered under gradient accumulation (the
 /// `gradient_sync` key; see ParallelismConfig::gradient_sync).
 enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
-enum class Recompute : uint8_t { kNone, kSelective, kFull };
+/// Activation recomputation: none; Megatron's selective (the attention core); full (whole
+/// layers); op (torchtitan's per-op selective checkpointing, op_recompute.h).
+enum class Recompute : uint8_t { kNone, kSelective, kFull, kOp };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd, kLamb };
 /// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
 enum class Fp8Recipe : uint8_t { kDelayed, kCurrent, kBlock };

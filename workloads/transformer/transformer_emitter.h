@@ -51,7 +51,10 @@ class TransformerEmitter {
 
   void forward_layer(int64_t layer, int64_t last_layer);
 
-  void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch);
+  /// `forward_index`: how many forwards the layer ran before this micro-batch's, since the run
+  /// began (recompute: op alternates what it saves with it).
+  void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch,
+                      int64_t forward_index);
 
   // ---- data-parallel gradient and parameter traffic -------------------------------------------
   /// Bytes per gradient element in the data-parallel reduction (TransformerConfig::

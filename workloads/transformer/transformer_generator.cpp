@@ -153,7 +153,7 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
 }
 
 void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_chunk,
-                                        bool last_micro_batch) {
+                                        bool last_micro_batch, int64_t forward_index) {
   const LayerParams params = params_.layer(layer);
   if (grad_sync_->gathers_for_backward()) {
     std::optional<UnitElements> next;
@@ -168,6 +168,8 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
   } else if (config_.recompute == Recompute::kSelective &&
              config_.attention == AttentionImpl::kUnfused) {
     layers_.attention_forward(layer, true);
+  } else if (config_.recompute == Recompute::kOp) {
+    layers_.op_recompute(forward_index);
   }
   layers_.mlp_backward(layer);
   layers_.attention_backward(layer);
@@ -207,7 +209,8 @@ void TransformerEmitter::iteration(uint32_t it) {
         grad_sync_->after_backward(-2, params_.head(), last_mb);
       }
       for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
-        backward_layer(first + l, first, last_mb);
+        backward_layer(first + l, first, last_mb,
+                       static_cast<int64_t>(it) * micro_batches_ + step.micro_batch);
       if (vs == 0) {
         layers_.embedding_backward();
         grad_sync_->after_backward(-1, params_.embedding(), last_mb);

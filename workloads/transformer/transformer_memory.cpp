@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "workloads/transformer/op_recompute.h"
+
 namespace upsim {
 
 namespace {
@@ -179,6 +181,55 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
   return params;
 }
 
+namespace {
+
+/// What torchtitan's per-op checkpointing policy keeps of one dense layer and micro-batch of
+/// `tokens` tokens (op_recompute.h), in the forward whose saved matmuls take the most: the
+/// block's input (the checkpoint's argument, sharded by SP), each saved matmul's output at
+/// its full token count (the row-parallel ones before their reduce-scatter), scaled-dot-
+/// product attention's output and fp32 log-sum-exp, and under SP both reduce-scatters'
+/// outputs (in the save list).
+int64_t op_policy_layer_bytes(const TransformerConfig& c, int64_t tokens) {
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t e = dtype_bytes(c.activation_dtype());
+  const int64_t t = p.tensor;
+  const int64_t split = p.sequence ? t : 1;
+  const int64_t h = c.hidden;
+  const int64_t q_width = c.heads / t * c.head_dim();
+  const int64_t kv_width = local_kv_heads(c) * c.head_dim();
+  const int64_t ffn = c.ffn / t;
+  const auto output_width = [&](BlockMatmul m) -> int64_t {
+    switch (m) {
+      case BlockMatmul::kQuery:
+        return q_width;
+      case BlockMatmul::kKey:
+      case BlockMatmul::kValue:
+        return kv_width;
+      case BlockMatmul::kOutput:
+      case BlockMatmul::kDown:
+        return h;
+      case BlockMatmul::kGate:
+      case BlockMatmul::kUp:
+        return ffn;
+    }
+    return 0;
+  };
+  int64_t saved_matmuls = 0;
+  for (const int64_t forward : {0, 1}) {
+    int64_t bytes = 0;
+    for (const BlockMatmul m : block_matmuls(c)) {
+      if (op_policy_saves(c, forward, m)) bytes += e * tokens * output_width(m);
+    }
+    saved_matmuls = std::max(saved_matmuls, bytes);
+  }
+  int64_t bytes = ceil_div(e * tokens * h, split) + saved_matmuls;
+  bytes += e * tokens * q_width + 4 * tokens * (c.heads / t);  // attention output, lse
+  if (t > 1 && p.sequence) bytes += 2 * ceil_div(e * tokens * h, t);
+  return bytes;
+}
+
+}  // namespace
+
 // Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
 // (arXiv 2205.05198), section 4.1 counts the bytes one layer stores for its backward with
 // 16-bit activations and 1-byte dropout masks, per micro-batch (s tokens per sequence, b
@@ -214,6 +265,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   const int64_t kv_local = local_kv_heads(c);
 
   if (c.recompute == Recompute::kFull) return ceil_div(e * tokens * h, split);
+  if (c.recompute == Recompute::kOp) return op_policy_layer_bytes(c, tokens);
 
   int64_t bytes = 0;
   bytes += ceil_div(2 * e * tokens * h, split);        // two norm inputs
@@ -317,7 +369,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   TransformerConfig stored = c;
   stored.recompute = Recompute::kNone;
   for (const int64_t layer : layers) {
-    if (c.recomputes_layer(layer)) {
+    if (c.recomputes_layer(layer) || c.recompute == Recompute::kOp) {
       per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
       largest_layer = std::max(largest_layer,
                                transformer_layer_activation_bytes(stored, c.is_moe_layer(layer)));

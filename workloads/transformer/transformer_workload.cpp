@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/config/quantity_parse.h"
+#include "workloads/transformer/op_recompute.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
 
@@ -42,6 +43,8 @@ std::string_view recompute_name(Recompute r) {
       return "selective";
     case Recompute::kFull:
       return "full";
+    case Recompute::kOp:
+      return "op (torchtitan's per-op selective checkpointing)";
   }
   return "?";
 }
@@ -139,6 +142,12 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
         built.simulated.size(), built.gpus, p.data - 1));
   }
   out.memory = transformer_peak_memory(c);
+  // Per-op checkpointing counts a block's matmuls over every forward: with an odd count per
+  // forward and an odd number of micro-batches, every second iteration saves the other ones.
+  if (c.recompute == Recompute::kOp && block_matmuls(c).size() % 2 == 1 &&
+      built.micro_batches % 2 == 1) {
+    out.iteration_period = 2;
+  }
   // A trace of one rank per pipeline stage shows the schedule, its micro-batches and the bubble;
   // tensor-, context- and data-parallel peers of a stage run the same program.
   const ParallelLayout layout(p);

@@ -52,6 +52,23 @@ TEST(SteadyStateCheck, ARanksMeasuredIterationsThatDifferAreNotSteady) {
   EXPECT_TRUE(check_steady_state(summary_of({{us(10000), us(10005)}}, 0), {0}).steady);
 }
 
+// Iterations that alternate by design (period 2: torchtitan's per-op checkpointing saves other
+// matmuls every second iteration) are steady when each pair takes what the pair before took.
+TEST(SteadyStateCheck, AlternatingIterationsAreSteadyWithPeriodTwoOnly) {
+  const RunSummary alternating = summary_of({{us(1000), us(1200), us(1000), us(1200)}}, 2);
+  EXPECT_FALSE(check_steady_state(alternating, {0}).steady);
+  const SteadyStateCheck c = check_steady_state(alternating, {0}, kSteadyStateTolerance, 2);
+  EXPECT_TRUE(c.steady);
+  EXPECT_EQ(c.difference, 0.0);
+  // The second pair 0.5% slower than the first: not steady.
+  const RunSummary drifting = summary_of({{us(1000), us(1200), us(1000), us(1211)}}, 2);
+  EXPECT_FALSE(check_steady_state(drifting, {0}, kSteadyStateTolerance, 2).steady);
+  // Two iterations cannot show a period of 2 repeating.
+  EXPECT_FALSE(
+      check_steady_state(summary_of({{us(1000), us(1200)}}, 0), {0}, kSteadyStateTolerance, 2)
+          .steady);
+}
+
 // The reported case: each rank repeats its own time, but coupled ranks run at different paces,
 // so the faster one's wait at the collectives is still growing.
 TEST(SteadyStateCheck, CoupledRanksAtDifferentPacesAreNotSteadyUncoupledOnesAre) {

@@ -478,6 +478,15 @@ TEST(TransformerConfig, TaskHeadsReadTheirKeysAndCountTheirParameters) {
   EXPECT_NE(e.find("workload.head"), std::string::npos) << e;
 }
 
+TEST(TransformerConfig, OpRecomputeNeedsFusedAttentionAndDenseLayers) {
+  EXPECT_EQ(parse(llama2_70b("  recompute: op\n"), 32).recompute, Recompute::kOp);
+  const std::string e = error_of(llama2_70b("  recompute: op\n  attention: unfused\n"), 32);
+  EXPECT_NE(e.find("workload.recompute: op (per-op selective checkpointing) is modelled for fused "
+                   "attention and dense layers only"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

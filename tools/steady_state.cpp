@@ -23,7 +23,9 @@ RankId find_root(std::vector<RankId>& parent, RankId r) {
 }
 
 std::string percent(double fraction) {
-  return fmt::format("{:.2g}%", 100.0 * fraction);
+  // Two significant digits, without an exponent up to 100%.
+  return fraction >= 0.1 ? fmt::format("{:.0f}%", 100.0 * fraction)
+                         : fmt::format("{:.2g}%", 100.0 * fraction);
 }
 
 /// (max - min) / max, 0 when max is 0.
@@ -136,7 +138,9 @@ SteadyStateCheck check_steady_state(const RunSummary& summary,
     const size_t last = std::min<size_t>(first + r.measured_iterations, r.iteration_times.size());
     if (period == 2) {
       if (last < 4) {
-        note(1.0, fmt::format("{}: fewer than 4 iterations to compare two periods of 2", r.name));
+        note(1.0, fmt::format("{}: its iterations alternate by design (period 2), and fewer than 4 "
+                              "cannot show a pair repeating",
+                              r.name));
         continue;
       }
       const std::vector<Duration>& t = r.iteration_times;

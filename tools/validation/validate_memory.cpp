@@ -27,7 +27,7 @@ constexpr double kDefaultBound = 0.15;
 // Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4, as the other validate commands.
 constexpr double kGeomeanEpsilon = 4e-4;
 
-enum class Measure { kNvmlUsed, kMaxAllocated };
+enum class Measure { kNvmlUsed, kMaxAllocated, kMaxReserved };
 
 struct MemoryRow {
   int line = 0;
@@ -70,11 +70,21 @@ std::vector<MemoryRow> read_memory_rows(const fs::path& file) {
       r.measure = Measure::kNvmlUsed;
     } else if (measure == "max_allocated") {
       r.measure = Measure::kMaxAllocated;
+    } else if (measure == "max_reserved") {
+      r.measure = Measure::kMaxReserved;
     } else {
-      throw t.bad_value(i, "measure", measure, "nvml_used or max_allocated");
+      throw t.bad_value(i, "measure", measure, "nvml_used, max_allocated or max_reserved");
     }
-    r.measured_mib = t.number(i, "measured_mib");
-    if (!(r.measured_mib > 0.0)) throw t.bad_value(i, "measured_mib", "", "positive");
+    const double measured = t.number(i, "measured");
+    if (!(measured > 0.0)) throw t.bad_value(i, "measured", t.field(i, "measured"), "positive");
+    const std::string& unit = t.field(i, "unit");
+    if (unit == "MiB") {
+      r.measured_mib = measured;
+    } else if (unit == "GiB") {
+      r.measured_mib = measured * 1024.0;
+    } else {
+      throw t.bad_value(i, "unit", unit, "MiB or GiB");
+    }
     r.context_mib = t.number(i, "context_mib");
     if (r.measure == Measure::kNvmlUsed && !(r.context_mib > 0.0)) {
       throw t.bad_value(i, "context_mib", t.field(i, "context_mib"),

@@ -4,6 +4,8 @@
 // builds it (the memory check included: a row published as running that upsim refuses fails);
 // its estimated footprint is compared with the figure as the figure measures memory:
 //   max_allocated  torch.cuda.max_memory_allocated: the estimate as is;
+//   max_reserved   torch.cuda.max_memory_reserved (torchtitan's logged memory): the estimate
+//                  as is (the allocator's reserve above it is not modelled, see below);
 //   nvml_used      the device's used memory: the estimate plus the CUDA context the source
 //                  measured (context_mib). The caching allocator's reserve above its peak
 //                  allocation is not added: no public source states it as a factor, and it

@@ -22,9 +22,14 @@ void LayerEmitter::head_forward() {
     ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
     // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
     // row maxima, of the target logits and of the exp sums over TP (fp32, one value per row).
-    HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
-    h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
-    h.end();
+    if (config_.head.eager_loss) {
+      ops_.op("aten::_to_copy", "logits_to_fp32", d.logits_upcast);
+      ops_.op("aten::_log_softmax", "log_softmax_fwd", d.log_softmax_fwd);
+    } else {
+      HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
+      h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
+      h.end();
+    }
     if (sizes_.t > 1) {
       for (int i = 0; i < 3; ++i)
         tp_collective(CollectiveKind::kAllReduce, sizes_.vocab_rows * kFp32Bytes,
@@ -52,17 +57,28 @@ void LayerEmitter::classifier_backward() {
            pytorch::gemm_kernel_name(act_dt_, "wgrad"), k.pooler_wgrad);
 }
 
+void LayerEmitter::cross_entropy_backward() {
+  const LayerKernels& d = kernels_;
+  if (!config_.head.eager_loss) {
+    ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
+    return;
+  }
+  ops_.op("NllLossBackward0", "nll_loss_backward", d.nll_grad);
+  ops_.op("LogSoftmaxBackward0", "log_softmax_bwd", d.log_softmax_bwd);
+  ops_.op("ToCopyBackward0", "logits_to_bf16", d.logits_downcast);
+}
+
 void LayerEmitter::head_backward() {
   const LayerKernels& d = kernels_;
   const TaskHeadKernels& k = d.task;
   switch (config_.head.kind) {
     case TaskHeadKind::kLanguageModel:
-      ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
+      cross_entropy_backward();
       column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
       break;
     case TaskHeadKind::kMaskedLm: {
       classifier_backward();
-      ops_.op("VocabParallelCrossEntropyBackward", "cross_entropy_bwd", d.xent_bwd);
+      cross_entropy_backward();
       // The vocabulary-parallel projection's input gradient is summed over TP (its input, the
       // transform's output, is replicated); the transform runs replicated, and the sequence's
       // gradient goes back to the SP shards by a split, without communication.

@@ -149,6 +149,8 @@ class LayerEmitter {
   /// next-sentence head, the classification head).
   void classifier_forward();
   void classifier_backward();
+  /// The vocabulary cross-entropy's backward: the fused kernel, or the eager one's three.
+  void cross_entropy_backward();
 
   const TransformerConfig& config_;
   const LayerSizes& sizes_;

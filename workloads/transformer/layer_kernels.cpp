@@ -190,6 +190,17 @@ class LayerKernelBuilder {
       d.norm_bwd_add = fused.norm_bwd_add;
     }
     d.task = add_task_head_kernels(config_, sizes_, graph_);
+    if (config_.head.eager_loss && z.vocab_rows > 0) {
+      // Element counts in fp32 logits; a 16-bit read or write is half an element.
+      const double logits = as_double(z.vocab_rows * z.vocab);
+      const double half = as_double(dtype_bytes(act_dt_)) / 4.0;
+      d.logits_upcast = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, logits, 0, half, 1));
+      d.log_softmax_fwd = row(MemoryOp::kSoftmax, z.vocab_rows, z.vocab, 4, 1, 1, DType::kFp32);
+      d.nll_grad = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, logits, 0, 0, 1));
+      d.log_softmax_bwd = row(MemoryOp::kSoftmax, z.vocab_rows, z.vocab, 3, 2, 1, DType::kFp32);
+      d.logits_downcast =
+          add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, logits, 0, 1, half));
+    }
     if (config_.recompute == Recompute::kOp) {
       d.query_fwd =
           add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.heads * z.head_dim).forward);

@@ -120,6 +120,10 @@ struct LayerKernels {
   // Embedding and output layer.
   KernelDescId embed_fwd, embed_bwd, pos_add;
   KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
+  /// The eager cross-entropy (TaskHead::eager_loss): the cast to fp32, log_softmax, and in the
+  /// backward nll_loss's gradient, log_softmax's and the cast back.
+  KernelDescId logits_upcast = 0, log_softmax_fwd = 0, nll_grad = 0, log_softmax_bwd = 0,
+               logits_downcast = 0;
   /// The task head's own kernels (mlm and classification heads).
   TaskHeadKernels task;
   // Per-op recompute (recompute: op only): torchtitan's separate wq, wk / wv and w1 / w3

@@ -48,6 +48,12 @@ TaskHead read_task_head(const ConfigNode& workload, int64_t seq) {
   if (head.kind == TaskHeadKind::kClassification) {
     head.labels = workload.get_int_in_or("labels", 1, kMaxLabels, 2);
   }
+  constexpr std::array<std::string_view, 2> kLossNames = {"fused", "eager"};
+  head.eager_loss = workload.get_choice_or("loss", kLossNames, "fused") == "eager";
+  if (head.eager_loss && head.kind == TaskHeadKind::kClassification) {
+    workload.child("loss").fail(
+        "is the vocabulary cross-entropy's implementation; a classification head has none");
+  }
   return head;
 }
 

@@ -32,9 +32,18 @@ struct TaskHead {
   int64_t predictions = 0;
   /// kClassification: classes; kMaskedLm: 2 (next sentence or not).
   int64_t labels = 0;
+  /// The vocabulary cross-entropy (the `loss` key). false (fused): Megatron's vocab-parallel
+  /// cross-entropy, one kernel each way on fp32 logits, which it keeps (4 bytes per logit).
+  /// true (eager): torch.nn.functional.cross_entropy(logits.float(), labels) as torchtitan
+  /// (torchtitan/components/loss.py, cross_entropy_loss) and HuggingFace run it: the 16-bit
+  /// logits cast to fp32, log_softmax (which keeps its fp32 output) and nll_loss; the backward
+  /// writes nll_loss's fp32 gradient, log_softmax's input gradient, and the cast back: 12 bytes
+  /// per logit live at once (log_softmax's output and both gradients).
+  bool eager_loss = false;
 };
 
-/// Reads `head`, `predictions` and `labels` of `workload` (a transformer's map). Defaults: lm;
+/// Reads `head`, `predictions`, `labels` and `loss` (fused | eager; default fused) of
+/// `workload` (a transformer's map). Defaults: lm;
 /// mlm predicts round(0.15 x seq) positions (BERT masks 15% of the tokens), at least 1;
 /// classification has 2 labels. `predictions` without mlm, `labels` without classification and
 /// predictions above seq are errors naming the key.

@@ -64,6 +64,10 @@
 //                              #   classification (pooler + classifier, fine-tuning); task_head.h
 //   predictions: 76            # mlm: predicted positions per sample; default 15% of seq
 //   labels: 2                  # classification: classes
+//   loss: fused                # the vocabulary cross-entropy: fused (Megatron's vocab-parallel
+//                              #   kernel on fp32 logits) | eager (F.cross_entropy on the logits
+//                              #   cast to fp32: torchtitan, HuggingFace; 12 bytes per logit at
+//                              #   its backward's peak); task_head.h
 //   dropout: 0.1               # > 0 adds dropout kernels; default 0.1 (gpt, bert), 0 (llama, mpt)
 //   moe:                       # optional: every `every`-th layer's MLP becomes a mixture of
 //   experts

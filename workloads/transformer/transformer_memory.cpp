@@ -408,9 +408,11 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     // stage runs each micro-batch's backward right after its forward).
     const int64_t held =
         p.pipeline > 1 && p.schedule == PipelineSchedule::kGpipe ? c.micro_batches() : 1;
+    // The eager cross-entropy (task_head.h) holds 12 bytes per logit at its backward's peak.
     const int64_t rows = ceil_div(c.vocabulary_rows(), p.context);
+    const int64_t per_logit = c.head.eager_loss ? 12 : 4;
     if (rows > 0) {
-      f.parts.push_back({"output logits", 4 * rows * (c.padded_vocab() / p.tensor) * held});
+      f.parts.push_back({"output logits", per_logit * rows * (c.padded_vocab() / p.tensor) * held});
     }
   }
 

@@ -71,26 +71,26 @@ std::string table_error(const std::string& content) {
 
 TEST(MemoryValidation, MalformedRowsNameFileLineAndColumn) {
   const std::string header =
-      "source,label,template,overrides,measure,measured_mib,context_mib,bounded,why\n";
-  std::string e = table_error(header + "s,l,memory_hf_bert_large.yaml,,nvml,100,1,true,\n");
-  EXPECT_NE(e.find(":2: column `measure`: `nvml` is not nvml_used or max_allocated"),
+      "source,label,template,overrides,measure,measured,unit,context_mib,bounded,why\n";
+  std::string e = table_error(header + "s,l,memory_hf_bert_large.yaml,,nvml,100,MiB,1,true,\n");
+  EXPECT_NE(e.find(":2: column `measure`: `nvml` is not nvml_used, max_allocated or max_reserved"),
             std::string::npos)
       << e;
-  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,nvml_used,100,0,true,\n");
+  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,nvml_used,100,MiB,0,true,\n");
   EXPECT_NE(e.find(":2: column `context_mib`"), std::string::npos) << e;
-  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,100,0,false,\n");
+  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,100,MiB,0,false,\n");
   EXPECT_NE(e.find(":2: column `why`"), std::string::npos) << e;
-  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,abc,0,true,\n");
-  EXPECT_NE(e.find(":2: column `measured_mib`: `abc` is not a number"), std::string::npos) << e;
+  e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,abc,MiB,0,true,\n");
+  EXPECT_NE(e.find(":2: column `measured`: `abc` is not a number"), std::string::npos) << e;
 }
 
 TEST(MemoryValidation, ARowUpsimRefusesFails) {
   // batch 64 of bert-large in fp32 does not fit a 16 GB V100: the memory check refuses it, and
   // a bounded row that is refused fails the command.
   const TempTable t(
-      "source,label,template,overrides,measure,measured_mib,context_mib,bounded,why\n"
+      "source,label,template,overrides,measure,measured,unit,context_mib,bounded,why\n"
       "s,batch 64,memory_hf_bert_large.yaml,workload.micro_batch=64;workload.global_batch=64,"
-      "nvml_used,15000,1343,true,\n");
+      "nvml_used,15000,MiB,1343,true,\n");
   std::string output;
   EXPECT_EQ(validate({"--rows", t.path().string()}, output), 1);
   EXPECT_NE(output.find("ERROR"), std::string::npos) << output;

@@ -10,6 +10,7 @@
 
 #include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
+#include "workloads/transformer/transformer_memory.h"
 
 namespace upsim {
 namespace {
@@ -74,6 +75,40 @@ TEST(TaskHead, TheOptimizerStepsTheParametersTheConfigCounts) {
     const TransformerConfig c = bert(head);
     EXPECT_EQ(head_work(c).optimizer_elements, transformer_parameters(c)) << task_head_name(head);
   }
+}
+
+/// Bytes of rank 0's memory-bound kernels of a step of `c`.
+double memory_bound_bytes(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  double bytes = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
+    const KernelDesc& k = g.kernel(t);
+    if (k.cls == KernelClass::kMemoryBound) bytes += k.bytes_read + k.bytes_written;
+  }
+  return bytes;
+}
+
+int64_t logits_bytes(const TransformerConfig& c) {
+  for (const MemoryFootprint::Part& p : transformer_peak_memory(c).parts)
+    if (p.name == "output logits") return p.bytes;
+  return 0;
+}
+
+// torchtitan's and HuggingFace's loss, F.cross_entropy(logits.float(), labels): the cast, the
+// log_softmax, and their backward move more bytes than Megatron's fused kernel, and hold
+// 12 bytes per logit at the backward's peak against the fused kernel's 4.
+TEST(TaskHead, TheEagerCrossEntropyMovesAndHoldsMoreThanTheFusedOne) {
+  TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 4096);
+  c.vocab = 128256;
+  c.tied_embeddings = false;
+  const double fused_bytes = memory_bound_bytes(c);
+  const int64_t fused_logits = logits_bytes(c);
+  c.head.eager_loss = true;
+  EXPECT_GT(memory_bound_bytes(c), fused_bytes);
+  EXPECT_EQ(logits_bytes(c), 3 * fused_logits);
+  EXPECT_EQ(fused_logits, int64_t{4} * 4096 * 128256);
 }
 
 }  // namespace

@@ -476,6 +476,12 @@ TEST(TransformerConfig, TaskHeadsReadTheirKeysAndCountTheirParameters) {
   EXPECT_NE(e.find("workload.predictions"), std::string::npos) << e;
   e = error_of(bert_base("  head: span\n"), 1);
   EXPECT_NE(e.find("workload.head"), std::string::npos) << e;
+  EXPECT_TRUE(parse(bert_base("  loss: eager\n"), 1).head.eager_loss);
+  EXPECT_FALSE(lm.head.eager_loss);
+  e = error_of(bert_base("  head: classification\n  loss: eager\n"), 1);
+  EXPECT_NE(e.find("workload.loss: is the vocabulary cross-entropy's implementation"),
+            std::string::npos)
+      << e;
 }
 
 TEST(TransformerConfig, OpRecomputeNeedsFusedAttentionAndDenseLayers) {

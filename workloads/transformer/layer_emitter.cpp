@@ -194,6 +194,14 @@ std::vector<int64_t> ring_shift_sizes(int64_t members, int64_t bytes) {
 void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
   const LayerKernels& d = kernels_;
   const int64_t cp = config_.parallelism.context;
+  if (cp > 1 && config_.parallelism.context_comm == ContextComm::kAllGather) {
+    gathered_context_attention(backward);
+    return;
+  }
+  if (cp > 1 && config_.parallelism.context_comm == ContextComm::kAllToAll) {
+    all_to_all_context_attention(backward);
+    return;
+  }
   const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
                                          : "aten::_scaled_dot_product_flash_attention";
   HostOp h(ops_.graph(), ops_.threads(), name);

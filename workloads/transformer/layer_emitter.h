@@ -35,6 +35,8 @@ struct LayerGroups {
   uint32_t tensor = 0;
   uint32_t context = 0;
   uint32_t expert = 0;
+  /// The rank's place in its context-parallel group (which sequence chunks it holds).
+  int64_t context_index = 0;
 };
 
 class LayerEmitter {
@@ -127,6 +129,9 @@ class LayerEmitter {
   /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
   /// attention on the TP-comm stream.
   void core_attention_flash(bool backward, bool windowed);
+  /// Context-parallel attention with context_comm all_gather and a2a (context_attention.cpp).
+  void gathered_context_attention(bool backward);
+  void all_to_all_context_attention(bool backward);
 
   /// Dropless routing (moe.capacity_factor 0): how many tokens each expert receives is known
   /// only on the GPU, and the host needs it (the all-to-all's split sizes, the grouped GEMM's

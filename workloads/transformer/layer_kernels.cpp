@@ -201,12 +201,56 @@ class LayerKernelBuilder {
       d.logits_downcast =
           add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, logits, 0, 1, half));
     }
+    if (config_.parallelism.context > 1) build_context_comm_descs();
     if (config_.recompute == Recompute::kOp) {
       d.query_fwd =
           add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.heads * z.head_dim).forward);
       d.key_value_fwd =
           add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.kv_heads * z.head_dim).forward);
       d.gate_fwd = add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.ffn).forward);
+    }
+  }
+
+  /// The attention kernels of context_comm all_gather and a2a (LayerKernels). Transformer
+  /// Engine's KV all-gather (AttnFuncWithCPAndKVAllGather) gives CP rank i the sequence chunks i
+  /// and 2 cp - 1 - i of seq / (2 cp) tokens each; under a causal mask chunk k attends to the
+  /// k chunks before it and to itself causally (bottom-right), k + 1/2 chunks of keys per query
+  /// on average, priced as that many keys without a mask.
+  void build_context_comm_descs() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    const ParallelismConfig& p = config_.parallelism;
+    const int64_t cp = p.context;
+    if (p.context_comm == ContextComm::kAllGather) {
+      const int64_t chunk = config_.seq / (2 * cp);
+      const auto keys = [&](int64_t k) {
+        return config_.causal
+                   ? std::max<int64_t>(1, std::llround(as_double(chunk) * (as_double(k) + 0.5)))
+                   : config_.seq;
+      };
+      for (int64_t i = 0; i < cp; ++i) {
+        std::array<KernelDescId, 2> fwd{};
+        std::array<KernelDescId, 2> bwd{};
+        const std::array<int64_t, 2> chunks = {i, 2 * cp - 1 - i};
+        for (size_t j = 0; j < 2; ++j) {
+          AttentionShape a = attention_shape(chunk, false, false);
+          a.seq_kv = keys(chunks[j]);
+          fwd[j] = add(pytorch::attention_kernel(act_dt_, a));
+          a.backward = true;
+          bwd[j] = add(pytorch::attention_kernel(act_dt_, a));
+        }
+        d.attn_gather_fwd.push_back(fwd);
+        d.attn_gather_bwd.push_back(bwd);
+      }
+    }
+    if (p.context_comm == ContextComm::kAllToAll) {
+      AttentionShape a = attention_shape(config_.seq, config_.causal, false);
+      a.seq_kv = config_.seq;
+      a.heads = z.heads / cp;
+      a.kv_heads = std::max<int64_t>(1, z.kv_heads / cp);
+      d.attn_a2a_fwd = add(pytorch::attention_kernel(act_dt_, a));
+      a.backward = true;
+      d.attn_a2a_bwd = add(pytorch::attention_kernel(act_dt_, a));
     }
   }
 

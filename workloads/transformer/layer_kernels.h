@@ -4,6 +4,7 @@
 // expert GEMMs, embedding and the vocab-parallel output layer with its cross-entropy).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -89,7 +90,12 @@ struct LayerKernels {
   /// The same in the sliding window (sliding_window > 0 only).
   KernelDescId attn_window_fwd, attn_window_bwd;
   std::vector<KernelDescId> attn_ring_fwd, attn_ring_bwd;  ///< CP steps 1.. (non-diagonal)
-  KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;    ///< unfused q k^T
+  /// Context parallel with context_comm all_gather: per CP rank, its two load-balanced query
+  /// chunks' attention to the keys before them (forward, backward); a2a: the attention over the
+  /// whole sequence on heads / context query and key/value heads.
+  std::vector<std::array<KernelDescId, 2>> attn_gather_fwd, attn_gather_bwd;
+  KernelDescId attn_a2a_fwd = 0, attn_a2a_bwd = 0;
+  KernelDescId score_fwd, score_dgrad_q, score_dgrad_k;  ///< unfused q k^T
   KernelDescId softmax_fwd, softmax_bwd, attn_dropout_fwd, attn_dropout_bwd;
   KernelDescId av_fwd, av_dgrad_p, av_dgrad_v;  ///< unfused p v
   KernelDescId proj_fwd, proj_dgrad, proj_wgrad;

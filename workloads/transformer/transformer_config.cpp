@@ -207,6 +207,10 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
                     zero));
   }
   p.zero = static_cast<int>(zero);
+  constexpr std::array<std::string_view, 3> kCpNames = {"p2p", "all_gather", "a2a"};
+  constexpr std::array<ContextComm, 3> kCpComms = {ContextComm::kP2p, ContextComm::kAllGather,
+                                                   ContextComm::kAllToAll};
+  p.context_comm = read_enum(par, "context_comm", kCpNames, kCpComms, ContextComm::kP2p);
   constexpr std::array<std::string_view, 3> kFsdpNames = {"none", "full_shard", "shard_grad_op"};
   constexpr std::array<FsdpMode, 3> kFsdpModes = {FsdpMode::kNone, FsdpMode::kFullShard,
                                                   FsdpMode::kShardGradOp};
@@ -459,6 +463,22 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
           fmt::format("{} sequences with context parallel {} are not modelled (ring "
                       "attention here splits whole padded sequences)",
                       sequence_layout_name(c.sequences.layout), p.context));
+    }
+  }
+  if (p.context_comm != ContextComm::kP2p) {
+    const ConfigNode comm = par_node->child("context_comm");
+    if (p.context == 1) {
+      comm.fail("chooses how context-parallel ranks exchange the sequence: needs context > 1");
+    }
+    const int64_t heads = c.heads / p.tensor;
+    const int64_t kv_heads = std::max<int64_t>(1, c.kv_heads / p.tensor);
+    if (p.context_comm == ContextComm::kAllToAll &&
+        (heads % p.context != 0 || kv_heads % p.context != 0)) {
+      // Transformer Engine's AttnFuncWithCPAndQKVOA2A splits the heads over the CP ranks.
+      comm.fail(
+          fmt::format("a2a splits the heads over context parallel {}: the {} query and {} "
+                      "key/value heads per tensor rank must be divisible by it",
+                      p.context, heads, kv_heads));
     }
   }
   if (p.context > 1 && c.attention == AttentionImpl::kUnfused) {

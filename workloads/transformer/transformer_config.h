@@ -88,7 +88,11 @@
 //     virtual_stages: 1        # interleaved 1F1B when > 1 (layers / (pipeline x this) per chunk)
 //     schedule: 1f1b           # gpipe | 1f1b (interleaved when virtual_stages > 1)
 //     data: 16                 # default: gpus / (tensor x pipeline x context)
-//     context: 1               # ring attention over the sequence
+//     context: 1               # context parallel: the sequence split over ranks
+//     context_comm: p2p        # p2p (ring attention) | all_gather (K / V all-gathered) | a2a
+//                              #   (Ulysses: heads / context per rank, needs heads and kv_heads
+//                              #   per tensor rank divisible by context): Megatron-Core's
+//                              #   --cp-comm-type
 //     expert: 1                # expert parallel, carved out of data x context (Megatron-Core's
 //                              #   expert rank layout: RankLayout below)
 //     zero: 0                  # 0 (DDP) | 1 | 2 | 3 (DeepSpeed / Megatron distributed optimizer)
@@ -171,6 +175,22 @@ enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };
 enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
+/// How context-parallel attention exchanges the sequence (the `context_comm` key; Megatron-Core's
+/// --cp-comm-type, Transformer Engine's attention with context parallel: transformer_engine/
+/// pytorch/attention, AttnFuncWithCPAndKVP2P, ...KVAllGather, ...QKVOA2A).
+enum class ContextComm : uint8_t {
+  /// Ring attention: K / V passed around the ring, each step's exchange beside the previous
+  /// step's attention (Megatron-Core's default).
+  kP2p,
+  /// K / V all-gathered before the attention (and again in the backward, whose dK / dV are
+  /// reduce-scattered); each rank's two load-balanced query chunks attend to the keys before
+  /// them.
+  kAllGather,
+  /// DeepSpeed-Ulysses: Q, K, V all-to-all'ed from sequence shards to head shards, the attention
+  /// on the whole sequence with heads / context heads, the output all-to-all'ed back.
+  kAllToAll,
+};
+
 /// When sharded parameters' gradients are reduce-scattered under gradient accumulation (the
 /// `gradient_sync` key; see ParallelismConfig::gradient_sync).
 enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
@@ -202,6 +222,7 @@ struct ParallelismConfig {
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t data = 1;
   int64_t context = 1;
+  ContextComm context_comm = ContextComm::kP2p;
   int64_t expert = 1;
   int zero = 0;
   FsdpMode fsdp = FsdpMode::kNone;

@@ -81,6 +81,7 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
       groups_.group(ParallelDim::kTensor, layout_.group(ParallelDim::kTensor, global));
   layer_groups.context =
       groups_.group(ParallelDim::kContext, layout_.group(ParallelDim::kContext, global));
+  layer_groups.context_index = coords_.cp;
   const std::vector<int64_t> replica = layout_.replica_group(global);
   const auto shard = static_cast<size_t>(p.shard_ranks());
   if (shard < replica.size()) {

@@ -493,6 +493,27 @@ TEST(TransformerConfig, OpRecomputeNeedsFusedAttentionAndDenseLayers) {
       << e;
 }
 
+TEST(TransformerConfig, ContextCommNeedsContextParallelAndUlyssesDivisibleHeads) {
+  const std::string cp2 = "    pipeline: 4\n    context: 2\n";
+  TransformerConfig c =
+      parse(replace(llama2_70b(), "    pipeline: 4\n", cp2 + "    context_comm: all_gather\n"), 64);
+  EXPECT_EQ(c.parallelism.context_comm, ContextComm::kAllGather);
+  std::string e = error_of(
+      replace(llama2_70b(), "    pipeline: 4\n", "    pipeline: 4\n    context_comm: a2a\n"), 32);
+  EXPECT_NE(e.find("workload.parallelism.context_comm: chooses how context-parallel ranks "
+                   "exchange the sequence: needs context > 1"),
+            std::string::npos)
+      << e;
+  // Llama 2 70B at TP 8: 8 query heads and 1 key/value head per tensor rank, not divisible by 2.
+  e = error_of(replace(llama2_70b(), "    pipeline: 4\n", cp2 + "    context_comm: a2a\n"), 64);
+  std::printf("%s\n", e.c_str());
+  EXPECT_NE(e.find("workload.parallelism.context_comm: a2a splits the heads over context "
+                   "parallel 2: the 8 query and 1 key/value heads per tensor rank must be "
+                   "divisible by it"),
+            std::string::npos)
+      << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

@@ -148,7 +148,11 @@ void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
   const LayerKernels& d = kernels_;
   if (!recompute_core_only) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-    column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
+    if (config_.mla.enabled()) {
+      latent_projections_forward();
+    } else {
+      column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
+    }
     if (config_.position == TransformerPosition::kRotary) {
       ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
     }
@@ -261,7 +265,11 @@ void LayerEmitter::attention_backward(int64_t layer) {
     ops_.op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
   }
   fp8_cast(d.qkv_dy, true);
-  column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
+  if (config_.mla.enabled()) {
+    latent_projections_backward();
+  } else {
+    column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
+  }
   norm_backward_and_residual_gradient();
 }
 

@@ -129,6 +129,9 @@ class LayerEmitter {
   /// each step's K/V exchange (a ring shift over the CP group) overlaps the previous step's
   /// attention on the TP-comm stream.
   void core_attention_flash(bool backward, bool windowed);
+  /// Latent attention's projections (TransformerConfig::mla; latent_attention_emitter.cpp).
+  void latent_projections_forward();
+  void latent_projections_backward();
   /// Context-parallel attention with context_comm all_gather and a2a (context_attention.cpp).
   void gathered_context_attention(bool backward);
   void all_to_all_context_attention(bool backward);

@@ -82,11 +82,9 @@ class LayerKernelBuilder {
     const int64_t split = (z.tokens + kTpOverlapSplits - 1) / kTpOverlapSplits;
     d.qkv_fwd_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.h, z.qkv_out).forward);
     d.fc1_fwd_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.h, z.fc1_out).forward);
-    d.proj_dgrad_chunk =
-        add(pytorch::linear_gemms(gemm_dt_, chunk, z.heads * z.head_dim, z.h).grad_input);
+    d.proj_dgrad_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.attn_out, z.h).grad_input);
     d.fc2_dgrad_chunk = add(pytorch::linear_gemms(gemm_dt_, chunk, z.ffn, z.h).grad_input);
-    d.proj_fwd_split =
-        add(pytorch::linear_gemms(gemm_dt_, split, z.heads * z.head_dim, z.h).forward);
+    d.proj_fwd_split = add(pytorch::linear_gemms(gemm_dt_, split, z.attn_out, z.h).forward);
     d.fc2_fwd_split = add(pytorch::linear_gemms(gemm_dt_, split, z.ffn, z.h).forward);
   }
 
@@ -133,8 +131,7 @@ class LayerKernelBuilder {
     d.av_fwd = gemm(act_dt_, bh, s, z.head_dim, s);
     d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
     d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
-    const pytorch::LinearGemms proj =
-        pytorch::linear_gemms(gemm_dt_, z.tokens, z.heads * z.head_dim, z.h);
+    const pytorch::LinearGemms proj = pytorch::linear_gemms(gemm_dt_, z.tokens, z.attn_out, z.h);
     d.proj_fwd = add(proj.forward);
     d.proj_dgrad = add(proj.grad_input);
     d.proj_wgrad = add(proj.grad_weight);
@@ -202,6 +199,7 @@ class LayerKernelBuilder {
           add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, logits, 0, 1, half));
     }
     if (config_.parallelism.context > 1) build_context_comm_descs();
+    if (config_.mla.enabled()) build_latent_attention_descs();
     if (config_.recompute == Recompute::kOp) {
       d.query_fwd =
           add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.heads * z.head_dim).forward);
@@ -254,6 +252,40 @@ class LayerKernelBuilder {
     }
   }
 
+  /// Latent attention's projections and norms (LayerKernels; latent_attention.h): the down
+  /// projections replicated over tensor parallel, the up projections over this rank's heads.
+  void build_latent_attention_descs() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    const LatentAttentionConfig& m = config_.mla;
+    const auto linear = [&](int64_t in, int64_t out, KernelDescId& fwd, KernelDescId& dgrad,
+                            KernelDescId& wgrad) {
+      const pytorch::LinearGemms g = pytorch::linear_gemms(gemm_dt_, z.tokens, in, out);
+      fwd = add(g.forward);
+      dgrad = add(g.grad_input);
+      wgrad = add(g.grad_weight);
+    };
+    const int64_t q_width = z.heads * m.qk_head_dim();
+    if (m.q_lora_rank > 0) {
+      linear(z.h, m.q_lora_rank, d.q_down_fwd, d.q_down_dgrad, d.q_down_wgrad);
+      d.q_norm_fwd = row(MemoryOp::kRmsNorm, z.tokens, m.q_lora_rank, kNormForward, act_dt_);
+      d.q_norm_bwd = row(MemoryOp::kRmsNorm, z.tokens, m.q_lora_rank, kNormBackward, act_dt_);
+      linear(m.q_lora_rank, q_width, d.q_up_fwd, d.q_up_dgrad, d.q_up_wgrad);
+    } else {
+      linear(z.h, q_width, d.q_up_fwd, d.q_up_dgrad, d.q_up_wgrad);
+    }
+    linear(z.h, m.kv_lora_rank + m.qk_rope_head_dim, d.kv_down_fwd, d.kv_down_dgrad,
+           d.kv_down_wgrad);
+    d.kv_norm_fwd = row(MemoryOp::kRmsNorm, z.tokens, m.kv_lora_rank, kNormForward, act_dt_);
+    d.kv_norm_bwd = row(MemoryOp::kRmsNorm, z.tokens, m.kv_lora_rank, kNormBackward, act_dt_);
+    linear(m.kv_lora_rank, z.heads * (m.qk_nope_head_dim + m.v_head_dim), d.kv_up_fwd,
+           d.kv_up_dgrad, d.kv_up_wgrad);
+    // Rotary on the queries' rope dimensions and the one shared rope key per token.
+    const double rope = as_double(z.tokens * (z.heads + 1) * m.qk_rope_head_dim);
+    d.rotary_fwd = pw(MemoryOp::kRotary, rope, 3, 2, 1);
+    d.rotary_bwd = pw(MemoryOp::kRotary, rope, 3, 2, 1);
+  }
+
   /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else
   /// the GEMM dtype.
   DType linear_dt() const { return gemm_dt_ == DType::kFp8 ? act_dt_ : gemm_dt_; }
@@ -274,7 +306,7 @@ class LayerKernelBuilder {
     LayerKernels& d = kernels_;
     const LayerSizes& z = sizes_;
     d.qkv_in = fp8_cast(z.tokens * z.h);
-    d.proj_in = fp8_cast(z.tokens * z.heads * z.head_dim);
+    d.proj_in = fp8_cast(z.tokens * z.attn_out);
     d.fc1_in = fp8_cast(z.tokens * z.h);
     d.fc2_in = fp8_cast(z.tokens * z.ffn);
     d.qkv_dy = fp8_cast(z.tokens * z.qkv_out);
@@ -389,6 +421,11 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
   sizes.kv_heads = std::max<int64_t>(1, config.kv_heads / sizes.t);
   sizes.head_dim = config.head_dim();
   sizes.qkv_out = (sizes.heads + 2 * sizes.kv_heads) * sizes.head_dim;
+  sizes.attn_out = sizes.heads * sizes.head_dim;
+  if (const LatentAttentionConfig& m = config.mla; m.enabled()) {
+    sizes.qkv_out = sizes.heads * (m.qk_head_dim() + m.qk_nope_head_dim + m.v_head_dim);
+    sizes.attn_out = sizes.heads * m.v_head_dim;
+  }
   sizes.ffn = config.ffn / sizes.t;
   sizes.fc1_out = config.activation == TransformerActivation::kSwiglu ? 2 * sizes.ffn : sizes.ffn;
   const int64_t vocab_multiple = 128 * sizes.t;

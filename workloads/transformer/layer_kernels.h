@@ -56,7 +56,8 @@ struct LayerSizes {
   int64_t heads = 0;      ///< query heads on this rank
   int64_t kv_heads = 0;   ///< key/value heads on this rank (replicated when kv_heads < t)
   int64_t head_dim = 0;
-  int64_t qkv_out = 0;
+  int64_t qkv_out = 0;     ///< the QKV GEMM's width (latent attention: its up projections')
+  int64_t attn_out = 0;    ///< the output projection's input width: heads x head_dim (v_head_dim)
   int64_t ffn = 0;         ///< MLP inner width on this rank
   int64_t fc1_out = 0;     ///< ffn, doubled for SwiGLU's gate
   int64_t vocab = 0;       ///< padded vocabulary on this rank
@@ -132,6 +133,14 @@ struct LayerKernels {
                logits_downcast = 0;
   /// The task head's own kernels (mlm and classification heads).
   TaskHeadKernels task;
+  // Latent attention (TransformerConfig::mla only; latent_attention.h): the down projections
+  // (0 for the queries' when q_lora_rank is 0), the latents' RMSNorms, the up projections (the
+  // queries' straight from the hidden state without a q latent).
+  KernelDescId q_down_fwd = 0, q_down_dgrad = 0, q_down_wgrad = 0, q_norm_fwd = 0, q_norm_bwd = 0;
+  KernelDescId q_up_fwd = 0, q_up_dgrad = 0, q_up_wgrad = 0;
+  KernelDescId kv_down_fwd = 0, kv_down_dgrad = 0, kv_down_wgrad = 0, kv_norm_fwd = 0,
+               kv_norm_bwd = 0;
+  KernelDescId kv_up_fwd = 0, kv_up_dgrad = 0, kv_up_wgrad = 0;
   // Per-op recompute (recompute: op only): torchtitan's separate wq, wk / wv and w1 / w3
   // projections (one GEMM each; the fused qkv_fwd and fc1_fwd stand for them in the forward).
   KernelDescId query_fwd = 0, key_value_fwd = 0, gate_fwd = 0;

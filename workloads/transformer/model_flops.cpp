@@ -11,7 +11,12 @@ double transformer_model_flops(const TransformerConfig& c) {
   // q = h and kv = h x kv_heads / heads it is Megatron's 12 h^2 (1 + kv_heads / heads + s / h).
   const double q = static_cast<double>(c.heads * c.head_dim());
   const double kv = static_cast<double>(c.kv_heads * c.head_dim());
-  const double attention = 6.0 * h * (q + 2.0 * kv) + 6.0 * q * h + 12.0 * s * q;
+  double attention = 6.0 * h * (q + 2.0 * kv) + 6.0 * q * h + 12.0 * s * q;
+  if (c.mla.enabled()) {
+    attention =
+        6.0 * static_cast<double>(latent_attention_matmul_weights(c.mla, c.hidden, c.heads)) +
+        12.0 * s * q;
+  }
   double per_token = 0.0;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     double mlp = 12.0 * h * static_cast<double>(c.ffn) * gated;

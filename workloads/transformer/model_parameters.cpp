@@ -11,10 +11,25 @@ LayerParams ModelParameters::layer(int64_t layer) const {
   LayerParams p;
   const bool bias = config_.bias;
   add_norm(p);
-  p.add(sizes_.qkv_out * sizes_.h);
-  if (bias) p.add(sizes_.qkv_out);
-  p.add(sizes_.h * sizes_.heads * sizes_.head_dim);
-  if (bias) p.add(sizes_.h);
+  if (const LatentAttentionConfig& m = config_.mla; m.enabled()) {
+    // latent_attention_parameters' tensors, no biases.
+    if (m.q_lora_rank > 0) {
+      p.add(sizes_.h * m.q_lora_rank);
+      p.add(m.q_lora_rank);
+      p.add(m.q_lora_rank * sizes_.heads * m.qk_head_dim());
+    } else {
+      p.add(sizes_.h * sizes_.heads * m.qk_head_dim());
+    }
+    p.add(sizes_.h * (m.kv_lora_rank + m.qk_rope_head_dim));
+    p.add(m.kv_lora_rank);
+    p.add(m.kv_lora_rank * sizes_.heads * (m.qk_nope_head_dim + m.v_head_dim));
+    p.add(sizes_.attn_out * sizes_.h);
+  } else {
+    p.add(sizes_.qkv_out * sizes_.h);
+    if (bias) p.add(sizes_.qkv_out);
+    p.add(sizes_.h * sizes_.attn_out);
+    if (bias) p.add(sizes_.h);
+  }
   add_norm(p);
   if (config_.is_moe_layer(layer)) {
     const MoeConfig& m = config_.moe;

@@ -274,7 +274,7 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   return p;
 }
 
-MoeConfig read_moe(const ConfigNode& moe, int64_t ffn) {
+MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers) {
   MoeConfig m;
   m.experts = moe.get_int_in("experts", 1, kMaxExperts);
   m.top_k = moe.get_int_in_or("top_k", 1, kMaxExperts, 2);
@@ -287,6 +287,7 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn) {
   m.shared_experts = moe.get_int_in_or("shared_experts", 0, kMaxExperts, 0);
   m.expert_ffn = moe.get_int_in_or("expert_ffn", 1, kMaxFfn, ffn);
   m.every = moe.get_int_in_or("every", 1, kMaxLayers, 1);
+  m.first_dense = moe.get_int_in_or("first_dense", 0, layers - 1, 0);
   m.imbalance = moe.get_double_in_or("imbalance", 0.0, kMaxExperts, 0.0);
   return m;
 }
@@ -374,7 +375,7 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     "tensor-parallel rank computes whole heads)",
                     c.heads, p.tensor));
   }
-  if (c.explicit_head_dim == 0 && c.hidden % c.heads != 0) {
+  if (c.explicit_head_dim == 0 && !c.mla.enabled() && c.hidden % c.heads != 0) {
     workload.child("hidden").fail(fmt::format(
         "{} is not divisible by heads {} (head dimension = hidden / heads; or give head_dim)",
         c.hidden, c.heads));
@@ -463,6 +464,16 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
           fmt::format("{} sequences with context parallel {} are not modelled (ring "
                       "attention here splits whole padded sequences)",
                       sequence_layout_name(c.sequences.layout), p.context));
+    }
+  }
+  if (c.mla.enabled()) {
+    // The latent projections replace the fused QKV GEMM that TE's overlap, the per-op policy's
+    // matmul count and the unfused core are built around.
+    const ConfigNode mla = workload.child("mla");
+    if (p.tp_comm_overlap) mla.fail("is not modelled with parallelism.tp_comm_overlap");
+    if (c.recompute == Recompute::kOp) mla.fail("is not modelled with recompute: op");
+    if (c.attention == AttentionImpl::kUnfused) {
+      mla.fail("needs a fused attention (attention: flash, flash3 or cudnn)");
     }
   }
   if (p.context_comm != ContextComm::kP2p) {
@@ -568,6 +579,21 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.kv_heads = workload.get_int_in_or("kv_heads", 1, kMaxHeads, c.heads);
   if (workload.has("head_dim"))
     c.explicit_head_dim = workload.get_int_in("head_dim", 1, kMaxHidden);
+  if (const std::optional<ConfigNode> mla = workload.optional_child("mla")) {
+    c.mla = read_latent_attention(*mla);
+    if (c.kv_heads != c.heads) {
+      workload.child("kv_heads")
+          .fail(
+              "latent attention up-projects keys and values for every head: kv_heads must equal "
+              "heads (or be left out)");
+    }
+    if (workload.has("head_dim")) {
+      workload.child("head_dim")
+          .fail(
+              "latent attention gives the heads' widths (mla.qk_nope_head_dim, qk_rope_head_dim, "
+              "v_head_dim)");
+    }
+  }
   c.sliding_window = workload.get_int_in_or("sliding_window", 0, kMaxSeq, 0);
   c.full_attention_every = workload.get_int_in_or("full_attention_every", 0, kMaxLayers, 0);
   if (c.full_attention_every > 0 && c.sliding_window == 0) {
@@ -623,7 +649,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.head = read_task_head(workload, c.seq);
 
   const std::optional<ConfigNode> moe_node = workload.optional_child("moe");
-  if (moe_node) c.moe = read_moe(*moe_node, c.ffn);
+  if (moe_node) c.moe = read_moe(*moe_node, c.ffn, c.layers);
 
   const std::optional<ConfigNode> par_node = workload.optional_child("parallelism");
   c.parallelism = read_parallelism(par_node, gpus);
@@ -705,9 +731,11 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   const int64_t h = c.hidden;
   const int64_t q_width = c.heads * c.head_dim();
   const int64_t kv_width = c.kv_heads * c.head_dim();
-  // Attention: fused QKV projection h x (q_width + 2 kv_width), output projection q_width x h.
+  // Attention: fused QKV projection h x (q_width + 2 kv_width), output projection q_width x h;
+  // or the latent attention's projections and norms (no biases).
   int64_t attention = h * (q_width + 2 * kv_width) + q_width * h;
   if (c.bias) attention += (q_width + 2 * kv_width) + h;
+  if (c.mla.enabled()) attention = latent_attention_parameters(c.mla, h, c.heads, 1);
   const int64_t norms = 2 * transformer_norm_parameters(c);
   const int64_t dense_mlp = mlp_parameters(c, c.ffn);
   int64_t moe_mlp = 0;

@@ -12,6 +12,14 @@
 //   head_dim: 128              # one attention head's width; default hidden / heads (which must
 //                              #   then divide hidden); Q is heads x head_dim wide, the output
 //                              #   projection maps it back to hidden
+//   mla:                       # optional: multi-head latent attention (DeepSeek-V2/V3;
+//                              #   latent_attention.h) instead of the q, k, v projections;
+//                              #   kv_heads = heads, no head_dim, no biases
+//     q_lora_rank: 1536        # 0: queries projected directly
+//     kv_lora_rank: 512
+//     qk_nope_head_dim: 128
+//     qk_rope_head_dim: 64
+//     v_head_dim: 128
 //   sliding_window: 0          # keys each query attends to at most (Mistral 4096, GPT-OSS 128);
 //                              #   0: full attention (flash / cudnn attention; not with context
 //                              #   parallel)
@@ -78,6 +86,7 @@
 //     shared_experts: 0        # DeepSeek-style always-on experts
 //     expert_ffn: 14336        # default: ffn
 //     every: 1
+//     first_dense: 0           # the first N layers stay dense (DeepSeek-V3: 3)
 //     imbalance: 0.0           # the busiest EP rank's experts get (1 + imbalance) x the
 //                              #   mean, at most all of its EP group's tokens and at most
 //                              #   their capacity (moe_busiest_rank_load: timing and memory)
@@ -162,6 +171,7 @@
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
+#include "workloads/transformer/latent_attention.h"
 #include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/task_head.h"
 
@@ -211,6 +221,8 @@ struct MoeConfig {
   int64_t shared_experts = 0;
   int64_t expert_ffn = 0;
   int64_t every = 1;
+  /// The first this many layers keep their dense MLP (DeepSeek-V3's first_k_dense_replace: 3).
+  int64_t first_dense = 0;
   double imbalance = 0.0;
 };
 
@@ -365,9 +377,15 @@ struct TransformerConfig {
   }
   /// The `head_dim` key; 0: hidden / heads.
   int64_t explicit_head_dim = 0;
+  /// Multi-head latent attention (the `mla` key; disabled unless given).
+  LatentAttentionConfig mla;
   /// Dimension of one attention head: the `head_dim` key when given (Gemma, Qwen3 and others
-  /// use heads x head_dim != hidden), else hidden / heads.
-  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads; }
+  /// use heads x head_dim != hidden), else hidden / heads; with latent attention the mean of
+  /// the query / key and value widths, which prices the attention core exactly.
+  int64_t head_dim() const {
+    if (mla.enabled()) return mla.attention_head_dim();
+    return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads;
+  }
   /// Layers of one model chunk (a pipeline stage's share, per virtual stage).
   int64_t layers_per_chunk() const {
     return layers / (parallelism.pipeline * parallelism.virtual_stages);
@@ -429,7 +447,9 @@ struct TransformerConfig {
   /// Micro-batches per iteration on each pipeline (gradient accumulation steps).
   /// (Context-parallel ranks share a micro-batch: `data` excludes them, as in Megatron.)
   int64_t micro_batches() const { return global_batch / (micro_batch * parallelism.data); }
-  bool is_moe_layer(int64_t layer) const { return moe.experts > 0 && (layer + 1) % moe.every == 0; }
+  bool is_moe_layer(int64_t layer) const {
+    return moe.experts > 0 && layer >= moe.first_dense && (layer + 1) % moe.every == 0;
+  }
 };
 
 /// Tokens the local experts of the busiest expert-parallel rank process in one MoE layer and

@@ -37,6 +37,10 @@ int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn) {
 /// Attention and norms of one layer on one tensor rank: fused QKV (column parallel), output
 /// projection (row parallel, bias replicated), the two norms (replicated).
 int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
+  if (c.mla.enabled()) {
+    return latent_attention_parameters(c.mla, c.hidden, c.heads, c.parallelism.tensor) +
+           2 * transformer_norm_parameters(c);
+  }
   const int64_t d = c.head_dim();
   const int64_t qkv_width = (c.heads / c.parallelism.tensor + 2 * local_kv_heads(c)) * d;
   const int64_t out_in = c.heads / c.parallelism.tensor * d;
@@ -268,9 +272,16 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   if (c.recompute == Recompute::kOp) return op_policy_layer_bytes(c, tokens);
 
   int64_t bytes = 0;
-  bytes += ceil_div(2 * e * tokens * h, split);        // two norm inputs
-  bytes += ceil_div(e * tokens * h, split);            // QKV GEMM input
-  bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
+  bytes += ceil_div(2 * e * tokens * h, split);  // two norm inputs
+  bytes += ceil_div(e * tokens * h, split);      // QKV GEMM input
+  if (const LatentAttentionConfig& m = c.mla; m.enabled()) {
+    // Latent attention: the latents (the up projections' and the rope key's inputs), then Q
+    // and K of qk_head_dim and V of v_head_dim per head.
+    bytes += e * tokens * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim);
+    bytes += e * tokens * q_local * (2 * m.qk_head_dim() + m.v_head_dim);
+  } else {
+    bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
+  }
   if (c.recompute == Recompute::kNone) {
     if (c.attention == AttentionImpl::kUnfused) {
       // softmax output, dropout mask and dropout output over the local queries x all keys
@@ -280,7 +291,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
       bytes += 4 * q_local * tokens;  // flash attention's fp32 log-sum-exp
     }
   }
-  bytes += e * tokens * q_local * d;            // output-projection input
+  bytes += e * tokens * q_local * (c.mla.enabled() ? c.mla.v_head_dim : d);  // out-proj input
   bytes += ceil_div(mask * tokens * h, split);  // attention dropout mask
 
   // MLP (or MoE) after the second norm.

@@ -103,11 +103,19 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
   const double params_b = static_cast<double>(transformer_parameters(c)) * 1e-9;
   out.description.push_back(fmt::format(
       "workload: transformer ({}), {:.2f}B parameters: {} layers, hidden {}, {} heads ({} kv), "
-      "ffn {}, vocab {}, seq {}, {}{}",
+      "ffn {}, vocab {}, seq {}, {}{}{}",
       c.architecture, params_b, c.layers, c.hidden, c.heads, c.kv_heads, c.ffn, c.vocab, c.seq,
       dtype_name(c.dtype),
-      c.moe.experts > 0 ? fmt::format(", MoE {} experts top-{} every {} layer(s)", c.moe.experts,
-                                      c.moe.top_k, c.moe.every)
+      c.mla.enabled()
+          ? fmt::format(", latent attention (q latent {}, kv latent {}, heads {} + {} / {})",
+                        c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope_head_dim,
+                        c.mla.qk_rope_head_dim, c.mla.v_head_dim)
+          : std::string(),
+      c.moe.experts > 0 ? fmt::format(", MoE {} experts top-{} every {} layer(s){}", c.moe.experts,
+                                      c.moe.top_k, c.moe.every,
+                                      c.moe.first_dense > 0
+                                          ? fmt::format(" after {} dense ones", c.moe.first_dense)
+                                          : std::string())
                         : std::string()));
   out.description.push_back(fmt::format(
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "

@@ -514,6 +514,47 @@ TEST(TransformerConfig, ContextCommNeedsContextParallelAndUlyssesDivisibleHeads)
       << e;
 }
 
+/// DeepSeek-V3 (DeepSeek-AI, arXiv 2412.19437, section 4.2 and its config.json): 61 layers,
+/// hidden 7168, 128 heads of multi-head latent attention, 3 dense layers of ffn 18432, then MoE
+/// layers of 256 routed experts (top 8) and 1 shared expert of 2048, vocabulary 129280.
+std::string deepseek_v3(const std::string& extra = "") {
+  return R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 61
+  hidden: 7168
+  heads: 128
+  ffn: 18432
+  vocab: 129280
+  tied_embeddings: false
+  seq: 4096
+  mla: {q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64,
+        v_head_dim: 128}
+  moe: {experts: 256, top_k: 8, shared_experts: 1, expert_ffn: 2048, first_dense: 3,
+        capacity_factor: 0}
+)" + extra;
+}
+
+TEST(TransformerConfig, LatentAttentionCountsDeepSeekV3AsPublished) {
+  const TransformerConfig c = parse(deepseek_v3(), 1);
+  EXPECT_TRUE(c.mla.enabled());
+  EXPECT_EQ(c.head_dim(), 160);  // (192 + 128) / 2
+  EXPECT_FALSE(c.is_moe_layer(2));
+  EXPECT_TRUE(c.is_moe_layer(3));
+  // The paper: 671B total parameters (the multi-token-prediction module's 14B apart); per layer
+  // of latent attention 187,107,328 (W_qa 7168 x 1536, its norm, W_qb 1536 x 128 x 192, W_kva
+  // 7168 x 576, its norm, W_kvb 512 x 128 x 256, W_o 16384 x 7168).
+  EXPECT_EQ(latent_attention_parameters(c.mla, 7168, 128, 1), 187107328);
+  EXPECT_NEAR(static_cast<double>(transformer_parameters(c)) / 671e9, 1.0, 0.001);
+  std::string e = error_of(deepseek_v3("  kv_heads: 8\n"), 1);
+  EXPECT_NE(e.find("workload.kv_heads: latent attention up-projects keys and values for every "
+                   "head"),
+            std::string::npos)
+      << e;
+  e = error_of(deepseek_v3("  attention: unfused\n"), 1);
+  EXPECT_NE(e.find("workload.mla: needs a fused attention"), std::string::npos) << e;
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

@@ -1,0 +1,56 @@
+#include "workloads/transformer/latent_attention.h"
+
+#include <fmt/format.h>
+
+namespace upsim {
+
+namespace {
+
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
+
+}  // namespace
+
+LatentAttentionConfig read_latent_attention(const ConfigNode& mla) {
+  LatentAttentionConfig m;
+  m.q_lora_rank = mla.get_int_in_or("q_lora_rank", 0, kMaxWidth, 0);
+  m.kv_lora_rank = mla.get_int_in("kv_lora_rank", 1, kMaxWidth);
+  m.qk_nope_head_dim = mla.get_int_in("qk_nope_head_dim", 1, kMaxWidth);
+  m.qk_rope_head_dim = mla.get_int_in("qk_rope_head_dim", 1, kMaxWidth);
+  m.v_head_dim = mla.get_int_in("v_head_dim", 1, kMaxWidth);
+  if ((m.qk_head_dim() + m.v_head_dim) % 2 != 0) {
+    mla.child("v_head_dim")
+        .fail(fmt::format("qk_nope_head_dim + qk_rope_head_dim + v_head_dim = {} must be even (the "
+                          "attention is priced at their mean head width)",
+                          m.qk_head_dim() + m.v_head_dim));
+  }
+  return m;
+}
+
+int64_t latent_attention_parameters(const LatentAttentionConfig& m, int64_t hidden, int64_t heads,
+                                    int64_t tensor) {
+  const int64_t local_heads = heads / tensor;
+  int64_t params = 0;
+  if (m.q_lora_rank > 0) {
+    params += hidden * m.q_lora_rank + m.q_lora_rank;  // W_qa, its RMSNorm
+    params += m.q_lora_rank * local_heads * m.qk_head_dim();
+  } else {
+    params += hidden * local_heads * m.qk_head_dim();
+  }
+  params += hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank;  // W_kva, norm
+  params += m.kv_lora_rank * local_heads * (m.qk_nope_head_dim + m.v_head_dim);
+  params += local_heads * m.v_head_dim * hidden;  // output projection
+  return params;
+}
+
+int64_t latent_attention_matmul_weights(const LatentAttentionConfig& m, int64_t hidden,
+                                        int64_t heads) {
+  int64_t weights = m.q_lora_rank > 0
+                        ? hidden * m.q_lora_rank + m.q_lora_rank * heads * m.qk_head_dim()
+                        : hidden * heads * m.qk_head_dim();
+  weights += hidden * (m.kv_lora_rank + m.qk_rope_head_dim);
+  weights += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim);
+  weights += heads * m.v_head_dim * hidden;
+  return weights;
+}
+
+}  // namespace upsim

@@ -1,0 +1,60 @@
+// Latent attention's projections on the rank being emitted (latent_attention.h), forward and
+// backward, with their tensor-parallel communication: the down projections run replicated on
+// the sequence-parallel all-gathered tokens (gathered again in the backward for their weight
+// gradients); the up projections' input gradients are partial sums over the ranks' heads, so
+// each latent's gradient is all-reduced before its norm's backward (Megatron's copy to the
+// tensor-parallel region); the input gradient that follows is then whole on every rank and goes
+// back to the sequence-parallel shards by a split.
+#include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/layer_emitter.h"
+
+namespace upsim::transformer_emit {
+
+void LayerEmitter::latent_projections_forward() {
+  const LayerKernels& d = kernels_;
+  const std::string_view gemm = pytorch::gemm_kernel_name(gemm_dt_, "mla");
+  tp_enter_forward();
+  fp8_cast(d.qkv_in, false);
+  if (config_.mla.q_lora_rank > 0) {
+    ops_.op("aten::linear", gemm, d.q_down_fwd);
+    ops_.op(norm_op(false), "rms_norm_fwd", d.q_norm_fwd);
+  }
+  ops_.op("aten::linear", gemm, d.q_up_fwd);
+  ops_.op("aten::linear", gemm, d.kv_down_fwd);
+  ops_.op(norm_op(false), "rms_norm_fwd", d.kv_norm_fwd);
+  ops_.op("aten::linear", gemm, d.kv_up_fwd);
+}
+
+void LayerEmitter::latent_projections_backward() {
+  const LayerKernels& d = kernels_;
+  const LatentAttentionConfig& m = config_.mla;
+  const std::string_view dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string_view wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  const bool tp = sizes_.t > 1;
+  if (tp && config_.parallelism.sequence) {
+    tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,
+                  "c10d::_allgather_base");
+  }
+  const auto latent_all_reduce = [&](int64_t width) {
+    if (tp) {
+      tp_collective(CollectiveKind::kAllReduce, sizes_.tokens * width * act_elem_bytes_,
+                    "c10d::all_reduce");
+    }
+  };
+  ops_.op2("LinearBackward", dgrad, d.kv_up_dgrad, wgrad, d.kv_up_wgrad);
+  latent_all_reduce(m.kv_lora_rank);
+  ops_.op(norm_op(true), "rms_norm_bwd", d.kv_norm_bwd);
+  ops_.op2("LinearBackward", dgrad, d.kv_down_dgrad, wgrad, d.kv_down_wgrad);
+  ops_.op2("LinearBackward", dgrad, d.q_up_dgrad, wgrad, d.q_up_wgrad);
+  if (m.q_lora_rank > 0) {
+    latent_all_reduce(m.q_lora_rank);
+    ops_.op(norm_op(true), "rms_norm_bwd", d.q_norm_bwd);
+    ops_.op2("LinearBackward", dgrad, d.q_down_dgrad, wgrad, d.q_down_wgrad);
+  } else {
+    // Without a q latent the queries' up projection reads the hidden state: its input gradient
+    // is the partial sum, all-reduced as the column-parallel linear's.
+    latent_all_reduce(sizes_.h);
+  }
+}
+
+}  // namespace upsim::transformer_emit

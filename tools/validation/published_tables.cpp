@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "sim/config/config_node.h"
-#include "tools/validation/csv_table.h"
+#include "tools/validation/measurement_table.h"
 
 namespace upsim::cli {
 
@@ -21,7 +21,7 @@ namespace {
 
 /// Throws WorkloadTableError naming the file, line and column of the first value that is not
 /// positive.
-void require_positive(const CsvTable& t, int line,
+void require_positive(const MeasurementTable& t, int line,
                       std::initializer_list<std::pair<int64_t, const char*>> values) {
   for (const auto& [value, column] : values) {
     if (value <= 0) {
@@ -46,7 +46,7 @@ double megatron_flops(const MegatronRow& r) {
 // ---- Readers --------------------------------------------------------------------------------
 
 std::vector<MegatronRow> read_megatron_table(const fs::path& path) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   std::vector<MegatronRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     MegatronRow r;
@@ -89,7 +89,7 @@ std::vector<MegatronRow> read_megatron_table(const fs::path& path) {
 }
 
 std::vector<FoundryRow> read_foundry_table(const fs::path& path) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   std::vector<FoundryRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     FoundryRow r;
@@ -143,7 +143,7 @@ void read_source(const ConfigNode& root) {
 }  // namespace
 
 std::vector<NemoRow> read_nemo_table(const fs::path& path) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   std::vector<NemoRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     NemoRow r;
@@ -187,7 +187,7 @@ std::vector<NemoRow> read_nemo_table(const fs::path& path) {
 }
 
 std::vector<NemotronRow> read_nemotron_table(const fs::path& path) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   std::vector<NemotronRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     NemotronRow r;
@@ -261,7 +261,7 @@ namespace {
 
 /// "11,400,000" -> 11400000 (digits with optional thousands separators); "3.81M" -> 3810000
 /// (DCNv2.md's millions). Positive.
-double dle_throughput(const CsvTable& t, size_t row, const std::string& column) {
+double dle_throughput(const MeasurementTable& t, size_t row, const std::string& column) {
   std::string digits;
   for (char c : t.field(row, column)) {
     if (c != ',') digits += c;
@@ -282,7 +282,7 @@ double dle_throughput(const CsvTable& t, size_t row, const std::string& column) 
 }
 
 /// "8k" -> 8192, "512" -> 512.
-int64_t dle_batch(const CsvTable& t, size_t row, const std::string& column) {
+int64_t dle_batch(const MeasurementTable& t, size_t row, const std::string& column) {
   std::string text = t.field(row, column);
   int64_t scale = 1;
   if (!text.empty() && (text.back() == 'k' || text.back() == 'K')) {
@@ -301,7 +301,7 @@ int64_t dle_batch(const CsvTable& t, size_t row, const std::string& column) {
 }  // namespace
 
 std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   // The full-precision column is TF32 on the A100 table, FP32 on the V100 one.
   const bool tf32 = t.has("Throughput - TF32");
   const std::string full_column = tf32 ? "Throughput - TF32" : "Throughput - FP32";
@@ -339,7 +339,7 @@ std::vector<DleRow> read_dle_table(const fs::path& path, std::string_view model)
 }
 
 std::vector<DleInferenceRow> read_dle_inference_table(const fs::path& path) {
-  const CsvTable t(path);
+  const MeasurementTable t(path);
   const bool tf32 = t.has("Throughput Avg - TF32 - CUDA Graphs OFF");
   const std::string full_column =
       tf32 ? "Throughput Avg - TF32 - CUDA Graphs OFF" : "Throughput Avg - FP32 - CUDA Graphs OFF";

@@ -12,7 +12,7 @@
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
-#include "tools/validation/csv_table.h"
+#include "tools/validation/measurement_table.h"
 
 namespace upsim::cli {
 
@@ -56,7 +56,7 @@ std::vector<std::string> split_assignments(const std::string& text) {
 }
 
 std::vector<MemoryRow> read_memory_rows(const fs::path& file) {
-  const CsvTable t(file);
+  const MeasurementTable t(file);
   std::vector<MemoryRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     MemoryRow r;

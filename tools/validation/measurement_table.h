@@ -16,9 +16,9 @@ namespace upsim::cli {
 
 /// A CSV table with a header row. Malformed quoting is a WorkloadTableError with the
 /// ParseError's message (file:line:column); so is a file that cannot be read or has no header.
-class CsvTable {
+class MeasurementTable {
  public:
-  explicit CsvTable(const std::filesystem::path& path);
+  explicit MeasurementTable(const std::filesystem::path& path);
 
   size_t size() const { return rows_.size(); }
   int line(size_t row) const { return rows_[row].line; }

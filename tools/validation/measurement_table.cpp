@@ -1,4 +1,4 @@
-#include "tools/validation/csv_table.h"
+#include "tools/validation/measurement_table.h"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 
 namespace upsim::cli {
 
-CsvTable::CsvTable(const std::filesystem::path& path) : file_(path.string()) {
+MeasurementTable::MeasurementTable(const std::filesystem::path& path) : file_(path.string()) {
   if (const auto why = input_file_problem(path, kGiB)) {
     throw WorkloadTableError(fmt::format("{}: {}", file_, *why));
   }
@@ -35,7 +35,7 @@ CsvTable::CsvTable(const std::filesystem::path& path) : file_(path.string()) {
     rows_.push_back({static_cast<int>(records[i].line), std::move(records[i].fields)});
 }
 
-const std::string& CsvTable::field(size_t row, const std::string& column) const {
+const std::string& MeasurementTable::field(size_t row, const std::string& column) const {
   const auto it = columns_.find(column);
   if (it == columns_.end()) {
     throw WorkloadTableError(
@@ -49,7 +49,7 @@ const std::string& CsvTable::field(size_t row, const std::string& column) const 
   return r.fields[it->second];
 }
 
-int64_t CsvTable::integer(size_t row, const std::string& column) const {
+int64_t MeasurementTable::integer(size_t row, const std::string& column) const {
   const std::string& text = field(row, column);
   int64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -59,7 +59,7 @@ int64_t CsvTable::integer(size_t row, const std::string& column) const {
   return value;
 }
 
-double CsvTable::number(size_t row, const std::string& column) const {
+double MeasurementTable::number(size_t row, const std::string& column) const {
   const std::string& text = field(row, column);
   double value = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -70,15 +70,16 @@ double CsvTable::number(size_t row, const std::string& column) const {
   return value;
 }
 
-bool CsvTable::boolean(size_t row, const std::string& column) const {
+bool MeasurementTable::boolean(size_t row, const std::string& column) const {
   const std::string& text = field(row, column);
   if (text == "True" || text == "true") return true;
   if (text == "False" || text == "false") return false;
   throw bad_value(row, column, text, "True or False");
 }
 
-WorkloadTableError CsvTable::bad_value(size_t row, const std::string& column,
-                                       const std::string& text, const char* expected) const {
+WorkloadTableError MeasurementTable::bad_value(size_t row, const std::string& column,
+                                               const std::string& text,
+                                               const char* expected) const {
   return WorkloadTableError(fmt::format("{}:{}: column `{}`: `{}` is not {}", file_,
                                         rows_[row].line, column, text, expected));
 }

@@ -892,6 +892,19 @@ TEST_F(Cli, ValidateKernelsPrintsHeldOutErrorPerOp) {
       << plain.output;
 }
 
+// The validate commands as a user runs them, through the binary from the repository root: the
+// memory figures and one published step (the whole binary links every reader; a clash of two
+// readers' names once crashed it there while the in-process tests passed).
+TEST_F(Cli, ValidateMemoryAndAWorkloadRowRunFromTheRepositoryRoot) {
+  const Result memory = upsim("validate memory", UPSIM_SOURCE_ROOT);
+  ASSERT_EQ(memory.exit_code, 0) << memory.output;
+  EXPECT_NE(memory.output.find("bounded rows: geomean |error|"), std::string::npos)
+      << memory.output;
+  const Result row = upsim("validate workloads --rows mpt-1b", UPSIM_SOURCE_ROOT);
+  ASSERT_EQ(row.exit_code, 0) << row.output;
+  EXPECT_NE(row.output.find("llm-foundry: geomean |error|"), std::string::npos) << row.output;
+}
+
 // Every shipped measurement set, per generation, from the repository root: the table with the
 // data's provenance and what each calibration prices on defaults.
 TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {

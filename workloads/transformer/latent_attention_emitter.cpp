@@ -5,6 +5,8 @@
 // each latent's gradient is all-reduced before its norm's backward (Megatron's copy to the
 // tensor-parallel region); the input gradient that follows is then whole on every rank and goes
 // back to the sequence-parallel shards by a split.
+#include <string>
+
 #include "workloads/pytorch/kernels.h"
 #include "workloads/transformer/layer_emitter.h"
 
@@ -12,7 +14,7 @@ namespace upsim::transformer_emit {
 
 void LayerEmitter::latent_projections_forward() {
   const LayerKernels& d = kernels_;
-  const std::string_view gemm = pytorch::gemm_kernel_name(gemm_dt_, "mla");
+  const std::string gemm = pytorch::gemm_kernel_name(gemm_dt_, "mla");
   tp_enter_forward();
   fp8_cast(d.qkv_in, false);
   if (config_.mla.q_lora_rank > 0) {
@@ -28,8 +30,8 @@ void LayerEmitter::latent_projections_forward() {
 void LayerEmitter::latent_projections_backward() {
   const LayerKernels& d = kernels_;
   const LatentAttentionConfig& m = config_.mla;
-  const std::string_view dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
-  const std::string_view wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
   const bool tp = sizes_.t > 1;
   if (tp && config_.parallelism.sequence) {
     tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h * act_elem_bytes_,

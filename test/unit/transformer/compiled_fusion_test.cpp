@@ -31,13 +31,8 @@ struct MemoryBoundWork {
 };
 
 MemoryBoundWork memory_bound_work(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
   MemoryBoundWork w;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
-    const KernelDesc& k = g.kernel(t);
+  for (const KernelDesc& k : test_configs::step_kernels(c)) {
     if (k.cls != KernelClass::kMemoryBound) continue;
     ++w.kernels;
     w.bytes += k.bytes_read + k.bytes_written;
@@ -117,13 +112,10 @@ Duration step_window(const TransformerConfig& c, const KernelCostModel& kernels,
 }
 
 TEST(CompiledFusion, ACompiledStepIsNeverSlowerThanTheEagerOne) {
-  ConfigDocument hw_doc = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
-  const HardwareProfile hw = load_hardware_profile(hw_doc.root());
-  ConfigDocument section = ConfigDocument::parse_string(
-      "{model: calibrated, calibration: " + (kConfigs / "calibration" / "h100_xla.yaml").string() +
-          "}",
-      "section");
-  const CalibratedKernelCost model = load_calibrated(section.root(), hw);
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  const HardwareProfile& hw = h100.hw;
+  const CalibratedKernelCost& model = h100.model;
   for (const int64_t seq : {1024, 8192}) {
     TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, seq);
     const Duration eager = step_window(c, model, hw);

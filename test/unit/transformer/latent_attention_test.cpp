@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "calibration/roofline_kernel_cost.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -30,12 +31,8 @@ struct StepWork {
 };
 
 StepWork step_work(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
   StepWork w;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
-    const KernelDesc& k = g.kernel(t);
+  for (const KernelDesc& k : test_configs::step_kernels(c)) {
     if (k.memory_op == MemoryOp::kOptimizer && k.cls == KernelClass::kMemoryBound) {
       const std::vector<int64_t>& n = k.optimizer.tensor_elements;
       w.optimizer_elements = std::accumulate(n.begin(), n.end(), int64_t{0});

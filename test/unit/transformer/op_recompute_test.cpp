@@ -45,13 +45,10 @@ TEST(OpRecompute, EverySecondMatmulIsSavedCountingOverTheBlocksForwards) {
 }
 
 TEST(OpRecompute, AStepCostsBetweenNoAndFullRecomputationAndStoresBetweenThem) {
-  ConfigDocument hw_doc = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
-  const HardwareProfile hw = load_hardware_profile(hw_doc.root());
-  ConfigDocument section = ConfigDocument::parse_string(
-      "{model: calibrated, calibration: " + (kConfigs / "calibration" / "h100_xla.yaml").string() +
-          "}",
-      "section");
-  const CalibratedKernelCost model = load_calibrated(section.root(), hw);
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  const HardwareProfile& hw = h100.hw;
+  const CalibratedKernelCost& model = h100.model;
   ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
   const Fabric dgx = load_fabric(fabric.root());
   TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 4096);

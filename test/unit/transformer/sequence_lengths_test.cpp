@@ -14,6 +14,7 @@
 #include "calibration/hardware_profile.h"
 #include "calibration/roofline_kernel_cost.h"
 #include "sim/config/config_node.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/model_flops.h"
@@ -63,13 +64,8 @@ struct StepFlops {
 };
 
 StepFlops step_flops(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
   StepFlops f;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
-    const KernelDesc& k = g.kernel(t);
+  for (const KernelDesc& k : test_configs::step_kernels(c)) {
     if (k.cls == KernelClass::kAttention) f.attention += attention_work(k).flops;
     if (k.cls == KernelClass::kGemm) f.gemm += 2.0 * as_double(k.batch * k.m) * k.n * k.k;
   }
@@ -120,13 +116,10 @@ TEST(SequenceLengths, PaddedSamplesWithAStatedMeanRunThePaddedStep) {
 TEST(SequenceLengths, PackedAttentionTimeFollowsItsWorkOnH100) {
   // The attention kernels of a packed row with two samples take about half the padded row's
   // time: half the work, priced a little less efficiently (shorter key spans).
-  ConfigDocument hw_doc = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
-  const HardwareProfile hw = load_hardware_profile(hw_doc.root());
-  ConfigDocument section = ConfigDocument::parse_string(
-      "{model: calibrated, calibration: " + (kConfigs / "calibration" / "h100_xla.yaml").string() +
-          "}",
-      "section");
-  const CalibratedKernelCost model = load_calibrated(section.root(), hw);
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  const HardwareProfile& hw = h100.hw;
+  const CalibratedKernelCost& model = h100.model;
   const auto attention_seconds = [&](const TransformerConfig& c) {
     TaskGraph g;
     const LayerKernels k = add_layer_kernels(c, layer_sizes(c), g);

@@ -3,13 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
 
+#include "calibration/calibrated_kernel_cost.h"
 #include "calibration/hardware_profile.h"
+#include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/export/run_summary.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
+#include "workloads/transformer/transformer_generator.h"
 
 namespace upsim::test_configs {
 
@@ -39,6 +45,37 @@ inline RunSummary run_step(const TaskGraph& graph, const KernelCostModel& kernel
   executor.add_observer(&summary);
   executor.run();
   return summary.summary();
+}
+
+/// A shipped GPU and its shipped calibration (configs/hardware/<hardware>.yaml,
+/// configs/calibration/<calibration>.yaml; the test defines UPSIM_CONFIGS_DIR).
+struct CalibratedGpu {
+  HardwareProfile hw;
+  CalibratedKernelCost model;
+};
+inline CalibratedGpu calibrated_gpu(const std::string& hardware, const std::string& calibration) {
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw_doc = ConfigDocument::load_file(configs / "hardware" / (hardware + ".yaml"));
+  HardwareProfile hw = load_hardware_profile(hw_doc.root());
+  ConfigDocument section = ConfigDocument::parse_string(
+      "{model: calibrated, calibration: " +
+          (configs / "calibration" / (calibration + ".yaml")).string() + "}",
+      "section");
+  CalibratedKernelCost model = load_calibrated(section.root(), hw);
+  return {std::move(hw), std::move(model)};
+}
+
+/// The kernels `rank` runs in one generated step of `config`, in emission order.
+inline std::vector<KernelDesc> step_kernels(const TransformerConfig& config, RankId rank = 0) {
+  TaskGraph g;
+  generate_transformer(config, {1}, g);
+  std::vector<KernelDesc> kernels;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    if (g.task(t).kind == TaskKind::kKernel && g.task(t).rank == rank) {
+      kernels.push_back(g.kernel(t));
+    }
+  }
+  return kernels;
 }
 
 }  // namespace upsim::test_configs

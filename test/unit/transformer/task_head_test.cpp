@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <numeric>
 
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -40,12 +41,8 @@ struct HeadWork {
 };
 
 HeadWork head_work(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
   HeadWork w;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
-    const KernelDesc& k = g.kernel(t);
+  for (const KernelDesc& k : test_configs::step_kernels(c)) {
     if (k.cls == KernelClass::kGemm) {
       w.gemm_flops += 2.0 * as_double(k.batch * k.m) * as_double(k.n) * as_double(k.k);
       if (k.n == c.padded_vocab()) w.vocabulary_gemm_rows += k.m;
@@ -79,12 +76,8 @@ TEST(TaskHead, TheOptimizerStepsTheParametersTheConfigCounts) {
 
 /// Bytes of rank 0's memory-bound kernels of a step of `c`.
 double memory_bound_bytes(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
   double bytes = 0;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    if (g.task(t).kind != TaskKind::kKernel || g.task(t).rank != 0) continue;
-    const KernelDesc& k = g.kernel(t);
+  for (const KernelDesc& k : test_configs::step_kernels(c)) {
     if (k.cls == KernelClass::kMemoryBound) bytes += k.bytes_read + k.bytes_written;
   }
   return bytes;

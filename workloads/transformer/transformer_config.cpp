@@ -448,6 +448,17 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "needs the fused attention (attention: flash, flash3 or cudnn) and no context "
             "parallel");
   }
+  if (c.attention == AttentionImpl::kFlash && dtype_bytes(c.activation_dtype()) == 4) {
+    // FlashAttention-2 / -3 and cuDNN's fused attention take fp16 and bf16 (fp8) inputs only;
+    // PyTorch's SDPA falls back to its memory-efficient kernel for fp32, which is not priced.
+    // (`attention` is always present here: reading it wrote its default.)
+    workload.child("attention")
+        .fail(fmt::format(
+            "the fused attention kernels (flash, flash3, cudnn; the default) take 16-bit inputs, "
+            "not {}; a {} model's SDPA runs its memory-efficient kernel, which upsim does not "
+            "price: use attention: unfused or a 16-bit dtype",
+            dtype_name(c.dtype), dtype_name(c.dtype)));
+  }
   if (c.sequences.layout != SequenceLayout::kPadded) {
     const ConfigNode layout = workload.child("sequences").child("layout");
     if (c.attention == AttentionImpl::kUnfused) {

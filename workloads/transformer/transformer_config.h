@@ -63,7 +63,8 @@
 //                              #   2.x, PyTorch SDPA's flash backend) | flash3 (FlashAttention-3,
 //                              #   sm90) | cudnn (cuDNN fused attention: Transformer Engine's
 //                              #   FusedAttention, SDPA's cuDNN backend); or unfused (bmm +
-//                              #   softmax + dropout + bmm); default flash
+//                              #   softmax + dropout + bmm); default flash. The fused kernels
+//                              #   take 16-bit inputs: fp32 and tf32 need unfused
 //   bias: true                 # linear layers carry biases
 //   tied_embeddings: true      # output layer shares the input embedding's weights
 //   head: lm                   # lm (the vocabulary projection on every token) | mlm (BERT

@@ -555,6 +555,17 @@ TEST(TransformerConfig, LatentAttentionCountsDeepSeekV3AsPublished) {
   EXPECT_NE(e.find("workload.mla: needs a fused attention"), std::string::npos) << e;
 }
 
+TEST(TransformerConfig, FusedAttentionNeedsSixteenBitInputs) {
+  std::string e = error_of(bert_base("  dtype: fp32\n  attention: flash\n"), 1);
+  EXPECT_NE(e.find("workload.attention: the fused attention kernels (flash, flash3, cudnn; the "
+                   "default) take 16-bit inputs, not fp32"),
+            std::string::npos)
+      << e;
+  e = error_of(bert_base("  dtype: tf32\n"), 1);  // flash by default
+  EXPECT_NE(e.find("workload.attention: the fused attention kernels"), std::string::npos) << e;
+  EXPECT_EQ(parse(bert_base("  dtype: fp32\n  attention: unfused\n"), 1).dtype, DType::kFp32);
+}
+
 TEST(TransformerConfig, UnknownDtypeListsTheValidOnes) {
   const std::string e = error_of(replace(gpt3(), "dtype: fp16", "dtype: fp64"), 1024);
   std::printf("%s\n", e.c_str());

@@ -90,10 +90,15 @@ std::string workload_yaml(const CoreLayout& k, Draw& draw) {
                    draw.pick(std::array<int, 3>{8, 2, 1}));
   y += "  ffn: 256\n  vocab: 512\n  seq: 64\n  micro_batch: 1\n";
   y += fmt::format("  global_batch: {}\n", k.dp * micro_batches);
-  y += fmt::format("  dtype: {}\n",
-                   draw.pick(std::array<std::string_view, 4>{"bf16", "fp16", "fp32", "fp8"}));
+  std::string_view dtype =
+      draw.pick(std::array<std::string_view, 4>{"bf16", "fp16", "fp32", "fp8"});
+  // The fused attention kernels take 16-bit inputs: fp32 runs unfused, which context parallel
+  // refuses, so a context-parallel layout drawn fp32 trains in bf16.
+  if (dtype == "fp32" && k.cp > 1) dtype = "bf16";
+  y += fmt::format("  dtype: {}\n", dtype);
   // Context parallel needs the fused attention: rarely drawn unfused with it (a refusal).
-  y += fmt::format("  attention: {}\n", draw.chance(k.cp > 1 ? 16 : 4) ? "unfused" : "flash");
+  const bool unfused = draw.chance(k.cp > 1 ? 16 : 4) || dtype == "fp32";
+  y += fmt::format("  attention: {}\n", unfused ? "unfused" : "flash");
   y += fmt::format("  recompute: {}\n",
                    draw.pick(std::array<std::string_view, 3>{"none", "selective", "full"}));
   y += fmt::format("  tied_embeddings: {}\n", draw.chance(2));

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
+
 namespace upsim {
 
 namespace {
@@ -26,31 +28,33 @@ LatentAttentionConfig read_latent_attention(const ConfigNode& mla) {
   return m;
 }
 
+std::vector<int64_t> latent_attention_tensors(const LatentAttentionConfig& m, int64_t hidden,
+                                              int64_t heads, int64_t tensor) {
+  const int64_t local_heads = heads / tensor;
+  std::vector<int64_t> tensors;
+  if (m.q_lora_rank > 0) {
+    tensors = {hidden * m.q_lora_rank, m.q_lora_rank,
+               m.q_lora_rank * local_heads * m.qk_head_dim()};
+  } else {
+    tensors = {hidden * local_heads * m.qk_head_dim()};
+  }
+  tensors.push_back(hidden * (m.kv_lora_rank + m.qk_rope_head_dim));
+  tensors.push_back(m.kv_lora_rank);
+  tensors.push_back(m.kv_lora_rank * local_heads * (m.qk_nope_head_dim + m.v_head_dim));
+  tensors.push_back(local_heads * m.v_head_dim * hidden);
+  return tensors;
+}
+
 int64_t latent_attention_parameters(const LatentAttentionConfig& m, int64_t hidden, int64_t heads,
                                     int64_t tensor) {
-  const int64_t local_heads = heads / tensor;
-  int64_t params = 0;
-  if (m.q_lora_rank > 0) {
-    params += hidden * m.q_lora_rank + m.q_lora_rank;  // W_qa, its RMSNorm
-    params += m.q_lora_rank * local_heads * m.qk_head_dim();
-  } else {
-    params += hidden * local_heads * m.qk_head_dim();
-  }
-  params += hidden * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank;  // W_kva, norm
-  params += m.kv_lora_rank * local_heads * (m.qk_nope_head_dim + m.v_head_dim);
-  params += local_heads * m.v_head_dim * hidden;  // output projection
-  return params;
+  const std::vector<int64_t> tensors = latent_attention_tensors(m, hidden, heads, tensor);
+  return std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
 }
 
 int64_t latent_attention_matmul_weights(const LatentAttentionConfig& m, int64_t hidden,
                                         int64_t heads) {
-  int64_t weights = m.q_lora_rank > 0
-                        ? hidden * m.q_lora_rank + m.q_lora_rank * heads * m.qk_head_dim()
-                        : hidden * heads * m.qk_head_dim();
-  weights += hidden * (m.kv_lora_rank + m.qk_rope_head_dim);
-  weights += m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim);
-  weights += heads * m.v_head_dim * hidden;
-  return weights;
+  // Every parameter but the two latents' RMSNorm gains (the q one absent without a q latent).
+  return latent_attention_parameters(m, hidden, heads, 1) - m.q_lora_rank - m.kv_lora_rank;
 }
 
 }  // namespace upsim

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "sim/config/config_node.h"
 
@@ -38,9 +39,15 @@ struct LatentAttentionConfig {
 /// 2^20; qk_head_dim() + v_head_dim must be even.
 LatentAttentionConfig read_latent_attention(const ConfigNode& mla);
 
-/// Weights of one layer's latent attention on a tensor-parallel rank of `tensor` (the down
-/// projections and their RMSNorm gains whole, the up and output projections / tensor), for
-/// `heads` query heads and model width `hidden`; no biases (DeepSeek's projections have none).
+/// The parameter tensors of one layer's latent attention on one of `tensor` tensor-parallel
+/// ranks, in forward order (element counts): W_qa and its RMSNorm gain (or W_q without a q
+/// latent), W_qb, W_kva and its gain, W_kvb, W_o; the down projections and gains whole, the up
+/// and output projections / tensor; for `heads` query heads and model width `hidden`; no
+/// biases (DeepSeek's projections have none).
+std::vector<int64_t> latent_attention_tensors(const LatentAttentionConfig& mla, int64_t hidden,
+                                              int64_t heads, int64_t tensor);
+
+/// latent_attention_tensors, summed.
 int64_t latent_attention_parameters(const LatentAttentionConfig& mla, int64_t hidden, int64_t heads,
                                     int64_t tensor);
 

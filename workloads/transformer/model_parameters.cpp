@@ -11,19 +11,9 @@ LayerParams ModelParameters::layer(int64_t layer) const {
   LayerParams p;
   const bool bias = config_.bias;
   add_norm(p);
-  if (const LatentAttentionConfig& m = config_.mla; m.enabled()) {
-    // latent_attention_parameters' tensors, no biases.
-    if (m.q_lora_rank > 0) {
-      p.add(sizes_.h * m.q_lora_rank);
-      p.add(m.q_lora_rank);
-      p.add(m.q_lora_rank * sizes_.heads * m.qk_head_dim());
-    } else {
-      p.add(sizes_.h * sizes_.heads * m.qk_head_dim());
-    }
-    p.add(sizes_.h * (m.kv_lora_rank + m.qk_rope_head_dim));
-    p.add(m.kv_lora_rank);
-    p.add(m.kv_lora_rank * sizes_.heads * (m.qk_nope_head_dim + m.v_head_dim));
-    p.add(sizes_.attn_out * sizes_.h);
+  if (config_.mla.enabled()) {
+    for (const int64_t n : latent_attention_tensors(config_.mla, sizes_.h, config_.heads, sizes_.t))
+      p.add(n);
   } else {
     p.add(sizes_.qkv_out * sizes_.h);
     if (bias) p.add(sizes_.qkv_out);
@@ -70,30 +60,8 @@ LayerParams ModelParameters::head() const {
       (!config_.tied_embeddings || config_.parallelism.pipeline > 1)) {
     p.add(sizes_.vocab * sizes_.h);
   }
-  const int64_t h = sizes_.h;
-  switch (config_.head.kind) {
-    case TaskHeadKind::kLanguageModel:
-      break;
-    case TaskHeadKind::kMaskedLm:
-      // The transform's dense and LayerNorm, the decoder's vocabulary-parallel bias, the pooler
-      // and the next-sentence classifier (task_head_parameters).
-      p.add(h * h);
-      p.add(h);
-      p.add(h);
-      p.add(h);
-      p.add(sizes_.vocab);
-      p.add(h * h);
-      p.add(h);
-      p.add(2 * h);
-      p.add(2);
-      break;
-    case TaskHeadKind::kClassification:
-      p.add(h * h);
-      p.add(h);
-      p.add(h * config_.head.labels);
-      p.add(config_.head.labels);
-      break;
-  }
+  for (const int64_t n : task_head_tensors(config_, sizes_.t))
+    p.add(n);
   return p;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 
+#include "sim/config/config_enum.h"
 #include "sim/units.h"
 
 namespace upsim {
@@ -13,6 +14,8 @@ namespace upsim {
 namespace {
 
 constexpr std::array<std::string_view, 3> kLayoutNames = {"padded", "unpadded", "packed"};
+constexpr std::array<SequenceLayout, 3> kLayouts = {
+    SequenceLayout::kPadded, SequenceLayout::kUnpadded, SequenceLayout::kPacked};
 
 double mean_or_seq(const SequenceLengths& lengths, int64_t seq) {
   return lengths.mean_length > 0.0 ? lengths.mean_length : as_double(seq);
@@ -26,10 +29,7 @@ std::string_view sequence_layout_name(SequenceLayout layout) {
 
 SequenceLengths read_sequence_lengths(const ConfigNode& sequences, int64_t seq) {
   SequenceLengths out;
-  const std::string layout = sequences.get_choice_or("layout", kLayoutNames, "padded");
-  for (size_t i = 0; i < kLayoutNames.size(); ++i) {
-    if (layout == kLayoutNames[i]) out.layout = static_cast<SequenceLayout>(i);
-  }
+  out.layout = read_enum(sequences, "layout", kLayoutNames, kLayouts, SequenceLayout::kPadded);
   const double s = as_double(seq);
   out.mean_length = sequences.get_double_in_or("mean_length", 1.0, s, s);
   out.length_std = sequences.get_double_in_or("length_std", 0.0, s, 0.0);

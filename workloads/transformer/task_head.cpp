@@ -6,11 +6,15 @@
 #include <array>
 #include <cmath>
 
+#include "sim/config/config_enum.h"
+
 namespace upsim {
 
 namespace {
 
 constexpr std::array<std::string_view, 3> kHeadNames = {"lm", "mlm", "classification"};
+constexpr std::array<TaskHeadKind, 3> kHeads = {
+    TaskHeadKind::kLanguageModel, TaskHeadKind::kMaskedLm, TaskHeadKind::kClassification};
 /// Devlin et al. (arXiv 1810.04805), section 3.1: 15% of the token positions are predicted.
 constexpr double kMaskedFraction = 0.15;
 constexpr int64_t kMaxLabels = int64_t{1} << 24;
@@ -23,10 +27,8 @@ std::string_view task_head_name(TaskHeadKind kind) {
 
 TaskHead read_task_head(const ConfigNode& workload, int64_t seq) {
   TaskHead head;
-  const std::string name = workload.get_choice_or("head", kHeadNames, "lm");
-  for (size_t i = 0; i < kHeadNames.size(); ++i) {
-    if (name == kHeadNames[i]) head.kind = static_cast<TaskHeadKind>(i);
-  }
+  head.kind = read_enum(workload, "head", kHeadNames, kHeads, TaskHeadKind::kLanguageModel);
+  const std::string_view name = task_head_name(head.kind);
   if (workload.has("predictions") && head.kind != TaskHeadKind::kMaskedLm) {
     workload.child("predictions")
         .fail(fmt::format("counts the masked-LM head's predicted positions: needs `head: mlm` "

@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <string_view>
 #include <vector>
+
+#include "sim/config/config_enum.h"
 
 namespace upsim {
 
@@ -63,22 +66,6 @@ constexpr std::array<ArchitecturePreset, 4> kPresets = {{
     {"mpt", TransformerNorm::kLayerNorm, TransformerActivation::kGelu, TransformerPosition::kAlibi,
      false, true, true, 0.0},
 }};
-
-/// Maps a choice read with get_choice_or back to its enum value.
-template <typename Enum, size_t N>
-Enum read_enum(const ConfigNode& node, std::string_view key,
-               const std::array<std::string_view, N>& names, const std::array<Enum, N>& values,
-               Enum default_value) {
-  std::string_view default_name;
-  for (size_t i = 0; i < N; ++i) {
-    if (values[i] == default_value) default_name = names[i];
-  }
-  const std::string name = node.get_choice_or(key, names, default_name);
-  for (size_t i = 0; i < N; ++i) {
-    if (name == names[i]) return values[i];
-  }
-  node.child(key).fail(fmt::format("unknown {} `{}`", key, name));
-}
 
 /// Llama's MLP width: 2/3 of 4 x hidden, rounded up to a multiple of 256 (the reference
 /// implementation's FeedForward, multiple_of = 256; 4096 -> 11008 for Llama 7B).
@@ -768,18 +755,22 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   return total + task_head_parameters(c);
 }
 
-int64_t task_head_parameters(const TransformerConfig& c) {
+std::vector<int64_t> task_head_tensors(const TransformerConfig& c, int64_t tensor) {
   const int64_t h = c.hidden;
-  const int64_t pooler = h * h + h;
   switch (c.head.kind) {
     case TaskHeadKind::kLanguageModel:
-      return 0;
+      return {};
     case TaskHeadKind::kMaskedLm:
-      return h * h + h + 2 * h + c.padded_vocab() + pooler + 2 * h + 2;
+      return {h * h, h, h, h, c.padded_vocab() / tensor, h * h, h, 2 * h, 2};
     case TaskHeadKind::kClassification:
-      return pooler + h * c.head.labels + c.head.labels;
+      return {h * h, h, h * c.head.labels, c.head.labels};
   }
-  return 0;
+  return {};
+}
+
+int64_t task_head_parameters(const TransformerConfig& c) {
+  const std::vector<int64_t> tensors = task_head_tensors(c, 1);
+  return std::accumulate(tensors.begin(), tensors.end(), int64_t{0});
 }
 
 std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,

@@ -169,6 +169,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
@@ -504,10 +505,14 @@ int64_t transformer_parameters(const TransformerConfig& config);
 /// Parameters of one norm: gain and bias for a LayerNorm with biases, else the gain only.
 int64_t transformer_norm_parameters(const TransformerConfig& config);
 
-/// Parameters of the task head beyond the output layer (replicated over tensor parallel but
-/// the masked-LM decoder's bias, which is split over the vocabulary): mlm, the transform
-/// (h x h + h), its LayerNorm, the decoder bias (padded vocabulary), the pooler (h x h + h) and
-/// the 2-way classifier; classification, the pooler and the labels-wide classifier; lm, none.
+/// The task head's parameter tensors beyond the output layer on one of `tensor` tensor-parallel
+/// ranks (element counts; replicated over tensor parallel but the masked-LM decoder's bias,
+/// which is split over the vocabulary): mlm, the transform (h x h, h), its LayerNorm (h, h), the
+/// decoder bias (padded vocabulary / tensor), the pooler (h x h, h) and the 2-way classifier
+/// (2h, 2); classification, the pooler and the labels-wide classifier; lm, none.
+std::vector<int64_t> task_head_tensors(const TransformerConfig& config, int64_t tensor);
+
+/// The task head's parameters, all ranks together: task_head_tensors at tensor 1, summed.
 int64_t task_head_parameters(const TransformerConfig& config);
 
 }  // namespace upsim

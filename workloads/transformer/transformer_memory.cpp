@@ -177,10 +177,8 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
       params.dense += word_embedding;
     }
     // The task head's own (replicated; the masked-LM decoder bias is split like the vocabulary).
-    params.dense += task_head_parameters(c);
-    if (c.head.kind == TaskHeadKind::kMaskedLm) {
-      params.dense -= c.padded_vocab() - c.padded_vocab() / p.tensor;
-    }
+    for (const int64_t n : task_head_tensors(c, p.tensor))
+      params.dense += n;
   }
   return params;
 }

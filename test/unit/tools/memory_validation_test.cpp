@@ -80,6 +80,13 @@ TEST(MemoryValidation, MalformedRowsNameFileLineAndColumn) {
   EXPECT_NE(e.find(":2: column `context_mib`"), std::string::npos) << e;
   e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,100,MiB,0,false,\n");
   EXPECT_NE(e.find(":2: column `why`"), std::string::npos) << e;
+  e = table_error(header + "s,,memory_hf_bert_large.yaml,,max_allocated,100,MiB,0,true,\n");
+  EXPECT_NE(e.find(":2: column `label`: `` is not given (it is empty)"), std::string::npos) << e;
+  e = table_error(header +
+                  "s,l,memory_hf_bert_large.yaml,workload.seq=64;=3,max_allocated,100,MiB,0,"
+                  "true,\n");
+  EXPECT_NE(e.find(":2: column `overrides`: `=3` is not a key=value assignment"), std::string::npos)
+      << e;
   e = table_error(header + "s,l,memory_hf_bert_large.yaml,,max_allocated,abc,MiB,0,true,\n");
   EXPECT_NE(e.find(":2: column `measured`: `abc` is not a number"), std::string::npos) << e;
 }

@@ -73,14 +73,10 @@ TEST(CompiledFusion, AFusedKernelIsNeverSlowerThanTheEagerPairUnderAnyShippedCal
                                  {"h100_sxm5_80gb", "h100_xla"},
                                  {"b200_sxm_180gb", "b200_xla"}};
   for (const Gpu& gpu : gpus) {
-    ConfigDocument hw_doc =
-        ConfigDocument::load_file(kConfigs / "hardware" / (gpu.hardware + ".yaml"));
-    const HardwareProfile hw = load_hardware_profile(hw_doc.root());
-    ConfigDocument section = ConfigDocument::parse_string(
-        "{model: calibrated, calibration: " +
-            (kConfigs / "calibration" / (gpu.calibration + ".yaml")).string() + "}",
-        "section");
-    const CalibratedKernelCost model = load_calibrated(section.root(), hw);
+    const test_configs::CalibratedGpu calibrated =
+        test_configs::calibrated_gpu(gpu.hardware, gpu.calibration);
+    const HardwareProfile& hw = calibrated.hw;
+    const CalibratedKernelCost& model = calibrated.model;
     const auto seconds = [&](const TaskGraph& g, KernelDescId id) {
       return model.kernel_duration(g.kernel_desc(id), hw.device).seconds();
     };

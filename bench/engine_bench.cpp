@@ -79,7 +79,7 @@ void BM_EngineThroughput(benchmark::State& state) {
   BenchKernelCost kernels;
   BenchCollectiveCost collectives;
   AnalyticalNetwork network(collectives);
-  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(ranks)};
+  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(ranks), {}};
   uint64_t events = 0;
   for (auto _ : state) {
     Engine engine;

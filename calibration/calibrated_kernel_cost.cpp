@@ -117,6 +117,13 @@ double CalibratedKernelCost::core_seconds(const KernelDesc& kernel,
   throw std::invalid_argument("calibrated: unknown kernel class");
 }
 
+int64_t CalibratedKernelCost::gemm_ctas(const KernelDesc& kernel,
+                                        const DeviceProfile& device) const {
+  if (kernel.cls != KernelClass::kGemm) return 0;
+  const GemmEstimate e = gemm_estimate(kernel, device);
+  return e.tiles * e.split_k;
+}
+
 GemmEstimate CalibratedKernelCost::gemm_estimate(const KernelDesc& kernel,
                                                  const DeviceProfile& device) const {
   if (kernel.dtype != DType::kFp8 || own_gemm(calibration_, DType::kFp8)) {

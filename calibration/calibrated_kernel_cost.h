@@ -68,6 +68,8 @@ class CalibratedKernelCost final : public KernelCostModel {
   Duration kernel_duration(const KernelDesc& kernel, const DeviceProfile& device) const override;
   std::optional<std::string> borrowed_calibration(const KernelDesc& kernel,
                                                   const DeviceProfile& device) const override;
+  /// The GEMM model's tiles x split-K slices (gemm_kernel_model.h); 0 for other kernels.
+  int64_t gemm_ctas(const KernelDesc& kernel, const DeviceProfile& device) const override;
 
   /// The kernel's time in seconds without kernel_overhead (what a sweep's harness adds to); for
   /// an embedding op, its whole time (= kernel_duration).

@@ -348,6 +348,14 @@ class KernelCostModel {
     (void)device;
     return std::nullopt;
   }
+  /// The CTAs a per-tile launch of GEMM `kernel` has on `device` (output tiles x split-K
+  /// slices), which a persistent schedule caps at the SM count (sim/gemm_launch.h); 0 when the
+  /// model states no tiling (the executor then shares SMs as for a per-tile launch).
+  virtual int64_t gemm_ctas(const KernelDesc& kernel, const DeviceProfile& device) const {
+    (void)kernel;
+    (void)device;
+    return 0;
+  }
 };
 
 /// Which part of a host-side PyTorch op a CPU task stands for (Lin et al., TPDS 2024).
@@ -431,6 +439,10 @@ struct CollectiveDesc {
   /// knows them (Transformer Engine's userbuffers: num_sm of its overlap config); -1: the
   /// network model's (NetworkModel::communication_sms). The network ignores it otherwise.
   int32_t sms = -1;
+  /// The GEMMs launched beside it leave its `sms` free (Transformer Engine's userbuffers
+  /// overlap with set_sm_margin, its default for the bulk and pipeline methods): they do not lose
+  /// CTAs to it under a persistent schedule (sim/gemm_launch.h).
+  bool gemm_sm_margin = false;
 };
 
 enum class TransferKind : uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };

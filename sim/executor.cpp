@@ -45,6 +45,17 @@ struct RunningKernel {
   EventHandle completion;
 };
 
+/// A GEMM under a static persistent schedule (sim/gemm_launch.h) some of whose CTAs found no SM
+/// free at its launch.
+struct PersistentGemm {
+  TaskId task;
+  int64_t cta_ps;    ///< one CTA's share of the tiles, ps
+  int64_t resident;  ///< CTAs that started at launch
+  int64_t deferred;  ///< CTAs still waiting for an SM
+  Time first_end;    ///< when the CTAs that started at launch finish
+  EventHandle completion;
+};
+
 /// SMs a running communication kernel holds on its rank's GPU.
 struct CommunicationHold {
   TaskId task;
@@ -143,6 +154,10 @@ class GraphExecutor::Impl {
     running_kernels_.assign(graph_.rank_count(), {});
     holds_.assign(graph_.rank_count(), {});
     held_sms_.assign(graph_.rank_count(), 0);
+    persistent_gemms_ = models_.gemm_launch.schedule == GemmSchedule::kStaticPersistent;
+    busy_sms_.assign(graph_.rank_count(), 0);
+    margin_sms_.assign(graph_.rank_count(), 0);
+    deferred_gemms_.assign(graph_.rank_count(), {});
     for (TaskId t = 0; t < n; ++t) {
       pending_[t] = graph_.predecessor_count(t);
       const Task& task = graph_.task(t);
@@ -172,10 +187,19 @@ class GraphExecutor::Impl {
     return Duration::from_ps(ps);
   }
 
-  /// The same on the SMs that `held_sms_[rank]` leaves (device_with_sms_held), cached per
-  /// (description, SMs held) when every rank has the same device.
+  /// The same on the SMs that communication (`held_sms_[rank]`) and, for a GEMM, the carveout
+  /// leave.
   Duration kernel_duration_beside_communication(TaskId t, RankId rank) {
-    const int32_t held = held_sms_[rank];
+    int32_t held = held_sms_[rank];
+    if (graph_.kernel(t).cls == KernelClass::kGemm) {
+      held = std::max(held, models_.gemm_launch.sm_carveout);
+    }
+    return kernel_duration_on_sms_left(t, rank, held);
+  }
+
+  /// The kernel model's duration on the SMs that `held` leave (device_with_sms_held), cached per
+  /// (description, SMs held) when every rank has the same device.
+  Duration kernel_duration_on_sms_left(TaskId t, RankId rank, int32_t held) {
     if (held <= 0) return kernel_duration(t, rank);
     if (!uniform_devices_) {
       return ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held));
@@ -329,6 +353,13 @@ class GraphExecutor::Impl {
           schedule_completion(t, Duration::from_ps(task.fixed_ps));
           return;
         }
+        if (persistent_gemms_ && graph_.kernel(t).cls == KernelClass::kGemm) {
+          const int64_t ctas = gemm_ctas(t, task.rank);
+          if (ctas > 0) {
+            start_persistent_gemm(t, task.rank, ctas);
+            return;
+          }
+        }
         const Duration d = kernel_duration_beside_communication(t, task.rank);
         const EventHandle completion = schedule_completion(t, d);
         if (sm_sharing_) {
@@ -360,15 +391,14 @@ class GraphExecutor::Impl {
     const CollectiveDesc& desc = graph_.collective(c);
     if (sm_sharing_) {
       const RankId rank = graph_.task(t).rank;
-      const int32_t sms = desc.sms >= 0
-                              ? desc.sms
-                              : models_.network->communication_sms(desc, graph_.device_of(rank));
+      const int32_t sms = member_sms(desc, rank);
       if (sms > 0) {
         holds_[rank].push_back(CommunicationHold{t, sms});
         change_held_sms(rank, sms);
       }
     }
     if (rv.arrived.size() < arrivals_needed(desc)) return;
+    if (persistent_gemms_ && sm_sharing_) mark_moving(desc, rv.arrived, +1);
     for (Observer* o : observers_)
       o->on_collective_begin(c, engine_.now());
     // Replay: a collective whose member tasks carry measured durations takes the longest one.
@@ -376,6 +406,9 @@ class GraphExecutor::Impl {
     for (TaskId m : rv.arrived)
       fixed_ps = std::max(fixed_ps, graph_.task(m).fixed_ps);
     auto finish = [this, c] {
+      if (persistent_gemms_ && sm_sharing_) {
+        mark_moving(graph_.collective(c), rendezvous_[c].arrived, -1);
+      }
       for (TaskId m : rendezvous_[c].arrived)
         complete(m);
     };
@@ -394,6 +427,7 @@ class GraphExecutor::Impl {
     for (Observer* o : observers_)
       o->on_task_end(t, engine_.now());
     if (sm_sharing_ && task.kind == TaskKind::kKernel) forget_running_kernel(task.rank, t);
+    if (persistent_gemms_ && task.kind == TaskKind::kKernel) forget_deferred_gemm(task.rank, t);
     if (sm_sharing_ && task.kind == TaskKind::kCollective) release_hold(task.rank, t);
     if (is_gpu_task(task.kind)) {
       const size_t si = stream_of(task);
@@ -421,6 +455,81 @@ class GraphExecutor::Impl {
       if (running[i].task != t) continue;
       running[i] = running.back();
       running.pop_back();
+      return;
+    }
+  }
+
+  /// The kernel model's per-tile CTAs of GEMM t, asked once per description when every rank
+  /// has the same device.
+  int64_t gemm_ctas(TaskId t, RankId rank) {
+    if (!uniform_devices_)
+      return models_.kernels->gemm_ctas(graph_.kernel(t), models_.devices[rank]);
+    if (gemm_ctas_.empty()) gemm_ctas_.assign(graph_.kernel_desc_count(), -1);
+    int64_t& ctas = gemm_ctas_[graph_.kernel_desc_of(t)];
+    if (ctas < 0) ctas = models_.kernels->gemm_ctas(graph_.kernel(t), models_.devices[rank]);
+    return ctas;
+  }
+
+  /// SMs a member of `desc` on `rank` runs its communication kernel on (0: none).
+  int32_t member_sms(const CollectiveDesc& desc, RankId rank) const {
+    return desc.sms >= 0 ? desc.sms
+                         : models_.network->communication_sms(desc, graph_.device_of(rank));
+  }
+
+  /// Launches a GEMM under a static persistent schedule (sim/gemm_launch.h): its CTAs that find
+  /// no SM free wait; it is not repriced when communication starts beside it.
+  void start_persistent_gemm(TaskId t, RankId rank, int64_t ctas) {
+    const int32_t sms = models_.devices[rank].sm_count;
+    const int32_t reserved = std::max(models_.gemm_launch.sm_carveout, margin_sms_[rank]);
+    const PersistentGrid grid = persistent_grid(ctas, sms, reserved, busy_sms_[rank]);
+    const int64_t cta_ps = kernel_duration_on_sms_left(t, rank, reserved).ps();
+    const EventHandle completion =
+        schedule_completion(t, Duration::from_ps(persistent_duration_ps(grid, cta_ps)));
+    if (grid.deferred == 0) return;
+    deferred_gemms_[rank].push_back(PersistentGemm{t, cta_ps, grid.resident, grid.deferred,
+                                                   engine_.now() + Duration::from_ps(cta_ps),
+                                                   completion});
+  }
+
+  /// The members of `desc` start (`sign` +1) or stop (-1) moving data: their SMs count against
+  /// persistent GEMMs launched meanwhile; SMs freed start waiting CTAs.
+  void mark_moving(const CollectiveDesc& desc, const std::vector<TaskId>& members, int32_t sign) {
+    for (TaskId m : members) {
+      const RankId rank = graph_.task(m).rank;
+      const int32_t sms = member_sms(desc, rank);
+      if (sms <= 0) continue;
+      busy_sms_[rank] += sign * sms;
+      if (desc.gemm_sm_margin) margin_sms_[rank] += sign * sms;
+      if (sign < 0) start_deferred_ctas(rank, sms);
+    }
+  }
+
+  /// `freed` SMs of `rank` became free now: CTAs waiting since their GEMM's launch take them,
+  /// and their GEMM ends when the last of its CTAs has run its share.
+  void start_deferred_ctas(RankId rank, int64_t freed) {
+    const Time now = engine_.now();
+    for (PersistentGemm& g : deferred_gemms_[rank]) {
+      if (freed <= 0) return;
+      if (g.deferred == 0 || now >= g.first_end) continue;
+      const int64_t starting = std::min(g.deferred, freed);
+      g.deferred -= starting;
+      freed -= starting;
+      const Time end =
+          g.deferred == 0
+              ? now + Duration::from_ps(g.cta_ps)
+              : g.first_end +
+                    Duration::from_ps(((g.deferred + g.resident - 1) / g.resident) * g.cta_ps);
+      engine_.cancel(g.completion);
+      g.completion = schedule_completion(g.task, end - now);
+    }
+  }
+
+  void forget_deferred_gemm(RankId rank, TaskId t) {
+    std::vector<PersistentGemm>& gemms = deferred_gemms_[rank];
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      if (gemms[i].task != t) continue;
+      gemms[i] = gemms.back();
+      gemms.pop_back();
       return;
     }
   }
@@ -682,6 +791,15 @@ class GraphExecutor::Impl {
   std::vector<std::vector<RunningKernel>> running_kernels_;
   std::vector<std::vector<CommunicationHold>> holds_;
   std::vector<int32_t> held_sms_;
+  /// Whether GEMMs run under a static persistent schedule; per rank then: the SMs of
+  /// collectives moving data, the part of them GEMMs leave free (gemm_sm_margin), and the
+  /// GEMMs with CTAs waiting.
+  bool persistent_gemms_ = false;
+  std::vector<int32_t> busy_sms_;
+  std::vector<int32_t> margin_sms_;
+  std::vector<std::vector<PersistentGemm>> deferred_gemms_;
+  /// Per kernel description: its per-tile CTAs once asked, else -1 (uniform devices only).
+  std::vector<int64_t> gemm_ctas_;
   static constexpr uint32_t kCachedLaunches = 4;
   static constexpr size_t kHostPhases = static_cast<size_t>(HostPhase::kMarker) + 1;
   /// Per (op name, phase, launch index < kCachedLaunches): the CPU duration in ps, else -1.

@@ -14,6 +14,17 @@
 //    held change while it runs, the work it has left is priced again on the new share (a fluid
 //    model: done work is kept). Kernels with a fixed (measured) duration are not repriced: the
 //    measurement holds whatever ran beside them. Sources of the slowdown in topology/nccl_tuning.h.
+//  - GEMMs under a static persistent schedule (ModelSet::gemm_launch, sim/gemm_launch.h) are
+//    not shared that way: a GEMM's CTAs that find no SM free at its launch wait until SMs free
+//    up (a collective ends) or the resident CTAs finish, and then run their whole share, so the
+//    GEMM ends when its last CTA started plus one CTA's share; resident CTAs are not slowed by
+//    collectives that start later. A CTA's share is the GEMM's time on the SMs it may use (all,
+//    less a carveout or a collective's gemm_sm_margin). Only collectives moving data count here
+//    (from the moment every member arrived to the end): members that wait for their peers do
+//    not. ASSUMPTION, chosen with NeMo's measured pipeline-parallel steps in view: counting the
+//    waiting kernels doubles every GEMM of a stage beside its posted pipeline receives
+//    (Megatron-Core's overlapped p2p), 40-55% slower than those steps were measured.
+//    GEMMs under a carveout are priced on the SMs it leaves under every schedule.
 //  - The executor does not own the graph, models or observers; they must outlive `run()`.
 #pragma once
 
@@ -24,6 +35,7 @@
 
 #include "sim/cost_models.h"
 #include "sim/engine.h"
+#include "sim/gemm_launch.h"
 #include "sim/network_model.h"
 #include "sim/observer.h"
 #include "sim/task_graph.h"
@@ -42,6 +54,8 @@ struct ModelSet {
   const CpuCostModel* cpu = nullptr;
   NetworkModel* network = nullptr;
   std::vector<DeviceProfile> devices;
+  /// How GEMMs launch their CTAs (sim/gemm_launch.h); the same on every rank.
+  GemmLaunch gemm_launch;
 };
 
 struct RunStats {

@@ -15,6 +15,7 @@
 
 #include "calibration/borrowed_calibration.h"
 #include "calibration/calibrated_kernel_cost.h"
+#include "calibration/gemm_launch_config.h"
 #include "calibration/hardware_profile.h"
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/kernel_calibration.h"
@@ -434,6 +435,7 @@ PlatformModelSections make_platform_models(const ConfigNode& platform, const Wor
   models.set.cpu = models.cpu.get();
   models.set.network = models.network.get();
   models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
+  models.set.gemm_launch = read_gemm_launch(kernels, hardware.device);
   return {kernels, host, interconnect, std::move(interconnect_model), std::move(interconnect_text)};
 }
 
@@ -450,8 +452,16 @@ std::string describe_platform(Scenario& s, const std::string& description, int64
           ? fmt::format(" (SMs at {} MHz sustained, of {} MHz boost: peaks scaled to it)",
                         d.sustained_sm_clock_mhz, d.sm_boost_clock_mhz)
           : "";
-  text += fmt::format("platform: {} x {}{}; kernels: {}; host: {}; interconnect: {}\n", gpus,
-                      d.name, clock, sections.kernels.get_string("model"),
+  // How GEMMs share SMs with communication kernels (sim/gemm_launch.h), when not per tile.
+  const GemmLaunch& launch = s.models.set.gemm_launch;
+  std::string gemms;
+  if (launch.schedule != GemmSchedule::kPerTile || launch.sm_carveout > 0) {
+    gemms = fmt::format(
+        " (GEMMs {}{})", gemm_schedule_name(launch.schedule),
+        launch.sm_carveout > 0 ? fmt::format(", {} SMs carved out", launch.sm_carveout) : "");
+  }
+  text += fmt::format("platform: {} x {}{}; kernels: {}{}; host: {}; interconnect: {}\n", gpus,
+                      d.name, clock, sections.kernels.get_string("model"), gemms,
                       sections.host.get_string("model"), sections.interconnect_text);
   s.description_text = description;
   s.platform.gpus = static_cast<uint32_t>(gpus);

@@ -19,10 +19,12 @@
 namespace upsim::transformer_emit {
 
 /// SMs Transformer Engine's userbuffers kernels hold under TP overlap, TE's defaults
-/// (transformer_engine/pytorch/module/base.py, initialize_ub, get_default_config): num_sm 1
-/// for the ring exchange (its copies run on the copy engines), 16 for the pipelined and bulk
-/// overlaps.
-inline constexpr int32_t kUserbuffersRingExchangeSms = 1;
+/// (transformer_engine/pytorch/module/base.py, initialize_ub, get_default_config): 16 for the
+/// pipelined and bulk overlaps, whose GEMMs TE launches on the SMs left (set_sm_margin, so
+/// their collectives carry CollectiveDesc::gemm_sm_margin); none for the ring exchange, whose
+/// copies run on the copy engines (use_ce) and whose GEMMs TE launches on every SM
+/// (set_sm_margin false; its num_sm 1 is the SM path's, unused with use_ce).
+inline constexpr int32_t kUserbuffersRingExchangeSms = 0;
 inline constexpr int32_t kUserbuffersSms = 16;
 
 /// An all-to-all's send sizes (members x members, row-major) for a ring shift: every member

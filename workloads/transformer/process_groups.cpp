@@ -48,6 +48,8 @@ CollectiveId ProcessGroups::call(uint32_t pg, CollectiveKind kind, int64_t bytes
   desc.simulated_members = group.simulated == group.members.size() ? 0 : group.simulated;
   desc.parallel_dim = group.parallel_dim;
   desc.sms = sms;
+  // Only Transformer Engine's userbuffers state SMs here; its GEMMs leave them free.
+  desc.gemm_sm_margin = sms > 0;
   const CollectiveId id =
       graph_.add_collective_group(std::move(desc), fmt::format("{}:{}", group.dim, name));
   group.calls.push_back(id);

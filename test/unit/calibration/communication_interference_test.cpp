@@ -9,8 +9,10 @@
 #include <filesystem>
 
 #include "calibration/calibrated_kernel_cost.h"
+#include "calibration/gemm_launch_config.h"
 #include "calibration/hardware_profile.h"
 #include "sim/config/config_node.h"
+#include "sim/gemm_launch.h"
 
 namespace upsim {
 namespace {
@@ -68,6 +70,49 @@ TEST(CommunicationInterference, AMemoryBoundKernelKeepsItsBandwidth) {
   const double beside =
       gpu.model.kernel_duration(copy, device_with_sms_held(gpu.hw.device, 24)).seconds();
   EXPECT_DOUBLE_EQ(beside, alone) << "HBM contention by the collective is not modelled";
+}
+
+TEST(CommunicationInterference, AManyWaveH100GemmUnderCublasPersistentScheduleDoubles) {
+  // cuBLAS's Hopper GEMMs launch min(tiles, 132) persistent CTAs (sim/gemm_launch.h): beside
+  // an all-gather on 24 SMs, 24 of them run after the other 108 (pytorch/pytorch#143988: "the
+  // matmuls take 2x as long").
+  const H100 gpu = h100();
+  const KernelDesc big = bf16_gemm(16384, 16384, 8192);
+  const int64_t ctas = gpu.model.gemm_ctas(big, gpu.hw.device);
+  const GemmEstimate e = gpu.model.gemm_estimate(big, gpu.hw.device);
+  EXPECT_EQ(ctas, e.tiles * e.split_k);
+  EXPECT_GT(ctas, 132);
+  const PersistentGrid grid = persistent_grid(ctas, gpu.hw.device.sm_count, 0, 24);
+  EXPECT_EQ(grid.grid, 132);
+  EXPECT_EQ(grid.deferred, 24);
+  const int64_t alone = gpu.model.kernel_duration(big, gpu.hw.device).ps();
+  EXPECT_EQ(persistent_duration_ps(grid, alone), 2 * alone);
+  EXPECT_EQ(gpu.model.gemm_ctas(KernelDesc{}, gpu.hw.device), 0) << "not a GEMM";
+}
+
+TEST(CommunicationInterference, TheScenarioStatesTheScheduleOrTakesTheGpus) {
+  const H100 gpu = h100();
+  ASSERT_EQ(gpu.hw.device.compute_capability, 90);
+  ConfigDocument none = ConfigDocument::parse_string("model: calibrated\n", "scenario.yaml");
+  const GemmLaunch hopper = read_gemm_launch(none.root(), gpu.hw.device);
+  EXPECT_EQ(hopper.schedule, GemmSchedule::kStaticPersistent);
+  EXPECT_EQ(hopper.sm_carveout, 0);
+  ConfigDocument what_if = ConfigDocument::parse_string(
+      "model: calibrated\ngemm_schedule: per_tile\ngemm_sm_carveout: 24\n", "scenario.yaml");
+  const GemmLaunch tiles = read_gemm_launch(what_if.root(), gpu.hw.device);
+  EXPECT_EQ(tiles.schedule, GemmSchedule::kPerTile);
+  EXPECT_EQ(tiles.sm_carveout, 24);
+  for (const char* bad :
+       {"gemm_schedule: persistent\n", "gemm_sm_carveout: 132\n", "gemm_sm_carveout: -1\n"}) {
+    ConfigDocument doc = ConfigDocument::parse_string(bad, "scenario.yaml");
+    try {
+      read_gemm_launch(doc.root(), gpu.hw.device);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("scenario.yaml"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("gemm_s"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

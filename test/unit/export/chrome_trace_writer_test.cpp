@@ -1154,7 +1154,7 @@ TEST_F(ChromeTraceWriterTest, SummaryCollectiveWaitIsTheTracesWaitSlicesInTheWin
   FlopsAsMicroseconds kernels;
   FiveMicrosecondCollectives collectives;
   AnalyticalNetwork network(collectives);
-  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count())};
+  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count()), {}};
   Engine engine;
   GraphExecutor exec(engine, g, models);
   RunSummaryObserver summary_observer(kWarmup);

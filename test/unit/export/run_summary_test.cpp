@@ -44,7 +44,7 @@ RunSummary run(TaskGraph& g, uint32_t warmup) {
   FlopsAsMicroseconds kernels;
   SevenMicroseconds collectives;
   AnalyticalNetwork network(collectives);
-  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count())};
+  ModelSet models{&kernels, &cpu, &network, std::vector<DeviceProfile>(g.rank_count()), {}};
   Engine engine;
   GraphExecutor exec(engine, g, models);
   RunSummaryObserver summary(warmup);

@@ -19,6 +19,7 @@ void LayerEmitter::head_forward() {
     ops_.op("aten::layer_norm", "layer_norm_fwd", k.transform_norm_fwd);
   }
   if (config_.has_output_layer()) {
+    autocast_forward(d.head_cast);
     ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
     // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
     // row maxima, of the target logits and of the exp sums over TP (fp32, one value per row).
@@ -75,6 +76,7 @@ void LayerEmitter::head_backward() {
     case TaskHeadKind::kLanguageModel:
       cross_entropy_backward();
       column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
+      autocast_backward(d.head_cast);
       break;
     case TaskHeadKind::kMaskedLm: {
       classifier_backward();
@@ -88,6 +90,7 @@ void LayerEmitter::head_backward() {
                       "c10d::all_reduce");
       }
       ops_.op("LinearBackward", pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.head_wgrad);
+      autocast_backward(d.head_cast);
       ops_.op("NativeLayerNormBackward0", "layer_norm_bwd", k.transform_norm_bwd);
       ops_.op("GeluBackward0", "gelu_bwd", k.transform_act_bwd);
       ops_.op2("AddmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), k.transform_dgrad,

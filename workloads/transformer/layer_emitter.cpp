@@ -127,6 +127,21 @@ void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
   ops_.op2("MmBackward0", dgrad_name, dgrad, wgrad_name, wgrad);
 }
 
+void LayerEmitter::autocast_forward(const AutocastCasts& casts) {
+  if (!casts.present) return;
+  ops_.op("aten::_to_copy", "cast_weight", casts.weight);
+  if (!casts.casts_input) return;
+  for (int64_t i = 0; i < casts.input_casts; ++i)
+    ops_.op("aten::_to_copy", "cast_input", casts.input);
+}
+
+void LayerEmitter::autocast_backward(const AutocastCasts& casts) {
+  if (!casts.present) return;
+  for (int64_t i = 0; casts.casts_input && i < casts.input_casts; ++i)
+    ops_.op("ToCopyBackward0", "cast_input_grad", casts.input_grad);
+  ops_.op("ToCopyBackward0", "cast_weight_grad", casts.weight_grad);
+}
+
 std::string_view LayerEmitter::norm_op(bool backward) const {
   if (config_.norm == TransformerNorm::kRmsNorm) {
     return backward ? "RmsNormBackward" : "aten::rms_norm";
@@ -151,6 +166,7 @@ void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
     if (config_.mla.enabled()) {
       latent_projections_forward();
     } else {
+      autocast_forward(d.qkv_cast);
       column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
     }
     if (config_.position == TransformerPosition::kRotary) {
@@ -166,6 +182,7 @@ void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
     ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
   }
   if (recompute_core_only) return;
+  autocast_forward(d.proj_cast);
   row_parallel_forward("proj", d.proj_in, d.proj_fwd, d.proj_fwd_split);
   // Compiled, the residual add runs fused with the MLP's norm (mlp_forward).
   if (!config_.compile) ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
@@ -251,6 +268,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   residual_backward();
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
+  autocast_backward(d.proj_cast);
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true, config_.windowed_layer(layer));
   } else {
@@ -269,6 +287,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
     latent_projections_backward();
   } else {
     column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
+    autocast_backward(d.qkv_cast);
   }
   norm_backward_and_residual_gradient();
 }
@@ -283,8 +302,10 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_forward();
   } else {
+    autocast_forward(d.fc1_cast);
     column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
     ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+    autocast_forward(d.fc2_cast);
     row_parallel_forward("fc2", d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
   }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
@@ -297,9 +318,11 @@ void LayerEmitter::mlp_backward(int64_t layer) {
     moe_backward();
   } else {
     row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
+    autocast_backward(d.fc2_cast);
     ops_.op(act_op(true), "activation_bwd", d.act_bwd);
     fp8_cast(d.fc1_dy, true);
     column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
+    autocast_backward(d.fc1_cast);
   }
   norm_backward_and_residual_gradient();
 }

@@ -87,6 +87,10 @@ class LayerEmitter {
 
   /// An fp8 GEMM operand's quantisation kernels (Fp8Cast), when the layer has them.
   void fp8_cast(const Fp8Cast& cast, bool backward);
+  /// torch.autocast's casts before a linear's GEMM (its weight, and its fp32 input) and after
+  /// its backward GEMMs (the gradients back to fp32); nothing without autocast (autocast.h).
+  void autocast_forward(const AutocastCasts& casts);
+  void autocast_backward(const AutocastCasts& casts);
 
   /// A column-parallel linear's forward (`gemm`: qkv, fc1): its input all-gathered first under
   /// SP, or the ring exchange under TP overlap; `cast`: its fp8 input quantisation.

@@ -19,7 +19,8 @@ class LayerKernelBuilder {
         sizes_(sizes),
         graph_(graph),
         gemm_dt_(config.dtype),
-        act_dt_(config.activation_dtype()) {}
+        act_dt_(config.activation_dtype()),
+        res_dt_(config.residual_dtype()) {}
 
   LayerKernels build() {
     build_descs();
@@ -59,6 +60,13 @@ class LayerKernelBuilder {
   KernelDescId pw(MemoryOp op, double elements, PerElement work) {
     return pw(op, elements, work.flops, work.reads, work.writes);
   }
+  /// A pointwise kernel on the residual stream (res_dt_).
+  KernelDescId pw_res(MemoryOp op, double elements, double flops, double reads, double writes) {
+    return add(pytorch::pointwise(op, res_dt_, elements, flops, reads, writes));
+  }
+  KernelDescId pw_res(MemoryOp op, double elements, PerElement work) {
+    return pw_res(op, elements, work.flops, work.reads, work.writes);
+  }
   KernelDescId row(MemoryOp op, int64_t rows, int64_t cols, PerElement work, DType dt) {
     return row(op, rows, cols, work.flops, work.reads, work.writes, dt);
   }
@@ -93,8 +101,8 @@ class LayerKernelBuilder {
     const LayerSizes& z = sizes_;
     const double sp_elems = as_double(z.sp_tokens * z.h);
     const MemoryOp norm = norm_memory_op(config_);
-    d.norm_fwd = row(norm, z.sp_tokens, z.h, kNormForward, act_dt_);
-    d.norm_bwd = row(norm, z.sp_tokens, z.h, kNormBackward, act_dt_);
+    d.norm_fwd = row(norm, z.sp_tokens, z.h, kNormForward, res_dt_);
+    d.norm_bwd = row(norm, z.sp_tokens, z.h, kNormBackward, res_dt_);
     const pytorch::LinearGemms qkv = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.qkv_out);
     d.qkv_fwd = add(qkv.forward);
     d.qkv_dgrad = add(qkv.grad_input);
@@ -124,10 +132,10 @@ class LayerKernelBuilder {
     d.score_fwd = gemm(act_dt_, bh, s, s, z.head_dim);
     d.score_dgrad_q = gemm(act_dt_, bh, s, z.head_dim, s);
     d.score_dgrad_k = gemm(act_dt_, bh, s, z.head_dim, s);
-    d.softmax_fwd = row(MemoryOp::kSoftmax, bh * s, s, 5, 1, 1, act_dt_);
-    d.softmax_bwd = row(MemoryOp::kSoftmax, bh * s, s, 3, 2, 1, act_dt_);
-    d.attn_dropout_fwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 2, 1, 2);
-    d.attn_dropout_bwd = pw(MemoryOp::kDropout, as_double(bh * s * s), 1, 2, 1);
+    d.softmax_fwd = row(MemoryOp::kSoftmax, bh * s, s, 5, 1, 1, res_dt_);
+    d.softmax_bwd = row(MemoryOp::kSoftmax, bh * s, s, 3, 2, 1, res_dt_);
+    d.attn_dropout_fwd = pw_res(MemoryOp::kDropout, as_double(bh * s * s), 2, 1, 2);
+    d.attn_dropout_bwd = pw_res(MemoryOp::kDropout, as_double(bh * s * s), 1, 2, 1);
     d.av_fwd = gemm(act_dt_, bh, s, z.head_dim, s);
     d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
     d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
@@ -136,11 +144,19 @@ class LayerKernelBuilder {
     d.proj_dgrad = add(proj.grad_input);
     d.proj_wgrad = add(proj.grad_weight);
     // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
-    d.residual_fwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, kResidualDropoutAdd)
-                                         : pw(MemoryOp::kBinary, sp_elems, kResidualAdd);
-    d.residual_bwd = config_.dropout > 0 ? pw(MemoryOp::kDropout, sp_elems, 1, 2, 1)
-                                         : pw(MemoryOp::kCopy, sp_elems, 0, 1, 1);
-    d.grad_add = pw(MemoryOp::kBinary, sp_elems, kResidualGradientAdd);
+    // Under autocast the sublayer's output it reads is 16-bit: half an fp32 element.
+    PerElement dropout_add = kResidualDropoutAdd;
+    PerElement plain_add = kResidualAdd;
+    if (res_dt_ != act_dt_) {
+      const double narrow = as_double(dtype_bytes(act_dt_)) / as_double(dtype_bytes(res_dt_));
+      dropout_add.reads = dropout_add.reads - 1 + narrow;
+      plain_add.reads = plain_add.reads - 1 + narrow;
+    }
+    d.residual_fwd = config_.dropout > 0 ? pw_res(MemoryOp::kDropout, sp_elems, dropout_add)
+                                         : pw_res(MemoryOp::kBinary, sp_elems, plain_add);
+    d.residual_bwd = config_.dropout > 0 ? pw_res(MemoryOp::kDropout, sp_elems, 1, 2, 1)
+                                         : pw_res(MemoryOp::kCopy, sp_elems, 0, 1, 1);
+    d.grad_add = pw_res(MemoryOp::kBinary, sp_elems, kResidualGradientAdd);
     const pytorch::LinearGemms fc1 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.fc1_out);
     const pytorch::LinearGemms fc2 = pytorch::linear_gemms(gemm_dt_, z.tokens, z.ffn, z.h);
     d.fc1_fwd = add(fc1.forward);
@@ -200,6 +216,7 @@ class LayerKernelBuilder {
     }
     if (config_.parallelism.context > 1) build_context_comm_descs();
     if (config_.mla.enabled()) build_latent_attention_descs();
+    if (config_.autocast) build_autocast_casts();
     if (config_.recompute == Recompute::kOp) {
       d.query_fwd =
           add(pytorch::linear_gemms(gemm_dt_, z.tokens, z.h, z.heads * z.head_dim).forward);
@@ -284,6 +301,23 @@ class LayerKernelBuilder {
     const double rope = as_double(z.tokens * (z.heads + 1) * m.qk_rope_head_dim);
     d.rotary_fwd = pw(MemoryOp::kRotary, rope, 3, 2, 1);
     d.rotary_bwd = pw(MemoryOp::kRotary, rope, 3, 2, 1);
+  }
+
+  /// torch.autocast's casts (autocast.h) around the four linears of a layer and the output
+  /// layer: weights and biases as the parameter count has them on this rank; the QKV and fc1
+  /// GEMMs, and the output layer, take the fp32 residual stream / norm output as input.
+  void build_autocast_casts() {
+    LayerKernels& d = kernels_;
+    const LayerSizes& z = sizes_;
+    const int64_t bias = config_.bias ? 1 : 0;
+    d.qkv_cast = autocast_casts(graph_, act_dt_, (z.h + bias) * z.qkv_out, z.tokens * z.h);
+    d.qkv_cast.input_casts = kAutocastQkvInputCasts;
+    d.proj_cast = autocast_casts(graph_, act_dt_, z.attn_out * z.h + bias * z.h, 0);
+    d.fc1_cast = autocast_casts(graph_, act_dt_, (z.h + bias) * z.fc1_out, z.tokens * z.h);
+    d.fc2_cast = autocast_casts(graph_, act_dt_, z.ffn * z.h + bias * z.h, 0);
+    if (z.vocab_rows > 0) {
+      d.head_cast = autocast_casts(graph_, act_dt_, z.vocab * z.h, z.vocab_rows * z.h);
+    }
   }
 
   /// bf16 for the GEMMs fp8 training keeps in higher precision (output layer, router), else
@@ -400,6 +434,8 @@ class LayerKernelBuilder {
   TaskGraph& graph_;
   DType gemm_dt_;
   DType act_dt_;
+  /// The residual stream's, the norms' and the softmax's (fp32 under autocast).
+  DType res_dt_;
   LayerKernels kernels_{};
 };
 

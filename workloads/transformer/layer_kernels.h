@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/task_graph.h"
+#include "workloads/transformer/autocast.h"
 #include "workloads/transformer/task_head_kernels.h"
 #include "workloads/transformer/transformer_config.h"
 
@@ -141,6 +142,9 @@ struct LayerKernels {
   KernelDescId kv_down_fwd = 0, kv_down_dgrad = 0, kv_down_wgrad = 0, kv_norm_fwd = 0,
                kv_norm_bwd = 0;
   KernelDescId kv_up_fwd = 0, kv_up_dgrad = 0, kv_up_wgrad = 0;
+  // torch.autocast (TransformerConfig::autocast only; autocast.h): the casts around the QKV,
+  // output-projection, fc1 and fc2 GEMMs and the output layer.
+  AutocastCasts qkv_cast, proj_cast, fc1_cast, fc2_cast, head_cast;
   // Per-op recompute (recompute: op only): torchtitan's separate wq, wk / wv and w1 / w3
   // projections (one GEMM each; the fused qkv_fwd and fc1_fwd stand for them in the forward).
   KernelDescId query_fwd = 0, key_value_fwd = 0, gate_fwd = 0;

@@ -561,6 +561,34 @@ int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelDim a
   return stride;
 }
 
+namespace {
+
+/// `autocast: true` (TransformerConfig::autocast) with what it is modelled for: a 16-bit
+/// compute dtype over an fp32 model run eagerly, as HuggingFace's Trainer and NVIDIA's
+/// DeepLearningExamples run it. Transformer Engine (TP overlap), torch.compile, torchtitan's
+/// per-op checkpointing, MoE and latent attention keep their own precision handling: refused.
+void check_autocast(const ConfigNode& workload, const TransformerConfig& c) {
+  const ConfigNode key = workload.child("autocast");
+  if (c.dtype != DType::kFp16 && c.dtype != DType::kBf16) {
+    key.fail(
+        fmt::format("autocast runs the matmuls in fp16 or bf16 over fp32 parameters: "
+                    "workload.dtype must be fp16 or bf16, got {}",
+                    dtype_name(c.dtype)));
+  }
+  const char* other = nullptr;
+  if (c.compile) other = "compile (Inductor fuses the casts)";
+  if (c.parallelism.tp_comm_overlap) other = "parallelism.tp_comm_overlap (Transformer Engine)";
+  if (c.recompute == Recompute::kOp) other = "recompute: op (torchtitan's FSDP mixed precision)";
+  if (c.moe.experts > 0) other = "moe";
+  if (c.mla.enabled()) other = "mla";
+  if (other != nullptr) {
+    key.fail(
+        fmt::format("torch.autocast is modelled for eager dense models only, not with {}", other));
+  }
+}
+
+}  // namespace
+
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus) {
   TransformerConfig c;
   workload.get_choice("model", {"transformer"});
@@ -694,9 +722,25 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
         .fail("lamb runs as Apex's FusedLAMB only: optimizer_impl must be fused");
   }
   const bool low_precision = dtype_bytes(c.activation_dtype()) < 4;
-  c.master_weights = workload.get_bool_or("master_weights", low_precision);
+  c.autocast = workload.get_bool_or("autocast", false);
+  // Under autocast F.cross_entropy runs in fp32 (log_softmax is on its fp32 list): the eager
+  // loss, unless the scenario names its loss.
+  if (c.autocast && !workload.has("loss") && c.has_output_layer()) c.head.eager_loss = true;
+  // Under autocast the fp32 parameters are the optimizer's: no master copy.
+  c.master_weights = workload.get_bool_or("master_weights", low_precision && !c.autocast);
+  if (c.autocast && c.master_weights) {
+    workload.child("master_weights")
+        .fail(
+            "autocast trains fp32 parameters, which the optimizer steps directly: no master copy "
+            "(leave master_weights out or false)");
+  }
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
   c.compile = workload.get_bool_or("compile", false);
+  if (c.autocast) check_autocast(workload, c);
+  constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};
+  constexpr std::array<CudaAllocator, 2> kAllocs = {CudaAllocator::kCaching,
+                                                    CudaAllocator::kExpandableSegments};
+  c.allocator = read_enum(workload, "allocator", kAllocNames, kAllocs, CudaAllocator::kCaching);
   if (workload.has("grad_reduce_dtype")) {
     constexpr std::array<std::string_view, 3> kGradNames = {"fp32", "bf16", "fp16"};
     constexpr std::array<DType, 3> kGradTypes = {DType::kFp32, DType::kBf16, DType::kFp16};

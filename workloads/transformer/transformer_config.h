@@ -148,6 +148,16 @@
 //                              #   parallel; default: TransformerConfig::gradient_dtype()'s rule
 //   master_weights: true       # fp32 master copy for fp16/bf16 training (mixed precision);
 //                              #   default true for fp16 / bf16 / fp8, false for fp32 / tf32
+//   autocast: false            # torch.autocast over an fp32 model (HuggingFace Trainer's
+//                              #   fp16 / bf16, DeepLearningExamples' --amp): fp32 weights,
+//                              #   gradients and residual stream, LayerNorm and softmax in fp32,
+//                              #   matmuls in dtype on weights cast once per forward; no master
+//                              #   copy (autocast.h); eager dense models only
+//   allocator: caching         # caching | expandable_segments: PyTorch's CUDA caching
+//                              #   allocator as run (torchtitan's run_train.sh sets
+//                              #   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); the
+//                              #   memory estimate adds the default one's reserve above the
+//                              #   peak allocation (transformer_memory.h)
 //   compile: false             # torch.compile per transformer block (torchtitan's
 //                              #   --compile.enable; both it and Megatron-Core run eager by
 //                              #   default): residual add + next norm, and norm backward +
@@ -210,6 +220,9 @@ enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
 /// layers); op (torchtitan's per-op selective checkpointing, op_recompute.h).
 enum class Recompute : uint8_t { kNone, kSelective, kFull, kOp };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd, kLamb };
+/// PyTorch's CUDA caching allocator as the run configures it (the `allocator` key): its default
+/// segments, or expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+enum class CudaAllocator : uint8_t { kCaching, kExpandableSegments };
 /// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
 enum class Fp8Recipe : uint8_t { kDelayed, kCurrent, kBlock };
 
@@ -365,6 +378,12 @@ struct TransformerConfig {
   /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
   /// memory-bound kernels Inductor fuses run as one kernel each.
   bool compile = false;
+  /// torch.autocast around the forward of an fp32 model (the `autocast` key; autocast.h):
+  /// fp32 parameters, gradients and residual stream, matmuls in `dtype`.
+  bool autocast = false;
+  /// The caching allocator's configuration (the `allocator` key; transformer_memory.h prices its
+  /// reserve above the peak allocation).
+  CudaAllocator allocator = CudaAllocator::kCaching;
 
   /// Sliding-window attention (the `sliding_window` key): each query attends to at most this
   /// many preceding keys; 0: full attention. `full_attention_every` k > 0: every k-th layer
@@ -436,12 +455,17 @@ struct TransformerConfig {
     return upsim::attention_sequences(sequences, micro_batch, seq);
   }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
+  /// The element type of the residual stream, the norms and the softmax: fp32 under autocast
+  /// (its fp32 op list: layer_norm, softmax; an add of a 16-bit and an fp32 tensor is fp32),
+  /// else activation_dtype().
+  DType residual_dtype() const { return autocast ? DType::kFp32 : activation_dtype(); }
   /// The gradients' element type: grad_reduce_dtype when given, else Megatron-LM's rule
   /// (arguments.py: bf16 training forces accumulate_allreduce_grads_in_fp32; fp16 training
   /// keeps fp16 gradients; fp32 / tf32 training has fp32 ones), which is also PyTorch FSDP's
   /// mixed precision with reduce_dtype fp32 for bf16 (Composer's DEFAULT).
   DType gradient_dtype() const {
     if (grad_reduce_dtype) return *grad_reduce_dtype;
+    if (autocast) return DType::kFp32;  // the fp32 parameters' .grad
     const DType a = activation_dtype();
     if (dtype_bytes(a) == 4) return DType::kFp32;
     return master_weights && a == DType::kBf16 ? DType::kFp32 : a;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "workloads/transformer/autocast.h"
 #include "workloads/transformer/op_recompute.h"
 
 namespace upsim {
@@ -83,8 +84,9 @@ struct StateBytes {
 
 StateBytes state_bytes(const TransformerConfig& c) {
   StateBytes b;
-  // fp8 training (Transformer Engine) keeps bf16 weights and casts them to fp8 per GEMM.
-  b.param = dtype_bytes(c.activation_dtype());
+  // fp8 training (Transformer Engine) keeps bf16 weights and casts them to fp8 per GEMM;
+  // autocast keeps the model in fp32 (its casts are autocast_weight_copy_bytes).
+  b.param = c.autocast ? 4 : dtype_bytes(c.activation_dtype());
   const bool sixteen_bit = b.param < 4;
   // TransformerConfig::gradient_dtype(): Megatron-LM accumulates main_grad in fp32 for bf16
   // (arguments.py forces accumulate_allreduce_grads_in_fp32), in the param dtype for fp16.
@@ -256,6 +258,8 @@ int64_t op_policy_layer_bytes(const TransformerConfig& c, int64_t tokens) {
 int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_layer) {
   const ParallelismConfig& p = c.parallelism;
   const int64_t e = dtype_bytes(c.activation_dtype());
+  // The residual stream and the norms' inputs (fp32 under autocast, autocast.h).
+  const int64_t r = dtype_bytes(c.residual_dtype());
   const int64_t mask = c.dropout > 0.0 ? 1 : 0;
   const int64_t t = p.tensor;
   const int64_t split = p.sequence ? t : 1;  // divisor of the TP-replicated parts
@@ -266,12 +270,14 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   const int64_t q_local = c.heads / t;
   const int64_t kv_local = local_kv_heads(c);
 
-  if (c.recompute == Recompute::kFull) return ceil_div(e * tokens * h, split);
+  if (c.recompute == Recompute::kFull) return ceil_div(r * tokens * h, split);
   if (c.recompute == Recompute::kOp) return op_policy_layer_bytes(c, tokens);
 
   int64_t bytes = 0;
-  bytes += ceil_div(2 * e * tokens * h, split);  // two norm inputs
-  bytes += ceil_div(e * tokens * h, split);      // QKV GEMM input
+  bytes += ceil_div(2 * r * tokens * h, split);  // two norm inputs
+  // QKV GEMM input; under autocast each of the query, key and value linears saves its own
+  // 16-bit copy of the fp32 norm output (autocast.h).
+  bytes += ceil_div((c.autocast ? kAutocastQkvInputCasts : 1) * e * tokens * h, split);
   if (const LatentAttentionConfig& m = c.mla; m.enabled()) {
     // Latent attention: the latents (the up projections' and the rope key's inputs), then Q
     // and K of qk_head_dim and V of v_head_dim per head.
@@ -282,9 +288,11 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   }
   if (c.recompute == Recompute::kNone) {
     if (c.attention == AttentionImpl::kUnfused) {
-      // softmax output, dropout mask and dropout output over the local queries x all keys
+      // softmax output, dropout mask and dropout output over the local queries x all keys;
+      // under autocast the softmax's fp32 output, the mask, and the 16-bit copy the p v bmm
+      // casts (of the dropout output, or of the softmax output without dropout) and saves
       const int64_t scores = q_local * c.micro_batch * s_local * c.seq;
-      bytes += scores * (e + mask * (1 + e));
+      bytes += c.autocast ? scores * (4 + mask + e) : scores * (e + mask * (1 + e));
     } else {
       bytes += 4 * q_local * tokens;  // flash attention's fp32 log-sum-exp
     }
@@ -369,6 +377,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(c), p)});
   f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(c), p)});
   f.parts.push_back({"optimizer state", state_of(params, bytes.optimizer, shards_optimizer(p), p)});
+  if (c.autocast) {
+    f.parts.push_back({"autocast weight copies", autocast_weight_copy_bytes(c, params.total())});
+  }
 
   // Activations: per layer per micro-batch, summed over the stage's layers, times the
   // micro-batches in flight.
@@ -404,9 +415,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
         std::ceil(static_cast<double>(ceil_div(tokens * c.hidden, split)) * in_flight));
   }
   if (last) {
-    // The final norm's input and the output layer's input (Megatron-LM keeps the
-    // sequence-parallel shard and gathers it again in backward).
-    activations += 2 * ceil_div(e * tokens * c.hidden, split);
+    // The final norm's input (the residual stream) and the output layer's input (Megatron-LM
+    // keeps the sequence-parallel shard and gathers it again in backward).
+    activations += ceil_div((dtype_bytes(c.residual_dtype()) + e) * tokens * c.hidden, split);
   }
   f.parts.push_back({"activations", activations});
 
@@ -465,6 +476,21 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   if (p.shard_ranks() < p.data * p.context) ++communicators;  // HSDP's replicate group
   buffers += communicators * kNcclBytesPerCommunicator;
   f.parts.push_back({"buffers", buffers});
+
+  if (c.allocator == CudaAllocator::kCaching) {
+    // Reserve = short-lived peak / (1 - fragmentation) (kCachingAllocatorFragmentation).
+    int64_t short_lived = 0;
+    for (const MemoryFootprint::Part& part : f.parts) {
+      if (part.name == "activations" || part.name == "output logits" ||
+          part.name == "autocast weight copies") {
+        short_lived += part.bytes;
+      }
+    }
+    const double f_frag = kCachingAllocatorFragmentation;
+    f.parts.push_back(
+        {"allocator reserve", static_cast<int64_t>(std::llround(static_cast<double>(short_lived) *
+                                                                f_frag / (1.0 - f_frag)))});
+  }
   return f;
 }
 

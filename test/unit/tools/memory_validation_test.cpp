@@ -34,10 +34,12 @@ TEST(MemoryValidation, PublishedFiguresOfModelledRunsWithinFifteenPercent) {
   std::printf("%s", output.c_str());
   EXPECT_EQ(rc, 0) << output;
   EXPECT_NE(output.find("bounded rows: geomean |error|"), std::string::npos) << output;
-  EXPECT_NE(output.find("over 5 rows"), std::string::npos) << output;
+  // The five HuggingFace bert-large rows (fp32 and torch.autocast) and torchtitan's issue #929
+  // row; PR #382's is reported (SOURCES.md, memory_rows.csv say why).
+  EXPECT_NE(output.find("over 6 rows"), std::string::npos) << output;
   EXPECT_EQ(output.find("ERROR"), std::string::npos) << output;
   // A tighter bound than the rows meet fails the command.
-  EXPECT_EQ(validate({"--rows", kRows.string(), "--bound", "0.05"}, output), 1);
+  EXPECT_EQ(validate({"--rows", kRows.string(), "--bound", "0.04"}, output), 1);
 }
 
 class TempTable {

@@ -14,11 +14,14 @@ namespace upsim::cli {
 namespace {
 
 /// A made-up family: `ranks` GPUs run one op per iteration; its footprint is `memory` bytes of
-/// weights (the key `memory`, a byte size) on rank 0.
+/// weights (the key `memory`, a byte size) on rank 0, half as many of gradients, and `reserve`
+/// bytes of caching-allocator reserve.
 class FakeWorkload final : public Workload {
  public:
   explicit FakeWorkload(const ConfigNode& node)
-      : memory_(node.get_bytes_or("memory", 0)), replays_(node.get_bool_or("replays", false)) {}
+      : memory_(node.get_bytes_or("memory", 0)),
+        reserve_(node.get_bytes_or("reserve", 0)),
+        replays_(node.get_bool_or("replays", false)) {}
 
   bool simulates_iterations() const override { return !replays_; }
 
@@ -42,6 +45,7 @@ class FakeWorkload final : public Workload {
       m.owner = "fake 0";
       m.parts.push_back({"weights", memory_});
       m.parts.push_back({"gradients", memory_ / 2});
+      if (reserve_ > 0) m.parts.push_back({"allocator reserve", reserve_});
       b.memory = std::move(m);
     }
     return b;
@@ -54,6 +58,7 @@ class FakeWorkload final : public Workload {
   }
 
   int64_t memory_;
+  int64_t reserve_;
   bool replays_;
 };
 
@@ -173,6 +178,23 @@ TEST(Scenario, FootprintAboveTheGpusMemoryIsAnErrorNamingGpuNeedAndCapacity) {
   EXPECT_NE(e.find("memory_check: warn"), std::string::npos) << e;
   const std::string bad = error_of(scenario_yaml("{model: fake}", "  memory_check: maybe\n"));
   EXPECT_NE(bad.find("platform.memory_check"), std::string::npos) << bad;
+}
+
+TEST(Scenario, TheAllocatorsReserveAboveTheGpusMemoryWarnsOfRetriesInsteadOfRefusing) {
+  // 30 GiB allocated fits the 40 GiB; with 15 GiB of reserve it would not: the caching
+  // allocator gives its cache back and retries, so the run goes on, with a warning.
+  const Scenario s = build(scenario_yaml("{model: fake, memory: 20GiB, reserve: 15GiB}"));
+  EXPECT_TRUE(s.graph.sealed());
+  bool warned = false;
+  for (const std::string& w : s.warnings)
+    warned = warned || w.find("cudaMalloc retries") != std::string::npos;
+  EXPECT_TRUE(warned);
+  EXPECT_NE(s.description.find("allocator reserve 15 GiB, total 45 GiB of 40 GiB"),
+            std::string::npos)
+      << s.description;
+  // What is allocated must fit.
+  const std::string e = error_of(scenario_yaml("{model: fake, memory: 30GiB, reserve: 1GiB}"));
+  EXPECT_NE(e.find("needs 45 GiB"), std::string::npos) << e;
 }
 
 TEST(Scenario, MemoryCheckWarnRunsAnywayWithAWarning) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -361,6 +363,33 @@ TEST(TransformerMemory, MoeImbalanceCountsUpToTheCapacity) {
   EXPECT_LT(balanced, skewed);
   EXPECT_LT(skewed, capped);
   EXPECT_EQ(capped, transformer_layer_activation_bytes(c, true));
+}
+
+}  // namespace
+}  // namespace upsim
+
+namespace upsim {
+namespace {
+
+int64_t footprint_part(const MemoryFootprint& f, const std::string& name) {
+  for (const MemoryFootprint::Part& p : f.parts)
+    if (p.name == name) return p.bytes;
+  return -1;
+}
+
+TEST(TransformerMemory, TheDefaultAllocatorReservesAShareAboveTheShortLivedPeak) {
+  TransformerConfig c = test_configs::small_gpt(4);
+  const MemoryFootprint caching = transformer_memory(c, 0);
+  const int64_t short_lived = footprint_part(caching, "activations") +
+                              std::max<int64_t>(0, footprint_part(caching, "output logits"));
+  const double f = kCachingAllocatorFragmentation;
+  EXPECT_EQ(footprint_part(caching, "allocator reserve"),
+            std::llround(static_cast<double>(short_lived) * f / (1.0 - f)));
+  c.allocator = CudaAllocator::kExpandableSegments;
+  const MemoryFootprint expandable = transformer_memory(c, 0);
+  EXPECT_EQ(footprint_part(expandable, "allocator reserve"), -1);
+  EXPECT_EQ(caching.total_bytes() - expandable.total_bytes(),
+            footprint_part(caching, "allocator reserve"));
 }
 
 }  // namespace

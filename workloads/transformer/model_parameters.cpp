@@ -19,6 +19,7 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     if (bias) p.add(sizes_.qkv_out);
     p.add(sizes_.h * sizes_.attn_out);
     if (bias) p.add(sizes_.h);
+    if (config_.attention_sinks) p.add(sizes_.heads);  // the sinks of this rank's heads
   }
   add_norm(p);
   if (config_.is_moe_layer(layer)) {

@@ -435,6 +435,20 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "needs the fused attention (attention: flash, flash3 or cudnn) and no context "
             "parallel");
   }
+  if (c.attention_sinks && c.attention == AttentionImpl::kFlash &&
+      c.attention_kernel != AttentionKernel::kCudnn) {
+    // Transformer Engine runs a non-vanilla softmax_type on cuDNN's fused attention only
+    // (its FlashAttention backends take the vanilla softmax); flash-attn's releases have no
+    // learnable sinks.
+    workload.child("attention_sinks")
+        .fail(
+            "needs attention: cudnn (Transformer Engine's fused attention with softmax_type "
+            "learnable) or unfused: FlashAttention-2 / -3 take no sinks");
+  }
+  if (c.attention_sinks && c.mla.enabled()) {
+    workload.child("attention_sinks")
+        .fail("is modelled for multi-head / grouped attention, not mla");
+  }
   if (c.attention == AttentionImpl::kFlash && dtype_bytes(c.activation_dtype()) == 4) {
     // FlashAttention-2 / -3 and cuDNN's fused attention take fp16 and bf16 (fp8) inputs only;
     // PyTorch's SDPA falls back to its memory-efficient kernel for fp32, which is not priced.
@@ -622,6 +636,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   c.sliding_window = workload.get_int_in_or("sliding_window", 0, kMaxSeq, 0);
   c.full_attention_every = workload.get_int_in_or("full_attention_every", 0, kMaxLayers, 0);
+  c.attention_sinks = workload.get_bool_or("attention_sinks", false);
   if (c.full_attention_every > 0 && c.sliding_window == 0) {
     workload.child("full_attention_every")
         .fail("says which layers attend fully among sliding-window ones: needs sliding_window");
@@ -778,6 +793,7 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   int64_t attention = h * (q_width + 2 * kv_width) + q_width * h;
   if (c.bias) attention += (q_width + 2 * kv_width) + h;
   if (c.mla.enabled()) attention = latent_attention_parameters(c.mla, h, c.heads, 1);
+  if (c.attention_sinks) attention += c.heads;  // one sink logit per head
   const int64_t norms = 2 * transformer_norm_parameters(c);
   const int64_t dense_mlp = mlp_parameters(c, c.ffn);
   int64_t moe_mlp = 0;

@@ -25,6 +25,12 @@
 //                              #   parallel)
 //   full_attention_every: 0    # with sliding_window: every k-th layer attends fully (GPT-OSS,
 //                              #   Gemma 2: 2); 0: every layer in the window
+//   attention_sinks: false     # a learned logit per head in every softmax's denominator
+//                              #   (GPT-OSS's `sinks`; Megatron-Core's softmax_type learnable,
+//                              #   which Transformer Engine runs on cuDNN's fused attention):
+//                              #   heads parameters per layer; attention: cudnn or unfused (no
+//                              #   FlashAttention-2/-3 release takes them); priced as the
+//                              #   attention without them (one more logit per query row)
 //   kv_heads: 96               # grouped-query attention (Llama 2/3 70B: 8); default: heads.
 //                              #   Fewer than tensor: each is replicated tensor / kv_heads times
 //   ffn: 49152                 # MLP inner width; default 4 x hidden (gelu), Llama's
@@ -390,6 +396,8 @@ struct TransformerConfig {
   /// (layers k-1, 2k-1, ...) attends fully, the others in the window (GPT-OSS and Gemma 2
   /// alternate, k = 2; Gemma 3 has one global layer in 6); 0: every layer has the window.
   int64_t sliding_window = 0;
+  /// Attention sinks (the `attention_sinks` key): one learned logit per head and layer.
+  bool attention_sinks = false;
   int64_t full_attention_every = 0;
   /// Whether `layer` (0-based) attends in the sliding window.
   bool windowed_layer(int64_t layer) const {

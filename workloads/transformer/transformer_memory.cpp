@@ -47,6 +47,7 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
   const int64_t out_in = c.heads / c.parallelism.tensor * d;
   int64_t params = c.hidden * qkv_width + out_in * c.hidden + 2 * transformer_norm_parameters(c);
   if (c.bias) params += qkv_width + c.hidden;
+  if (c.attention_sinks) params += c.heads / c.parallelism.tensor;  // split with the heads
   return params;
 }
 

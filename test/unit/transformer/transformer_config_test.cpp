@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/config/config_error.h"
+#include "workloads/transformer/transformer_generator.h"
 
 namespace upsim {
 namespace {
@@ -833,6 +834,70 @@ TEST(TransformerConfig, AbsentParallelismTakesEveryDefault) {
   EXPECT_EQ(c.parallelism.tensor, 1);
   EXPECT_EQ(c.global_batch, 4);  // micro_batch x data x pipeline
   EXPECT_EQ(c.padded_vocab(), 1024);
+}
+
+}  // namespace
+}  // namespace upsim
+
+namespace upsim {
+namespace {
+
+/// A 4-layer GPT-OSS-shaped attention stack (64 heads of 64, 8 key/value heads, window 128 on
+/// every other layer) with `extra` keys.
+std::string gpt_oss(const std::string& extra) {
+  return R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 4
+  hidden: 2880
+  heads: 64
+  head_dim: 64
+  kv_heads: 8
+  ffn: 2880
+  vocab: 201088
+  seq: 4096
+  micro_batch: 1
+  sliding_window: 128
+  full_attention_every: 2
+  parallelism:
+    tensor: 2
+)" + extra;
+}
+
+TEST(TransformerConfig, AttentionSinksAddOneParameterPerHeadAndNeedAKernelThatTakesThem) {
+  const TransformerConfig plain = parse(gpt_oss("  attention: cudnn\n"), 2);
+  const TransformerConfig sinks =
+      parse(gpt_oss("  attention: cudnn\n  attention_sinks: true\n"), 2);
+  EXPECT_TRUE(sinks.attention_sinks);
+  EXPECT_EQ(transformer_parameters(sinks) - transformer_parameters(plain), 4 * 64);
+  // Each tensor rank holds the sinks of its heads, and the optimizer steps them.
+  int64_t stepped = 0;
+  int64_t stepped_plain = 0;
+  for (const auto& [config, count] :
+       {std::pair{&sinks, &stepped}, std::pair{&plain, &stepped_plain}}) {
+    TaskGraph g;
+    generate_transformer(*config, {2}, g);
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
+      const KernelDesc& k = g.kernel(t);
+      if (k.memory_op != MemoryOp::kOptimizer) continue;
+      for (const int64_t n : k.optimizer.tensor_elements)
+        *count += n;
+      break;  // one optimizer step
+    }
+  }
+  EXPECT_EQ(stepped - stepped_plain, 4 * 64 / 2);
+  // Eager attention (HuggingFace's) takes them too, without the window.
+  const std::string eager = replace(gpt_oss("  attention: unfused\n  attention_sinks: true\n"),
+                                    "  sliding_window: 128\n  full_attention_every: 2\n", "");
+  EXPECT_TRUE(parse(eager, 2).attention_sinks);
+  for (const char* kernel : {"flash", "flash2", "flash3"}) {
+    const std::string e =
+        error_of(gpt_oss(std::string("  attention: ") + kernel + "\n  attention_sinks: true\n"), 2);
+    EXPECT_NE(e.find("attention_sinks"), std::string::npos) << kernel << ": " << e;
+    EXPECT_NE(e.find("cudnn"), std::string::npos) << kernel << ": " << e;
+  }
 }
 
 }  // namespace

@@ -7,47 +7,16 @@
 #include <vector>
 
 #include "sim/executor.h"
+#include "test/unit/sim/sm_sharing_fixtures.h"
 
 namespace upsim {
 namespace {
 
-constexpr Time at_us(int64_t v) {
-  return Time::zero() + Duration::from_us(v);
-}
-
-/// A kernel of `flops` work runs at 1 FLOP per microsecond per SM: 100 flops on 100 SMs take
-/// 1 us, on 50 SMs 2 us (a compute-bound kernel whose rate is its SMs').
-class PerSmKernelCost final : public KernelCostModel {
- public:
-  Duration kernel_duration(const KernelDesc& k, const DeviceProfile& device) const override {
-    return Duration::from_us_f(k.flops / static_cast<double>(device.sm_count));
-  }
-};
-
-class NoHostCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc&) const override { return Duration::zero(); }
-};
-
-/// Every collective lasts `duration` and holds `sms` SMs on each member.
-class SmHoldingNetwork final : public NetworkModel {
- public:
-  SmHoldingNetwork(Duration duration, int32_t sms) : duration_(duration), sms_(sms) {}
-  void start_collective(Engine& engine, const CollectiveDesc&, Completion on_done) override {
-    engine.schedule_in(duration_, EventPriority::kCompletion, std::move(on_done));
-  }
-  void start_transfer(Engine& engine, const TransferDesc&, Completion on_done) override {
-    engine.schedule_in(Duration::zero(), EventPriority::kCompletion, std::move(on_done));
-  }
-  int32_t communication_sms(const CollectiveDesc& c, RankId) const override {
-    return c.members.size() > 1 ? sms_ : 0;
-  }
-  bool communication_holds_sms() const override { return sms_ > 0; }
-
- private:
-  Duration duration_;
-  int32_t sms_;
-};
+using sm_sharing::at_us;
+using sm_sharing::NoHostCost;
+using sm_sharing::PerSmKernelCost;
+using sm_sharing::SmHoldingNetwork;
+using sm_sharing::work;
 
 struct Harness {
   Harness(size_t ranks, Duration collective, int32_t held_sms) : network(collective, held_sms) {
@@ -62,20 +31,7 @@ struct Harness {
     models.devices.assign(ranks, gpu);
   }
   /// Runs the graph; returns each task's end.
-  std::vector<Time> run() {
-    graph.seal();
-    Engine engine;
-    GraphExecutor exec(engine, graph, models);
-    struct Ends final : Observer {
-      std::vector<Time>* ends;
-      void on_task_end(TaskId t, Time at) override { (*ends)[t] = at; }
-    } observer;
-    std::vector<Time> ends(graph.task_count(), Time::max());
-    observer.ends = &ends;
-    exec.add_observer(&observer);
-    exec.run();
-    return ends;
-  }
+  std::vector<Time> run() { return sm_sharing::run_ends(graph, models); }
   /// An all-reduce over `members`, its task at the end of each member's comm stream.
   void all_reduce(const std::vector<RankId>& members) {
     const CollectiveId c = graph.add_collective_group(
@@ -89,12 +45,6 @@ struct Harness {
   SmHoldingNetwork network;
   ModelSet models;
 };
-
-KernelDesc work(double flops) {
-  KernelDesc k;
-  k.flops = flops;
-  return k;
-}
 
 TEST(CommunicationSmSharing, AKernelBesideACollectiveRunsOnTheSmsLeft) {
   // The all-reduce holds 25 of 100 SMs from 0 to 4 us; a 400-flop kernel (4 us alone) runs at

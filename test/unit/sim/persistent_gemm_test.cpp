@@ -8,48 +8,15 @@
 
 #include "sim/executor.h"
 #include "sim/gemm_launch.h"
+#include "test/unit/sim/sm_sharing_fixtures.h"
 
 namespace upsim {
 namespace {
 
-constexpr Time at_us(int64_t v) {
-  return Time::zero() + Duration::from_us(v);
-}
-
-/// A kernel of `flops` work runs at 1 FLOP per microsecond per SM; a GEMM has `m` per-tile
-/// CTAs.
-class PerSmKernelCost final : public KernelCostModel {
- public:
-  Duration kernel_duration(const KernelDesc& k, const DeviceProfile& device) const override {
-    return Duration::from_us_f(k.flops / static_cast<double>(device.sm_count));
-  }
-  int64_t gemm_ctas(const KernelDesc& k, const DeviceProfile&) const override {
-    return k.cls == KernelClass::kGemm ? k.m : 0;
-  }
-};
-
-class NoHostCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc&) const override { return Duration::zero(); }
-};
-
-/// Every collective moves data for `duration` once all members arrived and holds `sms` SMs.
-class SmHoldingNetwork final : public NetworkModel {
- public:
-  SmHoldingNetwork(Duration duration, int32_t sms) : duration_(duration), sms_(sms) {}
-  void start_collective(Engine& engine, const CollectiveDesc&, Completion on_done) override {
-    engine.schedule_in(duration_, EventPriority::kCompletion, std::move(on_done));
-  }
-  void start_transfer(Engine& engine, const TransferDesc&, Completion on_done) override {
-    engine.schedule_in(Duration::zero(), EventPriority::kCompletion, std::move(on_done));
-  }
-  int32_t communication_sms(const CollectiveDesc&, RankId) const override { return sms_; }
-  bool communication_holds_sms() const override { return sms_ > 0; }
-
- private:
-  Duration duration_;
-  int32_t sms_;
-};
+using sm_sharing::at_us;
+using sm_sharing::NoHostCost;
+using sm_sharing::PerSmKernelCost;
+using sm_sharing::SmHoldingNetwork;
 
 struct Harness {
   Harness(Duration collective, int32_t sms, GemmSchedule schedule, int32_t carveout = 0)
@@ -65,20 +32,7 @@ struct Harness {
     models.devices.assign(2, gpu);
     models.gemm_launch = GemmLaunch{schedule, carveout};
   }
-  std::vector<Time> run() {
-    graph.seal();
-    Engine engine;
-    GraphExecutor exec(engine, graph, models);
-    struct Ends final : Observer {
-      std::vector<Time>* ends;
-      void on_task_end(TaskId t, Time at) override { (*ends)[t] = at; }
-    } observer;
-    std::vector<Time> ends(graph.task_count(), Time::max());
-    observer.ends = &ends;
-    exec.add_observer(&observer);
-    exec.run();
-    return ends;
-  }
+  std::vector<Time> run() { return sm_sharing::run_ends(graph, models); }
   /// A collective over both ranks; rank 1 reaches it after `rank1_delay_flops` of work on its
   /// comm stream (1 us per 100 flops).
   void collective(double rank1_delay_flops = 0.0, bool gemm_sm_margin = false) {
@@ -92,7 +46,10 @@ struct Harness {
     for (RankId r : {0u, 1u})
       graph.add_collective(r, 1, c, "nccl:all_gather");
   }
-  int32_t network_sms() const { return network.communication_sms(CollectiveDesc{}, 0); }
+  int32_t network_sms() const {
+    return network.communication_sms(CollectiveDesc{CollectiveKind::kAllGather, {0, 1}, 1024, {}},
+                                     0);
+  }
   /// Rank 0's compute stream: 75 flops of other work (1 us on the 75 SMs a held collective
   /// leaves), then a GEMM of `ctas` CTAs and `flops` work (4 us on all 100 SMs for 400).
   /// Returns the GEMM.
@@ -107,11 +64,7 @@ struct Harness {
     g.flops = flops;
     return graph.add_kernel(0, 0, "gemm", "op", g);
   }
-  static KernelDesc work(double flops) {
-    KernelDesc k;
-    k.flops = flops;
-    return k;
-  }
+  static KernelDesc work(double flops) { return sm_sharing::work(flops); }
   TaskGraph graph;
   PerSmKernelCost kernels;
   NoHostCost cpu;

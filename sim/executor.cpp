@@ -53,6 +53,7 @@ struct PersistentGemm {
   int64_t resident;  ///< CTAs that started at launch
   int64_t deferred;  ///< CTAs still waiting for an SM
   Time first_end;    ///< when the CTAs that started at launch finish
+  Time launched;
   EventHandle completion;
 };
 
@@ -113,8 +114,12 @@ class GraphExecutor::Impl {
     if (done_ != graph_.task_count()) throw SimulationError(diagnose());
     for (Observer* o : observers_)
       o->on_run_end(last_completion_);
-    return RunStats{last_completion_, engine_.executed() - events_before, done_,
-                    waits_before_record_};
+    return RunStats{last_completion_,
+                    engine_.executed() - events_before,
+                    done_,
+                    waits_before_record_,
+                    persistent_gemms_split_,
+                    Duration::from_ps(persistent_split_ps_)};
   }
 
  private:
@@ -486,9 +491,10 @@ class GraphExecutor::Impl {
     const EventHandle completion =
         schedule_completion(t, Duration::from_ps(persistent_duration_ps(grid, cta_ps)));
     if (grid.deferred == 0) return;
+    ++persistent_gemms_split_;
     deferred_gemms_[rank].push_back(PersistentGemm{t, cta_ps, grid.resident, grid.deferred,
                                                    engine_.now() + Duration::from_ps(cta_ps),
-                                                   completion});
+                                                   engine_.now(), completion});
   }
 
   /// The members of `desc` start (`sign` +1) or stop (-1) moving data: their SMs count against
@@ -528,6 +534,7 @@ class GraphExecutor::Impl {
     std::vector<PersistentGemm>& gemms = deferred_gemms_[rank];
     for (size_t i = 0; i < gemms.size(); ++i) {
       if (gemms[i].task != t) continue;
+      persistent_split_ps_ += (engine_.now() - gemms[i].launched).ps() - gemms[i].cta_ps;
       gemms[i] = gemms.back();
       gemms.pop_back();
       return;
@@ -800,6 +807,9 @@ class GraphExecutor::Impl {
   std::vector<std::vector<PersistentGemm>> deferred_gemms_;
   /// Per kernel description: its per-tile CTAs once asked, else -1 (uniform devices only).
   std::vector<int64_t> gemm_ctas_;
+  /// RunStats::persistent_gemms_split and persistent_gemm_split_time, in ps.
+  uint64_t persistent_gemms_split_ = 0;
+  int64_t persistent_split_ps_ = 0;
   static constexpr uint32_t kCachedLaunches = 4;
   static constexpr size_t kHostPhases = static_cast<size_t>(HostPhase::kMarker) + 1;
   /// Per (op name, phase, launch index < kCachedLaunches): the CPU duration in ps, else -1.

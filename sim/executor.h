@@ -67,6 +67,11 @@ struct RunStats {
   /// completed", CUDA Runtime API), so they did not wait. Only a what-if on host time (host
   /// work re-priced, so launches reorder) makes any.
   uint64_t stream_waits_before_record = 0;
+  /// GEMM launches under a static persistent schedule some of whose CTAs found no SM free
+  /// (ModelSet::gemm_launch), and the GPU time their waiting CTAs added, over every simulated
+  /// rank and iteration.
+  uint64_t persistent_gemms_split = 0;
+  Duration persistent_gemm_split_time;
 };
 
 class GraphExecutor {

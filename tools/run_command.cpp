@@ -462,6 +462,13 @@ void print_simulation_stats(const SteadyRun& run, std::ostream& err) {
         "search), {:.3f} s in all\n",
         stats.tasks_done, stats.events, run.attempts.size(), counts, run.wall_s);
   }
+  if (stats.persistent_gemms_split > 0) {
+    err << fmt::format(
+        "persistent GEMMs beside communication (sim/gemm_launch.h): {} launches ran CTAs after "
+        "others for want of SMs, +{:.3f} ms of GPU time over all simulated ranks and iterations "
+        "(what-if: platform.kernels.gemm_sm_carveout)\n",
+        stats.persistent_gemms_split, stats.persistent_gemm_split_time.seconds() * 1e3);
+  }
 }
 
 /// Where the outputs are, with the trace's notes and how to open it.

@@ -81,6 +81,18 @@ TEST(PersistentGemm, CtasThatFindNoSmRunAfterTheFirstOnes) {
   EXPECT_EQ(h.run()[gemm], at_us(9));
 }
 
+TEST(PersistentGemm, TheRunCountsTheSplitGemmsAndTheTimeTheirWaitingCtasAdded) {
+  Harness h(Duration::from_us(10), 25, GemmSchedule::kStaticPersistent);
+  h.collective();
+  h.gemm_after_one_us(100, 400);
+  h.graph.seal();
+  Engine engine;
+  GraphExecutor exec(engine, h.graph, h.models);
+  const RunStats stats = exec.run();
+  EXPECT_EQ(stats.persistent_gemms_split, 1U);
+  EXPECT_EQ(stats.persistent_gemm_split_time, Duration::from_us(4)) << "9 us, not 5";
+}
+
 TEST(PersistentGemm, WaitingCtasStartWhenTheCollectiveEnds) {
   // The all-gather ends at 3 us: the 25 waiting CTAs run from 3 to 7 us.
   Harness h(Duration::from_us(3), 25, GemmSchedule::kStaticPersistent);

@@ -412,7 +412,8 @@ struct PlatformModelSections {
   ConfigNode host;
   ConfigNode interconnect;
   std::string interconnect_model;
-  std::string interconnect_text;  ///< the platform line's
+  std::string interconnect_text;    ///< the platform line's
+  std::string gemm_launch_warning;  ///< a GEMM schedule asked for and not priced, else empty
 };
 
 /// The kernel, host and network models of the platform's sections, into `models` (with
@@ -436,7 +437,27 @@ PlatformModelSections make_platform_models(const ConfigNode& platform, const Wor
   models.set.network = models.network.get();
   models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
   models.set.gemm_launch = read_gemm_launch(kernels, hardware.device);
-  return {kernels, host, interconnect, std::move(interconnect_model), std::move(interconnect_text)};
+  // A static persistent schedule needs the GEMMs' tiles; a kernel model that states none
+  // (KernelCostModel::gemm_ctas: roofline) shares SMs in proportion, and the platform line says so.
+  std::string gemm_launch_warning;
+  if (models.set.gemm_launch.schedule == GemmSchedule::kStaticPersistent &&
+      models.kernels->gemm_ctas(gemm_kernel(DType::kBf16, 1, 4096, 4096, 4096), hardware.device) ==
+          0) {
+    models.set.gemm_launch.schedule = GemmSchedule::kPerTile;
+    if (kernels.has("gemm_schedule")) {
+      gemm_launch_warning = fmt::format(
+          "platform.kernels.gemm_schedule: static_persistent needs a kernel model that tiles "
+          "GEMMs; the `{}` model states no tiles, so GEMMs share SMs with communication in "
+          "proportion (per_tile)",
+          kernels.get_string("model"));
+    }
+  }
+  return {kernels,
+          host,
+          interconnect,
+          std::move(interconnect_model),
+          std::move(interconnect_text),
+          std::move(gemm_launch_warning)};
 }
 
 /// The scenario and platform lines of the summary; fills `s.description_text` and `s.platform`.
@@ -525,11 +546,8 @@ void check_memory(const MemoryFootprint& memory, const DeviceProfile& device,
   // The caching allocator's reserve above the peak allocation (transformer_memory.h) is given
   // back when an allocation fails (the allocator frees its cached blocks and retries): a
   // footprint that fits without it runs, with those retries.
-  int64_t reserve = 0;
-  for (const MemoryFootprint::Part& part : memory.parts) {
-    if (part.name == "allocator reserve") reserve += part.bytes;
-  }
-  const int64_t allocated = memory.total_bytes() - reserve;
+  const int64_t allocated = memory.allocated_bytes();
+  const int64_t reserve = memory.total_bytes() - allocated;
   if (allocated <= device.hbm_bytes && memory.total_bytes() > device.hbm_bytes) {
     warnings.push_back(fmt::format(
         "memory: {} allocated at the peak on {} fits the {} of the {}, but not with the caching "
@@ -641,6 +659,7 @@ void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload&
        borrowed_calibration_notes(*s.models.kernels, s.graph, s.models.set.devices)) {
     s.warnings.push_back("kernel model: " + note);
   }
+  if (!sections.gemm_launch_warning.empty()) s.warnings.push_back(sections.gemm_launch_warning);
   const WorkloadPricing pricing = workload_pricing(workload, built, !s.measured_iteration.empty());
   const std::vector<InactiveUse> inactive =
       inactive_uses(sections.kernels, sections.interconnect, sections.interconnect_model, hardware,

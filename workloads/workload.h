@@ -57,10 +57,21 @@ struct MemoryFootprint {
   std::string owner;
   std::vector<Part> parts;
 
+  /// The part a caching allocator reserves above what it allocates (transformer_memory.h): given
+  /// back when an allocation fails, so it counts against the GPU's memory only as a warning.
+  static constexpr std::string_view kAllocatorReserve = "allocator reserve";
+
   int64_t total_bytes() const {
     int64_t t = 0;
     for (const Part& p : parts)
       t += p.bytes;
+    return t;
+  }
+  /// total_bytes() less the allocator's reserve: what the step allocates at its peak.
+  int64_t allocated_bytes() const {
+    int64_t t = 0;
+    for (const Part& p : parts)
+      if (p.name != kAllocatorReserve) t += p.bytes;
     return t;
   }
 };

@@ -156,9 +156,6 @@ struct RowEstimate {
   std::string error;
 };
 
-/// The footprint part that a max_allocated figure does not hold (transformer_memory.h).
-constexpr std::string_view kAllocatorReserve = "allocator reserve";
-
 RowEstimate estimate(const MemoryRow& row, const fs::path& configs) {
   RowEstimate e;
   try {
@@ -170,13 +167,12 @@ RowEstimate estimate(const MemoryRow& row, const fs::path& configs) {
       e.error = "the workload does not model memory";
       return e;
     }
-    e.bytes = static_cast<double>(scenario.memory->total_bytes());
+    const bool allocated_only = row.measure == Measure::kMaxAllocated;
+    e.bytes = static_cast<double>(allocated_only ? scenario.memory->allocated_bytes()
+                                                 : scenario.memory->total_bytes());
     for (const MemoryFootprint::Part& p : scenario.memory->parts) {
       if (p.bytes == 0) continue;
-      if (row.measure == Measure::kMaxAllocated && p.name == kAllocatorReserve) {
-        *e.bytes -= static_cast<double>(p.bytes);
-        continue;
-      }
+      if (allocated_only && p.name == MemoryFootprint::kAllocatorReserve) continue;
       e.parts += fmt::format("{}{} {:.2f}", e.parts.empty() ? "" : ", ", p.name,
                              static_cast<double>(p.bytes) / kGiB);
     }

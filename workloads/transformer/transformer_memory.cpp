@@ -378,8 +378,12 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(c), p)});
   f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(c), p)});
   f.parts.push_back({"optimizer state", state_of(params, bytes.optimizer, shards_optimizer(p), p)});
+  // The step's short-lived allocations, over which the caching allocator reserves (below).
+  int64_t short_lived = 0;
   if (c.autocast) {
-    f.parts.push_back({"autocast weight copies", autocast_weight_copy_bytes(c, params.total())});
+    const int64_t copies = autocast_weight_copy_bytes(c, params.total());
+    f.parts.push_back({"autocast weight copies", copies});
+    short_lived += copies;
   }
 
   // Activations: per layer per micro-batch, summed over the stage's layers, times the
@@ -421,6 +425,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     activations += ceil_div((dtype_bytes(c.residual_dtype()) + e) * tokens * c.hidden, split);
   }
   f.parts.push_back({"activations", activations});
+  short_lived += activations;
 
   if (last) {
     // Megatron-LM's vocabulary-parallel cross entropy works on fp32 logits and keeps the
@@ -433,7 +438,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     const int64_t rows = ceil_div(c.vocabulary_rows(), p.context);
     const int64_t per_logit = c.head.eager_loss ? 12 : 4;
     if (rows > 0) {
-      f.parts.push_back({"output logits", per_logit * rows * (c.padded_vocab() / p.tensor) * held});
+      const int64_t logits = per_logit * rows * (c.padded_vocab() / p.tensor) * held;
+      f.parts.push_back({"output logits", logits});
+      short_lived += logits;
     }
   }
 
@@ -480,17 +487,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
 
   if (c.allocator == CudaAllocator::kCaching) {
     // Reserve = short-lived peak / (1 - fragmentation) (kCachingAllocatorFragmentation).
-    int64_t short_lived = 0;
-    for (const MemoryFootprint::Part& part : f.parts) {
-      if (part.name == "activations" || part.name == "output logits" ||
-          part.name == "autocast weight copies") {
-        short_lived += part.bytes;
-      }
-    }
-    const double f_frag = kCachingAllocatorFragmentation;
-    f.parts.push_back(
-        {"allocator reserve", static_cast<int64_t>(std::llround(static_cast<double>(short_lived) *
-                                                                f_frag / (1.0 - f_frag)))});
+    const double frag = kCachingAllocatorFragmentation;
+    f.parts.push_back({std::string(MemoryFootprint::kAllocatorReserve),
+                       std::llround(static_cast<double>(short_lived) * frag / (1.0 - frag))});
   }
   return f;
 }

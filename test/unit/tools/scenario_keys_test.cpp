@@ -116,6 +116,20 @@ TEST(ScenarioWhatIfs, LessNvlinkBandwidthIsNeverFaster) {
   }
 }
 
+TEST(ScenarioWhatIfs, AStaticPersistentScheduleOnAModelWithoutTilesSaysItSharesInProportion) {
+  const auto roofline = [](const std::string& schedule) {
+    return run(kGpt2.scenario, {"workload.layers=2",
+                                "platform.kernels={model: roofline, "
+                                "gemm_schedule: " +
+                                    schedule + "}"});
+  };
+  const Outcome asked = roofline("static_persistent");
+  EXPECT_EQ(warnings_with(asked, "states no tiles").size(), 1U);
+  const Outcome tiles = roofline("per_tile");
+  EXPECT_TRUE(warnings_with(tiles, "states no tiles").empty());
+  EXPECT_EQ(asked.ms, tiles.ms);
+}
+
 TEST(ScenarioWhatIfs, AnOlderPcieGenerationIsNeverFaster) {
   // DLRM copies its inputs to the GPUs each step: the GPU's PCIe Gen3 caps the Gen4 links.
   const std::vector<double> dlrm =

@@ -159,29 +159,31 @@ std::string_view LayerEmitter::act_op(bool backward) const {
   return backward ? "GeluBackward0" : "aten::gelu";
 }
 
-void LayerEmitter::attention_forward(int64_t layer, bool recompute_core_only) {
+void LayerEmitter::core_attention_forward(int64_t layer) {
   const LayerKernels& d = kernels_;
-  if (!recompute_core_only) {
-    ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
-    if (config_.mla.enabled()) {
-      latent_projections_forward();
-    } else {
-      autocast_forward(d.qkv_cast);
-      column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
-    }
-    if (config_.position == TransformerPosition::kRotary) {
-      ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
-    }
-  }
   if (config_.attention == AttentionImpl::kFlash) {
-    if (!recompute_core_only) core_attention_flash(false, config_.windowed_layer(layer));
-  } else {
-    ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
-    ops_.op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
-    if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
-    ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
+    core_attention_flash(false, config_.windowed_layer(layer));
+    return;
   }
-  if (recompute_core_only) return;
+  ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
+  ops_.op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
+  if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
+  ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
+}
+
+void LayerEmitter::attention_forward(int64_t layer) {
+  const LayerKernels& d = kernels_;
+  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  if (config_.mla.enabled()) {
+    latent_projections_forward();
+  } else {
+    autocast_forward(d.qkv_cast);
+    column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
+  }
+  if (config_.position == TransformerPosition::kRotary) {
+    ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
+  }
+  core_attention_forward(layer);
   autocast_forward(d.proj_cast);
   row_parallel_forward("proj", d.proj_in, d.proj_fwd, d.proj_fwd_split);
   // Compiled, the residual add runs fused with the MLP's norm (mlp_forward).
@@ -269,6 +271,8 @@ void LayerEmitter::attention_backward(int64_t layer) {
   residual_backward();
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   autocast_backward(d.proj_cast);
+  const RecomputeModules rerun = config_.selective_modules();
+  if (rerun.core_attn) core_attention_forward(layer);
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true, config_.windowed_layer(layer));
   } else {
@@ -284,6 +288,8 @@ void LayerEmitter::attention_backward(int64_t layer) {
   }
   fp8_cast(d.qkv_dy, true);
   if (config_.mla.enabled()) {
+    // Latent attention's input norm is a module of its own (TENorm), rerun under layernorm.
+    if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     latent_projections_backward();
   } else {
     column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
@@ -302,21 +308,36 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   if (config_.is_moe_layer(layer)) {
     moe_forward();
   } else {
-    autocast_forward(d.fc1_cast);
-    column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
-    ops_.op(act_op(false), "activation_fwd", d.act_fwd);
-    autocast_forward(d.fc2_cast);
-    row_parallel_forward("fc2", d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
+    dense_mlp_forward();
   }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
+}
+
+void LayerEmitter::dense_mlp_forward() {
+  const LayerKernels& d = kernels_;
+  autocast_forward(d.fc1_cast);
+  column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
+  ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+  autocast_forward(d.fc2_cast);
+  row_parallel_forward("fc2", d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
 }
 
 void LayerEmitter::mlp_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   residual_backward();
+  const RecomputeModules rerun = config_.selective_modules();
   if (config_.is_moe_layer(layer)) {
+    // A MoE layer's pre-MLP norm is a module of its own (TENorm), rerun under layernorm; the
+    // moe checkpoint reruns the layer after it.
+    if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    if (rerun.moe) moe_forward();
     moe_backward();
   } else {
+    // Transformer Engine's fc1 holds the pre-MLP norm: the mlp checkpoint reruns both.
+    if (rerun.mlp) {
+      ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+      dense_mlp_forward();
+    }
     row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
     autocast_backward(d.fc2_cast);
     ops_.op(act_op(true), "activation_bwd", d.act_bwd);
@@ -368,13 +389,16 @@ void LayerEmitter::moe_forward() {
                   "c10d::all_to_all_single", dispatch_matrix(true));
   }
   ops_.op("moe_unpermute", "unpermute", d.unpermute);
-  if (config_.moe.shared_experts > 0) {
-    fp8_cast(d.shared_fc1_in, false);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
-    ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
-    fp8_cast(d.shared_fc2_in, false);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
-  }
+  if (config_.moe.shared_experts > 0) shared_experts_forward();
+}
+
+void LayerEmitter::shared_experts_forward() {
+  const LayerKernels& d = kernels_;
+  fp8_cast(d.shared_fc1_in, false);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
+  ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
+  fp8_cast(d.shared_fc2_in, false);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
 }
 
 void LayerEmitter::dropless_count_sync() {
@@ -393,7 +417,9 @@ void LayerEmitter::dropless_count_sync() {
 
 void LayerEmitter::moe_backward() {
   const LayerKernels& d = kernels_;
+  const RecomputeModules rerun = config_.selective_modules();
   if (config_.moe.shared_experts > 0) {
+    if (rerun.shared_experts) shared_experts_forward();
     fp8_cast(d.shared_fc2_dy, true);
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
@@ -410,6 +436,7 @@ void LayerEmitter::moe_backward() {
   fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
+  if (rerun.moe_act) ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
   fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,

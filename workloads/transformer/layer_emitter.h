@@ -50,12 +50,16 @@ class LayerEmitter {
   /// A new rank is emitted: its process groups.
   void begin_rank(const LayerGroups& groups) { groups_ = groups; }
 
-  /// The attention block's forward; `recompute_core_only`: only the core attention (selective
-  /// recompute of unfused attention).
-  void attention_forward(int64_t layer, bool recompute_core_only);
+  /// The attention block's forward.
+  void attention_forward(int64_t layer);
+  /// The attention block's backward, with the forward of what selective recomputation reruns
+  /// before the backward that needs it (TransformerConfig::selective_modules: the core
+  /// attention, latent attention's input norm).
   void attention_backward(int64_t layer);
   /// The MLP block (an MoE block on the config's MoE layers).
   void mlp_forward(int64_t layer);
+  /// Its backward, with what selective recomputation reruns (the dense MLP, the MoE layer, its
+  /// pre-MLP norm, expert activation or shared experts).
   void mlp_backward(int64_t layer);
   void embedding_forward();
   void embedding_backward();
@@ -156,8 +160,16 @@ class LayerEmitter {
   /// (Megatron-Core's router drops them before the dispatch).
   std::vector<int64_t> dispatch_matrix(bool combine) const;
 
+  /// The core attention's forward: flash attention (with its context-parallel exchanges) or
+  /// the unfused scores, softmax, dropout and weighted sum.
+  void core_attention_forward(int64_t layer);
+  /// A dense MLP's ops between the pre-MLP norm and the residual add: fc1 (with its
+  /// sequence-parallel all-gather), activation, fc2 (with its reduce-scatter).
+  void dense_mlp_forward();
   void moe_forward();
   void moe_backward();
+  /// The shared experts' forward (MoE layers with moe.shared_experts).
+  void shared_experts_forward();
 
   /// The pooler on each sample's first token, tanh, the classifier and its loss (mlm's
   /// next-sentence head, the classification head).

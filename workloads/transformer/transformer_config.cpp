@@ -715,6 +715,15 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
             "op (per-op selective checkpointing) is modelled for fused attention and dense layers "
             "only");
   }
+  {
+    RecomputeModulesScope scope;
+    scope.has_moe_layers = c.moe.experts > 0;
+    scope.has_dense_layers = c.moe.experts == 0 || c.moe.first_dense > 0 || c.moe.every > 1;
+    scope.has_shared_experts = c.moe.experts > 0 && c.moe.shared_experts > 0;
+    scope.latent_attention = c.mla.enabled();
+    c.recompute_modules =
+        read_recompute_modules(workload, c.recompute == Recompute::kSelective, scope);
+  }
   if (workload.has("recompute_layers")) {
     c.recompute_layers = workload.get_int_in("recompute_layers", 1, kMaxLayers);
     if (c.recompute != Recompute::kFull) {

@@ -138,10 +138,15 @@
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
 //     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
 //                              #   launches more (Megatron-LM before overlap_p2p_comm)
-//   recompute: none            # none | selective (attention core) | full (whole layer) |
+//   recompute: none            # none | selective (Megatron-Core's modules: recompute_modules) |
+//                              #   full (whole layer) |
 //                              #   op (torchtitan's per-op selective checkpointing: every
 //                              #   second matmul and the attention saved, the rest recomputed;
 //                              #   op_recompute.h; fused attention, dense layers)
+//   recompute_modules: [core_attn] # with selective: Megatron-Core's --recompute-modules,
+//                              #   any of core_attn (default; with flash attention too: its
+//                              #   forward reruns in the backward), layernorm, mlp, moe_act,
+//                              #   moe, shared_experts (recompute_modules.h)
 //   recompute_layers: 8        # with full: the first N layers of each model chunk recompute,
 //                              #   the others store their activations (Megatron's
 //                              #   --recompute-method block --recompute-num-layers N);
@@ -190,6 +195,7 @@
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
 #include "workloads/transformer/latent_attention.h"
+#include "workloads/transformer/recompute_modules.h"
 #include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/task_head.h"
 
@@ -222,8 +228,9 @@ enum class ContextComm : uint8_t {
 /// When sharded parameters' gradients are reduce-scattered under gradient accumulation (the
 /// `gradient_sync` key; see ParallelismConfig::gradient_sync).
 enum class ShardedGradientSync : uint8_t { kEveryMicroBatch, kLastMicroBatch };
-/// Activation recomputation: none; Megatron's selective (the attention core); full (whole
-/// layers); op (torchtitan's per-op selective checkpointing, op_recompute.h).
+/// Activation recomputation: none; Megatron-Core's selective (the modules of
+/// recompute_modules.h, the core attention by default); full (whole layers); op (torchtitan's
+/// per-op selective checkpointing, op_recompute.h).
 enum class Recompute : uint8_t { kNone, kSelective, kFull, kOp };
 enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd, kLamb };
 /// PyTorch's CUDA caching allocator as the run configures it (the `allocator` key): its default
@@ -370,6 +377,8 @@ struct TransformerConfig {
   MoeConfig moe;
   ParallelismConfig parallelism;
   Recompute recompute = Recompute::kNone;
+  /// With kSelective: the modules rerun (recompute_modules.h; default core_attn alone).
+  RecomputeModules recompute_modules;
   /// With kFull: layers recomputed at the start of each model chunk (Megatron's block method:
   /// megatron/core/transformer/transformer_block.py, _checkpointed_forward, recompute_method
   /// 'block' checkpoints layers 0 .. recompute_num_layers - 1 of the block); 0 = every layer.
@@ -418,6 +427,14 @@ struct TransformerConfig {
   /// Layers of one model chunk (a pipeline stage's share, per virtual stage).
   int64_t layers_per_chunk() const {
     return layers / (parallelism.pipeline * parallelism.virtual_stages);
+  }
+  /// The modules selective recomputation reruns: recompute_modules under kSelective, none
+  /// otherwise.
+  RecomputeModules selective_modules() const {
+    if (recompute == Recompute::kSelective) return recompute_modules;
+    RecomputeModules none;
+    none.core_attn = false;
+    return none;
   }
   /// Whether `layer` (0-based, model order) runs its forward again in its backward.
   bool recomputes_layer(int64_t layer) const {

@@ -149,7 +149,7 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
-  layers_.attention_forward(layer, false);
+  layers_.attention_forward(layer);
   layers_.mlp_forward(layer);
 }
 
@@ -163,12 +163,10 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     }
     grad_sync_->before_backward(layer, params.elements, next);
   }
+  // Selective recomputation reruns its modules inside the backward (LayerEmitter).
   if (config_.recomputes_layer(layer)) {
-    layers_.attention_forward(layer, false);
+    layers_.attention_forward(layer);
     layers_.mlp_forward(layer);
-  } else if (config_.recompute == Recompute::kSelective &&
-             config_.attention == AttentionImpl::kUnfused) {
-    layers_.attention_forward(layer, true);
   } else if (config_.recompute == Recompute::kOp) {
     layers_.op_recompute(forward_index);
   }

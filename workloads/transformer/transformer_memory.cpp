@@ -248,7 +248,8 @@ int64_t op_policy_layer_bytes(const TransformerConfig& c, int64_t tokens) {
 // inside the column/row-parallel pair by t (24 sbh and the 5 a s^2 b core) and leaves the
 // norm, dropout and GEMM inputs (10 sbh) replicated: sbh (10 + 24/t + 5as/(ht)); sequence
 // parallelism splits those over t as well: sbh/t (34 + 5as/h). Selective recomputation drops
-// the 5as^2b core (recomputed in backward); full recomputation keeps only the layer input,
+// the 5as^2b core (recomputed in backward; here each module of recompute_modules.h drops what
+// it reruns); full recomputation keeps only the layer input,
 // 2 sbh (/ t with sequence parallel).
 // Generalised here term by term: activation bytes e (2 for fp16/bf16/fp8, 4 for fp32), mask
 // bytes only when dropout > 0, Q/K/V widths from heads and kv_heads (grouped-query
@@ -273,12 +274,17 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
 
   if (c.recompute == Recompute::kFull) return ceil_div(r * tokens * h, split);
   if (c.recompute == Recompute::kOp) return op_policy_layer_bytes(c, tokens);
+  // Selective recomputation (recompute_modules.h) drops what its modules rerun.
+  const RecomputeModules rerun = c.selective_modules();
 
   int64_t bytes = 0;
   bytes += ceil_div(2 * r * tokens * h, split);  // two norm inputs
   // QKV GEMM input; under autocast each of the query, key and value linears saves its own
-  // 16-bit copy of the fp32 norm output (autocast.h).
-  bytes += ceil_div((c.autocast ? kAutocastQkvInputCasts : 1) * e * tokens * h, split);
+  // 16-bit copy of the fp32 norm output (autocast.h). Latent attention's input norm stands
+  // alone, and layernorm recomputation frees its output.
+  if (!(rerun.layernorm && c.mla.enabled())) {
+    bytes += ceil_div((c.autocast ? kAutocastQkvInputCasts : 1) * e * tokens * h, split);
+  }
   if (const LatentAttentionConfig& m = c.mla; m.enabled()) {
     // Latent attention: the latents (the up projections' and the rope key's inputs), then Q
     // and K of qk_head_dim and V of v_head_dim per head.
@@ -287,7 +293,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   } else {
     bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
   }
-  if (c.recompute == Recompute::kNone) {
+  if (!rerun.core_attn) {
     if (c.attention == AttentionImpl::kUnfused) {
       // softmax output, dropout mask and dropout output over the local queries x all keys;
       // under autocast the softmax's fp32 output, the mask, and the 16-bit copy the p v bmm
@@ -307,12 +313,16 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
     const int64_t local = ffn / t;
     return e * rows * local * act_factor /* activation input */ + e * rows * local /* fc2 in */;
   };
-  bytes += ceil_div(e * tokens * h, split);     // fc1 / router input
   bytes += ceil_div(mask * tokens * h, split);  // MLP dropout mask
   if (!moe_layer) {
-    bytes += mlp_inner(tokens, c.ffn);
+    // The mlp checkpoint keeps only its input, the residual stream (the norm input above).
+    if (!rerun.mlp) bytes += ceil_div(e * tokens * h, split) + mlp_inner(tokens, c.ffn);
     return bytes;
   }
+  // A MoE layer's pre-MLP norm stands alone: its output (the router's and permutation's input)
+  // is freed under layernorm recomputation, and is all the moe checkpoint keeps.
+  if (!rerun.layernorm) bytes += ceil_div(e * tokens * h, split);
+  if (rerun.moe) return bytes;
   // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): tokens are
   // gathered over the tensor ranks before routing; the router's fp32 probabilities; each
   // token reaches top_k experts, the local experts of the busiest expert-parallel rank
@@ -323,7 +333,9 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   const auto routed = static_cast<int64_t>(
       std::ceil(static_cast<double>(tokens * c.moe.top_k) * moe_busiest_rank_load(c)));
   bytes += e * routed * h + mlp_inner(routed, c.moe.expert_ffn);
-  if (c.moe.shared_experts > 0) {
+  // moe_act frees the activation's output, the experts' fc2 input.
+  if (rerun.moe_act) bytes -= e * routed * (c.moe.expert_ffn / t);
+  if (c.moe.shared_experts > 0 && !rerun.shared_experts) {
     bytes += mlp_inner(tokens, c.moe.shared_experts * c.moe.expert_ffn);
   }
   return bytes;

@@ -125,7 +125,9 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       data_parallel_text(p), p.expert > 1 ? fmt::format(", EP {}", p.expert) : "",
       parallel_order_text(p), c.global_batch, built.micro_batches, c.micro_batch,
       recompute_name(c.recompute),
-      c.recompute_layers > 0
+      c.recompute == Recompute::kSelective
+          ? fmt::format(" ({})", recompute_modules_text(c.recompute_modules))
+      : c.recompute_layers > 0
           ? fmt::format(" ({} of {} layers per chunk)", c.recompute_layers, c.layers_per_chunk())
           : std::string(),
       c.compile ? "; torch.compile per block" : "", platform.iterations,

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
+
+#include "sim/hbm_sharing.h"
 
 namespace upsim {
 
@@ -83,6 +86,11 @@ class GraphExecutor::Impl {
  public:
   Impl(Engine& engine, const TaskGraph& graph, const ModelSet& models)
       : engine_(engine), graph_(graph), models_(models) {}
+  ~Impl() {
+    if (hbm_ && models_.network) models_.network->remove_observer(hbm_.get());
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   void add_observer(Observer* o) {
     observers_.push_back(o);
@@ -157,6 +165,8 @@ class GraphExecutor::Impl {
     for (CollectiveId c = 0; c < graph_.collective_count() && !sm_sharing_; ++c)
       sm_sharing_ = graph_.collective(c).sms > 0;
     running_kernels_.assign(graph_.rank_count(), {});
+    build_hbm_sharing();
+    tracks_running_ = sm_sharing_ || hbm_ != nullptr;
     holds_.assign(graph_.rank_count(), {});
     held_sms_.assign(graph_.rank_count(), 0);
     persistent_gemms_ = models_.gemm_launch.schedule == GemmSchedule::kStaticPersistent;
@@ -193,7 +203,7 @@ class GraphExecutor::Impl {
   }
 
   /// The same on the SMs that communication (`held_sms_[rank]`) and, for a GEMM, the carveout
-  /// leave.
+  /// leave, and the HBM bandwidth communication leaves.
   Duration kernel_duration_beside_communication(TaskId t, RankId rank) {
     int32_t held = held_sms_[rank];
     if (graph_.kernel(t).cls == KernelClass::kGemm) {
@@ -202,26 +212,54 @@ class GraphExecutor::Impl {
     return kernel_duration_on_sms_left(t, rank, held);
   }
 
-  /// The kernel model's duration on the SMs that `held` leave (device_with_sms_held), cached per
-  /// (description, SMs held) when every rank has the same device.
+  /// The HBM level (HbmSharing::level) communication takes on `rank` now.
+  int32_t hbm_level(RankId rank) const { return hbm_ ? hbm_->level(rank) : 0; }
+
+  /// The device a kernel on `rank` sees with `held` SMs held and HBM level `hbm`.
+  DeviceProfile shared_device(RankId rank, int32_t held, int32_t hbm) const {
+    return device_with_hbm_taken(device_with_sms_held(models_.devices[rank], held), hbm);
+  }
+
+  /// The kernel model's duration on the SMs that `held` leave (device_with_sms_held) and the
+  /// HBM bandwidth communication leaves now (device_with_hbm_taken), cached per (description,
+  /// SMs held, HBM level) when every rank has the same device.
   Duration kernel_duration_on_sms_left(TaskId t, RankId rank, int32_t held) {
-    if (held <= 0) return kernel_duration(t, rank);
-    if (!uniform_devices_) {
-      return ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held));
-    }
+    held = std::max(held, 0);
+    const int32_t hbm = hbm_level(rank);
+    if (held == 0 && hbm == 0) return kernel_duration(t, rank);
+    if (!uniform_devices_) return ask_kernel_model(t, shared_device(rank, held, hbm));
+    const int64_t key = static_cast<int64_t>(held) * (HbmSharing::kMaxLevel + 1) + hbm;
     size_t level = 0;
-    while (level < held_levels_.size() && held_levels_[level] != held)
+    while (level < shared_levels_.size() && shared_levels_[level] != key)
       ++level;
-    if (level == held_levels_.size()) {
-      if (held_levels_.size() == kCachedHeldLevels) {
-        return ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held));
+    if (level == shared_levels_.size()) {
+      if (shared_levels_.size() == kCachedSharedLevels) {
+        return ask_kernel_model(t, shared_device(rank, held, hbm));
       }
-      held_levels_.push_back(held);
-      held_level_ps_.resize(held_levels_.size() * kernel_ps_.size(), -1);
+      shared_levels_.push_back(key);
+      shared_level_ps_.resize(shared_levels_.size() * kernel_ps_.size(), -1);
     }
-    int64_t& ps = held_level_ps_[level * kernel_ps_.size() + graph_.kernel_desc_of(t)];
-    if (ps < 0) ps = ask_kernel_model(t, device_with_sms_held(models_.devices[rank], held)).ps();
+    int64_t& ps = shared_level_ps_[level * kernel_ps_.size() + graph_.kernel_desc_of(t)];
+    if (ps < 0) ps = ask_kernel_model(t, shared_device(rank, held, hbm)).ps();
     return Duration::from_ps(ps);
+  }
+
+  /// Communication's HBM share (sim/hbm_sharing.h), when the models give one: the network model
+  /// reports its links' rates and the devices' achievable memory fraction is stated.
+  void build_hbm_sharing() {
+    if (!(models_.achievable_memory_fraction > 0.0) || !models_.network) return;
+    const std::span<const LinkInfo> links = models_.network->links();
+    if (links.empty()) return;
+    std::vector<int64_t> gpu_of_rank(graph_.rank_count());
+    std::vector<Bandwidth> achievable(graph_.rank_count());
+    for (RankId r = 0; r < graph_.rank_count(); ++r) {
+      gpu_of_rank[r] = static_cast<int64_t>(graph_.device_of(r));
+      achievable[r] = models_.devices[r].hbm_bandwidth * models_.achievable_memory_fraction;
+      if (!(achievable[r].bytes_per_second() > 0.0)) return;
+    }
+    hbm_ = std::make_unique<HbmSharing>(links, gpu_of_rank, std::move(achievable),
+                                        [this](RankId rank) { reprice_running(rank); });
+    models_.network->add_observer(hbm_.get());
   }
 
   /// The kernel model's answer for task t, which must be a duration >= 0; a model that cannot
@@ -367,7 +405,7 @@ class GraphExecutor::Impl {
         }
         const Duration d = kernel_duration_beside_communication(t, task.rank);
         const EventHandle completion = schedule_completion(t, d);
-        if (sm_sharing_) {
+        if (tracks_running_) {
           running_kernels_[task.rank].push_back(
               RunningKernel{t, engine_.now(), d.ps(), 1.0, completion});
         }
@@ -431,7 +469,7 @@ class GraphExecutor::Impl {
     last_completion_ = engine_.now();
     for (Observer* o : observers_)
       o->on_task_end(t, engine_.now());
-    if (sm_sharing_ && task.kind == TaskKind::kKernel) forget_running_kernel(task.rank, t);
+    if (tracks_running_ && task.kind == TaskKind::kKernel) forget_running_kernel(task.rank, t);
     if (persistent_gemms_ && task.kind == TaskKind::kKernel) forget_deferred_gemm(task.rank, t);
     if (sm_sharing_ && task.kind == TaskKind::kCollective) release_hold(task.rank, t);
     if (is_gpu_task(task.kind)) {
@@ -552,10 +590,16 @@ class GraphExecutor::Impl {
     }
   }
 
-  /// The SMs held on `rank`'s GPU change by `delta` now: every model-priced kernel running there
-  /// keeps the work it has done and prices the work it has left on the new SM share.
+  /// The SMs held on `rank`'s GPU change by `delta` now.
   void change_held_sms(RankId rank, int32_t delta) {
     held_sms_[rank] += delta;
+    reprice_running(rank);
+  }
+
+  /// What communication leaves `rank`'s GPU (SMs, HBM bandwidth) changed now: every model-priced
+  /// kernel running there keeps the work it has done and prices the work it has left on the new
+  /// share.
+  void reprice_running(RankId rank) {
     const Time now = engine_.now();
     for (RunningKernel& k : running_kernels_[rank]) {
       const int64_t elapsed = (now - k.segment_start).ps();
@@ -785,17 +829,22 @@ class GraphExecutor::Impl {
   bool uniform_devices_ = true;
   /// Per kernel description: its duration in ps once asked, else -1 (uniform devices only).
   std::vector<int64_t> kernel_ps_;
-  /// The distinct counts of SMs held seen so far (at most kCachedHeldLevels), and per (level,
-  /// kernel description) the duration in ps on the SMs left, else -1 (uniform devices only).
-  static constexpr size_t kCachedHeldLevels = 16;
-  std::vector<int32_t> held_levels_;
-  std::vector<int64_t> held_level_ps_;
+  /// The distinct (SMs held, HBM level) pairs seen so far, as held x (kMaxLevel + 1) + level
+  /// (at most kCachedSharedLevels), and per (pair, kernel description) the duration in ps on
+  /// that share, else -1 (uniform devices only).
+  static constexpr size_t kCachedSharedLevels = 16;
+  std::vector<int64_t> shared_levels_;
+  std::vector<int64_t> shared_level_ps_;
   /// Whether communication kernels hold SMs (the network model states any): only then are
   /// running kernels tracked per rank.
   bool sm_sharing_ = false;
   /// Per rank: model-priced kernels running now, communication kernels holding SMs now, and
   /// the SMs they hold in total.
   std::vector<std::vector<RunningKernel>> running_kernels_;
+  /// Communication's HBM share (null: none); running kernels are tracked when SMs or HBM are
+  /// shared.
+  std::unique_ptr<HbmSharing> hbm_;
+  bool tracks_running_ = false;
   std::vector<std::vector<CommunicationHold>> holds_;
   std::vector<int32_t> held_sms_;
   /// Whether GEMMs run under a static persistent schedule; per rank then: the SMs of

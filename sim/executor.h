@@ -25,6 +25,9 @@
 //    waiting kernels doubles every GEMM of a stage beside its posted pipeline receives
 //    (Megatron-Core's overlapped p2p), 40-55% slower than those steps were measured.
 //    GEMMs under a carveout are priced on the SMs it leaves under every schedule.
+//  - Communication takes HBM bandwidth from compute (ModelSet::achievable_memory_fraction,
+//    sim/hbm_sharing.h): while a GPU's links carry bytes, a kernel priced by the kernel model runs
+//    on the memory bandwidth left, repriced (fluid, as for SMs) when that share moves by a step.
 //  - The executor does not own the graph, models or observers; they must outlive `run()`.
 #pragma once
 
@@ -56,6 +59,11 @@ struct ModelSet {
   std::vector<DeviceProfile> devices;
   /// How GEMMs launch their CTAs (sim/gemm_launch.h); the same on every rank.
   GemmLaunch gemm_launch;
+  /// The fraction of a device's HBM bandwidth kernels reach (a hardware profile's achievable
+  /// memory fraction). Above 0, with a network model that reports its links' rates, the traffic
+  /// on a GPU's links takes its share of that bandwidth from the kernels beside it
+  /// (sim/hbm_sharing.h); 0: communication takes no memory bandwidth.
+  double achievable_memory_fraction = 0.0;
 };
 
 struct RunStats {

@@ -41,6 +41,8 @@ class NetworkModel {
   virtual std::span<const LinkInfo> links() const { return {}; }
   /// Observers of link use; the executor registers its observers here. Not owned.
   void add_observer(Observer* observer) { observers_.push_back(observer); }
+  /// Stops reporting to `observer` (one registered with add_observer; others are ignored).
+  void remove_observer(const Observer* observer) { std::erase(observers_, observer); }
 
  protected:
   /// Tells observers that `link` now carries `rate` in total over `flows` flows.

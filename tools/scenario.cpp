@@ -387,8 +387,9 @@ std::string make_network_model(const ConfigNode& interconnect,
       const ConfigNode t = interconnect.load_reference("tuning");
       tuning = load_collective_tuning(t);
     }
-    // Communication kernels take SMs from compute (sim/executor.h); false prices compute as if
-    // NCCL ran on SMs of its own (the view of simulators without interference).
+    // Communication kernels take SMs and HBM bandwidth from compute (sim/executor.h); false
+    // prices compute as if NCCL ran on SMs and memory of its own (the view of simulators without
+    // interference).
     if (!interconnect.get_bool_or("compute_interference", true)) tuning.communication_sms.clear();
     models.network =
         std::make_unique<FlowNetwork>(*models.fabric, std::move(tuning),
@@ -437,6 +438,11 @@ PlatformModelSections make_platform_models(const ConfigNode& platform, const Wor
   models.set.network = models.network.get();
   models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
   models.set.gemm_launch = read_gemm_launch(kernels, hardware.device);
+  // The flow network's link rates take their share of the kernels' HBM bandwidth
+  // (sim/hbm_sharing.h), unless compute_interference is off.
+  if (interconnect_model == "flow" && interconnect.get_bool_or("compute_interference", true)) {
+    models.set.achievable_memory_fraction = hardware.achievable.memory;
+  }
   // A static persistent schedule needs the GEMMs' tiles; a kernel model that states none
   // (KernelCostModel::gemm_ctas: roofline) shares SMs in proportion, and the platform line says so.
   std::string gemm_launch_warning;

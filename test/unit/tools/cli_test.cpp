@@ -805,7 +805,7 @@ TEST_F(Cli, DefaultSimulatesUntilSteadyStateAndMatchesALongExplicitRun) {
         << "rank " << r << "\n"
         << summary;
   for (const std::string& t : times)
-    EXPECT_EQ(t, "4.0792") << summary;
+    EXPECT_EQ(t, "4.0859") << summary;
   EXPECT_NE(steady.err.find("steady-state search"), std::string::npos) << steady.err;
 }
 

@@ -471,11 +471,17 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                       "cudnn): the unfused one computes every padded seq x seq square",
                       sequence_layout_name(c.sequences.layout)));
     }
-    if (p.context > 1) {
+    // Transformer Engine runs context parallel on variable-length (THD) batches with the K/V
+    // ring only: AttnFuncWithCPAndKVP2P splits every sample into 2 cp load-balanced chunks, as
+    // the ring does whole sequences; its K/V all-gather and QKVO all-to-all take no THD input
+    // (TE's context-parallel tests skip "KV all-gather does not support THD format" and "QKVO
+    // A2A does not support THD format").
+    if (p.context > 1 && p.context_comm != ContextComm::kP2p) {
       layout.fail(
-          fmt::format("{} sequences with context parallel {} are not modelled (ring "
-                      "attention here splits whole padded sequences)",
-                      sequence_layout_name(c.sequences.layout), p.context));
+          fmt::format("{} sequences with context parallel {} need parallelism.context_comm: p2p: "
+                      "Transformer Engine's {} exchange takes no variable-length (THD) batch",
+                      sequence_layout_name(c.sequences.layout), p.context,
+                      p.context_comm == ContextComm::kAllGather ? "K/V all-gather" : "all-to-all"));
     }
   }
   if (c.mla.enabled()) {

@@ -84,6 +84,24 @@ TEST(SequenceLengths, PackingTwoSamplesPerRowHalvesTheAttentionWorkAndKeepsTheGe
   }
 }
 
+TEST(SequenceLengths, PackedSamplesOverContextParallelSplitTheirWorkAsPaddedOnesDo) {
+  // Transformer Engine's K/V ring on a THD batch: every sample in 2 cp load-balanced chunks, so
+  // each of 2 context ranks does half the attention and half the GEMMs of one rank without.
+  TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 8192);
+  c.sequences = {SequenceLayout::kPacked, 2048, 0};
+  const StepFlops whole = step_flops(c);
+  c.parallelism.context = 2;
+  const StepFlops split = step_flops(c);
+  EXPECT_NEAR(split.attention / whole.attention, 0.5, 1e-9);
+  EXPECT_NEAR(split.gemm / whole.gemm, 0.5, 1e-3);
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int64_t collectives = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t)
+    collectives += g.task(t).rank == 0 && g.task(t).kind == TaskKind::kCollective;
+  EXPECT_GT(collectives, 0) << "the K/V ring runs";
+}
+
 TEST(SequenceLengths, UnpaddingHalfPaddedSamplesHalvesTheGemmsAndQuartersTheAttention) {
   TransformerConfig c = test_configs::small_gpt(2);
   c.causal = false;  // BERT-like

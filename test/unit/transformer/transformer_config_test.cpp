@@ -414,12 +414,16 @@ TEST(TransformerConfig, SequencesOutsideWhatSamplesOfOneToSeqTokensCanBeNameTheK
   EXPECT_NE(e.find("workload.sequences.layout: unpadded sequences need a fused attention"),
             std::string::npos)
       << e;
-  e = error_of(replace(llama2_70b("  sequences: {layout: packed, mean_length: 512}\n"),
-                       "    pipeline: 4\n", "    pipeline: 4\n    context: 2\n"),
+  // Transformer Engine's context parallel takes variable-length batches on its K/V ring only.
+  const std::string packed_cp =
+      replace(llama2_70b("  sequences: {layout: packed, mean_length: 512}\n"), "    pipeline: 4\n",
+              "    pipeline: 4\n    context: 2\n");
+  EXPECT_EQ(parse(packed_cp, 64).parallelism.context, 2);
+  e = error_of(replace(packed_cp, "    context: 2\n", "    context: 2\n    context_comm: a2a\n"),
                64);
   std::printf("%s\n", e.c_str());
-  EXPECT_NE(e.find("workload.sequences.layout: packed sequences with context parallel 2 are not "
-                   "modelled"),
+  EXPECT_NE(e.find("workload.sequences.layout: packed sequences with context parallel 2 need "
+                   "parallelism.context_comm: p2p"),
             std::string::npos)
       << e;
 }

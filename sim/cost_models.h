@@ -366,6 +366,9 @@ enum class HostPhase : uint8_t {
   kOpEnd,    ///< end of the last launch to op end (T3)
   kOpBody,   ///< an op that launches nothing: T1 + its whole host time (T5 in the seed)
   kMarker,   ///< zero-cost bookkeeping (iteration marks)
+  /// One cudaGraphLaunch replaying a captured CUDA graph: one runtime call however many GPU
+  /// tasks the graph holds (TaskGraph::add_graph_launch).
+  kGraphLaunch,
 };
 std::string_view host_phase_name(HostPhase phase);
 

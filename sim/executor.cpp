@@ -486,7 +486,10 @@ class GraphExecutor::Impl {
       CpuThread& th = threads_[ti];
       th.busy = false;
       ++th.cursor;
-      if (task.kind == TaskKind::kLaunch) enqueue(graph_.launched_task(t));
+      if (task.kind == TaskKind::kLaunch) {
+        for (const TaskId gpu_task : graph_.launched_tasks(t))
+          enqueue(gpu_task);
+      }
       release_successors(t);
       try_start_thread(ti);
     }

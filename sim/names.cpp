@@ -144,6 +144,8 @@ std::string_view host_phase_name(HostPhase phase) {
       return "op_body";
     case HostPhase::kMarker:
       return "marker";
+    case HostPhase::kGraphLaunch:
+      return "graph_launch";
   }
   return "?";
 }

@@ -178,6 +178,37 @@ TaskId TaskGraph::add_launch(RankId rank, uint16_t thread, std::string_view api,
   return id;
 }
 
+TaskId TaskGraph::add_graph_launch(RankId rank, uint16_t thread, std::string_view api,
+                                   std::string_view op_name, std::span<const TaskId> gpu_tasks) {
+  const auto where = [&] {
+    return "graph launch `" + std::string(api) + "` of `" + std::string(op_name) + "`";
+  };
+  if (gpu_tasks.empty()) throw std::invalid_argument(where() + " enqueues no GPU task");
+  for (const TaskId g : gpu_tasks) {
+    if (g >= tasks_.size() || !is_gpu_task(tasks_[g].kind)) {
+      throw std::invalid_argument(where() + " names task " + std::to_string(g) +
+                                  ", which is not a GPU task");
+    }
+    if (tasks_[g].rank != rank) {
+      throw std::invalid_argument(where() + " on rank " + std::to_string(rank) + " names " +
+                                  task_label(*this, g) + " of another rank");
+    }
+    if (launcher_[g] != kNoTask) {
+      throw std::invalid_argument(task_label(*this, g) + " is launched twice");
+    }
+  }
+  const auto index = static_cast<uint32_t>(graph_launches_.size());
+  const TaskId id = add_task(Task{TaskKind::kLaunch, HostPhase::kGraphLaunch, thread, rank,
+                                  intern(api), intern(op_name), index, 0, -1});
+  const auto begin = static_cast<uint32_t>(graph_launch_tasks_.size());
+  for (const TaskId g : gpu_tasks) {
+    graph_launch_tasks_.push_back(g);
+    launcher_[g] = id;
+  }
+  graph_launches_.emplace_back(begin, static_cast<uint32_t>(graph_launch_tasks_.size()));
+  return id;
+}
+
 TaskId TaskGraph::add_host_sync(RankId rank, uint16_t thread, uint16_t stream_or_all,
                                 std::string_view op_name) {
   if (stream_or_all != kAllStreams) check_rank_resource(rank, stream_or_all, true);

@@ -25,6 +25,7 @@
 #include <deque>
 #include <new>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -129,6 +130,12 @@ class TaskGraph {
   /// `launch_index` counts the op's launches from 0.
   TaskId add_launch(RankId rank, uint16_t thread, std::string_view api, std::string_view op_name,
                     uint32_t launch_index, TaskId gpu_task);
+  /// A CUDA graph launch (`api`, e.g. "cudaGraphLaunch") made by `op_name`: one runtime call
+  /// (HostPhase::kGraphLaunch) that enqueues `gpu_tasks`, a captured graph's GPU tasks of this
+  /// rank, each on its own stream, in the given order. Throws std::invalid_argument for an empty
+  /// list, a task that is not a GPU task of `rank`, or one launched already.
+  TaskId add_graph_launch(RankId rank, uint16_t thread, std::string_view api,
+                          std::string_view op_name, std::span<const TaskId> gpu_tasks);
   TaskId add_host_sync(RankId rank, uint16_t thread, uint16_t stream_or_all,
                        std::string_view op_name);
   TaskId add_iteration_mark(RankId rank, uint16_t thread, uint32_t iteration);
@@ -183,8 +190,16 @@ class TaskGraph {
   size_t collective_count() const { return collectives_.size(); }
   const CollectiveDesc& collective(CollectiveId id) const { return collectives_[id]; }
   std::string_view collective_name(CollectiveId id) const { return names_[collective_names_[id]]; }
-  /// Launch: the GPU task it enqueues. GPU task: the launch that enqueues it, or kNoTask.
-  TaskId launched_task(TaskId launch) const { return tasks_[launch].payload; }
+  /// Launch: the GPU tasks it enqueues, in order (one; a graph launch's captured tasks).
+  std::span<const TaskId> launched_tasks(TaskId launch) const {
+    const Task& t = tasks_[launch];
+    if (t.phase != HostPhase::kGraphLaunch) return {&t.payload, 1};
+    const auto [begin, end] = graph_launches_[t.payload];
+    return {graph_launch_tasks_.data() + begin, end - begin};
+  }
+  /// Launch: the (first) GPU task it enqueues. GPU task: the launch that enqueues it, or
+  /// kNoTask.
+  TaskId launched_task(TaskId launch) const { return launched_tasks(launch).front(); }
   TaskId launcher_of(TaskId gpu_task) const { return launcher_[gpu_task]; }
   uint16_t sync_target(TaskId sync) const { return static_cast<uint16_t>(tasks_[sync].payload); }
   uint32_t iteration_of(TaskId mark) const { return tasks_[mark].payload; }
@@ -228,6 +243,9 @@ class TaskGraph {
   std::array<RecentName, 64> recent_names_{};
   std::vector<std::pair<TaskId, TaskId>> edges_;
   std::vector<TaskId> launcher_;
+  /// Graph launches: each one's [begin, end) in graph_launch_tasks_ (its payload indexes it).
+  std::vector<std::pair<uint32_t, uint32_t>> graph_launches_;
+  std::vector<TaskId> graph_launch_tasks_;
   // Sealed dependency index (CSR).
   std::vector<uint32_t> succ_offset_;
   std::vector<TaskId> succ_;

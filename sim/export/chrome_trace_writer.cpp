@@ -548,9 +548,13 @@ class ChromeTraceWriter::Impl {
         flow('s', gpu, t, begin_ps + (end_ps - begin_ps) / 2);
       }
     }
+    // A graph launch's flow ends at the first task it enqueues.
     if (is_gpu_task(t.kind)) {
       const TaskId launcher = graph_->launcher_of(id);
-      if (launcher != kNoTask && drawn(graph_->task(launcher).rank)) flow('f', id, t, begin_ps);
+      if (launcher != kNoTask && graph_->launched_task(launcher) == id &&
+          drawn(graph_->task(launcher).rank)) {
+        flow('f', id, t, begin_ps);
+      }
     }
   }
 
@@ -602,6 +606,9 @@ class ChromeTraceWriter::Impl {
         args.integer("launch_index", t.launch_index)
             .uinteger("gpu_task", gpu)
             .str("stream", stream_label(g.rank, g.resource));
+        if (t.phase == HostPhase::kGraphLaunch) {
+          args.uinteger("gpu_tasks", graph_->launched_tasks(id).size());
+        }
         break;
       }
       case TaskKind::kHostSync: {

@@ -1,6 +1,7 @@
 #include "workloads/trace/host_emission.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace upsim::trace_build {
 
@@ -55,7 +56,25 @@ uint32_t HostEmission::next_launch_index(Cursor& c, uint32_t call) {
   return c.launch_index;
 }
 
+TaskId HostEmission::emit_graph_launch(Cursor& c, uint32_t call) {
+  const std::string_view api = kineto_.name_of(events_[call]);
+  if (!api.starts_with("cudaGraphLaunch")) return kNoTask;
+  std::vector<TaskId> captured;
+  for (uint32_t gi : timeline_.launched.at(call)) {
+    captured.push_back(tasks_.gpu_task[gi]);
+    if (const auto r = tasks_.record_task.find(gi); r != tasks_.record_task.end()) {
+      captured.push_back(r->second);
+    }
+  }
+  c.last = graph_->add_graph_launch(rank_, c.thread, api, op_name_of(call), captured);
+  return c.last;
+}
+
 void HostEmission::emit_launches(Cursor& c, uint32_t call, int64_t first_ps) {
+  if (const TaskId g = emit_graph_launch(c, call); g != kNoTask) {
+    fixed(g, first_ps);
+    return;
+  }
   const std::string_view api = kineto_.name_of(events_[call]);
   const std::string_view op = op_name_of(call);
   bool first = true;

@@ -107,6 +107,11 @@ class HostEmission : public HostOpNames {
   /// The zero-time launch of the EventRecord after GPU event `gi`, if a stream wait needs one.
   void emit_record(Cursor& c, uint32_t gi, std::string_view op);
 
+  /// A CUDA graph's replay (cudaGraphLaunch, whose correlation id every kernel the graph runs
+  /// carries): one graph launch task (TaskGraph::add_graph_launch) that enqueues the GPU tasks
+  /// of `call` with their inferred EventRecords, returned; kNoTask for any other call.
+  TaskId emit_graph_launch(Cursor& c, uint32_t call);
+
   const RankDependencies& deps_;
   RankTasks& tasks_;
   TaskGraph* graph_;

@@ -56,6 +56,8 @@ std::string_view ModelledHostEmitter::op_name(uint32_t call) const {
 }
 
 void ModelledHostEmitter::launch(Cursor& c, uint32_t call) {
+  // A graph replay is priced by the CPU model as one graph launch (HostPhase::kGraphLaunch).
+  if (emit_graph_launch(c, call) != kNoTask) return;
   const bool priced = counts_as_launch(kineto_, call);
   const uint32_t index = priced && thread_.op != kNone ? thread_.launches++ : 0;
   bool first = true;

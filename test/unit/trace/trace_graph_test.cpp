@@ -73,6 +73,33 @@ TEST(TraceGraph, replays_launches_kernels_and_syncs_to_the_picosecond) {
   EXPECT_EQ(r.ranks[0].predicted, Duration::from_ps(100'125'000));
 }
 
+TEST(TraceGraph, a_cuda_graph_replay_is_one_graph_launch_of_its_kernels) {
+  // cudaGraphLaunch (correlation 3) replays three kernels, which carry its correlation id.
+  const std::string json = kineto_json({
+      annotation("ProfilerStep#1", kMainTid, "0", "100"),
+      cpu_op("graph_replay", kMainTid, "10", "20"),
+      runtime("cudaGraphLaunch", kMainTid, "12", "8", 3),
+      gpu("kernel", "k1", 7, "20", "10", 3),
+      gpu("kernel", "k2", 7, "30", "10", 3),
+      gpu("kernel", "k3", 7, "40", "10", 3),
+      runtime("cudaStreamSynchronize", kMainTid, "40", "12", 4),
+  });
+  TaskGraph g;
+  build_replay_graph(one(json), g);
+  const auto kernels = tasks_of(g, TaskKind::kKernel);
+  const auto launches = tasks_of(g, TaskKind::kLaunch);
+  ASSERT_EQ(kernels.size(), 3u);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(g.task(launches[0]).phase, HostPhase::kGraphLaunch);
+  EXPECT_EQ(g.name(g.task(launches[0]).name), "cudaGraphLaunch");
+  EXPECT_EQ(g.task(launches[0]).fixed_ps, 8 * kUs);
+  const std::span<const TaskId> launched = g.launched_tasks(launches[0]);
+  EXPECT_EQ(std::vector<TaskId>(launched.begin(), launched.end()), kernels);
+  const TraceReplayResult r = replay_traces(one(json));
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_EQ(r.ranks[0].predicted, r.ranks[0].measured);
+}
+
 TEST(TraceGraph, a_slower_gpu_delays_the_host_through_the_sync) {
   // The replay is a simulation, not a copy: the host waits for the kernel, whatever it takes.
   const std::string json = kineto_json({

@@ -20,15 +20,7 @@ using sm_sharing::work;
 
 struct Harness {
   Harness(size_t ranks, Duration collective, int32_t held_sms) : network(collective, held_sms) {
-    for (size_t r = 0; r < ranks; ++r)
-      graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "comm"}});
-    models.kernels = &kernels;
-    models.cpu = &cpu;
-    models.network = &network;
-    DeviceProfile gpu;
-    gpu.name = "test GPU";
-    gpu.sm_count = 100;
-    models.devices.assign(ranks, gpu);
+    sm_sharing::set_up(graph, models, ranks, {"compute", "comm"}, kernels, cpu, network);
   }
   /// Runs the graph; returns each task's end.
   std::vector<Time> run() { return sm_sharing::run_ends(graph, models); }

@@ -29,15 +29,7 @@ class LaunchCost final : public CpuCostModel {
 
 struct Harness {
   Harness() : network(Duration::zero(), 0) {
-    graph.add_rank(RankInfo{"rank 0", 1, {"compute", "side"}});
-    graph.add_rank(RankInfo{"rank 1", 1, {"compute", "side"}});
-    models.kernels = &kernels;
-    models.cpu = &cpu;
-    models.network = &network;
-    DeviceProfile gpu;
-    gpu.name = "test GPU";
-    gpu.sm_count = 100;
-    models.devices.assign(2, gpu);
+    sm_sharing::set_up(graph, models, 2, {"compute", "side"}, kernels, cpu, network);
   }
   /// `n` kernels of 1 us each on rank 0's compute stream, unlaunched.
   std::vector<TaskId> kernels_of_1us(int n) {

@@ -64,16 +64,9 @@ class LinkRateNetwork final : public NetworkModel {
 struct Harness {
   Harness(size_t ranks, Duration collective, Bandwidth link_rate, double fraction = 1.0)
       : network(ranks, collective, link_rate) {
-    for (size_t r = 0; r < ranks; ++r)
-      graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "comm"}});
-    models.kernels = &kernels;
-    models.cpu = &cpu;
-    models.network = &network;
-    DeviceProfile gpu;
-    gpu.name = "test GPU";
-    gpu.sm_count = 100;
-    gpu.hbm_bandwidth = Bandwidth::bytes_per_second(1e9);
-    models.devices.assign(ranks, gpu);
+    sm_sharing::set_up(graph, models, ranks, {"compute", "comm"}, kernels, cpu, network);
+    for (DeviceProfile& gpu : models.devices)
+      gpu.hbm_bandwidth = Bandwidth::bytes_per_second(1e9);
     models.achievable_memory_fraction = fraction;
   }
   std::vector<Time> run() { return sm_sharing::run_ends(graph, models); }

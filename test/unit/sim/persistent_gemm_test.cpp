@@ -21,15 +21,7 @@ using sm_sharing::SmHoldingNetwork;
 struct Harness {
   Harness(Duration collective, int32_t sms, GemmSchedule schedule, int32_t carveout = 0)
       : network(collective, sms) {
-    for (size_t r = 0; r < 2; ++r)
-      graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, {"compute", "comm"}});
-    models.kernels = &kernels;
-    models.cpu = &cpu;
-    models.network = &network;
-    DeviceProfile gpu;
-    gpu.name = "test GPU";
-    gpu.sm_count = 100;
-    models.devices.assign(2, gpu);
+    sm_sharing::set_up(graph, models, 2, {"compute", "comm"}, kernels, cpu, network);
     models.gemm_launch = GemmLaunch{schedule, carveout};
   }
   std::vector<Time> run() { return sm_sharing::run_ends(graph, models); }

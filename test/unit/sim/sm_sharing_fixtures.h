@@ -55,6 +55,22 @@ class SmHoldingNetwork final : public NetworkModel {
   int32_t sms_;
 };
 
+/// `graph` gets `ranks` ranks ("rank i", one CPU thread, streams `streams`), and `models` the
+/// given models and one GPU of 100 SMs ("test GPU") per rank.
+inline void set_up(TaskGraph& graph, ModelSet& models, size_t ranks,
+                   const std::vector<std::string>& streams, const KernelCostModel& kernels,
+                   const CpuCostModel& cpu, NetworkModel& network) {
+  for (size_t r = 0; r < ranks; ++r)
+    graph.add_rank(RankInfo{"rank " + std::to_string(r), 1, streams});
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &network;
+  DeviceProfile gpu;
+  gpu.name = "test GPU";
+  gpu.sm_count = 100;
+  models.devices.assign(ranks, gpu);
+}
+
 /// Seals `graph`, runs it with `models` and returns each task's end (Time::max() if none).
 inline std::vector<Time> run_ends(TaskGraph& graph, const ModelSet& models) {
   graph.seal();

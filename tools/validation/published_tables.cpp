@@ -343,6 +343,8 @@ std::vector<DleInferenceRow> read_dle_inference_table(const fs::path& path) {
   const bool tf32 = t.has("Throughput Avg - TF32 - CUDA Graphs OFF");
   const std::string full_column =
       tf32 ? "Throughput Avg - TF32 - CUDA Graphs OFF" : "Throughput Avg - FP32 - CUDA Graphs OFF";
+  const std::string full_graphs_column =
+      tf32 ? "Throughput Avg - TF32 - CUDA Graphs ON" : "Throughput Avg - FP32 - CUDA Graphs ON";
   std::vector<DleInferenceRow> rows;
   for (size_t i = 0; i < t.size(); ++i) {
     DleInferenceRow r;
@@ -353,6 +355,14 @@ std::vector<DleInferenceRow> read_dle_inference_table(const fs::path& path) {
     r.full_precision_records_per_s = dle_throughput(t, i, full_column);
     r.amp_records_per_s =
         dle_throughput(t, i, "Throughput Avg - mixed precision - CUDA Graphs OFF");
+    // The CUDA-graphs-on columns are optional: without them the graphs rows are skipped.
+    if (t.has(full_graphs_column)) {
+      r.full_precision_graphs_records_per_s = dle_throughput(t, i, full_graphs_column);
+    }
+    if (t.has("Throughput Avg - mixed precision - CUDA Graphs ON")) {
+      r.amp_graphs_records_per_s =
+          dle_throughput(t, i, "Throughput Avg - mixed precision - CUDA Graphs ON");
+    }
     require_positive(t, r.line, {{r.batch, "Batch size"}});
     if (r.section.find("A100") != std::string::npos) {
       r.system = "dgx-a100";

@@ -113,8 +113,8 @@ struct DleRow {
 };
 
 /// One row of a DeepLearningExamples PyTorch DLRM inference table
-/// (pytorch_dlrm_inference_perf_*.csv): one GPU, one batch size, the CUDA-graphs-off throughput
-/// of mixed precision and of full precision (the CUDA-graphs-on columns are not modelled).
+/// (pytorch_dlrm_inference_perf_*.csv): one GPU, one batch size, the throughput of mixed
+/// precision and of full precision with CUDA graphs off and on.
 struct DleInferenceRow {
   int line = 0;
   std::string section;  ///< README headings, e.g. "... NVIDIA DGX-1 (1x V100 32GB)"
@@ -123,6 +123,9 @@ struct DleInferenceRow {
   std::string full_precision;  ///< "tf32" (A100 table) | "fp32" (V100 table)
   double full_precision_records_per_s = 0.0;
   double amp_records_per_s = 0.0;
+  /// The same with CUDA graphs on (`... - CUDA Graphs ON`).
+  double full_precision_graphs_records_per_s = 0.0;
+  double amp_graphs_records_per_s = 0.0;
 };
 
 /// DLE main.py's --batch_size default, which the README's benchmark commands leave unchanged.
@@ -141,9 +144,9 @@ std::vector<NemotronRow> read_nemotron_table(const std::filesystem::path& path);
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
 std::vector<DleRow> read_dle_table(const std::filesystem::path& path,
                                    std::string_view model = "dlrm");
-/// The inference tables: the `Throughput Avg - ... - CUDA Graphs OFF` columns (records/s,
-/// thousands separators allowed) of mixed precision and of TF32 (A100) or FP32 (V100); a section
-/// naming neither a DGX A100 / A100 nor a DGX-1 throws.
+/// The inference tables: the `Throughput Avg - ... - CUDA Graphs OFF` and `... ON` columns
+/// (records/s, thousands separators allowed) of mixed precision and of TF32 (A100) or FP32
+/// (V100); a section naming neither a DGX A100 / A100 nor a DGX-1 throws.
 std::vector<DleInferenceRow> read_dle_inference_table(const std::filesystem::path& path);
 
 /// An MPT size from configs/validation/mpt_models.yaml (llm-foundry's yamls).

@@ -291,16 +291,23 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
   return plan;
 }
 
-RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables) {
+RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, bool graphs,
+                           const DleTables& tables) {
   const std::map<std::string, DleSystem>& kSystems = dle_systems();
   RowPlan plan;
-  plan.source = "dle-dlrm-inference";
+  plan.source = graphs ? "dle-dlrm-inference-graphs" : "dle-dlrm-inference";
   plan.gpus = 1;
-  plan.measured_s = static_cast<double>(row.batch) /
-                    (amp ? row.amp_records_per_s : row.full_precision_records_per_s);
+  const double records_per_s =
+      graphs ? (amp ? row.amp_graphs_records_per_s : row.full_precision_graphs_records_per_s)
+             : (amp ? row.amp_records_per_s : row.full_precision_records_per_s);
+  plan.measured_s = records_per_s > 0.0 ? static_cast<double>(row.batch) / records_per_s : 0.0;
   plan.template_file = "validation/dle_dlrm_inference.yaml";
-  plan.label = fmt::format("dlrm-small {} 1gpu {} B{}", row.system,
-                           amp ? "amp" : row.full_precision, row.batch);
+  plan.label = fmt::format("dlrm-small {} 1gpu {} B{}{}", row.system,
+                           amp ? "amp" : row.full_precision, row.batch, graphs ? " graphs" : "");
+  if (!(records_per_s > 0.0)) {
+    plan.skip_reason = "the table has no CUDA-graphs-on throughput column";
+    return plan;
+  }
   const auto system = kSystems.find(row.system);
   const auto set = tables.find("small");
   if (system == kSystems.end()) {
@@ -321,6 +328,7 @@ RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables
       fmt::format("workload.embeddings.dtype={}", amp ? "fp16" : "fp32"),
       "workload.embeddings.tables=" + dle_table_list(set->second),
   };
+  if (graphs) plan.overrides.push_back("workload.cuda_graphs=true");
   return plan;
 }
 

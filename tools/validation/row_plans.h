@@ -72,7 +72,10 @@ RowPlan nemotron_plan(const NemotronRow& row, const ModelOverrides& models);
 RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables);
 /// Pure: one measurement of a DLE inference row -> overrides of
 /// configs/validation/dle_dlrm_inference.yaml: the GPU profile, calibration and fabric, the batch,
-/// the dtypes (mixed precision: the whole model in fp16, tables included), the `small` table set.
-RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, const DleTables& tables);
+/// the dtypes (mixed precision: the whole model in fp16, tables included), the `small` table set;
+/// with `graphs`, the CUDA-graphs-on measurement (source dle-dlrm-inference-graphs) and
+/// workload.cuda_graphs.
+RowPlan dle_inference_plan(const DleInferenceRow& row, bool amp, bool graphs,
+                           const DleTables& tables);
 
 }  // namespace upsim::cli

@@ -116,6 +116,12 @@ std::string source_provenance(std::string_view source) {
         "{}",
         kHeldOut);
   }
+  if (source == "dle-dlrm-inference-graphs") {
+    return fmt::format(
+        "the same tables, CUDA graphs on (workload.cuda_graphs: the forward replayed as one "
+        "captured graph); kernels and host as dle-dlrm-inference; {}",
+        kHeldOut);
+  }
   if (source == "dle-dlrm" || source == "dle-dcnv2") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README performance tables "
@@ -298,8 +304,10 @@ std::vector<RowPlan> plan_rows(const ValidateOptions& o) {
         read_dle_tables(fs::path(o.configs) / "validation" / "dle_criteo_tables.yaml");
     for (const std::string& file : split_commas({o.inference_files})) {
       for (const DleInferenceRow& r : read_dle_inference_table(file)) {
-        plans.push_back(dle_inference_plan(r, false, tables));
-        plans.push_back(dle_inference_plan(r, true, tables));
+        for (const bool graphs : {false, true}) {
+          plans.push_back(dle_inference_plan(r, false, graphs, tables));
+          plans.push_back(dle_inference_plan(r, true, graphs, tables));
+        }
       }
     }
   }

@@ -9,13 +9,9 @@ namespace upsim::dlrm_emit {
 BatchInputEmitter::BatchInputEmitter(RankOps& ops, const RankPlan& plan)
     : ops_(ops), config_(ops.config()), plan_(plan) {}
 
-void BatchInputEmitter::load_batch() {
-  if (config_.mode == DlrmMode::kTrain) {
-    ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
-  }
-  if (plan_.bottom_batch > 0) {
-    input_copy("Memcpy HtoD (dense)", plan_.bottom_batch * config_.bottom_mlp.front() * kFp32Bytes);
-  }
+BatchInputEmitter::InputSizes BatchInputEmitter::input_sizes() const {
+  InputSizes sizes;
+  sizes.dense_bytes = plan_.bottom_batch * config_.bottom_mlp.front() * kFp32Bytes;
   // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
   // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
   int64_t offsets = 0;
@@ -28,13 +24,38 @@ void BatchInputEmitter::load_batch() {
     }
   }
   if (offsets > 0) {
-    input_copy("Memcpy HtoD (offsets)", (offsets + 1) * config_.index_bytes);
-    input_copy("Memcpy HtoD (indices)", indices * config_.index_bytes);
+    sizes.offsets_bytes = (offsets + 1) * config_.index_bytes;
+    sizes.indices_bytes = indices * config_.index_bytes;
+  }
+  return sizes;
+}
+
+void BatchInputEmitter::load_batch() {
+  if (config_.mode == DlrmMode::kTrain) {
+    ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  }
+  const InputSizes sizes = input_sizes();
+  if (sizes.dense_bytes > 0) input_copy("Memcpy HtoD (dense)", sizes.dense_bytes);
+  if (sizes.offsets_bytes > 0) {
+    input_copy("Memcpy HtoD (offsets)", sizes.offsets_bytes);
+    input_copy("Memcpy HtoD (indices)", sizes.indices_bytes);
   }
   // The prefetcher's batch carries the targets (the blocking script copies them in the loss).
   if (config_.input == InputPipeline::kPrefetch && config_.mode == DlrmMode::kTrain) {
     input_copy("Memcpy HtoD (targets)", plan_.local_batch * kFp32Bytes);
   }
+}
+
+void BatchInputEmitter::copy_into_static_inputs() {
+  const InputSizes sizes = input_sizes();
+  const auto copy = [&](std::string_view name, int64_t bytes) {
+    if (bytes <= 0) return;
+    HostOp h = ops_.host_op("aten::copy_");
+    h.copy(name, TransferKind::kDeviceToDevice, bytes);
+    h.end();
+  };
+  copy("Memcpy DtoD (static dense)", sizes.dense_bytes);
+  copy("Memcpy DtoD (static categorical)", sizes.offsets_bytes + sizes.indices_bytes);
 }
 
 void BatchInputEmitter::wait_for_prefetched_batch() {

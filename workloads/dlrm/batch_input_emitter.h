@@ -24,7 +24,22 @@ class BatchInputEmitter {
   /// stream's copies.
   void wait_for_prefetched_batch();
 
+  /// A CUDA graph's inputs are fixed tensors: the batch just copied to the device is copied
+  /// into them (static_numerical.copy_, static_categorical.copy_: two device-to-device copies
+  /// on the compute stream) before the replay (DeepLearningExamples' DLRM main.py,
+  /// inference_benchmark_graphed).
+  void copy_into_static_inputs();
+
  private:
+  /// Bytes of the batch's input tensors on this rank: the dense features (fp32), the lookups'
+  /// offsets and indices.
+  struct InputSizes {
+    int64_t dense_bytes = 0;
+    int64_t offsets_bytes = 0;
+    int64_t indices_bytes = 0;
+  };
+  InputSizes input_sizes() const;
+
   /// A copy of one input tensor: blocking (the host waits for it on the compute stream), or the
   /// prefetcher's on the data stream, whose pageable source holds the host until it is staged
   /// (CUDA's cudaMemcpyAsync from pageable memory returns once the data is staged; the staging

@@ -367,9 +367,22 @@ void read_mixed_precision(const ConfigNode& workload, DlrmConfig& config) {
   }
 }
 
-/// `loss_to_host` and `input` (blocking, or prefetch in training).
-void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config) {
+/// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
+void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const bool training = config.mode == DlrmMode::kTrain;
+  config.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
+  if (config.cuda_graphs && training) {
+    workload.child("cuda_graphs")
+        .fail(
+            "a captured training step is not modelled (its optimizer, loss and gradient "
+            "synchronisation inside the graph); mode inference replays a captured forward");
+  }
+  if (config.cuda_graphs && ranks > 1) {
+    workload.child("cuda_graphs")
+        .fail(fmt::format("a captured forward is modelled on one rank (DeepLearningExamples' "
+                          "graphed inference benchmark); this run has {} ranks",
+                          ranks));
+  }
   config.loss_to_host = workload.get_bool_or("loss_to_host", true);
   if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
     if (!training) {
@@ -532,7 +545,7 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
       read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
   check_embedding_totals(workload, config);
   read_mixed_precision(workload, config);
-  read_input_pipeline(workload, config);
+  read_input_pipeline(workload, config, ranks);
   read_dense_network(workload, config);
   read_sharding_choice(workload, ranks, config);
   read_ddp_buckets(workload, config);

@@ -30,6 +30,13 @@
 //                                  #   the backward) before the dense optimizer, and updates the
 //                                  #   scale (_amp_update_scale_); needs master_weights and
 //                                  #   mode train
+//     cuda_graphs: false           # true: the forward runs as a captured CUDA graph
+//                                  #   (torch.cuda.graph; DeepLearningExamples' DLRM
+//                                  #   inference_benchmark_graphed): each served batch is copied
+//                                  #   to the device, into the graph's static inputs, and one
+//                                  #   cudaGraphLaunch replays the forward's kernels; mode
+//                                  #   inference on one rank only (training's capture is not
+//                                  #   modelled)
 //     loss_to_host: true           # true (default; the seed's script: the loss is copied to
 //                                  #   the host every step, which waits for the forward) |
 //                                  #   false (DeepLearningExamples: it stays on the GPU)
@@ -287,6 +294,8 @@ struct DlrmConfig {
   /// torch.cuda.amp.GradScaler around backward and the optimizer steps (needs master_weights).
   bool grad_scaler = false;
   InputPipeline input = InputPipeline::kBlocking;
+  /// The forward replayed as a captured CUDA graph (the `cuda_graphs` key; inference only).
+  bool cuda_graphs = false;
   /// The loss is copied to the host every step (the host waits for the forward).
   bool loss_to_host = true;
   /// How the embedding gradients reach the tables (kScatterAdd: torch.optim.SGD, sgd only).

@@ -24,9 +24,18 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   DdpModule top{top_widths_, built_.top_buckets, groups.top, {}, 0};
   DdpModule bottom{config_.bottom_mlp, built_.bottom_buckets, groups.bottom, {}, 0};
   if (config_.mode == DlrmMode::kInference) {
-    // A served batch: its inputs copied, the forward, the host waits for the scores.
+    // A served batch: its inputs copied, the forward, the host waits for the scores. Under
+    // CUDA graphs the copied batch goes into the graph's static inputs and one replay runs the
+    // captured forward (DeepLearningExamples' DLRM main.py, inference_benchmark_graphed).
     input_.load_batch();
-    forward(groups);
+    if (config_.cuda_graphs) {
+      input_.copy_into_static_inputs();
+      ops_.begin_capture();
+      forward(groups);
+      ops_.end_capture("torch.cuda.CUDAGraph.replay");
+    } else {
+      forward(groups);
+    }
     ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
     return;
   }

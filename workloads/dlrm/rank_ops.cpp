@@ -1,5 +1,8 @@
 #include "workloads/dlrm/rank_ops.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "sim/units.h"
 
 namespace upsim::dlrm_emit {
@@ -13,13 +16,22 @@ RankOps::RankOps(const DlrmConfig& config, const DlrmGraph& built, uint32_t inde
 
 void RankOps::single_kernel(std::string_view op, std::string_view kernel_name,
                             std::string_view aten_op, const KernelDesc& desc) {
-  HostOp h(graph_, threads_, op);
+  HostOp h(graph_, threads_, op, capture());
   h.kernel(kernel_name, aten_op, desc);
   h.end();
 }
 
 void RankOps::host_sync(uint16_t stream, std::string_view op) {
+  if (capturing_) {
+    throw std::logic_error("DLRM generator: host sync `" + std::string(op) +
+                           "` inside a CUDA graph capture");
+  }
   graph_.add_host_sync(rank_, kCpuThread, stream, op);
+}
+
+TaskId RankOps::end_capture(std::string_view op) {
+  capturing_ = false;
+  return capture_.launch(graph_, threads_, op);
 }
 
 void RankOps::iteration_mark(uint32_t it) {
@@ -27,7 +39,7 @@ void RankOps::iteration_mark(uint32_t it) {
 }
 
 void RankOps::blocking_copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
-  HostOp h(graph_, threads_, "aten::to");
+  HostOp h(graph_, threads_, "aten::to", capture());
   h.copy(copy_name, kind, bytes);
   h.end();
   host_sync(kComputeStream, "aten::to");
@@ -41,7 +53,7 @@ void RankOps::convert(DType from, DType to, int64_t elements) {
 }
 
 TaskId RankOps::launch_collective(CollectiveId group, std::string_view op) {
-  HostOp h(graph_, threads_, op);
+  HostOp h(graph_, threads_, op, capture());
   const TaskId ready = h.record(kComputeStream);
   h.wait(kCommStream, ready);
   h.collective(group, op);
@@ -51,7 +63,7 @@ TaskId RankOps::launch_collective(CollectiveId group, std::string_view op) {
 }
 
 TaskId RankOps::scaled_all_reduce(CollectiveId group, DType dtype, int64_t elements) {
-  HostOp h(graph_, threads_, "nccl:all_reduce");
+  HostOp h(graph_, threads_, "nccl:all_reduce", capture());
   // Gradient pre-scale by 1 / world size (Lin et al., TPDS 2024: mul, F = 1, A = 3).
   h.kernel("vectorized_elementwise_kernel/mul", "aten::mul",
            pointwise(MemoryOp::kBinary, dtype, as_double(elements), 1, 2, 1));
@@ -64,7 +76,7 @@ TaskId RankOps::scaled_all_reduce(CollectiveId group, DType dtype, int64_t eleme
 }
 
 void RankOps::wait_for(std::string_view op, TaskId comm_event) {
-  HostOp h(graph_, threads_, op);
+  HostOp h(graph_, threads_, op, capture());
   h.wait(kComputeStream, comm_event);
   h.end();
 }

@@ -37,10 +37,20 @@ class RankOps {
   bool distributed() const { return distributed_; }
 
   /// A host op on the rank's CPU thread, begun; the caller adds its launches and ends it.
-  HostOp host_op(std::string_view op) { return HostOp(graph_, threads_, op); }
+  /// Captured while a CUDA graph capture is open (begin_capture).
+  HostOp host_op(std::string_view op) { return HostOp(graph_, threads_, op, capture()); }
 
-  /// A host op that launches nothing.
-  void body(std::string_view op) { pytorch::body(graph_, threads_, op); }
+  /// A host op that launches nothing (none while capturing: a replay runs no host code).
+  void body(std::string_view op) {
+    if (!capturing_) pytorch::body(graph_, threads_, op);
+  }
+
+  /// CUDA graph capture (torch.cuda.graph): from begin_capture, ops are captured instead of run;
+  /// end_capture adds the graph's replay (one cudaGraphLaunch by `op`). A host sync or a
+  /// blocking copy while capturing is a std::logic_error (CUDA forbids synchronising a capturing
+  /// stream): the config's checks refuse what would need one.
+  void begin_capture() { capturing_ = true; }
+  TaskId end_capture(std::string_view op);
 
   void single_kernel(std::string_view op, std::string_view kernel_name, std::string_view aten_op,
                      const KernelDesc& desc);
@@ -86,6 +96,9 @@ class RankOps {
   RankId rank_;
   pytorch::RankThreads threads_;
   bool distributed_;
+  pytorch::GraphCapture* capture() { return capturing_ ? &capture_ : nullptr; }
+  bool capturing_ = false;
+  pytorch::GraphCapture capture_;
 };
 
 }  // namespace upsim::dlrm_emit

@@ -6,9 +6,17 @@ TaskId body(TaskGraph& graph, const RankThreads& at, std::string_view op_name) {
   return graph.add_cpu_op(at.rank, at.cpu_thread, op_name, HostPhase::kOpBody);
 }
 
-HostOp::HostOp(TaskGraph& graph, const RankThreads& at, std::string_view name)
-    : graph_(graph), at_(at), name_(graph.name(graph.intern(name))) {
-  graph_.add_cpu_op(at_.rank, at_.cpu_thread, name_, HostPhase::kOpBegin);
+TaskId GraphCapture::launch(TaskGraph& graph, const RankThreads& at, std::string_view op_name) {
+  const TaskId id =
+      graph.add_graph_launch(at.rank, at.cpu_thread, "cudaGraphLaunch", op_name, gpu_tasks);
+  gpu_tasks.clear();
+  return id;
+}
+
+HostOp::HostOp(TaskGraph& graph, const RankThreads& at, std::string_view name,
+               GraphCapture* capture)
+    : graph_(graph), at_(at), name_(graph.name(graph.intern(name))), capture_(capture) {
+  if (capture_ == nullptr) graph_.add_cpu_op(at_.rank, at_.cpu_thread, name_, HostPhase::kOpBegin);
 }
 
 TaskId HostOp::kernel(std::string_view kernel_name, std::string_view aten_op,
@@ -53,10 +61,14 @@ TaskId HostOp::collective_on(uint16_t stream, CollectiveId group, std::string_vi
 }
 
 void HostOp::end() {
-  graph_.add_cpu_op(at_.rank, at_.cpu_thread, name_, HostPhase::kOpEnd);
+  if (capture_ == nullptr) graph_.add_cpu_op(at_.rank, at_.cpu_thread, name_, HostPhase::kOpEnd);
 }
 
 TaskId HostOp::launch(std::string_view api, TaskId gpu_task) {
+  if (capture_ != nullptr) {
+    capture_->gpu_tasks.push_back(gpu_task);
+    return gpu_task;
+  }
   graph_.add_launch(at_.rank, at_.cpu_thread, api, name_, launches_++, gpu_task);
   return gpu_task;
 }

@@ -6,10 +6,13 @@
 // Contract: construction adds the kOpBegin task, each kernel()/copy()/collective()/record()/
 // wait() adds the GPU task and the Launch that enqueues it (launch_index 0, 1, ...), end() adds
 // kOpEnd. An op that launches nothing is one kOpBody task (body()).
+// Under CUDA graph capture (a GraphCapture given): the op runs no host work and launches nothing;
+// its GPU tasks join the capture, which one graph launch replays (GraphCapture::launch).
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "sim/task_graph.h"
 
@@ -34,10 +37,20 @@ struct RankThreads {
 /// A host op without launches: one kOpBody task.
 TaskId body(TaskGraph& graph, const RankThreads& at, std::string_view op_name);
 
+/// The GPU tasks captured into one CUDA graph (torch.cuda.graph), in capture order.
+struct GraphCapture {
+  std::vector<TaskId> gpu_tasks;
+  /// The graph's replay (torch.cuda.CUDAGraph.replay: one cudaGraphLaunch) by host op `op_name`
+  /// on `at`'s CPU thread: one graph launch of the captured tasks; the capture is emptied.
+  TaskId launch(TaskGraph& graph, const RankThreads& at, std::string_view op_name);
+};
+
 class HostOp {
  public:
-  /// The op name is interned, so callers may pass a temporary.
-  HostOp(TaskGraph& graph, const RankThreads& at, std::string_view name);
+  /// The op name is interned, so callers may pass a temporary. With `capture`, the op is
+  /// captured (see the contract): no host tasks, its GPU tasks appended to it.
+  HostOp(TaskGraph& graph, const RankThreads& at, std::string_view name,
+         GraphCapture* capture = nullptr);
 
   /// A kernel on the compute stream (or `stream`).
   TaskId kernel(std::string_view kernel_name, std::string_view aten_op, const KernelDesc& desc);
@@ -62,6 +75,7 @@ class HostOp {
   /// Points into the graph's name table, which never moves its strings.
   std::string_view name_;
   uint32_t launches_ = 0;
+  GraphCapture* capture_ = nullptr;
 };
 
 }  // namespace upsim::pytorch

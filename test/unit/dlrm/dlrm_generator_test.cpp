@@ -1327,6 +1327,46 @@ TEST(DlrmGenerator, InferenceServesABatchWithTheForwardAlone) {
   EXPECT_THROW(config_of((amp + "  grad_scaler: true\n").c_str(), 2), ConfigError);
 }
 
+// cuda_graphs: the served batch's copies, their copies into the graph's static inputs (two
+// device-to-device copies), then one cudaGraphLaunch enqueues every kernel of the forward: the
+// same kernels as eager, none with a launch of its own; the host waits once for the scores.
+TEST(DlrmGenerator, GraphedInferenceReplaysTheForwardInOneGraphLaunch) {
+  const std::string inference = std::string(kTiny) + "  mode: inference\n";
+  const std::string graphed = inference + "  cuda_graphs: true\n";
+  TaskGraph eager;
+  generate_dlrm(config_of(inference.c_str(), 1), inputs_of(1, 2), eager);
+  TaskGraph g;
+  generate_dlrm(config_of(graphed.c_str(), 1), inputs_of(1, 2), g);
+  std::vector<TaskId> graph_launches;
+  size_t kernels = 0;
+  size_t captured_kernels = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kLaunch && task.phase == HostPhase::kGraphLaunch) {
+      graph_launches.push_back(t);
+    }
+    if (task.kind != TaskKind::kKernel) continue;
+    ++kernels;
+    const TaskId launcher = g.launcher_of(t);
+    captured_kernels += g.task(launcher).phase == HostPhase::kGraphLaunch;
+  }
+  ASSERT_EQ(graph_launches.size(), 2U);  // one per iteration
+  EXPECT_EQ(g.name(g.task(graph_launches[0]).name), "cudaGraphLaunch");
+  size_t eager_kernels = 0;
+  for (TaskId t = 0; t < eager.task_count(); ++t)
+    eager_kernels += eager.task(t).kind == TaskKind::kKernel;
+  EXPECT_EQ(kernels, eager_kernels);
+  EXPECT_EQ(captured_kernels, kernels);
+  EXPECT_EQ(copies_of(g, 0).size(), copies_of(eager, 0).size() + 2 * 2);
+  EXPECT_EQ(count(g, 0).host_syncs, count(eager, 0).host_syncs);
+  UnitKernelCost unit;
+  UnitCollectiveCost collectives;
+  EXPECT_EQ(run_graph(g, 1, unit, collectives).tasks_done, g.task_count());
+  // Training's capture and a multi-rank forward are refused, naming the key.
+  EXPECT_THROW(config_of((std::string(kTiny) + "  cuda_graphs: true\n").c_str(), 1), ConfigError);
+  EXPECT_THROW(config_of(graphed.c_str(), 2), ConfigError);
+}
+
 // mlp_kernels apex_fused: one host op per MLP (apex.mlp.MLP), per layer a GEMM and a fused
 // bias-ReLU kernel forward, a bias-ReLU backward kernel and its GEMMs backward; the top MLP's
 // last layer stays an nn.Linear. interaction_kernel fused: one kernel each way. Same GEMMs.

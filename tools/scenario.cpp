@@ -224,10 +224,35 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
   return out;
 }
 
+/// platform.gpu_recorded_as (scenario.h, MeasuredComparison).
+constexpr std::string_view kGpuRecordedAs = "platform.gpu_recorded_as";
+
+/// platform.gpu_recorded_as: recorded GPU names (each one the measurements recorded) that
+/// platform.gpu's profile stands for; empty when absent. Only for workloads with measured
+/// iterations.
+std::vector<std::string> read_gpu_recorded_as(const std::optional<ConfigNode>& node,
+                                              const MeasuredRun& measured, bool has_measured) {
+  if (!node) return {};
+  if (!has_measured) {
+    node->fail("names GPUs as measurements recorded them; this workload replays no measurement");
+  }
+  std::vector<std::string> names = node->as_string_list();
+  for (const std::string& name : names) {
+    if (std::find(measured.gpus.begin(), measured.gpus.end(), name) == measured.gpus.end()) {
+      node->fail(fmt::format(
+          "`{}` is no GPU the measurements recorded ({})", name,
+          measured.gpus.empty() ? std::string("they record none") : join(measured.gpus, ", ")));
+    }
+  }
+  return names;
+}
+
 /// The rule of MeasuredComparison (scenario.h). `overrides`: the document's --set key paths;
 /// `host_model`: platform.host's model name. Appends a warning when the platform differs but
 /// prices nothing (the prediction is then the measured platform's, whatever the platform says).
+/// `recorded_as`: the recorded GPU names platform.gpu_recorded_as says the profile stands for.
 MeasuredComparison compare_with_measured(const MeasuredRun& measured, const DeviceProfile& device,
+                                         const std::vector<std::string>& recorded_as,
                                          const std::vector<std::string>& overrides,
                                          std::string_view host_model,
                                          std::vector<std::string>& warnings) {
@@ -237,7 +262,8 @@ MeasuredComparison compare_with_measured(const MeasuredRun& measured, const Devi
   std::vector<std::string> differences;
   std::vector<std::string> other_gpus;
   for (const std::string& gpu : measured.gpus) {
-    if (!gpu_names_match(gpu, device.name)) other_gpus.push_back(gpu);
+    const bool stated = std::find(recorded_as.begin(), recorded_as.end(), gpu) != recorded_as.end();
+    if (!stated && !gpu_names_match(gpu, device.name)) other_gpus.push_back(gpu);
   }
   if (!other_gpus.empty()) {
     differences.push_back(fmt::format("platform.gpu is {}, the traces ran on {}", device.name,
@@ -245,6 +271,8 @@ MeasuredComparison compare_with_measured(const MeasuredRun& measured, const Devi
   }
   std::vector<std::string> platform_overrides;
   for (const std::string& key : overrides) {
+    // gpu_recorded_as changes no platform: it says which one the traces ran on.
+    if (key == kGpuRecordedAs) continue;
     if (key == "platform" || key.starts_with("platform.") || key.starts_with("platform[")) {
       platform_overrides.push_back("--set " + key);
     }
@@ -578,9 +606,11 @@ void check_memory(const MemoryFootprint& memory, const DeviceProfile& device,
 }
 
 /// The build's results into `s`, its description lines and memory line into `text`.
+/// `recorded_as`: platform.gpu_recorded_as when given.
 void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
                 const HardwareProfile& hardware, const PlatformModelSections& sections,
-                bool memory_check_warns, const ConfigNode& workload_node, std::string& text) {
+                bool memory_check_warns, const ConfigNode& workload_node,
+                const std::optional<ConfigNode>& recorded_as_node, std::string& text) {
   s.iterations = built.iterations;
   s.warmup_iterations = built.warmup_iterations;
   s.measured_iterations = built.measured_iterations;
@@ -588,14 +618,21 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
   s.measured_step_labels = std::move(built.measured_step_labels);
   s.measured_step_times = std::move(built.measured_step_times);
   s.warnings = std::move(built.warnings);
+  const std::vector<std::string> recorded_as =
+      read_gpu_recorded_as(recorded_as_node, built.measured_run, !s.measured_iteration.empty());
   if (!s.measured_iteration.empty()) {
-    s.comparison = compare_with_measured(built.measured_run, hardware.device, doc.overrides(),
-                                         sections.host.get_string("model"), s.warnings);
+    s.comparison =
+        compare_with_measured(built.measured_run, hardware.device, recorded_as, doc.overrides(),
+                              sections.host.get_string("model"), s.warnings);
   }
   s.trace_ranks = std::move(built.trace_ranks);
   s.iteration_period = built.iteration_period;
   for (const std::string& line : built.description)
     text += line + "\n";
+  if (!recorded_as.empty()) {
+    text += fmt::format("measured on: {} recorded as {} ({}: the profile stands for it)\n",
+                        hardware.device.name, join(recorded_as, ", "), kGpuRecordedAs);
+  }
   s.memory = built.memory;
   if (built.memory) {
     check_memory(*built.memory, hardware.device, memory_check_warns, workload_node, text,
@@ -726,10 +763,14 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
     s.iterations_chosen = !sim.given;
   }
   workload->prepare(on);
+  // Asked before the key check; checked against what the measurements recorded after the build.
+  const std::optional<ConfigNode> recorded_as = platform.optional_child("gpu_recorded_as");
+  if (recorded_as) recorded_as->as_string_list();
   doc.check_all_keys_used();
 
   WorkloadBuild built = build_workload(*workload, on, s.graph, workload_node, limits);
-  take_build(s, built, doc, hardware, sections, memory_check_warns, workload_node, text);
+  take_build(s, built, doc, hardware, sections, memory_check_warns, workload_node, recorded_as,
+             text);
   add_inapplicable_warnings(s, doc, *workload, built, hardware, gpu_profile, gpu_pcie_links,
                             sections);
   s.header = text;

@@ -78,10 +78,11 @@ struct ScenarioModels {
 ///    printed as a "change" under a "what-if:" line, never as an error.
 ///  - kNone: the measured times are not iteration times (`reason` says why): no ratio printed.
 /// The measured platform: the GPU the traces recorded (Kineto deviceProperties; a match is
-/// gpu_names_match), else, when they record none, platform.gpu as the scenario file declares
-/// it; every other platform key as the scenario file declares it (so any `--set platform...`
-/// is a what-if); host time measured or from the traces' own T1-T5 (host: platform prices it
-/// with another host's model: a what-if).
+/// gpu_names_match, or the recorded name is listed in platform.gpu_recorded_as, the names the
+/// scenario says platform.gpu's profile stands for), else, when they record none, platform.gpu
+/// as the scenario file declares it; every other platform key as the scenario file declares it
+/// (so any `--set platform...` but gpu_recorded_as is a what-if); host time measured or from the
+/// traces' own T1-T5 (host: platform prices it with another host's model: a what-if).
 struct MeasuredComparison {
   enum class Kind : uint8_t { kError, kWhatIf, kNone };
   Kind kind = Kind::kError;

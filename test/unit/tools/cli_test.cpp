@@ -1495,6 +1495,48 @@ TEST_F(Cli, ATraceOnAnotherPlatformPrintsAWhatIfChangeNotAnError) {
       << chakra_a100.out;
 }
 
+TEST_F(Cli, AProfileTheScenarioSaysTheTracesRanOnMakesTheRunAValidation) {
+  // The traces record "Tesla V100-SXM2-32GB", which the rule does not take for the 16 GB part's
+  // profile (a GPU name no profile spells, such as an OEM part, is the same case): a what-if,
+  // until the scenario file says the profile stands for that name (platform.gpu_recorded_as);
+  // the summary then says so, and an error is printed.
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  std::string text = read_file(fs::path(configs) / "trace_dlrm_v100.yaml");
+  const auto replace_line = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace_line("gpu: hardware/v100_sxm2_32gb.yaml",
+               "gpu: " + configs + "/hardware/v100_sxm2_16gb.yaml");
+  replace_line("calibration/v100_deepbench.yaml", configs + "/calibration/v100_deepbench.yaml");
+  replace_line("host/v100_pytorch_kineto.yaml", configs + "/host/v100_pytorch_kineto.yaml");
+  replace_line("../test/data/param-et-replay/dlrm", configs + "/../test/data/param-et-replay/dlrm");
+  std::ofstream(dir_ / "other.yaml") << text;
+  const Result other = run("run other.yaml --no-trace --out a --set workload.mode=model");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.out.find("what-if: platform.gpu is V100-SXM2-16GB"), std::string::npos)
+      << other.out;
+  replace_line("  gpu: ", "  gpu_recorded_as: [Tesla V100-SXM2-32GB]\n  gpu: ");
+  std::ofstream(dir_ / "stated.yaml") << text;
+  const Result stated = run("run stated.yaml --no-trace --out b --set workload.mode=model");
+  ASSERT_EQ(stated.exit_code, 0) << stated.output;
+  EXPECT_EQ(stated.out.find("what-if"), std::string::npos) << stated.out;
+  EXPECT_NE(stated.out.find("geomean |error|"), std::string::npos) << stated.out;
+  EXPECT_NE(stated.out.find("measured on: V100-SXM2-16GB recorded as Tesla V100-SXM2-32GB "
+                            "(platform.gpu_recorded_as: the profile stands for it)"),
+            std::string::npos)
+      << stated.out;
+  // A name the traces did not record is an error naming the key and what they recorded.
+  const Result wrong =
+      run("run stated.yaml --no-trace --out c --set 'platform.gpu_recorded_as=[A100-PG509-200]'");
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("platform.gpu_recorded_as: `A100-PG509-200` is no GPU the "
+                           "measurements recorded (Tesla V100-SXM2-32GB)"),
+            std::string::npos)
+      << wrong.err;
+}
+
 /// Writes `dir`/gpt.yaml: a 4-layer GPT (hidden 1024, 16 heads, seq 512, fp16, 8 sequences) on
 /// one DGX A100 with the flow network, TP 4 x PP 2 unless overridden.
 void write_small_transformer_scenario(const fs::path& dir) {

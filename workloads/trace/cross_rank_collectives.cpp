@@ -185,6 +185,13 @@ RankCollectives add_cross_rank_collectives(const std::vector<RankTrace>& traces,
         if (assumed_world) ++world_assumed[0];
       }
     }
+    // A send / receive among more than two GPUs is a grouped exchange: PyTorch runs
+    // all_to_all(_single) on NCCL as ncclSend / ncclRecv to every peer inside one
+    // ncclGroupStart / ncclGroupEnd (ProcessGroupNCCL::alltoall_base, torch::cuda::nccl::
+    // all2all_single_equal_split), one SendRecv kernel per rank: priced as the all-to-all it is.
+    if (desc.kind == CollectiveKind::kSendRecv && desc.members.size() > 2) {
+      desc.kind = CollectiveKind::kAllToAll;
+    }
     if (desc.kind == CollectiveKind::kAllToAll) {
       desc.send_bytes = all_to_all_sizes(timelines, members, desc.members.size(), over_job);
     }

@@ -312,6 +312,47 @@ TEST(TraceModelMode, one_rank_of_a_job_prices_collectives_over_its_groups) {
   EXPECT_EQ(alone.task(tasks_of(alone, TaskKind::kCollective)[0]).fixed_ps, 150'000'000);
 }
 
+// One rank of a 16-GPU job whose all-to-all NCCL ran as a grouped send / receive with every
+// peer (one SendRecv kernel): in model mode it is priced as an all-to-all over the 16 GPUs, not
+// refused as a send / receive of 16 members.
+TEST(TraceModelMode, a_grouped_send_recv_with_many_peers_is_an_all_to_all) {
+  const std::string json = kineto_json(
+      {
+          annotation("ProfilerStep#1", kMainTid, "0", "500"),
+          cpu_op("record_param_comms", kMainTid, "10", "20",
+                 R"({"Collective name": "send", "Process Group Name": "0", "Seq": 0,)"
+                 R"( "Group size": 16, "In msg nelems": 1048576, "dtype": "Float"})"),
+          runtime("cudaLaunchKernel", kMainTid, "12", "4", 1),
+          gpu("kernel", "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", 20, "20",
+              "150", 1),
+          runtime("cudaDeviceSynchronize", kMainTid, "400", "10", 2),
+      },
+      R"(  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 16},)"
+      "\n");
+  TraceSetOptions options;
+  options.graph.mode = TraceMode::kModel;
+  options.graph.job_world_size = 16;
+  TaskGraph g;
+  const TraceGraphInfo info = build_replay_graph(one(json), g, options.graph);
+  ASSERT_EQ(g.collective_count(), 1u);
+  EXPECT_EQ(g.collective(0).kind, CollectiveKind::kAllToAll);
+  EXPECT_EQ(g.collective(0).members.size(), 16u);
+  EXPECT_EQ(g.collective(0).members.front(), 3u);
+  g.seal();
+  ToyKernels kernels(1e13, 1e12);
+  NoCpu cpu;
+  RingCollectives ring;
+  AnalyticalNetwork net(ring);
+  ModelSet models;
+  models.kernels = &kernels;
+  models.cpu = &cpu;
+  models.network = &net;
+  models.devices.resize(16);
+  const TraceReplayResult r = run_trace_graph(g, info, models, options, {});
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_GT(r.ranks[0].predicted, Duration::zero());
+}
+
 TEST(TraceModelMode, job_groups_come_from_recorded_ranks_or_the_world) {
   bool assumed = false;
   EXPECT_EQ(job_collective_members({0, 2, 4, 6}, 4, 4, 8, assumed),

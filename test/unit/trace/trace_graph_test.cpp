@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/formats/parse_error.h"
 #include "test/unit/trace/synthetic_trace.h"
@@ -98,6 +99,37 @@ TEST(TraceGraph, a_cuda_graph_replay_is_one_graph_launch_of_its_kernels) {
   const TraceReplayResult r = replay_traces(one(json));
   ASSERT_EQ(r.ranks.size(), 1u);
   EXPECT_EQ(r.ranks[0].predicted, r.ranks[0].measured);
+}
+
+TEST(TraceGraph, per_step_times_follow_the_step_markers_when_the_host_runs_ahead) {
+  // The host launches a 100-us kernel per step in 20 us and runs ahead of the GPU (each kernel
+  // queued behind the one before); the last step waits for all three. Each step's time is its
+  // ProfilerStep's, 20, 20 and 274 us, within 2% (issue: steps must not end at their GPU work).
+  const std::string json = kineto_json({
+      annotation("ProfilerStep#1", kMainTid, "0", "20"),
+      cpu_op("aten::mm", kMainTid, "2", "10"),
+      runtime("cudaLaunchKernel", kMainTid, "4", "5", 1),
+      gpu("kernel", "k1", 7, "9", "100", 1),
+      annotation("ProfilerStep#2", kMainTid, "20", "20"),
+      cpu_op("aten::mm", kMainTid, "22", "10"),
+      runtime("cudaLaunchKernel", kMainTid, "24", "5", 2),
+      gpu("kernel", "k2", 7, "109", "100", 2),
+      annotation("ProfilerStep#3", kMainTid, "40", "274"),
+      cpu_op("aten::mm", kMainTid, "42", "10"),
+      runtime("cudaLaunchKernel", kMainTid, "44", "5", 3),
+      gpu("kernel", "k3", 7, "209", "100", 3),
+      runtime("cudaDeviceSynchronize", kMainTid, "60", "251", 4),
+  });
+  const TraceReplayResult r = replay_traces(one(json));
+  ASSERT_EQ(r.ranks.size(), 1u);
+  ASSERT_EQ(r.ranks[0].step_predicted.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const double e =
+        r.ranks[0].step_predicted[k].seconds() / r.ranks[0].step_measured[k].seconds() - 1.0;
+    EXPECT_LE(std::abs(e), 0.02) << r.ranks[0].step_labels[k] << ": measured "
+                                 << r.ranks[0].step_measured[k].us() << " us, predicted "
+                                 << r.ranks[0].step_predicted[k].us() << " us";
+  }
 }
 
 TEST(TraceGraph, a_slower_gpu_delays_the_host_through_the_sync) {

@@ -268,6 +268,23 @@ class RingCollectives final : public CollectiveCostModel {
   Duration transfer_duration(const TransferDesc&) const override { return Duration::zero(); }
 };
 
+/// Toy kernels, no host cost and RingCollectives over an analytical network, for `gpus` GPUs.
+struct RingJob {
+  explicit RingJob(size_t gpus) : kernels(1e13, 1e12), net(ring) {
+    models.kernels = &kernels;
+    models.cpu = &cpu;
+    models.network = &net;
+    models.devices.resize(gpus);
+  }
+  RingJob(const RingJob&) = delete;
+  RingJob& operator=(const RingJob&) = delete;
+  ToyKernels kernels;
+  NoCpu cpu;
+  RingCollectives ring;
+  AnalyticalNetwork net;
+  ModelSet models;
+};
+
 TEST(TraceModelMode, one_rank_of_a_job_prices_collectives_over_its_groups) {
   TraceSetOptions options;
   options.graph.mode = TraceMode::kModel;
@@ -287,17 +304,10 @@ TEST(TraceModelMode, one_rank_of_a_job_prices_collectives_over_its_groups) {
 
   // Run: each collective takes exactly what the network prices for its whole group.
   g.seal();
-  ToyKernels kernels(1e13, 1e12);
-  NoCpu cpu;
-  RingCollectives ring;
-  AnalyticalNetwork net(ring);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &net;
-  models.devices.resize(8);
+  RingJob job(8);
+  const RingCollectives& ring = job.ring;
   TaskDurations durations;
-  const TraceReplayResult r = run_trace_graph(g, info, models, options, {&durations});
+  const TraceReplayResult r = run_trace_graph(g, info, job.models, options, {&durations});
   const std::vector<TaskId> collectives = tasks_of(g, TaskKind::kCollective);
   ASSERT_EQ(collectives.size(), 2u);
   EXPECT_EQ(durations.of(collectives[0]), ring.collective_duration(g.collective(0)));
@@ -339,16 +349,8 @@ TEST(TraceModelMode, a_grouped_send_recv_with_many_peers_is_an_all_to_all) {
   EXPECT_EQ(g.collective(0).members.size(), 16u);
   EXPECT_EQ(g.collective(0).members.front(), 3u);
   g.seal();
-  ToyKernels kernels(1e13, 1e12);
-  NoCpu cpu;
-  RingCollectives ring;
-  AnalyticalNetwork net(ring);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &net;
-  models.devices.resize(16);
-  const TraceReplayResult r = run_trace_graph(g, info, models, options, {});
+  RingJob job(16);
+  const TraceReplayResult r = run_trace_graph(g, info, job.models, options, {});
   ASSERT_EQ(r.ranks.size(), 1u);
   EXPECT_GT(r.ranks[0].predicted, Duration::zero());
 }

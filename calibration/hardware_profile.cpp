@@ -139,6 +139,12 @@ HardwareProfile load_hardware_profile(const ConfigNode& profile) {
     device.compute_capability = compute_capability(profile.child("compute_capability"));
   }
   if (device.name.empty()) profile.child("name").fail("must not be empty");
+  if (profile.has("recorded_names")) {
+    hardware.recorded_names = profile.get_string_list("recorded_names");
+    for (const std::string& n : hardware.recorded_names) {
+      if (n.empty()) profile.child("recorded_names").fail("a recorded name must not be empty");
+    }
+  }
 
   const ConfigNode compute = profile.read_for(kHardwareComputeUse);
   const ConfigNode peaks = compute.child("peak_flops");

@@ -59,7 +59,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/cost_models.h"
@@ -123,6 +125,10 @@ struct HardwareProfile {
   /// The SM count the stated peaks hold at (peak_flops_at.sm_count): the chip as its profile
   /// states it, of which `device.sm_count` may be a what-if.
   int32_t stated_sm_count = 0;
+  /// Device names CUDA reports for this GPU (cudaGetDeviceProperties, as Kineto's
+  /// deviceProperties record them) that the name rule does not match to `device.name`
+  /// (`recorded_names`, optional): a trace recorded under one ran on this profile's GPU.
+  std::vector<std::string> recorded_names;
 };
 
 /// Reads a hardware profile document (schema in configs/hardware/a100_sxm4_40gb.yaml):
@@ -132,10 +138,11 @@ struct HardwareProfile {
 ///   l2.{size, bandwidth (optional)}, sm_count, sm_boost_clock_mhz, sustained_sm_clock_mhz or
 ///   tdp_w + power_limit_w (optional, see the contract), pcie_generation,
 ///   achievable.{compute_fraction, memory_fraction, fp8_compute_fraction (optional, only with an
-///   fp8 peak)}, kernel_overhead (optional). The DeviceProfile's peaks and L2 bandwidth are the
-///   stated ones scaled to sm_count and the clock (the contract). Throws ConfigError (via
-///   node.fail) for missing keys, unknown dtypes, values outside kHardwareRanges (a scaled peak
-///   too, at the key that scaled it) and fractions outside (0, 1].
+///   fp8 peak)}, kernel_overhead (optional), recorded_names (optional list of non-empty names). The
+///   DeviceProfile's peaks and L2 bandwidth are the stated ones scaled to sm_count and the clock
+///   (the contract). Throws ConfigError (via node.fail) for missing keys, unknown dtypes, values
+///   outside kHardwareRanges (a scaled peak too, at the key that scaled it) and fractions outside
+///   (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
 
 /// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate

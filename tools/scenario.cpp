@@ -621,9 +621,13 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
   const std::vector<std::string> recorded_as =
       read_gpu_recorded_as(recorded_as_node, built.measured_run, !s.measured_iteration.empty());
   if (!s.measured_iteration.empty()) {
-    s.comparison =
-        compare_with_measured(built.measured_run, hardware.device, recorded_as, doc.overrides(),
-                              sections.host.get_string("model"), s.warnings);
+    // The profile's own recorded_names (CUDA's names for its GPU) stand for it as the rule does.
+    std::vector<std::string> stands_for = recorded_as;
+    stands_for.insert(stands_for.end(), hardware.recorded_names.begin(),
+                      hardware.recorded_names.end());
+    s.comparison = compare_with_measured(built.measured_run, hardware.device, stands_for,
+                                         doc.overrides(), sections.host.get_string("model"),
+                                         s.warnings);
   }
   s.trace_ranks = std::move(built.trace_ranks);
   s.iteration_period = built.iteration_period;

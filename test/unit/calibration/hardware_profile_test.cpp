@@ -157,6 +157,19 @@ TEST(HardwareProfile, ComputeCapabilityIsMajorDotMinor) {
   }
 }
 
+// recorded_names: optional names CUDA reports for the GPU; the H100 SXM5 profile lists its own.
+TEST(HardwareProfile, RecordedNamesAreTheNamesCudaReportsForTheGpu) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      replaced("name: test", "name: test\nrecorded_names: [\"NVIDIA Test 16GB\"]"), "profile.yaml");
+  EXPECT_EQ(load_hardware_profile(doc.root()).recorded_names,
+            std::vector<std::string>{"NVIDIA Test 16GB"});
+  const std::string e = load_error(replaced("name: test", "name: test\nrecorded_names: [\"\"]"));
+  EXPECT_NE(e.find("recorded_names"), std::string::npos) << e;
+  ConfigDocument h100 = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
+  EXPECT_EQ(load_hardware_profile(h100.root()).recorded_names,
+            std::vector<std::string>{"NVIDIA H100 80GB HBM3"});
+}
+
 TEST(HardwareProfile, ZeroOrNegativeValuesAreErrorsAtTheirKey) {
   EXPECT_NE(load_error(replaced("bandwidth: 1000GB/s", "bandwidth: 0GB/s")).find("hbm.bandwidth"),
             std::string::npos);

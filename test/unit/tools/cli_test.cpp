@@ -1537,6 +1537,46 @@ TEST_F(Cli, AProfileTheScenarioSaysTheTracesRanOnMakesTheRunAValidation) {
       << wrong.err;
 }
 
+TEST_F(Cli, AnH100TraceUnderCudasOwnNameIsMeasuredOnTheH100Profile) {
+  // CUDA names the H100 SXM5 "NVIDIA H100 80GB HBM3", which the name rule cannot tell from the
+  // PCIe part; the profile lists that name (recorded_names), so its traces validate, while a
+  // trace under another H100's name stays a what-if.
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  const auto write_trace = [&](const std::string& gpu_name) {
+    fs::create_directories(dir_ / "h100");
+    std::ofstream(dir_ / "h100" / "rank0.pt.trace.json")
+        << R"({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": ")" << gpu_name
+        << R"(", "numSms": 132}], "traceEvents": [)"
+        << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, )"
+        << R"("tid": 100, "ts": 0, "dur": 100, "args": {}},)"
+        << R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 10, )"
+        << R"("dur": 30, "args": {}},)"
+        << R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, )"
+        << R"("tid": 100, "ts": 20, "dur": 5, "args": {"correlation": 1}},)"
+        << R"({"ph": "X", "cat": "kernel", "name": "sgemm", "pid": 0, "tid": 7, "ts": 25, )"
+        << R"("dur": 50, "args": {"device": 0, "stream": 7, "correlation": 1}},)"
+        << R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 100, )"
+        << R"("tid": 100, "ts": 50, "dur": 27, "args": {"correlation": 2}}]})";
+  };
+  std::ofstream(dir_ / "h100.yaml")
+      << "platform:\n  gpu: " << configs << "/hardware/h100_sxm5_80gb.yaml\n"
+      << "  kernels: {model: roofline}\n  host: {model: host_overheads, overheads: " << configs
+      << "/host/v100_pytorch_kineto.yaml}\n  interconnect: {model: alpha_beta, link: nvlink2}\n"
+      << "workload: {model: trace, traces: h100, mode: replay, host: measured}\n";
+  write_trace("NVIDIA H100 80GB HBM3");
+  const Result sxm = run("run h100.yaml --no-trace --out a");
+  ASSERT_EQ(sxm.exit_code, 0) << sxm.output;
+  EXPECT_NE(sxm.out.find("geomean |error|"), std::string::npos) << sxm.out;
+  EXPECT_EQ(sxm.out.find("what-if"), std::string::npos) << sxm.out;
+  write_trace("NVIDIA H100 NVL");
+  const Result nvl = run("run h100.yaml --no-trace --out b");
+  ASSERT_EQ(nvl.exit_code, 0) << nvl.output;
+  EXPECT_NE(nvl.out.find("what-if: platform.gpu is H100-SXM5-80GB, the traces ran on NVIDIA H100 "
+                         "NVL"),
+            std::string::npos)
+      << nvl.out;
+}
+
 /// Writes `dir`/gpt.yaml: a 4-layer GPT (hidden 1024, 16 heads, seq 512, fp16, 8 sequences) on
 /// one DGX A100 with the flow network, TP 4 x PP 2 unless overridden.
 void write_small_transformer_scenario(const fs::path& dir) {

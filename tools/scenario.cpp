@@ -625,9 +625,9 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
     std::vector<std::string> stands_for = recorded_as;
     stands_for.insert(stands_for.end(), hardware.recorded_names.begin(),
                       hardware.recorded_names.end());
-    s.comparison = compare_with_measured(built.measured_run, hardware.device, stands_for,
-                                         doc.overrides(), sections.host.get_string("model"),
-                                         s.warnings);
+    s.comparison =
+        compare_with_measured(built.measured_run, hardware.device, stands_for, doc.overrides(),
+                              sections.host.get_string("model"), s.warnings);
   }
   s.trace_ranks = std::move(built.trace_ranks);
   s.iteration_period = built.iteration_period;

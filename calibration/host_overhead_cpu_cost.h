@@ -14,6 +14,8 @@
 //   kOpEnd   = T3[op]
 //   kOpBody  = T1 + T5[op]
 //   kMarker  = 0
+//   kGraphLaunch = T4 (one cudaGraphLaunch, however many GPU tasks it replays; an ASSUMPTION,
+//                  no measured graph-launch time)
 //
 // Contract: an op missing from the table, or an entry without the value asked for, takes the
 // defaults: default.t2 / default.t3, default.t5 for the gap between launches, and default.body

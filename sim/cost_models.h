@@ -370,6 +370,8 @@ enum class HostPhase : uint8_t {
   /// tasks the graph holds (TaskGraph::add_graph_launch).
   kGraphLaunch,
 };
+/// The number of HostPhase values (the last one + 1): tables indexed by phase size by it.
+inline constexpr size_t kHostPhaseCount = static_cast<size_t>(HostPhase::kGraphLaunch) + 1;
 std::string_view host_phase_name(HostPhase phase);
 
 struct HostOpDesc {

@@ -863,7 +863,7 @@ class GraphExecutor::Impl {
   uint64_t persistent_gemms_split_ = 0;
   int64_t persistent_split_ps_ = 0;
   static constexpr uint32_t kCachedLaunches = 4;
-  static constexpr size_t kHostPhases = static_cast<size_t>(HostPhase::kMarker) + 1;
+  static constexpr size_t kHostPhases = kHostPhaseCount;
   /// Per (op name, phase, launch index < kCachedLaunches): the CPU duration in ps, else -1.
   std::vector<int64_t> cpu_ps_;
   uint64_t done_ = 0;

@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -192,6 +193,8 @@ class TaskGraph {
   std::string_view collective_name(CollectiveId id) const { return names_[collective_names_[id]]; }
   /// Launch: the GPU tasks it enqueues, in order (one; a graph launch's captured tasks).
   std::span<const TaskId> launched_tasks(TaskId launch) const {
+    static_assert(std::is_same_v<decltype(Task::payload), TaskId>,
+                  "a launch's payload is the TaskId it enqueues");
     const Task& t = tasks_[launch];
     if (t.phase != HostPhase::kGraphLaunch) return {&t.payload, 1};
     const auto [begin, end] = graph_launches_[t.payload];

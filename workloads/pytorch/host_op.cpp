@@ -8,7 +8,7 @@ TaskId body(TaskGraph& graph, const RankThreads& at, std::string_view op_name) {
 
 TaskId GraphCapture::launch(TaskGraph& graph, const RankThreads& at, std::string_view op_name) {
   const TaskId id =
-      graph.add_graph_launch(at.rank, at.cpu_thread, "cudaGraphLaunch", op_name, gpu_tasks);
+      graph.add_graph_launch(at.rank, at.cpu_thread, kLaunchGraph, op_name, gpu_tasks);
   gpu_tasks.clear();
   return id;
 }

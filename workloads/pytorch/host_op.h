@@ -24,6 +24,7 @@ inline constexpr std::string_view kLaunchMemcpy = "cudaMemcpyAsync";
 inline constexpr std::string_view kLaunchNccl = "cudaLaunchKernelExC";
 inline constexpr std::string_view kLaunchRecord = "cudaEventRecord";
 inline constexpr std::string_view kLaunchWait = "cudaStreamWaitEvent";
+inline constexpr std::string_view kLaunchGraph = "cudaGraphLaunch";
 
 /// Where a rank's host ops run and launch by default.
 struct RankThreads {

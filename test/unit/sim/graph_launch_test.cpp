@@ -18,11 +18,13 @@ using sm_sharing::PerSmKernelCost;
 using sm_sharing::SmHoldingNetwork;
 using sm_sharing::work;
 
-/// A launch (a kernel's or a graph's) costs the host 5 us; other host work nothing.
+/// A launch (a kernel's or a graph's) costs the host 5 us, an op's begin 2 us; other host work
+/// nothing.
 class LaunchCost final : public CpuCostModel {
  public:
   Duration host_duration(const HostOpDesc& op) const override {
     const bool launch = op.phase == HostPhase::kLaunch || op.phase == HostPhase::kGraphLaunch;
+    if (op.phase == HostPhase::kOpBegin) return Duration::from_us(2);
     return launch ? Duration::from_us(5) : Duration::zero();
   }
 };
@@ -68,6 +70,19 @@ TEST(GraphLaunch, OneGraphLaunchEnqueuesTheCapturedKernelsAtOneHostCost) {
   EXPECT_EQ(ends[launch], at_us(5));
   EXPECT_EQ(ends[k.front()], at_us(6));
   EXPECT_EQ(ends[k.back()], at_us(15));
+}
+
+TEST(GraphLaunch, AGraphLaunchsHostCostIsNotAnotherOpsCachedCost) {
+  // The executor caches host costs per (op, phase, launch index): a graph launch of op "step"
+  // and the begin of the op interned right after it ("next") must not share an entry.
+  Harness h;
+  const std::vector<TaskId> k = h.kernels_of_1us(1);
+  const TaskId launch = h.graph.add_graph_launch(0, 0, "cudaGraphLaunch", "step", k);
+  const TaskId next = h.graph.add_cpu_op(0, 0, "next", HostPhase::kOpBegin);
+  ASSERT_EQ(h.graph.task(next).op_name, h.graph.task(launch).op_name + 1);
+  const std::vector<Time> ends = h.run();
+  EXPECT_EQ(ends[launch], at_us(5));
+  EXPECT_EQ(ends[next], at_us(7));
 }
 
 TEST(GraphLaunch, ACapturedGraphKeepsItsStreamsAndEventOrder) {

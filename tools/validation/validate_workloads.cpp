@@ -197,11 +197,10 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       "the error (predicted / measured - 1) and the wall time, then per source the geomean\n"
       "|error| (the seed paper's metric, which follows its smallest terms), the mean |error|,\n"
       "the mean signed error (a bias: negative = predicted too fast) with the rows predicted\n"
-      "too fast and the worst row, and the rows skipped and why. Exits 0 when every bounded "
-      "geomean is within\n"
-      "--bound, the DeepLearningExamples rows together (dle-dlrm and dle-dcnv2) have a\n"
-      "geomean within 12% and none beyond 25%, and no row failed; 1 otherwise, 2 for\n"
-      "bad input. Run from the repository root for the defaults.\n\noptions");
+      "too fast and the worst row, and the rows skipped and why. Exits 0 when every bounded\n"
+      "geomean is within --bound, the DeepLearningExamples rows together (dle-dlrm and\n"
+      "dle-dcnv2) have a geomean within 12% and none beyond 25%, and no row failed; 1\n"
+      "otherwise, 2 for bad input. Run from the repository root for the defaults.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("megatron", po::value<std::string>(&o.megatron_file)->default_value(o.megatron_file),
        "Megatron-LM Table 1 CSV ('' to leave the source out)")  //

@@ -12,24 +12,35 @@ namespace upsim {
 namespace {
 
 constexpr std::string_view kKey = "recompute_modules";
-constexpr std::array<std::string_view, 6> kModelled = {"core_attn", "layernorm", "mlp",
-                                                       "moe_act",   "moe",       "shared_experts"};
+/// The modelled modules, by their Megatron-Core name, in the key's order.
+struct Module {
+  std::string_view name;
+  bool RecomputeModules::*flag;
+};
+constexpr std::array<Module, 6> kModelled = {
+    {{"core_attn", &RecomputeModules::core_attn},
+     {"layernorm", &RecomputeModules::layernorm},
+     {"mlp", &RecomputeModules::mlp},
+     {"moe_act", &RecomputeModules::moe_act},
+     {"moe", &RecomputeModules::moe},
+     {"shared_experts", &RecomputeModules::shared_experts}}};
 /// Megatron-Core's other recompute modules, named so the error says they exist but are not
 /// priced (rather than "unknown").
 constexpr std::array<std::string_view, 1> kUnmodelled = {"mla_up_proj"};
 
+/// The member of `m` that module `name` sets; nullptr for a name not modelled.
 bool* module_flag(RecomputeModules& m, std::string_view name) {
-  if (name == "core_attn") return &m.core_attn;
-  if (name == "layernorm") return &m.layernorm;
-  if (name == "mlp") return &m.mlp;
-  if (name == "moe_act") return &m.moe_act;
-  if (name == "moe") return &m.moe;
-  if (name == "shared_experts") return &m.shared_experts;
+  for (const Module& module : kModelled) {
+    if (module.name == name) return &(m.*module.flag);
+  }
   return nullptr;
 }
 
 std::string modelled_list() {
-  return fmt::format("{}", fmt::join(kModelled, ", "));
+  std::vector<std::string_view> names;
+  for (const Module& module : kModelled)
+    names.push_back(module.name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 /// Why a module has nothing to recompute in this model; empty when it has.
@@ -96,10 +107,8 @@ RecomputeModules read_recompute_modules(const ConfigNode& workload, bool selecti
 
 std::string recompute_modules_text(const RecomputeModules& m) {
   std::vector<std::string_view> names;
-  const std::array<bool, kModelled.size()> set = {m.core_attn, m.layernorm, m.mlp,
-                                                  m.moe_act,   m.moe,       m.shared_experts};
-  for (size_t i = 0; i < kModelled.size(); ++i) {
-    if (set[i]) names.push_back(kModelled[i]);
+  for (const Module& module : kModelled) {
+    if (m.*module.flag) names.push_back(module.name);
   }
   return fmt::format("{}", fmt::join(names, ", "));
 }

@@ -1053,6 +1053,12 @@ bool ConfigNode::has(std::string_view key) const {
   return lookup(*this, key) != nullptr;
 }
 
+bool ConfigNode::states(std::string_view key) const {
+  if (lookup(*this, key) == nullptr) return false;
+  const Entry* e = find_entry(NodeAccess::node(*this), key);
+  return e != nullptr && !e->defaulted;
+}
+
 ConfigNode ConfigNode::child(std::string_view key) const {
   Node* found = lookup(*this, key);
   if (found == nullptr) {

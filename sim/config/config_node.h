@@ -130,6 +130,9 @@ class ConfigNode {
   // --- Keyed access (this node must be a map or null) ---------------------------------------
   /// Keys are single map keys: "rows", never "a.b".
   bool has(std::string_view key) const;
+  /// The input states `key` (in a file or by --set): present, and not a default a get_*_or
+  /// wrote into the tree. For readers that treat a stated value as a constraint.
+  bool states(std::string_view key) const;
   /// Missing key -> ConfigError "missing required key `key`".
   ConfigNode child(std::string_view key) const;
   std::optional<ConfigNode> optional_child(std::string_view key) const;

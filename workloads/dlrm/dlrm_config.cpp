@@ -258,6 +258,7 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
         group.has("num_embeddings") ? 1 : group.get_int_in_or("count", 1, kMaxTables, 1);
     // A pool drops the tables the seed's datasets mark all-zero (no lookups), as the seed does.
     std::optional<EmbeddingTable> read = read_table(group, config);
+    const bool type_given = group.states("sharding_type");
     const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
     if (!read) continue;
     EmbeddingTable table = std::move(*read);
@@ -265,8 +266,9 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
     for (size_t i = 0; i < kTypes.size(); ++i) {
       if (type_name == kTypeNames[i]) table.sharding_type = kTypes[i];
     }
-    // Table-wise until choose_sharding_types decides with the platform's memory.
+    // Table-wise until choose_sharding_types (or a plan) decides with the platform's memory.
     table.auto_sharding_type = type_name == "auto";
+    table.sharding_type_stated = type_given && !table.auto_sharding_type;
     if (table.sharding_type == EmbeddingShardingType::kColumnWise) {
       table.column_shards = group.get_int_in_or("column_shards", 1, kMaxDim, 2);
       if (config.embedding_dim % table.column_shards != 0) {
@@ -452,15 +454,19 @@ void read_sharding_choice(const ConfigNode& workload, uint32_t ranks, DlrmConfig
               "for the platform; rank the sharders on the task with `upsim shard`");
     }
     const ConfigNode plan = workload.load_reference("sharding_plan");
-    config.sharding_plan = read_sharding_plan(plan, config.tables, ranks);
+    config.sharding_plan = read_sharding_plan(plan, config.tables, config.embedding_dim, ranks);
     const uint32_t tableless = dlrm_tableless_ranks(config, ranks);
+    const bool by_rank = plan.has("rank_of_table");
     for (size_t t = 0; t < config.sharding_plan.size(); ++t) {
-      if (config.sharding_plan[t] < tableless) {
-        plan.child("rank_of_table")
-            .fail(fmt::format("entry {} (table {}) is rank {}, which runs the bottom MLP alone "
-                              "and holds no table (bottom_mlp_placement: first_rank on more than "
-                              "{} ranks)",
-                              t, t, config.sharding_plan[t], kHybridTablelessAbove));
+      for (const uint32_t rank : config.sharding_plan[t].ranks) {
+        if (rank >= tableless) continue;
+        const ConfigNode at =
+            by_rank ? plan.child("rank_of_table") : plan.child("placement").items()[t];
+        at.fail(
+            fmt::format("entry {} (table {}) is on rank {}, which runs the bottom MLP alone "
+                        "and holds no table (bottom_mlp_placement: first_rank on more than "
+                        "{} ranks)",
+                        t, t, rank, kHybridTablelessAbove));
       }
     }
   } else if (has_plan) {
@@ -553,37 +559,170 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   return config;
 }
 
-std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
-                                         std::span<const EmbeddingTable> model_tables,
-                                         uint32_t ranks) {
-  const size_t tables = model_tables.size();
-  plan.expect_map(
-      "a sharding plan, as `upsim shard` writes it: tables: N, ranks: N, rank_of_table: [...]");
-  check_plan_count(plan, "tables", tables, "the model");
-  check_plan_count(plan, "ranks", ranks, "the run");
+namespace {
+
+/// The `rank_of_table` form: every table table-wise, on the rank listed.
+std::vector<PlannedTable> read_rank_of_table(const ConfigNode& plan,
+                                             std::span<EmbeddingTable> tables, uint32_t ranks) {
   const ConfigNode list = plan.child("rank_of_table");
   const std::vector<int64_t> values = plan.get_int_list("rank_of_table");
-  if (values.size() != tables) {
+  if (values.size() != tables.size()) {
     list.fail(fmt::format("lists {} ranks, one per table is needed: the model has {} tables",
-                          values.size(), tables));
+                          values.size(), tables.size()));
   }
-  std::vector<uint32_t> rank_of_table(values.size());
+  std::vector<PlannedTable> out(values.size());
   for (size_t t = 0; t < values.size(); ++t) {
     if (values[t] < 0 || values[t] >= static_cast<int64_t>(ranks)) {
       list.fail(fmt::format("entry {} (table {}) is rank {}; the run's ranks are 0-{}", t, t,
                             values[t], ranks - 1));
     }
-    const EmbeddingShardingType type = model_tables[t].sharding_type;
-    if (type != EmbeddingShardingType::kTableWise) {
-      list.fail(
-          fmt::format("entry {} (table {}) places a {} table; a plan places table-wise "
-                      "tables only (give its group sharding_type: table_wise, or use a "
-                      "sharder)",
-                      t, t, embedding_sharding_type_name(type)));
+    const EmbeddingShardingType type = tables[t].sharding_type;
+    if (tables[t].sharding_type_stated && type != EmbeddingShardingType::kTableWise) {
+      list.fail(fmt::format(
+          "entry {} (table {}) places a {} table; a rank_of_table plan places table-wise "
+          "tables only (give its group sharding_type: table_wise or auto, or write the plan's "
+          "`placement` list)",
+          t, t, embedding_sharding_type_name(type)));
     }
-    rank_of_table[t] = static_cast<uint32_t>(values[t]);
+    out[t].ranks = {static_cast<uint32_t>(values[t])};
   }
-  return rank_of_table;
+  return out;
+}
+
+/// One entry of the `placement` form: {type, rank | ranks | node}.
+PlannedTable read_placement_entry(const ConfigNode& entry, size_t t, const EmbeddingTable& table,
+                                  int64_t dim, uint32_t ranks) {
+  entry.expect_map(
+      "a table's placement: {type: table_wise, rank: 0}, {type: column_wise, "
+      "ranks: [0, 1]}, {type: row_wise}, {type: data_parallel} or "
+      "{type: table_row_wise, node: 0}");
+  constexpr std::array<std::string_view, 5> kNames = {"table_wise", "row_wise", "column_wise",
+                                                      "data_parallel", "table_row_wise"};
+  const std::string name = entry.get_choice("type", kNames);
+  PlannedTable out;
+  for (size_t i = 0; i < kNames.size(); ++i) {
+    if (name == kNames[i]) out.type = static_cast<EmbeddingShardingType>(i);
+  }
+  if (table.sharding_type_stated && out.type != table.sharding_type) {
+    entry.child("type").fail(fmt::format(
+        "table {}'s group states sharding_type: {}, which a plan keeps; this entry makes it {} "
+        "(leave the group's sharding_type out, or set it to auto, to let a plan choose)",
+        t, embedding_sharding_type_name(table.sharding_type), name));
+  }
+  const auto rank_at = [&](const ConfigNode& at, int64_t value) {
+    if (value < 0 || value >= static_cast<int64_t>(ranks)) {
+      at.fail(fmt::format("table {}: rank {}; the run's ranks are 0-{}", t, value, ranks - 1));
+    }
+    return static_cast<uint32_t>(value);
+  };
+  const auto refuse = [&](std::string_view key, std::string_view why) {
+    if (entry.has(key)) {
+      entry.child(key).fail(fmt::format("table {} is {}: {}", t, name, why));
+    }
+  };
+  switch (out.type) {
+    case EmbeddingShardingType::kTableWise:
+      refuse("ranks", "give its one `rank`");
+      refuse("node", "it has a rank, not a node");
+      out.ranks = {rank_at(entry.child("rank"), entry.get_int("rank"))};
+      break;
+    case EmbeddingShardingType::kColumnWise: {
+      refuse("rank", "give `ranks`, one per column shard");
+      refuse("node", "its shards have ranks, not a node");
+      const ConfigNode list = entry.child("ranks");
+      const std::vector<int64_t> values = entry.get_int_list("ranks");
+      const auto shards = static_cast<int64_t>(values.size());
+      if (shards < 1 || dim % shards != 0) {
+        list.fail(
+            fmt::format("table {}: {} column shards (one rank each) do not divide "
+                        "embeddings.dim = {}",
+                        t, shards, dim));
+      }
+      if (table.sharding_type_stated && shards != table.column_shards) {
+        list.fail(fmt::format("table {}'s group states {} column shards; this entry lists {} ranks",
+                              t, table.column_shards, shards));
+      }
+      const std::vector<ConfigNode> items = list.items();
+      for (size_t k = 0; k < values.size(); ++k)
+        out.ranks.push_back(rank_at(items[k], values[k]));
+      break;
+    }
+    case EmbeddingShardingType::kTableRowWise: {
+      refuse("rank", "its rows span a node's ranks; give its `node`");
+      refuse("ranks", "its rows span a node's ranks; give its `node`");
+      // The node count comes with the platform: shard_tables checks the upper bound.
+      const int64_t node = entry.get_int_in("node", 0, static_cast<int64_t>(ranks) - 1);
+      out.node = static_cast<uint32_t>(node);
+      break;
+    }
+    case EmbeddingShardingType::kRowWise:
+    case EmbeddingShardingType::kDataParallel:
+      refuse("rank", "it spans every rank");
+      refuse("ranks", "it spans every rank");
+      refuse("node", "it spans every rank");
+      break;
+  }
+  return out;
+}
+
+/// The `placement` form: one entry per table, each with its type.
+std::vector<PlannedTable> read_placement(const ConfigNode& plan, std::span<EmbeddingTable> tables,
+                                         int64_t dim, uint32_t ranks) {
+  const ConfigNode list = plan.child("placement");
+  const std::vector<ConfigNode> items = list.items();
+  if (!list.is_sequence() || items.size() != tables.size()) {
+    list.fail(
+        fmt::format("needs one entry per table, in table-id order: the model has {} tables, "
+                    "the list {}",
+                    tables.size(), items.size()));
+  }
+  std::vector<PlannedTable> out;
+  out.reserve(items.size());
+  double total_bytes = 0.0;
+  for (size_t t = 0; t < items.size(); ++t) {
+    out.push_back(read_placement_entry(items[t], t, tables[t], dim, ranks));
+    const int64_t element_bytes = out.back().type == EmbeddingShardingType::kDataParallel
+                                      ? kMaxDataParallelElementBytes
+                                      : kMaxTableElementBytes;
+    total_bytes += static_cast<double>(tables[t].rows) * static_cast<double>(dim * element_bytes);
+    if (total_bytes > kMaxTotalBytes) {
+      items[t].fail(
+          fmt::format("makes the tables hold over 2^62 bytes of weights, gradients and "
+                      "optimizer state (table {}: {} rows x {} x {} B)",
+                      t, tables[t].rows, dim, element_bytes));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
+                                             std::span<EmbeddingTable> model_tables, int64_t dim,
+                                             uint32_t ranks) {
+  plan.expect_map(
+      "a sharding plan, as `upsim shard` writes it: tables: N, ranks: N and rank_of_table: "
+      "[...] or placement: [...]");
+  check_plan_count(plan, "tables", model_tables.size(), "the model");
+  check_plan_count(plan, "ranks", ranks, "the run");
+  const bool by_rank = plan.has("rank_of_table");
+  if (by_rank == plan.has("placement")) {
+    plan.fail(by_rank ? "give `rank_of_table` or `placement`, not both"
+                      : "needs `rank_of_table` (table-wise tables: one rank each) or `placement` "
+                        "(one {type, rank | ranks | node} per table)");
+  }
+  std::vector<PlannedTable> out = by_rank ? read_rank_of_table(plan, model_tables, ranks)
+                                          : read_placement(plan, model_tables, dim, ranks);
+  // The plan decides each table's type (a stated one it matches, checked above).
+  for (size_t t = 0; t < out.size(); ++t) {
+    EmbeddingTable& table = model_tables[t];
+    table.sharding_type = out[t].type;
+    table.auto_sharding_type = false;
+    table.column_shards = out[t].type == EmbeddingShardingType::kColumnWise
+                              ? static_cast<int64_t>(out[t].ranks.size())
+                              : 1;
+  }
+  return out;
 }
 
 ShardingInput dlrm_sharding_input(const DlrmConfig& config,

@@ -151,7 +151,7 @@
 //                                  #   lookup_greedy | norm_lookup_greedy | size_lookup_greedy
 //                                  #   (default; the seed's, Lin et al., TPDS 2024; sharders.h
 //                                  #   defines each) | capped_size_greedy (DeepLearningExamples') |
-//                                  #   plan (the table -> rank list in sharding_plan); a sharder
+//                                  #   plan (the placement in sharding_plan); a sharder
 //                                  #   places the table_wise tables and column_wise shards in the
 //                                  #   memory the row_wise and data_parallel tables leave
 //     sharding_plan: plan.yaml     # required with sharding: plan, refused with any other
@@ -159,15 +159,28 @@
 //                                  #   one (or the map inline), as `upsim shard` writes it:
 //                                  #     tables: 48        # must equal the model's table count
 //                                  #     ranks: 4          # must equal the run's rank count
+//                                  #   and either, with table-wise tables only,
 //                                  #     rank_of_table: [0, 3, 1, ...]  # one rank per table, in
 //                                  #                       #   table-id order, each 0 .. ranks-1
-//                                  #   Each rank's tables must fit its table memory (a
-//                                  #   ConfigError at rank_of_table when the run is built);
-//                                  #   with bottom_mlp_placement: first_rank on more than 4
-//                                  #   ranks, rank 0 may hold none. A plan places table_wise
-//                                  #   tables only: a model with a row_wise, column_wise or
-//                                  #   data_parallel table takes no plan (a ConfigError at
-//                                  #   rank_of_table naming the table).
+//                                  #   or, with any sharding types, one entry per table in
+//                                  #   table-id order:
+//                                  #     placement:
+//                                  #       - {type: table_wise, rank: 3}
+//                                  #       - {type: column_wise, ranks: [0, 5]}  # a rank per
+//                                  #           #   shard; their count divides embeddings.dim
+//                                  #       - {type: row_wise}        # spans every rank
+//                                  #       - {type: data_parallel}   # replicated on every rank
+//                                  #       - {type: table_row_wise, node: 1}  # rows over the
+//                                  #           #   node's ranks (nodes as for sharding_type)
+//                                  #   The plan's type is the table's: a group that leaves
+//                                  #   sharding_type out (or says auto) takes it; a group that
+//                                  #   states one must agree (its column_shards too), as
+//                                  #   TorchRec's planner keeps a table's constraints.
+//                                  #   Each rank's tables must fit its table memory and each node
+//                                  #   must exist (a ConfigError at the plan's list or entry when
+//                                  #   the run is built); with bottom_mlp_placement: first_rank
+//                                  #   on more than 4 ranks, rank 0 may hold no table-wise table
+//                                  #   or column shard.
 //     sharding_seed: 0             # >= 0 (default 0); only the random sharder draws from it
 //     ddp_bucket: 25MiB            # DDP bucket_cap_mb as bytes (default 25 MiB, PyTorch's)
 //     ddp_first_bucket: 1MiB       # DDP first-bucket limit (default 1 MiB, PyTorch's)
@@ -273,8 +286,8 @@ struct DlrmConfig {
   std::vector<uint32_t> task_tables;
   ShardingStrategy sharding = ShardingStrategy::kSizeLookupGreedy;
   uint64_t sharding_seed = 0;
-  /// sharding == kPlan: the run's rank of each table (read_sharding_plan); empty otherwise.
-  std::vector<uint32_t> sharding_plan;
+  /// sharding == kPlan: where each table goes (read_sharding_plan); empty otherwise.
+  std::vector<PlannedTable> sharding_plan;
   int64_t ddp_bucket_bytes = pytorch::kDefaultDdpBucketBytes;
   int64_t ddp_first_bucket_bytes = pytorch::kDefaultDdpFirstBucketBytes;
   /// Optimizer fused into the embedding backward.
@@ -328,13 +341,15 @@ ConfigNode dlrm_tables_node(const ConfigNode& workload);
 DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
 
 /// Reads a sharding plan (the content of `workload.sharding_plan`, see the schema above) for a
-/// model of these tables on `ranks` ranks: the rank of each table. A count that differs from the
-/// model's or the run's, a missing or unknown key, a rank outside 0 .. ranks-1 or an entry for a
-/// table that is not table_wise (a plan places table-wise tables only) throws ConfigError naming
-/// the plan's file, line and key. Memory is checked by shard_tables.
-std::vector<uint32_t> read_sharding_plan(const ConfigNode& plan,
-                                         std::span<const EmbeddingTable> model_tables,
-                                         uint32_t ranks);
+/// model of these tables (embedding dim `dim`) on `ranks` ranks, and gives each table the plan's
+/// sharding type (and column shards; no longer `auto`). A count that differs from the model's or
+/// the run's, a missing or unknown key, a rank outside 0 .. ranks-1, a column shard count that
+/// does not divide the dim, a key the entry's type has no use for, or a type other than one the
+/// table's group states throws ConfigError naming the plan's file, line and key. Memory and the
+/// node count are checked by shard_tables.
+std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
+                                             std::span<EmbeddingTable> model_tables, int64_t dim,
+                                             uint32_t ranks);
 
 /// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
 /// per rank): its tables (with their sharding types), dim, fused and dense optimizers, weight

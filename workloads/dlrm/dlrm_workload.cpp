@@ -228,7 +228,14 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
     // An explicit plan is at fault where it lists the ranks; a sharder, where the tables are:
     // the group of the table that did not fit (in the scenario or its tables_file), else the list.
     if (dlrm.sharding == ShardingStrategy::kPlan) {
-      node_.child("sharding_plan").child("rank_of_table").fail(e.what() + memory);
+      const ConfigNode plan = node_.child("sharding_plan");
+      const ConfigNode at =
+          plan.has("rank_of_table") ? plan.child("rank_of_table") : plan.child("placement");
+      if (e.table() && !plan.has("rank_of_table")) {
+        const std::vector<ConfigNode> entries = at.items();
+        if (*e.table() < entries.size()) entries[*e.table()].fail(e.what() + memory);
+      }
+      at.fail(e.what() + memory);
     }
     const ConfigNode tables = dlrm_tables_node(node_);
     if (e.table() && *e.table() < dlrm.group_of_table.size()) {

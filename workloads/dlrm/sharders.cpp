@@ -116,9 +116,9 @@ void check_input(const ShardingInput& in) {
   }
 }
 
-/// kPlan: one rank per table, every table table-wise (a plan places table-wise tables only: a
-/// row-wise or data-parallel table spans every rank and a column-wise one has several shards, which
-/// a table -> rank list cannot say), each rank in tableless_ranks .. n - 1.
+/// kPlan: one entry per table, of the table's type, with one rank per table-wise table and per
+/// column-wise shard, each in tableless_ranks .. n - 1, and a node below the node count for a
+/// table-row-wise table.
 void check_plan(const ShardingInput& in, ShardingStrategy strategy) {
   if (strategy != ShardingStrategy::kPlan) return;
   if (in.plan.size() != in.tables.size()) {
@@ -126,24 +126,63 @@ void check_plan(const ShardingInput& in, ShardingStrategy strategy) {
                                     in.plan.size(), in.tables.size()));
   }
   const auto ranks = static_cast<uint32_t>(in.rank_capacity_bytes.size());
+  const uint32_t nodes = in.ranks_per_node == 0 ? 1 : ranks / in.ranks_per_node;
   for (uint32_t t = 0; t < in.tables.size(); ++t) {
-    const EmbeddingShardingType type = in.tables[t].sharding_type;
-    if (type != EmbeddingShardingType::kTableWise) {
-      throw ShardingError(fmt::format(
-          "the sharding plan places table {}, which is {}; a plan places table-wise tables only", t,
-          embedding_sharding_type_name(type)));
+    const EmbeddingTable& table = in.tables[t];
+    const PlannedTable& entry = in.plan[t];
+    if (entry.type != table.sharding_type) {
+      throw ShardingError(fmt::format("the sharding plan places table {} as {}, but it is {}", t,
+                                      embedding_sharding_type_name(entry.type),
+                                      embedding_sharding_type_name(table.sharding_type)),
+                          t);
     }
-    if (in.plan[t] >= ranks) {
+    const size_t want = table.sharding_type == EmbeddingShardingType::kTableWise ? 1
+                        : table.sharding_type == EmbeddingShardingType::kColumnWise
+                            ? static_cast<size_t>(table.column_shards)
+                            : 0;
+    if (entry.ranks.size() != want) {
       throw ShardingError(
-          fmt::format("the sharding plan puts table {} on rank {}, but the run "
-                      "has {} ranks (0-{})",
-                      t, in.plan[t], ranks, ranks - 1));
+          fmt::format("the sharding plan gives table {} ({}) {} rank{}; it needs {}", t,
+                      embedding_sharding_type_name(table.sharding_type), entry.ranks.size(),
+                      entry.ranks.size() == 1 ? "" : "s",
+                      want == 0 ? std::string("none (it spans the ranks)")
+                      : table.sharding_type == EmbeddingShardingType::kTableWise
+                          ? std::string("1")
+                          : fmt::format("{} (one per column shard)", want)),
+          t);
     }
-    if (in.plan[t] < in.tableless_ranks) {
+    for (const uint32_t rank : entry.ranks) {
+      if (rank >= ranks) {
+        throw ShardingError(
+            fmt::format("the sharding plan puts table {} on rank {}, but the run has {} ranks "
+                        "(0-{})",
+                        t, rank, ranks, ranks - 1),
+            t);
+      }
+      if (rank < in.tableless_ranks) {
+        throw ShardingError(
+            fmt::format("the sharding plan puts table {} on rank {}, which holds no table-wise "
+                        "table (ranks 0-{} are tableless)",
+                        t, rank, in.tableless_ranks - 1),
+            t);
+      }
+    }
+    const bool on_node = table.sharding_type == EmbeddingShardingType::kTableRowWise;
+    if (on_node && entry.node >= nodes) {
       throw ShardingError(
-          fmt::format("the sharding plan puts table {} on rank {}, which holds no table-wise "
-                      "table (ranks 0-{} are tableless)",
-                      t, in.plan[t], in.tableless_ranks - 1));
+          fmt::format(
+              "the sharding plan puts table {} (table_row_wise) on node {}, but the run has {} "
+              "node{} (0-{})",
+              t, entry.node == kNoSingleRank ? std::string("(none)") : std::to_string(entry.node),
+              nodes, nodes == 1 ? "" : "s", nodes - 1),
+          t);
+    }
+    if (!on_node && entry.node != kNoSingleRank) {
+      throw ShardingError(
+          fmt::format(
+              "the sharding plan gives table {} ({}) node {}; only a table_row_wise table has one",
+              t, embedding_sharding_type_name(table.sharding_type), entry.node),
+          t);
     }
   }
 }
@@ -235,9 +274,9 @@ PiecePlacement shard_plan(const Pieces& in) {
     if (p.memory_bytes[r] > in.capacity[r]) {
       throw ShardingError(fmt::format(
           "the sharding plan puts {} tables of {} bytes ({}) on rank {}, more than its {} "
-          "byte ({}) table memory",
+          "byte ({}) table memory{}",
           count[r], p.memory_bytes[r], gigabytes(p.memory_bytes[r]), r + in.first_rank,
-          in.capacity[r], gigabytes(in.capacity[r])));
+          in.capacity[r], gigabytes(in.capacity[r]), reserved_note(in, r)));
     }
   }
   return p;
@@ -345,7 +384,7 @@ PiecePlacement shard_capped_size_greedy(const Pieces& in) {
 
 /// The table-row-wise tables of `in` on nodes (see shard_tables), adding their row blocks to
 /// out.memory_bytes.
-void place_table_row_wise(const ShardingInput& in, TablePlacement& out) {
+void place_table_row_wise(const ShardingInput& in, ShardingStrategy strategy, TablePlacement& out) {
   const uint32_t local = out.ranks_per_node;
   const auto nodes = static_cast<uint32_t>(in.rank_capacity_bytes.size()) / local;
   std::vector<uint32_t> order;
@@ -365,9 +404,11 @@ void place_table_row_wise(const ShardingInput& in, TablePlacement& out) {
     block.rows = row_wise_shard_rows(block.rows, local_rank, local);
     return table_memory_bytes(block, in.dim, in.optimizer, in.weight_bytes);
   };
+  const bool planned = strategy == ShardingStrategy::kPlan;
   for (const uint32_t t : order) {
     uint32_t best = nodes;
     for (uint32_t k = 0; k < nodes; ++k) {
+      if (planned && k != in.plan[t].node) continue;
       bool room = true;
       for (uint32_t j = 0; j < local && room; ++j) {
         const uint32_t r = k * local + j;
@@ -379,10 +420,12 @@ void place_table_row_wise(const ShardingInput& in, TablePlacement& out) {
       const EmbeddingTable& table = in.tables[t];
       throw ShardingError(
           fmt::format("table {} (table_row_wise, {} rows x dim {}) needs {} bytes ({}) on each of "
-                      "a node's {} ranks, and no node has that free on every rank; more tables "
+                      "a node's {} ranks, and {} has that free on every rank; more tables "
                       "than memory allows",
                       t, table.rows, table_dim(table, in.dim), block_bytes(t, 0),
-                      gigabytes(block_bytes(t, 0)), local),
+                      gigabytes(block_bytes(t, 0)), local,
+                      planned ? fmt::format("the sharding plan's node {}", in.plan[t].node)
+                              : std::string("no node")),
           t);
     }
     node_cost[best] += cost(t);
@@ -601,7 +644,7 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
     }
   }
 
-  place_table_row_wise(input, out);
+  place_table_row_wise(input, strategy, out);
 
   // The pieces, in table-id then shard order, on the candidate ranks' memory left.
   Pieces pieces;
@@ -628,9 +671,12 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
     }
   }
   if (strategy == ShardingStrategy::kPlan) {
-    // check_plan: every table is table-wise, so piece p is table p.
-    for (const uint32_t rank : input.plan)
-      pieces.plan.push_back(rank - input.tableless_ranks);
+    // check_plan: a table-wise entry has one rank, a column-wise one a rank per shard; pieces are
+    // in table-id then shard order.
+    for (uint32_t t = 0; t < input.tables.size(); ++t) {
+      for (const uint32_t rank : input.plan[t].ranks)
+        pieces.plan.push_back(rank - input.tableless_ranks);
+    }
   }
   for (uint32_t r = input.tableless_ranks; r < ranks; ++r) {
     pieces.capacity.push_back(input.rank_capacity_bytes[r] - out.memory_bytes[r]);
@@ -656,6 +702,21 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
     tables.erase(std::unique(tables.begin(), tables.end()), tables.end());
   }
   return out;
+}
+
+std::vector<PlannedTable> planned_tables(const TablePlacement& placement,
+                                         std::span<const EmbeddingTable> tables) {
+  std::vector<PlannedTable> plan(tables.size());
+  for (size_t t = 0; t < tables.size(); ++t) {
+    plan[t].type = tables[t].sharding_type;
+    if (tables[t].sharding_type == EmbeddingShardingType::kTableRowWise) {
+      plan[t].node = placement.node_of_table.at(t);
+    }
+  }
+  // Pieces are in table-id then shard order.
+  for (const TablePiece& piece : placement.pieces)
+    plan.at(piece.table).ranks.push_back(piece.rank);
+  return plan;
 }
 
 }  // namespace upsim

@@ -94,6 +94,9 @@ struct EmbeddingTable {
   int64_t column_shards = 1;
   /// The scenario left the type to choose_sharding_types (sharding_type: auto).
   bool auto_sharding_type = false;
+  /// The scenario stated the type (not `auto`, not left out): a plan and `upsim shard` keep it
+  /// (TorchRec's ParameterConstraints.sharding_types, one type).
+  bool sharding_type_stated = false;
   /// Measured reuse histogram of a batch (table_statistics.h); empty: none measured.
   std::vector<double> reuse_histogram{};
   /// Zipf exponent of the accesses when no histogram is given; 0: uniform.
@@ -147,6 +150,23 @@ class ShardingError : public std::runtime_error {
   std::optional<uint32_t> table_;
 };
 
+/// No single rank: the table is row-wise, column-wise or data-parallel.
+inline constexpr uint32_t kNoSingleRank = UINT32_MAX;
+
+/// One table's entry in an explicit placement (ShardingStrategy::kPlan): where its pieces go.
+/// The table itself carries the same sharding type and column shards (a plan reader applies
+/// them to the tables before sharding).
+struct PlannedTable {
+  EmbeddingShardingType type = EmbeddingShardingType::kTableWise;
+  /// kTableWise: its one rank; kColumnWise: the rank of each shard, in shard order (a rank may
+  /// hold several); other types: empty (row-wise and data-parallel tables span every rank).
+  std::vector<uint32_t> ranks;
+  /// kTableRowWise: the node whose ranks hold its row blocks; kNoSingleRank for other types.
+  uint32_t node = kNoSingleRank;
+
+  bool operator==(const PlannedTable&) const = default;
+};
+
 struct ShardingInput {
   std::span<const EmbeddingTable> tables;
   int64_t dim = 0;
@@ -155,9 +175,9 @@ struct ShardingInput {
   std::span<const int64_t> rank_capacity_bytes;
   /// Bytes of one weight element (4 fp32, 2 fp16 / bf16).
   int64_t weight_bytes = 4;
-  /// kPlan only: plan[t] is the rank of table t (one entry per table, each below the rank count
-  /// and not below tableless_ranks); every table must be table-wise.
-  std::span<const uint32_t> plan = {};
+  /// kPlan only: plan[t] places table t (one entry per table, of the table's own type; each rank
+  /// below the rank count and not below tableless_ranks, each node below the node count).
+  std::span<const PlannedTable> plan = {};
   /// Optimizer of the data-parallel tables (the dense one: torch.optim over DDP gradients).
   OptimizerKind dense_optimizer = OptimizerKind::kSgd;
   /// Ranks 0 .. tableless_ranks - 1 take no table-wise table or column-wise shard
@@ -188,9 +208,6 @@ struct TablePiece {
   int64_t dim = 0;
   uint32_t rank = 0;
 };
-
-/// No single rank: the table is row-wise, column-wise or data-parallel.
-inline constexpr uint32_t kNoSingleRank = UINT32_MAX;
 
 struct TablePlacement {
   /// rank_of_table[t] is the rank holding table-wise table t; kNoSingleRank for other types.
@@ -232,11 +249,18 @@ uint64_t uniform_below(std::mt19937_64& rng, uint64_t bound);
 /// cumulative cost among ranks with room for it, ties broken by smaller cumulative bytes, then by
 /// lower rank. kRandom visits pieces in order and draws among the ranks with room, in rank order.
 /// kNaive and kNaiveChunk ignore costs and fail if their fixed split overflows a rank. With
-/// table-wise tables only, pieces are tables and the placement is the seed's. kPlan puts each table
-/// where `plan` says and fails when a table is not table-wise (a plan places table-wise tables
-/// only), the plan has the wrong length, names a rank that does not exist or one below
-/// tableless_ranks, or gives a rank more table bytes than its capacity.
+/// table-wise tables only, pieces are tables and the placement is the seed's. kPlan puts each
+/// table-wise table and column-wise shard on the rank `plan` gives and each table-row-wise table
+/// on its node, and fails when the plan has the wrong length, an entry's type is not its table's,
+/// an entry lists the wrong number of ranks (one for a table-wise table, one per shard for a
+/// column-wise one, none for the others), names a rank or node that does not exist or a rank
+/// below tableless_ranks, or gives a rank more table bytes than its capacity.
 TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strategy,
                             uint64_t seed = 0);
+
+/// The explicit plan that reproduces `placement` of `tables` under kPlan: each table's type,
+/// the ranks of its table-wise or column-wise pieces, the node of a table-row-wise table.
+std::vector<PlannedTable> planned_tables(const TablePlacement& placement,
+                                         std::span<const EmbeddingTable> tables);
 
 }  // namespace upsim

@@ -292,6 +292,20 @@ TEST(ConfigTypes, EmptySectionTakesDefaults) {
   EXPECT_EQ(doc.resolved_yaml(), "embeddings:\n  rows: 7\n");
 }
 
+// states(): a key the input gives (file or --set), not a default a reader wrote.
+TEST(ConfigTypes, StatesTellsAGivenKeyFromAWrittenDefault) {
+  ConfigDocument doc = ConfigDocument::parse_string("a: {given: 1}\n", "s.yaml");
+  doc.apply_override("a.set=2");
+  const ConfigNode a = doc.root().child("a");
+  EXPECT_EQ(a.get_int_or("defaulted", 3), 3);
+  EXPECT_TRUE(a.has("defaulted"));
+  EXPECT_FALSE(a.states("defaulted"));
+  EXPECT_TRUE(a.states("given"));
+  EXPECT_TRUE(a.states("set"));
+  EXPECT_FALSE(a.states("absent"));
+  EXPECT_EQ(a.get_int("given") + a.get_int("set"), 3);
+}
+
 TEST(ConfigFiles, MissingFileNamesIt) {
   const ConfigError e =
       config_error([] { ConfigDocument::load_file(kData / "does_not_exist.yaml"); });

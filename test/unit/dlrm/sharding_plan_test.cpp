@@ -22,6 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// A plan of table-wise tables: table t on ranks[t].
+std::vector<PlannedTable> table_wise_plan(const std::vector<uint32_t>& ranks) {
+  std::vector<PlannedTable> plan;
+  for (const uint32_t r : ranks)
+    plan.push_back(PlannedTable{EmbeddingShardingType::kTableWise, {r}});
+  return plan;
+}
+
 /// 6 tables: two of 4 M rows (2.048 GB each at dim 128, fp32, SGD), four of 20 k rows.
 std::string scenario(const std::string& sharding) {
   return R"(workload:
@@ -84,10 +92,11 @@ TEST_F(ShardingPlan, GoodFilePlacesEveryTableWhereItSays) {
   write_plan(6, 2, "[0, 1, 1, 0, 1, 1]");
   const DlrmConfig config = parse();
   EXPECT_EQ(config.sharding, ShardingStrategy::kPlan);
-  EXPECT_EQ(config.sharding_plan, (std::vector<uint32_t>{0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(config.sharding_plan, table_wise_plan({0, 1, 1, 0, 1, 1}));
   const std::vector<int64_t> capacity(2, int64_t{4} << 30);
   const TablePlacement p = shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
-  EXPECT_EQ(p.rank_of_table, config.sharding_plan);
+  EXPECT_EQ(p.rank_of_table, (std::vector<uint32_t>{0, 1, 1, 0, 1, 1}));
+  EXPECT_EQ(planned_tables(p, config.tables), config.sharding_plan);
   EXPECT_EQ(p.tables_of_rank[0], (std::vector<uint32_t>{0, 3}));
   EXPECT_EQ(p.tables_of_rank[1], (std::vector<uint32_t>{1, 2, 4, 5}));
   EXPECT_EQ(p.memory_bytes[0], 2'048'000'000 + 10'240'000);
@@ -102,7 +111,7 @@ TEST_F(ShardingPlan, APlanReproducesTheSharderItCameFrom) {
   const TablePlacement greedy =
       shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
   config.sharding = ShardingStrategy::kPlan;
-  config.sharding_plan = greedy.rank_of_table;
+  config.sharding_plan = planned_tables(greedy, config.tables);
   const TablePlacement plan = shard_tables(dlrm_sharding_input(config, capacity), config.sharding);
   EXPECT_EQ(plan.rank_of_table, greedy.rank_of_table);
   EXPECT_EQ(plan.tables_of_rank, greedy.tables_of_rank);
@@ -230,7 +239,7 @@ TEST_F(ShardingPlan, HybridParallelRankZeroHoldsNoTableAndAPlanReproducesItsPlac
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
-    EXPECT_NE(e.message().find("entry 5 (table 5) is rank 0, which runs the bottom MLP alone"),
+    EXPECT_NE(e.message().find("entry 5 (table 5) is on rank 0, which runs the bottom MLP alone"),
               std::string::npos)
         << e.what();
   }
@@ -249,16 +258,17 @@ TEST_F(ShardingPlan, HybridParallelRankZeroHoldsNoTableAndAPlanReproducesItsPlac
   EXPECT_TRUE(capped.tables_of_rank[0].empty());
   EXPECT_EQ(capped.memory_bytes[0], 0);
   config.sharding = ShardingStrategy::kPlan;
-  config.sharding_plan = capped.rank_of_table;
+  config.sharding_plan = table_wise_plan(capped.rank_of_table);
   const TablePlacement plan = place_dlrm_tables(config, capacity);
   EXPECT_EQ(plan.rank_of_table, capped.rank_of_table);
   EXPECT_EQ(plan.tables_of_rank, capped.tables_of_rank);
   EXPECT_EQ(plan.memory_bytes, capped.memory_bytes);
 }
 
-// A plan places table-wise tables only: a model with a table of another sharding type takes
-// no plan (the reader names the entry and the table), and the sharder refuses it too.
-TEST_F(ShardingPlan, APlanPlacesTableWiseTablesOnly) {
+// A rank_of_table plan places table-wise tables: a table whose group states another sharding type
+// takes none (the reader names the entry and the table); the sharder refuses an entry whose type
+// is not its table's.
+TEST_F(ShardingPlan, ARankOfTablePlanPlacesTableWiseTablesOnly) {
   write_plan(6, 2, "[0, 1, 1, 0, 1, 1]");
   std::string typed = scenario("  sharding: plan\n  sharding_plan: plan.yaml\n");
   typed.replace(typed.find("pooling: 2}"), 11, "pooling: 2, sharding_type: data_parallel}");
@@ -269,8 +279,8 @@ TEST_F(ShardingPlan, APlanPlacesTableWiseTablesOnly) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.file(), (dir_ / "plan.yaml").string());
     EXPECT_EQ(e.key_path(), "workload.sharding_plan.rank_of_table");
-    EXPECT_NE(e.message().find("entry 2 (table 2) places a data_parallel table; a plan places "
-                               "table-wise tables only"),
+    EXPECT_NE(e.message().find("entry 2 (table 2) places a data_parallel table; a rank_of_table "
+                               "plan places table-wise tables only"),
               std::string::npos)
         << e.what();
   }
@@ -279,16 +289,16 @@ TEST_F(ShardingPlan, APlanPlacesTableWiseTablesOnly) {
   tables[1].sharding_type = EmbeddingShardingType::kColumnWise;
   tables[1].column_shards = 2;
   const std::vector<int64_t> capacity(2, int64_t{1} << 30);
-  const std::vector<uint32_t> plan{0, 1, 1};
+  const std::vector<PlannedTable> plan = table_wise_plan({0, 1, 1});
   const ShardingInput in{tables, 16, EmbeddingOptimizer::kSgd, capacity, 4, plan};
   try {
     shard_tables(in, ShardingStrategy::kPlan);
     ADD_FAILURE() << "no ShardingError";
   } catch (const ShardingError& e) {
-    EXPECT_NE(std::string(e.what()).find("places table 1, which is column_wise; a plan places "
-                                         "table-wise tables only"),
+    EXPECT_NE(std::string(e.what()).find("places table 1 as table_wise, but it is column_wise"),
               std::string::npos)
         << e.what();
+    EXPECT_EQ(e.table(), 1U);
   }
 }
 
@@ -319,9 +329,9 @@ TEST_F(ShardingPlan, HybridParallelKeepsTableWiseTablesOffRankZeroButSpansRowWis
   config.tables[0].sharding_type = EmbeddingShardingType::kTableWise;
   const TablePlacement capped = place_dlrm_tables(config, capacity);
   config.sharding = ShardingStrategy::kPlan;
-  config.sharding_plan = capped.rank_of_table;
+  config.sharding_plan = planned_tables(capped, config.tables);
   EXPECT_EQ(place_dlrm_tables(config, capacity).pieces_of_rank, capped.pieces_of_rank);
-  config.sharding_plan[3] = 0;
+  config.sharding_plan[3].ranks = {0};
   try {
     place_dlrm_tables(config, capacity);
     ADD_FAILURE() << "no ShardingError";
@@ -384,16 +394,155 @@ TEST(TableRowWise, NodesComeFromThePlatformAndMustBeEqual) {
   }
 }
 
+// The `placement` form: one {type, rank | ranks | node} per table. The plan gives each table its
+// type (a table whose group leaves the type out or says auto), and reproduces the placement a
+// sharder made of the same types.
+TEST_F(ShardingPlan, APlacementPlanGivesEachTableItsTypeAndReproducesTheSharder) {
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\nplacement:\n"
+                                    << "  - {type: row_wise}\n"
+                                    << "  - {type: column_wise, ranks: [1, 0]}\n"
+                                    << "  - {type: data_parallel}\n"
+                                    << "  - {type: table_wise, rank: 1}\n"
+                                    << "  - {type: table_row_wise, node: 0}\n"
+                                    << "  - {type: table_wise, rank: 0}\n";
+  DlrmConfig config = parse();
+  EXPECT_EQ(config.tables[0].sharding_type, EmbeddingShardingType::kRowWise);
+  EXPECT_EQ(config.tables[1].sharding_type, EmbeddingShardingType::kColumnWise);
+  EXPECT_EQ(config.tables[1].column_shards, 2);
+  EXPECT_EQ(config.tables[2].sharding_type, EmbeddingShardingType::kDataParallel);
+  EXPECT_EQ(config.tables[4].sharding_type, EmbeddingShardingType::kTableRowWise);
+  const std::vector<int64_t> capacity(2, int64_t{4} << 30);
+  const TablePlacement p = place_dlrm_tables(config, capacity);
+  EXPECT_EQ(p.row_wise, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(p.data_parallel, (std::vector<uint32_t>{2}));
+  EXPECT_EQ(p.table_row_wise, (std::vector<uint32_t>{4}));
+  EXPECT_EQ(p.rank_of_table[3], 1U);
+  EXPECT_EQ(p.rank_of_table[5], 0U);
+  // Column shard 0 on rank 1, shard 1 on rank 0, as listed.
+  EXPECT_EQ(p.tables_of_rank[0], (std::vector<uint32_t>{1, 5}));
+  EXPECT_EQ(p.tables_of_rank[1], (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(planned_tables(p, config.tables), config.sharding_plan);
+
+  // A sharder's placement of the same types, written as a plan, is placed the same.
+  for (const ShardingStrategy strategy :
+       {ShardingStrategy::kSizeLookupGreedy, ShardingStrategy::kNaive, ShardingStrategy::kRandom}) {
+    DlrmConfig sharded = config;
+    sharded.sharding = strategy;
+    sharded.sharding_plan.clear();
+    const TablePlacement by_sharder = place_dlrm_tables(sharded, capacity);
+    sharded.sharding = ShardingStrategy::kPlan;
+    sharded.sharding_plan = planned_tables(by_sharder, sharded.tables);
+    const TablePlacement by_plan = place_dlrm_tables(sharded, capacity);
+    EXPECT_EQ(by_plan.pieces_of_rank, by_sharder.pieces_of_rank);
+    EXPECT_EQ(by_plan.node_of_table, by_sharder.node_of_table);
+    EXPECT_EQ(by_plan.memory_bytes, by_sharder.memory_bytes);
+  }
+}
+
+TEST_F(ShardingPlan, APlacementPlanKeepsAStatedTypeAndRefusesKeysItsTypeHasNoUseFor) {
+  const auto placement_error = [&](const std::string& scenario_text, const std::string& entries) {
+    std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\nplacement:\n" << entries;
+    ConfigDocument doc =
+        ConfigDocument::parse_string(scenario_text, (dir_ / "scenario.yaml").string());
+    try {
+      parse_dlrm_config(doc.root().child("workload"), 2);
+    } catch (const ConfigError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no ConfigError for " << entries;
+    return ConfigError("", 0, "", "");
+  };
+  const std::string rest =
+      "  - {type: table_wise, rank: 0}\n  - {type: table_wise, rank: 0}\n"
+      "  - {type: table_wise, rank: 0}\n  - {type: table_wise, rank: 0}\n"
+      "  - {type: table_wise, rank: 1}\n";
+  const std::string plan_scenario = scenario("  sharding: plan\n  sharding_plan: plan.yaml\n");
+  // A group that states row_wise keeps it.
+  std::string stated = plan_scenario;
+  stated.replace(stated.find("pooling: 30}"), 12, "pooling: 30, sharding_type: row_wise}");
+  ConfigError e = placement_error(stated, "  - {type: table_wise, rank: 0}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].type");
+  EXPECT_NE(e.message().find("states sharding_type: row_wise, which a plan keeps"),
+            std::string::npos)
+      << e.what();
+  // ... while `auto` lets the plan choose.
+  std::string open = plan_scenario;
+  open.replace(open.find("pooling: 30}"), 12, "pooling: 30, sharding_type: auto}");
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\nplacement:\n"
+                                    << "  - {type: row_wise}\n"
+                                    << rest;
+  {
+    ConfigDocument doc = ConfigDocument::parse_string(open, (dir_ / "scenario.yaml").string());
+    const DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), 2);
+    EXPECT_EQ(config.tables[0].sharding_type, EmbeddingShardingType::kRowWise);
+    EXPECT_FALSE(config.tables[0].auto_sharding_type);
+  }
+  e = placement_error(plan_scenario, "  - {type: row_wise, rank: 1}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].rank");
+  EXPECT_NE(e.message().find("table 0 is row_wise: it spans every rank"), std::string::npos)
+      << e.what();
+  e = placement_error(plan_scenario, "  - {type: table_wise, ranks: [1]}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].ranks");
+  e = placement_error(plan_scenario, "  - {type: column_wise, ranks: [0, 1, 1]}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].ranks");
+  EXPECT_NE(e.message().find("3 column shards (one rank each) do not divide embeddings.dim = 128"),
+            std::string::npos)
+      << e.what();
+  e = placement_error(plan_scenario, "  - {type: column_wise, ranks: [0, 2]}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].ranks[1]");
+  e = placement_error(plan_scenario, "  - {type: table_wise, rank: 0}\n");
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement");
+  EXPECT_NE(e.message().find("the model has 6 tables, the list 1"), std::string::npos) << e.what();
+  e = placement_error(plan_scenario, "  - {type: diagonal}\n" + rest);
+  EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0].type");
+  // Both forms, or neither.
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 2\nrank_of_table: [0, 0, 0, 0, 0, 0]\n"
+                                    << "placement: []\n";
+  EXPECT_NE(error_of().message().find("not both"), std::string::npos);
+}
+
+// A table-row-wise entry's node must exist on the platform (the sharder knows the nodes), and the
+// workload's error names the plan's entry.
+TEST_F(ShardingPlan, ATableRowWiseEntryNeedsANodeOfThePlatform) {
+  std::ofstream(dir_ / "plan.yaml") << "tables: 6\nranks: 4\nplacement:\n"
+                                    << "  - {type: table_row_wise, node: 2}\n"
+                                    << "  - {type: table_wise, rank: 0}\n"
+                                    << "  - {type: table_wise, rank: 1}\n"
+                                    << "  - {type: table_wise, rank: 2}\n"
+                                    << "  - {type: table_wise, rank: 3}\n"
+                                    << "  - {type: table_wise, rank: 3}\n";
+  ConfigDocument doc = document();
+  DlrmWorkload workload(doc.root().child("workload"));
+  WorkloadPlatform platform;
+  platform.gpus = 4;
+  platform.device.name = "test GPU";
+  platform.device.hbm_bytes = int64_t{40} << 30;
+  platform.node_of_gpu = {0, 0, 1, 1};
+  TaskGraph graph;
+  try {
+    workload.build(platform, graph);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key_path(), "workload.sharding_plan.placement[0]");
+    EXPECT_NE(e.message().find("on node 2, but the run has 2 nodes (0-1)"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PlanSharder, RefusesAPlanOfTheWrongLengthOrAnUnknownRank) {
   const std::vector<EmbeddingTable> tables(3, EmbeddingTable{1000, 1.0});
   const std::vector<int64_t> capacity(2, int64_t{1} << 30);
-  std::vector<uint32_t> plan{0, 1};
+  std::vector<PlannedTable> plan = table_wise_plan({0, 1});
   ShardingInput in{tables, 16, EmbeddingOptimizer::kSgd, capacity, 4, plan};
   EXPECT_THROW(shard_tables(in, ShardingStrategy::kPlan), ShardingError);
-  plan = {0, 1, 2};
+  plan = table_wise_plan({0, 1, 2});
   in.plan = plan;
   EXPECT_THROW(shard_tables(in, ShardingStrategy::kPlan), ShardingError);
-  plan = {1, 1, 0};
+  plan = table_wise_plan({1, 1, 0});
+  plan[0].ranks.push_back(0);  // two ranks for a table-wise table
+  in.plan = plan;
+  EXPECT_THROW(shard_tables(in, ShardingStrategy::kPlan), ShardingError);
+  plan = table_wise_plan({1, 1, 0});
   in.plan = plan;
   EXPECT_EQ(shard_tables(in, ShardingStrategy::kPlan).tables_of_rank[1],
             (std::vector<uint32_t>{0, 1}));

@@ -1780,31 +1780,94 @@ TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
       run("shard " + kDlrm4 + " --out none.yaml --set platform.table_memory_fraction=0.1");
   EXPECT_EQ(none.exit_code, 2) << none.output;
   EXPECT_EQ(shard_rows(none.out).size(), 8U) << none.out;
-  EXPECT_NE(none.err.find("no sharder places the 48 tables"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("no plan places the 48 tables"), std::string::npos) << none.err;
   EXPECT_NE(none.err.find("platform.table_memory_fraction"), std::string::npos) << none.err;
   EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
 }
 
-// A plan places table-wise tables only: with data-parallel tables (the 18 tables of 20 k rows)
-// every sharder is still ranked (placing the table-wise tables), but no plan is written and the
-// command says why and which sharder to set.
-TEST_F(Cli, ShardRanksShardersButWritesNoPlanWhenATableIsNotTableWise) {
-  const Result r = run("shard " + kDlrm4 +
-                       " --out plan.yaml --set workload.embeddings.tables.3.sharding_type="
-                       "data_parallel");
+// A group that states its sharding type keeps it: with the 18 tables of 20 k rows data-parallel,
+// every sharder places the other tables, the type search varies only the open ones, and the plan
+// written (the placement form, with the data-parallel entries) reproduces the best time.
+TEST_F(Cli, ShardKeepsAStatedTypeAndWritesAPlacementPlanThatReproducesIt) {
+  const std::string data_parallel =
+      " --set workload.embeddings.tables.3.sharding_type=data_parallel";
+  const Result r = run("shard " + kDlrm4 + " --out plan.yaml" + data_parallel);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<ShardRow> rows = shard_rows(r.out);
   ASSERT_EQ(rows.size(), 8U) << r.out;
   for (const ShardRow& row : rows)
     EXPECT_GT(row.ms, 0.0) << row.line;
-  EXPECT_NE(r.out.find("best: " + rows.front().sharder), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("no plan written: a sharding plan places table-wise tables only, and 18 "
-                       "of the 48 tables are not (table 30 is data_parallel); set "
-                       "workload.sharding: " +
-                       rows.front().sharder),
-            std::string::npos)
+  EXPECT_NE(r.out.find("searched over 3 classes of identical open tables"), std::string::npos)
       << r.out;
-  EXPECT_FALSE(fs::exists(dir_ / "plan.yaml"));
+  // Every searched plan keeps the 18 data-parallel tables (other classes may join them).
+  const std::regex searched_row(R"(^ *(\d+|-)  \w+: .*?(\d+) dp.*)");
+  std::istringstream lines(r.out);
+  size_t searched = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" tw") == std::string::npos || line.find(": ") == std::string::npos) continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, searched_row)) << line;
+    EXPECT_GE(std::stoi(m[2]), 18) << line;
+    ++searched;
+  }
+  EXPECT_GT(searched, 0U) << r.out;
+  const std::string plan = read_file(dir_ / "plan.yaml");
+  EXPECT_NE(plan.find("placement:\n"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("  - {type: data_parallel}  # table 30\n"), std::string::npos) << plan;
+  const std::regex best_line(R"(best: [^\n]*, (\d+\.\d+) ms)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, best_line)) << r.out;
+  const Result again = run("run " + kDlrm4 + data_parallel +
+                           " --quiet --no-trace --out again --set workload.sharding=plan "
+                           "--set workload.sharding_plan=plan.yaml");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.out, m[1].str() + "\n");
+  // The plan may not retype a stated table.
+  std::string retyped = plan;
+  retyped.replace(retyped.find("  - {type: data_parallel}  # table 30"), 37,
+                  "  - {type: row_wise}  # table 30");
+  std::ofstream(dir_ / "retyped.yaml") << retyped;
+  const Result refused = run("run " + kDlrm4 + data_parallel +
+                             " --quiet --no-trace --out refused --set workload.sharding=plan "
+                             "--set workload.sharding_plan=retyped.yaml");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.err.find("placement[30].type: table 30's group states sharding_type: "
+                             "data_parallel, which a plan keeps"),
+            std::string::npos)
+      << refused.err;
+}
+
+// A table larger than a GPU's table memory: no sharder places it whole, the type search splits it
+// by rows (and whatever else is faster), and the plan it writes reproduces the time it ranked.
+TEST_F(Cli, ShardSearchesShardingTypesWhenNoSharderFits) {
+  const std::string huge =
+      " --set workload.embeddings.tables.0.count=1 --set workload.embeddings.tables.0.rows="
+      "80000000";
+  const Result r = run("shard " + kDlrm4 + " --out plan.yaml -j 2" + huge);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const ShardRow& row : shard_rows(r.out))
+    EXPECT_EQ(row.place, "-") << row.line;
+  EXPECT_NE(r.out.find("  table 0: row_wise\n"), std::string::npos) << r.out;
+  const std::regex best_line(R"(best: [^\n]*: \d+ tw, \d+ rw, (\d+\.\d+) ms; plan written)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, best_line)) << r.out;
+  const std::string plan = read_file(dir_ / "plan.yaml");
+  EXPECT_NE(plan.find("  - {type: row_wise}  # table 0\n"), std::string::npos) << plan;
+  const Result again = run("run " + kDlrm4 + huge +
+                           " --quiet --no-trace --out again --set workload.sharding=plan "
+                           "--set workload.sharding_plan=plan.yaml");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.out, m[1].str() + "\n");
+  // Without the type search nothing fits: exit 2, no plan.
+  const Result sharders_only = run("shard " + kDlrm4 + " --out none.yaml --no-type-search" + huge);
+  EXPECT_EQ(sharders_only.exit_code, 2) << sharders_only.output;
+  EXPECT_NE(sharders_only.out.find("sharding types: not searched: --no-type-search"),
+            std::string::npos)
+      << sharders_only.out;
+  EXPECT_FALSE(fs::exists(dir_ / "none.yaml"));
+  // A budget of one plan stops the search and says so.
+  const Result budget = run("shard " + kDlrm4 + " --out budget.yaml --max-plans 1" + huge);
+  EXPECT_NE(budget.out.find("(stopped at --max-plans)"), std::string::npos) << budget.output;
 }
 
 TEST_F(Cli, ShardRefusesAScenarioThatIsNotDlrm) {
@@ -1817,7 +1880,8 @@ TEST_F(Cli, ShardRefusesAScenarioThatIsNotDlrm) {
   EXPECT_FALSE(fs::exists(dir_ / "p.yaml"));
   const Result help = run("shard --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* option : {"--set", "--out", "--force", "--jobs"})
+  for (const char* option :
+       {"--set", "--out", "--force", "--jobs", "--no-type-search", "--max-plans", "--top"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option << "\n" << help.out;
   EXPECT_NE(run("--help").out.find("shard SCENARIO"), std::string::npos);
 }

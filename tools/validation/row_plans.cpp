@@ -287,6 +287,9 @@ RowPlan dle_plan(const DleRow& row, bool amp, const DleTables& tables) {
     // DCNv2 exchange stays fp32 under amp, as the template says.)
     plan.overrides.push_back("workload.embeddings.dtype=fp32");
     plan.overrides.push_back("workload.all_to_all_dtype=fp16");
+    // dle_dlrm.yaml [README]: the mixed-precision rows ran `main.py --amp --cuda_graphs`
+    // (CudaGraphWrapper: forward and backward replayed as one graph, the optimizer eager).
+    plan.overrides.push_back("workload.cuda_graphs=true");
   }
   return plan;
 }

@@ -56,6 +56,10 @@ void BatchInputEmitter::copy_into_static_inputs() {
   };
   copy("Memcpy DtoD (static dense)", sizes.dense_bytes);
   copy("Memcpy DtoD (static categorical)", sizes.offsets_bytes + sizes.indices_bytes);
+  // Training also copies the batch's targets (CudaGraphWrapper._copy_input_data).
+  if (config_.mode == DlrmMode::kTrain) {
+    copy("Memcpy DtoD (static targets)", plan_.local_batch * kFp32Bytes);
+  }
 }
 
 void BatchInputEmitter::wait_for_prefetched_batch() {

@@ -25,9 +25,9 @@ class BatchInputEmitter {
   void wait_for_prefetched_batch();
 
   /// A CUDA graph's inputs are fixed tensors: the batch just copied to the device is copied
-  /// into them (static_numerical.copy_, static_categorical.copy_: two device-to-device copies
-  /// on the compute stream) before the replay (DeepLearningExamples' DLRM main.py,
-  /// inference_benchmark_graphed).
+  /// into them (static_numerical.copy_, static_categorical.copy_: device-to-device copies on the
+  /// compute stream; in training the targets too) before the replay (DeepLearningExamples' DLRM
+  /// main.py, inference_benchmark_graphed and CudaGraphWrapper._copy_input_data).
   void copy_into_static_inputs();
 
  private:

@@ -372,19 +372,6 @@ void read_mixed_precision(const ConfigNode& workload, DlrmConfig& config) {
 /// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
 void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const bool training = config.mode == DlrmMode::kTrain;
-  config.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
-  if (config.cuda_graphs && training) {
-    workload.child("cuda_graphs")
-        .fail(
-            "a captured training step is not modelled (its optimizer, loss and gradient "
-            "synchronisation inside the graph); mode inference replays a captured forward");
-  }
-  if (config.cuda_graphs && ranks > 1) {
-    workload.child("cuda_graphs")
-        .fail(fmt::format("a captured forward is modelled on one rank (DeepLearningExamples' "
-                          "graphed inference benchmark); this run has {} ranks",
-                          ranks));
-  }
   config.loss_to_host = workload.get_bool_or("loss_to_host", true);
   if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
     if (!training) {
@@ -393,6 +380,31 @@ void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_
           "copies each served batch as it comes (input: blocking)");
     }
     config.input = InputPipeline::kPrefetch;
+  }
+  config.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
+  if (!config.cuda_graphs) return;
+  // A capture may not synchronise the host (CUDA forbids it on a capturing stream): what the
+  // captured forward and backward would wait for must happen outside them.
+  if (training && config.input != InputPipeline::kPrefetch) {
+    workload.child("cuda_graphs")
+        .fail(
+            "a captured training step copies its batch into the graph's static inputs from a "
+            "prefetched batch (DeepLearningExamples' CudaGraphWrapper); with input: blocking "
+            "the loss would copy the targets inside the capture and wait for them: set input: "
+            "prefetch");
+  }
+  if (training && config.loss_to_host) {
+    workload.child("cuda_graphs")
+        .fail(
+            "loss_to_host copies the loss to the host inside the captured forward and waits "
+            "for it, which a capture cannot; DeepLearningExamples keeps the loss on the GPU: "
+            "set loss_to_host: false");
+  }
+  if (!training && ranks > 1) {
+    workload.child("cuda_graphs")
+        .fail(fmt::format("a captured forward is modelled on one rank (DeepLearningExamples' "
+                          "graphed inference benchmark); this run has {} ranks",
+                          ranks));
   }
 }
 

@@ -30,13 +30,18 @@
 //                                  #   the backward) before the dense optimizer, and updates the
 //                                  #   scale (_amp_update_scale_); needs master_weights and
 //                                  #   mode train
-//     cuda_graphs: false           # true: the forward runs as a captured CUDA graph
-//                                  #   (torch.cuda.graph; DeepLearningExamples' DLRM
-//                                  #   inference_benchmark_graphed): each served batch is copied
-//                                  #   to the device, into the graph's static inputs, and one
-//                                  #   cudaGraphLaunch replays the forward's kernels; mode
-//                                  #   inference on one rank only (training's capture is not
-//                                  #   modelled)
+//     cuda_graphs: false           # true: the step runs as a captured CUDA graph
+//                                  #   (torch.cuda.graph), as DeepLearningExamples' DLRM main.py
+//                                  #   does: mode inference (inference_benchmark_graphed, one
+//                                  #   rank): each served batch is copied to the device, into the
+//                                  #   graph's static inputs, and one cudaGraphLaunch replays the
+//                                  #   forward; mode train (CudaGraphWrapper, any rank count): the
+//                                  #   prefetched batch is copied into the static inputs (dense,
+//                                  #   indices, targets), one cudaGraphLaunch replays the forward,
+//                                  #   the loss and the scaled backward with their all-to-alls and
+//                                  #   DDP all-reduces, and the optimizer step runs eagerly after
+//                                  #   it; needs input: prefetch and loss_to_host: false (a
+//                                  #   capture cannot wait for a copy)
 //     loss_to_host: true           # true (default; the seed's script: the loss is copied to
 //                                  #   the host every step, which waits for the forward) |
 //                                  #   false (DeepLearningExamples: it stays on the GPU)
@@ -307,7 +312,7 @@ struct DlrmConfig {
   /// torch.cuda.amp.GradScaler around backward and the optimizer steps (needs master_weights).
   bool grad_scaler = false;
   InputPipeline input = InputPipeline::kBlocking;
-  /// The forward replayed as a captured CUDA graph (the `cuda_graphs` key; inference only).
+  /// The forward (training: forward and backward) replayed as a captured CUDA graph.
   bool cuda_graphs = false;
   /// The loss is copied to the host every step (the host waits for the forward).
   bool loss_to_host = true;

@@ -263,6 +263,10 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   std::string loop;
   if (dlrm.grad_scaler) loop += ", GradScaler";
   if (dlrm.input == InputPipeline::kPrefetch) loop += ", input prefetched";
+  if (dlrm.cuda_graphs) {
+    loop += training ? ", CUDA graph (forward and backward one replay, optimizer eager)"
+                     : ", CUDA graph (forward one replay)";
+  }
   out.description.push_back(fmt::format(
       "workload: dlrm{}, {}, global batch {} ({} per rank), {} tables of dim {} ({}{}), "
       "all-to-all {}, MLPs {}{}{}, sharding {}{}, {} iterations ({} warm-up)",

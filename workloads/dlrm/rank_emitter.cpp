@@ -44,8 +44,19 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
   if (!prefetch || it == 0) input_.load_batch();
   if (prefetch) input_.wait_for_prefetched_batch();
-  forward(groups);
-  backward(groups, top, bottom);
+  if (config_.cuda_graphs) {
+    // DeepLearningExamples' DLRM main.py CudaGraphWrapper: the batch is copied into the static
+    // inputs, one replay runs the captured forward, loss and scaled backward (zero_grad sets
+    // .grad to None before the capture only), then the optimizer runs eagerly.
+    input_.copy_into_static_inputs();
+    ops_.begin_capture();
+    forward(groups);
+    backward(groups, top, bottom);
+    ops_.end_capture("torch.cuda.CUDAGraph.replay");
+  } else {
+    forward(groups);
+    backward(groups, top, bottom);
+  }
   optimizer_.step();
   if (prefetch) input_.load_batch();
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");

@@ -27,7 +27,7 @@ void LayerEmitter::head_forward() {
       ops_.op("aten::_to_copy", "logits_to_fp32", d.logits_upcast);
       ops_.op("aten::_log_softmax", "log_softmax_fwd", d.log_softmax_fwd);
     } else {
-      HostOp h(ops_.graph(), ops_.threads(), "vocab_parallel_cross_entropy");
+      HostOp h = ops_.host_op("vocab_parallel_cross_entropy");
       h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
       h.end();
     }

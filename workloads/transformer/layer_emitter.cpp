@@ -1,6 +1,7 @@
 #include "workloads/transformer/layer_emitter.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "workloads/pytorch/kernels.h"
 
@@ -31,7 +32,7 @@ void LayerEmitter::tp_collective(CollectiveKind kind, int64_t bytes, std::string
 void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId dgrad,
                                             KernelDescId wgrad, std::optional<DType> dtype) {
   const DType gemm_dt = dtype.value_or(gemm_dt_);
-  HostOp h(ops_.graph(), ops_.threads(), name);
+  HostOp h = ops_.host_op(name);
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
   const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
@@ -227,7 +228,7 @@ void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
   }
   const std::string_view name = backward ? "ScaledDotProductFlashAttentionBackward0"
                                          : "aten::_scaled_dot_product_flash_attention";
-  HostOp h(ops_.graph(), ops_.threads(), name);
+  HostOp h = ops_.host_op(name);
   const int64_t kv_bytes =
       2 * sizes_.b * sizes_.s * sizes_.kv_heads * sizes_.head_dim * act_elem_bytes_;
   TaskId exchanged = kNoTask;
@@ -409,9 +410,13 @@ void LayerEmitter::dropless_count_sync() {
     ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
                   "moe::gather_tokens_per_expert");
   }
-  HostOp h(ops_.graph(), ops_.threads(), "aten::to");
+  HostOp h = ops_.host_op("aten::to");
   h.copy("Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, local_counts * ep);
   h.end();
+  if (ops_.capturing()) {
+    throw std::logic_error(
+        "transformer generator: the dropless MoE count sync inside a CUDA graph capture");
+  }
   ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute, "cudaStreamSynchronize");
 }
 

@@ -5,18 +5,24 @@
 namespace upsim::transformer_emit {
 
 void OpEmitter::marker(std::string_view name) {
+  if (capturing_) return;
   graph_.add_cpu_op(threads_.rank, kCpuThread, name, HostPhase::kMarker);
 }
 
+TaskId OpEmitter::end_capture(std::string_view op) {
+  capturing_ = false;
+  return capture_.launch(graph_, threads_, op);
+}
+
 void OpEmitter::op(std::string_view name, std::string_view kernel_name, KernelDescId kernel) {
-  HostOp h(graph_, threads_, name);
+  HostOp h = host_op(name);
   h.kernel(kernel_name, name, kernel);
   h.end();
 }
 
 void OpEmitter::op2(std::string_view name, std::string_view kernel1, KernelDescId desc1,
                     std::string_view kernel2, KernelDescId desc2) {
-  HostOp h(graph_, threads_, name);
+  HostOp h = host_op(name);
   h.kernel(kernel1, name, desc1);
   h.kernel(kernel2, name, desc2);
   h.end();
@@ -31,7 +37,7 @@ void OpEmitter::blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::s
                          std::string_view op_name, std::vector<int64_t> send_bytes) {
   if (groups_.size(pg) < 2) return;
   const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
-  HostOp h(graph_, threads_, op_name);
+  HostOp h = host_op(op_name);
   h.collective_on(kCompute, c, op_name);
   h.end();
 }

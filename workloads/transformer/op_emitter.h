@@ -38,7 +38,19 @@ class OpEmitter {
   TaskGraph& graph() { return graph_; }
   const RankThreads& threads() const { return threads_; }
 
-  /// A marker op (a record_function range with no kernel).
+  /// A host op, begun (captured while a capture is open); the caller adds its launches and
+  /// ends it.
+  HostOp host_op(std::string_view name) { return HostOp(graph_, threads_, name, capture()); }
+
+  /// CUDA graph capture (torch.cuda.graph): from begin_capture, host ops are captured instead of
+  /// run (no host work, no launches, no markers); end_capture adds the replay, one
+  /// cudaGraphLaunch by host op `op`. A host sync while capturing is a std::logic_error (CUDA
+  /// forbids synchronising a capturing stream): the config refuses what would need one.
+  void begin_capture() { capturing_ = true; }
+  TaskId end_capture(std::string_view op);
+  bool capturing() const { return capturing_; }
+
+  /// A marker op (a record_function range with no kernel); none while capturing.
   void marker(std::string_view name);
   /// An op that launches one kernel, or two.
   void op(std::string_view name, std::string_view kernel_name, KernelDescId kernel);
@@ -53,9 +65,13 @@ class OpEmitter {
                 std::string_view op_name, std::vector<int64_t> send_bytes = {});
 
  private:
+  pytorch::GraphCapture* capture() { return capturing_ ? &capture_ : nullptr; }
+
   TaskGraph& graph_;
   ProcessGroups& groups_;
   const RankThreads& threads_;
+  bool capturing_ = false;
+  pytorch::GraphCapture capture_;
 };
 
 }  // namespace upsim::transformer_emit

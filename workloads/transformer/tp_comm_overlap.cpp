@@ -18,7 +18,7 @@ int64_t LayerEmitter::tp_chunk_bytes() const {
 void LayerEmitter::ring_exchange_gemm(
     std::string_view op, std::string_view kernel_name, KernelDescId chunk,
     std::optional<std::pair<std::string_view, KernelDescId>> after) {
-  HostOp h(ops_.graph(), ops_.threads(), op);
+  HostOp h = ops_.host_op(op);
   const auto t = static_cast<size_t>(sizes_.t);
   // Each step every rank passes the chunk it holds to the next rank of the ring.
   const std::vector<int64_t> send = ring_shift_sizes(sizes_.t, tp_chunk_bytes());
@@ -41,7 +41,7 @@ void LayerEmitter::ring_exchange_gemm(
 }
 
 void LayerEmitter::gemm_reduce_scatter_pipelined(std::string_view kernel_name, KernelDescId split) {
-  HostOp h(ops_.graph(), ops_.threads(), "aten::linear");
+  HostOp h = ops_.host_op("aten::linear");
   const int64_t rows = (sizes_.tokens + kTpOverlapSplits - 1) / kTpOverlapSplits;
   const int64_t bytes = rows * sizes_.h * act_elem_bytes_;
   TaskId reduced = kNoTask;

@@ -766,6 +766,14 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
   c.compile = workload.get_bool_or("compile", false);
+  c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
+  if (c.cuda_graphs && c.moe.experts > 1 && c.moe.capacity_factor == 0.0) {
+    workload.child("cuda_graphs")
+        .fail(
+            "a dropless MoE layer copies its token counts to the host and waits for them "
+            "inside the layer, which a CUDA graph capture cannot; Megatron-Core graphs MoE "
+            "layers with a capacity factor (moe.capacity_factor > 0)");
+  }
   if (c.autocast) check_autocast(workload, c);
   constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};
   constexpr std::array<CudaAllocator, 2> kAllocs = {CudaAllocator::kCaching,

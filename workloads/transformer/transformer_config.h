@@ -174,6 +174,18 @@
 //                              #   default): residual add + next norm, and norm backward +
 //                              #   residual-gradient add, each one fused kernel
 //                              #   (compiled_fusion.h)
+//   cuda_graphs: false         # true: each transformer layer's forward and its backward run
+//                              #   as captured CUDA graphs, one cudaGraphLaunch per layer,
+//                              #   micro-batch and direction (Megatron-Core's per-layer
+//                              #   graphs: --cuda-graph-impl local / transformer_engine with
+//                              #   the full-layer scope, TE make_graphed_callables): the
+//                              #   layer's kernels and its tensor-, context- and
+//                              #   expert-parallel collectives are replayed without host work;
+//                              #   embedding, head, pipeline sends, gradient reduction and
+//                              #   optimizer stay eager. Refused with dropless MoE
+//                              #   (capacity_factor 0: the host waits for the token counts
+//                              #   inside the layer, which a capture cannot). The graphs'
+//                              #   static buffers are not in the memory estimate.
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
 //                              #   (identical work; their traffic still crosses the fabric);
 //                              #   false = simulate every GPU
@@ -390,6 +402,8 @@ struct TransformerConfig {
   /// nullopt = gradient_dtype()'s rule.
   std::optional<DType> grad_reduce_dtype;
   bool mirror_data_parallel = true;
+  /// Each layer's forward and backward replayed as CUDA graphs (the `cuda_graphs` key).
+  bool cuda_graphs = false;
   /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
   /// memory-bound kernels Inductor fuses run as one kernel each.
   bool compile = false;

@@ -14,6 +14,12 @@ namespace upsim {
 
 namespace transformer_emit {
 
+namespace {
+/// The host op that replays a layer's captured graph (torch.cuda.CUDAGraph.replay, called by
+/// Megatron-Core's CudaGraphManager / TE's graphed callables).
+constexpr std::string_view kGraphReplay = "torch.cuda.CUDAGraph.replay";
+}  // namespace
+
 TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const TransformerGraphInputs& in,
                                        TaskGraph& g)
     : config_(c),
@@ -149,8 +155,10 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
+  if (config_.cuda_graphs) ops_.begin_capture();
   layers_.attention_forward(layer);
   layers_.mlp_forward(layer);
+  if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
 }
 
 void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_chunk,
@@ -163,7 +171,9 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     }
     grad_sync_->before_backward(layer, params.elements, next);
   }
-  // Selective recomputation reruns its modules inside the backward (LayerEmitter).
+  // The backward graph holds the recomputation too. Selective recomputation reruns its
+  // modules inside the backward (LayerEmitter).
+  if (config_.cuda_graphs) ops_.begin_capture();
   if (config_.recomputes_layer(layer)) {
     layers_.attention_forward(layer);
     layers_.mlp_forward(layer);
@@ -172,6 +182,7 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
   }
   layers_.mlp_backward(layer);
   layers_.attention_backward(layer);
+  if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
   grad_sync_->after_backward(layer, params, last_micro_batch);
 }
 

@@ -19,20 +19,25 @@
 
 namespace upsim::test_configs {
 
-/// One host op costs 2 us; markers nothing.
+/// One host op costs `per_op` (default 2 us); markers nothing.
 class FixedCpuCost final : public CpuCostModel {
  public:
+  explicit FixedCpuCost(Duration per_op = Duration::from_us(2)) : per_op_(per_op) {}
   Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
+    return op.phase == HostPhase::kMarker ? Duration::zero() : per_op_;
   }
+
+ private:
+  Duration per_op_;
 };
 
-/// Runs the sealed `graph` with `kernels` on `hw`'s device at every rank and `fabric`'s flow
-/// network (NCCL-like tuning); the summary measures the iterations after the first when there are
-/// more than one.
+/// Runs the sealed `graph` with `kernels` on `hw`'s device at every rank, `fabric`'s flow
+/// network (NCCL-like tuning) and `host_per_op` per host op; the summary measures the iterations
+/// after the first when there are more than one.
 inline RunSummary run_step(const TaskGraph& graph, const KernelCostModel& kernels,
-                           const Fabric& fabric, const HardwareProfile& hw, uint32_t iterations) {
-  const FixedCpuCost cpu;
+                           const Fabric& fabric, const HardwareProfile& hw, uint32_t iterations,
+                           Duration host_per_op = Duration::from_us(2)) {
+  const FixedCpuCost cpu(host_per_op);
   FlowNetwork network(fabric, nccl_like_tuning(), hw.device.hbm_bandwidth * hw.achievable.memory);
   ModelSet models;
   models.kernels = &kernels;

@@ -217,6 +217,20 @@ TEST(TransformerConfig, AttentionKernelsNeedTheirComputeCapability) {
   EXPECT_TRUE(attention_kernel_unsupported(AttentionKernel::kCudnn, 75));
 }
 
+// cuda_graphs: per-layer graphs; refused for a dropless MoE layer, whose token counts the host
+// waits for inside the layer.
+TEST(TransformerConfig, CudaGraphsAreRefusedWithDroplessMoe) {
+  EXPECT_TRUE(parse(llama2_70b("  cuda_graphs: true\n"), 1024).cuda_graphs);
+  EXPECT_FALSE(parse(llama2_70b(), 1024).cuda_graphs);
+  const std::string moe = "  moe: {experts: 8, top_k: 2, capacity_factor: 0}\n";
+  const std::string e = error_of(llama2_70b("  cuda_graphs: true\n" + moe), 1024);
+  EXPECT_NE(e.find("workload.cuda_graphs: a dropless MoE layer"), std::string::npos) << e;
+  EXPECT_TRUE(parse(llama2_70b("  cuda_graphs: true\n  moe: {experts: 8, top_k: 2, "
+                               "capacity_factor: 1.25}\n"),
+                    1024)
+                  .cuda_graphs);
+}
+
 TEST(TransformerConfig, EveryParallelismKeyAndMoe) {
   const std::string yaml = R"(workload:
   model: transformer

@@ -236,7 +236,14 @@ class PlanEvaluator {
       plan.types = c.types;
       plan.label = fmt::format("{}: {}", c.sharder, type_mix(c.types));
       DlrmConfig config = base_.config;
-      apply_type_choices(config.tables, c.types);
+      try {
+        apply_type_choices(config.tables, c.types, config.global_batch, base_.platform.gpus);
+      } catch (const std::invalid_argument& e) {
+        plan.does_not_fit = e.what();
+        out.push_back(std::move(plan));
+        keys.emplace_back();
+        continue;
+      }
       config.sharding = strategy_named(c.sharder);
       config.sharding_plan.clear();
       TablePlacement placed;

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "workloads/dlrm/hybrid_embedding.h"
+
 namespace upsim {
 
 namespace {
@@ -217,7 +219,46 @@ void check_plan_count(const ConfigNode& plan, std::string_view key, size_t expec
   }
 }
 
-void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
+/// A hybrid table's split: `frequent_rows` and `frequent_share` as stated (both or neither),
+/// else derived from its access law (hybrid_split); refused on other types.
+void read_hybrid_split(const ConfigNode& group, EmbeddingTable& table, const DlrmConfig& config,
+                       uint32_t ranks) {
+  const bool hybrid = table.sharding_type == EmbeddingShardingType::kHybrid;
+  const bool rows_given = group.has("frequent_rows");
+  const bool share_given = group.has("frequent_share");
+  if (!hybrid) {
+    for (const char* key : {"frequent_rows", "frequent_share"}) {
+      if (group.has(key)) {
+        group.child(key).fail(fmt::format("applies to hybrid tables only; this group is {}",
+                                          embedding_sharding_type_name(table.sharding_type)));
+      }
+    }
+    return;
+  }
+  if (rows_given != share_given) {
+    group.child(rows_given ? "frequent_rows" : "frequent_share")
+        .fail(
+            "give frequent_rows and frequent_share together (the frequent rows and the share "
+            "of the lookups that hit them), or neither to derive both from the access law");
+  }
+  if (rows_given) {
+    table.frequent_rows = group.get_int_in("frequent_rows", 0, table.rows);
+    table.frequent_share = group.get_double_in("frequent_share", 0.0, 1.0);
+    return;
+  }
+  const std::optional<HybridSplit> split = hybrid_split(table, config.global_batch, ranks);
+  if (!split) {
+    group.child("sharding_type")
+        .fail(
+            "hybrid splits the frequent rows from the rest by their access counts, and a "
+            "measured reuse histogram does not say which rows are hot: give frequent_rows and "
+            "frequent_share, or the table's access law (access: zipf)");
+  }
+  table.frequent_rows = split->frequent_rows;
+  table.frequent_share = split->frequent_share;
+}
+
+void read_embeddings(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const ConfigNode emb = workload.child("embeddings");
   config.embedding_dim = emb.get_int_in("dim", 1, kMaxDim);
   config.embedding_dtype = read_storage_dtype(emb, "dtype", DType::kFp32);
@@ -234,12 +275,12 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
   }
   int64_t total = 0;
   double total_bytes = 0.0;
-  constexpr std::array<std::string_view, 6> kTypeNames = {
-      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "auto"};
-  constexpr std::array<EmbeddingShardingType, 5> kTypes = {
-      EmbeddingShardingType::kTableWise, EmbeddingShardingType::kRowWise,
-      EmbeddingShardingType::kColumnWise, EmbeddingShardingType::kDataParallel,
-      EmbeddingShardingType::kTableRowWise};
+  constexpr std::array<std::string_view, 7> kTypeNames = {
+      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "hybrid", "auto"};
+  constexpr std::array<EmbeddingShardingType, 6> kTypes = {
+      EmbeddingShardingType::kTableWise,    EmbeddingShardingType::kRowWise,
+      EmbeddingShardingType::kColumnWise,   EmbeddingShardingType::kDataParallel,
+      EmbeddingShardingType::kTableRowWise, EmbeddingShardingType::kHybrid};
   if (emb.has("random_task")) {
     const ConfigNode task = emb.child("random_task");
     RandomTaskSpec spec;
@@ -281,12 +322,14 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config) {
       group.child("column_shards")
           .fail(fmt::format("applies to column_wise tables only; this group is {}", type_name));
     }
+    read_hybrid_split(group, table, config, ranks);
     total += count;
     if (total > kMaxTables) {
       group.child("count").fail(
           fmt::format("makes {} tables; at most {} are supported", total, kMaxTables));
     }
-    const int64_t element_bytes = table.sharding_type == EmbeddingShardingType::kDataParallel
+    const int64_t element_bytes = table.sharding_type == EmbeddingShardingType::kDataParallel ||
+                                          table.sharding_type == EmbeddingShardingType::kHybrid
                                       ? kMaxDataParallelElementBytes
                                       : kMaxTableElementBytes;
     total_bytes += static_cast<double>(count) * static_cast<double>(rows) *
@@ -466,7 +509,8 @@ void read_sharding_choice(const ConfigNode& workload, uint32_t ranks, DlrmConfig
               "for the platform; rank the sharders on the task with `upsim shard`");
     }
     const ConfigNode plan = workload.load_reference("sharding_plan");
-    config.sharding_plan = read_sharding_plan(plan, config.tables, config.embedding_dim, ranks);
+    config.sharding_plan =
+        read_sharding_plan(plan, config.tables, config.embedding_dim, config.global_batch, ranks);
     const uint32_t tableless = dlrm_tableless_ranks(config, ranks);
     const bool by_rank = plan.has("rank_of_table");
     for (size_t t = 0; t < config.sharding_plan.size(); ++t) {
@@ -558,7 +602,7 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   DlrmConfig config;
   read_mode_and_batch(workload, ranks, config);
   config.dtype = read_dtype(workload);
-  read_embeddings(workload, config);
+  read_embeddings(workload, config, ranks);
   config.all_to_all_dtype =
       read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
   check_embedding_totals(workload, config);
@@ -608,8 +652,8 @@ PlannedTable read_placement_entry(const ConfigNode& entry, size_t t, const Embed
       "a table's placement: {type: table_wise, rank: 0}, {type: column_wise, "
       "ranks: [0, 1]}, {type: row_wise}, {type: data_parallel} or "
       "{type: table_row_wise, node: 0}");
-  constexpr std::array<std::string_view, 5> kNames = {"table_wise", "row_wise", "column_wise",
-                                                      "data_parallel", "table_row_wise"};
+  constexpr std::array<std::string_view, 6> kNames = {
+      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "hybrid"};
   const std::string name = entry.get_choice("type", kNames);
   PlannedTable out;
   for (size_t i = 0; i < kNames.size(); ++i) {
@@ -669,6 +713,7 @@ PlannedTable read_placement_entry(const ConfigNode& entry, size_t t, const Embed
     }
     case EmbeddingShardingType::kRowWise:
     case EmbeddingShardingType::kDataParallel:
+    case EmbeddingShardingType::kHybrid:
       refuse("rank", "it spans every rank");
       refuse("ranks", "it spans every rank");
       refuse("node", "it spans every rank");
@@ -693,9 +738,11 @@ std::vector<PlannedTable> read_placement(const ConfigNode& plan, std::span<Embed
   double total_bytes = 0.0;
   for (size_t t = 0; t < items.size(); ++t) {
     out.push_back(read_placement_entry(items[t], t, tables[t], dim, ranks));
-    const int64_t element_bytes = out.back().type == EmbeddingShardingType::kDataParallel
-                                      ? kMaxDataParallelElementBytes
-                                      : kMaxTableElementBytes;
+    const EmbeddingShardingType type = out.back().type;
+    const int64_t element_bytes =
+        type == EmbeddingShardingType::kDataParallel || type == EmbeddingShardingType::kHybrid
+            ? kMaxDataParallelElementBytes
+            : kMaxTableElementBytes;
     total_bytes += static_cast<double>(tables[t].rows) * static_cast<double>(dim * element_bytes);
     if (total_bytes > kMaxTotalBytes) {
       items[t].fail(
@@ -711,7 +758,7 @@ std::vector<PlannedTable> read_placement(const ConfigNode& plan, std::span<Embed
 
 std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
                                              std::span<EmbeddingTable> model_tables, int64_t dim,
-                                             uint32_t ranks) {
+                                             int64_t global_batch, uint32_t ranks) {
   plan.expect_map(
       "a sharding plan, as `upsim shard` writes it: tables: N, ranks: N and rank_of_table: "
       "[...] or placement: [...]");
@@ -725,14 +772,29 @@ std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
   }
   std::vector<PlannedTable> out = by_rank ? read_rank_of_table(plan, model_tables, ranks)
                                           : read_placement(plan, model_tables, dim, ranks);
-  // The plan decides each table's type (a stated one it matches, checked above).
+  // The plan decides each table's type (a stated one it matches, checked above). A table it
+  // makes hybrid splits by its access law (a group stating hybrid has its split already).
   for (size_t t = 0; t < out.size(); ++t) {
     EmbeddingTable& table = model_tables[t];
+    const bool becomes_hybrid = out[t].type == EmbeddingShardingType::kHybrid &&
+                                table.sharding_type != EmbeddingShardingType::kHybrid;
     table.sharding_type = out[t].type;
     table.auto_sharding_type = false;
     table.column_shards = out[t].type == EmbeddingShardingType::kColumnWise
                               ? static_cast<int64_t>(out[t].ranks.size())
                               : 1;
+    if (!becomes_hybrid) continue;
+    const std::optional<HybridSplit> split = hybrid_split(table, global_batch, ranks);
+    if (!split) {
+      const ConfigNode at = plan.child("placement").items()[t];
+      at.fail(fmt::format(
+          "table {} has a measured reuse histogram, which does not say which rows are hot: a "
+          "plan cannot make it hybrid (state sharding_type: hybrid with frequent_rows and "
+          "frequent_share in its group)",
+          t));
+    }
+    table.frequent_rows = split->frequent_rows;
+    table.frequent_share = split->frequent_share;
   }
   return out;
 }

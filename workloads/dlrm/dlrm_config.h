@@ -120,12 +120,23 @@
 //                                  #   table_row_wise (rows in blocks over one node's ranks,
 //                                  #   the node chosen by lookup cost; nodes from
 //                                  #   platform.topology, one node without it)
+//                                  #   | hybrid (HugeCTR's hybrid embedding,
+//                                  #   hybrid_embedding.h: the frequent rows replicated on every
+//                                  #   rank, looked up locally, their dense gradient
+//                                  #   all-reduced; the rest in row-wise blocks, only the
+//                                  #   samples with an infrequent lookup exchanging partial sums)
 //                                  #   | auto (chosen per table with the platform's memory:
-//                                  #   choose_sharding_types below; never table_row_wise);
+//                                  #   choose_sharding_types below; never table_row_wise or
+//                                  #   hybrid);
 //                                  #   table_column_wise is not modelled
 //                                  #   (workloads/dlrm/dlrm_generator.h describes each)
 //           column_shards: 2       # column_wise only: shards, 1 .. 2^16, dividing
 //                                  #   embeddings.dim (default 2)
+//           frequent_rows: 100000  # hybrid only, with frequent_share: the replicated rows,
+//           frequent_share: 0.8    #   0 .. rows, and the share of lookups that hit them, 0 .. 1;
+//                                  #   both left out: derived from the group's access law
+//                                  #   (access: zipf, or uniform) by HugeCTR's count threshold
+//                                  #   (hybrid_split); a measured reuse histogram needs them
 //       random_task:               # optional: the tables are a pool, and the run's tables a
 //                                  #   task drawn from it as the seed's random tasks are
 //                                  #   (workloads/dlrm/random_tasks.h; all_zero pool tables are
@@ -177,6 +188,9 @@
 //                                  #       - {type: data_parallel}   # replicated on every rank
 //                                  #       - {type: table_row_wise, node: 1}  # rows over the
 //                                  #           #   node's ranks (nodes as for sharding_type)
+//                                  #       - {type: hybrid}          # frequent rows replicated,
+//                                  #           #   the rest row-wise (a table the plan makes
+//                                  #           #   hybrid splits by its access law)
 //                                  #   The plan's type is the table's: a group that leaves
 //                                  #   sharding_type out (or says auto) takes it; a group that
 //                                  #   states one must agree (its column_shards too), as
@@ -346,15 +360,16 @@ ConfigNode dlrm_tables_node(const ConfigNode& workload);
 DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
 
 /// Reads a sharding plan (the content of `workload.sharding_plan`, see the schema above) for a
-/// model of these tables (embedding dim `dim`) on `ranks` ranks, and gives each table the plan's
-/// sharding type (and column shards; no longer `auto`). A count that differs from the model's or
-/// the run's, a missing or unknown key, a rank outside 0 .. ranks-1, a column shard count that
-/// does not divide the dim, a key the entry's type has no use for, or a type other than one the
-/// table's group states throws ConfigError naming the plan's file, line and key. Memory and the
-/// node count are checked by shard_tables.
+/// model of these tables (embedding dim `dim`, `global_batch` samples) on `ranks` ranks, and
+/// gives each table the plan's sharding type (and column shards, or a hybrid table's split
+/// derived from its access law: hybrid_split; no longer `auto`). A count that differs from the
+/// model's or the run's, a missing or unknown key, a rank outside 0 .. ranks-1, a column shard
+/// count that does not divide the dim, a key the entry's type has no use for, or a type other than
+/// one the table's group states throws ConfigError naming the plan's file, line and key. Memory and
+/// the node count are checked by shard_tables.
 std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
                                              std::span<EmbeddingTable> model_tables, int64_t dim,
-                                             uint32_t ranks);
+                                             int64_t global_batch, uint32_t ranks);
 
 /// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
 /// per rank): its tables (with their sharding types), dim, fused and dense optimizers, weight

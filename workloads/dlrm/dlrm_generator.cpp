@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "workloads/dlrm/rank_emitter.h"
+#include "workloads/dlrm/rank_plan.h"
 #include "workloads/dlrm/table_statistics.h"
 #include "workloads/pytorch/host_op.h"
 #include "workloads/pytorch/kernels.h"
@@ -118,10 +119,12 @@ ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, b
   out.backward = AllToAllSizes::outer(ones, per_rank);
   // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input) and all-gathers
   // b x T_rw x D gradients (its input), in the payload dtype.
-  const auto row_wise_tables = static_cast<int64_t>(placement.row_wise.size());
+  // Hybrid tables join them with the samples that look an infrequent row up
+  // (row_wise_exchange_values).
   out.reduce_scatter_bytes =
-      config.global_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
-  out.all_gather_bytes = built.local_batch * row_wise_tables * config.embedding_dim * a2a_bytes;
+      dlrm_emit::row_wise_exchange_values(config, placement, config.global_batch) * a2a_bytes;
+  out.all_gather_bytes =
+      dlrm_emit::row_wise_exchange_values(config, placement, built.local_batch) * a2a_bytes;
   // Table-row-wise: node k's ranks reduce-scatter B x T_k x D partial sums and all-gather
   // (B / L) x T_k x D gradients (their inputs); in the all-to-all among the local rank j of
   // every node, node k's sends b x T_k x D to each (the backward: the transpose).
@@ -140,6 +143,11 @@ ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, b
   for (uint32_t t : placement.data_parallel) {
     out.data_parallel_bytes +=
         config.tables[t].rows * config.embedding_dim * dtype_bytes(config.embedding_dtype);
+  }
+  // Hybrid: the frequent rows' dense gradient (HugeCTR frequent_embedding.cu all-reduces it).
+  for (uint32_t t : placement.hybrid) {
+    out.data_parallel_bytes +=
+        config.tables[t].frequent_rows * config.embedding_dim * dtype_bytes(config.embedding_dtype);
   }
   return out;
 }
@@ -265,8 +273,11 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   const TablePlacement& placement = built.placement;
   EmbeddingExchange exchange;
   exchange.all_to_all = n > 1 && (!placement.pieces.empty() || hybrid);
-  exchange.row_wise = n > 1 && !placement.row_wise.empty();
-  exchange.data_parallel = n > 1 && !placement.data_parallel.empty();
+  const bool frequent_rows =
+      std::any_of(placement.hybrid.begin(), placement.hybrid.end(),
+                  [&](uint32_t t) { return config.tables[t].frequent_rows > 0; });
+  exchange.row_wise = n > 1 && (!placement.row_wise.empty() || !placement.hybrid.empty());
+  exchange.data_parallel = n > 1 && (!placement.data_parallel.empty() || frequent_rows);
   exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
 
   std::vector<std::unique_ptr<RankEmitter>> emitters;

@@ -296,7 +296,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   }
   out.description.push_back(std::move(tables));
   // Sharding types, when any table is not table-wise (choose_sharding_types may have chosen).
-  std::array<int64_t, 5> by_type{};
+  std::array<int64_t, 6> by_type{};
   for (const EmbeddingTable& t : dlrm.tables)
     ++by_type[static_cast<size_t>(t.sharding_type)];
   if (by_type[0] != static_cast<int64_t>(dlrm.tables.size())) {
@@ -320,6 +320,25 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
       }
     }
     out.description.push_back(std::move(types));
+  }
+  // Hybrid tables: how they split (hybrid_embedding.h).
+  const auto hybrid = static_cast<size_t>(EmbeddingShardingType::kHybrid);
+  if (by_type[hybrid] > 0) {
+    int64_t rows = 0;
+    int64_t frequent = 0;
+    double lookups = 0.0;
+    double frequent_lookups = 0.0;
+    for (const EmbeddingTable& t : dlrm.tables) {
+      if (t.sharding_type != EmbeddingShardingType::kHybrid) continue;
+      rows += t.rows;
+      frequent += t.frequent_rows;
+      lookups += t.pooling;
+      frequent_lookups += t.pooling * t.frequent_share;
+    }
+    out.description.push_back(fmt::format(
+        "hybrid tables (HugeCTR's frequency split): {} of their {} rows frequent, replicated on "
+        "every GPU, taking {:.1f}% of their lookups locally; the rest in row blocks over all GPUs",
+        frequent, rows, lookups > 0.0 ? 100.0 * frequent_lookups / lookups : 0.0));
   }
 
   out.memory = dlrm_memory_footprint(dlrm, built, platform, graph);

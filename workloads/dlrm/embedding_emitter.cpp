@@ -38,10 +38,10 @@ EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_forward(const Iteration
   // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
   // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
   // RwPooledEmbeddingDist).
+  // Hybrid tables add their infrequent rows' partial sums (hybrid_embedding.h).
   fused_lookup(plan_.row_wise);
   if (exchange_.row_wise) {
-    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype,
-                 config_.global_batch * plan_.row_wise_tables * embedding_dim_);
+    ops_.convert(config_.embedding_dtype, config_.all_to_all_dtype, plan_.row_wise_sent_values);
     pending.row_wise = ops_.launch_collective(groups.reduce_scatter, "nccl:reduce_scatter");
   }
   // Table-row-wise (TorchRec TwRwPooledEmbeddingDist): the node's partial sums reduced and
@@ -84,6 +84,14 @@ void EmbeddingEmitter::receive_forward(const PendingExchange& pending) {
   ops_.convert(
       config_.embedding_dtype, dtype_,
       plan_.local_batch * (table_count_ + (plan_.hybrid ? 1 : 0) - received) * embedding_dim_);
+  // Hybrid tables: each sample's frequent rows' pooled sum (looked up here) plus the infrequent
+  // rows' (received): one add over them.
+  if (plan_.hybrid_tables > 0) {
+    ops_.single_kernel(
+        "aten::add", "vectorized_elementwise_kernel/add", "aten::add",
+        pointwise(MemoryOp::kBinary, dtype_,
+                  as_double(plan_.local_batch * plan_.hybrid_tables * embedding_dim_), 1, 2, 1));
+  }
 }
 
 EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_backward(const IterationGroups& groups) {
@@ -98,8 +106,7 @@ EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_backward(const Iteratio
   if (exchange_.row_wise) {
     // The reduce-scatter's backward: an all-gather of every rank's local gradients back to
     // the global batch (TorchRec ReduceScatterBase_Wait.backward).
-    ops_.convert(dtype_, config_.all_to_all_dtype,
-                 plan_.local_batch * plan_.row_wise_tables * embedding_dim_);
+    ops_.convert(dtype_, config_.all_to_all_dtype, plan_.row_wise_gathered_values);
     pending.row_wise = ops_.launch_collective(groups.all_gather, "nccl:all_gather");
   }
   // Table-row-wise backward: the all-to-all's transpose, then the node's all-gather back to
@@ -194,12 +201,12 @@ std::vector<TaskId> EmbeddingEmitter::data_parallel_backward(const IterationGrou
 
 int64_t EmbeddingEmitter::exchanged_tables() const {
   return table_count_ - plan_.row_wise_tables - plan_.table_row_wise_tables -
-         plan_.data_parallel_tables;
+         plan_.data_parallel_tables - plan_.hybrid_tables;
 }
 
 int64_t EmbeddingEmitter::received_vectors() const {
   return (exchange_.all_to_all ? exchanged_tables() + (plan_.hybrid ? 1 : 0) : 0) +
-         (exchange_.row_wise ? plan_.row_wise_tables : 0) +
+         (exchange_.row_wise ? plan_.row_wise_tables + plan_.hybrid_tables : 0) +
          (exchange_.table_row_wise ? plan_.table_row_wise_tables : 0);
 }
 

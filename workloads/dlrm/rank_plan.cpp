@@ -1,10 +1,12 @@
 #include "workloads/dlrm/rank_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 #include <vector>
 
 #include "sim/units.h"
+#include "workloads/dlrm/hybrid_embedding.h"
 #include "workloads/dlrm/table_statistics.h"
 
 namespace upsim::dlrm_emit {
@@ -35,6 +37,14 @@ void add_lookup(LookupGroup& group, const EmbeddingTable& table, int64_t rows, i
 
 }  // namespace
 
+int64_t row_wise_exchange_values(const DlrmConfig& config, const TablePlacement& placement,
+                                 int64_t batch) {
+  double vectors = as_double(static_cast<int64_t>(placement.row_wise.size()));
+  for (uint32_t t : placement.hybrid)
+    vectors += infrequent_sample_share(config.tables[t]);
+  return std::llround(as_double(batch) * vectors * as_double(config.embedding_dim));
+}
+
 RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t index) {
   RankPlan plan;
   const TablePlacement& placement = built.placement;
@@ -63,6 +73,28 @@ RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t in
     const EmbeddingTable& table = config.tables[t];
     add_lookup(plan.data_parallel, table, table.rows, dim, table.pooling);
   }
+  // Hybrid: the frequent rows replicated and looked up for the local batch (HugeCTR
+  // frequent_embedding.cu), the others in row blocks for the global batch, each block with its
+  // share of the infrequent lookups (infrequent_embedding.cu spreads them over all GPUs; the
+  // blocks' access law is taken as the table's, which the hot rows no longer skew: not modelled).
+  for (uint32_t t : placement.hybrid) {
+    const EmbeddingTable& table = config.tables[t];
+    if (table.frequent_rows > 0) {
+      add_lookup(plan.data_parallel, table, table.frequent_rows, dim,
+                 table.pooling * table.frequent_share);
+      plan.data_parallel_elements += table.frequent_rows * dim;
+    }
+    const int64_t infrequent = table.rows - table.frequent_rows;
+    const int64_t rows = row_wise_shard_rows(infrequent, index, ranks);
+    if (rows > 0) {
+      add_lookup(
+          plan.row_wise, table, rows, dim,
+          table.pooling * (1.0 - table.frequent_share) * as_double(rows) / as_double(infrequent));
+    }
+  }
+  plan.hybrid_tables = static_cast<int64_t>(placement.hybrid.size());
+  plan.row_wise_sent_values = row_wise_exchange_values(config, placement, config.global_batch);
+  plan.row_wise_gathered_values = row_wise_exchange_values(config, placement, built.local_batch);
   // Table-row-wise: the row blocks of this node's tables, looked up for the global batch
   // (TorchRec TwRwSparseFeaturesDist sends every rank's indices of a block to its rank).
   const uint32_t local = placement.ranks_per_node;

@@ -26,6 +26,14 @@ struct RankPlan {
   int64_t table_row_wise_tables = 0;
   int64_t row_wise_tables = 0;
   int64_t data_parallel_tables = 0;
+  /// Hybrid tables (hybrid_embedding.h): their frequent rows are in `data_parallel` (local batch,
+  /// their dense gradient in data_parallel_elements), their row blocks of the other rows in
+  /// `row_wise` (global batch); each is one pooled vector per sample, the sum of the two parts.
+  int64_t hybrid_tables = 0;
+  /// Values this rank puts into the row-wise reduce-scatter and gets back in its backward
+  /// all-gather (row_wise_exchange_values of the global and the local batch).
+  int64_t row_wise_sent_values = 0;
+  int64_t row_wise_gathered_values = 0;
   /// Elements of all data-parallel tables (rows x dim summed): their dense gradient and update.
   int64_t data_parallel_elements = 0;
   int64_t local_batch = 0;
@@ -36,6 +44,13 @@ struct RankPlan {
   /// Samples this rank's bottom MLP sees (0: it runs none).
   int64_t bottom_batch = 0;
 };
+
+/// Values each rank puts into the row-wise reduce-scatter (`batch` = the global batch) or gets
+/// back in its backward all-gather (`batch` = the local batch): batch x dim per row-wise table,
+/// and per hybrid table only for the share of samples with an infrequent lookup
+/// (infrequent_sample_share), rounded to a whole count. The same on every rank.
+int64_t row_wise_exchange_values(const DlrmConfig& config, const TablePlacement& placement,
+                                 int64_t batch);
 
 /// The plan of DLRM rank `index` of `built` (its placement, ranks and local batch).
 RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t index);

@@ -101,6 +101,14 @@ void check_input(const ShardingInput& in) {
                       "dim positive (or 0: the model's) and pooling non-negative",
                       t, table.rows, table.dim, table.pooling));
     }
+    if (table.sharding_type == EmbeddingShardingType::kHybrid &&
+        (table.frequent_rows < 0 || table.frequent_rows > table.rows ||
+         !(table.frequent_share >= 0.0 && table.frequent_share <= 1.0))) {
+      throw ShardingError(fmt::format(
+          "table {} (hybrid) has {} frequent rows of {} and a frequent share of {}; the rows must "
+          "be 0 .. rows and the share 0 .. 1",
+          t, table.frequent_rows, table.rows, table.frequent_share));
+    }
     const int64_t dim = table_dim(table, in.dim);
     const bool column_wise = table.sharding_type == EmbeddingShardingType::kColumnWise;
     if (column_wise ? (table.column_shards < 1 || dim % table.column_shards != 0)
@@ -516,6 +524,8 @@ std::string_view embedding_sharding_type_name(EmbeddingShardingType type) {
       return "data_parallel";
     case EmbeddingShardingType::kTableRowWise:
       return "table_row_wise";
+    case EmbeddingShardingType::kHybrid:
+      return "hybrid";
   }
   return "unknown";
 }
@@ -578,6 +588,16 @@ int64_t rank_table_memory_bytes(const EmbeddingTable& table, const ShardingInput
       return elements *
              (2 * input.weight_bytes + 4 * dense_optimizer_states(input.dense_optimizer));
     }
+    case EmbeddingShardingType::kHybrid: {
+      EmbeddingTable frequent = table;
+      frequent.sharding_type = EmbeddingShardingType::kDataParallel;
+      frequent.rows = table.frequent_rows;
+      EmbeddingTable infrequent = table;
+      infrequent.sharding_type = EmbeddingShardingType::kRowWise;
+      infrequent.rows = table.rows - table.frequent_rows;
+      return rank_table_memory_bytes(frequent, input, rank) +
+             rank_table_memory_bytes(infrequent, input, rank);
+    }
     case EmbeddingShardingType::kTableWise:
     case EmbeddingShardingType::kColumnWise:
     case EmbeddingShardingType::kTableRowWise:
@@ -620,14 +640,20 @@ TablePlacement shard_tables(const ShardingInput& input, ShardingStrategy strateg
   out.node_of_table.assign(input.tables.size(), kNoSingleRank);
   out.ranks_per_node = input.ranks_per_node == 0 ? ranks : input.ranks_per_node;
 
-  // Row-wise and data-parallel tables: their share on every rank, before anything is placed.
+  // Row-wise, data-parallel and hybrid tables: their share on every rank, before anything is
+  // placed.
   for (uint32_t t = 0; t < input.tables.size(); ++t) {
     const EmbeddingTable& table = input.tables[t];
     const EmbeddingShardingType type = table.sharding_type;
-    if (type != EmbeddingShardingType::kRowWise && type != EmbeddingShardingType::kDataParallel) {
+    if (type == EmbeddingShardingType::kRowWise) {
+      out.row_wise.push_back(t);
+    } else if (type == EmbeddingShardingType::kDataParallel) {
+      out.data_parallel.push_back(t);
+    } else if (type == EmbeddingShardingType::kHybrid) {
+      out.hybrid.push_back(t);
+    } else {
       continue;
     }
-    (type == EmbeddingShardingType::kRowWise ? out.row_wise : out.data_parallel).push_back(t);
     for (uint32_t r = 0; r < ranks; ++r) {
       const int64_t bytes = rank_table_memory_bytes(table, input, r);
       if (bytes > input.rank_capacity_bytes[r] - out.memory_bytes[r]) {

@@ -76,9 +76,12 @@ enum class EmbeddingShardingType : uint8_t {
   /// On one node, rows in blocks of ceil(rows / local ranks) over that node's ranks
   /// (twrw_sharding.py); the node is chosen by lookup cost (shard_tables).
   kTableRowWise,
+  /// HugeCTR's hybrid embedding (hybrid_embedding.h): the frequent rows replicated on every rank
+  /// like a data-parallel table, the others in row-wise blocks over all ranks.
+  kHybrid,
 };
 /// "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise" (TorchRec's
-/// ShardingType values).
+/// ShardingType values), "hybrid".
 std::string_view embedding_sharding_type_name(EmbeddingShardingType type);
 
 /// One embedding table, or one piece of a table that a sharder places.
@@ -97,6 +100,10 @@ struct EmbeddingTable {
   /// The scenario stated the type (not `auto`, not left out): a plan and `upsim shard` keep it
   /// (TorchRec's ParameterConstraints.sharding_types, one type).
   bool sharding_type_stated = false;
+  /// kHybrid: the frequent rows (replicated, 0 .. rows) and the share of the lookups that hit
+  /// them (0 .. 1; hybrid_embedding.h).
+  int64_t frequent_rows = 0;
+  double frequent_share = 0.0;
   /// Measured reuse histogram of a batch (table_statistics.h); empty: none measured.
   std::vector<double> reuse_histogram{};
   /// Zipf exponent of the accesses when no histogram is given; 0: uniform.
@@ -193,8 +200,9 @@ struct ShardingInput {
 /// (table_memory_bytes of the shard); data-parallel, the whole table's weights, its dense
 /// gradient (DDP reduces a dense rows x dim gradient: FBGEMM's
 /// DenseTableBatchedEmbeddingBagsCodegen) and the dense optimizer's fp32 state
-/// (dense_optimizer_states x rows x dim x 4 B). 0 for table-wise and column-wise tables, which
-/// the sharder places.
+/// (dense_optimizer_states x rows x dim x 4 B); hybrid, its frequent rows as a data-parallel
+/// table holds them and its row-wise block of the other rows. 0 for table-wise and column-wise
+/// tables, which the sharder places, and for table-row-wise ones, placed by node.
 int64_t rank_table_memory_bytes(const EmbeddingTable& table, const ShardingInput& input,
                                 uint32_t rank);
 
@@ -219,9 +227,11 @@ struct TablePlacement {
   std::vector<TablePiece> pieces;
   /// pieces_of_rank[r] lists the indices into `pieces` on rank r, ascending.
   std::vector<std::vector<uint32_t>> pieces_of_rank;
-  /// Ids of the row-wise and of the data-parallel tables, ascending (they span every rank).
+  /// Ids of the row-wise, the data-parallel and the hybrid tables, ascending (they span every
+  /// rank).
   std::vector<uint32_t> row_wise;
   std::vector<uint32_t> data_parallel;
+  std::vector<uint32_t> hybrid;
   /// Ids of the table-row-wise tables, ascending, and the node each spans
   /// (node_of_table[t]; kNoSingleRank for tables of other types).
   std::vector<uint32_t> table_row_wise;

@@ -4,7 +4,11 @@
 
 #include <array>
 #include <map>
+#include <optional>
+#include <stdexcept>
 #include <tuple>
+
+#include "workloads/dlrm/hybrid_embedding.h"
 
 namespace upsim {
 
@@ -17,6 +21,7 @@ std::vector<TypeChoice> sharding_type_choices(int64_t dim, uint32_t ranks, uint3
     out.push_back({EmbeddingShardingType::kColumnWise, dim / kTorchRecColumnShardWidth});
   }
   if (nodes > 1) out.push_back({EmbeddingShardingType::kTableRowWise, 1});
+  out.push_back({EmbeddingShardingType::kHybrid, 1});
   return out;
 }
 
@@ -45,8 +50,22 @@ std::vector<TypeChoice> type_choices_of(std::span<const EmbeddingTable> tables) 
   return out;
 }
 
-void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeChoice> choices) {
+void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeChoice> choices,
+                        int64_t global_batch, uint32_t ranks) {
   for (size_t t = 0; t < tables.size() && t < choices.size(); ++t) {
+    const bool becomes_hybrid = choices[t].type == EmbeddingShardingType::kHybrid &&
+                                tables[t].sharding_type != EmbeddingShardingType::kHybrid;
+    if (becomes_hybrid) {
+      const std::optional<HybridSplit> split = hybrid_split(tables[t], global_batch, ranks);
+      if (!split) {
+        throw std::invalid_argument(fmt::format(
+            "table {} has a measured reuse histogram, which does not say which rows are hot: it "
+            "cannot be made hybrid",
+            t));
+      }
+      tables[t].frequent_rows = split->frequent_rows;
+      tables[t].frequent_share = split->frequent_share;
+    }
     tables[t].sharding_type = choices[t].type;
     tables[t].column_shards =
         choices[t].type == EmbeddingShardingType::kColumnWise ? choices[t].column_shards : 1;
@@ -55,8 +74,8 @@ void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeCh
 }
 
 std::string type_mix(std::span<const TypeChoice> choices) {
-  static constexpr std::array<const char*, 5> kShort = {"tw", "rw", "cw", "dp", "twrw"};
-  std::array<size_t, 5> count{};
+  static constexpr std::array<const char*, 6> kShort = {"tw", "rw", "cw", "dp", "twrw", "hybrid"};
+  std::array<size_t, 6> count{};
   for (const TypeChoice& c : choices)
     ++count.at(static_cast<size_t>(c.type));
   std::string out;

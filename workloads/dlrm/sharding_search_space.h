@@ -36,8 +36,8 @@ inline constexpr int64_t kTorchRecColumnShardWidth = 128;
 /// The types the search tries for a table of `dim` columns on `ranks` ranks in `nodes` nodes,
 /// in this order: table_wise, row_wise, data_parallel (TorchRec's EmbeddingBagCollectionSharder
 /// default sharding types that upsim models), column_wise with dim / 128 shards when 128 divides a
-/// dim above it, table_row_wise when there is more than one node (on one node it is row_wise).
-/// One rank: table_wise alone.
+/// dim above it, table_row_wise when there is more than one node (on one node it is row_wise),
+/// hybrid (HugeCTR's frequency split, hybrid_embedding.h). One rank: table_wise alone.
 std::vector<TypeChoice> sharding_type_choices(int64_t dim, uint32_t ranks, uint32_t nodes);
 
 /// The open tables in classes of identical tables (see the contract).
@@ -46,11 +46,15 @@ std::vector<std::vector<uint32_t>> open_table_classes(std::span<const EmbeddingT
 /// Each table's current type.
 std::vector<TypeChoice> type_choices_of(std::span<const EmbeddingTable> tables);
 
-/// Gives table t the type choices[t] (column shards included); the tables are no longer `auto`.
-void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeChoice> choices);
+/// Gives table t the type choices[t] (column shards included; a table made hybrid splits by its
+/// access law, hybrid_split for `global_batch` samples on `ranks` GPUs); the tables are no longer
+/// `auto`. Throws std::invalid_argument, naming the table, when a table made hybrid has a
+/// measured reuse histogram (which does not say which rows are hot).
+void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeChoice> choices,
+                        int64_t global_batch, uint32_t ranks);
 
 /// "84 tw, 12 rw": how many tables take each type, in type order, with TorchRec's short names
-/// (tw, rw, cw, dp, twrw: its sharding modules tw_sharding.py ... twrw_sharding.py).
+/// (tw, rw, cw, dp, twrw: its sharding modules tw_sharding.py ... twrw_sharding.py) and hybrid.
 std::string type_mix(std::span<const TypeChoice> choices);
 
 /// "column_wise x2" for a column-wise choice, else the type's name.

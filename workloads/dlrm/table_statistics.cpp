@@ -9,10 +9,6 @@
 
 namespace upsim {
 
-namespace {
-
-/// sum_{i = a}^{b} i^-alpha for 1 <= a <= b: exact below 64 terms, else the integral with the
-/// trapezoid's end correction (Euler-Maclaurin to first order).
 double zipf_mass(double a, double b, double alpha) {
   if (b < a) return 0.0;
   if (b - a < 64.0) {
@@ -27,6 +23,8 @@ double zipf_mass(double a, double b, double alpha) {
           : (std::pow(b, 1.0 - alpha) - std::pow(a, 1.0 - alpha)) / (1.0 - alpha);
   return integral + 0.5 * (std::pow(a, -alpha) + std::pow(b, -alpha));
 }
+
+namespace {
 
 /// Adds to `histogram` `rows` x P(k accesses) for every k >= 1 of Poisson(lambda), in the bin of
 /// k: the pmf term by term up to lambda + 12 sqrt(lambda) + 12 for lambda <= 256, else the normal

@@ -13,6 +13,10 @@
 
 namespace upsim {
 
+/// sum_{i = a}^{b} i^-alpha for 1 <= a <= b (0 when b < a): exact below 64 terms, else the
+/// integral with the trapezoid's end correction (Euler-Maclaurin to first order).
+double zipf_mass(double a, double b, double alpha);
+
 /// The reuse bin of a row accessed `count` (>= 1) times in a batch.
 size_t reuse_bin(double count);
 

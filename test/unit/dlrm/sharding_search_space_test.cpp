@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <vector>
 
 namespace upsim {
@@ -15,17 +16,19 @@ TEST(ShardingTypeChoices, FollowTorchRecsTypesAndThePlatformsShape) {
   // One GPU: nothing to split.
   EXPECT_EQ(sharding_type_choices(128, 1, 1), (std::vector<TypeChoice>{{Type::kTableWise, 1}}));
   // One node of 8, dim 128: no column split (TorchRec's 128-column shards), no table-row-wise.
-  EXPECT_EQ(sharding_type_choices(128, 8, 1),
-            (std::vector<TypeChoice>{
-                {Type::kTableWise, 1}, {Type::kRowWise, 1}, {Type::kDataParallel, 1}}));
+  EXPECT_EQ(sharding_type_choices(128, 8, 1), (std::vector<TypeChoice>{{Type::kTableWise, 1},
+                                                                       {Type::kRowWise, 1},
+                                                                       {Type::kDataParallel, 1},
+                                                                       {Type::kHybrid, 1}}));
   // Dim 512 on two nodes: column-wise in 4 shards of 128 and table-row-wise.
   EXPECT_EQ(sharding_type_choices(512, 16, 2), (std::vector<TypeChoice>{{Type::kTableWise, 1},
                                                                         {Type::kRowWise, 1},
                                                                         {Type::kDataParallel, 1},
                                                                         {Type::kColumnWise, 4},
-                                                                        {Type::kTableRowWise, 1}}));
+                                                                        {Type::kTableRowWise, 1},
+                                                                        {Type::kHybrid, 1}}));
   // A dim that 128 does not divide is not split by column.
-  EXPECT_EQ(sharding_type_choices(200, 4, 1).size(), 3U);
+  EXPECT_EQ(sharding_type_choices(200, 4, 1).size(), 4U);
 }
 
 TEST(OpenTableClasses, GroupIdenticalOpenTablesAndKeepStatedOnes) {
@@ -48,16 +51,29 @@ TEST(TypeChoices, ApplyRoundTripsAndTheMixCountsEachType) {
                                            {Type::kTableWise, 1},
                                            {Type::kTableWise, 1},
                                            {Type::kTableRowWise, 1}};
-  apply_type_choices(tables, choices);
+  apply_type_choices(tables, choices, 8, 2);
   EXPECT_FALSE(tables[0].auto_sharding_type);
   EXPECT_EQ(tables[1].column_shards, 2);
   EXPECT_EQ(type_choices_of(tables), choices);
   EXPECT_EQ(type_mix(choices), "2 tw, 1 rw, 1 cw, 1 twrw");
+  EXPECT_EQ(type_mix(std::vector<TypeChoice>{{Type::kHybrid, 1}}), "1 hybrid");
   EXPECT_EQ(type_choice_name(choices[1]), "column_wise x2");
   EXPECT_EQ(type_choice_name(choices[0]), "row_wise");
   // A column-wise table made table-wise again loses its shards.
-  apply_type_choices(tables, std::vector<TypeChoice>(5, TypeChoice{}));
+  apply_type_choices(tables, std::vector<TypeChoice>(5, TypeChoice{}), 8, 2);
   EXPECT_EQ(tables[1].column_shards, 1);
+  // Made hybrid, a table splits by its access law; a measured histogram cannot say which rows
+  // are hot.
+  std::vector<EmbeddingTable> skewed(1, EmbeddingTable{1'000'000, 1.0});
+  skewed[0].zipf_alpha = 1.1;
+  apply_type_choices(skewed, std::vector<TypeChoice>{{Type::kHybrid, 1}}, 65536, 8);
+  EXPECT_EQ(skewed[0].sharding_type, Type::kHybrid);
+  EXPECT_GT(skewed[0].frequent_rows, 0);
+  EXPECT_GT(skewed[0].frequent_share, 0.5);
+  std::vector<EmbeddingTable> measured(1, EmbeddingTable{1000, 1.0});
+  measured[0].reuse_histogram = {1.0};
+  EXPECT_THROW(apply_type_choices(measured, std::vector<TypeChoice>{{Type::kHybrid, 1}}, 65536, 8),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -72,10 +72,19 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
   int64_t received_columns = 0;  // per local sample, from the all-to-all
   for (const TablePiece& p : placement.pieces)
     received_columns += p.dim;
-  const auto row_wise = static_cast<int64_t>(placement.row_wise.size());
-  const auto data_parallel = static_cast<int64_t>(placement.data_parallel.size());
+  // Hybrid tables hold both a row block (global batch, their infrequent lookups) and the
+  // frequent replica (local batch): they count as row-wise and as data-parallel tables.
+  const auto hybrid = static_cast<int64_t>(placement.hybrid.size());
+  const auto row_wise = static_cast<int64_t>(placement.row_wise.size()) + hybrid;
+  const auto data_parallel = static_cast<int64_t>(placement.data_parallel.size()) + hybrid;
+  const auto ranks = static_cast<double>(placement.pieces_of_rank.size());
   for (const uint32_t t : placement.row_wise) {
-    const double share = c.tables[t].pooling / static_cast<double>(placement.pieces_of_rank.size());
+    const double share = c.tables[t].pooling / ranks;
+    indices += share;
+    lookup_values += share * static_cast<double>(c.embedding_dim);
+  }
+  for (const uint32_t t : placement.hybrid) {
+    const double share = c.tables[t].pooling * (1.0 - c.tables[t].frequent_share) / ranks;
     indices += share;
     lookup_values += share * static_cast<double>(c.embedding_dim);
   }
@@ -110,6 +119,8 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
   double dp_indices = 0.0;
   for (const uint32_t t : placement.data_parallel)
     dp_indices += c.tables[t].pooling;
+  for (const uint32_t t : placement.hybrid)
+    dp_indices += c.tables[t].pooling * c.tables[t].frequent_share;
   const auto index_bytes = static_cast<int64_t>(
       (static_cast<double>(c.global_batch) * indices + static_cast<double>(batch) * dp_indices) *
       static_cast<double>(c.index_bytes));

@@ -23,6 +23,7 @@
 #include "sim/export/run_summary.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "tools/run_metrics.h"
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
@@ -419,13 +420,24 @@ void attach_outputs(const RunOptions& options, const std::vector<std::string>& p
   attach_run_observers(scenario, large, executor, o);
 }
 
+/// `text` (format_run_summary's) with the throughput line (run_metrics.h) after its first line,
+/// the predicted iteration time.
+std::string summary_with_metrics(const Scenario& scenario, const RunSummary& summary,
+                                 std::string text) {
+  const std::optional<RunMetrics> metrics = run_metrics(scenario, summary);
+  if (!metrics) return text;
+  const size_t end = text.find('\n');
+  text.insert(end == std::string::npos ? text.size() : end + 1, format_run_metrics(*metrics));
+  return text;
+}
+
 /// The finished run's files, staged and published together; the trace writer closed.
 void write_run_outputs(const RunOptions& options, const ConfigDocument& doc, const SteadyRun& run,
                        RunOutputs& o) {
   const Scenario& scenario = run.scenario;
   const RunSummary& summary = run.summary;
   std::string text = scenario.description;
-  text += format_run_summary(summary);
+  text += summary_with_metrics(scenario, summary, format_run_summary(summary));
   if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
   o.files->stage(o.out_dir / kSummaryFile, text);
   o.files->stage(o.out_dir / kResolvedFile, doc.resolved_yaml());
@@ -530,7 +542,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   }
   // The console shows the slowest ranks of a large run; summary.txt keeps every rank.
   constexpr size_t kConsoleRankRows = 16;
-  out << run.scenario.header << format_run_summary(run.summary, kConsoleRankRows);
+  out << run.scenario.header
+      << summary_with_metrics(run.scenario, run.summary,
+                              format_run_summary(run.summary, kConsoleRankRows));
   if (!run.scenario.measured_iteration.empty()) {
     out << format_measured_comparison(run.scenario, run.summary);
   }

@@ -7,6 +7,7 @@
 
 #include "sim/export/json_text.h"
 #include "sim/parallel_dim.h"
+#include "tools/run_metrics.h"
 
 namespace upsim::cli {
 
@@ -116,6 +117,9 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
       "  \"predicted_iteration_time_ms\": {},\n",
       summary.iterations, summary.warmup_iterations, measured,
       ms(summary.predicted_iteration_time));
+  const std::optional<RunMetrics> metrics = run_metrics(scenario, summary);
+  out += fmt::format("  {},\n",
+                     metrics ? run_metrics_json(*metrics) : std::string("\"throughput\": null"));
   out += "  \"ranks\": [";
   for (size_t r = 0; r < summary.ranks.size(); ++r) {
     const RankBreakdown& b = summary.ranks[r];

@@ -12,6 +12,10 @@
 //               ("" without platform.topology)
 //   iterations: simulated, warmup, measured
 //   predicted_iteration_time_ms: the slowest rank's mean measured iteration
+//   throughput: {unit ("tokens" | "samples"), per_s, per_gpu_per_s, model_tflops_per_gpu, mfu,
+//               hardware_tflops_per_gpu, hfu, peak_tflops, peak_dtype} (tools/run_metrics.h;
+//               model_tflops_per_gpu and mfu null where the workload counts no model FLOPs, hfu
+//               and mfu null without a peak for the dtype), or null (a trace)
 //   ranks[]:    rank, name, iteration_time_ms and the per-iteration means in ms of compute,
 //               communication, exposed_communication, bubble, rendezvous_wait, cpu_bound_idle,
 //               other_idle, collective_wait (sim/export/run_summary.h defines each), exposed_by_dim

@@ -638,6 +638,7 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
                         hardware.device.name, join(recorded_as, ", "), kGpuRecordedAs);
   }
   s.memory = built.memory;
+  s.work = built.work;
   if (built.memory) {
     check_memory(*built.memory, hardware.device, memory_check_warns, workload_node, text,
                  s.warnings);

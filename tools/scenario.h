@@ -116,6 +116,8 @@ struct Scenario {
   /// The workload's largest per-GPU footprint (WorkloadBuild::memory); nullopt when it does
   /// not model memory.
   std::optional<MemoryFootprint> memory;
+  /// One iteration's work (WorkloadBuild::work); nullopt: no throughput metrics.
+  std::optional<IterationWork> work;
   /// What is simulated, in a few lines for the summary (platform, workload, placement), then
   /// one "warning: ..." line per warning (summary.txt keeps both).
   std::string description;

@@ -102,6 +102,19 @@ struct MeasuredRun {
 };
 
 /// What a workload built, for the summary and the run.
+/// What one iteration processes, for the throughput and utilisation metrics the tools print.
+struct IterationWork {
+  /// What `units` counts: "tokens" (transformers) or "samples" (DLRM).
+  std::string unit;
+  /// Units of one iteration over all GPUs (the global batch's tokens or samples).
+  double units = 0.0;
+  /// Model FLOPs of one iteration over all GPUs, as the framework counts them for its reported
+  /// TFLOP/s (transformers: model_flops.h); 0 = not counted for this workload.
+  double model_flops = 0.0;
+  /// The dtype whose dense peak the utilisations (MFU, HFU) are relative to.
+  DType peak_dtype = DType::kBf16;
+};
+
 struct WorkloadBuild {
   /// Summary lines after the platform line ("workload: ..."), without trailing newlines.
   std::vector<std::string> description;
@@ -133,6 +146,8 @@ struct WorkloadBuild {
   /// (torchtitan's per-op checkpointing alternates what it saves: op_recompute.h). The
   /// steady-state check then compares the measured two iterations with the two before them.
   uint32_t iteration_period = 1;
+  /// One iteration's work for throughput and utilisation; nullopt: not defined (traces).
+  std::optional<IterationWork> work;
 };
 
 class Workload {

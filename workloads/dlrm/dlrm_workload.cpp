@@ -353,6 +353,13 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   }
 
   out.memory = dlrm_memory_footprint(dlrm, built, platform, graph);
+  // Samples per iteration; no model FLOPs are counted for DLRM (its frameworks report samples
+  // per second); utilisation against the MLPs' dtype's dense peak.
+  IterationWork work;
+  work.unit = "samples";
+  work.units = static_cast<double>(dlrm.global_batch);
+  work.peak_dtype = dlrm.dtype;
+  out.work = work;
   return out;
 }
 

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "sim/config/quantity_parse.h"
+#include "workloads/transformer/model_flops.h"
 #include "workloads/transformer/op_recompute.h"
+#include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
 
@@ -152,6 +154,16 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
         built.simulated.size(), built.gpus, p.data - 1));
   }
   out.memory = transformer_peak_memory(c);
+  // Tokens the iteration trains on (unpadded samples: their real tokens) and Megatron-LM's
+  // model FLOPs. Utilisation is against the dense peak of the training dtype, fp8 against bf16
+  // as torchtitan's MFU counts it (torchtitan/tools/utils.py get_peak_flops: the bf16 peak).
+  IterationWork work;
+  work.unit = "tokens";
+  work.units = static_cast<double>(c.global_batch / c.micro_batch) *
+               static_cast<double>(micro_batch_tokens(c.sequences, c.micro_batch, c.seq));
+  work.model_flops = transformer_model_flops(c);
+  work.peak_dtype = c.dtype == DType::kFp8 ? DType::kBf16 : c.dtype;
+  out.work = work;
   // Per-op checkpointing counts a block's matmuls over every forward: with an odd count per
   // forward and an odd number of micro-batches, every second iteration saves the other ones.
   if (c.recompute == Recompute::kOp && block_matmuls(c).size() % 2 == 1 &&

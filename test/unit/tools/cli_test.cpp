@@ -357,6 +357,58 @@ TEST_F(Cli, RunWritesSummaryJsonAndCsvTablesThatAgreeWithTheText) {
     EXPECT_EQ(read_file(dir_ / "a" / file), read_file(dir_ / "b" / file)) << file;
 }
 
+// The throughput line and summary.json's `throughput`: tokens/s = the global batch's tokens over
+// the predicted iteration time; model TFLOP/s per GPU = Megatron-LM's count over it and the
+// GPUs; MFU and HFU against the dtype's dense peak of the GPU; DLRM reports samples/s and no
+// model FLOPs.
+TEST_F(Cli, RunReportsThroughputAndUtilisation) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml");
+  const Result r = run("run " + gpt2 + " --out a --no-trace");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.out.find("\nthroughput: "), std::string::npos) << r.out;
+  using upsim::JsonValue;
+  const std::string json_text = read_file(dir_ / "a" / "summary.json");
+  upsim::JsonCursor cursor(json_text, "summary.json");
+  const JsonValue doc = upsim::read_json_value(cursor);
+  const double seconds = doc.find("predicted_iteration_time_ms")->number * 1e-3;
+  const JsonValue& t = *doc.find("throughput");
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t.find("unit")->string, "tokens");
+  // gpt2_4gpu: global batch 128 of 128 tokens, 4 A100s in fp32 (19.5 TFLOP/s dense).
+  EXPECT_NEAR(t.find("per_s")->number, 128.0 * 128.0 / seconds, 1e-5 * 128.0 * 128.0 / seconds);
+  EXPECT_NEAR(t.find("per_gpu_per_s")->number, t.find("per_s")->number / 4.0,
+              1e-5 * t.find("per_s")->number);
+  EXPECT_EQ(t.find("peak_dtype")->string, "fp32");
+  EXPECT_NEAR(t.find("peak_tflops")->number, 19.5, 1e-6);
+  const double model = t.find("model_tflops_per_gpu")->number;
+  EXPECT_NEAR(t.find("mfu")->number, model / 19.5, 1e-5);
+  // No recomputation and the unfused attention computes every score: the kernels do the model's
+  // matmuls and a little elementwise work, so the hardware rate is within a few percent of it.
+  const double hardware = t.find("hardware_tflops_per_gpu")->number;
+  EXPECT_GE(hardware, model * 0.98);
+  EXPECT_LE(hardware, model * 1.10);
+  EXPECT_LT(t.find("mfu")->number, 1.0);
+  EXPECT_NEAR(t.find("hfu")->number, hardware / 19.5, 1e-5);
+  const std::string summary = read_file(dir_ / "a" / "summary.txt");
+  EXPECT_NE(summary.find(fmt::format("(MFU {:.1f}% of the 19.5 TFLOP/s fp32 dense peak)",
+                                     100.0 * t.find("mfu")->number)),
+            std::string::npos)
+      << summary;
+
+  const Result dlrm = run("run " + quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml") +
+                          " --out b --no-trace");
+  ASSERT_EQ(dlrm.exit_code, 0) << dlrm.output;
+  const std::string dlrm_json = read_file(dir_ / "b" / "summary.json");
+  upsim::JsonCursor dlrm_cursor(dlrm_json, "summary.json");
+  const JsonValue d = upsim::read_json_value(dlrm_cursor);
+  const JsonValue& dt = *d.find("throughput");
+  EXPECT_EQ(dt.find("unit")->string, "samples");
+  EXPECT_NEAR(dt.find("per_s")->number,
+              4096.0 / (d.find("predicted_iteration_time_ms")->number * 1e-3), 1.0);
+  EXPECT_EQ(dt.find("mfu")->type, upsim::JsonType::kNull);
+  EXPECT_EQ(dt.find("model_tflops_per_gpu")->type, upsim::JsonType::kNull);
+}
+
 // A 24-point study of the tiny scenario: the same table at -j1 and -j2, and after a resume;
 // another study is refused in the same folder; a point that fails is a row, not a crash.
 TEST_F(Cli, SweepRunsEveryPointIntoOneTableThatResumesAndIsTheSameAtAnyJobs) {

@@ -84,6 +84,25 @@ int diff_main(const std::vector<std::string>& args, std::ostream& out) {
   const double b_ms = b.summary.predicted_iteration_time_ms;
   out << fmt::format("predicted iteration time: A {:.4f} ms, B {:.4f} ms, change {:+.4f} ms ({})\n",
                      a_ms, b_ms, b_ms - a_ms, change(a_ms, b_ms));
+  // Throughput and utilisation, where both runs state them in the same unit.
+  if (!a.summary.throughput_unit.empty() &&
+      a.summary.throughput_unit == b.summary.throughput_unit) {
+    const double x = a.summary.throughput_per_s;
+    const double y = b.summary.throughput_per_s;
+    std::string line =
+        fmt::format("throughput: A {:.6g} {}/s, B {:.6g} {}/s ({})", x, a.summary.throughput_unit,
+                    y, b.summary.throughput_unit, change(x, y));
+    const auto percent = [](const std::optional<double>& v) {
+      return fmt::format("{:.1f}%", 100.0 * *v);
+    };
+    if (a.summary.mfu && b.summary.mfu) {
+      line += fmt::format("; MFU A {}, B {}", percent(a.summary.mfu), percent(b.summary.mfu));
+    }
+    if (a.summary.hfu && b.summary.hfu) {
+      line += fmt::format("; HFU A {}, B {}", percent(a.summary.hfu), percent(b.summary.hfu));
+    }
+    out << line << "\n";
+  }
 
   const RankTimes* ra = slowest_rank(a.summary);
   const RankTimes* rb = slowest_rank(b.summary);

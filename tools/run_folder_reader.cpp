@@ -107,6 +107,38 @@ void read_platform(JsonCursor& cursor, RunSummaryFields& s, const std::string& f
   }
 }
 
+/// A number, or nullopt for null.
+std::optional<double> number_or_null(JsonCursor& cursor, std::string_view key) {
+  if (cursor.peek() == JsonType::kNull) {
+    cursor.skip();
+    return std::nullopt;
+  }
+  return finite_value(cursor, key);
+}
+
+/// `throughput`: null, or {unit, per_s, mfu, hfu, ...} (the other members are skipped).
+void read_throughput(JsonCursor& cursor, RunSummaryFields& s) {
+  if (cursor.peek() == JsonType::kNull) {
+    cursor.skip();
+    return;
+  }
+  expect_object(cursor, "throughput");
+  std::string_view key;
+  while (cursor.next_member(key)) {
+    if (key == "unit") {
+      s.throughput_unit = string_value(cursor, "throughput.unit");
+    } else if (key == "per_s") {
+      s.throughput_per_s = finite_value(cursor, "throughput.per_s");
+    } else if (key == "mfu") {
+      s.mfu = number_or_null(cursor, "throughput.mfu");
+    } else if (key == "hfu") {
+      s.hfu = number_or_null(cursor, "throughput.hfu");
+    } else {
+      cursor.skip();
+    }
+  }
+}
+
 RankTimes read_rank(JsonCursor& cursor, size_t index, const std::string& file) {
   const std::string where = fmt::format("ranks[{}]", index);
   expect_object(cursor, where);
@@ -179,6 +211,9 @@ RunSummaryFields parse_run_summary(std::string_view text, const std::string& fil
     } else if (name == "predicted_iteration_time_ms") {
       seen.add(cursor, name, "");
       s.predicted_iteration_time_ms = finite_value(cursor, name);
+    } else if (name == "throughput") {
+      seen.add(cursor, name, "");
+      read_throughput(cursor, s);
     } else if (name == "ranks") {
       seen.add(cursor, name, "");
       expect_array(cursor, name);

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -46,6 +47,12 @@ struct RunSummaryFields {
   std::string gpu;
   double predicted_iteration_time_ms = 0.0;
   std::vector<RankTimes> ranks;
+  /// summary.json's `throughput` (absent or null: a trace, or an older summary): its unit,
+  /// units per second, and MFU / HFU where stated.
+  std::string throughput_unit;
+  double throughput_per_s = 0.0;
+  std::optional<double> mfu;
+  std::optional<double> hfu;
 };
 
 struct OpTimes {

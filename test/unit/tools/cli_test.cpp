@@ -500,6 +500,10 @@ TEST_F(Cli, DiffShowsTheIterationTimeBreakdownAndTheOpsThatChanged) {
   const Result d = run("diff a b --top 3 --csv d.csv");
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_NE(d.out.find("predicted iteration time: A "), std::string::npos) << d.out;
+  // The tiny DLRM states samples/s (no model FLOPs: no MFU), with its HFU.
+  EXPECT_NE(d.out.find("\nthroughput: A "), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find(" samples/s, B "), std::string::npos) << d.out;
+  EXPECT_EQ(d.out.find("MFU"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("--set platform.interconnect.link=pcie4"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("communication_ms"), std::string::npos) << d.out;
   EXPECT_NE(d.out.find("largest changes per op (ms per iteration"), std::string::npos) << d.out;

@@ -32,6 +32,7 @@
 #include "tools/plot_command.h"
 #include "tools/point_source.h"
 #include "tools/results_hdf5.h"
+#include "tools/run_metrics.h"
 #include "tools/run_tables.h"
 #include "tools/steady_state.h"
 #include "tools/sweep_folder.h"
@@ -288,7 +289,7 @@ std::string ms(Duration d) {
   return format_ms(d);
 }
 
-constexpr std::array<const char*, 13> kResultColumns{"status",
+constexpr std::array<const char*, 17> kResultColumns{"status",
                                                      "iteration_ms",
                                                      "compute_ms",
                                                      "communication_ms",
@@ -298,6 +299,10 @@ constexpr std::array<const char*, 13> kResultColumns{"status",
                                                      "cpu_bound_idle_ms",
                                                      "other_idle_ms",
                                                      "memory_bytes_per_gpu",
+                                                     "throughput_unit",
+                                                     "throughput_per_s",
+                                                     "mfu",
+                                                     "hfu",
                                                      "busiest_link",
                                                      "busiest_link_busy_ms",
                                                      "message"};
@@ -356,7 +361,7 @@ std::string result_fields(const Point& point, const Study& study) {
     const int64_t memory = sc.memory ? sc.memory->total_bytes() : 0;
     if (study.fits_memory && sc.memory && memory > sc.platform.gpu_memory_bytes) {
       return fmt::format(
-          "skipped,,,,,,,,,{},,,{}", memory,
+          "skipped,,,,,,,,,{},,,,,,,{}", memory,
           csv_field(fmt::format("needs {} bytes of GPU memory per GPU, the {} "
                                 "has {}",
                                 memory, sc.platform.gpu, sc.platform.gpu_memory_bytes)));
@@ -378,14 +383,23 @@ std::string result_fields(const Point& point, const Study& study) {
       link_ms =
           ms(s.links.front().busy / static_cast<int64_t>(std::max<uint32_t>(1, s.iterations)));
     }
-    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{}", ms(s.predicted_iteration_time),
+    // Throughput and utilisation (tools/run_metrics.h); empty where the run states none.
+    const std::optional<RunMetrics> metrics = run_metrics(sc, s);
+    const auto fraction = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.6g}", *v) : std::string();
+    };
+    const std::string throughput =
+        metrics ? fmt::format("{},{:.6g},{},{}", metrics->unit, metrics->units_per_s,
+                              fraction(metrics->mfu), fraction(metrics->hfu))
+                : std::string(",,,");
+    return fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{},{}", ms(s.predicted_iteration_time),
                        per_it(slowest->compute_busy), per_it(slowest->communication),
                        per_it(slowest->exposed_communication), per_it(slowest->bubble),
                        per_it(slowest->rendezvous_wait), per_it(slowest->cpu_bound_idle),
-                       per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "", link,
-                       link_ms, csv_field(warnings_message(run)));
+                       per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "",
+                       throughput, link, link_ms, csv_field(warnings_message(run)));
   } catch (const std::exception& e) {
-    std::string row = "failed,,,,,,,,,,,,";
+    std::string row = "failed,,,,,,,,,,,,,,,,";
     row += csv_field(one_line(e.what()));
     return row;
   }

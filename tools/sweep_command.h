@@ -29,7 +29,8 @@
 //  - Outputs in the folder (default upsim-out/<study>/, --out DIR): results.csv (and the same
 //    table as results.h5: tools/results_hdf5.h), one row per
 //    point (point, each axis value, status ok|skipped|failed, iteration time and the slowest
-//    rank's per-iteration breakdown in ms, per-GPU memory bytes, the busiest link and its busy
+//    rank's per-iteration breakdown in ms, per-GPU memory bytes, the throughput (unit, units
+//    per second, MFU and HFU as fractions; tools/run_metrics.h), the busiest link and its busy
 //    ms per iteration, a message: the error of a failed point, why one was skipped, or what
 //    `upsim run` of an ok point warns about, "warning: ...; warning: ..."), study.points (the
 //    manifest) and points/<n>.row, each finished point's row record (tools/sweep_records.h).

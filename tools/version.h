@@ -4,6 +4,7 @@
 
 namespace upsim::cli {
 
-inline constexpr const char* kVersion = "0.1.0";
+/// 0.2.0: sweep results gain the throughput columns (a 0.1.0 row has fewer fields).
+inline constexpr const char* kVersion = "0.2.0";
 
 }  // namespace upsim::cli

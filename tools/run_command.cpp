@@ -27,6 +27,7 @@
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
+#include "tools/timed_observer.h"
 
 namespace upsim::cli {
 
@@ -334,6 +335,9 @@ struct RunOutputs {
   fs::path trace_staging;  // the trace writer's target, published by files->commit()
   TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
+  /// The trace writer's wall time, over every attempt of the steady-state search.
+  std::unique_ptr<TimedObserver> trace_timer;
+  double trace_seconds = 0.0;
   std::unique_ptr<OpProfileObserver> ops;
   // The trace writer's own temporary (the staging name's .tmp) goes on an interrupt too.
   std::optional<TempFileGuard> trace_tmp;
@@ -386,6 +390,7 @@ void attach_run_observers(const Scenario& scenario, bool large, GraphExecutor& e
   o.ops =
       std::make_unique<OpProfileObserver>(scenario.warmup_iterations, scenario.measured_iterations);
   executor.add_observer(o.ops.get());
+  o.trace_timer.reset();
   o.trace.reset();
   if (o.trace_path.empty()) return;
   // A large run's link counters: at most about two samples per link per microsecond.
@@ -395,7 +400,8 @@ void attach_run_observers(const Scenario& scenario, bool large, GraphExecutor& e
       o.trace_staging, ChromeTraceOptions{o.trace_selection.ranks, o.trace_iterations,
                                           link_interval, o.trace_path.extension() == ".gz"});
   o.trace->add_metadata("scenario", scenario.name);
-  executor.add_observer(o.trace.get());
+  o.trace_timer = std::make_unique<TimedObserver>(*o.trace, o.trace_seconds);
+  executor.add_observer(o.trace_timer.get());
 }
 
 /// One attempt of the steady-state search attached to the run's outputs (AttachObservers).
@@ -459,20 +465,25 @@ void write_run_outputs(const RunOptions& options, const ConfigDocument& doc, con
   o.trace_tmp.reset();
 }
 
-/// The line on how many tasks and events the run simulated, in how many attempts.
-void print_simulation_stats(const SteadyRun& run, std::ostream& err) {
+/// The line on how many tasks and events the run simulated, in how many attempts, and how much
+/// of the time writing the trace took (`trace_seconds`; 0: no trace).
+void print_simulation_stats(const SteadyRun& run, double trace_seconds, std::ostream& err) {
   const RunStats& stats = run.stats;
+  const std::string trace =
+      trace_seconds > 0.0 ? fmt::format(" ({:.3f} s of it writing the trace, {:.3f} s simulating)",
+                                        trace_seconds, std::max(0.0, run.wall_s - trace_seconds))
+                          : std::string();
   if (run.attempts.size() == 1) {
-    err << fmt::format("simulated {} tasks, {} events in {:.3f} s\n", stats.tasks_done,
-                       stats.events, run.wall_s);
+    err << fmt::format("simulated {} tasks, {} events in {:.3f} s{}\n", stats.tasks_done,
+                       stats.events, run.wall_s, trace);
   } else {
     std::string counts;
     for (const uint32_t n : run.attempts)
       counts += (counts.empty() ? "" : ", ") + std::to_string(n);
     err << fmt::format(
         "simulated {} tasks, {} events in the last of {} runs ({} iterations: the steady-state "
-        "search), {:.3f} s in all\n",
-        stats.tasks_done, stats.events, run.attempts.size(), counts, run.wall_s);
+        "search), {:.3f} s in all{}\n",
+        stats.tasks_done, stats.events, run.attempts.size(), counts, run.wall_s, trace);
   }
   if (stats.persistent_gemms_split > 0) {
     err << fmt::format(
@@ -549,7 +560,7 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     out << format_measured_comparison(run.scenario, run.summary);
   }
   out.flush();
-  print_simulation_stats(run, err);
+  print_simulation_stats(run, outputs.trace_seconds, err);
   print_output_notes(options, run, outputs, trace_in_folder, err);
 }
 

@@ -2,11 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iterator>
 
 namespace upsim {
 
 void append_json_escaped(std::string& out, std::string_view text) {
+  // Most text needs no escape: append it whole.
+  const bool plain = std::none_of(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return c == '"' || c == '\\' || u < 0x20 || u == 0x7f;
+  });
+  if (plain) {
+    out.append(text);
+    return;
+  }
   for (const char c : text) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {

@@ -728,6 +728,15 @@ TEST_F(Cli, ResultsOnStdoutWarningsAndProgressOnStderr) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("simulated "), std::string::npos) << r.err;
+  // Without a trace the closing line has no trace share; with one it says its time apart.
+  EXPECT_EQ(r.err.find("writing the trace"), std::string::npos) << r.err;
+  const Result traced = run("run " + scenario + " --out c");
+  ASSERT_EQ(traced.exit_code, 0) << traced.output;
+  const std::regex share(
+      R"((\d+\.\d+) s(?: in all)? \((\d+\.\d+) s of it writing the trace, (\d+\.\d+) s simulating\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(traced.err, m, share)) << traced.err;
+  EXPECT_NEAR(std::stod(m[2]) + std::stod(m[3]), std::stod(m[1]), 0.0015);
   // summary.txt keeps the warnings with the results.
   EXPECT_NE(read_file(dir_ / "a" / "summary.txt").find("\nwarning: kernel model: calibration"),
             std::string::npos);

@@ -19,6 +19,7 @@
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
 #include "tools/memory_limit.h"
+#include "tools/plan_command.h"
 #include "tools/plot_command.h"
 #include "tools/run_command.h"
 #include "tools/shard_command.h"
@@ -47,7 +48,10 @@ const char* kTopUsage =
     "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
     "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
     "                  resolved scenario. `upsim run --help` lists its options.\n"
-    "  shard SCENARIO  rank the embedding-table sharders of a DLRM scenario by simulated\n"
+    "  plan SCENARIO   search the parallel layout of a transformer scenario (tensor, pipeline,\n"
+    "                  virtual stages, data parallel, micro-batch) by simulation; ranks them with\n"
+    "                  tokens/s and MFU and writes the best as a scenario (best.yaml)\n"
+    "  shard SCENARIO  search a DLRM scenario's sharding types and table placement by simulated\n"
     "                  iteration time (load imbalance, exposed communication, table memory per\n"
     "                  GPU) and write the best placement as a plan file (`sharding: plan`)\n"
     "  sweep STUDY     run a scenario at every point of a grid of overrides (a what-if\n"
@@ -173,6 +177,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_main(args);
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
+    if (command == "plan") return upsim::cli::plan_main(args, std::cout, std::cerr);
     if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
     if (command == "diff") return upsim::cli::diff_main(args, std::cout);
     if (command == "plot") return upsim::cli::plot_main(args, std::cout, std::cerr);
@@ -227,7 +232,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, shard, sweep, diff, plot, validate, calibrate, "
+        "upsim: unknown command `{}`; valid: run, plan, shard, sweep, diff, plot, validate, "
+        "calibrate, "
         "convert "
         "(see "
         "`upsim --help`)\n",

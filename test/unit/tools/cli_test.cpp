@@ -1729,6 +1729,56 @@ TEST_F(Cli, ATransformerThatDoesNotFitTheGpuIsAnErrorOrWithMemoryCheckWarnAWarni
   EXPECT_NE(warn.output.find("predicted iteration time"), std::string::npos) << warn.output;
 }
 
+// ---- upsim plan -------------------------------------------------------------------------------
+
+// A small GPT-2 on 4 GPUs: every layout the space holds is ranked or left out with a reason; the
+// best is no slower than the scenario's own, and best.yaml reproduces its time; the same
+// ranking at any -j; a scenario that is not a transformer is refused.
+TEST_F(Cli, PlanRanksLayoutsAndItsBestScenarioReproducesTheTime) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.global_batch=32 --set workload.micro_batch=8 "
+                           "--set workload.layers=4";
+  const Result r = run("plan " + gpt2 + " --out p -j 2 --top 50");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex row(R"(^ *(\d+)  (TP\d+ PP\d+(?: VP\d+)? DP\d+ mb\d+)( \*)? +(\d+\.\d+) .*)");
+  std::vector<double> times;
+  double own_ms = -1.0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, row)) continue;
+    times.push_back(std::stod(m[4]));
+    if (m[3].matched) own_ms = std::stod(m[4]);
+  }
+  ASSERT_GE(times.size(), 10U) << r.out;
+  EXPECT_TRUE(std::is_sorted(times.begin(), times.end())) << r.out;
+  ASSERT_GT(own_ms, 0.0) << r.out;
+  EXPECT_LE(times.front(), own_ms);
+  // plan.csv: one row per layout, with its outcome; the simulated ones are the ranked ones.
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  size_t simulated = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    simulated += rows[i][2] == "simulated";
+    if (rows[i][2] != "simulated") {
+      EXPECT_FALSE(rows[i].back().empty()) << rows[i][0];
+    }
+  }
+  EXPECT_EQ(simulated, times.size());
+  // best.yaml runs to the time the ranking gave it.
+  const Result again = run("run p/best.yaml --quiet --no-trace --out again");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NEAR(std::stod(again.out), times.front(), 0.005);
+  // The same ranking at -j 1; an existing folder is not overwritten unasked.
+  const Result serial = run("plan " + gpt2 + " --out p --force --top 50");
+  ASSERT_EQ(serial.exit_code, 0) << serial.output;
+  EXPECT_EQ(serial.out, r.out);
+  EXPECT_EQ(run("plan " + gpt2 + " --out p").exit_code, 2);
+  const Result dlrm = run("plan " + kTiny + " --out q");
+  EXPECT_EQ(dlrm.exit_code, 2);
+  EXPECT_NE(dlrm.err.find("upsim plan lays out transformer training"), std::string::npos)
+      << dlrm.err;
+}
+
 // ---- upsim shard ------------------------------------------------------------------------------
 
 /// One row of `upsim shard`'s ranking: place ("1", "2", ... or "-" for a plan that does not

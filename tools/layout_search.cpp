@@ -1,0 +1,281 @@
+#include "tools/layout_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "sim/config/quantity_parse.h"
+#include "sim/parallel.h"
+#include "sim/parallel_dim.h"
+#include "tools/run_metrics.h"
+#include "tools/steady_state.h"
+#include "topology/fabric_loader.h"
+#include "workloads/transformer/model_flops.h"
+#include "workloads/transformer/transformer_config.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim::cli {
+
+namespace {
+
+/// The scenario with the command's overrides, then `extra`.
+ConfigDocument load_with(const PlanOptions& options, const std::vector<std::string>& extra) {
+  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
+  for (const std::string& o : options.overrides)
+    doc.apply_override(o);
+  if (options.gpus > 0) doc.apply_override(fmt::format("platform.gpus={}", options.gpus));
+  for (const std::string& o : extra)
+    doc.apply_override(o);
+  return doc;
+}
+
+std::string label_of(const PlannedLayout& l, int64_t context) {
+  std::string out = fmt::format("TP{} PP{}", l.tensor, l.pipeline);
+  if (l.virtual_stages > 1) out += fmt::format(" VP{}", l.virtual_stages);
+  if (context > 1) out += fmt::format(" CP{}", context);
+  return out + fmt::format(" DP{} mb{}", l.data, l.micro_batch);
+}
+
+std::vector<std::string> overrides_of(const PlannedLayout& l) {
+  return {fmt::format("workload.parallelism.tensor={}", l.tensor),
+          fmt::format("workload.parallelism.sequence={}", l.tensor > 1),
+          fmt::format("workload.parallelism.pipeline={}", l.pipeline),
+          fmt::format("workload.parallelism.virtual_stages={}", l.virtual_stages),
+          fmt::format("workload.parallelism.data={}", l.data),
+          fmt::format("workload.micro_batch={}", l.micro_batch)};
+}
+
+/// The GPUs of the fabric's first node (the tensor-parallel limit); 8 without a fabric.
+int64_t node_gpus(ConfigDocument& doc, uint32_t gpus) {
+  const ConfigNode platform = doc.root().child("platform");
+  if (!platform.has("topology")) return 8;
+  const std::vector<uint32_t> node =
+      load_fabric(platform.load_reference("topology")).gpu_nodes(gpus);
+  if (node.empty()) return 8;
+  return static_cast<int64_t>(std::count(node.begin(), node.end(), node.front()));
+}
+
+/// Fills `l` from a finished run.
+void record_run(const SteadyRun& run, PlannedLayout& l) {
+  const RunSummary& s = run.summary;
+  l.outcome = PlannedLayout::Outcome::kSimulated;
+  l.iteration_time = s.predicted_iteration_time;
+  if (const std::optional<RunMetrics> m = run_metrics(run.scenario, s)) {
+    l.tokens_per_s = m->units_per_s;
+    l.model_tflops_per_gpu = m->model_tflops_per_gpu;
+    l.mfu = m->mfu;
+  }
+  const RankBreakdown* slowest = &s.ranks.front();
+  for (const RankBreakdown& r : s.ranks) {
+    if (r.iteration_time == s.predicted_iteration_time) {
+      slowest = &r;
+      break;
+    }
+  }
+  const auto per_it = [&](Duration total) {
+    return total / static_cast<int64_t>(std::max<uint32_t>(1, slowest->measured_iterations));
+  };
+  const auto dim = [&](ParallelDim d) {
+    return per_it(slowest->exposed_by_dim[parallel_dim_index(d)]);
+  };
+  l.exposed_tp = dim(ParallelDim::kTensor);
+  l.exposed_pp = dim(ParallelDim::kPipeline);
+  l.exposed_dp = dim(ParallelDim::kData);
+  l.exposed_other =
+      per_it(slowest->exposed_communication) - l.exposed_tp - l.exposed_pp - l.exposed_dp;
+  l.bubble = per_it(slowest->bubble);
+}
+
+bool before(const PlannedLayout& a, const PlannedLayout& b) {
+  if (a.outcome != b.outcome) return a.outcome < b.outcome;
+  if (a.outcome == PlannedLayout::Outcome::kSimulated && a.iteration_time != b.iteration_time) {
+    return a.iteration_time < b.iteration_time;
+  }
+  if (a.lower_bound != b.lower_bound) return a.lower_bound < b.lower_bound;
+  return a.label < b.label;
+}
+
+}  // namespace
+
+const PlannedLayout* LayoutPlan::own() const {
+  for (const PlannedLayout& l : layouts) {
+    if (l.own) return &l;
+  }
+  return nullptr;
+}
+
+const PlannedLayout* LayoutPlan::best() const {
+  return !layouts.empty() && layouts.front().outcome == PlannedLayout::Outcome::kSimulated
+             ? &layouts.front()
+             : nullptr;
+}
+
+LayoutPlan plan_layouts(const PlanOptions& options) {
+  if (options.jobs < 1) throw std::invalid_argument("--jobs must be at least 1");
+  if (options.max_simulations < 1) {
+    throw std::invalid_argument("--max-simulations must be at least 1");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  LayoutPlan plan;
+  // The scenario as written: its layout, platform and GPU (from a run, which reads and
+  // defaults every key).
+  ConfigDocument base_doc = load_with(options, {});
+  {
+    const ConfigNode workload = base_doc.root().child("workload");
+    const std::string model = workload.get_string("model");
+    if (model != "transformer") {
+      workload.child("model").fail(fmt::format(
+          "upsim plan lays out transformer training, but this scenario's workload is `{}` "
+          "(workload.model: transformer; for DLRM table placement: upsim shard)",
+          model));
+    }
+  }
+  PlannedLayout own;
+  own.own = true;
+  SteadyRun base = run_to_steady_state(base_doc, {});
+  plan.scenario_name = base.scenario.name;
+  plan.gpus = base.scenario.platform.gpus;
+  const DeviceProfile& device = base.scenario.models.set.devices.front();
+  plan.gpu = device.name;
+  plan.gpu_memory_bytes = device.hbm_bytes;
+  plan.node_gpus = node_gpus(base_doc, plan.gpus);
+  const TransformerConfig base_config =
+      parse_transformer_config(base_doc.root().child("workload"), plan.gpus);
+  const ParallelismConfig& bp = base_config.parallelism;
+  own.tensor = bp.tensor;
+  own.pipeline = bp.pipeline;
+  own.virtual_stages = bp.virtual_stages;
+  own.data = bp.data;
+  own.micro_batch = base_config.micro_batch;
+  own.label = label_of(own, bp.context);
+  own.overrides = overrides_of(own);
+  own.memory_bytes = base.scenario.memory ? base.scenario.memory->allocated_bytes() : 0;
+  own.lower_bound = Duration::zero();
+  record_run(base, own);
+  own.resolved_yaml = base_doc.resolved_yaml();
+  double best_s = own.iteration_time.seconds();
+  plan.simulated = 1;
+  plan.layouts.push_back(own);
+
+  // The candidates.
+  const double peak = device.peak(base_config.dtype).flops_per_second();
+  // Micro-batch sizes: powers of two up to twice the scenario's (at least 4).
+  std::vector<int64_t> micro_batch_sizes;
+  for (int64_t mb = 1; mb <= std::max<int64_t>(4, 2 * base_config.micro_batch); mb *= 2)
+    micro_batch_sizes.push_back(mb);
+  std::vector<PlannedLayout> candidates;
+  for (const int64_t t : {1, 2, 4, 8}) {
+    if (t > plan.node_gpus || plan.gpus % t != 0) continue;
+    for (int64_t p = 1; p <= base_config.layers && t * p * bp.context <= plan.gpus; ++p) {
+      if (base_config.layers % p != 0 || plan.gpus % (t * p * bp.context) != 0) continue;
+      const int64_t d = plan.gpus / (t * p * bp.context);
+      std::vector<int64_t> virtuals = {1};
+      for (int64_t v = 2; p > 1 && v <= 10; ++v) {
+        if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
+      }
+      for (const int64_t mb : micro_batch_sizes) {
+        if (base_config.global_batch % (mb * d) != 0) continue;
+        const int64_t micro_batches = base_config.global_batch / (mb * d);
+        for (const int64_t v : virtuals) {
+          if (v > 1 && micro_batches % p != 0) continue;
+          PlannedLayout l;
+          l.tensor = t;
+          l.pipeline = p;
+          l.virtual_stages = v;
+          l.data = d;
+          l.micro_batch = mb;
+          l.label = label_of(l, bp.context);
+          if (l.label == own.label) continue;
+          l.overrides = overrides_of(l);
+          candidates.push_back(std::move(l));
+        }
+      }
+    }
+  }
+  // Validity, memory and the bound, before any simulation.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    PlannedLayout& l = candidates[i];
+    try {
+      ConfigDocument doc = load_with(options, l.overrides);
+      const TransformerConfig c = parse_transformer_config(doc.root().child("workload"), plan.gpus);
+      const MemoryFootprint memory = transformer_peak_memory(c);
+      l.memory_bytes = memory.allocated_bytes();
+      const double flops_per_gpu = transformer_model_flops(c) / static_cast<double>(plan.gpus);
+      const double bubble = 1.0 + static_cast<double>(l.pipeline - 1) /
+                                      static_cast<double>(l.virtual_stages * c.micro_batches());
+      l.lower_bound =
+          peak > 0.0 ? Duration::from_seconds_f(flops_per_gpu / peak * bubble) : Duration::zero();
+      if (l.memory_bytes > plan.gpu_memory_bytes) {
+        l.outcome = PlannedLayout::Outcome::kNoMemory;
+        l.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(l.memory_bytes),
+                               format_bytes(plan.gpu_memory_bytes));
+        continue;
+      }
+    } catch (const ConfigError& e) {
+      l.outcome = PlannedLayout::Outcome::kInvalid;
+      l.reason = e.message();
+      continue;
+    }
+    order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (candidates[a].lower_bound != candidates[b].lower_bound) {
+      return candidates[a].lower_bound < candidates[b].lower_bound;
+    }
+    return candidates[a].label < candidates[b].label;
+  });
+
+  // Best bound first, in fixed batches; prune what cannot beat the best so far.
+  size_t next = 0;
+  while (next < order.size()) {
+    std::vector<size_t> batch;
+    while (next < order.size() && batch.size() < kPlanBatch) {
+      PlannedLayout& l = candidates[order[next++]];
+      if (l.lower_bound.seconds() >= best_s) {
+        l.outcome = PlannedLayout::Outcome::kPruned;
+        l.reason = fmt::format("its bound {:.1f} ms is not below the best simulated {:.1f} ms",
+                               l.lower_bound.ms(), best_s * 1e3);
+        continue;
+      }
+      if (plan.simulated + batch.size() >= static_cast<size_t>(options.max_simulations)) {
+        l.reason = "--max-simulations reached";
+        continue;
+      }
+      batch.push_back(order[next - 1]);
+    }
+    parallel_for(batch.size(), static_cast<size_t>(options.jobs), [&](size_t k) {
+      PlannedLayout& l = candidates[batch[k]];
+      try {
+        ConfigDocument doc = load_with(options, l.overrides);
+        record_run(run_to_steady_state(doc, {}), l);
+        l.resolved_yaml = doc.resolved_yaml();
+      } catch (const ConfigError& e) {
+        l.outcome = PlannedLayout::Outcome::kInvalid;
+        l.reason = e.message();
+      }
+    });
+    plan.simulated += batch.size();
+    for (const size_t i : batch) {
+      const PlannedLayout& l = candidates[i];
+      if (l.outcome == PlannedLayout::Outcome::kSimulated) {
+        best_s = std::min(best_s, l.iteration_time.seconds());
+      }
+    }
+  }
+  for (PlannedLayout& l : candidates)
+    plan.layouts.push_back(std::move(l));
+  std::stable_sort(plan.layouts.begin(), plan.layouts.end(), before);
+  plan.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+}  // namespace upsim::cli

@@ -1,0 +1,93 @@
+// `upsim plan`'s search: which parallel layout trains a transformer scenario fastest, by
+// simulation (Calculon searches layouts analytically; this searches them event by event, with
+// the contention, host overheads and pipeline schedules of `upsim run`).
+//
+// Contract:
+//  - The space (Megatron-Core's layout knobs): tensor parallel t in {1, 2, 4, 8} within one node
+//    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
+//    and the key/value heads, with sequence parallel whenever t > 1; pipeline stages p dividing
+//    the layers; data parallel d = GPUs / (t x p x context), which must be whole; virtual stages
+//    v in {1} and the divisors of layers / p from 2 to 10 when p > 1 and the micro-batches divide
+//    by p (Megatron's interleaved schedule); micro-batch sizes the powers of two up to twice the
+//    scenario's (at least 4) that divide the global batch per data-parallel rank. Context and
+//    expert parallelism, ZeRO / FSDP, recompute and the overlap options stay the scenario's.
+//  - Each layout is the scenario with these keys set. One that the workload refuses (its config
+//    error) is left out with the reason; one whose memory estimate (transformer_memory.h) exceeds
+//    the GPU's memory is refused before anything is simulated.
+//  - A lower bound prunes: the iteration cannot beat the model FLOPs per GPU at the GPU's dense
+//    peak, stretched by the ideal pipeline bubble, (1 + (p - 1) / (v m)) for m micro-batches.
+//    Layouts are simulated best bound first in fixed batches of kPlanBatch (so the set simulated
+//    and the ranking do not depend on --jobs); a layout whose bound is not below the best
+//    simulated time so far is pruned. The scenario's own layout is always simulated.
+//  - Each simulated layout runs to steady state as `upsim run` does; the ranking is by predicted
+//    iteration time, ties by label.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/time.h"
+
+namespace upsim::cli {
+
+/// Layouts simulated together; fixed, so that pruning does not depend on --jobs.
+inline constexpr size_t kPlanBatch = 4;
+
+struct PlanOptions {
+  std::string scenario;
+  std::vector<std::string> overrides;  ///< --set, applied before each layout's keys
+  /// The GPU count to lay out (0: the scenario's).
+  uint32_t gpus = 0;
+  int jobs = 1;
+  /// The most layouts simulated (the scenario's own included).
+  int max_simulations = 64;
+};
+
+/// One layout and what became of it.
+struct PlannedLayout {
+  int64_t tensor = 1, pipeline = 1, virtual_stages = 1, data = 1, micro_batch = 1;
+  std::string label;                   ///< "TP8 PP4 VP5 DP2 mb1"
+  std::vector<std::string> overrides;  ///< the keys that make the scenario this layout
+  bool own = false;                    ///< the scenario's own layout
+  enum class Outcome {
+    kSimulated,
+    kPruned,
+    kNoMemory,
+    kInvalid,
+    kNotReached
+  } outcome = Outcome::kNotReached;
+  std::string reason;  ///< why not simulated
+  Duration lower_bound;
+  int64_t memory_bytes = 0;  ///< the estimate per GPU
+  // Simulated:
+  Duration iteration_time;
+  double tokens_per_s = 0.0;
+  std::optional<double> model_tflops_per_gpu;
+  std::optional<double> mfu;
+  /// The slowest rank's exposed communication per iteration by dimension, and its bubble.
+  Duration exposed_tp, exposed_pp, exposed_dp, exposed_other, bubble;
+  /// The simulated layout's fully resolved scenario (ConfigDocument::resolved_yaml).
+  std::string resolved_yaml;
+};
+
+struct LayoutPlan {
+  std::string scenario_name;
+  uint32_t gpus = 0;
+  std::string gpu;
+  int64_t gpu_memory_bytes = 0;
+  int64_t node_gpus = 0;  ///< the tensor-parallel limit
+  /// Every layout considered: simulated ones first by time, then pruned, refused, invalid.
+  std::vector<PlannedLayout> layouts;
+  size_t simulated = 0;
+  double wall_s = 0.0;
+
+  const PlannedLayout* own() const;
+  const PlannedLayout* best() const;
+};
+
+/// Searches (see the contract). Throws ConfigError for a bad or non-transformer scenario.
+LayoutPlan plan_layouts(const PlanOptions& options);
+
+}  // namespace upsim::cli

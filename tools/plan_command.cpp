@@ -1,0 +1,215 @@
+#include "tools/plan_command.h"
+
+#include <fmt/format.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/config/quantity_parse.h"
+#include "tools/command_line.h"
+#include "tools/output_folder.h"
+
+namespace upsim::cli {
+
+namespace fs = std::filesystem;
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kPlanCsv = "plan.csv";
+constexpr const char* kBestScenario = "best.yaml";
+
+std::string outcome_name(PlannedLayout::Outcome o) {
+  switch (o) {
+    case PlannedLayout::Outcome::kSimulated:
+      return "simulated";
+    case PlannedLayout::Outcome::kPruned:
+      return "pruned";
+    case PlannedLayout::Outcome::kNoMemory:
+      return "no_memory";
+    case PlannedLayout::Outcome::kInvalid:
+      return "invalid";
+    case PlannedLayout::Outcome::kNotReached:
+      return "not_simulated";
+  }
+  return "unknown";
+}
+
+std::string percent(const std::optional<double>& v) {
+  return v ? fmt::format("{:.1f}%", 100.0 * *v) : std::string("-");
+}
+
+std::string csv_quoted(std::string text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"') out += '"';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
+  std::string out = fmt::format(
+      "plan: {} — layouts on {} x {} ({} of memory; tensor parallel within {} GPUs of a node)\n",
+      plan.scenario_name, plan.gpus, plan.gpu, format_bytes(plan.gpu_memory_bytes), plan.node_gpus);
+  out +=
+      "iter: predicted iteration time; change: vs the scenario's layout; exposed tp / pp / dp: "
+      "the slowest rank's exposed\ncommunication per dimension, ms per iteration; mem: the "
+      "memory estimate per GPU\n";
+  out += fmt::format(
+      "{:>4}  {:<24} {:>11} {:>8} {:>11} {:>10} {:>6} {:>10} {:>9} {:>9} {:>9} "
+      "{:>9}\n",
+      "#", "layout", "iter (ms)", "change", "tokens/s", "TFLOP/s", "MFU", "mem", "tp", "pp", "dp",
+      "bubble");
+  const PlannedLayout* own = plan.own();
+  size_t rank = 0;
+  size_t simulated = 0;
+  for (const PlannedLayout& l : plan.layouts) {
+    if (l.outcome != PlannedLayout::Outcome::kSimulated) continue;
+    ++simulated;
+    if (rank >= top) continue;
+    ++rank;
+    const std::string change =
+        own ? fmt::format(
+                  "{:+.2f}%",
+                  100.0 * (l.iteration_time.seconds() / own->iteration_time.seconds() - 1.0))
+            : std::string("-");
+    out += fmt::format(
+        "{:>4}  {:<24} {:>11.2f} {:>8} {:>11.0f} {:>10} {:>6} {:>10} {:>9.2f} {:>9.2f} {:>9.2f} "
+        "{:>9.2f}\n",
+        rank, l.label + (l.own ? " *" : ""), l.iteration_time.ms(), change, l.tokens_per_s,
+        l.model_tflops_per_gpu ? fmt::format("{:.1f}", *l.model_tflops_per_gpu) : "-",
+        percent(l.mfu), format_bytes(l.memory_bytes), l.exposed_tp.ms(), l.exposed_pp.ms(),
+        l.exposed_dp.ms(), l.bubble.ms());
+  }
+  if (simulated > rank)
+    out += fmt::format("   ({} more simulated; --top to list them)\n", simulated - rank);
+  out += "   * the scenario's own layout\n";
+  std::map<PlannedLayout::Outcome, std::vector<const PlannedLayout*>> left;
+  for (const PlannedLayout& l : plan.layouts) {
+    if (l.outcome != PlannedLayout::Outcome::kSimulated) left[l.outcome].push_back(&l);
+  }
+  const auto say = [&](PlannedLayout::Outcome o, std::string_view what) {
+    const auto it = left.find(o);
+    if (it == left.end()) return;
+    out += fmt::format("{} {}: {}", it->second.size(), what, it->second.front()->label);
+    out += fmt::format(" ({})", it->second.front()->reason);
+    if (it->second.size() > 1) out += fmt::format(" and {} more", it->second.size() - 1);
+    out += "\n";
+  };
+  say(PlannedLayout::Outcome::kPruned,
+      "pruned by the lower bound (model FLOPs at the dense peak "
+      "and the ideal bubble)");
+  say(PlannedLayout::Outcome::kNoMemory, "refused for memory");
+  say(PlannedLayout::Outcome::kInvalid, "refused by the workload");
+  say(PlannedLayout::Outcome::kNotReached, "not simulated");
+  return out;
+}
+
+std::string layout_plan_csv(const LayoutPlan& plan) {
+  std::string out =
+      "layout,own,outcome,tensor,pipeline,virtual_stages,data,micro_batch,iteration_ms,"
+      "tokens_per_s,model_tflops_per_gpu,mfu,memory_bytes_per_gpu,exposed_tp_ms,exposed_pp_ms,"
+      "exposed_dp_ms,bubble_ms,lower_bound_ms,reason\n";
+  for (const PlannedLayout& l : plan.layouts) {
+    const bool sim = l.outcome == PlannedLayout::Outcome::kSimulated;
+    const auto num = [&](double v) { return sim ? fmt::format("{:.6g}", v) : std::string(); };
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_quoted(l.label),
+        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.data,
+        l.micro_batch, num(l.iteration_time.ms()), num(l.tokens_per_s),
+        sim && l.model_tflops_per_gpu ? fmt::format("{:.6g}", *l.model_tflops_per_gpu) : "",
+        sim && l.mfu ? fmt::format("{:.6g}", *l.mfu) : "", l.memory_bytes, num(l.exposed_tp.ms()),
+        num(l.exposed_pp.ms()), num(l.exposed_dp.ms()), num(l.bubble.ms()), l.lower_bound.ms(),
+        csv_quoted(l.reason));
+  }
+  return out;
+}
+
+int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  PlanOptions options;
+  std::string out_dir;
+  bool force = false;
+  int top = 20;
+  int gpus = 0;
+  po::options_description desc(
+      "usage: upsim plan SCENARIO [options]\n\n"
+      "Searches the parallel layout of a transformer SCENARIO by simulation: tensor parallel\n"
+      "(with sequence parallel) within a node, pipeline stages and virtual stages, data\n"
+      "parallel and the micro-batch size, for the scenario's model, global batch and fabric.\n"
+      "Layouts the workload refuses or whose memory estimate exceeds the GPU are left out\n"
+      "with the reason; a lower bound (model FLOPs at the dense peak, stretched by the ideal\n"
+      "pipeline bubble) prunes layouts that cannot beat the best found; the rest run to steady\n"
+      "state as `upsim run` does, best bound first. Prints the ranking with tokens/s, model\n"
+      "TFLOP/s per GPU, MFU, memory and exposed communication per dimension; writes plan.csv\n"
+      "and best.yaml (the best layout as a scenario) to the output folder.\n\noptions");
+  desc.add_options()           //
+      ("help,h", "this help")  //
+      ("set,s", po::value<std::vector<std::string>>(&options.overrides)->composing(),
+       "override a scenario value for every layout (repeatable)")  //
+      ("gpus", po::value<int>(&gpus)->default_value(0),
+       "the GPUs to lay out (default: the scenario's)")                                         //
+      ("top", po::value<int>(&top)->default_value(20), "layouts listed")                        //
+      ("jobs,j", po::value<int>(&options.jobs)->default_value(1), "layouts simulated at once")  //
+      ("max-simulations", po::value<int>(&options.max_simulations)->default_value(64),
+       "the most layouts simulated")  //
+      ("out,o", po::value<std::string>(&out_dir),
+       "the output folder (default: upsim-out/<scenario name>-plan)")  //
+      ("force", po::bool_switch(&force), "overwrite the output folder's files");
+  if (!parse_with_positional(args, desc, out, "scenario", options.scenario)) return 0;
+  if (options.scenario.empty()) {
+    throw po::error(
+        "missing SCENARIO (a transformer scenario, e.g. configs/llama3_70b_64gpu.yaml)");
+  }
+  if (options.jobs < 1) throw po::error("--jobs must be at least 1");
+  if (top < 1) throw po::error("--top must be at least 1");
+  if (gpus < 0) throw po::error("--gpus must not be negative");
+  if (options.max_simulations < 1) throw po::error("--max-simulations must be at least 1");
+  options.gpus = static_cast<uint32_t>(gpus);
+
+  // The folder is claimed before the simulations, so an existing one fails first.
+  const fs::path requested =
+      out_dir.empty()
+          ? fs::path("upsim-out") / (fs::path(options.scenario).stem().string() + "-plan")
+          : fs::path(out_dir);
+  OutputFolder folder =
+      prepare_output_folder(options.scenario, requested, {kPlanCsv, kBestScenario}, force);
+  const LayoutPlan plan = plan_layouts(options);
+  out << format_layout_plan(plan, static_cast<size_t>(top));
+  out.flush();
+  err << fmt::format("simulated {} layouts in {:.1f} s\n", plan.simulated, plan.wall_s);
+  OutputFiles files(folder);
+  files.stage(folder.path / kPlanCsv, layout_plan_csv(plan));
+  const PlannedLayout* best = plan.best();
+  if (best == nullptr) {
+    files.commit();
+    throw std::runtime_error("no layout was simulated to the end; see plan.csv for why");
+  }
+  std::string scenario = fmt::format(
+      "# The fastest layout `upsim plan` found for scenario `{}` ({}): {}, predicted {:.4f} ms per "
+      "iteration.\n# `upsim run` on this file reproduces it.\n",
+      plan.scenario_name, options.scenario, best->label, best->iteration_time.ms());
+  scenario += best->resolved_yaml;
+  files.stage(folder.path / kBestScenario, scenario);
+  files.commit();
+  out << fmt::format("best: {}, {:.2f} ms{}; written to {}\n", best->label,
+                     best->iteration_time.ms(),
+                     plan.own() ? fmt::format(" ({:+.2f}% vs the scenario's {})",
+                                              100.0 * (best->iteration_time.seconds() /
+                                                           plan.own()->iteration_time.seconds() -
+                                                       1.0),
+                                              plan.own()->label)
+                                : std::string(),
+                     (folder.path / kBestScenario).string());
+  return 0;
+}
+
+}  // namespace upsim::cli

@@ -73,16 +73,8 @@ void record_run(const SteadyRun& run, PlannedLayout& l) {
     l.model_tflops_per_gpu = m->model_tflops_per_gpu;
     l.mfu = m->mfu;
   }
-  const RankBreakdown* slowest = &s.ranks.front();
-  for (const RankBreakdown& r : s.ranks) {
-    if (r.iteration_time == s.predicted_iteration_time) {
-      slowest = &r;
-      break;
-    }
-  }
-  const auto per_it = [&](Duration total) {
-    return total / static_cast<int64_t>(std::max<uint32_t>(1, slowest->measured_iterations));
-  };
+  const RankBreakdown* slowest = &slowest_rank(s);
+  const auto per_it = [&](Duration total) { return per_iteration(*slowest, total); };
   const auto dim = [&](ParallelDim d) {
     return per_it(slowest->exposed_by_dim[parallel_dim_index(d)]);
   };

@@ -30,6 +30,17 @@ std::string json_number(const std::optional<double>& value) {
 
 }  // namespace
 
+const RankBreakdown& slowest_rank(const RunSummary& summary) {
+  for (const RankBreakdown& r : summary.ranks) {
+    if (r.iteration_time == summary.predicted_iteration_time) return r;
+  }
+  return summary.ranks.front();
+}
+
+Duration per_iteration(const RankBreakdown& rank, Duration total) {
+  return total / static_cast<int64_t>(std::max<uint32_t>(1, rank.measured_iterations));
+}
+
 std::optional<RunMetrics> run_metrics(const Scenario& scenario, const RunSummary& summary) {
   if (!scenario.work || summary.predicted_iteration_time <= Duration::zero()) return std::nullopt;
   const IterationWork& work = *scenario.work;

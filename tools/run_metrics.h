@@ -40,6 +40,12 @@ struct RunMetrics {
   DType peak_dtype = DType::kBf16;
 };
 
+/// The rank that sets the predicted iteration time (the first of equals); `summary` has ranks.
+const RankBreakdown& slowest_rank(const RunSummary& summary);
+
+/// `total`, summed over `rank`'s measured iterations, per iteration.
+Duration per_iteration(const RankBreakdown& rank, Duration total);
+
 /// The metrics of `scenario` at `summary`'s predicted iteration time (see the contract).
 std::optional<RunMetrics> run_metrics(const Scenario& scenario, const RunSummary& summary);
 

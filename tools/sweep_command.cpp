@@ -366,16 +366,8 @@ std::string result_fields(const Point& point, const Study& study) {
                                 "has {}",
                                 memory, sc.platform.gpu, sc.platform.gpu_memory_bytes)));
     }
-    const RankBreakdown* slowest = &s.ranks.front();
-    for (const RankBreakdown& r : s.ranks) {
-      if (r.iteration_time == s.predicted_iteration_time) {
-        slowest = &r;
-        break;
-      }
-    }
-    const auto per_it = [&](Duration total) {
-      return ms(total / static_cast<int64_t>(std::max<uint32_t>(1, slowest->measured_iterations)));
-    };
+    const RankBreakdown* slowest = &slowest_rank(s);
+    const auto per_it = [&](Duration total) { return ms(per_iteration(*slowest, total)); };
     std::string link;
     std::string link_ms;
     if (!s.links.empty()) {

@@ -256,6 +256,14 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
       }
     });
     plan.simulated += batch.size();
+    if (options.progress) {
+      const size_t cap = static_cast<size_t>(options.max_simulations);
+      const size_t left =
+          std::min(order.size() - next, cap > plan.simulated ? cap - plan.simulated : 0);
+      options.progress(
+          plan.simulated, left,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     for (const size_t i : batch) {
       const PlannedLayout& l = candidates[i];
       if (l.outcome == PlannedLayout::Outcome::kSimulated) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,9 @@ struct PlanOptions {
   int jobs = 1;
   /// The most layouts simulated (the scenario's own included).
   int max_simulations = 64;
+  /// Called after each batch: layouts simulated so far, at most how many more may be, and the
+  /// seconds since the search began (a progress line); may be empty.
+  std::function<void(size_t simulated, size_t remaining, double elapsed_s)> progress;
 };
 
 /// One layout and what became of it.

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "sim/config/config_node.h"
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/shard_command.h"
 
 namespace upsim::cli {
 
@@ -52,6 +54,17 @@ std::string csv_quoted(std::string text) {
     out += c == '\n' ? ' ' : c;
   }
   return out + "\"";
+}
+
+/// Whether `options.scenario` (with its --set overrides) is a DLRM scenario.
+bool is_dlrm_scenario(const PlanOptions& options) {
+  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
+  for (const std::string& o : options.overrides)
+    doc.apply_override(o);
+  const ConfigNode root = doc.root();
+  if (!root.has("workload") || !root.child("workload").has("model")) return false;
+  const ConfigNode model = root.child("workload").child("model");
+  return model.is_scalar() && model.as_string() == "dlrm";
 }
 
 }  // namespace
@@ -165,6 +178,25 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "the output folder (default: upsim-out/<scenario name>-plan)")  //
       ("force", po::bool_switch(&force), "overwrite the output folder's files");
   if (!parse_with_positional(args, desc, out, "scenario", options.scenario)) return 0;
+  // A DLRM scenario's layout is its table placement: the sharding search answers it.
+  if (!options.scenario.empty() && is_dlrm_scenario(options)) {
+    err << "plan: a DLRM scenario, whose layout is its embedding tables' sharding types and "
+           "placement: handing over to `upsim shard`\n";
+    if (gpus > 0) throw po::error("--gpus applies to transformer scenarios; set platform.gpus");
+    std::vector<std::string> shard_args = {options.scenario};
+    for (const std::string& o : options.overrides) {
+      shard_args.push_back("--set");
+      shard_args.push_back(o);
+    }
+    shard_args.push_back(fmt::format("--jobs={}", options.jobs));
+    if (!out_dir.empty()) {
+      shard_args.push_back("--out");
+      shard_args.push_back((fs::path(out_dir) / "sharding_plan.yaml").string());
+      fs::create_directories(out_dir);
+    }
+    if (force) shard_args.push_back("--force");
+    return shard_main(shard_args, out, err);
+  }
   if (options.scenario.empty()) {
     throw po::error(
         "missing SCENARIO (a transformer scenario, e.g. configs/llama3_70b_64gpu.yaml)");
@@ -174,6 +206,13 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (gpus < 0) throw po::error("--gpus must not be negative");
   if (options.max_simulations < 1) throw po::error("--max-simulations must be at least 1");
   options.gpus = static_cast<uint32_t>(gpus);
+  // A progress line per batch, with the time the rest may take at this batch's pace.
+  options.progress = [&err](size_t simulated, size_t remaining, double elapsed_s) {
+    const double per_layout = elapsed_s / static_cast<double>(simulated);
+    err << fmt::format("plan: {} layouts simulated in {:.1f} s; at most {} more, ETA {:.0f} s\n",
+                       simulated, elapsed_s, remaining,
+                       per_layout * static_cast<double>(remaining));
+  };
 
   // The folder is claimed before the simulations, so an existing one fails first.
   const fs::path requested =

@@ -6,6 +6,9 @@
 //    tokens/s, model TFLOP/s per GPU, MFU, memory per GPU, the slowest rank's exposed
 //    communication by dimension and its bubble; --top of them), then how many layouts were
 //    pruned by the bound, refused for memory or by the workload, with the first reasons.
+//  - A progress line per batch of simulations on stderr, with an estimate of the rest.
+//  - A DLRM scenario, whose layout is its table placement, is handed over to `upsim shard`
+//    (its --set, --jobs, --force; --out DIR gets DIR/sharding_plan.yaml).
 //  - Writes into the output folder (default upsim-out/<scenario>-plan/, --out DIR; never over an
 //    existing folder without --force): plan.csv (every layout, its outcome and numbers) and
 //    best.yaml, the best layout as a resolved scenario, which `upsim run best.yaml` reproduces.

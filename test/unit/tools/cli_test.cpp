@@ -1733,7 +1733,7 @@ TEST_F(Cli, ATransformerThatDoesNotFitTheGpuIsAnErrorOrWithMemoryCheckWarnAWarni
 
 // A small GPT-2 on 4 GPUs: every layout the space holds is ranked or left out with a reason; the
 // best is no slower than the scenario's own, and best.yaml reproduces its time; the same
-// ranking at any -j; a scenario that is not a transformer is refused.
+// ranking at any -j; a DLRM scenario goes to the sharding search, a trace is refused.
 TEST_F(Cli, PlanRanksLayoutsAndItsBestScenarioReproducesTheTime) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.global_batch=32 --set workload.micro_batch=8 "
@@ -1773,10 +1773,18 @@ TEST_F(Cli, PlanRanksLayoutsAndItsBestScenarioReproducesTheTime) {
   ASSERT_EQ(serial.exit_code, 0) << serial.output;
   EXPECT_EQ(serial.out, r.out);
   EXPECT_EQ(run("plan " + gpt2 + " --out p").exit_code, 2);
+  // Progress lines on stderr, one per batch.
+  EXPECT_NE(r.err.find("plan: 5 layouts simulated in "), std::string::npos) << r.err;
+  // A DLRM scenario is handed over to the sharding search; a trace has no layout to search.
   const Result dlrm = run("plan " + kTiny + " --out q");
-  EXPECT_EQ(dlrm.exit_code, 2);
-  EXPECT_NE(dlrm.err.find("upsim plan lays out transformer training"), std::string::npos)
-      << dlrm.err;
+  ASSERT_EQ(dlrm.exit_code, 0) << dlrm.output;
+  EXPECT_NE(dlrm.err.find("handing over to `upsim shard`"), std::string::npos) << dlrm.err;
+  EXPECT_TRUE(fs::exists(dir_ / "q" / "sharding_plan.yaml"));
+  const Result trace =
+      run("plan " + quote(std::string(UPSIM_CONFIGS_DIR) + "/trace_dlrm_v100.yaml") + " --out t");
+  EXPECT_EQ(trace.exit_code, 2);
+  EXPECT_NE(trace.err.find("upsim plan lays out transformer training"), std::string::npos)
+      << trace.err;
 }
 
 // ---- upsim shard ------------------------------------------------------------------------------

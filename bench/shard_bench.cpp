@@ -12,7 +12,8 @@
 // Run: build/bench/shard_bench
 // Measured (Release, GCC 12, one core of a shared 2-core VM, --jobs 1): dlrm_4gpu's 8 sharders
 // 83 ms (about 10 ms per sharder's steady-state search, 24x inside 2 s); dlrm_8gpu with the type
-// search 175 ms for 18 simulated plans (best 7.7508 ms: every table table-wise), 57x inside 10 s.
+// search 163 ms for 23 simulated plans, 8 sharders and 15 of the type search (best 7.7508 ms:
+// every table table-wise), 61x inside 10 s.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

@@ -173,18 +173,8 @@ std::string format_sharding_plan(const ShardRanking& ranking, const ShardedPlan&
     return out;
   }
   out += "placement:\n";
-  for (size_t t = 0; t < plan.placement.size(); ++t) {
-    const PlannedTable& p = plan.placement[t];
-    std::string entry = fmt::format("{{type: {}", embedding_sharding_type_name(p.type));
-    if (p.type == EmbeddingShardingType::kTableWise) {
-      entry += fmt::format(", rank: {}", p.ranks.front());
-    } else if (p.type == EmbeddingShardingType::kColumnWise) {
-      entry += fmt::format(", ranks: [{}]", fmt::join(p.ranks, ", "));
-    } else if (p.type == EmbeddingShardingType::kTableRowWise) {
-      entry += fmt::format(", node: {}", p.node);
-    }
-    out += fmt::format("  - {}}}  # table {}\n", entry, t);
-  }
+  for (size_t t = 0; t < plan.placement.size(); ++t)
+    out += fmt::format("  - {}  # table {}\n", sharding_plan_entry(plan.placement[t]), t);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "sim/cost_models.h"
 #include "sim/observer.h"
 #include "sim/parallel.h"
+#include "tools/scenario.h"
 #include "tools/steady_state.h"
 #include "topology/fabric_loader.h"
 #include "workloads/dlrm/dlrm_config.h"
@@ -61,9 +62,7 @@ class EmbeddingWorkObserver final : public Observer {
 
 /// The scenario document with the command's overrides, then the sharder's.
 ConfigDocument load_for(const ShardOptions& options, std::string_view sharder, bool unset_plan) {
-  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
-  for (const std::string& assignment : options.overrides)
-    doc.apply_override(assignment);
+  ConfigDocument doc = load_scenario(options.scenario, options.overrides);
   if (!sharder.empty()) doc.apply_override(fmt::format("workload.sharding={}", sharder));
   if (unset_plan) doc.apply_override("workload.sharding_plan=null");
   return doc;
@@ -186,27 +185,9 @@ Outcome simulate_sharder(const ShardOptions& options, std::string_view sharder, 
 /// The plan of `placement` on `ranks` ranks as one line of YAML (a --set value).
 std::string flow_plan(const std::vector<PlannedTable>& placement, uint32_t ranks) {
   std::string out = fmt::format("{{tables: {}, ranks: {}, placement: [", placement.size(), ranks);
-  for (size_t t = 0; t < placement.size(); ++t) {
-    const PlannedTable& p = placement[t];
-    if (t > 0) out += ", ";
-    out += fmt::format("{{type: {}", embedding_sharding_type_name(p.type));
-    if (p.type == EmbeddingShardingType::kTableWise) {
-      out += fmt::format(", rank: {}", p.ranks.at(0));
-    } else if (p.type == EmbeddingShardingType::kColumnWise) {
-      out += fmt::format(", ranks: [{}]", fmt::join(p.ranks, ", "));
-    } else if (p.type == EmbeddingShardingType::kTableRowWise) {
-      out += fmt::format(", node: {}", p.node);
-    }
-    out += "}";
-  }
+  for (size_t t = 0; t < placement.size(); ++t)
+    out += (t > 0 ? ", " : "") + sharding_plan_entry(placement[t]);
   return out + "]}";
-}
-
-ShardingStrategy strategy_named(std::string_view name) {
-  for (const ShardingStrategy s : sharding_strategies()) {
-    if (sharding_strategy_name(s) == name) return s;
-  }
-  throw std::invalid_argument(fmt::format("no sharder named {}", name));
 }
 
 /// Evaluates type assignments placed by sharders, each distinct placement simulated once.
@@ -238,13 +219,13 @@ class PlanEvaluator {
       DlrmConfig config = base_.config;
       try {
         apply_type_choices(config.tables, c.types, config.global_batch, base_.platform.gpus);
-      } catch (const std::invalid_argument& e) {
+      } catch (const ShardingError& e) {
         plan.does_not_fit = e.what();
         out.push_back(std::move(plan));
         keys.emplace_back();
         continue;
       }
-      config.sharding = strategy_named(c.sharder);
+      config.sharding = sharding_strategy_named(c.sharder).value();
       config.sharding_plan.clear();
       TablePlacement placed;
       try {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "workloads/dlrm/hybrid_embedding.h"
+#include "workloads/dlrm/sharding_search_space.h"
 
 namespace upsim {
 
@@ -104,9 +105,7 @@ ShardingStrategy read_sharding(const ConfigNode& workload) {
     names.push_back(sharding_strategy_name(strategy));
   const std::string name = workload.get_choice_or(
       "sharding", names, sharding_strategy_name(ShardingStrategy::kSizeLookupGreedy));
-  for (size_t i = 0; i < all.size(); ++i) {
-    if (name == names[i]) return all[i];
-  }
+  if (const std::optional<ShardingStrategy> s = sharding_strategy_named(name)) return *s;
   workload.child("sharding").fail(fmt::format("unknown sharder `{}`", name));
 }
 
@@ -275,12 +274,11 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config, uint32_t ra
   }
   int64_t total = 0;
   double total_bytes = 0.0;
-  constexpr std::array<std::string_view, 7> kTypeNames = {
-      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "hybrid", "auto"};
-  constexpr std::array<EmbeddingShardingType, 6> kTypes = {
-      EmbeddingShardingType::kTableWise,    EmbeddingShardingType::kRowWise,
-      EmbeddingShardingType::kColumnWise,   EmbeddingShardingType::kDataParallel,
-      EmbeddingShardingType::kTableRowWise, EmbeddingShardingType::kHybrid};
+  // The sharding types' names, and `auto`.
+  std::vector<std::string_view> type_names;
+  for (const EmbeddingShardingType t : embedding_sharding_types())
+    type_names.push_back(embedding_sharding_type_name(t));
+  type_names.push_back("auto");
   if (emb.has("random_task")) {
     const ConfigNode task = emb.child("random_task");
     RandomTaskSpec spec;
@@ -300,13 +298,12 @@ void read_embeddings(const ConfigNode& workload, DlrmConfig& config, uint32_t ra
     // A pool drops the tables the seed's datasets mark all-zero (no lookups), as the seed does.
     std::optional<EmbeddingTable> read = read_table(group, config);
     const bool type_given = group.states("sharding_type");
-    const std::string type_name = group.get_choice_or("sharding_type", kTypeNames, "table_wise");
+    const std::string type_name = group.get_choice_or("sharding_type", type_names, "table_wise");
     if (!read) continue;
     EmbeddingTable table = std::move(*read);
     const int64_t rows = table.rows;
-    for (size_t i = 0; i < kTypes.size(); ++i) {
-      if (type_name == kTypeNames[i]) table.sharding_type = kTypes[i];
-    }
+    table.sharding_type =
+        embedding_sharding_type_named(type_name).value_or(EmbeddingShardingType::kTableWise);
     // Table-wise until choose_sharding_types (or a plan) decides with the platform's memory.
     table.auto_sharding_type = type_name == "auto";
     table.sharding_type_stated = type_given && !table.auto_sharding_type;
@@ -652,13 +649,12 @@ PlannedTable read_placement_entry(const ConfigNode& entry, size_t t, const Embed
       "a table's placement: {type: table_wise, rank: 0}, {type: column_wise, "
       "ranks: [0, 1]}, {type: row_wise}, {type: data_parallel} or "
       "{type: table_row_wise, node: 0}");
-  constexpr std::array<std::string_view, 6> kNames = {
-      "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise", "hybrid"};
-  const std::string name = entry.get_choice("type", kNames);
+  std::vector<std::string_view> names;
+  for (const EmbeddingShardingType type : embedding_sharding_types())
+    names.push_back(embedding_sharding_type_name(type));
+  const std::string name = entry.get_choice("type", names);
   PlannedTable out;
-  for (size_t i = 0; i < kNames.size(); ++i) {
-    if (name == kNames[i]) out.type = static_cast<EmbeddingShardingType>(i);
-  }
+  out.type = *embedding_sharding_type_named(name);
   if (table.sharding_type_stated && out.type != table.sharding_type) {
     entry.child("type").fail(fmt::format(
         "table {}'s group states sharding_type: {}, which a plan keeps; this entry makes it {} "
@@ -772,31 +768,35 @@ std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
   }
   std::vector<PlannedTable> out = by_rank ? read_rank_of_table(plan, model_tables, ranks)
                                           : read_placement(plan, model_tables, dim, ranks);
-  // The plan decides each table's type (a stated one it matches, checked above). A table it
+  // The plan decides each table's type (a stated one it matches, checked above); a table it
   // makes hybrid splits by its access law (a group stating hybrid has its split already).
-  for (size_t t = 0; t < out.size(); ++t) {
-    EmbeddingTable& table = model_tables[t];
-    const bool becomes_hybrid = out[t].type == EmbeddingShardingType::kHybrid &&
-                                table.sharding_type != EmbeddingShardingType::kHybrid;
-    table.sharding_type = out[t].type;
-    table.auto_sharding_type = false;
-    table.column_shards = out[t].type == EmbeddingShardingType::kColumnWise
-                              ? static_cast<int64_t>(out[t].ranks.size())
-                              : 1;
-    if (!becomes_hybrid) continue;
-    const std::optional<HybridSplit> split = hybrid_split(table, global_batch, ranks);
-    if (!split) {
-      const ConfigNode at = plan.child("placement").items()[t];
-      at.fail(fmt::format(
-          "table {} has a measured reuse histogram, which does not say which rows are hot: a "
-          "plan cannot make it hybrid (state sharding_type: hybrid with frequent_rows and "
-          "frequent_share in its group)",
-          t));
-    }
-    table.frequent_rows = split->frequent_rows;
-    table.frequent_share = split->frequent_share;
+  std::vector<TypeChoice> types;
+  for (const PlannedTable& p : out)
+    types.push_back({p.type, p.type == EmbeddingShardingType::kColumnWise
+                                 ? static_cast<int64_t>(p.ranks.size())
+                                 : 1});
+  try {
+    apply_type_choices(model_tables, types, global_batch, ranks);
+  } catch (const ShardingError& e) {
+    plan.child("placement")
+        .items()
+        .at(e.table().value_or(0))
+        .fail(std::string(e.what()) +
+              " (state sharding_type: hybrid with frequent_rows and frequent_share in its group)");
   }
   return out;
+}
+
+std::string sharding_plan_entry(const PlannedTable& entry) {
+  std::string out = fmt::format("{{type: {}", embedding_sharding_type_name(entry.type));
+  if (entry.type == EmbeddingShardingType::kTableWise) {
+    out += fmt::format(", rank: {}", entry.ranks.at(0));
+  } else if (entry.type == EmbeddingShardingType::kColumnWise) {
+    out += fmt::format(", ranks: [{}]", fmt::join(entry.ranks, ", "));
+  } else if (entry.type == EmbeddingShardingType::kTableRowWise) {
+    out += fmt::format(", node: {}", entry.node);
+  }
+  return out + "}";
 }
 
 ShardingInput dlrm_sharding_input(const DlrmConfig& config,

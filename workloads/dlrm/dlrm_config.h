@@ -371,6 +371,11 @@ std::vector<PlannedTable> read_sharding_plan(const ConfigNode& plan,
                                              std::span<EmbeddingTable> model_tables, int64_t dim,
                                              int64_t global_batch, uint32_t ranks);
 
+/// One entry of a plan's `placement` list as a YAML flow map, the form read_sharding_plan reads:
+/// "{type: table_wise, rank: 3}", "{type: column_wise, ranks: [0, 5]}", "{type: row_wise}",
+/// "{type: table_row_wise, node: 1}".
+std::string sharding_plan_entry(const PlannedTable& entry);
+
 /// What shard_tables places for `config` on ranks of these table-memory capacities (one entry
 /// per rank): its tables (with their sharding types), dim, fused and dense optimizers, weight
 /// bytes and plan; no tableless ranks (place_dlrm_tables sets them). Refers into both arguments,

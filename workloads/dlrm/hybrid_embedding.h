@@ -16,7 +16,8 @@
 namespace upsim {
 
 /// HugeCTR's default bound on the probability that a frequent category is duplicated within a
-/// GPU's samples (HybridEmbeddingParam p_dup_max = 0.01 in its Python API).
+/// GPU's samples: HybridEmbeddingParam::p_dup_max, 1 / 100 when the model's JSON leaves it out
+/// (its parser reads get_value_from_json_soft(j_hparam, "p_dup_max", 1. / 100)).
 inline constexpr double kHugeCtrMaxDuplication = 0.01;
 
 /// How a hybrid table splits: its frequent (replicated) rows and the share of its lookups that

@@ -512,6 +512,28 @@ std::span<const ShardingStrategy> sharding_strategies() {
   return kAll;
 }
 
+std::optional<ShardingStrategy> sharding_strategy_named(std::string_view name) {
+  for (const ShardingStrategy s : sharding_strategies()) {
+    if (sharding_strategy_name(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+std::span<const EmbeddingShardingType> embedding_sharding_types() {
+  static constexpr std::array<EmbeddingShardingType, 6> kAll = {
+      EmbeddingShardingType::kTableWise,    EmbeddingShardingType::kRowWise,
+      EmbeddingShardingType::kColumnWise,   EmbeddingShardingType::kDataParallel,
+      EmbeddingShardingType::kTableRowWise, EmbeddingShardingType::kHybrid};
+  return kAll;
+}
+
+std::optional<EmbeddingShardingType> embedding_sharding_type_named(std::string_view name) {
+  for (const EmbeddingShardingType t : embedding_sharding_types()) {
+    if (embedding_sharding_type_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
 std::string_view embedding_sharding_type_name(EmbeddingShardingType type) {
   switch (type) {
     case EmbeddingShardingType::kTableWise:

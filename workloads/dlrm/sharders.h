@@ -61,6 +61,8 @@ std::string_view sharding_strategy_name(ShardingStrategy strategy);
 /// Every strategy, in declaration order: the values `workload.sharding` accepts. All but kPlan
 /// place tables by themselves; kPlan needs ShardingInput::plan.
 std::span<const ShardingStrategy> sharding_strategies();
+/// The strategy whose sharding_strategy_name is `name`, or nullopt.
+std::optional<ShardingStrategy> sharding_strategy_named(std::string_view name);
 
 /// Optimizer that updates the embedding tables (fused into the FBGEMM backward kernel).
 using EmbeddingOptimizer = FusedEmbeddingOptimizer;
@@ -83,6 +85,10 @@ enum class EmbeddingShardingType : uint8_t {
 /// "table_wise", "row_wise", "column_wise", "data_parallel", "table_row_wise" (TorchRec's
 /// ShardingType values), "hybrid".
 std::string_view embedding_sharding_type_name(EmbeddingShardingType type);
+/// Every sharding type, in declaration order.
+std::span<const EmbeddingShardingType> embedding_sharding_types();
+/// The type whose embedding_sharding_type_name is `name`, or nullopt.
+std::optional<EmbeddingShardingType> embedding_sharding_type_named(std::string_view name);
 
 /// One embedding table, or one piece of a table that a sharder places.
 struct EmbeddingTable {

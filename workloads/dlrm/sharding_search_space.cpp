@@ -5,7 +5,6 @@
 #include <array>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <tuple>
 
 #include "workloads/dlrm/hybrid_embedding.h"
@@ -58,10 +57,11 @@ void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeCh
     if (becomes_hybrid) {
       const std::optional<HybridSplit> split = hybrid_split(tables[t], global_batch, ranks);
       if (!split) {
-        throw std::invalid_argument(fmt::format(
-            "table {} has a measured reuse histogram, which does not say which rows are hot: it "
-            "cannot be made hybrid",
-            t));
+        throw ShardingError(
+            fmt::format("table {} has a measured reuse histogram, which does not say which rows "
+                        "are hot: it cannot be made hybrid",
+                        t),
+            static_cast<uint32_t>(t));
       }
       tables[t].frequent_rows = split->frequent_rows;
       tables[t].frequent_share = split->frequent_share;

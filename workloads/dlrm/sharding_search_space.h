@@ -48,8 +48,8 @@ std::vector<TypeChoice> type_choices_of(std::span<const EmbeddingTable> tables);
 
 /// Gives table t the type choices[t] (column shards included; a table made hybrid splits by its
 /// access law, hybrid_split for `global_batch` samples on `ranks` GPUs); the tables are no longer
-/// `auto`. Throws std::invalid_argument, naming the table, when a table made hybrid has a
-/// measured reuse histogram (which does not say which rows are hot).
+/// `auto`. Throws ShardingError for the table when a table made hybrid has a measured reuse
+/// histogram (which does not say which rows are hot).
 void apply_type_choices(std::span<EmbeddingTable> tables, std::span<const TypeChoice> choices,
                         int64_t global_batch, uint32_t ranks);
 

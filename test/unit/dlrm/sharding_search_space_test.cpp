@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <stdexcept>
 #include <vector>
 
 namespace upsim {
@@ -73,7 +72,7 @@ TEST(TypeChoices, ApplyRoundTripsAndTheMixCountsEachType) {
   std::vector<EmbeddingTable> measured(1, EmbeddingTable{1000, 1.0});
   measured[0].reuse_histogram = {1.0};
   EXPECT_THROW(apply_type_choices(measured, std::vector<TypeChoice>{{Type::kHybrid, 1}}, 65536, 8),
-               std::invalid_argument);
+               ShardingError);
 }
 
 }  // namespace

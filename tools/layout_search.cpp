@@ -16,6 +16,7 @@
 #include "sim/parallel.h"
 #include "sim/parallel_dim.h"
 #include "tools/run_metrics.h"
+#include "tools/scenario.h"
 #include "tools/steady_state.h"
 #include "topology/fabric_loader.h"
 #include "workloads/transformer/model_flops.h"
@@ -28,9 +29,7 @@ namespace {
 
 /// The scenario with the command's overrides, then `extra`.
 ConfigDocument load_with(const PlanOptions& options, const std::vector<std::string>& extra) {
-  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
-  for (const std::string& o : options.overrides)
-    doc.apply_override(o);
+  ConfigDocument doc = load_scenario(options.scenario, options.overrides);
   if (options.gpus > 0) doc.apply_override(fmt::format("platform.gpus={}", options.gpus));
   for (const std::string& o : extra)
     doc.apply_override(o);

@@ -15,6 +15,7 @@
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/scenario.h"
 #include "tools/shard_command.h"
 
 namespace upsim::cli {
@@ -58,9 +59,7 @@ std::string csv_quoted(std::string text) {
 
 /// Whether `options.scenario` (with its --set overrides) is a DLRM scenario.
 bool is_dlrm_scenario(const PlanOptions& options) {
-  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
-  for (const std::string& o : options.overrides)
-    doc.apply_override(o);
+  ConfigDocument doc = load_scenario(options.scenario, options.overrides);
   const ConfigNode root = doc.root();
   if (!root.has("workload") || !root.child("workload").has("model")) return false;
   const ConfigNode model = root.child("workload").child("model");

@@ -524,9 +524,7 @@ void print_output_notes(const RunOptions& options, const SteadyRun& run, const R
 
 void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
   check_trace_ranks_option(options);
-  ConfigDocument doc = ConfigDocument::load_file(options.scenario);
-  for (const std::string& assignment : options.overrides)
-    doc.apply_override(assignment);
+  ConfigDocument doc = load_scenario(options.scenario, options.overrides);
 
   // Every name a run writes, the trace's too when this run writes none: an older run's trace
   // beside this run's summary would pass for this run's (with --force it is removed).

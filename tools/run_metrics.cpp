@@ -6,8 +6,6 @@
 #include <iterator>
 #include <vector>
 
-#include "calibration/roofline_kernel_cost.h"
-
 namespace upsim::cli {
 
 namespace {
@@ -59,15 +57,9 @@ std::optional<RunMetrics> run_metrics(const Scenario& scenario, const RunSummary
     m.model_tflops_per_gpu = work.model_flops / seconds / gpus * 1e-12;
     if (peak > 0.0) m.mfu = *m.model_tflops_per_gpu / m.peak_tflops;
   }
-  // Every kernel's FLOPs, per simulated rank and iteration.
-  const TaskGraph& graph = scenario.graph;
-  double flops = 0.0;
-  for (TaskId t = 0; t < graph.task_count(); ++t) {
-    // The arithmetic of the kernel's shape (roofline_work: 2 m n k a GEMM, 4 q k d an attention
-    // forward); index bytes do not enter the FLOPs.
-    if (graph.task(t).kind == TaskKind::kKernel) flops += roofline_work(graph.kernel(t), 8).flops;
-  }
-  const double ranks = static_cast<double>(graph.rank_count());
+  // Every kernel's FLOPs (Scenario::kernel_flops), per simulated rank and iteration.
+  const double flops = scenario.kernel_flops;
+  const double ranks = static_cast<double>(scenario.graph.rank_count());
   const double iterations = static_cast<double>(std::max<uint32_t>(scenario.iterations, 1));
   m.hardware_tflops_per_gpu = flops / ranks / iterations / seconds * 1e-12;
   if (peak > 0.0) m.hfu = m.hardware_tflops_per_gpu / m.peak_tflops;

@@ -20,6 +20,7 @@
 #include "calibration/host_overhead_cpu_cost.h"
 #include "calibration/kernel_calibration.h"
 #include "calibration/model_registry.h"
+#include "calibration/roofline_kernel_cost.h"
 #include "sim/config/quantity_parse.h"
 #include "tools/memory_limit.h"
 #include "topology/fabric_loader.h"
@@ -335,6 +336,14 @@ void mark_description_as_overridden(ConfigDocument& doc) {
 size_t machine_task_limit() {
   const uint64_t bytes = process_memory_limit().bytes;
   return static_cast<size_t>(std::min<uint64_t>(bytes / kBytesPerTask, TaskGraph().task_limit()));
+}
+
+ConfigDocument load_scenario(const std::filesystem::path& file,
+                             std::span<const std::string> overrides) {
+  ConfigDocument doc = ConfigDocument::load_file(file);
+  for (const std::string& assignment : overrides)
+    doc.apply_override(assignment);
+  return doc;
 }
 
 Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations) {
@@ -782,6 +791,14 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   for (const std::string& w : s.warnings)
     text += "warning: " + w + "\n";
   s.graph.seal();
+  if (s.work) {
+    for (TaskId t = 0; t < s.graph.task_count(); ++t) {
+      // Index bytes move memory, not arithmetic: any value gives the same FLOPs.
+      if (s.graph.task(t).kind == TaskKind::kKernel) {
+        s.kernel_flops += roofline_work(s.graph.kernel(t), 8).flops;
+      }
+    }
+  }
   s.represented_gpus = built.represented_gpus > 0 ? built.represented_gpus
                                                   : static_cast<uint32_t>(s.graph.rank_count());
   s.description = std::move(text);

@@ -46,8 +46,10 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,6 +120,9 @@ struct Scenario {
   std::optional<MemoryFootprint> memory;
   /// One iteration's work (WorkloadBuild::work); nullopt: no throughput metrics.
   std::optional<IterationWork> work;
+  /// With `work`: the arithmetic of every kernel of the graph, all ranks and iterations (each
+  /// kernel's from its shape, roofline_work); counted once when the graph is built.
+  double kernel_flops = 0.0;
   /// What is simulated, in a few lines for the summary (platform, workload, placement), then
   /// one "warning: ..." line per warning (summary.txt keeps both).
   std::string description;
@@ -187,6 +192,10 @@ inline constexpr uint32_t kFirstChosenIterations = 2;
 /// measured). Throws ConfigError for any bad value, and at `workload` when its graph would
 /// exceed limits.max_tasks. Building again from the same document gives the same scenario
 /// (run_to_steady_state does so with more iterations).
+/// The scenario file with its --set overrides applied in order (ConfigDocument::apply_override).
+ConfigDocument load_scenario(const std::filesystem::path& file,
+                             std::span<const std::string> overrides);
+
 Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations = kFirstChosenIterations);
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
                         uint32_t chosen_iterations = kFirstChosenIterations,

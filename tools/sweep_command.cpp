@@ -34,6 +34,7 @@
 #include "tools/results_hdf5.h"
 #include "tools/run_metrics.h"
 #include "tools/run_tables.h"
+#include "tools/scenario.h"
 #include "tools/steady_state.h"
 #include "tools/sweep_folder.h"
 #include "tools/sweep_records.h"
@@ -331,9 +332,7 @@ std::string warnings_message(const SteadyRun& run) {
 /// The result fields of a point after its axis values (kResultColumns).
 std::string result_fields(const Point& point, const Study& study) {
   try {
-    ConfigDocument doc = ConfigDocument::load_file(study.base);
-    for (const std::string& o : point.overrides)
-      doc.apply_override(o);
+    ConfigDocument doc = load_scenario(study.base, point.overrides);
     if (study.fits_memory) doc.apply_override("platform.memory_check=warn");
     std::unique_ptr<OpProfileObserver> ops;
     const SteadyRun run =

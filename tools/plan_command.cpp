@@ -15,6 +15,7 @@
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/shard_command.h"
 
@@ -46,15 +47,6 @@ std::string outcome_name(PlannedLayout::Outcome o) {
 
 std::string percent(const std::optional<double>& v) {
   return v ? fmt::format("{:.1f}%", 100.0 * *v) : std::string("-");
-}
-
-std::string csv_quoted(std::string text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"') out += '"';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out + "\"";
 }
 
 /// Whether `options.scenario` (with its --set overrides) is a DLRM scenario.
@@ -135,13 +127,13 @@ std::string layout_plan_csv(const LayoutPlan& plan) {
     const bool sim = l.outcome == PlannedLayout::Outcome::kSimulated;
     const auto num = [&](double v) { return sim ? fmt::format("{:.6g}", v) : std::string(); };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_quoted(l.label),
-        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.data,
-        l.micro_batch, num(l.iteration_time.ms()), num(l.tokens_per_s),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_field(l.label), l.own,
+        outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.data, l.micro_batch,
+        num(l.iteration_time.ms()), num(l.tokens_per_s),
         sim && l.model_tflops_per_gpu ? fmt::format("{:.6g}", *l.model_tflops_per_gpu) : "",
         sim && l.mfu ? fmt::format("{:.6g}", *l.mfu) : "", l.memory_bytes, num(l.exposed_tp.ms()),
         num(l.exposed_pp.ms()), num(l.exposed_dp.ms()), num(l.bubble.ms()), l.lower_bound.ms(),
-        csv_quoted(l.reason));
+        csv_field(l.reason));
   }
   return out;
 }

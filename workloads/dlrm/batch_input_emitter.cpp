@@ -14,13 +14,22 @@ BatchInputEmitter::InputSizes BatchInputEmitter::input_sizes() const {
   sizes.dense_bytes = plan_.bottom_batch * config_.bottom_mlp.front() * kFp32Bytes;
   // One offsets and one indices copy for all lookups of the rank: per looked-up table (or
   // shard) `batch` offsets and round(batch x pooling) indices, and one closing offset.
+  // input_dist: all_to_all: the local batch of every feature (the input distribution brings
+  // each lookup its indices).
   int64_t offsets = 0;
   int64_t indices = 0;
-  for (const LookupGroup* group :
-       {&plan_.pieces, &plan_.row_wise, &plan_.table_row_wise, &plan_.data_parallel}) {
-    for (const EmbeddingTableShape& table : group->tables) {
-      offsets += group->batch;
-      indices += std::llround(as_double(group->batch) * table.pooling);
+  if (config_.input_dist == InputDistribution::kAllToAll) {
+    for (const EmbeddingTable& table : config_.tables) {
+      offsets += plan_.local_batch;
+      indices += std::llround(as_double(plan_.local_batch) * table.pooling);
+    }
+  } else {
+    for (const LookupGroup* group :
+         {&plan_.pieces, &plan_.row_wise, &plan_.table_row_wise, &plan_.data_parallel}) {
+      for (const EmbeddingTableShape& table : group->tables) {
+        offsets += group->batch;
+        indices += std::llround(as_double(group->batch) * table.pooling);
+      }
     }
   }
   if (offsets > 0) {
@@ -76,6 +85,9 @@ void BatchInputEmitter::input_copy(std::string_view copy_name, int64_t bytes) {
   HostOp h = ops_.host_op("aten::to");
   h.copy_on(kDataStream, copy_name, TransferKind::kHostToDevice, bytes);
   h.end();
+  // TorchRec's pipeline copies from the DataLoader's pinned memory (non_blocking=True): the host
+  // goes on at once.
+  if (config_.train_pipeline == TrainPipeline::kSparseDist) return;
   ops_.host_sync(kDataStream, "aten::to");
 }
 

@@ -10,9 +10,24 @@
 
 namespace upsim::dlrm_emit {
 
+/// One batch's input distribution (input_dist: all_to_all, input_dist.h): its splits
+/// all-to-alls (one per KJTAllToAll, or one fused for all under train_pipeline: sparse_dist),
+/// then per KJTAllToAll its lengths and values all-to-alls. Empty without one.
+struct InputDistGroups {
+  std::vector<CollectiveId> splits;
+  std::vector<CollectiveId> lengths;
+  std::vector<CollectiveId> values;
+};
+
 /// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
 /// the run does not have is left at 0 and never launched).
 struct IterationGroups {
+  /// The input distribution of this iteration's batch, or under train_pipeline: sparse_dist of
+  /// the next one's (its splits before this batch's forward, its tensors after it).
+  InputDistGroups input_dist;
+  /// train_pipeline: sparse_dist, first iteration: the first batch's, before the loop
+  /// (TrainPipelineSparseDist.fill_pipeline).
+  InputDistGroups first_batch_input_dist;
   CollectiveId a2a_forward = 0;
   CollectiveId reduce_scatter = 0;
   std::vector<CollectiveId> top;

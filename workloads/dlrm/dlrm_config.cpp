@@ -409,10 +409,34 @@ void read_mixed_precision(const ConfigNode& workload, DlrmConfig& config) {
   }
 }
 
+/// `input_dist` and `train_pipeline` (after `input` and `mode`).
+void read_input_distribution(const ConfigNode& workload, DlrmConfig& config) {
+  if (workload.get_choice_or("input_dist", {"local", "all_to_all"}, "local") == "all_to_all") {
+    config.input_dist = InputDistribution::kAllToAll;
+  }
+  if (workload.get_choice_or("train_pipeline", {"none", "sparse_dist"}, "none") == "none") return;
+  const ConfigNode key = workload.child("train_pipeline");
+  if (config.mode != DlrmMode::kTrain) {
+    key.fail(
+        "sparse_dist overlaps the next training batch's input distribution with this "
+        "step's forward and backward; mode is inference");
+  }
+  if (config.input_dist != InputDistribution::kAllToAll) {
+    key.fail(
+        "sparse_dist pipelines TorchRec's input distribution; set input_dist: all_to_all "
+        "with it");
+  }
+  if (config.input != InputPipeline::kPrefetch) {
+    key.fail(
+        "sparse_dist copies batch i+2 on a memcpy stream while batch i runs; set input: "
+        "prefetch with it");
+  }
+  config.train_pipeline = TrainPipeline::kSparseDist;
+}
+
 /// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
 void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const bool training = config.mode == DlrmMode::kTrain;
-  config.loss_to_host = workload.get_bool_or("loss_to_host", true);
   if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
     if (!training) {
       workload.child("input").fail(
@@ -421,8 +445,18 @@ void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_
     }
     config.input = InputPipeline::kPrefetch;
   }
+  read_input_distribution(workload, config);
+  // TorchRec's TrainPipelineSparseDist.progress returns the output without reading the loss.
+  config.loss_to_host =
+      workload.get_bool_or("loss_to_host", config.train_pipeline == TrainPipeline::kNone);
   config.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
   if (!config.cuda_graphs) return;
+  if (config.input_dist == InputDistribution::kAllToAll) {
+    workload.child("cuda_graphs")
+        .fail(
+            "input_dist: all_to_all reads the splits all-to-all back on the host (.tolist()) "
+            "inside the forward, which a capture cannot; TorchRec does not capture it either");
+  }
   // A capture may not synchronise the host (CUDA forbids it on a capturing stream): what the
   // captured forward and backward would wait for must happen outside them.
   if (training && config.input != InputPipeline::kPrefetch) {
@@ -454,6 +488,13 @@ void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
   if (workload.get_choice_or("bottom_mlp_placement", {"data_parallel", "first_rank"},
                              "data_parallel") == "first_rank") {
     config.bottom_mlp_placement = BottomMlpPlacement::kFirstRank;
+    if (config.input_dist == InputDistribution::kAllToAll) {
+      workload.child("bottom_mlp_placement")
+          .fail(
+              "first_rank is DeepLearningExamples' hybrid parallel, whose loader gives each "
+              "rank its own tables' indices (input_dist: local); TorchRec's input_dist: "
+              "all_to_all runs the bottom MLP data-parallel");
+    }
   }
   if (config.bottom_mlp.back() != config.embedding_dim) {
     workload.child("bottom_mlp")

@@ -44,7 +44,9 @@
 //                                  #   capture cannot wait for a copy)
 //     loss_to_host: true           # true (default; the seed's script: the loss is copied to
 //                                  #   the host every step, which waits for the forward) |
-//                                  #   false (DeepLearningExamples: it stays on the GPU)
+//                                  #   false (DeepLearningExamples: it stays on the GPU; the
+//                                  #   default with train_pipeline: sparse_dist, whose progress()
+//                                  #   does not read it)
 //     input: blocking              # how a batch reaches the GPU: blocking (default; the seed's
 //                                  #   script: at the step's start the dense features, offsets
 //                                  #   and indices are copied and waited for) | prefetch (NVIDIA
@@ -52,6 +54,28 @@
 //                                  #   on a side stream after the optimizer step, from pageable
 //                                  #   memory, so the CPU is held for the copies; the compute
 //                                  #   stream waits for them before the forward; mode train only)
+//     input_dist: local            # how each rank gets the indices its lookups read: local
+//                                  #   (default; dlrm_s_pytorch.py and DeepLearningExamples:
+//                                  #   each rank's loader reads its own tables' indices for the
+//                                  #   global batch) | all_to_all (TorchRec's sharded modules,
+//                                  #   torchrec/distributed/dist_data.py KJTAllToAll: each rank
+//                                  #   loads its local batch of every feature; per sharding type
+//                                  #   the features are permuted (table-wise, column-wise) or
+//                                  #   bucketized by row block (row-wise, table-row-wise,
+//                                  #   hybrid), a splits all-to-all is read back on the host
+//                                  #   (.tolist(): the host waits for it), then the lengths and
+//                                  #   the indices go to their lookups' ranks in two all-to-alls
+//                                  #   and are reordered (recat) there); not with
+//                                  #   bottom_mlp_placement: first_rank or cuda_graphs
+//     train_pipeline: none         # none (default: the step runs its input distribution in
+//                                  #   the forward) | sparse_dist (TorchRec's
+//                                  #   TrainPipelineSparseDist, train_pipelines.py: batch i+2 is
+//                                  #   copied from pinned memory on a memcpy stream and batch
+//                                  #   i+1's input distribution runs on a data-dist stream
+//                                  #   during batch i's forward and backward; its splits
+//                                  #   all-to-all is launched before the forward, its lengths
+//                                  #   and indices all-to-alls after it); needs mode train,
+//                                  #   input_dist: all_to_all and input: prefetch
 //     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
 //                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
 //                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the
@@ -260,6 +284,22 @@ enum class InputPipeline : uint8_t {
   kPrefetch,
 };
 
+/// How each rank gets the sparse indices its lookups read.
+enum class InputDistribution : uint8_t {
+  kLocal,  ///< each rank's loader reads its own tables' indices (dlrm_s_pytorch.py, DLE)
+  /// Each rank loads its local batch of every feature, and TorchRec's KJTAllToAll sends each
+  /// feature's lengths and indices to the ranks that look it up (input_dist.h).
+  kAllToAll,
+};
+
+/// Which training loop overlaps the next batch's input with this one's step.
+enum class TrainPipeline : uint8_t {
+  kNone,  ///< the input distribution runs in the step's own forward
+  /// TorchRec's TrainPipelineSparseDist: batch i+1's input distribution on a data-dist stream
+  /// during batch i's forward and backward, batch i+2 copied on a memcpy stream.
+  kSparseDist,
+};
+
 /// Which kernels compute the dot interaction.
 enum class InteractionKernel : uint8_t {
   kAten,   ///< cat, bmm, index (tril) and cat (dlrm_s_pytorch.py interact_features)
@@ -326,6 +366,8 @@ struct DlrmConfig {
   /// torch.cuda.amp.GradScaler around backward and the optimizer steps (needs master_weights).
   bool grad_scaler = false;
   InputPipeline input = InputPipeline::kBlocking;
+  InputDistribution input_dist = InputDistribution::kLocal;
+  TrainPipeline train_pipeline = TrainPipeline::kNone;
   /// The forward (training: forward and backward) replayed as a captured CUDA graph.
   bool cuda_graphs = false;
   /// The loss is copied to the host every step (the host waits for the forward).

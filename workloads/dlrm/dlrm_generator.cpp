@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "workloads/dlrm/input_dist.h"
 #include "workloads/dlrm/rank_emitter.h"
 #include "workloads/dlrm/rank_plan.h"
 #include "workloads/dlrm/table_statistics.h"
@@ -152,12 +153,48 @@ ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, b
   return out;
 }
 
+/// One batch's input distribution groups (`label` names the batch in the collectives' names):
+/// the splits all-to-alls, one per KJTAllToAll or one `fused` for all, then each one's lengths
+/// and values.
+InputDistGroups add_input_dist_groups(const DlrmGraph& built, const std::vector<KjtAllToAll>& kjts,
+                                      bool fused, std::string_view label, TaskGraph& graph) {
+  InputDistGroups groups;
+  if (kjts.empty()) return groups;
+  const size_t n = built.ranks.size();
+  const std::vector<int64_t> ones(n, 1);
+  const auto splits = [&](int64_t types, std::string_view what) {
+    return graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0,
+                       AllToAllSizes::outer(
+                           ones, std::vector<int64_t>(n, types * kSplitsPerPair * kSplitBytes))},
+        fmt::format("ncclKernel_AllToAll input_dist {} splits{}", label, what));
+  };
+  if (fused) groups.splits.push_back(splits(static_cast<int64_t>(kjts.size()), ""));
+  for (const KjtAllToAll& kjt : kjts) {
+    if (!fused) groups.splits.push_back(splits(1, fmt::format(" {}", kjt.sharding)));
+    groups.lengths.push_back(graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, kjt.lengths},
+        fmt::format("ncclKernel_AllToAll input_dist {} {} lengths", label, kjt.sharding)));
+    groups.values.push_back(graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, kjt.values},
+        fmt::format("ncclKernel_AllToAll input_dist {} {} values", label, kjt.sharding)));
+  }
+  return groups;
+}
+
 /// The collective groups of one iteration, in the order every rank's comm stream runs them.
 IterationGroups add_iteration_groups(const DlrmConfig& config, const DlrmGraph& built,
                                      const EmbeddingExchange& exchange, const ExchangeSizes& sizes,
+                                     const std::vector<KjtAllToAll>& kjts, bool first_iteration,
                                      TaskGraph& graph) {
   IterationGroups groups;
   const size_t n = built.ranks.size();
+  const bool pipelined = config.train_pipeline == TrainPipeline::kSparseDist;
+  if (pipelined && first_iteration) {
+    groups.first_batch_input_dist = add_input_dist_groups(built, kjts, true, "first batch", graph);
+  }
+  groups.input_dist =
+      add_input_dist_groups(built, kjts, pipelined, pipelined ? "next batch" : "batch", graph);
   const uint32_t local = built.placement.ranks_per_node;
   const auto nodes = static_cast<uint32_t>(n / local);
   if (n > 1) {
@@ -231,6 +268,14 @@ IterationGroups add_iteration_groups(const DlrmConfig& config, const DlrmGraph& 
   return groups;
 }
 
+/// A rank's streams, in the order of their indices in rank_ops.h.
+std::vector<std::string> rank_streams(const DlrmConfig& config) {
+  std::vector<std::string> streams{"compute", "comm"};
+  if (config.input == InputPipeline::kPrefetch) streams.emplace_back("data");
+  if (config.train_pipeline == TrainPipeline::kSparseDist) streams.emplace_back("data_dist");
+  return streams;
+}
+
 }  // namespace
 
 DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inputs,
@@ -263,10 +308,7 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
 
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     built.ranks.push_back(
-        graph.add_rank(RankInfo{fmt::format("rank {}", r), 1,
-                                config.input == InputPipeline::kPrefetch
-                                    ? std::vector<std::string>{"compute", "comm", "data"}
-                                    : std::vector<std::string>{"compute", "comm"}}));
+        graph.add_rank(RankInfo{fmt::format("rank {}", r), 1, rank_streams(config)}));
   }
 
   const size_t n = inputs.ranks;
@@ -280,19 +322,23 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   exchange.data_parallel = n > 1 && (!placement.data_parallel.empty() || frequent_rows);
   exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
 
+  const std::vector<KjtAllToAll> kjts = kjt_all_to_alls(config, built);
   std::vector<std::unique_ptr<RankEmitter>> emitters;
   emitters.reserve(n);
   for (uint32_t r = 0; r < inputs.ranks; ++r) {
     emitters.push_back(
-        std::make_unique<RankEmitter>(config, built, top_widths, exchange, r, graph));
+        std::make_unique<RankEmitter>(config, built, top_widths, exchange, kjts, r, graph));
   }
 
   const ExchangeSizes sizes = exchange_sizes(config, built, hybrid);
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
-    const IterationGroups groups = add_iteration_groups(config, built, exchange, sizes, graph);
+    const IterationGroups groups =
+        add_iteration_groups(config, built, exchange, sizes, kjts, it == 0, graph);
     for (const std::unique_ptr<RankEmitter>& e : emitters)
       e->iteration(it, groups);
   }
+  for (const std::unique_ptr<RankEmitter>& e : emitters)
+    e->end_of_loop(inputs.iterations);
   return built;
 }
 

@@ -260,6 +260,10 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   WorkloadBuild out;
   out.iterations = platform.iterations;
   out.warmup_iterations = platform.warmup_iterations;
+  // TorchRec's pipelined loop ends with a mark after the last step and a drain (end_of_loop).
+  if (dlrm.train_pipeline == TrainPipeline::kSparseDist) {
+    out.measured_iterations = platform.iterations - platform.warmup_iterations;
+  }
   const std::string interaction =
       dlrm.interaction == DlrmInteraction::kDot
           ? std::string("dot interaction")
@@ -274,6 +278,10 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   std::string loop;
   if (dlrm.grad_scaler) loop += ", GradScaler";
   if (dlrm.input == InputPipeline::kPrefetch) loop += ", input prefetched";
+  if (dlrm.input_dist == InputDistribution::kAllToAll) loop += ", indices by all-to-all (TorchRec)";
+  if (dlrm.train_pipeline == TrainPipeline::kSparseDist) {
+    loop += ", TrainPipelineSparseDist (next batch's input distribution overlapped)";
+  }
   if (dlrm.cuda_graphs) {
     loop += training ? ", CUDA graph (forward and backward one replay, optimizer eager)"
                      : ", CUDA graph (forward one replay)";

@@ -6,7 +6,7 @@ namespace upsim::dlrm_emit {
 
 RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
                          const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
-                         uint32_t index, TaskGraph& graph)
+                         const std::vector<KjtAllToAll>& kjts, uint32_t index, TaskGraph& graph)
     : config_(config),
       built_(built),
       top_widths_(top_widths),
@@ -14,6 +14,7 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
       exchange_(exchange),
       plan_(plan_rank(config, built, index)),
       input_(ops_, plan_),
+      input_dist_(ops_, kjts, index),
       embeddings_(ops_, plan_, exchange),
       dense_(ops_, plan_, top_widths),
       interaction_(ops_, plan_),
@@ -39,6 +40,10 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
     ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
     return;
   }
+  if (config_.train_pipeline == TrainPipeline::kSparseDist) {
+    pipelined_training_step(it, groups, top, bottom);
+    return;
+  }
   const bool prefetch = config_.input == InputPipeline::kPrefetch;
   // The prefetcher copies the first batch before the loop, each later one after the step
   // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
@@ -62,7 +67,49 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
 }
 
+void RankEmitter::pipelined_training_step(uint32_t it, const IterationGroups& groups,
+                                          DdpModule& top, DdpModule& bottom) {
+  if (it == 0) {
+    input_.load_batch();
+    if (input_dist_.active()) {
+      next_batch_input_ = input_dist_.start(groups.first_batch_input_dist, kDataDistStream);
+      input_dist_.send_tensors(groups.first_batch_input_dist, next_batch_input_, kDataDistStream);
+    }
+    input_.load_batch();
+  }
+  const InputDistEmitter::Pending this_batch = next_batch_input_;
+  if (input_dist_.active()) {
+    next_batch_input_ = input_dist_.start(groups.input_dist, kDataDistStream);
+  }
+  input_.load_batch();
+  batch_input_ = &this_batch;
+  forward(groups);
+  batch_input_ = nullptr;
+  if (input_dist_.active()) {
+    input_dist_.send_tensors(groups.input_dist, next_batch_input_, kDataDistStream);
+  }
+  backward(groups, top, bottom);
+  optimizer_.step();
+  // The training loop calls progress() back to back: no synchronize between steps; the splits'
+  // read-back keeps the host within about a step of the device.
+}
+
+void RankEmitter::end_of_loop(uint32_t iterations) {
+  if (config_.train_pipeline != TrainPipeline::kSparseDist) return;
+  ops_.iteration_mark(iterations);
+  ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
+}
+
 void RankEmitter::forward(const IterationGroups& groups) {
+  // TorchRec's sharded modules distribute the batch's features in their forward, or wait for
+  // the pipeline's distribution of them.
+  if (batch_input_ != nullptr) {
+    input_dist_.finish(*batch_input_, kDataDistStream);
+  } else if (input_dist_.active()) {
+    InputDistEmitter::Pending pending = input_dist_.start(groups.input_dist, kComputeStream);
+    input_dist_.send_tensors(groups.input_dist, pending, kComputeStream);
+    input_dist_.finish(pending, kComputeStream);
+  }
   embeddings_.lookup_pieces();
   // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
   // whose payload carries its output to every rank.

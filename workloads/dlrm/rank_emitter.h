@@ -4,6 +4,8 @@
 //   rank_plan.h              the rank's lookups and bottom MLP share, planned once from the table
 //                            placement (RankPlan)
 //   batch_input_emitter.h    the DataLoader's fetch and the batch's host-to-device copies
+//   input_dist_emitter.h     TorchRec's input distribution (input_dist: all_to_all), in the
+//                            forward or pipelined (train_pipeline: sparse_dist)
 //   embedding_emitter.h      the embedding lookups, their exchange (all-to-all, row-wise,
 //                            table-row-wise) and backward, the data-parallel tables' gradient
 //   dense_network_emitter.h  the bottom and top MLPs and the loss, forward and backward
@@ -24,6 +26,7 @@
 #include "workloads/dlrm/dense_network_emitter.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/embedding_emitter.h"
+#include "workloads/dlrm/input_dist_emitter.h"
 #include "workloads/dlrm/interaction_emitter.h"
 #include "workloads/dlrm/optimizer_emitter.h"
 #include "workloads/dlrm/rank_ops.h"
@@ -36,7 +39,7 @@ class RankEmitter {
  public:
   RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
               const std::vector<int64_t>& top_widths, const EmbeddingExchange& exchange,
-              uint32_t index, TaskGraph& graph);
+              const std::vector<KjtAllToAll>& kjts, uint32_t index, TaskGraph& graph);
   /// The phase emitters refer to the rank's ops and plan, members of this object.
   RankEmitter(const RankEmitter&) = delete;
   RankEmitter& operator=(const RankEmitter&) = delete;
@@ -45,7 +48,21 @@ class RankEmitter {
   /// the forward), then the host's wait for every stream.
   void iteration(uint32_t it, const IterationGroups& groups);
 
+  /// After the last of `iterations` iterations. train_pipeline: sparse_dist, whose host runs
+  /// ahead of the device: a mark that closes the last iteration where the next step would
+  /// begin, then the loop's end waits for every stream (the drain is not an iteration: the
+  /// workload measures `iterations` only). Otherwise nothing: every iteration ends in a sync.
+  void end_of_loop(uint32_t iterations);
+
  private:
+  /// train_pipeline: sparse_dist (TorchRec's TrainPipelineSparseDist.progress): batch it+1's
+  /// input distribution starts on the data-dist stream and batch it+2 is copied before the
+  /// forward of batch it, whose distributed input the forward waits for; batch it+1's lengths and
+  /// indices are sent after the forward. The first iteration fills the pipeline first
+  /// (fill_pipeline: batch 0 copied and distributed, batch 1 copied).
+  void pipelined_training_step(uint32_t it, const IterationGroups& groups, DdpModule& top,
+                               DdpModule& bottom);
+
   /// The lookups and their exchange, overlapped with the bottom MLP; the interaction, the top
   /// MLP and (training) the loss.
   void forward(const IterationGroups& groups);
@@ -61,6 +78,12 @@ class RankEmitter {
   EmbeddingExchange exchange_;
   RankPlan plan_;
   BatchInputEmitter input_;
+  InputDistEmitter input_dist_;
+  /// train_pipeline: sparse_dist: the input distribution of the batch the next step runs.
+  InputDistEmitter::Pending next_batch_input_;
+  /// This step's batch's input distribution to wait for in the forward (none: the forward runs
+  /// its own, or the run has none).
+  const InputDistEmitter::Pending* batch_input_ = nullptr;
   EmbeddingEmitter embeddings_;
   DenseNetworkEmitter dense_;
   InteractionEmitter interaction_;

@@ -52,9 +52,9 @@ void RankOps::convert(DType from, DType to, int64_t elements) {
   single_kernel("aten::to", "vectorized_elementwise_kernel/copy_", "aten::copy_", cast);
 }
 
-TaskId RankOps::launch_collective(CollectiveId group, std::string_view op) {
+TaskId RankOps::launch_collective(CollectiveId group, std::string_view op, uint16_t after) {
   HostOp h(graph_, threads_, op, capture());
-  const TaskId ready = h.record(kComputeStream);
+  const TaskId ready = h.record(after);
   h.wait(kCommStream, ready);
   h.collective(group, op);
   const TaskId done = h.record(kCommStream);

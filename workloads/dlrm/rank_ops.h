@@ -23,6 +23,8 @@ constexpr uint16_t kComputeStream = 0;
 constexpr uint16_t kCommStream = 1;
 /// input: prefetch only: the stream the next batch's copies run on.
 constexpr uint16_t kDataStream = 2;
+/// train_pipeline: sparse_dist only: the stream the next batch's input distribution runs on.
+constexpr uint16_t kDataDistStream = 3;
 /// Embedding weights, pooled embeddings, all-to-all payloads, dense inputs, labels and the
 /// loss are fp32 in the DLRM script.
 constexpr int64_t kFp32Bytes = 4;
@@ -70,9 +72,10 @@ class RankOps {
 
   static DType storage_dtype(DType dtype) { return dtype == DType::kTf32 ? DType::kFp32 : dtype; }
 
-  /// Launches a collective (`op` names the host op and the collective) after the compute
-  /// stream's work so far; returns the comm-stream event that marks its end.
-  TaskId launch_collective(CollectiveId group, std::string_view op);
+  /// Launches a collective (`op` names the host op and the collective) after the work so far
+  /// of the compute stream (or `after`); returns the comm-stream event that marks its end.
+  TaskId launch_collective(CollectiveId group, std::string_view op,
+                           uint16_t after = kComputeStream);
 
   /// A DDP all-reduce of `elements` gradient values of `dtype` (one nccl:all_reduce op): the
   /// pre-scale by 1 / world size on the compute stream, then the all-reduce `group` on the comm

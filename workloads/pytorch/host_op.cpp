@@ -34,6 +34,11 @@ TaskId HostOp::kernel_on(uint16_t stream, std::string_view kernel_name, std::str
   return launch(kLaunchKernel, graph_.add_kernel(at_.rank, stream, kernel_name, aten_op, desc));
 }
 
+TaskId HostOp::kernel_on(uint16_t stream, std::string_view kernel_name, std::string_view aten_op,
+                         const KernelDesc& desc) {
+  return launch(kLaunchKernel, graph_.add_kernel(at_.rank, stream, kernel_name, aten_op, desc));
+}
+
 TaskId HostOp::copy(std::string_view copy_name, TransferKind kind, int64_t bytes) {
   return copy_on(at_.compute_stream, copy_name, kind, bytes);
 }

@@ -58,6 +58,8 @@ class HostOp {
   TaskId kernel(std::string_view kernel_name, std::string_view aten_op, KernelDescId desc);
   TaskId kernel_on(uint16_t stream, std::string_view kernel_name, std::string_view aten_op,
                    KernelDescId desc);
+  TaskId kernel_on(uint16_t stream, std::string_view kernel_name, std::string_view aten_op,
+                   const KernelDesc& desc);
   /// A copy on the compute stream (the stream PyTorch's aten::to uses), or on `stream`.
   TaskId copy(std::string_view copy_name, TransferKind kind, int64_t bytes);
   TaskId copy_on(uint16_t stream, std::string_view copy_name, TransferKind kind, int64_t bytes);

@@ -40,7 +40,39 @@ std::string label_of(const PlannedLayout& l, int64_t context) {
   std::string out = fmt::format("TP{} PP{}", l.tensor, l.pipeline);
   if (l.virtual_stages > 1) out += fmt::format(" VP{}", l.virtual_stages);
   if (context > 1) out += fmt::format(" CP{}", context);
-  return out + fmt::format(" DP{} mb{}", l.data, l.micro_batch);
+  out += fmt::format(" DP{} mb{}", l.data, l.micro_batch);
+  if (!l.memory_savers.empty()) out += " (" + l.memory_savers + ")";
+  return out;
+}
+
+/// One rung of the memory savers (see the contract): its name and keys.
+struct MemorySaver {
+  std::string name;
+  std::vector<std::string> overrides;
+  bool full_recompute = false;
+};
+
+/// The rungs the scenario leaves open, cheapest first; the first is none.
+std::vector<MemorySaver> memory_saver_ladder(const TransformerConfig& base) {
+  std::vector<MemorySaver> ladder{{}};
+  const bool zero_open = base.parallelism.zero == 0 && base.parallelism.fsdp == FsdpMode::kNone;
+  const std::vector<std::string> zero =
+      zero_open ? std::vector<std::string>{"workload.parallelism.zero=1"}
+                : std::vector<std::string>{};
+  const std::string zero_name = zero_open ? "zero 1" : "";
+  if (zero_open) ladder.push_back({zero_name, zero});
+  if (base.recompute == Recompute::kFull || base.recompute == Recompute::kOp) return ladder;
+  const auto with = [&](std::string_view name, std::string_view key, bool full) {
+    MemorySaver m{zero_open ? fmt::format("{} + {}", zero_name, name) : std::string(name), zero,
+                  full};
+    m.overrides.push_back(std::string(key));
+    ladder.push_back(std::move(m));
+  };
+  if (base.recompute == Recompute::kNone) {
+    with("selective recompute", "workload.recompute=selective", false);
+  }
+  with("full recompute", "workload.recompute=full", true);
+  return ladder;
 }
 
 std::vector<std::string> overrides_of(const PlannedLayout& l) {
@@ -191,26 +223,63 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
       }
     }
   }
-  // Validity, memory and the bound, before any simulation.
+  // Validity, memory (with the savers the layout needs) and the bound, before any simulation.
+  const std::vector<MemorySaver> ladder = memory_saver_ladder(base_config);
   std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i) {
     PlannedLayout& l = candidates[i];
+    const std::vector<std::string> layout_keys = l.overrides;
+    int64_t unsaved_bytes = 0;
+    Duration unsaved_bound;
     try {
-      ConfigDocument doc = load_with(options, l.overrides);
-      const TransformerConfig c = parse_transformer_config(doc.root().child("workload"), plan.gpus);
-      const MemoryFootprint memory = transformer_peak_memory(c);
-      l.memory_bytes = memory.allocated_bytes();
-      const double flops_per_gpu = transformer_model_flops(c) / static_cast<double>(plan.gpus);
-      const double bubble = 1.0 + static_cast<double>(l.pipeline - 1) /
-                                      static_cast<double>(l.virtual_stages * c.micro_batches());
-      l.lower_bound =
-          peak > 0.0 ? Duration::from_seconds_f(flops_per_gpu / peak * bubble) : Duration::zero();
+      for (const MemorySaver& saver : ladder) {
+        std::vector<std::string> keys = layout_keys;
+        keys.insert(keys.end(), saver.overrides.begin(), saver.overrides.end());
+        std::optional<TransformerConfig> parsed;
+        try {
+          ConfigDocument doc = load_with(options, keys);
+          parsed = parse_transformer_config(doc.root().child("workload"), plan.gpus);
+        } catch (const ConfigError&) {
+          if (saver.name.empty()) throw;  // the layout itself is invalid
+          break;  // a saver the scenario cannot take (e.g. recompute with its attention)
+        }
+        const TransformerConfig& c = *parsed;
+        l.memory_bytes = transformer_peak_memory(c).allocated_bytes();
+
+        const double flops_per_gpu = transformer_model_flops(c) / static_cast<double>(plan.gpus);
+        const double bubble = 1.0 + static_cast<double>(l.pipeline - 1) /
+                                        static_cast<double>(l.virtual_stages * c.micro_batches());
+        const double recompute = saver.full_recompute ? 4.0 / 3.0 : 1.0;
+        l.lower_bound = peak > 0.0
+                            ? Duration::from_seconds_f(flops_per_gpu / peak * bubble * recompute)
+                            : Duration::zero();
+        if (saver.name.empty()) {
+          unsaved_bytes = l.memory_bytes;
+          unsaved_bound = l.lower_bound;
+        }
+        l.memory_savers = saver.name;
+        l.overrides = std::move(keys);
+        if (l.memory_bytes <= plan.gpu_memory_bytes) break;
+      }
       if (l.memory_bytes > plan.gpu_memory_bytes) {
+        // Refused as the layout it is: the reason names what the savers could not save.
+        const int64_t saved_bytes = l.memory_bytes;
+        const std::string savers = l.memory_savers;
+        l.memory_savers.clear();
+        l.overrides = layout_keys;
+        l.memory_bytes = unsaved_bytes;
+        l.lower_bound = unsaved_bound;
         l.outcome = PlannedLayout::Outcome::kNoMemory;
-        l.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(l.memory_bytes),
-                               format_bytes(plan.gpu_memory_bytes));
+        l.reason =
+            !savers.empty()
+                ? fmt::format("needs {} per GPU ({} with {}), the GPU has {}",
+                              format_bytes(unsaved_bytes), format_bytes(saved_bytes), savers,
+                              format_bytes(plan.gpu_memory_bytes))
+                : fmt::format("needs {} per GPU, the GPU has {}", format_bytes(unsaved_bytes),
+                              format_bytes(plan.gpu_memory_bytes));
         continue;
       }
+      l.label = label_of(l, bp.context);
     } catch (const ConfigError& e) {
       l.outcome = PlannedLayout::Outcome::kInvalid;
       l.reason = e.message();

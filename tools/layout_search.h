@@ -10,12 +10,20 @@
 //    v in {1} and the divisors of layers / p from 2 to 10 when p > 1 and the micro-batches divide
 //    by p (Megatron's interleaved schedule); micro-batch sizes the powers of two up to twice the
 //    scenario's (at least 4) that divide the global batch per data-parallel rank. Context and
-//    expert parallelism, ZeRO / FSDP, recompute and the overlap options stay the scenario's.
+//    expert parallelism, FSDP and the overlap options stay the scenario's.
+//  - Memory savers: a layout whose memory estimate exceeds the GPU's memory with the scenario's
+//    own ZeRO and recompute settings is tried with the first of these that fits, in order of
+//    cost: Megatron's distributed optimizer (zero: 1, when the scenario has zero 0 and no FSDP),
+//    then with it selective recompute (Megatron-Core's core_attn; when the scenario has recompute:
+//    none), then full recompute (unless the scenario's is full or op). Recompute only adds
+//    work, so a layout that fits
+//    without it is not tried with it; the savers a layout needed are part of its label.
 //  - Each layout is the scenario with these keys set. One that the workload refuses (its config
 //    error) is left out with the reason; one whose memory estimate (transformer_memory.h) exceeds
 //    the GPU's memory is refused before anything is simulated.
 //  - A lower bound prunes: the iteration cannot beat the model FLOPs per GPU at the GPU's dense
-//    peak, stretched by the ideal pipeline bubble, (1 + (p - 1) / (v m)) for m micro-batches.
+//    peak, stretched by the ideal pipeline bubble, (1 + (p - 1) / (v m)) for m micro-batches,
+//    and under full recompute by 4 / 3 (one more forward: a third of a step's FLOPs).
 //    Layouts are simulated best bound first in fixed batches of kPlanBatch (so the set simulated
 //    and the ranking do not depend on --jobs); a layout whose bound is not below the best
 //    simulated time so far is pruned. The scenario's own layout is always simulated.
@@ -52,6 +60,8 @@ struct PlanOptions {
 /// One layout and what became of it.
 struct PlannedLayout {
   int64_t tensor = 1, pipeline = 1, virtual_stages = 1, data = 1, micro_batch = 1;
+  /// The memory savers the layout needed ("zero 1 + full recompute"), empty for none.
+  std::string memory_savers;
   std::string label;                   ///< "TP8 PP4 VP5 DP2 mb1"
   std::vector<std::string> overrides;  ///< the keys that make the scenario this layout
   bool own = false;                    ///< the scenario's own layout

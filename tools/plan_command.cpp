@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <boost/program_options.hpp>
 #include <filesystem>
 #include <map>
@@ -68,11 +70,20 @@ std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
       "iter: predicted iteration time; change: vs the scenario's layout; exposed tp / pp / dp: "
       "the slowest rank's exposed\ncommunication per dimension, ms per iteration; mem: the "
       "memory estimate per GPU\n";
+  // The layout column fits the longest listed label (memory savers lengthen some).
+  size_t label_width = 24;
+  {
+    size_t listed = 0;
+    for (const PlannedLayout& l : plan.layouts) {
+      if (l.outcome != PlannedLayout::Outcome::kSimulated || listed++ >= top) continue;
+      label_width = std::max(label_width, l.label.size() + (l.own ? 2 : 0));
+    }
+  }
   out += fmt::format(
-      "{:>4}  {:<24} {:>11} {:>8} {:>11} {:>10} {:>6} {:>10} {:>9} {:>9} {:>9} "
+      "{:>4}  {:<{}} {:>11} {:>8} {:>11} {:>10} {:>6} {:>10} {:>9} {:>9} {:>9} "
       "{:>9}\n",
-      "#", "layout", "iter (ms)", "change", "tokens/s", "TFLOP/s", "MFU", "mem", "tp", "pp", "dp",
-      "bubble");
+      "#", "layout", label_width, "iter (ms)", "change", "tokens/s", "TFLOP/s", "MFU", "mem", "tp",
+      "pp", "dp", "bubble");
   const PlannedLayout* own = plan.own();
   size_t rank = 0;
   size_t simulated = 0;
@@ -87,9 +98,10 @@ std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
                   100.0 * (l.iteration_time.seconds() / own->iteration_time.seconds() - 1.0))
             : std::string("-");
     out += fmt::format(
-        "{:>4}  {:<24} {:>11.2f} {:>8} {:>11.0f} {:>10} {:>6} {:>10} {:>9.2f} {:>9.2f} {:>9.2f} "
+        "{:>4}  {:<{}} {:>11.2f} {:>8} {:>11.0f} {:>10} {:>6} {:>10} {:>9.2f} {:>9.2f} {:>9.2f} "
         "{:>9.2f}\n",
-        rank, l.label + (l.own ? " *" : ""), l.iteration_time.ms(), change, l.tokens_per_s,
+        rank, l.label + (l.own ? " *" : ""), label_width, l.iteration_time.ms(), change,
+        l.tokens_per_s,
         l.model_tflops_per_gpu ? fmt::format("{:.1f}", *l.model_tflops_per_gpu) : "-",
         percent(l.mfu), format_bytes(l.memory_bytes), l.exposed_tp.ms(), l.exposed_pp.ms(),
         l.exposed_dp.ms(), l.bubble.ms());

@@ -1787,6 +1787,37 @@ TEST_F(Cli, PlanRanksLayoutsAndItsBestScenarioReproducesTheTime) {
       << trace.err;
 }
 
+// A layout over the GPU's memory is tried with the distributed optimizer, then with it selective
+// and full recompute, and keeps the first that fits (in its label); a layout that fits is never
+// given recompute.
+TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.seq=2048 --set workload.micro_batch=8 "
+                           "--set workload.global_batch=32 --set platform.memory_check=warn";
+  const Result r = run("plan " + gpt2 + " --out p -j 2 --top 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  size_t saved = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::string& label = rows[i][0];
+    const bool with_savers = label.find(" (zero 1") != std::string::npos;
+    saved += with_savers;
+    if (rows[i][2] == "no_memory") {
+      EXPECT_FALSE(with_savers) << label;
+    }
+    // TP2 DP2 mb16 needs 27+ GiB of activations alone at seq 2048: not without savers.
+    if (label.rfind("TP2 PP1 DP2 mb16", 0) == 0) {
+      EXPECT_EQ(label, "TP2 PP1 DP2 mb16 (zero 1 + selective recompute)");
+      EXPECT_EQ(rows[i][2], "simulated");
+    }
+    // mb1 fits as it is.
+    if (label.rfind("TP1 PP1 DP4 mb1", 0) == 0) {
+      EXPECT_EQ(label, "TP1 PP1 DP4 mb1");
+    }
+  }
+  EXPECT_GT(saved, 0U) << r.out;
+}
+
 // ---- upsim shard ------------------------------------------------------------------------------
 
 /// One row of `upsim shard`'s ranking: place ("1", "2", ... or "-" for a plan that does not

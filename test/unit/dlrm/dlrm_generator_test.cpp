@@ -14,6 +14,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
+#include "test/unit/dlrm/unit_cost_run.h"
 #include "workloads/dlrm/table_statistics.h"
 
 namespace upsim {
@@ -944,53 +945,9 @@ TEST(DlrmGenerator, SingleRankLooksEveryTypeUpLocally) {
 
 // ---- the generated graph runs to completion -----------------------------------------------
 
-class UnitCpuCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
-  }
-};
-
-class UnitKernelCost final : public KernelCostModel {
- public:
-  Duration kernel_duration(const KernelDesc&, const DeviceProfile&) const override {
-    return Duration::from_us(5);
-  }
-};
-
-class UnitCollectiveCost final : public CollectiveCostModel {
- public:
-  Duration collective_duration(const CollectiveDesc&) const override {
-    return Duration::from_us(20);
-  }
-  Duration transfer_duration(const TransferDesc&) const override { return Duration::from_us(3); }
-};
-
-class MarkCounter final : public Observer {
- public:
-  void on_task_end(TaskId, Time) override { ++ended; }
-  int ended = 0;
-};
-
-/// Runs `g` (sealed here) on `ranks` ranks with the given models; returns the run's end.
-RunStats run_graph(TaskGraph& g, uint32_t ranks, const KernelCostModel& kernels,
-                   const CollectiveCostModel& collectives, int* ended = nullptr) {
-  g.seal();
-  UnitCpuCost cpu;
-  AnalyticalNetwork network(collectives);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &network;
-  models.devices.resize(ranks);
-  Engine engine;
-  GraphExecutor executor(engine, g, models);
-  MarkCounter counter;
-  executor.add_observer(&counter);
-  const RunStats stats = executor.run();
-  if (ended != nullptr) *ended = counter.ended;
-  return stats;
-}
+using dlrm_test::run_graph;
+using dlrm_test::UnitCollectiveCost;
+using dlrm_test::UnitKernelCost;
 
 TEST(DlrmGenerator, GraphRunsToCompletionOnTheExecutor) {
   const std::string hybrid =

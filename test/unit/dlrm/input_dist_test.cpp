@@ -10,8 +10,7 @@
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
-#include "sim/executor.h"
-#include "sim/network_model.h"
+#include "test/unit/dlrm/unit_cost_run.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/input_dist.h"
 
@@ -163,42 +162,11 @@ TEST(InputDist, TheForwardDistributesItsBatchBeforeTheLookups) {
   EXPECT_LT(first_collective(0, "table_wise values"), first_collective(0, "AllToAll fwd"));
 }
 
-class UnitCpuCost final : public CpuCostModel {
- public:
-  Duration host_duration(const HostOpDesc& op) const override {
-    return op.phase == HostPhase::kMarker ? Duration::zero() : Duration::from_us(2);
-  }
-};
 /// Kernels of 50 us: a step whose GPU work outlasts its host work and its collectives.
-class UnitKernelCost final : public KernelCostModel {
- public:
-  Duration kernel_duration(const KernelDesc&, const DeviceProfile&) const override {
-    return Duration::from_us(50);
-  }
-};
-/// Collectives of 20 us, and transfers of 3 us.
-class UnitCollectiveCost final : public CollectiveCostModel {
- public:
-  Duration collective_duration(const CollectiveDesc&) const override {
-    return Duration::from_us(20);
-  }
-  Duration transfer_duration(const TransferDesc&) const override { return Duration::from_us(3); }
-};
-
 Time run_end(TaskGraph& g, uint32_t ranks) {
-  g.seal();
-  UnitCpuCost cpu;
-  UnitKernelCost kernels;
-  UnitCollectiveCost collectives;
-  AnalyticalNetwork network(collectives);
-  ModelSet models;
-  models.kernels = &kernels;
-  models.cpu = &cpu;
-  models.network = &network;
-  models.devices.resize(ranks);
-  Engine engine;
-  GraphExecutor executor(engine, g, models);
-  const RunStats stats = executor.run();
+  const dlrm_test::UnitKernelCost kernels(50);
+  const dlrm_test::UnitCollectiveCost collectives;
+  const RunStats stats = dlrm_test::run_graph(g, ranks, kernels, collectives);
   EXPECT_EQ(stats.tasks_done, g.task_count());
   return stats.end;
 }

@@ -1,6 +1,7 @@
 #include "workloads/dlrm/input_dist.h"
 
 #include <cmath>
+#include <optional>
 
 #include "sim/units.h"
 
@@ -16,37 +17,19 @@ struct PerReceiver {
   bool used = false;
 };
 
-enum class Kind : uint8_t { kTableWise, kRowWise, kColumnWise, kTableRowWise, kCount };
-
-constexpr std::string_view kind_name(Kind kind) {
-  switch (kind) {
-    case Kind::kTableWise:
-      return "table_wise";
-    case Kind::kRowWise:
-      return "row_wise";
-    case Kind::kColumnWise:
-      return "column_wise";
-    case Kind::kTableRowWise:
-      return "table_row_wise";
-    case Kind::kCount:
-      break;
-  }
-  return "";
-}
-
-std::optional<Kind> kind_of(EmbeddingShardingType type) {
+/// The KJTAllToAll a table's features travel in: its own sharding type's, a hybrid table's in
+/// the row-wise one; none for a data-parallel table.
+std::optional<EmbeddingShardingType> exchanged_as(EmbeddingShardingType type) {
   switch (type) {
-    case EmbeddingShardingType::kTableWise:
-      return Kind::kTableWise;
-    case EmbeddingShardingType::kRowWise:
-    case EmbeddingShardingType::kHybrid:
-      return Kind::kRowWise;
-    case EmbeddingShardingType::kColumnWise:
-      return Kind::kColumnWise;
-    case EmbeddingShardingType::kTableRowWise:
-      return Kind::kTableRowWise;
     case EmbeddingShardingType::kDataParallel:
       return std::nullopt;
+    case EmbeddingShardingType::kHybrid:
+      return EmbeddingShardingType::kRowWise;
+    case EmbeddingShardingType::kTableWise:
+    case EmbeddingShardingType::kRowWise:
+    case EmbeddingShardingType::kColumnWise:
+    case EmbeddingShardingType::kTableRowWise:
+      return type;
   }
   return std::nullopt;
 }
@@ -67,15 +50,15 @@ std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGra
   const TablePlacement& placement = built.placement;
   const auto b = as_double(built.local_batch);
   const auto ranks = as_double(static_cast<int64_t>(n));
-  std::vector<PerReceiver> kinds(static_cast<size_t>(Kind::kCount));
+  std::vector<PerReceiver> kinds(embedding_sharding_types().size());
   for (PerReceiver& k : kinds) {
     k.lengths.assign(n, 0.0);
     k.values.assign(n, 0.0);
   }
   // The order the sharding types first appear in, table by table (the order of TorchRec's
   // sharding_type_to_sharding_infos, a dict filled in table order).
-  std::vector<Kind> order;
-  const auto note = [&](Kind kind) -> PerReceiver& {
+  std::vector<EmbeddingShardingType> order;
+  const auto note = [&](EmbeddingShardingType kind) -> PerReceiver& {
     PerReceiver& k = kinds[static_cast<size_t>(kind)];
     if (!k.used) order.push_back(kind);
     k.used = true;
@@ -83,11 +66,11 @@ std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGra
   };
   for (uint32_t t = 0; t < config.tables.size(); ++t) {
     const EmbeddingTable& table = config.tables[t];
-    const std::optional<Kind> kind = kind_of(table.sharding_type);
+    const std::optional<EmbeddingShardingType> kind = exchanged_as(table.sharding_type);
     if (!kind) continue;
     PerReceiver& k = note(*kind);
     switch (*kind) {
-      case Kind::kRowWise: {
+      case EmbeddingShardingType::kRowWise: {
         // Hybrid: only the lookups that miss the replicated frequent rows leave the rank.
         const double share = table.sharding_type == EmbeddingShardingType::kHybrid
                                  ? 1.0 - table.frequent_share
@@ -98,7 +81,7 @@ std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGra
         }
         break;
       }
-      case Kind::kTableRowWise: {
+      case EmbeddingShardingType::kTableRowWise: {
         const uint32_t node = placement.node_of_table[t];
         const uint32_t local = placement.ranks_per_node;
         for (uint32_t j = node * local; j < (node + 1) * local; ++j) {
@@ -107,28 +90,25 @@ std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGra
         }
         break;
       }
-      case Kind::kTableWise:
-      case Kind::kColumnWise:
-      case Kind::kCount:
+      default:  // table-wise and column-wise: by piece, below
         break;
     }
   }
   // Table-wise tables and column-wise shards: the feature's whole local batch to the piece's rank.
   for (const TablePiece& piece : placement.pieces) {
     const EmbeddingTable& table = config.tables[piece.table];
-    PerReceiver& k = kinds[static_cast<size_t>(
-        table.sharding_type == EmbeddingShardingType::kColumnWise ? Kind::kColumnWise
-                                                                  : Kind::kTableWise)];
+    PerReceiver& k = kinds[static_cast<size_t>(table.sharding_type)];
     k.lengths[piece.rank] += b;
     k.values[piece.rank] += b * table.pooling;
   }
   std::vector<KjtAllToAll> out;
   const std::vector<int64_t> ones(n, 1);
-  for (const Kind kind : order) {
+  for (const EmbeddingShardingType kind : order) {
     const PerReceiver& k = kinds[static_cast<size_t>(kind)];
     KjtAllToAll a2a;
-    a2a.sharding = kind_name(kind);
-    a2a.bucketize = kind == Kind::kRowWise || kind == Kind::kTableRowWise;
+    a2a.sharding = embedding_sharding_type_name(kind);
+    a2a.bucketize =
+        kind == EmbeddingShardingType::kRowWise || kind == EmbeddingShardingType::kTableRowWise;
     a2a.lengths = AllToAllSizes::outer(ones, rounded_bytes(k.lengths, config.index_bytes));
     a2a.values = AllToAllSizes::outer(ones, rounded_bytes(k.values, config.index_bytes));
     out.push_back(std::move(a2a));

@@ -80,11 +80,13 @@ void RankEmitter::pipelined_training_step(uint32_t it, const IterationGroups& gr
   const InputDistEmitter::Pending this_batch = next_batch_input_;
   if (input_dist_.active()) {
     next_batch_input_ = input_dist_.start(groups.input_dist, kDataDistStream);
+  } else {
+    // One rank distributes nothing: the step waits for its batch's copy alone (the data-dist
+    // stream's wait on the memcpy stream, which the compute stream waits for).
+    input_.wait_for_prefetched_batch();
   }
   input_.load_batch();
-  batch_input_ = &this_batch;
-  forward(groups);
-  batch_input_ = nullptr;
+  forward(groups, input_dist_.active() ? &this_batch : nullptr);
   if (input_dist_.active()) {
     input_dist_.send_tensors(groups.input_dist, next_batch_input_, kDataDistStream);
   }
@@ -100,11 +102,12 @@ void RankEmitter::end_of_loop(uint32_t iterations) {
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
 }
 
-void RankEmitter::forward(const IterationGroups& groups) {
+void RankEmitter::forward(const IterationGroups& groups,
+                          const InputDistEmitter::Pending* distributed) {
   // TorchRec's sharded modules distribute the batch's features in their forward, or wait for
   // the pipeline's distribution of them.
-  if (batch_input_ != nullptr) {
-    input_dist_.finish(*batch_input_, kDataDistStream);
+  if (distributed != nullptr) {
+    input_dist_.finish(*distributed, kDataDistStream);
   } else if (input_dist_.active()) {
     InputDistEmitter::Pending pending = input_dist_.start(groups.input_dist, kComputeStream);
     input_dist_.send_tensors(groups.input_dist, pending, kComputeStream);

@@ -64,8 +64,11 @@ class RankEmitter {
                                DdpModule& bottom);
 
   /// The lookups and their exchange, overlapped with the bottom MLP; the interaction, the top
-  /// MLP and (training) the loss.
-  void forward(const IterationGroups& groups);
+  /// MLP and (training) the loss. With `distributed` (train_pipeline: sparse_dist), the batch's
+  /// input distribution already in flight is waited for; otherwise an input_dist: all_to_all
+  /// run distributes the batch first.
+  void forward(const IterationGroups& groups,
+               const InputDistEmitter::Pending* distributed = nullptr);
 
   /// The loss's and the top MLP's backward, the interaction's, the embedding exchange's
   /// overlapped with the bottom MLP's, the lookups', then DDP's wait for its all-reduces.
@@ -81,9 +84,6 @@ class RankEmitter {
   InputDistEmitter input_dist_;
   /// train_pipeline: sparse_dist: the input distribution of the batch the next step runs.
   InputDistEmitter::Pending next_batch_input_;
-  /// This step's batch's input distribution to wait for in the forward (none: the forward runs
-  /// its own, or the run has none).
-  const InputDistEmitter::Pending* batch_input_ = nullptr;
   EmbeddingEmitter embeddings_;
   DenseNetworkEmitter dense_;
   InteractionEmitter interaction_;

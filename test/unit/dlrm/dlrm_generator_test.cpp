@@ -14,7 +14,7 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
-#include "test/unit/dlrm/unit_cost_run.h"
+#include "test/unit/dlrm/dlrm_test_support.h"
 #include "workloads/dlrm/table_statistics.h"
 
 namespace upsim {
@@ -58,17 +58,8 @@ constexpr const char* kFourGpu = R"(workload:
   ddp_bucket: 25MiB
 )";
 
-DlrmConfig config_of(const char* yaml, uint32_t ranks) {
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "test.yaml");
-  DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), ranks);
-  doc.check_all_keys_used();
-  return c;
-}
-
-DlrmPlacementInputs inputs_of(uint32_t ranks, uint32_t iterations,
-                              int64_t capacity = 40'000'000'000) {
-  return DlrmPlacementInputs{ranks, std::vector<int64_t>(ranks, capacity), iterations};
-}
+using dlrm_test::config_of;
+using dlrm_test::inputs_of;
 
 struct Counts {
   int kernels = 0, memcpys = 0, collectives = 0, records = 0, waits = 0, launches = 0;

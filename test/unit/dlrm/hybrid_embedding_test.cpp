@@ -13,6 +13,7 @@
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
 #include "sim/task_graph.h"
+#include "test/unit/dlrm/dlrm_test_support.h"
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/table_statistics.h"
@@ -79,10 +80,7 @@ std::string scenario(const std::string& big) {
 }
 
 DlrmConfig parse(const std::string& yaml, uint32_t ranks = 2) {
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "s.yaml");
-  DlrmConfig config = parse_dlrm_config(doc.root().child("workload"), ranks);
-  doc.check_all_keys_used();
-  return config;
+  return dlrm_test::config_of(yaml, ranks);
 }
 
 std::string error_of(const std::string& yaml) {
@@ -123,7 +121,7 @@ struct Exchanged {
 Exchanged exchanged(const std::string& yaml) {
   const DlrmConfig config = parse(yaml);
   TaskGraph g;
-  generate_dlrm(config, DlrmPlacementInputs{2, std::vector<int64_t>(2, int64_t{40} << 30), 1}, g);
+  generate_dlrm(config, dlrm_test::inputs_of(2, 1, int64_t{40} << 30), g);
   Exchanged out;
   for (CollectiveId c = 0; c < g.collective_count(); ++c) {
     const CollectiveDesc& d = g.collective(c);

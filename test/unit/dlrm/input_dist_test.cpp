@@ -10,7 +10,7 @@
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
-#include "test/unit/dlrm/unit_cost_run.h"
+#include "test/unit/dlrm/dlrm_test_support.h"
 #include "workloads/dlrm/dlrm_generator.h"
 #include "workloads/dlrm/input_dist.h"
 
@@ -43,16 +43,8 @@ constexpr std::string_view kAllToAll = "  input_dist: all_to_all\n";
 constexpr std::string_view kPipelined =
     "  input_dist: all_to_all\n  input: prefetch\n  train_pipeline: sparse_dist\n";
 
-DlrmConfig config_of(const std::string& yaml, uint32_t ranks) {
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "test.yaml");
-  DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), ranks);
-  doc.check_all_keys_used();
-  return c;
-}
-
-DlrmPlacementInputs inputs_of(uint32_t ranks, uint32_t iterations) {
-  return DlrmPlacementInputs{ranks, std::vector<int64_t>(ranks, 40'000'000'000), iterations};
-}
+using dlrm_test::config_of;
+using dlrm_test::inputs_of;
 
 std::vector<KjtAllToAll> kjts_of(const std::string& yaml, uint32_t ranks) {
   const DlrmConfig config = config_of(yaml, ranks);
@@ -203,6 +195,24 @@ TEST(InputDist, TrainPipelineSparseDistDistributesTheNextBatchDuringThisOne) {
   // At least the three collectives of the distribution (20 us each) leave the critical path.
   EXPECT_LT(pipelined_us, sequential_us - 60);
   std::printf("per step: sequential %.1f us, pipelined %.1f us\n", sequential_us, pipelined_us);
+}
+
+// One rank distributes nothing, but the pipelined step still waits for its batch's copy: the
+// compute stream waits on the memcpy stream once a step.
+TEST(InputDist, OneRankPipelinedStepWaitsForItsBatchCopy) {
+  TaskGraph g;
+  generate_dlrm(config_of(tiny(kTableWise, kPipelined), 1), inputs_of(1, 3), g);
+  size_t waits_for_copy = 0;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.kind == TaskKind::kStreamWait &&
+        g.name(g.task(g.launcher_of(id)).op_name) == "torch.cuda.Stream.wait_stream") {
+      ++waits_for_copy;
+    }
+  }
+  EXPECT_EQ(waits_for_copy, 3U);
+  EXPECT_EQ(collectives_named(g, 0, "input_dist"), 0U);
+  EXPECT_GT(run_end(g, 1), Time::zero());
 }
 
 TEST(InputDist, KeysThatCannotWorkTogetherAreRefusedAtTheirKey) {

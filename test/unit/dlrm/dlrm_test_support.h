@@ -1,14 +1,34 @@
-// Fixed-cost models and a runner for the DLRM generator's graphs in tests (not calibrated
-// predictions): every host op 2 us (markers free), every kernel the same duration, every
-// collective 20 us and every transfer 3 us.
+// What the DLRM workload's tests share: a scenario's workload parsed into a DlrmConfig, the
+// placement inputs of a run, and fixed-cost models with a runner for the generated graphs (not
+// calibrated predictions: every host op 2 us, markers free, every kernel the same duration,
+// every collective 20 us and every transfer 3 us).
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
+#include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
+#include "workloads/dlrm/dlrm_config.h"
+#include "workloads/dlrm/dlrm_generator.h"
 
 namespace upsim::dlrm_test {
+
+/// The `workload:` section of `yaml` read for `ranks` ranks; a key it leaves unread fails.
+inline DlrmConfig config_of(std::string_view yaml, uint32_t ranks) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "test.yaml");
+  DlrmConfig c = parse_dlrm_config(doc.root().child("workload"), ranks);
+  doc.check_all_keys_used();
+  return c;
+}
+
+/// A run of `iterations` on `ranks` ranks with `capacity` bytes of table memory each.
+inline DlrmPlacementInputs inputs_of(uint32_t ranks, uint32_t iterations,
+                                     int64_t capacity = 40'000'000'000) {
+  return DlrmPlacementInputs{ranks, std::vector<int64_t>(ranks, capacity), iterations};
+}
 
 class UnitCpuCost final : public CpuCostModel {
  public:

@@ -42,7 +42,8 @@ class InputDistEmitter {
   bool active() const { return !kjts_.empty(); }
 
   /// The permutes and the splits all-to-all(s) of `groups`, on `stream` (kComputeStream, or
-  /// kDataDistStream after waiting for the batch's copy on kDataStream).
+  /// kDataDistStream after waiting for the batch's copy on kDataStream). start, send_tensors and
+  /// finish need active().
   Pending start(const InputDistGroups& groups, uint16_t stream);
 
   /// For each KJTAllToAll: `stream` waits for its splits all-to-all, the host reads the splits

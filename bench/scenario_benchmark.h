@@ -82,6 +82,8 @@ inline void run_scenario(benchmark::State& state, const std::filesystem::path& s
     state.counters["flows"] = static_cast<double>(network.flows_started);
     state.counters["rate_recomputations"] = static_cast<double>(network.recomputations);
     state.counters["flows_repriced"] = static_cast<double>(network.flows_repriced);
+    state.counters["links_checked"] = static_cast<double>(network.links_checked);
+    state.counters["component_fallbacks"] = static_cast<double>(network.component_fallbacks);
   }
 }
 

@@ -19,6 +19,13 @@ constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 // sums, and a flow whose rate did not really change must keep its projected finish.
 constexpr double kRateTolerance = 1e-12;
 
+// Relative slack of the fairness check: a link within it of its capacity is saturated, a
+// rate within it of another is not faster. Above the solver's own 1e-9 lazy-update slack, so
+// that rounding in a partial solve never reads as unfairness.
+constexpr double kFairnessTolerance = 1e-8;
+// Fairness-check passes of one incremental recomputation before the whole component is priced.
+constexpr int kMaxRepricingPasses = 8;
+
 bool same_rate(double a, double b) {
   return std::abs(a - b) <= kRateTolerance * std::max(std::abs(a), std::abs(b));
 }
@@ -52,6 +59,7 @@ class FlowNetwork::Core {
   }
   double capacity(uint32_t link) const { return links_[link].capacity; }
   size_t active_flows() const { return active_flows_; }
+  void set_repricing(Repricing mode) { repricing_mode_ = mode; }
   const FlowNetworkStats& stats() const { return stats_; }
 
   /// With `external`, `batch` names fabric links and its own virtual links (FlowBatch); without,
@@ -106,10 +114,20 @@ class FlowNetwork::Core {
     std::vector<Entry> flows;
     double reported_rate = 0.0;
     uint32_t reported_flows = 0;
-    // Scratch of one recomputation.
+    // Total rate of the flows on the link, kept as rates change (exactly 0 when it has none).
+    double load = 0.0;
+    // Flows whose bottleneck is this link.
+    uint32_t bottlenecked = 0;
+    // Scratch of one recomputation: the repriced flows' rates on the link before and after.
+    double repriced_old = 0.0;
+    double repriced_new = 0.0;
     double residual = 0.0;
     uint32_t unfrozen = 0;
-    uint32_t mark = 0;
+    // The repriced flows crossing the link: members_[members_begin, members_end).
+    uint32_t members_begin = 0;
+    uint32_t members_end = 0;
+    uint32_t touched = 0;  // == solve_ when a repriced flow crosses the link in this solve
+    uint32_t checked = 0;  // == repricing_ when the link is in the current check list
   };
   struct Flow {
     uint32_t group = kNone;
@@ -120,7 +138,12 @@ class FlowNetwork::Core {
     int64_t updated_ps = 0;
     int64_t finish_ps = 0;
     uint32_t version = 0;
-    uint32_t mark = 0;
+    // The link this flow's rate is fair on (saturated, no flow on it faster); kNone until the
+    // flow is first priced. Kept true between recomputations: the incremental repricing relies
+    // on it to know which untouched flows a change can reach.
+    uint32_t bottleneck = kNone;
+    uint32_t new_bottleneck = kNone;
+    uint32_t inside = 0;  // == repricing_ when the flow is repriced by the current recomputation
   };
   struct Group {
     std::vector<uint32_t> links;
@@ -239,8 +262,10 @@ class FlowNetwork::Core {
       f.rate = 0.0;
       f.updated_ps = at.ps();
       f.finish_ps = std::numeric_limits<int64_t>::max();
+      f.bottleneck = kNone;
       ++f.version;
       g.flow_ids[i] = fid;
+      new_flows_.push_back(fid);
       for (uint32_t h = begin; h < end; ++h) {
         Link& link = links_[g.links[h]];
         g.hop_pos[h] = static_cast<uint32_t>(link.flows.size());
@@ -282,6 +307,8 @@ class FlowNetwork::Core {
       const Entry moved = link.flows.back();
       link.flows[pos] = moved;
       link.flows.pop_back();
+      link.load = link.flows.empty() ? 0.0 : link.load - f.rate;
+      if (f.bottleneck == lid) --link.bottlenecked;
       if (moved.flow != fid) {
         const Flow& m = flows_[moved.flow];
         const Group& mg = groups_[m.group];
@@ -320,47 +347,126 @@ class FlowNetwork::Core {
     }
   }
 
-  /// Max-min fair rates by progressive filling over the flows connected to `seeds_`.
+  /// Max-min fair rates after the flow sets of the links in `seeds_` changed, repricing only
+  /// the flows the change reaches. A feasible allocation is max-min fair exactly when every
+  /// flow has a bottleneck: a saturated link on which no flow is faster (Bertsekas & Gallager,
+  /// Data Networks, 2nd ed., section 6.5.2). The new flows are priced by progressive filling
+  /// with every other flow's rate held; then each link the repriced flows cross, and each link
+  /// whose flow set changed, is checked against that condition, and the flows that break it
+  /// (held flows that exceed a repriced one's share, lose their saturated bottleneck or are
+  /// beaten on it; all held flows of an overfull link) join the repriced set, which is priced
+  /// again. The first allocation that passes is the max-min one, so the result is exact; the
+  /// connected component of the change bounds the set. After kMaxRepricingPasses the whole
+  /// component is priced at once (with Repricing::kComponent always).
   void recompute(Time at) {
     ++stats_.recomputations;
-    ++epoch_;
-    comp_links_.clear();
-    comp_flows_.clear();
-    // Connected component of the changed links: links -> their flows -> those flows' links.
-    std::vector<uint32_t>& stack = seeds_;
-    while (!stack.empty()) {
-      const uint32_t lid = stack.back();
-      stack.pop_back();
-      Link& link = links_[lid];
-      if (link.mark == epoch_) continue;
-      link.mark = epoch_;
-      comp_links_.push_back(lid);
-      for (const Entry& e : link.flows) {
-        Flow& f = flows_[e.flow];
-        if (f.mark == epoch_) continue;
-        f.mark = epoch_;
-        comp_flows_.push_back(e.flow);
-        const Group& g = groups_[f.group];
-        for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-          if (links_[g.links[h]].mark != epoch_) stack.push_back(g.links[h]);
+    ++repricing_;
+    inside_.clear();
+    check_links_.clear();
+    for (uint32_t lid : seeds_)
+      add_check_link(lid);
+    seeds_.clear();
+    if (repricing_mode_ == Repricing::kComponent) {
+      add_component();
+      solve_inside();
+    } else {
+      // Flows never priced (just started) are repriced from the start.
+      for (uint32_t fid : new_flows_) {
+        if (flows_[fid].group != kNone) add_inside(fid);
+      }
+      for (int pass = 0;; ++pass) {
+        solve_inside();
+        if (!add_unfair_flows()) break;
+        if (pass + 1 == kMaxRepricingPasses) {
+          ++stats_.component_fallbacks;
+          add_component();
+          solve_inside();
+          break;
         }
       }
     }
-    stats_.flows_repriced += comp_flows_.size();
+    new_flows_.clear();
+    stats_.flows_repriced += inside_.size();
+    stats_.links_checked += check_links_.size();
+    apply_and_report(at);
+  }
 
-    // Progressive filling. A link's fair share residual / unfrozen never decreases while flows
-    // are frozen at the current minimum share, so heap entries are lower bounds: a popped entry
-    // whose share has grown is pushed back with its current value (lazy update).
-    std::vector<std::pair<double, uint32_t>> heap_storage;
-    heap_storage.reserve(comp_links_.size());
-    for (uint32_t lid : comp_links_) {
-      Link& link = links_[lid];
-      link.residual = link.capacity;
-      link.unfrozen = static_cast<uint32_t>(link.flows.size());
-      if (link.unfrozen > 0) heap_storage.emplace_back(link.residual / link.unfrozen, lid);
+  void add_check_link(uint32_t lid) {
+    Link& link = links_[lid];
+    if (link.checked == repricing_) return;
+    link.checked = repricing_;
+    check_links_.push_back(lid);
+  }
+
+  void add_inside(uint32_t fid) {
+    Flow& f = flows_[fid];
+    if (f.inside == repricing_) return;
+    f.inside = repricing_;
+    inside_.push_back(fid);
+    const Group& g = groups_[f.group];
+    for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
+      add_check_link(g.links[h]);
+  }
+
+  /// Every flow connected to the checked links through shared links joins the repriced set.
+  void add_component() {
+    for (size_t i = 0; i < check_links_.size(); ++i) {
+      // add_inside appends to check_links_; index, do not iterate.
+      const uint32_t lid = check_links_[i];
+      for (size_t k = 0; k < links_[lid].flows.size(); ++k)
+        add_inside(links_[lid].flows[k].flow);
     }
-    for (uint32_t fid : comp_flows_)
-      flows_[fid].new_rate = -1.0;
+  }
+
+  /// Progressive filling of the repriced flows over what the held flows leave of each link.
+  /// A link's fair share residual / unfrozen never decreases while flows are frozen at the
+  /// current minimum share, so heap entries are lower bounds: a popped entry whose share has
+  /// grown is pushed back with its current value (lazy update).
+  void solve_inside() {
+    ++solve_;
+    touched_.clear();
+    for (uint32_t fid : inside_) {
+      Flow& f = flows_[fid];
+      f.new_rate = -1.0;
+      const Group& g = groups_[f.group];
+      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
+        Link& link = links_[g.links[h]];
+        if (link.touched != solve_) {
+          link.touched = solve_;
+          link.repriced_old = 0.0;
+          link.unfrozen = 0;
+          touched_.push_back(g.links[h]);
+        }
+        link.repriced_old += f.rate;
+        ++link.unfrozen;
+      }
+    }
+    // The repriced flows of each touched link, contiguous, so that freezing a link's flows
+    // does not walk the held ones.
+    uint32_t members = 0;
+    for (uint32_t lid : touched_) {
+      Link& link = links_[lid];
+      link.members_begin = members;
+      link.members_end = members;
+      members += link.unfrozen;
+    }
+    members_.resize(members);
+    for (uint32_t fid : inside_) {
+      const Flow& f = flows_[fid];
+      const Group& g = groups_[f.group];
+      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
+        members_[links_[g.links[h]].members_end++] = fid;
+    }
+    std::vector<std::pair<double, uint32_t>> heap_storage;
+    heap_storage.reserve(touched_.size());
+    for (uint32_t lid : touched_) {
+      Link& link = links_[lid];
+      // What the held flows leave; all of the capacity when every flow is repriced.
+      link.residual = link.unfrozen == link.flows.size()
+                          ? link.capacity
+                          : link.capacity - (link.load - link.repriced_old);
+      heap_storage.emplace_back(link.residual / link.unfrozen, lid);
+    }
     std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
                         LargerShare>
         shares(LargerShare{}, std::move(heap_storage));
@@ -375,12 +481,15 @@ class FlowNetwork::Core {
         continue;
       }
       // Rounding can leave a saturated link's residual at or below zero; its flows still get
-      // the share they were popped with (exactly zero would never finish).
+      // the share they were popped with (exactly zero would never finish). A held flow that
+      // fills the link is caught by the fairness check, which reprices it too.
       if (!(current > 0.0)) current = share > 0.0 ? share : link.capacity / link.flows.size();
-      for (const Entry& e : link.flows) {
-        Flow& f = flows_[e.flow];
+      for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
+        const uint32_t fid = members_[k];
+        Flow& f = flows_[fid];
         if (f.new_rate >= 0.0) continue;
         f.new_rate = current;
+        f.new_bottleneck = lid;
         const Group& g = groups_[f.group];
         for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
           Link& m = links_[g.links[h]];
@@ -389,13 +498,89 @@ class FlowNetwork::Core {
         }
       }
     }
+  }
 
-    // Apply: advance remaining bytes at the old rate up to now, then take the new rate.
+  /// Adds to the repriced set every held flow that breaks max-min fairness on a checked link
+  /// with the repriced flows' new rates; returns whether any was added. A link is scanned only
+  /// when it is saturated or overfull, or a held flow has its bottleneck on it: on any other
+  /// link no flow is frozen and no held flow can lose its bottleneck.
+  bool add_unfair_flows() {
+    const size_t before = inside_.size();
+    for (uint32_t lid : check_links_) {
+      Link& link = links_[lid];
+      link.repriced_old = 0.0;
+      link.repriced_new = 0.0;
+      link.unfrozen = 0;  // repriced flows whose bottleneck was this link
+    }
+    for (uint32_t fid : inside_) {
+      const Flow& f = flows_[fid];
+      const Group& g = groups_[f.group];
+      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
+        Link& link = links_[g.links[h]];
+        link.repriced_old += f.rate;
+        link.repriced_new += f.new_rate;
+        if (f.bottleneck == g.links[h]) ++link.unfrozen;
+      }
+    }
+    // check_links_ grows as flows are added; the links added here are checked next pass.
+    const size_t count = check_links_.size();
+    for (size_t i = 0; i < count; ++i) {
+      const uint32_t lid = check_links_[i];
+      const Link& link = links_[lid];
+      const double load = link.load - link.repriced_old + link.repriced_new;
+      const double slack = kFairnessTolerance * link.capacity;
+      const bool overfull = load > link.capacity + slack;
+      const bool saturated = load >= link.capacity - slack;
+      const bool held_bottlenecked_here = link.bottlenecked > link.unfrozen;
+      if (!saturated && !held_bottlenecked_here) continue;
+      double fastest_held = 0.0;
+      double fastest_repriced = 0.0;
+      double slowest_repriced_here = std::numeric_limits<double>::infinity();
+      for (const Entry& e : link.flows) {
+        const Flow& f = flows_[e.flow];
+        if (f.inside == repricing_) {
+          fastest_repriced = std::max(fastest_repriced, f.new_rate);
+          if (f.new_bottleneck == lid) {
+            slowest_repriced_here = std::min(slowest_repriced_here, f.new_rate);
+          }
+        } else {
+          fastest_held = std::max(fastest_held, f.rate);
+        }
+      }
+      if (fastest_held == 0.0) continue;  // every flow on the link is repriced
+      // A repriced flow frozen here must be the fastest here; an overfull link must shed.
+      const bool held_too_fast =
+          overfull || fastest_held > slowest_repriced_here * (1.0 + kFairnessTolerance);
+      for (size_t k = 0; k < link.flows.size(); ++k) {
+        const uint32_t fid = link.flows[k].flow;
+        const Flow& f = flows_[fid];
+        if (f.inside == repricing_) continue;
+        // A held flow whose bottleneck this is needs it saturated and no repriced flow faster.
+        const bool lost_bottleneck =
+            f.bottleneck == lid &&
+            (!saturated || fastest_repriced > f.rate * (1.0 + kFairnessTolerance));
+        if (held_too_fast || lost_bottleneck) add_inside(fid);
+      }
+    }
+    return inside_.size() > before;
+  }
+
+  /// Apply: advance remaining bytes at the old rate up to now, then take the new rate; report
+  /// the fabric links whose total rate or flow count changed.
+  void apply_and_report(Time at) {
     const int64_t now = at.ps();
-    for (uint32_t fid : comp_flows_) {
+    for (uint32_t fid : inside_) {
       Flow& f = flows_[fid];
+      if (f.bottleneck != f.new_bottleneck) {
+        if (f.bottleneck != kNone) --links_[f.bottleneck].bottlenecked;
+        ++links_[f.new_bottleneck].bottlenecked;
+        f.bottleneck = f.new_bottleneck;
+      }
       if (f.rate > 0.0 && same_rate(f.rate, f.new_rate)) continue;
       advance(f, now);
+      const Group& g = groups_[f.group];
+      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
+        links_[g.links[h]].load += f.new_rate - f.rate;
       f.rate = f.new_rate;
       f.finish_ps = projected_finish(f);
       ++f.version;
@@ -403,13 +588,10 @@ class FlowNetwork::Core {
     }
     if (finish_heap_.size() > 4 * active_flows_ + 1024) rebuild_finish_heap();
 
-    // Report links whose total rate or flow count changed.
-    for (uint32_t lid : comp_links_) {
+    for (uint32_t lid : check_links_) {
       if (lid >= fabric_links_) continue;
       Link& link = links_[lid];
-      double total = 0.0;
-      for (const Entry& e : link.flows)
-        total += flows_[e.flow].rate;
+      double total = link.load;
       const auto count = static_cast<uint32_t>(link.flows.size());
       if (count == link.reported_flows && same_rate(total, link.reported_rate)) continue;
       if (count == 0) total = 0.0;
@@ -482,9 +664,16 @@ class FlowNetwork::Core {
   std::map<int64_t, std::vector<uint32_t>> pending_;
   // Links whose flow set changed since the last recomputation.
   std::vector<uint32_t> seeds_;
-  std::vector<uint32_t> comp_links_;
-  std::vector<uint32_t> comp_flows_;
-  uint32_t epoch_ = 0;
+  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
+  // flow or changed), the links of the current solve; repricing_ and solve_ number them.
+  std::vector<uint32_t> inside_;
+  std::vector<uint32_t> new_flows_;  // activated since the last recomputation
+  std::vector<uint32_t> check_links_;
+  std::vector<uint32_t> touched_;
+  std::vector<uint32_t> members_;
+  uint32_t repricing_ = 0;
+  uint32_t solve_ = 0;
+  Repricing repricing_mode_ = Repricing::kIncremental;
   std::priority_queue<Finish, std::vector<Finish>, LaterFinish> finish_heap_;
   EventHandle completion_event_;
   int64_t completion_at_ = kNoTime;
@@ -586,6 +775,10 @@ void FlowNetwork::start_transfer(Engine& engine, const TransferDesc& transfer, C
 
 void FlowNetwork::start_flows(Engine& engine, Duration delay, FlowBatch batch, Completion on_done) {
   core_->submit(engine, delay, std::move(batch), true, std::move(on_done));
+}
+
+void FlowNetwork::set_repricing(Repricing mode) {
+  core_->set_repricing(mode);
 }
 
 Bandwidth FlowNetwork::link_rate(LinkId link) const {

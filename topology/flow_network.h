@@ -9,10 +9,13 @@
 //  - Capacity of a fabric link = bandwidth x its family's efficiency (CollectiveTuning); links()
 //    reports the nominal bandwidth. Virtual links (per-GPU device memory, per-collective
 //    injection caps) constrain flows like fabric links but are not reported to observers.
-//  - Rates are recomputed when flows start or finish, only for the flows connected to the change
-//    through shared links. Flows that start at the same instant are activated together and
-//    priced once (one recomputation per instant at EventPriority::kNetwork, after every
-//    completion of that instant, which run at kCompletion).
+//  - Rates are recomputed when flows start or finish, only for the flows the change reaches:
+//    the new flows, then every flow that would otherwise break max-min fairness, checked link
+//    by link (Repricing::kIncremental; the result is the max-min allocation, as pricing the
+//    whole connected component of the change, Repricing::kComponent, gives it). Flows that
+//    start at the same instant are activated together and priced once (one recomputation per
+//    instant at EventPriority::kNetwork, after every completion of that instant, which run at
+//    kCompletion).
 //  - Remaining bytes advance as rate x elapsed time (times are integer picoseconds); a flow's
 //    finish time is rounded to the nearest picosecond and a flow with under kDoneBytes left is
 //    done. A flow with no bytes or no links is done as soon as it starts.
@@ -48,6 +51,18 @@ struct FlowNetworkStats {
   /// Max-min recomputations and the flows they repriced in total.
   uint64_t recomputations = 0;
   uint64_t flows_repriced = 0;
+  /// Links checked for fairness (or priced, with Repricing::kComponent) in total.
+  uint64_t links_checked = 0;
+  /// Incremental recomputations that fell back to pricing the whole connected component.
+  uint64_t component_fallbacks = 0;
+};
+
+/// How a recomputation chooses the flows it reprices (both give the max-min allocation).
+enum class Repricing {
+  /// The new flows and those the fairness check finds the change reaches (the default).
+  kIncremental,
+  /// Every flow connected to the change through shared links (the reference).
+  kComponent,
 };
 
 class FlowNetwork final : public NetworkModel {
@@ -83,6 +98,9 @@ class FlowNetwork final : public NetworkModel {
   /// Throws std::invalid_argument for a malformed batch (unknown link, negative bytes,
   /// non-positive virtual capacity).
   void start_flows(Engine& engine, Duration delay, FlowBatch batch, Completion on_done);
+
+  /// Chooses how rates are recomputed from the next recomputation on (default incremental).
+  void set_repricing(Repricing mode);
 
   const Fabric& fabric() const { return fabric_; }
   CollectivePlanner& planner() { return *planner_; }

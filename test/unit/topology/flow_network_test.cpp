@@ -2,8 +2,11 @@
 // reports, batching of simultaneous starts, transfers and their errors.
 #include "topology/flow_network.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -333,6 +336,106 @@ TEST(FlowNetwork, OneEngineAtATime) {
   net.start_flows(second, Duration::zero(), one_flow({0}, 1e9), [&] { done = true; });
   second.run();
   EXPECT_TRUE(done);
+}
+
+/// Four leaves of four GPUs under two spines, links of mixed speed: routes that share GPU,
+/// leaf and spine links, so that changes cascade.
+Fabric leaf_spine() {
+  FabricBuilder b("leaf spine");
+  std::vector<DeviceIndex> spines;
+  for (int s = 0; s < 2; ++s)
+    spines.push_back(b.add_device(fmt::format("spine{}", s), DeviceKind::kNetworkSwitch, -1));
+  for (int leaf = 0; leaf < 4; ++leaf) {
+    const DeviceIndex sw =
+        b.add_device(fmt::format("leaf{}", leaf), DeviceKind::kNetworkSwitch, -1);
+    for (int s = 0; s < 2; ++s)
+      b.add_link(sw, spines[s], "testlink", gbps(40 + 20 * s), Duration::zero());
+    for (int g = 0; g < 4; ++g) {
+      const DeviceIndex gpu = b.add_device(fmt::format("l{}g{}", leaf, g), DeviceKind::kGpu, leaf);
+      b.add_link(gpu, sw, "testlink", gbps(10 + 5 * g), Duration::zero());
+    }
+  }
+  return std::move(b).seal();
+}
+
+/// Each batch's completion time and every link report of one run of random flow batches
+/// (fixed seed): one to three flows between random GPU pairs, some under a virtual cap, at
+/// random start times of which many coincide.
+struct RandomRun {
+  std::vector<Time> done;
+  std::vector<RateLog::Report> reports;
+  FlowNetworkStats stats;
+};
+RandomRun run_random_batches(const Fabric& fabric, Repricing repricing, uint32_t seed) {
+  FlowNetwork net(fabric, ideal_tuning(), gbps(1000));
+  net.set_repricing(repricing);
+  RateLog log;
+  net.add_observer(&log);
+  Engine engine;
+  std::mt19937 rng(seed);
+  const auto gpus = fabric.gpus();
+  std::uniform_int_distribution<size_t> pick(0, gpus.size() - 1);
+  std::uniform_int_distribution<int> flows_per_batch(1, 3);
+  std::uniform_int_distribution<int> start_us(0, 40);
+  std::uniform_real_distribution<double> megabytes(0.01, 2.0);
+  std::bernoulli_distribution capped(0.2);
+  constexpr int kBatches = 120;
+  RandomRun run;
+  run.done.assign(kBatches, Time{});
+  for (int i = 0; i < kBatches; ++i) {
+    FlowBatch batch;
+    const int n = flows_per_batch(rng);
+    const bool cap = capped(rng);
+    for (int f = 0; f < n; ++f) {
+      size_t a = pick(rng);
+      size_t b = pick(rng);
+      if (a == b) b = (a + 1) % gpus.size();
+      std::vector<uint32_t> route;
+      for (LinkId l : fabric.route(gpus[a], gpus[b]))
+        route.push_back(l);
+      if (cap) route.push_back(static_cast<uint32_t>(fabric.links().size()));
+      batch.add_flow(route, megabytes(rng) * 1e6);
+    }
+    if (cap) batch.virtual_capacities.push_back(gbps(3));
+    // Whole microseconds, so that many batches start at the same instant.
+    net.start_flows(engine, Duration::from_us(start_us(rng)), std::move(batch),
+                    [&run, &engine, i] { run.done[i] = engine.now(); });
+  }
+  engine.run();
+  run.reports = log.reports;
+  run.stats = net.stats();
+  return run;
+}
+
+TEST(FlowNetwork, IncrementalRepricingGivesTheComponentsAllocation) {
+  // The reference prices every flow connected to a change; the incremental repricing only
+  // those its fairness check reaches. Both are the max-min allocation, so every completion
+  // and every link report agree, to the picosecond and to rounding.
+  const Fabric fabric = leaf_spine();
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    RandomRun reference = run_random_batches(fabric, Repricing::kComponent, seed);
+    RandomRun incremental = run_random_batches(fabric, Repricing::kIncremental, seed);
+    for (size_t i = 0; i < reference.done.size(); ++i) {
+      ASSERT_GT(reference.done[i], Time{});
+      EXPECT_EQ(incremental.done[i], reference.done[i]) << "batch " << i;
+    }
+    // The links of one instant are reported in the order each mode visits them.
+    const auto by_time_and_link = [](const RateLog::Report& a, const RateLog::Report& b) {
+      return a.at != b.at ? a.at < b.at : a.link < b.link;
+    };
+    std::stable_sort(reference.reports.begin(), reference.reports.end(), by_time_and_link);
+    std::stable_sort(incremental.reports.begin(), incremental.reports.end(), by_time_and_link);
+    ASSERT_EQ(incremental.reports.size(), reference.reports.size());
+    for (size_t i = 0; i < reference.reports.size(); ++i) {
+      EXPECT_EQ(incremental.reports[i].at, reference.reports[i].at);
+      EXPECT_EQ(incremental.reports[i].flows, reference.reports[i].flows);
+      EXPECT_NEAR(incremental.reports[i].rate, reference.reports[i].rate,
+                  1e-9 * reference.reports[i].rate);
+    }
+    EXPECT_EQ(incremental.stats.flows_started, reference.stats.flows_started);
+    EXPECT_LE(incremental.stats.flows_repriced, reference.stats.flows_repriced);
+  }
 }
 
 }  // namespace

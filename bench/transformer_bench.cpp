@@ -75,6 +75,9 @@ void BM_Gpt3_175B_128Gpus(benchmark::State& state) {
 void BM_Gpt3_175B_32768Gpus(benchmark::State& state) {
   run_gpt3(state, 4096, 512, 49152, true);
 }
+void BM_Gpt3_175B_98304Gpus(benchmark::State& state) {
+  run_gpt3(state, 12288, 1536, 147456, true);
+}
 void BM_Gpt3_175B_1024Gpus_NoMirror(benchmark::State& state) {
   run_gpt3(state, 128, 16, 1536, false);
 }
@@ -89,6 +92,8 @@ BENCHMARK(BM_Gpt3_175B_8192Gpus)->Iterations(1)->Unit(benchmark::kSecond)->UseRe
 int main(int argc, char** argv) {
   upsim::bench::register_opt_in("UPSIM_BENCH_LARGE", "BM_Gpt3_175B_32768Gpus",
                                 upsim::BM_Gpt3_175B_32768Gpus);
+  upsim::bench::register_opt_in("UPSIM_BENCH_LARGE", "BM_Gpt3_175B_98304Gpus",
+                                upsim::BM_Gpt3_175B_98304Gpus);
   upsim::bench::register_opt_in("UPSIM_BENCH_NO_MIRROR", "BM_Gpt3_175B_1024Gpus_NoMirror",
                                 upsim::BM_Gpt3_175B_1024Gpus_NoMirror);
   return upsim::bench::run_benchmarks(argc, argv);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "topology/collectives/collective_planner.h"
+#include "topology/finish_calendar.h"
 
 namespace upsim {
 namespace {
@@ -155,15 +156,11 @@ class FlowNetwork::Core {
     uint32_t unfinished = 0;
     Completion on_done;
   };
-  struct Finish {
-    int64_t finish_ps;
-    uint32_t flow;
-    uint32_t version;
-  };
-  struct LaterFinish {
-    bool operator()(const Finish& a, const Finish& b) const {
-      if (a.finish_ps != b.finish_ps) return a.finish_ps > b.finish_ps;
-      return a.flow > b.flow;
+  struct SmallerShare {
+    bool operator()(const std::pair<double, uint32_t>& a,
+                    const std::pair<double, uint32_t>& b) const {
+      if (a.first != b.first) return a.first < b.first;
+      return a.second < b.second;
     }
   };
   struct LargerShare {
@@ -283,12 +280,10 @@ class FlowNetwork::Core {
     completion_event_ = EventHandle{};
     completion_at_ = kNoTime;
     std::vector<uint32_t> done_groups;
-    while (!finish_heap_.empty() && finish_heap_.top().finish_ps <= at.ps()) {
-      const Finish top = finish_heap_.top();
-      finish_heap_.pop();
-      Flow& f = flows_[top.flow];
-      if (f.group == kNone || f.version != top.version) continue;
-      retire(top.flow, done_groups);
+    while (finish_calendar_.take_until(at.ps(), finishing_)) {
+      for (const FinishCalendar::Entry& e : finishing_) {
+        if (live(e)) retire(e.flow, done_groups);
+      }
     }
     // Rates of the survivors change at this instant; recompute after every completion of it.
     add_pending(at, kNone);
@@ -457,27 +452,37 @@ class FlowNetwork::Core {
       for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
         members_[links_[g.links[h]].members_end++] = fid;
     }
-    std::vector<std::pair<double, uint32_t>> heap_storage;
-    heap_storage.reserve(touched_.size());
+    // Links in ascending (share, link) order: the initial shares sorted once, and the lazily
+    // updated ones in a heap beside them; the next link is the smaller of the two heads.
+    share_order_.clear();
     for (uint32_t lid : touched_) {
       Link& link = links_[lid];
       // What the held flows leave; all of the capacity when every flow is repriced.
       link.residual = link.unfrozen == link.flows.size()
                           ? link.capacity
                           : link.capacity - (link.load - link.repriced_old);
-      heap_storage.emplace_back(link.residual / link.unfrozen, lid);
+      share_order_.emplace_back(link.residual / link.unfrozen, lid);
     }
+    std::sort(share_order_.begin(), share_order_.end(), SmallerShare{});
     std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
                         LargerShare>
-        shares(LargerShare{}, std::move(heap_storage));
-    while (!shares.empty()) {
-      const auto [share, lid] = shares.top();
-      shares.pop();
+        updated;
+    size_t next = 0;
+    while (next < share_order_.size() || !updated.empty()) {
+      std::pair<double, uint32_t> top;
+      if (updated.empty() ||
+          (next < share_order_.size() && SmallerShare{}(share_order_[next], updated.top()))) {
+        top = share_order_[next++];
+      } else {
+        top = updated.top();
+        updated.pop();
+      }
+      const auto [share, lid] = top;
       Link& link = links_[lid];
       if (link.unfrozen == 0) continue;
       double current = std::max(link.residual, 0.0) / link.unfrozen;
       if (current > share * (1.0 + 1e-9)) {
-        shares.emplace(current, lid);
+        updated.emplace(current, lid);
         continue;
       }
       // Rounding can leave a saturated link's residual at or below zero; its flows still get
@@ -584,9 +589,9 @@ class FlowNetwork::Core {
       f.rate = f.new_rate;
       f.finish_ps = projected_finish(f);
       ++f.version;
-      finish_heap_.push(Finish{f.finish_ps, fid, f.version});
+      finish_calendar_.push(f.finish_ps, fid, f.version);
     }
-    if (finish_heap_.size() > 4 * active_flows_ + 1024) rebuild_finish_heap();
+    if (finish_calendar_.entries() > 4 * active_flows_ + 1024) rebuild_finish_calendar();
 
     for (uint32_t lid : check_links_) {
       if (lid >= fabric_links_) continue;
@@ -616,29 +621,27 @@ class FlowNetwork::Core {
     return f.updated_ps + std::llround(ps);
   }
 
-  void rebuild_finish_heap() {
-    std::vector<Finish> live;
-    live.reserve(active_flows_);
+  bool live(const FinishCalendar::Entry& e) const {
+    const Flow& f = flows_[e.flow];
+    return f.group != kNone && f.version == e.version;
+  }
+
+  /// Drops the stale entries: only each moving flow's latest projection stays.
+  void rebuild_finish_calendar() {
+    finish_calendar_.clear();
     for (uint32_t fid = 0; fid < flows_.size(); ++fid) {
       const Flow& f = flows_[fid];
-      if (f.group != kNone && f.rate > 0.0) live.push_back(Finish{f.finish_ps, fid, f.version});
+      if (f.group != kNone && f.rate > 0.0) finish_calendar_.push(f.finish_ps, fid, f.version);
     }
-    finish_heap_ = decltype(finish_heap_)(LaterFinish{}, std::move(live));
   }
 
   void schedule_next_completion() {
-    while (!finish_heap_.empty()) {
-      const Finish& top = finish_heap_.top();
-      const Flow& f = flows_[top.flow];
-      if (f.group != kNone && f.version == top.version) break;
-      finish_heap_.pop();
-    }
-    if (finish_heap_.empty()) {
+    int64_t next = 0;
+    if (!finish_calendar_.next([this](const FinishCalendar::Entry& e) { return live(e); }, next)) {
       if (completion_at_ != kNoTime) engine_->cancel(completion_event_);
       completion_at_ = kNoTime;
       return;
     }
-    const int64_t next = finish_heap_.top().finish_ps;
     if (next == completion_at_) return;
     if (completion_at_ != kNoTime) engine_->cancel(completion_event_);
     const Time at = Time::from_ps(next);
@@ -671,10 +674,12 @@ class FlowNetwork::Core {
   std::vector<uint32_t> check_links_;
   std::vector<uint32_t> touched_;
   std::vector<uint32_t> members_;
+  std::vector<std::pair<double, uint32_t>> share_order_;
   uint32_t repricing_ = 0;
   uint32_t solve_ = 0;
   Repricing repricing_mode_ = Repricing::kIncremental;
-  std::priority_queue<Finish, std::vector<Finish>, LaterFinish> finish_heap_;
+  FinishCalendar finish_calendar_;
+  std::vector<FinishCalendar::Entry> finishing_;  // scratch of on_completion
   EventHandle completion_event_;
   int64_t completion_at_ = kNoTime;
   FlowNetworkStats stats_;

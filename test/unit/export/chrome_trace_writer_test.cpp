@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -740,19 +742,20 @@ TEST_F(ChromeTraceWriterTest, FinishAfterAFailedRunDrawsUnfinishedTasks) {
       events_where(doc, [](const Json& e) { return e.str("name") == "allreduce_grad"; }).empty());
 }
 
-TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
-  constexpr int kKernels = 40'000;
+/// 40,000 launches and kernels on one rank, written to `path`: over 8 MiB of JSON.
+constexpr int kLargeRunKernels = 40'000;
+void write_large_run(const fs::path& path) {
   TaskGraph g;
   g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
   std::vector<std::pair<TaskId, TaskId>> pairs;
-  for (int i = 0; i < kKernels; ++i) {
+  for (int i = 0; i < kLargeRunKernels; ++i) {
     const TaskId k = g.add_kernel(0, 0, "elementwise_kernel_with_a_long_templated_name<float>",
                                   "aten::add", KernelDesc{});
     pairs.emplace_back(g.add_launch(0, 0, "cudaLaunchKernel", "aten::add", 0, k), k);
   }
   g.seal();
 
-  ChromeTraceWriter writer(file("trace.json"));
+  ChromeTraceWriter writer(path);
   writer.on_run_begin(g);
   int64_t ps = 0;
   for (const auto& [launch, kernel] : pairs) {
@@ -763,6 +766,26 @@ TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
     ps += 10'000'000;
   }
   writer.on_run_end(Time::from_ps(ps));
+}
+
+/// The decompressed content of a gzip file.
+std::string read_gzip_file(const fs::path& path) {
+  gzFile in = gzopen(path.c_str(), "rb");
+  EXPECT_NE(in, nullptr) << path;
+  if (in == nullptr) return {};
+  std::string text;
+  std::array<char, 1 << 16> chunk{};
+  int n = 0;
+  while ((n = gzread(in, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
+    text.append(chunk.data(), static_cast<size_t>(n));
+  EXPECT_EQ(n, 0) << "gzread failed on " << path;
+  gzclose(in);
+  return text;
+}
+
+TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
+  constexpr int kKernels = kLargeRunKernels;
+  write_large_run(file("trace.json"));
   const std::string text = read_file(file("trace.json"));
   EXPECT_GT(text.size(), size_t{8} << 20);  // more than one 4 MiB chunk
   const Json doc = parse_json(text);
@@ -778,6 +801,16 @@ TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
   EXPECT_EQ(slices, 2u * kKernels);
   EXPECT_EQ(flow_starts, size_t{kKernels});
   EXPECT_EQ(flow_ends, size_t{kKernels});
+}
+
+TEST_F(ChromeTraceWriterTest, GzipTraceDecompressesToThePlainOne) {
+  // Several 4 MiB buffers through the compressing thread, in order, and the gzip member ended.
+  write_large_run(file("trace.json"));
+  write_large_run(file("trace.json.gz"));
+  const std::string plain = read_file(file("trace.json"));
+  EXPECT_LT(fs::file_size(file("trace.json.gz")), plain.size() / 4);
+  EXPECT_EQ(read_gzip_file(file("trace.json.gz")), plain);
+  EXPECT_FALSE(fs::exists(file("trace.json.gz.tmp")));
 }
 
 }  // namespace

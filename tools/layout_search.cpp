@@ -36,10 +36,11 @@ ConfigDocument load_with(const PlanOptions& options, const std::vector<std::stri
   return doc;
 }
 
-std::string label_of(const PlannedLayout& l, int64_t context) {
+std::string label_of(const PlannedLayout& l) {
   std::string out = fmt::format("TP{} PP{}", l.tensor, l.pipeline);
   if (l.virtual_stages > 1) out += fmt::format(" VP{}", l.virtual_stages);
-  if (context > 1) out += fmt::format(" CP{}", context);
+  if (l.context > 1) out += fmt::format(" CP{}", l.context);
+  if (l.expert > 1) out += fmt::format(" EP{}", l.expert);
   out += fmt::format(" DP{} mb{}", l.data, l.micro_batch);
   if (!l.memory_savers.empty()) out += " (" + l.memory_savers + ")";
   return out;
@@ -80,8 +81,42 @@ std::vector<std::string> overrides_of(const PlannedLayout& l) {
           fmt::format("workload.parallelism.sequence={}", l.tensor > 1),
           fmt::format("workload.parallelism.pipeline={}", l.pipeline),
           fmt::format("workload.parallelism.virtual_stages={}", l.virtual_stages),
+          fmt::format("workload.parallelism.context={}", l.context),
+          fmt::format("workload.parallelism.expert={}", l.expert),
           fmt::format("workload.parallelism.data={}", l.data),
           fmt::format("workload.micro_batch={}", l.micro_batch)};
+}
+
+/// Context-parallel degrees searched: 1 and the scenario's own; for sequences of 8K tokens and
+/// more ("Long Sequences (8K+ Tokens)", Megatron Core's parallelism guide,
+/// docs.nvidia.com/megatron/parallelism-guide) also 2 to 16 where the load-balanced ring
+/// attention can split the sequence (seq divisible by 2 x context).
+std::vector<int64_t> context_degrees(const TransformerConfig& c) {
+  std::vector<int64_t> out{1};
+  if (c.seq >= 8192) {
+    for (const int64_t cp : {2, 4, 8, 16}) {
+      if (c.seq % (2 * cp) == 0) out.push_back(cp);
+    }
+  }
+  if (std::find(out.begin(), out.end(), c.parallelism.context) == out.end()) {
+    out.push_back(c.parallelism.context);
+  }
+  return out;
+}
+
+/// Expert-parallel degrees searched for `data_context` = data x context ranks: 1 for a dense
+/// model; for an MoE model every power of two that divides the experts and data x context
+/// (Megatron-Core's expert data parallel is data x context / expert), and the scenario's own.
+std::vector<int64_t> expert_degrees(const TransformerConfig& c, int64_t data_context) {
+  std::vector<int64_t> out{1};
+  for (int64_t e = 2; c.moe.experts > 0 && e <= c.moe.experts; e *= 2) {
+    if (c.moe.experts % e == 0 && data_context % e == 0) out.push_back(e);
+  }
+  const int64_t own = c.parallelism.expert;
+  if (own > 1 && data_context % own == 0 && std::find(out.begin(), out.end(), own) == out.end()) {
+    out.push_back(own);
+  }
+  return out;
 }
 
 /// The GPUs of the fabric's first node (the tensor-parallel limit); 8 without a fabric.
@@ -176,9 +211,11 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   own.tensor = bp.tensor;
   own.pipeline = bp.pipeline;
   own.virtual_stages = bp.virtual_stages;
+  own.context = bp.context;
+  own.expert = bp.expert;
   own.data = bp.data;
   own.micro_batch = base_config.micro_batch;
-  own.label = label_of(own, bp.context);
+  own.label = label_of(own);
   own.overrides = overrides_of(own);
   own.memory_bytes = base.scenario.memory ? base.scenario.memory->allocated_bytes() : 0;
   own.lower_bound = Duration::zero();
@@ -194,31 +231,38 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   std::vector<int64_t> micro_batch_sizes;
   for (int64_t mb = 1; mb <= std::max<int64_t>(4, 2 * base_config.micro_batch); mb *= 2)
     micro_batch_sizes.push_back(mb);
+  const std::vector<int64_t> contexts = context_degrees(base_config);
   std::vector<PlannedLayout> candidates;
   for (const int64_t t : {1, 2, 4, 8}) {
     if (t > plan.node_gpus || plan.gpus % t != 0) continue;
-    for (int64_t p = 1; p <= base_config.layers && t * p * bp.context <= plan.gpus; ++p) {
-      if (base_config.layers % p != 0 || plan.gpus % (t * p * bp.context) != 0) continue;
-      const int64_t d = plan.gpus / (t * p * bp.context);
-      std::vector<int64_t> virtuals = {1};
-      for (int64_t v = 2; p > 1 && v <= 10; ++v) {
-        if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
-      }
-      for (const int64_t mb : micro_batch_sizes) {
-        if (base_config.global_batch % (mb * d) != 0) continue;
-        const int64_t micro_batches = base_config.global_batch / (mb * d);
-        for (const int64_t v : virtuals) {
-          if (v > 1 && micro_batches % p != 0) continue;
-          PlannedLayout l;
-          l.tensor = t;
-          l.pipeline = p;
-          l.virtual_stages = v;
-          l.data = d;
-          l.micro_batch = mb;
-          l.label = label_of(l, bp.context);
-          if (l.label == own.label) continue;
-          l.overrides = overrides_of(l);
-          candidates.push_back(std::move(l));
+    for (const int64_t c : contexts) {
+      for (int64_t p = 1; p <= base_config.layers && t * p * c <= plan.gpus; ++p) {
+        if (base_config.layers % p != 0 || plan.gpus % (t * p * c) != 0) continue;
+        const int64_t d = plan.gpus / (t * p * c);
+        std::vector<int64_t> virtuals = {1};
+        for (int64_t v = 2; p > 1 && v <= 10; ++v) {
+          if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
+        }
+        for (const int64_t e : expert_degrees(base_config, d * c)) {
+          for (const int64_t mb : micro_batch_sizes) {
+            if (base_config.global_batch % (mb * d) != 0) continue;
+            const int64_t micro_batches = base_config.global_batch / (mb * d);
+            for (const int64_t v : virtuals) {
+              if (v > 1 && micro_batches % p != 0) continue;
+              PlannedLayout l;
+              l.tensor = t;
+              l.pipeline = p;
+              l.virtual_stages = v;
+              l.context = c;
+              l.expert = e;
+              l.data = d;
+              l.micro_batch = mb;
+              l.label = label_of(l);
+              if (l.label == own.label) continue;
+              l.overrides = overrides_of(l);
+              candidates.push_back(std::move(l));
+            }
+          }
         }
       }
     }
@@ -279,7 +323,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
                               format_bytes(plan.gpu_memory_bytes));
         continue;
       }
-      l.label = label_of(l, bp.context);
+      l.label = label_of(l);
     } catch (const ConfigError& e) {
       l.outcome = PlannedLayout::Outcome::kInvalid;
       l.reason = e.message();

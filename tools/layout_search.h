@@ -6,11 +6,14 @@
 //  - The space (Megatron-Core's layout knobs): tensor parallel t in {1, 2, 4, 8} within one node
 //    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
 //    and the key/value heads, with sequence parallel whenever t > 1; pipeline stages p dividing
-//    the layers; data parallel d = GPUs / (t x p x context), which must be whole; virtual stages
-//    v in {1} and the divisors of layers / p from 2 to 10 when p > 1 and the micro-batches divide
-//    by p (Megatron's interleaved schedule); micro-batch sizes the powers of two up to twice the
-//    scenario's (at least 4) that divide the global batch per data-parallel rank. Context and
-//    expert parallelism, FSDP and the overlap options stay the scenario's.
+//    the layers; context parallel c in {1, the scenario's} and, for sequences of 8K tokens or
+//    more, {2, 4, 8, 16} where 2c divides the sequence; data parallel d = GPUs / (t x p x c),
+//    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
+//    divide the experts and d x c, and the scenario's; virtual stages v in {1} and the divisors
+//    of layers / p from 2 to 10 when p > 1 and the micro-batches divide by p (Megatron's
+//    interleaved schedule); micro-batch sizes the powers of two up to twice the scenario's (at
+//    least 4) that divide the global batch per data-parallel rank. FSDP and the overlap
+//    options stay the scenario's.
 //  - Memory savers: a layout whose memory estimate exceeds the GPU's memory with the scenario's
 //    own ZeRO and recompute settings is tried with the first of these that fits, in order of
 //    cost: Megatron's distributed optimizer (zero: 1, when the scenario has zero 0 and no FSDP),
@@ -59,10 +62,11 @@ struct PlanOptions {
 
 /// One layout and what became of it.
 struct PlannedLayout {
-  int64_t tensor = 1, pipeline = 1, virtual_stages = 1, data = 1, micro_batch = 1;
+  int64_t tensor = 1, pipeline = 1, virtual_stages = 1, context = 1, expert = 1, data = 1,
+          micro_batch = 1;
   /// The memory savers the layout needed ("zero 1 + full recompute"), empty for none.
   std::string memory_savers;
-  std::string label;                   ///< "TP8 PP4 VP5 DP2 mb1"
+  std::string label;                   ///< "TP8 PP4 VP5 CP2 EP8 DP2 mb1"
   std::vector<std::string> overrides;  ///< the keys that make the scenario this layout
   bool own = false;                    ///< the scenario's own layout
   enum class Outcome {

@@ -132,15 +132,17 @@ std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
 
 std::string layout_plan_csv(const LayoutPlan& plan) {
   std::string out =
-      "layout,own,outcome,tensor,pipeline,virtual_stages,data,micro_batch,iteration_ms,"
+      "layout,own,outcome,tensor,pipeline,virtual_stages,context,expert,data,micro_batch,"
+      "iteration_ms,"
       "tokens_per_s,model_tflops_per_gpu,mfu,memory_bytes_per_gpu,exposed_tp_ms,exposed_pp_ms,"
       "exposed_dp_ms,bubble_ms,lower_bound_ms,reason\n";
   for (const PlannedLayout& l : plan.layouts) {
     const bool sim = l.outcome == PlannedLayout::Outcome::kSimulated;
     const auto num = [&](double v) { return sim ? fmt::format("{:.6g}", v) : std::string(); };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_field(l.label), l.own,
-        outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.data, l.micro_batch,
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_field(l.label),
+        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.context,
+        l.expert, l.data, l.micro_batch,
         num(l.iteration_time.ms()), num(l.tokens_per_s),
         sim && l.model_tflops_per_gpu ? fmt::format("{:.6g}", *l.model_tflops_per_gpu) : "",
         sim && l.mfu ? fmt::format("{:.6g}", *l.mfu) : "", l.memory_bytes, num(l.exposed_tp.ms()),
@@ -159,7 +161,8 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   po::options_description desc(
       "usage: upsim plan SCENARIO [options]\n\n"
       "Searches the parallel layout of a transformer SCENARIO by simulation: tensor parallel\n"
-      "(with sequence parallel) within a node, pipeline stages and virtual stages, data\n"
+      "(with sequence parallel) within a node, pipeline stages and virtual stages, context\n"
+      "parallel (sequences of 8K tokens and more), expert parallel (MoE models), data\n"
       "parallel and the micro-batch size, for the scenario's model, global batch and fabric.\n"
       "Layouts the workload refuses or whose memory estimate exceeds the GPU are left out\n"
       "with the reason; a lower bound (model FLOPs at the dense peak, stretched by the ideal\n"

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -1816,6 +1817,57 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
     }
   }
   EXPECT_GT(saved, 0U) << r.out;
+}
+
+// Context parallel is searched for sequences of 8K tokens and more, expert parallel for MoE
+// models; the label and plan.csv's columns agree, and a best layout with either reproduces its
+// time.
+TEST_F(Cli, PlanSearchesContextParallelOnLongSequencesAndExpertParallelOnMoe) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.layers=4 --set workload.dtype=bf16"
+                           " --set workload.attention=flash --set platform.memory_check=warn";
+  struct Case {
+    std::string set;
+    size_t column;  // plan.csv: 6 context, 7 expert
+    std::string label;
+  };
+  const std::vector<Case> cases = {
+      {" --set workload.seq=8192 --set workload.global_batch=8 --set workload.micro_batch=1", 6,
+       " CP"},
+      {" --set workload.moe.experts=4 --set workload.moe.top_k=2 --set workload.global_batch=16 "
+       "--set workload.micro_batch=2",
+       7, " EP"},
+      // Dense, 1024 tokens: neither.
+      {" --set workload.global_batch=16 --set workload.micro_batch=2", 0, ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.set);
+    fs::remove_all(dir_ / "p");
+    const Result r = run("plan " + gpt2 + c.set + " --out p -j 2 --top 100");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+    ASSERT_EQ(rows.front()[6], "context");
+    ASSERT_EQ(rows.front()[7], "expert");
+    std::set<std::string> degrees;
+    size_t simulated = 0;
+    for (size_t i = 1; i < rows.size(); ++i) {
+      const std::string& label = rows[i][0];
+      for (const size_t column : {size_t{6}, size_t{7}}) {
+        const std::string tag = column == 6 ? " CP" : " EP";
+        const std::string& degree = rows[i][column];
+        EXPECT_EQ(label.find(tag) != std::string::npos, degree != "1") << label;
+        if (degree != "1") {
+          EXPECT_NE(label.find(tag + degree + " "), std::string::npos) << label;
+        }
+      }
+      if (c.column == 0) continue;
+      degrees.insert(rows[i][c.column]);
+      simulated += rows[i][2] == "simulated" && rows[i][c.column] != "1";
+    }
+    if (c.column == 0) continue;
+    EXPECT_EQ(degrees, (std::set<std::string>{"1", "2", "4"}));
+    EXPECT_GT(simulated, 0U) << r.out;
+  }
 }
 
 // ---- upsim shard ------------------------------------------------------------------------------

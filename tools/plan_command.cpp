@@ -141,9 +141,8 @@ std::string layout_plan_csv(const LayoutPlan& plan) {
     const auto num = [&](double v) { return sim ? fmt::format("{:.6g}", v) : std::string(); };
     out += fmt::format(
         "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_field(l.label),
-        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.context,
-        l.expert, l.data, l.micro_batch,
-        num(l.iteration_time.ms()), num(l.tokens_per_s),
+        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.context, l.expert,
+        l.data, l.micro_batch, num(l.iteration_time.ms()), num(l.tokens_per_s),
         sim && l.model_tflops_per_gpu ? fmt::format("{:.6g}", *l.model_tflops_per_gpu) : "",
         sim && l.mfu ? fmt::format("{:.6g}", *l.mfu) : "", l.memory_bytes, num(l.exposed_tp.ms()),
         num(l.exposed_pp.ms()), num(l.exposed_dp.ms()), num(l.bubble.ms()), l.lower_bound.ms(),

@@ -15,6 +15,9 @@
 #include "sim/config/quantity_parse.h"
 #include "sim/parallel.h"
 #include "sim/parallel_dim.h"
+#include "tools/layout_records.h"
+#include "tools/output_folder.h"
+#include "tools/point_source.h"
 #include "tools/run_metrics.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
@@ -24,6 +27,8 @@
 #include "workloads/transformer/transformer_memory.h"
 
 namespace upsim::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -338,6 +343,16 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     return candidates[a].label < candidates[b].label;
   });
 
+  // Each layout's inputs (for its record): the command's overrides as load_with applies them.
+  const bool records = !options.records_dir.empty();
+  PointSources sources;
+  const auto source_of = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> all = options.overrides;
+    if (options.gpus > 0) all.push_back(fmt::format("platform.gpus={}", options.gpus));
+    all.insert(all.end(), extra.begin(), extra.end());
+    return sources.of(options.scenario, all);
+  };
+
   // Best bound first, in fixed batches; prune what cannot beat the best so far.
   size_t next = 0;
   while (next < order.size()) {
@@ -356,8 +371,27 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
       }
       batch.push_back(order[next - 1]);
     }
-    parallel_for(batch.size(), static_cast<size_t>(options.jobs), [&](size_t k) {
+    // Records first (one thread: PointSources), then the rest simulated in parallel.
+    std::vector<PointSource> batch_sources;
+    std::vector<size_t> to_run;
+    for (size_t k = 0; k < batch.size(); ++k) {
       PlannedLayout& l = candidates[batch[k]];
+      batch_sources.push_back(records ? source_of(l.overrides) : PointSource{});
+      if (records && options.resume) {
+        std::string why;
+        const fs::path path = layout_record_path(options.records_dir, batch_sources.back());
+        if (std::optional<PlannedLayout> kept =
+                read_layout_record(path, batch_sources.back(), l, why)) {
+          l = std::move(*kept);
+          ++plan.resumed;
+          continue;
+        }
+        if (fs::exists(path)) ++plan.stale_records;
+      }
+      to_run.push_back(k);
+    }
+    parallel_for(to_run.size(), static_cast<size_t>(options.jobs), [&](size_t r) {
+      PlannedLayout& l = candidates[batch[to_run[r]]];
       try {
         ConfigDocument doc = load_with(options, l.overrides);
         record_run(run_to_steady_state(doc, {}), l);
@@ -367,6 +401,13 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
         l.reason = e.message();
       }
     });
+    for (const size_t k : to_run) {
+      const PlannedLayout& l = candidates[batch[k]];
+      if (!records || l.outcome != PlannedLayout::Outcome::kSimulated) continue;
+      fs::create_directories(options.records_dir);
+      write_file_atomically(layout_record_path(options.records_dir, batch_sources[k]),
+                            format_layout_record(l, batch_sources[k]));
+    }
     plan.simulated += batch.size();
     if (options.progress) {
       const size_t cap = static_cast<size_t>(options.max_simulations);

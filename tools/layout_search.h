@@ -31,10 +31,15 @@
 //    and the ranking do not depend on --jobs); a layout whose bound is not below the best
 //    simulated time so far is pruned. The scenario's own layout is always simulated.
 //  - Each simulated layout runs to steady state as `upsim run` does; the ranking is by predicted
-//    iteration time, ties by label.
+//    iteration time, ties by label. With PlanOptions::records_dir each layout's results are
+//    kept there as they finish; with resume, a layout whose record matches its inputs now (the
+//    same upsim version and scenario content) takes the record's results instead of running
+//    (the scenario's own layout always runs), so an interrupted plan goes on where it stopped
+//    and gives the ranking it would have given.
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -55,6 +60,10 @@ struct PlanOptions {
   int jobs = 1;
   /// The most layouts simulated (the scenario's own included).
   int max_simulations = 64;
+  /// Where each simulated layout's record is kept (tools/layout_records.h); empty: nowhere.
+  std::filesystem::path records_dir;
+  /// Take a layout's results from its record in records_dir when its inputs are unchanged.
+  bool resume = false;
   /// Called after each batch: layouts simulated so far, at most how many more may be, and the
   /// seconds since the search began (a progress line); may be empty.
   std::function<void(size_t simulated, size_t remaining, double elapsed_s)> progress;
@@ -99,6 +108,10 @@ struct LayoutPlan {
   /// Every layout considered: simulated ones first by time, then pruned, refused, invalid.
   std::vector<PlannedLayout> layouts;
   size_t simulated = 0;
+  /// Of the simulated: taken from their records (PlanOptions::resume), and the records found
+  /// but refused (another upsim version, changed inputs, damaged), whose layouts ran again.
+  size_t resumed = 0;
+  size_t stale_records = 0;
   double wall_s = 0.0;
 
   const PlannedLayout* own() const;

@@ -30,6 +30,7 @@ namespace {
 
 constexpr const char* kPlanCsv = "plan.csv";
 constexpr const char* kBestScenario = "best.yaml";
+constexpr const char* kLayoutRecords = "layouts";  // tools/layout_records.h
 
 std::string outcome_name(PlannedLayout::Outcome o) {
   switch (o) {
@@ -180,8 +181,12 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("max-simulations", po::value<int>(&options.max_simulations)->default_value(64),
        "the most layouts simulated")  //
       ("out,o", po::value<std::string>(&out_dir),
-       "the output folder (default: upsim-out/<scenario name>-plan)")  //
-      ("force", po::bool_switch(&force), "overwrite the output folder's files");
+       "the output folder (default: upsim-out/<scenario name>-plan)")            //
+      ("force", po::bool_switch(&force), "overwrite the output folder's files")  //
+      ("resume", po::bool_switch(&options.resume),
+       "go on with an earlier plan in the output folder: layouts it simulated from the same "
+       "inputs (upsim version, scenario content) are taken from their records in layouts/, the "
+       "rest simulated; implies replacing plan.csv and best.yaml");
   if (!parse_with_positional(args, desc, out, "scenario", options.scenario)) return 0;
   // A DLRM scenario's layout is its table placement: the sharding search answers it.
   if (!options.scenario.empty() && is_dlrm_scenario(options)) {
@@ -224,12 +229,23 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       out_dir.empty()
           ? fs::path("upsim-out") / (fs::path(options.scenario).stem().string() + "-plan")
           : fs::path(out_dir);
-  OutputFolder folder =
-      prepare_output_folder(options.scenario, requested, {kPlanCsv, kBestScenario}, force);
+  OutputFolder folder = prepare_output_folder(options.scenario, requested,
+                                              {kPlanCsv, kBestScenario}, force || options.resume);
+  options.records_dir = folder.path / kLayoutRecords;
   const LayoutPlan plan = plan_layouts(options);
   out << format_layout_plan(plan, static_cast<size_t>(top));
   out.flush();
-  err << fmt::format("simulated {} layouts in {:.1f} s\n", plan.simulated, plan.wall_s);
+  if (options.resume) {
+    err << fmt::format(
+        "resumed {} layouts from {}{}\n", plan.resumed, options.records_dir.string(),
+        plan.stale_records > 0
+            ? fmt::format("; {} records were from another version or other inputs, or damaged, "
+                          "and those layouts ran again",
+                          plan.stale_records)
+            : std::string());
+  }
+  err << fmt::format("simulated {} layouts in {:.1f} s\n", plan.simulated - plan.resumed,
+                     plan.wall_s);
   OutputFiles files(folder);
   files.stage(folder.path / kPlanCsv, layout_plan_csv(plan));
   const PlannedLayout* best = plan.best();

@@ -1819,6 +1819,59 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
   EXPECT_GT(saved, 0U) << r.out;
 }
 
+// Every simulated layout leaves a record; --resume takes the layouts whose inputs are unchanged
+// from them (the same ranking, nothing run again but the scenario's own layout), runs again a
+// layout whose record is damaged, and takes nothing when the inputs change.
+TEST_F(Cli, PlanResumesFromTheRecordsOfLayoutsWithUnchangedInputs) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.global_batch=32 --set workload.micro_batch=8 "
+                           "--set workload.layers=4";
+  const Result first = run("plan " + gpt2 + " --out p -j 2 --top 50");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  std::vector<fs::path> records;
+  for (const auto& entry : fs::directory_iterator(dir_ / "p" / "layouts"))
+    records.push_back(entry.path());
+  std::sort(records.begin(), records.end());
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  size_t simulated = 0;
+  for (size_t i = 1; i < rows.size(); ++i)
+    simulated += rows[i][2] == "simulated";
+  ASSERT_GE(simulated, 3U);
+  EXPECT_EQ(records.size(), simulated - 1);  // the scenario's own layout always runs
+  const std::string first_csv = read_file(dir_ / "p" / "plan.csv");
+  const std::string first_best = read_file(dir_ / "p" / "best.yaml");
+
+  const Result resumed = run("plan " + gpt2 + " --out p -j 2 --top 50 --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.out, first.out);
+  EXPECT_NE(resumed.err.find(fmt::format("resumed {} layouts", records.size())), std::string::npos)
+      << resumed.err;
+  EXPECT_NE(resumed.err.find("simulated 1 layouts"), std::string::npos) << resumed.err;
+  EXPECT_EQ(read_file(dir_ / "p" / "plan.csv"), first_csv);
+  EXPECT_EQ(read_file(dir_ / "p" / "best.yaml"), first_best);
+
+  // A damaged record: that layout runs again, to the same result.
+  {
+    std::ofstream damage(records.front(), std::ios::app);
+    damage << "x";
+  }
+  const Result damaged = run("plan " + gpt2 + " --out p -j 2 --top 50 --resume");
+  ASSERT_EQ(damaged.exit_code, 0) << damaged.output;
+  EXPECT_EQ(damaged.out, first.out);
+  EXPECT_NE(damaged.err.find(fmt::format("resumed {} layouts", records.size() - 1)),
+            std::string::npos)
+      << damaged.err;
+  EXPECT_NE(damaged.err.find("1 records were from another version or other inputs"),
+            std::string::npos)
+      << damaged.err;
+
+  // Other inputs: nothing is taken.
+  const Result other =
+      run("plan " + gpt2 + " --set workload.seq=256 --out p -j 2 --top 50 --resume");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.err.find("resumed 0 layouts"), std::string::npos) << other.err;
+}
+
 // Context parallel is searched for sequences of 8K tokens and more, expert parallel for MoE
 // models; the label and plan.csv's columns agree, and a best layout with either reproduces its
 // time.

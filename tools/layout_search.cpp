@@ -92,16 +92,17 @@ std::vector<std::string> overrides_of(const PlannedLayout& l) {
           fmt::format("workload.micro_batch={}", l.micro_batch)};
 }
 
-/// Context-parallel degrees searched: 1 and the scenario's own; for sequences of 8K tokens and
-/// more ("Long Sequences (8K+ Tokens)", Megatron Core's parallelism guide,
-/// docs.nvidia.com/megatron/parallelism-guide) also 2 to 16 where the load-balanced ring
-/// attention can split the sequence (seq divisible by 2 x context).
+/// Context-parallel degrees searched: 1 and the scenario's own, and 2 to 16 where each rank
+/// keeps at least 4096 tokens of the sequence and the load-balanced ring attention can split it
+/// (seq divisible by 2 x context). Megatron Core's parallelism guide gives context parallel for
+/// "Long Sequences (8K+ Tokens)" (docs.nvidia.com/megatron/parallelism-guide); NeMo's Llama 3
+/// recipes keep 4K to 16K tokens per context rank (nemo/collections/llm/recipes: llama3_70b,
+/// seq 8192, CP 2; llama3_70b_16k CP 2; llama3_70b_64k CP 8; llama3_8b_64k CP 4).
 std::vector<int64_t> context_degrees(const TransformerConfig& c) {
+  constexpr int64_t kMinTokensPerContextRank = 4096;
   std::vector<int64_t> out{1};
-  if (c.seq >= 8192) {
-    for (const int64_t cp : {2, 4, 8, 16}) {
-      if (c.seq % (2 * cp) == 0) out.push_back(cp);
-    }
+  for (const int64_t cp : {2, 4, 8, 16}) {
+    if (c.seq / cp >= kMinTokensPerContextRank && c.seq % (2 * cp) == 0) out.push_back(cp);
   }
   if (std::find(out.begin(), out.end(), c.parallelism.context) == out.end()) {
     out.push_back(c.parallelism.context);

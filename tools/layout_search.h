@@ -6,8 +6,9 @@
 //  - The space (Megatron-Core's layout knobs): tensor parallel t in {1, 2, 4, 8} within one node
 //    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
 //    and the key/value heads, with sequence parallel whenever t > 1; pipeline stages p dividing
-//    the layers; context parallel c in {1, the scenario's} and, for sequences of 8K tokens or
-//    more, {2, 4, 8, 16} where 2c divides the sequence; data parallel d = GPUs / (t x p x c),
+//    the layers; context parallel c in {1, the scenario's} and those of {2, 4, 8, 16} that
+//    leave each rank at least 4096 tokens (so from 8K tokens on) where 2c divides the sequence
+//    (NeMo's Llama 3 recipes: 4K to 16K tokens per rank); data parallel d = GPUs / (t x p x c),
 //    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
 //    divide the experts and d x c, and the scenario's; virtual stages v in {1} and the divisors
 //    of layers / p from 2 to 10 when p > 1 and the micro-batches divide by p (Megatron's

@@ -1872,9 +1872,9 @@ TEST_F(Cli, PlanResumesFromTheRecordsOfLayoutsWithUnchangedInputs) {
   EXPECT_NE(other.err.find("resumed 0 layouts"), std::string::npos) << other.err;
 }
 
-// Context parallel is searched for sequences of 8K tokens and more, expert parallel for MoE
-// models; the label and plan.csv's columns agree, and a best layout with either reproduces its
-// time.
+// Context parallel is searched for long sequences (at least 4K tokens per rank), expert
+// parallel for MoE models; the label and plan.csv's columns agree, and a best layout with either
+// reproduces its time.
 TEST_F(Cli, PlanSearchesContextParallelOnLongSequencesAndExpertParallelOnMoe) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.layers=4 --set workload.dtype=bf16"
@@ -1885,7 +1885,8 @@ TEST_F(Cli, PlanSearchesContextParallelOnLongSequencesAndExpertParallelOnMoe) {
     std::string label;
   };
   const std::vector<Case> cases = {
-      {" --set workload.seq=8192 --set workload.global_batch=8 --set workload.micro_batch=1", 6,
+      // 16K tokens: context 2 and 4 keep at least 4K tokens per rank.
+      {" --set workload.seq=16384 --set workload.global_batch=8 --set workload.micro_batch=1", 6,
        " CP"},
       {" --set workload.moe.experts=4 --set workload.moe.top_k=2 --set workload.global_batch=16 "
        "--set workload.micro_batch=2",

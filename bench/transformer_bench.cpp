@@ -5,8 +5,10 @@
 // the models and the task graph, run it with the run summary observer, format the summary.
 // Sizes: 128 GPUs (DP 2, 16 nodes, global batch 192), 1024 GPUs (DP 16, global batch 1536),
 // 8192 GPUs (DP 128, 1024 nodes, global batch 12288) and, when UPSIM_BENCH_LARGE is set in the
-// environment, 32768 GPUs (DP 512, 4096 nodes, global batch 49152). Fewer than 64 GPUs cannot
-// hold one TP 8 x PP 8 replica. Targets on one core: 1024 GPUs under 10 s, 8192 under 60 s.
+// environment, 32768 GPUs (DP 512, 4096 nodes, global batch 49152) and 98304 GPUs (DP 1536,
+// 12288 nodes, global batch 147456). Fewer than 64 GPUs cannot hold one TP 8 x PP 8 replica.
+// Targets on one core: 1024 GPUs under 10 s, 8192 under 60 s, 32768 within 2x of 8192, 98304
+// under 60 s.
 //
 // The workload mirrors data-parallel replicas by default (workload.mirror_data_parallel: only
 // replica 0's 64 ranks are in the graph; the DP collectives still move every replica's bytes).
@@ -20,14 +22,18 @@
 // Counters: those of bench/scenario_benchmark.h.
 //
 // Run: build/bench/transformer_bench --benchmark_filter=Gpt3
-// Measured (Release, GCC 12, one core of a shared 2-core VM), wall / run / events/s / flows /
-// flows repriced / peak RSS: 128 GPUs 2.5 s / 1.6 s / 9.8 M/s / 0.48 M / 0.48 M / 865 MB;
-// 1024 GPUs 2.5 s / 1.6 s / 9.6 M/s / 0.57 M / 0.60 M / 880 MB; 8192 GPUs 3.1 s / 2.2 s /
-// 7.3 M/s / 1.3 M / 1.4 M / 950 MB; 32768 GPUs 34 s / 33 s / 0.47 M/s / 7.8 M / 96 M / 1.2 GB
-// (15.6 M events at every size). At 32768 GPUs max-min repricing dominates: the 512-member data-
-// parallel collectives of all 64 (tensor, pipeline) positions share NIC, leaf and spine links,
-// so they form one component of flows that every pipeline send/recv's start or end reprices
-// (122 k recomputations). No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB.
+// Measured (Release, GCC 12, one core of a shared 2-core VM, the machine otherwise idle), wall /
+// run / events/s / flows / flows repriced / peak RSS: 128 GPUs 5.4 s / 2.6 s / 5.9 M/s / 0.48 M /
+// 0.48 M / 868 MB; 1024 GPUs 5.4 s / 2.7 s / 5.8 M/s / 0.57 M / 0.59 M / 887 MB; 8192 GPUs
+// 5.8 s / 3.3 s / 4.7 M/s / 1.3 M / 1.3 M / 967 MB; 32768 GPUs 12.6 s / 9.6 s / 1.6 M/s /
+// 5.8 M / 6.1 M / 1.2 GB; 98304 GPUs 75.6 s / 71.5 s / 0.22 M/s / 35.9 M / 40.9 M / 2.0 GB
+// (15.6-15.7 M events at every size). Repricing is incremental (topology/flow_network.h): a
+// pipeline send/recv's start or end reprices the flows it reaches, not the whole component of
+// data-parallel flows that share NIC, leaf and spine links (32768 GPUs repriced 45.7 M flows in
+// 122 k recomputations before, 33 s of run). What remains grows with the flows started: at 1536
+// members NCCL's tree (7.3 flows per member) replaces the ring (2 per member), so 98304 GPUs
+// start 6x the flows of 32768. No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB (before the
+// incremental repricing).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

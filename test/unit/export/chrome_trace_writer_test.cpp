@@ -7,10 +7,8 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +25,7 @@
 #include "sim/export/run_summary.h"
 #include "sim/network_model.h"
 #include "sim/task_graph.h"
+#include "test/unit/export/read_gzip.h"
 
 namespace upsim {
 namespace {
@@ -768,21 +767,6 @@ void write_large_run(const fs::path& path) {
   writer.on_run_end(Time::from_ps(ps));
 }
 
-/// The decompressed content of a gzip file.
-std::string read_gzip_file(const fs::path& path) {
-  gzFile in = gzopen(path.c_str(), "rb");
-  EXPECT_NE(in, nullptr) << path;
-  if (in == nullptr) return {};
-  std::string text;
-  std::array<char, 1 << 16> chunk{};
-  int n = 0;
-  while ((n = gzread(in, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
-    text.append(chunk.data(), static_cast<size_t>(n));
-  EXPECT_EQ(n, 0) << "gzread failed on " << path;
-  gzclose(in);
-  return text;
-}
-
 TEST_F(ChromeTraceWriterTest, LargeRunStreamsThroughSeveralChunks) {
   constexpr int kKernels = kLargeRunKernels;
   write_large_run(file("trace.json"));
@@ -809,7 +793,7 @@ TEST_F(ChromeTraceWriterTest, GzipTraceDecompressesToThePlainOne) {
   write_large_run(file("trace.json.gz"));
   const std::string plain = read_file(file("trace.json"));
   EXPECT_LT(fs::file_size(file("trace.json.gz")), plain.size() / 4);
-  EXPECT_EQ(read_gzip_file(file("trace.json.gz")), plain);
+  EXPECT_EQ(test::read_gzip_file(file("trace.json.gz")), plain);
   EXPECT_FALSE(fs::exists(file("trace.json.gz.tmp")));
 }
 

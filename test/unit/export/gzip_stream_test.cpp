@@ -3,33 +3,19 @@
 #include "sim/export/gzip_stream.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <random>
 #include <string>
 
+#include "test/unit/export/read_gzip.h"
+
 namespace upsim {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string inflate_file(const fs::path& path) {
-  gzFile in = gzopen(path.c_str(), "rb");
-  EXPECT_NE(in, nullptr) << path;
-  if (in == nullptr) return {};
-  std::string text;
-  std::array<char, 1 << 16> chunk{};
-  int n = 0;
-  while ((n = gzread(in, chunk.data(), static_cast<unsigned>(chunk.size()))) > 0)
-    text.append(chunk.data(), static_cast<size_t>(n));
-  EXPECT_EQ(n, 0);
-  gzclose(in);
-  return text;
-}
 
 /// `bytes` pseudo-random bytes (fixed seed): deflate cannot shrink them.
 std::string noise(size_t bytes, uint32_t seed) {
@@ -59,7 +45,7 @@ TEST(GzipStream, BuffersComeOutInOrderAsOneGzipMember) {
     ASSERT_EQ(stream.finish(), 0);
   }
   ASSERT_EQ(std::fclose(file), 0);
-  EXPECT_EQ(inflate_file(path), expected);
+  EXPECT_EQ(test::read_gzip_file(path), expected);
   fs::remove(path);
 }
 

@@ -4,7 +4,7 @@ _upsim() {
   local cur prev
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="run shard sweep diff validate calibrate convert --help --version"
+  local commands="run plan shard sweep diff plot validate calibrate convert --help --version"
   if [[ ${COMP_CWORD} -eq 1 ]]; then
     COMPREPLY=($(compgen -W "${commands}" -- "${cur}"))
     return
@@ -18,6 +18,9 @@ _upsim() {
     run)
       COMPREPLY=($(compgen -W "--set --out --trace --trace-ranks --trace-iterations --trace-gzip \
         --no-trace --force --quiet --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
+        $(compgen -d -- "${cur}")) ;;
+    plan) COMPREPLY=($(compgen -W "--set --gpus --top --jobs --max-simulations --out --force \
+        --resume --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
         $(compgen -d -- "${cur}")) ;;
     shard) COMPREPLY=($(compgen -W "--set --out --force --jobs --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;

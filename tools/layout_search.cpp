@@ -274,7 +274,8 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     }
   }
   // Validity, memory (with the savers the layout needs) and the bound, before any simulation.
-  const std::vector<MemorySaver> ladder = memory_saver_ladder(base_config);
+  const std::vector<MemorySaver> ladder =
+      options.memory_savers ? memory_saver_ladder(base_config) : std::vector<MemorySaver>{{}};
   std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i) {
     PlannedLayout& l = candidates[i];

@@ -15,7 +15,8 @@
 //    interleaved schedule); micro-batch sizes the powers of two up to twice the scenario's (at
 //    least 4) that divide the global batch per data-parallel rank. FSDP and the overlap
 //    options stay the scenario's.
-//  - Memory savers: a layout whose memory estimate exceeds the GPU's memory with the scenario's
+//  - Memory savers (unless PlanOptions::memory_savers is false): a layout whose memory estimate
+//    exceeds the GPU's memory with the scenario's
 //    own ZeRO and recompute settings is tried with the first of these that fits, in order of
 //    cost: Megatron's distributed optimizer (zero: 1, when the scenario has zero 0 and no FSDP),
 //    then with it selective recompute (Megatron-Core's core_attn; when the scenario has recompute:
@@ -65,6 +66,9 @@ struct PlanOptions {
   std::filesystem::path records_dir;
   /// Take a layout's results from its record in records_dir when its inputs are unchanged.
   bool resume = false;
+  /// Try the memory savers on layouts that do not fit (false: the scenario's ZeRO and recompute
+  /// settings for every layout, e.g. to search as a framework without them would).
+  bool memory_savers = true;
   /// Called after each batch: layouts simulated so far, at most how many more may be, and the
   /// seconds since the search began (a progress line); may be empty.
   std::function<void(size_t simulated, size_t remaining, double elapsed_s)> progress;

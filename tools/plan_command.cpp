@@ -156,6 +156,7 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   PlanOptions options;
   std::string out_dir;
   bool force = false;
+  bool no_memory_savers = false;
   int top = 20;
   int gpus = 0;
   po::options_description desc(
@@ -183,6 +184,9 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("out,o", po::value<std::string>(&out_dir),
        "the output folder (default: upsim-out/<scenario name>-plan)")            //
       ("force", po::bool_switch(&force), "overwrite the output folder's files")  //
+      ("no-memory-savers", po::bool_switch(&no_memory_savers),
+       "keep the scenario's ZeRO and recompute settings on every layout: a layout that does not "
+       "fit is refused, as under a framework without the distributed optimizer")  //
       ("resume", po::bool_switch(&options.resume),
        "go on with an earlier plan in the output folder: layouts it simulated from the same "
        "inputs (upsim version, scenario content) are taken from their records in layouts/, the "
@@ -216,6 +220,7 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (gpus < 0) throw po::error("--gpus must not be negative");
   if (options.max_simulations < 1) throw po::error("--max-simulations must be at least 1");
   options.gpus = static_cast<uint32_t>(gpus);
+  options.memory_savers = !no_memory_savers;
   // A progress line per batch, with the time the rest may take at this batch's pace.
   options.progress = [&err](size_t simulated, size_t remaining, double elapsed_s) {
     const double per_layout = elapsed_s / static_cast<double>(simulated);

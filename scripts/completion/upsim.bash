@@ -20,7 +20,7 @@ _upsim() {
         --no-trace --force --quiet --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
         $(compgen -d -- "${cur}")) ;;
     plan) COMPREPLY=($(compgen -W "--set --gpus --top --jobs --max-simulations --out --force \
-        --resume --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
+        --resume --no-memory-savers --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
         $(compgen -d -- "${cur}")) ;;
     shard) COMPREPLY=($(compgen -W "--set --out --force --jobs --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;

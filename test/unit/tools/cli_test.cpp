@@ -1817,6 +1817,18 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
     }
   }
   EXPECT_GT(saved, 0U) << r.out;
+
+  // Without savers the layouts that needed them are refused as they are.
+  const Result plain = run("plan " + gpt2 + " --out q -j 2 --top 100 --no-memory-savers");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto plain_rows = csv_rows(read_file(dir_ / "q" / "plan.csv"));
+  bool refused_mb16 = false;
+  for (size_t i = 1; i < plain_rows.size(); ++i) {
+    EXPECT_EQ(plain_rows[i][0].find(" (zero 1"), std::string::npos) << plain_rows[i][0];
+    refused_mb16 =
+        refused_mb16 || (plain_rows[i][0] == "TP2 PP1 DP2 mb16" && plain_rows[i][2] == "no_memory");
+  }
+  EXPECT_TRUE(refused_mb16) << plain.out;
 }
 
 // Every simulated layout leaves a record; --resume takes the layouts whose inputs are unchanged

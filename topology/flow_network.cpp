@@ -11,21 +11,16 @@
 
 #include "topology/collectives/collective_planner.h"
 #include "topology/finish_calendar.h"
+#include "topology/flow_state.h"
+#include "topology/max_min_repricing.h"
 
 namespace upsim {
 namespace {
 
-constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+using flow_state::kNone;
 // Two rates closer than this (relative) are the same rate: recomputation reorders floating-point
 // sums, and a flow whose rate did not really change must keep its projected finish.
 constexpr double kRateTolerance = 1e-12;
-
-// Relative slack of the fairness check: a link within it of its capacity is saturated, a
-// rate within it of another is not faster. Above the solver's own 1e-9 lazy-update slack, so
-// that rounding in a partial solve never reads as unfairness.
-constexpr double kFairnessTolerance = 1e-8;
-// Fairness-check passes of one incremental recomputation before the whole component is priced.
-constexpr int kMaxRepricingPasses = 8;
 
 bool same_rate(double a, double b) {
   return std::abs(a - b) <= kRateTolerance * std::max(std::abs(a), std::abs(b));
@@ -60,7 +55,7 @@ class FlowNetwork::Core {
   }
   double capacity(uint32_t link) const { return links_[link].capacity; }
   size_t active_flows() const { return active_flows_; }
-  void set_repricing(Repricing mode) { repricing_mode_ = mode; }
+  void set_repricing(Repricing mode) { repricer_.set_mode(mode); }
   const FlowNetworkStats& stats() const { return stats_; }
 
   /// With `external`, `batch` names fabric links and its own virtual links (FlowBatch); without,
@@ -106,70 +101,10 @@ class FlowNetwork::Core {
   }
 
  private:
-  struct Entry {
-    uint32_t flow;
-    uint32_t hop;
-  };
-  struct Link {
-    double capacity = 0.0;
-    std::vector<Entry> flows;
-    double reported_rate = 0.0;
-    uint32_t reported_flows = 0;
-    // Total rate of the flows on the link, kept as rates change (exactly 0 when it has none).
-    double load = 0.0;
-    // Flows whose bottleneck is this link.
-    uint32_t bottlenecked = 0;
-    // Scratch of one recomputation: the repriced flows' rates on the link before and after.
-    double repriced_old = 0.0;
-    double repriced_new = 0.0;
-    double residual = 0.0;
-    uint32_t unfrozen = 0;
-    // The repriced flows crossing the link: members_[members_begin, members_end).
-    uint32_t members_begin = 0;
-    uint32_t members_end = 0;
-    uint32_t touched = 0;  // == solve_ when a repriced flow crosses the link in this solve
-    uint32_t checked = 0;  // == repricing_ when the link is in the current check list
-  };
-  struct Flow {
-    uint32_t group = kNone;
-    uint32_t index = 0;  // flow index in its group
-    double remaining = 0.0;
-    double rate = 0.0;
-    double new_rate = 0.0;
-    int64_t updated_ps = 0;
-    int64_t finish_ps = 0;
-    uint32_t version = 0;
-    // The link this flow's rate is fair on (saturated, no flow on it faster); kNone until the
-    // flow is first priced. Kept true between recomputations: the incremental repricing relies
-    // on it to know which untouched flows a change can reach.
-    uint32_t bottleneck = kNone;
-    uint32_t new_bottleneck = kNone;
-    uint32_t inside = 0;  // == repricing_ when the flow is repriced by the current recomputation
-  };
-  struct Group {
-    std::vector<uint32_t> links;
-    std::vector<uint32_t> offsets;
-    std::vector<double> bytes;
-    std::vector<uint32_t> hop_pos;  // position of (flow, hop) in its link's flow list
-    std::vector<uint32_t> flow_ids;
-    std::vector<uint32_t> virtual_links;
-    uint32_t unfinished = 0;
-    Completion on_done;
-  };
-  struct SmallerShare {
-    bool operator()(const std::pair<double, uint32_t>& a,
-                    const std::pair<double, uint32_t>& b) const {
-      if (a.first != b.first) return a.first < b.first;
-      return a.second < b.second;
-    }
-  };
-  struct LargerShare {
-    bool operator()(const std::pair<double, uint32_t>& a,
-                    const std::pair<double, uint32_t>& b) const {
-      if (a.first != b.first) return a.first > b.first;
-      return a.second > b.second;
-    }
-  };
+  using Entry = flow_state::Entry;
+  using Link = flow_state::Link;
+  using Flow = flow_state::Flow;
+  using Group = flow_state::Group;
 
   void bind(Engine& engine) {
     if (engine_ == &engine) return;
@@ -342,239 +277,17 @@ class FlowNetwork::Core {
     }
   }
 
-  /// Max-min fair rates after the flow sets of the links in `seeds_` changed, repricing only
-  /// the flows the change reaches. A feasible allocation is max-min fair exactly when every
-  /// flow has a bottleneck: a saturated link on which no flow is faster (Bertsekas & Gallager,
-  /// Data Networks, 2nd ed., section 6.5.2). The new flows are priced by progressive filling
-  /// with every other flow's rate held; then each link the repriced flows cross, and each link
-  /// whose flow set changed, is checked against that condition, and the flows that break it
-  /// (held flows that exceed a repriced one's share, lose their saturated bottleneck or are
-  /// beaten on it; all held flows of an overfull link) join the repriced set, which is priced
-  /// again. The first allocation that passes is the max-min one, so the result is exact; the
-  /// connected component of the change bounds the set. After kMaxRepricingPasses the whole
-  /// component is priced at once (with Repricing::kComponent always).
+  /// New rates for the flows the changes since the last recomputation reach, applied.
   void recompute(Time at) {
-    ++stats_.recomputations;
-    ++repricing_;
-    inside_.clear();
-    check_links_.clear();
-    for (uint32_t lid : seeds_)
-      add_check_link(lid);
-    seeds_.clear();
-    if (repricing_mode_ == Repricing::kComponent) {
-      add_component();
-      solve_inside();
-    } else {
-      // Flows never priced (just started) are repriced from the start.
-      for (uint32_t fid : new_flows_) {
-        if (flows_[fid].group != kNone) add_inside(fid);
-      }
-      for (int pass = 0;; ++pass) {
-        solve_inside();
-        if (!add_unfair_flows()) break;
-        if (pass + 1 == kMaxRepricingPasses) {
-          ++stats_.component_fallbacks;
-          add_component();
-          solve_inside();
-          break;
-        }
-      }
-    }
-    new_flows_.clear();
-    stats_.flows_repriced += inside_.size();
-    stats_.links_checked += check_links_.size();
+    repricer_.reprice(seeds_, new_flows_);
     apply_and_report(at);
-  }
-
-  void add_check_link(uint32_t lid) {
-    Link& link = links_[lid];
-    if (link.checked == repricing_) return;
-    link.checked = repricing_;
-    check_links_.push_back(lid);
-  }
-
-  void add_inside(uint32_t fid) {
-    Flow& f = flows_[fid];
-    if (f.inside == repricing_) return;
-    f.inside = repricing_;
-    inside_.push_back(fid);
-    const Group& g = groups_[f.group];
-    for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
-      add_check_link(g.links[h]);
-  }
-
-  /// Every flow connected to the checked links through shared links joins the repriced set.
-  void add_component() {
-    for (size_t i = 0; i < check_links_.size(); ++i) {
-      // add_inside appends to check_links_; index, do not iterate.
-      const uint32_t lid = check_links_[i];
-      for (size_t k = 0; k < links_[lid].flows.size(); ++k)
-        add_inside(links_[lid].flows[k].flow);
-    }
-  }
-
-  /// Progressive filling of the repriced flows over what the held flows leave of each link.
-  /// A link's fair share residual / unfrozen never decreases while flows are frozen at the
-  /// current minimum share, so heap entries are lower bounds: a popped entry whose share has
-  /// grown is pushed back with its current value (lazy update).
-  void solve_inside() {
-    ++solve_;
-    touched_.clear();
-    for (uint32_t fid : inside_) {
-      Flow& f = flows_[fid];
-      f.new_rate = -1.0;
-      const Group& g = groups_[f.group];
-      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-        Link& link = links_[g.links[h]];
-        if (link.touched != solve_) {
-          link.touched = solve_;
-          link.repriced_old = 0.0;
-          link.unfrozen = 0;
-          touched_.push_back(g.links[h]);
-        }
-        link.repriced_old += f.rate;
-        ++link.unfrozen;
-      }
-    }
-    // The repriced flows of each touched link, contiguous, so that freezing a link's flows
-    // does not walk the held ones.
-    uint32_t members = 0;
-    for (uint32_t lid : touched_) {
-      Link& link = links_[lid];
-      link.members_begin = members;
-      link.members_end = members;
-      members += link.unfrozen;
-    }
-    members_.resize(members);
-    for (uint32_t fid : inside_) {
-      const Flow& f = flows_[fid];
-      const Group& g = groups_[f.group];
-      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
-        members_[links_[g.links[h]].members_end++] = fid;
-    }
-    // Links in ascending (share, link) order: the initial shares sorted once, and the lazily
-    // updated ones in a heap beside them; the next link is the smaller of the two heads.
-    share_order_.clear();
-    for (uint32_t lid : touched_) {
-      Link& link = links_[lid];
-      // What the held flows leave; all of the capacity when every flow is repriced.
-      link.residual = link.unfrozen == link.flows.size()
-                          ? link.capacity
-                          : link.capacity - (link.load - link.repriced_old);
-      share_order_.emplace_back(link.residual / link.unfrozen, lid);
-    }
-    std::sort(share_order_.begin(), share_order_.end(), SmallerShare{});
-    std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
-                        LargerShare>
-        updated;
-    size_t next = 0;
-    while (next < share_order_.size() || !updated.empty()) {
-      std::pair<double, uint32_t> top;
-      if (updated.empty() ||
-          (next < share_order_.size() && SmallerShare{}(share_order_[next], updated.top()))) {
-        top = share_order_[next++];
-      } else {
-        top = updated.top();
-        updated.pop();
-      }
-      const auto [share, lid] = top;
-      Link& link = links_[lid];
-      if (link.unfrozen == 0) continue;
-      double current = std::max(link.residual, 0.0) / link.unfrozen;
-      if (current > share * (1.0 + 1e-9)) {
-        updated.emplace(current, lid);
-        continue;
-      }
-      // Rounding can leave a saturated link's residual at or below zero; its flows still get
-      // the share they were popped with (exactly zero would never finish). A held flow that
-      // fills the link is caught by the fairness check, which reprices it too.
-      if (!(current > 0.0)) current = share > 0.0 ? share : link.capacity / link.flows.size();
-      for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
-        const uint32_t fid = members_[k];
-        Flow& f = flows_[fid];
-        if (f.new_rate >= 0.0) continue;
-        f.new_rate = current;
-        f.new_bottleneck = lid;
-        const Group& g = groups_[f.group];
-        for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-          Link& m = links_[g.links[h]];
-          m.residual -= current;
-          --m.unfrozen;
-        }
-      }
-    }
-  }
-
-  /// Adds to the repriced set every held flow that breaks max-min fairness on a checked link
-  /// with the repriced flows' new rates; returns whether any was added. A link is scanned only
-  /// when it is saturated or overfull, or a held flow has its bottleneck on it: on any other
-  /// link no flow is frozen and no held flow can lose its bottleneck.
-  bool add_unfair_flows() {
-    const size_t before = inside_.size();
-    for (uint32_t lid : check_links_) {
-      Link& link = links_[lid];
-      link.repriced_old = 0.0;
-      link.repriced_new = 0.0;
-      link.unfrozen = 0;  // repriced flows whose bottleneck was this link
-    }
-    for (uint32_t fid : inside_) {
-      const Flow& f = flows_[fid];
-      const Group& g = groups_[f.group];
-      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-        Link& link = links_[g.links[h]];
-        link.repriced_old += f.rate;
-        link.repriced_new += f.new_rate;
-        if (f.bottleneck == g.links[h]) ++link.unfrozen;
-      }
-    }
-    // check_links_ grows as flows are added; the links added here are checked next pass.
-    const size_t count = check_links_.size();
-    for (size_t i = 0; i < count; ++i) {
-      const uint32_t lid = check_links_[i];
-      const Link& link = links_[lid];
-      const double load = link.load - link.repriced_old + link.repriced_new;
-      const double slack = kFairnessTolerance * link.capacity;
-      const bool overfull = load > link.capacity + slack;
-      const bool saturated = load >= link.capacity - slack;
-      const bool held_bottlenecked_here = link.bottlenecked > link.unfrozen;
-      if (!saturated && !held_bottlenecked_here) continue;
-      double fastest_held = 0.0;
-      double fastest_repriced = 0.0;
-      double slowest_repriced_here = std::numeric_limits<double>::infinity();
-      for (const Entry& e : link.flows) {
-        const Flow& f = flows_[e.flow];
-        if (f.inside == repricing_) {
-          fastest_repriced = std::max(fastest_repriced, f.new_rate);
-          if (f.new_bottleneck == lid) {
-            slowest_repriced_here = std::min(slowest_repriced_here, f.new_rate);
-          }
-        } else {
-          fastest_held = std::max(fastest_held, f.rate);
-        }
-      }
-      if (fastest_held == 0.0) continue;  // every flow on the link is repriced
-      // A repriced flow frozen here must be the fastest here; an overfull link must shed.
-      const bool held_too_fast =
-          overfull || fastest_held > slowest_repriced_here * (1.0 + kFairnessTolerance);
-      for (size_t k = 0; k < link.flows.size(); ++k) {
-        const uint32_t fid = link.flows[k].flow;
-        const Flow& f = flows_[fid];
-        if (f.inside == repricing_) continue;
-        // A held flow whose bottleneck this is needs it saturated and no repriced flow faster.
-        const bool lost_bottleneck =
-            f.bottleneck == lid &&
-            (!saturated || fastest_repriced > f.rate * (1.0 + kFairnessTolerance));
-        if (held_too_fast || lost_bottleneck) add_inside(fid);
-      }
-    }
-    return inside_.size() > before;
   }
 
   /// Apply: advance remaining bytes at the old rate up to now, then take the new rate; report
   /// the fabric links whose total rate or flow count changed.
   void apply_and_report(Time at) {
     const int64_t now = at.ps();
-    for (uint32_t fid : inside_) {
+    for (uint32_t fid : repricer_.repriced()) {
       Flow& f = flows_[fid];
       if (f.bottleneck != f.new_bottleneck) {
         if (f.bottleneck != kNone) --links_[f.bottleneck].bottlenecked;
@@ -593,7 +306,7 @@ class FlowNetwork::Core {
     }
     if (finish_calendar_.entries() > 4 * active_flows_ + 1024) rebuild_finish_calendar();
 
-    for (uint32_t lid : check_links_) {
+    for (uint32_t lid : repricer_.checked_links()) {
       if (lid >= fabric_links_) continue;
       Link& link = links_[lid];
       double total = link.load;
@@ -656,33 +369,25 @@ class FlowNetwork::Core {
   const uint32_t fabric_links_;
   uint32_t memory_link_base_ = 0;
   Engine* engine_ = nullptr;
-  std::vector<Link> links_;
+  flow_state::State state_;
+  std::vector<Link>& links_ = state_.links;
   std::vector<uint32_t> free_virtual_;
-  std::vector<Flow> flows_;
+  std::vector<Flow>& flows_ = state_.flows;
   std::vector<uint32_t> free_flows_;
-  std::vector<Group> groups_;
+  std::vector<Group>& groups_ = state_.groups;
   std::vector<uint32_t> free_groups_;
   size_t active_flows_ = 0;
   // Groups waiting to start, by start time (ps); each key has one scheduled rebalance event.
   std::map<int64_t, std::vector<uint32_t>> pending_;
   // Links whose flow set changed since the last recomputation.
   std::vector<uint32_t> seeds_;
-  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
-  // flow or changed), the links of the current solve; repricing_ and solve_ number them.
-  std::vector<uint32_t> inside_;
   std::vector<uint32_t> new_flows_;  // activated since the last recomputation
-  std::vector<uint32_t> check_links_;
-  std::vector<uint32_t> touched_;
-  std::vector<uint32_t> members_;
-  std::vector<std::pair<double, uint32_t>> share_order_;
-  uint32_t repricing_ = 0;
-  uint32_t solve_ = 0;
-  Repricing repricing_mode_ = Repricing::kIncremental;
   FinishCalendar finish_calendar_;
   std::vector<FinishCalendar::Entry> finishing_;  // scratch of on_completion
   EventHandle completion_event_;
   int64_t completion_at_ = kNoTime;
   FlowNetworkStats stats_;
+  MaxMinRepricing repricer_{state_, stats_};
 };
 
 FlowNetwork::FlowNetwork(const Fabric& fabric, CollectiveTuning tuning,

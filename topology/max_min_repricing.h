@@ -1,0 +1,61 @@
+// MaxMinRepricing: the max-min fair rates of the flow network's flows (topology/flow_network.h)
+// after their sets changed, repricing only the flows a change reaches (Repricing::kIncremental)
+// or the whole connected component of the change (Repricing::kComponent, the reference); both
+// give the max-min allocation. It sets new_rate and new_bottleneck of the flows it reprices; the
+// network applies them.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "topology/flow_network.h"
+#include "topology/flow_state.h"
+
+namespace upsim {
+
+class MaxMinRepricing {
+ public:
+  /// `state` and `stats` must outlive the repricing.
+  MaxMinRepricing(flow_state::State& state, FlowNetworkStats& stats)
+      : links_(state.links), flows_(state.flows), groups_(state.groups), stats_(stats) {}
+
+  void set_mode(Repricing mode) { repricing_mode_ = mode; }
+
+  /// Reprices after the flow sets of the links in `seeds` changed and the flows in `new_flows`
+  /// (those still in a group) started; empties both. Afterwards repriced() holds the flows
+  /// given a new_rate and new_bottleneck, checked_links() every link whose total may change.
+  void reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows);
+
+  const std::vector<uint32_t>& repriced() const { return inside_; }
+  const std::vector<uint32_t>& checked_links() const { return check_links_; }
+
+ private:
+  using Entry = flow_state::Entry;
+  using Link = flow_state::Link;
+  using Flow = flow_state::Flow;
+  using Group = flow_state::Group;
+
+  void add_check_link(uint32_t lid);
+  void add_inside(uint32_t fid);
+  void add_component();
+  void solve_inside();
+  bool add_unfair_flows();
+
+  std::vector<Link>& links_;
+  std::vector<Flow>& flows_;
+  std::vector<Group>& groups_;
+  FlowNetworkStats& stats_;
+  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
+  // flow or changed), the links of the current solve; repricing_ and solve_ number them.
+  std::vector<uint32_t> inside_;
+  std::vector<uint32_t> check_links_;
+  std::vector<uint32_t> touched_;
+  std::vector<uint32_t> members_;
+  std::vector<std::pair<double, uint32_t>> share_order_;
+  uint32_t repricing_ = 0;
+  uint32_t solve_ = 0;
+  Repricing repricing_mode_ = Repricing::kIncremental;
+};
+
+}  // namespace upsim

@@ -406,7 +406,6 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     for (const size_t k : to_run) {
       const PlannedLayout& l = candidates[batch[k]];
       if (!records || l.outcome != PlannedLayout::Outcome::kSimulated) continue;
-      fs::create_directories(options.records_dir);
       write_file_atomically(layout_record_path(options.records_dir, batch_sources[k]),
                             format_layout_record(l, batch_sources[k]));
     }

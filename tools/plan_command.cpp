@@ -197,6 +197,11 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
     err << "plan: a DLRM scenario, whose layout is its embedding tables' sharding types and "
            "placement: handing over to `upsim shard`\n";
     if (gpus > 0) throw po::error("--gpus applies to transformer scenarios; set platform.gpus");
+    if (options.resume || no_memory_savers) {
+      throw po::error(fmt::format(
+          "{} applies to transformer layouts; `upsim shard` searches a DLRM scenario's placement",
+          options.resume ? "--resume" : "--no-memory-savers"));
+    }
     std::vector<std::string> shard_args = {options.scenario};
     for (const std::string& o : options.overrides) {
       shard_args.push_back("--set");
@@ -237,6 +242,14 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   OutputFolder folder = prepare_output_folder(options.scenario, requested,
                                               {kPlanCsv, kBestScenario}, force || options.resume);
   options.records_dir = folder.path / kLayoutRecords;
+  // Made now, so that a file in its way fails before any simulation.
+  std::error_code ec;
+  fs::create_directories(options.records_dir, ec);
+  if (ec || !fs::is_directory(options.records_dir)) {
+    throw std::runtime_error(fmt::format("cannot keep the layout records in '{}': {}",
+                                         options.records_dir.string(),
+                                         ec ? ec.message() : "not a directory"));
+  }
   const LayoutPlan plan = plan_layouts(options);
   out << format_layout_plan(plan, static_cast<size_t>(top));
   out.flush();

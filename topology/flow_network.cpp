@@ -55,7 +55,7 @@ class FlowNetwork::Core {
   }
   double capacity(uint32_t link) const { return links_[link].capacity; }
   size_t active_flows() const { return active_flows_; }
-  void set_repricing(Repricing mode) { repricer_.set_mode(mode); }
+  void set_repricing(Repricing mode, int max_passes) { repricer_.set_mode(mode, max_passes); }
   const FlowNetworkStats& stats() const { return stats_; }
 
   /// With `external`, `batch` names fabric links and its own virtual links (FlowBatch); without,
@@ -487,8 +487,8 @@ void FlowNetwork::start_flows(Engine& engine, Duration delay, FlowBatch batch, C
   core_->submit(engine, delay, std::move(batch), true, std::move(on_done));
 }
 
-void FlowNetwork::set_repricing(Repricing mode) {
-  core_->set_repricing(mode);
+void FlowNetwork::set_repricing(Repricing mode, int max_passes) {
+  core_->set_repricing(mode, max_passes);
 }
 
 Bandwidth FlowNetwork::link_rate(LinkId link) const {

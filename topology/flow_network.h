@@ -99,8 +99,10 @@ class FlowNetwork final : public NetworkModel {
   /// non-positive virtual capacity).
   void start_flows(Engine& engine, Duration delay, FlowBatch batch, Completion on_done);
 
-  /// Chooses how rates are recomputed from the next recomputation on (default incremental).
-  void set_repricing(Repricing mode);
+  /// Chooses how rates are recomputed from the next recomputation on (default incremental);
+  /// `max_passes` (>= 1, else std::invalid_argument) fairness-check passes of an incremental
+  /// recomputation before it prices the whole component at once.
+  void set_repricing(Repricing mode, int max_passes = 8);
 
   const Fabric& fabric() const { return fabric_; }
   CollectivePlanner& planner() { return *planner_; }

@@ -33,6 +33,8 @@ struct Link {
   double repriced_new = 0.0;
   double residual = 0.0;
   uint32_t unfrozen = 0;
+  // Repriced flows whose bottleneck (before this recomputation) is this link.
+  uint32_t repriced_bottlenecked = 0;
   // The repriced flows crossing the link: MaxMinRepricing's members_[begin, end).
   uint32_t members_begin = 0;
   uint32_t members_end = 0;

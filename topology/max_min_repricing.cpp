@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 
 namespace upsim {
 namespace {
@@ -13,8 +14,6 @@ using flow_state::kNone;
 // rate within it of another is not faster. Above the solver's own 1e-9 lazy-update slack, so
 // that rounding in a partial solve never reads as unfairness.
 constexpr double kFairnessTolerance = 1e-8;
-// Fairness-check passes of one incremental recomputation before the whole component is priced.
-constexpr int kMaxRepricingPasses = 8;
 
 struct SmallerShare {
   bool operator()(const std::pair<double, uint32_t>& a,
@@ -33,6 +32,12 @@ struct LargerShare {
 
 }  // namespace
 
+void MaxMinRepricing::set_mode(Repricing mode, int max_passes) {
+  if (max_passes < 1) throw std::invalid_argument("max-min repricing: max_passes must be >= 1");
+  repricing_mode_ = mode;
+  max_passes_ = max_passes;
+}
+
 /// Max-min fair rates after the flow sets of the links in `seeds` changed, repricing only
 /// the flows the change reaches. A feasible allocation is max-min fair exactly when every
 /// flow has a bottleneck: a saturated link on which no flow is faster (Bertsekas & Gallager,
@@ -42,7 +47,7 @@ struct LargerShare {
 /// (held flows that exceed a repriced one's share, lose their saturated bottleneck or are
 /// beaten on it; all held flows of an overfull link) join the repriced set, which is priced
 /// again. The first allocation that passes is the max-min one, so the result is exact; the
-/// connected component of the change bounds the set. After kMaxRepricingPasses the whole
+/// connected component of the change bounds the set. After max_passes_ the whole
 /// component is priced at once (with Repricing::kComponent always).
 void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows) {
   ++stats_.recomputations;
@@ -63,7 +68,7 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
     for (int pass = 0;; ++pass) {
       solve_inside();
       if (!add_unfair_flows()) break;
-      if (pass + 1 == kMaxRepricingPasses) {
+      if (pass + 1 == max_passes_) {
         ++stats_.component_fallbacks;
         add_component();
         solve_inside();
@@ -205,7 +210,7 @@ bool MaxMinRepricing::add_unfair_flows() {
     Link& link = links_[lid];
     link.repriced_old = 0.0;
     link.repriced_new = 0.0;
-    link.unfrozen = 0;  // repriced flows whose bottleneck was this link
+    link.repriced_bottlenecked = 0;
   }
   for (uint32_t fid : inside_) {
     const Flow& f = flows_[fid];
@@ -214,7 +219,7 @@ bool MaxMinRepricing::add_unfair_flows() {
       Link& link = links_[g.links[h]];
       link.repriced_old += f.rate;
       link.repriced_new += f.new_rate;
-      if (f.bottleneck == g.links[h]) ++link.unfrozen;
+      if (f.bottleneck == g.links[h]) ++link.repriced_bottlenecked;
     }
   }
   // check_links_ grows as flows are added; the links added here are checked next pass.
@@ -226,7 +231,7 @@ bool MaxMinRepricing::add_unfair_flows() {
     const double slack = kFairnessTolerance * link.capacity;
     const bool overfull = load > link.capacity + slack;
     const bool saturated = load >= link.capacity - slack;
-    const bool held_bottlenecked_here = link.bottlenecked > link.unfrozen;
+    const bool held_bottlenecked_here = link.bottlenecked > link.repriced_bottlenecked;
     if (!saturated && !held_bottlenecked_here) continue;
     double fastest_held = 0.0;
     double fastest_repriced = 0.0;

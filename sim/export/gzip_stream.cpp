@@ -36,6 +36,7 @@ GzipStream::~GzipStream() {
 
 int GzipStream::write(std::string& buffer) {
   std::unique_lock lock(mutex_);
+  if (finishing_) return EINVAL;  // the member is ended (or being ended)
   changed_.wait(lock, [this] { return error_ != 0 || queue_.size() < kQueuedBuffers; });
   if (error_ != 0) return error_;
   queue_.push_back(std::move(buffer));

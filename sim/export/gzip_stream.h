@@ -35,10 +35,11 @@ class GzipStream {
   GzipStream& operator=(const GzipStream&) = delete;
 
   /// Queues `buffer`'s bytes and leaves `buffer` empty (a recycled buffer takes its place).
-  /// Returns 0, or the errno value of an earlier failure of the thread.
+  /// Returns 0, the errno value of an earlier failure of the thread, or EINVAL after finish().
   int write(std::string& buffer);
   /// Ends the gzip member after the queued buffers and waits for the thread to write it all.
-  /// Returns 0 or an errno value. The stream takes no writes afterwards.
+  /// Returns 0 or an errno value; again the same when called again. The stream takes no writes
+  /// afterwards (write() returns EINVAL).
   int finish();
 
  private:

@@ -43,6 +43,10 @@ TEST(GzipStream, BuffersComeOutInOrderAsOneGzipMember) {
       EXPECT_TRUE(buffer.empty());
     }
     ASSERT_EQ(stream.finish(), 0);
+    // Ended: a later write is refused, finishing again changes nothing.
+    std::string late = "late";
+    EXPECT_EQ(stream.write(late), EINVAL);
+    EXPECT_EQ(stream.finish(), 0);
   }
   ASSERT_EQ(std::fclose(file), 0);
   EXPECT_EQ(test::read_gzip_file(path), expected);

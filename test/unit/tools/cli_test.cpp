@@ -1877,6 +1877,18 @@ TEST_F(Cli, PlanResumesFromTheRecordsOfLayoutsWithUnchangedInputs) {
             std::string::npos)
       << damaged.err;
 
+  // A DLRM scenario has no layouts to resume; a file where the records go is refused up front.
+  const Result dlrm = run("plan " + kTiny + " --out d --resume");
+  EXPECT_EQ(dlrm.exit_code, 2) << dlrm.output;
+  EXPECT_NE(dlrm.err.find("--resume applies to transformer layouts"), std::string::npos)
+      << dlrm.err;
+  fs::create_directories(dir_ / "blocked");
+  { std::ofstream(dir_ / "blocked" / "layouts") << "a file"; }
+  const Result blocked = run("plan " + gpt2 + " --out blocked -j 2");
+  EXPECT_NE(blocked.exit_code, 0);
+  EXPECT_NE(blocked.err.find("cannot keep the layout records in"), std::string::npos)
+      << blocked.err;
+
   // Other inputs: nothing is taken.
   const Result other =
       run("plan " + gpt2 + " --set workload.seq=256 --out p -j 2 --top 50 --resume");

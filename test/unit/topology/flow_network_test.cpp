@@ -366,9 +366,10 @@ struct RandomRun {
   std::vector<RateLog::Report> reports;
   FlowNetworkStats stats;
 };
-RandomRun run_random_batches(const Fabric& fabric, Repricing repricing, uint32_t seed) {
+RandomRun run_random_batches(const Fabric& fabric, Repricing repricing, uint32_t seed,
+                             int max_passes = 8) {
   FlowNetwork net(fabric, ideal_tuning(), gbps(1000));
-  net.set_repricing(repricing);
+  net.set_repricing(repricing, max_passes);
   RateLog log;
   net.add_observer(&log);
   Engine engine;
@@ -412,10 +413,15 @@ TEST(FlowNetwork, IncrementalRepricingGivesTheComponentsAllocation) {
   // those its fairness check reaches. Both are the max-min allocation, so every completion
   // and every link report agree, to the picosecond and to rounding.
   const Fabric fabric = leaf_spine();
+  uint64_t fallbacks = 0;
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     SCOPED_TRACE(seed);
     RandomRun reference = run_random_batches(fabric, Repricing::kComponent, seed);
     RandomRun incremental = run_random_batches(fabric, Repricing::kIncremental, seed);
+    // One pass only: every recomputation the check finds unfair falls back to the component.
+    const RandomRun fallback = run_random_batches(fabric, Repricing::kIncremental, seed, 1);
+    EXPECT_EQ(fallback.done, reference.done);
+    fallbacks += fallback.stats.component_fallbacks;
     for (size_t i = 0; i < reference.done.size(); ++i) {
       ASSERT_GT(reference.done[i], Time{});
       EXPECT_EQ(incremental.done[i], reference.done[i]) << "batch " << i;
@@ -436,6 +442,7 @@ TEST(FlowNetwork, IncrementalRepricingGivesTheComponentsAllocation) {
     EXPECT_EQ(incremental.stats.flows_started, reference.stats.flows_started);
     EXPECT_LE(incremental.stats.flows_repriced, reference.stats.flows_repriced);
   }
+  EXPECT_GT(fallbacks, 0U);
 }
 
 }  // namespace

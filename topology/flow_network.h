@@ -65,6 +65,9 @@ enum class Repricing {
   kComponent,
 };
 
+/// Fairness-check passes of one incremental recomputation before it prices the whole component.
+inline constexpr int kDefaultRepricingPasses = 8;
+
 class FlowNetwork final : public NetworkModel {
  public:
   /// Bytes below which a flow counts as delivered.
@@ -102,7 +105,7 @@ class FlowNetwork final : public NetworkModel {
   /// Chooses how rates are recomputed from the next recomputation on (default incremental);
   /// `max_passes` (>= 1, else std::invalid_argument) fairness-check passes of an incremental
   /// recomputation before it prices the whole component at once.
-  void set_repricing(Repricing mode, int max_passes = 8);
+  void set_repricing(Repricing mode, int max_passes = kDefaultRepricingPasses);
 
   const Fabric& fabric() const { return fabric_; }
   CollectivePlanner& planner() { return *planner_; }

@@ -20,12 +20,8 @@ class MaxMinRepricing {
   MaxMinRepricing(flow_state::State& state, FlowNetworkStats& stats)
       : links_(state.links), flows_(state.flows), groups_(state.groups), stats_(stats) {}
 
-  /// Fairness-check passes of one incremental recomputation before the whole component is
-  /// priced at once.
-  static constexpr int kDefaultMaxPasses = 8;
-
   /// `max_passes` >= 1 (std::invalid_argument otherwise).
-  void set_mode(Repricing mode, int max_passes = kDefaultMaxPasses);
+  void set_mode(Repricing mode, int max_passes = kDefaultRepricingPasses);
 
   /// Reprices after the flow sets of the links in `seeds` changed and the flows in `new_flows`
   /// (those still in a group) started; empties both. Afterwards repriced() holds the flows
@@ -61,7 +57,7 @@ class MaxMinRepricing {
   uint32_t repricing_ = 0;
   uint32_t solve_ = 0;
   Repricing repricing_mode_ = Repricing::kIncremental;
-  int max_passes_ = kDefaultMaxPasses;
+  int max_passes_ = kDefaultRepricingPasses;
 };
 
 }  // namespace upsim

@@ -367,7 +367,7 @@ struct RandomRun {
   FlowNetworkStats stats;
 };
 RandomRun run_random_batches(const Fabric& fabric, Repricing repricing, uint32_t seed,
-                             int max_passes = 8) {
+                             int max_passes = kDefaultRepricingPasses) {
   FlowNetwork net(fabric, ideal_tuning(), gbps(1000));
   net.set_repricing(repricing, max_passes);
   RateLog log;

@@ -40,7 +40,8 @@ fs::path layout_record_path(const fs::path& dir, const PointSource& source) {
   return dir / (source.scenario_sha256 + ".layout");
 }
 
-std::string format_layout_record(const PlannedLayout& l, const PointSource& source) {
+std::string format_layout_result(const PlannedLayout& l) {
+  if (l.outcome == PlannedLayout::Outcome::kInvalid) return "invalid\t" + l.reason + "\n";
   std::string row;
   for (const Duration d :
        {l.iteration_time, l.exposed_tp, l.exposed_pp, l.exposed_dp, l.exposed_other, l.bubble}) {
@@ -48,34 +49,19 @@ std::string format_layout_record(const PlannedLayout& l, const PointSource& sour
   }
   row += number(l.tokens_per_s) + "\t" + optional_number(l.model_tflops_per_gpu) + "\t" +
          optional_number(l.mfu) + "\t" + l.resolved_yaml + "\n";
-  RowRecord record;
-  record.identity = l.label;
-  record.source = source;
-  record.row = std::move(row);
-  return format_row_record(record);
+  return row;
 }
 
-std::optional<PlannedLayout> read_layout_record(const fs::path& path, const PointSource& source,
-                                                const PlannedLayout& layout, std::string& why) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    why = "no record";
-    return std::nullopt;
-  }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::optional<RowRecord> record = parse_row_record(text, why);
-  if (!record) return std::nullopt;
-  if (record->source.version != source.version) {
-    why = fmt::format("written by upsim {}", record->source.version);
-    return std::nullopt;
-  }
-  if (record->source != source) {
-    why = "its inputs changed";
-    return std::nullopt;
+std::optional<PlannedLayout> parse_layout_result(std::string_view rest, const PlannedLayout& layout,
+                                                 std::string& why) {
+  PlannedLayout l = layout;
+  if (rest.starts_with("invalid\t") && rest.ends_with('\n')) {
+    l.outcome = PlannedLayout::Outcome::kInvalid;
+    l.reason = std::string(rest.substr(8, rest.size() - 9));
+    return l;
   }
   // The fields, then the resolved scenario (which may hold tabs of its own).
   std::vector<std::string_view> fields;
-  std::string_view rest = record->row;
   for (size_t i = 0; i < kDurations + kRates; ++i) {
     const size_t tab = rest.find('\t');
     if (tab == std::string_view::npos) {
@@ -90,7 +76,6 @@ std::optional<PlannedLayout> read_layout_record(const fs::path& path, const Poin
     return std::nullopt;
   }
   rest.remove_suffix(1);
-  PlannedLayout l = layout;
   Duration* durations[kDurations] = {&l.iteration_time, &l.exposed_tp,    &l.exposed_pp,
                                      &l.exposed_dp,     &l.exposed_other, &l.bubble};
   for (size_t i = 0; i < kDurations; ++i) {
@@ -122,6 +107,40 @@ std::optional<PlannedLayout> read_layout_record(const fs::path& path, const Poin
   l.resolved_yaml = std::string(rest);
   l.outcome = PlannedLayout::Outcome::kSimulated;
   l.reason.clear();
+  return l;
+}
+
+std::string format_layout_record(const PlannedLayout& l, const PointSource& source) {
+  RowRecord record;
+  record.identity = l.label;
+  record.source = source;
+  record.row = format_layout_result(l);
+  return format_row_record(record);
+}
+
+std::optional<PlannedLayout> read_layout_record(const fs::path& path, const PointSource& source,
+                                                const PlannedLayout& layout, std::string& why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    why = "no record";
+    return std::nullopt;
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::optional<RowRecord> record = parse_row_record(text, why);
+  if (!record) return std::nullopt;
+  if (record->source.version != source.version) {
+    why = fmt::format("written by upsim {}", record->source.version);
+    return std::nullopt;
+  }
+  if (record->source != source) {
+    why = "its inputs changed";
+    return std::nullopt;
+  }
+  std::optional<PlannedLayout> l = parse_layout_result(record->row, layout, why);
+  if (l && l->outcome != PlannedLayout::Outcome::kSimulated) {
+    why = "a record of a layout that was not simulated";
+    return std::nullopt;
+  }
   return l;
 }
 

@@ -8,7 +8,9 @@
 // the layout's resolved scenario (best.yaml's body).
 //
 // Contract:
-//  - parse_layout_result(format_layout_result(l)) restores every simulated field of l exactly.
+//  - parse_layout_result(format_layout_result(l), l) restores every simulated field of l
+//    exactly, or the reason of an invalid one: the result of a layout simulated on another MPI
+//    rank travels as this text (tools/mpi_jobs.h).
 //  - A record is taken only when it parses, its checksum holds and its source equals the
 //    layout's source now (same version, same scenario hash); anything else is nullopt with the
 //    reason, and the layout is simulated again.
@@ -27,6 +29,14 @@ namespace upsim::cli {
 /// The record's file in `dir` for a layout whose scenario hashes to `source`.
 std::filesystem::path layout_record_path(const std::filesystem::path& dir,
                                          const PointSource& source);
+
+/// A simulated layout's results as a row (see the file comment), or "invalid\t<reason>\n" for
+/// a layout the workload refused.
+std::string format_layout_result(const PlannedLayout& layout);
+
+/// `layout` with the results of `row`; nullopt with the reason in `why` when it is malformed.
+std::optional<PlannedLayout> parse_layout_result(std::string_view row, const PlannedLayout& layout,
+                                                 std::string& why);
 
 /// The record of a simulated layout.
 std::string format_layout_record(const PlannedLayout& layout, const PointSource& source);

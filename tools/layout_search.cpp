@@ -48,6 +48,7 @@ std::string label_of(const PlannedLayout& l) {
   if (l.expert > 1) out += fmt::format(" EP{}", l.expert);
   out += fmt::format(" DP{} mb{}", l.data, l.micro_batch);
   if (!l.memory_savers.empty()) out += " (" + l.memory_savers + ")";
+  if (!l.framework_options.empty()) out += " with " + l.framework_options;
   return out;
 }
 
@@ -135,6 +136,76 @@ int64_t node_gpus(ConfigDocument& doc, uint32_t gpus) {
   return static_cast<int64_t>(std::count(node.begin(), node.end(), node.front()));
 }
 
+/// The variants of simulated layout `l` with the framework options (see the contract), each
+/// checked for validity and memory: kNotReached when it is to be simulated.
+std::vector<PlannedLayout> option_variants(const PlanOptions& options, const PlannedLayout& l,
+                                           uint32_t gpus, int64_t gpu_memory_bytes) {
+  struct Option {
+    std::string name;
+    std::vector<std::string> keys;
+  };
+  ConfigDocument doc = load_with(options, l.overrides);
+  const TransformerConfig c = parse_transformer_config(doc.root().child("workload"), gpus);
+  const ParallelismConfig& p = c.parallelism;
+  const bool replicated = p.data * p.context > 1 && p.fsdp == FsdpMode::kNone;
+  std::vector<Option> sharding{{}};
+  if (options.memory_savers && replicated && p.zero == 0) {
+    sharding.push_back(
+        {"distributed optimizer",
+         {"workload.parallelism.zero=1",
+          fmt::format("workload.parallelism.overlap_param_gather={}", p.overlap_grad_reduce)}});
+  }
+  if (options.memory_savers && replicated && p.zero < 3) {
+    Option fsdp{"fsdp",
+                {"workload.parallelism.zero=0", "workload.parallelism.fsdp=full_shard",
+                 "workload.parallelism.overlap_param_gather=false"}};
+    if (p.pipeline > 1) fsdp.keys.push_back("workload.parallelism.gradient_sync=last_micro_batch");
+    sharding.push_back(std::move(fsdp));
+  }
+  std::vector<Option> tensor{{}};
+  if (p.tensor > 1 && p.sequence && !p.tp_comm_overlap) {
+    tensor.push_back({"tp overlap", {"workload.parallelism.tp_comm_overlap=true"}});
+  }
+  std::vector<PlannedLayout> out;
+  for (const Option& t : tensor) {
+    for (const Option& d : sharding) {
+      if (t.name.empty() && d.name.empty()) continue;
+      PlannedLayout v;
+      v.tensor = l.tensor;
+      v.pipeline = l.pipeline;
+      v.virtual_stages = l.virtual_stages;
+      v.context = l.context;
+      v.expert = l.expert;
+      v.data = l.data;
+      v.micro_batch = l.micro_batch;
+      v.memory_savers = l.memory_savers;
+      v.framework_options = t.name.empty()   ? d.name
+                            : d.name.empty() ? t.name
+                                             : t.name + " + " + d.name;
+      v.label = label_of(v);
+      v.lower_bound = l.lower_bound;
+      v.overrides = l.overrides;
+      v.overrides.insert(v.overrides.end(), t.keys.begin(), t.keys.end());
+      v.overrides.insert(v.overrides.end(), d.keys.begin(), d.keys.end());
+      try {
+        ConfigDocument vdoc = load_with(options, v.overrides);
+        const TransformerConfig vc = parse_transformer_config(vdoc.root().child("workload"), gpus);
+        v.memory_bytes = transformer_peak_memory(vc).allocated_bytes();
+        if (v.memory_bytes > gpu_memory_bytes) {
+          v.outcome = PlannedLayout::Outcome::kNoMemory;
+          v.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(v.memory_bytes),
+                                 format_bytes(gpu_memory_bytes));
+        }
+      } catch (const ConfigError& e) {
+        v.outcome = PlannedLayout::Outcome::kInvalid;
+        v.reason = e.message();
+      }
+      out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
 /// Fills `l` from a finished run.
 void record_run(const SteadyRun& run, PlannedLayout& l) {
   const RunSummary& s = run.summary;
@@ -169,6 +240,34 @@ bool before(const PlannedLayout& a, const PlannedLayout& b) {
 
 }  // namespace
 
+std::string layout_job(const std::vector<std::string>& overrides) {
+  std::string job;
+  for (const std::string& o : overrides)
+    job += o + "\n";
+  return job;
+}
+
+std::string simulate_layout_job(const PlanOptions& options, const std::string& job) {
+  std::vector<std::string> overrides;
+  for (size_t begin = 0; begin < job.size();) {
+    const size_t end = job.find('\n', begin);
+    if (end == std::string::npos)
+      throw std::invalid_argument("a layout job without its last line end");
+    overrides.push_back(job.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  PlannedLayout l;
+  try {
+    ConfigDocument doc = load_with(options, overrides);
+    record_run(run_to_steady_state(doc, {}), l);
+    l.resolved_yaml = doc.resolved_yaml();
+  } catch (const ConfigError& e) {
+    l.outcome = PlannedLayout::Outcome::kInvalid;
+    l.reason = e.message();
+  }
+  return format_layout_result(l);
+}
+
 const PlannedLayout* LayoutPlan::own() const {
   for (const PlannedLayout& l : layouts) {
     if (l.own) return &l;
@@ -184,6 +283,7 @@ const PlannedLayout* LayoutPlan::best() const {
 
 LayoutPlan plan_layouts(const PlanOptions& options) {
   if (options.jobs < 1) throw std::invalid_argument("--jobs must be at least 1");
+  if (options.batch < 1) throw std::invalid_argument("--batch must be at least 1");
   if (options.max_simulations < 1) {
     throw std::invalid_argument("--max-simulations must be at least 1");
   }
@@ -354,30 +454,13 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     all.insert(all.end(), extra.begin(), extra.end());
     return sources.of(options.scenario, all);
   };
-
-  // Best bound first, in fixed batches; prune what cannot beat the best so far.
-  size_t next = 0;
-  while (next < order.size()) {
-    std::vector<size_t> batch;
-    while (next < order.size() && batch.size() < kPlanBatch) {
-      PlannedLayout& l = candidates[order[next++]];
-      if (l.lower_bound.seconds() >= best_s) {
-        l.outcome = PlannedLayout::Outcome::kPruned;
-        l.reason = fmt::format("its bound {:.1f} ms is not below the best simulated {:.1f} ms",
-                               l.lower_bound.ms(), best_s * 1e3);
-        continue;
-      }
-      if (plan.simulated + batch.size() >= static_cast<size_t>(options.max_simulations)) {
-        l.reason = "--max-simulations reached";
-        continue;
-      }
-      batch.push_back(order[next - 1]);
-    }
+  // Simulates a batch (or takes its layouts from their records), then reports progress.
+  const auto simulate_batch = [&](const std::vector<PlannedLayout*>& batch, size_t left) {
     // Records first (one thread: PointSources), then the rest simulated in parallel.
     std::vector<PointSource> batch_sources;
     std::vector<size_t> to_run;
     for (size_t k = 0; k < batch.size(); ++k) {
-      PlannedLayout& l = candidates[batch[k]];
+      PlannedLayout& l = *batch[k];
       batch_sources.push_back(records ? source_of(l.overrides) : PointSource{});
       if (records && options.resume) {
         std::string why;
@@ -392,39 +475,96 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
       }
       to_run.push_back(k);
     }
-    parallel_for(to_run.size(), static_cast<size_t>(options.jobs), [&](size_t r) {
-      PlannedLayout& l = candidates[batch[to_run[r]]];
-      try {
-        ConfigDocument doc = load_with(options, l.overrides);
-        record_run(run_to_steady_state(doc, {}), l);
-        l.resolved_yaml = doc.resolved_yaml();
-      } catch (const ConfigError& e) {
-        l.outcome = PlannedLayout::Outcome::kInvalid;
-        l.reason = e.message();
+    std::vector<std::string> jobs;
+    for (const size_t k : to_run)
+      jobs.push_back(layout_job(batch[k]->overrides));
+    const auto done = [&](size_t r, const std::string& result) {
+      PlannedLayout& l = *batch[to_run[r]];
+      std::string why;
+      std::optional<PlannedLayout> simulated = parse_layout_result(result, l, why);
+      if (!simulated) {
+        throw std::runtime_error(fmt::format("layout {}: a malformed result ({})", l.label, why));
       }
-    });
+      l = std::move(*simulated);
+    };
+    if (options.run_jobs) {
+      options.run_jobs(jobs, done);
+    } else {
+      std::vector<std::string> results(jobs.size());
+      parallel_for(jobs.size(), static_cast<size_t>(options.jobs),
+                   [&](size_t r) { results[r] = simulate_layout_job(options, jobs[r]); });
+      for (size_t r = 0; r < jobs.size(); ++r)
+        done(r, results[r]);
+    }
     for (const size_t k : to_run) {
-      const PlannedLayout& l = candidates[batch[k]];
+      const PlannedLayout& l = *batch[k];
       if (!records || l.outcome != PlannedLayout::Outcome::kSimulated) continue;
       write_file_atomically(layout_record_path(options.records_dir, batch_sources[k]),
                             format_layout_record(l, batch_sources[k]));
     }
     plan.simulated += batch.size();
     if (options.progress) {
-      const size_t cap = static_cast<size_t>(options.max_simulations);
-      const size_t left =
-          std::min(order.size() - next, cap > plan.simulated ? cap - plan.simulated : 0);
       options.progress(
           plan.simulated, left,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    for (const size_t i : batch) {
-      const PlannedLayout& l = candidates[i];
-      if (l.outcome == PlannedLayout::Outcome::kSimulated) {
-        best_s = std::min(best_s, l.iteration_time.seconds());
+    for (const PlannedLayout* l : batch) {
+      if (l->outcome == PlannedLayout::Outcome::kSimulated) {
+        best_s = std::min(best_s, l->iteration_time.seconds());
       }
     }
+  };
+
+  // Best bound first, in fixed batches; prune what cannot beat the best so far.
+  size_t next = 0;
+  while (next < order.size()) {
+    std::vector<PlannedLayout*> batch;
+    while (next < order.size() && batch.size() < options.batch) {
+      PlannedLayout& l = candidates[order[next++]];
+      if (l.lower_bound.seconds() >= best_s) {
+        l.outcome = PlannedLayout::Outcome::kPruned;
+        l.reason = fmt::format("its bound {:.1f} ms is not below the best simulated {:.1f} ms",
+                               l.lower_bound.ms(), best_s * 1e3);
+        continue;
+      }
+      if (plan.simulated + batch.size() >= static_cast<size_t>(options.max_simulations)) {
+        l.reason = "--max-simulations reached";
+        continue;
+      }
+      batch.push_back(&l);
+    }
+    const size_t cap = static_cast<size_t>(options.max_simulations);
+    const size_t simulated_after = plan.simulated + batch.size();
+    simulate_batch(
+        batch, std::min(order.size() - next, cap > simulated_after ? cap - simulated_after : 0));
   }
+
+  // The framework options on the fastest layouts.
+  std::vector<PlannedLayout*> fastest;
+  for (PlannedLayout& l : candidates) {
+    if (l.outcome == PlannedLayout::Outcome::kSimulated) fastest.push_back(&l);
+  }
+  fastest.push_back(&plan.layouts.front());
+  std::stable_sort(fastest.begin(), fastest.end(),
+                   [](const PlannedLayout* a, const PlannedLayout* b) { return before(*a, *b); });
+  fastest.resize(std::min(fastest.size(), options.refine));
+  std::vector<PlannedLayout> variants;
+  for (const PlannedLayout* l : fastest) {
+    for (PlannedLayout& v : option_variants(options, *l, plan.gpus, plan.gpu_memory_bytes))
+      variants.push_back(std::move(v));
+  }
+  for (size_t k = 0; k < variants.size();) {
+    std::vector<PlannedLayout*> batch;
+    for (; k < variants.size() && batch.size() < options.batch; ++k) {
+      if (variants[k].outcome == PlannedLayout::Outcome::kNotReached) batch.push_back(&variants[k]);
+    }
+    size_t left = 0;
+    for (size_t j = k; j < variants.size(); ++j)
+      left += variants[j].outcome == PlannedLayout::Outcome::kNotReached;
+    if (!batch.empty()) simulate_batch(batch, left);
+  }
+  for (PlannedLayout& v : variants)
+    candidates.push_back(std::move(v));
   for (PlannedLayout& l : candidates)
     plan.layouts.push_back(std::move(l));
   std::stable_sort(plan.layouts.begin(), plan.layouts.end(), before);

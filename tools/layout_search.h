@@ -13,8 +13,18 @@
 //    divide the experts and d x c, and the scenario's; virtual stages v in {1} and the divisors
 //    of layers / p from 2 to 10 when p > 1 and the micro-batches divide by p (Megatron's
 //    interleaved schedule); micro-batch sizes the powers of two up to twice the scenario's (at
-//    least 4) that divide the global batch per data-parallel rank. FSDP and the overlap
-//    options stay the scenario's.
+//    least 4) that divide the global batch per data-parallel rank.
+//  - Framework options: the PlanOptions::refine fastest simulated layouts (the scenario's own
+//    among them) are each tried again with the options their keys leave open: the
+//    data-parallel sharding (with memory savers allowed, where the layout replicates its state
+//    over data x context > 1 ranks: Megatron-Core's distributed optimizer, zero 1 with
+//    overlap_param_gather where the gradients overlap; FSDP full_shard (zero 3's sharding),
+//    under pipeline parallel with FSDP2's gradient sync on the last micro-batch as
+//    torch.distributed.pipelining sets it), and Transformer Engine's TP communication overlap
+//    (tp_comm_overlap, where the layout has sequence parallel without it); each alone and the
+//    TP overlap with each sharding. A variant is checked for validity and memory as a layout
+//    is, is named after its layout ("... with tp overlap + fsdp"), and is simulated outside
+//    --max-simulations; the rest of the scenario's options stay as they are.
 //  - Memory savers (unless PlanOptions::memory_savers is false): a layout whose memory estimate
 //    exceeds the GPU's memory with the scenario's
 //    own ZeRO and recompute settings is tried with the first of these that fits, in order of
@@ -29,9 +39,14 @@
 //  - A lower bound prunes: the iteration cannot beat the model FLOPs per GPU at the GPU's dense
 //    peak, stretched by the ideal pipeline bubble, (1 + (p - 1) / (v m)) for m micro-batches,
 //    and under full recompute by 4 / 3 (one more forward: a third of a step's FLOPs).
-//    Layouts are simulated best bound first in fixed batches of kPlanBatch (so the set simulated
-//    and the ranking do not depend on --jobs); a layout whose bound is not below the best
-//    simulated time so far is pruned. The scenario's own layout is always simulated.
+//    Layouts are simulated best bound first in fixed batches of PlanOptions::batch (kPlanBatch
+//    unless set; so the set simulated and the ranking do not depend on --jobs or the MPI ranks);
+//    a layout whose bound is not below the best simulated time so far is pruned. The scenario's
+//    own layout is always simulated.
+//  - Each layout of a batch is a job (layout_job: its keys), simulated by simulate_layout_job
+//    into the text of format_layout_result (tools/layout_records.h), on PlanOptions::jobs
+//    threads or by PlanOptions::run_jobs (under mpirun, on every rank: tools/mpi_jobs.h); the
+//    ranking is the same wherever a layout ran.
 //  - Each simulated layout runs to steady state as `upsim run` does; the ranking is by predicted
 //    iteration time, ties by label. With PlanOptions::records_dir each layout's results are
 //    kept there as they finish; with resume, a layout whose record matches its inputs now (the
@@ -51,8 +66,13 @@
 
 namespace upsim::cli {
 
-/// Layouts simulated together; fixed, so that pruning does not depend on --jobs.
+/// Layouts simulated together by default; fixed, so that pruning does not depend on --jobs.
 inline constexpr size_t kPlanBatch = 4;
+
+/// Runs a batch's layout jobs and calls done(index, result) on this thread for each.
+using RunLayoutJobs =
+    std::function<void(const std::vector<std::string>& jobs,
+                       const std::function<void(size_t index, const std::string& result)>& done)>;
 
 struct PlanOptions {
   std::string scenario;
@@ -60,6 +80,12 @@ struct PlanOptions {
   /// The GPU count to lay out (0: the scenario's).
   uint32_t gpus = 0;
   int jobs = 1;
+  /// The fastest layouts tried with the framework options (see the contract); 0: none.
+  size_t refine = 3;
+  /// Layouts simulated between two pruning decisions.
+  size_t batch = kPlanBatch;
+  /// Runs each batch's jobs (each through simulate_layout_job); empty: on `jobs` threads here.
+  RunLayoutJobs run_jobs;
   /// The most layouts simulated (the scenario's own included).
   int max_simulations = 64;
   /// Where each simulated layout's record is kept (tools/layout_records.h); empty: nowhere.
@@ -80,6 +106,8 @@ struct PlannedLayout {
           micro_batch = 1;
   /// The memory savers the layout needed ("zero 1 + full recompute"), empty for none.
   std::string memory_savers;
+  /// The framework options of a variant ("tp overlap + distributed optimizer"), empty for none.
+  std::string framework_options;
   std::string label;                   ///< "TP8 PP4 VP5 CP2 EP8 DP2 mb1"
   std::vector<std::string> overrides;  ///< the keys that make the scenario this layout
   bool own = false;                    ///< the scenario's own layout
@@ -122,6 +150,13 @@ struct LayoutPlan {
   const PlannedLayout* own() const;
   const PlannedLayout* best() const;
 };
+
+/// A layout as a job: its keys, one per line.
+std::string layout_job(const std::vector<std::string>& overrides);
+
+/// Simulates a layout job with `options`' scenario, --set and --gpus: format_layout_result's
+/// text (the reason, for a layout the workload refuses).
+std::string simulate_layout_job(const PlanOptions& options, const std::string& job);
 
 /// Searches (see the contract). Throws ConfigError for a bad or non-transformer scenario.
 LayoutPlan plan_layouts(const PlanOptions& options);

@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -20,6 +21,10 @@
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/shard_command.h"
+
+#ifdef UPSIM_HAVE_MPI
+#include "tools/mpi_jobs.h"
+#endif
 
 namespace upsim::cli {
 
@@ -134,16 +139,17 @@ std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
 std::string layout_plan_csv(const LayoutPlan& plan) {
   std::string out =
       "layout,own,outcome,tensor,pipeline,virtual_stages,context,expert,data,micro_batch,"
-      "iteration_ms,"
+      "framework_options,iteration_ms,"
       "tokens_per_s,model_tflops_per_gpu,mfu,memory_bytes_per_gpu,exposed_tp_ms,exposed_pp_ms,"
       "exposed_dp_ms,bubble_ms,lower_bound_ms,reason\n";
   for (const PlannedLayout& l : plan.layouts) {
     const bool sim = l.outcome == PlannedLayout::Outcome::kSimulated;
     const auto num = [&](double v) { return sim ? fmt::format("{:.6g}", v) : std::string(); };
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n", csv_field(l.label),
-        l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages, l.context, l.expert,
-        l.data, l.micro_batch, num(l.iteration_time.ms()), num(l.tokens_per_s),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{}\n",
+        csv_field(l.label), l.own, outcome_name(l.outcome), l.tensor, l.pipeline, l.virtual_stages,
+        l.context, l.expert, l.data, l.micro_batch, csv_field(l.framework_options),
+        num(l.iteration_time.ms()), num(l.tokens_per_s),
         sim && l.model_tflops_per_gpu ? fmt::format("{:.6g}", *l.model_tflops_per_gpu) : "",
         sim && l.mfu ? fmt::format("{:.6g}", *l.mfu) : "", l.memory_bytes, num(l.exposed_tp.ms()),
         num(l.exposed_pp.ms()), num(l.exposed_dp.ms()), num(l.bubble.ms()), l.lower_bound.ms(),
@@ -159,18 +165,24 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   bool no_memory_savers = false;
   int top = 20;
   int gpus = 0;
+  int batch = 0;
+  int refine = 3;
   po::options_description desc(
       "usage: upsim plan SCENARIO [options]\n\n"
       "Searches the parallel layout of a transformer SCENARIO by simulation: tensor parallel\n"
       "(with sequence parallel) within a node, pipeline stages and virtual stages, context\n"
       "parallel (sequences of 8K tokens and more), expert parallel (MoE models), data\n"
-      "parallel and the micro-batch size, for the scenario's model, global batch and fabric.\n"
+      "parallel and the micro-batch size, for the scenario's model, global batch and fabric;\n"
+      "then tries the fastest with the framework options left open (distributed optimizer,\n"
+      "FSDP, Transformer Engine's TP communication overlap).\n"
       "Layouts the workload refuses or whose memory estimate exceeds the GPU are left out\n"
       "with the reason; a lower bound (model FLOPs at the dense peak, stretched by the ideal\n"
       "pipeline bubble) prunes layouts that cannot beat the best found; the rest run to steady\n"
       "state as `upsim run` does, best bound first. Prints the ranking with tokens/s, model\n"
       "TFLOP/s per GPU, MFU, memory and exposed communication per dimension; writes plan.csv\n"
-      "and best.yaml (the best layout as a scenario) to the output folder.\n\noptions");
+      "and best.yaml (the best layout as a scenario) to the output folder. Under mpirun\n"
+      "(`mpirun -np N upsim plan ...`) each batch's layouts are shared out over the ranks.\n\n"
+      "options");
   desc.add_options()           //
       ("help,h", "this help")  //
       ("set,s", po::value<std::vector<std::string>>(&options.overrides)->composing(),
@@ -181,6 +193,11 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("jobs,j", po::value<int>(&options.jobs)->default_value(1), "layouts simulated at once")  //
       ("max-simulations", po::value<int>(&options.max_simulations)->default_value(64),
        "the most layouts simulated")  //
+      ("refine", po::value<int>(&refine)->default_value(3),
+       "the fastest layouts tried again with the framework options left open (0: none)")  //
+      ("batch", po::value<int>(&batch)->default_value(0),
+       "layouts simulated between two pruning decisions (default 4, under mpirun at least the "
+       "ranks); the layouts simulated depend on it, not on --jobs or the ranks")  //
       ("out,o", po::value<std::string>(&out_dir),
        "the output folder (default: upsim-out/<scenario name>-plan)")            //
       ("force", po::bool_switch(&force), "overwrite the output folder's files")  //
@@ -192,11 +209,23 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
        "inputs (upsim version, scenario content) are taken from their records in layouts/, the "
        "rest simulated; implies replacing plan.csv and best.yaml");
   if (!parse_with_positional(args, desc, out, "scenario", options.scenario)) return 0;
+    // Under mpirun (and built with MPI), rank 0 searches and hands each batch's layouts out; the
+    // other ranks only simulate the layouts they are given.
+#ifdef UPSIM_HAVE_MPI
+  std::optional<mpi::Session> mpi_session;
+  if (mpi::launched_by_mpi()) mpi_session.emplace();
+  const bool under_mpi = mpi_session.has_value();
+#else
+  const bool under_mpi = false;
+#endif
   // A DLRM scenario's layout is its table placement: the sharding search answers it.
   if (!options.scenario.empty() && is_dlrm_scenario(options)) {
     err << "plan: a DLRM scenario, whose layout is its embedding tables' sharding types and "
            "placement: handing over to `upsim shard`\n";
     if (gpus > 0) throw po::error("--gpus applies to transformer scenarios; set platform.gpus");
+    if (under_mpi) {
+      throw po::error("upsim shard does not run under mpirun; run it on one machine with -j");
+    }
     if (options.resume || no_memory_savers) {
       throw po::error(fmt::format(
           "{} applies to transformer layouts; `upsim shard` searches a DLRM scenario's placement",
@@ -224,8 +253,31 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (top < 1) throw po::error("--top must be at least 1");
   if (gpus < 0) throw po::error("--gpus must not be negative");
   if (options.max_simulations < 1) throw po::error("--max-simulations must be at least 1");
+  if (batch < 0) throw po::error("--batch must be at least 1");
+  if (refine < 0) throw po::error("--refine must not be negative");
+  options.refine = static_cast<size_t>(refine);
   options.gpus = static_cast<uint32_t>(gpus);
   options.memory_savers = !no_memory_savers;
+  if (batch > 0) options.batch = static_cast<size_t>(batch);
+#ifdef UPSIM_HAVE_MPI
+  const auto simulate = [&options](const std::string& job) {
+    return simulate_layout_job(options, job);
+  };
+  if (mpi_session && mpi_session->rank() != 0) {
+    mpi::serve_jobs(simulate);
+    return 0;
+  }
+  // Its destruction tells the other ranks to stop, also when an error leaves first.
+  std::optional<mpi::JobServer> job_server;
+  if (mpi_session) {
+    job_server.emplace(*mpi_session);
+    if (batch == 0) options.batch = std::max(kPlanBatch, static_cast<size_t>(mpi_session->size()));
+    options.run_jobs = [&](const std::vector<std::string>& jobs,
+                           const std::function<void(size_t, const std::string&)>& done) {
+      job_server->run_round(jobs, simulate, done);
+    };
+  }
+#endif
   // A progress line per batch, with the time the rest may take at this batch's pace.
   options.progress = [&err](size_t simulated, size_t remaining, double elapsed_s) {
     const double per_layout = elapsed_s / static_cast<double>(simulated);

@@ -40,7 +40,7 @@
 #include "tools/sweep_records.h"
 #include "tools/version.h"
 #ifdef UPSIM_HAVE_MPI
-#include "tools/sweep_mpi.h"
+#include "tools/mpi_jobs.h"
 #endif
 
 namespace upsim::cli {
@@ -575,19 +575,21 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   const std::vector<Point> points = points_of(study);
   const auto point_row = [&](size_t i) { return row_of(points[i], study); };
   // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
-  // ranks only run the points they are given.
+  // ranks only run the points they are given. A job is a point's index.
+  const auto run_job = [&](const std::string& job) { return point_row(std::stoul(job)); };
 #ifdef UPSIM_HAVE_MPI
   std::optional<mpi::Session> mpi_session;
   if (mpi::launched_by_mpi()) mpi_session.emplace();
   if (mpi_session && mpi_session->rank() != 0) {
-    mpi::distribute_points(*mpi_session, {}, point_row, {});
+    mpi::serve_jobs(run_job);
     return 0;
   }
-  // Until rank 0 hands points out, the other ranks wait for their first one: an error before
-  // then tells them to stop.
-  mpi::StopWorkersOnError stop_workers(mpi_session ? &*mpi_session : nullptr);
+  // Its destruction tells the other ranks to stop, also when an error leaves first.
+  std::optional<mpi::JobServer> job_server;
+  if (mpi_session) job_server.emplace(*mpi_session);
 #else
   const bool mpi_session = false;
+  (void)run_job;
 #endif
   const fs::path dir =
       options->out_dir.empty() ? fs::path("upsim-out") / study.name : fs::path(options->out_dir);
@@ -642,8 +644,11 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   };
   if (mpi_session) {
 #ifdef UPSIM_HAVE_MPI
-    stop_workers.release();  // distribute_points tells them from here on
-    mpi::distribute_points(*mpi_session, todo, point_row, finished);
+    std::vector<std::string> jobs;
+    for (const size_t i : todo)
+      jobs.push_back(std::to_string(i));
+    job_server->run_round(jobs, run_job,
+                          [&](size_t k, const std::string& row) { finished(todo[k], row); });
 #endif
   } else {
     // At most one worker per point left: `-j 3000` starts no more threads than it can use.

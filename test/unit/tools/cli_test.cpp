@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -1741,7 +1742,8 @@ TEST_F(Cli, PlanRanksLayoutsAndItsBestScenarioReproducesTheTime) {
                            "--set workload.layers=4";
   const Result r = run("plan " + gpt2 + " --out p -j 2 --top 50");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::regex row(R"(^ *(\d+)  (TP\d+ PP\d+(?: VP\d+)? DP\d+ mb\d+)( \*)? +(\d+\.\d+) .*)");
+  const std::regex row(
+      R"(^ *(\d+)  (TP\d+ PP\d+(?: VP\d+)? DP\d+ mb\d+(?: with [a-z +]+[a-z])?)( \*)? +(\d+\.\d+) .*)");
   std::vector<double> times;
   double own_ms = -1.0;
   std::istringstream lines(r.out);
@@ -1806,6 +1808,7 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
     if (rows[i][2] == "no_memory") {
       EXPECT_FALSE(with_savers) << label;
     }
+    if (label.find(" with ") != std::string::npos) continue;  // a framework-options variant
     // TP2 DP2 mb16 needs 27+ GiB of activations alone at seq 2048: not without savers.
     if (label.rfind("TP2 PP1 DP2 mb16", 0) == 0) {
       EXPECT_EQ(label, "TP2 PP1 DP2 mb16 (zero 1 + selective recompute)");
@@ -1825,10 +1828,71 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
   bool refused_mb16 = false;
   for (size_t i = 1; i < plain_rows.size(); ++i) {
     EXPECT_EQ(plain_rows[i][0].find(" (zero 1"), std::string::npos) << plain_rows[i][0];
+    // Neither the distributed optimizer nor FSDP as a framework option either.
+    EXPECT_EQ(plain_rows[i][0].find("optimizer"), std::string::npos) << plain_rows[i][0];
+    EXPECT_EQ(plain_rows[i][0].find("fsdp"), std::string::npos) << plain_rows[i][0];
     refused_mb16 =
         refused_mb16 || (plain_rows[i][0] == "TP2 PP1 DP2 mb16" && plain_rows[i][2] == "no_memory");
   }
   EXPECT_TRUE(refused_mb16) << plain.out;
+}
+
+// The fastest layouts are tried again with the framework options their keys leave open: each
+// variant belongs to one of the --refine fastest layouts, says its options in the label and in
+// plan.csv, and is simulated, refused with the reason, or (FSDP on this GPT-2) ranked; --refine 0
+// tries none.
+TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.global_batch=32 --set workload.micro_batch=8 "
+                           "--set workload.layers=4";
+  const Result r = run("plan " + gpt2 + " --out p -j 2 --top 100 --refine 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  ASSERT_EQ(rows.front()[10], "framework_options");
+  // The base layouts, fastest first (plan.csv lists the simulated by time).
+  std::vector<std::vector<std::string>> fastest;
+  for (size_t i = 1; i < rows.size() && fastest.size() < 2; ++i) {
+    if (rows[i][2] == "simulated" && rows[i][10].empty()) fastest.push_back(rows[i]);
+  }
+  ASSERT_EQ(fastest.size(), 2U);
+  std::map<std::string, std::set<std::string>> tried;  // base label -> options
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::string& options = rows[i][10];
+    if (options.empty()) continue;
+    const std::string& label = rows[i][0];
+    const size_t with = label.find(" with " + options);
+    ASSERT_NE(with, std::string::npos) << label;
+    EXPECT_TRUE(rows[i][2] == "simulated" || !rows[i].back().empty()) << label;
+    tried[label.substr(0, with)].insert(options);
+  }
+  std::map<std::string, std::set<std::string>> expected;
+  for (const auto& base : fastest) {
+    // Data-parallel sharding where the state is replicated; TP overlap where TP > 1.
+    std::vector<std::string> sharding = {""};
+    if (std::stoi(base[8]) * std::stoi(base[6]) > 1) {
+      sharding.push_back("distributed optimizer");
+      sharding.push_back("fsdp");
+    }
+    std::vector<std::string> tensor = {""};
+    if (std::stoi(base[3]) > 1) tensor.push_back("tp overlap");
+    for (const std::string& t : tensor) {
+      for (const std::string& d : sharding) {
+        if (t.empty() && d.empty()) continue;
+        expected[base[0]].insert(t.empty() ? d : d.empty() ? t : t + " + " + d);
+      }
+    }
+  }
+  EXPECT_EQ(tried, expected) << r.out;
+  // The best may be a variant: best.yaml reproduces it all the same.
+  const Result again = run("run p/best.yaml --quiet --no-trace --out again");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NEAR(std::stod(again.out), std::stod(rows[1][11]), 0.005);
+
+  const Result none = run("plan " + gpt2 + " --out q -j 2 --top 100 --refine 0");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  const auto plain_rows = csv_rows(read_file(dir_ / "q" / "plan.csv"));
+  for (size_t i = 1; i < plain_rows.size(); ++i)
+    EXPECT_EQ(plain_rows[i][10], "") << plain_rows[i][0];
 }
 
 // Every simulated layout leaves a record; --resume takes the layouts whose inputs are unchanged

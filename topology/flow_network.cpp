@@ -196,13 +196,16 @@ class FlowNetwork::Core {
       f.finish_ps = std::numeric_limits<int64_t>::max();
       f.bottleneck = kNone;
       ++f.version;
+      f.route = g.links.data() + begin;
+      f.route_pos = g.hop_pos.data() + begin;
+      f.hops = end - begin;
       g.flow_ids[i] = fid;
       new_flows_.push_back(fid);
-      for (uint32_t h = begin; h < end; ++h) {
-        Link& link = links_[g.links[h]];
-        g.hop_pos[h] = static_cast<uint32_t>(link.flows.size());
-        link.flows.push_back(Entry{fid, h - begin});
-        seeds_.push_back(g.links[h]);
+      for (uint32_t h = 0; h < f.hops; ++h) {
+        Link& link = links_[f.route[h]];
+        f.route_pos[h] = static_cast<uint32_t>(link.flows.size());
+        link.flows.push_back(Entry{fid, h});
+        seeds_.push_back(f.route[h]);
       }
       ++g.unfinished;
       ++active_flows_;
@@ -228,27 +231,23 @@ class FlowNetwork::Core {
   void retire(uint32_t fid, std::vector<uint32_t>& done_groups) {
     Flow& f = flows_[fid];
     Group& g = groups_[f.group];
-    const uint32_t begin = g.offsets[f.index];
-    const uint32_t end = g.offsets[f.index + 1];
-    for (uint32_t h = begin; h < end; ++h) {
-      const uint32_t lid = g.links[h];
+    for (uint32_t h = 0; h < f.hops; ++h) {
+      const uint32_t lid = f.route[h];
       Link& link = links_[lid];
-      const uint32_t pos = g.hop_pos[h];
+      const uint32_t pos = f.route_pos[h];
       const Entry moved = link.flows.back();
       link.flows[pos] = moved;
       link.flows.pop_back();
       link.load = link.flows.empty() ? 0.0 : link.load - f.rate;
       if (f.bottleneck == lid) --link.bottlenecked;
-      if (moved.flow != fid) {
-        const Flow& m = flows_[moved.flow];
-        const Group& mg = groups_[m.group];
-        // hop_pos of the moved entry lives in its own group.
-        groups_[m.group].hop_pos[mg.offsets[m.index] + moved.hop] = pos;
-      }
+      if (moved.flow != fid) flows_[moved.flow].route_pos[moved.hop] = pos;
       seeds_.push_back(lid);
     }
     const uint32_t gid = f.group;
     f.group = kNone;
+    f.route = nullptr;
+    f.route_pos = nullptr;
+    f.hops = 0;
     f.rate = 0.0;
     ++f.version;
     free_flows_.push_back(fid);
@@ -296,9 +295,8 @@ class FlowNetwork::Core {
       }
       if (f.rate > 0.0 && same_rate(f.rate, f.new_rate)) continue;
       advance(f, now);
-      const Group& g = groups_[f.group];
-      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
-        links_[g.links[h]].load += f.new_rate - f.rate;
+      for (const uint32_t lid : flow_state::route_of(f))
+        links_[lid].load += f.new_rate - f.rate;
       f.rate = f.new_rate;
       f.finish_ps = projected_finish(f);
       ++f.version;

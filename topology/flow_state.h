@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "sim/network_model.h"
@@ -18,41 +19,35 @@ struct Entry {
   uint32_t flow;
   uint32_t hop;
 };
-/// A link of the network: fabric, device memory or a batch's virtual cap.
+/// A link of the network: fabric, device memory or a batch's virtual cap. What the repricing
+/// needs only while it runs is in its own array (MaxMinRepricing's LinkScratch), so that this
+/// stays within one cache line.
 struct Link {
   double capacity = 0.0;
   std::vector<Entry> flows;
   double reported_rate = 0.0;
-  uint32_t reported_flows = 0;
   // Total rate of the flows on the link, kept as rates change (exactly 0 when it has none).
   double load = 0.0;
+  uint32_t reported_flows = 0;
   // Flows whose bottleneck is this link.
   uint32_t bottlenecked = 0;
-  // Scratch of one recomputation: the repriced flows' rates on the link before and after.
-  double repriced_old = 0.0;
-  double repriced_new = 0.0;
-  double residual = 0.0;
-  uint32_t unfrozen = 0;
-  // Repriced flows whose bottleneck (before this recomputation) is this link.
-  uint32_t repriced_bottlenecked = 0;
-  // The repriced flows crossing the link: MaxMinRepricing's members_[begin, end).
-  uint32_t members_begin = 0;
-  uint32_t members_end = 0;
-  // == MaxMinRepricing's solve number when a repriced flow crosses the link in that solve.
-  uint32_t touched = 0;
-  // == MaxMinRepricing's recomputation number when the link is in that one's check list.
-  uint32_t checked = 0;
 };
-/// One flow: its group, bytes left, rate, projected finish and bottleneck.
+/// One flow: its group, route, bytes left, rate, projected finish and bottleneck.
 struct Flow {
   uint32_t group = kNone;
   uint32_t index = 0;  // flow index in its group
+  // Its route, hops links: the group's links[offsets[index], offsets[index + 1]) and their
+  // positions in the links' flow lists (hop_pos), kept here so that the hot loops need not
+  // visit the group. The group's vectors do not change while the flow lives.
+  const uint32_t* route = nullptr;
+  uint32_t* route_pos = nullptr;
+  uint32_t hops = 0;
+  uint32_t version = 0;
   double remaining = 0.0;
   double rate = 0.0;
   double new_rate = 0.0;
   int64_t updated_ps = 0;
   int64_t finish_ps = 0;
-  uint32_t version = 0;
   // The link this flow's rate is fair on (saturated, no flow on it faster); kNone until the
   // flow is first priced. Kept true between recomputations: the incremental repricing relies
   // on it to know which untouched flows a change can reach.
@@ -72,6 +67,11 @@ struct Group {
   uint32_t unfinished = 0;
   NetworkModel::Completion on_done;
 };
+
+/// The links a flow crosses, in route order.
+inline std::span<const uint32_t> route_of(const Flow& f) {
+  return {f.route, f.hops};
+}
 
 /// Every link, flow and group, indexed by id (freed ids are reused by the network).
 struct State {

@@ -52,6 +52,7 @@ void MaxMinRepricing::set_mode(Repricing mode, int max_passes) {
 void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows) {
   ++stats_.recomputations;
   ++repricing_;
+  if (scratch_.size() < links_.size()) scratch_.resize(links_.size());
   inside_.clear();
   check_links_.clear();
   for (uint32_t lid : seeds)
@@ -82,7 +83,7 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
 }
 
 void MaxMinRepricing::add_check_link(uint32_t lid) {
-  Link& link = links_[lid];
+  LinkScratch& link = scratch_[lid];
   if (link.checked == repricing_) return;
   link.checked = repricing_;
   check_links_.push_back(lid);
@@ -93,9 +94,8 @@ void MaxMinRepricing::add_inside(uint32_t fid) {
   if (f.inside == repricing_) return;
   f.inside = repricing_;
   inside_.push_back(fid);
-  const Group& g = groups_[f.group];
-  for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
-    add_check_link(g.links[h]);
+  for (const uint32_t lid : flow_state::route_of(f))
+    add_check_link(lid);
 }
 
 /// Every flow connected to the checked links through shared links joins the repriced set.
@@ -118,14 +118,13 @@ void MaxMinRepricing::solve_inside() {
   for (uint32_t fid : inside_) {
     Flow& f = flows_[fid];
     f.new_rate = -1.0;
-    const Group& g = groups_[f.group];
-    for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-      Link& link = links_[g.links[h]];
+    for (const uint32_t lid : flow_state::route_of(f)) {
+      LinkScratch& link = scratch_[lid];
       if (link.touched != solve_) {
         link.touched = solve_;
         link.repriced_old = 0.0;
         link.unfrozen = 0;
-        touched_.push_back(g.links[h]);
+        touched_.push_back(lid);
       }
       link.repriced_old += f.rate;
       ++link.unfrozen;
@@ -135,28 +134,27 @@ void MaxMinRepricing::solve_inside() {
   // does not walk the held ones.
   uint32_t members = 0;
   for (uint32_t lid : touched_) {
-    Link& link = links_[lid];
+    LinkScratch& link = scratch_[lid];
     link.members_begin = members;
     link.members_end = members;
     members += link.unfrozen;
   }
   members_.resize(members);
   for (uint32_t fid : inside_) {
-    const Flow& f = flows_[fid];
-    const Group& g = groups_[f.group];
-    for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h)
-      members_[links_[g.links[h]].members_end++] = fid;
+    for (const uint32_t lid : flow_state::route_of(flows_[fid]))
+      members_[scratch_[lid].members_end++] = fid;
   }
   // Links in ascending (share, link) order: the initial shares sorted once, and the lazily
   // updated ones in a heap beside them; the next link is the smaller of the two heads.
   share_order_.clear();
   for (uint32_t lid : touched_) {
-    Link& link = links_[lid];
+    const Link& link = links_[lid];
+    LinkScratch& scratch = scratch_[lid];
     // What the held flows leave; all of the capacity when every flow is repriced.
-    link.residual = link.unfrozen == link.flows.size()
-                        ? link.capacity
-                        : link.capacity - (link.load - link.repriced_old);
-    share_order_.emplace_back(link.residual / link.unfrozen, lid);
+    scratch.residual = scratch.unfrozen == link.flows.size()
+                           ? link.capacity
+                           : link.capacity - (link.load - scratch.repriced_old);
+    share_order_.emplace_back(scratch.residual / scratch.unfrozen, lid);
   }
   std::sort(share_order_.begin(), share_order_.end(), SmallerShare{});
   std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
@@ -173,7 +171,7 @@ void MaxMinRepricing::solve_inside() {
       updated.pop();
     }
     const auto [share, lid] = top;
-    Link& link = links_[lid];
+    LinkScratch& link = scratch_[lid];
     if (link.unfrozen == 0) continue;
     double current = std::max(link.residual, 0.0) / link.unfrozen;
     if (current > share * (1.0 + 1e-9)) {
@@ -183,18 +181,19 @@ void MaxMinRepricing::solve_inside() {
     // Rounding can leave a saturated link's residual at or below zero; its flows still get
     // the share they were popped with (exactly zero would never finish). A held flow that
     // fills the link is caught by the fairness check, which reprices it too.
-    if (!(current > 0.0)) current = share > 0.0 ? share : link.capacity / link.flows.size();
+    if (!(current > 0.0)) {
+      current = share > 0.0 ? share : links_[lid].capacity / links_[lid].flows.size();
+    }
     for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
       const uint32_t fid = members_[k];
       Flow& f = flows_[fid];
       if (f.new_rate >= 0.0) continue;
       f.new_rate = current;
       f.new_bottleneck = lid;
-      const Group& g = groups_[f.group];
-      for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-        Link& m = links_[g.links[h]];
-        m.residual -= current;
-        --m.unfrozen;
+      for (const uint32_t m : flow_state::route_of(f)) {
+        LinkScratch& crossed = scratch_[m];
+        crossed.residual -= current;
+        --crossed.unfrozen;
       }
     }
   }
@@ -207,19 +206,18 @@ void MaxMinRepricing::solve_inside() {
 bool MaxMinRepricing::add_unfair_flows() {
   const size_t before = inside_.size();
   for (uint32_t lid : check_links_) {
-    Link& link = links_[lid];
+    LinkScratch& link = scratch_[lid];
     link.repriced_old = 0.0;
     link.repriced_new = 0.0;
     link.repriced_bottlenecked = 0;
   }
   for (uint32_t fid : inside_) {
     const Flow& f = flows_[fid];
-    const Group& g = groups_[f.group];
-    for (uint32_t h = g.offsets[f.index]; h < g.offsets[f.index + 1]; ++h) {
-      Link& link = links_[g.links[h]];
+    for (const uint32_t lid : flow_state::route_of(f)) {
+      LinkScratch& link = scratch_[lid];
       link.repriced_old += f.rate;
       link.repriced_new += f.new_rate;
-      if (f.bottleneck == g.links[h]) ++link.repriced_bottlenecked;
+      if (f.bottleneck == lid) ++link.repriced_bottlenecked;
     }
   }
   // check_links_ grows as flows are added; the links added here are checked next pass.
@@ -227,11 +225,12 @@ bool MaxMinRepricing::add_unfair_flows() {
   for (size_t i = 0; i < count; ++i) {
     const uint32_t lid = check_links_[i];
     const Link& link = links_[lid];
-    const double load = link.load - link.repriced_old + link.repriced_new;
+    const LinkScratch& scratch = scratch_[lid];
+    const double load = link.load - scratch.repriced_old + scratch.repriced_new;
     const double slack = kFairnessTolerance * link.capacity;
     const bool overfull = load > link.capacity + slack;
     const bool saturated = load >= link.capacity - slack;
-    const bool held_bottlenecked_here = link.bottlenecked > link.repriced_bottlenecked;
+    const bool held_bottlenecked_here = link.bottlenecked > scratch.repriced_bottlenecked;
     if (!saturated && !held_bottlenecked_here) continue;
     double fastest_held = 0.0;
     double fastest_repriced = 0.0;

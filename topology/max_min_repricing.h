@@ -18,7 +18,7 @@ class MaxMinRepricing {
  public:
   /// `state` and `stats` must outlive the repricing.
   MaxMinRepricing(flow_state::State& state, FlowNetworkStats& stats)
-      : links_(state.links), flows_(state.flows), groups_(state.groups), stats_(stats) {}
+      : links_(state.links), flows_(state.flows), stats_(stats) {}
 
   /// `max_passes` >= 1 (std::invalid_argument otherwise).
   void set_mode(Repricing mode, int max_passes = kDefaultRepricingPasses);
@@ -35,7 +35,25 @@ class MaxMinRepricing {
   using Entry = flow_state::Entry;
   using Link = flow_state::Link;
   using Flow = flow_state::Flow;
-  using Group = flow_state::Group;
+
+  /// A link's scratch of one recomputation, beside the link (flow_state::Link).
+  struct LinkScratch {
+    // The repriced flows' rates on the link before and after, and in a solve what the held
+    // flows leave and how many repriced flows are not frozen yet.
+    double repriced_old = 0.0;
+    double repriced_new = 0.0;
+    double residual = 0.0;
+    uint32_t unfrozen = 0;
+    // Repriced flows whose bottleneck (before this recomputation) is this link.
+    uint32_t repriced_bottlenecked = 0;
+    // The repriced flows crossing the link: members_[begin, end).
+    uint32_t members_begin = 0;
+    uint32_t members_end = 0;
+    // == solve_ when a repriced flow crosses the link in that solve.
+    uint32_t touched = 0;
+    // == repricing_ when the link is in that one's check list.
+    uint32_t checked = 0;
+  };
 
   void add_check_link(uint32_t lid);
   void add_inside(uint32_t fid);
@@ -45,10 +63,10 @@ class MaxMinRepricing {
 
   std::vector<Link>& links_;
   std::vector<Flow>& flows_;
-  std::vector<Group>& groups_;
   FlowNetworkStats& stats_;
   // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
   // flow or changed), the links of the current solve; repricing_ and solve_ number them.
+  std::vector<LinkScratch> scratch_;  // by link id; grown with the links
   std::vector<uint32_t> inside_;
   std::vector<uint32_t> check_links_;
   std::vector<uint32_t> touched_;

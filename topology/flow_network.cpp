@@ -105,6 +105,7 @@ class FlowNetwork::Core {
   using Link = flow_state::Link;
   using Flow = flow_state::Flow;
   using Group = flow_state::Group;
+  using Hop = flow_state::Hop;
 
   void bind(Engine& engine) {
     if (engine_ == &engine) return;
@@ -178,7 +179,9 @@ class FlowNetwork::Core {
   void activate(uint32_t gid, Time at, std::vector<uint32_t>& done_groups) {
     Group& g = groups_[gid];
     const size_t n = g.bytes.size();
-    g.hop_pos.assign(g.links.size(), kNone);
+    g.hops.resize(g.links.size());
+    for (size_t h = 0; h < g.links.size(); ++h)
+      g.hops[h] = Hop{g.links[h], kNone};
     g.flow_ids.assign(n, kNone);
     g.unfinished = 0;
     for (size_t i = 0; i < n; ++i) {
@@ -189,23 +192,21 @@ class FlowNetwork::Core {
       const uint32_t fid = new_flow();
       Flow& f = flows_[fid];
       f.group = gid;
-      f.index = static_cast<uint32_t>(i);
       f.remaining = g.bytes[i];
       f.rate = 0.0;
       f.updated_ps = at.ps();
-      f.finish_ps = std::numeric_limits<int64_t>::max();
       f.bottleneck = kNone;
       ++f.version;
-      f.route = g.links.data() + begin;
-      f.route_pos = g.hop_pos.data() + begin;
+      f.route = g.hops.data() + begin;
       f.hops = end - begin;
       g.flow_ids[i] = fid;
       new_flows_.push_back(fid);
       for (uint32_t h = 0; h < f.hops; ++h) {
-        Link& link = links_[f.route[h]];
-        f.route_pos[h] = static_cast<uint32_t>(link.flows.size());
+        Hop& hop = f.route[h];
+        Link& link = links_[hop.link];
+        hop.pos = static_cast<uint32_t>(link.flows.size());
         link.flows.push_back(Entry{fid, h});
-        seeds_.push_back(f.route[h]);
+        seeds_.push_back(hop.link);
       }
       ++g.unfinished;
       ++active_flows_;
@@ -231,22 +232,19 @@ class FlowNetwork::Core {
   void retire(uint32_t fid, std::vector<uint32_t>& done_groups) {
     Flow& f = flows_[fid];
     Group& g = groups_[f.group];
-    for (uint32_t h = 0; h < f.hops; ++h) {
-      const uint32_t lid = f.route[h];
-      Link& link = links_[lid];
-      const uint32_t pos = f.route_pos[h];
+    for (const Hop& hop : flow_state::route_of(f)) {
+      Link& link = links_[hop.link];
       const Entry moved = link.flows.back();
-      link.flows[pos] = moved;
+      link.flows[hop.pos] = moved;
       link.flows.pop_back();
       link.load = link.flows.empty() ? 0.0 : link.load - f.rate;
-      if (f.bottleneck == lid) --link.bottlenecked;
-      if (moved.flow != fid) flows_[moved.flow].route_pos[moved.hop] = pos;
-      seeds_.push_back(lid);
+      if (f.bottleneck == hop.link) --link.bottlenecked;
+      if (moved.flow != fid) flows_[moved.flow].route[moved.hop].pos = hop.pos;
+      seeds_.push_back(hop.link);
     }
     const uint32_t gid = f.group;
     f.group = kNone;
     f.route = nullptr;
-    f.route_pos = nullptr;
     f.hops = 0;
     f.rate = 0.0;
     ++f.version;
@@ -295,12 +293,11 @@ class FlowNetwork::Core {
       }
       if (f.rate > 0.0 && same_rate(f.rate, f.new_rate)) continue;
       advance(f, now);
-      for (const uint32_t lid : flow_state::route_of(f))
-        links_[lid].load += f.new_rate - f.rate;
+      for (const Hop& hop : flow_state::route_of(f))
+        links_[hop.link].load += f.new_rate - f.rate;
       f.rate = f.new_rate;
-      f.finish_ps = projected_finish(f);
       ++f.version;
-      finish_calendar_.push(f.finish_ps, fid, f.version);
+      finish_calendar_.push(projected_finish(f), fid, f.version);
     }
     if (finish_calendar_.entries() > 4 * active_flows_ + 1024) rebuild_finish_calendar();
 
@@ -342,7 +339,9 @@ class FlowNetwork::Core {
     finish_calendar_.clear();
     for (uint32_t fid = 0; fid < flows_.size(); ++fid) {
       const Flow& f = flows_[fid];
-      if (f.group != kNone && f.rate > 0.0) finish_calendar_.push(f.finish_ps, fid, f.version);
+      if (f.group != kNone && f.rate > 0.0) {
+        finish_calendar_.push(projected_finish(f), fid, f.version);
+      }
     }
   }
 

@@ -20,9 +20,9 @@ struct Entry {
   uint32_t hop;
 };
 /// A link of the network: fabric, device memory or a batch's virtual cap. What the repricing
-/// needs only while it runs is in its own array (MaxMinRepricing's LinkScratch), so that this
-/// stays within one cache line.
-struct Link {
+/// needs only while it runs is in arrays of its own (MaxMinRepricing), so that a link is one
+/// cache line.
+struct alignas(64) Link {
   double capacity = 0.0;
   std::vector<Entry> flows;
   double reported_rate = 0.0;
@@ -32,22 +32,25 @@ struct Link {
   // Flows whose bottleneck is this link.
   uint32_t bottlenecked = 0;
 };
-/// One flow: its group, route, bytes left, rate, projected finish and bottleneck.
-struct Flow {
-  uint32_t group = kNone;
-  uint32_t index = 0;  // flow index in its group
-  // Its route, hops links: the group's links[offsets[index], offsets[index + 1]) and their
-  // positions in the links' flow lists (hop_pos), kept here so that the hot loops need not
-  // visit the group. The group's vectors do not change while the flow lives.
-  const uint32_t* route = nullptr;
-  uint32_t* route_pos = nullptr;
-  uint32_t hops = 0;
-  uint32_t version = 0;
+/// One hop of a flow's route: the link and the flow's position in that link's flow list.
+struct Hop {
+  uint32_t link;
+  uint32_t pos;
+};
+/// One flow: its group, route, bytes left, rate and bottleneck; one cache line.
+struct alignas(64) Flow {
+  // Its route: the group's hops[offsets[i], offsets[i + 1]) for the group's flow i, kept here
+  // so that the hot loops need not visit the group (whose vectors do not change while the
+  // flow lives).
+  Hop* route = nullptr;
   double remaining = 0.0;
   double rate = 0.0;
   double new_rate = 0.0;
+  // When `remaining` was last brought up to date; the projected finish follows from these.
   int64_t updated_ps = 0;
-  int64_t finish_ps = 0;
+  uint32_t group = kNone;
+  uint32_t hops = 0;
+  uint32_t version = 0;
   // The link this flow's rate is fair on (saturated, no flow on it faster); kNone until the
   // flow is first priced. Kept true between recomputations: the incremental repricing relies
   // on it to know which untouched flows a change can reach.
@@ -56,20 +59,21 @@ struct Flow {
   // == MaxMinRepricing's recomputation number when that one reprices the flow.
   uint32_t inside = 0;
 };
+static_assert(sizeof(Flow) == 64 && sizeof(Link) == 64);
 /// The flows of one operation (a FlowBatch) and its completion.
 struct Group {
   std::vector<uint32_t> links;
   std::vector<uint32_t> offsets;
   std::vector<double> bytes;
-  std::vector<uint32_t> hop_pos;  // position of (flow, hop) in its link's flow list
+  std::vector<Hop> hops;  // links with each (flow, hop)'s position in its link's flow list
   std::vector<uint32_t> flow_ids;
   std::vector<uint32_t> virtual_links;
   uint32_t unfinished = 0;
   NetworkModel::Completion on_done;
 };
 
-/// The links a flow crosses, in route order.
-inline std::span<const uint32_t> route_of(const Flow& f) {
+/// The hops of a flow's route, in order.
+inline std::span<const Hop> route_of(const Flow& f) {
   return {f.route, f.hops};
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <queue>
 #include <stdexcept>
 
 namespace upsim {
@@ -15,13 +14,6 @@ using flow_state::kNone;
 // that rounding in a partial solve never reads as unfairness.
 constexpr double kFairnessTolerance = 1e-8;
 
-struct SmallerShare {
-  bool operator()(const std::pair<double, uint32_t>& a,
-                  const std::pair<double, uint32_t>& b) const {
-    if (a.first != b.first) return a.first < b.first;
-    return a.second < b.second;
-  }
-};
 struct LargerShare {
   bool operator()(const std::pair<double, uint32_t>& a,
                   const std::pair<double, uint32_t>& b) const {
@@ -52,7 +44,10 @@ void MaxMinRepricing::set_mode(Repricing mode, int max_passes) {
 void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows) {
   ++stats_.recomputations;
   ++repricing_;
-  if (scratch_.size() < links_.size()) scratch_.resize(links_.size());
+  if (solve_scratch_.size() < links_.size()) {
+    solve_scratch_.resize(links_.size());
+    check_scratch_.resize(links_.size());
+  }
   inside_.clear();
   check_links_.clear();
   for (uint32_t lid : seeds)
@@ -83,7 +78,7 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
 }
 
 void MaxMinRepricing::add_check_link(uint32_t lid) {
-  LinkScratch& link = scratch_[lid];
+  CheckScratch& link = check_scratch_[lid];
   if (link.checked == repricing_) return;
   link.checked = repricing_;
   check_links_.push_back(lid);
@@ -94,8 +89,8 @@ void MaxMinRepricing::add_inside(uint32_t fid) {
   if (f.inside == repricing_) return;
   f.inside = repricing_;
   inside_.push_back(fid);
-  for (const uint32_t lid : flow_state::route_of(f))
-    add_check_link(lid);
+  for (const Hop& hop : flow_state::route_of(f))
+    add_check_link(hop.link);
 }
 
 /// Every flow connected to the checked links through shared links joins the repriced set.
@@ -118,13 +113,13 @@ void MaxMinRepricing::solve_inside() {
   for (uint32_t fid : inside_) {
     Flow& f = flows_[fid];
     f.new_rate = -1.0;
-    for (const uint32_t lid : flow_state::route_of(f)) {
-      LinkScratch& link = scratch_[lid];
+    for (const Hop& hop : flow_state::route_of(f)) {
+      SolveScratch& link = solve_scratch_[hop.link];
       if (link.touched != solve_) {
         link.touched = solve_;
         link.repriced_old = 0.0;
         link.unfrozen = 0;
-        touched_.push_back(lid);
+        touched_.push_back(hop.link);
       }
       link.repriced_old += f.rate;
       ++link.unfrozen;
@@ -134,48 +129,42 @@ void MaxMinRepricing::solve_inside() {
   // does not walk the held ones.
   uint32_t members = 0;
   for (uint32_t lid : touched_) {
-    LinkScratch& link = scratch_[lid];
+    SolveScratch& link = solve_scratch_[lid];
     link.members_begin = members;
     link.members_end = members;
     members += link.unfrozen;
   }
   members_.resize(members);
   for (uint32_t fid : inside_) {
-    for (const uint32_t lid : flow_state::route_of(flows_[fid]))
-      members_[scratch_[lid].members_end++] = fid;
+    for (const Hop& hop : flow_state::route_of(flows_[fid]))
+      members_[solve_scratch_[hop.link].members_end++] = fid;
   }
-  // Links in ascending (share, link) order: the initial shares sorted once, and the lazily
-  // updated ones in a heap beside them; the next link is the smaller of the two heads.
+  // Links in ascending (share, link) order, from one heap of the initial shares and the
+  // lazily updated ones; done once every repriced flow is frozen (the links left would all
+  // have none unfrozen).
   share_order_.clear();
   for (uint32_t lid : touched_) {
     const Link& link = links_[lid];
-    LinkScratch& scratch = scratch_[lid];
+    SolveScratch& scratch = solve_scratch_[lid];
     // What the held flows leave; all of the capacity when every flow is repriced.
     scratch.residual = scratch.unfrozen == link.flows.size()
                            ? link.capacity
                            : link.capacity - (link.load - scratch.repriced_old);
     share_order_.emplace_back(scratch.residual / scratch.unfrozen, lid);
   }
-  std::sort(share_order_.begin(), share_order_.end(), SmallerShare{});
-  std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>,
-                      LargerShare>
-      updated;
-  size_t next = 0;
-  while (next < share_order_.size() || !updated.empty()) {
-    std::pair<double, uint32_t> top;
-    if (updated.empty() ||
-        (next < share_order_.size() && SmallerShare{}(share_order_[next], updated.top()))) {
-      top = share_order_[next++];
-    } else {
-      top = updated.top();
-      updated.pop();
-    }
+  std::make_heap(share_order_.begin(), share_order_.end(), LargerShare{});
+  size_t unfrozen_flows = inside_.size();
+  while (unfrozen_flows > 0 && !share_order_.empty()) {
+    std::pop_heap(share_order_.begin(), share_order_.end(), LargerShare{});
+    const std::pair<double, uint32_t> top = share_order_.back();
+    share_order_.pop_back();
     const auto [share, lid] = top;
-    LinkScratch& link = scratch_[lid];
+    SolveScratch& link = solve_scratch_[lid];
     if (link.unfrozen == 0) continue;
     double current = std::max(link.residual, 0.0) / link.unfrozen;
     if (current > share * (1.0 + 1e-9)) {
-      updated.emplace(current, lid);
+      share_order_.emplace_back(current, lid);
+      std::push_heap(share_order_.begin(), share_order_.end(), LargerShare{});
       continue;
     }
     // Rounding can leave a saturated link's residual at or below zero; its flows still get
@@ -190,8 +179,9 @@ void MaxMinRepricing::solve_inside() {
       if (f.new_rate >= 0.0) continue;
       f.new_rate = current;
       f.new_bottleneck = lid;
-      for (const uint32_t m : flow_state::route_of(f)) {
-        LinkScratch& crossed = scratch_[m];
+      --unfrozen_flows;
+      for (const Hop& hop : flow_state::route_of(f)) {
+        SolveScratch& crossed = solve_scratch_[hop.link];
         crossed.residual -= current;
         --crossed.unfrozen;
       }
@@ -206,18 +196,18 @@ void MaxMinRepricing::solve_inside() {
 bool MaxMinRepricing::add_unfair_flows() {
   const size_t before = inside_.size();
   for (uint32_t lid : check_links_) {
-    LinkScratch& link = scratch_[lid];
-    link.repriced_old = 0.0;
+    solve_scratch_[lid].repriced_old = 0.0;
+    CheckScratch& link = check_scratch_[lid];
     link.repriced_new = 0.0;
     link.repriced_bottlenecked = 0;
   }
   for (uint32_t fid : inside_) {
     const Flow& f = flows_[fid];
-    for (const uint32_t lid : flow_state::route_of(f)) {
-      LinkScratch& link = scratch_[lid];
-      link.repriced_old += f.rate;
+    for (const Hop& hop : flow_state::route_of(f)) {
+      solve_scratch_[hop.link].repriced_old += f.rate;
+      CheckScratch& link = check_scratch_[hop.link];
       link.repriced_new += f.new_rate;
-      if (f.bottleneck == lid) ++link.repriced_bottlenecked;
+      if (f.bottleneck == hop.link) ++link.repriced_bottlenecked;
     }
   }
   // check_links_ grows as flows are added; the links added here are checked next pass.
@@ -225,8 +215,8 @@ bool MaxMinRepricing::add_unfair_flows() {
   for (size_t i = 0; i < count; ++i) {
     const uint32_t lid = check_links_[i];
     const Link& link = links_[lid];
-    const LinkScratch& scratch = scratch_[lid];
-    const double load = link.load - scratch.repriced_old + scratch.repriced_new;
+    const CheckScratch& scratch = check_scratch_[lid];
+    const double load = link.load - solve_scratch_[lid].repriced_old + scratch.repriced_new;
     const double slack = kFairnessTolerance * link.capacity;
     const bool overfull = load > link.capacity + slack;
     const bool saturated = load >= link.capacity - slack;

@@ -35,22 +35,26 @@ class MaxMinRepricing {
   using Entry = flow_state::Entry;
   using Link = flow_state::Link;
   using Flow = flow_state::Flow;
+  using Hop = flow_state::Hop;
 
-  /// A link's scratch of one recomputation, beside the link (flow_state::Link).
-  struct LinkScratch {
-    // The repriced flows' rates on the link before and after, and in a solve what the held
-    // flows leave and how many repriced flows are not frozen yet.
+  /// A link's scratch of one solve (progressive filling), beside the link (flow_state::Link).
+  struct alignas(32) SolveScratch {
+    // The repriced flows' rates on the link before the recomputation (also the fairness
+    // check's), what the held flows leave and how many repriced flows are not frozen yet.
     double repriced_old = 0.0;
-    double repriced_new = 0.0;
     double residual = 0.0;
     uint32_t unfrozen = 0;
-    // Repriced flows whose bottleneck (before this recomputation) is this link.
-    uint32_t repriced_bottlenecked = 0;
+    // == solve_ when a repriced flow crosses the link in that solve.
+    uint32_t touched = 0;
     // The repriced flows crossing the link: members_[begin, end).
     uint32_t members_begin = 0;
     uint32_t members_end = 0;
-    // == solve_ when a repriced flow crosses the link in that solve.
-    uint32_t touched = 0;
+  };
+  /// A link's scratch of one fairness check.
+  struct alignas(16) CheckScratch {
+    double repriced_new = 0.0;  // the repriced flows' new rates on the link
+    // Repriced flows whose bottleneck (before this recomputation) is this link.
+    uint32_t repriced_bottlenecked = 0;
     // == repricing_ when the link is in that one's check list.
     uint32_t checked = 0;
   };
@@ -66,7 +70,9 @@ class MaxMinRepricing {
   FlowNetworkStats& stats_;
   // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
   // flow or changed), the links of the current solve; repricing_ and solve_ number them.
-  std::vector<LinkScratch> scratch_;  // by link id; grown with the links
+  // By link id; grown with the links.
+  std::vector<SolveScratch> solve_scratch_;
+  std::vector<CheckScratch> check_scratch_;
   std::vector<uint32_t> inside_;
   std::vector<uint32_t> check_links_;
   std::vector<uint32_t> touched_;

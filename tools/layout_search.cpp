@@ -179,6 +179,10 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
       v.data = l.data;
       v.micro_batch = l.micro_batch;
       v.memory_savers = l.memory_savers;
+      // FSDP replaces the distributed optimizer a memory saver may have brought.
+      if (d.name == "fsdp" && v.memory_savers.starts_with("zero 1")) {
+        v.memory_savers = v.memory_savers == "zero 1" ? std::string() : v.memory_savers.substr(9);
+      }
       v.framework_options = t.name.empty()   ? d.name
                             : d.name.empty() ? t.name
                                              : t.name + " + " + d.name;

@@ -225,6 +225,7 @@ bool MaxMinRepricing::add_unfair_flows() {
     double fastest_held = 0.0;
     double fastest_repriced = 0.0;
     double slowest_repriced_here = std::numeric_limits<double>::infinity();
+    double slowest_held_here = std::numeric_limits<double>::infinity();
     for (const Entry& e : link.flows) {
       const Flow& f = flows_[e.flow];
       if (f.inside == repricing_) {
@@ -234,12 +235,19 @@ bool MaxMinRepricing::add_unfair_flows() {
         }
       } else {
         fastest_held = std::max(fastest_held, f.rate);
+        if (f.bottleneck == lid) slowest_held_here = std::min(slowest_held_here, f.rate);
       }
     }
     if (fastest_held == 0.0) continue;  // every flow on the link is repriced
     // A repriced flow frozen here must be the fastest here; an overfull link must shed.
     const bool held_too_fast =
         overfull || fastest_held > slowest_repriced_here * (1.0 + kFairnessTolerance);
+    // Whether some held flow lost this bottleneck (the test below, for its slowest such flow):
+    // if not, and no held flow is too fast, the link adds none.
+    const bool some_lost_bottleneck =
+        slowest_held_here != std::numeric_limits<double>::infinity() &&
+        (!saturated || fastest_repriced > slowest_held_here * (1.0 + kFairnessTolerance));
+    if (!held_too_fast && !some_lost_bottleneck) continue;
     for (size_t k = 0; k < link.flows.size(); ++k) {
       const uint32_t fid = link.flows[k].flow;
       const Flow& f = flows_[fid];

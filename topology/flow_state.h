@@ -59,7 +59,7 @@ struct alignas(64) Flow {
   // == MaxMinRepricing's recomputation number when that one reprices the flow.
   uint32_t inside = 0;
 };
-static_assert(sizeof(Flow) == 64 && sizeof(Link) == 64);
+static_assert(sizeof(Flow) == 64);
 /// The flows of one operation (a FlowBatch) and its completion.
 struct Group {
   std::vector<uint32_t> links;

@@ -20,8 +20,8 @@ _upsim() {
         --no-trace --force --quiet --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
         $(compgen -d -- "${cur}")) ;;
     plan) COMPREPLY=($(compgen -W "--set --gpus --top --jobs --max-simulations --out --force \
-        --resume --no-memory-savers --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
-        $(compgen -d -- "${cur}")) ;;
+        --resume --no-memory-savers --refine --batch --help" -- "${cur}") \
+        $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     shard) COMPREPLY=($(compgen -W "--set --out --force --jobs --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     sweep) COMPREPLY=($(compgen -W "--out --jobs --force --plot --point-outputs --help" -- "${cur}") \

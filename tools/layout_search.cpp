@@ -82,9 +82,10 @@ std::vector<MemorySaver> memory_saver_ladder(const TransformerConfig& base) {
   return ladder;
 }
 
-std::vector<std::string> overrides_of(const PlannedLayout& l) {
+/// `sequence`: whether the layout runs sequence parallel (only meaningful with tensor > 1).
+std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence) {
   return {fmt::format("workload.parallelism.tensor={}", l.tensor),
-          fmt::format("workload.parallelism.sequence={}", l.tensor > 1),
+          fmt::format("workload.parallelism.sequence={}", l.tensor > 1 && sequence),
           fmt::format("workload.parallelism.pipeline={}", l.pipeline),
           fmt::format("workload.parallelism.virtual_stages={}", l.virtual_stages),
           fmt::format("workload.parallelism.context={}", l.context),
@@ -306,6 +307,12 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
           model));
     }
   }
+  {
+    // Whether the scenario states it, before the run defaults every key.
+    const ConfigNode workload = base_doc.root().child("workload");
+    plan.sequence_parallel_stated =
+        workload.has("parallelism") && workload.child("parallelism").has("sequence");
+  }
   PlannedLayout own;
   own.own = true;
   SteadyRun base = run_to_steady_state(base_doc, {});
@@ -326,7 +333,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   own.data = bp.data;
   own.micro_batch = base_config.micro_batch;
   own.label = label_of(own);
-  own.overrides = overrides_of(own);
+  own.overrides = overrides_of(own, bp.sequence);
   own.memory_bytes = base.scenario.memory ? base.scenario.memory->allocated_bytes() : 0;
   own.lower_bound = Duration::zero();
   record_run(base, own);
@@ -334,6 +341,12 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   double best_s = own.iteration_time.seconds();
   plan.simulated = 1;
   plan.layouts.push_back(own);
+
+  // Sequence parallel with tensor parallel: as the scenario states it, else on (Megatron-Core
+  // recommends it with every TP > 1; a framework without it, e.g. 2021 Megatron-LM, states
+  // sequence: false).
+  plan.sequence_parallel = plan.sequence_parallel_stated ? bp.sequence : true;
+  const bool sequence_parallel = plan.sequence_parallel;
 
   // The candidates.
   const double peak = device.peak(base_config.dtype).flops_per_second();
@@ -369,7 +382,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
               l.micro_batch = mb;
               l.label = label_of(l);
               if (l.label == own.label) continue;
-              l.overrides = overrides_of(l);
+              l.overrides = overrides_of(l, sequence_parallel);
               candidates.push_back(std::move(l));
             }
           }

@@ -5,8 +5,9 @@
 // Contract:
 //  - The space (Megatron-Core's layout knobs): tensor parallel t in {1, 2, 4, 8} within one node
 //    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
-//    and the key/value heads, with sequence parallel whenever t > 1; pipeline stages p dividing
-//    the layers; context parallel c in {1, the scenario's} and those of {2, 4, 8, 16} that
+//    and the key/value heads, with sequence parallel whenever t > 1 (unless the scenario states
+//    parallelism.sequence: then as it says; LayoutPlan::sequence_parallel); pipeline stages p
+//    dividing the layers; context parallel c in {1, the scenario's} and those of {2, 4, 8, 16} that
 //    leave each rank at least 4096 tokens (so from 8K tokens on) where 2c divides the sequence
 //    (NeMo's Llama 3 recipes: 4K to 16K tokens per rank); data parallel d = GPUs / (t x p x c),
 //    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
@@ -139,6 +140,10 @@ struct LayoutPlan {
   std::string gpu;
   int64_t gpu_memory_bytes = 0;
   int64_t node_gpus = 0;  ///< the tensor-parallel limit
+  /// Whether layouts with tensor parallel run sequence parallel, and whether the scenario
+  /// stated it (parallelism.sequence) or the search chose it.
+  bool sequence_parallel = true;
+  bool sequence_parallel_stated = false;
   /// Every layout considered: simulated ones first by time, then pruned, refused, invalid.
   std::vector<PlannedLayout> layouts;
   size_t simulated = 0;

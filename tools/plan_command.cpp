@@ -70,8 +70,12 @@ bool is_dlrm_scenario(const PlanOptions& options) {
 
 std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
   std::string out = fmt::format(
-      "plan: {} — layouts on {} x {} ({} of memory; tensor parallel within {} GPUs of a node)\n",
-      plan.scenario_name, plan.gpus, plan.gpu, format_bytes(plan.gpu_memory_bytes), plan.node_gpus);
+      "plan: {} — layouts on {} x {} ({} of memory; tensor parallel within {} GPUs of a node, {} "
+      "sequence parallel{})\n",
+      plan.scenario_name, plan.gpus, plan.gpu, format_bytes(plan.gpu_memory_bytes), plan.node_gpus,
+      plan.sequence_parallel ? "with" : "without",
+      plan.sequence_parallel_stated ? " as the scenario states"
+                                    : "; set workload.parallelism.sequence to choose");
   out +=
       "iter: predicted iteration time; change: vs the scenario's layout; exposed tp / pp / dp: "
       "the slowest rank's exposed\ncommunication per dimension, ms per iteration; mem: the "

@@ -1892,6 +1892,23 @@ TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
   ASSERT_EQ(again.exit_code, 0) << again.output;
   EXPECT_NEAR(std::stod(again.out), std::stod(rows[1][11]), 0.005);
 
+  // Sequence parallel comes with TP unless the scenario states it: then as it says, in every
+  // layout.
+  EXPECT_NE(r.out.find("with sequence parallel; set workload.parallelism.sequence to choose"),
+            std::string::npos)
+      << r.out;
+  const Result no_sp =
+      run("plan " + gpt2 + " --set workload.parallelism.sequence=false --out s -j 2 --top 100");
+  ASSERT_EQ(no_sp.exit_code, 0) << no_sp.output;
+  EXPECT_NE(no_sp.out.find("without sequence parallel as the scenario states"), std::string::npos)
+      << no_sp.out;
+  size_t tensor_parallel_records = 0;
+  for (const auto& entry : fs::directory_iterator(dir_ / "s" / "layouts")) {
+    const std::string record = read_file(entry.path());
+    EXPECT_EQ(record.find("sequence: true"), std::string::npos) << entry.path();
+    tensor_parallel_records += record.find("tensor: 2") != std::string::npos;
+  }
+  EXPECT_GT(tensor_parallel_records, 0U);
   const Result none = run("plan " + gpt2 + " --out q -j 2 --top 100 --refine 0");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   const auto plain_rows = csv_rows(read_file(dir_ / "q" / "plan.csv"));

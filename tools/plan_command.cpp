@@ -207,7 +207,8 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       ("force", po::bool_switch(&force), "overwrite the output folder's files")  //
       ("no-memory-savers", po::bool_switch(&no_memory_savers),
        "keep the scenario's ZeRO and recompute settings on every layout: a layout that does not "
-       "fit is refused, as under a framework without the distributed optimizer")  //
+       "fit is refused, as under a framework without the distributed optimizer; --refine then "
+       "tries no data-parallel sharding either")  //
       ("resume", po::bool_switch(&options.resume),
        "go on with an earlier plan in the output folder: layouts it simulated from the same "
        "inputs (upsim version, scenario content) are taken from their records in layouts/, the "

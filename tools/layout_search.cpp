@@ -137,6 +137,118 @@ int64_t node_gpus(ConfigDocument& doc, uint32_t gpus) {
   return static_cast<int64_t>(std::count(node.begin(), node.end(), node.front()));
 }
 
+/// Every layout of the space (see the contract) but the scenario's own (`own_label`), with the
+/// keys that make the scenario it.
+std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, uint32_t gpus,
+                                        int64_t node_gpus, const std::string& own_label,
+                                        bool sequence_parallel) {
+  // Micro-batch sizes: powers of two up to twice the scenario's (at least 4).
+  std::vector<int64_t> micro_batch_sizes;
+  for (int64_t mb = 1; mb <= std::max<int64_t>(4, 2 * base_config.micro_batch); mb *= 2)
+    micro_batch_sizes.push_back(mb);
+  const std::vector<int64_t> contexts = context_degrees(base_config);
+  std::vector<PlannedLayout> candidates;
+  for (const int64_t t : {1, 2, 4, 8}) {
+    if (t > node_gpus || gpus % t != 0) continue;
+    for (const int64_t c : contexts) {
+      for (int64_t p = 1; p <= base_config.layers && t * p * c <= gpus; ++p) {
+        if (base_config.layers % p != 0 || gpus % (t * p * c) != 0) continue;
+        const int64_t d = gpus / (t * p * c);
+        std::vector<int64_t> virtuals = {1};
+        for (int64_t v = 2; p > 1 && v <= 10; ++v) {
+          if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
+        }
+        for (const int64_t e : expert_degrees(base_config, d * c)) {
+          for (const int64_t mb : micro_batch_sizes) {
+            if (base_config.global_batch % (mb * d) != 0) continue;
+            const int64_t micro_batches = base_config.global_batch / (mb * d);
+            for (const int64_t v : virtuals) {
+              if (v > 1 && micro_batches % p != 0) continue;
+              PlannedLayout l;
+              l.tensor = t;
+              l.pipeline = p;
+              l.virtual_stages = v;
+              l.context = c;
+              l.expert = e;
+              l.data = d;
+              l.micro_batch = mb;
+              l.label = label_of(l);
+              if (l.label == own_label) continue;
+              l.overrides = overrides_of(l, sequence_parallel);
+              candidates.push_back(std::move(l));
+            }
+          }
+        }
+      }
+    }
+  }
+  return candidates;
+}
+
+/// Checks layout `l` before any simulation: its validity, its memory with the first saver of
+/// `ladder` that makes it fit (its keys and label then include that saver), and its lower bound
+/// at `peak` FLOP/s. False, with the outcome and reason set, for a layout not to simulate.
+bool fit_layout(const PlanOptions& options, const std::vector<MemorySaver>& ladder, double peak,
+                const LayoutPlan& plan, PlannedLayout& l) {
+  const std::vector<std::string> layout_keys = l.overrides;
+  int64_t unsaved_bytes = 0;
+  Duration unsaved_bound;
+  try {
+    for (const MemorySaver& saver : ladder) {
+      std::vector<std::string> keys = layout_keys;
+      keys.insert(keys.end(), saver.overrides.begin(), saver.overrides.end());
+      std::optional<TransformerConfig> parsed;
+      try {
+        ConfigDocument doc = load_with(options, keys);
+        parsed = parse_transformer_config(doc.root().child("workload"), plan.gpus);
+      } catch (const ConfigError&) {
+        if (saver.name.empty()) throw;  // the layout itself is invalid
+        break;  // a saver the scenario cannot take (e.g. recompute with its attention)
+      }
+      const TransformerConfig& c = *parsed;
+      l.memory_bytes = transformer_peak_memory(c).allocated_bytes();
+
+      const double flops_per_gpu = transformer_model_flops(c) / static_cast<double>(plan.gpus);
+      const double bubble = 1.0 + static_cast<double>(l.pipeline - 1) /
+                                      static_cast<double>(l.virtual_stages * c.micro_batches());
+      const double recompute = saver.full_recompute ? 4.0 / 3.0 : 1.0;
+      l.lower_bound = peak > 0.0
+                          ? Duration::from_seconds_f(flops_per_gpu / peak * bubble * recompute)
+                          : Duration::zero();
+      if (saver.name.empty()) {
+        unsaved_bytes = l.memory_bytes;
+        unsaved_bound = l.lower_bound;
+      }
+      l.memory_savers = saver.name;
+      l.overrides = std::move(keys);
+      if (l.memory_bytes <= plan.gpu_memory_bytes) break;
+    }
+    if (l.memory_bytes > plan.gpu_memory_bytes) {
+      // Refused as the layout it is: the reason names what the savers could not save.
+      const int64_t saved_bytes = l.memory_bytes;
+      const std::string savers = l.memory_savers;
+      l.memory_savers.clear();
+      l.overrides = layout_keys;
+      l.memory_bytes = unsaved_bytes;
+      l.lower_bound = unsaved_bound;
+      l.outcome = PlannedLayout::Outcome::kNoMemory;
+      l.reason = !savers.empty()
+                     ? fmt::format("needs {} per GPU ({} with {}), the GPU has {}",
+                                   format_bytes(unsaved_bytes), format_bytes(saved_bytes), savers,
+                                   format_bytes(plan.gpu_memory_bytes))
+                     : fmt::format("needs {} per GPU, the GPU has {}", format_bytes(unsaved_bytes),
+                                   format_bytes(plan.gpu_memory_bytes));
+      return false;
+    }
+    l.label = label_of(l);
+  } catch (const ConfigError& e) {
+    l.outcome = PlannedLayout::Outcome::kInvalid;
+    l.reason = e.message();
+    return false;
+  }
+  return true;
+}
+
 /// The variants of simulated layout `l` with the framework options (see the contract), each
 /// checked for validity and memory: kNotReached when it is to be simulated.
 std::vector<PlannedLayout> option_variants(const PlanOptions& options, const PlannedLayout& l,
@@ -243,6 +355,97 @@ bool before(const PlannedLayout& a, const PlannedLayout& b) {
   return a.label < b.label;
 }
 
+/// Simulates the plan's batches of layouts (or takes them from their records, with
+/// PlanOptions::resume), keeps each simulated layout's record, reports progress and lowers the
+/// best time simulated.
+class BatchSimulator {
+ public:
+  BatchSimulator(const PlanOptions& options, LayoutPlan& plan, double& best_s,
+                 std::chrono::steady_clock::time_point start)
+      : options_(options),
+        plan_(plan),
+        best_s_(best_s),
+        start_(start),
+        records_(!options.records_dir.empty()) {}
+
+  /// `left`: at most how many more layouts may follow (for the progress line).
+  void simulate(const std::vector<PlannedLayout*>& batch, size_t left) {
+    // Records first (one thread: PointSources), then the rest simulated in parallel.
+    std::vector<PointSource> batch_sources;
+    std::vector<size_t> to_run;
+    for (size_t k = 0; k < batch.size(); ++k) {
+      PlannedLayout& l = *batch[k];
+      batch_sources.push_back(records_ ? source_of(l.overrides) : PointSource{});
+      if (records_ && options_.resume) {
+        std::string why;
+        const fs::path path = layout_record_path(options_.records_dir, batch_sources.back());
+        if (std::optional<PlannedLayout> kept =
+                read_layout_record(path, batch_sources.back(), l, why)) {
+          l = std::move(*kept);
+          ++plan_.resumed;
+          continue;
+        }
+        if (fs::exists(path)) ++plan_.stale_records;
+      }
+      to_run.push_back(k);
+    }
+    std::vector<std::string> jobs;
+    for (const size_t k : to_run)
+      jobs.push_back(layout_job(batch[k]->overrides));
+    const auto done = [&](size_t r, const std::string& result) {
+      PlannedLayout& l = *batch[to_run[r]];
+      std::string why;
+      std::optional<PlannedLayout> simulated = parse_layout_result(result, l, why);
+      if (!simulated) {
+        throw std::runtime_error(fmt::format("layout {}: a malformed result ({})", l.label, why));
+      }
+      l = std::move(*simulated);
+    };
+    if (options_.run_jobs) {
+      options_.run_jobs(jobs, done);
+    } else {
+      std::vector<std::string> results(jobs.size());
+      parallel_for(jobs.size(), static_cast<size_t>(options_.jobs),
+                   [&](size_t r) { results[r] = simulate_layout_job(options_, jobs[r]); });
+      for (size_t r = 0; r < jobs.size(); ++r)
+        done(r, results[r]);
+    }
+    for (const size_t k : to_run) {
+      const PlannedLayout& l = *batch[k];
+      if (!records_ || l.outcome != PlannedLayout::Outcome::kSimulated) continue;
+      write_file_atomically(layout_record_path(options_.records_dir, batch_sources[k]),
+                            format_layout_record(l, batch_sources[k]));
+    }
+    plan_.simulated += batch.size();
+    if (options_.progress) {
+      options_.progress(
+          plan_.simulated, left,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    }
+    for (const PlannedLayout* l : batch) {
+      if (l->outcome == PlannedLayout::Outcome::kSimulated) {
+        best_s_ = std::min(best_s_, l->iteration_time.seconds());
+      }
+    }
+  }
+
+ private:
+  /// A layout's inputs (for its record): the command's overrides as load_with applies them.
+  PointSource source_of(const std::vector<std::string>& extra) {
+    std::vector<std::string> all = options_.overrides;
+    if (options_.gpus > 0) all.push_back(fmt::format("platform.gpus={}", options_.gpus));
+    all.insert(all.end(), extra.begin(), extra.end());
+    return sources_.of(options_.scenario, all);
+  }
+
+  const PlanOptions& options_;
+  LayoutPlan& plan_;
+  double& best_s_;
+  const std::chrono::steady_clock::time_point start_;
+  const bool records_;
+  PointSources sources_;
+};
+
 }  // namespace
 
 std::string layout_job(const std::vector<std::string>& overrides) {
@@ -306,10 +509,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
           "(workload.model: transformer; for DLRM table placement: upsim shard)",
           model));
     }
-  }
-  {
-    // Whether the scenario states it, before the run defaults every key.
-    const ConfigNode workload = base_doc.root().child("workload");
+    // Whether the scenario states sequence parallel, before the run defaults every key.
     plan.sequence_parallel_stated =
         workload.has("parallelism") && workload.child("parallelism").has("sequence");
   }
@@ -346,114 +546,16 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   // recommends it with every TP > 1; a framework without it, e.g. 2021 Megatron-LM, states
   // sequence: false).
   plan.sequence_parallel = plan.sequence_parallel_stated ? bp.sequence : true;
-  const bool sequence_parallel = plan.sequence_parallel;
 
-  // The candidates.
   const double peak = device.peak(base_config.dtype).flops_per_second();
-  // Micro-batch sizes: powers of two up to twice the scenario's (at least 4).
-  std::vector<int64_t> micro_batch_sizes;
-  for (int64_t mb = 1; mb <= std::max<int64_t>(4, 2 * base_config.micro_batch); mb *= 2)
-    micro_batch_sizes.push_back(mb);
-  const std::vector<int64_t> contexts = context_degrees(base_config);
-  std::vector<PlannedLayout> candidates;
-  for (const int64_t t : {1, 2, 4, 8}) {
-    if (t > plan.node_gpus || plan.gpus % t != 0) continue;
-    for (const int64_t c : contexts) {
-      for (int64_t p = 1; p <= base_config.layers && t * p * c <= plan.gpus; ++p) {
-        if (base_config.layers % p != 0 || plan.gpus % (t * p * c) != 0) continue;
-        const int64_t d = plan.gpus / (t * p * c);
-        std::vector<int64_t> virtuals = {1};
-        for (int64_t v = 2; p > 1 && v <= 10; ++v) {
-          if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
-        }
-        for (const int64_t e : expert_degrees(base_config, d * c)) {
-          for (const int64_t mb : micro_batch_sizes) {
-            if (base_config.global_batch % (mb * d) != 0) continue;
-            const int64_t micro_batches = base_config.global_batch / (mb * d);
-            for (const int64_t v : virtuals) {
-              if (v > 1 && micro_batches % p != 0) continue;
-              PlannedLayout l;
-              l.tensor = t;
-              l.pipeline = p;
-              l.virtual_stages = v;
-              l.context = c;
-              l.expert = e;
-              l.data = d;
-              l.micro_batch = mb;
-              l.label = label_of(l);
-              if (l.label == own.label) continue;
-              l.overrides = overrides_of(l, sequence_parallel);
-              candidates.push_back(std::move(l));
-            }
-          }
-        }
-      }
-    }
-  }
+  std::vector<PlannedLayout> candidates =
+      layout_space(base_config, plan.gpus, plan.node_gpus, own.label, plan.sequence_parallel);
   // Validity, memory (with the savers the layout needs) and the bound, before any simulation.
   const std::vector<MemorySaver> ladder =
       options.memory_savers ? memory_saver_ladder(base_config) : std::vector<MemorySaver>{{}};
   std::vector<size_t> order;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    PlannedLayout& l = candidates[i];
-    const std::vector<std::string> layout_keys = l.overrides;
-    int64_t unsaved_bytes = 0;
-    Duration unsaved_bound;
-    try {
-      for (const MemorySaver& saver : ladder) {
-        std::vector<std::string> keys = layout_keys;
-        keys.insert(keys.end(), saver.overrides.begin(), saver.overrides.end());
-        std::optional<TransformerConfig> parsed;
-        try {
-          ConfigDocument doc = load_with(options, keys);
-          parsed = parse_transformer_config(doc.root().child("workload"), plan.gpus);
-        } catch (const ConfigError&) {
-          if (saver.name.empty()) throw;  // the layout itself is invalid
-          break;  // a saver the scenario cannot take (e.g. recompute with its attention)
-        }
-        const TransformerConfig& c = *parsed;
-        l.memory_bytes = transformer_peak_memory(c).allocated_bytes();
-
-        const double flops_per_gpu = transformer_model_flops(c) / static_cast<double>(plan.gpus);
-        const double bubble = 1.0 + static_cast<double>(l.pipeline - 1) /
-                                        static_cast<double>(l.virtual_stages * c.micro_batches());
-        const double recompute = saver.full_recompute ? 4.0 / 3.0 : 1.0;
-        l.lower_bound = peak > 0.0
-                            ? Duration::from_seconds_f(flops_per_gpu / peak * bubble * recompute)
-                            : Duration::zero();
-        if (saver.name.empty()) {
-          unsaved_bytes = l.memory_bytes;
-          unsaved_bound = l.lower_bound;
-        }
-        l.memory_savers = saver.name;
-        l.overrides = std::move(keys);
-        if (l.memory_bytes <= plan.gpu_memory_bytes) break;
-      }
-      if (l.memory_bytes > plan.gpu_memory_bytes) {
-        // Refused as the layout it is: the reason names what the savers could not save.
-        const int64_t saved_bytes = l.memory_bytes;
-        const std::string savers = l.memory_savers;
-        l.memory_savers.clear();
-        l.overrides = layout_keys;
-        l.memory_bytes = unsaved_bytes;
-        l.lower_bound = unsaved_bound;
-        l.outcome = PlannedLayout::Outcome::kNoMemory;
-        l.reason =
-            !savers.empty()
-                ? fmt::format("needs {} per GPU ({} with {}), the GPU has {}",
-                              format_bytes(unsaved_bytes), format_bytes(saved_bytes), savers,
-                              format_bytes(plan.gpu_memory_bytes))
-                : fmt::format("needs {} per GPU, the GPU has {}", format_bytes(unsaved_bytes),
-                              format_bytes(plan.gpu_memory_bytes));
-        continue;
-      }
-      l.label = label_of(l);
-    } catch (const ConfigError& e) {
-      l.outcome = PlannedLayout::Outcome::kInvalid;
-      l.reason = e.message();
-      continue;
-    }
-    order.push_back(i);
+    if (fit_layout(options, ladder, peak, plan, candidates[i])) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (candidates[a].lower_bound != candidates[b].lower_bound) {
@@ -462,75 +564,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     return candidates[a].label < candidates[b].label;
   });
 
-  // Each layout's inputs (for its record): the command's overrides as load_with applies them.
-  const bool records = !options.records_dir.empty();
-  PointSources sources;
-  const auto source_of = [&](const std::vector<std::string>& extra) {
-    std::vector<std::string> all = options.overrides;
-    if (options.gpus > 0) all.push_back(fmt::format("platform.gpus={}", options.gpus));
-    all.insert(all.end(), extra.begin(), extra.end());
-    return sources.of(options.scenario, all);
-  };
-  // Simulates a batch (or takes its layouts from their records), then reports progress.
-  const auto simulate_batch = [&](const std::vector<PlannedLayout*>& batch, size_t left) {
-    // Records first (one thread: PointSources), then the rest simulated in parallel.
-    std::vector<PointSource> batch_sources;
-    std::vector<size_t> to_run;
-    for (size_t k = 0; k < batch.size(); ++k) {
-      PlannedLayout& l = *batch[k];
-      batch_sources.push_back(records ? source_of(l.overrides) : PointSource{});
-      if (records && options.resume) {
-        std::string why;
-        const fs::path path = layout_record_path(options.records_dir, batch_sources.back());
-        if (std::optional<PlannedLayout> kept =
-                read_layout_record(path, batch_sources.back(), l, why)) {
-          l = std::move(*kept);
-          ++plan.resumed;
-          continue;
-        }
-        if (fs::exists(path)) ++plan.stale_records;
-      }
-      to_run.push_back(k);
-    }
-    std::vector<std::string> jobs;
-    for (const size_t k : to_run)
-      jobs.push_back(layout_job(batch[k]->overrides));
-    const auto done = [&](size_t r, const std::string& result) {
-      PlannedLayout& l = *batch[to_run[r]];
-      std::string why;
-      std::optional<PlannedLayout> simulated = parse_layout_result(result, l, why);
-      if (!simulated) {
-        throw std::runtime_error(fmt::format("layout {}: a malformed result ({})", l.label, why));
-      }
-      l = std::move(*simulated);
-    };
-    if (options.run_jobs) {
-      options.run_jobs(jobs, done);
-    } else {
-      std::vector<std::string> results(jobs.size());
-      parallel_for(jobs.size(), static_cast<size_t>(options.jobs),
-                   [&](size_t r) { results[r] = simulate_layout_job(options, jobs[r]); });
-      for (size_t r = 0; r < jobs.size(); ++r)
-        done(r, results[r]);
-    }
-    for (const size_t k : to_run) {
-      const PlannedLayout& l = *batch[k];
-      if (!records || l.outcome != PlannedLayout::Outcome::kSimulated) continue;
-      write_file_atomically(layout_record_path(options.records_dir, batch_sources[k]),
-                            format_layout_record(l, batch_sources[k]));
-    }
-    plan.simulated += batch.size();
-    if (options.progress) {
-      options.progress(
-          plan.simulated, left,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    for (const PlannedLayout* l : batch) {
-      if (l->outcome == PlannedLayout::Outcome::kSimulated) {
-        best_s = std::min(best_s, l->iteration_time.seconds());
-      }
-    }
-  };
+  BatchSimulator simulator(options, plan, best_s, start);
 
   // Best bound first, in fixed batches; prune what cannot beat the best so far.
   size_t next = 0;
@@ -552,7 +586,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     }
     const size_t cap = static_cast<size_t>(options.max_simulations);
     const size_t simulated_after = plan.simulated + batch.size();
-    simulate_batch(
+    simulator.simulate(
         batch, std::min(order.size() - next, cap > simulated_after ? cap - simulated_after : 0));
   }
 
@@ -578,7 +612,7 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
     size_t left = 0;
     for (size_t j = k; j < variants.size(); ++j)
       left += variants[j].outcome == PlannedLayout::Outcome::kNotReached;
-    if (!batch.empty()) simulate_batch(batch, left);
+    if (!batch.empty()) simulator.simulate(batch, left);
   }
   for (PlannedLayout& v : variants)
     candidates.push_back(std::move(v));

@@ -89,10 +89,10 @@ class FlowNetwork::Core {
     g.virtual_links.reserve(virtual_count);
     for (Bandwidth c : batch.virtual_capacities)
       g.virtual_links.push_back(new_virtual_link(c.bytes_per_second()));
-    for (uint32_t& l : batch.links) {
-      if (l >= virtual_base) l = g.virtual_links[l - virtual_base];
-    }
-    g.links = std::move(batch.links);
+    // Each hop's position in its link's flow list is set when its flow starts.
+    g.hops.reserve(batch.links.size());
+    for (const uint32_t l : batch.links)
+      g.hops.push_back(Hop{l >= virtual_base ? g.virtual_links[l - virtual_base] : l, kNone});
     g.offsets = std::move(batch.offsets);
     g.bytes = std::move(batch.bytes);
     g.on_done = std::move(on_done);
@@ -179,9 +179,6 @@ class FlowNetwork::Core {
   void activate(uint32_t gid, Time at, std::vector<uint32_t>& done_groups) {
     Group& g = groups_[gid];
     const size_t n = g.bytes.size();
-    g.hops.resize(g.links.size());
-    for (size_t h = 0; h < g.links.size(); ++h)
-      g.hops[h] = Hop{g.links[h], kNone};
     g.flow_ids.assign(n, kNone);
     g.unfinished = 0;
     for (size_t i = 0; i < n; ++i) {

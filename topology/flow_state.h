@@ -62,10 +62,11 @@ struct alignas(64) Flow {
 static_assert(sizeof(Flow) == 64);
 /// The flows of one operation (a FlowBatch) and its completion.
 struct Group {
-  std::vector<uint32_t> links;
+  // The flows' routes, flow i's hops[offsets[i], offsets[i + 1]): each link with the flow's
+  // position in that link's flow list (set when the flow starts).
+  std::vector<Hop> hops;
   std::vector<uint32_t> offsets;
   std::vector<double> bytes;
-  std::vector<Hop> hops;  // links with each (flow, hop)'s position in its link's flow list
   std::vector<uint32_t> flow_ids;
   std::vector<uint32_t> virtual_links;
   uint32_t unfinished = 0;

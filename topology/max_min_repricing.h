@@ -68,11 +68,12 @@ class MaxMinRepricing {
   std::vector<Link>& links_;
   std::vector<Flow>& flows_;
   FlowNetworkStats& stats_;
-  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
-  // flow or changed), the links of the current solve; repricing_ and solve_ number them.
-  // By link id; grown with the links.
+  // The per-link scratch, by link id; grown with the links.
   std::vector<SolveScratch> solve_scratch_;
   std::vector<CheckScratch> check_scratch_;
+  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
+  // flow or changed), the links of the current solve, their repriced flows and their shares in
+  // filling order; repricing_ and solve_ number the recomputations and solves.
   std::vector<uint32_t> inside_;
   std::vector<uint32_t> check_links_;
   std::vector<uint32_t> touched_;

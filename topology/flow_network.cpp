@@ -281,20 +281,20 @@ class FlowNetwork::Core {
   /// the fabric links whose total rate or flow count changed.
   void apply_and_report(Time at) {
     const int64_t now = at.ps();
-    for (uint32_t fid : repricer_.repriced()) {
-      Flow& f = flows_[fid];
-      if (f.bottleneck != f.new_bottleneck) {
+    for (const MaxMinRepricing::RepricedFlow& priced : repricer_.repriced()) {
+      Flow& f = flows_[priced.flow];
+      if (f.bottleneck != priced.new_bottleneck) {
         if (f.bottleneck != kNone) --links_[f.bottleneck].bottlenecked;
-        ++links_[f.new_bottleneck].bottlenecked;
-        f.bottleneck = f.new_bottleneck;
+        ++links_[priced.new_bottleneck].bottlenecked;
+        f.bottleneck = priced.new_bottleneck;
       }
-      if (f.rate > 0.0 && same_rate(f.rate, f.new_rate)) continue;
+      if (f.rate > 0.0 && same_rate(f.rate, priced.new_rate)) continue;
       advance(f, now);
       for (const Hop& hop : flow_state::route_of(f))
-        links_[hop.link].load += f.new_rate - f.rate;
-      f.rate = f.new_rate;
+        links_[hop.link].load += priced.new_rate - f.rate;
+      f.rate = priced.new_rate;
       ++f.version;
-      finish_calendar_.push(projected_finish(f), fid, f.version);
+      finish_calendar_.push(projected_finish(f), priced.flow, f.version);
     }
     if (finish_calendar_.entries() > 4 * active_flows_ + 1024) rebuild_finish_calendar();
 

@@ -45,7 +45,6 @@ struct alignas(64) Flow {
   Hop* route = nullptr;
   double remaining = 0.0;
   double rate = 0.0;
-  double new_rate = 0.0;
   // When `remaining` was last brought up to date; the projected finish follows from these.
   int64_t updated_ps = 0;
   uint32_t group = kNone;
@@ -55,9 +54,10 @@ struct alignas(64) Flow {
   // flow is first priced. Kept true between recomputations: the incremental repricing relies
   // on it to know which untouched flows a change can reach.
   uint32_t bottleneck = kNone;
-  uint32_t new_bottleneck = kNone;
-  // == MaxMinRepricing's recomputation number when that one reprices the flow.
+  // == MaxMinRepricing's recomputation number when that one reprices the flow, and then the
+  // flow's position in its list of repriced flows.
   uint32_t inside = 0;
+  uint32_t inside_pos = 0;
 };
 static_assert(sizeof(Flow) == 64);
 /// The flows of one operation (a FlowBatch) and its completion.

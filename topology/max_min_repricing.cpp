@@ -88,7 +88,8 @@ void MaxMinRepricing::add_inside(uint32_t fid) {
   Flow& f = flows_[fid];
   if (f.inside == repricing_) return;
   f.inside = repricing_;
-  inside_.push_back(fid);
+  f.inside_pos = static_cast<uint32_t>(inside_.size());
+  inside_.push_back(RepricedFlow{f.route, f.rate, 0.0, fid, f.hops, f.bottleneck, kNone});
   for (const Hop& hop : flow_state::route_of(f))
     add_check_link(hop.link);
 }
@@ -110,18 +111,18 @@ void MaxMinRepricing::add_component() {
 void MaxMinRepricing::solve_inside() {
   ++solve_;
   touched_.clear();
-  for (uint32_t fid : inside_) {
-    Flow& f = flows_[fid];
+  for (RepricedFlow& f : inside_) {
     f.new_rate = -1.0;
-    for (const Hop& hop : flow_state::route_of(f)) {
-      SolveScratch& link = solve_scratch_[hop.link];
+    for (uint32_t h = 0; h < f.hops; ++h) {
+      const uint32_t lid = f.route[h].link;
+      SolveScratch& link = solve_scratch_[lid];
       if (link.touched != solve_) {
         link.touched = solve_;
         link.repriced_old = 0.0;
         link.unfrozen = 0;
-        touched_.push_back(hop.link);
+        touched_.push_back(lid);
       }
-      link.repriced_old += f.rate;
+      link.repriced_old += f.old_rate;
       ++link.unfrozen;
     }
   }
@@ -135,9 +136,10 @@ void MaxMinRepricing::solve_inside() {
     members += link.unfrozen;
   }
   members_.resize(members);
-  for (uint32_t fid : inside_) {
-    for (const Hop& hop : flow_state::route_of(flows_[fid]))
-      members_[solve_scratch_[hop.link].members_end++] = fid;
+  for (uint32_t i = 0; i < inside_.size(); ++i) {
+    const RepricedFlow& f = inside_[i];
+    for (uint32_t h = 0; h < f.hops; ++h)
+      members_[solve_scratch_[f.route[h].link].members_end++] = i;
   }
   // Links in ascending (share, link) order, from one heap of the initial shares and the
   // lazily updated ones; done once every repriced flow is frozen (the links left would all
@@ -174,14 +176,13 @@ void MaxMinRepricing::solve_inside() {
       current = share > 0.0 ? share : links_[lid].capacity / links_[lid].flows.size();
     }
     for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
-      const uint32_t fid = members_[k];
-      Flow& f = flows_[fid];
+      RepricedFlow& f = inside_[members_[k]];
       if (f.new_rate >= 0.0) continue;
       f.new_rate = current;
       f.new_bottleneck = lid;
       --unfrozen_flows;
-      for (const Hop& hop : flow_state::route_of(f)) {
-        SolveScratch& crossed = solve_scratch_[hop.link];
+      for (uint32_t h = 0; h < f.hops; ++h) {
+        SolveScratch& crossed = solve_scratch_[f.route[h].link];
         crossed.residual -= current;
         --crossed.unfrozen;
       }
@@ -201,13 +202,13 @@ bool MaxMinRepricing::add_unfair_flows() {
     link.repriced_new = 0.0;
     link.repriced_bottlenecked = 0;
   }
-  for (uint32_t fid : inside_) {
-    const Flow& f = flows_[fid];
-    for (const Hop& hop : flow_state::route_of(f)) {
-      solve_scratch_[hop.link].repriced_old += f.rate;
-      CheckScratch& link = check_scratch_[hop.link];
+  for (const RepricedFlow& f : inside_) {
+    for (uint32_t h = 0; h < f.hops; ++h) {
+      const uint32_t lid = f.route[h].link;
+      solve_scratch_[lid].repriced_old += f.old_rate;
+      CheckScratch& link = check_scratch_[lid];
       link.repriced_new += f.new_rate;
-      if (f.bottleneck == hop.link) ++link.repriced_bottlenecked;
+      if (f.old_bottleneck == lid) ++link.repriced_bottlenecked;
     }
   }
   // check_links_ grows as flows are added; the links added here are checked next pass.
@@ -229,9 +230,10 @@ bool MaxMinRepricing::add_unfair_flows() {
     for (const Entry& e : link.flows) {
       const Flow& f = flows_[e.flow];
       if (f.inside == repricing_) {
-        fastest_repriced = std::max(fastest_repriced, f.new_rate);
-        if (f.new_bottleneck == lid) {
-          slowest_repriced_here = std::min(slowest_repriced_here, f.new_rate);
+        const RepricedFlow& repriced = repriced_flow(f);
+        fastest_repriced = std::max(fastest_repriced, repriced.new_rate);
+        if (repriced.new_bottleneck == lid) {
+          slowest_repriced_here = std::min(slowest_repriced_here, repriced.new_rate);
         }
       } else {
         fastest_held = std::max(fastest_held, f.rate);

@@ -1,8 +1,8 @@
 // MaxMinRepricing: the max-min fair rates of the flow network's flows (topology/flow_network.h)
 // after their sets changed, repricing only the flows a change reaches (Repricing::kIncremental)
 // or the whole connected component of the change (Repricing::kComponent, the reference); both
-// give the max-min allocation. It sets new_rate and new_bottleneck of the flows it reprices; the
-// network applies them.
+// give the max-min allocation. It gives the flows it reprices a new rate and bottleneck
+// (repriced()); the network applies them.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +23,26 @@ class MaxMinRepricing {
   /// `max_passes` >= 1 (std::invalid_argument otherwise).
   void set_mode(Repricing mode, int max_passes = kDefaultRepricingPasses);
 
+  /// A repriced flow: what the solve and the fairness check read of it, copied once from its
+  /// Flow (whose cache line is not visited again until the network applies the result), and the
+  /// result.
+  struct RepricedFlow {
+    const flow_state::Hop* route = nullptr;
+    double old_rate = 0.0;
+    // The max-min rate and the link it is fair on (bottleneck); new_rate < 0 while unfrozen.
+    double new_rate = 0.0;
+    uint32_t flow = flow_state::kNone;
+    uint32_t hops = 0;
+    uint32_t old_bottleneck = flow_state::kNone;
+    uint32_t new_bottleneck = flow_state::kNone;
+  };
+
   /// Reprices after the flow sets of the links in `seeds` changed and the flows in `new_flows`
   /// (those still in a group) started; empties both. Afterwards repriced() holds the flows
-  /// given a new_rate and new_bottleneck, checked_links() every link whose total may change.
+  /// given a new rate and bottleneck, checked_links() every link whose total may change.
   void reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows);
 
-  const std::vector<uint32_t>& repriced() const { return inside_; }
+  const std::vector<RepricedFlow>& repriced() const { return inside_; }
   const std::vector<uint32_t>& checked_links() const { return check_links_; }
 
  private:
@@ -36,6 +50,12 @@ class MaxMinRepricing {
   using Link = flow_state::Link;
   using Flow = flow_state::Flow;
   using Hop = flow_state::Hop;
+
+  /// A repriced flow's result (flow_state::Flow::inside_pos, valid while Flow::inside ==
+  /// repricing_).
+  const RepricedFlow& repriced_flow(const flow_state::Flow& f) const {
+    return inside_[f.inside_pos];
+  }
 
   /// A link's scratch of one solve (progressive filling), beside the link (flow_state::Link).
   struct alignas(32) SolveScratch {
@@ -72,9 +92,10 @@ class MaxMinRepricing {
   std::vector<SolveScratch> solve_scratch_;
   std::vector<CheckScratch> check_scratch_;
   // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
-  // flow or changed), the links of the current solve, their repriced flows and their shares in
-  // filling order; repricing_ and solve_ number the recomputations and solves.
-  std::vector<uint32_t> inside_;
+  // flow or changed), the links of the current solve, their repriced flows (positions in
+  // inside_) and their shares in filling order; repricing_ and solve_ number the recomputations
+  // and solves.
+  std::vector<RepricedFlow> inside_;
   std::vector<uint32_t> check_links_;
   std::vector<uint32_t> touched_;
   std::vector<uint32_t> members_;

@@ -23,6 +23,7 @@
 #include "sim/export/run_summary.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "tools/run_documents.h"
 #include "tools/run_metrics.h"
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
@@ -109,128 +110,6 @@ TraceSelection select_trace_ranks(const RunOptions& options, const Scenario& sce
       "every rank",
       format_rank_list(*out.ranks), rank_count, scenario.trace_ranks->reason,
       static_cast<double>(tasks) * 1e-6);
-  return out;
-}
-
-/// Trace workloads measuring several steps: per step the measured and predicted time (means
-/// over the ranks that have the step), their error (or what-if change), and the rank whose
-/// error is largest; then the geomean and the worst step. A mean over steps can hide steps
-/// that are far off; this shows them.
-std::string format_measured_steps(const Scenario& scenario, const RunSummary& summary) {
-  const std::vector<std::string>& labels = scenario.measured_step_labels;
-  if (labels.size() < 2 || summary.ranks.empty()) return "";
-  const bool what_if = scenario.comparison.kind == MeasuredComparison::Kind::kWhatIf;
-  const uint32_t first = scenario.warmup_iterations;
-  size_t label_width = 4;
-  for (const std::string& l : labels)
-    label_width = std::max(label_width, l.size());
-  std::string out = fmt::format("per step ({} steps; means over the ranks):\n", labels.size());
-  out += fmt::format("{:<{}} {:>14} {:>14} {:>9} {:>16}\n", "step", label_width, "measured (ms)",
-                     "predicted (ms)", what_if ? "change" : "error", "worst rank");
-  double log_sum = 0.0;
-  size_t n = 0;
-  double worst = 0.0;
-  std::string worst_step;
-  for (size_t k = 0; k < labels.size(); ++k) {
-    double measured = 0.0;
-    double predicted = 0.0;
-    size_t ranks = 0;
-    double rank_worst = 0.0;
-    size_t rank_worst_at = 0;
-    for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_step_times.size(); ++r) {
-      const std::vector<Duration>& times = summary.ranks[r].iteration_times;
-      const Duration m = scenario.measured_step_times[r][k];
-      if (m <= Duration::zero() || first + k >= times.size()) continue;
-      const double p = times[first + k].seconds();
-      measured += m.seconds();
-      predicted += p;
-      ++ranks;
-      const double e = p / m.seconds() - 1.0;
-      if (std::abs(e) >= std::abs(rank_worst)) {
-        rank_worst = e;
-        rank_worst_at = r;
-      }
-    }
-    if (ranks == 0) {
-      out += fmt::format("{:<{}} {:>14} {:>14}   no measured time\n", labels[k], label_width, "-",
-                         "-");
-      continue;
-    }
-    const double e = predicted / measured - 1.0;
-    log_sum += std::log(std::abs(e) + 4e-4);
-    ++n;
-    if (std::abs(e) >= std::abs(worst)) {
-      worst = e;
-      worst_step = labels[k];
-    }
-    out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}% {:>7.2f}% rank {:<3}\n", labels[k],
-                       label_width, 1e3 * measured / static_cast<double>(ranks),
-                       1e3 * predicted / static_cast<double>(ranks), 100.0 * e, 100.0 * rank_worst,
-                       rank_worst_at);
-  }
-  if (n > 0) {
-    out += fmt::format("per-step |{}|: geomean {:.2f}% over {} steps, worst {:+.2f}% ({})\n",
-                       what_if ? "change" : "error",
-                       100.0 * std::exp(log_sum / static_cast<double>(n)), n, 100.0 * worst,
-                       worst_step);
-  }
-  return out;
-}
-
-/// Trace workloads: the measured iteration time of each rank next to the prediction, as an error
-/// only when the platform is the measured one (MeasuredComparison in tools/scenario.h): a
-/// what-if prints the same ratio as a change under a "what-if:" line, and a measured time that
-/// is not an iteration's gets no ratio, with the reason.
-std::string format_measured_comparison(const Scenario& scenario, const RunSummary& summary) {
-  using Kind = MeasuredComparison::Kind;
-  const Kind kind = scenario.comparison.kind;
-  size_t name_width = 10;
-  for (const RankBreakdown& r : summary.ranks)
-    name_width = std::max(name_width, r.name.size());
-  std::string out;
-  if (kind == Kind::kWhatIf) {
-    out += fmt::format(
-        "what-if: {}; measured is the traced run, so the last column is the predicted change, "
-        "not an error\n",
-        scenario.comparison.reason);
-  }
-  out += fmt::format("{:<{}} {:>14} {:>14}", "rank", name_width, "measured (ms)", "predicted (ms)");
-  out += kind == Kind::kError    ? fmt::format(" {:>9}\n", "error")
-         : kind == Kind::kWhatIf ? fmt::format(" {:>9}\n", "change")
-                                 : "\n";
-  double log_sum = 0.0;
-  size_t n = 0;
-  for (size_t r = 0; r < summary.ranks.size() && r < scenario.measured_iteration.size(); ++r) {
-    const Duration measured = scenario.measured_iteration[r];
-    const Duration predicted = summary.ranks[r].iteration_time;
-    if (kind == Kind::kNone) {
-      const std::string measured_text =
-          measured > Duration::zero() ? fmt::format("{:.4f}", measured.ms()) : "-";
-      out += fmt::format("{:<{}} {:>14} {:>14.4f}\n", summary.ranks[r].name, name_width,
-                         measured_text, predicted.ms());
-      continue;
-    }
-    // build_scenario only compares positive measured times (an iteration of no measured time is
-    // an error where the workload reads it); a rank without one is said, not skipped.
-    if (measured <= Duration::zero()) {
-      out += fmt::format("{:<{}} {:>14} {:>14.4f}   no measured iteration\n", summary.ranks[r].name,
-                         name_width, "-", predicted.ms());
-      continue;
-    }
-    const double e = predicted.seconds() / measured.seconds() - 1.0;
-    // Lin et al., TPDS 2024: geomean of |e| with EPSILON = 4e-4.
-    log_sum += std::log(std::abs(e) + 4e-4);
-    ++n;
-    out += fmt::format("{:<{}} {:>14.4f} {:>14.4f} {:>8.2f}%\n", summary.ranks[r].name, name_width,
-                       measured.ms(), predicted.ms(), 100.0 * e);
-  }
-  if (kind == Kind::kNone) {
-    out += fmt::format("no error: {}\n", scenario.comparison.reason);
-  } else if (n > 0 && kind == Kind::kError) {
-    out += fmt::format("geomean |error| {:.2f}% over {} ranks (exp mean ln(|e| + 4e-4))\n",
-                       100.0 * std::exp(log_sum / static_cast<double>(n)), n);
-  }
-  if (kind != Kind::kNone) out += format_measured_steps(scenario, summary);
   return out;
 }
 
@@ -426,34 +305,17 @@ void attach_outputs(const RunOptions& options, const std::vector<std::string>& p
   attach_run_observers(scenario, large, executor, o);
 }
 
-/// `text` (format_run_summary's) with the throughput line (run_metrics.h) after its first line,
-/// the predicted iteration time.
-std::string summary_with_metrics(const Scenario& scenario, const RunSummary& summary,
-                                 std::string text) {
-  const std::optional<RunMetrics> metrics = run_metrics(scenario, summary);
-  if (!metrics) return text;
-  const size_t end = text.find('\n');
-  text.insert(end == std::string::npos ? text.size() : end + 1, format_run_metrics(*metrics));
-  return text;
-}
-
 /// The finished run's files, staged and published together; the trace writer closed.
 void write_run_outputs(const RunOptions& options, const ConfigDocument& doc, const SteadyRun& run,
                        RunOutputs& o) {
-  const Scenario& scenario = run.scenario;
-  const RunSummary& summary = run.summary;
-  std::string text = scenario.description;
-  text += summary_with_metrics(scenario, summary, format_run_summary(summary));
-  if (!scenario.measured_iteration.empty()) text += format_measured_comparison(scenario, summary);
-  o.files->stage(o.out_dir / kSummaryFile, text);
-  o.files->stage(o.out_dir / kResolvedFile, doc.resolved_yaml());
-  const RunIdentity identity{options.scenario, options.overrides};
-  o.files->stage(o.out_dir / kSummaryJsonFile,
-                 summary_json(identity, scenario, summary, run.stats));
-  o.files->stage(o.out_dir / kRanksCsvFile, ranks_csv(summary));
-  o.files->stage(o.out_dir / kLinksCsvFile, links_csv(summary));
-  const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
-  o.files->stage(o.out_dir / kOpsCsvFile, ops_csv(o.ops->rows(), measured));
+  RunDocuments documents =
+      run_documents(RunIdentity{options.scenario, options.overrides}, doc, run, o.ops->rows());
+  o.files->stage(o.out_dir / kSummaryFile, documents.summary_text);
+  o.files->stage(o.out_dir / kResolvedFile, documents.resolved_yaml);
+  o.files->stage(o.out_dir / kSummaryJsonFile, documents.summary_json);
+  o.files->stage(o.out_dir / kRanksCsvFile, documents.ranks_csv);
+  o.files->stage(o.out_dir / kLinksCsvFile, documents.links_csv);
+  o.files->stage(o.out_dir / kOpsCsvFile, documents.ops_csv);
   // An older run's trace in the folder that this run does not replace (--force only: without
   // it, prepare_output_folder refused the folder).
   std::vector<fs::path> stale;

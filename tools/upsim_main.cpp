@@ -114,7 +114,8 @@ int run_main(const std::vector<std::string>& args) {
       ("help,h", "this help")  //
       ("set,s", po::value<std::vector<std::string>>(&overrides)->composing(),
        "override a scenario value, e.g. --set workload.global_batch=2048 or "
-       "--set platform.interconnect.bandwidth=600GB/s (repeatable; applied in order)")  //
+       "--set platform.gpu=configs/hardware/h100_sxm5_80gb.yaml (repeatable; applied in order; "
+       "a path given here is relative to the working directory)")  //
       ("out,o", po::value<std::string>(&options.out_dir),
        "output folder (default: upsim-out/<scenario name>, or -2, -3, ... if that exists); "
        "existing files in it are not overwritten without --force")  //
@@ -190,6 +191,11 @@ int main(int argc, char** argv) {
         args.erase(args.begin());
         return upsim::cli::convert_traces_main(args, std::cout);
       }
+      if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::cout << "usage: upsim convert SUBJECT [options]   (upsim convert SUBJECT --help for "
+                     "each)\nsubjects: kernels, traces\n";
+        return 0;
+      }
       std::cerr << fmt::format(
           "upsim convert: unknown or missing subject `{}`; valid: kernels, traces\n",
           args.empty() ? "" : args[0]);
@@ -198,6 +204,15 @@ int main(int argc, char** argv) {
     if (command == "calibrate" || command == "validate") {
       const std::string what = args.empty() ? "" : args[0];
       if (!args.empty()) args.erase(args.begin());
+      if (what == "--help" || what == "-h") {
+        std::cout << fmt::format(
+            "usage: upsim {} SUBJECT [options]   (upsim {} SUBJECT --help for each)\n"
+            "subjects: {}\n",
+            command, command,
+            command == "calibrate" ? "collectives, host-overheads, kernels, launch"
+                                   : "collectives, kernels, memory, traces, workloads");
+        return 0;
+      }
       if (command == "calibrate" && what == "kernels") {
         return upsim::cli::calibrate_kernels_main(args, std::cout);
       }

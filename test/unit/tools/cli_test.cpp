@@ -81,6 +81,19 @@ TEST_F(Cli, HelpExplainsCommandsAndEveryRunOption) {
   }
 }
 
+TEST_F(Cli, CommandsWithSubjectsListThemOnHelp) {
+  for (const char* command : {"validate", "calibrate", "convert"}) {
+    const Result help = run(std::string(command) + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command << "\n" << help.output;
+    EXPECT_NE(help.out.find("subjects: "), std::string::npos) << help.output;
+    EXPECT_EQ(run(command).exit_code, 2) << command;  // no subject: a usage error
+  }
+  EXPECT_NE(run("validate -h").out.find("memory, traces, workloads"), std::string::npos);
+  // The --set example of `upsim run --help` names keys every scenario has.
+  const Result r = run("run --help");
+  EXPECT_EQ(r.output.find("interconnect.bandwidth"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, NoCommandOrUnknownCommandIsAUsageError) {
   EXPECT_EQ(run("").exit_code, 2);
   const Result r = run("simulate x.yaml");

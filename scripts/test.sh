@@ -12,12 +12,12 @@ mapfile -t sources < <(git ls-files '*.h' '*.cpp')
 clang-format --dry-run --Werror "${sources[@]}"
 
 echo "== build (warnings are errors) and test"
-UPSIM_BUILD_DIR=build scripts/setup.sh -DUPSIM_WARNINGS_AS_ERRORS=ON -DUPSIM_BUILD_TESTS=ON
+UPSIM_BUILD_DIR=build scripts/setup.sh --all -DUPSIM_WARNINGS_AS_ERRORS=ON -DUPSIM_BUILD_TESTS=ON
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 if [[ "${UPSIM_SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== build and test with address + undefined-behaviour sanitizers"
-  UPSIM_BUILD_DIR=build-sanitize scripts/setup.sh -DUPSIM_WARNINGS_AS_ERRORS=ON \
+  UPSIM_BUILD_DIR=build-sanitize scripts/setup.sh --all -DUPSIM_WARNINGS_AS_ERRORS=ON \
     -DUPSIM_SANITIZE=ON -DUPSIM_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=Debug
   ctest --test-dir build-sanitize --output-on-failure -j "$(nproc)"
 fi

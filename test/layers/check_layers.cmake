@@ -16,7 +16,8 @@ endif()
 # The folders, each one layer, and the folders each may include besides itself.
 set(layers sim sim/formats sim/config sim/export topology/collectives topology topology/fitting calibration
            calibration/fitting workloads/pytorch
-           workloads/dlrm workloads/trace workloads/transformer workloads tools/validation tools)
+           workloads/dlrm workloads/trace workloads/transformer workloads tools/validation tools
+           python)
 set(uses_sim "")
 # The shared readers of file formats: the standard library and their parsing libraries only.
 set(uses_sim/formats "")
@@ -39,6 +40,8 @@ set(uses_workloads workloads/dlrm workloads/trace workloads/transformer workload
                    sim/config sim/formats)
 set(uses_tools ${layers})
 set(uses_tools/validation ${layers})  # part of upsim_cli: the published-run validation
+# The Python package's extension module: a second front end beside the CLI, over tools/.
+set(uses_python ${layers})
 # A family implements the interface in workloads/workload.h; the rest of `workloads/` (the
 # registry, which includes the families) stays out of bounds for them.
 set(family_interface workloads/workload.h)
@@ -49,11 +52,11 @@ set(family_registry workloads/workload_registry.cpp)
 # Third-party headers (a regular expression on the <...> name, or on a "..." name for headers
 # generated into the build folder) and the folders that may use them; `sim/` uses the standard
 # library and POSIX only. "<test>" marks a library for tests and benchmarks alone.
-set(libraries fmt yaml program_options mpi graph hdf5 openssl zlib protobuf test_only)
+set(libraries fmt yaml program_options mpi graph hdf5 openssl zlib protobuf pybind11 test_only)
 set(library_fmt "^fmt/")
 set(users_fmt sim/config sim/export topology/collectives topology topology/fitting calibration
               calibration/fitting workloads/pytorch workloads/dlrm
-              workloads/trace workloads/transformer workloads tools/validation tools)
+              workloads/trace workloads/transformer workloads tools/validation tools python)
 set(library_yaml "^yaml-cpp/")
 set(users_yaml sim/config)
 set(library_program_options "^boost/program_options")
@@ -74,6 +77,8 @@ set(users_zlib sim/export workloads/trace)
 # messages through that header.
 set(library_protobuf "^(google/protobuf/|sim/formats/chakra/[^/]*\\.pb\\.h$)")
 set(users_protobuf sim/formats)
+set(library_pybind11 "^pybind11/")
+set(users_pybind11 python)
 set(library_test_only "^(gtest|gmock|benchmark)/")
 set(users_test_only "")
 

@@ -11,6 +11,7 @@
 #include "sim/config/quantity_parse.h"
 #include "tools/command_line.h"
 #include "tools/output_folder.h"
+#include "tools/shipped_files.h"
 #include "topology/fabric_loader.h"
 #include "topology/fitting/collective_cross_validation.h"
 #include "topology/fitting/collective_fit.h"
@@ -48,8 +49,8 @@ CollectiveTuning read_tuning(const std::string& path) {
 }  // namespace
 
 int validate_collectives_main(const std::vector<std::string>& args, std::ostream& out) {
-  std::string configs = "configs";
-  std::string data = "test/data";
+  std::string configs = shipped_path("configs");
+  std::string data = shipped_path("test/data");
   std::string tuning_file;
   std::string prior_file;
   bool held_out = false;
@@ -75,7 +76,8 @@ int validate_collectives_main(const std::vector<std::string>& args, std::ostream
       "of CPU, "
       "the folds in parallel\non the machine's cores).\n\n"
       "Exits 1 if a system exceeds the in-sample bounds (plateau 5%, geomean 15%). "
-      "Run from the\nrepository root for the defaults.\n\noptions");
+      "The defaults are\nthe shipped files (the repository root, or the installed "
+      "share/upsim).\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("configs", po::value<std::string>(&configs)->default_value(configs),
        "folder holding topologies/")  //
@@ -191,8 +193,8 @@ struct CalibrateCollectivesArgs {
   std::vector<std::string> harness_overheads;
   std::string collective;
   bool validation_systems = false;
-  std::string configs = "configs";
-  std::string data = "test/data";
+  std::string configs = shipped_path("configs");
+  std::string data = shipped_path("test/data");
   std::vector<std::string> fit;
   std::string tuning_file;
   int max_evaluations = CollectiveFitOptions{}.max_evaluations;

@@ -25,6 +25,7 @@
 #include "tools/command_line.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/output_folder.h"
+#include "tools/shipped_files.h"
 #include "topology/fabric_loader.h"
 #include "topology/fitting/collective_validation.h"
 #include "topology/nccl_tuning.h"
@@ -37,11 +38,11 @@ namespace fs = std::filesystem;
 namespace {
 
 struct MeasurementOptions {
-  std::string llmcompass_dir = "test/data/llmcompass";
+  std::string llmcompass_dir = shipped_path("test/data/llmcompass");
   std::string gpu = "A100";
   std::vector<std::string> csv_files;
   std::vector<std::string> hdf5_files;
-  std::string hardware = "configs/hardware/a100_sxm4_80gb.yaml";
+  std::string hardware = shipped_path("configs/hardware/a100_sxm4_80gb.yaml");
   /// TABLE=PROFILE: the --csv / --hdf5 table TABLE was measured on the GPU of PROFILE.
   std::vector<std::string> measured_on;
 };
@@ -156,8 +157,8 @@ std::vector<std::string> input_names(const MeasurementOptions& m) {
 /// Where the layer files live and what prices the layer's all-reduces.
 struct LayerOptions {
   bool enabled = false;
-  std::string data_dir = "test/data/llmcompass";
-  std::string topology = "configs/topologies/a100x4_nvlink.yaml";
+  std::string data_dir = shipped_path("test/data/llmcompass");
+  std::string topology = shipped_path("configs/topologies/a100x4_nvlink.yaml");
   bool from_tables = false;  ///< the layer's ops against the given measurement tables
 };
 
@@ -240,7 +241,8 @@ struct ShippedKernelSet {
   std::vector<std::string> checks_measured_on = {};
 };
 
-std::vector<ShippedKernelSet> shipped_kernel_sets() {
+/// The sets with their paths from the repository root, as written below.
+std::vector<ShippedKernelSet> shipped_kernel_sets_from_root() {
   return {
       {"V100",
        "configs/hardware/v100_sxm2_32gb.yaml",
@@ -294,6 +296,25 @@ std::vector<ShippedKernelSet> shipped_kernel_sets() {
         "test/data/liger-kernel/b200_torch_cross_entropy_forward.csv"},
        {}},
   };
+}
+
+/// The shipped sets, their paths below shipped_root() (tools/shipped_files.h).
+std::vector<ShippedKernelSet> shipped_kernel_sets() {
+  std::vector<ShippedKernelSet> sets = shipped_kernel_sets_from_root();
+  for (ShippedKernelSet& set : sets) {
+    set.hardware = shipped_path(set.hardware);
+    set.calibration = shipped_path(set.calibration);
+    set.llmcompass_dir = shipped_path(set.llmcompass_dir);
+    for (std::string& f : set.csv_files)
+      f = shipped_path(f);
+    for (std::string& f : set.checks)
+      f = shipped_path(f);
+    for (std::string& pair : set.measured_on)
+      pair = shipped_pair(pair);
+    for (std::string& pair : set.checks_measured_on)
+      pair = shipped_pair(pair);
+  }
+  return sets;
 }
 
 /// What a calibration prices without a fit of its own: GEMM dtypes `device` has a unit for on
@@ -523,7 +544,7 @@ int convert_kernels_main(const std::vector<std::string>& args, std::ostream& out
 
 int validate_kernels_main(const std::vector<std::string>& args, std::ostream& out) {
   MeasurementOptions m;
-  std::string calibration = "configs/calibration/a100_llmcompass.yaml";
+  std::string calibration = shipped_path("configs/calibration/a100_llmcompass.yaml");
   bool points = false;
   bool shipped = false;
   LayerOptions layer;
@@ -531,8 +552,8 @@ int validate_kernels_main(const std::vector<std::string>& args, std::ostream& ou
       "usage: upsim validate kernels [options]\n\n"
       "Compares the calibrated kernel model with measured kernel times and prints, per op, the "
       "geomean\n|predicted / measured - 1| on the training and the held-out points (the split "
-      "is in\ncalibration/fitting/kernel_measurements.h). Run from the repository root for the "
-      "defaults.\n\noptions");
+      "is in\ncalibration/fitting/kernel_measurements.h). The defaults are the shipped files (the "
+      "repository\nroot, or the installed share/upsim).\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("calibration", po::value<std::string>(&calibration)->default_value(calibration),
        "calibration file (from `upsim calibrate kernels`)")           //

@@ -12,6 +12,7 @@
 #include "sim/config/config_node.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
+#include "tools/shipped_files.h"
 #include "tools/validation/measurement_table.h"
 
 namespace upsim::cli {
@@ -117,8 +118,8 @@ std::vector<MemoryRow> read_memory_rows(const fs::path& file) {
 }
 
 struct Options {
-  std::string rows_file = "test/data/published-memory/memory_rows.csv";
-  std::string configs = "configs";
+  std::string rows_file = shipped_path("test/data/published-memory/memory_rows.csv");
+  std::string configs = shipped_path("configs");
   double bound = kDefaultBound;
 };
 
@@ -133,8 +134,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Opti
       "figure with the estimate less the caching allocator's reserve.\n"
       "Prints per row the measured and estimated GiB and the error (estimated / measured - 1),\n"
       "then the geomean |error| of the bounded rows. Exits 0 when every bounded row is within\n"
-      "--bound, 1 otherwise, 2 for bad input. Run from the repository root for the defaults.\n\n"
-      "options");
+      "--bound, 1 otherwise, 2 for bad input. The defaults are the shipped files (the\n"
+      "repository root, or the installed share/upsim).\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("rows", po::value<std::string>(&o.rows_file)->default_value(o.rows_file),
        "the published figures (CSV; its header comment lists the columns)")  //

@@ -21,6 +21,7 @@
 #include "sim/parallel.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
+#include "tools/shipped_files.h"
 #include "tools/steady_state.h"
 #include "tools/validation/published_tables.h"
 #include "tools/validation/row_plans.h"
@@ -154,18 +155,20 @@ constexpr double kDleRowBound = 0.25;
 
 /// The command line of `upsim validate workloads`.
 struct ValidateOptions {
-  std::string megatron_file = "test/data/megatron-lm-paper/megatron_sc21_table1_weak_scaling.csv";
-  std::string foundry_file = "test/data/llm-foundry/mpt_training_throughput.csv";
-  std::string nemo_file = "test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv";
-  std::string nemotron_file = "test/data/nemotron-4/nemotron4_h100_pretrain.csv";
+  std::string megatron_file =
+      shipped_path("test/data/megatron-lm-paper/megatron_sc21_table1_weak_scaling.csv");
+  std::string foundry_file = shipped_path("test/data/llm-foundry/mpt_training_throughput.csv");
+  std::string nemo_file = shipped_path("test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv");
+  std::string nemotron_file = shipped_path("test/data/nemotron-4/nemotron4_h100_pretrain.csv");
   std::string dle_files =
-      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv,"
-      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv";
-  std::string dcnv2_file = "test/data/nvidia-deeplearningexamples/tf2_dcnv2_training_perf.csv";
+      shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv") + "," +
+      shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv");
+  std::string dcnv2_file =
+      shipped_path("test/data/nvidia-deeplearningexamples/tf2_dcnv2_training_perf.csv");
   std::string inference_files =
-      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_0.csv,"
-      "test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_1.csv";
-  std::string configs = "configs";
+      shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_0.csv") +
+      "," + shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_inference_perf_1.csv");
+  std::string configs = shipped_path("configs");
   std::vector<std::string> row_filters;
   int jobs = 1;
   int64_t max_gpus = 0;
@@ -200,7 +203,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       "too fast and the worst row, and the rows skipped and why. Exits 0 when every bounded\n"
       "geomean is within --bound, the DeepLearningExamples rows together (dle-dlrm and\n"
       "dle-dcnv2) have a geomean within 12% and none beyond 25%, and no row failed; 1\n"
-      "otherwise, 2 for bad input. Run from the repository root for the defaults.\n\noptions");
+      "otherwise, 2 for bad input. The defaults are the shipped files (the repository root or\nthe "
+      "installed share/upsim).\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("megatron", po::value<std::string>(&o.megatron_file)->default_value(o.megatron_file),
        "Megatron-LM Table 1 CSV ('' to leave the source out)")  //

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "sim/formats/parse_error.h"
 #include "tools/run_documents.h"
 #include "tools/scenario.h"
+#include "tools/sweep_command.h"
 #include "tools/version.h"
 
 namespace py = pybind11;
@@ -46,6 +48,23 @@ py::dict run(const std::string& scenario, const std::vector<std::string>& overri
   out["ops_csv"] = documents.ops_csv;
   out["warnings"] = documents.warnings;
   return out;
+}
+
+/// `upsim sweep ARGS...` in this process: {exit_code, folder, stdout, stderr}.
+py::dict sweep(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  upsim::cli::SweepOutcome outcome;
+  {
+    py::gil_scoped_release release;
+    outcome = upsim::cli::run_sweep(args, out, err);
+  }
+  py::dict result;
+  result["exit_code"] = outcome.exit_code;
+  result["folder"] = outcome.folder.string();
+  result["stdout"] = out.str();
+  result["stderr"] = err.str();
+  return result;
 }
 
 }  // namespace
@@ -78,4 +97,7 @@ PYBIND11_MODULE(_core, m) {
         "Runs a scenario to steady state; returns its documents as a dict of str.\n\n"
         "scenario: the scenario file, or with `text` the name it is read as (file references\n"
         "resolve against its folder); overrides: 'a.b=value' assignments, applied in order.");
+  m.def("sweep", &sweep, py::arg("args"),
+        "Runs `upsim sweep ARGS...` in this process; returns {exit_code, folder, stdout, "
+        "stderr}.");
 }

@@ -25,6 +25,7 @@
 #include "tools/output_folder.h"
 #include "tools/run_documents.h"
 #include "tools/run_metrics.h"
+#include "tools/run_progress.h"
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
@@ -382,9 +383,50 @@ void print_output_notes(const RunOptions& options, const SteadyRun& run, const R
   }
 }
 
+/// --dry-run: what `upsim run` would simulate, built and printed, nothing run or written.
+void print_dry_run(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  ConfigDocument doc = load_scenario(options.scenario, options.overrides);
+  const Scenario scenario = build_scenario(doc);
+  for (const std::string& w : scenario.warnings)
+    err << "upsim: warning: " << w << "\n";
+  out << scenario.header;
+  out << fmt::format(
+      "graph: {} ranks, {} tasks over {} iterations ({} warm-up){}; nothing simulated "
+      "(--dry-run)\n",
+      scenario.graph.rank_count(), scenario.graph.task_count(), scenario.iterations,
+      scenario.warmup_iterations,
+      scenario.iterations_chosen ? ", the first attempt of the steady-state search" : "");
+  out << "resolved scenario (a run writes it as scenario.yaml):\n" << doc.resolved_yaml();
+}
+
 }  // namespace
 
+void check_dry_run_options(const RunOptions& options) {
+  if (!options.dry_run) return;
+  const std::pair<bool, const char*> outputs[] = {
+      {!options.out_dir.empty(), "--out"},
+      {!options.trace_file.empty(), "--trace"},
+      {options.trace_ranks.has_value(), "--trace-ranks"},
+      {options.trace_iterations.has_value(), "--trace-iterations"},
+      {options.trace_gzip, "--trace-gzip"},
+      {options.force, "--force"},
+      {options.quiet, "--quiet"}};
+  for (const auto& [given, name] : outputs) {
+    if (given) {
+      throw std::invalid_argument(fmt::format(
+          "--dry-run writes nothing and prints no time, so {} would change nothing; drop one "
+          "of them",
+          name));
+    }
+  }
+}
+
 void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  check_dry_run_options(options);
+  if (options.dry_run) {
+    print_dry_run(options, out, err);
+    return;
+  }
   check_trace_ranks_option(options);
   ConfigDocument doc = load_scenario(options.scenario, options.overrides);
 
@@ -396,8 +438,15 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
   check_trace_file_option(options);
   RunOutputs outputs;
+  std::unique_ptr<RunProgress> progress;
   const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
     attach_outputs(options, planned, scenario, executor, outputs);
+    if (!options.progress) return;
+    progress = std::make_unique<RunProgress>(
+        err,
+        fmt::format("{} iteration{}{}", scenario.iterations, scenario.iterations == 1 ? "" : "s",
+                    scenario.iterations_chosen ? " (steady-state search)" : ""));
+    executor.add_observer(progress.get());
   };
   if (options.trace_iterations) {
     (void)parse_trace_iterations(*options.trace_iterations, UINT32_MAX);  // a typo fails first

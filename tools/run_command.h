@@ -27,6 +27,12 @@ struct RunOptions {
   bool no_trace = false;
   bool force = false;
   bool quiet = false;
+  /// --dry-run: build the scenario and print what would run (the header, the graph's size, the
+  /// resolved scenario) without simulating or writing anything.
+  bool dry_run = false;
+  /// A progress line on `err` while the run simulates (tools/run_progress.h); `upsim run` sets
+  /// it when stderr is a terminal and --quiet is not given.
+  bool progress = false;
 };
 
 /// Graphs with more tasks than this draw only the workload's suggested ranks in the Chrome
@@ -52,10 +58,16 @@ std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text);
 std::optional<std::pair<uint32_t, uint32_t>> parse_trace_iterations(std::string_view text,
                                                                     uint32_t iterations);
 
+/// Refuses (std::invalid_argument, naming the option) --dry-run together with an option about
+/// outputs, which a dry run would ignore.
+void check_dry_run_options(const RunOptions& options);
+
 /// Runs one scenario: the results (the summary; with --quiet the predicted iteration time
 /// alone) go to `out`, warnings ("upsim: warning: ...") and progress (events simulated, the
 /// output files) to `err`, so that `upsim run ... > result.txt` captures results only.
-/// summary.txt holds the summary with its warnings. Throws ConfigError for bad input,
+/// summary.txt holds the summary with its warnings. With dry_run: the scenario's header, the
+/// size of its graph and its resolved YAML to `out`, warnings to `err`, nothing simulated or
+/// written. Throws ConfigError for bad input,
 /// SimulationError when the run cannot complete, std::runtime_error for I/O problems.
 void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err);
 

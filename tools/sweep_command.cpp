@@ -38,6 +38,7 @@
 #include "tools/steady_state.h"
 #include "tools/sweep_folder.h"
 #include "tools/sweep_records.h"
+#include "tools/sweep_table.h"
 #include "tools/version.h"
 #ifdef UPSIM_HAVE_MPI
 #include "tools/mpi_jobs.h"
@@ -439,30 +440,38 @@ std::string results_table(const Study& study, const std::vector<std::optional<st
   return table;
 }
 
-/// Writes results.csv and results.h5; returns the number of failed and skipped points, counted
-/// from each row's status field (an axis value `failed` is a value, not a status).
-std::pair<size_t, size_t> write_results(const fs::path& dir, const Study& study,
-                                        const std::vector<std::optional<std::string>>& rows) {
+/// What write_results wrote: the failed and skipped points and the table as printed.
+struct WrittenResults {
+  size_t failed = 0;
+  size_t skipped = 0;
+  std::string text_table;  ///< format_sweep_table's
+};
+
+/// Writes results.csv and results.h5; counts the failed and skipped points from each row's
+/// status field (an axis value `failed` is a value, not a status).
+WrittenResults write_results(const fs::path& dir, const Study& study,
+                             const std::vector<std::optional<std::string>>& rows) {
   const std::string table = results_table(study, rows);
   write_file_atomically(dir / kResultsFile, table);
   // The table read back: the header, then one record per point.
   std::vector<CsvRecord> records = read_csv(table, kResultsFile);
-  const std::vector<std::string> header = std::move(records.front().fields);
-  size_t status_column = 1;
+  size_t axis_columns = 0;
   for (const Dimension& d : study.dims)
-    status_column += d.keys.size();
+    axis_columns += d.keys.size();
+  WrittenResults out;
+  out.text_table = format_sweep_table(records, axis_columns);
+  const std::vector<std::string> header = std::move(records.front().fields);
+  const size_t status_column = 1 + axis_columns;
   std::vector<std::vector<std::string>> cells;
-  size_t failed = 0;
-  size_t skipped = 0;
   for (size_t i = 1; i < records.size(); ++i) {
     cells.push_back(std::move(records[i].fields));
     const std::string status =
         status_column < cells.back().size() ? cells.back()[status_column] : "";
-    failed += status == "failed" ? 1 : 0;
-    skipped += status == "skipped" ? 1 : 0;
+    out.failed += status == "failed" ? 1 : 0;
+    out.skipped += status == "skipped" ? 1 : 0;
   }
   write_results_hdf5(dir / kResultsHdf5File, header, cells);
-  return {failed, skipped};
+  return out;
 }
 
 }  // namespace
@@ -568,8 +577,12 @@ class Progress {
 }  // namespace
 
 int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  return run_sweep(args, out, err).exit_code;
+}
+
+SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const std::optional<SweepOptions> options = parse_sweep_options(args, out);
-  if (!options) return 0;
+  if (!options) return {};
   ConfigDocument study_doc = ConfigDocument::load_file(options->study_file);
   Study study = read_study(study_doc, options->study_file);
   const std::vector<Point> points = points_of(study);
@@ -582,7 +595,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (mpi::launched_by_mpi()) mpi_session.emplace();
   if (mpi_session && mpi_session->rank() != 0) {
     mpi::serve_jobs(run_job);
-    return 0;
+    return {};
   }
   // Its destruction tells the other ranks to stop, also when an error leaves first.
   std::optional<mpi::JobServer> job_server;
@@ -656,7 +669,10 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
                  [&](size_t k) { finished(todo[k], point_row(todo[k])); });
   }
 
-  const auto [failed, skipped] = write_results(dir, study, rows);
+  const WrittenResults written = write_results(dir, study, rows);
+  const size_t failed = written.failed;
+  const size_t skipped = written.skipped;
+  out << written.text_table;
   out << fmt::format("study {}: {} points ({} run now, {} resumed): {} ok, {} skipped, {} failed\n",
                      study.name, points.size(), progress.ran(), resumed,
                      points.size() - failed - skipped, skipped, failed);
@@ -667,7 +683,7 @@ int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ost
     plot_rc =
         plot_main({(dir / kResultsFile).string(), "--x", options->plot_axis, "--force"}, out, err);
   }
-  return failed > 0 || plot_rc != 0 ? 1 : 0;
+  return {failed > 0 || plot_rc != 0 ? 1 : 0, dir};
 }
 
 }  // namespace upsim::cli

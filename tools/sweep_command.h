@@ -78,6 +78,15 @@ namespace upsim::cli {
 
 int sweep_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+/// What a sweep did: its exit code (as sweep_main's) and the folder holding results.csv (empty
+/// after --help and on the serving ranks under mpirun).
+struct SweepOutcome {
+  int exit_code = 0;
+  std::filesystem::path folder;
+};
+/// sweep_main's work, for callers that need the folder (the Python package).
+SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 /// Reads the study in `doc` (loaded from `file`, which names it and anchors its relative paths)
 /// and returns its number of points; ConfigError or std::invalid_argument for a bad study. The
 /// study file's reader on its own (tests, the fuzz harness).

@@ -1,6 +1,7 @@
 // upsim: the command-line front end. The only place that turns errors into exit codes:
 //   0 success, 1 the simulation could not complete, 2 bad input (config, files, options).
 #include <fmt/format.h>
+#include <unistd.h>
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -133,7 +134,10 @@ int run_main(const std::vector<std::string>& args) {
       ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")  //
       ("force", po::bool_switch(&options.force), "overwrite existing output files")    //
       ("quiet,q", po::bool_switch(&options.quiet),
-       "print only the predicted iteration time in milliseconds");
+       "print only the predicted iteration time in milliseconds")  //
+      ("dry-run", po::bool_switch(&options.dry_run),
+       "build the scenario and print what would run (platform, workload, memory, the graph's "
+       "size and the resolved scenario) without simulating or writing anything");
   po::options_description hidden;
   hidden.add_options()("scenario", po::value<std::string>(&options.scenario));
   po::options_description all;
@@ -154,6 +158,7 @@ int run_main(const std::vector<std::string>& args) {
     return kExitBadInput;
   }
   options.overrides = overrides;
+  options.progress = ::isatty(STDERR_FILENO) != 0 && !options.quiet;
   if (vm.count("trace-ranks")) options.trace_ranks = trace_ranks;
   if (vm.count("trace-iterations")) options.trace_iterations = trace_iterations;
   upsim::cli::run_scenario(options, std::cout, std::cerr);

@@ -5,6 +5,8 @@
     >>> r.iteration_ms
     4.0859...
     >>> r.ranks[["name", "iteration_time_ms", "exposed_communication_ms"]]
+    >>> s = upsim.sweep("configs/studies/dlrm_gpu_generations.yaml", jobs=2)
+    >>> s.results[["point", "platform.gpu", "status", "iteration_ms"]]
 
 The simulation is upsim's own C++ library (the one the ``upsim`` command line uses), called
 in-process: the same scenario gives the same tables as ``upsim run`` writes into its folder
@@ -17,5 +19,7 @@ message, naming the file, line or key; a run that cannot complete raises
 from ._core import ConfigError, SimulationError, __version__
 from .result import Result
 from .running import run
+from .sweeping import SweepResult, sweep
 
-__all__ = ["run", "Result", "ConfigError", "SimulationError", "__version__"]
+__all__ = ["run", "sweep", "Result", "SweepResult", "ConfigError", "SimulationError",
+           "__version__"]

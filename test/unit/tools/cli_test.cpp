@@ -94,6 +94,28 @@ TEST_F(Cli, CommandsWithSubjectsListThemOnHelp) {
   EXPECT_EQ(r.output.find("interconnect.bandwidth"), std::string::npos) << r.output;
 }
 
+// --dry-run builds and describes the scenario (header, graph size, resolved YAML), runs nothing
+// and writes nothing; output options beside it are refused, not ignored.
+TEST_F(Cli, DryRunDescribesTheScenarioWithoutRunningOrWriting) {
+  const std::string dlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + dlrm4 + " --dry-run --set workload.global_batch=2048");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* text :
+       {"platform: 4 x A100-SXM4-40GB", "global batch 2048", "memory per GPU (rank 0)",
+        "graph: 4 ranks, ", "nothing simulated", "resolved scenario", "  global_batch: 2048"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("predicted iteration time"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir_ / "upsim-out")) << "a dry run wrote a folder";
+  const Result with_out = run("run " + dlrm4 + " --dry-run --out x");
+  EXPECT_EQ(with_out.exit_code, 2);
+  EXPECT_NE(with_out.output.find("--dry-run writes nothing"), std::string::npos) << with_out.output;
+  EXPECT_NE(with_out.output.find("--out"), std::string::npos) << with_out.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+  // A bad key fails the dry run as it fails the run.
+  EXPECT_EQ(run("run " + dlrm4 + " --dry-run --set workload.bogus=1").exit_code, 2);
+}
+
 TEST_F(Cli, NoCommandOrUnknownCommandIsAUsageError) {
   EXPECT_EQ(run("").exit_code, 2);
   const Result r = run("simulate x.yaml");

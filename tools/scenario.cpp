@@ -23,6 +23,7 @@
 #include "calibration/roofline_kernel_cost.h"
 #include "sim/config/quantity_parse.h"
 #include "tools/memory_limit.h"
+#include "tools/unstated_models.h"
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
@@ -446,61 +447,114 @@ std::string make_network_model(const ConfigNode& interconnect,
 /// The platform's model sections, read for their uses (ConfigNode::read_for), so that a workload
 /// that prices no work with one of them names the keys that then change nothing (inactive_uses).
 struct PlatformModelSections {
-  ConfigNode kernels;
-  ConfigNode host;
-  ConfigNode interconnect;
+  // Absent only for a trace workload that left the section out (a replay prices nothing with
+  // it); require_pricing_sections refuses the scenario when the workload would.
+  std::optional<ConfigNode> kernels;
+  std::optional<ConfigNode> host;
+  std::optional<ConfigNode> interconnect;
+  std::string kernel_model;  ///< the section's `model`, or kUnstatedModel
+  std::string host_model;
   std::string interconnect_model;
   std::string interconnect_text;    ///< the platform line's
   std::string gemm_launch_warning;  ///< a GEMM schedule asked for and not priced, else empty
 };
 
-/// The kernel, host and network models of the platform's sections, into `models` (with
-/// `models.set` pointing at them and one device per GPU).
-PlatformModelSections make_platform_models(const ConfigNode& platform, const Workload& workload,
-                                           const HardwareProfile& hardware, int64_t gpus,
-                                           ScenarioModels& models) {
-  const ConfigNode kernels = platform.child("kernels").read_for(kKernelModelUse);
-  const ConfigNode host = platform.child("host").read_for(kHostModelUse);
-  const ConfigNode interconnect = platform.child("interconnect").read_for(kInterconnectModelUse);
-  models.kernels = make_kernel_cost_model(kernels, hardware);
-  models.cpu = make_cpu_cost_model(host);
-  if (const std::optional<HostOverheads> measured = workload.host_overheads()) {
-    models.cpu = std::make_unique<HostOverheadCpuCost>(*measured);
+/// The platform line's model name for a section a trace replay left out.
+constexpr std::string_view kUnstatedModel = "none (replayed)";
+
+/// The kernel model of `platform.kernels`, or a stand-in without it.
+void make_kernel_model(PlatformModelSections& sections, const HardwareProfile& hardware,
+                       ScenarioModels& models) {
+  if (!sections.kernels) {
+    models.kernels = std::make_unique<UnstatedKernelModel>();
+    sections.kernel_model = kUnstatedModel;
+    return;
   }
-  std::string interconnect_model = interconnect.get_choice("model", interconnect_models());
-  std::string interconnect_text =
-      make_network_model(interconnect, interconnect_model, hardware, gpus, models);
-  models.set.kernels = models.kernels.get();
-  models.set.cpu = models.cpu.get();
-  models.set.network = models.network.get();
-  models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
-  models.set.gemm_launch = read_gemm_launch(kernels, hardware.device);
-  // The flow network's link rates take their share of the kernels' HBM bandwidth
-  // (sim/hbm_sharing.h), unless compute_interference is off.
-  if (interconnect_model == "flow" && interconnect.get_bool_or("compute_interference", true)) {
-    models.set.achievable_memory_fraction = hardware.achievable.memory;
-  }
+  models.kernels = make_kernel_cost_model(*sections.kernels, hardware);
+  sections.kernel_model = sections.kernels->get_string("model");
+  models.set.gemm_launch = read_gemm_launch(*sections.kernels, hardware.device);
   // A static persistent schedule needs the GEMMs' tiles; a kernel model that states none
   // (KernelCostModel::gemm_ctas: roofline) shares SMs in proportion, and the platform line says so.
-  std::string gemm_launch_warning;
   if (models.set.gemm_launch.schedule == GemmSchedule::kStaticPersistent &&
       models.kernels->gemm_ctas(gemm_kernel(DType::kBf16, 1, 4096, 4096, 4096), hardware.device) ==
           0) {
     models.set.gemm_launch.schedule = GemmSchedule::kPerTile;
-    if (kernels.has("gemm_schedule")) {
-      gemm_launch_warning = fmt::format(
+    if (sections.kernels->has("gemm_schedule")) {
+      sections.gemm_launch_warning = fmt::format(
           "platform.kernels.gemm_schedule: static_persistent needs a kernel model that tiles "
           "GEMMs; the `{}` model states no tiles, so GEMMs share SMs with communication in "
           "proportion (per_tile)",
-          kernels.get_string("model"));
+          sections.kernel_model);
     }
   }
-  return {kernels,
-          host,
-          interconnect,
-          std::move(interconnect_model),
-          std::move(interconnect_text),
-          std::move(gemm_launch_warning)};
+}
+
+/// The kernel, host and network models of the platform's sections, into `models` (with
+/// `models.set` pointing at them and one device per GPU). A workload that simulates iterations
+/// needs all three sections; a trace workload may leave out those its replay does not use.
+PlatformModelSections make_platform_models(const ConfigNode& platform, const Workload& workload,
+                                           const HardwareProfile& hardware, int64_t gpus,
+                                           ScenarioModels& models) {
+  const bool may_leave_out = !workload.simulates_iterations();
+  const auto section = [&](std::string_view key,
+                           std::string_view use) -> std::optional<ConfigNode> {
+    if (may_leave_out && !platform.has(key)) return std::nullopt;
+    return platform.child(key).read_for(use);
+  };
+  PlatformModelSections sections;
+  sections.kernels = section("kernels", kKernelModelUse);
+  sections.host = section("host", kHostModelUse);
+  sections.interconnect = section("interconnect", kInterconnectModelUse);
+  models.set.devices.assign(static_cast<size_t>(gpus), hardware.device);
+  make_kernel_model(sections, hardware, models);
+  if (sections.host) {
+    models.cpu = make_cpu_cost_model(*sections.host);
+    sections.host_model = sections.host->get_string("model");
+  } else {
+    models.cpu = std::make_unique<UnstatedCpuModel>();
+    sections.host_model = kUnstatedModel;
+  }
+  if (const std::optional<HostOverheads> measured = workload.host_overheads()) {
+    models.cpu = std::make_unique<HostOverheadCpuCost>(*measured);
+  }
+  if (sections.interconnect) {
+    const ConfigNode& interconnect = *sections.interconnect;
+    sections.interconnect_model = interconnect.get_choice("model", interconnect_models());
+    sections.interconnect_text =
+        make_network_model(interconnect, sections.interconnect_model, hardware, gpus, models);
+    // The flow network's link rates take their share of the kernels' HBM bandwidth
+    // (sim/hbm_sharing.h), unless compute_interference is off.
+    if (sections.interconnect_model == "flow" &&
+        interconnect.get_bool_or("compute_interference", true)) {
+      models.set.achievable_memory_fraction = hardware.achievable.memory;
+    }
+  } else {
+    models.collectives = std::make_unique<UnstatedCollectiveModel>();
+    models.network = std::make_unique<AnalyticalNetwork>(*models.collectives);
+    sections.interconnect_text = kUnstatedModel;
+  }
+  models.set.kernels = models.kernels.get();
+  models.set.cpu = models.cpu.get();
+  models.set.network = models.network.get();
+  return sections;
+}
+
+/// Refuses a scenario that left out a model section its workload prices work with, naming the
+/// section and why it is needed.
+void require_pricing_sections(const ConfigNode& platform, const PlatformModelSections& sections,
+                              bool prices_gpu_work, bool prices_host) {
+  const auto missing = [&](std::string_view key, std::string_view what) {
+    platform.fail(fmt::format(
+        "missing `{}`: this workload prices {} with the platform's model (a replay of measured "
+        "times would not need it); e.g. {}",
+        key, what,
+        key == "kernels" ? "kernels: {model: roofline}"
+        : key == "host"  ? "host: {model: host_overheads, overheads: host/v100_pytorch_kineto.yaml}"
+                         : "interconnect: {model: alpha_beta, link: nvlink2}"));
+  };
+  if (prices_gpu_work && !sections.kernels) missing("kernels", "its kernels");
+  if (prices_gpu_work && !sections.interconnect) missing("interconnect", "its collectives");
+  if (prices_host && !sections.host) missing("host", "its host time");
 }
 
 /// The scenario and platform lines of the summary; fills `s.description_text` and `s.platform`.
@@ -525,14 +579,14 @@ std::string describe_platform(Scenario& s, const std::string& description, int64
         launch.sm_carveout > 0 ? fmt::format(", {} SMs carved out", launch.sm_carveout) : "");
   }
   text += fmt::format("platform: {} x {}{}; kernels: {}{}; host: {}; interconnect: {}\n", gpus,
-                      d.name, clock, sections.kernels.get_string("model"), gemms,
-                      sections.host.get_string("model"), sections.interconnect_text);
+                      d.name, clock, sections.kernel_model, gemms, sections.host_model,
+                      sections.interconnect_text);
   s.description_text = description;
   s.platform.gpus = static_cast<uint32_t>(gpus);
   s.platform.gpu = hardware.device.name;
   s.platform.gpu_memory_bytes = hardware.device.hbm_bytes;
-  s.platform.kernel_model = sections.kernels.get_string("model");
-  s.platform.host_model = sections.host.get_string("model");
+  s.platform.kernel_model = sections.kernel_model;
+  s.platform.host_model = sections.host_model;
   s.platform.interconnect = sections.interconnect_text;
   if (s.models.fabric) s.platform.fabric = s.models.fabric->name();
   return text;
@@ -634,9 +688,8 @@ void take_build(Scenario& s, WorkloadBuild& built, const ConfigDocument& doc,
     std::vector<std::string> stands_for = recorded_as;
     stands_for.insert(stands_for.end(), hardware.recorded_names.begin(),
                       hardware.recorded_names.end());
-    s.comparison =
-        compare_with_measured(built.measured_run, hardware.device, stands_for, doc.overrides(),
-                              sections.host.get_string("model"), s.warnings);
+    s.comparison = compare_with_measured(built.measured_run, hardware.device, stands_for,
+                                         doc.overrides(), sections.host_model, s.warnings);
   }
   s.trace_ranks = std::move(built.trace_ranks);
   s.iteration_period = built.iteration_period;
@@ -718,12 +771,14 @@ void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload&
   }
   if (!sections.gemm_launch_warning.empty()) s.warnings.push_back(sections.gemm_launch_warning);
   const WorkloadPricing pricing = workload_pricing(workload, built, !s.measured_iteration.empty());
+  // A section a replay left out: nothing of it to warn about.
+  if (!sections.kernels || !sections.interconnect) return;
   const std::vector<InactiveUse> inactive =
-      inactive_uses(sections.kernels, sections.interconnect, sections.interconnect_model, hardware,
-                    s.models.fabric.get(), !gpu_pcie_links.empty(), pricing);
+      inactive_uses(*sections.kernels, *sections.interconnect, sections.interconnect_model,
+                    hardware, s.models.fabric.get(), !gpu_pcie_links.empty(), pricing);
   for (std::string& w : doc.unused_key_warnings(inactive))
     s.warnings.push_back(std::move(w));
-  add_unused_attention_section_warnings(s, sections.kernels);
+  add_unused_attention_section_warnings(s, *sections.kernels);
   if (sections.interconnect_model == "flow" && pricing.no_gpu_work.empty()) {
     if (std::optional<std::string> w = unchanged_pcie_links_warning(gpu_profile, gpu_pcie_links)) {
       s.warnings.push_back(std::move(*w));
@@ -785,6 +840,9 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   WorkloadBuild built = build_workload(*workload, on, s.graph, workload_node, limits);
   take_build(s, built, doc, hardware, sections, memory_check_warns, workload_node, recorded_as,
              text);
+  const WorkloadPricing pricing = workload_pricing(*workload, built, !s.measured_iteration.empty());
+  require_pricing_sections(platform, sections, pricing.no_gpu_work.empty(),
+                           pricing.no_host.empty());
   add_inapplicable_warnings(s, doc, *workload, built, hardware, gpu_profile, gpu_pcie_links,
                             sections);
   s.header = text;

@@ -18,6 +18,10 @@
 //     topology: topologies/a100x4_nvlink.yaml     # topology/fabric_loader.h; rank r -> GPU r
 //     interconnect: {model: flow, tuning: collectives/nccl_like.yaml}   # tuning optional
 //     partial_fabric: false         # with a topology: true runs on its first `gpus` GPUs
+//   kernels, host and interconnect are required, except that a trace workload may leave out
+//   those its replay prices nothing with (replay mode: kernels and interconnect; host: measured
+//   or host overheads from the traces: host); the platform line then says "none (replayed)",
+//   and a scenario that would price work with a section it left out is refused, naming it.
 //   Keys that change nothing are warned about by name (ConfigDocument::unused_key_warnings):
 //   the fabric's link capacities under an interconnect model other than `flow`, profile and
 //   calibration values the kernel or collective model does not read once --set changes them

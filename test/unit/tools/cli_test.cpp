@@ -271,6 +271,45 @@ TEST_F(Cli, OneRankOfAJobPricesItsCollectivesOverTheJobsFabric) {
   EXPECT_NEAR(alone, whole, 0.10 * whole) << one.out << all.out;
 }
 
+// A replay takes every time from the traces: its scenario needs no kernel, host or interconnect
+// model and predicts what the same replay with them does; a model-mode trace without them is
+// refused, naming the section.
+TEST_F(Cli, TraceReplayNeedsNoModelsItDoesNotUse) {
+  const std::string configs = UPSIM_CONFIGS_DIR;
+  const std::string traces = std::string(UPSIM_SOURCE_ROOT) + "/test/data/param-et-replay/dlrm";
+  const auto scenario = [&](const std::string& mode) {
+    return "platform:\n  gpu: " + configs +
+           "/hardware/v100_sxm2_32gb.yaml\nworkload:\n  model: " + "trace\n  traces: " + traces +
+           "\n  mode: " + mode + "\n  host: measured\n  iteration: 10\n";
+  };
+  std::ofstream(dir_ / "replay.yaml") << scenario("replay");
+  std::ofstream(dir_ / "model.yaml") << scenario("model");
+  const Result bare = run("run replay.yaml --out bare --no-trace");
+  ASSERT_EQ(bare.exit_code, 0) << bare.output;
+  EXPECT_NE(bare.out.find("kernels: none (replayed); host: none (replayed); interconnect: none "
+                          "(replayed)"),
+            std::string::npos)
+      << bare.out;
+  const Result full =
+      run("run " + quote(configs + "/trace_dlrm_v100.yaml") + " --out full --no-trace");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const auto predicted = [](const std::string& out) {
+    const size_t at = out.find("predicted iteration time: ");
+    return at == std::string::npos ? std::string() : out.substr(at, 40);
+  };
+  EXPECT_FALSE(predicted(bare.out).empty());
+  EXPECT_EQ(predicted(bare.out), predicted(full.out));
+  // Its resolved scenario runs again as it is (no section added).
+  const Result again = run("run bare/scenario.yaml --out again --no-trace");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(predicted(again.out), predicted(bare.out));
+  const Result model = run("run model.yaml --out m --no-trace");
+  EXPECT_EQ(model.exit_code, 2);
+  EXPECT_NE(model.output.find("missing `kernels`: this workload prices its kernels"),
+            std::string::npos)
+      << model.output;
+}
+
 // A trace of three steps of 100, 300 and 100 us: the summary prints each step's measured and
 // predicted time, not only their mean (which would hide a step far off).
 TEST_F(Cli, TraceScenariosPrintEveryMeasuredStep) {

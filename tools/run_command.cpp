@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_paths.h"
 #include "sim/config/quantity_parse.h"
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
@@ -389,6 +390,11 @@ void print_dry_run(const RunOptions& options, std::ostream& out, std::ostream& e
   const Scenario scenario = build_scenario(doc);
   for (const std::string& w : scenario.warnings)
     err << "upsim: warning: " << w << "\n";
+  if (options.list_keys) {
+    for (const std::string& key : key_paths(doc.resolved_yaml(), options.scenario))
+      out << key << "\n";
+    return;
+  }
   out << scenario.header;
   out << fmt::format(
       "graph: {} ranks, {} tasks over {} iterations ({} warm-up){}; nothing simulated "
@@ -402,7 +408,8 @@ void print_dry_run(const RunOptions& options, std::ostream& out, std::ostream& e
 }  // namespace
 
 void check_dry_run_options(const RunOptions& options) {
-  if (!options.dry_run) return;
+  if (!options.dry_run && !options.list_keys) return;
+  const char* mode = options.list_keys ? "--keys" : "--dry-run";
   const std::pair<bool, const char*> outputs[] = {
       {!options.out_dir.empty(), "--out"},
       {!options.trace_file.empty(), "--trace"},
@@ -414,16 +421,15 @@ void check_dry_run_options(const RunOptions& options) {
   for (const auto& [given, name] : outputs) {
     if (given) {
       throw std::invalid_argument(fmt::format(
-          "--dry-run writes nothing and prints no time, so {} would change nothing; drop one "
-          "of them",
-          name));
+          "{} writes nothing and prints no time, so {} would change nothing; drop one of them",
+          mode, name));
     }
   }
 }
 
 void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& err) {
   check_dry_run_options(options);
-  if (options.dry_run) {
+  if (options.dry_run || options.list_keys) {
     print_dry_run(options, out, err);
     return;
   }

@@ -30,6 +30,9 @@ struct RunOptions {
   /// --dry-run: build the scenario and print what would run (the header, the graph's size, the
   /// resolved scenario) without simulating or writing anything.
   bool dry_run = false;
+  /// --keys: like --dry-run, but print only the key paths of the resolved scenario, one per
+  /// line, as --set takes them (shell completion reads them).
+  bool list_keys = false;
   /// A progress line on `err` while the run simulates (tools/run_progress.h); `upsim run` sets
   /// it when stderr is a terminal and --quiet is not given.
   bool progress = false;

@@ -20,8 +20,11 @@ std::filesystem::path shipped_root() {
   // Linux: the running program's own path, whatever the working directory or PATH.
   const fs::path program = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    const fs::path installed = program.parent_path().parent_path() / "share" / "upsim";
+    const fs::path above = program.parent_path().parent_path();
+    const fs::path installed = above / "share" / "upsim";
     if (holds_shipped_files(installed)) return installed;
+    // A build folder inside a checkout (<root>/build/upsim).
+    if (holds_shipped_files(above)) return above;
   }
   return {};
 }

@@ -17,6 +17,7 @@
 #include "sim/formats/parse_error.h"
 #include "tools/collective_commands.h"
 #include "tools/diff_command.h"
+#include "tools/init_command.h"
 #include "tools/interrupt_cleanup.h"
 #include "tools/kernel_commands.h"
 #include "tools/memory_limit.h"
@@ -46,6 +47,8 @@ const char* kTopUsage =
     "usage: upsim <command> [options]\n"
     "\n"
     "commands:\n"
+    "  init dlrm|transformer|trace DIR\n"
+    "                  write DIR/scenario.yaml, a commented starter scenario that runs as is\n"
     "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
     "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
     "                  resolved scenario. `upsim run --help` lists its options.\n"
@@ -137,7 +140,10 @@ int run_main(const std::vector<std::string>& args) {
        "print only the predicted iteration time in milliseconds")  //
       ("dry-run", po::bool_switch(&options.dry_run),
        "build the scenario and print what would run (platform, workload, memory, the graph's "
-       "size and the resolved scenario) without simulating or writing anything");
+       "size and the resolved scenario) without simulating or writing anything")  //
+      ("keys", po::bool_switch(&options.list_keys),
+       "print the key paths --set takes for this scenario (those inside referenced files "
+       "too), one per line, without simulating");
   po::options_description hidden;
   hidden.add_options()("scenario", po::value<std::string>(&options.scenario));
   po::options_description all;
@@ -182,6 +188,7 @@ int main(int argc, char** argv) {
     const std::string command = args[0];
     args.erase(args.begin());
     if (command == "run") return run_main(args);
+    if (command == "init") return upsim::cli::init_main(args, std::cout);
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
     if (command == "plan") return upsim::cli::plan_main(args, std::cout, std::cerr);
     if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
@@ -252,7 +259,8 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: run, plan, shard, sweep, diff, plot, validate, "
+        "upsim: unknown command `{}`; valid: init, run, plan, shard, sweep, diff, plot, "
+        "validate, "
         "calibrate, "
         "convert "
         "(see "

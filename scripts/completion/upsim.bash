@@ -1,10 +1,11 @@
 # bash completion for upsim (installed to share/bash-completion/completions/upsim).
-# Commands, their options, and YAML files / folders where a command takes a path.
+# Commands, their options, and YAML files / folders where a command takes a path; after --set of
+# `run`, `plan` or `shard`, the key paths of the scenario on the line (`upsim run SCENARIO --keys`).
 _upsim() {
   local cur prev
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="run plan shard sweep diff plot validate calibrate convert --help --version"
+  local commands="init run plan shard sweep diff plot validate calibrate convert --help --version"
   if [[ ${COMP_CWORD} -eq 1 ]]; then
     COMPREPLY=($(compgen -W "${commands}" -- "${cur}"))
     return
@@ -12,13 +13,34 @@ _upsim() {
   local command="${COMP_WORDS[1]}"
   case "${prev}" in
     --out|-o|--trace|--csv) COMPREPLY=($(compgen -f -- "${cur}")); return ;;
-    --set|-s) return ;;
+    --set|-s)
+      # The scenario: the first argument after the command that is not an option or its value.
+      local i scenario=""
+      for ((i = 2; i < COMP_CWORD; i++)); do
+        case "${COMP_WORDS[i-1]}" in --set|-s|--out|-o|--trace|--csv|--gpus|--top|--jobs|-j) continue ;; esac
+        [[ "${COMP_WORDS[i]}" == -* ]] && continue
+        scenario="${COMP_WORDS[i]}"
+        break
+      done
+      if [[ -n "${scenario}" && -f "${scenario}" ]]; then
+        local keys
+        keys=$(upsim run "${scenario}" --keys 2>/dev/null | grep -v ' ')
+        compopt -o nospace 2>/dev/null
+        COMPREPLY=($(compgen -W "${keys}" -S '=' -- "${cur}"))
+      fi
+      return ;;
   esac
   case "${command}" in
+    init)
+      if [[ ${COMP_CWORD} -eq 2 ]]; then
+        COMPREPLY=($(compgen -W "dlrm transformer trace --help" -- "${cur}"))
+      else
+        COMPREPLY=($(compgen -W "--force" -- "${cur}") $(compgen -d -- "${cur}"))
+      fi ;;
     run)
       COMPREPLY=($(compgen -W "--set --out --trace --trace-ranks --trace-iterations --trace-gzip \
-        --no-trace --force --quiet --help" -- "${cur}") $(compgen -f -X '!*.yaml' -- "${cur}") \
-        $(compgen -d -- "${cur}")) ;;
+        --no-trace --force --quiet --dry-run --keys --help" -- "${cur}") \
+        $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     plan) COMPREPLY=($(compgen -W "--set --gpus --top --jobs --max-simulations --out --force \
         --resume --no-memory-savers --refine --batch --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
@@ -32,7 +54,7 @@ _upsim() {
         $(compgen -f -X '!*.csv' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     validate)
       if [[ ${COMP_CWORD} -eq 2 ]]; then
-        COMPREPLY=($(compgen -W "kernels collectives traces workloads" -- "${cur}"))
+        COMPREPLY=($(compgen -W "kernels collectives traces workloads memory --help" -- "${cur}"))
       else
         COMPREPLY=($(compgen -W "--help" -- "${cur}") $(compgen -d -- "${cur}"))
       fi ;;
@@ -42,7 +64,7 @@ _upsim() {
       else
         COMPREPLY=($(compgen -W "--out --force --help" -- "${cur}") $(compgen -f -- "${cur}"))
       fi ;;
-    convert) COMPREPLY=($(compgen -W "kernels --help" -- "${cur}")) ;;
+    convert) COMPREPLY=($(compgen -W "kernels traces --help" -- "${cur}")) ;;
   esac
 }
 complete -F _upsim upsim

@@ -116,6 +116,41 @@ TEST_F(Cli, DryRunDescribesTheScenarioWithoutRunningOrWriting) {
   EXPECT_EQ(run("run " + dlrm4 + " --dry-run --set workload.bogus=1").exit_code, 2);
 }
 
+// `upsim init KIND DIR` writes a starter whose references are absolute and that runs as it is
+// from anywhere; it never replaces a scenario unasked.
+TEST_F(Cli, InitWritesStartersThatRunAsTheyAre) {
+  for (const std::string kind : {"dlrm", "transformer", "trace"}) {
+    const Result init = run("init " + kind + " " + kind);
+    ASSERT_EQ(init.exit_code, 0) << init.output;
+    const std::string text = read_file(dir_ / kind / "scenario.yaml");
+    EXPECT_EQ(text.find(": ../"), std::string::npos) << "a relative reference is left\n" << text;
+    EXPECT_NE(text.find("# "), std::string::npos) << "commented";
+    const Result r = run("run " + kind + "/scenario.yaml --no-trace --quiet --out o-" + kind);
+    ASSERT_EQ(r.exit_code, 0) << kind << "\n" << r.output;
+    const Result again = run("init " + kind + " " + kind);
+    EXPECT_NE(again.exit_code, 0);
+    EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+    EXPECT_EQ(run("init " + kind + " " + kind + " --force").exit_code, 0);
+  }
+  const Result bad = run("init gpt x");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("`gpt` is no starter"), std::string::npos) << bad.output;
+  EXPECT_EQ(run("init dlrm").exit_code, 2);
+}
+
+// --keys lists the key paths --set takes, those inside referenced files too.
+TEST_F(Cli, RunKeysListsTheScenariosSetPaths) {
+  const std::string dlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");
+  const Result r = run("run " + dlrm4 + " --keys");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* key : {"\nworkload.global_batch\n", "\nplatform.gpu.peak_flops.fp32\n",
+                          "\nworkload.embeddings.tables.0.rows\n"}) {
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << r.out.substr(0, 400);
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "upsim-out"));
+  EXPECT_EQ(run("run " + dlrm4 + " --keys --out x").exit_code, 2);
+}
+
 TEST_F(Cli, NoCommandOrUnknownCommandIsAUsageError) {
   EXPECT_EQ(run("").exit_code, 2);
   const Result r = run("simulate x.yaml");

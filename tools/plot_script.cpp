@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -11,7 +12,9 @@
 #include <utility>
 
 #include "sim/formats/csv.h"
+#include "tools/plot_axes.h"
 #include "tools/run_tables.h"
+#include "tools/sweep_table.h"
 
 namespace upsim::cli {
 
@@ -123,9 +126,17 @@ double number_at(const CsvTable& t, const CsvTable::Row& row, size_t column) {
                                        printable_text(t.header[column])));
 }
 
-/// `set xtics` with one labelled tic per label at 0, 1, 2, ... (bars and categories).
+/// `set xtics` with one labelled tic per label at 0, 1, 2, ... (bars and categories), level when
+/// they fit side by side (about 90 characters of an SVG 1000 wide), else turned by 45 degrees.
 std::string labelled_xtics(const std::vector<std::string>& labels) {
-  std::string s = "set xtics rotate by -45 noenhanced (";
+  size_t total = 0;
+  size_t longest = 0;
+  for (const std::string& l : labels) {
+    total += l.size() + 2;
+    longest = std::max(longest, l.size());
+  }
+  const bool level = total <= 90 && longest <= 24;
+  std::string s = level ? "set xtics noenhanced (" : "set xtics rotate by -45 noenhanced (";
   for (size_t i = 0; i < labels.size(); ++i)
     s += fmt::format("{}{} {}", i ? ", " : "", gnuplot_literal(labels[i]), i);
   return s + ")\n";
@@ -152,7 +163,8 @@ std::string stacked_bars(const std::vector<std::string>& labels,
   s += labelled_xtics(labels);
   s += "set yrange [0:*]\nplot ";
   for (size_t p = 0; p < parts.size(); ++p)
-    s += fmt::format("{}$DATA using {} title {}", p ? ", " : "", p + 1, gnuplot_literal(parts[p]));
+    s += fmt::format("{}$DATA using {} title {}", p ? ", " : "", p + 1,
+                     gnuplot_literal(part_title(parts[p])));
   return s + "\n";
 }
 
@@ -231,6 +243,29 @@ std::optional<double> finite_number(std::string_view field) {
   return v;
 }
 
+namespace {
+
+/// The y range of a line plot: from zero, unless the values differ by less than a tenth of the
+/// largest (a what-if's small change would be a flat line): then around them, said in the title.
+std::string y_range(const std::vector<double>& values, std::string& title) {
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  if (*hi > 0.0 && (*hi - *lo) < 0.1 * *hi) {
+    title += " (y axis not from zero)";
+    return "set yrange [*:*]\nset offsets 0, 0, graph 0.15, graph 0.15\n";
+  }
+  return "set yrange [0:*]\n";
+}
+
+/// The legend: right of the plot, or below it when the series names are long or many.
+std::string key_placement(const std::vector<std::string>& names) {
+  size_t longest = 0;
+  for (const std::string& n : names)
+    longest = std::max(longest, n.size());
+  return longest > 28 || names.size() > 10 ? "set key below noenhanced\n" : "";
+}
+
+}  // namespace
+
 ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::string& stem) {
   constexpr std::string_view kKind = "results table written by `upsim sweep`";
   const size_t status = required_column(t, "status", kKind);
@@ -250,70 +285,82 @@ ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::s
                                          axes.empty() ? "none" : axes));
   }
   const size_t xc = *x_column;
-  // The other axis columns (between `point` and `status`) make the series: one line per
-  // combination of their values, in order of first appearance.
+  ResultsPlots result;
+  std::vector<const CsvTable::Row*> ok;
+  std::vector<const std::vector<std::string>*> ok_fields;
+  for (const CsvTable::Row& row : t.rows) {
+    if (row.fields[status] != "ok") {
+      ++result.rows_left_out;
+      continue;
+    }
+    ok.push_back(&row);
+    ok_fields.push_back(&row.fields);
+  }
+  if (ok.empty()) {
+    throw std::runtime_error(fmt::format("{}: no row ran (status ok){}", printable_text(t.file),
+                                         t.rows.empty() ? "; no rows" : ""));
+  }
+  // The other axis columns (between `point` and `status`) make the series, one line per
+  // combination of their values in order of first appearance, except those the x value
+  // determines (a zip partner of x draws no series of its own).
   std::vector<size_t> others;
   for (size_t c = 1; c < status; ++c) {
     if (c != xc) others.push_back(c);
   }
-  struct Point {
-    size_t series = 0;
-    size_t category = 0;
-    const std::string* x = nullptr;
-    double time_ms = 0.0;
-  };
-  std::vector<Point> points;
-  std::vector<std::string> labels;  // bar labels: every axis value of the point
+  const std::vector<size_t> split = series_columns(ok_fields, xc, others);
+  std::vector<std::string> xs;
+  for (const CsvTable::Row* row : ok)
+    xs.push_back(row->fields[xc]);
+  const std::optional<NumericAxis> axis = numeric_axis(xs);
+
+  std::vector<size_t> series_of(ok.size());
+  std::vector<size_t> category_of(ok.size());
+  std::vector<double> times;
+  std::vector<std::string> labels;  // bar labels: the point's x and series values
   std::vector<std::vector<double>> bars;
   std::map<std::string, size_t> series_index;
   std::vector<std::string> series_names;
   std::map<std::string, size_t> category_index;
   std::vector<std::string> categories;
-  ResultsPlots result;
-  bool numeric = true;
-  for (const CsvTable::Row& row : t.rows) {
-    const std::vector<std::string>& f = row.fields;
-    if (f[status] != "ok") {
-      ++result.rows_left_out;
-      continue;
-    }
+  for (size_t i = 0; i < ok.size(); ++i) {
+    const CsvTable::Row& row = *ok[i];
     std::string key;
-    for (const size_t c : others) {
+    for (const size_t c : split) {
       if (!key.empty()) key += ", ";
-      key += t.header[c] + '=' + f[c];
+      key += short_column_name(t.header[c]) + '=' + short_axis_value(row.fields[c]);
     }
-    Point p;
-    p.x = &f[xc];
-    p.time_ms = number_at(t, row, iteration);
-    p.series = index_of(key, series_index, series_names);
-    p.category = index_of(f[xc], category_index, categories);
-    points.push_back(p);
-    numeric = numeric && finite_number(f[xc]).has_value();
-    labels.push_back(key.empty() ? f[xc] : f[xc] + " (" + key + ')');
+    const std::string x_shown = short_axis_value(row.fields[xc]);
+    series_of[i] = index_of(key, series_index, series_names);
+    category_of[i] = index_of(x_shown, category_index, categories);
+    times.push_back(number_at(t, row, iteration));
+    labels.push_back(key.empty() ? x_shown : x_shown + " (" + key + ')');
     std::vector<double> bar;
     for (const size_t c : part_columns)
       bar.push_back(number_at(t, row, c));
     bars.push_back(std::move(bar));
   }
-  if (points.empty()) {
-    throw std::runtime_error(fmt::format("{}: no row ran (status ok){}", printable_text(t.file),
-                                         t.rows.empty() ? "; no rows" : ""));
-  }
 
   const std::string iteration_name = stem + "_iteration";
-  std::string s = header(iteration_name, stem + ": predicted iteration time");
+  std::string title = stem + ": predicted iteration time";
+  const std::string range = y_range(times, title);
+  std::string s = header(iteration_name, title);
+  const std::string xlabel =
+      axis && !axis->unit.empty() ? fmt::format("{} ({})", x, axis->unit) : x;
   s += fmt::format("set xlabel {} noenhanced\nset ylabel 'iteration time (ms)'\n",
-                   gnuplot_literal(x));
-  if (!numeric) {
+                   gnuplot_literal(xlabel));
+  s += key_placement(series_names);
+  if (!axis) {
     s += labelled_xtics(categories);
     s += fmt::format("set xrange [-0.5:{}]\n", categories.size());
+  } else if (axis->logarithmic) {
+    s += "set logscale x 10\n";
   }
   std::vector<std::string> blocks(series_names.size());
-  for (const Point& p : points) {
-    const std::string xv = numeric ? data_number(*finite_number(*p.x)) : std::to_string(p.category);
-    blocks[p.series] += fmt::format("{} {}\n", xv, data_number(p.time_ms));
+  for (size_t i = 0; i < ok.size(); ++i) {
+    const std::string xv = axis ? data_number(axis->values[i]) : std::to_string(category_of[i]);
+    blocks[series_of[i]] += fmt::format("{} {}\n", xv, data_number(times[i]));
   }
-  std::string plot = "set yrange [0:*]\nplot ";
+  std::string plot = range + "plot ";
   for (size_t k = 0; k < blocks.size(); ++k) {
     s += fmt::format("$S{} << EOD\n{}EOD\n", k, blocks[k]);
     plot +=
@@ -357,22 +404,69 @@ std::vector<PlotScript> run_plots(const CsvTable& ranks, const CsvTable* links) 
   plots.push_back(PlotScript{"ranks_breakdown", std::move(s)});
   if (links == nullptr || links->rows.empty()) return plots;
 
-  // Link utilisation: busy time per iteration of the busiest 24 links (links.csv is sorted).
+  // Link utilisation: bytes moved / (capacity x iteration time), of the busiest links of each
+  // kind (the name's last parenthesis: nvlink3, nic, ...), so that a fabric's NICs show beside
+  // its NVLinks; at most kLinkBars, in links.csv's order (busiest first).
   constexpr std::string_view kLinksKind = "links table written by `upsim run`";
+  constexpr size_t kLinkBars = 24;
+  constexpr size_t kLinksPerKind = 4;
   const size_t link_name = required_column(*links, "name", kLinksKind);
-  const size_t busy = required_column(*links, "busy_ms_per_iteration", kLinksKind);
+  const size_t capacity = required_column(*links, "capacity_gbytes_per_s", kLinksKind);
+  const size_t moved = required_column(*links, "bytes_per_iteration", kLinksKind);
+  const size_t iteration = required_column(ranks, "iteration_time_ms", kRanksKind);
+  double iteration_s = 0.0;
+  for (const CsvTable::Row& row : ranks.rows)
+    iteration_s = std::max(iteration_s, number_at(ranks, row, iteration) * 1e-3);
+  const auto kind_of = [&](const CsvTable::Row& row) {
+    const std::string& n = row.fields[link_name];
+    const size_t open = n.rfind('(');
+    return open == std::string::npos ? std::string() : n.substr(open);
+  };
+  std::vector<bool> chosen(links->rows.size(), false);
+  std::map<std::string, size_t> per_kind;
+  size_t count = 0;
+  for (size_t r = 0; r < links->rows.size() && count < kLinkBars; ++r) {
+    if (per_kind[kind_of(links->rows[r])]++ < kLinksPerKind) {
+      chosen[r] = true;
+      ++count;
+    }
+  }
+  for (size_t r = 0; r < links->rows.size() && count < kLinkBars; ++r) {
+    if (!chosen[r]) {
+      chosen[r] = true;
+      ++count;
+    }
+  }
+  // Grouped by kind (kinds in order of their busiest link), each kind busiest first.
+  std::vector<size_t> order;
+  std::map<std::string, size_t> kind_rank;
+  for (size_t r = 0; r < links->rows.size(); ++r) {
+    if (!chosen[r]) continue;
+    kind_rank.try_emplace(kind_of(links->rows[r]), kind_rank.size());
+    order.push_back(r);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return kind_rank[kind_of(links->rows[a])] < kind_rank[kind_of(links->rows[b])];
+  });
   std::vector<std::string> link_labels;
   std::string data = "$DATA << EOD\n";
-  for (size_t r = 0; r < links->rows.size() && r < 24; ++r) {
-    link_labels.push_back(links->rows[r].fields[link_name]);
-    data += data_number(number_at(*links, links->rows[r], busy)) + "\n";
+  for (const size_t r : order) {
+    const CsvTable::Row& row = links->rows[r];
+    const double bytes_per_s = number_at(*links, row, capacity) * 1e9;
+    const double share = bytes_per_s > 0.0 && iteration_s > 0.0
+                             ? number_at(*links, row, moved) / (bytes_per_s * iteration_s)
+                             : 0.0;
+    link_labels.push_back(row.fields[link_name]);
+    data += data_number(100.0 * share) + "\n";
   }
-  std::string d = header("links", "link busy time per iteration (busiest)");
+  std::string d = header("links", fmt::format("link utilisation: bytes moved / (capacity x "
+                                              "iteration), the busiest {} of each kind",
+                                              kLinksPerKind));
   d += data;
   d += "EOD\nset style data histograms\nset style fill solid 0.85 border -1\nset boxwidth "
-       "0.75\nset xlabel 'link'\nset ylabel 'busy (ms per iteration)'\n";
+       "0.75\nset xlabel 'link'\nset ylabel 'utilisation (% of capacity, per iteration)'\n";
   d += labelled_xtics(link_labels);
-  d += "set yrange [0:*]\nplot $DATA using 1 title 'busy'\n";
+  d += "set rmargin 14\nset yrange [0:*]\nset key off\nplot $DATA using 1 title 'utilisation'\n";
   plots.push_back(PlotScript{"links", std::move(d)});
   return plots;
 }

@@ -78,15 +78,20 @@ struct ResultsPlots {
 };
 
 /// The plots of a sweep's results table (tools/sweep_command.h's columns) against the column
-/// `x`: the iteration time per point (one line per combination of the other axis columns; a
-/// numeric axis when every x value is a finite number, else categories), and the slowest rank's
-/// breakdown per point as stacked bars. `stem` names the plots and their titles. Throws
+/// `x`: the iteration time per point (one line per combination of the other axis columns that x
+/// does not determine, so a zip group is one line; a numeric axis when every x value is a number
+/// or a quantity of one kind, log-scaled over two decades or more, else categories; axis values
+/// that name YAML files shown by their stem; the y axis from zero unless the times differ by
+/// less than a tenth, which the title then says), and the slowest rank's breakdown per point as
+/// stacked bars (tools/plot_axes.h). `stem` names the plots and their titles. Throws
 /// std::runtime_error when a column is missing, no row has status `ok`, or a number of an `ok`
 /// row is not a finite number.
 ResultsPlots results_plots(const CsvTable& results, const std::string& x, const std::string& stem);
 
 /// The plots of a run folder: ranks_breakdown (ranks.csv as stacked bars) and, when `links` has
-/// rows, links (the busy time of its first 24 links, the busiest).
+/// rows, links (the utilisation of the busiest links of each kind: bytes moved per iteration over
+/// capacity x the slowest rank's iteration time, in %; at most 24 links, at most 4 of a kind
+/// before the rest of the busiest).
 std::vector<PlotScript> run_plots(const CsvTable& ranks, const CsvTable* links);
 
 }  // namespace upsim::cli

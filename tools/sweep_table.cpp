@@ -9,17 +9,16 @@
 #include <string_view>
 
 namespace upsim::cli {
-namespace {
 
-/// A YAML file's stem ("configs/hardware/h100_sxm5_80gb.yaml" -> "h100_sxm5_80gb"); other
-/// values as they are.
-std::string short_value(std::string_view value) {
+std::string short_axis_value(std::string_view value) {
   const bool yaml = value.ends_with(".yaml") || value.ends_with(".yml");
   if (!yaml) return std::string(value);
   const size_t slash = value.find_last_of('/');
   std::string_view name = slash == std::string_view::npos ? value : value.substr(slash + 1);
   return std::string(name.substr(0, name.rfind('.')));
 }
+
+namespace {
 
 std::optional<double> number(std::string_view text) {
   double v = 0.0;
@@ -98,7 +97,7 @@ std::string format_sweep_table(const std::vector<CsvRecord>& records, size_t axi
     for (const Column& c : columns) {
       const size_t at = *column_of(c.source);
       const std::string& raw = at < records[r].fields.size() ? records[r].fields[at] : "";
-      line.push_back(c.axis ? short_value(raw) : cell(c, raw));
+      line.push_back(c.axis ? short_axis_value(raw) : cell(c, raw));
     }
     cells.push_back(std::move(line));
   }

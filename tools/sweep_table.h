@@ -5,11 +5,16 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/formats/csv.h"
 
 namespace upsim::cli {
+
+/// An axis value as tables and plots show it: a YAML file by its stem
+/// ("configs/hardware/h100_sxm5_80gb.yaml" -> "h100_sxm5_80gb"), anything else as it is.
+std::string short_axis_value(std::string_view value);
 
 /// Rows printed before "... N more points" (results.csv has them all).
 inline constexpr size_t kSweepTableRows = 40;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tools/child_process.h"
+#include "tools/plot_axes.h"
 
 namespace upsim::cli {
 namespace {
@@ -175,6 +176,79 @@ TEST(PlotScript, GnuplotPrintsLiteralsBackAsWritten) {
   EXPECT_TRUE(r.succeeded()) << r.stderr_text;
   EXPECT_EQ(r.stdout_bytes, expected);
   EXPECT_EQ(r.stderr_text, "");
+}
+
+}  // namespace
+}  // namespace upsim::cli
+
+namespace upsim::cli {
+namespace {
+
+/// A results table of axes gpu and topology zipped (a100 with dgx_a100, h100 with dgx_h100) and
+/// a bandwidth axis.
+CsvTable zipped_results() {
+  std::string text =
+      "point,platform.gpu,platform.topology,bw,status,iteration_ms,compute_ms,communication_ms,"
+      "exposed_comm_ms,bubble_ms,rendezvous_wait_ms,cpu_bound_idle_ms,other_idle_ms\n";
+  int point = 0;
+  for (const char* pair : {"../hardware/a100.yaml,../topologies/dgx_a100.yaml",
+                           "../hardware/h100.yaml,../topologies/dgx_h100.yaml"}) {
+    for (const char* bw : {"100Gbit/s", "400Gbit/s"}) {
+      text += std::to_string(point) + "," + pair + "," + bw + ",ok," +
+              std::to_string(4.0 - 0.01 * point) + ",3,1,0.5,0,0,0,0\n";
+      ++point;
+    }
+  }
+  return parse_csv_table(text, "results.csv");
+}
+
+TEST(PlotAxes, ZipPartnersOfXDrawNoSeriesAndFilesShowByStem) {
+  const std::string s = results_plots(zipped_results(), "platform.gpu", "r").plots[0].script;
+  // One series per bandwidth, none per topology (x determines it).
+  EXPECT_NE(s.find("title 'bw=100Gbit/s'"), std::string::npos) << s;
+  EXPECT_NE(s.find("title 'bw=400Gbit/s'"), std::string::npos) << s;
+  EXPECT_EQ(s.find("topology="), std::string::npos) << s;
+  EXPECT_NE(s.find("'a100' 0, 'h100' 1"), std::string::npos) << s;
+  EXPECT_EQ(s.find("../hardware"), std::string::npos) << s;
+}
+
+TEST(PlotAxes, QuantitiesAreANumericAxisInOneUnitAndSmallChangesAreVisible) {
+  const std::string s = results_plots(zipped_results(), "bw", "r").plots[0].script;
+  EXPECT_NE(s.find("set xlabel 'bw (GB/s)'"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n12.5 4\n50 3.99\n"), std::string::npos) << s;  // 100 / 400 Gbit/s
+  EXPECT_EQ(s.find("set xtics"), std::string::npos) << s;  // numeric, not categories
+  // 4.0 .. 3.97 ms differ by under a tenth: the y axis is not from zero, and the title says so.
+  EXPECT_NE(s.find("(y axis not from zero)"), std::string::npos) << s;
+  EXPECT_NE(s.find("set yrange [*:*]"), std::string::npos) << s;
+  const std::optional<NumericAxis> bytes = numeric_axis({"512MiB", "4GiB", "64GiB"});
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(bytes->unit, "GiB");
+  EXPECT_EQ(bytes->values, (std::vector<double>{0.5, 4, 64}));
+  EXPECT_TRUE(bytes->logarithmic);
+  EXPECT_FALSE(numeric_axis({"1us", "2GB/s"}));  // mixed kinds: categories
+  EXPECT_EQ(part_title("exposed_comm_ms"), "exposed comm");
+  EXPECT_EQ(short_column_name("platform.topology.node.link_kinds.nvlink4.bandwidth"),
+            "nvlink4.bandwidth");
+}
+
+TEST(PlotAxes, LinkUtilisationShowsEveryKindOfLink) {
+  const CsvTable ranks = parse_csv_table(
+      "rank,name,iteration_time_ms,compute_ms,communication_ms,exposed_communication_ms,"
+      "bubble_ms,rendezvous_wait_ms,cpu_bound_idle_ms,other_idle_ms\n"
+      "0,rank 0,10,8,1,1,0,0,1,0\n",
+      "ranks.csv");
+  std::string links = "name,capacity_gbytes_per_s,bytes_per_iteration,busy_ms_per_iteration\n";
+  for (int i = 0; i < 30; ++i)
+    links += "gpu" + std::to_string(i) + " -> nvswitch (nvlink4),450,900000000,2\n";
+  links += "nic0 -> leaf0 (ib_ndr),50,250000000,5\n";  // 250 MB in 10 ms of 50 GB/s: 50%
+  const CsvTable link_table = parse_csv_table(links, "links.csv");
+  const std::vector<PlotScript> plots = run_plots(ranks, &link_table);
+  ASSERT_EQ(plots.size(), 2u);
+  const std::string& s = plots[1].script;
+  EXPECT_NE(s.find("nic0 -> leaf0 (ib_ndr)"), std::string::npos) << s;
+  EXPECT_NE(s.find("\n50\n"), std::string::npos) << s;  // the NIC's utilisation, %
+  EXPECT_NE(s.find("\n20\n"), std::string::npos) << s;  // 900 MB in 10 ms of 450 GB/s
+  EXPECT_NE(s.find("utilisation (%"), std::string::npos) << s;
 }
 
 }  // namespace

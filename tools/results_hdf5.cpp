@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <hdf5.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -52,6 +53,17 @@ bool numeric_column(const std::vector<std::vector<std::string>>& rows, size_t c)
   return true;
 }
 
+/// Every value of column `c` an integer that int64 holds (none empty: NaN has no integer).
+bool integer_column(const std::vector<std::vector<std::string>>& rows, size_t c) {
+  for (const auto& r : rows) {
+    const std::string& v = c < r.size() ? r[c] : std::string();
+    int64_t x = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size()) return false;
+  }
+  return true;
+}
+
 void check(herr_t rc, const std::string& what, const std::string& file) {
   if (rc < 0) throw std::runtime_error(fmt::format("{}: cannot {}", file, what));
 }
@@ -80,12 +92,22 @@ std::string results_hdf5_image(const std::vector<std::string>& header,
     check(H5Tset_size(text.get(), H5T_VARIABLE), "make a string type", name);
     check(H5Tset_cset(text.get(), H5T_CSET_UTF8), "make a string type", name);
     for (size_t c = 0; c < header.size(); ++c) {
+      const bool integers = !rows.empty() && integer_column(rows, c);
       const bool numbers = numeric_column(rows, c);
-      const Handle set(
-          H5Dcreate2(group.get(), header[c].c_str(), numbers ? H5T_IEEE_F64LE : text.get(),
-                     space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
-          H5Dclose, fmt::format("create dataset `{}`", header[c]), name);
-      if (numbers) {
+      const hid_t type = integers ? H5T_STD_I64LE : numbers ? H5T_IEEE_F64LE : text.get();
+      const Handle set(H5Dcreate2(group.get(), header[c].c_str(), type, space.get(), H5P_DEFAULT,
+                                  dcpl.get(), H5P_DEFAULT),
+                       H5Dclose, fmt::format("create dataset `{}`", header[c]), name);
+      if (integers) {
+        std::vector<int64_t> v;
+        for (const auto& r : rows) {
+          int64_t x = 0;
+          std::from_chars(r[c].data(), r[c].data() + r[c].size(), x);
+          v.push_back(x);
+        }
+        check(H5Dwrite(set.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
+              fmt::format("write `{}`", header[c]), name);
+      } else if (numbers) {
         std::vector<double> v;
         for (const auto& r : rows) {
           const std::string& s = c < r.size() ? r[c] : std::string();

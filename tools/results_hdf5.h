@@ -1,8 +1,9 @@
 // A sweep's results table as HDF5 (results.h5), for h5py / pandas / MATLAB users: group
 // "/results" holds one dataset per column of results.csv, row i of every dataset being point i.
-// Columns whose every value is a number (or empty) are float64 (empty -> NaN); the others are
-// variable-length UTF-8 strings. The group's attribute "columns" lists the names in table order.
-// No object timestamps are stored, so the same table gives the same bytes.
+// Columns whose every value is an integer (none empty) are int64 (the point index, memory bytes,
+// an integer axis); other columns whose every value is a number (or empty) are float64 (empty ->
+// NaN); the others are variable-length UTF-8 strings. The group's attribute "columns" lists the
+// names in table order. No object timestamps are stored, so the same table gives the same bytes.
 #pragma once
 
 #include <filesystem>

@@ -159,7 +159,7 @@ RunDocuments run_documents(const RunIdentity& identity, const ConfigDocument& do
   out.ranks_csv = ranks_csv(summary);
   out.links_csv = links_csv(summary);
   const uint32_t measured = summary.ranks.empty() ? 1 : summary.ranks.front().measured_iterations;
-  out.ops_csv = ops_csv(ops, measured);
+  out.ops_csv = ops_csv(ops, measured, summary.ranks.size());
   out.warnings = run_warnings(scenario.warnings, run.stats);
   return out;
 }

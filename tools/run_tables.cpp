@@ -29,6 +29,12 @@ std::string per_iteration_ms(Duration total, uint32_t iterations) {
   return ms(iterations == 0 ? total : total / static_cast<int64_t>(iterations));
 }
 
+/// A count over the measured iterations, per iteration (the count itself for none).
+std::string per_iteration_count(uint64_t count, uint32_t iterations) {
+  return number(iterations == 0 ? static_cast<double>(count)
+                                : static_cast<double>(count) / static_cast<double>(iterations));
+}
+
 /// The per-iteration breakdown columns of a rank, in the order of the text summary.
 struct Column {
   std::string_view name;
@@ -138,8 +144,11 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
           per_iteration_ms(b.exposed_by_dim[parallel_dim_index(d)], b.measured_iterations));
       first = false;
     }
-    out += fmt::format("}}, \"kernels\": {}, \"collectives\": {}, \"iteration_times_ms\": [",
-                       b.kernels, b.collectives);
+    out += fmt::format(
+        "}}, \"kernels\": {}, \"collectives\": {}, \"kernels_per_iteration\": {}, "
+        "\"collectives_per_iteration\": {}, \"iteration_times_ms\": [",
+        b.kernels, b.collectives, per_iteration_count(b.kernels, b.measured_iterations),
+        per_iteration_count(b.collectives, b.measured_iterations));
     for (size_t k = 0; k < b.iteration_times.size(); ++k) {
       if (k) out += ", ";
       out += ms(b.iteration_times[k]);
@@ -151,10 +160,14 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
   const double iterations = summary.iterations == 0 ? 1.0 : summary.iterations;
   for (size_t l = 0; l < summary.links.size(); ++l) {
     const LinkUsage& u = summary.links[l];
+    // bytes / busy_ms (schema 1's first names) and the same under links.csv's names.
+    const std::string bytes = number(u.bytes / iterations);
+    const std::string busy = ms(u.busy / static_cast<int64_t>(iterations));
     out += fmt::format(
-        "{}\n    {{\"name\": {}, \"capacity_gbytes_per_s\": {}, \"bytes\": {}, \"busy_ms\": {}}}",
-        l ? "," : "", json_quoted(u.name), number(u.capacity.gigabytes_per_second()),
-        number(u.bytes / iterations), ms(u.busy / static_cast<int64_t>(iterations)));
+        "{}\n    {{\"name\": {}, \"capacity_gbytes_per_s\": {}, \"bytes\": {}, \"busy_ms\": {}, "
+        "\"bytes_per_iteration\": {}, \"busy_ms_per_iteration\": {}}}",
+        l ? "," : "", json_quoted(u.name), number(u.capacity.gigabytes_per_second()), bytes, busy,
+        bytes, busy);
   }
   out += summary.links.empty() ? "],\n" : "\n  ],\n";
   if (scenario.memory) {
@@ -203,7 +216,7 @@ std::string ranks_csv(const RunSummary& summary) {
   std::string out = "rank,name,iteration_time_ms";
   for (const Column& c : kColumns)
     out += fmt::format(",{}", c.name);
-  out += ",kernels,collectives\n";
+  out += ",kernels,collectives,kernels_per_iteration,collectives_per_iteration\n";
   for (size_t r = 0; r < summary.ranks.size(); ++r) {
     const RankBreakdown& b = summary.ranks[r];
     out += fmt::format("{},{},{}", r, csv_field(b.name), ms(b.iteration_time));
@@ -211,7 +224,9 @@ std::string ranks_csv(const RunSummary& summary) {
       out += ',';
       out += per_iteration_ms(b.*(c.total), b.measured_iterations);
     }
-    out += fmt::format(",{},{}\n", b.kernels, b.collectives);
+    out += fmt::format(",{},{},{},{}\n", b.kernels, b.collectives,
+                       per_iteration_count(b.kernels, b.measured_iterations),
+                       per_iteration_count(b.collectives, b.measured_iterations));
   }
   return out;
 }
@@ -227,20 +242,24 @@ std::string links_csv(const RunSummary& summary) {
   return out;
 }
 
-std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations) {
+std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations,
+                    size_t ranks) {
   const int64_t n = measured_iterations == 0 ? 1 : measured_iterations;
+  const int64_t rank_count = ranks == 0 ? 1 : static_cast<int64_t>(ranks);
   // Shares are of the time of the row's kind: a kernel's of all kernel time, a host sync's of
   // all host-sync time (waits and work do not add up to one whole).
   std::array<double, 16> kind_ms{};
   for (const OpProfileRow& r : rows)
     kind_ms[static_cast<size_t>(r.kind) % kind_ms.size()] += r.total.ms();
-  std::string out = "kind,op,name,count_per_iteration,time_ms_per_iteration,share_of_kind\n";
+  std::string out =
+      "kind,op,name,count_per_iteration,time_ms_per_iteration,share_of_kind,ranks,"
+      "time_ms_per_iteration_per_rank\n";
   for (const OpProfileRow& r : rows) {
     const double total = kind_ms[static_cast<size_t>(r.kind) % kind_ms.size()];
-    out += fmt::format("{},{},{},{},{},{}\n", task_kind_name(r.kind), csv_field(r.op),
-                       csv_field(r.name),
-                       number(static_cast<double>(r.count) / static_cast<double>(n)),
-                       ms(r.total / n), number(total > 0.0 ? r.total.ms() / total : 0.0));
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{}\n", task_kind_name(r.kind), csv_field(r.op), csv_field(r.name),
+        number(static_cast<double>(r.count) / static_cast<double>(n)), ms(r.total / n),
+        number(total > 0.0 ? r.total.ms() / total : 0.0), rank_count, ms(r.total / n / rank_count));
   }
   return out;
 }

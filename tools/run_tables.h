@@ -20,10 +20,12 @@
 //               communication, exposed_communication, bubble, rendezvous_wait, cpu_bound_idle,
 //               other_idle, collective_wait (sim/export/run_summary.h defines each), exposed_by_dim
 //               ({tp, cp, ep, pp, dp, other: ms}, the dimensions present), kernels and
-//               collectives (tasks in the measured window), iteration_times_ms (every
-//               iteration, warm-up included)
-//   links[]:    name, capacity_gbytes_per_s, bytes and busy_ms per iteration (over all
-//               iterations), busiest first; empty without link state
+//               collectives (tasks in all measured iterations together) and
+//               kernels_per_iteration, collectives_per_iteration (the same per measured
+//               iteration), iteration_times_ms (every iteration, warm-up included)
+//   links[]:    name, capacity_gbytes_per_s, bytes_per_iteration and busy_ms_per_iteration
+//               (means over all iterations; also as bytes and busy_ms, their first names),
+//               busiest first; empty without link state
 //   memory:     owner, parts[{name, bytes}], total_bytes, capacity_bytes; null when the workload
 //               does not model memory
 //   measured:   null, or for trace workloads: comparison ("error", "what-if" or "none"), reason,
@@ -33,12 +35,15 @@
 //   simulation: tasks, events (of the last run of the steady-state search)
 //
 // CSV tables (RFC 4180: a header row, fields with commas or quotes quoted):
-//   ranks.csv  rank,name,iteration_time_ms,compute_ms,communication_ms,...  (as ranks[] above)
+//   ranks.csv  rank,name,iteration_time_ms,compute_ms,communication_ms,...,kernels,collectives,
+//              kernels_per_iteration,collectives_per_iteration  (as ranks[] above)
 //   links.csv  name,capacity_gbytes_per_s,bytes_per_iteration,busy_ms_per_iteration
-//   ops.csv    kind,op,name,count_per_iteration,time_ms_per_iteration,share_of_kind — every
-//              (task kind, PyTorch op, kernel or call name), summed over all ranks, per measured
-//              iteration (sim/export/op_profile.h: a wait's time is its wait); share_of_kind is
-//              of the time of all rows of its kind
+//   ops.csv    kind,op,name,count_per_iteration,time_ms_per_iteration,share_of_kind,ranks,
+//              time_ms_per_iteration_per_rank — every (task kind, PyTorch op, kernel or call
+//              name), per measured iteration: count and time summed over all `ranks` simulated
+//              ranks, and the time as a mean per rank (the sum / ranks); a wait's time is its
+//              wait (sim/export/op_profile.h); share_of_kind is of the time of all rows of its
+//              kind
 // Times in ms are exact decimals of the integer picoseconds; other numbers are doubles written
 // as the shortest text that reads back to the same double.
 #pragma once
@@ -65,7 +70,8 @@ std::string summary_json(const RunIdentity& identity, const Scenario& scenario,
                          const RunSummary& summary, const RunStats& stats);
 std::string ranks_csv(const RunSummary& summary);
 std::string links_csv(const RunSummary& summary);
-std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations);
+std::string ops_csv(const std::vector<OpProfileRow>& rows, uint32_t measured_iterations,
+                    size_t ranks);
 
 /// A duration in milliseconds, exactly: the integer picoseconds as a decimal (3356194890 ps ->
 /// "3.35619489").

@@ -32,6 +32,7 @@
 #include "tools/plot_command.h"
 #include "tools/point_source.h"
 #include "tools/results_hdf5.h"
+#include "tools/run_documents.h"
 #include "tools/run_metrics.h"
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
@@ -346,17 +347,17 @@ std::string result_fields(const Point& point, const Study& study) {
     const RunSummary& s = run.summary;
     const Scenario& sc = run.scenario;
     if (!study.point_outputs.empty()) {
+      // The documents `upsim run --no-trace` writes (tools/run_documents.h).
       const fs::path own = study.point_outputs / std::to_string(point.index);
       fs::create_directories(own);
-      write_file_atomically(own / "summary.txt", sc.description + format_run_summary(s));
-      write_file_atomically(
-          own / "summary.json",
-          summary_json(RunIdentity{study.base.string(), point.overrides}, sc, s, run.stats));
-      write_file_atomically(own / "ranks.csv", ranks_csv(s));
-      write_file_atomically(own / "links.csv", links_csv(s));
-      const uint32_t measured = s.ranks.empty() ? 1 : s.ranks.front().measured_iterations;
-      write_file_atomically(own / "ops.csv", ops_csv(ops->rows(), measured));
-      write_file_atomically(own / "scenario.yaml", doc.resolved_yaml());
+      const RunDocuments documents =
+          run_documents(RunIdentity{study.base.string(), point.overrides}, doc, run, ops->rows());
+      write_file_atomically(own / "summary.txt", documents.summary_text);
+      write_file_atomically(own / "summary.json", documents.summary_json);
+      write_file_atomically(own / "ranks.csv", documents.ranks_csv);
+      write_file_atomically(own / "links.csv", documents.links_csv);
+      write_file_atomically(own / "ops.csv", documents.ops_csv);
+      write_file_atomically(own / "scenario.yaml", documents.resolved_yaml);
     }
     const int64_t memory = sc.memory ? sc.memory->total_bytes() : 0;
     if (study.fits_memory && sc.memory && memory > sc.platform.gpu_memory_bytes) {

@@ -475,8 +475,8 @@ std::string format_trace_steps(const std::vector<RankValidation>& ranks) {
   for (const std::string& l : labels)
     width = std::max(width, l.size());
   std::string out = fmt::format("per step ({} steps; means over the ranks):\n", labels.size());
-  out += fmt::format("{:<{}} {:>14} {:>15} {:>8} {:>16}\n", "step", width, "measured (us)",
-                     "predicted (us)", "error", "worst rank");
+  out += fmt::format("{:<{}} {:>14} {:>15} {:>8} {:>16}\n", "step", width, "measured (ms)",
+                     "predicted (ms)", "error", "worst rank");
   double log_sum = 0.0;
   size_t n = 0;
   double worst = 0.0;
@@ -491,8 +491,8 @@ std::string format_trace_steps(const std::vector<RankValidation>& ranks) {
       if (!r.not_an_iteration.empty()) continue;
       for (size_t k = 0; k < r.step_labels.size(); ++k) {
         if (r.step_labels[k] != label || r.step_measured[k] <= Duration::zero()) continue;
-        measured += r.step_measured[k].us();
-        predicted += r.step_predicted[k].us();
+        measured += r.step_measured[k].ms();
+        predicted += r.step_predicted[k].ms();
         ++count;
         const double e = r.step_predicted[k].seconds() / r.step_measured[k].seconds() - 1.0;
         if (std::fabs(e) >= std::fabs(rank_worst)) {
@@ -510,7 +510,7 @@ std::string format_trace_steps(const std::vector<RankValidation>& ranks) {
       worst_step = label;
     }
     out +=
-        fmt::format("{:<{}} {:>14.3f} {:>15.3f} {:>+7.2f}% {:>+7.2f}% rank {:<3}\n", label, width,
+        fmt::format("{:<{}} {:>14.4f} {:>15.4f} {:>+7.2f}% {:>+7.2f}% rank {:<3}\n", label, width,
                     measured / static_cast<double>(count), predicted / static_cast<double>(count),
                     100.0 * e, 100.0 * rank_worst, rank_worst_at);
   }
@@ -524,7 +524,7 @@ std::string format_trace_steps(const std::vector<RankValidation>& ranks) {
 
 std::string format_trace_validation(const std::vector<RankValidation>& ranks) {
   std::string out = fmt::format("{:<5} {:<46} {:<24} {:>14} {:>15} {:>8}\n", "rank", "trace",
-                                "iteration", "measured (us)", "predicted (us)", "error");
+                                "iteration", "measured (ms)", "predicted (ms)", "error");
   std::string reasons;
   double max_abs = 0.0;
   size_t compared = 0;
@@ -533,13 +533,13 @@ std::string format_trace_validation(const std::vector<RankValidation>& ranks) {
     std::string file = name;
     if (file.size() > 46) file = file.substr(0, 43) + "...";
     if (!r.not_an_iteration.empty()) {
-      out += fmt::format("{:<5} {:<46} {:<24} {:>14.3f} {:>15.3f} {:>8}\n", r.rank, file,
-                         r.iteration, r.measured.us(), r.predicted.us(), "n/a");
+      out += fmt::format("{:<5} {:<46} {:<24} {:>14.4f} {:>15.4f} {:>8}\n", r.rank, file,
+                         r.iteration, r.measured.ms(), r.predicted.ms(), "n/a");
       reasons += fmt::format("n/a: {}: {}\n", name, r.not_an_iteration);
       continue;
     }
-    out += fmt::format("{:<5} {:<46} {:<24} {:>14.3f} {:>15.3f} {:>+7.2f}%\n", r.rank, file,
-                       r.iteration, r.measured.us(), r.predicted.us(), r.error * 100.0);
+    out += fmt::format("{:<5} {:<46} {:<24} {:>14.4f} {:>15.4f} {:>+7.2f}%\n", r.rank, file,
+                       r.iteration, r.measured.ms(), r.predicted.ms(), r.error * 100.0);
     max_abs = std::max(max_abs, std::fabs(r.error));
     ++compared;
   }

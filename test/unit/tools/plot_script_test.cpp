@@ -216,7 +216,7 @@ TEST(PlotAxes, QuantitiesAreANumericAxisInOneUnitAndSmallChangesAreVisible) {
   const std::string s = results_plots(zipped_results(), "bw", "r").plots[0].script;
   EXPECT_NE(s.find("set xlabel 'bw (GB/s)'"), std::string::npos) << s;
   EXPECT_NE(s.find("\n12.5 4\n50 3.99\n"), std::string::npos) << s;  // 100 / 400 Gbit/s
-  EXPECT_EQ(s.find("set xtics"), std::string::npos) << s;  // numeric, not categories
+  EXPECT_EQ(s.find("set xtics"), std::string::npos) << s;            // numeric, not categories
   // 4.0 .. 3.97 ms differ by under a tenth: the y axis is not from zero, and the title says so.
   EXPECT_NE(s.find("(y axis not from zero)"), std::string::npos) << s;
   EXPECT_NE(s.find("set yrange [*:*]"), std::string::npos) << s;

@@ -58,9 +58,9 @@ TEST(TraceReplay, per_step_table_shows_what_the_mean_hides) {
   b.rank = 1;
   const std::string text = format_trace_steps({a, b});
   EXPECT_NE(text.find("per step (2 steps; means over the ranks):"), std::string::npos) << text;
-  EXPECT_NE(text.find("ProfilerStep#1        200.000         100.000  -50.00%"), std::string::npos)
+  EXPECT_NE(text.find("ProfilerStep#1         0.2000          0.1000  -50.00%"), std::string::npos)
       << text;
-  EXPECT_NE(text.find("ProfilerStep#2        100.000         200.000 +100.00%"), std::string::npos)
+  EXPECT_NE(text.find("ProfilerStep#2         0.1000          0.2000 +100.00%"), std::string::npos)
       << text;
   EXPECT_NE(text.find("worst +100.00% (ProfilerStep#2)"), std::string::npos) << text;
   // One step: no table.

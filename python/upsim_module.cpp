@@ -17,9 +17,13 @@
 #include "sim/config/config_node.h"
 #include "sim/executor.h"
 #include "sim/formats/parse_error.h"
+#include "tools/collective_commands.h"
+#include "tools/kernel_commands.h"
 #include "tools/run_documents.h"
 #include "tools/scenario.h"
 #include "tools/sweep_command.h"
+#include "tools/validation/validate_memory.h"
+#include "tools/validation/validate_workloads.h"
 #include "tools/version.h"
 
 namespace py = pybind11;
@@ -67,6 +71,36 @@ py::dict sweep(const std::vector<std::string>& args) {
   return result;
 }
 
+/// `upsim validate SUBJECT ARGS...` in this process: {exit_code, stdout}. A bad option is a
+/// std::logic_error (Boost.Program_options' errors), raised as upsim.ConfigError.
+py::dict validate(const std::string& subject, const std::vector<std::string>& args) {
+  using Main = int (*)(const std::vector<std::string>&, std::ostream&);
+  Main main = nullptr;
+  if (subject == "workloads") main = &upsim::cli::validate_workloads_main;
+  if (subject == "memory") main = &upsim::cli::validate_memory_main;
+  if (subject == "kernels") main = &upsim::cli::validate_kernels_main;
+  if (subject == "collectives") main = &upsim::cli::validate_collectives_main;
+  if (main == nullptr) {
+    throw upsim::ConfigError(
+        "validate", 0, "",
+        "unknown subject `" + subject + "`; valid: collectives, kernels, memory, workloads");
+  }
+  std::ostringstream out;
+  int code = 0;
+  {
+    py::gil_scoped_release release;
+    try {
+      code = main(args, out);
+    } catch (const std::logic_error& e) {
+      throw upsim::ConfigError("validate " + subject, 0, "", e.what());
+    }
+  }
+  py::dict result;
+  result["exit_code"] = code;
+  result["stdout"] = out.str();
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -97,6 +131,8 @@ PYBIND11_MODULE(_core, m) {
         "Runs a scenario to steady state; returns its documents as a dict of str.\n\n"
         "scenario: the scenario file, or with `text` the name it is read as (file references\n"
         "resolve against its folder); overrides: 'a.b=value' assignments, applied in order.");
+  m.def("validate", &validate, py::arg("subject"), py::arg("args"),
+        "Runs `upsim validate SUBJECT ARGS...` in this process; returns {exit_code, stdout}.");
   m.def("sweep", &sweep, py::arg("args"),
         "Runs `upsim sweep ARGS...` in this process; returns {exit_code, folder, stdout, "
         "stderr}.");

@@ -20,6 +20,9 @@ from ._core import ConfigError, SimulationError, __version__
 from .result import Result
 from .running import run
 from .sweeping import SweepResult, sweep
+from .validating import (ValidationResult, validate_collectives, validate_kernels,
+                         validate_memory, validate_workloads)
 
-__all__ = ["run", "sweep", "Result", "SweepResult", "ConfigError", "SimulationError",
-           "__version__"]
+__all__ = ["run", "sweep", "validate_workloads", "validate_memory", "validate_kernels",
+           "validate_collectives", "Result", "SweepResult", "ValidationResult", "ConfigError",
+           "SimulationError", "__version__"]

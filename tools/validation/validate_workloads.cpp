@@ -20,6 +20,8 @@
 #include "sim/config/config_node.h"
 #include "sim/parallel.h"
 #include "tools/command_line.h"
+#include "tools/output_folder.h"
+#include "tools/run_tables.h"
 #include "tools/scenario.h"
 #include "tools/shipped_files.h"
 #include "tools/steady_state.h"
@@ -171,6 +173,8 @@ struct ValidateOptions {
   std::string configs = shipped_path("configs");
   std::vector<std::string> row_filters;
   int jobs = 1;
+  std::string csv_file;  ///< --csv: every row as a table, besides the printed one
+  bool force = false;
   int64_t max_gpus = 0;
   double bound = kDefaultBound;
   MegatronMapping mapping;
@@ -233,6 +237,10 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       ("max-gpus", po::value<int64_t>(&o.max_gpus)->default_value(0),
        "skip rows of more GPUs than this (0: no limit); large rows take long")             //
       ("jobs,j", po::value<int>(&o.jobs)->default_value(1), "rows simulated in parallel")  //
+      ("csv", po::value<std::string>(&o.csv_file),
+       "also write every row to this CSV file: source,label,gpus,status (ok, failed or "
+       "skipped),measured_ms,predicted_ms,error,message (the same rows give the same bytes)")  //
+      ("force", po::bool_switch(&o.force), "replace an existing --csv file")                   //
       ("bound", po::value<double>(&o.bound)->default_value(kDefaultBound, "0.15"),
        "largest acceptable geomean |error| per source (fraction; the DeepLearningExamples "
        "sources have their own: 12% over both, no row beyond 25%)")  //
@@ -447,6 +455,23 @@ std::map<std::string, SourceStats> print_rows(const std::vector<RowPlan>& plans,
   return stats;
 }
 
+/// The rows as a table (--csv): no wall times, so the same rows give the same bytes.
+std::string rows_csv(const std::vector<RowPlan>& plans, const std::vector<RowResult>& results) {
+  std::string out = "source,label,gpus,status,measured_ms,predicted_ms,error,message\n";
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const RowPlan& p = plans[i];
+    const RowResult& r = results[i];
+    const bool ok = r.status == RowStatus::kRan;
+    const char* status = ok ? "ok" : r.status == RowStatus::kFailed ? "failed" : "skipped";
+    out += fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(p.source), csv_field(p.label), p.gpus,
+                       status, fmt::format("{}", 1e3 * p.measured_s),
+                       ok ? fmt::format("{}", 1e3 * r.predicted_s) : "",
+                       ok ? fmt::format("{}", r.predicted_s / p.measured_s - 1.0) : "",
+                       csv_field(ok ? std::string() : r.message));
+  }
+  return out;
+}
+
 /// Prints the geomean of every source, the DeepLearningExamples bound and the skipped rows;
 /// returns the exit code.
 int report(const std::map<std::string, SourceStats>& stats, const std::vector<RowPlan>& plans,
@@ -539,6 +564,8 @@ struct JoinOnExit {
 int validate_workloads_main(const std::vector<std::string>& args, std::ostream& out) {
   ValidateOptions options;
   if (!parse_options(args, out, options)) return 0;
+  // Refused before any row runs (upsim overwrites no file unasked).
+  if (!options.csv_file.empty()) refuse_to_overwrite(options.csv_file, options.force);
   const std::vector<RowPlan> plans = plan_rows(options);
   RowBoard board(plans.size());
   // The rows simulate on a thread of their own while this one prints them in row order; when
@@ -553,7 +580,12 @@ int validate_workloads_main(const std::vector<std::string>& args, std::ostream& 
     }
     const std::map<std::string, SourceStats> stats = print_rows(plans, board, out);
     simulation.join();
-    return report(stats, plans, board.results(), options.bound, out);
+    const int code = report(stats, plans, board.results(), options.bound, out);
+    if (!options.csv_file.empty()) {
+      write_file_atomically(options.csv_file, rows_csv(plans, board.results()));
+      out << fmt::format("rows: {}\n", options.csv_file);
+    }
+    return code;
   }
 }
 

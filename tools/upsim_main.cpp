@@ -24,6 +24,7 @@
 #include "tools/plan_command.h"
 #include "tools/plot_command.h"
 #include "tools/run_command.h"
+#include "tools/schema_command.h"
 #include "tools/shard_command.h"
 #include "tools/sweep_command.h"
 #include "tools/trace_commands.h"
@@ -49,6 +50,7 @@ const char* kTopUsage =
     "commands:\n"
     "  init dlrm|transformer|trace DIR\n"
     "                  write DIR/scenario.yaml, a commented starter scenario that runs as is\n"
+    "  schema [KEY]    every scenario key with the type, range and default its reader uses\n"
     "  run SCENARIO    simulate a scenario (configs/*.yaml); prints the predicted iteration\n"
     "                  time and a per-rank breakdown, writes a Chrome trace (Perfetto) and the\n"
     "                  resolved scenario. `upsim run --help` lists its options.\n"
@@ -189,6 +191,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin());
     if (command == "run") return run_main(args);
     if (command == "init") return upsim::cli::init_main(args, std::cout);
+    if (command == "schema") return upsim::cli::schema_main(args, std::cout);
     if (command == "shard") return upsim::cli::shard_main(args, std::cout, std::cerr);
     if (command == "plan") return upsim::cli::plan_main(args, std::cout, std::cerr);
     if (command == "sweep") return upsim::cli::sweep_main(args, std::cout, std::cerr);
@@ -259,7 +262,7 @@ int main(int argc, char** argv) {
       return kExitBadInput;
     }
     std::cerr << fmt::format(
-        "upsim: unknown command `{}`; valid: init, run, plan, shard, sweep, diff, plot, "
+        "upsim: unknown command `{}`; valid: init, schema, run, plan, shard, sweep, diff, plot, "
         "validate, "
         "calibrate, "
         "convert "

@@ -19,10 +19,11 @@ message, naming the file, line or key; a run that cannot complete raises
 from ._core import ConfigError, SimulationError, __version__
 from .result import Result
 from .running import run
+from .schema import schema
 from .sweeping import SweepResult, sweep
 from .validating import (ValidationResult, validate_collectives, validate_kernels,
                          validate_memory, validate_workloads)
 
-__all__ = ["run", "sweep", "validate_workloads", "validate_memory", "validate_kernels",
+__all__ = ["run", "sweep", "schema", "validate_workloads", "validate_memory", "validate_kernels",
            "validate_collectives", "Result", "SweepResult", "ValidationResult", "ConfigError",
            "SimulationError", "__version__"]

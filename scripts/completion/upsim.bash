@@ -5,7 +5,7 @@ _upsim() {
   local cur prev
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="init run plan shard sweep diff plot validate calibrate convert --help --version"
+  local commands="init schema run plan shard sweep diff plot validate calibrate convert --help --version"
   if [[ ${COMP_CWORD} -eq 1 ]]; then
     COMPREPLY=($(compgen -W "${commands}" -- "${cur}"))
     return

@@ -79,6 +79,11 @@ struct Node {
   std::vector<PendingOverride> pending;
   std::vector<KeyUse> key_uses;   // (key, use) pairs readers looked up, each once
   std::unique_ptr<Node> written;  // the file's value a --set replaced (ConfigNode::as_written)
+  // What readers read this scalar as (ConfigDocument::read_keys): the type they expected, the
+  // range they checked and the default they would take.
+  std::string read_type;
+  std::string read_range;
+  std::optional<std::string> read_default;
   /// The root of a file (the document or a loaded reference): a scalar here is a file that is
   /// not YAML structure, described in errors and never quoted.
   bool file_root = false;
@@ -903,6 +908,7 @@ enum class DefaultKind { kValue, kString };
 ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::string text,
                             DefaultKind kind = DefaultKind::kValue) {
   if (Node* found = lookup(self, key)) {
+    found->read_default = text;
     return NodeAccess::make(&NodeAccess::doc(self), found, join_key(self.key_path(), key),
                             NodeAccess::use(self));
   }
@@ -911,6 +917,7 @@ ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::s
   auto value = std::make_unique<Node>();
   value->kind = Kind::kScalar;
   value->quoted = kind == DefaultKind::kString && needs_quotes(text);
+  value->read_default = text;
   value->scalar = std::move(text);
   value->source = n.source;
   Node* raw = value.get();
@@ -920,8 +927,10 @@ ConfigNode child_or_default(const ConfigNode& self, std::string_view key, std::s
 }
 
 const std::string& scalar_text(const ConfigNode& self, std::string_view expected) {
-  const Node& n = NodeAccess::node(self);
+  Node& n = NodeAccess::node(self);
   if (n.kind != Kind::kScalar) self.fail(fmt::format("expected {}, got {}", expected, describe(n)));
+  // The first reader's expectation names the type (a choice replaces "a string" below).
+  if (n.read_type.empty()) n.read_type = std::string(expected);
   return n.scalar;
 }
 
@@ -935,6 +944,7 @@ bool quotable_whole(const Node& n) {
 std::string check_choice(const ConfigNode& value, std::string_view key,
                          std::span<const std::string_view> choices) {
   std::string text = value.as_string();
+  NodeAccess::node(value).read_type = fmt::format("one of {}", join_names(choices));
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return text;
   const Node& n = NodeAccess::node(value);
   std::string message = quotable_whole(n) ? fmt::format("unknown {} `{}`", key, text)
@@ -1261,6 +1271,7 @@ namespace {
 /// `value` when it lies in [lo, hi]; else fails at `node` naming the range in `print`'s units.
 template <typename T, typename Print>
 T within(const ConfigNode& node, T value, T lo, T hi, Print print) {
+  NodeAccess::node(node).read_range = fmt::format("{} .. {}", print(lo), print(hi));
   if (!(lo <= value && value <= hi)) {
     node.fail(fmt::format("must be between {} and {}, got {}", print(lo), print(hi), print(value)));
   }
@@ -1512,6 +1523,39 @@ std::vector<std::string> ConfigDocument::unused_key_warnings(
                                    keys.size() == 1 ? "changes nothing" : "change nothing", named));
   }
   return warnings;
+}
+
+namespace {
+
+void collect_read_keys(const Node& n, const std::string& path, bool in_file, bool defaulted,
+                       std::vector<ReadKey>& out) {
+  const bool below_file = in_file || n.reference.has_value();
+  // A file reference read and inlined: the key names a file (its own keys follow, below it).
+  if (n.reference && !path.empty()) {
+    out.push_back(ReadKey{path, "a file (a YAML file of its own schema, inlined)", "",
+                          std::nullopt, n.reference->string(), defaulted, in_file});
+  }
+  if (n.kind == Kind::kScalar) {
+    if (!n.read_type.empty()) {
+      out.push_back(ReadKey{path, n.read_type, n.read_range, n.read_default, n.scalar, defaulted,
+                            in_file});
+    }
+    return;
+  }
+  for (const Entry& e : n.entries) {
+    collect_read_keys(*e.value, path.empty() ? e.key : path + "." + e.key, below_file,
+                      e.defaulted, out);
+  }
+  for (const std::unique_ptr<Node>& item : n.items)
+    collect_read_keys(*item, path + "[]", below_file, false, out);
+}
+
+}  // namespace
+
+std::vector<ReadKey> ConfigDocument::read_keys() const {
+  std::vector<ReadKey> out;
+  collect_read_keys(*state_->root, "", false, false, out);
+  return out;
 }
 
 std::string ConfigDocument::resolved_yaml() const {

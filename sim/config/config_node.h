@@ -247,6 +247,17 @@ class ConfigNode {
   uint32_t use_ = 0;
 };
 
+/// A scalar a reader read (ConfigDocument::read_keys).
+struct ReadKey {
+  std::string path;   ///< dotted; a sequence item as `[]` ("workload.embeddings.tables[].rows")
+  std::string type;   ///< what the reader expected ("an integer", "one of a, b", ...)
+  std::string range;  ///< the range it checked ("1 .. 64"), or empty
+  std::optional<std::string> default_value;  ///< the default it would take; none: required
+  std::string value;                         ///< the value it read (YAML text)
+  bool defaulted = false;           ///< the value is the default: no input states it
+  bool in_referenced_file = false;  ///< below a file the document references
+};
+
 class ConfigDocument {
  public:
   /// Missing or unreadable file, malformed YAML (with its line) -> ConfigError.
@@ -289,6 +300,10 @@ class ConfigDocument {
   /// document runs again from wherever it is saved. Deterministic: the same input and reads
   /// (from the same working directory) give byte-identical output.
   std::string resolved_yaml() const;
+
+  /// Every scalar a reader has read so far, in document order, with what it was read as: the
+  /// schema of this document as its readers define it (`upsim schema`).
+  std::vector<ReadKey> read_keys() const;
 
  private:
   explicit ConfigDocument(std::unique_ptr<config_detail::DocumentState> state);

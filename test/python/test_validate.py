@@ -22,3 +22,12 @@ def test_validate_memory_kernels_and_collectives_give_their_reports():
         assert "geomean" in v.text or "in-sample" in v.text
     with pytest.raises(upsim.ConfigError, match="--no-such-option"):
         upsim.validate_kernels("--no-such-option")
+
+
+def test_schema_is_a_dataframe_of_the_readers_keys():
+    s = upsim.schema("workload.parallelism")
+    tensor = s[s["key"] == "workload.parallelism.tensor"].iloc[0]
+    assert tensor["read_as"] == ["an integer"]
+    assert tensor["defaults"] == ["1"]
+    assert tensor["families"] == ["transformer"]
+    assert all(k.startswith("workload.parallelism.") for k in s["key"])

@@ -138,6 +138,26 @@ TEST_F(Cli, InitWritesStartersThatRunAsTheyAre) {
   EXPECT_EQ(run("init dlrm").exit_code, 2);
 }
 
+// `upsim schema`: every key as its reader reads it; SCHEMA.md is its Markdown, regenerated here
+// (after a reader changes, `build/upsim schema --markdown > SCHEMA.md`).
+TEST_F(Cli, SchemaListsKeysAsReadersReadThemAndSchemaMdIsCurrent) {
+  const Result page = run("schema --markdown");
+  ASSERT_EQ(page.exit_code, 0) << page.output;
+  EXPECT_EQ(page.out, read_file(fs::path(UPSIM_SOURCE_ROOT) / "SCHEMA.md"))
+      << "SCHEMA.md is stale: run `build/upsim schema --markdown > SCHEMA.md`";
+  const Result parallel = run("schema workload.parallelism");
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.output;
+  EXPECT_NE(parallel.out.find("workload.parallelism.tensor"), std::string::npos) << parallel.out;
+  EXPECT_NE(parallel.out.find("an integer, in 1 .. 16777216; default: 1  [transformer]"),
+            std::string::npos)
+      << parallel.out;
+  EXPECT_EQ(parallel.out.find("workload.global_batch"), std::string::npos) << "outside the prefix";
+  const Result choice = run("schema workload.interaction");
+  EXPECT_NE(choice.out.find("one of dot, dcnv2; default: dot  [dlrm]"), std::string::npos)
+      << choice.out;
+  EXPECT_EQ(run("schema workload.no_such_key").exit_code, 2);
+}
+
 // --keys lists the key paths --set takes, those inside referenced files too.
 TEST_F(Cli, RunKeysListsTheScenariosSetPaths) {
   const std::string dlrm4 = quote(std::string(UPSIM_CONFIGS_DIR) + "/dlrm_4gpu.yaml");

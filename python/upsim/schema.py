@@ -1,0 +1,22 @@
+"""upsim.schema: the scenario keys upsim's readers read, as a DataFrame."""
+
+from typing import Optional, Sequence
+
+from . import _core
+from .result import _pandas
+
+
+def schema(key: Optional[str] = None, scenarios: Sequence[str] = (),
+           with_files: bool = False):
+    """Every scenario key upsim's readers read while they build the shipped scenarios and
+    starters (or `scenarios`), as ``upsim schema`` prints it: one row per key with `read_as`
+    (the type(s) its readers expect), `ranges`, `defaults` (empty: no default) and the workload
+    `families` whose scenarios read it. `key` keeps the keys at or below a path
+    ("workload.parallelism"); `with_files` adds the keys of referenced files (hardware profile,
+    calibration, fabric)."""
+    rows = _core.schema([str(s) for s in scenarios], with_files)
+    if key:
+        rows = [r for r in rows if r["key"] == key or r["key"].startswith(key + ".")
+                or r["key"].startswith(key + "[]")]
+    return _pandas().DataFrame(rows, columns=["key", "read_as", "ranges", "defaults", "families",
+                                              "in_referenced_file"])

@@ -1,0 +1,206 @@
+#include "tools/schema_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <map>
+#include <ostream>
+
+#include "tools/command_line.h"
+#include "tools/scenario.h"
+#include "tools/shipped_files.h"
+
+namespace upsim::cli {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+void add_distinct(std::vector<std::string>& values, const std::string& v) {
+  if (!v.empty() && std::find(values.begin(), values.end(), v) == values.end()) {
+    values.push_back(v);
+  }
+}
+
+std::string joined(const std::vector<std::string>& values, std::string_view empty) {
+  if (values.empty()) return std::string(empty);
+  std::string out;
+  for (const std::string& v : values)
+    out += (out.empty() ? "" : " | ") + v;
+  return out;
+}
+
+/// The choices of a "one of a, b, c" type.
+std::vector<std::string> choices_of(std::string_view type) {
+  std::vector<std::string> out;
+  if (!type.starts_with("one of ")) return out;
+  type.remove_prefix(7);
+  while (!type.empty()) {
+    const size_t comma = type.find(", ");
+    out.emplace_back(type.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    type.remove_prefix(comma + 2);
+  }
+  return out;
+}
+
+/// Adds `type` unless a choice list already there holds all its choices (readers of one key
+/// may check it against a part of its choices); a list that holds an earlier one replaces it.
+void add_type(std::vector<std::string>& types, const std::string& type) {
+  const std::vector<std::string> mine = choices_of(type);
+  const auto within = [](const std::vector<std::string>& a, const std::vector<std::string>& b) {
+    return !a.empty() && std::all_of(a.begin(), a.end(), [&](const std::string& c) {
+      return std::find(b.begin(), b.end(), c) != b.end();
+    });
+  };
+  for (std::string& t : types) {
+    const std::vector<std::string> theirs = choices_of(t);
+    if (within(mine, theirs)) return;
+    if (within(theirs, mine)) {
+      t = type;
+      return;
+    }
+  }
+  add_distinct(types, type);
+}
+
+/// Values that differ by scenario (a default derived from other keys, a range from the GPU):
+/// one is itself, a few are joined, more are one example.
+std::string by_scenario(const std::vector<std::string>& values, std::string_view none) {
+  if (values.empty()) return std::string(none);
+  if (values.size() == 1) return values.front();
+  if (values.size() <= 3) return joined(values, none) + " (by scenario)";
+  return fmt::format("by scenario, e.g. {}", values.front());
+}
+
+/// The shipped scenarios the default schema is read from: the starters first (their order is
+/// the page's), then configs/*.yaml, each folder in name order.
+std::vector<fs::path> shipped_scenarios() {
+  std::vector<fs::path> out;
+  for (const char* folder : {"configs/starters", "configs"}) {
+    std::vector<fs::path> files;
+    for (const fs::directory_entry& e : fs::directory_iterator(shipped_path(folder))) {
+      if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    out.insert(out.end(), files.begin(), files.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
+                  const std::string& family) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < schema.size(); ++i)
+    index.emplace(schema[i].path, i);
+  for (const ReadKey& k : keys) {
+    const auto [it, added] = index.try_emplace(k.path, schema.size());
+    if (added) schema.push_back(SchemaKey{k.path, {}, {}, {}, {}, k.in_referenced_file});
+    SchemaKey& s = schema[it->second];
+    add_type(s.types, k.type);
+    add_distinct(s.ranges, k.range);
+    if (k.default_value)
+      add_distinct(s.defaults, k.default_value->empty() ? "\"\"" : *k.default_value);
+    add_distinct(s.families, family);
+    std::sort(s.families.begin(), s.families.end());
+  }
+}
+
+std::string format_schema(const std::vector<SchemaKey>& schema, const std::string& prefix,
+                          bool markdown) {
+  std::vector<const SchemaKey*> shown;
+  for (const SchemaKey& k : schema) {
+    const bool below = prefix.empty() || k.path == prefix || k.path.starts_with(prefix + ".") ||
+                       k.path.starts_with(prefix + "[]");
+    if (below) shown.push_back(&k);
+  }
+  std::string out;
+  if (markdown) {
+    out += "| key | read as | range | default | families |\n|---|---|---|---|---|\n";
+    for (const SchemaKey* k : shown) {
+      const auto cell = [](std::string text) {
+        std::string escaped;
+        for (const char c : text)
+          escaped += c == '|' ? std::string("\\|") : std::string(1, c);
+        return escaped;
+      };
+      out += fmt::format("| `{}` | {} | {} | {} | {} |\n", k->path, cell(joined(k->types, "")),
+                         cell(by_scenario(k->ranges, "")), cell(by_scenario(k->defaults, "none")),
+                         cell(joined(k->families, "")));
+    }
+    return out;
+  }
+  size_t width = 3;
+  for (const SchemaKey* k : shown)
+    width = std::max(width, k->path.size());
+  for (const SchemaKey* k : shown) {
+    std::string line = fmt::format("{:<{}}  {}", k->path, width, joined(k->types, ""));
+    if (!k->ranges.empty()) line += fmt::format(", in {}", by_scenario(k->ranges, ""));
+    line += fmt::format("; default: {}", by_scenario(k->defaults, "none"));
+    line += fmt::format("  [{}]", joined(k->families, ""));
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::vector<SchemaKey> read_schema(std::vector<std::filesystem::path> scenarios, bool with_files) {
+  if (scenarios.empty()) scenarios = shipped_scenarios();
+  std::vector<SchemaKey> schema;
+  for (const fs::path& file : scenarios) {
+    ConfigDocument doc = ConfigDocument::load_file(file);
+    const Scenario scenario = build_scenario(doc);
+    std::vector<ReadKey> keys = doc.read_keys();
+    if (!with_files) {
+      std::erase_if(keys, [](const ReadKey& k) { return k.in_referenced_file; });
+    }
+    merge_schema(schema, keys, doc.root().child("workload").get_string("model"));
+  }
+  return schema;
+}
+
+int schema_main(const std::vector<std::string>& args, std::ostream& out) {
+  std::string prefix;
+  std::vector<std::string> scenarios;
+  bool markdown = false;
+  bool with_files = false;
+  po::options_description desc(
+      "usage: upsim schema [KEY] [options]\n\n"
+      "Prints every scenario key upsim's readers read, with the type each reads it as, the\n"
+      "range it checks and the default it takes (none: no default; a scenario that needs it\n"
+      "states it; \"by scenario\": derived from other keys), and the workload families whose\n"
+      "scenarios read it: as the readers\n"
+      "record it while they build the shipped scenarios and starters (configs/*.yaml,\n"
+      "configs/starters/*.yaml), or the --scenario files. KEY keeps the keys at or below a path\n"
+      "(e.g. workload.parallelism). The header comments of tools/scenario.h and the workload\n"
+      "families' config headers say what each key means.\n\noptions");
+  desc.add_options()("help,h", "this help")  //
+      ("scenario", po::value<std::vector<std::string>>(&scenarios)->composing(),
+       "read the schema of this scenario instead of the shipped ones (repeatable)")  //
+      ("with-files", po::bool_switch(&with_files),
+       "also the keys of the files a scenario references (hardware profile, calibration, "
+       "fabric, host overheads)")  //
+      ("markdown", po::bool_switch(&markdown), "a Markdown table (SCHEMA.md is this output)");
+  if (!parse_with_positional(args, desc, out, "key", prefix)) return 0;
+  const std::vector<SchemaKey> schema =
+      read_schema(std::vector<fs::path>(scenarios.begin(), scenarios.end()), with_files);
+  const std::string text = format_schema(schema, prefix, markdown);
+  if (text.empty() && !prefix.empty()) {
+    throw po::error(fmt::format("upsim schema: no key at or below `{}`", prefix));
+  }
+  if (markdown) {
+    out << "# upsim scenario keys\n\n"
+           "Generated by `upsim schema --markdown` from what upsim's readers record while they "
+           "build the shipped scenarios and starters; a test regenerates it. The types, ranges "
+           "and defaults are the readers' own; what a key means is in the header comments of "
+           "`tools/scenario.h` and of each workload family's config header.\n\n";
+  }
+  out << text;
+  return 0;
+}
+
+}  // namespace upsim::cli

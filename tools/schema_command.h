@@ -1,0 +1,44 @@
+// `upsim schema [KEY]`: every scenario key upsim's readers read, with the type they read it as,
+// the range they check and the default they take, as the readers themselves record it
+// (ConfigDocument::read_keys): the union over the shipped scenarios and starters (configs/*.yaml,
+// configs/starters/*.yaml), or over the scenarios given with --scenario. SCHEMA.md at the
+// repository root is `upsim schema --markdown`; a test regenerates it and fails when it drifts.
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "sim/config/config_node.h"
+
+namespace upsim::cli {
+
+/// One key of the schema: the union of what the scenarios' readers recorded for it.
+struct SchemaKey {
+  std::string path;
+  std::vector<std::string> types;     ///< distinct, in order of first appearance
+  std::vector<std::string> ranges;    ///< distinct, non-empty
+  std::vector<std::string> defaults;  ///< distinct; empty: no reader has a default
+  std::vector<std::string> families;  ///< workload families whose scenarios read it
+  bool in_referenced_file = false;
+};
+
+/// Adds `keys` (one scenario's, of workload family `family`) to `schema`, keys in order of first
+/// appearance.
+void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
+                  const std::string& family);
+
+/// `schema` as a text table (or Markdown with `markdown`), the keys at or below `prefix` ("" for
+/// all).
+std::string format_schema(const std::vector<SchemaKey>& schema, const std::string& prefix,
+                          bool markdown);
+
+/// The schema of `scenarios` (none: the shipped scenarios and starters), each built as `upsim
+/// run` builds it; with `with_files` the keys of the files they reference too.
+std::vector<SchemaKey> read_schema(std::vector<std::filesystem::path> scenarios, bool with_files);
+
+/// Returns the exit code (0; bad input throws for main to report).
+int schema_main(const std::vector<std::string>& args, std::ostream& out);
+
+}  // namespace upsim::cli

@@ -245,15 +245,16 @@ std::optional<double> finite_number(std::string_view field) {
 
 namespace {
 
-/// The y range of a line plot: from zero, unless the values differ by less than a tenth of the
-/// largest (a what-if's small change would be a flat line): then around them, said in the title.
-std::string y_range(const std::vector<double>& values, std::string& title) {
+/// The ranges of a line plot: y from zero, unless the values differ by less than a tenth of the
+/// largest (a what-if's small change would be a flat line): then around them, said in the title;
+/// a numeric x axis keeps its first and last points off the border.
+std::string plot_ranges(const std::vector<double>& values, bool numeric_x, std::string& title) {
   const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-  if (*hi > 0.0 && (*hi - *lo) < 0.1 * *hi) {
-    title += " (y axis not from zero)";
-    return "set yrange [*:*]\nset offsets 0, 0, graph 0.15, graph 0.15\n";
-  }
-  return "set yrange [0:*]\n";
+  const bool narrow = *hi > 0.0 && (*hi - *lo) < 0.1 * *hi;
+  if (narrow) title += " (y axis not from zero)";
+  return fmt::format("set yrange [{}:*]\nset offsets {}, {}, {}, {}\n", narrow ? "*" : "0",
+                     numeric_x ? "graph 0.04" : "0", numeric_x ? "graph 0.04" : "0",
+                     narrow ? "graph 0.15" : "0", narrow ? "graph 0.15" : "0");
 }
 
 /// The legend: right of the plot, or below it when the series names are long or many.
@@ -325,15 +326,18 @@ ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::s
   for (size_t i = 0; i < ok.size(); ++i) {
     const CsvTable::Row& row = *ok[i];
     std::string key;
+    std::string values;  // the series' values alone: a bar's label (the x label names them)
     for (const size_t c : split) {
       if (!key.empty()) key += ", ";
+      if (!values.empty()) values += ", ";
       key += short_column_name(t.header[c]) + '=' + short_axis_value(row.fields[c]);
+      values += short_axis_value(row.fields[c]);
     }
     const std::string x_shown = short_axis_value(row.fields[xc]);
     series_of[i] = index_of(key, series_index, series_names);
     category_of[i] = index_of(x_shown, category_index, categories);
     times.push_back(number_at(t, row, iteration));
-    labels.push_back(key.empty() ? x_shown : x_shown + " (" + key + ')');
+    labels.push_back(values.empty() ? x_shown : x_shown + " (" + values + ')');
     std::vector<double> bar;
     for (const size_t c : part_columns)
       bar.push_back(number_at(t, row, c));
@@ -342,10 +346,17 @@ ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::s
 
   const std::string iteration_name = stem + "_iteration";
   std::string title = stem + ": predicted iteration time";
-  const std::string range = y_range(times, title);
+  const std::string range = plot_ranges(times, axis.has_value(), title);
   std::string s = header(iteration_name, title);
-  const std::string xlabel =
-      axis && !axis->unit.empty() ? fmt::format("{} ({})", x, axis->unit) : x;
+  std::string xlabel = axis && !axis->unit.empty() ? fmt::format("{} ({})", x, axis->unit) : x;
+  // The other axis columns x determines (its zip partners) change along the line too.
+  std::string partners;
+  for (const size_t c : others) {
+    if (std::find(split.begin(), split.end(), c) == split.end()) {
+      partners += (partners.empty() ? "" : ", ") + short_column_name(t.header[c]);
+    }
+  }
+  if (!partners.empty()) xlabel += " (with " + partners + ")";
   s += fmt::format("set xlabel {} noenhanced\nset ylabel 'iteration time (ms)'\n",
                    gnuplot_literal(xlabel));
   s += key_placement(series_names);
@@ -372,7 +383,14 @@ ResultsPlots results_plots(const CsvTable& t, const std::string& x, const std::s
 
   const std::string breakdown_name = stem + "_breakdown";
   std::string b = header(breakdown_name, stem + ": slowest rank's breakdown per point");
-  b += stacked_bars(labels, parts, bars, x, "ms per iteration");
+  std::string bar_axis = x;
+  if (!split.empty()) {
+    std::string names;
+    for (const size_t c : split)
+      names += (names.empty() ? "" : ", ") + short_column_name(t.header[c]);
+    bar_axis += " (" + names + ")";
+  }
+  b += stacked_bars(labels, parts, bars, bar_axis, "ms per iteration");
   result.plots.push_back(PlotScript{breakdown_name, std::move(b)});
   return result;
 }

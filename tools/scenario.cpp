@@ -836,6 +836,10 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   const std::optional<ConfigNode> recorded_as = platform.optional_child("gpu_recorded_as");
   if (recorded_as) recorded_as->as_string_list();
   doc.check_all_keys_used();
+  if (limits.keys_only) {
+    s.header = text;
+    return s;
+  }
 
   WorkloadBuild built = build_workload(*workload, on, s.graph, workload_node, limits);
   take_build(s, built, doc, hardware, sections, memory_check_warns, workload_node, recorded_as,

@@ -176,6 +176,10 @@ class MachineLimitError : public ConfigError {
 struct ScenarioLimits {
   /// The most tasks the graph may hold; 0: machine_task_limit().
   size_t max_tasks = 0;
+  /// Stop once every key has been read and checked (ConfigDocument::check_all_keys_used),
+  /// before the workload builds its graph: the returned Scenario has its models and header
+  /// only (`upsim schema` reads the document's keys this way).
+  bool keys_only = false;
 };
 
 /// Bytes of memory a simulation needs per task, graph and executor state together: twice the

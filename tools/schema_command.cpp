@@ -11,6 +11,7 @@
 #include "tools/command_line.h"
 #include "tools/scenario.h"
 #include "tools/shipped_files.h"
+#include "workloads/workload_registry.h"
 
 namespace upsim::cli {
 
@@ -153,7 +154,11 @@ std::vector<SchemaKey> read_schema(std::vector<std::filesystem::path> scenarios,
   std::vector<SchemaKey> schema;
   for (const fs::path& file : scenarios) {
     ConfigDocument doc = ConfigDocument::load_file(file);
-    const Scenario scenario = build_scenario(doc);
+    // Every key is read before the workload builds its graph: no graph is built.
+    ScenarioLimits limits;
+    limits.keys_only = true;
+    const WorkloadRegistry workloads = default_workload_registry();
+    build_scenario(doc, workloads, kFirstChosenIterations, limits);
     std::vector<ReadKey> keys = doc.read_keys();
     if (!with_files) {
       std::erase_if(keys, [](const ReadKey& k) { return k.in_referenced_file; });

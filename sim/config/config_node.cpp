@@ -944,7 +944,14 @@ bool quotable_whole(const Node& n) {
 std::string check_choice(const ConfigNode& value, std::string_view key,
                          std::span<const std::string_view> choices) {
   std::string text = value.as_string();
-  NodeAccess::node(value).read_type = fmt::format("one of {}", join_names(choices));
+  // A reader that accepts only some of the choices (a model's own check of its name) keeps the
+  // widest list another reader stated.
+  std::string& read_type = NodeAccess::node(value).read_type;
+  const size_t known =
+      read_type.starts_with("one of ")
+          ? static_cast<size_t>(std::count(read_type.begin(), read_type.end(), ',')) + 1
+          : 0;
+  if (choices.size() >= known) read_type = fmt::format("one of {}", join_names(choices));
   if (std::find(choices.begin(), choices.end(), text) != choices.end()) return text;
   const Node& n = NodeAccess::node(value);
   std::string message = quotable_whole(n) ? fmt::format("unknown {} `{}`", key, text)
@@ -1532,19 +1539,19 @@ void collect_read_keys(const Node& n, const std::string& path, bool in_file, boo
   const bool below_file = in_file || n.reference.has_value();
   // A file reference read and inlined: the key names a file (its own keys follow, below it).
   if (n.reference && !path.empty()) {
-    out.push_back(ReadKey{path, "a file (a YAML file of its own schema, inlined)", "",
-                          std::nullopt, n.reference->string(), defaulted, in_file});
+    out.push_back(ReadKey{path, "a file (a YAML file of its own schema, inlined)", "", std::nullopt,
+                          n.reference->string(), defaulted, in_file});
   }
   if (n.kind == Kind::kScalar) {
     if (!n.read_type.empty()) {
-      out.push_back(ReadKey{path, n.read_type, n.read_range, n.read_default, n.scalar, defaulted,
-                            in_file});
+      out.push_back(
+          ReadKey{path, n.read_type, n.read_range, n.read_default, n.scalar, defaulted, in_file});
     }
     return;
   }
   for (const Entry& e : n.entries) {
-    collect_read_keys(*e.value, path.empty() ? e.key : path + "." + e.key, below_file,
-                      e.defaulted, out);
+    collect_read_keys(*e.value, path.empty() ? e.key : path + "." + e.key, below_file, e.defaulted,
+                      out);
   }
   for (const std::unique_ptr<Node>& item : n.items)
     collect_read_keys(*item, path + "[]", below_file, false, out);

@@ -254,8 +254,8 @@ struct ReadKey {
   std::string range;  ///< the range it checked ("1 .. 64"), or empty
   std::optional<std::string> default_value;  ///< the default it would take; none: required
   std::string value;                         ///< the value it read (YAML text)
-  bool defaulted = false;           ///< the value is the default: no input states it
-  bool in_referenced_file = false;  ///< below a file the document references
+  bool defaulted = false;                    ///< the value is the default: no input states it
+  bool in_referenced_file = false;           ///< below a file the document references
 };
 
 class ConfigDocument {

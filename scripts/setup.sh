@@ -42,7 +42,9 @@ if ((build_all)); then
   cmake --build "$build_dir" -j "$jobs"
 else
   targets=(upsim)
-  if ninja -C "$build_dir" -t targets all | grep -q '^upsim_python:'; then targets+=(upsim_python); fi
+  # The list whole first: `grep -q` leaving a pipe early would fail it under pipefail.
+  all_targets=$(ninja -C "$build_dir" -t targets all)
+  if grep -q '^upsim_python:' <<<"$all_targets"; then targets+=(upsim_python); fi
   cmake --build "$build_dir" -j "$jobs" --target "${targets[@]}"
 fi
 

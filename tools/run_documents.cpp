@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,7 @@ RunDocuments run_in_memory(ConfigDocument& doc, const RunIdentity& identity) {
     executor.add_observer(ops.get());
   };
   const SteadyRun run = run_to_steady_state(doc, attach);
+  if (!ops) throw std::logic_error("run_in_memory: no attempt ran");
   return run_documents(identity, doc, run, ops->rows());
 }
 

@@ -68,7 +68,8 @@ def run(scenario: ScenarioInput, set: Overrides = None, *, base_dir: Optional[st
     overrides = _assignments(set)
     if isinstance(scenario, Mapping):
         folder = os.fspath(base_dir) if base_dir is not None else os.getcwd()
-        name = os.path.join(folder, str(scenario.get("name", "scenario")) + ".yaml")
+        # The name errors give the document; its folder is where its references resolve.
+        name = os.path.join(folder, "<dict>.yaml")
         try:
             text = json.dumps(scenario, allow_nan=False)
         except (TypeError, ValueError) as e:

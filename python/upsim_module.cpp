@@ -103,21 +103,22 @@ py::dict validate(const std::string& subject, const std::vector<std::string>& ar
 }
 
 /// The schema (tools/schema_command.h) as a list of dicts.
-py::list schema(const std::vector<std::string>& scenarios, bool with_files) {
+py::list schema(const std::string& prefix, const std::vector<std::string>& scenarios,
+                bool with_files) {
   std::vector<upsim::cli::SchemaKey> keys;
   {
     py::gil_scoped_release release;
     keys = upsim::cli::read_schema({scenarios.begin(), scenarios.end()}, with_files);
   }
   py::list out;
-  for (const upsim::cli::SchemaKey& k : keys) {
+  for (const upsim::cli::SchemaKey* k : upsim::cli::keys_below(keys, prefix)) {
     py::dict row;
-    row["key"] = k.path;
-    row["read_as"] = k.types;
-    row["ranges"] = k.ranges;
-    row["defaults"] = k.defaults;
-    row["families"] = k.families;
-    row["in_referenced_file"] = k.in_referenced_file;
+    row["key"] = k->path;
+    row["read_as"] = k->types;
+    row["ranges"] = k->ranges;
+    row["defaults"] = k->defaults;
+    row["families"] = k->families;
+    row["in_referenced_file"] = k->in_referenced_file;
     out.append(row);
   }
   return out;
@@ -153,8 +154,8 @@ PYBIND11_MODULE(_core, m) {
         "Runs a scenario to steady state; returns its documents as a dict of str.\n\n"
         "scenario: the scenario file, or with `text` the name it is read as (file references\n"
         "resolve against its folder); overrides: 'a.b=value' assignments, applied in order.");
-  m.def("schema", &schema, py::arg("scenarios") = std::vector<std::string>{},
-        py::arg("with_files") = false,
+  m.def("schema", &schema, py::arg("prefix") = std::string(),
+        py::arg("scenarios") = std::vector<std::string>{}, py::arg("with_files") = false,
         "Every scenario key the readers read, with type, ranges, defaults and families.");
   m.def("validate", &validate, py::arg("subject"), py::arg("args"),
         "Runs `upsim validate SUBJECT ARGS...` in this process; returns {exit_code, stdout}.");

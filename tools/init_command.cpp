@@ -76,6 +76,9 @@ int init_main(const std::vector<std::string>& args, std::ostream& out) {
   positional.add("kind", 1).add("dir", 1);
   po::variables_map vm;
   if (!parse_command_line(args, all, out, vm, &positional, &desc)) return 0;
+  if (kind.empty()) {
+    throw po::error("upsim init: missing KIND (dlrm, transformer or trace) and DIR");
+  }
   if (std::find(std::begin(kStarterKinds), std::end(kStarterKinds), kind) ==
       std::end(kStarterKinds)) {
     throw po::error(fmt::format(

@@ -1,24 +1,15 @@
 #include "tools/plot_axes.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <functional>
 #include <map>
-#include <system_error>
 
 #include "sim/config/quantity_parse.h"
+#include "tools/plot_script.h"
 
 namespace upsim::cli {
 namespace {
-
-std::optional<double> plain_number(std::string_view text) {
-  double v = 0.0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
 
 /// Every value through `parse` (base units), or nullopt when one does not parse.
 std::optional<std::vector<double>> parsed(const std::vector<std::string>& values,
@@ -58,7 +49,7 @@ NumericAxis in_unit(std::vector<double> values, std::initializer_list<Unit> unit
 std::optional<NumericAxis> numeric_axis(const std::vector<std::string>& values) {
   std::optional<NumericAxis> axis;
   if (auto plain = parsed(values, [](std::string_view t) {
-        const std::optional<double> v = plain_number(t);
+        const std::optional<double> v = finite_number(t);
         if (!v) throw UnitError("not a number");
         return *v;
       })) {

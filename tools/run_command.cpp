@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
-#include "sim/config/key_paths.h"
 #include "sim/config/quantity_parse.h"
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
@@ -391,8 +390,8 @@ void print_dry_run(const RunOptions& options, std::ostream& out, std::ostream& e
   for (const std::string& w : scenario.warnings)
     err << "upsim: warning: " << w << "\n";
   if (options.list_keys) {
-    for (const std::string& key : key_paths(doc.resolved_yaml(), options.scenario))
-      out << key << "\n";
+    for (const ReadKey& key : doc.read_keys())
+      out << key.path << "\n";
     return;
   }
   out << scenario.header;

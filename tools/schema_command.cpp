@@ -92,7 +92,40 @@ std::vector<fs::path> shipped_scenarios() {
   return out;
 }
 
+/// `path` with each sequence index as `[]` ("a.tables.0.rows" -> "a.tables[].rows"): one key of
+/// the schema for every item.
+std::string schema_path(std::string_view path) {
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t dot = std::min(path.find('.', start), path.size());
+    const std::string_view segment = path.substr(start, dot - start);
+    const bool index = !segment.empty() && std::all_of(segment.begin(), segment.end(),
+                                                       [](char c) { return c >= '0' && c <= '9'; });
+    if (index) {
+      out += "[]";
+    } else {
+      if (!out.empty()) out += '.';
+      out.append(segment);
+    }
+    start = dot + 1;
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
+                                         const std::string& prefix) {
+  std::vector<const SchemaKey*> out;
+  for (const SchemaKey& k : schema) {
+    if (prefix.empty() || k.path == prefix || k.path.starts_with(prefix + ".") ||
+        k.path.starts_with(prefix + "[]")) {
+      out.push_back(&k);
+    }
+  }
+  return out;
+}
 
 void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
                   const std::string& family) {
@@ -100,8 +133,9 @@ void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& ke
   for (size_t i = 0; i < schema.size(); ++i)
     index.emplace(schema[i].path, i);
   for (const ReadKey& k : keys) {
-    const auto [it, added] = index.try_emplace(k.path, schema.size());
-    if (added) schema.push_back(SchemaKey{k.path, {}, {}, {}, {}, k.in_referenced_file});
+    const std::string path = schema_path(k.path);
+    const auto [it, added] = index.try_emplace(path, schema.size());
+    if (added) schema.push_back(SchemaKey{path, {}, {}, {}, {}, k.in_referenced_file});
     SchemaKey& s = schema[it->second];
     add_type(s.types, k.type);
     add_distinct(s.ranges, k.range);
@@ -114,12 +148,7 @@ void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& ke
 
 std::string format_schema(const std::vector<SchemaKey>& schema, const std::string& prefix,
                           bool markdown) {
-  std::vector<const SchemaKey*> shown;
-  for (const SchemaKey& k : schema) {
-    const bool below = prefix.empty() || k.path == prefix || k.path.starts_with(prefix + ".") ||
-                       k.path.starts_with(prefix + "[]");
-    if (below) shown.push_back(&k);
-  }
+  const std::vector<const SchemaKey*> shown = keys_below(schema, prefix);
   std::string out;
   if (markdown) {
     out += "| key | read as | range | default | families |\n|---|---|---|---|---|\n";

@@ -16,13 +16,17 @@ namespace upsim::cli {
 
 /// One key of the schema: the union of what the scenarios' readers recorded for it.
 struct SchemaKey {
-  std::string path;
+  std::string path;  ///< a sequence item as `[]` ("workload.embeddings.tables[].rows")
   std::vector<std::string> types;     ///< distinct, in order of first appearance
   std::vector<std::string> ranges;    ///< distinct, non-empty
   std::vector<std::string> defaults;  ///< distinct; empty: no reader has a default
   std::vector<std::string> families;  ///< workload families whose scenarios read it
   bool in_referenced_file = false;
 };
+
+/// The keys of `schema` at or below `prefix` ("" for all; "workload.parallelism").
+std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
+                                         const std::string& prefix);
 
 /// Adds `keys` (one scenario's, of workload family `family`) to `schema`, keys in order of first
 /// appearance.

@@ -3,10 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstddef>
 #include <optional>
 #include <string_view>
+
+#include "tools/plot_script.h"
 
 namespace upsim::cli {
 
@@ -20,13 +21,6 @@ std::string short_axis_value(std::string_view value) {
 
 namespace {
 
-std::optional<double> number(std::string_view text) {
-  double v = 0.0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return v;
-}
-
 /// A shown column: its title, the results.csv column it reads and how it formats the value.
 struct Column {
   std::string title;
@@ -39,7 +33,7 @@ std::string cell(const Column& c, const std::string& value) {
   if (c.format == Column::Format::kText || c.format == Column::Format::kInteger || value.empty()) {
     return value;
   }
-  const std::optional<double> v = number(value);
+  const std::optional<double> v = finite_number(value);
   if (!v) return value;
   switch (c.format) {
     case Column::Format::kMs:

@@ -14,9 +14,6 @@ def schema(key: Optional[str] = None, scenarios: Sequence[str] = (),
     `families` whose scenarios read it. `key` keeps the keys at or below a path
     ("workload.parallelism"); `with_files` adds the keys of referenced files (hardware profile,
     calibration, fabric)."""
-    rows = _core.schema([str(s) for s in scenarios], with_files)
-    if key:
-        rows = [r for r in rows if r["key"] == key or r["key"].startswith(key + ".")
-                or r["key"].startswith(key + "[]")]
+    rows = _core.schema(key or "", [str(s) for s in scenarios], with_files)
     return _pandas().DataFrame(rows, columns=["key", "read_as", "ranges", "defaults", "families",
                                               "in_referenced_file"])

@@ -1553,8 +1553,8 @@ void collect_read_keys(const Node& n, const std::string& path, bool in_file, boo
     collect_read_keys(*e.value, path.empty() ? e.key : path + "." + e.key, below_file, e.defaulted,
                       out);
   }
-  for (const std::unique_ptr<Node>& item : n.items)
-    collect_read_keys(*item, path + "[]", below_file, false, out);
+  for (size_t i = 0; i < n.items.size(); ++i)
+    collect_read_keys(*n.items[i], fmt::format("{}.{}", path, i), below_file, false, out);
 }
 
 }  // namespace

@@ -249,7 +249,8 @@ class ConfigNode {
 
 /// A scalar a reader read (ConfigDocument::read_keys).
 struct ReadKey {
-  std::string path;   ///< dotted; a sequence item as `[]` ("workload.embeddings.tables[].rows")
+  std::string
+      path;  ///< as --set takes it: dotted, a sequence item by its index ("a.tables.0.rows")
   std::string type;   ///< what the reader expected ("an integer", "one of a, b", ...)
   std::string range;  ///< the range it checked ("1 .. 64"), or empty
   std::optional<std::string> default_value;  ///< the default it would take; none: required
@@ -302,7 +303,8 @@ class ConfigDocument {
   std::string resolved_yaml() const;
 
   /// Every scalar a reader has read so far, in document order, with what it was read as: the
-  /// schema of this document as its readers define it (`upsim schema`).
+  /// schema of this document as its readers define it (`upsim schema`), and the key paths --set
+  /// takes (`upsim run --keys`, shell completion).
   std::vector<ReadKey> read_keys() const;
 
  private:

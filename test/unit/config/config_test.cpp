@@ -552,3 +552,37 @@ TEST(ConfigDocumentTest, DocumentsAreIndependentAndMovable) {
 
 }  // namespace
 }  // namespace upsim
+
+namespace upsim {
+namespace {
+
+// read_keys: every scalar a reader read, with its --set path (sequence items by index), what it
+// was read as, the range checked and the default taken.
+TEST(ConfigReadKeys, RecordWhatTheReadersReadEachScalarAs) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      "name: x\nsizes: [4, 8]\nitems:\n  - {rows: 40}\nkind: b\n", "s.yaml");
+  const ConfigNode root = doc.root();
+  root.get_string_or("name", "stem");
+  root.get_int_list("sizes");
+  root.child("items").items().front().get_int_in("rows", 1, 64);
+  root.get_int_or("count", 3);
+  root.get_choice("kind", {"a", "b"});
+  const std::vector<ReadKey> keys = doc.read_keys();
+  std::vector<std::string> paths;
+  for (const ReadKey& k : keys)
+    paths.push_back(k.path);
+  EXPECT_EQ(paths, (std::vector<std::string>{"name", "sizes.0", "sizes.1", "items.0.rows", "kind",
+                                             "count"}));
+  EXPECT_EQ(keys[0].type, "a string");
+  EXPECT_EQ(keys[0].default_value, std::optional<std::string>("stem"));
+  EXPECT_FALSE(keys[0].defaulted);
+  EXPECT_EQ(keys[1].type, "an integer");
+  EXPECT_EQ(keys[3].range, "1 .. 64");
+  EXPECT_FALSE(keys[3].default_value.has_value());
+  EXPECT_EQ(keys[4].type, "one of a, b");
+  EXPECT_EQ(keys[5].value, "3");
+  EXPECT_TRUE(keys[5].defaulted);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -136,6 +136,9 @@ TEST_F(Cli, InitWritesStartersThatRunAsTheyAre) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("`gpt` is no starter"), std::string::npos) << bad.output;
   EXPECT_EQ(run("init dlrm").exit_code, 2);
+  const Result none = run("init");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.output.find("missing KIND"), std::string::npos) << none.output;
 }
 
 // `upsim schema`: every key as its reader reads it; SCHEMA.md is its Markdown, regenerated here

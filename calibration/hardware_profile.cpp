@@ -242,3 +242,30 @@ HardwareProfile load_hardware_profile(const ConfigNode& profile) {
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> hardware_profile_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"name", "the GPU's name as the profile states it"},
+      {"recorded_names[]", "GPU names that traces record for this profile's GPU"},
+      {"compute_capability", "CUDA compute capability, major.minor"},
+      {"sm_count", "streaming multiprocessors"},
+      {"sm_boost_clock_mhz", "SM boost clock"},
+      {"peak_flops.*", "datasheet dense peak of that element type"},
+      {"peak_flops_at.sm_count", "the SM count the peaks are stated at"},
+      {"peak_flops_at.sm_boost_clock_mhz", "the clock the peaks are stated at"},
+      {"hbm.size", "device memory"},
+      {"hbm.bandwidth", "datasheet device-memory bandwidth"},
+      {"l2.size", "L2 cache size"},
+      {"l2.bandwidth", "L2 read bandwidth"},
+      {"pcie_generation", "PCIe generation of the host link (x16)"},
+      {"kernel_overhead", "GPU time every kernel takes beyond its modelled work"},
+      {"achievable.compute_fraction", "share of the compute peaks real kernels reach (roofline)"},
+      {"achievable.memory_fraction", "share of the HBM bandwidth real kernels reach"},
+      {"achievable.fp8_compute_fraction", "share of the fp8 peak fp8 GEMMs reach"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

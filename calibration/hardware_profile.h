@@ -59,11 +59,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 
 namespace upsim {
@@ -144,6 +146,9 @@ struct HardwareProfile {
 ///   outside kHardwareRanges (a scaled peak too, at the key that scaled it) and fractions outside
 ///   (0, 1].
 HardwareProfile load_hardware_profile(const ConfigNode& node);
+
+/// What each key of a profile means, one line each (sim/config/key_meaning.h).
+std::span<const KeyMeaning> hardware_profile_key_meanings();
 
 /// Per-direction bandwidth of a x16 PCIe link of `generation` (3, 4 or 5): transfer rate
 /// (8, 16, 32 GT/s per lane, PCI-SIG base specifications 3.0 / 4.0 / 5.0) x 16 lanes x 128/130

@@ -105,3 +105,22 @@ HostOverheadCpuCost load_host_overheads(const ConfigNode& node) {
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> host_overhead_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"t1", "T1: gap between two consecutive ops on the host"},
+      {"t4", "T4: one kernel launch call"},
+      {"default.t2", "T2 of an op not listed: op start to its first launch"},
+      {"default.t3", "T3 of an op not listed: end of its last launch to the op's end"},
+      {"default.t5", "T5 of an op not listed: gap between two of its launches"},
+      {"default.body", "host time of an op not listed that launches nothing"},
+      {"ops.*.t2", "T2 of this op: its start to its first launch"},
+      {"ops.*.t3", "T3 of this op: end of its last launch to its end"},
+      {"ops.*.t5", "T5 of this op: gap between two launches, or its whole time without launches"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

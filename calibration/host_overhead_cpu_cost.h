@@ -26,9 +26,11 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 
 namespace upsim {
@@ -54,5 +56,8 @@ class HostOverheadCpuCost final : public CpuCostModel {
 ///   t1, t4, default.{t2, t3, t5, body}, ops: {"<op name>": {t2, t3, t5 (each optional)}}.
 /// Every value is a duration with a unit; negative values are ConfigErrors.
 HostOverheadCpuCost load_host_overheads(const ConfigNode& node);
+
+/// What each key of a host-overhead file means, one line each (sim/config/key_meaning.h).
+std::span<const KeyMeaning> host_overhead_key_meanings();
 
 }  // namespace upsim

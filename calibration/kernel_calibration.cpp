@@ -443,3 +443,69 @@ std::string kernel_calibration_yaml(const KernelCalibration& c, const std::strin
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> kernel_calibration_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"fitted_on", "hardware profile name of the GPU the sweeps ran on"},
+      {"fitted_on_device.compute_capability", "that GPU's compute capability"},
+      {"fitted_on_device.sm_count", "that GPU's SM count"},
+      {"fitted_on_device.sm_boost_clock_mhz", "that GPU's boost clock (recorded)"},
+      {"source", "where the measurements came from"},
+      {"kernel_overhead", "time added to every kernel when the hardware profile states none"},
+      {"gemm.*.tile_m", "GEMM output tile rows of one CTA (elements)"},
+      {"gemm.*.tile_n", "GEMM output tile columns of one CTA (elements)"},
+      {"gemm.*.k_overhead", "a tile's prologue and epilogue, in units of one k step"},
+      {"gemm.*.compute_scale", "fitted factor on the achievable compute rate"},
+      {"gemm.*.memory_scale", "fitted factor on the achievable HBM bandwidth"},
+      {"memory_bound.curves.*.bandwidth_scale", "fitted factor on the achievable HBM bandwidth"},
+      {"memory_bound.curves.*.long_row_bytes",
+       "row size above which a row is read more than once; 0: never"},
+      {"memory_bound.curves.*.long_row_read_passes",
+       "reads of a row at full_reread_row_bytes and beyond"},
+      {"memory_bound.curves.*.full_reread_row_bytes",
+       "row size at which every pass rereads the row; 0: a step at long_row_bytes"},
+      {"memory_bound.ops.*", "the curve this memory-bound op is priced with"},
+      {"embedding.l2_usable_fraction", "share of L2 that holds table rows"},
+      {"embedding.warps_per_sm", "resident lookup warps per SM, one bag each"},
+      {"embedding.dram_scale", "fitted factor on the achievable HBM bandwidth of lookups"},
+      {"embedding.l2_scale", "fitted factor on the L2 bandwidth of lookups"},
+      {"embedding.dim_factor_32", "time factor of rows 32 wide or narrower"},
+      {"embedding.dim_factor_64", "time factor of rows 33 to 64 wide"},
+      {"embedding.sort_radix_bits", "key bits sorted per radix pass in the backward"},
+      {"embedding.sort_single_tile_items",
+       "the backward's sort fits one tile up to this many indices"},
+      {"embedding.kernel_floor", "the shortest an FBGEMM kernel takes"},
+      {"embedding.forward_latency", "fixed latency of the forward lookup kernel"},
+      {"embedding.forward_row_latency", "forward latency per looked-up row of the longest bag"},
+      {"embedding.index_step_latency", "backward index linearisation, per 32 lookups of a bag"},
+      {"embedding.sort_tile_latency", "backward sort when it fits one tile"},
+      {"embedding.sort_upsweep_latency", "backward sort's histogram and scan"},
+      {"embedding.sort_pass_latency", "backward sort, per radix pass"},
+      {"embedding.encode_latency", "backward run-length encoding of the sorted indices"},
+      {"embedding.update_latency", "backward row update kernels"},
+      {"attention.*.provenance", "measured, published or physics: where the parameters come from"},
+      {"attention.*.source", "where the figures are"},
+      {"attention.*.block_m", "query (forward) or key (backward) rows of one thread block"},
+      {"attention.*.forward_efficiency_*", "forward share of the peak at this head dimension"},
+      {"attention.*.backward_efficiency_*", "backward share of the peak at this head dimension"},
+      {"attention.*.half_efficiency_span",
+       "keys per query at which the efficiency is half its peak"},
+      {"attention.*.backward_launches", "kernels one backward launches"},
+      {"measurement.*.floor", "validation only: the harness's shortest measured time"},
+      {"measurement.*.offset", "validation only: the harness's time added to each kernel"},
+      {"measurement.*.compute_speedup",
+       "validation only: the harness's GEMM rate over the sustained one"},
+      {"fit.split", "validation only: how the points were split into training and held out"},
+      {"fit.errors[].op", "the fitted op"},
+      {"fit.errors[].data", "provenance of its points: measured, published, physics or mixed"},
+      {"fit.errors[].train_points", "training points"},
+      {"fit.errors[].held_out_points", "held-out points"},
+      {"fit.errors[].train_geomean", "geometric-mean error on the training points"},
+      {"fit.errors[].held_out_geomean", "geometric-mean error on the held-out points"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

@@ -75,6 +75,7 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +85,7 @@
 #include "calibration/gemm_kernel_model.h"
 #include "calibration/memory_bound_kernel_model.h"
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 #include "sim/time.h"
 
@@ -196,6 +198,9 @@ inline constexpr std::string_view kCalibrationValidationUse = "calibration valid
 
 /// Reads a calibration document (schema above); throws ConfigError.
 KernelCalibration load_kernel_calibration(const ConfigNode& node);
+
+/// What each key of a calibration file means, one line each (sim/config/key_meaning.h).
+std::span<const KeyMeaning> kernel_calibration_key_meanings();
 
 /// One section's parameters (the keys of AttentionParams; absent keys keep their defaults,
 /// the head_dim-256 efficiencies the section's head_dim-128 ones).

@@ -107,3 +107,31 @@ std::string_view collective_model_basis(std::string_view name) {
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> platform_model_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"kernels.model", "how GPU kernels are priced: roofline or calibrated"},
+      {"kernels.calibration", "the calibrated model's fitted parameters (a file)"},
+      {"kernels.gemm_schedule",
+       "how GEMM tiles are scheduled over the SMs: auto, per_tile, static_persistent or "
+       "dynamic_persistent"},
+      {"kernels.gemm_sm_carveout", "SMs a GEMM leaves to concurrent communication kernels"},
+      {"host.model", "how host (CPU) time is priced: host_overheads (the seed's T1-T5)"},
+      {"host.overheads", "the host overheads T1-T5 (a file)"},
+      {"interconnect.model",
+       "how collectives are priced: alpha_beta (one link kind), seed_curve or flow (over the "
+       "topology's links)"},
+      {"interconnect.link", "alpha_beta: the link kind every collective crosses"},
+      {"interconnect.bandwidth",
+       "alpha_beta: per-GPU, per-direction bandwidth; default: the link kind's"},
+      {"interconnect.latency", "alpha_beta: latency of one ring step; default: the link kind's"},
+      {"interconnect.efficiency", "alpha_beta: share of the bandwidth collectives reach"},
+      {"interconnect.compute_interference",
+       "flow: communication kernels take SMs and HBM bandwidth from concurrent compute"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

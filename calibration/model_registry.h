@@ -8,11 +8,13 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "calibration/hardware_profile.h"
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 
 namespace upsim {
@@ -50,5 +52,9 @@ std::vector<InactiveUse> collective_model_unread_uses(const ConfigNode& node);
 /// message saying that it does not read a fabric: "the seed paper's fitted size -> bandwidth
 /// curves (platform.interconnect)".
 std::string_view collective_model_basis(std::string_view name);
+
+/// What each key of the platform's kernels, host and interconnect sections means, one line each
+/// (sim/config/key_meaning.h), relative to `platform`.
+std::span<const KeyMeaning> platform_model_key_meanings();
 
 }  // namespace upsim

@@ -114,6 +114,7 @@ py::list schema(const std::string& prefix, const std::vector<std::string>& scena
   for (const upsim::cli::SchemaKey* k : upsim::cli::keys_below(keys, prefix)) {
     py::dict row;
     row["key"] = k->path;
+    row["meaning"] = upsim::cli::meaning_text(*k);
     row["read_as"] = k->types;
     row["ranges"] = k->ranges;
     row["defaults"] = k->defaults;

@@ -868,3 +868,24 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
 }
 
 }  // namespace upsim::cli
+
+namespace upsim::cli {
+
+std::span<const KeyMeaning> scenario_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"name", "the run's name; default: the file's stem"},
+      {"description", "one line printed in the summary"},
+      {"platform.gpus", "GPUs of the run, one rank each; default with a topology: its GPUs"},
+      {"platform.gpu", "the GPU's hardware profile (a file)"},
+      {"platform.topology", "the fabric: nodes, devices, links and network (a file)"},
+      {"platform.partial_fabric", "with a topology: run on its first `gpus` GPUs"},
+      {"platform.table_memory_fraction", "share of a GPU's memory embedding tables may use"},
+      {"platform.memory_check", "a footprint above the GPU's memory: error or warn"},
+      {"workload.model", "the workload family: dlrm, trace or transformer"},
+      {"simulation.iterations", "training steps simulated; default: until steady state"},
+      {"simulation.warmup_iterations", "leading steps left out of the reported mean"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim::cli

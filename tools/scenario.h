@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/executor.h"
 #include "sim/network_model.h"
 #include "sim/task_graph.h"
@@ -102,6 +103,10 @@ struct MeasuredComparison {
 /// Conservative: an unrecognised spelling ("NVIDIA H100 80GB HBM3" vs "H100-SXM5-80GB") does not
 /// match, which makes the comparison a what-if rather than a claimed accuracy.
 bool gpu_names_match(std::string_view recorded, std::string_view profile_name);
+
+/// What each key the composition root reads itself means, one line each (sim/config/
+/// key_meaning.h): the scenario's top level, platform and simulation keys above.
+std::span<const KeyMeaning> scenario_key_meanings();
 
 /// What the scenario runs on, as machine-readable results state it (summary.json).
 struct ScenarioPlatform {

@@ -8,9 +8,15 @@
 #include <map>
 #include <ostream>
 
+#include "calibration/hardware_profile.h"
+#include "calibration/host_overhead_cpu_cost.h"
+#include "calibration/kernel_calibration.h"
+#include "calibration/model_registry.h"
+#include "sim/config/key_meaning.h"
 #include "tools/command_line.h"
 #include "tools/scenario.h"
 #include "tools/shipped_files.h"
+#include "topology/fabric_loader.h"
 #include "workloads/workload_registry.h"
 
 namespace upsim::cli {
@@ -113,7 +119,61 @@ std::string schema_path(std::string_view path) {
   return out;
 }
 
+/// A reader's meaning table and the path its keys are relative to ("" or ending in '.').
+struct MeaningTable {
+  std::string_view prefix;
+  std::span<const KeyMeaning> table;
+};
+
+/// The tables key_meaning() consults, the referenced files' first (their prefixes are longer);
+/// `family_table` is the workload family's.
+std::vector<MeaningTable> meaning_tables(std::span<const KeyMeaning> family_table) {
+  return {{"platform.gpu.", hardware_profile_key_meanings()},
+          {"platform.kernels.calibration.", kernel_calibration_key_meanings()},
+          {"platform.host.overheads.", host_overhead_key_meanings()},
+          {"platform.topology.", fabric_key_meanings()},
+          {"platform.", platform_model_key_meanings()},
+          {"workload.", family_table},
+          {"", scenario_key_meanings()}};
+}
+
 }  // namespace
+
+std::optional<std::string> key_meaning(const std::string& path, const std::string& family) {
+  const WorkloadRegistry workloads = default_workload_registry();
+  for (const MeaningTable& t : meaning_tables(workloads.key_meanings(family))) {
+    if (!path.starts_with(t.prefix)) continue;
+    const KeyMeaning* m = find_key_meaning(t.table, std::string_view(path).substr(t.prefix.size()));
+    if (m != nullptr) return std::string(m->meaning);
+  }
+  return std::nullopt;
+}
+
+std::string meaning_text(const SchemaKey& key) {
+  const bool one = std::all_of(key.meanings.begin(), key.meanings.end(), [&](const auto& m) {
+    return m.second == key.meanings.front().second;
+  });
+  if (key.meanings.empty()) return "";
+  if (one) return key.meanings.front().second;
+  std::string out;
+  for (const auto& [family, meaning] : key.meanings)
+    out += fmt::format("{}{}: {}", out.empty() ? "" : " | ", family, meaning);
+  return out;
+}
+
+std::vector<std::string> key_meaning_patterns() {
+  std::vector<std::string> out;
+  const WorkloadRegistry workloads = default_workload_registry();
+  for (const std::string_view family : workloads.names()) {
+    for (const MeaningTable& t : meaning_tables(workloads.key_meanings(family))) {
+      for (const KeyMeaning& m : t.table) {
+        const std::string pattern = fmt::format("{}{}", t.prefix, m.key);
+        if (std::find(out.begin(), out.end(), pattern) == out.end()) out.push_back(pattern);
+      }
+    }
+  }
+  return out;
+}
 
 std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
                                          const std::string& prefix) {
@@ -135,7 +195,7 @@ void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& ke
   for (const ReadKey& k : keys) {
     const std::string path = schema_path(k.path);
     const auto [it, added] = index.try_emplace(path, schema.size());
-    if (added) schema.push_back(SchemaKey{path, {}, {}, {}, {}, k.in_referenced_file});
+    if (added) schema.push_back(SchemaKey{path, {}, {}, {}, {}, k.in_referenced_file, {}});
     SchemaKey& s = schema[it->second];
     add_type(s.types, k.type);
     add_distinct(s.ranges, k.range);
@@ -143,6 +203,11 @@ void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& ke
       add_distinct(s.defaults, k.default_value->empty() ? "\"\"" : *k.default_value);
     add_distinct(s.families, family);
     std::sort(s.families.begin(), s.families.end());
+    if (std::none_of(s.meanings.begin(), s.meanings.end(),
+                     [&](const auto& m) { return m.first == family; })) {
+      if (std::optional<std::string> meaning = key_meaning(path, family))
+        s.meanings.emplace_back(family, std::move(*meaning));
+    }
   }
 }
 
@@ -151,7 +216,7 @@ std::string format_schema(const std::vector<SchemaKey>& schema, const std::strin
   const std::vector<const SchemaKey*> shown = keys_below(schema, prefix);
   std::string out;
   if (markdown) {
-    out += "| key | read as | range | default | families |\n|---|---|---|---|---|\n";
+    out += "| key | meaning | read as | range | default | families |\n|---|---|---|---|---|---|\n";
     for (const SchemaKey* k : shown) {
       const auto cell = [](std::string text) {
         std::string escaped;
@@ -159,17 +224,23 @@ std::string format_schema(const std::vector<SchemaKey>& schema, const std::strin
           escaped += c == '|' ? std::string("\\|") : std::string(1, c);
         return escaped;
       };
-      out += fmt::format("| `{}` | {} | {} | {} | {} |\n", k->path, cell(joined(k->types, "")),
-                         cell(by_scenario(k->ranges, "")), cell(by_scenario(k->defaults, "none")),
-                         cell(joined(k->families, "")));
+      out += fmt::format("| `{}` | {} | {} | {} | {} | {} |\n", k->path, cell(meaning_text(*k)),
+                         cell(joined(k->types, "")), cell(by_scenario(k->ranges, "")),
+                         cell(by_scenario(k->defaults, "none")), cell(joined(k->families, "")));
     }
     return out;
   }
+  // Key paths up to kWidest characters align their meanings; a longer one (a host op's name)
+  // is followed by two spaces.
+  constexpr size_t kWidest = 44;
   size_t width = 3;
   for (const SchemaKey* k : shown)
-    width = std::max(width, k->path.size());
+    width = std::max(width, std::min(k->path.size(), kWidest));
   for (const SchemaKey* k : shown) {
-    std::string line = fmt::format("{:<{}}  {}", k->path, width, joined(k->types, ""));
+    const std::string meaning = meaning_text(*k);
+    std::string line = fmt::format("{:<{}}  {}\n{:<{}}  {}", k->path, width,
+                                   meaning.empty() ? "(no meaning published)" : meaning, "", width,
+                                   joined(k->types, ""));
     if (!k->ranges.empty()) line += fmt::format(", in {}", by_scenario(k->ranges, ""));
     line += fmt::format("; default: {}", by_scenario(k->defaults, "none"));
     line += fmt::format("  [{}]", joined(k->families, ""));
@@ -204,14 +275,15 @@ int schema_main(const std::vector<std::string>& args, std::ostream& out) {
   bool with_files = false;
   po::options_description desc(
       "usage: upsim schema [KEY] [options]\n\n"
-      "Prints every scenario key upsim's readers read, with the type each reads it as, the\n"
-      "range it checks and the default it takes (none: no default; a scenario that needs it\n"
+      "Prints every scenario key upsim's readers read, with one line of what it means (as its\n"
+      "reader publishes it), the type each reads it as, the range it checks and the default\n"
+      "it takes (none: no default; a scenario that needs it\n"
       "states it; \"by scenario\": derived from other keys), and the workload families whose\n"
       "scenarios read it: as the readers\n"
       "record it while they build the shipped scenarios and starters (configs/*.yaml,\n"
       "configs/starters/*.yaml), or the --scenario files. KEY keeps the keys at or below a path\n"
       "(e.g. workload.parallelism). The header comments of tools/scenario.h and the workload\n"
-      "families' config headers say what each key means.\n\noptions");
+      "families' config headers give each key's full contract.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("scenario", po::value<std::vector<std::string>>(&scenarios)->composing(),
        "read the schema of this scenario instead of the shipped ones (repeatable)")  //
@@ -229,9 +301,9 @@ int schema_main(const std::vector<std::string>& args, std::ostream& out) {
   if (markdown) {
     out << "# upsim scenario keys\n\n"
            "Generated by `upsim schema --markdown` from what upsim's readers record while they "
-           "build the shipped scenarios and starters; a test regenerates it. The types, ranges "
-           "and defaults are the readers' own; what a key means is in the header comments of "
-           "`tools/scenario.h` and of each workload family's config header.\n\n";
+           "build the shipped scenarios and starters; a test regenerates it. The meanings, types, "
+           "ranges and defaults are the readers' own; each key's full contract is in the header "
+           "comments of `tools/scenario.h` and of each workload family's config header.\n\n";
   }
   out << text;
   return 0;

@@ -7,7 +7,9 @@
 
 #include <filesystem>
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/config/config_node.h"
@@ -22,6 +24,9 @@ struct SchemaKey {
   std::vector<std::string> defaults;  ///< distinct; empty: no reader has a default
   std::vector<std::string> families;  ///< workload families whose scenarios read it
   bool in_referenced_file = false;
+  /// What the key means, per family whose reader publishes it (sim/config/key_meaning.h):
+  /// {family, meaning}, distinct, in order of first appearance; empty: no reader says.
+  std::vector<std::pair<std::string, std::string>> meanings;
 };
 
 /// The keys of `schema` at or below `prefix` ("" for all; "workload.parallelism").
@@ -29,9 +34,23 @@ std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
                                          const std::string& prefix);
 
 /// Adds `keys` (one scenario's, of workload family `family`) to `schema`, keys in order of first
-/// appearance.
+/// appearance, each with its meaning as its reader publishes it (key_meaning()).
 void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
                   const std::string& family);
+
+/// The meaning of schema path `path` ("platform.gpu.hbm.size") in a scenario of workload family
+/// `family`, from the table of the reader that reads it: the scenario's own keys, the platform's
+/// models, the family's `workload` keys, and the keys of the files a scenario references
+/// (hardware profile, calibration, host overheads, fabric). nullopt: no table has it.
+std::optional<std::string> key_meaning(const std::string& path, const std::string& family);
+
+/// The meaning of `key` as one line: the one meaning, or "family: meaning | ..." when families
+/// differ; empty when none is published.
+std::string meaning_text(const SchemaKey& key);
+
+/// Every key pattern of the meaning tables key_meaning() consults, with its full path prefix
+/// ("platform.gpu.peak_flops.*"), for the test that no meaning outlives its key.
+std::vector<std::string> key_meaning_patterns();
 
 /// `schema` as a text table (or Markdown with `markdown`), the keys at or below `prefix` ("" for
 /// all).

@@ -657,3 +657,41 @@ Fabric load_fabric(const ConfigNode& root, const FabricOptions& options,
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> fabric_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"name", "the fabric's name"},
+      {"nodes", "servers built from the `node` template"},
+      {"node", "the template of one server (a map or a file)"},
+      {"node.link_kinds.*.bandwidth",
+       "default bandwidth of a link of that kind, per physical link and direction"},
+      {"node.link_kinds.*.latency", "default one-way latency of a link of that kind"},
+      {"node.devices[].id", "device id (with count: the prefix of id0 .. id<count-1>)"},
+      {"node.devices[].kind", "gpu, cpu, pcie_switch, nvswitch, nic or network_switch"},
+      {"node.devices[].count", "devices this entry declares"},
+      {"node.links[].between[]", "one link between these two devices"},
+      {"node.links[].pairs[][]", "one link per pair of devices"},
+      {"node.links[].from", "a link from every device of this reference to every one of `to`"},
+      {"node.links[].from[]", "a link from every device of these references to every one of `to`"},
+      {"node.links[].to", "the other ends of the links from `from`"},
+      {"node.links[].mesh", "one link between every two devices of this reference"},
+      {"node.links[].kind", "the link technology (a key of link_kinds)"},
+      {"node.links[].count", "parallel physical links, modelled as one link of count x bandwidth"},
+      {"network.topology",
+       "how the nodes' NICs are connected: rail_optimized, fat_tree or leaf_spine"},
+      {"network.nic_link.kind", "technology of a NIC's link to its leaf switch"},
+      {"network.nic_link.bandwidth", "bandwidth of a NIC's link, per direction"},
+      {"network.nic_link.latency", "one-way latency of a NIC's link"},
+      {"network.switch_link.kind", "technology of a leaf-spine cable"},
+      {"network.switch_link.bandwidth", "bandwidth of one leaf-spine cable, per direction"},
+      {"network.switch_link.latency", "one-way latency of a leaf-spine cable"},
+      {"network.nodes_per_leaf", "nodes under one leaf switch (per rail when rail_optimized)"},
+      {"network.oversubscription", "a leaf's downlink bandwidth over its uplink bandwidth"},
+      {"network.spines", "spine switches at most"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

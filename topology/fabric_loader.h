@@ -104,11 +104,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "topology/fabric.h"
 
 namespace upsim {
@@ -150,5 +152,8 @@ struct GpuPcieLink {
 /// the PCIe links at GPUs as stated (for a caller that says when the GPU's rate changes none).
 Fabric load_fabric(const ConfigNode& root, const FabricOptions& options = {},
                    std::vector<GpuPcieLink>* gpu_pcie_links = nullptr);
+
+/// What each key of a fabric document means, one line each (sim/config/key_meaning.h).
+std::span<const KeyMeaning> fabric_key_meanings();
 
 }  // namespace upsim

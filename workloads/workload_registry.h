@@ -10,11 +10,13 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "workloads/workload.h"
 
 namespace upsim {
@@ -24,8 +26,13 @@ using WorkloadFactory = std::function<std::unique_ptr<Workload>(const ConfigNode
 
 class WorkloadRegistry {
  public:
-  /// Registers `name`; std::invalid_argument when it is empty or already registered.
-  void add(std::string name, WorkloadFactory factory);
+  /// Registers `name` with the meanings of its keys (relative to `workload`, sim/config/
+  /// key_meaning.h); std::invalid_argument when it is empty or already registered.
+  void add(std::string name, WorkloadFactory factory,
+           std::span<const KeyMeaning> key_meanings = {});
+
+  /// The meanings of family `name`'s keys; empty for an unknown name.
+  std::span<const KeyMeaning> key_meanings(std::string_view name) const;
 
   /// The registered names, in registration order.
   std::vector<std::string_view> names() const;
@@ -38,6 +45,7 @@ class WorkloadRegistry {
   struct Entry {
     std::string name;
     WorkloadFactory factory;
+    std::span<const KeyMeaning> key_meanings;
   };
   std::vector<Entry> entries_;
 };

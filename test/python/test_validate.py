@@ -30,4 +30,6 @@ def test_schema_is_a_dataframe_of_the_readers_keys():
     assert tensor["read_as"] == ["an integer"]
     assert tensor["defaults"] == ["1"]
     assert tensor["families"] == ["transformer"]
+    assert tensor["meaning"].startswith("tensor-parallel degree")
+    assert all(s["meaning"] != "")
     assert all(k.startswith("workload.parallelism.") for k in s["key"])

@@ -916,3 +916,55 @@ TablePlacement place_dlrm_tables(const DlrmConfig& config,
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> dlrm_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"mode", "a training step (train) or a served batch, forward only (inference)"},
+      {"global_batch", "samples per iteration over all ranks"},
+      {"dtype", "element type of the MLP parameters, activations and gradients"},
+      {"bottom_mlp[]", "dense input features, then the bottom MLP's layer widths"},
+      {"top_mlp[]", "the top MLP's layer widths; the last is 1 (the logit)"},
+      {"interaction", "how the bottom MLP output meets the pooled embeddings: dot or DCN V2"},
+      {"interaction_kernel",
+       "dot interaction as ATen ops or as DeepLearningExamples' fused kernel"},
+      {"mlp_kernels", "MLP layers as ATen addmm + relu or as apex's fused MLP"},
+      {"master_weights",
+       "mixed precision as torch.autocast runs it: fp32 parameters and optimizer"},
+      {"grad_scaler",
+       "torch.cuda.amp.GradScaler: scaled loss, unscale and found_inf read per step"},
+      {"cuda_graphs", "the step replayed as a captured CUDA graph (DeepLearningExamples' DLRM)"},
+      {"loss_to_host",
+       "the loss is copied to the host every step (the host waits for the forward)"},
+      {"input", "how a batch reaches the GPU: blocking copies, or prefetched on a side stream"},
+      {"input_dist",
+       "how ranks get their lookups' indices: loaded locally, or TorchRec's all-to-alls"},
+      {"train_pipeline",
+       "none, or TorchRec's TrainPipelineSparseDist (next batch's input distribution overlapped)"},
+      {"bottom_mlp_placement",
+       "bottom MLP data-parallel on every rank, or on rank 0 alone (DeepLearningExamples' hybrid "
+       "parallel)"},
+      {"all_to_all_dtype", "element type of the embedding all-to-all's payload"},
+      {"embeddings.dim", "embedding vector width, every table"},
+      {"embeddings.dtype", "element type of the table weights and lookups"},
+      {"embeddings.index_bytes", "bytes per lookup index (8: int64, 4: int32)"},
+      {"embeddings.optimizer", "optimizer fused into the embedding backward (FBGEMM)"},
+      {"embeddings.update",
+       "fused: FBGEMM's backward updates each row once; sparse: PyTorch's sparse gradient"},
+      {"embeddings.tables[].count", "identical tables in this group"},
+      {"embeddings.tables[].rows", "rows per table of this group"},
+      {"embeddings.tables[].pooling", "mean lookups per bag (per sample and table)"},
+      {"embeddings.tables[].access", "access law of a batch's lookups: uniform or zipf"},
+      {"embeddings.tables[].sharding_type",
+       "how each table of the group is split over ranks (TorchRec's ShardingType)"},
+      {"sharding", "the sharder that places table-wise tables and column shards on ranks"},
+      {"sharding_seed", "seed of the random sharder"},
+      {"ddp_bucket", "DDP gradient bucket size (bucket_cap_mb)"},
+      {"ddp_first_bucket", "DDP first-bucket size limit"},
+      {"optimizer", "dense MLP optimizer (torch.optim, foreach)"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

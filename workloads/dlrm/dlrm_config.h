@@ -252,6 +252,7 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 #include "workloads/dlrm/random_tasks.h"
 #include "workloads/dlrm/sharders.h"
@@ -400,6 +401,9 @@ ConfigNode dlrm_tables_node(const ConfigNode& workload);
 /// Reads `workload` (the scenario's `workload:` map) for a run on `ranks` ranks (>= 1).
 /// Every invalid value throws ConfigError at its key (see the schema above).
 DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks);
+
+/// What each key above means, one line each (sim/config/key_meaning.h), relative to `workload`.
+std::span<const KeyMeaning> dlrm_key_meanings();
 
 /// Reads a sharding plan (the content of `workload.sharding_plan`, see the schema above) for a
 /// model of these tables (embedding dim `dim`, `global_batch` samples) on `ranks` ranks, and

@@ -321,3 +321,22 @@ std::unique_ptr<Workload> make_trace_workload(const ConfigNode& workload) {
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> trace_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"traces",
+       "folder of per-rank Kineto traces (with or without execution traces) or Chakra ETs"},
+      {"format", "kineto or chakra; default: by the folder's files"},
+      {"mode", "measured durations (replay), or kernels, copies and collectives re-priced (model)"},
+      {"host",
+       "host time: measured, modelled (the traces' own T1-T5) or platform (its host model)"},
+      {"iteration", "measure this step only; default: every complete one"},
+      {"iteration_marker", "name prefix of the annotation that marks a step"},
+      {"lenient_et", "a mismatched execution trace is a warning (true) or an error (false)"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

@@ -50,10 +50,12 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "workloads/trace/chakra_trace.h"
 #include "workloads/trace/trace_replay.h"
 #include "workloads/workload.h"
@@ -121,6 +123,9 @@ class TraceWorkload final : public Workload {
 };
 
 std::unique_ptr<Workload> make_trace_workload(const ConfigNode& workload);
+
+/// What each key above means, one line each (sim/config/key_meaning.h), relative to `workload`.
+std::span<const KeyMeaning> trace_key_meanings();
 
 /// The seed's host overheads T1-T5 of a trace set itself (extract_host_overheads over every
 /// rank's Kineto trace, means of the cleaned samples, unrounded): the host model of `host:

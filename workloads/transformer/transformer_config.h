@@ -201,10 +201,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 #include "workloads/transformer/latent_attention.h"
 #include "workloads/transformer/recompute_modules.h"
@@ -560,6 +562,9 @@ std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
 ///   top_k > experts                                   -> workload.moe.top_k
 /// A vocabulary not divisible by tensor is padded (padded_vocab()), not rejected.
 TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t gpus);
+
+/// What each key above means, one line each (sim/config/key_meaning.h), relative to `workload`.
+std::span<const KeyMeaning> transformer_key_meanings();
 
 /// Parameters of the whole model (embeddings included, tied ones once; the word embedding and
 /// an untied output layer counted at padded_vocab(); the task head's own, task_head_parameters).

@@ -17,12 +17,14 @@ fi
 # distributes `upsim sweep` under mpirun; gnuplot draws `upsim plot`; libssl-dev's libcrypto hashes
 # a sweep's points (SHA-256); protobuf (protoc at build time) reads Chakra traces; simdjson and
 # nlohmann-json are measured against upsim's JSON reader (bench/json_library_bench.cpp); pybind11,
-# python3-dev, pandas and pytest build and test the Python package (python/).
+# python3-dev, pandas and pytest build and test the Python package (python/), and PyTables
+# (python3-tables) lets its tests read a sweep's results.h5 with pandas.read_hdf.
 packages=(g++ cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
           libfmt-dev libyaml-cpp-dev libboost-program-options-dev libboost-graph-dev zlib1g-dev
           googletest libgtest-dev libbenchmark-dev libhdf5-dev libssl-dev
           libopenmpi-dev openmpi-bin gnuplot-nox protobuf-compiler libprotobuf-dev
-          libsimdjson-dev nlohmann-json3-dev python3-dev pybind11-dev python3-pandas python3-pytest)
+          libsimdjson-dev nlohmann-json3-dev python3-dev pybind11-dev python3-pandas python3-pytest
+          python3-tables)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -24,6 +24,7 @@
 #include "../trace/chakra_writer.h"
 #include "../trace/synthetic_trace.h"
 #include "cli_runner.h"
+#include "results_table_reader.h"
 #include "sim/formats/json_reader.h"
 
 namespace {
@@ -32,6 +33,7 @@ namespace fs = std::filesystem;
 
 using Result = upsim::test::CliResult;
 using upsim::test::quote;
+using upsim::test::ResultsTable;
 
 /// Runs `upsim <args>` with `cwd` as working directory.
 Result upsim(const std::string& args, const fs::path& cwd) {
@@ -740,50 +742,28 @@ TEST_F(Cli, TwoHundredPointStudyIsByteIdenticalAtAnyJobsAndAfterAResume) {
   EXPECT_EQ(read_file(dir_ / "b" / "results.h5"), read_file(dir_ / "a" / "results.h5"));
 }
 
-// results.h5 holds the table of results.csv, column by column, and is the same at any -j.
+// results.h5 holds the table of results.csv, one table member per column (tools/results_hdf5.h),
+// and is the same at any -j.
 TEST_F(Cli, SweepWritesTheResultsTableAsHdf5Too) {
   const std::string study = quote(kData + "/study_small.yaml");
   ASSERT_EQ(run("sweep " + study + " --out a -j 1").exit_code, 0);
   ASSERT_EQ(run("sweep " + study + " --out b -j 2").exit_code, 0);
   EXPECT_EQ(read_file(dir_ / "a" / "results.h5"), read_file(dir_ / "b" / "results.h5"));
   const auto rows = csv_rows(read_file(dir_ / "a" / "results.csv"));
-  const hid_t file = H5Fopen((dir_ / "a" / "results.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(file, 0);
-  const hid_t set = H5Dopen2(file, "results/iteration_ms", H5P_DEFAULT);
-  ASSERT_GE(set, 0);
-  std::vector<double> times(rows.size() - 1);
-  ASSERT_GE(H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, times.data()), 0);
+  const ResultsTable t(dir_ / "a" / "results.h5");
+  EXPECT_EQ(t.members(), rows[0]);
+  ASSERT_EQ(t.rows(), rows.size() - 1);
+  const std::vector<double> times = t.numbers("iteration_ms");
   for (size_t i = 1; i < rows.size(); ++i)
     EXPECT_EQ(times[i - 1], std::stod(rows[i][4])) << i;
-  H5Dclose(set);
-  const hid_t status = H5Dopen2(file, "results/status", H5P_DEFAULT);
-  ASSERT_GE(status, 0);
-  const hid_t type = H5Dget_type(status);
-  EXPECT_TRUE(H5Tis_variable_str(type) > 0);
-  std::vector<char*> texts(rows.size() - 1);
-  ASSERT_GE(H5Dread(status, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, texts.data()), 0);
-  EXPECT_STREQ(texts[0], "ok");
-  const hid_t space = H5Dget_space(status);
-  H5Dvlen_reclaim(type, space, H5P_DEFAULT, texts.data());
-  H5Sclose(space);
-  H5Tclose(type);
-  H5Dclose(status);
+  EXPECT_EQ(t.member_class("status"), H5T_STRING);
+  EXPECT_EQ(t.texts("status")[0], "ok");
   // Integer columns are integers: the point index and the memory bytes.
-  for (const char* column : {"results/point", "results/memory_bytes_per_gpu"}) {
-    const hid_t ints = H5Dopen2(file, column, H5P_DEFAULT);
-    ASSERT_GE(ints, 0) << column;
-    const hid_t int_type = H5Dget_type(ints);
-    EXPECT_EQ(H5Tget_class(int_type), H5T_INTEGER) << column;
-    if (std::string(column) == "results/point") {
-      std::vector<int64_t> points(rows.size() - 1);
-      ASSERT_GE(H5Dread(ints, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, points.data()), 0);
-      for (size_t i = 0; i < points.size(); ++i)
-        EXPECT_EQ(points[i], static_cast<int64_t>(i));
-    }
-    H5Tclose(int_type);
-    H5Dclose(ints);
-  }
-  H5Fclose(file);
+  EXPECT_EQ(t.member_class("point"), H5T_INTEGER);
+  EXPECT_EQ(t.member_class("memory_bytes_per_gpu"), H5T_INTEGER);
+  const std::vector<int64_t> points = t.integers("point");
+  for (size_t i = 0; i < points.size(); ++i)
+    EXPECT_EQ(points[i], static_cast<int64_t>(i));
 }
 
 // --point-outputs: each point's own results, whose iteration time is the table's.

@@ -46,3 +46,32 @@ def test_sweep_resumes_and_refuses_bad_jobs(tmp_path):
         upsim.sweep(study, jobs=0)
     with pytest.raises(upsim.ConfigError, match="missing_study.yaml"):
         upsim.sweep(tmp_path / "missing_study.yaml")
+
+
+def test_results_h5_reads_with_pandas_as_results_csv(tmp_path):
+    # pandas.read_hdf needs PyTables (Debian's python3-tables, which scripts/setup.sh installs).
+    pytest.importorskip("tables", reason="PyTables (python3-tables) is not installed")
+    import pandas as pd
+
+    base = os.path.abspath("configs/dlrm_4gpu.yaml")
+    study = tmp_path / "kinds.yaml"
+    study.write_text(
+        "study: kinds\n"
+        f"base: {base}\n"
+        "set:\n  simulation.iterations: 4\n  simulation.warmup_iterations: 2\n"
+        "axes:\n  workload.loss_to_host: [false, true]\n  workload.global_batch: [2048, -1]\n")
+    s = upsim.sweep(study, out=tmp_path / "out")
+    assert list(s.results["status"]) == ["ok", "failed", "ok", "failed"]
+    csv = pd.read_csv(tmp_path / "out" / "results.csv")
+    h5 = pd.read_hdf(tmp_path / "out" / "results.h5", "results")
+    pd.testing.assert_frame_equal(h5, csv, check_exact=True)
+    pd.testing.assert_frame_equal(pd.read_hdf(tmp_path / "out" / "results.h5"), csv)
+    pd.testing.assert_frame_equal(h5, s.results, check_exact=True)
+    dtypes = h5.dtypes.astype(str).to_dict()
+    assert dtypes["point"] == "int64"
+    assert dtypes["workload.loss_to_host"] == "bool"
+    assert dtypes["workload.global_batch"] == "int64"
+    assert dtypes["iteration_ms"] == "float64"  # NaN where a point failed
+    assert dtypes["status"] == "object" and dtypes["message"] == "object"
+    assert isinstance(h5["status"][0], str)
+    assert h5["message"].isna().tolist() == csv["message"].isna().tolist()

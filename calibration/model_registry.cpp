@@ -130,6 +130,14 @@ std::span<const KeyMeaning> platform_model_key_meanings() {
       {"interconnect.efficiency", "alpha_beta: share of the bandwidth collectives reach"},
       {"interconnect.compute_interference",
        "flow: communication kernels take SMs and HBM bandwidth from concurrent compute"},
+      {"kernels.kernel_overhead", "time added to every kernel, replacing the hardware profile's"},
+      {"kernels.compute_fraction",
+       "roofline: share of the compute peaks kernels reach; default: the profile's"},
+      {"kernels.memory_fraction",
+       "roofline: share of the HBM bandwidth kernels reach; default: the profile's"},
+      {"kernels.embedding_index_bytes", "roofline: bytes of one embedding index"},
+      {"interconnect.host_link",
+       "alpha_beta: the PCIe kind of host-device copies; default: the profile's"},
   };
   return kMeanings;
 }

@@ -84,10 +84,11 @@ std::string by_scenario(const std::vector<std::string>& values, std::string_view
 }
 
 /// The shipped scenarios the default schema is read from: the starters first (their order is
-/// the page's), then configs/*.yaml, each folder in name order.
+/// the page's), then configs/*.yaml, then configs/schema/*.yaml (scenarios that state the
+/// optional keys the others leave at their defaults), each folder in name order.
 std::vector<fs::path> shipped_scenarios() {
   std::vector<fs::path> out;
-  for (const char* folder : {"configs/starters", "configs"}) {
+  for (const char* folder : {"configs/starters", "configs", "configs/schema"}) {
     std::vector<fs::path> files;
     for (const fs::directory_entry& e : fs::directory_iterator(shipped_path(folder))) {
       if (e.is_regular_file() && e.path().extension() == ".yaml") files.push_back(e.path());
@@ -276,14 +277,14 @@ int schema_main(const std::vector<std::string>& args, std::ostream& out) {
   po::options_description desc(
       "usage: upsim schema [KEY] [options]\n\n"
       "Prints every scenario key upsim's readers read, with one line of what it means (as its\n"
-      "reader publishes it), the type each reads it as, the range it checks and the default\n"
-      "it takes (none: no default; a scenario that needs it\n"
-      "states it; \"by scenario\": derived from other keys), and the workload families whose\n"
-      "scenarios read it: as the readers\n"
+      "reader publishes it), the type each reads it as, the range it checks and the default it\n"
+      "takes (none: no default; a scenario that needs it states it; \"by scenario\": derived\n"
+      "from other keys), and the workload families whose scenarios read it: as the readers\n"
       "record it while they build the shipped scenarios and starters (configs/*.yaml,\n"
-      "configs/starters/*.yaml), or the --scenario files. KEY keeps the keys at or below a path\n"
-      "(e.g. workload.parallelism). The header comments of tools/scenario.h and the workload\n"
-      "families' config headers give each key's full contract.\n\noptions");
+      "configs/starters/*.yaml, configs/schema/*.yaml), or the --scenario files. KEY keeps the\n"
+      "keys at or below a path (e.g. workload.parallelism). The header comments of\n"
+      "tools/scenario.h and the workload families' config headers give each key's full\n"
+      "contract.\n\noptions");
   desc.add_options()("help,h", "this help")  //
       ("scenario", po::value<std::vector<std::string>>(&scenarios)->composing(),
        "read the schema of this scenario instead of the shipped ones (repeatable)")  //

@@ -1,7 +1,8 @@
 // `upsim schema [KEY]`: every scenario key upsim's readers read, with the type they read it as,
 // the range they check and the default they take, as the readers themselves record it
 // (ConfigDocument::read_keys): the union over the shipped scenarios and starters (configs/*.yaml,
-// configs/starters/*.yaml), or over the scenarios given with --scenario. SCHEMA.md at the
+// configs/starters/*.yaml, and configs/schema/*.yaml, which state the optional keys the others
+// leave at their defaults), or over the scenarios given with --scenario. SCHEMA.md at the
 // repository root is `upsim schema --markdown`; a test regenerates it and fails when it drifts.
 #pragma once
 

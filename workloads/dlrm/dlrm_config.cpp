@@ -963,6 +963,19 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"ddp_bucket", "DDP gradient bucket size (bucket_cap_mb)"},
       {"ddp_first_bucket", "DDP first-bucket size limit"},
       {"optimizer", "dense MLP optimizer (torch.optim, foreach)"},
+      {"cross_layers", "DCN V2 cross layers"},
+      {"cross_rank", "DCN V2 low-rank projection width"},
+      {"embeddings.tables[].pooling_std", "standard deviation of the lookups per bag (recorded)"},
+      {"embeddings.tables[].zipf_alpha", "exponent of the zipf access law"},
+      {"embeddings.tables[].reuse[]", "the seed's 17-bin reuse histogram of a batch's lookups"},
+      {"embeddings.tables[].column_shards", "column_wise: shards per table"},
+      {"embeddings.tables[].frequent_rows", "hybrid: rows replicated on every rank"},
+      {"embeddings.tables[].frequent_share", "hybrid: share of lookups that hit the frequent rows"},
+      {"sharding_plan.tables", "tables the plan places (the model's table count)"},
+      {"sharding_plan.ranks", "ranks the plan places on (the run's)"},
+      {"sharding_plan.placement[].type", "the table's sharding type"},
+      {"sharding_plan.placement[].rank", "table_wise: its rank"},
+      {"sharding_plan.placement[].ranks[]", "column_wise: a rank per shard"},
   };
   return kMeanings;
 }

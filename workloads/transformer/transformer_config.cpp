@@ -953,6 +953,21 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "the host waits for every pipeline receive before it launches more"},
       {"parallelism.tp_comm_overlap",
        "Megatron-Core's --tp-comm-overlap: TP collectives overlapped with the GEMMs"},
+      {"head_dim", "one attention head's width; default: hidden / heads"},
+      {"mla.q_lora_rank",
+       "latent attention: query compression rank; 0: queries projected directly"},
+      {"mla.kv_lora_rank", "latent attention: key/value compression rank"},
+      {"mla.qk_nope_head_dim", "latent attention: per-head query/key width without rotary"},
+      {"mla.qk_rope_head_dim", "latent attention: per-head query/key width with rotary"},
+      {"mla.v_head_dim", "latent attention: per-head value width"},
+      {"sequences.layout", "how a micro-batch holds the samples: padded, unpadded or packed"},
+      {"sequences.mean_length", "the samples' mean length in tokens; default: seq"},
+      {"sequences.length_std", "standard deviation of the samples' lengths in tokens"},
+      {"predictions", "mlm head: predicted positions per sample; default: 15% of seq"},
+      {"fp8_recipe", "dtype fp8: Transformer Engine's scaling recipe: delayed, current or block"},
+      {"recompute_modules[]", "selective recompute: Megatron-Core's --recompute-modules"},
+      {"recompute_layers", "full recompute: the first N layers of each model chunk recompute"},
+      {"grad_reduce_dtype", "element type of gradients accumulated and reduced over data parallel"},
   };
   return kMeanings;
 }

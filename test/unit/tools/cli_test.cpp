@@ -1041,7 +1041,13 @@ std::string without_data_folder_prefix(const std::string& summary) {
 TEST_F(Cli, EveryShippedScenarioRunsAndItsResolvedScenarioReproducesIt) {
   int scenarios = 0;
   fs::create_directories(dir_ / "elsewhere");
-  for (const auto& entry : fs::directory_iterator(UPSIM_CONFIGS_DIR)) {
+  std::vector<fs::directory_entry> entries;
+  for (const fs::path& folder :
+       {fs::path(UPSIM_CONFIGS_DIR), fs::path(UPSIM_CONFIGS_DIR) / "schema"}) {
+    for (const auto& entry : fs::directory_iterator(folder))
+      entries.push_back(entry);
+  }
+  for (const fs::directory_entry& entry : entries) {
     if (entry.path().extension() != ".yaml" || is_slow_scenario(entry.path())) continue;
     ++scenarios;
     const std::string name = entry.path().stem().string();

@@ -20,7 +20,7 @@ const fs::path kConfigs = UPSIM_CONFIGS_DIR;
 
 std::vector<fs::path> shipped_scenarios() {
   std::vector<fs::path> out;
-  for (const fs::path& folder : {kConfigs / "starters", kConfigs}) {
+  for (const fs::path& folder : {kConfigs / "starters", kConfigs, kConfigs / "schema"}) {
     for (const fs::directory_entry& e : fs::directory_iterator(folder)) {
       if (e.is_regular_file() && e.path().extension() == ".yaml") out.push_back(e.path());
     }

@@ -128,6 +128,7 @@ std::span<const KeyMeaning> platform_model_key_meanings() {
        "alpha_beta: per-GPU, per-direction bandwidth; default: the link kind's"},
       {"interconnect.latency", "alpha_beta: latency of one ring step; default: the link kind's"},
       {"interconnect.efficiency", "alpha_beta: share of the bandwidth collectives reach"},
+      {"interconnect.tuning", "flow: the NCCL-like algorithms' and protocols' parameters (a file)"},
       {"interconnect.compute_interference",
        "flow: communication kernels take SMs and HBM bandwidth from concurrent compute"},
       {"kernels.kernel_overhead", "time added to every kernel, replacing the hardware profile's"},

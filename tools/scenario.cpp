@@ -880,6 +880,8 @@ std::span<const KeyMeaning> scenario_key_meanings() {
       {"platform.topology", "the fabric: nodes, devices, links and network (a file)"},
       {"platform.partial_fabric", "with a topology: run on its first `gpus` GPUs"},
       {"platform.table_memory_fraction", "share of a GPU's memory embedding tables may use"},
+      {"platform.gpu_recorded_as[]",
+       "GPU names the measurements recorded that platform.gpu's profile stands for"},
       {"platform.memory_check", "a footprint above the GPU's memory: error or warn"},
       {"workload.model", "the workload family: dlrm, trace or transformer"},
       {"simulation.iterations", "training steps simulated; default: until steady state"},

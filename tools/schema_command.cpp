@@ -17,6 +17,7 @@
 #include "tools/scenario.h"
 #include "tools/shipped_files.h"
 #include "topology/fabric_loader.h"
+#include "topology/nccl_tuning.h"
 #include "workloads/workload_registry.h"
 
 namespace upsim::cli {
@@ -133,6 +134,7 @@ std::vector<MeaningTable> meaning_tables(std::span<const KeyMeaning> family_tabl
           {"platform.kernels.calibration.", kernel_calibration_key_meanings()},
           {"platform.host.overheads.", host_overhead_key_meanings()},
           {"platform.topology.", fabric_key_meanings()},
+          {"platform.interconnect.tuning.", collective_tuning_key_meanings()},
           {"platform.", platform_model_key_meanings()},
           {"workload.", family_table},
           {"", scenario_key_meanings()}};

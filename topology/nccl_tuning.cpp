@@ -793,3 +793,41 @@ std::string format_collective_tuning(const CollectiveTuning& t, std::string_view
 }
 
 }  // namespace upsim
+
+namespace upsim {
+
+std::span<const KeyMeaning> collective_tuning_key_meanings() {
+  static constexpr KeyMeaning kMeanings[] = {
+      {"launch_overhead", "added to every collective: kernel launch and host-side overhead"},
+      {"net_overhead", "per-step floor of intra-node hops in rings over several nodes"},
+      {"tree_efficiency", "bandwidth factor of the tree algorithm"},
+      {"nvls_efficiency", "bandwidth factor of NVLS (NVLink SHARP) within one node"},
+      {"nvls_tree_efficiency", "bandwidth factor of NVLS over several nodes (NVLS_TREE)"},
+      {"nvls_link_kinds[]", "link kinds (prefixes) whose NVSwitch offers NVLS"},
+      {"nvls_generation_factors.*", "factor on the NVLS efficiency over links of this kind"},
+      {"nvls_pipeline_fill_mib.*", "MiB an NVLS collective moves before it streams at full rate"},
+      {"latency_generation_factors.*", "factor on NCCL's base and intra-node hop latencies"},
+      {"communication_sms.", "SMs a collective's kernel holds per GPU, any link kind"},
+      {"communication_sms.*", "SMs a collective's kernel holds per GPU with links of this kind"},
+      {"communication_sms_direct.*", "the same for direct GPU-to-GPU links of this kind"},
+      {"network_peer_sms", "SMs of a send / receive between GPUs of different nodes"},
+      {"all_reduce_algorithms[]", "algorithms the tuner may choose for an all-reduce"},
+      {"enabled_protocols[]", "protocols the tuner may choose: LL, LL128, Simple"},
+      {"protocols.*.wire_factor", "bytes on the wire per payload byte of this protocol"},
+      {"protocols.*.injection_cap", "most payload bytes per second a GPU sends with it; 0: none"},
+      {"protocols.*.single_node_injection_caps.*",
+       "the cap within one node over links of this kind"},
+      {"protocols.*.base_latency.*", "NCCL's base latency of this protocol and algorithm"},
+      {"protocols.*.hop_latency.*.*",
+       "NCCL's per-hop latency on this hardware class and algorithm"},
+      {"link_families[].name", "the family's name"},
+      {"link_families[].kinds[]", "link kind prefixes of the family (\"\": every kind)"},
+      {"link_families[].class", "NCCL's hardware class of its hops: nvlink, pci or net"},
+      {"link_families[].efficiency", "share of a link's bandwidth a long transfer reaches"},
+      {"link_families[].generation_factors.*", "factor on the efficiency for links of this kind"},
+      {"link_families[].extra_hop_latency.*", "added to NCCL's hop latency of this protocol"},
+  };
+  return kMeanings;
+}
+
+}  // namespace upsim

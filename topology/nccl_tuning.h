@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 #include "sim/time.h"
 #include "sim/units.h"
 
@@ -222,6 +223,9 @@ inline constexpr Bandwidth kMaxInjectionCap = Bandwidth::bytes_per_second(1e15);
 /// applies within one node too (the meaning it had before that key existed). Throws ConfigError at
 /// the offending key, also for a value outside the ranges above.
 CollectiveTuning load_collective_tuning(const ConfigNode& root);
+
+/// What each key of a tuning file means, one line each (sim/config/key_meaning.h).
+std::span<const KeyMeaning> collective_tuning_key_meanings();
 
 /// The whole tuning as a YAML file in the schema load_collective_tuning() reads, every key
 /// written (durations and bandwidths in exact forms, doubles shortest round-trip), so that

@@ -976,6 +976,18 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"sharding_plan.placement[].type", "the table's sharding type"},
       {"sharding_plan.placement[].rank", "table_wise: its rank"},
       {"sharding_plan.placement[].ranks[]", "column_wise: a rank per shard"},
+      {"embeddings.tables_file",
+       "instead of tables: a file of table groups (YAML, the seed's JSON, or CSV)"},
+      {"embeddings.tables_file[].*",
+       "a table group's statistic, as the same key under embeddings.tables"},
+      {"embeddings.random_task.seed", "random task: seed of the draw"},
+      {"embeddings.random_task.task", "random task: which accepted draw"},
+      {"embeddings.random_task.heavy",
+       "random task: draw only tables with pooling >= heavy_pooling"},
+      {"embeddings.random_task.heavy_pooling", "random task: the pooling a heavy table reaches"},
+      {"embeddings.random_task.tables_per_gpu", "random task: mean tables drawn per GPU"},
+      {"embeddings.random_task.memory_fraction",
+       "random task: share of all GPUs' memory the drawn fp32 tables may take"},
   };
   return kMeanings;
 }

@@ -1392,8 +1392,9 @@ std::filesystem::path ConfigNode::get_path(std::string_view key) const {
 ConfigNode ConfigNode::load_reference(std::string_view key) const {
   const ConfigNode value = child(key);
   Node& n = *value.node_;
-  // Already loaded, or given inline (as in a resolved scenario, where references are inlined).
-  if (n.reference || n.kind == Kind::kMap) return value;
+  // Already loaded, or given inline (as in a resolved scenario, where references are inlined:
+  // a YAML file's map, or a CSV file's rows as a sequence).
+  if (n.reference || n.kind == Kind::kMap || n.kind == Kind::kSequence) return value;
   const std::filesystem::path target = get_path(key);
 
   const SourceFile* referencing = n.source;

@@ -21,8 +21,8 @@
 //    the key (never the working directory; a path given with --set is taken as written).
 //    load_reference() loads that YAML (or CSV) file, inlines it in place of the path string and
 //    returns its root; key paths continue from the referencing key, file and line name the loaded
-//    file. A map given in place of the path is taken as the inline content (a resolved document,
-//    whose references are inlined, therefore loads again).
+//    file. A map (or, for a CSV file, a sequence) given in place of the path is taken as the
+//    inline content (a resolved document, whose references are inlined, therefore loads again).
 //  - Errors quote a file's content only where it is of the expected kind, and then at most one
 //    short line: a value or key of a YAML map, never a whole file that parsed as one scalar
 //    ("plain text (a YAML scalar)"), never a CSV's header or fields (named by line and column

@@ -438,6 +438,25 @@ TEST(ConfigReferences, CsvFileLoadsAsAListOfMapsWithItsLineNumbers) {
   std::filesystem::remove_all(dir);
 }
 
+// A resolved scenario inlines a CSV reference as its rows; that sequence loads again as the
+// reference's content.
+TEST(ConfigReferences, ResolvedCsvReferenceLoadsAgainFromItsInlinedRows) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("upsim-csv-again-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "t.csv") << "rows,pooling\n100,2.5\n7,1\n";
+  ConfigDocument doc =
+      ConfigDocument::parse_string("tables: t.csv\n", (dir / "main.yaml").string());
+  doc.root().load_reference("tables").items()[1].get_int("rows");
+  const std::string resolved = doc.resolved_yaml();
+  std::filesystem::remove_all(dir);
+  ConfigDocument again = ConfigDocument::parse_string(resolved, "resolved.yaml");
+  const ConfigNode list = again.root().load_reference("tables");
+  ASSERT_TRUE(list.is_sequence()) << resolved;
+  ASSERT_EQ(list.items().size(), 2U);
+  EXPECT_EQ(list.items()[1].get_int("rows"), 7);
+}
+
 TEST(ConfigReferences, NestedReferenceResolvesRelativeToTheReferencingFile) {
   ConfigDocument doc = ConfigDocument::load_file(kData / "refs" / "main.yaml");
   const ConfigNode root = doc.root();

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "sim/export/gzip_stream.h"
-#include "sim/export/json_text.h"
+#include "sim/export/json_members.h"
 #include "sim/parallel_dim.h"
 
 namespace upsim {
@@ -34,95 +34,10 @@ constexpr size_t kFlushBytes = size_t{4} << 20;
 constexpr int64_t kNotRunning = -1;
 /// begin_ps_ of a task that began outside ChromeTraceOptions::iterations: not drawn.
 constexpr int64_t kOutsideIterations = -2;
-constexpr int64_t kPsPerUs = 1'000'000;
 /// Version of this file's event layout; bump it when names, args or tracks change.
 constexpr int kFormatVersion = 2;
 /// Smallest tid stride: a rank's tids are pid * stride + track index.
 constexpr uint64_t kMinTidStride = 1000;
-
-/// Appends `ps` picoseconds as microseconds with exactly six decimals ("-" for negative).
-void append_us(std::string& out, int64_t ps) {
-  const uint64_t magnitude =
-      ps < 0 ? uint64_t{0} - static_cast<uint64_t>(ps) : static_cast<uint64_t>(ps);
-  if (ps < 0) out.push_back('-');
-  const auto per_us = static_cast<uint64_t>(kPsPerUs);
-  fmt::format_to(std::back_inserter(out), "{}.{:06}", magnitude / per_us, magnitude % per_us);
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  append_json_escaped(out, s);
-  out.push_back('"');
-}
-
-/// Writes the members of one JSON object: `"key":value` pairs separated by commas. The caller
-/// writes the braces.
-class Members {
- public:
-  explicit Members(std::string& out) : out_(out) {}
-
-  Members& str(std::string_view key, std::string_view value) {
-    this->key(key);
-    append_json_string(out_, value);
-    return *this;
-  }
-  /// A string value that is `prefix` followed by `value`.
-  Members& str(std::string_view key, std::string_view prefix, std::string_view value) {
-    this->key(key);
-    out_.push_back('"');
-    append_json_escaped(out_, prefix);
-    append_json_escaped(out_, value);
-    out_.push_back('"');
-    return *this;
-  }
-  Members& integer(std::string_view key, int64_t value) {
-    this->key(key);
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-    return *this;
-  }
-  Members& uinteger(std::string_view key, uint64_t value) {
-    this->key(key);
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-    return *this;
-  }
-  /// Shortest round-trip decimal (locale-free); null when not finite, which JSON cannot hold.
-  Members& real(std::string_view key, double value) {
-    this->key(key);
-    if (std::isfinite(value)) {
-      fmt::format_to(std::back_inserter(out_), "{}", value);
-    } else {
-      out_ += "null";
-    }
-    return *this;
-  }
-  Members& boolean(std::string_view key, bool value) {
-    this->key(key);
-    out_ += value ? "true" : "false";
-    return *this;
-  }
-  Members& us(std::string_view key, int64_t ps) {
-    this->key(key);
-    append_us(out_, ps);
-    return *this;
-  }
-  /// Starts a nested object value; close it with `out += '}'`.
-  std::string& object(std::string_view key) {
-    this->key(key);
-    out_.push_back('{');
-    return out_;
-  }
-
- private:
-  void key(std::string_view k) {
-    if (!first_) out_.push_back(',');
-    first_ = false;
-    append_json_string(out_, k);
-    out_.push_back(':');
-  }
-
-  std::string& out_;
-  bool first_ = true;
-};
 
 std::string error_text(int err) {
   return std::generic_category().message(err);
@@ -292,14 +207,14 @@ class ChromeTraceWriter::Impl {
       }
     }
     start_event();
-    Members name(buf_);
+    JsonMembers name(buf_);
     name.str("name", "process_name").str("ph", "M").uinteger("pid", links_pid());
-    Members(name.object("args")).str("name", "fabric links");
+    JsonMembers(name.object("args")).str("name", "fabric links");
     buf_ += "}}";
     start_event();
-    Members sort(buf_);
+    JsonMembers sort(buf_);
     sort.str("name", "process_sort_index").str("ph", "M").uinteger("pid", links_pid());
-    Members(sort.object("args")).integer("sort_index", links_pid());
+    JsonMembers(sort.object("args")).integer("sort_index", links_pid());
     buf_ += "}}";
   }
 
@@ -347,10 +262,10 @@ class ChromeTraceWriter::Impl {
   void write_link_sample(uint32_t link, int64_t at_ps, Bandwidth rate, uint32_t flows) {
     const LinkInfo& info = links_[link];
     start_event();
-    Members event(buf_);
+    JsonMembers event(buf_);
     event.str("name", info.name).str("cat", "link").str("ph", "C").uinteger("pid", links_pid());
     event.us("ts", at_ps);
-    Members args(event.object("args"));
+    JsonMembers args(event.object("args"));
     // Rounded to 1e-6 so that floating-point noise of the rate computation stays out of the file.
     auto rounded = [](double v) { return std::round(v * 1e6) / 1e6; };
     args.real("GB/s", rounded(rate.gigabytes_per_second()));
@@ -383,7 +298,7 @@ class ChromeTraceWriter::Impl {
     }
     flush_link_samples();
     buf_ += "\n],\"otherData\":{";
-    Members other(buf_);
+    JsonMembers other(buf_);
     other.str("generator", "upsim").integer("format_version", kFormatVersion);
     if (options_.ranks) {
       other.str("ranks_drawn",
@@ -462,12 +377,12 @@ class ChromeTraceWriter::Impl {
 
   /// Opens `{"name":...,"ph":"M","pid":...[,"tid":...],"args":{` and returns the args writer;
   /// the caller closes with "}}".
-  Members metadata_event(std::string_view name, uint64_t pid, std::optional<uint64_t> tid) {
+  JsonMembers metadata_event(std::string_view name, uint64_t pid, std::optional<uint64_t> tid) {
     start_event();
-    Members event(buf_);
+    JsonMembers event(buf_);
     event.str("name", name).str("ph", "M").uinteger("pid", pid);
     if (tid) event.uinteger("tid", *tid);
-    return Members(event.object("args"));
+    return JsonMembers(event.object("args"));
   }
 
   // ---- events ------------------------------------------------------------------------------
@@ -477,10 +392,10 @@ class ChromeTraceWriter::Impl {
   }
 
   /// Opens an "X" event and returns its args writer; the caller closes with "}}".
-  Members slice(std::string_view prefix, std::string_view name, std::string_view cat, const Task& t,
-                int64_t begin_ps, int64_t end_ps) {
+  JsonMembers slice(std::string_view prefix, std::string_view name, std::string_view cat,
+                    const Task& t, int64_t begin_ps, int64_t end_ps) {
     start_event();
-    Members event(buf_);
+    JsonMembers event(buf_);
     event.str("name", prefix, name)
         .str("cat", cat)
         .str("ph", "X")
@@ -488,7 +403,7 @@ class ChromeTraceWriter::Impl {
         .uinteger("tid", tid_of(t))
         .us("ts", begin_ps)
         .us("dur", end_ps - begin_ps);
-    return Members(event.object("args"));
+    return JsonMembers(event.object("args"));
   }
 
   void emit_task(TaskId id, int64_t begin_ps, int64_t end_ps, bool unfinished) {
@@ -499,7 +414,7 @@ class ChromeTraceWriter::Impl {
         !unfinished) {
       // A zero-duration marker ("forward mb 3"): an instant on its CPU thread.
       start_event();
-      Members event(buf_);
+      JsonMembers event(buf_);
       event.str("name", name)
           .str("cat", "marker")
           .str("ph", "i")
@@ -507,14 +422,14 @@ class ChromeTraceWriter::Impl {
           .uinteger("pid", pid(t.rank))
           .uinteger("tid", tid_of(t))
           .us("ts", begin_ps);
-      Members(event.object("args")).uinteger("task", id).str("op", graph_->name(t.op_name));
+      JsonMembers(event.object("args")).uinteger("task", id).str("op", graph_->name(t.op_name));
       buf_ += "}}";
       return;
     }
     switch (t.kind) {
       case TaskKind::kIterationMark: {
         start_event();
-        Members event(buf_);
+        JsonMembers event(buf_);
         event.str("name", fmt::format("iteration {}", graph_->iteration_of(id)))
             .str("cat", cat)
             .str("ph", "i")
@@ -522,7 +437,7 @@ class ChromeTraceWriter::Impl {
             .uinteger("pid", pid(t.rank))
             .uinteger("tid", tid_of(t))
             .us("ts", begin_ps);
-        Members(event.object("args"))
+        JsonMembers(event.object("args"))
             .uinteger("task", id)
             .integer("iteration", graph_->iteration_of(id));
         buf_ += "}}";
@@ -532,7 +447,7 @@ class ChromeTraceWriter::Impl {
         emit_collective(id, t, begin_ps, end_ps, unfinished);
         break;
       default: {
-        Members args = slice("", name, cat, t, begin_ps, end_ps);
+        JsonMembers args = slice("", name, cat, t, begin_ps, end_ps);
         args.uinteger("task", id).str("op", graph_->name(t.op_name));
         task_args(args, id, t);
         if (unfinished) args.boolean("unfinished", true);
@@ -577,15 +492,15 @@ class ChromeTraceWriter::Impl {
     const ParallelDim dim = graph_->collective(group).parallel_dim;
     const bool bubble = dim == ParallelDim::kPipeline;
     if (transfer_ps > begin_ps || !has_transfer) {
-      Members args = slice(bubble ? "bubble: " : "wait: ", name, bubble ? "bubble" : "rendezvous",
-                           t, begin_ps, transfer_ps);
+      JsonMembers args = slice(bubble ? "bubble: " : "wait: ", name,
+                               bubble ? "bubble" : "rendezvous", t, begin_ps, transfer_ps);
       args.uinteger("task", id).str("op", graph_->name(t.op_name)).uinteger("group", group);
       if (dim != ParallelDim::kOther) args.str("parallel_dim", parallel_dim_name(dim));
       if (unfinished && !has_transfer) args.boolean("unfinished", true);
       buf_ += "}}";
     }
     if (has_transfer) {
-      Members args = slice("", name, task_kind_name(t.kind), t, transfer_ps, end_ps);
+      JsonMembers args = slice("", name, task_kind_name(t.kind), t, transfer_ps, end_ps);
       args.uinteger("task", id).str("op", graph_->name(t.op_name));
       task_args(args, id, t);
       if (dim != ParallelDim::kOther) args.str("parallel_dim", parallel_dim_name(dim));
@@ -595,7 +510,7 @@ class ChromeTraceWriter::Impl {
   }
 
   /// Kind-specific args after "task" and "op".
-  void task_args(Members& args, TaskId id, const Task& t) const {
+  void task_args(JsonMembers& args, TaskId id, const Task& t) const {
     switch (t.kind) {
       case TaskKind::kCpuOp:
         args.str("phase", host_phase_name(t.phase));
@@ -637,7 +552,7 @@ class ChromeTraceWriter::Impl {
     if (t.fixed_ps >= 0) args.boolean("fixed_duration", true);
   }
 
-  static void kernel_args(Members& args, const KernelDesc& k) {
+  static void kernel_args(JsonMembers& args, const KernelDesc& k) {
     args.str("class", kernel_class_name(k.cls)).str("dtype", dtype_name(k.dtype));
     switch (k.cls) {
       case KernelClass::kGemm:
@@ -672,7 +587,7 @@ class ChromeTraceWriter::Impl {
     }
   }
 
-  static void collective_args(Members& args, RankId rank, const CollectiveDesc& c) {
+  static void collective_args(JsonMembers& args, RankId rank, const CollectiveDesc& c) {
     const size_t n = c.members.size();
     args.str("kind", collective_kind_name(c.kind)).integer("bytes", c.bytes).uinteger("members", n);
     if (c.kind != CollectiveKind::kAllToAll || c.send_bytes.members() != n) return;
@@ -689,7 +604,7 @@ class ChromeTraceWriter::Impl {
   /// A flow event `phase` ('s' or 'f') with id `flow_id` on the track of `t` at `at_ps`.
   void flow(char phase, TaskId flow_id, const Task& t, int64_t at_ps) {
     start_event();
-    Members event(buf_);
+    JsonMembers event(buf_);
     event.str("name", "launch")
         .str("cat", "launch")
         .str("ph", std::string_view(&phase, 1))

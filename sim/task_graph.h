@@ -205,6 +205,8 @@ class TaskGraph {
   TaskId launched_task(TaskId launch) const { return launched_tasks(launch).front(); }
   TaskId launcher_of(TaskId gpu_task) const { return launcher_[gpu_task]; }
   uint16_t sync_target(TaskId sync) const { return static_cast<uint16_t>(tasks_[sync].payload); }
+  /// StreamWait: the EventRecord it waits for.
+  TaskId awaited_record(TaskId stream_wait) const { return tasks_[stream_wait].payload; }
   uint32_t iteration_of(TaskId mark) const { return tasks_[mark].payload; }
 
   /// Tasks that wait for `id` (sealed graphs only).

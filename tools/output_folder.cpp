@@ -98,7 +98,8 @@ void check_replaceable(const fs::path& path) {
 }
 
 OutputFolder prepare_output_folder(const fs::path& scenario_file, const fs::path& requested_out,
-                                   const std::vector<std::string>& planned_files, bool force) {
+                                   const std::vector<std::string>& planned_files, bool force,
+                                   const std::vector<std::string>& planned_folders) {
   fs::path out;
   std::error_code ec;
   if (!requested_out.empty()) {
@@ -117,6 +118,22 @@ OutputFolder prepare_output_folder(const fs::path& scenario_file, const fs::path
               "folder, or pass --force to overwrite",
               p.string()));
         }
+      }
+    }
+    for (const std::string& name : planned_folders) {
+      const fs::path p = out / name;
+      const fs::file_status st = fs::symlink_status(p, ec);
+      if (!fs::exists(st)) continue;
+      if (!fs::is_directory(st)) {
+        throw std::runtime_error(
+            fmt::format("{} is {}; upsim writes its files into a folder there, even with --force",
+                        p.string(), file_type_name(st.type())));
+      }
+      if (!force) {
+        throw std::runtime_error(fmt::format(
+            "{} already exists; upsim does not overwrite files unasked: choose another --out "
+            "folder, or pass --force to overwrite",
+            p.string()));
       }
     }
   } else {
@@ -151,6 +168,10 @@ OutputFiles::OutputFiles(OutputFolder folder) : folder_(std::move(folder)) {}
 OutputFiles::~OutputFiles() {
   if (committed_) return;
   remove_temporaries();
+  for (auto it = made_folders_.rbegin(); it != made_folders_.rend(); ++it) {
+    std::error_code ec;
+    if (fs::is_empty(*it, ec) && !ec) fs::remove(*it, ec);
+  }
   if (folder_.created) {
     std::error_code ec;
     if (fs::is_empty(folder_.path, ec) && !ec) fs::remove(folder_.path, ec);
@@ -173,6 +194,26 @@ fs::path OutputFiles::reserve(const fs::path& path) {
   e.guard = std::make_unique<TempFileGuard>(e.tmp);
   entries_.push_back(std::move(e));
   return entries_.back().tmp;
+}
+
+void OutputFiles::release(const fs::path& path) {
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->path != path) continue;
+    ::unlink(it->tmp.c_str());
+    entries_.erase(it);
+    return;
+  }
+}
+
+void OutputFiles::make_folder(const fs::path& path) {
+  if (committed_) throw std::logic_error("OutputFiles::make_folder after commit");
+  std::error_code ec;
+  const bool made = fs::create_directories(path, ec);
+  if (ec || !fs::is_directory(fs::symlink_status(path, ec))) {
+    throw std::runtime_error(fmt::format("cannot create folder {}: {}", path.string(),
+                                         ec ? ec.message() : "not a folder"));
+  }
+  if (made) made_folders_.push_back(path);
 }
 
 void OutputFiles::stage(const fs::path& path, std::string_view content) {

@@ -19,9 +19,11 @@
 #include "sim/config/quantity_parse.h"
 #include "sim/executor.h"
 #include "sim/export/chrome_trace_writer.h"
+#include "sim/export/kineto_trace_writer.h"
 #include "sim/export/op_profile.h"
 #include "sim/export/run_summary.h"
 #include "tools/interrupt_cleanup.h"
+#include "tools/kineto_trace_folder.h"
 #include "tools/output_folder.h"
 #include "tools/run_documents.h"
 #include "tools/run_metrics.h"
@@ -146,6 +148,15 @@ std::optional<std::pair<uint32_t, uint32_t>> parse_trace_iterations(std::string_
   return std::pair{first, last};
 }
 
+TraceFormat parse_trace_format(std::string_view text) {
+  if (text == "chrome") return TraceFormat::kChrome;
+  if (text == "kineto") return TraceFormat::kKineto;
+  throw std::invalid_argument(
+      fmt::format("--trace-format: `{}` is not a trace format; valid: chrome (one Chrome trace for "
+                  "Perfetto), kineto (one PyTorch profiler trace per rank, for HTA)",
+                  text));
+}
+
 std::optional<std::vector<uint32_t>> parse_trace_ranks(std::string_view text) {
   text = trim(text);
   if (text == "all") return std::nullopt;
@@ -182,15 +193,32 @@ void check_trace_ranks_option(const RunOptions& options) {
   if (options.trace_ranks) {
     if (options.no_trace) {
       throw std::invalid_argument(
-          "--trace-ranks chooses the ranks of the Chrome trace, which "
+          "--trace-ranks chooses the ranks of the trace, which "
           "--no-trace turns off; give one or the other");
     }
     (void)parse_trace_ranks(*options.trace_ranks);
   }
 }
 
-/// --trace FILE: a file upsim may replace, and an existing one only with --force.
-void check_trace_file_option(const RunOptions& options) {
+/// --trace-format's value and --no-trace: a typo or a contradiction fails before the simulation.
+TraceFormat check_trace_format_option(const RunOptions& options) {
+  if (!options.trace_format) return TraceFormat::kChrome;
+  if (options.no_trace) {
+    throw std::invalid_argument(
+        "--trace-format chooses the format of the trace, which --no-trace turns off; give one or "
+        "the other");
+  }
+  return parse_trace_format(*options.trace_format);
+}
+
+/// --trace FILE: a file upsim may replace, and an existing one only with --force. With
+/// --trace-format kineto, --trace names a folder: a path that is not one fails here, the files
+/// in it once the ranks are known.
+void check_trace_file_option(const RunOptions& options, TraceFormat format) {
+  if (format == TraceFormat::kKineto) {
+    if (!options.trace_file.empty()) check_kineto_folder(options.trace_file);
+    return;
+  }
   if (!options.trace_file.empty()) check_replaceable(options.trace_file);
   if (!options.trace_file.empty() && !options.force &&
       fs::exists(fs::symlink_status(options.trace_file))) {
@@ -211,16 +239,20 @@ void check_trace_file_option(const RunOptions& options) {
 struct RunOutputs {
   std::optional<OutputFiles> files;
   fs::path out_dir;
-  fs::path trace_path;     // where the trace ends up
-  fs::path trace_staging;  // the trace writer's target, published by files->commit()
+  TraceFormat format = TraceFormat::kChrome;
+  fs::path trace_path;     // where the trace ends up (kineto: the folder of the rank files)
+  fs::path trace_staging;  // the Chrome trace writer's target, published by files->commit()
   TraceSelection trace_selection;
   std::unique_ptr<ChromeTraceWriter> trace;
+  /// Kineto: the files of the attempt's drawn ranks (their final paths) and their writer.
+  std::vector<KinetoRankFile> kineto_files;
+  std::unique_ptr<KinetoTraceWriter> kineto;
   /// The trace writer's wall time, over every attempt of the steady-state search.
   std::unique_ptr<TimedObserver> trace_timer;
   double trace_seconds = 0.0;
   std::unique_ptr<OpProfileObserver> ops;
-  // The trace writer's own temporary (the staging name's .tmp) goes on an interrupt too.
-  std::optional<TempFileGuard> trace_tmp;
+  // The trace writers' own temporaries (the staging names' .tmp) go on an interrupt too.
+  std::vector<std::unique_ptr<TempFileGuard>> trace_tmp;
   std::optional<std::pair<uint32_t, uint32_t>> trace_iterations;
   std::string trace_notes;
 };
@@ -252,27 +284,79 @@ void choose_trace_iterations(const RunOptions& options, const Scenario& scenario
 void open_output_folder(const RunOptions& options, const std::vector<std::string>& planned,
                         bool large, RunOutputs& o) {
   if (o.files) return;
-  o.files.emplace(prepare_output_folder(options.scenario, options.out_dir, planned, options.force));
+  o.files.emplace(prepare_output_folder(options.scenario, options.out_dir, planned, options.force,
+                                        {kKinetoFolder}));
   o.out_dir = o.files->folder();
+  if (o.format == TraceFormat::kKineto) {
+    // The folder now; its files once the attempt's drawn ranks are known (attach_kineto).
+    o.trace_path = options.no_trace             ? fs::path()
+                   : options.trace_file.empty() ? o.out_dir / kKinetoFolder
+                                                : fs::path(options.trace_file);
+    if (!o.trace_path.empty()) o.files->make_folder(o.trace_path);
+    return;
+  }
   const bool gzip = options.trace_gzip || large;
   o.trace_path = options.no_trace             ? fs::path()
                  : options.trace_file.empty() ? o.out_dir / (gzip ? kTraceGzipFile : kTraceFile)
                                               : fs::path(options.trace_file);
   if (!o.trace_path.empty()) {
     o.trace_staging = o.files->reserve(o.trace_path);
-    o.trace_tmp.emplace(fs::path(o.trace_staging.string() + ".tmp"));
+    o.trace_tmp.push_back(
+        std::make_unique<TempFileGuard>(fs::path(o.trace_staging.string() + ".tmp")));
   }
 }
 
+/// The Kineto writer of one attempt: the drawn ranks' files reserved (those of an earlier
+/// attempt that this one does not draw given up again), each written through its staging name.
+void attach_kineto(const RunOptions& options, const Scenario& scenario, bool large, RunOutputs& o) {
+  const bool gzip = options.trace_gzip || large;
+  std::vector<KinetoRankFile> files =
+      kineto_rank_files(scenario.graph, o.trace_selection.ranks, o.trace_path, gzip);
+  check_kineto_files_free(
+      files, options.force,
+      options.trace_file.empty() ? "choose another --out folder" : "choose another --trace folder");
+  for (const KinetoRankFile& old : o.kineto_files) {
+    const bool kept = std::any_of(files.begin(), files.end(),
+                                  [&](const KinetoRankFile& f) { return f.path == old.path; });
+    if (!kept) o.files->release(old.path);
+  }
+  o.trace_tmp.clear();
+  std::vector<KinetoRankFile> staging;
+  for (const KinetoRankFile& f : files) {
+    const fs::path s = o.files->reserve(f.path);
+    o.trace_tmp.push_back(std::make_unique<TempFileGuard>(fs::path(s.string() + ".tmp")));
+    staging.push_back(KinetoRankFile{f.rank, s});
+  }
+  if (scenario.represented_gpus > scenario.graph.rank_count()) {
+    o.trace_notes += fmt::format(
+        "trace: Kineto traces of the {} simulated ranks of {} GPUs (the others mirror them, as "
+        "data-parallel replicas do)\n",
+        scenario.graph.rank_count(), scenario.represented_gpus);
+  }
+  o.kineto_files = std::move(files);
+  // The staging name's `.tmp` would hide the file's compression from the writer.
+  o.kineto = std::make_unique<KinetoTraceWriter>(
+      std::move(staging),
+      KinetoTraceOptions{o.trace_iterations, scenario.models.set.devices, gzip});
+  o.kineto->add_metadata("scenario", scenario.name);
+}
+
 /// The observers of one attempt: the op profile, and the trace writer unless no trace is written.
-void attach_run_observers(const Scenario& scenario, bool large, GraphExecutor& executor,
-                          RunOutputs& o) {
+void attach_run_observers(const RunOptions& options, const Scenario& scenario, bool large,
+                          GraphExecutor& executor, RunOutputs& o) {
   o.ops =
       std::make_unique<OpProfileObserver>(scenario.warmup_iterations, scenario.measured_iterations);
   executor.add_observer(o.ops.get());
   o.trace_timer.reset();
   o.trace.reset();
+  o.kineto.reset();
   if (o.trace_path.empty()) return;
+  if (o.format == TraceFormat::kKineto) {
+    attach_kineto(options, scenario, large, o);
+    o.trace_timer = std::make_unique<TimedObserver>(*o.kineto, o.trace_seconds);
+    executor.add_observer(o.trace_timer.get());
+    return;
+  }
   // A large run's link counters: at most about two samples per link per microsecond.
   const Duration link_interval = large ? Duration::from_us(1) : Duration::zero();
   // The writer compresses by its file's name, which the staging name's `.tmp` would hide.
@@ -294,16 +378,23 @@ void attach_outputs(const RunOptions& options, const std::vector<std::string>& p
   o.trace_notes.clear();
   choose_trace_iterations(options, scenario, large, tasks, o);
   open_output_folder(options, planned, large, o);
-  if (large && !options.no_trace) {
+  const bool chrome = o.format == TraceFormat::kChrome;
+  if (large && !options.no_trace && chrome) {
     o.trace_notes += "trace: link counters sampled at most about twice per microsecond per link\n";
   }
-  if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace) {
+  if (large && !options.trace_gzip && options.trace_file.empty() && !options.no_trace && chrome) {
     o.trace_notes += fmt::format(
         "trace: written gzip-compressed ({}), which Perfetto opens as is, as the run has "
         "{:.1f} M tasks\n",
         kTraceGzipFile, static_cast<double>(tasks) * 1e-6);
   }
-  attach_run_observers(scenario, large, executor, o);
+  if (large && !options.trace_gzip && !options.no_trace && !chrome) {
+    o.trace_notes += fmt::format(
+        "trace: Kineto traces written gzip-compressed (rank_N.json.gz), as the run has {:.1f} M "
+        "tasks\n",
+        static_cast<double>(tasks) * 1e-6);
+  }
+  attach_run_observers(options, scenario, large, executor, o);
 }
 
 /// The finished run's files, staged and published together; the trace writer closed.
@@ -323,9 +414,21 @@ void write_run_outputs(const RunOptions& options, const ConfigDocument& doc, con
   for (const char* name : {kTraceFile, kTraceGzipFile}) {
     if (o.out_dir / name != o.trace_path) stale.push_back(o.out_dir / name);
   }
+  // An older run's Kineto traces in <out>/kineto that this run does not replace.
+  const fs::path kineto_folder = o.out_dir / kKinetoFolder;
+  const bool kineto_here = o.format == TraceFormat::kKineto && o.trace_path == kineto_folder;
+  for (fs::path& p : stale_kineto_files(
+           kineto_folder, kineto_here ? o.kineto_files : std::vector<KinetoRankFile>{})) {
+    stale.push_back(std::move(p));
+  }
   o.files->commit(stale);
+  if (!kineto_here) {
+    std::error_code ec;
+    fs::remove(kineto_folder, ec);  // only when left empty
+  }
   o.trace.reset();
-  o.trace_tmp.reset();
+  o.kineto.reset();
+  o.trace_tmp.clear();
 }
 
 /// The line on how many tasks and events the run simulated, in how many attempts, and how much
@@ -360,9 +463,11 @@ void print_simulation_stats(const SteadyRun& run, double trace_seconds, std::ost
 /// Where the outputs are, with the trace's notes and how to open it.
 void print_output_notes(const RunOptions& options, const SteadyRun& run, const RunOutputs& o,
                         bool trace_in_folder, std::ostream& err) {
+  const std::string trace_name =
+      o.trace_path.filename().string() + (o.format == TraceFormat::kKineto ? "/" : "");
   err << fmt::format("outputs: {}/ ({}{}, {}, {}, {}, {}, {})\n", o.out_dir.string(),
-                     trace_in_folder ? o.trace_path.filename().string() + ", " : "", kSummaryFile,
-                     kSummaryJsonFile, kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
+                     trace_in_folder ? trace_name + ", " : "", kSummaryFile, kSummaryJsonFile,
+                     kRanksCsvFile, kLinksCsvFile, kOpsCsvFile, kResolvedFile);
   if (!o.trace_selection.note.empty()) err << o.trace_selection.note << "\n";
   if (!o.trace_path.empty()) err << o.trace_notes;
   if (options.trace_iterations && !o.trace_path.empty()) {
@@ -377,10 +482,17 @@ void print_output_notes(const RunOptions& options, const SteadyRun& run, const R
               : fmt::format("{}-{}", asked->first, run.scenario.iterations));
     }
   }
-  if (!o.trace_path.empty()) {
-    err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
-                       o.trace_path.string());
+  if (o.trace_path.empty()) return;
+  if (o.format == TraceFormat::kKineto) {
+    err << fmt::format(
+        "Kineto traces in {}/, one per rank: HTA reads the folder "
+        "(TraceAnalysis(trace_dir=...)), a trace scenario replays it (workload: {{model: trace, "
+        "traces: ...}})\n",
+        o.trace_path.string());
+    return;
   }
+  err << fmt::format("open {} in https://ui.perfetto.dev or chrome://tracing\n",
+                     o.trace_path.string());
 }
 
 /// --dry-run: what `upsim run` would simulate, built and printed, nothing run or written.
@@ -412,6 +524,7 @@ void check_dry_run_options(const RunOptions& options) {
   const std::pair<bool, const char*> outputs[] = {
       {!options.out_dir.empty(), "--out"},
       {!options.trace_file.empty(), "--trace"},
+      {options.trace_format.has_value(), "--trace-format"},
       {options.trace_ranks.has_value(), "--trace-ranks"},
       {options.trace_iterations.has_value(), "--trace-iterations"},
       {options.trace_gzip, "--trace-gzip"},
@@ -433,6 +546,7 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
     return;
   }
   check_trace_ranks_option(options);
+  const TraceFormat format = check_trace_format_option(options);
   ConfigDocument doc = load_scenario(options.scenario, options.overrides);
 
   // Every name a run writes, the trace's too when this run writes none: an older run's trace
@@ -441,8 +555,9 @@ void run_scenario(const RunOptions& options, std::ostream& out, std::ostream& er
                                          kRanksCsvFile, kLinksCsvFile, kOpsCsvFile,
                                          kTraceFile,    kTraceGzipFile};
   const bool trace_in_folder = !options.no_trace && options.trace_file.empty();
-  check_trace_file_option(options);
+  check_trace_file_option(options, format);
   RunOutputs outputs;
+  outputs.format = format;
   std::unique_ptr<RunProgress> progress;
   const auto attach = [&](const Scenario& scenario, GraphExecutor& executor) {
     attach_outputs(options, planned, scenario, executor, outputs);

@@ -15,7 +15,10 @@ struct RunOptions {
   std::string scenario;
   std::vector<std::string> overrides;  ///< "a.b=value", applied in order
   std::string out_dir;                 ///< empty: upsim-out/<scenario stem>[-N]
-  std::string trace_file;              ///< empty: <out>/trace.json
+  std::string trace_file;  ///< empty: <out>/trace.json (kineto: the folder <out>/kineto)
+  /// --trace-format: `chrome` (one Chrome trace for Perfetto) or `kineto` (one PyTorch profiler
+  /// trace per rank, for HTA and trace scenarios; tools/kineto_trace_folder.h); nullopt: chrome.
+  std::optional<std::string> trace_format;
   /// --trace-ranks: `all` or graph ranks and ranges ("0-7,56"); nullopt: every rank, or the
   /// workload's suggestion when the graph is large (kLargeTraceTasks).
   std::optional<std::string> trace_ranks;
@@ -48,6 +51,12 @@ struct RunOptions {
 /// Mixtral have at most 63 k tasks and keep their full trace; Llama 3 70B (7.3 M) and GPT-3
 /// 175B (16 M) draw one rank per pipeline stage.
 inline constexpr uint64_t kLargeTraceTasks = 1'000'000;
+
+enum class TraceFormat : uint8_t { kChrome, kKineto };
+
+/// Parses a --trace-format value (`chrome`, `kineto`). Throws std::invalid_argument naming
+/// --trace-format and the valid values for anything else.
+TraceFormat parse_trace_format(std::string_view text);
 
 /// Parses a --trace-ranks value: nullopt for `all`, else the graph ranks of a comma-separated
 /// list of ranks and ranges ("0-7,56"), sorted and distinct. Throws std::invalid_argument

@@ -104,6 +104,7 @@ int run_main(const std::vector<std::string>& args) {
   std::vector<std::string> overrides;
   std::string trace_ranks;
   std::string trace_iterations;
+  std::string trace_format;
   po::options_description desc(
       "usage: upsim run SCENARIO [options]\n\n"
       "Simulates SCENARIO (a YAML file, e.g. configs/dlrm_4gpu.yaml) and prints the predicted\n"
@@ -112,6 +113,9 @@ int run_main(const std::vector<std::string>& args) {
       "  trace.json      Chrome trace: open it in ui.perfetto.dev or chrome://tracing; a run\n"
       "                  of more than 1 M tasks draws only the ranks its workload suggests\n"
       "                  (transformers: one per pipeline stage), --trace-ranks all draws all\n"
+      "  kineto/         with --trace-format kineto, instead of trace.json: one PyTorch profiler\n"
+      "                  (Kineto) trace per rank, rank_N.json, which Holistic Trace Analysis\n"
+      "                  reads as a job's trace folder and a trace scenario replays\n"
       "  summary.txt     the printed summary\n"
       "  scenario.yaml   the fully resolved scenario (overrides applied, defaults written,\n"
       "                  referenced files inlined); `upsim run` on it reproduces the run\n\n"
@@ -126,18 +130,23 @@ int run_main(const std::vector<std::string>& args) {
        "output folder (default: upsim-out/<scenario name>, or -2, -3, ... if that exists); "
        "existing files in it are not overwritten without --force")  //
       ("trace", po::value<std::string>(&options.trace_file),
-       "write the Chrome trace to this file instead of <out>/trace.json")  //
+       "write the Chrome trace to this file instead of <out>/trace.json (--trace-format kineto: "
+       "the Kineto traces into this folder instead of <out>/kineto)")  //
+      ("trace-format", po::value<std::string>(&trace_format),
+       "chrome (default: trace.json for Perfetto) or kineto (<out>/kineto/rank_N.json, one "
+       "PyTorch profiler trace per rank, for HTA and `model: trace` scenarios)")  //
       ("trace-ranks", po::value<std::string>(&trace_ranks),
-       "graph ranks the Chrome trace draws: `all`, or ranks and ranges such as 0-7,56 (default: "
+       "graph ranks the trace draws (kineto: the ranks written): `all`, or ranks and ranges such "
+       "as 0-7,56 (default: "
        "all, except that a run of more than 1 M tasks draws the ranks its workload suggests)")  //
       ("trace-iterations", po::value<std::string>(&trace_iterations),
-       "iterations the Chrome trace draws: all, last, N or N-M (default: all, except that a "
+       "iterations the trace draws: all, last, N or N-M (default: all, except that a "
        "run of more than 1 M tasks draws its last)")  //
       ("trace-gzip", po::bool_switch(&options.trace_gzip),
-       "write <out>/trace.json.gz (gzip; Perfetto opens it) instead of trace.json (default for "
-       "runs of more than 1 M tasks)")                                                 //
-      ("no-trace", po::bool_switch(&options.no_trace), "do not write a Chrome trace")  //
-      ("force", po::bool_switch(&options.force), "overwrite existing output files")    //
+       "write <out>/trace.json.gz (gzip; Perfetto opens it) instead of trace.json, or "
+       "rank_N.json.gz Kineto traces (default for runs of more than 1 M tasks)")     //
+      ("no-trace", po::bool_switch(&options.no_trace), "do not write a trace")       //
+      ("force", po::bool_switch(&options.force), "overwrite existing output files")  //
       ("quiet,q", po::bool_switch(&options.quiet),
        "print only the predicted iteration time in milliseconds")  //
       ("dry-run", po::bool_switch(&options.dry_run),
@@ -169,6 +178,7 @@ int run_main(const std::vector<std::string>& args) {
   options.progress = ::isatty(STDERR_FILENO) != 0 && !options.quiet;
   if (vm.count("trace-ranks")) options.trace_ranks = trace_ranks;
   if (vm.count("trace-iterations")) options.trace_iterations = trace_iterations;
+  if (vm.count("trace-format")) options.trace_format = trace_format;
   upsim::cli::run_scenario(options, std::cout, std::cerr);
   return kExitOk;
 }

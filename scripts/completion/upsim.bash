@@ -13,11 +13,12 @@ _upsim() {
   local command="${COMP_WORDS[1]}"
   case "${prev}" in
     --out|-o|--trace|--csv) COMPREPLY=($(compgen -f -- "${cur}")); return ;;
+    --trace-format) COMPREPLY=($(compgen -W "chrome kineto" -- "${cur}")); return ;;
     --set|-s)
       # The scenario: the first argument after the command that is not an option or its value.
       local i scenario=""
       for ((i = 2; i < COMP_CWORD; i++)); do
-        case "${COMP_WORDS[i-1]}" in --set|-s|--out|-o|--trace|--csv|--gpus|--top|--jobs|-j) continue ;; esac
+        case "${COMP_WORDS[i-1]}" in --set|-s|--out|-o|--trace|--trace-format|--csv|--gpus|--top|--jobs|-j) continue ;; esac
         [[ "${COMP_WORDS[i]}" == -* ]] && continue
         scenario="${COMP_WORDS[i]}"
         break
@@ -38,8 +39,8 @@ _upsim() {
         COMPREPLY=($(compgen -W "--force" -- "${cur}") $(compgen -d -- "${cur}"))
       fi ;;
     run)
-      COMPREPLY=($(compgen -W "--set --out --trace --trace-ranks --trace-iterations --trace-gzip \
-        --no-trace --force --quiet --dry-run --keys --help" -- "${cur}") \
+      COMPREPLY=($(compgen -W "--set --out --trace --trace-format --trace-ranks --trace-iterations \
+        --trace-gzip --no-trace --force --quiet --dry-run --keys --help" -- "${cur}") \
         $(compgen -f -X '!*.yaml' -- "${cur}") $(compgen -d -- "${cur}")) ;;
     plan) COMPREPLY=($(compgen -W "--set --gpus --top --jobs --max-simulations --out --force \
         --resume --no-memory-savers --refine --batch --help" -- "${cur}") \

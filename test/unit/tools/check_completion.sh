@@ -21,6 +21,9 @@ done
 grep -qx transformer <<<"$(complete_words upsim init "")" || fail "init starters"
 grep -qx memory <<<"$(complete_words upsim validate "")" || fail "validate memory"
 grep -qx -- --dry-run <<<"$(complete_words upsim run --d)" || fail "run --dry-run"
+grep -qx -- --trace-format <<<"$(complete_words upsim run --trace-f)" || fail "run --trace-format"
+[[ "$(complete_words upsim run configs/dlrm_4gpu.yaml --trace-format k)" == kineto ]] ||
+  fail "--trace-format values"
 keys=$(complete_words upsim run configs/dlrm_4gpu.yaml --set workload.glob)
 [[ "$keys" == "workload.global_batch=" ]] || fail "--set keys of the scenario: '$keys'"
 keys=$(complete_words upsim plan configs/llama3_70b_64gpu.yaml --set workload.parallelism.ten)

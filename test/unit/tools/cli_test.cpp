@@ -77,8 +77,8 @@ TEST_F(Cli, HelpExplainsCommandsAndEveryRunOption) {
   EXPECT_NE(top.output.find("run SCENARIO"), std::string::npos) << top.output;
   const Result r = run("run --help");
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option :
-       {"--set", "--out", "--trace", "--trace-ranks", "--no-trace", "--force", "--quiet"}) {
+  for (const char* option : {"--set", "--out", "--trace", "--trace-format", "--trace-ranks",
+                             "--no-trace", "--force", "--quiet"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option << " missing in\n" << r.output;
   }
 }
@@ -280,6 +280,85 @@ TEST_F(Cli, TraceRanksDrawsOnlyThoseRanksAndAllDrawsEveryRank) {
   EXPECT_EQ(plain.output.find("trace: "), std::string::npos) << plain.output;
   EXPECT_EQ(read_file(dir_ / "plain" / "trace.json"), read_file(dir_ / "all" / "trace.json"));
   EXPECT_EQ(run("run " + kTiny + " --out both --trace-ranks 0-1,0").exit_code, 0);
+}
+
+// --trace-format kineto: <out>/kineto/rank_N.json, one PyTorch profiler trace per rank, no
+// trace.json; a trace scenario replays the folder to the same iteration time; gzip, --trace DIR,
+// conflicts with an older run's folder, and bad values.
+TEST_F(Cli, TraceFormatKinetoWritesOneProfilerTracePerRankThatReplays) {
+  const Result r =
+      run("run " + kTiny + " --out k --trace-format kineto --set simulation.warmup_iterations=0");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("outputs: k/ (kineto/, summary.txt"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Kineto traces in k/kineto/, one per rank"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "k" / "trace.json"));
+  for (const char* name : {"rank_0.json", "rank_1.json"}) {
+    const std::string text = read_file(dir_ / "k" / "kineto" / name);
+    EXPECT_NE(text.find("\"distributedInfo\": {\"backend\": \"nccl\""), std::string::npos);
+    EXPECT_NE(text.find("\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\""),
+              std::string::npos);
+    EXPECT_NE(text.find("ProfilerStep#"), std::string::npos);
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ / "k" / "kineto"), fs::directory_iterator()),
+            2);
+
+  // Replayed on the same GPU, the traces give back the predicted iteration time.
+  std::ofstream(dir_ / "replay.yaml")
+      << "platform:\n  gpu: " << UPSIM_CONFIGS_DIR << "/hardware/a100_sxm4_40gb.yaml\n"
+      << "workload: {model: trace, traces: k/kineto}\n";
+  const Result sim =
+      run("run " + kTiny + " --out q --quiet --no-trace --set simulation.warmup_iterations=0");
+  const Result back = run("run replay.yaml --out b --quiet --no-trace");
+  ASSERT_EQ(sim.exit_code, 0) << sim.output;
+  ASSERT_EQ(back.exit_code, 0) << back.output;
+  EXPECT_EQ(back.output, sim.output);
+
+  // gzip, and a folder of one's own.
+  ASSERT_EQ(run("run " + kTiny + " --out z --trace-format kineto --trace-gzip").exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "z" / "kineto" / "rank_1.json.gz"));
+  const Result own = run("run " + kTiny + " --out o --trace-format kineto --trace mine");
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  EXPECT_TRUE(fs::exists(dir_ / "mine" / "rank_0.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "o" / "kineto"));
+  const Result again = run("run " + kTiny + " --out o2 --trace-format kineto --trace mine");
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.output.find("mine/rank_0.json already exists"), std::string::npos)
+      << again.output;
+
+  // An older run's Kineto traces stop a run into its folder, whatever its format, unless
+  // --force, which removes those the new run does not write.
+  fs::create_directories(dir_ / "old" / "kineto");
+  std::ofstream(dir_ / "old" / "kineto" / "rank_0.json") << "{}";
+  const Result conflict = run("run " + kTiny + " --out old");
+  EXPECT_EQ(conflict.exit_code, 2);
+  EXPECT_NE(conflict.output.find("old/kineto already exists"), std::string::npos)
+      << conflict.output;
+  ASSERT_EQ(run("run " + kTiny + " --out old --force").exit_code, 0);
+  EXPECT_TRUE(fs::exists(dir_ / "old" / "trace.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "old" / "kineto"));
+  std::ofstream(dir_ / "k" / "kineto" / "rank_7.json") << "{}";
+  ASSERT_EQ(run("run " + kTiny + " --out k --force --trace-format kineto").exit_code, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "k" / "kineto" / "rank_7.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "k" / "kineto" / "rank_1.json"));
+
+  // Bad values and contradictions are refused before anything runs.
+  const Result bad = run("run " + kTiny + " --out x --trace-format perfetto");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--trace-format: `perfetto` is not a trace format; valid: chrome"),
+            std::string::npos)
+      << bad.output;
+  EXPECT_NE(bad.output.find("kineto"), std::string::npos) << bad.output;
+  const Result off = run("run " + kTiny + " --out x --trace-format kineto --no-trace");
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_NE(off.output.find("give one or the other"), std::string::npos) << off.output;
+  std::ofstream(dir_ / "afile") << "x";
+  const Result file = run("run " + kTiny + " --out x --trace-format kineto --trace afile");
+  EXPECT_EQ(file.exit_code, 2);
+  EXPECT_NE(file.output.find("afile is a regular file; a Kineto trace is a folder"),
+            std::string::npos)
+      << file.output;
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
 }
 
 /// The per-iteration comm time (ms) of the summary row that starts with `row`.

@@ -186,6 +186,41 @@ TEST_F(OutputSafety, OutputFilesPublishTogetherOrNotAtAll) {
   EXPECT_FALSE(fs::exists(fresh));
 }
 
+TEST_F(OutputSafety, FoldersOfFilesAreMadeReleasedAndPlannedLikeFiles) {
+  // A folder made for files (a run's Kineto traces) goes again when the run fails, as does a
+  // reservation given up.
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  {
+    OutputFiles files(OutputFolder{out, false});
+    files.make_folder(out / "kineto");
+    std::ofstream(files.reserve(out / "kineto" / "rank_0.json")) << "{}";
+    const fs::path dropped = files.reserve(out / "kineto" / "rank_1.json");
+    std::ofstream(dropped) << "{}";
+    files.release(out / "kineto" / "rank_1.json");
+    EXPECT_FALSE(fs::exists(dropped));
+  }
+  EXPECT_FALSE(fs::exists(out / "kineto"));
+  {
+    OutputFiles files(OutputFolder{out, false});
+    files.make_folder(out / "kineto");
+    std::ofstream(files.reserve(out / "kineto" / "rank_0.json")) << "{}";
+    files.release(out / "kineto" / "rank_1.json");  // never reserved: nothing happens
+    files.commit();
+  }
+  EXPECT_EQ(read(out / "kineto" / "rank_0.json"), "{}");
+  // An existing planned folder stops a run without --force; one that is not a folder always.
+  EXPECT_THROW(prepare_output_folder("s.yaml", out, {}, false, {"kineto"}), std::runtime_error);
+  EXPECT_NO_THROW(prepare_output_folder("s.yaml", out, {}, true, {"kineto"}));
+  std::ofstream(out / "file") << "x";
+  try {
+    prepare_output_folder("s.yaml", out, {}, true, {"file"});
+    ADD_FAILURE() << "a file where a folder is planned";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a regular file"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(OutputSafety, AnInterruptLeavesNoStagedOutput) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);

@@ -610,6 +610,78 @@ void read_optimizers(const ConfigNode& workload, DlrmConfig& config) {
   }
 }
 
+/// `embeddings.two_d` (TorchRec's DMPCollection, two_d_parallel.h): the sharding group size,
+/// which must divide the `ranks`, the sync interval and the group layout.
+void read_two_d(const ConfigNode& workload, uint32_t ranks, DlrmConfig& config) {
+  const ConfigNode emb = workload.child("embeddings");
+  if (!emb.has("two_d") || emb.child("two_d").is_null()) return;
+  const ConfigNode two_d = emb.child("two_d");
+  const auto size = static_cast<uint32_t>(two_d.get_int_in("sharding_group_size", 1, 1 << 20));
+  if (ranks % size != 0) {
+    two_d.child("sharding_group_size")
+        .fail(fmt::format("{} does not divide the run's {} ranks (DMPCollection makes "
+                          "world size / sharding_group_size replicas of one sharding group)",
+                          size, ranks));
+  }
+  config.two_d.sharding_group_size = size;
+  config.two_d.sync_interval =
+      static_cast<uint32_t>(two_d.get_int_in_or("sync_interval", 1, 1'000'000, 1));
+  config.two_d.inter_host_allreduce = two_d.get_bool_or("inter_host_allreduce", false);
+  config.two_d.sync_optimizer_state = two_d.get_bool_or("sync_optimizer_state", true);
+}
+
+/// Refuses what `embeddings.two_d` is not modelled with (after every other key is read).
+void check_two_d(const ConfigNode& workload, const DlrmConfig& config) {
+  if (config.two_d.sharding_group_size == 0) return;
+  const ConfigNode two_d = workload.child("embeddings").child("two_d");
+  for (size_t t = 0; t < config.tables.size(); ++t) {
+    const EmbeddingShardingType type = config.tables[t].sharding_type;
+    if (type != EmbeddingShardingType::kTableRowWise && type != EmbeddingShardingType::kHybrid) {
+      continue;
+    }
+    const std::vector<ConfigNode> groups = dlrm_tables_node(workload).items();
+    const uint32_t group = config.group_of_table[t];
+    const std::string why = fmt::format(
+        "is {}, which is not modelled under embeddings.two_d ({}); use table_wise, row_wise, "
+        "column_wise or data_parallel",
+        embedding_sharding_type_name(type),
+        type == EmbeddingShardingType::kHybrid
+            ? "HugeCTR's split is no TorchRec sharding type"
+            : "its node groups would have to follow the sharding groups' layout");
+    if (group < groups.size() && groups[group].has("sharding_type")) {
+      groups[group].child("sharding_type").fail(why);
+    }
+    two_d.fail(fmt::format("table {} {}", t, why));
+  }
+  if (config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank) {
+    workload.child("bottom_mlp_placement")
+        .fail(
+            "first_rank is DeepLearningExamples' hybrid parallel; embeddings.two_d is "
+            "TorchRec's DMPCollection, whose bottom MLP is data-parallel");
+  }
+  if (config.cuda_graphs) {
+    workload.child("cuda_graphs")
+        .fail(
+            "a captured step is not modelled with embeddings.two_d (TorchRec's pipeline runs "
+            "the replica sync eagerly between backward and the optimizer)");
+  }
+  if (config.embedding_update == EmbeddingUpdate::kScatterAdd) {
+    workload.child("embeddings")
+        .child("update")
+        .fail(
+            "sparse is PyTorch's sparse gradient; embeddings.two_d syncs TorchRec's fused "
+            "FBGEMM tables (update: fused)");
+  }
+  if (config.two_d.sync_optimizer_state && config.optimizer == EmbeddingOptimizer::kAdam &&
+      config.mode == DlrmMode::kTrain) {
+    two_d.child("sync_optimizer_state")
+        .fail(
+            "DMPCollection._sync averages each fused optimizer state's \"sum\" tensor, which "
+            "adam's state (exp_avg, exp_avg_sq) lacks; set sync_optimizer_state: false or use "
+            "sgd, adagrad or rowwise_adagrad");
+  }
+}
+
 }  // namespace
 
 ConfigNode dlrm_tables_node(const ConfigNode& workload) {
@@ -640,16 +712,20 @@ DlrmConfig parse_dlrm_config(const ConfigNode& workload, uint32_t ranks) {
   DlrmConfig config;
   read_mode_and_batch(workload, ranks, config);
   config.dtype = read_dtype(workload);
-  read_embeddings(workload, config, ranks);
+  read_two_d(workload, ranks, config);
+  // The tables are sharded over one sharding group's ranks (all of them without two_d).
+  const uint32_t shard_ranks = config.sharding_ranks(ranks);
+  read_embeddings(workload, config, shard_ranks);
   config.all_to_all_dtype =
       read_storage_dtype(workload, "all_to_all_dtype", config.embedding_dtype);
   check_embedding_totals(workload, config);
   read_mixed_precision(workload, config);
   read_input_pipeline(workload, config, ranks);
   read_dense_network(workload, config);
-  read_sharding_choice(workload, ranks, config);
+  read_sharding_choice(workload, shard_ranks, config);
   read_ddp_buckets(workload, config);
   read_optimizers(workload, config);
+  check_two_d(workload, config);
   return config;
 }
 
@@ -952,6 +1028,14 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"embeddings.optimizer", "optimizer fused into the embedding backward (FBGEMM)"},
       {"embeddings.update",
        "fused: FBGEMM's backward updates each row once; sparse: PyTorch's sparse gradient"},
+      {"embeddings.two_d.sharding_group_size",
+       "TorchRec 2D parallel (DMPCollection): ranks each sharding group spans"},
+      {"embeddings.two_d.sync_interval",
+       "iterations between the replicas' weight averaging (dmp_collection_sync_interval_batches)"},
+      {"embeddings.two_d.inter_host_allreduce",
+       "sharding groups contiguous and replica groups strided (use_inter_host_allreduce)"},
+      {"embeddings.two_d.sync_optimizer_state",
+       "the fused optimizer's state averaged with the weights (include_optimizer_state)"},
       {"embeddings.tables[].count", "identical tables in this group"},
       {"embeddings.tables[].rows", "rows per table of this group"},
       {"embeddings.tables[].pooling", "mean lookups per bag (per sample and table)"},

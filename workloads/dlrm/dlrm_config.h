@@ -230,6 +230,35 @@
 //     optimizer: sgd               # dense MLP (and cross network) optimizer: sgd (default) |
 //                                  #   adagrad | adam | adamw (torch.optim, foreach), state in fp32
 //   and under embeddings:
+//       two_d:                     # optional: TorchRec's 2D parallel (DMPCollection,
+//                                  #   torchrec/distributed/model_parallel.py; workloads/dlrm/
+//                                  #   two_d_parallel.h): the W ranks form W / S sharding groups
+//                                  #   of S ranks, each a DistributedModelParallel with the same
+//                                  #   placement made for S ranks (table memory from S ranks;
+//                                  #   sharding_plan's `ranks` must be S); the embedding input
+//                                  #   distribution, all-to-alls and row-wise reduce-scatter /
+//                                  #   all-gather run within the group, whose lookups cover its
+//                                  #   ranks' local batches (global_batch x S / W samples); the
+//                                  #   MLPs and the data-parallel tables stay under DDP over all
+//                                  #   W ranks. Each shard's W / S copies (a replica group) are
+//                                  #   averaged after backward, before the optimizer step.
+//         sharding_group_size: 4   #   required: S, 1 .. 2^20, dividing the rank count (else a
+//                                  #   ConfigError); S = ranks is plain DMP (no replica sync)
+//         sync_interval: 1         #   1 .. 10^6 (default 1; TrainPipelineSparseDist's
+//                                  #   dmp_collection_sync_interval_batches): iteration i (from
+//                                  #   0) syncs when i % sync_interval == 0
+//         inter_host_allreduce: false  # false (default): sharding groups strided (g, g + W/S,
+//                                  #   ...), replica groups contiguous blocks of W / S ranks (the
+//                                  #   sync within a node); true (use_inter_host_allreduce):
+//                                  #   sharding groups contiguous blocks of S, replica groups
+//                                  #   strided
+//         sync_optimizer_state: true  # the fused optimizer's state["sum"] averaged after the
+//                                  #   weights (include_optimizer_state, default true): adagrad
+//                                  #   rows x dim fp32, rowwise_adagrad rows fp32, sgd none;
+//                                  #   adam has no "sum" (refused: set false)
+//                                  # Refused with two_d (ConfigError at the key): table_row_wise
+//                                  #   and hybrid tables, bottom_mlp_placement: first_rank,
+//                                  #   cuda_graphs, embeddings.update: sparse.
 //       optimizer: sgd             # fused into the embedding backward (FBGEMM): sgd | adagrad |
 //                                  #   rowwise_adagrad | adam; default: the dense one's (adamw ->
 //                                  #   adam); its fp32 state counts in the table memory
@@ -256,6 +285,7 @@
 #include "sim/cost_models.h"
 #include "workloads/dlrm/random_tasks.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/dlrm/two_d_parallel.h"
 #include "workloads/pytorch/ddp_buckets.h"
 
 namespace upsim {
@@ -378,6 +408,14 @@ struct DlrmConfig {
   /// DCNv2: cross layers and the rank of each layer's U V^T factorisation.
   int64_t cross_layers = 0;
   int64_t cross_rank = 0;
+  /// embeddings.two_d: TorchRec's 2D parallel (DMPCollection); sharding_group_size 0: off.
+  TwoDParallel two_d;
+
+  /// Ranks one sharding plan spans on a run of `ranks`: the sharding group's size under two_d,
+  /// else every rank.
+  uint32_t sharding_ranks(uint32_t ranks) const {
+    return two_d.sharding_group_size == 0 ? ranks : two_d.sharding_group_size;
+  }
 
   /// Width the cross network works on: the bottom MLP output and the T pooled embeddings
   /// concatenated, (T + 1) x dim.

@@ -89,6 +89,15 @@ PlatformTables platform_tables(ConfigDocument& doc) {
         load_fabric(platform.load_reference("topology")).gpu_nodes(out.platform.gpus);
   }
   out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
+  if (out.config.two_d.sharding_group_size != 0) {
+    doc.root()
+        .child("workload")
+        .child("embeddings")
+        .child("two_d")
+        .fail(
+            "upsim shard searches placements over every GPU; under two_d one plan spans a "
+            "sharding group: search a scenario of sharding_group_size GPUs without two_d");
+  }
   // build_scenario drew the same task already (draws are pure); this cannot fail.
   draw_dlrm_random_task(out.config, out.platform.gpus, out.platform.device.hbm_bytes);
   out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));

@@ -1,7 +1,7 @@
 // The collectives a DLRM run's ranks launch: which embedding exchanges the run has
 // (EmbeddingExchange, the same on every rank) and one iteration's collective groups
-// (IterationGroups), which dlrm_generator.cpp adds per iteration and every rank's emitter
-// (rank_emitter.h) launches in the same order.
+// (IterationGroups, one per sharding group under embeddings.two_d), which dlrm_generator.cpp adds
+// per iteration and every rank's emitter (rank_emitter.h) launches in the same order.
 #pragma once
 
 #include <vector>
@@ -42,6 +42,11 @@ struct IterationGroups {
   std::vector<CollectiveId> node_all_gather;
   std::vector<CollectiveId> cross_a2a_forward;
   std::vector<CollectiveId> cross_a2a_backward;
+  /// embeddings.two_d, an iteration that syncs: per replica group (a rank's is its position in
+  /// its sharding group) the all-reduce of its weights and of its fused optimizer state, 0 where
+  /// that replica holds no such bytes; empty in an iteration without a sync.
+  std::vector<CollectiveId> weight_sync;
+  std::vector<CollectiveId> optimizer_sync;
 };
 
 /// Which embedding collectives the run has (the same on every rank).

@@ -98,7 +98,7 @@ struct ExchangeSizes {
 
 ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, bool hybrid) {
   const TablePlacement& placement = built.placement;
-  const size_t n = built.ranks.size();
+  const size_t n = built.sharding_groups.group_size;
   // All-to-all sizes (Lin et al., TPDS 2024): rank i sends b x (the dims of its table-wise
   // tables and column-wise shards) values to every rank j (itself included); the backward sends
   // the gradients back, the transpose. Both are outer products (O(n) memory, shared by every
@@ -118,12 +118,12 @@ ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, b
   const std::vector<int64_t> ones(n, 1);
   out.forward = AllToAllSizes::outer(per_rank, ones);
   out.backward = AllToAllSizes::outer(ones, per_rank);
-  // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input) and all-gathers
-  // b x T_rw x D gradients (its input), in the payload dtype.
+  // Row-wise: every rank reduce-scatters B x T_rw x D partial sums (its input; B its sharding
+  // group's samples) and all-gathers b x T_rw x D gradients (its input), in the payload dtype.
   // Hybrid tables join them with the samples that look an infrequent row up
   // (row_wise_exchange_values).
   out.reduce_scatter_bytes =
-      dlrm_emit::row_wise_exchange_values(config, placement, config.global_batch) * a2a_bytes;
+      dlrm_emit::row_wise_exchange_values(config, placement, built.group_batch) * a2a_bytes;
   out.all_gather_bytes =
       dlrm_emit::row_wise_exchange_values(config, placement, built.local_batch) * a2a_bytes;
   // Table-row-wise: node k's ranks reduce-scatter B x T_k x D partial sums and all-gather
@@ -156,87 +156,178 @@ ExchangeSizes exchange_sizes(const DlrmConfig& config, const DlrmGraph& built, b
 /// One batch's input distribution groups (`label` names the batch in the collectives' names):
 /// the splits all-to-alls, one per KJTAllToAll or one `fused` for all, then each one's lengths
 /// and values.
-InputDistGroups add_input_dist_groups(const DlrmGraph& built, const std::vector<KjtAllToAll>& kjts,
-                                      bool fused, std::string_view label, TaskGraph& graph) {
+/// The sharding groups' members (graph ranks, by position) and their names' suffixes (none
+/// with one group, the plain run's names).
+struct ShardingGroupMembers {
+  std::vector<std::vector<RankId>> members;
+  std::vector<std::string> suffix;
+};
+
+ShardingGroupMembers sharding_group_members(const DlrmGraph& built) {
+  const ShardingGroups& layout = built.sharding_groups;
+  ShardingGroupMembers out;
+  for (uint32_t g = 0; g < layout.groups(); ++g) {
+    std::vector<RankId> members;
+    for (const uint32_t r : layout.sharding_group(g))
+      members.push_back(built.ranks[r]);
+    out.members.push_back(std::move(members));
+    out.suffix.push_back(layout.groups() == 1 ? std::string()
+                                              : fmt::format(" sharding group {}", g));
+  }
+  return out;
+}
+
+/// One batch's input distribution groups among `members` (`label` names the batch and `suffix`
+/// the sharding group in the collectives' names): the splits all-to-alls, one per KJTAllToAll or
+/// one `fused` for all, then each one's lengths and values.
+InputDistGroups add_input_dist_groups(const std::vector<RankId>& members,
+                                      const std::vector<KjtAllToAll>& kjts, bool fused,
+                                      std::string_view label, std::string_view suffix,
+                                      TaskGraph& graph) {
   InputDistGroups groups;
   if (kjts.empty()) return groups;
-  const size_t n = built.ranks.size();
+  const size_t n = members.size();
   const std::vector<int64_t> ones(n, 1);
   const auto splits = [&](int64_t types, std::string_view what) {
     return graph.add_collective_group(
-        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0,
+        CollectiveDesc{CollectiveKind::kAllToAll, members, 0,
                        AllToAllSizes::outer(
                            ones, std::vector<int64_t>(n, types * kSplitsPerPair * kSplitBytes))},
-        fmt::format("ncclKernel_AllToAll input_dist {} splits{}", label, what));
+        fmt::format("ncclKernel_AllToAll input_dist {} splits{}{}", label, what, suffix));
   };
   if (fused) groups.splits.push_back(splits(static_cast<int64_t>(kjts.size()), ""));
   for (const KjtAllToAll& kjt : kjts) {
     if (!fused) groups.splits.push_back(splits(1, fmt::format(" {}", kjt.sharding)));
     groups.lengths.push_back(graph.add_collective_group(
-        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, kjt.lengths},
-        fmt::format("ncclKernel_AllToAll input_dist {} {} lengths", label, kjt.sharding)));
+        CollectiveDesc{CollectiveKind::kAllToAll, members, 0, kjt.lengths},
+        fmt::format("ncclKernel_AllToAll input_dist {} {} lengths{}", label, kjt.sharding,
+                    suffix)));
     groups.values.push_back(graph.add_collective_group(
-        CollectiveDesc{CollectiveKind::kAllToAll, built.ranks, 0, kjt.values},
-        fmt::format("ncclKernel_AllToAll input_dist {} {} values", label, kjt.sharding)));
+        CollectiveDesc{CollectiveKind::kAllToAll, members, 0, kjt.values},
+        fmt::format("ncclKernel_AllToAll input_dist {} {} values{}", label, kjt.sharding, suffix)));
   }
   return groups;
 }
 
-/// The collective groups of one iteration, in the order every rank's comm stream runs them.
-IterationGroups add_iteration_groups(const DlrmConfig& config, const DlrmGraph& built,
-                                     const EmbeddingExchange& exchange, const ExchangeSizes& sizes,
-                                     const std::vector<KjtAllToAll>& kjts, bool first_iteration,
-                                     TaskGraph& graph) {
-  IterationGroups groups;
-  const size_t n = built.ranks.size();
-  const bool pipelined = config.train_pipeline == TrainPipeline::kSparseDist;
-  if (pipelined && first_iteration) {
-    groups.first_batch_input_dist = add_input_dist_groups(built, kjts, true, "first batch", graph);
+/// embeddings.two_d, a training iteration that syncs (two_d_syncs) on more than one replica:
+/// per replica group, the all-reduce of the weights its ranks hold and of their fused optimizer
+/// state (replica_sync_bytes; none where there are no such bytes), set in every sharding
+/// group's IterationGroups.
+void add_replica_sync_groups(const DlrmConfig& config, const DlrmGraph& built, uint32_t it,
+                             std::vector<IterationGroups>& out, TaskGraph& graph) {
+  const ShardingGroups& layout = built.sharding_groups;
+  if (config.mode != DlrmMode::kTrain || layout.groups() == 1 || !two_d_syncs(config.two_d, it)) {
+    return;
   }
-  groups.input_dist =
-      add_input_dist_groups(built, kjts, pipelined, pipelined ? "next batch" : "batch", graph);
+  std::vector<CollectiveId> weights(layout.group_size, 0);
+  std::vector<CollectiveId> state(layout.group_size, 0);
+  for (uint32_t p = 0; p < layout.group_size; ++p) {
+    std::vector<RankId> members;
+    for (const uint32_t r : layout.replica_group(p))
+      members.push_back(built.ranks[r]);
+    const ReplicaSyncBytes bytes =
+        replica_sync_bytes(built.placement, config.tables, config.embedding_dim, config.optimizer,
+                           dtype_bytes(config.embedding_dtype), p);
+    if (bytes.weights > 0) {
+      weights[p] = graph.add_collective_group(
+          CollectiveDesc{CollectiveKind::kAllReduce, members, bytes.weights, {}},
+          fmt::format("ncclKernel_AllReduce 2d_weight_sync replica group {}", p));
+    }
+    if (config.two_d.sync_optimizer_state && bytes.optimizer_state > 0) {
+      state[p] = graph.add_collective_group(
+          CollectiveDesc{CollectiveKind::kAllReduce, members, bytes.optimizer_state, {}},
+          fmt::format("ncclKernel_AllReduce 2d_optimizer_sync replica group {}", p));
+    }
+  }
+  for (IterationGroups& groups : out) {
+    groups.weight_sync = weights;
+    groups.optimizer_sync = state;
+  }
+}
+
+/// The collective groups of iteration `it`, one IterationGroups per sharding group (the DDP
+/// buckets' and the data-parallel tables' shared by all: they span every rank), in the order
+/// every rank's comm stream runs them. Groups are added in that order, each step for every
+/// sharding group in turn.
+std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, const DlrmGraph& built,
+                                                  const EmbeddingExchange& exchange,
+                                                  const ExchangeSizes& sizes,
+                                                  const std::vector<KjtAllToAll>& kjts,
+                                                  const ShardingGroupMembers& sharding, uint32_t it,
+                                                  TaskGraph& graph) {
+  const size_t n = built.ranks.size();
+  const size_t group_count = sharding.members.size();
+  std::vector<IterationGroups> out(group_count);
+  const bool pipelined = config.train_pipeline == TrainPipeline::kSparseDist;
+  for (size_t g = 0; g < group_count; ++g) {
+    IterationGroups& groups = out[g];
+    if (pipelined && it == 0) {
+      groups.first_batch_input_dist = add_input_dist_groups(
+          sharding.members[g], kjts, true, "first batch", sharding.suffix[g], graph);
+    }
+    groups.input_dist =
+        add_input_dist_groups(sharding.members[g], kjts, pipelined,
+                              pipelined ? "next batch" : "batch", sharding.suffix[g], graph);
+  }
   const uint32_t local = built.placement.ranks_per_node;
-  const auto nodes = static_cast<uint32_t>(n / local);
+  const auto nodes = static_cast<uint32_t>(built.sharding_groups.group_size / local);
   if (n > 1) {
     const auto add = [&](CollectiveKind kind, int64_t bytes, const AllToAllSizes& a2a,
-                         const std::string& name) {
-      return graph.add_collective_group(CollectiveDesc{kind, built.ranks, bytes, a2a}, name);
+                         const std::string& name, const std::vector<RankId>& members) {
+      return graph.add_collective_group(CollectiveDesc{kind, members, bytes, a2a}, name);
     };
     const auto all_reduce_buckets = [&](const std::vector<DdpBucket>& buckets,
                                         std::string_view module) {
       std::vector<CollectiveId> ids;
       for (size_t k = 0; k < buckets.size(); ++k) {
         ids.push_back(add(CollectiveKind::kAllReduce, buckets[k].bytes, {},
-                          fmt::format("ncclKernel_AllReduce {} bucket {}", module, k)));
+                          fmt::format("ncclKernel_AllReduce {} bucket {}", module, k),
+                          built.ranks));
       }
       return ids;
     };
-    if (exchange.all_to_all) {
-      groups.a2a_forward =
-          add(CollectiveKind::kAllToAll, 0, sizes.forward, "ncclKernel_AllToAll fwd");
+    for (size_t g = 0; g < group_count; ++g) {
+      if (exchange.all_to_all) {
+        out[g].a2a_forward =
+            add(CollectiveKind::kAllToAll, 0, sizes.forward,
+                "ncclKernel_AllToAll fwd" + sharding.suffix[g], sharding.members[g]);
+      }
+      if (exchange.row_wise) {
+        out[g].reduce_scatter =
+            add(CollectiveKind::kReduceScatter, sizes.reduce_scatter_bytes, {},
+                "ncclKernel_ReduceScatter row-wise fwd" + sharding.suffix[g], sharding.members[g]);
+      }
     }
-    if (exchange.row_wise) {
-      groups.reduce_scatter = add(CollectiveKind::kReduceScatter, sizes.reduce_scatter_bytes, {},
-                                  "ncclKernel_ReduceScatter row-wise fwd");
+    const std::vector<CollectiveId> top = all_reduce_buckets(built.top_buckets, "top");
+    for (size_t g = 0; g < group_count; ++g) {
+      out[g].top = top;
+      if (exchange.all_to_all) {
+        out[g].a2a_backward =
+            add(CollectiveKind::kAllToAll, 0, sizes.backward,
+                "ncclKernel_AllToAll bwd" + sharding.suffix[g], sharding.members[g]);
+      }
+      if (exchange.row_wise) {
+        out[g].all_gather =
+            add(CollectiveKind::kAllGather, sizes.all_gather_bytes, {},
+                "ncclKernel_AllGather row-wise bwd" + sharding.suffix[g], sharding.members[g]);
+      }
     }
-    groups.top = all_reduce_buckets(built.top_buckets, "top");
-    if (exchange.all_to_all) {
-      groups.a2a_backward =
-          add(CollectiveKind::kAllToAll, 0, sizes.backward, "ncclKernel_AllToAll bwd");
-    }
-    if (exchange.row_wise) {
-      groups.all_gather = add(CollectiveKind::kAllGather, sizes.all_gather_bytes, {},
-                              "ncclKernel_AllGather row-wise bwd");
-    }
-    groups.bottom = all_reduce_buckets(built.bottom_buckets, "bottom");
+    const std::vector<CollectiveId> bottom = all_reduce_buckets(built.bottom_buckets, "bottom");
+    CollectiveId data_parallel = 0;
     if (exchange.data_parallel) {
-      groups.data_parallel = add(CollectiveKind::kAllReduce, sizes.data_parallel_bytes, {},
-                                 "ncclKernel_AllReduce data-parallel tables");
+      data_parallel = add(CollectiveKind::kAllReduce, sizes.data_parallel_bytes, {},
+                          "ncclKernel_AllReduce data-parallel tables", built.ranks);
     }
-    groups.node_reduce_scatter.assign(nodes, 0);
-    groups.node_all_gather.assign(nodes, 0);
-    groups.cross_a2a_forward.assign(local, 0);
-    groups.cross_a2a_backward.assign(local, 0);
+    for (IterationGroups& groups : out) {
+      groups.bottom = bottom;
+      groups.data_parallel = data_parallel;
+      groups.node_reduce_scatter.assign(nodes, 0);
+      groups.node_all_gather.assign(nodes, 0);
+      groups.cross_a2a_forward.assign(local, 0);
+      groups.cross_a2a_backward.assign(local, 0);
+    }
+    // Table-row-wise: one sharding group (dlrm_config.h refuses it under two_d).
+    IterationGroups& groups = out.front();
     if (exchange.table_row_wise) {
       for (uint32_t k = 0; k < nodes && local > 1; ++k) {
         if (sizes.node_tables[k] == 0) continue;
@@ -265,7 +356,8 @@ IterationGroups add_iteration_groups(const DlrmConfig& config, const DlrmGraph& 
       }
     }
   }
-  return groups;
+  add_replica_sync_groups(config, built, it, out, graph);
+  return out;
 }
 
 /// A rank's streams, in the order of their indices in rank_ops.h.
@@ -283,11 +375,22 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   check_inputs(config, inputs);
   DlrmGraph built;
   built.local_batch = config.global_batch / inputs.ranks;
+  built.sharding_groups = ShardingGroups::of(config.two_d, inputs.ranks);
+  const uint32_t shard_ranks = built.sharding_groups.group_size;
+  if (inputs.ranks % shard_ranks != 0) {
+    throw std::invalid_argument(fmt::format("DLRM: sharding groups of {} ranks do not divide {}",
+                                            shard_ranks, inputs.ranks));
+  }
+  built.group_batch = built.local_batch * shard_ranks;
   const bool hybrid =
       config.bottom_mlp_placement == BottomMlpPlacement::kFirstRank && inputs.ranks > 1;
+  // One placement for S ranks, on the capacities of sharding group 0's (every group holds it).
+  std::vector<int64_t> capacity;
+  for (const uint32_t r : built.sharding_groups.sharding_group(0))
+    capacity.push_back(inputs.memory_capacity_bytes[r]);
   // DeepLearningExamples' get_device_mapping: above 4 GPUs the bottom MLP's GPU holds no table
   // (place_dlrm_tables: the sharder's tableless_ranks).
-  built.placement = place_dlrm_tables(config, inputs.memory_capacity_bytes, inputs.ranks_per_node);
+  built.placement = place_dlrm_tables(config, capacity, inputs.ranks_per_node);
 
   std::vector<int64_t> top_widths{config.top_mlp_input()};
   top_widths.insert(top_widths.end(), config.top_mlp.begin(), config.top_mlp.end());
@@ -314,13 +417,15 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   const size_t n = inputs.ranks;
   const TablePlacement& placement = built.placement;
   EmbeddingExchange exchange;
-  exchange.all_to_all = n > 1 && (!placement.pieces.empty() || hybrid);
+  // The embeddings' exchanges run within a sharding group; the data-parallel tables' DDP
+  // all-reduce over every rank.
+  exchange.all_to_all = shard_ranks > 1 && (!placement.pieces.empty() || hybrid);
   const bool frequent_rows =
       std::any_of(placement.hybrid.begin(), placement.hybrid.end(),
                   [&](uint32_t t) { return config.tables[t].frequent_rows > 0; });
-  exchange.row_wise = n > 1 && (!placement.row_wise.empty() || !placement.hybrid.empty());
+  exchange.row_wise = shard_ranks > 1 && (!placement.row_wise.empty() || !placement.hybrid.empty());
   exchange.data_parallel = n > 1 && (!placement.data_parallel.empty() || frequent_rows);
-  exchange.table_row_wise = n > 1 && !placement.table_row_wise.empty();
+  exchange.table_row_wise = shard_ranks > 1 && !placement.table_row_wise.empty();
 
   const std::vector<KjtAllToAll> kjts = kjt_all_to_alls(config, built);
   std::vector<std::unique_ptr<RankEmitter>> emitters;
@@ -331,11 +436,12 @@ DlrmGraph generate_dlrm(const DlrmConfig& config, const DlrmPlacementInputs& inp
   }
 
   const ExchangeSizes sizes = exchange_sizes(config, built, hybrid);
+  const ShardingGroupMembers sharding = sharding_group_members(built);
   for (uint32_t it = 0; it < inputs.iterations; ++it) {
-    const IterationGroups groups =
-        add_iteration_groups(config, built, exchange, sizes, kjts, it == 0, graph);
-    for (const std::unique_ptr<RankEmitter>& e : emitters)
-      e->iteration(it, groups);
+    const std::vector<IterationGroups> groups =
+        add_iteration_groups(config, built, exchange, sizes, kjts, sharding, it, graph);
+    for (uint32_t r = 0; r < inputs.ranks; ++r)
+      emitters[r]->iteration(it, groups[built.sharding_groups.group_of(r)]);
   }
   for (const std::unique_ptr<RankEmitter>& e : emitters)
     e->end_of_loop(inputs.iterations);

@@ -17,7 +17,9 @@
 //    by exactly one Launch inside a PyTorch-like host op (kOpBegin, launches with launch_index
 //    0, 1, ..., kOpEnd); ops that launch nothing are one kOpBody task.
 //  - Every rank issues the same collectives in the same order; collective group members are
-//    all ranks in rank order. With one rank there is no collective (the script then runs
+//    all ranks in rank order (under embeddings.two_d, see "2D parallel" below, the embedding
+//    exchange's are the rank's sharding group and the replica sync's its replica group, each
+//    by position). With one rank there is no collective (the script then runs
 //    without all-to-all and without DDP): every sharding type's lookups are local.
 //  - Each iteration ends with a device-wide HostSync on every rank (the script's time_wrap calls
 //    torch.cuda.synchronize()), so the last iteration's end is the run's end.
@@ -110,6 +112,20 @@
 // moves the sparse features by an input all-to-all; here, as in the seed's script, each rank
 // copies the indices of its lookups from the host. The reduce-scatter's and all-to-all's
 // gradient division by the world size is not emitted.
+// 2D parallel (embeddings.two_d, TorchRec's DMPCollection; two_d_parallel.h): the placement is
+// made for S ranks and each of the W / S sharding groups holds it, rank at position p holding
+// what rank p of a plain S-rank run would; everything above that spans "every rank" for the
+// embeddings (all-to-alls, row-wise blocks, the input distribution, B) spans the rank's sharding
+// group, B being the group's samples, b x S. The MLPs' and the data-parallel tables' DDP
+// all-reduces stay over all W ranks. Training iterations i with i % sync_interval == 0 add,
+// after the backward (DDP's finalize) and before the optimizer step, "## 2d_weight_sync ##" (an
+// all-reduce over the rank's replica group of the weights it holds: its table-wise tables,
+// column-wise shards and row-wise blocks) and "## 2d_optimizer_sync ##" (their fused
+// optimizer's state["sum"]; none for sgd), each launched after the compute stream's work and
+// waited for by the compute stream (ProcessGroupNCCL's work.wait()). With S = W there is one
+// replica per shard and no sync: the graph is the plain run's. Collectives of one sharding or
+// replica group among several carry "sharding group g" / "replica group p" in their names.
+//
 // A DDP bucket's all-reduce is one `nccl:all_reduce` op after the backward op that completed
 // it: the gradient pre-scale `mul` over the bucket on compute (Lin et al., TPDS 2024), an
 // EventRecord on compute, a StreamWait on comm, the all-reduce on comm, an EventRecord on comm.
@@ -125,6 +141,7 @@
 #include "sim/task_graph.h"
 #include "workloads/dlrm/dlrm_config.h"
 #include "workloads/dlrm/sharders.h"
+#include "workloads/dlrm/two_d_parallel.h"
 #include "workloads/pytorch/ddp_buckets.h"
 
 namespace upsim {
@@ -150,6 +167,13 @@ struct DlrmGraph {
   std::vector<pytorch::DdpBucket> top_buckets;
   std::vector<pytorch::DdpBucket> bottom_buckets;
   int64_t local_batch = 0;
+  /// The sharding and replica groups (embeddings.two_d; without it one sharding group of every
+  /// rank). `placement` spans one sharding group's ranks, by position, and every group holds
+  /// it.
+  ShardingGroups sharding_groups;
+  /// Samples one sharding group's lookups cover: local_batch x its ranks (the global batch
+  /// without two_d).
+  int64_t group_batch = 0;
 };
 
 /// FBGEMM's name of a fused optimizer in its op and kernel names

@@ -47,21 +47,22 @@ int64_t activation_bytes(const DlrmConfig& c, int64_t batch, int64_t bottom_batc
   return (bottom_batch * bottom + batch * (top + interaction)) * e;
 }
 
-/// Bytes of one rank's exchange and input buffers: the pooled output of its lookups (table-wise
-/// tables and column-wise shards at their own width and row-wise blocks for the global batch,
-/// data-parallel tables for its own samples), the all-to-all's send and receive buffers and the
-/// row-wise reduce-scatter's, the table-row-wise reduce-scatter's and all-to-all's (its node's
-/// blocks for the global batch; forward and backward: twice, inference once), the indices and
-/// offsets its lookups read, and with embeddings.update sparse the sparse gradient's values (one
-/// row a lookup, in the table dtype).
-int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& placement,
-                     uint32_t rank, bool distributed) {
+/// Bytes of one rank's exchange and input buffers (`rank` its position in its sharding group,
+/// `group_batch` the group's samples: the global batch without two_d): the pooled output of its
+/// lookups (table-wise tables and column-wise shards at their own width and row-wise blocks for
+/// the group's batch, data-parallel tables for its own samples), the all-to-all's send and
+/// receive buffers and the row-wise reduce-scatter's, the table-row-wise reduce-scatter's and
+/// all-to-all's (its node's blocks for the global batch; forward and backward: twice, inference
+/// once), the indices and offsets its lookups read, and with embeddings.update sparse the sparse
+/// gradient's values (one row a lookup, in the table dtype).
+int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, int64_t group_batch,
+                     const TablePlacement& placement, uint32_t rank, bool distributed) {
   const int64_t emb = dtype_bytes(c.embedding_dtype);
   const int64_t wire = dtype_bytes(c.all_to_all_dtype);
   int64_t sent_columns = 0;    // per sample, in the all-to-all
-  double indices = 0.0;        // per sample of the global batch
-  double lookup_values = 0.0;  // per sample of the global batch: lookups x their width
-  int64_t bags = 0;            // per sample of the global batch
+  double indices = 0.0;        // per sample of the group batch
+  double lookup_values = 0.0;  // per sample of the group batch: lookups x their width
+  int64_t bags = 0;            // per sample of the group batch
   for (const uint32_t piece : placement.pieces_of_rank[rank]) {
     const TablePiece& p = placement.pieces[piece];
     sent_columns += p.dim;
@@ -102,17 +103,16 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
         c.tables[t].pooling / static_cast<double>(local) * static_cast<double>(c.embedding_dim);
   }
   bags += twrw_node;
-  const int64_t lookups =
-      (c.global_batch * (sent_columns + (row_wise + twrw_node) * c.embedding_dim) +
-       batch * data_parallel * c.embedding_dim) *
-      emb;
+  const int64_t lookups = (group_batch * (sent_columns + (row_wise + twrw_node) * c.embedding_dim) +
+                           batch * data_parallel * c.embedding_dim) *
+                          emb;
   // Forward and backward each hold one exchange's buffers; inference, the forward's alone.
   const int64_t exchanges = c.mode == DlrmMode::kTrain ? 2 : 1;
   const int64_t exchange =
       distributed ? exchanges *
-                        (c.global_batch * sent_columns + batch * received_columns +
-                         (c.global_batch + batch) * row_wise * c.embedding_dim +
-                         (c.global_batch + c.global_batch / local) * twrw_node * c.embedding_dim +
+                        (group_batch * sent_columns + batch * received_columns +
+                         (group_batch + batch) * row_wise * c.embedding_dim +
+                         (group_batch + group_batch / local) * twrw_node * c.embedding_dim +
                          (nodes > 1 ? batch * twrw_total * c.embedding_dim : 0)) *
                         wire
                   : 0;
@@ -122,12 +122,12 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
   for (const uint32_t t : placement.hybrid)
     dp_indices += c.tables[t].pooling * c.tables[t].frequent_share;
   const auto index_bytes = static_cast<int64_t>(
-      (static_cast<double>(c.global_batch) * indices + static_cast<double>(batch) * dp_indices) *
+      (static_cast<double>(group_batch) * indices + static_cast<double>(batch) * dp_indices) *
       static_cast<double>(c.index_bytes));
-  const int64_t offsets = (c.global_batch * bags + batch * data_parallel + 1) * c.index_bytes;
+  const int64_t offsets = (group_batch * bags + batch * data_parallel + 1) * c.index_bytes;
   const int64_t sparse_gradient =
       c.embedding_update == EmbeddingUpdate::kScatterAdd && c.mode == DlrmMode::kTrain
-          ? static_cast<int64_t>(static_cast<double>(c.global_batch) * lookup_values *
+          ? static_cast<int64_t>(static_cast<double>(group_batch) * lookup_values *
                                  static_cast<double>(emb))
           : 0;
   return lookups + exchange + index_bytes + offsets + sparse_gradient;
@@ -139,9 +139,12 @@ int64_t buffer_bytes(const DlrmConfig& c, int64_t batch, const TablePlacement& p
 MemoryFootprint dlrm_memory_footprint(const DlrmConfig& dlrm, const DlrmGraph& built,
                                       const WorkloadPlatform& platform, const TaskGraph& graph) {
   const bool training = dlrm.mode == DlrmMode::kTrain;
+  // `rank` is a position in the sharding group (two_d: every group holds the placement); the
+  // owner is sharding group 0's rank there.
   const auto most =
       std::max_element(built.placement.memory_bytes.begin(), built.placement.memory_bytes.end());
   const auto rank = static_cast<size_t>(most - built.placement.memory_bytes.begin());
+  const uint32_t owner = built.sharding_groups.rank(0, static_cast<uint32_t>(rank));
   std::vector<int64_t> top_widths{dlrm.top_mlp_input()};
   top_widths.insert(top_widths.end(), dlrm.top_mlp.begin(), dlrm.top_mlp.end());
   int64_t dense =
@@ -149,7 +152,7 @@ MemoryFootprint dlrm_memory_footprint(const DlrmConfig& dlrm, const DlrmGraph& b
   for (const int64_t elements : cross_param_elements(dlrm))
     dense += elements * dtype_bytes(dlrm.param_dtype());
   MemoryFootprint memory;
-  memory.owner = graph.rank(built.ranks[rank]).name;
+  memory.owner = graph.rank(built.ranks[owner]).name;
   memory.parts.push_back({"embedding tables", *most});
   memory.parts.push_back({"dense weights", dense});
   if (training) memory.parts.push_back({"dense gradients", dense});
@@ -171,8 +174,9 @@ MemoryFootprint dlrm_memory_footprint(const DlrmConfig& dlrm, const DlrmGraph& b
       !hybrid ? built.local_batch : (rank == 0 ? dlrm.global_batch : int64_t{0});
   memory.parts.push_back(
       {"activations", activation_bytes(dlrm, built.local_batch, bottom_batch, top_widths)});
-  memory.parts.push_back({"buffers", buffer_bytes(dlrm, built.local_batch, built.placement,
-                                                  static_cast<uint32_t>(rank), platform.gpus > 1)});
+  memory.parts.push_back(
+      {"buffers", buffer_bytes(dlrm, built.local_batch, built.group_batch, built.placement,
+                               static_cast<uint32_t>(rank), built.sharding_groups.group_size > 1)});
   return memory;
 }
 
@@ -210,12 +214,14 @@ DlrmWorkload::DlrmWorkload(const ConfigNode& workload) : node_(workload) {}
 
 void DlrmWorkload::prepare(const WorkloadPlatform& platform) {
   config_ = parse_dlrm_config(node_, platform.gpus);
+  // The tables are drawn for and sharded over one sharding group (every GPU without two_d).
+  const uint32_t shard_ranks = config_->sharding_ranks(platform.gpus);
   try {
-    draw_dlrm_random_task(*config_, platform.gpus, platform.device.hbm_bytes);
+    draw_dlrm_random_task(*config_, shard_ranks, platform.device.hbm_bytes);
   } catch (const std::invalid_argument& e) {
     node_.child("embeddings").child("random_task").fail(e.what());
   }
-  choose_sharding_types(*config_, platform.gpus, dlrm_table_capacity_bytes(platform));
+  choose_sharding_types(*config_, shard_ranks, dlrm_table_capacity_bytes(platform));
 }
 
 WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& graph) {
@@ -307,9 +313,50 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
         dlrm.tables.size(), dlrm.pool_tables, task->tables_per_gpu,
         fmt::join(dlrm.task_tables, " ")));
   }
+  const ShardingGroups& layout = built.sharding_groups;
+  if (dlrm.two_d.sharding_group_size != 0) {
+    const auto groups_text = [](const std::vector<uint32_t>& ranks) {
+      return fmt::format("{{{}}}", fmt::join(ranks, " "));
+    };
+    std::vector<std::string> sharding;
+    for (uint32_t g = 0; g < layout.groups(); ++g)
+      sharding.push_back(groups_text(layout.sharding_group(g)));
+    std::vector<std::string> replicas;
+    for (uint32_t p = 0; p < layout.group_size; ++p)
+      replicas.push_back(groups_text(layout.replica_group(p)));
+    const std::string sync =
+        layout.groups() == 1 ? std::string("one replica, no sync")
+        : dlrm.mode != DlrmMode::kTrain
+            ? std::string("no sync in inference")
+            : fmt::format(
+                  "weights{} averaged every {} iteration{}",
+                  dlrm.two_d.sync_optimizer_state && dlrm.optimizer != EmbeddingOptimizer::kSgd
+                      ? " and optimizer state"
+                      : "",
+                  dlrm.two_d.sync_interval, dlrm.two_d.sync_interval == 1 ? "" : "s");
+    out.description.push_back(fmt::format(
+        "2D parallel (TorchRec DMPCollection{}): {} sharding group{} of {} ranks {} (each looks "
+        "up {} samples), replica groups {} ({})",
+        dlrm.two_d.inter_host_allreduce ? ", inter-host all-reduce" : "", layout.groups(),
+        layout.groups() == 1 ? "" : "s", layout.group_size, fmt::join(sharding, " "),
+        built.group_batch, fmt::join(replicas, " "), sync));
+  }
+  // An iteration syncs every sync_interval: only a window of whole periods measures the mean.
+  const uint32_t measured = platform.iterations - platform.warmup_iterations;
+  if (layout.groups() > 1 && dlrm.mode == DlrmMode::kTrain && dlrm.two_d.sync_interval > 1 &&
+      measured % dlrm.two_d.sync_interval != 0) {
+    out.warnings.push_back(fmt::format(
+        "embeddings.two_d.sync_interval {}: one iteration in {} averages the replicas, but the "
+        "{} measured iteration{} are no whole number of such periods; set simulation.iterations "
+        "and simulation.warmup_iterations so that a multiple of {} is measured",
+        dlrm.two_d.sync_interval, dlrm.two_d.sync_interval, measured, measured == 1 ? "" : "s",
+        dlrm.two_d.sync_interval));
+  }
+  // Per rank, or under two_d per position in a sharding group (every group holds the same).
   std::string tables = "embedding tables:";
+  const char* const holder = dlrm.two_d.sharding_group_size != 0 ? "position" : "rank";
   for (size_t r = 0; r < built.placement.tables_of_rank.size(); ++r) {
-    tables += fmt::format("{} rank {} {} ({})", r == 0 ? "" : ",", r,
+    tables += fmt::format("{} {} {} {} ({})", r == 0 ? "" : ",", holder, r,
                           built.placement.tables_of_rank[r].size(),
                           format_bytes(built.placement.memory_bytes[r]));
   }

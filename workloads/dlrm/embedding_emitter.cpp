@@ -145,6 +145,20 @@ std::vector<TaskId> EmbeddingEmitter::backward(const PendingExchange& pending,
   return data_parallel_backward(groups);
 }
 
+void EmbeddingEmitter::sync_replicas(const IterationGroups& groups) {
+  if (groups.weight_sync.empty()) return;
+  const auto sync = [&](CollectiveId group, std::string_view op) {
+    if (group == 0) return;
+    HostOp h = ops_.host_op(op);
+    h.wait(kCommStream, h.record(kComputeStream));
+    h.collective(group, "nccl:all_reduce");
+    h.wait(kComputeStream, h.record(kCommStream));
+    h.end();
+  };
+  sync(groups.weight_sync[plan_.position], "## 2d_weight_sync ##");
+  sync(groups.optimizer_sync[plan_.position], "## 2d_optimizer_sync ##");
+}
+
 void EmbeddingEmitter::fused_lookup(const LookupGroup& group) {
   if (group.empty()) return;
   const std::string op = fmt::format("fbgemm::split_embedding_codegen_lookup_{}_function",

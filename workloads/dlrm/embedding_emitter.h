@@ -54,6 +54,13 @@ class EmbeddingEmitter {
   /// all-reduce.
   std::vector<TaskId> backward(const PendingExchange& pending, const IterationGroups& groups);
 
+  /// embeddings.two_d, after backward and before the optimizer step of an iteration that syncs
+  /// (groups.weight_sync not empty; nothing otherwise): DMPCollection._sync's
+  /// "## 2d_weight_sync ##" then "## 2d_optimizer_sync ##", each an all-reduce (ReduceOp AVG, no
+  /// kernel of its own) over the rank's replica group on the comm stream after the compute
+  /// stream's work, which the compute stream then waits for (ProcessGroupNCCL work.wait()).
+  void sync_replicas(const IterationGroups& groups);
+
  private:
   /// FBGEMM's fused table-batched lookup (SplitTableBatchedEmbeddingBagsCodegen) over `group`.
   void fused_lookup(const LookupGroup& group);

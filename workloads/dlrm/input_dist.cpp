@@ -45,7 +45,8 @@ std::vector<int64_t> rounded_bytes(const std::vector<double>& counts, int64_t by
 }  // namespace
 
 std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGraph& built) {
-  const size_t n = built.ranks.size();
+  // Within a sharding group (every rank without two_d), ranks by position.
+  const size_t n = built.sharding_groups.group_size;
   if (config.input_dist != InputDistribution::kAllToAll || n <= 1) return {};
   const TablePlacement& placement = built.placement;
   const auto b = as_double(built.local_batch);

@@ -45,8 +45,10 @@ struct KjtAllToAll {
 };
 
 /// The run's KJTAllToAlls, one per sharding type that exchanges indices, in TorchRec's order of
-/// sharding types (table-wise, row-wise, column-wise, table-row-wise); empty on one rank (a
-/// world of one sends nothing) or with input_dist: local.
+/// sharding types (table-wise, row-wise, column-wise, table-row-wise), among one sharding
+/// group's ranks by position (every rank without embeddings.two_d; each group's are the same);
+/// empty on a sharding group of one rank (a world of one sends nothing) or with input_dist:
+/// local.
 std::vector<KjtAllToAll> kjt_all_to_alls(const DlrmConfig& config, const DlrmGraph& built);
 
 }  // namespace upsim::dlrm_emit

@@ -35,7 +35,8 @@ class InputDistEmitter {
     std::vector<TaskId> tensors;  ///< the last all-to-all of each KJTAllToAll
   };
 
-  /// `kjts` (kjt_all_to_alls) must outlive the emitter; `index` is this rank's.
+  /// `kjts` (kjt_all_to_alls) must outlive the emitter; `index` is this rank's position in its
+  /// sharding group (its rank without embeddings.two_d).
   InputDistEmitter(RankOps& ops, const std::vector<KjtAllToAll>& kjts, uint32_t index);
 
   /// Whether the run distributes its inputs (input_dist: all_to_all on more than one rank).

@@ -14,7 +14,7 @@ RankEmitter::RankEmitter(const DlrmConfig& config, const DlrmGraph& built,
       exchange_(exchange),
       plan_(plan_rank(config, built, index)),
       input_(ops_, plan_),
-      input_dist_(ops_, kjts, index),
+      input_dist_(ops_, kjts, plan_.position),
       embeddings_(ops_, plan_, exchange),
       dense_(ops_, plan_, top_widths),
       interaction_(ops_, plan_),
@@ -62,6 +62,7 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
     forward(groups);
     backward(groups, top, bottom);
   }
+  embeddings_.sync_replicas(groups);
   optimizer_.step();
   if (prefetch) input_.load_batch();
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
@@ -91,6 +92,8 @@ void RankEmitter::pipelined_training_step(uint32_t it, const IterationGroups& gr
     input_dist_.send_tensors(groups.input_dist, next_batch_input_, kDataDistStream);
   }
   backward(groups, top, bottom);
+  // TrainPipelineSparseDist.progress: sync_embeddings between backward and the optimizer.
+  embeddings_.sync_replicas(groups);
   optimizer_.step();
   // The training loop calls progress() back to back: no synchronize between steps; the splits'
   // read-back keeps the host within about a step of the device.

@@ -45,21 +45,25 @@ int64_t row_wise_exchange_values(const DlrmConfig& config, const TablePlacement&
   return std::llround(as_double(batch) * vectors * as_double(config.embedding_dim));
 }
 
-RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t index) {
+RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t rank) {
   RankPlan plan;
   const TablePlacement& placement = built.placement;
-  const auto ranks = static_cast<uint32_t>(built.ranks.size());
+  // The placement spans the rank's sharding group (every rank without two_d), by position.
+  const uint32_t index = built.sharding_groups.position_of(rank);
+  const uint32_t ranks = built.sharding_groups.group_size;
+  const int64_t batch = built.group_batch;
   const int64_t dim = config.embedding_dim;
-  plan.pieces.batch = config.global_batch;
+  plan.position = index;
+  plan.pieces.batch = batch;
   for (uint32_t p : placement.pieces_of_rank[index]) {
     const TablePiece& piece = placement.pieces[p];
     const EmbeddingTable& table = config.tables[piece.table];
     add_lookup(plan.pieces, table, table.rows, piece.dim, table.pooling);
   }
-  // Each rank looks its row block up for the global batch: a uniformly drawn index falls in
-  // it with probability shard rows / rows (pooling / n for equal blocks). An empty block
-  // (TorchRec's last blocks can be) is no table of the op.
-  plan.row_wise.batch = config.global_batch;
+  // Each rank looks its row block up for its sharding group's batch (the global batch without
+  // two_d): a uniformly drawn index falls in it with probability shard rows / rows (pooling / n
+  // for equal blocks). An empty block (TorchRec's last blocks can be) is no table of the op.
+  plan.row_wise.batch = batch;
   for (uint32_t t : placement.row_wise) {
     const EmbeddingTable& table = config.tables[t];
     const int64_t rows = row_wise_shard_rows(table.rows, index, ranks);
@@ -93,14 +97,14 @@ RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t in
     }
   }
   plan.hybrid_tables = static_cast<int64_t>(placement.hybrid.size());
-  plan.row_wise_sent_values = row_wise_exchange_values(config, placement, config.global_batch);
+  plan.row_wise_sent_values = row_wise_exchange_values(config, placement, batch);
   plan.row_wise_gathered_values = row_wise_exchange_values(config, placement, built.local_batch);
   // Table-row-wise: the row blocks of this node's tables, looked up for the global batch
   // (TorchRec TwRwSparseFeaturesDist sends every rank's indices of a block to its rank).
   const uint32_t local = placement.ranks_per_node;
   plan.node = index / local;
   plan.local_rank = index % local;
-  plan.table_row_wise.batch = config.global_batch;
+  plan.table_row_wise.batch = batch;
   for (uint32_t t : placement.table_row_wise) {
     if (placement.node_of_table[t] != plan.node) continue;
     ++plan.node_tables;

@@ -12,8 +12,9 @@
 namespace upsim::dlrm_emit {
 
 struct RankPlan {
-  /// This rank's lookups: table-wise tables and column-wise shards (global batch), row-wise
-  /// row blocks (global batch), data-parallel replicas (local batch).
+  /// This rank's lookups: table-wise tables and column-wise shards (its sharding group's batch:
+  /// the global batch without two_d), row-wise row blocks (the same), data-parallel replicas
+  /// (local batch).
   LookupGroup pieces;
   LookupGroup row_wise;
   LookupGroup data_parallel;
@@ -43,6 +44,9 @@ struct RankPlan {
   bool bottom_in_exchange = false;
   /// Samples this rank's bottom MLP sees (0: it runs none).
   int64_t bottom_batch = 0;
+  /// The rank's position in its sharding group (its rank in the placement; its replica group
+  /// under embeddings.two_d).
+  uint32_t position = 0;
 };
 
 /// Values each rank puts into the row-wise reduce-scatter (`batch` = the global batch) or gets
@@ -52,7 +56,8 @@ struct RankPlan {
 int64_t row_wise_exchange_values(const DlrmConfig& config, const TablePlacement& placement,
                                  int64_t batch);
 
-/// The plan of DLRM rank `index` of `built` (its placement, ranks and local batch).
-RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t index);
+/// The plan of DLRM rank `rank` of `built`: what its position in its sharding group holds of the
+/// placement, looked up for the group's batch (built.group_batch), and its local batch.
+RankPlan plan_rank(const DlrmConfig& config, const DlrmGraph& built, uint32_t rank);
 
 }  // namespace upsim::dlrm_emit

@@ -156,9 +156,12 @@ struct SimulationSection {
 };
 
 /// `simulation:` of a workload that simulates iterations. Without `iterations`, the run has
-/// `chosen_iterations` of which all but the last two are warm-up (run_to_steady_state grows it).
-SimulationSection read_simulation(const ConfigNode& root, uint32_t chosen_iterations) {
-  const SimulationSection chosen{chosen_iterations, chosen_iterations - 2, false};
+/// `chosen.iterations` of which all but the last `chosen.measured` are warm-up
+/// (run_to_steady_state grows it).
+SimulationSection read_simulation(const ConfigNode& root, ChosenIterations chosen_count) {
+  const uint32_t measured = std::min(chosen_count.measured, chosen_count.iterations);
+  const SimulationSection chosen{chosen_count.iterations, chosen_count.iterations - measured,
+                                 false};
   const std::optional<ConfigNode> section = root.optional_child("simulation");
   if (!section) return chosen;
   const ConfigNode& sim = *section;
@@ -347,8 +350,8 @@ ConfigDocument load_scenario(const std::filesystem::path& file,
   return doc;
 }
 
-Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations) {
-  return build_scenario(doc, default_workload_registry(), chosen_iterations);
+Scenario build_scenario(ConfigDocument& doc, ChosenIterations chosen) {
+  return build_scenario(doc, default_workload_registry(), chosen);
 }
 
 namespace {
@@ -789,9 +792,10 @@ void add_inapplicable_warnings(Scenario& s, ConfigDocument& doc, const Workload&
 }  // namespace
 
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
-                        uint32_t chosen_iterations, const ScenarioLimits& limits) {
-  if (chosen_iterations < 2) {
-    throw std::invalid_argument("build_scenario: the chosen iteration count must be at least 2");
+                        ChosenIterations chosen, const ScenarioLimits& limits) {
+  if (chosen.iterations < 2 || chosen.measured < 1) {
+    throw std::invalid_argument(
+        "build_scenario: the chosen iteration count must be at least 2, the measured at least 1");
   }
   Scenario s;
   s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
@@ -826,7 +830,7 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   on.table_memory_fraction = table_fraction;
   s.simulates_iterations = generated;
   if (generated) {
-    const SimulationSection sim = read_simulation(root, chosen_iterations);
+    const SimulationSection sim = read_simulation(root, chosen);
     on.iterations = sim.iterations;
     on.warmup_iterations = sim.warmup;
     s.iterations_chosen = !sim.given;

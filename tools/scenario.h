@@ -198,20 +198,31 @@ size_t machine_task_limit();
 /// Iterations of the first attempt of the steady-state search (tools/steady_state.h).
 inline constexpr uint32_t kFirstChosenIterations = 2;
 
+/// What the steady-state search chooses for a scenario without `simulation.iterations`: the
+/// iterations of this attempt (at least 2) and how many of the last ones the summary measures
+/// (2, or the workload's iteration period when that is longer: a whole period; at most
+/// `iterations`); the rest are warm-up.
+struct ChosenIterations {
+  uint32_t iterations = kFirstChosenIterations;
+  uint32_t measured = 2;
+  // Implicit: a bare count measures the last two.
+  constexpr ChosenIterations(uint32_t count = kFirstChosenIterations, uint32_t last = 2)  // NOLINT
+      : iterations(count), measured(last) {}
+};
+
 /// Reads the whole document (overrides must already be applied), checks that every key was
 /// understood, and builds the graph and models. The workload is looked up in `workloads`
 /// (default_workload_registry() for the first form). A workload that simulates iterations
-/// without `simulation.iterations` gets `chosen_iterations` (at least 2; the last two
-/// measured). Throws ConfigError for any bad value, and at `workload` when its graph would
-/// exceed limits.max_tasks. Building again from the same document gives the same scenario
-/// (run_to_steady_state does so with more iterations).
-/// The scenario file with its --set overrides applied in order (ConfigDocument::apply_override).
+/// without `simulation.iterations` gets `chosen.iterations`, of which the last
+/// `chosen.measured` are measured. Throws ConfigError for any bad value, and at `workload` when its
+/// graph would exceed limits.max_tasks. Building again from the same document gives the same
+/// scenario (run_to_steady_state does so with more iterations). The scenario file with its --set
+/// overrides applied in order (ConfigDocument::apply_override).
 ConfigDocument load_scenario(const std::filesystem::path& file,
                              std::span<const std::string> overrides);
 
-Scenario build_scenario(ConfigDocument& doc, uint32_t chosen_iterations = kFirstChosenIterations);
+Scenario build_scenario(ConfigDocument& doc, ChosenIterations chosen = {});
 Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
-                        uint32_t chosen_iterations = kFirstChosenIterations,
-                        const ScenarioLimits& limits = {});
+                        ChosenIterations chosen = {}, const ScenarioLimits& limits = {});
 
 }  // namespace upsim::cli

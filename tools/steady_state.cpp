@@ -34,6 +34,32 @@ double relative_spread(Duration lo, Duration hi) {
   return static_cast<double>((hi - lo).ps()) / static_cast<double>(hi.ps());
 }
 
+/// Why iterations differ by design: "alternate by design (period 2)", "repeat by design every 16
+/// iterations (period 16)".
+std::string period_words(uint32_t period) {
+  return period == 2
+             ? std::string("alternate by design (period 2)")
+             : fmt::format("repeat by design every {} iterations (period {})", period, period);
+}
+
+/// The same, short: "iterations alternate: period 2", "iterations repeat: period 16".
+std::string short_period_words(uint32_t period) {
+  return fmt::format("iterations {}: period {}", period == 2 ? "alternate" : "repeat", period);
+}
+
+/// The most iterations the search simulates for a workload of iteration period `period`:
+/// kMaxChosenIterations, or two periods when that is more, up to kMaxPeriodicIterations.
+uint32_t chosen_iteration_limit(uint32_t period) {
+  return std::max(kMaxChosenIterations, std::min(2 * period, kMaxPeriodicIterations));
+}
+
+/// "two", "three", ... for small counts, else the number.
+std::string count_words(uint32_t n) {
+  static constexpr const char* kWords[] = {"zero", "one", "two",   "three", "four",
+                                           "five", "six", "seven", "eight", "nine"};
+  return n < 10 ? std::string(kWords[n]) : fmt::format("{}", n);
+}
+
 /// "iterations 3..4" or "iteration 3" (1-based).
 std::string iteration_range(uint32_t first, uint32_t last) {
   return first == last ? fmt::format("iteration {}", first)
@@ -51,13 +77,14 @@ std::pair<std::string, std::string> describe(const Scenario& s, const SteadyStat
       check.where.empty()
           ? "no difference"
           : fmt::format("largest difference {}: {}", percent(check.difference), check.where);
-  if (check.steady && s.iteration_period == 2 && measured == 2) {
-    return {fmt::format("steady state{}: {} take what the two before took, within {} on every "
-                        "rank, and the ranks agree ({}; iterations alternate by design: period 2)",
+  if (check.steady && s.iteration_period >= 2 && measured == s.iteration_period) {
+    return {fmt::format("steady state{}: {} take what the {} before took, within {} on every "
+                        "rank, and the ranks agree ({}; iterations {})",
                         s.iterations_chosen ? fmt::format(" after {} iterations (warm-up {})",
                                                           s.iterations, s.warmup_iterations)
                                             : std::string(),
-                        measured_text, tolerance, largest),
+                        measured_text, count_words(s.iteration_period), tolerance, largest,
+                        period_words(s.iteration_period)),
             ""};
   }
   if (check.steady) {
@@ -132,24 +159,30 @@ SteadyStateCheck check_steady_state(const RunSummary& summary,
       out.where = std::move(where);
     }
   };
-  // Per rank: its measured iterations, or with period 2 its last two against the two before.
+  // Per rank: its measured iterations, or with a period P its last P against the P before.
   for (const RankBreakdown& r : summary.ranks) {
     const size_t first = summary.warmup_iterations;
     const size_t last = std::min<size_t>(first + r.measured_iterations, r.iteration_times.size());
-    if (period == 2) {
-      if (last < 4) {
-        note(1.0, fmt::format("{}: its iterations alternate by design (period 2), and fewer than 4 "
-                              "cannot show a pair repeating",
-                              r.name));
+    if (period >= 2) {
+      const std::string why = period_words(period);
+      if (last < 2 * size_t{period}) {
+        note(1.0, fmt::format("{}: its iterations {}, and fewer than {} cannot show a period "
+                              "repeating",
+                              r.name, why, 2 * period));
         continue;
       }
       const std::vector<Duration>& t = r.iteration_times;
-      const Duration before = t[last - 4] + t[last - 3];
-      const Duration latest = t[last - 2] + t[last - 1];
+      Duration before;
+      Duration latest;
+      for (size_t i = 0; i < period; ++i) {
+        before += t[last - 2 * period + i];
+        latest += t[last - period + i];
+      }
       note(relative_spread(std::min(before, latest), std::max(before, latest)),
            fmt::format("{}: iterations {}..{} take {:.4f} ms, iterations {}..{} {:.4f} ms "
-                       "(iterations alternate: period 2)",
-                       r.name, last - 3, last - 2, before.ms(), last - 1, last, latest.ms()));
+                       "({})",
+                       r.name, last - 2 * period + 1, last - period, before.ms(), last - period + 1,
+                       last, latest.ms(), short_period_words(period)));
       continue;
     }
     if (last <= first + 1) continue;
@@ -199,9 +232,13 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
   SteadyRun out;
   const auto start = std::chrono::steady_clock::now();
   uint32_t iterations = kFirstChosenIterations;
+  // The workload's iteration period, learnt from the first attempt: later attempts measure one
+  // whole period and run at least two.
+  uint32_t period = 1;
   for (;;) {
     out.scenario = Scenario{};  // the previous attempt's graph goes before the next is built
-    out.scenario = build_scenario(doc, workloads, iterations);
+    out.scenario =
+        build_scenario(doc, workloads, ChosenIterations{iterations, std::max(2U, period)});
     const Scenario& s = out.scenario;
     out.attempts.push_back(s.iterations);
     Engine engine;
@@ -214,8 +251,17 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
     if (!s.simulates_iterations) break;  // measured iterations: nothing to converge
     out.check = check_steady_state(out.summary, coupled_rank_groups(s.graph), kSteadyStateTolerance,
                                    s.iteration_period);
-    if (out.check.steady || !s.iterations_chosen || iterations >= kMaxChosenIterations) break;
-    iterations = std::min(2 * iterations, kMaxChosenIterations);
+    if (!s.iterations_chosen) break;
+    const uint32_t limit = chosen_iteration_limit(s.iteration_period);
+    if (s.iteration_period > period && s.iteration_period > 2) {
+      // A longer period than this attempt measured: measure a whole one, over two at least.
+      period = s.iteration_period;
+      iterations = std::min(std::max(2 * iterations, 2 * period), limit);
+      continue;
+    }
+    period = std::max(period, s.iteration_period);
+    if (out.check.steady || iterations >= limit) break;
+    iterations = std::min(2 * iterations, limit);
   }
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -226,6 +272,15 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
     auto [line, warning] = describe(s, out.check, measured);
     s.header += line + "\n";
     if (!warning.empty()) s.warnings.push_back(std::move(warning));
+    if (!s.iterations_chosen && s.iteration_period > 1 && measured % s.iteration_period != 0) {
+      s.warnings.push_back(fmt::format(
+          "this workload's iterations {}, but the {} measured iteration{} are no whole number of "
+          "periods, so their mean is not the training's; set simulation.iterations and "
+          "simulation.warmup_iterations so that a multiple of {} is measured (or leave "
+          "simulation.iterations out: the steady-state search measures a whole period)",
+          period_words(s.iteration_period), measured, measured == 1 ? "" : "s",
+          s.iteration_period));
+    }
   }
   s.description = s.header;
   for (const std::string& w : s.warnings)

@@ -13,8 +13,11 @@
 //    iteration run at one pace once steady, however different their work.
 // The tolerance is 0.1% (kSteadyStateTolerance): the summary prints 4 decimals of ms, and the
 // shipped scenarios' steady iterations agree to far better than that (dlrm_4gpu: exactly).
-// A workload whose iterations alternate by design (iteration period 2) is steady when each
-// rank's last two iterations together take what the two before took, within the tolerance.
+// A workload whose iterations repeat by design with a period P (WorkloadBuild::iteration_period:
+// 2 for torchtitan's per-op checkpointing, a DLRM 2D parallel run's sync interval) is steady
+// when each rank's last P iterations together take what the P before took, within the
+// tolerance; the search then measures one whole period (the last max(2, P) iterations) and runs
+// at least two.
 //
 // The search (run_to_steady_state): without `simulation.iterations`, the scenario is built and
 // run with 2 iterations (warm-up 0), then 4, 8, 16 and 32 (kMaxChosenIterations), all but the
@@ -41,6 +44,9 @@ namespace upsim::cli {
 inline constexpr double kSteadyStateTolerance = 1e-3;
 /// The most iterations the steady-state search simulates before it gives up and warns.
 inline constexpr uint32_t kMaxChosenIterations = 32;
+/// The most it simulates for a workload whose iterations repeat with a period over 16: two
+/// periods, up to this many (a longer period is warned about: not checked).
+inline constexpr uint32_t kMaxPeriodicIterations = 256;
 
 /// For each rank, the lowest rank of its coupled group: ranks that share a collective (directly
 /// or through other ranks) are in one group.
@@ -56,10 +62,10 @@ struct SteadyStateCheck {
 };
 
 /// Checks `summary`'s measured iterations (see the file comment). `group_of_rank` is
-/// coupled_rank_groups of the graph the summary is of. `period` 2 (iterations that alternate by
-/// design, WorkloadBuild::iteration_period): each rank's mean over its last two iterations must
-/// agree with its mean over the two before (which a run of fewer than four iterations lacks:
-/// not steady), instead of its measured iterations agreeing with each other.
+/// coupled_rank_groups of the graph the summary is of. `period` P >= 2 (iterations that repeat by
+/// design, WorkloadBuild::iteration_period): each rank's time over its last P iterations must
+/// agree with its time over the P before (which a run of fewer than 2P iterations lacks: not
+/// steady), instead of its measured iterations agreeing with each other.
 SteadyStateCheck check_steady_state(const RunSummary& summary,
                                     const std::vector<RankId>& group_of_rank,
                                     double tolerance = kSteadyStateTolerance, uint32_t period = 1);

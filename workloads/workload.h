@@ -142,9 +142,11 @@ struct WorkloadBuild {
   uint32_t represented_gpus = 0;
   /// The ranks a trace of a large run should show; nullopt: no suggestion (every rank is drawn).
   std::optional<TraceRankSuggestion> trace_ranks;
-  /// 1, or 2 when consecutive iterations differ by design and every second one repeats
-  /// (torchtitan's per-op checkpointing alternates what it saves: op_recompute.h). The
-  /// steady-state check then compares the measured two iterations with the two before them.
+  /// 1, or P when iterations differ by design and repeat every P: 2 for torchtitan's per-op
+  /// checkpointing, which alternates what it saves (op_recompute.h); a DLRM 2D parallel run's
+  /// sync interval (two_d_parallel.h). The steady-state check then compares the last P
+  /// iterations with the P before them, and the search measures one whole period
+  /// (tools/steady_state.h).
   uint32_t iteration_period = 1;
   /// One iteration's work for throughput and utilisation; nullopt: not defined (traces).
   std::optional<IterationWork> work;

@@ -341,16 +341,9 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
         layout.groups() == 1 ? "" : "s", layout.group_size, fmt::join(sharding, " "),
         built.group_batch, fmt::join(replicas, " "), sync));
   }
-  // An iteration syncs every sync_interval: only a window of whole periods measures the mean.
-  const uint32_t measured = platform.iterations - platform.warmup_iterations;
-  if (layout.groups() > 1 && dlrm.mode == DlrmMode::kTrain && dlrm.two_d.sync_interval > 1 &&
-      measured % dlrm.two_d.sync_interval != 0) {
-    out.warnings.push_back(fmt::format(
-        "embeddings.two_d.sync_interval {}: one iteration in {} averages the replicas, but the "
-        "{} measured iteration{} are no whole number of such periods; set simulation.iterations "
-        "and simulation.warmup_iterations so that a multiple of {} is measured",
-        dlrm.two_d.sync_interval, dlrm.two_d.sync_interval, measured, measured == 1 ? "" : "s",
-        dlrm.two_d.sync_interval));
+  // An iteration syncs every sync_interval: the steady-state search measures whole periods.
+  if (layout.groups() > 1 && dlrm.mode == DlrmMode::kTrain) {
+    out.iteration_period = dlrm.two_d.sync_interval;
   }
   // Per rank, or under two_d per position in a sharding group (every group holds the same).
   std::string tables = "embedding tables:";

@@ -99,7 +99,8 @@ TEST(SteadyStateCheck, CoupledGroupsJoinRanksThroughSharedCollectives) {
 /// `slow_us(it)` us on the host before it, rank 1 10 us (fixed durations, no model).
 class SettlingWorkload final : public Workload {
  public:
-  explicit SettlingWorkload(int64_t (*slow_us)(uint32_t)) : slow_us_(slow_us) {}
+  explicit SettlingWorkload(int64_t (*slow_us)(uint32_t), uint32_t period = 1)
+      : slow_us_(slow_us), period_(period) {}
 
   WorkloadBuild build(const WorkloadPlatform& platform, TaskGraph& graph) override {
     for (uint32_t r = 0; r < 2; ++r)
@@ -121,17 +122,20 @@ class SettlingWorkload final : public Workload {
     WorkloadBuild b;
     b.iterations = platform.iterations;
     b.warmup_iterations = platform.warmup_iterations;
+    b.iteration_period = period_;
     return b;
   }
 
  private:
   int64_t (*slow_us_)(uint32_t);
+  uint32_t period_;
 };
 
-SteadyRun run_settling(int64_t (*slow_us)(uint32_t), const std::string& simulation = "") {
+SteadyRun run_settling(int64_t (*slow_us)(uint32_t), const std::string& simulation = "",
+                       uint32_t period = 1) {
   WorkloadRegistry registry;
-  registry.add("settling", [slow_us](const ConfigNode&) {
-    return std::make_unique<SettlingWorkload>(slow_us);
+  registry.add("settling", [slow_us, period](const ConfigNode&) {
+    return std::make_unique<SettlingWorkload>(slow_us, period);
   });
   const std::string configs = UPSIM_CONFIGS_DIR;
   ConfigDocument doc = ConfigDocument::parse_string(
@@ -169,6 +173,36 @@ TEST(SteadyStateSearch, GrowsTheIterationsUntilTheLastTwoAgree) {
       run_settling([](uint32_t it) -> int64_t { return it < 5 ? 30 - 4 * it : 10; },
                    "simulation: {iterations: 20, warmup_iterations: 18}\n");
   EXPECT_EQ(run.summary.predicted_iteration_time, explicit_long.summary.predicted_iteration_time);
+}
+
+// Iterations that repeat every 3 by design (a DLRM 2D run's sync every third step): the search
+// learns the period from its first attempt, then measures one whole period over two, and the
+// prediction is the period's mean, as a long explicit run of whole periods gives it. An explicit
+// run whose measured iterations are no whole number of periods is warned about.
+TEST(SteadyStateSearch, APeriodicWorkloadIsMeasuredOverAWholePeriod) {
+  const auto every_third = [](uint32_t it) -> int64_t { return it % 3 == 0 ? 40 : 10; };
+  const SteadyRun run = run_settling(every_third, "", 3);
+  EXPECT_EQ(run.attempts, (std::vector<uint32_t>{2, 6}));
+  EXPECT_TRUE(run.check.steady);
+  EXPECT_EQ(run.scenario.warmup_iterations, 3u);
+  EXPECT_NE(run.scenario.header.find("iterations 4..6 take what the three before took"),
+            std::string::npos)
+      << run.scenario.header;
+  EXPECT_TRUE(run.scenario.warnings.empty());
+  const SteadyRun whole_periods =
+      run_settling(every_third, "simulation: {iterations: 30, warmup_iterations: 21}\n", 3);
+  EXPECT_EQ(run.summary.predicted_iteration_time, whole_periods.summary.predicted_iteration_time);
+  EXPECT_TRUE(whole_periods.scenario.warnings.empty());
+  const SteadyRun partial =
+      run_settling(every_third, "simulation: {iterations: 30, warmup_iterations: 28}\n", 3);
+  ASSERT_FALSE(partial.scenario.warnings.empty());
+  EXPECT_NE(partial.scenario.warnings.back().find("no whole number of periods"), std::string::npos)
+      << partial.scenario.warnings.back();
+  // The check: the last three against the three before.
+  const RunSummary repeating =
+      summary_of({{us(1000), us(1000), us(4000), us(1000), us(1000), us(4000)}}, 3);
+  EXPECT_TRUE(check_steady_state(repeating, {0}, kSteadyStateTolerance, 3).steady);
+  EXPECT_FALSE(check_steady_state(repeating, {0}, kSteadyStateTolerance, 4).steady);
 }
 
 // Rank 0's host work grows every iteration: no steady state in 32 iterations, and a warning

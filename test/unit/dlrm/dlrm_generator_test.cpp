@@ -545,35 +545,7 @@ TEST(DlrmGenerator, SameInputsGiveAnIdenticalGraph) {
   c.sharding = ShardingStrategy::kRandom;
   generate_dlrm(c, inputs_of(2, 2), a);
   generate_dlrm(c, inputs_of(2, 2), b);
-  ASSERT_EQ(a.task_count(), b.task_count());
-  ASSERT_EQ(a.collective_count(), b.collective_count());
-  for (TaskId id = 0; id < a.task_count(); ++id) {
-    const Task& x = a.task(id);
-    const Task& y = b.task(id);
-    ASSERT_EQ(x.kind, y.kind) << id;
-    ASSERT_EQ(x.phase, y.phase) << id;
-    ASSERT_EQ(x.resource, y.resource) << id;
-    ASSERT_EQ(x.rank, y.rank) << id;
-    ASSERT_EQ(a.name(x.name), b.name(y.name)) << id;
-    ASSERT_EQ(a.name(x.op_name), b.name(y.op_name)) << id;
-    ASSERT_EQ(x.payload, y.payload) << id;
-    ASSERT_EQ(x.launch_index, y.launch_index) << id;
-    if (x.kind == TaskKind::kKernel) {
-      const KernelDesc& p = a.kernel(id);
-      const KernelDesc& q = b.kernel(id);
-      ASSERT_EQ(p.m, q.m);
-      ASSERT_EQ(p.n, q.n);
-      ASSERT_EQ(p.k, q.k);
-      ASSERT_EQ(p.batch, q.batch);
-      ASSERT_EQ(p.bytes_read, q.bytes_read);
-      ASSERT_EQ(p.flops, q.flops);
-      ASSERT_EQ(p.embedding.tables, q.embedding.tables);
-    }
-  }
-  for (CollectiveId c2 = 0; c2 < a.collective_count(); ++c2) {
-    EXPECT_EQ(a.collective(c2).send_bytes, b.collective(c2).send_bytes);
-    EXPECT_EQ(a.collective(c2).bytes, b.collective(c2).bytes);
-  }
+  dlrm_test::expect_same_graph(a, b);
 }
 
 TEST(DlrmGenerator, IterationsRepeatTheStep) {

@@ -1,8 +1,10 @@
 // What the DLRM workload's tests share: a scenario's workload parsed into a DlrmConfig, the
 // placement inputs of a run, and fixed-cost models with a runner for the generated graphs (not
 // calibrated predictions: every host op 2 us, markers free, every kernel the same duration,
-// every collective 20 us and every transfer 3 us).
+// every collective 20 us and every transfer 3 us), and a check that two graphs are the same.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string_view>
@@ -82,6 +84,49 @@ inline RunStats run_graph(TaskGraph& g, uint32_t ranks, const KernelCostModel& k
   const RunStats stats = executor.run();
   if (ended != nullptr) *ended = counter.ended;
   return stats;
+}
+
+/// Every task and collective group of `a` equals `b`'s: kind, phase, resource, rank, names,
+/// payload and launch index of each task; a kernel's shape, bytes, FLOPs and embedding lookups;
+/// a copy's bytes; each collective's name, members and sizes.
+inline void expect_same_graph(const TaskGraph& a, const TaskGraph& b) {
+  ASSERT_EQ(a.task_count(), b.task_count());
+  ASSERT_EQ(a.collective_count(), b.collective_count());
+  for (TaskId id = 0; id < a.task_count(); ++id) {
+    const Task& x = a.task(id);
+    const Task& y = b.task(id);
+    ASSERT_EQ(x.kind, y.kind) << id;
+    ASSERT_EQ(x.phase, y.phase) << id;
+    ASSERT_EQ(x.resource, y.resource) << id;
+    ASSERT_EQ(x.rank, y.rank) << id;
+    ASSERT_EQ(a.name(x.name), b.name(y.name)) << id;
+    ASSERT_EQ(a.name(x.op_name), b.name(y.op_name)) << id;
+    ASSERT_EQ(x.payload, y.payload) << id;
+    ASSERT_EQ(x.launch_index, y.launch_index) << id;
+    if (x.kind == TaskKind::kKernel) {
+      const KernelDesc& p = a.kernel(id);
+      const KernelDesc& q = b.kernel(id);
+      ASSERT_EQ(p.m, q.m) << id;
+      ASSERT_EQ(p.n, q.n) << id;
+      ASSERT_EQ(p.k, q.k) << id;
+      ASSERT_EQ(p.batch, q.batch) << id;
+      ASSERT_EQ(p.bytes_read, q.bytes_read) << id;
+      ASSERT_EQ(p.bytes_written, q.bytes_written) << id;
+      ASSERT_EQ(p.flops, q.flops) << id;
+      ASSERT_EQ(p.embedding.tables, q.embedding.tables) << id;
+      ASSERT_EQ(p.embedding.batch, q.embedding.batch) << id;
+      ASSERT_EQ(p.embedding.per_table, q.embedding.per_table) << id;
+    }
+    if (x.kind == TaskKind::kMemcpy) {
+      ASSERT_EQ(a.transfer(id).bytes, b.transfer(id).bytes) << id;
+    }
+  }
+  for (CollectiveId c = 0; c < a.collective_count(); ++c) {
+    EXPECT_EQ(a.collective_name(c), b.collective_name(c));
+    EXPECT_EQ(a.collective(c).members, b.collective(c).members);
+    EXPECT_EQ(a.collective(c).bytes, b.collective(c).bytes);
+    EXPECT_EQ(a.collective(c).send_bytes, b.collective(c).send_bytes);
+  }
 }
 
 }  // namespace upsim::dlrm_test

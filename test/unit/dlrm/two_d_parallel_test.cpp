@@ -18,6 +18,7 @@ namespace upsim {
 namespace {
 
 using dlrm_test::config_of;
+using dlrm_test::expect_same_graph;
 using dlrm_test::inputs_of;
 
 // Three tables, dim 2, global batch 8. On a sharding group of 2 ranks size_lookup_greedy puts
@@ -65,42 +66,6 @@ std::vector<CollectiveId> launched_by(const TaskGraph& g, RankId rank) {
     }
   }
   return order;
-}
-
-/// Every task and collective group of `a` equals `b`'s.
-void expect_same_graph(const TaskGraph& a, const TaskGraph& b) {
-  ASSERT_EQ(a.task_count(), b.task_count());
-  ASSERT_EQ(a.collective_count(), b.collective_count());
-  for (TaskId id = 0; id < a.task_count(); ++id) {
-    const Task& x = a.task(id);
-    const Task& y = b.task(id);
-    ASSERT_EQ(x.kind, y.kind) << id;
-    ASSERT_EQ(x.phase, y.phase) << id;
-    ASSERT_EQ(x.resource, y.resource) << id;
-    ASSERT_EQ(x.rank, y.rank) << id;
-    ASSERT_EQ(a.name(x.name), b.name(y.name)) << id;
-    ASSERT_EQ(a.name(x.op_name), b.name(y.op_name)) << id;
-    ASSERT_EQ(x.payload, y.payload) << id;
-    ASSERT_EQ(x.launch_index, y.launch_index) << id;
-    if (x.kind == TaskKind::kKernel) {
-      const KernelDesc& p = a.kernel(id);
-      const KernelDesc& q = b.kernel(id);
-      ASSERT_EQ(p.bytes_read, q.bytes_read) << id;
-      ASSERT_EQ(p.bytes_written, q.bytes_written) << id;
-      ASSERT_EQ(p.flops, q.flops) << id;
-      ASSERT_EQ(p.embedding.batch, q.embedding.batch) << id;
-      ASSERT_EQ(p.embedding.per_table, q.embedding.per_table) << id;
-    }
-    if (x.kind == TaskKind::kMemcpy) {
-      ASSERT_EQ(a.transfer(id).bytes, b.transfer(id).bytes) << id;
-    }
-  }
-  for (CollectiveId c = 0; c < a.collective_count(); ++c) {
-    EXPECT_EQ(a.collective_name(c), b.collective_name(c));
-    EXPECT_EQ(a.collective(c).members, b.collective(c).members);
-    EXPECT_EQ(a.collective(c).bytes, b.collective(c).bytes);
-    EXPECT_EQ(a.collective(c).send_bytes, b.collective(c).send_bytes);
-  }
 }
 
 TEST(TwoDParallel, GroupsFollowDmpCollectionsDeviceMesh) {

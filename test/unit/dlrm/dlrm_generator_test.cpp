@@ -106,19 +106,6 @@ Counts count(const TaskGraph& g, RankId rank) {
   return c;
 }
 
-/// Collective groups in the order rank `rank` issues them.
-std::vector<CollectiveId> collective_order(const TaskGraph& g, RankId rank) {
-  std::vector<CollectiveId> order;
-  for (TaskId id = 0; id < g.task_count(); ++id) {
-    const Task& t = g.task(id);
-    if (t.rank == rank && t.kind == TaskKind::kLaunch &&
-        g.task(g.launched_task(id)).kind == TaskKind::kCollective) {
-      order.push_back(g.collective_of(g.launched_task(id)));
-    }
-  }
-  return order;
-}
-
 /// Kernels of `rank` named `op_name` (the leaf aten op), in issue order.
 std::vector<KernelDesc> kernels_of(const TaskGraph& g, RankId rank, std::string_view op_name) {
   std::vector<KernelDesc> out;
@@ -173,8 +160,8 @@ TEST(DlrmGenerator, TinyTwoRankPlacementBucketsAndAllToAllSizes) {
   EXPECT_EQ(bwd.send_bytes, AllToAllSizes::dense(2, {32, 64, 32, 64}));
   EXPECT_TRUE(bwd.send_bytes.is_outer());
   EXPECT_EQ(g.collective(4).bytes, 40);
-  EXPECT_EQ(collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4}));
-  EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
+  EXPECT_EQ(dlrm_test::collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(dlrm_test::collective_order(g, 1), dlrm_test::collective_order(g, 0));
 }
 
 std::string with(const char* yaml, const std::string& from, const std::string& to) {
@@ -595,7 +582,7 @@ TEST(DlrmGenerator, RankWithoutTablesSkipsLookupsButJoinsCollectives) {
   EXPECT_EQ(e.memcpys, 3);       // no offsets, no indices
   EXPECT_EQ(e.kernels, 38 - 3);  // no lookup, no forward pack cat, no embedding backward
   EXPECT_EQ(e.collectives, 5);
-  EXPECT_EQ(collective_order(g, empty), collective_order(g, 0));
+  EXPECT_EQ(dlrm_test::collective_order(g, empty), dlrm_test::collective_order(g, 0));
   const CollectiveDesc& fwd = g.collective(0);
   for (RankId j = 0; j < 4; ++j)
     EXPECT_EQ(fwd.send_bytes.at(empty, j), 0);
@@ -688,8 +675,8 @@ TEST(DlrmGenerator, RowWiseTableAddsAReduceScatterAndAnAllGather) {
   EXPECT_EQ(g.collective(rs[0]).members, (std::vector<RankId>{0, 1}));
   // Each rank sends 4 samples x one table-wise table x dim 2 x 4 B to each rank.
   EXPECT_EQ(g.collective(0).send_bytes, AllToAllSizes::dense(2, {32, 32, 32, 32}));
-  EXPECT_EQ(collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(collective_order(g, 1), collective_order(g, 0));
+  EXPECT_EQ(dlrm_test::collective_order(g, 0), (std::vector<CollectiveId>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(dlrm_test::collective_order(g, 1), dlrm_test::collective_order(g, 0));
 
   // Rank 0: the table-wise lookup (t1, batch 8), then its row block of t0 for the global batch.
   for (const char* op : {"fbgemm::split_embedding_codegen_lookup_sgd_function",
@@ -743,7 +730,7 @@ TEST(DlrmGenerator, TableRowWiseReducesWithinANodeAndExchangesAcrossNodes) {
   EXPECT_EQ(g.collective(cross[0]).send_bytes, AllToAllSizes::dense(2, {16, 16, 16, 16}));
   // Every rank joins its node's reduce-scatter and its local rank's all-to-all, in that order.
   for (RankId r = 0; r < 4; ++r) {
-    const std::vector<CollectiveId> order = collective_order(g, r);
+    const std::vector<CollectiveId> order = dlrm_test::collective_order(g, r);
     const auto at = [&](CollectiveId c) { return std::find(order.begin(), order.end(), c); };
     EXPECT_LT(at(rs[r / 2]), at(cross[2 * (r % 2)])) << r;
     EXPECT_NE(at(ag[r / 2]), order.end()) << r;
@@ -777,7 +764,7 @@ TEST(DlrmGenerator, DataParallelTablesMoveNoAllToAllBytes) {
   EXPECT_EQ(g.collective(3).kind, CollectiveKind::kAllReduce);
   EXPECT_EQ(g.collective(3).bytes, 1280);
   for (RankId r = 0; r < 4; ++r) {
-    EXPECT_EQ(collective_order(g, r), (std::vector<CollectiveId>{0, 1, 2, 3})) << r;
+    EXPECT_EQ(dlrm_test::collective_order(g, r), (std::vector<CollectiveId>{0, 1, 2, 3})) << r;
     EXPECT_TRUE(kernels_of(g, r, "fbgemm::split_embedding_codegen_lookup_sgd_function").empty());
     const std::vector<KernelDesc> lookup =
         kernels_of(g, r, "fbgemm::dense_embedding_codegen_lookup_function");
@@ -1233,7 +1220,7 @@ TEST(DlrmGenerator, InferenceServesABatchWithTheForwardAlone) {
                   .empty());
   // One forward all-to-all per iteration; dense features, offsets and indices copied, nothing
   // copied back.
-  EXPECT_EQ(collective_order(g, 0).size(), 2U);
+  EXPECT_EQ(dlrm_test::collective_order(g, 0).size(), 2U);
   EXPECT_EQ(copies_of(g, 0).size(), 6U);
   EXPECT_EQ(count(g, 0).host_syncs, 2 * 3 + 2);  // each copy waited for, then the scores
   UnitKernelCost kernels;

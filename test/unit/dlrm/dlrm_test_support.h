@@ -86,6 +86,19 @@ inline RunStats run_graph(TaskGraph& g, uint32_t ranks, const KernelCostModel& k
   return stats;
 }
 
+/// Collective groups in the order rank `rank` launches them.
+inline std::vector<CollectiveId> collective_order(const TaskGraph& g, RankId rank) {
+  std::vector<CollectiveId> order;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.rank == rank && t.kind == TaskKind::kLaunch &&
+        g.task(g.launched_task(id)).kind == TaskKind::kCollective) {
+      order.push_back(g.collective_of(g.launched_task(id)));
+    }
+  }
+  return order;
+}
+
 /// Every task and collective group of `a` equals `b`'s: kind, phase, resource, rank, names,
 /// payload and launch index of each task; a kernel's shape, bytes, FLOPs and embedding lookups;
 /// a copy's bytes; each collective's name, members and sizes.

@@ -55,19 +55,6 @@ std::vector<CollectiveId> named(const TaskGraph& g, std::string_view prefix) {
   return out;
 }
 
-/// Collective groups in the order rank `rank` launches them.
-std::vector<CollectiveId> launched_by(const TaskGraph& g, RankId rank) {
-  std::vector<CollectiveId> order;
-  for (TaskId id = 0; id < g.task_count(); ++id) {
-    const Task& t = g.task(id);
-    if (t.rank == rank && t.kind == TaskKind::kLaunch &&
-        g.task(g.launched_task(id)).kind == TaskKind::kCollective) {
-      order.push_back(g.collective_of(g.launched_task(id)));
-    }
-  }
-  return order;
-}
-
 TEST(TwoDParallel, GroupsFollowDmpCollectionsDeviceMesh) {
   // Default: sharding groups strided, replica groups contiguous blocks of W / S.
   const ShardingGroups strided = ShardingGroups::of(TwoDParallel{4, 1, false, true}, 8);
@@ -163,7 +150,7 @@ TEST(TwoDParallel, EmbeddingCollectivesStayInTheShardingGroupAndTheSyncInTheRepl
   EXPECT_TRUE(named(g, "ncclKernel_AllReduce 2d_optimizer_sync").empty());
   // The sync is each rank's last collective (after DDP's), and the graph runs.
   for (RankId r = 0; r < 4; ++r) {
-    EXPECT_EQ(launched_by(g, r).back(), sync[r / 2]) << r;
+    EXPECT_EQ(dlrm_test::collective_order(g, r).back(), sync[r / 2]) << r;
   }
   dlrm_test::UnitKernelCost kernels;
   dlrm_test::UnitCollectiveCost collectives;

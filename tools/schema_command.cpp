@@ -142,9 +142,9 @@ std::vector<MeaningTable> meaning_tables(std::span<const KeyMeaning> family_tabl
 
 }  // namespace
 
-std::optional<std::string> key_meaning(const std::string& path, const std::string& family) {
-  const WorkloadRegistry workloads = default_workload_registry();
-  for (const MeaningTable& t : meaning_tables(workloads.key_meanings(family))) {
+std::optional<std::string> key_meaning(const std::string& path,
+                                       std::span<const KeyMeaning> family_meanings) {
+  for (const MeaningTable& t : meaning_tables(family_meanings)) {
     if (!path.starts_with(t.prefix)) continue;
     const KeyMeaning* m = find_key_meaning(t.table, std::string_view(path).substr(t.prefix.size()));
     if (m != nullptr) return std::string(m->meaning);
@@ -191,7 +191,7 @@ std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
 }
 
 void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
-                  const std::string& family) {
+                  const std::string& family, std::span<const KeyMeaning> family_meanings) {
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < schema.size(); ++i)
     index.emplace(schema[i].path, i);
@@ -208,7 +208,7 @@ void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& ke
     std::sort(s.families.begin(), s.families.end());
     if (std::none_of(s.meanings.begin(), s.meanings.end(),
                      [&](const auto& m) { return m.first == family; })) {
-      if (std::optional<std::string> meaning = key_meaning(path, family))
+      if (std::optional<std::string> meaning = key_meaning(path, family_meanings))
         s.meanings.emplace_back(family, std::move(*meaning));
     }
   }
@@ -255,18 +255,19 @@ std::string format_schema(const std::vector<SchemaKey>& schema, const std::strin
 std::vector<SchemaKey> read_schema(std::vector<std::filesystem::path> scenarios, bool with_files) {
   if (scenarios.empty()) scenarios = shipped_scenarios();
   std::vector<SchemaKey> schema;
+  const WorkloadRegistry workloads = default_workload_registry();
   for (const fs::path& file : scenarios) {
     ConfigDocument doc = ConfigDocument::load_file(file);
     // Every key is read before the workload builds its graph: no graph is built.
     ScenarioLimits limits;
     limits.keys_only = true;
-    const WorkloadRegistry workloads = default_workload_registry();
     build_scenario(doc, workloads, kFirstChosenIterations, limits);
     std::vector<ReadKey> keys = doc.read_keys();
     if (!with_files) {
       std::erase_if(keys, [](const ReadKey& k) { return k.in_referenced_file; });
     }
-    merge_schema(schema, keys, doc.root().child("workload").get_string("model"));
+    const std::string family = doc.root().child("workload").get_string("model");
+    merge_schema(schema, keys, family, workloads.key_meanings(family));
   }
   return schema;
 }

@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "sim/config/config_node.h"
+#include "sim/config/key_meaning.h"
 
 namespace upsim::cli {
 
@@ -34,16 +36,19 @@ struct SchemaKey {
 std::vector<const SchemaKey*> keys_below(const std::vector<SchemaKey>& schema,
                                          const std::string& prefix);
 
-/// Adds `keys` (one scenario's, of workload family `family`) to `schema`, keys in order of first
+/// Adds `keys` (one scenario's, of workload family `family`, whose `workload` keys mean what
+/// `family_meanings` says: WorkloadRegistry::key_meanings) to `schema`, keys in order of first
 /// appearance, each with its meaning as its reader publishes it (key_meaning()).
 void merge_schema(std::vector<SchemaKey>& schema, const std::vector<ReadKey>& keys,
-                  const std::string& family);
+                  const std::string& family, std::span<const KeyMeaning> family_meanings);
 
-/// The meaning of schema path `path` ("platform.gpu.hbm.size") in a scenario of workload family
-/// `family`, from the table of the reader that reads it: the scenario's own keys, the platform's
-/// models, the family's `workload` keys, and the keys of the files a scenario references
-/// (hardware profile, calibration, host overheads, fabric). nullopt: no table has it.
-std::optional<std::string> key_meaning(const std::string& path, const std::string& family);
+/// The meaning of schema path `path` ("platform.gpu.hbm.size"), from the table of the reader
+/// that reads it: the scenario's own keys, the platform's models, the workload family's keys
+/// (`family_meanings`, relative to `workload`), and the keys of the files a scenario references
+/// (hardware profile, calibration, host overheads, fabric, collective tuning). nullopt: no table
+/// has it.
+std::optional<std::string> key_meaning(const std::string& path,
+                                       std::span<const KeyMeaning> family_meanings);
 
 /// The meaning of `key` as one line: the one meaning, or "family: meaning | ..." when families
 /// differ; empty when none is published.

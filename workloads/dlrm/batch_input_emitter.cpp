@@ -87,7 +87,7 @@ void BatchInputEmitter::input_copy(std::string_view copy_name, int64_t bytes) {
   h.end();
   // TorchRec's pipeline copies from the DataLoader's pinned memory (non_blocking=True): the host
   // goes on at once.
-  if (config_.train_pipeline == TrainPipeline::kSparseDist) return;
+  if (config_.train_pipeline != TrainPipeline::kNone) return;
   ops_.host_sync(kDataStream, "aten::to");
 }
 

@@ -11,7 +11,7 @@
 namespace upsim::dlrm_emit {
 
 /// One batch's input distribution (input_dist: all_to_all, input_dist.h): its splits
-/// all-to-alls (one per KJTAllToAll, or one fused for all under train_pipeline: sparse_dist),
+/// all-to-alls (one per KJTAllToAll, or one fused for all under a train_pipeline),
 /// then per KJTAllToAll its lengths and values all-to-alls. Empty without one.
 struct InputDistGroups {
   std::vector<CollectiveId> splits;
@@ -19,28 +19,48 @@ struct InputDistGroups {
   std::vector<CollectiveId> values;
 };
 
+/// The collectives that carry one batch's pooled embeddings forward (0 where the run has none;
+/// the per-node and per-local-rank lists are empty without table-row-wise tables).
+struct ForwardExchangeGroups {
+  /// Table-wise tables, column-wise shards and a hybrid bottom MLP output.
+  CollectiveId all_to_all = 0;
+  /// Row-wise tables' partial sums.
+  CollectiveId reduce_scatter = 0;
+  /// Table-row-wise: per node its reduce-scatter, 0 when the node holds none of those tables or
+  /// has one rank; per local rank the all-to-all among the nodes' ranks of that local rank, 0
+  /// with one node.
+  std::vector<CollectiveId> node_reduce_scatter;
+  std::vector<CollectiveId> cross_all_to_all;
+};
+
 /// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
 /// the run does not have is left at 0 and never launched).
 struct IterationGroups {
-  /// The input distribution of this iteration's batch, or under train_pipeline: sparse_dist of
-  /// the next one's (its splits before this batch's forward, its tensors after it).
+  /// The input distribution of this iteration's batch; under train_pipeline: sparse_dist of the
+  /// next one's (its splits before this batch's forward, its tensors after it); under
+  /// semi_sync of batch it+2's (likewise).
   InputDistGroups input_dist;
-  /// train_pipeline: sparse_dist, first iteration: the first batch's, before the loop
-  /// (TrainPipelineSparseDist.fill_pipeline).
+  /// train_pipeline: sparse_dist or semi_sync, first iteration: the first batch's, before the
+  /// loop (TrainPipelineSparseDist.fill_pipeline).
   InputDistGroups first_batch_input_dist;
-  CollectiveId a2a_forward = 0;
-  CollectiveId reduce_scatter = 0;
+  /// train_pipeline: semi_sync, first iteration: the second batch's, before the loop
+  /// (TrainPipelineSemiSync.fill_pipeline).
+  InputDistGroups second_batch_input_dist;
+  /// This batch's forward exchange; under semi_sync the next batch's, launched between this
+  /// batch's forward and backward.
+  ForwardExchangeGroups forward;
+  /// train_pipeline: semi_sync, first iteration: the first batch's forward exchange, before the
+  /// loop (fill_pipeline's start_embedding_lookup).
+  ForwardExchangeGroups first_batch_forward;
   std::vector<CollectiveId> top;
   CollectiveId a2a_backward = 0;
   CollectiveId all_gather = 0;
   std::vector<CollectiveId> bottom;
   CollectiveId data_parallel = 0;
-  /// Table-row-wise: per node its reduce-scatter (forward) and all-gather (backward), 0 when
-  /// the node holds none of those tables or has one rank; per local rank the all-to-all among
-  /// the nodes' ranks of that local rank (forward, backward), 0 with one node.
-  std::vector<CollectiveId> node_reduce_scatter;
+  /// Table-row-wise backward: per node its all-gather, 0 when the node holds none of those
+  /// tables or has one rank; per local rank the all-to-all among the nodes' ranks of that local
+  /// rank, 0 with one node.
   std::vector<CollectiveId> node_all_gather;
-  std::vector<CollectiveId> cross_a2a_forward;
   std::vector<CollectiveId> cross_a2a_backward;
   /// embeddings.two_d, an iteration that syncs: per replica group (a rank's is its position in
   /// its sharding group) the all-reduce of its weights and of its fused optimizer state, 0 where

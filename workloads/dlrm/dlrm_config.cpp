@@ -414,24 +414,26 @@ void read_input_distribution(const ConfigNode& workload, DlrmConfig& config) {
   if (workload.get_choice_or("input_dist", {"local", "all_to_all"}, "local") == "all_to_all") {
     config.input_dist = InputDistribution::kAllToAll;
   }
-  if (workload.get_choice_or("train_pipeline", {"none", "sparse_dist"}, "none") == "none") return;
+  const std::string pipeline =
+      workload.get_choice_or("train_pipeline", {"none", "sparse_dist", "semi_sync"}, "none");
+  if (pipeline == "none") return;
   const ConfigNode key = workload.child("train_pipeline");
   if (config.mode != DlrmMode::kTrain) {
-    key.fail(
-        "sparse_dist overlaps the next training batch's input distribution with this "
-        "step's forward and backward; mode is inference");
+    key.fail(pipeline +
+             " overlaps the next training batch's input distribution with this step's forward "
+             "and backward; mode is inference");
   }
   if (config.input_dist != InputDistribution::kAllToAll) {
-    key.fail(
-        "sparse_dist pipelines TorchRec's input distribution; set input_dist: all_to_all "
-        "with it");
+    key.fail(pipeline +
+             " pipelines TorchRec's input distribution; set input_dist: all_to_all with it");
   }
   if (config.input != InputPipeline::kPrefetch) {
-    key.fail(
-        "sparse_dist copies batch i+2 on a memcpy stream while batch i runs; set input: "
-        "prefetch with it");
+    key.fail(pipeline +
+             " copies a later batch on a memcpy stream while batch i runs; set input: prefetch "
+             "with it");
   }
-  config.train_pipeline = TrainPipeline::kSparseDist;
+  config.train_pipeline =
+      pipeline == "semi_sync" ? TrainPipeline::kSemiSync : TrainPipeline::kSparseDist;
 }
 
 /// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
@@ -1017,7 +1019,8 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"input_dist",
        "how ranks get their lookups' indices: loaded locally, or TorchRec's all-to-alls"},
       {"train_pipeline",
-       "none, or TorchRec's TrainPipelineSparseDist (next batch's input distribution overlapped)"},
+       "none, or TorchRec's TrainPipelineSparseDist (next batch's input distribution overlapped) "
+       "or TrainPipelineSemiSync (also the next batch's embedding exchange overlapped)"},
       {"bottom_mlp_placement",
        "bottom MLP data-parallel on every rank, or on rank 0 alone (DeepLearningExamples' hybrid "
        "parallel)"},

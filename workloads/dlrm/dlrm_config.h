@@ -76,6 +76,14 @@
 //                                  #   all-to-all is launched before the forward, its lengths
 //                                  #   and indices all-to-alls after it); needs mode train,
 //                                  #   input_dist: all_to_all and input: prefetch
+//                                  #   | semi_sync (TorchRec's TrainPipelineSemiSync, same file,
+//                                  #   its steady state after start_batch, stash_gradients
+//                                  #   false as by default: batch i+2's input distribution as
+//                                  #   above; after batch i's forward, batch i+1's lookups run
+//                                  #   and its pooled embeddings' exchange is launched, so it
+//                                  #   overlaps batch i's backward; the backward stops at the
+//                                  #   detached embeddings, then emb_backward sends their
+//                                  #   gradients and runs the lookups' backward; same needs)
 //     bottom_mlp_placement: data_parallel  # data_parallel (default; the seed's script: every
 //                                  #   rank, its local batch, DDP) | first_rank (NVIDIA
 //                                  #   DeepLearningExamples' hybrid parallel: rank 0 alone on the
@@ -329,6 +337,10 @@ enum class TrainPipeline : uint8_t {
   /// TorchRec's TrainPipelineSparseDist: batch i+1's input distribution on a data-dist stream
   /// during batch i's forward and backward, batch i+2 copied on a memcpy stream.
   kSparseDist,
+  /// TorchRec's TrainPipelineSemiSync: as kSparseDist with batch i+2's input distribution, and
+  /// batch i+1's lookups and forward exchange launched between batch i's forward and backward,
+  /// so that exchange overlaps batch i's backward (the lookups read tables one update older).
+  kSemiSync,
 };
 
 /// Which kernels compute the dot interaction.

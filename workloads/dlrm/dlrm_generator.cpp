@@ -245,6 +245,55 @@ void add_replica_sync_groups(const DlrmConfig& config, const DlrmGraph& built, u
   }
 }
 
+/// One batch's forward exchange, one ForwardExchangeGroups per sharding group (`label`, when
+/// not empty, names the batch in the collectives' names): the all-to-all and the row-wise
+/// reduce-scatter of each sharding group, then table-row-wise's reduce-scatter per node and
+/// all-to-all per local rank (one sharding group: dlrm_config.h refuses them under two_d).
+std::vector<ForwardExchangeGroups> add_forward_exchange_groups(
+    const DlrmConfig& config, const DlrmGraph& built, const EmbeddingExchange& exchange,
+    const ExchangeSizes& sizes, const ShardingGroupMembers& sharding, std::string_view label,
+    TaskGraph& graph) {
+  std::vector<ForwardExchangeGroups> out(sharding.members.size());
+  const std::string batch = label.empty() ? std::string() : fmt::format(" {}", label);
+  for (size_t g = 0; g < out.size(); ++g) {
+    if (exchange.all_to_all) {
+      out[g].all_to_all = graph.add_collective_group(
+          CollectiveDesc{CollectiveKind::kAllToAll, sharding.members[g], 0, sizes.forward},
+          "ncclKernel_AllToAll fwd" + batch + sharding.suffix[g]);
+    }
+    if (exchange.row_wise) {
+      out[g].reduce_scatter = graph.add_collective_group(
+          CollectiveDesc{
+              CollectiveKind::kReduceScatter, sharding.members[g], sizes.reduce_scatter_bytes, {}},
+          "ncclKernel_ReduceScatter row-wise fwd" + batch + sharding.suffix[g]);
+    }
+  }
+  const uint32_t local = built.placement.ranks_per_node;
+  const auto nodes = static_cast<uint32_t>(built.sharding_groups.group_size / local);
+  ForwardExchangeGroups& groups = out.front();
+  groups.node_reduce_scatter.assign(nodes, 0);
+  groups.cross_all_to_all.assign(local, 0);
+  if (!exchange.table_row_wise) return out;
+  for (uint32_t k = 0; k < nodes && local > 1; ++k) {
+    if (sizes.node_tables[k] == 0) continue;
+    const std::vector<RankId> members(built.ranks.begin() + k * local,
+                                      built.ranks.begin() + (k + 1) * local);
+    const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
+    groups.node_reduce_scatter[k] = graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
+        fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd{}", k, batch));
+  }
+  for (uint32_t j = 0; j < local && nodes > 1; ++j) {
+    std::vector<RankId> members;
+    for (uint32_t k = 0; k < nodes; ++k)
+      members.push_back(built.ranks[k * local + j]);
+    groups.cross_all_to_all[j] = graph.add_collective_group(
+        CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_forward},
+        fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd{}", j, batch));
+  }
+  return out;
+}
+
 /// The collective groups of iteration `it`, one IterationGroups per sharding group (the DDP
 /// buckets' and the data-parallel tables' shared by all: they span every rank), in the order
 /// every rank's comm stream runs them. Groups are added in that order, each step for every
@@ -258,19 +307,35 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
   const size_t n = built.ranks.size();
   const size_t group_count = sharding.members.size();
   std::vector<IterationGroups> out(group_count);
-  const bool pipelined = config.train_pipeline == TrainPipeline::kSparseDist;
-  for (size_t g = 0; g < group_count; ++g) {
-    IterationGroups& groups = out[g];
-    if (pipelined && it == 0) {
-      groups.first_batch_input_dist = add_input_dist_groups(
-          sharding.members[g], kjts, true, "first batch", sharding.suffix[g], graph);
+  const bool pipelined = config.train_pipeline != TrainPipeline::kNone;
+  const bool semi_sync = config.train_pipeline == TrainPipeline::kSemiSync;
+  const auto add_input_dists = [&](InputDistGroups IterationGroups::*batch, std::string_view label,
+                                   bool fused) {
+    for (size_t g = 0; g < group_count; ++g) {
+      out[g].*batch =
+          add_input_dist_groups(sharding.members[g], kjts, fused, label, sharding.suffix[g], graph);
     }
-    groups.input_dist =
-        add_input_dist_groups(sharding.members[g], kjts, pipelined,
-                              pipelined ? "next batch" : "batch", sharding.suffix[g], graph);
+  };
+  const auto add_forward_exchange = [&](ForwardExchangeGroups IterationGroups::*batch,
+                                        std::string_view label) {
+    if (n == 1) return;
+    std::vector<ForwardExchangeGroups> groups =
+        add_forward_exchange_groups(config, built, exchange, sizes, sharding, label, graph);
+    for (size_t g = 0; g < group_count; ++g)
+      out[g].*batch = std::move(groups[g]);
+  };
+  // fill_pipeline: batch 0's input distribution; semi-sync also batch 0's lookups and forward
+  // exchange, then batch 1's input distribution.
+  if (pipelined && it == 0)
+    add_input_dists(&IterationGroups::first_batch_input_dist, "first batch", true);
+  if (semi_sync && it == 0) {
+    add_forward_exchange(&IterationGroups::first_batch_forward, "first batch");
+    add_input_dists(&IterationGroups::second_batch_input_dist, "second batch", true);
   }
-  const uint32_t local = built.placement.ranks_per_node;
-  const auto nodes = static_cast<uint32_t>(built.sharding_groups.group_size / local);
+  add_input_dists(&IterationGroups::input_dist,
+                  !pipelined ? "batch" : (semi_sync ? "batch after next" : "next batch"),
+                  pipelined);
+  add_forward_exchange(&IterationGroups::forward, semi_sync ? "next batch" : "");
   if (n > 1) {
     const auto add = [&](CollectiveKind kind, int64_t bytes, const AllToAllSizes& a2a,
                          const std::string& name, const std::vector<RankId>& members) {
@@ -286,18 +351,6 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
       }
       return ids;
     };
-    for (size_t g = 0; g < group_count; ++g) {
-      if (exchange.all_to_all) {
-        out[g].a2a_forward =
-            add(CollectiveKind::kAllToAll, 0, sizes.forward,
-                "ncclKernel_AllToAll fwd" + sharding.suffix[g], sharding.members[g]);
-      }
-      if (exchange.row_wise) {
-        out[g].reduce_scatter =
-            add(CollectiveKind::kReduceScatter, sizes.reduce_scatter_bytes, {},
-                "ncclKernel_ReduceScatter row-wise fwd" + sharding.suffix[g], sharding.members[g]);
-      }
-    }
     const std::vector<CollectiveId> top = all_reduce_buckets(built.top_buckets, "top");
     for (size_t g = 0; g < group_count; ++g) {
       out[g].top = top;
@@ -318,15 +371,15 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
       data_parallel = add(CollectiveKind::kAllReduce, sizes.data_parallel_bytes, {},
                           "ncclKernel_AllReduce data-parallel tables", built.ranks);
     }
+    const uint32_t local = built.placement.ranks_per_node;
+    const auto nodes = static_cast<uint32_t>(built.sharding_groups.group_size / local);
     for (IterationGroups& groups : out) {
       groups.bottom = bottom;
       groups.data_parallel = data_parallel;
-      groups.node_reduce_scatter.assign(nodes, 0);
       groups.node_all_gather.assign(nodes, 0);
-      groups.cross_a2a_forward.assign(local, 0);
       groups.cross_a2a_backward.assign(local, 0);
     }
-    // Table-row-wise: one sharding group (dlrm_config.h refuses it under two_d).
+    // Table-row-wise backward: one sharding group (dlrm_config.h refuses it under two_d).
     IterationGroups& groups = out.front();
     if (exchange.table_row_wise) {
       for (uint32_t k = 0; k < nodes && local > 1; ++k) {
@@ -334,10 +387,6 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
         const std::vector<RankId> members(built.ranks.begin() + k * local,
                                           built.ranks.begin() + (k + 1) * local);
         const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
-        groups.node_reduce_scatter[k] = graph.add_collective_group(
-            CollectiveDesc{
-                CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
-            fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd", k));
         groups.node_all_gather[k] = graph.add_collective_group(
             CollectiveDesc{
                 CollectiveKind::kAllGather, members, config.global_batch / local * values, {}},
@@ -347,9 +396,6 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
         std::vector<RankId> members;
         for (uint32_t k = 0; k < nodes; ++k)
           members.push_back(built.ranks[k * local + j]);
-        groups.cross_a2a_forward[j] = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_forward},
-            fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd", j));
         groups.cross_a2a_backward[j] = graph.add_collective_group(
             CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_backward},
             fmt::format("ncclKernel_AllToAll table-row-wise local rank {} bwd", j));
@@ -364,7 +410,7 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
 std::vector<std::string> rank_streams(const DlrmConfig& config) {
   std::vector<std::string> streams{"compute", "comm"};
   if (config.input == InputPipeline::kPrefetch) streams.emplace_back("data");
-  if (config.train_pipeline == TrainPipeline::kSparseDist) streams.emplace_back("data_dist");
+  if (config.train_pipeline != TrainPipeline::kNone) streams.emplace_back("data_dist");
   return streams;
 }
 

@@ -267,7 +267,7 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   out.iterations = platform.iterations;
   out.warmup_iterations = platform.warmup_iterations;
   // TorchRec's pipelined loop ends with a mark after the last step and a drain (end_of_loop).
-  if (dlrm.train_pipeline == TrainPipeline::kSparseDist) {
+  if (dlrm.train_pipeline != TrainPipeline::kNone) {
     out.measured_iterations = platform.iterations - platform.warmup_iterations;
   }
   const std::string interaction =
@@ -287,6 +287,11 @@ WorkloadBuild DlrmWorkload::build(const WorkloadPlatform& platform, TaskGraph& g
   if (dlrm.input_dist == InputDistribution::kAllToAll) loop += ", indices by all-to-all (TorchRec)";
   if (dlrm.train_pipeline == TrainPipeline::kSparseDist) {
     loop += ", TrainPipelineSparseDist (next batch's input distribution overlapped)";
+  }
+  if (dlrm.train_pipeline == TrainPipeline::kSemiSync) {
+    loop +=
+        ", TrainPipelineSemiSync (input distribution two batches ahead, next batch's embedding "
+        "exchange overlapped with this backward)";
   }
   if (dlrm.cuda_graphs) {
     loop += training ? ", CUDA graph (forward and backward one replay, optimizer eager)"

@@ -23,7 +23,8 @@ void EmbeddingEmitter::lookup_pieces() {
   fused_lookup(plan_.pieces);
 }
 
-EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_forward(const IterationGroups& groups) {
+EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_forward(
+    const ForwardExchangeGroups& groups) {
   PendingExchange pending;
   const int64_t local_values = plan_.pieces.batch * plan_.pieces.values_per_sample;
   if (exchange_.all_to_all) {
@@ -33,7 +34,7 @@ EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_forward(const Iteration
     const int64_t sent =
         local_values + (plan_.bottom_in_exchange ? plan_.bottom_batch * embedding_dim_ : 0);
     if (sent > 0) pack_send_buffer(sent);
-    pending.all_to_all = ops_.launch_collective(groups.a2a_forward, "nccl:all_to_all");
+    pending.all_to_all = ops_.launch_collective(groups.all_to_all, "nccl:all_to_all");
   }
   // Row-wise: partial sums of every sample's bags over this rank's rows, reduced and
   // scattered so that each rank gets its local batch's pooled embeddings (TorchRec
@@ -55,9 +56,9 @@ EmbeddingEmitter::PendingExchange EmbeddingEmitter::send_forward(const Iteration
       pending.table_row_wise =
           ops_.launch_collective(groups.node_reduce_scatter[plan_.node], "nccl:reduce_scatter");
     }
-    if (groups.cross_a2a_forward[plan_.local_rank] != 0) {
+    if (groups.cross_all_to_all[plan_.local_rank] != 0) {
       pending.table_row_wise =
-          ops_.launch_collective(groups.cross_a2a_forward[plan_.local_rank], "nccl:all_to_all");
+          ops_.launch_collective(groups.cross_all_to_all[plan_.local_rank], "nccl:all_to_all");
     }
   }
   // Data-parallel: the local batch on this rank's replica.

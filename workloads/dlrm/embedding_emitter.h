@@ -36,7 +36,7 @@ class EmbeddingEmitter {
   /// After lookup_pieces (and a hybrid bottom MLP's forward, whose output the all-to-all
   /// carries): the all-to-all of the pieces, the row-wise lookup and its reduce-scatter, the
   /// table-row-wise lookup and its exchange, then the data-parallel lookup.
-  PendingExchange send_forward(const IterationGroups& groups);
+  PendingExchange send_forward(const ForwardExchangeGroups& groups);
 
   /// Waits for the forward exchange, then converts the pooled embeddings to the MLPs' dtype:
   /// what arrived in the payload dtype and what this rank looked up itself.

@@ -44,6 +44,10 @@ void RankEmitter::iteration(uint32_t it, const IterationGroups& groups) {
     pipelined_training_step(it, groups, top, bottom);
     return;
   }
+  if (config_.train_pipeline == TrainPipeline::kSemiSync) {
+    semi_sync_training_step(it, groups, top, bottom);
+    return;
+  }
   const bool prefetch = config_.input == InputPipeline::kPrefetch;
   // The prefetcher copies the first batch before the loop, each later one after the step
   // before it (dlrm/data/utils.py prefetcher); the forward waits for its batch's copies.
@@ -99,8 +103,105 @@ void RankEmitter::pipelined_training_step(uint32_t it, const IterationGroups& gr
   // read-back keeps the host within about a step of the device.
 }
 
+void RankEmitter::semi_sync_training_step(uint32_t it, const IterationGroups& groups,
+                                          DdpModule& top, DdpModule& bottom) {
+  const bool distributed = input_dist_.active();
+  if (it == 0) {
+    // fill_pipeline: batch 0 copied, distributed and looked up; batch 1 copied and distributed;
+    // batch 2 copied.
+    const TaskId first_copied = load_recorded_batch();
+    InputDistEmitter::Pending first;
+    if (distributed) {
+      first = input_dist_.start(groups.first_batch_input_dist, kDataDistStream);
+      input_dist_.send_tensors(groups.first_batch_input_dist, first, kDataDistStream);
+    }
+    copied_batches_.pop_front();
+    next_batch_exchange_ = start_embedding_lookup(first, first_copied, groups.first_batch_forward);
+    load_recorded_batch();
+    if (distributed) {
+      next_batch_input_ = input_dist_.start(groups.second_batch_input_dist, kDataDistStream);
+      input_dist_.send_tensors(groups.second_batch_input_dist, next_batch_input_, kDataDistStream);
+    }
+    load_recorded_batch();
+  }
+  // progress(): batch it+2's splits, then batch it's forward.
+  InputDistEmitter::Pending batch_after_next;
+  if (distributed) batch_after_next = input_dist_.start(groups.input_dist, kDataDistStream);
+  dense_forward(next_batch_exchange_);
+  load_recorded_batch();
+  // Batch it+1's lookups read the tables before batch it's update (semi-synchronous); its
+  // exchange overlaps batch it's backward.
+  const TaskId next_copied = copied_batches_.front();
+  copied_batches_.pop_front();
+  next_batch_exchange_ = start_embedding_lookup(next_batch_input_, next_copied, groups.forward);
+  if (distributed) {
+    input_dist_.send_tensors(groups.input_dist, batch_after_next, kDataDistStream);
+    next_batch_input_ = batch_after_next;
+  }
+  semi_sync_backward(groups, top, bottom);
+  embeddings_.sync_replicas(groups);
+  optimizer_.step();
+  optimizer_.zero_grad();
+}
+
+TaskId RankEmitter::load_recorded_batch() {
+  input_.load_batch();
+  HostOp h = ops_.host_op("torch.cuda.Event.record");
+  const TaskId copied = h.record(kDataStream);
+  h.end();
+  copied_batches_.push_back(copied);
+  return copied;
+}
+
+EmbeddingEmitter::PendingExchange RankEmitter::start_embedding_lookup(
+    const InputDistEmitter::Pending& input, TaskId copied, const ForwardExchangeGroups& exchange) {
+  if (input_dist_.active()) {
+    input_dist_.finish(input, kDataDistStream);
+  } else {
+    HostOp h = ops_.host_op("torch.cuda.Stream.wait_event");
+    h.wait(kComputeStream, copied);
+    h.end();
+  }
+  embeddings_.lookup_pieces();
+  return embeddings_.send_forward(exchange);
+}
+
+void RankEmitter::dense_forward(const EmbeddingEmitter::PendingExchange& embeddings) {
+  if (input_dist_.active()) {
+    HostOp h = ops_.host_op("torch.cuda.Stream.wait_stream");
+    h.wait(kComputeStream, h.record(kDataDistStream));
+    h.end();
+  }
+  if (plan_.bottom_batch > 0) dense_.bottom_forward();
+  embeddings_.receive_forward(embeddings);
+  interaction_.forward();
+  dense_.top_forward();
+  dense_.loss_forward();
+}
+
+void RankEmitter::semi_sync_backward(const IterationGroups& groups, DdpModule& top,
+                                     DdpModule& bottom) {
+  // `torch.sum(losses).backward()`: the dense graph down to the detached pooled embeddings.
+  dense_.loss_backward();
+  dense_.top_backward(top);
+  interaction_.backward(top, 2 * (top_widths_.size() - 1));
+  if (plan_.bottom_batch > 0) dense_.bottom_backward(bottom);
+  if (ops_.distributed()) {
+    finalize_ddp_backward(ops_, top.done_events);
+    finalize_ddp_backward(ops_, bottom.done_events);
+  }
+  // embedding_backward: autograd from the detached embeddings' gradients through the exchange
+  // and the lookups.
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_backward(groups);
+  embeddings_.wait_backward_all_to_all(pending);
+  const std::vector<TaskId> data_parallel_done = embeddings_.backward(pending, groups);
+  if (ops_.distributed() && exchange_.data_parallel) {
+    finalize_ddp_backward(ops_, data_parallel_done);
+  }
+}
+
 void RankEmitter::end_of_loop(uint32_t iterations) {
-  if (config_.train_pipeline != TrainPipeline::kSparseDist) return;
+  if (config_.train_pipeline == TrainPipeline::kNone) return;
   ops_.iteration_mark(iterations);
   ops_.host_sync(kAllStreams, "torch.cuda.synchronize");
 }
@@ -120,7 +221,7 @@ void RankEmitter::forward(const IterationGroups& groups,
   // Hybrid parallel: this rank's bottom MLP runs on the global batch before the exchange,
   // whose payload carries its output to every rank.
   if (plan_.bottom_in_exchange) dense_.bottom_forward();
-  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_forward(groups);
+  const EmbeddingEmitter::PendingExchange pending = embeddings_.send_forward(groups.forward);
   if (!plan_.bottom_in_exchange && plan_.bottom_batch > 0) dense_.bottom_forward();
   embeddings_.receive_forward(pending);
   interaction_.forward();

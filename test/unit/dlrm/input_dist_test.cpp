@@ -1,12 +1,14 @@
-// TorchRec's input distribution (input_dist: all_to_all) and TrainPipelineSparseDist
-// (train_pipeline: sparse_dist): the KJTAllToAll sizes per sharding type, the ops each rank
-// emits, and that the pipeline hides the next batch's distribution.
+// TorchRec's input distribution (input_dist: all_to_all), TrainPipelineSparseDist
+// (train_pipeline: sparse_dist) and TrainPipelineSemiSync (semi_sync): the KJTAllToAll sizes per
+// sharding type, the ops each rank emits, and what each pipeline hides.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
@@ -215,6 +217,143 @@ TEST(InputDist, OneRankPipelinedStepWaitsForItsBatchCopy) {
   EXPECT_GT(run_end(g, 1), Time::zero());
 }
 
+constexpr std::string_view kSemiSync =
+    "  input_dist: all_to_all\n  input: prefetch\n  train_pipeline: semi_sync\n";
+
+/// Where in rank `rank`'s collective launch order the first group whose name holds `fragment`
+/// at or after position `from` is; the order's size if none.
+size_t position_of(const TaskGraph& g, const std::vector<CollectiveId>& order,
+                   std::string_view fragment, size_t from = 0) {
+  for (size_t k = from; k < order.size(); ++k) {
+    if (g.collective_name(order[k]).find(fragment) != std::string_view::npos) return k;
+  }
+  return order.size();
+}
+
+TEST(InputDist, TrainPipelineSemiSyncLooksUpTheNextBatchBeforeThisBackward) {
+  TaskGraph g;
+  const DlrmConfig semi_sync = config_of(tiny(kTableWise, kSemiSync), 2);
+  EXPECT_FALSE(semi_sync.loss_to_host);
+  generate_dlrm(semi_sync, inputs_of(2, 4), g);
+  for (RankId rank = 0; rank < 2; ++rank) {
+    // fill_pipeline distributes batches 0 and 1 and looks up batch 0; each step distributes
+    // batch i + 2 and looks up batch i + 1.
+    EXPECT_EQ(collectives_named(g, rank, "input_dist first batch splits"), 1U);
+    EXPECT_EQ(collectives_named(g, rank, "input_dist second batch splits"), 1U);
+    EXPECT_EQ(collectives_named(g, rank, "input_dist batch after next splits"), 4U);
+    EXPECT_EQ(collectives_named(g, rank, "AllToAll fwd first batch"), 1U);
+    EXPECT_EQ(collectives_named(g, rank, "AllToAll fwd next batch"), 4U);
+    EXPECT_EQ(collectives_named(g, rank, "AllToAll bwd"), 4U);
+    EXPECT_EQ(host_syncs_named(g, rank, "torch.cuda.synchronize"), 1U);
+    // On the comm stream: batch 0's exchange before the loop; in each step batch i + 1's
+    // exchange after batch i + 2's splits and before batch i's DDP all-reduces and its backward
+    // exchange, which comes last.
+    const std::vector<CollectiveId> order = dlrm_test::collective_order(g, rank);
+    size_t at = position_of(g, order, "AllToAll fwd first batch");
+    EXPECT_LT(at, position_of(g, order, "input_dist second batch splits"));
+    for (int step = 0; step < 4; ++step) {
+      const size_t splits = position_of(g, order, "input_dist batch after next splits", at);
+      const size_t exchange = position_of(g, order, "AllToAll fwd next batch", at);
+      const size_t values =
+          position_of(g, order, "input_dist batch after next table_wise values", at);
+      const size_t top = position_of(g, order, "AllReduce top bucket", at);
+      // The backward stops at the detached embeddings: DDP's all-reduces end it, then
+      // emb_backward sends the embeddings' gradients (TrainPipelineSparseDist sends them before
+      // the bottom MLP's backward, so its bucket comes after).
+      const size_t bottom = position_of(g, order, "AllReduce bottom bucket", at);
+      const size_t backward = position_of(g, order, "AllToAll bwd", at);
+      EXPECT_LT(splits, exchange) << step;
+      EXPECT_LT(exchange, values) << step;
+      EXPECT_LT(values, top) << step;
+      EXPECT_LT(top, bottom) << step;
+      EXPECT_LT(bottom, backward) << step;
+      ASSERT_LT(backward, order.size()) << step;
+      at = backward + 1;
+    }
+  }
+}
+
+/// Collectives of the tiny model: an all-to-all of 1 KiB or more (the pooled embeddings of
+/// dim 64) 400 us, every other collective 20 us, a transfer 3 us.
+class SlowExchangeCost final : public CollectiveCostModel {
+ public:
+  Duration collective_duration(const CollectiveDesc& d) const override {
+    int64_t sent = 0;
+    for (size_t i = 0; i < d.send_bytes.members(); ++i)
+      sent += d.send_bytes.sent_by(i);
+    return Duration::from_us(d.kind == CollectiveKind::kAllToAll && sent >= 1024 ? 400 : 20);
+  }
+  Duration transfer_duration(const TransferDesc&) const override { return Duration::from_us(3); }
+};
+
+/// Per-step time (the growth from 4 to 8 steps) of the dim-64 two-table model on 2 ranks with
+/// `bottom_mlp`, a top MLP of 4 layers and `pipeline`, every kernel 50 us and the exchanges slow.
+double slow_exchange_step_us(std::string_view pipeline, std::string_view bottom_mlp) {
+  const std::string yaml = fmt::format(R"(workload:
+  model: dlrm
+  global_batch: 8
+  bottom_mlp: {}
+  top_mlp: [64, 64, 64, 1]
+  input_dist: all_to_all
+  input: prefetch
+  train_pipeline: {}
+  embeddings:
+    dim: 64
+    tables:
+      - {{rows: 100, pooling: 10}}
+      - {{rows: 50, pooling: 5}}
+)",
+                                       bottom_mlp, pipeline);
+  const DlrmConfig config = config_of(yaml, 2);
+  const dlrm_test::UnitKernelCost kernels(50);
+  const SlowExchangeCost collectives;
+  const auto end = [&](uint32_t iterations) {
+    TaskGraph g;
+    generate_dlrm(config, inputs_of(2, iterations), g);
+    const RunStats stats = dlrm_test::run_graph(g, 2, kernels, collectives);
+    EXPECT_EQ(stats.tasks_done, g.task_count());
+    return stats.end;
+  };
+  return (end(8) - end(4)).us() / 4;
+}
+
+// The trade TrainPipelineSemiSync makes, exactly (kernels 50 us, the exchanges 400 us, other
+// collectives 20 us): TrainPipelineSparseDist hides the forward exchange behind the bottom MLP's
+// forward (addmm and relu per layer) and the backward exchange behind its backward (one layer:
+// threshold_backward, the weight and bias gradients and DDP's pre-scale); semi-sync hides the
+// forward exchange behind the whole backward, and exposes the backward exchange and the bottom
+// MLP's DDP all-reduce, which now precedes it.
+//   1 layer:  sparse_dist exposes (400 - 100) + (400 - 200) = 500 us, semi-sync 400 + 20: 80 us
+//             less.
+//   4 layers: sparse_dist hides both (the bottom MLP's forward alone takes 400 us), semi-sync
+//             still exposes 420 us.
+TEST(InputDist, TrainPipelineSemiSyncTradesTheBottomMlpOverlapForTheBackwardOne) {
+  const double shallow_sparse_dist = slow_exchange_step_us("sparse_dist", "[4, 64]");
+  const double shallow_semi_sync = slow_exchange_step_us("semi_sync", "[4, 64]");
+  const double deep_sparse_dist = slow_exchange_step_us("sparse_dist", "[4, 64, 64, 64, 64]");
+  const double deep_semi_sync = slow_exchange_step_us("semi_sync", "[4, 64, 64, 64, 64]");
+  EXPECT_NEAR(shallow_semi_sync, shallow_sparse_dist - 80, 1);
+  EXPECT_NEAR(deep_semi_sync, deep_sparse_dist + 420, 1);
+}
+
+// One rank distributes nothing: each lookup waits for its own batch's copy event (batch 0 in
+// fill_pipeline, then batch i + 1 in step i).
+TEST(InputDist, OneRankSemiSyncLookupWaitsForItsBatchCopyEvent) {
+  TaskGraph g;
+  generate_dlrm(config_of(tiny(kTableWise, kSemiSync), 1), inputs_of(1, 3), g);
+  size_t waits = 0;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.kind == TaskKind::kStreamWait &&
+        g.name(g.task(g.launcher_of(id)).op_name) == "torch.cuda.Stream.wait_event") {
+      ++waits;
+    }
+  }
+  EXPECT_EQ(waits, 4U);
+  EXPECT_EQ(collectives_named(g, 0, "input_dist"), 0U);
+  EXPECT_GT(run_end(g, 1), Time::zero());
+}
+
 TEST(InputDist, KeysThatCannotWorkTogetherAreRefusedAtTheirKey) {
   const auto refused = [](const std::string& extra, uint32_t ranks, std::string_view key) {
     try {
@@ -231,6 +370,10 @@ TEST(InputDist, KeysThatCannotWorkTogetherAreRefusedAtTheirKey) {
   EXPECT_TRUE(
       refused("  mode: inference\n  input_dist: all_to_all\n  train_pipeline: sparse_dist\n", 2,
               "train_pipeline"));
+  EXPECT_TRUE(refused("  train_pipeline: semi_sync\n  input: prefetch\n", 2, "semi_sync"));
+  EXPECT_TRUE(
+      refused("  train_pipeline: semi_sync\n  input_dist: all_to_all\n", 2, "train_pipeline"));
+  EXPECT_TRUE(refused("  train_pipeline: async\n", 2, "train_pipeline"));
   EXPECT_TRUE(refused("  input_dist: all_to_all\n  bottom_mlp_placement: first_rank\n", 2,
                       "bottom_mlp_placement"));
   EXPECT_TRUE(

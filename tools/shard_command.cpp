@@ -85,8 +85,15 @@ std::string format_shard_ranking(const ShardRanking& r, int top) {
   std::string out = fmt::format(
       "shard: {} — {} tables on {} x {}, {} of table memory per GPU (table_memory_fraction "
       "{}); the scenario's sharder: {}\n",
-      r.scenario_name, r.tables, r.ranks, r.gpu, format_bytes(r.table_capacity_bytes),
+      r.scenario_name, r.tables, r.gpus, r.gpu, format_bytes(r.table_capacity_bytes),
       r.table_memory_fraction, r.own_sharder);
+  if (r.ranks != r.gpus) {
+    out += fmt::format(
+        "embeddings.two_d: each plan places the tables on one sharding group of {} GPUs, which "
+        "all {} groups hold (TorchRec's planner plans one group); the times are the whole "
+        "run's, replica syncs included\n",
+        r.ranks, r.gpus / r.ranks);
+  }
   out +=
       "iter: predicted iteration time; change: vs the scenario's sharder; imbalance: max / mean "
       "over ranks of\neach rank's simulated embedding kernel time (lookup forward + fused "
@@ -196,7 +203,9 @@ int shard_main(const std::vector<std::string>& args, std::ostream& out, std::ost
       "kernel time), the slowest rank's exposed communication and the table memory per GPU\n"
       "(max, min); a plan whose tables do not fit the GPUs' table memory is listed last with\n"
       "the reason. Writes the best plan as a file that a scenario reads with `sharding: plan`\n"
-      "and `sharding_plan: FILE`.\n\noptions");
+      "and `sharding_plan: FILE`. Under embeddings.two_d a plan places the tables on one\n"
+      "sharding group, which every group holds (TorchRec's planner plans one group), and\n"
+      "hybrid and table_row_wise, which two_d refuses, are not tried.\n\noptions");
   desc.add_options()           //
       ("help,h", "this help")  //
       ("set,s", po::value<std::vector<std::string>>(&options.overrides)->composing(),

@@ -74,7 +74,10 @@ ConfigDocument load_for(const ShardOptions& options, std::string_view sharder, b
 struct PlatformTables {
   DlrmConfig config;
   WorkloadPlatform platform;
-  std::vector<int64_t> capacity;
+  /// Ranks one plan spans: a sharding group's under embeddings.two_d (TorchRec's planner plans
+  /// one group, which every group then holds), else every GPU.
+  uint32_t shard_ranks = 0;
+  std::vector<int64_t> capacity;  ///< per rank of a plan
   uint32_t ranks_per_node = 0;
 };
 
@@ -89,21 +92,15 @@ PlatformTables platform_tables(ConfigDocument& doc) {
         load_fabric(platform.load_reference("topology")).gpu_nodes(out.platform.gpus);
   }
   out.config = parse_dlrm_config(doc.root().child("workload"), out.platform.gpus);
-  if (out.config.two_d.sharding_group_size != 0) {
-    doc.root()
-        .child("workload")
-        .child("embeddings")
-        .child("two_d")
-        .fail(
-            "upsim shard searches placements over every GPU; under two_d one plan spans a "
-            "sharding group: search a scenario of sharding_group_size GPUs without two_d");
-  }
+  out.shard_ranks = out.config.sharding_ranks(out.platform.gpus);
   // build_scenario drew the same task already (draws are pure); this cannot fail.
-  draw_dlrm_random_task(out.config, out.platform.gpus, out.platform.device.hbm_bytes);
-  out.capacity.assign(out.platform.gpus, dlrm_table_capacity_bytes(out.platform));
-  choose_sharding_types(out.config, out.platform.gpus, out.capacity.front());
+  draw_dlrm_random_task(out.config, out.shard_ranks, out.platform.device.hbm_bytes);
+  out.capacity.assign(out.shard_ranks, dlrm_table_capacity_bytes(out.platform));
+  choose_sharding_types(out.config, out.shard_ranks, out.capacity.front());
   // The platform's nodes, as table-row-wise tables would span them (also when the scenario has
-  // none: the type search may choose them); nodes of unequal size take none (one node).
+  // none: the type search may choose them); nodes of unequal size take none (one node), and so
+  // does two_d, which refuses them.
+  if (out.config.two_d.sharding_group_size != 0) return out;
   DlrmConfig probe = out.config;
   probe.tables.front().sharding_type = EmbeddingShardingType::kTableRowWise;
   try {
@@ -227,7 +224,7 @@ class PlanEvaluator {
       plan.label = fmt::format("{}: {}", c.sharder, type_mix(c.types));
       DlrmConfig config = base_.config;
       try {
-        apply_type_choices(config.tables, c.types, config.global_batch, base_.platform.gpus);
+        apply_type_choices(config.tables, c.types, config.global_batch, base_.shard_ranks);
       } catch (const ShardingError& e) {
         plan.does_not_fit = e.what();
         out.push_back(std::move(plan));
@@ -245,7 +242,7 @@ class PlanEvaluator {
         keys.emplace_back();
         continue;
       }
-      const std::string key = flow_plan(planned_tables(placed, config.tables), base_.platform.gpus);
+      const std::string key = flow_plan(planned_tables(placed, config.tables), base_.shard_ranks);
       if (done_.count(key) == 0 && pending.count(key) == 0) {
         if (fresh.size() >= budget) break;
         pending.emplace(key, out.size());
@@ -311,7 +308,7 @@ void sort_plans(std::vector<ShardedPlan>& plans) {
 
 /// The sharding-type search (see the contract) into `ranking`.
 void search_types(const ShardOptions& options, const PlatformTables& base, ShardRanking& ranking) {
-  const uint32_t ranks = base.platform.gpus;
+  const uint32_t ranks = base.shard_ranks;
   if (!options.search_types) {
     ranking.search_skipped = "--no-type-search";
     return;
@@ -335,6 +332,12 @@ void search_types(const ShardOptions& options, const PlatformTables& base, Shard
   }
   const uint32_t nodes = base.ranks_per_node == 0 ? 1 : ranks / base.ranks_per_node;
   ranking.search_choices = sharding_type_choices(base.config.embedding_dim, ranks, nodes);
+  if (base.config.two_d.sharding_group_size != 0) {
+    // dlrm_config.h refuses hybrid tables under two_d (TorchRec's DMPCollection has none).
+    std::erase_if(ranking.search_choices, [](const TypeChoice& c) {
+      return c.type == EmbeddingShardingType::kHybrid;
+    });
+  }
 
   // The fastest fitting sharder places the table-wise pieces.
   ranking.search_sharder.clear();
@@ -501,7 +504,8 @@ ShardRanking rank_sharders(const ShardOptions& options) {
   for (std::optional<Outcome>& o : outcomes) {
     if (ranking.ranks == 0) {
       ranking.tables = o->tables.config.tables.size();
-      ranking.ranks = o->tables.platform.gpus;
+      ranking.gpus = o->tables.platform.gpus;
+      ranking.ranks = o->tables.shard_ranks;
       ranking.gpu = o->tables.platform.device.name;
       ranking.table_capacity_bytes = dlrm_table_capacity_bytes(o->tables.platform);
       ranking.table_memory_fraction = o->tables.platform.table_memory_fraction;

@@ -22,6 +22,10 @@
 //    table memory is not simulated; the others are simulated as a `sharding: plan` scenario
 //    whose plan is that placement, so a written plan reproduces its time exactly. A plan
 //    simulated once is not simulated again (candidates are keyed by their placement).
+//  - embeddings.two_d: a plan spans one sharding group's ranks (DlrmConfig::sharding_ranks) and
+//    every group holds it, as the scenario's own sharders do; each candidate still runs the whole
+//    scenario, replica syncs included. Hybrid and table-row-wise, which two_d refuses, are not
+//    searched.
 //  - A candidate that does not fit, or whose run the scenario's memory check refuses, is listed
 //    with the reason. Any other error of a sharder's run (a bad scenario) stops the command, as
 //    it stops `upsim run`.
@@ -85,6 +89,8 @@ struct ShardRanking {
   std::string scenario_name;
   std::string own_sharder;  ///< the scenario's workload.sharding (after the overrides)
   size_t tables = 0;
+  uint32_t gpus = 0;
+  /// Ranks each plan spans: gpus, or a sharding group's under embeddings.two_d.
   uint32_t ranks = 0;
   std::string gpu;
   int64_t table_capacity_bytes = 0;  ///< per rank

@@ -2339,6 +2339,27 @@ TEST_F(Cli, ShardRanksEverySharderAndItsPlanReproducesTheBest) {
   EXPECT_EQ(read_file(dir_ / "plan.yaml"), plan);
 }
 
+// Under embeddings.two_d a plan places the tables on one sharding group, as the scenario's own
+// sharders do: the plan spans 2 of the 4 GPUs and reproduces the ranked time; hybrid tables,
+// which two_d refuses, are not searched.
+TEST_F(Cli, ShardUnderTwoDPlansOneShardingGroupAndItsPlanReproducesTheBest) {
+  const std::string two_d = " --set 'workload.embeddings.two_d={sharding_group_size: 2}'";
+  const Result r = run("shard " + kDlrm4 + two_d + " --out plan.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.out.find("48 tables on 4 x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("one sharding group of 2 GPUs, which all 2 groups hold"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(table_wise, row_wise, data_parallel)"), std::string::npos) << r.out;
+  const std::vector<ShardRow> rows = shard_rows(r.out);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_NE(read_file(dir_ / "plan.yaml").find("ranks: 2"), std::string::npos);
+  const Result again = run("run " + kDlrm4 + two_d +
+                           " --quiet --no-trace --out again --set workload.sharding=plan "
+                           "--set workload.sharding_plan=plan.yaml");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.out, fmt::format("{:.4f}\n", rows.front().ms));
+}
+
 TEST_F(Cli, ShardListsASharderThatDoesNotFitLastWithItsReason) {
   // 10 GiB of table memory per GPU: naive_chunk's first 12 tables (17.2 GiB) overflow rank 0.
   const Result r =

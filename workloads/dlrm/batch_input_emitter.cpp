@@ -44,6 +44,13 @@ void BatchInputEmitter::load_batch() {
     ops_.body("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
   }
   const InputSizes sizes = input_sizes();
+  if (config_.input == InputPipeline::kPreloaded) {
+    // DeepLearningExamples' inference_benchmark: numerical_features.to(device) and
+    // categorical_features.to(device, int64) on tensors the DataLoader already put there.
+    if (sizes.dense_bytes > 0) ops_.body("aten::to");
+    if (sizes.offsets_bytes > 0) ops_.body("aten::to");
+    return;
+  }
   if (sizes.dense_bytes > 0) input_copy("Memcpy HtoD (dense)", sizes.dense_bytes);
   if (sizes.offsets_bytes > 0) {
     input_copy("Memcpy HtoD (offsets)", sizes.offsets_bytes);

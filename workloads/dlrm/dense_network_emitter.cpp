@@ -15,6 +15,12 @@ DenseNetworkEmitter::DenseNetworkEmitter(RankOps& ops, const RankPlan& plan,
 
 void DenseNetworkEmitter::bottom_forward() {
   const auto& bot = config_.bottom_mlp;
+  // A served batch's dense features arrive in fp32; a model run in a 16-bit dtype (model.half(),
+  // no autocast) takes them cast: DeepLearningExamples' inference_benchmark,
+  // `numerical_features.half()` under --amp.
+  if (config_.mode == DlrmMode::kInference && !config_.master_weights) {
+    ops_.convert(DType::kFp32, dtype_, plan_.bottom_batch * bot.front());
+  }
   mlp_forward(plan_.bottom_batch, bot, bot.size() - 1);
 }
 

@@ -439,13 +439,24 @@ void read_input_distribution(const ConfigNode& workload, DlrmConfig& config) {
 /// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
 void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const bool training = config.mode == DlrmMode::kTrain;
-  if (workload.get_choice_or("input", {"blocking", "prefetch"}, "blocking") == "prefetch") {
+  const std::string input =
+      workload.get_choice_or("input", {"blocking", "prefetch", "preloaded"}, "blocking");
+  if (input == "prefetch") {
     if (!training) {
       workload.child("input").fail(
           "prefetch copies the next batch after a training step's optimizer; mode inference "
-          "copies each served batch as it comes (input: blocking)");
+          "copies each served batch as it comes (input: blocking) or finds it on the device "
+          "(input: preloaded)");
     }
     config.input = InputPipeline::kPrefetch;
+  }
+  if (input == "preloaded") {
+    if (training) {
+      workload.child("input").fail(
+          "preloaded is an inference step whose batch is on the device before it starts; a "
+          "training step copies its batch (input: blocking or prefetch)");
+    }
+    config.input = InputPipeline::kPreloaded;
   }
   read_input_distribution(workload, config);
   // TorchRec's TrainPipelineSparseDist.progress returns the output without reading the loss.
@@ -1015,7 +1026,9 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"cuda_graphs", "the step replayed as a captured CUDA graph (DeepLearningExamples' DLRM)"},
       {"loss_to_host",
        "the loss is copied to the host every step (the host waits for the forward)"},
-      {"input", "how a batch reaches the GPU: blocking copies, or prefetched on a side stream"},
+      {"input",
+       "how a batch reaches the GPU: blocking copies, prefetched on a side stream, or already "
+       "there (inference)"},
       {"input_dist",
        "how ranks get their lookups' indices: loaded locally, or TorchRec's all-to-alls"},
       {"train_pipeline",

@@ -54,6 +54,11 @@
 //                                  #   on a side stream after the optimizer step, from pageable
 //                                  #   memory, so the CPU is held for the copies; the compute
 //                                  #   stream waits for them before the forward; mode train only)
+//                                  #   | preloaded (mode inference: the batch is on the device
+//                                  #   before the timed step starts, as DeepLearningExamples'
+//                                  #   inference benchmark has it: its DataLoader's collate,
+//                                  #   dlrm/data/utils.py collate_split_tensors, copies it; the
+//                                  #   step's .to() calls move nothing)
 //     input_dist: local            # how each rank gets the indices its lookups read: local
 //                                  #   (default; dlrm_s_pytorch.py and DeepLearningExamples:
 //                                  #   each rank's loader reads its own tables' indices for the
@@ -321,6 +326,10 @@ enum class InputPipeline : uint8_t {
   /// Copied for the next step on a side stream after the optimizer step (DeepLearningExamples
   /// dlrm/data/utils.py prefetcher); the compute stream waits for them before the forward.
   kPrefetch,
+  /// Mode inference: on the device before the step (DeepLearningExamples' inference benchmark,
+  /// whose DataLoader collate copies the batch before the timed step); the step's .to() calls
+  /// are host ops that copy nothing.
+  kPreloaded,
 };
 
 /// How each rank gets the sparse indices its lookups read.

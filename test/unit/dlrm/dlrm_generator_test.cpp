@@ -1273,6 +1273,42 @@ TEST(DlrmGenerator, GraphedInferenceReplaysTheForwardInOneGraphLaunch) {
   EXPECT_THROW(config_of(graphed.c_str(), 2), ConfigError);
 }
 
+// input: preloaded (DeepLearningExamples' inference benchmark, whose DataLoader puts the batch on
+// the GPU before the timed step): the step's two .to() calls copy nothing and wait for nothing;
+// the host waits once for the scores. With CUDA graphs only the static inputs' device-to-device
+// copies remain. A model run in fp16 casts the fp32 dense features first. Training refuses it.
+TEST(DlrmGenerator, PreloadedInferenceCopiesNothingToTheDevice) {
+  const std::string inference = std::string(kTiny) + "  mode: inference\n";
+  const std::string preloaded = inference + "  input: preloaded\n";
+  TaskGraph copied;
+  generate_dlrm(config_of(inference.c_str(), 1), inputs_of(1, 2), copied);
+  TaskGraph g;
+  generate_dlrm(config_of(preloaded.c_str(), 1), inputs_of(1, 2), g);
+  EXPECT_EQ(copies_of(copied, 0).size(), 6U);
+  EXPECT_TRUE(copies_of(g, 0).empty());
+  EXPECT_EQ(count(g, 0).host_syncs, 2);  // the scores, each iteration
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kCpuOp, "aten::to").size(), 2U * 2U);
+  TaskGraph graphed;
+  generate_dlrm(config_of((preloaded + "  cuda_graphs: true\n").c_str(), 1), inputs_of(1, 2),
+                graphed);
+  EXPECT_EQ(copies_of(graphed, 0).size(), 2U * 2U);  // static dense and categorical
+  UnitKernelCost kernels;
+  UnitCollectiveCost collectives;
+  EXPECT_EQ(run_graph(g, 1, kernels, collectives).tasks_done, g.task_count());
+  EXPECT_EQ(run_graph(graphed, 1, kernels, collectives).tasks_done, graphed.task_count());
+  const std::string fp16 = with(kTiny, "global_batch: 8",
+                                "global_batch: 8\n  dtype: fp16\n  mode: inference\n"
+                                "  input: preloaded");
+  TaskGraph half;
+  generate_dlrm(config_of(fp16.c_str(), 1), inputs_of(1, 1), half);
+  // The first kernel casts the 8 x 4 fp32 dense features to fp16.
+  const std::vector<KernelDesc> casts = kernels_of(half, 0, "aten::copy_");
+  ASSERT_FALSE(casts.empty());
+  EXPECT_EQ(casts.front().bytes_read, 8.0 * 4 * 4);
+  EXPECT_EQ(casts.front().dtype, DType::kFp16);
+  EXPECT_THROW(config_of((std::string(kTiny) + "  input: preloaded\n").c_str(), 1), ConfigError);
+}
+
 // cuda_graphs in training (DeepLearningExamples' CudaGraphWrapper): per rank and iteration the
 // prefetched batch is copied into the static inputs (dense, indices, targets), then ONE
 // cudaGraphLaunch enqueues the forward, the loss and the scaled backward with their

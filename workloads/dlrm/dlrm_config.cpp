@@ -524,11 +524,8 @@ void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
     config.interaction = DlrmInteraction::kDcnV2;
     config.cross_layers = workload.get_int_in_or("cross_layers", 1, 64, 3);
     config.cross_rank = workload.get_int_in_or("cross_rank", 1, int64_t{1} << 16, 512);
-    if (workload.has("interaction_kernel")) {
-      workload.child("interaction_kernel")
-          .fail("chooses the dot interaction's kernels; interaction is dcnv2");
-    }
-  } else if (workload.get_choice_or("interaction_kernel", {"aten", "fused"}, "aten") == "fused") {
+  }
+  if (workload.get_choice_or("interaction_kernel", {"aten", "fused"}, "aten") == "fused") {
     config.interaction_kernel = InteractionKernel::kFused;
   }
   if (workload.get_choice_or("mlp_kernels", {"aten", "apex_fused"}, "aten") == "apex_fused") {
@@ -1017,7 +1014,8 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"top_mlp[]", "the top MLP's layer widths; the last is 1 (the logit)"},
       {"interaction", "how the bottom MLP output meets the pooled embeddings: dot or DCN V2"},
       {"interaction_kernel",
-       "dot interaction as ATen ops or as DeepLearningExamples' fused kernel"},
+       "interaction as ATen ops, or fused: DeepLearningExamples' dot kernel, HugeCTR's cross "
+       "layer"},
       {"mlp_kernels", "MLP layers as ATen addmm + relu or as apex's fused MLP"},
       {"master_weights",
        "mixed precision as torch.autocast runs it: fp32 parameters and optimizer"},

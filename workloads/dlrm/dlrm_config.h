@@ -101,9 +101,16 @@
 //                                  #   and the pooled embeddings (Naumov et al., 2019); dcnv2:
 //                                  #   a low-rank cross network over their concatenation (Wang
 //                                  #   et al., DCN V2, WWW 2021; MLPerf DLRMv2), then the top MLP
-//     interaction_kernel: aten     # dot only: aten (default; dlrm_s_pytorch.py's cat, bmm, index
-//                                  #   and cat) | fused (DeepLearningExamples' cuda_dot: one
-//                                  #   kernel forward, one backward)
+//     interaction_kernel: aten     # aten (default; dot: dlrm_s_pytorch.py's cat, bmm, index
+//                                  #   and cat; dcnv2: TorchRec LowRankCrossNet's GEMMs and
+//                                  #   elementwise ops) | fused (dot: DeepLearningExamples'
+//                                  #   cuda_dot, one kernel forward, one backward; dcnv2:
+//                                  #   HugeCTR's MultiCrossLayer with projection_dim, as NVIDIA's
+//                                  #   MLPerf DLRM-DCNv2 runs it: per layer two cuBLASLt GEMMs,
+//                                  #   the second with the bias in its epilogue, and one fused
+//                                  #   x0 * h + x_l kernel; backward per layer one fused kernel
+//                                  #   and four GEMMs, the last adding the incoming gradient as
+//                                  #   its C operand)
 //     mlp_kernels: aten            # aten (default: addmm and relu per layer, each its own host
 //                                  #   op) | apex_fused (apex.mlp.MLP, DeepLearningExamples'
 //                                  #   CppMlp: one host op per MLP, per layer a GEMM and a fused
@@ -354,8 +361,10 @@ enum class TrainPipeline : uint8_t {
 
 /// Which kernels compute the dot interaction.
 enum class InteractionKernel : uint8_t {
-  kAten,   ///< cat, bmm, index (tril) and cat (dlrm_s_pytorch.py interact_features)
-  kFused,  ///< one kernel each way (DeepLearningExamples' cuda_dot)
+  kAten,  ///< cat, bmm, index (tril) and cat (dlrm_s_pytorch.py interact_features)
+  /// dot: one kernel each way (DeepLearningExamples' cuda_dot); dcnv2: HugeCTR's fused
+  /// MultiCrossLayer (interaction_emitter.h)
+  kFused,
 };
 
 /// Which kernels run the MLPs' ReLU layers.

@@ -130,6 +130,10 @@ void InteractionEmitter::cross_network_forward() {
       ops_.cast_parameter(h, n);      // bias_l
       h.end();
     }
+    if (config_.interaction_kernel == InteractionKernel::kFused) {
+      fused_cross_layer_forward();
+      continue;
+    }
     ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
                        gemm_kernel(dtype_, 1, plan_.local_batch, r, n));
     ops_.single_kernel("aten::linear", pytorch::gemm_kernel_name(dtype_, "mm"), "aten::mm",
@@ -143,7 +147,66 @@ void InteractionEmitter::cross_network_forward() {
   }
 }
 
+void InteractionEmitter::fused_cross_layer_forward() {
+  const int64_t b = plan_.local_batch;
+  const int64_t n = config_.cross_width();
+  const int64_t r = config_.cross_rank;
+  HostOp h = ops_.host_op("MultiCrossLayer::fprop");
+  // XU = x_l U, then h = XU V + bias (the bias in the cuBLASLt epilogue).
+  h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
+           gemm_kernel(dtype_, 1, b, r, n));
+  h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
+           gemm_kernel(dtype_, 1, b, n, r));
+  // fused_matrix_elementwise_dot_add: x_{l+1} = x0 * h + x_l, reading h, x0 and x_l.
+  h.kernel("fused_matrix_elementwise_dot_add", "MultiCrossLayer::fprop",
+           pointwise(MemoryOp::kBinary, dtype_, as_double(b * n), 2, 3, 1));
+  h.end();
+}
+
+void InteractionEmitter::fused_cross_network_backward(DdpModule& top, size_t ready_params) {
+  const int64_t b = plan_.local_batch;
+  const int64_t n = config_.cross_width();
+  const int64_t r = config_.cross_rank;
+  const double elements = as_double(b * n);
+  const double e = as_double(dtype_bytes(dtype_));
+  {
+    HostOp h = ops_.host_op("MultiCrossLayer::bprop");
+    // cudaMemsetAsync of the dx accumulator.
+    KernelDesc zero = pointwise(MemoryOp::kCopy, dtype_, elements, 0, 0, 1);
+    h.kernel("memset", "cudaMemsetAsync", zero);
+    for (int64_t l = config_.cross_layers; l-- > 0;) {
+      // fused_mul_fma3: S0 = dY * x0 and dx += dY * h (reads dY, x0, h, dx; writes S0, dx).
+      h.kernel("fused_mul_fma3", "MultiCrossLayer::bprop",
+               pointwise(MemoryOp::kBinary, dtype_, elements, 3, 4, 2));
+      // dV (+ the bias gradient) = XU^T S0; S1 = S0 V^T; dU = x_l^T S1 (dV, dU accumulate:
+      // beta 1); dY_{l-1} = S1 U^T + dY_l, dY_l the C operand.
+      KernelDesc add_into = gemm_kernel(dtype_, 1, b, n, r);
+      add_into.bytes_read += elements * e;
+      for (const KernelDesc& gemm :
+           {gemm_kernel(dtype_, 1, r, n, b), gemm_kernel(dtype_, 1, b, r, n),
+            gemm_kernel(dtype_, 1, n, r, b), add_into}) {
+        h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul", gemm);
+      }
+    }
+    // matrix_add: the gradient of x0 is the accumulated dx plus the first layer's dY.
+    h.kernel("matrix_add", "MultiCrossLayer::bprop",
+             pointwise(MemoryOp::kBinary, dtype_, elements, 1, 2, 1));
+    h.end();
+  }
+  for (int64_t l = config_.cross_layers; l-- > 0;) {
+    ops_.accumulate_grad(n);
+    ops_.accumulate_grad(n * r);
+    ops_.accumulate_grad(r * n);
+  }
+  top.reduce_ready_buckets(ops_, ready_params + 3 * static_cast<size_t>(config_.cross_layers));
+  ops_.body("CatBackward0");
+}
+
 void InteractionEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
+  if (config_.interaction_kernel == InteractionKernel::kFused) {
+    fused_cross_network_backward(top, ready_params);
+    return;
+  }
   const int64_t n = config_.cross_width();
   const int64_t r = config_.cross_rank;
   const double elements = as_double(plan_.local_batch * n);

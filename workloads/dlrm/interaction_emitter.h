@@ -44,6 +44,20 @@ class InteractionEmitter {
   /// backward computes the input and the weight gradient; an add joins x_l's two gradients.
   void cross_network_backward(DdpModule& top, size_t ready_params);
 
+  /// interaction_kernel: fused, one cross layer's forward as HugeCTR's MultiCrossLayer runs it
+  /// (HugeCTR/src/layers/multi_cross_layer.cu, MultiCrossForwardFunctorv2): XU = x_l U and
+  /// h = XU V + bias (cuBLASLt, the bias in the epilogue), then one
+  /// fused_matrix_elementwise_dot_add kernel x_{l+1} = x0 * h + x_l; one host op (HugeCTR's C++
+  /// layer).
+  void fused_cross_layer_forward();
+
+  /// interaction_kernel: fused, the cross network's backward as HugeCTR runs it
+  /// (MultiCrossBackwardFunctorv2), one host op: the dx accumulator zeroed, then per layer, last
+  /// first, one fused_mul_fma3 kernel and four GEMMs (dV with the bias gradient, S1 = S0 V^T,
+  /// dU, dY = S1 U^T + dY with dY read as C), then one add for x0's gradient. The parameters'
+  /// gradients are ready together at its end.
+  void fused_cross_network_backward(DdpModule& top, size_t ready_params);
+
   /// An aten::add of two gradients of `elements` values.
   void add_gradients(int64_t elements);
 

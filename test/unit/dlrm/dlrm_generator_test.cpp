@@ -239,6 +239,52 @@ TEST(DlrmGenerator, DcnV2CrossNetworkKernelsBucketsAndStep) {
             (std::vector<int64_t>{8, 2, 24, 24, 8, 24, 24, 8, 32, 4, 4, 1}));
 }
 
+// interaction_kernel: fused with DCNv2 (HugeCTR's MultiCrossLayer): the same GEMMs (shapes and
+// FLOPs) as TorchRec's eager cross network, the elementwise work as one fused kernel per layer
+// forward (reads h, x0, x_l; writes x_{l+1}) and one per layer backward (reads 4, writes 2),
+// plus the memset and the closing add; far fewer kernels and host ops, and a step no slower.
+TEST(DlrmGenerator, FusedDcnV2CrossLayersRunAsHugeCtrDoes) {
+  const std::string dcn =
+      std::string(kTiny) + "  interaction: dcnv2\n  cross_layers: 2\n  cross_rank: 3\n";
+  const std::string fused = dcn + "  interaction_kernel: fused\n";
+  TaskGraph eager;
+  generate_dlrm(config_of(dcn.c_str(), 2), inputs_of(2, 1), eager);
+  TaskGraph g;
+  generate_dlrm(config_of(fused.c_str(), 2), inputs_of(2, 1), g);
+  const auto gemm_flops = [](const std::vector<KernelDesc>& kernels) {
+    double flops = 0;
+    for (const KernelDesc& k : kernels)
+      flops += k.flops;
+    return flops;
+  };
+  const std::vector<KernelDesc> fused_gemms = kernels_of(g, 0, "cublasLtMatmul");
+  EXPECT_EQ(fused_gemms.size(), 2U * (2 + 4));
+  // The MLPs' backward keeps its aten::mm; the cross network's moved to cuBLASLt.
+  EXPECT_EQ(gemm_flops(fused_gemms) + gemm_flops(kernels_of(g, 0, "aten::mm")),
+            gemm_flops(kernels_of(eager, 0, "aten::mm")));
+  // b = 4 local samples x N = 8: 32 elements of 4 bytes.
+  const std::vector<KernelDesc> forward = kernels_of(g, 0, "MultiCrossLayer::fprop");
+  ASSERT_EQ(forward.size(), 2U);
+  EXPECT_EQ(forward[0].bytes_read, 3 * 32 * 4);
+  EXPECT_EQ(forward[0].bytes_written, 32 * 4);
+  const std::vector<KernelDesc> backward = kernels_of(g, 0, "MultiCrossLayer::bprop");
+  ASSERT_EQ(backward.size(), 2U + 1U);  // fused_mul_fma3 per layer, then the add
+  EXPECT_EQ(backward[0].bytes_read, 4 * 32 * 4);
+  EXPECT_EQ(backward[0].bytes_written, 2 * 32 * 4);
+  EXPECT_EQ(kernels_of(g, 0, "cudaMemsetAsync").size(), 1U);
+  EXPECT_LT(count(g, 0).kernels, count(eager, 0).kernels);
+  const auto host_ops = [](const Counts& c) { return c.op_begins + c.op_bodies; };
+  EXPECT_LT(host_ops(count(g, 0)), host_ops(count(eager, 0)));
+  const dlrm_test::UnitKernelCost kernels;
+  const dlrm_test::UnitCollectiveCost collectives;
+  TaskGraph eager_run;
+  generate_dlrm(config_of(dcn.c_str(), 2), inputs_of(2, 3), eager_run);
+  TaskGraph fused_run;
+  generate_dlrm(config_of(fused.c_str(), 2), inputs_of(2, 3), fused_run);
+  EXPECT_LT(run_graph(fused_run, 2, kernels, collectives).end,
+            run_graph(eager_run, 2, kernels, collectives).end);
+}
+
 // Row-wise Adagrad fused into the embedding backward, Adam for the dense part: FBGEMM's and
 // torch.optim's names, the fused optimizer in the backward's descriptor, its state in the table
 // memory (100 rows x (dim 2 x 4 B + 4 B)).
@@ -1403,9 +1449,14 @@ TEST(DlrmGenerator, ApexMlpAndFusedInteractionKeepTheGemmsInFewerHostOps) {
   UnitKernelCost kernels;
   UnitCollectiveCost collectives;
   EXPECT_EQ(run_graph(g, 2, kernels, collectives).tasks_done, g.task_count());
+  // With DCNv2, fused means HugeCTR's cross layer (FusedDcnV2CrossLayersRunAsHugeCtrDoes).
   const std::string dcn = with(fused.c_str(), "  top_mlp: [4, 1]\n",
                                "  top_mlp: [4, 1]\n  interaction: dcnv2\n  cross_layers: 1\n");
-  EXPECT_THROW(config_of(dcn.c_str(), 2), ConfigError);
+  EXPECT_EQ(config_of(dcn.c_str(), 2).interaction_kernel, InteractionKernel::kFused);
+  EXPECT_THROW(
+      config_of(
+          with(fused.c_str(), "interaction_kernel: fused", "interaction_kernel: cuda").c_str(), 2),
+      ConfigError);
 }
 
 }  // namespace

@@ -108,6 +108,10 @@ void DenseNetworkEmitter::mlp_forward(int64_t batch, const std::vector<int64_t>&
     return;
   }
   if (layers == 0) return;
+  if (config_.mlp_kernels == MlpKernels::kCublasLtFused) {
+    fused_layers_forward(batch, widths, layers);
+    return;
+  }
   HostOp h = ops_.host_op("MlpFunction");
   for (size_t l = 0; l < layers; ++l) {
     const int64_t in = widths[l];
@@ -133,7 +137,9 @@ void DenseNetworkEmitter::mlp_backward(int64_t batch, DdpModule& module, size_t 
     return;
   }
   if (layers == 0) return;
-  {
+  if (config_.mlp_kernels == MlpKernels::kCublasLtFused) {
+    fused_layers_backward(batch, module, layers, input_grad);
+  } else {
     HostOp h = ops_.host_op("MlpFunctionBackward");
     for (size_t l = layers; l-- > 0;) {
       const int64_t in = module.widths[l];
@@ -154,6 +160,44 @@ void DenseNetworkEmitter::mlp_backward(int64_t batch, DdpModule& module, size_t 
     ops_.accumulate_grad(module.widths[l + 1]);
   }
   module.reduce_ready_buckets(ops_, ready_before + 2 * layers);
+}
+
+void DenseNetworkEmitter::fused_layers_forward(int64_t batch, const std::vector<int64_t>& widths,
+                                               size_t layers) {
+  HostOp h = ops_.host_op("FusedReluBiasFullyConnectedLayer::fprop");
+  for (size_t l = 0; l < layers; ++l) {
+    ops_.cast_parameter(h, widths[l + 1] * widths[l]);
+    ops_.cast_parameter(h, widths[l + 1]);
+    h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
+             gemm_kernel(dtype_, 1, batch, widths[l + 1], widths[l]));
+  }
+  // The chain's last layer keeps its output as the ReLU mask (a device-to-device copy).
+  h.copy("Memcpy DtoD (relu mask)", TransferKind::kDeviceToDevice,
+         batch * widths[layers] * dtype_bytes(dtype_));
+  h.end();
+}
+
+void DenseNetworkEmitter::fused_layers_backward(int64_t batch, const DdpModule& module,
+                                                size_t layers, bool input_grad) {
+  HostOp h = ops_.host_op("FusedReluBiasFullyConnectedLayer::bprop");
+  // The last layer's dReLU and bias gradient (reverse_add_bias_and_re_kernel: reads the
+  // gradient and the mask, writes dReLU).
+  h.kernel("reverse_add_bias_and_re_kernel", "FusedReluBiasFullyConnectedLayer::bprop",
+           pointwise(MemoryOp::kRelu, dtype_, as_double(batch * module.widths[layers]), 2, 2, 1));
+  for (size_t l = layers; l-- > 0;) {
+    const int64_t in = module.widths[l];
+    const int64_t out = module.widths[l + 1];
+    // The weight gradient accumulates into its buffer (beta 1: C read).
+    KernelDesc wgrad = gemm_kernel(dtype_, 1, out, in, batch);
+    wgrad.bytes_read += as_double(out * in * dtype_bytes(dtype_));
+    h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasGemmEx", wgrad);
+    // The input gradient; its epilogue computes the layer below's dReLU and bias gradient.
+    if (l > 0 || input_grad) {
+      h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
+               gemm_kernel(dtype_, 1, batch, in, out));
+    }
+  }
+  h.end();
 }
 
 void DenseNetworkEmitter::linear_backward(int64_t batch, const DdpModule& module, size_t layer,

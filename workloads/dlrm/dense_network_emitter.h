@@ -63,6 +63,21 @@ class DenseNetworkEmitter {
   void mlp_backward(int64_t batch, DdpModule& module, size_t layers, bool input_grad,
                     size_t ready_before);
 
+  /// mlp_kernels cublaslt_fused, HugeCTR's FusedReluBiasFullyConnectedLayer chain
+  /// (HugeCTR/src/layers/fused_relu_bias_fully_connected_layer.cu), one host op (HugeCTR's C++
+  /// layers): per layer one cuBLASLt GEMM with the bias and ReLU in its epilogue
+  /// (CUBLASLT_EPILOGUE_RELU_AUX_BIAS; the aux mask's bytes are not priced), then the last
+  /// layer's output copied as its ReLU mask.
+  void fused_layers_forward(int64_t batch, const std::vector<int64_t>& widths, size_t layers);
+
+  /// Its backward, one host op: the last layer's dReLU and bias gradient
+  /// (reverse_add_bias_and_re_kernel), then per layer, last first, the weight-gradient GEMM
+  /// (accumulating, beta 1) and, where an input gradient is needed, the input-gradient GEMM
+  /// whose epilogue (CUBLASLT_EPILOGUE_DRELU_BGRAD) is the layer below's dReLU and bias
+  /// gradient.
+  void fused_layers_backward(int64_t batch, const DdpModule& module, size_t layers,
+                             bool input_grad);
+
   /// AddmmBackward0 of a layer in -> out (Lin et al., TPDS 2024): grad input = grad_out W
   /// (m = b, n = in, k = out) when the input needs a gradient, grad weight = grad_out^T x
   /// (m = out, n = in, k = b), bias gradient = column sum of grad_out (seed 2.6: F = 1, A = 1).

@@ -528,7 +528,10 @@ void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
   if (workload.get_choice_or("interaction_kernel", {"aten", "fused"}, "aten") == "fused") {
     config.interaction_kernel = InteractionKernel::kFused;
   }
-  if (workload.get_choice_or("mlp_kernels", {"aten", "apex_fused"}, "aten") == "apex_fused") {
+  const std::string mlp_kernels =
+      workload.get_choice_or("mlp_kernels", {"aten", "apex_fused", "cublaslt_fused"}, "aten");
+  if (mlp_kernels == "cublaslt_fused") config.mlp_kernels = MlpKernels::kCublasLtFused;
+  if (mlp_kernels == "apex_fused") {
     config.mlp_kernels = MlpKernels::kApexFused;
   }
 }
@@ -1016,7 +1019,9 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"interaction_kernel",
        "interaction as ATen ops, or fused: DeepLearningExamples' dot kernel, HugeCTR's cross "
        "layer"},
-      {"mlp_kernels", "MLP layers as ATen addmm + relu or as apex's fused MLP"},
+      {"mlp_kernels",
+       "MLP layers as ATen addmm + relu, apex's fused MLP, or HugeCTR's cuBLASLt-epilogue "
+       "layers"},
       {"master_weights",
        "mixed precision as torch.autocast runs it: fp32 parameters and optimizer"},
       {"grad_scaler",

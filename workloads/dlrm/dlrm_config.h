@@ -114,8 +114,15 @@
 //     mlp_kernels: aten            # aten (default: addmm and relu per layer, each its own host
 //                                  #   op) | apex_fused (apex.mlp.MLP, DeepLearningExamples'
 //                                  #   CppMlp: one host op per MLP, per layer a GEMM and a fused
-//                                  #   bias + ReLU kernel; backward likewise); the top MLP's last
-//                                  #   layer stays an nn.Linear
+//                                  #   bias + ReLU kernel; backward likewise) | cublaslt_fused
+//                                  #   (HugeCTR's FusedReluBiasFullyConnectedLayer chain, NVIDIA's
+//                                  #   MLPerf DLRM: per layer one cuBLASLt GEMM with bias and
+//                                  #   ReLU in its epilogue, the chain's output copied as the
+//                                  #   ReLU mask; backward one dReLU + bias-gradient kernel for
+//                                  #   the last layer, then per layer the weight-gradient GEMM and
+//                                  #   the input-gradient GEMM whose epilogue takes the layer
+//                                  #   below's dReLU and bias gradient); the top MLP's last layer
+//                                  #   stays an nn.Linear
 //     cross_layers: 3              # dcnv2 only: cross layers, 1 .. 64 (default 3, MLPerf DLRMv2)
 //     cross_rank: 512              # dcnv2 only: low-rank projection, 1 .. 2^16 (default 512,
 //                                  #   MLPerf DLRMv2's dcn_low_rank_dim)
@@ -371,6 +378,9 @@ enum class InteractionKernel : uint8_t {
 enum class MlpKernels : uint8_t {
   kAten,       ///< nn.Linear + nn.ReLU: addmm and relu per layer, each its own host op
   kApexFused,  ///< apex.mlp.MLP: one host op per MLP, GEMM + fused bias-ReLU per layer
+  /// HugeCTR's FusedReluBiasFullyConnectedLayer chain: one GEMM per layer, its epilogue the bias
+  /// and ReLU forward, the dReLU and bias gradient backward
+  kCublasLtFused,
 };
 
 /// How the dense features and the pooled embeddings meet before the top MLP.

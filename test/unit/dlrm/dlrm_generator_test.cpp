@@ -1409,6 +1409,42 @@ TEST(DlrmGenerator, GraphedTrainingReplaysForwardAndBackwardInOneGraphLaunch) {
       ConfigError);
 }
 
+// mlp_kernels cublaslt_fused (HugeCTR's FusedReluBiasFullyConnectedLayer chain): per MLP one
+// host op, per ReLU layer one GEMM (the bias and ReLU in its epilogue) and the chain's output
+// copied as the ReLU mask; backward the last layer's dReLU kernel, then per layer the
+// accumulating weight-gradient GEMM and, where needed, the input-gradient GEMM. The GEMMs are
+// apex's; no bias-ReLU kernels.
+TEST(DlrmGenerator, CublasLtFusedMlpIsOneGemmPerLayerWithItsEpilogue) {
+  const std::string apex = std::string(kTiny) + "  mlp_kernels: apex_fused\n";
+  const std::string fused = std::string(kTiny) + "  mlp_kernels: cublaslt_fused\n";
+  TaskGraph a;
+  generate_dlrm(config_of(apex.c_str(), 2), inputs_of(2, 1), a);
+  TaskGraph g;
+  generate_dlrm(config_of(fused.c_str(), 2), inputs_of(2, 1), g);
+  // Bottom [4, 2]: 1 ReLU layer; top [8, 4, 1]: 1 ReLU layer, then the nn.Linear.
+  const std::vector<KernelDesc> forward = kernels_of(g, 0, "cublasLtMatmul");
+  const std::vector<KernelDesc> wgrad = kernels_of(g, 0, "cublasGemmEx");
+  EXPECT_EQ(forward.size(), 2U + 1U);  // two forward GEMMs, the top layer's input gradient
+  EXPECT_EQ(wgrad.size(), 2U);
+  EXPECT_EQ(kernels_of(g, 0, "FusedReluBiasFullyConnectedLayer::bprop").size(), 2U);
+  EXPECT_TRUE(kernels_of(g, 0, "apex::mlp_forward").empty());
+  EXPECT_EQ(tasks_named(g, 0, TaskKind::kCpuOp, "FusedReluBiasFullyConnectedLayer::fprop").size(),
+            2U * 2);  // begin, end
+  const auto flops = [](const std::vector<KernelDesc>& kernels) {
+    double sum = 0;
+    for (const KernelDesc& k : kernels)
+      if (k.cls == KernelClass::kGemm) sum += k.flops;
+    return sum;
+  };
+  EXPECT_EQ(flops(forward) + flops(wgrad), flops(kernels_of(a, 0, "apex::mlp_forward")) +
+                                               flops(kernels_of(a, 0, "apex::mlp_backward")));
+  // One relu mask copy per MLP: 4 samples x 2 and 4 x 4 fp32 values.
+  EXPECT_EQ(copies_of(g, 0).size(), copies_of(a, 0).size() + 2);
+  UnitKernelCost kernels;
+  UnitCollectiveCost collectives;
+  EXPECT_EQ(run_graph(g, 2, kernels, collectives).tasks_done, g.task_count());
+}
+
 // mlp_kernels apex_fused: one host op per MLP (apex.mlp.MLP), per layer a GEMM and a fused
 // bias-ReLU kernel forward, a bias-ReLU backward kernel and its GEMMs backward; the top MLP's
 // last layer stays an nn.Linear. interaction_kernel fused: one kernel each way. Same GEMMs.

@@ -334,9 +334,8 @@ void search_types(const ShardOptions& options, const PlatformTables& base, Shard
   ranking.search_choices = sharding_type_choices(base.config.embedding_dim, ranks, nodes);
   if (base.config.two_d.sharding_group_size != 0) {
     // dlrm_config.h refuses hybrid tables under two_d (TorchRec's DMPCollection has none).
-    std::erase_if(ranking.search_choices, [](const TypeChoice& c) {
-      return c.type == EmbeddingShardingType::kHybrid;
-    });
+    std::erase_if(ranking.search_choices,
+                  [](const TypeChoice& c) { return c.type == EmbeddingShardingType::kHybrid; });
   }
 
   // The fastest fitting sharder places the table-wise pieces.

@@ -245,6 +245,20 @@ void add_replica_sync_groups(const DlrmConfig& config, const DlrmGraph& built, u
   }
 }
 
+/// Table-row-wise: the ranks of node `node` (its `local` ranks in order).
+std::vector<RankId> node_members(const DlrmGraph& built, uint32_t node, uint32_t local) {
+  return {built.ranks.begin() + node * local, built.ranks.begin() + (node + 1) * local};
+}
+
+/// Table-row-wise: local rank `local_rank` of every one of `nodes` nodes (one rail).
+std::vector<RankId> rail_members(const DlrmGraph& built, uint32_t local_rank, uint32_t local,
+                                 uint32_t nodes) {
+  std::vector<RankId> members;
+  for (uint32_t k = 0; k < nodes; ++k)
+    members.push_back(built.ranks[k * local + local_rank]);
+  return members;
+}
+
 /// One batch's forward exchange, one ForwardExchangeGroups per sharding group (`label`, when
 /// not empty, names the batch in the collectives' names): the all-to-all and the row-wise
 /// reduce-scatter of each sharding group, then table-row-wise's reduce-scatter per node and
@@ -276,19 +290,18 @@ std::vector<ForwardExchangeGroups> add_forward_exchange_groups(
   if (!exchange.table_row_wise) return out;
   for (uint32_t k = 0; k < nodes && local > 1; ++k) {
     if (sizes.node_tables[k] == 0) continue;
-    const std::vector<RankId> members(built.ranks.begin() + k * local,
-                                      built.ranks.begin() + (k + 1) * local);
     const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
     groups.node_reduce_scatter[k] = graph.add_collective_group(
-        CollectiveDesc{CollectiveKind::kReduceScatter, members, config.global_batch * values, {}},
+        CollectiveDesc{CollectiveKind::kReduceScatter,
+                       node_members(built, k, local),
+                       config.global_batch * values,
+                       {}},
         fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd{}", k, batch));
   }
   for (uint32_t j = 0; j < local && nodes > 1; ++j) {
-    std::vector<RankId> members;
-    for (uint32_t k = 0; k < nodes; ++k)
-      members.push_back(built.ranks[k * local + j]);
     groups.cross_all_to_all[j] = graph.add_collective_group(
-        CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_forward},
+        CollectiveDesc{CollectiveKind::kAllToAll, rail_members(built, j, local, nodes), 0,
+                       sizes.cross_forward},
         fmt::format("ncclKernel_AllToAll table-row-wise local rank {} fwd{}", j, batch));
   }
   return out;
@@ -384,20 +397,18 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
     if (exchange.table_row_wise) {
       for (uint32_t k = 0; k < nodes && local > 1; ++k) {
         if (sizes.node_tables[k] == 0) continue;
-        const std::vector<RankId> members(built.ranks.begin() + k * local,
-                                          built.ranks.begin() + (k + 1) * local);
         const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
         groups.node_all_gather[k] = graph.add_collective_group(
-            CollectiveDesc{
-                CollectiveKind::kAllGather, members, config.global_batch / local * values, {}},
+            CollectiveDesc{CollectiveKind::kAllGather,
+                           node_members(built, k, local),
+                           config.global_batch / local * values,
+                           {}},
             fmt::format("ncclKernel_AllGather table-row-wise node {} bwd", k));
       }
       for (uint32_t j = 0; j < local && nodes > 1; ++j) {
-        std::vector<RankId> members;
-        for (uint32_t k = 0; k < nodes; ++k)
-          members.push_back(built.ranks[k * local + j]);
         groups.cross_a2a_backward[j] = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllToAll, members, 0, sizes.cross_backward},
+            CollectiveDesc{CollectiveKind::kAllToAll, rail_members(built, j, local, nodes), 0,
+                           sizes.cross_backward},
             fmt::format("ncclKernel_AllToAll table-row-wise local rank {} bwd", j));
       }
     }

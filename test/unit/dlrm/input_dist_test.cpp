@@ -199,20 +199,22 @@ TEST(InputDist, TrainPipelineSparseDistDistributesTheNextBatchDuringThisOne) {
   std::printf("per step: sequential %.1f us, pipelined %.1f us\n", sequential_us, pipelined_us);
 }
 
+/// Stream waits launched by host op `op`.
+size_t stream_waits_by(const TaskGraph& g, std::string_view op) {
+  size_t n = 0;
+  for (TaskId id = 0; id < g.task_count(); ++id) {
+    const Task& t = g.task(id);
+    if (t.kind == TaskKind::kStreamWait && g.name(g.task(g.launcher_of(id)).op_name) == op) ++n;
+  }
+  return n;
+}
+
 // One rank distributes nothing, but the pipelined step still waits for its batch's copy: the
 // compute stream waits on the memcpy stream once a step.
 TEST(InputDist, OneRankPipelinedStepWaitsForItsBatchCopy) {
   TaskGraph g;
   generate_dlrm(config_of(tiny(kTableWise, kPipelined), 1), inputs_of(1, 3), g);
-  size_t waits_for_copy = 0;
-  for (TaskId id = 0; id < g.task_count(); ++id) {
-    const Task& t = g.task(id);
-    if (t.kind == TaskKind::kStreamWait &&
-        g.name(g.task(g.launcher_of(id)).op_name) == "torch.cuda.Stream.wait_stream") {
-      ++waits_for_copy;
-    }
-  }
-  EXPECT_EQ(waits_for_copy, 3U);
+  EXPECT_EQ(stream_waits_by(g, "torch.cuda.Stream.wait_stream"), 3U);
   EXPECT_EQ(collectives_named(g, 0, "input_dist"), 0U);
   EXPECT_GT(run_end(g, 1), Time::zero());
 }
@@ -341,15 +343,7 @@ TEST(InputDist, TrainPipelineSemiSyncTradesTheBottomMlpOverlapForTheBackwardOne)
 TEST(InputDist, OneRankSemiSyncLookupWaitsForItsBatchCopyEvent) {
   TaskGraph g;
   generate_dlrm(config_of(tiny(kTableWise, kSemiSync), 1), inputs_of(1, 3), g);
-  size_t waits = 0;
-  for (TaskId id = 0; id < g.task_count(); ++id) {
-    const Task& t = g.task(id);
-    if (t.kind == TaskKind::kStreamWait &&
-        g.name(g.task(g.launcher_of(id)).op_name) == "torch.cuda.Stream.wait_event") {
-      ++waits;
-    }
-  }
-  EXPECT_EQ(waits, 4U);
+  EXPECT_EQ(stream_waits_by(g, "torch.cuda.Stream.wait_event"), 4U);
   EXPECT_EQ(collectives_named(g, 0, "input_dist"), 0U);
   EXPECT_GT(run_end(g, 1), Time::zero());
 }

@@ -180,11 +180,14 @@ void InteractionEmitter::fused_cross_network_backward(DdpModule& top, size_t rea
                pointwise(MemoryOp::kBinary, dtype_, elements, 3, 4, 2));
       // dV (+ the bias gradient) = XU^T S0; S1 = S0 V^T; dU = x_l^T S1 (dV, dU accumulate:
       // beta 1); dY_{l-1} = S1 U^T + dY_l, dY_l the C operand.
-      KernelDesc add_into = gemm_kernel(dtype_, 1, b, n, r);
-      add_into.bytes_read += elements * e;
-      for (const KernelDesc& gemm :
-           {gemm_kernel(dtype_, 1, r, n, b), gemm_kernel(dtype_, 1, b, r, n),
-            gemm_kernel(dtype_, 1, n, r, b), add_into}) {
+      // Each beta-1 GEMM reads its C operand too.
+      const auto reading_c = [&](int64_t m, int64_t cols, int64_t k) {
+        KernelDesc gemm = gemm_kernel(dtype_, 1, m, cols, k);
+        gemm.bytes_read += as_double(m * cols) * e;
+        return gemm;
+      };
+      for (const KernelDesc& gemm : {reading_c(r, n, b), gemm_kernel(dtype_, 1, b, r, n),
+                                     reading_c(n, r, b), reading_c(b, n, r)}) {
         h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul", gemm);
       }
     }

@@ -155,11 +155,12 @@ constexpr double kDleBound = 0.12;
 /// DataLoader fetch, not the rest of the Python in between.
 constexpr double kDleRowBound = 0.25;
 /// DeepLearningExamples' inference rows with CUDA graphs off (dle-dlrm-inference) are bounded by
-/// 25% instead of --bound. Their small batches are host-bound on DLE's eager forward, whose
-/// Python (module calls, apex's MlpFunction, the custom autograd functions) costs 80-190 us more
-/// than the per-op host model, fitted on TorchRec's traces (host/v100_pytorch_kineto.yaml),
-/// prices; the same rows with CUDA graphs on (dle-dlrm-inference-graphs), whose host work is one
-/// replay, check the GPU work and the timing window under --bound.
+/// 25% instead of --bound. Their small batches are host-bound on DLE's eager forward, whose host
+/// time the per-op host model, fitted on TorchRec's traces (host/v100_pytorch_kineto.yaml),
+/// prices 80-190 us short (most likely the forward's Python: module calls, apex's MlpFunction,
+/// the custom autograd functions; no trace here measures it); the same rows with CUDA graphs on
+/// (dle-dlrm-inference-graphs), whose host work is one replay, check the GPU work and the timing
+/// window under --bound.
 constexpr std::string_view kDleInferenceEager = "dle-dlrm-inference";
 constexpr double kDleInferenceEagerBound = 0.25;
 

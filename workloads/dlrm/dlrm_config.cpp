@@ -436,7 +436,8 @@ void read_input_distribution(const ConfigNode& workload, DlrmConfig& config) {
       pipeline == "semi_sync" ? TrainPipeline::kSemiSync : TrainPipeline::kSparseDist;
 }
 
-/// `loss_to_host`, `input` (blocking, or prefetch in training) and `cuda_graphs`.
+/// `loss_to_host`, `input` (blocking; prefetch in training; preloaded in inference) and
+/// `cuda_graphs`.
 void read_input_pipeline(const ConfigNode& workload, DlrmConfig& config, uint32_t ranks) {
   const bool training = config.mode == DlrmMode::kTrain;
   const std::string input =

@@ -33,8 +33,8 @@ struct ForwardExchangeGroups {
   std::vector<CollectiveId> cross_all_to_all;
 };
 
-/// Collective groups of one iteration, in the order every rank's comm stream runs them (a group
-/// the run does not have is left at 0 and never launched).
+/// Collective groups of one iteration, which every rank launches in the same order
+/// (rank_emitter.h; a group the run does not have is left at 0 and never launched).
 struct IterationGroups {
   /// The input distribution of this iteration's batch; under train_pipeline: sparse_dist of the
   /// next one's (its splits before this batch's forward, its tensors after it); under

@@ -308,9 +308,11 @@ std::vector<ForwardExchangeGroups> add_forward_exchange_groups(
 }
 
 /// The collective groups of iteration `it`, one IterationGroups per sharding group (the DDP
-/// buckets' and the data-parallel tables' shared by all: they span every rank), in the order
-/// every rank's comm stream runs them. Groups are added in that order, each step for every
-/// sharding group in turn.
+/// buckets' and the data-parallel tables' shared by all: they span every rank). Groups are added
+/// step by step, each step for every sharding group in turn: a batch's input distribution
+/// (splits, lengths, values) as one step, although a pipelined rank launches the batch's forward
+/// exchange between its splits and its tensors; every rank launches them in the same order
+/// (rank_emitter.h), which is what the comm streams need.
 std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, const DlrmGraph& built,
                                                   const EmbeddingExchange& exchange,
                                                   const ExchangeSizes& sizes,

@@ -182,9 +182,7 @@ void RankEmitter::dense_forward(const EmbeddingEmitter::PendingExchange& embeddi
 void RankEmitter::semi_sync_backward(const IterationGroups& groups, DdpModule& top,
                                      DdpModule& bottom) {
   // `torch.sum(losses).backward()`: the dense graph down to the detached pooled embeddings.
-  dense_.loss_backward();
-  dense_.top_backward(top);
-  interaction_.backward(top, 2 * (top_widths_.size() - 1));
+  head_backward(top);
   if (plan_.bottom_batch > 0) dense_.bottom_backward(bottom);
   if (ops_.distributed()) {
     finalize_ddp_backward(ops_, top.done_events);
@@ -198,6 +196,13 @@ void RankEmitter::semi_sync_backward(const IterationGroups& groups, DdpModule& t
   if (ops_.distributed() && exchange_.data_parallel) {
     finalize_ddp_backward(ops_, data_parallel_done);
   }
+}
+
+void RankEmitter::head_backward(DdpModule& top) {
+  dense_.loss_backward();
+  dense_.top_backward(top);
+  // The top MLP's weights and biases have their gradients before the interaction's.
+  interaction_.backward(top, 2 * (top_widths_.size() - 1));
 }
 
 void RankEmitter::end_of_loop(uint32_t iterations) {
@@ -232,9 +237,7 @@ void RankEmitter::forward(const IterationGroups& groups,
 
 void RankEmitter::backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom) {
   optimizer_.zero_grad();
-  dense_.loss_backward();
-  dense_.top_backward(top);
-  interaction_.backward(top, 2 * (top_widths_.size() - 1));
+  head_backward(top);
   const EmbeddingEmitter::PendingExchange pending = embeddings_.send_backward(groups);
   // The bottom MLP's backward overlaps the exchange; hybrid parallel: it waits for its output's
   // gradients of every rank's samples, which arrive in the all-to-all in the payload dtype.

@@ -105,6 +105,9 @@ class RankEmitter {
   /// data-parallel tables' all-reduce.
   void semi_sync_backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom);
 
+  /// The loss's, the top MLP's and the interaction's backward (their parameters join `top`).
+  void head_backward(DdpModule& top);
+
   /// The loss's and the top MLP's backward, the interaction's, the embedding exchange's
   /// overlapped with the bottom MLP's, the lookups', then DDP's wait for its all-reduces.
   void backward(const IterationGroups& groups, DdpModule& top, DdpModule& bottom);

@@ -161,22 +161,23 @@ void RunSummaryObserver::on_task_end(TaskId task, Time at) {
 void RunSummaryObserver::on_links_declared(std::span<const LinkInfo> links) {
   links_.clear();
   for (const LinkInfo& l : links)
-    links_.push_back(LinkLog{LinkUsage{l.name, l.capacity, 0.0, {}}, 0.0, Time::zero()});
+    links_.push_back(LinkUsage{l.name, l.capacity, 0.0, {}});
+  link_meters_.assign(links.size(), LinkMeter{});
 }
 
 void RunSummaryObserver::on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t) {
-  if (link >= links_.size()) return;
-  LinkLog& l = links_[link];
-  const Duration elapsed = at - l.since;
-  l.usage.bytes += l.rate * elapsed.seconds();
-  if (l.rate > 0.0) l.usage.busy += elapsed;
-  l.rate = rate.bytes_per_second();
-  l.since = at;
+  if (link >= link_meters_.size()) return;
+  LinkMeter& m = link_meters_[link];
+  const Duration elapsed = at - m.since;
+  m.bytes += m.rate * elapsed.seconds();
+  if (m.rate > 0.0) m.busy += elapsed;
+  m.rate = rate.bytes_per_second();
+  m.since = at;
 }
 
 void RunSummaryObserver::on_run_end(Time at) {
-  for (uint32_t i = 0; i < links_.size(); ++i) {
-    if (links_[i].rate > 0.0) on_link_rate(i, at, Bandwidth{}, 0);
+  for (uint32_t i = 0; i < link_meters_.size(); ++i) {
+    if (link_meters_[i].rate > 0.0) on_link_rate(i, at, Bandwidth{}, 0);
   }
   end_ = at;
   ended_ = true;
@@ -245,8 +246,13 @@ RunSummary RunSummaryObserver::summary() const {
     out.predicted_iteration_time = max(out.predicted_iteration_time, b.iteration_time);
     out.ranks.push_back(std::move(b));
   }
-  for (const LinkLog& l : links_) {
-    if (l.usage.bytes > 0.0) out.links.push_back(l.usage);
+  for (size_t i = 0; i < links_.size(); ++i) {
+    const LinkMeter& m = link_meters_[i];
+    if (!(m.bytes > 0.0)) continue;
+    LinkUsage usage = links_[i];
+    usage.bytes = m.bytes;
+    usage.busy = m.busy;
+    out.links.push_back(std::move(usage));
   }
   std::sort(out.links.begin(), out.links.end(), [](const LinkUsage& a, const LinkUsage& b) {
     if (a.busy != b.busy) return a.busy > b.busy;

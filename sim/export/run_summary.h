@@ -159,12 +159,17 @@ class RunSummaryObserver final : public Observer {
   std::vector<Time> collective_begin_;       // per collective group: network phase start
   std::vector<ParallelDim> collective_dim_;  // per collective group
   uint32_t parallel_dims_ = 0;
-  struct LinkLog {
-    LinkUsage usage;
+  // Per fabric link: its name and capacity (usage's bytes and busy time are filled in by
+  // summary()), and apart, the meter that on_link_rate updates, small so that the meters of a
+  // large fabric stay in cache.
+  struct LinkMeter {
+    double bytes = 0.0;
+    Duration busy;
     double rate = 0.0;  // bytes per second since `since`
     Time since;
   };
-  std::vector<LinkLog> links_;
+  std::vector<LinkUsage> links_;
+  std::vector<LinkMeter> link_meters_;
   bool ended_ = false;
   Time end_;
 };

@@ -13,6 +13,7 @@
 #include "topology/finish_calendar.h"
 #include "topology/flow_state.h"
 #include "topology/max_min_repricing.h"
+#include "topology/prefetch_pipeline.h"
 
 namespace upsim {
 namespace {
@@ -181,11 +182,26 @@ class FlowNetwork::Core {
     const size_t n = g.bytes.size();
     g.flow_ids.assign(n, kNone);
     g.unfinished = 0;
-    for (size_t i = 0; i < n; ++i) {
+    // The flows' links are far apart: load them, then the ends of their flow lists, chunks
+    // ahead.
+    const auto hops_of = [&g](size_t i) {
+      return std::span<const Hop>(g.hops.data() + g.offsets[i], g.offsets[i + 1] - g.offsets[i]);
+    };
+    const auto load_links = [&](size_t i) {
+      for (const Hop& hop : hops_of(i))
+        flow_prefetch::line(&links_[hop.link]);
+    };
+    const auto load_list_ends = [&](size_t i) {
+      for (const Hop& hop : hops_of(i)) {
+        const std::vector<Entry>& on_link = links_[hop.link].flows;
+        flow_prefetch::line(on_link.data() + on_link.size());
+      }
+    };
+    flow_prefetch::two_stage(n, load_links, load_list_ends, [&](size_t i) {
       const uint32_t begin = g.offsets[i];
       const uint32_t end = g.offsets[i + 1];
       // Nothing to move, or nothing that limits the rate: delivered at once.
-      if (g.bytes[i] <= kDoneBytes || begin == end) continue;
+      if (g.bytes[i] <= kDoneBytes || begin == end) return;
       const uint32_t fid = new_flow();
       Flow& f = flows_[fid];
       f.group = gid;
@@ -208,7 +224,7 @@ class FlowNetwork::Core {
       ++g.unfinished;
       ++active_flows_;
       ++stats_.flows_started;
-    }
+    });
     if (g.unfinished == 0) done_groups.push_back(gid);
   }
 
@@ -217,9 +233,23 @@ class FlowNetwork::Core {
     completion_at_ = kNoTime;
     std::vector<uint32_t> done_groups;
     while (finish_calendar_.take_until(at.ps(), finishing_)) {
-      for (const FinishCalendar::Entry& e : finishing_) {
-        if (live(e)) retire(e.flow, done_groups);
-      }
+      // The flows of a collective usually finish together, over links far apart: load each
+      // flow, then its links, then the ends of their flow lists, chunks ahead.
+      flow_prefetch::three_stage(
+          finishing_.size(), [&](size_t i) { flow_prefetch::line(&flows_[finishing_[i].flow]); },
+          [&](size_t i) {
+            for (const Hop& hop : flow_state::route_of(flows_[finishing_[i].flow]))
+              flow_prefetch::line(&links_[hop.link]);
+          },
+          [&](size_t i) {
+            for (const Hop& hop : flow_state::route_of(flows_[finishing_[i].flow])) {
+              const std::vector<Entry>& on_link = links_[hop.link].flows;
+              if (!on_link.empty()) flow_prefetch::line(&on_link.back());
+            }
+          },
+          [&](size_t i) {
+            if (live(finishing_[i])) retire(finishing_[i].flow, done_groups);
+          });
     }
     // Rates of the survivors change at this instant; recompute after every completion of it.
     add_pending(at, kNone);
@@ -281,21 +311,29 @@ class FlowNetwork::Core {
   /// the fabric links whose total rate or flow count changed.
   void apply_and_report(Time at) {
     const int64_t now = at.ps();
-    for (const MaxMinRepricing::RepricedFlow& priced : repricer_.repriced()) {
+    const std::vector<MaxMinRepricing::RepricedFlow>& repriced = repricer_.repriced();
+    // Load each repriced flow, then its links, chunks ahead.
+    const auto load_flow = [&](size_t i) { flow_prefetch::line(&flows_[repriced[i].flow]); };
+    const auto load_links = [&](size_t i) {
+      for (const Hop& hop : flow_state::route_of(flows_[repriced[i].flow]))
+        flow_prefetch::line(&links_[hop.link]);
+    };
+    flow_prefetch::two_stage(repriced.size(), load_flow, load_links, [&](size_t i) {
+      const MaxMinRepricing::RepricedFlow& priced = repriced[i];
       Flow& f = flows_[priced.flow];
       if (f.bottleneck != priced.new_bottleneck) {
         if (f.bottleneck != kNone) --links_[f.bottleneck].bottlenecked;
         ++links_[priced.new_bottleneck].bottlenecked;
         f.bottleneck = priced.new_bottleneck;
       }
-      if (f.rate > 0.0 && same_rate(f.rate, priced.new_rate)) continue;
+      if (f.rate > 0.0 && same_rate(f.rate, priced.new_rate)) return;
       advance(f, now);
       for (const Hop& hop : flow_state::route_of(f))
         links_[hop.link].load += priced.new_rate - f.rate;
       f.rate = priced.new_rate;
       ++f.version;
       finish_calendar_.push(projected_finish(f), priced.flow, f.version);
-    }
+    });
     if (finish_calendar_.entries() > 4 * active_flows_ + 1024) rebuild_finish_calendar();
 
     for (uint32_t lid : repricer_.checked_links()) {

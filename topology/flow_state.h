@@ -19,9 +19,9 @@ struct Entry {
   uint32_t flow;
   uint32_t hop;
 };
-/// A link of the network: fabric, device memory or a batch's virtual cap. What the repricing
-/// needs only while it runs is in arrays of its own (MaxMinRepricing), so that a link is one
-/// cache line.
+/// A link of the network: fabric, device memory or a batch's virtual cap; one cache line.
+/// What the repricing needs only while it runs is in a dense array of its own
+/// (MaxMinRepricing), found through `repricing_slot`.
 struct alignas(64) Link {
   double capacity = 0.0;
   std::vector<Entry> flows;
@@ -31,7 +31,12 @@ struct alignas(64) Link {
   uint32_t reported_flows = 0;
   // Flows whose bottleneck is this link.
   uint32_t bottlenecked = 0;
+  // == MaxMinRepricing's recomputation number while that one checks the link, and then the
+  // link's slot in its scratch (the link's position in its list of checked links).
+  uint32_t repricing = 0;
+  uint32_t repricing_slot = 0;
 };
+static_assert(sizeof(Link) == 64);
 /// One hop of a flow's route: the link and the flow's position in that link's flow list.
 struct Hop {
   uint32_t link;

@@ -4,6 +4,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "topology/prefetch_pipeline.h"
+
 namespace upsim {
 namespace {
 
@@ -14,11 +16,12 @@ using flow_state::kNone;
 // that rounding in a partial solve never reads as unfairness.
 constexpr double kFairnessTolerance = 1e-8;
 
+/// Heap order of the filling: the smallest (share, link) on top.
+template <class Share>
 struct LargerShare {
-  bool operator()(const std::pair<double, uint32_t>& a,
-                  const std::pair<double, uint32_t>& b) const {
-    if (a.first != b.first) return a.first > b.first;
-    return a.second > b.second;
+  bool operator()(const Share& a, const Share& b) const {
+    if (a.share != b.share) return a.share > b.share;
+    return a.link > b.link;
   }
 };
 
@@ -44,23 +47,29 @@ void MaxMinRepricing::set_mode(Repricing mode, int max_passes) {
 void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows) {
   ++stats_.recomputations;
   ++repricing_;
-  if (solve_scratch_.size() < links_.size()) {
-    solve_scratch_.resize(links_.size());
-    check_scratch_.resize(links_.size());
-  }
   inside_.clear();
+  hop_slots_.clear();
   check_links_.clear();
-  for (uint32_t lid : seeds)
-    add_check_link(lid);
+  slots_.clear();
+  // Seeds and new flows are far apart: load them (and the new flows' links) chunks ahead.
+  flow_prefetch::two_stage(
+      seeds.size(), [](size_t) {}, [&](size_t i) { flow_prefetch::line(&links_[seeds[i]]); },
+      [&](size_t i) { add_check_link(seeds[i]); });
   seeds.clear();
   if (repricing_mode_ == Repricing::kComponent) {
     add_component();
     solve_inside();
   } else {
     // Flows never priced (just started) are repriced from the start.
-    for (uint32_t fid : new_flows) {
-      if (flows_[fid].group != kNone) add_inside(fid);
-    }
+    flow_prefetch::two_stage(
+        new_flows.size(), [&](size_t i) { flow_prefetch::line(&flows_[new_flows[i]]); },
+        [&](size_t i) {
+          for (const Hop& hop : flow_state::route_of(flows_[new_flows[i]]))
+            flow_prefetch::line(&links_[hop.link]);
+        },
+        [&](size_t i) {
+          if (flows_[new_flows[i]].group != kNone) add_inside(new_flows[i]);
+        });
     for (int pass = 0;; ++pass) {
       solve_inside();
       if (!add_unfair_flows()) break;
@@ -77,11 +86,14 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
   stats_.links_checked += check_links_.size();
 }
 
-void MaxMinRepricing::add_check_link(uint32_t lid) {
-  CheckScratch& link = check_scratch_[lid];
-  if (link.checked == repricing_) return;
-  link.checked = repricing_;
+uint32_t MaxMinRepricing::add_check_link(uint32_t lid) {
+  Link& link = links_[lid];
+  if (link.repricing == repricing_) return link.repricing_slot;
+  link.repricing = repricing_;
+  link.repricing_slot = static_cast<uint32_t>(check_links_.size());
   check_links_.push_back(lid);
+  slots_.emplace_back();
+  return link.repricing_slot;
 }
 
 void MaxMinRepricing::add_inside(uint32_t fid) {
@@ -89,9 +101,10 @@ void MaxMinRepricing::add_inside(uint32_t fid) {
   if (f.inside == repricing_) return;
   f.inside = repricing_;
   f.inside_pos = static_cast<uint32_t>(inside_.size());
-  inside_.push_back(RepricedFlow{f.route, f.rate, 0.0, fid, f.hops, f.bottleneck, kNone});
+  inside_.push_back(RepricedFlow{f.rate, 0.0, fid, static_cast<uint32_t>(hop_slots_.size()),
+                                 f.hops, f.bottleneck, kNone});
   for (const Hop& hop : flow_state::route_of(f))
-    add_check_link(hop.link);
+    hop_slots_.push_back(add_check_link(hop.link));
 }
 
 /// Every flow connected to the checked links through shared links joins the repriced set.
@@ -114,13 +127,13 @@ void MaxMinRepricing::solve_inside() {
   for (RepricedFlow& f : inside_) {
     f.new_rate = -1.0;
     for (uint32_t h = 0; h < f.hops; ++h) {
-      const uint32_t lid = f.route[h].link;
-      SolveScratch& link = solve_scratch_[lid];
+      const uint32_t slot = hop_slots_[f.slots_begin + h];
+      SlotScratch& link = slots_[slot];
       if (link.touched != solve_) {
         link.touched = solve_;
         link.repriced_old = 0.0;
         link.unfrozen = 0;
-        touched_.push_back(lid);
+        touched_.push_back(slot);
       }
       link.repriced_old += f.old_rate;
       ++link.unfrozen;
@@ -129,8 +142,8 @@ void MaxMinRepricing::solve_inside() {
   // The repriced flows of each touched link, contiguous, so that freezing a link's flows
   // does not walk the held ones.
   uint32_t members = 0;
-  for (uint32_t lid : touched_) {
-    SolveScratch& link = solve_scratch_[lid];
+  for (uint32_t slot : touched_) {
+    SlotScratch& link = slots_[slot];
     link.members_begin = members;
     link.members_end = members;
     members += link.unfrozen;
@@ -139,50 +152,52 @@ void MaxMinRepricing::solve_inside() {
   for (uint32_t i = 0; i < inside_.size(); ++i) {
     const RepricedFlow& f = inside_[i];
     for (uint32_t h = 0; h < f.hops; ++h)
-      members_[solve_scratch_[f.route[h].link].members_end++] = i;
+      members_[slots_[hop_slots_[f.slots_begin + h]].members_end++] = i;
   }
   // Links in ascending (share, link) order, from one heap of the initial shares and the
   // lazily updated ones; done once every repriced flow is frozen (the links left would all
   // have none unfrozen).
   share_order_.clear();
-  for (uint32_t lid : touched_) {
+  for (uint32_t slot : touched_) {
+    const uint32_t lid = check_links_[slot];
     const Link& link = links_[lid];
-    SolveScratch& scratch = solve_scratch_[lid];
+    SlotScratch& scratch = slots_[slot];
     // What the held flows leave; all of the capacity when every flow is repriced.
     scratch.residual = scratch.unfrozen == link.flows.size()
                            ? link.capacity
                            : link.capacity - (link.load - scratch.repriced_old);
-    share_order_.emplace_back(scratch.residual / scratch.unfrozen, lid);
+    share_order_.push_back(Share{scratch.residual / scratch.unfrozen, lid, slot});
   }
-  std::make_heap(share_order_.begin(), share_order_.end(), LargerShare{});
+  const LargerShare<Share> larger;
+  std::make_heap(share_order_.begin(), share_order_.end(), larger);
   size_t unfrozen_flows = inside_.size();
   while (unfrozen_flows > 0 && !share_order_.empty()) {
-    std::pop_heap(share_order_.begin(), share_order_.end(), LargerShare{});
-    const std::pair<double, uint32_t> top = share_order_.back();
+    std::pop_heap(share_order_.begin(), share_order_.end(), larger);
+    const Share top = share_order_.back();
     share_order_.pop_back();
-    const auto [share, lid] = top;
-    SolveScratch& link = solve_scratch_[lid];
+    SlotScratch& link = slots_[top.slot];
     if (link.unfrozen == 0) continue;
     double current = std::max(link.residual, 0.0) / link.unfrozen;
-    if (current > share * (1.0 + 1e-9)) {
-      share_order_.emplace_back(current, lid);
-      std::push_heap(share_order_.begin(), share_order_.end(), LargerShare{});
+    if (current > top.share * (1.0 + 1e-9)) {
+      share_order_.push_back(Share{current, top.link, top.slot});
+      std::push_heap(share_order_.begin(), share_order_.end(), larger);
       continue;
     }
     // Rounding can leave a saturated link's residual at or below zero; its flows still get
     // the share they were popped with (exactly zero would never finish). A held flow that
     // fills the link is caught by the fairness check, which reprices it too.
     if (!(current > 0.0)) {
-      current = share > 0.0 ? share : links_[lid].capacity / links_[lid].flows.size();
+      current =
+          top.share > 0.0 ? top.share : links_[top.link].capacity / links_[top.link].flows.size();
     }
     for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
       RepricedFlow& f = inside_[members_[k]];
       if (f.new_rate >= 0.0) continue;
       f.new_rate = current;
-      f.new_bottleneck = lid;
+      f.new_bottleneck = top.link;
       --unfrozen_flows;
       for (uint32_t h = 0; h < f.hops; ++h) {
-        SolveScratch& crossed = solve_scratch_[f.route[h].link];
+        SlotScratch& crossed = slots_[hop_slots_[f.slots_begin + h]];
         crossed.residual -= current;
         --crossed.unfrozen;
       }
@@ -196,19 +211,18 @@ void MaxMinRepricing::solve_inside() {
 /// link no flow is frozen and no held flow can lose its bottleneck.
 bool MaxMinRepricing::add_unfair_flows() {
   const size_t before = inside_.size();
-  for (uint32_t lid : check_links_) {
-    solve_scratch_[lid].repriced_old = 0.0;
-    CheckScratch& link = check_scratch_[lid];
+  for (SlotScratch& link : slots_) {
+    link.repriced_old = 0.0;
     link.repriced_new = 0.0;
     link.repriced_bottlenecked = 0;
   }
   for (const RepricedFlow& f : inside_) {
     for (uint32_t h = 0; h < f.hops; ++h) {
-      const uint32_t lid = f.route[h].link;
-      solve_scratch_[lid].repriced_old += f.old_rate;
-      CheckScratch& link = check_scratch_[lid];
+      const uint32_t slot = hop_slots_[f.slots_begin + h];
+      SlotScratch& link = slots_[slot];
+      link.repriced_old += f.old_rate;
       link.repriced_new += f.new_rate;
-      if (f.old_bottleneck == lid) ++link.repriced_bottlenecked;
+      if (f.old_bottleneck == check_links_[slot]) ++link.repriced_bottlenecked;
     }
   }
   // check_links_ grows as flows are added; the links added here are checked next pass.
@@ -216,8 +230,8 @@ bool MaxMinRepricing::add_unfair_flows() {
   for (size_t i = 0; i < count; ++i) {
     const uint32_t lid = check_links_[i];
     const Link& link = links_[lid];
-    const CheckScratch& scratch = check_scratch_[lid];
-    const double load = link.load - solve_scratch_[lid].repriced_old + scratch.repriced_new;
+    const SlotScratch& scratch = slots_[i];
+    const double load = link.load - scratch.repriced_old + scratch.repriced_new;
     const double slack = kFairnessTolerance * link.capacity;
     const bool overfull = load > link.capacity + slack;
     const bool saturated = load >= link.capacity - slack;

@@ -25,13 +25,14 @@ class MaxMinRepricing {
 
   /// A repriced flow: what the solve and the fairness check read of it, copied once from its
   /// Flow (whose cache line is not visited again until the network applies the result), and the
-  /// result.
+  /// result. Its hops are named by their links' slots in the recomputation's scratch.
   struct RepricedFlow {
-    const flow_state::Hop* route = nullptr;
     double old_rate = 0.0;
     // The max-min rate and the link it is fair on (bottleneck); new_rate < 0 while unfrozen.
     double new_rate = 0.0;
     uint32_t flow = flow_state::kNone;
+    // Its hops' slots: hop_slots_[slots_begin, slots_begin + hops).
+    uint32_t slots_begin = 0;
     uint32_t hops = 0;
     uint32_t old_bottleneck = flow_state::kNone;
     uint32_t new_bottleneck = flow_state::kNone;
@@ -57,10 +58,13 @@ class MaxMinRepricing {
     return inside_[f.inside_pos];
   }
 
-  /// A link's scratch of one solve (progressive filling), beside the link (flow_state::Link).
-  struct alignas(32) SolveScratch {
-    // The repriced flows' rates on the link before the recomputation (also the fairness
-    // check's), what the held flows leave and how many repriced flows are not frozen yet.
+  /// The scratch of one checked link in one recomputation, at the link's slot (its position in
+  /// check_links_, flow_state::Link::repricing_slot): dense, so that a recomputation's
+  /// scratch stays in cache however many links the network has.
+  struct SlotScratch {
+    // Solve (progressive filling): the repriced flows' rates on the link before the
+    // recomputation (also the fairness check's), what the held flows leave and how many
+    // repriced flows are not frozen yet.
     double repriced_old = 0.0;
     double residual = 0.0;
     uint32_t unfrozen = 0;
@@ -69,17 +73,20 @@ class MaxMinRepricing {
     // The repriced flows crossing the link: members_[begin, end).
     uint32_t members_begin = 0;
     uint32_t members_end = 0;
-  };
-  /// A link's scratch of one fairness check.
-  struct alignas(16) CheckScratch {
-    double repriced_new = 0.0;  // the repriced flows' new rates on the link
-    // Repriced flows whose bottleneck (before this recomputation) is this link.
+    // Fairness check: the repriced flows' new rates on the link, and how many repriced flows
+    // had their bottleneck (before this recomputation) on it.
+    double repriced_new = 0.0;
     uint32_t repriced_bottlenecked = 0;
-    // == repricing_ when the link is in that one's check list.
-    uint32_t checked = 0;
+  };
+  /// A link of the filling order: its share, then its id and slot; ascending (share, link).
+  struct Share {
+    double share;
+    uint32_t link;
+    uint32_t slot;
   };
 
-  void add_check_link(uint32_t lid);
+  /// The link's slot, adding it to the links to check when it is not yet.
+  uint32_t add_check_link(uint32_t lid);
   void add_inside(uint32_t fid);
   void add_component();
   void solve_inside();
@@ -88,18 +95,17 @@ class MaxMinRepricing {
   std::vector<Link>& links_;
   std::vector<Flow>& flows_;
   FlowNetworkStats& stats_;
-  // The per-link scratch, by link id; grown with the links.
-  std::vector<SolveScratch> solve_scratch_;
-  std::vector<CheckScratch> check_scratch_;
-  // One recomputation's scratch: the repriced flows, the links to check (crossed by a repriced
-  // flow or changed), the links of the current solve, their repriced flows (positions in
-  // inside_) and their shares in filling order; repricing_ and solve_ number the recomputations
-  // and solves.
+  // One recomputation's scratch: the repriced flows, their hops' slots, the links to check
+  // (crossed by a repriced flow or changed; a link's slot is its position here) and their
+  // scratch, the slots of the current solve, their repriced flows (positions in inside_) and
+  // their shares in filling order; repricing_ and solve_ number the recomputations and solves.
   std::vector<RepricedFlow> inside_;
+  std::vector<uint32_t> hop_slots_;
   std::vector<uint32_t> check_links_;
+  std::vector<SlotScratch> slots_;
   std::vector<uint32_t> touched_;
   std::vector<uint32_t> members_;
-  std::vector<std::pair<double, uint32_t>> share_order_;
+  std::vector<Share> share_order_;
   uint32_t repricing_ = 0;
   uint32_t solve_ = 0;
   Repricing repricing_mode_ = Repricing::kIncremental;

@@ -92,7 +92,11 @@ uint32_t MaxMinRepricing::add_check_link(uint32_t lid) {
   link.repricing = repricing_;
   link.repricing_slot = static_cast<uint32_t>(check_links_.size());
   check_links_.push_back(lid);
-  slots_.emplace_back();
+  SlotScratch& slot = slots_.emplace_back();
+  slot.capacity = link.capacity;
+  slot.load = link.load;
+  slot.flows = static_cast<uint32_t>(link.flows.size());
+  slot.bottlenecked = link.bottlenecked;
   return link.repricing_slot;
 }
 
@@ -159,14 +163,12 @@ void MaxMinRepricing::solve_inside() {
   // have none unfrozen).
   share_order_.clear();
   for (uint32_t slot : touched_) {
-    const uint32_t lid = check_links_[slot];
-    const Link& link = links_[lid];
     SlotScratch& scratch = slots_[slot];
     // What the held flows leave; all of the capacity when every flow is repriced.
-    scratch.residual = scratch.unfrozen == link.flows.size()
-                           ? link.capacity
-                           : link.capacity - (link.load - scratch.repriced_old);
-    share_order_.push_back(Share{scratch.residual / scratch.unfrozen, lid, slot});
+    scratch.residual = scratch.unfrozen == scratch.flows
+                           ? scratch.capacity
+                           : scratch.capacity - (scratch.load - scratch.repriced_old);
+    share_order_.push_back(Share{scratch.residual / scratch.unfrozen, check_links_[slot], slot});
   }
   const LargerShare<Share> larger;
   std::make_heap(share_order_.begin(), share_order_.end(), larger);
@@ -188,7 +190,7 @@ void MaxMinRepricing::solve_inside() {
     // fills the link is caught by the fairness check, which reprices it too.
     if (!(current > 0.0)) {
       current =
-          top.share > 0.0 ? top.share : links_[top.link].capacity / links_[top.link].flows.size();
+          top.share > 0.0 ? top.share : link.capacity / link.flows;
     }
     for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
       RepricedFlow& f = inside_[members_[k]];
@@ -228,21 +230,24 @@ bool MaxMinRepricing::add_unfair_flows() {
   // check_links_ grows as flows are added; the links added here are checked next pass.
   const size_t count = check_links_.size();
   for (size_t i = 0; i < count; ++i) {
+    const SlotScratch& scratch = slots_[i];
+    const double load = scratch.load - scratch.repriced_old + scratch.repriced_new;
+    const double slack = kFairnessTolerance * scratch.capacity;
+    const bool overfull = load > scratch.capacity + slack;
+    const bool saturated = load >= scratch.capacity - slack;
+    const bool held_bottlenecked_here = scratch.bottlenecked > scratch.repriced_bottlenecked;
+    if (!saturated && !held_bottlenecked_here) continue;
     const uint32_t lid = check_links_[i];
     const Link& link = links_[lid];
-    const SlotScratch& scratch = slots_[i];
-    const double load = link.load - scratch.repriced_old + scratch.repriced_new;
-    const double slack = kFairnessTolerance * link.capacity;
-    const bool overfull = load > link.capacity + slack;
-    const bool saturated = load >= link.capacity - slack;
-    const bool held_bottlenecked_here = link.bottlenecked > scratch.repriced_bottlenecked;
-    if (!saturated && !held_bottlenecked_here) continue;
     double fastest_held = 0.0;
     double fastest_repriced = 0.0;
     double slowest_repriced_here = std::numeric_limits<double>::infinity();
     double slowest_held_here = std::numeric_limits<double>::infinity();
-    for (const Entry& e : link.flows) {
-      const Flow& f = flows_[e.flow];
+    // The link's flows are far apart: load them a chunk ahead.
+    const std::vector<Entry>& on_link = link.flows;
+    const auto load_flow = [&](size_t k) { flow_prefetch::line(&flows_[on_link[k].flow]); };
+    flow_prefetch::two_stage(on_link.size(), [](size_t) {}, load_flow, [&](size_t k) {
+      const Flow& f = flows_[on_link[k].flow];
       if (f.inside == repricing_) {
         const RepricedFlow& repriced = repriced_flow(f);
         fastest_repriced = std::max(fastest_repriced, repriced.new_rate);
@@ -253,7 +258,7 @@ bool MaxMinRepricing::add_unfair_flows() {
         fastest_held = std::max(fastest_held, f.rate);
         if (f.bottleneck == lid) slowest_held_here = std::min(slowest_held_here, f.rate);
       }
-    }
+    });
     if (fastest_held == 0.0) continue;  // every flow on the link is repriced
     // A repriced flow frozen here must be the fastest here; an overfull link must shed.
     const bool held_too_fast =

@@ -62,6 +62,12 @@ class MaxMinRepricing {
   /// check_links_, flow_state::Link::repricing_slot): dense, so that a recomputation's
   /// scratch stays in cache however many links the network has.
   struct SlotScratch {
+    // The link's state, copied when the link is added (it does not change while the
+    // repricing runs): capacity, total rate, flow count and flows bottlenecked on it.
+    double capacity = 0.0;
+    double load = 0.0;
+    uint32_t flows = 0;
+    uint32_t bottlenecked = 0;
     // Solve (progressive filling): the repriced flows' rates on the link before the
     // recomputation (also the fairness check's), what the held flows leave and how many
     // repriced flows are not frozen yet.

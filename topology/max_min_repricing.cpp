@@ -1,6 +1,7 @@
 #include "topology/max_min_repricing.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <stdexcept>
 
@@ -16,11 +17,22 @@ using flow_state::kNone;
 // that rounding in a partial solve never reads as unfairness.
 constexpr double kFairnessTolerance = 1e-8;
 
+/// A key whose unsigned order is the order of the doubles (no NaN; -0 taken as +0): the sign
+/// bit set for non-negative values, every bit flipped for negative ones.
+uint64_t share_key(double share) {
+  const auto bits = std::bit_cast<uint64_t>(share + 0.0);
+  return (bits >> 63) != 0 ? ~bits : bits | (uint64_t{1} << 63);
+}
+
+double share_of_key(uint64_t key) {
+  return std::bit_cast<double>((key >> 63) != 0 ? key & ~(uint64_t{1} << 63) : ~key);
+}
+
 /// Heap order of the filling: the smallest (share, link) on top.
 template <class Share>
 struct LargerShare {
   bool operator()(const Share& a, const Share& b) const {
-    if (a.share != b.share) return a.share > b.share;
+    if (a.share_key != b.share_key) return a.share_key > b.share_key;
     return a.link > b.link;
   }
 };
@@ -105,8 +117,8 @@ void MaxMinRepricing::add_inside(uint32_t fid) {
   if (f.inside == repricing_) return;
   f.inside = repricing_;
   f.inside_pos = static_cast<uint32_t>(inside_.size());
-  inside_.push_back(RepricedFlow{f.rate, 0.0, fid, static_cast<uint32_t>(hop_slots_.size()),
-                                 f.hops, f.bottleneck, kNone});
+  inside_.push_back(RepricedFlow{f.rate, 0.0, fid, static_cast<uint32_t>(hop_slots_.size()), f.hops,
+                                 f.bottleneck, kNone});
   for (const Hop& hop : flow_state::route_of(f))
     hop_slots_.push_back(add_check_link(hop.link));
 }
@@ -168,7 +180,8 @@ void MaxMinRepricing::solve_inside() {
     scratch.residual = scratch.unfrozen == scratch.flows
                            ? scratch.capacity
                            : scratch.capacity - (scratch.load - scratch.repriced_old);
-    share_order_.push_back(Share{scratch.residual / scratch.unfrozen, check_links_[slot], slot});
+    share_order_.push_back(
+        Share{share_key(scratch.residual / scratch.unfrozen), check_links_[slot], slot});
   }
   const LargerShare<Share> larger;
   std::make_heap(share_order_.begin(), share_order_.end(), larger);
@@ -177,11 +190,12 @@ void MaxMinRepricing::solve_inside() {
     std::pop_heap(share_order_.begin(), share_order_.end(), larger);
     const Share top = share_order_.back();
     share_order_.pop_back();
+    const double share = share_of_key(top.share_key);
     SlotScratch& link = slots_[top.slot];
     if (link.unfrozen == 0) continue;
     double current = std::max(link.residual, 0.0) / link.unfrozen;
-    if (current > top.share * (1.0 + 1e-9)) {
-      share_order_.push_back(Share{current, top.link, top.slot});
+    if (current > share * (1.0 + 1e-9)) {
+      share_order_.push_back(Share{share_key(current), top.link, top.slot});
       std::push_heap(share_order_.begin(), share_order_.end(), larger);
       continue;
     }
@@ -189,8 +203,7 @@ void MaxMinRepricing::solve_inside() {
     // the share they were popped with (exactly zero would never finish). A held flow that
     // fills the link is caught by the fairness check, which reprices it too.
     if (!(current > 0.0)) {
-      current =
-          top.share > 0.0 ? top.share : link.capacity / link.flows;
+      current = share > 0.0 ? share : link.capacity / link.flows;
     }
     for (uint32_t k = link.members_begin; k < link.members_end; ++k) {
       RepricedFlow& f = inside_[members_[k]];
@@ -246,19 +259,21 @@ bool MaxMinRepricing::add_unfair_flows() {
     // The link's flows are far apart: load them a chunk ahead.
     const std::vector<Entry>& on_link = link.flows;
     const auto load_flow = [&](size_t k) { flow_prefetch::line(&flows_[on_link[k].flow]); };
-    flow_prefetch::two_stage(on_link.size(), [](size_t) {}, load_flow, [&](size_t k) {
-      const Flow& f = flows_[on_link[k].flow];
-      if (f.inside == repricing_) {
-        const RepricedFlow& repriced = repriced_flow(f);
-        fastest_repriced = std::max(fastest_repriced, repriced.new_rate);
-        if (repriced.new_bottleneck == lid) {
-          slowest_repriced_here = std::min(slowest_repriced_here, repriced.new_rate);
-        }
-      } else {
-        fastest_held = std::max(fastest_held, f.rate);
-        if (f.bottleneck == lid) slowest_held_here = std::min(slowest_held_here, f.rate);
-      }
-    });
+    flow_prefetch::two_stage(
+        on_link.size(), [](size_t) {}, load_flow,
+        [&](size_t k) {
+          const Flow& f = flows_[on_link[k].flow];
+          if (f.inside == repricing_) {
+            const RepricedFlow& repriced = repriced_flow(f);
+            fastest_repriced = std::max(fastest_repriced, repriced.new_rate);
+            if (repriced.new_bottleneck == lid) {
+              slowest_repriced_here = std::min(slowest_repriced_here, repriced.new_rate);
+            }
+          } else {
+            fastest_held = std::max(fastest_held, f.rate);
+            if (f.bottleneck == lid) slowest_held_here = std::min(slowest_held_here, f.rate);
+          }
+        });
     if (fastest_held == 0.0) continue;  // every flow on the link is repriced
     // A repriced flow frozen here must be the fastest here; an overfull link must shed.
     const bool held_too_fast =

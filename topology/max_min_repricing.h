@@ -84,9 +84,10 @@ class MaxMinRepricing {
     double repriced_new = 0.0;
     uint32_t repriced_bottlenecked = 0;
   };
-  /// A link of the filling order: its share, then its id and slot; ascending (share, link).
+  /// A link of the filling order: its share (as share_key), then its id and slot; the heap's
+  /// order is ascending (share, link), compared as integers.
   struct Share {
-    double share;
+    uint64_t share_key;
     uint32_t link;
     uint32_t slot;
   };

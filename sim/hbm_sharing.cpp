@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sim/prefetch_pipeline.h"
+
 namespace upsim {
 
 HbmSharing::HbmSharing(std::span<const LinkInfo> links, const std::vector<int64_t>& gpu_of_rank,
@@ -47,6 +49,16 @@ void HbmSharing::on_link_rate(uint32_t link, Time /*at*/, Bandwidth rate, uint32
     level_[r] = level;
     on_change_(r);
   }
+}
+
+void HbmSharing::on_link_rates(Time at, std::span<const LinkRateChange> changes) {
+  // A large fabric's links are far apart: load their GPUs a chunk ahead.
+  const auto load_link = [&](size_t i) {
+    if (changes[i].link < link_gpu_.size()) prefetch::line(&link_gpu_[changes[i].link]);
+  };
+  prefetch::two_stage(
+      changes.size(), [](size_t) {}, load_link,
+      [&](size_t i) { on_link_rate(changes[i].link, at, changes[i].rate, changes[i].flows); });
 }
 
 }  // namespace upsim

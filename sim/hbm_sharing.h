@@ -42,6 +42,7 @@ class HbmSharing final : public Observer {
              std::vector<Bandwidth> achievable_hbm, std::function<void(RankId)> on_change);
 
   void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override;
+  void on_link_rates(Time at, std::span<const LinkRateChange> changes) override;
 
   /// The share of `rank`'s HBM bandwidth communication takes now, in 1/kLevels (0..kMaxLevel).
   int32_t level(RankId rank) const { return level_[rank]; }

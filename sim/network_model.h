@@ -36,7 +36,7 @@ class NetworkModel {
   /// kernels only then).
   virtual bool communication_holds_sms() const { return false; }
 
-  /// The links whose use the model reports through Observer::on_link_rate (index = link id);
+  /// The links whose use the model reports through Observer::on_link_rates (index = link id);
   /// empty for models without link state.
   virtual std::span<const LinkInfo> links() const { return {}; }
   /// Observers of link use; the executor registers its observers here. Not owned.
@@ -45,10 +45,11 @@ class NetworkModel {
   void remove_observer(const Observer* observer) { std::erase(observers_, observer); }
 
  protected:
-  /// Tells observers that `link` now carries `rate` in total over `flows` flows.
-  void notify_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) const {
+  /// Tells observers the links' new use at `at` (Observer::on_link_rates).
+  void notify_link_rates(Time at, std::span<const LinkRateChange> changes) const {
+    if (changes.empty()) return;
     for (Observer* o : observers_)
-      o->on_link_rate(link, at, rate, flows);
+      o->on_link_rates(at, changes);
   }
 
  private:

@@ -25,6 +25,14 @@ struct LinkInfo {
   int64_t gpu = -1;
 };
 
+/// A link's new use, as Observer::on_link_rates hears it: from then on `link` carries `rate`
+/// (all flows together) over `flows` flows.
+struct LinkRateChange {
+  uint32_t link = 0;
+  uint32_t flows = 0;
+  Bandwidth rate;
+};
+
 class Observer {
  public:
   virtual ~Observer() = default;
@@ -59,6 +67,13 @@ class Observer {
     (void)at;
     (void)rate;
     (void)flows;
+  }
+  /// The changes of several links at `at`, in the network model's order (what the model
+  /// reports); the default hears each through on_link_rate, in that order. An observer of
+  /// many links may take them together.
+  virtual void on_link_rates(Time at, std::span<const LinkRateChange> changes) {
+    for (const LinkRateChange& c : changes)
+      on_link_rate(c.link, at, c.rate, c.flows);
   }
   /// After the last event.
   virtual void on_run_end(Time at) { (void)at; }

@@ -36,6 +36,9 @@ class TimedObserver final : public Observer {
   void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override {
     timed([&] { inner_.on_link_rate(link, at, rate, flows); });
   }
+  void on_link_rates(Time at, std::span<const LinkRateChange> changes) override {
+    timed([&] { inner_.on_link_rates(at, changes); });
+  }
   void on_run_end(Time at) override {
     timed([&] { inner_.on_run_end(at); });
   }

@@ -9,11 +9,11 @@
 #include <queue>
 #include <stdexcept>
 
+#include "sim/prefetch_pipeline.h"
 #include "topology/collectives/collective_planner.h"
 #include "topology/finish_calendar.h"
 #include "topology/flow_state.h"
 #include "topology/max_min_repricing.h"
-#include "topology/prefetch_pipeline.h"
 
 namespace upsim {
 namespace {
@@ -189,15 +189,15 @@ class FlowNetwork::Core {
     };
     const auto load_links = [&](size_t i) {
       for (const Hop& hop : hops_of(i))
-        flow_prefetch::line(&links_[hop.link]);
+        prefetch::line(&links_[hop.link]);
     };
     const auto load_list_ends = [&](size_t i) {
       for (const Hop& hop : hops_of(i)) {
         const std::vector<Entry>& on_link = links_[hop.link].flows;
-        flow_prefetch::line(on_link.data() + on_link.size());
+        prefetch::line(on_link.data() + on_link.size());
       }
     };
-    flow_prefetch::two_stage(n, load_links, load_list_ends, [&](size_t i) {
+    prefetch::two_stage(n, load_links, load_list_ends, [&](size_t i) {
       const uint32_t begin = g.offsets[i];
       const uint32_t end = g.offsets[i + 1];
       // Nothing to move, or nothing that limits the rate: delivered at once.
@@ -235,16 +235,16 @@ class FlowNetwork::Core {
     while (finish_calendar_.take_until(at.ps(), finishing_)) {
       // The flows of a collective usually finish together, over links far apart: load each
       // flow, then its links, then the ends of their flow lists, chunks ahead.
-      flow_prefetch::three_stage(
-          finishing_.size(), [&](size_t i) { flow_prefetch::line(&flows_[finishing_[i].flow]); },
+      prefetch::three_stage(
+          finishing_.size(), [&](size_t i) { prefetch::line(&flows_[finishing_[i].flow]); },
           [&](size_t i) {
             for (const Hop& hop : flow_state::route_of(flows_[finishing_[i].flow]))
-              flow_prefetch::line(&links_[hop.link]);
+              prefetch::line(&links_[hop.link]);
           },
           [&](size_t i) {
             for (const Hop& hop : flow_state::route_of(flows_[finishing_[i].flow])) {
               const std::vector<Entry>& on_link = links_[hop.link].flows;
-              if (!on_link.empty()) flow_prefetch::line(&on_link.back());
+              if (!on_link.empty()) prefetch::line(&on_link.back());
             }
           },
           [&](size_t i) {
@@ -313,12 +313,12 @@ class FlowNetwork::Core {
     const int64_t now = at.ps();
     const std::vector<MaxMinRepricing::RepricedFlow>& repriced = repricer_.repriced();
     // Load each repriced flow, then its links, chunks ahead.
-    const auto load_flow = [&](size_t i) { flow_prefetch::line(&flows_[repriced[i].flow]); };
+    const auto load_flow = [&](size_t i) { prefetch::line(&flows_[repriced[i].flow]); };
     const auto load_links = [&](size_t i) {
       for (const Hop& hop : flow_state::route_of(flows_[repriced[i].flow]))
-        flow_prefetch::line(&links_[hop.link]);
+        prefetch::line(&links_[hop.link]);
     };
-    flow_prefetch::two_stage(repriced.size(), load_flow, load_links, [&](size_t i) {
+    prefetch::two_stage(repriced.size(), load_flow, load_links, [&](size_t i) {
       const MaxMinRepricing::RepricedFlow& priced = repriced[i];
       Flow& f = flows_[priced.flow];
       if (f.bottleneck != priced.new_bottleneck) {
@@ -345,8 +345,10 @@ class FlowNetwork::Core {
       if (count == 0) total = 0.0;
       link.reported_rate = total;
       link.reported_flows = count;
-      owner_.notify_link_rate(lid, at, Bandwidth::bytes_per_second(total), count);
+      link_changes_.push_back(LinkRateChange{lid, count, Bandwidth::bytes_per_second(total)});
     }
+    owner_.notify_link_rates(at, link_changes_);
+    link_changes_.clear();
   }
 
   static void advance(Flow& f, int64_t now_ps) {
@@ -415,6 +417,7 @@ class FlowNetwork::Core {
   std::vector<uint32_t> seeds_;
   std::vector<uint32_t> new_flows_;  // activated since the last recomputation
   FinishCalendar finish_calendar_;
+  std::vector<LinkRateChange> link_changes_;      // scratch of apply_and_report
   std::vector<FinishCalendar::Entry> finishing_;  // scratch of on_completion
   EventHandle completion_event_;
   int64_t completion_at_ = kNoTime;

@@ -22,8 +22,8 @@
 //  - Latency is a start delay: a transfer's flow starts after the sum of its route's link
 //    latencies; a collective's flows start after the planner's latency (launch overhead + NCCL
 //    base and per-hop latencies). Bandwidth is shared only while bytes move.
-//  - Observers (NetworkModel::add_observer) hear on_link_rate for a fabric link whenever its
-//    total rate or its flow count changes.
+//  - Observers (NetworkModel::add_observer) hear on_link_rates, once per recomputation, for
+//    the fabric links whose total rate or flow count changed, in the order they were checked.
 //  - on_done is called exactly once per operation, from an engine event, never from inside
 //    start_*; an operation that moves nothing completes at the current instant.
 //  - One engine at a time: all operations in flight must share the Engine they were started on

@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "topology/prefetch_pipeline.h"
+#include "sim/prefetch_pipeline.h"
 
 namespace upsim {
 namespace {
@@ -64,8 +64,8 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
   check_links_.clear();
   slots_.clear();
   // Seeds and new flows are far apart: load them (and the new flows' links) chunks ahead.
-  flow_prefetch::two_stage(
-      seeds.size(), [](size_t) {}, [&](size_t i) { flow_prefetch::line(&links_[seeds[i]]); },
+  prefetch::two_stage(
+      seeds.size(), [](size_t) {}, [&](size_t i) { prefetch::line(&links_[seeds[i]]); },
       [&](size_t i) { add_check_link(seeds[i]); });
   seeds.clear();
   if (repricing_mode_ == Repricing::kComponent) {
@@ -73,11 +73,11 @@ void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t
     solve_inside();
   } else {
     // Flows never priced (just started) are repriced from the start.
-    flow_prefetch::two_stage(
-        new_flows.size(), [&](size_t i) { flow_prefetch::line(&flows_[new_flows[i]]); },
+    prefetch::two_stage(
+        new_flows.size(), [&](size_t i) { prefetch::line(&flows_[new_flows[i]]); },
         [&](size_t i) {
           for (const Hop& hop : flow_state::route_of(flows_[new_flows[i]]))
-            flow_prefetch::line(&links_[hop.link]);
+            prefetch::line(&links_[hop.link]);
         },
         [&](size_t i) {
           if (flows_[new_flows[i]].group != kNone) add_inside(new_flows[i]);
@@ -258,8 +258,8 @@ bool MaxMinRepricing::add_unfair_flows() {
     double slowest_held_here = std::numeric_limits<double>::infinity();
     // The link's flows are far apart: load them a chunk ahead.
     const std::vector<Entry>& on_link = link.flows;
-    const auto load_flow = [&](size_t k) { flow_prefetch::line(&flows_[on_link[k].flow]); };
-    flow_prefetch::two_stage(
+    const auto load_flow = [&](size_t k) { prefetch::line(&flows_[on_link[k].flow]); };
+    prefetch::two_stage(
         on_link.size(), [](size_t) {}, load_flow,
         [&](size_t k) {
           const Flow& f = flows_[on_link[k].flow];

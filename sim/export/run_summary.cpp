@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/prefetch_pipeline.h"
+
 namespace upsim {
 
 namespace {
@@ -173,6 +175,16 @@ void RunSummaryObserver::on_link_rate(uint32_t link, Time at, Bandwidth rate, ui
   if (m.rate > 0.0) m.busy += elapsed;
   m.rate = rate.bytes_per_second();
   m.since = at;
+}
+
+void RunSummaryObserver::on_link_rates(Time at, std::span<const LinkRateChange> changes) {
+  // A large fabric's meters are far apart: load them a chunk ahead.
+  const auto load_meter = [&](size_t i) {
+    if (changes[i].link < link_meters_.size()) prefetch::line(&link_meters_[changes[i].link]);
+  };
+  prefetch::two_stage(
+      changes.size(), [](size_t) {}, load_meter,
+      [&](size_t i) { on_link_rate(changes[i].link, at, changes[i].rate, changes[i].flows); });
 }
 
 void RunSummaryObserver::on_run_end(Time at) {

@@ -119,6 +119,7 @@ class RunSummaryObserver final : public Observer {
   void on_collective_begin(CollectiveId collective, Time at) override;
   void on_links_declared(std::span<const LinkInfo> links) override;
   void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override;
+  void on_link_rates(Time at, std::span<const LinkRateChange> changes) override;
   void on_run_end(Time at) override;
 
   /// Throws std::logic_error before the run has ended, and std::runtime_error when a rank has

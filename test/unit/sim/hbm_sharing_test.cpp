@@ -40,12 +40,16 @@ class LinkRateNetwork final : public NetworkModel {
     }
   }
   void start_collective(Engine& engine, const CollectiveDesc& c, Completion on_done) override {
+    std::vector<LinkRateChange> busy;
     for (RankId m : c.members)
-      notify_link_rate(m, engine.now(), rate_, 1);
+      busy.push_back(LinkRateChange{m, 1, rate_});
+    notify_link_rates(engine.now(), busy);
     engine.schedule_in(duration_, EventPriority::kCompletion,
                        [this, &engine, members = c.members, done = std::move(on_done)] {
+                         std::vector<LinkRateChange> idle;
                          for (RankId m : members)
-                           notify_link_rate(m, engine.now(), Bandwidth{}, 0);
+                           idle.push_back(LinkRateChange{m, 0, Bandwidth{}});
+                         notify_link_rates(engine.now(), idle);
                          done();
                        });
   }

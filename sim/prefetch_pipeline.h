@@ -1,14 +1,14 @@
-// Prefetching for the flow network's loops over flows and links of a large fabric, whose
-// state is far larger than the cache and read in random order: each flow or link visited costs
-// a memory miss, and a loop that visits them one by one waits for each miss in turn. Loading
-// a few chunks ahead lets the misses of many items overlap. Hints only: nothing here changes
-// what the loops compute.
+// Prefetching for loops over the flows and links of a large fabric (the flow network's, and
+// observers of its links), whose state is far larger than the cache and read in random order:
+// each flow or link visited costs a memory miss, and a loop that visits them one by one waits
+// for each miss in turn. Loading a few chunks ahead lets the misses of many items overlap.
+// Hints only: nothing here changes what the loops compute.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 
-namespace upsim::flow_prefetch {
+namespace upsim::prefetch {
 
 /// Starts loading the cache line at `address` for writing; never faults, changes nothing. The
 /// empty volatile asm keeps GCC from deleting a loop or a call that only prefetches (it takes
@@ -68,4 +68,4 @@ void three_stage(size_t n, Farthest farthest, Far far, Near near, Work work) {
   }
 }
 
-}  // namespace upsim::flow_prefetch
+}  // namespace upsim::prefetch

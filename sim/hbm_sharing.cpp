@@ -52,13 +52,20 @@ void HbmSharing::on_link_rate(uint32_t link, Time /*at*/, Bandwidth rate, uint32
 }
 
 void HbmSharing::on_link_rates(Time at, std::span<const LinkRateChange> changes) {
-  // A large fabric's links are far apart: load their GPUs a chunk ahead.
-  const auto load_link = [&](size_t i) {
+  // A large fabric's links are far apart: load each link's GPU, then (for a GPU's link) its
+  // rate and the GPU's, chunks ahead.
+  const auto load_gpu = [&](size_t i) {
     if (changes[i].link < link_gpu_.size()) prefetch::line(&link_gpu_[changes[i].link]);
   };
-  prefetch::two_stage(
-      changes.size(), [](size_t) {}, load_link,
-      [&](size_t i) { on_link_rate(changes[i].link, at, changes[i].rate, changes[i].flows); });
+  const auto load_rates = [&](size_t i) {
+    const uint32_t link = changes[i].link;
+    if (link >= link_gpu_.size() || link_gpu_[link] < 0) return;
+    prefetch::line(&link_rate_[link]);
+    prefetch::line(&gpu_rate_[static_cast<size_t>(link_gpu_[link])]);
+  };
+  prefetch::two_stage(changes.size(), load_gpu, load_rates, [&](size_t i) {
+    on_link_rate(changes[i].link, at, changes[i].rate, changes[i].flows);
+  });
 }
 
 }  // namespace upsim

@@ -23,18 +23,20 @@
 //
 // Run: build/bench/transformer_bench --benchmark_filter=Gpt3
 // Measured (Release, GCC 12, one core of a shared 2-core VM, the machine otherwise idle; identical
-// runs vary by 10-15% there), wall / run / events/s / flows / flows repriced / peak RSS:
-// 8192 GPUs 4.2 s / 2.8 s / 5.5 M/s / 1.3 M / 1.3 M / 0.94 GB; 32768 GPUs 10.6 s / 9.0 s /
-// 1.75 M/s / 5.8 M / 6.1 M / 1.2 GB; 98304 GPUs 65.9 s / 63.2 s / 0.25 M/s / 35.9 M / 40.9 M /
-// 2.0 GB (15.6-15.7 M events at every size). Before a flow and a link became one cache line each
-// (topology/flow_state.h): 128 GPUs 5.4 s / 2.6 s; 1024 GPUs 5.4 s / 2.7 s; 8192 GPUs 5.8 s;
-// 32768 GPUs 12.6 s; 98304 GPUs 75.6 s. Repricing is incremental (topology/flow_network.h): a
-// pipeline send/recv's start or end reprices the flows it reaches, not the whole component of
-// data-parallel flows that share NIC, leaf and spine links (32768 GPUs repriced 45.7 M flows in
-// 122 k recomputations before, 33 s of run). What remains grows with the flows started (about
-// 1.8 us per flow at 98304 GPUs, mostly cache misses on flows and links): at 1536 members NCCL's
-// tree (7.3 flows per member) replaces the ring (2 per member), so 98304 GPUs start 6x the flows
-// of 32768. No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB (before the incremental repricing).
+// runs vary by 10-25% there, so each figure is the least of 4 runs interleaved with the build it
+// is compared with), wall / run / events/s / flows / flows repriced / peak RSS:
+// 8192 GPUs 4.3 s / 2.8 s / 5.6 M/s / 1.3 M / 1.3 M / 0.93 GB; 32768 GPUs 9.0-9.2 s / 7.4 s /
+// 2.1 M/s / 5.8 M / 6.1 M / 1.2 GB (2.1x the 8192 time; target 2x); 98304 GPUs 51.6 s / 48.1 s /
+// 0.33 M/s / 35.9 M / 40.9 M / 1.9 GB (15.6-15.7 M events at every size). Before the
+// repricing's scratch moved into dense slots and the loops over a collective's flows and links
+// loaded them a few chunks ahead (topology/max_min_repricing.h, sim/prefetch_pipeline.h), on the
+// same machine and day: 8192 GPUs 4.4 s, 32768 GPUs 10.5 s (2.4x), 98304 GPUs 74.3 s. What
+// remains grows with the flows started, about 1 us per flow at 32768 GPUs (0.6 us at 8192,
+// whose flows and links still fit the cache): repricing incremental (topology/flow_network.h),
+// a pipeline send/recv's start or end reprices the flows it reaches, not the whole component of
+// data-parallel flows that share NIC, leaf and spine links. At 1536 members NCCL's tree (7.3
+// flows per member) replaces the ring (2 per member), so 98304 GPUs start 6x the flows of 32768.
+// No-mirror 1024 GPUs 75 s, 255 M tasks, 14 GB (before the incremental repricing).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

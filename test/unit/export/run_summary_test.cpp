@@ -180,6 +180,80 @@ TEST(RunSummary, LinkBytesAndBusyTimeIntegrateTheReportedRates) {
       << format_run_summary(s);
 }
 
+TEST(RunSummary, ABatchOfLinkChangesCountsAsEachChangeInOrder) {
+  // The flow network reports a recomputation's link changes in one on_link_rates call; the run
+  // summary must integrate them as it integrates single on_link_rate calls.
+  TaskGraph g;
+  g.add_rank(RankInfo{"rank 0", 1, {"compute"}});
+  g.add_iteration_mark(0, 0, 0);
+  g.seal();
+  const std::vector<LinkInfo> links{{"a -> b", Bandwidth::gigabytes_per_second(100)},
+                                    {"b -> a", Bandwidth::gigabytes_per_second(100)},
+                                    {"c -> d", Bandwidth::gigabytes_per_second(100)}};
+  const auto at = [](int64_t us) { return Time::zero() + Duration::from_us(us); };
+  const auto gbs = [](double v) { return Bandwidth::gigabytes_per_second(v); };
+  // (time, changes at that time)
+  const std::vector<std::pair<int64_t, std::vector<LinkRateChange>>> batches{
+      {0, {{0, 1, gbs(50)}, {2, 1, gbs(25)}}},
+      {10, {{0, 0, Bandwidth{}}, {1, 2, gbs(80)}, {2, 2, gbs(40)}}},
+      {20, {{1, 1, gbs(10)}, {0, 1, gbs(100)}}},
+      {25, {{2, 0, Bandwidth{}}}}};
+  RunSummaryObserver single(0);
+  RunSummaryObserver batched(0);
+  for (RunSummaryObserver* obs : {&single, &batched}) {
+    obs->on_run_begin(g);
+    obs->on_links_declared(links);
+    obs->on_task_begin(0, Time::zero());
+    obs->on_task_end(0, Time::zero());
+  }
+  for (const auto& [us, changes] : batches) {
+    for (const LinkRateChange& c : changes)
+      single.on_link_rate(c.link, at(us), c.rate, c.flows);
+    batched.on_link_rates(at(us), changes);
+  }
+  single.on_run_end(at(30));
+  batched.on_run_end(at(30));
+  const RunSummary a = single.summary();
+  const RunSummary b = batched.summary();
+  ASSERT_EQ(a.links.size(), 3u);
+  ASSERT_EQ(b.links.size(), 3u);
+  for (size_t i = 0; i < a.links.size(); ++i) {
+    EXPECT_EQ(b.links[i].name, a.links[i].name);
+    EXPECT_EQ(b.links[i].bytes, a.links[i].bytes) << a.links[i].name;
+    EXPECT_EQ(b.links[i].busy, a.links[i].busy) << a.links[i].name;
+  }
+  // In all: a -> b 0.5 + 1 MB, b -> a 0.8 + 0.1 MB, c -> d 0.25 + 0.6 MB (GB/s x us = kB).
+  EXPECT_NEAR(b.links[0].bytes + b.links[1].bytes + b.links[2].bytes,
+              50e3 * 10 + 80e3 * 10 + 10e3 * 10 + 100e3 * 10 + 25e3 * 10 + 40e3 * 15, 1e-3);
+}
+
+/// Records the single-link callbacks it hears.
+class LinkRateLog final : public Observer {
+ public:
+  void on_link_rate(uint32_t link, Time at, Bandwidth rate, uint32_t flows) override {
+    log.push_back({link, at, rate.bytes_per_second(), flows});
+  }
+  struct Heard {
+    uint32_t link;
+    Time at;
+    double rate;
+    uint32_t flows;
+    bool operator==(const Heard&) const = default;
+  };
+  std::vector<Heard> log;
+};
+
+TEST(ObserverLinkRates, TheDefaultHearsEachChangeThroughOnLinkRateInOrder) {
+  LinkRateLog obs;
+  const std::vector<LinkRateChange> changes{{7, 2, Bandwidth::bytes_per_second(5.0)},
+                                            {3, 0, Bandwidth{}},
+                                            {7, 1, Bandwidth::bytes_per_second(2.5)}};
+  const Time t = Time::zero() + Duration::from_us(4);
+  static_cast<Observer&>(obs).on_link_rates(t, changes);
+  EXPECT_EQ(obs.log,
+            (std::vector<LinkRateLog::Heard>{{7, t, 5.0, 2}, {3, t, 0.0, 0}, {7, t, 2.5, 1}}));
+}
+
 }  // namespace
 }  // namespace upsim
 

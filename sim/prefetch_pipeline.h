@@ -32,24 +32,9 @@ void each_in_chunk(size_t n, size_t chunk, F& f) {
 }
 
 /// Runs work(i) for i in [0, n), in order. Before the items of chunk c run, `near(i)` is
-/// called for the items of chunk c + 1 and `far(i)` for those of chunk c + 2: far loads what
-/// near reads (e.g. a flow, whose route names its links), near what work reads.
-template <class Far, class Near, class Work>
-void two_stage(size_t n, Far far, Near near, Work work) {
-  const auto each = [n](size_t chunk, auto& f) { each_in_chunk(n, chunk, f); };
-  const size_t chunks = (n + kChunk - 1) / kChunk;
-  each(0, far);
-  each(1, far);
-  each(0, near);
-  for (size_t c = 0; c < chunks; ++c) {
-    each(c + 2, far);
-    each(c + 1, near);
-    each(c, work);
-  }
-}
-
-/// As two_stage with one more stage: `farthest(i)` runs three chunks ahead and loads what far
-/// reads.
+/// called for the items of chunk c + 1, `far(i)` for those of chunk c + 2 and `farthest(i)`
+/// for those of chunk c + 3: each loads what the next reads (e.g. a flow, whose route names its
+/// links, whose flow lists the work edits).
 template <class Farthest, class Far, class Near, class Work>
 void three_stage(size_t n, Farthest farthest, Far far, Near near, Work work) {
   const auto each = [n](size_t chunk, auto& f) { each_in_chunk(n, chunk, f); };
@@ -66,6 +51,13 @@ void three_stage(size_t n, Farthest farthest, Far far, Near near, Work work) {
     each(c + 1, near);
     each(c, work);
   }
+}
+
+/// three_stage without its farthest stage: `far` two chunks ahead, `near` one.
+template <class Far, class Near, class Work>
+void two_stage(size_t n, Far far, Near near, Work work) {
+  three_stage(
+      n, [](size_t) {}, far, near, work);
 }
 
 }  // namespace upsim::prefetch

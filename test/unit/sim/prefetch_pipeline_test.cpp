@@ -33,20 +33,15 @@ void expect_pipelined(const std::vector<Call>& calls, size_t n, const std::strin
     EXPECT_EQ(work_order[i], i);
 }
 
+/// A stage that records its calls as `stage`.
+auto recorder(std::vector<Call>& calls, char stage) {
+  return [&calls, stage](size_t i) { calls.push_back({stage, i}); };
+}
+
 TEST(PrefetchPipeline, TwoStageRunsEveryItemOnceInOrderWithItsLoadsFirst) {
   for (size_t n : {0, 1, 2, 15, 16, 17, 31, 32, 33, 100}) {
     std::vector<Call> calls;
-    prefetch::two_stage(
-        n,
-        [&](size_t i) {
-          calls.push_back({'f', i});
-        },
-        [&](size_t i) {
-          calls.push_back({'n', i});
-        },
-        [&](size_t i) {
-          calls.push_back({'w', i});
-        });
+    prefetch::two_stage(n, recorder(calls, 'f'), recorder(calls, 'n'), recorder(calls, 'w'));
     expect_pipelined(calls, n, "fnw");
   }
 }
@@ -54,20 +49,8 @@ TEST(PrefetchPipeline, TwoStageRunsEveryItemOnceInOrderWithItsLoadsFirst) {
 TEST(PrefetchPipeline, ThreeStageRunsEveryItemOnceInOrderWithItsLoadsFirst) {
   for (size_t n : {0, 1, 2, 15, 16, 17, 47, 48, 49, 100}) {
     std::vector<Call> calls;
-    prefetch::three_stage(
-        n,
-        [&](size_t i) {
-          calls.push_back({'a', i});
-        },
-        [&](size_t i) {
-          calls.push_back({'f', i});
-        },
-        [&](size_t i) {
-          calls.push_back({'n', i});
-        },
-        [&](size_t i) {
-          calls.push_back({'w', i});
-        });
+    prefetch::three_stage(n, recorder(calls, 'a'), recorder(calls, 'f'), recorder(calls, 'n'),
+                          recorder(calls, 'w'));
     expect_pipelined(calls, n, "afnw");
   }
 }

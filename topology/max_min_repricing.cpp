@@ -58,7 +58,15 @@ void MaxMinRepricing::set_mode(Repricing mode, int max_passes) {
 /// component is priced at once (with Repricing::kComponent always).
 void MaxMinRepricing::reprice(std::vector<uint32_t>& seeds, std::vector<uint32_t>& new_flows) {
   ++stats_.recomputations;
-  ++repricing_;
+  if (++repricing_ == 0) {
+    // The numbers wrapped: clear the stamps of earlier recomputations, so that none reads as
+    // this one's.
+    for (Link& link : links_)
+      link.repricing = 0;
+    for (Flow& f : flows_)
+      f.inside = 0;
+    repricing_ = 1;
+  }
   inside_.clear();
   hop_slots_.clear();
   check_links_.clear();
@@ -138,7 +146,8 @@ void MaxMinRepricing::add_component() {
 /// current minimum share, so heap entries are lower bounds: a popped entry whose share has
 /// grown is pushed back with its current value (lazy update).
 void MaxMinRepricing::solve_inside() {
-  ++solve_;
+  // A fresh slot's touched is 0: never a solve's number.
+  if (++solve_ == 0) solve_ = 1;
   touched_.clear();
   for (RepricedFlow& f : inside_) {
     f.new_rate = -1.0;

@@ -250,6 +250,14 @@ std::vector<RankId> node_members(const DlrmGraph& built, uint32_t node, uint32_t
   return {built.ranks.begin() + node * local, built.ranks.begin() + (node + 1) * local};
 }
 
+/// Table-row-wise: bytes of one sample's pooled embeddings of node `node`'s tables (the
+/// forward reduce-scatter moves a global batch of them, the backward all-gather each rank's
+/// share of it).
+int64_t node_pooled_bytes_per_sample(const DlrmConfig& config, const ExchangeSizes& sizes,
+                                     uint32_t node) {
+  return sizes.node_tables[node] * config.embedding_dim * sizes.a2a_bytes;
+}
+
 /// Table-row-wise: local rank `local_rank` of every one of `nodes` nodes (one rail).
 std::vector<RankId> rail_members(const DlrmGraph& built, uint32_t local_rank, uint32_t local,
                                  uint32_t nodes) {
@@ -290,11 +298,10 @@ std::vector<ForwardExchangeGroups> add_forward_exchange_groups(
   if (!exchange.table_row_wise) return out;
   for (uint32_t k = 0; k < nodes && local > 1; ++k) {
     if (sizes.node_tables[k] == 0) continue;
-    const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
     groups.node_reduce_scatter[k] = graph.add_collective_group(
         CollectiveDesc{CollectiveKind::kReduceScatter,
                        node_members(built, k, local),
-                       config.global_batch * values,
+                       config.global_batch * node_pooled_bytes_per_sample(config, sizes, k),
                        {}},
         fmt::format("ncclKernel_ReduceScatter table-row-wise node {} fwd{}", k, batch));
   }
@@ -399,12 +406,12 @@ std::vector<IterationGroups> add_iteration_groups(const DlrmConfig& config, cons
     if (exchange.table_row_wise) {
       for (uint32_t k = 0; k < nodes && local > 1; ++k) {
         if (sizes.node_tables[k] == 0) continue;
-        const int64_t values = sizes.node_tables[k] * config.embedding_dim * sizes.a2a_bytes;
         groups.node_all_gather[k] = graph.add_collective_group(
-            CollectiveDesc{CollectiveKind::kAllGather,
-                           node_members(built, k, local),
-                           config.global_batch / local * values,
-                           {}},
+            CollectiveDesc{
+                CollectiveKind::kAllGather,
+                node_members(built, k, local),
+                config.global_batch / local * node_pooled_bytes_per_sample(config, sizes, k),
+                {}},
             fmt::format("ncclKernel_AllGather table-row-wise node {} bwd", k));
       }
       for (uint32_t j = 0; j < local && nodes > 1; ++j) {

@@ -112,7 +112,8 @@ enum class MemoryOp : uint8_t {
   kOptimizer,     ///< optimizer updates (SGD, Adagrad, Adam; fused and foreach)
   kRmsNorm,       ///< row-wise RMS norm and its backward (Llama)
   kRotary,        ///< rotary position embedding applied to q and k, and its backward
-  kSwiglu,        ///< gated activation silu(a) * b and its backward (Llama's SwiGLU MLP)
+  kSwiglu,        ///< gated activation silu(a) * b and its backward (Llama's SwiGLU MLP); GeGLU
+                  ///< (gelu(a) * b), which moves the same bytes
   kCrossEntropy,  ///< softmax cross-entropy over the vocabulary (row-wise) and its backward
 };
 inline constexpr size_t kMemoryOpCount = 19;

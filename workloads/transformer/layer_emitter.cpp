@@ -154,6 +154,9 @@ std::string_view LayerEmitter::act_op(bool backward) const {
   if (config_.activation == TransformerActivation::kSwiglu) {
     return backward ? "SwiGLUBackward" : "swiglu";
   }
+  if (config_.activation == TransformerActivation::kGeglu) {
+    return backward ? "GeGLUBackward" : "geglu";
+  }
   if (config_.activation == TransformerActivation::kSquaredRelu) {
     return backward ? "SquaredReLUBackward" : "squared_relu";
   }

@@ -351,15 +351,14 @@ class LayerKernelBuilder {
     const MoeConfig& m = config_.moe;
     const int64_t rows =
         (m.experts / config_.parallelism.expert) * tokens_per_local_expert(config_, z);
-    const int64_t e_fc1 =
-        config_.activation == TransformerActivation::kSwiglu ? 2 * m.expert_ffn : m.expert_ffn;
+    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * m.expert_ffn : m.expert_ffn;
     d.expert_fc1_in = fp8_cast(rows * z.h);
     d.expert_fc2_in = fp8_cast(rows * m.expert_ffn);
     d.expert_fc1_dy = fp8_cast(rows * e_fc1);
     d.expert_fc2_dy = fp8_cast(rows * z.h);
     if (m.shared_experts == 0) return;
     const int64_t s_ffn = m.shared_experts * m.expert_ffn;
-    const int64_t s_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+    const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
     d.shared_fc1_in = fp8_cast(z.moe_tokens * z.h);
     d.shared_fc2_in = fp8_cast(z.moe_tokens * s_ffn);
     d.shared_fc1_dy = fp8_cast(z.moe_tokens * s_fc1);
@@ -372,6 +371,14 @@ class LayerKernelBuilder {
       // and writes both input gradients.
       return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 8, 3, 2)
                       : pw(MemoryOp::kSwiglu, as_double(elements), 5, 2, 1);
+    }
+    if (config_.activation == TransformerActivation::kGeglu) {
+      // gelu(a) * b moves SwiGLU's bytes (a and b read, one written; the backward reads a, b
+      // and the output gradient and writes both input gradients), so it takes the gated
+      // family's price; gelu's tanh costs a few more operations than silu's exp (gelu's 8
+      // and 10 plus the gate's multiply).
+      return backward ? pw(MemoryOp::kSwiglu, as_double(elements), 12, 3, 2)
+                      : pw(MemoryOp::kSwiglu, as_double(elements), 9, 2, 1);
     }
     if (config_.activation == TransformerActivation::kSquaredRelu) {
       // relu(x)^2 reads x, writes one; the backward 2 relu(x) dy reads x and dy, writes dx
@@ -398,7 +405,7 @@ class LayerKernelBuilder {
     const int64_t per_expert = tokens_per_local_expert(config_, sizes_);
     const int64_t local = m.experts / config_.parallelism.expert;
     const int64_t e_ffn = m.expert_ffn;
-    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     // Grouped GEMM over the local experts (Megatron-Core's GroupedMLP, TE's GroupedLinear): one
     // group per expert, m = tokens per expert. The forward and data-gradient GEMMs tile each
     // expert's own tokens, which the router spreads unevenly (expert_rows); the weight
@@ -414,8 +421,7 @@ class LayerKernelBuilder {
     d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
     if (m.shared_experts > 0) {
       const int64_t s_ffn = m.shared_experts * e_ffn;
-      const int64_t s_fc1 =
-          config_.activation == TransformerActivation::kSwiglu ? 2 * s_ffn : s_ffn;
+      const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
       const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, s_fc1);
       const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, sizes_.h);
       d.shared_fc1_fwd = add(f1.forward);
@@ -463,7 +469,7 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
     sizes.attn_out = sizes.heads * m.v_head_dim;
   }
   sizes.ffn = config.ffn / sizes.t;
-  sizes.fc1_out = config.activation == TransformerActivation::kSwiglu ? 2 * sizes.ffn : sizes.ffn;
+  sizes.fc1_out = gated_activation(config.activation) ? 2 * sizes.ffn : sizes.ffn;
   const int64_t vocab_multiple = 128 * sizes.t;
   sizes.vocab = (config.vocab + vocab_multiple - 1) / vocab_multiple * vocab_multiple / sizes.t;
   sizes.moe_tokens = sizes.t > 1 ? sizes.tokens / sizes.t : sizes.tokens;

@@ -5,7 +5,7 @@ namespace upsim {
 double transformer_model_flops(const TransformerConfig& c) {
   const double h = static_cast<double>(c.hidden);
   const double s = static_cast<double>(c.attention_sequences().length);
-  const double gated = c.activation == TransformerActivation::kSwiglu ? 1.5 : 1.0;
+  const double gated = gated_activation(c.activation) ? 1.5 : 1.0;
   // Per token, forward and backward (3 x the forward's 2 FLOPs per multiply-add): the QKV
   // projection h x (q + 2 kv), the output projection q x h, scores and values 2 x s x q. With
   // q = h and kv = h x kv_heads / heads it is Megatron's 12 h^2 (1 + kv_heads / heads + s / h).

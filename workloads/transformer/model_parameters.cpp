@@ -26,7 +26,7 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     const MoeConfig& m = config_.moe;
     const int64_t local = m.experts / config_.parallelism.expert;
     const int64_t e_ffn = m.expert_ffn / sizes_.t;
-    const int64_t e_fc1 = config_.activation == TransformerActivation::kSwiglu ? 2 * e_ffn : e_ffn;
+    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     p.add(m.experts * sizes_.h);
     for (int64_t e = 0; e < local + m.shared_experts; ++e) {
       // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets

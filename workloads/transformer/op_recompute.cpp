@@ -7,7 +7,7 @@ namespace upsim {
 std::vector<BlockMatmul> block_matmuls(const TransformerConfig& config) {
   std::vector<BlockMatmul> m = {BlockMatmul::kQuery, BlockMatmul::kKey, BlockMatmul::kValue,
                                 BlockMatmul::kOutput, BlockMatmul::kGate};
-  if (config.activation == TransformerActivation::kSwiglu) m.push_back(BlockMatmul::kUp);
+  if (gated_activation(config.activation)) m.push_back(BlockMatmul::kUp);
   m.push_back(BlockMatmul::kDown);
   return m;
 }

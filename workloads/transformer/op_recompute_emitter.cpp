@@ -31,7 +31,7 @@ void LayerEmitter::op_recompute(int64_t forward_index) {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   }
   tp_enter_forward();
-  const bool gated = config_.activation == TransformerActivation::kSwiglu;
+  const bool gated = gated_activation(config_.activation);
   rerun(BlockMatmul::kGate, "w1", gated ? d.gate_fwd : d.fc1_fwd);
   if (gated) rerun(BlockMatmul::kUp, "w3", d.gate_fwd);
   ops_.op(act_op(false), "activation_fwd", d.act_fwd);

@@ -651,18 +651,17 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   constexpr std::array<std::string_view, 2> kNormNames = {"layernorm", "rms_norm"};
   constexpr std::array<TransformerNorm, 2> kNorms = {TransformerNorm::kLayerNorm,
                                                      TransformerNorm::kRmsNorm};
-  constexpr std::array<std::string_view, 3> kActNames = {"gelu", "swiglu", "squared_relu"};
-  constexpr std::array<TransformerActivation, 3> kActs = {TransformerActivation::kGelu,
-                                                          TransformerActivation::kSwiglu,
-                                                          TransformerActivation::kSquaredRelu};
+  constexpr std::array<std::string_view, 4> kActNames = {"gelu", "swiglu", "geglu", "squared_relu"};
+  constexpr std::array<TransformerActivation, 4> kActs = {
+      TransformerActivation::kGelu, TransformerActivation::kSwiglu, TransformerActivation::kGeglu,
+      TransformerActivation::kSquaredRelu};
   constexpr std::array<std::string_view, 4> kPosNames = {"learned", "rotary", "alibi", "none"};
   constexpr std::array<TransformerPosition, 4> kPositions = {
       TransformerPosition::kLearned, TransformerPosition::kRotary, TransformerPosition::kAlibi,
       TransformerPosition::kNone};
   c.activation = read_enum(workload, "activation", kActNames, kActs, preset.activation);
   c.ffn = workload.get_int_in_or(
-      "ffn", 1, kMaxFfn,
-      c.activation == TransformerActivation::kSwiglu ? llama_ffn(c.hidden) : 4 * c.hidden);
+      "ffn", 1, kMaxFfn, gated_activation(c.activation) ? llama_ffn(c.hidden) : 4 * c.hidden);
   c.vocab = workload.get_int_in("vocab", 1, kMaxVocab);
   c.seq = workload.get_int_in("seq", 1, kMaxSeq);
   c.micro_batch = workload.get_int_in_or("micro_batch", 1, kMaxMicroBatch, 1);
@@ -793,8 +792,8 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
 namespace {
 
 int64_t mlp_parameters(const TransformerConfig& c, int64_t ffn) {
-  // gelu: fc1 h x ffn, fc2 ffn x h; swiglu: gate and up h x ffn each, down ffn x h.
-  const int64_t in_projections = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  // gelu: fc1 h x ffn, fc2 ffn x h; swiglu, geglu: gate and up h x ffn each, down ffn x h.
+  const int64_t in_projections = gated_activation(c.activation) ? 2 : 1;
   int64_t params = (in_projections + 1) * c.hidden * ffn;
   if (c.bias) params += in_projections * ffn + c.hidden;
   return params;
@@ -895,7 +894,7 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"global_batch", "sequences per iteration over all data-parallel ranks"},
       {"dtype", "element type of the GEMMs and activations (fp8: GEMMs in fp8, the rest bf16)"},
       {"norm", "layernorm or rms_norm"},
-      {"activation", "MLP activation: gelu, swiglu or squared_relu"},
+      {"activation", "MLP activation: gelu, swiglu, geglu or squared_relu"},
       {"position", "position encoding: learned, rotary, alibi or none"},
       {"bias", "linear layers carry biases"},
       {"tied_embeddings", "the output layer shares the input embedding's weights"},

@@ -63,7 +63,7 @@
 //                              #   layer_kernels.h, Fp8Cast
 //   causal: true               # decoder (true) or encoder (false) attention mask
 //   norm: layernorm            # layernorm | rms_norm
-//   activation: gelu           # gelu | swiglu | squared_relu
+//   activation: gelu           # gelu | swiglu | geglu | squared_relu
 //   position: learned          # learned | rotary | alibi | none
 //   attention: flash           # fused kernel: flash (= flash2: FlashAttention-2, flash-attn
 //                              #   2.x, PyTorch SDPA's flash backend) | flash3 (FlashAttention-3,
@@ -216,9 +216,15 @@
 namespace upsim {
 
 enum class TransformerNorm : uint8_t { kLayerNorm, kRmsNorm };
-/// The MLP's activation: GeLU, SwiGLU (gated: two input projections), squared ReLU (relu(x)^2,
-/// ungated: Nemotron-4, So et al. "Primer", arXiv 2109.08668).
-enum class TransformerActivation : uint8_t { kGelu, kSwiglu, kSquaredRelu };
+/// The MLP's activation: GeLU, SwiGLU and GeGLU (gated: two input projections, silu(a) * b and
+/// gelu(a) * b; Shazeer, "GLU Variants Improve Transformer", arXiv 2002.05202: T5 v1.1, Gemma),
+/// squared ReLU (relu(x)^2, ungated: Nemotron-4, So et al. "Primer", arXiv 2109.08668).
+enum class TransformerActivation : uint8_t { kGelu, kSwiglu, kSquaredRelu, kGeglu };
+/// Whether the MLP's first linear layer has two projections (gate and up), fc1 2 x ffn wide.
+constexpr bool gated_activation(TransformerActivation activation) {
+  return activation == TransformerActivation::kSwiglu ||
+         activation == TransformerActivation::kGeglu;
+}
 enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };

@@ -29,7 +29,7 @@ int64_t local_kv_heads(const TransformerConfig& c) {
 /// for SwiGLU: gate and up), row-parallel output projection whose bias is replicated.
 int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn) {
   const int64_t local = ffn / c.parallelism.tensor;
-  const int64_t in_projections = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  const int64_t in_projections = gated_activation(c.activation) ? 2 : 1;
   int64_t params = (in_projections + 1) * c.hidden * local;
   if (c.bias) params += in_projections * local + c.hidden;
   return params;
@@ -308,7 +308,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   bytes += ceil_div(mask * tokens * h, split);  // attention dropout mask
 
   // MLP (or MoE) after the second norm.
-  const int64_t act_factor = c.activation == TransformerActivation::kSwiglu ? 2 : 1;
+  const int64_t act_factor = gated_activation(c.activation) ? 2 : 1;
   const auto mlp_inner = [&](int64_t rows, int64_t ffn) {
     const int64_t local = ffn / t;
     return e * rows * local * act_factor /* activation input */ + e * rows * local /* fc2 in */;

@@ -681,8 +681,8 @@ TEST(TransformerConfig, TpCommOverlapNeedsSequenceParallel) {
 }
 
 // An explicit head dimension (Gemma 7B: hidden 3072, 16 heads of 256, so Q is 4096 wide; Gemma
-// Team, arXiv 2403.08295, Table 1: 28 layers, GeGLU MLP of 24576 (gated: priced as swiglu),
-// vocabulary 256000 with tied embeddings: 8.54 B parameters).
+// Team, arXiv 2403.08295, Table 1: 28 layers, GeGLU MLP of 24576, vocabulary 256000 with tied
+// embeddings: 8.54 B parameters).
 TEST(TransformerConfig, ExplicitHeadDimWidensQAndCountsItsParameters) {
   const TransformerConfig c = parse(R"(workload:
   model: transformer
@@ -691,6 +691,7 @@ TEST(TransformerConfig, ExplicitHeadDimWidensQAndCountsItsParameters) {
   hidden: 3072
   heads: 16
   head_dim: 256
+  activation: geglu
   ffn: 24576
   vocab: 256000
   tied_embeddings: true
@@ -706,6 +707,22 @@ TEST(TransformerConfig, ExplicitHeadDimWidensQAndCountsItsParameters) {
       "  vocab: 1000\n  seq: 128\n";
   EXPECT_EQ(error_of(yaml + "  head_dim: 128\n", 1), "");
   EXPECT_NE(error_of(yaml, 1).find("or give head_dim"), std::string::npos) << error_of(yaml, 1);
+}
+
+// GeGLU is gated: without an ffn it takes the 2/3 x 4h width that keeps a gated MLP's
+// parameters those of 4h ungated (Shazeer, arXiv 2002.05202, section 2), as SwiGLU does.
+TEST(TransformerConfig, GegluIsGatedAndNamedInTheActivationError) {
+  const std::string yaml =
+      "workload:\n  model: transformer\n  layers: 2\n  hidden: 3072\n  heads: 16\n"
+      "  vocab: 1000\n  seq: 128\n";
+  const TransformerConfig geglu = parse(yaml + "  activation: geglu\n", 1);
+  const TransformerConfig swiglu = parse(yaml + "  activation: swiglu\n", 1);
+  EXPECT_EQ(geglu.activation, TransformerActivation::kGeglu);
+  EXPECT_TRUE(gated_activation(geglu.activation));
+  EXPECT_EQ(geglu.ffn, swiglu.ffn);
+  EXPECT_EQ(transformer_parameters(geglu), transformer_parameters(swiglu));
+  const std::string e = error_of(yaml + "  activation: reglu\n", 1);
+  EXPECT_NE(e.find("geglu"), std::string::npos) << e;
 }
 
 TEST(TransformerConfig, SlidingWindowNeedsFusedAttentionAndNoContextParallel) {

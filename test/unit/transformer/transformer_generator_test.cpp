@@ -637,6 +637,34 @@ TEST(TransformerGenerator, SquaredReluIsOneReluKernelEachWay) {
   EXPECT_EQ(backward, c.layers * micro_batches);
 }
 
+// GeGLU (T5 v1.1, Gemma): a gated MLP like SwiGLU, fc1 two projections wide, whose activation
+// gelu(a) * b moves SwiGLU's bytes and takes its kernel family, with gelu's extra operations.
+TEST(TransformerGenerator, GegluIsGatedLikeSwigluWithGelusOperations) {
+  const auto kernels_of = [](TransformerActivation activation, std::string_view forward_op) {
+    TransformerConfig c = small_gpt();
+    c.activation = activation;
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    std::vector<KernelDesc> found;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.kind == TaskKind::kKernel && task.rank == 0 && g.name(task.op_name) == forward_op)
+        found.push_back(g.kernel(t));
+    }
+    return found;
+  };
+  const std::vector<KernelDesc> geglu = kernels_of(TransformerActivation::kGeglu, "geglu");
+  const std::vector<KernelDesc> swiglu = kernels_of(TransformerActivation::kSwiglu, "swiglu");
+  ASSERT_FALSE(geglu.empty());
+  ASSERT_EQ(geglu.size(), swiglu.size());
+  EXPECT_EQ(geglu.front().memory_op, MemoryOp::kSwiglu);
+  EXPECT_DOUBLE_EQ(geglu.front().bytes_read, swiglu.front().bytes_read);
+  EXPECT_DOUBLE_EQ(geglu.front().bytes_written, swiglu.front().bytes_written);
+  EXPECT_GT(geglu.front().flops, swiglu.front().flops);
+  // Gated: the activation reads both halves of fc1's output, twice what it writes.
+  EXPECT_DOUBLE_EQ(geglu.front().bytes_read, 2 * geglu.front().bytes_written);
+}
+
 // Dropless MoE (capacity_factor 0) stalls the host once per MoE layer forward: the per-expert
 // counts are all-gathered over the EP group and copied to the host, which waits for them
 // (Megatron-Core's dispatcher); with a capacity factor the sizes are fixed and nothing waits.

@@ -30,12 +30,13 @@ void LayerEmitter::tp_collective(CollectiveKind kind, int64_t bytes, std::string
 }
 
 void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId dgrad,
-                                            KernelDescId wgrad, std::optional<DType> dtype) {
+                                            KernelDescId wgrad, std::optional<DType> dtype,
+                                            std::optional<int64_t> rows) {
   const DType gemm_dt = dtype.value_or(gemm_dt_);
   HostOp h = ops_.host_op(name);
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
-  const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
+  const int64_t full = rows.value_or(sizes_.tokens) * sizes_.h * act_elem_bytes_;
   // Transformer Engine's bulk overlap runs these two on its userbuffers kernels.
   const int32_t sms = config_.parallelism.tp_comm_overlap ? kUserbuffersSms : -1;
   TaskId gathered = kNoTask;

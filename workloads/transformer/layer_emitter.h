@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/task_graph.h"
+#include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/op_emitter.h"
 #include "workloads/transformer/transformer_config.h"
@@ -71,6 +72,20 @@ class LayerEmitter {
   void head_forward();
   void head_backward();
 
+  // Encoder-decoder models (encoder_decoder.h; cross_attention_emitter.cpp), on the emitter of
+  // the decoder stack (the cross-attention) or of the encoder (its final norm).
+  /// A decoder layer's cross-attention block after its self-attention: norm, query projection
+  /// on the decoder's tokens, key/value projection on the encoder's output, attention of the
+  /// decoder's queries over the encoder's keys, output projection, residual add.
+  void cross_attention_forward(const CrossAttentionKernels& k);
+  /// Its backward; `accumulate`: the encoder output's gradient from an earlier-run decoder
+  /// layer's backward is there to add this layer's to (every decoder layer's backward but the
+  /// first to run).
+  void cross_attention_backward(const CrossAttentionKernels& k, bool accumulate);
+  /// The encoder's final norm (after its last layer, before the decoder reads its output).
+  void final_norm_forward();
+  void final_norm_backward();
+
   /// A collective over the tensor-parallel group that blocks the compute stream.
   void tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name);
 
@@ -79,9 +94,12 @@ class LayerEmitter {
   /// with SP the input is all-gathered again while the input gradient is computed, and the input
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
   /// gradient is all-reduced while the weight gradient is computed.
-  /// `dtype` names the GEMM kernels (the layer's GEMM dtype unless given).
+  /// `dtype` names the GEMM kernels (the layer's GEMM dtype unless given); `rows`: the input's
+  /// rows (the layer's tokens unless given: a cross-attention's key/value projection runs on
+  /// the encoder's).
   void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad,
-                                std::optional<DType> dtype = std::nullopt);
+                                std::optional<DType> dtype = std::nullopt,
+                                std::optional<int64_t> rows = std::nullopt);
 
   /// The backward of a block's residual add (its dropout's, or none when compiled without).
   void residual_backward();

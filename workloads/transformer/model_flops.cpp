@@ -1,5 +1,7 @@
 #include "workloads/transformer/model_flops.h"
 
+#include "workloads/transformer/encoder_decoder.h"
+
 namespace upsim {
 
 double transformer_model_flops(const TransformerConfig& c) {
@@ -29,6 +31,11 @@ double transformer_model_flops(const TransformerConfig& c) {
   }
   const double micro_batches =
       static_cast<double>(c.global_batch) / static_cast<double>(c.micro_batch);
+  if (c.encoder_decoder()) {
+    return (per_token * static_cast<double>(c.micro_batch_tokens()) +
+            decoder_stack_flops_per_micro_batch(c)) *
+           micro_batches;
+  }
   const double output = 6.0 * h * static_cast<double>(c.padded_vocab()) *
                         static_cast<double>(c.vocabulary_rows()) * micro_batches;
   return per_token * static_cast<double>(c.micro_batch_tokens()) * micro_batches + output;

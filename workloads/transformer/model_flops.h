@@ -15,6 +15,10 @@
 // times the tokens of one iteration: global_batch x seq. With unpadded or packed samples
 // (sequences: in transformer_config.h) s is the pair-weighted mean length E[l^2] / E[l], so that
 // the scores count each sample's own square, and unpadded samples count their real tokens.
+// An encoder-decoder model (workload.decoder) counts its encoder's layers on seq tokens without
+// an output layer, then its decoder stack (encoder_decoder.h,
+// decoder_stack_flops_per_micro_batch: self-attention, MLP, cross-attention and the output
+// layer on the decoder's tokens).
 #pragma once
 
 #include "workloads/transformer/transformer_config.h"

@@ -21,6 +21,18 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     if (bias) p.add(sizes_.h);
     if (config_.attention_sinks) p.add(sizes_.heads);  // the sinks of this rank's heads
   }
+  if (config_.encoder_decoder() && layer >= config_.layers) {
+    // A decoder layer's cross-attention (encoder_decoder.h): its norm, the query and
+    // key/value projections (column parallel), the output projection (row parallel).
+    add_norm(p);
+    const int64_t kv_out = sizes_.qkv_out - sizes_.attn_out;
+    p.add(sizes_.attn_out * sizes_.h);
+    if (bias) p.add(sizes_.attn_out);
+    p.add(kv_out * sizes_.h);
+    if (bias) p.add(kv_out);
+    p.add(sizes_.h * sizes_.attn_out);
+    if (bias) p.add(sizes_.h);
+  }
   add_norm(p);
   if (config_.is_moe_layer(layer)) {
     const MoeConfig& m = config_.moe;
@@ -50,13 +62,19 @@ LayerParams ModelParameters::layer(int64_t layer) const {
 LayerParams ModelParameters::embedding() const {
   LayerParams p;
   p.add(sizes_.vocab * sizes_.h);
-  if (config_.position == TransformerPosition::kLearned) p.add(config_.seq * sizes_.h);
+  if (config_.position == TransformerPosition::kLearned) {
+    p.add(config_.seq * sizes_.h);
+    // An encoder-decoder model's decoder has a position table of its own (NeMo's T5: both
+    // of max_position_embeddings = seq rows).
+    if (config_.encoder_decoder()) p.add(config_.seq * sizes_.h);
+  }
   return p;
 }
 
 LayerParams ModelParameters::head() const {
   LayerParams p;
-  add_norm(p);  // final norm
+  add_norm(p);                                 // final norm
+  if (config_.encoder_decoder()) add_norm(p);  // the encoder's final norm
   if (config_.has_output_layer() &&
       (!config_.tied_embeddings || config_.parallelism.pipeline > 1)) {
     p.add(sizes_.vocab * sizes_.h);

@@ -20,12 +20,15 @@ class ModelParameters {
   /// The parameter tensors of `layer` on one GPU: column- and row-parallel weights split over
   /// tensor (row-parallel biases and norms replicated), routed experts split over expert and
   /// tensor parallel (Megatron's expert tensor parallel = tensor). The expert GEMMs run unsplit
-  /// on tokens / tensor instead: the same flops.
+  /// on tokens / tensor instead: the same flops. An encoder-decoder model's layers from
+  /// `layers` on are its decoder's, each with its cross-attention's tensors too.
   LayerParams layer(int64_t layer) const;
-  /// The word embedding and, with learned positions, the position embedding.
+  /// The word embedding and, with learned positions, the position embedding (an
+  /// encoder-decoder model's encoder and decoder each have one).
   LayerParams embedding() const;
-  /// The final norm, the output layer (the output layer is the embedding's, tied, in one
-  /// pipeline stage; none under a classification head) and the task head's own tensors.
+  /// The final norm (an encoder-decoder model's encoder's too), the output layer (the output layer
+  /// is the embedding's, tied, in one pipeline stage; none under a classification head) and the
+  /// task head's own tensors.
   LayerParams head() const;
 
  private:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/config/config_enum.h"
+#include "workloads/transformer/encoder_decoder.h"
 
 namespace upsim {
 
@@ -587,6 +588,67 @@ namespace {
 /// compute dtype over an fp32 model run eagerly, as HuggingFace's Trainer and NVIDIA's
 /// DeepLearningExamples run it. Transformer Engine (TP overlap), torch.compile, torchtitan's
 /// per-op checkpointing, MoE and latent attention keep their own precision handling: refused.
+/// What an encoder-decoder model (the `decoder` key) runs with here, each refusal at its key:
+/// one pipeline stage (Megatron-LM's split of encoder and decoder stages,
+/// --pipeline-model-parallel-split-rank, is not modelled), no context, sequence or expert
+/// parallel, dense layers with plain attention, padded samples of seq and decoder seq tokens,
+/// the language-model head on the decoder, and no FSDP / ZeRO-3 (whose per-layer gathers would
+/// need the shared embedding gathered for the decoder as well).
+void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& c) {
+  // `key` names a stated value (a dotted path below workload).
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    ConfigNode node = workload;
+    for (size_t begin = 0; begin <= key.size();) {
+      const size_t end = std::min(key.find('.', begin), key.size());
+      node = node.child(key.substr(begin, end - begin));
+      begin = end + 1;
+    }
+    node.fail(fmt::format("an encoder-decoder model (workload.decoder) {}", what));
+  };
+  const ParallelismConfig& p = c.parallelism;
+  if (c.causal) refuse("causal", "has a bidirectional encoder: causal must be false");
+  if (p.pipeline > 1) {
+    refuse("parallelism.pipeline",
+           "runs on one pipeline stage here (Megatron-LM's split of encoder and decoder "
+           "stages is not modelled)");
+  }
+  if (p.context > 1) refuse("parallelism.context", "runs without context parallel here");
+  if (p.sequence) refuse("parallelism.sequence", "runs without sequence parallel here");
+  if (p.tp_comm_overlap) refuse("parallelism.tp_comm_overlap", "runs without TP overlap here");
+  if (p.fsdp != FsdpMode::kNone) refuse("parallelism.fsdp", "runs without FSDP here");
+  if (p.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
+  if (c.moe.experts > 0) refuse("moe", "has dense layers here");
+  if (c.mla.enabled()) refuse("mla", "has multi-head attention here");
+  if (c.sliding_window > 0) refuse("sliding_window", "attends fully here");
+  if (c.attention_sinks) refuse("attention_sinks", "has no attention sinks here");
+  if (c.sequences.layout != SequenceLayout::kPadded) {
+    refuse("sequences.layout", "runs padded samples here");
+  }
+  if (c.head.kind != TaskHeadKind::kLanguageModel) {
+    refuse("head", "ends in the language-model head on the decoder");
+  }
+  if (c.recompute == Recompute::kSelective || c.recompute == Recompute::kOp) {
+    refuse("recompute", "recomputes none or full layers here");
+  }
+  if (c.compile) refuse("compile", "runs eager here");
+  if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs here");
+  if (c.autocast) refuse("autocast", "runs without autocast here");
+  if (c.dtype == DType::kFp8) refuse("dtype", "runs 16- or 32-bit GEMMs here");
+  // The decoder's tokens within check_products' limits, its cross-attention's scores too
+  // (decoder queries x encoder keys).
+  __extension__ typedef __int128 Wide;
+  const Wide tokens = Wide{c.micro_batch} * c.decoder_seq;
+  const int64_t widest = std::max({c.hidden, c.ffn, c.vocab});
+  if (tokens > kMaxTokensPerMicroBatch ||
+      tokens * std::max(c.seq, c.decoder_seq) * std::max(c.heads, c.hidden) > kMaxElements ||
+      tokens * widest > kMaxElements) {
+    workload.child("decoder").child("seq").fail(fmt::format(
+        "micro_batch {} x decoder seq {} tokens are too many to price (above 2^32 tokens, or "
+        "2^56 elements of a score or activation tensor)",
+        c.micro_batch, c.decoder_seq));
+  }
+}
+
 void check_autocast(const ConfigNode& workload, const TransformerConfig& c) {
   const ConfigNode key = workload.child("autocast");
   if (c.dtype != DType::kFp16 && c.dtype != DType::kBf16) {
@@ -680,7 +742,11 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   if (c.dtype == DType::kFp8) {
     c.fp8_recipe = read_enum(workload, "fp8_recipe", kRecipeNames, kRecipes, Fp8Recipe::kDelayed);
   }
-  c.causal = workload.get_bool_or("causal", preset.causal);
+  if (const std::optional<ConfigNode> decoder = workload.optional_child("decoder")) {
+    c.decoder_layers = decoder->get_int_in("layers", 1, kMaxLayers);
+    c.decoder_seq = decoder->get_int_in("seq", 1, kMaxSeq);
+  }
+  c.causal = workload.get_bool_or("causal", c.encoder_decoder() ? false : preset.causal);
   c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
   c.position = read_enum(workload, "position", kPosNames, kPositions, preset.position);
   constexpr std::array<std::string_view, 5> kAttnNames = {"flash", "flash2", "flash3", "cudnn",
@@ -786,6 +852,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
 
   validate(workload, par_node, moe_node, c);
+  if (c.encoder_decoder()) check_encoder_decoder(workload, c);
   return c;
 }
 
@@ -833,6 +900,14 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   // BERT's pooler and masked-LM head transform are counted by task_head_parameters.
   total += c.padded_vocab() * h + transformer_norm_parameters(c);
   if (c.position == TransformerPosition::kLearned) total += c.seq * h;
+  if (c.encoder_decoder()) {
+    // The decoder's layers, each with a cross-attention block, the encoder's final norm and
+    // the decoder's own learned positions; the word embedding is shared (encoder_decoder.h).
+    total += c.decoder_layers *
+                 (attention + norms + dense_mlp + cross_attention_parameters(c, /*tensor=*/1)) +
+             transformer_norm_parameters(c);
+    if (c.position == TransformerPosition::kLearned) total += c.seq * h;
+  }
   if (!c.tied_embeddings && c.has_output_layer()) total += c.padded_vocab() * h;
   return total + task_head_parameters(c);
 }
@@ -900,6 +975,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"dropout", "dropout probability; > 0 adds dropout kernels"},
       {"causal", "decoder (causal) or encoder attention mask"},
+      {"decoder.layers", "encoder-decoder model: decoder layers after the `layers` encoder ones"},
+      {"decoder.seq", "encoder-decoder model: decoder (target) tokens per sample"},
       {"attention", "attention kernel: flash2, flash3, cudnn (fused) or unfused"},
       {"sliding_window", "keys each query attends to at most; 0: full attention"},
       {"full_attention_every", "with sliding_window: every k-th layer attends fully; 0: none"},

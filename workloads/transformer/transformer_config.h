@@ -61,7 +61,17 @@
 //                              #   reads) | block (Float8BlockScaling 1x128 / MXFP8BlockScaling:
 //                              #   per-block scales found in the cast's one read); the kernels:
 //                              #   layer_kernels.h, Fp8Cast
-//   causal: true               # decoder (true) or encoder (false) attention mask
+//   causal: true               # decoder (true) or encoder (false) attention mask; with
+//                              #   `decoder`, the encoder's: false (its default there)
+//   decoder:                   # optional: an encoder-decoder model (T5; Raffel et al., JMLR
+//                              #   2020, arXiv 1910.10683): `layers` are then the encoder's,
+//                              #   attending bidirectionally over `seq` tokens, and the decoder
+//                              #   runs after it (encoder_decoder.h); one pipeline stage, no
+//                              #   context, sequence or expert parallel
+//     layers: 24               # decoder layers: causal self-attention over decoder seq tokens,
+//                              #   cross-attention over the encoder's output, then the MLP
+//     seq: 128                 # decoder (target) tokens per sample; the output layer and loss
+//                              #   run on them
 //   norm: layernorm            # layernorm | rms_norm
 //   activation: gelu           # gelu | swiglu | geglu | squared_relu
 //   position: learned          # learned | rotary | alibi | none
@@ -385,6 +395,11 @@ struct TransformerConfig {
   /// How fp8 GEMM operands are quantised (dtype fp8 only).
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool causal = true;
+  /// Encoder-decoder models (the `decoder` key; encoder_decoder.h): decoder layers after the
+  /// `layers` encoder layers, on decoder_seq tokens per sample; 0: decoder- or encoder-only.
+  int64_t decoder_layers = 0;
+  int64_t decoder_seq = 0;
+  bool encoder_decoder() const { return decoder_layers > 0; }
   TransformerNorm norm = TransformerNorm::kLayerNorm;
   TransformerActivation activation = TransformerActivation::kGelu;
   TransformerPosition position = TransformerPosition::kLearned;

@@ -15,6 +15,7 @@
 
 #include "sim/task_graph.h"
 #include "sim/units.h"
+#include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/gradient_sync.h"
 #include "workloads/transformer/layer_emitter.h"
 #include "workloads/transformer/layer_kernels.h"
@@ -55,6 +56,9 @@ class TransformerEmitter {
   /// began (recompute: op alternates what it saves with it).
   void backward_layer(int64_t layer, int64_t first_layer_of_chunk, bool last_micro_batch,
                       int64_t forward_index);
+  /// An encoder-decoder model's decoder layer `layer` (config_.layers and on): its
+  /// recomputation, then the backward of its MLP, cross-attention and self-attention.
+  void backward_decoder_layer(int64_t layer);
 
   // ---- data-parallel gradient and parameter traffic -------------------------------------------
   /// Bytes per gradient element in the data-parallel reduction (TransformerConfig::
@@ -97,6 +101,16 @@ class TransformerEmitter {
   ParallelCoords coords_;
   OpEmitter ops_;
   LayerEmitter layers_;
+  // Encoder-decoder models (encoder_decoder.h): the decoder stack's config, sizes and kernels,
+  // its layers' emitter and their cross-attention kernels. `layers_` then emits the encoder;
+  // layers from config_.layers on are the decoder's. Otherwise no kernel of theirs is added.
+  TransformerConfig decoder_config_;
+  LayerSizes decoder_sizes_;
+  LayerKernels decoder_kernels_;
+  CrossAttentionKernels cross_kernels_;
+  LayerEmitter decoder_layers_;
+  /// The emitter of the last layers and the head: the decoder stack's, or layers_.
+  LayerEmitter& head_layers() { return config_.encoder_decoder() ? decoder_layers_ : layers_; }
   PipelineP2p p2p_;
   uint32_t dp_pg_ = 0, mp_pg_ = 0, emb_pg_ = 0;
   std::array<GradBuffer, kGradBuffers> grad_buffers_;

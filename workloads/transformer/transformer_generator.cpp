@@ -32,12 +32,21 @@ TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const Transfo
       act_elem_bytes_(dtype_bytes(act_dt_)),
       micro_batches_(c.micro_batches()),
       chunks_(c.parallelism.virtual_stages),
-      layers_per_chunk_(c.layers / (c.parallelism.pipeline * c.parallelism.virtual_stages)),
+      layers_per_chunk_((c.layers + c.decoder_layers) /
+                        (c.parallelism.pipeline * c.parallelism.virtual_stages)),
       mirror_(c.mirror_data_parallel && c.parallelism.data > 1),
       groups_(g, [this](int64_t rank) { return !mirror_ || layout_.coords(rank).dp == 0; }),
       params_(config_, sizes_),
       ops_(graph_, groups_, threads_),
       layers_(config_, sizes_, layer_kernels_, ops_),
+      decoder_config_(c.encoder_decoder() ? decoder_stack_config(c) : c),
+      decoder_sizes_(c.encoder_decoder() ? layer_sizes(decoder_config_) : sizes_),
+      decoder_kernels_(c.encoder_decoder() ? add_layer_kernels(decoder_config_, decoder_sizes_, g)
+                                           : LayerKernels{}),
+      cross_kernels_(c.encoder_decoder()
+                         ? add_cross_attention_kernels(decoder_config_, decoder_sizes_, c.seq, g)
+                         : CrossAttentionKernels{}),
+      decoder_layers_(decoder_config_, decoder_sizes_, decoder_kernels_, ops_),
       p2p_(config_, sizes_, groups_, ops_) {
   grad_sync_ = make_gradient_sync(
       config_.parallelism,
@@ -120,6 +129,7 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
   layer_groups.expert =
       groups_.group(ParallelDim::kExpert, layout_.group(ParallelDim::kExpert, global));
   layers_.begin_rank(layer_groups);
+  decoder_layers_.begin_rank(layer_groups);
   // Model-parallel group of the gradient norm: every rank holding a different part of the
   // model (all ranks when the optimizer state is sharded over data parallel too).
   std::vector<int64_t> mp;
@@ -152,13 +162,41 @@ int64_t TransformerEmitter::virtual_stage(int64_t chunk) const {
 }
 
 void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
+  const bool decoder = config_.encoder_decoder() && layer >= config_.layers;
+  if (decoder && layer == config_.layers) {
+    // The encoder's output, then the decoder's input embedding.
+    layers_.final_norm_forward();
+    decoder_layers_.embedding_forward();
+  }
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
   if (config_.cuda_graphs) ops_.begin_capture();
-  layers_.attention_forward(layer);
-  layers_.mlp_forward(layer);
+  if (decoder) {
+    const int64_t in_decoder = layer - config_.layers;
+    decoder_layers_.attention_forward(in_decoder);
+    decoder_layers_.cross_attention_forward(cross_kernels_);
+    decoder_layers_.mlp_forward(in_decoder);
+  } else {
+    layers_.attention_forward(layer);
+    layers_.mlp_forward(layer);
+  }
   if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
+}
+
+void TransformerEmitter::backward_decoder_layer(int64_t layer) {
+  const int64_t in_decoder = layer - config_.layers;
+  if (decoder_config_.recomputes_layer(in_decoder)) {
+    decoder_layers_.attention_forward(in_decoder);
+    decoder_layers_.cross_attention_forward(cross_kernels_);
+    decoder_layers_.mlp_forward(in_decoder);
+  }
+  decoder_layers_.mlp_backward(in_decoder);
+  // The decoder's last layer runs its backward first: the encoder output's gradient starts
+  // there, and every other layer's adds to it.
+  decoder_layers_.cross_attention_backward(cross_kernels_,
+                                           in_decoder != config_.decoder_layers - 1);
+  decoder_layers_.attention_backward(in_decoder);
 }
 
 void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_chunk,
@@ -174,16 +212,26 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
   // The backward graph holds the recomputation too. Selective recomputation reruns its
   // modules inside the backward (LayerEmitter).
   if (config_.cuda_graphs) ops_.begin_capture();
-  if (config_.recomputes_layer(layer)) {
-    layers_.attention_forward(layer);
-    layers_.mlp_forward(layer);
-  } else if (config_.recompute == Recompute::kOp) {
-    layers_.op_recompute(forward_index);
+  const bool decoder = config_.encoder_decoder() && layer >= config_.layers;
+  if (decoder) {
+    backward_decoder_layer(layer);
+  } else {
+    if (config_.recomputes_layer(layer)) {
+      layers_.attention_forward(layer);
+      layers_.mlp_forward(layer);
+    } else if (config_.recompute == Recompute::kOp) {
+      layers_.op_recompute(forward_index);
+    }
+    layers_.mlp_backward(layer);
+    layers_.attention_backward(layer);
   }
-  layers_.mlp_backward(layer);
-  layers_.attention_backward(layer);
   if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
   grad_sync_->after_backward(layer, params, last_micro_batch);
+  if (decoder && layer == config_.layers) {
+    // The decoder's input embedding, then the encoder's final norm.
+    decoder_layers_.embedding_backward();
+    layers_.final_norm_backward();
+  }
 }
 
 void TransformerEmitter::iteration(uint32_t it) {
@@ -210,12 +258,12 @@ void TransformerEmitter::iteration(uint32_t it) {
         forward_layer(first + l, first + layers_per_chunk_ - 1);
       if (vs == last_vs) {
         grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
-        layers_.head_forward();
+        head_layers().head_forward();
       }
     } else {
       const bool last_mb = step.micro_batch == micro_batches_ - 1;
       if (vs == last_vs) {
-        layers_.head_backward();
+        head_layers().head_backward();
         grad_sync_->after_backward(-2, params_.head(), last_mb);
       }
       for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "workloads/transformer/autocast.h"
+#include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/op_recompute.h"
 
 namespace upsim {
@@ -170,6 +171,16 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
   const int64_t word_embedding = c.padded_vocab() / p.tensor * c.hidden;
   if (pipeline_stage == 0) {
     params.dense += word_embedding;
+    if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
+  }
+  if (c.encoder_decoder()) {
+    // One stage (check_encoder_decoder): the decoder's layers with their cross-attention, the
+    // encoder's final norm and the decoder's learned positions (encoder_decoder.h).
+    const TransformerConfig decoder = decoder_stack_config(c);
+    params.dense += c.decoder_layers * (local_attention_and_norm_parameters(decoder) +
+                                        local_mlp_parameters(decoder, decoder.ffn) +
+                                        cross_attention_parameters(c, p.tensor)) +
+                    transformer_norm_parameters(c);
     if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
   }
   if (pipeline_stage == p.pipeline - 1) {
@@ -416,10 +427,30 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
           c.recompute == Recompute::kFull ? stored : c, c.is_moe_layer(layer));
     }
   }
+  // The decoder stack of an encoder-decoder model (encoder_decoder.h): its layers as a
+  // decoder-only stack stores them, each with its cross-attention, and the encoder's output
+  // they all read. The output layer and loss below run on its tokens.
+  const TransformerConfig decoder = c.encoder_decoder() ? decoder_stack_config(c) : c;
+  if (c.encoder_decoder()) {
+    per_micro_batch += encoder_output_bytes(c);
+    TransformerConfig stored_decoder = decoder;
+    stored_decoder.recompute = Recompute::kNone;
+    const int64_t stored_layer = transformer_layer_activation_bytes(stored_decoder, false) +
+                                 cross_attention_activation_bytes(stored);
+    for (int64_t layer = 0; layer < c.decoder_layers; ++layer) {
+      if (decoder.recomputes_layer(layer)) {
+        per_micro_batch += transformer_layer_activation_bytes(decoder, false);
+        largest_layer = std::max(largest_layer, stored_layer);
+      } else {
+        per_micro_batch += stored_layer;
+      }
+    }
+  }
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
   const int64_t e = dtype_bytes(c.activation_dtype());
   const int64_t split = p.sequence ? p.tensor : 1;
   const int64_t tokens = c.micro_batch_tokens() / p.context;
+  const int64_t head_tokens = decoder.micro_batch_tokens() / p.context;
   auto activations =
       static_cast<int64_t>(std::llround(static_cast<double>(per_micro_batch) * in_flight));
   // Full recomputation rematerialises one layer's activations (one micro-batch) during its
@@ -434,7 +465,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   if (last) {
     // The final norm's input (the residual stream) and the output layer's input (Megatron-LM
     // keeps the sequence-parallel shard and gathers it again in backward).
-    activations += ceil_div((dtype_bytes(c.residual_dtype()) + e) * tokens * c.hidden, split);
+    activations += ceil_div((dtype_bytes(c.residual_dtype()) + e) * head_tokens * c.hidden, split);
   }
   f.parts.push_back({"activations", activations});
   short_lived += activations;
@@ -447,7 +478,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     const int64_t held =
         p.pipeline > 1 && p.schedule == PipelineSchedule::kGpipe ? c.micro_batches() : 1;
     // The eager cross-entropy (task_head.h) holds 12 bytes per logit at its backward's peak.
-    const int64_t rows = ceil_div(c.vocabulary_rows(), p.context);
+    const int64_t rows = ceil_div(decoder.vocabulary_rows(), p.context);
     const int64_t per_logit = c.head.eager_loss ? 12 : 4;
     if (rows > 0) {
       const int64_t logits = per_logit * rows * (c.padded_vocab() / p.tensor) * held;

@@ -134,6 +134,14 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
           : std::string(),
       c.compile ? "; torch.compile per block" : "", platform.iterations,
       platform.warmup_iterations));
+  if (c.encoder_decoder()) {
+    out.description.push_back(fmt::format(
+        "encoder-decoder: the {} layers above are the encoder's (bidirectional, seq {}), then "
+        "{} decoder layers (causal self-attention on {} tokens per sample, cross-attention "
+        "over the encoder's output, MLP) and the output layer on the decoder's tokens; tokens/s "
+        "counts the encoder's tokens (global batch x seq)",
+        c.layers, c.seq, c.decoder_layers, c.decoder_seq));
+  }
   const std::string sequences = sequence_lengths_text(c.sequences, c.micro_batch, c.seq);
   if (!sequences.empty()) out.description.push_back("sequences: " + sequences);
   if (c.head.kind == TaskHeadKind::kMaskedLm) {
@@ -154,7 +162,8 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
         built.simulated.size(), built.gpus, p.data - 1));
   }
   out.memory = transformer_peak_memory(c);
-  // Tokens the iteration trains on (unpadded samples: their real tokens) and Megatron-LM's
+  // Tokens the iteration trains on (unpadded samples: their real tokens; an encoder-decoder
+  // model: the encoder's, as NeMo's T5 tables count global batch x seq_length) and Megatron-LM's
   // model FLOPs. Utilisation is against the dense peak of the training dtype, fp8 against bf16
   // as torchtitan's MFU counts it (torchtitan/tools/utils.py get_peak_flops: the bf16 peak).
   IterationWork work;

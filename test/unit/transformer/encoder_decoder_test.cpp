@@ -1,0 +1,220 @@
+// Encoder-decoder models (workload.decoder; workloads/transformer/encoder_decoder.h): what the
+// config accepts and refuses, the parameter count, memory and model FLOPs of the decoder stack,
+// and the graph of one step (the cross-attention's shapes, counts and order).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "workloads/transformer/encoder_decoder.h"
+#include "workloads/transformer/model_flops.h"
+#include "workloads/transformer/model_parameters.h"
+#include "workloads/transformer/transformer_generator.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+TransformerConfig parse(const std::string& yaml, uint32_t gpus) {
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  TransformerConfig config = parse_transformer_config(doc.root().child("workload"), gpus);
+  doc.check_all_keys_used();
+  return config;
+}
+
+std::string error_of(const std::string& yaml, uint32_t gpus) {
+  try {
+    parse(yaml, gpus);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Google's T5 v1.1 XL (google/t5-v1_1-xl config.json: d_model 2048, d_ff 5120, 24 encoder and
+/// 24 decoder layers, 32 heads of d_kv 64, vocabulary 32128, gated-gelu, RMS norms without
+/// biases, untied output layer; its relative position biases are not modelled: position none).
+std::string t5_v1_1_xl(const std::string& extra = "", const std::string& parallelism = "",
+                       int tensor = 2) {
+  return R"(workload:
+  model: transformer
+  layers: 24
+  decoder: {layers: 24, seq: 128}
+  hidden: 2048
+  heads: 32
+  ffn: 5120
+  activation: geglu
+  norm: rms_norm
+  bias: false
+  position: none
+  tied_embeddings: false
+  vocab: 32128
+  seq: 512
+  micro_batch: 4
+  global_batch: 32
+  parallelism:
+    tensor: )" +
+         std::to_string(tensor) + "\n" + parallelism + extra;
+}
+
+TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
+  const TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  EXPECT_TRUE(c.encoder_decoder());
+  EXPECT_EQ(c.decoder_layers, 24);
+  EXPECT_EQ(c.decoder_seq, 128);
+  EXPECT_FALSE(c.causal);
+  const TransformerConfig decoder = decoder_stack_config(c);
+  EXPECT_TRUE(decoder.causal);
+  EXPECT_FALSE(decoder.encoder_decoder());
+  EXPECT_EQ(decoder.layers, 24);
+  EXPECT_EQ(decoder.seq, 128);
+  EXPECT_EQ(decoder.micro_batch_tokens(), 4 * 128);
+}
+
+TEST(EncoderDecoder, RefusesWhatItDoesNotModelAtTheKey) {
+  EXPECT_NE(error_of(t5_v1_1_xl("  causal: true\n"), 8).find("workload.causal"), std::string::npos);
+  const std::string pipeline = error_of(t5_v1_1_xl("", "    pipeline: 2\n"), 8);
+  EXPECT_NE(pipeline.find("workload.parallelism.pipeline"), std::string::npos) << pipeline;
+  EXPECT_NE(pipeline.find("one pipeline stage"), std::string::npos) << pipeline;
+  EXPECT_NE(error_of(t5_v1_1_xl("", "    sequence: true\n"), 8).find("parallelism.sequence"),
+            std::string::npos);
+  EXPECT_NE(error_of(t5_v1_1_xl("  recompute: selective\n"), 8).find("workload.recompute"),
+            std::string::npos);
+  EXPECT_NE(error_of(t5_v1_1_xl("", "    fsdp: full_shard\n"), 8).find("parallelism.fsdp"),
+            std::string::npos);
+  EXPECT_EQ(error_of(t5_v1_1_xl("  recompute: full\n", "    zero: 1\n"), 8), "");
+  // A decoder too long to price: its scores over the encoder's keys pass 2^56 elements.
+  std::string huge = t5_v1_1_xl();
+  huge.replace(huge.find("seq: 128"), 8, "seq: 16777216");
+  const std::string e = error_of(huge, 8);
+  EXPECT_NE(e.find("workload.decoder.seq"), std::string::npos) << e;
+}
+
+// The sum of google/t5-v1_1-xl's tensors is 2,849,757,184: per encoder layer 4 x 2048^2
+// (attention) + 3 x 2048 x 5120 (gated MLP) + 2 x 2048 (norms) = 48,238,592; per decoder layer
+// that plus a cross-attention's 4 x 2048^2 and its norm = 65,017,856; two final norms; the shared
+// embedding and the untied output layer, 32128 x 2048 each; and the two relative-position bias
+// tables of 32 buckets x 32 heads, which upsim does not model (2,048). One tensor rank: the
+// vocabulary is a multiple of 128 already, so Megatron's padding adds no row.
+TEST(EncoderDecoder, CountsT5V11XlParameters) {
+  const TransformerConfig c = parse(t5_v1_1_xl("", "", 1), 8);
+  EXPECT_EQ(transformer_parameters(c), int64_t{2'849'757'184} - 2'048);
+}
+
+// The tensors the gradient synchronisation and the optimizer step walk (the embedding, the
+// encoder's and then the decoder's layers, the head) are the model's parameters.
+TEST(EncoderDecoder, TheEmittersTensorsAreTheModelsParameters) {
+  TransformerConfig c = parse(t5_v1_1_xl("", "", 1), 8);
+  const LayerSizes sizes = layer_sizes(c);
+  const transformer_emit::ModelParameters params(c, sizes);
+  int64_t total = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
+  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
+    total += params.layer(layer).elements[kDenseBuffer];
+  EXPECT_EQ(total, transformer_parameters(c));
+}
+
+// With one pipeline stage and one tensor rank the memory model's parameters are the model's, and
+// the decoder stack adds its activations and the encoder's output.
+TEST(EncoderDecoder, MemoryCountsTheDecoderStack) {
+  TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  c.parallelism.tensor = 1;
+  c.parallelism.data = 8;
+  EXPECT_EQ(transformer_stage_parameters(c, 0).total(), transformer_parameters(c));
+  TransformerConfig encoder_only = c;
+  encoder_only.decoder_layers = 0;
+  encoder_only.decoder_seq = 0;
+  const auto activations = [](const MemoryFootprint& f) {
+    for (const MemoryFootprint::Part& p : f.parts)
+      if (p.name == "activations") return p.bytes;
+    return int64_t{0};
+  };
+  const TransformerConfig decoder = decoder_stack_config(c);
+  const int64_t stored_decoder =
+      c.decoder_layers *
+      (transformer_layer_activation_bytes(decoder, false) + cross_attention_activation_bytes(c));
+  // The encoder-only model's last-stage extras run on seq tokens, the encoder-decoder's on the
+  // decoder's: the difference is the decoder stack and the encoder's output, less the extras'
+  // difference (final norm and output-layer inputs, 2 + 2 bytes per element, over 512 - 128
+  // tokens per sample).
+  const int64_t extras = 4 * c.micro_batch * (c.seq - c.decoder_seq) * c.hidden;
+  EXPECT_EQ(
+      activations(transformer_memory(c, 0)) - activations(transformer_memory(encoder_only, 0)),
+      stored_decoder + encoder_output_bytes(c) - extras);
+  EXPECT_GT(cross_attention_activation_bytes(c), 0);
+  c.recompute = Recompute::kFull;
+  EXPECT_EQ(cross_attention_activation_bytes(c), 0);
+}
+
+// Model FLOPs restated from the parameters: 6 per matmul parameter and token through it, plus the
+// attention's scores and values, 12 x seq_kv x q per query token and layer (Megatron's count).
+TEST(EncoderDecoder, ModelFlopsAreSixPerParameterAndTokenPlusTheScores) {
+  const TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  const double h = 2048, f = 5120, q = 2048;
+  const double v = 32256;  // 32128 padded to a multiple of 128 x TP 2 (padded_vocab)
+  const double micro_batches = 32.0 / 4.0;
+  const double encoder_tokens = 4 * 512, decoder_tokens = 4 * 128;
+  const double layers = 24;
+  const double encoder_layer = 4 * h * h + 3 * h * f;
+  const double decoder_layer = encoder_layer + 2 * h * h;  // + the cross query and output
+  const double cross_kv = 2 * h * h;                       // on the encoder's tokens
+  const double expected =
+      micro_batches *
+      (6 * layers *
+           (encoder_layer * encoder_tokens + decoder_layer * decoder_tokens +
+            cross_kv * encoder_tokens) +
+       6 * h * v * decoder_tokens +
+       12 * q * layers * (512 * encoder_tokens + 128 * decoder_tokens + 512 * decoder_tokens));
+  EXPECT_NEAR(transformer_model_flops(c) / expected, 1.0, 1e-12);
+}
+
+/// The kernels of rank 0 whose op is `op` and kernel name `name`.
+std::vector<KernelDesc> kernels_named(const TaskGraph& g, std::string_view op,
+                                      std::string_view name) {
+  std::vector<KernelDesc> found;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
+    if (g.name(task.op_name) == op && g.name(task.name) == name) found.push_back(g.kernel(t));
+  }
+  return found;
+}
+
+TEST(EncoderDecoder, EachDecoderLayerAttendsOverTheEncodersTokens) {
+  TransformerConfig c = parse(t5_v1_1_xl("  attention: flash\n"), 8);
+  c.global_batch = c.micro_batch * c.parallelism.data;  // one micro-batch
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  // The key/value projection runs on the encoder's tokens once per decoder layer, the query
+  // projection on the decoder's.
+  const std::vector<KernelDesc> kv = kernels_named(g, "aten::linear", "bf16gemm/kv");
+  const std::vector<KernelDesc> q = kernels_named(g, "aten::linear", "bf16gemm/q");
+  ASSERT_EQ(kv.size(), 24u);
+  ASSERT_EQ(q.size(), 24u);
+  EXPECT_EQ(kv.front().m, 4 * 512);
+  EXPECT_EQ(kv.front().n, 2 * 2048 / 2);
+  EXPECT_EQ(q.front().m, 4 * 128);
+  // Attention forward: 24 bidirectional encoder layers over 512 keys, 24 causal decoder
+  // self-attentions over 128, 24 unmasked cross-attentions of 128 queries over 512 keys.
+  int encoder = 0, decoder_self = 0, cross = 0;
+  for (const KernelDesc& k :
+       kernels_named(g, "aten::_scaled_dot_product_flash_attention", "flash_fwd_kernel")) {
+    const AttentionShape& a = k.attention;
+    if (a.seq_q == 512 && a.seq_kv == 512 && !a.causal) ++encoder;
+    if (a.seq_q == 128 && a.seq_kv == 128 && a.causal) ++decoder_self;
+    if (a.seq_q == 128 && a.seq_kv == 512 && !a.causal) ++cross;
+  }
+  EXPECT_EQ(encoder, 24);
+  EXPECT_EQ(decoder_self, 24);
+  EXPECT_EQ(cross, 24);
+  // The output layer runs on the decoder's tokens; the encoder output's gradient is summed over
+  // the 24 decoder layers: 23 adds.
+  const std::vector<KernelDesc> logits = kernels_named(g, "aten::linear", "bf16gemm/logits");
+  ASSERT_EQ(logits.size(), 1u);
+  EXPECT_EQ(logits.front().m, 4 * 128);
+  EXPECT_EQ(kernels_named(g, "aten::add", "encoder_grad_add").size(), 23u);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -186,6 +186,45 @@ std::vector<NemoRow> read_nemo_table(const fs::path& path) {
   return rows;
 }
 
+std::vector<NemoT5Row> read_nemo_t5_table(const fs::path& path) {
+  const MeasurementTable t(path);
+  std::vector<NemoT5Row> rows;
+  for (size_t i = 0; i < t.size(); ++i) {
+    NemoT5Row r;
+    r.line = t.line(i);
+    r.model = t.field(i, "Model");
+    r.table = t.field(i, "Table");
+    r.gpus = t.integer(i, "#-GPUs");
+    r.global_batch = t.integer(i, "GBS");
+    r.micro_batch = t.integer(i, "MBS");
+    r.seq = t.integer(i, "Sequence Length");
+    r.tensor = t.integer(i, "TP");
+    r.pipeline = t.integer(i, "PP");
+    r.tokens_per_s = t.number(i, "Tokens / sec");
+    r.step_time_s = t.number(i, "derived_step_time_s");
+    require_positive(t, r.line,
+                     {{r.gpus, "#-GPUs"},
+                      {r.global_batch, "GBS"},
+                      {r.micro_batch, "MBS"},
+                      {r.seq, "Sequence Length"},
+                      {r.tensor, "TP"},
+                      {r.pipeline, "PP"}});
+    if (!(r.tokens_per_s > 0.0) || !(r.step_time_s > 0.0)) {
+      throw WorkloadTableError(
+          fmt::format("{}:{}: columns `Tokens / sec` and `derived_step_time_s` must be positive",
+                      t.file(), r.line));
+    }
+    const double implied = static_cast<double>(r.global_batch * r.seq) / r.tokens_per_s;
+    if (std::abs(implied / r.step_time_s - 1.0) > 0.01) {
+      throw WorkloadTableError(fmt::format(
+          "{}:{}: column `derived_step_time_s`: {} s, but GBS x seq / tokens/s = {:.4g} s",
+          t.file(), r.line, r.step_time_s, implied));
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 std::vector<NemotronRow> read_nemotron_table(const fs::path& path) {
   const MeasurementTable t(path);
   std::vector<NemotronRow> rows;

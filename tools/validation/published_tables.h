@@ -79,6 +79,22 @@ struct NemoRow {
   double step_time_s = 0.0;  ///< derived_step_time_s
 };
 
+/// One row of NeMo's T5 pre-training tables on DGX A100 (nemo_t5_a100_pretrain.csv): the
+/// published tokens/s, the layout of the launcher config of its model.
+struct NemoT5Row {
+  int line = 0;
+  std::string model;  ///< T5-220M | T5-3B
+  std::string table;  ///< which of the page's tables, e.g. "3B T5 training performance (1 node)"
+  int64_t gpus = 0;
+  int64_t global_batch = 0;
+  int64_t micro_batch = 0;
+  int64_t seq = 0;  ///< the encoder's
+  int64_t tensor = 1;
+  int64_t pipeline = 1;
+  double tokens_per_s = 0.0;  ///< as published, all GPUs together
+  double step_time_s = 0.0;   ///< derived_step_time_s
+};
+
 /// One row of the Nemotron-4 reports' batch-size ramps (nemotron4_h100_pretrain.csv).
 struct NemotronRow {
   int line = 0;
@@ -140,6 +156,8 @@ std::vector<FoundryRow> read_foundry_table(const std::filesystem::path& path);
 std::vector<NemoRow> read_nemo_table(const std::filesystem::path& path);
 /// GPUs must equal data x TP x PP.
 std::vector<NemotronRow> read_nemotron_table(const std::filesystem::path& path);
+/// derived_step_time_s must be GBS x Sequence Length / Tokens / sec within 1%.
+std::vector<NemoT5Row> read_nemo_t5_table(const std::filesystem::path& path);
 /// Throughputs may hold thousands separators ("11,400,000"); batch per GPU is "<n>k" or "<n>";
 /// a section naming no known DGX system, or gpus x batch per GPU != kDleGlobalBatch, throws.
 std::vector<DleRow> read_dle_table(const std::filesystem::path& path,

@@ -115,6 +115,29 @@ RowPlan nemo_plan(const NemoRow& row, const ModelOverrides& models) {
   return plan;
 }
 
+RowPlan nemo_t5_plan(const NemoT5Row& row, const ModelOverrides& models) {
+  RowPlan plan;
+  plan.source = "nemo-t5";
+  plan.gpus = row.gpus;
+  plan.measured_s = row.step_time_s;
+  plan.template_file = "validation/nemo_t5_a100.yaml";
+  const int64_t model_parallel = row.tensor * row.pipeline;
+  const int64_t data = model_parallel > 0 ? row.gpus / model_parallel : 0;
+  plan.label = fmt::format("{} {}gpu tp{} pp{} dp{} B{} mb{} s{}", row.model, row.gpus, row.tensor,
+                           row.pipeline, data, row.global_batch, row.micro_batch, row.seq);
+  const std::vector<std::string> layout = {
+      fmt::format("workload.seq={}", row.seq),
+      fmt::format("workload.micro_batch={}", row.micro_batch),
+      fmt::format("workload.global_batch={}", row.global_batch),
+      fmt::format("workload.parallelism.tensor={}", row.tensor),
+      fmt::format("workload.parallelism.pipeline={}", row.pipeline),
+      fmt::format("workload.parallelism.data={}", data),
+  };
+  plan_model_row(plan, row.model, models, "nemo_t5_models.yaml", model_parallel, data, "TP x PP",
+                 layout);
+  return plan;
+}
+
 RowPlan nemotron_plan(const NemotronRow& row, const ModelOverrides& models) {
   RowPlan plan;
   plan.source = "nemotron-4";

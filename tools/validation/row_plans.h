@@ -60,6 +60,11 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
 /// when TP > 1), PP, VP, CP, DP and the node count; a skip reason for an unknown model or a layout
 /// that does not divide the GPUs.
 RowPlan nemo_plan(const NemoRow& row, const ModelOverrides& models);
+/// Pure: a NeMo T5 row -> overrides of configs/validation/nemo_t5_a100.yaml: the model's keys
+/// (nemo_t5_models.yaml), micro-batch, global batch, TP (no sequence parallel: NeMo's T5
+/// configs have none), PP, DP and the node count; a skip reason for an unknown model or a layout
+/// that does not divide the GPUs.
+RowPlan nemo_t5_plan(const NemoT5Row& row, const ModelOverrides& models);
 /// Pure: a Nemotron-4 report row -> overrides of configs/validation/nemotron4_h100.yaml: the
 /// model's keys (nemotron4_models.yaml: its micro-batch, virtual stages, TP overlap, ...), then
 /// sequence, global batch, TP (with sequence parallel when TP > 1), PP, DP and the node count; a

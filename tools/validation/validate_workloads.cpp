@@ -110,6 +110,12 @@ std::string source_provenance(std::string_view source) {
         "H100; kernels h100_xla.yaml (XLA's sm_90 matmul table); {}",
         kHeldOut);
   }
+  if (source == "nemo-t5") {
+    return fmt::format(
+        "NVIDIA NeMo Framework user guide, T5 results on DGX A100 80GB (test/data/nemo-t5); "
+        "kernels a100_llmcompass.yaml (LLMCompass A100 sweeps); {}",
+        kHeldOut);
+  }
   if (source == "dle-dlrm-inference") {
     return fmt::format(
         "NVIDIA DeepLearningExamples README inference tables, CUDA graphs off "
@@ -176,6 +182,7 @@ struct ValidateOptions {
   std::string foundry_file = shipped_path("test/data/llm-foundry/mpt_training_throughput.csv");
   std::string nemo_file = shipped_path("test/data/nemo-24.07/nemo_24.07_dgx_h100_fp8_pretrain.csv");
   std::string nemotron_file = shipped_path("test/data/nemotron-4/nemotron4_h100_pretrain.csv");
+  std::string nemo_t5_file = shipped_path("test/data/nemo-t5/nemo_t5_a100_pretrain.csv");
   std::string dle_files =
       shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_0.csv") + "," +
       shipped_path("test/data/nvidia-deeplearningexamples/pytorch_dlrm_training_perf_1.csv");
@@ -206,7 +213,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
       "NeMo 24.07's Megatron-Core pre-training on DGX H100 in FP8 (GPT-3, Llama 2/3, Nemotron;\n"
       "TP/PP/CP/VP, TE's TP overlap; source nemo, validation/nemo_h100.yaml), the Nemotron-4\n"
       "15B and 340B reports' pre-training in bf16 on 768-6144 H100s (source nemotron-4,\n"
-      "validation/nemotron4_h100.yaml) and\n"
+      "validation/nemotron4_h100.yaml), NeMo's T5 encoder-decoder pre-training in bf16 on\n"
+      "8-160 A100 80GB (source nemo-t5, validation/nemo_t5_a100.yaml) and\n"
       "NVIDIA DeepLearningExamples' PyTorch DLRM (Criteo 1TB on DGX A100, DGX-1 and DGX-2, 1-16\n"
       "GPUs, FP32/TF32 and mixed precision; source dle-dlrm) and TensorFlow2 DCNv2 (DGX A100,\n"
       "1 and 8 GPUs; source dle-dcnv2), and the PyTorch DLRM's inference latency (1 GPU, A100\n"
@@ -233,6 +241,8 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
        "NeMo 24.07 DGX-H100 FP8 pre-training CSV ('' to leave the source out)")  //
       ("nemotron-4", po::value<std::string>(&o.nemotron_file)->default_value(o.nemotron_file),
        "Nemotron-4 reports' pre-training CSV ('' to leave the source out)")  //
+      ("nemo-t5", po::value<std::string>(&o.nemo_t5_file)->default_value(o.nemo_t5_file),
+       "NeMo T5 pre-training CSV ('' to leave the source out)")  //
       ("dle-dlrm", po::value<std::string>(&o.dle_files)->default_value(o.dle_files),
        "DeepLearningExamples PyTorch DLRM training-performance CSVs, comma-separated ('' to "
        "leave the source out)")  //
@@ -275,11 +285,11 @@ bool parse_options(const std::vector<std::string>& args, std::ostream& out, Vali
   }
   o.mapping.interleaved = o.schedule == "interleaved";
   if (o.megatron_file.empty() && o.foundry_file.empty() && o.nemo_file.empty() &&
-      o.nemotron_file.empty() && o.dle_files.empty() && o.dcnv2_file.empty() &&
-      o.inference_files.empty()) {
+      o.nemotron_file.empty() && o.nemo_t5_file.empty() && o.dle_files.empty() &&
+      o.dcnv2_file.empty() && o.inference_files.empty()) {
     throw po::error(
         "every source left out (--megatron '' --llm-foundry '' --nemo '' --nemotron-4 '' "
-        "--dle-dlrm '' "
+        "--nemo-t5 '' --dle-dlrm '' "
         "--dle-dcnv2 '' --dle-dlrm-inference '')");
   }
   return true;
@@ -308,6 +318,12 @@ std::vector<RowPlan> plan_rows(const ValidateOptions& o) {
         read_model_overrides(fs::path(o.configs) / "validation" / "nemotron4_models.yaml");
     for (const NemotronRow& r : read_nemotron_table(o.nemotron_file))
       plans.push_back(nemotron_plan(r, models));
+  }
+  if (!o.nemo_t5_file.empty()) {
+    const ModelOverrides models =
+        read_model_overrides(fs::path(o.configs) / "validation" / "nemo_t5_models.yaml");
+    for (const NemoT5Row& r : read_nemo_t5_table(o.nemo_t5_file))
+      plans.push_back(nemo_t5_plan(r, models));
   }
   if (!o.dle_files.empty() || !o.dcnv2_file.empty()) {
     const DleTables tables =

@@ -35,6 +35,8 @@ const fs::path kNemoCsv =
 const fs::path kModelOverrides = fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemo_models.yaml";
 const fs::path kNemotronCsv =
     fs::path(UPSIM_SOURCE_ROOT) / "test/data/nemotron-4/nemotron4_h100_pretrain.csv";
+const fs::path kNemoT5Csv =
+    fs::path(UPSIM_SOURCE_ROOT) / "test/data/nemo-t5/nemo_t5_a100_pretrain.csv";
 const fs::path kDleDir = fs::path(UPSIM_SOURCE_ROOT) / "test/data/nvidia-deeplearningexamples";
 const fs::path kDleA100Csv = kDleDir / "pytorch_dlrm_training_perf_0.csv";
 const fs::path kDleV100Csv = kDleDir / "pytorch_dlrm_training_perf_1.csv";
@@ -578,8 +580,9 @@ double percent_after(const std::string& text, const std::string& label) {
 std::string validate_one_source(const std::string& flag, const std::string& files,
                                 const char* rows) {
   std::vector<std::string> args;
-  for (const std::string source : {"--megatron", "--llm-foundry", "--nemo", "--nemotron-4",
-                                   "--dle-dlrm", "--dle-dcnv2", "--dle-dlrm-inference"}) {
+  for (const std::string source :
+       {"--megatron", "--llm-foundry", "--nemo", "--nemotron-4", "--nemo-t5", "--dle-dlrm",
+        "--dle-dcnv2", "--dle-dlrm-inference"}) {
     args.push_back(source);
     args.push_back(source == flag ? files : "");
   }
@@ -638,6 +641,8 @@ TEST(WorkloadValidation, DeepLearningExamplesRowsWithinTheirGeomeanBound) {
                                 "",
                                 "--nemotron-4",
                                 "",
+                                "--nemo-t5",
+                                "",
                                 "--dle-dlrm-inference",
                                 "",
                                 "--configs",
@@ -669,11 +674,27 @@ TEST(WorkloadValidation, DleTableSetThatDoesNotFitIsReportedInItsRow) {
                    "Throughput - mixed precision\n"
                    "NVIDIA DGX-1 (8x V100 32GB),1,large,64k,\"672,000\",\"2,090,000\"\n");
   std::ostringstream out;
-  const int rc = validate_workloads_main(
-      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", f.path().string(), "--dle-dcnv2", "",
-       "--nemo", "", "--nemotron-4", "", "--dle-dlrm-inference", "", "--configs", UPSIM_CONFIGS_DIR,
-       "--rows", "fp32"},
-      out);
+  const int rc = validate_workloads_main({"--megatron",
+                                          "",
+                                          "--llm-foundry",
+                                          "",
+                                          "--dle-dlrm",
+                                          f.path().string(),
+                                          "--dle-dcnv2",
+                                          "",
+                                          "--nemo",
+                                          "",
+                                          "--nemotron-4",
+                                          "",
+                                          "--nemo-t5",
+                                          "",
+                                          "--dle-dlrm-inference",
+                                          "",
+                                          "--configs",
+                                          UPSIM_CONFIGS_DIR,
+                                          "--rows",
+                                          "fp32"},
+                                         out);
   EXPECT_EQ(rc, 1) << out.str();
   EXPECT_NE(out.str().find("dle-dlrm: dlrm-large dgx-1 1gpu fp32 B65536"), std::string::npos)
       << out.str();
@@ -689,11 +710,11 @@ TEST(WorkloadValidation, OptInFullMegatronTableWithinBound) {
     GTEST_SKIP() << "set UPSIM_VALIDATE_WORKLOADS_FULL=1 to run all 10 Megatron rows";
   }
   std::ostringstream out;
-  const int rc =
-      validate_workloads_main({"--megatron", kMegatronCsv.string(), "--llm-foundry", "",
-                               "--dle-dlrm", "", "--dle-dcnv2", "", "--nemo", "", "--nemotron-4",
-                               "", "--dle-dlrm-inference", "", "--configs", UPSIM_CONFIGS_DIR},
-                              out);
+  const int rc = validate_workloads_main(
+      {"--megatron", kMegatronCsv.string(), "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2",
+       "", "--nemo", "", "--nemotron-4", "", "--nemo-t5", "", "--dle-dlrm-inference", "",
+       "--configs", UPSIM_CONFIGS_DIR},
+      out);
   EXPECT_EQ(rc, 0) << out.str();
   EXPECT_NE(out.str().find("over 10 rows"), std::string::npos) << out.str();
 }
@@ -727,6 +748,8 @@ TEST(WorkloadValidation, DeepLearningExamplesInferenceRowsWithinTheirBounds) {
                                 "--nemo",
                                 "",
                                 "--nemotron-4",
+                                "",
+                                "--nemo-t5",
                                 "",
                                 "--dle-dlrm-inference",
                                 (kDleDir / "pytorch_dlrm_inference_perf_0.csv").string() + "," +
@@ -866,6 +889,48 @@ TEST(WorkloadTables, NemotronRowsAreReadAsPublished) {
   EXPECT_NE(e.find(bad.path().string() + ":2: column `GPUs`: 760"), std::string::npos) << e;
 }
 
+// NeMo's T5 pre-training rows (encoder-decoder, bf16, 8-160 A100 80GB), held out: every row runs
+// and the geomean |error| over the 7 rows stays within 15%, the command's bound (measured 11.80%:
+// the 3B rows -8.4% at 1 node to -11.7% at 20, the 220M convergence row -31.2%, whose
+// throughput is a 4-day run's mean). Sanitizer builds run the 3B 1-node row only.
+#ifdef UPSIM_SANITIZED
+constexpr const char* kNemoT5Rows = "T5-3B 8gpu";
+#else
+constexpr const char* kNemoT5Rows = "";
+#endif
+
+TEST(WorkloadValidation, NemoT5RowsWithinFifteenPercent) {
+  expect_source_geomean_within("--nemo-t5", kNemoT5Csv, kNemoT5Rows, "nemo-t5", 15.0);
+}
+
+TEST(WorkloadTables, NemoT5RowsAreReadAsPublished) {
+  const std::vector<NemoT5Row> rows = read_nemo_t5_table(kNemoT5Csv);
+  ASSERT_EQ(rows.size(), 7U);
+  EXPECT_EQ(rows.front().model, "T5-220M");
+  EXPECT_DOUBLE_EQ(rows.front().tokens_per_s, 3'273'728.0);
+  EXPECT_EQ(rows.back().gpus, 160);
+  EXPECT_DOUBLE_EQ(rows.back().tokens_per_s, 1'626'353.0);
+  const RowPlan plan = nemo_t5_plan(
+      rows.back(),
+      read_model_overrides(fs::path(UPSIM_CONFIGS_DIR) / "validation" / "nemo_t5_models.yaml"));
+  EXPECT_EQ(plan.label, "T5-3B 160gpu tp2 pp1 dp80 B1920 mb24 s512");
+  EXPECT_EQ(plan.template_file, "validation/nemo_t5_a100.yaml");
+  EXPECT_DOUBLE_EQ(plan.measured_s, 0.6044);
+  for (const std::string expected : {"platform.topology.nodes=20", "workload.decoder.layers=24",
+                                     "workload.parallelism.data=80"}) {
+    EXPECT_NE(std::find(plan.overrides.begin(), plan.overrides.end(), expected),
+              plan.overrides.end())
+        << expected;
+  }
+  const TempFile bad("t5.csv",
+                     "Model,Table,#-GPUs,GBS,MBS,Sequence Length,TP,PP,Tokens / sec,"
+                     "derived_step_time_s\n"
+                     "T5-3B,x,8,1920,24,512,2,1,110769,9.5\n");
+  const std::string e = table_error([&] { read_nemo_t5_table(bad.path()); });
+  EXPECT_NE(e.find(bad.path().string() + ":2: column `derived_step_time_s`"), std::string::npos)
+      << e;
+}
+
 // A model entry of nemo_models.yaml with a key the workload does not know fails its rows, and
 // the error names the file and the entry it came from.
 TEST(WorkloadValidation, ABadNemoModelKeyNamesTheModelsFile) {
@@ -880,11 +945,27 @@ TEST(WorkloadValidation, ABadNemoModelKeyNamesTheModelsFile) {
   text.replace(text.find(good), good.size(), "GPT3-5B: {architecture: gpt, layerz: 24");
   std::ofstream(models) << text;
   std::ostringstream out;
-  const int rc = validate_workloads_main(
-      {"--megatron", "", "--llm-foundry", "", "--dle-dlrm", "", "--dle-dcnv2", "",
-       "--dle-dlrm-inference", "", "--nemotron-4", "", "--nemo", kNemoCsv.string(), "--configs",
-       configs.string(), "--rows", "GPT3-5B"},
-      out);
+  const int rc = validate_workloads_main({"--megatron",
+                                          "",
+                                          "--llm-foundry",
+                                          "",
+                                          "--dle-dlrm",
+                                          "",
+                                          "--dle-dcnv2",
+                                          "",
+                                          "--dle-dlrm-inference",
+                                          "",
+                                          "--nemotron-4",
+                                          "",
+                                          "--nemo-t5",
+                                          "",
+                                          "--nemo",
+                                          kNemoCsv.string(),
+                                          "--configs",
+                                          configs.string(),
+                                          "--rows",
+                                          "GPT3-5B"},
+                                         out);
   fs::remove_all(configs);
   EXPECT_EQ(rc, 1) << out.str();
   EXPECT_NE(out.str().find("unknown key `layerz`"), std::string::npos) << out.str();

@@ -461,6 +461,8 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     // the p micro-batches the first stage holds (/ t with sequence parallel).
     activations += static_cast<int64_t>(
         std::ceil(static_cast<double>(ceil_div(tokens * c.hidden, split)) * in_flight));
+    // An encoder-decoder model's decoder embedding has its own (one stage: one micro-batch).
+    if (c.encoder_decoder()) activations += ceil_div(head_tokens * c.hidden, split);
   }
   if (last) {
     // The final norm's input (the residual stream) and the output layer's input (Megatron-LM

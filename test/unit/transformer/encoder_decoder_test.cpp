@@ -135,13 +135,15 @@ TEST(EncoderDecoder, MemoryCountsTheDecoderStack) {
       c.decoder_layers *
       (transformer_layer_activation_bytes(decoder, false) + cross_attention_activation_bytes(c));
   // The encoder-only model's last-stage extras run on seq tokens, the encoder-decoder's on the
-  // decoder's: the difference is the decoder stack and the encoder's output, less the extras'
-  // difference (final norm and output-layer inputs, 2 + 2 bytes per element, over 512 - 128
-  // tokens per sample).
+  // decoder's: the difference is the decoder stack, the encoder's output and the decoder
+  // embedding's dropout mask (1 byte per element; dropout 0.1, the gpt default), less the
+  // extras' difference (final norm and output-layer inputs, 2 + 2 bytes per element, over
+  // 512 - 128 tokens per sample).
+  const int64_t decoder_mask = c.micro_batch * c.decoder_seq * c.hidden;
   const int64_t extras = 4 * c.micro_batch * (c.seq - c.decoder_seq) * c.hidden;
   EXPECT_EQ(
       activations(transformer_memory(c, 0)) - activations(transformer_memory(encoder_only, 0)),
-      stored_decoder + encoder_output_bytes(c) - extras);
+      stored_decoder + encoder_output_bytes(c) + decoder_mask - extras);
   EXPECT_GT(cross_attention_activation_bytes(c), 0);
   c.recompute = Recompute::kFull;
   EXPECT_EQ(cross_attention_activation_bytes(c), 0);

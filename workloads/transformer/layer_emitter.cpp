@@ -177,6 +177,10 @@ void LayerEmitter::core_attention_forward(int64_t layer) {
 }
 
 void LayerEmitter::attention_forward(int64_t layer) {
+  if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+    torchtitan_attention_forward(layer);
+    return;
+  }
   const LayerKernels& d = kernels_;
   ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   if (config_.mla.enabled()) {
@@ -272,6 +276,10 @@ void LayerEmitter::core_attention_flash(bool backward, bool windowed) {
 }
 
 void LayerEmitter::attention_backward(int64_t layer) {
+  if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+    torchtitan_attention_backward(layer);
+    return;
+  }
   const LayerKernels& d = kernels_;
   residual_backward();
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
@@ -319,6 +327,10 @@ void LayerEmitter::mlp_forward(int64_t layer) {
 }
 
 void LayerEmitter::dense_mlp_forward() {
+  if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+    torchtitan_mlp_forward();
+    return;
+  }
   const LayerKernels& d = kernels_;
   autocast_forward(d.fc1_cast);
   column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
@@ -343,12 +355,16 @@ void LayerEmitter::mlp_backward(int64_t layer) {
       ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
       dense_mlp_forward();
     }
-    row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
-    autocast_backward(d.fc2_cast);
-    ops_.op(act_op(true), "activation_bwd", d.act_bwd);
-    fp8_cast(d.fc1_dy, true);
-    column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
-    autocast_backward(d.fc1_cast);
+    if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+      torchtitan_mlp_backward();
+    } else {
+      row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
+      autocast_backward(d.fc2_cast);
+      ops_.op(act_op(true), "activation_bwd", d.act_bwd);
+      fp8_cast(d.fc1_dy, true);
+      column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
+      autocast_backward(d.fc1_cast);
+    }
   }
   norm_backward_and_residual_gradient();
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -100,6 +101,22 @@ class LayerEmitter {
   void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad,
                                 std::optional<DType> dtype = std::nullopt,
                                 std::optional<int64_t> rows = std::nullopt);
+
+  // torchtitan's modules (layer_kernels torchtitan; torchtitan_layer.h,
+  // torchtitan_layer_emitter.cpp): the attention block and the MLP between the norm and the
+  // residual add, forward and backward.
+  void torchtitan_attention_forward(int64_t layer);
+  void torchtitan_attention_backward(int64_t layer);
+  void torchtitan_mlp_forward();
+  void torchtitan_mlp_backward();
+  /// torchtitan's rotary on q and k (eager: casts and complex multiplies; compiled: one kernel).
+  void torchtitan_rotary(bool backward);
+  /// The backward of linears that share one replicated input (wq, wk, wv; w1, w3), each as
+  /// `(dgrad, wgrad)` in the order autograd runs them: their GEMMs, autograd's sum of their
+  /// input gradients, then tensor parallel's reduction of it (the backward of the input's
+  /// all-gather under SP, an all-reduce without).
+  void replicated_input_linears_backward(
+      std::initializer_list<std::pair<KernelDescId, KernelDescId>> linears);
 
   /// The backward of a block's residual add (its dropout's, or none when compiled without).
   void residual_backward();

@@ -169,6 +169,9 @@ class LayerKernelBuilder {
     d.act_bwd = activation(z.tokens * z.ffn, true);
     if (config_.moe.experts > 0) build_moe_descs();
     if (config_.parallelism.tp_comm_overlap) build_tp_overlap_descs();
+    if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+      d.torchtitan = add_torchtitan_layer_kernels(config_, sizes_, graph_);
+    }
     if (config_.sliding_window > 0) {
       const int64_t w = config_.sliding_window;
       d.attn_window_fwd =

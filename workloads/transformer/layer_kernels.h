@@ -11,6 +11,7 @@
 #include "sim/task_graph.h"
 #include "workloads/transformer/autocast.h"
 #include "workloads/transformer/task_head_kernels.h"
+#include "workloads/transformer/torchtitan_layer.h"
 #include "workloads/transformer/transformer_config.h"
 
 namespace upsim {
@@ -134,6 +135,8 @@ struct LayerKernels {
                logits_downcast = 0;
   /// The task head's own kernels (mlm and classification heads).
   TaskHeadKernels task;
+  /// torchtitan's modules' kernels (layer_kernels torchtitan only; torchtitan_layer.h).
+  TorchtitanLayerKernels torchtitan;
   // Latent attention (TransformerConfig::mla only; latent_attention.h): the down projections
   // (0 for the queries' when q_lora_rank is 0), the latents' RMSNorms, the up projections (the
   // queries' straight from the hidden state without a q latent).

@@ -20,7 +20,17 @@ void LayerEmitter::op_recompute(int64_t forward_index) {
   rerun(BlockMatmul::kQuery, "wq", d.query_fwd);
   rerun(BlockMatmul::kKey, "wk", d.key_value_fwd);
   rerun(BlockMatmul::kValue, "wv", d.key_value_fwd);
-  if (config_.position == TransformerPosition::kRotary) {
+  const bool torchtitan_modules = config_.layer_kernels == LayerKernelSet::kTorchtitan;
+  const TorchtitanLayerKernels& k = d.torchtitan;
+  if (torchtitan_modules) {
+    // Its eager rotary, repeat_kv's copies and the output's transpose are not saved either.
+    torchtitan_rotary(false);
+    if (k.repeat_kv != 0) {
+      ops_.op("aten::reshape", "repeat_kv_copy", k.repeat_kv);
+      ops_.op("aten::reshape", "repeat_kv_copy", k.repeat_kv);
+    }
+    ops_.op("aten::contiguous", "transpose_copy", k.transpose_copy);
+  } else if (config_.position == TransformerPosition::kRotary) {
     ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
   }
   rerun(BlockMatmul::kOutput, "wo", d.proj_fwd);
@@ -34,7 +44,14 @@ void LayerEmitter::op_recompute(int64_t forward_index) {
   const bool gated = gated_activation(config_.activation);
   rerun(BlockMatmul::kGate, "w1", gated ? d.gate_fwd : d.fc1_fwd);
   if (gated) rerun(BlockMatmul::kUp, "w3", d.gate_fwd);
-  ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+  if (torchtitan_modules && config_.compile) {
+    ops_.op("CompiledFunction", "triton_fused_silu_mul", k.silu_fwd);
+  } else if (torchtitan_modules) {
+    ops_.op("aten::silu", "silu_fwd", k.silu_fwd);
+    ops_.op("aten::mul", "gate_mul", k.gate_mul);
+  } else {
+    ops_.op(act_op(false), "activation_fwd", d.act_fwd);
+  }
   rerun(BlockMatmul::kDown, "w2", d.fc2_fwd);
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }

@@ -649,6 +649,40 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
   }
 }
 
+/// What layer_kernels torchtitan models (torchtitan_layer.h), each refusal at its key: the
+/// Llama model's modules (SwiGLU, RMSNorm, SDPA's fused attention), dense, without TP overlap
+/// (torchtitan's async TP is another kernel set), fp8, autocast, CUDA graphs, an
+/// encoder-decoder, and recomputing none, full layers or per op.
+void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](const ConfigNode& node, std::string_view what) {
+    node.fail(fmt::format("layer_kernels torchtitan (its Llama model's modules) {}", what));
+  };
+  if (c.activation != TransformerActivation::kSwiglu) {
+    refuse(workload.child("activation"), "has a SwiGLU MLP (w1, w3, w2): activation swiglu");
+  }
+  if (c.norm != TransformerNorm::kRmsNorm) {
+    refuse(workload.child("norm"), "has RMSNorm: norm rms_norm");
+  }
+  if (c.attention != AttentionImpl::kFlash) {
+    refuse(workload.child("attention"), "runs SDPA's fused attention: flash, flash3 or cudnn");
+  }
+  if (c.moe.experts > 0) refuse(workload.child("moe"), "is dense here");
+  if (c.mla.enabled()) refuse(workload.child("mla"), "has multi-head attention here");
+  if (c.encoder_decoder()) refuse(workload.child("decoder"), "is decoder-only");
+  if (c.parallelism.tp_comm_overlap) {
+    refuse(workload.child("parallelism").child("tp_comm_overlap"),
+           "has no Transformer Engine TP overlap");
+  }
+  if (c.dtype == DType::kFp8) refuse(workload.child("dtype"), "runs bf16 or fp32 GEMMs here");
+  if (c.autocast) refuse(workload.child("autocast"), "runs without autocast here");
+  if (c.cuda_graphs) refuse(workload.child("cuda_graphs"), "runs without CUDA graphs");
+  if (c.recompute == Recompute::kSelective) {
+    refuse(workload.child("recompute"),
+           "recomputes none, full layers or torchtitan's per-op policy (op): selective names "
+           "Megatron-Core's modules");
+  }
+}
+
 void check_autocast(const ConfigNode& workload, const TransformerConfig& c) {
   const ConfigNode key = workload.child("autocast");
   if (c.dtype != DType::kFp16 && c.dtype != DType::kBf16) {
@@ -831,6 +865,11 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
   c.compile = workload.get_bool_or("compile", false);
+  constexpr std::array<std::string_view, 2> kLayerKernelNames = {"fused", "torchtitan"};
+  constexpr std::array<LayerKernelSet, 2> kLayerKernelSets = {LayerKernelSet::kFused,
+                                                              LayerKernelSet::kTorchtitan};
+  c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
+                              LayerKernelSet::kFused);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
   if (c.cuda_graphs && c.moe.experts > 1 && c.moe.capacity_factor == 0.0) {
     workload.child("cuda_graphs")
@@ -853,6 +892,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
 
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c);
+  if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
   return c;
 }
 
@@ -991,6 +1031,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"autocast", "torch.autocast over an fp32 model (fp32 weights, matmuls in dtype)"},
       {"allocator", "PyTorch's CUDA caching allocator: caching or expandable_segments"},
       {"compile", "torch.compile per block: memory-bound chains fused into one kernel each"},
+      {"layer_kernels",
+       "the kernels a layer's modules launch: fused (Megatron-Core, TE) or torchtitan (eager "
+       "PyTorch modules)"},
       {"cuda_graphs", "each layer's forward and backward replayed as captured CUDA graphs"},
       {"mirror_data_parallel", "simulate one data-parallel replica and mirror the others"},
       {"moe.experts", "routed experts per MoE layer"},

@@ -179,6 +179,15 @@
 //                              #   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); the
 //                              #   memory estimate adds the default one's reserve above the
 //                              #   peak allocation (transformer_memory.h)
+//   layer_kernels: fused       # the kernels a layer's modules launch: fused (Megatron-Core
+//                              #   with Transformer Engine: one QKV GEMM, fused rotary and
+//                              #   SwiGLU kernels) | torchtitan (its Llama model in PyTorch:
+//                              #   wq, wk, wv and w1, w3 as separate GEMMs, rotary as fp32
+//                              #   complex multiplies between casts, silu then mul, repeat_kv
+//                              #   and the attention output's transpose materialised;
+//                              #   torchtitan_layer.h). torchtitan needs swiglu, rms_norm and
+//                              #   a fused attention, a dense model, no TP overlap, fp8 or
+//                              #   autocast, recompute none, full or op
 //   compile: false             # torch.compile per transformer block (torchtitan's
 //                              #   --compile.enable; both it and Megatron-Core run eager by
 //                              #   default): residual add + next norm, and norm backward +
@@ -236,6 +245,8 @@ constexpr bool gated_activation(TransformerActivation activation) {
          activation == TransformerActivation::kGeglu;
 }
 enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
+/// The kernels a layer's modules launch (the `layer_kernels` key; torchtitan_layer.h).
+enum class LayerKernelSet : uint8_t { kFused, kTorchtitan };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 enum class PipelineSchedule : uint8_t { kGpipe, k1F1B, kInterleaved1F1B };
 enum class FsdpMode : uint8_t { kNone, kFullShard, kShardGradOp };
@@ -430,6 +441,8 @@ struct TransformerConfig {
   /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
   /// memory-bound kernels Inductor fuses run as one kernel each.
   bool compile = false;
+  /// Which modules a layer runs, and so which kernels (the `layer_kernels` key).
+  LayerKernelSet layer_kernels = LayerKernelSet::kFused;
   /// torch.autocast around the forward of an fp32 model (the `autocast` key; autocast.h):
   /// fp32 parameters, gradients and residual stream, matmuls in `dtype`.
   bool autocast = false;

@@ -11,6 +11,7 @@
 #include "workloads/transformer/autocast.h"
 #include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/op_recompute.h"
+#include "workloads/transformer/torchtitan_layer.h"
 
 namespace upsim {
 
@@ -288,7 +289,8 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   // Selective recomputation (recompute_modules.h) drops what its modules rerun.
   const RecomputeModules rerun = c.selective_modules();
 
-  int64_t bytes = 0;
+  // torchtitan's modules keep more than the fused ones (torchtitan_layer.h).
+  int64_t bytes = torchtitan_extra_activation_bytes(c);
   bytes += ceil_div(2 * r * tokens * h, split);  // two norm inputs
   // QKV GEMM input; under autocast each of the query, key and value linears saves its own
   // 16-bit copy of the fp32 norm output (autocast.h). Latent attention's input norm stands

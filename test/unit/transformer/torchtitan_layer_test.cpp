@@ -1,0 +1,141 @@
+// layer_kernels torchtitan (workloads/transformer/torchtitan_layer.h): torchtitan's Llama
+// modules' kernels against the fused ones, what the config refuses, the memory they add, and that
+// they never make a step faster.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "test/unit/transformer/step_simulation.h"
+#include "test/unit/transformer/test_configs.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+std::string error_of(const std::string& extra, const std::string& kernels = "torchtitan") {
+  const std::string yaml = R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 2
+  hidden: 1024
+  heads: 16
+  kv_heads: 4
+  vocab: 32000
+  seq: 512
+  layer_kernels: )" + kernels +
+                           "\n" + extra;
+  try {
+    ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+    parse_transformer_config(doc.root().child("workload"), 1);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TorchtitanLayers, TheConfigTakesTheLlamaModulesAndRefusesTheRestAtTheKey) {
+  EXPECT_EQ(error_of(""), "");
+  EXPECT_EQ(error_of("  recompute: op\n  compile: true\n"), "");
+  EXPECT_NE(error_of("  activation: gelu\n").find("workload.activation"), std::string::npos);
+  EXPECT_NE(error_of("  attention: unfused\n").find("workload.attention"), std::string::npos);
+  EXPECT_NE(error_of("  recompute: selective\n").find("workload.recompute"), std::string::npos);
+  const std::string unknown = error_of("", "triton");
+  EXPECT_NE(unknown.find("valid: fused, torchtitan"), std::string::npos) << unknown;
+}
+
+/// Kernels of rank 0's first iteration by kernel name (TaskGraph::name of the task).
+std::map<std::string, int> kernel_counts(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  std::map<std::string, int> counts;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kKernel && task.rank == 0) ++counts[std::string(g.name(task.name))];
+  }
+  return counts;
+}
+
+// Per layer and micro-batch: wq, wk, wv and w1, w3 each a GEMM of its own; the eager rotary's
+// casts and complex multiplies for q and k both ways; repeat_kv's two copies (16 query heads
+// over 4 key/value heads) and their sums; silu and the gate product.
+TEST(TorchtitanLayers, EachModuleLaunchesItsOwnKernels) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  c.layer_kernels = LayerKernelSet::kTorchtitan;
+  const std::map<std::string, int> eager = kernel_counts(c);
+  const int layers = 2;
+  EXPECT_EQ(eager.at("bf16gemm/q"), layers);
+  EXPECT_EQ(eager.at("bf16gemm/k"), layers);
+  EXPECT_EQ(eager.at("bf16gemm/v"), layers);
+  EXPECT_EQ(eager.at("bf16gemm/w1"), layers);
+  EXPECT_EQ(eager.at("bf16gemm/w3"), layers);
+  EXPECT_EQ(eager.count("bf16gemm/qkv"), 0U);
+  EXPECT_EQ(eager.at("complex_mul"), 4 * layers);  // q and k, forward and backward
+  EXPECT_EQ(eager.at("cast_to_fp32"), 4 * layers);
+  EXPECT_EQ(eager.at("repeat_kv_copy"), 2 * layers);
+  EXPECT_EQ(eager.at("repeat_kv_sum"), 2 * layers);
+  EXPECT_EQ(eager.at("transpose_copy"), 2 * layers);
+  EXPECT_EQ(eager.at("gate_mul"), 3 * layers);        // forward, and both factors' gradients
+  EXPECT_EQ(eager.at("input_grad_add"), 3 * layers);  // wq + wk + wv, w1 + w3
+  // Compiled, Inductor fuses the rotary and silu-mul chains: one kernel each way.
+  c.compile = true;
+  const std::map<std::string, int> compiled = kernel_counts(c);
+  EXPECT_EQ(compiled.count("complex_mul"), 0U);
+  EXPECT_EQ(compiled.at("triton_fused_rotary"), 2 * layers);
+  EXPECT_EQ(compiled.at("triton_fused_silu_mul"), layers);
+  EXPECT_EQ(compiled.count("gate_mul"), 0U);
+}
+
+// SDPA saves K and V after repeat_kv: at the query heads' width (16 of 128 instead of 4).
+TEST(TorchtitanLayers, RepeatedKeysAndValuesAreKeptForTheBackward) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  const int64_t fused = transformer_layer_activation_bytes(c, false);
+  c.layer_kernels = LayerKernelSet::kTorchtitan;
+  EXPECT_EQ(transformer_layer_activation_bytes(c, false) - fused, 2 * 2 * 512 * (16 - 4) * 64);
+  c.kv_heads = 16;
+  const int64_t full_heads = transformer_layer_activation_bytes(c, false);
+  c.layer_kernels = LayerKernelSet::kFused;
+  EXPECT_EQ(transformer_layer_activation_bytes(c, false), full_heads);
+}
+
+Duration step_window(const TransformerConfig& c, const test_configs::CalibratedGpu& gpu) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  g.seal();
+  ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
+  return test_configs::run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1)
+      .ranks.front()
+      .window;
+}
+
+// torchtitan's modules run the fused ones' GEMM work in more kernels and move more bytes: a step
+// is never faster, eager or compiled, with or without tensor parallel.
+TEST(TorchtitanLayers, AStepIsNeverFasterThanWithTheFusedModules) {
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  for (const bool compile : {false, true}) {
+    for (const int64_t tensor : {1, 2}) {
+      TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 4096);
+      c.compile = compile;
+      c.parallelism.tensor = tensor;
+      c.parallelism.sequence = tensor > 1;
+      const Duration fused = step_window(c, h100);
+      c.layer_kernels = LayerKernelSet::kTorchtitan;
+      const Duration torchtitan = step_window(c, h100);
+      std::printf(
+          "Llama 8B-shaped 2 layers, seq 4096, TP %lld%s on H100: fused %.3f ms, "
+          "torchtitan %.3f ms\n",
+          static_cast<long long>(tensor), compile ? ", compiled" : "", fused.seconds() * 1e3,
+          torchtitan.seconds() * 1e3);
+      EXPECT_GT(torchtitan, fused);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace upsim

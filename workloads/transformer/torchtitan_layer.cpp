@@ -1,0 +1,79 @@
+#include "workloads/transformer/torchtitan_layer.h"
+
+#include <algorithm>
+
+#include "sim/units.h"
+#include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/layer_kernels.h"
+
+namespace upsim {
+
+TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& config,
+                                                    const LayerSizes& z, TaskGraph& graph) {
+  TorchtitanLayerKernels k;
+  const auto add = [&](const KernelDesc& d) { return graph.add_kernel_desc(d); };
+  const DType gemm_dt = config.dtype;
+  const DType act_dt = config.activation_dtype();
+  const int64_t kv_out = z.kv_heads * z.head_dim;
+  const pytorch::LinearGemms wq = pytorch::linear_gemms(gemm_dt, z.tokens, z.h, z.attn_out);
+  const pytorch::LinearGemms wkv = pytorch::linear_gemms(gemm_dt, z.tokens, z.h, kv_out);
+  const pytorch::LinearGemms w13 = pytorch::linear_gemms(gemm_dt, z.tokens, z.h, z.ffn);
+  k.wq_fwd = add(wq.forward);
+  k.wq_dgrad = add(wq.grad_input);
+  k.wq_wgrad = add(wq.grad_weight);
+  k.wkv_fwd = add(wkv.forward);
+  k.wkv_dgrad = add(wkv.grad_input);
+  k.wkv_wgrad = add(wkv.grad_weight);
+  k.w13_fwd = add(w13.forward);
+  k.w13_dgrad = add(w13.grad_input);
+  k.w13_wgrad = add(w13.grad_weight);
+  if (!config.compile && config.position == TransformerPosition::kRotary) {
+    // In fp32 units: a cast reads half an element and writes one (up) or the reverse (down),
+    // none with fp32 activations; the complex multiply reads and writes one (freqs_cis
+    // broadcast over batch and heads), 6 FLOPs per complex pair.
+    const bool casts = dtype_bytes(act_dt) == 2;
+    const auto rotary = [&](int64_t width, KernelDescId& up, KernelDescId& rotate,
+                            KernelDescId& down) {
+      const double n = as_double(z.tokens * width);
+      if (casts) up = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, n, 0, 0.5, 1));
+      rotate = add(pytorch::pointwise(MemoryOp::kBinary, DType::kFp32, n, 3, 1, 1));
+      if (casts) down = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, n, 0, 1, 0.5));
+    };
+    rotary(z.attn_out, k.q_upcast, k.q_rotate, k.q_downcast);
+    rotary(kv_out, k.k_upcast, k.k_rotate, k.k_downcast);
+  }
+  const double q_elements = as_double(z.tokens * z.attn_out);
+  if (z.kv_heads < z.heads) {
+    const double kv_share = as_double(z.kv_heads) / as_double(z.heads);
+    k.repeat_kv = add(pytorch::pointwise(MemoryOp::kCopy, act_dt, q_elements, 0, kv_share, 1));
+    k.repeat_kv_bwd = add(pytorch::pointwise(MemoryOp::kSum, act_dt, q_elements, 1, 1, kv_share));
+  }
+  k.transpose_copy = add(pytorch::pointwise(MemoryOp::kCopy, act_dt, q_elements, 0, 1, 1));
+  const double ffn_elements = as_double(z.tokens * z.ffn);
+  if (config.compile) {
+    // Inductor's fused silu(a) * b and its backward: the fused SwiGLU's bytes.
+    k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 5, 2, 1));
+    k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 8, 3, 2));
+  } else {
+    k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 4, 1, 1));
+    k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 6, 2, 1));
+    k.gate_mul = add(pytorch::pointwise(MemoryOp::kBinary, act_dt, ffn_elements, 1, 2, 1));
+  }
+  k.input_grad_add = add(pytorch::pointwise(MemoryOp::kBinary, config.residual_dtype(),
+                                            as_double(z.tokens * z.h), 1, 2, 1));
+  return k;
+}
+
+int64_t torchtitan_extra_activation_bytes(const TransformerConfig& config) {
+  if (config.layer_kernels != LayerKernelSet::kTorchtitan) return 0;
+  if (config.recompute == Recompute::kFull) return 0;
+  const int64_t t = config.parallelism.tensor;
+  const int64_t q_local = config.heads / t;
+  const int64_t kv_local = std::max<int64_t>(1, config.kv_heads / t);
+  if (kv_local >= q_local) return 0;
+  const int64_t tokens = config.micro_batch_tokens() / config.parallelism.context;
+  return 2 * dtype_bytes(config.activation_dtype()) * tokens * (q_local - kv_local) *
+         config.head_dim();
+}
+
+}  // namespace upsim

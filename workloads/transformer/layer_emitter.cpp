@@ -30,7 +30,7 @@ void LayerEmitter::tp_collective(CollectiveKind kind, int64_t bytes, std::string
 }
 
 void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId dgrad,
-                                            KernelDescId wgrad, std::optional<DType> dtype,
+                                            KernelDescId weight_grad, std::optional<DType> dtype,
                                             std::optional<int64_t> rows) {
   const DType gemm_dt = dtype.value_or(gemm_dt_);
   HostOp h = ops_.host_op(name);
@@ -39,8 +39,10 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
   const int64_t full = rows.value_or(sizes_.tokens) * sizes_.h * act_elem_bytes_;
   // Transformer Engine's bulk overlap runs these two on its userbuffers kernels.
   const int32_t sms = config_.parallelism.tp_comm_overlap ? kUserbuffersSms : -1;
+  // A frozen base (LoRA) runs no weight gradient, and so needs no re-gathered input for one.
+  const bool wgrad = !frozen_base();
   TaskId gathered = kNoTask;
-  if (tp && sp) {
+  if (tp && sp && wgrad) {
     const TaskId ready = h.record(kCompute);
     h.wait(kTpComm, ready);
     h.collective_on(kTpComm,
@@ -62,7 +64,7 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
   }
-  h.kernel(pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, wgrad);
+  if (wgrad) h.kernel(pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, weight_grad);
   if (reduced != kNoTask) h.wait(kCompute, reduced);
   h.end();
 }
@@ -101,6 +103,8 @@ void LayerEmitter::column_parallel_forward(std::string_view gemm, const Fp8Cast&
   tp_enter_forward();
   fp8_cast(cast, false);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
+  if (gemm == "qkv") lora_forward(LoraTarget::kQkv);
+  if (gemm == "fc1") lora_forward(LoraTarget::kFc1);
 }
 
 void LayerEmitter::row_parallel_forward(std::string_view gemm, const Fp8Cast& cast,
@@ -112,6 +116,8 @@ void LayerEmitter::row_parallel_forward(std::string_view gemm, const Fp8Cast& ca
   }
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
   tp_exit_forward();
+  if (gemm == "proj") lora_forward(LoraTarget::kProj);
+  if (gemm == "fc2") lora_forward(LoraTarget::kFc2);
 }
 
 void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
@@ -126,7 +132,11 @@ void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
   }
   tp_exit_backward();
   fp8_cast(dy, true);
-  ops_.op2("MmBackward0", dgrad_name, dgrad, wgrad_name, wgrad);
+  if (frozen_base()) {
+    ops_.op("MmBackward0", dgrad_name, dgrad);
+  } else {
+    ops_.op2("MmBackward0", dgrad_name, dgrad, wgrad_name, wgrad);
+  }
 }
 
 void LayerEmitter::autocast_forward(const AutocastCasts& casts) {
@@ -282,6 +292,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
   }
   const LayerKernels& d = kernels_;
   residual_backward();
+  lora_backward(LoraTarget::kProj);
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   autocast_backward(d.proj_cast);
   const RecomputeModules rerun = config_.selective_modules();
@@ -305,6 +316,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
     if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
     latent_projections_backward();
   } else {
+    lora_backward(LoraTarget::kQkv);
     column_parallel_backward("LinearBackward", d.qkv_dgrad, d.qkv_wgrad);
     autocast_backward(d.qkv_cast);
   }
@@ -358,10 +370,12 @@ void LayerEmitter::mlp_backward(int64_t layer) {
     if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
       torchtitan_mlp_backward();
     } else {
+      lora_backward(LoraTarget::kFc2);
       row_parallel_backward(d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad);
       autocast_backward(d.fc2_cast);
       ops_.op(act_op(true), "activation_bwd", d.act_bwd);
       fp8_cast(d.fc1_dy, true);
+      lora_backward(LoraTarget::kFc1);
       column_parallel_backward("LinearBackward", d.fc1_dgrad, d.fc1_wgrad);
       autocast_backward(d.fc1_cast);
     }
@@ -494,6 +508,9 @@ void LayerEmitter::embedding_forward() {
 }
 
 void LayerEmitter::embedding_backward() {
+  // A frozen embedding (LoRA) has no weight gradient to compute, and nothing before it needs
+  // an input gradient.
+  if (frozen_base()) return;
   tp_exit_backward();
   ops_.op("EmbeddingBackward0", "embedding_dense_backward", kernels_.embed_bwd);
 }

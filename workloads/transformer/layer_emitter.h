@@ -98,9 +98,18 @@ class LayerEmitter {
   /// `dtype` names the GEMM kernels (the layer's GEMM dtype unless given); `rows`: the input's
   /// rows (the layer's tokens unless given: a cross-attention's key/value projection runs on
   /// the encoder's).
-  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId wgrad,
+  void column_parallel_backward(std::string_view name, KernelDescId dgrad, KernelDescId weight_grad,
                                 std::optional<DType> dtype = std::nullopt,
                                 std::optional<int64_t> rows = std::nullopt);
+
+  // LoRA fine-tuning (lora.h; lora_emitter.cpp).
+  /// Whether the base model is frozen (LoRA): its linears run no weight-gradient GEMM.
+  bool frozen_base() const { return config_.lora.enabled(); }
+  /// The adapter of `target`, after the base linear's forward (and, for a row-parallel base,
+  /// its output's reduction); nothing when the target is not adapted.
+  void lora_forward(LoraTarget target);
+  /// Its backward, before the base linear's.
+  void lora_backward(LoraTarget target);
 
   // torchtitan's modules (layer_kernels torchtitan; torchtitan_layer.h,
   // torchtitan_layer_emitter.cpp): the attention block and the MLP between the norm and the

@@ -172,6 +172,7 @@ class LayerKernelBuilder {
     if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
       d.torchtitan = add_torchtitan_layer_kernels(config_, sizes_, graph_);
     }
+    if (config_.lora.enabled()) d.lora = add_lora_kernels(config_, sizes_, graph_);
     if (config_.sliding_window > 0) {
       const int64_t w = config_.sliding_window;
       d.attn_window_fwd =

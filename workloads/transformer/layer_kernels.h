@@ -137,6 +137,8 @@ struct LayerKernels {
   TaskHeadKernels task;
   /// torchtitan's modules' kernels (layer_kernels torchtitan only; torchtitan_layer.h).
   TorchtitanLayerKernels torchtitan;
+  /// LoRA's adapters (lora enabled only; lora.h).
+  LoraKernels lora{};
   // Latent attention (TransformerConfig::mla only; latent_attention.h): the down projections
   // (0 for the queries' when q_lora_rank is 0), the latents' RMSNorms, the up projections (the
   // queries' straight from the hidden state without a q latent).

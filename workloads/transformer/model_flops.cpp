@@ -36,8 +36,16 @@ double transformer_model_flops(const TransformerConfig& c) {
             decoder_stack_flops_per_micro_batch(c)) *
            micro_batches;
   }
-  const double output = 6.0 * h * static_cast<double>(c.padded_vocab()) *
-                        static_cast<double>(c.vocabulary_rows()) * micro_batches;
+  double output = 6.0 * h * static_cast<double>(c.padded_vocab()) *
+                  static_cast<double>(c.vocabulary_rows()) * micro_batches;
+  if (c.lora.enabled()) {
+    // The frozen base's linears run no weight gradient: 4 of their 6 FLOPs per parameter and
+    // token; the attention's scores and values all of theirs; the adapters train in full.
+    const double core = 12.0 * s * q * static_cast<double>(c.layers);
+    per_token = (per_token - core) * (4.0 / 6.0) + core +
+                lora_flops_per_token(c) * static_cast<double>(c.layers);
+    output *= 4.0 / 6.0;
+  }
   return per_token * static_cast<double>(c.micro_batch_tokens()) * micro_batches + output;
 }
 

@@ -18,7 +18,10 @@
 // An encoder-decoder model (workload.decoder) counts its encoder's layers on seq tokens without
 // an output layer, then its decoder stack (encoder_decoder.h,
 // decoder_stack_flops_per_micro_batch: self-attention, MLP, cross-attention and the output
-// layer on the decoder's tokens).
+// layer on the decoder's tokens). LoRA fine-tuning (lora.h) counts what its step computes: the
+// frozen base's linears and output layer without their weight gradients (4 FLOPs per parameter
+// and token), the attention's scores and values in full, the adapters' 6 per parameter and
+// token.
 #pragma once
 
 #include "workloads/transformer/transformer_config.h"

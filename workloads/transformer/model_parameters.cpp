@@ -9,6 +9,12 @@ void ModelParameters::add_norm(LayerParams& p) const {
 
 LayerParams ModelParameters::layer(int64_t layer) const {
   LayerParams p;
+  if (config_.lora.enabled()) {
+    // The base is frozen: only the adapters train (lora.h).
+    for (const int64_t n : lora_layer_tensors(config_, sizes_.t))
+      p.add(n);
+    return p;
+  }
   const bool bias = config_.bias;
   add_norm(p);
   if (config_.mla.enabled()) {
@@ -61,6 +67,7 @@ LayerParams ModelParameters::layer(int64_t layer) const {
 
 LayerParams ModelParameters::embedding() const {
   LayerParams p;
+  if (config_.lora.enabled()) return p;  // frozen
   p.add(sizes_.vocab * sizes_.h);
   if (config_.position == TransformerPosition::kLearned) {
     p.add(config_.seq * sizes_.h);
@@ -73,6 +80,7 @@ LayerParams ModelParameters::embedding() const {
 
 LayerParams ModelParameters::head() const {
   LayerParams p;
+  if (config_.lora.enabled()) return p;        // frozen
   add_norm(p);                                 // final norm
   if (config_.encoder_decoder()) add_norm(p);  // the encoder's final norm
   if (config_.has_output_layer() &&

@@ -1,6 +1,7 @@
 // The parameter tensors of a transformer's units (the layers, the embedding, the output layer) on
 // one GPU, by gradient buffer, as transformer_memory.h counts them: what the gradient
-// synchronisation gathers and reduces and the optimizer steps.
+// synchronisation gathers and reduces and the optimizer steps. Under LoRA (lora.h) the trained
+// ones only: a layer's adapters, nothing of the frozen embedding and head.
 #pragma once
 
 #include <cstdint>

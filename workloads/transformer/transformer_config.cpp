@@ -683,6 +683,47 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
   }
 }
 
+/// What LoRA fine-tuning (lora.h) runs with here, each refusal at its key: dense layers with
+/// multi-head attention and the fused layer kernels of Megatron-Core, the language-model head,
+/// no TP overlap (its userbuffers path for the adapters is not modelled), fp8, autocast, CUDA
+/// graphs, FSDP or ZeRO-3, torchtitan's per-op recomputation, or an encoder-decoder; a rank
+/// that tensor parallel divides (A of a column-parallel target is split over it).
+void check_lora(const ConfigNode& workload, const TransformerConfig& c) {
+  const ConfigNode lora = workload.child("lora");
+  const auto refuse = [&](const ConfigNode& node, std::string_view what) {
+    node.fail(fmt::format("LoRA fine-tuning (workload.lora) {}", what));
+  };
+  const ParallelismConfig& p = c.parallelism;
+  if (c.lora.rank % p.tensor != 0) {
+    refuse(lora.child("rank"),
+           fmt::format("splits a column-parallel target's A over tensor parallel {}: a rank "
+                       "of {} is not a multiple of it",
+                       p.tensor, c.lora.rank));
+  }
+  if (c.moe.experts > 0) refuse(workload.child("moe"), "adapts dense layers here");
+  if (c.mla.enabled()) refuse(workload.child("mla"), "adapts multi-head attention here");
+  if (c.encoder_decoder()) refuse(workload.child("decoder"), "adapts decoder-only models here");
+  if (c.layer_kernels != LayerKernelSet::kFused) {
+    refuse(workload.child("layer_kernels"), "adapts Megatron-Core's fused modules here");
+  }
+  if (c.head.kind != TaskHeadKind::kLanguageModel) {
+    refuse(workload.child("head"), "ends in the frozen language-model head here");
+  }
+  if (p.tp_comm_overlap) {
+    refuse(workload.child("parallelism").child("tp_comm_overlap"), "runs without TP overlap here");
+  }
+  if (p.fsdp != FsdpMode::kNone)
+    refuse(workload.child("parallelism").child("fsdp"), "runs without FSDP here");
+  if (p.zero >= 3)
+    refuse(workload.child("parallelism").child("zero"), "runs with ZeRO 0, 1 or 2 here");
+  if (c.dtype == DType::kFp8) refuse(workload.child("dtype"), "runs 16- or 32-bit GEMMs here");
+  if (c.autocast) refuse(workload.child("autocast"), "runs without autocast here");
+  if (c.cuda_graphs) refuse(workload.child("cuda_graphs"), "runs without CUDA graphs here");
+  if (c.recompute == Recompute::kOp) {
+    refuse(workload.child("recompute"), "recomputes none, selective or full layers here");
+  }
+}
+
 void check_autocast(const ConfigNode& workload, const TransformerConfig& c) {
   const ConfigNode key = workload.child("autocast");
   if (c.dtype != DType::kFp16 && c.dtype != DType::kBf16) {
@@ -865,6 +906,9 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   c.mirror_data_parallel = workload.get_bool_or("mirror_data_parallel", true);
   c.compile = workload.get_bool_or("compile", false);
+  if (const std::optional<ConfigNode> lora = workload.optional_child("lora")) {
+    c.lora = read_lora(*lora);
+  }
   constexpr std::array<std::string_view, 2> kLayerKernelNames = {"fused", "torchtitan"};
   constexpr std::array<LayerKernelSet, 2> kLayerKernelSets = {LayerKernelSet::kFused,
                                                               LayerKernelSet::kTorchtitan};
@@ -893,6 +937,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
+  if (c.lora.enabled()) check_lora(workload, c);
   return c;
 }
 
@@ -949,6 +994,11 @@ int64_t transformer_parameters(const TransformerConfig& c) {
     if (c.position == TransformerPosition::kLearned) total += c.seq * h;
   }
   if (!c.tied_embeddings && c.has_output_layer()) total += c.padded_vocab() * h;
+  if (c.lora.enabled()) {
+    // LoRA's adapters (lora.h), beside the frozen base.
+    for (const int64_t n : lora_layer_tensors(c, 1))
+      total += c.layers * n;
+  }
   return total + task_head_parameters(c);
 }
 
@@ -1031,6 +1081,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"autocast", "torch.autocast over an fp32 model (fp32 weights, matmuls in dtype)"},
       {"allocator", "PyTorch's CUDA caching allocator: caching or expandable_segments"},
       {"compile", "torch.compile per block: memory-bound chains fused into one kernel each"},
+      {"lora.rank", "LoRA fine-tuning: the adapters' rank (the base model frozen)"},
+      {"lora.targets[]", "LoRA fine-tuning: a linear adapted (Megatron-Core's names)"},
       {"layer_kernels",
        "the kernels a layer's modules launch: fused (Megatron-Core, TE) or torchtitan (eager "
        "PyTorch modules)"},

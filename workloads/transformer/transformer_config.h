@@ -179,6 +179,14 @@
 //                              #   PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); the
 //                              #   memory estimate adds the default one's reserve above the
 //                              #   peak allocation (transformer_memory.h)
+//   lora:                      # optional: LoRA fine-tuning as Megatron-Bridge runs it (lora.h):
+//                              #   the base model frozen (no weight gradients, reduction or
+//                              #   optimizer state for it, no embedding backward), an adapter
+//                              #   beside each target linear; dense layers, fused layer kernels,
+//                              #   no TP overlap, fp8, autocast, CUDA graphs or FSDP / ZeRO-3,
+//                              #   the lm head
+//     rank: 32                 # adapter rank (Megatron-Bridge's dim); a multiple of tensor
+//     targets: [linear_qkv, linear_proj, linear_fc1, linear_fc2]   # default: all four
 //   layer_kernels: fused       # the kernels a layer's modules launch: fused (Megatron-Core
 //                              #   with Transformer Engine: one QKV GEMM, fused rotary and
 //                              #   SwiGLU kernels) | torchtitan (its Llama model in PyTorch:
@@ -228,6 +236,7 @@
 #include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
 #include "workloads/transformer/latent_attention.h"
+#include "workloads/transformer/lora.h"
 #include "workloads/transformer/recompute_modules.h"
 #include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/task_head.h"
@@ -441,6 +450,8 @@ struct TransformerConfig {
   /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
   /// memory-bound kernels Inductor fuses run as one kernel each.
   bool compile = false;
+  /// LoRA fine-tuning (the `lora` key; lora.h): the base frozen, adapters trained.
+  LoraConfig lora;
   /// Which modules a layer runs, and so which kernels (the `layer_kernels` key).
   LayerKernelSet layer_kernels = LayerKernelSet::kFused;
   /// torch.autocast around the forward of an fp32 model (the `autocast` key; autocast.h):

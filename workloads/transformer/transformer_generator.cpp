@@ -322,7 +322,7 @@ void TransformerEmitter::finish_gradients() {
   const ParallelismConfig& p = config_.parallelism;
   grad_sync_->finish_backward();
   // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
-  if (p.pipeline > 1 && config_.tied_embeddings &&
+  if (p.pipeline > 1 && config_.tied_embeddings && !config_.lora.enabled() &&
       (coords_.pp == 0 || coords_.pp == p.pipeline - 1)) {
     ops_.blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
                   "all_reduce", "_allreduce_word_embedding_grads");

@@ -174,6 +174,13 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     params.dense += word_embedding;
     if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
   }
+  if (c.lora.enabled()) {
+    // The adapters beside the frozen base (lora.h).
+    int64_t adapters = 0;
+    for (const int64_t n : lora_layer_tensors(c, p.tensor))
+      adapters += n;
+    params.dense += adapters * static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
+  }
   if (c.encoder_decoder()) {
     // One stage (check_encoder_decoder): the decoder's layers with their cross-attention, the
     // encoder's final norm and the decoder's learned positions (encoder_decoder.h).
@@ -401,8 +408,18 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   // the data-parallel ranks, stage 2 also the gradients, stage 3 also the weights; PyTorch FSDP
   // (Zhao et al. VLDB 2023, arXiv 2304.11277) SHARD_GRAD_OP ~ stage 2, FULL_SHARD ~ stage 3.
   f.parts.push_back({"weights", state_of(params, bytes.param, shards_weights(c), p)});
-  f.parts.push_back({"gradients", state_of(params, bytes.grad, shards_gradients(c), p)});
-  f.parts.push_back({"optimizer state", state_of(params, bytes.optimizer, shards_optimizer(p), p)});
+  // LoRA (lora.h): gradients and optimizer state for the adapters only.
+  StageParameters trained = params;
+  if (c.lora.enabled()) {
+    trained.dense = 0;
+    for (const int64_t n : lora_layer_tensors(c, p.tensor))
+      trained.dense += n;
+    trained.dense *= static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
+    trained.expert = 0;
+  }
+  f.parts.push_back({"gradients", state_of(trained, bytes.grad, shards_gradients(c), p)});
+  f.parts.push_back(
+      {"optimizer state", state_of(trained, bytes.optimizer, shards_optimizer(p), p)});
   // The step's short-lived allocations, over which the caching allocator reserves (below).
   int64_t short_lived = 0;
   if (c.autocast) {

@@ -1,0 +1,152 @@
+// LoRA fine-tuning (workload.lora; workloads/transformer/lora.h): the config's defaults and
+// refusals, the frozen base's missing weight gradients and embedding backward, the adapters'
+// kernels and collectives, the memory of their gradients and optimizer state, and that a step is
+// faster than full fine-tuning where the adapters are small beside the base.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "test/unit/transformer/step_simulation.h"
+#include "test/unit/transformer/test_configs.h"
+#include "workloads/transformer/model_flops.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+TransformerConfig parse(const std::string& lora, const std::string& extra = "") {
+  const std::string yaml = R"(workload:
+  model: transformer
+  architecture: llama
+  layers: 2
+  hidden: 1024
+  heads: 16
+  kv_heads: 4
+  vocab: 32000
+  seq: 512
+  parallelism: {tensor: 2, sequence: true}
+  lora: )" + lora + "\n" + extra;
+  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  return parse_transformer_config(doc.root().child("workload"), 2);
+}
+
+std::string error_of(const std::string& lora, const std::string& extra = "") {
+  try {
+    parse(lora, extra);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Lora, DefaultsAreMegatronBridgesAndBadKeysAreRefusedAtTheKey) {
+  const TransformerConfig all = parse("{}");
+  EXPECT_EQ(all.lora.rank, 32);
+  for (const bool t : all.lora.targets)
+    EXPECT_TRUE(t);
+  const TransformerConfig two = parse("{rank: 8, targets: [linear_qkv, linear_fc2]}");
+  EXPECT_TRUE(two.lora.adapts(LoraTarget::kQkv));
+  EXPECT_FALSE(two.lora.adapts(LoraTarget::kProj));
+  EXPECT_TRUE(two.lora.adapts(LoraTarget::kFc2));
+  EXPECT_NE(error_of("{targets: [linear_q]}").find("workload.lora.targets[0]"), std::string::npos)
+      << error_of("{targets: [linear_q]}");
+  EXPECT_NE(error_of("{rank: 7}").find("workload.lora.rank"), std::string::npos);
+  EXPECT_NE(error_of("{}", "  layer_kernels: torchtitan\n").find("workload.layer_kernels"),
+            std::string::npos);
+  EXPECT_NE(error_of("{}", "  cuda_graphs: true\n").find("workload.cuda_graphs"),
+            std::string::npos);
+}
+
+/// Kernels of rank 0 by kernel name.
+std::map<std::string, int> kernel_counts(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  std::map<std::string, int> counts;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kKernel && task.rank == 0) ++counts[std::string(g.name(task.name))];
+  }
+  return counts;
+}
+
+// Per layer and micro-batch: each of the 4 targets runs A and B forward and both their gradient
+// GEMMs; the base runs no weight gradient (the only wgrads are the adapters'); the embedding runs
+// no backward.
+TEST(Lora, TheBaseRunsNoWeightGradientsAndEachAdapterItsSix) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  c.parallelism.tensor = 2;
+  c.parallelism.sequence = true;
+  const std::map<std::string, int> full = kernel_counts(c);
+  EXPECT_GT(full.at("bf16gemm/wgrad"), 0);
+  EXPECT_EQ(full.at("embedding_dense_backward"), 1);
+  c.lora.rank = 16;
+  c.lora.targets.fill(true);
+  const std::map<std::string, int> lora = kernel_counts(c);
+  const int layers = 2, targets = 4;
+  EXPECT_EQ(lora.at("bf16gemm/lora_a"), layers * targets);
+  EXPECT_EQ(lora.at("bf16gemm/lora_b"), layers * targets);
+  EXPECT_EQ(lora.at("bf16gemm/wgrad"), 2 * layers * targets);
+  EXPECT_EQ(lora.count("embedding_dense_backward"), 0U);
+  // The base's input gradients still run: as many dgrads as before, plus the adapters' two each.
+  EXPECT_EQ(lora.at("bf16gemm/dgrad"), full.at("bf16gemm/dgrad") + 2 * layers * targets);
+}
+
+// The gradients and the optimizer state are the adapters' (fp32 gradients, Adam's fp32 master
+// copy, m and v); the weights are the base's and the adapters' in bf16.
+TEST(Lora, GradientsAndOptimizerStateAreTheAdaptersOnly) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  c.lora.rank = 16;
+  c.lora.targets.fill(true);
+  int64_t adapters = 0;
+  for (const int64_t n : lora_layer_tensors(c, 1))
+    adapters += n;
+  adapters *= c.layers;
+  // qkv 1024 -> 1024 + 2 x 256, proj 1024 -> 1024, fc1 1024 -> 2 x 2816, fc2 2816 -> 1024.
+  EXPECT_EQ(adapters, 2 * 16 * ((1024 + 1536) + (1024 + 1024) + (1024 + 5632) + (2816 + 1024)));
+  std::map<std::string, int64_t> parts;
+  for (const MemoryFootprint::Part& p : transformer_memory(c, 0).parts)
+    parts[p.name] = p.bytes;
+  EXPECT_EQ(parts.at("gradients"), 4 * adapters);
+  EXPECT_EQ(parts.at("optimizer state"), 12 * adapters);
+  EXPECT_EQ(parts.at("weights"), 2 * transformer_parameters(c));
+}
+
+Duration step_window(const TransformerConfig& c, const test_configs::CalibratedGpu& gpu) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  g.seal();
+  ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
+  return test_configs::run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1)
+      .ranks.front()
+      .window;
+}
+
+// On an 8B-shaped layer the adapters' GEMMs and elementwise work cost less than the base's
+// weight gradients they replace: faster than full fine-tuning, slower than the base's forward and
+// input gradients alone would be (two thirds of its GEMM FLOPs). Model FLOPs count the same.
+TEST(Lora, AnEightBShapedStepIsFasterThanFullFineTuning) {
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 4096);
+  const Duration full = step_window(c, h100);
+  const double full_flops = transformer_model_flops(c);
+  c.lora.rank = 16;
+  c.lora.targets.fill(true);
+  const Duration lora = step_window(c, h100);
+  std::printf("Llama 8B-shaped 2 layers, seq 4096 on H100: full %.3f ms, LoRA rank 16 %.3f ms\n",
+              full.seconds() * 1e3, lora.seconds() * 1e3);
+  EXPECT_LT(lora, full);
+  EXPECT_GT(lora.seconds(), full.seconds() * 0.5);
+  const double lora_flops = transformer_model_flops(c);
+  EXPECT_LT(lora_flops, full_flops);
+  EXPECT_GT(lora_flops, full_flops * 2.0 / 3.0);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -140,6 +140,23 @@ void read_source(const ConfigNode& root) {
   source.get_string("files");
 }
 
+/// A row's `derived_step_time_s` must be what its published throughput implies (`implied_s`,
+/// computed as `formula` says) within 1%, and both its throughput and it positive.
+void require_derived_step_time(const MeasurementTable& t, int line, std::string_view throughput,
+                               double throughput_value, double step_time_s, double implied_s,
+                               std::string_view formula) {
+  if (!(throughput_value > 0.0) || !(step_time_s > 0.0)) {
+    throw WorkloadTableError(
+        fmt::format("{}:{}: columns `{}` and `derived_step_time_s` must be positive", t.file(),
+                    line, throughput));
+  }
+  if (std::abs(implied_s / step_time_s - 1.0) > 0.01) {
+    throw WorkloadTableError(
+        fmt::format("{}:{}: column `derived_step_time_s`: {} s, but {} = {:.4g} s", t.file(), line,
+                    step_time_s, formula, implied_s));
+  }
+}
+
 }  // namespace
 
 std::vector<NemoRow> read_nemo_table(const fs::path& path) {
@@ -168,19 +185,11 @@ std::vector<NemoRow> read_nemo_table(const fs::path& path) {
                       {r.pipeline, "PP"},
                       {r.context, "CP"},
                       {r.virtual_stages, "VP"}});
-    if (!(r.tokens_per_s_per_gpu > 0.0) || !(r.step_time_s > 0.0)) {
-      throw WorkloadTableError(fmt::format(
-          "{}:{}: columns `Tokens / sec / GPU` and `derived_step_time_s` must be positive",
-          t.file(), r.line));
-    }
-    const double implied = static_cast<double>(r.global_batch * r.seq) /
-                           (r.tokens_per_s_per_gpu * static_cast<double>(r.gpus));
-    if (std::abs(implied / r.step_time_s - 1.0) > 0.01) {
-      throw WorkloadTableError(fmt::format(
-          "{}:{}: column `derived_step_time_s`: {} s, but GBS x seq / (tokens/s/GPU x GPUs) = "
-          "{:.4g} s",
-          t.file(), r.line, r.step_time_s, implied));
-    }
+    require_derived_step_time(t, r.line, "Tokens / sec / GPU", r.tokens_per_s_per_gpu,
+                              r.step_time_s,
+                              static_cast<double>(r.global_batch * r.seq) /
+                                  (r.tokens_per_s_per_gpu * static_cast<double>(r.gpus)),
+                              "GBS x seq / (tokens/s/GPU x GPUs)");
     rows.push_back(r);
   }
   return rows;
@@ -209,17 +218,9 @@ std::vector<NemoT5Row> read_nemo_t5_table(const fs::path& path) {
                       {r.seq, "Sequence Length"},
                       {r.tensor, "TP"},
                       {r.pipeline, "PP"}});
-    if (!(r.tokens_per_s > 0.0) || !(r.step_time_s > 0.0)) {
-      throw WorkloadTableError(
-          fmt::format("{}:{}: columns `Tokens / sec` and `derived_step_time_s` must be positive",
-                      t.file(), r.line));
-    }
-    const double implied = static_cast<double>(r.global_batch * r.seq) / r.tokens_per_s;
-    if (std::abs(implied / r.step_time_s - 1.0) > 0.01) {
-      throw WorkloadTableError(fmt::format(
-          "{}:{}: column `derived_step_time_s`: {} s, but GBS x seq / tokens/s = {:.4g} s",
-          t.file(), r.line, r.step_time_s, implied));
-    }
+    require_derived_step_time(t, r.line, "Tokens / sec", r.tokens_per_s, r.step_time_s,
+                              static_cast<double>(r.global_batch * r.seq) / r.tokens_per_s,
+                              "GBS x seq / tokens/s");
     rows.push_back(r);
   }
   return rows;

@@ -11,6 +11,15 @@
 
 namespace upsim::transformer_emit {
 
+namespace {
+
+UnfusedAttentionKernels unfused_cross_attention(const CrossAttentionKernels& k) {
+  return {k.score_fwd,  k.softmax_fwd, k.dropout_fwd, k.av_fwd,        k.av_dgrad_p,
+          k.av_dgrad_v, k.dropout_bwd, k.softmax_bwd, k.score_dgrad_q, k.score_dgrad_k};
+}
+
+}  // namespace
+
 void LayerEmitter::cross_attention_forward(const CrossAttentionKernels& k) {
   const LayerKernels& d = kernels_;
   ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
@@ -19,10 +28,7 @@ void LayerEmitter::cross_attention_forward(const CrossAttentionKernels& k) {
   if (config_.attention == AttentionImpl::kFlash) {
     ops_.op("aten::_scaled_dot_product_flash_attention", "flash_fwd_kernel", k.attn_fwd);
   } else {
-    ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), k.score_fwd);
-    ops_.op("scaled_masked_softmax", "softmax_fwd", k.softmax_fwd);
-    if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", k.dropout_fwd);
-    ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), k.av_fwd);
+    unfused_attention(unfused_cross_attention(k), false);
   }
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "proj"), d.proj_fwd);
   tp_exit_forward();
@@ -37,12 +43,7 @@ void LayerEmitter::cross_attention_backward(const CrossAttentionKernels& k, bool
   if (config_.attention == AttentionImpl::kFlash) {
     ops_.op("ScaledDotProductFlashAttentionBackward0", "flash_bwd_kernel", k.attn_bwd);
   } else {
-    ops_.op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), k.av_dgrad_p,
-             pytorch::gemm_kernel_name(act_dt_, "wgrad"), k.av_dgrad_v);
-    if (config_.dropout > 0) ops_.op("NativeDropoutBackward0", "dropout_bwd", k.dropout_bwd);
-    ops_.op("ScaledMaskedSoftmaxBackward", "softmax_bwd", k.softmax_bwd);
-    ops_.op2("BaddbmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), k.score_dgrad_q,
-             pytorch::gemm_kernel_name(act_dt_, "wgrad"), k.score_dgrad_k);
+    unfused_attention(unfused_cross_attention(k), true);
   }
   // The key/value projection's input gradient is the encoder output's, summed over the
   // decoder's layers by autograd.

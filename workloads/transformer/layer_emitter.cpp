@@ -175,15 +175,33 @@ std::string_view LayerEmitter::act_op(bool backward) const {
 }
 
 void LayerEmitter::core_attention_forward(int64_t layer) {
-  const LayerKernels& d = kernels_;
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(false, config_.windowed_layer(layer));
     return;
   }
-  ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), d.score_fwd);
-  ops_.op("scaled_masked_softmax", "softmax_fwd", d.softmax_fwd);
-  if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", d.attn_dropout_fwd);
-  ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), d.av_fwd);
+  unfused_attention(unfused_self_attention(), false);
+}
+
+UnfusedAttentionKernels LayerEmitter::unfused_self_attention() const {
+  const LayerKernels& d = kernels_;
+  return {d.score_fwd,  d.softmax_fwd,      d.attn_dropout_fwd, d.av_fwd,        d.av_dgrad_p,
+          d.av_dgrad_v, d.attn_dropout_bwd, d.softmax_bwd,      d.score_dgrad_q, d.score_dgrad_k};
+}
+
+void LayerEmitter::unfused_attention(const UnfusedAttentionKernels& k, bool backward) {
+  const std::string dgrad = pytorch::gemm_kernel_name(act_dt_, "dgrad");
+  const std::string wgrad = pytorch::gemm_kernel_name(act_dt_, "wgrad");
+  if (!backward) {
+    ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), k.score_fwd);
+    ops_.op("scaled_masked_softmax", "softmax_fwd", k.softmax_fwd);
+    if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", k.dropout_fwd);
+    ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), k.av_fwd);
+    return;
+  }
+  ops_.op2("BmmBackward0", dgrad, k.av_dgrad_p, wgrad, k.av_dgrad_v);
+  if (config_.dropout > 0) ops_.op("NativeDropoutBackward0", "dropout_bwd", k.dropout_bwd);
+  ops_.op("ScaledMaskedSoftmaxBackward", "softmax_bwd", k.softmax_bwd);
+  ops_.op2("BaddbmmBackward0", dgrad, k.score_dgrad_q, wgrad, k.score_dgrad_k);
 }
 
 void LayerEmitter::attention_forward(int64_t layer) {
@@ -300,12 +318,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true, config_.windowed_layer(layer));
   } else {
-    ops_.op2("BmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.av_dgrad_p,
-             pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.av_dgrad_v);
-    if (config_.dropout > 0) ops_.op("NativeDropoutBackward0", "dropout_bwd", d.attn_dropout_bwd);
-    ops_.op("ScaledMaskedSoftmaxBackward", "softmax_bwd", d.softmax_bwd);
-    ops_.op2("BaddbmmBackward0", pytorch::gemm_kernel_name(act_dt_, "dgrad"), d.score_dgrad_q,
-             pytorch::gemm_kernel_name(act_dt_, "wgrad"), d.score_dgrad_k);
+    unfused_attention(unfused_self_attention(), true);
   }
   if (config_.position == TransformerPosition::kRotary) {
     ops_.op("RotaryBackward", "rotary_bwd", d.rotary_bwd);

@@ -43,6 +43,13 @@ struct LayerGroups {
   int64_t context_index = 0;
 };
 
+/// The kernels of Megatron's unfused CoreAttention (baddbmm q k^T, the masked softmax, dropout,
+/// bmm p v) and of their backward, of a self- or a cross-attention.
+struct UnfusedAttentionKernels {
+  KernelDescId score_fwd, softmax_fwd, dropout_fwd, av_fwd;
+  KernelDescId av_dgrad_p, av_dgrad_v, dropout_bwd, softmax_bwd, score_dgrad_q, score_dgrad_k;
+};
+
 class LayerEmitter {
  public:
   /// The references must outlive the emitter; `ops` emits on the rank being emitted.
@@ -126,6 +133,10 @@ class LayerEmitter {
   /// all-gather under SP, an all-reduce without).
   void replicated_input_linears_backward(
       std::initializer_list<std::pair<KernelDescId, KernelDescId>> linears);
+
+  /// Megatron's unfused core attention, forward or backward (dropout only with dropout > 0).
+  void unfused_attention(const UnfusedAttentionKernels& k, bool backward);
+  UnfusedAttentionKernels unfused_self_attention() const;
 
   /// The backward of a block's residual add (its dropout's, or none when compiled without).
   void residual_backward();

@@ -111,13 +111,9 @@ void LayerEmitter::replicated_input_linears_backward(
     if (!first) ops_.op("aten::add", "input_grad_add", kernels_.torchtitan.input_grad_add);
     first = false;
   }
-  if (sizes_.t == 1) return;
-  const int64_t full = sizes_.tokens * sizes_.h * act_elem_bytes_;
-  if (config_.parallelism.sequence) {
-    tp_collective(CollectiveKind::kReduceScatter, full, "c10d::_reduce_scatter_base");
-  } else {
-    tp_collective(CollectiveKind::kAllReduce, full, "c10d::all_reduce");
-  }
+  // The backward of the input's all-gather (or of its replication without SP) is the same
+  // reduction a row-parallel output leaves the TP region with.
+  tp_exit_forward();
 }
 
 }  // namespace upsim::transformer_emit

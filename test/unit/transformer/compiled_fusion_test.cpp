@@ -22,8 +22,6 @@
 namespace upsim {
 namespace {
 
-const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
-
 /// Rank 0's memory-bound kernels of one step: how many, and the bytes they move.
 struct MemoryBoundWork {
   int kernels = 0;
@@ -98,25 +96,14 @@ TEST(CompiledFusion, AFusedKernelIsNeverSlowerThanTheEagerPairUnderAnyShippedCal
   }
 }
 
-Duration step_window(const TransformerConfig& c, const KernelCostModel& kernels,
-                     const HardwareProfile& hw) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  g.seal();
-  ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
-  return test_configs::run_step(g, kernels, load_fabric(fabric.root()), hw, 1).ranks.front().window;
-}
-
 TEST(CompiledFusion, ACompiledStepIsNeverSlowerThanTheEagerOne) {
   const test_configs::CalibratedGpu h100 =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
-  const HardwareProfile& hw = h100.hw;
-  const CalibratedKernelCost& model = h100.model;
   for (const int64_t seq : {1024, 8192}) {
     TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, seq);
-    const Duration eager = step_window(c, model, hw);
+    const Duration eager = test_configs::step_window(c, h100);
     c.compile = true;
-    const Duration compiled = step_window(c, model, hw);
+    const Duration compiled = test_configs::step_window(c, h100);
     std::printf("Llama 8B-shaped 2 layers, seq %lld on H100: eager %.3f ms, compiled %.3f ms\n",
                 static_cast<long long>(seq), eager.seconds() * 1e3, compiled.seconds() * 1e3);
     EXPECT_LT(compiled, eager);

@@ -6,8 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/config_error.h"
-#include "sim/config/config_node.h"
+#include "test/unit/transformer/workload_yaml.h"
 #include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/model_flops.h"
 #include "workloads/transformer/model_parameters.h"
@@ -17,21 +16,8 @@
 namespace upsim {
 namespace {
 
-TransformerConfig parse(const std::string& yaml, uint32_t gpus) {
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
-  TransformerConfig config = parse_transformer_config(doc.root().child("workload"), gpus);
-  doc.check_all_keys_used();
-  return config;
-}
-
-std::string error_of(const std::string& yaml, uint32_t gpus) {
-  try {
-    parse(yaml, gpus);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_configs::parse_workload;
+using test_configs::workload_error;
 
 /// Google's T5 v1.1 XL (google/t5-v1_1-xl config.json: d_model 2048, d_ff 5120, 24 encoder and
 /// 24 decoder layers, 32 heads of d_kv 64, vocabulary 32128, gated-gelu, RMS norms without
@@ -60,7 +46,7 @@ std::string t5_v1_1_xl(const std::string& extra = "", const std::string& paralle
 }
 
 TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
-  const TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  const TransformerConfig c = parse_workload(t5_v1_1_xl(), 8);
   EXPECT_TRUE(c.encoder_decoder());
   EXPECT_EQ(c.decoder_layers, 24);
   EXPECT_EQ(c.decoder_seq, 128);
@@ -74,21 +60,22 @@ TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
 }
 
 TEST(EncoderDecoder, RefusesWhatItDoesNotModelAtTheKey) {
-  EXPECT_NE(error_of(t5_v1_1_xl("  causal: true\n"), 8).find("workload.causal"), std::string::npos);
-  const std::string pipeline = error_of(t5_v1_1_xl("", "    pipeline: 2\n"), 8);
+  EXPECT_NE(workload_error(t5_v1_1_xl("  causal: true\n"), 8).find("workload.causal"),
+            std::string::npos);
+  const std::string pipeline = workload_error(t5_v1_1_xl("", "    pipeline: 2\n"), 8);
   EXPECT_NE(pipeline.find("workload.parallelism.pipeline"), std::string::npos) << pipeline;
   EXPECT_NE(pipeline.find("one pipeline stage"), std::string::npos) << pipeline;
-  EXPECT_NE(error_of(t5_v1_1_xl("", "    sequence: true\n"), 8).find("parallelism.sequence"),
+  EXPECT_NE(workload_error(t5_v1_1_xl("", "    sequence: true\n"), 8).find("parallelism.sequence"),
             std::string::npos);
-  EXPECT_NE(error_of(t5_v1_1_xl("  recompute: selective\n"), 8).find("workload.recompute"),
+  EXPECT_NE(workload_error(t5_v1_1_xl("  recompute: selective\n"), 8).find("workload.recompute"),
             std::string::npos);
-  EXPECT_NE(error_of(t5_v1_1_xl("", "    fsdp: full_shard\n"), 8).find("parallelism.fsdp"),
+  EXPECT_NE(workload_error(t5_v1_1_xl("", "    fsdp: full_shard\n"), 8).find("parallelism.fsdp"),
             std::string::npos);
-  EXPECT_EQ(error_of(t5_v1_1_xl("  recompute: full\n", "    zero: 1\n"), 8), "");
+  EXPECT_EQ(workload_error(t5_v1_1_xl("  recompute: full\n", "    zero: 1\n"), 8), "");
   // A decoder too long to price: its scores over the encoder's keys pass 2^56 elements.
   std::string huge = t5_v1_1_xl();
   huge.replace(huge.find("seq: 128"), 8, "seq: 16777216");
-  const std::string e = error_of(huge, 8);
+  const std::string e = workload_error(huge, 8);
   EXPECT_NE(e.find("workload.decoder.seq"), std::string::npos) << e;
 }
 
@@ -99,14 +86,14 @@ TEST(EncoderDecoder, RefusesWhatItDoesNotModelAtTheKey) {
 // tables of 32 buckets x 32 heads, which upsim does not model (2,048). One tensor rank: the
 // vocabulary is a multiple of 128 already, so Megatron's padding adds no row.
 TEST(EncoderDecoder, CountsT5V11XlParameters) {
-  const TransformerConfig c = parse(t5_v1_1_xl("", "", 1), 8);
+  const TransformerConfig c = parse_workload(t5_v1_1_xl("", "", 1), 8);
   EXPECT_EQ(transformer_parameters(c), int64_t{2'849'757'184} - 2'048);
 }
 
 // The tensors the gradient synchronisation and the optimizer step walk (the embedding, the
 // encoder's and then the decoder's layers, the head) are the model's parameters.
 TEST(EncoderDecoder, TheEmittersTensorsAreTheModelsParameters) {
-  TransformerConfig c = parse(t5_v1_1_xl("", "", 1), 8);
+  TransformerConfig c = parse_workload(t5_v1_1_xl("", "", 1), 8);
   const LayerSizes sizes = layer_sizes(c);
   const transformer_emit::ModelParameters params(c, sizes);
   int64_t total = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
@@ -118,7 +105,7 @@ TEST(EncoderDecoder, TheEmittersTensorsAreTheModelsParameters) {
 // With one pipeline stage and one tensor rank the memory model's parameters are the model's, and
 // the decoder stack adds its activations and the encoder's output.
 TEST(EncoderDecoder, MemoryCountsTheDecoderStack) {
-  TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  TransformerConfig c = parse_workload(t5_v1_1_xl(), 8);
   c.parallelism.tensor = 1;
   c.parallelism.data = 8;
   EXPECT_EQ(transformer_stage_parameters(c, 0).total(), transformer_parameters(c));
@@ -152,7 +139,7 @@ TEST(EncoderDecoder, MemoryCountsTheDecoderStack) {
 // Model FLOPs restated from the parameters: 6 per matmul parameter and token through it, plus the
 // attention's scores and values, 12 x seq_kv x q per query token and layer (Megatron's count).
 TEST(EncoderDecoder, ModelFlopsAreSixPerParameterAndTokenPlusTheScores) {
-  const TransformerConfig c = parse(t5_v1_1_xl(), 8);
+  const TransformerConfig c = parse_workload(t5_v1_1_xl(), 8);
   const double h = 2048, f = 5120, q = 2048;
   const double v = 32256;  // 32128 padded to a multiple of 128 x TP 2 (padded_vocab)
   const double micro_batches = 32.0 / 4.0;
@@ -184,7 +171,7 @@ std::vector<KernelDesc> kernels_named(const TaskGraph& g, std::string_view op,
 }
 
 TEST(EncoderDecoder, EachDecoderLayerAttendsOverTheEncodersTokens) {
-  TransformerConfig c = parse(t5_v1_1_xl("  attention: flash\n"), 8);
+  TransformerConfig c = parse_workload(t5_v1_1_xl("  attention: flash\n"), 8);
   c.global_batch = c.micro_batch * c.parallelism.data;  // one micro-batch
   TaskGraph g;
   generate_transformer(c, {1}, g);

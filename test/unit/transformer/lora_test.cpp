@@ -8,20 +8,17 @@
 #include <map>
 #include <string>
 
-#include "sim/config/config_error.h"
-#include "sim/config/config_node.h"
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
+#include "test/unit/transformer/workload_yaml.h"
 #include "workloads/transformer/model_flops.h"
 #include "workloads/transformer/transformer_memory.h"
 
 namespace upsim {
 namespace {
 
-const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
-
-TransformerConfig parse(const std::string& lora, const std::string& extra = "") {
-  const std::string yaml = R"(workload:
+std::string yaml_of(const std::string& lora, const std::string& extra) {
+  return R"(workload:
   model: transformer
   architecture: llama
   layers: 2
@@ -31,18 +28,16 @@ TransformerConfig parse(const std::string& lora, const std::string& extra = "") 
   vocab: 32000
   seq: 512
   parallelism: {tensor: 2, sequence: true}
-  lora: )" + lora + "\n" + extra;
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
-  return parse_transformer_config(doc.root().child("workload"), 2);
+  lora: )" +
+         lora + "\n" + extra;
+}
+
+TransformerConfig parse(const std::string& lora, const std::string& extra = "") {
+  return test_configs::parse_workload(yaml_of(lora, extra), 2);
 }
 
 std::string error_of(const std::string& lora, const std::string& extra = "") {
-  try {
-    parse(lora, extra);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test_configs::workload_error(yaml_of(lora, extra), 2);
 }
 
 TEST(Lora, DefaultsAreMegatronBridgesAndBadKeysAreRefusedAtTheKey) {
@@ -63,18 +58,6 @@ TEST(Lora, DefaultsAreMegatronBridgesAndBadKeysAreRefusedAtTheKey) {
             std::string::npos);
 }
 
-/// Kernels of rank 0 by kernel name.
-std::map<std::string, int> kernel_counts(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  std::map<std::string, int> counts;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind == TaskKind::kKernel && task.rank == 0) ++counts[std::string(g.name(task.name))];
-  }
-  return counts;
-}
-
 // Per layer and micro-batch: each of the 4 targets runs A and B forward and both their gradient
 // GEMMs; the base runs no weight gradient (the only wgrads are the adapters'); the embedding runs
 // no backward.
@@ -82,12 +65,12 @@ TEST(Lora, TheBaseRunsNoWeightGradientsAndEachAdapterItsSix) {
   TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
   c.parallelism.tensor = 2;
   c.parallelism.sequence = true;
-  const std::map<std::string, int> full = kernel_counts(c);
+  const std::map<std::string, int> full = test_configs::kernel_counts(c);
   EXPECT_GT(full.at("bf16gemm/wgrad"), 0);
   EXPECT_EQ(full.at("embedding_dense_backward"), 1);
   c.lora.rank = 16;
   c.lora.targets.fill(true);
-  const std::map<std::string, int> lora = kernel_counts(c);
+  const std::map<std::string, int> lora = test_configs::kernel_counts(c);
   const int layers = 2, targets = 4;
   EXPECT_EQ(lora.at("bf16gemm/lora_a"), layers * targets);
   EXPECT_EQ(lora.at("bf16gemm/lora_b"), layers * targets);
@@ -117,16 +100,6 @@ TEST(Lora, GradientsAndOptimizerStateAreTheAdaptersOnly) {
   EXPECT_EQ(parts.at("weights"), 2 * transformer_parameters(c));
 }
 
-Duration step_window(const TransformerConfig& c, const test_configs::CalibratedGpu& gpu) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  g.seal();
-  ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
-  return test_configs::run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1)
-      .ranks.front()
-      .window;
-}
-
 // On an 8B-shaped layer the adapters' GEMMs and elementwise work cost less than the base's
 // weight gradients they replace: faster than full fine-tuning, slower than the base's forward and
 // input gradients alone would be (two thirds of its GEMM FLOPs). Model FLOPs count the same.
@@ -134,11 +107,11 @@ TEST(Lora, AnEightBShapedStepIsFasterThanFullFineTuning) {
   const test_configs::CalibratedGpu h100 =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
   TransformerConfig c = test_configs::llama(2, 4096, 32, 8, 14336, 4096);
-  const Duration full = step_window(c, h100);
+  const Duration full = test_configs::step_window(c, h100);
   const double full_flops = transformer_model_flops(c);
   c.lora.rank = 16;
   c.lora.targets.fill(true);
-  const Duration lora = step_window(c, h100);
+  const Duration lora = test_configs::step_window(c, h100);
   std::printf("Llama 8B-shaped 2 layers, seq 4096 on H100: full %.3f ms, LoRA rank 16 %.3f ms\n",
               full.seconds() * 1e3, lora.seconds() * 1e3);
   EXPECT_LT(lora, full);

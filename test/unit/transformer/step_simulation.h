@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,32 @@ inline CalibratedGpu calibrated_gpu(const std::string& hardware, const std::stri
       "section");
   CalibratedKernelCost model = load_calibrated(section.root(), hw);
   return {std::move(hw), std::move(model)};
+}
+
+/// The first rank's window of one step of `config` on `gpu`, over the shipped fabric
+/// configs/topologies/<topology>.yaml.
+inline Duration step_window(const TransformerConfig& config, const CalibratedGpu& gpu,
+                            const std::string& topology = "dgx_h100") {
+  TaskGraph g;
+  generate_transformer(config, {1}, g);
+  g.seal();
+  ConfigDocument fabric = ConfigDocument::load_file(std::filesystem::path(UPSIM_CONFIGS_DIR) /
+                                                    "topologies" / (topology + ".yaml"));
+  return run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1).ranks.front().window;
+}
+
+/// How many kernels of each name `rank` runs in one generated step of `config`.
+inline std::map<std::string, int> kernel_counts(const TransformerConfig& config, RankId rank = 0) {
+  TaskGraph g;
+  generate_transformer(config, {1}, g);
+  std::map<std::string, int> counts;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == TaskKind::kKernel && task.rank == rank) {
+      ++counts[std::string(g.name(task.name))];
+    }
+  }
+  return counts;
 }
 
 /// The kernels `rank` runs in one generated step of `config`, in emission order.

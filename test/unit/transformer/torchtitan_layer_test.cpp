@@ -7,16 +7,13 @@
 #include <map>
 #include <string>
 
-#include "sim/config/config_error.h"
-#include "sim/config/config_node.h"
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
+#include "test/unit/transformer/workload_yaml.h"
 #include "workloads/transformer/transformer_memory.h"
 
 namespace upsim {
 namespace {
-
-const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
 std::string error_of(const std::string& extra, const std::string& kernels = "torchtitan") {
   const std::string yaml = R"(workload:
@@ -30,13 +27,7 @@ std::string error_of(const std::string& extra, const std::string& kernels = "tor
   seq: 512
   layer_kernels: )" + kernels +
                            "\n" + extra;
-  try {
-    ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
-    parse_transformer_config(doc.root().child("workload"), 1);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test_configs::workload_error(yaml, 1);
 }
 
 TEST(TorchtitanLayers, TheConfigTakesTheLlamaModulesAndRefusesTheRestAtTheKey) {
@@ -49,25 +40,13 @@ TEST(TorchtitanLayers, TheConfigTakesTheLlamaModulesAndRefusesTheRestAtTheKey) {
   EXPECT_NE(unknown.find("valid: fused, torchtitan"), std::string::npos) << unknown;
 }
 
-/// Kernels of rank 0's first iteration by kernel name (TaskGraph::name of the task).
-std::map<std::string, int> kernel_counts(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  std::map<std::string, int> counts;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind == TaskKind::kKernel && task.rank == 0) ++counts[std::string(g.name(task.name))];
-  }
-  return counts;
-}
-
 // Per layer and micro-batch: wq, wk, wv and w1, w3 each a GEMM of its own; the eager rotary's
 // casts and complex multiplies for q and k both ways; repeat_kv's two copies (16 query heads
 // over 4 key/value heads) and their sums; silu and the gate product.
 TEST(TorchtitanLayers, EachModuleLaunchesItsOwnKernels) {
   TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
   c.layer_kernels = LayerKernelSet::kTorchtitan;
-  const std::map<std::string, int> eager = kernel_counts(c);
+  const std::map<std::string, int> eager = test_configs::kernel_counts(c);
   const int layers = 2;
   EXPECT_EQ(eager.at("bf16gemm/q"), layers);
   EXPECT_EQ(eager.at("bf16gemm/k"), layers);
@@ -84,7 +63,7 @@ TEST(TorchtitanLayers, EachModuleLaunchesItsOwnKernels) {
   EXPECT_EQ(eager.at("input_grad_add"), 3 * layers);  // wq + wk + wv, w1 + w3
   // Compiled, Inductor fuses the rotary and silu-mul chains: one kernel each way.
   c.compile = true;
-  const std::map<std::string, int> compiled = kernel_counts(c);
+  const std::map<std::string, int> compiled = test_configs::kernel_counts(c);
   EXPECT_EQ(compiled.count("complex_mul"), 0U);
   EXPECT_EQ(compiled.at("triton_fused_rotary"), 2 * layers);
   EXPECT_EQ(compiled.at("triton_fused_silu_mul"), layers);
@@ -103,16 +82,6 @@ TEST(TorchtitanLayers, RepeatedKeysAndValuesAreKeptForTheBackward) {
   EXPECT_EQ(transformer_layer_activation_bytes(c, false), full_heads);
 }
 
-Duration step_window(const TransformerConfig& c, const test_configs::CalibratedGpu& gpu) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  g.seal();
-  ConfigDocument fabric = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
-  return test_configs::run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1)
-      .ranks.front()
-      .window;
-}
-
 // torchtitan's modules run the fused ones' GEMM work in more kernels and move more bytes: a step
 // is never faster, eager or compiled, with or without tensor parallel.
 TEST(TorchtitanLayers, AStepIsNeverFasterThanWithTheFusedModules) {
@@ -124,9 +93,9 @@ TEST(TorchtitanLayers, AStepIsNeverFasterThanWithTheFusedModules) {
       c.compile = compile;
       c.parallelism.tensor = tensor;
       c.parallelism.sequence = tensor > 1;
-      const Duration fused = step_window(c, h100);
+      const Duration fused = test_configs::step_window(c, h100);
       c.layer_kernels = LayerKernelSet::kTorchtitan;
-      const Duration torchtitan = step_window(c, h100);
+      const Duration torchtitan = test_configs::step_window(c, h100);
       std::printf(
           "Llama 8B-shaped 2 layers, seq 4096, TP %lld%s on H100: fused %.3f ms, "
           "torchtitan %.3f ms\n",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/config/config_error.h"
+#include "test/unit/transformer/workload_yaml.h"
 #include "workloads/transformer/transformer_generator.h"
 
 namespace upsim {
@@ -57,20 +58,12 @@ std::string llama2_70b(const std::string& extra = "") {
 }
 
 TransformerConfig parse(const std::string& yaml, uint32_t gpus) {
-  ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
-  TransformerConfig config = parse_transformer_config(doc.root().child("workload"), gpus);
-  doc.check_all_keys_used();
-  return config;
+  return test_configs::parse_workload(yaml, gpus);
 }
 
 /// Parses and returns the ConfigError message (what()), or "" if parsing succeeded.
 std::string error_of(const std::string& yaml, uint32_t gpus) {
-  try {
-    parse(yaml, gpus);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return test_configs::workload_error(yaml, gpus);
 }
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {

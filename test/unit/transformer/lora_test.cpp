@@ -18,18 +18,8 @@ namespace upsim {
 namespace {
 
 std::string yaml_of(const std::string& lora, const std::string& extra) {
-  return R"(workload:
-  model: transformer
-  architecture: llama
-  layers: 2
-  hidden: 1024
-  heads: 16
-  kv_heads: 4
-  vocab: 32000
-  seq: 512
-  parallelism: {tensor: 2, sequence: true}
-  lora: )" +
-         lora + "\n" + extra;
+  return test_configs::small_llama_workload_yaml() +
+         "  parallelism: {tensor: 2, sequence: true}\n  lora: " + lora + "\n" + extra;
 }
 
 TransformerConfig parse(const std::string& lora, const std::string& extra = "") {

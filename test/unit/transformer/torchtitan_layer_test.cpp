@@ -16,18 +16,8 @@ namespace upsim {
 namespace {
 
 std::string error_of(const std::string& extra, const std::string& kernels = "torchtitan") {
-  const std::string yaml = R"(workload:
-  model: transformer
-  architecture: llama
-  layers: 2
-  hidden: 1024
-  heads: 16
-  kv_heads: 4
-  vocab: 32000
-  seq: 512
-  layer_kernels: )" + kernels +
-                           "\n" + extra;
-  return test_configs::workload_error(yaml, 1);
+  return test_configs::workload_error(
+      test_configs::small_llama_workload_yaml() + "  layer_kernels: " + kernels + "\n" + extra, 1);
 }
 
 TEST(TorchtitanLayers, TheConfigTakesTheLlamaModulesAndRefusesTheRestAtTheKey) {

@@ -10,6 +10,13 @@
 
 namespace upsim::test_configs {
 
+/// The start of a `workload:` of a small grouped-query Llama (2 layers, hidden 1024, 16 query and
+/// 4 key/value heads, sequence 512), for the tests to add keys to.
+inline std::string small_llama_workload_yaml() {
+  return "workload:\n  model: transformer\n  architecture: llama\n  layers: 2\n  hidden: 1024\n"
+         "  heads: 16\n  kv_heads: 4\n  vocab: 32000\n  seq: 512\n";
+}
+
 /// The transformer config of `yaml`'s `workload:` for `gpus` GPUs; every key must be read.
 inline TransformerConfig parse_workload(const std::string& yaml, uint32_t gpus) {
   ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -659,7 +661,8 @@ std::vector<KernelMeasurement> decode_rows(std::string_view text, const std::str
 
 }  // namespace
 
-std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path& path) {
+std::vector<KernelMeasurement> read_measurement_hdf5(
+    const std::filesystem::path& path, std::optional<std::chrono::milliseconds> time_limit) {
   const std::string file_name = path.string();
   if (const auto why = input_file_problem(path, 16 * kGiB)) {
     throw CalibrationDataError(fmt::format("{}: {}", file_name, *why));
@@ -724,9 +727,31 @@ std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path
   // The report of a file of kMaxRowsPerDataset-row datasets is a few hundred bytes a row; more
   // than this bound is a broken reader, not data.
   constexpr size_t kMaxReportBytes = size_t{4} << 30;
+  // libhdf5 can also loop forever on a corrupt file (found by fuzzing: a global-heap string
+  // attribute): by default the child has 10 s plus 1 s per 4 MiB of file to report, far more
+  // than a measurement table takes (milliseconds), and is killed after that.
+  std::error_code size_error;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, size_error);
+  const std::chrono::milliseconds budget =
+      time_limit.value_or(std::chrono::seconds(10) +
+                          std::chrono::seconds(size_error ? 0 : file_bytes / (uintmax_t{4} << 20)));
+  const auto deadline = std::chrono::steady_clock::now() + budget;
   std::string report;
   std::array<char, 1 << 16> buffer{};
   while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd ready{reader.fd, POLLIN, 0};
+    const int polled =
+        left.count() > 0
+            ? ::poll(&ready, 1, static_cast<int>(std::min<int64_t>(left.count(), INT32_MAX)))
+            : 0;
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled == 0) {
+      throw CalibrationDataError(fmt::format(
+          "{}: corrupt HDF5 file: the HDF5 library did not finish reading it within {:.1f} s",
+          file_name, static_cast<double>(budget.count()) / 1e3));
+    }
     const ssize_t n = ::read(reader.fd, buffer.data(), buffer.size());
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

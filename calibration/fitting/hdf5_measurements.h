@@ -47,7 +47,9 @@
 // element class, unknown dtype, non-positive dimension or time, split not 0 / 1.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,8 +58,12 @@
 
 namespace upsim {
 
-/// The rows of an HDF5 measurement file (layout above).
-std::vector<KernelMeasurement> read_measurement_hdf5(const std::filesystem::path& path);
+/// The rows of an HDF5 measurement file (layout above). libhdf5 reads it in a child process
+/// (it crashes and loops on some corrupt files); a child that has not reported within
+/// `time_limit` (default: 10 s plus 1 s per 4 MiB of file) is killed and the file is an error.
+std::vector<KernelMeasurement> read_measurement_hdf5(
+    const std::filesystem::path& path,
+    std::optional<std::chrono::milliseconds> time_limit = std::nullopt);
 
 /// Writes `rows` in the layout above (creating or truncating `path`), with `split` from
 /// held_out, groups in order of the ops' first rows. Rows of ops other than gemm and memory ops

@@ -440,6 +440,24 @@ TEST(Hdf5Measurements, AFileThatCrashesLibhdf5IsAnError) {
   }
 }
 
+TEST(Hdf5Measurements, AFileOnWhichLibhdf5LoopsIsAnErrorAfterTheTimeLimit) {
+  // Found by fuzzing (data/libhdf5_hang.h5, a mutation of a file upsim wrote): libhdf5 1.10
+  // never returns from reading its `provenance` attribute (a variable-length string in a global
+  // heap the mutation broke). The child reading it is killed at the time limit, here 1 s.
+  const std::string path = std::string(UPSIM_CALIBRATION_TEST_DATA) + "/libhdf5_hang.h5";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    read_measurement_hdf5(path, std::chrono::seconds(1));
+    FAIL() << "no error";
+  } catch (const CalibrationDataError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0U) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did not finish reading it within 1.0 s"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(Hdf5Measurements, ANumberOfGigabytesPerElementIsRefusedBeforeItIsRead) {
   // Found by fuzzing (data/huge_element_size.h5, a mutation of a file upsim wrote): its `split`
   // dataset states 4294967295-byte integers, for which libhdf5 callocs a 4 GiB conversion

@@ -82,7 +82,9 @@ LoraKernels add_lora_kernels(const TransformerConfig& config, const LayerSizes& 
                              TaskGraph& graph) {
   LoraKernels kernels;
   const auto add = [&](const KernelDesc& d) { return graph.add_kernel_desc(d); };
-  const DType gemm_dt = config.dtype;
+  // The adapters are Megatron's own ColumnParallelLinear / RowParallelLinear, outside Transformer
+  // Engine's fp8 autocast: their GEMMs run in the activation dtype (bf16 under fp8).
+  const DType gemm_dt = config.activation_dtype();
   const DType act_dt = config.activation_dtype();
   const int64_t r = config.lora.rank;
   for (size_t i = 0; i < kLoraTargets; ++i) {

@@ -17,6 +17,8 @@
 //    (rank -> hidden, all-gathered), then under sequence parallel split to the sequence shard,
 //    whose backward all-gathers the output gradient;
 //  - then the scale and the add to the base's output.
+// The adapters are Megatron's ColumnParallelLinear / RowParallelLinear, outside Transformer
+// Engine's fp8 autocast: under fp8 their GEMMs run in bf16.
 // Adapter parameters: A and B of each target, in the dense gradient buffer, trained with the
 // recipe's optimizer and dtypes.
 #pragma once

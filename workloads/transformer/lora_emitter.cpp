@@ -21,7 +21,7 @@ void LayerEmitter::lora_forward(LoraTarget target) {
   const LoraTargetKernels& k = kernels_.lora[static_cast<size_t>(target)];
   const bool tp = sizes_.t > 1;
   const int64_t rank_bytes = sizes_.tokens * config_.lora.rank * act_elem_bytes_;
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "lora_a"), k.in_fwd);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "lora_a"), k.in_fwd);
   // Column: A's rank / tensor outputs all-gathered (gather_output); row: A's partial sums
   // all-reduced.
   if (tp && column_target(target)) {
@@ -29,7 +29,7 @@ void LayerEmitter::lora_forward(LoraTarget target) {
   } else if (tp) {
     tp_collective(CollectiveKind::kAllReduce, rank_bytes, "c10d::all_reduce");
   }
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "lora_b"), k.out_fwd);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "lora_b"), k.out_fwd);
   // Row: B's hidden / tensor outputs all-gathered to hidden (then split to the sequence shard
   // under SP, locally).
   if (tp && !column_target(target)) {
@@ -46,8 +46,8 @@ void LayerEmitter::lora_backward(LoraTarget target) {
   const bool tp = sizes_.t > 1;
   const bool sp = config_.parallelism.sequence;
   const int64_t rank_bytes = sizes_.tokens * config_.lora.rank * act_elem_bytes_;
-  const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
-  const std::string wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  const std::string dgrad = pytorch::gemm_kernel_name(linear_dt_, "dgrad");
+  const std::string wgrad = pytorch::gemm_kernel_name(linear_dt_, "wgrad");
   ops_.op("MulBackward0", "lora_scale", k.scale);
   // Row under SP: the split's backward all-gathers the output gradient.
   if (tp && sp && !column_target(target)) {

@@ -685,9 +685,9 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
 
 /// What LoRA fine-tuning (lora.h) runs with here, each refusal at its key: dense layers with
 /// multi-head attention and the fused layer kernels of Megatron-Core, the language-model head,
-/// no TP overlap (its userbuffers path for the adapters is not modelled), fp8, autocast, CUDA
-/// graphs, FSDP or ZeRO-3, torchtitan's per-op recomputation, or an encoder-decoder; a rank
-/// that tensor parallel divides (A of a column-parallel target is split over it).
+/// no TP overlap (its userbuffers path for the adapters is not modelled), autocast, FSDP or
+/// ZeRO-3, torchtitan's per-op recomputation, or an encoder-decoder; a rank that tensor
+/// parallel divides (A of a column-parallel target is split over it).
 void check_lora(const ConfigNode& workload, const TransformerConfig& c) {
   const ConfigNode lora = workload.child("lora");
   const auto refuse = [&](const ConfigNode& node, std::string_view what) {
@@ -716,9 +716,7 @@ void check_lora(const ConfigNode& workload, const TransformerConfig& c) {
     refuse(workload.child("parallelism").child("fsdp"), "runs without FSDP here");
   if (p.zero >= 3)
     refuse(workload.child("parallelism").child("zero"), "runs with ZeRO 0, 1 or 2 here");
-  if (c.dtype == DType::kFp8) refuse(workload.child("dtype"), "runs 16- or 32-bit GEMMs here");
   if (c.autocast) refuse(workload.child("autocast"), "runs without autocast here");
-  if (c.cuda_graphs) refuse(workload.child("cuda_graphs"), "runs without CUDA graphs here");
   if (c.recompute == Recompute::kOp) {
     refuse(workload.child("recompute"), "recomputes none, selective or full layers here");
   }

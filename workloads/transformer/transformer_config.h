@@ -182,9 +182,9 @@
 //   lora:                      # optional: LoRA fine-tuning as Megatron-Bridge runs it (lora.h):
 //                              #   the base model frozen (no weight gradients, reduction or
 //                              #   optimizer state for it, no embedding backward), an adapter
-//                              #   beside each target linear; dense layers, fused layer kernels,
-//                              #   no TP overlap, fp8, autocast, CUDA graphs or FSDP / ZeRO-3,
-//                              #   the lm head
+//                              #   beside each target linear (in the activation dtype under
+//                              #   fp8); dense layers, fused layer kernels, no TP overlap,
+//                              #   autocast or FSDP / ZeRO-3, the lm head
 //     rank: 32                 # adapter rank (Megatron-Bridge's dim); a multiple of tensor
 //     targets: [linear_qkv, linear_proj, linear_fc1, linear_fc2]   # default: all four
 //   layer_kernels: fused       # the kernels a layer's modules launch: fused (Megatron-Core

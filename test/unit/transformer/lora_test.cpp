@@ -44,8 +44,8 @@ TEST(Lora, DefaultsAreMegatronBridgesAndBadKeysAreRefusedAtTheKey) {
   EXPECT_NE(error_of("{rank: 7}").find("workload.lora.rank"), std::string::npos);
   EXPECT_NE(error_of("{}", "  layer_kernels: torchtitan\n").find("workload.layer_kernels"),
             std::string::npos);
-  EXPECT_NE(error_of("{}", "  cuda_graphs: true\n").find("workload.cuda_graphs"),
-            std::string::npos);
+  EXPECT_NE(error_of("{}", "  recompute: op\n").find("workload.recompute"), std::string::npos);
+  EXPECT_EQ(error_of("{}", "  cuda_graphs: true\n  dtype: fp8\n"), "");
 }
 
 // Per layer and micro-batch: each of the 4 targets runs A and B forward and both their gradient
@@ -68,6 +68,19 @@ TEST(Lora, TheBaseRunsNoWeightGradientsAndEachAdapterItsSix) {
   EXPECT_EQ(lora.count("embedding_dense_backward"), 0U);
   // The base's input gradients still run: as many dgrads as before, plus the adapters' two each.
   EXPECT_EQ(lora.at("bf16gemm/dgrad"), full.at("bf16gemm/dgrad") + 2 * layers * targets);
+}
+
+// Under fp8 the base's GEMMs run in fp8 and the adapters', outside Transformer Engine's fp8
+// autocast, in bf16.
+TEST(Lora, UnderFp8TheAdaptersRunInBf16) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  c.dtype = DType::kFp8;
+  c.lora.rank = 16;
+  c.lora.targets.fill(true);
+  const std::map<std::string, int> kernels = test_configs::kernel_counts(c);
+  EXPECT_EQ(kernels.at("bf16gemm/lora_a"), 2 * 4);
+  EXPECT_EQ(kernels.count("fp8gemm/lora_a"), 0U);
+  EXPECT_EQ(kernels.at("fp8gemm/qkv"), 2);
 }
 
 // The gradients and the optimizer state are the adapters' (fp32 gradients, Adam's fp32 master

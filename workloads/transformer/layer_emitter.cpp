@@ -103,8 +103,6 @@ void LayerEmitter::column_parallel_forward(std::string_view gemm, const Fp8Cast&
   tp_enter_forward();
   fp8_cast(cast, false);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
-  if (gemm == "qkv") lora_forward(LoraTarget::kQkv);
-  if (gemm == "fc1") lora_forward(LoraTarget::kFc1);
 }
 
 void LayerEmitter::row_parallel_forward(std::string_view gemm, const Fp8Cast& cast,
@@ -116,8 +114,6 @@ void LayerEmitter::row_parallel_forward(std::string_view gemm, const Fp8Cast& ca
   }
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, gemm), full);
   tp_exit_forward();
-  if (gemm == "proj") lora_forward(LoraTarget::kProj);
-  if (gemm == "fc2") lora_forward(LoraTarget::kFc2);
 }
 
 void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
@@ -216,6 +212,7 @@ void LayerEmitter::attention_forward(int64_t layer) {
   } else {
     autocast_forward(d.qkv_cast);
     column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
+    lora_forward(LoraTarget::kQkv);
   }
   if (config_.position == TransformerPosition::kRotary) {
     ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
@@ -223,6 +220,7 @@ void LayerEmitter::attention_forward(int64_t layer) {
   core_attention_forward(layer);
   autocast_forward(d.proj_cast);
   row_parallel_forward("proj", d.proj_in, d.proj_fwd, d.proj_fwd_split);
+  lora_forward(LoraTarget::kProj);
   // Compiled, the residual add runs fused with the MLP's norm (mlp_forward).
   if (!config_.compile) ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
@@ -359,9 +357,11 @@ void LayerEmitter::dense_mlp_forward() {
   const LayerKernels& d = kernels_;
   autocast_forward(d.fc1_cast);
   column_parallel_forward("fc1", d.fc1_in, d.fc1_fwd, d.fc1_fwd_chunk);
+  lora_forward(LoraTarget::kFc1);
   ops_.op(act_op(false), "activation_fwd", d.act_fwd);
   autocast_forward(d.fc2_cast);
   row_parallel_forward("fc2", d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
+  lora_forward(LoraTarget::kFc2);
 }
 
 void LayerEmitter::mlp_backward(int64_t layer) {

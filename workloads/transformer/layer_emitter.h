@@ -113,7 +113,8 @@ class LayerEmitter {
   /// Whether the base model is frozen (LoRA): its linears run no weight-gradient GEMM.
   bool frozen_base() const { return config_.lora.enabled(); }
   /// The adapter of `target`, after the base linear's forward (and, for a row-parallel base,
-  /// its output's reduction); nothing when the target is not adapted.
+  /// its output's reduction; each target's call site emits it); nothing when the target is not
+  /// adapted.
   void lora_forward(LoraTarget target);
   /// Its backward, before the base linear's.
   void lora_backward(LoraTarget target);

@@ -134,6 +134,20 @@ std::vector<int64_t> lora_layer_tensors(const TransformerConfig& config, int64_t
   return tensors;
 }
 
+int64_t lora_layer_parameters(const TransformerConfig& config, int64_t tensor) {
+  int64_t sum = 0;
+  for (const int64_t n : lora_layer_tensors(config, tensor))
+    sum += n;
+  return sum;
+}
+
+std::string lora_targets_text(const LoraConfig& lora) {
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < kLoraTargets; ++i)
+    if (lora.targets[i]) names.push_back(kTargetNames[i]);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 double lora_flops_per_token(const TransformerConfig& config) {
   double flops = 0.0;
   const auto r = static_cast<double>(config.lora.rank);

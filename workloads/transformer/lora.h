@@ -25,6 +25,8 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "sim/config/config_node.h"
 #include "sim/task_graph.h"
@@ -66,6 +68,11 @@ LoraKernels add_lora_kernels(const TransformerConfig& config, const LayerSizes& 
 
 /// The adapter tensors of one layer on one tensor rank of `tensor`, A then B per target.
 std::vector<int64_t> lora_layer_tensors(const TransformerConfig& config, int64_t tensor);
+/// Their sum: one layer's adapter parameters on one tensor rank of `tensor`.
+int64_t lora_layer_parameters(const TransformerConfig& config, int64_t tensor);
+
+/// The adapted linears in Megatron-Core's names, comma-separated ("linear_qkv, linear_fc2").
+std::string lora_targets_text(const LoraConfig& lora);
 
 /// Model FLOPs of the adapters per token and layer (forward and backward, 6 per parameter and
 /// token: every adapter GEMM runs its weight gradient).

@@ -13,11 +13,12 @@ double transformer_model_flops(const TransformerConfig& c) {
   // q = h and kv = h x kv_heads / heads it is Megatron's 12 h^2 (1 + kv_heads / heads + s / h).
   const double q = static_cast<double>(c.heads * c.head_dim());
   const double kv = static_cast<double>(c.kv_heads * c.head_dim());
-  double attention = 6.0 * h * (q + 2.0 * kv) + 6.0 * q * h + 12.0 * s * q;
+  const double scores_and_values = 12.0 * s * q;
+  double attention = 6.0 * h * (q + 2.0 * kv) + 6.0 * q * h + scores_and_values;
   if (c.mla.enabled()) {
     attention =
         6.0 * static_cast<double>(latent_attention_matmul_weights(c.mla, c.hidden, c.heads)) +
-        12.0 * s * q;
+        scores_and_values;
   }
   double per_token = 0.0;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
@@ -41,7 +42,7 @@ double transformer_model_flops(const TransformerConfig& c) {
   if (c.lora.enabled()) {
     // The frozen base's linears run no weight gradient: 4 of their 6 FLOPs per parameter and
     // token; the attention's scores and values all of theirs; the adapters train in full.
-    const double core = 12.0 * s * q * static_cast<double>(c.layers);
+    const double core = scores_and_values * static_cast<double>(c.layers);
     per_token = (per_token - core) * (4.0 / 6.0) + core +
                 lora_flops_per_token(c) * static_cast<double>(c.layers);
     output *= 4.0 / 6.0;

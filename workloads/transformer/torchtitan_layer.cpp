@@ -55,6 +55,8 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
     k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 5, 2, 1));
     k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 8, 3, 2));
   } else {
+    // silu alone: the fused SwiGLU's operations (5 forward, 8 backward) less the gate's
+    // multiply (1 forward, 2 backward), on one input.
     k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 4, 1, 1));
     k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 6, 2, 1));
     k.gate_mul = add(pytorch::pointwise(MemoryOp::kBinary, act_dt, ffn_elements, 1, 2, 1));

@@ -588,6 +588,19 @@ namespace {
 /// compute dtype over an fp32 model run eagerly, as HuggingFace's Trainer and NVIDIA's
 /// DeepLearningExamples run it. Transformer Engine (TP overlap), torch.compile, torchtitan's
 /// per-op checkpointing, MoE and latent attention keep their own precision handling: refused.
+/// Fails at the stated value `key_path` below `workload` ("parallelism.fsdp") with `feature`
+/// and what it needs: the refusals of the feature checks below.
+[[noreturn]] void refuse_at(const ConfigNode& workload, std::string_view key_path,
+                            std::string_view feature, std::string_view what) {
+  ConfigNode node = workload;
+  for (size_t begin = 0; begin <= key_path.size();) {
+    const size_t end = std::min(key_path.find('.', begin), key_path.size());
+    node = node.child(key_path.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  node.fail(fmt::format("{} {}", feature, what));
+}
+
 /// What an encoder-decoder model (the `decoder` key) runs with here, each refusal at its key:
 /// one pipeline stage (Megatron-LM's split of encoder and decoder stages,
 /// --pipeline-model-parallel-split-rank, is not modelled), no context, sequence or expert
@@ -597,13 +610,7 @@ namespace {
 void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& c) {
   // `key` names a stated value (a dotted path below workload).
   const auto refuse = [&](std::string_view key, std::string_view what) {
-    ConfigNode node = workload;
-    for (size_t begin = 0; begin <= key.size();) {
-      const size_t end = std::min(key.find('.', begin), key.size());
-      node = node.child(key.substr(begin, end - begin));
-      begin = end + 1;
-    }
-    node.fail(fmt::format("an encoder-decoder model (workload.decoder) {}", what));
+    refuse_at(workload, key, "an encoder-decoder model (workload.decoder)", what);
   };
   const ParallelismConfig& p = c.parallelism;
   if (c.causal) refuse("causal", "has a bidirectional encoder: causal must be false");
@@ -654,30 +661,29 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
 /// (torchtitan's async TP is another kernel set), fp8, autocast, CUDA graphs, an
 /// encoder-decoder, and recomputing none, full layers or per op.
 void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig& c) {
-  const auto refuse = [&](const ConfigNode& node, std::string_view what) {
-    node.fail(fmt::format("layer_kernels torchtitan (its Llama model's modules) {}", what));
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "layer_kernels torchtitan (its Llama model's modules)", what);
   };
   if (c.activation != TransformerActivation::kSwiglu) {
-    refuse(workload.child("activation"), "has a SwiGLU MLP (w1, w3, w2): activation swiglu");
+    refuse("activation", "has a SwiGLU MLP (w1, w3, w2): activation swiglu");
   }
   if (c.norm != TransformerNorm::kRmsNorm) {
-    refuse(workload.child("norm"), "has RMSNorm: norm rms_norm");
+    refuse("norm", "has RMSNorm: norm rms_norm");
   }
   if (c.attention != AttentionImpl::kFlash) {
-    refuse(workload.child("attention"), "runs SDPA's fused attention: flash, flash3 or cudnn");
+    refuse("attention", "runs SDPA's fused attention: flash, flash3 or cudnn");
   }
-  if (c.moe.experts > 0) refuse(workload.child("moe"), "is dense here");
-  if (c.mla.enabled()) refuse(workload.child("mla"), "has multi-head attention here");
-  if (c.encoder_decoder()) refuse(workload.child("decoder"), "is decoder-only");
+  if (c.moe.experts > 0) refuse("moe", "is dense here");
+  if (c.mla.enabled()) refuse("mla", "has multi-head attention here");
+  if (c.encoder_decoder()) refuse("decoder", "is decoder-only");
   if (c.parallelism.tp_comm_overlap) {
-    refuse(workload.child("parallelism").child("tp_comm_overlap"),
-           "has no Transformer Engine TP overlap");
+    refuse("parallelism.tp_comm_overlap", "has no Transformer Engine TP overlap");
   }
-  if (c.dtype == DType::kFp8) refuse(workload.child("dtype"), "runs bf16 or fp32 GEMMs here");
-  if (c.autocast) refuse(workload.child("autocast"), "runs without autocast here");
-  if (c.cuda_graphs) refuse(workload.child("cuda_graphs"), "runs without CUDA graphs");
+  if (c.dtype == DType::kFp8) refuse("dtype", "runs bf16 or fp32 GEMMs here");
+  if (c.autocast) refuse("autocast", "runs without autocast here");
+  if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs");
   if (c.recompute == Recompute::kSelective) {
-    refuse(workload.child("recompute"),
+    refuse("recompute",
            "recomputes none, full layers or torchtitan's per-op policy (op): selective names "
            "Megatron-Core's modules");
   }
@@ -689,36 +695,33 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
 /// ZeRO-3, torchtitan's per-op recomputation, or an encoder-decoder; a rank that tensor
 /// parallel divides (A of a column-parallel target is split over it).
 void check_lora(const ConfigNode& workload, const TransformerConfig& c) {
-  const ConfigNode lora = workload.child("lora");
-  const auto refuse = [&](const ConfigNode& node, std::string_view what) {
-    node.fail(fmt::format("LoRA fine-tuning (workload.lora) {}", what));
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "LoRA fine-tuning (workload.lora)", what);
   };
   const ParallelismConfig& p = c.parallelism;
   if (c.lora.rank % p.tensor != 0) {
-    refuse(lora.child("rank"),
+    refuse("lora.rank",
            fmt::format("splits a column-parallel target's A over tensor parallel {}: a rank "
                        "of {} is not a multiple of it",
                        p.tensor, c.lora.rank));
   }
-  if (c.moe.experts > 0) refuse(workload.child("moe"), "adapts dense layers here");
-  if (c.mla.enabled()) refuse(workload.child("mla"), "adapts multi-head attention here");
-  if (c.encoder_decoder()) refuse(workload.child("decoder"), "adapts decoder-only models here");
+  if (c.moe.experts > 0) refuse("moe", "adapts dense layers here");
+  if (c.mla.enabled()) refuse("mla", "adapts multi-head attention here");
+  if (c.encoder_decoder()) refuse("decoder", "adapts decoder-only models here");
   if (c.layer_kernels != LayerKernelSet::kFused) {
-    refuse(workload.child("layer_kernels"), "adapts Megatron-Core's fused modules here");
+    refuse("layer_kernels", "adapts Megatron-Core's fused modules here");
   }
   if (c.head.kind != TaskHeadKind::kLanguageModel) {
-    refuse(workload.child("head"), "ends in the frozen language-model head here");
+    refuse("head", "ends in the frozen language-model head here");
   }
   if (p.tp_comm_overlap) {
-    refuse(workload.child("parallelism").child("tp_comm_overlap"), "runs without TP overlap here");
+    refuse("parallelism.tp_comm_overlap", "runs without TP overlap here");
   }
-  if (p.fsdp != FsdpMode::kNone)
-    refuse(workload.child("parallelism").child("fsdp"), "runs without FSDP here");
-  if (p.zero >= 3)
-    refuse(workload.child("parallelism").child("zero"), "runs with ZeRO 0, 1 or 2 here");
-  if (c.autocast) refuse(workload.child("autocast"), "runs without autocast here");
+  if (p.fsdp != FsdpMode::kNone) refuse("parallelism.fsdp", "runs without FSDP here");
+  if (p.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
+  if (c.autocast) refuse("autocast", "runs without autocast here");
   if (c.recompute == Recompute::kOp) {
-    refuse(workload.child("recompute"), "recomputes none, selective or full layers here");
+    refuse("recompute", "recomputes none, selective or full layers here");
   }
 }
 
@@ -992,11 +995,8 @@ int64_t transformer_parameters(const TransformerConfig& c) {
     if (c.position == TransformerPosition::kLearned) total += c.seq * h;
   }
   if (!c.tied_embeddings && c.has_output_layer()) total += c.padded_vocab() * h;
-  if (c.lora.enabled()) {
-    // LoRA's adapters (lora.h), beside the frozen base.
-    for (const int64_t n : lora_layer_tensors(c, 1))
-      total += c.layers * n;
-  }
+  // LoRA's adapters (lora.h), beside the frozen base.
+  if (c.lora.enabled()) total += c.layers * lora_layer_parameters(c, 1);
   return total + task_head_parameters(c);
 }
 

@@ -176,10 +176,8 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
   }
   if (c.lora.enabled()) {
     // The adapters beside the frozen base (lora.h).
-    int64_t adapters = 0;
-    for (const int64_t n : lora_layer_tensors(c, p.tensor))
-      adapters += n;
-    params.dense += adapters * static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
+    params.dense += lora_layer_parameters(c, p.tensor) *
+                    static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
   }
   if (c.encoder_decoder()) {
     // One stage (check_encoder_decoder): the decoder's layers with their cross-attention, the
@@ -411,10 +409,8 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   // LoRA (lora.h): gradients and optimizer state for the adapters only.
   StageParameters trained = params;
   if (c.lora.enabled()) {
-    trained.dense = 0;
-    for (const int64_t n : lora_layer_tensors(c, p.tensor))
-      trained.dense += n;
-    trained.dense *= static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
+    trained.dense = lora_layer_parameters(c, p.tensor) *
+                    static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
     trained.expert = 0;
   }
   f.parts.push_back({"gradients", state_of(trained, bytes.grad, shards_gradients(c), p)});

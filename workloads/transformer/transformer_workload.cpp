@@ -135,18 +135,11 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       c.compile ? "; torch.compile per block" : "", platform.iterations,
       platform.warmup_iterations));
   if (c.lora.enabled()) {
-    int64_t adapters = 0;
-    for (const int64_t n : lora_layer_tensors(c, 1))
-      adapters += n * c.layers;
-    std::vector<std::string_view> targets;
-    constexpr std::array<std::string_view, kLoraTargets> kNames = {"linear_qkv", "linear_proj",
-                                                                   "linear_fc1", "linear_fc2"};
-    for (size_t i = 0; i < kLoraTargets; ++i)
-      if (c.lora.targets[i]) targets.push_back(kNames[i]);
+    const int64_t adapters = lora_layer_parameters(c, 1) * c.layers;
     out.description.push_back(fmt::format(
         "LoRA fine-tuning: rank {} adapters on {} ({:.1f}M trained parameters); the base model "
         "frozen (no weight gradients, reduction or optimizer state for it)",
-        c.lora.rank, fmt::join(targets, ", "), static_cast<double>(adapters) * 1e-6));
+        c.lora.rank, lora_targets_text(c.lora), static_cast<double>(adapters) * 1e-6));
   }
   if (c.encoder_decoder()) {
     out.description.push_back(fmt::format(

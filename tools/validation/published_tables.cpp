@@ -140,20 +140,23 @@ void read_source(const ConfigNode& root) {
   source.get_string("files");
 }
 
-/// A row's `derived_step_time_s` must be what its published throughput implies (`implied_s`,
-/// computed as `formula` says) within 1%, and both its throughput and it positive.
+/// A row's `derived_step_time_s` must be what its published throughput implies (`implied_s()`,
+/// computed as `formula` says, called once both are positive) within 1%, and both its
+/// throughput and it positive.
+template <class Implied>
 void require_derived_step_time(const MeasurementTable& t, int line, std::string_view throughput,
-                               double throughput_value, double step_time_s, double implied_s,
+                               double throughput_value, double step_time_s, Implied implied_s,
                                std::string_view formula) {
   if (!(throughput_value > 0.0) || !(step_time_s > 0.0)) {
     throw WorkloadTableError(
         fmt::format("{}:{}: columns `{}` and `derived_step_time_s` must be positive", t.file(),
                     line, throughput));
   }
-  if (std::abs(implied_s / step_time_s - 1.0) > 0.01) {
+  const double implied = implied_s();
+  if (std::abs(implied / step_time_s - 1.0) > 0.01) {
     throw WorkloadTableError(
         fmt::format("{}:{}: column `derived_step_time_s`: {} s, but {} = {:.4g} s", t.file(), line,
-                    step_time_s, formula, implied_s));
+                    step_time_s, formula, implied));
   }
 }
 
@@ -185,11 +188,13 @@ std::vector<NemoRow> read_nemo_table(const fs::path& path) {
                       {r.pipeline, "PP"},
                       {r.context, "CP"},
                       {r.virtual_stages, "VP"}});
-    require_derived_step_time(t, r.line, "Tokens / sec / GPU", r.tokens_per_s_per_gpu,
-                              r.step_time_s,
-                              static_cast<double>(r.global_batch * r.seq) /
-                                  (r.tokens_per_s_per_gpu * static_cast<double>(r.gpus)),
-                              "GBS x seq / (tokens/s/GPU x GPUs)");
+    require_derived_step_time(
+        t, r.line, "Tokens / sec / GPU", r.tokens_per_s_per_gpu, r.step_time_s,
+        [&] {
+          return static_cast<double>(r.global_batch * r.seq) /
+                 (r.tokens_per_s_per_gpu * static_cast<double>(r.gpus));
+        },
+        "GBS x seq / (tokens/s/GPU x GPUs)");
     rows.push_back(r);
   }
   return rows;
@@ -218,9 +223,10 @@ std::vector<NemoT5Row> read_nemo_t5_table(const fs::path& path) {
                       {r.seq, "Sequence Length"},
                       {r.tensor, "TP"},
                       {r.pipeline, "PP"}});
-    require_derived_step_time(t, r.line, "Tokens / sec", r.tokens_per_s, r.step_time_s,
-                              static_cast<double>(r.global_batch * r.seq) / r.tokens_per_s,
-                              "GBS x seq / tokens/s");
+    require_derived_step_time(
+        t, r.line, "Tokens / sec", r.tokens_per_s, r.step_time_s,
+        [&] { return static_cast<double>(r.global_batch * r.seq) / r.tokens_per_s; },
+        "GBS x seq / tokens/s");
     rows.push_back(r);
   }
   return rows;

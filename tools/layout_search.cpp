@@ -13,9 +13,9 @@
 #include "sim/config/config_error.h"
 #include "sim/config/config_node.h"
 #include "sim/config/quantity_parse.h"
-#include "sim/parallel.h"
 #include "sim/parallel_dim.h"
 #include "tools/layout_records.h"
+#include "tools/memory_shared_jobs.h"
 #include "tools/output_folder.h"
 #include "tools/point_source.h"
 #include "tools/run_metrics.h"
@@ -405,8 +405,10 @@ class BatchSimulator {
       options_.run_jobs(jobs, done);
     } else {
       std::vector<std::string> results(jobs.size());
-      parallel_for(jobs.size(), static_cast<size_t>(options_.jobs),
-                   [&](size_t r) { results[r] = simulate_layout_job(options_, jobs[r]); });
+      run_sharing_memory(jobs.size(), static_cast<size_t>(options_.jobs),
+                         [&](size_t r, size_t shares) {
+                           results[r] = simulate_layout_job(options_, jobs[r], shares);
+                         });
       for (size_t r = 0; r < jobs.size(); ++r)
         done(r, results[r]);
     }
@@ -455,7 +457,8 @@ std::string layout_job(const std::vector<std::string>& overrides) {
   return job;
 }
 
-std::string simulate_layout_job(const PlanOptions& options, const std::string& job) {
+std::string simulate_layout_job(const PlanOptions& options, const std::string& job,
+                                size_t memory_shares) {
   std::vector<std::string> overrides;
   for (size_t begin = 0; begin < job.size();) {
     const size_t end = job.find('\n', begin);
@@ -467,8 +470,12 @@ std::string simulate_layout_job(const PlanOptions& options, const std::string& j
   PlannedLayout l;
   try {
     ConfigDocument doc = load_with(options, overrides);
-    record_run(run_to_steady_state(doc, {}), l);
+    ScenarioLimits limits;
+    limits.memory_shares = memory_shares;
+    record_run(run_to_steady_state(doc, {}, limits), l);
     l.resolved_yaml = doc.resolved_yaml();
+  } catch (const SharedMemoryLimitError&) {
+    throw;
   } catch (const ConfigError& e) {
     l.outcome = PlannedLayout::Outcome::kInvalid;
     l.reason = e.message();

@@ -162,7 +162,11 @@ std::string layout_job(const std::vector<std::string>& overrides);
 
 /// Simulates a layout job with `options`' scenario, --set and --gpus: format_layout_result's
 /// text (the reason, for a layout the workload refuses).
-std::string simulate_layout_job(const PlanOptions& options, const std::string& job);
+/// `memory_shares`: the runs sharing this process's memory at once (ScenarioLimits); a layout
+/// past its share throws SharedMemoryLimitError, to be run again alone
+/// (tools/memory_shared_jobs.h).
+std::string simulate_layout_job(const PlanOptions& options, const std::string& job,
+                                size_t memory_shares = 1);
 
 /// Searches (see the contract). Throws ConfigError for a bad or non-transformer scenario.
 LayoutPlan plan_layouts(const PlanOptions& options);

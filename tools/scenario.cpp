@@ -596,45 +596,52 @@ std::string describe_platform(Scenario& s, const std::string& description, int64
 }
 
 /// The workload's build into `graph`; a graph past the task limit or the allocator fails at
-/// `workload_node`, as a MachineLimitError unless the limit is this run's own.
+/// `workload_node`: as a SharedMemoryLimitError when the run had a share of the limit, else as a
+/// MachineLimitError unless the limit is this run's own.
 WorkloadBuild build_workload(Workload& workload, const WorkloadPlatform& on, TaskGraph& graph,
                              const ConfigNode& workload_node, const ScenarioLimits& limits) {
-  try {
-    return workload.build(on, graph);
-  } catch (const TaskLimitError&) {
-    const MemoryLimit memory = process_memory_limit();
-    const std::string message = fmt::format(
-        "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}: "
-        "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
-        graph.task_limit(),
-        format_bytes(static_cast<int64_t>(graph.task_limit()) *
-                     static_cast<int64_t>(kBytesPerTask)),
-        kBytesPerTask,
-        limits.max_tasks != 0
-            ? std::string("this run's limit")
-            : fmt::format(
-                  "this process's memory holds ({}: {})", memory.source,
-                  format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
-    if (limits.max_tasks != 0) workload_node.fail(message);
+  const bool shared = limits.memory_shares > 1;
+  // `own_limit`: the limit passed is limits.max_tasks, this run's own, not the machine's.
+  const auto fail = [&](const std::string& message, bool own_limit) {
     try {
       workload_node.fail(message);
     } catch (const ConfigError& e) {
+      if (shared) throw SharedMemoryLimitError(MachineLimitError(e));
+      if (own_limit) throw;
       throw MachineLimitError(e);
     }
+  };
+  const MemoryLimit memory = process_memory_limit();
+  const std::string memory_text =
+      format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)));
+  const std::string share_text =
+      shared ? fmt::format(", shared by {} runs at once", limits.memory_shares) : std::string();
+  try {
+    return workload.build(on, graph);
+  } catch (const TaskLimitError&) {
+    fail(
+        fmt::format(
+            "the run needs more than {} tasks (about {} of memory at {} B a task), more than {}{}: "
+            "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
+            graph.task_limit(),
+            format_bytes(static_cast<int64_t>(graph.task_limit()) *
+                         static_cast<int64_t>(kBytesPerTask)),
+            kBytesPerTask,
+            limits.max_tasks != 0
+                ? std::string("this run's limit")
+                : fmt::format("this process's memory holds ({}: {})", memory.source, memory_text),
+            share_text),
+        limits.max_tasks != 0);
   } catch (const std::bad_alloc&) {
     // The graph outgrew what the allocator could give before the task limit was reached (a
     // limit the lookup could not see, or other state larger than kBytesPerTask predicts).
-    const MemoryLimit memory = process_memory_limit();
-    try {
-      workload_node.fail(fmt::format(
-          "ran out of memory building the task graph after {} tasks ({}: {}): simulate fewer "
-          "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
-          graph.task_count(), memory.source,
-          format_bytes(static_cast<int64_t>(std::min<uint64_t>(memory.bytes, INT64_MAX)))));
-    } catch (const ConfigError& e) {
-      throw MachineLimitError(e);
-    }
+    fail(fmt::format(
+             "ran out of memory building the task graph after {} tasks ({}: {}{}): simulate fewer "
+             "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
+             graph.task_count(), memory.source, memory_text, share_text),
+         false);
   }
+  throw std::logic_error("build_workload: a failure that did not throw");
 }
 
 /// The memory line of the summary, into `text`; a footprint over the GPU's memory fails at
@@ -798,7 +805,8 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
         "build_scenario: the chosen iteration count must be at least 2, the measured at least 1");
   }
   Scenario s;
-  s.graph.set_task_limit(limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit());
+  const size_t task_limit = limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit();
+  s.graph.set_task_limit(task_limit / std::max<size_t>(1, limits.memory_shares));
   const ConfigNode root = doc.root();
   root.expect_map("a scenario: platform and workload sections");
   s.name = root.get_string_or("name", doc.file().stem().string());

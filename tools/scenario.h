@@ -177,19 +177,32 @@ class MachineLimitError : public ConfigError {
   explicit MachineLimitError(const ConfigError& error) : ConfigError(error) {}
 };
 
+/// A MachineLimitError of a run that had only a share of the process's memory
+/// (ScenarioLimits::memory_shares > 1, parallel jobs): alone it may fit. Callers that run jobs in
+/// parallel run it again alone (tools/memory_shared_jobs.h).
+class SharedMemoryLimitError : public MachineLimitError {
+ public:
+  using MachineLimitError::MachineLimitError;
+};
+
 /// What one run may use of the machine.
 struct ScenarioLimits {
   /// The most tasks the graph may hold; 0: machine_task_limit().
   size_t max_tasks = 0;
+  /// Runs that share that limit at once (parallel jobs in one process): the graph may hold
+  /// 1 / memory_shares of it, and a graph past its share throws SharedMemoryLimitError.
+  size_t memory_shares = 1;
   /// Stop once every key has been read and checked (ConfigDocument::check_all_keys_used),
   /// before the workload builds its graph: the returned Scenario has its models and header
   /// only (`upsim schema` reads the document's keys this way).
   bool keys_only = false;
 };
 
-/// Bytes of memory a simulation needs per task, graph and executor state together: twice the
-/// 65 B measured on GPT-3 175B at 1024 GPUs (16.2 M tasks, 1.05 GB peak RSS).
-inline constexpr size_t kBytesPerTask = 128;
+/// Bytes of memory a simulation needs per task at its peak, graph and executor state together.
+/// Peak RSS over tasks measured (`upsim run --no-trace`, /usr/bin/time): 58 B on the Megatron
+/// SC'21 1T row (268.7 M tasks, 15.5 GB) and 529.6B row (120.6 M, 7.0 GB), 65 B on GPT-3 175B
+/// at 1024 GPUs (16.2 M, 1.05 GB); 80 leaves room for a vector that doubles as the graph grows.
+inline constexpr size_t kBytesPerTask = 80;
 
 /// The tasks this process's memory holds at kBytesPerTask: the least of physical memory,
 /// RLIMIT_AS / RLIMIT_DATA and the cgroup limit (tools/memory_limit.h).

@@ -223,12 +223,13 @@ SteadyStateCheck check_steady_state(const RunSummary& summary,
   return out;
 }
 
-SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach) {
-  return run_to_steady_state(doc, attach, default_workload_registry());
+SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach,
+                              const ScenarioLimits& limits) {
+  return run_to_steady_state(doc, attach, default_workload_registry(), limits);
 }
 
 SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach,
-                              const WorkloadRegistry& workloads) {
+                              const WorkloadRegistry& workloads, const ScenarioLimits& limits) {
   SteadyRun out;
   const auto start = std::chrono::steady_clock::now();
   uint32_t iterations = kFirstChosenIterations;
@@ -238,7 +239,7 @@ SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach
   for (;;) {
     out.scenario = Scenario{};  // the previous attempt's graph goes before the next is built
     out.scenario =
-        build_scenario(doc, workloads, ChosenIterations{iterations, std::max(2U, period)});
+        build_scenario(doc, workloads, ChosenIterations{iterations, std::max(2U, period)}, limits);
     const Scenario& s = out.scenario;
     out.attempts.push_back(s.iterations);
     Engine engine;

@@ -90,10 +90,12 @@ using AttachObservers = std::function<void(const Scenario&, GraphExecutor&)>;
 
 /// Builds and runs the scenario of `doc` (overrides applied); without `simulation.iterations`,
 /// again with more iterations until it reaches steady state (see the file comment). The
-/// workload is looked up in `workloads`. Throws what build_scenario and the run throw.
+/// workload is looked up in `workloads`; every attempt is built under `limits`. Throws what
+/// build_scenario and the run throw.
 SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach,
-                              const WorkloadRegistry& workloads);
-SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach = {});
+                              const WorkloadRegistry& workloads, const ScenarioLimits& limits);
+SteadyRun run_to_steady_state(ConfigDocument& doc, const AttachObservers& attach = {},
+                              const ScenarioLimits& limits = {});
 
 /// What a run warns about, one sentence each without a prefix: the scenario's warnings (the
 /// steady-state search's among them), then stream waits that reached the GPU before their event.

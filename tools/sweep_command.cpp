@@ -26,8 +26,8 @@
 #include "sim/export/run_summary.h"
 #include "sim/formats/csv.h"
 #include "sim/formats/text.h"
-#include "sim/parallel.h"
 #include "tools/command_line.h"
+#include "tools/memory_shared_jobs.h"
 #include "tools/output_folder.h"
 #include "tools/plot_command.h"
 #include "tools/point_source.h"
@@ -331,19 +331,25 @@ std::string warnings_message(const SteadyRun& run) {
   return out;
 }
 
-/// The result fields of a point after its axis values (kResultColumns).
-std::string result_fields(const Point& point, const Study& study) {
+/// The result fields of a point after its axis values (kResultColumns), run with
+/// 1 / `memory_shares` of the process's memory: a point past its share throws
+/// SharedMemoryLimitError, to be run again alone (tools/memory_shared_jobs.h).
+std::string result_fields(const Point& point, const Study& study, size_t memory_shares) {
+  ScenarioLimits limits;
+  limits.memory_shares = memory_shares;
   try {
     ConfigDocument doc = load_scenario(study.base, point.overrides);
     if (study.fits_memory) doc.apply_override("platform.memory_check=warn");
     std::unique_ptr<OpProfileObserver> ops;
-    const SteadyRun run =
-        run_to_steady_state(doc, [&](const Scenario& scenario, GraphExecutor& executor) {
+    const SteadyRun run = run_to_steady_state(
+        doc,
+        [&](const Scenario& scenario, GraphExecutor& executor) {
           if (study.point_outputs.empty()) return;
           ops = std::make_unique<OpProfileObserver>(scenario.warmup_iterations,
                                                     scenario.measured_iterations);
           executor.add_observer(ops.get());
-        });
+        },
+        limits);
     const RunSummary& s = run.summary;
     const Scenario& sc = run.scenario;
     if (!study.point_outputs.empty()) {
@@ -391,6 +397,8 @@ std::string result_fields(const Point& point, const Study& study) {
                        per_it(slowest->rendezvous_wait), per_it(slowest->cpu_bound_idle),
                        per_it(slowest->other_idle), sc.memory ? std::to_string(memory) : "",
                        throughput, link, link_ms, csv_field(warnings_message(run)));
+  } catch (const SharedMemoryLimitError&) {
+    throw;
   } catch (const std::exception& e) {
     std::string row = "failed,,,,,,,,,,,,,,,,";
     row += csv_field(one_line(e.what()));
@@ -399,14 +407,14 @@ std::string result_fields(const Point& point, const Study& study) {
 }
 
 /// A point's results-table row: its number, axis values and results, with its newline.
-std::string row_of(const Point& p, const Study& study) {
+std::string row_of(const Point& p, const Study& study, size_t memory_shares) {
   std::string row = fmt::format("{}", p.index);
   for (const std::string& c : p.columns) {
     row += ',';
     row += csv_field(c);
   }
   row += ',';
-  row += result_fields(p, study);
+  row += result_fields(p, study, memory_shares);
   row += '\n';
   return row;
 }
@@ -587,10 +595,13 @@ SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, 
   ConfigDocument study_doc = ConfigDocument::load_file(options->study_file);
   Study study = read_study(study_doc, options->study_file);
   const std::vector<Point> points = points_of(study);
-  const auto point_row = [&](size_t i) { return row_of(points[i], study); };
+  const auto point_row = [&](size_t i, size_t memory_shares) {
+    return row_of(points[i], study, memory_shares);
+  };
   // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
   // ranks only run the points they are given. A job is a point's index.
-  const auto run_job = [&](const std::string& job) { return point_row(std::stoul(job)); };
+  // Each MPI rank is a process of its own: its run has the process's memory to itself.
+  const auto run_job = [&](const std::string& job) { return point_row(std::stoul(job), 1); };
 #ifdef UPSIM_HAVE_MPI
   std::optional<mpi::Session> mpi_session;
   if (mpi::launched_by_mpi()) mpi_session.emplace();
@@ -665,9 +676,11 @@ SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, 
                           [&](size_t k, const std::string& row) { finished(todo[k], row); });
 #endif
   } else {
-    // At most one worker per point left: `-j 3000` starts no more threads than it can use.
-    parallel_for(todo.size(), std::min(static_cast<size_t>(options->jobs), todo.size()),
-                 [&](size_t k) { finished(todo[k], point_row(todo[k])); });
+    // At most one worker per point left: `-j 3000` starts no more threads than it can use. A
+    // point too large for its share of memory beside the others runs alone after them.
+    run_sharing_memory(
+        todo.size(), std::min(static_cast<size_t>(options->jobs), todo.size()),
+        [&](size_t k, size_t shares) { finished(todo[k], point_row(todo[k], shares)); });
   }
 
   const WrittenResults written = write_results(dir, study, rows);

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "sim/config/config_node.h"
-#include "sim/parallel.h"
 #include "tools/command_line.h"
+#include "tools/memory_shared_jobs.h"
 #include "tools/output_folder.h"
 #include "tools/run_tables.h"
 #include "tools/scenario.h"
@@ -44,7 +44,9 @@ struct RowResult {
   std::string message;  ///< skip reason or error
 };
 
-RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
+/// The row's run, with 1 / `memory_shares` of the process's memory (tools/memory_shared_jobs.h):
+/// a row past its share throws SharedMemoryLimitError, to be run again alone.
+RowResult run_plan(const RowPlan& plan, const fs::path& configs, size_t memory_shares) {
   RowResult result;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -60,9 +62,13 @@ RowResult run_plan(const RowPlan& plan, const fs::path& configs) {
     if (!plan.topology.empty()) {
       doc.apply_override("platform.topology=" + (configs / plan.topology).string());
     }
-    const SteadyRun run = run_to_steady_state(doc);
+    ScenarioLimits limits;
+    limits.memory_shares = memory_shares;
+    const SteadyRun run = run_to_steady_state(doc, {}, limits);
     result.predicted_s = run.summary.predicted_iteration_time.seconds();
     result.status = RowStatus::kRan;
+  } catch (const SharedMemoryLimitError&) {
+    throw;
   } catch (const MachineLimitError& e) {
     // Not the model's failure: a larger machine runs the row.
     result.status = RowStatus::kSkipped;
@@ -425,15 +431,16 @@ class RowBoard {
   std::condition_variable ready_;
 };
 
-/// Simulates every row that is not skipped on `jobs` threads (sim/parallel.h), posting each
-/// result; rows the simulation could not reach fail with the reason.
+/// Simulates every row that is not skipped on `jobs` threads, posting each result; a row too
+/// large for its share of memory beside the others runs alone after them
+/// (tools/memory_shared_jobs.h). Rows the simulation could not reach fail with the reason.
 void simulate_rows(const std::vector<RowPlan>& plans, const fs::path& configs, int jobs,
                    RowBoard& board) {
   try {
-    parallel_for(plans.size(), static_cast<size_t>(jobs), [&](size_t i) {
+    run_sharing_memory(plans.size(), static_cast<size_t>(jobs), [&](size_t i, size_t shares) {
       RowResult r;
       if (plans[i].skip_reason.empty()) {
-        r = run_plan(plans[i], configs);
+        r = run_plan(plans[i], configs, shares);
       } else {
         r.message = plans[i].skip_reason;
       }

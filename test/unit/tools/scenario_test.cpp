@@ -120,12 +120,33 @@ TEST(Scenario, AGraphAboveTheTaskLimitIsAnErrorAtTheWorkload) {
     ADD_FAILURE() << "a graph above 3 tasks was built";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("scenario.yaml:7: workload: the run needs more than 3 "
-                                         "tasks (about 384 B of memory at 128 B a task)"),
+                                         "tasks (about 240 B of memory at 80 B a task)"),
               std::string::npos)
         << e.what();
   }
   // The default limit is the machine's memory: far above what a test machine's tests build.
   EXPECT_GE(machine_task_limit(), size_t{1} << 20);
+}
+
+// Two runs at once share the limit: a graph of 16 tasks fits a limit of 20 alone, not half of it
+// beside another run; that failure is one a caller can tell apart and run again alone.
+TEST(Scenario, AGraphAboveItsShareOfTheLimitIsASharedMemoryLimitError) {
+  const std::string yaml = scenario_yaml("{model: fake}", "", "simulation: {iterations: 4}\n");
+  ConfigDocument alone = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  EXPECT_EQ(build_scenario(alone, fake_registry(), kFirstChosenIterations, {.max_tasks = 20})
+                .graph.task_count(),
+            16U);
+  ConfigDocument shared = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  try {
+    build_scenario(shared, fake_registry(), kFirstChosenIterations,
+                   {.max_tasks = 20, .memory_shares = 2});
+    ADD_FAILURE() << "a graph of 16 tasks was built within half of 20";
+  } catch (const SharedMemoryLimitError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs more than 10 tasks"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared by 2 runs at once"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Scenario, UnknownWorkloadListsTheRegistrysNames) {

@@ -152,7 +152,7 @@ SteadyRun run_settling(int64_t (*slow_us)(uint32_t), const std::string& simulati
           "workload: {model: settling}\n" +
           simulation,
       "scenario.yaml");
-  return run_to_steady_state(doc, {}, registry);
+  return run_to_steady_state(doc, {}, registry, {});
 }
 
 // Rank 0's host work shrinks until iteration 6, then stays: the search stops at 8 iterations,

@@ -1,0 +1,72 @@
+// run_sharing_memory (tools/memory_shared_jobs.h): jobs share the process's memory while they
+// run at once, and a job too large for its share runs again alone after the others.
+#include "tools/memory_shared_jobs.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "sim/config/config_error.h"
+#include "sim/config/config_node.h"
+#include "tools/scenario.h"
+
+namespace upsim::cli {
+namespace {
+
+/// A SharedMemoryLimitError as build_scenario throws it: a ConfigError of a scenario file (here
+/// one that does not parse).
+SharedMemoryLimitError shared_limit_error() {
+  try {
+    ConfigDocument::parse_string("workload: [", "job.yaml");
+  } catch (const ConfigError& e) {
+    return SharedMemoryLimitError(MachineLimitError(e));
+  }
+  throw std::logic_error("an unterminated YAML sequence parsed");
+}
+
+TEST(MemorySharedJobs, AJobOverItsShareRunsAgainAloneAfterTheOthers) {
+  std::mutex mutex;
+  std::vector<std::pair<size_t, size_t>> calls;  // (index, shares), in the order they ran
+  run_sharing_memory(5, 2, [&](size_t i, size_t shares) {
+    {
+      const std::lock_guard lock(mutex);
+      calls.emplace_back(i, shares);
+    }
+    if ((i == 1 || i == 3) && shares > 1) throw shared_limit_error();
+  });
+  ASSERT_EQ(calls.size(), 7U);
+  for (size_t k = 0; k < 5; ++k)
+    EXPECT_EQ(calls[k].second, 2U) << "call " << k;
+  // The two deferred jobs, alone and in index order, after every other job.
+  EXPECT_EQ(calls[5], std::make_pair(size_t{1}, size_t{1}));
+  EXPECT_EQ(calls[6], std::make_pair(size_t{3}, size_t{1}));
+}
+
+TEST(MemorySharedJobs, SharesAreTheRunsAtOnceAndAloneItsErrorPropagates) {
+  // One worker, or one job: every run has the memory to itself.
+  std::vector<size_t> shares_seen;
+  run_sharing_memory(3, 1, [&](size_t, size_t shares) { shares_seen.push_back(shares); });
+  run_sharing_memory(1, 8, [&](size_t, size_t shares) { shares_seen.push_back(shares); });
+  EXPECT_EQ(shares_seen, (std::vector<size_t>{1, 1, 1, 1}));
+  // A job that does not fit alone either: its error reaches the caller.
+  EXPECT_THROW(run_sharing_memory(2, 2,
+                                  [](size_t i, size_t) {
+                                    if (i == 0) throw shared_limit_error();
+                                  }),
+               SharedMemoryLimitError);
+  // Any other error propagates without a second run.
+  size_t runs = 0;
+  EXPECT_THROW(run_sharing_memory(1, 1,
+                                  [&](size_t, size_t) {
+                                    ++runs;
+                                    throw std::runtime_error("broken");
+                                  }),
+               std::runtime_error);
+  EXPECT_EQ(runs, 1U);
+}
+
+}  // namespace
+}  // namespace upsim::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -522,15 +523,20 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   }
   PlannedLayout own;
   own.own = true;
-  SteadyRun base = run_to_steady_state(base_doc, {});
-  plan.scenario_name = base.scenario.name;
-  plan.gpus = base.scenario.platform.gpus;
-  const DeviceProfile& device = base.scenario.models.set.devices.front();
-  plan.gpu = device.name;
-  plan.gpu_memory_bytes = device.hbm_bytes;
+  // The scenario's own run: what the plan needs of it is taken out, and its task graph (as large
+  // as any layout's) is freed before the layouts are simulated.
+  std::optional<SteadyRun> base = run_to_steady_state(base_doc, {});
+  plan.scenario_name = base->scenario.name;
+  plan.gpus = base->scenario.platform.gpus;
   plan.node_gpus = node_gpus(base_doc, plan.gpus);
   const TransformerConfig base_config =
       parse_transformer_config(base_doc.root().child("workload"), plan.gpus);
+  const double peak = [&] {
+    const DeviceProfile& device = base->scenario.models.set.devices.front();
+    plan.gpu = device.name;
+    plan.gpu_memory_bytes = device.hbm_bytes;
+    return device.peak(base_config.dtype).flops_per_second();
+  }();
   const ParallelismConfig& bp = base_config.parallelism;
   own.tensor = bp.tensor;
   own.pipeline = bp.pipeline;
@@ -541,9 +547,10 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   own.micro_batch = base_config.micro_batch;
   own.label = label_of(own);
   own.overrides = overrides_of(own, bp.sequence);
-  own.memory_bytes = base.scenario.memory ? base.scenario.memory->allocated_bytes() : 0;
+  own.memory_bytes = base->scenario.memory ? base->scenario.memory->allocated_bytes() : 0;
   own.lower_bound = Duration::zero();
-  record_run(base, own);
+  record_run(*base, own);
+  base.reset();
   own.resolved_yaml = base_doc.resolved_yaml();
   double best_s = own.iteration_time.seconds();
   plan.simulated = 1;
@@ -554,7 +561,6 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   // sequence: false).
   plan.sequence_parallel = plan.sequence_parallel_stated ? bp.sequence : true;
 
-  const double peak = device.peak(base_config.dtype).flops_per_second();
   std::vector<PlannedLayout> candidates =
       layout_space(base_config, plan.gpus, plan.node_gpus, own.label, plan.sequence_parallel);
   // Validity, memory (with the savers the layout needs) and the bound, before any simulation.

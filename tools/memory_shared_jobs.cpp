@@ -10,10 +10,14 @@
 
 namespace upsim::cli {
 
+size_t memory_shares(size_t count, size_t workers) {
+  if (workers == 0) workers = std::max<size_t>(1, std::thread::hardware_concurrency());
+  return std::max<size_t>(1, std::min(workers, count));
+}
+
 void run_sharing_memory(size_t count, size_t workers,
                         const std::function<void(size_t index, size_t shares)>& job) {
-  if (workers == 0) workers = std::max<size_t>(1, std::thread::hardware_concurrency());
-  const size_t shares = std::max<size_t>(1, std::min(workers, count));
+  const size_t shares = memory_shares(count, workers);
   std::vector<size_t> deferred;
   std::mutex deferred_mutex;
   parallel_for(count, workers, [&](size_t i) {

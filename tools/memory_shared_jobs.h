@@ -20,6 +20,10 @@
 
 namespace upsim::cli {
 
+/// The runs at once of `count` jobs on `workers` threads (0 = one per hardware thread): the
+/// least of the two, at least 1.
+size_t memory_shares(size_t count, size_t workers);
+
 void run_sharing_memory(size_t count, size_t workers,
                         const std::function<void(size_t index, size_t shares)>& job);
 

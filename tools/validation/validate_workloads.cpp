@@ -42,6 +42,9 @@ struct RowResult {
   double predicted_s = 0.0;
   double wall_s = 0.0;
   std::string message;  ///< skip reason or error
+  /// Run alone after the other rows: its graph did not fit its share of memory beside them
+  /// (tools/memory_shared_jobs.h).
+  bool ran_alone = false;
 };
 
 /// The row's run, with 1 / `memory_shares` of the process's memory (tools/memory_shared_jobs.h):
@@ -436,11 +439,13 @@ class RowBoard {
 /// (tools/memory_shared_jobs.h). Rows the simulation could not reach fail with the reason.
 void simulate_rows(const std::vector<RowPlan>& plans, const fs::path& configs, int jobs,
                    RowBoard& board) {
+  const size_t first_pass_shares = memory_shares(plans.size(), static_cast<size_t>(jobs));
   try {
     run_sharing_memory(plans.size(), static_cast<size_t>(jobs), [&](size_t i, size_t shares) {
       RowResult r;
       if (plans[i].skip_reason.empty()) {
         r = run_plan(plans[i], configs, shares);
+        r.ran_alone = shares < first_pass_shares;
       } else {
         r.message = plans[i].skip_reason;
       }
@@ -571,6 +576,16 @@ int report(const std::map<std::string, SourceStats>& stats, const std::vector<Ro
         "{:.0f}%); worst {:.2f}% ({}); {} rows beyond {:.0f}% (bound: 0){}\n",
         100.0 * geomean, dle.ran, 100.0 * kDleBound, 100.0 * dle.worst, dle.worst_row,
         dle.beyond_row_bound, 100.0 * kDleRowBound, ok ? "" : ": NOT WITHIN");
+  }
+  bool any_alone = false;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (!results[i].ran_alone) continue;
+    if (!any_alone) {
+      out << "\nran alone after the other rows (beside them a row may use 1 / --jobs of the "
+             "memory a run may use):\n";
+    }
+    any_alone = true;
+    out << fmt::format("  {}\n", row_name(plans[i]));
   }
   bool any_skipped = false;
   for (size_t i = 0; i < plans.size(); ++i) {

@@ -51,6 +51,10 @@ TEST(MemorySharedJobs, SharesAreTheRunsAtOnceAndAloneItsErrorPropagates) {
   run_sharing_memory(3, 1, [&](size_t, size_t shares) { shares_seen.push_back(shares); });
   run_sharing_memory(1, 8, [&](size_t, size_t shares) { shares_seen.push_back(shares); });
   EXPECT_EQ(shares_seen, (std::vector<size_t>{1, 1, 1, 1}));
+  EXPECT_EQ(memory_shares(5, 2), 2U);
+  EXPECT_EQ(memory_shares(0, 2), 1U);
+  EXPECT_GE(memory_shares(3, 0), 1U);  // one worker per hardware thread
+  EXPECT_LE(memory_shares(3, 0), 3U);
   // A job that does not fit alone either: its error reaches the caller.
   EXPECT_THROW(run_sharing_memory(2, 2,
                                   [](size_t i, size_t) {

@@ -337,9 +337,10 @@ void mark_description_as_overridden(ConfigDocument& doc) {
 
 }  // namespace
 
-size_t machine_task_limit() {
+size_t machine_task_limit(size_t bytes_per_task) {
   const uint64_t bytes = process_memory_limit().bytes;
-  return static_cast<size_t>(std::min<uint64_t>(bytes / kBytesPerTask, TaskGraph().task_limit()));
+  return static_cast<size_t>(
+      std::min<uint64_t>(bytes / std::max<size_t>(1, bytes_per_task), TaskGraph().task_limit()));
 }
 
 ConfigDocument load_scenario(const std::filesystem::path& file,
@@ -625,8 +626,8 @@ WorkloadBuild build_workload(Workload& workload, const WorkloadPlatform& on, Tas
             "simulate fewer GPUs (platform.gpus), layers or iterations (simulation.iterations)",
             graph.task_limit(),
             format_bytes(static_cast<int64_t>(graph.task_limit()) *
-                         static_cast<int64_t>(kBytesPerTask)),
-            kBytesPerTask,
+                         static_cast<int64_t>(workload.peak_bytes_per_task())),
+            workload.peak_bytes_per_task(),
             limits.max_tasks != 0
                 ? std::string("this run's limit")
                 : fmt::format("this process's memory holds ({}: {})", memory.source, memory_text),
@@ -634,7 +635,7 @@ WorkloadBuild build_workload(Workload& workload, const WorkloadPlatform& on, Tas
         limits.max_tasks != 0);
   } catch (const std::bad_alloc&) {
     // The graph outgrew what the allocator could give before the task limit was reached (a
-    // limit the lookup could not see, or other state larger than kBytesPerTask predicts).
+    // limit the lookup could not see, or other state larger than peak_bytes_per_task predicts).
     fail(fmt::format(
              "ran out of memory building the task graph after {} tasks ({}: {}{}): simulate fewer "
              "GPUs (platform.gpus), layers or iterations (simulation.iterations)",
@@ -805,8 +806,6 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
         "build_scenario: the chosen iteration count must be at least 2, the measured at least 1");
   }
   Scenario s;
-  const size_t task_limit = limits.max_tasks != 0 ? limits.max_tasks : machine_task_limit();
-  s.graph.set_task_limit(task_limit / std::max<size_t>(1, limits.memory_shares));
   const ConfigNode root = doc.root();
   root.expect_map("a scenario: platform and workload sections");
   s.name = root.get_string_or("name", doc.file().stem().string());
@@ -814,6 +813,10 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   const std::string description = root.get_string_or("description", "");
   const ConfigNode workload_node = root.child("workload");
   const std::unique_ptr<Workload> workload = workloads.make(workload_node);
+  const size_t task_limit = limits.max_tasks != 0
+                                ? limits.max_tasks
+                                : machine_task_limit(workload->peak_bytes_per_task());
+  s.graph.set_task_limit(task_limit / std::max<size_t>(1, limits.memory_shares));
   // Generated workloads simulate iterations and plan memory; replayed ones bring both along.
   const bool generated = workload->simulates_iterations();
 

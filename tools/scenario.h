@@ -187,7 +187,7 @@ class SharedMemoryLimitError : public MachineLimitError {
 
 /// What one run may use of the machine.
 struct ScenarioLimits {
-  /// The most tasks the graph may hold; 0: machine_task_limit().
+  /// The most tasks the graph may hold; 0: machine_task_limit() at the workload's bytes a task.
   size_t max_tasks = 0;
   /// Runs that share that limit at once (parallel jobs in one process): the graph may hold
   /// 1 / memory_shares of it, and a graph past its share throws SharedMemoryLimitError.
@@ -198,15 +198,10 @@ struct ScenarioLimits {
   bool keys_only = false;
 };
 
-/// Bytes of memory a simulation needs per task at its peak, graph and executor state together.
-/// Peak RSS over tasks measured (`upsim run --no-trace`, /usr/bin/time): 58 B on the Megatron
-/// SC'21 1T row (268.7 M tasks, 15.5 GB) and 529.6B row (120.6 M, 7.0 GB), 65 B on GPT-3 175B
-/// at 1024 GPUs (16.2 M, 1.05 GB); 80 leaves room for a vector that doubles as the graph grows.
-inline constexpr size_t kBytesPerTask = 80;
-
-/// The tasks this process's memory holds at kBytesPerTask: the least of physical memory,
-/// RLIMIT_AS / RLIMIT_DATA and the cgroup limit (tools/memory_limit.h).
-size_t machine_task_limit();
+/// The tasks this process's memory holds at `bytes_per_task` (a workload's
+/// Workload::peak_bytes_per_task): the least of physical memory, RLIMIT_AS / RLIMIT_DATA and the
+/// cgroup limit (tools/memory_limit.h), over that.
+size_t machine_task_limit(size_t bytes_per_task);
 
 /// Iterations of the first attempt of the steady-state search (tools/steady_state.h).
 inline constexpr uint32_t kFirstChosenIterations = 2;

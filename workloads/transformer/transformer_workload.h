@@ -26,6 +26,11 @@ class TransformerWorkload final : public Workload {
 
   std::optional<uint32_t> implied_gpus() const override;
   std::string implied_gpus_reason() const override;
+  /// 80 B: peak RSS over tasks measured (`upsim run --no-trace`, /usr/bin/time) 58 B on the
+  /// Megatron SC'21 1T row (268.7 M tasks, 15.5 GB) and 529.6B row (120.6 M, 7.0 GB), 55 B on
+  /// GPT-3 175B at 1024 GPUs without mirroring (255 M, 14 GB), 65 B at 16 M tasks; the rest is
+  /// room for a vector that doubles as the graph grows.
+  size_t peak_bytes_per_task() const override { return 80; }
   void prepare(const WorkloadPlatform& platform) override;
   WorkloadBuild build(const WorkloadPlatform& platform, TaskGraph& graph) override;
 

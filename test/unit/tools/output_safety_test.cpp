@@ -287,7 +287,7 @@ TEST(MemoryLimit, TheTaskLimitFollowsTheAddressSpaceLimit) {
     if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
     const MemoryLimit m = process_memory_limit();
     const bool ok = m.bytes <= (uint64_t{3} << 30) && m.source.find("RLIMIT_AS") == 0 &&
-                    machine_task_limit() <= (size_t{3} << 30) / kBytesPerTask;
+                    machine_task_limit(80) <= (size_t{3} << 30) / 80;
     ::_exit(ok ? 0 : 4);
   }
   int status = 0;

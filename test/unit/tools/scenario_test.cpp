@@ -120,12 +120,12 @@ TEST(Scenario, AGraphAboveTheTaskLimitIsAnErrorAtTheWorkload) {
     ADD_FAILURE() << "a graph above 3 tasks was built";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("scenario.yaml:7: workload: the run needs more than 3 "
-                                         "tasks (about 240 B of memory at 80 B a task)"),
+                                         "tasks (about 384 B of memory at 128 B a task)"),
               std::string::npos)
         << e.what();
   }
   // The default limit is the machine's memory: far above what a test machine's tests build.
-  EXPECT_GE(machine_task_limit(), size_t{1} << 20);
+  EXPECT_GE(machine_task_limit(128), size_t{1} << 20);
 }
 
 // Two runs at once share the limit: a graph of 16 tasks fits a limit of 20 alone, not half of it

@@ -34,4 +34,29 @@ void run_sharing_memory(size_t count, size_t workers,
     job(i, 1);
 }
 
+std::string result_or_run_alone(size_t shares, const std::function<std::string(size_t)>& job) {
+  try {
+    return job(shares);
+  } catch (const SharedMemoryLimitError&) {
+    if (shares <= 1) throw;
+    return std::string(kRunAloneResult);
+  }
+}
+
+void run_round_then_alone(const std::function<void(const JobDone&)>& round,
+                          const std::function<std::string(size_t index)>& run_alone,
+                          const JobDone& done) {
+  std::vector<size_t> alone;
+  round([&](size_t index, const std::string& result) {
+    if (result == kRunAloneResult) {
+      alone.push_back(index);
+    } else {
+      done(index, result);
+    }
+  });
+  std::sort(alone.begin(), alone.end());
+  for (const size_t index : alone)
+    done(index, run_alone(index));
+}
+
 }  // namespace upsim::cli

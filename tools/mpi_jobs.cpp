@@ -150,6 +150,12 @@ Session::Session() {
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  if (node != MPI_COMM_NULL) {
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
+  }
 }
 
 Session::~Session() {

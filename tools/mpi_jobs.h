@@ -44,10 +44,14 @@ class Session {
   Session& operator=(const Session&) = delete;
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// The processes of this run on this rank's node (MPI_COMM_TYPE_SHARED): the jobs that share
+  /// its memory at once (tools/memory_shared_jobs.h).
+  int local_size() const { return local_size_; }
 
  private:
   int rank_ = 0;
   int size_ = 1;
+  int local_size_ = 1;
 };
 
 using RunJob = std::function<std::string(const std::string& job)>;

@@ -23,6 +23,7 @@
 #include "tools/shard_command.h"
 
 #ifdef UPSIM_HAVE_MPI
+#include "tools/memory_shared_jobs.h"
 #include "tools/mpi_jobs.h"
 #endif
 
@@ -265,8 +266,12 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
   options.memory_savers = !no_memory_savers;
   if (batch > 0) options.batch = static_cast<size_t>(batch);
 #ifdef UPSIM_HAVE_MPI
-  const auto simulate = [&options](const std::string& job) {
-    return simulate_layout_job(options, job);
+  // The processes on a node share its memory; a layout past its share runs again on rank 0
+  // alone after the round (tools/memory_shared_jobs.h).
+  const size_t node_shares = mpi_session ? static_cast<size_t>(mpi_session->local_size()) : 1;
+  const auto simulate = [&options, node_shares](const std::string& job) {
+    return result_or_run_alone(
+        node_shares, [&](size_t shares) { return simulate_layout_job(options, job, shares); });
   };
   if (mpi_session && mpi_session->rank() != 0) {
     mpi::serve_jobs(simulate);
@@ -279,7 +284,9 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (batch == 0) options.batch = std::max(kPlanBatch, static_cast<size_t>(mpi_session->size()));
     options.run_jobs = [&](const std::vector<std::string>& jobs,
                            const std::function<void(size_t, const std::string&)>& done) {
-      job_server->run_round(jobs, simulate, done);
+      run_round_then_alone(
+          [&](const JobDone& round_done) { job_server->run_round(jobs, simulate, round_done); },
+          [&](size_t k) { return simulate_layout_job(options, jobs[k], 1); }, done);
     };
   }
 #endif

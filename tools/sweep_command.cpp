@@ -599,12 +599,17 @@ SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, 
     return row_of(points[i], study, memory_shares);
   };
   // Under mpirun (and built with MPI), rank 0 keeps the folder and hands points out; the other
-  // ranks only run the points they are given. A job is a point's index.
-  // Each MPI rank is a process of its own: its run has the process's memory to itself.
-  const auto run_job = [&](const std::string& job) { return point_row(std::stoul(job), 1); };
+  // ranks only run the points they are given. A job is a point's index. The processes on a node
+  // share its memory; a point past its share runs again on rank 0 alone after the others
+  // (tools/memory_shared_jobs.h).
 #ifdef UPSIM_HAVE_MPI
   std::optional<mpi::Session> mpi_session;
   if (mpi::launched_by_mpi()) mpi_session.emplace();
+  const size_t node_shares = mpi_session ? static_cast<size_t>(mpi_session->local_size()) : 1;
+  const auto run_job = [&](const std::string& job) {
+    return result_or_run_alone(node_shares,
+                               [&](size_t shares) { return point_row(std::stoul(job), shares); });
+  };
   if (mpi_session && mpi_session->rank() != 0) {
     mpi::serve_jobs(run_job);
     return {};
@@ -614,7 +619,6 @@ SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, 
   if (mpi_session) job_server.emplace(*mpi_session);
 #else
   const bool mpi_session = false;
-  (void)run_job;
 #endif
   const fs::path dir =
       options->out_dir.empty() ? fs::path("upsim-out") / study.name : fs::path(options->out_dir);
@@ -672,8 +676,9 @@ SweepOutcome run_sweep(const std::vector<std::string>& args, std::ostream& out, 
     std::vector<std::string> jobs;
     for (const size_t i : todo)
       jobs.push_back(std::to_string(i));
-    job_server->run_round(jobs, run_job,
-                          [&](size_t k, const std::string& row) { finished(todo[k], row); });
+    run_round_then_alone([&](const JobDone& done) { job_server->run_round(jobs, run_job, done); },
+                         [&](size_t k) { return point_row(todo[k], 1); },
+                         [&](size_t k, const std::string& row) { finished(todo[k], row); });
 #endif
   } else {
     // At most one worker per point left: `-j 3000` starts no more threads than it can use. A

@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,34 @@ TEST(MemorySharedJobs, SharesAreTheRunsAtOnceAndAloneItsErrorPropagates) {
                                   }),
                std::runtime_error);
   EXPECT_EQ(runs, 1U);
+}
+
+// Over processes that share a node (mpirun): a job past its share answers "run alone", and the
+// round's caller runs it again alone after the round, in index order.
+TEST(MemorySharedJobs, AHandedOutJobOverItsShareRunsAloneAfterTheRound) {
+  const auto job = [](size_t index) {
+    return [index](size_t shares) -> std::string {
+      if (index % 2 == 1 && shares > 1) throw shared_limit_error();
+      return "job " + std::to_string(index) + " at " + std::to_string(shares);
+    };
+  };
+  EXPECT_EQ(result_or_run_alone(4, job(0)), "job 0 at 4");
+  EXPECT_EQ(result_or_run_alone(4, job(1)), kRunAloneResult);
+  EXPECT_THROW(result_or_run_alone(4, [](size_t) -> std::string { throw std::runtime_error("x"); }),
+               std::runtime_error);
+
+  std::vector<std::pair<size_t, std::string>> delivered;
+  run_round_then_alone(
+      [&](const JobDone& done) {
+        // The round delivers in the order the jobs finish.
+        for (const size_t i : {3, 0, 1, 2})
+          done(i, result_or_run_alone(4, job(i)));
+      },
+      [&](size_t i) { return job(i)(1); },
+      [&](size_t i, const std::string& result) { delivered.emplace_back(i, result); });
+  const std::vector<std::pair<size_t, std::string>> expected = {
+      {0, "job 0 at 4"}, {2, "job 2 at 4"}, {1, "job 1 at 1"}, {3, "job 3 at 1"}};
+  EXPECT_EQ(delivered, expected);
 }
 
 }  // namespace

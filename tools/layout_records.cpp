@@ -5,6 +5,8 @@
 #include <charconv>
 #include <fstream>
 #include <iterator>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace upsim::cli {
@@ -42,6 +44,9 @@ fs::path layout_record_path(const fs::path& dir, const PointSource& source) {
 
 std::string format_layout_result(const PlannedLayout& l) {
   if (l.outcome == PlannedLayout::Outcome::kInvalid) return "invalid\t" + l.reason + "\n";
+  if (l.outcome == PlannedLayout::Outcome::kMachineLimit) {
+    return "machine_limit\t" + l.reason + "\n";
+  }
   std::string row;
   for (const Duration d :
        {l.iteration_time, l.exposed_tp, l.exposed_pp, l.exposed_dp, l.exposed_other, l.bubble}) {
@@ -55,10 +60,14 @@ std::string format_layout_result(const PlannedLayout& l) {
 std::optional<PlannedLayout> parse_layout_result(std::string_view rest, const PlannedLayout& layout,
                                                  std::string& why) {
   PlannedLayout l = layout;
-  if (rest.starts_with("invalid\t") && rest.ends_with('\n')) {
-    l.outcome = PlannedLayout::Outcome::kInvalid;
-    l.reason = std::string(rest.substr(8, rest.size() - 9));
-    return l;
+  for (const auto& [prefix, outcome] :
+       {std::pair{std::string_view("invalid\t"), PlannedLayout::Outcome::kInvalid},
+        std::pair{std::string_view("machine_limit\t"), PlannedLayout::Outcome::kMachineLimit}}) {
+    if (rest.starts_with(prefix) && rest.ends_with('\n')) {
+      l.outcome = outcome;
+      l.reason = std::string(rest.substr(prefix.size(), rest.size() - prefix.size() - 1));
+      return l;
+    }
   }
   // The fields, then the resolved scenario (which may hold tabs of its own).
   std::vector<std::string_view> fields;

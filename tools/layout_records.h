@@ -9,7 +9,8 @@
 //
 // Contract:
 //  - parse_layout_result(format_layout_result(l), l) restores every simulated field of l
-//    exactly, or the reason of an invalid one: the result of a layout simulated on another MPI
+//    exactly, or the reason of an invalid one or of one too large for the machine: the result
+//    of a layout simulated on another MPI
 //    rank travels as this text (tools/mpi_jobs.h).
 //  - A record is taken only when it parses, its checksum holds and its source equals the
 //    layout's source now (same version, same scenario hash); anything else is nullopt with the
@@ -30,8 +31,9 @@ namespace upsim::cli {
 std::filesystem::path layout_record_path(const std::filesystem::path& dir,
                                          const PointSource& source);
 
-/// A simulated layout's results as a row (see the file comment), or "invalid\t<reason>\n" for
-/// a layout the workload refused.
+/// A simulated layout's results as a row (see the file comment), "invalid\t<reason>\n" for a
+/// layout the workload refused, or "machine_limit\t<reason>\n" for one whose graph this
+/// machine's memory cannot hold.
 std::string format_layout_result(const PlannedLayout& layout);
 
 /// `layout` with the results of `row`; nullopt with the reason in `why` when it is malformed.

@@ -477,6 +477,9 @@ std::string simulate_layout_job(const PlanOptions& options, const std::string& j
     l.resolved_yaml = doc.resolved_yaml();
   } catch (const SharedMemoryLimitError&) {
     throw;
+  } catch (const MachineLimitError& e) {
+    l.outcome = PlannedLayout::Outcome::kMachineLimit;
+    l.reason = e.message();
   } catch (const ConfigError& e) {
     l.outcome = PlannedLayout::Outcome::kInvalid;
     l.reason = e.message();

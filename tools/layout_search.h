@@ -118,6 +118,9 @@ struct PlannedLayout {
     kPruned,
     kNoMemory,
     kInvalid,
+    /// Its task graph needs more memory than this machine lends a run (MachineLimitError):
+    /// not the layout's fault, a larger machine simulates it.
+    kMachineLimit,
     kNotReached
   } outcome = Outcome::kNotReached;
   std::string reason;  ///< why not simulated

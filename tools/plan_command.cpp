@@ -48,6 +48,8 @@ std::string outcome_name(PlannedLayout::Outcome o) {
       return "no_memory";
     case PlannedLayout::Outcome::kInvalid:
       return "invalid";
+    case PlannedLayout::Outcome::kMachineLimit:
+      return "machine_limit";
     case PlannedLayout::Outcome::kNotReached:
       return "not_simulated";
   }
@@ -137,6 +139,7 @@ std::string format_layout_plan(const LayoutPlan& plan, size_t top) {
       "and the ideal bubble)");
   say(PlannedLayout::Outcome::kNoMemory, "refused for memory");
   say(PlannedLayout::Outcome::kInvalid, "refused by the workload");
+  say(PlannedLayout::Outcome::kMachineLimit, "too large to simulate in this machine's memory");
   say(PlannedLayout::Outcome::kNotReached, "not simulated");
   return out;
 }

@@ -15,6 +15,8 @@
 #include <string>
 
 #include "tools/interrupt_cleanup.h"
+#include "tools/layout_records.h"
+#include "tools/layout_search.h"
 #include "tools/memory_limit.h"
 #include "tools/output_folder.h"
 #include "tools/scenario.h"
@@ -289,6 +291,39 @@ TEST(MemoryLimit, TheTaskLimitFollowsTheAddressSpaceLimit) {
     const bool ok = m.bytes <= (uint64_t{3} << 30) && m.source.find("RLIMIT_AS") == 0 &&
                     machine_task_limit(80) <= (size_t{3} << 30) / 80;
     ::_exit(ok ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A plan's layout whose graph does not fit the memory this machine lends a run is not a refusal
+// of the layout: its outcome says so, and survives a record round trip.
+TEST(MemoryLimit, APlanLayoutTooLargeForTheMachineIsAMachineLimit) {
+#if defined(UPSIM_SANITIZED)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
+#endif
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // 1 GiB of address space: about 13 M transformer tasks, under GPT-3 175B's 16 M at 1024 GPUs.
+    rlimit limit{};
+    ::getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = rlim_t{1} << 30;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) ::_exit(0);
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    PlanOptions options;
+    options.scenario = std::string(UPSIM_CONFIGS_DIR) + "/gpt3_175b_1024gpu.yaml";
+    const std::string result = simulate_layout_job(options, layout_job({}));
+    if (!result.starts_with("machine_limit\t")) ::_exit(4);
+    PlannedLayout layout;
+    std::string why;
+    const std::optional<PlannedLayout> parsed = parse_layout_result(result, layout, why);
+    const bool ok =
+        parsed && parsed->outcome == PlannedLayout::Outcome::kMachineLimit &&
+        parsed->reason.find("more than this process's memory holds") != std::string::npos;
+    ::_exit(ok ? 0 : 5);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);

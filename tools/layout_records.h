@@ -10,8 +10,7 @@
 // Contract:
 //  - parse_layout_result(format_layout_result(l), l) restores every simulated field of l
 //    exactly, or the reason of an invalid one or of one too large for the machine: the result
-//    of a layout simulated on another MPI
-//    rank travels as this text (tools/mpi_jobs.h).
+//    of a layout simulated on another MPI rank travels as this text (tools/mpi_jobs.h).
 //  - A record is taken only when it parses, its checksum holds and its source equals the
 //    layout's source now (same version, same scenario hash); anything else is nullopt with the
 //    reason, and the layout is simulated again.

@@ -128,6 +128,15 @@ class LayerEmitter {
   void torchtitan_mlp_backward();
   /// torchtitan's rotary on q and k (eager: casts and complex multiplies; compiled: one kernel).
   void torchtitan_rotary(bool backward);
+  /// wo / w2 (RowwiseParallel): row_parallel_forward, or under async TP the fused matmul +
+  /// reduce-scatter on `async_chunk`.
+  void torchtitan_row_parallel_forward(std::string_view gemm, KernelDescId async_chunk,
+                                       const Fp8Cast& cast, KernelDescId full, KernelDescId split);
+  /// Their backward: row_parallel_backward, or under async TP the output gradient's fused
+  /// all-gather + dgrad (`async_dgrad_chunk`), then the wgrad on the gathered gradient.
+  void torchtitan_row_parallel_backward(KernelDescId async_dgrad_chunk, const Fp8Cast& dy,
+                                        KernelDescId dgrad, KernelDescId dgrad_chunk,
+                                        KernelDescId wgrad);
   /// The backward of linears that share one replicated input (wq, wk, wv; w1, w3), each as
   /// `(dgrad, wgrad)` in the order autograd runs them: their GEMMs, autograd's sum of their
   /// input gradients, then tensor parallel's reduction of it (the backward of the input's
@@ -172,6 +181,24 @@ class LayerEmitter {
   /// The backward of tp_exit_forward: SP all-gathers the output gradient; an all-reduce's
   /// backward is the identity.
   void tp_exit_backward();
+
+  // torchtitan's async tensor parallel (parallelism.async_tp; async_tp_emitter.cpp): the ops
+  // Inductor's micro-pipeline TP pass puts in place of an all-gather feeding matmuls and of a
+  // matmul feeding a reduce-scatter, as torch.distributed._symmetric_memory runs them.
+  /// fused_all_gather_matmul: the local shard copied into the symmetric-memory buffer, its
+  /// `consumers` (kernel name, description; one rank's token shard each), then tensor - 1 steps,
+  /// each a peer's shard copied by the copy engines (no SMs) and its consumers run once it has
+  /// arrived; step s's copy follows step s - 2's matmuls (the two streams the pipeline
+  /// alternates); then the local shard copied into the gathered output (kept for the wgrad),
+  /// and `after` (the wgrad on it) when given.
+  void async_tp_all_gather_matmuls(
+      std::initializer_list<std::pair<std::string_view, KernelDescId>> consumers,
+      std::optional<std::pair<std::string_view, KernelDescId>> after = {});
+  /// fused_matmul_reduce_scatter: tensor - 1 steps, each the output chunk for one peer
+  /// (`chunk`, one rank's token shard) computed and copied to it by the copy engines, a step
+  /// waiting for the copy two steps back (two buffers); the local chunk; once every copy has
+  /// arrived, the sum of the partial chunks.
+  void async_tp_matmul_reduce_scatter(std::string_view kernel_name, KernelDescId chunk);
 
   // Tensor-parallel communication overlapped with the GEMMs (parallelism.tp_comm_overlap,
   // Transformer Engine's userbuffers; tp_comm_overlap.cpp).

@@ -63,6 +63,25 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
   }
   k.input_grad_add = add(pytorch::pointwise(MemoryOp::kBinary, config.residual_dtype(),
                                             as_double(z.tokens * z.h), 1, 2, 1));
+  if (config.parallelism.async_tp) {
+    // Appended last, so that a run without async TP keeps its descriptions' ids.
+    const int64_t shard = z.sp_tokens;
+    k.wq_fwd_chunk = add(pytorch::linear_gemms(gemm_dt, shard, z.h, z.attn_out).forward);
+    k.wkv_fwd_chunk = add(pytorch::linear_gemms(gemm_dt, shard, z.h, kv_out).forward);
+    k.w13_fwd_chunk = add(pytorch::linear_gemms(gemm_dt, shard, z.h, z.ffn).forward);
+    const pytorch::LinearGemms wo = pytorch::linear_gemms(gemm_dt, shard, z.attn_out, z.h);
+    const pytorch::LinearGemms w2 = pytorch::linear_gemms(gemm_dt, shard, z.ffn, z.h);
+    k.wo_fwd_chunk = add(wo.forward);
+    k.wo_dgrad_chunk = add(wo.grad_input);
+    k.w2_fwd_chunk = add(w2.forward);
+    k.w2_dgrad_chunk = add(w2.grad_input);
+    const double shard_elements = as_double(shard * z.h);
+    k.shard_copy = add(pytorch::pointwise(MemoryOp::kCopy, act_dt, shard_elements, 0, 1, 1));
+    // One add per partial after the first, each element read once per partial.
+    const double partials = as_double(z.t);
+    k.partial_sum =
+        add(pytorch::pointwise(MemoryOp::kSum, act_dt, shard_elements, partials - 1, partials, 1));
+  }
   return k;
 }
 

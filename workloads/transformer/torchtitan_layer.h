@@ -50,6 +50,15 @@ struct TorchtitanLayerKernels {
   KernelDescId silu_fwd = 0, silu_bwd = 0, gate_mul = 0;
   /// Autograd's sum of two input gradients of a replicated input (tokens x hidden).
   KernelDescId input_grad_add = 0;
+  /// Async TP (parallelism.async_tp; all 0 without): the matmuls on one rank's token shard
+  /// (sp_tokens rows) that symmetric memory's pipelines run once per shard: wq, wk / wv and
+  /// w1 / w3 forward, wo's and w2's forward (the output chunk for one peer) and dgrad; the copy
+  /// of the local shard (into the symmetric-memory buffer, and into the gathered output kept
+  /// for the wgrad); the sum of the tensor-parallel partial outputs of a matmul +
+  /// reduce-scatter (symmetric memory's reduce kernel: reads every partial, writes one).
+  KernelDescId wq_fwd_chunk = 0, wkv_fwd_chunk = 0, w13_fwd_chunk = 0;
+  KernelDescId wo_fwd_chunk = 0, w2_fwd_chunk = 0, wo_dgrad_chunk = 0, w2_dgrad_chunk = 0;
+  KernelDescId shard_copy = 0, partial_sum = 0;
 };
 
 /// Adds the descriptions for `config` (layer_kernels torchtitan) on a rank with `sizes`.

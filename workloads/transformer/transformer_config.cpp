@@ -252,6 +252,7 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   p.p2p_scatter_gather = par.get_bool_or("p2p_scatter_gather", true);
   p.p2p_synchronous = par.get_bool_or("p2p_synchronous", false);
   p.tp_comm_overlap = par.get_bool_or("tp_comm_overlap", false);
+  p.async_tp = par.get_bool_or("async_tp", false);
   if (p.tp_comm_overlap && !(p.tensor > 1 && p.sequence)) {
     par.child("tp_comm_overlap")
         .fail(
@@ -656,9 +657,30 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
   }
 }
 
+/// What torchtitan's async TP runs with (ParallelismConfig::async_tp), each refusal at its key:
+/// torchtitan's modules, torch.compile (torchtitan: "Async TP requires torch.compile",
+/// torchtitan/models/llama3/infra/parallelize.py), tensor parallel with sequence parallel (its
+/// plan shards the norms over the sequence).
+void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "async tensor parallel (parallelism.async_tp)", what);
+  };
+  if (c.layer_kernels != LayerKernelSet::kTorchtitan) {
+    refuse("layer_kernels",
+           "is torchtitan's (Inductor's micro-pipeline TP over its modules): layer_kernels "
+           "torchtitan; Megatron-Core's overlap is parallelism.tp_comm_overlap");
+  }
+  if (!c.compile) refuse("compile", "needs torch.compile, as torchtitan does: compile: true");
+  if (c.parallelism.tensor < 2) refuse("parallelism.tensor", "needs tensor parallel > 1");
+  if (!c.parallelism.sequence) {
+    refuse("parallelism.sequence",
+           "fuses the sequence-parallel all-gathers and reduce-scatters: sequence: true");
+  }
+}
+
 /// What layer_kernels torchtitan models (torchtitan_layer.h), each refusal at its key: the
 /// Llama model's modules (SwiGLU, RMSNorm, SDPA's fused attention), dense, without TP overlap
-/// (torchtitan's async TP is another kernel set), fp8, autocast, CUDA graphs, an
+/// (its async TP is parallelism.async_tp), fp8, autocast, CUDA graphs, an
 /// encoder-decoder, and recomputing none, full layers or per op.
 void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
@@ -938,6 +960,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
+  if (c.parallelism.async_tp) check_async_tp(workload, c);
   if (c.lora.enabled()) check_lora(workload, c);
   return c;
 }
@@ -1122,6 +1145,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "the host waits for every pipeline receive before it launches more"},
       {"parallelism.tp_comm_overlap",
        "Megatron-Core's --tp-comm-overlap: TP collectives overlapped with the GEMMs"},
+      {"parallelism.async_tp",
+       "torchtitan's async TP: all-gather and reduce-scatter fused with the matmuls in chunks"},
       {"head_dim", "one attention head's width; default: hidden / heads"},
       {"mla.q_lora_rank",
        "latent attention: query compression rank; 0: queries projected directly"},

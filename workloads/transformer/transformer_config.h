@@ -144,6 +144,12 @@
 //                              #   ring exchange of TP chunks, GEMM + reduce-scatter pipelined in
 //                              #   4 splits, the column-parallel backward's bulk overlap on
 //                              #   16 SMs (ParallelismConfig::tp_comm_overlap)
+//     async_tp: false          # torchtitan's async tensor parallel (enable_async_tensor_parallel:
+//                              #   Inductor's micro-pipeline TP over symmetric memory; needs
+//                              #   layer_kernels torchtitan, compile: true, tensor > 1 and
+//                              #   sequence: true): all-gather + matmul and matmul +
+//                              #   reduce-scatter as tensor chunks, the peer copies on the copy
+//                              #   engines (ParallelismConfig::async_tp)
 //     p2p_scatter_gather: true # pipeline sends split over TP ranks, all-gathered on arrival
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
 //     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
@@ -370,6 +376,17 @@ struct ParallelismConfig {
   /// column-parallel backward (its all-gather and reduce-scatter beside the dgrad and wgrad
   /// GEMMs, 16 SMs). Needs sequence parallel (Megatron refuses it without).
   bool tp_comm_overlap = false;
+  /// torchtitan's async TP (parallelism.enable_async_tensor_parallel: torch._inductor's
+  /// micro-pipeline TP pass, torch/distributed/_symmetric_memory): Inductor rewrites an
+  /// all-gather feeding matmuls into fused_all_gather_matmul (the local shard's matmuls, then
+  /// each peer's shard copied over NVLink by the copy engines and consumed while the next is
+  /// copied) and a matmul feeding a reduce-scatter into fused_matmul_reduce_scatter (the output
+  /// chunk for each peer computed and copied while the next is computed, then the partial sums
+  /// reduced). In torchtitan's Llama it fuses the attention's and the MLP's input all-gather
+  /// with wq, wk, wv and w1, w3, wo's and w2's reduce-scatter, and in the backward the
+  /// all-gather of wo's and w2's output gradient with their dgrad; the reduce-scatter of the
+  /// summed input gradients of wq, wk, wv (w1, w3) follows adds, not a matmul, and stays.
+  bool async_tp = false;
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }

@@ -660,7 +660,7 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
 /// What torchtitan's async TP runs with (ParallelismConfig::async_tp), each refusal at its key:
 /// torchtitan's modules, torch.compile (torchtitan: "Async TP requires torch.compile",
 /// torchtitan/models/llama3/infra/parallelize.py), tensor parallel with sequence parallel (its
-/// plan shards the norms over the sequence).
+/// plan shards the norms over the sequence), and no per-op recomputation.
 void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "async tensor parallel (parallelism.async_tp)", what);
@@ -675,6 +675,11 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
   if (!c.parallelism.sequence) {
     refuse("parallelism.sequence",
            "fuses the sequence-parallel all-gathers and reduce-scatters: sequence: true");
+  }
+  if (c.recompute == Recompute::kOp) {
+    refuse("recompute",
+           "recomputes none or full layers here (which fused ops torchtitan's per-op policy "
+           "saves under Inductor's rewrite is not modelled)");
   }
 }
 

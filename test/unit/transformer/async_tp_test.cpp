@@ -41,6 +41,10 @@ TEST(AsyncTp, NeedsTorchtitansModulesCompileAndSequenceParallel) {
                                        "  parallelism: {tensor: 1, data: 1, async_tp: true}\n",
                                    1);
   EXPECT_NE(no_tp.find("parallelism.tensor"), std::string::npos) << no_tp;
+  const std::string op =
+      error_of("  layer_kernels: torchtitan\n  compile: true\n  recompute: op\n");
+  EXPECT_NE(op.find("workload.recompute"), std::string::npos) << op;
+  EXPECT_EQ(error_of("  layer_kernels: torchtitan\n  compile: true\n  recompute: full\n"), "");
 }
 
 TransformerConfig torchtitan_llama(int64_t tensor, bool async_tp) {

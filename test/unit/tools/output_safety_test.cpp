@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -274,28 +275,39 @@ TEST(MemoryLimit, CgroupLimitFilesAndTheirAncestorsBind) {
   fs::remove_all(root);
 }
 
+/// Runs `body` in a forked child whose RLIMIT_AS is `bytes` and returns its exit code: 0 when
+/// the hard limit does not allow `bytes` (nothing to check), 3 when the limit cannot be set.
+int exit_code_under_address_space_limit(rlim_t bytes, const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_AS, &limit);
+    limit.rlim_cur = bytes;
+    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) ::_exit(0);
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
 TEST(MemoryLimit, TheTaskLimitFollowsTheAddressSpaceLimit) {
 #if defined(UPSIM_SANITIZED)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
 #endif
-  // In a child: RLIMIT_AS lowered to 3 GiB caps the tasks a run may build, and says so.
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rlimit limit{};
-    ::getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = rlim_t{3} << 30;
-    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) ::_exit(0);
-    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
-    const MemoryLimit m = process_memory_limit();
-    const bool ok = m.bytes <= (uint64_t{3} << 30) && m.source.find("RLIMIT_AS") == 0 &&
-                    machine_task_limit(80) <= (size_t{3} << 30) / 80;
-    ::_exit(ok ? 0 : 4);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // RLIMIT_AS lowered to 3 GiB caps the tasks a run may build, and says so.
+  EXPECT_EQ(exit_code_under_address_space_limit(rlim_t{3} << 30,
+                                                [] {
+                                                  const MemoryLimit m = process_memory_limit();
+                                                  const bool ok = m.bytes <= (uint64_t{3} << 30) &&
+                                                                  m.source.find("RLIMIT_AS") == 0 &&
+                                                                  machine_task_limit(80) <=
+                                                                      (size_t{3} << 30) / 80;
+                                                  return ok ? 0 : 4;
+                                                }),
+            0);
 }
 
 // A plan's layout whose graph does not fit the memory this machine lends a run is not a refusal
@@ -304,31 +316,24 @@ TEST(MemoryLimit, APlanLayoutTooLargeForTheMachineIsAMachineLimit) {
 #if defined(UPSIM_SANITIZED)
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
 #endif
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    // 1 GiB of address space: about 13 M transformer tasks, under GPT-3 175B's 16 M at 1024 GPUs.
-    rlimit limit{};
-    ::getrlimit(RLIMIT_AS, &limit);
-    limit.rlim_cur = rlim_t{1} << 30;
-    if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < limit.rlim_cur) ::_exit(0);
-    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(3);
-    PlanOptions options;
-    options.scenario = std::string(UPSIM_CONFIGS_DIR) + "/gpt3_175b_1024gpu.yaml";
-    const std::string result = simulate_layout_job(options, layout_job({}));
-    if (!result.starts_with("machine_limit\t")) ::_exit(4);
-    PlannedLayout layout;
-    std::string why;
-    const std::optional<PlannedLayout> parsed = parse_layout_result(result, layout, why);
-    const bool ok =
-        parsed && parsed->outcome == PlannedLayout::Outcome::kMachineLimit &&
-        parsed->reason.find("more than this process's memory holds") != std::string::npos;
-    ::_exit(ok ? 0 : 5);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // 1 GiB of address space: about 13 M transformer tasks, under GPT-3 175B's 16 M at 1024 GPUs.
+  EXPECT_EQ(
+      exit_code_under_address_space_limit(
+          rlim_t{1} << 30,
+          [] {
+            PlanOptions options;
+            options.scenario = std::string(UPSIM_CONFIGS_DIR) + "/gpt3_175b_1024gpu.yaml";
+            const std::string result = simulate_layout_job(options, layout_job({}));
+            if (!result.starts_with("machine_limit\t")) return 4;
+            PlannedLayout layout;
+            std::string why;
+            const std::optional<PlannedLayout> parsed = parse_layout_result(result, layout, why);
+            const bool ok =
+                parsed && parsed->outcome == PlannedLayout::Outcome::kMachineLimit &&
+                parsed->reason.find("more than this process's memory holds") != std::string::npos;
+            return ok ? 0 : 5;
+          }),
+      0);
 }
 
 }  // namespace

@@ -298,16 +298,13 @@ TEST(MemoryLimit, TheTaskLimitFollowsTheAddressSpaceLimit) {
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
 #endif
   // RLIMIT_AS lowered to 3 GiB caps the tasks a run may build, and says so.
-  EXPECT_EQ(exit_code_under_address_space_limit(rlim_t{3} << 30,
-                                                [] {
-                                                  const MemoryLimit m = process_memory_limit();
-                                                  const bool ok = m.bytes <= (uint64_t{3} << 30) &&
-                                                                  m.source.find("RLIMIT_AS") == 0 &&
-                                                                  machine_task_limit(80) <=
-                                                                      (size_t{3} << 30) / 80;
-                                                  return ok ? 0 : 4;
-                                                }),
-            0);
+  const auto check = [] {
+    const MemoryLimit m = process_memory_limit();
+    const bool ok = m.bytes <= (uint64_t{3} << 30) && m.source.find("RLIMIT_AS") == 0 &&
+                    machine_task_limit(80) <= (size_t{3} << 30) / 80;
+    return ok ? 0 : 4;
+  };
+  EXPECT_EQ(exit_code_under_address_space_limit(rlim_t{3} << 30, check), 0);
 }
 
 // A plan's layout whose graph does not fit the memory this machine lends a run is not a refusal
@@ -317,23 +314,20 @@ TEST(MemoryLimit, APlanLayoutTooLargeForTheMachineIsAMachineLimit) {
   GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space: no RLIMIT_AS under it";
 #endif
   // 1 GiB of address space: about 13 M transformer tasks, under GPT-3 175B's 16 M at 1024 GPUs.
-  EXPECT_EQ(
-      exit_code_under_address_space_limit(
-          rlim_t{1} << 30,
-          [] {
-            PlanOptions options;
-            options.scenario = std::string(UPSIM_CONFIGS_DIR) + "/gpt3_175b_1024gpu.yaml";
-            const std::string result = simulate_layout_job(options, layout_job({}));
-            if (!result.starts_with("machine_limit\t")) return 4;
-            PlannedLayout layout;
-            std::string why;
-            const std::optional<PlannedLayout> parsed = parse_layout_result(result, layout, why);
-            const bool ok =
-                parsed && parsed->outcome == PlannedLayout::Outcome::kMachineLimit &&
-                parsed->reason.find("more than this process's memory holds") != std::string::npos;
-            return ok ? 0 : 5;
-          }),
-      0);
+  const auto check = [] {
+    PlanOptions options;
+    options.scenario = std::string(UPSIM_CONFIGS_DIR) + "/gpt3_175b_1024gpu.yaml";
+    const std::string result = simulate_layout_job(options, layout_job({}));
+    if (!result.starts_with("machine_limit\t")) return 4;
+    PlannedLayout layout;
+    std::string why;
+    const std::optional<PlannedLayout> parsed = parse_layout_result(result, layout, why);
+    const bool ok =
+        parsed && parsed->outcome == PlannedLayout::Outcome::kMachineLimit &&
+        parsed->reason.find("more than this process's memory holds") != std::string::npos;
+    return ok ? 0 : 5;
+  };
+  EXPECT_EQ(exit_code_under_address_space_limit(rlim_t{1} << 30, check), 0);
 }
 
 }  // namespace

@@ -277,7 +277,12 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
     sharding.push_back(std::move(fsdp));
   }
   std::vector<Option> tensor{{}};
-  if (p.tensor > 1 && p.sequence && !p.tp_comm_overlap) {
+  if (p.tensor > 1 && p.sequence && c.layer_kernels == LayerKernelSet::kTorchtitan) {
+    // torchtitan's own overlap: async TP, with compile and without per-op recomputation.
+    if (c.compile && c.recompute != Recompute::kOp && !p.async_tp) {
+      tensor.push_back({"async tp", {"workload.parallelism.async_tp=true"}});
+    }
+  } else if (p.tensor > 1 && p.sequence && !p.tp_comm_overlap) {
     tensor.push_back({"tp overlap", {"workload.parallelism.tp_comm_overlap=true"}});
   }
   std::vector<PlannedLayout> out;

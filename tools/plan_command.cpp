@@ -182,7 +182,7 @@ int plan_main(const std::vector<std::string>& args, std::ostream& out, std::ostr
       "parallel (sequences of 8K tokens and more), expert parallel (MoE models), data\n"
       "parallel and the micro-batch size, for the scenario's model, global batch and fabric;\n"
       "then tries the fastest with the framework options left open (distributed optimizer,\n"
-      "FSDP, Transformer Engine's TP communication overlap).\n"
+      "FSDP, Transformer Engine's TP communication overlap, or torchtitan's async TP).\n"
       "Layouts the workload refuses or whose memory estimate exceeds the GPU are left out\n"
       "with the reason; a lower bound (model FLOPs at the dense peak, stretched by the ideal\n"
       "pipeline bubble) prunes layouts that cannot beat the best found; the rest run to steady\n"

@@ -2054,6 +2054,23 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
 // variant belongs to one of the --refine fastest layouts, says its options in the label and in
 // plan.csv, and is simulated, refused with the reason, or (FSDP on this GPT-2) ranked; --refine 0
 // tries none.
+// A compiled scenario of torchtitan's modules is tried with torchtitan's own overlap, async TP,
+// not Transformer Engine's (which those modules refuse).
+TEST_F(Cli, PlanTriesAsyncTpOnACompiledTorchtitanScenario) {
+  const std::string scenario =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/schema/transformer_async_tp.yaml") +
+      " --set workload.parallelism.async_tp=false";
+  const Result r = run("plan " + scenario + " --out p -j 2 --max-simulations 4 --refine 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  ASSERT_EQ(rows.front()[10], "framework_options");
+  std::set<std::string> options;
+  for (size_t i = 1; i < rows.size(); ++i)
+    options.insert(rows[i][10]);
+  EXPECT_EQ(options.count("async tp"), 1U) << r.output;
+  EXPECT_EQ(options.count("tp overlap"), 0U) << r.output;
+}
+
 TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.global_batch=32 --set workload.micro_batch=8 "

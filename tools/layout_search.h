@@ -24,9 +24,9 @@
 //    torch.distributed.pipelining sets it), and Transformer Engine's TP communication overlap
 //    (tp_comm_overlap, where the layout has sequence parallel without it; with layer_kernels
 //    torchtitan, compile and no per-op recomputation, torchtitan's async TP instead); each
-//    alone and the TP overlap with each sharding. A variant is checked for validity and memory as a layout
-//    is, is named after its layout ("... with tp overlap + fsdp"; FSDP takes the place of a zero 1
-//    memory saver, which its label then drops), and is simulated outside
+//    alone and the TP overlap with each sharding. A variant is checked for validity and memory as a
+//    layout is, is named after its layout ("... with tp overlap + fsdp"; FSDP takes the place of a
+//    zero 1 memory saver, which its label then drops), and is simulated outside
 //    --max-simulations; the rest of the scenario's options stay as they are.
 //  - Memory savers (unless PlanOptions::memory_savers is false): a layout whose memory estimate
 //    exceeds the GPU's memory with the scenario's

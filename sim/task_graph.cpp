@@ -117,8 +117,16 @@ NameId TaskGraph::intern(std::string_view name) {
   return id;
 }
 
-void TaskGraph::set_task_limit(size_t max_tasks) {
+void TaskGraph::set_task_limit(size_t max_tasks, bool refuse_estimates) {
   task_limit_ = std::min<size_t>(max_tasks, kNoTask - 1);
+  refuse_estimates_ = refuse_estimates;
+}
+
+void TaskGraph::expect_tasks(size_t tasks) const {
+  if (refuse_estimates_ && tasks > task_limit_) {
+    throw TaskLimitError("the task graph would hold about " + std::to_string(tasks) +
+                         " tasks, more than its limit of " + std::to_string(task_limit_));
+  }
 }
 
 void TaskGraph::reserve_tasks(size_t tasks) {

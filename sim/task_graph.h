@@ -122,8 +122,14 @@ class TaskGraph {
   /// The most tasks the graph accepts; adding one more throws TaskLimitError. Default: what a
   /// TaskId can number. The composition root lowers it to what the machine's memory holds, so
   /// that a workload too large for it stops with an error rather than being killed.
-  void set_task_limit(size_t max_tasks);
+  /// `refuse_estimates`: expect_tasks may refuse on an estimate (a run with a share of memory,
+  /// which runs again alone when refused).
+  void set_task_limit(size_t max_tasks, bool refuse_estimates = false);
   size_t task_limit() const { return task_limit_; }
+  /// A workload's estimate of the tasks it will hold in all, once it can make one. When the
+  /// limit refuses estimates and `tasks` is above it, throws TaskLimitError now rather than
+  /// when the graph reaches the limit; otherwise nothing.
+  void expect_tasks(size_t tasks) const;
 
   /// Host work of `op_name` on `thread` (phase kOpBegin, kOpEnd or kOpBody).
   TaskId add_cpu_op(RankId rank, uint16_t thread, std::string_view op_name, HostPhase phase);
@@ -226,6 +232,7 @@ class TaskGraph {
 
   bool sealed_ = false;
   size_t task_limit_ = kNoTask - 1;
+  bool refuse_estimates_ = false;
   std::vector<RankInfo> ranks_;
   std::vector<Task, CacheLineAllocator<Task>> tasks_;
   std::vector<KernelDesc> kernels_;

@@ -816,7 +816,8 @@ Scenario build_scenario(ConfigDocument& doc, const WorkloadRegistry& workloads,
   const size_t task_limit = limits.max_tasks != 0
                                 ? limits.max_tasks
                                 : machine_task_limit(workload->peak_bytes_per_task());
-  s.graph.set_task_limit(task_limit / std::max<size_t>(1, limits.memory_shares));
+  s.graph.set_task_limit(task_limit / std::max<size_t>(1, limits.memory_shares),
+                         limits.memory_shares > 1);
   // Generated workloads simulate iterations and plan memory; replayed ones bring both along.
   const bool generated = workload->simulates_iterations();
 

@@ -75,10 +75,15 @@ TransformerGraph TransformerEmitter::run() {
     begin_rank(out.simulated[i], graph_rank[i]);
     for (uint32_t it = 0; it < inputs_.iterations; ++it)
       iteration(it);
-    // Ranks differ little in size (the first and last stages hold embedding and head): room
-    // for all of them and an eighth more, so a graph of millions of tasks is not copied as it
-    // grows (untouched room costs no memory).
-    if (i == 0) graph_.reserve_tasks(graph_.task_count() * out.simulated.size() * 9 / 8);
+    // Ranks differ little in size (the first and last stages hold embedding and head): the
+    // first one's tasks times the ranks estimate the graph; room for it and an eighth more, so
+    // that a graph of millions of tasks is not copied as it grows (untouched room costs no
+    // memory).
+    if (i == 0) {
+      const size_t estimate = graph_.task_count() * out.simulated.size();
+      graph_.expect_tasks(estimate);
+      graph_.reserve_tasks(estimate * 9 / 8);
+    }
   }
   out.collectives = graph_.collective_count();
   p2p_.check_order();

@@ -383,6 +383,21 @@ TEST(TaskGraph, RejectsMalformedConstruction) {
   EXPECT_THROW(g.add_dependency(k, k), std::invalid_argument);
 }
 
+// The limit: one task more than it throws; an estimate above it throws only where the limit
+// refuses estimates (a run with a share of memory, run again alone when refused).
+TEST(TaskGraph, TheTaskLimitRefusesTasksAndOnlyWhereAskedEstimates) {
+  TaskGraph g;
+  g.add_rank(RankInfo{"r0", 1, {"compute"}});
+  g.set_task_limit(2);
+  EXPECT_NO_THROW(g.expect_tasks(1000));
+  g.add_cpu_op(0, 0, "op", HostPhase::kOpBody);
+  g.add_cpu_op(0, 0, "op", HostPhase::kOpBody);
+  EXPECT_THROW(g.add_cpu_op(0, 0, "op", HostPhase::kOpBody), TaskLimitError);
+  g.set_task_limit(10, true);
+  EXPECT_NO_THROW(g.expect_tasks(10));
+  EXPECT_THROW(g.expect_tasks(11), TaskLimitError);
+}
+
 TEST(TaskGraph, StoresEachDistinctKernelDescriptionOnce) {
   TaskGraph g;
   g.add_rank(RankInfo{"r0", 1, {"compute"}});

@@ -177,7 +177,8 @@ class Workload {
   virtual std::optional<HostOverheads> host_overheads() const { return std::nullopt; }
 
   /// Peak memory a simulation of this workload needs per task of its graph, graph and executor
-  /// state together; tools/ sizes the task limit with it (the machine's memory over this).
+  /// state together; the composition root sizes the task limit with it (the machine's memory over
+  /// this).
   /// Default: 128 B, twice the 65 B measured on a generated transformer graph at 16 M tasks;
   /// a workload that measured its own peak states it.
   virtual size_t peak_bytes_per_task() const { return 128; }

@@ -31,6 +31,13 @@ std::vector<int64_t> shift_sizes(int64_t members, int64_t distance, int64_t byte
 
 }  // namespace
 
+void LayerEmitter::async_tp_peer_copy(HostOp& h, int64_t step, int64_t bytes) {
+  h.collective_on(kTpComm,
+                  ops_.call(groups_.tensor, CollectiveKind::kAllToAll, 0, "symm_mem_copy",
+                            shift_sizes(sizes_.t, step, bytes), kCopyEngineSms),
+                  "symm_mem::copy");
+}
+
 void LayerEmitter::async_tp_all_gather_matmuls(
     std::initializer_list<std::pair<std::string_view, KernelDescId>> consumers,
     std::optional<std::pair<std::string_view, KernelDescId>> after) {
@@ -49,10 +56,7 @@ void LayerEmitter::async_tp_all_gather_matmuls(
   consumed[0] = consume();
   for (int64_t step = 1; step < t; ++step) {
     h.wait(kTpComm, step == 1 ? local_copied : consumed[static_cast<size_t>(step - 2)]);
-    h.collective_on(kTpComm,
-                    ops_.call(groups_.tensor, CollectiveKind::kAllToAll, 0, "symm_mem_copy",
-                              shift_sizes(t, step, shard_bytes), kCopyEngineSms),
-                    "symm_mem::copy");
+    async_tp_peer_copy(h, step, shard_bytes);
     h.wait(kCompute, h.record(kTpComm));
     consumed[static_cast<size_t>(step)] = consume();
   }
@@ -72,10 +76,7 @@ void LayerEmitter::async_tp_matmul_reduce_scatter(std::string_view kernel_name,
     if (step >= 3) h.wait(kCompute, sent[static_cast<size_t>(step - 2)]);
     h.kernel(kernel_name, kMatmulReduceScatter, chunk);
     h.wait(kTpComm, h.record(kCompute));
-    h.collective_on(kTpComm,
-                    ops_.call(groups_.tensor, CollectiveKind::kAllToAll, 0, "symm_mem_copy",
-                              shift_sizes(t, step, chunk_bytes), kCopyEngineSms),
-                    "symm_mem::copy");
+    async_tp_peer_copy(h, step, chunk_bytes);
     sent[static_cast<size_t>(step)] = h.record(kTpComm);
   }
   h.kernel(kernel_name, kMatmulReduceScatter, chunk);

@@ -199,6 +199,9 @@ class LayerEmitter {
   /// waiting for the copy two steps back (two buffers); the local chunk; once every copy has
   /// arrived, the sum of the partial chunks.
   void async_tp_matmul_reduce_scatter(std::string_view kernel_name, KernelDescId chunk);
+  /// One step of a symmetric-memory pipeline on the TP-comm stream: every rank's `bytes` to the
+  /// rank `step` before it, on the copy engines (no SMs).
+  void async_tp_peer_copy(HostOp& h, int64_t step, int64_t bytes);
 
   // Tensor-parallel communication overlapped with the GEMMs (parallelism.tp_comm_overlap,
   // Transformer Engine's userbuffers; tp_comm_overlap.cpp).

@@ -27,7 +27,11 @@
 // is compared with), wall / run / events/s / flows / flows repriced / peak RSS:
 // 8192 GPUs 4.3 s / 2.8 s / 5.6 M/s / 1.3 M / 1.3 M / 0.93 GB; 32768 GPUs 9.0-9.2 s / 7.4 s /
 // 2.1 M/s / 5.8 M / 6.1 M / 1.2 GB (2.1x the 8192 time; target 2x); 98304 GPUs 51.6 s / 48.1 s /
-// 0.33 M/s / 35.9 M / 40.9 M / 1.9 GB (15.6-15.7 M events at every size). Before the
+// 0.33 M/s / 35.9 M / 40.9 M / 1.9 GB (15.6-15.7 M events at every size). With a flow group's
+// ids taken before its flows start, so that their slots load ahead with the links
+// (topology/flow_network.cpp, activate), least of 3 interleaved runs on a later day: 8192 GPUs
+// 4.03 s / 2.63 s, 32768 GPUs 8.06 s / 6.29 s (2.00x; without it 4.02 s and 8.15 s, 2.03x).
+// Before the
 // repricing's scratch moved into dense slots and the loops over a collective's flows and links
 // loaded them a few chunks ahead (topology/max_min_repricing.h, sim/prefetch_pipeline.h), on the
 // same machine and day: 8192 GPUs 4.4 s, 32768 GPUs 10.5 s (2.4x), 98304 GPUs 74.3 s. What

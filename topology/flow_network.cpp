@@ -197,12 +197,24 @@ class FlowNetwork::Core {
         prefetch::line(on_link.data() + on_link.size());
       }
     };
-    prefetch::two_stage(n, load_links, load_list_ends, [&](size_t i) {
+    // Nothing to move, or nothing that limits the rate: delivered at once, with no flow.
+    const auto moves = [&g](size_t i) {
+      return g.bytes[i] > kDoneBytes && g.offsets[i] != g.offsets[i + 1];
+    };
+    // The flows' ids, taken in order before the loop, so that their slots (freed long ago, far
+    // apart) load chunks ahead with the links.
+    for (size_t i = 0; i < n; ++i) {
+      if (moves(i)) g.flow_ids[i] = new_flow();
+    }
+    const auto load_flow_and_links = [&](size_t i) {
+      if (g.flow_ids[i] != kNone) prefetch::line(&flows_[g.flow_ids[i]]);
+      load_links(i);
+    };
+    prefetch::two_stage(n, load_flow_and_links, load_list_ends, [&](size_t i) {
       const uint32_t begin = g.offsets[i];
       const uint32_t end = g.offsets[i + 1];
-      // Nothing to move, or nothing that limits the rate: delivered at once.
-      if (g.bytes[i] <= kDoneBytes || begin == end) return;
-      const uint32_t fid = new_flow();
+      const uint32_t fid = g.flow_ids[i];
+      if (fid == kNone) return;
       Flow& f = flows_[fid];
       f.group = gid;
       f.remaining = g.bytes[i];
@@ -212,7 +224,6 @@ class FlowNetwork::Core {
       ++f.version;
       f.route = g.hops.data() + begin;
       f.hops = end - begin;
-      g.flow_ids[i] = fid;
       new_flows_.push_back(fid);
       for (uint32_t h = 0; h < f.hops; ++h) {
         Hop& hop = f.route[h];

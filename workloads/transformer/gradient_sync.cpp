@@ -231,16 +231,21 @@ class ShardedParameters final : public GradientSync {
  private:
   /// The all-gathers of one unit's parameters (one per gradient buffer shared by more than one
   /// rank) on the communication stream; they depend on nothing the compute stream does.
-  TaskId issue_gather(const PerBuffer& elements, std::string_view op_name) {
+  TaskId issue_gather(int64_t unit, const PerBuffer& elements, std::string_view op_name) {
     HostOp h(rank_.graph, rank_.threads, op_name);
+    const bool float8_layer = unit >= 0 && rank_.layer_param_elem_bytes > 0;
+    const int64_t elem_bytes = float8_layer ? rank_.layer_param_elem_bytes : rank_.param_elem_bytes;
     for (size_t b = 0; b < kGradBuffers; ++b) {
       const GradBuffer& buffer = rank_.buffers[b];
       if (buffer.replicas == 1 || elements[b] == 0) continue;
-      h.collective_on(
-          rank_.threads.comm_stream,
-          rank_.groups.call(buffer.pg, CollectiveKind::kAllGather,
-                            elements[b] * rank_.param_elem_bytes / buffer.replicas, "all_gather"),
-          op_name);
+      if (float8_layer && rank_.layer_gather_cast != 0) {
+        h.kernel_on(rank_.threads.comm_stream, "float8_cast", "fsdp_pre_all_gather",
+                    rank_.layer_gather_cast);
+      }
+      h.collective_on(rank_.threads.comm_stream,
+                      rank_.groups.call(buffer.pg, CollectiveKind::kAllGather,
+                                        elements[b] * elem_bytes / buffer.replicas, "all_gather"),
+                      op_name);
     }
     const TaskId done = h.record(rank_.threads.comm_stream);
     h.end();
@@ -258,11 +263,11 @@ class ShardedParameters final : public GradientSync {
     if (prefetched_ && prefetched_->first == unit) {
       ready = prefetched_->second;
     } else if (!gathered_.contains(unit)) {
-      ready = issue_gather(elements, op_name);
+      ready = issue_gather(unit, elements, op_name);
     }
     prefetched_.reset();
     if (next && !gathered_.contains(next->first)) {
-      prefetched_ = std::make_pair(next->first, issue_gather(next->second, op_name));
+      prefetched_ = std::make_pair(next->first, issue_gather(next->first, next->second, op_name));
     }
     wait_compute(ready, op_name);
   }

@@ -78,6 +78,11 @@ struct GradSyncRank {
   GradBuffers& buffers;
   int64_t param_elem_bytes = 2;  ///< parameters as gathered (the activation dtype)
   int64_t grad_elem_bytes = 2;   ///< gradients as reduced
+  /// FSDP2 float8 all-gather (TransformerConfig::fp8_fsdp_all_gather): a layer's parameters
+  /// are gathered at this many bytes each (0: param_elem_bytes), after `layer_gather_cast` (a
+  /// kernel on the communication stream: torchao's fsdp_pre_all_gather casting the shard).
+  int64_t layer_param_elem_bytes = 0;
+  KernelDescId layer_gather_cast = 0;
 };
 
 class GradientSync {

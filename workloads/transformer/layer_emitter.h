@@ -128,21 +128,42 @@ class LayerEmitter {
   void torchtitan_mlp_backward();
   /// torchtitan's rotary on q and k (eager: casts and complex multiplies; compiled: one kernel).
   void torchtitan_rotary(bool backward);
-  /// wo / w2 (RowwiseParallel): row_parallel_forward, or under async TP the fused matmul +
-  /// reduce-scatter on `async_chunk`.
+  /// torchao float8 (TransformerConfig::torchao_float8; torchao_float8.h): a cast's steps,
+  /// compiled kernels and the TP all-reduces of amaxes, on the compute stream (none for an
+  /// empty list: every other run).
+  void float8_steps(const std::vector<Float8Step>& steps, bool backward);
+  /// The entry of the attention or the MLP into its TP region with its input's float8 casts:
+  /// cast on the sequence shard and all-gathered in float8 under float8 TP; else the bf16
+  /// all-gather (SP) and the casts on the gathered input.
+  void torchtitan_enter_forward(const Float8Cast& input);
+  /// wo / w2 (RowwiseParallel) with their float8 input and weight casts: row_parallel_forward,
+  /// or under async TP the fused matmul + reduce-scatter on `async_chunk`.
   void torchtitan_row_parallel_forward(std::string_view gemm, KernelDescId async_chunk,
-                                       const Fp8Cast& cast, KernelDescId full, KernelDescId split);
-  /// Their backward: row_parallel_backward, or under async TP the output gradient's fused
-  /// all-gather + dgrad (`async_dgrad_chunk`), then the wgrad on the gathered gradient.
-  void torchtitan_row_parallel_backward(KernelDescId async_dgrad_chunk, const Fp8Cast& dy,
-                                        KernelDescId dgrad, KernelDescId dgrad_chunk,
-                                        KernelDescId wgrad);
-  /// The backward of linears that share one replicated input (wq, wk, wv; w1, w3), each as
-  /// `(dgrad, wgrad)` in the order autograd runs them: their GEMMs, autograd's sum of their
-  /// input gradients, then tensor parallel's reduction of it (the backward of the input's
-  /// all-gather under SP, an all-reduce without).
-  void replicated_input_linears_backward(
-      std::initializer_list<std::pair<KernelDescId, KernelDescId>> linears);
+                                       const Float8Cast& input, const Float8Cast& weight,
+                                       KernelDescId full, KernelDescId split);
+  /// Their backward: the output gradient's all-gather (SP; in float8 under float8 TP, after its
+  /// cast) and the float8 casts, then dgrad and wgrad; under async TP the output gradient's
+  /// fused all-gather + dgrad (`async_dgrad_chunk`), then the wgrad on the gathered gradient.
+  struct RowParallelBackward {
+    KernelDescId async_dgrad_chunk = 0, dgrad = 0, dgrad_chunk = 0, wgrad = 0;
+    const Float8Cast& dy;
+    const Float8Cast& weight;
+    const Float8Cast& input;
+  };
+  void torchtitan_row_parallel_backward(const RowParallelBackward& linear);
+  /// One of the linears sharing a replicated input: its GEMMs and float8 casts.
+  struct ReplicatedLinear {
+    KernelDescId dgrad = 0, wgrad = 0;
+    const Float8Cast& dy;
+    const Float8Cast& weight;
+  };
+  /// The backward of linears that share one replicated input (wq, wk, wv; w1, w3), in the
+  /// order autograd runs them: their casts and GEMMs (the shared input's backward casts before
+  /// the first weight gradient), autograd's sum of their input gradients, then tensor
+  /// parallel's reduction of it (the backward of the input's all-gather under SP, an
+  /// all-reduce without).
+  void replicated_input_linears_backward(std::initializer_list<ReplicatedLinear> linears,
+                                         const Float8Cast& input);
 
   /// Megatron's unfused core attention, forward or backward (dropout only with dropout > 0).
   void unfused_attention(const UnfusedAttentionKernels& k, bool backward);

@@ -140,9 +140,11 @@ class LayerKernelBuilder {
     d.av_dgrad_p = gemm(act_dt_, bh, s, s, z.head_dim);
     d.av_dgrad_v = gemm(act_dt_, bh, s, z.head_dim, s);
     const pytorch::LinearGemms proj = pytorch::linear_gemms(gemm_dt_, z.tokens, z.attn_out, z.h);
+    const pytorch::LinearGemms proj_wgrad =
+        pytorch::linear_gemms(config_.wgrad_dtype(), z.tokens, z.attn_out, z.h);
     d.proj_fwd = add(proj.forward);
     d.proj_dgrad = add(proj.grad_input);
-    d.proj_wgrad = add(proj.grad_weight);
+    d.proj_wgrad = add(proj_wgrad.grad_weight);
     // Megatron's fused bias-dropout-add (or a plain residual add without dropout).
     // Under autocast the sublayer's output it reads is 16-bit: half an fp32 element.
     PerElement dropout_add = kResidualDropoutAdd;
@@ -164,7 +166,8 @@ class LayerKernelBuilder {
     d.fc1_wgrad = add(fc1.grad_weight);
     d.fc2_fwd = add(fc2.forward);
     d.fc2_dgrad = add(fc2.grad_input);
-    d.fc2_wgrad = add(fc2.grad_weight);
+    d.fc2_wgrad =
+        add(pytorch::linear_gemms(config_.wgrad_dtype(), z.tokens, z.ffn, z.h).grad_weight);
     d.act_fwd = activation(z.tokens * z.ffn, false);
     d.act_bwd = activation(z.tokens * z.ffn, true);
     if (config_.moe.experts > 0) build_moe_descs();
@@ -200,7 +203,13 @@ class LayerKernelBuilder {
       d.xent_fwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 5, 2, 1, DType::kFp32);
       d.xent_bwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 2, 1, 1, DType::kFp32);
     }
-    if (gemm_dt_ == DType::kFp8) build_fp8_casts();
+    if (config_.torchao_float8()) {
+      const int64_t pipeline = config_.parallelism.pipeline;
+      d.float8 = add_torchao_float8_kernels(config_, sizes_,
+                                            (config_.layers + pipeline - 1) / pipeline, graph_);
+    } else if (gemm_dt_ == DType::kFp8) {
+      build_fp8_casts();
+    }
     if (config_.compile) {
       const CompiledFusionKernels fused = add_compiled_fusion_kernels(config_, sizes_, graph_);
       d.add_norm_fwd = fused.add_norm_fwd;

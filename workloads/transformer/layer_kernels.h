@@ -11,6 +11,7 @@
 #include "sim/task_graph.h"
 #include "workloads/transformer/autocast.h"
 #include "workloads/transformer/task_head_kernels.h"
+#include "workloads/transformer/torchao_float8.h"
 #include "workloads/transformer/torchtitan_layer.h"
 #include "workloads/transformer/transformer_config.h"
 
@@ -137,6 +138,8 @@ struct LayerKernels {
   TaskHeadKernels task;
   /// torchtitan's modules' kernels (layer_kernels torchtitan only; torchtitan_layer.h).
   TorchtitanLayerKernels torchtitan;
+  /// torchao's float8 casts (TransformerConfig::torchao_float8 only; torchao_float8.h).
+  TorchaoFloat8Kernels float8;
   /// LoRA's adapters (lora enabled only; lora.h).
   LoraKernels lora{};
   // Latent attention (TransformerConfig::mla only; latent_attention.h): the down projections

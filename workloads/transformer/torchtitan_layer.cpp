@@ -20,13 +20,14 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
   const pytorch::LinearGemms w13 = pytorch::linear_gemms(gemm_dt, z.tokens, z.h, z.ffn);
   k.wq_fwd = add(wq.forward);
   k.wq_dgrad = add(wq.grad_input);
-  k.wq_wgrad = add(wq.grad_weight);
+  const DType wgrad_dt = config.wgrad_dtype();
+  k.wq_wgrad = add(pytorch::linear_gemms(wgrad_dt, z.tokens, z.h, z.attn_out).grad_weight);
   k.wkv_fwd = add(wkv.forward);
   k.wkv_dgrad = add(wkv.grad_input);
-  k.wkv_wgrad = add(wkv.grad_weight);
+  k.wkv_wgrad = add(pytorch::linear_gemms(wgrad_dt, z.tokens, z.h, kv_out).grad_weight);
   k.w13_fwd = add(w13.forward);
   k.w13_dgrad = add(w13.grad_input);
-  k.w13_wgrad = add(w13.grad_weight);
+  k.w13_wgrad = add(pytorch::linear_gemms(wgrad_dt, z.tokens, z.h, z.ffn).grad_weight);
   if (!config.compile && config.position == TransformerPosition::kRotary) {
     // In fp32 units: a cast reads half an element and writes one (up) or the reverse (down),
     // none with fp32 activations; the complex multiply reads and writes one (freqs_cis

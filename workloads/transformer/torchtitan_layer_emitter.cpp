@@ -8,7 +8,9 @@
 // is used, so none overlaps a GEMM. Under async TP (parallelism.async_tp, async_tp_emitter.cpp)
 // the input all-gathers with wq, wk, wv and w1, w3, wo's and w2's reduce-scatter and, in the
 // backward, the all-gather of their output gradient with their dgrad run as symmetric memory's
-// fused ops; the reduce-scatter of the summed input gradients stays.
+// fused ops; the reduce-scatter of the summed input gradients stays. Under torchao's float8
+// (torchao_float8.h) every linear's operands are cast around its GEMMs, the attention's and the
+// MLP's inputs (and wo's and w2's output gradients) under float8 TP before their all-gathers.
 #include <string>
 #include <tuple>
 
@@ -36,9 +38,33 @@ void LayerEmitter::torchtitan_rotary(bool backward) {
   }
 }
 
+void LayerEmitter::float8_steps(const std::vector<Float8Step>& steps, bool backward) {
+  for (const Float8Step& step : steps) {
+    if (step.kernel == 0) {
+      // The amax of a TP-sharded DTensor: one fp32 value, all-reduced (max) before the cast.
+      tp_collective(CollectiveKind::kAllReduce, kFp32Bytes, "_c10d_functional::all_reduce");
+    } else {
+      ops_.op(backward ? "CompiledFunctionBackward" : "CompiledFunction", step.kernel_name,
+              step.kernel);
+    }
+  }
+}
+
+void LayerEmitter::torchtitan_enter_forward(const Float8Cast& input) {
+  if (config_.float8_tensor_parallel()) {
+    // PrepareFloat8ModuleInput: the shard cast, then one byte per element gathered.
+    float8_steps(input.forward, false);
+    tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h, "c10d::_allgather_base");
+    return;
+  }
+  tp_enter_forward();
+  float8_steps(input.forward, false);
+}
+
 void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
   const LayerKernels& d = kernels_;
   const TorchtitanLayerKernels& k = d.torchtitan;
+  const TorchaoFloat8Kernels& f = d.float8;
   ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   const std::string q = pytorch::gemm_kernel_name(gemm_dt_, "q");
   const std::string kk = pytorch::gemm_kernel_name(gemm_dt_, "k");
@@ -46,9 +72,12 @@ void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
   if (config_.parallelism.async_tp) {
     async_tp_all_gather_matmuls({{q, k.wq_fwd_chunk}, {kk, k.wkv_fwd_chunk}, {v, k.wkv_fwd_chunk}});
   } else {
-    tp_enter_forward();
+    torchtitan_enter_forward(f.attn_in);
+    float8_steps(f.wq_weight.forward, false);
     ops_.op("aten::linear", q, k.wq_fwd);
+    float8_steps(f.wkv_weight.forward, false);
     ops_.op("aten::linear", kk, k.wkv_fwd);
+    float8_steps(f.wkv_weight.forward, false);
     ops_.op("aten::linear", v, k.wkv_fwd);
   }
   torchtitan_rotary(false);
@@ -58,16 +87,18 @@ void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
   }
   core_attention_flash(false, config_.windowed_layer(layer));
   ops_.op("aten::contiguous", "transpose_copy", k.transpose_copy);
-  torchtitan_row_parallel_forward("proj", k.wo_fwd_chunk, d.proj_in, d.proj_fwd, d.proj_fwd_split);
+  torchtitan_row_parallel_forward("proj", k.wo_fwd_chunk, f.wo_in, f.wo_weight, d.proj_fwd,
+                                  d.proj_fwd_split);
   if (!config_.compile) ops_.op("aten::add", "residual_fwd", d.residual_fwd);
 }
 
 void LayerEmitter::torchtitan_attention_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   const TorchtitanLayerKernels& k = d.torchtitan;
+  const TorchaoFloat8Kernels& f = d.float8;
   residual_backward();
-  torchtitan_row_parallel_backward(k.wo_dgrad_chunk, d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk,
-                                   d.proj_wgrad);
+  torchtitan_row_parallel_backward({k.wo_dgrad_chunk, d.proj_dgrad, d.proj_dgrad_chunk,
+                                    d.proj_wgrad, f.wo_dy, f.wo_weight, f.wo_in});
   // The output gradient arrives transposed; the fused attention's backward copies it
   // contiguous.
   ops_.op("ScaledDotProductFlashAttentionBackward0", "transpose_copy", k.transpose_copy);
@@ -77,21 +108,26 @@ void LayerEmitter::torchtitan_attention_backward(int64_t layer) {
     ops_.op("ExpandBackward0", "repeat_kv_sum", k.repeat_kv_bwd);
   }
   torchtitan_rotary(true);
-  replicated_input_linears_backward(
-      {{k.wkv_dgrad, k.wkv_wgrad}, {k.wkv_dgrad, k.wkv_wgrad}, {k.wq_dgrad, k.wq_wgrad}});
+  replicated_input_linears_backward({{k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight},
+                                     {k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight},
+                                     {k.wq_dgrad, k.wq_wgrad, f.wq_dy, f.wq_weight}},
+                                    f.attn_in);
   norm_backward_and_residual_gradient();
 }
 
 void LayerEmitter::torchtitan_mlp_forward() {
   const LayerKernels& d = kernels_;
   const TorchtitanLayerKernels& k = d.torchtitan;
+  const TorchaoFloat8Kernels& f = d.float8;
   const std::string w1 = pytorch::gemm_kernel_name(gemm_dt_, "w1");
   const std::string w3 = pytorch::gemm_kernel_name(gemm_dt_, "w3");
   if (config_.parallelism.async_tp) {
     async_tp_all_gather_matmuls({{w1, k.w13_fwd_chunk}, {w3, k.w13_fwd_chunk}});
   } else {
-    tp_enter_forward();
+    torchtitan_enter_forward(f.ffn_in);
+    float8_steps(f.w13_weight.forward, false);
     ops_.op("aten::linear", w1, k.w13_fwd);
+    float8_steps(f.w13_weight.forward, false);
     ops_.op("aten::linear", w3, k.w13_fwd);
   }
   if (config_.compile) {
@@ -100,14 +136,16 @@ void LayerEmitter::torchtitan_mlp_forward() {
     ops_.op("aten::silu", "silu_fwd", k.silu_fwd);
     ops_.op("aten::mul", "gate_mul", k.gate_mul);
   }
-  torchtitan_row_parallel_forward("fc2", k.w2_fwd_chunk, d.fc2_in, d.fc2_fwd, d.fc2_fwd_split);
+  torchtitan_row_parallel_forward("fc2", k.w2_fwd_chunk, f.w2_in, f.w2_weight, d.fc2_fwd,
+                                  d.fc2_fwd_split);
 }
 
 void LayerEmitter::torchtitan_mlp_backward() {
   const LayerKernels& d = kernels_;
   const TorchtitanLayerKernels& k = d.torchtitan;
-  torchtitan_row_parallel_backward(k.w2_dgrad_chunk, d.fc2_dy, d.fc2_dgrad, d.fc2_dgrad_chunk,
-                                   d.fc2_wgrad);
+  const TorchaoFloat8Kernels& f = d.float8;
+  torchtitan_row_parallel_backward({k.w2_dgrad_chunk, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad,
+                                    f.w2_dy, f.w2_weight, f.w2_in});
   if (config_.compile) {
     ops_.op("CompiledFunctionBackward", "triton_fused_silu_mul_bwd", k.silu_bwd);
   } else {
@@ -116,38 +154,56 @@ void LayerEmitter::torchtitan_mlp_backward() {
     ops_.op("MulBackward0", "gate_mul", k.gate_mul);
     ops_.op("SiluBackward0", "silu_bwd", k.silu_bwd);
   }
-  replicated_input_linears_backward({{k.w13_dgrad, k.w13_wgrad}, {k.w13_dgrad, k.w13_wgrad}});
+  replicated_input_linears_backward({{k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight},
+                                     {k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight}},
+                                    f.ffn_in);
 }
 
 void LayerEmitter::torchtitan_row_parallel_forward(std::string_view gemm, KernelDescId async_chunk,
-                                                   const Fp8Cast& cast, KernelDescId full,
+                                                   const Float8Cast& input,
+                                                   const Float8Cast& weight, KernelDescId full,
                                                    KernelDescId split) {
   if (config_.parallelism.async_tp) {
     async_tp_matmul_reduce_scatter(pytorch::gemm_kernel_name(gemm_dt_, gemm), async_chunk);
     return;
   }
-  row_parallel_forward(gemm, cast, full, split);
+  float8_steps(input.forward, false);
+  float8_steps(weight.forward, false);
+  row_parallel_forward(gemm, Fp8Cast{}, full, split);
 }
 
-void LayerEmitter::torchtitan_row_parallel_backward(KernelDescId async_dgrad_chunk,
-                                                    const Fp8Cast& dy, KernelDescId dgrad,
-                                                    KernelDescId dgrad_chunk, KernelDescId wgrad) {
+void LayerEmitter::torchtitan_row_parallel_backward(const RowParallelBackward& linear) {
+  const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string wgrad = pytorch::gemm_kernel_name(config_.wgrad_dtype(), "wgrad");
   if (config_.parallelism.async_tp) {
-    async_tp_all_gather_matmuls(
-        {{pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), async_dgrad_chunk}},
-        std::make_pair(std::string_view(pytorch::gemm_kernel_name(gemm_dt_, "wgrad")), wgrad));
+    async_tp_all_gather_matmuls({{dgrad, linear.async_dgrad_chunk}},
+                                std::make_pair(std::string_view(wgrad), linear.wgrad));
     return;
   }
-  row_parallel_backward(dy, dgrad, dgrad_chunk, wgrad);
+  if (config_.float8_tensor_parallel()) {
+    // Float8RowwiseParallel: the output gradient cast on its sequence shard, gathered in float8.
+    float8_steps(linear.dy.backward, true);
+    tp_collective(CollectiveKind::kAllGather, sizes_.sp_tokens * sizes_.h, "c10d::_allgather_base");
+    float8_steps(linear.dy.after_gather, true);
+  } else {
+    tp_exit_backward();
+    float8_steps(linear.dy.backward, true);
+  }
+  float8_steps(linear.weight.backward, true);
+  float8_steps(linear.input.backward, true);
+  ops_.op2("MmBackward0", dgrad, linear.dgrad, wgrad, linear.wgrad);
 }
 
 void LayerEmitter::replicated_input_linears_backward(
-    std::initializer_list<std::pair<KernelDescId, KernelDescId>> linears) {
+    std::initializer_list<ReplicatedLinear> linears, const Float8Cast& input) {
   const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
-  const std::string wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  const std::string wgrad = pytorch::gemm_kernel_name(config_.wgrad_dtype(), "wgrad");
   bool first = true;
-  for (const auto& [input_grad, weight_grad] : linears) {
-    ops_.op2("MmBackward0", dgrad, input_grad, wgrad, weight_grad);
+  for (const ReplicatedLinear& linear : linears) {
+    float8_steps(linear.dy.backward, true);
+    float8_steps(linear.weight.backward, true);
+    if (first) float8_steps(input.backward, true);
+    ops_.op2("MmBackward0", dgrad, linear.dgrad, wgrad, linear.wgrad);
     if (!first) ops_.op("aten::add", "input_grad_add", kernels_.torchtitan.input_grad_add);
     first = false;
   }

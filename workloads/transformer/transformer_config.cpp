@@ -681,6 +681,55 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
            "recomputes none or full layers here (which fused ops torchtitan's per-op policy "
            "saves under Inductor's rewrite is not modelled)");
   }
+  if (c.dtype == DType::kFp8) {
+    refuse("dtype",
+           "runs bf16 matmuls here (symmetric memory's fused float8 scaled matmuls are not "
+           "modelled)");
+  }
+}
+
+/// The `fp8_recipe` of dtype fp8 (after layer_kernels): Transformer Engine's recipes with its
+/// modules (default delayed), torchao's with torchtitan's (default tensorwise, torchtitan's
+/// when quantize.linear.float8.recipe_name is unset); `fp8_fsdp_all_gather` (torchao
+/// tensorwise under FSDP2 only).
+void read_fp8_recipe(const ConfigNode& workload, TransformerConfig& c) {
+  constexpr std::array<std::string_view, 6> kRecipeNames = {
+      "delayed", "current", "block", "tensorwise", "rowwise", "rowwise_with_gw_hp"};
+  constexpr std::array<Fp8Recipe, 6> kRecipes = {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent,
+                                                 Fp8Recipe::kBlock,   Fp8Recipe::kTensorwise,
+                                                 Fp8Recipe::kRowwise, Fp8Recipe::kRowwiseWithGwHp};
+  const bool torchao = c.layer_kernels == LayerKernelSet::kTorchtitan;
+  c.fp8_recipe = read_enum(workload, "fp8_recipe", kRecipeNames, kRecipes,
+                           torchao ? Fp8Recipe::kTensorwise : Fp8Recipe::kDelayed);
+  const bool torchao_recipe = c.fp8_recipe == Fp8Recipe::kTensorwise ||
+                              c.fp8_recipe == Fp8Recipe::kRowwise ||
+                              c.fp8_recipe == Fp8Recipe::kRowwiseWithGwHp;
+  if (torchao && !torchao_recipe) {
+    workload.child("fp8_recipe")
+        .fail(
+            "layer_kernels torchtitan trains fp8 with torchao's Float8Linear: tensorwise, "
+            "rowwise or rowwise_with_gw_hp (delayed, current and block are Transformer "
+            "Engine's)");
+  }
+  if (!torchao && torchao_recipe) {
+    workload.child("fp8_recipe")
+        .fail(
+            "tensorwise, rowwise and rowwise_with_gw_hp are torchao's recipes, which torchtitan's "
+            "modules run (layer_kernels: torchtitan); Transformer Engine's modules take delayed, "
+            "current or block");
+  }
+  c.fp8_fsdp_all_gather = workload.get_bool_or("fp8_fsdp_all_gather", false);
+  if (c.fp8_fsdp_all_gather) {
+    const ConfigNode key = workload.child("fp8_fsdp_all_gather");
+    if (c.fp8_recipe != Fp8Recipe::kTensorwise) {
+      key.fail(
+          "float8 all-gather under FSDP is torchao's tensorwise recipe's (torchtitan refuses it "
+          "with a recipe_name): fp8_recipe tensorwise");
+    }
+    if (c.parallelism.fsdp == FsdpMode::kNone) {
+      key.fail("casts FSDP2's weight all-gathers to float8: it needs parallelism.fsdp");
+    }
+  }
 }
 
 /// What layer_kernels torchtitan models (torchtitan_layer.h), each refusal at its key: the
@@ -706,7 +755,17 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
   if (c.parallelism.tp_comm_overlap) {
     refuse("parallelism.tp_comm_overlap", "has no Transformer Engine TP overlap");
   }
-  if (c.dtype == DType::kFp8) refuse("dtype", "runs bf16 or fp32 GEMMs here");
+  if (c.dtype == DType::kFp8 && !c.compile) {
+    refuse("compile",
+           "trains fp8 with torchao's Float8Linear, whose casts torch.compile fuses (torchtitan: "
+           "\"required for competitive performance\"); eager casts are not modelled: compile: "
+           "true");
+  }
+  if (c.dtype == DType::kFp8 && c.parallelism.tensor > 1 && !c.parallelism.sequence) {
+    refuse("parallelism.sequence",
+           "shards the sequence under tensor parallel (its TP plan, and torchao's float8 "
+           "all-gathers with it): sequence true");
+  }
   if (c.autocast) refuse("autocast", "runs without autocast here");
   if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs");
   if (c.recompute == Recompute::kSelective) {
@@ -839,11 +898,10 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
         .fail(fmt::format("applies to dtype fp8 only (the GEMMs here run in {})",
                           dtype_name(c.dtype)));
   }
-  constexpr std::array<std::string_view, 3> kRecipeNames = {"delayed", "current", "block"};
-  constexpr std::array<Fp8Recipe, 3> kRecipes = {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent,
-                                                 Fp8Recipe::kBlock};
-  if (c.dtype == DType::kFp8) {
-    c.fp8_recipe = read_enum(workload, "fp8_recipe", kRecipeNames, kRecipes, Fp8Recipe::kDelayed);
+  if (workload.has("fp8_fsdp_all_gather") && c.dtype != DType::kFp8) {
+    workload.child("fp8_fsdp_all_gather")
+        .fail(fmt::format("applies to dtype fp8 only (the GEMMs here run in {})",
+                          dtype_name(c.dtype)));
   }
   if (const std::optional<ConfigNode> decoder = workload.optional_child("decoder")) {
     c.decoder_layers = decoder->get_int_in("layers", 1, kMaxLayers);
@@ -942,6 +1000,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
                                                               LayerKernelSet::kTorchtitan};
   c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
                               LayerKernelSet::kFused);
+  if (c.dtype == DType::kFp8) read_fp8_recipe(workload, c);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
   if (c.cuda_graphs && c.moe.experts > 1 && c.moe.capacity_factor == 0.0) {
     workload.child("cuda_graphs")
@@ -1163,7 +1222,12 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"sequences.mean_length", "the samples' mean length in tokens; default: seq"},
       {"sequences.length_std", "standard deviation of the samples' lengths in tokens"},
       {"predictions", "mlm head: predicted positions per sample; default: 15% of seq"},
-      {"fp8_recipe", "dtype fp8: Transformer Engine's scaling recipe: delayed, current or block"},
+      {"fp8_recipe",
+       "dtype fp8: the scaling recipe: Transformer Engine's delayed, current or block; with "
+       "layer_kernels torchtitan, torchao's tensorwise, rowwise or rowwise_with_gw_hp"},
+      {"fp8_fsdp_all_gather",
+       "torchao tensorwise under FSDP2: weights cast to float8 before FSDP's all-gather, scales "
+       "precomputed after the optimizer step"},
       {"recompute_modules[]", "selective recompute: Megatron-Core's --recompute-modules"},
       {"recompute_layers", "full recompute: the first N layers of each model chunk recompute"},
       {"grad_reduce_dtype", "element type of gradients accumulated and reduced over data parallel"},

@@ -60,7 +60,15 @@
 //                              #   (Float8CurrentScaling: an amax pass, then the cast: two
 //                              #   reads) | block (Float8BlockScaling 1x128 / MXFP8BlockScaling:
 //                              #   per-block scales found in the cast's one read); the kernels:
-//                              #   layer_kernels.h, Fp8Cast
+//                              #   layer_kernels.h, Fp8Cast. With layer_kernels torchtitan,
+//                              #   torchao's float8 recipes (torchao_float8.h; compile needed):
+//                              #   tensorwise (its default: dynamic per-tensor scales, float8
+//                              #   all-gathers under TP) | rowwise | rowwise_with_gw_hp
+//                              #   (rowwise, the weight gradient in bf16)
+//   fp8_fsdp_all_gather: false # torchao tensorwise under FSDP2: weights cast to float8 before
+//                              #   FSDP's all-gather, with scales precomputed after the
+//                              #   optimizer step (torchtitan's enable_fsdp_float8_all_gather
+//                              #   with precompute_float8_dynamic_scale_for_fsdp)
 //   causal: true               # decoder (true) or encoder (false) attention mask; with
 //                              #   `decoder`, the encoder's: false (its default there)
 //   decoder:                   # optional: an encoder-decoder model (T5; Raffel et al., JMLR
@@ -292,8 +300,17 @@ enum class TransformerOptimizer : uint8_t { kAdam, kAdamW, kSgd, kLamb };
 /// PyTorch's CUDA caching allocator as the run configures it (the `allocator` key): its default
 /// segments, or expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
 enum class CudaAllocator : uint8_t { kCaching, kExpandableSegments };
-/// Transformer Engine's fp8 scaling recipe (the `fp8_recipe` key).
-enum class Fp8Recipe : uint8_t { kDelayed, kCurrent, kBlock };
+/// The fp8 scaling recipe (the `fp8_recipe` key): Transformer Engine's (delayed, current,
+/// block), or torchao's float8 training under torchtitan (tensorwise, rowwise,
+/// rowwise_with_gw_hp: torchao/float8/config.py, Float8LinearRecipeName).
+enum class Fp8Recipe : uint8_t {
+  kDelayed,
+  kCurrent,
+  kBlock,
+  kTensorwise,
+  kRowwise,
+  kRowwiseWithGwHp
+};
 
 /// The dimensions a rank layout orders (sim/parallel_dim.h: all of them but kOther).
 inline constexpr size_t kLayoutDimCount = 5;
@@ -431,6 +448,8 @@ struct TransformerConfig {
   DType dtype = DType::kBf16;
   /// How fp8 GEMM operands are quantised (dtype fp8 only).
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  /// torchao tensorwise under FSDP2: float8 weight all-gathers (the `fp8_fsdp_all_gather` key).
+  bool fp8_fsdp_all_gather = false;
   bool causal = true;
   /// Encoder-decoder models (the `decoder` key; encoder_decoder.h): decoder layers after the
   /// `layers` encoder layers, on decoder_seq tokens per sample; 0: decoder- or encoder-only.
@@ -558,6 +577,21 @@ struct TransformerConfig {
     return upsim::attention_sequences(sequences, micro_batch, seq);
   }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
+  /// The weight gradients' GEMM dtype: bf16 under torchao's rowwise_with_gw_hp, else dtype.
+  DType wgrad_dtype() const {
+    return dtype == DType::kFp8 && fp8_recipe == Fp8Recipe::kRowwiseWithGwHp ? DType::kBf16 : dtype;
+  }
+  /// fp8 GEMMs as torchao's Float8Linear runs them (layer_kernels torchtitan).
+  bool torchao_float8() const {
+    return dtype == DType::kFp8 && layer_kernels == LayerKernelSet::kTorchtitan;
+  }
+  /// torchao's float8 tensor parallel (Float8ColwiseParallel, Float8RowwiseParallel,
+  /// PrepareFloat8ModuleInput): activations cast to float8 before their all-gathers, tensorwise
+  /// only (torchtitan's apply_tp: enable_float8_tensorwise_tp).
+  bool float8_tensor_parallel() const {
+    return torchao_float8() && fp8_recipe == Fp8Recipe::kTensorwise && parallelism.tensor > 1 &&
+           parallelism.sequence;
+  }
   /// The element type of the residual stream, the norms and the softmax: fp32 under autocast
   /// (its fp32 op list: layer_norm, softmax; an add of a 16-bit and an fp32 tensor is fp32),
   /// else activation_dtype().

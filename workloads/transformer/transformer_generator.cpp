@@ -48,9 +48,12 @@ TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const Transfo
                          : CrossAttentionKernels{}),
       decoder_layers_(decoder_config_, decoder_sizes_, decoder_kernels_, ops_),
       p2p_(config_, sizes_, groups_, ops_) {
-  grad_sync_ = make_gradient_sync(
-      config_.parallelism,
-      GradSyncRank{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()});
+  GradSyncRank sync{graph_, threads_, groups_, grad_buffers_, act_elem_bytes_, grad_bytes()};
+  if (config_.fp8_fsdp_all_gather) {
+    sync.layer_param_elem_bytes = 1;
+    sync.layer_gather_cast = layer_kernels_.float8.fsdp_shard_cast;
+  }
+  grad_sync_ = make_gradient_sync(config_.parallelism, sync);
 }
 
 TransformerGraph TransformerEmitter::run() {
@@ -408,6 +411,17 @@ void TransformerEmitter::optimizer_step() {
   ops_.op(step_name, "multi_tensor_apply_kernel", sd.update);
   if (config_.master_weights && act_dt_ != DType::kFp32) {
     ops_.op("_copy_main_params_to_model_params", "multi_tensor_scale", sd.copy);
+  }
+  if (config_.fp8_fsdp_all_gather) {
+    // torchao's precompute_float8_dynamic_scale_for_fsdp: the amax of every local weight shard
+    // (one foreach norm), all-reduced over the shard group in one call, one fp32 per weight.
+    ops_.op("precompute_float8_dynamic_scale_for_fsdp", "float8_amax_foreach_norm",
+            layer_kernels_.float8.fsdp_amax_precompute);
+    constexpr int64_t kFloat8LinearsPerLayer = 7;
+    ops_.blocking(grad_buffers_[kDenseBuffer].pg, CollectiveKind::kAllReduce,
+                  kFp32Bytes * kFloat8LinearsPerLayer * layers_per_chunk_ *
+                      config_.parallelism.virtual_stages,
+                  "all_reduce", "c10d::all_reduce");
   }
   grad_sync_->after_optimizer_step();
 }

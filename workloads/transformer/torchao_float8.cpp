@@ -9,6 +9,9 @@
 namespace upsim {
 namespace {
 
+constexpr std::string_view kAmax = "float8_amax";
+constexpr std::string_view kAmaxFinal = "float8_amax_final";
+
 /// What role an operand plays (roofline_utils.py's tensor_role).
 enum class Role : uint8_t { kInput, kWeight, kGradOutput };
 
@@ -33,7 +36,7 @@ class Float8CastBuilder {
           break;
         }
         std::vector<Float8Step>& first = role == Role::kGradOutput ? c.backward : c.forward;
-        first = {{"float8_amax", reduce(n)}, {"float8_amax_final", tiny()}};
+        first = {{kAmax, reduce(n)}, {kAmaxFinal, tiny()}};
         if (tp_sharded) first.push_back({"float8_amax_all_reduce", 0});
         if (role == Role::kWeight) {
           c.forward.push_back({"float8_cast", copy(n, 1, 0.5)});
@@ -103,6 +106,15 @@ class Float8CastBuilder {
 };
 
 }  // namespace
+
+std::vector<Float8Step> float8_recomputed_steps(const std::vector<Float8Step>& steps) {
+  std::vector<Float8Step> out;
+  for (const Float8Step& step : steps) {
+    if (step.kernel == 0 || step.kernel_name == kAmax || step.kernel_name == kAmaxFinal) continue;
+    out.push_back(step);
+  }
+  return out;
+}
 
 int64_t torchao_float8_linear_elements(const LayerSizes& z) {
   const int64_t kv_out = z.kv_heads * z.head_dim;

@@ -80,6 +80,12 @@ TorchaoFloat8Kernels add_torchao_float8_kernels(const TransformerConfig& config,
                                                 const LayerSizes& sizes, int64_t layers_on_rank,
                                                 TaskGraph& graph);
 
+/// What torchtitan's per-op checkpointing (op_recompute.h) runs again of a cast's forward
+/// `steps`: its save list keeps aten.max's output (torchtitan/models/llama3/infra/parallelize.py,
+/// _op_sac_save_list: "always save the result of max"), so the amax reductions and their
+/// all-reduce do not rerun, the casts do.
+std::vector<Float8Step> float8_recomputed_steps(const std::vector<Float8Step>& steps);
+
 /// Parameter elements of one layer's Float8Linears on one tensor-parallel rank (wq, wk, wv, wo,
 /// w1, w3, w2), as FSDP shards them.
 int64_t torchao_float8_linear_elements(const LayerSizes& sizes);

@@ -131,6 +131,23 @@ TEST(TorchaoFloat8, RowwiseWithGwHpRunsTheWeightGradientsInBf16) {
   EXPECT_EQ(k.at("fp8gemm/dgrad"), 7 * layers);
 }
 
+// torchtitan's per-op checkpointing saves aten.max: recomputing a layer runs the unsaved
+// matmuls' casts again, never an amax. Tensorwise without TP: per layer the policy reruns
+// every second matmul (wq, wv, w1, w2 of the 7 in the first forward): their weights' casts,
+// and the inputs of the three that read one (the attention's, the MLP's, w2's).
+TEST(TorchaoFloat8, OpRecomputeRerunsCastsNotAmaxes) {
+  const TransformerConfig plain = float8_llama(Fp8Recipe::kTensorwise);
+  TransformerConfig op = plain;
+  op.recompute = Recompute::kOp;
+  const std::map<std::string, int> p = test_configs::kernel_counts(plain);
+  const std::map<std::string, int> r = test_configs::kernel_counts(op);
+  EXPECT_EQ(r.at("float8_amax"), p.at("float8_amax"));
+  EXPECT_EQ(r.at("float8_amax_final"), p.at("float8_amax_final"));
+  EXPECT_GT(r.at("float8_cast"), p.at("float8_cast"));
+  EXPECT_GT(r.at("float8_cast_transpose"), p.at("float8_cast_transpose"));
+  EXPECT_EQ(r.at("fp8gemm/wgrad"), p.at("fp8gemm/wgrad"));
+}
+
 /// Rank 0's collective bytes by name in one step of `c`.
 std::map<std::string, int64_t> collective_bytes(const TransformerConfig& c) {
   TaskGraph g;

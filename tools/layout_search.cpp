@@ -278,8 +278,9 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
   }
   std::vector<Option> tensor{{}};
   if (p.tensor > 1 && p.sequence && c.layer_kernels == LayerKernelSet::kTorchtitan) {
-    // torchtitan's own overlap: async TP, with compile and without per-op recomputation.
-    if (c.compile && c.recompute != Recompute::kOp && !p.async_tp) {
+    // torchtitan's own overlap: async TP, with compile, without per-op recomputation and
+    // without float8 (transformer_config.cpp, check_async_tp).
+    if (c.compile && c.recompute != Recompute::kOp && !p.async_tp && c.dtype != DType::kFp8) {
       tensor.push_back({"async tp", {"workload.parallelism.async_tp=true"}});
     }
   } else if (p.tensor > 1 && p.sequence && !p.tp_comm_overlap) {

@@ -149,6 +149,7 @@ class LayerEmitter {
     const Float8Cast& dy;
     const Float8Cast& weight;
     const Float8Cast& input;
+    const Float8Rescale& rescale;
   };
   void torchtitan_row_parallel_backward(const RowParallelBackward& linear);
   /// One of the linears sharing a replicated input: its GEMMs and float8 casts.
@@ -156,7 +157,10 @@ class LayerEmitter {
     KernelDescId dgrad = 0, wgrad = 0;
     const Float8Cast& dy;
     const Float8Cast& weight;
+    const Float8Rescale& rescale;
   };
+  /// The rowwise recipe's rescales after a linear's backward GEMMs (none otherwise).
+  void float8_rescale(const Float8Rescale& rescale);
   /// The backward of linears that share one replicated input (wq, wk, wv; w1, w3), in the
   /// order autograd runs them: their casts and GEMMs (the shared input's backward casts before
   /// the first weight gradient), autograd's sum of their input gradients, then tensor

@@ -159,6 +159,18 @@ TorchaoFloat8Kernels add_torchao_float8_kernels(const TransformerConfig& config,
   };
   k.wo_dy = row_parallel_dy();
   k.w2_dy = row_parallel_dy();
+  if (config.fp8_recipe == Fp8Recipe::kRowwise) {
+    // A linear of `in` -> `out` features: grad_input is tokens x in, grad_weight out x in.
+    const auto rescale = [&](int64_t in, int64_t out) {
+      return Float8Rescale{b.copy(as_double(z.tokens * in), 1, 1),
+                           b.copy(as_double(out * in), 1, 1)};
+    };
+    k.wq_rescale = rescale(z.h, z.attn_out);
+    k.wkv_rescale = rescale(z.h, kv_out);
+    k.wo_rescale = rescale(z.attn_out, z.h);
+    k.w13_rescale = rescale(z.h, z.ffn);
+    k.w2_rescale = rescale(z.ffn, z.h);
+  }
   if (config.fp8_fsdp_all_gather) {
     const int64_t shard =
         std::max<int64_t>(1, torchao_float8_linear_elements(z) / config.parallelism.shard_ranks());

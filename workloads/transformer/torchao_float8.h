@@ -13,7 +13,10 @@
 //    (2 + 1 + 1); weight: the amax, the forward's cast (2 + 1), the backward's (2 + 1);
 //  - rowwise: input and output gradient: a cast with per-row scales that also writes the bf16
 //    transpose (2 + 1 + 2), then the transpose's cast (2 + 1); weight: the forward's cast
-//    (2 + 1), in the backward a bf16 transpose (2 + 2) and its cast (2 + 1);
+//    (2 + 1), in the backward a bf16 transpose (2 + 2) and its cast (2 + 1); the backward GEMMs'
+//    outputs rescaled (Float8Rescale). Its row-scaled GEMMs are priced at the tensorwise fp8
+//    rate (the forward's CUTLASS row-scaled kernel runs "within 90-100% of tensor-wise
+//    efficiency" for most shapes, pytorch/pytorch#147971; not measured here);
 //  - rowwise_with_gw_hp: the weight gradient a bf16 GEMM of the bf16 operands; input and output
 //    gradient one cast each (2 + 1); weight the forward's cast (2 + 1), in the backward its row
 //    scales reduced to one (a tiny kernel) and the cast (2 + 1).
@@ -57,6 +60,16 @@ struct Float8Cast {
   std::vector<Float8Step> after_gather;
 };
 
+/// The rowwise recipe's rescale of a backward GEMM's output: torchao runs grad_input's and
+/// grad_weight's GEMMs (slow accumulation) as cuBLAS's tensorwise kernel with unit scales and
+/// multiplies the bf16 output by the row and column scales afterwards (float8_ops.py,
+/// addmm_float8_unwrapped: "The rowwise CUTLASS-based kernel is so slow without fast-accum");
+/// reads and writes each output element (2 + 2 bytes). 0: none (every other recipe).
+struct Float8Rescale {
+  KernelDescId dgrad = 0;
+  KernelDescId wgrad = 0;
+};
+
 /// The casts of one torchtitan layer's Float8Linears (TransformerConfig::torchao_float8 only).
 struct TorchaoFloat8Kernels {
   /// Inputs: the attention's (wq, wk, wv), wo's, the MLP's (w1, w3), w2's.
@@ -66,6 +79,8 @@ struct TorchaoFloat8Kernels {
   Float8Cast wq_weight, wkv_weight, wo_weight, w13_weight, w2_weight;
   /// Output gradients.
   Float8Cast wq_dy, wkv_dy, wo_dy, w13_dy, w2_dy;
+  /// The rowwise recipe's rescales of the backward GEMMs' outputs.
+  Float8Rescale wq_rescale, wkv_rescale, wo_rescale, w13_rescale, w2_rescale;
   /// FSDP2 float8 all-gather (TransformerConfig::fp8_fsdp_all_gather): the cast of one
   /// layer's weight shard before its all-gather (2 + 1 per element, with the scale precomputed),
   /// and after the optimizer step the amax of every local weight shard (torch._foreach_norm

@@ -98,7 +98,7 @@ void LayerEmitter::torchtitan_attention_backward(int64_t layer) {
   const TorchaoFloat8Kernels& f = d.float8;
   residual_backward();
   torchtitan_row_parallel_backward({k.wo_dgrad_chunk, d.proj_dgrad, d.proj_dgrad_chunk,
-                                    d.proj_wgrad, f.wo_dy, f.wo_weight, f.wo_in});
+                                    d.proj_wgrad, f.wo_dy, f.wo_weight, f.wo_in, f.wo_rescale});
   // The output gradient arrives transposed; the fused attention's backward copies it
   // contiguous.
   ops_.op("ScaledDotProductFlashAttentionBackward0", "transpose_copy", k.transpose_copy);
@@ -108,10 +108,11 @@ void LayerEmitter::torchtitan_attention_backward(int64_t layer) {
     ops_.op("ExpandBackward0", "repeat_kv_sum", k.repeat_kv_bwd);
   }
   torchtitan_rotary(true);
-  replicated_input_linears_backward({{k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight},
-                                     {k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight},
-                                     {k.wq_dgrad, k.wq_wgrad, f.wq_dy, f.wq_weight}},
-                                    f.attn_in);
+  replicated_input_linears_backward(
+      {{k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight, f.wkv_rescale},
+       {k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight, f.wkv_rescale},
+       {k.wq_dgrad, k.wq_wgrad, f.wq_dy, f.wq_weight, f.wq_rescale}},
+      f.attn_in);
   norm_backward_and_residual_gradient();
 }
 
@@ -145,7 +146,7 @@ void LayerEmitter::torchtitan_mlp_backward() {
   const TorchtitanLayerKernels& k = d.torchtitan;
   const TorchaoFloat8Kernels& f = d.float8;
   torchtitan_row_parallel_backward({k.w2_dgrad_chunk, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad,
-                                    f.w2_dy, f.w2_weight, f.w2_in});
+                                    f.w2_dy, f.w2_weight, f.w2_in, f.w2_rescale});
   if (config_.compile) {
     ops_.op("CompiledFunctionBackward", "triton_fused_silu_mul_bwd", k.silu_bwd);
   } else {
@@ -154,9 +155,10 @@ void LayerEmitter::torchtitan_mlp_backward() {
     ops_.op("MulBackward0", "gate_mul", k.gate_mul);
     ops_.op("SiluBackward0", "silu_bwd", k.silu_bwd);
   }
-  replicated_input_linears_backward({{k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight},
-                                     {k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight}},
-                                    f.ffn_in);
+  replicated_input_linears_backward(
+      {{k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight, f.w13_rescale},
+       {k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight, f.w13_rescale}},
+      f.ffn_in);
 }
 
 void LayerEmitter::torchtitan_row_parallel_forward(std::string_view gemm, KernelDescId async_chunk,
@@ -192,6 +194,16 @@ void LayerEmitter::torchtitan_row_parallel_backward(const RowParallelBackward& l
   float8_steps(linear.weight.backward, true);
   float8_steps(linear.input.backward, true);
   ops_.op2("MmBackward0", dgrad, linear.dgrad, wgrad, linear.wgrad);
+  float8_rescale(linear.rescale);
+}
+
+void LayerEmitter::float8_rescale(const Float8Rescale& rescale) {
+  if (rescale.dgrad != 0) {
+    ops_.op("CompiledFunctionBackward", "float8_rowwise_rescale", rescale.dgrad);
+  }
+  if (rescale.wgrad != 0) {
+    ops_.op("CompiledFunctionBackward", "float8_rowwise_rescale", rescale.wgrad);
+  }
 }
 
 void LayerEmitter::replicated_input_linears_backward(
@@ -204,6 +216,7 @@ void LayerEmitter::replicated_input_linears_backward(
     float8_steps(linear.weight.backward, true);
     if (first) float8_steps(input.backward, true);
     ops_.op2("MmBackward0", dgrad, linear.dgrad, wgrad, linear.wgrad);
+    float8_rescale(linear.rescale);
     if (!first) ops_.op("aten::add", "input_grad_add", kernels_.torchtitan.input_grad_add);
     first = false;
   }

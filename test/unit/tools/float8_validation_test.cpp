@@ -4,10 +4,11 @@
 // is configs/validation/memory_torchtitan_llama3_8b.yaml. The speedups over bf16 are checked,
 // not the absolute rate (the benchmark ran on Meta's 2.4 TB/s H100 variant, which no shipped
 // profile describes).
-//  - tensorwise with float8 all-gather: within 5 points of the measured speedup;
-//  - rowwise: its GEMMs are PyTorch's row-scaled fp8 kernels, priced at the tensorwise fp8
-//    rate (as torchao's own roofline prices them; no measurement of their efficiency is here),
-//    so its gain is over-predicted: checked to be positive and below tensorwise's, and printed.
+//  - tensorwise with float8 all-gather, and rowwise with bf16 all-gathers: each within 5 points
+//    of its measured speedup, rowwise's below tensorwise's. Rowwise's forward GEMMs are
+//    PyTorch's CUTLASS row-scaled kernels, priced at the tensorwise fp8 rate (as torchao's own
+//    roofline prices them; pytorch/pytorch#147971 puts most shapes at 90-100% of tensorwise's
+//    efficiency, no measurement of it is here): its gain is expected a little high.
 // Under the sanitizers the model runs with 4 layers and only the order is checked.
 #include <gtest/gtest.h>
 
@@ -73,6 +74,7 @@ TEST(Float8Validation, Llama3_8bSpeedupsAgainstTorchaosH100Benchmark) {
       100 * tensorwise_gain, 100 * tensorwise_measured, 100 * rowwise_gain, 100 * rowwise_measured);
 #ifndef UPSIM_SANITIZED
   EXPECT_NEAR(tensorwise_gain, tensorwise_measured, 0.05);
+  EXPECT_NEAR(rowwise_gain, rowwise_measured, 0.05);
 #endif
   EXPECT_GT(rowwise_gain, 0.0);
   EXPECT_LT(rowwise_gain, tensorwise_gain);

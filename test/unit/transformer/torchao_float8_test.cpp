@@ -106,6 +106,13 @@ TEST(TorchaoFloat8, CastKernelsMoveTheBytesOfTorchaosRoofline) {
   const auto rowwise = float8_llama(Fp8Recipe::kRowwise);
   EXPECT_EQ(bytes_per_element(rowwise, "float8_cast_rowwise_transpose", input),
             std::make_pair(2.0, 3.0));
+  // Rowwise's backward GEMMs run as cuBLAS tensorwise ones, their bf16 outputs rescaled after
+  // (2 + 2): the first is w2's data gradient (8192 tokens x 14336; the backward starts with the
+  // last layer's MLP).
+  EXPECT_EQ(bytes_per_element(rowwise, "float8_rowwise_rescale", 8192.0 * 14336.0),
+            std::make_pair(2.0, 2.0));
+  EXPECT_EQ(test_configs::kernel_counts(rowwise).at("float8_rowwise_rescale"), 2 * 7 * 2);
+  EXPECT_EQ(test_configs::kernel_counts(tensorwise).count("float8_rowwise_rescale"), 0u);
   const std::map<std::string, int> t = test_configs::kernel_counts(tensorwise);
   const int layers = 2;
   // Per layer: 4 input casts (wq/wk/wv share one, wo, w1/w3 share one, w2) and 5 output

@@ -156,7 +156,8 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
         if (base_config.layers % p != 0 || gpus % (t * p * c) != 0) continue;
         const int64_t d = gpus / (t * p * c);
         std::vector<int64_t> virtuals = {1};
-        for (int64_t v = 2; p > 1 && v <= 10; ++v) {
+        // An encoder-decoder model's pipeline has no interleaving (check_encoder_decoder).
+        for (int64_t v = 2; p > 1 && v <= 10 && !base_config.encoder_decoder(); ++v) {
           if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
         }
         for (const int64_t e : expert_degrees(base_config, d * c)) {

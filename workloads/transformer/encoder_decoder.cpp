@@ -19,6 +19,11 @@ TransformerConfig decoder_stack_config(const TransformerConfig& c) {
   return decoder;
 }
 
+int64_t first_decoder_stage(const TransformerConfig& c) {
+  const int64_t per_stage = (c.layers + c.decoder_layers) / c.parallelism.pipeline;
+  return per_stage > 0 ? c.layers / per_stage : 0;
+}
+
 int64_t cross_attention_parameters(const TransformerConfig& c, int64_t tensor) {
   const int64_t h = c.hidden;
   const int64_t q_width = c.heads / tensor * c.head_dim();

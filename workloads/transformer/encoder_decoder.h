@@ -10,9 +10,19 @@
 // share_decoder_tokens_head_embeddings, true in its T5 configs); learned positions are one
 // table each.
 //
+// Under pipeline parallel, Megatron-LM puts the encoder on the first stages and the decoder on
+// the rest (--pipeline-model-parallel-split-rank; megatron/legacy/model/t5_model.py's
+// add_encoder / add_decoder by is_pipeline_stage_before_split): here every stage holds
+// (layers + decoder layers) / pipeline layers, so the split falls where the encoder's layers
+// end. The last encoder stage ends in the encoder's final norm; the first decoder stage embeds
+// the decoder's tokens with its own copy of the shared word embedding, whose gradient the first,
+// that and the last stage all-reduce (Megatron's embedding group with the split rank); a
+// message between decoder stages carries the decoder's hidden state and the encoder's output
+// (Megatron's two tensor shapes for decoder stages).
+//
 // This file holds what the decoder stack adds: its config as a decoder-only stack, the
-// cross-attention's parameters, kernels and stored activations. The layer emitter's
-// cross_attention_forward / _backward emit it (cross_attention_emitter.cpp).
+// cross-attention's parameters, kernels and stored activations, and the stage split. The layer
+// emitter's cross_attention_forward / _backward emit it (cross_attention_emitter.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +37,10 @@ namespace upsim {
 /// layers on decoder_seq tokens (its self-attention, MLP, output layer and loss are those of
 /// a decoder-only model of that shape).
 TransformerConfig decoder_stack_config(const TransformerConfig& c);
+
+/// The first pipeline stage holding decoder layers (Megatron-LM's split rank): layers /
+/// ((layers + decoder layers) / pipeline); 0 with one stage.
+int64_t first_decoder_stage(const TransformerConfig& c);
 
 /// Parameters of one cross-attention block on one tensor-parallel rank of `tensor`: its norm
 /// (replicated), the query projection h x q / tensor and the key/value projection

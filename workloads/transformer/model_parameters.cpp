@@ -1,5 +1,7 @@
 #include "workloads/transformer/model_parameters.h"
 
+#include "workloads/transformer/encoder_decoder.h"
+
 namespace upsim::transformer_emit {
 
 void ModelParameters::add_norm(LayerParams& p) const {
@@ -26,6 +28,15 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     p.add(sizes_.h * sizes_.attn_out);
     if (bias) p.add(sizes_.h);
     if (config_.attention_sinks) p.add(sizes_.heads);  // the sinks of this rank's heads
+  }
+  const bool split_stages = config_.encoder_decoder() && config_.parallelism.pipeline > 1;
+  if (split_stages && layer == config_.layers) {
+    // The first decoder stage's decoder embedding (encoder_decoder.h): its positions, and its
+    // copy of the word embedding unless the last stage's serves it.
+    if (config_.position == TransformerPosition::kLearned) p.add(config_.seq * sizes_.h);
+    if (first_decoder_stage(config_) != config_.parallelism.pipeline - 1) {
+      p.add(sizes_.vocab * sizes_.h);
+    }
   }
   if (config_.encoder_decoder() && layer >= config_.layers) {
     // A decoder layer's cross-attention (encoder_decoder.h): its norm, the query and
@@ -62,6 +73,8 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     p.add(sizes_.h * sizes_.ffn);
     if (bias) p.add(sizes_.h);
   }
+  // The last encoder stage's encoder final norm (encoder_decoder.h).
+  if (split_stages && layer == config_.layers - 1) add_norm(p);
   return p;
 }
 
@@ -72,17 +85,21 @@ LayerParams ModelParameters::embedding() const {
   if (config_.position == TransformerPosition::kLearned) {
     p.add(config_.seq * sizes_.h);
     // An encoder-decoder model's decoder has a position table of its own (NeMo's T5: both
-    // of max_position_embeddings = seq rows).
-    if (config_.encoder_decoder()) p.add(config_.seq * sizes_.h);
+    // of max_position_embeddings = seq rows), here on one stage (layer() has it on the first
+    // decoder stage otherwise).
+    if (config_.encoder_decoder() && config_.parallelism.pipeline == 1) {
+      p.add(config_.seq * sizes_.h);
+    }
   }
   return p;
 }
 
 LayerParams ModelParameters::head() const {
   LayerParams p;
-  if (config_.lora.enabled()) return p;        // frozen
-  add_norm(p);                                 // final norm
-  if (config_.encoder_decoder()) add_norm(p);  // the encoder's final norm
+  if (config_.lora.enabled()) return p;  // frozen
+  add_norm(p);                           // final norm
+  // The encoder's final norm, on one stage (layer() has it on the last encoder stage otherwise).
+  if (config_.encoder_decoder() && config_.parallelism.pipeline == 1) add_norm(p);
   if (config_.has_output_layer() &&
       (!config_.tied_embeddings || config_.parallelism.pipeline > 1)) {
     p.add(sizes_.vocab * sizes_.h);

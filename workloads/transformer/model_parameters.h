@@ -25,10 +25,12 @@ class ModelParameters {
   /// `layers` on are its decoder's, each with its cross-attention's tensors too.
   LayerParams layer(int64_t layer) const;
   /// The word embedding and, with learned positions, the position embedding (an
-  /// encoder-decoder model's encoder and decoder each have one).
+  /// encoder-decoder model's encoder and decoder each have one; over several pipeline stages
+  /// the decoder's, and the first decoder stage's copy of the word embedding, are in its first
+  /// decoder layer's unit, and the encoder's final norm in its last layer's).
   LayerParams embedding() const;
-  /// The final norm (an encoder-decoder model's encoder's too), the output layer (the output layer
-  /// is the embedding's, tied, in one pipeline stage; none under a classification head) and the
+  /// The final norm (an encoder-decoder model's encoder's too, on one stage), the output layer
+  /// (the embedding's, tied, in one pipeline stage; none under a classification head) and the
   /// task head's own tensors.
   LayerParams head() const;
 

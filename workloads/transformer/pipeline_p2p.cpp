@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "workloads/transformer/encoder_decoder.h"
+
 namespace upsim::transformer_emit {
 
 void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg) {
@@ -20,8 +22,14 @@ void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t 
   from_next_ = groups_.group(ParallelDim::kPipeline, {next_, rank_}, "gradients");
 }
 
-int64_t PipelineP2p::message_bytes() const {
-  const int64_t full = sizes_.sp_tokens * sizes_.h * dtype_bytes(config_.activation_dtype());
+int64_t PipelineP2p::message_bytes(int64_t receiver_stage) const {
+  int64_t tokens = sizes_.sp_tokens;
+  // Between an encoder-decoder model's decoder stages: the decoder's hidden state beside the
+  // encoder's output (encoder_decoder.h; no sequence parallel there).
+  if (config_.encoder_decoder() && receiver_stage - 1 >= first_decoder_stage(config_)) {
+    tokens += config_.micro_batch * config_.decoder_seq;
+  }
+  const int64_t full = tokens * sizes_.h * dtype_bytes(config_.activation_dtype());
   return scatter_gather() ? full / sizes_.t : full;
 }
 
@@ -34,7 +42,9 @@ void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int6
   const uint32_t pg = forward ? from_prev_ : from_next_;
   HostOp h(ops_.graph(), ops_.threads(), forward ? "recv_forward" : "recv_backward");
   const uint16_t stream = forward ? kActIn : kGradIn;
-  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, message_bytes(), "send_recv"),
+  // The message stage `stage` received forward, or the gradient of the one it sent.
+  const int64_t bytes = message_bytes(forward ? stage : stage + 1);
+  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
                   "c10d::batch_isend_irecv");
   const TaskId done = h.record(stream);
   h.wait(kCompute, done);
@@ -48,7 +58,7 @@ void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int6
   }
   // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
   if (scatter_gather()) {
-    ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, message_bytes(),
+    ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, bytes,
                   collective_kind_name(CollectiveKind::kAllGather), "gather_split_1d_tensor");
   }
   received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, stage});
@@ -61,7 +71,8 @@ void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t
   const uint16_t stream = forward ? kActOut : kGradOut;
   const TaskId ready = h.record(kCompute);
   h.wait(stream, ready);
-  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, message_bytes(), "send_recv"),
+  const int64_t bytes = message_bytes(forward ? stage + 1 : stage);
+  h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
                   "c10d::batch_isend_irecv");
   h.end();
   sent_.push_back(

@@ -49,9 +49,11 @@ class PipelineP2p {
     int64_t virtual_stage = 0;  ///< the receiver's
   };
 
-  /// Bytes of one pipeline message on the network: the activation (or its gradient) of one
-  /// micro-batch, split over the TP ranks with the scatter/gather optimisation.
-  int64_t message_bytes() const;
+  /// Bytes of one pipeline message on the network to virtual stage `receiver_stage` (forward;
+  /// its gradient goes back the other way): the activation of one micro-batch, split over the
+  /// TP ranks with the scatter/gather optimisation; between an encoder-decoder model's decoder
+  /// stages with the encoder's output.
+  int64_t message_bytes(int64_t receiver_stage) const;
   bool scatter_gather() const;
 
   const TransformerConfig& config_;

@@ -395,7 +395,15 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
                     c.ffn, p.tensor));
   }
   const int64_t chunks = p.pipeline * p.virtual_stages;
-  if (c.layers % chunks != 0) {
+  if (c.encoder_decoder()) {
+    // Encoder and decoder layers together over the stages (check_encoder_decoder).
+    if ((c.layers + c.decoder_layers) % chunks != 0) {
+      workload.child("layers").fail(fmt::format(
+          "{} encoder and {} decoder layers are not divisible by pipeline {} (every stage holds "
+          "the same number of layers)",
+          c.layers, c.decoder_layers, p.pipeline));
+    }
+  } else if (c.layers % chunks != 0) {
     workload.child("layers").fail(
         fmt::format("{} layers are not divisible by pipeline {} x virtual_stages {} = {} "
                     "(every model chunk holds the same number of layers)",
@@ -603,8 +611,8 @@ namespace {
 }
 
 /// What an encoder-decoder model (the `decoder` key) runs with here, each refusal at its key:
-/// one pipeline stage (Megatron-LM's split of encoder and decoder stages,
-/// --pipeline-model-parallel-split-rank, is not modelled), no context, sequence or expert
+/// pipeline stages split where the encoder's layers end (Megatron-LM's
+/// --pipeline-model-parallel-split-rank), no interleaving, no context, sequence or expert
 /// parallel, dense layers with plain attention, padded samples of seq and decoder seq tokens,
 /// the language-model head on the decoder, and no FSDP / ZeRO-3 (whose per-layer gathers would
 /// need the shared embedding gathered for the decoder as well).
@@ -615,10 +623,21 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
   };
   const ParallelismConfig& p = c.parallelism;
   if (c.causal) refuse("causal", "has a bidirectional encoder: causal must be false");
+  if (p.virtual_stages > 1) {
+    refuse("parallelism.virtual_stages",
+           "runs without interleaving (Megatron-LM's encoder-decoder pipeline has none)");
+  }
   if (p.pipeline > 1) {
-    refuse("parallelism.pipeline",
-           "runs on one pipeline stage here (Megatron-LM's split of encoder and decoder "
-           "stages is not modelled)");
+    // The encoder on the first stages, the decoder on the rest (encoder_decoder.h): the split
+    // must fall on a stage boundary.
+    const int64_t per_stage = (c.layers + c.decoder_layers) / p.pipeline;
+    if (per_stage == 0 || c.layers % per_stage != 0 || c.decoder_layers % per_stage != 0) {
+      refuse("parallelism.pipeline",
+             fmt::format("puts its encoder on the first pipeline stages and its decoder on the "
+                         "rest (Megatron-LM's split rank): {} encoder and {} decoder layers over "
+                         "{} stages of {} layers each do not split at a stage boundary",
+                         c.layers, c.decoder_layers, p.pipeline, per_stage));
+    }
   }
   if (p.context > 1) refuse("parallelism.context", "runs without context parallel here");
   if (p.sequence) refuse("parallelism.sequence", "runs without sequence parallel here");

@@ -74,8 +74,9 @@
 //   decoder:                   # optional: an encoder-decoder model (T5; Raffel et al., JMLR
 //                              #   2020, arXiv 1910.10683): `layers` are then the encoder's,
 //                              #   attending bidirectionally over `seq` tokens, and the decoder
-//                              #   runs after it (encoder_decoder.h); one pipeline stage, no
-//                              #   context, sequence or expert parallel
+//                              #   runs after it (encoder_decoder.h); pipeline stages split
+//                              #   where the encoder ends (Megatron's split rank; no
+//                              #   interleaving), no context, sequence or expert parallel
 //     layers: 24               # decoder layers: causal self-attention over decoder seq tokens,
 //                              #   cross-attention over the encoder's output, then the MLP
 //     seq: 128                 # decoder (target) tokens per sample; the output layer and loss

@@ -41,6 +41,9 @@ class TransformerEmitter {
   void begin_rank(int64_t global, RankId graph_rank);
 
   bool sharded_optimizer() const;
+  /// Whether `stage` is an encoder-decoder model's first decoder stage holding its own copy of
+  /// the word embedding (neither the first nor the last stage, which hold one anyway).
+  bool embedding_copy_stage(int64_t stage) const;
   /// Ranks that hold the same parameters (ParallelLayout::replica_group): the gradient
   /// reduction's group size and the ZeRO / FSDP shard count.
   int64_t virtual_stage(int64_t chunk) const;

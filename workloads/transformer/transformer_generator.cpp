@@ -157,8 +157,22 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     ParallelCoords last = coords_;
     first.pp = 0;
     last.pp = stages - 1;
-    emb_pg_ = groups_.group(ParallelDim::kPipeline, {layout_.rank(first), layout_.rank(last)});
+    std::vector<int64_t> embedding_stages = {layout_.rank(first)};
+    // An encoder-decoder model's first decoder stage holds a copy too (encoder_decoder.h).
+    if (embedding_copy_stage(first_decoder_stage(config_))) {
+      ParallelCoords split = coords_;
+      split.pp = first_decoder_stage(config_);
+      embedding_stages.push_back(layout_.rank(split));
+    }
+    embedding_stages.push_back(layout_.rank(last));
+    emb_pg_ = groups_.group(ParallelDim::kPipeline, embedding_stages);
   }
+}
+
+bool TransformerEmitter::embedding_copy_stage(int64_t stage) const {
+  return config_.encoder_decoder() && config_.parallelism.pipeline > 1 &&
+         stage == first_decoder_stage(config_) && stage != 0 &&
+         stage != config_.parallelism.pipeline - 1;
 }
 
 bool TransformerEmitter::sharded_optimizer() const {
@@ -171,11 +185,9 @@ int64_t TransformerEmitter::virtual_stage(int64_t chunk) const {
 
 void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   const bool decoder = config_.encoder_decoder() && layer >= config_.layers;
-  if (decoder && layer == config_.layers) {
-    // The encoder's output, then the decoder's input embedding.
-    layers_.final_norm_forward();
-    decoder_layers_.embedding_forward();
-  }
+  // The decoder's input embedding, on the first decoder stage (after the encoder's final norm,
+  // which ends the encoder's last layer).
+  if (decoder && layer == config_.layers) decoder_layers_.embedding_forward();
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
@@ -190,6 +202,8 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
     layers_.mlp_forward(layer);
   }
   if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
+  // The encoder's output: its final norm, on the last encoder stage.
+  if (config_.encoder_decoder() && layer == config_.layers - 1) layers_.final_norm_forward();
 }
 
 void TransformerEmitter::backward_decoder_layer(int64_t layer) {
@@ -210,6 +224,8 @@ void TransformerEmitter::backward_decoder_layer(int64_t layer) {
 void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_chunk,
                                         bool last_micro_batch, int64_t forward_index) {
   const LayerParams params = params_.layer(layer);
+  // The encoder's final norm first (its output ended the encoder's last layer).
+  if (config_.encoder_decoder() && layer == config_.layers - 1) layers_.final_norm_backward();
   if (grad_sync_->gathers_for_backward()) {
     std::optional<UnitElements> next;
     if (layer > first_layer_of_chunk) {
@@ -235,11 +251,7 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
   }
   if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
   grad_sync_->after_backward(layer, params, last_micro_batch);
-  if (decoder && layer == config_.layers) {
-    // The decoder's input embedding, then the encoder's final norm.
-    decoder_layers_.embedding_backward();
-    layers_.final_norm_backward();
-  }
+  if (decoder && layer == config_.layers) decoder_layers_.embedding_backward();
 }
 
 void TransformerEmitter::iteration(uint32_t it) {
@@ -329,9 +341,10 @@ void TransformerEmitter::assign_gradient_buckets(const std::vector<PipelineStep>
 void TransformerEmitter::finish_gradients() {
   const ParallelismConfig& p = config_.parallelism;
   grad_sync_->finish_backward();
-  // Tied embeddings across the pipeline: the first and last stages sum their copies' grads.
+  // Tied embeddings across the pipeline: the first and last stages (and an encoder-decoder
+  // model's first decoder stage) sum their copies' grads.
   if (p.pipeline > 1 && config_.tied_embeddings && !config_.lora.enabled() &&
-      (coords_.pp == 0 || coords_.pp == p.pipeline - 1)) {
+      (coords_.pp == 0 || coords_.pp == p.pipeline - 1 || embedding_copy_stage(coords_.pp))) {
     ops_.blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
                   "all_reduce", "_allreduce_word_embedding_grads");
   }

@@ -56,9 +56,11 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
 /// The layers of `stage`: model chunk k x pipeline + stage for each virtual stage k, each of
 /// layers / (pipeline x virtual_stages) consecutive layers (Megatron's interleaved placement;
 /// one chunk without interleaving).
+/// The layers of `stage` in model order; an encoder-decoder model's from `layers` on are its
+/// decoder's (encoder_decoder.h).
 std::vector<int64_t> stage_layers(const TransformerConfig& c, int64_t stage) {
   const ParallelismConfig& p = c.parallelism;
-  const int64_t per_chunk = c.layers / (p.pipeline * p.virtual_stages);
+  const int64_t per_chunk = (c.layers + c.decoder_layers) / (p.pipeline * p.virtual_stages);
   std::vector<int64_t> layers;
   for (int64_t k = 0; k < p.virtual_stages; ++k) {
     const int64_t chunk = k * p.pipeline + stage;
@@ -156,7 +158,29 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
   check_stage(c, pipeline_stage);
   const ParallelismConfig& p = c.parallelism;
   StageParameters params;
+  const TransformerConfig decoder = c.encoder_decoder() ? decoder_stack_config(c) : c;
+  const int64_t word_embedding = c.padded_vocab() / p.tensor * c.hidden;
   for (const int64_t layer : stage_layers(c, pipeline_stage)) {
+    if (layer >= c.layers) {
+      // A decoder layer with its cross-attention (encoder_decoder.h).
+      params.dense += local_attention_and_norm_parameters(decoder) +
+                      local_mlp_parameters(decoder, decoder.ffn) +
+                      cross_attention_parameters(c, p.tensor);
+      if (layer == c.layers) {
+        // The decoder's embedding: its positions, and on a first decoder stage that is not
+        // the first (one stage) or the last (whose copy serves it) a copy of the word
+        // embedding.
+        if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
+        if (pipeline_stage != 0 && pipeline_stage != p.pipeline - 1) {
+          params.dense += word_embedding;
+        }
+      }
+      continue;
+    }
+    // The encoder's final norm ends its last layer.
+    if (c.encoder_decoder() && layer == c.layers - 1) {
+      params.dense += transformer_norm_parameters(c);
+    }
     params.dense += local_attention_and_norm_parameters(c);
     if (c.is_moe_layer(layer)) {
       // Router h x experts (replicated), shared experts (dense, tensor split), routed experts
@@ -169,7 +193,6 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     }
   }
   // Vocabulary-parallel word embedding (padded vocabulary / tensor rows), learned positions.
-  const int64_t word_embedding = c.padded_vocab() / p.tensor * c.hidden;
   if (pipeline_stage == 0) {
     params.dense += word_embedding;
     if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
@@ -178,16 +201,6 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     // The adapters beside the frozen base (lora.h).
     params.dense += lora_layer_parameters(c, p.tensor) *
                     static_cast<int64_t>(stage_layers(c, pipeline_stage).size());
-  }
-  if (c.encoder_decoder()) {
-    // One stage (check_encoder_decoder): the decoder's layers with their cross-attention, the
-    // encoder's final norm and the decoder's learned positions (encoder_decoder.h).
-    const TransformerConfig decoder = decoder_stack_config(c);
-    params.dense += c.decoder_layers * (local_attention_and_norm_parameters(decoder) +
-                                        local_mlp_parameters(decoder, decoder.ffn) +
-                                        cross_attention_parameters(c, p.tensor)) +
-                    transformer_norm_parameters(c);
-    if (c.position == TransformerPosition::kLearned) params.dense += c.seq * c.hidden;
   }
   if (pipeline_stage == p.pipeline - 1) {
     params.dense += transformer_norm_parameters(c);
@@ -431,7 +444,29 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   int64_t largest_layer = 0;
   TransformerConfig stored = c;
   stored.recompute = Recompute::kNone;
+  // An encoder-decoder model's decoder layers (encoder_decoder.h) store what a decoder-only
+  // stack of them would, each with its cross-attention, and the encoder's output they all read
+  // (once per micro-batch on a stage with decoder layers). The output layer and loss below run
+  // on the decoder's tokens.
+  const TransformerConfig decoder = c.encoder_decoder() ? decoder_stack_config(c) : c;
+  TransformerConfig stored_decoder = decoder;
+  stored_decoder.recompute = Recompute::kNone;
+  const int64_t stored_decoder_layer =
+      c.encoder_decoder() ? transformer_layer_activation_bytes(stored_decoder, false) +
+                                cross_attention_activation_bytes(stored)
+                          : 0;
+  bool holds_decoder = false;
   for (const int64_t layer : layers) {
+    if (layer >= c.layers) {
+      holds_decoder = true;
+      if (decoder.recomputes_layer(layer - c.layers)) {
+        per_micro_batch += transformer_layer_activation_bytes(decoder, false);
+        largest_layer = std::max(largest_layer, stored_decoder_layer);
+      } else {
+        per_micro_batch += stored_decoder_layer;
+      }
+      continue;
+    }
     if (c.recomputes_layer(layer) || c.recompute == Recompute::kOp) {
       per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
       largest_layer = std::max(largest_layer,
@@ -442,25 +477,7 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
           c.recompute == Recompute::kFull ? stored : c, c.is_moe_layer(layer));
     }
   }
-  // The decoder stack of an encoder-decoder model (encoder_decoder.h): its layers as a
-  // decoder-only stack stores them, each with its cross-attention, and the encoder's output
-  // they all read. The output layer and loss below run on its tokens.
-  const TransformerConfig decoder = c.encoder_decoder() ? decoder_stack_config(c) : c;
-  if (c.encoder_decoder()) {
-    per_micro_batch += encoder_output_bytes(c);
-    TransformerConfig stored_decoder = decoder;
-    stored_decoder.recompute = Recompute::kNone;
-    const int64_t stored_layer = transformer_layer_activation_bytes(stored_decoder, false) +
-                                 cross_attention_activation_bytes(stored);
-    for (int64_t layer = 0; layer < c.decoder_layers; ++layer) {
-      if (decoder.recomputes_layer(layer)) {
-        per_micro_batch += transformer_layer_activation_bytes(decoder, false);
-        largest_layer = std::max(largest_layer, stored_layer);
-      } else {
-        per_micro_batch += stored_layer;
-      }
-    }
-  }
+  if (holds_decoder) per_micro_batch += encoder_output_bytes(c);
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
   const int64_t e = dtype_bytes(c.activation_dtype());
   const int64_t split = p.sequence ? p.tensor : 1;
@@ -476,8 +493,11 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     // the p micro-batches the first stage holds (/ t with sequence parallel).
     activations += static_cast<int64_t>(
         std::ceil(static_cast<double>(ceil_div(tokens * c.hidden, split)) * in_flight));
-    // An encoder-decoder model's decoder embedding has its own (one stage: one micro-batch).
-    if (c.encoder_decoder()) activations += ceil_div(head_tokens * c.hidden, split);
+  }
+  if (c.encoder_decoder() && c.dropout > 0.0 && pipeline_stage == first_decoder_stage(c)) {
+    // The decoder embedding's own, on the first decoder stage.
+    activations += static_cast<int64_t>(
+        std::ceil(static_cast<double>(ceil_div(head_tokens * c.hidden, split)) * in_flight));
   }
   if (last) {
     // The final norm's input (the residual stream) and the output layer's input (Megatron-LM

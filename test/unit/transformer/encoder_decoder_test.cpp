@@ -62,9 +62,16 @@ TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
 TEST(EncoderDecoder, RefusesWhatItDoesNotModelAtTheKey) {
   EXPECT_NE(workload_error(t5_v1_1_xl("  causal: true\n"), 8).find("workload.causal"),
             std::string::npos);
-  const std::string pipeline = workload_error(t5_v1_1_xl("", "    pipeline: 2\n"), 8);
-  EXPECT_NE(pipeline.find("workload.parallelism.pipeline"), std::string::npos) << pipeline;
-  EXPECT_NE(pipeline.find("one pipeline stage"), std::string::npos) << pipeline;
+  // Pipeline stages split where the encoder ends (24 + 24 layers: 2, 4, 8 stages), without
+  // interleaving.
+  EXPECT_EQ(workload_error(t5_v1_1_xl("", "    pipeline: 2\n"), 8), "");
+  EXPECT_EQ(workload_error(t5_v1_1_xl("", "    pipeline: 4\n"), 8), "");
+  const std::string split = workload_error(t5_v1_1_xl("", "    pipeline: 3\n", 1), 6);
+  EXPECT_NE(split.find("workload.parallelism.pipeline"), std::string::npos) << split;
+  EXPECT_NE(split.find("split rank"), std::string::npos) << split;
+  const std::string interleaved =
+      workload_error(t5_v1_1_xl("", "    pipeline: 2\n    virtual_stages: 2\n    data: 1\n", 2), 4);
+  EXPECT_NE(interleaved.find("parallelism.virtual_stages"), std::string::npos) << interleaved;
   EXPECT_NE(workload_error(t5_v1_1_xl("", "    sequence: true\n"), 8).find("parallelism.sequence"),
             std::string::npos);
   EXPECT_NE(workload_error(t5_v1_1_xl("  recompute: selective\n"), 8).find("workload.recompute"),
@@ -203,6 +210,108 @@ TEST(EncoderDecoder, EachDecoderLayerAttendsOverTheEncodersTokens) {
   ASSERT_EQ(logits.size(), 1u);
   EXPECT_EQ(logits.front().m, 4 * 128);
   EXPECT_EQ(kernels_named(g, "aten::add", "encoder_grad_add").size(), 23u);
+}
+
+/// The T5 v1.1 XL config of t5_v1_1_xl on `pipeline` stages of one tensor rank, one data
+/// replica, micro-batches of 4 over a global batch of 16.
+TransformerConfig t5_pipeline(int64_t pipeline) {
+  TransformerConfig c =
+      parse_workload(t5_v1_1_xl("  attention: flash\n",
+                                "    pipeline: " + std::to_string(pipeline) + "\n    data: 1\n", 1),
+                     static_cast<uint32_t>(pipeline));
+  c.global_batch = 16;
+  return c;
+}
+
+// Over 4 stages the encoder holds stages 0 and 1, the decoder 2 and 3: every stage's parameters
+// add up to the model's plus the decoder's copy of the word embedding on stage 2 and the output
+// layer's on stage 3 (untied here, so only stage 2's is a copy); only the decoder stages hold
+// the encoder's output per micro-batch in flight.
+TEST(EncoderDecoder, PipelineStagesSplitWhereTheEncoderEnds) {
+  const TransformerConfig c = t5_pipeline(4);
+  EXPECT_EQ(first_decoder_stage(c), 2);
+  int64_t total = 0;
+  for (int64_t stage = 0; stage < 4; ++stage)
+    total += transformer_stage_parameters(c, stage).total();
+  const int64_t word_embedding = c.padded_vocab() * c.hidden;
+  EXPECT_EQ(total, transformer_parameters(c) + word_embedding);
+  // The emitter's units sum to the same: its embedding unit on stage 0, the decoder's copy in
+  // the first decoder layer's unit, the head on stage 3.
+  const LayerSizes sizes = layer_sizes(c);
+  const transformer_emit::ModelParameters params(c, sizes);
+  int64_t units = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
+  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
+    units += params.layer(layer).elements[kDenseBuffer];
+  EXPECT_EQ(units, total);
+  // Under 1F1B stage s holds min(4, 4 - s) micro-batches: stage 1 (encoder) 3 of 12 encoder
+  // layers; stage 2 (decoder) 2 of 12 decoder layers with their cross-attention, the encoder's
+  // output, and the decoder embedding's dropout mask (1 byte an element; dropout 0.1).
+  const auto activations = [](const MemoryFootprint& f) {
+    for (const MemoryFootprint::Part& p : f.parts)
+      if (p.name == "activations") return p.bytes;
+    return int64_t{0};
+  };
+  EXPECT_EQ(activations(transformer_memory(c, 1)),
+            3 * 12 * transformer_layer_activation_bytes(c, false));
+  const int64_t decoder_layer = transformer_layer_activation_bytes(decoder_stack_config(c), false) +
+                                cross_attention_activation_bytes(c);
+  EXPECT_EQ(activations(transformer_memory(c, 2)),
+            2 * (12 * decoder_layer + encoder_output_bytes(c)) + 2 * 4 * 128 * 2048);
+}
+
+/// Bytes of the pipeline messages (send_recv) from rank `from` to rank `to` in one step of `c`.
+std::vector<int64_t> p2p_message_bytes(const TransformerConfig& c, RankId from, RankId to) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  std::vector<int64_t> bytes;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    const CollectiveDesc& d = g.collective(id);
+    if (d.kind != CollectiveKind::kSendRecv || d.members != std::vector<RankId>{from, to}) {
+      continue;
+    }
+    bytes.push_back(d.bytes);
+  }
+  return bytes;
+}
+
+// A message into an encoder stage or the first decoder stage carries the encoder's hidden state
+// (4 x 512 tokens x 2048 x 2 bytes); between decoder stages the decoder's (4 x 128 tokens) too.
+// Each micro-batch's forward message has a gradient of the same size coming back.
+TEST(EncoderDecoder, DecoderStagesExchangeTheEncodersOutputToo) {
+  const TransformerConfig c = t5_pipeline(4);
+  const int64_t encoder = 4 * 512 * 2048 * 2;
+  const int64_t decoder = 4 * 128 * 2048 * 2;
+  // Rank r sends its 4 micro-batches' activations to r + 1, which sends their gradients back.
+  for (const auto& [rank, bytes] : std::vector<std::pair<RankId, int64_t>>{
+           {0, encoder}, {1, encoder}, {2, encoder + decoder}}) {
+    EXPECT_EQ(p2p_message_bytes(c, rank, rank + 1), std::vector<int64_t>(4, bytes))
+        << "rank " << rank;
+    EXPECT_EQ(p2p_message_bytes(c, rank + 1, rank), std::vector<int64_t>(4, bytes))
+        << "rank " << rank + 1;
+  }
+  // The embedding group: stages 0, 2 (the decoder's copy) and 3 all-reduce the word
+  // embedding's gradient (tied here).
+  TransformerConfig tied = c;
+  tied.tied_embeddings = true;
+  TaskGraph g;
+  generate_transformer(tied, {1}, g);
+  bool found = false;
+  for (CollectiveId id = 0; id < g.collective_count(); ++id) {
+    if (g.collective_name(id) != "pp:all_reduce") continue;
+    EXPECT_EQ(g.collective(id).members, (std::vector<RankId>{0, 2, 3}));
+    found = true;
+  }
+  EXPECT_TRUE(found);
+}
+
+// One stage and two: the same model FLOPs per step; two stages run it (a T5 3B-shaped step
+// completes with its bubble).
+TEST(EncoderDecoder, TwoStagesRunTheSameModelFlops) {
+  EXPECT_DOUBLE_EQ(transformer_model_flops(t5_pipeline(2)),
+                   transformer_model_flops(t5_pipeline(1)));
+  TaskGraph g;
+  generate_transformer(t5_pipeline(2), {1}, g);
+  EXPECT_EQ(g.rank_count(), 2u);
 }
 
 }  // namespace

@@ -180,8 +180,22 @@ void LayerEmitter::core_attention_forward(int64_t layer) {
 
 UnfusedAttentionKernels LayerEmitter::unfused_self_attention() const {
   const LayerKernels& d = kernels_;
-  return {d.score_fwd,  d.softmax_fwd,      d.attn_dropout_fwd, d.av_fwd,        d.av_dgrad_p,
-          d.av_dgrad_v, d.attn_dropout_bwd, d.softmax_bwd,      d.score_dgrad_q, d.score_dgrad_k};
+  return {d.score_fwd,     d.softmax_fwd,   d.attn_dropout_fwd,  d.av_fwd,
+          d.av_dgrad_p,    d.av_dgrad_v,    d.attn_dropout_bwd,  d.softmax_bwd,
+          d.score_dgrad_q, d.score_dgrad_k, d.relative_bias.add, d.relative_bias.grad_sum};
+}
+
+void LayerEmitter::relative_bias_forward() {
+  const RelativeBiasKernels& k = kernels_.relative_bias;
+  if (k.gather == 0) return;
+  ops_.op("_relative_position_bucket", "relative_bucket", k.bucket);
+  ops_.op("aten::embedding", "relative_bias_gather", k.gather);
+}
+
+void LayerEmitter::relative_bias_backward() {
+  const RelativeBiasKernels& k = kernels_.relative_bias;
+  if (k.scatter == 0) return;
+  ops_.op("EmbeddingBackward0", "relative_bias_scatter", k.scatter);
 }
 
 void LayerEmitter::unfused_attention(const UnfusedAttentionKernels& k, bool backward) {
@@ -189,6 +203,7 @@ void LayerEmitter::unfused_attention(const UnfusedAttentionKernels& k, bool back
   const std::string wgrad = pytorch::gemm_kernel_name(act_dt_, "wgrad");
   if (!backward) {
     ops_.op("aten::baddbmm", pytorch::gemm_kernel_name(act_dt_, "qk"), k.score_fwd);
+    if (k.bias_add != 0) ops_.op("aten::add", "relative_bias_add", k.bias_add);
     ops_.op("scaled_masked_softmax", "softmax_fwd", k.softmax_fwd);
     if (config_.dropout > 0) ops_.op("aten::dropout", "dropout_fwd", k.dropout_fwd);
     ops_.op("aten::bmm", pytorch::gemm_kernel_name(act_dt_, "pv"), k.av_fwd);
@@ -197,6 +212,7 @@ void LayerEmitter::unfused_attention(const UnfusedAttentionKernels& k, bool back
   ops_.op2("BmmBackward0", dgrad, k.av_dgrad_p, wgrad, k.av_dgrad_v);
   if (config_.dropout > 0) ops_.op("NativeDropoutBackward0", "dropout_bwd", k.dropout_bwd);
   ops_.op("ScaledMaskedSoftmaxBackward", "softmax_bwd", k.softmax_bwd);
+  if (k.bias_grad_sum != 0) ops_.op("AddBackward0", "relative_bias_grad_sum", k.bias_grad_sum);
   ops_.op2("BaddbmmBackward0", dgrad, k.score_dgrad_q, wgrad, k.score_dgrad_k);
 }
 

@@ -48,6 +48,8 @@ struct LayerGroups {
 struct UnfusedAttentionKernels {
   KernelDescId score_fwd, softmax_fwd, dropout_fwd, av_fwd;
   KernelDescId av_dgrad_p, av_dgrad_v, dropout_bwd, softmax_bwd, score_dgrad_q, score_dgrad_k;
+  /// T5's relative bias added to the scores and its gradient's sum (0: none; relative_bias.h).
+  KernelDescId bias_add = 0, bias_grad_sum = 0;
 };
 
 class LayerEmitter {
@@ -59,6 +61,10 @@ class LayerEmitter {
   /// A new rank is emitted: its process groups.
   void begin_rank(const LayerGroups& groups) { groups_ = groups; }
 
+  /// T5's relative attention bias (relative_bias.h): before the stack's first layer on a
+  /// micro-batch, its buckets and gather; after that layer's backward, the table's scatter.
+  void relative_bias_forward();
+  void relative_bias_backward();
   /// The attention block's forward.
   void attention_forward(int64_t layer);
   /// The attention block's backward, with the forward of what selective recomputation reruns

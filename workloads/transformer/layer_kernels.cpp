@@ -176,6 +176,7 @@ class LayerKernelBuilder {
       d.torchtitan = add_torchtitan_layer_kernels(config_, sizes_, graph_);
     }
     if (config_.lora.enabled()) d.lora = add_lora_kernels(config_, sizes_, graph_);
+    d.relative_bias = add_relative_bias_kernels(config_, sizes_, graph_);
     if (config_.sliding_window > 0) {
       const int64_t w = config_.sliding_window;
       d.attn_window_fwd =

@@ -10,6 +10,7 @@
 
 #include "sim/task_graph.h"
 #include "workloads/transformer/autocast.h"
+#include "workloads/transformer/relative_bias.h"
 #include "workloads/transformer/task_head_kernels.h"
 #include "workloads/transformer/torchao_float8.h"
 #include "workloads/transformer/torchtitan_layer.h"
@@ -140,6 +141,8 @@ struct LayerKernels {
   TorchtitanLayerKernels torchtitan;
   /// torchao's float8 casts (TransformerConfig::torchao_float8 only; torchao_float8.h).
   TorchaoFloat8Kernels float8;
+  /// T5's relative attention bias (position relative only; relative_bias.h).
+  RelativeBiasKernels relative_bias;
   /// LoRA's adapters (lora enabled only; lora.h).
   LoraKernels lora{};
   // Latent attention (TransformerConfig::mla only; latent_attention.h): the down projections

@@ -29,6 +29,11 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     if (bias) p.add(sizes_.h);
     if (config_.attention_sinks) p.add(sizes_.heads);  // the sinks of this rank's heads
   }
+  // T5's relative bias table of each stack, with its first layer (relative_bias.h).
+  if (config_.position == TransformerPosition::kRelative &&
+      (layer == 0 || (config_.encoder_decoder() && layer == config_.layers))) {
+    p.add(kRelativeBiasBuckets * sizes_.heads);
+  }
   const bool split_stages = config_.encoder_decoder() && config_.parallelism.pipeline > 1;
   if (split_stages && layer == config_.layers) {
     // The first decoder stage's decoder embedding (encoder_decoder.h): its positions, and its

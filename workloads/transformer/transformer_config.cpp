@@ -707,6 +707,38 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
   }
 }
 
+/// What T5's relative attention bias (position relative; relative_bias.h) runs with here, each
+/// refusal at its key: the unfused attention whose scores it is added to (FlashAttention takes
+/// no additive bias), Megatron-Core's modules, dense layers with multi-head attention, padded
+/// samples, one pipeline stage (which stages compute the bias is not modelled), no context
+/// parallel, no recomputation of the attention alone.
+void check_relative_bias(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "T5's relative attention bias (position relative)", what);
+  };
+  if (c.attention != AttentionImpl::kUnfused) {
+    refuse("attention",
+           "is added to the attention's scores, which a fused attention kernel does not take "
+           "(FlashAttention has no additive bias): attention unfused");
+  }
+  if (c.layer_kernels != LayerKernelSet::kFused) {
+    refuse("layer_kernels", "runs in Megatron-Core's attention here");
+  }
+  if (c.parallelism.pipeline > 1) {
+    refuse("parallelism.pipeline",
+           "runs on one pipeline stage here (which stages compute the bias is not modelled)");
+  }
+  if (c.parallelism.context > 1) refuse("parallelism.context", "runs without context parallel");
+  if (c.moe.experts > 0) refuse("moe", "has dense layers here");
+  if (c.mla.enabled()) refuse("mla", "has multi-head attention here");
+  if (c.sequences.layout != SequenceLayout::kPadded) {
+    refuse("sequences.layout", "runs padded samples here");
+  }
+  if (c.recompute == Recompute::kSelective || c.recompute == Recompute::kOp) {
+    refuse("recompute", "recomputes none or full layers here");
+  }
+}
+
 /// The `fp8_recipe` of dtype fp8 (after layer_kernels): Transformer Engine's recipes with its
 /// modules (default delayed), torchao's with torchtitan's (default tensorwise, torchtitan's
 /// when quantize.linear.float8.recipe_name is unset); `fp8_fsdp_all_gather` (torchao
@@ -898,10 +930,11 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   constexpr std::array<TransformerActivation, 4> kActs = {
       TransformerActivation::kGelu, TransformerActivation::kSwiglu, TransformerActivation::kGeglu,
       TransformerActivation::kSquaredRelu};
-  constexpr std::array<std::string_view, 4> kPosNames = {"learned", "rotary", "alibi", "none"};
-  constexpr std::array<TransformerPosition, 4> kPositions = {
+  constexpr std::array<std::string_view, 5> kPosNames = {"learned", "rotary", "alibi", "none",
+                                                         "relative"};
+  constexpr std::array<TransformerPosition, 5> kPositions = {
       TransformerPosition::kLearned, TransformerPosition::kRotary, TransformerPosition::kAlibi,
-      TransformerPosition::kNone};
+      TransformerPosition::kNone, TransformerPosition::kRelative};
   c.activation = read_enum(workload, "activation", kActNames, kActs, preset.activation);
   c.ffn = workload.get_int_in_or(
       "ffn", 1, kMaxFfn, gated_activation(c.activation) ? llama_ffn(c.hidden) : 4 * c.hidden);
@@ -1043,6 +1076,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
+  if (c.position == TransformerPosition::kRelative) check_relative_bias(workload, c);
   if (c.parallelism.async_tp) check_async_tp(workload, c);
   if (c.lora.enabled()) check_lora(workload, c);
   return c;
@@ -1092,6 +1126,11 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   // BERT's pooler and masked-LM head transform are counted by task_head_parameters.
   total += c.padded_vocab() * h + transformer_norm_parameters(c);
   if (c.position == TransformerPosition::kLearned) total += c.seq * h;
+  // T5's relative attention bias: one table per stack (relative_bias.h).
+  const int64_t stacks = c.encoder_decoder() ? 2 : 1;
+  if (c.position == TransformerPosition::kRelative) {
+    total += stacks * kRelativeBiasBuckets * c.heads;
+  }
   if (c.encoder_decoder()) {
     // The decoder's layers, each with a cross-attention block, the encoder's final norm and
     // the decoder's own learned positions; the word embedding is shared (encoder_decoder.h).
@@ -1164,7 +1203,7 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"dtype", "element type of the GEMMs and activations (fp8: GEMMs in fp8, the rest bf16)"},
       {"norm", "layernorm or rms_norm"},
       {"activation", "MLP activation: gelu, swiglu, geglu or squared_relu"},
-      {"position", "position encoding: learned, rotary, alibi or none"},
+      {"position", "position encoding: learned, rotary, alibi, none or relative (T5's bias)"},
       {"bias", "linear layers carry biases"},
       {"tied_embeddings", "the output layer shares the input embedding's weights"},
       {"dropout", "dropout probability; > 0 adds dropout kernels"},

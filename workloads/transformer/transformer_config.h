@@ -83,7 +83,9 @@
 //                              #   run on them
 //   norm: layernorm            # layernorm | rms_norm
 //   activation: gelu           # gelu | swiglu | geglu | squared_relu
-//   position: learned          # learned | rotary | alibi | none
+//   position: learned          # learned | rotary | alibi | none | relative (T5's relative
+//                              #   attention bias, 32 buckets per head and stack, added to
+//                              #   the unfused attention's scores: relative_bias.h)
 //   attention: flash           # fused kernel: flash (= flash2: FlashAttention-2, flash-attn
 //                              #   2.x, PyTorch SDPA's flash backend) | flash3 (FlashAttention-3,
 //                              #   sm90) | cudnn (cuDNN fused attention: Transformer Engine's
@@ -268,7 +270,12 @@ constexpr bool gated_activation(TransformerActivation activation) {
   return activation == TransformerActivation::kSwiglu ||
          activation == TransformerActivation::kGeglu;
 }
-enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone };
+/// Position information: learned absolute, rotary, ALiBi, none, or T5's relative attention
+/// bias (relative_bias.h).
+enum class TransformerPosition : uint8_t { kLearned, kRotary, kAlibi, kNone, kRelative };
+/// Buckets of T5's relative attention bias per head and stack (relative_attention_num_buckets,
+/// 32 in every released T5 and T5 v1.1 config).
+inline constexpr int64_t kRelativeBiasBuckets = 32;
 /// The kernels a layer's modules launch (the `layer_kernels` key; torchtitan_layer.h).
 enum class LayerKernelSet : uint8_t { kFused, kTorchtitan };
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };

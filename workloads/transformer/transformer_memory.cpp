@@ -11,6 +11,7 @@
 #include "workloads/transformer/autocast.h"
 #include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/op_recompute.h"
+#include "workloads/transformer/relative_bias.h"
 #include "workloads/transformer/torchtitan_layer.h"
 
 namespace upsim {
@@ -161,6 +162,10 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
   const TransformerConfig decoder = c.encoder_decoder() ? decoder_stack_config(c) : c;
   const int64_t word_embedding = c.padded_vocab() / p.tensor * c.hidden;
   for (const int64_t layer : stage_layers(c, pipeline_stage)) {
+    // T5's relative bias table of each stack, with its first layer (relative_bias.h).
+    if (c.position == TransformerPosition::kRelative && (layer == 0 || layer == c.layers)) {
+      params.dense += kRelativeBiasBuckets * (c.heads / p.tensor);
+    }
     if (layer >= c.layers) {
       // A decoder layer with its cross-attention (encoder_decoder.h).
       params.dense += local_attention_and_norm_parameters(decoder) +
@@ -478,6 +483,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     }
   }
   if (holds_decoder) per_micro_batch += encoder_output_bytes(c);
+  // T5's relative bias: each stack's bucket indices (relative_bias.h).
+  per_micro_batch += relative_bias_activation_bytes(c);
+  if (holds_decoder) per_micro_batch += relative_bias_activation_bytes(decoder);
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
   const int64_t e = dtype_bytes(c.activation_dtype());
   const int64_t split = p.sequence ? p.tensor : 1;

@@ -45,6 +45,18 @@ std::string t5_v1_1_xl(const std::string& extra = "", const std::string& paralle
          std::to_string(tensor) + "\n" + parallelism + extra;
 }
 
+/// The kernels of rank 0 whose op is `op` and kernel name `name`.
+std::vector<KernelDesc> kernels_named(const TaskGraph& g, std::string_view op,
+                                      std::string_view name) {
+  std::vector<KernelDesc> found;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
+    if (g.name(task.op_name) == op && g.name(task.name) == name) found.push_back(g.kernel(t));
+  }
+  return found;
+}
+
 TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
   const TransformerConfig c = parse_workload(t5_v1_1_xl(), 8);
   EXPECT_TRUE(c.encoder_decoder());
@@ -95,6 +107,54 @@ TEST(EncoderDecoder, RefusesWhatItDoesNotModelAtTheKey) {
 TEST(EncoderDecoder, CountsT5V11XlParameters) {
   const TransformerConfig c = parse_workload(t5_v1_1_xl("", "", 1), 8);
   EXPECT_EQ(transformer_parameters(c), int64_t{2'849'757'184} - 2'048);
+}
+
+/// t5_v1_1_xl with T5's relative attention bias (position relative) and `extra`.
+std::string t5_relative(const std::string& extra = "", const std::string& parallelism = "",
+                        int tensor = 2) {
+  std::string yaml = t5_v1_1_xl(extra, parallelism, tensor);
+  yaml.replace(yaml.find("position: none"), 14, "position: relative");
+  return yaml;
+}
+
+// With T5's relative attention bias (position relative, unfused attention) the count is
+// google/t5-v1_1-xl's exactly: its two 32-bucket x 32-head tables are the 2,048 above.
+TEST(EncoderDecoder, RelativeBiasCompletesT5V11XlsParameters) {
+  const TransformerConfig c = parse_workload(t5_relative("  attention: unfused\n", "", 1), 8);
+  EXPECT_EQ(transformer_parameters(c), int64_t{2'849'757'184});
+  EXPECT_EQ(transformer_stage_parameters(c, 0).total(), transformer_parameters(c));
+  const LayerSizes sizes = layer_sizes(c);
+  const transformer_emit::ModelParameters params(c, sizes);
+  int64_t units = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
+  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
+    units += params.layer(layer).elements[kDenseBuffer];
+  EXPECT_EQ(units, transformer_parameters(c));
+}
+
+// The bias needs the materialised scores (unfused attention) and one stage.
+TEST(EncoderDecoder, RelativeBiasNeedsTheUnfusedAttentionOnOneStage) {
+  const std::string flash = workload_error(t5_relative(), 8);
+  EXPECT_NE(flash.find("workload.attention"), std::string::npos) << flash;
+  const std::string pipeline =
+      workload_error(t5_relative("  attention: unfused\n", "    pipeline: 2\n"), 8);
+  EXPECT_NE(pipeline.find("parallelism.pipeline"), std::string::npos) << pipeline;
+}
+
+// Per step of one micro-batch: each stack gathers its bias once and scatters its gradient once;
+// each self-attention (24 encoder, 24 decoder layers; not the cross-attentions) adds it to its
+// scores [4 samples, 16 heads on a rank, q, k] and sums its gradient over the samples.
+TEST(EncoderDecoder, RelativeBiasIsAddedToEverySelfAttentionsScores) {
+  TransformerConfig c = parse_workload(t5_relative("  attention: unfused\n"), 8);
+  c.global_batch = c.micro_batch * c.parallelism.data;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  EXPECT_EQ(kernels_named(g, "aten::embedding", "relative_bias_gather").size(), 2u);
+  EXPECT_EQ(kernels_named(g, "EmbeddingBackward0", "relative_bias_scatter").size(), 2u);
+  const std::vector<KernelDesc> adds = kernels_named(g, "aten::add", "relative_bias_add");
+  ASSERT_EQ(adds.size(), 48u);
+  EXPECT_EQ(kernels_named(g, "AddBackward0", "relative_bias_grad_sum").size(), 48u);
+  // The encoder's first: 4 x 16 x 512 x 512 scores, 2 bytes each, written once.
+  EXPECT_DOUBLE_EQ(adds.front().bytes_written, 4.0 * 16 * 512 * 512 * 2);
 }
 
 // The tensors the gradient synchronisation and the optimizer step walk (the embedding, the
@@ -163,18 +223,6 @@ TEST(EncoderDecoder, ModelFlopsAreSixPerParameterAndTokenPlusTheScores) {
        6 * h * v * decoder_tokens +
        12 * q * layers * (512 * encoder_tokens + 128 * decoder_tokens + 512 * decoder_tokens));
   EXPECT_NEAR(transformer_model_flops(c) / expected, 1.0, 1e-12);
-}
-
-/// The kernels of rank 0 whose op is `op` and kernel name `name`.
-std::vector<KernelDesc> kernels_named(const TaskGraph& g, std::string_view op,
-                                      std::string_view name) {
-  std::vector<KernelDesc> found;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind != TaskKind::kKernel || task.rank != 0) continue;
-    if (g.name(task.op_name) == op && g.name(task.name) == name) found.push_back(g.kernel(t));
-  }
-  return found;
 }
 
 TEST(EncoderDecoder, EachDecoderLayerAttendsOverTheEncodersTokens) {

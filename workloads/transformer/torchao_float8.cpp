@@ -1,6 +1,7 @@
 #include "workloads/transformer/torchao_float8.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "sim/units.h"
 #include "workloads/pytorch/kernels.h"
@@ -75,7 +76,9 @@ class Float8CastBuilder {
         }
         break;
       default:
-        break;
+        // Transformer Engine's recipes run its own casts (layer_kernels.h, Fp8Cast); the config
+        // gives torchtitan's kernels torchao's only (read_fp8_recipe).
+        throw std::logic_error("torchao float8: fp8_recipe is not one of torchao's");
     }
     return c;
   }
@@ -128,7 +131,6 @@ TorchaoFloat8Kernels add_torchao_float8_kernels(const TransformerConfig& config,
   Float8CastBuilder b(config, graph);
   TorchaoFloat8Kernels k;
   const bool float8_tp = config.float8_tensor_parallel();
-  const bool tp = z.t > 1;
   const int64_t kv_out = z.kv_heads * z.head_dim;
   const int64_t hidden_full = z.tokens * z.h;
   // The attention's and the MLP's inputs: on the sequence shard, gathered in float8, under
@@ -141,8 +143,8 @@ TorchaoFloat8Kernels add_torchao_float8_kernels(const TransformerConfig& config,
   k.wo_in = b.cast(Role::kInput, z.tokens * z.attn_out, float8_tp);
   k.ffn_in = block_input();
   k.w2_in = b.cast(Role::kInput, z.tokens * z.ffn, float8_tp);
-  // Weights are TP-sharded DTensors whenever TP > 1.
-  const bool tp_weight = float8_tp && tp;
+  // Weights are TP-sharded DTensors under TP (their amax all-reduced under float8 TP).
+  const bool tp_weight = float8_tp;
   k.wq_weight = b.cast(Role::kWeight, z.h * z.attn_out, tp_weight);
   k.wkv_weight = b.cast(Role::kWeight, z.h * kv_out, tp_weight);
   k.wo_weight = b.cast(Role::kWeight, z.attn_out * z.h, tp_weight);

@@ -188,12 +188,13 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   // The decoder's input embedding, on the first decoder stage (after the encoder's final norm,
   // which ends the encoder's last layer).
   if (decoder && layer == config_.layers) decoder_layers_.embedding_forward();
-  // T5's relative bias, once per stack and micro-batch (one stage: check_relative_bias).
-  if (layer == 0) layers_.relative_bias_forward();
-  if (decoder && layer == config_.layers) decoder_layers_.relative_bias_forward();
   std::optional<std::pair<int64_t, PerBuffer>> next;
   if (layer < last_layer) next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
   grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
+  // T5's relative bias, once per stack and micro-batch, from the table its first layer's unit
+  // holds (one stage: check_relative_bias).
+  if (layer == 0) layers_.relative_bias_forward();
+  if (decoder && layer == config_.layers) decoder_layers_.relative_bias_forward();
   if (config_.cuda_graphs) ops_.begin_capture();
   if (decoder) {
     const int64_t in_decoder = layer - config_.layers;
@@ -253,12 +254,11 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     layers_.attention_backward(layer);
   }
   if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
-  grad_sync_->after_backward(layer, params, last_micro_batch);
+  // T5's relative bias table's gradient, before the unit that holds it is reduced.
   if (layer == 0) layers_.relative_bias_backward();
-  if (decoder && layer == config_.layers) {
-    decoder_layers_.relative_bias_backward();
-    decoder_layers_.embedding_backward();
-  }
+  if (decoder && layer == config_.layers) decoder_layers_.relative_bias_backward();
+  grad_sync_->after_backward(layer, params, last_micro_batch);
+  if (decoder && layer == config_.layers) decoder_layers_.embedding_backward();
 }
 
 void TransformerEmitter::iteration(uint32_t it) {

@@ -277,6 +277,12 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
     if (p.pipeline > 1) fsdp.keys.push_back("workload.parallelism.gradient_sync=last_micro_batch");
     sharding.push_back(std::move(fsdp));
   }
+  // torchao tensorwise under FSDP: the weights' float8 all-gather (torchtitan's
+  // enable_fsdp_float8_all_gather with precomputed scales).
+  if (c.torchao_float8() && c.fp8_recipe == Fp8Recipe::kTensorwise &&
+      p.fsdp != FsdpMode::kNone && !c.fp8_fsdp_all_gather) {
+    sharding.push_back({"float8 all-gather", {"workload.fp8_fsdp_all_gather=true"}});
+  }
   std::vector<Option> tensor{{}};
   if (p.tensor > 1 && p.sequence && c.layer_kernels == LayerKernelSet::kTorchtitan) {
     // torchtitan's own overlap: async TP, with compile, without per-op recomputation and

@@ -21,7 +21,8 @@
 //    over data x context > 1 ranks: Megatron-Core's distributed optimizer, zero 1 with
 //    overlap_param_gather where the gradients overlap; FSDP full_shard (zero 3's sharding),
 //    under pipeline parallel with FSDP2's gradient sync on the last micro-batch as
-//    torch.distributed.pipelining sets it), and Transformer Engine's TP communication overlap
+//    torch.distributed.pipelining sets it; under FSDP with torchao's tensorwise float8, its
+//    float8 weight all-gather), and Transformer Engine's TP communication overlap
 //    (tp_comm_overlap, where the layout has sequence parallel without it; with layer_kernels
 //    torchtitan, compile and no per-op recomputation, torchtitan's async TP instead); each
 //    alone and the TP overlap with each sharding. A variant is checked for validity and memory as a

@@ -2071,6 +2071,23 @@ TEST_F(Cli, PlanTriesAsyncTpOnACompiledTorchtitanScenario) {
   EXPECT_EQ(options.count("tp overlap"), 0U) << r.output;
 }
 
+// A torchao tensorwise scenario under FSDP is tried with FSDP's float8 weight all-gather, never
+// with async TP (which float8 refuses).
+TEST_F(Cli, PlanTriesFloat8AllGatherOnATensorwiseFsdpScenario) {
+  const std::string scenario =
+      quote(std::string(UPSIM_CONFIGS_DIR) + "/schema/transformer_torchao_float8.yaml") +
+      " --set workload.fp8_fsdp_all_gather=false";
+  const Result r = run("plan " + scenario + " --out p -j 2 --max-simulations 4 --refine 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  ASSERT_EQ(rows.front()[10], "framework_options");
+  std::set<std::string> options;
+  for (size_t i = 1; i < rows.size(); ++i)
+    options.insert(rows[i][10]);
+  EXPECT_EQ(options.count("float8 all-gather"), 1U) << r.output;
+  EXPECT_EQ(options.count("async tp"), 0U) << r.output;
+}
+
 TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.global_batch=32 --set workload.micro_batch=8 "

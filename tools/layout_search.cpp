@@ -279,8 +279,8 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
   }
   // torchao tensorwise under FSDP: the weights' float8 all-gather (torchtitan's
   // enable_fsdp_float8_all_gather with precomputed scales).
-  if (c.torchao_float8() && c.fp8_recipe == Fp8Recipe::kTensorwise &&
-      p.fsdp != FsdpMode::kNone && !c.fp8_fsdp_all_gather) {
+  if (c.torchao_float8() && c.fp8_recipe == Fp8Recipe::kTensorwise && p.fsdp != FsdpMode::kNone &&
+      !c.fp8_fsdp_all_gather) {
     sharding.push_back({"float8 all-gather", {"workload.fp8_fsdp_all_gather=true"}});
   }
   std::vector<Option> tensor{{}};

@@ -20,8 +20,7 @@ TransformerConfig decoder_stack_config(const TransformerConfig& c) {
 }
 
 int64_t first_decoder_stage(const TransformerConfig& c) {
-  const int64_t per_stage = (c.layers + c.decoder_layers) / c.parallelism.pipeline;
-  return per_stage > 0 ? c.layers / per_stage : 0;
+  return c.parallelism.pipeline > 1 ? c.parallelism.encoder_stages : 0;
 }
 
 int64_t cross_attention_parameters(const TransformerConfig& c, int64_t tensor) {

@@ -12,9 +12,10 @@
 //
 // Under pipeline parallel, Megatron-LM puts the encoder on the first stages and the decoder on
 // the rest (--pipeline-model-parallel-split-rank; megatron/legacy/model/t5_model.py's
-// add_encoder / add_decoder by is_pipeline_stage_before_split): here every stage holds
-// (layers + decoder layers) / pipeline layers, so the split falls where the encoder's layers
-// end. The last encoder stage ends in the encoder's final norm; the first decoder stage embeds
+// add_encoder / add_decoder by is_pipeline_stage_before_split): the encoder's layers split
+// evenly over the first parallelism.encoder_stages, the decoder's over the rest
+// (TransformerConfig::chunk_layers; by default the split of all layers evenly over the
+// stages). The last encoder stage ends in the encoder's final norm; the first decoder stage embeds
 // the decoder's tokens with its own copy of the shared word embedding, whose gradient the first,
 // that and the last stage all-reduce (Megatron's embedding group with the split rank); a
 // message between decoder stages carries the decoder's hidden state and the encoder's output
@@ -38,8 +39,8 @@ namespace upsim {
 /// a decoder-only model of that shape).
 TransformerConfig decoder_stack_config(const TransformerConfig& c);
 
-/// The first pipeline stage holding decoder layers (Megatron-LM's split rank): layers /
-/// ((layers + decoder layers) / pipeline); 0 with one stage.
+/// The first pipeline stage holding decoder layers (Megatron-LM's split rank):
+/// parallelism.encoder_stages; 0 with one stage.
 int64_t first_decoder_stage(const TransformerConfig& c);
 
 /// Parameters of one cross-attention block on one tensor-parallel rank of `tensor`: its norm

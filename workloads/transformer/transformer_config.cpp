@@ -142,6 +142,8 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   }
   p.pipeline = par.get_int_in_or("pipeline", 1, kMaxParallel, 1);
   p.virtual_stages = par.get_int_in_or("virtual_stages", 1, kMaxLayers, 1);
+  if (par.has("encoder_stages"))
+    p.encoder_stages = par.get_int_in("encoder_stages", 1, kMaxParallel);
   if (p.virtual_stages > 1 && p.pipeline == 1) {
     par.child("virtual_stages")
         .fail(fmt::format("{} virtual stages (interleaved 1F1B) need parallelism.pipeline > 1, "
@@ -396,13 +398,7 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
   }
   const int64_t chunks = p.pipeline * p.virtual_stages;
   if (c.encoder_decoder()) {
-    // Encoder and decoder layers together over the stages (check_encoder_decoder).
-    if ((c.layers + c.decoder_layers) % chunks != 0) {
-      workload.child("layers").fail(fmt::format(
-          "{} encoder and {} decoder layers are not divisible by pipeline {} (every stage holds "
-          "the same number of layers)",
-          c.layers, c.decoder_layers, p.pipeline));
-    }
+    // The stacks' split over the stages: check_encoder_decoder.
   } else if (c.layers % chunks != 0) {
     workload.child("layers").fail(
         fmt::format("{} layers are not divisible by pipeline {} x virtual_stages {} = {} "
@@ -628,15 +624,24 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
            "runs without interleaving (Megatron-LM's encoder-decoder pipeline has none)");
   }
   if (p.pipeline > 1) {
-    // The encoder on the first stages, the decoder on the rest (encoder_decoder.h): the split
-    // must fall on a stage boundary.
-    const int64_t per_stage = (c.layers + c.decoder_layers) / p.pipeline;
-    if (per_stage == 0 || c.layers % per_stage != 0 || c.decoder_layers % per_stage != 0) {
-      refuse("parallelism.pipeline",
-             fmt::format("puts its encoder on the first pipeline stages and its decoder on the "
-                         "rest (Megatron-LM's split rank): {} encoder and {} decoder layers over "
-                         "{} stages of {} layers each do not split at a stage boundary",
-                         c.layers, c.decoder_layers, p.pipeline, per_stage));
+    // The encoder on the first encoder_stages, the decoder on the rest (encoder_decoder.h),
+    // each stack's layers split evenly over its stages.
+    const int64_t es = p.encoder_stages;
+    const std::string_view key = workload.child("parallelism").has("encoder_stages")
+                                     ? "parallelism.encoder_stages"
+                                     : "parallelism.pipeline";
+    if (es < 1 || es >= p.pipeline) {
+      refuse(key, fmt::format("puts its encoder on the first pipeline stages and its decoder on "
+                              "the rest (Megatron-LM's split rank): parallelism.encoder_stages "
+                              "must be 1 .. {} (by default the stages that an even split of {} "
+                              "encoder and {} decoder layers gives the encoder)",
+                              p.pipeline - 1, c.layers, c.decoder_layers));
+    }
+    if (c.layers % es != 0 || c.decoder_layers % (p.pipeline - es) != 0) {
+      refuse(key, fmt::format("puts its encoder on the first {} of {} pipeline stages and its "
+                              "decoder on the rest (Megatron-LM's split rank): {} encoder layers "
+                              "over {} stages and {} decoder layers over {} do not split evenly",
+                              es, p.pipeline, c.layers, es, c.decoder_layers, p.pipeline - es));
     }
   }
   if (p.context > 1) refuse("parallelism.context", "runs without context parallel here");
@@ -1073,6 +1078,19 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
         read_enum(workload, "grad_reduce_dtype", kGradNames, kGradTypes, DType::kFp32);
   }
 
+  if (c.parallelism.encoder_stages > 0 && (!c.encoder_decoder() || c.parallelism.pipeline == 1)) {
+    par_node->child("encoder_stages")
+        .fail(
+            "splits an encoder-decoder model (workload.decoder) over pipeline stages: it needs "
+            "one and parallelism.pipeline > 1");
+  }
+  if (c.encoder_decoder() && c.parallelism.pipeline > 1 && c.parallelism.encoder_stages == 0) {
+    // Default: the stages an even split of all the layers gives the encoder.
+    const int64_t per_stage = (c.layers + c.decoder_layers) / c.parallelism.pipeline;
+    if (per_stage > 0 && c.layers % per_stage == 0) {
+      c.parallelism.encoder_stages = c.layers / per_stage;
+    }
+  }
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
@@ -1244,6 +1262,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},
       {"parallelism.pipeline", "pipeline-parallel stages"},
       {"parallelism.virtual_stages", "model chunks per pipeline rank (interleaved 1F1B when > 1)"},
+      {"parallelism.encoder_stages",
+       "encoder-decoder over pipeline stages: the first this many hold the encoder (Megatron's "
+       "split rank); default: an even split of all layers"},
       {"parallelism.schedule", "pipeline schedule: gpipe or 1f1b"},
       {"parallelism.data", "data-parallel degree; default: what the GPUs leave"},
       {"parallelism.context", "context-parallel degree (the sequence split over ranks)"},

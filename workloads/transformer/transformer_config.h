@@ -74,8 +74,9 @@
 //   decoder:                   # optional: an encoder-decoder model (T5; Raffel et al., JMLR
 //                              #   2020, arXiv 1910.10683): `layers` are then the encoder's,
 //                              #   attending bidirectionally over `seq` tokens, and the decoder
-//                              #   runs after it (encoder_decoder.h); pipeline stages split
-//                              #   where the encoder ends (Megatron's split rank; no
+//                              #   runs after it (encoder_decoder.h); over pipeline stages
+//                              #   the encoder on the first parallelism.encoder_stages, the
+//                              #   decoder on the rest (Megatron's split rank; no
 //                              #   interleaving), no context, sequence or expert parallel
 //     layers: 24               # decoder layers: causal self-attention over decoder seq tokens,
 //                              #   cross-attention over the encoder's output, then the MLP
@@ -340,6 +341,10 @@ struct ParallelismConfig {
   bool sequence = false;
   int64_t pipeline = 1;
   int64_t virtual_stages = 1;
+  /// An encoder-decoder model over pipeline stages: the first this many hold the encoder, the
+  /// rest the decoder (Megatron-LM's --pipeline-model-parallel-split-rank; encoder_decoder.h).
+  /// 0 when the model has one stack or one stage.
+  int64_t encoder_stages = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t data = 1;
   int64_t context = 1;
@@ -585,6 +590,27 @@ struct TransformerConfig {
     return upsim::attention_sequences(sequences, micro_batch, seq);
   }
   DType activation_dtype() const { return dtype == DType::kFp8 ? DType::kBf16 : dtype; }
+  /// The layers of model chunk `virtual_stage` (model order; an encoder-decoder model's
+  /// decoder layers from `layers` on): [first, first + count). Every chunk holds as many,
+  /// except over an encoder-decoder model's stages, where the encoder's split its layers evenly
+  /// and the decoder's theirs (parallelism.encoder_stages).
+  struct LayerRange {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  LayerRange chunk_layers(int64_t virtual_stage) const {
+    const ParallelismConfig& p = parallelism;
+    if (encoder_decoder() && p.pipeline > 1 && p.encoder_stages > 0) {
+      if (virtual_stage < p.encoder_stages) {
+        const int64_t per = layers / p.encoder_stages;
+        return {virtual_stage * per, per};
+      }
+      const int64_t per = decoder_layers / (p.pipeline - p.encoder_stages);
+      return {layers + (virtual_stage - p.encoder_stages) * per, per};
+    }
+    const int64_t per = (layers + decoder_layers) / (p.pipeline * p.virtual_stages);
+    return {virtual_stage * per, per};
+  }
   /// The weight gradients' GEMM dtype: bf16 under torchao's rowwise_with_gw_hp, else dtype.
   DType wgrad_dtype() const {
     return dtype == DType::kFp8 && fp8_recipe == Fp8Recipe::kRowwiseWithGwHp ? DType::kBf16 : dtype;

@@ -48,7 +48,13 @@ class TransformerEmitter {
   /// reduction's group size and the ZeRO / FSDP shard count.
   int64_t virtual_stage(int64_t chunk) const;
   int64_t virtual_stages() const { return config_.parallelism.pipeline * chunks_; }
-  int64_t first_layer(int64_t chunk) const { return virtual_stage(chunk) * layers_per_chunk_; }
+  int64_t first_layer(int64_t chunk) const {
+    return config_.chunk_layers(virtual_stage(chunk)).first;
+  }
+  /// Layers of `chunk` on this rank (TransformerConfig::chunk_layers).
+  int64_t chunk_layer_count(int64_t chunk) const {
+    return config_.chunk_layers(virtual_stage(chunk)).count;
+  }
 
   // ---- one iteration --------------------------------------------------------------------------
   void iteration(uint32_t it);

@@ -281,8 +281,9 @@ void TransformerEmitter::iteration(uint32_t it) {
         grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
         layers_.embedding_forward();
       }
-      for (int64_t l = 0; l < layers_per_chunk_; ++l)
-        forward_layer(first + l, first + layers_per_chunk_ - 1);
+      const int64_t count = chunk_layer_count(step.chunk);
+      for (int64_t l = 0; l < count; ++l)
+        forward_layer(first + l, first + count - 1);
       if (vs == last_vs) {
         grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
         head_layers().head_forward();
@@ -293,7 +294,7 @@ void TransformerEmitter::iteration(uint32_t it) {
         head_layers().head_backward();
         grad_sync_->after_backward(-2, params_.head(), last_mb);
       }
-      for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
+      for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
         backward_layer(first + l, first, last_mb,
                        static_cast<int64_t>(it) * micro_batches_ + step.micro_batch);
       if (vs == 0) {
@@ -321,7 +322,7 @@ std::vector<int64_t> TransformerEmitter::gradient_ready_bytes(
     const int64_t vs = virtual_stage(step.chunk);
     const int64_t first = first_layer(step.chunk);
     if (vs == virtual_stages() - 1) add(params_.head());
-    for (int64_t l = layers_per_chunk_ - 1; l >= 0; --l)
+    for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
       add(params_.layer(first + l));
     if (vs == 0) add(params_.embedding());
   }
@@ -388,7 +389,7 @@ void TransformerEmitter::optimizer_step() {
   };
   for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
     if (virtual_stage(chunk) == 0) add_tensors(params_.embedding());
-    for (int64_t l = 0; l < layers_per_chunk_; ++l)
+    for (int64_t l = 0; l < chunk_layer_count(chunk); ++l)
       add_tensors(params_.layer(first_layer(chunk) + l));
     if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(params_.head());
   }

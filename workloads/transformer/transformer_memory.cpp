@@ -58,15 +58,14 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
 /// layers / (pipeline x virtual_stages) consecutive layers (Megatron's interleaved placement;
 /// one chunk without interleaving).
 /// The layers of `stage` in model order; an encoder-decoder model's from `layers` on are its
-/// decoder's (encoder_decoder.h).
+/// decoder's (encoder_decoder.h; TransformerConfig::chunk_layers).
 std::vector<int64_t> stage_layers(const TransformerConfig& c, int64_t stage) {
   const ParallelismConfig& p = c.parallelism;
-  const int64_t per_chunk = (c.layers + c.decoder_layers) / (p.pipeline * p.virtual_stages);
   std::vector<int64_t> layers;
   for (int64_t k = 0; k < p.virtual_stages; ++k) {
-    const int64_t chunk = k * p.pipeline + stage;
-    for (int64_t i = 0; i < per_chunk; ++i)
-      layers.push_back(chunk * per_chunk + i);
+    const TransformerConfig::LayerRange chunk = c.chunk_layers(k * p.pipeline + stage);
+    for (int64_t i = 0; i < chunk.count; ++i)
+      layers.push_back(chunk.first + i);
   }
   return layers;
 }

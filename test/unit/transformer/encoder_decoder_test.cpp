@@ -352,6 +352,40 @@ TEST(EncoderDecoder, DecoderStagesExchangeTheEncodersOutputToo) {
   EXPECT_TRUE(found);
 }
 
+// parallelism.encoder_stages splits the stacks unevenly (Megatron-LM's split rank): the
+// encoder's 24 layers over the first 3 of 4 stages (8 each), the decoder's 24 on the last; the
+// message into the first decoder stage (the last) is the encoder's output alone. A split the
+// stacks' layers do not divide, one outside 1 .. pipeline - 1, or one without an
+// encoder-decoder model over stages is refused at the key.
+TEST(EncoderDecoder, EncoderStagesSplitTheStacksUnevenly) {
+  TransformerConfig c = t5_pipeline(4);
+  EXPECT_EQ(c.parallelism.encoder_stages, 2);  // the even split's default
+  c.parallelism.encoder_stages = 3;
+  EXPECT_EQ(first_decoder_stage(c), 3);
+  for (int64_t stage = 0; stage < 3; ++stage) {
+    EXPECT_EQ(c.chunk_layers(stage).first, 8 * stage);
+    EXPECT_EQ(c.chunk_layers(stage).count, 8);
+  }
+  EXPECT_EQ(c.chunk_layers(3).first, 24);
+  EXPECT_EQ(c.chunk_layers(3).count, 24);
+  int64_t total = 0;
+  for (int64_t stage = 0; stage < 4; ++stage)
+    total += transformer_stage_parameters(c, stage).total();
+  // The last stage's copy of the word embedding (untied output layer here) is the decoder's.
+  EXPECT_EQ(total, transformer_parameters(c));
+  const int64_t encoder = 4 * 512 * 2048 * 2;
+  EXPECT_EQ(p2p_message_bytes(c, 2, 3), std::vector<int64_t>(4, encoder));
+  const std::string pipe = "    pipeline: 4\n    data: 1\n";
+  EXPECT_EQ(workload_error(t5_v1_1_xl("", pipe + "    encoder_stages: 3\n", 1), 4), "");
+  for (const char* bad : {"5", "4"}) {
+    const std::string e =
+        workload_error(t5_v1_1_xl("", pipe + "    encoder_stages: " + bad + "\n", 1), 4);
+    EXPECT_NE(e.find("parallelism.encoder_stages"), std::string::npos) << bad << ": " << e;
+  }
+  const std::string one_stage = workload_error(t5_v1_1_xl("", "    encoder_stages: 1\n", 1), 8);
+  EXPECT_NE(one_stage.find("parallelism.encoder_stages"), std::string::npos) << one_stage;
+}
+
 // One stage and two: the same model FLOPs per step; two stages run it (a T5 3B-shaped step
 // completes with its bubble).
 TEST(EncoderDecoder, TwoStagesRunTheSameModelFlops) {

@@ -57,6 +57,8 @@ std::string body(const std::string& text) {
 const std::string kData = UPSIM_CLI_TEST_DATA;
 const std::string kTiny = quote(kData + "/tiny.yaml");
 
+std::vector<std::vector<std::string>> csv_rows(const std::string& csv);
+
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -68,6 +70,25 @@ class Cli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   Result run(const std::string& args) { return upsim(args, dir_); }
+  /// The framework options (plan.csv's column) of the layouts `upsim plan` ranks for
+  /// configs/schema/`schema_file` with `--set set`, --max-simulations 4 and --refine `refine`.
+  std::set<std::string> plan_framework_options(const std::string& schema_file,
+                                               const std::string& set, int refine) {
+    const std::string scenario =
+        quote(std::string(UPSIM_CONFIGS_DIR) + "/schema/" + schema_file) + " --set " + set;
+    const Result r = run("plan " + scenario + " --out p -j 2 --max-simulations 4 --refine " +
+                         std::to_string(refine));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+    std::set<std::string> options;
+    if (rows.empty() || rows.front().size() <= 10 || rows.front()[10] != "framework_options") {
+      ADD_FAILURE() << "plan.csv has no framework_options column\n" << r.output;
+      return options;
+    }
+    for (size_t i = 1; i < rows.size(); ++i)
+      options.insert(rows[i][10]);
+    return options;
+  }
   fs::path dir_;
 };
 
@@ -2057,35 +2078,19 @@ TEST_F(Cli, PlanTriesMemorySaversOnLayoutsThatDoNotFit) {
 // A compiled scenario of torchtitan's modules is tried with torchtitan's own overlap, async TP,
 // not Transformer Engine's (which those modules refuse).
 TEST_F(Cli, PlanTriesAsyncTpOnACompiledTorchtitanScenario) {
-  const std::string scenario =
-      quote(std::string(UPSIM_CONFIGS_DIR) + "/schema/transformer_async_tp.yaml") +
-      " --set workload.parallelism.async_tp=false";
-  const Result r = run("plan " + scenario + " --out p -j 2 --max-simulations 4 --refine 3");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
-  ASSERT_EQ(rows.front()[10], "framework_options");
-  std::set<std::string> options;
-  for (size_t i = 1; i < rows.size(); ++i)
-    options.insert(rows[i][10]);
-  EXPECT_EQ(options.count("async tp"), 1U) << r.output;
-  EXPECT_EQ(options.count("tp overlap"), 0U) << r.output;
+  const std::set<std::string> options =
+      plan_framework_options("transformer_async_tp.yaml", "workload.parallelism.async_tp=false", 3);
+  EXPECT_EQ(options.count("async tp"), 1U);
+  EXPECT_EQ(options.count("tp overlap"), 0U);
 }
 
 // A torchao tensorwise scenario under FSDP is tried with FSDP's float8 weight all-gather, never
 // with async TP (which float8 refuses).
 TEST_F(Cli, PlanTriesFloat8AllGatherOnATensorwiseFsdpScenario) {
-  const std::string scenario =
-      quote(std::string(UPSIM_CONFIGS_DIR) + "/schema/transformer_torchao_float8.yaml") +
-      " --set workload.fp8_fsdp_all_gather=false";
-  const Result r = run("plan " + scenario + " --out p -j 2 --max-simulations 4 --refine 2");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
-  ASSERT_EQ(rows.front()[10], "framework_options");
-  std::set<std::string> options;
-  for (size_t i = 1; i < rows.size(); ++i)
-    options.insert(rows[i][10]);
-  EXPECT_EQ(options.count("float8 all-gather"), 1U) << r.output;
-  EXPECT_EQ(options.count("async tp"), 0U) << r.output;
+  const std::set<std::string> options = plan_framework_options(
+      "transformer_torchao_float8.yaml", "workload.fp8_fsdp_all_gather=false", 2);
+  EXPECT_EQ(options.count("float8 all-gather"), 1U);
+  EXPECT_EQ(options.count("async tp"), 0U);
 }
 
 TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {

@@ -57,6 +57,17 @@ std::vector<KernelDesc> kernels_named(const TaskGraph& g, std::string_view op,
   return found;
 }
 
+/// The dense elements of the emitter's units (ModelParameters: the embedding, every layer,
+/// the head) on one rank of `c`: what the gradient synchronisation and the optimizer walk.
+int64_t emitter_unit_elements(const TransformerConfig& c) {
+  const LayerSizes sizes = layer_sizes(c);
+  const transformer_emit::ModelParameters params(c, sizes);
+  int64_t total = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
+  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
+    total += params.layer(layer).elements[kDenseBuffer];
+  return total;
+}
+
 TEST(EncoderDecoder, ParsesTheDecoderAndTheEncoderIsBidirectional) {
   const TransformerConfig c = parse_workload(t5_v1_1_xl(), 8);
   EXPECT_TRUE(c.encoder_decoder());
@@ -123,12 +134,7 @@ TEST(EncoderDecoder, RelativeBiasCompletesT5V11XlsParameters) {
   const TransformerConfig c = parse_workload(t5_relative("  attention: unfused\n", "", 1), 8);
   EXPECT_EQ(transformer_parameters(c), int64_t{2'849'757'184});
   EXPECT_EQ(transformer_stage_parameters(c, 0).total(), transformer_parameters(c));
-  const LayerSizes sizes = layer_sizes(c);
-  const transformer_emit::ModelParameters params(c, sizes);
-  int64_t units = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
-  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
-    units += params.layer(layer).elements[kDenseBuffer];
-  EXPECT_EQ(units, transformer_parameters(c));
+  EXPECT_EQ(emitter_unit_elements(c), transformer_parameters(c));
 }
 
 // The bias needs the materialised scores (unfused attention) and one stage.
@@ -160,13 +166,8 @@ TEST(EncoderDecoder, RelativeBiasIsAddedToEverySelfAttentionsScores) {
 // The tensors the gradient synchronisation and the optimizer step walk (the embedding, the
 // encoder's and then the decoder's layers, the head) are the model's parameters.
 TEST(EncoderDecoder, TheEmittersTensorsAreTheModelsParameters) {
-  TransformerConfig c = parse_workload(t5_v1_1_xl("", "", 1), 8);
-  const LayerSizes sizes = layer_sizes(c);
-  const transformer_emit::ModelParameters params(c, sizes);
-  int64_t total = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
-  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
-    total += params.layer(layer).elements[kDenseBuffer];
-  EXPECT_EQ(total, transformer_parameters(c));
+  const TransformerConfig c = parse_workload(t5_v1_1_xl("", "", 1), 8);
+  EXPECT_EQ(emitter_unit_elements(c), transformer_parameters(c));
 }
 
 // With one pipeline stage and one tensor rank the memory model's parameters are the model's, and
@@ -285,12 +286,7 @@ TEST(EncoderDecoder, PipelineStagesSplitWhereTheEncoderEnds) {
   EXPECT_EQ(total, transformer_parameters(c) + word_embedding);
   // The emitter's units sum to the same: its embedding unit on stage 0, the decoder's copy in
   // the first decoder layer's unit, the head on stage 3.
-  const LayerSizes sizes = layer_sizes(c);
-  const transformer_emit::ModelParameters params(c, sizes);
-  int64_t units = params.embedding().elements[kDenseBuffer] + params.head().elements[kDenseBuffer];
-  for (int64_t layer = 0; layer < c.layers + c.decoder_layers; ++layer)
-    units += params.layer(layer).elements[kDenseBuffer];
-  EXPECT_EQ(units, total);
+  EXPECT_EQ(emitter_unit_elements(c), total);
   // Under 1F1B stage s holds min(4, 4 - s) micro-batches: stage 1 (encoder) 3 of 12 encoder
   // layers; stage 2 (decoder) 2 of 12 decoder layers with their cross-attention, the encoder's
   // output, and the decoder embedding's dropout mask (1 byte an element; dropout 0.1).

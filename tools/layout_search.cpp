@@ -44,6 +44,7 @@ ConfigDocument load_with(const PlanOptions& options, const std::vector<std::stri
 
 std::string label_of(const PlannedLayout& l) {
   std::string out = fmt::format("TP{} PP{}", l.tensor, l.pipeline);
+  if (l.encoder_stages > 0) out += fmt::format(" ES{}", l.encoder_stages);
   if (l.virtual_stages > 1) out += fmt::format(" VP{}", l.virtual_stages);
   if (l.context > 1) out += fmt::format(" CP{}", l.context);
   if (l.expert > 1) out += fmt::format(" EP{}", l.expert);
@@ -84,15 +85,21 @@ std::vector<MemorySaver> memory_saver_ladder(const TransformerConfig& base) {
 }
 
 /// `sequence`: whether the layout runs sequence parallel (only meaningful with tensor > 1).
-std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence) {
-  return {fmt::format("workload.parallelism.tensor={}", l.tensor),
-          fmt::format("workload.parallelism.sequence={}", l.tensor > 1 && sequence),
-          fmt::format("workload.parallelism.pipeline={}", l.pipeline),
-          fmt::format("workload.parallelism.virtual_stages={}", l.virtual_stages),
-          fmt::format("workload.parallelism.context={}", l.context),
-          fmt::format("workload.parallelism.expert={}", l.expert),
-          fmt::format("workload.parallelism.data={}", l.data),
-          fmt::format("workload.micro_batch={}", l.micro_batch)};
+std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence, bool encoder_decoder) {
+  std::vector<std::string> keys = {
+      fmt::format("workload.parallelism.tensor={}", l.tensor),
+      fmt::format("workload.parallelism.sequence={}", l.tensor > 1 && sequence),
+      fmt::format("workload.parallelism.pipeline={}", l.pipeline),
+      fmt::format("workload.parallelism.virtual_stages={}", l.virtual_stages),
+      fmt::format("workload.parallelism.context={}", l.context),
+      fmt::format("workload.parallelism.expert={}", l.expert),
+      fmt::format("workload.parallelism.data={}", l.data),
+      fmt::format("workload.micro_batch={}", l.micro_batch)};
+  // An encoder-decoder model's split (0 on one stage: none).
+  if (encoder_decoder) {
+    keys.push_back(fmt::format("workload.parallelism.encoder_stages={}", l.encoder_stages));
+  }
+  return keys;
 }
 
 /// Context-parallel degrees searched: 1 and the scenario's own, and 2 to 16 where each rank
@@ -152,8 +159,23 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
   for (const int64_t t : {1, 2, 4, 8}) {
     if (t > node_gpus || gpus % t != 0) continue;
     for (const int64_t c : contexts) {
-      for (int64_t p = 1; p <= base_config.layers && t * p * c <= gpus; ++p) {
-        if (base_config.layers % p != 0 || gpus % (t * p * c) != 0) continue;
+      const int64_t all_layers = base_config.layers + base_config.decoder_layers;
+      for (int64_t p = 1; p <= all_layers && t * p * c <= gpus; ++p) {
+        if (gpus % (t * p * c) != 0) continue;
+        // An encoder-decoder model's splits of its stacks over the stages (Megatron's split
+        // rank: the stages of each stack divide its layers); one chunk of every p otherwise.
+        std::vector<int64_t> splits;
+        if (!base_config.encoder_decoder() || p == 1) {
+          if (base_config.layers % p != 0) continue;
+          splits.push_back(0);
+        } else {
+          for (int64_t es = 1; es < p; ++es) {
+            if (base_config.layers % es == 0 && base_config.decoder_layers % (p - es) == 0) {
+              splits.push_back(es);
+            }
+          }
+          if (splits.empty()) continue;
+        }
         const int64_t d = gpus / (t * p * c);
         std::vector<int64_t> virtuals = {1};
         // An encoder-decoder model's pipeline has no interleaving (check_encoder_decoder).
@@ -166,18 +188,21 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
             const int64_t micro_batches = base_config.global_batch / (mb * d);
             for (const int64_t v : virtuals) {
               if (v > 1 && micro_batches % p != 0) continue;
-              PlannedLayout l;
-              l.tensor = t;
-              l.pipeline = p;
-              l.virtual_stages = v;
-              l.context = c;
-              l.expert = e;
-              l.data = d;
-              l.micro_batch = mb;
-              l.label = label_of(l);
-              if (l.label == own_label) continue;
-              l.overrides = overrides_of(l, sequence_parallel);
-              candidates.push_back(std::move(l));
+              for (const int64_t es : splits) {
+                PlannedLayout l;
+                l.tensor = t;
+                l.pipeline = p;
+                l.encoder_stages = es;
+                l.virtual_stages = v;
+                l.context = c;
+                l.expert = e;
+                l.data = d;
+                l.micro_batch = mb;
+                l.label = label_of(l);
+                if (l.label == own_label) continue;
+                l.overrides = overrides_of(l, sequence_parallel, base_config.encoder_decoder());
+                candidates.push_back(std::move(l));
+              }
             }
           }
         }
@@ -301,6 +326,7 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
       v.tensor = l.tensor;
       v.pipeline = l.pipeline;
       v.virtual_stages = l.virtual_stages;
+      v.encoder_stages = l.encoder_stages;
       v.context = l.context;
       v.expert = l.expert;
       v.data = l.data;
@@ -557,12 +583,13 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   own.tensor = bp.tensor;
   own.pipeline = bp.pipeline;
   own.virtual_stages = bp.virtual_stages;
+  own.encoder_stages = bp.encoder_stages;
   own.context = bp.context;
   own.expert = bp.expert;
   own.data = bp.data;
   own.micro_batch = base_config.micro_batch;
   own.label = label_of(own);
-  own.overrides = overrides_of(own, bp.sequence);
+  own.overrides = overrides_of(own, bp.sequence, base_config.encoder_decoder());
   own.memory_bytes = base->scenario.memory ? base->scenario.memory->allocated_bytes() : 0;
   own.lower_bound = Duration::zero();
   record_run(*base, own);

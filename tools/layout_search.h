@@ -7,8 +7,11 @@
 //    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
 //    and the key/value heads, with sequence parallel whenever t > 1 (unless the scenario states
 //    parallelism.sequence: then as it says; LayoutPlan::sequence_parallel); pipeline stages p
-//    dividing the layers; context parallel c in {1, the scenario's} and those of {2, 4, 8, 16} that
-//    leave each rank at least 4096 tokens (so from 8K tokens on) where 2c divides the sequence
+//    dividing the layers (an encoder-decoder model's: each split of its stacks, the first es
+//    stages the encoder's, that divides both stacks' layers, parallelism.encoder_stages, "ES"
+//    in the label; no interleaving); context parallel c in {1, the scenario's} and those of
+//    {2, 4, 8, 16} that leave each rank at least 4096 tokens (so from 8K tokens on) where 2c
+//    divides the sequence
 //    (NeMo's Llama 3 recipes: 4K to 16K tokens per rank); data parallel d = GPUs / (t x p x c),
 //    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
 //    divide the experts and d x c, and the scenario's; virtual stages v in {1} and the divisors
@@ -106,6 +109,9 @@ struct PlanOptions {
 
 /// One layout and what became of it.
 struct PlannedLayout {
+  /// An encoder-decoder model's stages holding its encoder (parallelism.encoder_stages; 0 on
+  /// one stage or with one stack).
+  int64_t encoder_stages = 0;
   int64_t tensor = 1, pipeline = 1, virtual_stages = 1, context = 1, expert = 1, data = 1,
           micro_batch = 1;
   /// The memory savers the layout needed ("zero 1 + full recompute"), empty for none.

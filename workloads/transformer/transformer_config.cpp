@@ -142,8 +142,8 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   }
   p.pipeline = par.get_int_in_or("pipeline", 1, kMaxParallel, 1);
   p.virtual_stages = par.get_int_in_or("virtual_stages", 1, kMaxLayers, 1);
-  if (par.has("encoder_stages"))
-    p.encoder_stages = par.get_int_in("encoder_stages", 1, kMaxParallel);
+  // 0: the even split's (check_encoder_decoder).
+  p.encoder_stages = par.get_int_in_or("encoder_stages", 0, kMaxParallel, 0);
   if (p.virtual_stages > 1 && p.pipeline == 1) {
     par.child("virtual_stages")
         .fail(fmt::format("{} virtual stages (interleaved 1F1B) need parallelism.pipeline > 1, "
@@ -612,7 +612,8 @@ namespace {
 /// parallel, dense layers with plain attention, padded samples of seq and decoder seq tokens,
 /// the language-model head on the decoder, and no FSDP / ZeRO-3 (whose per-layer gathers would
 /// need the shared embedding gathered for the decoder as well).
-void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& c) {
+void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& c,
+                           bool encoder_stages_stated) {
   // `key` names a stated value (a dotted path below workload).
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "an encoder-decoder model (workload.decoder)", what);
@@ -627,9 +628,8 @@ void check_encoder_decoder(const ConfigNode& workload, const TransformerConfig& 
     // The encoder on the first encoder_stages, the decoder on the rest (encoder_decoder.h),
     // each stack's layers split evenly over its stages.
     const int64_t es = p.encoder_stages;
-    const std::string_view key = workload.child("parallelism").has("encoder_stages")
-                                     ? "parallelism.encoder_stages"
-                                     : "parallelism.pipeline";
+    const std::string_view key =
+        encoder_stages_stated ? "parallelism.encoder_stages" : "parallelism.pipeline";
     if (es < 1 || es >= p.pipeline) {
       refuse(key, fmt::format("puts its encoder on the first pipeline stages and its decoder on "
                               "the rest (Megatron-LM's split rank): parallelism.encoder_stages "
@@ -1078,7 +1078,8 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
         read_enum(workload, "grad_reduce_dtype", kGradNames, kGradTypes, DType::kFp32);
   }
 
-  if (c.parallelism.encoder_stages > 0 && (!c.encoder_decoder() || c.parallelism.pipeline == 1)) {
+  const bool encoder_stages_stated = c.parallelism.encoder_stages > 0;
+  if (encoder_stages_stated && (!c.encoder_decoder() || c.parallelism.pipeline == 1)) {
     par_node->child("encoder_stages")
         .fail(
             "splits an encoder-decoder model (workload.decoder) over pipeline stages: it needs "
@@ -1092,7 +1093,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
     }
   }
   validate(workload, par_node, moe_node, c);
-  if (c.encoder_decoder()) check_encoder_decoder(workload, c);
+  if (c.encoder_decoder()) check_encoder_decoder(workload, c, encoder_stages_stated);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
   if (c.position == TransformerPosition::kRelative) check_relative_bias(workload, c);
   if (c.parallelism.async_tp) check_async_tp(workload, c);
@@ -1264,7 +1265,7 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.virtual_stages", "model chunks per pipeline rank (interleaved 1F1B when > 1)"},
       {"parallelism.encoder_stages",
        "encoder-decoder over pipeline stages: the first this many hold the encoder (Megatron's "
-       "split rank); default: an even split of all layers"},
+       "split rank); 0: those an even split of all layers gives it"},
       {"parallelism.schedule", "pipeline schedule: gpipe or 1f1b"},
       {"parallelism.data", "data-parallel degree; default: what the GPUs leave"},
       {"parallelism.context", "context-parallel degree (the sequence split over ranks)"},

@@ -343,7 +343,8 @@ struct ParallelismConfig {
   int64_t virtual_stages = 1;
   /// An encoder-decoder model over pipeline stages: the first this many hold the encoder, the
   /// rest the decoder (Megatron-LM's --pipeline-model-parallel-split-rank; encoder_decoder.h).
-  /// 0 when the model has one stack or one stage.
+  /// As read, 0 asks for the stages an even split of all the layers gives the encoder, which
+  /// the parsed config then holds; 0 when the model has one stack or one stage.
   int64_t encoder_stages = 0;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t data = 1;

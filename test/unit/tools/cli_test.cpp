@@ -2093,6 +2093,27 @@ TEST_F(Cli, PlanTriesFloat8AllGatherOnATensorwiseFsdpScenario) {
   EXPECT_EQ(options.count("async tp"), 0U);
 }
 
+// An encoder-decoder model's layouts over pipeline stages name their split (ES: the stages of
+// the encoder), one per split its stacks' layers divide: 4 + 4 layers over 4 stages split
+// 1 + 3 (4 and 4 / 3: no), 2 + 2, not 3 + 1.
+TEST_F(Cli, PlanSearchesTheEncoderDecoderSplit) {
+  const std::string t5 = quote(std::string(UPSIM_CONFIGS_DIR) + "/t5_3b_8gpu.yaml") +
+                         " --set workload.layers=4 --set workload.decoder.layers=4 "
+                         "--set workload.global_batch=64 --set workload.micro_batch=8";
+  const Result r = run("plan " + t5 + " --out p -j 2 --max-simulations 2 --refine 0 --top 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  std::set<std::string> splits;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::string& label = rows[i][0];
+    if (label.find(" PP4 ") == std::string::npos) continue;
+    const size_t es = label.find(" ES");
+    ASSERT_NE(es, std::string::npos) << label;
+    splits.insert(label.substr(es + 1, 3));
+  }
+  EXPECT_EQ(splits, (std::set<std::string>{"ES2"})) << r.output;
+}
+
 TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.global_batch=32 --set workload.micro_batch=8 "

@@ -158,6 +158,18 @@ class LayerEmitter {
     const Float8Rescale& rescale;
   };
   void torchtitan_row_parallel_backward(const RowParallelBackward& linear);
+  /// One of the linears sharing a replicated input in the forward: its GEMM's kernel name and
+  /// description, and its weight's float8 casts.
+  struct ReplicatedForward {
+    std::string_view kernel_name;
+    KernelDescId gemm = 0;
+    const Float8Cast& weight;
+  };
+  /// The forward of linears that share one replicated input (wq, wk, wv; w1, w3): the input's
+  /// entry into the TP region with its float8 casts (torchtitan_enter_forward), then each
+  /// linear's weight casts and GEMM.
+  void replicated_input_linears_forward(const Float8Cast& input,
+                                        std::initializer_list<ReplicatedForward> linears);
   /// One of the linears sharing a replicated input: its GEMMs and float8 casts.
   struct ReplicatedLinear {
     KernelDescId dgrad = 0, wgrad = 0;

@@ -44,6 +44,9 @@ namespace upsim {
 struct LayerSizes;
 struct TransformerConfig;
 
+/// The Float8Linears of one torchtitan Llama layer: wq, wk, wv, wo, w1, w3, w2.
+inline constexpr int64_t kFloat8LinearsPerLayer = 7;
+
 /// One step of a float8 cast: a kernel, or (kernel 0) the all-reduce of an amax over the TP
 /// group (4 bytes).
 struct Float8Step {

@@ -72,13 +72,9 @@ void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
   if (config_.parallelism.async_tp) {
     async_tp_all_gather_matmuls({{q, k.wq_fwd_chunk}, {kk, k.wkv_fwd_chunk}, {v, k.wkv_fwd_chunk}});
   } else {
-    torchtitan_enter_forward(f.attn_in);
-    float8_steps(f.wq_weight.forward, false);
-    ops_.op("aten::linear", q, k.wq_fwd);
-    float8_steps(f.wkv_weight.forward, false);
-    ops_.op("aten::linear", kk, k.wkv_fwd);
-    float8_steps(f.wkv_weight.forward, false);
-    ops_.op("aten::linear", v, k.wkv_fwd);
+    replicated_input_linears_forward(
+        f.attn_in,
+        {{q, k.wq_fwd, f.wq_weight}, {kk, k.wkv_fwd, f.wkv_weight}, {v, k.wkv_fwd, f.wkv_weight}});
   }
   torchtitan_rotary(false);
   if (k.repeat_kv != 0) {
@@ -125,11 +121,8 @@ void LayerEmitter::torchtitan_mlp_forward() {
   if (config_.parallelism.async_tp) {
     async_tp_all_gather_matmuls({{w1, k.w13_fwd_chunk}, {w3, k.w13_fwd_chunk}});
   } else {
-    torchtitan_enter_forward(f.ffn_in);
-    float8_steps(f.w13_weight.forward, false);
-    ops_.op("aten::linear", w1, k.w13_fwd);
-    float8_steps(f.w13_weight.forward, false);
-    ops_.op("aten::linear", w3, k.w13_fwd);
+    replicated_input_linears_forward(
+        f.ffn_in, {{w1, k.w13_fwd, f.w13_weight}, {w3, k.w13_fwd, f.w13_weight}});
   }
   if (config_.compile) {
     ops_.op("CompiledFunction", "triton_fused_silu_mul", k.silu_fwd);
@@ -203,6 +196,15 @@ void LayerEmitter::float8_rescale(const Float8Rescale& rescale) {
   }
   if (rescale.wgrad != 0) {
     ops_.op("CompiledFunctionBackward", "float8_rowwise_rescale", rescale.wgrad);
+  }
+}
+
+void LayerEmitter::replicated_input_linears_forward(
+    const Float8Cast& input, std::initializer_list<ReplicatedForward> linears) {
+  torchtitan_enter_forward(input);
+  for (const ReplicatedForward& linear : linears) {
+    float8_steps(linear.weight.forward, false);
+    ops_.op("aten::linear", linear.kernel_name, linear.gemm);
   }
 }
 

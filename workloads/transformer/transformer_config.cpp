@@ -1078,6 +1078,8 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
         read_enum(workload, "grad_reduce_dtype", kGradNames, kGradTypes, DType::kFp32);
   }
 
+  // 0 is the default every resolved scenario writes (the even split's); any other split needs
+  // an encoder-decoder model over stages.
   const bool encoder_stages_stated = c.parallelism.encoder_stages > 0;
   if (encoder_stages_stated && (!c.encoder_decoder() || c.parallelism.pipeline == 1)) {
     par_node->child("encoder_stages")

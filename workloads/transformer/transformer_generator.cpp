@@ -438,7 +438,6 @@ void TransformerEmitter::optimizer_step() {
     // (one foreach norm), all-reduced over the shard group in one call, one fp32 per weight.
     ops_.op("precompute_float8_dynamic_scale_for_fsdp", "float8_amax_foreach_norm",
             layer_kernels_.float8.fsdp_amax_precompute);
-    constexpr int64_t kFloat8LinearsPerLayer = 7;
     ops_.blocking(grad_buffers_[kDenseBuffer].pg, CollectiveKind::kAllReduce,
                   kFp32Bytes * kFloat8LinearsPerLayer * layers_per_chunk_ *
                       config_.parallelism.virtual_stages,

@@ -67,56 +67,91 @@ DType rate_class(DType dtype) {
   return dtype == DType::kBf16 ? DType::kFp16 : dtype;
 }
 
-/// Sum over `rows` of the squared log error of the GEMM model with `p`, measured through a
-/// harness (floor, offset in us; compute_speedup divides the compute time).
+/// A harness as the fit searches it: times in microseconds.
+struct HarnessUs {
+  double floor_us = 0.0;
+  double offset_us = 0.0;
+  double compute_speedup = 1.0;
+};
+
+HarnessUs harness_us(const HarnessOverhead& h) {
+  return {h.floor.seconds() / kMicro, h.offset.seconds() / kMicro, h.compute_speedup};
+}
+
+/// Sum over `rows` of the squared log error of the GEMM model with `p`: a row of kernel time
+/// (`# harness: none`) against the model's kernel duration `kernel` (floor 0, offset the
+/// kernel overhead, no speedup), every other row through `timed` (compute_speedup divides the
+/// compute time). Mirrors predicted_measurement_seconds (kernel_validation.cpp).
 double gemm_objective(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
-                      const GemmParams& p, double compute_speedup, double floor_us,
-                      double offset_us) {
+                      const GemmParams& p, const HarnessUs& timed, const HarnessUs& kernel) {
   double sum = 0.0;
   for (const KernelMeasurement* r : rows) {
+    const HarnessUs& h = r->harness_none ? kernel : timed;
     const HardwareProfile& on = profile_of(*r, hw);
     const GemmEstimate est = estimate_gemm(r->kernel, on.device, on.achievable, p);
-    const double core = std::max(est.compute_seconds / compute_speedup, est.memory_seconds);
-    sum += squared_log_error(harness_predict(floor_us, offset_us, core), r->seconds);
+    const double core = std::max(est.compute_seconds / h.compute_speedup, est.memory_seconds);
+    sum += squared_log_error(harness_predict(h.floor_us, h.offset_us, core), r->seconds);
   }
   return sum;
 }
 
+/// The largest compute_scale `rows` may fit: what takes their lowest achievable fraction to the
+/// peak (the model stops at the peak: estimate_gemm), at most 2.
+double top_compute_scale(const std::vector<const KernelMeasurement*>& rows,
+                         const HardwareProfile& hw) {
+  double lowest = hw.achievable.compute;
+  for (const KernelMeasurement* r : rows)
+    lowest = std::min(lowest, profile_of(*r, hw).achievable.compute);
+  return std::min(2.0, 1.0 / lowest);
+}
+
 /// GEMM rows of the primary rate class: grid over tiles, compass search over the GEMM
 /// parameters and the harness (floor, offset, compute_speedup) from a grid of starts.
-/// compute_scale stays 1: the harness speedup absorbs the sweep's clock / harness difference.
+/// With only harness-timed rows compute_scale stays 1: the harness speedup absorbs the sweep's
+/// clock / harness difference from the profile's achievable rate. Rows of kernel time among
+/// them (`kernel`: the model's kernel duration) measure the rate itself: compute_scale is
+/// fitted on them too, and the harness's compute_speedup is then relative to that rate.
 void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
-                      GemmParams& params, HarnessOverhead& harness) {
-  const double floor_us = min_seconds(rows) / kMicro;
+                      const HarnessUs& kernel, GemmParams& params, HarnessOverhead& harness) {
+  std::vector<const KernelMeasurement*> timed_rows;
+  std::copy_if(rows.begin(), rows.end(), std::back_inserter(timed_rows),
+               [](const KernelMeasurement* r) { return !r->harness_none; });
+  const bool rate_measured = timed_rows.size() != rows.size();
+  const double floor_us = min_seconds(timed_rows) / kMicro;
+  const double top = top_compute_scale(rows, hw);
   double best = std::numeric_limits<double>::infinity();
   for (const auto& tile : kTiles) {
     const auto tile_m = tile.first;  // named copies: lambdas may not capture bindings (clang 14)
     const auto tile_n = tile.second;
-    // x = [ln compute_speedup, ln memory_scale, k_overhead, floor us, offset us]
+    // x = [ln compute_speedup, ln memory_scale, k_overhead, floor us, offset us,
+    //      ln compute_scale (held at 0 without kernel-time rows)]
     const auto params_of = [&](const std::vector<double>& x) {
       GemmParams p;
       p.tile_m = tile_m;
       p.tile_n = tile_n;
+      p.compute_scale = std::exp(x[5]);
       p.memory_scale = std::exp(x[1]);
       p.k_overhead = x[2];
       return p;
     };
     const Objective objective = [&](const std::vector<double>& x) {
-      return gemm_objective(rows, hw, params_of(x), std::exp(x[0]), x[3], x[4]);
+      return gemm_objective(rows, hw, params_of(x), HarnessUs{x[3], x[4], std::exp(x[0])}, kernel);
     };
     const std::vector<Box> box{{std::log(0.5), std::log(2.0)},
                                {std::log(0.2), std::log(2.0)},
                                {0.0, 4096.0},
                                {0.0, 1e4},
-                               {0.0, 1e4}};
+                               {0.0, 1e4},
+                               rate_measured ? Box{std::log(0.5), std::log(top)} : Box{0.0, 0.0}};
     for (double k0 : kStartKOverheads) {
       for (double offset : kStartOffsets) {
         const auto [x, value] =
-            compass_search(objective, {0.0, 0.0, k0, floor_us, offset * floor_us},
-                           {0.1, 0.1, 32.0, 2.0, 2.0}, box);
+            compass_search(objective, {0.0, 0.0, k0, floor_us, offset * floor_us, 0.0},
+                           {0.1, 0.1, 32.0, 2.0, 2.0, rate_measured ? 0.1 : 0.0}, box);
         if (value < best) {
           best = value;
           params = params_of(x);
+          params.compute_scale = round_significant(params.compute_scale, kDigits);
           params.memory_scale = round_significant(params.memory_scale, kDigits);
           params.k_overhead = std::round(params.k_overhead);
           harness = HarnessOverhead{round_to_ns(x[3]), round_to_ns(x[4]),
@@ -127,16 +162,15 @@ void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const H
   }
 }
 
-/// GEMM rows of another rate class, measured by the same harness (fixed, from the primary
-/// fit): grid over tiles, compass search over compute_scale (this dtype's asymptotic rate
-/// relative to peak x achievable.compute, which was measured in bf16), memory_scale and
-/// k_overhead.
+/// GEMM rows of another rate class, harness-timed rows measured by the primary's harness
+/// (`timed`, fixed), kernel-time rows against the kernel duration (`kernel`): grid over tiles,
+/// compass search over compute_scale (this dtype's asymptotic rate relative to peak x
+/// achievable.compute, which was measured in bf16), memory_scale and k_overhead.
 GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
-                              const HardwareProfile& hw, const HarnessOverhead& harness) {
+                              const HardwareProfile& hw, const HarnessUs& timed,
+                              const HarnessUs& kernel) {
   GemmParams out;
   double best = std::numeric_limits<double>::infinity();
-  const double floor_us = harness.floor.seconds() / kMicro;
-  const double offset_us = harness.offset.seconds() / kMicro;
   for (const auto& tile : kTiles) {
     const auto tile_m = tile.first;  // named copies: lambdas may not capture bindings (clang 14)
     const auto tile_n = tile.second;
@@ -151,14 +185,9 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
       return p;
     };
     const Objective objective = [&](const std::vector<double>& x) {
-      return gemm_objective(rows, hw, params_of(x), harness.compute_speedup, floor_us, offset_us);
+      return gemm_objective(rows, hw, params_of(x), timed, kernel);
     };
-    // compute_scale up to what takes the rows' lowest achievable fraction to the peak (the
-    // model stops at the peak: estimate_gemm), at most 2.
-    double lowest = hw.achievable.compute;
-    for (const KernelMeasurement* r : rows)
-      lowest = std::min(lowest, profile_of(*r, hw).achievable.compute);
-    const double top = std::min(2.0, 1.0 / lowest);
+    const double top = top_compute_scale(rows, hw);
     const std::vector<Box> box{
         {std::log(0.1), std::log(top)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};
     for (double k0 : kStartKOverheads) {
@@ -175,11 +204,12 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
   return out;
 }
 
-/// All GEMM rows: the rate class with the most training rows (fp16/bf16 first on a tie) fits
-/// the harness and its parameters; each other class fits its own parameters under that harness.
-/// Fills gemm_by_dtype for every measured dtype (fp16 and bf16 stand in for each other) and
-/// the default entry (the primary's, without k_overhead, which was measured in the primary's
-/// K-steps and takes another time at another dtype's rate).
+/// All GEMM rows: the rate class with the most training rows timed through a harness
+/// (fp16/bf16 first on a tie) fits the harness and its parameters; each other class fits its
+/// own parameters under that harness. Fills gemm_by_dtype for every measured dtype (fp16 and
+/// bf16 stand in for each other) and the default entry (the primary's tile and memory_scale,
+/// without k_overhead, which was measured in the primary's K-steps and takes another time at
+/// another dtype's rate, and at compute_scale 1).
 void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw,
               KernelCalibration& out) {
   std::map<DType, std::vector<const KernelMeasurement*>> by_class;
@@ -187,45 +217,35 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
     by_class[rate_class(r->kernel.dtype)].push_back(r);
   }
   // Kernel times as measured (`# harness: none`: a trace's kernel durations, a benchmark's
-  // GPU time per call) have no harness to fit: such a class fits its rate against the model's
-  // kernel duration, core + kernel_overhead. Timed classes share the primary's harness. One
-  // class of both timings is refused.
-  std::map<DType, bool> kernel_times;
+  // GPU time per call) have no harness to fit: they are priced as the model's kernel duration,
+  // core + kernel_overhead. Harness-timed rows of every class share the primary's harness.
+  std::map<DType, size_t> timed_rows;
   for (const auto& [dtype, class_rows] : by_class) {
-    const auto none = std::count_if(class_rows.begin(), class_rows.end(),
-                                    [](const KernelMeasurement* r) { return r->harness_none; });
-    if (none > 0 && static_cast<size_t>(none) != class_rows.size()) {
-      const auto timed = std::find_if(class_rows.begin(), class_rows.end(),
-                                      [](const KernelMeasurement* r) { return !r->harness_none; });
-      const auto own = std::find_if(class_rows.begin(), class_rows.end(),
-                                    [](const KernelMeasurement* r) { return r->harness_none; });
-      throw CalibrationDataError(fmt::format(
-          "{}: GEMM rows timed through a harness and GEMM rows of kernel time (`# harness: "
-          "none`, {}) of one dtype cannot be fitted together: the fit describes one timing per "
-          "dtype; fit them apart",
-          (*timed)->origin, (*own)->origin));
-    }
-    kernel_times[dtype] = none > 0;
+    timed_rows[dtype] = static_cast<size_t>(
+        std::count_if(class_rows.begin(), class_rows.end(),
+                      [](const KernelMeasurement* r) { return !r->harness_none; }));
   }
-  // The primary: the timed class with the most rows (fp16/bf16 first on a tie), else the
-  // class with the most rows.
-  const bool any_timed = std::any_of(kernel_times.begin(), kernel_times.end(),
-                                     [](const auto& entry) { return !entry.second; });
+  // The primary: the class with the most harness-timed rows (fp16/bf16 first on a tie), else
+  // the class with the most rows.
+  const bool any_timed = std::any_of(timed_rows.begin(), timed_rows.end(),
+                                     [](const auto& entry) { return entry.second > 0; });
   std::optional<DType> primary;
   for (const auto& [dtype, class_rows] : by_class) {
-    if (any_timed && kernel_times.at(dtype)) continue;
-    const size_t n = class_rows.size();
-    const size_t best_n = primary ? by_class.at(*primary).size() : 0;
+    const size_t n = any_timed ? timed_rows.at(dtype) : class_rows.size();
+    const size_t best_n =
+        primary ? (any_timed ? timed_rows.at(*primary) : by_class.at(*primary).size()) : 0;
     if (!primary || n > best_n || (n == best_n && dtype == DType::kFp16)) primary = dtype;
   }
-  const HarnessOverhead kernel_duration{Duration::zero(), out.kernel_overhead, 1.0};
-  HarnessOverhead harness = kernel_duration;
+  const HarnessUs kernel_duration{0.0, out.kernel_overhead.seconds() / kMicro, 1.0};
+  HarnessUs timed = kernel_duration;
   GemmParams primary_params;
   if (any_timed) {
-    fit_gemm_primary(by_class.at(*primary), hw, primary_params, harness);
+    HarnessOverhead harness;
+    fit_gemm_primary(by_class.at(*primary), hw, kernel_duration, primary_params, harness);
     out.measurement["gemm"] = harness;
+    timed = harness_us(harness);
   } else {
-    primary_params = fit_gemm_secondary(by_class.at(*primary), hw, kernel_duration);
+    primary_params = fit_gemm_secondary(by_class.at(*primary), hw, timed, kernel_duration);
   }
   const auto assign = [&](DType rate, const GemmParams& p) {
     out.gemm_by_dtype[static_cast<size_t>(rate)] = p;
@@ -234,11 +254,13 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
   assign(*primary, primary_params);
   for (const auto& [dtype, class_rows] : by_class) {
     if (dtype == *primary) continue;
-    assign(dtype,
-           fit_gemm_secondary(class_rows, hw, kernel_times.at(dtype) ? kernel_duration : harness));
+    assign(dtype, fit_gemm_secondary(class_rows, hw, timed, kernel_duration));
   }
+  // An unmeasured dtype runs at the profile's achievable fraction of its own peak (physics):
+  // the primary's fitted rate is the primary dtype's kernels' and is not carried over.
   out.gemm = primary_params;
   out.gemm.k_overhead = 0.0;
+  out.gemm.compute_scale = 1.0;
 }
 
 /// One memory-bound curve and the harness of each op measured on it.

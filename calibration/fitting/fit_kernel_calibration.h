@@ -3,23 +3,23 @@
 //
 // What is fitted (training points only; held-out points are never seen):
 //  - GEMM (op `gemm`), per rate class (fp16 and bf16 together: same tensor cores, same peak;
-//    every other dtype alone). The class with the most training rows is primary: tile_m x
-//    tile_n in {64, 128, 256}^2 but 256 x 256 by grid search; for each, memory_scale,
+//    every other dtype alone). The class with the most harness-timed training rows is primary:
+//    tile_m x tile_n in {64, 128, 256}^2 but 256 x 256 by grid search; for each, memory_scale,
 //    k_overhead and the sweep's harness (floor, offset, compute_speedup) by compass search.
-//    Its compute_scale stays 1: the asymptotic rate is the profile's sustained achievable
-//    fraction (mamf, measured in bf16), and a wall-clock sweep that runs faster than that is
-//    described by its harness's compute_speedup (kernel_calibration.h, HarnessOverhead). Every
-//    other class is measured by the same harness, which stays fixed, and fits its own tile
-//    (grid), compute_scale (its rate relative to peak x achievable.compute), memory_scale and
+//    With harness-timed rows only, its compute_scale stays 1: the asymptotic rate is the
+//    profile's sustained achievable fraction (mamf, measured in bf16), and a wall-clock sweep
+//    that runs faster than that is described by its harness's compute_speedup
+//    (kernel_calibration.h, HarnessOverhead). Rows of kernel time in the same class (`# harness:
+//    none`: kernel_measurements.h, a trace's kernel durations, a benchmark's GPU time per call)
+//    are priced as the model's kernel duration (core + kernel_overhead) and measure the rate
+//    itself: compute_scale is then fitted too, and compute_speedup is relative to it. Every
+//    other class shares the primary's harness for its timed rows and fits its own tile (grid),
+//    compute_scale (its rate relative to peak x achievable.compute), memory_scale and
 //    k_overhead. The result is the GEMM entry of each measured dtype (fp16 and bf16 stand in
 //    for each other); `default` (every unmeasured dtype) is the primary's tile and
-//    memory_scale with k_overhead 0, since the prologue/epilogue was measured in K-steps of
-//    the primary dtype. A class of kernel times (`# harness: none`: kernel_measurements.h, a
-//    trace's kernel durations, a benchmark's GPU time per call) has no harness to fit: it fits
-//    its compute_scale, tile, memory_scale and k_overhead against the model's kernel duration
-//    (core + kernel_overhead), and the primary is the largest timed class; with no timed class
-//    the largest class fits so too and no `measurement: gemm` is written. One dtype's rows of
-//    both timings are a CalibrationDataError.
+//    memory_scale with k_overhead 0 (the prologue/epilogue was measured in K-steps of the
+//    primary dtype) and compute_scale 1 (the profile's rate). With no harness-timed row the
+//    largest class is primary and no `measurement: gemm` is written.
 //  - Rows measured on another GPU than the fit's (KernelMeasurement::measured_on: another
 //    memory or form factor of the same chip, `calibrate kernels --measured-on`) are priced on
 //    that GPU's profile (its peaks, bandwidth and achievable fractions), so the fitted scales,

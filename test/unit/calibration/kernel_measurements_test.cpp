@@ -2,6 +2,7 @@
 // (calibration/fitting/kernel_measurements.h).
 #include "calibration/fitting/kernel_measurements.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -318,8 +319,9 @@ TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
 }
 
 // A GEMM table of kernel times (`# harness: none`: a trace's kernel durations) fits its rate
-// against the model's kernel duration, no harness; one fit does not mix it with a harness-timed
-// table, and says so naming both.
+// against the model's kernel duration, no harness. Beside a harness-timed table of the same
+// dtype, the kernel times still set the rate (compute_scale) and the timed rows fit the harness,
+// whose compute_speedup is then relative to that rate.
 TEST(KernelMeasurements, AGemmTableOfKernelTimesFitsWithoutAHarness) {
   const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
   ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
@@ -336,21 +338,27 @@ TEST(KernelMeasurements, AGemmTableOfKernelTimesFitsWithoutAHarness) {
   EXPECT_LT(p.compute_scale, 1.0);  // 150 TFLOP/s is below the profile's 271 (MAMF)
   ASSERT_EQ(fit.validation.size(), 1u);
   EXPECT_LT(fit.validation[0].train_geomean, 0.10);
-  std::vector<KernelMeasurement> mixed = rows;
-  const auto timed = read_measurement_csv(
-      write_temp_table("timed.csv", "op,dtype,m,n,k,time_us\ngemm,fp16,256,256,256,10\n"));
-  mixed.insert(mixed.end(), timed.begin(), timed.end());
-  try {
-    fit_kernel_calibration(mixed, a100, "test");
-    ADD_FAILURE() << "fitted GEMM rows of two timings together";
-  } catch (const CalibrationDataError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("timed.csv:2: GEMM rows timed through a harness and GEMM rows of kernel "
-                        "time"),
-              std::string::npos)
-        << what;
-    EXPECT_NE(what.find("gemm.csv:3"), std::string::npos) << what;
+  // The same shapes timed through a harness 20 us above the kernel and at a third more speed
+  // (every row a training row): the harness takes the difference, the rate stays the kernels'.
+  std::string timed_csv = "op,dtype,m,n,k,time_us,split\n";
+  for (const KernelMeasurement& r : rows) {
+    const double flops = 2.0 * static_cast<double>(r.kernel.m) * static_cast<double>(r.kernel.n) *
+                         static_cast<double>(r.kernel.k);
+    timed_csv += fmt::format("gemm,fp16,{},{},{},{:.3f},train\n", r.kernel.m, r.kernel.n,
+                             r.kernel.k, 20.0 + flops / 200e12 * 1e6);
   }
+  std::vector<KernelMeasurement> mixed = rows;
+  const auto timed = read_measurement_csv(write_temp_table("timed.csv", timed_csv));
+  mixed.insert(mixed.end(), timed.begin(), timed.end());
+  const CalibrationResult both = fit_kernel_calibration(mixed, a100, "test");
+  ASSERT_TRUE(both.calibration.measurement.contains("gemm"));
+  const HarnessOverhead& harness = both.calibration.measurement.at("gemm");
+  const GemmParams& rate = both.calibration.gemm_for(DType::kFp16);
+  EXPECT_NEAR(rate.compute_scale, p.compute_scale, 0.05 * p.compute_scale);
+  EXPECT_GT(harness.compute_speedup, 1.1);  // 200 against about 150 TFLOP/s
+  ASSERT_EQ(both.validation.size(), 1u);
+  EXPECT_LT(both.validation[0].train_geomean, 0.10);
+  EXPECT_EQ(both.calibration.gemm_for(DType::kTf32).compute_scale, 1.0);  // unmeasured: physics
 }
 
 TEST(KernelMeasurements, ReadsTheLlmcompassSweeps) {

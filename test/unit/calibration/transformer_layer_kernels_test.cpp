@@ -47,6 +47,12 @@ const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 //    point. The sweep's own largest points are over-predicted too (rows of 8 KiB: +3.3%, +6.0%,
 //    +16.8% at 8192, 16384, 32768 rows): the measured softmax keeps getting more efficient with
 //    size where the fitted curve has saturated, and the layer lies beyond the sweep.
+//  - W1 / W2 and Q_mul_K decode (+17%): the weight-streaming GEMVs' rate is the fit's
+//    memory_scale, now set by Vidur's in-model A100 GEMVs (kernel times, 1.46-1.64 TB/s:
+//    test/data/vidur), 0.78 of the SXM part's HBM. LLMCompass' decode projections, less the
+//    fitted harness offset of its sweeps, imply about 1.9 TB/s, above the 1.75 TB/s of
+//    BabelStream's read-only dot kernel on the SXM part (test/data/azure-ai-benchmarking): the
+//    sweep harness's per-call offset at these sizes is what the wall-clock times do not pin.
 // The LayerNorm rows are the harness as it stands (why:
 // calibration/fitting/transformer_layer_check.h); decode LayerNorm is the harness floor, +9.5%.
 // With the all-reduces (`upsim validate kernels --layer`) the prefill layer is -3.6% and the
@@ -57,7 +63,10 @@ constexpr double kPerOpTarget = 0.15;
 constexpr double kSumTarget = 0.05;
 const std::map<std::string, double> kPinnedPrefill{
     {"Q_mul_K", 0.33}, {"A_mul_V", 0.17}, {"Softmax", 0.19}};
-const std::map<std::string, double> kPinnedDecode{{"A_mul_V", 0.23}};
+const std::map<std::string, double> kPinnedDecode{
+    {"A_mul_V", 0.23}, {"Q_mul_K", 0.18}, {"W1_proj", 0.18}, {"W2_proj", 0.18}};
+// The decode layer's sum, pinned with its GEMVs (+9.3%).
+constexpr double kDecodeSumTarget = 0.10;
 
 CalibratedKernelCost shipped_a100(const HardwareProfile& hw) {
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
@@ -70,7 +79,7 @@ HardwareProfile a100_profile() {
 }
 
 void check_phase(LayerPhase phase, const std::filesystem::path& file,
-                 const std::map<std::string, double>& pinned) {
+                 const std::map<std::string, double>& pinned, double sum_bound) {
   const HardwareProfile a100 = a100_profile();
   const CalibratedKernelCost model = shipped_a100(a100);
   const std::vector<double> measured = read_llmcompass_layer_latencies(file);
@@ -84,15 +93,17 @@ void check_phase(LayerPhase phase, const std::filesystem::path& file,
     EXPECT_LT(std::abs(row.error), bound) << row.name;
   }
   const double sum_error = check.kernel_predicted_seconds / check.kernel_measured_seconds - 1.0;
-  EXPECT_LT(std::abs(sum_error), kSumTarget);
+  EXPECT_LT(std::abs(sum_error), sum_bound);
 }
 
 TEST(TransformerLayerKernels, A100Gpt3LayerPrefillPerOp) {
-  check_phase(LayerPhase::kPrefill, kData / "llmcompass" / "transformer_A100.csv", kPinnedPrefill);
+  check_phase(LayerPhase::kPrefill, kData / "llmcompass" / "transformer_A100.csv", kPinnedPrefill,
+              kSumTarget);
 }
 
 TEST(TransformerLayerKernels, A100Gpt3LayerDecodePerOp) {
-  check_phase(LayerPhase::kDecode, kData / "llmcompass" / "transformerAR_A100.csv", kPinnedDecode);
+  check_phase(LayerPhase::kDecode, kData / "llmcompass" / "transformerAR_A100.csv", kPinnedDecode,
+              kDecodeSumTarget);
 }
 
 TEST(TransformerLayerKernels, DecodeShapesFollowLlmCompassDriver) {

@@ -357,10 +357,12 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   } else {
     ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
   }
-  if (config_.is_moe_layer(layer)) {
-    moe_forward();
-  } else {
+  if (!config_.is_moe_layer(layer)) {
     dense_mlp_forward();
+  } else if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+    torchtitan_moe_forward();
+  } else {
+    moe_forward();
   }
   ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
 }
@@ -384,7 +386,9 @@ void LayerEmitter::mlp_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   residual_backward();
   const RecomputeModules rerun = config_.selective_modules();
-  if (config_.is_moe_layer(layer)) {
+  if (config_.is_moe_layer(layer) && config_.layer_kernels == LayerKernelSet::kTorchtitan) {
+    torchtitan_moe_backward();
+  } else if (config_.is_moe_layer(layer)) {
     // A MoE layer's pre-MLP norm is a module of its own (TENorm), rerun under layernorm; the
     // moe checkpoint reruns the layer after it.
     if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);

@@ -299,6 +299,16 @@ class LayerEmitter {
   void moe_backward();
   /// The shared experts' forward (MoE layers with moe.shared_experts).
   void shared_experts_forward();
+  /// torchtitan's MoE module (layer_kernels torchtitan; torchtitan_moe.h,
+  /// torchtitan_moe_emitter.cpp): router, reorderer, dispatch, grouped experts, combine and its
+  /// shared experts (FeedForward), forward and backward.
+  void torchtitan_moe_forward();
+  void torchtitan_moe_backward();
+  void torchtitan_shared_experts_forward();
+  void torchtitan_shared_experts_backward();
+  /// Expert parallel under torchtitan: the token counts' all-to-all, their copy to the host and
+  /// .tolist(), which the host waits for (ExpertParallel._token_dispatch).
+  void torchtitan_moe_split_sync();
 
   /// The pooler on each sample's first token, tanh, the classifier and its loss (mlm's
   /// next-sentence head, the classification head).

@@ -37,23 +37,7 @@ class LayerKernelBuilder {
     d.grouped = rows;
     return add(d);
   }
-  /// How the simulated rank's routed tokens fall to its `local` experts: the busiest EP rank's
-  /// rows (tokens_per_local_expert's), each expert keeping at most its capacity (capacity_factor
-  /// x the mean tokens per expert, Megatron-Core's get_capacity) when tokens are dropped. One
-  /// local expert computes all of them: a plain GEMM (routed 0).
-  GroupedRows expert_rows(int64_t local) const {
-    if (local <= 1) return {};
-    const MoeConfig& m = config_.moe;
-    const double mean_rows = as_double(sizes_.moe_tokens * m.top_k);
-    const double received = mean_rows * moe_busiest_rank_load(config_);
-    GroupedRows rows;
-    rows.routed = std::max<int64_t>(1, std::llround(received));
-    if (m.capacity_factor > 0.0) {
-      rows.cap = std::max<int64_t>(
-          1, static_cast<int64_t>(std::ceil(m.capacity_factor * mean_rows / as_double(local))));
-    }
-    return rows;
-  }
+  GroupedRows expert_rows(int64_t local) const { return moe_expert_rows(config_, sizes_, local); }
   KernelDescId pw(MemoryOp op, double elements, double flops, double reads, double writes) {
     return add(pytorch::pointwise(op, act_dt_, elements, flops, reads, writes));
   }
@@ -174,6 +158,9 @@ class LayerKernelBuilder {
     if (config_.parallelism.tp_comm_overlap) build_tp_overlap_descs();
     if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {
       d.torchtitan = add_torchtitan_layer_kernels(config_, sizes_, graph_);
+      if (config_.moe.experts > 0) {
+        d.torchtitan_moe = add_torchtitan_moe_kernels(config_, sizes_, graph_);
+      }
     }
     if (config_.lora.enabled()) d.lora = add_lora_kernels(config_, sizes_, graph_);
     d.relative_bias = add_relative_bias_kernels(config_, sizes_, graph_);
@@ -490,6 +477,21 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
   sizes.vocab_rows = (config.vocabulary_rows() + p.context - 1) / p.context;
   sizes.samples = std::max<int64_t>(1, std::llround(config.samples_per_micro_batch()));
   return sizes;
+}
+
+GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& sizes,
+                            int64_t local) {
+  if (local <= 1) return {};
+  const MoeConfig& m = config.moe;
+  const double mean_rows = as_double(sizes.moe_tokens * m.top_k);
+  const double received = mean_rows * moe_busiest_rank_load(config);
+  GroupedRows rows;
+  rows.routed = std::max<int64_t>(1, std::llround(received));
+  if (m.capacity_factor > 0.0) {
+    rows.cap = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(m.capacity_factor * mean_rows / as_double(local))));
+  }
+  return rows;
 }
 
 int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes) {

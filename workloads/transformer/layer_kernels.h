@@ -14,6 +14,7 @@
 #include "workloads/transformer/task_head_kernels.h"
 #include "workloads/transformer/torchao_float8.h"
 #include "workloads/transformer/torchtitan_layer.h"
+#include "workloads/transformer/torchtitan_moe.h"
 #include "workloads/transformer/transformer_config.h"
 
 namespace upsim {
@@ -139,6 +140,9 @@ struct LayerKernels {
   TaskHeadKernels task;
   /// torchtitan's modules' kernels (layer_kernels torchtitan only; torchtitan_layer.h).
   TorchtitanLayerKernels torchtitan;
+  /// torchtitan's MoE layers' kernels (layer_kernels torchtitan with moe only;
+  /// torchtitan_moe.h).
+  TorchtitanMoeKernels torchtitan_moe;
   /// torchao's float8 casts (TransformerConfig::torchao_float8 only; torchao_float8.h).
   TorchaoFloat8Kernels float8;
   /// T5's relative attention bias (position relative only; relative_bias.h).
@@ -164,6 +168,13 @@ struct LayerKernels {
 /// The per-GPU sizes of one micro-batch of `config` (the vocabulary padded to 128 x tensor, as
 /// Megatron-LM pads it).
 LayerSizes layer_sizes(const TransformerConfig& config);
+
+/// How the simulated rank's routed tokens fall to its `local` experts: the busiest EP rank's
+/// rows (tokens_per_local_expert's), each expert keeping at most its capacity (capacity_factor
+/// x the mean tokens per expert, Megatron-Core's get_capacity) when tokens are dropped. One
+/// local expert computes all of them: a plain GEMM (routed 0).
+GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& sizes,
+                            int64_t local);
 
 /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
 /// load (moe_busiest_rank_load) over its local experts.

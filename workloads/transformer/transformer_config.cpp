@@ -265,7 +265,12 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   return p;
 }
 
-MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers) {
+/// `moe` of a model with `layer_kernels`: torchtitan's MoE is dropless and applies the scores
+/// before the experts (MoEArgs' defaults), Megatron-Core's drops over its capacity factor and
+/// applies them after.
+MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
+                   LayerKernelSet layer_kernels) {
+  const bool torchtitan = layer_kernels == LayerKernelSet::kTorchtitan;
   MoeConfig m;
   m.experts = moe.get_int_in("experts", 1, kMaxExperts);
   m.top_k = moe.get_int_in_or("top_k", 1, kMaxExperts, 2);
@@ -274,12 +279,24 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers) {
         "each token is routed to top_k {} experts, but moe.experts is {}", m.top_k, m.experts));
   }
   // 0 = dropless; a factor above the experts' count holds every token anyway.
-  m.capacity_factor = moe.get_double_in_or("capacity_factor", 0.0, kMaxExperts, 1.25);
+  m.capacity_factor =
+      moe.get_double_in_or("capacity_factor", 0.0, kMaxExperts, torchtitan ? 0.0 : 1.25);
   m.shared_experts = moe.get_int_in_or("shared_experts", 0, kMaxExperts, 0);
   m.expert_ffn = moe.get_int_in_or("expert_ffn", 1, kMaxFfn, ffn);
   m.every = moe.get_int_in_or("every", 1, kMaxLayers, 1);
   m.first_dense = moe.get_int_in_or("first_dense", 0, layers - 1, 0);
   m.imbalance = moe.get_double_in_or("imbalance", 0.0, kMaxExperts, 0.0);
+  m.score_before_experts = moe.get_bool_or("score_before_experts", torchtitan);
+  if (torchtitan && m.capacity_factor > 0.0) {
+    moe.child("capacity_factor")
+        .fail("layer_kernels torchtitan routes dropless (its MoE has no capacity): 0");
+  }
+  if (!torchtitan && m.score_before_experts) {
+    moe.child("score_before_experts")
+        .fail(
+            "Megatron-Core's MoE layers (layer_kernels fused) apply the scores after the experts "
+            "here (moe_apply_probs_on_input is not modelled): false");
+  }
   return m;
 }
 
@@ -788,10 +805,11 @@ void read_fp8_recipe(const ConfigNode& workload, TransformerConfig& c) {
   }
 }
 
-/// What layer_kernels torchtitan models (torchtitan_layer.h), each refusal at its key: the
-/// Llama model's modules (SwiGLU, RMSNorm, SDPA's fused attention), dense, without TP overlap
-/// (its async TP is parallelism.async_tp), fp8, autocast, CUDA graphs, an
-/// encoder-decoder, and recomputing none, full layers or per op.
+/// What layer_kernels torchtitan models (torchtitan_layer.h, torchtitan_moe.h), each refusal at
+/// its key: the Llama model's modules (SwiGLU, RMSNorm, SDPA's fused attention), dense or with
+/// its MoE module (without tensor parallel, in bf16), without TP overlap (its async TP is
+/// parallelism.async_tp), fp8, autocast, CUDA graphs, an encoder-decoder, and recomputing none,
+/// full layers or per op.
 void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "layer_kernels torchtitan (its Llama model's modules)", what);
@@ -805,7 +823,16 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
   if (c.attention != AttentionImpl::kFlash) {
     refuse("attention", "runs SDPA's fused attention: flash, flash3 or cudnn");
   }
-  if (c.moe.experts > 0) refuse("moe", "is dense here");
+  if (c.moe.experts > 0 && c.parallelism.tensor > 1) {
+    refuse("parallelism.tensor",
+           "runs its MoE layers without tensor parallel here (ExpertTensorParallel is not "
+           "modelled): tensor 1, with expert parallel over the data ranks");
+  }
+  if (c.moe.experts > 0 && c.dtype == DType::kFp8) {
+    refuse("dtype",
+           "runs its MoE layers' grouped GEMMs in bf16 here (float8 grouped GEMMs are "
+           "not modelled): bf16");
+  }
   if (c.mla.enabled()) refuse("mla", "has multi-head attention here");
   if (c.encoder_decoder()) refuse("decoder", "is decoder-only");
   if (c.parallelism.tp_comm_overlap) {
@@ -978,8 +1005,13 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.dropout = read_fraction(workload, "dropout", preset.dropout, 1.0, "a probability");
   c.head = read_task_head(workload, c.seq);
 
+  constexpr std::array<std::string_view, 2> kLayerKernelNames = {"fused", "torchtitan"};
+  constexpr std::array<LayerKernelSet, 2> kLayerKernelSets = {LayerKernelSet::kFused,
+                                                              LayerKernelSet::kTorchtitan};
+  c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
+                              LayerKernelSet::kFused);
   const std::optional<ConfigNode> moe_node = workload.optional_child("moe");
-  if (moe_node) c.moe = read_moe(*moe_node, c.ffn, c.layers);
+  if (moe_node) c.moe = read_moe(*moe_node, c.ffn, c.layers, c.layer_kernels);
 
   const std::optional<ConfigNode> par_node = workload.optional_child("parallelism");
   c.parallelism = read_parallelism(par_node, gpus);
@@ -1052,11 +1084,6 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   if (const std::optional<ConfigNode> lora = workload.optional_child("lora")) {
     c.lora = read_lora(*lora);
   }
-  constexpr std::array<std::string_view, 2> kLayerKernelNames = {"fused", "torchtitan"};
-  constexpr std::array<LayerKernelSet, 2> kLayerKernelSets = {LayerKernelSet::kFused,
-                                                              LayerKernelSet::kTorchtitan};
-  c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
-                              LayerKernelSet::kFused);
   if (c.dtype == DType::kFp8) read_fp8_recipe(workload, c);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
   if (c.cuda_graphs && c.moe.experts > 1 && c.moe.capacity_factor == 0.0) {
@@ -1255,6 +1282,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.experts", "routed experts per MoE layer"},
       {"moe.top_k", "experts each token is routed to"},
       {"moe.capacity_factor", "most tokens per expert, in units of its mean share; 0: dropless"},
+      {"moe.score_before_experts",
+       "the routing scores scale the experts' inputs (torchtitan) rather than their outputs"},
       {"moe.imbalance",
        "the busiest expert-parallel rank's extra load over the mean (0: balanced)"},
       {"moe.every", "every k-th layer's MLP is a mixture of experts"},

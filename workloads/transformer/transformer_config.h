@@ -111,7 +111,13 @@
 //     experts: 8
 //     top_k: 2
 //     capacity_factor: 1.25    # most tokens per expert = capacity_factor x tokens x top_k /
-//                              #   experts, the rest dropped; 0 = dropless
+//                              #   experts, the rest dropped; 0 = dropless. Default 1.25
+//                              #   (Megatron-Core's); with layer_kernels torchtitan 0, the
+//                              #   only routing its MoE module has (torchtitan_moe.h)
+//     score_before_experts: false  # the routing scores scale the experts' inputs rather than
+//                              #   their outputs: torchtitan's MoEArgs default (true with
+//                              #   layer_kernels torchtitan; its Qwen3 configs set false);
+//                              #   Megatron-Core's layers apply them after (true refused)
 //     shared_experts: 0        # DeepSeek-style always-on experts
 //     expert_ffn: 14336        # default: ffn
 //     every: 1
@@ -212,8 +218,10 @@
 //                              #   complex multiplies between casts, silu then mul, repeat_kv
 //                              #   and the attention output's transpose materialised;
 //                              #   torchtitan_layer.h). torchtitan needs swiglu, rms_norm and
-//                              #   a fused attention, a dense model, no TP overlap, fp8 or
-//                              #   autocast, recompute none, full or op
+//                              #   a fused attention, no TP overlap or autocast, recompute
+//                              #   none, full or op; MoE layers run its MoE module (router,
+//                              #   reorderer, index copies, grouped_mm for w1, w3 and w2;
+//                              #   torchtitan_moe.h) in bf16 without tensor parallel
 //   compile: false             # torch.compile per transformer block (torchtitan's
 //                              #   --compile.enable; both it and Megatron-Core run eager by
 //                              #   default): residual add + next norm, and norm backward +
@@ -334,6 +342,9 @@ struct MoeConfig {
   /// The first this many layers keep their dense MLP (DeepSeek-V3's first_k_dense_replace: 3).
   int64_t first_dense = 0;
   double imbalance = 0.0;
+  /// The routing scores scale the experts' inputs (torchtitan's MoEArgs.score_before_experts)
+  /// rather than their outputs (Megatron-Core's default, moe_apply_probs_on_input False).
+  bool score_before_experts = false;
 };
 
 struct ParallelismConfig {

@@ -13,6 +13,7 @@
 #include "workloads/transformer/op_recompute.h"
 #include "workloads/transformer/relative_bias.h"
 #include "workloads/transformer/torchtitan_layer.h"
+#include "workloads/transformer/torchtitan_moe.h"
 
 namespace upsim {
 
@@ -373,7 +374,7 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   if (c.moe.shared_experts > 0 && !rerun.shared_experts) {
     bytes += mlp_inner(tokens, c.moe.shared_experts * c.moe.expert_ffn);
   }
-  return bytes;
+  return bytes + torchtitan_moe_extra_activation_bytes(c);
 }
 
 // Micro-batches in flight at a stage's peak (counting its whole layer set as one):

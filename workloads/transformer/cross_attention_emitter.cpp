@@ -22,7 +22,7 @@ UnfusedAttentionKernels unfused_cross_attention(const CrossAttentionKernels& k) 
 
 void LayerEmitter::cross_attention_forward(const CrossAttentionKernels& k) {
   const LayerKernels& d = kernels_;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  norm_forward();
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "q"), k.q_fwd);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "kv"), k.kv_fwd);
   if (config_.attention == AttentionImpl::kFlash) {
@@ -55,11 +55,11 @@ void LayerEmitter::cross_attention_backward(const CrossAttentionKernels& k, bool
 }
 
 void LayerEmitter::final_norm_forward() {
-  ops_.op(norm_op(false), "layer_norm_fwd", kernels_.norm_fwd);
+  norm_forward();
 }
 
 void LayerEmitter::final_norm_backward() {
-  ops_.op(norm_op(true), "layer_norm_bwd", kernels_.norm_bwd);
+  norm_backward();
 }
 
 }  // namespace upsim::transformer_emit

@@ -9,7 +9,7 @@ namespace upsim::transformer_emit {
 
 void LayerEmitter::head_forward() {
   const LayerKernels& d = kernels_;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  norm_forward();
   tp_enter_forward();
   if (config_.head.kind == TaskHeadKind::kMaskedLm) {
     const TaskHeadKernels& k = d.task;
@@ -103,7 +103,7 @@ void LayerEmitter::head_backward() {
       ops_.op("SelectBackward0", "index_put", k.scatter);
       break;
   }
-  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  norm_backward();
 }
 
 }  // namespace upsim::transformer_emit

@@ -157,6 +157,26 @@ std::string_view LayerEmitter::norm_op(bool backward) const {
   return backward ? "NativeLayerNormBackward0" : "aten::layer_norm";
 }
 
+void LayerEmitter::norm_forward() {
+  const std::vector<NamedKernel>& composite = kernels_.torchtitan.rms_norm_fwd;
+  if (composite.empty()) {
+    ops_.op(norm_op(false), "layer_norm_fwd", kernels_.norm_fwd);
+    return;
+  }
+  for (const NamedKernel& k : composite)
+    ops_.op(k.op, k.kernel, k.desc);
+}
+
+void LayerEmitter::norm_backward() {
+  const std::vector<NamedKernel>& composite = kernels_.torchtitan.rms_norm_bwd;
+  if (composite.empty()) {
+    ops_.op(norm_op(true), "layer_norm_bwd", kernels_.norm_bwd);
+    return;
+  }
+  for (const NamedKernel& k : composite)
+    ops_.op(k.op, k.kernel, k.desc);
+}
+
 std::string_view LayerEmitter::act_op(bool backward) const {
   if (config_.activation == TransformerActivation::kSwiglu) {
     return backward ? "SwiGLUBackward" : "swiglu";
@@ -222,7 +242,7 @@ void LayerEmitter::attention_forward(int64_t layer) {
     return;
   }
   const LayerKernels& d = kernels_;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  norm_forward();
   if (config_.mla.enabled()) {
     latent_projections_forward();
   } else {
@@ -253,7 +273,7 @@ void LayerEmitter::norm_backward_and_residual_gradient() {
     ops_.op("CompiledFunctionBackward", "triton_fused_norm_backward_add", d.norm_bwd_add);
     return;
   }
-  ops_.op(norm_op(true), "layer_norm_bwd", d.norm_bwd);
+  norm_backward();
   ops_.op("aten::add", "residual_grad_add", d.grad_add);
 }
 
@@ -340,7 +360,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
   fp8_cast(d.qkv_dy, true);
   if (config_.mla.enabled()) {
     // Latent attention's input norm is a module of its own (TENorm), rerun under layernorm.
-    if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    if (rerun.layernorm) norm_forward();
     latent_projections_backward();
   } else {
     lora_backward(LoraTarget::kQkv);
@@ -355,7 +375,7 @@ void LayerEmitter::mlp_forward(int64_t layer) {
   if (config_.compile) {
     ops_.op("CompiledFunction", "triton_fused_add_norm", d.add_norm_fwd);
   } else {
-    ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    norm_forward();
   }
   if (!config_.is_moe_layer(layer)) {
     dense_mlp_forward();
@@ -391,13 +411,13 @@ void LayerEmitter::mlp_backward(int64_t layer) {
   } else if (config_.is_moe_layer(layer)) {
     // A MoE layer's pre-MLP norm is a module of its own (TENorm), rerun under layernorm; the
     // moe checkpoint reruns the layer after it.
-    if (rerun.layernorm) ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    if (rerun.layernorm) norm_forward();
     if (rerun.moe) moe_forward();
     moe_backward();
   } else {
     // Transformer Engine's fc1 holds the pre-MLP norm: the mlp checkpoint reruns both.
     if (rerun.mlp) {
-      ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+      norm_forward();
       dense_mlp_forward();
     }
     if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {

@@ -262,6 +262,10 @@ class LayerEmitter {
   int64_t tp_chunk_bytes() const;
 
   std::string_view norm_op(bool backward) const;
+  /// A transformer norm (tokens x hidden, the sequence shard under SP) forward or backward: the
+  /// norm kernel, or the composite RMSNorm's ops (rms_norm_kernel composite).
+  void norm_forward();
+  void norm_backward();
   std::string_view act_op(bool backward) const;
 
   /// Flash attention over the local sequence, with ring attention steps over context parallel:

@@ -37,7 +37,7 @@ void LayerEmitter::op_recompute(int64_t forward_index) {
     tp_enter_forward();
     if (any_rerun) recast(input);
   };
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  norm_forward();
   enter(f.attn_in,
         !saved(BlockMatmul::kQuery) || !saved(BlockMatmul::kKey) || !saved(BlockMatmul::kValue));
   rerun(BlockMatmul::kQuery, "wq", d.query_fwd, f.wq_weight);
@@ -62,7 +62,7 @@ void LayerEmitter::op_recompute(int64_t forward_index) {
     ops_.op("CompiledFunction", "triton_fused_add_norm", d.add_norm_fwd);
   } else {
     ops_.op("bias_dropout_add", "residual_fwd", d.residual_fwd);
-    ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+    norm_forward();
   }
   const bool gated = gated_activation(config_.activation);
   enter(f.ffn_in, !saved(BlockMatmul::kGate) || (gated && !saved(BlockMatmul::kUp)));

@@ -64,6 +64,41 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
   }
   k.input_grad_add = add(pytorch::pointwise(MemoryOp::kBinary, config.residual_dtype(),
                                             as_double(z.tokens * z.h), 1, 2, 1));
+  if (config.rms_norm_composite) {
+    // In fp32 units over the norm's rows x hidden (n) or its rows (per-row scalars); the
+    // weight and per-row factors broadcast (read once per row or column: not counted).
+    const double rows = as_double(z.sp_tokens);
+    const double n = rows * as_double(z.h);
+    const auto f32 = [&](MemoryOp op, double elements, double flops, double reads, double writes) {
+      return add(pytorch::pointwise(op, DType::kFp32, elements, flops, reads, writes));
+    };
+    const KernelDescId up = f32(MemoryOp::kCopy, n, 0, 0.5, 1);
+    const KernelDescId down = f32(MemoryOp::kCopy, n, 0, 1, 0.5);
+    const KernelDescId unary = f32(MemoryOp::kBinary, n, 1, 1, 1);
+    const KernelDescId binary = f32(MemoryOp::kBinary, n, 1, 2, 1);
+    const KernelDescId per_row = f32(MemoryOp::kBinary, rows, 1, 1, 1);
+    const KernelDescId row_sum = add(pytorch::rowwise(MemoryOp::kSum, DType::kFp32, z.sp_tokens,
+                                                      z.h, 1, 1, 1.0 / as_double(z.h)));
+    // The weight's gradient: grad x normed summed over the rows (one output per column).
+    const KernelDescId column_sum = f32(MemoryOp::kSum, as_double(z.h), rows, rows, 1);
+    k.rms_norm_fwd = {
+        {"aten::_to_copy", "cast_to_fp32", up},     {"aten::pow", "rms_norm_pow", unary},
+        {"aten::mean", "rms_norm_mean", row_sum},   {"aten::add_", "rms_norm_eps", per_row},
+        {"aten::rsqrt", "rms_norm_rsqrt", per_row}, {"aten::mul", "rms_norm_scale", unary},
+        {"aten::mul", "rms_norm_weight", unary},    {"aten::_to_copy", "cast_from_fp32", down}};
+    k.rms_norm_bwd = {{"ToCopyBackward0", "cast_to_fp32", up},
+                      {"MulBackward0", "rms_norm_weight_bwd", unary},
+                      {"MulBackward0", "rms_norm_weight_grad", binary},
+                      {"MulBackward0", "rms_norm_weight_grad_sum", column_sum},
+                      {"MulBackward0", "rms_norm_scale_bwd", unary},
+                      {"MulBackward0", "rms_norm_rsqrt_grad", binary},
+                      {"MulBackward0", "rms_norm_rsqrt_grad_sum", row_sum},
+                      {"RsqrtBackward0", "rms_norm_rsqrt_bwd", per_row},
+                      {"MeanBackward1", "rms_norm_mean_bwd", f32(MemoryOp::kBinary, n, 1, 0, 1)},
+                      {"PowBackward0", "rms_norm_pow_bwd", binary},
+                      {"AddBackward0", "rms_norm_grad_add", binary},
+                      {"ToCopyBackward0", "cast_from_fp32", down}};
+  }
   if (config.parallelism.async_tp) {
     // Appended last, so that a run without async TP keeps its descriptions' ids.
     const int64_t shard = z.sp_tokens;
@@ -90,12 +125,20 @@ int64_t torchtitan_extra_activation_bytes(const TransformerConfig& config) {
   if (config.layer_kernels != LayerKernelSet::kTorchtitan) return 0;
   if (config.recompute == Recompute::kFull) return 0;
   const int64_t t = config.parallelism.tensor;
+  const int64_t tokens = config.micro_batch_tokens() / config.parallelism.context;
+  int64_t bytes = 0;
+  if (config.rms_norm_composite) {
+    // Each of the two norms keeps its fp32 upcast input (pow's and the first multiply's) and
+    // its fp32 normalised output (the weight multiply's) in place of its input.
+    const int64_t split = config.parallelism.sequence ? t : 1;
+    const int64_t rows = (tokens + split - 1) / split;
+    bytes += 2 * (2 * 4 - dtype_bytes(config.residual_dtype())) * rows * config.hidden;
+  }
   const int64_t q_local = config.heads / t;
   const int64_t kv_local = std::max<int64_t>(1, config.kv_heads / t);
-  if (kv_local >= q_local) return 0;
-  const int64_t tokens = config.micro_batch_tokens() / config.parallelism.context;
-  return 2 * dtype_bytes(config.activation_dtype()) * tokens * (q_local - kv_local) *
-         config.head_dim();
+  if (kv_local >= q_local) return bytes;
+  return bytes + 2 * dtype_bytes(config.activation_dtype()) * tokens * (q_local - kv_local) *
+                     config.head_dim();
 }
 
 }  // namespace upsim

@@ -17,10 +17,19 @@
 //  - F.silu(w1(x)) * w3(x): a silu and a mul kernel (TE: one fused SwiGLU), in the backward
 //    the mul's two products and silu's backward; compiled, one kernel each way.
 // Torchtitan's RMSNorm is nn.RMSNorm, one fused kernel each way from PyTorch 2.9
-// (aten::_fused_rms_norm), as the fused pricing.
+// (aten::_fused_rms_norm), as the fused pricing. Before (rms_norm_kernel: composite), eager
+// nn.RMSNorm runs ATen's CompositeImplicit rms_norm (aten/src/ATen/native/layer_norm.cpp,
+// rms_norm_symint, PyTorch 2.4-2.8): input.to(float), pow(2), mean over the hidden dimension,
+// add_(eps), rsqrt, the multiply by it and by the weight, type_as(input); the backward is
+// autograd's through those ops: the casts' (ToCopyBackward0), both multiplies' (each operand's
+// gradient, the weight's summed over the tokens, rsqrt's over the hidden dimension), rsqrt's,
+// mean's (the gradient spread over the row), pow's, and the sum of the two paths into the
+// upcast input.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 #include "sim/task_graph.h"
 
@@ -28,6 +37,13 @@ namespace upsim {
 
 struct LayerSizes;
 struct TransformerConfig;
+
+/// One eager op of the composite RMSNorm: its name, its kernel's and the description.
+struct NamedKernel {
+  std::string_view op;
+  std::string_view kernel;
+  KernelDescId desc = 0;
+};
 
 /// The kernel descriptions torchtitan's modules add to a layer's (LayerKernels::torchtitan; the
 /// output projection w2 / wo, norms, attention and residual adds are the layer's own).
@@ -59,6 +75,9 @@ struct TorchtitanLayerKernels {
   KernelDescId wq_fwd_chunk = 0, wkv_fwd_chunk = 0, w13_fwd_chunk = 0;
   KernelDescId wo_fwd_chunk = 0, w2_fwd_chunk = 0, wo_dgrad_chunk = 0, w2_dgrad_chunk = 0;
   KernelDescId shard_copy = 0, partial_sum = 0;
+  /// The composite RMSNorm's ops (rms_norm_kernel composite; empty otherwise), forward and
+  /// backward in order, on the norm's rows (the sequence shard under sequence parallel).
+  std::vector<NamedKernel> rms_norm_fwd, rms_norm_bwd;
 };
 
 /// Adds the descriptions for `config` (layer_kernels torchtitan) on a rank with `sizes`.
@@ -66,7 +85,8 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
                                                     const LayerSizes& sizes, TaskGraph& graph);
 
 /// Bytes one layer keeps for its backward beyond the fused layer's (transformer_memory.h), per
-/// micro-batch on one GPU: SDPA saves K and V after repeat_kv, at the query heads' width.
+/// micro-batch on one GPU: SDPA saves K and V after repeat_kv, at the query heads' width; the
+/// composite RMSNorm keeps two fp32 tensors of its rows in place of its input.
 int64_t torchtitan_extra_activation_bytes(const TransformerConfig& config);
 
 }  // namespace upsim

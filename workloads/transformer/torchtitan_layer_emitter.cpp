@@ -65,7 +65,7 @@ void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
   const LayerKernels& d = kernels_;
   const TorchtitanLayerKernels& k = d.torchtitan;
   const TorchaoFloat8Kernels& f = d.float8;
-  ops_.op(norm_op(false), "layer_norm_fwd", d.norm_fwd);
+  norm_forward();
   const std::string q = pytorch::gemm_kernel_name(gemm_dt_, "q");
   const std::string kk = pytorch::gemm_kernel_name(gemm_dt_, "k");
   const std::string v = pytorch::gemm_kernel_name(gemm_dt_, "v");

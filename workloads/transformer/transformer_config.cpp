@@ -851,6 +851,14 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
   }
   if (c.autocast) refuse("autocast", "runs without autocast here");
   if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs");
+  if (c.rms_norm_composite && c.norm != TransformerNorm::kRmsNorm) {
+    refuse("rms_norm_kernel", "decomposes nn.RMSNorm only: norm rms_norm");
+  }
+  if (c.rms_norm_composite && c.compile) {
+    refuse("rms_norm_kernel",
+           "runs the composite RMSNorm eager only: torch.compile fuses the decomposition into "
+           "one kernel each way (compile: false, or rms_norm_kernel: fused)");
+  }
   if (c.recompute == Recompute::kSelective) {
     refuse("recompute",
            "recomputes none, full layers or torchtitan's per-op policy (op): selective names "
@@ -1010,6 +1018,16 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
                                                               LayerKernelSet::kTorchtitan};
   c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
                               LayerKernelSet::kFused);
+  constexpr std::array<std::string_view, 2> kRmsNormKernelNames = {"fused", "composite"};
+  constexpr std::array<bool, 2> kRmsNormComposite = {false, true};
+  c.rms_norm_composite =
+      read_enum(workload, "rms_norm_kernel", kRmsNormKernelNames, kRmsNormComposite, false);
+  if (c.rms_norm_composite && c.layer_kernels != LayerKernelSet::kTorchtitan) {
+    workload.child("rms_norm_kernel")
+        .fail(
+            "composite is eager PyTorch's nn.RMSNorm (layer_kernels torchtitan); Transformer "
+            "Engine's RMSNorm is one fused kernel: fused");
+  }
   const std::optional<ConfigNode> moe_node = workload.optional_child("moe");
   if (moe_node) c.moe = read_moe(*moe_node, c.ffn, c.layers, c.layer_kernels);
 
@@ -1282,6 +1300,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.experts", "routed experts per MoE layer"},
       {"moe.top_k", "experts each token is routed to"},
       {"moe.capacity_factor", "most tokens per expert, in units of its mean share; 0: dropless"},
+      {"rms_norm_kernel",
+       "nn.RMSNorm eager: fused (PyTorch 2.9 on) or composite (PyTorch 2.8 and before)"},
       {"moe.score_before_experts",
        "the routing scores scale the experts' inputs (torchtitan) rather than their outputs"},
       {"moe.imbalance",

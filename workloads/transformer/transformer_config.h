@@ -222,6 +222,12 @@
 //                              #   none, full or op; MoE layers run its MoE module (router,
 //                              #   reorderer, index copies, grouped_mm for w1, w3 and w2;
 //                              #   torchtitan_moe.h) in bf16 without tensor parallel
+//   rms_norm_kernel: fused     # nn.RMSNorm's kernels under layer_kernels torchtitan, eager:
+//                              #   fused (aten::_fused_rms_norm, PyTorch 2.9 on: one kernel
+//                              #   each way) | composite (PyTorch 2.8 and before: the cast to
+//                              #   fp32, pow, mean, add, rsqrt, two muls and the cast back,
+//                              #   and their autograd backward: torchtitan_layer.h); needs
+//                              #   norm rms_norm, layer_kernels torchtitan, compile false
 //   compile: false             # torch.compile per transformer block (torchtitan's
 //                              #   --compile.enable; both it and Megatron-Core run eager by
 //                              #   default): residual add + next norm, and norm backward +
@@ -515,6 +521,9 @@ struct TransformerConfig {
   LoraConfig lora;
   /// Which modules a layer runs, and so which kernels (the `layer_kernels` key).
   LayerKernelSet layer_kernels = LayerKernelSet::kFused;
+  /// nn.RMSNorm as PyTorch before 2.9 runs it eager: its CompositeImplicit decomposition into
+  /// fp32 pointwise ops and a mean (the `rms_norm_kernel: composite` key; torchtitan_layer.h).
+  bool rms_norm_composite = false;
   /// torch.autocast around the forward of an fp32 model (the `autocast` key; autocast.h):
   /// fp32 parameters, gradients and residual stream, matmuls in `dtype`.
   bool autocast = false;

@@ -96,5 +96,52 @@ TEST(TorchtitanLayers, AStepIsNeverFasterThanWithTheFusedModules) {
   }
 }
 
+// PyTorch 2.8 and before (rms_norm_kernel: composite): eager nn.RMSNorm is ATen's composite
+// rms_norm: per norm 8 kernels forward and 12 backward, every layer's two and the final one; it
+// keeps two fp32 tensors of its rows in place of its input, and makes a step slower. Refused
+// where it does not apply.
+TEST(TorchtitanLayers, TheCompositeRmsNormRunsItsDecomposition) {
+  EXPECT_EQ(error_of("  norm: rms_norm\n  rms_norm_kernel: composite\n"), "");
+  const std::string fused = error_of("  rms_norm_kernel: composite\n", "fused");
+  EXPECT_NE(fused.find("workload.rms_norm_kernel"), std::string::npos) << fused;
+  const std::string compiled = error_of("  rms_norm_kernel: composite\n  compile: true\n");
+  EXPECT_NE(compiled.find("workload.rms_norm_kernel"), std::string::npos) << compiled;
+  EXPECT_NE(compiled.find("torch.compile fuses"), std::string::npos) << compiled;
+
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 4, 2816, 512);
+  c.layer_kernels = LayerKernelSet::kTorchtitan;
+  const std::map<std::string, int> fused_counts = test_configs::kernel_counts(c);
+  const int64_t fused_bytes = transformer_layer_activation_bytes(c, false);
+  c.rms_norm_composite = true;
+  const std::map<std::string, int> composite = test_configs::kernel_counts(c);
+  const int norms = 2 * 2 + 1;
+  EXPECT_EQ(composite.at("rms_norm_pow"), norms);
+  EXPECT_EQ(composite.at("rms_norm_mean"), norms);
+  EXPECT_EQ(composite.at("rms_norm_pow_bwd"), norms);
+  EXPECT_EQ(composite.at("rms_norm_weight_grad_sum"), norms);
+  EXPECT_EQ(composite.count("layer_norm_fwd"), 0U);
+  EXPECT_EQ(fused_counts.at("layer_norm_fwd"), norms);
+  int fused_total = 0, composite_total = 0;
+  for (const auto& [name, n] : fused_counts)
+    fused_total += n;
+  for (const auto& [name, n] : composite)
+    composite_total += n;
+  EXPECT_EQ(composite_total - fused_total, norms * (8 + 12 - 2));
+  EXPECT_EQ(transformer_layer_activation_bytes(c, false) - fused_bytes, 2 * (8 - 2) * 512 * 1024);
+
+  const test_configs::CalibratedGpu h100 =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  TransformerConfig step = test_configs::llama(2, 4096, 32, 8, 14336, 4096);
+  step.layer_kernels = LayerKernelSet::kTorchtitan;
+  const Duration with_fused = test_configs::step_window(step, h100);
+  step.rms_norm_composite = true;
+  const Duration with_composite = test_configs::step_window(step, h100);
+  std::printf(
+      "Llama 8B-shaped 2 layers, seq 4096, torchtitan eager on H100: fused RMSNorm %.3f "
+      "ms, composite %.3f ms\n",
+      with_fused.seconds() * 1e3, with_composite.seconds() * 1e3);
+  EXPECT_GT(with_composite, with_fused);
+}
+
 }  // namespace
 }  // namespace upsim

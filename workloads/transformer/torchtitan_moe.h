@@ -27,10 +27,10 @@
 // grouped weight-gradient GEMM. torch.compile fuses the elementwise chains (the router's cast,
 // sigmoid and bias; the score multiply with its casts; silu and the product), not the index
 // ops, sorts, histograms and grouped GEMMs.
-// Not modelled, refused at their keys (transformer_config.cpp): tensor parallel over the MoE
-// layers (ExpertTensorParallel), float8 grouped GEMMs, DeepEP, node-limited routing, per-op
-// checkpointing; the per-step expert-bias update (one small all-reduce of the token counts
-// before the optimizer step) is left out.
+// Before the optimizer step, the load balancing's expert-bias update (transformer_emitter.h,
+// expert_bias_update). Not modelled, refused at their keys (transformer_config.cpp): tensor
+// parallel over the MoE layers (ExpertTensorParallel), float8 grouped GEMMs, per-op
+// checkpointing; DeepEP and node-limited routing have no key.
 #pragma once
 
 #include <cstdint>

@@ -87,6 +87,11 @@ class TransformerEmitter {
   void finish_gradients();
 
   void optimizer_step();
+  /// torchtitan's MoE load balancing (layer_kernels torchtitan with moe): the optimizer's
+  /// step pre-hook _update_expert_bias (torchtitan/components/optimizer.py): the MoE layers'
+  /// token counts stacked and all-reduced over the data x context ranks (blocking, on the
+  /// compute stream), then per MoE layer the bias update's small kernels.
+  void expert_bias_update();
 
   const TransformerConfig& config_;
   TransformerGraphInputs inputs_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -425,6 +426,9 @@ void TransformerEmitter::optimizer_step() {
   if (!lamb) ops_.op("clip_grad_norm_fp32", "multi_tensor_l2norm", sd.norm);
   ops_.blocking(mp_pg_, CollectiveKind::kAllReduce, kFp32Bytes, "all_reduce", "c10d::all_reduce");
   if (!lamb) ops_.op("clip_grad_norm_fp32", "multi_tensor_scale", sd.scale);
+  if (config_.layer_kernels == LayerKernelSet::kTorchtitan && config_.moe.experts > 0) {
+    expert_bias_update();
+  }
   const std::string_view step_name = lamb ? "Optimizer.step#FusedLAMB.step"
                                      : config_.optimizer == TransformerOptimizer::kSgd
                                          ? "Optimizer.step#SGD.step"
@@ -444,6 +448,35 @@ void TransformerEmitter::optimizer_step() {
                   "all_reduce", "c10d::all_reduce");
   }
   grad_sync_->after_optimizer_step();
+}
+
+void TransformerEmitter::expert_bias_update() {
+  int64_t moe_layers = 0;
+  for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
+    for (int64_t l = 0; l < chunk_layer_count(chunk); ++l) {
+      if (config_.is_moe_layer(first_layer(chunk) + l)) ++moe_layers;
+    }
+  }
+  if (moe_layers == 0) return;
+  const int64_t experts = config_.moe.experts;
+  const KernelDescId stack = graph_.add_kernel_desc(
+      pytorch::pointwise(MemoryOp::kCat, DType::kFp32, as_double(moe_layers * experts), 0, 1, 1));
+  ops_.op("aten::vstack", "tokens_per_expert_stack", stack);
+  // Over the data-parallel group (the shard group under HSDP, whose replicas' counts are left
+  // out of the sum: the cost of one small all-reduce either way).
+  ops_.blocking(grad_buffers_[kDenseBuffer].pg, CollectiveKind::kAllReduce,
+                kFp32Bytes * moe_layers * experts, "all_reduce", "c10d::all_reduce");
+  // Per layer: .float(), mean, mean - counts, sign, x coeff, its mean, the subtraction, the
+  // bias's add_ and the counts' zero_, each over the layer's experts.
+  const KernelDescId small = graph_.add_kernel_desc(
+      pytorch::pointwise(MemoryOp::kBinary, DType::kFp32, as_double(experts), 1, 1, 1));
+  constexpr std::array<std::string_view, 9> kOps = {"aten::_to_copy", "aten::mean", "aten::sub",
+                                                    "aten::sign",     "aten::mul",  "aten::mean",
+                                                    "aten::sub",      "aten::add_", "aten::zero_"};
+  for (int64_t l = 0; l < moe_layers; ++l) {
+    for (std::string_view op : kOps)
+      ops_.op(op, "expert_bias_update", small);
+  }
 }
 
 }  // namespace transformer_emit

@@ -107,6 +107,19 @@ TEST(TorchtitanMoe, EachOpOfTheModuleLaunchesItsKernels) {
   EXPECT_EQ(combined.at("score_combine_bmm_bwd"), layers);
 }
 
+// The optimizer's step pre-hook (_update_expert_bias): the MoE layers' token counts stacked and
+// all-reduced once per step, then nine small kernels per MoE layer; Megatron-Core's layers have
+// none of it.
+TEST(TorchtitanMoe, TheExpertBiasIsUpdatedBeforeTheOptimizerStep) {
+  const TransformerConfig c = small_moe(false, 8);
+  EXPECT_EQ(test_configs::kernel_counts(c).at("expert_bias_update"), 2 * 9);
+  EXPECT_EQ(test_configs::kernel_counts(c).at("tokens_per_expert_stack"), 1);
+  TransformerConfig fused = c;
+  fused.layer_kernels = LayerKernelSet::kFused;
+  fused.moe.score_before_experts = false;
+  EXPECT_EQ(test_configs::kernel_counts(fused).count("expert_bias_update"), 0U);
+}
+
 int host_syncs(const TransformerConfig& c) {
   TaskGraph g;
   generate_transformer(c, {1}, g);

@@ -177,6 +177,18 @@ void LayerEmitter::norm_backward() {
     ops_.op(k.op, k.kernel, k.desc);
 }
 
+void LayerEmitter::qk_norm_forward() {
+  if (!config_.qk_norm) return;
+  ops_.op(norm_op(false), "q_norm_fwd", kernels_.q_norm_head_fwd);
+  ops_.op(norm_op(false), "k_norm_fwd", kernels_.k_norm_head_fwd);
+}
+
+void LayerEmitter::qk_norm_backward() {
+  if (!config_.qk_norm) return;
+  ops_.op(norm_op(true), "k_norm_bwd", kernels_.k_norm_head_bwd);
+  ops_.op(norm_op(true), "q_norm_bwd", kernels_.q_norm_head_bwd);
+}
+
 std::string_view LayerEmitter::act_op(bool backward) const {
   if (config_.activation == TransformerActivation::kSwiglu) {
     return backward ? "SwiGLUBackward" : "swiglu";
@@ -250,6 +262,7 @@ void LayerEmitter::attention_forward(int64_t layer) {
     column_parallel_forward("qkv", d.qkv_in, d.qkv_fwd, d.qkv_fwd_chunk);
     lora_forward(LoraTarget::kQkv);
   }
+  qk_norm_forward();
   if (config_.position == TransformerPosition::kRotary) {
     ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
   }
@@ -357,6 +370,7 @@ void LayerEmitter::attention_backward(int64_t layer) {
   if (config_.position == TransformerPosition::kRotary) {
     ops_.op("RotaryBackward", "rotary_bwd", d.rotary_bwd);
   }
+  qk_norm_backward();
   fp8_cast(d.qkv_dy, true);
   if (config_.mla.enabled()) {
     // Latent attention's input norm is a module of its own (TENorm), rerun under layernorm.

@@ -266,6 +266,9 @@ class LayerEmitter {
   /// norm kernel, or the composite RMSNorm's ops (rms_norm_kernel composite).
   void norm_forward();
   void norm_backward();
+  /// The per-head query and key norms (qk_norm; nothing otherwise), after the projections.
+  void qk_norm_forward();
+  void qk_norm_backward();
   std::string_view act_op(bool backward) const;
 
   /// Flash attention over the local sequence, with ring attention steps over context parallel:

@@ -164,6 +164,15 @@ class LayerKernelBuilder {
     }
     if (config_.lora.enabled()) d.lora = add_lora_kernels(config_, sizes_, graph_);
     d.relative_bias = add_relative_bias_kernels(config_, sizes_, graph_);
+    if (config_.qk_norm) {
+      // The model's norm over each local query / key head (rows of head_dim), in the
+      // activation dtype (TENorm of kv_channels; nn.RMSNorm(head_dim)).
+      const MemoryOp qk = norm_memory_op(config_);
+      d.q_norm_head_fwd = row(qk, z.tokens * z.heads, z.head_dim, kNormForward, act_dt_);
+      d.q_norm_head_bwd = row(qk, z.tokens * z.heads, z.head_dim, kNormBackward, act_dt_);
+      d.k_norm_head_fwd = row(qk, z.tokens * z.kv_heads, z.head_dim, kNormForward, act_dt_);
+      d.k_norm_head_bwd = row(qk, z.tokens * z.kv_heads, z.head_dim, kNormBackward, act_dt_);
+    }
     if (config_.sliding_window > 0) {
       const int64_t w = config_.sliding_window;
       d.attn_window_fwd =

@@ -145,6 +145,8 @@ struct LayerKernels {
   TorchtitanMoeKernels torchtitan_moe;
   /// torchao's float8 casts (TransformerConfig::torchao_float8 only; torchao_float8.h).
   TorchaoFloat8Kernels float8;
+  /// The per-head query and key norms (qk_norm only), forward and backward.
+  KernelDescId q_norm_head_fwd = 0, q_norm_head_bwd = 0, k_norm_head_fwd = 0, k_norm_head_bwd = 0;
   /// T5's relative attention bias (position relative only; relative_bias.h).
   RelativeBiasKernels relative_bias;
   /// LoRA's adapters (lora enabled only; lora.h).

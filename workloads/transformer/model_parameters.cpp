@@ -28,6 +28,12 @@ LayerParams ModelParameters::layer(int64_t layer) const {
     p.add(sizes_.h * sizes_.attn_out);
     if (bias) p.add(sizes_.h);
     if (config_.attention_sinks) p.add(sizes_.heads);  // the sinks of this rank's heads
+    if (config_.qk_norm) {
+      // The query and key norms' weights (and biases), one head wide, replicated over TP.
+      const int64_t per_norm = transformer_norm_parameters(config_) / sizes_.h;
+      for (int64_t i = 0; i < 2 * per_norm; ++i)
+        p.add(sizes_.head_dim);
+    }
   }
   // T5's relative bias table of each stack, with its first layer (relative_bias.h).
   if (config_.position == TransformerPosition::kRelative &&

@@ -76,6 +76,7 @@ void LayerEmitter::torchtitan_attention_forward(int64_t layer) {
         f.attn_in,
         {{q, k.wq_fwd, f.wq_weight}, {kk, k.wkv_fwd, f.wkv_weight}, {v, k.wkv_fwd, f.wkv_weight}});
   }
+  qk_norm_forward();
   torchtitan_rotary(false);
   if (k.repeat_kv != 0) {
     ops_.op("aten::reshape", "repeat_kv_copy", k.repeat_kv);
@@ -104,6 +105,7 @@ void LayerEmitter::torchtitan_attention_backward(int64_t layer) {
     ops_.op("ExpandBackward0", "repeat_kv_sum", k.repeat_kv_bwd);
   }
   torchtitan_rotary(true);
+  qk_norm_backward();
   replicated_input_linears_backward(
       {{k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight, f.wkv_rescale},
        {k.wkv_dgrad, k.wkv_wgrad, f.wkv_dy, f.wkv_weight, f.wkv_rescale},

@@ -866,6 +866,25 @@ void check_torchtitan_layers(const ConfigNode& workload, const TransformerConfig
   }
 }
 
+/// What the per-head query and key norms (qk_norm) run with here, each refusal at its key:
+/// multi-head attention of a decoder-only model, recompute none, selective or full, and the
+/// fused RMSNorm kernel.
+void check_qk_norm(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "qk_norm (per-head query and key norms)", what);
+  };
+  if (c.mla.enabled()) refuse("mla", "is for multi-head attention (latent attention has its own)");
+  if (c.encoder_decoder()) refuse("decoder", "is modelled for decoder-only models");
+  if (c.recompute == Recompute::kOp) {
+    refuse("recompute",
+           "is not in the per-op checkpointing policy modelled here: none, "
+           "selective or full");
+  }
+  if (c.rms_norm_composite) {
+    refuse("rms_norm_kernel", "runs the fused norm kernel here: fused");
+  }
+}
+
 /// What LoRA fine-tuning (lora.h) runs with here, each refusal at its key: dense layers with
 /// multi-head attention and the fused layer kernels of Megatron-Core, the language-model head,
 /// no TP overlap (its userbuffers path for the adapters is not modelled), autocast, FSDP or
@@ -1018,6 +1037,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
                                                               LayerKernelSet::kTorchtitan};
   c.layer_kernels = read_enum(workload, "layer_kernels", kLayerKernelNames, kLayerKernelSets,
                               LayerKernelSet::kFused);
+  c.qk_norm = workload.get_bool_or("qk_norm", false);
   constexpr std::array<std::string_view, 2> kRmsNormKernelNames = {"fused", "composite"};
   constexpr std::array<bool, 2> kRmsNormComposite = {false, true};
   c.rms_norm_composite =
@@ -1145,6 +1165,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   if (c.position == TransformerPosition::kRelative) check_relative_bias(workload, c);
   if (c.parallelism.async_tp) check_async_tp(workload, c);
   if (c.lora.enabled()) check_lora(workload, c);
+  if (c.qk_norm) check_qk_norm(workload, c);
   return c;
 }
 
@@ -1175,6 +1196,7 @@ int64_t transformer_parameters(const TransformerConfig& c) {
   if (c.bias) attention += (q_width + 2 * kv_width) + h;
   if (c.mla.enabled()) attention = latent_attention_parameters(c.mla, h, c.heads, 1);
   if (c.attention_sinks) attention += c.heads;  // one sink logit per head
+  if (c.qk_norm) attention += 2 * transformer_norm_parameters(c) / h * c.head_dim();
   const int64_t norms = 2 * transformer_norm_parameters(c);
   const int64_t dense_mlp = mlp_parameters(c, c.ffn);
   int64_t moe_mlp = 0;
@@ -1300,6 +1322,7 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.experts", "routed experts per MoE layer"},
       {"moe.top_k", "experts each token is routed to"},
       {"moe.capacity_factor", "most tokens per expert, in units of its mean share; 0: dropless"},
+      {"qk_norm", "a norm over each query and key head after the QKV projections"},
       {"rms_norm_kernel",
        "nn.RMSNorm eager: fused (PyTorch 2.9 on) or composite (PyTorch 2.8 and before)"},
       {"moe.score_before_experts",

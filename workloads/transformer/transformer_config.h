@@ -222,6 +222,12 @@
 //                              #   none, full or op; MoE layers run its MoE module (router,
 //                              #   reorderer, index copies, grouped_mm for w1, w3 and w2;
 //                              #   torchtitan_moe.h) in bf16 without tensor parallel
+//   qk_norm: false             # true: a norm (the model's `norm`) over each query and key
+//                              #   head after the QKV projections, before rotary: Megatron-Core's
+//                              #   --qk-layernorm (TENorm of kv_channels), Qwen3's q_norm /
+//                              #   k_norm (nn.RMSNorm of head_dim); one kernel each, forward and
+//                              #   backward; not with mla, encoder-decoder models, recompute op
+//                              #   or rms_norm_kernel composite
 //   rms_norm_kernel: fused     # nn.RMSNorm's kernels under layer_kernels torchtitan, eager:
 //                              #   fused (aten::_fused_rms_norm, PyTorch 2.9 on: one kernel
 //                              #   each way) | composite (PyTorch 2.8 and before: the cast to
@@ -521,6 +527,9 @@ struct TransformerConfig {
   LoraConfig lora;
   /// Which modules a layer runs, and so which kernels (the `layer_kernels` key).
   LayerKernelSet layer_kernels = LayerKernelSet::kFused;
+  /// Per-head norms of the queries and keys after their projections, before rotary (the `qk_norm`
+  /// key: Megatron-Core's --qk-layernorm, Qwen3's q_norm / k_norm).
+  bool qk_norm = false;
   /// nn.RMSNorm as PyTorch before 2.9 runs it eager: its CompositeImplicit decomposition into
   /// fp32 pointwise ops and a mean (the `rms_norm_kernel: composite` key; torchtitan_layer.h).
   bool rms_norm_composite = false;

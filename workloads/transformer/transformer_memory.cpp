@@ -328,6 +328,8 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
     bytes += e * tokens * q_local * (2 * m.qk_head_dim() + m.v_head_dim);
   } else {
     bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
+    // qk_norm: the query and key norms keep their inputs (the projections' Q and K).
+    if (c.qk_norm) bytes += e * tokens * (q_local + kv_local) * d;
   }
   if (!rerun.core_attn) {
     if (c.attention == AttentionImpl::kUnfused) {

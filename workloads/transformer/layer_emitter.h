@@ -316,6 +316,11 @@ class LayerEmitter {
   /// Expert parallel under torchtitan: the token counts' all-to-all, their copy to the host and
   /// .tolist(), which the host waits for (ExpertParallel._token_dispatch).
   void torchtitan_moe_split_sync();
+  /// torchtitan's F.silu(w1(x)) * w3(x) after its GEMMs: eager silu then the product (`mul`),
+  /// compiled one fused kernel (`silu` holds it); the backward: eager the product's gradients
+  /// to both factors then silu's, compiled one kernel.
+  void silu_mul_forward(KernelDescId silu, KernelDescId mul);
+  void silu_mul_backward(KernelDescId silu_bwd, KernelDescId mul);
 
   /// The pooler on each sample's first token, tanh, the classifier and its loss (mlm's
   /// next-sentence head, the classification head).

@@ -126,12 +126,7 @@ void LayerEmitter::torchtitan_mlp_forward() {
     replicated_input_linears_forward(
         f.ffn_in, {{w1, k.w13_fwd, f.w13_weight}, {w3, k.w13_fwd, f.w13_weight}});
   }
-  if (config_.compile) {
-    ops_.op("CompiledFunction", "triton_fused_silu_mul", k.silu_fwd);
-  } else {
-    ops_.op("aten::silu", "silu_fwd", k.silu_fwd);
-    ops_.op("aten::mul", "gate_mul", k.gate_mul);
-  }
+  silu_mul_forward(k.silu_fwd, k.gate_mul);
   torchtitan_row_parallel_forward("fc2", k.w2_fwd_chunk, f.w2_in, f.w2_weight, d.fc2_fwd,
                                   d.fc2_fwd_split);
 }
@@ -142,18 +137,31 @@ void LayerEmitter::torchtitan_mlp_backward() {
   const TorchaoFloat8Kernels& f = d.float8;
   torchtitan_row_parallel_backward({k.w2_dgrad_chunk, d.fc2_dgrad, d.fc2_dgrad_chunk, d.fc2_wgrad,
                                     f.w2_dy, f.w2_weight, f.w2_in, f.w2_rescale});
-  if (config_.compile) {
-    ops_.op("CompiledFunctionBackward", "triton_fused_silu_mul_bwd", k.silu_bwd);
-  } else {
-    // The product's gradients to both factors, then silu's backward.
-    ops_.op("MulBackward0", "gate_mul", k.gate_mul);
-    ops_.op("MulBackward0", "gate_mul", k.gate_mul);
-    ops_.op("SiluBackward0", "silu_bwd", k.silu_bwd);
-  }
+  silu_mul_backward(k.silu_bwd, k.gate_mul);
   replicated_input_linears_backward(
       {{k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight, f.w13_rescale},
        {k.w13_dgrad, k.w13_wgrad, f.w13_dy, f.w13_weight, f.w13_rescale}},
       f.ffn_in);
+}
+
+void LayerEmitter::silu_mul_forward(KernelDescId silu, KernelDescId mul) {
+  if (config_.compile) {
+    ops_.op("CompiledFunction", "triton_fused_silu_mul", silu);
+    return;
+  }
+  ops_.op("aten::silu", "silu_fwd", silu);
+  ops_.op("aten::mul", "gate_mul", mul);
+}
+
+void LayerEmitter::silu_mul_backward(KernelDescId silu_bwd, KernelDescId mul) {
+  if (config_.compile) {
+    ops_.op("CompiledFunctionBackward", "triton_fused_silu_mul_bwd", silu_bwd);
+    return;
+  }
+  // The product's gradients to both factors, then silu's backward.
+  ops_.op("MulBackward0", "gate_mul", mul);
+  ops_.op("MulBackward0", "gate_mul", mul);
+  ops_.op("SiluBackward0", "silu_bwd", silu_bwd);
 }
 
 void LayerEmitter::torchtitan_row_parallel_forward(std::string_view gemm, KernelDescId async_chunk,

@@ -169,12 +169,7 @@ void LayerEmitter::torchtitan_shared_experts_forward() {
   const TorchtitanMoeKernels& k = kernels_.torchtitan_moe;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_w1"), k.shared_w13_fwd);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_w3"), k.shared_w13_fwd);
-  if (config_.compile) {
-    ops_.op("CompiledFunction", "triton_fused_silu_mul", k.shared_silu_fwd);
-  } else {
-    ops_.op("aten::silu", "silu_fwd", k.shared_silu_fwd);
-    ops_.op("aten::mul", "gate_mul", k.shared_gate_mul);
-  }
+  silu_mul_forward(k.shared_silu_fwd, k.shared_gate_mul);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_w2"), k.shared_w2_fwd);
 }
 
@@ -183,13 +178,7 @@ void LayerEmitter::torchtitan_shared_experts_backward() {
   const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
   const std::string wgrad = pytorch::gemm_kernel_name(config_.wgrad_dtype(), "wgrad");
   ops_.op2("MmBackward0", dgrad, k.shared_w2_dgrad, wgrad, k.shared_w2_wgrad);
-  if (config_.compile) {
-    ops_.op("CompiledFunctionBackward", "triton_fused_silu_mul_bwd", k.shared_silu_bwd);
-  } else {
-    ops_.op("MulBackward0", "gate_mul", k.shared_gate_mul);
-    ops_.op("MulBackward0", "gate_mul", k.shared_gate_mul);
-    ops_.op("SiluBackward0", "silu_bwd", k.shared_silu_bwd);
-  }
+  silu_mul_backward(k.shared_silu_bwd, k.shared_gate_mul);
   ops_.op2("MmBackward0", dgrad, k.shared_w13_dgrad, wgrad, k.shared_w13_wgrad);
   ops_.op2("MmBackward0", dgrad, k.shared_w13_dgrad, wgrad, k.shared_w13_wgrad);
   ops_.op("AddBackward0", "input_grad_add", k.token_add);

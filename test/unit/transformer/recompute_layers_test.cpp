@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/task_graph.h"
+#include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -26,16 +27,7 @@ TransformerConfig two_stage_gpt(Recompute recompute, int64_t recompute_layers) {
 /// Rank 0's QKV forward GEMMs in one step: one per layer and micro-batch, plus one per
 /// recomputed layer and micro-batch.
 int qkv_forwards(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  int n = 0;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.kind == TaskKind::kKernel && task.rank == 0 && g.name(task.name) == "bf16gemm/qkv") {
-      ++n;
-    }
-  }
-  return n;
+  return test_configs::task_count(c, TaskKind::kKernel, "bf16gemm/qkv");
 }
 
 TEST(RecomputeLayers, TheFirstLayersOfEachChunkRunTheirForwardAgain) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibration/calibrated_kernel_cost.h"
@@ -81,6 +82,19 @@ inline Duration step_window(const TransformerConfig& config, const CalibratedGpu
   ConfigDocument fabric = ConfigDocument::load_file(std::filesystem::path(UPSIM_CONFIGS_DIR) /
                                                     "topologies" / (topology + ".yaml"));
   return run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1).ranks.front().window;
+}
+
+/// How many tasks of `kind` named `name` `rank` runs in one generated step of `config`.
+inline int task_count(const TransformerConfig& config, TaskKind kind, std::string_view name,
+                      RankId rank = 0) {
+  TaskGraph g;
+  generate_transformer(config, {1}, g);
+  int n = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.kind == kind && task.rank == rank && g.name(task.name) == name) ++n;
+  }
+  return n;
 }
 
 /// How many kernels of each name `rank` runs in one generated step of `config`.

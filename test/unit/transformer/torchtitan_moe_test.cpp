@@ -121,17 +121,7 @@ TEST(TorchtitanMoe, TheExpertBiasIsUpdatedBeforeTheOptimizerStep) {
 }
 
 int host_syncs(const TransformerConfig& c) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  int n = 0;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    if (task.rank == 0 && task.kind == TaskKind::kHostSync &&
-        g.name(task.name) == "cudaStreamSynchronize") {
-      ++n;
-    }
-  }
-  return n;
+  return test_configs::task_count(c, TaskKind::kHostSync, "cudaStreamSynchronize");
 }
 
 // On one rank torchtitan pads the experts' groups on the GPU (generate_permute_indices): the host

@@ -1220,6 +1220,7 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
         "gemm/fp32          published", "softmax                   published",
         "cross_entropy             published",
         "held-out check (no fit reads it): test/data/tracelens/h100_bf16_gemm.csv",
+        "test/data/vidur/a100_llama2_70b_gemm.csv\nop", "gemm/fp16          published     362",
         "H200 (H200-SXM-141GB), calibration configs/calibration/h100_xla.yaml (fitted on "
         "H100-SXM5-80GB), no tables of its own"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;

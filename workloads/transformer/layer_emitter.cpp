@@ -471,25 +471,25 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
   return send;
 }
 
+void LayerEmitter::expert_all_to_all(bool combine) {
+  if (config_.parallelism.expert <= 1) return;
+  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
+                "c10d::all_to_all_single", dispatch_matrix(combine));
+}
+
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
   if (config_.moe.capacity_factor == 0.0) dropless_count_sync();
   ops_.op("moe_permute", "permute", d.permute);
-  if (config_.parallelism.expert > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(false));
-  }
+  expert_all_to_all(false);
   fp8_cast(d.expert_fc1_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
-  if (config_.parallelism.expert > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(true));
-  }
+  expert_all_to_all(true);
   ops_.op("moe_unpermute", "unpermute", d.unpermute);
   if (config_.moe.shared_experts > 0) shared_experts_forward();
 }
@@ -535,10 +535,7 @@ void LayerEmitter::moe_backward() {
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
   }
   ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
-  if (config_.parallelism.expert > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(false));
-  }
+  expert_all_to_all(false);
   fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
@@ -547,10 +544,7 @@ void LayerEmitter::moe_backward() {
   fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
-  if (config_.parallelism.expert > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(true));
-  }
+  expert_all_to_all(true);
   ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,

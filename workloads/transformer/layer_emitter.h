@@ -295,6 +295,9 @@ class LayerEmitter {
   /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
   /// (Megatron-Core's router drops them before the dispatch).
   std::vector<int64_t> dispatch_matrix(bool combine) const;
+  /// That all-to-all of the routed tokens (combine: back to their ranks) over the EP group;
+  /// nothing without expert parallel.
+  void expert_all_to_all(bool combine);
 
   /// The core attention's forward: flash attention (with its context-parallel exchanges) or
   /// the unfused scores, softmax, dropout and weighted sum.

@@ -8,6 +8,27 @@
 
 namespace upsim {
 
+SiluMulKernels add_silu_mul_kernels(const TransformerConfig& config, double elements,
+                                    TaskGraph& graph) {
+  const DType act = config.activation_dtype();
+  const auto add = [&](double flops, double reads, double writes, MemoryOp op) {
+    return graph.add_kernel_desc(pytorch::pointwise(op, act, elements, flops, reads, writes));
+  };
+  SiluMulKernels k;
+  if (config.compile) {
+    // Inductor's fused silu(a) * b and its backward: the fused SwiGLU's bytes.
+    k.fwd = add(5, 2, 1, MemoryOp::kSwiglu);
+    k.bwd = add(8, 3, 2, MemoryOp::kSwiglu);
+  } else {
+    // silu alone: the fused SwiGLU's operations (5 forward, 8 backward) less the gate's
+    // multiply (1 forward, 2 backward), on one input.
+    k.fwd = add(4, 1, 1, MemoryOp::kSwiglu);
+    k.bwd = add(6, 2, 1, MemoryOp::kSwiglu);
+    k.mul = add(1, 2, 1, MemoryOp::kBinary);
+  }
+  return k;
+}
+
 TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& config,
                                                     const LayerSizes& z, TaskGraph& graph) {
   TorchtitanLayerKernels k;
@@ -50,18 +71,10 @@ TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& con
     k.repeat_kv_bwd = add(pytorch::pointwise(MemoryOp::kSum, act_dt, q_elements, 1, 1, kv_share));
   }
   k.transpose_copy = add(pytorch::pointwise(MemoryOp::kCopy, act_dt, q_elements, 0, 1, 1));
-  const double ffn_elements = as_double(z.tokens * z.ffn);
-  if (config.compile) {
-    // Inductor's fused silu(a) * b and its backward: the fused SwiGLU's bytes.
-    k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 5, 2, 1));
-    k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 8, 3, 2));
-  } else {
-    // silu alone: the fused SwiGLU's operations (5 forward, 8 backward) less the gate's
-    // multiply (1 forward, 2 backward), on one input.
-    k.silu_fwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 4, 1, 1));
-    k.silu_bwd = add(pytorch::pointwise(MemoryOp::kSwiglu, act_dt, ffn_elements, 6, 2, 1));
-    k.gate_mul = add(pytorch::pointwise(MemoryOp::kBinary, act_dt, ffn_elements, 1, 2, 1));
-  }
+  const SiluMulKernels silu = add_silu_mul_kernels(config, as_double(z.tokens * z.ffn), graph);
+  k.silu_fwd = silu.fwd;
+  k.silu_bwd = silu.bwd;
+  k.gate_mul = silu.mul;
   k.input_grad_add = add(pytorch::pointwise(MemoryOp::kBinary, config.residual_dtype(),
                                             as_double(z.tokens * z.h), 1, 2, 1));
   if (config.rms_norm_composite) {

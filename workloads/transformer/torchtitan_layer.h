@@ -80,6 +80,15 @@ struct TorchtitanLayerKernels {
   std::vector<NamedKernel> rms_norm_fwd, rms_norm_bwd;
 };
 
+/// F.silu(a) * b over `elements` (a's) as torchtitan's modules run it: compiled, Inductor's one
+/// fused kernel each way (fwd, bwd; mul 0); eager, silu and its backward on one input, and the
+/// gate's multiply (mul).
+struct SiluMulKernels {
+  KernelDescId fwd = 0, bwd = 0, mul = 0;
+};
+SiluMulKernels add_silu_mul_kernels(const TransformerConfig& config, double elements,
+                                    TaskGraph& graph);
+
 /// Adds the descriptions for `config` (layer_kernels torchtitan) on a rank with `sizes`.
 TorchtitanLayerKernels add_torchtitan_layer_kernels(const TransformerConfig& config,
                                                     const LayerSizes& sizes, TaskGraph& graph);

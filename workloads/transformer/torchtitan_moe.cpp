@@ -5,6 +5,7 @@
 #include "sim/units.h"
 #include "workloads/pytorch/kernels.h"
 #include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/torchtitan_layer.h"
 
 namespace upsim {
 namespace {
@@ -105,15 +106,10 @@ TorchtitanMoeKernels add_torchtitan_moe_kernels(const TransformerConfig& config,
   k.w2_dgrad = grouped(ffn, z.h);
   k.w2_wgrad = add(gemm_kernel(wgrad_dt, local, z.h, ffn, per_expert));
   const auto silu = [&](double elements, KernelDescId& fwd, KernelDescId& bwd, KernelDescId& mul) {
-    if (config.compile) {
-      // Inductor's fused silu(a) * b and its backward (torchtitan_layer.cpp's).
-      fwd = pw(MemoryOp::kSwiglu, act, elements, 5, 2, 1);
-      bwd = pw(MemoryOp::kSwiglu, act, elements, 8, 3, 2);
-    } else {
-      fwd = pw(MemoryOp::kSwiglu, act, elements, 4, 1, 1);
-      bwd = pw(MemoryOp::kSwiglu, act, elements, 6, 2, 1);
-      mul = pw(MemoryOp::kBinary, act, elements, 1, 2, 1);
-    }
+    const SiluMulKernels kernels = add_silu_mul_kernels(config, elements, graph);
+    fwd = kernels.fwd;
+    bwd = kernels.bwd;
+    mul = kernels.mul;
   };
   silu(rows * as_double(ffn), k.silu_fwd, k.silu_bwd, k.gate_mul);
   k.rows_grad_add = pw(MemoryOp::kBinary, act, rows * h, 1, 2, 1);

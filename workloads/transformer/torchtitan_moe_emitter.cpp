@@ -13,7 +13,6 @@ void LayerEmitter::torchtitan_moe_forward() {
   const LayerKernels& d = kernels_;
   const TorchtitanMoeKernels& k = d.torchtitan_moe;
   const MoeConfig& m = config_.moe;
-  const bool expert_parallel = config_.parallelism.expert > 1;
   // TokenChoiceTopKRouter and TokenReorderer.
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   if (config_.compile) {
@@ -38,11 +37,8 @@ void LayerEmitter::torchtitan_moe_forward() {
       ops_.op("aten::_to_copy", "cast_from_fp32", k.slot_downcast);
     }
   }
-  if (expert_parallel) {
-    torchtitan_moe_split_sync();
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(false));
-  }
+  if (config_.parallelism.expert > 1) torchtitan_moe_split_sync();
+  expert_all_to_all(false);
   // _permute: vstack with a zero row, then the rows gathered in local-expert order, padded.
   ops_.op("aten::cat", "permute_vstack", k.rows_copy);
   ops_.op("aten::index", "permute_gather", k.rows_gather);
@@ -58,10 +54,7 @@ void LayerEmitter::torchtitan_moe_forward() {
   ops_.op(grouped, pytorch::gemm_kernel_name(gemm_dt_, "expert_w2"), k.w2_fwd);
   // _unpermute: index_put of the rows into the vstack's shape.
   ops_.op("aten::index_put_", "unpermute_scatter", k.rows_scatter);
-  if (expert_parallel) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(true));
-  }
+  expert_all_to_all(true);
   if (m.shared_experts > 0) torchtitan_shared_experts_forward();
   // The slots back in token order, then each token's top_k rows combined.
   ops_.op("aten::zeros", "slot_zeros", k.slot_zeros);
@@ -80,7 +73,6 @@ void LayerEmitter::torchtitan_moe_backward() {
   const LayerKernels& d = kernels_;
   const TorchtitanMoeKernels& k = d.torchtitan_moe;
   const MoeConfig& m = config_.moe;
-  const bool expert_parallel = config_.parallelism.expert > 1;
   const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
   const std::string wgrad = pytorch::gemm_kernel_name(config_.wgrad_dtype(), "wgrad");
   // The shared experts' branch was created last: its backward runs first.
@@ -94,10 +86,7 @@ void LayerEmitter::torchtitan_moe_backward() {
     ops_.op("ToCopyBackward0", "cast_from_fp32", k.combine_upcast);
   }
   ops_.op("IndexPutBackward0", "slot_gather", k.slot_scatter);
-  if (expert_parallel) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(false));
-  }
+  expert_all_to_all(false);
   ops_.op("IndexPutBackward0", "unpermute_gather", k.rows_gather);
   const std::string grouped = "GroupedMmBackward0";
   ops_.op2(grouped, dgrad, k.w2_dgrad, wgrad, k.w2_wgrad);
@@ -115,10 +104,7 @@ void LayerEmitter::torchtitan_moe_backward() {
   // _permute's gather: its gradient accumulated into zeros of the vstack's shape.
   ops_.op("IndexBackward0", "permute_zeros", k.rows_zeros);
   ops_.op("IndexBackward0", "permute_scatter_add", k.rows_scatter_add);
-  if (expert_parallel) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                  "c10d::all_to_all_single", dispatch_matrix(true));
-  }
+  expert_all_to_all(true);
   if (m.score_before_experts) {
     if (config_.compile) {
       ops_.op("CompiledFunctionBackward", "triton_fused_score_scale_bwd", k.score_scale_bwd);

@@ -95,6 +95,29 @@ double gemm_objective(const std::vector<const KernelMeasurement*>& rows, const H
   return sum;
 }
 
+/// Whether `rows` can measure a GEMM rate class's asymptotic rate (compute_scale): one of them
+/// is a kernel time (`# harness: none`) of a GEMM large enough to run near that rate, at least
+/// two full waves of the largest tile (256 x 128 on the measured GPU's SMs) with k >= 2048.
+/// Kernels short of that (in-model GEMMs of a recommendation model: k ~ 1024, narrow n or k, a
+/// batch of 647 x 30 products) cannot tell compute_scale and memory_scale from k_overhead, the
+/// tile and cuBLAS's kernel choice for odd shapes. Fitted on such rows alone (A100 tf32,
+/// test/data/holistic-trace-analysis), compute_scale fell to 0.76 and memory_scale to 0.52: 35%
+/// slow at 10240^3 against PyTorch's published time, and 70-90% slow on the held-out
+/// weight-streaming GEMMs of Triton's A100 tf32 table. So such a class keeps the rate and the
+/// bandwidth of physics: compute_scale 1 (the profile's achievable fraction) and the primary
+/// class's memory_scale (how GEMM kernels stream memory on this GPU, which the math dtype does
+/// not change); only its tile and k_overhead are fitted.
+bool rate_measurable(const std::vector<const KernelMeasurement*>& rows, const HardwareProfile& hw) {
+  constexpr int64_t kMinK = 2048;
+  constexpr int64_t kLargestTileElements = 256 * 128;
+  return std::any_of(rows.begin(), rows.end(), [&](const KernelMeasurement* r) {
+    const KernelDesc& g = r->kernel;
+    const int64_t sms = profile_of(*r, hw).device.sm_count;
+    return r->harness_none && g.k >= kMinK &&
+           g.batch * g.m * g.n >= 2 * sms * kLargestTileElements;
+  });
+}
+
 /// The largest compute_scale `rows` may fit: what takes their lowest achievable fraction to the
 /// peak (the model stops at the peak: estimate_gemm), at most 2.
 double top_compute_scale(const std::vector<const KernelMeasurement*>& rows,
@@ -165,10 +188,12 @@ void fit_gemm_primary(const std::vector<const KernelMeasurement*>& rows, const H
 /// GEMM rows of another rate class, harness-timed rows measured by the primary's harness
 /// (`timed`, fixed), kernel-time rows against the kernel duration (`kernel`): grid over tiles,
 /// compass search over compute_scale (this dtype's asymptotic rate relative to peak x
-/// achievable.compute, which was measured in bf16), memory_scale and k_overhead.
+/// achievable.compute, which was measured in bf16), memory_scale and k_overhead; with only
+/// kernel-time rows that cannot measure the rate (rate_measurable), compute_scale 1 and
+/// memory_scale `physics_memory_scale`.
 GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
                               const HardwareProfile& hw, const HarnessUs& timed,
-                              const HarnessUs& kernel) {
+                              const HarnessUs& kernel, double physics_memory_scale) {
   GemmParams out;
   double best = std::numeric_limits<double>::infinity();
   for (const auto& tile : kTiles) {
@@ -188,10 +213,20 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
       return gemm_objective(rows, hw, params_of(x), timed, kernel);
     };
     const double top = top_compute_scale(rows, hw);
+    const bool all_kernel_time = std::all_of(
+        rows.begin(), rows.end(), [](const KernelMeasurement* r) { return r->harness_none; });
+    const bool rate_measured = !all_kernel_time || rate_measurable(rows, hw);
+    const double ln_physics_memory = std::log(physics_memory_scale);
     const std::vector<Box> box{
-        {std::log(0.1), std::log(top)}, {std::log(0.2), std::log(2.0)}, {0.0, 4096.0}};
+        rate_measured ? Box{std::log(0.1), std::log(top)} : Box{0.0, 0.0},
+        rate_measured ? Box{std::log(0.2), std::log(2.0)}
+                      : Box{ln_physics_memory, ln_physics_memory},
+        {0.0, 4096.0}};
+    const double scale_step = rate_measured ? 0.1 : 0.0;
     for (double k0 : kStartKOverheads) {
-      const auto [x, value] = compass_search(objective, {0.0, 0.0, k0}, {0.1, 0.1, 32.0}, box);
+      const auto [x, value] =
+          compass_search(objective, {0.0, rate_measured ? 0.0 : ln_physics_memory, k0},
+                         {scale_step, scale_step, 32.0}, box);
       if (value < best) {
         best = value;
         out = params_of(x);
@@ -245,7 +280,7 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
     out.measurement["gemm"] = harness;
     timed = harness_us(harness);
   } else {
-    primary_params = fit_gemm_secondary(by_class.at(*primary), hw, timed, kernel_duration);
+    primary_params = fit_gemm_secondary(by_class.at(*primary), hw, timed, kernel_duration, 1.0);
   }
   const auto assign = [&](DType rate, const GemmParams& p) {
     out.gemm_by_dtype[static_cast<size_t>(rate)] = p;
@@ -254,7 +289,8 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
   assign(*primary, primary_params);
   for (const auto& [dtype, class_rows] : by_class) {
     if (dtype == *primary) continue;
-    assign(dtype, fit_gemm_secondary(class_rows, hw, timed, kernel_duration));
+    assign(dtype, fit_gemm_secondary(class_rows, hw, timed, kernel_duration,
+                                     primary_params.memory_scale));
   }
   // An unmeasured dtype runs at the profile's achievable fraction of its own peak (physics):
   // the primary's fitted rate is the primary dtype's kernels' and is not carried over.

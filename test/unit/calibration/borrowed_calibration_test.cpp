@@ -55,9 +55,8 @@ TEST(BorrowedCalibration, A100FileOnA100) {
   const DeviceProfile& d = a100.device;
   EXPECT_EQ(note(model, gemm_kernel(DType::kFp16, 1, 4096, 4096, 4096), d), "<none>");
   EXPECT_EQ(note(model, gemm_kernel(DType::kBf16, 1, 4096, 4096, 4096), d), "<none>");
-  EXPECT_EQ(note(model, gemm_kernel(DType::kTf32, 1, 4096, 4096, 4096), d),
-            "gemm tf32: no tf32 fit in the calibration fitted on A100-SXM4-80GB, priced with "
-            "its default GEMM parameters at the tf32 peak");
+  // tf32 has a fit of its own (in-model GEMMs of a recommendation model on A100 40GB).
+  EXPECT_EQ(note(model, gemm_kernel(DType::kTf32, 1, 4096, 4096, 4096), d), "<none>");
   EXPECT_EQ(note(model, memory_op(MemoryOp::kGelu), d), "<none>");
   EXPECT_EQ(note(model, memory_op(MemoryOp::kSoftmax), d), "<none>");
   EXPECT_EQ(note(model, memory_op(MemoryOp::kLayerNorm), d), "<none>");

@@ -62,8 +62,10 @@ constexpr const char* kSource =
     "cross-entropy forward, test/data/liger-kernel/a100_torch_cross_entropy_forward.csv; cuBLAS "
     "fp32 GEMMs on A100 80GB PCIe from a Triton issue, "
     "test/data/triton-matmul/a100_pcie_fp32_cublas.csv; Vidur's in-model fp16 GEMM kernel times "
-    "of Llama-2 7B and 70B layers on A100 80GB PCIe, test/data/vidur/a100_llama2_{7b,70b}_gemm.csv "
-    "(see their SOURCES.md)";
+    "of Llama-2 7B and 70B layers on A100 80GB PCIe, test/data/vidur/a100_llama2_{7b,70b}_gemm.csv; "
+    "in-model tf32 GEMM kernel times of a recommendation model's training step on A100 SXM4 40GB "
+    "from a HolisticTraceAnalysis trace, "
+    "test/data/holistic-trace-analysis/a100_tf32_recsys_gemm.csv (see their SOURCES.md)";
 // cuBLAS fp32 (SIMT) GEMMs measured on the A100 PCIe part (published, GPU time per call, 24
 // square shapes; measured held-out 3.98%, 12 points), priced on its profile in the A100 fit.
 constexpr const char* kA100Fp32Table = "a100_pcie_fp32_cublas.csv";
@@ -76,6 +78,11 @@ constexpr const char* kA100CrossEntropyTable = "a100_torch_cross_entropy_forward
 // LLMCompass harness's compute_speedup is then relative to.
 constexpr std::array<const char*, 2> kA100VidurTables = {"a100_llama2_7b_gemm.csv",
                                                          "a100_llama2_70b_gemm.csv"};
+// tf32 GEMM kernel times inside a recommendation model's training step on A100 SXM4 40GB
+// (published trace, kernel time, 117 shapes; calls that overlapped an NCCL kernel left out),
+// priced on that part's profile: they fit the tf32 class's tile, k_overhead and memory_scale;
+// no row is large enough to measure its rate, so compute_scale stays 1 (fit_kernel_calibration).
+constexpr const char* kA100Tf32Table = "a100_tf32_recsys_gemm.csv";
 
 // The source line the shipped B200 file records.
 constexpr const char* kB200Source =
@@ -135,12 +142,12 @@ constexpr double kAttentionHeldOutMaxBound = 0.20;
 
 // Bound for held-out GEMM error (measured: bf16 2.64%, tf32 9.12%).
 constexpr double kH100HeldOutBound = 0.10;
-// The A100 calibration on H100 kernels longer than kMinSeconds. bf16 measured 2.19% (bound:
-// the same-GPU bound of 10%). tf32 measured 24.2%: the A100 sweeps are fp16 only, so tf32 borrows
-// the fp16 rate (compute_scale 1), while H100's own tf32 rows fit compute_scale 0.774; the loose
-// bound pins that known gap until a tf32 sweep on A100 exists.
+// The A100 calibration on H100 kernels longer than kMinSeconds. bf16 measured 9.24% (bound:
+// the same-GPU bound of 10%). tf32 measured 13.3% with the A100 tf32 class fitted on in-model
+// A100 GEMMs (24.2% with the default class it replaced): its rate is the profile's
+// (compute_scale 1), while H100's own tf32 rows fit compute_scale 0.774.
 constexpr double kCrossGpuBf16Bound = 0.10;
-constexpr double kCrossGpuTf32Bound = 0.30;
+constexpr double kCrossGpuTf32Bound = 0.16;
 constexpr double kMinSeconds = 50e-6;
 
 HardwareProfile profile(const std::string& file) {
@@ -188,14 +195,32 @@ TEST(KernelFitAccuracy, HeldOutErrorPerOpWithinTenPercentAndShippedFileIsTheFit)
       row.measured_on = pcie;
     data.insert(data.end(), vidur.begin(), vidur.end());
   }
+  std::vector<KernelMeasurement> tf32 = read_measurement_csv(kData / "holistic-trace-analysis" /
+                                                             kA100Tf32Table);
+  ASSERT_EQ(tf32.size(), 117u);
+  const auto sxm40 = std::make_shared<const HardwareProfile>(profile("a100_sxm4_40gb.yaml"));
+  for (KernelMeasurement& row : tf32)
+    row.measured_on = sxm40;
+  data.insert(data.end(), tf32.begin(), tf32.end());
   const CalibrationResult result = fit_kernel_calibration(data, a100, kSource);
   std::printf("%s", format_kernel_validation(result.validation).c_str());
-  ASSERT_EQ(result.validation.size(), 6u);
+  ASSERT_EQ(result.validation.size(), 7u);
   for (const KernelValidationRow& row : result.validation) {
     EXPECT_GE(row.held_out_points, row.op == "cross_entropy" ? 3u : 10u) << row.op;
-    EXPECT_LT(row.held_out_geomean, 0.10) << row.op;
+    // tf32: in-model GEMMs of odd shapes (k 15-98304, n 1-19410, batches of 647 x 30 products),
+    // where cuBLAS's kernel and split-K choice per shape (not modelled: one tile per class)
+    // sets the time; 20.2% measured, 48% with the physics defaults this fit replaced.
+    EXPECT_LT(row.held_out_geomean, row.op == "gemm/tf32" ? 0.22 : 0.10) << row.op;
   }
   EXPECT_EQ(result.validation[5].op, "gemm/fp32");
+  EXPECT_EQ(result.validation[6].op, "gemm/tf32");
+  // No tf32 row is large enough to measure the class's rate: it keeps compute_scale 1 and the
+  // fp16 class's memory_scale (rate_measurable, fit_kernel_calibration.cpp).
+  const GemmParams& tf32_fit =
+      result.calibration.gemm_by_dtype[static_cast<size_t>(DType::kTf32)].value();
+  EXPECT_EQ(tf32_fit.compute_scale, 1.0);
+  EXPECT_EQ(tf32_fit.memory_scale,
+            result.calibration.gemm_by_dtype[static_cast<size_t>(DType::kFp16)]->memory_scale);
   // Physics: the fp32 fit never prices a GEMM above the fp32 peak, even at a huge K.
   const CalibratedKernelCost fitted(result.calibration, a100.achievable);
   const KernelDesc huge = gemm_kernel(DType::kFp32, 1, 8192, 8192, 65536);
@@ -215,7 +240,10 @@ TEST(KernelFitAccuracy, HeldOutErrorPerOpWithinTenPercentAndShippedFileIsTheFit)
       << " --csv test/data/vidur/a100_llama2_7b_gemm.csv --csv test/data/vidur/"
          "a100_llama2_70b_gemm.csv --measured-on test/data/vidur/a100_llama2_7b_gemm.csv="
          "configs/hardware/a100_pcie_80gb.yaml --measured-on test/data/vidur/"
-         "a100_llama2_70b_gemm.csv=configs/hardware/a100_pcie_80gb.yaml"
+         "a100_llama2_70b_gemm.csv=configs/hardware/a100_pcie_80gb.yaml --csv "
+         "test/data/holistic-trace-analysis/"
+      << kA100Tf32Table << " --measured-on test/data/holistic-trace-analysis/" << kA100Tf32Table
+      << "=configs/hardware/a100_sxm4_40gb.yaml"
       << " --hardware configs/hardware/a100_sxm4_80gb.yaml --source '" << kSource
       << "' --out configs/calibration/a100_llmcompass.yaml --force`";
 
@@ -648,8 +676,8 @@ TEST(GemmDtypeFit, H100Fp8GemmsOnDeepGemmsPublishedTablesAndTheGroupedGemmGap) {
 }
 
 // Published single GEMMs in PyTorch's CUDA notes (test/data/pytorch-docs), held out: A100 10240^3
-// in TF32 (the A100 file's default tf32 class) and fp32 within the figures' two digits (measured
-// +0.3% and +2.1%); V100 fp16 4096 x k x 4096, where the V100 file (DeepBench's DGX-1 GEMMs) is
+// in TF32 (the A100 file's tf32 class: the profile's rate, tile and K overhead fitted on in-model
+// GEMMs) and fp32 within 5% (measured +3.3% and +2.1%; the figures have two digits); V100 fp16 4096 x k x 4096, where the V100 file (DeepBench's DGX-1 GEMMs) is
 // 10-21% fast, the known gap between the two sources, pinned.
 TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
   const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
@@ -680,13 +708,13 @@ TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
 }
 
 // Triton's TF32 matmul on an A100 40GB (its GEMM regression test, test/data/triton-matmul),
-// held out against the A100 file's default tf32 class (the fp16 fit's 64 x 64 tile at the
-// profile's rate): the large square shapes within 16% (measured -4.6% and +2.9% at 4096^3 and
-// 8192^3; 2048^3 -28.6%, pinned: the fitted tile makes 1024 tiles, 9.5 waves on 108 SMs, where
-// Triton's larger tiles leave SMs idle), the thin ones (16 or 64 rows or columns, 8192 or 4096
-// wide) 12-42% fast, where Triton's matmul runs far below cuBLAS. A fit on this table was tried and
-// not shipped (SOURCES.md): its per-tile K overhead, set by those thin Triton kernels, prices
-// cuBLAS's small-K GEMMs too slow and moves PyTorch's own 10240^3 TF32 figure from +0.3% to -3.9%.
+// held out against the A100 file's tf32 class (128 x 128 tiles and a K overhead of 314 fitted on
+// cuBLAS's in-model GEMMs, test/data/holistic-trace-analysis; the profile's rate): the square
+// shapes within 16% (measured -1.9%, +8.1% and +6.8% at 2048^3, 4096^3 and 8192^3: cuBLAS's
+// per-tile cost at k ~ 1024 priced on Triton's kernels at k >= 4096), the thin ones (16 or 64 rows
+// or columns, 8192 or 4096 wide) 13-41% fast, where Triton's matmul runs far below cuBLAS. A fit
+// on this table was tried and not shipped (SOURCES.md): its per-tile K overhead, set by those
+// thin Triton kernels, moves PyTorch's own 10240^3 TF32 figure to -3.9%.
 TEST(GemmDtypeFit, TritonA100Tf32GemmsHeldOut) {
   const HardwareProfile a100 = profile("a100_sxm4_40gb.yaml");
   const std::vector<KernelMeasurement> rows =

@@ -113,8 +113,7 @@ bool rate_measurable(const std::vector<const KernelMeasurement*>& rows, const Ha
   return std::any_of(rows.begin(), rows.end(), [&](const KernelMeasurement* r) {
     const KernelDesc& g = r->kernel;
     const int64_t sms = profile_of(*r, hw).device.sm_count;
-    return r->harness_none && g.k >= kMinK &&
-           g.batch * g.m * g.n >= 2 * sms * kLargestTileElements;
+    return r->harness_none && g.k >= kMinK && g.batch * g.m * g.n >= 2 * sms * kLargestTileElements;
   });
 }
 
@@ -217,11 +216,10 @@ GemmParams fit_gemm_secondary(const std::vector<const KernelMeasurement*>& rows,
         rows.begin(), rows.end(), [](const KernelMeasurement* r) { return r->harness_none; });
     const bool rate_measured = !all_kernel_time || rate_measurable(rows, hw);
     const double ln_physics_memory = std::log(physics_memory_scale);
-    const std::vector<Box> box{
-        rate_measured ? Box{std::log(0.1), std::log(top)} : Box{0.0, 0.0},
-        rate_measured ? Box{std::log(0.2), std::log(2.0)}
-                      : Box{ln_physics_memory, ln_physics_memory},
-        {0.0, 4096.0}};
+    const std::vector<Box> box{rate_measured ? Box{std::log(0.1), std::log(top)} : Box{0.0, 0.0},
+                               rate_measured ? Box{std::log(0.2), std::log(2.0)}
+                                             : Box{ln_physics_memory, ln_physics_memory},
+                               {0.0, 4096.0}};
     const double scale_step = rate_measured ? 0.1 : 0.0;
     for (double k0 : kStartKOverheads) {
       const auto [x, value] =
@@ -289,8 +287,8 @@ void fit_gemm(const std::vector<const KernelMeasurement*>& rows, const HardwareP
   assign(*primary, primary_params);
   for (const auto& [dtype, class_rows] : by_class) {
     if (dtype == *primary) continue;
-    assign(dtype, fit_gemm_secondary(class_rows, hw, timed, kernel_duration,
-                                     primary_params.memory_scale));
+    assign(dtype,
+           fit_gemm_secondary(class_rows, hw, timed, kernel_duration, primary_params.memory_scale));
   }
   // An unmeasured dtype runs at the profile's achievable fraction of its own peak (physics):
   // the primary's fitted rate is the primary dtype's kernels' and is not carried over.

@@ -62,7 +62,8 @@ constexpr const char* kSource =
     "cross-entropy forward, test/data/liger-kernel/a100_torch_cross_entropy_forward.csv; cuBLAS "
     "fp32 GEMMs on A100 80GB PCIe from a Triton issue, "
     "test/data/triton-matmul/a100_pcie_fp32_cublas.csv; Vidur's in-model fp16 GEMM kernel times "
-    "of Llama-2 7B and 70B layers on A100 80GB PCIe, test/data/vidur/a100_llama2_{7b,70b}_gemm.csv; "
+    "of Llama-2 7B and 70B layers on A100 80GB PCIe, "
+    "test/data/vidur/a100_llama2_{7b,70b}_gemm.csv; "
     "in-model tf32 GEMM kernel times of a recommendation model's training step on A100 SXM4 40GB "
     "from a HolisticTraceAnalysis trace, "
     "test/data/holistic-trace-analysis/a100_tf32_recsys_gemm.csv (see their SOURCES.md)";
@@ -195,8 +196,8 @@ TEST(KernelFitAccuracy, HeldOutErrorPerOpWithinTenPercentAndShippedFileIsTheFit)
       row.measured_on = pcie;
     data.insert(data.end(), vidur.begin(), vidur.end());
   }
-  std::vector<KernelMeasurement> tf32 = read_measurement_csv(kData / "holistic-trace-analysis" /
-                                                             kA100Tf32Table);
+  std::vector<KernelMeasurement> tf32 =
+      read_measurement_csv(kData / "holistic-trace-analysis" / kA100Tf32Table);
   ASSERT_EQ(tf32.size(), 117u);
   const auto sxm40 = std::make_shared<const HardwareProfile>(profile("a100_sxm4_40gb.yaml"));
   for (KernelMeasurement& row : tf32)
@@ -677,8 +678,9 @@ TEST(GemmDtypeFit, H100Fp8GemmsOnDeepGemmsPublishedTablesAndTheGroupedGemmGap) {
 
 // Published single GEMMs in PyTorch's CUDA notes (test/data/pytorch-docs), held out: A100 10240^3
 // in TF32 (the A100 file's tf32 class: the profile's rate, tile and K overhead fitted on in-model
-// GEMMs) and fp32 within 5% (measured +3.3% and +2.1%; the figures have two digits); V100 fp16 4096 x k x 4096, where the V100 file (DeepBench's DGX-1 GEMMs) is
-// 10-21% fast, the known gap between the two sources, pinned.
+// GEMMs) and fp32 within 5% (measured +3.3% and +2.1%; the figures have two digits); V100 fp16 4096
+// x k x 4096, where the V100 file (DeepBench's DGX-1 GEMMs) is 10-21% fast, the known gap between
+// the two sources, pinned.
 TEST(GemmDtypeFit, PyTorchDocsGemmsHeldOut) {
   const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
   const std::vector<KernelMeasurement> a100_rows =

@@ -526,8 +526,16 @@ void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
     config.cross_layers = workload.get_int_in_or("cross_layers", 1, 64, 3);
     config.cross_rank = workload.get_int_in_or("cross_rank", 1, int64_t{1} << 16, 512);
   }
-  if (workload.get_choice_or("interaction_kernel", {"aten", "fused"}, "aten") == "fused") {
-    config.interaction_kernel = InteractionKernel::kFused;
+  const std::string interaction_kernel =
+      workload.get_choice_or("interaction_kernel", {"aten", "fused", "xla"}, "aten");
+  if (interaction_kernel == "fused") config.interaction_kernel = InteractionKernel::kFused;
+  if (interaction_kernel == "xla") {
+    if (config.interaction != DlrmInteraction::kDcnV2) {
+      workload.child("interaction_kernel")
+          .fail("xla is DCN V2's cross network as XLA compiles TensorFlow's Cross layer; the dot "
+                "interaction has no XLA model (aten or fused)");
+    }
+    config.interaction_kernel = InteractionKernel::kXla;
   }
   const std::string mlp_kernels =
       workload.get_choice_or("mlp_kernels", {"aten", "apex_fused", "cublaslt_fused"}, "aten");
@@ -1019,7 +1027,7 @@ std::span<const KeyMeaning> dlrm_key_meanings() {
       {"interaction", "how the bottom MLP output meets the pooled embeddings: dot or DCN V2"},
       {"interaction_kernel",
        "interaction as ATen ops, or fused: DeepLearningExamples' dot kernel, HugeCTR's cross "
-       "layer"},
+       "layer; or xla: TensorFlow's cross layer as XLA fuses it"},
       {"mlp_kernels",
        "MLP layers as ATen addmm + relu, apex's fused MLP, or HugeCTR's cuBLASLt-epilogue "
        "layers"},

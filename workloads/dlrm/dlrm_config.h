@@ -110,7 +110,13 @@
 //                                  #   the second with the bias in its epilogue, and one fused
 //                                  #   x0 * h + x_l kernel; backward per layer one fused kernel
 //                                  #   and four GEMMs, the last adding the incoming gradient as
-//                                  #   its C operand)
+//                                  #   its C operand) | xla (dcnv2 only: TensorFlow's Cross
+//                                  #   layer, tf-recommenders / DeepLearningExamples TF2, as XLA
+//                                  #   compiles it: the same kernels as fused, one loop fusion
+//                                  #   x0 * h + x_l forward and one multi-output fusion per
+//                                  #   layer backward, the bias in the GEMM epilogue or the
+//                                  #   fusion, the residual gradient a GEMM's C operand; no
+//                                  #   accumulator memset)
 //     mlp_kernels: aten            # aten (default: addmm and relu per layer, each its own host
 //                                  #   op) | apex_fused (apex.mlp.MLP, DeepLearningExamples'
 //                                  #   CppMlp: one host op per MLP, per layer a GEMM and a fused
@@ -372,6 +378,8 @@ enum class InteractionKernel : uint8_t {
   /// dot: one kernel each way (DeepLearningExamples' cuda_dot); dcnv2: HugeCTR's fused
   /// MultiCrossLayer (interaction_emitter.h)
   kFused,
+  /// dcnv2 only: TensorFlow's Cross layer compiled by XLA (interaction_emitter.h)
+  kXla,
 };
 
 /// Which kernels run the MLPs' ReLU layers.

@@ -130,7 +130,7 @@ void InteractionEmitter::cross_network_forward() {
       ops_.cast_parameter(h, n);      // bias_l
       h.end();
     }
-    if (config_.interaction_kernel == InteractionKernel::kFused) {
+    if (config_.interaction_kernel != InteractionKernel::kAten) {
       fused_cross_layer_forward();
       continue;
     }
@@ -147,18 +147,28 @@ void InteractionEmitter::cross_network_forward() {
   }
 }
 
+InteractionEmitter::FusedCrossNames InteractionEmitter::fused_cross_names() const {
+  if (config_.interaction_kernel == InteractionKernel::kXla) {
+    return {"Cross (XLA)", "Cross backward (XLA)", "loop_fusion (x0 * h + x_l)",
+            "multi_output_fusion (dY * x0, dY * h)", "loop_fusion (dx0 + dY)", false};
+  }
+  return {"MultiCrossLayer::fprop", "MultiCrossLayer::bprop", "fused_matrix_elementwise_dot_add",
+          "fused_mul_fma3", "matrix_add", true};
+}
+
 void InteractionEmitter::fused_cross_layer_forward() {
   const int64_t b = plan_.local_batch;
   const int64_t n = config_.cross_width();
   const int64_t r = config_.cross_rank;
-  HostOp h = ops_.host_op("MultiCrossLayer::fprop");
+  const FusedCrossNames names = fused_cross_names();
+  HostOp h = ops_.host_op(names.forward_op);
   // XU = x_l U, then h = XU V + bias (the bias in the cuBLASLt epilogue).
   h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
            gemm_kernel(dtype_, 1, b, r, n));
   h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul",
            gemm_kernel(dtype_, 1, b, n, r));
-  // fused_matrix_elementwise_dot_add: x_{l+1} = x0 * h + x_l, reading h, x0 and x_l.
-  h.kernel("fused_matrix_elementwise_dot_add", "MultiCrossLayer::fprop",
+  // x_{l+1} = x0 * h + x_l, reading h, x0 and x_l.
+  h.kernel(names.forward_kernel, names.forward_op,
            pointwise(MemoryOp::kBinary, dtype_, as_double(b * n), 2, 3, 1));
   h.end();
 }
@@ -169,14 +179,17 @@ void InteractionEmitter::fused_cross_network_backward(DdpModule& top, size_t rea
   const int64_t r = config_.cross_rank;
   const double elements = as_double(b * n);
   const double e = as_double(dtype_bytes(dtype_));
+  const FusedCrossNames names = fused_cross_names();
   {
-    HostOp h = ops_.host_op("MultiCrossLayer::bprop");
-    // cudaMemsetAsync of the dx accumulator.
-    KernelDesc zero = pointwise(MemoryOp::kCopy, dtype_, elements, 0, 0, 1);
-    h.kernel("memset", "cudaMemsetAsync", zero);
+    HostOp h = ops_.host_op(names.backward_op);
+    if (names.zeroes_accumulator) {
+      // cudaMemsetAsync of the dx accumulator.
+      KernelDesc zero = pointwise(MemoryOp::kCopy, dtype_, elements, 0, 0, 1);
+      h.kernel("memset", "cudaMemsetAsync", zero);
+    }
     for (int64_t l = config_.cross_layers; l-- > 0;) {
-      // fused_mul_fma3: S0 = dY * x0 and dx += dY * h (reads dY, x0, h, dx; writes S0, dx).
-      h.kernel("fused_mul_fma3", "MultiCrossLayer::bprop",
+      // S0 = dY * x0 and dx += dY * h (reads dY, x0, h, dx; writes S0, dx).
+      h.kernel(names.backward_kernel, names.backward_op,
                pointwise(MemoryOp::kBinary, dtype_, elements, 3, 4, 2));
       // dV (+ the bias gradient) = XU^T S0; S1 = S0 V^T; dU = x_l^T S1 (dV, dU accumulate:
       // beta 1); dY_{l-1} = S1 U^T + dY_l, dY_l the C operand.
@@ -191,8 +204,8 @@ void InteractionEmitter::fused_cross_network_backward(DdpModule& top, size_t rea
         h.kernel(pytorch::gemm_kernel_name(dtype_, "gemm"), "cublasLtMatmul", gemm);
       }
     }
-    // matrix_add: the gradient of x0 is the accumulated dx plus the first layer's dY.
-    h.kernel("matrix_add", "MultiCrossLayer::bprop",
+    // The gradient of x0 is the accumulated dx plus the first layer's dY.
+    h.kernel(names.final_add_kernel, names.backward_op,
              pointwise(MemoryOp::kBinary, dtype_, elements, 1, 2, 1));
     h.end();
   }
@@ -206,7 +219,7 @@ void InteractionEmitter::fused_cross_network_backward(DdpModule& top, size_t rea
 }
 
 void InteractionEmitter::cross_network_backward(DdpModule& top, size_t ready_params) {
-  if (config_.interaction_kernel == InteractionKernel::kFused) {
+  if (config_.interaction_kernel != InteractionKernel::kAten) {
     fused_cross_network_backward(top, ready_params);
     return;
   }

@@ -285,6 +285,38 @@ TEST(DlrmGenerator, FusedDcnV2CrossLayersRunAsHugeCtrDoes) {
             run_graph(eager_run, 2, kernels, collectives).end);
 }
 
+// interaction_kernel: xla (TensorFlow's Cross layer as XLA compiles it, DeepLearningExamples'
+// TF2 DCNv2 with --xla): HugeCTR's fused kernels and bytes under XLA's names, without the
+// accumulator memset; the dot interaction refuses it at the key.
+TEST(DlrmGenerator, XlaDcnV2CrossLayersFuseAsHugeCtrsWithoutTheMemset) {
+  const std::string dcn =
+      std::string(kTiny) + "  interaction: dcnv2\n  cross_layers: 2\n  cross_rank: 3\n";
+  TaskGraph fused;
+  generate_dlrm(config_of((dcn + "  interaction_kernel: fused\n").c_str(), 2), inputs_of(2, 1),
+                fused);
+  TaskGraph xla;
+  generate_dlrm(config_of((dcn + "  interaction_kernel: xla\n").c_str(), 2), inputs_of(2, 1),
+                xla);
+  EXPECT_EQ(kernels_of(xla, 0, "cublasLtMatmul").size(), 2U * (2 + 4));
+  const std::vector<KernelDesc> forward = kernels_of(xla, 0, "Cross (XLA)");
+  ASSERT_EQ(forward.size(), 2U);
+  EXPECT_EQ(forward[0].bytes_read, 3 * 32 * 4);
+  EXPECT_EQ(forward[0].bytes_written, 32 * 4);
+  const std::vector<KernelDesc> backward = kernels_of(xla, 0, "Cross backward (XLA)");
+  ASSERT_EQ(backward.size(), 2U + 1U);
+  EXPECT_EQ(backward[0].bytes_read, 4 * 32 * 4);
+  EXPECT_EQ(backward[0].bytes_written, 2 * 32 * 4);
+  EXPECT_TRUE(kernels_of(xla, 0, "cudaMemsetAsync").empty());
+  EXPECT_EQ(count(xla, 0).kernels + 1, count(fused, 0).kernels);
+  try {
+    config_of((std::string(kTiny) + "  interaction_kernel: xla\n").c_str(), 2);
+    ADD_FAILURE() << "xla with the dot interaction was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("interaction_kernel"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dot interaction"), std::string::npos) << e.what();
+  }
+}
+
 // Row-wise Adagrad fused into the embedding backward, Adam for the dense part: FBGEMM's and
 // torch.optim's names, the fused optimizer in the backward's descriptor, its state in the table
 // memory (100 rows x (dim 2 x 4 B + 4 B)).

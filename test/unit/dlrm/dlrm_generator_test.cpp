@@ -295,8 +295,7 @@ TEST(DlrmGenerator, XlaDcnV2CrossLayersFuseAsHugeCtrsWithoutTheMemset) {
   generate_dlrm(config_of((dcn + "  interaction_kernel: fused\n").c_str(), 2), inputs_of(2, 1),
                 fused);
   TaskGraph xla;
-  generate_dlrm(config_of((dcn + "  interaction_kernel: xla\n").c_str(), 2), inputs_of(2, 1),
-                xla);
+  generate_dlrm(config_of((dcn + "  interaction_kernel: xla\n").c_str(), 2), inputs_of(2, 1), xla);
   EXPECT_EQ(kernels_of(xla, 0, "cublasLtMatmul").size(), 2U * (2 + 4));
   const std::vector<KernelDesc> forward = kernels_of(xla, 0, "Cross (XLA)");
   ASSERT_EQ(forward.size(), 2U);

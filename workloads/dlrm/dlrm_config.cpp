@@ -532,8 +532,9 @@ void read_dense_network(const ConfigNode& workload, DlrmConfig& config) {
   if (interaction_kernel == "xla") {
     if (config.interaction != DlrmInteraction::kDcnV2) {
       workload.child("interaction_kernel")
-          .fail("xla is DCN V2's cross network as XLA compiles TensorFlow's Cross layer; the dot "
-                "interaction has no XLA model (aten or fused)");
+          .fail(
+              "xla is DCN V2's cross network as XLA compiles TensorFlow's Cross layer; the dot "
+              "interaction has no XLA model (aten or fused)");
     }
     config.interaction_kernel = InteractionKernel::kXla;
   }

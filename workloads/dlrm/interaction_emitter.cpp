@@ -149,11 +149,19 @@ void InteractionEmitter::cross_network_forward() {
 
 InteractionEmitter::FusedCrossNames InteractionEmitter::fused_cross_names() const {
   if (config_.interaction_kernel == InteractionKernel::kXla) {
-    return {"Cross (XLA)", "Cross backward (XLA)", "loop_fusion (x0 * h + x_l)",
-            "multi_output_fusion (dY * x0, dY * h)", "loop_fusion (dx0 + dY)", false};
+    return {"Cross (XLA)",
+            "Cross backward (XLA)",
+            "loop_fusion (x0 * h + x_l)",
+            "multi_output_fusion (dY * x0, dY * h)",
+            "loop_fusion (dx0 + dY)",
+            false};
   }
-  return {"MultiCrossLayer::fprop", "MultiCrossLayer::bprop", "fused_matrix_elementwise_dot_add",
-          "fused_mul_fma3", "matrix_add", true};
+  return {"MultiCrossLayer::fprop",
+          "MultiCrossLayer::bprop",
+          "fused_matrix_elementwise_dot_add",
+          "fused_mul_fma3",
+          "matrix_add",
+          true};
 }
 
 void InteractionEmitter::fused_cross_layer_forward() {

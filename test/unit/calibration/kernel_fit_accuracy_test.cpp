@@ -415,15 +415,24 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
   EXPECT_EQ(bf16.compute_scale, 1.0);  // the primary class anchors the harness
   EXPECT_NE(tf32.compute_scale, 1.0);  // tf32 fitted its own rate
 
+  // Physics: no memory-bound curve streams faster than the datasheet's 3.35 TB/s
+  // (fit_curve caps bandwidth_scale at 1 / achievable.memory).
+  for (const auto& [name, curve] : c.curves) {
+    EXPECT_LE(h100.device.hbm_bandwidth.bytes_per_second() * h100.achievable.memory *
+                  curve.bandwidth_scale,
+              3350e9 * (1 + 1e-3))
+        << name;
+  }
+
   const std::string text = kernel_calibration_yaml(c, calibration_header(result));
   EXPECT_EQ(read_text(kConfigs / "calibration" / "h100_xla.yaml"), text)
       << "configs/calibration/h100_xla.yaml is stale: regenerate it with `upsim calibrate "
          "kernels --llmcompass '' --csv test/data/xla-matmul/h100_xla_matmul.csv --csv "
       << kH100AttentionTable << " --csv " << kH100RmsNormTable << " --csv "
       << kH100MemoryTables[0].path << " --csv " << kH100MemoryTables[1].path << " --csv "
-      << kH100MemoryTables[2].path << " --csv " << kH100MemoryTables[3].path
-      << " --hardware configs/hardware/h100_sxm5_80gb.yaml --source '" << kH100Source
-      << "' --out configs/calibration/h100_xla.yaml --force`";
+      << kH100MemoryTables[2].path << " --csv " << kH100MemoryTables[3].path << " --csv "
+      << kH100Fp32Table << " --hardware configs/hardware/h100_sxm5_80gb.yaml --source '"
+      << kH100Source << "' --out configs/calibration/h100_xla.yaml --force`";
 }
 
 /// Per attention op ("attention_forward/flash3"), the best rate of `rows` in TFLOP/s; expects the

@@ -170,6 +170,17 @@ CalibratedKernelCost shipped_file_model(const char* calibration, const HardwareP
   return CalibratedKernelCost(load_kernel_calibration(doc.root()), hw.achievable);
 }
 
+/// Appends the rows of `table`, measured on the GPU of `measured_on` (`--measured-on`), to
+/// `data`; returns how many.
+size_t append_measured_on(std::vector<KernelMeasurement>& data, const std::filesystem::path& table,
+                          const std::shared_ptr<const HardwareProfile>& measured_on) {
+  std::vector<KernelMeasurement> rows = read_measurement_csv(table);
+  for (KernelMeasurement& row : rows)
+    row.measured_on = measured_on;
+  data.insert(data.end(), rows.begin(), rows.end());
+  return rows.size();
+}
+
 CalibratedKernelCost shipped_model(const HardwareProfile& hw) {
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   return CalibratedKernelCost(load_kernel_calibration(doc.root()), hw.achievable);
@@ -182,27 +193,13 @@ TEST(KernelFitAccuracy, HeldOutErrorPerOpWithinTenPercentAndShippedFileIsTheFit)
       read_measurement_csv(kData / "liger-kernel" / kA100CrossEntropyTable);
   ASSERT_EQ(ce.size(), 6u);
   data.insert(data.end(), ce.begin(), ce.end());
-  std::vector<KernelMeasurement> fp32 =
-      read_measurement_csv(kData / "triton-matmul" / kA100Fp32Table);
-  ASSERT_EQ(fp32.size(), 24u);
   const auto pcie = std::make_shared<const HardwareProfile>(profile("a100_pcie_80gb.yaml"));
-  for (KernelMeasurement& row : fp32)
-    row.measured_on = pcie;
-  data.insert(data.end(), fp32.begin(), fp32.end());
-  for (const char* table : kA100VidurTables) {
-    std::vector<KernelMeasurement> vidur = read_measurement_csv(kData / "vidur" / table);
-    ASSERT_EQ(vidur.size(), 304u) << table;
-    for (KernelMeasurement& row : vidur)
-      row.measured_on = pcie;
-    data.insert(data.end(), vidur.begin(), vidur.end());
-  }
-  std::vector<KernelMeasurement> tf32 =
-      read_measurement_csv(kData / "holistic-trace-analysis" / kA100Tf32Table);
-  ASSERT_EQ(tf32.size(), 117u);
+  EXPECT_EQ(append_measured_on(data, kData / "triton-matmul" / kA100Fp32Table, pcie), 24u);
+  for (const char* table : kA100VidurTables)
+    EXPECT_EQ(append_measured_on(data, kData / "vidur" / table, pcie), 304u) << table;
   const auto sxm40 = std::make_shared<const HardwareProfile>(profile("a100_sxm4_40gb.yaml"));
-  for (KernelMeasurement& row : tf32)
-    row.measured_on = sxm40;
-  data.insert(data.end(), tf32.begin(), tf32.end());
+  EXPECT_EQ(append_measured_on(data, kData / "holistic-trace-analysis" / kA100Tf32Table, sxm40),
+            117u);
   const CalibrationResult result = fit_kernel_calibration(data, a100, kSource);
   std::printf("%s", format_kernel_validation(result.validation).c_str());
   ASSERT_EQ(result.validation.size(), 7u);

@@ -101,9 +101,9 @@ double gemm_objective(const std::vector<const KernelMeasurement*>& rows, const H
 /// Kernels short of that (in-model GEMMs of a recommendation model: k ~ 1024, narrow n or k, a
 /// batch of 647 x 30 products) cannot tell compute_scale and memory_scale from k_overhead, the
 /// tile and cuBLAS's kernel choice for odd shapes. Fitted on such rows alone (A100 tf32,
-/// test/data/holistic-trace-analysis), compute_scale fell to 0.76 and memory_scale to 0.52: 35%
-/// slow at 10240^3 against PyTorch's published time, and 70-90% slow on the held-out
-/// weight-streaming GEMMs of Triton's A100 tf32 table. So such a class keeps the rate and the
+/// test/data/holistic-trace-analysis), compute_scale fell to 0.76 (10240^3 35% slow against
+/// PyTorch's published time) and memory_scale to 0.47-0.52 (the held-out weight-streaming GEMMs
+/// of Triton's A100 tf32 table up to 88% slow). So such a class keeps the rate and the
 /// bandwidth of physics: compute_scale 1 (the profile's achievable fraction) and the primary
 /// class's memory_scale (how GEMM kernels stream memory on this GPU, which the math dtype does
 /// not change); only its tile and k_overhead are fitted.

@@ -51,6 +51,22 @@ void check_attention_params(const AttentionParams& p) {
   }
 }
 
+int64_t kernel_head_dim(AttentionKernel implementation, int64_t head_dim) {
+  if (head_dim > 256) return head_dim;
+  switch (implementation) {
+    case AttentionKernel::kFlash2:
+      return head_dim <= 192 ? (head_dim + 31) / 32 * 32 : 256;
+    case AttentionKernel::kFlash3:
+      for (const int64_t instantiated : {64, 96, 128, 192, 256}) {
+        if (head_dim <= instantiated) return instantiated;
+      }
+      return 256;
+    case AttentionKernel::kCudnn:
+      return head_dim;
+  }
+  return head_dim;
+}
+
 AttentionEstimate estimate_attention(const KernelDesc& kernel, const DeviceProfile& device,
                                      const AchievableFractions& achievable,
                                      const AttentionParams& params) {
@@ -95,13 +111,15 @@ AttentionEstimate estimate_attention(const KernelDesc& kernel, const DeviceProfi
   est.waves = ceil_div(est.blocks, device.sm_count);
   est.wave_efficiency = as_double(est.blocks) / (as_double(est.waves) * device.sm_count);
   const double span = a.mean_keys_per_query();
+  const int64_t kernel_dim = kernel_head_dim(a.implementation, a.head_dim);
   const double top =
       a.backward ? peak_efficiency(params.backward_efficiency_64, params.backward_efficiency_128,
-                                   params.backward_efficiency_256, a.head_dim)
+                                   params.backward_efficiency_256, kernel_dim)
                  : peak_efficiency(params.forward_efficiency_64, params.forward_efficiency_128,
-                                   params.forward_efficiency_256, a.head_dim);
+                                   params.forward_efficiency_256, kernel_dim);
   est.efficiency = top * span / (span + params.half_efficiency_span);
-  est.compute_seconds = est.flops / (peak * est.efficiency * est.wave_efficiency);
+  const double padded_flops = est.flops * as_double(kernel_dim) / as_double(a.head_dim);
+  est.compute_seconds = padded_flops / (peak * est.efficiency * est.wave_efficiency);
   est.memory_seconds = est.bytes / (hbm * achievable.memory);
   est.launches = a.backward ? params.backward_launches : 1;
   est.seconds = std::max(est.compute_seconds, est.memory_seconds);

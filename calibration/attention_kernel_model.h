@@ -16,7 +16,11 @@
 //                -256 values and is clamped outside [64, 256]; the span term is the
 //                per-block prologue and epilogue (loading q, writing o, the softmax rescale)
 //                amortised over the key loop, so short sequences run below the peak
-//   compute    = flops / (peak(dtype) x efficiency x wave_eff)
+//   d_kernel   = the head dim the implementation's kernel is instantiated for (kernel_head_dim):
+//                a head dim between instantiations runs on the next larger one, zero padded,
+//                so its compute is that of d_kernel (flops x d_kernel / d) and its efficiency
+//                is read at d_kernel; its HBM traffic stays at d (the padding is on chip)
+//   compute    = flops x d_kernel / d / (peak(dtype) x efficiency x wave_eff)
 //   memory     = bytes / (hbm_bandwidth x achievable.memory)
 //   core time  = max(compute, memory) + (launches - 1) x kernel_overhead
 //                launches = 1 forward; backward_launches backward (flash-attn's backward runs
@@ -88,6 +92,18 @@ struct AttentionEstimate {
   /// max(compute, memory), without any fixed per-kernel time.
   double seconds = 0.0;
 };
+
+/// The head dimension `implementation`'s kernel computes a `head_dim` attention with (> 0):
+///  - flash2: head_dim rounded up to a multiple of 32, or 256 above 192 (flash-attn
+///    csrc/flash_attn/flash_api.cpp, `head_size_rounded`, which selects the kernel
+///    instantiation: Phi-2's head dim 80 runs on the 96 kernel);
+///  - flash3: the next of 64, 96, 128, 192, 256 (flash-attn hopper/flash_api.cpp,
+///    `round_up_headdim`);
+///  - cudnn: head_dim itself (ASSUMPTION: cuDNN's fused attention takes head dims in multiples
+///    of 8 as they are; no padding is documented).
+/// Above 256 every implementation is priced at head_dim (no kernel takes it; the model
+/// extrapolates).
+int64_t kernel_head_dim(AttentionKernel implementation, int64_t head_dim);
 
 /// Throws std::invalid_argument for a non-positive block, efficiencies outside (0, 1], a
 /// negative span or fewer than one backward launch.

@@ -103,6 +103,31 @@ TEST(AttentionKernelModel, HeadDimInterpolatesBetween64And128) {
   EXPECT_NEAR(eff(256), 0.73, 1e-12);
 }
 
+// A head dim between a kernel's instantiations runs on the next larger one, zero padded
+// (kernel_head_dim): 112 on FlashAttention-2's 128 kernel computes as much as head dim 128 does,
+// at its efficiency, while reading only its own q, k, v and o.
+TEST(AttentionKernelModel, HeadDimsBetweenInstantiationsRunPadded) {
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 112), 128);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 80), 96);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 64), 64);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 200), 256);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash3, 80), 96);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash3, 112), 128);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash3, 160), 192);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kCudnn, 112), 112);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 320), 320);
+  const DeviceProfile d = test::test_device();
+  const AttentionEstimate padded = estimate_attention(attention(1, 10, 4096, 112), d, kFull, {});
+  const AttentionEstimate full = estimate_attention(attention(1, 10, 4096, 128), d, kFull, {});
+  EXPECT_DOUBLE_EQ(padded.compute_seconds, full.compute_seconds);
+  EXPECT_DOUBLE_EQ(padded.efficiency, full.efficiency);
+  EXPECT_DOUBLE_EQ(padded.flops, full.flops * 112.0 / 128.0);  // the useful work
+  EXPECT_DOUBLE_EQ(padded.bytes, full.bytes * 112.0 / 128.0);
+  KernelDesc cudnn = attention(1, 10, 4096, 112);
+  cudnn.attention.implementation = AttentionKernel::kCudnn;
+  EXPECT_LT(estimate_attention(cudnn, d, kFull, {}).compute_seconds, full.compute_seconds);
+}
+
 TEST(AttentionKernelModel, GroupedQueryAttentionReadsFewerKeysAndValues) {
   const DeviceProfile d = test::test_device();
   KernelDesc mha = attention(1, 32, 1024, 128);
@@ -243,7 +268,8 @@ TEST(AttentionKernelModel, HeadDim256DefaultsToTheSectionsHeadDim128) {
   EXPECT_DOUBLE_EQ(efficiency(p, 256), efficiency(p, 128));
   const double span_factor = 16384.0 / (16384.0 + p.half_efficiency_span);
   EXPECT_NEAR(efficiency(q, 256), 0.8 * span_factor, 1e-12);
-  EXPECT_NEAR(efficiency(q, 181), (0.5 + 0.3 * std::log2(181.0 / 128.0)) * span_factor, 1e-12);
+  // 192: a head dim FlashAttention-2 has a kernel for (kernel_head_dim).
+  EXPECT_NEAR(efficiency(q, 192), (0.5 + 0.3 * std::log2(192.0 / 128.0)) * span_factor, 1e-12);
   EXPECT_NEAR(efficiency(q, 512), 0.8 * span_factor, 1e-12);  // clamped above 256
 }
 

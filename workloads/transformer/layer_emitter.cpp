@@ -157,24 +157,24 @@ std::string_view LayerEmitter::norm_op(bool backward) const {
   return backward ? "NativeLayerNormBackward0" : "aten::layer_norm";
 }
 
-void LayerEmitter::norm_forward() {
-  const std::vector<NamedKernel>& composite = kernels_.torchtitan.rms_norm_fwd;
+void LayerEmitter::norm(bool backward) {
+  const std::vector<NamedKernel>& composite =
+      backward ? kernels_.torchtitan.rms_norm_bwd : kernels_.torchtitan.rms_norm_fwd;
   if (composite.empty()) {
-    ops_.op(norm_op(false), "layer_norm_fwd", kernels_.norm_fwd);
+    ops_.op(norm_op(backward), backward ? "layer_norm_bwd" : "layer_norm_fwd",
+            backward ? kernels_.norm_bwd : kernels_.norm_fwd);
     return;
   }
   for (const NamedKernel& k : composite)
     ops_.op(k.op, k.kernel, k.desc);
 }
 
+void LayerEmitter::norm_forward() {
+  norm(false);
+}
+
 void LayerEmitter::norm_backward() {
-  const std::vector<NamedKernel>& composite = kernels_.torchtitan.rms_norm_bwd;
-  if (composite.empty()) {
-    ops_.op(norm_op(true), "layer_norm_bwd", kernels_.norm_bwd);
-    return;
-  }
-  for (const NamedKernel& k : composite)
-    ops_.op(k.op, k.kernel, k.desc);
+  norm(true);
 }
 
 void LayerEmitter::qk_norm_forward() {

@@ -264,6 +264,7 @@ class LayerEmitter {
   std::string_view norm_op(bool backward) const;
   /// A transformer norm (tokens x hidden, the sequence shard under SP) forward or backward: the
   /// norm kernel, or the composite RMSNorm's ops (rms_norm_kernel composite).
+  void norm(bool backward);
   void norm_forward();
   void norm_backward();
   /// The per-head query and key norms (qk_norm; nothing otherwise), after the projections.

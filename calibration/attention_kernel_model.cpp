@@ -63,6 +63,17 @@ int64_t kernel_head_dim(AttentionKernel implementation, int64_t head_dim) {
       return 256;
     case AttentionKernel::kCudnn:
       return head_dim;
+    case AttentionKernel::kFlash1:
+      for (const int64_t instantiated : {32, 64, 128}) {
+        if (head_dim <= instantiated) return instantiated;
+      }
+      return head_dim;
+    case AttentionKernel::kTriton: {
+      int64_t block = 16;
+      while (block < head_dim)
+        block *= 2;
+      return block;
+    }
   }
   return head_dim;
 }

@@ -101,6 +101,11 @@ struct AttentionEstimate {
 ///    `round_up_headdim`);
 ///  - cudnn: head_dim itself (ASSUMPTION: cuDNN's fused attention takes head dims in multiples
 ///    of 8 as they are; no padding is documented).
+///  - flash1: the next of 32, 64, 128 (flash-attn v1.0.9 csrc/flash_attn/fmha_api.cpp,
+///    run_fmha_fwd: the hdim32, hdim64 and hdim128 kernels);
+///  - triton: the next power of two, at least 16 (flash-attn v1.0.9 flash_attn_triton.py,
+///    `BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16)`).
+/// flash1 and triton take head dims up to 128 (the workload refuses more).
 /// Above 256 every implementation is priced at head_dim (no kernel takes it; the model
 /// extrapolates).
 int64_t kernel_head_dim(AttentionKernel implementation, int64_t head_dim);

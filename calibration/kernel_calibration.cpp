@@ -161,7 +161,8 @@ AttentionParams read_attention_params(const ConfigNode& node) {
 
 std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_attention_sections(
     const ConfigNode& node) {
-  if (!node.is_map()) node.fail("must be a map (per implementation: flash2, flash3, cudnn)");
+  if (!node.is_map())
+    node.fail("must be a map (per implementation: flash2, flash3, cudnn, flash1, triton)");
   std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> out{};
   bool per_implementation = false;
   for (const auto& entry : node.map_entries())
@@ -170,10 +171,11 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     for (const auto& [name, value] : node.map_entries()) {
       if (std::find(kAttentionParamKeys.begin(), kAttentionParamKeys.end(), name) ==
           kAttentionParamKeys.end()) {
-        value.fail(fmt::format(
-            "neither an attention implementation (flash2, flash3, cudnn) nor a parameter of the "
-            "attention model ({})",
-            fmt::join(kAttentionParamKeys, ", ")));
+        value.fail(
+            fmt::format("neither an attention implementation (flash2, flash3, cudnn, flash1, "
+                        "triton) nor a parameter of the "
+                        "attention model ({})",
+                        fmt::join(kAttentionParamKeys, ", ")));
       }
     }
     out[static_cast<size_t>(AttentionKernel::kFlash2)] =
@@ -184,7 +186,8 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     const std::optional<AttentionKernel> kernel = parse_attention_kernel(name);
     if (!kernel) {
       value.fail(fmt::format(
-          "unknown attention implementation `{}`; valid: flash2, flash3, cudnn (the parameters "
+          "unknown attention implementation `{}`; valid: flash2, flash3, cudnn, flash1, triton "
+          "(the parameters "
           "go inside an implementation's section, or all directly under `attention:` for flash2)",
           name));
     }

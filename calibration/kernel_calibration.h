@@ -31,7 +31,8 @@
 //               sort_upsweep_latency, sort_pass_latency, encode_latency, update_latency}
 //                                    see embedding_bag_model.h for each one's meaning and source
 //   attention:                       optional: the fused-attention model's parameters per
-//     flash2:                        implementation (AttentionKernel: flash2, flash3, cudnn;
+//     flash2:                        implementation (AttentionKernel: flash2, flash3, cudnn,
+//       ...                          flash1, triton;
 //       provenance: published        each optional). provenance: measured (a sweep of our own
 //       source: "..."                harness), published (a paper's or vendor's kernel-level
 //       block_m: 128                 figures) or physics (derived, nothing measured); source:

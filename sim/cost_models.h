@@ -237,9 +237,12 @@ enum class AttentionKernel : uint8_t {
   kFlash2,  ///< FlashAttention-2 (Dao-AILab flash-attn 2.x; PyTorch SDPA's flash backend)
   kFlash3,  ///< FlashAttention-3 (flash-attn hopper/, sm90 only)
   kCudnn,   ///< cuDNN fused attention (Transformer Engine's FusedAttention, PyTorch SDPA cuDNN)
+  kFlash1,  ///< FlashAttention v1 (flash-attn 1.x, the fmha kernels; Dao et al., NeurIPS 2022)
+  kTriton,  ///< flash-attn 1.x's Triton FlashAttention (flash_attn_triton.py; llm-foundry's
+            ///< `attn_impl: triton` runs a copy of it on pre-MLIR Triton)
 };
-inline constexpr size_t kAttentionKernelCount = 3;
-/// "flash2", "flash3", "cudnn".
+inline constexpr size_t kAttentionKernelCount = 5;
+/// "flash2", "flash3", "cudnn", "flash1", "triton".
 std::string_view attention_kernel_name(AttentionKernel kernel);
 /// The AttentionKernel whose attention_kernel_name() is `name`, or nullopt.
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view name);

@@ -80,6 +80,10 @@ std::string_view attention_kernel_name(AttentionKernel kernel) {
       return "flash3";
     case AttentionKernel::kCudnn:
       return "cudnn";
+    case AttentionKernel::kFlash1:
+      return "flash1";
+    case AttentionKernel::kTriton:
+      return "triton";
   }
   return "?";
 }

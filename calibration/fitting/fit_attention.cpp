@@ -24,6 +24,24 @@ constexpr Box kSpanBox{0.0, 16384.0};
 constexpr std::array<double, 3> kStartSpans{64.0, 256.0, 1024.0};
 constexpr int kDigits = 4;
 
+/// backward / forward efficiency of the AttentionParams defaults per kHeadDims entry: the tie of
+/// a head dim that only forward-plus-backward rows measure (fit_attention.h).
+std::array<double, 3> default_backward_ratio() {
+  const AttentionParams d;
+  return {d.backward_efficiency_64 / d.forward_efficiency_64,
+          d.backward_efficiency_128 / d.forward_efficiency_128,
+          d.backward_efficiency_256 / d.forward_efficiency_256};
+}
+
+/// The search vector's efficiencies with each tied backward one set from its forward one.
+std::vector<double> with_ties(std::vector<double> x, const std::array<bool, 3>& tied) {
+  const std::array<double, 3> ratio = default_backward_ratio();
+  for (size_t i = 0; i < tied.size(); ++i) {
+    if (tied[i]) x[3 + i] = std::clamp(x[i] * ratio[i], kEfficiencyBox.lo, kEfficiencyBox.hi);
+  }
+  return x;
+}
+
 AttentionParams params_of(const std::vector<double>& x) {
   AttentionParams p;
   p.forward_efficiency_64 = x[0];
@@ -34,6 +52,20 @@ AttentionParams params_of(const std::vector<double>& x) {
   p.backward_efficiency_256 = x[5];
   p.half_efficiency_span = x[kSpan];
   return p;
+}
+
+/// A row's predicted time: its kernel, or its forward and backward kernels for a
+/// forward-plus-backward row, each with `overhead` once more (kernel_validation.h).
+double predicted_seconds(const KernelMeasurement& r, const HardwareProfile& on,
+                         const AttentionParams& p, Duration kernel_overhead) {
+  const double overhead = kernel_overhead.seconds();
+  double t = attention_seconds(r.kernel, on.device, on.achievable, p, kernel_overhead) + overhead;
+  if (r.forward_and_backward) {
+    t += attention_seconds(attention_backward_of(r.kernel), on.device, on.achievable, p,
+                           kernel_overhead) +
+         overhead;
+  }
+  return t;
 }
 
 /// Whether a row of head_dim `d` constrains the efficiency at kHeadDims[i] (the log2
@@ -58,6 +90,10 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   // Which efficiencies the rows constrain, per direction.
   std::array<bool, kSpan> fitted{};
   std::array<bool, 2> direction_measured{};
+  // Head dims that forward-plus-backward rows bracket, and the best rate such a row reached
+  // (forward plus backward FLOPs over its time, a fraction of its dtype's peak).
+  std::array<bool, 3> pair_brackets{};
+  double best_pair_fraction = 0.0;
   std::set<std::string> files;
   std::string provenance;
   // Per direction, the best rate a training row reached, as a fraction of its dtype's peak: no
@@ -70,15 +106,25 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
           fmt::format("{}: calibrate attention: rows of one implementation ({}) expected",
                       r->origin, attention_kernel_name(impl)));
     }
-    const size_t dir = a.backward ? 1 : 0;
-    direction_measured[dir] = true;
     const double peak = profile_of(*r, hardware).device.peak(r->kernel.dtype).flops_per_second();
-    if (peak > 0.0) {
-      best_fraction[dir] =
-          std::max(best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
-    }
-    for (size_t i = 0; i < kHeadDims.size(); ++i) {
-      if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
+    if (r->forward_and_backward) {
+      direction_measured = {true, true};
+      const double flops =
+          attention_work(r->kernel).flops + attention_work(attention_backward_of(r->kernel)).flops;
+      if (peak > 0.0) best_pair_fraction = std::max(best_pair_fraction, flops / r->seconds / peak);
+      for (size_t i = 0; i < kHeadDims.size(); ++i) {
+        if (brackets(i, a.head_dim)) pair_brackets[i] = true;
+      }
+    } else {
+      const size_t dir = a.backward ? 1 : 0;
+      direction_measured[dir] = true;
+      if (peak > 0.0) {
+        best_fraction[dir] =
+            std::max(best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
+      }
+      for (size_t i = 0; i < kHeadDims.size(); ++i) {
+        if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
+      }
     }
     files.insert(file_of(r->origin));
     if (r == rows.front()) {
@@ -93,24 +139,32 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
       defaults.forward_efficiency_256,  defaults.backward_efficiency_64,
       defaults.backward_efficiency_128, defaults.backward_efficiency_256,
       defaults.half_efficiency_span};
+  // A head dim measured only by forward-plus-backward rows cannot separate the directions: its
+  // backward efficiency is tied to its forward one at the defaults' ratio, and the forward one
+  // is capped where that ratio reaches the best pair rate (3.5 f / (1 + 2.5 / ratio)).
+  std::array<bool, 3> tied{};
+  const std::array<double, 3> ratio = default_backward_ratio();
+  for (size_t i = 0; i < kHeadDims.size(); ++i) {
+    if (!pair_brackets[i]) continue;
+    if (!fitted[i] && !fitted[3 + i]) tied[i] = true;
+    fitted[i] = fitted[3 + i] = true;
+  }
   std::vector<double> step(kSpan + 1, 0.1);
   std::vector<Box> box(kSpan + 1, kEfficiencyBox);
   for (size_t i = 0; i < kSpan; ++i) {
-    if (!fitted[i]) step[i] = 0.0;
-    const double cap = best_fraction[i / 3];
+    if (!fitted[i] || (i >= 3 && tied[i - 3])) step[i] = 0.0;
+    double cap = best_fraction[i / 3];
+    if (i < 3 && tied[i]) cap = best_pair_fraction * (1.0 + 2.5 / ratio[i]) / 3.5;
     if (fitted[i] && cap > 0.0) box[i].hi = std::clamp(cap, kEfficiencyBox.lo, kEfficiencyBox.hi);
   }
   step[kSpan] = 64.0;
   box[kSpan] = kSpanBox;
 
-  const double overhead = kernel_overhead.seconds();
   const Objective objective = [&](const std::vector<double>& x) {
-    const AttentionParams p = params_of(x);
+    const AttentionParams p = params_of(with_ties(x, tied));
     double sum = 0.0;
     for (const KernelMeasurement* r : rows) {
-      const HardwareProfile& on = profile_of(*r, hardware);
-      const double predicted =
-          attention_seconds(r->kernel, on.device, on.achievable, p, kernel_overhead) + overhead;
+      const double predicted = predicted_seconds(*r, profile_of(*r, hardware), p, kernel_overhead);
       const double e = std::log(predicted / r->seconds);
       sum += e * e;
     }
@@ -129,6 +183,7 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
       best_value = value;
     }
   }
+  best = with_ties(best, tied);
   for (double& v : best)
     v = round_significant(v, kDigits);
   // Unconstrained efficiencies: the nearest fitted head_dim of the same direction.
@@ -167,6 +222,16 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   std::string sources;
   for (const std::string& f : files)
     sources += fmt::format("{}{}", sources.empty() ? "" : "; ", f);
+  std::string tied_dims;
+  for (size_t i = 0; i < kHeadDims.size(); ++i) {
+    if (tied[i]) tied_dims += fmt::format("{}{}", tied_dims.empty() ? "" : "/", kHeadDims[i]);
+  }
+  if (!tied_dims.empty()) {
+    measured_dims += fmt::format(
+        "; head_dim {} measured forward + backward only: backward tied to forward at "
+        "FlashAttention-2's A100 ratio",
+        tied_dims);
+  }
   out.source = fmt::format("{} ({} training rows: {})", sources, rows.size(), measured_dims);
   return out;
 }

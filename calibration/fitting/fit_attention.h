@@ -8,6 +8,12 @@
 // and 256; 256: a row above 128) is not fitted but set to its direction's nearest fitted one; a
 // direction without any training row keeps the AttentionParams defaults (FlashAttention-2 on
 // A100), and the section's source says so.
+// A forward-plus-backward row (KernelMeasurement::forward_and_backward) is priced as its two
+// kernels and constrains both directions; a head dim that only such rows measure cannot
+// separate them, so its backward efficiency is tied to its forward one at the AttentionParams
+// defaults' ratio (FlashAttention-2 on A100: 0.50 / 0.60 at head_dim 64, 0.63 / 0.73 at 128 and
+// 256; an ASSUMPTION for other kernels, which the section's source states), and the forward one
+// is capped where that ratio reaches the best pair rate measured.
 // Objective: sum over training rows of ln(predicted / measured)^2, predicted as
 // kernel_validation.h predicts a row (kernel_duration: the core time plus kernel_overhead;
 // attention rows have no harness). Compass search (compass_search.h) from the defaults, with

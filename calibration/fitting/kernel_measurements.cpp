@@ -201,16 +201,18 @@ std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& 
     const int64_t line = record.line;
     const std::vector<std::string>& f = row_fields(path, record, columns);
     const std::string_view op = f[column.at("op")];
-    if (op != "attention_forward" && op != "attention_backward") {
+    if (op != "attention_forward" && op != "attention_backward" &&
+        op != "attention_forward_backward") {
       fail(path, line,
-           fmt::format("unknown op {}; valid: attention_forward, attention_backward",
+           fmt::format("unknown op {}; valid: attention_forward, attention_backward, "
+                       "attention_forward_backward",
                        quoted_field(op)));
     }
     const std::string_view impl_name = f[column.at("implementation")];
     const std::optional<AttentionKernel> impl = parse_attention_kernel(impl_name);
     if (!impl) {
       fail(path, line,
-           fmt::format("unknown implementation {}; valid: flash2, flash3, cudnn",
+           fmt::format("unknown implementation {}; valid: flash2, flash3, cudnn, flash1, triton",
                        quoted_field(impl_name)));
     }
     AttentionShape a;
@@ -232,12 +234,16 @@ std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& 
     row.kernel.cls = KernelClass::kAttention;
     row.kernel.dtype = parse_dtype_field(path, line, f[column.at("dtype")]);
     row.kernel.attention = a;
+    row.forward_and_backward = op == "attention_forward_backward";
     if (time_col) {
       row.seconds = parse_time_us(path, line, f[*time_col]);
     } else {
       const double tflops =
           positive(path, line, parse_number(path, line, f[*tflops_col], "tflops"), "tflops");
-      row.seconds = attention_work(row.kernel).flops / (tflops * 1e12);
+      double flops = attention_work(row.kernel).flops;
+      if (row.forward_and_backward)
+        flops += attention_work(attention_backward_of(row.kernel)).flops;
+      row.seconds = flops / (tflops * 1e12);
     }
     if (split_col) row.held_out = parse_split(path, line, f[*split_col]);
     row.origin = origin(path, line);
@@ -673,6 +679,12 @@ void assign_alternating_split(std::vector<KernelMeasurement>& rows) {
     const size_t index = seen[{file, row.op}]++;
     row.held_out = index % 2 == 1;
   }
+}
+
+KernelDesc attention_backward_of(const KernelDesc& forward) {
+  KernelDesc backward = forward;
+  backward.attention.backward = true;
+  return backward;
 }
 
 }  // namespace upsim

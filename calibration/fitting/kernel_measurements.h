@@ -19,8 +19,10 @@
 //    sim/formats/csv.h reads it: RFC 4180 quoting, blanks around a field dropped.
 //    A table whose header has a `head_dim` column is an attention table instead (same reader),
 //    one fused-attention kernel per line:
-//      op        required  attention_forward or attention_backward
-//      implementation required  flash2, flash3 or cudnn (AttentionKernel)
+//      op        required  attention_forward, attention_backward or
+//                attention_forward_backward (one forward and one backward call, timed together:
+//                KernelMeasurement::forward_and_backward)
+//      implementation required  flash2, flash3, cudnn, flash1 or triton (AttentionKernel)
 //      dtype     required  fp16 or bf16 (any dtype_name())
 //      causal    required  true or false
 //      batch, heads, seq, head_dim   required  sequences, query heads, positions, head dimension
@@ -29,7 +31,7 @@
 //      time_us or tflops   exactly one: the time of one call, or the kernel's rate, with FLOPs
 //                counted as attention_work (roofline_kernel_cost.h) counts them, which is
 //                how the FlashAttention papers count (4 seq_q seq_kv head_dim per head, half
-//                when causal, x2.5 backward)
+//                when causal, x2.5 backward, x3.5 forward + backward)
 //      split     optional  as above
 //    The row's op is "<op>/<implementation>" (attention_forward/flash3).
 //    A `# harness: none` metadata line (either kind of table) says the times are the kernels'
@@ -117,6 +119,11 @@ struct KernelMeasurement {
   /// `measurement` section). LLMCompass sweeps declare `fitted` by their format. A table that
   /// declares neither is read as `fitted`, and the commands say so.
   bool harness_declared = false;
+  /// An attention table's `attention_forward_backward` row: `seconds` is one forward plus one
+  /// backward call of `kernel`'s shape (kernel.attention.backward is false), as the
+  /// FlashAttention benchmarks time their "fwd + bwd" figures. Priced as the two kernels'
+  /// durations (attention_pair_seconds).
+  bool forward_and_backward = false;
   /// The table's `# provenance:` (measured, published or physics; kernel_calibration.h), or ""
   /// when it states none.
   std::string provenance;
@@ -151,6 +158,9 @@ std::optional<MemoryOpShape> memory_op_shape(const KernelDesc& kernel,
 /// state) that took `seconds`; nullopt for any other kernel.
 std::optional<KernelMeasurement> measurement_of(const KernelDesc& kernel, double seconds,
                                                 std::string origin);
+
+/// The backward kernel of a forward attention kernel's shape (`forward`: kAttention, not backward).
+KernelDesc attention_backward_of(const KernelDesc& forward);
 
 /// `rows` as upsim's measurement CSV (columns op, dtype, m, n, k, batch, reads, writes, time_us
 /// and split, with time_us to the nanosecond), after the `# key: value` lines of `metadata` in

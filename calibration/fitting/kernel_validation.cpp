@@ -50,6 +50,11 @@ double predicted_measurement_seconds(const CalibratedKernelCost& model,
     const CalibratedKernelCost on(model.calibration(), measurement.measured_on->achievable);
     return predicted_measurement_seconds(on, measurement, measurement.measured_on->device);
   }
+  if (measurement.forward_and_backward) {
+    // Two kernels timed together; attention tables have no harness of their own.
+    return model.kernel_duration(measurement.kernel, device).seconds() +
+           model.kernel_duration(attention_backward_of(measurement.kernel), device).seconds();
+  }
   const auto& harness = model.calibration().measurement;
   const auto it = harness.find(measurement.op);
   if (it == harness.end() || measurement.harness_none) {

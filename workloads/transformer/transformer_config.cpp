@@ -300,6 +300,38 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
   return m;
 }
 
+/// What FlashAttention v1 and flash-attn's Triton FlashAttention cannot run (flash-attn v1.0.9):
+/// head dims above 128 (fmha_api.cpp: `head_size % 8 == 0 && head_size <= 128`;
+/// flash_attn_triton.py: `assert d <= 128`), a sliding window (neither takes one), context
+/// parallel (Megatron-Core / Transformer Engine ring attention runs FlashAttention-2 or cuDNN),
+/// latent attention; the Triton kernel takes no variable-length batch (its docstring: "doesn't
+/// support different sequence lengths in a batch"; v1's flash_attn_unpadded_func does).
+void check_v1_attention(const ConfigNode& workload, const TransformerConfig& c) {
+  const ConfigNode attention = workload.child("attention");
+  const std::string_view name = attention_kernel_name(c.attention_kernel);
+  if (c.head_dim() > 128) {
+    attention.fail(
+        fmt::format("{} takes head dims up to 128, the model's is {}: use flash2, flash3 or cudnn",
+                    name, c.head_dim()));
+  }
+  if (c.sliding_window > 0) {
+    attention.fail(fmt::format("{} takes no sliding window: use flash2, flash3 or cudnn", name));
+  }
+  if (c.parallelism.context > 1) {
+    attention.fail(fmt::format(
+        "{} with context parallel {}: the ring attention runs FlashAttention-2 or cuDNN "
+        "(attention: flash2 or cudnn)",
+        name, c.parallelism.context));
+  }
+  if (c.mla.enabled()) attention.fail(fmt::format("{} with mla: not modelled", name));
+  if (c.attention_kernel == AttentionKernel::kTriton &&
+      c.sequences.layout != SequenceLayout::kPadded) {
+    attention.fail(fmt::format(
+        "triton takes padded batches only; {} sequences need flash1, flash2, flash3 or cudnn",
+        sequence_layout_name(c.sequences.layout)));
+  }
+}
+
 /// The sizes the generator multiplies stay far inside int64 (bytes of a tensor, FLOPs of a
 /// kernel): each product below, computed exactly, must be at most its bound.
 void check_products(const ConfigNode& workload, const TransformerConfig& c) {
@@ -482,6 +514,10 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "not {}; a {} model's SDPA runs its memory-efficient kernel, which upsim does not "
             "price: use attention: unfused or a 16-bit dtype",
             dtype_name(c.dtype), dtype_name(c.dtype)));
+  }
+  if (c.attention == AttentionImpl::kFlash && (c.attention_kernel == AttentionKernel::kFlash1 ||
+                                               c.attention_kernel == AttentionKernel::kTriton)) {
+    check_v1_attention(workload, c);
   }
   if (c.sequences.layout != SequenceLayout::kPadded) {
     const ConfigNode layout = workload.child("sequences").child("layout");
@@ -1021,9 +1057,9 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.causal = workload.get_bool_or("causal", c.encoder_decoder() ? false : preset.causal);
   c.norm = read_enum(workload, "norm", kNormNames, kNorms, preset.norm);
   c.position = read_enum(workload, "position", kPosNames, kPositions, preset.position);
-  constexpr std::array<std::string_view, 5> kAttnNames = {"flash", "flash2", "flash3", "cudnn",
-                                                          "unfused"};
-  constexpr std::array<int, 5> kAttns = {0, 0, 1, 2, -1};  // AttentionKernel, -1: unfused
+  constexpr std::array<std::string_view, 7> kAttnNames = {"flash",  "flash2", "flash3", "cudnn",
+                                                          "flash1", "triton", "unfused"};
+  constexpr std::array<int, 7> kAttns = {0, 0, 1, 2, 3, 4, -1};  // AttentionKernel, -1: unfused
   const int attention = read_enum(workload, "attention", kAttnNames, kAttns, 0);
   c.attention = attention < 0 ? AttentionImpl::kUnfused : AttentionImpl::kFlash;
   if (attention >= 0) c.attention_kernel = static_cast<AttentionKernel>(attention);
@@ -1261,12 +1297,21 @@ std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
         "has {}: use flash2 or cudnn",
         cc);
   }
-  if (compute_capability < 80) {
+  if (kernel == AttentionKernel::kFlash1) {
+    if (compute_capability >= 75) return std::nullopt;
     return fmt::format(
-        "{} needs compute capability 8.0 (Ampere) or later, the GPU has {}: use unfused",
-        kernel == AttentionKernel::kCudnn ? "cuDNN fused attention (cudnn)"
-                                          : "FlashAttention-2 (flash, flash2)",
+        "FlashAttention v1 (flash1) needs compute capability 7.5 (Turing) or later, the GPU has "
+        "{}: use unfused",
         cc);
+  }
+  if (compute_capability < 80) {
+    const char* what = kernel == AttentionKernel::kCudnn    ? "cuDNN fused attention (cudnn)"
+                       : kernel == AttentionKernel::kTriton ? "Triton FlashAttention (triton)"
+                                                            : "FlashAttention-2 (flash, flash2)";
+    return fmt::format(
+        "{} needs compute capability 8.0 (Ampere) or later, the GPU has {}: use "
+        "unfused",
+        what, cc);
   }
   return std::nullopt;
 }
@@ -1298,7 +1343,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"causal", "decoder (causal) or encoder attention mask"},
       {"decoder.layers", "encoder-decoder model: decoder layers after the `layers` encoder ones"},
       {"decoder.seq", "encoder-decoder model: decoder (target) tokens per sample"},
-      {"attention", "attention kernel: flash2, flash3, cudnn (fused) or unfused"},
+      {"attention",
+       "attention kernel: flash2, flash3, cudnn, flash1 or triton (fused; flash = flash2) or "
+       "unfused"},
       {"sliding_window", "keys each query attends to at most; 0: full attention"},
       {"full_attention_every", "with sliding_window: every k-th layer attends fully; 0: none"},
       {"attention_sinks", "a learned logit per head in every softmax's denominator (GPT-OSS)"},

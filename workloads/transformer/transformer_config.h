@@ -693,7 +693,9 @@ double moe_busiest_rank_load(const TransformerConfig& config);
 /// when it has one: FlashAttention-2 and cuDNN's fused attention need 8.0 or later
 /// (Dao-AILab/flash-attention README: "Ampere, Ada, or Hopper GPUs"; cuDNN's fused flash
 /// attention, sm80 and later), FlashAttention-3 exactly 9.0 (flash-attn's hopper/ build: "H100 /
-/// H800 GPU").
+/// H800 GPU"), FlashAttention v1 7.5 or later (its v1.0.9 README: "Turing or Ampere GPUs";
+/// it also runs on H100, whose figure in the repository measures it), the Triton FlashAttention
+/// 8.0 or later (flash_attn_triton.py: "only been tested on A100"; bf16 needs Ampere).
 std::optional<std::string> attention_kernel_unsupported(AttentionKernel kernel,
                                                         int32_t compute_capability);
 

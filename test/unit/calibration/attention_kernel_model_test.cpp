@@ -116,6 +116,14 @@ TEST(AttentionKernelModel, HeadDimsBetweenInstantiationsRunPadded) {
   EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash3, 160), 192);
   EXPECT_EQ(kernel_head_dim(AttentionKernel::kCudnn, 112), 112);
   EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash2, 320), 320);
+  // FlashAttention v1: the hdim 32, 64 and 128 kernels; Triton: a power of two, at least 16.
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash1, 16), 32);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash1, 48), 64);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kFlash1, 80), 128);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kTriton, 8), 16);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kTriton, 48), 64);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kTriton, 96), 128);
+  EXPECT_EQ(kernel_head_dim(AttentionKernel::kTriton, 128), 128);
   const DeviceProfile d = test::test_device();
   const AttentionEstimate padded = estimate_attention(attention(1, 10, 4096, 112), d, kFull, {});
   const AttentionEstimate full = estimate_attention(attention(1, 10, 4096, 128), d, kFull, {});
@@ -178,12 +186,23 @@ TEST(AttentionKernelModel, A100DefaultsMatchTheFlashAttention2Paper) {
   EXPECT_NEAR(tflops(8, 2048) / tflops(1, 16384), 0.897, 0.01);
 }
 
+/// The shipped A100 calibration as YAML, without its `attention:` sections (a base the tests
+/// append their own to).
+std::string a100_file_without_attention() {
+  KernelCalibration c = load_kernel_calibration(
+      ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml").root());
+  for (auto& section : c.attention)
+    section.reset();
+  return kernel_calibration_yaml(c, "");
+}
+
 TEST(AttentionKernelModel, CalibratedModelPricesAttentionWithTheFileSection) {
   const HardwareProfile a100 = profile("a100_sxm4_80gb.yaml");
   ConfigDocument doc = ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   KernelCalibration c = load_kernel_calibration(doc.root());
-  for (const auto& section : c.attention)
-    ASSERT_FALSE(section) << "the A100 fit measured no attention";
+  ASSERT_TRUE(c.attention[static_cast<size_t>(AttentionKernel::kFlash2)]);
+  for (auto& section : c.attention)
+    section.reset();  // the AttentionParams defaults, as a file without sections has them
   const KernelDesc k = attention(4, 32, 2048, 128, true, true);
   const CalibratedKernelCost defaults(c, a100.achievable);
   EXPECT_NEAR(defaults.kernel_duration(k, a100.device).seconds(),
@@ -215,10 +234,7 @@ TEST(AttentionKernelModel, CalibratedModelPricesAttentionWithTheFileSection) {
 }
 
 TEST(AttentionKernelModel, FileSectionKeysAreOptionalAndChecked) {
-  const std::string base = kernel_calibration_yaml(
-      load_kernel_calibration(
-          ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml").root()),
-      "");
+  const std::string base = a100_file_without_attention();
   ConfigDocument partial =
       ConfigDocument::parse_string(base + "attention:\n  forward_efficiency_64: 0.5\n", "c.yaml");
   const KernelCalibration c = load_kernel_calibration(partial.root());
@@ -249,10 +265,7 @@ TEST(AttentionKernelModel, FileSectionKeysAreOptionalAndChecked) {
 // that states 256 interpolates in log2(head_dim) between 128 and 256.
 TEST(AttentionKernelModel, HeadDim256DefaultsToTheSectionsHeadDim128) {
   const HardwareProfile h100 = profile("h100_sxm5_80gb.yaml");
-  const std::string base = kernel_calibration_yaml(
-      load_kernel_calibration(
-          ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml").root()),
-      "");
+  const std::string base = a100_file_without_attention();
   ConfigDocument only_128 = ConfigDocument::parse_string(
       base + "attention:\n  flash3: {forward_efficiency_128: 0.5}\n", "c.yaml");
   const KernelCalibration c = load_kernel_calibration(only_128.root());
@@ -281,7 +294,10 @@ TEST(AttentionKernelModel, ImplementationsArePricedWithTheirOwnSection) {
   KernelCalibration c = load_kernel_calibration(doc.root());
   KernelDesc k = attention(2, 16, 8192, 128, true, false);
   std::array<double, kAttentionKernelCount> seconds{};
+  // Every implementation but triton has H100 measurements (none of the Triton kernel's is
+  // published).
   for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (static_cast<AttentionKernel>(i) == AttentionKernel::kTriton) continue;
     ASSERT_TRUE(c.attention[i]) << attention_kernel_name(static_cast<AttentionKernel>(i));
     EXPECT_EQ(c.attention[i]->provenance, "published");
     k.attention.implementation = static_cast<AttentionKernel>(i);
@@ -289,9 +305,15 @@ TEST(AttentionKernelModel, ImplementationsArePricedWithTheirOwnSection) {
     seconds[i] = model.core_seconds(k, h100.device);
     EXPECT_FALSE(model.borrowed_calibration(k, h100.device));
   }
-  // FlashAttention-3 is the fastest on H100, FlashAttention-2 the slowest (the paper's Fig. 5).
+  // FlashAttention-3 is the fastest on H100, then cuDNN, FlashAttention-2 (the FlashAttention-3
+  // paper's Fig. 5) and FlashAttention v1 (the flash-attention repository's H100 figure).
   EXPECT_LT(seconds[1], seconds[2]);
   EXPECT_LT(seconds[2], seconds[0]);
+  EXPECT_LT(seconds[0], seconds[3]);
+  k.attention.implementation = AttentionKernel::kTriton;
+  const auto triton = CalibratedKernelCost(c, h100.achievable).borrowed_calibration(k, h100.device);
+  ASSERT_TRUE(triton);
+  EXPECT_NE(triton->find("attention triton: no triton section"), std::string::npos) << *triton;
   k.attention.implementation = AttentionKernel::kFlash3;
   c.attention[static_cast<size_t>(AttentionKernel::kFlash3)].reset();
   const CalibratedKernelCost without_flash3(c, h100.achievable);

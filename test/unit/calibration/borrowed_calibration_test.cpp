@@ -69,10 +69,20 @@ TEST(BorrowedCalibration, A100FileOnA100) {
   EXPECT_EQ(note(model, memory_op(MemoryOp::kRelu), d), "<none>");
   // Cross-entropy has a measured curve of its own (PyTorch's CrossEntropyLoss on A100).
   EXPECT_EQ(note(model, memory_op(MemoryOp::kCrossEntropy), d), "<none>");
-  EXPECT_EQ(note(model, fused_attention(), d),
-            "attention flash2: no flash2 section in the calibration fitted on A100-SXM4-80GB, "
-            "priced with FlashAttention-2 efficiencies measured on A100 (Dao 2023, arXiv "
-            "2307.08691)");
+  // Attention: FlashAttention-2 and v1 fitted on the flash-attention repository's A100 figure;
+  // cuDNN's and the Triton FlashAttention have no A100 figure.
+  EXPECT_EQ(note(model, fused_attention(), d), "<none>");
+  KernelDesc k = fused_attention();
+  k.attention.implementation = AttentionKernel::kFlash1;
+  EXPECT_EQ(note(model, k, d), "<none>");
+  k.attention.implementation = AttentionKernel::kTriton;
+  EXPECT_EQ(note(model, k, d),
+            "attention triton: no triton section in the calibration fitted on A100-SXM4-80GB, "
+            "priced with its flash2 (FlashAttention-2) section");
+  k.attention.implementation = AttentionKernel::kCudnn;
+  EXPECT_EQ(note(model, k, d),
+            "attention cudnn: no cudnn section in the calibration fitted on A100-SXM4-80GB, "
+            "priced with its flash2 (FlashAttention-2) section");
 }
 
 // A GPU of the fitted one's chip configuration (same compute capability and SMs: another

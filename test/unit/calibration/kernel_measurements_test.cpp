@@ -223,6 +223,81 @@ TEST(KernelMeasurements, ACurveDeclarationFitsTheOpOnItsOwnCurve) {
             std::string::npos);
 }
 
+// A forward-plus-backward row (the FlashAttention benchmarks' "fwd + bwd" figures): its time
+// holds both directions' FLOPs (3.5x the forward's), validation prices both kernels, and a fit
+// on such rows alone ties each head dim's backward efficiency to its forward one at the
+// defaults' ratio, recovering a section that priced them.
+TEST(KernelMeasurements, ForwardBackwardAttentionRowsArePricedAndFittedAsTwoKernels) {
+  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
+  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
+  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const auto rows = read_measurement_csv(
+      write_temp_table("pairs.csv",
+                       "# harness: none\n"
+                       "op,implementation,dtype,causal,batch,heads,seq,head_dim,tflops\n"
+                       "attention_forward_backward,flash1,fp16,true,4,16,4096,128,80\n"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].op, "attention_forward_backward/flash1");
+  EXPECT_TRUE(rows[0].forward_and_backward);
+  EXPECT_FALSE(rows[0].kernel.attention.backward);
+  EXPECT_EQ(rows[0].kernel.attention.implementation, AttentionKernel::kFlash1);
+  EXPECT_DOUBLE_EQ(rows[0].seconds, 3.5 * 4.0 * 4 * 16 * 4096.0 * 4096.0 * 128 / 2 / 80e12);
+  ConfigDocument file = ConfigDocument::load_file(configs / "calibration" / "a100_llmcompass.yaml");
+  KernelCalibration base = load_kernel_calibration(file.root());
+  for (auto& section : base.attention)
+    section.reset();
+  const CalibratedKernelCost defaults(base, a100.achievable);
+  EXPECT_DOUBLE_EQ(
+      predicted_measurement_seconds(defaults, rows[0], a100.device),
+      defaults.kernel_duration(rows[0].kernel, a100.device).seconds() +
+          defaults.kernel_duration(attention_backward_of(rows[0].kernel), a100.device).seconds());
+
+  // Rows a known section prices, at head dims 64 and 128, every sequence of the figures.
+  AttentionParams truth;
+  truth.forward_efficiency_64 = 0.30;
+  truth.forward_efficiency_128 = 0.25;
+  truth.backward_efficiency_64 =
+      0.30 * AttentionParams{}.backward_efficiency_64 / AttentionParams{}.forward_efficiency_64;
+  truth.backward_efficiency_128 =
+      0.25 * AttentionParams{}.backward_efficiency_128 / AttentionParams{}.forward_efficiency_128;
+  truth.half_efficiency_span = 150.0;
+  KernelCalibration priced = base;
+  priced.attention[static_cast<size_t>(AttentionKernel::kFlash1)] =
+      AttentionCalibration{truth, "published", "test"};
+  const CalibratedKernelCost model(priced, a100.achievable);
+  std::string table =
+      "# harness: none\nop,implementation,dtype,causal,batch,heads,seq,head_dim,time_us\n";
+  for (const int64_t d : {64, 128}) {
+    for (int64_t seq = 512; seq <= 16384; seq *= 2) {
+      for (const bool causal : {false, true}) {
+        KernelDesc k = rows[0].kernel;
+        k.attention =
+            AttentionShape{16384 / seq, 2048 / d, 2048 / d, seq,  seq,
+                           d,           causal,   false,    true, AttentionKernel::kFlash1};
+        const double us = (model.kernel_duration(k, a100.device).seconds() +
+                           model.kernel_duration(attention_backward_of(k), a100.device).seconds()) *
+                          1e6;
+        table += fmt::format("attention_forward_backward,flash1,fp16,{},{},{},{},{},{:.6f}\n",
+                             causal, 16384 / seq, 2048 / d, seq, d, us);
+      }
+    }
+  }
+  const auto synthetic = read_measurement_csv(write_temp_table("synthetic.csv", table));
+  const KernelCalibration fitted = fit_kernel_calibration(synthetic, a100, "test").calibration;
+  const auto& section = fitted.attention[static_cast<size_t>(AttentionKernel::kFlash1)];
+  ASSERT_TRUE(section);
+  EXPECT_NEAR(section->params.forward_efficiency_64, 0.30, 0.01);
+  EXPECT_NEAR(section->params.forward_efficiency_128, 0.25, 0.01);
+  EXPECT_NEAR(section->params.backward_efficiency_128 / section->params.forward_efficiency_128,
+              AttentionParams{}.backward_efficiency_128 / AttentionParams{}.forward_efficiency_128,
+              0.002);
+  EXPECT_NE(section->source.find("backward tied to forward"), std::string::npos) << section->source;
+  EXPECT_NE(csv_error("op,implementation,dtype,causal,batch,heads,seq,head_dim,tflops\n"
+                      "attention_fwd_bwd,flash2,fp16,true,1,1,1,64,1\n")
+                .find("valid: attention_forward, attention_backward, attention_forward_backward"),
+            std::string::npos);
+}
+
 // An attention table: rows by TFLOP/s (FLOPs as attention_work counts them) or by time, the op
 // labelled with its implementation, the declarations applied to every row.
 TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {

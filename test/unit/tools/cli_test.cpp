@@ -1215,13 +1215,16 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
        {"V100 (V100-SXM2-32GB), calibration configs/calibration/v100_deepbench.yaml",
         "A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
-        "attention_forward/flash3  published", "rms_norm                  published",
+        "attention_forward/flash3          published",
+        "rms_norm                          published",
         "no fit of its own (default parameters): attention flash2",
-        "gemm/tf32          published      59        58", "gemm/fp32          published",
-        "softmax                   published", "cross_entropy             published",
+        "gemm/tf32                         published      59        58",
+        "gemm/fp32          published", "softmax                           published",
+        "cross_entropy                     published",
+        "attention_forward_backward/flash1 published      12        12",
         "held-out check (no fit reads it): test/data/tracelens/h100_bf16_gemm.csv",
-        "test/data/holistic-trace-analysis/a100_tf32_recsys_gemm.csv\nop",
-        "gemm/fp16          published     362",
+        "test/data/flash-attention-2/a100_attention_fwd_bwd_tflops.csv\nop",
+        "gemm/fp16                         published     362",
         "H200 (H200-SXM-141GB), calibration configs/calibration/h100_xla.yaml (fitted on "
         "H100-SXM5-80GB), no tables of its own"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;

@@ -176,10 +176,9 @@ TEST(TransformerConfig, ExplicitKeysOverrideThePreset) {
 TEST(TransformerConfig, AttentionNamesTheFusedKernel) {
   EXPECT_EQ(parse(gpt3(), 1024).attention_kernel, AttentionKernel::kFlash2);
   const std::vector<std::pair<std::string, AttentionKernel>> names{
-      {"flash", AttentionKernel::kFlash2},
-      {"flash2", AttentionKernel::kFlash2},
-      {"flash3", AttentionKernel::kFlash3},
-      {"cudnn", AttentionKernel::kCudnn}};
+      {"flash", AttentionKernel::kFlash2},  {"flash2", AttentionKernel::kFlash2},
+      {"flash3", AttentionKernel::kFlash3}, {"cudnn", AttentionKernel::kCudnn},
+      {"flash1", AttentionKernel::kFlash1}, {"triton", AttentionKernel::kTriton}};
   for (const auto& [name, kernel] : names) {
     const TransformerConfig c = parse(gpt3("  attention: " + name + "\n"), 1024);
     EXPECT_EQ(c.attention, AttentionImpl::kFlash) << name;
@@ -208,6 +207,42 @@ TEST(TransformerConfig, AttentionKernelsNeedTheirComputeCapability) {
   ASSERT_TRUE(v100);
   EXPECT_NE(v100->find("8.0 (Ampere) or later, the GPU has 7.0"), std::string::npos) << *v100;
   EXPECT_TRUE(attention_kernel_unsupported(AttentionKernel::kCudnn, 75));
+  // FlashAttention v1 from Turing, the Triton FlashAttention from Ampere; both run on Hopper.
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kFlash1, 75));
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kFlash1, 90));
+  EXPECT_FALSE(attention_kernel_unsupported(AttentionKernel::kTriton, 90));
+  const auto v100_flash1 = attention_kernel_unsupported(AttentionKernel::kFlash1, 70);
+  ASSERT_TRUE(v100_flash1);
+  EXPECT_NE(v100_flash1->find("7.5 (Turing) or later"), std::string::npos) << *v100_flash1;
+  const auto t4_triton = attention_kernel_unsupported(AttentionKernel::kTriton, 75);
+  ASSERT_TRUE(t4_triton);
+  EXPECT_NE(t4_triton->find("Triton FlashAttention (triton) needs compute capability 8.0"),
+            std::string::npos)
+      << *t4_triton;
+}
+
+// FlashAttention v1 and the Triton FlashAttention take what flash-attn v1.0.9 takes: head dims
+// up to 128, no window, no ring attention; the Triton kernel no variable-length batch. Each
+// refusal names the key.
+TEST(TransformerConfig, V1AttentionKernelsRefuseWhatTheyCannotRun) {
+  const std::vector<std::array<std::string, 3>> refused{
+      {"  attention: flash1\n  head_dim: 192\n", "", "head dims up to 128"},
+      {"  attention: triton\n  sliding_window: 1024\n", "", "no sliding window"},
+      {"  attention: flash1\n", "    context: 2\n", "context parallel 2"},
+      {"  attention: triton\n  sequences: {layout: packed, mean_length: 1024}\n", "",
+       "padded batches only"},
+  };
+  for (const auto& [keys, parallel, why] : refused) {
+    try {
+      parse(gpt3(keys, parallel), 2048);
+      ADD_FAILURE() << "accepted " << keys;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("workload.attention"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse(gpt3("  attention: flash1\n  head_dim: 128\n"), 1024).attention_kernel,
+            AttentionKernel::kFlash1);
 }
 
 // cuda_graphs: per-layer graphs; refused for a dropless MoE layer, whose token counts the host

@@ -221,6 +221,11 @@ RowPlan foundry_plan(const FoundryRow& row, const std::map<std::string, MptModel
   // Composer's amp_fp8: Transformer Engine's fp8_autocast with its DelayedScaling recipe
   // (fp8_recipe delayed, the default) around te.Linear layers; the tied output layer stays bf16.
   if (row.precision == "amp_fp8") plan.overrides.emplace_back("workload.dtype=fp8");
+  // The ">= 128 GPUs" H100 tables (llm-foundry PR #838) ran `--attn_impl flash` with the
+  // gpu-flash2 extra (scripts/train/benchmarking/sweep.py there): FlashAttention-2. The others
+  // ran the templates' Triton FlashAttention (configs/validation/mpt_fsdp*.yaml).
+  if (row.section.find("Large Scale") != std::string::npos)
+    plan.overrides.emplace_back("workload.attention=flash2");
   return plan;
 }
 

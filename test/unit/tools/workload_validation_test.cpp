@@ -424,8 +424,13 @@ TEST(WorkloadPlans, FoundryRowMapsToTheTemplateOverrides) {
       {"workload.parallelism.fsdp", "full_shard"},
       {"workload.recompute", "none"},
       {"workload.grad_reduce_dtype", "fp32"},  // MP Mode DEFAULT
+      // A ">= 128 GPUs" table: FlashAttention-2 (the templates' Triton kernel otherwise).
+      {"workload.attention", "flash2"},
   };
   EXPECT_EQ(as_map(plan.overrides), expected);
+  FoundryRow small = h100;
+  small.section = "H100 80GB BF16";
+  EXPECT_EQ(as_map(foundry_plan(small, models).overrides).count("workload.attention"), 0u);
 
   // A100 80GB rows go to the RoCE template; checkpointing -> full recompute; SHARD_GRAD_OP.
   FoundryRow a100 = h100;

@@ -282,6 +282,7 @@ std::vector<ShippedKernelSet> shipped_kernel_sets_from_root() {
         "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
         "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv",
         "test/data/softmax-kernel-h100/h100_torch_softmax.csv",
+        "test/data/liger-kernel/h100_torch_layer_norm_forward.csv",
         "test/data/neusight/h100_fp32_gemm.csv",
         "test/data/flash-attention-2/h100_attention_fwd_bwd_tflops.csv"},
        {},

@@ -107,8 +107,9 @@ constexpr const char* kH100Source =
     "figures of the FlashAttention-3 paper, test/data/flash-attention-3/h100_attention_tflops.csv, "
     "and FlashAttention v1 (with FlashAttention-2, held out) from the flash-attention "
     "repository's H100 figure, test/data/flash-attention-2/h100_attention_fwd_bwd_tflops.csv; "
-    "Liger-Kernel's H100 benchmarks of RMSNorm forward, ReLU squared, Megatron SwiGLU and "
-    "Megatron cross-entropy forward, test/data/liger-kernel/h100_*.csv; torch.softmax from a "
+    "Liger-Kernel's H100 benchmarks of RMSNorm forward, ReLU squared, Megatron SwiGLU, "
+    "Megatron cross-entropy forward and torch.nn.LayerNorm forward, "
+    "test/data/liger-kernel/h100_*.csv; torch.softmax from a "
     "published H100 softmax benchmark, test/data/softmax-kernel-h100/h100_torch_softmax.csv; "
     "NeuSight's (ASPLOS'25) H100 fp32 GEMMs, test/data/neusight/h100_fp32_gemm.csv (see their "
     "SOURCES.md)";
@@ -130,18 +131,20 @@ constexpr double kRmsNormHeldOutBound = 0.08;
 // fit reads them, with bounds for their held-out geomean error. Measured: relu 1.62% (8 points:
 // one Triton kernel, forward and backward), swiglu 8.91% (3: Megatron's jit-fused forward, whose
 // smallest size runs faster than its trend), cross_entropy 1.88% (3: Megatron's fused forward),
-// softmax 21.9% (3: torch.softmax, whose 4096-element rows run slower than longer ones).
+// softmax 21.9% (3: torch.softmax, whose 4096-element rows run slower than longer ones),
+// layernorm 2.55% (2: torch.nn.LayerNorm forward, fp32, on a curve of its own).
 struct H100MemoryTable {
   const char* path;
   const char* op;
   size_t rows;
   double held_out_bound;
 };
-constexpr std::array<H100MemoryTable, 4> kH100MemoryTables{{
+constexpr std::array<H100MemoryTable, 5> kH100MemoryTables{{
     {"test/data/liger-kernel/h100_relu_squared.csv", "relu", 16, 0.05},
     {"test/data/liger-kernel/h100_megatron_swiglu_forward.csv", "swiglu", 6, 0.15},
     {"test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv", "cross_entropy", 6, 0.05},
     {"test/data/softmax-kernel-h100/h100_torch_softmax.csv", "softmax", 7, 0.30},
+    {"test/data/liger-kernel/h100_torch_layer_norm_forward.csv", "layernorm", 5, 0.08},
 }};
 // NeuSight's published H100 fp32 GEMMs (PyTorch's FFMA cuBLAS kernels, 285 rows of at least 1
 // ms; measured held out 3.26% over 142 points), read after the memory tables.
@@ -392,20 +395,20 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
   rows.insert(rows.end(), pairs.begin(), pairs.end());
   const CalibrationResult result = fit_kernel_calibration(rows, h100, kH100Source);
   std::printf("%s", format_kernel_validation(result.validation).c_str());
-  ASSERT_EQ(result.validation.size(), 16u);
+  ASSERT_EQ(result.validation.size(), 17u);
   // Forward plus backward: FlashAttention-2 all held out (its section is fitted on the
   // FlashAttention-3 paper's figures: an independent check, measured 3.19%, 24 points) and
   // FlashAttention v1 (fitted, measured held out 3.52%).
-  EXPECT_EQ(result.validation[14].op, "attention_forward_backward/flash2");
-  EXPECT_EQ(result.validation[14].train_points, 0u);
-  EXPECT_EQ(result.validation[14].held_out_points, 24u);
-  EXPECT_EQ(result.validation[15].op, "attention_forward_backward/flash1");
-  for (size_t i = 14; i < 16; ++i)
+  EXPECT_EQ(result.validation[15].op, "attention_forward_backward/flash2");
+  EXPECT_EQ(result.validation[15].train_points, 0u);
+  EXPECT_EQ(result.validation[15].held_out_points, 24u);
+  EXPECT_EQ(result.validation[16].op, "attention_forward_backward/flash1");
+  for (size_t i = 15; i < 17; ++i)
     EXPECT_LT(result.validation[i].held_out_geomean, kAttentionHeldOutBound)
         << result.validation[i].op;
-  EXPECT_EQ(result.validation[13].op, "gemm/fp32");
-  EXPECT_GE(result.validation[13].held_out_points, 140u);
-  EXPECT_LT(result.validation[13].held_out_geomean, 0.06);
+  EXPECT_EQ(result.validation[14].op, "gemm/fp32");
+  EXPECT_GE(result.validation[14].held_out_points, 140u);
+  EXPECT_LT(result.validation[14].held_out_geomean, 0.06);
   EXPECT_EQ(result.validation[8].op, "rms_norm");
   EXPECT_EQ(result.validation[8].held_out_points, 3u);
   EXPECT_LT(result.validation[8].held_out_geomean, kRmsNormHeldOutBound);
@@ -417,6 +420,10 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
   }
   // The two Megatron kernels are priced on curves of their own (their tables' `# curve:`).
   EXPECT_EQ(result.calibration.curve_of_op[static_cast<size_t>(MemoryOp::kSwiglu)], "swiglu");
+  // PyTorch's LayerNorm kernel on its own curve; RMSNorm keeps the layernorm family's.
+  EXPECT_EQ(result.calibration.curve_of_op[static_cast<size_t>(MemoryOp::kLayerNorm)],
+            "torch_layernorm");
+  EXPECT_EQ(result.calibration.curve_of_op[static_cast<size_t>(MemoryOp::kRmsNorm)], "layernorm");
   EXPECT_EQ(result.calibration.curve_of_op[static_cast<size_t>(MemoryOp::kCrossEntropy)],
             "cross_entropy");
   // A table that declares no harness gets none (Megatron's SwiGLU); one that declares none
@@ -460,9 +467,9 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
       << kH100AttentionTable << " --csv " << kH100RmsNormTable << " --csv "
       << kH100MemoryTables[0].path << " --csv " << kH100MemoryTables[1].path << " --csv "
       << kH100MemoryTables[2].path << " --csv " << kH100MemoryTables[3].path << " --csv "
-      << kH100Fp32Table << " --csv " << kH100AttentionPairTable
-      << " --hardware configs/hardware/h100_sxm5_80gb.yaml --source '" << kH100Source
-      << "' --out configs/calibration/h100_xla.yaml --force`";
+      << kH100MemoryTables[4].path << " --csv " << kH100Fp32Table << " --csv "
+      << kH100AttentionPairTable << " --hardware configs/hardware/h100_sxm5_80gb.yaml --source '"
+      << kH100Source << "' --out configs/calibration/h100_xla.yaml --force`";
 }
 
 /// The FLOPs of row `m`'s kernel `k` (its forward and backward for a forward-plus-backward row).

@@ -81,24 +81,28 @@ std::string file_of(const std::string& origin) {
   return colon == std::string::npos ? origin : origin.substr(0, colon);
 }
 
-}  // namespace
-
-AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& rows,
-                                   const HardwareProfile& hardware, Duration kernel_overhead) {
-  if (rows.empty()) throw CalibrationDataError("calibrate attention: no training rows");
-  const AttentionKernel impl = rows.front()->kernel.attention.implementation;
-  // Which efficiencies the rows constrain, per direction.
+/// What a section's training rows measure (fit_attention's first pass).
+struct RowCoverage {
+  /// The efficiencies the rows constrain, per direction (search order, kSpan entries).
   std::array<bool, kSpan> fitted{};
   std::array<bool, 2> direction_measured{};
-  // Head dims that forward-plus-backward rows bracket, and the best rate such a row reached
-  // (forward plus backward FLOPs over its time, a fraction of its dtype's peak).
+  /// Per direction, the best rate a training row reached, as a fraction of its dtype's peak: no
+  /// fitted peak efficiency goes above it (no kernel is priced faster than the best measured).
+  std::array<double, 2> best_fraction{};
+  /// Head dims that forward-plus-backward rows bracket, and the best rate such a row reached
+  /// (forward plus backward FLOPs over its time, a fraction of its dtype's peak).
   std::array<bool, 3> pair_brackets{};
   double best_pair_fraction = 0.0;
   std::set<std::string> files;
+  /// The rows' provenance, "mixed" when they differ.
   std::string provenance;
-  // Per direction, the best rate a training row reached, as a fraction of its dtype's peak: no
-  // fitted peak efficiency goes above it (no kernel is priced faster than the best measured).
-  std::array<double, 2> best_fraction{};
+};
+
+/// The coverage of `rows` (one implementation; CalibrationDataError otherwise).
+RowCoverage scan_rows(const std::vector<const KernelMeasurement*>& rows,
+                      const HardwareProfile& hardware) {
+  RowCoverage c;
+  const AttentionKernel impl = rows.front()->kernel.attention.implementation;
   for (const KernelMeasurement* r : rows) {
     const AttentionShape& a = r->kernel.attention;
     if (r->kernel.cls != KernelClass::kAttention || a.implementation != impl) {
@@ -108,31 +112,44 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
     }
     const double peak = profile_of(*r, hardware).device.peak(r->kernel.dtype).flops_per_second();
     if (r->forward_and_backward) {
-      direction_measured = {true, true};
+      c.direction_measured = {true, true};
       const double flops =
           attention_work(r->kernel).flops + attention_work(attention_backward_of(r->kernel)).flops;
-      if (peak > 0.0) best_pair_fraction = std::max(best_pair_fraction, flops / r->seconds / peak);
+      if (peak > 0.0) {
+        c.best_pair_fraction = std::max(c.best_pair_fraction, flops / r->seconds / peak);
+      }
       for (size_t i = 0; i < kHeadDims.size(); ++i) {
-        if (brackets(i, a.head_dim)) pair_brackets[i] = true;
+        if (brackets(i, a.head_dim)) c.pair_brackets[i] = true;
       }
     } else {
       const size_t dir = a.backward ? 1 : 0;
-      direction_measured[dir] = true;
+      c.direction_measured[dir] = true;
       if (peak > 0.0) {
-        best_fraction[dir] =
-            std::max(best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
+        c.best_fraction[dir] =
+            std::max(c.best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
       }
       for (size_t i = 0; i < kHeadDims.size(); ++i) {
-        if (brackets(i, a.head_dim)) fitted[3 * dir + i] = true;
+        if (brackets(i, a.head_dim)) c.fitted[3 * dir + i] = true;
       }
     }
-    files.insert(file_of(r->origin));
+    c.files.insert(file_of(r->origin));
     if (r == rows.front()) {
-      provenance = r->provenance;
-    } else if (r->provenance != provenance) {
-      provenance = "mixed";
+      c.provenance = r->provenance;
+    } else if (r->provenance != c.provenance) {
+      c.provenance = "mixed";
     }
   }
+  return c;
+}
+
+}  // namespace
+
+AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& rows,
+                                   const HardwareProfile& hardware, Duration kernel_overhead) {
+  if (rows.empty()) throw CalibrationDataError("calibrate attention: no training rows");
+  RowCoverage coverage = scan_rows(rows, hardware);
+  std::array<bool, kSpan>& fitted = coverage.fitted;
+  const std::array<bool, 2>& direction_measured = coverage.direction_measured;
   const AttentionParams defaults;
   const std::vector<double> start{
       defaults.forward_efficiency_64,   defaults.forward_efficiency_128,
@@ -145,7 +162,7 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   std::array<bool, 3> tied{};
   const std::array<double, 3> ratio = default_backward_ratio();
   for (size_t i = 0; i < kHeadDims.size(); ++i) {
-    if (!pair_brackets[i]) continue;
+    if (!coverage.pair_brackets[i]) continue;
     if (!fitted[i] && !fitted[3 + i]) tied[i] = true;
     fitted[i] = fitted[3 + i] = true;
   }
@@ -153,8 +170,8 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   std::vector<Box> box(kSpan + 1, kEfficiencyBox);
   for (size_t i = 0; i < kSpan; ++i) {
     if (!fitted[i] || (i >= 3 && tied[i - 3])) step[i] = 0.0;
-    double cap = best_fraction[i / 3];
-    if (i < 3 && tied[i]) cap = best_pair_fraction * (1.0 + 2.5 / ratio[i]) / 3.5;
+    double cap = coverage.best_fraction[i / 3];
+    if (i < 3 && tied[i]) cap = coverage.best_pair_fraction * (1.0 + 2.5 / ratio[i]) / 3.5;
     if (fitted[i] && cap > 0.0) box[i].hi = std::clamp(cap, kEfficiencyBox.lo, kEfficiencyBox.hi);
   }
   step[kSpan] = 64.0;
@@ -208,6 +225,7 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
   AttentionCalibration out;
   out.params = params_of(best);
   // A section states one provenance; rows of tables that disagree state none.
+  const std::string& provenance = coverage.provenance;
   out.provenance = provenance == "mixed" ? "" : provenance.empty() ? "measured" : provenance;
   std::string measured_dims;
   for (size_t dir = 0; dir < 2; ++dir) {
@@ -220,7 +238,7 @@ AttentionCalibration fit_attention(const std::vector<const KernelMeasurement*>& 
                                  dims.empty() ? "none (defaults)" : dims);
   }
   std::string sources;
-  for (const std::string& f : files)
+  for (const std::string& f : coverage.files)
     sources += fmt::format("{}{}", sources.empty() ? "" : "; ", f);
   std::string tied_dims;
   for (size_t i = 0; i < kHeadDims.size(); ++i) {

@@ -20,8 +20,15 @@ namespace upsim {
 namespace {
 
 const std::filesystem::path kData = UPSIM_TEST_DATA_DIR;
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
 using test::write_temp_table;
+
+/// The shipped hardware profile `file` (configs/hardware/).
+HardwareProfile shipped_profile(const char* file) {
+  ConfigDocument doc = ConfigDocument::load_file(kConfigs / "hardware" / file);
+  return load_hardware_profile(doc.root());
+}
 
 std::string csv_error(const std::string& text) {
   try {
@@ -187,9 +194,7 @@ TEST(KernelMeasurements, ACurveDeclarationFitsTheOpOnItsOwnCurve) {
                        "relu,bf16,8192,4096,45\nrelu,bf16,8192,8192,85\n"));
   std::vector<KernelMeasurement> rows = declared;
   rows.insert(rows.end(), plain.begin(), plain.end());
-  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
-  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "h100_sxm5_80gb.yaml");
-  const HardwareProfile h100 = load_hardware_profile(hw.root());
+  const HardwareProfile h100 = shipped_profile("h100_sxm5_80gb.yaml");
   const KernelCalibration c = fit_kernel_calibration(rows, h100, "test").calibration;
   EXPECT_EQ(c.curve_of_op[static_cast<size_t>(MemoryOp::kSwiglu)], "fused_swiglu");
   EXPECT_EQ(c.curve_of_op[static_cast<size_t>(MemoryOp::kRelu)], "elementwise");
@@ -228,9 +233,7 @@ TEST(KernelMeasurements, ACurveDeclarationFitsTheOpOnItsOwnCurve) {
 // on such rows alone ties each head dim's backward efficiency to its forward one at the
 // defaults' ratio, recovering a section that priced them.
 TEST(KernelMeasurements, ForwardBackwardAttentionRowsArePricedAndFittedAsTwoKernels) {
-  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
-  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
-  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const HardwareProfile a100 = shipped_profile("a100_sxm4_80gb.yaml");
   const auto rows = read_measurement_csv(
       write_temp_table("pairs.csv",
                        "# harness: none\n"
@@ -242,7 +245,8 @@ TEST(KernelMeasurements, ForwardBackwardAttentionRowsArePricedAndFittedAsTwoKern
   EXPECT_FALSE(rows[0].kernel.attention.backward);
   EXPECT_EQ(rows[0].kernel.attention.implementation, AttentionKernel::kFlash1);
   EXPECT_DOUBLE_EQ(rows[0].seconds, 3.5 * 4.0 * 4 * 16 * 4096.0 * 4096.0 * 128 / 2 / 80e12);
-  ConfigDocument file = ConfigDocument::load_file(configs / "calibration" / "a100_llmcompass.yaml");
+  ConfigDocument file =
+      ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   KernelCalibration base = load_kernel_calibration(file.root());
   for (auto& section : base.attention)
     section.reset();
@@ -340,9 +344,7 @@ TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {
                 .find("heads (6) must be a multiple of kv_heads (4)"),
             std::string::npos);
   // An attention row in a dtype the profile has no unit for names its row, before any pricing.
-  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
-  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
-  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const HardwareProfile a100 = shipped_profile("a100_sxm4_80gb.yaml");
   const auto fp8 = read_measurement_csv(write_temp_table(
       "fp8.csv", head + "tflops\nattention_forward,flash2,fp8,true,1,8,512,64,1\n"));
   try {
@@ -376,10 +378,9 @@ TEST(KernelMeasurements, ReadsAttentionTablesAndTheirDeclarations) {
 // `# harness: none`: validation compares the kernel duration, not the calibration's harness of
 // the op (the A100 file describes LLMCompass' wall-clock harness for gemm).
 TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
-  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
-  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
-  const HardwareProfile a100 = load_hardware_profile(hw.root());
-  ConfigDocument file = ConfigDocument::load_file(configs / "calibration" / "a100_llmcompass.yaml");
+  const HardwareProfile a100 = shipped_profile("a100_sxm4_80gb.yaml");
+  ConfigDocument file =
+      ConfigDocument::load_file(kConfigs / "calibration" / "a100_llmcompass.yaml");
   const CalibratedKernelCost model(load_kernel_calibration(file.root()), a100.achievable);
   ASSERT_TRUE(model.calibration().measurement.contains("gemm"));
   KernelMeasurement row;
@@ -398,9 +399,7 @@ TEST(KernelMeasurements, HarnessNoneComparesTheKernelDuration) {
 // dtype, the kernel times still set the rate (compute_scale) and the timed rows fit the harness,
 // whose compute_speedup is then relative to that rate.
 TEST(KernelMeasurements, AGemmTableOfKernelTimesFitsWithoutAHarness) {
-  const std::filesystem::path configs = UPSIM_CONFIGS_DIR;
-  ConfigDocument hw = ConfigDocument::load_file(configs / "hardware" / "a100_sxm4_80gb.yaml");
-  const HardwareProfile a100 = load_hardware_profile(hw.root());
+  const HardwareProfile a100 = shipped_profile("a100_sxm4_80gb.yaml");
   // 2 m n k / time: 150 TFLOP/s at 4096^3 and below for the smaller shapes.
   const auto rows = read_measurement_csv(
       write_temp_table("gemm.csv",

@@ -212,9 +212,11 @@ std::optional<std::string> CalibratedKernelCost::borrowed_calibration(
       const auto& flash2 = c.attention[static_cast<size_t>(AttentionKernel::kFlash2)];
       if (own) {
         if (own->provenance == "physics") {
+          // The section may be the calibration file's or the scenario's own (kernels.attention).
           notes.push_back(fmt::format(
-              "attention {}: the calibration fitted on {} states physics-only parameters ({})",
-              name, c.fitted_on, own->source.empty() ? "no source given" : own->source));
+              "attention {}: priced with a section of physics-only parameters, nothing measured "
+              "({})",
+              name, own->source.empty() ? "no source given" : own->source));
         }
       } else if (flash2) {
         notes.push_back(fmt::format(

@@ -79,6 +79,13 @@ TEST(BorrowedCalibration, A100FileOnA100) {
   EXPECT_EQ(note(model, k, d),
             "attention triton: no triton section in the calibration fitted on A100-SXM4-80GB, "
             "priced with its flash2 (FlashAttention-2) section");
+  // A section that states physics-only parameters (as a scenario's own may) says so.
+  KernelCalibration stated = calibration("a100_llmcompass.yaml");
+  stated.attention[static_cast<size_t>(AttentionKernel::kTriton)] =
+      AttentionCalibration{AttentionParams{}, "physics", "an assumed share of the peak"};
+  EXPECT_EQ(note(CalibratedKernelCost(stated, a100.achievable), k, d),
+            "attention triton: priced with a section of physics-only parameters, nothing measured "
+            "(an assumed share of the peak)");
   k.attention.implementation = AttentionKernel::kCudnn;
   EXPECT_EQ(note(model, k, d),
             "attention cudnn: no cudnn section in the calibration fitted on A100-SXM4-80GB, "

@@ -510,9 +510,9 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
     // (`attention` is always present here: reading it wrote its default.)
     workload.child("attention")
         .fail(fmt::format(
-            "the fused attention kernels (flash, flash3, cudnn; the default) take 16-bit inputs, "
-            "not {}; a {} model's SDPA runs its memory-efficient kernel, which upsim does not "
-            "price: use attention: unfused or a 16-bit dtype",
+            "the fused attention kernels (flash, flash3, cudnn, flash1, triton; flash is the "
+            "default) take 16-bit inputs, not {}; a {} model's SDPA runs its memory-efficient "
+            "kernel, which upsim does not price: use attention: unfused or a 16-bit dtype",
             dtype_name(c.dtype), dtype_name(c.dtype)));
   }
   if (c.attention == AttentionImpl::kFlash && (c.attention_kernel == AttentionKernel::kFlash1 ||

@@ -604,8 +604,8 @@ TEST(TransformerConfig, LatentAttentionCountsDeepSeekV3AsPublished) {
 
 TEST(TransformerConfig, FusedAttentionNeedsSixteenBitInputs) {
   std::string e = error_of(bert_base("  dtype: fp32\n  attention: flash\n"), 1);
-  EXPECT_NE(e.find("workload.attention: the fused attention kernels (flash, flash3, cudnn; the "
-                   "default) take 16-bit inputs, not fp32"),
+  EXPECT_NE(e.find("workload.attention: the fused attention kernels (flash, flash3, cudnn, "
+                   "flash1, triton; flash is the default) take 16-bit inputs, not fp32"),
             std::string::npos)
       << e;
   e = error_of(bert_base("  dtype: tf32\n"), 1);  // flash by default

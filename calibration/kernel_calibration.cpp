@@ -161,8 +161,9 @@ AttentionParams read_attention_params(const ConfigNode& node) {
 
 std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_attention_sections(
     const ConfigNode& node) {
-  if (!node.is_map())
-    node.fail("must be a map (per implementation: flash2, flash3, cudnn, flash1, triton)");
+  if (!node.is_map()) {
+    node.fail(fmt::format("must be a map (per implementation: {})", attention_kernel_names()));
+  }
   std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> out{};
   bool per_implementation = false;
   for (const auto& entry : node.map_entries())
@@ -171,11 +172,9 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     for (const auto& [name, value] : node.map_entries()) {
       if (std::find(kAttentionParamKeys.begin(), kAttentionParamKeys.end(), name) ==
           kAttentionParamKeys.end()) {
-        value.fail(
-            fmt::format("neither an attention implementation (flash2, flash3, cudnn, flash1, "
-                        "triton) nor a parameter of the "
-                        "attention model ({})",
-                        fmt::join(kAttentionParamKeys, ", ")));
+        value.fail(fmt::format(
+            "neither an attention implementation ({}) nor a parameter of the attention model ({})",
+            attention_kernel_names(), fmt::join(kAttentionParamKeys, ", ")));
       }
     }
     out[static_cast<size_t>(AttentionKernel::kFlash2)] =
@@ -186,10 +185,9 @@ std::array<std::optional<AttentionCalibration>, kAttentionKernelCount> read_atte
     const std::optional<AttentionKernel> kernel = parse_attention_kernel(name);
     if (!kernel) {
       value.fail(fmt::format(
-          "unknown attention implementation `{}`; valid: flash2, flash3, cudnn, flash1, triton "
-          "(the parameters "
-          "go inside an implementation's section, or all directly under `attention:` for flash2)",
-          name));
+          "unknown attention implementation `{}`; valid: {} (the parameters go inside an "
+          "implementation's section, or all directly under `attention:` for flash2)",
+          name, attention_kernel_names()));
     }
     if (!value.is_map()) value.fail("must be a map of attention-model parameters");
     AttentionCalibration section;

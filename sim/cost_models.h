@@ -246,6 +246,8 @@ inline constexpr size_t kAttentionKernelCount = 5;
 std::string_view attention_kernel_name(AttentionKernel kernel);
 /// The AttentionKernel whose attention_kernel_name() is `name`, or nullopt.
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view name);
+/// Every attention_kernel_name() in enum order, joined by ", " (for error messages).
+std::string attention_kernel_names();
 
 /// The core of scaled dot-product attention, softmax(q k^T / sqrt(d)) v, for `batch` sequences
 /// of `heads` query heads (grouped-query attention: `kv_heads` key/value heads, each shared by

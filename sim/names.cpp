@@ -88,6 +88,15 @@ std::string_view attention_kernel_name(AttentionKernel kernel) {
   return "?";
 }
 
+std::string attention_kernel_names() {
+  std::string names;
+  for (size_t i = 0; i < kAttentionKernelCount; ++i) {
+    if (i > 0) names += ", ";
+    names += attention_kernel_name(static_cast<AttentionKernel>(i));
+  }
+  return names;
+}
+
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) {
   for (size_t i = 0; i < kAttentionKernelCount; ++i) {
     const auto kernel = static_cast<AttentionKernel>(i);

@@ -111,23 +111,19 @@ RowCoverage scan_rows(const std::vector<const KernelMeasurement*>& rows,
                       r->origin, attention_kernel_name(impl)));
     }
     const double peak = profile_of(*r, hardware).device.peak(r->kernel.dtype).flops_per_second();
+    const double fraction =
+        peak > 0.0 ? attention_row_flops(r->kernel, r->forward_and_backward) / r->seconds / peak
+                   : 0.0;
     if (r->forward_and_backward) {
       c.direction_measured = {true, true};
-      const double flops =
-          attention_work(r->kernel).flops + attention_work(attention_backward_of(r->kernel)).flops;
-      if (peak > 0.0) {
-        c.best_pair_fraction = std::max(c.best_pair_fraction, flops / r->seconds / peak);
-      }
+      c.best_pair_fraction = std::max(c.best_pair_fraction, fraction);
       for (size_t i = 0; i < kHeadDims.size(); ++i) {
         if (brackets(i, a.head_dim)) c.pair_brackets[i] = true;
       }
     } else {
       const size_t dir = a.backward ? 1 : 0;
       c.direction_measured[dir] = true;
-      if (peak > 0.0) {
-        c.best_fraction[dir] =
-            std::max(c.best_fraction[dir], attention_work(r->kernel).flops / r->seconds / peak);
-      }
+      c.best_fraction[dir] = std::max(c.best_fraction[dir], fraction);
       for (size_t i = 0; i < kHeadDims.size(); ++i) {
         if (brackets(i, a.head_dim)) c.fitted[3 * dir + i] = true;
       }

@@ -212,8 +212,8 @@ std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& 
     const std::optional<AttentionKernel> impl = parse_attention_kernel(impl_name);
     if (!impl) {
       fail(path, line,
-           fmt::format("unknown implementation {}; valid: flash2, flash3, cudnn, flash1, triton",
-                       quoted_field(impl_name)));
+           fmt::format("unknown implementation {}; valid: {}", quoted_field(impl_name),
+                       attention_kernel_names()));
     }
     AttentionShape a;
     a.batch = parse_dim(path, line, f[column.at("batch")], "batch");
@@ -240,10 +240,7 @@ std::vector<KernelMeasurement> read_attention_rows(const std::filesystem::path& 
     } else {
       const double tflops =
           positive(path, line, parse_number(path, line, f[*tflops_col], "tflops"), "tflops");
-      double flops = attention_work(row.kernel).flops;
-      if (row.forward_and_backward)
-        flops += attention_work(attention_backward_of(row.kernel)).flops;
-      row.seconds = flops / (tflops * 1e12);
+      row.seconds = attention_row_flops(row.kernel, row.forward_and_backward) / (tflops * 1e12);
     }
     if (split_col) row.held_out = parse_split(path, line, f[*split_col]);
     row.origin = origin(path, line);
@@ -685,6 +682,12 @@ KernelDesc attention_backward_of(const KernelDesc& forward) {
   KernelDesc backward = forward;
   backward.attention.backward = true;
   return backward;
+}
+
+double attention_row_flops(const KernelDesc& kernel, bool forward_and_backward) {
+  double flops = attention_work(kernel).flops;
+  if (forward_and_backward) flops += attention_work(attention_backward_of(kernel)).flops;
+  return flops;
 }
 
 }  // namespace upsim

@@ -122,7 +122,7 @@ struct KernelMeasurement {
   /// An attention table's `attention_forward_backward` row: `seconds` is one forward plus one
   /// backward call of `kernel`'s shape (kernel.attention.backward is false), as the
   /// FlashAttention benchmarks time their "fwd + bwd" figures. Priced as the two kernels'
-  /// durations (attention_pair_seconds).
+  /// durations (kernel_validation.h, fit_attention.h); its FLOPs: attention_row_flops.
   bool forward_and_backward = false;
   /// The table's `# provenance:` (measured, published or physics; kernel_calibration.h), or ""
   /// when it states none.
@@ -161,6 +161,10 @@ std::optional<KernelMeasurement> measurement_of(const KernelDesc& kernel, double
 
 /// The backward kernel of a forward attention kernel's shape (`forward`: kAttention, not backward).
 KernelDesc attention_backward_of(const KernelDesc& forward);
+
+/// The FLOPs of an attention row's `kernel` (attention_work), plus its backward's when
+/// `forward_and_backward` (KernelMeasurement::forward_and_backward): what its rate counts.
+double attention_row_flops(const KernelDesc& kernel, bool forward_and_backward);
 
 /// `rows` as upsim's measurement CSV (columns op, dtype, m, n, k, batch, reads, writes, time_us
 /// and split, with time_us to the nanosecond), after the `# key: value` lines of `metadata` in

@@ -259,6 +259,17 @@ TEST(AttentionKernelModel, FileSectionKeysAreOptionalAndChecked) {
       EXPECT_NE(std::string(e.what()).find("c.yaml"), std::string::npos) << e.what();
     }
   }
+  // The unknown one is told every implementation there is.
+  ConfigDocument unknown =
+      ConfigDocument::parse_string(base + "attention:\n  flash4: {block_m: 64}\n", "c.yaml");
+  try {
+    load_kernel_calibration(unknown.root());
+    ADD_FAILURE() << "accepted flash4";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("implementation (flash2, flash3, cudnn, flash1, triton)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The head_dim-256 efficiency: a section that states only head_dim 128 prices 256 with it; one

@@ -472,13 +472,6 @@ TEST(GemmDtypeFit, H100Bf16AndTf32HeldOutWithinBoundAndShippedFileIsTheFit) {
       << kH100Source << "' --out configs/calibration/h100_xla.yaml --force`";
 }
 
-/// The FLOPs of row `m`'s kernel `k` (its forward and backward for a forward-plus-backward row).
-double row_flops(const KernelMeasurement& m, const KernelDesc& k) {
-  double flops = attention_work(k).flops;
-  if (m.forward_and_backward) flops += attention_work(attention_backward_of(k)).flops;
-  return flops;
-}
-
 /// The model's core seconds of row `m`'s kernel `k` (both directions for a pair row).
 double row_core_seconds(const KernelMeasurement& m, const KernelDesc& k,
                         const CalibratedKernelCost& model, const DeviceProfile& device) {
@@ -496,7 +489,8 @@ std::map<std::string, double> expect_attention_below_best_published(
   std::map<std::string, double> best;
   for (const KernelMeasurement& m : rows) {
     if (m.kernel.cls != KernelClass::kAttention) continue;
-    best[m.op] = std::max(best[m.op], row_flops(m, m.kernel) / m.seconds / 1e12);
+    best[m.op] = std::max(best[m.op],
+                          attention_row_flops(m.kernel, m.forward_and_backward) / m.seconds / 1e12);
   }
   for (const KernelMeasurement& m : rows) {
     if (m.kernel.cls != KernelClass::kAttention) continue;
@@ -504,7 +498,8 @@ std::map<std::string, double> expect_attention_below_best_published(
       KernelDesc k = m.kernel;
       k.attention.seq_q *= stretch;
       k.attention.seq_kv *= stretch;
-      const double rate = row_flops(m, k) / row_core_seconds(m, k, model, device) / 1e12;
+      const double rate = attention_row_flops(k, m.forward_and_backward) /
+                          row_core_seconds(m, k, model, device) / 1e12;
       EXPECT_LE(rate, best.at(m.op) * (1 + 1e-9)) << m.origin << " x" << stretch;
     }
   }

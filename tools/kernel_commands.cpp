@@ -243,6 +243,22 @@ struct ShippedKernelSet {
 
 /// The sets with their paths from the repository root, as written below.
 std::vector<ShippedKernelSet> shipped_kernel_sets_from_root() {
+  const std::vector<std::string> h100_tables = {
+      "test/data/xla-matmul/h100_xla_matmul.csv",
+      "test/data/flash-attention-3/h100_attention_tflops.csv",
+      "test/data/liger-kernel/h100_rms_norm_forward.csv",
+      "test/data/liger-kernel/h100_relu_squared.csv",
+      "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
+      "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv",
+      "test/data/softmax-kernel-h100/h100_torch_softmax.csv",
+      "test/data/liger-kernel/h100_torch_layer_norm_forward.csv",
+      "test/data/neusight/h100_fp32_gemm.csv",
+      "test/data/flash-attention-2/h100_attention_fwd_bwd_tflops.csv"};
+  std::vector<std::string> h100_cuda12_1_tables = h100_tables;
+  for (const char* vidur :
+       {"test/data/vidur/h100_llama2_7b_gemm.csv", "test/data/vidur/h100_codellama_34b_gemm.csv",
+        "test/data/vidur/h100_llama2_70b_gemm.csv"})
+    h100_cuda12_1_tables.emplace_back(vidur);
   return {
       {"V100",
        "configs/hardware/v100_sxm2_32gb.yaml",
@@ -275,20 +291,20 @@ std::vector<ShippedKernelSet> shipped_kernel_sets_from_root() {
        "configs/hardware/h100_sxm5_80gb.yaml",
        "configs/calibration/h100_xla.yaml",
        "",
-       {"test/data/xla-matmul/h100_xla_matmul.csv",
-        "test/data/flash-attention-3/h100_attention_tflops.csv",
-        "test/data/liger-kernel/h100_rms_norm_forward.csv",
-        "test/data/liger-kernel/h100_relu_squared.csv",
-        "test/data/liger-kernel/h100_megatron_swiglu_forward.csv",
-        "test/data/liger-kernel/h100_megatron_cross_entropy_forward.csv",
-        "test/data/softmax-kernel-h100/h100_torch_softmax.csv",
-        "test/data/liger-kernel/h100_torch_layer_norm_forward.csv",
-        "test/data/neusight/h100_fp32_gemm.csv",
-        "test/data/flash-attention-2/h100_attention_fwd_bwd_tflops.csv"},
+       h100_tables,
        {},
        {"test/data/azure-ai-benchmarking/h100_sxm5_fp8_cublaslt.csv",
         "test/data/deepgemm/h800_fp8_gemm.csv", "test/data/tracelens/h100_bf16_gemm.csv",
         "test/data/tracelens/h100_flash2_forward.csv", "test/data/vidur/h100_llama2_70b_gemm.csv"}},
+      // The same GPU under CUDA 12.1's cuBLAS (PyTorch's cu121 builds): h100_xla.yaml's
+      // tables plus that cuBLAS's in-model GEMM kernel times, which anchor its GEMM rate.
+      {"H100 with CUDA 12.1's cuBLAS",
+       "configs/hardware/h100_sxm5_80gb.yaml",
+       "configs/calibration/h100_cuda12_1.yaml",
+       "",
+       h100_cuda12_1_tables,
+       {},
+       {"test/data/tracelens/h100_bf16_gemm.csv"}},
       {"H200",
        "configs/hardware/h200_sxm_141gb.yaml",
        "configs/calibration/h100_xla.yaml",

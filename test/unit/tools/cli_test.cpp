@@ -1215,6 +1215,8 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
        {"V100 (V100-SXM2-32GB), calibration configs/calibration/v100_deepbench.yaml",
         "A100 (A100-SXM4-80GB), calibration configs/calibration/a100_llmcompass.yaml",
         "H100 (H100-SXM5-80GB), calibration configs/calibration/h100_xla.yaml",
+        "H100 with CUDA 12.1's cuBLAS (H100-SXM5-80GB), calibration "
+        "configs/calibration/h100_cuda12_1.yaml",
         "attention_forward/flash3          published",
         "rms_norm                          published",
         "no fit of its own (default parameters): attention flash2",

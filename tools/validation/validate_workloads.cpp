@@ -103,8 +103,9 @@ std::string source_provenance(std::string_view source) {
   if (source == "llm-foundry") {
     return fmt::format(
         "MosaicML llm-foundry benchmarking README (test/data/llm-foundry); kernels "
-        "a100_llmcompass.yaml (A100 rows) and h100_xla.yaml (XLA's sm_90 matmul table; H100 "
-        "rows); {}",
+        "a100_llmcompass.yaml (A100 rows) and h100_cuda12_1.yaml (H100 rows: the runs' torch "
+        "2.1 with CUDA 12.1; GEMM rate from that cuBLAS's in-model kernel times, Vidur's H100 "
+        "profiles); {}",
         kHeldOut);
   }
   if (source == "nemo") {

@@ -507,13 +507,12 @@ TEST(GemmDtypeFit, H100Cuda121CublasFileIsTheFitAndPricesAHeldOutModel) {
   constexpr std::array<const char*, 3> kVidur = {"test/data/vidur/h100_llama2_7b_gemm.csv",
                                                  "test/data/vidur/h100_codellama_34b_gemm.csv",
                                                  "test/data/vidur/h100_llama2_70b_gemm.csv"};
-  std::vector<KernelMeasurement> llama2_70b;
   for (const char* table : kVidur) {
-    std::vector<KernelMeasurement> more = rows_from_root(table);
+    const std::vector<KernelMeasurement> more = rows_from_root(table);
     ASSERT_EQ(more.size(), 304u) << table;
     rows.insert(rows.end(), more.begin(), more.end());
-    llama2_70b = std::move(more);
   }
+  const std::vector<KernelMeasurement> llama2_70b = rows_from_root(kVidur[2]);
   for (const KernelMeasurement& m : llama2_70b)
     ASSERT_TRUE(m.held_out) << m.origin;
   const CalibrationResult result = fit_kernel_calibration(rows, h100, kH100Cuda121Source);

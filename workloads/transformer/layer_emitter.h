@@ -290,6 +290,18 @@ class LayerEmitter {
   /// token_dispatcher.py, MoEAlltoAllTokenDispatcher: preprocess, cuda_sync_point). The host
   /// cannot run ahead of the GPU past this point.
   void dropless_count_sync();
+  /// The host copies `bytes` of token counts from the GPU and waits for them.
+  void host_waits_for_expert_counts(int64_t bytes);
+  /// moe.dispatcher allgather (MoEAllGatherTokenDispatcher.token_permutation): the routing map,
+  /// the routing probabilities and the hidden states all-gathered over the EP group, then the
+  /// local experts' token counts to the host (.cpu()), which waits, with or without a capacity.
+  void allgather_dispatch();
+  /// Its token_unpermutation: unpermute into the gathered shape, the reduce-scatter of the sum
+  /// in the probabilities' dtype back to each rank's tokens; backward: the reverse.
+  void allgather_combine(bool backward);
+  /// The gradients of allgather_dispatch's gathers: permute's gradient in the gathered shape
+  /// reduce-scattered, and the probabilities' gradient.
+  void allgather_dispatch_backward();
 
   /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
   /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);

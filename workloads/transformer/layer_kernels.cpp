@@ -443,6 +443,19 @@ class LayerKernelBuilder {
       d.shared_act_fwd = activation(tk * s_ffn, false);
       d.shared_act_bwd = activation(tk * s_ffn, true);
     }
+    const int64_t ep = config_.parallelism.expert;
+    if (m.dispatcher == MoeDispatcher::kAllGather && ep > 1) {
+      // The all-gather dispatcher's gathered shape (ep x the rank's tokens): unpermute's zeros
+      // (and in the backward permute's), the cast of its sum to the probabilities' dtype (and
+      // back, in the backward); and the cast of the rank's reduce-scattered share back.
+      const double gathered = as_double(ep * tk * sizes_.h);
+      const double per_prob = as_double(dtype_bytes(act_dt_)) / as_double(kRouterProbBytes);
+      d.moe_gathered_fill = pw(MemoryOp::kCopy, gathered, 0, 0, 1);
+      d.moe_gathered_cast =
+          add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, gathered, 0, per_prob, 1));
+      d.moe_local_cast = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32,
+                                                as_double(tk * sizes_.h), 0, 1, per_prob));
+    }
   }
 
   const TransformerConfig& config_;

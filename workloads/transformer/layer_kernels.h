@@ -125,6 +125,10 @@ struct LayerKernels {
   KernelDescId shared_fc1_fwd, shared_fc1_dgrad, shared_fc1_wgrad;
   KernelDescId shared_act_fwd, shared_act_bwd;
   KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
+  /// moe.dispatcher allgather with expert parallel only: the zeros of the gathered shape
+  /// (expert x the rank's tokens x hidden), its cast to the routing probabilities' dtype
+  /// (kRouterProbBytes) and the cast of the rank's share back to the activations' dtype.
+  KernelDescId moe_gathered_fill = 0, moe_gathered_cast = 0, moe_local_cast = 0;
   // fp8 quantisation of the fp8 GEMMs' inputs (forward) and output gradients (backward).
   Fp8Cast qkv_in, proj_in, fc1_in, fc2_in, qkv_dy, proj_dy, fc1_dy, fc2_dy;
   Fp8Cast expert_fc1_in, expert_fc2_in, expert_fc1_dy, expert_fc2_dy;
@@ -181,6 +185,12 @@ GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& s
 /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
 /// load (moe_busiest_rank_load) over its local experts.
 int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes);
+
+/// Bytes of one routing probability: the router's top-k runs in fp32 here (LayerKernels::topk;
+/// Megatron-Core's moe_router_dtype fp32, which its MoE model providers set).
+inline constexpr int64_t kRouterProbBytes = 4;
+/// Bytes of one expert's token count (tokens_per_expert, int64).
+inline constexpr int64_t kExpertCountBytes = 8;
 
 /// Adds the kernel descriptions of one layer, the embedding and the output layer to `graph`, in
 /// a fixed order (the descriptions' ids are part of the graph's identity).

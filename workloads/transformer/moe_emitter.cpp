@@ -41,19 +41,95 @@ void LayerEmitter::expert_all_to_all(bool combine) {
 
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
+  const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
-  if (config_.moe.capacity_factor == 0.0) dropless_count_sync();
+  if (gather) {
+    allgather_dispatch();
+  } else if (config_.moe.capacity_factor == 0.0) {
+    dropless_count_sync();
+  }
   ops_.op("moe_permute", "permute", d.permute);
-  expert_all_to_all(false);
+  if (!gather) expert_all_to_all(false);
   fp8_cast(d.expert_fc1_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
-  expert_all_to_all(true);
-  ops_.op("moe_unpermute", "unpermute", d.unpermute);
+  if (gather) {
+    allgather_combine(false);
+  } else {
+    expert_all_to_all(true);
+    ops_.op("moe_unpermute", "unpermute", d.unpermute);
+  }
   if (config_.moe.shared_experts > 0) shared_experts_forward();
+}
+
+void LayerEmitter::allgather_dispatch() {
+  const int64_t ep = config_.parallelism.expert;
+  const int64_t tokens = sizes_.moe_tokens;
+  if (ep > 1) {
+    // [tokens, experts] of bools, of the router's fp32 probabilities, then [tokens, h].
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, tokens * config_.moe.experts,
+                  "all_gather", "moe::gather_routing_map");
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather,
+                  tokens * config_.moe.experts * kRouterProbBytes, "all_gather",
+                  "moe::gather_probs");
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, tokens * sizes_.h * act_elem_bytes_,
+                  "all_gather", "moe::gather_hidden_states");
+  }
+  // tokens_per_expert = local_map.sum(dim=0).long().cpu(): one int64 per local expert.
+  host_waits_for_expert_counts(config_.moe.experts / ep * kExpertCountBytes);
+}
+
+void LayerEmitter::allgather_combine(bool backward) {
+  const LayerKernels& d = kernels_;
+  const int64_t ep = config_.parallelism.expert;
+  if (ep <= 1) {
+    ops_.op(backward ? "MoeUnpermuteBackward" : "moe_unpermute",
+            backward ? "unpermute_bwd" : "unpermute", backward ? d.permute : d.unpermute);
+    return;
+  }
+  const int64_t local_bytes = sizes_.moe_tokens * sizes_.h * kRouterProbBytes;
+  // fp32 activations need no cast to the probabilities' dtype.
+  const bool casts = act_elem_bytes_ != kRouterProbBytes;
+  if (!backward) {
+    // unpermute restores the gathered shape: zeros, then the local experts' rows added in; the
+    // sum goes back in the probabilities' dtype and is cast to the activations' after.
+    ops_.op("aten::zeros", "fill", d.moe_gathered_fill);
+    ops_.op("moe_unpermute", "unpermute", d.unpermute);
+    if (casts) ops_.op("aten::to", "cast", d.moe_gathered_cast);
+    ops_.blocking(groups_.expert, CollectiveKind::kReduceScatter, local_bytes * ep,
+                  "reduce_scatter", "moe::reduce_scatter_output");
+    if (casts) ops_.op("aten::to", "cast", d.moe_local_cast);
+    return;
+  }
+  // Backward: the reduce-scatter's gradient is an all-gather (in the same dtype, between the
+  // casts' gradients), then unpermute's gradient gathers the local experts' rows.
+  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_local_cast);
+  ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_bytes, "all_gather",
+                "moe::gather_output_grad");
+  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_gathered_cast);
+  ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
+}
+
+void LayerEmitter::allgather_dispatch_backward() {
+  const LayerKernels& d = kernels_;
+  const int64_t ep = config_.parallelism.expert;
+  if (ep <= 1) {
+    ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+    return;
+  }
+  // permute's gradient scatters the rows into zeros of the gathered shape, which the gathers'
+  // gradients reduce-scatter back: the hidden states' and the probabilities'.
+  ops_.op("aten::zeros", "fill", d.moe_gathered_fill);
+  ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+  ops_.blocking(groups_.expert, CollectiveKind::kReduceScatter,
+                ep * sizes_.moe_tokens * sizes_.h * act_elem_bytes_, "reduce_scatter",
+                "moe::reduce_scatter_hidden_grad");
+  ops_.blocking(groups_.expert, CollectiveKind::kReduceScatter,
+                ep * sizes_.moe_tokens * config_.moe.experts * kRouterProbBytes, "reduce_scatter",
+                "moe::reduce_scatter_probs_grad");
 }
 
 void LayerEmitter::shared_experts_forward() {
@@ -66,19 +142,22 @@ void LayerEmitter::shared_experts_forward() {
 }
 
 void LayerEmitter::dropless_count_sync() {
-  constexpr int64_t kCountBytes = 8;  // one int64 token count per expert
-  const int64_t local_counts = config_.moe.experts * kCountBytes;
+  const int64_t local_counts = config_.moe.experts * kExpertCountBytes;
   const int64_t ep = config_.parallelism.expert;
   if (ep > 1) {
     ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
                   "moe::gather_tokens_per_expert");
   }
+  host_waits_for_expert_counts(local_counts * ep);
+}
+
+void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
   HostOp h = ops_.host_op("aten::to");
-  h.copy("Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, local_counts * ep);
+  h.copy("Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, bytes);
   h.end();
   if (ops_.capturing()) {
     throw std::logic_error(
-        "transformer generator: the dropless MoE count sync inside a CUDA graph capture");
+        "transformer generator: the MoE token-count sync inside a CUDA graph capture");
   }
   ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute, "cudaStreamSynchronize");
 }
@@ -96,8 +175,13 @@ void LayerEmitter::moe_backward() {
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc1_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
   }
-  ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
-  expert_all_to_all(false);
+  const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
+  if (gather) {
+    allgather_combine(true);
+  } else {
+    ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
+    expert_all_to_all(false);
+  }
   fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
@@ -106,8 +190,12 @@ void LayerEmitter::moe_backward() {
   fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
-  expert_all_to_all(true);
-  ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+  if (gather) {
+    allgather_dispatch_backward();
+  } else {
+    expert_all_to_all(true);
+    ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+  }
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
            pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);

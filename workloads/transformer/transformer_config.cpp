@@ -287,6 +287,18 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
   m.first_dense = moe.get_int_in_or("first_dense", 0, layers - 1, 0);
   m.imbalance = moe.get_double_in_or("imbalance", 0.0, kMaxExperts, 0.0);
   m.score_before_experts = moe.get_bool_or("score_before_experts", torchtitan);
+  // Megatron-Core's TransformerConfig defaults to allgather, but the MoE model providers that
+  // run it set alltoall (Megatron-Bridge's Qwen3-MoE and OLMoE providers:
+  // moe_token_dispatcher_type "alltoall"), as the shipped MoE scenarios model it.
+  const std::string dispatcher =
+      moe.get_choice_or("dispatcher", {"alltoall", "allgather"}, "alltoall");
+  if (dispatcher == "allgather") m.dispatcher = MoeDispatcher::kAllGather;
+  if (torchtitan && m.dispatcher == MoeDispatcher::kAllGather) {
+    moe.child("dispatcher")
+        .fail(
+            "layer_kernels torchtitan dispatches with its own all-to-all (ExpertParallel): "
+            "alltoall");
+  }
   if (torchtitan && m.capacity_factor > 0.0) {
     moe.child("capacity_factor")
         .fail("layer_kernels torchtitan routes dropless (its MoE has no capacity): 0");
@@ -1167,6 +1179,13 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
             "inside the layer, which a CUDA graph capture cannot; Megatron-Core graphs MoE "
             "layers with a capacity factor (moe.capacity_factor > 0)");
   }
+  if (c.cuda_graphs && c.moe.experts > 0 && c.moe.dispatcher == MoeDispatcher::kAllGather) {
+    workload.child("cuda_graphs")
+        .fail(
+            "the all-gather dispatcher (moe.dispatcher allgather) copies its local experts' "
+            "token counts to the host and waits for them in every MoE layer, which a CUDA graph "
+            "capture cannot; the alltoall dispatcher with a capacity factor can be captured");
+  }
   if (c.autocast) check_autocast(workload, c);
   constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};
   constexpr std::array<CudaAllocator, 2> kAllocs = {CudaAllocator::kCaching,
@@ -1379,6 +1398,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.every", "every k-th layer's MLP is a mixture of experts"},
       {"moe.shared_experts", "always-on experts per MoE layer (DeepSeek-style)"},
       {"moe.expert_ffn", "an expert's MLP inner width; default: ffn"},
+      {"moe.dispatcher",
+       "Megatron-Core's token dispatcher: alltoall (tokens to their experts' ranks) or allgather "
+       "(every rank gathers the expert-parallel group's tokens)"},
       {"moe.first_dense", "the first N layers stay dense"},
       {"parallelism.tensor", "tensor-parallel degree (Megatron column / row split in a layer)"},
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},

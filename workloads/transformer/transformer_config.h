@@ -344,6 +344,19 @@ enum class Fp8Recipe : uint8_t {
 /// The dimensions a rank layout orders (sim/parallel_dim.h: all of them but kOther).
 inline constexpr size_t kLayoutDimCount = 5;
 
+/// How a Megatron-Core MoE layer moves tokens to its experts (the `moe.dispatcher` key;
+/// megatron/core/transformer/moe/token_dispatcher.py).
+enum class MoeDispatcher : uint8_t {
+  /// MoEAlltoAllTokenDispatcher: each rank sends the expert-parallel ranks the tokens routed to
+  /// their experts (all-to-all), and receives their outputs back.
+  kAllToAll,
+  /// MoEAllGatherTokenDispatcher: the routing map, the routing probabilities and the hidden
+  /// states are all-gathered over the expert-parallel group, each rank permutes the gathered
+  /// tokens routed to its local experts, and the outputs come back by a reduce-scatter in the
+  /// probabilities' dtype; the local experts' token counts go to the host (.cpu()) every layer.
+  kAllGather,
+};
+
 struct MoeConfig {
   int64_t experts = 0;  ///< 0 = dense model
   int64_t top_k = 2;
@@ -357,6 +370,7 @@ struct MoeConfig {
   /// The routing scores scale the experts' inputs (torchtitan's MoEArgs.score_before_experts)
   /// rather than their outputs (Megatron-Core's default, moe_apply_probs_on_input False).
   bool score_before_experts = false;
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
 };
 
 struct ParallelismConfig {

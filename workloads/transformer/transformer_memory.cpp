@@ -563,6 +563,15 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
     buffers += 2 * unit * bytes.param + unit * bytes.grad;
   }
+  // Megatron-Core's all-gather dispatcher gathers the hidden states into its global memory
+  // buffer (gather_from_sequence_parallel_region(..., use_global_buffer=True)): expert x the
+  // rank's MoE tokens x hidden, kept for the run (LayerSizes::moe_tokens).
+  if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.expert > 1 &&
+      std::any_of(layers.begin(), layers.end(),
+                  [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
+    const int64_t moe_tokens = p.tensor > 1 ? tokens / p.tensor : tokens;
+    buffers += p.expert * moe_tokens * c.hidden * e;
+  }
   // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
   // experts' gradients, with expert > 1 only) and pipeline.
   int64_t communicators = 0;

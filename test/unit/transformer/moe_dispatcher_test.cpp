@@ -1,0 +1,197 @@
+// Megatron-Core's MoE token dispatchers (workload.moe.dispatcher; workloads/transformer/
+// moe_emitter.cpp): the all-gather dispatcher's collectives and their sizes, its host sync on
+// every MoE layer, what it does without expert parallel, its memory buffer, that moving more
+// bytes than the all-to-all on the same fabric is never faster, and what the config refuses.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "calibration/hardware_profile.h"
+#include "calibration/roofline_kernel_cost.h"
+#include "sim/config/config_node.h"
+#include "test/unit/transformer/step_simulation.h"
+#include "test/unit/transformer/test_configs.h"
+#include "test/unit/transformer/workload_yaml.h"
+#include "topology/fabric_loader.h"
+#include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+/// small_gpt() (8 layers, hidden 1024, bf16) with MoE layers of 8 experts, top 2, over expert
+/// parallel `ep` of data parallel 8, two micro-batches per replica.
+TransformerConfig small_moe(MoeDispatcher dispatcher, int64_t ep, double capacity_factor) {
+  TransformerConfig c = test_configs::small_gpt();
+  c.moe.experts = 8;
+  c.moe.top_k = 2;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = capacity_factor;
+  c.moe.dispatcher = dispatcher;
+  c.parallelism.data = 8;
+  c.parallelism.expert = ep;
+  c.global_batch = c.micro_batch * 8 * 2;
+  return c;
+}
+
+/// Rank 0's collective tasks in one generated step, by op name: their count and each one's
+/// CollectiveDesc bytes (all equal per name here).
+struct Collectives {
+  std::map<std::string, int> count;
+  std::map<std::string, int64_t> bytes;
+  std::map<std::string, CollectiveKind> kind;
+};
+
+Collectives rank0_collectives(const TransformerConfig& c) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  Collectives out;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.rank != 0 || task.kind != TaskKind::kCollective) continue;
+    const std::string name(g.name(task.op_name));
+    const CollectiveDesc& d = g.collective(g.collective_of(t));
+    ++out.count[name];
+    out.bytes[name] = d.bytes;
+    out.kind[name] = d.kind;
+  }
+  return out;
+}
+
+int host_syncs(const TransformerConfig& c) {
+  return test_configs::task_count(c, TaskKind::kHostSync, "cudaStreamSynchronize");
+}
+
+// MoEAllGatherTokenDispatcher: per MoE layer forward, the routing map (a byte per token and
+// expert), the fp32 probabilities and the hidden states are all-gathered over the EP group and
+// the output comes back by a reduce-scatter of the EP group's tokens in fp32; the backward
+// all-gathers the output gradient (fp32) and reduce-scatters the hidden states' and the
+// probabilities' gradients. No all-to-all.
+TEST(MoeDispatcher, AllGatherMovesTheGroupsTokensWithTheSizesMegatronCoreUses) {
+  const TransformerConfig c = small_moe(MoeDispatcher::kAllGather, 8, 1.25);
+  const LayerSizes z = layer_sizes(c);
+  const int64_t tokens = z.moe_tokens;
+  const int64_t h = c.hidden;
+  const Collectives got = rank0_collectives(c);
+  const int per_step = static_cast<int>(c.layers * 2);  // every layer, 2 micro-batches
+  const std::map<std::string, std::pair<CollectiveKind, int64_t>> expected = {
+      {"moe::gather_routing_map", {CollectiveKind::kAllGather, tokens * 8}},
+      {"moe::gather_probs", {CollectiveKind::kAllGather, tokens * 8 * 4}},
+      {"moe::gather_hidden_states", {CollectiveKind::kAllGather, tokens * h * 2}},
+      {"moe::reduce_scatter_output", {CollectiveKind::kReduceScatter, 8 * tokens * h * 4}},
+      {"moe::gather_output_grad", {CollectiveKind::kAllGather, tokens * h * 4}},
+      {"moe::reduce_scatter_hidden_grad", {CollectiveKind::kReduceScatter, 8 * tokens * h * 2}},
+      {"moe::reduce_scatter_probs_grad", {CollectiveKind::kReduceScatter, 8 * tokens * 8 * 4}},
+  };
+  for (const auto& [name, kind_bytes] : expected) {
+    EXPECT_EQ(got.count.count(name) ? got.count.at(name) : 0, per_step) << name;
+    if (!got.kind.count(name)) continue;
+    EXPECT_EQ(got.kind.at(name), kind_bytes.first) << name;
+    EXPECT_EQ(got.bytes.at(name), kind_bytes.second) << name;
+  }
+  EXPECT_EQ(got.count.count("c10d::all_to_all_single"), 0u);
+  // The all-to-all dispatcher of the same layer: dispatch and combine, forward and backward.
+  const Collectives a2a = rank0_collectives(small_moe(MoeDispatcher::kAllToAll, 8, 1.25));
+  EXPECT_EQ(a2a.count.at("c10d::all_to_all_single"), 4 * per_step);
+  EXPECT_EQ(a2a.count.count("moe::gather_hidden_states"), 0u);
+}
+
+// The local experts' token counts go to the host every MoE layer (tokens_per_expert .cpu()),
+// with a capacity factor too; the all-to-all dispatcher waits only when dropless, after its own
+// all-gather of the counts, which the all-gather dispatcher does not need.
+TEST(MoeDispatcher, AllGatherSyncsTheHostOnEveryMoeLayerWithOrWithoutCapacity) {
+  const int per_step = 8 * 2;
+  for (const double capacity : {1.25, 0.0}) {
+    const TransformerConfig c = small_moe(MoeDispatcher::kAllGather, 8, capacity);
+    EXPECT_EQ(host_syncs(c), per_step) << capacity;
+    EXPECT_EQ(rank0_collectives(c).count.count("moe::gather_tokens_per_expert"), 0u);
+  }
+  EXPECT_EQ(host_syncs(small_moe(MoeDispatcher::kAllToAll, 8, 1.25)), 0);
+  EXPECT_EQ(host_syncs(small_moe(MoeDispatcher::kAllToAll, 8, 0.0)), per_step);
+}
+
+// Without expert parallel (and experts not tensor-split here) the group is one rank: nothing
+// moves, the layer launches the all-to-all dispatcher's kernels, and the count still goes to
+// the host.
+TEST(MoeDispatcher, WithoutExpertParallelTheAllGatherMovesNothingButStillSyncs) {
+  const TransformerConfig gather = small_moe(MoeDispatcher::kAllGather, 1, 1.25);
+  const TransformerConfig a2a = small_moe(MoeDispatcher::kAllToAll, 1, 1.25);
+  for (const auto& [name, n] : rank0_collectives(gather).count)
+    EXPECT_EQ(name.rfind("moe::", 0), std::string::npos) << name;
+  EXPECT_EQ(test_configs::kernel_counts(gather), test_configs::kernel_counts(a2a));
+  EXPECT_EQ(host_syncs(gather), 8 * 2);
+}
+
+// The gathered hidden states live in Megatron-Core's global memory buffer: expert x the rank's
+// tokens x hidden x 2 bytes more buffers; without expert parallel, none.
+TEST(MoeDispatcher, TheGatherBufferIsCountedInTheMemoryModel) {
+  const auto buffers = [](const TransformerConfig& c) {
+    for (const MemoryFootprint::Part& p : transformer_memory(c, 0).parts)
+      if (p.name == "buffers") return p.bytes;
+    return int64_t{0};
+  };
+  const TransformerConfig gather = small_moe(MoeDispatcher::kAllGather, 8, 1.25);
+  const int64_t tokens = layer_sizes(gather).moe_tokens;
+  EXPECT_EQ(buffers(gather) - buffers(small_moe(MoeDispatcher::kAllToAll, 8, 1.25)),
+            8 * tokens * gather.hidden * 2);
+  EXPECT_EQ(buffers(small_moe(MoeDispatcher::kAllGather, 1, 1.25)),
+            buffers(small_moe(MoeDispatcher::kAllToAll, 1, 1.25)));
+}
+
+// With top 2 of 8 experts over 8 ranks the all-gather moves 7 of 8 ranks' whole tokens where the
+// all-to-all sends each token's 2 copies: more bytes over the same fabric, never a faster step.
+TEST(MoeDispatcher, AllGatherOfMoreBytesIsNotFasterThanTheAllToAll) {
+  ConfigDocument topology = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_a100.yaml");
+  ConfigDocument gpu = ConfigDocument::load_file(kConfigs / "hardware" / "a100_sxm4_80gb.yaml");
+  const Fabric fabric = load_fabric(topology.root());
+  const HardwareProfile hw = load_hardware_profile(gpu.root());
+  RooflineParams params;
+  params.compute_fraction = hw.achievable.compute;
+  params.memory_fraction = hw.achievable.memory;
+  const RooflineKernelCost kernels(params);
+  const auto step = [&](MoeDispatcher dispatcher) {
+    TaskGraph g;
+    generate_transformer(small_moe(dispatcher, 8, 1.25), {2}, g);
+    g.seal();
+    return test_configs::run_step(g, kernels, fabric, hw, 2).predicted_iteration_time;
+  };
+  const Duration a2a = step(MoeDispatcher::kAllToAll);
+  const Duration gather = step(MoeDispatcher::kAllGather);
+  std::printf("MoE EP8 top 2 of 8: alltoall %.3f ms, allgather %.3f ms\n", a2a.seconds() * 1e3,
+              gather.seconds() * 1e3);
+  EXPECT_GT(gather, a2a);
+}
+
+std::string error_of(const std::string& extra, const std::string& kernels = "fused") {
+  return test_configs::workload_error(
+      test_configs::small_llama_workload_yaml() + "  layer_kernels: " + kernels + "\n" + extra, 1);
+}
+
+TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
+  const std::string moe = "  moe: {experts: 8, dispatcher: allgather}\n";
+  EXPECT_EQ(error_of(moe), "");
+  EXPECT_EQ(test_configs::parse_workload(test_configs::small_llama_workload_yaml() + moe, 1)
+                .moe.dispatcher,
+            MoeDispatcher::kAllGather);
+  EXPECT_EQ(test_configs::parse_workload(
+                test_configs::small_llama_workload_yaml() + "  moe: {experts: 8}\n", 1)
+                .moe.dispatcher,
+            MoeDispatcher::kAllToAll);
+  const std::string unknown = error_of("  moe: {experts: 8, dispatcher: flex}\n");
+  EXPECT_NE(unknown.find("workload.moe.dispatcher"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("allgather"), std::string::npos) << unknown;
+  const std::string torchtitan =
+      error_of("  moe: {experts: 8, capacity_factor: 0, dispatcher: allgather}\n", "torchtitan");
+  EXPECT_NE(torchtitan.find("workload.moe.dispatcher"), std::string::npos) << torchtitan;
+  const std::string graphs = error_of(moe + "  cuda_graphs: true\n");
+  EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
+  EXPECT_NE(graphs.find("allgather"), std::string::npos) << graphs;
+}
+
+}  // namespace
+}  // namespace upsim

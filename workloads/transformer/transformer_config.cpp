@@ -614,6 +614,16 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
     moe_node->child("expert_ffn")
         .fail(fmt::format("{} is not divisible by tensor parallel {}", c.moe.expert_ffn, p.tensor));
   }
+  if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.tensor > 1) {
+    // Its gathers span the tensor x expert ranks (tp_ep_group, expert tensor parallel = tensor,
+    // Megatron-Core's default); the experts here run unsplit on tokens / tensor (the same
+    // flops, model_parameters.h), which has no such group.
+    moe_node->child("dispatcher")
+        .fail(fmt::format(
+            "allgather gathers over the tensor x expert ranks, which tensor parallel {} would "
+            "need and is not modelled: alltoall, or parallelism.tensor 1",
+            p.tensor));
+  }
 }
 
 }  // namespace

@@ -354,6 +354,7 @@ enum class MoeDispatcher : uint8_t {
   /// states are all-gathered over the expert-parallel group, each rank permutes the gathered
   /// tokens routed to its local experts, and the outputs come back by a reduce-scatter in the
   /// probabilities' dtype; the local experts' token counts go to the host (.cpu()) every layer.
+  /// Tensor parallel 1 only: Megatron-Core gathers over the tensor x expert ranks.
   kAllGather,
 };
 

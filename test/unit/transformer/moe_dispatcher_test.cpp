@@ -115,7 +115,7 @@ TEST(MoeDispatcher, AllGatherSyncsTheHostOnEveryMoeLayerWithOrWithoutCapacity) {
   EXPECT_EQ(host_syncs(small_moe(MoeDispatcher::kAllToAll, 8, 0.0)), per_step);
 }
 
-// Without expert parallel (and experts not tensor-split here) the group is one rank: nothing
+// Without expert parallel (and tensor 1, which allgather needs) the group is one rank: nothing
 // moves, the layer launches the all-to-all dispatcher's kernels, and the count still goes to
 // the host.
 TEST(MoeDispatcher, WithoutExpertParallelTheAllGatherMovesNothingButStillSyncs) {
@@ -188,6 +188,12 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
   const std::string torchtitan =
       error_of("  moe: {experts: 8, capacity_factor: 0, dispatcher: allgather}\n", "torchtitan");
   EXPECT_NE(torchtitan.find("workload.moe.dispatcher"), std::string::npos) << torchtitan;
+  const std::string tensor =
+      test_configs::workload_error(test_configs::small_llama_workload_yaml() + moe +
+                                       "  parallelism: {tensor: 2, sequence: true}\n",
+                                   2);
+  EXPECT_NE(tensor.find("workload.moe.dispatcher"), std::string::npos) << tensor;
+  EXPECT_NE(tensor.find("tensor x expert"), std::string::npos) << tensor;
   const std::string graphs = error_of(moe + "  cuda_graphs: true\n");
   EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
   EXPECT_NE(graphs.find("allgather"), std::string::npos) << graphs;

@@ -283,13 +283,15 @@ class LayerEmitter {
   void gathered_context_attention(bool backward);
   void all_to_all_context_attention(bool backward);
 
-  /// Dropless routing (moe.capacity_factor 0): how many tokens each expert receives is known
-  /// only on the GPU, and the host needs it (the all-to-all's split sizes, the grouped GEMM's
-  /// m_splits are host lists): Megatron-Core's dispatcher all-gathers the per-expert counts over
-  /// the EP group, copies them to the host and synchronises (megatron/core/transformer/moe/
-  /// token_dispatcher.py, MoEAlltoAllTokenDispatcher: preprocess, cuda_sync_point). The host
-  /// cannot run ahead of the GPU past this point.
-  void dropless_count_sync();
+  /// The all-to-all dispatcher's token counts (MoEAlltoAllTokenDispatcher.preprocess,
+  /// megatron/core/transformer/moe/token_dispatcher.py): how many tokens each expert receives is
+  /// known only on the GPU, and the host needs it (the all-to-all's split sizes, the permutation's
+  /// output size, the grouped GEMM's m_splits are host lists): the per-expert counts are
+  /// all-gathered over the EP group, copied to the host, which synchronises (cuda_sync_point):
+  /// dropless before the all-to-all, with a capacity factor before the first permutation. Only
+  /// inputs padded to the capacity (moe_pad_expert_input_to_capacity, not modelled) skip it. The
+  /// host cannot run ahead of the GPU past this point.
+  void expert_count_sync();
   /// The host copies `bytes` of token counts from the GPU and waits for them.
   void host_waits_for_expert_counts(int64_t bytes);
   /// moe.dispatcher allgather (MoEAllGatherTokenDispatcher.token_permutation): the routing map,

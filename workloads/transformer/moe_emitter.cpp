@@ -46,8 +46,8 @@ void LayerEmitter::moe_forward() {
   ops_.op("aten::topk", "router_topk", d.topk);
   if (gather) {
     allgather_dispatch();
-  } else if (config_.moe.capacity_factor == 0.0) {
-    dropless_count_sync();
+  } else {
+    expert_count_sync();
   }
   ops_.op("moe_permute", "permute", d.permute);
   if (!gather) expert_all_to_all(false);
@@ -141,7 +141,7 @@ void LayerEmitter::shared_experts_forward() {
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
 }
 
-void LayerEmitter::dropless_count_sync() {
+void LayerEmitter::expert_count_sync() {
   const int64_t local_counts = config_.moe.experts * kExpertCountBytes;
   const int64_t ep = config_.parallelism.expert;
   if (ep > 1) {

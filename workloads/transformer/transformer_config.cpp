@@ -265,9 +265,10 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   return p;
 }
 
-/// `moe` of a model with `layer_kernels`: torchtitan's MoE is dropless and applies the scores
-/// before the experts (MoEArgs' defaults), Megatron-Core's drops over its capacity factor and
-/// applies them after.
+/// `moe` of a model with `layer_kernels`: both route dropless unless a capacity factor is given
+/// (Megatron-Core's moe_expert_capacity_factor defaults to None, "no token will be dropped";
+/// torchtitan's MoE has no capacity); torchtitan applies the scores before the experts
+/// (MoEArgs' default), Megatron-Core after.
 MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
                    LayerKernelSet layer_kernels) {
   const bool torchtitan = layer_kernels == LayerKernelSet::kTorchtitan;
@@ -279,8 +280,7 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
         "each token is routed to top_k {} experts, but moe.experts is {}", m.top_k, m.experts));
   }
   // 0 = dropless; a factor above the experts' count holds every token anyway.
-  m.capacity_factor =
-      moe.get_double_in_or("capacity_factor", 0.0, kMaxExperts, torchtitan ? 0.0 : 1.25);
+  m.capacity_factor = moe.get_double_in_or("capacity_factor", 0.0, kMaxExperts, 0.0);
   m.shared_experts = moe.get_int_in_or("shared_experts", 0, kMaxExperts, 0);
   m.expert_ffn = moe.get_int_in_or("expert_ffn", 1, kMaxFfn, ffn);
   m.every = moe.get_int_in_or("every", 1, kMaxLayers, 1);
@@ -1182,19 +1182,14 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   if (c.dtype == DType::kFp8) read_fp8_recipe(workload, c);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
-  if (c.cuda_graphs && c.moe.experts > 1 && c.moe.capacity_factor == 0.0) {
+  if (c.cuda_graphs && c.moe.experts > 0) {
     workload.child("cuda_graphs")
         .fail(
-            "a dropless MoE layer copies its token counts to the host and waits for them "
-            "inside the layer, which a CUDA graph capture cannot; Megatron-Core graphs MoE "
-            "layers with a capacity factor (moe.capacity_factor > 0)");
-  }
-  if (c.cuda_graphs && c.moe.experts > 0 && c.moe.dispatcher == MoeDispatcher::kAllGather) {
-    workload.child("cuda_graphs")
-        .fail(
-            "the all-gather dispatcher (moe.dispatcher allgather) copies its local experts' "
-            "token counts to the host and waits for them in every MoE layer, which a CUDA graph "
-            "capture cannot; the alltoall dispatcher with a capacity factor can be captured");
+            "a Megatron-Core MoE layer copies its token counts to the host and waits for them "
+            "inside the layer (dropless, dropping to moe.capacity_factor, and with either "
+            "moe.dispatcher), which a CUDA graph capture cannot; Megatron-Core graphs MoE layers "
+            "whose inputs are padded to the capacity (moe_pad_expert_input_to_capacity), which "
+            "is not modelled");
   }
   if (c.autocast) check_autocast(workload, c);
   constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};

@@ -33,13 +33,13 @@ TransformerConfig parse(const std::string& extra, const std::string& kernels = "
 
 TEST(TorchtitanMoe, TheConfigTakesTorchtitansRoutingAndRefusesTheRestAtTheKey) {
   EXPECT_EQ(error_of(kMoe), "");
-  // torchtitan routes dropless and scales the experts' inputs; Megatron-Core drops over 1.25
-  // and scales their outputs.
+  // Both route dropless by default (Megatron-Core's moe_expert_capacity_factor None);
+  // torchtitan scales the experts' inputs, Megatron-Core their outputs.
   const TransformerConfig torchtitan = parse(kMoe);
   EXPECT_EQ(torchtitan.moe.capacity_factor, 0.0);
   EXPECT_TRUE(torchtitan.moe.score_before_experts);
   const TransformerConfig fused = parse(kMoe, "fused");
-  EXPECT_EQ(fused.moe.capacity_factor, 1.25);
+  EXPECT_EQ(fused.moe.capacity_factor, 0.0);
   EXPECT_FALSE(fused.moe.score_before_experts);
   EXPECT_EQ(error_of("  moe: {experts: 8, score_before_experts: false}\n"), "");
   const std::string capacity = error_of("  moe: {experts: 8, capacity_factor: 1.25}\n");

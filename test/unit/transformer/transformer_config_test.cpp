@@ -245,18 +245,18 @@ TEST(TransformerConfig, V1AttentionKernelsRefuseWhatTheyCannotRun) {
             AttentionKernel::kFlash1);
 }
 
-// cuda_graphs: per-layer graphs; refused for a dropless MoE layer, whose token counts the host
-// waits for inside the layer.
-TEST(TransformerConfig, CudaGraphsAreRefusedWithDroplessMoe) {
+// cuda_graphs: per-layer graphs; refused for a Megatron-Core MoE layer, whose token counts the
+// host waits for inside the layer, dropless or dropping to a capacity factor.
+TEST(TransformerConfig, CudaGraphsAreRefusedWithMoeLayers) {
   EXPECT_TRUE(parse(llama2_70b("  cuda_graphs: true\n"), 1024).cuda_graphs);
   EXPECT_FALSE(parse(llama2_70b(), 1024).cuda_graphs);
-  const std::string moe = "  moe: {experts: 8, top_k: 2, capacity_factor: 0}\n";
-  const std::string e = error_of(llama2_70b("  cuda_graphs: true\n" + moe), 1024);
-  EXPECT_NE(e.find("workload.cuda_graphs: a dropless MoE layer"), std::string::npos) << e;
-  EXPECT_TRUE(parse(llama2_70b("  cuda_graphs: true\n  moe: {experts: 8, top_k: 2, "
-                               "capacity_factor: 1.25}\n"),
-                    1024)
-                  .cuda_graphs);
+  for (const char* capacity : {"0", "1.25"}) {
+    const std::string moe =
+        std::string("  moe: {experts: 8, top_k: 2, capacity_factor: ") + capacity + "}\n";
+    const std::string e = error_of(llama2_70b("  cuda_graphs: true\n" + moe), 1024);
+    EXPECT_NE(e.find("workload.cuda_graphs: a Megatron-Core MoE layer"), std::string::npos) << e;
+    EXPECT_NE(e.find("padded to the capacity"), std::string::npos) << e;
+  }
 }
 
 TEST(TransformerConfig, EveryParallelismKeyAndMoe) {

@@ -665,10 +665,11 @@ TEST(TransformerGenerator, GegluIsGatedLikeSwigluWithGelusOperations) {
   EXPECT_DOUBLE_EQ(geglu.front().bytes_read, 2 * geglu.front().bytes_written);
 }
 
-// Dropless MoE (capacity_factor 0) stalls the host once per MoE layer forward: the per-expert
-// counts are all-gathered over the EP group and copied to the host, which waits for them
-// (Megatron-Core's dispatcher); with a capacity factor the sizes are fixed and nothing waits.
-TEST(TransformerGenerator, DroplessMoeStallsTheHostOnTheTokenCounts) {
+// A MoE layer stalls the host once per forward: the all-to-all dispatcher all-gathers the
+// per-expert counts over the EP group and copies them to the host, which waits for them
+// (Megatron-Core's MoEAlltoAllTokenDispatcher.preprocess): dropless, for the all-to-all's
+// splits, and dropping to a capacity factor, for the permutation's output size.
+TEST(TransformerGenerator, MoeStallsTheHostOnTheTokenCountsDroplessOrDropping) {
   auto syncs_and_gathers = [](double capacity_factor) {
     const TransformerConfig c = small_moe_ep8(8, 2, 2048, capacity_factor, 2);
     TaskGraph g;
@@ -687,12 +688,11 @@ TEST(TransformerGenerator, DroplessMoeStallsTheHostOnTheTokenCounts) {
     }
     return n;
   };
-  const auto [dropless_syncs, dropless_gathers] = syncs_and_gathers(0.0);
-  EXPECT_EQ(dropless_syncs, 8 * 2) << "every MoE layer's forward, 2 micro-batches";
-  EXPECT_EQ(dropless_gathers, 8 * 2);
-  const auto [capped_syncs, capped_gathers] = syncs_and_gathers(1.25);
-  EXPECT_EQ(capped_syncs, 0);
-  EXPECT_EQ(capped_gathers, 0);
+  for (const double capacity_factor : {0.0, 1.25}) {
+    const auto [syncs, gathers] = syncs_and_gathers(capacity_factor);
+    EXPECT_EQ(syncs, 8 * 2) << "every MoE layer's forward, 2 micro-batches; " << capacity_factor;
+    EXPECT_EQ(gathers, 8 * 2) << capacity_factor;
+  }
 }
 
 // Sliding-window attention, GPT-OSS style (every other layer attends fully): half the layers

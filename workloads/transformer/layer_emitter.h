@@ -313,6 +313,15 @@ class LayerEmitter {
   /// That all-to-all of the routed tokens (combine: back to their ranks) over the EP group;
   /// nothing without expert parallel.
   void expert_all_to_all(bool combine);
+  /// Expert tensor parallel = tensor (Megatron-Core's default) with tensor > 1: forward, the
+  /// tensor ranks all-gather the rows their all-to-all brought (dispatch_postprocess);
+  /// backward, the gradient of expert_tp_reduce_scatter's, an all-gather in the probabilities'
+  /// dtype between its casts. Nothing with tensor 1.
+  void expert_tp_all_gather(bool backward);
+  /// Forward, the experts' outputs reduce-scattered back to their tensor ranks in the
+  /// probabilities' dtype, cast to it and back (combine_preprocess); backward, the gradient of
+  /// the dispatch's all-gather.
+  void expert_tp_reduce_scatter(bool backward);
 
   /// The core attention's forward: flash attention (with its context-parallel exchanges) or
   /// the unfused scores, softmax, dropout and weighted sum.

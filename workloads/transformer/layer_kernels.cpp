@@ -359,20 +359,22 @@ class LayerKernelBuilder {
     d.fc2_dy = fp8_cast(z.tokens * z.h);
     if (config_.moe.experts == 0) return;
     const MoeConfig& m = config_.moe;
-    const int64_t rows =
-        (m.experts / config_.parallelism.expert) * tokens_per_local_expert(config_, z);
-    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * m.expert_ffn : m.expert_ffn;
+    // The experts' inputs gathered over the tensor ranks, their widths split (expert tensor
+    // parallel = tensor: build_moe_descs).
+    const int64_t rows = moe_rank_rows(config_, z) * z.t;
+    const int64_t e_ffn = m.expert_ffn / z.t;
+    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     d.expert_fc1_in = fp8_cast(rows * z.h);
-    d.expert_fc2_in = fp8_cast(rows * m.expert_ffn);
+    d.expert_fc2_in = fp8_cast(rows * e_ffn);
     d.expert_fc1_dy = fp8_cast(rows * e_fc1);
     d.expert_fc2_dy = fp8_cast(rows * z.h);
     if (m.shared_experts == 0) return;
-    const int64_t s_ffn = m.shared_experts * m.expert_ffn;
+    const int64_t s_ffn = m.shared_experts * e_ffn;
     const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
-    d.shared_fc1_in = fp8_cast(z.moe_tokens * z.h);
-    d.shared_fc2_in = fp8_cast(z.moe_tokens * s_ffn);
-    d.shared_fc1_dy = fp8_cast(z.moe_tokens * s_fc1);
-    d.shared_fc2_dy = fp8_cast(z.moe_tokens * z.h);
+    d.shared_fc1_in = fp8_cast(z.tokens * z.h);
+    d.shared_fc2_in = fp8_cast(z.tokens * s_ffn);
+    d.shared_fc1_dy = fp8_cast(z.tokens * s_fc1);
+    d.shared_fc2_dy = fp8_cast(z.tokens * z.h);
   }
 
   KernelDescId activation(int64_t elements, bool backward) {
@@ -412,15 +414,21 @@ class LayerKernelBuilder {
     d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
     d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 0, 1, 1);
     d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 2, 2, 1);
-    const int64_t per_expert = tokens_per_local_expert(config_, sizes_);
+    // Expert tensor parallel = tensor (Megatron-Core's default): after the expert-parallel
+    // all-to-all the tensor ranks all-gather their tokens (MoEAlltoAllTokenDispatcher's
+    // dispatch_postprocess), so each expert runs t x the rank's tokens on 1 / t of its width.
+    const int64_t t = sizes_.t;
+    const int64_t per_expert = tokens_per_local_expert(config_, sizes_) * t;
     const int64_t local = m.experts / config_.parallelism.expert;
-    const int64_t e_ffn = m.expert_ffn;
+    const int64_t e_ffn = m.expert_ffn / t;
     const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     // Grouped GEMM over the local experts (Megatron-Core's GroupedMLP, TE's GroupedLinear): one
     // group per expert, m = tokens per expert. The forward and data-gradient GEMMs tile each
     // expert's own tokens, which the router spreads unevenly (expert_rows); the weight
     // gradients (tokens in K) are priced at the mean count.
-    const GroupedRows routed = expert_rows(local);
+    GroupedRows routed = expert_rows(local);
+    routed.routed *= t;
+    routed.cap *= t;
     d.expert_fc1_fwd = grouped_gemm(local, per_expert, e_fc1, sizes_.h, routed);
     d.expert_fc1_dgrad = grouped_gemm(local, per_expert, sizes_.h, e_fc1, routed);
     d.expert_fc1_wgrad = gemm(gemm_dt_, local, e_fc1, sizes_.h, per_expert);
@@ -430,18 +438,32 @@ class LayerKernelBuilder {
     d.expert_fc2_dgrad = grouped_gemm(local, per_expert, e_ffn, sizes_.h, routed);
     d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
     if (m.shared_experts > 0) {
+      // The shared experts: a tensor-parallel MLP (SharedExpertMLP) on the layer's tokens.
       const int64_t s_ffn = m.shared_experts * e_ffn;
       const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
-      const pytorch::LinearGemms f1 = pytorch::linear_gemms(gemm_dt_, tk, sizes_.h, s_fc1);
-      const pytorch::LinearGemms f2 = pytorch::linear_gemms(gemm_dt_, tk, s_ffn, sizes_.h);
+      const pytorch::LinearGemms f1 =
+          pytorch::linear_gemms(gemm_dt_, sizes_.tokens, sizes_.h, s_fc1);
+      const pytorch::LinearGemms f2 =
+          pytorch::linear_gemms(gemm_dt_, sizes_.tokens, s_ffn, sizes_.h);
       d.shared_fc1_fwd = add(f1.forward);
       d.shared_fc1_dgrad = add(f1.grad_input);
       d.shared_fc1_wgrad = add(f1.grad_weight);
       d.shared_fc2_fwd = add(f2.forward);
       d.shared_fc2_dgrad = add(f2.grad_input);
       d.shared_fc2_wgrad = add(f2.grad_weight);
-      d.shared_act_fwd = activation(tk * s_ffn, false);
-      d.shared_act_bwd = activation(tk * s_ffn, true);
+      d.shared_act_fwd = activation(sizes_.tokens * s_ffn, false);
+      d.shared_act_bwd = activation(sizes_.tokens * s_ffn, true);
+    }
+    const double per_prob = as_double(dtype_bytes(act_dt_)) / as_double(kRouterProbBytes);
+    if (m.dispatcher == MoeDispatcher::kAllToAll && t > 1) {
+      // The experts' outputs go back to their tensor ranks by a reduce-scatter in the routing
+      // probabilities' dtype (dispatch's combine_preprocess): the cast of the t ranks' rows to
+      // it, and of the rank's share back.
+      const int64_t rank_rows = moe_rank_rows(config_, sizes_);
+      d.moe_tp_gathered_cast = add(pytorch::pointwise(
+          MemoryOp::kCopy, DType::kFp32, as_double(t * rank_rows * sizes_.h), 0, per_prob, 1));
+      d.moe_tp_local_cast = add(pytorch::pointwise(
+          MemoryOp::kCopy, DType::kFp32, as_double(rank_rows * sizes_.h), 0, 1, per_prob));
     }
     const int64_t ep = config_.parallelism.expert;
     if (m.dispatcher == MoeDispatcher::kAllGather && ep > 1) {
@@ -449,7 +471,6 @@ class LayerKernelBuilder {
       // (and in the backward permute's), the cast of its sum to the probabilities' dtype (and
       // back, in the backward); and the cast of the rank's reduce-scattered share back.
       const double gathered = as_double(ep * tk * sizes_.h);
-      const double per_prob = as_double(dtype_bytes(act_dt_)) / as_double(kRouterProbBytes);
       d.moe_gathered_fill = pw(MemoryOp::kCopy, gathered, 0, 0, 1);
       d.moe_gathered_cast =
           add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, gathered, 0, per_prob, 1));
@@ -514,6 +535,10 @@ GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& s
         1, static_cast<int64_t>(std::ceil(m.capacity_factor * mean_rows / as_double(local))));
   }
   return rows;
+}
+
+int64_t moe_rank_rows(const TransformerConfig& config, const LayerSizes& sizes) {
+  return config.moe.experts / config.parallelism.expert * tokens_per_local_expert(config, sizes);
 }
 
 int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes) {

@@ -129,6 +129,10 @@ struct LayerKernels {
   /// (expert x the rank's tokens x hidden), its cast to the routing probabilities' dtype
   /// (kRouterProbBytes) and the cast of the rank's share back to the activations' dtype.
   KernelDescId moe_gathered_fill = 0, moe_gathered_cast = 0, moe_local_cast = 0;
+  /// moe.dispatcher alltoall with tensor parallel only: the cast of the tensor ranks' gathered
+  /// expert rows (tensor x moe_rank_rows x hidden) to the routing probabilities' dtype before
+  /// their reduce-scatter, and of the rank's rows back.
+  KernelDescId moe_tp_gathered_cast = 0, moe_tp_local_cast = 0;
   // fp8 quantisation of the fp8 GEMMs' inputs (forward) and output gradients (backward).
   Fp8Cast qkv_in, proj_in, fc1_in, fc2_in, qkv_dy, proj_dy, fc1_dy, fc2_dy;
   Fp8Cast expert_fc1_in, expert_fc2_in, expert_fc1_dy, expert_fc2_dy;
@@ -185,6 +189,9 @@ GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& s
 /// Tokens each expert on the simulated EP rank processes per micro-batch: the busiest rank's
 /// load (moe_busiest_rank_load) over its local experts.
 int64_t tokens_per_local_expert(const TransformerConfig& config, const LayerSizes& sizes);
+/// The rows one rank's local experts receive from its expert-parallel all-to-all (the busiest
+/// rank's): local experts x tokens_per_local_expert; before the tensor ranks' all-gather.
+int64_t moe_rank_rows(const TransformerConfig& config, const LayerSizes& sizes);
 
 /// Bytes of one routing probability: the router's top-k runs in fp32 here (LayerKernels::topk;
 /// Megatron-Core's moe_router_dtype fp32, which its MoE model providers set).

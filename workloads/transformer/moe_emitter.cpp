@@ -50,7 +50,10 @@ void LayerEmitter::moe_forward() {
     expert_count_sync();
   }
   ops_.op("moe_permute", "permute", d.permute);
-  if (!gather) expert_all_to_all(false);
+  if (!gather) {
+    expert_all_to_all(false);
+    expert_tp_all_gather(false);
+  }
   fp8_cast(d.expert_fc1_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
@@ -59,10 +62,45 @@ void LayerEmitter::moe_forward() {
   if (gather) {
     allgather_combine(false);
   } else {
+    expert_tp_reduce_scatter(false);
     expert_all_to_all(true);
     ops_.op("moe_unpermute", "unpermute", d.unpermute);
   }
   if (config_.moe.shared_experts > 0) shared_experts_forward();
+}
+
+void LayerEmitter::expert_tp_all_gather(bool backward) {
+  if (sizes_.t == 1) return;
+  const LayerKernels& d = kernels_;
+  const int64_t rows = moe_rank_rows(config_, sizes_);
+  if (!backward) {
+    ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * act_elem_bytes_,
+                  "all_gather", "moe::gather_from_sequence_parallel_region");
+    return;
+  }
+  // The gradient of the combine's reduce-scatter, between its casts' gradients.
+  const bool casts = act_elem_bytes_ != kRouterProbBytes;
+  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_tp_local_cast);
+  ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * kRouterProbBytes,
+                "all_gather", "moe::gather_output_grad");
+  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_tp_gathered_cast);
+}
+
+void LayerEmitter::expert_tp_reduce_scatter(bool backward) {
+  if (sizes_.t == 1) return;
+  const LayerKernels& d = kernels_;
+  const int64_t gathered = sizes_.t * moe_rank_rows(config_, sizes_) * sizes_.h;
+  if (backward) {
+    // The gradient of the dispatch's all-gather.
+    ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered * act_elem_bytes_,
+                  "reduce_scatter", "moe::reduce_scatter_input_grad");
+    return;
+  }
+  const bool casts = act_elem_bytes_ != kRouterProbBytes;
+  if (casts) ops_.op("aten::to", "cast", d.moe_tp_gathered_cast);
+  ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered * kRouterProbBytes,
+                "reduce_scatter", "moe::reduce_scatter_to_sequence_parallel_region");
+  if (casts) ops_.op("aten::to", "cast", d.moe_tp_local_cast);
 }
 
 void LayerEmitter::allgather_dispatch() {
@@ -134,11 +172,15 @@ void LayerEmitter::allgather_dispatch_backward() {
 
 void LayerEmitter::shared_experts_forward() {
   const LayerKernels& d = kernels_;
+  // A tensor-parallel MLP: its input all-gathered over the sequence-parallel ranks, its output
+  // reduce-scattered back (SharedExpertMLP's column- and row-parallel linears).
+  tp_enter_forward();
   fp8_cast(d.shared_fc1_in, false);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
   fp8_cast(d.shared_fc2_in, false);
   ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
+  tp_exit_forward();
 }
 
 void LayerEmitter::expert_count_sync() {
@@ -167,13 +209,13 @@ void LayerEmitter::moe_backward() {
   const RecomputeModules rerun = config_.selective_modules();
   if (config_.moe.shared_experts > 0) {
     if (rerun.shared_experts) shared_experts_forward();
+    tp_exit_backward();
     fp8_cast(d.shared_fc2_dy, true);
     ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
              pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
     ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
     fp8_cast(d.shared_fc1_dy, true);
-    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc1_dgrad,
-             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc1_wgrad);
+    column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
   }
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
   if (gather) {
@@ -181,6 +223,7 @@ void LayerEmitter::moe_backward() {
   } else {
     ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
     expert_all_to_all(false);
+    expert_tp_all_gather(true);
   }
   fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
@@ -193,6 +236,7 @@ void LayerEmitter::moe_backward() {
   if (gather) {
     allgather_dispatch_backward();
   } else {
+    expert_tp_reduce_scatter(true);
     expert_all_to_all(true);
     ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   }

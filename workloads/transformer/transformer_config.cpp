@@ -614,6 +614,21 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
     moe_node->child("expert_ffn")
         .fail(fmt::format("{} is not divisible by tensor parallel {}", c.moe.expert_ffn, p.tensor));
   }
+  if (p.tensor > 1 && !p.sequence) {
+    // Megatron-Core's TransformerConfig: "When using MoE and tensor parallelism, sequence
+    // parallelism must be used." The experts' tensor ranks gather their sequence shards.
+    par_node->child("sequence")
+        .fail(fmt::format(
+            "MoE layers with tensor parallel {} need sequence parallel (Megatron-Core requires it: "
+            "the experts' tensor ranks all-gather their sequence shards): sequence: true",
+            p.tensor));
+  }
+  if (c.moe.shared_experts > 0 && p.tp_comm_overlap) {
+    par_node->child("tp_comm_overlap")
+        .fail(
+            "the shared experts' tensor-parallel linears under Transformer Engine's userbuffers "
+            "are not modelled: tp_comm_overlap false, or no moe.shared_experts");
+  }
   if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.tensor > 1) {
     // Its gathers span the tensor x expert ranks (tp_ep_group, expert tensor parallel = tensor,
     // Megatron-Core's default); the experts here run unsplit on tokens / tensor (the same

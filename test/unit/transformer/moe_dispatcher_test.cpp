@@ -1,7 +1,9 @@
-// Megatron-Core's MoE token dispatchers (workload.moe.dispatcher; workloads/transformer/
+// Megatron-Core's MoE token movement (workload.moe.dispatcher; workloads/transformer/
 // moe_emitter.cpp): the all-gather dispatcher's collectives and their sizes, its host sync on
 // every MoE layer, what it does without expert parallel, its memory buffer, that moving more
-// bytes than the all-to-all on the same fabric is never faster, and what the config refuses.
+// bytes than the all-to-all on the same fabric is never faster; under tensor parallel the
+// experts' tensor ranks gathering their tokens (expert tensor parallel = tensor) and the shared
+// experts as a tensor-parallel MLP; and what the config refuses.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -167,6 +169,75 @@ TEST(MoeDispatcher, AllGatherOfMoreBytesIsNotFasterThanTheAllToAll) {
   EXPECT_GT(gather, a2a);
 }
 
+/// small_moe's all-to-all layer with tensor parallel 2 (sequence parallel) and one shared
+/// expert: 16 GPUs.
+TransformerConfig small_moe_tp2() {
+  TransformerConfig c = small_moe(MoeDispatcher::kAllToAll, 8, 0.0);
+  c.moe.shared_experts = 1;
+  c.parallelism.tensor = 2;
+  c.parallelism.sequence = true;
+  return c;
+}
+
+// Expert tensor parallel = tensor (Megatron-Core's default): each expert runs the two tensor
+// ranks' rows (2 x the rank's own) on half its width, the same flops as the rank's rows on the
+// whole width; the shared expert runs the layer's tokens on half its width.
+TEST(MoeDispatcher, UnderTensorParallelEachExpertRunsItsTensorRanksRowsOnItsWidthShare) {
+  const TransformerConfig c = small_moe_tp2();
+  const LayerSizes z = layer_sizes(c);
+  TaskGraph g;
+  const LayerKernels k = add_layer_kernels(c, z, g);
+  const int64_t per_expert = tokens_per_local_expert(c, z);
+  const KernelDesc& fc1 = g.kernel_desc(k.expert_fc1_fwd);
+  EXPECT_EQ(fc1.m, 2 * per_expert);
+  EXPECT_EQ(fc1.k, c.hidden);
+  EXPECT_EQ(fc1.n, c.moe.expert_ffn / 2);  // small_gpt's MLP is not gated
+  // One local expert (8 over expert parallel 8): the same multiply-adds as its rank's rows on
+  // the whole width.
+  EXPECT_EQ(fc1.batch * fc1.m * fc1.n * fc1.k, per_expert * c.moe.expert_ffn * c.hidden);
+  const KernelDesc& shared = g.kernel_desc(k.shared_fc1_fwd);
+  EXPECT_EQ(shared.m, z.tokens);
+  EXPECT_EQ(shared.n, c.moe.expert_ffn / 2);
+}
+
+// The tensor ranks all-gather the rows their all-to-all brought and reduce-scatter the
+// experts' outputs back in fp32 (the routing probabilities' dtype), and the reverse in the
+// backward; the shared expert's input is gathered and its output reduce-scattered over the
+// sequence-parallel ranks. Nothing of the kind with tensor 1.
+TEST(MoeDispatcher, UnderTensorParallelTheTensorRanksGatherAndScatterTheExpertsRows) {
+  const TransformerConfig c = small_moe_tp2();
+  const int64_t rows = moe_rank_rows(c, layer_sizes(c));
+  const int64_t h = c.hidden;
+  const Collectives got = rank0_collectives(c);
+  const int per_step = static_cast<int>(c.layers * 2);
+  const std::map<std::string, std::pair<CollectiveKind, int64_t>> expected = {
+      {"moe::gather_from_sequence_parallel_region", {CollectiveKind::kAllGather, rows * h * 2}},
+      {"moe::reduce_scatter_to_sequence_parallel_region",
+       {CollectiveKind::kReduceScatter, 2 * rows * h * 4}},
+      {"moe::gather_output_grad", {CollectiveKind::kAllGather, rows * h * 4}},
+      {"moe::reduce_scatter_input_grad", {CollectiveKind::kReduceScatter, 2 * rows * h * 2}},
+  };
+  for (const auto& [name, kind_bytes] : expected) {
+    EXPECT_EQ(got.count.count(name) ? got.count.at(name) : 0, per_step) << name;
+    if (!got.kind.count(name)) continue;
+    EXPECT_EQ(got.kind.at(name), kind_bytes.first) << name;
+    EXPECT_EQ(got.bytes.at(name), kind_bytes.second) << name;
+  }
+  // The shared expert adds a forward all-gather and reduce-scatter and their backward's
+  // all-gather, re-gather and reduce-scatter per MoE layer and micro-batch to the dense
+  // layers' sequence-parallel collectives.
+  TransformerConfig no_shared = small_moe_tp2();
+  no_shared.moe.shared_experts = 0;
+  const Collectives without = rank0_collectives(no_shared);
+  EXPECT_EQ(got.count.at("c10d::_allgather_base") - without.count.at("c10d::_allgather_base"),
+            3 * per_step);
+  EXPECT_EQ(
+      got.count.at("c10d::_reduce_scatter_base") - without.count.at("c10d::_reduce_scatter_base"),
+      2 * per_step);
+  const Collectives tp1 = rank0_collectives(small_moe(MoeDispatcher::kAllToAll, 8, 0.0));
+  EXPECT_EQ(tp1.count.count("moe::gather_from_sequence_parallel_region"), 0u);
+}
+
 std::string error_of(const std::string& extra, const std::string& kernels = "fused") {
   return test_configs::workload_error(
       test_configs::small_llama_workload_yaml() + "  layer_kernels: " + kernels + "\n" + extra, 1);
@@ -194,6 +265,16 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
                                    2);
   EXPECT_NE(tensor.find("workload.moe.dispatcher"), std::string::npos) << tensor;
   EXPECT_NE(tensor.find("tensor x expert"), std::string::npos) << tensor;
+  const std::string no_sp =
+      test_configs::workload_error(test_configs::small_llama_workload_yaml() +
+                                       "  moe: {experts: 8}\n" + "  parallelism: {tensor: 2}\n",
+                                   2);
+  EXPECT_NE(no_sp.find("workload.parallelism.sequence"), std::string::npos) << no_sp;
+  const std::string overlap = test_configs::workload_error(
+      test_configs::small_llama_workload_yaml() + "  moe: {experts: 8, shared_experts: 1}\n" +
+          "  parallelism: {tensor: 2, sequence: true, tp_comm_overlap: true}\n",
+      2);
+  EXPECT_NE(overlap.find("workload.parallelism.tp_comm_overlap"), std::string::npos) << overlap;
   const std::string graphs = error_of(moe + "  cuda_graphs: true\n");
   EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
   EXPECT_NE(graphs.find("either moe.dispatcher"), std::string::npos) << graphs;

@@ -122,8 +122,10 @@ std::string workload_yaml(const CoreLayout& k, Draw& draw) {
                    k.cp, k.dp);
   if (k.ep > 1) y += fmt::format("    expert: {}\n", k.ep);
   if (k.vp > 1) y += fmt::format("    virtual_stages: {}\n", k.vp);
-  // Sequence parallel where it applies (and, rarely, where it does not: a refusal).
-  if (k.tp > 1 ? draw.chance(2) : draw.chance(16)) y += "    sequence: true\n";
+  // Sequence parallel where it applies (and, rarely, where it does not: a refusal); MoE layers
+  // with tensor parallel need it (Megatron-Core), so those rarely go without (a refusal).
+  const bool sequence = k.tp > 1 ? (k.moe ? !draw.chance(16) : draw.chance(2)) : draw.chance(16);
+  if (sequence) y += "    sequence: true\n";
   // GPipe has no interleaved form: rarely drawn with virtual stages (a refusal).
   if (k.pp > 1 && draw.chance(k.vp > 1 ? 16 : 3)) y += "    schedule: gpipe\n";
   switch (draw.index(6)) {

@@ -361,8 +361,9 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   // is freed under layernorm recomputation, and is all the moe checkpoint keeps.
   if (!rerun.layernorm) bytes += ceil_div(e * tokens * h, split);
   if (rerun.moe) return bytes;
-  // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): tokens are
-  // gathered over the tensor ranks before routing; the router's fp32 probabilities; each
+  // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): the tensor
+  // ranks gather their rows after the expert-parallel all-to-all, so the experts hold rows of
+  // all the layer's tokens; the router's fp32 probabilities; each
   // token reaches top_k experts, the local experts of the busiest expert-parallel rank
   // receive tokens x top_k times its load (moe_busiest_rank_load: the imbalance, capped as the
   // generator's timing caps it); each stores its permuted input, activation input and fc2

@@ -309,10 +309,16 @@ class LayerEmitter {
   /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
   /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
   /// (Megatron-Core's router drops them before the dispatch).
-  std::vector<int64_t> dispatch_matrix(bool combine) const;
+  /// `row_bytes`: the bytes of one routed row (a token's hidden state, or its probability).
+  std::vector<int64_t> dispatch_matrix(bool combine, int64_t row_bytes) const;
   /// That all-to-all of the routed tokens (combine: back to their ranks) over the EP group;
   /// nothing without expert parallel.
   void expert_all_to_all(bool combine);
+  /// Megatron-Core's dispatcher sends each routed row's probability with it (the experts'
+  /// activation applies it: dispatch_all_to_all's global_probs), fp32 (kRouterProbBytes); its
+  /// gradient goes back the same way in the backward, after the rows'. Nothing without expert
+  /// parallel.
+  void expert_probs_all_to_all(bool backward);
   /// Expert tensor parallel = tensor (Megatron-Core's default) with tensor > 1: forward, the
   /// tensor ranks all-gather the rows their all-to-all brought (dispatch_postprocess);
   /// backward, the gradient of expert_tp_reduce_scatter's, an all-gather in the probabilities'

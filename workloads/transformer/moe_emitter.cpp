@@ -12,7 +12,7 @@
 
 namespace upsim::transformer_emit {
 
-std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
+std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine, int64_t row_bytes) const {
   const int64_t ep = config_.parallelism.expert;
   const auto n = static_cast<size_t>(ep);
   const double tokens = as_double(sizes_.moe_tokens * config_.moe.top_k);
@@ -25,8 +25,7 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
   std::vector<int64_t> send(n * n, 0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
-      const auto bytes =
-          static_cast<int64_t>(tokens * share[j] * as_double(sizes_.h * act_elem_bytes_) + 0.5);
+      const auto bytes = static_cast<int64_t>(tokens * share[j] * as_double(row_bytes) + 0.5);
       send[combine ? j * n + i : i * n + j] = bytes;
     }
   }
@@ -36,7 +35,13 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine) const {
 void LayerEmitter::expert_all_to_all(bool combine) {
   if (config_.parallelism.expert <= 1) return;
   ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all",
-                "c10d::all_to_all_single", dispatch_matrix(combine));
+                "c10d::all_to_all_single", dispatch_matrix(combine, sizes_.h * act_elem_bytes_));
+}
+
+void LayerEmitter::expert_probs_all_to_all(bool backward) {
+  if (config_.parallelism.expert <= 1) return;
+  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, "all_to_all", "moe::all_to_all_probs",
+                dispatch_matrix(backward, kRouterProbBytes));
 }
 
 void LayerEmitter::moe_forward() {
@@ -52,6 +57,7 @@ void LayerEmitter::moe_forward() {
   ops_.op("moe_permute", "permute", d.permute);
   if (!gather) {
     expert_all_to_all(false);
+    expert_probs_all_to_all(false);
     expert_tp_all_gather(false);
   }
   fp8_cast(d.expert_fc1_in, false);
@@ -76,6 +82,8 @@ void LayerEmitter::expert_tp_all_gather(bool backward) {
   if (!backward) {
     ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * act_elem_bytes_,
                   "all_gather", "moe::gather_from_sequence_parallel_region");
+    ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * kRouterProbBytes, "all_gather",
+                  "moe::gather_probs_from_sequence_parallel_region");
     return;
   }
   // The gradient of the combine's reduce-scatter, between its casts' gradients.
@@ -91,9 +99,12 @@ void LayerEmitter::expert_tp_reduce_scatter(bool backward) {
   const LayerKernels& d = kernels_;
   const int64_t gathered = sizes_.t * moe_rank_rows(config_, sizes_) * sizes_.h;
   if (backward) {
-    // The gradient of the dispatch's all-gather.
+    // The gradients of the dispatch's all-gathers: the rows' and their probabilities'.
     ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered * act_elem_bytes_,
                   "reduce_scatter", "moe::reduce_scatter_input_grad");
+    ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter,
+                  gathered / sizes_.h * kRouterProbBytes, "reduce_scatter",
+                  "moe::reduce_scatter_probs_grad");
     return;
   }
   const bool casts = act_elem_bytes_ != kRouterProbBytes;
@@ -238,6 +249,7 @@ void LayerEmitter::moe_backward() {
   } else {
     expert_tp_reduce_scatter(true);
     expert_all_to_all(true);
+    expert_probs_all_to_all(true);
     ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   }
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);

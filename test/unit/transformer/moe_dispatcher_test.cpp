@@ -100,6 +100,8 @@ TEST(MoeDispatcher, AllGatherMovesTheGroupsTokensWithTheSizesMegatronCoreUses) {
   // The all-to-all dispatcher of the same layer: dispatch and combine, forward and backward.
   const Collectives a2a = rank0_collectives(small_moe(MoeDispatcher::kAllToAll, 8, 1.25));
   EXPECT_EQ(a2a.count.at("c10d::all_to_all_single"), 4 * per_step);
+  // And each routed row's fp32 probability with it, forward and backward.
+  EXPECT_EQ(a2a.count.at("moe::all_to_all_probs"), 2 * per_step);
   EXPECT_EQ(a2a.count.count("moe::gather_hidden_states"), 0u);
 }
 
@@ -200,10 +202,10 @@ TEST(MoeDispatcher, UnderTensorParallelEachExpertRunsItsTensorRanksRowsOnItsWidt
   EXPECT_EQ(shared.n, c.moe.expert_ffn / 2);
 }
 
-// The tensor ranks all-gather the rows their all-to-all brought and reduce-scatter the
-// experts' outputs back in fp32 (the routing probabilities' dtype), and the reverse in the
-// backward; the shared expert's input is gathered and its output reduce-scattered over the
-// sequence-parallel ranks. Nothing of the kind with tensor 1.
+// The tensor ranks all-gather the rows their all-to-all brought (and their probabilities) and
+// reduce-scatter the experts' outputs back in fp32 (the routing probabilities' dtype), and the
+// reverse in the backward; the shared expert's input is gathered and its output reduce-scattered
+// over the sequence-parallel ranks. Nothing of the kind with tensor 1.
 TEST(MoeDispatcher, UnderTensorParallelTheTensorRanksGatherAndScatterTheExpertsRows) {
   const TransformerConfig c = small_moe_tp2();
   const int64_t rows = moe_rank_rows(c, layer_sizes(c));
@@ -216,6 +218,8 @@ TEST(MoeDispatcher, UnderTensorParallelTheTensorRanksGatherAndScatterTheExpertsR
        {CollectiveKind::kReduceScatter, 2 * rows * h * 4}},
       {"moe::gather_output_grad", {CollectiveKind::kAllGather, rows * h * 4}},
       {"moe::reduce_scatter_input_grad", {CollectiveKind::kReduceScatter, 2 * rows * h * 2}},
+      {"moe::gather_probs_from_sequence_parallel_region", {CollectiveKind::kAllGather, rows * 4}},
+      {"moe::reduce_scatter_probs_grad", {CollectiveKind::kReduceScatter, 2 * rows * 4}},
   };
   for (const auto& [name, kind_bytes] : expected) {
     EXPECT_EQ(got.count.count(name) ? got.count.at(name) : 0, per_step) << name;

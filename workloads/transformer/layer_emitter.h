@@ -289,8 +289,8 @@ class LayerEmitter {
   /// output size, the grouped GEMM's m_splits are host lists): the per-expert counts are
   /// all-gathered over the EP group, copied to the host, which synchronises (cuda_sync_point):
   /// dropless before the all-to-all, with a capacity factor before the first permutation. Only
-  /// inputs padded to the capacity (moe_pad_expert_input_to_capacity, not modelled) skip it. The
-  /// host cannot run ahead of the GPU past this point.
+  /// inputs padded to the capacity (moe.pad_to_capacity) skip it. The host cannot run ahead of
+  /// the GPU past this point.
   void expert_count_sync();
   /// The host copies `bytes` of token counts from the GPU and waits for them.
   void host_waits_for_expert_counts(int64_t bytes);

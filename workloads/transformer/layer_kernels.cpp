@@ -412,8 +412,12 @@ class LayerKernelBuilder {
     d.router_wgrad = add(router.grad_weight);
     d.topk = row(MemoryOp::kSoftmax, tk, m.experts, 6, 1, 1, DType::kFp32);
     d.topk_bwd = row(MemoryOp::kSoftmax, tk, m.experts, 3, 2, 1, DType::kFp32);
-    d.permute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 0, 1, 1);
-    d.unpermute = pw(MemoryOp::kIndex, as_double(tk * m.top_k * sizes_.h), 2, 2, 1);
+    // The routed rows, or padded to capacity every expert's capacity (capacity_factor x the
+    // mean share of the rank's routed rows).
+    const double permuted =
+        as_double(tk * m.top_k * sizes_.h) * (m.pad_to_capacity ? m.capacity_factor : 1.0);
+    d.permute = pw(MemoryOp::kIndex, permuted, 0, 1, 1);
+    d.unpermute = pw(MemoryOp::kIndex, permuted, 2, 2, 1);
     // Expert tensor parallel = tensor (Megatron-Core's default): after the expert-parallel
     // all-to-all the tensor ranks all-gather their tokens (MoEAlltoAllTokenDispatcher's
     // dispatch_postprocess), so each expert runs t x the rank's tokens on 1 / t of its width.
@@ -524,7 +528,8 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
 
 GroupedRows moe_expert_rows(const TransformerConfig& config, const LayerSizes& sizes,
                             int64_t local) {
-  if (local <= 1) return {};
+  // Padded to capacity, every expert computes the same rows.
+  if (local <= 1 || config.moe.pad_to_capacity) return {};
   const MoeConfig& m = config.moe;
   const double mean_rows = as_double(sizes.moe_tokens * m.top_k);
   const double received = mean_rows * moe_busiest_rank_load(config);

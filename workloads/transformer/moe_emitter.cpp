@@ -20,8 +20,12 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine, int64_t row_byt
       config_.moe.capacity_factor > 0.0 ? config_.moe.capacity_factor : as_double(ep);
   std::vector<double> share(n);
   share[0] = moe_busiest_rank_load(config_) / as_double(ep);
-  for (size_t j = 1; j < n; ++j)
-    share[j] = std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
+  for (size_t j = 1; j < n; ++j) {
+    // Padded to capacity, every rank receives its experts' capacity from every rank.
+    share[j] = config_.moe.pad_to_capacity
+                   ? share[0]
+                   : std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
+  }
   std::vector<int64_t> send(n * n, 0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
@@ -51,7 +55,7 @@ void LayerEmitter::moe_forward() {
   ops_.op("aten::topk", "router_topk", d.topk);
   if (gather) {
     allgather_dispatch();
-  } else {
+  } else if (!config_.moe.pad_to_capacity) {
     expert_count_sync();
   }
   ops_.op("moe_permute", "permute", d.permute);

@@ -293,6 +293,15 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
   const std::string dispatcher =
       moe.get_choice_or("dispatcher", {"alltoall", "allgather"}, "alltoall");
   if (dispatcher == "allgather") m.dispatcher = MoeDispatcher::kAllGather;
+  m.pad_to_capacity = moe.get_bool_or("pad_to_capacity", false);
+  if (m.pad_to_capacity && m.capacity_factor == 0.0) {
+    moe.child("pad_to_capacity")
+        .fail("pads each expert's input to its capacity: needs moe.capacity_factor > 0");
+  }
+  if (m.pad_to_capacity && m.dispatcher == MoeDispatcher::kAllGather) {
+    moe.child("pad_to_capacity")
+        .fail("is the all-to-all dispatcher's (drop_and_pad): needs moe.dispatcher alltoall");
+  }
   if (torchtitan && m.dispatcher == MoeDispatcher::kAllGather) {
     moe.child("dispatcher")
         .fail(
@@ -645,6 +654,8 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
 
 double moe_busiest_rank_load(const TransformerConfig& c) {
   const MoeConfig& m = c.moe;
+  // Padded to capacity, every rank's experts compute their capacity, whatever the router did.
+  if (m.pad_to_capacity) return m.capacity_factor;
   const double load = std::min(static_cast<double>(c.parallelism.expert), 1.0 + m.imbalance);
   return m.capacity_factor > 0.0 ? std::min(load, m.capacity_factor) : load;
 }
@@ -1197,14 +1208,13 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   if (c.dtype == DType::kFp8) read_fp8_recipe(workload, c);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
-  if (c.cuda_graphs && c.moe.experts > 0) {
+  if (c.cuda_graphs && c.moe.experts > 0 && !c.moe.pad_to_capacity) {
     workload.child("cuda_graphs")
         .fail(
             "a Megatron-Core MoE layer copies its token counts to the host and waits for them "
             "inside the layer (dropless, dropping to moe.capacity_factor, and with either "
             "moe.dispatcher), which a CUDA graph capture cannot; Megatron-Core graphs MoE layers "
-            "whose inputs are padded to the capacity (moe_pad_expert_input_to_capacity), which "
-            "is not modelled");
+            "whose inputs are padded to the capacity: moe.pad_to_capacity true");
   }
   if (c.autocast) check_autocast(workload, c);
   constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};
@@ -1418,6 +1428,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.every", "every k-th layer's MLP is a mixture of experts"},
       {"moe.shared_experts", "always-on experts per MoE layer (DeepSeek-style)"},
       {"moe.expert_ffn", "an expert's MLP inner width; default: ffn"},
+      {"moe.pad_to_capacity",
+       "every expert's input padded to its capacity (Megatron-Core's "
+       "moe_pad_expert_input_to_capacity): fixed sizes, no host sync on the token counts"},
       {"moe.dispatcher",
        "Megatron-Core's token dispatcher: alltoall (tokens to their experts' ranks) or allgather "
        "(every rank gathers the expert-parallel group's tokens)"},

@@ -372,6 +372,11 @@ struct MoeConfig {
   /// rather than their outputs (Megatron-Core's default, moe_apply_probs_on_input False).
   bool score_before_experts = false;
   MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
+  /// Every expert's input padded to its capacity (Megatron-Core's
+  /// moe_pad_expert_input_to_capacity, capacity_factor > 0, the all-to-all dispatcher): every
+  /// expert computes capacity rows, the all-to-all moves them, and nothing waits for the token
+  /// counts (their sizes are fixed), so CUDA graphs can capture the layer.
+  bool pad_to_capacity = false;
 };
 
 struct ParallelismConfig {

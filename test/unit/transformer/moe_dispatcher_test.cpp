@@ -13,6 +13,7 @@
 
 #include "calibration/hardware_profile.h"
 #include "calibration/roofline_kernel_cost.h"
+#include "sim/all_to_all_sizes.h"
 #include "sim/config/config_node.h"
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
@@ -242,6 +243,36 @@ TEST(MoeDispatcher, UnderTensorParallelTheTensorRanksGatherAndScatterTheExpertsR
   EXPECT_EQ(tp1.count.count("moe::gather_from_sequence_parallel_region"), 0u);
 }
 
+// moe.pad_to_capacity (Megatron-Core's moe_pad_expert_input_to_capacity): every expert runs
+// its capacity, every rank sends every other the same rows however the router spread them,
+// and nothing waits for the token counts.
+TEST(MoeDispatcher, PaddedToCapacityEveryExpertRunsItsCapacityAndNothingWaits) {
+  TransformerConfig padded = small_moe(MoeDispatcher::kAllToAll, 8, 1.25);
+  padded.moe.pad_to_capacity = true;
+  padded.moe.imbalance = 0.5;  // the router's spread changes nothing once padded
+  EXPECT_EQ(host_syncs(padded), 0);
+  EXPECT_EQ(rank0_collectives(padded).count.count("moe::gather_tokens_per_expert"), 0u);
+  const LayerSizes z = layer_sizes(padded);
+  const TransformerConfig routed = small_moe(MoeDispatcher::kAllToAll, 8, 1.25);
+  // 8 experts over 8 ranks, top 2: the rank's 2 x tokens rows, x 1.25 padded.
+  EXPECT_EQ(tokens_per_local_expert(padded, z), z.moe_tokens * 2 * 5 / 4);
+  EXPECT_EQ(tokens_per_local_expert(routed, z), z.moe_tokens * 2);
+  TaskGraph g;
+  generate_transformer(padded, {1}, g);
+  bool checked = false;
+  for (TaskId t = 0; t < g.task_count() && !checked; ++t) {
+    if (g.task(t).kind != TaskKind::kCollective) continue;
+    if (g.name(g.task(t).op_name) != "c10d::all_to_all_single") continue;
+    const AllToAllSizes& sizes = g.collective(g.collective_of(t)).send_bytes;
+    ASSERT_EQ(sizes.members(), 8u);
+    for (size_t i = 0; i < 8; ++i)
+      for (size_t j = 0; j < 8; ++j)
+        EXPECT_EQ(sizes.at(i, j), sizes.at(0, 0)) << i << " -> " << j;
+    checked = true;
+  }
+  EXPECT_TRUE(checked);
+}
+
 std::string error_of(const std::string& extra, const std::string& kernels = "fused") {
   return test_configs::workload_error(
       test_configs::small_llama_workload_yaml() + "  layer_kernels: " + kernels + "\n" + extra, 1);
@@ -279,6 +310,17 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
           "  parallelism: {tensor: 2, sequence: true, tp_comm_overlap: true}\n",
       2);
   EXPECT_NE(overlap.find("workload.parallelism.tp_comm_overlap"), std::string::npos) << overlap;
+  const std::string pad_dropless =
+      error_of("  moe: {experts: 8, capacity_factor: 0, pad_to_capacity: true}\n");
+  EXPECT_NE(pad_dropless.find("workload.moe.pad_to_capacity"), std::string::npos) << pad_dropless;
+  const std::string pad_gather = error_of(
+      "  moe: {experts: 8, capacity_factor: 1.25, pad_to_capacity: true, dispatcher: "
+      "allgather}\n");
+  EXPECT_NE(pad_gather.find("workload.moe.pad_to_capacity"), std::string::npos) << pad_gather;
+  // Padded layers have fixed sizes: CUDA graphs capture them.
+  EXPECT_EQ(error_of("  moe: {experts: 8, capacity_factor: 1.25, pad_to_capacity: true}\n"
+                     "  cuda_graphs: true\n"),
+            "");
   const std::string graphs = error_of(moe + "  cuda_graphs: true\n");
   EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
   EXPECT_NE(graphs.find("either moe.dispatcher"), std::string::npos) << graphs;

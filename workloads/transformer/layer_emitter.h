@@ -328,6 +328,13 @@ class LayerEmitter {
   /// probabilities' dtype, cast to it and back (combine_preprocess); backward, the gradient of
   /// the dispatch's all-gather.
   void expert_tp_reduce_scatter(bool backward);
+  /// Over `group` of `members` ranks, `rows` hidden-state rows a rank: forward, the
+  /// reduce-scatter of the members' rows in the routing probabilities' dtype between `casts`
+  /// (Megatron-Core's MoE combine; `forward_op` names it); backward, its gradient, the
+  /// all-gather of the rank's rows in that dtype between the casts' gradients.
+  void reduce_scatter_in_prob_dtype(uint32_t group, int64_t members, int64_t rows,
+                                    const ProbDtypeCasts& casts, bool backward,
+                                    std::string_view forward_op);
 
   /// The core attention's forward: flash attention (with its context-parallel exchanges) or
   /// the unfused scores, softmax, dropout and weighted sum.

@@ -458,29 +458,26 @@ class LayerKernelBuilder {
       d.shared_act_fwd = activation(sizes_.tokens * s_ffn, false);
       d.shared_act_bwd = activation(sizes_.tokens * s_ffn, true);
     }
-    const double per_prob = as_double(dtype_bytes(act_dt_)) / as_double(kRouterProbBytes);
     if (m.dispatcher == MoeDispatcher::kAllToAll && t > 1) {
-      // The experts' outputs go back to their tensor ranks by a reduce-scatter in the routing
-      // probabilities' dtype (dispatch's combine_preprocess): the cast of the t ranks' rows to
-      // it, and of the rank's share back.
-      const int64_t rank_rows = moe_rank_rows(config_, sizes_);
-      d.moe_tp_gathered_cast = add(pytorch::pointwise(
-          MemoryOp::kCopy, DType::kFp32, as_double(t * rank_rows * sizes_.h), 0, per_prob, 1));
-      d.moe_tp_local_cast = add(pytorch::pointwise(
-          MemoryOp::kCopy, DType::kFp32, as_double(rank_rows * sizes_.h), 0, 1, per_prob));
+      // The experts' outputs go back to their tensor ranks (combine_preprocess).
+      d.moe_tp_combine_casts = prob_dtype_casts(t, moe_rank_rows(config_, sizes_));
     }
     const int64_t ep = config_.parallelism.expert;
     if (m.dispatcher == MoeDispatcher::kAllGather && ep > 1) {
       // The all-gather dispatcher's gathered shape (ep x the rank's tokens): unpermute's zeros
-      // (and in the backward permute's), the cast of its sum to the probabilities' dtype (and
-      // back, in the backward); and the cast of the rank's reduce-scattered share back.
-      const double gathered = as_double(ep * tk * sizes_.h);
-      d.moe_gathered_fill = pw(MemoryOp::kCopy, gathered, 0, 0, 1);
-      d.moe_gathered_cast =
-          add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, gathered, 0, per_prob, 1));
-      d.moe_local_cast = add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32,
-                                                as_double(tk * sizes_.h), 0, 1, per_prob));
+      // (and in the backward permute's), then its sum's reduce-scatter.
+      d.moe_gathered_fill = pw(MemoryOp::kCopy, as_double(ep * tk * sizes_.h), 0, 0, 1);
+      d.moe_ep_combine_casts = prob_dtype_casts(ep, tk);
     }
+  }
+
+  /// ProbDtypeCasts of a group of `members` ranks, `rows` hidden-state rows each.
+  ProbDtypeCasts prob_dtype_casts(int64_t members, int64_t rows) {
+    const double per_prob = as_double(dtype_bytes(act_dt_)) / as_double(kRouterProbBytes);
+    const double rank = as_double(rows * sizes_.h);
+    return {add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, as_double(members) * rank, 0,
+                                   per_prob, 1)),
+            add(pytorch::pointwise(MemoryOp::kCopy, DType::kFp32, rank, 0, 1, per_prob))};
   }
 
   const TransformerConfig& config_;

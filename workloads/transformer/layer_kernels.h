@@ -87,6 +87,14 @@ struct Fp8Cast {
   KernelDescId cast = 0;
 };
 
+/// The casts around a reduce-scatter of hidden-state rows in the routing probabilities' dtype
+/// (kRouterProbBytes; Megatron-Core's MoE combine sums in probs.dtype): the group's rows to it
+/// before, the rank's share back after; in the backward their gradients, the same bytes.
+struct ProbDtypeCasts {
+  KernelDescId group_rows = 0;
+  KernelDescId rank_rows = 0;
+};
+
 /// Kernel descriptions of one layer, shared by every layer, micro-batch and rank.
 struct LayerKernels {
   KernelDescId norm_fwd, norm_bwd;
@@ -126,13 +134,12 @@ struct LayerKernels {
   KernelDescId shared_act_fwd, shared_act_bwd;
   KernelDescId shared_fc2_fwd, shared_fc2_dgrad, shared_fc2_wgrad;
   /// moe.dispatcher allgather with expert parallel only: the zeros of the gathered shape
-  /// (expert x the rank's tokens x hidden), its cast to the routing probabilities' dtype
-  /// (kRouterProbBytes) and the cast of the rank's share back to the activations' dtype.
-  KernelDescId moe_gathered_fill = 0, moe_gathered_cast = 0, moe_local_cast = 0;
-  /// moe.dispatcher alltoall with tensor parallel only: the cast of the tensor ranks' gathered
-  /// expert rows (tensor x moe_rank_rows x hidden) to the routing probabilities' dtype before
-  /// their reduce-scatter, and of the rank's rows back.
-  KernelDescId moe_tp_gathered_cast = 0, moe_tp_local_cast = 0;
+  /// (expert x the rank's tokens x hidden), and the casts around its reduce-scatter.
+  KernelDescId moe_gathered_fill = 0;
+  ProbDtypeCasts moe_ep_combine_casts;
+  /// moe.dispatcher alltoall with tensor parallel only: the casts around the reduce-scatter of
+  /// the tensor ranks' expert rows (tensor x moe_rank_rows x hidden).
+  ProbDtypeCasts moe_tp_combine_casts;
   // fp8 quantisation of the fp8 GEMMs' inputs (forward) and output gradients (backward).
   Fp8Cast qkv_in, proj_in, fc1_in, fc2_in, qkv_dy, proj_dy, fc1_dy, fc2_dy;
   Fp8Cast expert_fc1_in, expert_fc2_in, expert_fc1_dy, expert_fc2_dy;

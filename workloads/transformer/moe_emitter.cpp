@@ -81,41 +81,52 @@ void LayerEmitter::moe_forward() {
 
 void LayerEmitter::expert_tp_all_gather(bool backward) {
   if (sizes_.t == 1) return;
-  const LayerKernels& d = kernels_;
   const int64_t rows = moe_rank_rows(config_, sizes_);
-  if (!backward) {
-    ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * act_elem_bytes_,
-                  "all_gather", "moe::gather_from_sequence_parallel_region");
-    ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * kRouterProbBytes, "all_gather",
-                  "moe::gather_probs_from_sequence_parallel_region");
+  if (backward) {
+    reduce_scatter_in_prob_dtype(groups_.tensor, sizes_.t, rows, kernels_.moe_tp_combine_casts,
+                                 true, "moe::reduce_scatter_to_sequence_parallel_region");
     return;
   }
-  // The gradient of the combine's reduce-scatter, between its casts' gradients.
-  const bool casts = act_elem_bytes_ != kRouterProbBytes;
-  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_tp_local_cast);
-  ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * kRouterProbBytes,
-                "all_gather", "moe::gather_output_grad");
-  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_tp_gathered_cast);
+  ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * sizes_.h * act_elem_bytes_,
+                "all_gather", "moe::gather_from_sequence_parallel_region");
+  ops_.blocking(groups_.tensor, CollectiveKind::kAllGather, rows * kRouterProbBytes, "all_gather",
+                "moe::gather_probs_from_sequence_parallel_region");
 }
 
 void LayerEmitter::expert_tp_reduce_scatter(bool backward) {
   if (sizes_.t == 1) return;
-  const LayerKernels& d = kernels_;
-  const int64_t gathered = sizes_.t * moe_rank_rows(config_, sizes_) * sizes_.h;
-  if (backward) {
-    // The gradients of the dispatch's all-gathers: the rows' and their probabilities'.
-    ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered * act_elem_bytes_,
-                  "reduce_scatter", "moe::reduce_scatter_input_grad");
-    ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter,
-                  gathered / sizes_.h * kRouterProbBytes, "reduce_scatter",
-                  "moe::reduce_scatter_probs_grad");
+  const int64_t rows = moe_rank_rows(config_, sizes_);
+  if (!backward) {
+    reduce_scatter_in_prob_dtype(groups_.tensor, sizes_.t, rows, kernels_.moe_tp_combine_casts,
+                                 false, "moe::reduce_scatter_to_sequence_parallel_region");
     return;
   }
-  const bool casts = act_elem_bytes_ != kRouterProbBytes;
-  if (casts) ops_.op("aten::to", "cast", d.moe_tp_gathered_cast);
-  ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered * kRouterProbBytes,
-                "reduce_scatter", "moe::reduce_scatter_to_sequence_parallel_region");
-  if (casts) ops_.op("aten::to", "cast", d.moe_tp_local_cast);
+  // The gradients of the dispatch's all-gathers: the rows' and their probabilities'.
+  const int64_t gathered_rows = sizes_.t * rows;
+  ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter,
+                gathered_rows * sizes_.h * act_elem_bytes_, "reduce_scatter",
+                "moe::reduce_scatter_input_grad");
+  ops_.blocking(groups_.tensor, CollectiveKind::kReduceScatter, gathered_rows * kRouterProbBytes,
+                "reduce_scatter", "moe::reduce_scatter_probs_grad");
+}
+
+void LayerEmitter::reduce_scatter_in_prob_dtype(uint32_t group, int64_t members, int64_t rows,
+                                                const ProbDtypeCasts& casts, bool backward,
+                                                std::string_view forward_op) {
+  const int64_t rank_bytes = rows * sizes_.h * kRouterProbBytes;
+  // fp32 activations need no cast to the probabilities' dtype.
+  const bool cast = act_elem_bytes_ != kRouterProbBytes;
+  if (!backward) {
+    if (cast) ops_.op("aten::to", "cast", casts.group_rows);
+    ops_.blocking(group, CollectiveKind::kReduceScatter, members * rank_bytes, "reduce_scatter",
+                  forward_op);
+    if (cast) ops_.op("aten::to", "cast", casts.rank_rows);
+    return;
+  }
+  if (cast) ops_.op("ToCopyBackward0", "cast", casts.rank_rows);
+  ops_.blocking(group, CollectiveKind::kAllGather, rank_bytes, "all_gather",
+                "moe::gather_output_grad");
+  if (cast) ops_.op("ToCopyBackward0", "cast", casts.group_rows);
 }
 
 void LayerEmitter::allgather_dispatch() {
@@ -143,26 +154,19 @@ void LayerEmitter::allgather_combine(bool backward) {
             backward ? "unpermute_bwd" : "unpermute", backward ? d.permute : d.unpermute);
     return;
   }
-  const int64_t local_bytes = sizes_.moe_tokens * sizes_.h * kRouterProbBytes;
-  // fp32 activations need no cast to the probabilities' dtype.
-  const bool casts = act_elem_bytes_ != kRouterProbBytes;
   if (!backward) {
     // unpermute restores the gathered shape: zeros, then the local experts' rows added in; the
-    // sum goes back in the probabilities' dtype and is cast to the activations' after.
+    // sum goes back to each rank in the probabilities' dtype.
     ops_.op("aten::zeros", "fill", d.moe_gathered_fill);
     ops_.op("moe_unpermute", "unpermute", d.unpermute);
-    if (casts) ops_.op("aten::to", "cast", d.moe_gathered_cast);
-    ops_.blocking(groups_.expert, CollectiveKind::kReduceScatter, local_bytes * ep,
-                  "reduce_scatter", "moe::reduce_scatter_output");
-    if (casts) ops_.op("aten::to", "cast", d.moe_local_cast);
+    reduce_scatter_in_prob_dtype(groups_.expert, ep, sizes_.moe_tokens, d.moe_ep_combine_casts,
+                                 false, "moe::reduce_scatter_output");
     return;
   }
-  // Backward: the reduce-scatter's gradient is an all-gather (in the same dtype, between the
-  // casts' gradients), then unpermute's gradient gathers the local experts' rows.
-  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_local_cast);
-  ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_bytes, "all_gather",
-                "moe::gather_output_grad");
-  if (casts) ops_.op("ToCopyBackward0", "cast", d.moe_gathered_cast);
+  // Backward: the reduce-scatter's gradient, then unpermute's gradient gathers the local
+  // experts' rows.
+  reduce_scatter_in_prob_dtype(groups_.expert, ep, sizes_.moe_tokens, d.moe_ep_combine_casts, true,
+                               "moe::reduce_scatter_output");
   ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
 }
 

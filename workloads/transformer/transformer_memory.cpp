@@ -566,12 +566,11 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   }
   // Megatron-Core's all-gather dispatcher gathers the hidden states into its global memory
   // buffer (gather_from_sequence_parallel_region(..., use_global_buffer=True)): expert x the
-  // rank's MoE tokens x hidden, kept for the run (LayerSizes::moe_tokens).
+  // rank's tokens x hidden, kept for the run (tensor 1: the dispatcher is refused with more).
   if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.expert > 1 &&
       std::any_of(layers.begin(), layers.end(),
                   [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
-    const int64_t moe_tokens = p.tensor > 1 ? tokens / p.tensor : tokens;
-    buffers += p.expert * moe_tokens * c.hidden * e;
+    buffers += p.expert * tokens * c.hidden * e;
   }
   // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
   // experts' gradients, with expert > 1 only) and pipeline.

@@ -15,6 +15,11 @@ LayerEmitter::LayerEmitter(const TransformerConfig& config, const LayerSizes& si
       linear_dt_(config.dtype == DType::kFp8 ? act_dt_ : config.dtype),
       act_elem_bytes_(dtype_bytes(act_dt_)) {}
 
+void LayerEmitter::begin_rank(const LayerGroups& groups) {
+  groups_ = groups;
+  flex_ = flex_routes();
+}
+
 void LayerEmitter::fp8_cast(const Fp8Cast& cast, bool backward) {
   if (!cast.present) return;
   if (cast.amax_pass) ops_.op("te::compute_amax", "fp8_amax", cast.amax);

@@ -41,6 +41,18 @@ struct LayerGroups {
   uint32_t expert = 0;
   /// The rank's place in its context-parallel group (which sequence chunks it holds).
   int64_t context_index = 0;
+  /// The node of each member of the expert-parallel group, in group order (moe.dispatcher flex:
+  /// DeepEP forwards across nodes; all 0 when the platform does not say where nodes end).
+  std::vector<uint32_t> expert_nodes;
+};
+
+/// DeepEP's send sizes on the rank's expert-parallel group (moe.dispatcher flex; deepep.h),
+/// members x members each: the count exchange before a dispatch (notify_dispatch), the forward
+/// dispatch (hidden rows with their top-k indices and weights) and combine (hidden rows), and
+/// their gradients: the combine's backward is a dispatch of the rows' gradients, the
+/// dispatch's a combine of them with the weights' gradients.
+struct FlexRoutes {
+  std::vector<int64_t> notify, dispatch, combine, combine_grad, dispatch_grad;
 };
 
 /// The kernels of Megatron's unfused CoreAttention (baddbmm q k^T, the masked softmax, dropout,
@@ -59,7 +71,7 @@ class LayerEmitter {
                const LayerKernels& kernels, OpEmitter& ops);
 
   /// A new rank is emitted: its process groups.
-  void begin_rank(const LayerGroups& groups) { groups_ = groups; }
+  void begin_rank(const LayerGroups& groups);
 
   /// T5's relative attention bias (relative_bias.h): before the stack's first layer on a
   /// micro-batch, its buckets and gather; after that layer's backward, the table's scatter.
@@ -305,6 +317,29 @@ class LayerEmitter {
   /// reduce-scattered, and the probabilities' gradient.
   void allgather_dispatch_backward();
 
+  /// moe.dispatcher flex (Megatron-Core's MoEFlexTokenDispatcher on DeepEP, deepep.h), forward:
+  /// the second top-k of the routing (setup_metadata's token indices), DeepEP's dispatch layout,
+  /// its count exchange, the host's wait for the receive counts (DeepEP's CPU spin before the
+  /// dispatch kernel; Megatron-Core: "not compatible with CUDA graph"), the dispatch, the
+  /// receiver's permutation; flex_combine: unpermute (each token's local experts summed), the
+  /// combine. The backward's dispatch and combine reuse the forward's layout: no host wait.
+  void flex_dispatch();
+  void flex_combine();
+  void flex_combine_backward();
+  void flex_dispatch_backward();
+  /// One DeepEP kernel over the EP group on the compute stream (Megatron-Core waits for
+  /// DeepEP's communication stream at once), holding MoeConfig::flex_sms SMs.
+  void deepep_collective(std::string_view name, std::string_view op_name,
+                         const std::vector<int64_t>& send_bytes);
+  /// The rank's FlexRoutes (empty unless moe.dispatcher flex with expert parallel).
+  FlexRoutes flex_routes() const;
+  /// Each EP member's routing weight in experts (the busiest first; dispatch_shares).
+  std::vector<double> expert_weights() const;
+  /// The share of a rank's routed rows each EP member receives: member 0 holds the busiest
+  /// experts (moe_busiest_rank_load), the others share the rest evenly, each at most the
+  /// capacity; padded to capacity, each the same.
+  std::vector<double> dispatch_shares() const;
+
   /// The all-to-all of routed tokens over the EP group: EP rank i sends rank j the tokens routed
   /// to j's experts. Rank 0 of each group holds the busiest experts (moe_busiest_rank_load);
   /// the others share the rest evenly, each at most the capacity. Dropped tokens are not sent
@@ -379,6 +414,8 @@ class LayerEmitter {
   DType linear_dt_ = DType::kBf16;
   int64_t act_elem_bytes_ = 2;
   LayerGroups groups_;
+  /// moe.dispatcher flex with expert parallel: the rank's group's DeepEP sizes (begin_rank).
+  FlexRoutes flex_;
 };
 
 }  // namespace upsim::transformer_emit

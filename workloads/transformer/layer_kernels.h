@@ -137,6 +137,9 @@ struct LayerKernels {
   /// (expert x the rank's tokens x hidden), and the casts around its reduce-scatter.
   KernelDescId moe_gathered_fill = 0;
   ProbDtypeCasts moe_ep_combine_casts;
+  /// moe.dispatcher flex only: DeepEP's get_dispatch_layout (reads the [tokens, top_k] int64
+  /// expert indices, writes is_token_in_rank [tokens, expert ranks] and the counts).
+  KernelDescId flex_layout = 0;
   /// moe.dispatcher alltoall with tensor parallel only: the casts around the reduce-scatter of
   /// the tensor ranks' expert rows (tensor x moe_rank_rows x hidden).
   ProbDtypeCasts moe_tp_combine_casts;

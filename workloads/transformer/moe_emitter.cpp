@@ -1,6 +1,7 @@
 // Megatron-Core's MoE layer (megatron/core/transformer/moe/moe_layer.py), as LayerEmitter emits
 // it: the router and its top-k, the token dispatcher of workload.moe.dispatcher
-// (token_dispatcher.py: MoEAlltoAllTokenDispatcher, or MoEAllGatherTokenDispatcher), the local
+// (token_dispatcher.py: MoEAlltoAllTokenDispatcher, MoEAllGatherTokenDispatcher, or
+// MoEFlexTokenDispatcher on DeepEP), the local
 // experts' grouped GEMMs (experts.py, GroupedMLP / TEGroupedMLP) and the shared experts, forward
 // and backward.
 #include <algorithm>
@@ -8,14 +9,14 @@
 #include <vector>
 
 #include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/layer_emitter.h"
 
 namespace upsim::transformer_emit {
 
-std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine, int64_t row_bytes) const {
+std::vector<double> LayerEmitter::dispatch_shares() const {
   const int64_t ep = config_.parallelism.expert;
   const auto n = static_cast<size_t>(ep);
-  const double tokens = as_double(sizes_.moe_tokens * config_.moe.top_k);
   const double capacity =
       config_.moe.capacity_factor > 0.0 ? config_.moe.capacity_factor : as_double(ep);
   std::vector<double> share(n);
@@ -26,6 +27,13 @@ std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine, int64_t row_byt
                    ? share[0]
                    : std::min((1.0 - share[0]) / as_double(ep - 1), capacity / as_double(ep));
   }
+  return share;
+}
+
+std::vector<int64_t> LayerEmitter::dispatch_matrix(bool combine, int64_t row_bytes) const {
+  const auto n = static_cast<size_t>(config_.parallelism.expert);
+  const double tokens = as_double(sizes_.moe_tokens * config_.moe.top_k);
+  const std::vector<double> share = dispatch_shares();
   std::vector<int64_t> send(n * n, 0);
   for (size_t i = 0; i < n; ++i) {
     for (size_t j = 0; j < n; ++j) {
@@ -48,18 +56,94 @@ void LayerEmitter::expert_probs_all_to_all(bool backward) {
                 dispatch_matrix(backward, kRouterProbBytes));
 }
 
+std::vector<double> LayerEmitter::expert_weights() const {
+  std::vector<double> weight = dispatch_shares();
+  for (double& w : weight)
+    w *= as_double(config_.moe.experts);
+  return weight;
+}
+
+FlexRoutes LayerEmitter::flex_routes() const {
+  FlexRoutes flex;
+  const int64_t ep = config_.parallelism.expert;
+  if (config_.moe.dispatcher != MoeDispatcher::kFlex || ep <= 1) return flex;
+  const auto n = static_cast<size_t>(ep);
+  std::vector<uint32_t> nodes = groups_.expert_nodes;
+  if (nodes.size() != n) nodes.assign(n, 0);
+  const std::vector<double> weight = expert_weights();
+  const int64_t experts = config_.moe.experts;
+  const int64_t k = config_.moe.top_k;
+  const int64_t tokens = sizes_.moe_tokens;
+  const int64_t row = sizes_.h * act_elem_bytes_;
+  // deep_ep.cpp: the dispatch receives each token's top-k int64 indices and fp32 weights; the
+  // dispatch's gradient (a combine) returns the weights' fp32 gradients.
+  constexpr int64_t kTopkIdxBytes = 8;
+  flex.dispatch = deepep_send_matrix(nodes, weight, experts, k, tokens,
+                                     row + k * (kTopkIdxBytes + kRouterProbBytes), false);
+  flex.combine = deepep_send_matrix(nodes, weight, experts, k, tokens, row, true);
+  flex.combine_grad = deepep_send_matrix(nodes, weight, experts, k, tokens, row, false);
+  flex.dispatch_grad =
+      deepep_send_matrix(nodes, weight, experts, k, tokens, row + k * kRouterProbBytes, true);
+  // notify_dispatch: each rank tells every other its token count and per-expert counts (int32).
+  const int64_t counts = (1 + experts / ep) * 4;
+  flex.notify.assign(n * n, counts);
+  for (size_t i = 0; i < n; ++i)
+    flex.notify[i * n + i] = 0;
+  return flex;
+}
+
+void LayerEmitter::deepep_collective(std::string_view name, std::string_view op_name,
+                                     const std::vector<int64_t>& send_bytes) {
+  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name, op_name, send_bytes,
+                config_.moe.flex_sms);
+}
+
+void LayerEmitter::flex_dispatch() {
+  const LayerKernels& d = kernels_;
+  ops_.op("aten::topk", "flex_topk", d.topk);
+  ops_.op("deep_ep::get_dispatch_layout", "get_dispatch_layout", d.flex_layout);
+  deepep_collective("notify_dispatch", "deep_ep::notify_dispatch", flex_.notify);
+  if (ops_.capturing()) {
+    throw std::logic_error("transformer generator: DeepEP's receive-count wait in a CUDA graph");
+  }
+  // The host spins on the counts notify_dispatch writes to pinned memory (deep_ep.cpp,
+  // Buffer::intranode_dispatch / internode_dispatch) before it launches the dispatch.
+  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute,
+                             "deep_ep::dispatch (receive counts)");
+  deepep_collective("dispatch", "deep_ep::dispatch", flex_.dispatch);
+  ops_.op("moe_permute", "permute", d.permute);
+}
+
+void LayerEmitter::flex_combine() {
+  ops_.op("moe_unpermute", "unpermute", kernels_.unpermute);
+  deepep_collective("combine", "deep_ep::combine", flex_.combine);
+}
+
+void LayerEmitter::flex_combine_backward() {
+  deepep_collective("dispatch", "FusedCombineBackward", flex_.combine_grad);
+  ops_.op("MoeUnpermuteBackward", "unpermute_bwd", kernels_.permute);
+}
+
+void LayerEmitter::flex_dispatch_backward() {
+  ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
+  deepep_collective("combine", "FusedDispatchBackward", flex_.dispatch_grad);
+}
+
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
+  const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
-  if (gather) {
+  if (flex) {
+    flex_dispatch();
+  } else if (gather) {
     allgather_dispatch();
   } else if (!config_.moe.pad_to_capacity) {
     expert_count_sync();
   }
-  ops_.op("moe_permute", "permute", d.permute);
-  if (!gather) {
+  if (!flex) ops_.op("moe_permute", "permute", d.permute);
+  if (!gather && !flex) {
     expert_all_to_all(false);
     expert_probs_all_to_all(false);
     expert_tp_all_gather(false);
@@ -69,7 +153,9 @@ void LayerEmitter::moe_forward() {
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
-  if (gather) {
+  if (flex) {
+    flex_combine();
+  } else if (gather) {
     allgather_combine(false);
   } else {
     expert_tp_reduce_scatter(false);
@@ -237,7 +323,10 @@ void LayerEmitter::moe_backward() {
     column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
   }
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
-  if (gather) {
+  const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
+  if (flex) {
+    flex_combine_backward();
+  } else if (gather) {
     allgather_combine(true);
   } else {
     ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
@@ -252,7 +341,9 @@ void LayerEmitter::moe_backward() {
   fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
-  if (gather) {
+  if (flex) {
+    flex_dispatch_backward();
+  } else if (gather) {
     allgather_dispatch_backward();
   } else {
     expert_tp_reduce_scatter(true);

@@ -34,9 +34,9 @@ CollectiveId OpEmitter::call(uint32_t pg, CollectiveKind kind, int64_t bytes, st
 }
 
 void OpEmitter::blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
-                         std::string_view op_name, std::vector<int64_t> send_bytes) {
+                         std::string_view op_name, std::vector<int64_t> send_bytes, int32_t sms) {
   if (groups_.size(pg) < 2) return;
-  const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes));
+  const CollectiveId c = call(pg, kind, bytes, name, std::move(send_bytes), sms);
   HostOp h = host_op(op_name);
   h.collective_on(kCompute, c, op_name);
   h.end();

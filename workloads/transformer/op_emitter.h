@@ -60,9 +60,10 @@ class OpEmitter {
   CollectiveId call(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
                     std::vector<int64_t> send_bytes = {}, int32_t sms = -1);
   /// A collective that blocks the compute stream (torch.distributed on the current stream);
-  /// nothing on a group of one.
+  /// nothing on a group of one. `sms`: the SMs its kernel holds (CollectiveDesc::sms; -1: the
+  /// network model's).
   void blocking(uint32_t pg, CollectiveKind kind, int64_t bytes, std::string_view name,
-                std::string_view op_name, std::vector<int64_t> send_bytes = {});
+                std::string_view op_name, std::vector<int64_t> send_bytes = {}, int32_t sms = -1);
 
  private:
   pytorch::GraphCapture* capture() { return capturing_ ? &capture_ : nullptr; }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/config/config_enum.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/encoder_decoder.h"
 
 namespace upsim {
@@ -291,18 +292,34 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
   // run it set alltoall (Megatron-Bridge's Qwen3-MoE and OLMoE providers:
   // moe_token_dispatcher_type "alltoall"), as the shipped MoE scenarios model it.
   const std::string dispatcher =
-      moe.get_choice_or("dispatcher", {"alltoall", "allgather"}, "alltoall");
+      moe.get_choice_or("dispatcher", {"alltoall", "allgather", "flex"}, "alltoall");
   if (dispatcher == "allgather") m.dispatcher = MoeDispatcher::kAllGather;
+  if (dispatcher == "flex") m.dispatcher = MoeDispatcher::kFlex;
+  if (moe.has("flex_sms") && m.dispatcher != MoeDispatcher::kFlex) {
+    moe.child("flex_sms").fail("sets the SMs of DeepEP's kernels: needs moe.dispatcher flex");
+  }
+  if (m.dispatcher == MoeDispatcher::kFlex) {
+    m.flex_sms = static_cast<int32_t>(moe.get_int_in_or("flex_sms", 2, 1024, kDeepEpDefaultSms));
+  }
+  if (m.flex_sms % 2 != 0) {
+    moe.child("flex_sms")
+        .fail(fmt::format("DeepEP takes an even SM count (Buffer.set_num_sms asserts it), not {}",
+                          m.flex_sms));
+  }
   m.pad_to_capacity = moe.get_bool_or("pad_to_capacity", false);
   if (m.pad_to_capacity && m.capacity_factor == 0.0) {
     moe.child("pad_to_capacity")
         .fail("pads each expert's input to its capacity: needs moe.capacity_factor > 0");
   }
-  if (m.pad_to_capacity && m.dispatcher == MoeDispatcher::kAllGather) {
+  if (m.pad_to_capacity && m.dispatcher != MoeDispatcher::kAllToAll) {
     moe.child("pad_to_capacity")
-        .fail("is the all-to-all dispatcher's (drop_and_pad): needs moe.dispatcher alltoall");
+        .fail(m.dispatcher == MoeDispatcher::kFlex
+                  ? "DeepEP does not pad expert inputs to capacity (Megatron-Core refuses "
+                    "moe_pad_expert_input_to_capacity with the flex dispatcher): moe.dispatcher "
+                    "alltoall"
+                  : "is the all-to-all dispatcher's (drop_and_pad): needs moe.dispatcher alltoall");
   }
-  if (torchtitan && m.dispatcher == MoeDispatcher::kAllGather) {
+  if (torchtitan && m.dispatcher != MoeDispatcher::kAllToAll) {
     moe.child("dispatcher")
         .fail(
             "layer_kernels torchtitan dispatches with its own all-to-all (ExpertParallel): "
@@ -637,6 +654,26 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
         .fail(
             "the shared experts' tensor-parallel linears under Transformer Engine's userbuffers "
             "are not modelled: tp_comm_overlap false, or no moe.shared_experts");
+  }
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.tensor > 1) {
+    // MoEFlexTokenDispatcher's DeepEP group is the expert tensor x expert ranks (tp_ep), each
+    // token routed to every expert tensor rank of its experts; not modelled.
+    moe_node->child("dispatcher")
+        .fail(fmt::format(
+            "flex dispatches over the tensor x expert ranks, which tensor parallel {} would need "
+            "and is not modelled: alltoall, or parallelism.tensor 1",
+            p.tensor));
+  }
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert == 1) {
+    moe_node->child("dispatcher")
+        .fail(
+            "flex dispatches over expert-parallel ranks (Megatron-Core asserts tensor x expert > "
+            "1): parallelism.expert > 1, or alltoall");
+  }
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert > 1 &&
+      !deepep_supports_ranks(p.expert)) {
+    par_node->child("expert").fail(
+        *deepep_layout_unsupported(std::vector<uint32_t>(static_cast<size_t>(p.expert), 0)));
   }
   if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.tensor > 1) {
     // Its gathers span the tensor x expert ranks (tp_ep_group, expert tensor parallel = tensor,
@@ -1212,7 +1249,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
     workload.child("cuda_graphs")
         .fail(
             "a Megatron-Core MoE layer copies its token counts to the host and waits for them "
-            "inside the layer (dropless, dropping to moe.capacity_factor, and with either "
+            "inside the layer (dropless, dropping to moe.capacity_factor, and with every "
             "moe.dispatcher), which a CUDA graph capture cannot; Megatron-Core graphs MoE layers "
             "whose inputs are padded to the capacity: moe.pad_to_capacity true");
   }
@@ -1432,8 +1469,11 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "every expert's input padded to its capacity (Megatron-Core's "
        "moe_pad_expert_input_to_capacity): fixed sizes, no host sync on the token counts"},
       {"moe.dispatcher",
-       "Megatron-Core's token dispatcher: alltoall (tokens to their experts' ranks) or allgather "
-       "(every rank gathers the expert-parallel group's tokens)"},
+       "Megatron-Core's token dispatcher: alltoall (tokens to their experts' ranks), allgather "
+       "(every rank gathers the expert-parallel group's tokens) or flex (DeepEP: each token once "
+       "per rank, across nodes once per node)"},
+      {"moe.flex_sms",
+       "SMs DeepEP's dispatch and combine kernels take (moe_flex_dispatcher_num_sms; even)"},
       {"moe.first_dense", "the first N layers stay dense"},
       {"parallelism.tensor", "tensor-parallel degree (Megatron column / row split in a layer)"},
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},

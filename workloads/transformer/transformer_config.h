@@ -356,6 +356,13 @@ enum class MoeDispatcher : uint8_t {
   /// probabilities' dtype; the local experts' token counts go to the host (.cpu()) every layer.
   /// Tensor parallel 1 only: Megatron-Core gathers over the tensor x expert ranks.
   kAllGather,
+  /// MoEFlexTokenDispatcher with DeepEP (moe_flex_dispatcher_backend deepep; deepep.h): each
+  /// token goes once to each rank (and across nodes once to each node) its experts are on, with
+  /// its top-k indices and fp32 weights; the receiver permutes; the host waits for the receive
+  /// counts in every forward dispatch (DeepEP's CPU spin on them); the kernels hold
+  /// MoeConfig::flex_sms SMs. Tensor parallel 1 only: its group spans the expert tensor x expert
+  /// ranks.
+  kFlex,
 };
 
 struct MoeConfig {
@@ -377,6 +384,8 @@ struct MoeConfig {
   /// expert computes capacity rows, the all-to-all moves them, and nothing waits for the token
   /// counts (their sizes are fixed), so CUDA graphs can capture the layer.
   bool pad_to_capacity = false;
+  /// SMs DeepEP's kernels take with dispatcher kFlex (moe_flex_dispatcher_num_sms; even).
+  int32_t flex_sms = 20;
 };
 
 struct ParallelismConfig {

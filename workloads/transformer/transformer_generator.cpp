@@ -135,8 +135,13 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     grad_buffers_[kExpertBuffer].pg =
         groups_.group(ParallelDim::kData, layout_.expert_replica_group(global), "expert");
   }
-  layer_groups.expert =
-      groups_.group(ParallelDim::kExpert, layout_.group(ParallelDim::kExpert, global));
+  const std::vector<int64_t> expert_members = layout_.group(ParallelDim::kExpert, global);
+  layer_groups.expert = groups_.group(ParallelDim::kExpert, expert_members);
+  for (const int64_t member : expert_members) {
+    const auto gpu = static_cast<size_t>(member);
+    layer_groups.expert_nodes.push_back(gpu < inputs_.node_of_gpu.size() ? inputs_.node_of_gpu[gpu]
+                                                                         : 0);
+  }
   layers_.begin_rank(layer_groups);
   decoder_layers_.begin_rank(layer_groups);
   // Model-parallel group of the gradient norm: every rank holding a different part of the

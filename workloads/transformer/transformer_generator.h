@@ -43,6 +43,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "sim/task_graph.h"
@@ -53,7 +54,13 @@
 namespace upsim {
 
 struct TransformerGraphInputs {
+  // NOLINTNEXTLINE(google-explicit-constructor): brace-initialised as {iterations}.
+  TransformerGraphInputs(uint32_t iterations_in = 1, std::vector<uint32_t> nodes = {})
+      : iterations(iterations_in), node_of_gpu(std::move(nodes)) {}
   uint32_t iterations = 1;
+  /// The node of each GPU (WorkloadPlatform::node_of_gpu; empty: not known). DeepEP's dispatch
+  /// (moe.dispatcher flex) forwards across nodes by it.
+  std::vector<uint32_t> node_of_gpu;
 };
 
 /// What generate_transformer built.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "workloads/transformer/autocast.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/encoder_decoder.h"
 #include "workloads/transformer/op_recompute.h"
 #include "workloads/transformer/relative_bias.h"
@@ -571,6 +572,13 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
       std::any_of(layers.begin(), layers.end(),
                   [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
     buffers += p.expert * tokens * c.hidden * e;
+  }
+  // The flex dispatcher's DeepEP NVLink and RDMA buffers, allocated once for the expert group
+  // (fused_a2a.py get_buffer, hidden bytes = hidden x max(element bytes, 2)).
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert > 1 &&
+      std::any_of(layers.begin(), layers.end(),
+                  [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
+    buffers += deepep_buffer_bytes(p.expert, c.hidden * std::max<int64_t>(e, 2), c.moe.flex_sms);
   }
   // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
   // experts' gradients, with expert > 1 only) and pipeline.

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "sim/config/quantity_parse.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/model_flops.h"
 #include "workloads/transformer/op_recompute.h"
+#include "workloads/transformer/parallel_layout.h"
 #include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/transformer_generator.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -60,6 +62,37 @@ std::string parallel_order_text(const ParallelismConfig& p) {
   return text;
 }
 
+/// moe.dispatcher flex: DeepEP's SMs must leave the GPU some, and every expert-parallel group
+/// must sit on the nodes as DeepEP's kernels need (deepep_layout_unsupported). Fails at the key.
+void check_deepep_layout(const TransformerConfig& c, const WorkloadPlatform& platform,
+                         const ConfigNode& workload) {
+  const ConfigNode moe = workload.child("moe");
+  if (c.moe.flex_sms >= platform.device.sm_count) {
+    const std::string why =
+        fmt::format("DeepEP's kernels would take {} SMs of the {} of the {}", c.moe.flex_sms,
+                    platform.device.sm_count, platform.device.name);
+    if (moe.has("flex_sms")) moe.child("flex_sms").fail(why);
+    moe.child("dispatcher").fail(why + " (moe.flex_sms)");
+  }
+  if (platform.node_of_gpu.empty() || c.parallelism.expert <= 1) return;
+  const ParallelLayout layout(c.parallelism);
+  for (int64_t rank = 0; rank < layout.gpus(); ++rank) {
+    const std::vector<int64_t> members = layout.group(ParallelDim::kExpert, rank);
+    if (members.front() != rank) continue;  // each group once, at its first member
+    std::vector<uint32_t> nodes;
+    for (const int64_t member : members) {
+      const auto gpu = static_cast<size_t>(member);
+      nodes.push_back(gpu < platform.node_of_gpu.size() ? platform.node_of_gpu[gpu] : 0);
+    }
+    if (const std::optional<std::string> why = deepep_layout_unsupported(nodes)) {
+      moe.child("dispatcher")
+          .fail(fmt::format("{} (the expert-parallel group of rank {}; parallelism.order places "
+                            "the groups): alltoall",
+                            *why, rank));
+    }
+  }
+}
+
 }  // namespace
 
 TransformerWorkload::TransformerWorkload(const ConfigNode& workload) : node_(workload) {}
@@ -96,6 +129,8 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
   const ParallelismConfig& p = c.parallelism;
   TransformerGraphInputs inputs;
   inputs.iterations = platform.iterations;
+  inputs.node_of_gpu = platform.node_of_gpu;
+  if (c.moe.dispatcher == MoeDispatcher::kFlex) check_deepep_layout(c, platform, node_);
   const TransformerGraph built = generate_transformer(c, inputs, graph);
 
   WorkloadBuild out;

@@ -1,9 +1,11 @@
 // Megatron-Core's MoE token movement (workload.moe.dispatcher; workloads/transformer/
 // moe_emitter.cpp): the all-gather dispatcher's collectives and their sizes, its host sync on
 // every MoE layer, what it does without expert parallel, its memory buffer, that moving more
-// bytes than the all-to-all on the same fabric is never faster; under tensor parallel the
-// experts' tensor ranks gathering their tokens (expert tensor parallel = tensor) and the shared
-// experts as a tensor-parallel MLP; and what the config refuses.
+// bytes than the all-to-all on the same fabric is never faster; the flex dispatcher's DeepEP
+// kernels, their sizes across nodes, SMs, host wait, buffers and a faster step across nodes;
+// under tensor parallel the experts' tensor ranks gathering their tokens (expert tensor
+// parallel = tensor) and the shared experts as a tensor-parallel MLP; and what the config
+// refuses.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -19,8 +21,10 @@
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
 #include "topology/fabric_loader.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/transformer_memory.h"
+#include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
 namespace {
@@ -288,7 +292,7 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
                 test_configs::small_llama_workload_yaml() + "  moe: {experts: 8}\n", 1)
                 .moe.dispatcher,
             MoeDispatcher::kAllToAll);
-  const std::string unknown = error_of("  moe: {experts: 8, dispatcher: flex}\n");
+  const std::string unknown = error_of("  moe: {experts: 8, dispatcher: deepep}\n");
   EXPECT_NE(unknown.find("workload.moe.dispatcher"), std::string::npos) << unknown;
   EXPECT_NE(unknown.find("allgather"), std::string::npos) << unknown;
   const std::string torchtitan =
@@ -323,7 +327,187 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
             "");
   const std::string graphs = error_of(moe + "  cuda_graphs: true\n");
   EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
-  EXPECT_NE(graphs.find("either moe.dispatcher"), std::string::npos) << graphs;
+  EXPECT_NE(graphs.find("every moe.dispatcher"), std::string::npos) << graphs;
+}
+
+/// A fine-grained MoE layer (small_gpt's with 32 experts, top 8) over expert parallel 16 =
+/// data 16 on two nodes of 8 GPUs, dispatched by `dispatcher`.
+TransformerConfig fine_moe(MoeDispatcher dispatcher) {
+  TransformerConfig c = small_moe(dispatcher, 16, 0.0);
+  c.moe.experts = 32;
+  c.moe.top_k = 8;
+  c.parallelism.data = 16;
+  c.global_batch = c.micro_batch * 16 * 2;
+  return c;
+}
+
+std::vector<uint32_t> two_nodes() {
+  std::vector<uint32_t> nodes(16);
+  for (size_t i = 0; i < 16; ++i)
+    nodes[i] = static_cast<uint32_t>(i / 8);
+  return nodes;
+}
+
+// moe.dispatcher flex (MoEFlexTokenDispatcher on DeepEP): per MoE layer and micro-batch the
+// count exchange, the dispatch (hidden rows with 8 int64 indices and 8 fp32 weights a token),
+// the combine, and their gradients, each one DeepEP kernel holding 20 SMs with the sizes of
+// deepep_send_matrix on the group's nodes; no NCCL all-to-all, no probabilities' all-to-all,
+// no count all-gather; the host waits for the receive counts once per forward dispatch.
+TEST(MoeDispatcher, FlexRunsDeepEpKernelsWithItsSizesAcrossNodes) {
+  const TransformerConfig c = fine_moe(MoeDispatcher::kFlex);
+  TaskGraph g;
+  generate_transformer(c, TransformerGraphInputs(1, two_nodes()), g);
+  const LayerSizes z = layer_sizes(c);
+  const std::vector<double> weight(16, 2.0);
+  const int64_t row = c.hidden * 2;
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"deep_ep::dispatch",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row + 8 * (8 + 4), false)},
+      {"deep_ep::combine", deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row, true)},
+      {"FusedCombineBackward",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row, false)},
+      {"FusedDispatchBackward",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row + 8 * 4, true)},
+  };
+  std::map<std::string, int> count;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.rank != 0 || task.kind != TaskKind::kCollective) continue;
+    const std::string name(g.name(task.op_name));
+    ++count[name];
+    const CollectiveDesc& d = g.collective(g.collective_of(t));
+    if (name.rfind("deep_ep::", 0) == 0 || name.rfind("Fused", 0) == 0) {
+      EXPECT_EQ(d.sms, kDeepEpDefaultSms) << name;
+      EXPECT_EQ(d.kind, CollectiveKind::kAllToAll) << name;
+    }
+    if (!expected.count(name)) continue;
+    const AllToAllSizes& sizes = d.send_bytes;
+    ASSERT_EQ(sizes.members(), 16u) << name;
+    for (size_t i = 0; i < 16; ++i)
+      for (size_t j = 0; j < 16; ++j)
+        ASSERT_EQ(sizes.at(i, j), expected.at(name)[i * 16 + j]) << name << " " << i << " " << j;
+  }
+  const int per_step = static_cast<int>(c.layers * 2);
+  for (const char* name : {"deep_ep::notify_dispatch", "deep_ep::dispatch", "deep_ep::combine",
+                           "FusedCombineBackward", "FusedDispatchBackward"}) {
+    EXPECT_EQ(count[name], per_step) << name;
+  }
+  for (const char* name :
+       {"c10d::all_to_all_single", "moe::all_to_all_probs", "moe::gather_tokens_per_expert"}) {
+    EXPECT_EQ(count.count(name), 0u) << name;
+  }
+  EXPECT_EQ(test_configs::task_count(c, TaskKind::kHostSync, "deep_ep::dispatch (receive counts)"),
+            per_step);
+  EXPECT_EQ(host_syncs(c), 0);
+}
+
+// The same layer's step on two DGX H100 nodes: DeepEP's dispatch crosses the network once per
+// node and token where the all-to-all sends every routed copy, so the step is faster; the
+// DeepEP buffers count in the memory model.
+TEST(MoeDispatcher, FlexCrossesNodesOncePerTokenAndIsFasterThanTheAllToAll) {
+  ConfigDocument topology =
+      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
+  ConfigDocument gpu = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
+  const Fabric fabric = load_fabric(topology.root());
+  const HardwareProfile hw = load_hardware_profile(gpu.root());
+  RooflineParams params;
+  params.compute_fraction = hw.achievable.compute;
+  params.memory_fraction = hw.achievable.memory;
+  const RooflineKernelCost kernels(params);
+  const auto step = [&](MoeDispatcher dispatcher) {
+    TaskGraph g;
+    generate_transformer(fine_moe(dispatcher), TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
+    g.seal();
+    return test_configs::run_step(g, kernels, fabric, hw, 2).predicted_iteration_time;
+  };
+  const Duration a2a = step(MoeDispatcher::kAllToAll);
+  const Duration flex = step(MoeDispatcher::kFlex);
+  std::printf("MoE EP16 over 2 nodes, top 8 of 32: alltoall %.3f ms, flex %.3f ms\n",
+              a2a.seconds() * 1e3, flex.seconds() * 1e3);
+  EXPECT_LT(flex, a2a);
+  const auto buffers = [](const TransformerConfig& c) {
+    for (const MemoryFootprint::Part& p : transformer_memory(c, 0).parts)
+      if (p.name == "buffers") return p.bytes;
+    return int64_t{0};
+  };
+  const TransformerConfig flex_config = fine_moe(MoeDispatcher::kFlex);
+  EXPECT_EQ(buffers(flex_config) - buffers(fine_moe(MoeDispatcher::kAllToAll)),
+            deepep_buffer_bytes(16, flex_config.hidden * 2, kDeepEpDefaultSms));
+}
+
+TEST(MoeDispatcher, TheConfigTakesFlexWhereDeepEpRunsAndRefusesTheRestAtTheKey) {
+  const std::string ep8 = "  parallelism: {data: 8, expert: 8}\n";
+  const auto flex_error = [&](const std::string& moe, const std::string& parallelism,
+                              uint32_t gpus = 8, const std::string& kernels = "fused") {
+    return test_configs::workload_error(test_configs::small_llama_workload_yaml() +
+                                            "  layer_kernels: " + kernels + "\n" + moe +
+                                            parallelism,
+                                        gpus);
+  };
+  EXPECT_EQ(flex_error("  moe: {experts: 8, dispatcher: flex, flex_sms: 24}\n", ep8), "");
+  EXPECT_EQ(test_configs::parse_workload(test_configs::small_llama_workload_yaml() +
+                                             "  moe: {experts: 8, dispatcher: flex}\n" + ep8,
+                                         8)
+                .moe.flex_sms,
+            kDeepEpDefaultSms);
+  const std::map<std::string, std::pair<std::string, std::string>> refused = {
+      {"workload.moe.flex_sms", {"  moe: {experts: 8, dispatcher: flex, flex_sms: 21}\n", ep8}},
+      {"workload.moe.flex_sms", {"  moe: {experts: 8, flex_sms: 20}\n", ep8}},
+      {"workload.moe.pad_to_capacity",
+       {"  moe: {experts: 8, dispatcher: flex, capacity_factor: 1, pad_to_capacity: true}\n", ep8}},
+      {"workload.moe.dispatcher", {"  moe: {experts: 8, dispatcher: flex}\n", ""}},
+  };
+  for (const auto& [key, yaml] : refused) {
+    const std::string error = flex_error(yaml.first, yaml.second);
+    EXPECT_NE(error.find(key), std::string::npos) << key << ": " << error;
+  }
+  const std::string odd = flex_error("  moe: {experts: 8, dispatcher: flex, flex_sms: 21}\n", ep8);
+  EXPECT_NE(odd.find("even"), std::string::npos) << odd;
+  const std::string tensor = flex_error("  moe: {experts: 8, dispatcher: flex}\n",
+                                        "  parallelism: {tensor: 2, sequence: true, data: 8, "
+                                        "expert: 8}\n",
+                                        16);
+  EXPECT_NE(tensor.find("workload.moe.dispatcher"), std::string::npos) << tensor;
+  EXPECT_NE(tensor.find("tensor x expert"), std::string::npos) << tensor;
+  const std::string size = flex_error("  moe: {experts: 12, dispatcher: flex}\n",
+                                      "  parallelism: {data: 12, expert: 12}\n", 12);
+  EXPECT_NE(size.find("workload.parallelism.expert"), std::string::npos) << size;
+  EXPECT_NE(size.find("not 12"), std::string::npos) << size;
+  const std::string torchtitan = flex_error(
+      "  moe: {experts: 8, capacity_factor: 0, dispatcher: flex}\n", ep8, 8, "torchtitan");
+  EXPECT_NE(torchtitan.find("workload.moe.dispatcher"), std::string::npos) << torchtitan;
+  const std::string graphs =
+      flex_error("  moe: {experts: 8, dispatcher: flex}\n  cuda_graphs: true\n", ep8);
+  EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
+}
+
+// An expert-parallel group of 16 on nodes of 4 GPUs: DeepEP's internode kernels take whole
+// nodes of 8. The build, which knows the nodes, refuses it at the dispatcher; on nodes of 8 it
+// builds.
+TEST(MoeDispatcher, FlexRefusesAnExpertGroupOnNodesDeepEpCannotSpan) {
+  const std::string yaml = test_configs::small_llama_workload_yaml() +
+                           "  moe: {experts: 16, dispatcher: flex}\n"
+                           "  parallelism: {data: 16, expert: 16}\n";
+  const auto build = [&](uint32_t gpus_per_node) -> std::string {
+    ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+    TransformerWorkload workload(doc.root().child("workload"));
+    WorkloadPlatform platform;
+    platform.gpus = 16;
+    platform.device.sm_count = 108;
+    for (uint32_t g = 0; g < 16; ++g)
+      platform.node_of_gpu.push_back(g / gpus_per_node);
+    TaskGraph graph;
+    try {
+      workload.build(platform, graph);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(build(8), "");
+  const std::string four = build(4);
+  EXPECT_NE(four.find("workload.moe.dispatcher"), std::string::npos) << four;
+  EXPECT_NE(four.find("whole nodes of 8"), std::string::npos) << four;
 }
 
 }  // namespace

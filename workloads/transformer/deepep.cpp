@@ -78,6 +78,26 @@ bool deepep_supports_ranks(int64_t ranks) {
   return find_config(ranks) != nullptr;
 }
 
+int32_t flex_dispatch_sms(bool hybrid, int32_t sms, bool across_nodes) {
+  if (sms > 0) return sms;
+  if (!hybrid) return kDeepEpDefaultSms;
+  return across_nodes ? kHybridEpInternodeSms : kHybridEpIntranodeSms;
+}
+
+std::optional<std::string> hybridep_layout_unsupported(const std::vector<uint32_t>& member_node) {
+  const NodeLayout layout = node_layout(member_node);
+  const size_t per_node = layout.nodes.begin()->second.size();
+  for (const auto& [node, members] : layout.nodes) {
+    if (members.size() != per_node) {
+      return fmt::format(
+          "HybridEP's kernels take the same number of expert-parallel ranks on every node "
+          "(NUM_OF_RANKS_PER_NODE); this group of {} ranks has {} on one node and {} on another",
+          member_node.size(), per_node, members.size());
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> deepep_layout_unsupported(const std::vector<uint32_t>& member_node) {
   const auto ranks = static_cast<int64_t>(member_node.size());
   if (!deepep_supports_ranks(ranks)) {

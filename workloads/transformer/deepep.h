@@ -1,7 +1,10 @@
-// DeepEP's high-throughput ("normal") dispatch and combine, as Megatron-Core's flex token
-// dispatcher runs them (moe.dispatcher flex; megatron/core/transformer/moe/token_dispatcher.py,
-// MoEFlexTokenDispatcher, and fused_a2a.py; github.com/deepseek-ai/DeepEP @ 567632dd, the V1
-// Buffer API Megatron calls, README and csrc/). Pure functions of the routing and the layout.
+// DeepEP's high-throughput ("normal") dispatch and combine and HybridEP's, as Megatron-Core's
+// flex token dispatcher runs them (moe.dispatcher flex; megatron/core/transformer/moe/
+// token_dispatcher.py, MoEFlexTokenDispatcher, and fused_a2a.py; github.com/deepseek-ai/DeepEP
+// @ 567632dd, the V1 Buffer API Megatron calls, README and csrc/; its hybrid-ep branch @
+// 94a9f8f, whose data path is the same: "Hybrid-EP first performs IB communication between peer
+// GPUs, then each rank distributes the received inter-node data locally",
+// Hybrid-EP_Implementation.md). Pure functions of the routing and the layout.
 //
 // Contract:
 //  - A token goes to a rank once, whatever number of that rank's experts it is routed to
@@ -34,6 +37,20 @@ inline constexpr int64_t kDeepEpNvlPeers = 8;
 /// SMs DeepEP's normal kernels take by default (deep_ep/buffer.py, Buffer.num_sms = 20; Megatron-
 /// Core passes moe_flex_dispatcher_num_sms, default 20). Must be even (set_num_sms asserts it).
 inline constexpr int32_t kDeepEpDefaultSms = 20;
+
+/// HybridEP's default SMs per dispatch and combine kernel (DeepEP hybrid-ep branch @ 94a9f8f,
+/// csrc/hybrid_ep/config.cuh: `value_or((num_of_nodes == 1) ? 24 : 8)`).
+inline constexpr int32_t kHybridEpIntranodeSms = 24;
+inline constexpr int32_t kHybridEpInternodeSms = 8;
+
+/// The SMs the flex dispatcher's kernels take: `sms` when set (> 0), else the backend's default
+/// (`hybrid`: HybridEP's, by whether the group spans nodes; DeepEP's otherwise).
+int32_t flex_dispatch_sms(bool hybrid, int32_t sms, bool across_nodes);
+
+/// Why HybridEP cannot run an expert-parallel group on `member_node`, or nothing: its ranks
+/// within a node share one NVLink domain, and across nodes every node holds as many of the
+/// group's ranks (NUM_OF_RANKS_PER_NODE, a template parameter of its kernels).
+std::optional<std::string> hybridep_layout_unsupported(const std::vector<uint32_t>& member_node);
 
 /// Whether DeepEP's config tables list a group of `ranks` (Buffer.get_dispatch_config: 2, 4, 8,
 /// 16, 24, 32, 48, 64, 96, 128, 144, 160).

@@ -53,6 +53,8 @@ struct LayerGroups {
 /// dispatch's a combine of them with the weights' gradients.
 struct FlexRoutes {
   std::vector<int64_t> notify, dispatch, combine, combine_grad, dispatch_grad;
+  /// SMs each kernel holds (flex_dispatch_sms).
+  int32_t sms = 0;
 };
 
 /// The kernels of Megatron's unfused CoreAttention (baddbmm q k^T, the masked softmax, dropout,
@@ -317,20 +319,22 @@ class LayerEmitter {
   /// reduce-scattered, and the probabilities' gradient.
   void allgather_dispatch_backward();
 
-  /// moe.dispatcher flex (Megatron-Core's MoEFlexTokenDispatcher on DeepEP, deepep.h), forward:
-  /// the second top-k of the routing (setup_metadata's token indices), DeepEP's dispatch layout,
-  /// its count exchange, the host's wait for the receive counts (DeepEP's CPU spin before the
-  /// dispatch kernel; Megatron-Core: "not compatible with CUDA graph"), the dispatch, the
-  /// receiver's permutation; flex_combine: unpermute (each token's local experts summed), the
-  /// combine. The backward's dispatch and combine reuse the forward's layout: no host wait.
+  /// moe.dispatcher flex (Megatron-Core's MoEFlexTokenDispatcher, deepep.h), forward: DeepEP's
+  /// second top-k of the routing (setup_metadata's token indices), dispatch layout, count
+  /// exchange and the host's wait for the receive counts (its CPU spin before the dispatch
+  /// kernel; Megatron-Core: "not compatible with CUDA graph"), or HybridEP's routing-map
+  /// all-gather, layout scan and count sync; the dispatch, the receiver's permutation;
+  /// flex_combine: unpermute (each token's local experts summed), the combine. The backward's
+  /// dispatch and combine reuse the forward's layout: no host wait.
   void flex_dispatch();
   void flex_combine();
   void flex_combine_backward();
   void flex_dispatch_backward();
-  /// One DeepEP kernel over the EP group on the compute stream (Megatron-Core waits for
-  /// DeepEP's communication stream at once), holding MoeConfig::flex_sms SMs.
-  void deepep_collective(std::string_view name, std::string_view op_name,
-                         const std::vector<int64_t>& send_bytes);
+  /// One dispatch or combine kernel of the flex backend over the EP group on the compute stream
+  /// (Megatron-Core waits for DeepEP's communication stream at once; HybridEP runs on the
+  /// current stream), named by the backend's op, holding FlexRoutes::sms SMs.
+  void flex_collective(std::string_view name, std::string_view deepep_op,
+                       std::string_view hybridep_op, const std::vector<int64_t>& send_bytes);
   /// The rank's FlexRoutes (empty unless moe.dispatcher flex with expert parallel).
   FlexRoutes flex_routes() const;
   /// Each EP member's routing weight in experts (the busiest first; dispatch_shares).

@@ -463,12 +463,18 @@ class LayerKernelBuilder {
       d.moe_tp_combine_casts = prob_dtype_casts(t, moe_rank_rows(config_, sizes_));
     }
     const int64_t ep = config_.parallelism.expert;
-    if (m.dispatcher == MoeDispatcher::kFlex) {
+    if (m.dispatcher == MoeDispatcher::kFlex && m.flex_backend == FlexBackend::kDeepEp) {
       // Per routed entry: its int64 index read (two fp32 words), and the layout's bool row of
       // ep entries per token written (ep / (4 top_k) fp32 words per entry).
       d.flex_layout =
           add(pytorch::pointwise(MemoryOp::kIndex, DType::kFp32, as_double(tk * m.top_k), 0, 2,
                                  as_double(ep) / as_double(4 * m.top_k)));
+    }
+    if (m.dispatcher == MoeDispatcher::kFlex && m.flex_backend == FlexBackend::kHybridEp) {
+      // The scan reads the gathered [ep x tokens, experts] bool routing map once (a quarter of
+      // an fp32 word per entry); its maps are a few int32 per token.
+      d.flex_layout = add(pytorch::pointwise(MemoryOp::kIndex, DType::kFp32,
+                                             as_double(ep * tk * m.experts), 0, 0.25, 0));
     }
     if (m.dispatcher == MoeDispatcher::kAllGather && ep > 1) {
       // The all-gather dispatcher's gathered shape (ep x the rank's tokens): unpermute's zeros

@@ -138,7 +138,8 @@ struct LayerKernels {
   KernelDescId moe_gathered_fill = 0;
   ProbDtypeCasts moe_ep_combine_casts;
   /// moe.dispatcher flex only: DeepEP's get_dispatch_layout (reads the [tokens, top_k] int64
-  /// expert indices, writes is_token_in_rank [tokens, expert ranks] and the counts).
+  /// expert indices, writes is_token_in_rank [tokens, expert ranks] and the counts), or
+  /// HybridEP's scan of the gathered routing map (metadata_preprocessing).
   KernelDescId flex_layout = 0;
   /// moe.dispatcher alltoall with tensor parallel only: the casts around the reduce-scatter of
   /// the tensor ranks' expert rows (tensor x moe_rank_rows x hidden).

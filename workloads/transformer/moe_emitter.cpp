@@ -5,6 +5,7 @@
 // experts' grouped GEMMs (experts.py, GroupedMLP / TEGroupedMLP) and the shared experts, forward
 // and backward.
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -67,66 +68,94 @@ FlexRoutes LayerEmitter::flex_routes() const {
   FlexRoutes flex;
   const int64_t ep = config_.parallelism.expert;
   if (config_.moe.dispatcher != MoeDispatcher::kFlex || ep <= 1) return flex;
+  const bool hybrid = config_.moe.flex_backend == FlexBackend::kHybridEp;
   const auto n = static_cast<size_t>(ep);
   std::vector<uint32_t> nodes = groups_.expert_nodes;
   if (nodes.size() != n) nodes.assign(n, 0);
+  const auto node_count = std::set<uint32_t>(nodes.begin(), nodes.end()).size();
+  flex.sms = flex_dispatch_sms(hybrid, config_.moe.flex_sms, node_count > 1);
   const std::vector<double> weight = expert_weights();
   const int64_t experts = config_.moe.experts;
   const int64_t k = config_.moe.top_k;
   const int64_t tokens = sizes_.moe_tokens;
   const int64_t row = sizes_.h * act_elem_bytes_;
-  // deep_ep.cpp: the dispatch receives each token's top-k int64 indices and fp32 weights; the
-  // dispatch's gradient (a combine) returns the weights' fp32 gradients.
+  // What travels with a token's row, forward (and the probabilities' gradient back):
+  //  - DeepEP (deep_ep.cpp): its top-k int64 indices and fp32 weights; the gradient, the
+  //    weights' fp32 gradients;
+  //  - HybridEP (hybrid_ep_backend.cuh): the fp32 probabilities of every expert of the
+  //    destination node (experts per rank x ranks per node), the same for the gradient.
   constexpr int64_t kTopkIdxBytes = 8;
-  flex.dispatch = deepep_send_matrix(nodes, weight, experts, k, tokens,
-                                     row + k * (kTopkIdxBytes + kRouterProbBytes), false);
+  const int64_t node_experts = experts / ep * ep / static_cast<int64_t>(node_count);
+  const int64_t routing =
+      hybrid ? node_experts * kRouterProbBytes : k * (kTopkIdxBytes + kRouterProbBytes);
+  const int64_t routing_grad = hybrid ? node_experts * kRouterProbBytes : k * kRouterProbBytes;
+  flex.dispatch = deepep_send_matrix(nodes, weight, experts, k, tokens, row + routing, false);
   flex.combine = deepep_send_matrix(nodes, weight, experts, k, tokens, row, true);
   flex.combine_grad = deepep_send_matrix(nodes, weight, experts, k, tokens, row, false);
   flex.dispatch_grad =
-      deepep_send_matrix(nodes, weight, experts, k, tokens, row + k * kRouterProbBytes, true);
-  // notify_dispatch: each rank tells every other its token count and per-expert counts (int32).
-  const int64_t counts = (1 + experts / ep) * 4;
-  flex.notify.assign(n * n, counts);
-  for (size_t i = 0; i < n; ++i)
-    flex.notify[i * n + i] = 0;
+      deepep_send_matrix(nodes, weight, experts, k, tokens, row + routing_grad, true);
+  if (!hybrid) {
+    // notify_dispatch: each rank tells every other its token count and per-expert counts
+    // (int32).
+    const int64_t counts = (1 + experts / ep) * 4;
+    flex.notify.assign(n * n, counts);
+    for (size_t i = 0; i < n; ++i)
+      flex.notify[i * n + i] = 0;
+  }
   return flex;
 }
 
-void LayerEmitter::deepep_collective(std::string_view name, std::string_view op_name,
-                                     const std::vector<int64_t>& send_bytes) {
-  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name, op_name, send_bytes,
-                config_.moe.flex_sms);
+void LayerEmitter::flex_collective(std::string_view name, std::string_view deepep_op,
+                                   std::string_view hybridep_op,
+                                   const std::vector<int64_t>& send_bytes) {
+  const bool hybrid = config_.moe.flex_backend == FlexBackend::kHybridEp;
+  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name,
+                hybrid ? hybridep_op : deepep_op, send_bytes, flex_.sms);
 }
 
 void LayerEmitter::flex_dispatch() {
   const LayerKernels& d = kernels_;
-  ops_.op("aten::topk", "flex_topk", d.topk);
-  ops_.op("deep_ep::get_dispatch_layout", "get_dispatch_layout", d.flex_layout);
-  deepep_collective("notify_dispatch", "deep_ep::notify_dispatch", flex_.notify);
-  if (ops_.capturing()) {
-    throw std::logic_error("transformer generator: DeepEP's receive-count wait in a CUDA graph");
+  if (config_.moe.flex_backend == FlexBackend::kHybridEp) {
+    // metadata_preprocessing: the [tokens, experts] bool routing map all-gathered (NCCL), the
+    // scan kernel's layout, then the per-expert counts copied to the host, which synchronises
+    // (Megatron-Core: non_blocking False without moe_expert_rank_capacity_factor).
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather,
+                  sizes_.moe_tokens * config_.moe.experts, "all_gather",
+                  "hybrid_ep::allgather_routing_map");
+    ops_.op("hybrid_ep::metadata_preprocessing", "scan", d.flex_layout);
+    host_waits_for_expert_counts(config_.moe.experts / config_.parallelism.expert *
+                                 kExpertCountBytes);
+  } else {
+    ops_.op("aten::topk", "flex_topk", d.topk);
+    ops_.op("deep_ep::get_dispatch_layout", "get_dispatch_layout", d.flex_layout);
+    flex_collective("notify_dispatch", "deep_ep::notify_dispatch", "", flex_.notify);
+    if (ops_.capturing()) {
+      throw std::logic_error("transformer generator: DeepEP's receive-count wait in a CUDA graph");
+    }
+    // The host spins on the counts notify_dispatch writes to pinned memory (deep_ep.cpp,
+    // Buffer::intranode_dispatch / internode_dispatch) before it launches the dispatch.
+    ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute,
+                               "deep_ep::dispatch (receive counts)");
   }
-  // The host spins on the counts notify_dispatch writes to pinned memory (deep_ep.cpp,
-  // Buffer::intranode_dispatch / internode_dispatch) before it launches the dispatch.
-  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute,
-                             "deep_ep::dispatch (receive counts)");
-  deepep_collective("dispatch", "deep_ep::dispatch", flex_.dispatch);
+  flex_collective("dispatch", "deep_ep::dispatch", "hybrid_ep::dispatch", flex_.dispatch);
   ops_.op("moe_permute", "permute", d.permute);
 }
 
 void LayerEmitter::flex_combine() {
   ops_.op("moe_unpermute", "unpermute", kernels_.unpermute);
-  deepep_collective("combine", "deep_ep::combine", flex_.combine);
+  flex_collective("combine", "deep_ep::combine", "hybrid_ep::combine", flex_.combine);
 }
 
 void LayerEmitter::flex_combine_backward() {
-  deepep_collective("dispatch", "FusedCombineBackward", flex_.combine_grad);
+  flex_collective("dispatch", "FusedCombineBackward", "HybridEPCombineBackward",
+                  flex_.combine_grad);
   ops_.op("MoeUnpermuteBackward", "unpermute_bwd", kernels_.permute);
 }
 
 void LayerEmitter::flex_dispatch_backward() {
   ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
-  deepep_collective("combine", "FusedDispatchBackward", flex_.dispatch_grad);
+  flex_collective("combine", "FusedDispatchBackward", "HybridEPDispatchBackward",
+                  flex_.dispatch_grad);
 }
 
 void LayerEmitter::moe_forward() {

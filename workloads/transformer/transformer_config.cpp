@@ -295,13 +295,18 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
       moe.get_choice_or("dispatcher", {"alltoall", "allgather", "flex"}, "alltoall");
   if (dispatcher == "allgather") m.dispatcher = MoeDispatcher::kAllGather;
   if (dispatcher == "flex") m.dispatcher = MoeDispatcher::kFlex;
-  if (moe.has("flex_sms") && m.dispatcher != MoeDispatcher::kFlex) {
-    moe.child("flex_sms").fail("sets the SMs of DeepEP's kernels: needs moe.dispatcher flex");
+  for (const char* key : {"flex_sms", "flex_backend"}) {
+    if (moe.has(key) && m.dispatcher != MoeDispatcher::kFlex) {
+      moe.child(key).fail("belongs to the flex dispatcher: needs moe.dispatcher flex");
+    }
   }
   if (m.dispatcher == MoeDispatcher::kFlex) {
-    m.flex_sms = static_cast<int32_t>(moe.get_int_in_or("flex_sms", 2, 1024, kDeepEpDefaultSms));
+    if (moe.get_choice_or("flex_backend", {"deepep", "hybridep"}, "deepep") == "hybridep") {
+      m.flex_backend = FlexBackend::kHybridEp;
+    }
+    if (moe.has("flex_sms")) m.flex_sms = static_cast<int32_t>(moe.get_int_in("flex_sms", 1, 1024));
   }
-  if (m.flex_sms % 2 != 0) {
+  if (m.flex_backend == FlexBackend::kDeepEp && m.flex_sms % 2 != 0) {
     moe.child("flex_sms")
         .fail(fmt::format("DeepEP takes an even SM count (Buffer.set_num_sms asserts it), not {}",
                           m.flex_sms));
@@ -670,8 +675,8 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "flex dispatches over expert-parallel ranks (Megatron-Core asserts tensor x expert > "
             "1): parallelism.expert > 1, or alltoall");
   }
-  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert > 1 &&
-      !deepep_supports_ranks(p.expert)) {
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && c.moe.flex_backend == FlexBackend::kDeepEp &&
+      p.expert > 1 && !deepep_supports_ranks(p.expert)) {
     par_node->child("expert").fail(
         *deepep_layout_unsupported(std::vector<uint32_t>(static_cast<size_t>(p.expert), 0)));
   }
@@ -1473,7 +1478,10 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "(every rank gathers the expert-parallel group's tokens) or flex (DeepEP: each token once "
        "per rank, across nodes once per node)"},
       {"moe.flex_sms",
-       "SMs DeepEP's dispatch and combine kernels take (moe_flex_dispatcher_num_sms; even)"},
+       "SMs the flex dispatcher's kernels take (moe_flex_dispatcher_num_sms); default: DeepEP "
+       "20 (even), HybridEP 24 within a node, 8 across nodes"},
+      {"moe.flex_backend",
+       "the flex dispatcher's library: deepep (DeepEP's normal kernels) or hybridep (HybridEP)"},
       {"moe.first_dense", "the first N layers stay dense"},
       {"parallelism.tensor", "tensor-parallel degree (Megatron column / row split in a layer)"},
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},

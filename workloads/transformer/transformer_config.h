@@ -356,13 +356,24 @@ enum class MoeDispatcher : uint8_t {
   /// probabilities' dtype; the local experts' token counts go to the host (.cpu()) every layer.
   /// Tensor parallel 1 only: Megatron-Core gathers over the tensor x expert ranks.
   kAllGather,
-  /// MoEFlexTokenDispatcher with DeepEP (moe_flex_dispatcher_backend deepep; deepep.h): each
-  /// token goes once to each rank (and across nodes once to each node) its experts are on, with
-  /// its top-k indices and fp32 weights; the receiver permutes; the host waits for the receive
-  /// counts in every forward dispatch (DeepEP's CPU spin on them); the kernels hold
-  /// MoeConfig::flex_sms SMs. Tensor parallel 1 only: its group spans the expert tensor x expert
-  /// ranks.
+  /// MoEFlexTokenDispatcher (deepep.h) on MoeConfig::flex_backend: each token goes once to
+  /// each rank (and across nodes once to each node) its experts are on, with its routing; the
+  /// receiver permutes; the host waits for the token counts in every forward dispatch; the
+  /// kernels hold MoeConfig::flex_sms SMs. Tensor parallel 1 only: its group spans the expert
+  /// tensor x expert ranks.
   kFlex,
+};
+
+/// The flex dispatcher's communication library (moe_flex_dispatcher_backend).
+enum class FlexBackend : uint8_t {
+  /// DeepEP's normal kernels (Megatron-Core's default): a count exchange (notify_dispatch), then
+  /// the host spins on the receive counts; each token carries its top-k int64 indices and fp32
+  /// weights.
+  kDeepEp,
+  /// HybridEP (DeepEP's hybrid-ep branch): the routing map is all-gathered over the group
+  /// (NCCL), a scan kernel builds the layout, the host synchronises on the per-expert counts;
+  /// each token carries the fp32 probabilities of its destination node's experts.
+  kHybridEp,
 };
 
 struct MoeConfig {
@@ -384,8 +395,10 @@ struct MoeConfig {
   /// expert computes capacity rows, the all-to-all moves them, and nothing waits for the token
   /// counts (their sizes are fixed), so CUDA graphs can capture the layer.
   bool pad_to_capacity = false;
-  /// SMs DeepEP's kernels take with dispatcher kFlex (moe_flex_dispatcher_num_sms; even).
-  int32_t flex_sms = 20;
+  FlexBackend flex_backend = FlexBackend::kDeepEp;
+  /// SMs the flex dispatcher's kernels take (moe_flex_dispatcher_num_sms); 0: the backend's
+  /// default (flex_dispatch_sms).
+  int32_t flex_sms = 0;
 };
 
 struct ParallelismConfig {

@@ -574,11 +574,14 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     buffers += p.expert * tokens * c.hidden * e;
   }
   // The flex dispatcher's DeepEP NVLink and RDMA buffers, allocated once for the expert group
-  // (fused_a2a.py get_buffer, hidden bytes = hidden x max(element bytes, 2)).
-  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert > 1 &&
-      std::any_of(layers.begin(), layers.end(),
-                  [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
-    buffers += deepep_buffer_bytes(p.expert, c.hidden * std::max<int64_t>(e, 2), c.moe.flex_sms);
+  // (fused_a2a.py get_buffer, hidden bytes = hidden x max(element bytes, 2)). HybridEP's are
+  // not modelled (their sizes follow its runtime configuration).
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && c.moe.flex_backend == FlexBackend::kDeepEp &&
+      p.expert > 1 && std::any_of(layers.begin(), layers.end(), [&c](int64_t layer) {
+        return c.is_moe_layer(layer);
+      })) {
+    buffers += deepep_buffer_bytes(p.expert, c.hidden * std::max<int64_t>(e, 2),
+                                   flex_dispatch_sms(false, c.moe.flex_sms, false));
   }
   // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
   // experts' gradients, with expert > 1 only) and pipeline.

@@ -62,14 +62,18 @@ std::string parallel_order_text(const ParallelismConfig& p) {
   return text;
 }
 
-/// moe.dispatcher flex: DeepEP's SMs must leave the GPU some, and every expert-parallel group
-/// must sit on the nodes as DeepEP's kernels need (deepep_layout_unsupported). Fails at the key.
-void check_deepep_layout(const TransformerConfig& c, const WorkloadPlatform& platform,
-                         const ConfigNode& workload) {
+/// moe.dispatcher flex: the backend's SMs must leave the GPU some, and every expert-parallel
+/// group must sit on the nodes as the backend's kernels need (deepep_layout_unsupported,
+/// hybridep_layout_unsupported). Fails at the key.
+void check_flex_layout(const TransformerConfig& c, const WorkloadPlatform& platform,
+                       const ConfigNode& workload) {
   const ConfigNode moe = workload.child("moe");
-  if (c.moe.flex_sms >= platform.device.sm_count) {
+  const bool hybrid = c.moe.flex_backend == FlexBackend::kHybridEp;
+  const std::string_view backend = hybrid ? "HybridEP" : "DeepEP";
+  const int32_t sms = flex_dispatch_sms(hybrid, c.moe.flex_sms, false);
+  if (sms >= platform.device.sm_count) {
     const std::string why =
-        fmt::format("DeepEP's kernels would take {} SMs of the {} of the {}", c.moe.flex_sms,
+        fmt::format("{}'s kernels would take {} SMs of the {} of the {}", backend, sms,
                     platform.device.sm_count, platform.device.name);
     if (moe.has("flex_sms")) moe.child("flex_sms").fail(why);
     moe.child("dispatcher").fail(why + " (moe.flex_sms)");
@@ -84,7 +88,8 @@ void check_deepep_layout(const TransformerConfig& c, const WorkloadPlatform& pla
       const auto gpu = static_cast<size_t>(member);
       nodes.push_back(gpu < platform.node_of_gpu.size() ? platform.node_of_gpu[gpu] : 0);
     }
-    if (const std::optional<std::string> why = deepep_layout_unsupported(nodes)) {
+    if (const std::optional<std::string> why =
+            hybrid ? hybridep_layout_unsupported(nodes) : deepep_layout_unsupported(nodes)) {
       moe.child("dispatcher")
           .fail(fmt::format("{} (the expert-parallel group of rank {}; parallelism.order places "
                             "the groups): alltoall",
@@ -130,7 +135,7 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
   TransformerGraphInputs inputs;
   inputs.iterations = platform.iterations;
   inputs.node_of_gpu = platform.node_of_gpu;
-  if (c.moe.dispatcher == MoeDispatcher::kFlex) check_deepep_layout(c, platform, node_);
+  if (c.moe.dispatcher == MoeDispatcher::kFlex) check_flex_layout(c, platform, node_);
   const TransformerGraph built = generate_transformer(c, inputs, graph);
 
   WorkloadBuild out;

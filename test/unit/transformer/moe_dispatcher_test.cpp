@@ -435,6 +435,57 @@ TEST(MoeDispatcher, FlexCrossesNodesOncePerTokenAndIsFasterThanTheAllToAll) {
             deepep_buffer_bytes(16, flex_config.hidden * 2, kDeepEpDefaultSms));
 }
 
+// moe.flex_backend hybridep: per MoE forward the routing map (a byte per token and expert) is
+// all-gathered over the group and scanned, and the host synchronises on the counts; no count
+// exchange. Each token's row carries the fp32 probabilities of its destination node's 16
+// experts; its kernels hold 8 SMs across nodes, 24 within one.
+TEST(MoeDispatcher, HybridEpGathersTheRoutingMapAndCarriesTheNodesProbabilities) {
+  TransformerConfig c = fine_moe(MoeDispatcher::kFlex);
+  c.moe.flex_backend = FlexBackend::kHybridEp;
+  const LayerSizes z = layer_sizes(c);
+  const auto collectives = [&](const std::vector<uint32_t>& nodes) {
+    TaskGraph g;
+    generate_transformer(c, TransformerGraphInputs(1, nodes), g);
+    std::map<std::string, std::vector<CollectiveDesc>> out;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.rank != 0 || task.kind != TaskKind::kCollective) continue;
+      out[std::string(g.name(task.op_name))].push_back(g.collective(g.collective_of(t)));
+    }
+    return out;
+  };
+  const auto across = collectives(two_nodes());
+  const int per_step = static_cast<int>(c.layers * 2);
+  ASSERT_EQ(across.count("hybrid_ep::allgather_routing_map"), 1u);
+  EXPECT_EQ(static_cast<int>(across.at("hybrid_ep::allgather_routing_map").size()), per_step);
+  EXPECT_EQ(across.at("hybrid_ep::allgather_routing_map").front().bytes, z.moe_tokens * 32);
+  EXPECT_EQ(across.count("deep_ep::notify_dispatch"), 0u);
+  const std::vector<double> weight(16, 2.0);
+  const int64_t row = c.hidden * 2;
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"hybrid_ep::dispatch",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row + 16 * 4, false)},
+      {"HybridEPCombineBackward",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row, false)},
+      {"HybridEPDispatchBackward",
+       deepep_send_matrix(two_nodes(), weight, 32, 8, z.moe_tokens, row + 16 * 4, true)},
+  };
+  for (const auto& [name, sizes] : expected) {
+    ASSERT_EQ(across.count(name), 1u) << name;
+    EXPECT_EQ(static_cast<int>(across.at(name).size()), per_step) << name;
+    const CollectiveDesc& d = across.at(name).front();
+    EXPECT_EQ(d.sms, kHybridEpInternodeSms) << name;
+    for (size_t i = 0; i < 16; ++i)
+      for (size_t j = 0; j < 16; ++j)
+        ASSERT_EQ(d.send_bytes.at(i, j), sizes[i * 16 + j]) << name << " " << i << " " << j;
+  }
+  EXPECT_EQ(collectives(std::vector<uint32_t>(16, 0)).at("hybrid_ep::dispatch").front().sms,
+            kHybridEpIntranodeSms);
+  EXPECT_EQ(host_syncs(c), per_step);
+  EXPECT_EQ(test_configs::task_count(c, TaskKind::kHostSync, "deep_ep::dispatch (receive counts)"),
+            0);
+}
+
 TEST(MoeDispatcher, TheConfigTakesFlexWhereDeepEpRunsAndRefusesTheRestAtTheKey) {
   const std::string ep8 = "  parallelism: {data: 8, expert: 8}\n";
   const auto flex_error = [&](const std::string& moe, const std::string& parallelism,
@@ -445,14 +496,26 @@ TEST(MoeDispatcher, TheConfigTakesFlexWhereDeepEpRunsAndRefusesTheRestAtTheKey) 
                                         gpus);
   };
   EXPECT_EQ(flex_error("  moe: {experts: 8, dispatcher: flex, flex_sms: 24}\n", ep8), "");
-  EXPECT_EQ(test_configs::parse_workload(test_configs::small_llama_workload_yaml() +
-                                             "  moe: {experts: 8, dispatcher: flex}\n" + ep8,
-                                         8)
-                .moe.flex_sms,
-            kDeepEpDefaultSms);
+  const MoeConfig flex =
+      test_configs::parse_workload(test_configs::small_llama_workload_yaml() +
+                                       "  moe: {experts: 8, dispatcher: flex}\n" + ep8,
+                                   8)
+          .moe;
+  EXPECT_EQ(flex.flex_sms, 0) << "the backend's default";
+  EXPECT_EQ(flex.flex_backend, FlexBackend::kDeepEp);
+  const MoeConfig hybrid =
+      test_configs::parse_workload(test_configs::small_llama_workload_yaml() +
+                                       "  moe: {experts: 12, dispatcher: flex, flex_backend: "
+                                       "hybridep, flex_sms: 9}\n" +
+                                       "  parallelism: {data: 12, expert: 12}\n",
+                                   12)
+          .moe;
+  EXPECT_EQ(hybrid.flex_backend, FlexBackend::kHybridEp) << "no DeepEP size table, odd SMs";
+  EXPECT_EQ(hybrid.flex_sms, 9);
   const std::map<std::string, std::pair<std::string, std::string>> refused = {
       {"workload.moe.flex_sms", {"  moe: {experts: 8, dispatcher: flex, flex_sms: 21}\n", ep8}},
       {"workload.moe.flex_sms", {"  moe: {experts: 8, flex_sms: 20}\n", ep8}},
+      {"workload.moe.flex_backend", {"  moe: {experts: 8, flex_backend: hybridep}\n", ep8}},
       {"workload.moe.pad_to_capacity",
        {"  moe: {experts: 8, dispatcher: flex, capacity_factor: 1, pad_to_capacity: true}\n", ep8}},
       {"workload.moe.dispatcher", {"  moe: {experts: 8, dispatcher: flex}\n", ""}},
@@ -483,19 +546,23 @@ TEST(MoeDispatcher, TheConfigTakesFlexWhereDeepEpRunsAndRefusesTheRestAtTheKey) 
 
 // An expert-parallel group of 16 on nodes of 4 GPUs: DeepEP's internode kernels take whole
 // nodes of 8. The build, which knows the nodes, refuses it at the dispatcher; on nodes of 8 it
-// builds.
+// builds. HybridEP takes nodes of 4, but not 4 on one node and 8 on the next.
 TEST(MoeDispatcher, FlexRefusesAnExpertGroupOnNodesDeepEpCannotSpan) {
   const std::string yaml = test_configs::small_llama_workload_yaml() +
                            "  moe: {experts: 16, dispatcher: flex}\n"
                            "  parallelism: {data: 16, expert: 16}\n";
-  const auto build = [&](uint32_t gpus_per_node) -> std::string {
-    ConfigDocument doc = ConfigDocument::parse_string(yaml, "scenario.yaml");
+  const auto build = [&](uint32_t gpus_per_node, const std::string& backend = "deepep",
+                         uint32_t first_node_gpus = 0) -> std::string {
+    std::string text = yaml;
+    text.replace(text.find("dispatcher: flex"), 16, "dispatcher: flex, flex_backend: " + backend);
+    ConfigDocument doc = ConfigDocument::parse_string(text, "scenario.yaml");
     TransformerWorkload workload(doc.root().child("workload"));
     WorkloadPlatform platform;
     platform.gpus = 16;
     platform.device.sm_count = 108;
-    for (uint32_t g = 0; g < 16; ++g)
-      platform.node_of_gpu.push_back(g / gpus_per_node);
+    for (uint32_t g = 0; g < 16; ++g) {
+      platform.node_of_gpu.push_back(g < first_node_gpus ? 0 : 1 + g / gpus_per_node);
+    }
     TaskGraph graph;
     try {
       workload.build(platform, graph);
@@ -508,6 +575,11 @@ TEST(MoeDispatcher, FlexRefusesAnExpertGroupOnNodesDeepEpCannotSpan) {
   const std::string four = build(4);
   EXPECT_NE(four.find("workload.moe.dispatcher"), std::string::npos) << four;
   EXPECT_NE(four.find("whole nodes of 8"), std::string::npos) << four;
+  // HybridEP takes any equal number of ranks per node, not an uneven split.
+  EXPECT_EQ(build(4, "hybridep"), "");
+  const std::string uneven = build(8, "hybridep", 4);
+  EXPECT_NE(uneven.find("workload.moe.dispatcher"), std::string::npos) << uneven;
+  EXPECT_NE(uneven.find("same number"), std::string::npos) << uneven;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "tools/scenario.h"
 #include "tools/steady_state.h"
 #include "topology/fabric_loader.h"
+#include "workloads/transformer/deepep.h"
 #include "workloads/transformer/model_flops.h"
 #include "workloads/transformer/transformer_config.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -318,46 +319,60 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
   } else if (p.tensor > 1 && p.sequence && !p.tp_comm_overlap) {
     tensor.push_back({"tp overlap", {"workload.parallelism.tp_comm_overlap=true"}});
   }
+  // Megatron-Core MoE layers over expert parallel with the all-to-all dispatcher: its flex
+  // dispatcher on DeepEP instead, where DeepEP runs (tensor 1, a group size of its tables).
+  std::vector<Option> dispatch{{}};
+  if (c.moe.experts > 0 && p.expert > 1 && p.tensor == 1 &&
+      c.layer_kernels != LayerKernelSet::kTorchtitan &&
+      c.moe.dispatcher == MoeDispatcher::kAllToAll && !c.moe.pad_to_capacity &&
+      deepep_supports_ranks(p.expert)) {
+    dispatch.push_back({"deepep", {"workload.moe.dispatcher=flex"}});
+  }
   std::vector<PlannedLayout> out;
   for (const Option& t : tensor) {
     for (const Option& d : sharding) {
-      if (t.name.empty() && d.name.empty()) continue;
-      PlannedLayout v;
-      v.tensor = l.tensor;
-      v.pipeline = l.pipeline;
-      v.virtual_stages = l.virtual_stages;
-      v.encoder_stages = l.encoder_stages;
-      v.context = l.context;
-      v.expert = l.expert;
-      v.data = l.data;
-      v.micro_batch = l.micro_batch;
-      v.memory_savers = l.memory_savers;
-      // FSDP replaces the distributed optimizer a memory saver may have brought.
-      if (d.name == "fsdp" && v.memory_savers.starts_with("zero 1")) {
-        v.memory_savers = v.memory_savers == "zero 1" ? std::string() : v.memory_savers.substr(9);
-      }
-      v.framework_options = t.name.empty()   ? d.name
-                            : d.name.empty() ? t.name
-                                             : t.name + " + " + d.name;
-      v.label = label_of(v);
-      v.lower_bound = l.lower_bound;
-      v.overrides = l.overrides;
-      v.overrides.insert(v.overrides.end(), t.keys.begin(), t.keys.end());
-      v.overrides.insert(v.overrides.end(), d.keys.begin(), d.keys.end());
-      try {
-        ConfigDocument vdoc = load_with(options, v.overrides);
-        const TransformerConfig vc = parse_transformer_config(vdoc.root().child("workload"), gpus);
-        v.memory_bytes = transformer_peak_memory(vc).allocated_bytes();
-        if (v.memory_bytes > gpu_memory_bytes) {
-          v.outcome = PlannedLayout::Outcome::kNoMemory;
-          v.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(v.memory_bytes),
-                                 format_bytes(gpu_memory_bytes));
+      for (const Option& x : dispatch) {
+        if (t.name.empty() && d.name.empty() && x.name.empty()) continue;
+        PlannedLayout v;
+        v.tensor = l.tensor;
+        v.pipeline = l.pipeline;
+        v.virtual_stages = l.virtual_stages;
+        v.encoder_stages = l.encoder_stages;
+        v.context = l.context;
+        v.expert = l.expert;
+        v.data = l.data;
+        v.micro_batch = l.micro_batch;
+        v.memory_savers = l.memory_savers;
+        // FSDP replaces the distributed optimizer a memory saver may have brought.
+        if (d.name == "fsdp" && v.memory_savers.starts_with("zero 1")) {
+          v.memory_savers = v.memory_savers == "zero 1" ? std::string() : v.memory_savers.substr(9);
         }
-      } catch (const ConfigError& e) {
-        v.outcome = PlannedLayout::Outcome::kInvalid;
-        v.reason = e.message();
+        for (const Option* o : {&t, &d, &x}) {
+          if (o->name.empty()) continue;
+          if (!v.framework_options.empty()) v.framework_options += " + ";
+          v.framework_options += o->name;
+        }
+        v.label = label_of(v);
+        v.lower_bound = l.lower_bound;
+        v.overrides = l.overrides;
+        for (const Option* o : {&t, &d, &x})
+          v.overrides.insert(v.overrides.end(), o->keys.begin(), o->keys.end());
+        try {
+          ConfigDocument vdoc = load_with(options, v.overrides);
+          const TransformerConfig vc =
+              parse_transformer_config(vdoc.root().child("workload"), gpus);
+          v.memory_bytes = transformer_peak_memory(vc).allocated_bytes();
+          if (v.memory_bytes > gpu_memory_bytes) {
+            v.outcome = PlannedLayout::Outcome::kNoMemory;
+            v.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(v.memory_bytes),
+                                   format_bytes(gpu_memory_bytes));
+          }
+        } catch (const ConfigError& e) {
+          v.outcome = PlannedLayout::Outcome::kInvalid;
+          v.reason = e.message();
+        }
+        out.push_back(std::move(v));
       }
-      out.push_back(std::move(v));
     }
   }
   return out;

@@ -43,9 +43,12 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
   const int32_t sms = config_.parallelism.tp_comm_overlap ? kUserbuffersSms : -1;
   // A frozen base (LoRA) runs no weight gradient, and so needs no re-gathered input for one.
   const bool wgrad = !frozen_base();
+  // The stream the layer's kernels run on (the shared experts' side stream under
+  // moe.shared_expert_overlap).
+  const uint16_t compute = ops_.stream();
   TaskId gathered = kNoTask;
   if (tp && sp && wgrad) {
-    const TaskId ready = h.record(kCompute);
+    const TaskId ready = h.record(compute);
     h.wait(kTpComm, ready);
     h.collective_on(kTpComm,
                     ops_.call(groups_.tensor, CollectiveKind::kAllGather, full / sizes_.t,
@@ -53,11 +56,11 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
                     "c10d::_allgather_base");
     gathered = h.record(kTpComm);
   }
-  h.kernel(pytorch::gemm_kernel_name(gemm_dt, "dgrad"), name, dgrad);
+  h.kernel_on(compute, pytorch::gemm_kernel_name(gemm_dt, "dgrad"), name, dgrad);
   TaskId reduced = kNoTask;
   if (tp) {
-    if (gathered != kNoTask) h.wait(kCompute, gathered);
-    const TaskId ready = h.record(kCompute);
+    if (gathered != kNoTask) h.wait(compute, gathered);
+    const TaskId ready = h.record(compute);
     h.wait(kTpComm, ready);
     const CollectiveId c =
         sp ? ops_.call(groups_.tensor, CollectiveKind::kReduceScatter, full, "reduce_scatter", {},
@@ -66,8 +69,8 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
   }
-  if (wgrad) h.kernel(pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, weight_grad);
-  if (reduced != kNoTask) h.wait(kCompute, reduced);
+  if (wgrad) h.kernel_on(compute, pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, weight_grad);
+  if (reduced != kNoTask) h.wait(compute, reduced);
   h.end();
 }
 

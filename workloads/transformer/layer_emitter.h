@@ -325,11 +325,16 @@ class LayerEmitter {
   /// kernel; Megatron-Core: "not compatible with CUDA graph"), or HybridEP's routing-map
   /// all-gather, layout scan and count sync; the dispatch, the receiver's permutation;
   /// flex_combine: unpermute (each token's local experts summed), the combine. The backward's
-  /// dispatch and combine reuse the forward's layout: no host wait.
+  /// dispatch and combine (in moe_backward) reuse the forward's layout: no host wait.
   void flex_dispatch();
   void flex_combine();
-  void flex_combine_backward();
-  void flex_dispatch_backward();
+  /// The pieces of the shared experts that moe.shared_expert_overlap runs on the side stream
+  /// (Megatron-Core's SharedExpertMLP: pre_forward_comm, linear_fc1_forward_and_act,
+  /// linear_fc2_forward with post_forward_comm, and their backward as autograd orders it).
+  enum class SharedExpertPart : uint8_t { kEnter, kFc1, kFc2Exit, kFc2Backward, kFc1Backward };
+  /// One such piece on kSharedExperts (the caller has the side stream wait where Megatron-Core
+  /// does).
+  void shared_experts_on_side(SharedExpertPart part);
   /// One dispatch or combine kernel of the flex backend over the EP group on the compute stream
   /// (Megatron-Core waits for DeepEP's communication stream at once; HybridEP runs on the
   /// current stream), named by the backend's op, holding FlexRoutes::sms SMs.

@@ -137,8 +137,10 @@ void LayerEmitter::flex_dispatch() {
     ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute,
                                "deep_ep::dispatch (receive counts)");
   }
+  if (config_.moe.shared_expert_overlap) {
+    ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
+  }
   flex_collective("dispatch", "deep_ep::dispatch", "hybrid_ep::dispatch", flex_.dispatch);
-  ops_.op("moe_permute", "permute", d.permute);
 }
 
 void LayerEmitter::flex_combine() {
@@ -146,22 +148,11 @@ void LayerEmitter::flex_combine() {
   flex_collective("combine", "deep_ep::combine", "hybrid_ep::combine", flex_.combine);
 }
 
-void LayerEmitter::flex_combine_backward() {
-  flex_collective("dispatch", "FusedCombineBackward", "HybridEPCombineBackward",
-                  flex_.combine_grad);
-  ops_.op("MoeUnpermuteBackward", "unpermute_bwd", kernels_.permute);
-}
-
-void LayerEmitter::flex_dispatch_backward() {
-  ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
-  flex_collective("combine", "FusedDispatchBackward", "HybridEPDispatchBackward",
-                  flex_.dispatch_grad);
-}
-
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
   const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
+  const bool overlap = config_.moe.shared_expert_overlap;
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
   if (flex) {
@@ -171,17 +162,36 @@ void LayerEmitter::moe_forward() {
   } else if (!config_.moe.pad_to_capacity) {
     expert_count_sync();
   }
-  if (!flex) ops_.op("moe_permute", "permute", d.permute);
+  if (overlap && !flex) {
+    ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::pre_forward_comm");
+    shared_experts_on_side(SharedExpertPart::kEnter);
+  }
+  if (overlap && flex) {
+    // The flex dispatcher launches the shared experts' input gather and fc1 right after the
+    // dispatch (the side stream waited before it), then the receiver permutes.
+    shared_experts_on_side(SharedExpertPart::kEnter);
+    shared_experts_on_side(SharedExpertPart::kFc1);
+  }
+  ops_.op("moe_permute", "permute", d.permute);
   if (!gather && !flex) {
+    if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
     expert_all_to_all(false);
+    if (overlap) shared_experts_on_side(SharedExpertPart::kFc1);
     expert_probs_all_to_all(false);
     expert_tp_all_gather(false);
   }
+  // The routed experts start when the side stream's fc1 is done: they take the same SMs (the
+  // executor runs kernels of two streams side by side at full speed), so this keeps the overlap
+  // to what the dispatch's communication hides.
+  if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_done");
   fp8_cast(d.expert_fc1_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+  if (overlap && !gather) {
+    ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
+  }
   if (flex) {
     flex_combine();
   } else if (gather) {
@@ -189,9 +199,48 @@ void LayerEmitter::moe_forward() {
   } else {
     expert_tp_reduce_scatter(false);
     expert_all_to_all(true);
-    ops_.op("moe_unpermute", "unpermute", d.unpermute);
   }
+  if (overlap) {
+    // fc2 and the output's reduce-scatter beside the combine's communication; the output is
+    // added once the side stream is done.
+    shared_experts_on_side(SharedExpertPart::kFc2Exit);
+    if (!gather && !flex) ops_.op("moe_unpermute", "unpermute", d.unpermute);
+    ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::get_output");
+    return;
+  }
+  if (!gather && !flex) ops_.op("moe_unpermute", "unpermute", d.unpermute);
   if (config_.moe.shared_experts > 0) shared_experts_forward();
+}
+
+void LayerEmitter::shared_experts_on_side(SharedExpertPart part) {
+  const LayerKernels& d = kernels_;
+  const OpEmitter::StreamScope side(ops_, kSharedExperts);
+  switch (part) {
+    case SharedExpertPart::kEnter:
+      tp_enter_forward();
+      return;
+    case SharedExpertPart::kFc1:
+      fp8_cast(d.shared_fc1_in, false);
+      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
+      ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
+      return;
+    case SharedExpertPart::kFc2Exit:
+      fp8_cast(d.shared_fc2_in, false);
+      ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
+      tp_exit_forward();
+      return;
+    case SharedExpertPart::kFc2Backward:
+      tp_exit_backward();
+      fp8_cast(d.shared_fc2_dy, true);
+      ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
+               pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
+      ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
+      return;
+    case SharedExpertPart::kFc1Backward:
+      fp8_cast(d.shared_fc1_dy, true);
+      column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
+      return;
+  }
 }
 
 void LayerEmitter::expert_tp_all_gather(bool backward) {
@@ -341,7 +390,8 @@ void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
 void LayerEmitter::moe_backward() {
   const LayerKernels& d = kernels_;
   const RecomputeModules rerun = config_.selective_modules();
-  if (config_.moe.shared_experts > 0) {
+  const bool overlap = config_.moe.shared_expert_overlap;
+  if (config_.moe.shared_experts > 0 && !overlap) {
     if (rerun.shared_experts) shared_experts_forward();
     tp_exit_backward();
     fp8_cast(d.shared_fc2_dy, true);
@@ -351,17 +401,27 @@ void LayerEmitter::moe_backward() {
     fp8_cast(d.shared_fc1_dy, true);
     column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
   }
+  // Under moe.shared_expert_overlap autograd runs the shared experts' backward on the side
+  // stream their forward ran on, ordered to follow each all-to-all's backward (Megatron-Core's
+  // set_tensor_grad_fn_sequence_sr): fc2's beside the combine's, fc1's beside the dispatch's.
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
   const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
   if (flex) {
-    flex_combine_backward();
+    if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
+    flex_collective("dispatch", "FusedCombineBackward", "HybridEPCombineBackward",
+                    flex_.combine_grad);
+    if (overlap) shared_experts_on_side(SharedExpertPart::kFc2Backward);
+    ops_.op("MoeUnpermuteBackward", "unpermute_bwd", kernels_.permute);
   } else if (gather) {
     allgather_combine(true);
   } else {
     ops_.op("MoeUnpermuteBackward", "unpermute_bwd", d.permute);
+    if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
     expert_all_to_all(false);
+    if (overlap) shared_experts_on_side(SharedExpertPart::kFc2Backward);
     expert_tp_all_gather(true);
   }
+  if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc2_backward_done");
   fp8_cast(d.expert_fc2_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
@@ -370,16 +430,22 @@ void LayerEmitter::moe_backward() {
   fp8_cast(d.expert_fc1_dy, true);
   ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
            pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
+  if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
   if (flex) {
-    flex_dispatch_backward();
+    ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
+    flex_collective("combine", "FusedDispatchBackward", "HybridEPDispatchBackward",
+                    flex_.dispatch_grad);
+    if (overlap) shared_experts_on_side(SharedExpertPart::kFc1Backward);
   } else if (gather) {
     allgather_dispatch_backward();
   } else {
     expert_tp_reduce_scatter(true);
     expert_all_to_all(true);
+    if (overlap) shared_experts_on_side(SharedExpertPart::kFc1Backward);
     expert_probs_all_to_all(true);
     ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   }
+  if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
            pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);

@@ -25,6 +25,8 @@ constexpr uint16_t kActIn = 3;
 constexpr uint16_t kActOut = 4;
 constexpr uint16_t kGradIn = 5;
 constexpr uint16_t kGradOut = 6;
+/// Megatron-Core's shared-expert side stream (moe.shared_expert_overlap only).
+constexpr uint16_t kSharedExperts = 7;
 /// Bytes of an fp32 value (gradient norms, cross-entropy statistics).
 constexpr int64_t kFp32Bytes = 4;
 
@@ -50,6 +52,28 @@ class OpEmitter {
   TaskId end_capture(std::string_view op);
   bool capturing() const { return capturing_; }
 
+  /// The stream op(), op2() and blocking() put their kernels and collectives on: kCompute,
+  /// or what a StreamScope set.
+  uint16_t stream() const { return stream_; }
+  /// Puts op(), op2() and blocking() on `stream` until the scope ends (a module run under
+  /// torch.cuda.stream(...)).
+  class StreamScope {
+   public:
+    StreamScope(OpEmitter& ops, uint16_t stream) : ops_(ops), previous_(ops.stream_) {
+      ops_.stream_ = stream;
+    }
+    ~StreamScope() { ops_.stream_ = previous_; }
+    StreamScope(const StreamScope&) = delete;
+    StreamScope& operator=(const StreamScope&) = delete;
+
+   private:
+    OpEmitter& ops_;
+    uint16_t previous_;
+  };
+  /// `to` waits for the work issued so far on `from` (torch.cuda.Stream.wait_stream): an event
+  /// recorded on `from`, waited on by `to`, in a host op named `name`.
+  void wait_stream(uint16_t to, uint16_t from, std::string_view name);
+
   /// A marker op (a record_function range with no kernel); none while capturing.
   void marker(std::string_view name);
   /// An op that launches one kernel, or two.
@@ -72,6 +96,7 @@ class OpEmitter {
   ProcessGroups& groups_;
   const RankThreads& threads_;
   bool capturing_ = false;
+  uint16_t stream_ = kCompute;
   pytorch::GraphCapture capture_;
 };
 

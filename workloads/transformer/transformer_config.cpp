@@ -312,6 +312,22 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
                           m.flex_sms));
   }
   m.pad_to_capacity = moe.get_bool_or("pad_to_capacity", false);
+  m.shared_expert_overlap = moe.get_bool_or("shared_expert_overlap", false);
+  if (m.shared_expert_overlap && m.shared_experts == 0) {
+    moe.child("shared_expert_overlap")
+        .fail("overlaps the shared experts with the dispatch: needs moe.shared_experts > 0");
+  }
+  if (m.shared_expert_overlap && m.dispatcher == MoeDispatcher::kAllGather) {
+    moe.child("shared_expert_overlap")
+        .fail(
+            "works with the alltoall or flex dispatcher only (Megatron-Core's TransformerConfig "
+            "refuses it otherwise): moe.dispatcher alltoall or flex");
+  }
+  if (m.shared_expert_overlap && torchtitan) {
+    moe.child("shared_expert_overlap")
+        .fail(
+            "is Megatron-Core's (layer_kernels fused); torchtitan runs its shared experts in turn");
+  }
   if (m.pad_to_capacity && m.capacity_factor == 0.0) {
     moe.child("pad_to_capacity")
         .fail("pads each expert's input to its capacity: needs moe.capacity_factor > 0");
@@ -1209,6 +1225,14 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
     c.recompute_modules =
         read_recompute_modules(workload, c.recompute == Recompute::kSelective, scope);
   }
+  if (c.moe.shared_expert_overlap && c.selective_modules().shared_experts) {
+    workload.child("moe")
+        .child("shared_expert_overlap")
+        .fail(
+            "Megatron-Core refuses it with the shared experts recomputed (\"shared_experts "
+            "recompute cannot work with --moe-shared-expert-overlap\"): take shared_experts out "
+            "of recompute_modules, or false");
+  }
   if (workload.has("recompute_layers")) {
     c.recompute_layers = workload.get_int_in("recompute_layers", 1, kMaxLayers);
     if (c.recompute != Recompute::kFull) {
@@ -1483,6 +1507,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.flex_backend",
        "the flex dispatcher's library: deepep (DeepEP's normal kernels) or hybridep (HybridEP)"},
       {"moe.first_dense", "the first N layers stay dense"},
+      {"moe.shared_expert_overlap",
+       "the shared experts on a side stream beside the dispatcher's communication (Megatron-Core's "
+       "moe_shared_expert_overlap)"},
       {"parallelism.tensor", "tensor-parallel degree (Megatron column / row split in a layer)"},
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},
       {"parallelism.pipeline", "pipeline-parallel stages"},

@@ -396,6 +396,11 @@ struct MoeConfig {
   /// counts (their sizes are fixed), so CUDA graphs can capture the layer.
   bool pad_to_capacity = false;
   FlexBackend flex_backend = FlexBackend::kDeepEp;
+  /// The shared experts run on a side stream beside the dispatcher's communication (Megatron-
+  /// Core's moe_shared_expert_overlap, default False): the input gather and fc1 beside the
+  /// dispatch, fc2 and the output's reduce-scatter beside the combine, and their backward beside
+  /// the combine's and the dispatch's; shared experts with the alltoall or flex dispatcher only.
+  bool shared_expert_overlap = false;
   /// SMs the flex dispatcher's kernels take (moe_flex_dispatcher_num_sms); 0: the backend's
   /// default (flex_dispatch_sms).
   int32_t flex_sms = 0;

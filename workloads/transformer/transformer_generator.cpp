@@ -72,6 +72,7 @@ TransformerGraph TransformerEmitter::run() {
     info.cpu_threads = 1;
     info.stream_names = {"compute",     "dp comm",     "tp comm",    "pp recv fwd",
                          "pp send fwd", "pp recv bwd", "pp send bwd"};
+    if (config_.moe.shared_expert_overlap) info.stream_names.emplace_back("moe shared experts");
     info.device = static_cast<uint32_t>(g);
     graph_rank.push_back(graph_.add_rank(std::move(info)));
   }

@@ -2091,6 +2091,38 @@ TEST_F(Cli, PlanTriesAsyncTpOnACompiledTorchtitanScenario) {
   EXPECT_EQ(options.count("tp overlap"), 0U);
 }
 
+// A Megatron-Core MoE scenario over expert parallel (tensor 1, the all-to-all dispatcher) is
+// tried with the flex dispatcher on DeepEP, alone and with each sharding; a dense one never.
+TEST_F(Cli, PlanTriesDeepEpOnAMegatronMoeScenario) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.layers=4 --set workload.dtype=bf16"
+                           " --set workload.attention=flash --set platform.memory_check=warn"
+                           " --set workload.global_batch=16 --set workload.micro_batch=2";
+  for (const bool moe : {true, false}) {
+    SCOPED_TRACE(moe);
+    fs::remove_all(dir_ / "p");
+    const std::string set =
+        moe ? " --set workload.moe.experts=4 --set workload.moe.top_k=2" : std::string();
+    const Result r = run("plan " + gpt2 + set + " --out p -j 2 --top 100 --refine 3");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+    ASSERT_EQ(rows.front()[10], "framework_options");
+    std::set<std::string> options;
+    for (size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i][10].find("deepep") == std::string::npos) continue;
+      options.insert(rows[i][10]);
+      EXPECT_NE(rows[i][7], "1") << rows[i][0];  // expert parallel
+      EXPECT_EQ(rows[i][3], "1") << rows[i][0];  // tensor 1
+    }
+    if (moe) {
+      EXPECT_EQ(options.count("deepep"), 1U) << r.output;
+      EXPECT_EQ(options.count("distributed optimizer + deepep"), 1U) << r.output;
+    } else {
+      EXPECT_TRUE(options.empty());
+    }
+  }
+}
+
 // A torchao tensorwise scenario under FSDP is tried with FSDP's float8 weight all-gather, never
 // with async TP (which float8 refuses).
 TEST_F(Cli, PlanTriesFloat8AllGatherOnATensorwiseFsdpScenario) {

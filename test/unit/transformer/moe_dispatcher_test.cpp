@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "calibration/hardware_profile.h"
@@ -23,6 +24,7 @@
 #include "topology/fabric_loader.h"
 #include "workloads/transformer/deepep.h"
 #include "workloads/transformer/layer_kernels.h"
+#include "workloads/transformer/op_emitter.h"
 #include "workloads/transformer/transformer_memory.h"
 #include "workloads/transformer/transformer_workload.h"
 
@@ -580,6 +582,92 @@ TEST(MoeDispatcher, FlexRefusesAnExpertGroupOnNodesDeepEpCannotSpan) {
   const std::string uneven = build(8, "hybridep", 4);
   EXPECT_NE(uneven.find("workload.moe.dispatcher"), std::string::npos) << uneven;
   EXPECT_NE(uneven.find("same number"), std::string::npos) << uneven;
+}
+
+/// fine_moe with one shared expert, its overlap as given.
+TransformerConfig shared_moe(MoeDispatcher dispatcher, bool overlap) {
+  TransformerConfig c = fine_moe(dispatcher);
+  c.moe.shared_experts = 1;
+  c.moe.shared_expert_overlap = overlap;
+  return c;
+}
+
+// moe.shared_expert_overlap: the shared experts' kernels run on their own stream (Megatron-Core's
+// SharedExpertMLP.stream), the same kernels as without the overlap.
+TEST(MoeDispatcher, SharedExpertOverlapRunsTheSharedExpertsOnTheirStream) {
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex}) {
+    const TransformerConfig c = shared_moe(dispatcher, true);
+    TaskGraph g;
+    generate_transformer(c, TransformerGraphInputs(1, two_nodes()), g);
+    std::map<uint16_t, int> shared_on;
+    std::map<std::string, int> counts;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.rank != 0 || task.kind != TaskKind::kKernel) continue;
+      const std::string name(g.name(task.name));
+      ++counts[name];
+      if (name.find("shared_fc") != std::string::npos) ++shared_on[task.resource];
+    }
+    EXPECT_EQ(shared_on, (std::map<uint16_t, int>{{transformer_emit::kSharedExperts,
+                                                   static_cast<int>(c.layers * 2 * 2)}}));
+    EXPECT_EQ(counts, test_configs::kernel_counts(shared_moe(dispatcher, false)));
+  }
+}
+
+// On two DGX H100 nodes, where the dispatch crosses the network: the overlap is never slower than
+// running the shared experts in turn, and never faster than having no shared experts.
+TEST(MoeDispatcher, SharedExpertOverlapHidesAtMostTheSharedExperts) {
+  ConfigDocument topology =
+      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
+  const test_configs::CalibratedGpu gpu =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  const Fabric fabric = load_fabric(topology.root());
+  const auto step = [&](TransformerConfig c) {
+    TaskGraph g;
+    generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
+    g.seal();
+    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2).predicted_iteration_time;
+  };
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex}) {
+    const Duration in_turn = step(shared_moe(dispatcher, false));
+    const Duration overlapped = step(shared_moe(dispatcher, true));
+    const Duration none = step(fine_moe(dispatcher));
+    std::printf("shared expert, %s: in turn %.3f ms, overlapped %.3f ms, none %.3f ms\n",
+                dispatcher == MoeDispatcher::kFlex ? "flex" : "alltoall", in_turn.seconds() * 1e3,
+                overlapped.seconds() * 1e3, none.seconds() * 1e3);
+    EXPECT_LT(overlapped, in_turn);
+    EXPECT_GE(overlapped, none);
+  }
+}
+
+TEST(MoeDispatcher, SharedExpertOverlapIsRefusedWhereMegatronCoreRefusesIt) {
+  const std::string ep8 = "  parallelism: {data: 8, expert: 8}\n";
+  const auto error = [&](const std::string& moe, const std::string& extra = "",
+                         const std::string& kernels = "fused") {
+    return test_configs::workload_error(test_configs::small_llama_workload_yaml() +
+                                            "  layer_kernels: " + kernels + "\n" + moe + ep8 +
+                                            extra,
+                                        8);
+  };
+  EXPECT_EQ(error("  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true}\n"), "");
+  EXPECT_EQ(error("  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true, "
+                  "dispatcher: flex}\n"),
+            "");
+  for (const auto& [moe, extra, kernels] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"  moe: {experts: 8, shared_expert_overlap: true}\n", "", "fused"},
+           {"  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true, dispatcher: "
+            "allgather}\n",
+            "", "fused"},
+           {"  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true, "
+            "capacity_factor: 0}\n",
+            "", "torchtitan"},
+           {"  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true}\n",
+            "  recompute: selective\n  recompute_modules: [shared_experts]\n", "fused"},
+       }) {
+    const std::string e = error(moe, extra, kernels);
+    EXPECT_NE(e.find("workload.moe.shared_expert_overlap"), std::string::npos) << moe << e;
+  }
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "workloads/transformer/deepep.h"
 #include "workloads/transformer/layer_kernels.h"
 #include "workloads/transformer/op_emitter.h"
+#include "workloads/transformer/parallel_layout.h"
 #include "workloads/transformer/transformer_memory.h"
 #include "workloads/transformer/transformer_workload.h"
 
@@ -46,6 +47,27 @@ TransformerConfig small_moe(MoeDispatcher dispatcher, int64_t ep, double capacit
   c.parallelism.expert = ep;
   c.global_batch = c.micro_batch * 8 * 2;
   return c;
+}
+
+/// The iteration time of `c` (two iterations, the second measured) with the roofline kernel model
+/// of configs/hardware/<hardware>.yaml over configs/topologies/<topology>.yaml's flow network,
+/// each GPU on its node there.
+Duration roofline_step(const TransformerConfig& c, const std::string& topology,
+                       const std::string& hardware) {
+  ConfigDocument fabric_doc =
+      ConfigDocument::load_file(kConfigs / "topologies" / (topology + ".yaml"));
+  ConfigDocument gpu = ConfigDocument::load_file(kConfigs / "hardware" / (hardware + ".yaml"));
+  const Fabric fabric = load_fabric(fabric_doc.root());
+  const HardwareProfile hw = load_hardware_profile(gpu.root());
+  RooflineParams params;
+  params.compute_fraction = hw.achievable.compute;
+  params.memory_fraction = hw.achievable.memory;
+  const RooflineKernelCost kernels(params);
+  TaskGraph g;
+  const auto gpus = static_cast<size_t>(ParallelLayout(c.parallelism).gpus());
+  generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(gpus)), g);
+  g.seal();
+  return test_configs::run_step(g, kernels, fabric, hw, 2).predicted_iteration_time;
 }
 
 /// Rank 0's collective tasks in one generated step, by op name: their count and each one's
@@ -157,19 +179,8 @@ TEST(MoeDispatcher, TheGatherBufferIsCountedInTheMemoryModel) {
 // With top 2 of 8 experts over 8 ranks the all-gather moves 7 of 8 ranks' whole tokens where the
 // all-to-all sends each token's 2 copies: more bytes over the same fabric, never a faster step.
 TEST(MoeDispatcher, AllGatherOfMoreBytesIsNotFasterThanTheAllToAll) {
-  ConfigDocument topology = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_a100.yaml");
-  ConfigDocument gpu = ConfigDocument::load_file(kConfigs / "hardware" / "a100_sxm4_80gb.yaml");
-  const Fabric fabric = load_fabric(topology.root());
-  const HardwareProfile hw = load_hardware_profile(gpu.root());
-  RooflineParams params;
-  params.compute_fraction = hw.achievable.compute;
-  params.memory_fraction = hw.achievable.memory;
-  const RooflineKernelCost kernels(params);
-  const auto step = [&](MoeDispatcher dispatcher) {
-    TaskGraph g;
-    generate_transformer(small_moe(dispatcher, 8, 1.25), {2}, g);
-    g.seal();
-    return test_configs::run_step(g, kernels, fabric, hw, 2).predicted_iteration_time;
+  const auto step = [](MoeDispatcher dispatcher) {
+    return roofline_step(small_moe(dispatcher, 8, 1.25), "dgx_a100", "a100_sxm4_80gb");
   };
   const Duration a2a = step(MoeDispatcher::kAllToAll);
   const Duration gather = step(MoeDispatcher::kAllGather);
@@ -407,20 +418,8 @@ TEST(MoeDispatcher, FlexRunsDeepEpKernelsWithItsSizesAcrossNodes) {
 // node and token where the all-to-all sends every routed copy, so the step is faster; the
 // DeepEP buffers count in the memory model.
 TEST(MoeDispatcher, FlexCrossesNodesOncePerTokenAndIsFasterThanTheAllToAll) {
-  ConfigDocument topology =
-      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
-  ConfigDocument gpu = ConfigDocument::load_file(kConfigs / "hardware" / "h100_sxm5_80gb.yaml");
-  const Fabric fabric = load_fabric(topology.root());
-  const HardwareProfile hw = load_hardware_profile(gpu.root());
-  RooflineParams params;
-  params.compute_fraction = hw.achievable.compute;
-  params.memory_fraction = hw.achievable.memory;
-  const RooflineKernelCost kernels(params);
-  const auto step = [&](MoeDispatcher dispatcher) {
-    TaskGraph g;
-    generate_transformer(fine_moe(dispatcher), TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
-    g.seal();
-    return test_configs::run_step(g, kernels, fabric, hw, 2).predicted_iteration_time;
+  const auto step = [](MoeDispatcher dispatcher) {
+    return roofline_step(fine_moe(dispatcher), "dgx_h100_cluster_2", "h100_sxm5_80gb");
   };
   const Duration a2a = step(MoeDispatcher::kAllToAll);
   const Duration flex = step(MoeDispatcher::kFlex);

@@ -53,6 +53,28 @@ std::string_view recompute_name(Recompute r) {
   return "?";
 }
 
+/// How the MoE layers move tokens, for the workload line: ", <dispatcher>" and whether the
+/// shared experts overlap it (torchtitan's MoE: its own all-to-all).
+std::string moe_dispatch_text(const TransformerConfig& c) {
+  if (c.layer_kernels == LayerKernelSet::kTorchtitan) return ", torchtitan's all-to-all";
+  std::string text;
+  switch (c.moe.dispatcher) {
+    case MoeDispatcher::kAllToAll:
+      text = ", alltoall dispatcher";
+      break;
+    case MoeDispatcher::kAllGather:
+      text = ", allgather dispatcher";
+      break;
+    case MoeDispatcher::kFlex:
+      text = c.moe.flex_backend == FlexBackend::kHybridEp ? ", flex dispatcher on HybridEP"
+                                                          : ", flex dispatcher on DeepEP";
+      break;
+  }
+  if (c.moe.pad_to_capacity) text += " (padded to capacity)";
+  if (c.moe.shared_expert_overlap) text += ", shared experts overlapped";
+  return text;
+}
+
 std::string parallel_order_text(const ParallelismConfig& p) {
   std::string text;
   for (ParallelDim d : p.order) {
@@ -153,11 +175,12 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
                         c.mla.q_lora_rank, c.mla.kv_lora_rank, c.mla.qk_nope_head_dim,
                         c.mla.qk_rope_head_dim, c.mla.v_head_dim)
           : std::string(),
-      c.moe.experts > 0 ? fmt::format(", MoE {} experts top-{} every {} layer(s){}", c.moe.experts,
-                                      c.moe.top_k, c.moe.every,
+      c.moe.experts > 0 ? fmt::format(", MoE {} experts top-{} every {} layer(s){}{}",
+                                      c.moe.experts, c.moe.top_k, c.moe.every,
                                       c.moe.first_dense > 0
                                           ? fmt::format(" after {} dense ones", c.moe.first_dense)
-                                          : std::string())
+                                          : std::string(),
+                                      moe_dispatch_text(c))
                         : std::string()));
   out.description.push_back(fmt::format(
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "

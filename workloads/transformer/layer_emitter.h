@@ -42,7 +42,8 @@ struct LayerGroups {
   /// The rank's place in its context-parallel group (which sequence chunks it holds).
   int64_t context_index = 0;
   /// The node of each member of the expert-parallel group, in group order (moe.dispatcher flex:
-  /// DeepEP forwards across nodes; all 0 when the platform does not say where nodes end).
+  /// DeepEP forwards across nodes); empty when the platform does not say where nodes end (then
+  /// 8 consecutive members a node, DeepEP's numbering).
   std::vector<uint32_t> expert_nodes;
 };
 

@@ -71,7 +71,13 @@ FlexRoutes LayerEmitter::flex_routes() const {
   const bool hybrid = config_.moe.flex_backend == FlexBackend::kHybridEp;
   const auto n = static_cast<size_t>(ep);
   std::vector<uint32_t> nodes = groups_.expert_nodes;
-  if (nodes.size() != n) nodes.assign(n, 0);
+  if (nodes.size() != n) {
+    // Where the platform does not say, DeepEP's own numbering: 8 consecutive ranks a node
+    // (rank = rdma_rank x NUM_MAX_NVL_PEERS + nvl_rank).
+    nodes.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      nodes[i] = static_cast<uint32_t>(static_cast<int64_t>(i) / kDeepEpNvlPeers);
+  }
   const auto node_count = std::set<uint32_t>(nodes.begin(), nodes.end()).size();
   flex.sms = flex_dispatch_sms(hybrid, config_.moe.flex_sms, node_count > 1);
   const std::vector<double> weight = expert_weights();

@@ -138,10 +138,12 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
   }
   const std::vector<int64_t> expert_members = layout_.group(ParallelDim::kExpert, global);
   layer_groups.expert = groups_.group(ParallelDim::kExpert, expert_members);
-  for (const int64_t member : expert_members) {
-    const auto gpu = static_cast<size_t>(member);
-    layer_groups.expert_nodes.push_back(gpu < inputs_.node_of_gpu.size() ? inputs_.node_of_gpu[gpu]
-                                                                         : 0);
+  if (!inputs_.node_of_gpu.empty()) {
+    for (const int64_t member : expert_members) {
+      const auto gpu = static_cast<size_t>(member);
+      layer_groups.expert_nodes.push_back(
+          gpu < inputs_.node_of_gpu.size() ? inputs_.node_of_gpu[gpu] : 0);
+    }
   }
   layers_.begin_rank(layer_groups);
   decoder_layers_.begin_rank(layer_groups);

@@ -414,6 +414,28 @@ TEST(MoeDispatcher, FlexRunsDeepEpKernelsWithItsSizesAcrossNodes) {
   EXPECT_EQ(host_syncs(c), 0);
 }
 
+// Where the platform does not say where nodes end, DeepEP's own numbering holds: 8 consecutive
+// members a node, as on two DGX nodes.
+TEST(MoeDispatcher, FlexWithoutNodesTakesEightRanksANode) {
+  const TransformerConfig c = fine_moe(MoeDispatcher::kFlex);
+  const auto dispatch = [&](const TransformerGraphInputs& inputs) {
+    TaskGraph g;
+    generate_transformer(c, inputs, g);
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      if (g.task(t).kind == TaskKind::kCollective &&
+          g.name(g.task(t).op_name) == "deep_ep::dispatch")
+        return g.collective(g.collective_of(t)).send_bytes;
+    }
+    return AllToAllSizes{};
+  };
+  const AllToAllSizes unknown = dispatch(TransformerGraphInputs(1));
+  const AllToAllSizes known = dispatch(TransformerGraphInputs(1, two_nodes()));
+  ASSERT_EQ(unknown.members(), 16u);
+  for (size_t i = 0; i < 16; ++i)
+    for (size_t j = 0; j < 16; ++j)
+      EXPECT_EQ(unknown.at(i, j), known.at(i, j)) << i << " -> " << j;
+}
+
 // The same layer's step on two DGX H100 nodes: DeepEP's dispatch crosses the network once per
 // node and token where the all-to-all sends every routed copy, so the step is faster; the
 // DeepEP buffers count in the memory model.

@@ -36,12 +36,10 @@ constexpr std::array<DeepEpChunks, 12> kDeepEpConfigs = {{
 }};
 constexpr int64_t kRdmaRecvTokens = 128;
 /// csrc/config.hpp: kNumMaxTopK and kNumMaxScales slots per buffered token, sizeof(SourceMeta)
-/// (two ints, csrc/kernels/internode.cu), topk_idx_t int64 (TOPK_IDX_BITS 64 by default),
-/// sizeof(int4).
+/// (two ints, csrc/kernels/internode.cu), sizeof(int4).
 constexpr int64_t kMaxTopK = 128;
 constexpr int64_t kMaxScales = 128;
 constexpr int64_t kSourceMetaBytes = 8;
-constexpr int64_t kTopkIdxBytes = 8;
 constexpr int64_t kInt4Bytes = 16;
 
 const DeepEpChunks* find_config(int64_t ranks) {
@@ -179,8 +177,8 @@ int64_t deepep_buffer_bytes(int64_t ranks, int64_t hidden_bytes, int32_t sms) {
   const int64_t channels = sms / 2;
   const int64_t rdma_ranks = std::max<int64_t>(ranks / kDeepEpNvlPeers, 1);
   const int64_t nvl_ranks = std::min(ranks, kDeepEpNvlPeers);
-  const int64_t per_token =
-      hidden_bytes + kSourceMetaBytes + kMaxTopK * kTopkIdxBytes + kMaxTopK * 4 + kMaxScales * 4;
+  const int64_t per_token = hidden_bytes + kSourceMetaBytes + kMaxTopK * kDeepEpTopkIdxBytes +
+                            kMaxTopK * 4 + kMaxScales * 4;
   int64_t nvl = channels * nvl_ranks * (2 * rdma_ranks + 3) * 4 +
                 channels * nvl_ranks * config->nvl_recv * per_token;
   nvl = align_up(nvl, 128);

@@ -32,6 +32,9 @@
 
 namespace upsim {
 
+/// Bytes of one top-k expert index DeepEP moves and buffers (csrc/kernels/configs.cuh,
+/// topk_idx_t: int64 with the default TOPK_IDX_BITS 64).
+inline constexpr int64_t kDeepEpTopkIdxBytes = 8;
 /// DeepEP's NVLink peers per node (csrc/kernels/configs.cuh, NUM_MAX_NVL_PEERS).
 inline constexpr int64_t kDeepEpNvlPeers = 8;
 /// SMs DeepEP's normal kernels take by default (deep_ep/buffer.py, Buffer.num_sms = 20; Megatron-

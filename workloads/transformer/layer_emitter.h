@@ -333,18 +333,21 @@ class LayerEmitter {
   /// (Megatron-Core's SharedExpertMLP: pre_forward_comm, linear_fc1_forward_and_act,
   /// linear_fc2_forward with post_forward_comm, and their backward as autograd orders it).
   enum class SharedExpertPart : uint8_t { kEnter, kFc1, kFc2Exit, kFc2Backward, kFc1Backward };
+  /// One such piece on the current stream (shared_experts_forward and the backward without the
+  /// overlap run them in turn).
+  void shared_experts_part(SharedExpertPart part);
   /// One such piece on kSharedExperts (the caller has the side stream wait where Megatron-Core
   /// does).
   void shared_experts_on_side(SharedExpertPart part);
   /// One dispatch or combine kernel of the flex backend over the EP group on the compute stream
   /// (Megatron-Core waits for DeepEP's communication stream at once; HybridEP runs on the
-  /// current stream), named by the backend's op, holding FlexRoutes::sms SMs.
-  void flex_collective(std::string_view name, std::string_view deepep_op,
-                       std::string_view hybridep_op, const std::vector<int64_t>& send_bytes);
+  /// current stream), holding FlexRoutes::sms SMs.
+  void flex_collective(std::string_view name, std::string_view op_name,
+                       const std::vector<int64_t>& send_bytes);
+  /// The op name of moe.flex_backend's: `deepep` or `hybridep`.
+  std::string_view flex_op(std::string_view deepep, std::string_view hybridep) const;
   /// The rank's FlexRoutes (empty unless moe.dispatcher flex with expert parallel).
   FlexRoutes flex_routes() const;
-  /// Each EP member's routing weight in experts (the busiest first; dispatch_shares).
-  std::vector<double> expert_weights() const;
   /// The share of a rank's routed rows each EP member receives: member 0 holds the busiest
   /// experts (moe_busiest_rank_load), the others share the rest evenly, each at most the
   /// capacity; padded to capacity, each the same.

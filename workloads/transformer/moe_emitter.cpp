@@ -57,13 +57,6 @@ void LayerEmitter::expert_probs_all_to_all(bool backward) {
                 dispatch_matrix(backward, kRouterProbBytes));
 }
 
-std::vector<double> LayerEmitter::expert_weights() const {
-  std::vector<double> weight = dispatch_shares();
-  for (double& w : weight)
-    w *= as_double(config_.moe.experts);
-  return weight;
-}
-
 FlexRoutes LayerEmitter::flex_routes() const {
   FlexRoutes flex;
   const int64_t ep = config_.parallelism.expert;
@@ -72,15 +65,18 @@ FlexRoutes LayerEmitter::flex_routes() const {
   const auto n = static_cast<size_t>(ep);
   std::vector<uint32_t> nodes = groups_.expert_nodes;
   if (nodes.size() != n) {
-    // Where the platform does not say, DeepEP's own numbering: 8 consecutive ranks a node
-    // (rank = rdma_rank x NUM_MAX_NVL_PEERS + nvl_rank).
+    // Where the platform does not say, DeepEP's own numbering (rank = rdma_rank x
+    // NUM_MAX_NVL_PEERS + nvl_rank): 8 consecutive ranks a node, as on DGX nodes, for HybridEP
+    // too.
     nodes.resize(n);
     for (size_t i = 0; i < n; ++i)
       nodes[i] = static_cast<uint32_t>(static_cast<int64_t>(i) / kDeepEpNvlPeers);
   }
   const auto node_count = std::set<uint32_t>(nodes.begin(), nodes.end()).size();
   flex.sms = flex_dispatch_sms(hybrid, config_.moe.flex_sms, node_count > 1);
-  const std::vector<double> weight = expert_weights();
+  std::vector<double> weight = dispatch_shares();  // in experts' worth of the routing
+  for (double& w : weight)
+    w *= as_double(config_.moe.experts);
   const int64_t experts = config_.moe.experts;
   const int64_t k = config_.moe.top_k;
   const int64_t tokens = sizes_.moe_tokens;
@@ -90,10 +86,10 @@ FlexRoutes LayerEmitter::flex_routes() const {
   //    weights' fp32 gradients;
   //  - HybridEP (hybrid_ep_backend.cuh): the fp32 probabilities of every expert of the
   //    destination node (experts per rank x ranks per node), the same for the gradient.
-  constexpr int64_t kTopkIdxBytes = 8;
-  const int64_t node_experts = experts / ep * ep / static_cast<int64_t>(node_count);
+  const int64_t ranks_per_node = ep / static_cast<int64_t>(node_count);
+  const int64_t node_experts = experts / ep * ranks_per_node;
   const int64_t routing =
-      hybrid ? node_experts * kRouterProbBytes : k * (kTopkIdxBytes + kRouterProbBytes);
+      hybrid ? node_experts * kRouterProbBytes : k * (kDeepEpTopkIdxBytes + kRouterProbBytes);
   const int64_t routing_grad = hybrid ? node_experts * kRouterProbBytes : k * kRouterProbBytes;
   flex.dispatch = deepep_send_matrix(nodes, weight, experts, k, tokens, row + routing, false);
   flex.combine = deepep_send_matrix(nodes, weight, experts, k, tokens, row, true);
@@ -111,12 +107,13 @@ FlexRoutes LayerEmitter::flex_routes() const {
   return flex;
 }
 
-void LayerEmitter::flex_collective(std::string_view name, std::string_view deepep_op,
-                                   std::string_view hybridep_op,
+std::string_view LayerEmitter::flex_op(std::string_view deepep, std::string_view hybridep) const {
+  return config_.moe.flex_backend == FlexBackend::kHybridEp ? hybridep : deepep;
+}
+
+void LayerEmitter::flex_collective(std::string_view name, std::string_view op_name,
                                    const std::vector<int64_t>& send_bytes) {
-  const bool hybrid = config_.moe.flex_backend == FlexBackend::kHybridEp;
-  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name,
-                hybrid ? hybridep_op : deepep_op, send_bytes, flex_.sms);
+  ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name, op_name, send_bytes, flex_.sms);
 }
 
 void LayerEmitter::flex_dispatch() {
@@ -134,7 +131,7 @@ void LayerEmitter::flex_dispatch() {
   } else {
     ops_.op("aten::topk", "flex_topk", d.topk);
     ops_.op("deep_ep::get_dispatch_layout", "get_dispatch_layout", d.flex_layout);
-    flex_collective("notify_dispatch", "deep_ep::notify_dispatch", "", flex_.notify);
+    flex_collective("notify_dispatch", "deep_ep::notify_dispatch", flex_.notify);
     if (ops_.capturing()) {
       throw std::logic_error("transformer generator: DeepEP's receive-count wait in a CUDA graph");
     }
@@ -146,12 +143,12 @@ void LayerEmitter::flex_dispatch() {
   if (config_.moe.shared_expert_overlap) {
     ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
   }
-  flex_collective("dispatch", "deep_ep::dispatch", "hybrid_ep::dispatch", flex_.dispatch);
+  flex_collective("dispatch", flex_op("deep_ep::dispatch", "hybrid_ep::dispatch"), flex_.dispatch);
 }
 
 void LayerEmitter::flex_combine() {
   ops_.op("moe_unpermute", "unpermute", kernels_.unpermute);
-  flex_collective("combine", "deep_ep::combine", "hybrid_ep::combine", flex_.combine);
+  flex_collective("combine", flex_op("deep_ep::combine", "hybrid_ep::combine"), flex_.combine);
 }
 
 void LayerEmitter::moe_forward() {
@@ -195,9 +192,7 @@ void LayerEmitter::moe_forward() {
   ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
   fp8_cast(d.expert_fc2_in, false);
   ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
-  if (overlap && !gather) {
-    ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
-  }
+  if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
   if (flex) {
     flex_combine();
   } else if (gather) {
@@ -218,9 +213,8 @@ void LayerEmitter::moe_forward() {
   if (config_.moe.shared_experts > 0) shared_experts_forward();
 }
 
-void LayerEmitter::shared_experts_on_side(SharedExpertPart part) {
+void LayerEmitter::shared_experts_part(SharedExpertPart part) {
   const LayerKernels& d = kernels_;
-  const OpEmitter::StreamScope side(ops_, kSharedExperts);
   switch (part) {
     case SharedExpertPart::kEnter:
       tp_enter_forward();
@@ -247,6 +241,11 @@ void LayerEmitter::shared_experts_on_side(SharedExpertPart part) {
       column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
       return;
   }
+}
+
+void LayerEmitter::shared_experts_on_side(SharedExpertPart part) {
+  const OpEmitter::StreamScope side(ops_, kSharedExperts);
+  shared_experts_part(part);
 }
 
 void LayerEmitter::expert_tp_all_gather(bool backward) {
@@ -360,16 +359,11 @@ void LayerEmitter::allgather_dispatch_backward() {
 }
 
 void LayerEmitter::shared_experts_forward() {
-  const LayerKernels& d = kernels_;
   // A tensor-parallel MLP: its input all-gathered over the sequence-parallel ranks, its output
   // reduce-scattered back (SharedExpertMLP's column- and row-parallel linears).
-  tp_enter_forward();
-  fp8_cast(d.shared_fc1_in, false);
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc1"), d.shared_fc1_fwd);
-  ops_.op(act_op(false), "activation_fwd", d.shared_act_fwd);
-  fp8_cast(d.shared_fc2_in, false);
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
-  tp_exit_forward();
+  for (const SharedExpertPart part :
+       {SharedExpertPart::kEnter, SharedExpertPart::kFc1, SharedExpertPart::kFc2Exit})
+    shared_experts_part(part);
 }
 
 void LayerEmitter::expert_count_sync() {
@@ -399,13 +393,8 @@ void LayerEmitter::moe_backward() {
   const bool overlap = config_.moe.shared_expert_overlap;
   if (config_.moe.shared_experts > 0 && !overlap) {
     if (rerun.shared_experts) shared_experts_forward();
-    tp_exit_backward();
-    fp8_cast(d.shared_fc2_dy, true);
-    ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
-             pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
-    ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
-    fp8_cast(d.shared_fc1_dy, true);
-    column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);
+    shared_experts_part(SharedExpertPart::kFc2Backward);
+    shared_experts_part(SharedExpertPart::kFc1Backward);
   }
   // Under moe.shared_expert_overlap autograd runs the shared experts' backward on the side
   // stream their forward ran on, ordered to follow each all-to-all's backward (Megatron-Core's
@@ -414,7 +403,7 @@ void LayerEmitter::moe_backward() {
   const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
   if (flex) {
     if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
-    flex_collective("dispatch", "FusedCombineBackward", "HybridEPCombineBackward",
+    flex_collective("dispatch", flex_op("FusedCombineBackward", "HybridEPCombineBackward"),
                     flex_.combine_grad);
     if (overlap) shared_experts_on_side(SharedExpertPart::kFc2Backward);
     ops_.op("MoeUnpermuteBackward", "unpermute_bwd", kernels_.permute);
@@ -439,7 +428,7 @@ void LayerEmitter::moe_backward() {
   if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
   if (flex) {
     ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
-    flex_collective("combine", "FusedDispatchBackward", "HybridEPDispatchBackward",
+    flex_collective("combine", flex_op("FusedDispatchBackward", "HybridEPDispatchBackward"),
                     flex_.dispatch_grad);
     if (overlap) shared_experts_on_side(SharedExpertPart::kFc1Backward);
   } else if (gather) {

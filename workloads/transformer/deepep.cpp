@@ -76,6 +76,13 @@ bool deepep_supports_ranks(int64_t ranks) {
   return find_config(ranks) != nullptr;
 }
 
+std::vector<uint32_t> default_member_nodes(size_t members) {
+  std::vector<uint32_t> nodes(members);
+  for (size_t i = 0; i < members; ++i)
+    nodes[i] = static_cast<uint32_t>(static_cast<int64_t>(i) / kDeepEpNvlPeers);
+  return nodes;
+}
+
 int32_t flex_dispatch_sms(bool hybrid, int32_t sms, bool across_nodes) {
   if (sms > 0) return sms;
   if (!hybrid) return kDeepEpDefaultSms;

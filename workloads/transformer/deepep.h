@@ -55,6 +55,11 @@ int32_t flex_dispatch_sms(bool hybrid, int32_t sms, bool across_nodes);
 /// group's ranks (NUM_OF_RANKS_PER_NODE, a template parameter of its kernels).
 std::optional<std::string> hybridep_layout_unsupported(const std::vector<uint32_t>& member_node);
 
+/// The nodes of an expert-parallel group of `members` where the platform does not say: DeepEP's
+/// own numbering (rank = rdma_rank x NUM_MAX_NVL_PEERS + nvl_rank), 8 consecutive members a
+/// node, as on DGX nodes (taken for HybridEP too).
+std::vector<uint32_t> default_member_nodes(size_t members);
+
 /// Whether DeepEP's config tables list a group of `ranks` (Buffer.get_dispatch_config: 2, 4, 8,
 /// 16, 24, 32, 48, 64, 96, 128, 144, 160).
 bool deepep_supports_ranks(int64_t ranks);

@@ -63,15 +63,8 @@ FlexRoutes LayerEmitter::flex_routes() const {
   if (config_.moe.dispatcher != MoeDispatcher::kFlex || ep <= 1) return flex;
   const bool hybrid = config_.moe.flex_backend == FlexBackend::kHybridEp;
   const auto n = static_cast<size_t>(ep);
-  std::vector<uint32_t> nodes = groups_.expert_nodes;
-  if (nodes.size() != n) {
-    // Where the platform does not say, DeepEP's own numbering (rank = rdma_rank x
-    // NUM_MAX_NVL_PEERS + nvl_rank): 8 consecutive ranks a node, as on DGX nodes, for HybridEP
-    // too.
-    nodes.resize(n);
-    for (size_t i = 0; i < n; ++i)
-      nodes[i] = static_cast<uint32_t>(static_cast<int64_t>(i) / kDeepEpNvlPeers);
-  }
+  const std::vector<uint32_t> nodes =
+      groups_.expert_nodes.size() == n ? groups_.expert_nodes : default_member_nodes(n);
   const auto node_count = std::set<uint32_t>(nodes.begin(), nodes.end()).size();
   flex.sms = flex_dispatch_sms(hybrid, config_.moe.flex_sms, node_count > 1);
   std::vector<double> weight = dispatch_shares();  // in experts' worth of the routing

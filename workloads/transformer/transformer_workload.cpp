@@ -86,7 +86,7 @@ std::string parallel_order_text(const ParallelismConfig& p) {
 
 /// moe.dispatcher flex: the backend's SMs must leave the GPU some, and every expert-parallel
 /// group must sit on the nodes as the backend's kernels need (deepep_layout_unsupported,
-/// hybridep_layout_unsupported). Fails at the key.
+/// hybridep_layout_unsupported; without node facts, default_member_nodes). Fails at the key.
 void check_flex_layout(const TransformerConfig& c, const WorkloadPlatform& platform,
                        const ConfigNode& workload) {
   const ConfigNode moe = workload.child("moe");
@@ -100,15 +100,17 @@ void check_flex_layout(const TransformerConfig& c, const WorkloadPlatform& platf
     if (moe.has("flex_sms")) moe.child("flex_sms").fail(why);
     moe.child("dispatcher").fail(why + " (moe.flex_sms)");
   }
-  if (platform.node_of_gpu.empty() || c.parallelism.expert <= 1) return;
+  if (c.parallelism.expert <= 1) return;
   const ParallelLayout layout(c.parallelism);
   for (int64_t rank = 0; rank < layout.gpus(); ++rank) {
     const std::vector<int64_t> members = layout.group(ParallelDim::kExpert, rank);
     if (members.front() != rank) continue;  // each group once, at its first member
-    std::vector<uint32_t> nodes;
-    for (const int64_t member : members) {
-      const auto gpu = static_cast<size_t>(member);
-      nodes.push_back(gpu < platform.node_of_gpu.size() ? platform.node_of_gpu[gpu] : 0);
+    std::vector<uint32_t> nodes = default_member_nodes(members.size());
+    if (!platform.node_of_gpu.empty()) {
+      for (size_t i = 0; i < members.size(); ++i) {
+        const auto gpu = static_cast<size_t>(members[i]);
+        nodes[i] = gpu < platform.node_of_gpu.size() ? platform.node_of_gpu[gpu] : 0;
+      }
     }
     if (const std::optional<std::string> why =
             hybrid ? hybridep_layout_unsupported(nodes) : deepep_layout_unsupported(nodes)) {

@@ -8,6 +8,8 @@
 // refuses.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <map>
 #include <string>
@@ -567,42 +569,53 @@ TEST(MoeDispatcher, TheConfigTakesFlexWhereDeepEpRunsAndRefusesTheRestAtTheKey) 
   EXPECT_NE(graphs.find("workload.cuda_graphs"), std::string::npos) << graphs;
 }
 
+/// The ConfigError of building a small Llama with `moe` (flex) over expert parallel `ep` = data
+/// on `node_of_gpu` (empty: a platform without a fabric), or "" when it builds.
+std::string flex_build_error(const std::string& moe, int64_t ep,
+                             const std::vector<uint32_t>& node_of_gpu) {
+  ConfigDocument doc = ConfigDocument::parse_string(
+      test_configs::small_llama_workload_yaml() + moe +
+          fmt::format("  parallelism: {{data: {}, expert: {}}}\n", ep, ep),
+      "scenario.yaml");
+  TransformerWorkload workload(doc.root().child("workload"));
+  WorkloadPlatform platform;
+  platform.gpus = static_cast<uint32_t>(ep);
+  platform.device.sm_count = 108;
+  platform.node_of_gpu = node_of_gpu;
+  TaskGraph graph;
+  try {
+    workload.build(platform, graph);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // An expert-parallel group of 16 on nodes of 4 GPUs: DeepEP's internode kernels take whole
 // nodes of 8. The build, which knows the nodes, refuses it at the dispatcher; on nodes of 8 it
-// builds. HybridEP takes nodes of 4, but not 4 on one node and 8 on the next.
+// builds. HybridEP takes nodes of 4, but not 4 on one node and 8 on the next, nor, without node
+// facts (8 ranks a node), a group of 12.
 TEST(MoeDispatcher, FlexRefusesAnExpertGroupOnNodesDeepEpCannotSpan) {
-  const std::string yaml = test_configs::small_llama_workload_yaml() +
-                           "  moe: {experts: 16, dispatcher: flex}\n"
-                           "  parallelism: {data: 16, expert: 16}\n";
-  const auto build = [&](uint32_t gpus_per_node, const std::string& backend = "deepep",
-                         uint32_t first_node_gpus = 0) -> std::string {
-    std::string text = yaml;
-    text.replace(text.find("dispatcher: flex"), 16, "dispatcher: flex, flex_backend: " + backend);
-    ConfigDocument doc = ConfigDocument::parse_string(text, "scenario.yaml");
-    TransformerWorkload workload(doc.root().child("workload"));
-    WorkloadPlatform platform;
-    platform.gpus = 16;
-    platform.device.sm_count = 108;
-    for (uint32_t g = 0; g < 16; ++g) {
-      platform.node_of_gpu.push_back(g < first_node_gpus ? 0 : 1 + g / gpus_per_node);
-    }
-    TaskGraph graph;
-    try {
-      workload.build(platform, graph);
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
+  const std::string deepep = "  moe: {experts: 16, dispatcher: flex}\n";
+  const std::string hybridep = "  moe: {experts: 16, dispatcher: flex, flex_backend: hybridep}\n";
+  const auto nodes = [](uint32_t gpus_per_node, uint32_t first_node_gpus = 0) {
+    std::vector<uint32_t> out;
+    for (uint32_t g = 0; g < 16; ++g)
+      out.push_back(g < first_node_gpus ? 0 : 1 + g / gpus_per_node);
+    return out;
   };
-  EXPECT_EQ(build(8), "");
-  const std::string four = build(4);
+  EXPECT_EQ(flex_build_error(deepep, 16, nodes(8)), "");
+  const std::string four = flex_build_error(deepep, 16, nodes(4));
   EXPECT_NE(four.find("workload.moe.dispatcher"), std::string::npos) << four;
   EXPECT_NE(four.find("whole nodes of 8"), std::string::npos) << four;
-  // HybridEP takes any equal number of ranks per node, not an uneven split.
-  EXPECT_EQ(build(4, "hybridep"), "");
-  const std::string uneven = build(8, "hybridep", 4);
-  EXPECT_NE(uneven.find("workload.moe.dispatcher"), std::string::npos) << uneven;
-  EXPECT_NE(uneven.find("same number"), std::string::npos) << uneven;
+  EXPECT_EQ(flex_build_error(hybridep, 16, nodes(4)), "");
+  for (const std::string& uneven :
+       {flex_build_error(hybridep, 16, nodes(8, 4)),
+        flex_build_error("  moe: {experts: 12, dispatcher: flex, flex_backend: hybridep}\n", 12,
+                         {})}) {
+    EXPECT_NE(uneven.find("workload.moe.dispatcher"), std::string::npos) << uneven;
+    EXPECT_NE(uneven.find("same number"), std::string::npos) << uneven;
+  }
 }
 
 /// fine_moe with one shared expert, its overlap as given.

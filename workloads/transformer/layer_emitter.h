@@ -118,7 +118,25 @@ class LayerEmitter {
   /// A collective over the tensor-parallel group that blocks the compute stream.
   void tp_collective(CollectiveKind kind, int64_t bytes, std::string_view op_name);
 
+  /// The four pieces of a decoder layer that Megatron-Core's combined 1F1B schedule runs apart
+  /// (moe.a2a_overlap; megatron/core/models/gpt/fine_grained_callables.py,
+  /// build_transformer_layer_callables; layer_nodes.cpp):
+  ///  - kPreDispatch (computation): attention, the pre-MLP norm, router and top-k, the shared
+  ///    experts, the dispatcher's preprocess; a dense layer's attention;
+  ///  - kDispatch (communication): the dispatch all-to-all; nothing on a dense layer;
+  ///  - kMlp (computation): the routed experts between the dispatch and the combine; a dense
+  ///    layer's norm, MLP and residual add;
+  ///  - kCombine (communication): the combine all-to-all, unpermute and the residual add;
+  ///    nothing on a dense layer.
+  enum class LayerNode : uint8_t { kPreDispatch, kDispatch, kMlp, kCombine };
+  /// Node `node` of `layer`, forward or backward, on the current stream (the caller puts it on
+  /// its stream, OpEmitter::StreamScope). The backward of a node holds what recomputation
+  /// reruns for it.
+  void layer_node(LayerNode node, bool backward, int64_t layer);
+
  private:
+  void moe_node_forward(LayerNode node);
+  void moe_node_backward(LayerNode node);
   /// Column-parallel linear backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication):
   /// with SP the input is all-gathered again while the input gradient is computed, and the input
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input
@@ -307,8 +325,15 @@ class LayerEmitter {
   /// inputs padded to the capacity (moe.pad_to_capacity) skip it. The host cannot run ahead of
   /// the GPU past this point.
   void expert_count_sync();
-  /// The host copies `bytes` of token counts from the GPU and waits for them.
+  /// The host copies `bytes` of token counts from the GPU on the current stream and waits for
+  /// them.
   void host_waits_for_expert_counts(int64_t bytes);
+  /// Under moe.a2a_overlap, the same split in two as Megatron-Core runs it
+  /// (MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize): the counts all-gathered on the
+  /// current stream and copied to the host on kEpDtoH once they are there (cuda_dtoh_point);
+  /// later, the host waits for that copy (cuda_sync_point), not for the stream it came from.
+  void expert_counts_to_host();
+  void host_waits_for_counts_copy();
   /// moe.dispatcher allgather (MoEAllGatherTokenDispatcher.token_permutation): the routing map,
   /// the routing probabilities and the hidden states all-gathered over the EP group, then the
   /// local experts' token counts to the host (.cpu()), which waits, with or without a capacity.
@@ -327,7 +352,9 @@ class LayerEmitter {
   /// all-gather, layout scan and count sync; the dispatch, the receiver's permutation;
   /// flex_combine: unpermute (each token's local experts summed), the combine. The backward's
   /// dispatch and combine (in moe_backward) reuse the forward's layout: no host wait.
-  void flex_dispatch();
+  /// `with_metadata` false: without DeepEP's top-k (the combined 1F1B schedule runs it in the
+  /// pre-dispatch node, layer_nodes.cpp).
+  void flex_dispatch(bool with_metadata = true);
   void flex_combine();
   /// The pieces of the shared experts that moe.shared_expert_overlap runs on the side stream
   /// (Megatron-Core's SharedExpertMLP: pre_forward_comm, linear_fc1_forward_and_act,

@@ -109,7 +109,7 @@ void LayerEmitter::flex_collective(std::string_view name, std::string_view op_na
   ops_.blocking(groups_.expert, CollectiveKind::kAllToAll, 0, name, op_name, send_bytes, flex_.sms);
 }
 
-void LayerEmitter::flex_dispatch() {
+void LayerEmitter::flex_dispatch(bool with_metadata) {
   const LayerKernels& d = kernels_;
   if (config_.moe.flex_backend == FlexBackend::kHybridEp) {
     // metadata_preprocessing: the [tokens, experts] bool routing map all-gathered (NCCL), the
@@ -122,7 +122,7 @@ void LayerEmitter::flex_dispatch() {
     host_waits_for_expert_counts(config_.moe.experts / config_.parallelism.expert *
                                  kExpertCountBytes);
   } else {
-    ops_.op("aten::topk", "flex_topk", d.topk);
+    if (with_metadata) ops_.op("aten::topk", "flex_topk", d.topk);
     ops_.op("deep_ep::get_dispatch_layout", "get_dispatch_layout", d.flex_layout);
     flex_collective("notify_dispatch", "deep_ep::notify_dispatch", flex_.notify);
     if (ops_.capturing()) {
@@ -130,7 +130,7 @@ void LayerEmitter::flex_dispatch() {
     }
     // The host spins on the counts notify_dispatch writes to pinned memory (deep_ep.cpp,
     // Buffer::intranode_dispatch / internode_dispatch) before it launches the dispatch.
-    ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute,
+    ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, ops_.stream(),
                                "deep_ep::dispatch (receive counts)");
   }
   if (config_.moe.shared_expert_overlap) {
@@ -371,13 +371,36 @@ void LayerEmitter::expert_count_sync() {
 
 void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
   HostOp h = ops_.host_op("aten::to");
-  h.copy("Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, bytes);
+  h.copy_on(ops_.stream(), "Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, bytes);
   h.end();
   if (ops_.capturing()) {
     throw std::logic_error(
         "transformer generator: the MoE token-count sync inside a CUDA graph capture");
   }
-  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kCompute, "cudaStreamSynchronize");
+  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, ops_.stream(),
+                             "cudaStreamSynchronize");
+}
+
+void LayerEmitter::expert_counts_to_host() {
+  const int64_t local_counts = config_.moe.experts * kExpertCountBytes;
+  const int64_t ep = config_.parallelism.expert;
+  if (ep > 1) {
+    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
+                  "moe::gather_tokens_per_expert");
+  }
+  HostOp h = ops_.host_op("aten::to");
+  h.wait(kEpDtoH, h.record(ops_.stream()));
+  h.copy_on(kEpDtoH, "Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost,
+            local_counts * ep);
+  h.end();
+}
+
+void LayerEmitter::host_waits_for_counts_copy() {
+  if (ops_.capturing()) {
+    throw std::logic_error(
+        "transformer generator: the MoE token-count sync inside a CUDA graph capture");
+  }
+  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kEpDtoH, "cudaEventSynchronize");
 }
 
 void LayerEmitter::moe_backward() {

@@ -25,8 +25,15 @@ constexpr uint16_t kActIn = 3;
 constexpr uint16_t kActOut = 4;
 constexpr uint16_t kGradIn = 5;
 constexpr uint16_t kGradOut = 6;
-/// Megatron-Core's shared-expert side stream (moe.shared_expert_overlap only).
-constexpr uint16_t kSharedExperts = 7;
+/// Megatron-Core's MoE side stream, taken by one of two options that Megatron-Core refuses
+/// together: the shared experts' stream (moe.shared_expert_overlap) or the combined 1F1B
+/// schedule's communication stream (moe.a2a_overlap, combined_1f1b.cpp).
+constexpr uint16_t kMoeSide = 7;
+constexpr uint16_t kSharedExperts = kMoeSide;
+constexpr uint16_t kEpComm = kMoeSide;
+/// The all-to-all dispatcher's device-to-host copy stream (MoEAlltoAllTokenDispatcher
+/// .cuda_dtoh_stream; moe.a2a_overlap only).
+constexpr uint16_t kEpDtoH = 8;
 /// Bytes of an fp32 value (gradient norms, cross-entropy statistics).
 constexpr int64_t kFp32Bytes = 4;
 

@@ -5,7 +5,8 @@
 namespace upsim {
 
 std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
-                                            int64_t chunks, int64_t micro_batches, int64_t stage) {
+                                            int64_t chunks, int64_t micro_batches, int64_t stage,
+                                            int64_t extra_warmup) {
   std::vector<PipelineStep> steps;
   if (schedule == PipelineSchedule::kGpipe) {
     for (int64_t c = 0; c < chunks; ++c)
@@ -17,7 +18,7 @@ std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t s
     return steps;
   }
   if (schedule == PipelineSchedule::k1F1B || chunks == 1) {
-    const int64_t warmup = std::min(stages - stage - 1, micro_batches);
+    const int64_t warmup = std::min(stages - stage - 1 + extra_warmup, micro_batches);
     const int64_t remaining = micro_batches - warmup;
     for (int64_t m = 0; m < warmup; ++m)
       steps.push_back({true, m, 0});
@@ -37,7 +38,8 @@ std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t s
     return forward ? c : chunks - 1 - c;
   };
   auto micro_batch_of = [&](int64_t k) { return k / group * stages + k % stages; };
-  const int64_t warmup = std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total);
+  const int64_t warmup =
+      std::min((stages - stage - 1) * 2 + (chunks - 1) * stages + extra_warmup, total);
   const int64_t remaining = total - warmup;
   for (int64_t k = 0; k < warmup; ++k)
     steps.push_back({true, micro_batch_of(k), chunk_of(k, true)});

@@ -19,8 +19,13 @@ struct PipelineStep {
 /// micro-batches over `chunks` model chunks: GPipe (all forwards, then all backwards), 1F1B
 /// (Narayanan et al., SC21, Fig. 4 top: warm-up of stages - stage - 1 forwards), or interleaved
 /// 1F1B (Fig. 4 bottom; Megatron-LM's forward_backward_pipelining_with_interleaving: warm-up
-/// (stages - stage - 1) x 2 + (chunks - 1) x stages).
+/// (stages - stage - 1) x 2 + (chunks - 1) x stages). `extra_warmup` forwards more run before the
+/// first backward (1F1B and interleaved): Megatron-Core's combined 1F1B schedule (EP all-to-all
+/// overlap) runs one more, so that each steady forward is independent of the backward it is
+/// paired with (schedules.py get_pp_rank_microbatches; combined_1f1b.py: without a pipeline
+/// the first micro-batch's forward runs alone).
 std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t stages,
-                                            int64_t chunks, int64_t micro_batches, int64_t stage);
+                                            int64_t chunks, int64_t micro_batches, int64_t stage,
+                                            int64_t extra_warmup = 0);
 
 }  // namespace upsim

@@ -328,6 +328,25 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
         .fail(
             "is Megatron-Core's (layer_kernels fused); torchtitan runs its shared experts in turn");
   }
+  m.a2a_overlap = moe.get_bool_or("a2a_overlap", false);
+  if (m.a2a_overlap && m.dispatcher == MoeDispatcher::kAllGather) {
+    moe.child("a2a_overlap")
+        .fail(
+            "overlaps the all-to-all dispatcher's communication (Megatron-Core asserts "
+            "\"overlap_moe_expert_parallel_comm is supported with alltoall/flex token "
+            "dispatcher\"): moe.dispatcher alltoall or flex");
+  }
+  if (m.a2a_overlap && m.shared_expert_overlap) {
+    moe.child("a2a_overlap")
+        .fail(
+            "Megatron-Core refuses it beside moe_shared_expert_overlap (\"disable "
+            "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm\"): "
+            "shared_expert_overlap false");
+  }
+  if (m.a2a_overlap && torchtitan) {
+    moe.child("a2a_overlap")
+        .fail("is Megatron-Core's combined 1F1B schedule (layer_kernels fused), not torchtitan's");
+  }
   if (m.pad_to_capacity && m.capacity_factor == 0.0) {
     moe.child("pad_to_capacity")
         .fail("pads each expert's input to its capacity: needs moe.capacity_factor > 0");
@@ -871,6 +890,50 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
   }
 }
 
+/// What Megatron-Core's EP all-to-all overlap (moe.a2a_overlap) runs with, each refusal at its
+/// key: TransformerConfig.__post_init__ at Megatron-LM d98e8a6 asserts expert parallel > 1, bf16
+/// or fp16, no full recomputation and no moe in recompute_modules, and virtual pipeline stages
+/// with pipeline parallel; the interleaved combined schedule (combined_1f1b.py,
+/// combined_1f1b_schedule_for_interleaved_pipelining) is not modelled here, so pipeline 1 only.
+/// Layer-wide CUDA graphs (Megatron refuses the moe and mlp graph scopes) and encoder-decoder
+/// models (Megatron's combined schedule is GPTModel's) are refused too.
+void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "the EP all-to-all overlap (moe.a2a_overlap)", what);
+  };
+  if (c.parallelism.expert < 2) {
+    refuse("moe.a2a_overlap",
+           "overlaps the expert-parallel all-to-alls (Megatron-Core asserts "
+           "expert_model_parallel_size > 1): needs parallelism.expert > 1");
+  }
+  if (dtype_bytes(c.activation_dtype()) >= 4) {
+    refuse("dtype", "runs bf16 or fp16 models only (Megatron-Core asserts it): bf16, fp16 or fp8");
+  }
+  if (c.recompute == Recompute::kFull) {
+    refuse("recompute",
+           "runs without full recomputation (Megatron-Core asserts recompute_granularity != "
+           "full): none or selective");
+  }
+  if (c.recompute == Recompute::kSelective && c.selective_modules().moe) {
+    refuse("recompute_modules",
+           "runs without the moe module recomputed (Megatron-Core asserts it): take moe out");
+  }
+  if (c.parallelism.pipeline > 1) {
+    refuse("parallelism.pipeline",
+           c.parallelism.virtual_stages > 1
+               ? "is modelled for one pipeline stage (the combined schedule of interleaved "
+                 "pipelines is not modelled): pipeline 1"
+               : "needs virtual pipeline stages with pipeline parallel (Megatron-Core asserts "
+                 "it), whose combined schedule is not modelled here: pipeline 1");
+  }
+  if (c.cuda_graphs) {
+    refuse("cuda_graphs",
+           "runs without layer-wide CUDA graphs (Megatron-Core refuses graphing the moe and mlp "
+           "scopes with it)");
+  }
+  if (c.encoder_decoder()) refuse("decoder", "is GPTModel's schedule: decoder-only models");
+}
+
 /// What T5's relative attention bias (position relative; relative_bias.h) runs with here, each
 /// refusal at its key: the unfused attention whose scores it is added to (FlashAttention takes
 /// no additive bias), Megatron-Core's modules, dense layers with multi-head attention, padded
@@ -1312,6 +1375,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c, encoder_stages_stated);
+  if (c.moe.a2a_overlap) check_a2a_overlap(workload, c);
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) check_torchtitan_layers(workload, c);
   if (c.position == TransformerPosition::kRelative) check_relative_bias(workload, c);
   if (c.parallelism.async_tp) check_async_tp(workload, c);
@@ -1507,6 +1571,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.flex_backend",
        "the flex dispatcher's library: deepep (DeepEP's normal kernels) or hybridep (HybridEP)"},
       {"moe.first_dense", "the first N layers stay dense"},
+      {"moe.a2a_overlap",
+       "one micro-batch's forward beside another's backward, layer by layer, the dispatch and "
+       "combine beside the other's compute (Megatron-Core's overlap_moe_expert_parallel_comm)"},
       {"moe.shared_expert_overlap",
        "the shared experts on a side stream beside the dispatcher's communication (Megatron-Core's "
        "moe_shared_expert_overlap)"},

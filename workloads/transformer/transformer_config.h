@@ -125,6 +125,10 @@
 //     imbalance: 0.0           # the busiest EP rank's experts get (1 + imbalance) x the
 //                              #   mean, at most all of its EP group's tokens and at most
 //                              #   their capacity (moe_busiest_rank_load: timing and memory)
+//     a2a_overlap: false       # Megatron-Core's overlap_moe_expert_parallel_comm: the
+//                              #   combined 1F1B schedule (combined_1f1b.cpp); needs expert > 1,
+//                              #   alltoall or flex, bf16 / fp16, pipeline 1 (interleaved
+//                              #   pipelines are refused), no full or moe recompute
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -404,6 +408,11 @@ struct MoeConfig {
   /// SMs the flex dispatcher's kernels take (moe_flex_dispatcher_num_sms); 0: the backend's
   /// default (flex_dispatch_sms).
   int32_t flex_sms = 0;
+  /// Megatron-Core's EP all-to-all overlap (overlap_moe_expert_parallel_comm, Megatron-Bridge's
+  /// moe_a2a_overlap; default False): the combined 1F1B schedule runs one micro-batch's forward
+  /// beside another's backward, layer by layer, the dispatch and combine on a communication
+  /// stream beside the other micro-batch's attention and experts (combined_1f1b.cpp).
+  bool a2a_overlap = false;
 };
 
 struct ParallelismConfig {

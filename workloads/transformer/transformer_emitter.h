@@ -58,6 +58,31 @@ class TransformerEmitter {
 
   // ---- one iteration --------------------------------------------------------------------------
   void iteration(uint32_t it);
+  /// One forward or backward step of the pipeline schedule: its receive, the chunk's layers
+  /// (with the embedding and the head on the first and last virtual stage), its send.
+  void schedule_step(const PipelineStep& step, uint32_t it);
+
+  // ---- Megatron-Core's combined 1F1B schedule (moe.a2a_overlap; combined_1f1b.cpp) -----------
+  /// Where one micro-batch's chain of layer nodes has got to: the event recorded after its last
+  /// node and that node's stream (Megatron-Core's ScheduleNode: each node waits for its chain's
+  /// event on its own stream, runs, and records it again).
+  struct NodeChain {
+    TaskId done = 0;
+    uint16_t stream = kCompute;
+  };
+  /// A forward step and the backward step after it, run together (model_chunk_schedule_plan.py,
+  /// TransformerModelChunkSchedulePlan.run): the forward's embedding, the backward's head,
+  /// then layer by layer (the forward's i-th with the backward's i-th from the top) the eight
+  /// nodes in TransformerLayerSchedulePlan.run's order, then the forward's head and the
+  /// backward's embedding. One pipeline stage (the config refuses more).
+  void combined_step(const PipelineStep& forward, const PipelineStep& backward);
+  /// Node `node` of `layer` on `stream`, after the chain's previous node.
+  void chain_node(NodeChain& chain, uint16_t stream, LayerEmitter::LayerNode node, bool backward,
+                  int64_t layer);
+  /// The chain's next work on `stream` waits for its previous node when that ran elsewhere.
+  void chain_join(NodeChain& chain, uint16_t stream);
+  /// Records the chain's event after work just issued on `stream`.
+  void chain_record(NodeChain& chain, uint16_t stream);
 
   void forward_layer(int64_t layer, int64_t last_layer);
 

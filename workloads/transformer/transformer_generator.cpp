@@ -73,6 +73,10 @@ TransformerGraph TransformerEmitter::run() {
     info.stream_names = {"compute",     "dp comm",     "tp comm",    "pp recv fwd",
                          "pp send fwd", "pp recv bwd", "pp send bwd"};
     if (config_.moe.shared_expert_overlap) info.stream_names.emplace_back("moe shared experts");
+    if (config_.moe.a2a_overlap) {
+      info.stream_names.emplace_back("moe ep comm");
+      info.stream_names.emplace_back("moe dtoh");
+    }
     info.device = static_cast<uint32_t>(g);
     graph_rank.push_back(graph_.add_rank(std::move(info)));
   }
@@ -275,47 +279,61 @@ void TransformerEmitter::iteration(uint32_t it) {
   pytorch::body(graph_, threads_, "Optimizer.zero_grad#Adam.zero_grad");
   grad_sync_->begin_iteration();
   const ParallelismConfig& p = config_.parallelism;
+  // Megatron-Core's combined 1F1B schedule (one stage: the config refuses more) whatever the
+  // schedule key says: forward_backward_no_pipelining takes it under the overlap.
+  const bool combined = config_.moe.a2a_overlap;
   const std::vector<PipelineStep> steps =
-      pipeline_schedule(p.schedule, p.pipeline, chunks_, micro_batches_, coords_.pp);
+      pipeline_schedule(combined ? PipelineSchedule::k1F1B : p.schedule, p.pipeline, chunks_,
+                        micro_batches_, coords_.pp, combined ? 1 : 0);
   assign_gradient_buckets(steps);
-  const int64_t last_vs = virtual_stages() - 1;
-  for (const PipelineStep& step : steps) {
-    const int64_t vs = virtual_stage(step.chunk);
-    const int64_t first = first_layer(step.chunk);
-    ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
-                            step.micro_batch, step.chunk));
-    p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
-    if (step.forward) {
-      if (vs == 0) {
-        grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
-        layers_.embedding_forward();
-      }
-      const int64_t count = chunk_layer_count(step.chunk);
-      for (int64_t l = 0; l < count; ++l)
-        forward_layer(first + l, first + count - 1);
-      if (vs == last_vs) {
-        grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
-        head_layers().head_forward();
-      }
-    } else {
-      const bool last_mb = step.micro_batch == micro_batches_ - 1;
-      if (vs == last_vs) {
-        head_layers().head_backward();
-        grad_sync_->after_backward(-2, params_.head(), last_mb);
-      }
-      for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
-        backward_layer(first + l, first, last_mb,
-                       static_cast<int64_t>(it) * micro_batches_ + step.micro_batch);
-      if (vs == 0) {
-        layers_.embedding_backward();
-        grad_sync_->after_backward(-1, params_.embedding(), last_mb);
-      }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    // The combined 1F1B schedule runs each steady-state forward with the backward after it.
+    if (combined && steps[i].forward && i + 1 < steps.size() && !steps[i + 1].forward) {
+      combined_step(steps[i], steps[i + 1]);
+      ++i;
+      continue;
     }
-    p2p_.send(step.forward, step.micro_batch, vs, last_vs);
+    schedule_step(steps[i], it);
   }
   finish_gradients();
   optimizer_step();
   graph_.add_host_sync(threads_.rank, kCpuThread, kAllStreams, "aten::_local_scalar_dense");
+}
+
+void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
+  const int64_t last_vs = virtual_stages() - 1;
+  const int64_t vs = virtual_stage(step.chunk);
+  const int64_t first = first_layer(step.chunk);
+  ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
+                          step.micro_batch, step.chunk));
+  p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
+  if (step.forward) {
+    if (vs == 0) {
+      grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
+      layers_.embedding_forward();
+    }
+    const int64_t count = chunk_layer_count(step.chunk);
+    for (int64_t l = 0; l < count; ++l)
+      forward_layer(first + l, first + count - 1);
+    if (vs == last_vs) {
+      grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
+      head_layers().head_forward();
+    }
+  } else {
+    const bool last_mb = step.micro_batch == micro_batches_ - 1;
+    if (vs == last_vs) {
+      head_layers().head_backward();
+      grad_sync_->after_backward(-2, params_.head(), last_mb);
+    }
+    for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
+      backward_layer(first + l, first, last_mb,
+                     static_cast<int64_t>(it) * micro_batches_ + step.micro_batch);
+    if (vs == 0) {
+      layers_.embedding_backward();
+      grad_sync_->after_backward(-1, params_.embedding(), last_mb);
+    }
+  }
+  p2p_.send(step.forward, step.micro_batch, vs, last_vs);
 }
 
 std::vector<int64_t> TransformerEmitter::gradient_ready_bytes(

@@ -383,7 +383,8 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
 
 // Micro-batches in flight at a stage's peak (counting its whole layer set as one):
 //  - no pipeline: one (gradient accumulation runs each micro-batch's backward before the next
-//    forward);
+//    forward); under moe.a2a_overlap (L + 1) / L of the L layers (combined_1f1b.cpp: the next
+//    forward's layers are stored as the previous backward frees its own);
 //  - GPipe (Huang et al. 2019, arXiv 1811.06965): every micro-batch's forward runs before any
 //    backward: all M;
 //  - 1F1B (PipeDream-Flush, Narayanan et al. SC21, arXiv 2104.04473 section 2.2.1): stage p of P
@@ -398,7 +399,15 @@ double transformer_micro_batches_in_flight(const TransformerConfig& c, int64_t p
   check_stage(c, pipeline_stage);
   const ParallelismConfig& p = c.parallelism;
   const int64_t m = c.micro_batches();
-  if (p.pipeline == 1) return 1.0;
+  // Megatron-Core's combined 1F1B schedule (moe.a2a_overlap, one stage) runs a micro-batch's
+  // forward layer by layer beside the previous one's backward from the top: after the i-th
+  // pair the forward holds i + 1 layers and the backward still L - i, one layer more than a
+  // micro-batch's L.
+  if (p.pipeline == 1) {
+    return c.moe.a2a_overlap && m > 1
+               ? static_cast<double>(c.layers + 1) / static_cast<double>(c.layers)
+               : 1.0;
+  }
   switch (p.schedule) {
     case PipelineSchedule::kGpipe:
       return static_cast<double>(m);

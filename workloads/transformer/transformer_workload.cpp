@@ -72,6 +72,7 @@ std::string moe_dispatch_text(const TransformerConfig& c) {
   }
   if (c.moe.pad_to_capacity) text += " (padded to capacity)";
   if (c.moe.shared_expert_overlap) text += ", shared experts overlapped";
+  if (c.moe.a2a_overlap) text += ", EP all-to-all overlapped (combined 1F1B)";
   return text;
 }
 

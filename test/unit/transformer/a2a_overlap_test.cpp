@@ -1,0 +1,195 @@
+// Megatron-Core's EP all-to-all overlap (moe.a2a_overlap; workloads/transformer/combined_1f1b.cpp,
+// layer_nodes.cpp): the combined 1F1B schedule's order (one extra warm-up forward, then each
+// forward beside the backward after it), the paired micro-batches' dispatch and combine on the
+// communication stream with the same kernels as without the overlap, the dispatcher's host wait
+// on the count copy rather than on the compute stream, the step on two DGX H100 nodes (faster
+// than without, hiding at most the exposed expert-parallel communication), the memory of the
+// one more layer in flight, and what the config refuses.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/config/config_node.h"
+#include "test/unit/transformer/step_simulation.h"
+#include "test/unit/transformer/test_configs.h"
+#include "test/unit/transformer/workload_yaml.h"
+#include "topology/fabric_loader.h"
+#include "workloads/transformer/op_emitter.h"
+#include "workloads/transformer/pipeline_schedule.h"
+#include "workloads/transformer/transformer_memory.h"
+#include "workloads/transformer/transformer_workload.h"
+
+namespace upsim {
+namespace {
+
+const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
+
+/// small_gpt() (8 layers) with MoE layers of 32 experts, top 8, dropless, over expert parallel 16
+/// of data parallel 16, `micro_batches` micro-batches per replica.
+TransformerConfig overlap_moe(MoeDispatcher dispatcher, bool overlap, int64_t micro_batches) {
+  TransformerConfig c = test_configs::small_gpt();
+  c.moe.experts = 32;
+  c.moe.top_k = 8;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 0.0;
+  c.moe.dispatcher = dispatcher;
+  c.moe.a2a_overlap = overlap;
+  c.parallelism.data = 16;
+  c.parallelism.expert = 16;
+  c.global_batch = c.micro_batch * 16 * micro_batches;
+  return c;
+}
+
+std::vector<uint32_t> two_nodes() {
+  std::vector<uint32_t> nodes(16);
+  for (size_t i = 0; i < 16; ++i)
+    nodes[i] = static_cast<uint32_t>(i / 8);
+  return nodes;
+}
+
+/// Rank 0's tasks of `kind` named `name` (the op name for collectives, the task name otherwise)
+/// in one generated step, by the stream they run on (a host sync: the stream it waits for).
+std::map<uint16_t, int> by_stream(const TransformerConfig& c, TaskKind kind,
+                                  const std::string& name) {
+  TaskGraph g;
+  generate_transformer(c, TransformerGraphInputs(1, two_nodes()), g);
+  std::map<uint16_t, int> out;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.rank != 0 || task.kind != kind) continue;
+    const std::string_view n = g.name(kind == TaskKind::kCollective ? task.op_name : task.name);
+    if (n == name) ++out[kind == TaskKind::kHostSync ? g.sync_target(t) : task.resource];
+  }
+  return out;
+}
+
+// Without a pipeline: the first micro-batch's forward alone, then each forward with the backward
+// of the micro-batch before it, then the last backward alone (combined_1f1b.py).
+TEST(A2aOverlap, TheScheduleRunsOneMoreForwardFirstThenPairs) {
+  const std::vector<PipelineStep> s = pipeline_schedule(PipelineSchedule::k1F1B, 1, 1, 3, 0, 1);
+  const std::vector<std::pair<bool, int64_t>> expected = {{true, 0}, {true, 1},  {false, 0},
+                                                          {true, 2}, {false, 1}, {false, 2}};
+  ASSERT_EQ(s.size(), expected.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].forward, expected[i].first) << i;
+    EXPECT_EQ(s[i].micro_batch, expected[i].second) << i;
+  }
+}
+
+// Two micro-batches, 8 MoE layers: the forward of micro-batch 1 runs beside the backward of
+// micro-batch 0, so their all-to-alls (dispatch and combine, and their gradients: 4 a layer) go
+// to the communication stream, those of the forward and backward run alone stay on the compute
+// stream; the host waits on the count copy (cudaEventSynchronize on the copy stream) in the
+// paired forward and on the compute stream in the lone one; the kernels are those without the
+// overlap.
+TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
+  const TransformerConfig c = overlap_moe(MoeDispatcher::kAllToAll, true, 2);
+  const int layers = static_cast<int>(c.layers);
+  EXPECT_EQ(by_stream(c, TaskKind::kCollective, "c10d::all_to_all_single"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, 4 * layers},
+                                     {transformer_emit::kEpComm, 4 * layers}}));
+  EXPECT_EQ(by_stream(c, TaskKind::kHostSync, "cudaEventSynchronize"),
+            (std::map<uint16_t, int>{{transformer_emit::kEpDtoH, layers}}));
+  EXPECT_EQ(by_stream(c, TaskKind::kHostSync, "cudaStreamSynchronize"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, layers}}));
+  EXPECT_EQ(test_configs::kernel_counts(c),
+            test_configs::kernel_counts(overlap_moe(MoeDispatcher::kAllToAll, false, 2)));
+
+  // DeepEP: the paired forward's dispatch and the host's spin on its receive counts on the
+  // communication stream.
+  const TransformerConfig flex = overlap_moe(MoeDispatcher::kFlex, true, 2);
+  EXPECT_EQ(by_stream(flex, TaskKind::kCollective, "deep_ep::dispatch"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, layers},
+                                     {transformer_emit::kEpComm, layers}}));
+  EXPECT_EQ(by_stream(flex, TaskKind::kHostSync, "deep_ep::dispatch (receive counts)"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, layers},
+                                     {transformer_emit::kEpComm, layers}}));
+  EXPECT_EQ(test_configs::kernel_counts(flex),
+            test_configs::kernel_counts(overlap_moe(MoeDispatcher::kFlex, false, 2)));
+}
+
+// On two DGX H100 nodes (the dispatch crosses the network), four micro-batches: the overlap is
+// faster than running the all-to-alls in turn, and hides at most the expert-parallel
+// communication that was exposed (it runs the same kernels, which the communication's SMs slow).
+TEST(A2aOverlap, HidesAtMostTheExposedExpertParallelCommunication) {
+  ConfigDocument topology =
+      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
+  const test_configs::CalibratedGpu gpu =
+      test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
+  const Fabric fabric = load_fabric(topology.root());
+  const auto step = [&](const TransformerConfig& c) {
+    TaskGraph g;
+    generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
+    g.seal();
+    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2);
+  };
+  const auto ep = static_cast<size_t>(ParallelDim::kExpert);
+  for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex}) {
+    const RunSummary in_turn = step(overlap_moe(dispatcher, false, 4));
+    const RunSummary overlapped = step(overlap_moe(dispatcher, true, 4));
+    const Duration exposed = in_turn.ranks.front().exposed_by_dim[ep];
+    std::printf("%s: in turn %.3f ms (exposed EP %.3f ms), overlapped %.3f ms (exposed EP %.3f)\n",
+                dispatcher == MoeDispatcher::kFlex ? "flex" : "alltoall",
+                in_turn.predicted_iteration_time.seconds() * 1e3, exposed.seconds() * 1e3,
+                overlapped.predicted_iteration_time.seconds() * 1e3,
+                overlapped.ranks.front().exposed_by_dim[ep].seconds() * 1e3);
+    EXPECT_LT(overlapped.predicted_iteration_time, in_turn.predicted_iteration_time);
+    EXPECT_GE(overlapped.predicted_iteration_time, in_turn.predicted_iteration_time - exposed);
+    EXPECT_LT(overlapped.ranks.front().exposed_by_dim[ep], exposed);
+  }
+}
+
+// The forward's layers are stored as the backward beside it frees its own: one layer more than
+// a micro-batch's activations, and nothing more with one micro-batch (no pair).
+TEST(A2aOverlap, HoldsOneLayerMoreOfActivations) {
+  const TransformerConfig c = overlap_moe(MoeDispatcher::kAllToAll, true, 2);
+  EXPECT_DOUBLE_EQ(transformer_micro_batches_in_flight(c, 0), 9.0 / 8.0);
+  EXPECT_DOUBLE_EQ(
+      transformer_micro_batches_in_flight(overlap_moe(MoeDispatcher::kAllToAll, true, 1), 0), 1.0);
+  EXPECT_DOUBLE_EQ(
+      transformer_micro_batches_in_flight(overlap_moe(MoeDispatcher::kAllToAll, false, 2), 0), 1.0);
+}
+
+TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) {
+  const auto error = [](const std::string& extra, const std::string& parallelism,
+                        uint32_t gpus = 8) {
+    return test_configs::workload_error(
+        test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
+        gpus);
+  };
+  const std::string ep8 = "{data: 8, expert: 8}";
+  const std::string moe = "  moe: {experts: 8, a2a_overlap: true}\n";
+  EXPECT_EQ(error(moe, ep8), "");
+  EXPECT_EQ(error("  moe: {experts: 8, a2a_overlap: true, dispatcher: flex}\n", ep8), "");
+  for (const auto& [extra, parallelism, key] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {moe, "{data: 8, expert: 1}", "workload.moe.a2a_overlap"},
+           {"  moe: {experts: 8, a2a_overlap: true, dispatcher: allgather}\n", ep8,
+            "workload.moe.a2a_overlap"},
+           {"  moe: {experts: 8, shared_experts: 1, shared_expert_overlap: true, a2a_overlap: "
+            "true}\n",
+            ep8, "workload.moe.a2a_overlap"},
+           {"  layer_kernels: torchtitan\n  moe: {experts: 8, capacity_factor: 0, a2a_overlap: "
+            "true}\n",
+            ep8, "workload.moe.a2a_overlap"},
+           {"  dtype: fp32\n  attention: unfused\n" + moe, ep8, "workload.dtype"},
+           {"  recompute: full\n" + moe, ep8, "workload.recompute"},
+           {"  recompute: selective\n  recompute_modules: [moe]\n" + moe, ep8,
+            "workload.recompute_modules"},
+           {"  cuda_graphs: true\n  moe: {experts: 8, capacity_factor: 1.0, pad_to_capacity: "
+            "true, a2a_overlap: true}\n",
+            ep8, "workload.cuda_graphs"},
+       }) {
+    const std::string e = error(extra, parallelism);
+    EXPECT_NE(e.find(key), std::string::npos) << extra << e;
+  }
+  const std::string pipelined = error(moe, "{data: 8, expert: 8, pipeline: 2}", 16);
+  EXPECT_NE(pipelined.find("workload.parallelism.pipeline"), std::string::npos) << pipelined;
+}
+
+}  // namespace
+}  // namespace upsim

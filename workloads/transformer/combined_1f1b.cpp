@@ -19,6 +19,8 @@
 // backward's first layer.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "workloads/transformer/transformer_emitter.h"
 
 namespace upsim::transformer_emit {
@@ -28,6 +30,7 @@ void TransformerEmitter::chain_join(NodeChain& chain, uint16_t stream) {
   HostOp h = ops_.host_op("cudaStreamWaitEvent");
   h.wait(stream, chain.done);
   h.end();
+  chain.stream = stream;
 }
 
 void TransformerEmitter::chain_record(NodeChain& chain, uint16_t stream) {
@@ -52,36 +55,54 @@ void TransformerEmitter::chain_node(NodeChain& chain, uint16_t stream, LayerEmit
 
 void TransformerEmitter::combined_step(const PipelineStep& forward, const PipelineStep& backward) {
   using Node = LayerEmitter::LayerNode;
-  ops_.marker(fmt::format("forward mb {} + backward mb {} (combined 1F1B)", forward.micro_batch,
-                          backward.micro_batch));
+  const int64_t last_vs = virtual_stages() - 1;
+  const int64_t fvs = virtual_stage(forward.chunk);
+  const int64_t bvs = virtual_stage(backward.chunk);
+  ops_.marker(fmt::format("forward mb {} chunk {} + backward mb {} chunk {} (combined 1F1B)",
+                          forward.micro_batch, forward.chunk, backward.micro_batch,
+                          backward.chunk));
   const bool last_mb = backward.micro_batch == micro_batches_ - 1;
   NodeChain f;
   NodeChain b;
-  // The forward's pre-process (embedding), then the backward's post-process (head), both on
-  // the compute stream.
-  grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
-  layers_.embedding_forward();
+  // pre_forward and the forward's pre-process (the embedding on the first virtual stage), then
+  // pre_backward and the backward's post-process (the head on the last), on the compute stream.
+  p2p_.receive(true, forward.micro_batch, fvs, last_vs);
+  if (fvs == 0) {
+    grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
+    layers_.embedding_forward();
+  }
   chain_record(f, kCompute);
-  head_layers().head_backward();
-  grad_sync_->after_backward(-2, params_.head(), last_mb);
+  p2p_.receive(false, backward.micro_batch, bvs, last_vs);
+  if (bvs == last_vs) {
+    head_layers().head_backward();
+    grad_sync_->after_backward(-2, params_.head(), last_mb);
+  }
   chain_record(b, kCompute);
 
-  const int64_t first = first_layer(0);
-  const int64_t count = chunk_layer_count(0);
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t fl = first + i;
-    const int64_t bl = first + count - 1 - i;
-    if (grad_sync_->gathers_for_backward()) {
-      std::optional<UnitElements> next;
-      if (bl > first) next = std::make_pair(bl - 1, params_.layer(bl - 1).elements);
-      grad_sync_->before_backward(bl, params_.layer(bl).elements, next);
+  const int64_t f_first = first_layer(forward.chunk);
+  const int64_t f_count = chunk_layer_count(forward.chunk);
+  const int64_t b_first = first_layer(backward.chunk);
+  const int64_t b_count = chunk_layer_count(backward.chunk);
+  const auto begin_forward = [&](int64_t layer) {
+    std::optional<std::pair<int64_t, PerBuffer>> next;
+    if (layer < f_first + f_count - 1) {
+      next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
     }
+    grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
+  };
+  const auto begin_backward = [&](int64_t layer) {
+    if (!grad_sync_->gathers_for_backward()) return;
+    std::optional<UnitElements> next;
+    if (layer > b_first) next = std::make_pair(layer - 1, params_.layer(layer - 1).elements);
+    grad_sync_->before_backward(layer, params_.layer(layer).elements, next);
+  };
+  const int64_t pairs = std::min(f_count, b_count);
+  for (int64_t i = 0; i < pairs; ++i) {
+    const int64_t fl = f_first + i;
+    const int64_t bl = b_first + b_count - 1 - i;
+    begin_backward(bl);
     chain_node(b, kEpComm, Node::kCombine, true, bl);
-    std::optional<std::pair<int64_t, PerBuffer>> next_forward;
-    if (fl < first + count - 1) {
-      next_forward = std::make_pair(fl + 1, params_.layer(fl + 1).elements);
-    }
-    grad_sync_->before_forward(fl, params_.layer(fl).elements, next_forward);
+    begin_forward(fl);
     chain_node(f, kCompute, Node::kPreDispatch, false, fl);
     chain_node(b, kCompute, Node::kMlp, true, bl);
     chain_node(f, kEpComm, Node::kDispatch, false, fl);
@@ -91,14 +112,43 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     chain_node(b, kCompute, Node::kPreDispatch, true, bl);
     grad_sync_->after_backward(bl, params_.layer(bl), last_mb);
   }
+  // Chunks of unequal layer counts: the backward's remaining layers, then the forward's.
+  for (int64_t i = pairs; i < b_count; ++i) {
+    const int64_t bl = b_first + b_count - 1 - i;
+    begin_backward(bl);
+    chain_node(b, kEpComm, Node::kCombine, true, bl);
+    chain_node(b, kCompute, Node::kMlp, true, bl);
+    chain_node(b, kEpComm, Node::kDispatch, true, bl);
+    chain_node(b, kCompute, Node::kPreDispatch, true, bl);
+    grad_sync_->after_backward(bl, params_.layer(bl), last_mb);
+  }
+  for (int64_t i = pairs; i < f_count; ++i) {
+    const int64_t fl = f_first + i;
+    begin_forward(fl);
+    chain_node(f, kCompute, Node::kPreDispatch, false, fl);
+    chain_node(f, kEpComm, Node::kDispatch, false, fl);
+    chain_node(f, kCompute, Node::kMlp, false, fl);
+    chain_node(f, kEpComm, Node::kCombine, false, fl);
+  }
 
-  // The forward's post-process (head and loss), then the backward's pre-process (embedding).
+  // post_forward (the output's send once the forward's chain is done, beside the backward's
+  // last node), post_backward; the forward's post-process (head and loss on the last virtual
+  // stage) and the backward's pre-process (the embedding's backward on the first).
+  p2p_.send(true, forward.micro_batch, fvs, last_vs, f.done);
+  if (fvs == last_vs) {
+    chain_join(f, kCompute);
+    grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
+    head_layers().head_forward();
+  }
+  p2p_.send(false, backward.micro_batch, bvs, last_vs, b.done);
+  if (bvs == 0) {
+    chain_join(b, kCompute);
+    layers_.embedding_backward();
+    grad_sync_->after_backward(-1, params_.embedding(), last_mb);
+  }
+  // Megatron-Core: the current stream waits for both chains before the next step.
   chain_join(f, kCompute);
-  grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
-  head_layers().head_forward();
   chain_join(b, kCompute);
-  layers_.embedding_backward();
-  grad_sync_->after_backward(-1, params_.embedding(), last_mb);
 }
 
 }  // namespace upsim::transformer_emit

@@ -64,13 +64,13 @@ void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int6
   received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, stage});
 }
 
-void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage) {
+void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage,
+                       std::optional<TaskId> ready) {
   if (forward ? stage == last_stage : stage == 0) return;
   const uint32_t pg = forward ? to_next_ : to_prev_;
   HostOp h(ops_.graph(), ops_.threads(), forward ? "send_forward" : "send_backward");
   const uint16_t stream = forward ? kActOut : kGradOut;
-  const TaskId ready = h.record(kCompute);
-  h.wait(stream, ready);
+  h.wait(stream, ready ? *ready : h.record(kCompute));
   const int64_t bytes = message_bytes(forward ? stage + 1 : stage);
   h.collective_on(stream, ops_.call(pg, CollectiveKind::kSendRecv, bytes, "send_recv"),
                   "c10d::batch_isend_irecv");

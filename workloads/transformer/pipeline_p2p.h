@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "workloads/transformer/layer_kernels.h"
@@ -32,8 +33,10 @@ class PipelineP2p {
   /// `last_stage`: the last virtual stage.
   void receive(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage);
   /// Sends a step's output (or input gradient) to the neighbour after the compute stream's
-  /// work so far.
-  void send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage);
+  /// work so far, or after event `ready` when given (the combined 1F1B schedule sends a
+  /// micro-batch's output once its own chain of nodes is done, combined_1f1b.cpp).
+  void send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage,
+            std::optional<TaskId> ready = std::nullopt);
 
   /// Every pipeline message must be received in the order it was sent (messages on a directed
   /// pair are matched by order); a schedule that breaks this would pair the wrong messages

@@ -23,7 +23,7 @@ std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t s
     for (int64_t m = 0; m < warmup; ++m)
       steps.push_back({true, m, 0});
     for (int64_t i = 0; i < remaining; ++i) {
-      steps.push_back({true, warmup + i, 0});
+      steps.push_back({true, warmup + i, 0, true});
       steps.push_back({false, i, 0});
     }
     for (int64_t m = remaining; m < micro_batches; ++m)
@@ -44,7 +44,7 @@ std::vector<PipelineStep> pipeline_schedule(PipelineSchedule schedule, int64_t s
   for (int64_t k = 0; k < warmup; ++k)
     steps.push_back({true, micro_batch_of(k), chunk_of(k, true)});
   for (int64_t k = 0; k < remaining; ++k) {
-    steps.push_back({true, micro_batch_of(k + warmup), chunk_of(k + warmup, true)});
+    steps.push_back({true, micro_batch_of(k + warmup), chunk_of(k + warmup, true), true});
     steps.push_back({false, micro_batch_of(k), chunk_of(k, false)});
   }
   for (int64_t k = remaining; k < total; ++k)

@@ -13,6 +13,9 @@ struct PipelineStep {
   bool forward = true;
   int64_t micro_batch = 0;
   int64_t chunk = 0;  ///< model chunk (virtual stage index on this stage)
+  /// A forward of 1F1B's steady state: the backward after it is its partner (Megatron-Core's
+  /// combined 1F1B schedule runs the two together, combined_1f1b.cpp).
+  bool steady = false;
 };
 
 /// The order in which stage `stage` of `stages` runs forward and backward passes of `micro_batches`

@@ -893,10 +893,9 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
 /// What Megatron-Core's EP all-to-all overlap (moe.a2a_overlap) runs with, each refusal at its
 /// key: TransformerConfig.__post_init__ at Megatron-LM d98e8a6 asserts expert parallel > 1, bf16
 /// or fp16, no full recomputation and no moe in recompute_modules, and virtual pipeline stages
-/// with pipeline parallel; the interleaved combined schedule (combined_1f1b.py,
-/// combined_1f1b_schedule_for_interleaved_pipelining) is not modelled here, so pipeline 1 only.
-/// Layer-wide CUDA graphs (Megatron refuses the moe and mlp graph scopes) and encoder-decoder
-/// models (Megatron's combined schedule is GPTModel's) are refused too.
+/// with pipeline parallel (the interleaved 1F1B schedule). Layer-wide CUDA graphs
+/// (Megatron refuses the moe and mlp graph scopes) and encoder-decoder models (Megatron's
+/// combined schedule is GPTModel's) are refused too.
 void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "the EP all-to-all overlap (moe.a2a_overlap)", what);
@@ -918,13 +917,10 @@ void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
     refuse("recompute_modules",
            "runs without the moe module recomputed (Megatron-Core asserts it): take moe out");
   }
-  if (c.parallelism.pipeline > 1) {
+  if (c.parallelism.pipeline > 1 && c.parallelism.virtual_stages == 1) {
     refuse("parallelism.pipeline",
-           c.parallelism.virtual_stages > 1
-               ? "is modelled for one pipeline stage (the combined schedule of interleaved "
-                 "pipelines is not modelled): pipeline 1"
-               : "needs virtual pipeline stages with pipeline parallel (Megatron-Core asserts "
-                 "it), whose combined schedule is not modelled here: pipeline 1");
+           "needs virtual pipeline stages with pipeline parallel (Megatron-Core asserts it): "
+           "virtual_stages > 1, or pipeline 1");
   }
   if (c.cuda_graphs) {
     refuse("cuda_graphs",

@@ -127,8 +127,8 @@
 //                              #   their capacity (moe_busiest_rank_load: timing and memory)
 //     a2a_overlap: false       # Megatron-Core's overlap_moe_expert_parallel_comm: the
 //                              #   combined 1F1B schedule (combined_1f1b.cpp); needs expert > 1,
-//                              #   alltoall or flex, bf16 / fp16, pipeline 1 (interleaved
-//                              #   pipelines are refused), no full or moe recompute
+//                              #   alltoall or flex, bf16 / fp16, virtual_stages > 1 with
+//                              #   pipeline > 1, no full or moe recompute
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t

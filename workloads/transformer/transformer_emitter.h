@@ -74,12 +74,15 @@ class TransformerEmitter {
   /// TransformerModelChunkSchedulePlan.run): the forward's embedding, the backward's head,
   /// then layer by layer (the forward's i-th with the backward's i-th from the top) the eight
   /// nodes in TransformerLayerSchedulePlan.run's order, then the forward's head and the
-  /// backward's embedding. One pipeline stage (the config refuses more).
+  /// backward's embedding; under interleaved pipelines the forward's receive and send and the
+  /// backward's around them (combined_1f1b_schedule_for_interleaved_pipelining's pre_forward,
+  /// pre_backward, post_forward, post_backward).
   void combined_step(const PipelineStep& forward, const PipelineStep& backward);
   /// Node `node` of `layer` on `stream`, after the chain's previous node.
   void chain_node(NodeChain& chain, uint16_t stream, LayerEmitter::LayerNode node, bool backward,
                   int64_t layer);
-  /// The chain's next work on `stream` waits for its previous node when that ran elsewhere.
+  /// The chain's next work on `stream` waits for its previous node when that ran elsewhere; the
+  /// chain goes on on `stream` (the next node on another stream follows a chain_record).
   void chain_join(NodeChain& chain, uint16_t stream);
   /// Records the chain's event after work just issued on `stream`.
   void chain_record(NodeChain& chain, uint16_t stream);

@@ -279,16 +279,18 @@ void TransformerEmitter::iteration(uint32_t it) {
   pytorch::body(graph_, threads_, "Optimizer.zero_grad#Adam.zero_grad");
   grad_sync_->begin_iteration();
   const ParallelismConfig& p = config_.parallelism;
-  // Megatron-Core's combined 1F1B schedule (one stage: the config refuses more) whatever the
-  // schedule key says: forward_backward_no_pipelining takes it under the overlap.
+  // Megatron-Core's combined 1F1B schedule: one extra warm-up forward, then each steady
+  // forward with its backward; without a pipeline whatever the schedule key says
+  // (forward_backward_no_pipelining takes it under the overlap).
   const bool combined = config_.moe.a2a_overlap;
-  const std::vector<PipelineStep> steps =
-      pipeline_schedule(combined ? PipelineSchedule::k1F1B : p.schedule, p.pipeline, chunks_,
-                        micro_batches_, coords_.pp, combined ? 1 : 0);
+  const PipelineSchedule schedule =
+      combined && p.pipeline == 1 ? PipelineSchedule::k1F1B : p.schedule;
+  const std::vector<PipelineStep> steps = pipeline_schedule(
+      schedule, p.pipeline, chunks_, micro_batches_, coords_.pp, combined ? 1 : 0);
   assign_gradient_buckets(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
     // The combined 1F1B schedule runs each steady-state forward with the backward after it.
-    if (combined && steps[i].forward && i + 1 < steps.size() && !steps[i + 1].forward) {
+    if (combined && steps[i].steady) {
       combined_step(steps[i], steps[i + 1]);
       ++i;
       continue;

@@ -394,7 +394,9 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
 //    2 (P - p - 1) + (v - 1) P warm-up chunk forwards, then one more before the first
 //    backward: min(v M, 2 (P - p - 1) + (v - 1) P + 1) chunks of L / (P v) layers, i.e. that
 //    count / v stage-sets. For p = 0 this is P (1 + (P - 1) / (P v)), the first stage's
-//    figure in Korthikanti et al. 2022, section 4.2.3.
+//    figure in Korthikanti et al. 2022, section 4.2.3. Under moe.a2a_overlap one layer of a
+//    chunk more (combined_1f1b.cpp: one more warm-up forward, then the forward's layers stored
+//    as the paired backward frees its own).
 double transformer_micro_batches_in_flight(const TransformerConfig& c, int64_t pipeline_stage) {
   check_stage(c, pipeline_stage);
   const ParallelismConfig& p = c.parallelism;
@@ -417,7 +419,14 @@ double transformer_micro_batches_in_flight(const TransformerConfig& c, int64_t p
       const int64_t v = p.virtual_stages;
       const int64_t chunks =
           std::min(v * m, 2 * (p.pipeline - pipeline_stage - 1) + (v - 1) * p.pipeline + 1);
-      return static_cast<double>(chunks) / static_cast<double>(v);
+      // moe.a2a_overlap: one more warm-up forward, then each steady forward's layers stored as
+      // the backward beside it frees its own: one layer of a chunk more, when there is a steady
+      // state.
+      const double paired_layer =
+          c.moe.a2a_overlap && v * m > chunks
+              ? static_cast<double>(p.pipeline * v) / static_cast<double>(c.layers)
+              : 0.0;
+      return (static_cast<double>(chunks) + paired_layer) / static_cast<double>(v);
     }
   }
   return 1.0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -328,50 +329,69 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
       deepep_supports_ranks(p.expert)) {
     dispatch.push_back({"deepep", {"workload.moe.dispatcher=flex"}});
   }
+  // Megatron-Core's EP all-to-all overlap (the combined 1F1B schedule), with either dispatcher,
+  // where Megatron-Core runs it (transformer_config.cpp, check_a2a_overlap: one stage or
+  // virtual stages, no full recomputation, no shared-expert overlap).
+  std::vector<Option> ep_overlap{{}};
+  if (c.moe.experts > 0 && p.expert > 1 && c.layer_kernels != LayerKernelSet::kTorchtitan &&
+      c.moe.dispatcher != MoeDispatcher::kAllGather && !c.moe.a2a_overlap &&
+      !c.moe.shared_expert_overlap && !c.cuda_graphs && c.recompute != Recompute::kFull &&
+      (p.pipeline == 1 || p.virtual_stages > 1)) {
+    ep_overlap.push_back({"ep a2a overlap", {"workload.moe.a2a_overlap=true"}});
+  }
   std::vector<PlannedLayout> out;
   for (const Option& t : tensor) {
     for (const Option& d : sharding) {
-      for (const Option& x : dispatch) {
-        if (t.name.empty() && d.name.empty() && x.name.empty()) continue;
-        PlannedLayout v;
-        v.tensor = l.tensor;
-        v.pipeline = l.pipeline;
-        v.virtual_stages = l.virtual_stages;
-        v.encoder_stages = l.encoder_stages;
-        v.context = l.context;
-        v.expert = l.expert;
-        v.data = l.data;
-        v.micro_batch = l.micro_batch;
-        v.memory_savers = l.memory_savers;
-        // FSDP replaces the distributed optimizer a memory saver may have brought.
-        if (d.name == "fsdp" && v.memory_savers.starts_with("zero 1")) {
-          v.memory_savers = v.memory_savers == "zero 1" ? std::string() : v.memory_savers.substr(9);
-        }
-        for (const Option* o : {&t, &d, &x}) {
-          if (o->name.empty()) continue;
-          if (!v.framework_options.empty()) v.framework_options += " + ";
-          v.framework_options += o->name;
-        }
-        v.label = label_of(v);
-        v.lower_bound = l.lower_bound;
-        v.overrides = l.overrides;
-        for (const Option* o : {&t, &d, &x})
-          v.overrides.insert(v.overrides.end(), o->keys.begin(), o->keys.end());
-        try {
-          ConfigDocument vdoc = load_with(options, v.overrides);
-          const TransformerConfig vc =
-              parse_transformer_config(vdoc.root().child("workload"), gpus);
-          v.memory_bytes = transformer_peak_memory(vc).allocated_bytes();
-          if (v.memory_bytes > gpu_memory_bytes) {
-            v.outcome = PlannedLayout::Outcome::kNoMemory;
-            v.reason = fmt::format("needs {} per GPU, the GPU has {}", format_bytes(v.memory_bytes),
-                                   format_bytes(gpu_memory_bytes));
+      for (const Option& dispatcher : dispatch) {
+        for (const Option& overlap : ep_overlap) {
+          Option x = dispatcher;
+          if (!overlap.name.empty()) {
+            x.name += x.name.empty() ? overlap.name : " + " + overlap.name;
+            x.keys.insert(x.keys.end(), overlap.keys.begin(), overlap.keys.end());
           }
-        } catch (const ConfigError& e) {
-          v.outcome = PlannedLayout::Outcome::kInvalid;
-          v.reason = e.message();
+          if (t.name.empty() && d.name.empty() && x.name.empty()) continue;
+          PlannedLayout v;
+          v.tensor = l.tensor;
+          v.pipeline = l.pipeline;
+          v.virtual_stages = l.virtual_stages;
+          v.encoder_stages = l.encoder_stages;
+          v.context = l.context;
+          v.expert = l.expert;
+          v.data = l.data;
+          v.micro_batch = l.micro_batch;
+          v.memory_savers = l.memory_savers;
+          // FSDP replaces the distributed optimizer a memory saver may have brought.
+          if (d.name == "fsdp" && v.memory_savers.starts_with("zero 1")) {
+            v.memory_savers =
+                v.memory_savers == "zero 1" ? std::string() : v.memory_savers.substr(9);
+          }
+          const std::array<const Option*, 3> chosen = {&t, &d, &x};
+          for (const Option* o : chosen) {
+            if (o->name.empty()) continue;
+            if (!v.framework_options.empty()) v.framework_options += " + ";
+            v.framework_options += o->name;
+          }
+          v.label = label_of(v);
+          v.lower_bound = l.lower_bound;
+          v.overrides = l.overrides;
+          for (const Option* o : chosen)
+            v.overrides.insert(v.overrides.end(), o->keys.begin(), o->keys.end());
+          try {
+            ConfigDocument vdoc = load_with(options, v.overrides);
+            const TransformerConfig vc =
+                parse_transformer_config(vdoc.root().child("workload"), gpus);
+            v.memory_bytes = transformer_peak_memory(vc).allocated_bytes();
+            if (v.memory_bytes > gpu_memory_bytes) {
+              v.outcome = PlannedLayout::Outcome::kNoMemory;
+              v.reason = fmt::format("needs {} per GPU, the GPU has {}",
+                                     format_bytes(v.memory_bytes), format_bytes(gpu_memory_bytes));
+            }
+          } catch (const ConfigError& e) {
+            v.outcome = PlannedLayout::Outcome::kInvalid;
+            v.reason = e.message();
+          }
+          out.push_back(std::move(v));
         }
-        out.push_back(std::move(v));
       }
     }
   }

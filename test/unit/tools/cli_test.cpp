@@ -2093,7 +2093,7 @@ TEST_F(Cli, PlanTriesAsyncTpOnACompiledTorchtitanScenario) {
 
 // A Megatron-Core MoE scenario over expert parallel (tensor 1, the all-to-all dispatcher) is
 // tried with the flex dispatcher on DeepEP, alone and with each sharding; a dense one never.
-TEST_F(Cli, PlanTriesDeepEpOnAMegatronMoeScenario) {
+TEST_F(Cli, PlanTriesDeepEpAndTheEpOverlapOnAMegatronMoeScenario) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.layers=4 --set workload.dtype=bf16"
                            " --set workload.attention=flash --set platform.memory_check=warn"
@@ -2117,8 +2117,18 @@ TEST_F(Cli, PlanTriesDeepEpOnAMegatronMoeScenario) {
     if (moe) {
       EXPECT_EQ(options.count("deepep"), 1U) << r.output;
       EXPECT_EQ(options.count("distributed optimizer + deepep"), 1U) << r.output;
+      EXPECT_EQ(options.count("deepep + ep a2a overlap"), 1U) << r.output;
     } else {
       EXPECT_TRUE(options.empty());
+    }
+    std::set<std::string> overlapped;
+    for (size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i][10].find("ep a2a overlap") != std::string::npos) overlapped.insert(rows[i][10]);
+    }
+    if (moe) {
+      EXPECT_EQ(overlapped.count("ep a2a overlap"), 1U) << r.output;
+    } else {
+      EXPECT_TRUE(overlapped.empty());
     }
   }
 }

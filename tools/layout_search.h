@@ -32,9 +32,10 @@
 //    its flex dispatcher on DeepEP ("deepep", where DeepEP's tables have the group size), and
 //    for Megatron-Core MoE layers over expert parallel with either dispatcher, its EP all-to-all
 //    overlap ("ep a2a overlap", moe.a2a_overlap: one stage or virtual stages, no full
-//    recomputation, no shared-expert overlap, no CUDA graphs); each alone and with each other. A variant is checked for validity and memory as a
-//    layout is, is named after its layout ("... with tp overlap + fsdp"; FSDP takes the place of a
-//    zero 1 memory saver, which its label then drops), and is simulated outside
+//    recomputation, no shared-expert overlap, no CUDA graphs); each alone and with each other.
+//    A variant is checked for validity and memory as a layout is, is named after its layout
+//    ("... with tp overlap + fsdp"; FSDP takes the place of a zero 1 memory saver, which its
+//    label then drops), and is simulated outside
 //    --max-simulations; the rest of the scenario's options stay as they are.
 //  - Memory savers (unless PlanOptions::memory_savers is false): a layout whose memory estimate
 //    exceeds the GPU's memory with the scenario's

@@ -14,9 +14,10 @@
 //  - megatron/core/pipeline_parallel/utils.py, ScheduleNode: a node waits for its chain's event
 //    on its stream, runs, records the event (one event per micro-batch's schedule plan).
 // The host runs the nodes in that order, so a host wait inside one (the dispatcher's token
-// counts) holds the launches of every node after it. Not modelled: delay_wgrad_compute (the
-// experts' weight gradients deferred past the dispatch's backward) and the delayed wgrad of the
-// backward's first layer.
+// counts) holds the launches of every node after it. moe.delay_wgrad (delay_wgrad_compute): the
+// experts' weight gradients (b_layer.mlp.backward_dw) after the forward's dispatch, before the
+// backward's; the attention's and shared experts' deferred weight gradients
+// (pre_dispatch_computation.backward_dw) stay in their node here.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -51,6 +52,14 @@ void TransformerEmitter::chain_node(NodeChain& chain, uint16_t stream, LayerEmit
     layers_.layer_node(node, backward, layer);
   }
   chain_record(chain, stream);
+}
+
+void TransformerEmitter::deferred_weight_gradients(int64_t layer) {
+  if (!config_.moe.delay_wgrad || !config_.is_moe_layer(layer)) return;
+  // On the compute stream after the experts' input gradients, outside the backward's chain: the
+  // dispatch's backward waits for the chain's event, recorded before them.
+  const OpEmitter::StreamScope scope(ops_, kCompute);
+  layers_.experts_weight_gradients();
 }
 
 void TransformerEmitter::combined_step(const PipelineStep& forward, const PipelineStep& backward) {
@@ -106,6 +115,7 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     chain_node(f, kCompute, Node::kPreDispatch, false, fl);
     chain_node(b, kCompute, Node::kMlp, true, bl);
     chain_node(f, kEpComm, Node::kDispatch, false, fl);
+    deferred_weight_gradients(bl);
     chain_node(b, kEpComm, Node::kDispatch, true, bl);
     chain_node(f, kCompute, Node::kMlp, false, fl);
     chain_node(f, kEpComm, Node::kCombine, false, fl);
@@ -118,6 +128,7 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     begin_backward(bl);
     chain_node(b, kEpComm, Node::kCombine, true, bl);
     chain_node(b, kCompute, Node::kMlp, true, bl);
+    deferred_weight_gradients(bl);
     chain_node(b, kEpComm, Node::kDispatch, true, bl);
     chain_node(b, kCompute, Node::kPreDispatch, true, bl);
     grad_sync_->after_backward(bl, params_.layer(bl), last_mb);

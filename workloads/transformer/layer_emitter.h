@@ -133,10 +133,16 @@ class LayerEmitter {
   /// its stream, OpEmitter::StreamScope). The backward of a node holds what recomputation
   /// reruns for it.
   void layer_node(LayerNode node, bool backward, int64_t layer);
+  /// moe.delay_wgrad: the routed experts' weight gradients that kMlp's backward left out
+  /// (MoELayer.backward_dw), on the current stream.
+  void experts_weight_gradients();
 
  private:
   void moe_node_forward(LayerNode node);
   void moe_node_backward(LayerNode node);
+  /// An expert grouped GEMM's backward in the kMlp node: its input and weight gradients, or
+  /// under moe.delay_wgrad the input gradient alone (experts_weight_gradients runs the other).
+  void grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad);
   /// Column-parallel linear backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication):
   /// with SP the input is all-gathered again while the input gradient is computed, and the input
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input

@@ -107,6 +107,23 @@ void LayerEmitter::moe_node_forward(LayerNode node) {
   }
 }
 
+void LayerEmitter::grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad) {
+  if (config_.moe.delay_wgrad) {
+    ops_.op("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), dgrad);
+    return;
+  }
+  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), dgrad,
+           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), wgrad);
+}
+
+void LayerEmitter::experts_weight_gradients() {
+  // TE's GroupedLinear.backward_dw: fc1's weight gradient, then fc2's (experts.py, backward_dw).
+  ops_.op("GroupedLinear.backward_dw", pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
+          kernels_.expert_fc1_wgrad);
+  ops_.op("GroupedLinear.backward_dw", pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
+          kernels_.expert_fc2_wgrad);
+}
+
 void LayerEmitter::moe_node_backward(LayerNode node) {
   const LayerKernels& d = kernels_;
   const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
@@ -129,15 +146,11 @@ void LayerEmitter::moe_node_backward(LayerNode node) {
         expert_tp_all_gather(true);
       }
       fp8_cast(d.expert_fc2_dy, true);
-      ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
-               d.expert_fc2_dgrad, pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
-               d.expert_fc2_wgrad);
+      grouped_gemm_backward(d.expert_fc2_dgrad, d.expert_fc2_wgrad);
       if (rerun.moe_act) ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
       ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
       fp8_cast(d.expert_fc1_dy, true);
-      ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"),
-               d.expert_fc1_dgrad, pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
-               d.expert_fc1_wgrad);
+      grouped_gemm_backward(d.expert_fc1_dgrad, d.expert_fc1_wgrad);
       if (flex) {
         ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
       } else {

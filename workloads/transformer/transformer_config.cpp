@@ -347,6 +347,14 @@ MoeConfig read_moe(const ConfigNode& moe, int64_t ffn, int64_t layers,
     moe.child("a2a_overlap")
         .fail("is Megatron-Core's combined 1F1B schedule (layer_kernels fused), not torchtitan's");
   }
+  m.delay_wgrad = moe.get_bool_or("delay_wgrad", false);
+  if (m.delay_wgrad && !m.a2a_overlap) {
+    moe.child("delay_wgrad")
+        .fail(
+            "defers the experts' weight gradients within the combined 1F1B schedule (Megatron-Core "
+            "asserts \"overlap_moe_expert_parallel_comm must be enabled when enabling "
+            "delay_wgrad_compute\"): needs moe.a2a_overlap true");
+  }
   if (m.pad_to_capacity && m.capacity_factor == 0.0) {
     moe.child("pad_to_capacity")
         .fail("pads each expert's input to its capacity: needs moe.capacity_factor > 0");
@@ -1570,6 +1578,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"moe.a2a_overlap",
        "one micro-batch's forward beside another's backward, layer by layer, the dispatch and "
        "combine beside the other's compute (Megatron-Core's overlap_moe_expert_parallel_comm)"},
+      {"moe.delay_wgrad",
+       "under a2a_overlap, the experts' weight gradients after the dispatch's backward "
+       "(Megatron-Core's delay_wgrad_compute)"},
       {"moe.shared_expert_overlap",
        "the shared experts on a side stream beside the dispatcher's communication (Megatron-Core's "
        "moe_shared_expert_overlap)"},

@@ -129,6 +129,8 @@
 //                              #   combined 1F1B schedule (combined_1f1b.cpp); needs expert > 1,
 //                              #   alltoall or flex, bf16 / fp16, virtual_stages > 1 with
 //                              #   pipeline > 1, no full or moe recompute
+//     delay_wgrad: false       # a2a_overlap: the experts' weight gradients after the
+//                              #   dispatch's backward (Megatron-Core's delay_wgrad_compute)
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -413,6 +415,11 @@ struct MoeConfig {
   /// beside another's backward, layer by layer, the dispatch and combine on a communication
   /// stream beside the other micro-batch's attention and experts (combined_1f1b.cpp).
   bool a2a_overlap = false;
+  /// Under a2a_overlap, the experts' weight gradients deferred past the dispatch's backward
+  /// (Megatron-Core's delay_wgrad_compute, default False; Megatron-Bridge's performance scripts
+  /// set it with moe_a2a_overlap): the dispatch's backward waits for the experts' input
+  /// gradients only and runs beside their weight gradients.
+  bool delay_wgrad = false;
 };
 
 struct ParallelismConfig {

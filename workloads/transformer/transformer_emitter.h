@@ -86,6 +86,9 @@ class TransformerEmitter {
   void chain_join(NodeChain& chain, uint16_t stream);
   /// Records the chain's event after work just issued on `stream`.
   void chain_record(NodeChain& chain, uint16_t stream);
+  /// moe.delay_wgrad: MoE layer `layer`'s experts' weight gradients, deferred out of its kMlp
+  /// backward node (nothing otherwise).
+  void deferred_weight_gradients(int64_t layer);
 
   void forward_layer(int64_t layer, int64_t last_layer);
 

@@ -51,10 +51,11 @@ std::vector<uint32_t> two_nodes() {
   return nodes;
 }
 
-/// Rank 0's tasks of `kind` named `name` (the op name for collectives, the task name otherwise)
-/// in one generated step, by the stream they run on (a host sync: the stream it waits for).
+/// Rank 0's tasks of `kind` named `name` (the op name for collectives, the task name otherwise;
+/// of host op `op` when given) in one generated step, by the stream they run on (a host sync:
+/// the stream it waits for).
 std::map<uint16_t, int> by_stream(const TransformerConfig& c, TaskKind kind,
-                                  const std::string& name) {
+                                  const std::string& name, const std::string& op = "") {
   TaskGraph g;
   generate_transformer(c, TransformerGraphInputs(1, two_nodes()), g);
   std::map<uint16_t, int> out;
@@ -62,7 +63,8 @@ std::map<uint16_t, int> by_stream(const TransformerConfig& c, TaskKind kind,
     const Task& task = g.task(t);
     if (task.rank != 0 || task.kind != kind) continue;
     const std::string_view n = g.name(kind == TaskKind::kCollective ? task.op_name : task.name);
-    if (n == name) ++out[kind == TaskKind::kHostSync ? g.sync_target(t) : task.resource];
+    if (n != name || (!op.empty() && g.name(task.op_name) != op)) continue;
+    ++out[kind == TaskKind::kHostSync ? g.sync_target(t) : task.resource];
   }
   return out;
 }
@@ -104,6 +106,13 @@ TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
             (std::map<uint16_t, int>{{transformer_emit::kCompute, layers}}));
   EXPECT_EQ(test_configs::kernel_counts(c),
             test_configs::kernel_counts(overlap_moe(MoeDispatcher::kAllToAll, false, 2)));
+  // moe.delay_wgrad: the same kernels, the paired backward's expert weight gradients in host ops
+  // of their own (two a MoE layer).
+  TransformerConfig delayed = c;
+  delayed.moe.delay_wgrad = true;
+  EXPECT_EQ(test_configs::kernel_counts(delayed), test_configs::kernel_counts(c));
+  EXPECT_EQ(by_stream(delayed, TaskKind::kKernel, "bf16gemm/wgrad", "GroupedLinear.backward_dw"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, 2 * layers}}));
 
   // DeepEP: the paired forward's dispatch and the host's spin on its receive counts on the
   // communication stream.
@@ -146,6 +155,15 @@ TEST(A2aOverlap, HidesAtMostTheExposedExpertParallelCommunication) {
     EXPECT_LT(overlapped.predicted_iteration_time, in_turn.predicted_iteration_time);
     EXPECT_GE(overlapped.predicted_iteration_time, in_turn.predicted_iteration_time - exposed);
     EXPECT_LT(overlapped.ranks.front().exposed_by_dim[ep], exposed);
+    // The experts' weight gradients deferred: the same work in another order (the dispatch's
+    // backward beside the weight gradients rather than after them), within a few percent.
+    TransformerConfig delayed = overlap_moe(dispatcher, true, 4);
+    delayed.moe.delay_wgrad = true;
+    const Duration delayed_time = step(delayed).predicted_iteration_time;
+    std::printf("  with delay_wgrad %.3f ms\n", delayed_time.seconds() * 1e3);
+    EXPECT_LT(delayed_time, in_turn.predicted_iteration_time);
+    EXPECT_NEAR(delayed_time.seconds(), overlapped.predicted_iteration_time.seconds(),
+                0.05 * overlapped.predicted_iteration_time.seconds());
   }
 }
 
@@ -250,6 +268,7 @@ TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) 
            {"  recompute: full\n" + moe, ep8, "workload.recompute"},
            {"  recompute: selective\n  recompute_modules: [moe]\n" + moe, ep8,
             "workload.recompute_modules"},
+           {"  moe: {experts: 8, delay_wgrad: true}\n", ep8, "workload.moe.delay_wgrad"},
            {"  cuda_graphs: true\n  moe: {experts: 8, capacity_factor: 1.0, pad_to_capacity: "
             "true, a2a_overlap: true}\n",
             ep8, "workload.cuda_graphs"},

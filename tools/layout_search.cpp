@@ -337,7 +337,10 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
       c.moe.dispatcher != MoeDispatcher::kAllGather && !c.moe.a2a_overlap &&
       !c.moe.shared_expert_overlap && !c.cuda_graphs && c.recompute != Recompute::kFull &&
       (p.pipeline == 1 || p.virtual_stages > 1)) {
-    ep_overlap.push_back({"ep a2a overlap", {"workload.moe.a2a_overlap=true"}});
+    // With the experts' weight gradients deferred, as Megatron-Bridge's moe_a2a_overlap sets it
+    // (scripts/performance/utils/overrides.py, _set_moe_a2a_overlap_overrides).
+    ep_overlap.push_back(
+        {"ep a2a overlap", {"workload.moe.a2a_overlap=true", "workload.moe.delay_wgrad=true"}});
   }
   std::vector<PlannedLayout> out;
   for (const Option& t : tensor) {

@@ -31,7 +31,8 @@
 //    Megatron-Core MoE layers over expert parallel with the all-to-all dispatcher at tensor 1,
 //    its flex dispatcher on DeepEP ("deepep", where DeepEP's tables have the group size), and
 //    for Megatron-Core MoE layers over expert parallel with either dispatcher, its EP all-to-all
-//    overlap ("ep a2a overlap", moe.a2a_overlap: one stage or virtual stages, no full
+//    overlap ("ep a2a overlap", moe.a2a_overlap with moe.delay_wgrad as Megatron-Bridge's
+//    moe_a2a_overlap sets them: one stage or virtual stages, no full
 //    recomputation, no shared-expert overlap, no CUDA graphs); each alone and with each other.
 //    A variant is checked for validity and memory as a layout is, is named after its layout
 //    ("... with tp overlap + fsdp"; FSDP takes the place of a zero 1 memory saver, which its

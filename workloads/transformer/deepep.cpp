@@ -199,4 +199,25 @@ int64_t deepep_buffer_bytes(int64_t ranks, int64_t hidden_bytes, int32_t sms) {
   return nvl + rdma;
 }
 
+int64_t hybridep_buffer_bytes(int64_t ranks, int64_t tokens_per_rank, int64_t hidden,
+                              int64_t experts_per_rank) {
+  constexpr int64_t kTokenBytes = 2;  // bf16 (Megatron-Core asserts no fp8 dispatch)
+  constexpr int64_t kProbBytes = 4;
+  constexpr int64_t kScaleBlock = 128;  // one fp32 scaling factor per 128 values
+  const int64_t per_node = std::min(ranks, kDeepEpNvlPeers);
+  const int64_t nodes = std::max<int64_t>(ranks / per_node, 1);
+  const int64_t node_experts = experts_per_rank * per_node;
+  const int64_t token = hidden * kTokenBytes;
+  const int64_t scales = hidden / kScaleBlock * kProbBytes;
+  const int64_t all_tokens = tokens_per_rank * per_node * nodes;
+  int64_t bytes = all_tokens * (token + node_experts * kProbBytes + scales);
+  if (nodes > 1) {
+    const int64_t remote = tokens_per_rank * (nodes - 1);
+    bytes += tokens_per_rank * (token + nodes * node_experts * kProbBytes + scales);
+    bytes += remote * (token + node_experts * kProbBytes + scales);
+    bytes += 2 * remote * (token + node_experts * kProbBytes);
+  }
+  return bytes;
+}
+
 }  // namespace upsim

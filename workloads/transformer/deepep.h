@@ -89,4 +89,22 @@ std::vector<int64_t> deepep_send_matrix(const std::vector<uint32_t>& member_node
 /// `hidden_bytes` = hidden x max(element bytes, 2) and `sms` SMs. `ranks` must be supported.
 int64_t deepep_buffer_bytes(int64_t ranks, int64_t hidden_bytes, int32_t sms);
 
+/// Bytes of HybridEP's buffers on one GPU of an expert-parallel group of `ranks` (8 a node, or
+/// one node of fewer: default_member_nodes) for `tokens_per_rank` tokens of `hidden` bf16
+/// values and `experts_per_rank` local experts (hybrid-ep branch @ 94a9f8f; Megatron-Core's
+/// fused_a2a.py init_hybrid_ep_buffer passes the rank's tokens and no fp8). With T the tokens
+/// per rank, R the ranks a node, N the nodes, h = hidden, e = experts a node's ranks hold (R x
+/// experts_per_rank):
+///  - NVLink (csrc/hybrid_ep/buffer/intranode.cu; use_shared_buffer True, the default: dispatch
+///    and combine share the token and probability buffers): for the worst case of every
+///    token on one rank, T R N tokens of h bf16 values and e fp32 probabilities, and the
+///    dispatch's scaling factors, h / 128 fp32 a token;
+///  - RDMA, with N > 1 (internode_doca.cu, RDMACoordinator): the dispatch's send buffer (T
+///    tokens with N e probabilities and scaling factors) and its receive buffer from the N - 1
+///    other nodes (T (N - 1) tokens with e probabilities and scaling factors); the combine's
+///    reduction and receive buffers (2 T (N - 1) tokens with e probabilities).
+/// The synchronisation flags (a few KiB) are left out.
+int64_t hybridep_buffer_bytes(int64_t ranks, int64_t tokens_per_rank, int64_t hidden,
+                              int64_t experts_per_rank);
+
 }  // namespace upsim

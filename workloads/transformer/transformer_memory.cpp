@@ -591,15 +591,16 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
                   [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
     buffers += p.expert * tokens * c.hidden * e;
   }
-  // The flex dispatcher's DeepEP NVLink and RDMA buffers, allocated once for the expert group
-  // (fused_a2a.py get_buffer, hidden bytes = hidden x max(element bytes, 2)). HybridEP's are
-  // not modelled (their sizes follow its runtime configuration).
-  if (c.moe.dispatcher == MoeDispatcher::kFlex && c.moe.flex_backend == FlexBackend::kDeepEp &&
-      p.expert > 1 && std::any_of(layers.begin(), layers.end(), [&c](int64_t layer) {
-        return c.is_moe_layer(layer);
-      })) {
-    buffers += deepep_buffer_bytes(p.expert, c.hidden * std::max<int64_t>(e, 2),
-                                   flex_dispatch_sms(false, c.moe.flex_sms, false));
+  // The flex dispatcher's NVLink and RDMA buffers, allocated once for the expert group: DeepEP's
+  // (fused_a2a.py get_buffer, hidden bytes = hidden x max(element bytes, 2)) or HybridEP's
+  // (init_hybrid_ep_buffer, for the rank's tokens).
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert > 1 &&
+      std::any_of(layers.begin(), layers.end(),
+                  [&c](int64_t layer) { return c.is_moe_layer(layer); })) {
+    buffers += c.moe.flex_backend == FlexBackend::kDeepEp
+                   ? deepep_buffer_bytes(p.expert, c.hidden * std::max<int64_t>(e, 2),
+                                         flex_dispatch_sms(false, c.moe.flex_sms, false))
+                   : hybridep_buffer_bytes(p.expert, tokens, c.hidden, c.moe.experts / p.expert);
   }
   // Tensor, context, expert, data x context (dense gradients), expert data parallel (the
   // experts' gradients, with expert > 1 only) and pipeline.

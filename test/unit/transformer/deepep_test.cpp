@@ -145,5 +145,19 @@ TEST(DeepEp, BuffersAreTheSizeHintsOfItsConfigs) {
   EXPECT_GT(deepep_buffer_bytes(8, 4096, 24), deepep_buffer_bytes(8, 4096, 20));
 }
 
+// HybridEP's buffers (hybrid-ep branch, intranode.cu and internode_doca.cu) for 4096 tokens a rank
+// of hidden 2048 (4096 bf16 bytes and 16 fp32 scaling factors, 64 bytes) with 8 experts a rank:
+// one node of 8 holds NVLink buffers for all 8 x 4096 tokens with 64 fp32 probabilities each;
+// two nodes of 8 twice as many, and RDMA send, receive and combine buffers.
+TEST(DeepEp, HybridEpBuffersHoldTheWorstCaseOfEveryTokenOnOneRank) {
+  EXPECT_EQ(hybridep_buffer_bytes(8, 4096, 2048, 8), 8 * 4096 * (4096 + 64 * 4 + 64));
+  const int64_t nvl = 16 * 4096 * (4096 + 64 * 4 + 64);
+  const int64_t send = 4096 * (4096 + 2 * 64 * 4 + 64);
+  const int64_t receive = 4096 * (4096 + 64 * 4 + 64);
+  const int64_t combine = 2 * 4096 * (4096 + 64 * 4);
+  EXPECT_EQ(hybridep_buffer_bytes(16, 4096, 2048, 8), nvl + send + receive + combine);
+  EXPECT_EQ(nvl + send + receive + combine, 362283008);  // about 345.5 MiB
+}
+
 }  // namespace
 }  // namespace upsim

@@ -425,6 +425,10 @@ class LayerEmitter {
   void dense_mlp_forward();
   void moe_forward();
   void moe_backward();
+  /// cuda_graph_scope moe_router: the end of the router's graph, with the dispatcher's
+  /// preprocess in it under moe_preprocess (the all-to-all dispatcher's count all-gather and
+  /// first permutation, DeepEP's top-k token indices); whether that preprocess ran.
+  bool moe_router_graph_end();
   /// The shared experts' forward (MoE layers with moe.shared_experts).
   void shared_experts_forward();
   /// torchtitan's MoE module (layer_kernels torchtitan; torchtitan_moe.h,

@@ -144,19 +144,52 @@ void LayerEmitter::flex_combine() {
   flex_collective("combine", flex_op("deep_ep::combine", "hybrid_ep::combine"), flex_.combine);
 }
 
+bool LayerEmitter::moe_router_graph_end() {
+  bool preprocessed = false;
+  if (config_.cuda_graph_scope.moe_preprocess) {
+    const bool alltoall = config_.moe.dispatcher == MoeDispatcher::kAllToAll;
+    if (alltoall && !config_.moe.pad_to_capacity && config_.parallelism.expert > 1) {
+      ops_.blocking(groups_.expert, CollectiveKind::kAllGather,
+                    config_.moe.experts * kExpertCountBytes, "all_gather",
+                    "moe::gather_tokens_per_expert");
+    }
+    if (alltoall) ops_.op("moe_permute", "permute", kernels_.permute);
+    if (config_.moe.dispatcher == MoeDispatcher::kFlex &&
+        config_.moe.flex_backend == FlexBackend::kDeepEp) {
+      ops_.op("aten::topk", "flex_topk", kernels_.topk);  // setup_metadata
+    }
+    preprocessed = alltoall || config_.moe.dispatcher == MoeDispatcher::kFlex;
+  }
+  ops_.end_capture(kGraphReplay);
+  return preprocessed;
+}
+
 void LayerEmitter::moe_forward() {
   const LayerKernels& d = kernels_;
   const bool gather = config_.moe.dispatcher == MoeDispatcher::kAllGather;
   const bool flex = config_.moe.dispatcher == MoeDispatcher::kFlex;
   const bool overlap = config_.moe.shared_expert_overlap;
+  // cuda_graph_scope moe_router: the graph holds the shared experts (computed first, as
+  // Megatron-Core's graphed path does) and the router, and ends before the dispatch.
+  const bool router_graph = ops_.capturing() && config_.cuda_graph_scope.moe_router;
+  const bool shared_in_graph = router_graph && config_.moe.shared_experts > 0 && !overlap;
+  if (shared_in_graph) shared_experts_forward();
   ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
   ops_.op("aten::topk", "router_topk", d.topk);
+  const bool preprocessed = router_graph && moe_router_graph_end();
   if (flex) {
-    flex_dispatch();
+    flex_dispatch(!preprocessed);
   } else if (gather) {
     allgather_dispatch();
   } else if (!config_.moe.pad_to_capacity) {
-    expert_count_sync();
+    if (preprocessed) {
+      // The counts were gathered in the graph; copied and waited for after it
+      // (cuda_dtoh_point before_ep_alltoall).
+      host_waits_for_expert_counts(config_.moe.experts * kExpertCountBytes *
+                                   config_.parallelism.expert);
+    } else {
+      expert_count_sync();
+    }
   }
   if (overlap && !flex) {
     ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::pre_forward_comm");
@@ -168,7 +201,7 @@ void LayerEmitter::moe_forward() {
     shared_experts_on_side(SharedExpertPart::kEnter);
     shared_experts_on_side(SharedExpertPart::kFc1);
   }
-  ops_.op("moe_permute", "permute", d.permute);
+  if (!(preprocessed && !flex)) ops_.op("moe_permute", "permute", d.permute);
   if (!gather && !flex) {
     if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
     expert_all_to_all(false);
@@ -203,7 +236,7 @@ void LayerEmitter::moe_forward() {
     return;
   }
   if (!gather && !flex) ops_.op("moe_unpermute", "unpermute", d.unpermute);
-  if (config_.moe.shared_experts > 0) shared_experts_forward();
+  if (config_.moe.shared_experts > 0 && !shared_in_graph) shared_experts_forward();
 }
 
 void LayerEmitter::shared_experts_part(SharedExpertPart part) {
@@ -407,11 +440,16 @@ void LayerEmitter::moe_backward() {
   const LayerKernels& d = kernels_;
   const RecomputeModules rerun = config_.selective_modules();
   const bool overlap = config_.moe.shared_expert_overlap;
-  if (config_.moe.shared_experts > 0 && !overlap) {
+  // cuda_graph_scope moe_router: the backward of the router's graph (and of the shared experts
+  // it held) begins after the dispatch's backward.
+  const bool router_graph = config_.cuda_graphs && config_.cuda_graph_scope.moe_router;
+  const bool shared_in_graph = router_graph && config_.moe.shared_experts > 0 && !overlap;
+  const auto shared_experts_backward = [&] {
     if (rerun.shared_experts) shared_experts_forward();
     shared_experts_part(SharedExpertPart::kFc2Backward);
     shared_experts_part(SharedExpertPart::kFc1Backward);
-  }
+  };
+  if (config_.moe.shared_experts > 0 && !overlap && !shared_in_graph) shared_experts_backward();
   // Under moe.shared_expert_overlap autograd runs the shared experts' backward on the side
   // stream their forward ran on, ordered to follow each all-to-all's backward (Megatron-Core's
   // set_tensor_grad_fn_sequence_sr): fc2's beside the combine's, fc1's beside the dispatch's.
@@ -454,12 +492,16 @@ void LayerEmitter::moe_backward() {
     expert_all_to_all(true);
     if (overlap) shared_experts_on_side(SharedExpertPart::kFc1Backward);
     expert_probs_all_to_all(true);
+    // moe_preprocess graphed the first permutation: its backward is the graph's.
+    if (router_graph && config_.cuda_graph_scope.moe_preprocess) ops_.begin_capture();
     ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   }
   if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
+  if (router_graph && !ops_.capturing()) ops_.begin_capture();
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
            pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);
+  if (shared_in_graph) shared_experts_backward();
 }
 
 }  // namespace upsim::transformer_emit

@@ -34,6 +34,9 @@ constexpr uint16_t kEpComm = kMoeSide;
 /// The all-to-all dispatcher's device-to-host copy stream (MoEAlltoAllTokenDispatcher
 /// .cuda_dtoh_stream; moe.a2a_overlap only).
 constexpr uint16_t kEpDtoH = 8;
+/// The host op that replays a layer's captured graph (torch.cuda.CUDAGraph.replay, called by
+/// Megatron-Core's CudaGraphManager / TE's graphed callables).
+inline constexpr std::string_view kGraphReplay = "torch.cuda.CUDAGraph.replay";
 /// Bytes of an fp32 value (gradient norms, cross-entropy statistics).
 constexpr int64_t kFp32Bytes = 4;
 

@@ -932,8 +932,9 @@ void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
   }
   if (c.cuda_graphs) {
     refuse("cuda_graphs",
-           "runs without layer-wide CUDA graphs (Megatron-Core refuses graphing the moe and mlp "
-           "scopes with it)");
+           "runs without CUDA graphs here (Megatron-Core refuses graphing the moe and mlp scopes "
+           "with it; its attn and moe_router graphs beside the combined schedule are not "
+           "modelled)");
   }
   if (c.encoder_decoder()) refuse("decoder", "is GPTModel's schedule: decoder-only models");
 }
@@ -1341,13 +1342,36 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   }
   if (c.dtype == DType::kFp8) read_fp8_recipe(workload, c);
   c.cuda_graphs = workload.get_bool_or("cuda_graphs", false);
-  if (c.cuda_graphs && c.moe.experts > 0 && !c.moe.pad_to_capacity) {
-    workload.child("cuda_graphs")
+  {
+    const bool has_moe = c.moe.experts > 0;
+    const bool has_dense = !has_moe || c.moe.first_dense > 0 || c.moe.every > 1;
+    c.cuda_graph_scope = read_cuda_graph_scope(workload, c.cuda_graphs, has_dense, has_moe);
+  }
+  if (c.cuda_graphs && c.moe.experts > 0 && !c.moe.pad_to_capacity &&
+      c.cuda_graph_scope.captures_whole_moe()) {
+    workload.child(c.cuda_graph_scope.whole_layer() ? "cuda_graphs" : "cuda_graph_scope")
         .fail(
             "a Megatron-Core MoE layer copies its token counts to the host and waits for them "
             "inside the layer (dropless, dropping to moe.capacity_factor, and with every "
             "moe.dispatcher), which a CUDA graph capture cannot; Megatron-Core graphs MoE layers "
-            "whose inputs are padded to the capacity: moe.pad_to_capacity true");
+            "whose inputs are padded to the capacity (moe.pad_to_capacity true), or the part "
+            "before the dispatch (cuda_graph_scope: [attn, moe_router, moe_preprocess])");
+  }
+  if (c.cuda_graph_scope.moe_preprocess && c.moe.dispatcher == MoeDispatcher::kAllToAll &&
+      c.moe.capacity_factor > 0.0 && !c.moe.pad_to_capacity) {
+    workload.child("cuda_graph_scope")
+        .fail(
+            "moe_preprocess graphs the first permutation, which dropping to moe.capacity_factor "
+            "needs the token counts on the host for (Megatron-Core's cuda_sync_point "
+            "before_permutation_1 before its cuda_dtoh_point): capacity_factor 0, "
+            "pad_to_capacity, or no moe_preprocess");
+  }
+  if (!c.cuda_graph_scope.whole_layer() && c.recompute == Recompute::kFull) {
+    workload.child("cuda_graph_scope")
+        .fail(
+            "Transformer Engine's per-module graphs do not take full recomputation "
+            "(Megatron-Bridge: only full-iteration graphs do): recompute none or selective, or "
+            "no cuda_graph_scope");
   }
   if (c.autocast) check_autocast(workload, c);
   constexpr std::array<std::string_view, 2> kAllocNames = {"caching", "expandable_segments"};
@@ -1548,6 +1572,10 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "the kernels a layer's modules launch: fused (Megatron-Core, TE) or torchtitan (eager "
        "PyTorch modules)"},
       {"cuda_graphs", "each layer's forward and backward replayed as captured CUDA graphs"},
+      {"cuda_graph_scope[]",
+       "what each layer's CUDA graphs capture: attn, mlp, moe, moe_router, moe_preprocess "
+       "(Megatron-Core's cuda_graph_modules with Transformer Engine graphs); default: the "
+       "whole layer"},
       {"mirror_data_parallel", "simulate one data-parallel replica and mirror the others"},
       {"moe.experts", "routed experts per MoE layer"},
       {"moe.top_k", "experts each token is routed to"},

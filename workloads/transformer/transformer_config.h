@@ -253,10 +253,16 @@
 //                              #   layer's kernels and its tensor-, context- and
 //                              #   expert-parallel collectives are replayed without host work;
 //                              #   embedding, head, pipeline sends, gradient reduction and
-//                              #   optimizer stay eager. Refused with dropless MoE
-//                              #   (capacity_factor 0: the host waits for the token counts
-//                              #   inside the layer, which a capture cannot). The graphs'
+//                              #   optimizer stay eager. Refused where a MoE layer's graph
+//                              #   would hold the host's wait for the token counts (unless
+//                              #   padded to capacity: use cuda_graph_scope). The graphs'
 //                              #   static buffers are not in the memory estimate.
+//   cuda_graph_scope: [attn, moe_router, moe_preprocess]  # what those graphs capture
+//                              #   (Megatron-Core's cuda_graph_modules with Transformer
+//                              #   Engine graphs): attn, mlp (dense layers), moe (a whole
+//                              #   MoE block), moe_router (norm, shared experts, router),
+//                              #   moe_preprocess (with moe_router: the dispatcher's
+//                              #   preprocess); default: the whole layer (cuda_graph_scope.h)
 //   mirror_data_parallel: true # simulate one data-parallel replica and mirror the others
 //                              #   (identical work; their traffic still crosses the fabric);
 //                              #   false = simulate every GPU
@@ -279,6 +285,7 @@
 #include "sim/config/config_node.h"
 #include "sim/config/key_meaning.h"
 #include "sim/cost_models.h"
+#include "workloads/transformer/cuda_graph_scope.h"
 #include "workloads/transformer/latent_attention.h"
 #include "workloads/transformer/lora.h"
 #include "workloads/transformer/recompute_modules.h"
@@ -583,6 +590,9 @@ struct TransformerConfig {
   bool mirror_data_parallel = true;
   /// Each layer's forward and backward replayed as CUDA graphs (the `cuda_graphs` key).
   bool cuda_graphs = false;
+  /// What those graphs capture (the `cuda_graph_scope` key; cuda_graph_scope.h): the whole
+  /// layer by default.
+  CudaGraphScope cuda_graph_scope;
   /// torch.compile of each transformer block (the `compile` key; compiled_fusion.h): the
   /// memory-bound kernels Inductor fuses run as one kernel each.
   bool compile = false;

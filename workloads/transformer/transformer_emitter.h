@@ -91,6 +91,13 @@ class TransformerEmitter {
   void deferred_weight_gradients(int64_t layer);
 
   void forward_layer(int64_t layer, int64_t last_layer);
+  /// Whether layer `layer`'s MLP block starts inside its CUDA graph (cuda_graph_scope: the
+  /// whole layer, mlp on a dense layer, moe or moe_router on a MoE layer). Its backward under
+  /// moe_router starts eagerly (the graph begins inside moe_backward).
+  bool mlp_block_graphed(int64_t layer) const;
+  /// The ops from here on are captured (`captured`) or run eagerly: ends an open capture with
+  /// its replay, or begins one.
+  void graph_scope_begin(bool captured);
 
   /// `forward_index`: how many forwards the layer ran before this micro-batch's, since the run
   /// began (recompute: op alternates what it saves with it).

@@ -15,12 +15,6 @@ namespace upsim {
 
 namespace transformer_emit {
 
-namespace {
-/// The host op that replays a layer's captured graph (torch.cuda.CUDAGraph.replay, called by
-/// Megatron-Core's CudaGraphManager / TE's graphed callables).
-constexpr std::string_view kGraphReplay = "torch.cuda.CUDAGraph.replay";
-}  // namespace
-
 TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const TransformerGraphInputs& in,
                                        TaskGraph& g)
     : config_(c),
@@ -208,19 +202,35 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   // holds (one stage: check_relative_bias).
   if (layer == 0) layers_.relative_bias_forward();
   if (decoder && layer == config_.layers) decoder_layers_.relative_bias_forward();
-  if (config_.cuda_graphs) ops_.begin_capture();
   if (decoder) {
+    // (An encoder-decoder model runs without CUDA graphs: check_encoder_decoder.)
     const int64_t in_decoder = layer - config_.layers;
     decoder_layers_.attention_forward(in_decoder);
     decoder_layers_.cross_attention_forward(cross_kernels_);
     decoder_layers_.mlp_forward(in_decoder);
   } else {
+    // CUDA graphs (cuda_graph_scope.h): the attention and the MLP block each in or out of the
+    // layer's graph; a moe_router graph ends inside moe_forward, before the dispatch.
+    graph_scope_begin(config_.cuda_graphs && config_.cuda_graph_scope.captures_attention());
     layers_.attention_forward(layer);
+    graph_scope_begin(mlp_block_graphed(layer));
     layers_.mlp_forward(layer);
   }
-  if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
+  graph_scope_begin(false);
   // The encoder's output: its final norm, on the last encoder stage.
   if (config_.encoder_decoder() && layer == config_.layers - 1) layers_.final_norm_forward();
+}
+
+bool TransformerEmitter::mlp_block_graphed(int64_t layer) const {
+  if (!config_.cuda_graphs) return false;
+  const CudaGraphScope& scope = config_.cuda_graph_scope;
+  return config_.is_moe_layer(layer) ? scope.captures_whole_moe() || scope.moe_router
+                                     : scope.captures_dense_mlp();
+}
+
+void TransformerEmitter::graph_scope_begin(bool captured) {
+  if (ops_.capturing() && !captured) ops_.end_capture(kGraphReplay);
+  if (!ops_.capturing() && captured) ops_.begin_capture();
 }
 
 void TransformerEmitter::backward_decoder_layer(int64_t layer) {
@@ -250,13 +260,16 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
     }
     grad_sync_->before_backward(layer, params.elements, next);
   }
-  // The backward graph holds the recomputation too. Selective recomputation reruns its
-  // modules inside the backward (LayerEmitter).
-  if (config_.cuda_graphs) ops_.begin_capture();
+  // The backward graph holds the recomputation too (a whole-layer graph: full recomputation
+  // with partial scopes is refused). Selective recomputation reruns its modules inside the
+  // backward (LayerEmitter). Partial scopes capture the backward of what their forward
+  // captured: a moe_router graph begins inside moe_backward, after the dispatch's backward.
   const bool decoder = config_.encoder_decoder() && layer >= config_.layers;
   if (decoder) {
     backward_decoder_layer(layer);
   } else {
+    graph_scope_begin(mlp_block_graphed(layer) &&
+                      !(config_.is_moe_layer(layer) && config_.cuda_graph_scope.moe_router));
     if (config_.recomputes_layer(layer)) {
       layers_.attention_forward(layer);
       layers_.mlp_forward(layer);
@@ -264,9 +277,10 @@ void TransformerEmitter::backward_layer(int64_t layer, int64_t first_layer_of_ch
       layers_.op_recompute(forward_index);
     }
     layers_.mlp_backward(layer);
+    graph_scope_begin(config_.cuda_graphs && config_.cuda_graph_scope.captures_attention());
     layers_.attention_backward(layer);
   }
-  if (config_.cuda_graphs) ops_.end_capture(kGraphReplay);
+  graph_scope_begin(false);
   // T5's relative bias table's gradient, before the unit that holds it is reduced.
   if (layer == 0) layers_.relative_bias_backward();
   if (decoder && layer == config_.layers) decoder_layers_.relative_bias_backward();

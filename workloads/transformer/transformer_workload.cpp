@@ -187,7 +187,7 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
                         : std::string()));
   out.description.push_back(fmt::format(
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "
-      "{} micro-batches of {} per replica; recompute {}{}{}; {} iterations ({} warm-up)",
+      "{} micro-batches of {} per replica; recompute {}{}{}{}; {} iterations ({} warm-up)",
       p.tensor, p.sequence ? " (SP)" : "", p.pipeline, schedule_name(p),
       p.virtual_stages > 1 ? fmt::format(", {} virtual stages", p.virtual_stages) : "", p.context,
       data_parallel_text(p), p.expert > 1 ? fmt::format(", EP {}", p.expert) : "",
@@ -198,8 +198,11 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       : c.recompute_layers > 0
           ? fmt::format(" ({} of {} layers per chunk)", c.recompute_layers, c.layers_per_chunk())
           : std::string(),
-      c.compile ? "; torch.compile per block" : "", platform.iterations,
-      platform.warmup_iterations));
+      c.compile ? "; torch.compile per block" : "",
+      c.cuda_graphs
+          ? fmt::format("; CUDA graphs per layer ({})", cuda_graph_scope_text(c.cuda_graph_scope))
+          : std::string(),
+      platform.iterations, platform.warmup_iterations));
   if (c.lora.enabled()) {
     const int64_t adapters = lora_layer_parameters(c, 1) * c.layers;
     out.description.push_back(fmt::format(

@@ -40,10 +40,6 @@ CudaGraphScope read_cuda_graph_scope(const ConfigNode& workload, bool cuda_graph
   CudaGraphScope scope;
   if (!workload.has(kKey)) return scope;
   const ConfigNode node = workload.child(kKey);
-  if (!cuda_graphs) {
-    node.fail(
-        "lists what Transformer Engine's per-layer CUDA graphs capture: needs cuda_graphs: true");
-  }
   if (!node.is_sequence() || node.size() == 0) {
     node.fail(fmt::format("expected a non-empty list of module names ({})", module_list()));
   }
@@ -71,6 +67,11 @@ CudaGraphScope read_cuda_graph_scope(const ConfigNode& workload, bool cuda_graph
   if (scope.moe_preprocess && !scope.moe_router) {
     node.fail(
         "moe_preprocess extends moe_router's graph (Megatron-Core requires both): add moe_router");
+  }
+  if (!cuda_graphs) {
+    CudaGraphScope ignored;
+    ignored.ignored = true;
+    return ignored;
   }
   return scope;
 }

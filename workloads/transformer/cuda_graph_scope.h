@@ -34,6 +34,9 @@ struct CudaGraphScope {
   bool moe = false;
   bool moe_router = false;
   bool moe_preprocess = false;
+  /// The list was given with `cuda_graphs: false`: checked, then ignored (the run warns), so
+  /// that a what-if can turn the graphs off with one override.
+  bool ignored = false;
 
   /// No list: the whole layer.
   bool whole_layer() const { return !(attn || mlp || moe || moe_router || moe_preprocess); }
@@ -42,9 +45,10 @@ struct CudaGraphScope {
   bool captures_whole_moe() const { return whole_layer() || moe; }
 };
 
-/// Reads `cuda_graph_scope` of `workload` (absent: the whole layer). Errors name the list or
-/// its item: without `cuda_graphs: true`, not a non-empty list, an unknown or repeated name,
-/// a name the model has nothing for, moe with moe_router, moe_preprocess without moe_router.
+/// Reads `cuda_graph_scope` of `workload` (absent: the whole layer; with `cuda_graphs` false:
+/// checked, then only `ignored` set). Errors name the list or its item: not a non-empty list,
+/// an unknown or repeated name, a name the model has nothing for, moe with moe_router,
+/// moe_preprocess without moe_router.
 CudaGraphScope read_cuda_graph_scope(const ConfigNode& workload, bool cuda_graphs,
                                      bool has_dense_layers, bool has_moe_layers);
 

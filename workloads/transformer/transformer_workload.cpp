@@ -164,6 +164,10 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
   const TransformerGraph built = generate_transformer(c, inputs, graph);
 
   WorkloadBuild out;
+  if (c.cuda_graph_scope.ignored) {
+    out.warnings.push_back(
+        "workload.cuda_graph_scope is ignored: cuda_graphs is false, so every layer runs eagerly");
+  }
   out.iterations = platform.iterations;
   out.warmup_iterations = platform.warmup_iterations;
   out.represented_gpus = static_cast<uint32_t>(built.gpus);

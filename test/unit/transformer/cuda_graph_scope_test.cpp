@@ -42,8 +42,15 @@ TEST(CudaGraphScope, TheConfigTakesMegatronsModulesAndRefusesTheRestAtTheKey) {
   EXPECT_FALSE(c.cuda_graph_scope.captures_attention());
   EXPECT_TRUE(test_configs::parse_workload(test_configs::small_llama_workload_yaml(), 8)
                   .cuda_graph_scope.whole_layer());
+  // Without cuda_graphs the list is checked, then ignored (the run warns).
+  const TransformerConfig off = test_configs::parse_workload(
+      test_configs::small_llama_workload_yaml() + "  cuda_graph_scope: [attn]\n", 8);
+  EXPECT_TRUE(off.cuda_graph_scope.ignored);
+  EXPECT_FALSE(off.cuda_graph_scope.attn);
+  EXPECT_FALSE(off.cuda_graphs);
+  EXPECT_NE(error_of("  cuda_graph_scope: [full]\n").find("unknown CUDA graph scope"),
+            std::string::npos);
   for (const auto& [extra, what] : std::vector<std::pair<std::string, std::string>>{
-           {"  cuda_graph_scope: [attn]\n", "needs cuda_graphs: true"},
            {"  cuda_graphs: true\n  cuda_graph_scope: []\n", "non-empty list"},
            {"  cuda_graphs: true\n  cuda_graph_scope: [full]\n", "unknown CUDA graph scope"},
            {"  cuda_graphs: true\n  cuda_graph_scope: [attn, attn]\n", "listed twice"},

@@ -331,6 +331,9 @@ class LayerEmitter {
   /// inputs padded to the capacity (moe.pad_to_capacity) skip it. The host cannot run ahead of
   /// the GPU past this point.
   void expert_count_sync();
+  /// The per-expert counts all-gathered over the EP group (nothing without expert parallel:
+  /// OpEmitter::blocking on a group of one); the bytes the host then copies.
+  int64_t gather_expert_counts();
   /// The host copies `bytes` of token counts from the GPU on the current stream and waits for
   /// them.
   void host_waits_for_expert_counts(int64_t bytes);

@@ -148,11 +148,7 @@ bool LayerEmitter::moe_router_graph_end() {
   bool preprocessed = false;
   if (config_.cuda_graph_scope.moe_preprocess) {
     const bool alltoall = config_.moe.dispatcher == MoeDispatcher::kAllToAll;
-    if (alltoall && !config_.moe.pad_to_capacity && config_.parallelism.expert > 1) {
-      ops_.blocking(groups_.expert, CollectiveKind::kAllGather,
-                    config_.moe.experts * kExpertCountBytes, "all_gather",
-                    "moe::gather_tokens_per_expert");
-    }
+    if (alltoall && !config_.moe.pad_to_capacity) gather_expert_counts();
     if (alltoall) ops_.op("moe_permute", "permute", kernels_.permute);
     if (config_.moe.dispatcher == MoeDispatcher::kFlex &&
         config_.moe.flex_backend == FlexBackend::kDeepEp) {
@@ -392,14 +388,15 @@ void LayerEmitter::shared_experts_forward() {
     shared_experts_part(part);
 }
 
-void LayerEmitter::expert_count_sync() {
+int64_t LayerEmitter::gather_expert_counts() {
   const int64_t local_counts = config_.moe.experts * kExpertCountBytes;
-  const int64_t ep = config_.parallelism.expert;
-  if (ep > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
-                  "moe::gather_tokens_per_expert");
-  }
-  host_waits_for_expert_counts(local_counts * ep);
+  ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
+                "moe::gather_tokens_per_expert");
+  return local_counts * config_.parallelism.expert;
+}
+
+void LayerEmitter::expert_count_sync() {
+  host_waits_for_expert_counts(gather_expert_counts());
 }
 
 void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
@@ -415,16 +412,10 @@ void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
 }
 
 void LayerEmitter::expert_counts_to_host() {
-  const int64_t local_counts = config_.moe.experts * kExpertCountBytes;
-  const int64_t ep = config_.parallelism.expert;
-  if (ep > 1) {
-    ops_.blocking(groups_.expert, CollectiveKind::kAllGather, local_counts, "all_gather",
-                  "moe::gather_tokens_per_expert");
-  }
+  const int64_t bytes = gather_expert_counts();
   HostOp h = ops_.host_op("aten::to");
   h.wait(kEpDtoH, h.record(ops_.stream()));
-  h.copy_on(kEpDtoH, "Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost,
-            local_counts * ep);
+  h.copy_on(kEpDtoH, "Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, bytes);
   h.end();
 }
 

@@ -13,11 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "sim/config/config_node.h"
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
-#include "topology/fabric_loader.h"
 #include "workloads/transformer/op_emitter.h"
 #include "workloads/transformer/pipeline_schedule.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -26,29 +24,16 @@
 namespace upsim {
 namespace {
 
-const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
-
-/// small_gpt() (8 layers) with MoE layers of 32 experts, top 8, dropless, over expert parallel 16
-/// of data parallel 16, `micro_batches` micro-batches per replica.
+/// test_configs::fine_moe (8 layers, 32 experts, top 8, expert parallel 16 on two DGX nodes)
+/// with the overlap as given and `micro_batches` micro-batches per replica.
 TransformerConfig overlap_moe(MoeDispatcher dispatcher, bool overlap, int64_t micro_batches) {
-  TransformerConfig c = test_configs::small_gpt();
-  c.moe.experts = 32;
-  c.moe.top_k = 8;
-  c.moe.expert_ffn = 2048;
-  c.moe.capacity_factor = 0.0;
-  c.moe.dispatcher = dispatcher;
+  TransformerConfig c = test_configs::fine_moe(dispatcher, micro_batches);
   c.moe.a2a_overlap = overlap;
-  c.parallelism.data = 16;
-  c.parallelism.expert = 16;
-  c.global_batch = c.micro_batch * 16 * micro_batches;
   return c;
 }
 
 std::vector<uint32_t> two_nodes() {
-  std::vector<uint32_t> nodes(16);
-  for (size_t i = 0; i < 16; ++i)
-    nodes[i] = static_cast<uint32_t>(i / 8);
-  return nodes;
+  return test_configs::dgx_nodes(16);
 }
 
 /// Rank 0's tasks of `kind` named `name` (the op name for collectives, the task name otherwise;
@@ -131,16 +116,10 @@ TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
 // faster than running the all-to-alls in turn, and hides at most the expert-parallel
 // communication that was exposed (it runs the same kernels, which the communication's SMs slow).
 TEST(A2aOverlap, HidesAtMostTheExposedExpertParallelCommunication) {
-  ConfigDocument topology =
-      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
   const test_configs::CalibratedGpu gpu =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
-  const Fabric fabric = load_fabric(topology.root());
-  const auto step = [&](const TransformerConfig& c) {
-    TaskGraph g;
-    generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
-    g.seal();
-    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2);
+  const auto step = [&](const TransformerConfig& config) {
+    return test_configs::fabric_step(config, gpu, "dgx_h100_cluster_2");
   };
   const auto ep = static_cast<size_t>(ParallelDim::kExpert);
   for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex}) {
@@ -204,16 +183,10 @@ TEST(A2aOverlap, InterleavedPipelinesPairTheirSteadyChunks) {
   EXPECT_GT(
       by_stream(c, TaskKind::kCollective, "c10d::all_to_all_single").at(transformer_emit::kEpComm),
       0);
-  ConfigDocument topology =
-      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
   const test_configs::CalibratedGpu gpu =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
-  const Fabric fabric = load_fabric(topology.root());
   const auto step = [&](const TransformerConfig& config) {
-    TaskGraph g;
-    generate_transformer(config, TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
-    g.seal();
-    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2);
+    return test_configs::fabric_step(config, gpu, "dgx_h100_cluster_2");
   };
   const auto ep = static_cast<size_t>(ParallelDim::kExpert);
   const RunSummary in_turn = step(interleaved_moe(false));

@@ -15,13 +15,10 @@
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
-#include "topology/fabric_loader.h"
 #include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
 namespace {
-
-const std::filesystem::path kConfigs = UPSIM_CONFIGS_DIR;
 
 std::string error_of(const std::string& extra) {
   return test_configs::workload_error(test_configs::small_llama_workload_yaml() + extra, 8);
@@ -156,15 +153,10 @@ TEST(CudaGraphScope, TheRouterGraphEndsBeforeTheDispatchAndKeepsEveryKernel) {
 
 // On a DGX H100 node: the graphs never make the step slower.
 TEST(CudaGraphScope, AGraphedRouterIsNoSlowerThanEager) {
-  ConfigDocument topology = ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100.yaml");
   const test_configs::CalibratedGpu gpu =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
-  const Fabric fabric = load_fabric(topology.root());
   const auto step = [&](const TransformerConfig& c) {
-    TaskGraph g;
-    generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(8)), g);
-    g.seal();
-    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2).predicted_iteration_time;
+    return test_configs::fabric_step(c, gpu, "dgx_h100").predicted_iteration_time;
   };
   CudaGraphScope scope;
   scope.attn = true;

@@ -347,20 +347,10 @@ TEST(MoeDispatcher, TheConfigTakesBothDispatchersAndRefusesTheRestAtTheKey) {
 
 /// A fine-grained MoE layer (small_gpt's with 32 experts, top 8) over expert parallel 16 =
 /// data 16 on two nodes of 8 GPUs, dispatched by `dispatcher`.
-TransformerConfig fine_moe(MoeDispatcher dispatcher) {
-  TransformerConfig c = small_moe(dispatcher, 16, 0.0);
-  c.moe.experts = 32;
-  c.moe.top_k = 8;
-  c.parallelism.data = 16;
-  c.global_batch = c.micro_batch * 16 * 2;
-  return c;
-}
+using test_configs::fine_moe;
 
 std::vector<uint32_t> two_nodes() {
-  std::vector<uint32_t> nodes(16);
-  for (size_t i = 0; i < 16; ++i)
-    nodes[i] = static_cast<uint32_t>(i / 8);
-  return nodes;
+  return test_configs::dgx_nodes(16);
 }
 
 // moe.dispatcher flex (MoEFlexTokenDispatcher on DeepEP): per MoE layer and micro-batch the
@@ -651,16 +641,10 @@ TEST(MoeDispatcher, SharedExpertOverlapRunsTheSharedExpertsOnTheirStream) {
 // On two DGX H100 nodes, where the dispatch crosses the network: the overlap is never slower than
 // running the shared experts in turn, and never faster than having no shared experts.
 TEST(MoeDispatcher, SharedExpertOverlapHidesAtMostTheSharedExperts) {
-  ConfigDocument topology =
-      ConfigDocument::load_file(kConfigs / "topologies" / "dgx_h100_cluster_2.yaml");
   const test_configs::CalibratedGpu gpu =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
-  const Fabric fabric = load_fabric(topology.root());
-  const auto step = [&](TransformerConfig c) {
-    TaskGraph g;
-    generate_transformer(c, TransformerGraphInputs(2, fabric.gpu_nodes(16)), g);
-    g.seal();
-    return test_configs::run_step(g, gpu.model, fabric, gpu.hw, 2).predicted_iteration_time;
+  const auto step = [&](const TransformerConfig& c) {
+    return test_configs::fabric_step(c, gpu, "dgx_h100_cluster_2").predicted_iteration_time;
   };
   for (const MoeDispatcher dispatcher : {MoeDispatcher::kAllToAll, MoeDispatcher::kFlex}) {
     const Duration in_turn = step(shared_moe(dispatcher, false));

@@ -17,6 +17,7 @@
 #include "topology/fabric_loader.h"
 #include "topology/flow_network.h"
 #include "topology/nccl_tuning.h"
+#include "workloads/transformer/parallel_layout.h"
 #include "workloads/transformer/transformer_generator.h"
 
 namespace upsim::test_configs {
@@ -82,6 +83,20 @@ inline Duration step_window(const TransformerConfig& config, const CalibratedGpu
   ConfigDocument fabric = ConfigDocument::load_file(std::filesystem::path(UPSIM_CONFIGS_DIR) /
                                                     "topologies" / (topology + ".yaml"));
   return run_step(g, gpu.model, load_fabric(fabric.root()), gpu.hw, 1).ranks.front().window;
+}
+
+/// Two iterations of `config` (the second measured) on `gpu` over the shipped fabric
+/// configs/topologies/<topology>.yaml, each GPU on its node there.
+inline RunSummary fabric_step(const TransformerConfig& config, const CalibratedGpu& gpu,
+                              const std::string& topology) {
+  ConfigDocument doc = ConfigDocument::load_file(std::filesystem::path(UPSIM_CONFIGS_DIR) /
+                                                 "topologies" / (topology + ".yaml"));
+  const Fabric fabric = load_fabric(doc.root());
+  const auto gpus = static_cast<size_t>(ParallelLayout(config.parallelism).gpus());
+  TaskGraph g;
+  generate_transformer(config, TransformerGraphInputs(2, fabric.gpu_nodes(gpus)), g);
+  g.seal();
+  return run_step(g, gpu.model, fabric, gpu.hw, 2);
 }
 
 /// How many tasks of `kind` named `name` `rank` runs in one generated step of `config`.

@@ -1,11 +1,21 @@
 // Transformer configurations the transformer tests share, built in code (no YAML).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "workloads/transformer/transformer_config.h"
 
 namespace upsim::test_configs {
+
+/// `gpus` GPUs on DGX nodes of 8: GPU i on node i / 8.
+inline std::vector<uint32_t> dgx_nodes(size_t gpus) {
+  std::vector<uint32_t> nodes(gpus);
+  for (size_t i = 0; i < gpus; ++i)
+    nodes[i] = static_cast<uint32_t>(i / 8);
+  return nodes;
+}
 
 /// A small GPT: `layers` layers (8 by default), hidden 1024, 16 heads, ffn 4096, vocab 32000,
 /// seq 512, micro-batch 2, global batch 16, bf16, dropout 0.1.
@@ -47,6 +57,22 @@ inline TransformerConfig llama(int64_t layers, int64_t hidden, int64_t heads, in
   c.activation = TransformerActivation::kSwiglu;
   c.position = TransformerPosition::kRotary;
   c.bias = false;
+  return c;
+}
+
+/// small_gpt() (8 layers) with MoE layers of 32 experts, top 8, dropless, expert width 2048,
+/// over expert parallel 16 of data parallel 16 (two DGX nodes), `micro_batches` micro-batches
+/// per replica, with `dispatcher`.
+inline TransformerConfig fine_moe(MoeDispatcher dispatcher, int64_t micro_batches = 2) {
+  TransformerConfig c = small_gpt();
+  c.moe.experts = 32;
+  c.moe.top_k = 8;
+  c.moe.expert_ffn = 2048;
+  c.moe.capacity_factor = 0.0;
+  c.moe.dispatcher = dispatcher;
+  c.parallelism.data = 16;
+  c.parallelism.expert = 16;
+  c.global_batch = c.micro_batch * 16 * micro_batches;
   return c;
 }
 

@@ -435,6 +435,7 @@ void LayerEmitter::moe_backward() {
   // it held) begins after the dispatch's backward.
   const bool router_graph = config_.cuda_graphs && config_.cuda_graph_scope.moe_router;
   const bool shared_in_graph = router_graph && config_.moe.shared_experts > 0 && !overlap;
+  bool side_joined = false;  // the compute stream waited for the side stream's fc1 backward
   const auto shared_experts_backward = [&] {
     if (rerun.shared_experts) shared_experts_forward();
     shared_experts_part(SharedExpertPart::kFc2Backward);
@@ -483,11 +484,20 @@ void LayerEmitter::moe_backward() {
     expert_all_to_all(true);
     if (overlap) shared_experts_on_side(SharedExpertPart::kFc1Backward);
     expert_probs_all_to_all(true);
-    // moe_preprocess graphed the first permutation: its backward is the graph's.
-    if (router_graph && config_.cuda_graph_scope.moe_preprocess) ops_.begin_capture();
+    // moe_preprocess graphed the first permutation: its backward is the graph's, which the
+    // side stream's wait precedes (a capture waits on no event recorded outside it).
+    if (router_graph && config_.cuda_graph_scope.moe_preprocess) {
+      if (overlap) {
+        ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
+        side_joined = true;
+      }
+      ops_.begin_capture();
+    }
     ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
   }
-  if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
+  if (overlap && !side_joined) {
+    ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
+  }
   if (router_graph && !ops_.capturing()) ops_.begin_capture();
   ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
   ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,

@@ -15,6 +15,7 @@
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
+#include "workloads/transformer/op_emitter.h"
 #include "workloads/transformer/transformer_workload.h"
 
 namespace upsim {
@@ -149,6 +150,36 @@ TEST(CudaGraphScope, TheRouterGraphEndsBeforeTheDispatchAndKeepsEveryKernel) {
   EXPECT_EQ(router_only.graph_launches, 4 * 2 * 2);
   EXPECT_EQ(router_only.kernels, eager.kernels);
   EXPECT_EQ(router_only.collectives_eager.at("moe::gather_tokens_per_expert"), 4 * 2);
+}
+
+// With moe.shared_expert_overlap the shared experts run eagerly on their side stream, so the
+// compute stream's waits for it stay outside the router's graph (a capture cannot wait for an
+// event recorded on a stream outside the capture), and there is still one in every MoE layer's
+// forward and backward.
+TEST(CudaGraphScope, WaitsForTheEagerSideStreamStayOutsideTheGraphs) {
+  CudaGraphScope scope;
+  scope.attn = true;
+  scope.moe_router = true;
+  scope.moe_preprocess = true;
+  TransformerConfig c = graphed_moe(scope);
+  c.moe.shared_experts = 1;
+  c.moe.shared_expert_overlap = true;
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int side_waits = 0;
+  int captured = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    if (task.rank != 0 || task.kind != TaskKind::kStreamWait) continue;
+    if (task.resource != transformer_emit::kCompute ||
+        g.task(g.awaited_record(t)).resource != transformer_emit::kSharedExperts) {
+      continue;
+    }
+    ++side_waits;
+    captured += g.task(g.launcher_of(t)).phase == HostPhase::kGraphLaunch;
+  }
+  EXPECT_GE(side_waits, 4 * 2 * 2);
+  EXPECT_EQ(captured, 0);
 }
 
 // On a DGX H100 node: the graphs never make the step slower.

@@ -15,9 +15,10 @@
 //    on its stream, runs, records the event (one event per micro-batch's schedule plan).
 // The host runs the nodes in that order, so a host wait inside one (the dispatcher's token
 // counts) holds the launches of every node after it. moe.delay_wgrad (delay_wgrad_compute): the
-// experts' weight gradients (b_layer.mlp.backward_dw) after the forward's dispatch, before the
-// backward's; the attention's and shared experts' deferred weight gradients
-// (pre_dispatch_computation.backward_dw) stay in their node here.
+// kMlp backward's weight gradients (b_layer.mlp.backward_dw) after the forward's dispatch,
+// before the backward's; the kPreDispatch backward's (pre_dispatch_computation.backward_dw: the
+// attention's and the shared experts' linears) after that node, the chunk's last layer's after
+// the backward's send. Linears under tensor parallel keep their weight gradient in place.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -54,12 +55,11 @@ void TransformerEmitter::chain_node(NodeChain& chain, uint16_t stream, LayerEmit
   chain_record(chain, stream);
 }
 
-void TransformerEmitter::deferred_weight_gradients(int64_t layer) {
-  if (!config_.moe.delay_wgrad || !config_.is_moe_layer(layer)) return;
-  // On the compute stream after the experts' input gradients, outside the backward's chain: the
-  // dispatch's backward waits for the chain's event, recorded before them.
+void TransformerEmitter::deferred_weight_gradients() {
+  // On the compute stream, outside the backward's chain: its next node waits for the chain's
+  // event, recorded before them.
   const OpEmitter::StreamScope scope(ops_, kCompute);
-  layers_.experts_weight_gradients();
+  layers_.flush_weight_gradients();
 }
 
 void TransformerEmitter::combined_step(const PipelineStep& forward, const PipelineStep& backward) {
@@ -105,6 +105,18 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     if (layer > b_first) next = std::make_pair(layer - 1, params_.layer(layer - 1).elements);
     grad_sync_->before_backward(layer, params_.layer(layer).elements, next);
   };
+  // A backward layer ends with its pre-dispatch node's deferred weight gradients, then its
+  // gradients' reduction; the chunk's last layer's wait for the backward's send (Megatron-Core:
+  // "Delay the last pre_dispatch_computation wgrad ... for overlapping with the p2p comm").
+  std::optional<int64_t> last_backward_layer;
+  const auto end_backward = [&](int64_t layer, bool last) {
+    if (last) {
+      last_backward_layer = layer;
+      return;
+    }
+    deferred_weight_gradients();
+    grad_sync_->after_backward(layer, params_.layer(layer), last_mb);
+  };
   const int64_t pairs = std::min(f_count, b_count);
   for (int64_t i = 0; i < pairs; ++i) {
     const int64_t fl = f_first + i;
@@ -115,12 +127,12 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     chain_node(f, kCompute, Node::kPreDispatch, false, fl);
     chain_node(b, kCompute, Node::kMlp, true, bl);
     chain_node(f, kEpComm, Node::kDispatch, false, fl);
-    deferred_weight_gradients(bl);
+    deferred_weight_gradients();  // b_layer.mlp.backward_dw
     chain_node(b, kEpComm, Node::kDispatch, true, bl);
     chain_node(f, kCompute, Node::kMlp, false, fl);
     chain_node(f, kEpComm, Node::kCombine, false, fl);
     chain_node(b, kCompute, Node::kPreDispatch, true, bl);
-    grad_sync_->after_backward(bl, params_.layer(bl), last_mb);
+    end_backward(bl, i == b_count - 1);
   }
   // Chunks of unequal layer counts: the backward's remaining layers, then the forward's.
   for (int64_t i = pairs; i < b_count; ++i) {
@@ -128,10 +140,10 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     begin_backward(bl);
     chain_node(b, kEpComm, Node::kCombine, true, bl);
     chain_node(b, kCompute, Node::kMlp, true, bl);
-    deferred_weight_gradients(bl);
+    deferred_weight_gradients();
     chain_node(b, kEpComm, Node::kDispatch, true, bl);
     chain_node(b, kCompute, Node::kPreDispatch, true, bl);
-    grad_sync_->after_backward(bl, params_.layer(bl), last_mb);
+    end_backward(bl, i == b_count - 1);
   }
   for (int64_t i = pairs; i < f_count; ++i) {
     const int64_t fl = f_first + i;
@@ -152,6 +164,10 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     head_layers().head_forward();
   }
   p2p_.send(false, backward.micro_batch, bvs, last_vs, b.done);
+  if (last_backward_layer) {
+    deferred_weight_gradients();
+    grad_sync_->after_backward(*last_backward_layer, params_.layer(*last_backward_layer), last_mb);
+  }
   if (bvs == 0) {
     chain_join(b, kCompute);
     layers_.embedding_backward();

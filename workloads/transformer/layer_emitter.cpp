@@ -69,7 +69,12 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
   }
-  if (wgrad) h.kernel_on(compute, pytorch::gemm_kernel_name(gemm_dt, "wgrad"), name, weight_grad);
+  // Deferred (moe.delay_wgrad) at tensor parallel 1 only: under TP the weight gradient reads
+  // the input this op re-gathers.
+  const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt, "wgrad");
+  if (wgrad && (tp || !defer_weight_gradient(wgrad_name, weight_grad))) {
+    h.kernel_on(compute, wgrad_name, name, weight_grad);
+  }
   if (reduced != kNoTask) h.wait(compute, reduced);
   h.end();
 }
@@ -133,7 +138,7 @@ void LayerEmitter::row_parallel_backward(const Fp8Cast& dy, KernelDescId dgrad,
   }
   tp_exit_backward();
   fp8_cast(dy, true);
-  if (frozen_base()) {
+  if (frozen_base() || defer_weight_gradient(wgrad_name, wgrad)) {
     ops_.op("MmBackward0", dgrad_name, dgrad);
   } else {
     ops_.op2("MmBackward0", dgrad_name, dgrad, wgrad_name, wgrad);

@@ -133,16 +133,29 @@ class LayerEmitter {
   /// its stream, OpEmitter::StreamScope). The backward of a node holds what recomputation
   /// reruns for it.
   void layer_node(LayerNode node, bool backward, int64_t layer);
-  /// moe.delay_wgrad: the routed experts' weight gradients that kMlp's backward left out
-  /// (MoELayer.backward_dw), on the current stream.
-  void experts_weight_gradients();
+  /// moe.delay_wgrad (Megatron-Core's delay_wgrad_compute): the weight gradients that the
+  /// backward of the kMlp and kPreDispatch nodes left out, on the current stream (the nodes'
+  /// backward_dw: the experts' grouped GEMMs, a dense MLP's, the attention's and the shared
+  /// experts' linears at tensor parallel 1); nothing when none is pending.
+  void flush_weight_gradients();
 
  private:
+  void emit_layer_node(LayerNode node, bool backward, int64_t layer);
   void moe_node_forward(LayerNode node);
   void moe_node_backward(LayerNode node);
   /// An expert grouped GEMM's backward in the kMlp node: its input and weight gradients, or
-  /// under moe.delay_wgrad the input gradient alone (experts_weight_gradients runs the other).
+  /// while deferring the input gradient alone.
   void grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad);
+  /// A weight gradient `desc` (kernel `kernel`) kept for flush_weight_gradients while a
+  /// backward node defers (true), or nothing (false: the caller emits it).
+  bool defer_weight_gradient(std::string_view kernel, KernelDescId desc);
+  struct DeferredWeightGradient {
+    std::string kernel;
+    KernelDescId desc = 0;
+  };
+  /// Set while layer_node emits a kMlp or kPreDispatch backward under moe.delay_wgrad.
+  bool deferring_ = false;
+  std::vector<DeferredWeightGradient> deferred_;
   /// Column-parallel linear backward (Megatron's LinearWithGradAccumulationAndAsyncCommunication):
   /// with SP the input is all-gathered again while the input gradient is computed, and the input
   /// gradient is reduce-scattered while the weight gradient is computed; without SP the input

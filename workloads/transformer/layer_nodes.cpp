@@ -16,6 +16,15 @@ void LayerEmitter::layer_node(LayerNode node, bool backward, int64_t layer) {
       config_.moe.dispatcher == MoeDispatcher::kAllGather) {
     throw std::logic_error("layer_node: the config refuses moe.a2a_overlap with this layer");
   }
+  // Megatron-Core's backward_dw callables: the kMlp node's (layer.mlp) and the kPreDispatch
+  // node's (the attention's and the shared experts').
+  deferring_ = backward && config_.moe.delay_wgrad &&
+               (node == LayerNode::kMlp || node == LayerNode::kPreDispatch);
+  emit_layer_node(node, backward, layer);
+  deferring_ = false;
+}
+
+void LayerEmitter::emit_layer_node(LayerNode node, bool backward, int64_t layer) {
   if (!config_.is_moe_layer(layer)) {
     // A dense layer: the attention, then the norm, MLP and residual add; no communication node.
     if (node == LayerNode::kPreDispatch) {
@@ -107,21 +116,26 @@ void LayerEmitter::moe_node_forward(LayerNode node) {
   }
 }
 
-void LayerEmitter::grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad) {
-  if (config_.moe.delay_wgrad) {
-    ops_.op("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), dgrad);
-    return;
-  }
-  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), dgrad,
-           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), wgrad);
+bool LayerEmitter::defer_weight_gradient(std::string_view kernel, KernelDescId desc) {
+  if (!deferring_) return false;
+  deferred_.push_back({std::string(kernel), desc});
+  return true;
 }
 
-void LayerEmitter::experts_weight_gradients() {
-  // TE's GroupedLinear.backward_dw: fc1's weight gradient, then fc2's (experts.py, backward_dw).
-  ops_.op("GroupedLinear.backward_dw", pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
-          kernels_.expert_fc1_wgrad);
-  ops_.op("GroupedLinear.backward_dw", pytorch::gemm_kernel_name(gemm_dt_, "wgrad"),
-          kernels_.expert_fc2_wgrad);
+void LayerEmitter::grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad) {
+  const std::string dgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  if (defer_weight_gradient(wgrad_name, wgrad)) {
+    ops_.op("GroupedGemmBackward", dgrad_name, dgrad);
+    return;
+  }
+  ops_.op2("GroupedGemmBackward", dgrad_name, dgrad, wgrad_name, wgrad);
+}
+
+void LayerEmitter::flush_weight_gradients() {
+  for (const DeferredWeightGradient& w : deferred_)
+    ops_.op("backward_dw", w.kernel, w.desc);
+  deferred_.clear();
 }
 
 void LayerEmitter::moe_node_backward(LayerNode node) {

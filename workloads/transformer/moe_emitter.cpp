@@ -251,13 +251,19 @@ void LayerEmitter::shared_experts_part(SharedExpertPart part) {
       ops_.op("aten::linear", pytorch::gemm_kernel_name(gemm_dt_, "shared_fc2"), d.shared_fc2_fwd);
       tp_exit_forward();
       return;
-    case SharedExpertPart::kFc2Backward:
+    case SharedExpertPart::kFc2Backward: {
       tp_exit_backward();
       fp8_cast(d.shared_fc2_dy, true);
-      ops_.op2("MmBackward0", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.shared_fc2_dgrad,
-               pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.shared_fc2_wgrad);
+      const std::string dgrad = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+      const std::string wgrad = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+      if (defer_weight_gradient(wgrad, d.shared_fc2_wgrad)) {
+        ops_.op("MmBackward0", dgrad, d.shared_fc2_dgrad);
+      } else {
+        ops_.op2("MmBackward0", dgrad, d.shared_fc2_dgrad, wgrad, d.shared_fc2_wgrad);
+      }
       ops_.op(act_op(true), "activation_bwd", d.shared_act_bwd);
       return;
+    }
     case SharedExpertPart::kFc1Backward:
       fp8_cast(d.shared_fc1_dy, true);
       column_parallel_backward("MmBackward0", d.shared_fc1_dgrad, d.shared_fc1_wgrad);

@@ -1607,8 +1607,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
        "one micro-batch's forward beside another's backward, layer by layer, the dispatch and "
        "combine beside the other's compute (Megatron-Core's overlap_moe_expert_parallel_comm)"},
       {"moe.delay_wgrad",
-       "under a2a_overlap, the experts' weight gradients after the dispatch's backward "
-       "(Megatron-Core's delay_wgrad_compute)"},
+       "under a2a_overlap, weight gradients deferred past the next communication node (Megatron-"
+       "Core's delay_wgrad_compute): the experts' past the dispatch's backward"},
       {"moe.shared_expert_overlap",
        "the shared experts on a side stream beside the dispatcher's communication (Megatron-Core's "
        "moe_shared_expert_overlap)"},

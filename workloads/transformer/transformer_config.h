@@ -129,8 +129,8 @@
 //                              #   combined 1F1B schedule (combined_1f1b.cpp); needs expert > 1,
 //                              #   alltoall or flex, bf16 / fp16, virtual_stages > 1 with
 //                              #   pipeline > 1, no full or moe recompute
-//     delay_wgrad: false       # a2a_overlap: the experts' weight gradients after the
-//                              #   dispatch's backward (Megatron-Core's delay_wgrad_compute)
+//     delay_wgrad: false       # a2a_overlap: weight gradients deferred past the next
+//                              #   communication node (Megatron-Core's delay_wgrad_compute)
 //   parallelism:
 //     tensor: 8                # Megatron column/row split inside a layer
 //     sequence: true           # sequence parallel (needs tensor > 1): norms/dropout on s/t
@@ -422,10 +422,11 @@ struct MoeConfig {
   /// beside another's backward, layer by layer, the dispatch and combine on a communication
   /// stream beside the other micro-batch's attention and experts (combined_1f1b.cpp).
   bool a2a_overlap = false;
-  /// Under a2a_overlap, the experts' weight gradients deferred past the dispatch's backward
-  /// (Megatron-Core's delay_wgrad_compute, default False; Megatron-Bridge's performance scripts
-  /// set it with moe_a2a_overlap): the dispatch's backward waits for the experts' input
-  /// gradients only and runs beside their weight gradients.
+  /// Under a2a_overlap, weight gradients deferred (Megatron-Core's delay_wgrad_compute, default
+  /// False; Megatron-Bridge's performance scripts set it with moe_a2a_overlap): the experts'
+  /// (or a dense MLP's) past the forward's dispatch, so that the dispatch's backward waits for
+  /// the input gradients only; the attention's and shared experts' past their node, the
+  /// chunk's last layer's past the backward's send (combined_1f1b.cpp).
   bool delay_wgrad = false;
 };
 

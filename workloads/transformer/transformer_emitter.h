@@ -86,9 +86,9 @@ class TransformerEmitter {
   void chain_join(NodeChain& chain, uint16_t stream);
   /// Records the chain's event after work just issued on `stream`.
   void chain_record(NodeChain& chain, uint16_t stream);
-  /// moe.delay_wgrad: MoE layer `layer`'s experts' weight gradients, deferred out of its kMlp
-  /// backward node (nothing otherwise).
-  void deferred_weight_gradients(int64_t layer);
+  /// moe.delay_wgrad: the weight gradients the last backward nodes deferred (nothing
+  /// otherwise), on the compute stream.
+  void deferred_weight_gradients();
 
   void forward_layer(int64_t layer, int64_t last_layer);
   /// Whether layer `layer`'s MLP block starts inside its CUDA graph (cuda_graph_scope: the

@@ -91,13 +91,14 @@ TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
             (std::map<uint16_t, int>{{transformer_emit::kCompute, layers}}));
   EXPECT_EQ(test_configs::kernel_counts(c),
             test_configs::kernel_counts(overlap_moe(MoeDispatcher::kAllToAll, false, 2)));
-  // moe.delay_wgrad: the same kernels, the paired backward's expert weight gradients in host ops
-  // of their own (two a MoE layer).
+  // moe.delay_wgrad: the same kernels, the paired backward's weight gradients in backward_dw
+  // ops of their own: per layer the experts' two grouped GEMMs (the kMlp node's) and the
+  // attention's qkv and output projection (the kPreDispatch node's).
   TransformerConfig delayed = c;
   delayed.moe.delay_wgrad = true;
   EXPECT_EQ(test_configs::kernel_counts(delayed), test_configs::kernel_counts(c));
-  EXPECT_EQ(by_stream(delayed, TaskKind::kKernel, "bf16gemm/wgrad", "GroupedLinear.backward_dw"),
-            (std::map<uint16_t, int>{{transformer_emit::kCompute, 2 * layers}}));
+  EXPECT_EQ(by_stream(delayed, TaskKind::kKernel, "bf16gemm/wgrad", "backward_dw"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, 4 * layers}}));
 
   // DeepEP: the paired forward's dispatch and the host's spin on its receive counts on the
   // communication stream.
@@ -198,6 +199,19 @@ TEST(A2aOverlap, InterleavedPipelinesPairTheirSteadyChunks) {
               overlapped.ranks.front().exposed_by_dim[ep].seconds() * 1e3);
   EXPECT_LT(overlapped.predicted_iteration_time, in_turn.predicted_iteration_time);
   EXPECT_LT(overlapped.ranks.front().exposed_by_dim[ep], in_turn.ranks.front().exposed_by_dim[ep]);
+
+  // With delay_wgrad, a dense first layer and a shared expert: every deferred weight gradient
+  // is run (the same kernels on both stages), the chunks' last layers' after their sends.
+  TransformerConfig mixed = c;
+  mixed.moe.first_dense = 1;
+  mixed.moe.shared_experts = 1;
+  TransformerConfig deferred = mixed;
+  deferred.moe.delay_wgrad = true;
+  for (const RankId rank : {RankId{0}, RankId{1}}) {
+    EXPECT_EQ(test_configs::kernel_counts(deferred, rank), test_configs::kernel_counts(mixed, rank))
+        << rank;
+  }
+  EXPECT_LT(step(deferred).predicted_iteration_time, in_turn.predicted_iteration_time);
 }
 
 // The forward's layers are stored as the backward beside it frees its own: one layer more than

@@ -394,13 +394,17 @@ void LayerEmitter::attention_backward(int64_t layer) {
   norm_backward_and_residual_gradient();
 }
 
-void LayerEmitter::mlp_forward(int64_t layer) {
-  const LayerKernels& d = kernels_;
+void LayerEmitter::pre_mlp_norm_forward() {
   if (config_.compile) {
-    ops_.op("CompiledFunction", "triton_fused_add_norm", d.add_norm_fwd);
+    ops_.op("CompiledFunction", "triton_fused_add_norm", kernels_.add_norm_fwd);
   } else {
     norm_forward();
   }
+}
+
+void LayerEmitter::mlp_forward(int64_t layer) {
+  const LayerKernels& d = kernels_;
+  pre_mlp_norm_forward();
   if (!config_.is_moe_layer(layer)) {
     dense_mlp_forward();
   } else if (config_.layer_kernels == LayerKernelSet::kTorchtitan) {

@@ -143,8 +143,17 @@ class LayerEmitter {
   void emit_layer_node(LayerNode node, bool backward, int64_t layer);
   void moe_node_forward(LayerNode node);
   void moe_node_backward(LayerNode node);
-  /// An expert grouped GEMM's backward in the kMlp node: its input and weight gradients, or
-  /// while deferring the input gradient alone.
+  /// The pre-MLP norm: its kernel, or compiled the residual add fused with it.
+  void pre_mlp_norm_forward();
+  /// Megatron-Core's router: its linear and top-k; backward, their gradients.
+  void router_forward();
+  void router_backward();
+  /// The local experts' grouped GEMMs and activation (with their fp8 casts); backward, with
+  /// the activation rerun under the moe_act recompute module.
+  void routed_experts_forward();
+  void routed_experts_backward();
+  /// An expert grouped GEMM's backward: its input and weight gradients, or while a backward
+  /// node defers (moe.delay_wgrad) the input gradient alone.
   void grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad);
   /// A weight gradient `desc` (kernel `kernel`) kept for flush_weight_gradients while a
   /// backward node defers (true), or nothing (false: the caller emits it).

@@ -61,14 +61,9 @@ void LayerEmitter::moe_node_forward(LayerNode node) {
   const bool sync_before_permute = counts && config_.moe.capacity_factor > 0.0;
   switch (node) {
     case LayerNode::kPreDispatch:
-      if (config_.compile) {
-        ops_.op("CompiledFunction", "triton_fused_add_norm", d.add_norm_fwd);
-      } else {
-        norm_forward();
-      }
+      pre_mlp_norm_forward();
       if (config_.moe.shared_experts > 0) shared_experts_forward();
-      ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
-      ops_.op("aten::topk", "router_topk", d.topk);
+      router_forward();
       // DeepEP's setup_metadata (dispatch_preprocess): the routing's top-k token indices.
       if (flex && !hybrid) ops_.op("aten::topk", "flex_topk", d.topk);
       if (counts) {
@@ -92,11 +87,7 @@ void LayerEmitter::moe_node_forward(LayerNode node) {
       } else {
         expert_tp_all_gather(false);
       }
-      fp8_cast(d.expert_fc1_in, false);
-      ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
-      ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
-      fp8_cast(d.expert_fc2_in, false);
-      ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+      routed_experts_forward();
       if (flex) {
         ops_.op("moe_unpermute", "unpermute", d.unpermute);
       } else {
@@ -120,16 +111,6 @@ bool LayerEmitter::defer_weight_gradient(std::string_view kernel, KernelDescId d
   if (!deferring_) return false;
   deferred_.push_back({std::string(kernel), desc});
   return true;
-}
-
-void LayerEmitter::grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad) {
-  const std::string dgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
-  const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
-  if (defer_weight_gradient(wgrad_name, wgrad)) {
-    ops_.op("GroupedGemmBackward", dgrad_name, dgrad);
-    return;
-  }
-  ops_.op2("GroupedGemmBackward", dgrad_name, dgrad, wgrad_name, wgrad);
 }
 
 void LayerEmitter::flush_weight_gradients() {
@@ -159,12 +140,7 @@ void LayerEmitter::moe_node_backward(LayerNode node) {
       } else {
         expert_tp_all_gather(true);
       }
-      fp8_cast(d.expert_fc2_dy, true);
-      grouped_gemm_backward(d.expert_fc2_dgrad, d.expert_fc2_wgrad);
-      if (rerun.moe_act) ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
-      ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
-      fp8_cast(d.expert_fc1_dy, true);
-      grouped_gemm_backward(d.expert_fc1_dgrad, d.expert_fc1_wgrad);
+      routed_experts_backward();
       if (flex) {
         ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
       } else {
@@ -185,9 +161,7 @@ void LayerEmitter::moe_node_backward(LayerNode node) {
       // The pre-MLP norm's output feeds the router and the shared experts: rerun under
       // layernorm before their backward.
       if (rerun.layernorm) norm_forward();
-      ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
-      ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
-               pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);
+      router_backward();
       if (config_.moe.shared_experts > 0) {
         if (rerun.shared_experts) shared_experts_forward();
         shared_experts_part(SharedExpertPart::kFc2Backward);

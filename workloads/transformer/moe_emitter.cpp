@@ -170,8 +170,7 @@ void LayerEmitter::moe_forward() {
   const bool router_graph = ops_.capturing() && config_.cuda_graph_scope.moe_router;
   const bool shared_in_graph = router_graph && config_.moe.shared_experts > 0 && !overlap;
   if (shared_in_graph) shared_experts_forward();
-  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), d.router_fwd);
-  ops_.op("aten::topk", "router_topk", d.topk);
+  router_forward();
   const bool preprocessed = router_graph && moe_router_graph_end();
   if (flex) {
     flex_dispatch(!preprocessed);
@@ -209,11 +208,7 @@ void LayerEmitter::moe_forward() {
   // executor runs kernels of two streams side by side at full speed), so this keeps the overlap
   // to what the dispatch's communication hides.
   if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_done");
-  fp8_cast(d.expert_fc1_in, false);
-  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
-  ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
-  fp8_cast(d.expert_fc2_in, false);
-  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+  routed_experts_forward();
   if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::wait_current_stream");
   if (flex) {
     flex_combine();
@@ -469,14 +464,7 @@ void LayerEmitter::moe_backward() {
     expert_tp_all_gather(true);
   }
   if (overlap) ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc2_backward_done");
-  fp8_cast(d.expert_fc2_dy, true);
-  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc2_dgrad,
-           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc2_wgrad);
-  if (rerun.moe_act) ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
-  ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
-  fp8_cast(d.expert_fc1_dy, true);
-  ops_.op2("GroupedGemmBackward", pytorch::gemm_kernel_name(gemm_dt_, "dgrad"), d.expert_fc1_dgrad,
-           pytorch::gemm_kernel_name(gemm_dt_, "wgrad"), d.expert_fc1_wgrad);
+  routed_experts_backward();
   if (overlap) ops_.wait_stream(kSharedExperts, kCompute, "shared_experts::backward");
   if (flex) {
     ops_.op("MoePermuteBackward", "permute_bwd", kernels_.unpermute);
@@ -505,10 +493,50 @@ void LayerEmitter::moe_backward() {
     ops_.wait_stream(kCompute, kSharedExperts, "shared_experts::fc1_backward_done");
   }
   if (router_graph && !ops_.capturing()) ops_.begin_capture();
-  ops_.op("TopkBackward", "router_topk_bwd", d.topk_bwd);
-  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), d.router_dgrad,
-           pytorch::gemm_kernel_name(linear_dt_, "wgrad"), d.router_wgrad);
+  router_backward();
   if (shared_in_graph) shared_experts_backward();
+}
+
+void LayerEmitter::router_forward() {
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "router"), kernels_.router_fwd);
+  ops_.op("aten::topk", "router_topk", kernels_.topk);
+}
+
+void LayerEmitter::router_backward() {
+  ops_.op("TopkBackward", "router_topk_bwd", kernels_.topk_bwd);
+  ops_.op2("MmBackward0", pytorch::gemm_kernel_name(linear_dt_, "dgrad"), kernels_.router_dgrad,
+           pytorch::gemm_kernel_name(linear_dt_, "wgrad"), kernels_.router_wgrad);
+}
+
+void LayerEmitter::routed_experts_forward() {
+  const LayerKernels& d = kernels_;
+  fp8_cast(d.expert_fc1_in, false);
+  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc1"), d.expert_fc1_fwd);
+  ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
+  fp8_cast(d.expert_fc2_in, false);
+  ops_.op("grouped_gemm", pytorch::gemm_kernel_name(gemm_dt_, "expert_fc2"), d.expert_fc2_fwd);
+}
+
+void LayerEmitter::routed_experts_backward() {
+  const LayerKernels& d = kernels_;
+  fp8_cast(d.expert_fc2_dy, true);
+  grouped_gemm_backward(d.expert_fc2_dgrad, d.expert_fc2_wgrad);
+  if (config_.selective_modules().moe_act) {
+    ops_.op(act_op(false), "activation_fwd", d.expert_act_fwd);
+  }
+  ops_.op(act_op(true), "activation_bwd", d.expert_act_bwd);
+  fp8_cast(d.expert_fc1_dy, true);
+  grouped_gemm_backward(d.expert_fc1_dgrad, d.expert_fc1_wgrad);
+}
+
+void LayerEmitter::grouped_gemm_backward(KernelDescId dgrad, KernelDescId wgrad) {
+  const std::string dgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "dgrad");
+  const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt_, "wgrad");
+  if (defer_weight_gradient(wgrad_name, wgrad)) {
+    ops_.op("GroupedGemmBackward", dgrad_name, dgrad);
+    return;
+  }
+  ops_.op2("GroupedGemmBackward", dgrad_name, dgrad, wgrad_name, wgrad);
 }
 
 }  // namespace upsim::transformer_emit

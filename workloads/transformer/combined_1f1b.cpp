@@ -4,6 +4,9 @@
 //    without a pipeline the first micro-batch's forward runs alone, then each next forward
 //    runs with the previous micro-batch's backward, then the last backward alone
 //    (pipeline_schedule with one extra warm-up forward gives that order);
+//    combined_1f1b_schedule_for_interleaved_pipelining: under an interleaved pipeline the same
+//    extra warm-up forward, then each steady-state forward chunk with the backward chunk after
+//    it (PipelineStep::steady), their receives and sends around the pair;
 //  - megatron/core/models/common/model_chunk_schedule_plan.py: TransformerModelChunkSchedulePlan
 //    .run pairs the forward's i-th layer with the backward's i-th from the top, and
 //    TransformerLayerSchedulePlan.run orders one pair's nodes

@@ -67,7 +67,7 @@ class TransformerEmitter {
   /// node and that node's stream (Megatron-Core's ScheduleNode: each node waits for its chain's
   /// event on its own stream, runs, and records it again).
   struct NodeChain {
-    TaskId done = 0;
+    TaskId done = 0;  ///< valid once chain_record has run (combined_step records first)
     uint16_t stream = kCompute;
   };
   /// A forward step and the backward step after it, run together (model_chunk_schedule_plan.py,

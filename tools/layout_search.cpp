@@ -48,6 +48,9 @@ std::string label_of(const PlannedLayout& l) {
   std::string out = fmt::format("TP{} PP{}", l.tensor, l.pipeline);
   if (l.encoder_stages > 0) out += fmt::format(" ES{}", l.encoder_stages);
   if (l.virtual_stages > 1) out += fmt::format(" VP{}", l.virtual_stages);
+  if (l.embedding_counted || l.loss_counted) {
+    out += l.embedding_counted && l.loss_counted ? " E+L" : l.embedding_counted ? " E" : " L";
+  }
   if (l.context > 1) out += fmt::format(" CP{}", l.context);
   if (l.expert > 1) out += fmt::format(" EP{}", l.expert);
   out += fmt::format(" DP{} mb{}", l.data, l.micro_batch);
@@ -87,7 +90,10 @@ std::vector<MemorySaver> memory_saver_ladder(const TransformerConfig& base) {
 }
 
 /// `sequence`: whether the layout runs sequence parallel (only meaningful with tensor > 1).
-std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence, bool encoder_decoder) {
+/// `counted_split`: the scenario states account_for_embedding / _loss, which every layout then
+/// sets to its own.
+std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence, bool encoder_decoder,
+                                      bool counted_split) {
   std::vector<std::string> keys = {
       fmt::format("workload.parallelism.tensor={}", l.tensor),
       fmt::format("workload.parallelism.sequence={}", l.tensor > 1 && sequence),
@@ -100,6 +106,11 @@ std::vector<std::string> overrides_of(const PlannedLayout& l, bool sequence, boo
   // An encoder-decoder model's split (0 on one stage: none).
   if (encoder_decoder) {
     keys.push_back(fmt::format("workload.parallelism.encoder_stages={}", l.encoder_stages));
+  }
+  if (counted_split || l.embedding_counted || l.loss_counted) {
+    keys.push_back(
+        fmt::format("workload.parallelism.account_for_embedding={}", l.embedding_counted));
+    keys.push_back(fmt::format("workload.parallelism.account_for_loss={}", l.loss_counted));
   }
   return keys;
 }
@@ -158,6 +169,10 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
     micro_batch_sizes.push_back(mb);
   const std::vector<int64_t> contexts = context_degrees(base_config);
   std::vector<PlannedLayout> candidates;
+  const PipelineSplit& split = base_config.parallelism.split;
+  const bool own_split =
+      !split.layout.empty() || split.first_stage_layers || split.last_stage_layers;
+  const bool counted_keys = split.account_for_embedding || split.account_for_loss;
   for (const int64_t t : {1, 2, 4, 8}) {
     if (t > node_gpus || gpus % t != 0) continue;
     for (const int64_t c : contexts) {
@@ -166,9 +181,19 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
         if (gpus % (t * p * c) != 0) continue;
         // An encoder-decoder model's splits of its stacks over the stages (Megatron's split
         // rank: the stages of each stack divide its layers); one chunk of every p otherwise.
+        // A scenario that states its own chunks' layers (a pipeline layout, first / last stage
+        // layers) keeps its pipeline and virtual stages.
+        if (own_split && p != base_config.parallelism.pipeline) continue;
+        // Stages that do not divide the layers count the embedding and loss as layers
+        // (Megatron-Core's account_for_*_in_pipeline_split), where that divides them.
+        const bool counted =
+            !own_split && !base_config.encoder_decoder() && p > 1 && base_config.layers % p != 0;
         std::vector<int64_t> splits;
         if (!base_config.encoder_decoder() || p == 1) {
-          if (base_config.layers % p != 0) continue;
+          if (!own_split && base_config.layers % p != 0 &&
+              !(counted && (base_config.layers + 2) % p == 0)) {
+            continue;
+          }
           splits.push_back(0);
         } else {
           for (int64_t es = 1; es < p; ++es) {
@@ -182,8 +207,13 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
         std::vector<int64_t> virtuals = {1};
         // An encoder-decoder model's pipeline has no interleaving (check_encoder_decoder).
         for (int64_t v = 2; p > 1 && v <= 10 && !base_config.encoder_decoder(); ++v) {
-          if ((base_config.layers / p) % v == 0) virtuals.push_back(v);
+          const int64_t split_layers = counted ? base_config.layers + 2 : base_config.layers;
+          // At least one decoder layer in every chunk.
+          if (split_layers % (p * v) == 0 && split_layers / (p * v) > (counted ? 1 : 0)) {
+            virtuals.push_back(v);
+          }
         }
+        if (own_split) virtuals = {base_config.parallelism.virtual_stages};
         for (const int64_t e : expert_degrees(base_config, d * c)) {
           for (const int64_t mb : micro_batch_sizes) {
             if (base_config.global_batch % (mb * d) != 0) continue;
@@ -196,13 +226,16 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
                 l.pipeline = p;
                 l.encoder_stages = es;
                 l.virtual_stages = v;
+                l.embedding_counted = counted;
+                l.loss_counted = counted;
                 l.context = c;
                 l.expert = e;
                 l.data = d;
                 l.micro_batch = mb;
                 l.label = label_of(l);
                 if (l.label == own_label) continue;
-                l.overrides = overrides_of(l, sequence_parallel, base_config.encoder_decoder());
+                l.overrides =
+                    overrides_of(l, sequence_parallel, base_config.encoder_decoder(), counted_keys);
                 candidates.push_back(std::move(l));
               }
             }
@@ -357,6 +390,8 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
           v.tensor = l.tensor;
           v.pipeline = l.pipeline;
           v.virtual_stages = l.virtual_stages;
+          v.embedding_counted = l.embedding_counted;
+          v.loss_counted = l.loss_counted;
           v.encoder_stages = l.encoder_stages;
           v.context = l.context;
           v.expert = l.expert;
@@ -622,12 +657,15 @@ LayoutPlan plan_layouts(const PlanOptions& options) {
   own.pipeline = bp.pipeline;
   own.virtual_stages = bp.virtual_stages;
   own.encoder_stages = bp.encoder_stages;
+  own.embedding_counted = bp.split.account_for_embedding;
+  own.loss_counted = bp.split.account_for_loss;
   own.context = bp.context;
   own.expert = bp.expert;
   own.data = bp.data;
   own.micro_batch = base_config.micro_batch;
   own.label = label_of(own);
-  own.overrides = overrides_of(own, bp.sequence, base_config.encoder_decoder());
+  own.overrides = overrides_of(own, bp.sequence, base_config.encoder_decoder(),
+                               bp.split.account_for_embedding || bp.split.account_for_loss);
   own.memory_bytes = base->scenario.memory ? base->scenario.memory->allocated_bytes() : 0;
   own.lower_bound = Duration::zero();
   record_run(*base, own);

@@ -7,17 +7,21 @@
 //    of the fabric (the GPUs of its first node; 8 without a fabric) dividing the GPUs, the heads
 //    and the key/value heads, with sequence parallel whenever t > 1 (unless the scenario states
 //    parallelism.sequence: then as it says; LayoutPlan::sequence_parallel); pipeline stages p
-//    dividing the layers (an encoder-decoder model's: each split of its stacks, the first es
+//    dividing the layers, or else, for a decoder-only model, dividing them with the embedding
+//    and the loss each counted as a layer (Megatron-Core's account_for_embedding / _loss_in_
+//    pipeline_split, "E+L" in the label; pipeline_split.h), where a scenario that states a
+//    pipeline layout or first / last stage layers keeps its own pipeline and virtual stages
+//    (an encoder-decoder model's: each split of its stacks, the first es
 //    stages the encoder's, that divides both stacks' layers, parallelism.encoder_stages, "ES"
 //    in the label; no interleaving); context parallel c in {1, the scenario's} and those of
 //    {2, 4, 8, 16} that leave each rank at least 4096 tokens (so from 8K tokens on) where 2c
 //    divides the sequence
 //    (NeMo's Llama 3 recipes: 4K to 16K tokens per rank); data parallel d = GPUs / (t x p x c),
 //    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
-//    divide the experts and d x c, and the scenario's; virtual stages v in {1} and the divisors
-//    of layers / p from 2 to 10 when p > 1 and the micro-batches divide by p (Megatron's
-//    interleaved schedule); micro-batch sizes the powers of two up to twice the scenario's (at
-//    least 4) that divide the global batch per data-parallel rank.
+//    divide the experts and d x c, and the scenario's; virtual stages v in {1} and those from 2
+//    to 10 where p x v divides the (counted) layers when p > 1 and the micro-batches divide by p
+//    (Megatron's interleaved schedule); micro-batch sizes the powers of two up to twice the
+//    scenario's (at least 4) that divide the global batch per data-parallel rank.
 //  - Framework options: the PlanOptions::refine fastest simulated layouts (the scenario's own
 //    among them) are each tried again with the options their keys leave open: the
 //    data-parallel sharding (with memory savers allowed, where the layout replicates its state
@@ -120,6 +124,10 @@ struct PlannedLayout {
   int64_t encoder_stages = 0;
   int64_t tensor = 1, pipeline = 1, virtual_stages = 1, context = 1, expert = 1, data = 1,
           micro_batch = 1;
+  /// The embedding and the loss each counted as a layer of the pipeline split (Megatron-Core's
+  /// account_for_embedding / _loss_in_pipeline_split): how a layout whose stages do not divide
+  /// the layers splits them (pipeline_split.h).
+  bool embedding_counted = false, loss_counted = false;
   /// The memory savers the layout needed ("zero 1 + full recompute"), empty for none.
   std::string memory_savers;
   /// The framework options of a variant ("tp overlap + distributed optimizer"), empty for none.

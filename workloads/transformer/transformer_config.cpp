@@ -13,6 +13,7 @@
 #include "sim/config/config_enum.h"
 #include "workloads/transformer/deepep.h"
 #include "workloads/transformer/encoder_decoder.h"
+#include "workloads/transformer/pipeline_split.h"
 
 namespace upsim {
 
@@ -124,6 +125,46 @@ std::array<ParallelDim, kLayoutDimCount> read_order(const ConfigNode& par) {
   return order;
 }
 
+/// The uneven-split keys of `parallelism` (pipeline_split.h). A layout's syntax is checked
+/// here; what needs the model's layers in parse_transformer_config (apply_pipeline_split).
+PipelineSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
+  PipelineSplit split;
+  if (par.has("pipeline_layout")) {
+    split.layout = par.get_string("pipeline_layout");
+    size_t stages = 0;
+    try {
+      stages = expand_pipeline_layout(split.layout).size();
+    } catch (const std::invalid_argument& e) {
+      par.child("pipeline_layout")
+          .fail(fmt::format("`{}` is not a Megatron-Core pipeline layout: {}", split.layout,
+                            e.what()));
+    }
+    if (static_cast<int64_t>(stages) % pipeline != 0) {
+      par.child("pipeline_layout")
+          .fail(fmt::format("has {} stages, not a multiple of pipeline {} (each rank holds "
+                            "stages / pipeline model chunks)",
+                            stages, pipeline));
+    }
+  }
+  split.account_for_embedding = par.get_bool_or("account_for_embedding", false);
+  split.account_for_loss = par.get_bool_or("account_for_loss", false);
+  if (par.has("first_stage_layers")) {
+    split.first_stage_layers = par.get_int_in("first_stage_layers", 0, kMaxLayers);
+  }
+  if (par.has("last_stage_layers")) {
+    split.last_stage_layers = par.get_int_in("last_stage_layers", 0, kMaxLayers);
+  }
+  if (split.stated() && pipeline == 1) {
+    const std::string_view key = !split.layout.empty()         ? "pipeline_layout"
+                                 : split.account_for_embedding ? "account_for_embedding"
+                                 : split.account_for_loss      ? "account_for_loss"
+                                 : split.first_stage_layers    ? "first_stage_layers"
+                                                               : "last_stage_layers";
+    par.child(key).fail("splits the layers over pipeline stages: needs parallelism.pipeline > 1");
+  }
+  return split;
+}
+
 /// Reads `parallelism:` (every key has a default; an absent section takes them all). Checks
 /// that need the model shape happen in validate().
 ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uint32_t gpus) {
@@ -142,7 +183,24 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
             "parallelism.tensor > 1, got tensor 1");
   }
   p.pipeline = par.get_int_in_or("pipeline", 1, kMaxParallel, 1);
-  p.virtual_stages = par.get_int_in_or("virtual_stages", 1, kMaxLayers, 1);
+  p.split = read_pipeline_split(par, p.pipeline);
+  // A layout states its model chunks: stages / pipeline (Megatron-Core derives the virtual
+  // pipeline size from it the same way).
+  int64_t layout_chunks = 1;
+  if (!p.split.layout.empty()) {
+    layout_chunks = static_cast<int64_t>(expand_pipeline_layout(p.split.layout).size()) /
+                    std::max<int64_t>(p.pipeline, 1);
+    if (par.states("virtual_stages") &&
+        par.get_int_in("virtual_stages", 1, kMaxLayers) != layout_chunks) {
+      par.child("virtual_stages")
+          .fail(fmt::format("is {}, but pipeline_layout `{}` holds {} model chunks per rank of "
+                            "pipeline {}",
+                            par.get_int("virtual_stages"), p.split.layout, layout_chunks,
+                            p.pipeline));
+    }
+  }
+  p.virtual_stages =
+      par.get_int_in_or("virtual_stages", 1, kMaxLayers, std::max<int64_t>(layout_chunks, 1));
   // 0: the even split's (check_encoder_decoder).
   p.encoder_stages = par.get_int_in_or("encoder_stages", 0, kMaxParallel, 0);
   if (p.virtual_stages > 1 && p.pipeline == 1) {
@@ -534,17 +592,21 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
   const int64_t chunks = p.pipeline * p.virtual_stages;
   if (c.encoder_decoder()) {
     // The stacks' split over the stages: check_encoder_decoder.
-  } else if (c.layers % chunks != 0) {
+  } else if (p.chunk_layer_offsets.empty() && c.layers % chunks != 0) {
     workload.child("layers").fail(
         fmt::format("{} layers are not divisible by pipeline {} x virtual_stages {} = {} "
-                    "(every model chunk holds the same number of layers)",
+                    "(every model chunk holds the same number of layers; or split them "
+                    "unevenly: parallelism.pipeline_layout, account_for_embedding / _loss, "
+                    "first / last_stage_layers)",
                     c.layers, p.pipeline, p.virtual_stages, chunks));
   }
-  if (c.recompute_layers > c.layers / chunks) {
+  if (c.recompute_layers > c.layers_per_chunk()) {
     workload.child("recompute_layers")
-        .fail(fmt::format("{} layers, but each model chunk holds {} (layers / (pipeline x "
-                          "virtual_stages))",
-                          c.recompute_layers, c.layers / chunks));
+        .fail(fmt::format(
+            "{} layers, but {} model chunk holds {} (layers / (pipeline x "
+            "virtual_stages){})",
+            c.recompute_layers, p.chunk_layer_offsets.empty() ? "each" : "the largest",
+            c.layers_per_chunk(), p.chunk_layer_offsets.empty() ? "" : ", or the uneven split's"));
   }
   const int64_t per_step = c.micro_batch * p.data;
   if (c.global_batch % per_step != 0) {
@@ -790,6 +852,36 @@ namespace {
     begin = end + 1;
   }
   node.fail(fmt::format("{} {}", feature, what));
+}
+
+/// Under a stated uneven split (ParallelismConfig::split), each model chunk's layers
+/// (chunk_layer_offsets), with Megatron-Core's checks (split_chunk_layers), each refusal at its
+/// key.
+void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
+  ParallelismConfig& p = c.parallelism;
+  if (!p.split.stated()) return;
+  const ConfigNode par = workload.child("parallelism");
+  const std::string_view stated = !p.split.layout.empty()         ? "pipeline_layout"
+                                  : p.split.first_stage_layers    ? "first_stage_layers"
+                                  : p.split.last_stage_layers     ? "last_stage_layers"
+                                  : p.split.account_for_embedding ? "account_for_embedding"
+                                                                  : "account_for_loss";
+  if (c.encoder_decoder()) {
+    par.child(stated).fail(
+        "splits a decoder-only model's layers; an encoder-decoder model splits at "
+        "parallelism.encoder_stages");
+  }
+  const ChunkLayerSplit split = split_chunk_layers(p.split, c.layers, p.pipeline, p.virtual_stages);
+  if (!split.error.empty()) par.child(split.key).fail(split.error);
+  if (!split.mtp_counts.empty()) {
+    par.child("pipeline_layout")
+        .fail(
+            "places multi-token prediction layers (m), which are not modelled here; leave "
+            "them out of the layout");
+  }
+  p.chunk_layer_offsets.assign(1, 0);
+  for (const int64_t count : split.counts)
+    p.chunk_layer_offsets.push_back(p.chunk_layer_offsets.back() + count);
 }
 
 /// What an encoder-decoder model (the `decoder` key) runs with here, each refusal at its key:
@@ -1401,6 +1493,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
       c.parallelism.encoder_stages = c.layers / per_stage;
     }
   }
+  apply_pipeline_split(workload, c);
   validate(workload, par_node, moe_node, c);
   if (c.encoder_decoder()) check_encoder_decoder(workload, c, encoder_stages_stated);
   if (c.moe.a2a_overlap) check_a2a_overlap(workload, c);
@@ -1616,6 +1709,21 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},
       {"parallelism.pipeline", "pipeline-parallel stages"},
       {"parallelism.virtual_stages", "model chunks per pipeline rank (interleaved 1F1B when > 1)"},
+      {"parallelism.pipeline_layout",
+       "Megatron-Core's --pipeline-model-parallel-layout: stages split by '|' of E (embedding), t "
+       "(decoder layer), L (loss), x*n and (...)*n repeat; stage i is rank i mod pipeline"},
+      {"parallelism.account_for_embedding",
+       "the embedding counts as one layer of the even split; the first chunk holds one decoder "
+       "layer fewer (Megatron-Core's --account-for-embedding-in-pipeline-split)"},
+      {"parallelism.account_for_loss",
+       "the loss counts as one layer of the even split; the last chunk holds one decoder layer "
+       "fewer (Megatron-Core's --account-for-loss-in-pipeline-split)"},
+      {"parallelism.first_stage_layers",
+       "decoder layers on the first pipeline rank; the others split the rest (Megatron-Core's "
+       "--decoder-first-pipeline-num-layers)"},
+      {"parallelism.last_stage_layers",
+       "decoder layers on the last pipeline rank; the others split the rest (Megatron-Core's "
+       "--decoder-last-pipeline-num-layers)"},
       {"parallelism.encoder_stages",
        "encoder-decoder over pipeline stages: the first this many hold the encoder (Megatron's "
        "split rank); 0: those an even split of all layers gives it"},

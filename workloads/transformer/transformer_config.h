@@ -274,6 +274,7 @@
 // most 2^56, parameters at most 2^50.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -288,6 +289,7 @@
 #include "workloads/transformer/cuda_graph_scope.h"
 #include "workloads/transformer/latent_attention.h"
 #include "workloads/transformer/lora.h"
+#include "workloads/transformer/pipeline_split.h"
 #include "workloads/transformer/recompute_modules.h"
 #include "workloads/transformer/sequence_lengths.h"
 #include "workloads/transformer/task_head.h"
@@ -440,6 +442,12 @@ struct ParallelismConfig {
   /// As read, 0 asks for the stages an even split of all the layers gives the encoder, which
   /// the parsed config then holds; 0 when the model has one stack or one stage.
   int64_t encoder_stages = 0;
+  /// Megatron-Core's uneven split of the decoder layers over the model chunks (pipeline_layout,
+  /// account_for_embedding / _loss, first / last_stage_layers; pipeline_split.h), as read.
+  PipelineSplit split;
+  /// Under a stated split: where each model chunk's layers begin (index chunk x pipeline + rank,
+  /// one more entry for the end); empty: the even split.
+  std::vector<int64_t> chunk_layer_offsets;
   PipelineSchedule schedule = PipelineSchedule::k1F1B;
   int64_t data = 1;
   int64_t context = 1;
@@ -638,9 +646,22 @@ struct TransformerConfig {
     if (mla.enabled()) return mla.attention_head_dim();
     return explicit_head_dim > 0 ? explicit_head_dim : hidden / heads;
   }
-  /// Layers of one model chunk (a pipeline stage's share, per virtual stage).
+  /// Layers of one model chunk (a pipeline stage's share, per virtual stage); under an uneven
+  /// split (parallelism.split) the largest chunk's.
   int64_t layers_per_chunk() const {
-    return layers / (parallelism.pipeline * parallelism.virtual_stages);
+    const std::vector<int64_t>& offsets = parallelism.chunk_layer_offsets;
+    int64_t most = 0;
+    for (size_t i = 1; i < offsets.size(); ++i)
+      most = std::max(most, offsets[i] - offsets[i - 1]);
+    return offsets.empty() ? layers / (parallelism.pipeline * parallelism.virtual_stages) : most;
+  }
+  /// Where `layer` (0-based, model order, decoder-only) sits in its model chunk: 0 for the
+  /// chunk's first layer.
+  int64_t layer_in_chunk(int64_t layer) const {
+    const std::vector<int64_t>& offsets = parallelism.chunk_layer_offsets;
+    if (offsets.empty()) return layer % layers_per_chunk();
+    const auto after = std::upper_bound(offsets.begin(), offsets.end(), layer);
+    return layer - *(after - 1);
   }
   /// The modules selective recomputation reruns: recompute_modules under kSelective, none
   /// otherwise.
@@ -653,7 +674,7 @@ struct TransformerConfig {
   /// Whether `layer` (0-based, model order) runs its forward again in its backward.
   bool recomputes_layer(int64_t layer) const {
     if (recompute != Recompute::kFull) return false;
-    return recompute_layers == 0 || layer % layers_per_chunk() < recompute_layers;
+    return recompute_layers == 0 || layer_in_chunk(layer) < recompute_layers;
   }
   /// The vocabulary as Megatron allocates it: rounded up to a multiple of
   /// kVocabPadMultiple x tensor so every tensor-parallel rank holds an equal slice
@@ -697,7 +718,8 @@ struct TransformerConfig {
   /// The layers of model chunk `virtual_stage` (model order; an encoder-decoder model's
   /// decoder layers from `layers` on): [first, first + count). Every chunk holds as many,
   /// except over an encoder-decoder model's stages, where the encoder's split its layers evenly
-  /// and the decoder's theirs (parallelism.encoder_stages).
+  /// and the decoder's theirs (parallelism.encoder_stages), and under a stated uneven split
+  /// (parallelism.chunk_layer_offsets; a chunk may hold none).
   struct LayerRange {
     int64_t first = 0;
     int64_t count = 0;
@@ -711,6 +733,10 @@ struct TransformerConfig {
       }
       const int64_t per = decoder_layers / (p.pipeline - p.encoder_stages);
       return {layers + (virtual_stage - p.encoder_stages) * per, per};
+    }
+    if (!p.chunk_layer_offsets.empty()) {
+      const auto vs = static_cast<size_t>(virtual_stage);
+      return {p.chunk_layer_offsets[vs], p.chunk_layer_offsets[vs + 1] - p.chunk_layer_offsets[vs]};
     }
     const int64_t per = (layers + decoder_layers) / (p.pipeline * p.virtual_stages);
     return {virtual_stage * per, per};

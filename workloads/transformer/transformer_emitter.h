@@ -141,7 +141,6 @@ class TransformerEmitter {
   int64_t act_elem_bytes_ = 2;
   int64_t micro_batches_ = 1;
   int64_t chunks_ = 1;
-  int64_t layers_per_chunk_ = 1;
   bool mirror_ = false;
 
   ProcessGroups groups_;

@@ -27,8 +27,6 @@ TransformerEmitter::TransformerEmitter(const TransformerConfig& c, const Transfo
       act_elem_bytes_(dtype_bytes(act_dt_)),
       micro_batches_(c.micro_batches()),
       chunks_(c.parallelism.virtual_stages),
-      layers_per_chunk_((c.layers + c.decoder_layers) /
-                        (c.parallelism.pipeline * c.parallelism.virtual_stages)),
       mirror_(c.mirror_data_parallel && c.parallelism.data > 1),
       groups_(g, [this](int64_t rank) { return !mirror_ || layout_.coords(rank).dp == 0; }),
       params_(config_, sizes_),
@@ -484,10 +482,12 @@ void TransformerEmitter::optimizer_step() {
     // (one foreach norm), all-reduced over the shard group in one call, one fp32 per weight.
     ops_.op("precompute_float8_dynamic_scale_for_fsdp", "float8_amax_foreach_norm",
             layer_kernels_.float8.fsdp_amax_precompute);
+    int64_t stage_layers = 0;
+    for (int64_t chunk = 0; chunk < chunks_; ++chunk)
+      stage_layers += chunk_layer_count(chunk);
     ops_.blocking(grad_buffers_[kDenseBuffer].pg, CollectiveKind::kAllReduce,
-                  kFp32Bytes * kFloat8LinearsPerLayer * layers_per_chunk_ *
-                      config_.parallelism.virtual_stages,
-                  "all_reduce", "c10d::all_reduce");
+                  kFp32Bytes * kFloat8LinearsPerLayer * stage_layers, "all_reduce",
+                  "c10d::all_reduce");
   }
   grad_sync_->after_optimizer_step();
 }

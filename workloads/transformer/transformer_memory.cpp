@@ -72,6 +72,31 @@ std::vector<int64_t> stage_layers(const TransformerConfig& c, int64_t stage) {
   return layers;
 }
 
+/// The model chunk of `stage` that holds `layer` (one of stage_layers(c, stage)).
+int64_t chunk_of_stage_layer(const TransformerConfig& c, int64_t stage, int64_t layer) {
+  const ParallelismConfig& p = c.parallelism;
+  for (int64_t k = 0; k < p.virtual_stages; ++k) {
+    const TransformerConfig::LayerRange chunk = c.chunk_layers(k * p.pipeline + stage);
+    if (layer >= chunk.first && layer < chunk.first + chunk.count) return k;
+  }
+  return 0;
+}
+
+/// Interleaved 1F1B: how many of rank `stage`'s warm-up forwards (and the one before its first
+/// backward) run each model chunk. Megatron-Core's get_model_chunk_id (schedules.py): forward
+/// i runs chunk (i mod (pipeline x v)) / pipeline, so the chunks take turns in groups of
+/// pipeline micro-batches.
+std::vector<int64_t> chunk_forwards_in_flight(const TransformerConfig& c, int64_t stage) {
+  const ParallelismConfig& p = c.parallelism;
+  const int64_t v = p.virtual_stages;
+  const int64_t warmup =
+      std::min(v * c.micro_batches(), 2 * (p.pipeline - stage - 1) + (v - 1) * p.pipeline + 1);
+  std::vector<int64_t> forwards(static_cast<size_t>(v), 0);
+  for (int64_t i = 0; i < warmup; ++i)
+    ++forwards[static_cast<size_t>((i % (p.pipeline * v)) / p.pipeline)];
+  return forwards;
+}
+
 void check_stage(const TransformerConfig& c, int64_t stage) {
   if (stage < 0 || stage >= c.parallelism.pipeline) {
     throw std::invalid_argument(
@@ -483,26 +508,32 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
                                 cross_attention_activation_bytes(stored)
                           : 0;
   bool holds_decoder = false;
-  for (const int64_t layer : layers) {
+  // What one micro-batch stores in each of the stage's model chunks (an uneven split's chunks
+  // differ; chunk_forwards_in_flight weighs them).
+  std::vector<int64_t> chunk_bytes(static_cast<size_t>(p.virtual_stages), 0);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int64_t layer = layers[i];
+    int64_t stored_bytes = 0;
     if (layer >= c.layers) {
       holds_decoder = true;
       if (decoder.recomputes_layer(layer - c.layers)) {
-        per_micro_batch += transformer_layer_activation_bytes(decoder, false);
+        stored_bytes = transformer_layer_activation_bytes(decoder, false);
         largest_layer = std::max(largest_layer, stored_decoder_layer);
       } else {
-        per_micro_batch += stored_decoder_layer;
+        stored_bytes = stored_decoder_layer;
       }
-      continue;
-    }
-    if (c.recomputes_layer(layer) || c.recompute == Recompute::kOp) {
-      per_micro_batch += transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
+    } else if (c.recomputes_layer(layer) || c.recompute == Recompute::kOp) {
+      stored_bytes = transformer_layer_activation_bytes(c, c.is_moe_layer(layer));
       largest_layer = std::max(largest_layer,
                                transformer_layer_activation_bytes(stored, c.is_moe_layer(layer)));
     } else {
       // A layer outside recompute_layers stores what it would without recomputation.
-      per_micro_batch += transformer_layer_activation_bytes(
+      stored_bytes = transformer_layer_activation_bytes(
           c.recompute == Recompute::kFull ? stored : c, c.is_moe_layer(layer));
     }
+    per_micro_batch += stored_bytes;
+    chunk_bytes[static_cast<size_t>(chunk_of_stage_layer(c, pipeline_stage, layer))] +=
+        stored_bytes;
   }
   if (holds_decoder) per_micro_batch += encoder_output_bytes(c);
   // T5's relative bias: each stack's bucket indices (relative_bias.h).
@@ -515,6 +546,21 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   const int64_t head_tokens = decoder.micro_batch_tokens() / p.context;
   auto activations =
       static_cast<int64_t>(std::llround(static_cast<double>(per_micro_batch) * in_flight));
+  if (!p.chunk_layer_offsets.empty() && p.virtual_stages > 1) {
+    // Uneven chunks: each chunk's bytes times its own forwards in flight; what in_flight holds
+    // beyond them (moe.a2a_overlap's paired layer) at the stage's mean chunk.
+    const std::vector<int64_t> forwards = chunk_forwards_in_flight(c, pipeline_stage);
+    double weighted = 0.0;
+    int64_t chunk_forwards = 0;
+    for (size_t k = 0; k < forwards.size(); ++k) {
+      weighted += static_cast<double>(chunk_bytes[k]) * static_cast<double>(forwards[k]);
+      chunk_forwards += forwards[k];
+    }
+    const double beyond =
+        in_flight - static_cast<double>(chunk_forwards) / static_cast<double>(p.virtual_stages);
+    activations = static_cast<int64_t>(
+        std::llround(weighted + beyond * static_cast<double>(per_micro_batch)));
+  }
   // Full recomputation rematerialises one layer's activations (one micro-batch) during its
   // backward, on top of the stored layer inputs.
   activations += largest_layer;

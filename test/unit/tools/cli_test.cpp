@@ -2163,6 +2163,39 @@ TEST_F(Cli, PlanSearchesTheEncoderDecoderSplit) {
   EXPECT_EQ(splits, (std::set<std::string>{"ES2"})) << r.output;
 }
 
+// Pipeline stages that do not divide the layers split them with the embedding and the loss
+// counted as layers (Megatron-Core's account_for_*_in_pipeline_split, "E+L"): 6 layers over 4
+// stages as 8 counted; over 2 evenly. A scenario stating its own pipeline layout keeps its
+// pipeline and virtual stages.
+TEST_F(Cli, PlanCountsTheEmbeddingAndLossWhereTheStagesDoNotDivideTheLayers) {
+  const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
+                           " --set workload.layers=6 --set workload.global_batch=32 "
+                           "--set workload.micro_batch=8";
+  const Result r = run("plan " + gpt2 + " --out p -j 2 --refine 0 --top 100");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = csv_rows(read_file(dir_ / "p" / "plan.csv"));
+  int counted = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const std::string& label = rows[i][0];
+    const bool e_l = label.find(" E+L ") != std::string::npos;
+    EXPECT_EQ(e_l, rows[i][4] == "4") << label;  // the pipeline column
+    EXPECT_NE(rows[i][2], "invalid") << label << ": " << rows[i].back();
+    counted += e_l && rows[i][2] == "simulated";
+  }
+  EXPECT_GT(counted, 0) << r.output;
+
+  const Result own =
+      run("plan " + gpt2 +
+          " --set workload.parallelism.pipeline=2 --set workload.parallelism.data=2 --set "
+          "'workload.parallelism.pipeline_layout=Ettt|tttL' --out q -j 2 "
+          "--refine 0 --top 100");
+  ASSERT_EQ(own.exit_code, 0) << own.output;
+  const auto own_rows = csv_rows(read_file(dir_ / "q" / "plan.csv"));
+  ASSERT_GT(own_rows.size(), 2U);
+  for (size_t i = 1; i < own_rows.size(); ++i)
+    EXPECT_EQ(own_rows[i][4], "2") << own_rows[i][0];
+}
+
 TEST_F(Cli, PlanTriesTheFrameworkOptionsOnItsFastestLayouts) {
   const std::string gpt2 = quote(std::string(UPSIM_CONFIGS_DIR) + "/gpt2_4gpu.yaml") +
                            " --set workload.global_batch=32 --set workload.micro_batch=8 "

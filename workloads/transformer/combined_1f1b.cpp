@@ -21,7 +21,9 @@
 // kMlp backward's weight gradients (b_layer.mlp.backward_dw) after the forward's dispatch,
 // before the backward's; the kPreDispatch backward's (pre_dispatch_computation.backward_dw: the
 // attention's and the shared experts' linears) after that node, the chunk's last layer's after
-// the backward's send. Linears under tensor parallel keep their weight gradient in place.
+// the backward's send. Under tensor parallel a linear's input all-gather stays in its backward
+// and only the weight-gradient GEMM moves (Transformer Engine's Linear stores the gathered
+// input: module/linear.py, wgrad_store.put); TE refuses the deferral with userbuffers.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -43,15 +43,24 @@ void LayerEmitter::latent_projections_backward() {
                     "c10d::all_reduce");
     }
   };
-  ops_.op2("LinearBackward", dgrad, d.kv_up_dgrad, wgrad, d.kv_up_wgrad);
+  // Each projection is a Transformer Engine linear: its weight gradient deferred inside a
+  // deferring node (moe.delay_wgrad) as any other.
+  const auto linear_backward = [&](KernelDescId dgrad_desc, KernelDescId wgrad_desc) {
+    if (defer_weight_gradient(wgrad, wgrad_desc)) {
+      ops_.op("LinearBackward", dgrad, dgrad_desc);
+    } else {
+      ops_.op2("LinearBackward", dgrad, dgrad_desc, wgrad, wgrad_desc);
+    }
+  };
+  linear_backward(d.kv_up_dgrad, d.kv_up_wgrad);
   latent_all_reduce(m.kv_lora_rank);
   ops_.op(norm_op(true), "rms_norm_bwd", d.kv_norm_bwd);
-  ops_.op2("LinearBackward", dgrad, d.kv_down_dgrad, wgrad, d.kv_down_wgrad);
-  ops_.op2("LinearBackward", dgrad, d.q_up_dgrad, wgrad, d.q_up_wgrad);
+  linear_backward(d.kv_down_dgrad, d.kv_down_wgrad);
+  linear_backward(d.q_up_dgrad, d.q_up_wgrad);
   if (m.q_lora_rank > 0) {
     latent_all_reduce(m.q_lora_rank);
     ops_.op(norm_op(true), "rms_norm_bwd", d.q_norm_bwd);
-    ops_.op2("LinearBackward", dgrad, d.q_down_dgrad, wgrad, d.q_down_wgrad);
+    linear_backward(d.q_down_dgrad, d.q_down_wgrad);
   } else {
     // Without a q latent the queries' up projection reads the hidden state: its input gradient
     // is the partial sum, all-reduced as the column-parallel linear's.

@@ -69,10 +69,12 @@ void LayerEmitter::column_parallel_backward(std::string_view name, KernelDescId 
     h.collective_on(kTpComm, c, sp ? "c10d::_reduce_scatter_base" : "c10d::all_reduce");
     reduced = h.record(kTpComm);
   }
-  // Deferred (moe.delay_wgrad) at tensor parallel 1 only: under TP the weight gradient reads
-  // the input this op re-gathers.
+  // Deferred inside a deferring node (moe.delay_wgrad), under tensor parallel too: Transformer
+  // Engine's Linear keeps the re-gathered input for its deferred weight gradient
+  // (module/linear.py, wgrad_store.put([inputmat_total, grad_output], ...)), so the all-gather
+  // stays here.
   const std::string wgrad_name = pytorch::gemm_kernel_name(gemm_dt, "wgrad");
-  if (wgrad && (tp || !defer_weight_gradient(wgrad_name, weight_grad))) {
+  if (wgrad && !defer_weight_gradient(wgrad_name, weight_grad)) {
     h.kernel_on(compute, wgrad_name, name, weight_grad);
   }
   if (reduced != kNoTask) h.wait(compute, reduced);

@@ -136,7 +136,8 @@ class LayerEmitter {
   /// moe.delay_wgrad (Megatron-Core's delay_wgrad_compute): the weight gradients that the
   /// backward of the kMlp and kPreDispatch nodes left out, on the current stream (the nodes'
   /// backward_dw: the experts' grouped GEMMs, a dense MLP's, the attention's and the shared
-  /// experts' linears at tensor parallel 1); nothing when none is pending.
+  /// experts' linears, latent attention's projections, under tensor parallel as Transformer
+  /// Engine's Linear defers them); nothing when none is pending.
   void flush_weight_gradients();
 
  private:

@@ -1029,6 +1029,12 @@ void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
            "modelled)");
   }
   if (c.encoder_decoder()) refuse("decoder", "is GPTModel's schedule: decoder-only models");
+  if (c.moe.delay_wgrad && c.parallelism.tp_comm_overlap) {
+    refuse_at(workload, "moe.delay_wgrad", "deferred weight gradients (moe.delay_wgrad)",
+              "run without Transformer Engine's userbuffers (its Linear raises \"Delayed weight "
+              "grad computation is not supported with Userbuffers\"): parallelism.tp_comm_overlap "
+              "false");
+  }
 }
 
 /// What T5's relative attention bias (position relative; relative_bias.h) runs with here, each

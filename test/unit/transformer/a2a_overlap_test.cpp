@@ -113,6 +113,26 @@ TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
             test_configs::kernel_counts(overlap_moe(MoeDispatcher::kFlex, false, 2)));
 }
 
+// Under tensor parallel (sequence parallel, no userbuffers) Transformer Engine's linears defer
+// their weight-gradient GEMMs too (module/linear.py keeps the re-gathered input for them): the
+// same backward_dw GEMMs as at tensor 1, with the input all-gathers still in the backward.
+TEST(A2aOverlap, DelayedWeightGradientsUnderTensorParallelKeepTheirAllGathers) {
+  TransformerConfig c = overlap_moe(MoeDispatcher::kAllToAll, true, 2);
+  c.parallelism.tensor = 2;
+  c.parallelism.sequence = true;
+  c.parallelism.data = 8;
+  c.parallelism.expert = 8;
+  c.global_batch = c.micro_batch * 8 * 2;
+  TransformerConfig delayed = c;
+  delayed.moe.delay_wgrad = true;
+  const int layers = static_cast<int>(c.layers);
+  EXPECT_EQ(test_configs::kernel_counts(delayed), test_configs::kernel_counts(c));
+  EXPECT_EQ(by_stream(delayed, TaskKind::kKernel, "bf16gemm/wgrad", "backward_dw"),
+            (std::map<uint16_t, int>{{transformer_emit::kCompute, 4 * layers}}));
+  EXPECT_EQ(by_stream(delayed, TaskKind::kCollective, "c10d::_allgather_base"),
+            by_stream(c, TaskKind::kCollective, "c10d::_allgather_base"));
+}
+
 // On two DGX H100 nodes (the dispatch crosses the network), four micro-batches: the overlap is
 // faster than running the all-to-alls in turn, and hides at most the expert-parallel
 // communication that was exposed (it runs the same kernels, which the communication's SMs slow).
@@ -256,6 +276,9 @@ TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) 
            {"  recompute: selective\n  recompute_modules: [moe]\n" + moe, ep8,
             "workload.recompute_modules"},
            {"  moe: {experts: 8, delay_wgrad: true}\n", ep8, "workload.moe.delay_wgrad"},
+           {"  moe: {experts: 8, a2a_overlap: true, delay_wgrad: true}\n",
+            "{tensor: 2, sequence: true, tp_comm_overlap: true, data: 4, expert: 4}",
+            "workload.moe.delay_wgrad"},
            {"  cuda_graphs: true\n  moe: {experts: 8, capacity_factor: 1.0, pad_to_capacity: "
             "true, a2a_overlap: true}\n",
             ep8, "workload.cuda_graphs"},

@@ -27,6 +27,16 @@ void LayerEmitter::latent_projections_forward() {
   ops_.op("aten::linear", gemm, d.kv_up_fwd);
 }
 
+void LayerEmitter::latent_up_projections_forward() {
+  const LayerKernels& d = kernels_;
+  const std::string gemm = pytorch::gemm_kernel_name(gemm_dt_, "mla");
+  ops_.op("aten::linear", gemm, d.q_up_fwd);
+  ops_.op("aten::linear", gemm, d.kv_up_fwd);
+  if (config_.position == TransformerPosition::kRotary) {
+    ops_.op("apply_rotary_pos_emb", "rotary_fwd", d.rotary_fwd);
+  }
+}
+
 void LayerEmitter::latent_projections_backward() {
   const LayerKernels& d = kernels_;
   const LatentAttentionConfig& m = config_.mla;

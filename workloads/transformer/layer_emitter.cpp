@@ -373,6 +373,10 @@ void LayerEmitter::attention_backward(int64_t layer) {
   row_parallel_backward(d.proj_dy, d.proj_dgrad, d.proj_dgrad_chunk, d.proj_wgrad);
   autocast_backward(d.proj_cast);
   const RecomputeModules rerun = config_.selective_modules();
+  // mla_up_proj: the up projections and rotary whose outputs the core attention read, freed
+  // after it, run again before its backward (Megatron-Core registers their recompute on the
+  // core attention output's gradient).
+  if (rerun.mla_up_proj && config_.mla.enabled()) latent_up_projections_forward();
   if (rerun.core_attn) core_attention_forward(layer);
   if (config_.attention == AttentionImpl::kFlash) {
     core_attention_flash(true, config_.windowed_layer(layer));

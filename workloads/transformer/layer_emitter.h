@@ -341,6 +341,9 @@ class LayerEmitter {
   /// Latent attention's projections (TransformerConfig::mla; latent_attention_emitter.cpp).
   void latent_projections_forward();
   void latent_projections_backward();
+  /// The query and key/value up projections and rotary alone: what recompute module
+  /// mla_up_proj reruns before the core attention's backward.
+  void latent_up_projections_forward();
   /// Context-parallel attention with context_comm all_gather and a2a (context_attention.cpp).
   void gathered_context_attention(bool backward);
   void all_to_all_context_attention(bool backward);

@@ -17,16 +17,19 @@ struct Module {
   std::string_view name;
   bool RecomputeModules::*flag;
 };
-constexpr std::array<Module, 6> kModelled = {
+constexpr std::array<Module, 7> kModelled = {
     {{"core_attn", &RecomputeModules::core_attn},
      {"layernorm", &RecomputeModules::layernorm},
+     {"mla_up_proj", &RecomputeModules::mla_up_proj},
      {"mlp", &RecomputeModules::mlp},
      {"moe_act", &RecomputeModules::moe_act},
      {"moe", &RecomputeModules::moe},
      {"shared_experts", &RecomputeModules::shared_experts}}};
-/// Megatron-Core's other recompute modules, named so the error says they exist but are not
-/// priced (rather than "unknown").
-constexpr std::array<std::string_view, 1> kUnmodelled = {"mla_up_proj"};
+/// Megatron-Core's other recompute modules (transformer_config.py, allowed_modules: those of
+/// the gated delta net and mHC layers, which upsim does not model), named so the error says
+/// they exist but are not priced (rather than "unknown").
+constexpr std::array<std::string_view, 4> kUnmodelled = {"gdn_norm_out", "gdp_in_proj", "gdp_qkv",
+                                                         "mhc"};
 
 /// The member of `m` that module `name` sets; nullptr for a name not modelled.
 bool* module_flag(RecomputeModules& m, std::string_view name) {
@@ -54,6 +57,10 @@ std::string_view nothing_to_recompute(std::string_view name, const RecomputeModu
   }
   if (name == "shared_experts" && !s.has_shared_experts) {
     return "recomputes the shared experts, and this model has none (moe.shared_experts)";
+  }
+  if (name == "mla_up_proj" && !s.latent_attention) {
+    return "recomputes latent attention's up projections, and this model has none (mla; "
+           "Megatron-Core raises the same)";
   }
   if (name == "layernorm" && !s.has_moe_layers && !s.latent_attention) {
     return "recomputes the norms that are modules of their own, and Megatron-Core's Transformer "

@@ -18,6 +18,10 @@
 //                   except under latent attention, and the pre-MLP norm into linear_fc1 except on
 //                   MoE layers (pre_mlp_layernorm = TENorm if num_experts): only those separate
 //                   norms are recomputed.
+//   mla_up_proj     latent attention's query and key/value up projections with their rotary
+//                   (output-discarding, multi_latent_attention.py qkv_up_checkpoint): the
+//                   per-head queries, keys and values the core attention read are freed after
+//                   it and computed again from the stored latents before its backward.
 //   mlp             a dense layer's MLP (normal checkpoint; TE's fc1 holds the pre-MLP norm): only
 //                   its input is stored; norm, fc1 (with the sequence-parallel all-gather),
 //                   activation and fc2 (with its reduce-scatter) run again before its backward.
@@ -27,7 +31,7 @@
 //                   dropless count sync, permutation, dispatch, experts, combine and shared
 //                   experts run again before its backward.
 //   shared_experts  the shared experts of a MoE layer (normal checkpoint).
-// Not modelled (refused by name): mla_up_proj.
+// Not modelled (refused by name): gdn_norm_out, gdp_in_proj, gdp_qkv, mhc.
 #pragma once
 
 #include <string>
@@ -39,6 +43,7 @@ namespace upsim {
 struct RecomputeModules {
   bool core_attn = true;
   bool layernorm = false;
+  bool mla_up_proj = false;
   bool mlp = false;
   bool moe_act = false;
   bool moe = false;
@@ -57,7 +62,8 @@ struct RecomputeModulesScope {
 /// default, core_attn alone. Errors name the key: a list without `recompute: selective`
 /// (`selective` false), an unknown or unmodelled name, a name given twice, an empty list, a
 /// module this model has nothing for (mlp without dense layers, moe / moe_act without MoE
-/// layers, shared_experts without shared experts, layernorm without a separate norm), and moe
+/// layers, shared_experts without shared experts, layernorm without a separate norm,
+/// mla_up_proj without latent attention), and moe
 /// with moe_act or shared_experts (the layer's checkpoint already reruns them).
 RecomputeModules read_recompute_modules(const ConfigNode& workload, bool selective,
                                         const RecomputeModulesScope& scope);

@@ -351,7 +351,8 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
     // Latent attention: the latents (the up projections' and the rope key's inputs), then Q
     // and K of qk_head_dim and V of v_head_dim per head.
     bytes += e * tokens * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim);
-    bytes += e * tokens * q_local * (2 * m.qk_head_dim() + m.v_head_dim);
+    // mla_up_proj frees them after the core attention and recomputes them from the latents.
+    if (!rerun.mla_up_proj) bytes += e * tokens * q_local * (2 * m.qk_head_dim() + m.v_head_dim);
   } else {
     bytes += e * tokens * (q_local + 2 * kv_local) * d;  // Q, K, V
     // qk_norm: the query and key norms keep their inputs (the projections' Q and K).

@@ -142,6 +142,27 @@ TEST(RecomputeModules, EachMoeModuleRerunsItsPartAndStoresLess) {
   EXPECT_LT(stored_moe, stored_shared);
 }
 
+// mla_up_proj (Megatron-Core's qkv_up_checkpoint): the query and key/value up projections and
+// rotary once more per layer before the core attention's backward, and the per-head queries,
+// keys and values (heads x (2 x (64 + 32) + 64) per token) no longer stored.
+TEST(RecomputeModules, MlaUpProjRerunsTheUpProjectionsAndStoresNoQueriesKeysOrValues) {
+  TransformerConfig c = test_configs::llama(2, 1024, 16, 16, 2816, 2048);
+  c.mla = LatentAttentionConfig{384, 128, 64, 32, 64};
+  c.recompute = Recompute::kSelective;
+  TransformerConfig up = c;
+  up.recompute_modules.mla_up_proj = true;
+  const StepWork core = step_work(c);
+  const StepWork rerun = step_work(up);
+  const double up_projections =
+      2.0 * static_cast<double>(c.micro_batch_tokens()) * 16 *
+      (384.0 * (64 + 32) + 128.0 * (64 + 64));  // q_up and kv_up, one layer
+  EXPECT_DOUBLE_EQ(rerun.gemm_flops - core.gemm_flops, 2 * up_projections);
+  EXPECT_EQ(rerun.memory_bound_kernels - core.memory_bound_kernels, 2) << "rotary, per layer";
+  EXPECT_EQ(
+      transformer_layer_activation_bytes(c, false) - transformer_layer_activation_bytes(up, false),
+      2 * c.micro_batch_tokens() * 16 * (2 * (64 + 32) + 64));
+}
+
 TEST(RecomputeModules, RecomputingMoreModulesCostsTimeAndSavesMemory) {
   const test_configs::CalibratedGpu h100 =
       test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla");
@@ -212,7 +233,8 @@ TEST(RecomputeModules, TheReaderRefusesWhatItCannotPrice) {
   EXPECT_NE(error_of("core_attn", true, dense).find("non-empty list"), std::string::npos);
   EXPECT_NE(error_of("[attn]", true, dense).find("unknown recompute module `attn`"),
             std::string::npos);
-  EXPECT_NE(error_of("[mla_up_proj]", true, dense).find("does not model"), std::string::npos);
+  EXPECT_NE(error_of("[mla_up_proj]", true, dense).find("has none"), std::string::npos);
+  EXPECT_NE(error_of("[mhc]", true, dense).find("does not model"), std::string::npos);
   EXPECT_NE(error_of("[mlp, mlp]", true, dense).find("listed twice"), std::string::npos);
   EXPECT_NE(error_of("[layernorm]", true, dense).find("fuses both"), std::string::npos);
   EXPECT_NE(error_of("[moe_act]", true, dense).find("has none"), std::string::npos);

@@ -18,26 +18,35 @@ void LayerEmitter::head_forward() {
     ops_.op("aten::gelu", "gelu_fwd", k.transform_act_fwd);
     ops_.op("aten::layer_norm", "layer_norm_fwd", k.transform_norm_fwd);
   }
-  if (config_.has_output_layer()) {
-    autocast_forward(d.head_cast);
-    ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
-    // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
-    // row maxima, of the target logits and of the exp sums over TP (fp32, one value per row).
-    if (config_.head.eager_loss) {
-      ops_.op("aten::_to_copy", "logits_to_fp32", d.logits_upcast);
-      ops_.op("aten::_log_softmax", "log_softmax_fwd", d.log_softmax_fwd);
-    } else {
-      HostOp h = ops_.host_op("vocab_parallel_cross_entropy");
-      h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
-      h.end();
-    }
-    if (sizes_.t > 1) {
-      for (int i = 0; i < 3; ++i)
-        tp_collective(CollectiveKind::kAllReduce, sizes_.vocab_rows * kFp32Bytes,
-                      "c10d::all_reduce");
-    }
-  }
+  if (config_.has_output_layer()) vocabulary_output_forward();
   if (config_.head.kind != TaskHeadKind::kLanguageModel) classifier_forward();
+}
+
+void LayerEmitter::vocabulary_output_forward() {
+  const LayerKernels& d = kernels_;
+  autocast_forward(d.head_cast);
+  ops_.op("aten::linear", pytorch::gemm_kernel_name(linear_dt_, "logits"), d.head_fwd);
+  // Vocab-parallel cross-entropy (Megatron's _VocabParallelCrossEntropy): all-reduce of the
+  // row maxima, of the target logits and of the exp sums over TP (fp32, one value per row).
+  if (config_.head.eager_loss) {
+    ops_.op("aten::_to_copy", "logits_to_fp32", d.logits_upcast);
+    ops_.op("aten::_log_softmax", "log_softmax_fwd", d.log_softmax_fwd);
+  } else {
+    HostOp h = ops_.host_op("vocab_parallel_cross_entropy");
+    h.kernel("cross_entropy_fwd", "vocab_parallel_cross_entropy", d.xent_fwd);
+    h.end();
+  }
+  if (sizes_.t > 1) {
+    for (int i = 0; i < 3; ++i)
+      tp_collective(CollectiveKind::kAllReduce, sizes_.vocab_rows * kFp32Bytes, "c10d::all_reduce");
+  }
+}
+
+void LayerEmitter::vocabulary_output_backward() {
+  const LayerKernels& d = kernels_;
+  cross_entropy_backward();
+  column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
+  autocast_backward(d.head_cast);
 }
 
 void LayerEmitter::classifier_forward() {
@@ -74,9 +83,7 @@ void LayerEmitter::head_backward() {
   const TaskHeadKernels& k = d.task;
   switch (config_.head.kind) {
     case TaskHeadKind::kLanguageModel:
-      cross_entropy_backward();
-      column_parallel_backward("LinearBackward", d.head_dgrad, d.head_wgrad, linear_dt_);
-      autocast_backward(d.head_cast);
+      vocabulary_output_backward();
       break;
     case TaskHeadKind::kMaskedLm: {
       classifier_backward();

@@ -100,6 +100,15 @@ class LayerEmitter {
   /// The final norm and the task head (head_emitter.cpp).
   void head_forward();
   void head_backward();
+  /// The vocabulary-parallel output layer and its cross-entropy on every token, without the
+  /// final norm: the language-model head's, and each MTP layer's own (head_emitter.cpp).
+  void vocabulary_output_forward();
+  void vocabulary_output_backward();
+  /// One multi-token prediction layer before the output layers (TransformerConfig::mtp_layers;
+  /// mtp_emitter.cpp): its embedding, enorm and hnorm, their concatenation, eh_proj, a
+  /// transformer layer like `layer` (the model's last) and its final norm; and its backward.
+  void mtp_forward(int64_t layer);
+  void mtp_backward(int64_t layer);
 
   // Encoder-decoder models (encoder_decoder.h; cross_attention_emitter.cpp), on the emitter of
   // the decoder stack (the cross-attention) or of the encoder (its final norm).

@@ -200,6 +200,13 @@ class LayerKernelBuilder {
       d.xent_fwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 5, 2, 1, DType::kFp32);
       d.xent_bwd = row(MemoryOp::kCrossEntropy, z.vocab_rows, z.vocab, 2, 1, 1, DType::kFp32);
     }
+    if (config_.mtp_layers > 0) {
+      d.mtp_cat = pw(MemoryOp::kCat, 2.0 * sp_elems, 0, 1, 1);
+      const pytorch::LinearGemms eh = pytorch::linear_gemms(gemm_dt_, z.tokens, 2 * z.h, z.h / z.t);
+      d.mtp_proj_fwd = add(eh.forward);
+      d.mtp_proj_dgrad = add(eh.grad_input);
+      d.mtp_proj_wgrad = add(eh.grad_weight);
+    }
     if (config_.torchao_float8()) {
       const int64_t pipeline = config_.parallelism.pipeline;
       d.float8 = add_torchao_float8_kernels(config_, sizes_,

@@ -151,6 +151,10 @@ struct LayerKernels {
   // Embedding and output layer.
   KernelDescId embed_fwd, embed_bwd, pos_add;
   KernelDescId head_fwd, head_dgrad, head_wgrad, xent_fwd, xent_bwd;
+  /// Multi-token prediction (TransformerConfig::mtp_layers): the concatenation of the normalised
+  /// embedding and hidden state (2 hidden per sequence-parallel token) and eh_proj, the column-
+  /// parallel 2 hidden -> hidden linear.
+  KernelDescId mtp_cat = 0, mtp_proj_fwd = 0, mtp_proj_dgrad = 0, mtp_proj_wgrad = 0;
   /// The eager cross-entropy (TaskHead::eager_loss): the cast to fp32, log_softmax, and in the
   /// backward nll_loss's gradient, log_softmax's and the cast back.
   KernelDescId logits_upcast = 0, log_softmax_fwd = 0, nll_grad = 0, log_softmax_bwd = 0,

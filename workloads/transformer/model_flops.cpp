@@ -20,16 +20,20 @@ double transformer_model_flops(const TransformerConfig& c) {
         6.0 * static_cast<double>(latent_attention_matmul_weights(c.mla, c.hidden, c.heads)) +
         scores_and_values;
   }
+  const auto mlp = [&](int64_t layer) {
+    if (!c.is_moe_layer(layer)) return 12.0 * h * static_cast<double>(c.ffn) * gated;
+    const int64_t expert_ffn = c.moe.expert_ffn > 0 ? c.moe.expert_ffn : c.ffn;
+    return 12.0 * h * static_cast<double>(expert_ffn) *
+           static_cast<double>(c.moe.top_k + c.moe.shared_experts) * gated;
+  };
   double per_token = 0.0;
-  for (int64_t layer = 0; layer < c.layers; ++layer) {
-    double mlp = 12.0 * h * static_cast<double>(c.ffn) * gated;
-    if (c.is_moe_layer(layer)) {
-      const int64_t expert_ffn = c.moe.expert_ffn > 0 ? c.moe.expert_ffn : c.ffn;
-      mlp = 12.0 * h * static_cast<double>(expert_ffn) *
-            static_cast<double>(c.moe.top_k + c.moe.shared_experts) * gated;
-    }
-    per_token += attention + mlp;
-  }
+  for (int64_t layer = 0; layer < c.layers; ++layer)
+    per_token += attention + mlp(layer);
+  // Multi-token prediction, as Megatron-LM's num_floating_point_operations counts it
+  // (megatron/training/training.py): per MTP layer a layer of the last layer's kind, its three
+  // norms and eh_proj (6 x (3 h + 2 h^2)), and below one more pass of the logits.
+  const auto mtp = static_cast<double>(c.mtp_layers);
+  per_token += mtp * (attention + mlp(c.layers - 1) + 6.0 * (3.0 * h + 2.0 * h * h));
   const double micro_batches =
       static_cast<double>(c.global_batch) / static_cast<double>(c.micro_batch);
   if (c.encoder_decoder()) {
@@ -38,7 +42,7 @@ double transformer_model_flops(const TransformerConfig& c) {
            micro_batches;
   }
   double output = 6.0 * h * static_cast<double>(c.padded_vocab()) *
-                  static_cast<double>(c.vocabulary_rows()) * micro_batches;
+                  static_cast<double>(c.vocabulary_rows()) * micro_batches * (1.0 + mtp);
   if (c.lora.enabled()) {
     // The frozen base's linears run no weight gradient: 4 of their 6 FLOPs per parameter and
     // token; the attention's scores and values all of theirs; the adapters train in full.

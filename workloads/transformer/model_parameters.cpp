@@ -105,6 +105,16 @@ LayerParams ModelParameters::embedding() const {
   return p;
 }
 
+LayerParams ModelParameters::mtp(bool embedding_copy) const {
+  LayerParams p = layer(config_.layers - 1);
+  add_norm(p);  // enorm
+  add_norm(p);  // hnorm
+  p.add(2 * sizes_.h * (sizes_.h / sizes_.t));
+  add_norm(p);  // final_layernorm
+  if (embedding_copy) p.add(sizes_.vocab * sizes_.h);
+  return p;
+}
+
 LayerParams ModelParameters::head() const {
   LayerParams p;
   if (config_.lora.enabled()) return p;  // frozen

@@ -33,6 +33,11 @@ class ModelParameters {
   /// (the embedding's, tied, in one pipeline stage; none under a classification head) and the
   /// task head's own tensors.
   LayerParams head() const;
+  /// One multi-token prediction layer (mtp_emitter.cpp): a layer like the model's last, its
+  /// enorm, hnorm and final norm, and eh_proj (2 hidden x hidden / tensor); with
+  /// `embedding_copy` the word embedding too, which the MTP stage holds when it is not the
+  /// first and the output layer is not the embedding's (Megatron's embedding group).
+  LayerParams mtp(bool embedding_copy) const;
 
  private:
   /// A norm's tensors: the gain, and the bias of a LayerNorm with biases

@@ -7,8 +7,9 @@
 //   prediction layer, L the loss; `x*n` and `(...)*n` repeat, commas are cosmetic, a stage may
 //   be empty. Stage i is pipeline rank i mod pipeline, model chunk i / pipeline, so the string
 //   also fixes the virtual stages (stages / pipeline). E must open the first stage and L close
-//   the last, once each; the t's must be the model's layers. Megatron-Bridge's DeepSeek-V3
-//   H100 recipe runs "Et|(tt|)*30mL" on pipeline 8.
+//   the last, once each; the t's must be the model's layers, the m's its multi-token prediction
+//   layers (workload.mtp_layers; here only in the last stage, beside L). Megatron-Bridge's
+//   DeepSeek-V3 H100 recipe runs "Et|(tt|)*30mL" on pipeline 8.
 // - `account_for_embedding` / `account_for_loss` (--account-for-embedding-in-pipeline-split,
 //   --account-for-loss-in-pipeline-split; transformer_block.py get_num_layers_to_build): the
 //   embedding, the loss, each counts as one layer of an even split of layers + 1 (+ 1), and the

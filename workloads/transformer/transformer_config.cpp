@@ -33,6 +33,8 @@ constexpr int64_t kMaxGlobalBatch = int64_t{1} << 31;
 constexpr int64_t kMaxExperts = int64_t{1} << 16;
 constexpr int64_t kMaxParallel = int64_t{1} << 24;  ///< GPUs of one parallel layout
 constexpr int64_t kMaxTokensPerMicroBatch = int64_t{1} << 32;
+/// Most multi-token prediction layers (DeepSeek-V3 has 1; Megatron-Core sets no bound).
+constexpr int64_t kMaxMtpLayers = 64;
 constexpr int64_t kMaxElements = int64_t{1} << 56;  ///< of one tensor or kernel (x 8 B < 2^63)
 constexpr int64_t kMaxParameters = int64_t{1} << 50;
 
@@ -873,15 +875,48 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
   }
   const ChunkLayerSplit split = split_chunk_layers(p.split, c.layers, p.pipeline, p.virtual_stages);
   if (!split.error.empty()) par.child(split.key).fail(split.error);
-  if (!split.mtp_counts.empty()) {
+  int64_t mtp = 0;
+  for (const int64_t m : split.mtp_counts)
+    mtp += m;
+  if (mtp != c.mtp_layers) {
+    par.child("pipeline_layout")
+        .fail(fmt::format("holds {} multi-token prediction layers (m), but workload.mtp_layers is "
+                          "{} (Megatron-Core asserts they match)",
+                          mtp, c.mtp_layers));
+  }
+  if (mtp > 0 && split.mtp_counts.back() != mtp) {
     par.child("pipeline_layout")
         .fail(
-            "places multi-token prediction layers (m), which are not modelled here; leave "
-            "them out of the layout");
+            "places its MTP layers (m) on a stage before the loss's (a standalone MTP stage, "
+            "which is not modelled here): put them in the last stage, before L");
   }
   p.chunk_layer_offsets.assign(1, 0);
   for (const int64_t count : split.counts)
     p.chunk_layer_offsets.push_back(p.chunk_layer_offsets.back() + count);
+}
+
+/// What multi-token prediction (the `mtp_layers` key; mtp_emitter.cpp) runs with here, each
+/// refusal at its key: GPTModel's language-model head on a decoder-only model, Megatron-Core's
+/// own layers, DDP or the distributed optimizer (not FSDP / ZeRO 3, whose units would need the
+/// MTP module's), without the combined 1F1B schedule, CUDA graphs or LoRA.
+void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
+  const auto refuse = [&](std::string_view key, std::string_view what) {
+    refuse_at(workload, key, "multi-token prediction (mtp_layers)", what);
+  };
+  if (c.encoder_decoder()) refuse("decoder", "is GPTModel's: decoder-only models");
+  if (c.head.kind != TaskHeadKind::kLanguageModel) refuse("head", "needs the language-model head");
+  if (c.layer_kernels == LayerKernelSet::kTorchtitan) {
+    refuse("layer_kernels", "is Megatron-Core's module: layer_kernels fused");
+  }
+  if (c.parallelism.fsdp != FsdpMode::kNone) {
+    refuse("parallelism.fsdp", "runs under DDP or the distributed optimizer here");
+  }
+  if (c.parallelism.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
+  if (c.moe.a2a_overlap) {
+    refuse("moe.a2a_overlap", "runs without the combined 1F1B schedule here (not modelled)");
+  }
+  if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs here");
+  if (c.lora.enabled()) refuse("lora", "trains the whole model here");
 }
 
 /// What an encoder-decoder model (the `decoder` key) runs with here, each refusal at its key:
@@ -1339,6 +1374,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   c.tied_embeddings = workload.get_bool_or("tied_embeddings", preset.tied_embeddings);
   c.dropout = read_fraction(workload, "dropout", preset.dropout, 1.0, "a probability");
   c.head = read_task_head(workload, c.seq);
+  c.mtp_layers = workload.get_int_in_or("mtp_layers", 0, kMaxMtpLayers, 0);
 
   constexpr std::array<std::string_view, 2> kLayerKernelNames = {"fused", "torchtitan"};
   constexpr std::array<LayerKernelSet, 2> kLayerKernelSets = {LayerKernelSet::kFused,
@@ -1508,6 +1544,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   if (c.parallelism.async_tp) check_async_tp(workload, c);
   if (c.lora.enabled()) check_lora(workload, c);
   if (c.qk_norm) check_qk_norm(workload, c);
+  if (c.mtp_layers > 0) check_mtp(workload, c);
   return c;
 }
 
@@ -1570,6 +1607,13 @@ int64_t transformer_parameters(const TransformerConfig& c) {
     if (c.position == TransformerPosition::kLearned) total += c.seq * h;
   }
   if (!c.tied_embeddings && c.has_output_layer()) total += c.padded_vocab() * h;
+  // Multi-token prediction (mtp_emitter.cpp): a layer of the last layer's kind, its enorm,
+  // hnorm and final norm, and the 2h x h projection; the embedding and output layer shared.
+  if (c.mtp_layers > 0) {
+    const int64_t mlp = c.is_moe_layer(c.layers - 1) ? moe_mlp : dense_mlp;
+    total +=
+        c.mtp_layers * (attention + norms + mlp + 3 * transformer_norm_parameters(c) + 2 * h * h);
+  }
   // LoRA's adapters (lora.h), beside the frozen base.
   if (c.lora.enabled()) total += c.layers * lora_layer_parameters(c, 1);
   return total + task_head_parameters(c);
@@ -1715,9 +1759,14 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.sequence", "sequence parallel: norms and dropout split over tensor ranks"},
       {"parallelism.pipeline", "pipeline-parallel stages"},
       {"parallelism.virtual_stages", "model chunks per pipeline rank (interleaved 1F1B when > 1)"},
+      {"mtp_layers",
+       "multi-token prediction layers on the last model chunk (Megatron-Core's mtp_num_layers; "
+       "DeepSeek-V3: 1): each an embedding, two norms, a 2 hidden -> hidden projection, a "
+       "layer of the last layer's kind, a norm and its own output layer and loss"},
       {"parallelism.pipeline_layout",
        "Megatron-Core's --pipeline-model-parallel-layout: stages split by '|' of E (embedding), t "
-       "(decoder layer), L (loss), x*n and (...)*n repeat; stage i is rank i mod pipeline"},
+       "(decoder layer), m (MTP layer, in the last stage), L (loss), x*n and (...)*n repeat; "
+       "stage i is rank i mod pipeline"},
       {"parallelism.account_for_embedding",
        "the embedding counts as one layer of the even split; the first chunk holds one decoder "
        "layer fewer (Megatron-Core's --account-for-embedding-in-pipeline-split)"},

@@ -560,6 +560,12 @@ struct TransformerConfig {
   SequenceLengths sequences;
   /// What the last stage computes after the layers (the `head` key).
   TaskHead head;
+  /// Multi-token prediction layers (the `mtp_layers` key; Megatron-Core's mtp_num_layers,
+  /// DeepSeek-V3's one MTP module; mtp_emitter.cpp): on the last model chunk, each embeds the
+  /// tokens once more, normalises that and the hidden state, projects their concatenation
+  /// (2 hidden -> hidden), runs one more transformer layer of the last layer's kind and a
+  /// norm, and ends in its own pass of the output layer and loss.
+  int64_t mtp_layers = 0;
   /// GEMM dtype; everything else runs in `activation_dtype()` (bf16 for fp8 training).
   DType dtype = DType::kBf16;
   /// How fp8 GEMM operands are quantised (dtype fp8 only).

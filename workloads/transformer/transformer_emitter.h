@@ -41,6 +41,10 @@ class TransformerEmitter {
   void begin_rank(int64_t global, RankId graph_rank);
 
   bool sharded_optimizer() const;
+  /// Multi-token prediction layer `k`'s gradient-sync unit (the embedding is -1, the head -2)
+  /// and parameters (mtp_emitter.cpp).
+  static int64_t mtp_unit(int64_t k) { return -3 - k; }
+  LayerParams mtp_params(int64_t k) const;
   /// Whether `stage` is an encoder-decoder model's first decoder stage holding its own copy of
   /// the word embedding (neither the first nor the last stage, which hold one anyway).
   bool embedding_copy_stage(int64_t stage) const;

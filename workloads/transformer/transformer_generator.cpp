@@ -174,6 +174,12 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
   }
 }
 
+LayerParams TransformerEmitter::mtp_params(int64_t k) const {
+  // The first MTP layer's unit holds the last stage's copy of the word embedding, which the
+  // output layer does not already hold (untied) when the stage is not the first.
+  return params_.mtp(k == 0 && config_.parallelism.pipeline > 1 && !config_.tied_embeddings);
+}
+
 bool TransformerEmitter::embedding_copy_stage(int64_t stage) const {
   return config_.encoder_decoder() && config_.parallelism.pipeline > 1 &&
          stage == first_decoder_stage(config_) && stage != 0 &&
@@ -330,14 +336,26 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
     for (int64_t l = 0; l < count; ++l)
       forward_layer(first + l, first + count - 1);
     if (vs == last_vs) {
+      for (int64_t k = 0; k < config_.mtp_layers; ++k) {
+        grad_sync_->before_forward(mtp_unit(k), mtp_params(k).elements, std::nullopt);
+        layers_.mtp_forward(config_.layers - 1);
+      }
       grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
       head_layers().head_forward();
+      for (int64_t k = 0; k < config_.mtp_layers; ++k)
+        layers_.vocabulary_output_forward();
     }
   } else {
     const bool last_mb = step.micro_batch == micro_batches_ - 1;
     if (vs == last_vs) {
+      for (int64_t k = 0; k < config_.mtp_layers; ++k)
+        layers_.vocabulary_output_backward();
       head_layers().head_backward();
       grad_sync_->after_backward(-2, params_.head(), last_mb);
+      for (int64_t k = config_.mtp_layers - 1; k >= 0; --k) {
+        layers_.mtp_backward(config_.layers - 1);
+        grad_sync_->after_backward(mtp_unit(k), mtp_params(k), last_mb);
+      }
     }
     for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
       backward_layer(first + l, first, last_mb,
@@ -362,7 +380,11 @@ std::vector<int64_t> TransformerEmitter::gradient_ready_bytes(
     if (step.forward || step.micro_batch != micro_batches_ - 1) continue;
     const int64_t vs = virtual_stage(step.chunk);
     const int64_t first = first_layer(step.chunk);
-    if (vs == virtual_stages() - 1) add(params_.head());
+    if (vs == virtual_stages() - 1) {
+      add(params_.head());
+      for (int64_t k = config_.mtp_layers - 1; k >= 0; --k)
+        add(mtp_params(k));
+    }
     for (int64_t l = chunk_layer_count(step.chunk) - 1; l >= 0; --l)
       add(params_.layer(first + l));
     if (vs == 0) add(params_.embedding());
@@ -392,7 +414,9 @@ void TransformerEmitter::finish_gradients() {
   grad_sync_->finish_backward();
   // Tied embeddings across the pipeline: the first and last stages (and an encoder-decoder
   // model's first decoder stage) sum their copies' grads.
-  if (p.pipeline > 1 && config_.tied_embeddings && !config_.lora.enabled() &&
+  // So do the first stage and the MTP layers' (the last), whose embedding is a copy too.
+  if (p.pipeline > 1 && (config_.tied_embeddings || config_.mtp_layers > 0) &&
+      !config_.lora.enabled() &&
       (coords_.pp == 0 || coords_.pp == p.pipeline - 1 || embedding_copy_stage(coords_.pp))) {
     ops_.blocking(emb_pg_, CollectiveKind::kAllReduce, sizes_.vocab * sizes_.h * grad_bytes(),
                   "all_reduce", "_allreduce_word_embedding_grads");
@@ -432,7 +456,11 @@ void TransformerEmitter::optimizer_step() {
     if (virtual_stage(chunk) == 0) add_tensors(params_.embedding());
     for (int64_t l = 0; l < chunk_layer_count(chunk); ++l)
       add_tensors(params_.layer(first_layer(chunk) + l));
-    if (virtual_stage(chunk) == virtual_stages() - 1) add_tensors(params_.head());
+    if (virtual_stage(chunk) == virtual_stages() - 1) {
+      add_tensors(params_.head());
+      for (int64_t k = 0; k < config_.mtp_layers; ++k)
+        add_tensors(mtp_params(k));
+    }
   }
   const DType opt_dt = config_.master_weights ? DType::kFp32 : act_dt_;
   const auto n = as_double(elements);

@@ -243,6 +243,25 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     // The task head's own (replicated; the masked-LM decoder bias is split like the vocabulary).
     for (const int64_t n : task_head_tensors(c, p.tensor))
       params.dense += n;
+    // Multi-token prediction (mtp_emitter.cpp): per MTP layer a layer like the last, three
+    // norms and eh_proj (2h x h / tensor); and the word embedding's copy when this stage is not
+    // the first and the output layer is not the embedding's.
+    if (c.mtp_layers > 0) {
+      const int64_t last_layer = c.layers - 1;
+      StageParameters layer;
+      layer.dense = local_attention_and_norm_parameters(c) + 3 * transformer_norm_parameters(c) +
+                    2 * c.hidden * (c.hidden / p.tensor);
+      if (c.is_moe_layer(last_layer)) {
+        layer.dense += c.hidden * c.moe.experts +
+                       c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
+        layer.expert = c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
+      } else {
+        layer.dense += local_mlp_parameters(c, c.ffn);
+      }
+      params.dense += c.mtp_layers * layer.dense;
+      params.expert += c.mtp_layers * layer.expert;
+      if (p.pipeline > 1 && !c.tied_embeddings) params.dense += word_embedding;
+    }
   }
   return params;
 }
@@ -536,6 +555,21 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     chunk_bytes[static_cast<size_t>(chunk_of_stage_layer(c, pipeline_stage, layer))] +=
         stored_bytes;
   }
+  if (last && c.mtp_layers > 0) {
+    // Multi-token prediction on the last chunk (mtp_emitter.cpp): per MTP layer a layer like
+    // the last, the enorm, hnorm and final norm inputs (the residual stream's dtype) and
+    // eh_proj's 2 hidden wide input (sequence-parallel shards).
+    const int64_t tokens_here = c.micro_batch_tokens() / p.context;
+    const int64_t seq_split = p.sequence ? p.tensor : 1;
+    const int64_t mtp =
+        c.mtp_layers *
+        (transformer_layer_activation_bytes(c, c.is_moe_layer(c.layers - 1)) +
+         ceil_div((3 * dtype_bytes(c.residual_dtype()) + 2 * dtype_bytes(c.activation_dtype())) *
+                      tokens_here * c.hidden,
+                  seq_split));
+    per_micro_batch += mtp;
+    chunk_bytes.back() += mtp;
+  }
   if (holds_decoder) per_micro_batch += encoder_output_bytes(c);
   // T5's relative bias: each stack's bucket indices (relative_bias.h).
   per_micro_batch += relative_bias_activation_bytes(c);
@@ -595,7 +629,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     const int64_t rows = ceil_div(decoder.vocabulary_rows(), p.context);
     const int64_t per_logit = c.head.eager_loss ? 12 : 4;
     if (rows > 0) {
-      const int64_t logits = per_logit * rows * (c.padded_vocab() / p.tensor) * held;
+      // Each multi-token prediction layer keeps its own logits until the backward.
+      const int64_t logits =
+          per_logit * rows * (c.padded_vocab() / p.tensor) * held * (1 + c.mtp_layers);
       f.parts.push_back({"output logits", logits});
       short_lived += logits;
     }

@@ -174,7 +174,7 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
   const double params_b = static_cast<double>(transformer_parameters(c)) * 1e-9;
   out.description.push_back(fmt::format(
       "workload: transformer ({}), {:.2f}B parameters: {} layers, hidden {}, {} heads ({} kv), "
-      "ffn {}, vocab {}, seq {}, {}{}{}",
+      "ffn {}, vocab {}, seq {}, {}{}{}{}",
       c.architecture, params_b, c.layers, c.hidden, c.heads, c.kv_heads, c.ffn, c.vocab, c.seq,
       dtype_name(c.dtype),
       c.mla.enabled()
@@ -188,7 +188,9 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
                                           ? fmt::format(" after {} dense ones", c.moe.first_dense)
                                           : std::string(),
                                       moe_dispatch_text(c))
-                        : std::string()));
+                        : std::string(),
+      c.mtp_layers > 0 ? fmt::format(", {} multi-token prediction layer(s)", c.mtp_layers)
+                       : std::string()));
   out.description.push_back(fmt::format(
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "
       "{} micro-batches of {} per replica; recompute {}{}{}{}; {} iterations ({} warm-up)",

@@ -1,0 +1,150 @@
+// Multi-token prediction (mtp_layers; mtp_emitter.cpp): the MTP layer's kernels and its own
+// output layer in the step, its parameters in the optimizer, the gradient sync and the memory
+// model, its model FLOPs as Megatron-LM counts them, the embedding copy's gradient all-reduce
+// across the pipeline, and what the config refuses.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+
+#include "test/unit/transformer/step_simulation.h"
+#include "test/unit/transformer/test_configs.h"
+#include "test/unit/transformer/workload_yaml.h"
+#include "workloads/transformer/model_flops.h"
+#include "workloads/transformer/transformer_memory.h"
+
+namespace upsim {
+namespace {
+
+/// A 4-layer grouped-query Llama (hidden 1024, 16 heads, 4 key/value heads, seq 512), 2
+/// micro-batches of one sequence.
+TransformerConfig small_llama(int64_t mtp_layers) {
+  TransformerConfig c = test_configs::llama(4, 1024, 16, 4, 2816, 512);
+  c.global_batch = 2;
+  c.mtp_layers = mtp_layers;
+  return c;
+}
+
+/// The elements the optimizer of `rank` steps in one generated step.
+int64_t optimizer_elements(const TransformerConfig& c, RankId rank = 0) {
+  for (const KernelDesc& k : test_configs::step_kernels(c, rank)) {
+    if (k.memory_op == MemoryOp::kOptimizer && k.cls == KernelClass::kMemoryBound) {
+      const std::vector<int64_t>& n = k.optimizer.tensor_elements;
+      return std::accumulate(n.begin(), n.end(), int64_t{0});
+    }
+  }
+  return 0;
+}
+
+/// The collectives of `rank` that sum the word embedding copies' gradients, in one step.
+int embedding_grad_all_reduces(const TransformerConfig& c, RankId rank) {
+  TaskGraph g;
+  generate_transformer(c, {1}, g);
+  int n = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    n += task.rank == rank && task.kind == TaskKind::kCollective &&
+         g.name(task.op_name) == "_allreduce_word_embedding_grads";
+  }
+  return n;
+}
+
+// One MTP layer: per micro-batch one more layer's kernels, one more embedding lookup, eh_proj,
+// one more output layer and loss; its parameters stepped by the optimizer and counted by the
+// config and the memory model alike.
+TEST(MultiTokenPrediction, RunsOneMoreLayerAndOutputLayerPerMicroBatch) {
+  const TransformerConfig plain = small_llama(0);
+  const TransformerConfig mtp = small_llama(1);
+  const auto before = test_configs::kernel_counts(plain);
+  const auto after = test_configs::kernel_counts(mtp);
+  const int micro_batches = static_cast<int>(plain.micro_batches());
+  const auto more = [&](const std::string& name) {
+    const auto count = [&](const std::map<std::string, int>& m) {
+      const auto it = m.find(name);
+      return it == m.end() ? 0 : it->second;
+    };
+    return count(after) - count(before);
+  };
+  EXPECT_EQ(more("flash_fwd_kernel"), micro_batches);
+  EXPECT_EQ(more("embedding_fwd"), micro_batches);
+  EXPECT_EQ(more("bf16gemm/mtp_proj"), micro_batches);
+  EXPECT_EQ(more("bf16gemm/logits"), micro_batches);
+  EXPECT_EQ(more("cross_entropy_fwd"), micro_batches);
+
+  EXPECT_EQ(optimizer_elements(mtp), transformer_parameters(mtp));
+  EXPECT_EQ(transformer_stage_parameters(mtp, 0).total(), transformer_parameters(mtp));
+  // A layer, three norms (RMSNorm: one gain each) and eh_proj more.
+  TransformerConfig five = small_llama(0);
+  five.layers = 5;
+  EXPECT_EQ(
+      transformer_parameters(mtp) - transformer_parameters(plain),
+      transformer_parameters(five) - transformer_parameters(plain) + 3 * 1024 + 2 * 1024 * 1024);
+}
+
+// Megatron-LM's num_floating_point_operations: an MTP layer counts as a layer of the last
+// layer's kind, plus 6 x (3 h + 2 h^2) per token for its norms and eh_proj, and the logits once
+// more.
+TEST(MultiTokenPrediction, ModelFlopsCountTheLayerTheProjectionAndTheLogitsAgain) {
+  const TransformerConfig plain = small_llama(0);
+  TransformerConfig five = small_llama(0);
+  five.layers = 5;
+  const double tokens = static_cast<double>(plain.micro_batch_tokens()) *
+                        static_cast<double>(plain.global_batch / plain.micro_batch);
+  const double h = 1024.0;
+  const double logits = 6.0 * h * static_cast<double>(plain.padded_vocab()) * tokens;
+  EXPECT_DOUBLE_EQ(transformer_model_flops(small_llama(1)) - transformer_model_flops(plain),
+                   transformer_model_flops(five) - transformer_model_flops(plain) +
+                       6.0 * (3.0 * h + 2.0 * h * h) * tokens + logits);
+}
+
+// Over two pipeline stages with untied embeddings the last stage holds the MTP layer and a copy
+// of the word embedding, whose gradient it all-reduces with the first stage's; its logits are
+// held twice.
+TEST(MultiTokenPrediction, TheLastStageHoldsTheEmbeddingCopyAndSumsItsGradient) {
+  TransformerConfig c = small_llama(1);
+  c.tied_embeddings = false;
+  c.parallelism.pipeline = 2;
+  TransformerConfig plain = c;
+  plain.mtp_layers = 0;
+  const int64_t word_embedding = c.padded_vocab() * c.hidden;
+  EXPECT_EQ(transformer_stage_parameters(c, 0).total() + transformer_stage_parameters(c, 1).total(),
+            transformer_parameters(c) + word_embedding);
+  EXPECT_EQ(optimizer_elements(c, 1), transformer_stage_parameters(c, 1).total());
+  for (const RankId rank : {RankId{0}, RankId{1}}) {
+    EXPECT_EQ(embedding_grad_all_reduces(c, rank), 1) << rank;
+    EXPECT_EQ(embedding_grad_all_reduces(plain, rank), 0) << rank;
+  }
+  const auto logits = [](const TransformerConfig& config) {
+    for (const MemoryFootprint::Part& part : transformer_memory(config, 1).parts)
+      if (part.name == "output logits") return part.bytes;
+    return int64_t{0};
+  };
+  EXPECT_EQ(logits(c), 2 * logits(plain));
+}
+
+TEST(MultiTokenPrediction, IsRefusedWhereItIsNotModelledAtTheKey) {
+  const auto error = [](const std::string& extra, const std::string& parallelism,
+                        uint32_t gpus = 8) {
+    return test_configs::workload_error(
+        test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
+        gpus);
+  };
+  EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 8}"), "");
+  EXPECT_NE(error("  mtp_layers: 1\n", "{data: 8, fsdp: full_shard}").find("parallelism.fsdp"),
+            std::string::npos);
+  EXPECT_NE(
+      error("  mtp_layers: 1\n  moe: {experts: 8, a2a_overlap: true}\n", "{data: 8, expert: 8}")
+          .find("workload.moe.a2a_overlap"),
+      std::string::npos);
+  // The layout's m's: as many as mtp_layers, in the last stage.
+  EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 4, pipeline: 2, pipeline_layout: Et|tmL}"), "");
+  EXPECT_NE(error("  mtp_layers: 1\n", "{data: 4, pipeline: 2, pipeline_layout: Et|tL}")
+                .find("holds 0 multi-token"),
+            std::string::npos);
+  EXPECT_NE(error("  mtp_layers: 1\n", "{data: 2, pipeline: 4, pipeline_layout: Et|t|m|L}")
+                .find("standalone MTP stage"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace upsim

@@ -46,6 +46,12 @@ void LayerEmitter::mtp_forward(int64_t layer) {
 void LayerEmitter::mtp_backward(int64_t layer) {
   const LayerKernels& d = kernels_;
   norm_backward();
+  // Under full recomputation the MTP layer is checkpointed too (MultiTokenPredictionLayer's
+  // _checkpointed_forward when recompute_granularity is full).
+  if (config_.recompute == Recompute::kFull) {
+    attention_forward(layer);
+    mlp_forward(layer);
+  }
   mlp_backward(layer);
   attention_backward(layer);
   // The sequence-parallel split's backward gathers the shards' gradients; the hidden gather's

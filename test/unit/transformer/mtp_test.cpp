@@ -71,6 +71,15 @@ TEST(MultiTokenPrediction, RunsOneMoreLayerAndOutputLayerPerMicroBatch) {
   EXPECT_EQ(more("bf16gemm/logits"), micro_batches);
   EXPECT_EQ(more("cross_entropy_fwd"), micro_batches);
 
+  // Under full recomputation the MTP layer reruns its forward too.
+  TransformerConfig full = mtp;
+  full.recompute = Recompute::kFull;
+  TransformerConfig full_plain = plain;
+  full_plain.recompute = Recompute::kFull;
+  EXPECT_EQ(test_configs::kernel_counts(full)["flash_fwd_kernel"] -
+                test_configs::kernel_counts(full_plain)["flash_fwd_kernel"],
+            2 * micro_batches);
+
   EXPECT_EQ(optimizer_elements(mtp), transformer_parameters(mtp));
   EXPECT_EQ(transformer_stage_parameters(mtp, 0).total(), transformer_parameters(mtp));
   // A layer, three norms (RMSNorm: one gain each) and eh_proj more.

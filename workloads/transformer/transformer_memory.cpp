@@ -56,6 +56,22 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
   return params;
 }
 
+/// A decoder-only model's layer `layer` on one GPU: its attention and norms, and its dense MLP,
+/// or its router h x experts (replicated), shared experts (dense, tensor split) and routed
+/// experts (experts / expert per rank, each tensor split: expert tensor parallel = tensor).
+StageParameters local_layer_parameters(const TransformerConfig& c, int64_t layer) {
+  StageParameters one;
+  one.dense = local_attention_and_norm_parameters(c);
+  if (c.is_moe_layer(layer)) {
+    one.dense +=
+        c.hidden * c.moe.experts + c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
+    one.expert = c.moe.experts / c.parallelism.expert * local_mlp_parameters(c, c.moe.expert_ffn);
+  } else {
+    one.dense += local_mlp_parameters(c, c.ffn);
+  }
+  return one;
+}
+
 /// The layers of `stage`: model chunk k x pipeline + stage for each virtual stage k, each of
 /// layers / (pipeline x virtual_stages) consecutive layers (Megatron's interleaved placement;
 /// one chunk without interleaving).
@@ -212,16 +228,9 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     if (c.encoder_decoder() && layer == c.layers - 1) {
       params.dense += transformer_norm_parameters(c);
     }
-    params.dense += local_attention_and_norm_parameters(c);
-    if (c.is_moe_layer(layer)) {
-      // Router h x experts (replicated), shared experts (dense, tensor split), routed experts
-      // (experts / expert per rank, each tensor split: expert tensor parallel = tensor).
-      params.dense += c.hidden * c.moe.experts +
-                      c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
-      params.expert += c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
-    } else {
-      params.dense += local_mlp_parameters(c, c.ffn);
-    }
+    const StageParameters one = local_layer_parameters(c, layer);
+    params.dense += one.dense;
+    params.expert += one.expert;
   }
   // Vocabulary-parallel word embedding (padded vocabulary / tensor rows), learned positions.
   if (pipeline_stage == 0) {
@@ -247,17 +256,8 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     // norms and eh_proj (2h x h / tensor); and the word embedding's copy when this stage is not
     // the first and the output layer is not the embedding's.
     if (c.mtp_layers > 0) {
-      const int64_t last_layer = c.layers - 1;
-      StageParameters layer;
-      layer.dense = local_attention_and_norm_parameters(c) + 3 * transformer_norm_parameters(c) +
-                    2 * c.hidden * (c.hidden / p.tensor);
-      if (c.is_moe_layer(last_layer)) {
-        layer.dense += c.hidden * c.moe.experts +
-                       c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
-        layer.expert = c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
-      } else {
-        layer.dense += local_mlp_parameters(c, c.ffn);
-      }
+      StageParameters layer = local_layer_parameters(c, c.layers - 1);
+      layer.dense += 3 * transformer_norm_parameters(c) + 2 * c.hidden * (c.hidden / p.tensor);
       params.dense += c.mtp_layers * layer.dense;
       params.expert += c.mtp_layers * layer.expert;
       if (p.pipeline > 1 && !c.tied_embeddings) params.dense += word_embedding;
@@ -651,18 +651,8 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     // all-gathers in flight, Zhao et al. 2023 section 4.4), and the unit's unsharded gradients
     // before their reduce-scatter.
     int64_t unit = 0;
-    for (const int64_t layer : layers) {
-      StageParameters one;
-      one.dense = local_attention_and_norm_parameters(c);
-      if (c.is_moe_layer(layer)) {
-        one.dense += c.hidden * c.moe.experts +
-                     c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
-        one.expert = c.moe.experts / p.expert * local_mlp_parameters(c, c.moe.expert_ffn);
-      } else {
-        one.dense += local_mlp_parameters(c, c.ffn);
-      }
-      unit = std::max(unit, one.total());
-    }
+    for (const int64_t layer : layers)
+      unit = std::max(unit, local_layer_parameters(c, layer).total());
     if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
     buffers += 2 * unit * bytes.param + unit * bytes.grad;
   }

@@ -214,7 +214,12 @@ std::vector<PlannedLayout> layout_space(const TransformerConfig& base_config, ui
           }
         }
         if (own_split) virtuals = {base_config.parallelism.virtual_stages};
-        for (const int64_t e : expert_degrees(base_config, d * c)) {
+        // With the routed experts whole on a rank (a scenario under tensor parallel stating
+        // expert_tensor 1, which every layout keeps) the tensor ranks are expert-parallel
+        // ranks too.
+        const bool whole_experts =
+            base_config.parallelism.tensor > 1 && base_config.parallelism.expert_tensor == 1;
+        for (const int64_t e : expert_degrees(base_config, (whole_experts ? t : 1) * d * c)) {
           for (const int64_t mb : micro_batch_sizes) {
             if (base_config.global_batch % (mb * d) != 0) continue;
             const int64_t micro_batches = base_config.global_batch / (mb * d);

@@ -18,7 +18,8 @@
 //    divides the sequence
 //    (NeMo's Llama 3 recipes: 4K to 16K tokens per rank); data parallel d = GPUs / (t x p x c),
 //    which must be whole; expert parallel e = 1 for a dense model, else the powers of two that
-//    divide the experts and d x c, and the scenario's; virtual stages v in {1} and those from 2
+//    divide the experts and d x c (t x d x c when a scenario under tensor parallel states
+//    parallelism.expert_tensor 1), and the scenario's; virtual stages v in {1} and those from 2
 //    to 10 where p x v divides the (counted) layers when p > 1 and the micro-batches divide by p
 //    (Megatron's interleaved schedule); micro-batch sizes the powers of two up to twice the
 //    scenario's (at least 4) that divide the global batch per data-parallel rank.

@@ -438,10 +438,10 @@ class LayerEmitter {
   /// gradient goes back the same way in the backward, after the rows'. Nothing without expert
   /// parallel.
   void expert_probs_all_to_all(bool backward);
-  /// Expert tensor parallel = tensor (Megatron-Core's default) with tensor > 1: forward, the
-  /// tensor ranks all-gather the rows their all-to-all brought (dispatch_postprocess);
-  /// backward, the gradient of expert_tp_reduce_scatter's, an all-gather in the probabilities'
-  /// dtype between its casts. Nothing with tensor 1.
+  /// Expert tensor parallel = tensor > 1 (Megatron-Core's default): forward, the tensor ranks
+  /// all-gather the rows their all-to-all brought (dispatch_postprocess); backward, the
+  /// gradient of expert_tp_reduce_scatter's, an all-gather in the probabilities' dtype between
+  /// its casts. Nothing with tensor 1 or expert tensor parallel 1.
   void expert_tp_all_gather(bool backward);
   /// Forward, the experts' outputs reduce-scattered back to their tensor ranks in the
   /// probabilities' dtype, cast to it and back (combine_preprocess); backward, the gradient of

@@ -366,17 +366,18 @@ class LayerKernelBuilder {
     d.fc2_dy = fp8_cast(z.tokens * z.h);
     if (config_.moe.experts == 0) return;
     const MoeConfig& m = config_.moe;
-    // The experts' inputs gathered over the tensor ranks, their widths split (expert tensor
-    // parallel = tensor: build_moe_descs).
-    const int64_t rows = moe_rank_rows(config_, z) * z.t;
-    const int64_t e_ffn = m.expert_ffn / z.t;
+    // The experts' inputs gathered over the expert tensor ranks, their widths split
+    // (build_moe_descs).
+    const int64_t rows = moe_rank_rows(config_, z) * z.et;
+    const int64_t e_ffn = m.expert_ffn / z.et;
     const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     d.expert_fc1_in = fp8_cast(rows * z.h);
     d.expert_fc2_in = fp8_cast(rows * e_ffn);
     d.expert_fc1_dy = fp8_cast(rows * e_fc1);
     d.expert_fc2_dy = fp8_cast(rows * z.h);
     if (m.shared_experts == 0) return;
-    const int64_t s_ffn = m.shared_experts * e_ffn;
+    // The shared experts split over the (dense) tensor ranks.
+    const int64_t s_ffn = m.shared_experts * (m.expert_ffn / z.t);
     const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
     d.shared_fc1_in = fp8_cast(z.tokens * z.h);
     d.shared_fc2_in = fp8_cast(z.tokens * s_ffn);
@@ -425,10 +426,11 @@ class LayerKernelBuilder {
         as_double(tk * m.top_k * sizes_.h) * (m.pad_to_capacity ? m.capacity_factor : 1.0);
     d.permute = pw(MemoryOp::kIndex, permuted, 0, 1, 1);
     d.unpermute = pw(MemoryOp::kIndex, permuted, 2, 2, 1);
-    // Expert tensor parallel = tensor (Megatron-Core's default): after the expert-parallel
-    // all-to-all the tensor ranks all-gather their tokens (MoEAlltoAllTokenDispatcher's
-    // dispatch_postprocess), so each expert runs t x the rank's tokens on 1 / t of its width.
-    const int64_t t = sizes_.t;
+    // Expert tensor parallel et (tensor, Megatron-Core's default, or 1): after the expert-
+    // parallel all-to-all the expert tensor ranks all-gather their tokens
+    // (MoEAlltoAllTokenDispatcher's dispatch_postprocess), so each expert runs et x the rank's
+    // tokens on 1 / et of its width.
+    const int64_t t = sizes_.et;
     const int64_t per_expert = tokens_per_local_expert(config_, sizes_) * t;
     const int64_t local = m.experts / config_.parallelism.expert;
     const int64_t e_ffn = m.expert_ffn / t;
@@ -449,8 +451,9 @@ class LayerKernelBuilder {
     d.expert_fc2_dgrad = grouped_gemm(local, per_expert, e_ffn, sizes_.h, routed);
     d.expert_fc2_wgrad = gemm(gemm_dt_, local, sizes_.h, e_ffn, per_expert);
     if (m.shared_experts > 0) {
-      // The shared experts: a tensor-parallel MLP (SharedExpertMLP) on the layer's tokens.
-      const int64_t s_ffn = m.shared_experts * e_ffn;
+      // The shared experts: a tensor-parallel MLP (SharedExpertMLP, the dense tensor ranks) on
+      // the layer's tokens.
+      const int64_t s_ffn = m.shared_experts * (m.expert_ffn / sizes_.t);
       const int64_t s_fc1 = gated_activation(config_.activation) ? 2 * s_ffn : s_ffn;
       const pytorch::LinearGemms f1 =
           pytorch::linear_gemms(gemm_dt_, sizes_.tokens, sizes_.h, s_fc1);
@@ -520,6 +523,7 @@ LayerSizes layer_sizes(const TransformerConfig& config) {
   sizes.s = attention.length / p.context;
   sizes.h = config.hidden;
   sizes.t = p.tensor;
+  sizes.et = p.expert_tensor_parallel();
   sizes.tokens = config.micro_batch_tokens() / p.context;
   // Unpadded tokens need not divide by tensor: the last rank's shard is padded (Megatron-Core
   // pads THD batches to a multiple of the TP size under sequence parallel).

@@ -56,6 +56,8 @@ struct LayerSizes {
   int64_t s = 0;  ///< tokens per attention sequence on this rank
   int64_t h = 0;
   int64_t t = 1;
+  /// The routed experts' tensor parallel (ParallelismConfig::expert_tensor_parallel): t or 1.
+  int64_t et = 1;
   int64_t tokens = 0;     ///< rows of the GEMMs: b x s when padded
   int64_t sp_tokens = 0;  ///< tokens held between TP regions (tokens / t with SP)
   int64_t heads = 0;      ///< query heads on this rank

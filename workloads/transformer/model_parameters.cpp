@@ -65,10 +65,11 @@ LayerParams ModelParameters::layer(int64_t layer) const {
   if (config_.is_moe_layer(layer)) {
     const MoeConfig& m = config_.moe;
     const int64_t local = m.experts / config_.parallelism.expert;
-    const int64_t e_ffn = m.expert_ffn / sizes_.t;
-    const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
     p.add(m.experts * sizes_.h);
     for (int64_t e = 0; e < local + m.shared_experts; ++e) {
+      // Routed experts split over the expert tensor ranks, shared experts over the tensor ones.
+      const int64_t e_ffn = m.expert_ffn / (e < local ? sizes_.et : sizes_.t);
+      const int64_t e_fc1 = gated_activation(config_.activation) ? 2 * e_ffn : e_ffn;
       // Routed experts are expert-parallel parameters when expert > 1 (Megatron-Core sets
       // allreduce = not (is_expert and expert_parallel)); shared experts are dense.
       const GradBufferIndex b =

@@ -20,8 +20,8 @@ class ModelParameters {
 
   /// The parameter tensors of `layer` on one GPU: column- and row-parallel weights split over
   /// tensor (row-parallel biases and norms replicated), routed experts split over expert and
-  /// tensor parallel (Megatron's expert tensor parallel = tensor, as the generator runs them:
-  /// layer_kernels.cpp, moe_emitter.cpp). An encoder-decoder model's layers from
+  /// expert tensor parallel (ParallelismConfig::expert_tensor_parallel, as the generator runs
+  /// them: layer_kernels.cpp, moe_emitter.cpp). An encoder-decoder model's layers from
   /// `layers` on are its decoder's, each with its cross-attention's tensors too.
   LayerParams layer(int64_t layer) const;
   /// The word embedding and, with learned positions, the position embedding (an

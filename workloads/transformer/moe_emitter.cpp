@@ -272,7 +272,7 @@ void LayerEmitter::shared_experts_on_side(SharedExpertPart part) {
 }
 
 void LayerEmitter::expert_tp_all_gather(bool backward) {
-  if (sizes_.t == 1) return;
+  if (sizes_.et == 1) return;
   const int64_t rows = moe_rank_rows(config_, sizes_);
   if (backward) {
     reduce_scatter_in_prob_dtype(groups_.tensor, sizes_.t, rows, kernels_.moe_tp_combine_casts,
@@ -286,7 +286,7 @@ void LayerEmitter::expert_tp_all_gather(bool backward) {
 }
 
 void LayerEmitter::expert_tp_reduce_scatter(bool backward) {
-  if (sizes_.t == 1) return;
+  if (sizes_.et == 1) return;
   const int64_t rows = moe_rank_rows(config_, sizes_);
   if (!backward) {
     reduce_scatter_in_prob_dtype(groups_.tensor, sizes_.t, rows, kernels_.moe_tp_combine_casts,

@@ -177,6 +177,13 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
   }
   const ConfigNode& par = *section;
   p.tensor = par.get_int_in_or("tensor", 1, kMaxParallel, 1);
+  p.expert_tensor = par.get_int_in_or("expert_tensor", 1, kMaxParallel, p.tensor);
+  if (p.expert_tensor != 1 && p.expert_tensor != p.tensor) {
+    par.child("expert_tensor")
+        .fail(fmt::format("is {}: the routed experts' tensor parallel is modelled as 1 (each "
+                          "expert whole on a rank) or tensor {} (Megatron-Core's default)",
+                          p.expert_tensor, p.tensor));
+  }
   p.sequence = par.get_bool_or("sequence", false);
   if (p.sequence && p.tensor == 1) {
     par.child("sequence")
@@ -735,17 +742,29 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
       par_node->child("expert").fail(
           fmt::format("expert parallel {} needs a mixture of experts (workload.moe)", p.expert));
     }
+    if (p.expert_tensor_parallel() != p.tensor) {
+      par_node->child("expert_tensor")
+          .fail(
+              "is the routed experts' tensor parallel: needs a mixture of experts (workload.moe)");
+    }
     return;
   }
   if (c.moe.experts % p.expert != 0) {
     par_node->child("expert").fail(fmt::format(
         "moe.experts {} are not divisible by expert parallel {}", c.moe.experts, p.expert));
   }
-  if ((p.data * p.context) % p.expert != 0) {
+  const int64_t etp = p.expert_tensor_parallel();
+  if ((p.tensor / etp * p.data * p.context) % p.expert != 0) {
     par_node->child("expert").fail(
-        fmt::format("expert parallel {} does not divide data {} x context {} = {} (expert "
-                    "parallel ranks are carved out of the data x context ranks)",
-                    p.expert, p.data, p.context, p.data * p.context));
+        etp == p.tensor
+            ? fmt::format("expert parallel {} does not divide data {} x context {} = {} (expert "
+                          "parallel ranks are carved out of the data x context ranks)",
+                          p.expert, p.data, p.context, p.data * p.context)
+            : fmt::format("expert parallel {} does not divide tensor {} / expert_tensor {} x "
+                          "data {} x context {} = {} (expert parallel ranks are carved out of "
+                          "the tensor, data and context ranks)",
+                          p.expert, p.tensor, etp, p.data, p.context,
+                          p.tensor / etp * p.data * p.context));
   }
   check_expert_layout(*par_node, p);
   if (c.moe.expert_ffn % p.tensor != 0) {
@@ -767,14 +786,14 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
             "the shared experts' tensor-parallel linears under Transformer Engine's userbuffers "
             "are not modelled: tp_comm_overlap false, or no moe.shared_experts");
   }
-  if (c.moe.dispatcher == MoeDispatcher::kFlex && p.tensor > 1) {
+  if (c.moe.dispatcher == MoeDispatcher::kFlex && etp > 1) {
     // MoEFlexTokenDispatcher's DeepEP group is the expert tensor x expert ranks (tp_ep), each
     // token routed to every expert tensor rank of its experts; not modelled.
     moe_node->child("dispatcher")
         .fail(fmt::format(
-            "flex dispatches over the tensor x expert ranks, which tensor parallel {} would need "
-            "and is not modelled: alltoall, or parallelism.tensor 1",
-            p.tensor));
+            "flex dispatches over the expert tensor x expert ranks, which expert tensor parallel "
+            "{} would need and is not modelled: alltoall, or parallelism.expert_tensor 1",
+            etp));
   }
   if (c.moe.dispatcher == MoeDispatcher::kFlex && p.expert == 1) {
     moe_node->child("dispatcher")
@@ -787,15 +806,13 @@ void validate(const ConfigNode& workload, const std::optional<ConfigNode>& par_n
     par_node->child("expert").fail(
         *deepep_layout_unsupported(std::vector<uint32_t>(static_cast<size_t>(p.expert), 0)));
   }
-  if (c.moe.dispatcher == MoeDispatcher::kAllGather && p.tensor > 1) {
-    // Its gathers span the tensor x expert ranks (tp_ep_group, expert tensor parallel = tensor,
-    // Megatron-Core's default); the experts here run unsplit on tokens / tensor (the same
-    // flops, model_parameters.h), which has no such group.
+  if (c.moe.dispatcher == MoeDispatcher::kAllGather && etp > 1) {
+    // Its gathers span the expert tensor x expert ranks (tp_ep_group); not modelled.
     moe_node->child("dispatcher")
         .fail(fmt::format(
-            "allgather gathers over the tensor x expert ranks, which tensor parallel {} would "
-            "need and is not modelled: alltoall, or parallelism.tensor 1",
-            p.tensor));
+            "allgather gathers over the expert tensor x expert ranks, which expert tensor "
+            "parallel {} would need and is not modelled: alltoall, or parallelism.expert_tensor 1",
+            etp));
   }
 }
 
@@ -816,7 +833,7 @@ int64_t rank_stride(const ParallelismConfig& p, RankLayout layout, ParallelDim a
     if (d == axis) return stride;
     switch (d) {
       case ParallelDim::kTensor:
-        stride *= p.tensor;
+        stride *= expert ? p.expert_tensor_parallel() : p.tensor;
         break;
       case ParallelDim::kContext:
         stride *= expert ? 1 : p.context;
@@ -1788,6 +1805,9 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.context_comm",
        "context-parallel exchange: p2p (ring), all_gather or a2a (Ulysses)"},
       {"parallelism.expert", "expert-parallel degree, carved out of data x context"},
+      {"parallelism.expert_tensor",
+       "the routed experts' tensor parallel (Megatron-Core's expert_tensor_parallel_size): "
+       "tensor (default) or 1, each expert whole and the tensor ranks expert-parallel too"},
       {"parallelism.zero", "ZeRO stage 0 .. 3 (DeepSpeed / Megatron distributed optimizer)"},
       {"parallelism.fsdp", "PyTorch FSDP: none, full_shard or shard_grad_op"},
       {"parallelism.shard_group",

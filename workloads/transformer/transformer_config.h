@@ -523,9 +523,17 @@ struct ParallelismConfig {
 
   int64_t model_parallel() const { return tensor * pipeline * context; }
   int64_t gpus() const { return tensor * pipeline * context * data; }
+  /// Megatron-Core's expert_tensor_parallel_size (the `expert_tensor` key): the routed experts'
+  /// tensor parallel, tensor (its default) or 1 (each expert whole on a rank, the tensor ranks
+  /// then expert-parallel ranks too, as Megatron-Bridge's Qwen3 and DeepSeek-V3 recipes set it).
+  /// 0 as read: tensor.
+  int64_t expert_tensor = 0;
+  int64_t expert_tensor_parallel() const { return expert_tensor > 0 ? expert_tensor : tensor; }
   /// Ranks holding the same experts: Megatron-Core's expert_data_parallel_size = GPUs /
-  /// (expert tensor x expert x pipeline), with expert tensor parallel = tensor.
-  int64_t expert_data() const { return data * context / expert; }
+  /// (expert tensor x expert x pipeline).
+  int64_t expert_data() const {
+    return tensor * data * context / (expert_tensor_parallel() * expert);
+  }
 };
 
 /// The two rank layouts of Megatron-Core (megatron/core/parallel_state.py of NVIDIA/Megatron-LM
@@ -533,9 +541,10 @@ struct ParallelismConfig {
 /// `order`, innermost first. The dense one (decoder_rank_generator: attention, dense MLPs,
 /// embeddings) has sizes tp = tensor, cp = context, dp = data, pp = pipeline and ep = 1; the
 /// expert one (expert_decoder_rank_generator: the routed experts' all-to-all) has tp = expert
-/// tensor parallel (= tensor here, Megatron's default), ep = expert, dp = expert_data(),
-/// pp = pipeline and cp = 1. Expert-parallel groups are the expert layout's ep groups, so they
-/// span the context- and data-parallel ranks of a stage (an axis of size 1 takes no room).
+/// tensor parallel (ParallelismConfig::expert_tensor_parallel), ep = expert, dp =
+/// expert_data(), pp = pipeline and cp = 1. Expert-parallel groups are the expert layout's ep
+/// groups, so they span the context- and data-parallel ranks of a stage (an axis of size 1
+/// takes no room), and with expert tensor parallel 1 the tensor ranks too.
 enum class RankLayout : uint8_t { kDense, kExpert };
 
 /// The global-rank stride of `axis` in `layout`: the product of the sizes of the axes before it

@@ -32,8 +32,10 @@ int64_t local_kv_heads(const TransformerConfig& c) {
 
 /// One MLP of inner width `ffn` on one tensor rank: column-parallel input projection(s) (two
 /// for SwiGLU: gate and up), row-parallel output projection whose bias is replicated.
-int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn) {
-  const int64_t local = ffn / c.parallelism.tensor;
+/// An MLP of width `ffn` split over `split` ranks (the tensor ranks unless given: the routed
+/// experts' are the expert tensor ranks).
+int64_t local_mlp_parameters(const TransformerConfig& c, int64_t ffn, int64_t split = 0) {
+  const int64_t local = ffn / (split > 0 ? split : c.parallelism.tensor);
   const int64_t in_projections = gated_activation(c.activation) ? 2 : 1;
   int64_t params = (in_projections + 1) * c.hidden * local;
   if (c.bias) params += in_projections * local + c.hidden;
@@ -58,14 +60,15 @@ int64_t local_attention_and_norm_parameters(const TransformerConfig& c) {
 
 /// A decoder-only model's layer `layer` on one GPU: its attention and norms, and its dense MLP,
 /// or its router h x experts (replicated), shared experts (dense, tensor split) and routed
-/// experts (experts / expert per rank, each tensor split: expert tensor parallel = tensor).
+/// experts (experts / expert per rank, each split over the expert tensor ranks).
 StageParameters local_layer_parameters(const TransformerConfig& c, int64_t layer) {
   StageParameters one;
   one.dense = local_attention_and_norm_parameters(c);
   if (c.is_moe_layer(layer)) {
     one.dense +=
         c.hidden * c.moe.experts + c.moe.shared_experts * local_mlp_parameters(c, c.moe.expert_ffn);
-    one.expert = c.moe.experts / c.parallelism.expert * local_mlp_parameters(c, c.moe.expert_ffn);
+    one.expert = c.moe.experts / c.parallelism.expert *
+                 local_mlp_parameters(c, c.moe.expert_ffn, c.parallelism.expert_tensor_parallel());
   } else {
     one.dense += local_mlp_parameters(c, c.ffn);
   }
@@ -153,13 +156,13 @@ StateBytes state_bytes(const TransformerConfig& c) {
 
 /// Ranks that split one dense / one expert parameter's sharded state: Megatron-LM's
 /// distributed optimizer shards over the data-parallel group including context parallel (HSDP:
-/// over one shard group, ParallelismConfig::shard_group); experts replicate over data x context
-/// / expert (the expert data-parallel group).
+/// over one shard group, ParallelismConfig::shard_group); experts replicate over the expert
+/// data-parallel group (ParallelismConfig::expert_data).
 int64_t dense_replicas(const ParallelismConfig& p) {
   return p.shard_ranks();
 }
 int64_t expert_replicas(const ParallelismConfig& p) {
-  return p.data * p.context / p.expert;
+  return p.expert_data();
 }
 
 bool shards_optimizer(const ParallelismConfig& p) {
@@ -407,19 +410,23 @@ int64_t transformer_layer_activation_bytes(const TransformerConfig& c, bool moe_
   // is freed under layernorm recomputation, and is all the moe checkpoint keeps.
   if (!rerun.layernorm) bytes += ceil_div(e * tokens * h, split);
   if (rerun.moe) return bytes;
-  // Mixture of experts (Megatron-LM core MoE, expert tensor parallel = tensor): the tensor
-  // ranks gather their rows after the expert-parallel all-to-all, so the experts hold rows of
-  // all the layer's tokens; the router's fp32 probabilities; each
-  // token reaches top_k experts, the local experts of the busiest expert-parallel rank
-  // receive tokens x top_k times its load (moe_busiest_rank_load: the imbalance, capped as the
-  // generator's timing caps it); each stores its permuted input, activation input and fc2
-  // input. Shared experts run on every token like a dense MLP of their total width.
-  bytes += 4 * tokens * c.moe.experts;
+  // Mixture of experts (Megatron-LM core MoE): the expert tensor ranks gather their sequence
+  // shards after the expert-parallel all-to-all, so the experts hold rows of et / t of the
+  // layer's tokens (all of them at Megatron-Core's default et = t), with their fp32 router
+  // probabilities; each token reaches top_k experts, the local experts of the busiest
+  // expert-parallel rank receive those tokens x top_k times its load (moe_busiest_rank_load:
+  // the imbalance, capped as the generator's timing caps it); each stores its permuted input,
+  // activation input and fc2 input on 1 / et of the expert width. Shared experts run on every
+  // token like a dense MLP of their total width.
+  const int64_t et = p.expert_tensor_parallel();
+  const int64_t moe_rows = et == t ? tokens : ceil_div(tokens, t) * et;
+  bytes += 4 * moe_rows * c.moe.experts;
   const auto routed = static_cast<int64_t>(
-      std::ceil(static_cast<double>(tokens * c.moe.top_k) * moe_busiest_rank_load(c)));
-  bytes += e * routed * h + mlp_inner(routed, c.moe.expert_ffn);
+      std::ceil(static_cast<double>(moe_rows * c.moe.top_k) * moe_busiest_rank_load(c)));
+  const int64_t expert_local = c.moe.expert_ffn / et;
+  bytes += e * routed * h + e * routed * expert_local * (act_factor + 1);
   // moe_act frees the activation's output, the experts' fc2 input.
-  if (rerun.moe_act) bytes -= e * routed * (c.moe.expert_ffn / t);
+  if (rerun.moe_act) bytes -= e * routed * expert_local;
   if (c.moe.shared_experts > 0 && !rerun.shared_experts) {
     bytes += mlp_inner(tokens, c.moe.shared_experts * c.moe.expert_ffn);
   }

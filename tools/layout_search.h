@@ -38,7 +38,8 @@
 //    for Megatron-Core MoE layers over expert parallel with either dispatcher, its EP all-to-all
 //    overlap ("ep a2a overlap", moe.a2a_overlap with moe.delay_wgrad as Megatron-Bridge's
 //    moe_a2a_overlap sets them: one stage or virtual stages, no full
-//    recomputation, no shared-expert overlap, no CUDA graphs); each alone and with each other.
+//    recomputation, no shared-expert overlap, no CUDA graphs, no MTP layers); each alone and
+//    with each other.
 //    A variant is checked for validity and memory as a layout is, is named after its layout
 //    ("... with tp overlap + fsdp"; FSDP takes the place of a zero 1 memory saver, which its
 //    label then drops), and is simulated outside

@@ -39,9 +39,16 @@ struct PipelineSplit {
   bool account_for_loss = false;
   std::optional<int64_t> first_stage_layers;
   std::optional<int64_t> last_stage_layers;
-  bool stated() const {
-    return !layout.empty() || account_for_embedding || account_for_loss ||
-           first_stage_layers.has_value() || last_stage_layers.has_value();
+  bool stated() const { return !stated_key().empty(); }
+  /// The first key stated (below parallelism), for an error about the split as a whole; empty
+  /// when none is.
+  std::string_view stated_key() const {
+    if (!layout.empty()) return "pipeline_layout";
+    if (first_stage_layers) return "first_stage_layers";
+    if (last_stage_layers) return "last_stage_layers";
+    if (account_for_embedding) return "account_for_embedding";
+    if (account_for_loss) return "account_for_loss";
+    return {};
   }
 };
 

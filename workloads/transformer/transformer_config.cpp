@@ -127,12 +127,24 @@ std::array<ParallelDim, kLayoutDimCount> read_order(const ConfigNode& par) {
   return order;
 }
 
-/// The uneven-split keys of `parallelism` (pipeline_split.h). A layout's syntax is checked
-/// here; what needs the model's layers in parse_transformer_config (apply_pipeline_split).
-PipelineSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
+/// The uneven-split keys of `parallelism` (pipeline_split.h), and the model chunks per rank a
+/// stated layout holds (1 without one). A layout's syntax is checked here; what needs the
+/// model's layers in parse_transformer_config (apply_pipeline_split).
+struct ReadSplit {
   PipelineSplit split;
+  int64_t layout_chunks = 1;
+};
+ReadSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
+  ReadSplit read;
+  PipelineSplit& split = read.split;
   if (par.has("pipeline_layout")) {
     split.layout = par.get_string("pipeline_layout");
+    if (split.layout.empty()) {
+      par.child("pipeline_layout")
+          .fail(
+              "is empty: give Megatron-Core's layout string, or leave the key out for the even "
+              "split");
+    }
     size_t stages = 0;
     try {
       stages = expand_pipeline_layout(split.layout).size();
@@ -147,6 +159,7 @@ PipelineSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
                             "stages / pipeline model chunks)",
                             stages, pipeline));
     }
+    read.layout_chunks = static_cast<int64_t>(stages) / pipeline;
   }
   split.account_for_embedding = par.get_bool_or("account_for_embedding", false);
   split.account_for_loss = par.get_bool_or("account_for_loss", false);
@@ -157,14 +170,10 @@ PipelineSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
     split.last_stage_layers = par.get_int_in("last_stage_layers", 0, kMaxLayers);
   }
   if (split.stated() && pipeline == 1) {
-    const std::string_view key = !split.layout.empty()         ? "pipeline_layout"
-                                 : split.account_for_embedding ? "account_for_embedding"
-                                 : split.account_for_loss      ? "account_for_loss"
-                                 : split.first_stage_layers    ? "first_stage_layers"
-                                                               : "last_stage_layers";
-    par.child(key).fail("splits the layers over pipeline stages: needs parallelism.pipeline > 1");
+    par.child(split.stated_key())
+        .fail("splits the layers over pipeline stages: needs parallelism.pipeline > 1");
   }
-  return split;
+  return read;
 }
 
 /// Reads `parallelism:` (every key has a default; an absent section takes them all). Checks
@@ -192,24 +201,20 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
             "parallelism.tensor > 1, got tensor 1");
   }
   p.pipeline = par.get_int_in_or("pipeline", 1, kMaxParallel, 1);
-  p.split = read_pipeline_split(par, p.pipeline);
+  const ReadSplit read_split = read_pipeline_split(par, p.pipeline);
+  p.split = read_split.split;
   // A layout states its model chunks: stages / pipeline (Megatron-Core derives the virtual
   // pipeline size from it the same way).
-  int64_t layout_chunks = 1;
-  if (!p.split.layout.empty()) {
-    layout_chunks = static_cast<int64_t>(expand_pipeline_layout(p.split.layout).size()) /
-                    std::max<int64_t>(p.pipeline, 1);
-    if (par.states("virtual_stages") &&
-        par.get_int_in("virtual_stages", 1, kMaxLayers) != layout_chunks) {
-      par.child("virtual_stages")
-          .fail(fmt::format("is {}, but pipeline_layout `{}` holds {} model chunks per rank of "
-                            "pipeline {}",
-                            par.get_int("virtual_stages"), p.split.layout, layout_chunks,
-                            p.pipeline));
-    }
+  const int64_t layout_chunks = read_split.layout_chunks;
+  if (!p.split.layout.empty() && par.states("virtual_stages") &&
+      par.get_int_in("virtual_stages", 1, kMaxLayers) != layout_chunks) {
+    par.child("virtual_stages")
+        .fail(fmt::format("is {}, but pipeline_layout `{}` holds {} model chunks per rank of "
+                          "pipeline {}",
+                          par.get_int("virtual_stages"), p.split.layout, layout_chunks,
+                          p.pipeline));
   }
-  p.virtual_stages =
-      par.get_int_in_or("virtual_stages", 1, kMaxLayers, std::max<int64_t>(layout_chunks, 1));
+  p.virtual_stages = par.get_int_in_or("virtual_stages", 1, kMaxLayers, layout_chunks);
   // 0: the even split's (check_encoder_decoder).
   p.encoder_stages = par.get_int_in_or("encoder_stages", 0, kMaxParallel, 0);
   if (p.virtual_stages > 1 && p.pipeline == 1) {
@@ -880,15 +885,12 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
   ParallelismConfig& p = c.parallelism;
   if (!p.split.stated()) return;
   const ConfigNode par = workload.child("parallelism");
-  const std::string_view stated = !p.split.layout.empty()         ? "pipeline_layout"
-                                  : p.split.first_stage_layers    ? "first_stage_layers"
-                                  : p.split.last_stage_layers     ? "last_stage_layers"
-                                  : p.split.account_for_embedding ? "account_for_embedding"
-                                                                  : "account_for_loss";
+
   if (c.encoder_decoder()) {
-    par.child(stated).fail(
-        "splits a decoder-only model's layers; an encoder-decoder model splits at "
-        "parallelism.encoder_stages");
+    par.child(p.split.stated_key())
+        .fail(
+            "splits a decoder-only model's layers; an encoder-decoder model splits at "
+            "parallelism.encoder_stages");
   }
   const ChunkLayerSplit split = split_chunk_layers(p.split, c.layers, p.pipeline, p.virtual_stages);
   if (!split.error.empty()) par.child(split.key).fail(split.error);

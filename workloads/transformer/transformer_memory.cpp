@@ -562,18 +562,17 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     chunk_bytes[static_cast<size_t>(chunk_of_stage_layer(c, pipeline_stage, layer))] +=
         stored_bytes;
   }
+  const int64_t e = dtype_bytes(c.activation_dtype());
+  const int64_t split = p.sequence ? p.tensor : 1;
+  const int64_t tokens = c.micro_batch_tokens() / p.context;
   if (last && c.mtp_layers > 0) {
     // Multi-token prediction on the last chunk (mtp_emitter.cpp): per MTP layer a layer like
     // the last, the enorm, hnorm and final norm inputs (the residual stream's dtype) and
     // eh_proj's 2 hidden wide input (sequence-parallel shards).
-    const int64_t tokens_here = c.micro_batch_tokens() / p.context;
-    const int64_t seq_split = p.sequence ? p.tensor : 1;
     const int64_t mtp =
         c.mtp_layers *
         (transformer_layer_activation_bytes(c, c.is_moe_layer(c.layers - 1)) +
-         ceil_div((3 * dtype_bytes(c.residual_dtype()) + 2 * dtype_bytes(c.activation_dtype())) *
-                      tokens_here * c.hidden,
-                  seq_split));
+         ceil_div((3 * dtype_bytes(c.residual_dtype()) + 2 * e) * tokens * c.hidden, split));
     per_micro_batch += mtp;
     chunk_bytes.back() += mtp;
   }
@@ -582,9 +581,6 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
   per_micro_batch += relative_bias_activation_bytes(c);
   if (holds_decoder) per_micro_batch += relative_bias_activation_bytes(decoder);
   const double in_flight = transformer_micro_batches_in_flight(c, pipeline_stage);
-  const int64_t e = dtype_bytes(c.activation_dtype());
-  const int64_t split = p.sequence ? p.tensor : 1;
-  const int64_t tokens = c.micro_batch_tokens() / p.context;
   const int64_t head_tokens = decoder.micro_batch_tokens() / p.context;
   auto activations =
       static_cast<int64_t>(std::llround(static_cast<double>(per_micro_batch) * in_flight));

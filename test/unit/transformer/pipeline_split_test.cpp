@@ -156,6 +156,7 @@ TEST(PipelineSplit, TheConfigHoldsEachChunksLayersAndRefusesAtTheKey) {
             std::string::npos);
   EXPECT_NE(error(seven_layers("    pipeline_layout: Et|t?t|ttt|tL\n")).find("'?'"),
             std::string::npos);
+  EXPECT_NE(error(seven_layers("    pipeline_layout: \"\"\n")).find("is empty"), std::string::npos);
   EXPECT_EQ(error(seven_layers("    account_for_embedding: true\n")), "") << "8 counted, 4 a rank";
   EXPECT_NE(error(seven_layers("    account_for_loss: true\n    account_for_embedding: true\n"))
                 .find("9 layers"),

@@ -73,11 +73,7 @@ TEST(CudaGraphScope, TheConfigTakesMegatronsModulesAndRefusesTheRestAtTheKey) {
 /// small_gpt(4) with MoE layers of 8 experts, top 2, dropless, over expert parallel 8 of data
 /// parallel 8, two micro-batches per replica; CUDA graphs with `scope`, or none.
 TransformerConfig graphed_moe(std::optional<CudaGraphScope> scope) {
-  TransformerConfig c = test_configs::small_gpt(4);
-  c.moe.experts = 8;
-  c.moe.top_k = 2;
-  c.moe.expert_ffn = 2048;
-  c.moe.capacity_factor = 0.0;
+  TransformerConfig c = test_configs::with_moe(test_configs::small_gpt(4), 8, 2, 2048);
   c.parallelism.data = 8;
   c.parallelism.expert = 8;
   c.global_batch = c.micro_batch * 8 * 2;

@@ -24,13 +24,9 @@ namespace {
 /// parallel) x data 8, expert parallel `ep`, expert tensor parallel `etp`, two micro-batches per
 /// replica.
 TransformerConfig tp2_moe(int64_t ep, int64_t etp) {
-  TransformerConfig c = test_configs::small_gpt();
+  TransformerConfig c = test_configs::with_moe(test_configs::small_gpt(), 16, 2, 2048);
   c.bias = false;
-  c.moe.experts = 16;
-  c.moe.top_k = 2;
-  c.moe.expert_ffn = 2048;
   c.moe.shared_experts = 1;
-  c.moe.capacity_factor = 0.0;
   c.parallelism.tensor = 2;
   c.parallelism.sequence = true;
   c.parallelism.data = 8;

@@ -60,15 +60,21 @@ inline TransformerConfig llama(int64_t layers, int64_t hidden, int64_t heads, in
   return c;
 }
 
+/// `c` with dropless MoE layers of `experts` experts, `top_k` per token, of width `expert_ffn`.
+inline TransformerConfig with_moe(TransformerConfig c, int64_t experts, int64_t top_k,
+                                  int64_t expert_ffn) {
+  c.moe.experts = experts;
+  c.moe.top_k = top_k;
+  c.moe.expert_ffn = expert_ffn;
+  c.moe.capacity_factor = 0.0;
+  return c;
+}
+
 /// small_gpt() (8 layers) with MoE layers of 32 experts, top 8, dropless, expert width 2048,
 /// over expert parallel 16 of data parallel 16 (two DGX nodes), `micro_batches` micro-batches
 /// per replica, with `dispatcher`.
 inline TransformerConfig fine_moe(MoeDispatcher dispatcher, int64_t micro_batches = 2) {
-  TransformerConfig c = small_gpt();
-  c.moe.experts = 32;
-  c.moe.top_k = 8;
-  c.moe.expert_ffn = 2048;
-  c.moe.capacity_factor = 0.0;
+  TransformerConfig c = with_moe(small_gpt(), 32, 8, 2048);
   c.moe.dispatcher = dispatcher;
   c.parallelism.data = 16;
   c.parallelism.expert = 16;

@@ -45,7 +45,7 @@ SyncInfo DependencyInference::infer_sync(const ThreadData& t, uint32_t call) con
     const int64_t stream = r->wait_on_stream >= 0 ? r->wait_on_stream : r->stream;
     if (const auto st = stream_index(r->device, stream)) {
       s.target = *st;
-      s.done_ts = c.ts_ps;
+      s.done_ts = std::max(c.ts_ps, waits_released_by(*st, c.ts_ps));
       const uint32_t p = last_enqueued_before(*st, c.ts_ps);
       if (p != kNone) s.done_ts = std::max(s.done_ts, events_[p].end_ps());
       return s;
@@ -55,6 +55,7 @@ SyncInfo DependencyInference::infer_sync(const ThreadData& t, uint32_t call) con
     s.target = kAllStreams;
     s.done_ts = c.ts_ps;
     for (uint16_t st = 0; st < timeline_.stream_queue.size(); ++st) {
+      s.done_ts = std::max(s.done_ts, waits_released_by(st, c.ts_ps));
       const uint32_t p = last_enqueued_before(st, c.ts_ps);
       if (p != kNone) s.done_ts = std::max(s.done_ts, events_[p].end_ps());
     }
@@ -82,6 +83,18 @@ SyncInfo DependencyInference::infer_sync(const ThreadData& t, uint32_t call) con
   if (it != t.launches.begin())
     s.target = timeline_.stream_of[timeline_.launched.at(*(it - 1)).front()];
   return s;
+}
+
+int64_t DependencyInference::waits_released_by(uint16_t stream, int64_t t) const {
+  if (stream >= waits_by_stream_.size()) return INT64_MIN;
+  // A stream's waits release in the order they were enqueued: the latest one called before
+  // `t` releases last.
+  const std::vector<uint32_t>& waits = waits_by_stream_[stream];
+  for (auto it = waits.rbegin(); it != waits.rend(); ++it) {
+    const StreamWaitInfo& w = deps_.waits[*it];
+    if (events_[w.call].ts_ps < t) return events_[w.producer].end_ps();
+  }
+  return INT64_MIN;
 }
 
 std::optional<uint16_t> DependencyInference::stream_index(int64_t device, int64_t stream) const {
@@ -220,6 +233,8 @@ void DependencyInference::plan_points() {
         if (const auto w = infer_stream_wait(t, i)) {
           points.push_back(
               Point{e.ts_ps, PointKind::kStreamWait, i, static_cast<uint32_t>(deps_.waits.size())});
+          if (w->stream >= waits_by_stream_.size()) waits_by_stream_.resize(w->stream + 1);
+          waits_by_stream_[w->stream].push_back(static_cast<uint32_t>(deps_.waits.size()));
           deps_.waits.push_back(*w);
         } else {
           ++deps_.waits_dropped;

@@ -107,6 +107,11 @@ class DependencyInference {
   uint32_t first_enqueued_after(uint16_t stream, int64_t t) const;
 
   SyncInfo infer_sync(const ThreadData& t, uint32_t call) const;
+  /// When the stream waits (cudaStreamWaitEvent) called on `stream` before `t`, among those
+  /// inferred so far, release it: the end of the latest awaited GPU event (INT64_MIN if none).
+  /// A synchronize of a stream held by such a wait returns only after it (a stream waiting for
+  /// a pipeline receive on another).
+  int64_t waits_released_by(uint16_t stream, int64_t t) const;
 
   /// The stream index of (device, stream), if the rank has GPU work on it.
   std::optional<uint16_t> stream_index(int64_t device, int64_t stream) const;
@@ -143,6 +148,8 @@ class DependencyInference {
   const KinetoTrace& kineto_;
   const std::vector<KinetoEvent>& events_;
   const RankTimeline& timeline_;
+  /// Per stream, the indices into deps_.waits of its waits, in the order they were inferred.
+  std::vector<std::vector<uint32_t>> waits_by_stream_;
   const TraceGraphOptions& options_;
   RankDependencies deps_;
 };

@@ -81,6 +81,7 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
   // pre_forward and the forward's pre-process (the embedding on the first virtual stage), then
   // pre_backward and the backward's post-process (the head on the last), on the compute stream.
   p2p_.receive(true, forward.micro_batch, fvs, last_vs);
+  begin_forward_step();
   if (fvs == 0) {
     grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
     layers_.embedding_forward();

@@ -42,11 +42,12 @@ namespace {
 class BucketedReduction final : public GradientSync {
  public:
   BucketedReduction(GradSyncRank rank, bool sharded_optimizer, bool overlap,
-                    bool overlap_param_gather)
+                    bool overlap_param_gather, bool align_param_gather)
       : GradientSync(rank),
         sharded_optimizer_(sharded_optimizer),
         overlap_(overlap),
-        overlap_param_gather_(sharded_optimizer && overlap_param_gather) {}
+        overlap_param_gather_(sharded_optimizer && overlap_param_gather),
+        align_param_gather_(overlap_param_gather_ && align_param_gather) {}
 
   void begin_iteration() override {
     GradientSync::begin_iteration();
@@ -60,7 +61,9 @@ class BucketedReduction final : public GradientSync {
   /// issued ahead. Megatron-Core's forward pre-hook (megatron/core/distributed/
   /// distributed_data_parallel.py, _make_forward_pre_hook: finish_param_sync of the parameter's
   /// bucket group, which dispatches the next group's all-gather); the buckets are gathered in
-  /// forward order, the reverse of the gradients' ready order.
+  /// forward order, the reverse of the gradients' ready order. With align_param_gather the
+  /// schedule dispatches them (dispatch_param_gather): the pre-hook dispatches only a bucket
+  /// it needs that is not dispatched yet (skip_next_bucket_dispatch).
   void before_forward(int64_t unit, const PerBuffer& elements,
                       const std::optional<UnitElements>& /*next*/) override {
     if (!overlap_param_gather_ || !forwarded_.insert(unit).second) return;
@@ -78,11 +81,22 @@ class BucketedReduction final : public GradientSync {
         start += param_elements(forward_bucket(buffer, needed));
         ++needed;
       }
-      while (g.issued.size() < std::min(needed + 1, n))
+      while (g.issued.size() < std::min(align_param_gather_ ? needed : needed + 1, n))
         issue_param_gather(buffer, g);
       if (needed > 0) {
         wait_compute(g.issued[needed - 1], "DistributedDataParallel._forward_pre_hook");
       }
+    }
+  }
+
+  void dispatch_param_gather(const PerBuffer& through_elements) override {
+    if (!align_param_gather_) return;
+    for (size_t b = 0; b < kGradBuffers; ++b) {
+      const GradBuffer& buffer = rank_.buffers[b];
+      if (buffer.replicas == 1) continue;
+      ParamGather& g = gathers_[b];
+      while (g.issued.size() < buffer.buckets.size() && g.issued_elements < through_elements[b])
+        issue_param_gather(buffer, g);
     }
   }
 
@@ -171,6 +185,7 @@ class BucketedReduction final : public GradientSync {
   bool sharded_optimizer_;
   bool overlap_;
   bool overlap_param_gather_;
+  bool align_param_gather_;
   std::set<int64_t> forwarded_;
   std::array<ParamGather, kGradBuffers> gathers_;
 };
@@ -292,7 +307,7 @@ std::unique_ptr<GradientSync> make_gradient_sync(const ParallelismConfig& p, Gra
         rank, p.shard_ranks(), full_shard, p.gradient_sync == ShardedGradientSync::kLastMicroBatch);
   }
   return std::make_unique<BucketedReduction>(rank, p.zero >= 1, p.overlap_grad_reduce,
-                                             p.overlap_param_gather);
+                                             p.overlap_param_gather, p.align_param_gather);
 }
 
 }  // namespace upsim

@@ -98,6 +98,11 @@ class GradientSync {
   /// parameters are `elements`; `next`: the unit that follows it in this chunk.
   virtual void before_forward(int64_t /*unit*/, const PerBuffer& /*elements*/,
                               const std::optional<UnitElements>& /*next*/) {}
+  /// ParallelismConfig::align_param_gather: the schedule dispatches the parameter all-gathers
+  /// (not dispatched yet) of the buckets, in forward order, that start within the first
+  /// `through_elements` parameters of the forward order (per buffer): those of the model chunks
+  /// it starts. Nothing otherwise.
+  virtual void dispatch_param_gather(const PerBuffer& /*through_elements*/) {}
   /// Whether before_backward() does anything (the generator skips describing `next` if not).
   virtual bool gathers_for_backward() const { return false; }
   /// Before the backward of layer `unit`; `next`: the layer the backward visits after it.

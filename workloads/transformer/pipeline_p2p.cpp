@@ -49,13 +49,7 @@ void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int6
   const TaskId done = h.record(stream);
   h.wait(kCompute, done);
   h.end();
-  // Synchronous p2p: the host blocks until the message is in (req.wait() and
-  // torch.cuda.synchronize()), so it cannot run ahead launching the next kernels. Sends stay
-  // asynchronous here: Megatron posts them in the same batch as the next receive, which this
-  // per-direction stream model has no single call for.
-  if (config_.parallelism.p2p_synchronous) {
-    ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, stream, "torch.cuda.synchronize");
-  }
+  if (config_.parallelism.p2p_synchronous) synchronize();
   // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
   if (scatter_gather()) {
     ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, bytes,
@@ -77,6 +71,19 @@ void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t
   h.end();
   sent_.push_back(
       {rank_, forward ? next_ : prev_, forward, micro_batch, forward ? stage + 1 : stage - 1});
+}
+
+void PipelineP2p::synchronize() {
+  // The compute stream waits for the receive already, and for its layers' tensor-parallel
+  // collectives. The data-parallel stream's gradient reductions and parameter gathers it does
+  // not wait for: they are synchronised too where the rank has data-parallel replicas.
+  TaskGraph& graph = ops_.graph();
+  const RankId rank = ops_.threads().rank;
+  graph.add_host_sync(rank, kCpuThread, kCompute, "torch.cuda.synchronize");
+  const ParallelismConfig& p = config_.parallelism;
+  if (p.data * p.context > 1 || (config_.moe.experts > 0 && p.expert_data() > 1)) {
+    graph.add_host_sync(rank, kCpuThread, kDpComm, "torch.cuda.synchronize");
+  }
 }
 
 void PipelineP2p::check_order() const {

@@ -1,6 +1,6 @@
 // Pipeline-parallel sends and receives of the transformer rank being emitted (Megatron's
 // p2p_communication: batch_isend_irecv of activations forward and their gradients backward, the
-// scatter/gather optimisation over the tensor-parallel ranks, synchronous waits), and the check
+// scatter/gather optimisation over the tensor-parallel ranks, synchronous exchanges), and the check
 // that every rank receives its messages in the order they were sent.
 #pragma once
 
@@ -58,6 +58,16 @@ class PipelineP2p {
   /// stages with the encoder's output.
   int64_t message_bytes(int64_t receiver_stage) const;
   bool scatter_gather() const;
+  /// Synchronous p2p (ParallelismConfig::p2p_synchronous), after a receive: Megatron's
+  /// _communicate() waits for its batch of sends and receives, then calls
+  /// torch.cuda.synchronize(): the host waits for the device's streams (the compute with the
+  /// receive and the tensor-parallel collectives it waits for, the data-parallel collectives in
+  /// flight), so it cannot run ahead launching the next kernels. Megatron posts a step's sends in
+  /// one batch with the next step's receives; this per-direction model emits each receive just
+  /// before its step, so the sends are not waited for: with them, a stage's wait at a backward's
+  /// receive would hold the forward send just posted, which its neighbour takes only at its
+  /// own next forward, and the interleaved pipeline's ring deadlocks.
+  void synchronize();
 
   const TransformerConfig& config_;
   const LayerSizes& sizes_;

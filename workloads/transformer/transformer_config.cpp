@@ -178,7 +178,10 @@ ReadSplit read_pipeline_split(const ConfigNode& par, int64_t pipeline) {
 
 /// Reads `parallelism:` (every key has a default; an absent section takes them all). Checks
 /// that need the model shape happen in validate().
-ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uint32_t gpus) {
+/// `megatron_p2p`: the pipeline's sends and receives are Megatron-Core's p2p_communication
+/// (false: torchtitan's torch.distributed.pipelining), which sets p2p_synchronous's default.
+ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uint32_t gpus,
+                                   bool megatron_p2p) {
   ParallelismConfig p;
   if (!section) {
     p.data = gpus > 0 ? gpus : 1;
@@ -325,7 +328,29 @@ ParallelismConfig read_parallelism(const std::optional<ConfigNode>& section, uin
         .fail("needs overlap_grad_reduce: true (Megatron-Core asserts the same)");
   }
   p.p2p_scatter_gather = par.get_bool_or("p2p_scatter_gather", true);
-  p.p2p_synchronous = par.get_bool_or("p2p_synchronous", false);
+  // Megatron-Core's default (megatron/training/arguments.py and Megatron-Bridge's
+  // comm_overlap.py): the interleaved schedule overlaps its sends and receives with compute
+  // (overlap_p2p_comm); without it overlap_p2p_comm is forced off, so batch_p2p_comm is on, and
+  // with batch_p2p_sync (default true) each batched exchange ends in torch.cuda.synchronize()
+  // (p2p_communication.py, _communicate).
+  p.p2p_synchronous = par.get_bool_or(
+      "p2p_synchronous", megatron_p2p && p.pipeline > 1 && p.schedule == PipelineSchedule::k1F1B);
+  // Megatron-LM's --align-param-gather (default on; turned off without the interleaved
+  // schedule): the schedule, not each bucket's forward pre-hook, dispatches a model chunk's
+  // parameter all-gathers (schedules.py: chunks 0 and 1 before the first forward, chunk c + 1
+  // when the forward of virtual micro-batch c x pipeline - stage begins), so that every stage
+  // starts them together. NeMo's Apex distributed optimizer does the same through
+  // param_sync_func.
+  const bool interleaved = p.schedule == PipelineSchedule::kInterleaved1F1B;
+  p.align_param_gather =
+      par.get_bool_or("align_param_gather", interleaved && p.overlap_param_gather);
+  if (p.align_param_gather && !(interleaved && p.overlap_param_gather)) {
+    par.child("align_param_gather")
+        .fail(
+            "aligns the overlapped parameter all-gathers of an interleaved schedule's model "
+            "chunks: needs overlap_param_gather: true and virtual_stages > 1 (Megatron-LM turns "
+            "it off without them)");
+  }
   p.tp_comm_overlap = par.get_bool_or("tp_comm_overlap", false);
   p.async_tp = par.get_bool_or("async_tp", false);
   if (p.tp_comm_overlap && !(p.tensor > 1 && p.sequence)) {
@@ -1415,7 +1440,7 @@ TransformerConfig parse_transformer_config(const ConfigNode& workload, uint32_t 
   if (moe_node) c.moe = read_moe(*moe_node, c.ffn, c.layers, c.layer_kernels);
 
   const std::optional<ConfigNode> par_node = workload.optional_child("parallelism");
-  c.parallelism = read_parallelism(par_node, gpus);
+  c.parallelism = read_parallelism(par_node, gpus, c.layer_kernels != LayerKernelSet::kTorchtitan);
 
   // Default: one micro-batch per pipeline stage per data-parallel rank (the fewest that fill
   // the pipeline).
@@ -1824,7 +1849,11 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.p2p_scatter_gather",
        "pipeline sends split over tensor ranks, gathered on arrival"},
       {"parallelism.p2p_synchronous",
-       "the host waits for every pipeline receive before it launches more"},
+       "each pipeline exchange ends in torch.cuda.synchronize(); default: 1F1B without "
+       "interleaving"},
+      {"parallelism.align_param_gather",
+       "interleaved schedule: each model chunk's parameter all-gathers dispatched by the "
+       "schedule"},
       {"parallelism.tp_comm_overlap",
        "Megatron-Core's --tp-comm-overlap: TP collectives overlapped with the GEMMs"},
       {"parallelism.async_tp",

@@ -176,8 +176,16 @@
 //                              #   engines (ParallelismConfig::async_tp)
 //     p2p_scatter_gather: true # pipeline sends split over TP ranks, all-gathered on arrival
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
-//     p2p_synchronous: false   # true: the host waits for every pipeline receive before it
-//                              #   launches more (Megatron-LM before overlap_p2p_comm)
+//     p2p_synchronous: true    # each pipeline exchange ends in torch.cuda.synchronize():
+//                              #   the host waits for all the GPU's work (Megatron-Core's
+//                              #   batch_p2p_comm with batch_p2p_sync). Default: true for 1F1B
+//                              #   without interleaving (Megatron forces overlap_p2p_comm off
+//                              #   there), false for the interleaved schedule (overlap_p2p_comm
+//                              #   on), gpipe and layer_kernels torchtitan
+//     align_param_gather: true # overlap_param_gather under the interleaved schedule: the
+//                              #   schedule dispatches each model chunk's parameter all-gathers
+//                              #   (Megatron-LM's default; false: each bucket's forward pre-hook
+//                              #   dispatches the next, --no-align-param-gather)
 //   recompute: none            # none | selective (Megatron-Core's modules: recompute_modules) |
 //                              #   full (whole layer) |
 //                              #   op (torchtitan's per-op selective checkpointing: every
@@ -494,10 +502,20 @@ struct ParallelismConfig {
   /// over the network and the receivers all-gather it over NVLink (Megatron's
   /// scatter_gather_tensors_in_pipeline, default on). Applies with tensor > 1 without SP.
   bool p2p_scatter_gather = true;
-  /// Megatron-LM's _communicate() of 2021 waits for every batch_isend_irecv and calls
-  /// torch.cuda.synchronize() ("to protect against race condition"): the host waits for each
-  /// receive before launching more work. false: only the receiver's compute stream waits.
+  /// Megatron's _communicate() with batch_p2p_comm and batch_p2p_sync (p2p_communication.py;
+  /// in 2021 always) waits for every batch_isend_irecv and calls torch.cuda.synchronize() ("to
+  /// protect against race condition"): after each receive the host waits for all the device's
+  /// streams, the compute, the sends posted before it and any data-parallel collective in
+  /// flight. false: only the receiver's compute stream waits. The reader's default follows
+  /// Megatron's rule (read_parallelism).
   bool p2p_synchronous = false;
+  /// Megatron-LM's --align-param-gather (on by default, only with the interleaved schedule and
+  /// overlap_param_gather): each model chunk's parameter all-gathers are dispatched by the
+  /// schedule (chunks 0 and 1 before the first forward, chunk c + 1 at the forward of virtual
+  /// micro-batch c x pipeline - stage; schedules.py, forward_backward_pipelining_with_
+  /// interleaving), the buckets' pre-hooks only wait. false: each pre-hook dispatches the next
+  /// bucket as the forward reaches it.
+  bool align_param_gather = false;
   /// Tensor-parallel communication overlapped with the GEMMs as Transformer Engine's
   /// userbuffers do it under Megatron-Core's --tp-comm-overlap (off by default there;
   /// NeMo's large-model recipes turn it on). TE's defaults (NVIDIA/TransformerEngine

@@ -128,6 +128,14 @@ class TransformerEmitter {
 
   void finish_gradients();
 
+  /// Parameter elements per gradient buffer of this rank's model chunks 0 .. `chunk` in forward
+  /// order (each chunk's embedding, layers, MTP layers and head).
+  PerBuffer forward_elements_through(int64_t chunk) const;
+  /// A forward step begins (after its receive): ParallelismConfig::align_param_gather's
+  /// dispatch of the next model chunk's parameter all-gathers when this step is where Megatron's
+  /// schedule launches them (forward_step_helper_preprocess).
+  void begin_forward_step();
+
   void optimizer_step();
   /// torchtitan's MoE load balancing (layer_kernels torchtitan with moe): the optimizer's
   /// step pre-hook _update_expert_bias (torchtitan/components/optimizer.py): the MoE layers'
@@ -146,6 +154,8 @@ class TransformerEmitter {
   int64_t micro_batches_ = 1;
   int64_t chunks_ = 1;
   bool mirror_ = false;
+  /// Forward steps emitted so far in this iteration (Megatron's virtual micro-batch id).
+  int64_t forward_steps_ = 0;
 
   ProcessGroups groups_;
   ModelParameters params_;

@@ -306,6 +306,12 @@ void TransformerEmitter::iteration(uint32_t it) {
   const std::vector<PipelineStep> steps = pipeline_schedule(
       schedule, p.pipeline, chunks_, micro_batches_, coords_.pp, combined ? 1 : 0);
   assign_gradient_buckets(steps);
+  // Megatron's interleaved schedule with aligned parameter gathers dispatches the first two
+  // model chunks' all-gathers before its first forward (schedules.py).
+  forward_steps_ = 0;
+  if (p.align_param_gather) {
+    grad_sync_->dispatch_param_gather(forward_elements_through(std::min<int64_t>(1, chunks_ - 1)));
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     // The combined 1F1B schedule runs each steady-state forward with the backward after it.
     if (combined && steps[i].steady) {
@@ -328,6 +334,7 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
                           step.micro_batch, step.chunk));
   p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
   if (step.forward) {
+    begin_forward_step();
     if (vs == 0) {
       grad_sync_->before_forward(-1, params_.embedding().elements, std::nullopt);
       layers_.embedding_forward();
@@ -406,6 +413,39 @@ void TransformerEmitter::assign_gradient_buckets(const std::vector<PipelineStep>
     }
     buffer.next_bucket = 0;
     buffer.tensors_ready = 0;
+  }
+}
+
+PerBuffer TransformerEmitter::forward_elements_through(int64_t chunk) const {
+  PerBuffer elements{};
+  const auto add = [&](const LayerParams& lp) {
+    for (size_t b = 0; b < kGradBuffers; ++b)
+      elements[b] += lp.elements[b];
+  };
+  for (int64_t c = 0; c <= chunk; ++c) {
+    if (virtual_stage(c) == 0) add(params_.embedding());
+    for (int64_t l = 0; l < chunk_layer_count(c); ++l)
+      add(params_.layer(first_layer(c) + l));
+    if (virtual_stage(c) == virtual_stages() - 1) {
+      for (int64_t k = 0; k < config_.mtp_layers; ++k)
+        add(mtp_params(k));
+      add(params_.head());
+    }
+  }
+  return elements;
+}
+
+void TransformerEmitter::begin_forward_step() {
+  const int64_t step = forward_steps_++;
+  if (!config_.parallelism.align_param_gather) return;
+  // The first micro-batch of chunk c at virtual micro-batch step + stage launches chunk c + 1
+  // (c + 1 >= 2: chunks 0 and 1 went before the first forward).
+  const int64_t pipeline = config_.parallelism.pipeline;
+  const int64_t shifted = step + coords_.pp;
+  if (shifted % pipeline != 0) return;
+  const int64_t chunk = shifted / pipeline;
+  if (chunk >= 1 && chunk + 1 < chunks_) {
+    grad_sync_->dispatch_param_gather(forward_elements_through(chunk + 1));
   }
 }
 

@@ -121,7 +121,8 @@ TEST(KinetoRoundTrip, DlrmReplayedFromItsKinetoTracesGivesBackItsIterationTime) 
 
 // A transformer with tensor and pipeline parallelism (GPT-2, two layers per stage): TP
 // all-reduces, p2p sends and receives on their own streams (the pipeline bubble is rendezvous
-// wait in the replay), the optimizer's host sync.
+// wait in the replay), 1F1B's synchronous exchanges (a cudaStreamSynchronize of the compute
+// stream while a cudaStreamWaitEvent holds it for the receive), the optimizer's host sync.
 TEST(KinetoRoundTrip, TransformerReplayedFromItsKinetoTracesGivesBackItsIterationTime) {
   TempFolder dir;
   const fs::path traces = dir.path() / "kineto";

@@ -128,7 +128,8 @@ std::string workload_yaml(const CoreLayout& k, Draw& draw) {
   if (sequence) y += "    sequence: true\n";
   // GPipe has no interleaved form: rarely drawn with virtual stages (a refusal).
   if (k.pp > 1 && draw.chance(k.vp > 1 ? 16 : 3)) y += "    schedule: gpipe\n";
-  switch (draw.index(6)) {
+  const size_t sharding = draw.index(6);
+  switch (sharding) {
     case 0:
       break;
     case 1:
@@ -157,9 +158,16 @@ std::string workload_yaml(const CoreLayout& k, Draw& draw) {
     default:
       break;  // tp-cp-ep-dp-pp
   }
-  y += fmt::format("    overlap_grad_reduce: {}\n", !draw.chance(3));
+  const bool overlap_grad_reduce = !draw.chance(3);
+  y += fmt::format("    overlap_grad_reduce: {}\n", overlap_grad_reduce);
   y += fmt::format("    p2p_scatter_gather: {}\n", !draw.chance(3));
   y += fmt::format("    p2p_synchronous: {}\n", draw.chance(3));
+  // The distributed optimizer's overlapped parameter gathers, aligned by the interleaved
+  // schedule or dispatched by the pre-hooks.
+  if ((sharding == 1 || sharding == 2) && overlap_grad_reduce && draw.chance(2)) {
+    y += "    overlap_param_gather: true\n";
+    if (k.vp > 1) y += fmt::format("    align_param_gather: {}\n", !draw.chance(3));
+  }
   return y;
 }
 

@@ -369,12 +369,12 @@ std::vector<PlannedLayout> option_variants(const PlanOptions& options, const Pla
   }
   // Megatron-Core's EP all-to-all overlap (the combined 1F1B schedule), with either dispatcher,
   // where Megatron-Core runs it (transformer_config.cpp, check_a2a_overlap: one stage or
-  // virtual stages, no full recomputation, no shared-expert overlap, no MTP layers).
+  // virtual stages, no full recomputation, no shared-expert overlap).
   std::vector<Option> ep_overlap{{}};
   if (c.moe.experts > 0 && p.expert > 1 && c.layer_kernels != LayerKernelSet::kTorchtitan &&
       c.moe.dispatcher != MoeDispatcher::kAllGather && !c.moe.a2a_overlap &&
       !c.moe.shared_expert_overlap && !c.cuda_graphs && c.recompute != Recompute::kFull &&
-      c.mtp_layers == 0 && (p.pipeline == 1 || p.virtual_stages > 1)) {
+      (p.pipeline == 1 || p.virtual_stages > 1)) {
     // With the experts' weight gradients deferred, as Megatron-Bridge's moe_a2a_overlap sets it
     // (scripts/performance/utils/overrides.py, _set_moe_a2a_overlap_overrides).
     ep_overlap.push_back(

@@ -14,6 +14,11 @@
 //        comp stream:  pre_dispatch_fwd | mlp_bwd -> mlp_fwd           | pre_dispatch_bwd
 //    (issue order: combine_bwd, pre_dispatch_fwd, mlp_bwd, dispatch_fwd, dispatch_bwd, mlp_fwd,
 //    combine_fwd, pre_dispatch_bwd);
+//  - the MTP block's layers (mtp_layers) are layer plans after the decoder's on the last
+//    chunk (_build_layer_schedule_plan): the MTP prologue inside the pre-dispatch node, the
+//    layer's own dispatch, experts and combine, then its mtp_post_process node (its final norm,
+//    output layer and loss) after the forward's combine and before the backward's combine;
+//    the main head stays the chunk's post-process;
 //  - megatron/core/pipeline_parallel/utils.py, ScheduleNode: a node waits for its chain's event
 //    on its stream, runs, records the event (one event per micro-batch's schedule plan).
 // The host runs the nodes in that order, so a host wait inside one (the dispatcher's token
@@ -67,6 +72,55 @@ void TransformerEmitter::deferred_weight_gradients() {
   layers_.flush_weight_gradients();
 }
 
+std::vector<TransformerEmitter::ChunkEntry> TransformerEmitter::chunk_entries(int64_t chunk) const {
+  std::vector<ChunkEntry> entries;
+  const int64_t first = first_layer(chunk);
+  for (int64_t l = 0; l < chunk_layer_count(chunk); ++l)
+    entries.push_back({first + l, -1});
+  if (virtual_stage(chunk) == virtual_stages() - 1) {
+    for (int64_t k = 0; k < config_.mtp_layers; ++k)
+      entries.push_back({config_.layers - 1, k});
+  }
+  return entries;
+}
+
+void TransformerEmitter::entry_node(NodeChain& chain, uint16_t stream, LayerEmitter::LayerNode node,
+                                    bool backward, const ChunkEntry& entry) {
+  using Node = LayerEmitter::LayerNode;
+  if (entry.mtp < 0) {
+    chain_node(chain, stream, node, backward, entry.layer);
+    return;
+  }
+  if ((node == Node::kDispatch || node == Node::kCombine) && !config_.is_moe_layer(entry.layer)) {
+    return;
+  }
+  chain_join(chain, stream);
+  {
+    const OpEmitter::StreamScope scope(ops_, stream);
+    // MultiTokenPredictionLayer's pre_dispatch_computation wraps its transformer layer's with
+    // the embedding, the norms and eh_proj (model_chunk_schedule_plan.py).
+    if (node == Node::kPreDispatch && !backward) layers_.mtp_prologue_forward();
+    layers_.layer_node(node, backward, entry.layer);
+    if (node == Node::kPreDispatch && backward) layers_.mtp_prologue_backward();
+  }
+  chain_record(chain, stream);
+}
+
+void TransformerEmitter::mtp_post_process(NodeChain& chain, bool backward,
+                                          const ChunkEntry& entry) {
+  if (entry.mtp < 0) return;  // a decoder layer's mtp_post_process is a no-op node
+  chain_join(chain, kCompute);
+  {
+    const OpEmitter::StreamScope scope(ops_, kCompute);
+    if (backward) {
+      layers_.mtp_post_process_backward();
+    } else {
+      layers_.mtp_post_process_forward();
+    }
+  }
+  chain_record(chain, kCompute);
+}
+
 void TransformerEmitter::combined_step(const PipelineStep& forward, const PipelineStep& backward) {
   using Node = LayerEmitter::LayerNode;
   const int64_t last_vs = virtual_stages() - 1;
@@ -94,70 +148,93 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
   }
   chain_record(b, kCompute);
 
-  const int64_t f_first = first_layer(forward.chunk);
-  const int64_t f_count = chunk_layer_count(forward.chunk);
-  const int64_t b_first = first_layer(backward.chunk);
-  const int64_t b_count = chunk_layer_count(backward.chunk);
-  const auto begin_forward = [&](int64_t layer) {
-    std::optional<std::pair<int64_t, PerBuffer>> next;
-    if (layer < f_first + f_count - 1) {
-      next = std::make_pair(layer + 1, params_.layer(layer + 1).elements);
+  // The layers of each chunk in the schedule plan's order (_build_layer_schedule_plan: the
+  // decoder's, then on the last virtual stage the MTP block's), the backward's from the top.
+  const std::vector<ChunkEntry> f_entries = chunk_entries(forward.chunk);
+  std::vector<ChunkEntry> b_entries = chunk_entries(backward.chunk);
+  std::reverse(b_entries.begin(), b_entries.end());
+  const auto f_count = static_cast<int64_t>(f_entries.size());
+  const auto b_count = static_cast<int64_t>(b_entries.size());
+  const auto begin_forward = [&](int64_t i) {
+    const ChunkEntry& e = f_entries[static_cast<size_t>(i)];
+    if (e.mtp >= 0) {
+      grad_sync_->before_forward(mtp_unit(e.mtp), mtp_params(e.mtp).elements, std::nullopt);
+      return;
     }
-    grad_sync_->before_forward(layer, params_.layer(layer).elements, next);
+    std::optional<std::pair<int64_t, PerBuffer>> next;
+    if (i + 1 < f_count && f_entries[static_cast<size_t>(i + 1)].mtp < 0) {
+      next = std::make_pair(e.layer + 1, params_.layer(e.layer + 1).elements);
+    }
+    grad_sync_->before_forward(e.layer, params_.layer(e.layer).elements, next);
   };
-  const auto begin_backward = [&](int64_t layer) {
-    if (!grad_sync_->gathers_for_backward()) return;
+  const auto begin_backward = [&](int64_t i) {
+    const ChunkEntry& e = b_entries[static_cast<size_t>(i)];
+    if (!grad_sync_->gathers_for_backward() || e.mtp >= 0) return;  // MTP: no FSDP (refused)
     std::optional<UnitElements> next;
-    if (layer > b_first) next = std::make_pair(layer - 1, params_.layer(layer - 1).elements);
-    grad_sync_->before_backward(layer, params_.layer(layer).elements, next);
+    if (i + 1 < b_count) {
+      const int64_t below = b_entries[static_cast<size_t>(i + 1)].layer;
+      next = std::make_pair(below, params_.layer(below).elements);
+    }
+    grad_sync_->before_backward(e.layer, params_.layer(e.layer).elements, next);
   };
   // A backward layer ends with its pre-dispatch node's deferred weight gradients, then its
   // gradients' reduction; the chunk's last layer's wait for the backward's send (Megatron-Core:
   // "Delay the last pre_dispatch_computation wgrad ... for overlapping with the p2p comm").
   std::optional<int64_t> last_backward_layer;
-  const auto end_backward = [&](int64_t layer, bool last) {
-    if (last) {
-      last_backward_layer = layer;
+  const auto end_backward = [&](int64_t i) {
+    const ChunkEntry& e = b_entries[static_cast<size_t>(i)];
+    if (i == b_count - 1) {
+      last_backward_layer = e.layer;
       return;
     }
     deferred_weight_gradients();
-    grad_sync_->after_backward(layer, params_.layer(layer), last_mb);
+    if (e.mtp >= 0) {
+      grad_sync_->after_backward(mtp_unit(e.mtp), mtp_params(e.mtp), last_mb);
+    } else {
+      grad_sync_->after_backward(e.layer, params_.layer(e.layer), last_mb);
+    }
+  };
+  const auto fnode = [&](uint16_t stream, Node node, int64_t i) {
+    entry_node(f, stream, node, false, f_entries[static_cast<size_t>(i)]);
+  };
+  const auto bnode = [&](uint16_t stream, Node node, int64_t i) {
+    entry_node(b, stream, node, true, b_entries[static_cast<size_t>(i)]);
   };
   const int64_t pairs = std::min(f_count, b_count);
   for (int64_t i = 0; i < pairs; ++i) {
-    const int64_t fl = f_first + i;
-    const int64_t bl = b_first + b_count - 1 - i;
-    begin_backward(bl);
-    chain_node(b, kEpComm, Node::kCombine, true, bl);
-    begin_forward(fl);
-    chain_node(f, kCompute, Node::kPreDispatch, false, fl);
-    chain_node(b, kCompute, Node::kMlp, true, bl);
-    chain_node(f, kEpComm, Node::kDispatch, false, fl);
+    begin_backward(i);
+    mtp_post_process(b, true, b_entries[static_cast<size_t>(i)]);
+    bnode(kEpComm, Node::kCombine, i);
+    begin_forward(i);
+    fnode(kCompute, Node::kPreDispatch, i);
+    bnode(kCompute, Node::kMlp, i);
+    fnode(kEpComm, Node::kDispatch, i);
     deferred_weight_gradients();  // b_layer.mlp.backward_dw
-    chain_node(b, kEpComm, Node::kDispatch, true, bl);
-    chain_node(f, kCompute, Node::kMlp, false, fl);
-    chain_node(f, kEpComm, Node::kCombine, false, fl);
-    chain_node(b, kCompute, Node::kPreDispatch, true, bl);
-    end_backward(bl, i == b_count - 1);
+    bnode(kEpComm, Node::kDispatch, i);
+    fnode(kCompute, Node::kMlp, i);
+    fnode(kEpComm, Node::kCombine, i);
+    bnode(kCompute, Node::kPreDispatch, i);
+    mtp_post_process(f, false, f_entries[static_cast<size_t>(i)]);
+    end_backward(i);
   }
   // Chunks of unequal layer counts: the backward's remaining layers, then the forward's.
   for (int64_t i = pairs; i < b_count; ++i) {
-    const int64_t bl = b_first + b_count - 1 - i;
-    begin_backward(bl);
-    chain_node(b, kEpComm, Node::kCombine, true, bl);
-    chain_node(b, kCompute, Node::kMlp, true, bl);
+    begin_backward(i);
+    mtp_post_process(b, true, b_entries[static_cast<size_t>(i)]);
+    bnode(kEpComm, Node::kCombine, i);
+    bnode(kCompute, Node::kMlp, i);
     deferred_weight_gradients();
-    chain_node(b, kEpComm, Node::kDispatch, true, bl);
-    chain_node(b, kCompute, Node::kPreDispatch, true, bl);
-    end_backward(bl, i == b_count - 1);
+    bnode(kEpComm, Node::kDispatch, i);
+    bnode(kCompute, Node::kPreDispatch, i);
+    end_backward(i);
   }
   for (int64_t i = pairs; i < f_count; ++i) {
-    const int64_t fl = f_first + i;
-    begin_forward(fl);
-    chain_node(f, kCompute, Node::kPreDispatch, false, fl);
-    chain_node(f, kEpComm, Node::kDispatch, false, fl);
-    chain_node(f, kCompute, Node::kMlp, false, fl);
-    chain_node(f, kEpComm, Node::kCombine, false, fl);
+    begin_forward(i);
+    fnode(kCompute, Node::kPreDispatch, i);
+    fnode(kEpComm, Node::kDispatch, i);
+    fnode(kCompute, Node::kMlp, i);
+    fnode(kEpComm, Node::kCombine, i);
+    mtp_post_process(f, false, f_entries[static_cast<size_t>(i)]);
   }
 
   // post_forward (the output's send once the forward's chain is done, beside the backward's

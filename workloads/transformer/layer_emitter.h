@@ -109,6 +109,15 @@ class LayerEmitter {
   /// transformer layer like `layer` (the model's last) and its final norm; and its backward.
   void mtp_forward(int64_t layer);
   void mtp_backward(int64_t layer);
+  /// The MTP layer's own ops before its transformer layer (its embedding, enorm, hnorm, the
+  /// concatenation, eh_proj and their tensor-parallel gathers) and their backward: what the
+  /// combined 1F1B schedule adds to the MTP layer's pre-dispatch node (combined_1f1b.cpp).
+  void mtp_prologue_forward();
+  void mtp_prologue_backward();
+  /// The combined schedule's MTP post-process node: the MTP layer's final norm and its own
+  /// output layer and loss (vocabulary_output_forward), and their backward.
+  void mtp_post_process_forward();
+  void mtp_post_process_backward();
 
   // Encoder-decoder models (encoder_decoder.h; cross_attention_emitter.cpp), on the emitter of
   // the decoder stack (the cross-attention) or of the encoder (its final norm).

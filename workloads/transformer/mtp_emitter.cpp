@@ -22,6 +22,13 @@
 namespace upsim::transformer_emit {
 
 void LayerEmitter::mtp_forward(int64_t layer) {
+  mtp_prologue_forward();
+  attention_forward(layer);
+  mlp_forward(layer);
+  norm_forward();  // final_layernorm
+}
+
+void LayerEmitter::mtp_prologue_forward() {
   const LayerKernels& d = kernels_;
   embedding_forward();
   norm_forward();  // enorm
@@ -38,13 +45,19 @@ void LayerEmitter::mtp_forward(int64_t layer) {
     tp_collective(CollectiveKind::kAllGather,
                   sizes_.tokens * (sizes_.h / sizes_.t) * act_elem_bytes_, "c10d::_allgather_base");
   }
-  attention_forward(layer);
-  mlp_forward(layer);
+}
+
+void LayerEmitter::mtp_post_process_forward() {
   norm_forward();  // final_layernorm
+  vocabulary_output_forward();
+}
+
+void LayerEmitter::mtp_post_process_backward() {
+  vocabulary_output_backward();
+  norm_backward();
 }
 
 void LayerEmitter::mtp_backward(int64_t layer) {
-  const LayerKernels& d = kernels_;
   norm_backward();
   // Under full recomputation the MTP layer is checkpointed too (MultiTokenPredictionLayer's
   // _checkpointed_forward when recompute_granularity is full).
@@ -54,6 +67,11 @@ void LayerEmitter::mtp_backward(int64_t layer) {
   }
   mlp_backward(layer);
   attention_backward(layer);
+  mtp_prologue_backward();
+}
+
+void LayerEmitter::mtp_prologue_backward() {
+  const LayerKernels& d = kernels_;
   // The sequence-parallel split's backward gathers the shards' gradients; the hidden gather's
   // backward is a split (no communication).
   tp_exit_backward();

@@ -942,7 +942,7 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
 /// What multi-token prediction (the `mtp_layers` key; mtp_emitter.cpp) runs with here, each
 /// refusal at its key: GPTModel's language-model head on a decoder-only model, Megatron-Core's
 /// own layers, DDP or the distributed optimizer (not FSDP / ZeRO 3, whose units would need the
-/// MTP module's), without the combined 1F1B schedule, CUDA graphs or LoRA.
+/// MTP module's), without CUDA graphs or LoRA.
 void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "multi-token prediction (mtp_layers)", what);
@@ -956,9 +956,6 @@ void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
     refuse("parallelism.fsdp", "runs under DDP or the distributed optimizer here");
   }
   if (c.parallelism.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
-  if (c.moe.a2a_overlap) {
-    refuse("moe.a2a_overlap", "runs without the combined 1F1B schedule here (not modelled)");
-  }
   if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs here");
   if (c.lora.enabled()) refuse("lora", "trains the whole model here");
 }

@@ -85,6 +85,22 @@ class TransformerEmitter {
   /// Node `node` of `layer` on `stream`, after the chain's previous node.
   void chain_node(NodeChain& chain, uint16_t stream, LayerEmitter::LayerNode node, bool backward,
                   int64_t layer);
+  /// One layer of a model chunk's schedule plan: decoder layer `layer`, or (mtp >= 0) MTP
+  /// layer `mtp`, whose transformer layer is like `layer`, the model's last.
+  struct ChunkEntry {
+    int64_t layer = 0;
+    int64_t mtp = -1;
+  };
+  /// `chunk`'s layers in forward order: its decoder layers, then on the last virtual stage the
+  /// MTP layers (TransformerModelChunkSchedulePlan builds the MTP block's plans after them).
+  std::vector<ChunkEntry> chunk_entries(int64_t chunk) const;
+  /// chain_node for an entry: an MTP layer's pre-dispatch node wraps its transformer layer's
+  /// with the MTP prologue (LayerEmitter::mtp_prologue_forward / _backward).
+  void entry_node(NodeChain& chain, uint16_t stream, LayerEmitter::LayerNode node, bool backward,
+                  const ChunkEntry& entry);
+  /// An MTP layer's post-process node on the compute stream (its final norm, output layer and
+  /// loss; the forward's after its combine, the backward's first); nothing for a decoder layer.
+  void mtp_post_process(NodeChain& chain, bool backward, const ChunkEntry& entry);
   /// The chain's next work on `stream` waits for its previous node when that ran elsewhere; the
   /// chain goes on on `stream` (the next node on another stream follows a chain_record).
   void chain_join(NodeChain& chain, uint16_t stream);

@@ -104,16 +104,16 @@ class LayerEmitter {
   /// final norm: the language-model head's, and each MTP layer's own (head_emitter.cpp).
   void vocabulary_output_forward();
   void vocabulary_output_backward();
-  /// One multi-token prediction layer before the output layers (TransformerConfig::mtp_layers;
-  /// mtp_emitter.cpp): its embedding, enorm and hnorm, their concatenation, eh_proj, a
-  /// transformer layer like `layer` (the model's last) and its final norm; and its backward.
-  void mtp_forward(int64_t layer);
-  void mtp_backward(int64_t layer);
-  /// The MTP layer's own ops before its transformer layer (its embedding, enorm, hnorm, the
-  /// concatenation, eh_proj and their tensor-parallel gathers) and their backward: what the
-  /// combined 1F1B schedule adds to the MTP layer's pre-dispatch node (combined_1f1b.cpp).
+  /// A multi-token prediction layer (TransformerConfig::mtp_layers; mtp_emitter.cpp) is its
+  /// prologue (its embedding, enorm and hnorm, their concatenation, eh_proj and their
+  /// tensor-parallel gathers), a transformer layer like the model's last (which the caller
+  /// emits, in or out of CUDA graphs as the decoder's), and its final norm; the backward runs
+  /// them in reverse. The combined 1F1B schedule puts the prologue in the layer's pre-dispatch
+  /// node (combined_1f1b.cpp).
   void mtp_prologue_forward();
   void mtp_prologue_backward();
+  void mtp_final_norm_forward();
+  void mtp_final_norm_backward();
   /// The combined schedule's MTP post-process node: the MTP layer's final norm and its own
   /// output layer and loss (vocabulary_output_forward), and their backward.
   void mtp_post_process_forward();
@@ -385,7 +385,8 @@ class LayerEmitter {
   /// (MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize): the counts all-gathered on the
   /// current stream and copied to the host on kEpDtoH once they are there (cuda_dtoh_point);
   /// later, the host waits for that copy (cuda_sync_point), not for the stream it came from.
-  void expert_counts_to_host();
+  /// `gathered`: the counts were all-gathered already (in a moe_preprocess graph).
+  void expert_counts_to_host(bool gathered = false);
   void host_waits_for_counts_copy();
   /// moe.dispatcher allgather (MoEAllGatherTokenDispatcher.token_permutation): the routing map,
   /// the routing probabilities and the hidden states all-gathered over the EP group, then the

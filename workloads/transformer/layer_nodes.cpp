@@ -25,14 +25,23 @@ void LayerEmitter::layer_node(LayerNode node, bool backward, int64_t layer) {
 }
 
 void LayerEmitter::emit_layer_node(LayerNode node, bool backward, int64_t layer) {
+  // Transformer Engine's partial graphs (cuda_graph_scope attn, moe_router, moe_preprocess; the
+  // config refuses the whole layer, mlp and moe beside the combined schedule): the pre-dispatch
+  // node replays the layer's graphed callables (fine_grained_callables.py,
+  // submodule_pre_dispatch_forward: _te_cuda_graph_replay), one graph for the attention and the
+  // router (with the dispatcher's preprocess) where both are captured, the rest eagerly.
+  const bool attn_graph = config_.cuda_graphs && config_.cuda_graph_scope.attn;
+  const bool router_graph = config_.cuda_graphs && config_.cuda_graph_scope.moe_router;
   if (!config_.is_moe_layer(layer)) {
     // A dense layer: the attention, then the norm, MLP and residual add; no communication node.
     if (node == LayerNode::kPreDispatch) {
+      if (attn_graph) ops_.begin_capture();
       if (backward) {
         attention_backward(layer);
       } else {
         attention_forward(layer);
       }
+      if (attn_graph) ops_.end_capture(kGraphReplay);
     } else if (node == LayerNode::kMlp) {
       if (backward) {
         mlp_backward(layer);
@@ -43,11 +52,23 @@ void LayerEmitter::emit_layer_node(LayerNode node, bool backward, int64_t layer)
     return;
   }
   if (backward) {
+    // The router graph's backward (begun inside moe_node_backward) goes on into the
+    // attention's where both are captured.
     moe_node_backward(node);
-    if (node == LayerNode::kPreDispatch) attention_backward(layer);
+    if (node == LayerNode::kPreDispatch) {
+      if (ops_.capturing() && !attn_graph) ops_.end_capture(kGraphReplay);
+      if (attn_graph && !ops_.capturing()) ops_.begin_capture();
+      attention_backward(layer);
+      if (ops_.capturing()) ops_.end_capture(kGraphReplay);
+    }
     return;
   }
-  if (node == LayerNode::kPreDispatch) attention_forward(layer);
+  if (node == LayerNode::kPreDispatch) {
+    if (attn_graph) ops_.begin_capture();
+    attention_forward(layer);
+    if (ops_.capturing() && !router_graph) ops_.end_capture(kGraphReplay);
+    if (router_graph && !ops_.capturing()) ops_.begin_capture();
+  }
   moe_node_forward(node);
 }
 
@@ -60,18 +81,22 @@ void LayerEmitter::moe_node_forward(LayerNode node) {
   const bool counts = !flex && !config_.moe.pad_to_capacity;
   const bool sync_before_permute = counts && config_.moe.capacity_factor > 0.0;
   switch (node) {
-    case LayerNode::kPreDispatch:
+    case LayerNode::kPreDispatch: {
       pre_mlp_norm_forward();
       if (config_.moe.shared_experts > 0) shared_experts_forward();
       router_forward();
+      // A moe_router graph (emit_layer_node began it) ends here, with the dispatcher's
+      // preprocess in it under moe_preprocess; the counts then leave for the host after it.
+      const bool preprocessed = ops_.capturing() && moe_router_graph_end();
       // DeepEP's setup_metadata (dispatch_preprocess): the routing's top-k token indices.
-      if (flex && !hybrid) ops_.op("aten::topk", "flex_topk", d.topk);
+      if (flex && !hybrid && !preprocessed) ops_.op("aten::topk", "flex_topk", d.topk);
       if (counts) {
-        expert_counts_to_host();
+        expert_counts_to_host(preprocessed);
         if (sync_before_permute) host_waits_for_counts_copy();
       }
-      if (!flex) ops_.op("moe_permute", "permute", d.permute);
+      if (!flex && !preprocessed) ops_.op("moe_permute", "permute", d.permute);
       return;
+    }
     case LayerNode::kDispatch:
       if (flex) {
         flex_dispatch(false);
@@ -157,7 +182,16 @@ void LayerEmitter::moe_node_backward(LayerNode node) {
       }
       return;
     case LayerNode::kPreDispatch:
+      // The moe_router graph's backward: from the first permutation's under moe_preprocess,
+      // else from the router's (emit_layer_node ends it).
+      if (config_.cuda_graphs && config_.cuda_graph_scope.moe_router &&
+          config_.cuda_graph_scope.moe_preprocess && !flex) {
+        ops_.begin_capture();
+      }
       if (!flex) ops_.op("MoePermuteBackward", "permute_bwd", d.unpermute);
+      if (config_.cuda_graphs && config_.cuda_graph_scope.moe_router && !ops_.capturing()) {
+        ops_.begin_capture();
+      }
       // The pre-MLP norm's output feeds the router and the shared experts: rerun under
       // layernorm before their backward.
       if (rerun.layernorm) norm_forward();

@@ -412,8 +412,10 @@ void LayerEmitter::host_waits_for_expert_counts(int64_t bytes) {
                              "cudaStreamSynchronize");
 }
 
-void LayerEmitter::expert_counts_to_host() {
-  const int64_t bytes = gather_expert_counts();
+void LayerEmitter::expert_counts_to_host(bool gathered) {
+  const int64_t bytes = gathered
+                            ? config_.moe.experts * kExpertCountBytes * config_.parallelism.expert
+                            : gather_expert_counts();
   HostOp h = ops_.host_op("aten::to");
   h.wait(kEpDtoH, h.record(ops_.stream()));
   h.copy_on(kEpDtoH, "Memcpy DtoH (Device -> Pinned)", TransferKind::kDeviceToHost, bytes);

@@ -21,11 +21,12 @@
 
 namespace upsim::transformer_emit {
 
-void LayerEmitter::mtp_forward(int64_t layer) {
-  mtp_prologue_forward();
-  attention_forward(layer);
-  mlp_forward(layer);
-  norm_forward();  // final_layernorm
+void LayerEmitter::mtp_final_norm_forward() {
+  norm_forward();
+}
+
+void LayerEmitter::mtp_final_norm_backward() {
+  norm_backward();
 }
 
 void LayerEmitter::mtp_prologue_forward() {
@@ -48,26 +49,13 @@ void LayerEmitter::mtp_prologue_forward() {
 }
 
 void LayerEmitter::mtp_post_process_forward() {
-  norm_forward();  // final_layernorm
+  mtp_final_norm_forward();
   vocabulary_output_forward();
 }
 
 void LayerEmitter::mtp_post_process_backward() {
   vocabulary_output_backward();
-  norm_backward();
-}
-
-void LayerEmitter::mtp_backward(int64_t layer) {
-  norm_backward();
-  // Under full recomputation the MTP layer is checkpointed too (MultiTokenPredictionLayer's
-  // _checkpointed_forward when recompute_granularity is full).
-  if (config_.recompute == Recompute::kFull) {
-    attention_forward(layer);
-    mlp_forward(layer);
-  }
-  mlp_backward(layer);
-  attention_backward(layer);
-  mtp_prologue_backward();
+  mtp_final_norm_backward();
 }
 
 void LayerEmitter::mtp_prologue_backward() {

@@ -942,7 +942,7 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
 /// What multi-token prediction (the `mtp_layers` key; mtp_emitter.cpp) runs with here, each
 /// refusal at its key: GPTModel's language-model head on a decoder-only model, Megatron-Core's
 /// own layers, DDP or the distributed optimizer (not FSDP / ZeRO 3, whose units would need the
-/// MTP module's), without CUDA graphs or LoRA.
+/// MTP module's), without LoRA.
 void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "multi-token prediction (mtp_layers)", what);
@@ -956,7 +956,6 @@ void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
     refuse("parallelism.fsdp", "runs under DDP or the distributed optimizer here");
   }
   if (c.parallelism.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
-  if (c.cuda_graphs) refuse("cuda_graphs", "runs without CUDA graphs here");
   if (c.lora.enabled()) refuse("lora", "trains the whole model here");
 }
 
@@ -1069,8 +1068,8 @@ void check_async_tp(const ConfigNode& workload, const TransformerConfig& c) {
 /// What Megatron-Core's EP all-to-all overlap (moe.a2a_overlap) runs with, each refusal at its
 /// key: TransformerConfig.__post_init__ at Megatron-LM d98e8a6 asserts expert parallel > 1, bf16
 /// or fp16, no full recomputation and no moe in recompute_modules, and virtual pipeline stages
-/// with pipeline parallel (the interleaved 1F1B schedule). Layer-wide CUDA graphs
-/// (Megatron refuses the moe and mlp graph scopes) and encoder-decoder models (Megatron's
+/// with pipeline parallel (the interleaved 1F1B schedule). CUDA graphs of the whole layer or
+/// of the moe and mlp scopes (Megatron refuses those) and encoder-decoder models (Megatron's
 /// combined schedule is GPTModel's) are refused too.
 void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
@@ -1098,11 +1097,23 @@ void check_a2a_overlap(const ConfigNode& workload, const TransformerConfig& c) {
            "needs virtual pipeline stages with pipeline parallel (Megatron-Core asserts it): "
            "virtual_stages > 1, or pipeline 1");
   }
+  // Megatron-Core's TE graphs beside it (cuda_graph_impl transformer_engine): the attn,
+  // moe_router and moe_preprocess scopes, which the pre-dispatch node replays; it refuses
+  // graphing the moe and mlp scopes with the overlap, and the whole layer would hold the
+  // dispatch and combine that the schedule runs apart.
   if (c.cuda_graphs) {
-    refuse("cuda_graphs",
-           "runs without CUDA graphs here (Megatron-Core refuses graphing the moe and mlp scopes "
-           "with it; its attn and moe_router graphs beside the combined schedule are not "
-           "modelled)");
+    const CudaGraphScope& scope = c.cuda_graph_scope;
+    if (scope.whole_layer()) {
+      refuse("cuda_graphs",
+             "graphs each layer's dispatch and combine, which the combined schedule runs as "
+             "their own nodes: state cuda_graph_scope [attn, moe_router, moe_preprocess] "
+             "(Transformer Engine's partial graphs), or cuda_graphs false");
+    }
+    if (scope.moe || scope.mlp) {
+      refuse("cuda_graph_scope",
+             "may not hold moe or mlp beside it (Megatron-Core refuses them with "
+             "overlap_moe_expert_parallel_comm): attn, moe_router, moe_preprocess");
+    }
   }
   if (c.encoder_decoder()) refuse("decoder", "is GPTModel's schedule: decoder-only models");
   if (c.moe.delay_wgrad && c.parallelism.tp_comm_overlap) {

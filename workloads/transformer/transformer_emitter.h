@@ -111,6 +111,11 @@ class TransformerEmitter {
   void deferred_weight_gradients();
 
   void forward_layer(int64_t layer, int64_t last_layer);
+  /// One MTP layer of the last chunk (mtp_emitter.cpp): its prologue, a transformer layer like
+  /// the model's last (in CUDA graphs as the decoder's layers are), its final norm; and its
+  /// backward.
+  void mtp_layer_forward();
+  void mtp_layer_backward();
   /// Whether layer `layer`'s MLP block starts inside its CUDA graph (cuda_graph_scope: the
   /// whole layer, mlp on a dense layer, moe or moe_router on a MoE layer). Its backward under
   /// moe_router starts eagerly (the graph begins inside moe_backward).

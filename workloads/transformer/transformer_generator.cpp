@@ -225,6 +225,37 @@ void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
   if (config_.encoder_decoder() && layer == config_.layers - 1) layers_.final_norm_forward();
 }
 
+void TransformerEmitter::mtp_layer_forward() {
+  const int64_t layer = config_.layers - 1;
+  layers_.mtp_prologue_forward();
+  // Its transformer layer is graphed as the decoder's are (Megatron-Core's TE graph helper
+  // takes each MTP layer's mtp_model_layer among the callables: cuda_graphs.py).
+  graph_scope_begin(config_.cuda_graphs && config_.cuda_graph_scope.captures_attention());
+  layers_.attention_forward(layer);
+  graph_scope_begin(mlp_block_graphed(layer));
+  layers_.mlp_forward(layer);
+  graph_scope_begin(false);
+  layers_.mtp_final_norm_forward();
+}
+
+void TransformerEmitter::mtp_layer_backward() {
+  const int64_t layer = config_.layers - 1;
+  layers_.mtp_final_norm_backward();
+  graph_scope_begin(mlp_block_graphed(layer) &&
+                    !(config_.is_moe_layer(layer) && config_.cuda_graph_scope.moe_router));
+  // Under full recomputation the MTP layer is checkpointed too (MultiTokenPredictionLayer's
+  // _checkpointed_forward when recompute_granularity is full).
+  if (config_.recompute == Recompute::kFull) {
+    layers_.attention_forward(layer);
+    layers_.mlp_forward(layer);
+  }
+  layers_.mlp_backward(layer);
+  graph_scope_begin(config_.cuda_graphs && config_.cuda_graph_scope.captures_attention());
+  layers_.attention_backward(layer);
+  graph_scope_begin(false);
+  layers_.mtp_prologue_backward();
+}
+
 bool TransformerEmitter::mlp_block_graphed(int64_t layer) const {
   if (!config_.cuda_graphs) return false;
   const CudaGraphScope& scope = config_.cuda_graph_scope;
@@ -345,7 +376,7 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
     if (vs == last_vs) {
       for (int64_t k = 0; k < config_.mtp_layers; ++k) {
         grad_sync_->before_forward(mtp_unit(k), mtp_params(k).elements, std::nullopt);
-        layers_.mtp_forward(config_.layers - 1);
+        mtp_layer_forward();
       }
       grad_sync_->before_forward(-2, params_.head().elements, std::nullopt);
       head_layers().head_forward();
@@ -360,7 +391,7 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
       head_layers().head_backward();
       grad_sync_->after_backward(-2, params_.head(), last_mb);
       for (int64_t k = config_.mtp_layers - 1; k >= 0; --k) {
-        layers_.mtp_backward(config_.layers - 1);
+        mtp_layer_backward();
         grad_sync_->after_backward(mtp_unit(k), mtp_params(k), last_mb);
       }
     }

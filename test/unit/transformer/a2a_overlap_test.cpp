@@ -113,6 +113,30 @@ TEST(A2aOverlap, PairedMicroBatchesCommunicateOnTheirStreamWithTheSameKernels) {
             test_configs::kernel_counts(overlap_moe(MoeDispatcher::kFlex, false, 2)));
 }
 
+// Transformer Engine's partial graphs beside the combined schedule (cuda_graph_scope attn,
+// moe_router, moe_preprocess, as Megatron-Bridge's Blackwell MoE recipes set them): each
+// pre-dispatch node replays one graph forward and one backward (attention, router and the
+// dispatcher's preprocess), the same kernels run, the counts still reach the host after it.
+TEST(A2aOverlap, TransformerEngineGraphsReplayEachPreDispatchNode) {
+  const TransformerConfig eager = overlap_moe(MoeDispatcher::kAllToAll, true, 2);
+  const int layers = static_cast<int>(eager.layers);
+  const int micro_batches = 2;
+  for (const bool attn : {true, false}) {
+    TransformerConfig c = eager;
+    c.cuda_graphs = true;
+    c.cuda_graph_scope.attn = attn;
+    c.cuda_graph_scope.moe_router = true;
+    c.cuda_graph_scope.moe_preprocess = attn;
+    EXPECT_EQ(test_configs::kernel_counts(c), test_configs::kernel_counts(eager)) << attn;
+    EXPECT_EQ(by_stream(c, TaskKind::kLaunch, "cudaGraphLaunch"),
+              (std::map<uint16_t, int>{{transformer_emit::kCpuThread, 2 * layers * micro_batches}}))
+        << attn;
+    EXPECT_EQ(by_stream(c, TaskKind::kHostSync, "cudaEventSynchronize"),
+              by_stream(eager, TaskKind::kHostSync, "cudaEventSynchronize"))
+        << attn;
+  }
+}
+
 // Under tensor parallel (sequence parallel, no userbuffers) Transformer Engine's linears defer
 // their weight-gradient GEMMs too (module/linear.py keeps the re-gathered input for them): the
 // same backward_dw GEMMs as at tensor 1, with the input all-gathers still in the backward.
@@ -260,6 +284,10 @@ TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) 
   const std::string moe = "  moe: {experts: 8, a2a_overlap: true}\n";
   EXPECT_EQ(error(moe, ep8), "");
   EXPECT_EQ(error("  moe: {experts: 8, a2a_overlap: true, dispatcher: flex}\n", ep8), "");
+  EXPECT_EQ(
+      error("  cuda_graphs: true\n  cuda_graph_scope: [attn, moe_router, moe_preprocess]\n" + moe,
+            ep8),
+      "");
   for (const auto& [extra, parallelism, key] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
            {moe, "{data: 8, expert: 1}", "workload.moe.a2a_overlap"},
@@ -282,6 +310,9 @@ TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) 
            {"  cuda_graphs: true\n  moe: {experts: 8, capacity_factor: 1.0, pad_to_capacity: "
             "true, a2a_overlap: true}\n",
             ep8, "workload.cuda_graphs"},
+           {"  cuda_graphs: true\n  cuda_graph_scope: [attn, moe]\n  moe: {experts: 8, "
+            "capacity_factor: 1.0, pad_to_capacity: true, a2a_overlap: true}\n",
+            ep8, "workload.cuda_graph_scope"},
        }) {
     const std::string e = error(extra, parallelism);
     EXPECT_NE(e.find(key), std::string::npos) << extra << e;

@@ -183,6 +183,23 @@ TEST(MultiTokenPrediction, RunsAsOneMoreLayerOfTheCombinedSchedule) {
   EXPECT_GT(on, Duration::zero());
 }
 
+// Under CUDA graphs the MTP layer's transformer layer is graphed as the decoder's are
+// (Megatron-Core's TE graph helper takes each MTP layer's mtp_model_layer among its callables):
+// a whole-layer graph forward and backward per micro-batch, its prologue and output layer
+// eager.
+TEST(MultiTokenPrediction, ItsTransformerLayerIsGraphedAsTheDecoders) {
+  TransformerConfig plain = small_llama(0);
+  plain.cuda_graphs = true;
+  TransformerConfig mtp = small_llama(1);
+  mtp.cuda_graphs = true;
+  const int micro_batches = static_cast<int>(plain.micro_batches());
+  EXPECT_EQ(test_configs::task_count(mtp, TaskKind::kLaunch, "cudaGraphLaunch") -
+                test_configs::task_count(plain, TaskKind::kLaunch, "cudaGraphLaunch"),
+            2 * micro_batches);
+  TransformerConfig eager = small_llama(1);
+  EXPECT_EQ(test_configs::kernel_counts(mtp), test_configs::kernel_counts(eager));
+}
+
 TEST(MultiTokenPrediction, IsRefusedWhereItIsNotModelledAtTheKey) {
   const auto error = [](const std::string& extra, const std::string& parallelism,
                         uint32_t gpus = 8) {

@@ -167,15 +167,16 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     }
     grad_sync_->before_forward(e.layer, params_.layer(e.layer).elements, next);
   };
+  const auto unit_of = [&](const ChunkEntry& e) -> UnitElements {
+    if (e.mtp >= 0) return {mtp_unit(e.mtp), mtp_params(e.mtp).elements};
+    return {e.layer, params_.layer(e.layer).elements};
+  };
   const auto begin_backward = [&](int64_t i) {
-    const ChunkEntry& e = b_entries[static_cast<size_t>(i)];
-    if (!grad_sync_->gathers_for_backward() || e.mtp >= 0) return;  // MTP: no FSDP (refused)
+    if (!grad_sync_->gathers_for_backward()) return;
     std::optional<UnitElements> next;
-    if (i + 1 < b_count) {
-      const int64_t below = b_entries[static_cast<size_t>(i + 1)].layer;
-      next = std::make_pair(below, params_.layer(below).elements);
-    }
-    grad_sync_->before_backward(e.layer, params_.layer(e.layer).elements, next);
+    if (i + 1 < b_count) next = unit_of(b_entries[static_cast<size_t>(i + 1)]);
+    const UnitElements unit = unit_of(b_entries[static_cast<size_t>(i)]);
+    grad_sync_->before_backward(unit.first, unit.second, next);
   };
   // A backward layer ends with its pre-dispatch node's deferred weight gradients, then its
   // gradients' reduction; the chunk's last layer's wait for the backward's send (Megatron-Core:

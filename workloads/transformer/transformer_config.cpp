@@ -941,8 +941,8 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
 
 /// What multi-token prediction (the `mtp_layers` key; mtp_emitter.cpp) runs with here, each
 /// refusal at its key: GPTModel's language-model head on a decoder-only model, Megatron-Core's
-/// own layers, DDP or the distributed optimizer (not FSDP / ZeRO 3, whose units would need the
-/// MTP module's), without LoRA.
+/// own layers, without LoRA. Under FSDP / ZeRO 3 each MTP layer is a unit of its own
+/// (Megatron-FSDP shards the MTP block's modules as the decoder's).
 void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "multi-token prediction (mtp_layers)", what);
@@ -952,10 +952,6 @@ void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
   if (c.layer_kernels == LayerKernelSet::kTorchtitan) {
     refuse("layer_kernels", "is Megatron-Core's module: layer_kernels fused");
   }
-  if (c.parallelism.fsdp != FsdpMode::kNone) {
-    refuse("parallelism.fsdp", "runs under DDP or the distributed optimizer here");
-  }
-  if (c.parallelism.zero >= 3) refuse("parallelism.zero", "runs with ZeRO 0, 1 or 2 here");
   if (c.lora.enabled()) refuse("lora", "trains the whole model here");
 }
 

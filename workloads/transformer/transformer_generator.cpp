@@ -391,6 +391,17 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
       head_layers().head_backward();
       grad_sync_->after_backward(-2, params_.head(), last_mb);
       for (int64_t k = config_.mtp_layers - 1; k >= 0; --k) {
+        if (grad_sync_->gathers_for_backward()) {
+          // The unit the backward visits next: the MTP layer below, or the chunk's top layer.
+          std::optional<UnitElements> next;
+          if (k > 0) {
+            next = std::make_pair(mtp_unit(k - 1), mtp_params(k - 1).elements);
+          } else if (chunk_layer_count(step.chunk) > 0) {
+            const int64_t top = first + chunk_layer_count(step.chunk) - 1;
+            next = std::make_pair(top, params_.layer(top).elements);
+          }
+          grad_sync_->before_backward(mtp_unit(k), mtp_params(k).elements, next);
+        }
         mtp_layer_backward();
         grad_sync_->after_backward(mtp_unit(k), mtp_params(k), last_mb);
       }

@@ -75,6 +75,20 @@ StageParameters local_layer_parameters(const TransformerConfig& c, int64_t layer
   return one;
 }
 
+/// One multi-token prediction layer on one GPU of the last stage (mtp_emitter.cpp): a layer
+/// like the last, its three norms and eh_proj (2h x h / tensor), and for the first MTP layer on
+/// a stage other than the first the word embedding's copy when the output layer is not the
+/// embedding's (untied).
+StageParameters local_mtp_parameters(const TransformerConfig& c, bool first_mtp_layer) {
+  const ParallelismConfig& p = c.parallelism;
+  StageParameters mtp = local_layer_parameters(c, c.layers - 1);
+  mtp.dense += 3 * transformer_norm_parameters(c) + 2 * c.hidden * (c.hidden / p.tensor);
+  if (first_mtp_layer && p.pipeline > 1 && !c.tied_embeddings) {
+    mtp.dense += c.padded_vocab() / p.tensor * c.hidden;
+  }
+  return mtp;
+}
+
 /// The layers of `stage`: model chunk k x pipeline + stage for each virtual stage k, each of
 /// layers / (pipeline x virtual_stages) consecutive layers (Megatron's interleaved placement;
 /// one chunk without interleaving).
@@ -258,12 +272,10 @@ StageParameters transformer_stage_parameters(const TransformerConfig& c, int64_t
     // Multi-token prediction (mtp_emitter.cpp): per MTP layer a layer like the last, three
     // norms and eh_proj (2h x h / tensor); and the word embedding's copy when this stage is not
     // the first and the output layer is not the embedding's.
-    if (c.mtp_layers > 0) {
-      StageParameters layer = local_layer_parameters(c, c.layers - 1);
-      layer.dense += 3 * transformer_norm_parameters(c) + 2 * c.hidden * (c.hidden / p.tensor);
-      params.dense += c.mtp_layers * layer.dense;
-      params.expert += c.mtp_layers * layer.expert;
-      if (p.pipeline > 1 && !c.tied_embeddings) params.dense += word_embedding;
+    for (int64_t k = 0; k < c.mtp_layers; ++k) {
+      const StageParameters mtp = local_mtp_parameters(c, k == 0);
+      params.dense += mtp.dense;
+      params.expert += mtp.expert;
     }
   }
   return params;
@@ -657,6 +669,9 @@ MemoryFootprint transformer_memory(const TransformerConfig& c, int64_t pipeline_
     for (const int64_t layer : layers)
       unit = std::max(unit, local_layer_parameters(c, layer).total());
     if (first || last) unit = std::max(unit, c.padded_vocab() / p.tensor * c.hidden);
+    // An MTP layer's unit (mtp_emitter.cpp): a layer like the last, its norms and eh_proj, and
+    // on a later stage than the first the word embedding's copy when untied.
+    if (last && c.mtp_layers > 0) unit = std::max(unit, local_mtp_parameters(c, true).total());
     buffers += 2 * unit * bytes.param + unit * bytes.grad;
   }
   // Megatron-Core's all-gather dispatcher gathers the hidden states into its global memory

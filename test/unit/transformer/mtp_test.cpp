@@ -200,6 +200,50 @@ TEST(MultiTokenPrediction, ItsTransformerLayerIsGraphedAsTheDecoders) {
   EXPECT_EQ(test_configs::kernel_counts(mtp), test_configs::kernel_counts(eager));
 }
 
+// Under FSDP (full shard) and ZeRO 3 each MTP layer is a unit of its own: gathered before its
+// forward and again before its backward, its gradients reduce-scattered after it.
+TEST(MultiTokenPrediction, UnderShardedParametersEachMtpLayerIsAUnit) {
+  const auto collectives = [](const TransformerConfig& c, const std::string& op) {
+    TaskGraph g;
+    generate_transformer(c, {1}, g);
+    int n = 0;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      n += task.rank == 0 && task.kind == TaskKind::kCollective && g.name(task.op_name) == op;
+    }
+    return n;
+  };
+  for (const bool zero3 : {false, true}) {
+    TransformerConfig plain = small_llama(0);
+    plain.parallelism.data = 2;
+    plain.global_batch = 4;
+    if (zero3) {
+      plain.parallelism.zero = 3;
+    } else {
+      plain.parallelism.fsdp = FsdpMode::kFullShard;
+    }
+    TransformerConfig mtp = plain;
+    mtp.mtp_layers = 1;
+    const int micro_batches = static_cast<int>(plain.micro_batches());
+    EXPECT_EQ(collectives(mtp, "FullyShardedDataParallel._pre_forward_unshard") -
+                  collectives(plain, "FullyShardedDataParallel._pre_forward_unshard"),
+              micro_batches)
+        << zero3;
+    EXPECT_EQ(collectives(mtp, "FullyShardedDataParallel._pre_backward_unshard") -
+                  collectives(plain, "FullyShardedDataParallel._pre_backward_unshard"),
+              micro_batches)
+        << zero3;
+    EXPECT_EQ(collectives(mtp, "nccl:reduce_scatter") - collectives(plain, "nccl:reduce_scatter"),
+              micro_batches)
+        << zero3;
+    EXPECT_GT(transformer_peak_memory(mtp).total_bytes(),
+              transformer_peak_memory(plain).total_bytes());
+    EXPECT_GT(
+        test_configs::step_window(mtp, test_configs::calibrated_gpu("h100_sxm5_80gb", "h100_xla")),
+        Duration::zero());
+  }
+}
+
 TEST(MultiTokenPrediction, IsRefusedWhereItIsNotModelledAtTheKey) {
   const auto error = [](const std::string& extra, const std::string& parallelism,
                         uint32_t gpus = 8) {
@@ -208,7 +252,8 @@ TEST(MultiTokenPrediction, IsRefusedWhereItIsNotModelledAtTheKey) {
         gpus);
   };
   EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 8}"), "");
-  EXPECT_NE(error("  mtp_layers: 1\n", "{data: 8, fsdp: full_shard}").find("parallelism.fsdp"),
+  EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 8, fsdp: full_shard}"), "");
+  EXPECT_NE(error("  mtp_layers: 1\n  lora: {rank: 16}\n", "{data: 8}").find("workload.lora"),
             std::string::npos);
   // Beside Megatron-Core's combined 1F1B schedule (EP all-to-all overlap) it runs.
   EXPECT_EQ(

@@ -181,19 +181,22 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
   // A backward layer ends with its pre-dispatch node's deferred weight gradients, then its
   // gradients' reduction; the chunk's last layer's wait for the backward's send (Megatron-Core:
   // "Delay the last pre_dispatch_computation wgrad ... for overlapping with the p2p comm").
-  std::optional<int64_t> last_backward_layer;
-  const auto end_backward = [&](int64_t i) {
-    const ChunkEntry& e = b_entries[static_cast<size_t>(i)];
-    if (i == b_count - 1) {
-      last_backward_layer = e.layer;
-      return;
-    }
-    deferred_weight_gradients();
+  std::optional<ChunkEntry> last_backward_entry;
+  const auto reduce = [&](const ChunkEntry& e) {
     if (e.mtp >= 0) {
       grad_sync_->after_backward(mtp_unit(e.mtp), mtp_params(e.mtp), last_mb);
     } else {
       grad_sync_->after_backward(e.layer, params_.layer(e.layer), last_mb);
     }
+  };
+  const auto end_backward = [&](int64_t i) {
+    const ChunkEntry& e = b_entries[static_cast<size_t>(i)];
+    if (i == b_count - 1) {
+      last_backward_entry = e;
+      return;
+    }
+    deferred_weight_gradients();
+    reduce(e);
   };
   const auto fnode = [&](uint16_t stream, Node node, int64_t i) {
     entry_node(f, stream, node, false, f_entries[static_cast<size_t>(i)]);
@@ -248,9 +251,9 @@ void TransformerEmitter::combined_step(const PipelineStep& forward, const Pipeli
     head_layers().head_forward();
   }
   p2p_.send(false, backward.micro_batch, bvs, last_vs, b.done);
-  if (last_backward_layer) {
+  if (last_backward_entry) {
     deferred_weight_gradients();
-    grad_sync_->after_backward(*last_backward_layer, params_.layer(*last_backward_layer), last_mb);
+    reduce(*last_backward_entry);
   }
   if (bvs == 0) {
     chain_join(b, kCompute);

@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
 #include "workloads/transformer/model_flops.h"
+#include "workloads/transformer/parallel_layout.h"
 #include "workloads/transformer/transformer_memory.h"
 
 namespace upsim {
@@ -181,6 +184,45 @@ TEST(MultiTokenPrediction, RunsAsOneMoreLayerOfTheCombinedSchedule) {
   std::printf("MoE (EP 16) with one MTP layer: %.3f ms, %.3f ms under the combined schedule\n",
               off.seconds() * 1e3, on.seconds() * 1e3);
   EXPECT_GT(on, Duration::zero());
+}
+
+// A last model chunk that holds only the MTP layer (a layout "Ettt|ttt|tt|mL" over pipeline 2 x
+// virtual 2), under ZeRO 3 (each unit's gradients reduce-scattered on their own): under the
+// combined schedule the MTP layer is the chunk's only layer, and its gradients are reduced as
+// its own unit's, as without the overlap.
+TEST(MultiTokenPrediction, AChunkOfOnlyTheMtpLayerReducesItsOwnGradients) {
+  const auto reductions = [](bool overlap) {
+    TransformerConfig c = test_configs::fine_moe(MoeDispatcher::kAllToAll, 4);
+    c.mtp_layers = 1;
+    c.parallelism.pipeline = 2;
+    c.parallelism.virtual_stages = 2;
+    c.parallelism.schedule = PipelineSchedule::kInterleaved1F1B;
+    c.parallelism.chunk_layer_offsets = {0, 3, 6, 8, 8};
+    c.parallelism.zero = 3;
+    c.moe.a2a_overlap = overlap;
+    TaskGraph g;
+    const TransformerGraph built =
+        generate_transformer(c, TransformerGraphInputs(1, test_configs::dgx_nodes(32)), g);
+    // The last stage's first simulated rank.
+    RankId last = 0;
+    for (RankId r = 0; r < built.simulated.size(); ++r) {
+      if (ParallelLayout(c.parallelism).coords(built.simulated[r]).pp == 1) {
+        last = r;
+        break;
+      }
+    }
+    std::multiset<std::pair<std::string, int64_t>> out;
+    for (TaskId t = 0; t < g.task_count(); ++t) {
+      const Task& task = g.task(t);
+      if (task.rank != last || task.kind != TaskKind::kCollective) continue;
+      const std::string op(g.name(task.op_name));
+      if (op.starts_with("nccl:")) out.insert({op, g.collective(g.collective_of(t)).bytes});
+    }
+    return out;
+  };
+  const auto eager = reductions(false);
+  EXPECT_FALSE(eager.empty());
+  EXPECT_EQ(reductions(true), eager);
 }
 
 // Under CUDA graphs the MTP layer's transformer layer is graphed as the decoder's are

@@ -36,17 +36,6 @@ TransformerConfig tp2_moe(int64_t ep, int64_t etp) {
   return c;
 }
 
-int collectives_named(const TransformerConfig& c, const std::string& op) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  int n = 0;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    n += task.rank == 0 && task.kind == TaskKind::kCollective && g.name(task.op_name) == op;
-  }
-  return n;
-}
-
 // Megatron-Core's expert rank layout (parallel_state.py, expert_decoder_rank_generator): tp =
 // expert tensor parallel. At 2 the ep group of rank 0 is every other rank; at 1 it is the first
 // eight, tensor ranks included, and expert parallel 16 spans all sixteen (more than data 8).
@@ -73,8 +62,10 @@ TEST(ExpertTensorParallel, AtOneEachExpertRunsTheRanksOwnRowsOnItsWholeWidth) {
   EXPECT_EQ(fc1.m, tokens_per_local_expert(c, z));
   EXPECT_EQ(fc1.n, c.moe.expert_ffn);
   EXPECT_EQ(g.kernel_desc(k.shared_fc1_fwd).n, c.moe.expert_ffn / 2);
-  EXPECT_EQ(collectives_named(c, "moe::gather_from_sequence_parallel_region"), 0);
-  EXPECT_GT(collectives_named(tp2_moe(8, 2), "moe::gather_from_sequence_parallel_region"), 0);
+  EXPECT_EQ(test_configs::collective_count(c, "moe::gather_from_sequence_parallel_region"), 0);
+  EXPECT_GT(
+      test_configs::collective_count(tp2_moe(8, 2), "moe::gather_from_sequence_parallel_region"),
+      0);
 }
 
 // The optimizer steps the parameters the memory model counts, at either expert tensor parallel;

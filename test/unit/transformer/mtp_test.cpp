@@ -41,19 +41,6 @@ int64_t optimizer_elements(const TransformerConfig& c, RankId rank = 0) {
   return 0;
 }
 
-/// The collectives of `rank` that sum the word embedding copies' gradients, in one step.
-int embedding_grad_all_reduces(const TransformerConfig& c, RankId rank) {
-  TaskGraph g;
-  generate_transformer(c, {1}, g);
-  int n = 0;
-  for (TaskId t = 0; t < g.task_count(); ++t) {
-    const Task& task = g.task(t);
-    n += task.rank == rank && task.kind == TaskKind::kCollective &&
-         g.name(task.op_name) == "_allreduce_word_embedding_grads";
-  }
-  return n;
-}
-
 // One MTP layer: per micro-batch one more layer's kernels, one more embedding lookup, eh_proj,
 // one more output layer and loss; its parameters stepped by the optimizer and counted by the
 // config and the memory model alike.
@@ -125,8 +112,10 @@ TEST(MultiTokenPrediction, TheLastStageHoldsTheEmbeddingCopyAndSumsItsGradient) 
             transformer_parameters(c) + word_embedding);
   EXPECT_EQ(optimizer_elements(c, 1), transformer_stage_parameters(c, 1).total());
   for (const RankId rank : {RankId{0}, RankId{1}}) {
-    EXPECT_EQ(embedding_grad_all_reduces(c, rank), 1) << rank;
-    EXPECT_EQ(embedding_grad_all_reduces(plain, rank), 0) << rank;
+    EXPECT_EQ(test_configs::collective_count(c, "_allreduce_word_embedding_grads", rank), 1)
+        << rank;
+    EXPECT_EQ(test_configs::collective_count(plain, "_allreduce_word_embedding_grads", rank), 0)
+        << rank;
   }
   const auto logits = [](const TransformerConfig& config) {
     for (const MemoryFootprint::Part& part : transformer_memory(config, 1).parts)
@@ -245,15 +234,8 @@ TEST(MultiTokenPrediction, ItsTransformerLayerIsGraphedAsTheDecoders) {
 // Under FSDP (full shard) and ZeRO 3 each MTP layer is a unit of its own: gathered before its
 // forward and again before its backward, its gradients reduce-scattered after it.
 TEST(MultiTokenPrediction, UnderShardedParametersEachMtpLayerIsAUnit) {
-  const auto collectives = [](const TransformerConfig& c, const std::string& op) {
-    TaskGraph g;
-    generate_transformer(c, {1}, g);
-    int n = 0;
-    for (TaskId t = 0; t < g.task_count(); ++t) {
-      const Task& task = g.task(t);
-      n += task.rank == 0 && task.kind == TaskKind::kCollective && g.name(task.op_name) == op;
-    }
-    return n;
+  const auto collectives = [](const TransformerConfig& c, std::string_view op) {
+    return test_configs::collective_count(c, op);
   };
   for (const bool zero3 : {false, true}) {
     TransformerConfig plain = small_llama(0);

@@ -112,6 +112,19 @@ inline int task_count(const TransformerConfig& config, TaskKind kind, std::strin
   return n;
 }
 
+/// How many collectives of host op `op` (Task::op_name) `rank` calls in one generated step of
+/// `config`.
+inline int collective_count(const TransformerConfig& config, std::string_view op, RankId rank = 0) {
+  TaskGraph g;
+  generate_transformer(config, {1}, g);
+  int n = 0;
+  for (TaskId t = 0; t < g.task_count(); ++t) {
+    const Task& task = g.task(t);
+    n += task.rank == rank && task.kind == TaskKind::kCollective && g.name(task.op_name) == op;
+  }
+  return n;
+}
+
 /// How many kernels of each name `rank` runs in one generated step of `config`.
 inline std::map<std::string, int> kernel_counts(const TransformerConfig& config, RankId rank = 0) {
   TaskGraph g;

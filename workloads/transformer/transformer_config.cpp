@@ -941,8 +941,10 @@ void apply_pipeline_split(const ConfigNode& workload, TransformerConfig& c) {
 
 /// What multi-token prediction (the `mtp_layers` key; mtp_emitter.cpp) runs with here, each
 /// refusal at its key: GPTModel's language-model head on a decoder-only model, Megatron-Core's
-/// own layers, without LoRA. Under FSDP / ZeRO 3 each MTP layer is a unit of its own
-/// (Megatron-FSDP shards the MTP block's modules as the decoder's).
+/// own layers, without LoRA. Under FSDP / ZeRO 3 each MTP layer is one unit here, its
+/// transformer layer, norms, eh_proj and embedding copy together (Megatron-FSDP's units are
+/// the TransformerLayer modules, mcore_fsdp_adapter.py: the MTP layer's transformer layer is
+/// one, its other parameters are gathered with the model's root ones).
 void check_mtp(const ConfigNode& workload, const TransformerConfig& c) {
   const auto refuse = [&](std::string_view key, std::string_view what) {
     refuse_at(workload, key, "multi-token prediction (mtp_layers)", what);

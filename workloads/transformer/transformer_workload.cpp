@@ -195,10 +195,12 @@ WorkloadBuild TransformerWorkload::build(const WorkloadPlatform& platform, TaskG
       "parallelism: TP {}{} x PP {} ({}{}) x CP {} x {}{}, order {}; global batch {} = "
       "{} micro-batches of {} per replica; recompute {}{}{}{}; {} iterations ({} warm-up)",
       p.tensor, p.sequence ? " (SP)" : "", p.pipeline, schedule_name(p),
-      fmt::format("{}{}",
+      fmt::format("{}{}{}",
                   p.virtual_stages > 1 ? fmt::format(", {} virtual stages", p.virtual_stages)
                                        : std::string(),
-                  p.split.stated() ? ", " + describe_pipeline_split(p.split) : std::string()),
+                  p.split.stated() ? ", " + describe_pipeline_split(p.split) : std::string(),
+                  // ParallelismConfig::p2p_synchronous: each exchange ends in a synchronize.
+                  p.pipeline > 1 && p.p2p_synchronous ? ", synchronous exchanges" : ""),
       p.context, data_parallel_text(p), p.expert > 1 ? fmt::format(", EP {}", p.expert) : "",
       parallel_order_text(p), c.global_batch, built.micro_batches, c.micro_batch,
       recompute_name(c.recompute),

@@ -103,6 +103,8 @@ const std::map<std::string, Expected, std::less<>> kShipped = {
     {"dgx_a100_cluster.yaml", {1024, 128, 3712 + 1024 + 960 + 64}},
     {"dgx_h100.yaml", {8, 1, 29}},
     {"dgx_b200.yaml", {8, 1, 29}},  // the node of superpod_b200_8k.yaml alone
+    // One SU: 32 x 29 + 256 NIC links + 8 rail leaves x 32 uplink cables (one to each spine).
+    {"dgx_b200_cluster_32.yaml", {256, 32, 928 + 256 + 256}},
     // 2 x 29 + 16 NIC links + 8 rail leaves x 2 spines (2 NICs each = 2 uplink cables).
     {"dgx_h100_cluster_2.yaml", {16, 2, 58 + 16 + 16}},
     // 16 x 29 + 128 NIC links + 8 rail leaves x 16 spines (16 cables each).

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "calibration/hardware_profile.h"
 #include "sim/config/config_node.h"
 #include "workloads/transformer/transformer_config.h"
 #include "workloads/transformer/transformer_memory.h"
@@ -31,15 +32,23 @@ double main_model_billions(TransformerConfig c) {
 // them hold copies of the embedding and head); Qwen3-235B-A22B: 235B.
 TEST(RecipeConfigs, CountTheParametersTheirModelCardsState) {
   EXPECT_NEAR(main_model_billions(recipe("deepseek_v3_1024gpu_h100.yaml")), 671.0, 671.0 * 0.005);
+  EXPECT_NEAR(main_model_billions(recipe("deepseek_v3_256gpu_b200.yaml")), 671.0, 671.0 * 0.005);
   EXPECT_NEAR(main_model_billions(recipe("qwen3_235b_256gpu_h100.yaml")), 235.0, 235.0 * 0.005);
 }
 
-// Megatron-Bridge runs them on H100 80GB: the memory model must not refuse them.
-TEST(RecipeConfigs, FitTheH100sMemory) {
+// Megatron-Bridge runs them on their GPUs (H100 80GB, B200 180GB): the memory model must not
+// refuse them.
+TEST(RecipeConfigs, FitTheirGpusMemory) {
   for (const auto& entry : std::filesystem::directory_iterator(kRecipes)) {
     if (entry.path().extension() != ".yaml") continue;
     const TransformerConfig c = recipe(entry.path().filename().string());
-    EXPECT_LT(transformer_peak_memory(c).allocated_bytes(), int64_t{80} << 30) << entry.path();
+    ConfigDocument doc = ConfigDocument::load_file(entry.path());
+    const std::filesystem::path gpu =
+        entry.path().parent_path() / doc.root().child("platform").get_string("gpu");
+    ConfigDocument hw = ConfigDocument::load_file(gpu);
+    const int64_t hbm = load_hardware_profile(hw.root()).device.hbm_bytes;
+    EXPECT_GT(hbm, int64_t{0}) << gpu;
+    EXPECT_LT(transformer_peak_memory(c).total_bytes(), hbm) << entry.path();
   }
 }
 

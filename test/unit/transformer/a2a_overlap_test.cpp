@@ -276,9 +276,7 @@ TEST(A2aOverlap, HoldsOneLayerMoreOfActivations) {
 TEST(A2aOverlap, IsRefusedWhereMegatronCoreRefusesItOrTheScheduleIsNotModelled) {
   const auto error = [](const std::string& extra, const std::string& parallelism,
                         uint32_t gpus = 8) {
-    return test_configs::workload_error(
-        test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
-        gpus);
+    return test_configs::small_llama_error(extra, parallelism, gpus);
   };
   const std::string ep8 = "{data: 8, expert: 8}";
   const std::string moe = "  moe: {experts: 8, a2a_overlap: true}\n";

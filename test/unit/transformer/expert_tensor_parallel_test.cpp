@@ -91,9 +91,7 @@ TEST(ExpertTensorParallel, ParametersAndMemoryFollowTheExpertsSplit) {
 
 TEST(ExpertTensorParallel, TheConfigTakesOneOrTensorAndRefusesTheRestAtTheKey) {
   const auto error = [](const std::string& extra, const std::string& parallelism) {
-    return test_configs::workload_error(
-        test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
-        16);
+    return test_configs::small_llama_error(extra, parallelism, 16);
   };
   const std::string moe = "  moe: {experts: 16}\n";
   const std::string tp2 = "tensor: 2, sequence: true, data: 8";

@@ -271,9 +271,7 @@ TEST(MultiTokenPrediction, UnderShardedParametersEachMtpLayerIsAUnit) {
 TEST(MultiTokenPrediction, IsRefusedWhereItIsNotModelledAtTheKey) {
   const auto error = [](const std::string& extra, const std::string& parallelism,
                         uint32_t gpus = 8) {
-    return test_configs::workload_error(
-        test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
-        gpus);
+    return test_configs::small_llama_error(extra, parallelism, gpus);
   };
   EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 8}"), "");
   EXPECT_EQ(error("  mtp_layers: 1\n", "{data: 8, fsdp: full_shard}"), "");

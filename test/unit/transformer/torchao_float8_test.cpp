@@ -19,9 +19,7 @@ namespace {
 
 std::string error_of(const std::string& extra, uint32_t gpus = 2,
                      const std::string& parallelism = "{tensor: 2, sequence: true, data: 1}") {
-  return test_configs::workload_error(
-      test_configs::small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n",
-      gpus);
+  return test_configs::small_llama_error(extra, parallelism, gpus);
 }
 
 const std::string kTorchtitanFp8 = "  layer_kernels: torchtitan\n  compile: true\n  dtype: fp8\n";

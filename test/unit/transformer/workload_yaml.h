@@ -35,4 +35,12 @@ inline std::string workload_error(const std::string& yaml, uint32_t gpus) {
   return "";
 }
 
+/// workload_error of small_llama_workload_yaml() with `extra` workload keys and `parallelism`
+/// (a flow map, e.g. "{data: 8, expert: 8}") for `gpus` GPUs.
+inline std::string small_llama_error(const std::string& extra, const std::string& parallelism,
+                                     uint32_t gpus) {
+  return workload_error(
+      small_llama_workload_yaml() + extra + "  parallelism: " + parallelism + "\n", gpus);
+}
+
 }  // namespace upsim::test_configs

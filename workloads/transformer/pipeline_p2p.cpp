@@ -11,11 +11,13 @@
 
 namespace upsim::transformer_emit {
 
-void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg) {
+void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg,
+                             bool data_parallel_stream) {
   rank_ = rank;
   prev_ = prev;
   next_ = next;
   tensor_pg_ = tensor_pg;
+  data_parallel_stream_ = data_parallel_stream;
   to_next_ = groups_.group(ParallelDim::kPipeline, {rank_, next_}, "activations");
   from_prev_ = groups_.group(ParallelDim::kPipeline, {prev_, rank_}, "activations");
   to_prev_ = groups_.group(ParallelDim::kPipeline, {rank_, prev_}, "gradients");
@@ -76,12 +78,11 @@ void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t
 void PipelineP2p::synchronize() {
   // The compute stream waits for the receive already, and for its layers' tensor-parallel
   // collectives. The data-parallel stream's gradient reductions and parameter gathers it does
-  // not wait for: they are synchronised too where the rank has data-parallel replicas.
+  // not wait for: they are synchronised too where the rank runs any.
   TaskGraph& graph = ops_.graph();
   const RankId rank = ops_.threads().rank;
   graph.add_host_sync(rank, kCpuThread, kCompute, "torch.cuda.synchronize");
-  const ParallelismConfig& p = config_.parallelism;
-  if (p.data * p.context > 1 || (config_.moe.experts > 0 && p.expert_data() > 1)) {
+  if (data_parallel_stream_) {
     graph.add_host_sync(rank, kCpuThread, kDpComm, "torch.cuda.synchronize");
   }
 }

@@ -23,9 +23,12 @@ class PipelineP2p {
       : config_(config), sizes_(sizes), groups_(groups), ops_(ops) {}
 
   /// A new rank `rank` is emitted, between pipeline neighbours `prev` and `next`; `tensor_pg`:
-  /// its tensor-parallel group (the scatter/gather). Makes its four p2p groups (to and from
-  /// each neighbour, activations and gradients apart).
-  void begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg);
+  /// its tensor-parallel group (the scatter/gather); `data_parallel_stream`: the rank's
+  /// gradient synchronisation runs collectives on the data-parallel stream (a gradient buffer
+  /// with more than one replica), which a synchronous exchange waits for. Makes its four p2p
+  /// groups (to and from each neighbour, activations and gradients apart).
+  void begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg,
+                  bool data_parallel_stream);
 
   /// Posts the receive of a step's input (its activation forward, its output gradient
   /// backward) on its stream and makes the compute stream wait for it; nothing at the first
@@ -77,6 +80,7 @@ class PipelineP2p {
   int64_t prev_ = 0;
   int64_t next_ = 0;
   uint32_t tensor_pg_ = 0;
+  bool data_parallel_stream_ = false;
   uint32_t to_next_ = 0, from_prev_ = 0, to_prev_ = 0, from_next_ = 0;
   std::vector<Message> sent_;
   std::vector<Message> received_;

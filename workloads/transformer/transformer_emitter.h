@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <vector>
@@ -149,8 +150,12 @@ class TransformerEmitter {
 
   void finish_gradients();
 
+  /// The parameter units of `chunk` on this rank in forward order: the embedding on the first
+  /// virtual stage, its layers, then on the last its MTP layers and the head.
+  void for_each_chunk_unit(int64_t chunk,
+                           const std::function<void(const LayerParams&)>& visit) const;
   /// Parameter elements per gradient buffer of this rank's model chunks 0 .. `chunk` in forward
-  /// order (each chunk's embedding, layers, MTP layers and head).
+  /// order.
   PerBuffer forward_elements_through(int64_t chunk) const;
   /// A forward step begins (after its receive): ParallelismConfig::align_param_gather's
   /// dispatch of the next model chunk's parameter all-gathers when this step is where Megatron's

@@ -157,7 +157,9 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     ParallelCoords next = coords_;
     prev.pp = (coords_.pp + stages - 1) % stages;
     next.pp = (coords_.pp + 1) % stages;
-    p2p_.begin_rank(rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor);
+    p2p_.begin_rank(rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor,
+                    grad_buffers_[kDenseBuffer].replicas > 1 ||
+                        grad_buffers_[kExpertBuffer].replicas > 1);
     ParallelCoords first = coords_;
     ParallelCoords last = coords_;
     first.pp = 0;
@@ -458,21 +460,25 @@ void TransformerEmitter::assign_gradient_buckets(const std::vector<PipelineStep>
   }
 }
 
+void TransformerEmitter::for_each_chunk_unit(
+    int64_t chunk, const std::function<void(const LayerParams&)>& visit) const {
+  if (virtual_stage(chunk) == 0) visit(params_.embedding());
+  for (int64_t l = 0; l < chunk_layer_count(chunk); ++l)
+    visit(params_.layer(first_layer(chunk) + l));
+  if (virtual_stage(chunk) == virtual_stages() - 1) {
+    for (int64_t k = 0; k < config_.mtp_layers; ++k)
+      visit(mtp_params(k));
+    visit(params_.head());
+  }
+}
+
 PerBuffer TransformerEmitter::forward_elements_through(int64_t chunk) const {
   PerBuffer elements{};
-  const auto add = [&](const LayerParams& lp) {
-    for (size_t b = 0; b < kGradBuffers; ++b)
-      elements[b] += lp.elements[b];
-  };
   for (int64_t c = 0; c <= chunk; ++c) {
-    if (virtual_stage(c) == 0) add(params_.embedding());
-    for (int64_t l = 0; l < chunk_layer_count(c); ++l)
-      add(params_.layer(first_layer(c) + l));
-    if (virtual_stage(c) == virtual_stages() - 1) {
-      for (int64_t k = 0; k < config_.mtp_layers; ++k)
-        add(mtp_params(k));
-      add(params_.head());
-    }
+    for_each_chunk_unit(c, [&](const LayerParams& lp) {
+      for (size_t b = 0; b < kGradBuffers; ++b)
+        elements[b] += lp.elements[b];
+    });
   }
   return elements;
 }
@@ -534,16 +540,8 @@ void TransformerEmitter::optimizer_step() {
       }
     }
   };
-  for (int64_t chunk = 0; chunk < chunks_; ++chunk) {
-    if (virtual_stage(chunk) == 0) add_tensors(params_.embedding());
-    for (int64_t l = 0; l < chunk_layer_count(chunk); ++l)
-      add_tensors(params_.layer(first_layer(chunk) + l));
-    if (virtual_stage(chunk) == virtual_stages() - 1) {
-      add_tensors(params_.head());
-      for (int64_t k = 0; k < config_.mtp_layers; ++k)
-        add_tensors(mtp_params(k));
-    }
-  }
+  for (int64_t chunk = 0; chunk < chunks_; ++chunk)
+    for_each_chunk_unit(chunk, add_tensors);
   const DType opt_dt = config_.master_weights ? DType::kFp32 : act_dt_;
   const auto n = as_double(elements);
   // Gradient clipping (Megatron's clip_grad_norm_fp32): multi_tensor_l2norm over the local

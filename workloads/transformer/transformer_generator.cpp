@@ -157,9 +157,9 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     ParallelCoords next = coords_;
     prev.pp = (coords_.pp + stages - 1) % stages;
     next.pp = (coords_.pp + 1) % stages;
-    p2p_.begin_rank(rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor,
-                    grad_buffers_[kDenseBuffer].replicas > 1 ||
-                        grad_buffers_[kExpertBuffer].replicas > 1);
+    p2p_.begin_rank(
+        rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor,
+        grad_buffers_[kDenseBuffer].replicas > 1 || grad_buffers_[kExpertBuffer].replicas > 1);
     ParallelCoords first = coords_;
     ParallelCoords last = coords_;
     first.pp = 0;

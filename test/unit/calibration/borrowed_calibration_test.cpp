@@ -323,7 +323,7 @@ TEST(BorrowedCalibration, OpsOnOneUnfittedCurveAreOneNote) {
   EXPECT_EQ(
       borrowed_calibration_notes(model, graph, {b200.device}),
       (std::vector<std::string>{"binary, relu" + fmt::format(fmt::runtime(rest), "elementwise"),
-                                "layernorm" + fmt::format(fmt::runtime(rest), "layernorm")}));
+                                "layernorm" + fmt::format(fmt::runtime(rest), "torch_layernorm")}));
   // Nor does it fit fp32 GEMMs: its default parameters at the fp32 peak.
   EXPECT_EQ(note(model, gemm_kernel(DType::kFp32, 1, 64, 64, 64), b200.device),
             "gemm fp32: no fp32 fit in the calibration fitted on B200-SXM-180GB, priced with "

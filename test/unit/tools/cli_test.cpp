@@ -1228,7 +1228,10 @@ TEST_F(Cli, ValidateKernelsShippedPrintsEveryGenerationWithProvenance) {
         "test/data/flash-attention-2/a100_attention_fwd_bwd_tflops.csv\nop",
         "gemm/fp16                         published     362",
         "H200 (H200-SXM-141GB), calibration configs/calibration/h100_xla.yaml (fitted on "
-        "H100-SXM5-80GB), no tables of its own"}) {
+        "H100-SXM5-80GB), no tables of its own",
+        "held-out check (no fit reads it): "
+        "test/data/hp-rms-norm/h200_flashinfer_fused_add_rmsnorm.csv\nop",
+        "test/data/hp-rms-norm/b200_flashinfer_fused_add_rmsnorm.csv\nop"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
   }
   EXPECT_EQ(r.output.find("fp8; attention flash2"), std::string::npos) << "A100 has no fp8 unit\n"

@@ -239,6 +239,7 @@ bool MaxMinRepricing::add_unfair_flows() {
     link.repriced_old = 0.0;
     link.repriced_new = 0.0;
     link.repriced_bottlenecked = 0;
+    link.repriced_flows = 0;
   }
   for (const RepricedFlow& f : inside_) {
     for (uint32_t h = 0; h < f.hops; ++h) {
@@ -246,6 +247,7 @@ bool MaxMinRepricing::add_unfair_flows() {
       SlotScratch& link = slots_[slot];
       link.repriced_old += f.old_rate;
       link.repriced_new += f.new_rate;
+      ++link.repriced_flows;
       if (f.old_bottleneck == check_links_[slot]) ++link.repriced_bottlenecked;
     }
   }
@@ -259,6 +261,8 @@ bool MaxMinRepricing::add_unfair_flows() {
     const bool saturated = load >= scratch.capacity - slack;
     const bool held_bottlenecked_here = scratch.bottlenecked > scratch.repriced_bottlenecked;
     if (!saturated && !held_bottlenecked_here) continue;
+    // Every flow on the link is repriced: no held flow to add (and none to scan for).
+    if (scratch.repriced_flows == scratch.flows) continue;
     const uint32_t lid = check_links_[i];
     const Link& link = links_[lid];
     double fastest_held = 0.0;

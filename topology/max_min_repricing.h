@@ -79,10 +79,11 @@ class MaxMinRepricing {
     // The repriced flows crossing the link: members_[begin, end).
     uint32_t members_begin = 0;
     uint32_t members_end = 0;
-    // Fairness check: the repriced flows' new rates on the link, and how many repriced flows
-    // had their bottleneck (before this recomputation) on it.
+    // Fairness check: the repriced flows' new rates on the link, how many repriced flows
+    // had their bottleneck (before this recomputation) on it, and how many cross it.
     double repriced_new = 0.0;
     uint32_t repriced_bottlenecked = 0;
+    uint32_t repriced_flows = 0;
   };
   /// A link of the filling order: its share (as share_key), then its id and slot; the heap's
   /// order is ascending (share, link), compared as integers.

@@ -11,9 +11,10 @@
 
 namespace upsim::transformer_emit {
 
-void PipelineP2p::begin_rank(int64_t rank, int64_t prev, int64_t next, uint32_t tensor_pg,
-                             bool data_parallel_stream) {
+void PipelineP2p::begin_rank(int64_t rank, int64_t stage, int64_t prev, int64_t next,
+                             uint32_t tensor_pg, bool data_parallel_stream) {
   rank_ = rank;
+  stage_ = stage;
   prev_ = prev;
   next_ = next;
   tensor_pg_ = tensor_pg;
@@ -52,12 +53,68 @@ void PipelineP2p::receive(bool forward, int64_t micro_batch, int64_t stage, int6
   h.wait(kCompute, done);
   h.end();
   if (config_.parallelism.p2p_synchronous) synchronize();
-  // Scatter/gather: the TP ranks' slices are gathered over NVLink into the full tensor.
-  if (scatter_gather()) {
-    ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, bytes,
-                  collective_kind_name(CollectiveKind::kAllGather), "gather_split_1d_tensor");
-  }
+  gather(bytes);
   received_.push_back({forward ? prev_ : next_, rank_, forward, micro_batch, stage});
+}
+
+void PipelineP2p::gather(int64_t bytes) {
+  if (!scatter_gather()) return;
+  ops_.blocking(tensor_pg_, CollectiveKind::kAllGather, bytes,
+                collective_kind_name(CollectiveKind::kAllGather), "gather_split_1d_tensor");
+}
+
+int64_t PipelineP2p::virtual_stage(const PipelineStep& step) const {
+  return step.chunk * config_.parallelism.pipeline + stage_;
+}
+
+void PipelineP2p::exchange(const PipelineExchange& exchange,
+                           const std::vector<PipelineStep>& steps) {
+  const auto step_at = [&](int64_t index) -> const PipelineStep& {
+    return steps[static_cast<size_t>(index)];
+  };
+  HostOp h(ops_.graph(), ops_.threads(), "batch_isend_irecv");
+  // The sends carry what the compute stream has done before the exchange, not what it does
+  // after waiting for this exchange's receives.
+  const bool sends = exchange.send_prev >= 0 || exchange.send_next >= 0;
+  const TaskId computed = sends ? h.record(kCompute) : 0;
+  const auto post_send = [&](int64_t index, bool forward) {
+    const PipelineStep& step = step_at(index);
+    const int64_t vs = virtual_stage(step);
+    const uint16_t stream = forward ? kActOut : kGradOut;
+    h.wait(stream, computed);
+    const int64_t bytes = message_bytes(forward ? vs + 1 : vs);
+    h.collective_on(
+        stream,
+        ops_.call(forward ? to_next_ : to_prev_, CollectiveKind::kSendRecv, bytes, "send_recv"),
+        "c10d::batch_isend_irecv");
+    sent_.push_back(
+        {rank_, forward ? next_ : prev_, forward, step.micro_batch, forward ? vs + 1 : vs - 1});
+  };
+  std::vector<int64_t> received_bytes;
+  const auto post_receive = [&](int64_t index, bool forward) {
+    const PipelineStep& step = step_at(index);
+    const int64_t vs = virtual_stage(step);
+    const uint16_t stream = forward ? kActIn : kGradIn;
+    const int64_t bytes = message_bytes(forward ? vs : vs + 1);
+    h.collective_on(
+        stream,
+        ops_.call(forward ? from_prev_ : from_next_, CollectiveKind::kSendRecv, bytes, "send_recv"),
+        "c10d::batch_isend_irecv");
+    h.wait(kCompute, h.record(stream));
+    received_.push_back({forward ? prev_ : next_, rank_, forward, step.micro_batch, vs});
+    received_bytes.push_back(bytes);
+  };
+  // _batched_p2p_ops' order: send to the previous stage, receive from it, send to the next,
+  // receive from it.
+  if (exchange.send_prev >= 0) post_send(exchange.send_prev, false);
+  if (exchange.recv_prev >= 0) post_receive(exchange.recv_prev, true);
+  if (exchange.send_next >= 0) post_send(exchange.send_next, true);
+  if (exchange.recv_next >= 0) post_receive(exchange.recv_next, false);
+  h.end();
+  ops_.graph().add_host_sync(ops_.threads().rank, kCpuThread, kAllStreams,
+                             "torch.cuda.synchronize");
+  for (int64_t bytes : received_bytes)
+    gather(bytes);
 }
 
 void PipelineP2p::send(bool forward, int64_t micro_batch, int64_t stage, int64_t last_stage,

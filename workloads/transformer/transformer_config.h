@@ -176,9 +176,10 @@
 //                              #   engines (ParallelismConfig::async_tp)
 //     p2p_scatter_gather: true # pipeline sends split over TP ranks, all-gathered on arrival
 //                              #   (Megatron; only with tensor > 1 and no sequence parallel)
-//     p2p_synchronous: true    # each pipeline exchange ends in torch.cuda.synchronize():
-//                              #   the host waits for all the GPU's work (Megatron-Core's
-//                              #   batch_p2p_comm with batch_p2p_sync). Default: true for 1F1B
+//     p2p_synchronous: true    # Megatron-Core's batch_p2p_comm with batch_p2p_sync: sends and
+//                              #   receives in batches where its schedule exchanges
+//                              #   (pipeline_exchanges.h), each ended by torch.cuda.synchronize():
+//                              #   the host waits for all the GPU's work. Default: true for 1F1B
 //                              #   without interleaving (Megatron forces overlap_p2p_comm off
 //                              #   there), false for the interleaved schedule (overlap_p2p_comm
 //                              #   on), gpipe and layer_kernels torchtitan
@@ -504,10 +505,12 @@ struct ParallelismConfig {
   bool p2p_scatter_gather = true;
   /// Megatron's _communicate() with batch_p2p_comm and batch_p2p_sync (p2p_communication.py;
   /// in 2021 always) waits for every batch_isend_irecv and calls torch.cuda.synchronize() ("to
-  /// protect against race condition"): after each receive the host waits for all the device's
-  /// streams, the compute, the sends posted before it and any data-parallel collective in
-  /// flight. false: only the receiver's compute stream waits. The reader's default follows
-  /// Megatron's rule (read_parallelism).
+  /// protect against race condition"): the sends and receives go in batches at the points of
+  /// Megatron's 1F1B and interleaved schedules (pipeline_exchanges.h), and after each the host
+  /// waits for all the device's streams, the sends included (GPipe and the combined 1F1B
+  /// schedule: after each receive, for the compute and data-parallel streams). false: each
+  /// message is posted by itself and only the receiver's compute stream waits for it. The
+  /// reader's default follows Megatron's rule (read_parallelism).
   bool p2p_synchronous = false;
   /// Megatron-LM's --align-param-gather (on by default, only with the interleaved schedule and
   /// overlap_param_gather): each model chunk's parameter all-gathers are dispatched by the

@@ -66,6 +66,12 @@ class TransformerEmitter {
   /// One forward or backward step of the pipeline schedule: its receive, the chunk's layers
   /// (with the embedding and the head on the first and last virtual stage), its send.
   void schedule_step(const PipelineStep& step, uint32_t it);
+  /// The step's compute alone: the chunk's layers with the embedding and the head.
+  void step_compute(const PipelineStep& step, uint32_t it);
+  /// The schedule under Megatron's synchronous exchanges (pipeline_exchanges.h): the steps
+  /// with a batched exchange and a synchronize between them where Megatron has one.
+  void synchronous_schedule(const std::vector<PipelineStep>& steps, PipelineSchedule schedule,
+                            uint32_t it);
 
   // ---- Megatron-Core's combined 1F1B schedule (moe.a2a_overlap; combined_1f1b.cpp) -----------
   /// Where one micro-batch's chain of layer nodes has got to: the event recorded after its last

@@ -9,6 +9,7 @@
 
 #include "workloads/pytorch/ddp_buckets.h"
 #include "workloads/pytorch/kernels.h"
+#include "workloads/transformer/pipeline_exchanges.h"
 #include "workloads/transformer/transformer_emitter.h"
 
 namespace upsim {
@@ -158,7 +159,7 @@ void TransformerEmitter::begin_rank(int64_t global, RankId graph_rank) {
     prev.pp = (coords_.pp + stages - 1) % stages;
     next.pp = (coords_.pp + 1) % stages;
     p2p_.begin_rank(
-        rank_, layout_.rank(prev), layout_.rank(next), layer_groups.tensor,
+        rank_, coords_.pp, layout_.rank(prev), layout_.rank(next), layer_groups.tensor,
         grad_buffers_[kDenseBuffer].replicas > 1 || grad_buffers_[kExpertBuffer].replicas > 1);
     ParallelCoords first = coords_;
     ParallelCoords last = coords_;
@@ -345,14 +346,18 @@ void TransformerEmitter::iteration(uint32_t it) {
   if (p.align_param_gather) {
     grad_sync_->dispatch_param_gather(forward_elements_through(std::min<int64_t>(1, chunks_ - 1)));
   }
-  for (size_t i = 0; i < steps.size(); ++i) {
-    // The combined 1F1B schedule runs each steady-state forward with the backward after it.
-    if (combined && steps[i].steady) {
-      combined_step(steps[i], steps[i + 1]);
-      ++i;
-      continue;
+  if (p.pipeline > 1 && p.p2p_synchronous && !combined && schedule != PipelineSchedule::kGpipe) {
+    synchronous_schedule(steps, schedule, it);
+  } else {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      // The combined 1F1B schedule runs each steady-state forward with the backward after it.
+      if (combined && steps[i].steady) {
+        combined_step(steps[i], steps[i + 1]);
+        ++i;
+        continue;
+      }
+      schedule_step(steps[i], it);
     }
-    schedule_step(steps[i], it);
   }
   finish_gradients();
   optimizer_step();
@@ -362,10 +367,33 @@ void TransformerEmitter::iteration(uint32_t it) {
 void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
   const int64_t last_vs = virtual_stages() - 1;
   const int64_t vs = virtual_stage(step.chunk);
-  const int64_t first = first_layer(step.chunk);
   ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
                           step.micro_batch, step.chunk));
   p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
+  step_compute(step, it);
+  p2p_.send(step.forward, step.micro_batch, vs, last_vs);
+}
+
+void TransformerEmitter::synchronous_schedule(const std::vector<PipelineStep>& steps,
+                                              PipelineSchedule schedule, uint32_t it) {
+  const ParallelismConfig& p = config_.parallelism;
+  for (const PipelineAction& action : synchronous_pipeline_plan(
+           steps, schedule, p.pipeline, chunks_, micro_batches_, coords_.pp)) {
+    if (action.step < 0) {
+      p2p_.exchange(action.exchange, steps);
+      continue;
+    }
+    const PipelineStep& step = steps[static_cast<size_t>(action.step)];
+    ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
+                            step.micro_batch, step.chunk));
+    step_compute(step, it);
+  }
+}
+
+void TransformerEmitter::step_compute(const PipelineStep& step, uint32_t it) {
+  const int64_t last_vs = virtual_stages() - 1;
+  const int64_t vs = virtual_stage(step.chunk);
+  const int64_t first = first_layer(step.chunk);
   if (step.forward) {
     begin_forward_step();
     if (vs == 0) {
@@ -416,7 +444,6 @@ void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
       grad_sync_->after_backward(-1, params_.embedding(), last_mb);
     }
   }
-  p2p_.send(step.forward, step.micro_batch, vs, last_vs);
 }
 
 std::vector<int64_t> TransformerEmitter::gradient_ready_bytes(

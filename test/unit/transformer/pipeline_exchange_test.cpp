@@ -6,6 +6,7 @@
 // starts), which keep a synchronous pipeline's receives from holding the gathers back.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -13,6 +14,8 @@
 #include "test/unit/transformer/step_simulation.h"
 #include "test/unit/transformer/test_configs.h"
 #include "test/unit/transformer/workload_yaml.h"
+#include "workloads/transformer/pipeline_exchanges.h"
+#include "workloads/transformer/pipeline_schedule.h"
 
 namespace upsim {
 namespace {
@@ -140,20 +143,31 @@ TEST(PipelineExchange, SynchronousExchangesWaitForTheDeviceAndAlignedGathersKeep
   c.parallelism.align_param_gather = true;
   const Duration overlapped = window(c);
   c.parallelism.p2p_synchronous = true;
-  // Each receive's synchronize waits for the compute stream (which waits for the receive and
-  // the tensor-parallel collectives) and the data-parallel collectives' stream, not for the
-  // sends.
+  // Each exchange's synchronize waits for the whole device: its sends and receives, the
+  // compute, the tensor- and data-parallel collectives. One per exchange of Megatron's plan.
   {
     TaskGraph g;
     generate_transformer(c, {1}, g);
     std::set<uint16_t> targets;
+    std::array<size_t, 2> synchronizes = {0, 0};  // per graph rank: pipeline stages 0 and 1
     for (TaskId t = 0; t < g.task_count(); ++t) {
       if (g.task(t).kind == TaskKind::kHostSync &&
           g.name(g.task(t).op_name) == "torch.cuda.synchronize") {
         targets.insert(g.sync_target(t));
+        ++synchronizes.at(g.task(t).rank);
       }
     }
-    EXPECT_EQ(targets, (std::set<uint16_t>{0, 1}));  // compute, dp comm
+    EXPECT_EQ(targets, (std::set<uint16_t>{kAllStreams}));
+    for (int64_t stage = 0; stage < 2; ++stage) {
+      const std::vector<PipelineStep> steps =
+          pipeline_schedule(PipelineSchedule::kInterleaved1F1B, 2, 4, 8, stage);
+      size_t exchanges = 0;
+      for (const PipelineAction& a :
+           synchronous_pipeline_plan(steps, PipelineSchedule::kInterleaved1F1B, 2, 4, 8, stage)) {
+        if (a.step < 0) ++exchanges;
+      }
+      EXPECT_EQ(synchronizes[static_cast<size_t>(stage)], exchanges) << "stage " << stage;
+    }
   }
   const Duration synchronous = window(c);
   c.parallelism.align_param_gather = false;
@@ -169,6 +183,33 @@ TEST(PipelineExchange, SynchronousExchangesWaitForTheDeviceAndAlignedGathersKeep
   // Dispatched by the pre-hooks, a stage's gathers start only once its host is past the
   // receive: each one's latency joins the pipeline's fill.
   EXPECT_GT(hooked, synchronous);
+}
+
+// Synchronous exchanges simulate to the end where the schedule is irregular: the first stage
+// running every forward in its warm-up (interleaved PP 2 x 2 chunks, 2 micro-batches), fewer
+// micro-batches than stages (1F1B PP 4, 2 micro-batches), and the regular cases beside them.
+// (Not ordered against the overlapped exchanges: see the test above.)
+TEST(PipelineExchange, SynchronousExchangesFinishOnIrregularSchedules) {
+  struct Case {
+    int64_t pipeline, chunks, micro_batches;
+  };
+  for (const Case k : {Case{2, 2, 2}, Case{2, 2, 4}, Case{4, 1, 2}, Case{4, 1, 8}, Case{4, 2, 8}}) {
+    TransformerConfig c = test_configs::small_gpt();
+    c.parallelism.pipeline = k.pipeline;
+    c.parallelism.virtual_stages = k.chunks;
+    c.parallelism.schedule =
+        k.chunks > 1 ? PipelineSchedule::kInterleaved1F1B : PipelineSchedule::k1F1B;
+    c.global_batch = c.micro_batch * k.micro_batches;
+    c.parallelism.p2p_synchronous = false;
+    const Duration overlapped = window(c);
+    c.parallelism.p2p_synchronous = true;
+    const Duration synchronous = window(c);
+    std::printf("PP %lld x %lld, %lld micro-batches: overlapped %.3f ms, synchronous %.3f ms\n",
+                static_cast<long long>(k.pipeline), static_cast<long long>(k.chunks),
+                static_cast<long long>(k.micro_batches), overlapped.seconds() * 1e3,
+                synchronous.seconds() * 1e3);
+    EXPECT_GT(synchronous, Duration::zero());
+  }
 }
 
 }  // namespace

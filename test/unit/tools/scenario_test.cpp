@@ -218,6 +218,31 @@ TEST(Scenario, TheAllocatorsReserveAboveTheGpusMemoryWarnsOfRetriesInsteadOfRefu
   EXPECT_NE(e.find("needs 45 GiB"), std::string::npos) << e;
 }
 
+// A footprint within the memory model's largest held-out underestimate (8.45%) of the GPU's
+// memory warns that the step may reach cudaMalloc retries; one further below does not.
+TEST(Scenario, AFootprintWithinTheMemoryModelsErrorOfTheGpuWarnsOfRetries) {
+  const auto margin_warnings = [](const Scenario& s) {
+    int n = 0;
+    for (const std::string& w : s.warnings)
+      n += w.find("largest held-out underestimate") != std::string::npos ? 1 : 0;
+    return n;
+  };
+  // 25 GiB of weights and 12.5 GiB of gradients: 37.5 of 40 GiB, 93.8%.
+  const Scenario close = build(scenario_yaml("{model: fake, memory: 25GiB}"));
+  ASSERT_EQ(margin_warnings(close), 1) << close.description;
+  for (const std::string& w : close.warnings) {
+    if (w.find("largest held-out underestimate") == std::string::npos) continue;
+    EXPECT_NE(w.find("37.5 GiB on fake 0 is 93.8% of the 40 GiB of the A100-SXM4-40GB"),
+              std::string::npos)
+        << w;
+  }
+  // 36 of 40 GiB, 90%: 8.45% more still fits.
+  EXPECT_EQ(margin_warnings(build(scenario_yaml("{model: fake, memory: 24GiB}"))), 0);
+  // Past the GPU's memory other messages speak (the reserve's retries, or the refusal).
+  EXPECT_EQ(margin_warnings(build(scenario_yaml("{model: fake, memory: 20GiB, reserve: 15GiB}"))),
+            0);
+}
+
 TEST(Scenario, MemoryCheckWarnRunsAnywayWithAWarning) {
   const Scenario s = build(scenario_yaml("{model: fake, memory: 40GiB}", "  memory_check: warn\n"));
   EXPECT_TRUE(s.graph.sealed());

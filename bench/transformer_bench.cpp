@@ -31,6 +31,9 @@
 // ids taken before its flows start, so that their slots load ahead with the links
 // (topology/flow_network.cpp, activate), least of 3 interleaved runs on a later day: 8192 GPUs
 // 4.03 s / 2.63 s, 32768 GPUs 8.06 s / 6.29 s (2.00x; without it 4.02 s and 8.15 s, 2.03x).
+// With the fairness check skipping links whose flows are all repriced
+// (topology/max_min_repricing.cpp, add_unfair_flows), least of 3 interleaved runs on a busier
+// day: 8192 GPUs 5.12 s, 32768 GPUs 9.74 s (1.90x); 98304 GPUs 46.2 s / 42.5 s.
 // Before the
 // repricing's scratch moved into dense slots and the loops over a collective's flows and links
 // loaded them a few chunks ahead (topology/max_min_repricing.h, sim/prefetch_pipeline.h), on the

@@ -1855,8 +1855,8 @@ std::span<const KeyMeaning> transformer_key_meanings() {
       {"parallelism.p2p_scatter_gather",
        "pipeline sends split over tensor ranks, gathered on arrival"},
       {"parallelism.p2p_synchronous",
-       "each pipeline exchange ends in torch.cuda.synchronize(); default: 1F1B without "
-       "interleaving"},
+       "Megatron's batched pipeline exchanges, each ended by torch.cuda.synchronize(); default: "
+       "1F1B without interleaving"},
       {"parallelism.align_param_gather",
        "interleaved schedule: each model chunk's parameter all-gathers dispatched by the "
        "schedule"},

@@ -656,21 +656,20 @@ void check_memory(const MemoryFootprint& memory, const DeviceProfile& device,
   // footprint that fits without it runs, with those retries.
   const int64_t allocated = memory.allocated_bytes();
   const int64_t reserve = memory.total_bytes() - allocated;
-  // The memory model's largest held-out underestimate (`upsim validate memory`: hf-bert-large,
-  // fp16 AMP batch 4, -8.45%): a footprint this close to the GPU's memory may not fit it.
-  constexpr double kLargestUnderestimate = 0.0845;
+  // A footprint within the memory model's largest held-out underestimate of the GPU's memory
+  // may not fit it.
   const auto total = static_cast<double>(memory.total_bytes());
   if (memory.total_bytes() <= device.hbm_bytes &&
-      total * (1.0 + kLargestUnderestimate) > static_cast<double>(device.hbm_bytes)) {
+      total * (1.0 + kMemoryModelLargestUnderestimate) > static_cast<double>(device.hbm_bytes)) {
     warnings.push_back(fmt::format(
         "memory: {} on {} is {:.1f}% of the {} of the {}, within the memory model's largest "
-        "held-out underestimate (8.5%, `upsim validate memory`) of it: the step may reach "
+        "held-out underestimate ({:.1f}%, `upsim validate memory`) of it: the step may reach "
         "cudaMalloc retries (the caching allocator frees its cache and synchronizes the GPU), "
         "which upsim does not price; published runs this close to the GPU's memory ran slower "
         "than predicted",
         format_bytes(memory.total_bytes()), memory.owner,
         100.0 * total / static_cast<double>(device.hbm_bytes), format_bytes(device.hbm_bytes),
-        device.name));
+        device.name, 100.0 * kMemoryModelLargestUnderestimate));
   }
   if (allocated <= device.hbm_bytes && memory.total_bytes() > device.hbm_bytes) {
     warnings.push_back(fmt::format(

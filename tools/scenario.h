@@ -68,6 +68,12 @@
 
 namespace upsim::cli {
 
+/// The memory model's largest held-out underestimate, as a fraction: the most negative error of
+/// `upsim validate memory`'s bounded rows (hf-bert-large, fp16 AMP batch 4: -8.45%;
+/// MemoryValidation.TheLargestUnderestimateIsTheMarginRunsWarnWith keeps the two equal). A
+/// footprint within it of the GPU's memory warns of cudaMalloc retries (build_scenario).
+inline constexpr double kMemoryModelLargestUnderestimate = 0.0845;
+
 struct ScenarioModels {
   /// The platform's fabric when the scenario names a topology (the flow network refers to it).
   std::unique_ptr<Fabric> fabric;

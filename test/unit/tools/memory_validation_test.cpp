@@ -2,6 +2,7 @@
 // measured errors printed) and on malformed tables (errors name file, line and column).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/scenario.h"
 #include "tools/validation/published_tables.h"
 #include "tools/validation/validate_memory.h"
 
@@ -40,6 +42,29 @@ TEST(MemoryValidation, PublishedFiguresOfModelledRunsWithinFifteenPercent) {
   EXPECT_EQ(output.find("ERROR"), std::string::npos) << output;
   // A tighter bound than the rows meet fails the command.
   EXPECT_EQ(validate({"--rows", kRows.string(), "--bound", "0.04"}, output), 1);
+}
+
+// The margin within which a run warns of cudaMalloc retries (tools/scenario.h) is the largest
+// underestimate among the bounded rows, so that it follows the memory model.
+TEST(MemoryValidation, TheLargestUnderestimateIsTheMarginRunsWarnWith) {
+  std::string output;
+  ASSERT_EQ(validate({"--rows", kRows.string()}, output), 0) << output;
+  double most_negative = 0.0;
+  std::istringstream lines(output);
+  std::string line;
+  int bounded = 0;
+  while (std::getline(lines, line)) {
+    // A row: "... measured estimated error% yes"; its error is the field before "yes".
+    if (line.size() < 4 || line.compare(line.size() - 4, 4, " yes") != 0) continue;
+    std::string head = line.substr(0, line.size() - 4);
+    head.erase(head.find_last_not_of(' ') + 1);
+    if (head.empty() || head.back() != '%') continue;  // the closing "each within 15%: yes"
+    const size_t start = head.find_last_of(' ') + 1;
+    most_negative = std::min(most_negative, std::stod(head.substr(start)) / 100.0);
+    ++bounded;
+  }
+  EXPECT_EQ(bounded, 6) << output;
+  EXPECT_NEAR(-most_negative, kMemoryModelLargestUnderestimate, 5e-5) << output;
 }
 
 class TempTable {

@@ -32,7 +32,7 @@ class PlanBuilder {
     std::deque<int64_t> from_prev;  // forwards whose input the previous stage sends
     std::deque<int64_t> from_next;  // backwards whose gradient the next stage sends
     for (size_t i = 0; i < steps.size(); ++i) {
-      const int64_t vs = steps[i].chunk * stages + stage;
+      const int64_t vs = virtual_stage_of(steps[i].chunk, stages, stage);
       if (steps[i].forward && vs != 0) from_prev.push_back(static_cast<int64_t>(i));
       if (!steps[i].forward && vs != last_vs) from_next.push_back(static_cast<int64_t>(i));
     }
@@ -50,7 +50,7 @@ class PlanBuilder {
               stage, a.step, a.forward ? "forward" : "backward"));
         }
         const PipelineStep& s = steps[static_cast<size_t>(a.step)];
-        const int64_t vs = s.chunk * stages + stage;
+        const int64_t vs = virtual_stage_of(s.chunk, stages, stage);
         const bool needs = s.forward ? vs != 0 : vs != last_vs;
         if (needs && !received[static_cast<size_t>(a.step)]) {
           throw std::logic_error(fmt::format(

@@ -63,10 +63,6 @@ void PipelineP2p::gather(int64_t bytes) {
                 collective_kind_name(CollectiveKind::kAllGather), "gather_split_1d_tensor");
 }
 
-int64_t PipelineP2p::virtual_stage(const PipelineStep& step) const {
-  return step.chunk * config_.parallelism.pipeline + stage_;
-}
-
 void PipelineP2p::exchange(const PipelineExchange& exchange,
                            const std::vector<PipelineStep>& steps) {
   const auto step_at = [&](int64_t index) -> const PipelineStep& {
@@ -79,7 +75,7 @@ void PipelineP2p::exchange(const PipelineExchange& exchange,
   const TaskId computed = sends ? h.record(kCompute) : 0;
   const auto post_send = [&](int64_t index, bool forward) {
     const PipelineStep& step = step_at(index);
-    const int64_t vs = virtual_stage(step);
+    const int64_t vs = virtual_stage_of(step.chunk, config_.parallelism.pipeline, stage_);
     const uint16_t stream = forward ? kActOut : kGradOut;
     h.wait(stream, computed);
     const int64_t bytes = message_bytes(forward ? vs + 1 : vs);
@@ -93,7 +89,7 @@ void PipelineP2p::exchange(const PipelineExchange& exchange,
   std::vector<int64_t> received_bytes;
   const auto post_receive = [&](int64_t index, bool forward) {
     const PipelineStep& step = step_at(index);
-    const int64_t vs = virtual_stage(step);
+    const int64_t vs = virtual_stage_of(step.chunk, config_.parallelism.pipeline, stage_);
     const uint16_t stream = forward ? kActIn : kGradIn;
     const int64_t bytes = message_bytes(forward ? vs : vs + 1);
     h.collective_on(

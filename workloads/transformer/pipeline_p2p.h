@@ -78,8 +78,6 @@ class PipelineP2p {
   /// for the sends: each receive here sits just before its step, so a wait for a send just
   /// posted could hold a neighbour that takes it only at its own next step.
   void synchronize();
-  /// The virtual stage of `step` on this rank.
-  int64_t virtual_stage(const PipelineStep& step) const;
   /// Scatter/gather: the TP ranks' slices of a received message gathered over NVLink.
   void gather(int64_t bytes);
 

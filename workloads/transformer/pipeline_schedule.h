@@ -18,6 +18,12 @@ struct PipelineStep {
   bool steady = false;
 };
 
+/// The virtual stage a model chunk `chunk` of pipeline stage `stage` of `stages` is (Megatron's
+/// interleaving: chunk c of every stage before chunk c + 1 of any).
+inline int64_t virtual_stage_of(int64_t chunk, int64_t stages, int64_t stage) {
+  return chunk * stages + stage;
+}
+
 /// The order in which stage `stage` of `stages` runs forward and backward passes of `micro_batches`
 /// micro-batches over `chunks` model chunks: GPipe (all forwards, then all backwards), 1F1B
 /// (Narayanan et al., SC21, Fig. 4 top: warm-up of stages - stage - 1 forwards), or interleaved

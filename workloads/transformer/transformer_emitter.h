@@ -66,6 +66,8 @@ class TransformerEmitter {
   /// One forward or backward step of the pipeline schedule: its receive, the chunk's layers
   /// (with the embedding and the head on the first and last virtual stage), its send.
   void schedule_step(const PipelineStep& step, uint32_t it);
+  /// The step's zero-cost marker "forward mb <i> chunk <c>" (transformer_generator.h).
+  void step_marker(const PipelineStep& step);
   /// The step's compute alone: the chunk's layers with the embedding and the head.
   void step_compute(const PipelineStep& step, uint32_t it);
   /// The schedule under Megatron's synchronous exchanges (pipeline_exchanges.h): the steps

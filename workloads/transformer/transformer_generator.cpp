@@ -194,7 +194,7 @@ bool TransformerEmitter::sharded_optimizer() const {
 }
 
 int64_t TransformerEmitter::virtual_stage(int64_t chunk) const {
-  return chunk * config_.parallelism.pipeline + coords_.pp;
+  return virtual_stage_of(chunk, config_.parallelism.pipeline, coords_.pp);
 }
 
 void TransformerEmitter::forward_layer(int64_t layer, int64_t last_layer) {
@@ -367,8 +367,7 @@ void TransformerEmitter::iteration(uint32_t it) {
 void TransformerEmitter::schedule_step(const PipelineStep& step, uint32_t it) {
   const int64_t last_vs = virtual_stages() - 1;
   const int64_t vs = virtual_stage(step.chunk);
-  ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
-                          step.micro_batch, step.chunk));
+  step_marker(step);
   p2p_.receive(step.forward, step.micro_batch, vs, last_vs);
   step_compute(step, it);
   p2p_.send(step.forward, step.micro_batch, vs, last_vs);
@@ -384,10 +383,14 @@ void TransformerEmitter::synchronous_schedule(const std::vector<PipelineStep>& s
       continue;
     }
     const PipelineStep& step = steps[static_cast<size_t>(action.step)];
-    ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
-                            step.micro_batch, step.chunk));
+    step_marker(step);
     step_compute(step, it);
   }
+}
+
+void TransformerEmitter::step_marker(const PipelineStep& step) {
+  ops_.marker(fmt::format("{} mb {} chunk {}", step.forward ? "forward" : "backward",
+                          step.micro_batch, step.chunk));
 }
 
 void TransformerEmitter::step_compute(const PipelineStep& step, uint32_t it) {
